@@ -1,0 +1,1 @@
+"""Export of gluon_cf models (installed as gluon_cf.export)."""

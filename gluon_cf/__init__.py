@@ -1,0 +1,11 @@
+"""gluon_cf: control flow and recursion for MXNet Gluon that survive ``hybridize()``.
+
+Importing this package registers the gluon_cf graph operators with MXNet, which is also what a
+process needs before loading an exported model that contains them.
+"""
+from .ops.cond import cond
+from .ops.foreach import foreach
+from .ops.while_loop import while_loop
+
+__all__ = ["cond", "foreach", "while_loop"]
+__version__ = "0.1.0"

@@ -1,0 +1,41 @@
+"""Benchmark of recursive tree models: trees/second per model, mode, batch size and method.
+
+Run it with ``python -m gluon_cf.bench [--quick | --smoke] [--methods a,c,d,f] [--plot PATH]``.
+
+A method is a name, a label and a builder, kept in `METHODS` by `register_method`. The harness
+calls ``builder(model)`` once per model with a `baselines.TreeModel` holding the shared weights
+(the builder must not modify it; `baselines.clone_model` gives a private copy) and gets a runner:
+
+    runner.infer(batch)       -> (root states (B, H), logits (B, C)); numpy, NDArray or tensor
+    runner.train_step(batch)  -> loss; forward + backward + one SGD step
+
+`batch` is a `baselines.Batch` (`trees`, `forest`, `labels`). A builder that cannot run here
+raises `baselines.MethodUnavailable` and the method is skipped with its reason. Before timing,
+every method's root states and logits are checked against method 'a' on one mini-batch.
+
+Adding a method is one line in the registration block at the end of this file.
+"""
+from collections import namedtuple
+
+Method = namedtuple('Method', ['name', 'label', 'builder'])
+
+METHODS = {}
+
+
+def register_method(name, label, builder):
+    """Register (or replace) benchmark method `name`; see the module docstring for `builder`."""
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise ValueError(f'register_method: name must be a short identifier such as "e", '
+                         f'got {name!r}')
+    METHODS[name] = Method(name, label, builder)
+    return METHODS[name]
+
+
+# Registration block: the benchmark plan's methods in order. b and e (the gluon_cf hybridized
+# unbatched and batched executors) are to be registered here too.
+from gluon_cf.bench import baselines  # noqa: E402
+
+register_method('a', 'eager per-node (Gluon)', baselines.EagerRunner)
+register_method('c', 'iterative post-order loop (Gluon)', baselines.IterativeRunner)
+register_method('d', 'hand-written level batching (Gluon)', baselines.LevelBatchedRunner)
+register_method('f', 'eager per-node (PyTorch)', baselines.TorchRunner)

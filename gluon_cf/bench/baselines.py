@@ -1,0 +1,350 @@
+"""The benchmark's model, data and baseline methods (a, c, d, f).
+
+Every method runs the same model, `TreeModel` (embedding -> tree cell -> Dense head over the root
+state), with the same weights, and implements the runner interface of `gluon_cf.bench`:
+
+    runner.infer(batch)       -> (root states (B, H), logits (B, C))
+    runner.train_step(batch)  -> loss; forward + backward + one SGD step
+
+Methods (numbering of the benchmark plan):
+
+a. `EagerRunner`: the eager references of gluon_cf.models.reference, one tree at a time, one
+   Gluon call per node; a mini-batch is a Python loop over its trees (losses summed).
+c. `IterativeRunner`: the "iterative" baseline of the EuroSys'18 recursion paper. All nodes of
+   the mini-batch forest in topological (post-)order through one Python loop, one node at a time,
+   states kept in a list. The per-node cell functions are hybridized (static graphs, as the
+   paper's loop body is), and the embeddings of the whole forest come from one lookup.
+d. `LevelBatchedRunner`: hand-batched by level, the best a person writes without a framework:
+   one call per tree height over the whole forest (children gathered with `take`, results
+   scattered into state buffers with `index_copy`), each level step a hybridized block.
+f. `TorchRunner`: method a in PyTorch, with cells copied weight for weight.
+"""
+from dataclasses import dataclass
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from mxnet.gluon import nn
+
+from gluon_cf.models import (BinaryTreeLSTMCell, RNTNCell, TreeRNNCell, rntn_eager,
+                             treelstm_eager, treernn_eager)
+
+__all__ = [
+    'MODEL_KINDS', 'ModelConfig', 'TreeModel', 'make_model', 'clone_model', 'Batch',
+    'make_batches', 'MethodUnavailable', 'EagerRunner', 'IterativeRunner',
+    'LevelBatchedRunner', 'TorchRunner',
+]
+
+# kind -> (cell class, eager reference returning the root state(s))
+MODEL_KINDS = {
+    'treelstm': (BinaryTreeLSTMCell, treelstm_eager),
+    'treernn': (TreeRNNCell, treernn_eager),
+    'rntn': (RNTNCell, rntn_eager),
+}
+LEARNING_RATE = 0.01
+
+
+class MethodUnavailable(Exception):
+    """Raised by a method builder that cannot run here; the harness skips it with the reason."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Model and data
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: str
+    vocab_size: int
+    embed_size: int = 300
+    hidden_size: int = 150
+    num_classes: int = 5
+
+
+class TreeModel(gluon.Block):
+    """The parameters every method shares: `embed`, `cell` (per `config.kind`) and `head`.
+
+    It is a container, not a model: each method decides how to run the tree.
+    """
+
+    def __init__(self, config, prefix='treemodel_'):
+        super().__init__(prefix=prefix)
+        if config.kind not in MODEL_KINDS:
+            raise ValueError(f'TreeModel: unknown kind {config.kind!r}; expected one of '
+                             f'{", ".join(MODEL_KINDS)}')
+        self.config = config
+        with self.name_scope():
+            self.embed = nn.Embedding(config.vocab_size, config.embed_size,
+                                      weight_initializer=mx.init.Uniform(0.1), prefix='embed_')
+            self.cell = MODEL_KINDS[config.kind][0](config.hidden_size, config.embed_size,
+                                                    prefix='cell_')
+            self.head = nn.Dense(config.num_classes, in_units=config.hidden_size,
+                                 weight_initializer=mx.init.Xavier(), prefix='head_')
+
+    @property
+    def num_states(self):
+        return self.cell.num_states
+
+    def forward(self, *args):
+        raise TypeError('TreeModel holds parameters only; run it through a benchmark runner')
+
+
+def make_model(config, seed=0):
+    """A freshly initialized `TreeModel`, deterministic per `seed`."""
+    mx.random.seed(seed)
+    model = TreeModel(config)
+    model.initialize()
+    return model
+
+
+def clone_model(model):
+    """A new `TreeModel` with copies of `model`'s parameter values (builders must not share
+    blocks: hybridizing a clone leaves the original and the other methods untouched)."""
+    clone = TreeModel(model.config, prefix=model.prefix)
+    clone.initialize()
+    src = model.collect_params()
+    for name, param in clone.collect_params().items():
+        param.set_data(src[name].data().copy())
+    return clone
+
+
+@dataclass
+class Batch:
+    """A mini-batch in both forms: `trees` (list of EncodedTree) and their `forest`."""
+    trees: list
+    forest: object
+
+    @property
+    def size(self):
+        return len(self.trees)
+
+    @property
+    def labels(self):
+        return self.forest.root_labels
+
+
+def make_batches(encoded_trees, batch_size, num_batches):
+    """`num_batches` consecutive mini-batches of `batch_size`, cycling through the trees."""
+    from gluon_cf.data.trees import batchify_forest
+
+    batches, n = [], len(encoded_trees)
+    for b in range(num_batches):
+        trees = [encoded_trees[(b * batch_size + k) % n] for k in range(batch_size)]
+        batches.append(Batch(trees, batchify_forest(trees)))
+    return batches
+
+
+def _as_tuple(states):
+    return tuple(states) if isinstance(states, (list, tuple)) else (states,)
+
+
+class _GluonRunner:
+    """Shared parts of the MXNet runners: a private clone, the loss and the trainer."""
+
+    def __init__(self, model):
+        self.model = clone_model(model)
+        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        self.trainer = gluon.Trainer(self.model.collect_params(), 'sgd',
+                                     {'learning_rate': LEARNING_RATE})
+
+    def infer(self, batch):
+        root_h = self.root_states(batch)
+        return root_h, self.model.head(root_h)
+
+    def train_step(self, batch):
+        labels = mx.nd.array(batch.labels)
+        with autograd.record():
+            loss = self.loss_fn(self.model.head(self.root_states(batch)), labels).mean()
+        loss.backward()
+        self.trainer.step(1)
+        return loss
+
+
+# ---------------------------------------------------------------------------------------------
+# a. Eager per-node recursion (the references), a Python loop over the trees.
+
+class EagerRunner(_GluonRunner):
+    def __init__(self, model):
+        super().__init__(model)
+        self._reference = MODEL_KINDS[model.config.kind][1]
+
+    def _root_h(self, tree):
+        return _as_tuple(self._reference(self.model.embed, self.model.cell, tree))[0]
+
+    def root_states(self, batch):
+        return mx.nd.concat(*[self._root_h(t) for t in batch.trees], dim=0)
+
+    def infer(self, batch):
+        roots = [self._root_h(t) for t in batch.trees]
+        logits = [self.model.head(h) for h in roots]
+        return mx.nd.concat(*roots, dim=0), mx.nd.concat(*logits, dim=0)
+
+    def train_step(self, batch):
+        with autograd.record():
+            losses = [self.loss_fn(self.model.head(self._root_h(t)), mx.nd.array([label]))
+                      for t, label in zip(batch.trees, batch.labels)]
+            loss = mx.nd.add_n(*losses) / batch.size
+        loss.backward()
+        self.trainer.step(1)
+        return loss
+
+
+# ---------------------------------------------------------------------------------------------
+# c. Iterative: one Python loop over the forest's nodes in post-order, hybridized node functions.
+
+class IterativeRunner(_GluonRunner):
+    def __init__(self, model):
+        super().__init__(model)
+        cell = self.model.cell
+        # Every node call has batch 1, so static shapes let the CachedOps reuse their memory.
+        cell.leaf.hybridize(static_alloc=True, static_shape=True)
+        cell.combine.hybridize(static_alloc=True, static_shape=True)
+
+    def root_states(self, batch):
+        forest, cell = batch.forest, self.model.cell
+        x = self.model.embed(mx.nd.array(forest.tokens, dtype='int32'))
+        left, right = forest.left.tolist(), forest.right.tolist()
+        states = [None] * len(left)
+        for node, (l, r) in enumerate(zip(left, right)):
+            if l < 0:
+                states[node] = _as_tuple(cell.leaf(x[node:node + 1]))
+            else:
+                states[node] = _as_tuple(cell.combine(*states[l], *states[r]))
+        return mx.nd.concat(*[states[r][0] for r in forest.roots.tolist()], dim=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# d. Hand-written level batching.
+
+class _LevelStep(gluon.HybridBlock):
+    """All nodes of one height: gather children states, combine, scatter into the buffers.
+
+    Inputs: `nodes`, `left`, `right` (int32 index vectors of this level) and the state buffers
+    (N, H) (h, or h and c). Returns the updated buffers.
+    """
+
+    def __init__(self, combine):
+        super().__init__()
+        self.combine = combine
+
+    def hybrid_forward(self, F, nodes, left, right, *buffers):
+        children = [F.take(buf, left) for buf in buffers] + [F.take(buf, right) for buf in buffers]
+        new = _as_tuple(self.combine(*children))
+        return tuple(F.contrib.index_copy(buf, nodes, s) for buf, s in zip(buffers, new))
+
+
+class _LeafStep(gluon.HybridBlock):
+    """All leaves: embed, leaf cell, scatter into fresh buffers (rows of internal nodes are 0)."""
+
+    def __init__(self, embed, leaf):
+        super().__init__()
+        self.embed = embed
+        self.leaf = leaf
+
+    def hybrid_forward(self, F, tokens, nodes, zeros):
+        states = _as_tuple(self.leaf(self.embed(tokens)))
+        return tuple(F.contrib.index_copy(zeros, nodes, s) for s in states)
+
+
+class LevelBatchedRunner(_GluonRunner):
+    def __init__(self, model):
+        super().__init__(model)
+        # Level sizes vary, so no static shapes: the CachedOps re-infer shapes per call.
+        self._leaf_step = _LeafStep(self.model.embed, self.model.cell.leaf)
+        self._level_step = _LevelStep(self.model.cell.combine)
+        self._leaf_step.hybridize()
+        self._level_step.hybridize()
+
+    def root_states(self, batch):
+        forest = batch.forest
+        levels = forest.levels()
+        nd32 = lambda a: mx.nd.array(a, dtype='int32')  # noqa: E731
+        zeros = mx.nd.zeros((forest.num_nodes, self.model.config.hidden_size))
+        leaves = levels[0]
+        buffers = _as_tuple(self._leaf_step(nd32(forest.tokens[leaves]), nd32(leaves), zeros))
+        for nodes in levels[1:]:
+            buffers = _as_tuple(self._level_step(nd32(nodes), nd32(forest.left[nodes]),
+                                                 nd32(forest.right[nodes]), *buffers))
+        return mx.nd.take(buffers[0], nd32(forest.roots))
+
+
+# ---------------------------------------------------------------------------------------------
+# f. PyTorch eager per-node recursion.
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise MethodUnavailable(
+            f'torch is not importable ({e}); install the CPU build with '
+            '`pip install torch==2.13.0` to run method f') from None
+    return torch
+
+
+class TorchRunner:
+    """Method a in PyTorch: the same cells and per-node loop, weights copied from the model."""
+
+    def __init__(self, model):
+        torch = _import_torch()
+        self.torch = torch
+        config = model.config
+        values = {name[len(model.prefix):]: p.data().asnumpy()
+                  for name, p in model.collect_params().items()}
+        self.params = {name: torch.tensor(v, requires_grad=True) for name, v in values.items()}
+        self.kind = config.kind
+        self.optimizer = torch.optim.SGD(list(self.params.values()), lr=LEARNING_RATE)
+
+    # The cell equations, mirroring gluon_cf.models.cells (weights are (out, in) as in Gluon).
+    def _linear(self, name, x):
+        return self.torch.nn.functional.linear(x, self.params[name + '_weight'],
+                                               self.params[name + '_bias'])
+
+    def _leaf(self, token):
+        x = self.torch.nn.functional.embedding(token, self.params['embed_weight'])
+        if self.kind == 'treelstm':
+            i, o, u = self._linear('cell_leaf_iou', x).chunk(3, dim=-1)
+            c = i.sigmoid() * u.tanh()
+            return o.sigmoid() * c.tanh(), c
+        return (self._linear('cell_leaf', x).tanh(),)
+
+    def _combine(self, left, right):
+        torch = self.torch
+        if self.kind == 'treelstm':
+            (hl, cl), (hr, cr) = left, right
+            gates = self._linear('cell_combine_gates', torch.cat([hl, hr], dim=-1))
+            i, fl, fr, o, u = gates.chunk(5, dim=-1)
+            c = i.sigmoid() * u.tanh() + fl.sigmoid() * cl + fr.sigmoid() * cr
+            return o.sigmoid() * c.tanh(), c
+        ab = torch.cat([left[0], right[0]], dim=-1)
+        if self.kind == 'treernn':
+            return (self._linear('cell_combine_proj', ab).tanh(),)
+        bilinear = torch.nn.functional.bilinear(ab, ab, self.params['cell_combine_V'])
+        return ((bilinear + self._linear('cell_combine_linear', ab)).tanh(),)
+
+    def _root_h(self, tree):
+        torch = self.torch
+        left, right = tree.left.tolist(), tree.right.tolist()
+        states = [None] * len(left)
+        for node, (l, r) in enumerate(zip(left, right)):
+            if l < 0:
+                states[node] = self._leaf(torch.tensor(tree.tokens[node:node + 1],
+                                                       dtype=torch.long))
+            else:
+                states[node] = self._combine(states[l], states[r])
+        return states[-1][0]
+
+    def infer(self, batch):
+        with self.torch.no_grad():
+            roots = [self._root_h(t) for t in batch.trees]
+            logits = [self._linear('head', h) for h in roots]
+            return self.torch.cat(roots).numpy(), self.torch.cat(logits).numpy()
+
+    def train_step(self, batch):
+        torch = self.torch
+        self.optimizer.zero_grad()
+        losses = [torch.nn.functional.cross_entropy(
+                      self._linear('head', self._root_h(t)), torch.tensor([int(label)]))
+                  for t, label in zip(batch.trees, batch.labels)]
+        loss = torch.stack(losses).sum() / batch.size
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()

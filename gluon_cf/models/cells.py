@@ -1,0 +1,288 @@
+"""Tree cells: the per-node computations of recursive tree models.
+
+Each cell is a container HybridBlock whose children are the per-node functions, so a model
+reads like its equations::
+
+    h, c = cell.leaf(embed(token))             # BinaryTreeLSTMCell
+    h, c = cell.combine(h_l, c_l, h_r, c_r)
+
+The children work on NDArrays and, inside a hybridized parent, on Symbols.
+
+NOTE: [Row independence]
+Every child treats the leading axis as independent rows: row b of every output depends only on
+row b of every input (and on the parameters). Only such ops are used (Dense, elementwise,
+concat/split on the last axis, batch_dot, broadcasts of parameter rows). This is what lets a
+batching executor stack the calls of many nodes into one call and slice the results apart.
+"""
+from mxnet import gluon, init
+from mxnet.gluon import nn, rnn
+
+__all__ = [
+    'BinaryTreeLSTMCell',
+    'ChildSumTreeLSTMCell',
+    'TreeRNNCell',
+    'RNTNCell',
+    'TopDownTreeLSTMCell',
+]
+
+
+def _dense(units, in_units, prefix, activation=None, use_bias=True):
+    """A Dense layer on (B, in_units) rows with Xavier weights and zero bias.
+
+    Initializers are set on the parameters themselves so they do not depend on the `init`
+    passed to `initialize()` (that one is only a default for parameters without their own).
+    """
+    return nn.Dense(units, in_units=in_units, activation=activation, use_bias=use_bias,
+                    flatten=False, weight_initializer=init.Xavier(),
+                    bias_initializer='zeros', prefix=prefix)
+
+
+def _lstm_state(F, i, o, u, *forgotten):
+    """c = sigmoid(i) * tanh(u) + sum(forgotten), h = sigmoid(o) * tanh(c)."""
+    c = F.sigmoid(i) * F.tanh(u)
+    for term in forgotten:
+        c = c + term
+    return F.sigmoid(o) * F.tanh(c), c
+
+
+class _TreeCell(gluon.HybridBlock):
+    """Base of the cells: holds sizes; the cell itself is not callable, its children are."""
+
+    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+        super().__init__(prefix=prefix, params=params)
+        self._hidden_size = hidden_size
+        self._input_size = input_size
+
+    @property
+    def hidden_size(self):
+        return self._hidden_size
+
+    @property
+    def input_size(self):
+        return self._input_size
+
+    def hybrid_forward(self, F, *args, **kwargs):
+        raise TypeError(
+            f'{type(self).__name__} is a container of per-node functions and is not callable '
+            f'itself; call one of its children instead ({", ".join(self._children)}).')
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary (constituency) TreeLSTM, Tai et al. 2015, section 3.2 with N = 2.
+
+class _LSTMLeaf(gluon.HybridBlock):
+    """(h, c) of a leaf: i, o, u from x; c = i * u; h = o * tanh(c)."""
+
+    def __init__(self, hidden_size, input_size, prefix=None):
+        super().__init__(prefix=prefix)
+        with self.name_scope():
+            self.iou = _dense(3 * hidden_size, input_size, 'iou_')
+
+    def hybrid_forward(self, F, x):
+        i, o, u = F.split(self.iou(x), num_outputs=3, axis=-1)
+        return _lstm_state(F, i, o, u)
+
+
+class _BinaryLSTMCombine(gluon.HybridBlock):
+    """(h, c) of an internal node from its two children.
+
+    Gates i, f_l, f_r, o, u come from one fused Dense over [h_l; h_r] (5H outputs, in that
+    order); c = i * u + f_l * c_l + f_r * c_r; h = o * tanh(c).
+    """
+
+    def __init__(self, hidden_size, prefix=None):
+        super().__init__(prefix=prefix)
+        with self.name_scope():
+            self.gates = _dense(5 * hidden_size, 2 * hidden_size, 'gates_')
+
+    def hybrid_forward(self, F, h_l, c_l, h_r, c_r):
+        gates = self.gates(F.concat(h_l, h_r, dim=-1))
+        i, f_l, f_r, o, u = F.split(gates, num_outputs=5, axis=-1)
+        return _lstm_state(F, i, o, u, F.sigmoid(f_l) * c_l, F.sigmoid(f_r) * c_r)
+
+
+class BinaryTreeLSTMCell(_TreeCell):
+    """Constituency (binary N-ary) TreeLSTM of Tai et al. 2015.
+
+    Children: ``leaf(x) -> (h, c)`` and ``combine(h_l, c_l, h_r, c_r) -> (h, c)``;
+    x is (B, input_size), states are (B, hidden_size).
+    """
+    num_states = 2
+
+    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+        super().__init__(hidden_size, input_size, prefix=prefix, params=params)
+        with self.name_scope():
+            self.leaf = _LSTMLeaf(hidden_size, input_size, prefix='leaf_')
+            self.combine = _BinaryLSTMCombine(hidden_size, prefix='combine_')
+
+
+# ---------------------------------------------------------------------------------------------
+# Child-sum TreeLSTM, Tai et al. 2015, section 3.1.
+
+class _ChildSumForget(gluon.HybridBlock):
+    """f_k * c_k with f_k = sigmoid(W_f x + U_f h_k + b_f), for one child k per row."""
+
+    def __init__(self, hidden_size, input_size, prefix=None):
+        super().__init__(prefix=prefix)
+        with self.name_scope():
+            # One Dense over [x; h_k] is W_f x + U_f h_k + b_f with W_f, U_f side by side.
+            self.f = _dense(hidden_size, input_size + hidden_size, 'f_')
+
+    def hybrid_forward(self, F, x, h_k, c_k):
+        return F.sigmoid(self.f(F.concat(x, h_k, dim=-1))) * c_k
+
+
+class _ChildSumCombine(gluon.HybridBlock):
+    """(h, c) from x, the sum of the children's h and the sum of their f_k * c_k.
+
+    i, o, u = W x + U h_sum + b (one Dense over [x; h_sum]); c = i * u + fc_sum; h = o * tanh(c).
+    """
+
+    def __init__(self, hidden_size, input_size, prefix=None):
+        super().__init__(prefix=prefix)
+        with self.name_scope():
+            self.iou = _dense(3 * hidden_size, input_size + hidden_size, 'iou_')
+
+    def hybrid_forward(self, F, x, h_sum, fc_sum):
+        i, o, u = F.split(self.iou(F.concat(x, h_sum, dim=-1)), num_outputs=3, axis=-1)
+        return _lstm_state(F, i, o, u, fc_sum)
+
+
+class ChildSumTreeLSTMCell(_TreeCell):
+    """Child-sum TreeLSTM of Tai et al. 2015 (any number of children).
+
+    Children: ``forget(x, h_k, c_k) -> f_k * c_k`` (x is the parent's input, repeated per child)
+    and ``combine(x, h_sum, fc_sum) -> (h, c)``. A leaf is ``combine(x, zeros, zeros)``.
+    """
+    num_states = 2
+
+    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+        super().__init__(hidden_size, input_size, prefix=prefix, params=params)
+        with self.name_scope():
+            self.forget = _ChildSumForget(hidden_size, input_size, prefix='forget_')
+            self.combine = _ChildSumCombine(hidden_size, input_size, prefix='combine_')
+
+
+# ---------------------------------------------------------------------------------------------
+# Recursive neural networks of Socher et al.: TreeRNN (2011) and RNTN (2013).
+
+class _TanhCombine(gluon.HybridBlock):
+    """h = tanh(W [h_l; h_r] + b)."""
+
+    def __init__(self, hidden_size, prefix=None):
+        super().__init__(prefix=prefix)
+        with self.name_scope():
+            self.proj = _dense(hidden_size, 2 * hidden_size, 'proj_', activation='tanh')
+
+    def hybrid_forward(self, F, h_l, h_r):
+        return self.proj(F.concat(h_l, h_r, dim=-1))
+
+
+class TreeRNNCell(_TreeCell):
+    """Recursive neural network of Socher et al. 2011.
+
+    Children: ``leaf(x) -> h = tanh(W_e x + b_e)`` and ``combine(h_l, h_r) -> tanh(W [h_l; h_r] + b)``.
+    """
+    num_states = 1
+
+    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+        super().__init__(hidden_size, input_size, prefix=prefix, params=params)
+        with self.name_scope():
+            self.leaf = _dense(hidden_size, input_size, 'leaf_', activation='tanh')
+            self.combine = _TanhCombine(hidden_size, prefix='combine_')
+
+
+class _RNTNCombine(gluon.HybridBlock):
+    """h = tanh(ab^T V^[1:H] ab + W ab + b) with ab = [h_l; h_r] and V of shape (H, 2H, 2H).
+
+    The bilinear term is one GEMM plus one batch_dot, row by row: viewing V as (H * 2H, 2H)
+    rows V[k, i, :], FullyConnected gives t[b, k, i] = sum_j V[k, i, j] ab[b, j]; batch_dot with
+    ab[b] then sums over i. No copy or transpose of V is needed.
+    """
+
+    def __init__(self, hidden_size, prefix=None):
+        super().__init__(prefix=prefix)
+        self._hidden_size = hidden_size
+        two_h = 2 * hidden_size
+        with self.name_scope():
+            # Small tensor weights keep tanh out of saturation at the start (the bilinear term
+            # sums (2H)^2 products); Socher et al. likewise start V near zero.
+            self.V = self.params.get('V', shape=(hidden_size, two_h, two_h),
+                                     init=init.Normal(1.0 / (4 * hidden_size)))
+            self.linear = _dense(hidden_size, two_h, 'linear_')
+
+    def hybrid_forward(self, F, h_l, h_r, V):
+        hidden, two_h = self._hidden_size, 2 * self._hidden_size
+        ab = F.concat(h_l, h_r, dim=-1)                                        # (B, 2H)
+        t = F.FullyConnected(ab, V.reshape((hidden * two_h, two_h)), no_bias=True,
+                             num_hidden=hidden * two_h, flatten=False)          # (B, H * 2H)
+        bilinear = F.batch_dot(t.reshape((0, hidden, two_h)), ab.expand_dims(axis=2))
+        return F.tanh(bilinear.reshape((0, hidden)) + self.linear(ab))
+
+
+class RNTNCell(_TreeCell):
+    """Recursive neural tensor network of Socher et al. 2013.
+
+    Children: ``leaf(x) -> tanh(W_e x + b_e)`` (as TreeRNNCell) and
+    ``combine(h_l, h_r) -> tanh(ab^T V^[1:H] ab + W ab + b)`` with ab = [h_l; h_r].
+    """
+    num_states = 1
+
+    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+        super().__init__(hidden_size, input_size, prefix=prefix, params=params)
+        with self.name_scope():
+            self.leaf = _dense(hidden_size, input_size, 'leaf_', activation='tanh')
+            self.combine = _RNTNCombine(hidden_size, prefix='combine_')
+
+
+# ---------------------------------------------------------------------------------------------
+# Top-down tree generator.
+
+class _SideStep(gluon.HybridBlock):
+    """One LSTM step from a parent's (h, c) whose input is this side's learned vector.
+
+    The LSTM weights are shared between the sides (the `lstm` block is a child of both steps and
+    of the cell; Gluon collects its parameters once); only the input vector differs.
+    """
+
+    def __init__(self, lstm, input_size, prefix=None):
+        super().__init__(prefix=prefix)
+        with self.name_scope():
+            self.input = self.params.get('input', shape=(1, input_size),
+                                         init=init.Normal(1.0))
+        self.lstm = lstm
+
+    def hybrid_forward(self, F, h, c, input):
+        x = F.broadcast_like(input, h, lhs_axes=(0,), rhs_axes=(0,))          # (B, input_size)
+        _, (h_next, c_next) = self.lstm(x, [h, c])
+        return h_next, c_next
+
+
+class TopDownTreeLSTMCell(_TreeCell):
+    """Generates a binary tree top-down from a root state (h, c), each (B, hidden_size).
+
+    Children: ``expand_logit(h) -> (B, 1)``; a node gets two children iff the logit is > 0 and
+    its depth < max_depth. ``left_child(h, c)`` and ``right_child(h, c) -> (h', c')`` are steps
+    of one shared LSTM whose input is a learned per-side vector. ``output(h) -> (B, output_size)``
+    is the per-node output (output_size defaults to hidden_size).
+    """
+    num_states = 2
+
+    def __init__(self, hidden_size, output_size=None, input_size=None, prefix=None, params=None):
+        output_size = hidden_size if output_size is None else output_size
+        input_size = hidden_size if input_size is None else input_size
+        super().__init__(hidden_size, input_size, prefix=prefix, params=params)
+        self._output_size = output_size
+        with self.name_scope():
+            self.lstm = rnn.LSTMCell(hidden_size, input_size=input_size,
+                                     i2h_weight_initializer=init.Xavier(),
+                                     h2h_weight_initializer=init.Orthogonal(),
+                                     prefix='lstm_')
+            self.expand_logit = _dense(1, hidden_size, 'expand_')
+            self.left_child = _SideStep(self.lstm, input_size, prefix='left_')
+            self.right_child = _SideStep(self.lstm, input_size, prefix='right_')
+            self.output = _dense(output_size, hidden_size, 'output_')
+
+    @property
+    def output_size(self):
+        return self._output_size

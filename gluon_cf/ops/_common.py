@@ -1,0 +1,63 @@
+"""Checks and helpers shared by the op modules (user-facing errors live here, once)."""
+import numpy as np
+import mxnet as mx
+
+
+def check_callable(op, **funcs):
+    for what, fn in funcs.items():
+        if not callable(fn):
+            raise TypeError("gluon_cf.%s: %s must be callable, got %s"
+                            % (op, what, type(fn).__name__))
+
+
+def mode_of(op, arrays, what):
+    """'symbol' or 'ndarray' for a flat list of arrays; TypeError on a mix or on other types."""
+    kinds = set()
+    for a in arrays:
+        if isinstance(a, mx.sym.Symbol):
+            kinds.add("symbol")
+        elif isinstance(a, mx.nd.NDArray):
+            kinds.add("ndarray")
+        else:
+            raise TypeError("gluon_cf.%s: %s must be NDArrays or Symbols, got %s"
+                            % (op, what, type(a).__name__))
+    if len(kinds) > 1:
+        raise TypeError("gluon_cf.%s: %s mix NDArrays and Symbols" % (op, what))
+    return kinds.pop() if kinds else None
+
+
+def check_scalar_pred(op, what, shape):
+    """A predicate must hold exactly one element."""
+    if shape is not None and int(np.prod(shape)) != 1:
+        raise ValueError("gluon_cf.%s: %s must have exactly one element, got shape %s"
+                         % (op, what, tuple(shape)))
+
+
+def pred_value(op, what, pred):
+    """Python bool of an eager predicate (NDArray of one element, or a Python/numpy scalar)."""
+    if isinstance(pred, mx.nd.NDArray):
+        check_scalar_pred(op, what, pred.shape)
+        return bool(pred.asscalar())
+    if isinstance(pred, (bool, int, float, np.bool_, np.number)):
+        return bool(pred)
+    raise TypeError("gluon_cf.%s: %s must be a one-element NDArray/Symbol or a Python scalar, "
+                    "got %s" % (op, what, type(pred).__name__))
+
+
+def mismatch(op, what, left_name, left, right_name, right):
+    """ValueError listing two sides that should agree, position by position."""
+    lines = ["gluon_cf.%s: %s differ:" % (op, what)]
+    for i in range(max(len(left), len(right))):
+        a = left[i] if i < len(left) else "<missing>"
+        b = right[i] if i < len(right) else "<missing>"
+        mark = "" if a == b else "   <-- differs"
+        lines.append("  output %d: %s %s, %s %s%s" % (i, left_name, a, right_name, b, mark))
+    return ValueError("\n".join(lines))
+
+
+def dtype_name(t):
+    return np.dtype(t).name if t is not None else None
+
+
+def zeros_like_shape(shape, like):
+    return mx.nd.zeros(shape, ctx=like.context, dtype=like.dtype)

@@ -1,0 +1,94 @@
+"""``gluon_cf.cond``: run one of two functions depending on a one-element predicate."""
+import mxnet as mx
+
+from .. import node as _node
+from .._structure import describe, flatten, regroup
+from ..subgraph import merge_captures, trace
+from ._common import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
+
+OP = "cond"
+
+
+def cond(pred, then_func, else_func, name="cond"):
+    """Run ``then_func()`` if ``pred`` is true, else ``else_func()``.
+
+    Same calling convention as ``mx.nd.contrib.cond`` / ``mx.sym.contrib.cond``: the branches take
+    no arguments and read whatever they need from their closure (outer arrays, Gluon parameters);
+    in hybridized mode those are captured as inputs of the node (NOTE [closure capture]). Only the
+    taken branch is executed. The semantics are those of this Python function::
+
+        def cond(pred, then_func, else_func):
+            return then_func() if bool(pred.asscalar()) else else_func()
+
+    Both branches must return the same structure (an array or a nested list of arrays) with the
+    same shapes and dtypes; in hybridized mode this is checked when shapes are known, and the
+    error lists both sides. Branches may return values that do not depend on any input (MXNet
+    issue 12154), and the ops inside them need no special backward support (issue 16188): the
+    gradient is taken by autograd through the branch that ran.
+    """
+    check_callable(OP, then_func=then_func, else_func=else_func)
+    if isinstance(pred, mx.sym.Symbol):
+        return _cond_symbolic(pred, then_func, else_func, name)
+    branch = then_func if pred_value(OP, "pred", pred) else else_func
+    value = branch()
+    flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
+    mode_of(OP, flat, "the values returned by a branch")
+    return value
+
+
+def _cond_symbolic(pred, then_func, else_func, name):
+    if len(pred.list_outputs()) != 1:
+        raise ValueError("gluon_cf.cond: pred must be a single Symbol, got a group of %d"
+                         % len(pred.list_outputs()))
+    then_g = trace(OP, "then_func", 0, lambda _: then_func())
+    else_g = trace(OP, "else_func", 0, lambda _: else_func())
+    if then_g.out_fmt != else_g.out_fmt:
+        raise ValueError("gluon_cf.cond: then_func and else_func return different structures: "
+                         "then_func returns %s, else_func returns %s"
+                         % (describe(then_g.out_fmt), describe(else_g.out_fmt)))
+    captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
+    spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
+            "num_outputs": then_g.num_outputs}
+    outputs = _node.make_node(OP, [pred] + captured, spec, name)
+    return regroup(outputs, then_g.out_fmt)
+
+
+class CondRule(_node.Rule):
+    """Node inputs: ``[pred, *captured]``; slots are the node inputs; outputs: the branch's."""
+
+    kind = OP
+
+    def infer_shape(self, node, in_shapes):
+        check_scalar_pred(OP, "pred", in_shapes[0])
+        then_in, then_out = node.graphs["then"].infer_shape(in_shapes)
+        else_in, else_out = node.graphs["else"].infer_shape(in_shapes)
+        if None not in then_out and None not in else_out and then_out != else_out:
+            raise mismatch(OP, "output shapes of then_func and else_func", "then_func", then_out,
+                           "else_func", else_out)
+        shapes = list(in_shapes)
+        for inferred in (then_in, else_in):
+            for slot, shape in inferred.items():
+                shapes[slot] = shapes[slot] or shape
+        out = [a or b for a, b in zip(then_out, else_out)]
+        return shapes, out
+
+    def infer_type(self, node, in_types):
+        then_in, then_out = node.graphs["then"].infer_type(in_types)
+        else_in, else_out = node.graphs["else"].infer_type(in_types)
+        if None not in then_out and None not in else_out and \
+                [dtype_name(t) for t in then_out] != [dtype_name(t) for t in else_out]:
+            raise mismatch(OP, "output dtypes of then_func and else_func", "then_func",
+                           [dtype_name(t) for t in then_out], "else_func",
+                           [dtype_name(t) for t in else_out])
+        types = list(in_types)
+        for inferred in (then_in, else_in):
+            for slot, t in inferred.items():
+                types[slot] = types[slot] if types[slot] is not None else t
+        return types, [a if a is not None else b for a, b in zip(then_out, else_out)]
+
+    def forward(self, node, inputs, out_shapes):
+        taken = "then" if bool(inputs[0].asscalar()) else "else"
+        return node.graphs[taken](inputs)
+
+
+_node.register(CondRule())

@@ -1,0 +1,171 @@
+"""``gluon_cf.foreach``: scan a function over the leading axis of the data, carrying states."""
+import mxnet as mx
+
+from .. import node as _node
+from .._structure import describe, flatten, regroup
+from ..subgraph import merge_captures, trace
+from ._common import check_callable, mismatch, mode_of
+
+OP = "foreach"
+
+
+def foreach(body, data, init_states, name="foreach"):
+    """Scan ``body`` over axis 0 of ``data``, as ``mx.nd.contrib.foreach``/``mx.sym.contrib.foreach``.
+
+    ``data`` and ``init_states`` are an array or a (nested) list of arrays; ``body(data_t, states)``
+    returns ``(outputs, new_states)`` with ``new_states`` structured like ``init_states``. The
+    semantics are those of this Python function::
+
+        def foreach(body, data, init_states):
+            states, outputs = init_states, []
+            for t in range(len(data)):
+                out, states = body(data[t], states)
+                outputs.append(out)
+            return stack(outputs, axis=0), states
+
+    All data arrays must share the same (non-zero) length along axis 0. Outputs and states keep
+    their shapes and dtypes from step to step. Values the body reads from its closure are captured
+    as node inputs in hybridized mode (NOTE [closure capture]).
+    """
+    check_callable(OP, body=body)
+    flat_data, data_fmt = flatten(data, "gluon_cf.foreach", "data")
+    flat_states, states_fmt = flatten(init_states, "gluon_cf.foreach", "init_states")
+    if not flat_data:
+        raise ValueError("gluon_cf.foreach: data must contain at least one array")
+    mode = mode_of(OP, flat_data + flat_states, "data and init_states")
+    step = _Step(body, data_fmt, states_fmt)
+    if mode == "symbol":
+        return _foreach_symbolic(step, flat_data, flat_states, name)
+    lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
+    _check_lengths(lengths)
+    outputs, states = run(lambda t: [d[t] for d in flat_data], lengths[0],
+                          lambda slots: step.eager(slots, len(flat_data)), flat_states, [])
+    return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
+
+
+class _Step:
+    """Calls the user's body on flat values and checks what it returns."""
+
+    def __init__(self, body, data_fmt, states_fmt):
+        self.body, self.data_fmt, self.states_fmt = body, data_fmt, states_fmt
+        self.out_fmt = None
+
+    def __call__(self, values, num_data):
+        result = self.body(regroup(values[:num_data], self.data_fmt),
+                           regroup(values[num_data:], self.states_fmt))
+        if not isinstance(result, (list, tuple)) or len(result) != 2:
+            raise TypeError("gluon_cf.foreach: body must return a pair (outputs, new_states), got "
+                            "%s" % type(result).__name__)
+        outputs, states = result
+        flat_states, states_fmt = flatten(states, "gluon_cf.foreach", "the states returned by body")
+        if states_fmt != self.states_fmt:
+            raise ValueError("gluon_cf.foreach: body returned states structured as %s, but "
+                             "init_states is structured as %s"
+                             % (describe(states_fmt), describe(self.states_fmt)))
+        flat_out, out_fmt = flatten(outputs, "gluon_cf.foreach", "the outputs returned by body")
+        if self.out_fmt is not None and out_fmt != self.out_fmt:
+            raise ValueError("gluon_cf.foreach: body returned outputs structured as %s, earlier "
+                             "steps returned %s" % (describe(out_fmt), describe(self.out_fmt)))
+        self.out_fmt = out_fmt
+        return [outputs, states]
+
+    def eager(self, slots, num_data):
+        outputs, states = self(slots, num_data)
+        flat_out = flatten(outputs, "gluon_cf.foreach", "outputs")[0]
+        flat_states = flatten(states, "gluon_cf.foreach", "states")[0]
+        for i, (new, old) in enumerate(zip(flat_states, slots[num_data:])):
+            if new.shape != old.shape or new.dtype != old.dtype:
+                raise ValueError("gluon_cf.foreach: state %d changed from shape %s %s to %s %s in "
+                                 "body; states must keep their shape and dtype"
+                                 % (i, old.shape, old.dtype.__name__, new.shape,
+                                    new.dtype.__name__))
+        return flat_out + flat_states
+
+
+def run(data_at, length, body, states, captured):
+    """The loop itself, shared by eager mode and the node: returns ``(flat_outputs, states)``.
+
+    ``data_at(t)`` gives the data slices of step ``t``; ``body(slots)`` returns the flat outputs
+    followed by the flat new states.
+    """
+    per_step = []
+    num_states = len(states)
+    for t in range(length):
+        result = body(data_at(t) + list(states) + list(captured))
+        cut = len(result) - num_states
+        per_step.append(result[:cut])
+        states = result[cut:]
+        if per_step and len(per_step[-1]) != len(per_step[0]):  # eager bodies may vary
+            raise ValueError("gluon_cf.foreach: body returned %d outputs at step %d but %d at "
+                             "step 0" % (len(per_step[-1]), t, len(per_step[0])))
+    outputs = [mx.nd.stack(*column, axis=0) for column in zip(*per_step)]
+    return outputs, list(states)
+
+
+def _check_lengths(lengths):
+    if len(set(lengths)) > 1:
+        raise ValueError("gluon_cf.foreach: all data arrays must have the same length along axis "
+                         "0, got %s" % ", ".join("data[%d]: %d" % (i, n)
+                                                 for i, n in enumerate(lengths)))
+    if lengths[0] == 0:
+        raise ValueError("gluon_cf.foreach: data has length 0 along axis 0; at least one step "
+                         "is required")
+
+
+def _foreach_symbolic(step, flat_data, flat_states, name):
+    num_data, num_states = len(flat_data), len(flat_states)
+    body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
+    num_out = body_g.num_outputs - num_states
+    captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)
+    spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
+            "num_data": num_data, "num_states": num_states, "num_out_data": num_out,
+            "num_outputs": body_g.num_outputs}
+    outputs = _node.make_node(OP, flat_data + flat_states + captured, spec, name)
+    return (regroup(outputs[:num_out], step.out_fmt),
+            regroup(outputs[num_out:], step.states_fmt))
+
+
+class ForeachRule(_node.Rule):
+    """Node inputs and slots: ``[*data, *states, *captured]``; in slots, data are step slices.
+
+    Outputs: ``[*stacked_outputs, *final_states]``.
+    """
+
+    kind = OP
+
+    def infer_shape(self, node, in_shapes):
+        nd_, ns = node.spec["num_data"], node.spec["num_states"]
+        data = in_shapes[:nd_]
+        if None not in data:
+            _check_lengths([s[0] for s in data])
+        # A step sees data[t]: shape[1:], or (1,) for 1-D data as NDArray indexing gives.
+        slots = [(s[1:] or (1,)) if s is not None else None for s in data] + list(in_shapes[nd_:])
+        inferred, outs = node.graphs["body"].infer_shape(slots)
+        shapes = list(in_shapes)
+        for slot, shape in inferred.items():
+            if slot >= nd_ and shapes[slot] is None:
+                shapes[slot] = shape
+        num_out = node.spec["num_out_data"]
+        new_states, old_states = outs[num_out:], shapes[nd_:nd_ + ns]
+        if None not in new_states and None not in old_states and new_states != old_states:
+            raise mismatch(OP, "state shapes before and after body", "init_states", old_states,
+                           "new_states", new_states)
+        length = data[0][0] if data[0] is not None else None
+        stacked = [(length,) + s if s is not None and length else None for s in outs[:num_out]]
+        return shapes, stacked + outs[num_out:]
+
+    def infer_type(self, node, in_types):
+        inferred, outs = node.graphs["body"].infer_type(in_types)
+        types = [t if t is not None else inferred.get(i) for i, t in enumerate(in_types)]
+        return types, outs
+
+    def forward(self, node, inputs, out_shapes):
+        nd_, ns = node.spec["num_data"], node.spec["num_states"]
+        data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
+        body = node.graphs["body"]
+        outputs, states = run(lambda t: [d[t] for d in data], data[0].shape[0], body, states,
+                              captured)
+        return outputs + states
+
+
+_node.register(ForeachRule())

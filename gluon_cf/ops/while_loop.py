@@ -1,0 +1,243 @@
+"""``gluon_cf.while_loop``: repeat a function while a condition holds, collecting step outputs."""
+import numbers
+
+import mxnet as mx
+
+from .. import node as _node
+from .._structure import describe, flatten, regroup
+from ..subgraph import merge_captures, trace
+from ._common import check_callable, check_scalar_pred, mismatch, mode_of, pred_value
+
+OP = "while_loop"
+
+
+def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
+    """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
+
+    ``cond(*loop_vars)`` returns a one-element predicate; ``func(*loop_vars)`` returns
+    ``(step_output, new_loop_vars)``, where ``step_output`` may be ``None``/``[]`` and
+    ``new_loop_vars`` has the structure, shapes and dtypes of ``loop_vars``. The semantics are
+    those of this Python function::
+
+        def while_loop(cond, func, loop_vars, max_iterations):
+            steps, outputs = 0, []
+            while steps < max_iterations and cond(*loop_vars):
+                step_output, loop_vars = func(*loop_vars)
+                outputs.append(step_output)
+                steps += 1
+            pad = [zeros_like(outputs[0])] * (max_iterations - steps)
+            return stack(outputs + pad, axis=0), loop_vars
+
+    Decisions where MXNet is vague:
+
+    * Outputs have ``max_iterations`` rows; rows after the last step are **zeros** (MXNet leaves
+      them uninitialised). Hybridized mode always has this shape; the exact-length form comes with
+      dynamic-shape partitioning.
+    * A loop that runs zero times returns zero rows of the right shape (eager mode learns the shape
+      by calling ``func`` once with autograd paused) and the initial ``loop_vars``.
+    * ``max_iterations`` is required in hybridized mode (output shapes must be static) and must be
+      at least 1 there. In eager mode it may be ``None``: the loop then runs until ``cond`` fails
+      and outputs have exactly as many rows as steps.
+    * A single array ``loop_vars`` gives a single array back; a list gives a list.
+    """
+    check_callable(OP, cond=cond, func=func)
+    if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 0:
+        raise ValueError("gluon_cf.while_loop: loop_vars must contain at least one array")
+    flat_vars, vars_fmt = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
+    mode = mode_of(OP, flat_vars, "loop_vars")
+    max_iterations = _check_max_iterations(max_iterations, mode)
+    step = _Step(cond, func, vars_fmt)
+    if mode == "symbol":
+        return _while_symbolic(step, flat_vars, max_iterations, name)
+    outputs, final = run(lambda vs: pred_value(OP, "the value returned by cond",
+                                                step.cond(vs)),
+                         step.eager, flat_vars, [], max_iterations,
+                         zero_outputs=lambda: _probe_outputs(step, flat_vars, max_iterations))
+    return _result(outputs, final, step.out_fmt, vars_fmt)
+
+
+def _result(outputs, final, out_fmt, vars_fmt):
+    return regroup(outputs, out_fmt), regroup(final, vars_fmt)
+
+
+def _check_max_iterations(max_iterations, mode):
+    if max_iterations is None:
+        if mode == "symbol":
+            raise ValueError("gluon_cf.while_loop: max_iterations is required in hybridized "
+                             "(symbolic) mode, because the outputs need a static shape; pass "
+                             "max_iterations=<upper bound on the number of steps>")
+        return None
+    if isinstance(max_iterations, mx.nd.NDArray) and max_iterations.size == 1:
+        max_iterations = max_iterations.asscalar()
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, numbers.Integral) and \
+            not (isinstance(max_iterations, numbers.Real) and float(max_iterations).is_integer()):
+        raise TypeError("gluon_cf.while_loop: max_iterations must be an integer, got %r"
+                        % (max_iterations,))
+    max_iterations = int(max_iterations)
+    lowest = 1 if mode == "symbol" else 0
+    if max_iterations < lowest:
+        raise ValueError("gluon_cf.while_loop: max_iterations must be >= %d%s, got %d"
+                         % (lowest, " in hybridized mode" if lowest else "", max_iterations))
+    return max_iterations
+
+
+class _Step:
+    """Calls the user's cond and func on flat loop variables and checks what they return."""
+
+    def __init__(self, cond, func, vars_fmt):
+        self.cond_fn, self.func_fn, self.vars_fmt = cond, func, vars_fmt
+        self.out_fmt = None
+
+    def _args(self, values):
+        return regroup(values, self.vars_fmt) if self.vars_fmt != 0 else [values[0]]
+
+    def cond(self, values):
+        return self.cond_fn(*self._args(values))
+
+    def func(self, values):
+        result = self.func_fn(*self._args(values))
+        if not isinstance(result, (list, tuple)) or len(result) != 2:
+            raise TypeError("gluon_cf.while_loop: func must return a pair (step_output, "
+                            "new_loop_vars), got %s" % type(result).__name__)
+        outputs, new_vars = result
+        outputs = [] if outputs is None else outputs
+        if self.vars_fmt != 0 and isinstance(new_vars, tuple):
+            new_vars = list(new_vars)
+        if self.vars_fmt != 0 and not isinstance(new_vars, list):
+            new_vars = [new_vars]
+        if self.vars_fmt == 0 and isinstance(new_vars, (list, tuple)) and len(new_vars) == 1:
+            new_vars = new_vars[0]
+        flat_vars, fmt = flatten(new_vars, "gluon_cf.while_loop", "new_loop_vars")
+        if fmt != self.vars_fmt:
+            raise ValueError("gluon_cf.while_loop: func returned new_loop_vars structured as %s, "
+                             "but loop_vars is structured as %s"
+                             % (describe(fmt), describe(self.vars_fmt)))
+        flat_out, out_fmt = flatten(outputs, "gluon_cf.while_loop", "step_output")
+        if self.out_fmt is not None and out_fmt != self.out_fmt:
+            raise ValueError("gluon_cf.while_loop: func returned step_output structured as %s at "
+                             "one step and %s at another" % (describe(out_fmt),
+                                                             describe(self.out_fmt)))
+        self.out_fmt = out_fmt
+        return flat_out, flat_vars
+
+    def eager(self, values):
+        flat_out, flat_vars = self.func(values)
+        for i, (new, old) in enumerate(zip(flat_vars, values)):
+            if new.shape != old.shape or new.dtype != old.dtype:
+                raise ValueError("gluon_cf.while_loop: loop variable %d changed from shape %s %s "
+                                 "to %s %s in func; loop variables must keep their shape and "
+                                 "dtype" % (i, old.shape, old.dtype.__name__, new.shape,
+                                            new.dtype.__name__))
+        return flat_out + flat_vars
+
+
+def _probe_outputs(step, flat_vars, max_iterations):
+    """Zero-step eager loop: learn the step outputs' shapes by calling func once, untracked."""
+    with mx.autograd.pause():
+        result = step.eager(flat_vars)
+    outs = result[:len(result) - len(flat_vars)]
+    rows = max_iterations or 0
+    if rows == 0:
+        return [mx.nd.zeros((0,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
+    return [mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
+
+
+def run(pred, func, loop_vars, captured, max_iterations, zero_outputs):
+    """The loop itself, shared by eager mode and the node: returns ``(flat_outputs, loop_vars)``.
+
+    ``pred(slots) -> bool``; ``func(slots)`` returns the flat step outputs then the new loop vars.
+    ``zero_outputs()`` gives the outputs of a loop that ran no step.
+    """
+    num_vars = len(loop_vars)
+    per_step = []
+    while (max_iterations is None or len(per_step) < max_iterations) and \
+            pred(list(loop_vars) + list(captured)):
+        result = func(list(loop_vars) + list(captured))
+        cut = len(result) - num_vars
+        per_step.append(result[:cut])
+        loop_vars = result[cut:]
+    if not per_step:
+        return zero_outputs(), list(loop_vars)
+    outputs = []
+    for i, column in enumerate(zip(*per_step)):
+        _check_step_shapes(i, column)
+        stacked = mx.nd.stack(*column, axis=0)
+        pad = (max_iterations or 0) - len(column)
+        if pad > 0:
+            zeros = mx.nd.zeros((pad,) + column[0].shape, ctx=stacked.context,
+                                dtype=stacked.dtype)
+            stacked = mx.nd.concat(stacked, zeros, dim=0)
+        outputs.append(stacked)
+    return outputs, list(loop_vars)
+
+
+def _check_step_shapes(i, column):
+    shapes = [x.shape for x in column]
+    if len(set(shapes)) > 1:
+        raise ValueError("\n".join(["gluon_cf.while_loop: step output %d changes shape across "
+                                    "steps:" % i] +
+                                   ["  step %d: %s" % (k, s) for k, s in enumerate(shapes)]))
+
+
+def _while_symbolic(step, flat_vars, max_iterations, name):
+    nv = len(flat_vars)
+    cond_g = trace(OP, "cond", nv, step.cond)
+    if cond_g.num_outputs != 1:
+        raise ValueError("gluon_cf.while_loop: cond must return one Symbol, got %d outputs"
+                         % cond_g.num_outputs)
+    func_g = trace(OP, "func", nv, lambda vs: list(step.func(vs)))
+    captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv)
+    num_out = func_g.num_outputs - nv
+    spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
+                       "func": func_g.spec(range(nv), slot_of)},
+            "num_vars": nv, "num_out_data": num_out, "max_iterations": max_iterations,
+            "num_outputs": func_g.num_outputs}
+    outputs = _node.make_node(OP, flat_vars + captured, spec, name)
+    return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
+
+
+class WhileLoopRule(_node.Rule):
+    """Node inputs and slots: ``[*loop_vars, *captured]``.
+
+    Outputs: ``[*step_outputs padded to max_iterations rows, *final_loop_vars]``.
+    """
+
+    kind = OP
+
+    def infer_shape(self, node, in_shapes):
+        nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
+        cond_in, cond_out = node.graphs["cond"].infer_shape(in_shapes)
+        check_scalar_pred(OP, "the value returned by cond", cond_out[0])
+        func_in, func_out = node.graphs["func"].infer_shape(in_shapes)
+        shapes = list(in_shapes)
+        for inferred in (cond_in, func_in):
+            for slot, shape in inferred.items():
+                shapes[slot] = shapes[slot] or shape
+        new_vars, old_vars = func_out[num_out:], shapes[:nv]
+        if None not in new_vars and None not in old_vars and new_vars != old_vars:
+            raise mismatch(OP, "loop variable shapes before and after func", "loop_vars",
+                           old_vars, "new_loop_vars", new_vars)
+        rows = node.spec["max_iterations"]
+        stacked = [(rows,) + s if s is not None else None for s in func_out[:num_out]]
+        return shapes, stacked + func_out[num_out:]
+
+    def infer_type(self, node, in_types):
+        types = list(in_types)
+        for name in ("cond", "func"):
+            inferred, outs = node.graphs[name].infer_type(types)
+            types = [t if t is not None else inferred.get(i) for i, t in enumerate(types)]
+        return types, outs
+
+    def forward(self, node, inputs, out_shapes):
+        nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
+        loop_vars, captured = inputs[:nv], inputs[nv:]
+        cond_g, func_g = node.graphs["cond"], node.graphs["func"]
+        like = inputs[0]
+        outputs, final = run(lambda slots: bool(cond_g(slots)[0].asscalar()), func_g, loop_vars,
+                             captured, node.spec["max_iterations"],
+                             zero_outputs=lambda: [mx.nd.zeros(s, ctx=like.context)
+                                                   for s in out_shapes[:num_out]])
+        return outputs + final
+
+
+_node.register(WhileLoopRule())

@@ -1,0 +1,147 @@
+"""Running a subgraph that itself contains gluon_cf nodes: partition it at those nodes.
+
+NOTE [partitioned execution]
+    MXNet runs ``Custom`` operators on worker threads, and a Custom node whose forward blocks on a
+    nested Custom node (a ``cond`` inside a ``foreach`` body, a recursive ``invoke``) deadlocks or
+    needs a thread per nesting level. So only the *outermost* gluon_cf node of a graph is an MXNet
+    Custom operator at run time. When a subgraph contains gluon_cf nodes, we cut it at them: the
+    ordinary operators between them become CachedOp *segments*, and the gluon_cf nodes are run by
+    their rules directly, in the calling thread. Under ``autograd.record()`` the whole thing is
+    recorded as usual, so gradients need nothing special.
+
+    A node's *stage* is the number of gluon_cf nodes on its longest path from the inputs. Segment
+    ``s`` holds the ordinary nodes of stage ``s``; gluon_cf nodes of stage ``s`` run after segment
+    ``s`` (they only read values of stage <= ``s``) and before segment ``s + 1``.
+"""
+import json
+
+import mxnet as mx
+
+OP_PREFIX = "_gluon_cf_"
+
+
+def gluon_cf_kind(node):
+    """The gluon_cf op kind of a JSON node, or None for an ordinary node."""
+    if node["op"] != "Custom":
+        return None
+    op_type = node.get("attrs", {}).get("op_type", "")
+    return op_type[len(OP_PREFIX):] if op_type.startswith(OP_PREFIX) else None
+
+
+def has_gluon_cf_nodes(graph_json):
+    return any(gluon_cf_kind(n) for n in graph_json["nodes"])
+
+
+class _Segment:
+    def __init__(self, symbol, in_entries, out_entries):
+        self.symbol = symbol
+        names = symbol.list_inputs()
+        by_name = {"e%d_%d" % e: e for e in in_entries}
+        self.in_entries = [by_name[n] for n in names]
+        self.out_entries = out_entries
+        self.op = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
+
+    def run(self, values):
+        out = self.op(*[values[e] for e in self.in_entries])
+        out = out if isinstance(out, (list, tuple)) else [out]
+        values.update(zip(self.out_entries, out))
+
+
+class _CfCall:
+    def __init__(self, kind, spec, in_entries, out_entries):
+        from . import node as _node  # node.py imports this module's users; import late
+        self.rule = _node.rule_of(kind)
+        self.node = _node.decode(kind, spec)
+        self.in_entries = in_entries
+        self.out_entries = out_entries
+
+    def run(self, values):
+        inputs = [values[e] for e in self.in_entries]
+        _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
+        outputs = self.rule.forward(self.node, inputs, out_shapes)
+        values.update(zip(self.out_entries, outputs))
+
+
+class PartitionedGraph:
+    """Callable like a CachedOp: ``graph(*inputs)`` in ``symbol.list_inputs()`` order."""
+
+    def __init__(self, symbol):
+        js = json.loads(symbol.tojson())
+        nodes, heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
+        names = symbol.list_inputs()
+        self.input_entries = []
+        var_entry = {}
+        for nid, n in enumerate(nodes):
+            if n["op"] == "null":
+                var_entry[n["name"]] = (nid, 0)
+        self.input_entries = [var_entry[n] for n in names]
+        self.heads = heads
+
+        kinds = [gluon_cf_kind(n) for n in nodes]
+        stage = {}
+        for nid, n in enumerate(nodes):
+            if n["op"] == "null":
+                continue
+            s = 0
+            for src, _, *_ in n["inputs"]:
+                if nodes[src]["op"] == "null":
+                    continue
+                s = max(s, stage[src] + (1 if kinds[src] else 0))
+            stage[nid] = s
+
+        # Which entries are read across a boundary (by a later segment, a gluon_cf node, a head).
+        consumers = {}
+        for nid, n in enumerate(nodes):
+            for src, idx, *_ in n["inputs"]:
+                consumers.setdefault((src, idx), []).append(nid)
+        self.steps = []
+        for s in range(max(stage.values(), default=-1) + 1):
+            members = [nid for nid in sorted(stage) if stage[nid] == s and not kinds[nid]]
+            if members:
+                self.steps.append(self._segment(nodes, members, stage, kinds, consumers, heads,
+                                                js))
+            for nid in sorted(stage):
+                if stage[nid] == s and kinds[nid]:
+                    n = nodes[nid]
+                    ins = [tuple(i[:2]) for i in n["inputs"]]
+                    num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
+                    self.steps.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
+                                              [(nid, k) for k in range(num_out)]))
+
+    @staticmethod
+    def _segment(nodes, members, stage, kinds, consumers, heads, js):
+        member_set = set(members)
+        in_entries, seen = [], set()
+        for nid in members:
+            for src, idx, *_ in nodes[nid]["inputs"]:
+                e = (src, idx)
+                if src not in member_set and e not in seen:
+                    seen.add(e)
+                    in_entries.append(e)
+        # Outputs: entries of members read outside the segment (later steps or the heads).
+        head_set = set(heads)
+        out_entries = sorted(e for e, users in consumers.items() if e[0] in member_set
+                             and any(u not in member_set for u in users))
+        out_entries += sorted(e for e in head_set if e[0] in member_set and e not in out_entries)
+        new_nodes, new_id = [], {}
+        for e in in_entries:
+            new_id[e] = len(new_nodes)
+            new_nodes.append({"op": "null", "name": "e%d_%d" % e, "inputs": []})
+        arg_nodes = list(range(len(new_nodes)))
+        for nid in members:
+            n = dict(nodes[nid])
+            n["inputs"] = [[new_id[src], idx, 0] if src in member_set else [new_id[(src, idx)], 0, 0]
+                           for src, idx, *_ in nodes[nid]["inputs"]]
+            new_id[nid] = len(new_nodes)
+            new_nodes.append(n)
+        graph = {"nodes": new_nodes, "arg_nodes": arg_nodes,
+                 "heads": [[new_id[src], idx, 0] for src, idx in out_entries],
+                 "attrs": js.get("attrs", {"mxnet_version": ["int", 10901]})}
+        symbol = mx.sym.load_json(json.dumps(graph))
+        return _Segment(symbol, in_entries, out_entries)
+
+    def __call__(self, *inputs):
+        values = dict(zip(self.input_entries, inputs))
+        for step in self.steps:
+            step.run(values)
+        return [values[h] for h in self.heads]

@@ -1,0 +1,227 @@
+"""The one subgraph mechanism shared by every gluon_cf op: trace -> capture closure -> CachedOp.
+
+NOTE [closure capture]
+    A body function is traced once on fresh variables under an ``AttrScope`` that marks every node
+    it creates with MXNet's ``__subgraph_name__`` attribute (a unique name per trace). Anything the
+    body uses that does not carry the mark was created outside: a Gluon parameter, an outer input,
+    the output of an outer op, or a value captured by a lambda. MXNet's ``MXSymbolCutSubgraph``
+    replaces each such edge by a variable named after the outer value; we collect those outer
+    Symbols and make them explicit inputs of the control-flow node (``captured``). Variables that
+    were created *inside* the trace but are not the fresh inputs (a Gluon parameter whose ``var()``
+    was first requested inside the body) are free variables and are captured the same way.
+    Nesting works because an inner node is created in the outer trace's scope, so the inner node's
+    own captured inputs are, in turn, cut by the outer trace.
+
+NOTE [slots]
+    A node's subgraphs do not see node inputs directly; they see *slots*. Each op defines its slot
+    layout (e.g. foreach: data slices, then states, then captured values) and a subgraph records,
+    for each of its inputs in ``list_inputs()`` order, the slot that feeds it. Several subgraphs of
+    one node (cond's branches, while_loop's cond and body) share one pool of captured slots, so
+    every subgraph accepts the captures of all of them (as JAX pads cond branches).
+"""
+import ctypes
+import itertools
+import json
+import threading
+
+import mxnet as mx
+from mxnet.attribute import AttrScope
+from mxnet.base import _LIB, SymbolHandle, check_call
+
+from ._structure import flatten
+from .partition import PartitionedGraph, has_gluon_cf_nodes
+
+_TAG = "__subgraph_name__"
+_trace_ids = itertools.count()
+
+
+class Traced:
+    """A body function traced into a Symbol, still linked to the outer graph by ``captured``.
+
+    ``symbol``: the body graph (a Group of its flat outputs); ``input_names``: names of the fresh
+    variables standing for the explicit inputs; ``captured``: ordered ``[(name, outer_symbol)]``;
+    ``out_fmt``: structure of the outputs (see ``_structure``); ``outputs``: the flat outputs before
+    grouping, for op-specific checks.
+    """
+
+    def __init__(self, symbol, input_names, captured, out_value, out_fmt):
+        self.symbol = symbol
+        self.input_names = input_names
+        self.captured = captured
+        self.out_value = out_value
+        self.out_fmt = out_fmt
+        self.num_outputs = len(symbol.list_outputs())
+
+    def spec(self, explicit_slots, capture_slots):
+        """Serialisable description of this graph: JSON plus the slot feeding each input."""
+        slot_of = dict(zip(self.input_names, explicit_slots))
+        slot_of.update(capture_slots)
+        return {"json": self.symbol.tojson(),
+                "inputs": [slot_of[name] for name in self.symbol.list_inputs()],
+                "num_outputs": self.num_outputs}
+
+
+def trace(op, role, num_inputs, call):
+    """Trace ``call(fresh_vars) -> structure`` into a :class:`Traced` graph.
+
+    ``op``/``role`` name the public op and the function's role for error messages and node names.
+    """
+    uid = "_gcf%d_%s_%s" % (next(_trace_ids), op, role)
+    with AttrScope(**{_TAG: uid}):
+        fresh = [mx.sym.var("%s_in%d" % (uid, k)) for k in range(num_inputs)]
+        value = call(fresh)
+        flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
+        for out in flat:
+            if not isinstance(out, mx.sym.Symbol):
+                raise TypeError("gluon_cf.%s: %s returned an NDArray in symbolic mode; return "
+                                "Symbols computed from its inputs" % (op, role))
+        # MXSymbolCutSubgraph needs every head to be a marked op node, and a head may not be an
+        # input: copy inputs, outer values and variables through an identity inside the scope.
+        flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
+        group = mx.sym.Group(flat)
+    captured = _cut(group, uid, op)
+    fresh_names = {v.name for v in fresh}
+    internals = None
+    for name in group.list_inputs():
+        if name in fresh_names or name in captured:
+            continue
+        # A free variable created inside the trace (e.g. a parameter first used in the body).
+        internals = internals if internals is not None else group.get_internals()
+        captured[name] = internals[name]
+    return Traced(group, [v.name for v in fresh], list(captured.items()), value, fmt)
+
+
+def _is_own_op(sym, uid):
+    return len(sym.list_outputs()) == 1 and sym.get_children() is not None \
+        and sym.attr(_TAG) == uid
+
+
+def _cut(group, uid, op):
+    """Cut the edges from outer nodes into ``group`` (in place); return ``{name: outer_symbol}``."""
+    num = ctypes.c_int(0)
+    handles = ctypes.POINTER(SymbolHandle)()
+    check_call(_LIB.MXSymbolCutSubgraph(group.handle, ctypes.byref(handles), ctypes.byref(num)))
+    captured = {}
+    for i in range(num.value):
+        outer = mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle))
+        name = outer.list_outputs()[0]
+        if name in captured and captured[name].tojson() != outer.tojson():
+            raise ValueError("gluon_cf.%s: two different outer values are both named %r; give "
+                             "them distinct names" % (op, name))
+        captured.setdefault(name, outer)
+    return captured
+
+
+def merge_captures(op, traced_graphs, first_slot):
+    """Pool the captured values of several graphs of one node.
+
+    Returns ``(outer_symbols, slot_of_name)``: the node's captured inputs in slot order, and the
+    slot (``first_slot`` + position) of each captured name.
+    """
+    pooled = {}
+    for graph in traced_graphs:
+        for name, sym in graph.captured:
+            if name in pooled:
+                if pooled[name] is not sym and pooled[name].tojson() != sym.tojson():
+                    raise ValueError("gluon_cf.%s: two different outer values are both named %r;"
+                                     " give them distinct names" % (op, name))
+                continue
+            pooled[name] = sym
+    names = list(pooled)
+    return [pooled[n] for n in names], {n: first_slot + i for i, n in enumerate(names)}
+
+
+class Graph:
+    """A subgraph at run time: its Symbol, its slot map and a CachedOp per thread.
+
+    MXNet runs Custom operators on a pool of worker threads, and one CachedOp must not be entered
+    by two threads at once, so each thread compiles its own (they share nothing but the JSON).
+    """
+
+    _cache = {}
+    _cache_lock = threading.Lock()
+
+    def __init__(self, spec):
+        self.symbol = mx.sym.load_json(spec["json"])
+        self.slots = list(spec["inputs"])
+        self.input_names = self.symbol.list_inputs()
+        self.num_outputs = spec["num_outputs"]
+        self.partitioned = has_gluon_cf_nodes(json.loads(spec["json"]))
+        self._local = threading.local()
+        self._shape_cache = {}
+        self._type_cache = {}
+
+    @classmethod
+    def from_spec(cls, spec):
+        key = spec["json"]
+        graph = cls._cache.get(key)
+        if graph is None:
+            with cls._cache_lock:
+                graph = cls._cache.setdefault(key, None) or cls(spec)
+                cls._cache[key] = graph
+        if graph.slots != list(spec["inputs"]):  # same body, different slot map
+            graph = graph._with_slots(spec["inputs"])
+        return graph
+
+    def _with_slots(self, slots):
+        clone = object.__new__(Graph)
+        clone.__dict__.update(self.__dict__)
+        clone.slots = list(slots)
+        return clone
+
+    def cached_op(self):
+        """A CachedOp for this thread, or a PartitionedGraph when the graph contains gluon_cf
+        nodes (NOTE [partitioned execution] in ``partition.py``)."""
+        op = getattr(self._local, "op", None)
+        if op is None:
+            if self.partitioned:
+                op = PartitionedGraph(self.symbol)
+            else:
+                op = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)])
+            self._local.op = op
+        return op
+
+    def __call__(self, slots):
+        """Run on the slot values; always returns a list of NDArrays."""
+        out = self.cached_op()(*[slots[s] for s in self.slots])
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+    def infer_shape(self, slot_shapes):
+        """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``.
+
+        Uses partial inference so that shapes of captured parameters can be inferred backwards
+        from the body (this is what makes Gluon's deferred initialisation work through a node).
+        """
+        known = {n: tuple(slot_shapes[s]) for n, s in zip(self.input_names, self.slots)
+                 if slot_shapes[s] is not None}
+        key = tuple(sorted(known.items()))
+        if key not in self._shape_cache:
+            args, outs, _ = self.symbol.infer_shape_partial(**known)
+            self._shape_cache[key] = (args, outs)
+        args, outs = self._shape_cache[key]
+        inferred = {}
+        for s, shape in zip(self.slots, args or [None] * len(self.slots)):
+            if shape is not None and _complete(shape):
+                inferred[s] = tuple(shape)
+        outs = [tuple(o) if o is not None and _complete(o) else None
+                for o in (outs or [None] * self.num_outputs)]
+        return inferred, outs
+
+    def infer_type(self, slot_types):
+        known = {n: slot_types[s] for n, s in zip(self.input_names, self.slots)
+                 if slot_types[s] is not None}
+        key = tuple(sorted((k, str(v)) for k, v in known.items()))
+        if key not in self._type_cache:
+            self._type_cache[key] = self.symbol.infer_type(**known)
+        args, outs, _ = self._type_cache[key]
+        inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
+        return inferred, list(outs) if outs else [None] * self.num_outputs
+
+
+def _complete(shape):
+    # MXNet's legacy shape semantics: () and 0-sized dims mean "unknown".
+    return len(shape) > 0 and all(d > 0 for d in shape)
+
+
+def dumps(spec):
+    return json.dumps(spec, separators=(",", ":"), sort_keys=True)

@@ -1,0 +1,475 @@
+"""Tree cells and the eager reference implementations.
+
+* every cell function: NDArray call == call with Symbols inside a hybridized parent
+  (forward and gradients), and == an independent numpy implementation of its equations;
+* every reference recursion == a plain recursive numpy implementation on small trees;
+* the eager references survive a 5,000-node linear tree;
+* reference gradients == central finite differences (float64, tiny trees);
+* `python -m gluon_cf.bench --smoke` ends with one JSON line holding the required keys.
+"""
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+from gluon_cf.models import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, RNTNCell,
+                             TopDownTreeLSTMCell, TreeRNNCell, childsum_eager, rntn_eager,
+                             topdown_eager, treelstm_eager, treernn_eager)
+
+H, E, VOCAB = 6, 5, 11
+
+
+# ---------------------------------------------------------------------------------------------
+# Trees built by hand in the EncodedTree format (post-order, root last).
+
+def encode(nested):
+    """EncodedTree-like namespace of a nested tuple; ints are leaf tokens, tuples internal nodes.
+
+    Internal nodes get token 0 (the padding index here); `left`/`right` are the first/last child.
+    """
+    tokens, left, right, ptr, idx = [], [], [], [0], []
+
+    def visit(node):
+        if isinstance(node, int):
+            tokens.append(node), left.append(-1), right.append(-1), ptr.append(len(idx))
+            return len(tokens) - 1
+        kids = [visit(child) for child in node]
+        tokens.append(0), left.append(kids[0]), right.append(kids[-1])
+        idx.extend(kids), ptr.append(len(idx))
+        return len(tokens) - 1
+
+    visit(nested)
+    i32 = lambda a: np.asarray(a, dtype=np.int32)  # noqa: E731
+    return SimpleNamespace(tokens=i32(tokens), left=i32(left), right=i32(right),
+                           labels=i32([0] * len(tokens)), child_ptr=i32(ptr), child_idx=i32(idx),
+                           root=len(tokens) - 1)
+
+
+def linear_tree(num_leaves):
+    """Left-branching (((w1 w2) w3) ...) with 2 * num_leaves - 1 nodes, built without recursion."""
+    n = 2 * num_leaves - 1
+    tokens = np.zeros(n, np.int32)
+    left, right = -np.ones(n, np.int32), -np.ones(n, np.int32)
+    tokens[0] = 1
+    for k in range(1, num_leaves):       # leaf k at 2k - 1, its parent at 2k
+        tokens[2 * k - 1] = 1 + k % (VOCAB - 1)
+        left[2 * k], right[2 * k] = 2 * k - 2, 2 * k - 1
+    ptr = np.concatenate([[0], np.cumsum(np.where(left >= 0, 2, 0))]).astype(np.int32)
+    idx = np.stack([left, right], 1)[left >= 0].ravel().astype(np.int32)
+    return SimpleNamespace(tokens=tokens, left=left, right=right, labels=np.zeros(n, np.int32),
+                           child_ptr=ptr, child_idx=idx, root=n - 1)
+
+
+BINARY_TREES = [3, (1, 2), ((1, 2), 3), (1, (2, (3, 4))), (((1, 5), (6, 7)), ((2, 8), 10))]
+NARY_TREES = [4, (1, 2, 3), ((1, 2), 3, (4, 5, 6, 7)), (((9,),), 2)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent numpy implementations of the cell equations.
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def params_of(block):
+    """{parameter name without the block's prefix: numpy value}."""
+    return {name[len(block.prefix):]: p.data().asnumpy()
+            for name, p in block.collect_params().items()}
+
+
+def affine(p, name, x):
+    return x @ p[name + '_weight'].T + p[name + '_bias']
+
+
+def np_treelstm_leaf(p, x):
+    i, o, u = np.split(affine(p, 'leaf_iou', x), 3, axis=-1)
+    c = sigmoid(i) * np.tanh(u)
+    return sigmoid(o) * np.tanh(c), c
+
+
+def np_treelstm_combine(p, hl, cl, hr, cr):
+    z = affine(p, 'combine_gates', np.concatenate([hl, hr], -1))
+    i, fl, fr, o, u = np.split(z, 5, axis=-1)
+    c = sigmoid(i) * np.tanh(u) + sigmoid(fl) * cl + sigmoid(fr) * cr
+    return sigmoid(o) * np.tanh(c), c
+
+
+def np_childsum_forget(p, x, h, c):
+    w = p['forget_f_weight']
+    return sigmoid(x @ w[:, :E].T + h @ w[:, E:].T + p['forget_f_bias']) * c
+
+
+def np_childsum_combine(p, x, h_sum, fc_sum):
+    w = p['combine_iou_weight']
+    i, o, u = np.split(x @ w[:, :E].T + h_sum @ w[:, E:].T + p['combine_iou_bias'], 3, -1)
+    c = sigmoid(i) * np.tanh(u) + fc_sum
+    return sigmoid(o) * np.tanh(c), c
+
+
+def np_rnn_leaf(p, x):
+    return np.tanh(affine(p, 'leaf', x))
+
+
+def np_treernn_combine(p, hl, hr):
+    return np.tanh(affine(p, 'combine_proj', np.concatenate([hl, hr], -1)))
+
+
+def np_rntn_combine(p, hl, hr):
+    ab = np.concatenate([hl, hr], -1)
+    bilinear = np.einsum('bi,kij,bj->bk', ab, p['combine_V'], ab)
+    return np.tanh(bilinear + affine(p, 'combine_linear', ab))
+
+
+def np_lstm_step(p, side, h, c):
+    x = np.broadcast_to(p[side + '_input'], (h.shape[0], p[side + '_input'].shape[1]))
+    z = affine(p, 'lstm_i2h', x) + affine(p, 'lstm_h2h', h)
+    i, f, g, o = np.split(z, 4, axis=-1)   # gluon.rnn.LSTMCell gate order
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    return sigmoid(o) * np.tanh(c), c
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells: NDArray == Symbol-in-hybridized-parent, and == numpy.
+
+def make(cell_cls, *args, seed=0):
+    mx.random.seed(seed)
+    cell = cell_cls(*args)
+    cell.initialize()
+    return cell
+
+
+class CallInParent(gluon.HybridBlock):
+    """A parent that calls `fn(cell, *inputs)`; hybridized, the cell sees Symbols."""
+
+    def __init__(self, cell, fn):
+        super().__init__()
+        self.cell = cell
+        self._fn = fn
+
+    def hybrid_forward(self, F, *inputs):
+        return self._fn(self.cell, *inputs)
+
+
+# (id, cell factory, function of (cell, *inputs), input widths, numpy oracle of (params, *inputs))
+CELL_CASES = [
+    ('treelstm.leaf', lambda: make(BinaryTreeLSTMCell, H, E), lambda m, x: m.leaf(x), [E],
+     np_treelstm_leaf),
+    ('treelstm.combine', lambda: make(BinaryTreeLSTMCell, H, E),
+     lambda m, *s: m.combine(*s), [H, H, H, H], np_treelstm_combine),
+    ('childsum.forget', lambda: make(ChildSumTreeLSTMCell, H, E),
+     lambda m, *a: m.forget(*a), [E, H, H], np_childsum_forget),
+    ('childsum.combine', lambda: make(ChildSumTreeLSTMCell, H, E),
+     lambda m, *a: m.combine(*a), [E, H, H], np_childsum_combine),
+    ('treernn.leaf', lambda: make(TreeRNNCell, H, E), lambda m, x: m.leaf(x), [E], np_rnn_leaf),
+    ('treernn.combine', lambda: make(TreeRNNCell, H, E), lambda m, *a: m.combine(*a), [H, H],
+     np_treernn_combine),
+    ('rntn.leaf', lambda: make(RNTNCell, H, E), lambda m, x: m.leaf(x), [E], np_rnn_leaf),
+    ('rntn.combine', lambda: make(RNTNCell, H, E), lambda m, *a: m.combine(*a), [H, H],
+     np_rntn_combine),
+    ('topdown.expand_logit', lambda: make(TopDownTreeLSTMCell, H, 3),
+     lambda m, h: m.expand_logit(h), [H], lambda p, h: affine(p, 'expand', h)),
+    ('topdown.output', lambda: make(TopDownTreeLSTMCell, H, 3), lambda m, h: m.output(h), [H],
+     lambda p, h: affine(p, 'output', h)),
+    ('topdown.left_child', lambda: make(TopDownTreeLSTMCell, H, 3),
+     lambda m, *s: m.left_child(*s), [H, H], lambda p, h, c: np_lstm_step(p, 'left', h, c)),
+    ('topdown.right_child', lambda: make(TopDownTreeLSTMCell, H, 3),
+     lambda m, *s: m.right_child(*s), [H, H], lambda p, h, c: np_lstm_step(p, 'right', h, c)),
+]
+
+
+def as_list(out):
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def run_with_grads(block, inputs, out_weights=None):
+    """Outputs, input gradients and parameter gradients of sum_k <w_k, out_k>."""
+    inputs = [mx.nd.array(x) for x in inputs]
+    for x in inputs:
+        x.attach_grad()
+    with autograd.record():
+        outs = as_list(block(*inputs))
+        if out_weights is None:
+            rng = np.random.RandomState(7)
+            out_weights = [rng.normal(size=o.shape) for o in outs]
+        loss = mx.nd.add_n(*[(o * mx.nd.array(w)).sum() for o, w in zip(outs, out_weights)])
+    loss.backward()
+    prefix = block.cell.prefix
+    return ([o.asnumpy() for o in outs], [x.grad.asnumpy() for x in inputs],
+            {k[len(prefix):]: p.grad().asnumpy()
+             for k, p in sorted(block.cell.collect_params().items())})
+
+
+@pytest.mark.filterwarnings('ignore:Parameter .* is not used by any computation')
+@pytest.mark.parametrize('case', CELL_CASES, ids=[c[0] for c in CELL_CASES])
+def test_cell_ndarray_equals_hybridized_symbol(case):
+    _, factory, fn, widths, _ = case
+    rng = np.random.RandomState(0)
+    inputs = [rng.normal(size=(4, w)).astype(np.float32) for w in widths]
+    eager = CallInParent(factory(), fn)
+    hybrid = CallInParent(factory(), fn)       # same seed: same initial weights
+    hybrid.hybridize()
+    e_out, e_in_grad, e_param_grad = run_with_grads(eager, inputs)
+    h_out, h_in_grad, h_param_grad = run_with_grads(hybrid, inputs)
+    assert len(e_out) == len(h_out)
+    for a, b in zip(e_out + e_in_grad, h_out + h_in_grad):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert list(e_param_grad) == list(h_param_grad)
+    for name in e_param_grad:
+        np.testing.assert_allclose(e_param_grad[name], h_param_grad[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize('case', CELL_CASES, ids=[c[0] for c in CELL_CASES])
+def test_cell_matches_numpy_equations(case):
+    _, factory, fn, widths, oracle = case
+    cell = factory()
+    rng = np.random.RandomState(1)
+    inputs = [rng.normal(size=(3, w)).astype(np.float32) for w in widths]
+    got = as_list(fn(cell, *[mx.nd.array(x) for x in inputs]))
+    want = as_list(oracle(params_of(cell), *[x.astype(np.float64) for x in inputs]))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-4, atol=1e-5)
+
+
+def test_cell_rows_are_independent():
+    # NOTE: [Row independence] in cells.py: a row's output must not depend on other rows.
+    cell = make(RNTNCell, H, E)
+    rng = np.random.RandomState(2)
+    hl, hr = rng.normal(size=(5, H)), rng.normal(size=(5, H))
+    full = cell.combine(mx.nd.array(hl), mx.nd.array(hr)).asnumpy()
+    for b in range(5):
+        row = cell.combine(mx.nd.array(hl[b:b + 1]), mx.nd.array(hr[b:b + 1])).asnumpy()
+        np.testing.assert_allclose(row, full[b:b + 1], rtol=1e-5, atol=1e-6)
+
+
+def test_topdown_sides_share_the_lstm():
+    cell = make(TopDownTreeLSTMCell, H)
+    names = sorted(k[len(cell.prefix):] for k in cell.collect_params())
+    assert names == ['expand_bias', 'expand_weight', 'left_input', 'lstm_h2h_bias',
+                     'lstm_h2h_weight', 'lstm_i2h_bias', 'lstm_i2h_weight', 'output_bias',
+                     'output_weight', 'right_input']
+    assert cell.output_size == H
+
+
+def test_cell_container_is_not_callable():
+    cell = make(TreeRNNCell, H, E)
+    with pytest.raises(TypeError, match=r'TreeRNNCell is a container .* \(leaf, combine\)'):
+        cell(mx.nd.ones((1, E)))
+
+
+def test_cells_are_deterministic_under_seed():
+    a, b = make(RNTNCell, H, E, seed=3), make(RNTNCell, H, E, seed=3)
+    for (_, pa), (_, pb) in zip(a.collect_params().items(), b.collect_params().items()):
+        np.testing.assert_array_equal(pa.data().asnumpy(), pb.data().asnumpy())
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference recursions == plain recursive numpy.
+
+def make_embed(seed=0):
+    mx.random.seed(seed)
+    embed = gluon.nn.Embedding(VOCAB, E)
+    embed.initialize(mx.init.Normal(1.0))
+    return embed
+
+
+def np_fold(tree, leaf, combine):
+    """Recursive fold over the binary tree arrays: the definition the references unroll."""
+    def node(n):
+        if tree.left[n] < 0:
+            return leaf(n)
+        return combine(node(tree.left[n]), node(tree.right[n]))
+    return node(tree.root)
+
+
+BINARY_MODELS = {
+    'treelstm': (BinaryTreeLSTMCell, treelstm_eager,
+                 lambda p, x: np_treelstm_leaf(p, x),
+                 lambda p, l, r: np_treelstm_combine(p, *l, *r)),
+    'treernn': (TreeRNNCell, treernn_eager, np_rnn_leaf, np_treernn_combine),
+    'rntn': (RNTNCell, rntn_eager, np_rnn_leaf, np_rntn_combine),
+}
+
+
+@pytest.mark.parametrize('model', sorted(BINARY_MODELS))
+@pytest.mark.parametrize('nested', BINARY_TREES, ids=str)
+def test_binary_reference_matches_numpy_recursion(model, nested):
+    cell_cls, eager, np_leaf, np_combine = BINARY_MODELS[model]
+    embed, cell = make_embed(), make(cell_cls, H, E)
+    table, p = embed.weight.data().asnumpy().astype(np.float64), params_of(cell)
+    tree = encode(nested)
+    want = np_fold(tree, lambda n: np_leaf(p, table[tree.tokens[n:n + 1]]),
+                   lambda l, r: np_combine(p, l, r))
+    got = eager(embed, cell, tree)
+    for g, w in zip(as_list(got), as_list(want)):
+        assert g.shape == (1, H)
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-4, atol=1e-5)
+
+
+def np_childsum(p, table, tree):
+    def node(n):
+        x = table[tree.tokens[n:n + 1]]
+        kids = [node(k) for k in tree.child_idx[tree.child_ptr[n]:tree.child_ptr[n + 1]]]
+        if not kids:
+            return np_childsum_combine(p, x, np.zeros((1, H)), np.zeros((1, H)))
+        h_sum = sum(h for h, _ in kids)
+        fc_sum = sum(np_childsum_forget(p, x, h, c) for h, c in kids)
+        return np_childsum_combine(p, x, h_sum, fc_sum)
+    return node(tree.root)
+
+
+@pytest.mark.parametrize('nested', NARY_TREES, ids=str)
+def test_childsum_reference_matches_numpy_recursion(nested):
+    embed, cell = make_embed(), make(ChildSumTreeLSTMCell, H, E)
+    tree = encode(nested)
+    want = np_childsum(params_of(cell), embed.weight.data().asnumpy().astype(np.float64), tree)
+    for g, w in zip(childsum_eager(embed, cell, tree), want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-4, atol=1e-5)
+
+
+def np_topdown(p, h, c, max_depth):
+    def node(h, c, depth):
+        out = affine(p, 'output', h)
+        if depth < max_depth and affine(p, 'expand', h).item() > 0:
+            lo, ln, ls = node(*np_lstm_step(p, 'left', h, c), depth + 1)
+            ro, rn, rs = node(*np_lstm_step(p, 'right', h, c), depth + 1)
+            return out + lo + ro, 1 + ln + rn, (ls, rs)
+        return out, 1, ()
+    return node(h, c, 0)
+
+
+# Seeds chosen so the generated shapes vary: a single node, one split, lopsided and full trees.
+@pytest.mark.parametrize('seed', [0, 1, 2, 5, 8, 13, 22, 25])
+def test_topdown_reference_matches_numpy_recursion(seed):
+    cell = make(TopDownTreeLSTMCell, H, 3, seed=seed)
+    rng = np.random.RandomState(seed)
+    h0, c0 = rng.normal(size=(1, H)), rng.normal(size=(1, H))
+    p = params_of(cell)
+    want_total, want_count, want_shape = np_topdown(p, h0, c0, max_depth=4)
+    total, count, shape = topdown_eager(cell, mx.nd.array(h0), mx.nd.array(c0), max_depth=4)
+    assert (count, shape) == (want_count, want_shape)
+    np.testing.assert_allclose(total.asnumpy(), want_total, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('bias, max_depth, count', [(10.0, 3, 15), (-10.0, 3, 1), (10.0, 0, 1)])
+def test_topdown_expansion_rule(bias, max_depth, count):
+    cell = make(TopDownTreeLSTMCell, H)
+    cell.expand_logit.weight.set_data(mx.nd.zeros((1, H)))
+    cell.expand_logit.bias.set_data(mx.nd.array([bias]))
+    total, n, shape = topdown_eager(cell, mx.nd.zeros((1, H)), mx.nd.zeros((1, H)), max_depth)
+    assert n == count and total.shape == (1, H)
+    full = ()
+    for _ in range(max_depth if bias > 0 else 0):
+        full = (full, full)
+    assert shape == full
+
+
+def test_references_survive_a_5000_node_linear_tree():
+    tree = linear_tree(2501)
+    assert len(tree.tokens) == 5001
+    embed, cell = make_embed(), make(BinaryTreeLSTMCell, H, E)
+    with autograd.record():
+        h, c = treelstm_eager(embed, cell, tree)
+        loss = h.sum()
+    loss.backward()
+    assert np.isfinite(h.asnumpy()).all()
+    assert np.isfinite(cell.combine.gates.weight.grad().asnumpy()).all()
+    # The same tree through the numpy recursion needs no more than a raised limit; compare the
+    # root against an iterative numpy fold instead.
+    p, table = params_of(cell), embed.weight.data().asnumpy().astype(np.float64)
+    state = np_treelstm_leaf(p, table[tree.tokens[:1]])
+    for k in range(1, 2501):
+        state = np_treelstm_combine(p, *state, *np_treelstm_leaf(p, table[tree.tokens[2 * k - 1:2 * k]]))
+    np.testing.assert_allclose(h.asnumpy(), state[0], rtol=1e-4, atol=1e-5)
+    childsum_root = childsum_eager(embed, make(ChildSumTreeLSTMCell, H, E), tree)
+    assert np.isfinite(childsum_root[0].asnumpy()).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients of the references == finite differences (float64).
+
+def fd_check(blocks, loss_fn, num_entries=3, eps=1e-6, seed=0):
+    """Compare autograd gradients of loss_fn() with central differences on a few entries."""
+    params = {}
+    for block in blocks:
+        params.update(block.collect_params())
+    with autograd.record():
+        loss = loss_fn()
+    loss.backward()
+    rng = np.random.RandomState(seed)
+    checked = 0
+    for name, p in sorted(params.items()):
+        value, grad = p.data().asnumpy(), p.grad().asnumpy()
+        for flat in rng.choice(value.size, size=min(num_entries, value.size), replace=False):
+            idx = np.unravel_index(flat, value.shape)
+            shifted = []
+            for delta in (eps, -eps):
+                v = value.copy()
+                v[idx] += delta
+                p.set_data(mx.nd.array(v, dtype='float64'))
+                shifted.append(loss_fn().asscalar())
+            p.set_data(mx.nd.array(value, dtype='float64'))
+            numeric = (shifted[0] - shifted[1]) / (2 * eps)
+            assert abs(numeric - grad[idx]) <= 1e-6 + 1e-5 * abs(numeric), (name, idx)
+            checked += 1
+    assert checked > 0
+
+
+FD_MODELS = {
+    'treelstm': (BinaryTreeLSTMCell, lambda e, m, t: treelstm_eager(e, m, t)[0]),
+    'childsum': (ChildSumTreeLSTMCell, lambda e, m, t: childsum_eager(e, m, t)[0]),
+    'treernn': (TreeRNNCell, treernn_eager),
+    'rntn': (RNTNCell, rntn_eager),
+}
+
+
+@pytest.mark.parametrize('model', sorted(FD_MODELS))
+def test_reference_gradients_match_finite_differences(model):
+    cell_cls, eager = FD_MODELS[model]
+    embed, cell = make_embed(), make(cell_cls, H, E)
+    embed.cast('float64')
+    cell.cast('float64')
+    tree = encode(((1, 2), (3, (4, 5))) if model != 'childsum' else ((1, 2, 3), 4))
+    w = mx.nd.array(np.random.RandomState(3).normal(size=(1, H)), dtype='float64')
+    fd_check([embed, cell], lambda: (eager(embed, cell, tree) * w).sum())
+
+
+def test_topdown_gradients_match_finite_differences():
+    cell = make(TopDownTreeLSTMCell, H, 2, seed=1)
+    cell.cast('float64')
+    cell.expand_logit.bias.set_data(mx.nd.array([10.0], dtype='float64'))  # fixed shape
+    h0 = mx.nd.array(np.random.RandomState(4).normal(size=(1, H)), dtype='float64')
+    c0 = mx.nd.zeros((1, H), dtype='float64')
+    w = mx.nd.array([[1.0, -2.0]], dtype='float64')
+    fd_check([cell], lambda: (topdown_eager(cell, h0, c0, max_depth=2)[0] * w).sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark harness, end to end on tiny sizes.
+
+REQUIRED_KEYS = {'treelstm_infer_b25_vs_eager', 'treelstm_train_b25_vs_eager',
+                 'treelstm_infer_b25_vs_handbatched', 'treelstm_infer_b25_vs_torch',
+                 'treelstm_infer_b1_vs_eager'}
+
+
+def test_bench_smoke_prints_json_last(tmp_path):
+    plot = tmp_path / 'bench.png'
+    proc = subprocess.run(
+        [sys.executable, '-m', 'gluon_cf.bench', '--smoke', '--methods', 'a,c,d',
+         '--plot', str(plot)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    result = json.loads(last)
+    assert REQUIRED_KEYS <= set(result)
+    assert all(result[k] is None for k in REQUIRED_KEYS)     # method e is not registered yet
+    assert plot.exists() and plot.stat().st_size > 0
+    assert 'n/a' in proc.stdout
