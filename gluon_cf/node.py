@@ -26,6 +26,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
+from . import executor
 from .subgraph import Graph, dumps
 
 OP_PREFIX = "_gluon_cf_"
@@ -45,8 +46,11 @@ class Rule:
     def infer_type(self, node, in_types):
         raise NotImplementedError
 
-    def forward(self, node, inputs, out_shapes):
-        """Compute the node's outputs (list of NDArrays) from its inputs (list of NDArrays)."""
+    def forward(self, node, inputs, out_shapes, ctx):
+        """Generator computing the node's outputs (list of NDArrays) from its inputs.
+
+        Subgraphs are run by yielding ``graph.run(slots, ctx)``; see NOTE [trampoline].
+        """
         raise NotImplementedError
 
 
@@ -113,13 +117,16 @@ class _NodeOperator(mx.operator.CustomOp):
     def _run(self, inputs, is_train, record):
         if not record:
             with autograd.pause(train_mode=is_train):
-                return inputs, self.rule.forward(self.node, inputs, self.out_shapes)
+                return inputs, executor.run(self._forward(inputs))
         for x in inputs:
             if is_float(x.dtype):
                 x.attach_grad()
         with autograd.record(train_mode=is_train):
-            outputs = self.rule.forward(self.node, inputs, self.out_shapes)
+            outputs = executor.run(self._forward(inputs))
         return inputs, outputs
+
+    def _forward(self, inputs):
+        return self.rule.forward(self.node, inputs, self.out_shapes, None)
 
     def forward(self, is_train, req, in_data, out_data, aux):
         self.is_train = is_train

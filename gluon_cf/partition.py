@@ -41,10 +41,11 @@ class _Segment:
         self.out_entries = out_entries
         self.op = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
 
-    def run(self, values):
+    def run(self, values, ctx):
         out = self.op(*[values[e] for e in self.in_entries])
         out = out if isinstance(out, (list, tuple)) else [out]
         values.update(zip(self.out_entries, out))
+        return None
 
 
 class _CfCall:
@@ -55,15 +56,17 @@ class _CfCall:
         self.in_entries = in_entries
         self.out_entries = out_entries
 
-    def run(self, values):
+    def run(self, values, ctx):
         inputs = [values[e] for e in self.in_entries]
         _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
-        outputs = self.rule.forward(self.node, inputs, out_shapes)
+        return self.rule.forward(self.node, inputs, out_shapes, ctx)
+
+    def store(self, values, outputs):
         values.update(zip(self.out_entries, outputs))
 
 
 class PartitionedGraph:
-    """Callable like a CachedOp: ``graph(*inputs)`` in ``symbol.list_inputs()`` order."""
+    """Runs like a CachedOp, through ``run(inputs, ctx)``, inputs in ``list_inputs()`` order."""
 
     def __init__(self, symbol):
         js = json.loads(symbol.tojson())
@@ -140,8 +143,11 @@ class PartitionedGraph:
         symbol = mx.sym.load_json(json.dumps(graph))
         return _Segment(symbol, in_entries, out_entries)
 
-    def __call__(self, *inputs):
+    def run(self, inputs, ctx):
+        """Generator: run the steps in order; gluon_cf nodes are yielded to the trampoline."""
         values = dict(zip(self.input_entries, inputs))
         for step in self.steps:
-            step.run(values)
+            work = step.run(values, ctx)
+            if work is not None:
+                step.store(values, (yield work))
         return [values[h] for h in self.heads]

@@ -29,6 +29,7 @@ from mxnet.attribute import AttrScope
 from mxnet.base import _LIB, SymbolHandle, check_call
 
 from ._structure import flatten
+from .executor import done
 from .partition import PartitionedGraph, has_gluon_cf_nodes
 
 _TAG = "__subgraph_name__"
@@ -181,10 +182,18 @@ class Graph:
             self._local.op = op
         return op
 
-    def __call__(self, slots):
-        """Run on the slot values; always returns a list of NDArrays."""
-        out = self.cached_op()(*[slots[s] for s in self.slots])
-        return list(out) if isinstance(out, (list, tuple)) else [out]
+    def run(self, slots, ctx):
+        """A generator computing the outputs (a list of NDArrays) from the slot values.
+
+        ``ctx`` is the recursion context of the enclosing recursive function, if any; it is
+        passed on to nested gluon_cf nodes (NOTE [trampoline] in ``executor.py``).
+        """
+        op = self.cached_op()
+        args = [slots[s] for s in self.slots]
+        if self.partitioned:
+            return op.run(args, ctx)
+        out = op(*args)
+        return done(list(out) if isinstance(out, (list, tuple)) else [out])
 
     def infer_shape(self, slot_shapes):
         """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``.

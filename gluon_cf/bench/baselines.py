@@ -9,15 +9,24 @@ state), with the same weights, and implements the runner interface of `gluon_cf.
 Methods (numbering of the benchmark plan):
 
 a. `EagerRunner`: the eager references of gluon_cf.models.reference, one tree at a time, one
-   Gluon call per node; a mini-batch is a Python loop over its trees (losses summed).
-c. `IterativeRunner`: the "iterative" baseline of the EuroSys'18 recursion paper. All nodes of
-   the mini-batch forest in topological (post-)order through one Python loop, one node at a time,
-   states kept in a list. The per-node cell functions are hybridized (static graphs, as the
-   paper's loop body is), and the embeddings of the whole forest come from one lookup.
+   Gluon call per node; a mini-batch is a Python loop over its trees (losses summed, see
+   NOTE: [Per-tree backward]).
+c. `IterativeRunner`: the "iterative" baseline of the EuroSys'18 recursion paper: a tree's nodes
+   in topological (post-)order through a Python loop, one node at a time, states kept in a list.
+   The per-node cell functions are hybridized (static graphs, as the paper's loop body is) and a
+   tree's embeddings come from one lookup; a mini-batch is a loop over its trees.
 d. `LevelBatchedRunner`: hand-batched by level, the best a person writes without a framework:
    one call per tree height over the whole forest (children gathered with `take`, results
    scattered into state buffers with `index_copy`), each level step a hybridized block.
 f. `TorchRunner`: method a in PyTorch, with cells copied weight for weight.
+
+NOTE: [Per-tree backward]
+The per-node methods (a, c) run one backward per tree, accumulating parameter gradients
+(grad_req='add'), which is the gradient of the summed loss. One backward over the whole
+mini-batch would be the same gradient, but MXNet's autograd keeps every use's weight gradient
+alive until it sums them at the end: for the RNTN that is 54 MB of V gradient per internal node
+(H = 150), over 24 GB for a batch of 25 SST-like trees. PyTorch accumulates as it goes, so the
+torch runner does one backward per mini-batch.
 """
 from dataclasses import dataclass
 
@@ -138,7 +147,10 @@ def _as_tuple(states):
 
 
 class _GluonRunner:
-    """Shared parts of the MXNet runners: a private clone, the loss and the trainer."""
+    """Shared parts of the MXNet runners: a private clone, the loss and the trainer.
+
+    Subclasses define `root_states(batch)` -> (B, H) root h of the whole mini-batch.
+    """
 
     def __init__(self, model):
         self.model = clone_model(model)
@@ -159,39 +171,50 @@ class _GluonRunner:
         return loss
 
 
-# ---------------------------------------------------------------------------------------------
-# a. Eager per-node recursion (the references), a Python loop over the trees.
+class _PerTreeRunner(_GluonRunner):
+    """A runner that handles one tree at a time (`root_h(tree)` -> (1, H)); a mini-batch is a
+    Python loop over its trees, with one backward per tree (NOTE: [Per-tree backward])."""
 
-class EagerRunner(_GluonRunner):
     def __init__(self, model):
         super().__init__(model)
-        self._reference = MODEL_KINDS[model.config.kind][1]
-
-    def _root_h(self, tree):
-        return _as_tuple(self._reference(self.model.embed, self.model.cell, tree))[0]
+        self.model.collect_params().setattr('grad_req', 'add')
 
     def root_states(self, batch):
-        return mx.nd.concat(*[self._root_h(t) for t in batch.trees], dim=0)
+        return mx.nd.concat(*[self.root_h(t) for t in batch.trees], dim=0)
 
     def infer(self, batch):
-        roots = [self._root_h(t) for t in batch.trees]
+        roots = [self.root_h(t) for t in batch.trees]
         logits = [self.model.head(h) for h in roots]
         return mx.nd.concat(*roots, dim=0), mx.nd.concat(*logits, dim=0)
 
     def train_step(self, batch):
-        with autograd.record():
-            losses = [self.loss_fn(self.model.head(self._root_h(t)), mx.nd.array([label]))
-                      for t, label in zip(batch.trees, batch.labels)]
-            loss = mx.nd.add_n(*losses) / batch.size
-        loss.backward()
-        self.trainer.step(1)
-        return loss
+        total = 0.0
+        for tree, label in zip(batch.trees, batch.labels):
+            with autograd.record():
+                loss = self.loss_fn(self.model.head(self.root_h(tree)), mx.nd.array([label]))
+            loss.backward()
+            total = total + loss
+        self.trainer.step(batch.size)      # gradient of the mean loss
+        self.model.collect_params().zero_grad()
+        return total / batch.size
 
 
 # ---------------------------------------------------------------------------------------------
-# c. Iterative: one Python loop over the forest's nodes in post-order, hybridized node functions.
+# a. Eager per-node recursion (the references), a Python loop over the trees.
 
-class IterativeRunner(_GluonRunner):
+class EagerRunner(_PerTreeRunner):
+    def __init__(self, model):
+        super().__init__(model)
+        self._reference = MODEL_KINDS[model.config.kind][1]
+
+    def root_h(self, tree):
+        return _as_tuple(self._reference(self.model.embed, self.model.cell, tree))[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# c. Iterative: a Python loop over a tree's nodes in post-order, hybridized node functions.
+
+class IterativeRunner(_PerTreeRunner):
     def __init__(self, model):
         super().__init__(model)
         cell = self.model.cell
@@ -199,17 +222,17 @@ class IterativeRunner(_GluonRunner):
         cell.leaf.hybridize(static_alloc=True, static_shape=True)
         cell.combine.hybridize(static_alloc=True, static_shape=True)
 
-    def root_states(self, batch):
-        forest, cell = batch.forest, self.model.cell
-        x = self.model.embed(mx.nd.array(forest.tokens, dtype='int32'))
-        left, right = forest.left.tolist(), forest.right.tolist()
+    def root_h(self, tree):
+        cell = self.model.cell
+        x = self.model.embed(mx.nd.array(tree.tokens, dtype='int32'))
+        left, right = tree.left.tolist(), tree.right.tolist()
         states = [None] * len(left)
         for node, (l, r) in enumerate(zip(left, right)):
             if l < 0:
                 states[node] = _as_tuple(cell.leaf(x[node:node + 1]))
             else:
                 states[node] = _as_tuple(cell.combine(*states[l], *states[r]))
-        return mx.nd.concat(*[states[r][0] for r in forest.roots.tolist()], dim=0)
+        return states[-1][0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,6 +312,9 @@ class TorchRunner:
         config = model.config
         values = {name[len(model.prefix):]: p.data().asnumpy()
                   for name, p in model.collect_params().items()}
+        if config.kind == 'rntn':      # NOTE: [RNTN tensor layout] in gluon_cf.models.cells
+            h = config.hidden_size
+            values['cell_combine_V'] = values['cell_combine_V'].reshape(h, 2 * h, 2 * h)
         self.params = {name: torch.tensor(v, requires_grad=True) for name, v in values.items()}
         self.kind = config.kind
         self.optimizer = torch.optim.SGD(list(self.params.values()), lr=LEARNING_RATE)

@@ -193,11 +193,15 @@ class TreeRNNCell(_TreeCell):
 
 
 class _RNTNCombine(gluon.HybridBlock):
-    """h = tanh(ab^T V^[1:H] ab + W ab + b) with ab = [h_l; h_r] and V of shape (H, 2H, 2H).
+    """h = tanh(ab^T V^[1:H] ab + W ab + b) with ab = [h_l; h_r] and V^[k] of shape (2H, 2H).
 
-    The bilinear term is one GEMM plus one batch_dot, row by row: viewing V as (H * 2H, 2H)
-    rows V[k, i, :], FullyConnected gives t[b, k, i] = sum_j V[k, i, j] ab[b, j]; batch_dot with
-    ab[b] then sums over i. No copy or transpose of V is needed.
+    NOTE: [RNTN tensor layout]
+    The parameter `V` holds the (H, 2H, 2H) tensor flattened to (H * 2H, 2H): row k * 2H + i is
+    V^[k][i, :], so ``V.data().reshape((H, 2H, 2H))`` is the tensor of the equations. Then the
+    bilinear term is one GEMM plus one batch_dot, row by row: FullyConnected gives
+    t[b, k * 2H + i] = sum_j V^[k][i, j] ab[b, j], and batch_dot with ab[b] sums over i. The flat
+    layout matters: with a 3-D parameter a hybridized graph copies all H * 4H^2 values into
+    the Reshape output on every call (8x slower at H = 150), and NDArray views do not exist there.
     """
 
     def __init__(self, hidden_size, prefix=None):
@@ -207,15 +211,15 @@ class _RNTNCombine(gluon.HybridBlock):
         with self.name_scope():
             # Small tensor weights keep tanh out of saturation at the start (the bilinear term
             # sums (2H)^2 products); Socher et al. likewise start V near zero.
-            self.V = self.params.get('V', shape=(hidden_size, two_h, two_h),
+            self.V = self.params.get('V', shape=(hidden_size * two_h, two_h),
                                      init=init.Normal(1.0 / (4 * hidden_size)))
             self.linear = _dense(hidden_size, two_h, 'linear_')
 
     def hybrid_forward(self, F, h_l, h_r, V):
         hidden, two_h = self._hidden_size, 2 * self._hidden_size
         ab = F.concat(h_l, h_r, dim=-1)                                        # (B, 2H)
-        t = F.FullyConnected(ab, V.reshape((hidden * two_h, two_h)), no_bias=True,
-                             num_hidden=hidden * two_h, flatten=False)          # (B, H * 2H)
+        t = F.FullyConnected(ab, V, no_bias=True, num_hidden=hidden * two_h,
+                             flatten=False)                                    # (B, H * 2H)
         bilinear = F.batch_dot(t.reshape((0, hidden, two_h)), ab.expand_dims(axis=2))
         return F.tanh(bilinear.reshape((0, hidden)) + self.linear(ab))
 
@@ -224,7 +228,8 @@ class RNTNCell(_TreeCell):
     """Recursive neural tensor network of Socher et al. 2013.
 
     Children: ``leaf(x) -> tanh(W_e x + b_e)`` (as TreeRNNCell) and
-    ``combine(h_l, h_r) -> tanh(ab^T V^[1:H] ab + W ab + b)`` with ab = [h_l; h_r].
+    ``combine(h_l, h_r) -> tanh(ab^T V^[1:H] ab + W ab + b)`` with ab = [h_l; h_r]; the tensor
+    V is stored flat as `combine.V`, see NOTE: [RNTN tensor layout].
     """
     num_states = 1
 

@@ -86,9 +86,9 @@ class CondRule(_node.Rule):
                 types[slot] = types[slot] if types[slot] is not None else t
         return types, [a if a is not None else b for a, b in zip(then_out, else_out)]
 
-    def forward(self, node, inputs, out_shapes):
+    def forward(self, node, inputs, out_shapes, ctx):
         taken = "then" if bool(inputs[0].asscalar()) else "else"
-        return node.graphs[taken](inputs)
+        return (yield node.graphs[taken].run(inputs, ctx))
 
 
 _node.register(CondRule())

@@ -1,7 +1,8 @@
 """``gluon_cf.foreach``: scan a function over the leading axis of the data, carrying states."""
 import mxnet as mx
 
-from .. import node as _node
+from .. import executor, node as _node
+from ..executor import done
 from .._structure import describe, flatten, regroup
 from ..subgraph import merge_captures, trace
 from ._common import check_callable, mismatch, mode_of
@@ -38,8 +39,9 @@ def foreach(body, data, init_states, name="foreach"):
         return _foreach_symbolic(step, flat_data, flat_states, name)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths)
-    outputs, states = run(lambda t: [d[t] for d in flat_data], lengths[0],
-                          lambda slots: step.eager(slots, len(flat_data)), flat_states, [])
+    outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0],
+                                        lambda slots: done(step.eager(slots, len(flat_data))),
+                                        flat_states, []))
     return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
 
 
@@ -82,16 +84,16 @@ class _Step:
         return flat_out + flat_states
 
 
-def run(data_at, length, body, states, captured):
+def loop(data_at, length, body, states, captured):
     """The loop itself, shared by eager mode and the node: returns ``(flat_outputs, states)``.
 
-    ``data_at(t)`` gives the data slices of step ``t``; ``body(slots)`` returns the flat outputs
-    followed by the flat new states.
+    A generator (NOTE [trampoline]). ``data_at(t)`` gives the data slices of step ``t``;
+    ``body(slots)`` is a generator returning the flat outputs followed by the flat new states.
     """
     per_step = []
     num_states = len(states)
     for t in range(length):
-        result = body(data_at(t) + list(states) + list(captured))
+        result = yield body(data_at(t) + list(states) + list(captured))
         cut = len(result) - num_states
         per_step.append(result[:cut])
         states = result[cut:]
@@ -159,12 +161,12 @@ class ForeachRule(_node.Rule):
         types = [t if t is not None else inferred.get(i) for i, t in enumerate(in_types)]
         return types, outs
 
-    def forward(self, node, inputs, out_shapes):
+    def forward(self, node, inputs, out_shapes, ctx):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
-        outputs, states = run(lambda t: [d[t] for d in data], data[0].shape[0], body, states,
-                              captured)
+        outputs, states = yield loop(lambda t: [d[t] for d in data], data[0].shape[0],
+                                     lambda slots: body.run(slots, ctx), states, captured)
         return outputs + states
 
 

@@ -3,7 +3,8 @@ import numbers
 
 import mxnet as mx
 
-from .. import node as _node
+from .. import executor, node as _node
+from ..executor import done
 from .._structure import describe, flatten, regroup
 from ..subgraph import merge_captures, trace
 from ._common import check_callable, check_scalar_pred, mismatch, mode_of, pred_value
@@ -49,10 +50,10 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
     step = _Step(cond, func, vars_fmt)
     if mode == "symbol":
         return _while_symbolic(step, flat_vars, max_iterations, name)
-    outputs, final = run(lambda vs: pred_value(OP, "the value returned by cond",
-                                                step.cond(vs)),
-                         step.eager, flat_vars, [], max_iterations,
-                         zero_outputs=lambda: _probe_outputs(step, flat_vars, max_iterations))
+    outputs, final = executor.run(loop(
+        lambda vs: done(pred_value(OP, "the value returned by cond", step.cond(vs))),
+        lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations,
+        zero_outputs=lambda: _probe_outputs(step, flat_vars, max_iterations)))
     return _result(outputs, final, step.out_fmt, vars_fmt)
 
 
@@ -142,17 +143,18 @@ def _probe_outputs(step, flat_vars, max_iterations):
     return [mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
 
 
-def run(pred, func, loop_vars, captured, max_iterations, zero_outputs):
+def loop(pred, func, loop_vars, captured, max_iterations, zero_outputs):
     """The loop itself, shared by eager mode and the node: returns ``(flat_outputs, loop_vars)``.
 
-    ``pred(slots) -> bool``; ``func(slots)`` returns the flat step outputs then the new loop vars.
+    A generator (NOTE [trampoline]): ``pred(slots)`` is a generator returning a bool,
+    ``func(slots)`` one returning the flat step outputs then the new loop vars.
     ``zero_outputs()`` gives the outputs of a loop that ran no step.
     """
     num_vars = len(loop_vars)
     per_step = []
     while (max_iterations is None or len(per_step) < max_iterations) and \
-            pred(list(loop_vars) + list(captured)):
-        result = func(list(loop_vars) + list(captured))
+            (yield pred(list(loop_vars) + list(captured))):
+        result = yield func(list(loop_vars) + list(captured))
         cut = len(result) - num_vars
         per_step.append(result[:cut])
         loop_vars = result[cut:]
@@ -228,15 +230,20 @@ class WhileLoopRule(_node.Rule):
             types = [t if t is not None else inferred.get(i) for i, t in enumerate(types)]
         return types, outs
 
-    def forward(self, node, inputs, out_shapes):
+    def forward(self, node, inputs, out_shapes, ctx):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         like = inputs[0]
-        outputs, final = run(lambda slots: bool(cond_g(slots)[0].asscalar()), func_g, loop_vars,
-                             captured, node.spec["max_iterations"],
-                             zero_outputs=lambda: [mx.nd.zeros(s, ctx=like.context)
-                                                   for s in out_shapes[:num_out]])
+
+        def pred(slots):
+            value = yield cond_g.run(slots, ctx)
+            return bool(value[0].asscalar())
+
+        outputs, final = yield loop(pred, lambda slots: func_g.run(slots, ctx), loop_vars,
+                                    captured, node.spec["max_iterations"],
+                                    zero_outputs=lambda: [mx.nd.zeros(s, ctx=like.context)
+                                                          for s in out_shapes[:num_out]])
         return outputs + final
 
 
