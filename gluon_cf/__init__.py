@@ -6,6 +6,7 @@ process needs before loading an exported model that contains them.
 from .ops.cond import cond
 from .ops.foreach import foreach
 from .ops.while_loop import while_loop
+from .recursion import RecursionDepthError, invoke, recursive
 
-__all__ = ["cond", "foreach", "while_loop"]
+__all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "RecursionDepthError"]
 __version__ = "0.1.0"

@@ -105,6 +105,13 @@ def _recorded(array):
 
 
 class _NodeOperator(mx.operator.CustomOp):
+    """Runs a node (NOTE [gradients through a node]).
+
+    Which inputs need a gradient is only known in ``backward`` (from ``req``). Marking an input
+    that needs none is not harmless (Embedding refuses to differentiate its integer-valued data),
+    so forward marks the inputs the previous backward asked for (every float input the first
+    time); when that guess is wrong, backward recomputes the forward with the right marks.
+    """
 
     def __init__(self, rule, node, out_shapes):
         super().__init__()
@@ -113,41 +120,53 @@ class _NodeOperator(mx.operator.CustomOp):
         self.out_shapes = out_shapes
         self.saved = None
         self.is_train = False
-
-    def _run(self, inputs, is_train, record):
-        if not record:
-            with autograd.pause(train_mode=is_train):
-                return inputs, executor.run(self._forward(inputs))
-        for x in inputs:
-            if is_float(x.dtype):
-                x.attach_grad()
-        with autograd.record(train_mode=is_train):
-            outputs = executor.run(self._forward(inputs))
-        return inputs, outputs
+        self.wanted = None
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
 
+    def _run(self, inputs, is_train, marks):
+        if marks is None:
+            with autograd.pause(train_mode=is_train):
+                return executor.run(self._forward(inputs))
+        for i in marks:
+            inputs[i].attach_grad()
+        with autograd.record(train_mode=is_train):
+            return executor.run(self._forward(inputs))
+
+    def _default_marks(self, inputs):
+        if self.wanted is not None:
+            return self.wanted
+        return tuple(i for i, x in enumerate(inputs) if is_float(x.dtype))
+
     def forward(self, is_train, req, in_data, out_data, aux):
         self.is_train = is_train
-        inputs, outputs = self._run(list(in_data), is_train, record=is_train)
-        self.saved = (inputs, outputs) if is_train else None
+        inputs = list(in_data)
+        marks = self._default_marks(inputs) if is_train else None
+        outputs = self._run(inputs, is_train, marks)
+        self.saved = (inputs, outputs, marks) if is_train else None
         for dst, r, value in zip(out_data, req, outputs):
             self.assign(dst, r, value)
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        wanted = tuple(i for i, (x, r) in enumerate(zip(in_data, req))
+                       if r != "null" and is_float(x.dtype))
+        self.wanted = wanted
         saved, self.saved = self.saved, None
-        inputs, outputs = saved or self._run(list(in_data), self.is_train, record=True)
+        if saved is None or saved[2] != wanted:
+            inputs = list(in_data)
+            saved = (inputs, self._run(inputs, self.is_train, wanted), wanted)
+        inputs, outputs, _ = saved
         heads = [(o, g) for o, g in zip(outputs, out_grad) if is_float(o.dtype) and _recorded(o)]
-        if heads:
+        if heads and wanted:
             autograd.backward([o for o, _ in heads], [g for _, g in heads],
                               train_mode=self.is_train)
-        for x, dst, r in zip(inputs, in_grad, req):
+        for i, (dst, r) in enumerate(zip(in_grad, req)):
             if r == "null":
                 continue
-            if is_float(x.dtype) and x.grad is not None:
-                self.assign(dst, r, x.grad)
-            elif r == "write" or r == "inplace":
+            if i in wanted and inputs[i].grad is not None:
+                self.assign(dst, r, inputs[i].grad)
+            elif r in ("write", "inplace"):
                 dst[:] = 0
 
 

@@ -17,6 +17,8 @@ import json
 
 import mxnet as mx
 
+from ._cachedop import CachedOpPair
+
 OP_PREFIX = "_gluon_cf_"
 
 
@@ -33,13 +35,15 @@ def has_gluon_cf_nodes(graph_json):
 
 
 class _Segment:
+    """Ordinary operators between gluon_cf nodes, as one CachedOp."""
+
     def __init__(self, symbol, in_entries, out_entries):
         self.symbol = symbol
         names = symbol.list_inputs()
         by_name = {"e%d_%d" % e: e for e in in_entries}
         self.in_entries = [by_name[n] for n in names]
         self.out_entries = out_entries
-        self.op = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
+        self.op = CachedOpPair(symbol)
 
     def run(self, values, ctx):
         out = self.op(*[values[e] for e in self.in_entries])
@@ -50,7 +54,7 @@ class _Segment:
 
 class _CfCall:
     def __init__(self, kind, spec, in_entries, out_entries):
-        from . import node as _node  # node.py imports this module's users; import late
+        from . import node as _node  # node.py -> subgraph.py -> here: import late
         self.rule = _node.rule_of(kind)
         self.node = _node.decode(kind, spec)
         self.in_entries = in_entries

@@ -30,10 +30,23 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 
 from ._structure import flatten
 from .executor import done
+from ._cachedop import CachedOpPair
 from .partition import PartitionedGraph, has_gluon_cf_nodes
 
 _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
+
+
+class PendingSignature(Exception):
+    """Raised while tracing when a recursive call's result structure is not known yet.
+
+    See NOTE [recursion design] in ``recursion/api.py``: ``cond`` catches it from one branch and
+    uses the other branch; the recursion machinery turns an uncaught one into a clear error.
+    """
+
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
 
 
 class Traced:
@@ -178,7 +191,7 @@ class Graph:
             if self.partitioned:
                 op = PartitionedGraph(self.symbol)
             else:
-                op = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)])
+                op = CachedOpPair(self.symbol)
             self._local.op = op
         return op
 
@@ -204,10 +217,14 @@ class Graph:
         known = {n: tuple(slot_shapes[s]) for n, s in zip(self.input_names, self.slots)
                  if slot_shapes[s] is not None}
         key = tuple(sorted(known.items()))
-        if key not in self._shape_cache:
+        if key in self._shape_cache:
+            args, outs = self._shape_cache[key]
+        else:
             args, outs, _ = self.symbol.infer_shape_partial(**known)
-            self._shape_cache[key] = (args, outs)
-        args, outs = self._shape_cache[key]
+            # Cache only complete answers: a partial one may be completed later (a recursive
+            # function's shapes become known during inference, NOTE [recursion design]).
+            if outs and all(o is not None and _complete(o) for o in outs):
+                self._shape_cache[key] = (args, outs)
         inferred = {}
         for s, shape in zip(self.slots, args or [None] * len(self.slots)):
             if shape is not None and _complete(shape):
@@ -220,9 +237,12 @@ class Graph:
         known = {n: slot_types[s] for n, s in zip(self.input_names, self.slots)
                  if slot_types[s] is not None}
         key = tuple(sorted((k, str(v)) for k, v in known.items()))
-        if key not in self._type_cache:
-            self._type_cache[key] = self.symbol.infer_type(**known)
-        args, outs, _ = self._type_cache[key]
+        if key in self._type_cache:
+            args, outs = self._type_cache[key]
+        else:
+            args, outs, _ = self.symbol.infer_type_partial(**known)
+            if outs and all(o is not None for o in outs):
+                self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
         return inferred, list(outs) if outs else [None] * self.num_outputs
 

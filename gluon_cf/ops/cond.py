@@ -3,7 +3,7 @@ import mxnet as mx
 
 from .. import node as _node
 from .._structure import describe, flatten, regroup
-from ..subgraph import merge_captures, trace
+from ..subgraph import PendingSignature, merge_captures, trace
 from ._common import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 
 OP = "cond"
@@ -40,8 +40,15 @@ def _cond_symbolic(pred, then_func, else_func, name):
     if len(pred.list_outputs()) != 1:
         raise ValueError("gluon_cf.cond: pred must be a single Symbol, got a group of %d"
                          % len(pred.list_outputs()))
-    then_g = trace(OP, "then_func", 0, lambda _: then_func())
-    else_g = trace(OP, "else_func", 0, lambda _: else_func())
+    then_g = _trace_branch("then_func", then_func)
+    else_g = _trace_branch("else_func", else_func)
+    for pending, other in ((then_g, else_g), (else_g, then_g)):
+        if isinstance(pending, PendingSignature):
+            if isinstance(other, PendingSignature):
+                raise pending
+            # Discovering a recursive function's signature: the branch that does not recurse
+            # decides the structure (NOTE [recursion design]); this graph is thrown away.
+            return other.out_value
     if then_g.out_fmt != else_g.out_fmt:
         raise ValueError("gluon_cf.cond: then_func and else_func return different structures: "
                          "then_func returns %s, else_func returns %s"
@@ -51,6 +58,13 @@ def _cond_symbolic(pred, then_func, else_func, name):
             "num_outputs": then_g.num_outputs}
     outputs = _node.make_node(OP, [pred] + captured, spec, name)
     return regroup(outputs, then_g.out_fmt)
+
+
+def _trace_branch(role, fn):
+    try:
+        return trace(OP, role, 0, lambda _: fn())
+    except PendingSignature as pending:
+        return pending
 
 
 class CondRule(_node.Rule):

@@ -1,0 +1,208 @@
+"""Recursive functions inside ``hybrid_forward``: ``@gluon_cf.recursive`` and ``gluon_cf.invoke``.
+
+NOTE [recursion design]
+    Following Jeong et al. (EuroSys'18), a recursive function is a *SubGraph*: a function over graph
+    values, traced once into a graph, and every call site is an ``invoke`` node naming it. In a
+    hybridized block the outermost call becomes one ``recursion`` node holding the *function
+    table* (every function reachable from the call, each traced once) and taking as inputs the
+    call's arguments plus the *environment*: everything any function in the table captures
+    (NOTE [closure capture]). Call sites inside the bodies are ``invoke`` nodes whose inputs are
+    just the arguments; the executor supplies the environment.
+
+    Forward declaration is automatic. To emit an ``invoke`` node we need the callee's *signature*
+    (the structure of what it returns). When a function is first called, its body is traced once
+    in *discovery* mode; a recursive call met during discovery raises :class:`PendingSignature`,
+    and ``cond`` answers that by using the branch that does not recurse (the base case) for the
+    discovery trace. The discovered structure is then used for the real trace. A function whose
+    every path recurses has no base case and is rejected with an error naming it.
+
+    Shapes follow the same idea at graph-build time: a recursive call whose shapes are being
+    inferred contributes "unknown", ``cond`` takes the shapes of the branch that is known, and
+    inference is repeated until the function's output shapes are known and consistent.
+"""
+import itertools
+import sys
+import threading
+import uuid
+
+import mxnet as mx
+
+from .. import node as _node
+from .._structure import describe, flatten, regroup
+from ..ops._common import check_callable, mode_of
+from ..subgraph import PendingSignature, merge_captures, trace
+
+DEFAULT_MAX_DEPTH = 20000
+
+
+class RecursionDepthError(RuntimeError):
+    """A recursive function went deeper than its ``max_depth`` (no base case reached)."""
+
+
+class RecursiveFunction:
+    """A Python function usable recursively in eager and hybridized mode; see :func:`recursive`."""
+
+    _ids = itertools.count()
+
+    def __init__(self, fn, name=None, max_depth=DEFAULT_MAX_DEPTH):
+        check_callable("recursive", fn=fn)
+        if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 1:
+            raise ValueError("gluon_cf.recursive: max_depth must be a positive int, got %r"
+                             % (max_depth,))
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "recursive")
+        self.max_depth = max_depth
+        self.uid = next(self._ids)
+
+    def __call__(self, *args):
+        return invoke(self, *args)
+
+    def __repr__(self):
+        return "<gluon_cf.recursive %s>" % self.name
+
+
+def recursive(fn=None, *, name=None, max_depth=DEFAULT_MAX_DEPTH):
+    """Decorator making ``fn`` a recursive SubGraph callable from ``hybrid_forward``.
+
+    ``fn`` takes arrays (NDArrays eagerly, Symbols when hybridized) and returns an array or a
+    nested list of arrays. It may call itself or other recursive functions; outer values it reads
+    (parameters, inputs of ``hybrid_forward``) are captured automatically. Its semantics are
+    those of the plain Python function; ``max_depth`` bounds the depth of nested calls (exceeding
+    it raises :class:`RecursionDepthError` naming the function), in both modes.
+    """
+    if fn is None:
+        return lambda f: RecursiveFunction(f, name=name, max_depth=max_depth)
+    return RecursiveFunction(fn, name=name, max_depth=max_depth)
+
+
+_wrappers = {}
+
+
+def _as_recursive(fn):
+    if isinstance(fn, RecursiveFunction):
+        return fn
+    check_callable("invoke", fn=fn)
+    wrapped = _wrappers.get(fn)
+    if wrapped is None:
+        wrapped = _wrappers[fn] = RecursiveFunction(fn)
+    return wrapped
+
+
+def invoke(fn, *args):
+    """Call the recursive function ``fn`` on ``args``: an ``invoke`` node in hybridized mode."""
+    fn = _as_recursive(fn)
+    flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
+    mode = mode_of("invoke", flat, "the arguments of %r" % fn.name)
+    if mode == "symbol":
+        return _invoke_symbolic(fn, flat, fmt)
+    return _invoke_eager(fn, args)
+
+
+# ---- eager mode: plain Python recursion, with the depth bound -----------------------------------
+
+_eager = threading.local()
+
+
+def _invoke_eager(fn, args):
+    depth = getattr(_eager, "depth", 0) + 1
+    if depth > fn.max_depth:
+        raise RecursionDepthError("gluon_cf.recursive: %r exceeded max_depth=%d nested calls; "
+                                  "does it reach a base case?" % (fn.name, fn.max_depth))
+    # Each level costs a few Python frames; make room (the hybridized executor needs none).
+    needed = 8 * depth + 200
+    if needed > sys.getrecursionlimit():
+        sys.setrecursionlimit(needed + 1000)
+    _eager.depth = depth
+    try:
+        return fn.fn(*args)
+    finally:
+        _eager.depth = depth - 1
+
+
+# ---- symbolic mode: function table, discovery, invoke nodes -------------------------------------
+
+class _Table:
+    """The functions reachable from one outermost call, while they are being traced."""
+
+    current = threading.local()
+
+    def __init__(self):
+        self.namespace = uuid.uuid4().hex[:10]
+        self.qnames = {}        # RecursiveFunction -> qualified name in this table
+        self.signatures = {}    # RecursiveFunction -> (num_args, arg_fmt, out_fmt, num_outputs)
+        self.discovering = []
+        self.traced = {}        # RecursiveFunction -> Traced (real trace)
+        self.pending = []
+
+    def qname(self, fn):
+        if fn not in self.qnames:
+            self.qnames[fn] = "%s_%d@%s" % (fn.name, len(self.qnames), self.namespace)
+        return self.qnames[fn]
+
+    def _trace(self, fn, num_args, arg_fmt, role):
+        return trace("recursive", "%s_%s" % (fn.name, role), num_args,
+                     lambda vs: fn.fn(*regroup(vs, arg_fmt)))
+
+    def signature(self, fn, num_args, arg_fmt):
+        sig = self.signatures.get(fn)
+        if sig is not None:
+            if sig[:2] != (num_args, arg_fmt):
+                raise TypeError("gluon_cf.invoke: %r is called with arguments %s here, but with "
+                                "%s elsewhere; every call must pass the same structure"
+                                % (fn.name, describe(arg_fmt), describe(sig[1])))
+            return sig
+        if fn in self.discovering:
+            raise PendingSignature(fn)
+        self.discovering.append(fn)
+        try:
+            traced = self._trace(fn, num_args, arg_fmt, "discover")
+        except PendingSignature as pending:
+            if pending.key is fn:
+                raise ValueError("gluon_cf.recursive: %r has no base case: every path through its "
+                                 "body calls %r again. Put the recursive call in a gluon_cf.cond "
+                                 "branch and return without recursing in the other" %
+                                 (fn.name, fn.name)) from None
+            raise
+        finally:
+            self.discovering.remove(fn)
+        sig = self.signatures[fn] = (num_args, arg_fmt, traced.out_fmt, traced.num_outputs)
+        self.pending.append(fn)
+        return sig
+
+    def trace_pending(self):
+        while self.pending:
+            fn = self.pending.pop()
+            if fn in self.traced:
+                continue
+            num_args, arg_fmt, out_fmt, _ = self.signatures[fn]
+            traced = self._trace(fn, num_args, arg_fmt, "body")
+            if traced.out_fmt != out_fmt:
+                raise ValueError("gluon_cf.recursive: %r returns %s on one path and %s on another"
+                                 % (fn.name, describe(out_fmt), describe(traced.out_fmt)))
+            self.traced[fn] = traced
+
+
+def _invoke_symbolic(fn, flat, fmt):
+    table = getattr(_Table.current, "value", None)
+    if table is not None:
+        _, _, out_fmt, num_outputs = table.signature(fn, len(flat), fmt)
+        spec = {"graphs": {}, "function": table.qname(fn), "num_outputs": num_outputs}
+        return regroup(_node.make_node("invoke", flat, spec, fn.name), out_fmt)
+    # The outermost call: build the function table, then one recursion node.
+    table = _Table.current.value = _Table()
+    try:
+        _, _, out_fmt, num_outputs = table.signature(fn, len(flat), fmt)
+        table.trace_pending()
+    finally:
+        _Table.current.value = None
+    fns = list(table.traced)
+    env, slot_of = merge_captures("recursive", [table.traced[f] for f in fns], first_slot=0)
+    functions = {}
+    for f in fns:
+        n = table.signatures[f][0]
+        functions[table.qname(f)] = dict(
+            table.traced[f].spec(range(n), {k: n + v for k, v in slot_of.items()}),
+            num_args=n, max_depth=f.max_depth, name=f.name)
+    spec = {"graphs": functions, "entry": table.qname(fn), "num_args": len(flat),
+            "num_outputs": num_outputs, "namespace": table.namespace}
+    return regroup(_node.make_node("recursion", flat + env, spec, fn.name), out_fmt)

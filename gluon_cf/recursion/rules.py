@@ -1,0 +1,172 @@
+"""Graph rules of the ``recursion`` (outermost call, owns the function table) and ``invoke``
+(call site) nodes, and the recursive-invoke executor.
+
+NOTE [recursive executor]
+    The ``recursion`` node's forward creates a :class:`RecursionContext` (function table plus the
+    environment values) and invokes the entry function. An invocation runs the function's body
+    graph; bodies contain ``invoke`` and ``cond`` nodes, so they run partitioned (NOTE
+    [partitioned execution]) and every nested call is yielded to the trampoline (NOTE
+    [trampoline]): depth costs no Python stack. Each CachedOp call is recorded by autograd on its
+    own, which gives every invocation its own saved state for backward (the paper's
+    per-invocation backprop cache). MXNet's engine runs the pushed operators asynchronously, so
+    independent invocations overlap with the Python that issues the next ones.
+"""
+import mxnet as mx
+
+from .. import node as _node
+from .api import RecursionDepthError
+
+# Shapes and dtypes of functions, per table namespace (NOTE [recursion design], last paragraph).
+_TABLES = {}
+
+
+class _FunctionTable:
+    def __init__(self, node):
+        self.graphs = node.graphs
+        self.specs = node.spec["graphs"]
+        self.env_shapes = None
+        self.env_types = None
+        self.shapes = {}
+        self.types = {}
+
+    def out_shapes(self, qname, arg_shapes):
+        """Output shapes of ``qname`` for ``arg_shapes`` (``None`` entries while unknown)."""
+        key = (qname, tuple(arg_shapes))
+        if key in self.shapes:
+            return self.shapes[key]
+        n = self.specs[qname]["num_outputs"]
+        if self.env_shapes is None or None in arg_shapes:
+            return [None] * n
+        graph = self.graphs[qname]
+        self.shapes[key] = [None] * n  # in progress: recursive calls see "unknown"
+        for _ in range(8):
+            _, outs = graph.infer_shape(list(arg_shapes) + self.env_shapes)
+            if outs == self.shapes[key]:
+                break
+            self.shapes[key] = outs
+        if None in outs:
+            del self.shapes[key]
+            raise ValueError("gluon_cf.recursive: cannot infer the output shapes of %r for "
+                             "arguments of shapes %s (got %s); does it have a base case whose "
+                             "shapes do not depend on the recursive call?"
+                             % (self.specs[qname]["name"], list(arg_shapes), outs))
+        return outs
+
+    def out_types(self, qname, arg_types):
+        key = (qname, tuple(str(t) for t in arg_types))
+        if key in self.types:
+            return self.types[key]
+        n = self.specs[qname]["num_outputs"]
+        if self.env_types is None or None in arg_types:
+            return [None] * n
+        graph = self.graphs[qname]
+        self.types[key] = [None] * n
+        outs = self.types[key]
+        for _ in range(8):
+            _, new = graph.infer_type(list(arg_types) + self.env_types)
+            new = [t if t is not None else o for t, o in zip(new, outs)]
+            if new == outs:
+                break
+            outs = self.types[key] = new
+        return outs
+
+
+def _table(namespace, node=None):
+    table = _TABLES.get(namespace)
+    if table is None and node is not None:
+        table = _TABLES[namespace] = _FunctionTable(node)
+    return table
+
+
+def _namespace_of(qname):
+    return qname.rsplit("@", 1)[1]
+
+
+class RecursionContext:
+    """What an invocation needs at run time: the function graphs and the environment values."""
+
+    def __init__(self, node, env, parent):
+        self.graphs = node.graphs
+        self.specs = node.spec["graphs"]
+        self.env = list(env)
+        self.parent = parent
+        self.depth = 0
+
+    def find(self, qname):
+        ctx = self
+        while ctx is not None and qname not in ctx.graphs:
+            ctx = ctx.parent
+        if ctx is None:
+            raise mx.MXNetError("gluon_cf.invoke: function %r is not defined in any enclosing "
+                                "recursion node" % qname)
+        return ctx
+
+    def invoke(self, qname, args):
+        """Generator: one invocation of ``qname`` on ``args`` (NOTE [recursive executor])."""
+        spec = self.specs[qname]
+        self.depth += 1
+        try:
+            if self.depth > spec["max_depth"]:
+                raise RecursionDepthError(
+                    "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it reach a "
+                    "base case?" % (spec["name"], spec["max_depth"]))
+            return (yield self.graphs[qname].run(list(args) + self.env, self))
+        finally:
+            self.depth -= 1
+
+
+class RecursionRule(_node.Rule):
+    """Node inputs: ``[*entry_args, *environment]``; outputs: the entry function's outputs."""
+
+    kind = "recursion"
+
+    def infer_shape(self, node, in_shapes):
+        table = _table(node.spec["namespace"], node)
+        n = node.spec["num_args"]
+        if None not in in_shapes[n:]:
+            table.env_shapes = list(in_shapes[n:])
+        outs = table.out_shapes(node.spec["entry"], in_shapes[:n])
+        return list(in_shapes), outs
+
+    def infer_type(self, node, in_types):
+        table = _table(node.spec["namespace"], node)
+        n = node.spec["num_args"]
+        if None not in in_types[n:]:
+            table.env_types = list(in_types[n:])
+        return list(in_types), table.out_types(node.spec["entry"], in_types[:n])
+
+    def forward(self, node, inputs, out_shapes, ctx):
+        n = node.spec["num_args"]
+        context = RecursionContext(node, inputs[n:], ctx)
+        return (yield context.invoke(node.spec["entry"], inputs[:n]))
+
+
+class InvokeRule(_node.Rule):
+    """Node inputs: the callee's arguments; outputs: the callee's outputs."""
+
+    kind = "invoke"
+
+    def infer_shape(self, node, in_shapes):
+        qname = node.spec["function"]
+        table = _table(_namespace_of(qname))
+        if table is None:
+            return list(in_shapes), [None] * node.num_outputs
+        return list(in_shapes), table.out_shapes(qname, in_shapes)
+
+    def infer_type(self, node, in_types):
+        qname = node.spec["function"]
+        table = _table(_namespace_of(qname))
+        if table is None:
+            return list(in_types), [None] * node.num_outputs
+        return list(in_types), table.out_types(qname, in_types)
+
+    def forward(self, node, inputs, out_shapes, ctx):
+        qname = node.spec["function"]
+        if ctx is None:
+            raise mx.MXNetError("gluon_cf.invoke: call of %r outside of its recursion node"
+                                % qname)
+        return (yield ctx.find(qname).invoke(qname, inputs))
+
+
+_node.register(RecursionRule())
+_node.register(InvokeRule())
