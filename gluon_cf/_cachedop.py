@@ -9,12 +9,36 @@ class CachedOpPair:
     but also makes it unsafe to call again while an earlier recorded call still awaits backward
     (seen here: wrong gradients when a forward is recomputed in backward). So recorded calls use
     a CachedOp without static memory.
+
+    The recorded CachedOp multiplies every output by 1; see :func:`_no_gradient_passthrough`.
+
+    MXNet refuses to build a CachedOp for a graph without inputs (a ``cond`` branch returning
+    constants, MXNet issue 12154); such a graph runs in a bound executor, its outputs copied out.
     """
 
     def __init__(self, symbol):
-        self.static = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
-        self.dynamic = mx.nd.CachedOp(symbol)
+        self.constant = not symbol.list_inputs()
+        if self.constant:
+            self.executor = symbol.bind(mx.current_context(), {})
+        else:
+            self.static = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
+            self.dynamic = mx.nd.CachedOp(_no_gradient_passthrough(symbol))
 
     def __call__(self, *args):
+        if self.constant:
+            outputs = self.executor.forward(is_train=mx.autograd.is_training())
+            return [o.copy() for o in outputs]
         op = self.dynamic if mx.autograd.is_recording() else self.static
         return op(*args)
+
+
+def _no_gradient_passthrough(symbol):
+    """``symbol`` with every output multiplied by 1.
+
+    MXNet 1.9's CachedOp backward fails ("storage_type_num_unknown_nodes") when the call is chained
+    (a loop body's outputs fed to its next call) and an input's gradient is an output gradient
+    passed straight through (``s + y`` hands the gradient of the sum to ``s`` and ``y`` as is).
+    ``out * 1`` makes every output gradient go through a real operator. Values are unchanged.
+    """
+    outputs = [symbol[i] for i in range(len(symbol.list_outputs()))]
+    return mx.sym.Group([o * 1 for o in outputs])

@@ -49,6 +49,26 @@ class PendingSignature(Exception):
         self.key = key
 
 
+class PendingShape(Exception):
+    """Raised by shape inference of a recursive call whose shapes are being inferred.
+
+    MXNet's Custom operators cannot report "unknown" output shapes, so a recursive call raises
+    instead; ``cond`` infers the other branch (NOTE [recursion design]). ``pending_shapes()``
+    counts these per thread, which lets ``cond`` tell them from genuine errors after MXNet has
+    wrapped them in an MXNetError.
+    """
+
+    _count = threading.local()
+
+    def __init__(self, what):
+        super().__init__(what)
+        PendingShape._count.value = pending_shapes() + 1
+
+
+def pending_shapes():
+    return getattr(PendingShape._count, "value", 0)
+
+
 class Traced:
     """A body function traced into a Symbol, still linked to the outer graph by ``captured``.
 
@@ -156,7 +176,7 @@ class Graph:
     _cache_lock = threading.Lock()
 
     def __init__(self, spec):
-        self.symbol = mx.sym.load_json(spec["json"])
+        self.symbol = mx.sym.load_json(block_index_gradients(spec["json"]))
         self.slots = list(spec["inputs"])
         self.input_names = self.symbol.list_inputs()
         self.num_outputs = spec["num_outputs"]
@@ -195,17 +215,24 @@ class Graph:
             self._local.op = op
         return op
 
-    def run(self, slots, ctx):
+    def run(self, slots, ctx, record=True):
         """A generator computing the outputs (a list of NDArrays) from the slot values.
 
         ``ctx`` is the recursion context of the enclosing recursive function, if any; it is
         passed on to nested gluon_cf nodes (NOTE [trampoline] in ``executor.py``).
+        ``record=False`` keeps a plain graph off the autograd tape: for predicates, which are
+        only read as Python booleans (a recorded but never differentiated CachedOp call whose
+        inputs look differentiable breaks MXNet's backward pass).
         """
         op = self.cached_op()
         args = [slots[s] for s in self.slots]
         if self.partitioned:
             return op.run(args, ctx)
-        out = op(*args)
+        if record:
+            out = op(*args)
+        else:
+            with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+                out = op(*args)
         return done(list(out) if isinstance(out, (list, tuple)) else [out])
 
     def infer_shape(self, slot_shapes):
@@ -245,6 +272,41 @@ class Graph:
                 self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
         return inferred, list(outs) if outs else [None] * self.num_outputs
+
+
+# Operators whose listed inputs are indices, with no gradient defined (MXNet refuses to compute one).
+_INDEX_INPUTS = {"Embedding": (0,), "_contrib_SparseEmbedding": (0,), "take": (1,),
+                 "batch_take": (1,), "pick": (1,), "gather_nd": (1,), "one_hot": (0,)}
+
+
+def block_index_gradients(graph_json):
+    """Put a ``BlockGrad`` on the index inputs of ops like ``Embedding`` (returns new JSON).
+
+    A subgraph runs as one CachedOp, which autograd sees as one node: every output of a recorded
+    call counts as depending on every input. So an index computed next to differentiable values
+    (a loop counter updated in the same body as the states) looks differentiable, and backward
+    asks ``Embedding`` for a gradient w.r.t. its indices, which MXNet refuses. That gradient is
+    not defined anyway; blocking it says so explicitly (``take`` likewise cannot accumulate into
+    its indices' gradient).
+    """
+    js = json.loads(graph_json)
+    nodes = js["nodes"]
+    if not any(n["op"] in _INDEX_INPUTS for n in nodes):
+        return graph_json
+    new_nodes, new_id = [], {}
+    for nid, n in enumerate(nodes):
+        n = dict(n, inputs=[[new_id[i[0]], i[1], 0] for i in n["inputs"]])
+        for k in _INDEX_INPUTS.get(n["op"], ()):
+            new_nodes.append({"op": "BlockGrad", "name": "%s_index%d_blockgrad" % (n["name"], k),
+                              "inputs": [n["inputs"][k]]})
+            n["inputs"][k] = [len(new_nodes) - 1, 0, 0]
+        new_id[nid] = len(new_nodes)
+        new_nodes.append(n)
+    js["nodes"] = new_nodes
+    js["arg_nodes"] = [i for i, n in enumerate(new_nodes) if n["op"] == "null"]
+    js["heads"] = [[new_id[h[0]], h[1], 0] for h in js["heads"]]
+    js.pop("node_row_ptr", None)
+    return json.dumps(js)
 
 
 def _complete(shape):

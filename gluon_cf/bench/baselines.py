@@ -167,7 +167,9 @@ class _GluonRunner:
         with autograd.record():
             loss = self.loss_fn(self.model.head(self.root_states(batch)), labels).mean()
         loss.backward()
-        self.trainer.step(1)
+        # A mini-batch of single-leaf trees leaves `combine` unused: its gradient is stale and
+        # SGD must leave it alone (as torch does for parameters without a gradient).
+        self.trainer.step(1, ignore_stale_grad=True)
         return loss
 
 
@@ -194,7 +196,7 @@ class _PerTreeRunner(_GluonRunner):
                 loss = self.loss_fn(self.model.head(self.root_h(tree)), mx.nd.array([label]))
             loss.backward()
             total = total + loss
-        self.trainer.step(batch.size)      # gradient of the mean loss
+        self.trainer.step(batch.size, ignore_stale_grad=True)   # mean loss; see _GluonRunner
         self.model.collect_params().zero_grad()
         return total / batch.size
 
@@ -293,13 +295,19 @@ class LevelBatchedRunner(_GluonRunner):
 # ---------------------------------------------------------------------------------------------
 # f. PyTorch eager per-node recursion.
 
-def _import_torch():
+def import_torch():
+    """torch with one intra-op thread; MethodUnavailable if it is not installed."""
     try:
         import torch
     except ImportError as e:
         raise MethodUnavailable(
             f'torch is not importable ({e}); install the CPU build with '
             '`pip install torch==2.13.0` to run method f') from None
+    # Per-node ops are too small to split across threads: on this 2-core machine one thread is
+    # as fast for the TreeLSTM and 1.5-2x faster for the RNTN, and two threads fight with
+    # MXNet's OpenMP threads in the same process (erratic timings). torch imported after
+    # MXNet already starts with one thread; this makes it explicit.
+    torch.set_num_threads(1)
     return torch
 
 
@@ -307,7 +315,7 @@ class TorchRunner:
     """Method a in PyTorch: the same cells and per-node loop, weights copied from the model."""
 
     def __init__(self, model):
-        torch = _import_torch()
+        torch = import_torch()
         self.torch = torch
         config = model.config
         values = {name[len(model.prefix):]: p.data().asnumpy()

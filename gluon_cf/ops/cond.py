@@ -1,9 +1,13 @@
 """``gluon_cf.cond``: run one of two functions depending on a one-element predicate."""
+import contextlib
+import io
+import sys
+
 import mxnet as mx
 
 from .. import node as _node
 from .._structure import describe, flatten, regroup
-from ..subgraph import PendingSignature, merge_captures, trace
+from ..subgraph import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
 from ._common import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 
 OP = "cond"
@@ -67,6 +71,24 @@ def _trace_branch(role, fn):
         return pending
 
 
+def _branch_shapes(graph, in_shapes):
+    """Infer a branch; ``({}, None)`` if it needs the shapes of a recursive call being inferred.
+
+    MXNet prints the traceback of an exception raised in a Custom operator's callback; for the
+    expected PendingShape that output is dropped, for anything else it is shown as usual.
+    """
+    before = pending_shapes()
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return graph.infer_shape(in_shapes)
+    except (mx.MXNetError, PendingShape):
+        if pending_shapes() > before:
+            return {}, None
+        sys.stdout.write(printed.getvalue())
+        raise
+
+
 class CondRule(_node.Rule):
     """Node inputs: ``[pred, *captured]``; slots are the node inputs; outputs: the branch's."""
 
@@ -74,8 +96,12 @@ class CondRule(_node.Rule):
 
     def infer_shape(self, node, in_shapes):
         check_scalar_pred(OP, "pred", in_shapes[0])
-        then_in, then_out = node.graphs["then"].infer_shape(in_shapes)
-        else_in, else_out = node.graphs["else"].infer_shape(in_shapes)
+        then_in, then_out = _branch_shapes(node.graphs["then"], in_shapes)
+        else_in, else_out = _branch_shapes(node.graphs["else"], in_shapes)
+        if then_out is None and else_out is None:
+            raise PendingShape("both branches of cond")
+        then_out = then_out or else_out
+        else_out = else_out or then_out
         if None not in then_out and None not in else_out and then_out != else_out:
             raise mismatch(OP, "output shapes of then_func and else_func", "then_func", then_out,
                            "else_func", else_out)

@@ -237,7 +237,7 @@ class WhileLoopRule(_node.Rule):
         like = inputs[0]
 
         def pred(slots):
-            value = yield cond_g.run(slots, ctx)
+            value = yield cond_g.run(slots, ctx, record=False)
             return bool(value[0].asscalar())
 
         outputs, final = yield loop(pred, lambda slots: func_g.run(slots, ctx), loop_vars,

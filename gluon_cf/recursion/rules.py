@@ -14,10 +14,12 @@ NOTE [recursive executor]
 import mxnet as mx
 
 from .. import node as _node
+from ..subgraph import PendingShape
 from .api import RecursionDepthError
 
 # Shapes and dtypes of functions, per table namespace (NOTE [recursion design], last paragraph).
 _TABLES = {}
+_IN_PROGRESS = object()
 
 
 class _FunctionTable:
@@ -33,23 +35,26 @@ class _FunctionTable:
         """Output shapes of ``qname`` for ``arg_shapes`` (``None`` entries while unknown)."""
         key = (qname, tuple(arg_shapes))
         if key in self.shapes:
+            if self.shapes[key] is _IN_PROGRESS:
+                raise PendingShape(qname)
             return self.shapes[key]
         n = self.specs[qname]["num_outputs"]
         if self.env_shapes is None or None in arg_shapes:
             return [None] * n
         graph = self.graphs[qname]
-        self.shapes[key] = [None] * n  # in progress: recursive calls see "unknown"
-        for _ in range(8):
+        self.shapes[key] = _IN_PROGRESS  # recursive calls raise PendingShape; cond copes
+        try:
             _, outs = graph.infer_shape(list(arg_shapes) + self.env_shapes)
-            if outs == self.shapes[key]:
-                break
-            self.shapes[key] = outs
+        except (mx.MXNetError, PendingShape):
+            del self.shapes[key]
+            raise
         if None in outs:
             del self.shapes[key]
             raise ValueError("gluon_cf.recursive: cannot infer the output shapes of %r for "
                              "arguments of shapes %s (got %s); does it have a base case whose "
                              "shapes do not depend on the recursive call?"
                              % (self.specs[qname]["name"], list(arg_shapes), outs))
+        self.shapes[key] = outs
         return outs
 
     def out_types(self, qname, arg_types):

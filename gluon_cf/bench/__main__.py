@@ -1,0 +1,325 @@
+"""``python -m gluon_cf.bench``: trees/second of recursive tree models, method by method.
+
+For every measured cell (model kind x tree shape x mode x batch size) and every method in
+`gluon_cf.bench.METHODS`, runs warm-up iterations, then mini-batches until a wall-clock budget is
+spent (at least one), calling `mx.nd.waitall()` after each, and reports trees/second. Before
+timing a model, all methods are checked against method 'a' on one mini-batch.
+
+Prints a table, the speed-up ratios, writes a PNG plot (`--plot`), and prints as the very last
+line one JSON object with the headline ratios (null when a method was not run).
+"""
+import argparse
+import itertools
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+import matplotlib
+import mxnet as mx
+import numpy as np
+from tqdm import tqdm
+
+from gluon_cf.bench import METHODS
+from gluon_cf.bench.baselines import (MethodUnavailable, ModelConfig, import_torch, make_batches,
+                                      make_model)
+from gluon_cf.data.trees import build_vocab, encode_tree, synthetic_treebank
+
+# Ratio columns: (numerator method, denominator method, JSON suffix).
+RATIOS = [('e', 'a', 'vs_eager'), ('e', 'd', 'vs_handbatched'), ('e', 'f', 'vs_torch'),
+          ('d', 'a', None)]
+# The headline JSON keys: <kind>_<mode>_b<batch>_<suffix>, on SST-like trees.
+HEADLINES = [('treelstm', 'infer', 25, 'vs_eager'), ('treelstm', 'train', 25, 'vs_eager'),
+             ('treelstm', 'infer', 25, 'vs_handbatched'), ('treelstm', 'infer', 25, 'vs_torch'),
+             ('treelstm', 'infer', 1, 'vs_eager')]
+CHECK_TOLERANCE = 1e-4
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: str
+    shape: str
+    mode: str
+    batch_size: int
+
+    @property
+    def key(self):
+        return f'{self.kind}/{self.shape}/{self.mode}/b{self.batch_size}'
+
+
+def _cells(kinds, shapes, modes, batch_sizes):
+    return [Cell(*c) for c in itertools.product(kinds, shapes, modes, batch_sizes)]
+
+
+@dataclass(frozen=True)
+class Preset:
+    embed_size: int
+    hidden_size: int
+    num_trees: int          # pool of distinct trees per shape
+    mean_length: float      # sentence length of the synthetic treebank
+    budget: float           # seconds of timed iterations per cell and method
+    warmup: int
+    cells: tuple
+
+
+# 'moderate' is an alias of 'sst' in gluon_cf.data.trees, so TreeRNN's shape variants are sst,
+# balanced and linear.
+PRESETS = {
+    'full': Preset(300, 150, 500, 19.0, 2.0, 1, tuple(
+        _cells(['treelstm'], ['sst'], ['infer', 'train'], [1, 10, 25])
+        + _cells(['treernn'], ['sst', 'balanced', 'linear'], ['infer', 'train'], [1, 10, 25])
+        + _cells(['rntn'], ['sst'], ['infer', 'train'], [1, 10, 25]))),
+    # Under 2 minutes on 2 cores (about 1): RNTN training only at batch 1, as eager RNTN training
+    # takes ~0.7 s per tree (every node writes a 54 MB gradient of V).
+    'quick': Preset(300, 150, 100, 19.0, 0.4, 1, tuple(
+        _cells(['treelstm'], ['sst'], ['infer', 'train'], [1, 25])
+        + _cells(['treernn'], ['sst'], ['infer', 'train'], [25])
+        + _cells(['treernn'], ['balanced', 'linear'], ['infer'], [25])
+        + _cells(['rntn'], ['sst'], ['infer'], [25])
+        + _cells(['rntn'], ['sst'], ['train'], [1]))),
+    # Seconds: exercises every code path with tiny sizes (used by the tests).
+    'smoke': Preset(8, 8, 30, 6.0, 0.01, 1, tuple(
+        _cells(['treelstm'], ['sst'], ['infer', 'train'], [1, 25])
+        + _cells(['treernn', 'rntn'], ['sst'], ['infer', 'train'], [2])
+        + _cells(['treernn'], ['linear'], ['infer'], [2]))),
+}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog='python -m gluon_cf.bench', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument('--quick', action='store_true', help='fewer configs, under 2 minutes')
+    size.add_argument('--smoke', action='store_true', help='tiny sizes, a few seconds')
+    parser.add_argument('--methods', default=','.join(METHODS),
+                        help='comma-separated method names (default: all registered: '
+                             f'{",".join(METHODS)})')
+    parser.add_argument('--plot', default='bench_results.png', help='PNG path of the plot')
+    parser.add_argument('--budget', type=float, default=None,
+                        help='seconds of timed iterations per cell and method '
+                             '(default: per preset)')
+    parser.add_argument('--seed', type=int, default=0)
+    args = parser.parse_args(argv)
+    args.methods = [m.strip() for m in args.methods.split(',') if m.strip()]
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        parser.error(f'--methods: unknown method(s) {", ".join(unknown)}; registered methods '
+                     f'are {", ".join(METHODS)}')
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Building, checking and timing
+
+def _to_numpy(x):
+    if isinstance(x, mx.nd.NDArray):
+        return x.asnumpy()
+    if hasattr(x, 'detach'):         # a torch tensor
+        return x.detach().numpy()
+    return np.asarray(x)
+
+
+def build_runners(model, methods, skipped):
+    """{method: runner} for the methods whose builder succeeds; others go to `skipped`."""
+    runners = {}
+    for name in methods:
+        if name in skipped:
+            continue
+        try:
+            runners[name] = METHODS[name].builder(model)
+        except MethodUnavailable as e:
+            skipped[name] = str(e)
+    return runners
+
+
+def check_agreement(kind, runners, batch):
+    """Every method's root states and logits must equal the first method's (normally 'a')."""
+    outputs = {name: [_to_numpy(x) for x in runner.infer(batch)]
+               for name, runner in runners.items()}
+    mx.nd.waitall()
+    (ref_name, ref), *others = outputs.items()
+    for name, out in others:
+        for what, got, want in zip(('root states', 'logits'), out, ref):
+            np.testing.assert_allclose(
+                got, want, rtol=CHECK_TOLERANCE, atol=CHECK_TOLERANCE,
+                err_msg=f'{kind}: method {name} ({METHODS[name].label}) disagrees with method '
+                        f'{ref_name} on the {what} of a {batch.size}-tree mini-batch')
+
+
+def time_method(step, batches, budget, warmup):
+    """Trees/second of `step(batch)` over `batches` (cycled) after `warmup` calls."""
+    for i in range(warmup):
+        step(batches[i % len(batches)])
+        mx.nd.waitall()
+    trees, iters, start = 0, 0, time.perf_counter()
+    while True:
+        batch = batches[iters % len(batches)]
+        step(batch)
+        mx.nd.waitall()
+        trees, iters = trees + batch.size, iters + 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= budget:
+            return trees / elapsed
+
+
+def run(preset, methods, seed, budget):
+    """Measure every cell of `preset`; returns ({cell: {method: trees/s}}, {method: reason})."""
+    pools = {}
+    for shape in sorted({c.shape for c in preset.cells}):
+        pools[shape] = synthetic_treebank(preset.num_trees, shape=shape, seed=seed,
+                                          mean_length=preset.mean_length)
+    vocab = build_vocab(itertools.chain.from_iterable(pools.values()))
+    encoded = {shape: [encode_tree(t, vocab) for t in trees] for shape, trees in pools.items()}
+
+    results, skipped = {}, {}
+    cells_by_kind = itertools.groupby(preset.cells, key=lambda c: c.kind)
+    progress = tqdm(total=len(preset.cells) * len(methods), desc='bench', unit='run',
+                    file=sys.stderr, leave=False)
+    for kind, cells in cells_by_kind:
+        config = ModelConfig(kind, len(vocab), preset.embed_size, preset.hidden_size)
+        runners = build_runners(make_model(config, seed), methods, skipped)
+        if len(runners) > 1:
+            check_agreement(kind, runners, make_batches(encoded['sst'], 4, 1)[0])
+        # Inference first: training changes each runner's weights.
+        for cell in sorted(cells, key=lambda c: c.mode != 'infer'):
+            num_batches = -(-len(encoded[cell.shape]) // cell.batch_size)
+            batches = make_batches(encoded[cell.shape], cell.batch_size, num_batches)
+            results[cell] = {}
+            for name in methods:
+                progress.set_postfix_str(f'{cell.key} {name}')
+                if name in runners:
+                    runner = runners[name]
+                    step = runner.infer if cell.mode == 'infer' else runner.train_step
+                    results[cell][name] = time_method(step, batches, budget, preset.warmup)
+                progress.update()
+        del runners
+    progress.close()
+    return results, skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+
+def _ratio(row, num, den):
+    if row.get(num) is None or row.get(den) is None:
+        return None
+    return row[num] / row[den]
+
+
+def format_table(results, methods):
+    ratio_names = [f'{n}/{d}' for n, d, _ in RATIOS]
+    header = ['model', 'shape', 'mode', 'batch'] + methods + ratio_names
+    rows = []
+    for cell, row in results.items():
+        speeds = [f'{row[m]:.1f}' if row.get(m) is not None else 'n/a' for m in methods]
+        ratios = [_fmt_ratio(_ratio(row, n, d)) for n, d, _ in RATIOS]
+        rows.append([cell.kind, cell.shape, cell.mode, str(cell.batch_size)] + speeds + ratios)
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    lines = ['  '.join(v.rjust(w) for v, w in zip(r, widths)) for r in [header] + rows]
+    lines.insert(1, '-' * len(lines[0]))
+    return '\n'.join(lines)
+
+
+def _fmt_ratio(value):
+    return 'n/a' if value is None else f'{value:.2f}x'
+
+
+def headline_json(results, skipped, preset_name, methods):
+    by_key = {(c.kind, c.shape, c.mode, c.batch_size): row for c, row in results.items()}
+    suffix_ratio = {suffix: (n, d) for n, d, suffix in RATIOS if suffix}
+    out = {}
+    for kind, mode, batch, suffix in HEADLINES:
+        row = by_key.get((kind, 'sst', mode, batch), {})
+        value = _ratio(row, *suffix_ratio[suffix])
+        out[f'{kind}_{mode}_b{batch}_{suffix}'] = None if value is None else round(value, 4)
+    out['trees_per_second'] = {c.key: {m: (None if row.get(m) is None else round(row[m], 2))
+                                       for m in methods} for c, row in results.items()}
+    out['skipped'] = skipped
+    out['preset'] = preset_name
+    return out
+
+
+def plot(results, methods, path):
+    """One panel per (model, shape) and mode: trees/s against batch size, a line per method."""
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    panels = list(dict.fromkeys((c.kind, c.shape) for c in results))
+    modes = ['infer', 'train']
+    batch_sizes = sorted({c.batch_size for c in results})
+    fig, axes = plt.subplots(len(modes), len(panels), squeeze=False,
+                             figsize=(3.2 * len(panels) + 1, 6.5))
+    plain = FuncFormatter(lambda v, _: f'{v:g}')
+    for col, (kind, shape) in enumerate(panels):
+        for row_i, mode in enumerate(modes):
+            ax = axes[row_i][col]
+            cells = sorted((c for c in results if (c.kind, c.shape, c.mode) == (kind, shape, mode)),
+                           key=lambda c: c.batch_size)
+            if not cells:
+                ax.set_title(f'{kind} / {shape} / {mode}', fontsize=9)
+                ax.text(0.5, 0.5, 'not measured', ha='center', va='center',
+                        transform=ax.transAxes, color='gray')
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
+            for name in methods:
+                pts = [(c.batch_size, results[c][name]) for c in cells
+                       if results[c].get(name) is not None]
+                if pts:
+                    ax.plot(*zip(*pts), marker='o', label=f'{name}: {METHODS[name].label}')
+            ax.set_title(f'{kind} / {shape} / {mode}', fontsize=9)
+            ax.set_xscale('log')
+            ax.set_yscale('log')
+            ax.set_xticks(batch_sizes)
+            ax.set_xlim(min(batch_sizes) / 1.5, max(batch_sizes) * 1.5)
+            ax.xaxis.set_major_formatter(plain)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.grid(True, which='both', alpha=0.3)
+            if col == 0:
+                ax.set_ylabel(f'{mode}: trees / second')
+            if row_i == len(modes) - 1:
+                ax.set_xlabel('batch size')
+    handles = {}
+    for ax in axes.ravel():
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(list(handles.values()), list(handles), loc='lower center',
+               ncol=min(4, max(1, len(handles))), fontsize=8)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    preset_name = 'smoke' if args.smoke else 'quick' if args.quick else 'full'
+    preset = PRESETS[preset_name]
+    budget = preset.budget if args.budget is None else args.budget
+    print(f'gluon_cf.bench ({preset_name}): H={preset.hidden_size} E={preset.embed_size}, '
+          f'{preset.num_trees} synthetic trees per shape, {budget:g} s per measurement; '
+          f'mxnet {mx.__version__}' + (f', {_torch_note()}' if 'f' in args.methods else ''))
+    for name in args.methods:
+        print(f'  {name}: {METHODS[name].label}')
+    results, skipped = run(preset, args.methods, args.seed, budget)
+    for name, reason in skipped.items():
+        print(f'method {name} skipped: {reason}')
+    print('\ntrees/second (higher is better); ratios are trees/s of one method over another')
+    print(format_table(results, args.methods))
+    plot(results, args.methods, args.plot)
+    print(f'\nplot: {args.plot}')
+    print(json.dumps(headline_json(results, skipped, preset_name, args.methods)))
+
+
+def _torch_note():
+    try:
+        torch = import_torch()
+    except MethodUnavailable:
+        return 'torch not installed'
+    return f'torch {torch.__version__} ({torch.get_num_threads()} threads)'
+
+
+if __name__ == '__main__':
+    main()

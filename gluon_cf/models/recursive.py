@@ -1,0 +1,189 @@
+"""Recursive tree models, written as plain recursion with ``@gluon_cf.recursive``.
+
+Each model runs eagerly (Python recursion) and hybridized (one graph: a ``recursion`` node and
+``invoke`` call sites, NOTE [recursion design]). Inputs are the arrays of an ``EncodedForest``
+(``gluon_cf.data.trees.batchify_forest``): node arrays of the whole mini-batch, with child indices
+pointing into them, and ``roots`` (B,). Every model maps each root to its tree's representation
+with ``gluon_cf.foreach`` over ``roots``, then classifies it.
+
+* :class:`TreeLSTM` - binary constituency TreeLSTM (Tai et al. 2015).
+* :class:`ChildSumTreeLSTM` - child-sum TreeLSTM (Tai et al. 2015), n-ary trees via CSR arrays,
+  a ``while_loop`` over the children inside the recursive function.
+* :class:`TreeRNN` - recursive neural network (Socher et al. 2011).
+* :class:`RNTN` - recursive neural tensor network (Socher et al. 2013).
+* :class:`TopDownTreeLSTM` - a generator: from a root vector, each node decides from its own
+  hidden state whether to expand into two children (up to ``max_depth``), so the tree's shape is
+  decided at run time by the model - the case TF Fold cannot express.
+"""
+from mxnet import gluon
+
+import gluon_cf
+from .cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, RNTNCell, TopDownTreeLSTMCell,
+                    TreeRNNCell)
+
+
+def _state(value):
+    """A cell returns ``(h, c)`` or ``h``; the representation of a node is ``h``."""
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
+def _as_tuple(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
+class _BinaryTreeClassifier(gluon.HybridBlock):
+    """A binary tree fold ``leaf(embed(token))`` / ``combine(*left_state, *right_state)``."""
+
+    cell_class = None
+
+    def __init__(self, vocab_size, embed_size=300, hidden_size=150, num_classes=5, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(vocab_size, embed_size)
+            self.cell = self.cell_class(hidden_size, embed_size, prefix="cell_")
+            self.out = gluon.nn.Dense(num_classes, in_units=hidden_size)
+
+    def encode(self, F, tokens, left, right, roots):
+        """(B, H) root representations."""
+
+        @gluon_cf.recursive
+        def node(idx):                        # idx: shape (1,) index of a tree node
+            def leaf():
+                return self.cell.leaf(self.embed(F.take(tokens, idx)))
+
+            def internal():
+                lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
+                rstate = node(F.take(right, idx))
+                return self.cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
+
+            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+
+        hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
+        return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
+
+    def hybrid_forward(self, F, tokens, left, right, roots):
+        return self.out(self.encode(F, tokens, left, right, roots))
+
+
+class TreeLSTM(_BinaryTreeClassifier):
+    """Binary constituency TreeLSTM classifier (Tai et al. 2015).
+
+    ``net(tokens, left, right, roots)`` -> (B, num_classes) logits for the roots.
+    """
+
+    cell_class = BinaryTreeLSTMCell
+
+
+class TreeRNN(_BinaryTreeClassifier):
+    """Recursive neural network classifier (Socher et al. 2011): h = tanh(W [h_l; h_r] + b)."""
+
+    cell_class = TreeRNNCell
+
+
+class RNTN(_BinaryTreeClassifier):
+    """Recursive neural tensor network classifier (Socher et al. 2013)."""
+
+    cell_class = RNTNCell
+
+
+class ChildSumTreeLSTM(gluon.HybridBlock):
+    """Child-sum TreeLSTM classifier (Tai et al. 2015) over n-ary trees.
+
+    ``net(tokens, child_ptr, child_idx, roots)``; children of node i are
+    ``child_idx[child_ptr[i]:child_ptr[i+1]]``. Every node has an input ``embed(token)``. The
+    children are summed left to right by a ``while_loop`` inside the recursive function, bounded
+    by ``max_children``.
+    """
+
+    def __init__(self, vocab_size, embed_size=300, hidden_size=150, num_classes=5,
+                 max_children=64, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.max_children = max_children
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(vocab_size, embed_size)
+            self.cell = ChildSumTreeLSTMCell(hidden_size, embed_size, prefix="cell_")
+            self.out = gluon.nn.Dense(num_classes, in_units=hidden_size)
+
+    def encode(self, F, tokens, child_ptr, child_idx, roots):
+        H = self.hidden_size
+
+        @gluon_cf.recursive
+        def node(idx):
+            x = self.embed(F.take(tokens, idx))
+            start = F.take(child_ptr, idx)
+            end = F.take(child_ptr, idx + 1)
+
+            def leaf():
+                zeros = F.zeros((1, H))
+                return self.cell.combine(x, zeros, zeros)
+
+            def internal():
+                def has_next(k, h_sum, fc_sum):
+                    return k < end
+
+                def add_child(k, h_sum, fc_sum):
+                    h, c = node(F.take(child_idx, k))
+                    return [], [k + 1, h_sum + h, fc_sum + self.cell.forget(x, h, c)]
+
+                zeros = F.zeros((1, H))
+                _, (_, h_sum, fc_sum) = gluon_cf.while_loop(
+                    has_next, add_child, [start, zeros, zeros], max_iterations=self.max_children)
+                return self.cell.combine(x, h_sum, fc_sum)
+
+            return gluon_cf.cond(end - start < 1, leaf, internal)
+
+        hs, _ = gluon_cf.foreach(lambda root, _: (node(root)[0], []), roots, [])
+        return F.reshape(hs, (-3, 0))
+
+    def hybrid_forward(self, F, tokens, child_ptr, child_idx, roots):
+        return self.out(self.encode(F, tokens, child_ptr, child_idx, roots))
+
+
+class TopDownTreeLSTM(gluon.HybridBlock):
+    """Top-down TreeLSTM generator: the tree's shape is decided at run time by the model.
+
+    ``net(z)`` with ``z`` (B, input_size) -> ``(total, count)``: for each row, a tree is grown
+    from ``h0 = tanh(W z)``, ``c0 = 0``; a node with hidden state ``h`` at depth ``d`` expands into
+    two children iff ``expand_logit(h) > 0`` and ``d < max_depth``. ``total`` (B, O) is the sum of
+    ``output(h)`` over the generated nodes, ``count`` (B, 1) their number.
+    """
+
+    def __init__(self, input_size, hidden_size=150, output_size=None, max_depth=8, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.max_depth = max_depth
+        with self.name_scope():
+            self.init = gluon.nn.Dense(hidden_size, in_units=input_size, activation="tanh")
+            self.cell = TopDownTreeLSTMCell(hidden_size, output_size=output_size,
+                                            prefix="cell_")
+
+    def root_state(self, F, z_row):
+        h0 = self.init(z_row)
+        return h0, F.zeros_like(h0)
+
+    def hybrid_forward(self, F, z):
+        cell, max_depth = self.cell, self.max_depth
+
+        @gluon_cf.recursive
+        def node(h, c, depth):
+            out = cell.output(h)
+
+            def stop():
+                return [out, F.ones((1, 1))]
+
+            def expand():
+                l_out, l_count = node(*cell.left_child(h, c), depth + 1)
+                r_out, r_count = node(*cell.right_child(h, c), depth + 1)
+                return [out + l_out + r_out, 1 + l_count + r_count]
+
+            grow = (cell.expand_logit(h) > 0) * (depth < max_depth)
+            return gluon_cf.cond(grow, expand, stop)
+
+        def per_row(z_row, _):
+            h0, c0 = self.root_state(F, z_row)
+            total, count = node(h0, c0, F.zeros((1, 1)))
+            return [total, count], []
+
+        (totals, counts), _ = gluon_cf.foreach(per_row, F.expand_dims(z, axis=1), [])
+        return F.reshape(totals, (-3, 0)), F.reshape(counts, (-3, 0))

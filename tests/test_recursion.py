@@ -1,0 +1,168 @@
+"""Recursive models: hybridized output and gradients equal an eager Python-recursion reference."""
+import numpy as np
+import pytest
+import mxnet as mx
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+from gluon_cf.data.trees import (batchify_forest, build_vocab, encode_tree, parse_tree,
+                                 synthetic_treebank)
+from gluon_cf.models import reference
+from gluon_cf.models.recursive import ChildSumTreeLSTM, RNTN, TopDownTreeLSTM, TreeLSTM, TreeRNN
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def _forest(num_trees=4, seed=0, shape="sst", binary=True, extra=()):
+    trees = synthetic_treebank(num_trees, shape=shape, seed=seed, max_length=12)
+    trees = list(trees) + [parse_tree(s) for s in extra]
+    vocab = build_vocab(trees)
+    encoded = [encode_tree(t, vocab, binary=binary) for t in trees]
+    return vocab, encoded, batchify_forest(encoded)
+
+
+def _arrays(forest, names):
+    return [nd.array(getattr(forest, n)) for n in names]
+
+
+def _grads(net):
+    return {k: v.grad().asnumpy().copy() for k, v in net.collect_params().items()
+            if v.grad_req != "null"}
+
+
+def _forward_only(net, inputs):
+    net.hybridize()
+    out = net(*inputs)
+    return [o.asnumpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def _run(net, inputs, hybridize):
+    if hybridize:
+        net.hybridize()
+    with autograd.record():
+        out = net(*inputs)
+        out = out if isinstance(out, (list, tuple)) else [out]
+        loss = sum((o * o).sum() for o in out)
+    loss.backward()
+    return [o.asnumpy() for o in out], _grads(net)
+
+
+def _reference_loss(net, encoded, fold):
+    """Root logits of every tree by the eager reference, and the same loss as `_run`."""
+    with autograd.record():
+        logits = [net.out(fold(net.embed, net.cell, t)) for t in encoded]
+        loss = sum((l * l).sum() for l in logits)
+    loss.backward()
+    return np.concatenate([l.asnumpy() for l in logits]), _grads(net)
+
+
+@pytest.mark.parametrize("model, fold", [
+    (TreeLSTM, lambda e, c, t: reference.treelstm_eager(e, c, t)[0]),
+    (TreeRNN, reference.treernn_eager),
+    (RNTN, reference.rntn_eager),
+])
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_binary_models_match_reference(model, fold, hybridize):
+    vocab, encoded, forest = _forest(extra=["(1 good)"])   # a single-node tree too
+    mx.random.seed(0)
+    net = model(len(vocab), embed_size=6, hidden_size=5, num_classes=3)
+    net.initialize(mx.init.Xavier())
+    inputs = _arrays(forest, ["tokens", "left", "right", "roots"])
+    expected, expected_grads = _reference_loss(net, encoded, fold)
+    (got,), grads = _run(net, inputs, hybridize)
+    np.testing.assert_allclose(got, expected, **TOL)
+    for name in expected_grads:
+        np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_childsum_matches_reference(hybridize):
+    vocab, encoded, forest = _forest(binary=False, extra=[
+        "(2 (1 a) (3 b) (2 c) (4 d))", "(3 (2 (1 x) (1 y) (0 z)) (4 w))", "(0 lone)"])
+    mx.random.seed(1)
+    net = ChildSumTreeLSTM(len(vocab), embed_size=6, hidden_size=5, num_classes=3,
+                           max_children=8)
+    net.initialize(mx.init.Xavier())
+    inputs = _arrays(forest, ["tokens", "child_ptr", "child_idx", "roots"])
+    expected, expected_grads = _reference_loss(
+        net, encoded, lambda e, c, t: reference.childsum_eager(e, c, t)[0])
+    (got,), grads = _run(net, inputs, hybridize)
+    np.testing.assert_allclose(got, expected, **TOL)
+    for name in expected_grads:
+        np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
+
+
+def _topdown_reference(net, z):
+    totals, counts, shapes = [], [], []
+    with autograd.record():
+        for row in range(z.shape[0]):
+            h0, c0 = net.root_state(nd, z[row:row + 1])
+            total, count, shape = reference.topdown_eager(net.cell, h0, c0, net.max_depth)
+            totals.append(total)
+            counts.append(count)
+            shapes.append(shape)
+        loss = sum((t * t).sum() for t in totals) + 0 * sum(counts)
+    loss.backward()
+    return np.concatenate([t.asnumpy() for t in totals]), counts, shapes, _grads(net)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_topdown_generator_matches_reference_and_shapes_differ(hybridize):
+    mx.random.seed(3)
+    net = TopDownTreeLSTM(input_size=4, hidden_size=6, max_depth=4)
+    net.initialize(mx.init.Xavier())
+    z = nd.random.normal(0, 3, shape=(6, 4))
+    expected, counts, shapes, expected_grads = _topdown_reference(net, z)
+    (got, got_counts), grads = _run(net, [z], hybridize)
+    np.testing.assert_allclose(got, expected, **TOL)
+    np.testing.assert_array_equal(got_counts[:, 0], counts)
+    assert len(set(counts)) > 1, "the generator should grow different trees for different rows"
+    for name in expected_grads:
+        np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
+
+
+def test_childsum_hybridized_forward_matches_reference():
+    vocab, encoded, forest = _forest(binary=False, extra=[
+        "(2 (1 a) (3 b) (2 c) (4 d))", "(3 (2 (1 x) (1 y) (0 z)) (4 w))", "(0 lone)"])
+    mx.random.seed(1)
+    net = ChildSumTreeLSTM(len(vocab), embed_size=6, hidden_size=5, num_classes=3,
+                           max_children=8)
+    net.initialize(mx.init.Xavier())
+    inputs = _arrays(forest, ["tokens", "child_ptr", "child_idx", "roots"])
+    expected, _ = _reference_loss(net, encoded,
+                                  lambda e, c, t: reference.childsum_eager(e, c, t)[0])
+    np.testing.assert_allclose(_forward_only(net, inputs)[0], expected, **TOL)
+
+
+def test_topdown_hybridized_forward_matches_reference():
+    mx.random.seed(3)
+    net = TopDownTreeLSTM(input_size=4, hidden_size=6, max_depth=4)
+    net.initialize(mx.init.Xavier())
+    z = nd.random.normal(0, 3, shape=(6, 4))
+    expected, counts, shapes, _ = _topdown_reference(net, z)
+    got, got_counts = _forward_only(net, [z])
+    np.testing.assert_allclose(got, expected, **TOL)
+    np.testing.assert_array_equal(got_counts[:, 0], counts)
+    assert len(set(counts)) > 1
+
+
+def test_linear_tree_of_5000_nodes_hybridized():
+    vocab, encoded, forest = _forest(num_trees=1, shape="linear", seed=5)
+    words = ["w%d" % (i % 7) for i in range(2501)]
+    s = "(2 %s)" % words[0]
+    for w in words[1:]:
+        s = "(2 %s (2 %s))" % (s, w)
+    tree = parse_tree(s)
+    vocab = build_vocab([tree])
+    enc = encode_tree(tree, vocab)
+    assert enc.num_nodes >= 5000
+    forest = batchify_forest([enc])
+    mx.random.seed(0)
+    net = TreeRNN(len(vocab), embed_size=4, hidden_size=4, num_classes=2)
+    net.initialize(mx.init.Xavier())
+    expected, expected_grads = _reference_loss(net, [enc], reference.treernn_eager)
+    (got,), grads = _run(net, _arrays(forest, ["tokens", "left", "right", "roots"]), True)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads[net.cell.combine.collect_params().keys().__iter__().__next__()],
+                               expected_grads[net.cell.combine.collect_params().keys().__iter__().__next__()],
+                               rtol=1e-3, atol=1e-5)
