@@ -16,7 +16,6 @@ NOTE [partitioned execution]
 import json
 
 import mxnet as mx
-import numpy as np
 
 from ._cachedop import CachedOpPair
 
@@ -116,13 +115,6 @@ class PartitionedGraph:
                     self.steps.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
                                               [(nid, k) for k in range(num_out)]))
 
-        produced = [e for step in self.steps if isinstance(step, _CfCall)
-                    for e in step.out_entries]
-        self.dangling = [e for e in produced if e not in consumers and e not in set(heads)]
-        # A cond's predicate is read as a Python bool, never differentiated: same problem.
-        self.dangling += [step.in_entries[0] for step in self.steps
-                          if isinstance(step, _CfCall) and step.rule.kind == "cond"
-                          and step.in_entries[0] not in self.input_entries]
 
     @staticmethod
     def _segment(nodes, members, stage, kinds, consumers, heads, js):
@@ -163,26 +155,5 @@ class PartitionedGraph:
             work = step.run(values, ctx)
             if work is not None:
                 step.store(values, (yield work))
-        heads = [values[h] for h in self.heads]
-        if self.dangling and mx.autograd.is_recording():
-            heads = _sink(heads, [values[e] for e in self.dangling])
-        return heads
+        return [values[h] for h in self.heads]
 
-
-def _sink(heads, dangling):
-    """Tie outputs nobody reads to the first float head with weight zero.
-
-    NOTE [dangling outputs]: a recorded CachedOp call whose output never receives a gradient (a
-    loop counter returned by a nested while_loop, a cond predicate that is only read as a bool)
-    makes MXNet's backward of that call fail ("storage_type_num_unknown_nodes") when the call's
-    other outputs are differentiated. Adding ``0 * sum(output)`` to a head gives every such output
-    an explicit zero gradient; the values are unchanged.
-    """
-    floats = [v for v in dangling if np.issubdtype(v.dtype, np.floating)]
-    for i, head in enumerate(heads):
-        if floats and np.issubdtype(head.dtype, np.floating):
-            zero = mx.nd.add_n(*[mx.nd.sum(v) for v in floats]) * 0
-            heads = list(heads)
-            heads[i] = mx.nd.broadcast_add(head, zero.reshape((1,) * head.ndim))
-            break
-    return heads

@@ -221,8 +221,7 @@ class Graph:
         ``ctx`` is the recursion context of the enclosing recursive function, if any; it is
         passed on to nested gluon_cf nodes (NOTE [trampoline] in ``executor.py``).
         ``record=False`` keeps a plain graph off the autograd tape: for predicates, which are
-        only read as Python booleans (a recorded but never differentiated CachedOp call whose
-        inputs look differentiable breaks MXNet's backward pass).
+        only read as Python booleans and never differentiated.
         """
         op = self.cached_op()
         args = [slots[s] for s in self.slots]
