@@ -55,7 +55,7 @@ def control_flow_demo():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--trees", type=int, default=400)
+    parser.add_argument("--trees", type=int, default=300)
     args = parser.parse_args(argv)
     mx.random.seed(0)
     np.random.seed(0)

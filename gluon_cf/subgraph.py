@@ -190,9 +190,12 @@ class Graph:
         key = spec["json"]
         graph = cls._cache.get(key)
         if graph is None:
+            # Built outside the lock: loading a graph decodes its nested nodes, which come back
+            # here (a non-reentrant lock held across that deadlocked). A rare duplicate build
+            # by two threads is harmless; the first one stored wins.
+            built = cls(spec)
             with cls._cache_lock:
-                graph = cls._cache.setdefault(key, None) or cls(spec)
-                cls._cache[key] = graph
+                graph = cls._cache.setdefault(key, built)
         if graph.slots != list(spec["inputs"]):  # same body, different slot map
             graph = graph._with_slots(spec["inputs"])
         return graph

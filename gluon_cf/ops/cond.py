@@ -36,7 +36,9 @@ def cond(pred, then_func, else_func, name="cond"):
     branch = then_func if pred_value(OP, "pred", pred) else else_func
     value = branch()
     flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
-    mode_of(OP, flat, "the values returned by a branch")
+    if mode_of(OP, flat, "the values returned by a branch") == "symbol":
+        raise TypeError("gluon_cf.cond: pred is an NDArray (eager mode) but the branch returned "
+                        "Symbols; in eager mode branches must compute NDArrays")
     return value
 
 
