@@ -1,0 +1,166 @@
+"""The recursion API: mutual recursion, loops inside recursive functions, explicit invoke, errors."""
+import numpy as np
+import pytest
+import mxnet as mx
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+class Collatz(gluon.HybridBlock):
+    """Mutual recursion: even(n) and odd(n) call each other; counts steps to reach 1, with a
+    learned scale applied at every step so that gradients flow through the recursion."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.scale = self.params.get("scale", shape=(1,), init=mx.init.Constant(0.9))
+
+    def hybrid_forward(self, F, n, scale):
+        @gluon_cf.recursive
+        def even(n, acc):
+            return gluon_cf.cond(n <= 1, lambda: acc,
+                                 lambda: gluon_cf.invoke(step, n / 2, acc * scale))
+
+        @gluon_cf.recursive
+        def odd(n, acc):
+            return gluon_cf.cond(n <= 1, lambda: acc, lambda: step(3 * n + 1, acc * scale + 1))
+
+        @gluon_cf.recursive
+        def step(n, acc):
+            is_even = F.round(n / 2) * 2 == n
+            return gluon_cf.cond(is_even, lambda: even(n, acc), lambda: odd(n, acc))
+
+        return step(n, F.ones_like(n))
+
+
+def _collatz_reference(n, scale):
+    acc = 1.0
+    while n > 1:
+        if n % 2 == 0:
+            n, acc = n // 2, acc * scale
+        else:
+            n, acc = 3 * n + 1, acc * scale + 1
+    return acc
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+@pytest.mark.parametrize("start", [2, 6, 7, 27])
+def test_mutual_recursion_matches_python(start, hybridize):
+    net = Collatz()
+    net.initialize()
+    if hybridize:
+        net.hybridize()
+    n = nd.array([start])
+    with autograd.record():
+        out = net(n)
+    out.backward()
+    expected = _collatz_reference(start, 0.9)
+    np.testing.assert_allclose(out.asnumpy(), [expected], rtol=1e-4)
+    eps = 1e-3
+    numeric = (_collatz_reference(start, 0.9 + eps) - _collatz_reference(start, 0.9 - eps)) / (2 * eps)
+    np.testing.assert_allclose(net.scale.grad().asnumpy(), [numeric], rtol=2e-2, atol=1e-3)
+
+
+class SumOfScans(gluon.HybridBlock):
+    """A recursive function with a foreach inside: f(k) = scan(x * k) + f(k - 1), f(0) = 0."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=3, flatten=False)
+
+    def hybrid_forward(self, F, x, k):
+        @gluon_cf.recursive
+        def f(k):
+            def more():
+                def body(x_t, states):
+                    h = F.tanh(self.dense(x_t) + states[0])
+                    return h, [h]
+                outs, _ = gluon_cf.foreach(body, F.broadcast_mul(x, F.reshape(k, (1, 1, 1))),
+                                           [F.zeros((1, 3))])
+                return outs.sum(axis=0) + f(k - 1)
+            return gluon_cf.cond(k < 1, lambda: F.zeros((1, 3)), more)
+        return f(k)
+
+
+def test_recursion_with_foreach_inside_matches_eager():
+    x = nd.random.uniform(-1, 1, shape=(4, 1, 3))
+    results = []
+    for hybridize in (False, True):
+        mx.random.seed(0)
+        net = SumOfScans()
+        net.initialize(mx.init.Xavier())
+        if hybridize:
+            net.hybridize()
+        with autograd.record():
+            out = net(x, nd.array([3]))
+        out.backward()
+        results.append((out.asnumpy(), net.dense.weight.grad().asnumpy().copy()))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, **TOL)
+
+
+class Forever(gluon.HybridBlock):
+    def __init__(self, max_depth, **kwargs):
+        super().__init__(**kwargs)
+        self.max_depth = max_depth
+
+    def hybrid_forward(self, F, x):
+        @gluon_cf.recursive(max_depth=self.max_depth)
+        def loop(x):
+            return gluon_cf.cond(x < 0, lambda: x * 2, lambda: loop(x + 1))
+        return loop(x)
+
+
+def test_depth_bound_eager_names_function_and_depth():
+    net = Forever(max_depth=50)
+    net.initialize()
+    with pytest.raises(gluon_cf.RecursionDepthError, match=r"'loop' exceeded max_depth=50"):
+        net(nd.array([0]))
+
+
+def test_depth_bound_hybridized_is_an_error_not_a_hang():
+    net = Forever(max_depth=300)
+    net.initialize()
+    net.hybridize()
+    with pytest.raises(mx.MXNetError):
+        net(nd.array([0])).asnumpy()
+    # A call that reaches its base case still works afterwards.
+    np.testing.assert_allclose(net(nd.array([-3])).asnumpy(), [-6])
+
+
+def test_no_base_case_is_rejected_when_hybridizing():
+    class NoBase(gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            @gluon_cf.recursive
+            def f(x):
+                return f(x + 1) * 2
+            return f(x)
+    net = NoBase()
+    net.hybridize()
+    with pytest.raises(ValueError, match=r"gluon_cf.recursive: 'f' has no base case"):
+        net(nd.array([0]))
+
+
+def test_calls_with_different_argument_structure_are_rejected():
+    class Mismatch(gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            @gluon_cf.recursive
+            def f(a, b):
+                return gluon_cf.cond(a < 0, lambda: a + b, lambda: f(a - 1))
+            return f(x, x)
+    net = Mismatch()
+    net.hybridize()
+    with pytest.raises(TypeError, match=r"gluon_cf.invoke: 'f' is called with arguments"):
+        net(nd.array([2]))
+
+
+def test_invoke_rejects_non_callables_and_mixed_arguments():
+    with pytest.raises(TypeError, match=r"gluon_cf.invoke: fn must be callable"):
+        gluon_cf.invoke(3, nd.array([1]))
+    with pytest.raises(TypeError, match=r"gluon_cf.invoke: the arguments of 'f' mix"):
+        gluon_cf.invoke(gluon_cf.recursive(lambda a, b: a, name="f"), nd.array([1]),
+                        mx.sym.var("x"))
