@@ -1,13 +1,38 @@
-"""The trampoline that runs gluon_cf rules without Python recursion.
+"""The executors that run gluon_cf rules without Python recursion.
 
 NOTE [trampoline]
     Every rule's ``forward`` is a generator. To run a subgraph it *yields* a generator for that
     work (``Graph.run``), and receives the outputs back when that work is done. :func:`run` keeps
     the chain of suspended generators on an explicit list, so a body nested 5,000 levels deep (a
     recursive function on a linear tree) costs 5,000 list entries, not 5,000 Python frames.
-    Exceptions travel back up the chain with ``generator.throw``, so each level may add context
-    or clean up in ``finally``.
+    Exceptions travel back up the chain with ``generator.throw``.
+
+    Besides generators, a rule may yield two kinds of requests, which is what lets the batching
+    executor (``recursion/batching.py``) reorder work: :class:`Parallel` (independent pieces of
+    work; the result is the list of their results) and an invocation of a recursive function
+    (an object with ``unbatched()``, see ``recursion/batching.py``). :func:`run` executes both in
+    program order: Parallel pieces one after the other, invocations one at a time.
 """
+import threading
+
+_mode = threading.local()
+MODES = ("batched", "unbatched")
+_default_mode = ["batched"]
+
+
+class Parallel:
+    """A request to run independent generators; the answer is the list of their results."""
+
+    __slots__ = ("works",)
+
+    def __init__(self, works):
+        self.works = list(works)
+
+    def sequential(self):
+        results = []
+        for work in self.works:
+            results.append((yield work))
+        return results
 
 
 def run(gen):
@@ -33,6 +58,10 @@ def run(gen):
                 raise
             error = exc
             continue
+        if isinstance(request, Parallel):
+            request = request.sequential()
+        elif hasattr(request, "unbatched"):
+            request = request.unbatched()
         stack.append(request)
         value = None
 
@@ -41,3 +70,53 @@ def done(value):
     """A generator that yields nothing and returns ``value`` (for work that needs no suspension)."""
     return value
     yield  # pragma: no cover - makes this a generator
+
+
+def set_mode(mode):
+    """Choose the executor of recursive functions for this process: 'batched' (default) or
+    'unbatched' (one invocation at a time, the EuroSys'18 paper's executor)."""
+    if mode not in MODES:
+        raise ValueError("gluon_cf.set_executor: mode must be one of %s, got %r" % (MODES, mode))
+    _default_mode[0] = mode
+
+
+def get_mode():
+    return _default_mode[0]
+
+
+def run_node(gen):
+    """Run a top-level node's forward with the selected executor."""
+    if get_mode() == "batched":
+        from .recursion.batching import run_batched  # recursion imports node imports this
+        return run_batched(gen)
+    return run(gen)
+
+
+class Frame:
+    """Where a rule runs: passed to every ``Rule.forward`` as ``ctx`` (or ``None`` at top level).
+
+    ``recursion``: the enclosing recursion context (function table and environment), if any.
+    ``rows``: inside a batched invocation, how many invocations the values hold along axis 0.
+    ``flags``: per input of the rule (or per slot of the graph being run), whether that value is
+    batched (one row per invocation) or shared by all rows (environment, constants).
+    ``depth``: number of nested recursive invocations, for the depth bound.
+    NOTE [batching] in ``recursion/batching.py``.
+    """
+
+    __slots__ = ("recursion", "rows", "flags", "depth")
+
+    def __init__(self, recursion=None, rows=1, flags=None, depth=0):
+        self.recursion, self.rows, self.flags, self.depth = recursion, rows, flags, depth
+
+    def with_flags(self, flags):
+        return Frame(self.recursion, self.rows, flags, self.depth)
+
+    def batched(self, i):
+        return self.rows > 1 and self.flags is not None and self.flags[i]
+
+
+def flags_of(ctx, count):
+    """The batched-flags of ``count`` inputs under ``ctx`` (all False outside a batch)."""
+    if ctx is None or ctx.flags is None:
+        return (False,) * count
+    return tuple(ctx.flags)

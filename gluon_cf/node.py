@@ -38,6 +38,7 @@ class Rule:
     """What an op kind must define. ``node`` is a :class:`Node`; shapes are tuples or ``None``."""
 
     kind = None
+    needs_out_shapes = False  # whether forward reads out_shapes (inferring them has a cost)
 
     def infer_shape(self, node, in_shapes):
         """Return ``(in_shapes, out_shapes)``, inputs possibly completed (e.g. parameters)."""
@@ -63,6 +64,7 @@ class Node:
         self.num_inputs = spec["num_inputs"]
         self.num_outputs = spec["num_outputs"]
         self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
+        self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
 
 
 def rule_of(kind):
@@ -110,7 +112,9 @@ class _NodeOperator(mx.operator.CustomOp):
     Which inputs need a gradient is only known in ``backward`` (from ``req``). Marking an input
     that needs none is not harmless (Embedding refuses to differentiate its integer-valued data),
     so forward marks the inputs the previous backward asked for (every float input the first
-    time); when that guess is wrong, backward recomputes the forward with the right marks.
+    time); when that guess is wrong, backward recomputes the forward with the right marks. The
+    answer is kept on the decoded node, which outlives this operator (plain ``hybridize()``
+    creates a new operator on every call).
     """
 
     def __init__(self, rule, node, out_shapes):
@@ -120,7 +124,6 @@ class _NodeOperator(mx.operator.CustomOp):
         self.out_shapes = out_shapes
         self.saved = None
         self.is_train = False
-        self.wanted = None
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -128,15 +131,15 @@ class _NodeOperator(mx.operator.CustomOp):
     def _run(self, inputs, is_train, marks):
         if marks is None:
             with autograd.pause(train_mode=is_train):
-                return executor.run(self._forward(inputs))
+                return executor.run_node(self._forward(inputs))
         for i in marks:
             inputs[i].attach_grad()
         with autograd.record(train_mode=is_train):
-            return executor.run(self._forward(inputs))
+            return executor.run_node(self._forward(inputs))
 
     def _default_marks(self, inputs):
-        if self.wanted is not None:
-            return self.wanted
+        if self.node.wanted is not None:
+            return self.node.wanted
         return tuple(i for i, x in enumerate(inputs) if is_float(x.dtype))
 
     def forward(self, is_train, req, in_data, out_data, aux):
@@ -151,7 +154,7 @@ class _NodeOperator(mx.operator.CustomOp):
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         wanted = tuple(i for i, (x, r) in enumerate(zip(in_data, req))
                        if r != "null" and is_float(x.dtype))
-        self.wanted = wanted
+        self.node.wanted = wanted
         saved, self.saved = self.saved, None
         if saved is None or saved[2] != wanted:
             inputs = list(in_data)

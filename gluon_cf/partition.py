@@ -18,6 +18,7 @@ import json
 import mxnet as mx
 
 from ._cachedop import CachedOpPair
+from .executor import Parallel
 
 OP_PREFIX = "_gluon_cf_"
 
@@ -45,11 +46,10 @@ class _Segment:
         self.out_entries = out_entries
         self.op = CachedOpPair(symbol)
 
-    def run(self, values, ctx):
+    def run(self, values):
         out = self.op(*[values[e] for e in self.in_entries])
         out = out if isinstance(out, (list, tuple)) else [out]
         values.update(zip(self.out_entries, out))
-        return None
 
 
 class _CfCall:
@@ -62,11 +62,24 @@ class _CfCall:
 
     def run(self, values, ctx):
         inputs = [values[e] for e in self.in_entries]
-        _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
+        out_shapes = None  # inside a batch, rules that need them infer them per row
+        if self.rule.needs_out_shapes and (ctx is None or ctx.rows == 1):
+            _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
         return self.rule.forward(self.node, inputs, out_shapes, ctx)
 
-    def store(self, values, outputs):
-        values.update(zip(self.out_entries, outputs))
+
+
+class _CfGroup:
+    """The gluon_cf nodes of one stage: independent of each other."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+
+def _call_frame(ctx, flags, call):
+    if ctx is None or flags is None:
+        return ctx
+    return ctx.with_flags([flags.get(e, False) for e in call.in_entries])
 
 
 class PartitionedGraph:
@@ -107,13 +120,17 @@ class PartitionedGraph:
             if members:
                 self.steps.append(self._segment(nodes, members, stage, kinds, consumers, heads,
                                                 js))
+            calls = []
             for nid in sorted(stage):
                 if stage[nid] == s and kinds[nid]:
                     n = nodes[nid]
                     ins = [tuple(i[:2]) for i in n["inputs"]]
                     num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
-                    self.steps.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
-                                              [(nid, k) for k in range(num_out)]))
+                    calls.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
+                                         [(nid, k) for k in range(num_out)]))
+            if calls:  # independent of each other: one Parallel request (NOTE [batching])
+                self.steps.append(_CfGroup(calls))
+        self._flag_cache = {}
 
 
     @staticmethod
@@ -149,11 +166,34 @@ class PartitionedGraph:
         return _Segment(symbol, in_entries, out_entries)
 
     def run(self, inputs, ctx):
-        """Generator: run the steps in order; gluon_cf nodes are yielded to the trampoline."""
+        """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
         values = dict(zip(self.input_entries, inputs))
+        flags = self._entry_flags(ctx.flags) if ctx is not None and ctx.flags is not None \
+            else None
         for step in self.steps:
-            work = step.run(values, ctx)
-            if work is not None:
-                step.store(values, (yield work))
+            if isinstance(step, _Segment):
+                step.run(values)
+                continue
+            works = [call.run(values, _call_frame(ctx, flags, call)) for call in step.calls]
+            results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
+            for call, outputs in zip(step.calls, [results] if len(works) == 1 else results):
+                values.update(zip(call.out_entries, outputs))
         return [values[h] for h in self.heads]
+
+    def _entry_flags(self, input_flags):
+        """Which entries hold batched values, given which graph inputs do (cached)."""
+        key = tuple(input_flags)
+        flags = self._flag_cache.get(key)
+        if flags is None:
+            flags = dict(zip(self.input_entries, key))
+            for step in self.steps:
+                if isinstance(step, _Segment):
+                    batched = any(flags.get(e, False) for e in step.in_entries)
+                    flags.update((e, batched) for e in step.out_entries)
+                else:
+                    for call in step.calls:
+                        batched = any(flags.get(e, False) for e in call.in_entries)
+                        flags.update((e, batched) for e in call.out_entries)
+            self._flag_cache[key] = flags
+        return flags
 

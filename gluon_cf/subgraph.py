@@ -229,6 +229,8 @@ class Graph:
         op = self.cached_op()
         args = [slots[s] for s in self.slots]
         if self.partitioned:
+            if ctx is not None and ctx.flags is not None:  # slot flags -> graph input flags
+                ctx = ctx.with_flags([ctx.flags[s] for s in self.slots])
             return op.run(args, ctx)
         if record:
             out = op(*args)

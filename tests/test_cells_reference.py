@@ -122,7 +122,8 @@ def np_treernn_combine(p, hl, hr):
 
 def np_rntn_combine(p, hl, hr):
     ab = np.concatenate([hl, hr], -1)
-    bilinear = np.einsum('bi,kij,bj->bk', ab, p['combine_V'], ab)
+    V = p['combine_V'].reshape(H, 2 * H, 2 * H)     # NOTE: [RNTN tensor layout]
+    bilinear = np.einsum('bi,kij,bj->bk', ab, V, ab)
     return np.tanh(bilinear + affine(p, 'combine_linear', ab))
 
 
@@ -238,15 +239,18 @@ def test_cell_matches_numpy_equations(case):
         np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-4, atol=1e-5)
 
 
-def test_cell_rows_are_independent():
+@pytest.mark.parametrize('case', CELL_CASES, ids=[c[0] for c in CELL_CASES])
+def test_cell_rows_are_independent(case):
     # NOTE: [Row independence] in cells.py: a row's output must not depend on other rows.
-    cell = make(RNTNCell, H, E)
+    _, factory, fn, widths, _ = case
+    cell = factory()
     rng = np.random.RandomState(2)
-    hl, hr = rng.normal(size=(5, H)), rng.normal(size=(5, H))
-    full = cell.combine(mx.nd.array(hl), mx.nd.array(hr)).asnumpy()
+    inputs = [rng.normal(size=(5, w)).astype(np.float32) for w in widths]
+    full = [o.asnumpy() for o in as_list(fn(cell, *[mx.nd.array(x) for x in inputs]))]
     for b in range(5):
-        row = cell.combine(mx.nd.array(hl[b:b + 1]), mx.nd.array(hr[b:b + 1])).asnumpy()
-        np.testing.assert_allclose(row, full[b:b + 1], rtol=1e-5, atol=1e-6)
+        rows = as_list(fn(cell, *[mx.nd.array(x[b:b + 1]) for x in inputs]))
+        for row, out in zip(rows, full):
+            np.testing.assert_allclose(row.asnumpy(), out[b:b + 1], rtol=1e-5, atol=1e-6)
 
 
 def test_topdown_sides_share_the_lstm():
@@ -381,12 +385,12 @@ def test_references_survive_a_5000_node_linear_tree():
     loss.backward()
     assert np.isfinite(h.asnumpy()).all()
     assert np.isfinite(cell.combine.gates.weight.grad().asnumpy()).all()
-    # The same tree through the numpy recursion needs no more than a raised limit; compare the
-    # root against an iterative numpy fold instead.
+    # A recursive numpy oracle would hit the recursion limit here: fold the chain in a loop.
     p, table = params_of(cell), embed.weight.data().asnumpy().astype(np.float64)
     state = np_treelstm_leaf(p, table[tree.tokens[:1]])
     for k in range(1, 2501):
-        state = np_treelstm_combine(p, *state, *np_treelstm_leaf(p, table[tree.tokens[2 * k - 1:2 * k]]))
+        leaf = np_treelstm_leaf(p, table[tree.tokens[2 * k - 1:2 * k]])
+        state = np_treelstm_combine(p, *state, *leaf)
     np.testing.assert_allclose(h.asnumpy(), state[0], rtol=1e-4, atol=1e-5)
     childsum_root = childsum_eager(embed, make(ChildSumTreeLSTMCell, H, E), tree)
     assert np.isfinite(childsum_root[0].asnumpy()).all()
@@ -473,3 +477,85 @@ def test_bench_smoke_prints_json_last(tmp_path):
     assert all(result[k] is None for k in REQUIRED_KEYS)     # method e is not registered yet
     assert plot.exists() and plot.stat().st_size > 0
     assert 'n/a' in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark baselines agree with each other: forward, and weights after one SGD step.
+
+def _bench_batch(kinds=('sst', 'balanced', 'linear')):
+    from gluon_cf.bench.baselines import Batch
+    from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
+    trees = [t for shape in kinds
+             for t in synthetic_treebank(2, shape=shape, seed=1, mean_length=5.0)]
+    trees += synthetic_treebank(1, seed=1, length=1)       # a single leaf
+    vocab = build_vocab(trees)
+    encoded = [encode_tree(t, vocab) for t in trees]
+    return len(vocab), Batch(encoded, batchify_forest(encoded))
+
+
+def _weights(runner):
+    if hasattr(runner, 'model'):
+        prefix = runner.model.prefix
+        return {k[len(prefix):]: p.data().asnumpy()
+                for k, p in runner.model.collect_params().items()}
+    return {k: v.detach().numpy().reshape(-1, v.shape[-1]) if k == 'cell_combine_V'
+            else v.detach().numpy() for k, v in runner.params.items()}
+
+
+@pytest.mark.parametrize('kind', ['treelstm', 'treernn', 'rntn'])
+def test_bench_baselines_agree_on_outputs_and_sgd_step(kind):
+    from gluon_cf.bench import METHODS
+    from gluon_cf.bench.baselines import Batch, MethodUnavailable, ModelConfig, make_model
+    from gluon_cf.data.trees import batchify_forest
+    vocab_size, batch = _bench_batch()
+    assert batch.trees[-1].num_nodes == 1
+    model = make_model(ModelConfig(kind, vocab_size, embed_size=E, hidden_size=H), seed=2)
+    runners = {}
+    for name in 'acdf':
+        try:
+            runners[name] = METHODS[name].builder(model)
+        except MethodUnavailable:
+            pass
+    as_np = lambda x: x.asnumpy() if hasattr(x, 'asnumpy') else np.asarray(x)  # noqa: E731
+    ref_h, ref_logits = [as_np(x) for x in runners['a'].infer(batch)]
+    assert ref_h.shape == (batch.size, H) and ref_logits.shape == (batch.size, 5)
+    for name, runner in runners.items():
+        h, logits = [as_np(x) for x in runner.infer(batch)]
+        np.testing.assert_allclose(h, ref_h, rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(logits, ref_logits, rtol=1e-4, atol=1e-5, err_msg=name)
+    losses = {name: float(as_np(runner.train_step(batch))) for name, runner in runners.items()}
+    before, ref_after = _weights(runners['a']), None
+    for name, runner in runners.items():
+        assert losses[name] == pytest.approx(losses['a'], rel=1e-4), name
+        after = _weights(runner)
+        ref_after = ref_after or after
+        for k in ref_after:
+            np.testing.assert_allclose(after[k], ref_after[k], rtol=1e-4, atol=1e-6,
+                                       err_msg=f'{name}: {k}')
+    model_values = {k[len(model.prefix):]: p.data().asnumpy()
+                    for k, p in model.collect_params().items()}
+    assert any(not np.allclose(before[k], model_values[k]) for k in before)  # SGD moved
+    # A mini-batch whose trees are single leaves leaves `combine` without a gradient.
+    leaf_batch = Batch(batch.trees[-1:], batchify_forest(batch.trees[-1:]))
+    for name, runner in runners.items():
+        runner.train_step(leaf_batch)
+
+
+def test_bench_check_rejects_a_wrong_method(monkeypatch):
+    import gluon_cf.bench.__main__ as harness
+    from gluon_cf.bench import METHODS, Method
+    from gluon_cf.bench.baselines import EagerRunner, LevelBatchedRunner, ModelConfig, make_model
+
+    class OffByOne(LevelBatchedRunner):
+        def root_states(self, batch):
+            return super().root_states(batch) + 1e-3
+
+    monkeypatch.setitem(METHODS, 'z', Method('z', 'fast but wrong', OffByOne))
+    vocab_size, batch = _bench_batch(('sst',))
+    model = make_model(ModelConfig('treernn', vocab_size, embed_size=E, hidden_size=H))
+    runners = {'a': EagerRunner(model), 'd': LevelBatchedRunner(model), 'z': OffByOne(model)}
+    with pytest.raises(AssertionError, match=r'treernn: method z \(fast but wrong\) disagrees '
+                                             r'with method a on the root states'):
+        harness.check_agreement('treernn', runners, batch)
+    del runners['z']
+    harness.check_agreement('treernn', runners, batch)

@@ -13,6 +13,15 @@ from gluon_cf.models.recursive import ChildSumTreeLSTM, RNTN, TopDownTreeLSTM, T
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
+@pytest.fixture(params=["batched", "unbatched"], autouse=True)
+def executor(request):
+    """Every test runs with both executors of recursive functions; both must equal eager."""
+    previous = gluon_cf.get_executor()
+    gluon_cf.set_executor(request.param)
+    yield request.param
+    gluon_cf.set_executor(previous)
+
+
 def _forest(num_trees=4, seed=0, shape="sst", binary=True, extra=()):
     trees = synthetic_treebank(num_trees, shape=shape, seed=seed, max_length=12)
     trees = list(trees) + [parse_tree(s) for s in extra]

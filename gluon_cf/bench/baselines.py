@@ -31,7 +31,6 @@ torch runner does one backward per mini-batch.
 from dataclasses import dataclass
 
 import mxnet as mx
-import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 

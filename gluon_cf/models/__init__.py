@@ -1,5 +1,5 @@
-"""Tree cells and models."""
-from gluon_cf.models.cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, TreeRNNCell,
-                                   RNTNCell, TopDownTreeLSTMCell)
-from gluon_cf.models.reference import (treelstm_eager, childsum_eager, treernn_eager,
-                                       rntn_eager, topdown_eager)
+"""Tree cells, eager reference implementations and (later) recursive tree models."""
+from gluon_cf.models.cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell,  # noqa: F401
+                                   RNTNCell, TopDownTreeLSTMCell, TreeRNNCell)
+from gluon_cf.models.reference import (childsum_eager, rntn_eager,  # noqa: F401
+                                       topdown_eager, treelstm_eager, treernn_eager)

@@ -181,7 +181,8 @@ class _TanhCombine(gluon.HybridBlock):
 class TreeRNNCell(_TreeCell):
     """Recursive neural network of Socher et al. 2011.
 
-    Children: ``leaf(x) -> h = tanh(W_e x + b_e)`` and ``combine(h_l, h_r) -> tanh(W [h_l; h_r] + b)``.
+    Children: ``leaf(x) -> h = tanh(W_e x + b_e)`` and
+    ``combine(h_l, h_r) -> h = tanh(W [h_l; h_r] + b)``.
     """
     num_states = 1
 

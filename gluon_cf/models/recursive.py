@@ -114,9 +114,11 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
             start = F.take(child_ptr, idx)
             end = F.take(child_ptr, idx + 1)
 
+            def zeros():  # one row per invocation, so that the batching executor can batch
+                return F.broadcast_like(F.zeros((1, H)), x, lhs_axes=(0,), rhs_axes=(0,))
+
             def leaf():
-                zeros = F.zeros((1, H))
-                return self.cell.combine(x, zeros, zeros)
+                return self.cell.combine(x, zeros(), zeros())
 
             def internal():
                 def has_next(k, h_sum, fc_sum):
@@ -126,9 +128,9 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
                     h, c = node(F.take(child_idx, k))
                     return [], [k + 1, h_sum + h, fc_sum + self.cell.forget(x, h, c)]
 
-                zeros = F.zeros((1, H))
                 _, (_, h_sum, fc_sum) = gluon_cf.while_loop(
-                    has_next, add_child, [start, zeros, zeros], max_iterations=self.max_children)
+                    has_next, add_child, [start, zeros(), zeros()],
+                    max_iterations=self.max_children)
                 return self.cell.combine(x, h_sum, fc_sum)
 
             return gluon_cf.cond(end - start < 1, leaf, internal)
@@ -169,8 +171,8 @@ class TopDownTreeLSTM(gluon.HybridBlock):
         def node(h, c, depth):
             out = cell.output(h)
 
-            def stop():
-                return [out, F.ones((1, 1))]
+            def stop():  # count 1, one row per invocation (so that it batches)
+                return [out, F.ones_like(F.slice_axis(out, axis=1, begin=0, end=1))]
 
             def expand():
                 l_out, l_count = node(*cell.left_child(h, c), depth + 1)

@@ -1,4 +1,7 @@
 """Checks and helpers shared by the op modules (user-facing errors live here, once)."""
+import contextlib
+import threading
+
 import numpy as np
 import mxnet as mx
 
@@ -26,8 +29,25 @@ def mode_of(op, arrays, what):
     return kinds.pop() if kinds else None
 
 
+_rows = threading.local()
+
+
+@contextlib.contextmanager
+def batch_rows(rows):
+    """Shape inference for a batch of ``rows`` invocations: predicates may then hold one element
+    per row (used by the batching executor's check, NOTE [batching])."""
+    _rows.value = rows
+    try:
+        yield
+    finally:
+        _rows.value = None
+
+
 def check_scalar_pred(op, what, shape):
-    """A predicate must hold exactly one element."""
+    """A predicate must hold exactly one element (one per row when checking a batch)."""
+    rows = getattr(_rows, "value", None)
+    if shape is not None and rows and shape[0] == rows and int(np.prod(shape[1:])) == 1:
+        return
     if shape is not None and int(np.prod(shape)) != 1:
         raise ValueError("gluon_cf.%s: %s must have exactly one element, got shape %s"
                          % (op, what, tuple(shape)))
@@ -61,3 +81,19 @@ def dtype_name(t):
 
 def zeros_like_shape(shape, like):
     return mx.nd.zeros(shape, ctx=like.context, dtype=like.dtype)
+
+
+def per_row(forward, node, inputs, out_shapes, ctx):
+    """Batching rule of the loops: run the loop once per row of the batched inputs, all rows as
+    one Parallel request (so recursive calls inside batch across rows), then concatenate.
+
+    NOTE [batching] (``recursion/batching.py``): a batched value holds one row per invocation.
+    """
+    from ..executor import Frame, Parallel  # executor is light; keep ops importable alone
+    works = []
+    for r in range(ctx.rows):
+        row = [mx.nd.slice_axis(x, axis=0, begin=r, end=r + 1) if ctx.batched(i) else x
+               for i, x in enumerate(inputs)]
+        works.append(forward(node, row, out_shapes, Frame(ctx.recursion, 1, ctx.flags, ctx.depth)))
+    results = yield Parallel(works)
+    return [mx.nd.concat(*column, dim=0) for column in zip(*results)]

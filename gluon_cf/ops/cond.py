@@ -4,8 +4,10 @@ import io
 import sys
 
 import mxnet as mx
+import numpy as np
 
 from .. import node as _node
+from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
 from ..subgraph import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
 from ._common import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
@@ -129,8 +131,35 @@ class CondRule(_node.Rule):
         return types, [a if a is not None else b for a, b in zip(then_out, else_out)]
 
     def forward(self, node, inputs, out_shapes, ctx):
+        if ctx is not None and ctx.batched(0):
+            return (yield from_batch(node, inputs, ctx))
         taken = "then" if bool(inputs[0].asscalar()) else "else"
         return (yield node.graphs[taken].run(inputs, ctx))
+
+
+def from_batch(node, inputs, ctx):
+    """Batching rule: split the rows by their predicate, run each branch on its rows (as one
+    Parallel request, so recursive calls of both branches batch together), merge in order."""
+    rows = ctx.rows
+    mask = inputs[0].reshape((rows, -1))[:, 0].asnumpy() != 0
+    taken = np.nonzero(mask)[0]
+    other = np.nonzero(~mask)[0]
+    if len(other) == 0:
+        return (yield node.graphs["then"].run(inputs, ctx))
+    if len(taken) == 0:
+        return (yield node.graphs["else"].run(inputs, ctx))
+    works = []
+    for name, idx in (("then", taken), ("else", other)):
+        index = mx.nd.array(idx, ctx=inputs[0].context, dtype="int32")
+        sub = [mx.nd.take(x, index, axis=0) if ctx.batched(i) else x
+               for i, x in enumerate(inputs)]
+        frame = Frame(ctx.recursion, len(idx), ctx.flags, ctx.depth)
+        works.append(node.graphs[name].run(sub, frame))
+    then_out, else_out = yield Parallel(works)
+    order = mx.nd.array(np.argsort(np.concatenate([taken, other]), kind="stable"),
+                        ctx=inputs[0].context, dtype="int32")
+    return [mx.nd.take(mx.nd.concat(a, b, dim=0), order, axis=0)
+            for a, b in zip(then_out, else_out)]
 
 
 _node.register(CondRule())

@@ -2,10 +2,10 @@
 import mxnet as mx
 
 from .. import executor, node as _node
-from ..executor import done
+from ..executor import Parallel, done
 from .._structure import describe, flatten, regroup
 from ..subgraph import merge_captures, trace
-from ._common import check_callable, mismatch, mode_of
+from ._common import check_callable, mismatch, mode_of, per_row
 
 OP = "foreach"
 
@@ -162,10 +162,19 @@ class ForeachRule(_node.Rule):
         return types, outs
 
     def forward(self, node, inputs, out_shapes, ctx):
+        if ctx is not None and any(ctx.batched(i) for i in range(len(inputs))):
+            return (yield per_row(self.forward, node, inputs, None, ctx))
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
-        outputs, states = yield loop(lambda t: [d[t] for d in data], data[0].shape[0],
+        length = data[0].shape[0]
+        if ns == 0:
+            # No state: the steps are independent, a map. Running them as one Parallel request
+            # lets the batching executor batch what they invoke (e.g. one tree per step).
+            results = yield Parallel(body.run([d[t] for d in data] + captured, ctx)
+                                     for t in range(length))
+            return [mx.nd.stack(*column, axis=0) for column in zip(*results)]
+        outputs, states = yield loop(lambda t: [d[t] for d in data], length,
                                      lambda slots: body.run(slots, ctx), states, captured)
         return outputs + states
 

@@ -7,7 +7,8 @@ from .. import executor, node as _node
 from ..executor import done
 from .._structure import describe, flatten, regroup
 from ..subgraph import merge_captures, trace
-from ._common import check_callable, check_scalar_pred, mismatch, mode_of, pred_value
+from ._common import (check_callable, check_scalar_pred, mismatch, mode_of, per_row,
+                      pred_value)
 
 OP = "while_loop"
 
@@ -205,6 +206,7 @@ class WhileLoopRule(_node.Rule):
     """
 
     kind = OP
+    needs_out_shapes = True
 
     def infer_shape(self, node, in_shapes):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
@@ -231,6 +233,13 @@ class WhileLoopRule(_node.Rule):
         return types, outs
 
     def forward(self, node, inputs, out_shapes, ctx):
+        if ctx is not None and any(ctx.batched(i) for i in range(len(inputs))):
+            return (yield per_row(self._forward_rows, node, inputs, None, ctx))
+        return (yield self._forward_rows(node, inputs, out_shapes, ctx))
+
+    def _forward_rows(self, node, inputs, out_shapes, ctx):
+        if out_shapes is None:
+            _, out_shapes = self.infer_shape(node, [x.shape for x in inputs])
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]

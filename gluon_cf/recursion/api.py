@@ -24,6 +24,7 @@ import itertools
 import sys
 import threading
 import uuid
+import weakref
 
 import mxnet as mx
 
@@ -75,7 +76,9 @@ def recursive(fn=None, *, name=None, max_depth=DEFAULT_MAX_DEPTH):
     return RecursiveFunction(fn, name=name, max_depth=max_depth)
 
 
-_wrappers = {}
+# Plain functions passed to invoke(), wrapped once each; weak, because a function defined inside
+# hybrid_forward is a new object on every call and must not be kept alive by us.
+_wrappers = weakref.WeakKeyDictionary()
 
 
 def _as_recursive(fn):

@@ -14,6 +14,7 @@ NOTE [recursive executor]
 import mxnet as mx
 
 from .. import node as _node
+from ..executor import Frame
 from ..subgraph import PendingShape
 from .api import RecursionDepthError
 
@@ -93,9 +94,11 @@ class RecursionContext:
     def __init__(self, node, env, parent):
         self.graphs = node.graphs
         self.specs = node.spec["graphs"]
+        self.namespace = node.spec["namespace"]
         self.env = list(env)
         self.parent = parent
-        self.depth = 0
+        # Invocations of the same function with the same environment may share a batch.
+        self.key = (id(self.graphs), tuple(id(e) for e in self.env))
 
     def find(self, qname):
         ctx = self
@@ -106,18 +109,39 @@ class RecursionContext:
                                 "recursion node" % qname)
         return ctx
 
-    def invoke(self, qname, args):
-        """Generator: one invocation of ``qname`` on ``args`` (NOTE [recursive executor])."""
+    def request(self, qname, args, ctx, depth):
+        """An :class:`Invocation` of ``qname`` from a rule running under frame ``ctx``."""
         spec = self.specs[qname]
-        self.depth += 1
-        try:
-            if self.depth > spec["max_depth"]:
-                raise RecursionDepthError(
-                    "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it reach a "
-                    "base case?" % (spec["name"], spec["max_depth"]))
-            return (yield self.graphs[qname].run(list(args) + self.env, self))
-        finally:
-            self.depth -= 1
+        if depth > spec["max_depth"]:
+            raise RecursionDepthError(
+                "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it reach a base "
+                "case?" % (spec["name"], spec["max_depth"]))
+        rows = ctx.rows if ctx is not None and ctx.rows > 1 and \
+            any(ctx.batched(i) for i in range(len(args))) else 1
+        if rows > 1:  # a shared argument (a constant) gets one row per invocation
+            args = [a if ctx.batched(i) else mx.nd.repeat(a, rows, axis=0)
+                    for i, a in enumerate(args)]
+        return Invocation(self, qname, list(args), rows, depth)
+
+    def run(self, qname, args, rows, depth):
+        """Generator: the body of ``qname`` on ``args`` holding ``rows`` invocations."""
+        flags = [True] * len(args) + [False] * len(self.env)
+        frame = Frame(self, rows, flags, depth)
+        return self.graphs[qname].run(list(args) + self.env, frame)
+
+
+class Invocation:
+    """A request to invoke a recursive function (NOTE [batching] in ``batching.py``)."""
+
+    __slots__ = ("context", "qname", "args", "rows", "depth")
+
+    def __init__(self, context, qname, args, rows, depth):
+        self.context, self.qname, self.args = context, qname, args
+        self.rows, self.depth = rows, depth
+
+    def unbatched(self):
+        """Generator for the unbatched executor: run it now, on its own."""
+        return self.context.run(self.qname, self.args, self.rows, self.depth)
 
 
 class RecursionRule(_node.Rule):
@@ -142,8 +166,8 @@ class RecursionRule(_node.Rule):
 
     def forward(self, node, inputs, out_shapes, ctx):
         n = node.spec["num_args"]
-        context = RecursionContext(node, inputs[n:], ctx)
-        return (yield context.invoke(node.spec["entry"], inputs[:n]))
+        context = RecursionContext(node, inputs[n:], ctx.recursion if ctx else None)
+        return (yield context.request(node.spec["entry"], inputs[:n], ctx, 1))
 
 
 class InvokeRule(_node.Rule):
@@ -167,10 +191,10 @@ class InvokeRule(_node.Rule):
 
     def forward(self, node, inputs, out_shapes, ctx):
         qname = node.spec["function"]
-        if ctx is None:
+        if ctx is None or ctx.recursion is None:
             raise mx.MXNetError("gluon_cf.invoke: call of %r outside of its recursion node"
                                 % qname)
-        return (yield ctx.find(qname).invoke(qname, inputs))
+        return (yield ctx.recursion.find(qname).request(qname, inputs, ctx, ctx.depth + 1))
 
 
 _node.register(RecursionRule())

@@ -1,0 +1,173 @@
+"""The batching executor: dynamic batching of recursive invocations, decided at run time.
+
+NOTE [batching]
+    TF Fold batches the nodes of a tree known in advance. Here the tree need not be known: the
+    executor runs the rules (generators, NOTE [trampoline]) as *tasks*, and an invocation of a
+    recursive function is not run when it is requested. When no task can make progress, every
+    task is waiting for invocations; the executor takes the largest group of pending invocations
+    of one function (same function table and environment), concatenates their arguments along
+    axis 0 and runs the body **once** for all of them, then hands each requester its rows.
+
+    A batched value holds one row per invocation along axis 0; values shared by all rows
+    (parameters, the environment, constants) are not batched, and every rule knows which of its
+    inputs are (``Frame.flags``). Inside a batched body:
+
+    * ordinary operators run once on all rows (this assumes they treat axis 0 as independent
+      rows, which is checked once per function by shape inference with 3 rows; a function that
+      fails the check runs unbatched, with a one-time warning saying why);
+    * ``cond`` splits the rows by their predicate and runs each branch on its rows;
+    * ``foreach``/``while_loop`` with batched inputs run once per row;
+    * independent pieces of work (the call sites of one stage of a body, both branches of a
+      cond, the rows of a loop, the steps of a stateless foreach such as the trees of a
+      mini-batch) are requested together (``Parallel``), so their invocations meet in the
+      pending groups.
+
+    So left and right children of all nodes of a level, across all trees of a mini-batch, run as
+    one batch - also for trees the model decides while running (the top-down generator).
+    Autograd records the concatenations and splits like any other operator, so training works
+    unchanged and gives the gradients of the unbatched executor.
+"""
+import contextlib
+import io
+import warnings
+
+import mxnet as mx
+
+from ..executor import Parallel
+from ..ops._common import batch_rows
+from .rules import Invocation, _TABLES
+
+
+class _Task:
+    __slots__ = ("gen", "parent", "slot", "value", "error", "join")
+
+    def __init__(self, gen, parent=None, slot=None):
+        self.gen, self.parent, self.slot = gen, parent, slot
+        self.value, self.error, self.join = None, None, None
+
+
+class _Join:
+    """A task waiting for several results (a Parallel request or a batched invocation)."""
+
+    __slots__ = ("task", "results", "missing")
+
+    def __init__(self, task, count):
+        self.task, self.results, self.missing = task, [None] * count, count
+
+
+def run_batched(gen):
+    """Run ``gen`` with dynamic batching of the recursive invocations it (transitively) makes."""
+    root = _Task(gen)
+    ready = [root]
+    pending = {}     # (context key, qname) -> [(task, Invocation)]
+    outcome = []
+
+    def deliver(task, value):
+        """``task`` finished with ``value``: resume whoever waits for it."""
+        parent, slot = task.parent, task.slot
+        if parent is None:
+            if task is root:
+                outcome.append(value)
+            return
+        if isinstance(parent, _Join):
+            parent.results[slot] = value
+            parent.missing -= 1
+            if parent.missing == 0:
+                parent.task.value = parent.results
+                ready.append(parent.task)
+        else:
+            parent.value = value
+            ready.append(parent)
+
+    while ready or pending:
+        if not ready:
+            ready.append(_batch(pending, deliver))
+            continue
+        task = ready.pop()
+        try:
+            request = task.gen.send(task.value)
+        except StopIteration as stop:
+            deliver(task, stop.value)
+            continue
+        task.value = None
+        if isinstance(request, Parallel):
+            join = _Join(task, len(request.works))
+            if not request.works:
+                task.value = []
+                ready.append(task)
+            # Reversed, so that the first piece of work runs first (program order).
+            for i in reversed(range(len(request.works))):
+                ready.append(_Task(request.works[i], join, i))
+        elif isinstance(request, Invocation):
+            if _batchable(request):
+                key = (request.context.key, request.qname)
+                pending.setdefault(key, []).append((task, request))
+            else:
+                ready.append(_Task(request.unbatched(), task))
+        else:
+            ready.append(_Task(request, task))
+    return outcome[0]
+
+
+def _batch(pending, deliver):
+    """Take the largest pending group; return a task that runs it as one batched invocation."""
+    key = max(pending, key=lambda k: sum(r.rows for _, r in pending[k]))
+    group = pending.pop(key)
+    first = group[0][1]
+    rows = [r.rows for _, r in group]
+    if len(group) == 1:
+        args = first.args
+    else:
+        args = [mx.nd.concat(*[r.args[i] for _, r in group], dim=0)
+                for i in range(len(first.args))]
+    depth = max(r.depth for _, r in group)
+
+    def batched():
+        outputs = yield first.context.run(first.qname, args, sum(rows), depth)
+        start = 0
+        for (task, _), n in zip(group, rows):
+            if len(group) == 1:
+                part = outputs
+            else:
+                part = [mx.nd.slice_axis(o, axis=0, begin=start, end=start + n)
+                        for o in outputs]
+            start += n
+            deliver(_Task(None, task), part)
+        return None
+
+    return _Task(batched())
+
+
+_checked = {}
+
+
+def _batchable(request):
+    """Whether the function's body treats axis 0 as independent rows (checked once, by shape
+    inference with 3 rows); warns once when it does not."""
+    ctx = request.context
+    key = (ctx.namespace, request.qname)
+    verdict = _checked.get(key)
+    if verdict is None:
+        verdict, reason = _check(ctx, request)
+        _checked[key] = verdict
+        if not verdict:
+            warnings.warn("gluon_cf: recursive function %r runs unbatched: %s"
+                          % (ctx.specs[request.qname]["name"], reason), stacklevel=2)
+    return verdict
+
+
+def _check(ctx, request):
+    table = _TABLES.get(ctx.namespace)
+    if table is None or table.env_shapes is None:
+        return False, "its shapes are unknown"
+    shapes = [(3,) + tuple(a.shape[1:]) for a in request.args]
+    try:
+        with warnings.catch_warnings(), batch_rows(3), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            outs = table.out_shapes(request.qname, shapes)
+    except Exception as err:  # noqa: BLE001 - any failure means "cannot batch"; we say why
+        return False, "shape inference with 3 rows failed (%s)" % str(err).strip().splitlines()[0]
+    bad = [s for s in outs if s is None or s[0] != 3]
+    if bad:
+        return False, "with 3 rows its outputs have shapes %s" % (outs,)
+    return True, None

@@ -1,0 +1,258 @@
+"""Shared helpers for the control-flow tests: run modes, a configurable HybridBlock, a plain-Python
+reference implementation of the three ops, result comparison and subprocess runs.
+
+NOTE [three implementations of one model]
+    A test model is a function ``fn(F, cf, net, p, *inputs)`` where ``cf`` provides ``cond``,
+    ``foreach`` and ``while_loop``. The same function is run with ``cf = gluon_cf`` (under test, in
+    every MODE), with ``cf = F.contrib`` (MXNet's own ops, eager only: the oracle MXNet ships) and
+    with ``cf = PY`` (plain Python loops over NDArrays below: the reference semantics, written
+    independently of gluon_cf). Forward values and gradients of all three are compared.
+"""
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+MODES = ("eager", "hybrid", "static")
+RTOL, ATOL = 1e-5, 1e-6
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _drain_engine():
+    """Errors raised inside MXNet's engine surface at the next sync point; keep them in their
+    own test by syncing after each one."""
+    yield
+    try:
+        mx.nd.waitall()
+    except mx.MXNetError:
+        pass
+
+
+def set_mode(net, mode):
+    """Put ``net`` in one of MODES."""
+    if mode == "hybrid":
+        net.hybridize()
+    elif mode == "static":
+        net.hybridize(static_alloc=True, static_shape=True)
+    elif mode != "eager":
+        raise ValueError("unknown mode %r" % mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# Structures (independent of gluon_cf._structure on purpose).
+
+def flat(value):
+    """Flat list of the arrays in a (nested) list/tuple structure; ``None`` counts as empty."""
+    if value is None:
+        return []
+    if isinstance(value, (mx.nd.NDArray, mx.sym.Symbol, np.ndarray)):
+        return [value]
+    out = []
+    for item in value:
+        out.extend(flat(item))
+    return out
+
+
+def shape_of(value):
+    """Structure of ``value`` with each array replaced by the string 'a' (lists stay lists)."""
+    if isinstance(value, (mx.nd.NDArray, mx.sym.Symbol, np.ndarray)):
+        return "a"
+    return [shape_of(v) for v in value]
+
+
+def regroup(values, like):
+    values = list(values)
+
+    def build(fmt):
+        if fmt == "a":
+            return values.pop(0)
+        return [build(f) for f in fmt]
+    return build(like)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference semantics: plain Python loops over NDArrays (autograd records them as usual).
+
+class _PythonControlFlow:
+    """``cond``/``foreach``/``while_loop`` as the documented Python semantics."""
+
+    @staticmethod
+    def cond(pred, then_func, else_func):
+        return then_func() if bool(pred.asscalar()) else else_func()
+
+    @staticmethod
+    def foreach(body, data, init_states):
+        arrays, fmt = flat(data), shape_of(data)
+        states, steps = init_states, []
+        for t in range(arrays[0].shape[0]):
+            out, states = body(regroup([a[t] for a in arrays], fmt), states)
+            steps.append(out)
+        columns = zip(*[flat(o) for o in steps])
+        stacked = [mx.nd.stack(*c, axis=0) for c in columns]
+        return regroup(stacked, shape_of(steps[0]) if steps[0] is not None else []), states
+
+    @staticmethod
+    def while_loop(cond, func, loop_vars, max_iterations=None):
+        single = isinstance(loop_vars, mx.nd.NDArray)
+        loop_vars = [loop_vars] if single else list(loop_vars)
+        steps = []
+        while (max_iterations is None or len(steps) < max_iterations) and \
+                bool(cond(*loop_vars).asscalar()):
+            out, new = func(*loop_vars)
+            steps.append([] if out is None else out)
+            loop_vars = [new] if isinstance(new, mx.nd.NDArray) else list(new)
+        if not steps:  # zero steps: learn the step outputs' shapes from one untracked call
+            with autograd.pause():
+                probe = func(*loop_vars)[0]
+            probe = [] if probe is None else probe
+            rows = max_iterations or 0
+            zeros = [mx.nd.zeros((rows,) + o.shape, dtype=o.dtype) for o in flat(probe)]
+            return regroup(zeros, shape_of(probe)), loop_vars[0] if single else loop_vars
+        stacked = []
+        for column in zip(*[flat(s) for s in steps]):
+            value = mx.nd.stack(*column, axis=0)
+            pad = (max_iterations or 0) - len(column)
+            if pad:
+                value = mx.nd.concat(value, mx.nd.zeros((pad,) + column[0].shape,
+                                                       dtype=value.dtype), dim=0)
+            stacked.append(value)
+        return regroup(stacked, shape_of(steps[0])), loop_vars[0] if single else loop_vars
+
+
+PY = _PythonControlFlow()
+
+
+def control_flow(impl, F):
+    """The ``cf`` namespace for implementation ``impl`` in 'ours', 'mxnet', 'python'."""
+    if impl == "ours":
+        import gluon_cf
+        return gluon_cf
+    if impl == "mxnet":
+        return F.contrib
+    if impl == "python":
+        return PY
+    raise ValueError(impl)
+
+
+# ---------------------------------------------------------------------------------------------
+# A configurable model.
+
+class Model(gluon.HybridBlock):
+    """``hybrid_forward`` is ``fn(F, cf, self, p, *inputs)``.
+
+    ``children``: ``{name: factory}`` of child blocks (``self.<name>``); ``params``:
+    ``{name: shape}`` of direct parameters, handed to ``fn`` as attributes of ``p`` (NDArrays or
+    Symbols like any hybrid_forward argument).
+    """
+
+    def __init__(self, fn, impl="ours", children=None, params=None):
+        super().__init__()
+        self._fn, self.impl = fn, impl
+        with self.name_scope():
+            for name, factory in (children or {}).items():
+                setattr(self, name, factory())
+            for name, shape in (params or {}).items():
+                setattr(self, name, self.params.get(name, shape=shape))
+
+    def hybrid_forward(self, F, *inputs, **params):
+        return self._fn(F, control_flow(self.impl, F), self, SimpleNamespace(**params), *inputs)
+
+
+def make_model(fn, impl="ours", children=None, params=None, seed=0, init=True):
+    """A Model with deterministic initial values: the same ``seed`` gives the same weights."""
+    net = Model(fn, impl, children, params)
+    if init:
+        mx.random.seed(seed)
+        net.initialize(mx.init.Uniform(0.5))
+    return net
+
+
+def copy_params(dst, src):
+    for p_dst, p_src in zip(dst.collect_params().values(), src.collect_params().values()):
+        p_dst.set_data(p_src.data())
+
+
+def head_grads(outputs, seed=7):
+    """Fixed random head gradients, one per output array (by shape)."""
+    rng = np.random.RandomState(seed)
+    return [mx.nd.array(rng.uniform(-1, 1, size=o.shape), dtype=o.dtype) for o in outputs]
+
+
+def recorded(array):
+    """Whether autograd recorded ``array`` (constant outputs, e.g. of a loop that ran no step,
+    are not)."""
+    try:
+        autograd.get_symbol(array)
+        return True
+    except mx.MXNetError:
+        return False
+
+
+def run(net, inputs, grad=True, heads=None):
+    """Forward (and backward with fixed head gradients) of ``net`` on numpy ``inputs``.
+
+    Returns ``SimpleNamespace(out, flat, grads, param_grads)`` with numpy values: ``out`` the
+    nested outputs, ``flat`` the flat outputs, ``grads`` of the float inputs (None for others),
+    ``param_grads`` in ``collect_params()`` order.
+    """
+    arrays = [mx.nd.array(x, dtype=x.dtype) for x in inputs]
+    if grad and net._reg_params is not None:
+        # A parameter the recorded graph does not use keeps its old gradient in eager Gluon.
+        for p in net.collect_params().values():
+            if p._data is not None and p.grad_req != "null":
+                p.zero_grad()
+    floats = [np.issubdtype(x.dtype, np.floating) for x in inputs]
+    for a, is_float in zip(arrays, floats):
+        if is_float and grad:
+            a.attach_grad()
+    with autograd.record(train_mode=grad):
+        out = net(*arrays)
+    outputs = flat(out)
+    if grad:
+        hg = heads(outputs) if heads else head_grads(outputs)
+        keep = [(o, g) for o, g in zip(outputs, hg)
+                if np.issubdtype(o.dtype, np.floating) and recorded(o)]
+        if keep:
+            autograd.backward([o for o, _ in keep], [g for _, g in keep])
+    to_np = lambda v: regroup([a.asnumpy() for a in flat(v)], shape_of(v))  # noqa: E731
+    return SimpleNamespace(
+        out=to_np(out) if outputs else out, flat=[o.asnumpy() for o in outputs],
+        grads=[a.grad.asnumpy() if grad and f else None for a, f in zip(arrays, floats)],
+        param_grads=[p.grad().asnumpy() for p in net.collect_params().values()
+                     if grad and p.grad_req != "null"])
+
+
+def assert_close(actual, expected, what="", rtol=RTOL, atol=ATOL):
+    actual, expected = flat(actual), flat(expected)
+    assert len(actual) == len(expected), "%s: %d arrays vs %d" % (what, len(actual),
+                                                                  len(expected))
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.shape == e.shape, "%s[%d]: shape %s vs %s" % (what, i, a.shape, e.shape)
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg="%s[%d]" % (what, i))
+
+
+def assert_same_results(actual, expected, what="", outputs=True):
+    if outputs:
+        assert_close(actual.flat, expected.flat, what + " outputs")
+    assert_close([g for g in actual.grads if g is not None],
+                 [g for g in expected.grads if g is not None], what + " input grads")
+    assert_close(actual.param_grads, expected.param_grads, what + " param grads")
+
+
+# ---------------------------------------------------------------------------------------------
+# Subprocesses: for anything that might crash or hang the interpreter.
+
+def run_python(code, timeout=120, cwd=None):
+    """Run ``code`` in a fresh interpreter; returns CompletedProcess (text), or None on timeout."""
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, cwd=cwd or REPO)
+    except subprocess.TimeoutExpired:
+        return None

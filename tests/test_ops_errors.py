@@ -1,0 +1,349 @@
+"""User errors: each raises an exception that names the op, with a pinned message.
+
+Three moments an error can be detected:
+
+* eagerly, when the op runs on NDArrays;
+* while tracing, when a hybridized block calls the op on Symbols (raised directly);
+* at the first hybridized call, when shapes and dtypes become known. MXNet calls our shape and
+  type inference from C++, so the error arrives as ``mx.MXNetError``; its text must contain our
+  message.
+
+None of them may crash or hang the process; a subprocess checks that a process that hit them
+still works and exits.
+"""
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+
+import gluon_cf
+from conftest import run_python
+
+nd = mx.nd
+X = nd.ones((2, 3))
+
+
+class Block(gluon.HybridBlock):
+    def __init__(self, fn):
+        super().__init__()
+        self._fn = fn
+
+    def hybrid_forward(self, F, *inputs):
+        return self._fn(F, *inputs)
+
+
+def call_hybridized(fn, *shapes, dtype="float32"):
+    net = Block(fn)
+    net.hybridize()
+    out = net(*[nd.ones(s, dtype=dtype) for s in shapes])
+    mx.nd.waitall()
+    return out
+
+
+def exact(message):
+    """Regex that matches ``message`` literally, anywhere in the exception text."""
+    return re.escape(message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eager mode (NDArrays).
+
+def step_output_grows(i):
+    return nd.ones((int(i.asscalar()) + 1,)), i + 1
+
+
+EAGER = [
+    ("cond_then_not_callable", lambda: gluon_cf.cond(X.sum() > 0, 1, lambda: X), TypeError,
+     "gluon_cf.cond: then_func must be callable, got int"),
+    ("cond_else_not_callable", lambda: gluon_cf.cond(X.sum() > 0, lambda: X, None), TypeError,
+     "gluon_cf.cond: else_func must be callable, got NoneType"),
+    ("foreach_body_not_callable", lambda: gluon_cf.foreach("body", X, X), TypeError,
+     "gluon_cf.foreach: body must be callable, got str"),
+    ("while_cond_not_callable", lambda: gluon_cf.while_loop(True, lambda v: (v, v), X,
+                                                            max_iterations=2), TypeError,
+     "gluon_cf.while_loop: cond must be callable, got bool"),
+    ("while_func_not_callable", lambda: gluon_cf.while_loop(lambda v: v.sum() < 9, [], X,
+                                                            max_iterations=2), TypeError,
+     "gluon_cf.while_loop: func must be callable, got list"),
+    ("cond_pred_not_one_element", lambda: gluon_cf.cond(X > 0, lambda: X, lambda: X),
+     ValueError, "gluon_cf.cond: pred must have exactly one element, got shape (2, 3)"),
+    ("while_cond_not_one_element", lambda: gluon_cf.while_loop(lambda v: v < 3,
+                                                               lambda v: (v, v + 1), X,
+                                                               max_iterations=3), ValueError,
+     "gluon_cf.while_loop: the value returned by cond must have exactly one element, "
+     "got shape (2, 3)"),
+    ("cond_branch_returns_int", lambda: gluon_cf.cond(nd.ones(1), lambda: 3, lambda: X),
+     TypeError, "gluon_cf.cond: the value returned by a branch must be an NDArray/Symbol or a "
+     "(nested) list of them, got int"),
+    ("foreach_states_structure",
+     lambda: gluon_cf.foreach(lambda d, s: (d, [s[0], s[0]]), nd.ones((3, 2)), [nd.ones(2)]),
+     ValueError, "gluon_cf.foreach: body returned states structured as [array, array], but "
+     "init_states is structured as [array]"),
+    ("foreach_states_nesting",
+     lambda: gluon_cf.foreach(lambda d, s: (d, [s[0], s[1][0]]), nd.ones((3, 2)),
+                              [nd.ones(2), [nd.ones(2)]]),
+     ValueError, "gluon_cf.foreach: body returned states structured as [array, array], but "
+     "init_states is structured as [array, [array]]"),
+    ("foreach_data_lengths",
+     lambda: gluon_cf.foreach(lambda d, s: (d[0], s), [nd.ones((3, 2)), nd.ones((4, 2))],
+                              [nd.ones(2)]),
+     ValueError, "gluon_cf.foreach: all data arrays must have the same length along axis 0, "
+                 "got data[0]: 3, data[1]: 4"),
+    ("foreach_zero_length",
+     lambda: gluon_cf.foreach(lambda d, s: (d, s), nd.array(np.zeros((0, 2))), nd.ones(2)),
+     ValueError, "gluon_cf.foreach: data has length 0 along axis 0; at least one step is "
+                 "required"),
+    ("foreach_state_changes_shape",
+     lambda: gluon_cf.foreach(lambda d, s: (d, nd.concat(s, s, dim=0)), nd.ones((3, 2)),
+                              nd.ones(2)),
+     ValueError, "gluon_cf.foreach: state 0 changed from shape (2,) float32 to (4,) float32 in "
+                 "body; states must keep their shape and dtype"),
+    ("while_var_changes_shape",
+     lambda: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: (v, nd.concat(v, v, dim=0)),
+                                 X, max_iterations=3),
+     ValueError, "gluon_cf.while_loop: loop variable 0 changed from shape (2, 3) float32 to "
+                 "(4, 3) float32 in func; loop variables must keep their shape and dtype"),
+    ("while_var_changes_dtype",
+     lambda: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: (v, v.astype("float64")),
+                                 X, max_iterations=3),
+     ValueError, "gluon_cf.while_loop: loop variable 0 changed from shape (2, 3) float32 to "
+                 "(2, 3) float64 in func; loop variables must keep their shape and dtype"),
+    ("while_step_output_changes_shape",
+     lambda: gluon_cf.while_loop(lambda i: i < 3, step_output_grows, nd.zeros(1),
+                                 max_iterations=3),
+     ValueError, "gluon_cf.while_loop: step output 0 changes shape across steps:\n"
+                 "  step 0: (1,)\n  step 1: (2,)\n  step 2: (3,)"),
+    ("while_vars_structure",
+     lambda: gluon_cf.while_loop(lambda a, b: a < 3, lambda a, b: (a, [a]),
+                                 [nd.zeros(1), nd.zeros(1)], max_iterations=3),
+     ValueError, "gluon_cf.while_loop: func returned new_loop_vars structured as [array], but "
+                 "loop_vars is structured as [array, array]"),
+    ("while_func_not_pair",
+     lambda: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: v + 1, X, max_iterations=3),
+     TypeError, "gluon_cf.while_loop: func must return a pair (step_output, new_loop_vars), "
+                "got NDArray"),
+    ("while_func_triple",
+     lambda: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: (v, v, v), X,
+                                 max_iterations=3),
+     TypeError, "gluon_cf.while_loop: func must return a pair (step_output, new_loop_vars), "
+                "got tuple"),
+    ("foreach_body_not_pair",
+     lambda: gluon_cf.foreach(lambda d, s: d, nd.ones((3, 2)), nd.ones(2)),
+     TypeError, "gluon_cf.foreach: body must return a pair (outputs, new_states), got NDArray"),
+    ("while_empty_loop_vars",
+     lambda: gluon_cf.while_loop(lambda: True, lambda: ([], []), [], max_iterations=3),
+     ValueError, "gluon_cf.while_loop: loop_vars must contain at least one array"),
+    ("while_max_iterations_float",
+     lambda: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), X,
+                                 max_iterations=2.5),
+     TypeError, "gluon_cf.while_loop: max_iterations must be an integer, got 2.5"),
+    ("while_max_iterations_negative",
+     lambda: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), X,
+                                 max_iterations=-1),
+     ValueError, "gluon_cf.while_loop: max_iterations must be >= 0, got -1"),
+    ("foreach_data_not_array",
+     lambda: gluon_cf.foreach(lambda d, s: (d, s), [np.ones((3, 2))], nd.ones(2)),
+     TypeError, "gluon_cf.foreach: data must be an NDArray/Symbol or a (nested) list of them, "
+                "got ndarray"),
+    # Mixing NDArrays and Symbols.
+    ("foreach_mixes_ndarray_and_symbol",
+     lambda: gluon_cf.foreach(lambda d, s: (d, s), mx.sym.var("x"), [nd.ones(2)]),
+     TypeError, "gluon_cf.foreach: data and init_states mix NDArrays and Symbols"),
+    ("while_mixes_ndarray_and_symbol",
+     lambda: gluon_cf.while_loop(lambda a, b: a < 3, lambda a, b: (a, [a, b]),
+                                 [mx.sym.var("x"), nd.ones(2)], max_iterations=2),
+     TypeError, "gluon_cf.while_loop: loop_vars mix NDArrays and Symbols"),
+    ("cond_symbol_pred_ndarray_branch",
+     lambda: gluon_cf.cond(mx.sym.var("p"), lambda: X, lambda: X),
+     TypeError, "gluon_cf.cond: then_func returned an NDArray in symbolic mode; return Symbols "
+                "computed from its inputs"),
+    ("cond_ndarray_pred_symbol_branch",
+     lambda: gluon_cf.cond(nd.ones(1), lambda: mx.sym.var("x"), lambda: mx.sym.var("x")),
+     TypeError, "gluon_cf.cond: pred is an NDArray (eager mode) but the branch returned Symbols; "
+                "in eager mode branches must compute NDArrays"),
+    ("cond_branch_mixes",
+     lambda: gluon_cf.cond(nd.ones(1), lambda: [X, mx.sym.var("y")], lambda: [X, X]),
+     TypeError, "gluon_cf.cond: the values returned by a branch mix NDArrays and Symbols"),
+]
+
+
+@pytest.mark.parametrize("call,exc,message", [c[1:] for c in EAGER], ids=[c[0] for c in EAGER])
+def test_eager_error(call, exc, message):
+    with pytest.raises(exc, match="^" + exact(message) + "$"):
+        call()
+
+
+# ---------------------------------------------------------------------------------------------
+# Symbolic mode, detected while tracing: raised as they are.
+
+TRACE = [
+    ("foreach_body_not_callable",
+     lambda F, x, h: gluon_cf.foreach(3, x, h), [(3, 2), (2,)], TypeError,
+     "gluon_cf.foreach: body must be callable, got int"),
+    ("foreach_body_returns_ndarray",
+     lambda F, x, h: gluon_cf.foreach(lambda d, s: (nd.ones(1), s), x, h), [(3, 2), (2,)],
+     TypeError, "gluon_cf.foreach: body returned an NDArray in symbolic mode; return Symbols "
+                "computed from its inputs"),
+    ("while_func_returns_ndarray",
+     lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, nd.ones(2)), x,
+                                      max_iterations=2), [(2,)],
+     TypeError, "gluon_cf.while_loop: func returned an NDArray in symbolic mode; return Symbols "
+                "computed from its inputs"),
+    ("cond_branch_counts",
+     lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: [x, x], lambda: x), [(2, 3)], ValueError,
+     "gluon_cf.cond: then_func and else_func return different structures: then_func returns "
+     "[array, array], else_func returns array"),
+    ("cond_branch_nesting",
+     lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: [x, [x]], lambda: [x, x]), [(2, 3)],
+     ValueError, "gluon_cf.cond: then_func and else_func return different structures: then_func "
+                 "returns [array, [array]], else_func returns [array, array]"),
+    ("cond_branch_returns_ndarray",
+     lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: nd.ones(1), lambda: x), [(1,)], TypeError,
+     "gluon_cf.cond: then_func returned an NDArray in symbolic mode; return Symbols computed "
+     "from its inputs"),
+    ("foreach_states_structure",
+     lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, [s[0], s[0]]), x, [h]), [(3, 2), (2,)],
+     ValueError, "gluon_cf.foreach: body returned states structured as [array, array], but "
+                 "init_states is structured as [array]"),
+    ("foreach_body_not_pair",
+     lambda F, x, h: gluon_cf.foreach(lambda d, s: (d,), x, h), [(3, 2), (2,)], TypeError,
+     "gluon_cf.foreach: body must return a pair (outputs, new_states), got tuple"),
+    ("while_no_max_iterations",
+     lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), x), [(2,)],
+     ValueError, "gluon_cf.while_loop: max_iterations is required in hybridized (symbolic) mode, "
+                 "because the outputs need a static shape; pass max_iterations=<upper bound on "
+                 "the number of steps>"),
+    ("while_max_iterations_zero",
+     lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), x,
+                                      max_iterations=0), [(2,)],
+     ValueError, "gluon_cf.while_loop: max_iterations must be >= 1 in hybridized mode, got 0"),
+    ("while_func_not_pair",
+     lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: v + 1, x,
+                                      max_iterations=3), [(2, 3)], TypeError,
+     "gluon_cf.while_loop: func must return a pair (step_output, new_loop_vars), got Symbol"),
+    ("while_vars_structure",
+     lambda F, a, b: gluon_cf.while_loop(lambda a, b: a < 3, lambda a, b: (a, [a]), [a, b],
+                                         max_iterations=3), [(1,), (1,)], ValueError,
+     "gluon_cf.while_loop: func returned new_loop_vars structured as [array], but loop_vars is "
+     "structured as [array, array]"),
+    ("while_cond_returns_two",
+     lambda F, x: gluon_cf.while_loop(lambda v: [v.sum() < 3, v.sum() < 4],
+                                      lambda v: (v, v + 1), x, max_iterations=3), [(2,)],
+     ValueError, "gluon_cf.while_loop: cond must return one Symbol, got 2 outputs"),
+]
+
+
+@pytest.mark.parametrize("fn,shapes,exc,message", [c[1:] for c in TRACE],
+                         ids=[c[0] for c in TRACE])
+def test_trace_error(fn, shapes, exc, message):
+    with pytest.raises(exc, match="^" + exact(message) + "$"):
+        call_hybridized(fn, *shapes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Symbolic mode, detected when shapes / dtypes are known (the first hybridized call).
+
+SHAPES = [
+    ("cond_branch_shapes",
+     lambda F, x, y: gluon_cf.cond(x.sum() > 0, lambda: x, lambda: y), [(2, 3), (3, 2)],
+     "gluon_cf.cond: output shapes of then_func and else_func differ:\n"
+     "  output 0: then_func (2, 3), else_func (3, 2)   <-- differs"),
+    ("cond_branch_dtypes",
+     lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: [x, x], lambda: [x, x.astype("float64")]),
+     [(2, 3)],
+     "gluon_cf.cond: output dtypes of then_func and else_func differ:\n"
+     "  output 0: then_func float32, else_func float32\n"
+     "  output 1: then_func float32, else_func float64   <-- differs"),
+    ("cond_pred_not_one_element",
+     lambda F, x: gluon_cf.cond(x > 0, lambda: x, lambda: x), [(2, 3)],
+     "gluon_cf.cond: pred must have exactly one element, got shape (2, 3)"),
+    ("while_cond_not_one_element",
+     lambda F, x: gluon_cf.while_loop(lambda v: v < 3, lambda v: (v, v + 1), x,
+                                      max_iterations=3), [(2, 3)],
+     "gluon_cf.while_loop: the value returned by cond must have exactly one element, got shape "
+     "(2, 3)"),
+    ("foreach_data_lengths",
+     lambda F, x, y, h: gluon_cf.foreach(lambda d, s: (d[0], s), [x, y], [h]),
+     [(3, 2), (4, 2), (2,)],
+     "gluon_cf.foreach: all data arrays must have the same length along axis 0, got data[0]: 3, "
+     "data[1]: 4"),
+    ("foreach_state_changes_shape",
+     lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, F.concat(s, s, dim=0)), x, h),
+     [(3, 2), (2,)],
+     "gluon_cf.foreach: state shapes before and after body differ:\n"
+     "  output 0: init_states (2,), new_states (4,)   <-- differs"),
+    ("while_var_changes_shape",
+     lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: (v, F.concat(v, v, dim=0)),
+                                      x, max_iterations=3), [(2, 3)],
+     "gluon_cf.while_loop: loop variable shapes before and after func differ:\n"
+     "  output 0: loop_vars (2, 3), new_loop_vars (4, 3)   <-- differs"),
+]
+SHAPE_IDS = [c[0] for c in SHAPES]
+
+
+@pytest.mark.parametrize("fn,shapes,message", [c[1:] for c in SHAPES], ids=SHAPE_IDS)
+def test_shape_error_is_reported(fn, shapes, message, capsys):
+    """The error is raised (as MXNetError) and MXNet prints our message with its traceback."""
+    with pytest.raises(mx.MXNetError):
+        call_hybridized(fn, *shapes)
+    printed = capsys.readouterr()
+    assert message in printed.out + printed.err
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: errors raised in a node's shape/type inference "
+                   "reach the user as MXNetError 'Check failed: reinterpret_cast<CustomOpInfer"
+                   "ShapeFunc>...' without our message (it is only printed to stderr)")
+@pytest.mark.parametrize("fn,shapes,message", [c[1:] for c in SHAPES], ids=SHAPE_IDS)
+def test_shape_error_text_has_our_message(fn, shapes, message):
+    with pytest.raises((ValueError, mx.MXNetError), match=exact(message)):
+        call_hybridized(fn, *shapes)
+
+
+# ---------------------------------------------------------------------------------------------
+# After any of these, the process still works and exits (no crash, no hang at shutdown).
+
+AFTER_ERRORS = """
+import mxnet as mx
+from mxnet import gluon
+import gluon_cf
+
+class Block(gluon.HybridBlock):
+    def __init__(self, fn):
+        super().__init__()
+        self._fn = fn
+    def hybrid_forward(self, F, *inputs):
+        return self._fn(F, *inputs)
+
+def call(fn, *shapes):
+    net = Block(fn)
+    net.hybridize()
+    out = net(*[mx.nd.ones(s) for s in shapes])
+    mx.nd.waitall()
+    return out
+
+bad = [
+    (lambda F, x, y: gluon_cf.cond(x.sum() > 0, lambda: x, lambda: y), [(2, 3), (3, 2)]),
+    (lambda F, x: gluon_cf.while_loop(lambda v: v < 3, lambda v: (v, v + 1), x,
+                                      max_iterations=3), [(2, 3)]),
+    (lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, F.concat(s, s, dim=0)), x, h),
+     [(3, 2), (2,)]),
+]
+for fn, shapes in bad:
+    try:
+        call(fn, *shapes)
+    except mx.MXNetError:
+        pass
+    else:
+        raise SystemExit("no error")
+out = call(lambda F, x, h: gluon_cf.foreach(lambda d, s: (d + s, s * 2), x, h), (3, 2), (2,))
+print("ok", out[1].asnumpy().tolist())
+"""
+
+
+def test_process_survives_errors():
+    proc = run_python(AFTER_ERRORS, timeout=60)
+    assert proc is not None, "process hung after shape errors"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("ok [8.0, 8.0]")
