@@ -30,6 +30,44 @@ from . import executor
 from .subgraph import Graph, dumps
 
 OP_PREFIX = "_gluon_cf_"
+
+# NOTE [error messages]
+#     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
+#     whose branches disagree, a RecursionDepthError in forward) is printed by MXNet and replaced
+#     by a generic "Check failed: ...callbacks[...]" MXNetError raised later, elsewhere. We keep
+#     the last such exception's message and put it in front of the next MXNetError that MXNet's
+#     Python binding builds (``mxnet.base.get_last_ffi_error``, looked up at call time by every
+#     ``check_call``), so the user's exception names the op and says what was wrong.
+_last_error = []
+_original_get_last_ffi_error = mx.base.get_last_ffi_error
+
+
+def _remember(exc):
+    _last_error[:] = ["%s: %s" % (type(exc).__name__, exc)]
+
+
+def _get_last_ffi_error():
+    err = _original_get_last_ffi_error()
+    if _last_error and "Custom" in str(err):
+        message = _last_error.pop()
+        err = type(err)("%s\n\n(reported by MXNet as: %s)" % (message, str(err).strip()))
+    return err
+
+
+mx.base.get_last_ffi_error = _get_last_ffi_error
+
+
+def _reporting(method):
+    """Wrap a Custom operator callback so that its exception reaches the user (see above)."""
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            _remember(exc)
+            raise
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
 _RULES = {}
 _SPECS = {}
 
@@ -142,6 +180,7 @@ class _NodeOperator(mx.operator.CustomOp):
             return self.node.wanted
         return tuple(i for i, x in enumerate(inputs) if is_float(x.dtype))
 
+    @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
         self.is_train = is_train
         inputs = list(in_data)
@@ -151,6 +190,7 @@ class _NodeOperator(mx.operator.CustomOp):
         for dst, r, value in zip(out_data, req, outputs):
             self.assign(dst, r, value)
 
+    @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         wanted = tuple(i for i, (x, r) in enumerate(zip(in_data, req))
                        if r != "null" and is_float(x.dtype))
@@ -187,12 +227,14 @@ def _prop_class(rule):
         def list_outputs(self):
             return ["out%d" % i for i in range(self.node.num_outputs)]
 
+        @_reporting
         def infer_shape(self, in_shape):
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
             return ([s if s is not None else () for s in ins],
                     [s if s is not None else () for s in outs], [])
 
+        @_reporting
         def infer_type(self, in_type):
             ins, outs = rule.infer_type(self.node, list(in_type))
             return ins, outs, []

@@ -434,9 +434,6 @@ def test_while_loop_eager_without_max_iterations():
     assert_close(last.asnumpy(), np.array([5, 6]), "last")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: eager while_loop without max_iterations that runs "
-                   "zero steps fails building its (0, ...) output: mx.nd.zeros((0, 2)) is an "
-                   "unknown shape under MXNet 1.x shape semantics")
 def test_while_loop_eager_without_max_iterations_zero_steps():
     v = mx.nd.array([1.0, 2.0])
     steps, last = gluon_cf.while_loop(lambda v: v.sum() > 10, lambda v: (v * 2, v + 1), v)

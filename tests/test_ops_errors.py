@@ -292,9 +292,6 @@ def test_shape_error_is_reported(fn, shapes, message, capsys):
     assert message in printed.out + printed.err
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: errors raised in a node's shape/type inference "
-                   "reach the user as MXNetError 'Check failed: reinterpret_cast<CustomOpInfer"
-                   "ShapeFunc>...' without our message (it is only printed to stderr)")
 @pytest.mark.parametrize("fn,shapes,message", [c[1:] for c in SHAPES], ids=SHAPE_IDS)
 def test_shape_error_text_has_our_message(fn, shapes, message):
     with pytest.raises((ValueError, mx.MXNetError), match=exact(message)):

@@ -140,7 +140,9 @@ def _probe_outputs(step, flat_vars, max_iterations):
     outs = result[:len(result) - len(flat_vars)]
     rows = max_iterations or 0
     if rows == 0:
-        return [mx.nd.zeros((0,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
+        # mx.nd.zeros cannot make a 0-row array under MXNet 1.x shape semantics (0 = unknown);
+        # an empty allocation of that shape is fine (and holds no data to initialise).
+        return [mx.nd.empty((0,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
     return [mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
 
 
