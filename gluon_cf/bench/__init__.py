@@ -31,11 +31,12 @@ def register_method(name, label, builder):
     return METHODS[name]
 
 
-# Registration block: the benchmark plan's methods in order. b and e (the gluon_cf hybridized
-# unbatched and batched executors) are to be registered here too.
+# Registration block: the benchmark plan's methods in order.
 from gluon_cf.bench import baselines  # noqa: E402
 
 register_method('a', 'eager per-node (Gluon)', baselines.EagerRunner)
+register_method('b', 'gluon_cf hybridized, unbatched executor', baselines.GluonCfUnbatchedRunner)
 register_method('c', 'iterative post-order loop (Gluon)', baselines.IterativeRunner)
 register_method('d', 'hand-written level batching (Gluon)', baselines.LevelBatchedRunner)
+register_method('e', 'gluon_cf hybridized, batching executor', baselines.GluonCfBatchedRunner)
 register_method('f', 'eager per-node (PyTorch)', baselines.TorchRunner)

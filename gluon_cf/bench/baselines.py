@@ -381,3 +381,65 @@ class TorchRunner:
         loss.backward()
         self.optimizer.step()
         return loss.item()
+
+
+# ---------------------------------------------------------------------------------------------
+# b, e. gluon_cf: the recursive model hybridized, run by the unbatched or the batching executor.
+
+class _RecursiveEncoder(gluon.HybridBlock):
+    """The benchmark model's embedding and cell, encoded by gluon_cf recursion (hybridized)."""
+
+    def __init__(self, embed, cell):
+        super().__init__(prefix='gluoncf_')
+        self.embed = embed
+        self.cell = cell
+
+    def hybrid_forward(self, F, tokens, left, right, roots):
+        from gluon_cf.models.recursive import encode_binary_trees
+        return encode_binary_trees(F, self.embed, self.cell, tokens, left, right, roots)
+
+
+class _GluonCfRunner(_GluonRunner):
+    executor = None
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.encoder = _RecursiveEncoder(self.model.embed, self.model.cell)
+        self.encoder.hybridize(static_alloc=True)
+
+    def root_states(self, batch):
+        import gluon_cf
+        gluon_cf.set_executor(self.executor)
+        f = batch.forest
+        return self.encoder(mx.nd.array(f.tokens), mx.nd.array(f.left), mx.nd.array(f.right),
+                            mx.nd.array(f.roots))
+
+
+class GluonCfUnbatchedRunner(_GluonCfRunner):
+    """b: one invocation at a time (the EuroSys'18 paper's recursive executor)."""
+    executor = 'unbatched'
+
+    def train_step(self, batch):
+        if self.model.config.kind != 'rntn':
+            return super().train_step(batch)
+        # RNTN: one backward per tree, as a and c do (NOTE: [Per-tree backward]).
+        total = 0.0
+        for b in range(batch.size):
+            one = Batch([batch.trees[b]], _single(batch.trees[b]))
+            with autograd.record():
+                loss = self.loss_fn(self.model.head(self.root_states(one)),
+                                    mx.nd.array(one.labels)).mean()
+            loss.backward()
+            total = total + loss
+            self.trainer.step(batch.size, ignore_stale_grad=True)
+        return total / batch.size
+
+
+def _single(tree):
+    from gluon_cf.data.trees import batchify_forest
+    return batchify_forest([tree])
+
+
+class GluonCfBatchedRunner(_GluonCfRunner):
+    """e: the batching executor (dynamic batching within and across trees)."""
+    executor = 'batched'

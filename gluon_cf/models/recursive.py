@@ -31,6 +31,28 @@ def _as_tuple(value):
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
+def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
+    """(B, H) root states of binary trees: ``leaf(embed(token))`` / ``combine(left, right)``.
+
+    ``cell`` is a binary cell of ``gluon_cf.models.cells`` (states ``(h, c)`` or ``h``).
+    """
+
+    @gluon_cf.recursive
+    def node(idx):                        # idx: shape (1,) index of a tree node
+        def leaf():
+            return cell.leaf(embed(F.take(tokens, idx)))
+
+        def internal():
+            lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
+            rstate = node(F.take(right, idx))
+            return cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
+
+        return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+
+    hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
+    return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
+
+
 class _BinaryTreeClassifier(gluon.HybridBlock):
     """A binary tree fold ``leaf(embed(token))`` / ``combine(*left_state, *right_state)``."""
 
@@ -45,21 +67,7 @@ class _BinaryTreeClassifier(gluon.HybridBlock):
 
     def encode(self, F, tokens, left, right, roots):
         """(B, H) root representations."""
-
-        @gluon_cf.recursive
-        def node(idx):                        # idx: shape (1,) index of a tree node
-            def leaf():
-                return self.cell.leaf(self.embed(F.take(tokens, idx)))
-
-            def internal():
-                lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
-                rstate = node(F.take(right, idx))
-                return self.cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
-
-            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
-
-        hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
-        return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
+        return encode_binary_trees(F, self.embed, self.cell, tokens, left, right, roots)
 
     def hybrid_forward(self, F, tokens, left, right, roots):
         return self.out(self.encode(F, tokens, left, right, roots))
