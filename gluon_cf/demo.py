@@ -54,8 +54,8 @@ def control_flow_demo():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--trees", type=int, default=300)
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--trees", type=int, default=2000)
     args = parser.parse_args(argv)
     mx.random.seed(0)
     np.random.seed(0)

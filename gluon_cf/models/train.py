@@ -32,7 +32,7 @@ def accuracy(net, encoded, batch_size=25):
     return correct / len(encoded)
 
 
-def train_demo(epochs=4, num_trees=300, batch_size=25, hidden_size=48, embed_size=48,
+def train_demo(epochs=6, num_trees=2000, batch_size=25, hidden_size=48, embed_size=48,
                learning_rate=0.05, seed=0):
     """Train a hybridized TreeLSTM; print per-epoch loss and train/dev accuracy."""
     mx.random.seed(seed)
