@@ -141,24 +141,27 @@ def from_batch(node, inputs, ctx):
     """Batching rule: split the rows by their predicate, run each branch on its rows (as one
     Parallel request, so recursive calls of both branches batch together), merge in order."""
     rows = ctx.rows
-    mask = inputs[0].reshape((rows, -1))[:, 0].asnumpy() != 0
-    taken = np.nonzero(mask)[0]
-    other = np.nonzero(~mask)[0]
-    if len(other) == 0:
+    pred = inputs[0].reshape((rows, -1))[:, 0] != 0
+    num_taken = int(pred.sum().asscalar())   # the one synchronisation of a split
+    if num_taken == rows:
         return (yield node.graphs["then"].run(inputs, ctx))
-    if len(taken) == 0:
+    if num_taken == 0:
         return (yield node.graphs["else"].run(inputs, ctx))
+    # The permutation putting the rows that take "then" first, and its inverse for the merge,
+    # computed on the device (a host-built index would cost a synchronous copy per split).
+    perm = mx.nd.argsort(pred, is_ascend=False, dtype="int32")
+    inverse = mx.nd.argsort(perm, dtype="int32")
+    taken, other = range(num_taken), range(num_taken, rows)
     works = []
     for name, idx in (("then", taken), ("else", other)):
-        index = mx.nd.array(idx, ctx=inputs[0].context, dtype="int32")
-        sub = [mx.nd.take(x, index, axis=0) if ctx.batched(i) else x
+        rows_index = perm[idx.start:idx.stop]
+        used = set(node.graphs[name].slots)  # gather only what the branch reads
+        sub = [mx.nd.take(x, rows_index, axis=0) if i in used and ctx.batched(i) else x
                for i, x in enumerate(inputs)]
         frame = Frame(ctx.recursion, len(idx), ctx.flags, ctx.depth)
         works.append(node.graphs[name].run(sub, frame))
     then_out, else_out = yield Parallel(works)
-    order = mx.nd.array(np.argsort(np.concatenate([taken, other]), kind="stable"),
-                        ctx=inputs[0].context, dtype="int32")
-    return [mx.nd.take(mx.nd.concat(a, b, dim=0), order, axis=0)
+    return [mx.nd.take(mx.nd.concat(a, b, dim=0), inverse, axis=0)
             for a, b in zip(then_out, else_out)]
 
 
