@@ -84,8 +84,8 @@ def test_binary_models_match_reference(model, fold, hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
-@pytest.mark.parametrize("hybridize", [False, True])
-def test_childsum_matches_reference(hybridize):
+def _childsum_case():
+    """A ChildSumTreeLSTM and a forest with 1-, 2-, 3- and 4-child nodes."""
     vocab, encoded, forest = _forest(binary=False, extra=[
         "(2 (1 a) (3 b) (2 c) (4 d))", "(3 (2 (1 x) (1 y) (0 z)) (4 w))", "(0 lone)"])
     mx.random.seed(1)
@@ -93,6 +93,12 @@ def test_childsum_matches_reference(hybridize):
                            max_children=8)
     net.initialize(mx.init.Xavier())
     inputs = _arrays(forest, ["tokens", "child_ptr", "child_idx", "roots"])
+    return net, encoded, inputs
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_childsum_matches_reference(hybridize):
+    net, encoded, inputs = _childsum_case()
     expected, expected_grads = _reference_loss(
         net, encoded, lambda e, c, t: reference.childsum_eager(e, c, t)[0])
     (got,), grads = _run(net, inputs, hybridize)
@@ -130,20 +136,14 @@ def test_topdown_generator_matches_reference_and_shapes_differ(hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
-def test_childsum_hybridized_forward_matches_reference():
-    vocab, encoded, forest = _forest(binary=False, extra=[
-        "(2 (1 a) (3 b) (2 c) (4 d))", "(3 (2 (1 x) (1 y) (0 z)) (4 w))", "(0 lone)"])
-    mx.random.seed(1)
-    net = ChildSumTreeLSTM(len(vocab), embed_size=6, hidden_size=5, num_classes=3,
-                           max_children=8)
-    net.initialize(mx.init.Xavier())
-    inputs = _arrays(forest, ["tokens", "child_ptr", "child_idx", "roots"])
+def test_childsum_hybridized_inference_matches_reference():
+    net, encoded, inputs = _childsum_case()
     expected, _ = _reference_loss(net, encoded,
                                   lambda e, c, t: reference.childsum_eager(e, c, t)[0])
     np.testing.assert_allclose(_forward_only(net, inputs)[0], expected, **TOL)
 
 
-def test_topdown_hybridized_forward_matches_reference():
+def test_topdown_hybridized_inference_matches_reference():
     mx.random.seed(3)
     net = TopDownTreeLSTM(input_size=4, hidden_size=6, max_depth=4)
     net.initialize(mx.init.Xavier())
