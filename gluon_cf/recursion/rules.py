@@ -176,18 +176,20 @@ class InvokeRule(_node.Rule):
     kind = "invoke"
 
     def infer_shape(self, node, in_shapes):
-        qname = node.spec["function"]
-        table = _table(_namespace_of(qname))
-        if table is None:
-            return list(in_shapes), [None] * node.num_outputs
-        return list(in_shapes), table.out_shapes(qname, in_shapes)
+        return self._ask_table(node, in_shapes, "out_shapes")
 
     def infer_type(self, node, in_types):
+        return self._ask_table(node, in_types, "out_types")
+
+    @staticmethod
+    def _ask_table(node, values, question):
+        """The callee's output shapes/types from its function table (unknown before the
+        table's recursion node was inferred)."""
         qname = node.spec["function"]
         table = _table(_namespace_of(qname))
         if table is None:
-            return list(in_types), [None] * node.num_outputs
-        return list(in_types), table.out_types(qname, in_types)
+            return list(values), [None] * node.num_outputs
+        return list(values), getattr(table, question)(qname, values)
 
     def forward(self, node, inputs, out_shapes, ctx):
         qname = node.spec["function"]
