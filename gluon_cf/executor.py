@@ -13,9 +13,6 @@ NOTE [trampoline]
     (an object with ``unbatched()``, see ``recursion/batching.py``). :func:`run` executes both in
     program order: Parallel pieces one after the other, invocations one at a time.
 """
-import threading
-
-_mode = threading.local()
 MODES = ("batched", "unbatched")
 _default_mode = ["batched"]
 

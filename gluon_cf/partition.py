@@ -88,13 +88,8 @@ class PartitionedGraph:
     def __init__(self, symbol):
         js = json.loads(symbol.tojson())
         nodes, heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
-        names = symbol.list_inputs()
-        self.input_entries = []
-        var_entry = {}
-        for nid, n in enumerate(nodes):
-            if n["op"] == "null":
-                var_entry[n["name"]] = (nid, 0)
-        self.input_entries = [var_entry[n] for n in names]
+        var_entry = {n["name"]: (nid, 0) for nid, n in enumerate(nodes) if n["op"] == "null"}
+        self.input_entries = [var_entry[name] for name in symbol.list_inputs()]
         self.heads = heads
 
         kinds = [gluon_cf_kind(n) for n in nodes]
@@ -118,8 +113,7 @@ class PartitionedGraph:
         for s in range(max(stage.values(), default=-1) + 1):
             members = [nid for nid in sorted(stage) if stage[nid] == s and not kinds[nid]]
             if members:
-                self.steps.append(self._segment(nodes, members, stage, kinds, consumers, heads,
-                                                js))
+                self.steps.append(self._segment(nodes, members, consumers, heads, js))
             calls = []
             for nid in sorted(stage):
                 if stage[nid] == s and kinds[nid]:
@@ -132,9 +126,8 @@ class PartitionedGraph:
                 self.steps.append(_CfGroup(calls))
         self._flag_cache = {}
 
-
     @staticmethod
-    def _segment(nodes, members, stage, kinds, consumers, heads, js):
+    def _segment(nodes, members, consumers, heads, js):
         member_set = set(members)
         in_entries, seen = [], set()
         for nid in members:
