@@ -47,7 +47,9 @@ See NOTE [gluon_cf ops as ONNX control flow] for the mapping and NOTE [shape pla
 # are looked up in the plan by their `spec` text (unique per traced call).  Converters called
 # outside export_onnx (no plan) fall back to MXNet's partial shapes.
 
+import contextlib
 import contextvars
+import io
 import json
 import os
 import tempfile
@@ -83,11 +85,19 @@ def export_onnx(net, example_inputs, path=None, opset=DEFAULT_OPSET, *, dynamic_
     MXNet's ``data`` / ``data0``, ``data1``, ...), outputs ``output_names`` (default MXNet's
     output names).  Returns the ``onnx.ModelProto``, checked with ``full_check=True``.
     """
+    sym, params, inputs = _net_symbol(net, example_inputs, "export_onnx")
+    return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
+                              input_names=input_names, output_names=output_names)
+
+
+def _net_symbol(net, example_inputs, api):
+    """Run the hybridized ``net`` once on ``example_inputs`` and return its exported graph:
+    ``(symbol, params, [(mxnet_name, shape, dtype) per data input])``."""
     if not isinstance(net, mx.gluon.HybridBlock):
-        raise TypeError(f"export_onnx: net must be a gluon HybridBlock, got {type(net).__name__}")
+        raise TypeError(f"{api}: net must be a gluon HybridBlock, got {type(net).__name__}")
     if not net._active:
-        raise ValueError("export_onnx: net is not hybridized; call net.hybridize() first (the "
-                         "ONNX model is made from the hybridized graph)")
+        raise ValueError(f"{api}: net is not hybridized; call net.hybridize() first (the "
+                         f"exported model is made from the hybridized graph)")
     flat_inputs = [_as_numpy(x) for x in _flatten_inputs(example_inputs)]
     with mx.autograd.predict_mode():
         call_args = example_inputs if isinstance(example_inputs, (list, tuple)) \
@@ -101,9 +111,7 @@ def export_onnx(net, example_inputs, path=None, opset=DEFAULT_OPSET, *, dynamic_
         params = mx.nd.load(prefix + "-0000.params")
     mx_names = ["data"] if len(flat_inputs) == 1 else \
         [f"data{k}" for k in range(len(flat_inputs))]
-    inputs = [(name, x.shape, x.dtype) for name, x in zip(mx_names, flat_inputs)]
-    return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
-                              input_names=input_names, output_names=output_names)
+    return sym, params, [(name, x.shape, x.dtype) for name, x in zip(mx_names, flat_inputs)]
 
 
 def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
@@ -114,6 +122,18 @@ def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
     ``inputs``: ``(mxnet_name, example_shape, dtype)`` per data input, in ONNX input order.
     The other arguments are those of :func:`export_onnx`.
     """
+    graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
+                            output_names, _CONVERTIBLE_KINDS)
+    model = make_onnx_model(graph, opset)
+    if path is not None:
+        onnx.save(model, str(path))
+    return model
+
+
+def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, output_names,
+                    kinds):
+    """The main ONNX graph of :func:`export_onnx_symbol` (gluon_cf nodes of ``kinds`` allowed;
+    their converters must be registered)."""
     mx_names = [name for name, _, _ in inputs]
     onnx_names = list(input_names) if input_names is not None else list(mx_names)
     if len(onnx_names) != len(mx_names):
@@ -128,25 +148,26 @@ def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
         raise ValueError(f"export_onnx: got {len(output_names)} output_names for the "
                          f"{len(outputs)} outputs of the model {outputs}")
     params = {name.split(":", 1)[-1]: value for name, value in (params or {}).items()}
-    _check_convertible(json.loads(sym.tojson()), "the model", opset)
+    _check_convertible(json.loads(sym.tojson()), "the model", opset, kinds)
 
     plan, out_shapes = _shape_plan(sym, params, examples, dims)
     specs = [(name, tuple(dims[name].get(axis, d) for axis, d in enumerate(shape)), dtype)
              for name, (shape, dtype) in examples.items()]
     token = _PLAN.set(plan)
     try:
-        converted = symbol_to_onnx_graph(sym, params, specs, output_names, "main", opset,
-                                         input_names=onnx_names)
+        # Silence what MXNet prints: a traceback for every failed shape inference of a Custom
+        # node (expected with dynamic dims, e.g. in recursive function bodies) and mx2onnx's
+        # debugging prints (NOTE [mx2onnx pitfalls]).
+        with contextlib.redirect_stdout(io.StringIO()):
+            converted = symbol_to_onnx_graph(sym, params, specs, output_names, "main", opset,
+                                             input_names=onnx_names)
     finally:
         _PLAN.reset(token)
     for value_info, spec, planned in zip(converted.graph.output, converted.outputs, out_shapes):
         shape = _merge_dims(spec.shape, planned)
         value_info.CopyFrom(helper.make_tensor_value_info(
             spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), shape))
-    model = make_onnx_model(converted.graph, opset)
-    if path is not None:
-        onnx.save(model, str(path))
-    return model
+    return converted.graph
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -201,8 +222,9 @@ def _dynamic_dims(dynamic_axes, mx_names, onnx_names, examples):
 
 # ----------------------------------------------------------------------------- checks
 
-def _check_convertible(graph_json, where, opset):
-    """Fail before converting anything if some node, at any nesting level, has no ONNX form."""
+def _check_convertible(graph_json, where, opset, kinds=_CONVERTIBLE_KINDS):
+    """Fail before converting anything if some node, at any nesting level, has no ONNX form
+    (gluon_cf nodes: only those of ``kinds``)."""
     for node in graph_json["nodes"]:
         op = node["op"]
         if op == "null":
@@ -212,17 +234,19 @@ def _check_convertible(graph_json, where, opset):
             raise NotImplementedError(
                 f"export_onnx: node {node['name']!r} (MXNet op {op!r}) in {where} cannot be "
                 f"converted: mx2onnx has no converter for {op!r} at opset {opset}")
-        if kind is not None and kind not in _CONVERTIBLE_KINDS:
+        if kind is not None and kind not in kinds:
+            hint = ("; export recursive models with gluon_cf.export.save_artifact"
+                    if kind in ("recursion", "invoke") else "")
             raise NotImplementedError(
                 f"export_onnx: node {node['name']!r} (gluon_cf op {kind!r}) in {where} cannot "
                 f"be converted: ONNX has no counterpart for gluon_cf.{kind}; only "
-                f"{', '.join(_CONVERTIBLE_KINDS)} are exported")
+                f"{', '.join(kinds)} are exported{hint}")
         if kind is not None:
             spec = json.loads(node["attrs"]["spec"])
             for graph_name, graph in spec["graphs"].items():
                 _check_convertible(json.loads(graph["json"]),
                                    f"the {graph_name!r} graph of {kind} node {node['name']!r}",
-                                   opset)
+                                   opset, kinds)
 
 
 def _has_mx2onnx_converter(op, opset):
@@ -298,12 +322,55 @@ def _collect_shapes(sym, arg_shapes, plan, where):
                                [_merge_concrete(a, b) for a, b in zip(old_outs, outs)])
         else:
             plan[spec_text] = (ins, outs)
+        if kind == "invoke":  # the call's argument shapes, for _collect_function_shapes
+            plan.setdefault(("calls", spec["function"]), set()).add(tuple(ins))
+        if kind == "recursion":
+            _collect_function_shapes(spec, ins, plan, node["name"])
+            continue
         slots = _slot_shapes(kind, spec, ins)
         for graph_name, sub in spec["graphs"].items():
             sub_sym = mx.sym.load_json(sub["json"])
             _collect_shapes(sub_sym, {name: slots[slot] for name, slot
                                       in zip(sub_sym.list_inputs(), sub["inputs"])},
                             plan, f"the {graph_name!r} graph of node {node['name']!r}")
+
+
+# A recursive function whose argument shapes change from call to call gets this many
+# signatures inferred; its other calls keep the shapes that agree (None elsewhere).
+_MAX_SIGNATURES = 32
+
+
+def _collect_function_shapes(spec, in_shapes, plan, node_name):
+    """The functions of a ``recursion`` node (NOTE [recursion design]): the entry function on
+    the node's arguments, every other function on the argument shapes its call sites pass,
+    until no new signature appears.  ``plan[("function", qname)]`` gets ``(argument shapes,
+    output shapes)`` merged over all signatures, like the entries of the nodes."""
+    num_args = spec["num_args"]
+    env = list(in_shapes[num_args:])
+    todo, done = [(spec["entry"], tuple(in_shapes[:num_args]))], set()
+    while todo:
+        qname, args = todo.pop()
+        function = spec["graphs"].get(qname)
+        if function is None or (qname, args) in done or any(a is None for a in args) \
+                or sum(q == qname for q, _ in done) >= _MAX_SIGNATURES:
+            continue
+        done.add((qname, args))
+        slots = list(args) + env
+        sym = mx.sym.load_json(function["json"])
+        arg_shapes = {name: slots[slot] for name, slot in zip(sym.list_inputs(),
+                                                               function["inputs"])}
+        where = f"function {function['name']!r} of recursion node {node_name!r}"
+        _collect_shapes(sym, arg_shapes, plan, where)
+        outs = [tuple(s) for s in _infer_shapes(sym, arg_shapes, where)]
+        key = ("function", qname)
+        if key in plan:
+            old_args, old_outs = plan[key]
+            plan[key] = ([_merge_concrete(a, b) for a, b in zip(old_args, args)],
+                         [_merge_concrete(a, b) for a, b in zip(old_outs, outs)])
+        else:
+            plan[key] = (list(args), outs)
+        for callee in spec["graphs"]:
+            todo.extend((callee, call) for call in plan.get(("calls", callee), ()))
 
 
 def _infer_shapes(sym, arg_shapes, where):

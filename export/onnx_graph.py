@@ -35,6 +35,9 @@ See NOTE [mx2onnx pitfalls] below before writing a converter.
 #   so every name defined in a graph, nested subgraphs included, gets `<graph_name>/` in front
 #   afterwards.  Sibling subgraphs (then/else) may reuse local names; nested ones may not
 #   shadow.  A name defined twice within one graph is reported (rename the MXNet node).
+# * mx2onnx has no converters for the elementwise comparisons (`a < b` of two Symbols:
+#   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
+#   `_not_equal_scalar`; `_register_missing_ops` adds them.
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
 #   initializers are graph inputs too).  We drop them.
 # * Converters read only the attributes present in the JSON, and MXNet saves only explicitly
@@ -43,8 +46,9 @@ See NOTE [mx2onnx pitfalls] below before writing a converter.
 # * `_rminus_scalar` / `_rdiv_scalar` (`1 - x`, `1 / x`) are recognised by the *node name*
 #   prefix `_rminusscalar`; Gluon names them `<block>__rminusscalar0`, and when the input is a
 #   parameter the constant-folding branch then computes `x - 1`.  We rename such nodes before
-#   conversion.  (That converter also `print`s, and folding leaves the original parameter as
-#   an unused initializer that onnxruntime warns about.)
+#   conversion.  (That converter also `print`s -- export_onnx_symbol silences stdout while
+#   converting -- and folding leaves the original parameter as an unused initializer that
+#   onnxruntime warns about.)
 # * `take`/`Embedding` Cast indices to int64, so int32, int64 and MXNet's default float32
 #   indices all work; the graph input keeps its declared dtype.  But `take` in mode 'clip'
 #   (the default) or 'wrap' broadcasts a 0-d index (a Loop's iteration counter) to shape [1],
@@ -689,6 +693,45 @@ def _patch_mx2onnx_onnx_mapping():
             module.onnx = patched
 
 
+# ----------------------------------------------------------------------------- missing ops
+
+# Comparisons mx2onnx lacks (what `a < b` on two Symbols and `x <= 1` produce).  The
+# elementwise ones are the broadcast ones restricted to equal shapes: same converters.
+_SAME_AS_BROADCAST = ("lesser", "greater", "equal", "not_equal", "lesser_equal", "greater_equal")
+# op -> (ONNX comparison, negate); MXNet casts the scalar to the input's dtype.
+_SCALAR_COMPARISONS = {"_lesser_equal_scalar": ("LessOrEqual", False),
+                       "_greater_equal_scalar": ("GreaterOrEqual", False),
+                       "_not_equal_scalar": ("Equal", True)}
+
+
+def _convert_scalar_comparison(node, **kwargs):
+    """``x <op> scalar`` -> Constant, comparison (, Not), Cast back to x's dtype (MXNet's
+    comparisons return 0/1 in the input's dtype)."""
+    name, input_names, attrs = _op_translations_opset12.get_inputs(node, kwargs)
+    dtype = np.dtype(_op_translations_opset12.get_input_dtypes(node, kwargs)[0])
+    compare, negate = _SCALAR_COMPARISONS[node["op"]]
+    scalar = np.array([float(attrs["scalar"])]).astype(dtype)
+    nodes = [helper.make_node("Constant", [], [name + "_rhs"],
+                              value=numpy_helper.from_array(scalar, name + "_scalar")),
+             helper.make_node(compare, [input_names[0], name + "_rhs"], [name + "_cmp"])]
+    if negate:
+        nodes.append(helper.make_node("Not", [name + "_cmp"], [name + "_not"]))
+    nodes.append(helper.make_node("Cast", [nodes[-1].output[0]], [name], name=name,
+                                  to=helper.np_dtype_to_tensor_dtype(dtype)))
+    return nodes
+
+
+def _register_missing_ops():
+    table = MXNetGraph.registry_[12]
+    for op in _SAME_AS_BROADCAST:
+        if f"_{op}" not in table:
+            MXNetGraph.register(f"_{op}", opset_version=12)(table[f"broadcast_{op}"])
+    for op in _SCALAR_COMPARISONS:
+        if op not in table:
+            MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
+
+
 _patch_mx2onnx_onnx_mapping()
+_register_missing_ops()
 # Opset 12 is the lowest table; convert_layer falls back to it from 13.
 MXNetGraph.register("Custom", opset_version=12)(_convert_custom)

@@ -1,0 +1,276 @@
+"""``gluon-cf-export``: convert ``net.export()`` files to ONNX or an artifact, and run them.
+
+    gluon-cf-export convert net-symbol.json net-0000.params \\
+        --input data0:n=45 --input data1:n=45 --input data2:n=45 --input data3:b=3 -o tree.onnx
+    gluon-cf-export run tree.onnx --input tokens.npy left.npy right.npy roots.npy -o out/
+    gluon-cf-export info tree.onnx
+
+``convert`` writes standard ONNX (``export_onnx_symbol``) when the model has no recursion and an
+artifact (``save_artifact``, NOTE [artifact format]) when it has; ``--format`` forces one.
+``--input NAME:SHAPE[:DTYPE]``, one per data input of the symbol, in the order the converted
+model takes them: SHAPE is comma-separated dims, each a size (fixed) or ``DIM=SIZE``, an axis
+that may change size, named DIM, with SIZE as the example used to infer shapes (axes that must
+stay equal share a name); DTYPE defaults to float32, MXNet's default.  ``run`` runs plain ONNX
+with onnxruntime and artifacts with :func:`gluon_cf.export.load`, reading inputs from ``.npy``
+files (no pickles) and writing one ``<output name>.npy`` per output.  Python equivalent:
+``python -m gluon_cf.export.cli``.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+_FORMATS = ("auto", "onnx", "artifact")
+
+
+def main(argv=None):
+    """Entry point; returns the exit status (0 ok, 1 failed, 2 bad usage)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.command(args)
+    except _UsageError as err:
+        parser.error(str(err))
+    except (ValueError, NotImplementedError, OSError) as err:
+        print(f"gluon-cf-export: error: {err}", file=sys.stderr)
+        return 1
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="gluon-cf-export",
+        description="Convert gluon_cf models saved with net.export() to ONNX (or a gluon_cf "
+                    "artifact when they use recursion) and run them.")
+    commands = parser.add_subparsers(dest="name", required=True)
+
+    convert = commands.add_parser("convert", help="net.export() files -> ONNX / artifact")
+    convert.add_argument("symbol", help="the -symbol.json file")
+    convert.add_argument("params", help="the .params file")
+    convert.add_argument("--input", "-i", action="append", required=True, metavar="NAME:SHAPE"
+                         "[:DTYPE]", help="a data input, e.g. data0:n=45 or data:2,5:float32; "
+                         "repeat for each input, in order")
+    convert.add_argument("-o", "--output", required=True, help="the file to write")
+    convert.add_argument("--format", choices=_FORMATS, default="auto",
+                         help="onnx: standard ONNX (no recursion); artifact: gluon_cf "
+                              "artifact; auto (default): artifact iff the model recurses")
+    convert.add_argument("--opset", type=int, default=13, help="ONNX opset (12 or 13)")
+    convert.add_argument("--output-name", action="append", metavar="NAME",
+                         help="name of a model output (repeat for each, in order)")
+    convert.set_defaults(command=_convert)
+
+    run = commands.add_parser("run", help="run an ONNX model or artifact on .npy inputs")
+    run.add_argument("model", help="the .onnx file (ONNX or artifact)")
+    run.add_argument("--input", "-i", nargs="+", required=True, metavar="ARRAY.npy",
+                     help="one .npy file per model input, in order")
+    run.add_argument("-o", "--output", required=True, metavar="DIR",
+                     help="directory for the <output name>.npy files")
+    run.set_defaults(command=_run)
+
+    info = commands.add_parser("info", help="describe an ONNX model or artifact")
+    info.add_argument("model")
+    info.set_defaults(command=_info)
+    return parser
+
+
+# ----------------------------------------------------------------------------- convert
+
+def _convert(args):
+    import mxnet as mx
+    import onnx
+
+    from . import _artifact_convert
+    from .onnx_export import export_onnx_symbol
+
+    inputs, dynamic_axes = zip(*[_parse_input(text) for text in args.input]) \
+        if args.input else ((), ())
+    sym = mx.sym.load(args.symbol)
+    params = mx.nd.load(args.params)
+    param_names = {name.split(":", 1)[-1] for name in params}
+    data_names = [n for n in sym.list_inputs() if n not in param_names]
+    given = [name for name, _, _ in inputs]
+    unknown = [n for n in given if n not in data_names]
+    missing = sorted(n for n in data_names if n not in given)
+    if unknown or missing or len(set(given)) != len(given):
+        raise _UsageError(f"--input must name each data input of the symbol once: it has "
+                          f"{sorted(data_names)}; missing {missing}, unknown {unknown}")
+    axes = {name: dims for (name, _, _), dims in zip(inputs, dynamic_axes) if dims}
+    recurses = _recurses(json.loads(sym.tojson()))
+    if args.format == "onnx" and recurses:
+        raise _UsageError("the model uses gluon_cf.recursive, which standard ONNX cannot "
+                          "express; convert it with --format artifact (or auto)")
+    kind = args.format if args.format != "auto" else "artifact" if recurses else "onnx"
+    if kind == "onnx":
+        model = export_onnx_symbol(sym, params, list(inputs), args.output, args.opset,
+                                   dynamic_axes=axes, output_names=args.output_name)
+    else:
+        model = _artifact_convert.convert(sym, params, list(inputs), args.opset,
+                                          dynamic_axes=axes, output_names=args.output_name)
+        onnx.save(model, args.output)
+    described = "gluon_cf artifact" if kind == "artifact" else "ONNX model"
+    print(f"wrote {described} {args.output}")
+    _describe(model)
+    return 0
+
+
+def _parse_input(text):
+    """``NAME:SHAPE[:DTYPE]`` -> ``((name, example shape, dtype), {axis: dim name})``."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not parts[0]:
+        raise _UsageError(f"--input {text!r}: expected NAME:SHAPE[:DTYPE], e.g. data0:n=45 or "
+                          f"data:2,5:float32")
+    name, shape_text = parts[0], parts[1]
+    try:
+        dtype = np.dtype(parts[2] if len(parts) == 3 else "float32")
+    except TypeError:
+        raise _UsageError(f"--input {text!r}: unknown dtype {parts[2]!r}") from None
+    shape, dims = [], {}
+    for axis, dim in enumerate(d.strip() for d in shape_text.split(",")) if shape_text else ():
+        match = re.fullmatch(r"(?:([A-Za-z_]\w*)=)?(\d+)", dim)
+        if match is None or int(match.group(2)) < 1:
+            raise _UsageError(f"--input {text!r}: dim {dim!r} must be a size >= 1 or "
+                              f"DIM=SIZE (an axis that may change size, example SIZE)")
+        shape.append(int(match.group(2)))
+        if match.group(1):
+            dims[axis] = match.group(1)
+    return (name, tuple(shape), dtype), dims
+
+
+def _recurses(graph_json):
+    """Whether a gluon_cf recursion node appears at any nesting level."""
+    stack = [graph_json]
+    while stack:
+        for node in stack.pop()["nodes"]:
+            op_type = node.get("attrs", {}).get("op_type", "")
+            if node["op"] != "Custom" or not op_type.startswith("_gluon_cf_"):
+                continue
+            if op_type in ("_gluon_cf_recursion", "_gluon_cf_invoke"):
+                return True
+            spec = json.loads(node["attrs"]["spec"])
+            stack.extend(json.loads(g["json"]) for g in spec["graphs"].values())
+    return False
+
+
+# ----------------------------------------------------------------------------- run / info
+
+def _run(args):
+    from .artifact import is_artifact, load
+
+    model = _read(args.model)
+    arrays = [np.load(path, allow_pickle=False) for path in args.input]
+    if is_artifact(model):
+        artifact = load(args.model)
+        names = [name for name, _, _ in artifact.outputs]
+        outputs = artifact(*arrays)
+    else:
+        outputs, names = _run_onnx(args.model, arrays)
+    os.makedirs(args.output, exist_ok=True)
+    used = set()
+    for name, value in zip(names, outputs):
+        stem = re.sub(r"[^\w.-]", "_", name).lstrip(".") or "output"
+        while stem in used:
+            stem += "_"
+        used.add(stem)
+        path = os.path.join(args.output, stem + ".npy")
+        np.save(path, value)
+        print(f"{name}: {list(value.shape)} {value.dtype} -> {path}")
+    return 0
+
+
+def _run_onnx(path, arrays):
+    import onnxruntime as ort
+
+    try:
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
+        raise ValueError(f"onnxruntime cannot load {path!r}: {err}") from None
+    specs = session.get_inputs()
+    if len(arrays) != len(specs):
+        raise ValueError(f"the model takes {len(specs)} inputs {[s.name for s in specs]}, got "
+                         f"{len(arrays)} .npy files")
+    feeds = {}
+    for spec, array in zip(specs, arrays):
+        dtype = _ORT_TYPES.get(spec.type)
+        if dtype is not None and array.dtype != dtype:
+            if not np.can_cast(array.dtype, dtype, "same_kind"):
+                raise ValueError(f"input {spec.name!r} must be {dtype}, got {array.dtype}")
+            array = array.astype(dtype)
+        feeds[spec.name] = array
+    try:
+        outputs = session.run(None, feeds)
+    except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
+        raise ValueError(f"onnxruntime failed: {err}") from None
+    return outputs, [o.name for o in session.get_outputs()]
+
+
+_ORT_TYPES = {f"tensor({name})": np.dtype(dtype) for name, dtype in (
+    ("float", np.float32), ("double", np.float64), ("float16", np.float16),
+    ("int8", np.int8), ("int16", np.int16), ("int32", np.int32), ("int64", np.int64),
+    ("uint8", np.uint8), ("uint16", np.uint16), ("uint32", np.uint32),
+    ("uint64", np.uint64), ("bool", np.bool_))}
+
+
+def _info(args):
+    model = _read(args.model)
+    _describe(model)
+    return 0
+
+
+def _read(path):
+    import onnx
+
+    from .artifact import ArtifactError, Limits
+
+    size = os.path.getsize(path)
+    if size > Limits().max_file_bytes:
+        raise ArtifactError(f"{path!r} is {size} bytes, more than the loader's bound")
+    model = onnx.ModelProto()
+    try:
+        with open(path, "rb") as f:
+            model.ParseFromString(f.read())
+    except Exception as err:  # noqa: BLE001 -- protobuf's DecodeError and friends
+        raise ArtifactError(f"{path!r} is not an ONNX model: {err}") from None
+    return model
+
+
+def _describe(model):
+    from onnx import helper
+
+    from .artifact import DOMAIN, is_artifact
+
+    def show(value_info):
+        tensor = value_info.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                for d in tensor.shape.dim]
+        try:
+            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        except KeyError:
+            dtype = "?"
+        return f"{value_info.name}{dims}:{dtype}"
+
+    constants = {init.name for init in model.graph.initializer}
+    kind = "gluon_cf artifact" if is_artifact(model) else "ONNX"
+    opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
+    print(f"format: {kind} ({opsets})")
+    print("inputs: " + ", ".join(show(v) for v in model.graph.input if v.name not in constants))
+    print("outputs: " + ", ".join(show(v) for v in model.graph.output))
+    stack = [model.graph]
+    while stack:
+        for node in stack.pop().node:
+            if node.domain == DOMAIN and node.op_type == "Recursion":
+                attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+                names = [n.decode("utf-8", "replace") for n in attrs.get("function_names", [])]
+                print(f"recursion {node.name}: functions {names}, max_depth "
+                      f"{list(attrs.get('max_depth', []))}")
+            for attr in node.attribute:
+                stack.extend([attr.g] if attr.type == attr.GRAPH else attr.graphs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

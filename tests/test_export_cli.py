@@ -1,0 +1,168 @@
+"""gluon-cf-export: convert net.export() files and run the result, each command in a subprocess."""
+import os
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as np
+import onnx
+import pytest
+from mxnet import gluon, nd
+
+import gluon_cf
+from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
+from gluon_cf.models.recursive import TreeLSTM
+
+from conftest import REPO
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+TREE_INPUTS = ["tokens", "left", "right", "roots"]
+
+
+def cli(*args, timeout=180):
+    """Run ``python -m gluon_cf.export.cli *args``; returns the CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "gluon_cf.export.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def script():
+    """The installed console script next to this interpreter."""
+    path = os.path.join(os.path.dirname(sys.executable), "gluon-cf-export")
+    if not os.path.exists(path):
+        pytest.skip("gluon-cf-export is not installed next to this interpreter")
+    return path
+
+
+def forest(num_trees, seed):
+    trees = synthetic_treebank(num_trees, seed=seed, max_length=9)
+    return trees
+
+
+@pytest.fixture(scope="module")
+def tree_model(tmp_path_factory):
+    """A TreeLSTM saved with net.export(), and two forests of different sizes as .npy files."""
+    directory = tmp_path_factory.mktemp("cli")
+    trees = forest(5, seed=0)
+    vocab = build_vocab(trees)
+    mx.random.seed(0)
+    net = TreeLSTM(len(vocab), embed_size=5, hidden_size=4, num_classes=3, prefix="tree_")
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    runs = []
+    for k, group in enumerate((trees[:3], trees[3:])):
+        f = batchify_forest([encode_tree(t, vocab) for t in group])
+        arrays = [getattr(f, name) for name in TREE_INPUTS]  # int32, as batchify gives them
+        paths = []
+        for name, array in zip(TREE_INPUTS, arrays):
+            paths.append(directory / f"{name}{k}.npy")
+            np.save(paths[-1], array)
+        runs.append((paths, net(*[nd.array(a) for a in arrays]).asnumpy()))
+    net.export(str(directory / "tree"))
+    size = len(np.load(runs[0][0][0]))
+    inputs = [f"--input=data{k}:n={size}" for k in range(3)] + [f"--input=data3:b=3"]
+    return directory, inputs, runs
+
+
+def test_convert_and_run_recursive_model(tree_model, tmp_path):
+    directory, inputs, runs = tree_model
+    out = tmp_path / "tree.onnx"
+    result = subprocess.run([script(), "convert", directory / "tree-symbol.json",
+                             directory / "tree-0000.params", *inputs, "-o", out],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[:2] == [
+        f"wrote gluon_cf artifact {out}", "format: gluon_cf artifact (ai.onnx 13, ai.gluon_cf 1)"]
+    assert "recursion " in result.stdout and "functions ['node'], max_depth [20000]" in \
+        result.stdout
+    for k, (paths, expected) in enumerate(runs):  # both forest sizes
+        result = cli("run", out, "--input", *paths, "-o", tmp_path / f"out{k}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        (line,) = result.stdout.splitlines()
+        written = tmp_path / f"out{k}" / "tree_dense0_fwd_output.npy"
+        assert line == f"tree_dense0_fwd_output: {list(expected.shape)} float32 -> {written}"
+        np.testing.assert_allclose(np.load(written), expected, **TOL)
+
+
+class CondModel(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = gluon.nn.Dense(4, in_units=3, flatten=False)
+
+    def hybrid_forward(self, F, seq, h0):
+        def step(x, states):
+            h = F.tanh(self.fc(x) + states[0])
+            return h, [h]
+        outs, (h,) = gluon_cf.foreach(step, seq, [h0])
+        return gluon_cf.cond(h.sum() > 0, lambda: outs, lambda: -outs), h
+
+
+def test_convert_and_run_model_without_recursion_as_standard_onnx(tmp_path):
+    mx.random.seed(0)
+    net = CondModel()
+    net.initialize(mx.init.Uniform(0.5))
+    net.hybridize()
+    rng = np.random.RandomState(0)
+    seqs = [rng.randn(t, 2, 3).astype(np.float32) for t in (5, 8)]
+    h0 = rng.randn(2, 4).astype(np.float32)
+    expected = [[o.asnumpy() for o in net(nd.array(s), nd.array(h0))] for s in seqs]
+    net.export(str(tmp_path / "net"))
+    np.save(tmp_path / "h0.npy", h0)
+    out = tmp_path / "net.onnx"
+    result = cli("convert", tmp_path / "net-symbol.json", tmp_path / "net-0000.params",
+                 "--input", "data0:t=5,2,3", "--input", "data1:2,4:float32",
+                 "--output-name", "outs", "--output-name", "h", "-o", out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[:4] == [
+        f"wrote ONNX model {out}", "format: ONNX (ai.onnx 13)",
+        "inputs: data0['t', 2, 3]:float32, data1[2, 4]:float32",
+        "outputs: outs['t', 2, 4]:float32, h[2, 4]:float32"]
+    model = onnx.load(str(out))
+    onnx.checker.check_model(model, full_check=True)
+    for k, (seq, want) in enumerate(zip(seqs, expected)):
+        np.save(tmp_path / f"seq{k}.npy", seq)
+        result = cli("run", out, "--input", tmp_path / f"seq{k}.npy", tmp_path / "h0.npy",
+                     "-o", tmp_path / f"out{k}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        for name, value in zip(("outs", "h"), want):
+            np.testing.assert_allclose(np.load(tmp_path / f"out{k}" / f"{name}.npy"), value,
+                                       **TOL)
+
+
+def test_usage_errors(tree_model, tmp_path):
+    directory, inputs, _ = tree_model
+    files = [directory / "tree-symbol.json", directory / "tree-0000.params"]
+    result = cli("convert", *files, inputs[0], "-o", tmp_path / "x.onnx")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "gluon-cf-export: error: --input must name each data input of the symbol once: it has "
+        "['data0', 'data1', 'data2', 'data3']; missing ['data1', 'data2', 'data3'], unknown []")
+    result = cli("convert", *files, *inputs, "--format", "onnx", "-o", tmp_path / "x.onnx")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "gluon-cf-export: error: the model uses gluon_cf.recursive, which standard ONNX cannot "
+        "express; convert it with --format artifact (or auto)")
+    result = cli("convert", *files, "--input", "data0:n=0", "-o", tmp_path / "x.onnx")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "gluon-cf-export: error: --input 'data0:n=0': dim 'n=0' must be a size >= 1 or "
+        "DIM=SIZE (an axis that may change size, example SIZE)")
+    assert not os.path.exists(tmp_path / "x.onnx")
+
+
+def test_run_rejects_a_corrupted_artifact(tree_model, tmp_path):
+    directory, inputs, runs = tree_model
+    out = tmp_path / "tree.onnx"
+    assert cli("convert", directory / "tree-symbol.json", directory / "tree-0000.params",
+               *inputs, "-o", out).returncode == 0
+    model = onnx.load(str(out))
+    node = next(n for n in model.graph.node if n.op_type == "Scan")
+    node.attribute[0].g.node[0].domain = "com.evil"  # the Recursion node
+    onnx.save(model, str(tmp_path / "evil.onnx"))
+    result = cli("run", tmp_path / "evil.onnx", "--input", *runs[0][0], "-o", tmp_path / "out")
+    assert result.returncode == 1
+    (message,) = result.stderr.strip().splitlines()
+    assert message.startswith("gluon-cf-export: error: the body of Scan node ")
+    assert message.endswith("(Recursion): operator domain 'com.evil' is not imported by the "
+                            "model or not supported")
+    assert not os.path.exists(tmp_path / "out")
