@@ -176,11 +176,13 @@ class Graph:
     _cache_lock = threading.Lock()
 
     def __init__(self, spec):
-        self.symbol = mx.sym.load_json(block_index_gradients(spec["json"]))
+        graph_json = json.loads(spec["json"])
+        self.partitioned = has_gluon_cf_nodes(graph_json)
+        blocked = block_index_gradients(graph_json)
+        self.symbol = mx.sym.load_json(spec["json"] if blocked is None else blocked)
         self.slots = list(spec["inputs"])
         self.input_names = self.symbol.list_inputs()
         self.num_outputs = spec["num_outputs"]
-        self.partitioned = has_gluon_cf_nodes(json.loads(spec["json"]))
         self._local = threading.local()
         self._shape_cache = {}
         self._type_cache = {}
@@ -283,8 +285,11 @@ _INDEX_INPUTS = {"Embedding": (0,), "_contrib_SparseEmbedding": (0,), "take": (1
                  "batch_take": (1,), "pick": (1,), "gather_nd": (1,), "one_hot": (0,)}
 
 
-def block_index_gradients(graph_json):
-    """Put a ``BlockGrad`` on the index inputs of ops like ``Embedding`` (returns new JSON).
+def block_index_gradients(js):
+    """Put a ``BlockGrad`` on the index inputs of ops like ``Embedding``.
+
+    ``js`` is a parsed symbol JSON (left unchanged); returns the new JSON text, or ``None`` when
+    the graph has no such op.
 
     A subgraph runs as one CachedOp, which autograd sees as one node: every output of a recorded
     call counts as depending on every input. So an index computed next to differentiable values
@@ -293,10 +298,9 @@ def block_index_gradients(graph_json):
     not defined anyway; blocking it says so explicitly (``take`` likewise cannot accumulate into
     its indices' gradient).
     """
-    js = json.loads(graph_json)
     nodes = js["nodes"]
     if not any(n["op"] in _INDEX_INPUTS for n in nodes):
-        return graph_json
+        return None
     new_nodes, new_id = [], {}
     for nid, n in enumerate(nodes):
         n = dict(n, inputs=[[new_id[i[0]], i[1], 0] for i in n["inputs"]])
@@ -306,11 +310,11 @@ def block_index_gradients(graph_json):
             n["inputs"][k] = [len(new_nodes) - 1, 0, 0]
         new_id[nid] = len(new_nodes)
         new_nodes.append(n)
-    js["nodes"] = new_nodes
-    js["arg_nodes"] = [i for i, n in enumerate(new_nodes) if n["op"] == "null"]
-    js["heads"] = [[new_id[h[0]], h[1], 0] for h in js["heads"]]
-    js.pop("node_row_ptr", None)
-    return json.dumps(js)
+    blocked = {k: v for k, v in js.items() if k != "node_row_ptr"}
+    blocked["nodes"] = new_nodes
+    blocked["arg_nodes"] = [i for i, n in enumerate(new_nodes) if n["op"] == "null"]
+    blocked["heads"] = [[new_id[h[0]], h[1], 0] for h in js["heads"]]
+    return json.dumps(blocked)
 
 
 def _complete(shape):
