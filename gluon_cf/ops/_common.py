@@ -5,6 +5,8 @@ import threading
 import numpy as np
 import mxnet as mx
 
+from ..executor import Frame, Parallel
+
 
 def check_callable(op, **funcs):
     for what, fn in funcs.items():
@@ -89,7 +91,6 @@ def per_row(forward, node, inputs, out_shapes, ctx):
 
     NOTE [batching] (``recursion/batching.py``): a batched value holds one row per invocation.
     """
-    from ..executor import Frame, Parallel  # executor is light; keep ops importable alone
     works = []
     for r in range(ctx.rows):
         row = [mx.nd.slice_axis(x, axis=0, begin=r, end=r + 1) if ctx.batched(i) else x
