@@ -170,6 +170,9 @@ class Graph:
 
     MXNet runs Custom operators on a pool of worker threads, and one CachedOp must not be entered
     by two threads at once, so each thread compiles its own (they share nothing but the JSON).
+    They are kept by thread id, not in a ``threading.local``: MXNet's worker threads are not
+    Python threads, and Python gives such a thread a fresh thread state (so an empty
+    ``threading.local``) on every callback, which rebuilt every CachedOp on every node call.
     """
 
     _cache = {}
@@ -183,7 +186,7 @@ class Graph:
         self.slots = list(spec["inputs"])
         self.input_names = self.symbol.list_inputs()
         self.num_outputs = spec["num_outputs"]
-        self._local = threading.local()
+        self._ops = {}  # thread id -> CachedOpPair or PartitionedGraph
         self._shape_cache = {}
         self._type_cache = {}
 
@@ -211,13 +214,14 @@ class Graph:
     def cached_op(self):
         """A CachedOp for this thread, or a PartitionedGraph when the graph contains gluon_cf
         nodes (NOTE [partitioned execution] in ``partition.py``)."""
-        op = getattr(self._local, "op", None)
+        thread = threading.get_ident()
+        op = self._ops.get(thread)
         if op is None:
             if self.partitioned:
                 op = PartitionedGraph(self.symbol)
             else:
                 op = CachedOpPair(self.symbol)
-            self._local.op = op
+            self._ops[thread] = op
         return op
 
     def run(self, slots, ctx, record=True):
