@@ -184,6 +184,7 @@ class Graph:
         blocked = block_index_gradients(graph_json)
         self.symbol = mx.sym.load_json(spec["json"] if blocked is None else blocked)
         self.slots = list(spec["inputs"])
+        self.slot_set = frozenset(self.slots)
         self.input_names = self.symbol.list_inputs()
         self.num_outputs = spec["num_outputs"]
         self._ops = {}  # thread id -> CachedOpPair or PartitionedGraph
@@ -209,6 +210,7 @@ class Graph:
         clone = object.__new__(Graph)
         clone.__dict__.update(self.__dict__)
         clone.slots = list(slots)
+        clone.slot_set = frozenset(slots)
         return clone
 
     def cached_op(self):

@@ -93,7 +93,7 @@ def per_row(forward, node, inputs, out_shapes, ctx):
     """
     works = []
     for r in range(ctx.rows):
-        row = [mx.nd.slice_axis(x, axis=0, begin=r, end=r + 1) if ctx.batched(i) else x
+        row = [x[r:r + 1] if ctx.batched(i) else x
                for i, x in enumerate(inputs)]
         works.append(forward(node, row, out_shapes, Frame(ctx.recursion, 1, ctx.flags, ctx.depth)))
     results = yield Parallel(works)

@@ -141,25 +141,28 @@ def from_batch(node, inputs, ctx):
     """Batching rule: split the rows by their predicate, run each branch on its rows (as one
     Parallel request, so recursive calls of both branches batch together), merge in order."""
     rows = ctx.rows
-    pred = inputs[0].reshape((rows, -1))[:, 0] != 0
-    num_taken = int(pred.sum().asscalar())   # the one synchronisation of a split
+    # The one synchronisation of a split: the predicate is read to the host, where the
+    # permutation is computed (a few small device ops cost more than this round trip).
+    taken = inputs[0].asnumpy().reshape(rows, -1)[:, 0] != 0
+    num_taken = int(taken.sum())
     if num_taken == rows:
         return (yield node.graphs["then"].run(inputs, ctx))
     if num_taken == 0:
         return (yield node.graphs["else"].run(inputs, ctx))
-    # The permutation putting the rows that take "then" first, and its inverse for the merge,
-    # computed on the device (a host-built index would cost a synchronous copy per split).
-    perm = mx.nd.argsort(pred, is_ascend=False, dtype="int32")
-    inverse = mx.nd.argsort(perm, dtype="int32")
-    taken, other = range(num_taken), range(num_taken, rows)
+    # perm puts the rows taking "then" first (each side in order); inverse undoes it.
+    perm = np.argsort(~taken, kind="stable")
+    inverse = np.empty_like(perm)
+    inverse[perm] = np.arange(rows)
+    index = mx.nd.array(np.concatenate([perm, inverse]), ctx=inputs[0].context, dtype="int32")
+    perm, inverse = index[:rows], index[rows:]
     works = []
-    for name, idx in (("then", taken), ("else", other)):
-        rows_index = perm[idx.start:idx.stop]
-        used = set(node.graphs[name].slots)  # gather only what the branch reads
+    for name, begin, end in (("then", 0, num_taken), ("else", num_taken, rows)):
+        rows_index = perm[begin:end]
+        used = node.graphs[name].slot_set  # gather only what the branch reads
         sub = [mx.nd.take(x, rows_index, axis=0) if i in used and ctx.batched(i) else x
                for i, x in enumerate(inputs)]
-        frame = Frame(ctx.recursion, len(idx), ctx.flags, ctx.depth)
-        works.append(node.graphs[name].run(sub, frame))
+        works.append(node.graphs[name].run(sub, Frame(ctx.recursion, end - begin, ctx.flags,
+                                                      ctx.depth)))
     then_out, else_out = yield Parallel(works)
     return [mx.nd.take(mx.nd.concat(a, b, dim=0), inverse, axis=0)
             for a, b in zip(then_out, else_out)]
