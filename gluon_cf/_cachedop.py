@@ -1,16 +1,24 @@
 """The CachedOps that run every subgraph."""
 import mxnet as mx
 
+# How many input-shape signatures a CachedOpPair keeps a CachedOp for (per mode).
+SHAPES_KEPT = 64
+
 
 class CachedOpPair:
-    """Two CachedOps of one symbol: static memory for inference, dynamic under autograd.
+    """CachedOps of one symbol, one per input-shape signature, for plain and recorded calls.
 
-    A ``static_alloc`` CachedOp reuses its buffers from call to call, which is what makes it fast
-    but also makes it unsafe to call again while an earlier recorded call still awaits backward
-    (seen here: wrong gradients when a forward is recomputed in backward). So recorded calls use
-    a CachedOp without static memory.
+    A CachedOp re-infers shapes and re-plans its graph whenever the input shapes differ from its
+    previous call, which costs as much as the call itself. Inside a batch the row count changes
+    from call to call, so a CachedOp is kept per signature (the last ``SHAPES_KEPT``); each
+    then always sees the same shapes.
 
-    The recorded CachedOp multiplies every output by 1; see :func:`_no_gradient_passthrough`.
+    Only the first signature of plain (not recorded) calls gets ``static_alloc`` memory, which is
+    the fast path of the common case of one signature (a loop body, an unbatched branch); with
+    it for every signature, its buffers would be kept for each. Recorded calls never use it: a
+    ``static_alloc`` CachedOp gives wrong gradients when called again before backward (seen
+    here: a forward recomputed in backward). Recorded calls use a copy of the symbol whose
+    outputs are multiplied by 1; see :func:`_no_gradient_passthrough`.
 
     MXNet refuses to build a CachedOp for a graph without inputs (a ``cond`` branch returning
     constants, MXNet issue 12154); such a graph runs in a bound executor, its outputs copied out.
@@ -21,14 +29,25 @@ class CachedOpPair:
         if self.constant:
             self.executor = symbol.bind(mx.current_context(), {})
         else:
-            self.static = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
-            self.dynamic = mx.nd.CachedOp(_no_gradient_passthrough(symbol))
+            self.symbols = (symbol, _no_gradient_passthrough(symbol))
+            self.ops = ({}, {})   # plain, recorded: input shapes -> CachedOp
+            self.has_static = False
 
     def __call__(self, *args):
         if self.constant:
             outputs = self.executor.forward(is_train=mx.autograd.is_training())
             return [o.copy() for o in outputs]
-        op = self.dynamic if mx.autograd.is_recording() else self.static
+        recorded = int(mx.autograd.is_recording())
+        ops = self.ops[recorded]
+        key = tuple(a.shape for a in args)
+        op = ops.get(key)
+        if op is None:
+            if len(ops) >= SHAPES_KEPT:
+                del ops[next(iter(ops))]   # the oldest signature
+            static = not recorded and not self.has_static
+            self.has_static = self.has_static or static
+            op = ops[key] = mx.nd.CachedOp(self.symbols[recorded],
+                                           flags=[("static_alloc", True)] if static else [])
         return op(*args)
 
 
