@@ -153,7 +153,9 @@ def from_batch(node, inputs, ctx):
     perm = np.argsort(~taken, kind="stable")
     inverse = np.empty_like(perm)
     inverse[perm] = np.arange(rows)
-    index = mx.nd.array(np.concatenate([perm, inverse]), ctx=inputs[0].context, dtype="int32")
+    index = mx.nd.from_numpy(np.concatenate([perm, inverse]).astype(np.int32))  # no copy
+    if inputs[0].context != index.context:
+        index = index.as_in_context(inputs[0].context)
     perm, inverse = index[:rows], index[rows:]
     works = []
     for name, begin, end in (("then", 0, num_taken), ("else", num_taken, rows)):
