@@ -2,7 +2,8 @@
 
 For every measured cell (model kind x tree shape x mode x batch size) and every method in
 `gluon_cf.bench.METHODS`, runs warm-up iterations, then mini-batches until a wall-clock budget is
-spent (at least one), calling `mx.nd.waitall()` after each, and reports trees/second. Before
+spent (at least one), calling `mx.nd.waitall()` after each, and reports trees/second. The methods
+of a cell take turns in a few rounds and each reports its median round (`time_methods`). Before
 timing a model, all methods are checked against method 'a' on one mini-batch.
 
 Prints a table, the speed-up ratios, writes a PNG plot (`--plot`), and prints as the very last
@@ -33,6 +34,7 @@ HEADLINES = [('treelstm', 'infer', 25, 'vs_eager'), ('treelstm', 'train', 25, 'v
              ('treelstm', 'infer', 25, 'vs_handbatched'), ('treelstm', 'infer', 25, 'vs_torch'),
              ('treelstm', 'infer', 1, 'vs_eager')]
 CHECK_TOLERANCE = 1e-4
+ROUNDS = 3   # the methods of a cell take turns this many times (see time_methods)
 
 
 @dataclass(frozen=True)
@@ -146,20 +148,35 @@ def check_agreement(kind, runners, batch):
                         f'{ref_name} on the {what} of a {batch.size}-tree mini-batch')
 
 
-def time_method(step, batches, budget, warmup):
-    """Trees/second of `step(batch)` over `batches` (cycled) after `warmup` calls."""
-    for i in range(warmup):
-        step(batches[i % len(batches)])
-        mx.nd.waitall()
+def time_method(step, batches, budget, first=0):
+    """(trees/second of `step(batch)`, next batch index) over `batches`, cycled from `first`,
+    for at least `budget` seconds."""
     trees, iters, start = 0, 0, time.perf_counter()
     while True:
-        batch = batches[iters % len(batches)]
+        batch = batches[(first + iters) % len(batches)]
         step(batch)
         mx.nd.waitall()
         trees, iters = trees + batch.size, iters + 1
         elapsed = time.perf_counter() - start
         if elapsed >= budget:
-            return trees / elapsed
+            return trees / elapsed, first + iters
+
+
+def time_methods(steps, batches, budget, warmup):
+    """{method: trees/second} for `steps` ({method: step}): after `warmup` calls each, the
+    methods take turns for ROUNDS rounds of `budget / ROUNDS` seconds; a method's speed is the
+    median of its rounds, so that a burst of machine noise hits one round, not one method."""
+    for step in steps.values():
+        for i in range(warmup):
+            step(batches[i % len(batches)])
+            mx.nd.waitall()
+    rates = {name: [] for name in steps}
+    position = dict.fromkeys(steps, 0)
+    for _ in range(ROUNDS):
+        for name, step in steps.items():
+            rate, position[name] = time_method(step, batches, budget / ROUNDS, position[name])
+            rates[name].append(rate)
+    return {name: float(np.median(r)) for name, r in rates.items()}
 
 
 def run(preset, methods, seed, budget):
@@ -184,14 +201,11 @@ def run(preset, methods, seed, budget):
         for cell in sorted(cells, key=lambda c: c.mode != 'infer'):
             num_batches = -(-len(encoded[cell.shape]) // cell.batch_size)
             batches = make_batches(encoded[cell.shape], cell.batch_size, num_batches)
-            results[cell] = {}
-            for name in methods:
-                progress.set_postfix_str(f'{cell.key} {name}')
-                if name in runners:
-                    runner = runners[name]
-                    step = runner.infer if cell.mode == 'infer' else runner.train_step
-                    results[cell][name] = time_method(step, batches, budget, preset.warmup)
-                progress.update()
+            progress.set_postfix_str(cell.key)
+            steps = {name: runners[name].infer if cell.mode == 'infer'
+                     else runners[name].train_step for name in methods if name in runners}
+            results[cell] = time_methods(steps, batches, budget, preset.warmup)
+            progress.update(len(methods))
         del runners
     progress.close()
     return results, skipped
