@@ -1,8 +1,15 @@
 """The CachedOps that run every subgraph."""
+import threading
+
 import mxnet as mx
+import numpy as np
 
 # How many input-shape signatures a CachedOpPair keeps a CachedOp for (per mode).
 SHAPES_KEPT = 64
+# Bytes of static_alloc buffers all CachedOpPairs of the process may keep (estimated).
+STATIC_BYTES = 256 << 20
+
+_static = {"bytes": 0, "lock": threading.Lock()}
 
 
 class CachedOpPair:
@@ -13,12 +20,12 @@ class CachedOpPair:
     from call to call, so a CachedOp is kept per signature (the last ``SHAPES_KEPT``); each
     then always sees the same shapes.
 
-    Only the first signature of plain (not recorded) calls gets ``static_alloc`` memory, which is
-    the fast path of the common case of one signature (a loop body, an unbatched branch); with
-    it for every signature, its buffers would be kept for each. Recorded calls never use it: a
-    ``static_alloc`` CachedOp gives wrong gradients when called again before backward (seen
-    here: a forward recomputed in backward). Recorded calls use a copy of the symbol whose
-    outputs are multiplied by 1; see :func:`_no_gradient_passthrough`.
+    Plain (not recorded) calls use ``static_alloc``/``static_shape`` CachedOps, the fast path,
+    as long as their buffers fit in ``STATIC_BYTES`` for the whole process (estimated from the
+    shapes of the graph's internal values); beyond that they allocate per call. Recorded calls
+    never use static memory: a ``static_alloc`` CachedOp gives wrong gradients when called again
+    before backward (seen here: a forward recomputed in backward). Recorded calls use a copy of
+    the symbol whose outputs are multiplied by 1; see :func:`_no_gradient_passthrough`.
 
     MXNet refuses to build a CachedOp for a graph without inputs (a ``cond`` branch returning
     constants, MXNet issue 12154); such a graph runs in a bound executor, its outputs copied out.
@@ -30,8 +37,7 @@ class CachedOpPair:
             self.executor = symbol.bind(mx.current_context(), {})
         else:
             self.symbols = (symbol, _no_gradient_passthrough(symbol))
-            self.ops = ({}, {})   # plain, recorded: input shapes -> CachedOp
-            self.has_static = False
+            self.ops = ({}, {})   # plain, recorded: input shapes -> (CachedOp, static bytes)
 
     def __call__(self, *args):
         if self.constant:
@@ -40,15 +46,35 @@ class CachedOpPair:
         recorded = int(mx.autograd.is_recording())
         ops = self.ops[recorded]
         key = tuple(a.shape for a in args)
-        op = ops.get(key)
-        if op is None:
+        entry = ops.get(key)
+        if entry is None:
             if len(ops) >= SHAPES_KEPT:
-                del ops[next(iter(ops))]   # the oldest signature
-            static = not recorded and not self.has_static
-            self.has_static = self.has_static or static
-            op = ops[key] = mx.nd.CachedOp(self.symbols[recorded],
-                                           flags=[("static_alloc", True)] if static else [])
-        return op(*args)
+                _release(ops.pop(next(iter(ops)))[1])   # the oldest signature
+            entry = ops[key] = self._create(recorded, args)
+        return entry[0](*args)
+
+    def _create(self, recorded, args):
+        symbol = self.symbols[recorded]
+        size = 0 if recorded else _static_size(symbol, args)
+        with _static["lock"]:
+            static = not recorded and _static["bytes"] + size <= STATIC_BYTES
+            if static:
+                _static["bytes"] += size
+        flags = [("static_alloc", True), ("static_shape", True)] if static else []
+        return mx.nd.CachedOp(symbol, flags=flags), size if static else 0
+
+
+def _static_size(symbol, args):
+    """Estimated bytes of the static buffers of ``symbol`` for inputs ``args``."""
+    shapes = {name: a.shape for name, a in zip(symbol.list_inputs(), args)}
+    _, out_shapes, _ = symbol.get_internals().infer_shape_partial(**shapes)
+    itemsize = max(np.dtype(a.dtype).itemsize for a in args)
+    return itemsize * sum(int(np.prod(s)) for s in out_shapes or [] if s)
+
+
+def _release(size):
+    with _static["lock"]:
+        _static["bytes"] -= size
 
 
 def _no_gradient_passthrough(symbol):
