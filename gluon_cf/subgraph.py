@@ -190,6 +190,7 @@ class Graph:
         self._ops = {}  # thread id -> CachedOpPair or PartitionedGraph
         self._shape_cache = {}
         self._type_cache = {}
+        self._row_checks = {}
 
     @classmethod
     def from_spec(cls, spec):
@@ -240,12 +241,32 @@ class Graph:
             if ctx is not None and ctx.flags is not None:  # slot flags -> graph input flags
                 ctx = ctx.with_flags([ctx.flags[s] for s in self.slots])
             return op.run(args, ctx)
+        if record and ctx is not None and ctx.flags is not None and ctx.recursion is not None:
+            flags = tuple(ctx.flags[s] for s in self.slots)
+            if any(flags) and self._rows_independent(args, flags):
+                return _request(GraphCall(self, args, flags, ctx.rows))
         if record:
             out = op(*args)
         else:
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 out = op(*args)
         return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+    def _rows_independent(self, args, flags):
+        """Whether every output has one row per row of the batched inputs (checked once per
+        signature by shape inference with 3 rows), so that calls may be concatenated."""
+        key = (flags, tuple(a.shape[1:] if f else a.shape for a, f in zip(args, flags)))
+        verdict = self._row_checks.get(key)
+        if verdict is None:
+            shapes = {n: (3,) + a.shape[1:] if f else a.shape
+                      for n, a, f in zip(self.input_names, args, flags)}
+            try:
+                _, outs, _ = self.symbol.infer_shape_partial(**shapes)
+                verdict = bool(outs) and all(o and o[0] == 3 for o in outs)
+            except mx.MXNetError:
+                verdict = False
+            self._row_checks[key] = verdict
+        return verdict
 
     def infer_shape(self, slot_shapes):
         """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``.
@@ -284,6 +305,32 @@ class Graph:
                 self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
         return inferred, list(outs) if outs else [None] * self.num_outputs
+
+
+class GraphCall:
+    """A request to run a plain graph on batched values (``flags`` marks the batched inputs,
+    which hold ``rows`` rows). The batching executor defers it and runs the calls of one graph
+    together (NOTE [batching] in ``recursion/batching.py``); :func:`executor.run` runs it now.
+    """
+
+    __slots__ = ("graph", "args", "flags", "rows")
+
+    def __init__(self, graph, args, flags, rows):
+        self.graph, self.args, self.flags, self.rows = graph, args, flags, rows
+
+    def key(self):
+        """Calls with equal keys may run as one: same graph, same shared (unbatched) inputs."""
+        return (id(self.graph.symbol), self.flags,
+                tuple(id(a) for a, f in zip(self.args, self.flags) if not f))
+
+    def unbatched(self):
+        out = self.graph.cached_op()(*self.args)
+        return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+
+def _request(call):
+    """A generator that hands ``call`` to the executor and returns its result."""
+    return (yield call)
 
 
 # Operators whose listed inputs are indices, with no gradient defined (MXNet refuses to compute one).

@@ -166,8 +166,21 @@ def from_batch(node, inputs, ctx):
         works.append(node.graphs[name].run(sub, Frame(ctx.recursion, end - begin, ctx.flags,
                                                       ctx.depth)))
     then_out, else_out = yield Parallel(works)
-    return [mx.nd.take(mx.nd.concat(a, b, dim=0), inverse, axis=0)
-            for a, b in zip(then_out, else_out)]
+    return [mx.nd.take(mx.nd.concat(_rows(a, num_taken, k), _rows(b, rows - num_taken, k),
+                                    dim=0), inverse, axis=0)
+            for k, (a, b) in enumerate(zip(then_out, else_out))]
+
+
+def _rows(value, rows, k):
+    """A branch output with one row per row of the branch: a value that does not depend on the
+    rows (one row, e.g. a parameter) is repeated."""
+    if value.shape[0] == rows:
+        return value
+    if value.shape[0] == 1:
+        return mx.nd.repeat(value, rows, axis=0)
+    raise mx.MXNetError("gluon_cf.cond: in a batch of %d rows, output %d of a branch has shape "
+                        "%s; it must have one row per row, or one row for all"
+                        % (rows, k, value.shape))
 
 
 _node.register(CondRule())

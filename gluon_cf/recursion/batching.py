@@ -24,6 +24,12 @@ NOTE [batching]
 
     So left and right children of all nodes of a level, across all trees of a mini-batch, run as
     one batch - also for trees the model decides while running (the top-down generator).
+
+    Plain graphs run on batched values (a cond branch without recursive calls, such as a tree's
+    leaf case) are deferred the same way (``subgraph.GraphCall``), and only run when no
+    invocation is pending: by then the recursion has reached the bottom, so the leaves of every
+    level of every tree run as one batch, as TF Fold's schedule would have them. A graph is
+    deferred only if each of its outputs has one row per row (checked by shape inference).
     Autograd records the concatenations and splits like any other operator, so training works
     unchanged and gives the gradients of the unbatched executor.
 """
@@ -35,6 +41,7 @@ import mxnet as mx
 
 from ..executor import Parallel
 from ..ops._common import batch_rows
+from ..subgraph import GraphCall
 from .rules import Invocation, _TABLES
 
 
@@ -60,6 +67,7 @@ def run_batched(gen):
     root = _Task(gen)
     ready = [root]
     pending = {}     # (context key, qname) -> [(task, Invocation)]
+    calls = {}       # GraphCall.key() -> [(task, GraphCall)]
     outcome = []
 
     def deliver(task, value):
@@ -79,9 +87,12 @@ def run_batched(gen):
             parent.value = value
             ready.append(parent)
 
-    while ready or pending:
+    while ready or pending or calls:
         if not ready:
-            ready.append(_batch(pending, deliver))
+            if pending:
+                ready.append(_batch(pending, deliver))
+            else:
+                _run_calls(calls, deliver)
             continue
         task = ready.pop()
         try:
@@ -104,6 +115,8 @@ def run_batched(gen):
                 pending.setdefault(key, []).append((task, request))
             else:
                 ready.append(_Task(request.unbatched(), task))
+        elif isinstance(request, GraphCall):
+            calls.setdefault(request.key(), []).append((task, request))
         else:
             ready.append(_Task(request, task))
     return outcome[0]
@@ -135,6 +148,27 @@ def _batch(pending, deliver):
         return None
 
     return _Task(batched())
+
+
+def _run_calls(calls, deliver):
+    """Run every group of pending plain-graph calls, each group as one batch."""
+    groups = list(calls.values())
+    calls.clear()
+    for group in groups:
+        first = group[0][1]
+        if len(group) == 1:
+            args = first.args
+        else:
+            args = [mx.nd.concat(*[c.args[i] for _, c in group], dim=0) if batched else a
+                    for i, (a, batched) in enumerate(zip(first.args, first.flags))]
+        outputs = first.graph.cached_op()(*args)
+        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        start = 0
+        for task, call in group:
+            part = outputs if len(group) == 1 else \
+                [o[start:start + call.rows] for o in outputs]  # views, no copies
+            start += call.rows
+            deliver(_Task(None, task), part)
 
 
 _checked = {}

@@ -14,7 +14,7 @@ NOTE [recursive executor]
 import mxnet as mx
 
 from .. import node as _node
-from ..executor import Frame
+from ..executor import Frame, Parallel
 from ..subgraph import PendingShape
 from .api import RecursionDepthError
 
@@ -123,9 +123,13 @@ class RecursionContext:
                     for i, a in enumerate(args)]
         return Invocation(self, qname, list(args), rows, depth)
 
-    def run(self, qname, args, rows, depth):
-        """Generator: the body of ``qname`` on ``args`` holding ``rows`` invocations."""
-        flags = [True] * len(args) + [False] * len(self.env)
+    def run(self, qname, args, rows, depth, batched=True):
+        """Generator: the body of ``qname`` on ``args`` holding ``rows`` invocations.
+
+        ``batched=False`` (one invocation, by the unbatched executor) runs it without batch
+        flags, so nothing inside is treated as a batch (NOTE [batching]).
+        """
+        flags = [True] * len(args) + [False] * len(self.env) if batched else None
         frame = Frame(self, rows, flags, depth)
         return self.graphs[qname].run(list(args) + self.env, frame)
 
@@ -140,8 +144,16 @@ class Invocation:
         self.rows, self.depth = rows, depth
 
     def unbatched(self):
-        """Generator for the unbatched executor: run it now, on its own."""
-        return self.context.run(self.qname, self.args, self.rows, self.depth)
+        """Generator for the unbatched executor: run it now, on its own (one row at a time)."""
+        if self.rows == 1:
+            return self.context.run(self.qname, self.args, 1, self.depth, batched=False)
+        return self._row_by_row()
+
+    def _row_by_row(self):
+        parts = yield Parallel([
+            Invocation(self.context, self.qname, [a[r:r + 1] for a in self.args], 1,
+                       self.depth).unbatched() for r in range(self.rows)])
+        return [mx.nd.concat(*column, dim=0) for column in zip(*parts)]
 
 
 class RecursionRule(_node.Rule):
