@@ -1,4 +1,5 @@
 """The CachedOps that run every subgraph."""
+import math
 import threading
 
 import mxnet as mx
@@ -16,16 +17,18 @@ class CachedOpPair:
     """CachedOps of one symbol, one per input-shape signature, for plain and recorded calls.
 
     A CachedOp re-infers shapes and re-plans its graph whenever the input shapes differ from its
-    previous call, which costs as much as the call itself. Inside a batch the row count changes
-    from call to call, so a CachedOp is kept per signature (the last ``SHAPES_KEPT``); each
-    then always sees the same shapes.
+    previous call, which costs twice a call with known shapes. Inside a batch the row count
+    changes from call to call, so a signature seen twice gets a CachedOp of its own (the
+    ``SHAPES_KEPT`` most recently used are kept), which then always sees the same shapes;
+    a signature seen once runs in a shared CachedOp (creating one costs about ten calls).
 
-    Plain (not recorded) calls use ``static_alloc``/``static_shape`` CachedOps, the fast path,
-    as long as their buffers fit in ``STATIC_BYTES`` for the whole process (estimated from the
-    shapes of the graph's internal values); beyond that they allocate per call. Recorded calls
-    never use static memory: a ``static_alloc`` CachedOp gives wrong gradients when called again
-    before backward (seen here: a forward recomputed in backward). Recorded calls use a copy of
-    the symbol whose outputs are multiplied by 1; see :func:`_no_gradient_passthrough`.
+    Plain (not recorded) calls of a signature's own CachedOp use ``static_alloc`` and
+    ``static_shape``, the fast path, as long as their buffers fit in ``STATIC_BYTES`` for the
+    whole process (estimated from the shapes of the graph's internal values); beyond that they
+    allocate per call. Recorded calls never use static memory: a ``static_alloc`` CachedOp
+    gives wrong gradients when called again before backward (seen here: a forward recomputed in
+    backward). Recorded calls use a copy of the symbol whose outputs are multiplied by 1; see
+    :func:`_no_gradient_passthrough`.
 
     MXNet refuses to build a CachedOp for a graph without inputs (a ``cond`` branch returning
     constants, MXNet issue 12154); such a graph runs in a bound executor, its outputs copied out.
@@ -37,7 +40,9 @@ class CachedOpPair:
             self.executor = symbol.bind(mx.current_context(), {})
         else:
             self.symbols = (symbol, _no_gradient_passthrough(symbol))
+            self.shared = tuple(mx.nd.CachedOp(s) for s in self.symbols)
             self.ops = ({}, {})   # plain, recorded: input shapes -> (CachedOp, static bytes)
+            self.seen = (set(), set())
 
     def __call__(self, *args):
         if self.constant:
@@ -46,11 +51,18 @@ class CachedOpPair:
         recorded = int(mx.autograd.is_recording())
         ops = self.ops[recorded]
         key = tuple(a.shape for a in args)
-        entry = ops.get(key)
+        entry = ops.pop(key, None)
         if entry is None:
+            seen = self.seen[recorded]
+            if key not in seen:
+                if len(seen) >= 16 * SHAPES_KEPT:
+                    seen.clear()
+                seen.add(key)
+                return self.shared[recorded](*args)
             if len(ops) >= SHAPES_KEPT:
-                _release(ops.pop(next(iter(ops)))[1])   # the oldest signature
-            entry = ops[key] = self._create(recorded, args)
+                _release(ops.pop(next(iter(ops)))[1])   # the least recently used
+            entry = self._create(recorded, args)
+        ops[key] = entry   # (re)inserted last: most recently used
         return entry[0](*args)
 
     def _create(self, recorded, args):
@@ -69,7 +81,7 @@ def _static_size(symbol, args):
     shapes = {name: a.shape for name, a in zip(symbol.list_inputs(), args)}
     _, out_shapes, _ = symbol.get_internals().infer_shape_partial(**shapes)
     itemsize = max(np.dtype(a.dtype).itemsize for a in args)
-    return itemsize * sum(int(np.prod(s)) for s in out_shapes or [] if s)
+    return itemsize * sum(math.prod(s) for s in out_shapes or [] if s)
 
 
 def _release(size):

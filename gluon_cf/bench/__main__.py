@@ -35,6 +35,7 @@ HEADLINES = [('treelstm', 'infer', 25, 'vs_eager'), ('treelstm', 'train', 25, 'v
              ('treelstm', 'infer', 1, 'vs_eager')]
 CHECK_TOLERANCE = 1e-4
 ROUNDS = 3   # the methods of a cell take turns this many times (see time_methods)
+FRESH_TREES_PER_SECOND = 10000   # see run()
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def time_methods(steps, batches, budget, warmup):
             step(batches[i % len(batches)])
             mx.nd.waitall()
     rates = {name: [] for name in steps}
-    position = dict.fromkeys(steps, 0)
+    position = dict.fromkeys(steps, warmup)   # timed on batches not seen in warm-up
     for _ in range(ROUNDS):
         for name, step in steps.items():
             rate, position[name] = time_method(step, batches, budget / ROUNDS, position[name])
@@ -199,8 +200,13 @@ def run(preset, methods, seed, budget):
             check_agreement(kind, runners, make_batches(encoded['sst'], 4, 1)[0])
         # Inference first: training changes each runner's weights.
         for cell in sorted(cells, key=lambda c: c.mode != 'infer'):
-            num_batches = -(-len(encoded[cell.shape]) // cell.batch_size)
-            batches = make_batches(encoded[cell.shape], cell.batch_size, num_batches)
+            # Enough mini-batches that a method is never timed twice on one forest (up to
+            # FRESH_TREES_PER_SECOND): in training every mini-batch is a new forest, and a
+            # forest seen before would let CachedOps reuse what they planned for its shapes.
+            pool = encoded[cell.shape]
+            num_batches = -(-max(len(pool), int(FRESH_TREES_PER_SECOND * budget))
+                            // cell.batch_size) + preset.warmup
+            batches = make_batches(pool, cell.batch_size, num_batches, seed=seed)
             progress.set_postfix_str(cell.key)
             steps = {name: runners[name].infer if cell.mode == 'infer'
                      else runners[name].train_step for name in methods if name in runners}

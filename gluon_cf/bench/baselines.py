@@ -31,6 +31,7 @@ torch runner does one backward per mini-batch.
 from dataclasses import dataclass
 
 import mxnet as mx
+import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
@@ -130,13 +131,20 @@ class Batch:
         return self.forest.root_labels
 
 
-def make_batches(encoded_trees, batch_size, num_batches):
-    """`num_batches` consecutive mini-batches of `batch_size`, cycling through the trees."""
+def make_batches(encoded_trees, batch_size, num_batches, seed=None):
+    """`num_batches` mini-batches of `batch_size`: consecutive trees, cycling through them, or,
+    with a `seed`, the trees reshuffled every pass (so that mini-batches are new forests, as in
+    training, rather than the same few forests again)."""
     from gluon_cf.data.trees import batchify_forest
 
-    batches, n = [], len(encoded_trees)
+    n = len(encoded_trees)
+    rng = None if seed is None else np.random.RandomState(seed)
+    order = []
+    while len(order) < num_batches * batch_size:
+        order.extend(range(n) if rng is None else rng.permutation(n))
+    batches = []
     for b in range(num_batches):
-        trees = [encoded_trees[(b * batch_size + k) % n] for k in range(batch_size)]
+        trees = [encoded_trees[i] for i in order[b * batch_size:(b + 1) * batch_size]]
         batches.append(Batch(trees, batchify_forest(trees)))
     return batches
 
