@@ -127,25 +127,12 @@ def _batch(pending, deliver):
     key = max(pending, key=lambda k: sum(r.rows for _, r in pending[k]))
     group = pending.pop(key)
     first = group[0][1]
-    rows = [r.rows for _, r in group]
-    if len(group) == 1:
-        args = first.args
-    else:
-        args = [mx.nd.concat(*[r.args[i] for _, r in group], dim=0)
-                for i in range(len(first.args))]
+    args = _concat_rows(group, [True] * len(first.args))
+    rows = sum(r.rows for _, r in group)
     depth = max(r.depth for _, r in group)
 
     def batched():
-        outputs = yield first.context.run(first.qname, args, sum(rows), depth)
-        start = 0
-        for (task, _), n in zip(group, rows):
-            if len(group) == 1:
-                part = outputs
-            else:
-                part = [o[start:start + n] for o in outputs]  # views, no copies
-            start += n
-            deliver(_Task(None, task), part)
-        return None
+        _hand_out(group, (yield first.context.run(first.qname, args, rows, depth)), deliver)
 
     return _Task(batched())
 
@@ -156,19 +143,28 @@ def _run_calls(calls, deliver):
     calls.clear()
     for group in groups:
         first = group[0][1]
-        if len(group) == 1:
-            args = first.args
-        else:
-            args = [mx.nd.concat(*[c.args[i] for _, c in group], dim=0) if batched else a
-                    for i, (a, batched) in enumerate(zip(first.args, first.flags))]
-        outputs = first.graph.cached_op()(*args)
-        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        start = 0
-        for task, call in group:
-            part = outputs if len(group) == 1 else \
-                [o[start:start + call.rows] for o in outputs]  # views, no copies
-            start += call.rows
-            deliver(_Task(None, task), part)
+        outputs = first.graph.cached_op()(*_concat_rows(group, first.flags))
+        _hand_out(group, list(outputs) if isinstance(outputs, (list, tuple)) else [outputs],
+                  deliver)
+
+
+def _concat_rows(group, flags):
+    """The arguments of a group of requests: batched ones (``flags``) concatenated along axis
+    0, shared ones (the same object in every request of a group) as they are."""
+    first = group[0][1]
+    if len(group) == 1:
+        return first.args
+    return [mx.nd.concat(*[r.args[i] for _, r in group], dim=0) if batched else a
+            for i, (a, batched) in enumerate(zip(first.args, flags))]
+
+
+def _hand_out(group, outputs, deliver):
+    """Give each requesting task of ``group`` its rows of ``outputs`` (views, no copies)."""
+    start = 0
+    for task, request in group:
+        part = outputs if len(group) == 1 else [o[start:start + request.rows] for o in outputs]
+        start += request.rows
+        deliver(_Task(None, task), part)
 
 
 _checked = {}
