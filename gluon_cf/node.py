@@ -19,7 +19,10 @@ NOTE [gradients through a node]
     (``autograd.record(train_mode=False)`` makes MXNet call forward with ``is_train=False``), the
     forward is recomputed under recording first.
 """
+import builtins
 import json
+import re
+import threading
 
 import numpy as np
 
@@ -27,47 +30,100 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import executor
+from .partition import user_custom_op_types
 from .subgraph import Graph, dumps
 
 OP_PREFIX = "_gluon_cf_"
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
-#     whose branches disagree, a RecursionDepthError in forward) is printed by MXNet and replaced
-#     by a generic "Check failed: ...callbacks[...]" MXNetError raised later, elsewhere. We keep
-#     the last such exception's message and put it in front of the next MXNetError that MXNet's
-#     Python binding builds (``mxnet.base.get_last_ffi_error``, looked up at call time by every
-#     ``check_call``), so the user's exception names the op and says what was wrong.
-_last_error = []
+#     whose branches disagree, a RecursionDepthError in forward) does not reach the user by
+#     itself: MXNet's callback wrapper prints its traceback on stdout and reports a generic
+#     "Check failed: ...callbacks[...]" MXNetError, raised later, elsewhere (at the next sync).
+#     So the callbacks are wrapped (``_reporting``): the exception is kept, and what MXNet sees
+#     is a marker exception whose printout is dropped (``mx.operator``'s ``print`` is ours, and
+#     passes everything else through). When MXNet's Python binding next builds an error
+#     (``mxnet.base.get_last_ffi_error``, looked up at call time by every ``check_call``) and it
+#     comes from a Custom callback, the kept exception is raised instead: its own type
+#     (RecursionDepthError, ValueError, TypeError, ...), its own message naming the op and the
+#     node, once, with a traceback that starts at the user's call rather than in a worker thread.
+_kept_inference = threading.local()   # (exception, node name): shape/type inference, same thread
+_kept_run = []                         # [exception]: forward/backward, on MXNet's worker threads
+_kept_lock = threading.Lock()
 _original_get_last_ffi_error = mx.base.get_last_ffi_error
+_MARKER = "gluon_cf: error reported to the caller"
 
 
-def _remember(exc):
-    _last_error[:] = ["%s: %s" % (type(exc).__name__, exc)]
+class _Reported(Exception):
+    """What MXNet's callback wrapper sees in place of our exception (and does not print)."""
+
+    def __init__(self):
+        super().__init__(_MARKER)
+
+
+def _remember(callback, exc, node):
+    if callback in ("infer_shape", "infer_type"):
+        # MXNet calls inference synchronously and raises its error in this same thread.
+        _kept_inference.value = (exc, node.spec.get("node") or "")
+    else:
+        with _kept_lock:
+            _kept_run[:] = [exc]
 
 
 def _get_last_ffi_error():
+    """MXNet's error, or the exception one of our callbacks kept for it (NOTE above)."""
     err = _original_get_last_ffi_error()
-    if _last_error and "Custom" in str(err):
-        message = _last_error.pop()
-        err = type(err)("%s\n\n(reported by MXNet as: %s)" % (message, str(err).strip()))
+    text = str(err)
+    if "kCustomOpPropInfer" in text:
+        kept = getattr(_kept_inference, "value", None)
+        _kept_inference.value = None
+        # Only for the node whose callback failed: "Error in operator <...node name>: ...".
+        if kept is not None and re.search(r"Error in operator \S*%s:" % re.escape(kept[1]), text):
+            return kept[0].with_traceback(None)
+    elif "kCustomOpForward" in text or "kCustomOpBackward" in text:
+        with _kept_lock:
+            if _kept_run:
+                return _kept_run.pop().with_traceback(None)
     return err
 
 
+def _quiet_print(*args, **kwargs):
+    """``print`` for ``mx.operator``'s callback wrappers: drops the printout of _Reported."""
+    if args and isinstance(args[0], str) and _MARKER in args[0]:
+        return
+    builtins.print(*args, **kwargs)
+
+
+def _name_node(exc, node):
+    """Add the name of the graph node to a user-facing error raised while running it."""
+    if isinstance(exc, mx.MXNetError) or not isinstance(
+            exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
+        return
+    name = node.spec.get("node")
+    if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \
+            and not getattr(exc, "_gluon_cf_node", None):
+        exc.args = ("%s\n(in gluon_cf node %r)" % (exc.args[0], name),)
+        exc._gluon_cf_node = name
+
+
 mx.base.get_last_ffi_error = _get_last_ffi_error
+mx.operator.print = _quiet_print
 
 
 def _reporting(method):
     """Wrap a Custom operator callback so that its exception reaches the user (see above)."""
-    def wrapper(*args, **kwargs):
+    def wrapper(self, *args, **kwargs):
         try:
-            return method(*args, **kwargs)
+            return method(self, *args, **kwargs)
         except Exception as exc:
-            _remember(exc)
-            raise
+            _name_node(exc, self.node)
+            _remember(method.__name__, exc, self.node)
+            raise _Reported() from None
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__
     return wrapper
+
+
 _RULES = {}
 _SPECS = {}
 
@@ -103,6 +159,7 @@ class Node:
         self.num_outputs = spec["num_outputs"]
         self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
         self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
+        self.user_custom_ops = user_custom_op_types(spec)
 
 
 def rule_of(kind):
@@ -124,9 +181,9 @@ def decode(kind, spec_text):
 
 def make_node(kind, inputs, spec, name):
     """Create the Symbol for a node of ``kind``; returns the list of its outputs."""
-    spec = dict(spec, num_inputs=len(inputs))
     hint = name or kind
     name = mx.name.NameManager._current.value.get(None, hint)
+    spec = dict(spec, num_inputs=len(inputs), node=name)
     sym = mx.sym.Custom(*inputs, op_type=OP_PREFIX + kind, spec=dumps(spec), name=name)
     return [sym[i] for i in range(spec["num_outputs"])]
 
@@ -182,6 +239,8 @@ class _NodeOperator(mx.operator.CustomOp):
 
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
+        if is_train:
+            self._refuse_user_custom_ops()
         self.is_train = is_train
         inputs = list(in_data)
         marks = self._default_marks(inputs) if is_train else None
@@ -190,8 +249,19 @@ class _NodeOperator(mx.operator.CustomOp):
         for dst, r, value in zip(out_data, req, outputs):
             self.assign(dst, r, value)
 
+    def _refuse_user_custom_ops(self):
+        if self.node.user_custom_ops:
+            raise NotImplementedError(
+                "gluon_cf.%s: the body calls the user CustomOp %s; differentiating through a "
+                "user CustomOp inside a hybridized gluon_cf node hangs MXNet 1.9.1's engine "
+                "(NOTE [user CustomOps at run time]), so training is refused. Inference works; "
+                "to train, run the block without hybridize() or write the op with MXNet "
+                "operators" % (self.node.kind,
+                               ", ".join(repr(t) for t in self.node.user_custom_ops)))
+
     @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        self._refuse_user_custom_ops()
         wanted = tuple(i for i, (x, r) in enumerate(zip(in_data, req))
                        if r != "null" and is_float(x.dtype))
         self.node.wanted = wanted

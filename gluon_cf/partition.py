@@ -18,7 +18,7 @@ import json
 import mxnet as mx
 
 from ._cachedop import CachedOpPair
-from .executor import Parallel
+from .executor import Parallel, done
 
 OP_PREFIX = "_gluon_cf_"
 
@@ -31,8 +31,31 @@ def gluon_cf_kind(node):
     return op_type[len(OP_PREFIX):] if op_type.startswith(OP_PREFIX) else None
 
 
+def is_user_custom(node):
+    """Whether a JSON node is a user's ``mx.operator.CustomOp`` (a Custom node not ours)."""
+    return node["op"] == "Custom" and gluon_cf_kind(node) is None
+
+
+def _step_kind(node):
+    """What a JSON node is for partitioning: a gluon_cf op kind, ``"user_custom"`` or None."""
+    return gluon_cf_kind(node) or ("user_custom" if is_user_custom(node) else None)
+
+
+def user_custom_op_types(spec):
+    """The ``op_type`` of every user CustomOp in a node's subgraphs, nested nodes included."""
+    found = set()
+    for graph in spec.get("graphs", {}).values():
+        for n in json.loads(graph["json"])["nodes"]:
+            if is_user_custom(n):
+                found.add(n.get("attrs", {}).get("op_type", "?"))
+            elif gluon_cf_kind(n):
+                found.update(user_custom_op_types(json.loads(n["attrs"]["spec"])))
+    return sorted(found)
+
+
 def has_gluon_cf_nodes(graph_json):
-    return any(gluon_cf_kind(n) for n in graph_json["nodes"])
+    """Whether a graph must run partitioned (it holds gluon_cf nodes or user CustomOps)."""
+    return any(_step_kind(n) for n in graph_json["nodes"])
 
 
 class _Segment:
@@ -69,6 +92,26 @@ class _CfCall:
 
 
 
+class _UserCustomCall:
+    """A user's CustomOp, called imperatively from the executor's thread.
+
+    NOTE [user CustomOps at run time]: inside a CachedOp that runs within a gluon_cf node (itself
+    a Custom operator running on one of MXNet's custom-op worker threads), a user's Custom
+    operator hangs MXNet about half the time in backward (all engine and custom-op threads idle,
+    one completion lost). Called as an imperative ``mx.nd.Custom`` from our thread, as an
+    eager model would, it records on the autograd tape like any other operator.
+    """
+
+    def __init__(self, attrs, in_entries, out_entries):
+        self.attrs = {k: v for k, v in attrs.items() if not (k.startswith("__") and k.endswith("__"))}
+        self.in_entries = in_entries
+        self.out_entries = out_entries
+
+    def run(self, values, ctx):
+        out = mx.nd.Custom(*[values[e] for e in self.in_entries], **self.attrs)
+        return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+
 class _CfGroup:
     """The gluon_cf nodes of one stage: independent of each other."""
 
@@ -82,6 +125,14 @@ def _call_frame(ctx, flags, call):
     return ctx.with_flags([flags.get(e, False) for e in call.in_entries])
 
 
+def _num_outputs(nodes, nid, heads):
+    """How many outputs node ``nid`` has: one past the highest output index anything reads
+    (a user CustomOp's count is its prop's business; unread trailing outputs do not matter)."""
+    used = [idx for n in nodes for src, idx, *_ in n["inputs"] if src == nid]
+    used += [idx for src, idx in heads if src == nid]
+    return max(used, default=0) + 1
+
+
 class PartitionedGraph:
     """Runs like a CachedOp, through ``run(inputs, ctx)``, inputs in ``list_inputs()`` order."""
 
@@ -92,7 +143,7 @@ class PartitionedGraph:
         self.input_entries = [var_entry[name] for name in symbol.list_inputs()]
         self.heads = heads
 
-        kinds = [gluon_cf_kind(n) for n in nodes]
+        kinds = [_step_kind(n) for n in nodes]
         stage = {}
         for nid, n in enumerate(nodes):
             if n["op"] == "null":
@@ -119,6 +170,10 @@ class PartitionedGraph:
                 if stage[nid] == s and kinds[nid]:
                     n = nodes[nid]
                     ins = [tuple(i[:2]) for i in n["inputs"]]
+                    if kinds[nid] == "user_custom":
+                        outs = [(nid, k) for k in range(_num_outputs(nodes, nid, heads))]
+                        calls.append(_UserCustomCall(n.get("attrs", {}), ins, outs))
+                        continue
                     num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
                     calls.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
                                          [(nid, k) for k in range(num_out)]))

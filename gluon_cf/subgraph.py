@@ -28,6 +28,7 @@ import mxnet as mx
 from mxnet.attribute import AttrScope
 from mxnet.base import _LIB, SymbolHandle, check_call
 
+from . import _custom_ops
 from ._structure import flatten
 from .executor import done
 from ._cachedop import CachedOpPair
@@ -101,6 +102,7 @@ def trace(op, role, num_inputs, call):
     ``op``/``role`` name the public op and the function's role for error messages and node names.
     """
     uid = "_gcf%d_%s_%s" % (next(_trace_ids), op, role)
+    _custom_ops.rewire_registered()  # NOTE [user CustomOps]
     with AttrScope(**{_TAG: uid}):
         fresh = [mx.sym.var("%s_in%d" % (uid, k)) for k in range(num_inputs)]
         value = call(fresh)

@@ -122,12 +122,22 @@ def test_depth_bound_eager_names_function_and_depth():
         net(nd.array([0]))
 
 
-def test_depth_bound_hybridized_is_an_error_not_a_hang():
+@pytest.mark.parametrize("executor", ["batched", "unbatched"])
+def test_depth_bound_hybridized_is_an_error_not_a_hang(executor, capfd):
     net = Forever(max_depth=300)
     net.initialize()
     net.hybridize()
-    with pytest.raises(mx.MXNetError):
-        net(nd.array([0])).asnumpy()
+    previous = gluon_cf.get_executor()
+    gluon_cf.set_executor(executor)
+    try:
+        with pytest.raises(gluon_cf.RecursionDepthError,
+                           match=r"'loop' exceeded max_depth=300 nested calls") as raised:
+            net(nd.array([0])).asnumpy()
+    finally:
+        gluon_cf.set_executor(previous)
+    # Short: it starts at the user's call, not in MXNet's worker thread or the executor.
+    assert len(raised.traceback) <= 6, [str(e) for e in raised.traceback]
+    assert capfd.readouterr().out == ""
     # A call that reaches its base case still works afterwards.
     np.testing.assert_allclose(net(nd.array([-3])).asnumpy(), [-6])
 

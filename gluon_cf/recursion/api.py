@@ -102,8 +102,22 @@ def invoke(fn, *args):
 
 
 # ---- eager mode: plain Python recursion, with the depth bound -----------------------------------
+#
+# NOTE [eager recursion stack]
+#     Eagerly, a recursive function is the user's own Python function calling itself, so every
+#     level costs Python frames and C stack. Raising ``sys.setrecursionlimit`` (what this code did
+#     once) only moves the failure: the C stack overflows first and the process dies with SIGSEGV
+#     around depth 6,000. Instead, whenever the current thread already holds ``_HOP_FRAMES``
+#     frames, the next call continues on a fresh thread (a fresh Python and C stack) while the
+#     caller waits for it. The recursion limit is never touched, every thread stays far below
+#     it, and depth is bounded only by ``max_depth``. The new thread gets the caller's MXNet
+#     thread-local state (autograd recording and training mode, default context, NumPy shape
+#     semantics), so values and gradients are those of plain recursion. Exceptions travel back
+#     to the caller; at the outermost call their traceback is cut to its two ends.
 
 _eager = threading.local()
+_HOP_FRAMES = 300           # frames on one thread before the recursion moves to a fresh one
+_TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
 
 
 def _invoke_eager(fn, args):
@@ -111,15 +125,68 @@ def _invoke_eager(fn, args):
     if depth > fn.max_depth:
         raise RecursionDepthError("gluon_cf.recursive: %r exceeded max_depth=%d nested calls; "
                                   "does it reach a base case?" % (fn.name, fn.max_depth))
-    # Each level costs a few Python frames; make room (the hybridized executor needs none).
-    needed = 8 * depth + 200
-    if needed > sys.getrecursionlimit():
-        sys.setrecursionlimit(needed + 1000)
-    _eager.depth = depth
     try:
-        return fn.fn(*args)
-    finally:
-        _eager.depth = depth - 1
+        if depth > 1 and _stack_is_deep():
+            return _call_on_fresh_stack(fn, args, depth)
+        _eager.depth = depth
+        try:
+            return fn.fn(*args)
+        finally:
+            _eager.depth = depth - 1
+    except BaseException as exc:
+        if depth == 1:
+            if isinstance(exc, RecursionDepthError):
+                raise exc.with_traceback(None) from None  # the user's call is where it happened
+            _cut_traceback(exc)
+        raise
+
+
+def _stack_is_deep():
+    try:
+        sys._getframe(_HOP_FRAMES)  # C-speed walk: raises if the stack is shallower
+    except ValueError:
+        return False
+    return True
+
+
+def _call_on_fresh_stack(fn, args, depth):
+    """Run the invocation at ``depth`` on a new thread with the caller's MXNet state."""
+    recording, training = mx.autograd.is_recording(), mx.autograd.is_training()
+    device = mx.context.current_context()
+    np_shape = mx.util.is_np_shape()
+    outcome = []
+
+    def body():
+        mx.autograd.set_recording(recording)
+        mx.autograd.set_training(training)
+        mx.util.set_np_shape(np_shape)
+        _eager.depth = depth
+        try:
+            with device:
+                outcome.append((True, fn.fn(*args)))
+        except BaseException as exc:  # noqa: B902 - handed to the waiting caller below
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=body, name="gluon_cf eager recursion depth %d" % depth)
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _cut_traceback(exc):
+    """Keep the first and last frames of a long traceback (thousands of recursive levels)."""
+    entries = []
+    tb = exc.__traceback__
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    if len(entries) > 3 * _TRACEBACK_ENDS:
+        entries[_TRACEBACK_ENDS - 1].tb_next = entries[-_TRACEBACK_ENDS]
+        exc.add_note("(gluon_cf: %d frames of recursive calls left out of this traceback)"
+                     % (len(entries) - 2 * _TRACEBACK_ENDS))
 
 
 # ---- symbolic mode: function table, discovery, invoke nodes -------------------------------------

@@ -1,0 +1,90 @@
+"""User ``mx.operator.CustomOp`` operators inside traced bodies.
+
+NOTE [user CustomOps]
+    MXNet builds a ``Custom`` node's ``CustomOpProp`` from *every* attribute of the node: its
+    ``creator`` callback calls ``prop_cls(**attrs)``. Tracing a body marks every node it creates
+    with the hidden attribute ``__subgraph_name__`` (NOTE [closure capture]), so a user's prop,
+    whose ``__init__`` takes its own parameters only, gets an unexpected keyword argument. The
+    ``creator`` has no ``try``: the ``TypeError`` escapes a ctypes callback and the process dies
+    with SIGSEGV (MXNet's own ``F.contrib`` ops crash the same way, and so does a user's
+    ``AttrScope(ctx_group=...)`` around a ``Custom`` call).
+
+    Hidden attributes (``__name__``-style keys) are never parameters of an operator (dmlc's
+    parameter parsing skips them as well), so we give each registered prop class a subclass that
+    drops them before calling the user's ``__init__``. Classes registered after ``import
+    gluon_cf`` are wrapped by :func:`mx.operator.register`; classes registered before are
+    rewired where MXNet keeps them, in the closure of their ``creator`` (reached through the
+    ctypes thunk MXNet keeps alive in ``mx.operator._registry``), each time a body is traced.
+"""
+import gc
+import threading
+
+import mxnet as mx
+
+_seen = set()   # ids of creator thunks already rewired
+_lock = threading.Lock()
+_original_register = mx.operator.register
+
+
+def _is_hidden(key):
+    return len(key) > 4 and key.startswith("__") and key.endswith("__")
+
+
+def tolerant(prop_cls):
+    """A subclass of ``prop_cls`` whose constructor ignores hidden attributes."""
+    if getattr(prop_cls, "_gluon_cf_tolerant", False):
+        return prop_cls
+
+    def __init__(self, **kwargs):
+        prop_cls.__init__(self, **{k: v for k, v in kwargs.items() if not _is_hidden(k)})
+
+    return type(prop_cls.__name__, (prop_cls,),
+                {"__init__": __init__, "_gluon_cf_tolerant": True,
+                 "__module__": prop_cls.__module__, "__qualname__": prop_cls.__qualname__})
+
+
+def register(reg_name):
+    """``mx.operator.register``, registering a prop class that tolerates hidden attributes."""
+    do_register = _original_register(reg_name)
+
+    def wrapped(prop_cls):
+        do_register(tolerant(prop_cls))
+        return prop_cls
+
+    return wrapped
+
+
+def rewire_registered():
+    """Make every prop class registered so far tolerate hidden attributes (cheap when none is
+    new: one pass over MXNet's registry)."""
+    holder = mx.operator._registry.ref_holder
+    if len(_seen) >= len(holder):
+        return
+    with _lock:
+        for key, ref in list(holder.items()):
+            if key in _seen:
+                continue
+            _seen.add(key)
+            creator = _creator_of(ref)
+            if creator is None:
+                continue
+            cells = dict(zip(creator.__code__.co_freevars, creator.__closure__))
+            cell = cells.get("prop_cls")
+            if cell is not None:
+                cell.cell_contents = tolerant(cell.cell_contents)
+
+
+def _creator_of(ref):
+    """The Python ``creator`` behind a registered ctypes callback, or None for other entries."""
+    thunks = getattr(ref, "_objects", None)
+    if not isinstance(thunks, dict):
+        return None
+    for thunk in thunks.values():
+        for obj in gc.get_referents(thunk):
+            code = getattr(obj, "__code__", None)
+            if code is not None and code.co_name == "creator" and "prop_cls" in code.co_freevars:
+                return obj
+    return None
+
+
+mx.operator.register = register
