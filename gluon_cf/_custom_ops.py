@@ -21,7 +21,7 @@ import threading
 
 import mxnet as mx
 
-_seen = set()   # ids of creator thunks already rewired
+_next_key = [0]   # registry keys below this one were looked at
 _lock = threading.Lock()
 _original_register = mx.operator.register
 
@@ -56,15 +56,18 @@ def register(reg_name):
 
 def rewire_registered():
     """Make every prop class registered so far tolerate hidden attributes (cheap when none is
-    new: one pass over MXNet's registry)."""
-    holder = mx.operator._registry.ref_holder
-    if len(_seen) >= len(holder):
+    new). MXNet's registry is a dict keyed by a counter that its worker threads also add to (an
+    entry per Custom node built), so it is read key by key, never iterated."""
+    registry = mx.operator._registry
+    if _next_key[0] >= registry.counter:
         return
     with _lock:
-        for key, ref in list(holder.items()):
-            if key in _seen:
-                continue
-            _seen.add(key)
+        end = registry.counter
+        for key in range(_next_key[0], end):
+            ref = registry.ref_holder.get(key)
+            if ref is None:   # counted but not stored yet (MXNet stores it just after): retry
+                end = key
+                break
             creator = _creator_of(ref)
             if creator is None:
                 continue
@@ -72,6 +75,7 @@ def rewire_registered():
             cell = cells.get("prop_cls")
             if cell is not None:
                 cell.cell_contents = tolerant(cell.cell_contents)
+        _next_key[0] = end
 
 
 def _creator_of(ref):

@@ -61,8 +61,11 @@ def has_gluon_cf_nodes(graph_json):
 class _Segment:
     """Ordinary operators between gluon_cf nodes, as one CachedOp."""
 
-    def __init__(self, symbol, in_entries, out_entries):
+    def __init__(self, symbol, in_entries, out_entries, depends_on):
         self.symbol = symbol
+        # out entry -> the in entries it is computed from: an output is batched only if one of
+        # those is (a constant beside batched values stays shared, NOTE [batching]).
+        self.depends_on = depends_on
         names = symbol.list_inputs()
         by_name = {"e%d_%d" % e: e for e in in_entries}
         self.in_entries = [by_name[n] for n in names]
@@ -211,7 +214,15 @@ class PartitionedGraph:
                  "heads": [[new_id[src], idx, 0] for src, idx in out_entries],
                  "attrs": js.get("attrs", {"mxnet_version": ["int", 10901]})}
         symbol = mx.sym.load_json(json.dumps(graph))
-        return _Segment(symbol, in_entries, out_entries)
+        reads = {e: {e} for e in in_entries}
+        for nid in members:
+            inputs = set()
+            for src, idx, *_ in nodes[nid]["inputs"]:
+                inputs |= reads.get((src, idx), set()) if src in member_set \
+                    else reads[(src, idx)]
+            for k in range(_num_outputs(nodes, nid, heads)):
+                reads[(nid, k)] = inputs
+        return _Segment(symbol, in_entries, out_entries, {e: reads[e] for e in out_entries})
 
     def run(self, inputs, ctx):
         """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
@@ -236,8 +247,8 @@ class PartitionedGraph:
             flags = dict(zip(self.input_entries, key))
             for step in self.steps:
                 if isinstance(step, _Segment):
-                    batched = any(flags.get(e, False) for e in step.in_entries)
-                    flags.update((e, batched) for e in step.out_entries)
+                    flags.update((e, any(flags.get(i, False) for i in step.depends_on[e]))
+                                 for e in step.out_entries)
                 else:
                     for call in step.calls:
                         batched = any(flags.get(e, False) for e in call.in_entries)

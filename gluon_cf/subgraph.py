@@ -12,6 +12,13 @@ NOTE [closure capture]
     Nesting works because an inner node is created in the outer trace's scope, so the inner node's
     own captured inputs are, in turn, cut by the outer trace.
 
+NOTE [source locations]
+    The trace's scope (:class:`_TraceScope`) also stamps every node it creates with the hidden
+    attribute ``__gcf_src__``: the file and line of the user's code that created it (the first
+    frame outside MXNet and gluon_cf's core). Errors and warnings about a node (e.g. the
+    batching executor's, NOTE [row-wise rules]) point there, not into gluon_cf. Hidden
+    attributes are ignored by MXNet's operators (and by user CustomOps, NOTE [user CustomOps]).
+
 NOTE [slots]
     A node's subgraphs do not see node inputs directly; they see *slots*. Each op defines its slot
     layout (e.g. foreach: data slices, then states, then captured values) and a subgraph records,
@@ -22,13 +29,15 @@ NOTE [slots]
 import ctypes
 import itertools
 import json
+import os
+import sys
 import threading
 
 import mxnet as mx
 from mxnet.attribute import AttrScope
 from mxnet.base import _LIB, SymbolHandle, check_call
 
-from . import _custom_ops
+from . import _custom_ops, rowwise
 from ._structure import flatten
 from .executor import done
 from ._cachedop import CachedOpPair
@@ -36,6 +45,41 @@ from .partition import PartitionedGraph, has_gluon_cf_nodes
 
 _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
+_MXNET_DIR = os.path.dirname(os.path.abspath(mx.__file__)) + os.sep
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our own "user" code
+
+
+def user_location(skip=1):
+    """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
+        module = frame.f_globals.get("__name__") or ""
+        if not module.startswith("mxnet") and not path.startswith(_MXNET_DIR) and (
+                not path.startswith(_OWN_DIR) or path.startswith(_USER_DIRS)):
+            return "%s:%d" % (path, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+class _TraceScope(AttrScope):
+    """The trace's AttrScope: the trace's mark plus the user's source line on every node."""
+
+    def get(self, attr):
+        attrs = dict(super().get(attr))
+        location = user_location(2)
+        if location is not None:
+            attrs[rowwise.SOURCE_ATTR] = location
+        return attrs
+
+
+# MXNet 1.9.1's operators whose output shape depends on input values (found by their names in
+# MXNet's operator registry). Inside a traced body they give wrong shapes or abort the process,
+# so tracing refuses them until value-dependent shapes are supported.
+DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_npi_nonzero",
+                               "_npx_nonzero", "_npi_unique"})
 
 
 class PendingSignature(Exception):
@@ -103,7 +147,7 @@ def trace(op, role, num_inputs, call):
     """
     uid = "_gcf%d_%s_%s" % (next(_trace_ids), op, role)
     _custom_ops.rewire_registered()  # NOTE [user CustomOps]
-    with AttrScope(**{_TAG: uid}):
+    with _TraceScope(**{_TAG: uid}):
         fresh = [mx.sym.var("%s_in%d" % (uid, k)) for k in range(num_inputs)]
         value = call(fresh)
         flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
@@ -115,6 +159,7 @@ def trace(op, role, num_inputs, call):
         # input: copy inputs, outer values and variables through an identity inside the scope.
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
         group = mx.sym.Group(flat)
+    _refuse_dynamic_shapes(group, op, role)
     captured = _cut(group, uid, op)
     fresh_names = {v.name for v in fresh}
     internals = None
@@ -125,6 +170,18 @@ def trace(op, role, num_inputs, call):
         internals = internals if internals is not None else group.get_internals()
         captured[name] = internals[name]
     return Traced(group, [v.name for v in fresh], list(captured.items()), value, fmt)
+
+
+def _refuse_dynamic_shapes(group, op, role):
+    for node in json.loads(group.tojson())["nodes"]:
+        if node["op"] in DYNAMIC_SHAPE_OPS:
+            where = node.get("attrs", {}).get(rowwise.SOURCE_ATTR)
+            raise NotImplementedError(
+                "gluon_cf.%s: %s calls %s%s (node %r), whose output shape depends on the "
+                "values of its input; value-dependent shapes inside a hybridized gluon_cf body "
+                "are not supported yet. Run the block without hybridize(), or keep the shape "
+                "static (e.g. multiply by the mask instead of selecting with it)"
+                % (op, role, node["op"], " at " + where if where else "", node["name"]))
 
 
 def _is_own_op(sym, uid):
@@ -193,6 +250,7 @@ class Graph:
         self._shape_cache = {}
         self._type_cache = {}
         self._row_checks = {}
+        self._json = None
 
     @classmethod
     def from_spec(cls, spec):
@@ -255,20 +313,26 @@ class Graph:
         return done(list(out) if isinstance(out, (list, tuple)) else [out])
 
     def _rows_independent(self, args, flags):
-        """Whether every output has one row per row of the batched inputs (checked once per
-        signature by shape inference with 3 rows), so that calls may be concatenated."""
-        key = (flags, tuple(a.shape[1:] if f else a.shape for a, f in zip(args, flags)))
-        verdict = self._row_checks.get(key)
-        if verdict is None:
-            shapes = {n: (3,) + a.shape[1:] if f else a.shape
+        """Whether calls may be concatenated: every operator acts row by row (NOTE [row-wise
+        rules]); checked once per signature."""
+        return self.rows_rejected(args, flags) is None
+
+    def rows_rejected(self, args, flags):
+        """None if the graph may run on stacked rows of its batched inputs (``flags``), else the
+        :class:`rowwise.Rejected` saying which operator mixes rows (cached per signature)."""
+        key = (tuple(flags), tuple(a.shape[1:] if f else a.shape for a, f in zip(args, flags)))
+        if key not in self._row_checks:
+            if self._json is None:
+                self._json = json.loads(self.symbol.tojson())
+            shapes = {n: (rowwise.ROWS,) + a.shape[1:] if f else a.shape
                       for n, a, f in zip(self.input_names, args, flags)}
             try:
-                _, outs, _ = self.symbol.infer_shape_partial(**shapes)
-                verdict = bool(outs) and all(o and o[0] == 3 for o in outs)
-            except mx.MXNetError:
-                verdict = False
-            self._row_checks[key] = verdict
-        return verdict
+                rowwise.check_symbol(self.symbol, self._json,
+                                     dict(zip(self.input_names, flags)), shapes)
+                self._row_checks[key] = None
+            except rowwise.Rejected as rejected:
+                self._row_checks[key] = rejected
+        return self._row_checks[key]
 
     def infer_shape(self, slot_shapes):
         """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``.

@@ -191,3 +191,53 @@ def test_user_custom_op_inside_bodies(when):
     code = USER_CUSTOM_OP.replace("{register_before}", register if when == "before" else "")
     code = code.replace("{register_after}", register if when == "after" else "")
     assert run_case(code).stdout.strip() == "ok"
+
+
+# ---- issue 10, item 4: value-dependent shapes are refused when the graph is built ------------------
+
+DYNAMIC_SHAPE = """
+    import mxnet as mx
+    from mxnet import autograd, gluon, nd
+    import gluon_cf
+
+    class Net(gluon.HybridBlock):
+        def __init__(self, which):
+            super().__init__()
+            self.which = which
+
+        def hybrid_forward(self, F, x, m):
+            pick = lambda v: F.contrib.boolean_mask(v, m)
+            if self.which == "cond":
+                return gluon_cf.cond(x.sum() > 0, lambda: pick(x), lambda: x * 0)
+            if self.which == "foreach":
+                return gluon_cf.foreach(lambda d, s: (pick(x) + s[0], s), x, [x.sum()])[0]
+            if self.which == "while_loop":
+                return gluon_cf.while_loop(lambda i: i < 2, lambda i: (pick(x), [i + 1]),
+                                           [x.sum() * 0], max_iterations=2)[0]
+            @gluon_cf.recursive
+            def f(v):
+                return gluon_cf.cond(v.sum() > 100, lambda: v, lambda: f(pick(v) * 2))
+            return f(x)
+
+    x, m = nd.ones((5, 3)), nd.array([0, 1, 0, 0, 0])
+    for which in ("cond", "foreach", "while_loop", "recursive"):
+        for record in (False, True):
+            net = Net(which)
+            net.hybridize()
+            try:
+                with autograd.record(record):
+                    net(x, m).asnumpy()
+            except NotImplementedError as err:
+                text = str(err)
+                assert "_contrib_boolean_mask" in text and "test_dynamic" not in text, text
+                assert "<string>:" in text, text          # the user's line (here: -c code)
+            else:
+                raise SystemExit("%s: no error" % which)
+    # Eagerly, value-dependent shapes are plain NDArray code and work.
+    eager = Net("cond")
+    print("ok", eager(x, m).shape)
+"""
+
+
+def test_value_dependent_shapes_in_bodies_are_refused_at_trace_time():
+    assert run_case(DYNAMIC_SHAPE).stdout.split() == ["ok", "(1,", "3)"]

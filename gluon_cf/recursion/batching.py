@@ -12,9 +12,10 @@ NOTE [batching]
     (parameters, the environment, constants) are not batched, and every rule knows which of its
     inputs are (``Frame.flags``). Inside a batched body:
 
-    * ordinary operators run once on all rows (this assumes they treat axis 0 as independent
-      rows, which is checked once per function by shape inference with 3 rows; a function that
-      fails the check runs unbatched, with a one-time warning saying why);
+    * ordinary operators run once on all rows; a function is batched only if every operator in
+      it is known to treat axis 0 as independent rows (NOTE [row-wise rules] in
+      ``rowwise.py``); otherwise it runs row by row, with a one-time warning at the user's line
+      naming the operator and how to write it batch-agnostically;
     * ``cond`` splits the rows by their predicate and runs each branch on its rows;
     * ``foreach``/``while_loop`` with batched inputs run once per row;
     * independent pieces of work (the call sites of one stage of a body, both branches of a
@@ -29,20 +30,18 @@ NOTE [batching]
     leaf case) are deferred the same way (``subgraph.GraphCall``), and only run when no
     invocation is pending: by then the recursion has reached the bottom, so the leaves of every
     level of every tree run as one batch, as TF Fold's schedule would have them. A graph is
-    deferred only if each of its outputs has one row per row (checked by shape inference).
+    deferred only if it passes the same row-wise rules.
     Autograd records the concatenations and splits like any other operator, so training works
     unchanged and gives the gradients of the unbatched executor.
 """
-import contextlib
-import io
 import warnings
 
 import mxnet as mx
 
+from .. import rowwise
 from ..executor import Parallel
-from ..ops._common import batch_rows
 from ..subgraph import GraphCall
-from .rules import Invocation, _TABLES
+from .rules import Invocation
 
 
 class _Task:
@@ -171,32 +170,43 @@ _checked = {}
 
 
 def _batchable(request):
-    """Whether the function's body treats axis 0 as independent rows (checked once, by shape
-    inference with 3 rows); warns once when it does not."""
+    """Whether the function's body may run on stacked invocations: every operator in it is
+    known to act row by row (NOTE [row-wise rules] in ``rowwise.py``). Decided once per function
+    and argument/environment shapes; when it may not, warns once, at the user's line."""
     ctx = request.context
-    key = (ctx.namespace, request.qname)
+    graph = ctx.graphs[request.qname]
+    key = (ctx.namespace, request.qname, tuple(a.shape for a in request.args),
+           tuple(e.shape for e in ctx.env))
     verdict = _checked.get(key)
     if verdict is None:
-        verdict, reason = _check(ctx, request)
-        _checked[key] = verdict
-        if not verdict:
-            warnings.warn("gluon_cf: recursive function %r runs unbatched: %s"
-                          % (ctx.specs[request.qname]["name"], reason), stacklevel=2)
+        rejected = _check(ctx, graph, request)
+        verdict = _checked[key] = rejected is None
+        if rejected is not None:
+            _warn(ctx.specs[request.qname], rejected)
     return verdict
 
 
-def _check(ctx, request):
-    table = _TABLES.get(ctx.namespace)
-    if table is None or table.env_shapes is None:
-        return False, "its shapes are unknown"
-    shapes = [(3,) + tuple(a.shape[1:]) for a in request.args]
-    try:
-        with warnings.catch_warnings(), batch_rows(3), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")
-            outs = table.out_shapes(request.qname, shapes)
-    except Exception as err:  # noqa: BLE001 - any failure means "cannot batch"; we say why
-        return False, "shape inference with 3 rows failed (%s)" % str(err).strip().splitlines()[0]
-    bad = [s for s in outs if s is None or s[0] != 3]
-    if bad:
-        return False, "with 3 rows its outputs have shapes %s" % (outs,)
-    return True, None
+def _check(ctx, graph, request):
+    """None if ``graph`` may run batched, else the :class:`rowwise.Rejected` saying why."""
+    values = list(request.args) + list(ctx.env)
+    batched = [True] * len(request.args) + [False] * len(ctx.env)
+    for i, arg in enumerate(request.args):
+        if arg.ndim == 0 or arg.shape[0] != request.rows:
+            return rowwise.Rejected(
+                {"name": "its argument #%d" % i},
+                "has shape %s, not one row per invocation" % (arg.shape,),
+                "Give per-invocation arguments a leading axis of 1, e.g. idx of shape (1,)")
+    return graph.rows_rejected([values[s] for s in graph.slots], [batched[s] for s in graph.slots])
+
+
+def _warn(spec, rejected):
+    message = ("gluon_cf: recursive function %r runs unbatched, row by row: %s"
+               % (spec["name"], rejected.describe()))
+    filename, lineno = "<gluon_cf>", 0
+    if rejected.source:
+        filename, _, line = rejected.source.rpartition(":")
+        lineno = int(line) if line.isdigit() else 0
+    elif spec.get("source"):
+        filename, _, line = spec["source"].rpartition(":")
+        lineno = int(line) if line.isdigit() else 0
+    warnings.warn_explicit(message, UserWarning, filename, lineno)

@@ -1,0 +1,583 @@
+"""Which graphs may run on stacked rows: an explicit batching rule per MXNet operator.
+
+NOTE [row-wise rules]
+    The batching executor stacks the invocations of a function along axis 0 and runs its body
+    once (NOTE [batching] in ``recursion/batching.py``). That is correct only if every operator
+    of the body treats axis 0 as independent rows: row ``r`` of every output depends on row ``r``
+    of the batched inputs only, and on the shared inputs (parameters, the environment). Equal
+    shapes prove nothing (``x / norm(x)`` keeps the shape and mixes every row into every other),
+    so a graph is accepted only when each of its operators has a rule here that accepts it
+    *for the attributes it was called with and the inputs that are batched*:
+
+    * elementwise operators (any inputs; binary ones without broadcasting need every input
+      batched, since a shared input of the same shape would be one with R rows);
+    * broadcasting operators whose shared inputs have no batch axis or a batch axis of 1;
+    * reductions, softmax, norms, sorts over axes that exclude axis 0;
+    * shape operators that keep axis 0 in place (``reshape`` with 0 or -1 first and the rest
+      fixed, ``Flatten``, ``expand_dims``/``transpose``/``slice``/``concat``/``stack``/``split``
+      off axis 0);
+    * ``FullyConnected``, ``Embedding``, ``dot``, convolutions and pooling with batched data and
+      shared weights; ``take`` of a shared table at batched indices, or of batched data off axis 0;
+    * gluon_cf's own nodes: ``cond`` (its branches are checked the same way), loops (which run
+      per row; each row's outputs must have one row), ``invoke``/``recursion`` (one row per
+      invocation; callees are checked on their own).
+
+    Anything else - an unknown operator, a user CustomOp, ``BatchNorm``, a reduction over axis 0
+    or over all axes, ``reshape`` that moves rows - rejects the graph, with a reason naming the
+    operator, the node and the user's line (NOTE [source locations] in ``subgraph.py``), and the
+    executor runs it row by row. Shapes are used only to read attributes (which axis is the
+    batch axis, which side of a broadcast has a batch axis of 1), never to decide by comparison.
+"""
+import ast
+import json
+
+SOURCE_ATTR = "__gcf_src__"
+ROWS = 3    # rows used to infer the internal shapes of a batched graph
+
+
+class Rejected(Exception):
+    """A node of the graph is not known to act row by row."""
+
+    def __init__(self, node, why, hint):
+        super().__init__(why)
+        self.op = node.get("op")
+        self.node = node.get("name", "?")
+        self.why = why
+        self.hint = hint
+        self.source = node.get("attrs", {}).get(SOURCE_ATTR)
+
+    def describe(self):
+        if self.op is None:
+            return "%s %s. %s" % (self.node, self.why, self.hint)
+        where = " at %s" % self.source if self.source else ""
+        return "operator %s (node %r)%s %s. %s" % (self.op, self.node, where, self.why,
+                                                   self.hint)
+
+
+# ---- attribute parsing ----------------------------------------------------------------------------
+
+def _value(text, default=None):
+    if text is None:
+        return default
+    if text in ("None", "none", ""):
+        return None
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _axes(attrs, key, ndim, default=None):
+    """The normalised axes of attribute ``key`` (None: the attribute means 'all axes')."""
+    value = _value(attrs.get(key), default)
+    if value is None or value == ():
+        return None
+    value = value if isinstance(value, (tuple, list)) else (value,)
+    return {int(a) % ndim if ndim else int(a) for a in value}
+
+
+def _true(attrs, key, default=False):
+    value = attrs.get(key)
+    if value is None:
+        return default
+    return str(value).lower() in ("true", "1")
+
+
+# ---- the rules ----------------------------------------------------------------------------------
+# A rule gets (attrs, in_shapes, in_flags, out_shapes) and returns None to accept, or
+# (why, hint) to reject. Shapes are those of a batch of ROWS rows.
+
+_HINT_AXIS = ("Reduce or normalise over the feature axes (axis=-1, or axis=1 with "
+              "keepdims=True), never over axis 0 or all axes")
+_HINT_RESHAPE = ("Keep axis 0 as it is: reshape with 0 or -1 first, e.g. x.reshape((0, -1)) or "
+                 "x.reshape((-1, 4)), not x.reshape((1, 4))")
+_HINT_SHARED = ("Build per-invocation values from the batched inputs (F.zeros_like, "
+                "F.broadcast_like) so that they carry one row per invocation")
+_HINT_UNKNOWN = ("gluon_cf has no batching rule for this operator; if it acts on each row "
+                 "independently, write the body with operators that do (or accept row-by-row "
+                 "execution)")
+
+
+def _elementwise(attrs, shapes, flags, outs):
+    return None
+
+
+def _all_batched(attrs, shapes, flags, outs):
+    if not all(flags):
+        return ("combines a batched input with a shared one of the same shape, which would need "
+                "that shared value to hold one row per invocation", _HINT_SHARED)
+    return None
+
+
+def _broadcast(attrs, shapes, flags, outs):
+    ndim = len(outs[0])
+    for shape, batched in zip(shapes, flags):
+        if batched and len(shape) != ndim:
+            return ("broadcasts a batched input with fewer axes than its output, so its rows are "
+                    "not along axis 0", _HINT_SHARED)
+        if not batched and len(shape) == ndim and shape[0] != 1:
+            return ("broadcasts a shared input of shape %s whose axis 0 is not 1 against the rows"
+                    % (tuple(shape),), _HINT_SHARED)
+    return None
+
+
+def _broadcast_like(attrs, shapes, flags, outs):
+    """``broadcast_like(lhs, rhs)``: lhs takes the sizes of rhs (all axes, or the paired
+    ``lhs_axes``/``rhs_axes``). Axis 0 of the output is rhs's when lhs axis 0 is broadcast from
+    rhs axis 0 (then rhs must be batched and lhs have one row), else it stays lhs's."""
+    lhs_axes = _axes(attrs, "lhs_axes", len(shapes[0]))
+    rhs_axes = _axes(attrs, "rhs_axes", len(shapes[1]))
+    if (lhs_axes is None) != (rhs_axes is None):
+        return "broadcasts along unpaired axes", _HINT_UNKNOWN
+    if lhs_axes is None:
+        pairs = {a: a for a in range(len(shapes[0]))} if len(shapes[0]) == len(shapes[1]) \
+            else None
+    else:
+        lhs_list = [int(a) % len(shapes[0]) for a in _value(attrs.get("lhs_axes"))]
+        rhs_list = [int(a) % len(shapes[1]) for a in _value(attrs.get("rhs_axes"))]
+        pairs = dict(zip(lhs_list, rhs_list))
+    if pairs is None:
+        return "broadcasts between different numbers of axes", _HINT_UNKNOWN
+    if 0 in pairs:
+        if pairs[0] != 0:
+            return "broadcasts axis 0 from another axis", _HINT_UNKNOWN
+        if not flags[1]:
+            return "takes the size of axis 0 from a shared value", _HINT_SHARED
+        if flags[0] or shapes[0][0] != 1:
+            return "broadcasts a value whose axis 0 is not 1 against the rows", _HINT_SHARED
+        return None
+    if not flags[0]:
+        return "keeps the axis 0 of a shared value", _HINT_SHARED
+    if flags[1] and 0 in pairs.values():
+        return "takes a size from the rows' axis", _HINT_UNKNOWN
+    return None
+
+
+def _broadcast_to(attrs, shapes, flags, outs):
+    shape = _value(attrs.get("shape"), ())
+    if not shape or shape[0] != 0:
+        return "sets the size of axis 0 to a constant", "Use 0 for axis 0 in shape=..."
+    return None
+
+
+def _off_axis0(key, default=None, ndim_from="in", all_means_bad=True, extra_dim=0):
+    """Operators that act along the axes named by ``key`` (default ``default``)."""
+    def rule(attrs, shapes, flags, outs):
+        ndim = len(shapes[0] if ndim_from == "in" else outs[0]) + extra_dim
+        axes = _axes(attrs, key, ndim, default)
+        if axes is None:
+            if all_means_bad:
+                return "acts over all axes, axis 0 (the invocations) included", _HINT_AXIS
+            return None
+        if _true(attrs, "exclude"):
+            axes = set(range(ndim)) - axes
+        if 0 in axes:
+            return "acts along axis 0, the axis of the invocations", _HINT_AXIS
+        return None
+    return rule
+
+
+def _reduction(attrs, shapes, flags, outs):
+    return _off_axis0("axis")(attrs, shapes, flags, outs)
+
+
+def _softmax(attrs, shapes, flags, outs):
+    if _true(attrs, "use_length"):
+        return "takes a length input", _HINT_UNKNOWN
+    return _off_axis0("axis", default=-1)(attrs, shapes, flags, outs)
+
+
+def _reshape(attrs, shapes, flags, outs):
+    if _true(attrs, "reverse"):
+        return "reshapes in reverse", _HINT_RESHAPE
+    shape = _value(attrs.get("shape"), ())
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if not shape:
+        return "has no target shape", _HINT_RESHAPE
+    rest = shape[1:]
+    if shape[0] == 0 and all(d > 0 or d in (0, -1) for d in rest) and rest.count(-1) <= 1 \
+            and (0 not in rest or all(d != -1 for d in rest)):
+        return None
+    if shape[0] == -1 and all(d > 0 for d in rest):
+        in_rest = 1
+        for d in shapes[0][1:]:
+            in_rest *= d
+        out_rest = 1
+        for d in rest:
+            out_rest *= d
+        if in_rest == out_rest:
+            return None
+    return "does not keep axis 0 (target shape %s)" % (shape,), _HINT_RESHAPE
+
+
+def _expand_dims(attrs, shapes, flags, outs):
+    if int(_value(attrs.get("axis"), 0)) % (len(shapes[0]) + 1) == 0:
+        return "inserts an axis in front of the rows", "Use an axis >= 1"
+    return None
+
+
+def _squeeze(attrs, shapes, flags, outs):
+    axes = _axes(attrs, "axis", len(shapes[0]))
+    if axes is None or 0 in axes:
+        return ("may remove axis 0 (it removes every axis of size 1 unless given axes)",
+                "Pass axis=... naming axes >= 1")
+    return None
+
+
+def _transpose(attrs, shapes, flags, outs):
+    axes = _value(attrs.get("axes"), ())
+    if not axes or int(axes[0]) % len(shapes[0]) != 0:
+        return "moves axis 0", "Keep axes[0] == 0"
+    return None
+
+
+def _swapaxes(attrs, shapes, flags, outs):
+    ndim = len(shapes[0])
+    if int(_value(attrs.get("dim1"), 0)) % ndim == 0 or int(_value(attrs.get("dim2"), 0)) % ndim == 0:
+        return "swaps axis 0", "Swap axes >= 1"
+    return None
+
+
+def _slice(attrs, shapes, flags, outs):
+    begin, end = _value(attrs.get("begin"), ()), _value(attrs.get("end"), ())
+    step = _value(attrs.get("step"), ()) or ()
+    if (begin and begin[0] is not None) or (end and end[0] is not None) or \
+            (step and step[0] not in (None, 1)):
+        return "slices axis 0", "Slice axes >= 1 (slice_axis with axis >= 1)"
+    return None
+
+
+def _concat(attrs, shapes, flags, outs):
+    if int(_value(attrs.get("dim"), 1)) % len(outs[0]) == 0:
+        return "concatenates along axis 0", "Concatenate along an axis >= 1"
+    return _all_batched(attrs, shapes, flags, outs)
+
+
+def _stack(attrs, shapes, flags, outs):
+    if int(_value(attrs.get("axis"), 0)) % len(outs[0]) == 0:
+        return "stacks along axis 0", "Stack along an axis >= 1"
+    return _all_batched(attrs, shapes, flags, outs)
+
+
+def _split(attrs, shapes, flags, outs):
+    if int(_value(attrs.get("axis"), 1)) % len(shapes[0]) == 0:
+        return "splits axis 0", "Split along an axis >= 1"
+    if _true(attrs, "squeeze_axis") and len(shapes[0]) < 2:
+        return "squeezes away axes", _HINT_UNKNOWN
+    return None
+
+
+def _tile(attrs, shapes, flags, outs):
+    reps = tuple(_value(attrs.get("reps"), ()))
+    ndim = len(shapes[0])
+    if len(reps) > ndim or (len(reps) == ndim and reps[0] != 1):
+        return "repeats along axis 0 (or adds axes in front)", "Tile with reps[0] == 1"
+    return None
+
+
+def _repeat(attrs, shapes, flags, outs):
+    axis = _value(attrs.get("axis"))
+    if axis is None or int(axis) % len(shapes[0]) == 0:
+        return "repeats along axis 0 (or flattens)", "Repeat along an axis >= 1"
+    return None
+
+
+def _pad(attrs, shapes, flags, outs):
+    width = tuple(_value(attrs.get("pad_width"), ()))
+    if width[:2] != (0, 0):
+        return "pads axis 0", "Pad axes >= 1 only"
+    return None
+
+
+def _data_batched_weights_shared(*data_positions):
+    """Layers: batched data, shared parameters (FullyConnected, Embedding, Convolution...)."""
+    def rule(attrs, shapes, flags, outs):
+        for i, batched in enumerate(flags):
+            if batched and i not in data_positions:
+                return ("has a batched parameter input (#%d), which would mix the rows' weights"
+                        % i, _HINT_SHARED)
+        return None
+    return rule
+
+
+def _dot(attrs, shapes, flags, outs):
+    if flags[1] or _true(attrs, "transpose_a"):
+        return "multiplies with the rows on the wrong side", (
+            "Put the batched value on the left: dot(x, W) with x of shape (rows, ...)")
+    return None
+
+
+def _batch_dot(attrs, shapes, flags, outs):
+    if not all(flags):
+        return "pairs a batched batch with a shared one", _HINT_SHARED
+    return None
+
+
+def _gemm2(attrs, shapes, flags, outs):
+    if len(shapes[0]) == 2:
+        return _dot(attrs, shapes, flags, outs)
+    return _batch_dot(attrs, shapes, flags, outs)
+
+
+def _take(attrs, shapes, flags, outs):
+    axis = int(_value(attrs.get("axis"), 0)) % len(shapes[0])
+    data, indices = flags
+    if axis == 0:
+        if data:
+            return ("indexes the rows (axis 0) of batched data, mixing invocations",
+                    "Index a shared table (take(table, batched_indices)) or use axis >= 1")
+        return None    # a shared table at batched indices: one result per index row
+    if indices:
+        return "takes batched indices along an axis >= 1", _HINT_UNKNOWN
+    return None
+
+
+def _pick(attrs, shapes, flags, outs):
+    if int(_value(attrs.get("axis"), -1)) % len(shapes[0]) == 0:
+        return "picks along axis 0", "Pick along an axis >= 1"
+    return _all_batched(attrs, shapes, flags, outs)
+
+
+def _dropout(attrs, shapes, flags, outs):
+    axes = _axes(attrs, "axes", len(shapes[0]), ())
+    if axes and 0 in axes:
+        return "shares its mask along axis 0", "Use axes >= 1"
+    return None
+
+
+def _layer_norm(attrs, shapes, flags, outs):
+    if int(_value(attrs.get("axis"), -1)) % len(shapes[0]) == 0:
+        return "normalises along axis 0", _HINT_AXIS
+    return _data_batched_weights_shared(0)(attrs, shapes, flags, outs)
+
+
+def _reject(why, hint=_HINT_UNKNOWN):
+    def rule(attrs, shapes, flags, outs):
+        return why, hint
+    return rule
+
+
+_ELEMENTWISE = """
+relu sigmoid tanh softsign exp expm1 log log1p log2 log10 sqrt rsqrt cbrt rcbrt square abs negative
+sign round rint floor ceil fix trunc sin cos tan arcsin arccos arctan sinh cosh arcsinh arccosh
+arctanh degrees radians reciprocal erf erfinv gamma gammaln logical_not hard_sigmoid Activation
+LeakyReLU clip Cast cast amp_cast identity _copy BlockGrad stop_gradient make_loss MakeLoss
+zeros_like ones_like _plus_scalar _minus_scalar _rminus_scalar _mul_scalar _div_scalar
+_rdiv_scalar _power_scalar _rpower_scalar _maximum_scalar _minimum_scalar _mod_scalar
+_rmod_scalar _equal_scalar _not_equal_scalar _greater_scalar _greater_equal_scalar
+_lesser_scalar _lesser_equal_scalar _logical_and_scalar _logical_or_scalar _logical_xor_scalar
+_hypot_scalar smooth_l1 _contrib_div_sqrt_dim _contrib_quadratic _random_uniform_like
+_random_normal_like isnan isinf isfinite _contrib_gelu
+""".split()
+_ELEMENTWISE_SAME_SHAPE = """
+elemwise_add elemwise_sub elemwise_mul elemwise_div _plus _minus _mul _div _Plus _Minus _Mul _Div
+_add _sub _power _Power _maximum _minimum _Maximum _Minimum _mod _hypot _equal _not_equal _greater
+_greater_equal _lesser _lesser_equal _logical_and _logical_or _logical_xor add_n ElementWiseSum
+_grad_add where
+""".split()
+_BROADCAST = """
+broadcast_add broadcast_sub broadcast_mul broadcast_div broadcast_plus broadcast_minus
+broadcast_power broadcast_maximum broadcast_minimum broadcast_mod broadcast_hypot broadcast_equal
+broadcast_not_equal broadcast_greater broadcast_greater_equal broadcast_lesser
+broadcast_lesser_equal broadcast_logical_and broadcast_logical_or broadcast_logical_xor
+""".split()
+_REDUCTIONS = "sum mean max min prod nansum nanprod sum_axis max_axis min_axis norm".split()
+
+RULES = {}
+RULES.update((op, _elementwise) for op in _ELEMENTWISE)
+RULES.update((op, _all_batched) for op in _ELEMENTWISE_SAME_SHAPE)
+RULES.update((op, _broadcast) for op in _BROADCAST)
+RULES.update((op, _reduction) for op in _REDUCTIONS)
+RULES.update({
+    "argmax": _off_axis0("axis"), "argmin": _off_axis0("axis"),
+    "argmax_channel": _elementwise,
+    "topk": _off_axis0("axis", default=-1), "sort": _off_axis0("axis", default=-1),
+    "argsort": _off_axis0("axis", default=-1),
+    "softmax": _softmax, "log_softmax": _softmax, "softmin": _softmax,
+    "SoftmaxActivation": _elementwise,      # over the axes after axis 0 (or axis 1)
+    "L2Normalization": _elementwise,        # every mode normalises within one sample
+    "LayerNorm": _layer_norm,
+    "InstanceNorm": _data_batched_weights_shared(0),
+    "broadcast_like": _broadcast_like, "broadcast_to": _broadcast_to,
+    "broadcast_axis": _off_axis0("axis"), "broadcast_axes": _off_axis0("axis"),
+    "Reshape": _reshape, "reshape": _reshape,
+    "Flatten": _elementwise, "flatten": _elementwise,
+    "expand_dims": _expand_dims, "squeeze": _squeeze,
+    "transpose": _transpose, "SwapAxis": _swapaxes, "swapaxes": _swapaxes,
+    "slice_axis": _off_axis0("axis"), "slice": _slice, "crop": _slice,
+    "slice_like": _off_axis0("axes"),
+    "Concat": _concat, "concat": _concat, "stack": _stack,
+    "SliceChannel": _split, "split": _split, "_split_v2": _split,
+    "tile": _tile, "repeat": _repeat, "Pad": _pad, "pad": _pad,
+    "reverse": _off_axis0("axis"), "flip": _off_axis0("axis"),
+    "FullyConnected": _data_batched_weights_shared(0),
+    "Embedding": _data_batched_weights_shared(0),
+    "Convolution": _data_batched_weights_shared(0),
+    "Deconvolution": _data_batched_weights_shared(0),
+    "Pooling": _data_batched_weights_shared(0),
+    "UpSampling": _data_batched_weights_shared(0),
+    "one_hot": _elementwise,
+    "dot": _dot, "batch_dot": _batch_dot, "_linalg_gemm2": _gemm2, "linalg_gemm2": _gemm2,
+    "take": _take, "batch_take": _all_batched, "pick": _pick,
+    "Dropout": _dropout,
+    "BatchNorm": _reject("normalises with statistics over axis 0, across invocations",
+                         "Use LayerNorm or InstanceNorm inside recursive functions"),
+    "SyncBatchNorm": _reject("normalises with statistics over axis 0, across invocations",
+                             "Use LayerNorm or InstanceNorm inside recursive functions"),
+    "_contrib_SyncBatchNorm": _reject("normalises with statistics over axis 0",
+                                      "Use LayerNorm inside recursive functions"),
+    "RNN": _reject("takes its batch along axis 1 (layout TNC)"),
+    "Custom": _reject("is a user CustomOp, whose effect on rows gluon_cf cannot know"),
+})
+
+
+# ---- the check ------------------------------------------------------------------------------------
+
+_symbols = {}   # JSON text -> (parsed JSON, Symbol): branch graphs met again and again
+
+
+def _load(graph_json_text):
+    found = _symbols.get(graph_json_text)
+    if found is None:
+        import mxnet as mx
+        found = _symbols[graph_json_text] = (json.loads(graph_json_text),
+                                             mx.sym.load_json(graph_json_text))
+    return found
+
+
+def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
+    """Raise :class:`Rejected` unless ``symbol`` acts row by row on its batched inputs.
+
+    ``flags``/``shapes``: per input name, whether it is batched and its shape in a batch of
+    ``rows`` rows (shared inputs: their own shape). ``rows=1`` only looks for an operator to
+    blame (rules, no row counts): what a failed inference with ``ROWS`` rows falls back to.
+    """
+    if rows == 1:
+        _walk(graph_json, flags, _internal_shapes(symbol, graph_json, shapes, 1), 1)
+        return
+    try:
+        by_entry = _internal_shapes(symbol, graph_json, shapes, ROWS)
+    except Exception as err:  # noqa: BLE001 - any failure means "not provably row-wise"
+        # Find the operator to blame with the shapes of one row (those the graph really runs
+        # with); if every rule passes, say that inference failed.
+        one_row = {n: (1,) + tuple(s[1:]) if flags.get(n) else s for n, s in shapes.items()}
+        try:
+            _walk(graph_json, flags, _internal_shapes(symbol, graph_json, one_row, 1), 1)
+        except Rejected:
+            raise
+        except Exception:  # noqa: BLE001
+            pass
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise Rejected({"name": "its shape inference"},
+                       "fails for %d invocations at once (%s)" % (ROWS, first[:300]),
+                       _HINT_SHARED) from None
+    _walk(graph_json, flags, by_entry, ROWS)
+
+
+def _internal_shapes(symbol, graph_json, shapes, rows):
+    """Shape of every entry ``(node id, output)`` of the graph, for a batch of ``rows``."""
+    from .ops._common import batch_rows
+    internals = symbol.get_internals()
+    with batch_rows(rows if rows > 1 else None):
+        _, out_shapes, _ = internals.infer_shape_partial(**shapes)
+    by_entry, seen = {}, {}
+    node_id = {n["name"]: nid for nid, n in enumerate(graph_json["nodes"])}
+    for i, shape in enumerate(out_shapes or []):
+        name = internals[i].name
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        by_entry[(node_id[name], k)] = tuple(shape) if shape and all(d > 0 for d in shape) \
+            else None
+    return by_entry
+
+
+def _walk(graph_json, flags, by_entry, rows):
+    flags_by_entry = {(nid, 0): bool(flags.get(n["name"], False))
+                      for nid, n in enumerate(graph_json["nodes"]) if n["op"] == "null"}
+    check_nodes(graph_json["nodes"], graph_json["heads"], flags_by_entry, by_entry,
+                lambda *args: _own_node(*args, rows=rows), rows)
+
+
+def _own_node(node, in_flags, in_shapes, out_shapes, used, rows=ROWS):
+    """Rules of gluon_cf's nodes (NOTE [row-wise rules])."""
+    kind = node["attrs"]["op_type"][len("_gluon_cf_"):]
+    spec = json.loads(node["attrs"]["spec"])
+    if kind == "cond":
+        for role in ("then", "else"):
+            graph = spec["graphs"][role]
+            graph_json, symbol = _load(graph["json"])
+            names = symbol.list_inputs()
+            try:
+                check_symbol(symbol, graph_json,
+                             {n: in_flags[s] for n, s in zip(names, graph["inputs"])},
+                             {n: in_shapes[s] for n, s in zip(names, graph["inputs"])}, rows)
+            except Rejected as inner:
+                inner.why += " (in the %s branch of cond %r)" % (role, node["name"])
+                raise
+        return
+    if kind in ("foreach", "while_loop"):
+        # Loops run once per row (``ops/_common.per_row``) and their rows are concatenated:
+        # right when each row's used outputs hold exactly one row.
+        from .node import decode, rule_of
+        one_row = [(1,) + tuple(s[1:]) if f else tuple(s) for s, f in zip(in_shapes, in_flags)]
+        try:
+            _, outs = rule_of(kind).infer_shape(decode(kind, node["attrs"]["spec"]), one_row)
+        except Exception as err:  # noqa: BLE001
+            raise Rejected(node, "cannot infer its shapes for one row (%s)" % err,
+                           _HINT_UNKNOWN) from None
+        for k, shape in enumerate(outs):
+            if used[k] and (shape is None or shape[0] != 1):
+                raise Rejected(node, "returns %s for one invocation, not one row, so rows of "
+                               "several invocations cannot be told apart" % (shape,),
+                               "Return per-invocation values with a leading axis of 1 from the "
+                               "loop (e.g. the final states), or reshape its outputs to (1, ...)")
+        return
+    if kind in ("invoke", "recursion"):
+        for i, (shape, batched) in enumerate(zip(in_shapes, in_flags)):
+            if not batched and shape[0] != 1:
+                raise Rejected(node, "passes a shared argument #%d of shape %s, which is not one "
+                               "row" % (i, shape), _HINT_SHARED)
+        return
+    raise Rejected(node, "has no batching rule", _HINT_UNKNOWN)
+
+
+def check_nodes(nodes, heads, flags_by_entry, shapes_by_entry, own_node_rule, rows=ROWS):
+    """Walk ``nodes`` in order, propagating which entries are batched; raise :class:`Rejected`.
+
+    ``flags_by_entry`` holds the variables' flags ``{(nid, 0): bool}`` and is completed in
+    place; ``shapes_by_entry`` maps every entry to its inferred shape (a batch of ROWS rows).
+    ``own_node_rule(node, in_flags, in_shapes, out_shapes, used)`` checks gluon_cf nodes.
+    ``rows``: the batch the shapes are for; with 1, row counts are not checked.
+    """
+    consumed = {(src, idx) for n in nodes for src, idx, *_ in n["inputs"]}
+    consumed.update((h[0], h[1]) for h in heads)
+    for nid, node in enumerate(nodes):
+        if node["op"] == "null":
+            continue
+        ins = [(src, idx) for src, idx, *_ in node["inputs"]]
+        in_flags = [flags_by_entry.get(e, False) for e in ins]
+        outs = [e for e in shapes_by_entry if e[0] == nid] or [(nid, 0)]
+        outs.sort()
+        batched = any(in_flags)
+        for e in outs:
+            flags_by_entry[e] = batched
+        if not batched:
+            continue
+        in_shapes = [shapes_by_entry.get(e) for e in ins]
+        out_shapes = [shapes_by_entry.get(e) for e in outs]
+        if any(s is None for s in in_shapes + out_shapes):
+            raise Rejected(node, "has shapes that cannot be inferred for a batch", _HINT_UNKNOWN)
+        attrs = node.get("attrs", {})
+        if node["op"] == "Custom" and attrs.get("op_type", "").startswith("_gluon_cf_"):
+            own_node_rule(node, in_flags, in_shapes, out_shapes, [e in consumed for e in outs])
+            continue
+        rule = RULES.get(node["op"])
+        if rule is None:
+            raise Rejected(node, "has no batching rule", _HINT_UNKNOWN)
+        verdict = rule(attrs, in_shapes, in_flags, out_shapes)
+        if verdict is not None:
+            raise Rejected(node, *verdict)
+        for e, shape in zip(outs, out_shapes):
+            if rows > 1 and e in consumed and shape[0] != rows:
+                raise Rejected(node, "returns %d rows for %d invocations" % (shape[0], ROWS),
+                               _HINT_UNKNOWN)
