@@ -79,6 +79,7 @@ NOTE [artifact safety]
     :class:`Limits`.
 """
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -122,7 +123,12 @@ class Limits:
     max_depth: int = 100_000               # largest max_depth a function may declare
     max_loop_iterations: int = 10_000_000  # per Loop / Scan run by the loader, and constant
                                            # trip counts of every Loop
-    timeout: float = None                  # seconds per call of the loaded artifact
+    max_steps: int = 5_000_000             # per call: invocations, pieces and loop steps run
+                                           # (exponential recursion stops here)
+    max_tensor_bytes: int = 1 << 30        # per tensor a piece produces (1 GiB)
+    max_bytes_produced: int = 1 << 36      # per call, all tensors produced together (64 GiB)
+    timeout: float = 600.0                 # seconds per call of the loaded artifact (None:
+                                           # no bound)
 
 
 # ----------------------------------------------------------------------------- public API
@@ -195,9 +201,13 @@ class Artifact:
             raise ValueError(f"artifact: expected {len(self.inputs)} inputs "
                              f"{[name for name, _, _ in self.inputs]}, got {len(arrays)}")
         values = [_check_input(x, spec) for x, spec in zip(arrays, self.inputs)]
-        deadline = None if self.limits.timeout is None else \
-            time.monotonic() + self.limits.timeout
-        return _trampoline(self._main.run(values, None, None), deadline, self.limits.timeout)
+        budget = _Budget(self.limits)
+        previous = getattr(_budgets, "current", None)
+        _budgets.current = budget
+        try:
+            return _trampoline(self._main.run(values, None, None), budget)
+        finally:
+            _budgets.current = previous
 
 
 def _check_input(x, spec):
@@ -273,8 +283,8 @@ def _read_model(source, limits):
             if size > limits.max_file_bytes:
                 raise ArtifactError(f"{where} is {size} bytes, more than max_file_bytes="
                                     f"{limits.max_file_bytes}")
-            with open(path, "rb") as f:
-                data = f.read(limits.max_file_bytes + 1)
+            with open(path, "rb") as f:   # memory in proportion to the file, not the limit
+                data = f.read(size + 1)
         except OSError as err:
             raise ArtifactError(f"cannot read {where}: {err}") from None
     if len(data) > limits.max_file_bytes:
@@ -840,6 +850,9 @@ class _Piece:
         except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
             raise ArtifactError(f"{self.describe()}: onnxruntime failed: "
                                 f"{_first_line(err)}") from None
+        budget = getattr(_budgets, "current", None)
+        if budget is not None:
+            budget.produced(self.describe(), zip(self.outputs, outputs))
         scope.values.update(zip(self.outputs, outputs))
 
     def _session(self, feeds):
@@ -1061,13 +1074,48 @@ def _stack(steps, infos, label):
 
 # ----------------------------------------------------------------------------- trampoline
 
-def _trampoline(gen, deadline, timeout):
+_budgets = threading.local()   # the _Budget of the call running in this thread
+
+
+class _Budget:
+    """What one call of an artifact may still spend (``Limits``: steps, bytes, wall time)."""
+
+    def __init__(self, limits):
+        self.limits = limits
+        self.steps = 0
+        self.bytes = 0
+        self.deadline = None if limits.timeout is None else time.monotonic() + limits.timeout
+
+    def step(self):
+        """One more generator started; an ArtifactError when over a limit, else None."""
+        self.steps += 1
+        if self.steps > self.limits.max_steps:
+            return ArtifactError(f"the artifact ran more than max_steps={self.limits.max_steps} "
+                                 f"steps (invocations, pieces and loop steps) in one call")
+        if self.deadline is not None and self.steps % 64 == 1 and \
+                time.monotonic() > self.deadline:
+            return ArtifactError(f"the artifact ran longer than timeout={self.limits.timeout} s")
+        return None
+
+    def produced(self, where, arrays):
+        for name, array in arrays:
+            size = getattr(array, "nbytes", 0)
+            if size > self.limits.max_tensor_bytes:
+                raise ArtifactError(f"{where}: output {name!r} has {size} bytes, more than "
+                                    f"max_tensor_bytes={self.limits.max_tensor_bytes}")
+            self.bytes += size
+        if self.bytes > self.limits.max_bytes_produced:
+            raise ArtifactError(f"{where}: the call produced more than max_bytes_produced="
+                                f"{self.limits.max_bytes_produced} bytes")
+
+
+def _trampoline(gen, budget):
     """Drive ``gen`` and the generators it yields with an explicit stack; return its value."""
     stack = [gen]
     value, error = None, None
     while True:
-        if deadline is not None and time.monotonic() > deadline and error is None:
-            error = ArtifactError(f"the artifact ran longer than timeout={timeout} s")
+        if error is None and budget is not None:
+            error = budget.step()
         top = stack[-1]
         try:
             if error is not None:

@@ -35,8 +35,19 @@ def main(argv=None):
     except _UsageError as err:
         parser.error(str(err))
     except (ValueError, NotImplementedError, OSError) as err:
-        print(f"gluon-cf-export: error: {err}", file=sys.stderr)
+        print(f"gluon-cf-export: error: {_one_line(err)}", file=sys.stderr)
         return 1
+    except Exception as err:  # noqa: BLE001 -- a bad file must never print a traceback
+        print(f"gluon-cf-export: error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(err):
+    """The message of ``err`` on one line (MXNet's errors carry a C++ traceback)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("Traceback", "File \"", "["))]
+    return (useful or lines or [type(err).__name__])[-1 if lines and lines[0].startswith(
+        "Traceback") else 0][:500]
 
 
 class _UsageError(Exception):

@@ -20,6 +20,7 @@ NOTE [gradients through a node]
     forward is recomputed under recording first.
 """
 import builtins
+import collections
 import json
 import re
 import threading
@@ -30,8 +31,8 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import executor
-from .partition import user_custom_op_types
-from .subgraph import Graph, dumps
+from .partition import aux_state_nodes, user_custom_op_types
+from .subgraph import AUX_STATE_OPS, Graph, aux_state_error, describe_node, dumps
 
 OP_PREFIX = "_gluon_cf_"
 
@@ -80,7 +81,7 @@ def _get_last_ffi_error():
         # Only for the node whose callback failed: "Error in operator <...node name>: ...".
         if kept is not None and re.search(r"Error in operator \S*%s:" % re.escape(kept[1]), text):
             return kept[0].with_traceback(None)
-    elif "kCustomOpForward" in text or "kCustomOpBackward" in text:
+    elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate")):
         with _kept_lock:
             if _kept_run:
                 return _kept_run.pop().with_traceback(None)
@@ -108,6 +109,26 @@ def _name_node(exc, node):
 
 mx.base.get_last_ffi_error = _get_last_ffi_error
 mx.operator.print = _quiet_print
+
+# NOTE [concurrent shape inference]
+#     MXNet's Custom-op shape callback writes the answer into fresh ``c_array_buf`` buffers and
+#     keeps them alive only through ``infer_shape_entry._ref_holder``, one slot per graph node.
+#     When two threads infer the same node at once (a block's first calls with new shapes from
+#     several threads), the second call replaces the slot before C++ has copied the first
+#     thread's answer, which then reads freed memory (shapes like [1446870432]). The callbacks
+#     look ``c_array_buf`` up in ``mx.operator``'s globals at call time, so ours keeps the most
+#     recent buffers alive a while longer; C++ copies them as soon as the callback returns.
+_recent_buffers = collections.deque(maxlen=1 << 16)
+_original_c_array_buf = mx.operator.c_array_buf
+
+
+def _kept_c_array_buf(ctype, buf):
+    array = _original_c_array_buf(ctype, buf)
+    _recent_buffers.append(array)
+    return array
+
+
+mx.operator.c_array_buf = _kept_c_array_buf
 
 
 def _reporting(method):
@@ -160,6 +181,7 @@ class Node:
         self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
         self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
         self.user_custom_ops = user_custom_op_types(spec)
+        self.aux_state_nodes = aux_state_nodes(spec, AUX_STATE_OPS)
 
 
 def rule_of(kind):
@@ -240,7 +262,7 @@ class _NodeOperator(mx.operator.CustomOp):
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
         if is_train:
-            self._refuse_user_custom_ops()
+            self._refuse_training()
         self.is_train = is_train
         inputs = list(in_data)
         marks = self._default_marks(inputs) if is_train else None
@@ -249,7 +271,10 @@ class _NodeOperator(mx.operator.CustomOp):
         for dst, r, value in zip(out_data, req, outputs):
             self.assign(dst, r, value)
 
-    def _refuse_user_custom_ops(self):
+    def _refuse_training(self):
+        if self.node.aux_state_nodes:   # see AUX_STATE_OPS in subgraph.py
+            raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
+                describe_node(n) for n in self.node.aux_state_nodes))
         if self.node.user_custom_ops:
             raise NotImplementedError(
                 "gluon_cf.%s: the body calls the user CustomOp %s; differentiating through a "
@@ -261,7 +286,7 @@ class _NodeOperator(mx.operator.CustomOp):
 
     @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        self._refuse_user_custom_ops()
+        self._refuse_training()
         wanted = tuple(i for i, (x, r) in enumerate(zip(in_data, req))
                        if r != "null" and is_float(x.dtype))
         self.node.wanted = wanted
@@ -283,6 +308,21 @@ class _NodeOperator(mx.operator.CustomOp):
                 dst[:] = 0
 
 
+def _refuse_zero_size(node, in_shapes):
+    """MXNet 1.x's legacy shapes read a 0 as "unknown", so a zero-size array cannot go through a
+    hybridized node. Checked when the operator is created for a run (shapes are real then; in
+    inference a 0 may just be unknown), on data inputs (not parameters)."""
+    for i in node.spec.get("data_inputs", ()):
+        shape = tuple(in_shapes[i])
+        if shape and 0 in shape and any(d > 0 for d in shape):
+            raise ValueError(
+                "gluon_cf.%s: input %d has shape %s, a zero-size array; MXNet 1.x's hybridized "
+                "graphs read a 0 in a shape as 'unknown', so zero-size arrays cannot pass through "
+                "a hybridized gluon_cf node (eagerly, %s)" % (
+                    node.kind, i, shape, "foreach over zero-length data is an error too"
+                    if node.kind == "foreach" else "MXNet's operators decide"))
+
+
 def _prop_class(rule):
     class _NodeProp(mx.operator.CustomOpProp):
         def __init__(self, spec, **_scope_attrs):
@@ -301,6 +341,8 @@ def _prop_class(rule):
         def infer_shape(self, in_shape):
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
+            # () for an input we could not complete: handing MXNet back its own partial shape
+            # (e.g. (0, 3) while exporting with dynamic axes) crashes its Custom-op callback.
             return ([s if s is not None else () for s in ins],
                     [s if s is not None else () for s in outs], [])
 
@@ -309,7 +351,9 @@ def _prop_class(rule):
             ins, outs = rule.infer_type(self.node, list(in_type))
             return ins, outs, []
 
+        @_reporting
         def create_operator(self, ctx, in_shapes, in_dtypes):
+            _refuse_zero_size(self.node, in_shapes)
             _, outs = rule.infer_shape(self.node, [tuple(s) for s in in_shapes])
             return _NodeOperator(rule, self.node, outs)
 

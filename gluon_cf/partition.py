@@ -43,14 +43,22 @@ def _step_kind(node):
 
 def user_custom_op_types(spec):
     """The ``op_type`` of every user CustomOp in a node's subgraphs, nested nodes included."""
-    found = set()
+    return sorted({n.get("attrs", {}).get("op_type", "?")
+                   for n in _nodes_of(spec) if is_user_custom(n)})
+
+
+def aux_state_nodes(spec, ops):
+    """The JSON nodes of a node's subgraphs (nested included) whose operator is in ``ops``."""
+    return [n for n in _nodes_of(spec) if n["op"] in ops]
+
+
+def _nodes_of(spec):
+    """Every JSON node of a node's subgraphs, nested gluon_cf nodes' subgraphs included."""
     for graph in spec.get("graphs", {}).values():
         for n in json.loads(graph["json"])["nodes"]:
-            if is_user_custom(n):
-                found.add(n.get("attrs", {}).get("op_type", "?"))
-            elif gluon_cf_kind(n):
-                found.update(user_custom_op_types(json.loads(n["attrs"]["spec"])))
-    return sorted(found)
+            yield n
+            if gluon_cf_kind(n):
+                yield from _nodes_of(json.loads(n["attrs"]["spec"]))
 
 
 def has_gluon_cf_nodes(graph_json):

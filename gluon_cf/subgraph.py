@@ -82,6 +82,15 @@ DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_n
                                "_npx_nonzero", "_npi_unique"})
 
 
+# Operators that update auxiliary state (running statistics) in training. Inside a node, MXNet
+# neither writes the update back (a model trained hybridized predicts with stale statistics) nor
+# finishes cleanly (the process may hang at exit), so training through them is refused: when
+# the body is traced in training mode, else when a node runs a training forward (node.py).
+# Inference and export read the statistics only, and work.
+AUX_STATE_OPS = frozenset({"BatchNorm", "BatchNorm_v1", "SyncBatchNorm", "_contrib_SyncBatchNorm",
+                           "_contrib_BatchNormWithReLU"})
+
+
 class PendingSignature(Exception):
     """Raised while tracing when a recursive call's result structure is not known yet.
 
@@ -159,7 +168,7 @@ def trace(op, role, num_inputs, call):
         # input: copy inputs, outer values and variables through an identity inside the scope.
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
         group = mx.sym.Group(flat)
-    _refuse_dynamic_shapes(group, op, role)
+    _refuse_unsupported_ops(group, op, role)
     captured = _cut(group, uid, op)
     fresh_names = {v.name for v in fresh}
     internals = None
@@ -172,8 +181,12 @@ def trace(op, role, num_inputs, call):
     return Traced(group, [v.name for v in fresh], list(captured.items()), value, fmt)
 
 
-def _refuse_dynamic_shapes(group, op, role):
+def _refuse_unsupported_ops(group, op, role):
+    """Refuse operators a body cannot hold yet: value-dependent shapes, auxiliary state."""
+    training = mx.autograd.is_training()
     for node in json.loads(group.tojson())["nodes"]:
+        if node["op"] in AUX_STATE_OPS and training:
+            raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
         if node["op"] in DYNAMIC_SHAPE_OPS:
             where = node.get("attrs", {}).get(rowwise.SOURCE_ATTR)
             raise NotImplementedError(
@@ -182,6 +195,21 @@ def _refuse_dynamic_shapes(group, op, role):
                 "are not supported yet. Run the block without hybridize(), or keep the shape "
                 "static (e.g. multiply by the mask instead of selecting with it)"
                 % (op, role, node["op"], " at " + where if where else "", node["name"]))
+
+
+def describe_node(node):
+    """``op at file:line (node 'name')`` for error messages (NOTE [source locations])."""
+    where = node.get("attrs", {}).get(rowwise.SOURCE_ATTR)
+    return "%s%s (node %r)" % (node["op"], " at " + where if where else "", node["name"])
+
+
+def aux_state_error(op, what):
+    return NotImplementedError(
+        "gluon_cf.%s: %s, whose running statistics would not be updated by hybridized training "
+        "through a gluon_cf node (a model trained this way predicts differently from one "
+        "trained eagerly), so training is refused. Inference works; to train, use LayerNorm or "
+        "InstanceNorm inside the body, apply it outside the control flow, or run the block "
+        "without hybridize()" % (op, what))
 
 
 def _is_own_op(sym, uid):

@@ -166,3 +166,28 @@ def test_run_rejects_a_corrupted_artifact(tree_model, tmp_path):
     assert message.endswith("(Recursion): operator domain 'com.evil' is not imported by the "
                             "model or not supported")
     assert not os.path.exists(tmp_path / "out")
+
+
+BAD_SYMBOLS = {
+    "truncated_json": '{"nodes": [}',
+    "unknown_operator": '{"nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": '
+                        '"NoSuchOp", "name": "x", "inputs": [[0, 0, 0]]}], "arg_nodes": [0], '
+                        '"heads": [[1, 0, 0]]}',
+    "not_json": "\x00\x01binary",
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SYMBOLS))
+def test_bad_symbol_files_give_one_line_and_exit_1(tmp_path, name):
+    """Issue 10, item 10: every bad file is one line on stderr and a non-zero exit."""
+    symbol = tmp_path / "net-symbol.json"
+    symbol.write_text(BAD_SYMBOLS[name])
+    params = tmp_path / "net-0000.params"
+    params.write_bytes(b"not params")
+    proc = cli("convert", str(symbol), str(params), "--input", "data:2", "-o",
+               str(tmp_path / "out.onnx"))
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gluon-cf-export: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout

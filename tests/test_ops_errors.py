@@ -347,3 +347,45 @@ def test_process_survives_errors():
     assert proc is not None, "process hung after shape errors"
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok [8.0, 8.0]")
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 10, item 2: more cases found when the first hybridized call runs, each reaching the
+# caller once as our own exception naming the op and the node, and nothing printed.
+
+HYBRID_RUN = [
+    ("foreach_state_changes_dtype",
+     lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, s.astype("float64")), x, h),
+     [(3, 2), (2,)], ValueError,
+     "gluon_cf.foreach: state dtypes before and after body differ:\n"
+     "  output 0: init_states float32, new_states float64   <-- differs"),
+    ("while_var_changes_dtype",
+     lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v.astype("float16")),
+                                      x, max_iterations=3), [(2,)], ValueError,
+     "gluon_cf.while_loop: loop variable dtypes before and after func differ:\n"
+     "  output 0: loop_vars float32, new_loop_vars float16   <-- differs"),
+]
+
+
+@pytest.mark.parametrize("fn,shapes,exc,message", [c[1:] for c in HYBRID_RUN],
+                         ids=[c[0] for c in HYBRID_RUN])
+def test_error_at_first_hybridized_call(fn, shapes, exc, message, capfd):
+    net = Block(fn)
+    net.hybridize()
+    with pytest.raises(exc, match=exact(message)) as raised:
+        out = net(*[nd.array(np.ones(s)) for s in shapes])
+        mx.nd.waitall()
+        del out
+    assert re.search(r"\n\(in gluon_cf node '[^']+'\)$", str(raised.value))
+    printed = capfd.readouterr()
+    assert printed.out == "" and printed.err == ""
+
+
+@pytest.mark.parametrize("pred", [True, False, 1.0, 0])
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_python_scalar_pred_picks_a_branch_in_both_modes(pred, hybridize):
+    net = Block(lambda F, x: gluon_cf.cond(pred, lambda: x * 2, lambda: x * 3))
+    if hybridize:
+        net.hybridize()
+    out = net(nd.ones((2,)))
+    np.testing.assert_array_equal(out.asnumpy(), [2, 2] if pred else [3, 3])

@@ -13,6 +13,7 @@ import warnings
 import mxnet as mx
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from mxnet import autograd, gluon, nd
 
 import gluon_cf
@@ -170,8 +171,8 @@ ROWWISE = {   # the batch-agnostic way to write each
 }
 
 
-def _forest_inputs():
-    trees = list(synthetic_treebank(5, shape="sst", seed=3, max_length=9))
+def _forest_inputs(seed=3, num_trees=5, shape="sst"):
+    trees = list(synthetic_treebank(num_trees, shape=shape, seed=seed, max_length=9))
     vocab = build_vocab(trees)
     forest = batchify_forest([encode_tree(t, vocab) for t in trees])
     return len(vocab), [nd.array(getattr(forest, n)) for n in ("tokens", "left", "right",
@@ -189,8 +190,8 @@ def _run(net, inputs):
                            net.collect_params().items()}
 
 
-def _batched_vs_eager(combine):
-    vocab_size, inputs = _forest_inputs()
+def _batched_vs_eager(combine, **forest):
+    vocab_size, inputs = _forest_inputs(**forest)
     mx.random.seed(1)
     net = Fold(combine, vocab_size)
     net.initialize()
@@ -230,3 +231,25 @@ def test_reshape_with_constant_rows_names_the_fix():
     warned = _batched_vs_eager(lambda F, lh, rh, w: F.reshape(_step(F, lh, rh, w), (1, H)))
     assert len(warned) == 1
     assert "x.reshape((0, -1))" in str(warned[0].message)
+
+
+COUNT = [0]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(body=st.sampled_from(sorted(MIXING) + sorted(ROWWISE)), seed=st.integers(0, 10 ** 6),
+       num_trees=st.integers(1, 6), shape=st.sampled_from(["sst", "balanced", "linear"]))
+def test_random_forests_and_bodies_batched_equal_eager(body, seed, num_trees, shape):
+    """Property (issue 10, item 11): on any forest, a row-wise body runs batched and a
+    row-mixing one row by row, and both equal eager recursion, values and gradients."""
+    combine = MIXING.get(body) or ROWWISE[body]
+    warned = _batched_vs_eager(combine, seed=seed, num_trees=num_trees, shape=shape)
+    if body in ROWWISE:
+        assert warned == []
+    COUNT[0] += 1
+
+
+def test_report_examples_run():
+    print("hypothesis examples run (batched vs eager):", COUNT[0])
+    assert COUNT[0] > 0

@@ -77,6 +77,14 @@ def mismatch(op, what, left_name, left, right_name, right):
     return ValueError("\n".join(lines))
 
 
+def check_same_dtypes(op, what, before_name, before, after_name, after):
+    """ValueError (a ``mismatch``) when known dtypes of loop state differ before and after."""
+    before = [dtype_name(t) for t in before]
+    after = [dtype_name(t) for t in after]
+    if None not in before and None not in after and before != after:
+        raise mismatch(op, what, before_name, before, after_name, after)
+
+
 def dtype_name(t):
     return np.dtype(t).name if t is not None else None
 

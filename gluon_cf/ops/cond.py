@@ -1,8 +1,4 @@
 """``gluon_cf.cond``: run one of two functions depending on a one-element predicate."""
-import contextlib
-import io
-import sys
-
 import mxnet as mx
 import numpy as np
 
@@ -38,7 +34,9 @@ def cond(pred, then_func, else_func, name="cond"):
     branch = then_func if pred_value(OP, "pred", pred) else else_func
     value = branch()
     flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
-    if mode_of(OP, flat, "the values returned by a branch") == "symbol":
+    # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.
+    if isinstance(pred, mx.nd.NDArray) and \
+            mode_of(OP, flat, "the values returned by a branch") == "symbol":
         raise TypeError("gluon_cf.cond: pred is an NDArray (eager mode) but the branch returned "
                         "Symbols; in eager mode branches must compute NDArrays")
     return value
@@ -63,7 +61,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
                          % (describe(then_g.out_fmt), describe(else_g.out_fmt)))
     captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
-            "num_outputs": then_g.num_outputs}
+            "num_outputs": then_g.num_outputs, "data_inputs": [0]}
     outputs = _node.make_node(OP, [pred] + captured, spec, name)
     return regroup(outputs, then_g.out_fmt)
 
@@ -78,18 +76,16 @@ def _trace_branch(role, fn):
 def _branch_shapes(graph, in_shapes):
     """Infer a branch; ``({}, None)`` if it needs the shapes of a recursive call being inferred.
 
-    MXNet prints the traceback of an exception raised in a Custom operator's callback; for the
-    expected PendingShape that output is dropped, for anything else it is shown as usual.
+    The expected PendingShape arrives from MXNet's callback machinery as itself, and nothing is
+    printed on the way (NOTE [error messages] in ``node.py``). (``sys.stdout`` must not be
+    swapped here: it is process-wide, and threads inferring at once would leave it swapped.)
     """
     before = pending_shapes()
-    printed = io.StringIO()
     try:
-        with contextlib.redirect_stdout(printed):
-            return graph.infer_shape(in_shapes)
+        return graph.infer_shape(in_shapes)
     except (mx.MXNetError, PendingShape):
         if pending_shapes() > before:
             return {}, None
-        sys.stdout.write(printed.getvalue())
         raise
 
 

@@ -5,7 +5,7 @@ from .. import executor, node as _node
 from ..executor import Parallel, done
 from .._structure import describe, flatten, regroup
 from ..subgraph import merge_captures, trace
-from ._common import check_callable, mismatch, mode_of, per_row
+from ._common import check_callable, check_same_dtypes, mismatch, mode_of, per_row
 
 OP = "foreach"
 
@@ -121,7 +121,8 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
     captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
             "num_data": num_data, "num_states": num_states, "num_out_data": num_out,
-            "num_outputs": body_g.num_outputs}
+            "num_outputs": body_g.num_outputs,
+            "data_inputs": list(range(num_data + num_states))}
     outputs = _node.make_node(OP, flat_data + flat_states + captured, spec, name)
     return (regroup(outputs[:num_out], step.out_fmt),
             regroup(outputs[num_out:], step.states_fmt))
@@ -159,6 +160,9 @@ class ForeachRule(_node.Rule):
     def infer_type(self, node, in_types):
         inferred, outs = node.graphs["body"].infer_type(in_types)
         types = [t if t is not None else inferred.get(i) for i, t in enumerate(in_types)]
+        nd_, ns = node.spec["num_data"], node.spec["num_states"]
+        check_same_dtypes(OP, "state dtypes before and after body", "init_states",
+                          types[nd_:nd_ + ns], "new_states", outs[node.spec["num_out_data"]:])
         return types, outs
 
     def forward(self, node, inputs, out_shapes, ctx):

@@ -252,6 +252,12 @@ class _Table:
             self.traced[fn] = traced
 
 
+def _source(fn):
+    """``file:line`` where the user's function is defined (for warnings about it)."""
+    code = getattr(fn, "__code__", None)
+    return "%s:%d" % (code.co_filename, code.co_firstlineno) if code is not None else None
+
+
 def _invoke_symbolic(fn, flat, fmt):
     table = getattr(_Table.current, "value", None)
     if table is not None:
@@ -272,7 +278,8 @@ def _invoke_symbolic(fn, flat, fmt):
         n = table.signatures[f][0]
         functions[table.qname(f)] = dict(
             table.traced[f].spec(range(n), {k: n + v for k, v in slot_of.items()}),
-            num_args=n, max_depth=f.max_depth, name=f.name)
+            num_args=n, max_depth=f.max_depth, name=f.name, source=_source(f.fn))
     spec = {"graphs": functions, "entry": table.qname(fn), "num_args": len(flat),
-            "num_outputs": num_outputs, "namespace": table.namespace}
+            "num_outputs": num_outputs, "namespace": table.namespace,
+            "data_inputs": list(range(len(flat)))}
     return regroup(_node.make_node("recursion", flat + env, spec, fn.name), out_fmt)
