@@ -175,8 +175,7 @@ def _batchable(request):
     and argument/environment shapes; when it may not, warns once, at the user's line."""
     ctx = request.context
     graph = ctx.graphs[request.qname]
-    key = (ctx.namespace, request.qname, tuple(a.shape for a in request.args),
-           tuple(e.shape for e in ctx.env))
+    key = (ctx.namespace, request.qname, tuple(a.shape for a in request.args), ctx.env_shapes)
     verdict = _checked.get(key)
     if verdict is None:
         rejected = _check(ctx, graph, request)

@@ -99,6 +99,7 @@ class RecursionContext:
         self.parent = parent
         # Invocations of the same function with the same environment may share a batch.
         self.key = (id(self.graphs), tuple(id(e) for e in self.env))
+        self.env_shapes = tuple(e.shape for e in self.env)   # read once: .shape is a C call
 
     def find(self, qname):
         ctx = self
