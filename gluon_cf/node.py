@@ -308,21 +308,6 @@ class _NodeOperator(mx.operator.CustomOp):
                 dst[:] = 0
 
 
-def _refuse_zero_size(node, in_shapes):
-    """MXNet 1.x's legacy shapes read a 0 as "unknown", so a zero-size array cannot go through a
-    hybridized node. Checked when the operator is created for a run (shapes are real then; in
-    inference a 0 may just be unknown), on data inputs (not parameters)."""
-    for i in node.spec.get("data_inputs", ()):
-        shape = tuple(in_shapes[i])
-        if shape and 0 in shape and any(d > 0 for d in shape):
-            raise ValueError(
-                "gluon_cf.%s: input %d has shape %s, a zero-size array; MXNet 1.x's hybridized "
-                "graphs read a 0 in a shape as 'unknown', so zero-size arrays cannot pass through "
-                "a hybridized gluon_cf node (eagerly, %s)" % (
-                    node.kind, i, shape, "foreach over zero-length data is an error too"
-                    if node.kind == "foreach" else "MXNet's operators decide"))
-
-
 def _prop_class(rule):
     class _NodeProp(mx.operator.CustomOpProp):
         def __init__(self, spec, **_scope_attrs):
@@ -353,7 +338,6 @@ def _prop_class(rule):
 
         @_reporting
         def create_operator(self, ctx, in_shapes, in_dtypes):
-            _refuse_zero_size(self.node, in_shapes)
             _, outs = rule.infer_shape(self.node, [tuple(s) for s in in_shapes])
             return _NodeOperator(rule, self.node, outs)
 

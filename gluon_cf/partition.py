@@ -114,7 +114,8 @@ class _UserCustomCall:
     """
 
     def __init__(self, attrs, in_entries, out_entries):
-        self.attrs = {k: v for k, v in attrs.items() if not (k.startswith("__") and k.endswith("__"))}
+        self.attrs = {k: v for k, v in attrs.items()
+                      if not (k.startswith("__") and k.endswith("__"))}   # hidden: not params
         self.in_entries = in_entries
         self.out_entries = out_entries
 

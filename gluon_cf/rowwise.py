@@ -54,7 +54,7 @@ class Rejected(Exception):
                                                    self.hint)
 
 
-# ---- attribute parsing ----------------------------------------------------------------------------
+# ---- attribute parsing ---------------------------------------------------------------------
 
 def _value(text, default=None):
     if text is None:
@@ -160,15 +160,13 @@ def _broadcast_to(attrs, shapes, flags, outs):
     return None
 
 
-def _off_axis0(key, default=None, ndim_from="in", all_means_bad=True, extra_dim=0):
-    """Operators that act along the axes named by ``key`` (default ``default``)."""
+def _off_axis0(key, default=None):
+    """Operators that act along the axes named by ``key`` (default ``default``; none: all)."""
     def rule(attrs, shapes, flags, outs):
-        ndim = len(shapes[0] if ndim_from == "in" else outs[0]) + extra_dim
+        ndim = len(shapes[0])
         axes = _axes(attrs, key, ndim, default)
         if axes is None:
-            if all_means_bad:
-                return "acts over all axes, axis 0 (the invocations) included", _HINT_AXIS
-            return None
+            return "acts over all axes, axis 0 (the invocations) included", _HINT_AXIS
         if _true(attrs, "exclude"):
             axes = set(range(ndim)) - axes
         if 0 in axes:
@@ -233,7 +231,8 @@ def _transpose(attrs, shapes, flags, outs):
 
 def _swapaxes(attrs, shapes, flags, outs):
     ndim = len(shapes[0])
-    if int(_value(attrs.get("dim1"), 0)) % ndim == 0 or int(_value(attrs.get("dim2"), 0)) % ndim == 0:
+    dims = (int(_value(attrs.get("dim1"), 0)), int(_value(attrs.get("dim2"), 0)))
+    if any(d % ndim == 0 for d in dims):
         return "swaps axis 0", "Swap axes >= 1"
     return None
 
@@ -431,7 +430,7 @@ RULES.update({
 })
 
 
-# ---- the check ------------------------------------------------------------------------------------
+# ---- the check -----------------------------------------------------------------------------
 
 _symbols = {}   # JSON text -> (parsed JSON, Symbol): branch graphs met again and again
 

@@ -193,7 +193,7 @@ def test_user_custom_op_inside_bodies(when):
     assert run_case(code).stdout.strip() == "ok"
 
 
-# ---- issue 10, item 4: value-dependent shapes are refused when the graph is built ------------------
+# ---- issue 10, item 4: value-dependent shapes are refused when the graph is built ---------
 
 DYNAMIC_SHAPE = """
     import mxnet as mx

@@ -61,7 +61,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
                          % (describe(then_g.out_fmt), describe(else_g.out_fmt)))
     captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
-            "num_outputs": then_g.num_outputs, "data_inputs": [0]}
+            "num_outputs": then_g.num_outputs}
     outputs = _node.make_node(OP, [pred] + captured, spec, name)
     return regroup(outputs, then_g.out_fmt)
 

@@ -121,8 +121,7 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
     captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
             "num_data": num_data, "num_states": num_states, "num_out_data": num_out,
-            "num_outputs": body_g.num_outputs,
-            "data_inputs": list(range(num_data + num_states))}
+            "num_outputs": body_g.num_outputs}
     outputs = _node.make_node(OP, flat_data + flat_states + captured, spec, name)
     return (regroup(outputs[:num_out], step.out_fmt),
             regroup(outputs[num_out:], step.states_fmt))

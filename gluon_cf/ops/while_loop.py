@@ -7,8 +7,8 @@ from .. import executor, node as _node
 from ..executor import done
 from .._structure import describe, flatten, regroup
 from ..subgraph import merge_captures, trace
-from ._common import (check_callable, check_same_dtypes, check_scalar_pred, mismatch, mode_of, per_row,
-                      pred_value)
+from ._common import (check_callable, check_same_dtypes, check_scalar_pred, mismatch, mode_of,
+                      per_row, pred_value)
 
 OP = "while_loop"
 
@@ -196,7 +196,7 @@ def _while_symbolic(step, flat_vars, max_iterations, name):
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
                        "func": func_g.spec(range(nv), slot_of)},
             "num_vars": nv, "num_out_data": num_out, "max_iterations": max_iterations,
-            "num_outputs": func_g.num_outputs, "data_inputs": list(range(nv))}
+            "num_outputs": func_g.num_outputs}
     outputs = _node.make_node(OP, flat_vars + captured, spec, name)
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
 

@@ -280,6 +280,5 @@ def _invoke_symbolic(fn, flat, fmt):
             table.traced[f].spec(range(n), {k: n + v for k, v in slot_of.items()}),
             num_args=n, max_depth=f.max_depth, name=f.name, source=_source(f.fn))
     spec = {"graphs": functions, "entry": table.qname(fn), "num_args": len(flat),
-            "num_outputs": num_outputs, "namespace": table.namespace,
-            "data_inputs": list(range(len(flat)))}
+            "num_outputs": num_outputs, "namespace": table.namespace}
     return regroup(_node.make_node("recursion", flat + env, spec, fn.name), out_fmt)
