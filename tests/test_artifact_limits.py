@@ -120,3 +120,14 @@ def test_hostile_artifact_ends_under_default_step_budget_in_a_subprocess():
     assert proc is not None, "hung"
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["stopped", "True", "True"]
+
+
+def test_too_deep_is_a_recursion_depth_error_like_every_executor():
+    """Issue 10, item 1: beyond max_depth the artifact runtime raises gluon_cf's public
+    RecursionDepthError (also an ArtifactError), naming the function and the bound."""
+    import gluon_cf
+    f = load(exponential_recursion().SerializeToString())
+    with pytest.raises(gluon_cf.RecursionDepthError,
+                       match=r"'f' exceeded max_depth=100 nested calls") as raised:
+        f(np.array([200.0], np.float32))
+    assert isinstance(raised.value, ArtifactError)
