@@ -18,6 +18,7 @@ import mxnet as mx
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from mxnet import nd
 from onnx import AttributeProto, TensorProto, numpy_helper
 
@@ -363,3 +364,96 @@ def test_mutated_artifacts_fail_cleanly(cases):
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     # The mutations must exercise both the checks and the runtime.
     assert counts.get("ArtifactError", 0) > NUM_CASES // 2 and counts.get("ok", 0) > 0, counts
+
+
+# ----------------------------------------------------------------------------- hypothesis
+
+# The same property, with hypothesis choosing the mutations: a persistent worker subprocess
+# loads and runs each mutated file (a crash or hang is contained there and reported with the
+# example hypothesis found); derandomized and bounded for CI.
+PERSISTENT_WORKER = textwrap.dedent("""
+    import json, sys, traceback
+    import numpy as np
+    from gluon_cf.export import ArtifactError, Limits, load
+
+    inputs = {name: [np.load(p) for p in paths] for name, paths in
+              json.load(open(sys.argv[1])).items()}
+    for line in sys.stdin:
+        seed, path = json.loads(line)
+        try:
+            load(path, limits=Limits(timeout=5))(*inputs[seed])
+            outcome = "ok"
+        except (ArtifactError, ValueError) as err:
+            outcome = type(err).__name__
+        except BaseException as exc:
+            outcome = "unexpected %s: %s" % (type(exc).__name__, traceback.format_exc(limit=3))
+        print(json.dumps(outcome), flush=True)
+""")
+
+
+class _Worker:
+    def __init__(self, directory):
+        self.directory = directory
+        self.proc = None
+
+    def run(self, seed, path):
+        """The worker's outcome for one file, or "crashed"/"hung"."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(self.directory / "persistent_worker.py"),
+                 str(self.directory / "inputs.json")], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
+        self.proc.stdin.write(json.dumps([seed, str(path)]) + "\n")
+        self.proc.stdin.flush()
+        import selectors
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout=CASE_SECONDS * 3):
+                self.proc.kill()
+                self.proc = None
+                return "hung"
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc = None
+            return "crashed"
+        return json.loads(line)
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def worker(cases):
+    directory, _ = cases
+    (directory / "persistent_worker.py").write_text(PERSISTENT_WORKER)
+    seeds = {name: (directory / f"{name}.onnx").read_bytes() for name in ("treernn", "childsum")}
+    w = _Worker(directory)
+    for name in seeds:   # the worker itself works: unmutated seeds run
+        assert w.run(name, directory / f"{name}.onnx") == "ok"
+    yield w, seeds
+    w.close()
+
+
+HYPOTHESIS_EXAMPLES = []
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(seed_model=st.sampled_from(["treernn", "childsum"]), mutation=st.integers(0, 2 ** 32 - 1))
+def test_hypothesis_mutations_fail_cleanly(worker, tmp_path_factory, seed_model, mutation):
+    """Issue 10, item 11: loading and running a mutated artifact gives a result, ArtifactError
+    or ValueError; never a crash, a hang or another exception."""
+    w, seeds = worker
+    description, data = mutate(seeds[seed_model], random.Random(mutation))
+    path = tmp_path_factory.mktemp("hyp") / "case.onnx"
+    path.write_bytes(data)
+    outcome = w.run(seed_model, path)
+    HYPOTHESIS_EXAMPLES.append(outcome)
+    assert outcome in ("ok", "ArtifactError", "ValueError"), f"{description}: {outcome}"
+
+
+def test_hypothesis_examples_ran():
+    print("hypothesis loader examples:", len(HYPOTHESIS_EXAMPLES),
+          {o: HYPOTHESIS_EXAMPLES.count(o) for o in set(HYPOTHESIS_EXAMPLES)})
+    assert len(HYPOTHESIS_EXAMPLES) >= 60
