@@ -26,7 +26,8 @@ _lock = threading.Lock()
 _original_register = mx.operator.register
 
 
-def _is_hidden(key):
+def is_hidden(key):
+    """Whether an attribute key is MXNet's hidden kind (``__name__``): never an op parameter."""
     return len(key) > 4 and key.startswith("__") and key.endswith("__")
 
 
@@ -36,7 +37,7 @@ def tolerant(prop_cls):
         return prop_cls
 
     def __init__(self, **kwargs):
-        prop_cls.__init__(self, **{k: v for k, v in kwargs.items() if not _is_hidden(k)})
+        prop_cls.__init__(self, **{k: v for k, v in kwargs.items() if not is_hidden(k)})
 
     return type(prop_cls.__name__, (prop_cls,),
                 {"__init__": __init__, "_gluon_cf_tolerant": True,

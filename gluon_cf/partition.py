@@ -18,6 +18,7 @@ import json
 import mxnet as mx
 
 from ._cachedop import CachedOpPair
+from ._custom_ops import is_hidden
 from .executor import Parallel, done
 
 OP_PREFIX = "_gluon_cf_"
@@ -114,8 +115,7 @@ class _UserCustomCall:
     """
 
     def __init__(self, attrs, in_entries, out_entries):
-        self.attrs = {k: v for k, v in attrs.items()
-                      if not (k.startswith("__") and k.endswith("__"))}   # hidden: not params
+        self.attrs = {k: v for k, v in attrs.items() if not is_hidden(k)}
         self.in_entries = in_entries
         self.out_entries = out_entries
 
@@ -223,15 +223,13 @@ class PartitionedGraph:
                  "heads": [[new_id[src], idx, 0] for src, idx in out_entries],
                  "attrs": js.get("attrs", {"mxnet_version": ["int", 10901]})}
         symbol = mx.sym.load_json(json.dumps(graph))
-        reads = {e: {e} for e in in_entries}
+        reads = {}   # member node -> the segment inputs it is computed from (all its outputs)
         for nid in members:
-            inputs = set()
+            reads[nid] = set()
             for src, idx, *_ in nodes[nid]["inputs"]:
-                inputs |= reads.get((src, idx), set()) if src in member_set \
-                    else reads[(src, idx)]
-            for k in range(_num_outputs(nodes, nid, heads)):
-                reads[(nid, k)] = inputs
-        return _Segment(symbol, in_entries, out_entries, {e: reads[e] for e in out_entries})
+                reads[nid] |= reads[src] if src in member_set else {(src, idx)}
+        return _Segment(symbol, in_entries, out_entries,
+                        {e: reads[e[0]] for e in out_entries})
 
     def run(self, inputs, ctx):
         """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""

@@ -188,13 +188,12 @@ def _refuse_unsupported_ops(group, op, role):
         if node["op"] in AUX_STATE_OPS and training:
             raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
         if node["op"] in DYNAMIC_SHAPE_OPS:
-            where = node.get("attrs", {}).get(rowwise.SOURCE_ATTR)
             raise NotImplementedError(
-                "gluon_cf.%s: %s calls %s%s (node %r), whose output shape depends on the "
-                "values of its input; value-dependent shapes inside a hybridized gluon_cf body "
-                "are not supported yet. Run the block without hybridize(), or keep the shape "
-                "static (e.g. multiply by the mask instead of selecting with it)"
-                % (op, role, node["op"], " at " + where if where else "", node["name"]))
+                "gluon_cf.%s: %s calls %s, whose output shape depends on the values of its "
+                "input; value-dependent shapes inside a hybridized gluon_cf body are not "
+                "supported yet. Run the block without hybridize(), or keep the shape static "
+                "(e.g. multiply by the mask instead of selecting with it)"
+                % (op, role, describe_node(node)))
 
 
 def describe_node(node):

@@ -201,11 +201,6 @@ def _check(ctx, graph, request):
 def _warn(spec, rejected):
     message = ("gluon_cf: recursive function %r runs unbatched, row by row: %s"
                % (spec["name"], rejected.describe()))
-    filename, lineno = "<gluon_cf>", 0
-    if rejected.source:
-        filename, _, line = rejected.source.rpartition(":")
-        lineno = int(line) if line.isdigit() else 0
-    elif spec.get("source"):
-        filename, _, line = spec["source"].rpartition(":")
-        lineno = int(line) if line.isdigit() else 0
-    warnings.warn_explicit(message, UserWarning, filename, lineno)
+    # At the operator's line, else at the function's definition.
+    filename, _, line = (rejected.source or spec.get("source") or "<gluon_cf>:0").rpartition(":")
+    warnings.warn_explicit(message, UserWarning, filename, int(line) if line.isdigit() else 0)
