@@ -253,3 +253,50 @@ def test_random_forests_and_bodies_batched_equal_eager(body, seed, num_trees, sh
 def test_report_examples_run():
     print("hypothesis examples run (batched vs eager):", COUNT[0])
     assert COUNT[0] > 0
+
+
+class ScaledFold(gluon.HybridBlock):
+    """Children get a constant built beside batched values as an argument:
+    ``node(idx, scale)`` calls ``node(child, F.ones((1, 1)) * 0.5)``."""
+
+    def __init__(self, vocab_size, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(vocab_size, H)
+            self.w = self.params.get("w", shape=(2 * H, H), init=mx.init.Uniform(0.5))
+
+    def hybrid_forward(self, F, tokens, left, right, roots, w):
+        @gluon_cf.recursive
+        def node(idx, scale):
+            def internal():
+                half = F.ones((1, 1)) * 0.5          # shared, in the segment of batched takes
+                lh = node(F.take(left, idx), half)
+                rh = node(F.take(right, idx), half)
+                return F.broadcast_mul(_step(F, lh, rh, w), scale)
+
+            return gluon_cf.cond(F.take(left, idx) < 0,
+                                 lambda: F.broadcast_mul(F.tanh(self.embed(F.take(tokens, idx))),
+                                                         scale), internal)
+
+        out, _ = gluon_cf.foreach(lambda root, _: (node(root, F.ones((1, 1))), []), roots, [])
+        return F.reshape(out, (-3, 0))
+
+
+def test_constant_beside_batched_values_stays_shared_and_equals_eager():
+    """A constant built in the same segment as batched values and passed to a recursive call
+    is shared, not batched: flagged batched, it was concatenated once per request, so a batch
+    held fewer rows of it than invocations. Batched must equal eager, values and gradients."""
+    vocab_size, inputs = _forest_inputs(seed=7, num_trees=6)
+    net = ScaledFold(vocab_size)
+    net.initialize()
+    expected, expected_grads = _run(net, inputs)
+    net.hybridize()
+    previous = gluon_cf.get_executor()
+    gluon_cf.set_executor("batched")
+    try:
+        got, grads = _run(net, inputs)
+    finally:
+        gluon_cf.set_executor(previous)
+    np.testing.assert_allclose(got, expected, **TOL)
+    for k in expected_grads:
+        np.testing.assert_allclose(grads[k], expected_grads[k], err_msg=k, **TOL)
