@@ -7,8 +7,9 @@ from .ops.cond import cond
 from .ops.foreach import foreach
 from .ops.while_loop import while_loop
 from .executor import get_mode as get_executor, set_mode as set_executor
+from .node import ZeroSizeShapeError
 from .recursion import RecursionDepthError, invoke, recursive
 
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "RecursionDepthError",
-           "set_executor", "get_executor"]
+           "ZeroSizeShapeError", "set_executor", "get_executor"]
 __version__ = "0.1.0"

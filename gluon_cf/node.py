@@ -50,6 +50,7 @@ OP_PREFIX = "_gluon_cf_"
 #     node, once, with a traceback that starts at the user's call rather than in a worker thread.
 _kept_inference = threading.local()   # (exception, node name): shape/type inference, same thread
 _kept_run = []                         # [exception]: forward/backward, on MXNet's worker threads
+_unknown_dims = threading.local()      # {node name: [(input, shape)]}: see _explain_unknown_dims
 _kept_lock = threading.Lock()
 _original_get_last_ffi_error = mx.base.get_last_ffi_error
 _MARKER = "gluon_cf: error reported to the caller"
@@ -85,6 +86,49 @@ def _get_last_ffi_error():
         with _kept_lock:
             if _kept_run:
                 return _kept_run.pop().with_traceback(None)
+    elif "Shape inconsistent" in text:
+        return _explain_unknown_dims(err, text)
+    return err
+
+
+class ZeroSizeShapeError(ValueError, mx.MXNetError):
+    """A hybridized gluon_cf node was given a zero-size (or unknown) shape; see below."""
+
+
+def _note_unknown_dims(node, in_shapes):
+    """Remember which inputs of ``node`` MXNet gave us with a 0 (unknown) dimension."""
+    partial = [(i, tuple(s)) for i, s in enumerate(in_shapes) if s and any(d <= 0 for d in s)]
+    table = getattr(_unknown_dims, "value", None)
+    if table is None:
+        table = _unknown_dims.value = {}
+    name = node.spec.get("node") or ""
+    if partial:
+        table[name] = (node.kind, partial)
+    else:
+        table.pop(name, None)
+
+
+def _explain_unknown_dims(err, text):
+    """MXNet's "Shape inconsistent" for a node given a zero-size array, said in our words.
+
+    MXNet 1.x's legacy shape semantics read a 0 in a shape as "unknown", so an actual zero-size
+    array reaches a hybridized node as a partial shape (``(0, 2)`` arrives as ``[-1, 2]``); we
+    cannot complete it, and MXNet reports "Shape inconsistent, Provided = [-1,2], inferred
+    shape=[]" naming only the graph node. MXNet's own hybridized operators refuse zero-size
+    arrays too (``x + 1`` fails the same way), so an error is the right answer; this one names
+    the op, the node and the input.
+    """
+    table = getattr(_unknown_dims, "value", None) or {}
+    for name, (kind, partial) in table.items():
+        if name and re.search(r"Error in operator \S*%s:" % re.escape(name), text):
+            del table[name]
+            inputs = ", ".join("input %d has shape %s" % (i, tuple(d if d > 0 else 0 for d in s))
+                               for i, s in partial)
+            return ZeroSizeShapeError(
+                "gluon_cf.%s (node %r): %s; a hybridized MXNet 1.9.1 graph cannot take "
+                "zero-size arrays (its legacy shape semantics read 0 as 'unknown'; MXNet's own "
+                "operators refuse them too). Skip the call for empty inputs, or run the block "
+                "without hybridize()" % (kind, name, inputs))
     return err
 
 
@@ -324,6 +368,7 @@ def _prop_class(rule):
 
         @_reporting
         def infer_shape(self, in_shape):
+            _note_unknown_dims(self.node, in_shape)
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
             # () for an input we could not complete: handing MXNet back its own partial shape
