@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .onnx_export import _convert_symbol, _Node
+from .onnx_export import _convert_symbol, _Node, record_index_bounds
 from .onnx_graph import DEFAULT_OPSET, ValueSpec, register_custom_converter
 
 DOMAIN = "ai.gluon_cf"
@@ -69,6 +69,7 @@ def convert(sym, params, inputs, opset=DEFAULT_OPSET, *, dynamic_axes=None, inpu
     model = helper.make_model(graph, opset_imports=opsets, producer_name="gluon_cf",
                               ir_version=helper.find_min_ir_version_for(opsets[:1]))
     helper.set_model_props(model, {"format": FORMAT, "format_version": FORMAT_VERSION})
+    record_index_bounds(model, sym, inputs, input_names)
     onnx.checker.check_model(model)
     return model
 

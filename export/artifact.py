@@ -13,6 +13,8 @@ NOTE [artifact format]
     An artifact is an ONNX ``ModelProto`` (default-domain opset 12 or 13, as ``export_onnx``
     writes; ``load`` accepts opset 11 and later) that also imports the domain ``ai.gluon_cf``
     at version 1 and has the metadata ``format = gluon_cf.artifact``, ``format_version = 1``.
+    It may also have ``gluon_cf.index_bounds`` (NOTE [index bounds] in ``index_bounds.py``),
+    which plain ONNX models exported by gluon_cf carry too.
     Parameters are initializers of the main graph; ``cond`` / ``foreach`` / ``while_loop`` are
     ``If`` / ``Scan`` / ``Loop`` exactly as in ``export_onnx``.  The two extra operators:
 
@@ -86,6 +88,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from . import index_bounds
 
 __all__ = ["save_artifact", "load", "Artifact", "ArtifactError", "ArtifactDepthError",
            "Limits", "is_artifact", "DOMAIN"]
@@ -189,6 +193,11 @@ class Artifact:
                 raise ArtifactError(f"the main graph's input or output {value_info.name!r} "
                                     f"has no tensor type")
         self.inputs = [_describe(vi) for vi in graph.input if vi.name not in constants]
+        try:
+            self.index_bounds = index_bounds.read({p.key: p.value for p in model.metadata_props})
+        except ValueError as err:
+            raise ArtifactError(str(err)) from None
+        self._constant_shapes = {init.name: tuple(init.dims) for init in graph.initializer}
         self.outputs = [_describe(vi) for vi in graph.output]
         self._main = _Compiler(self).program(graph, "the main graph", ())
 
@@ -201,6 +210,7 @@ class Artifact:
             raise ValueError(f"artifact: expected {len(self.inputs)} inputs "
                              f"{[name for name, _, _ in self.inputs]}, got {len(arrays)}")
         values = [_check_input(x, spec) for x, spec in zip(arrays, self.inputs)]
+        check_index_bounds(self.index_bounds, values, self.inputs, self._constant_shapes)
         budget = _Budget(self.limits)
         previous = getattr(_budgets, "current", None)
         _budgets.current = budget
@@ -223,6 +233,18 @@ def _check_input(x, spec):
                              f"any size), got {list(x.shape)}; other sizes need dynamic_axes "
                              f"at export")
     return np.ascontiguousarray(x)
+
+
+def check_index_bounds(bounds, values, specs, constant_shapes):
+    """Refuse out-of-range values of index inputs (NOTE [index bounds] in index_bounds.py)."""
+    if not bounds:
+        return
+    arrays = {name: x for (name, _, _), x in zip(specs, values)}
+    shapes = dict(constant_shapes, **{name: np.shape(x) for name, x in arrays.items()})
+    try:
+        index_bounds.check(bounds, arrays, shapes)
+    except ValueError as err:
+        raise ValueError(f"artifact: {err}") from None
 
 
 def _describe(value_info):

@@ -213,11 +213,23 @@ def _run_onnx(path, arrays):
                 raise ValueError(f"input {spec.name!r} must be {dtype}, got {array.dtype}")
             array = array.astype(dtype)
         feeds[spec.name] = array
+    _check_index_bounds(path, [spec.name for spec in specs], list(feeds.values()))
     try:
         outputs = session.run(None, feeds)
     except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
         raise ValueError(f"onnxruntime failed: {err}") from None
     return outputs, [o.name for o in session.get_outputs()]
+
+
+def _check_index_bounds(path, names, arrays):
+    """Refuse out-of-range index inputs of a plain ONNX model (NOTE [index bounds])."""
+    from . import index_bounds
+
+    model = _read(path)
+    bounds = index_bounds.read({p.key: p.value for p in model.metadata_props})
+    shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
+    shapes.update((name, np.shape(x)) for name, x in zip(names, arrays))
+    index_bounds.check(bounds, dict(zip(names, arrays)), shapes)
 
 
 _ORT_TYPES = {f"tensor({name})": np.dtype(dtype) for name, dtype in (

@@ -61,6 +61,7 @@ from onnx import TensorProto, helper, numpy_helper
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
 import gluon_cf  # noqa: F401  (registers the gluon_cf operators needed by load and inference)
+from . import index_bounds
 from .onnx_graph import (DEFAULT_OPSET, ValueSpec, make_onnx_model, register_custom_converter,
                          symbol_to_onnx_graph)
 
@@ -125,6 +126,7 @@ def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
     graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
                             output_names, _CONVERTIBLE_KINDS)
     model = make_onnx_model(graph, opset)
+    record_index_bounds(model, sym, inputs, input_names)
     if path is not None:
         onnx.save(model, str(path))
     return model
@@ -168,6 +170,18 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
         value_info.CopyFrom(helper.make_tensor_value_info(
             spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), shape))
     return converted.graph
+
+
+def record_index_bounds(model, sym, inputs, input_names):
+    """Store in ``model``'s metadata the inputs that must be valid indices (NOTE [index
+    bounds] in ``index_bounds.py``), named as the model names them."""
+    mx_names = [name for name, _, _ in inputs]
+    names = dict(zip(mx_names, input_names if input_names is not None else mx_names))
+    bounds = index_bounds.find(sym.tojson(), names)
+    if bounds:
+        props = {p.key: p.value for p in model.metadata_props}
+        props[index_bounds.METADATA_KEY] = json.dumps(bounds)
+        helper.set_model_props(model, props)
 
 
 # ----------------------------------------------------------------------------- inputs

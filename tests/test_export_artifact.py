@@ -200,7 +200,8 @@ def test_recursive_models_run_in_a_fresh_process_without_their_classes(tmp_path)
 
 
 def test_loader_needs_no_mxnet(tmp_path):
-    """artifact.py imported on its own, with MXNet made unimportable, runs a TreeLSTM."""
+    """artifact.py (and the MXNet-free modules it imports) loaded outside the gluon_cf package,
+    with MXNet made unimportable, runs a TreeLSTM."""
     (name, net, example, axes, _), *_ = model_cases()
     path = str(tmp_path / "tree.onnx")
     save_artifact(net, example, path, dynamic_axes=axes)
@@ -208,10 +209,13 @@ def test_loader_needs_no_mxnet(tmp_path):
     np.save(tmp_path / "want.npy", gluon_outputs(net, example)[0])
     module = os.path.join(REPO, "export", "artifact.py")
     result = run_python(textwrap.dedent(f"""
-        import importlib.util, sys
+        import importlib.util, os, sys, types
         import numpy as np
         sys.modules["mxnet"] = None  # any import of MXNet now fails
-        spec = importlib.util.spec_from_file_location("artifact", {module!r})
+        package = types.ModuleType("standalone")  # export/ as a package whose __init__ never runs
+        package.__path__ = [os.path.dirname({module!r})]
+        sys.modules["standalone"] = package
+        spec = importlib.util.spec_from_file_location("standalone.artifact", {module!r})
         artifact = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(artifact)
         inputs = np.load({str(tmp_path / "in.npz")!r})
@@ -236,8 +240,10 @@ def test_format_recursion_and_invoke_nodes(tmp_path):
     assert [(n, s, str(d)) for n, s, d in artifact.outputs] == [("logits", (None, 3), "float32")]
     np.testing.assert_allclose(artifact(*example)[0], gluon_outputs(net, example)[0], **TOL)
     assert {(o.domain, o.version) for o in model.opset_import} == {("", 13), ("ai.gluon_cf", 1)}
-    assert {p.key: p.value for p in model.metadata_props} == {
-        "format": "gluon_cf.artifact", "format_version": "1"}
+    props = {p.key: p.value for p in model.metadata_props}
+    bounds = json.loads(props.pop("gluon_cf.index_bounds"))  # NOTE [index bounds]
+    assert props == {"format": "gluon_cf.artifact", "format_version": "1"}
+    assert [(b["input"], b["indexes"], b["axis"]) for b in bounds] == [("roots", "left", 0)]
     found = {}
     for node in walk_nodes(model.graph):
         if node.domain == "ai.gluon_cf":
