@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 
-import mxnet as mx
 import numpy as np
 import onnx
 import pytest
@@ -196,7 +195,7 @@ def test_cli_run_prints_one_line_for_out_of_range_index(tmp_path, kind):
     result = cli("run", tmp_path / "m.onnx", "--input", *paths, "-o", tmp_path / "out")
     assert result.returncode == 1, result.stderr
     (line,) = result.stderr.splitlines()
-    assert line.startswith(f"gluon-cf-export: error: ") and f"input {name!r} holds" in line, line
+    assert line.startswith("gluon-cf-export: error: ") and f"input {name!r} holds" in line, line
     assert "must lie in [0, " in line
 
 
