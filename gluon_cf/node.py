@@ -32,7 +32,8 @@ from mxnet import autograd
 
 from . import executor
 from .partition import aux_state_nodes, user_custom_op_types
-from .subgraph import AUX_STATE_OPS, Graph, aux_state_error, describe_node, dumps
+from .subgraph import (AUX_STATE_OPS, Graph, aux_state_error, describe_node, dumps,
+                       user_custom_op_error)
 
 OP_PREFIX = "_gluon_cf_"
 
@@ -320,13 +321,8 @@ class _NodeOperator(mx.operator.CustomOp):
             raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.node.aux_state_nodes))
         if self.node.user_custom_ops:
-            raise NotImplementedError(
-                "gluon_cf.%s: the body calls the user CustomOp %s; differentiating through a "
-                "user CustomOp inside a hybridized gluon_cf node hangs MXNet 1.9.1's engine "
-                "(NOTE [user CustomOps at run time]), so training is refused. Inference works; "
-                "to train, run the block without hybridize() or write the op with MXNet "
-                "operators" % (self.node.kind,
-                               ", ".join(repr(t) for t in self.node.user_custom_ops)))
+            raise user_custom_op_error(self.node.kind, "the body calls the user CustomOp %s" % ", ".join(
+                repr(t) for t in self.node.user_custom_ops))
 
     @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):

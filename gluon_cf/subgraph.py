@@ -41,7 +41,7 @@ from . import _custom_ops, rowwise
 from ._structure import flatten
 from .executor import done
 from ._cachedop import CachedOpPair
-from .partition import PartitionedGraph, has_gluon_cf_nodes
+from .partition import PartitionedGraph, has_gluon_cf_nodes, is_user_custom
 
 _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
@@ -184,9 +184,13 @@ def trace(op, role, num_inputs, call):
 def _refuse_unsupported_ops(group, op, role):
     """Refuse operators a body cannot hold yet: value-dependent shapes, auxiliary state."""
     training = mx.autograd.is_training()
+    recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:
         if node["op"] in AUX_STATE_OPS and training:
             raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
+        if recording and is_user_custom(node):
+            raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (
+                role, node["attrs"].get("op_type"), describe_node(node)))
         if node["op"] in DYNAMIC_SHAPE_OPS:
             raise NotImplementedError(
                 "gluon_cf.%s: %s calls %s, whose output shape depends on the values of its "
@@ -209,6 +213,14 @@ def aux_state_error(op, what):
         "trained eagerly), so training is refused. Inference works; to train, use LayerNorm or "
         "InstanceNorm inside the body, apply it outside the control flow, or run the block "
         "without hybridize()" % (op, what))
+
+
+def user_custom_op_error(op, what):
+    return NotImplementedError(
+        "gluon_cf.%s: %s; differentiating through a user CustomOp inside a "
+        "hybridized gluon_cf node hangs MXNet 1.9.1's engine (NOTE [user CustomOps at run "
+        "time]), so training is refused. Inference works; to train, run the block without "
+        "hybridize() or write the op with MXNet operators" % (op, what))
 
 
 def _is_own_op(sym, uid):

@@ -178,6 +178,16 @@ USER_CUSTOM_OP = """
             assert "user CustomOp 'sq'" in str(err) and "gluon_cf node" in str(err), err
         else:
             raise SystemExit("training through a user CustomOp was not refused")
+        fresh = Net(which)     # first call under record(): refused while tracing, at the user line
+        fresh.hybridize()
+        try:
+            with autograd.record():
+                fresh(x)
+        except NotImplementedError as err:
+            assert "calls the user CustomOp 'sq' (Custom at " in str(err), err
+            assert "(Custom at <string>:" in str(err), err     # the user's line
+        else:
+            raise SystemExit("training through a user CustomOp was not refused at trace time")
     print("ok")
 """
 
