@@ -703,7 +703,7 @@ class _Compiler:
 
     def recursion(self, node, label, tables):
         attrs = {attr.name: helper.get_attribute_value(attr) for attr in node.attribute}
-        table = _Table(attrs["entry"].decode(), len(node.input))
+        table = _Table(attrs["entry"].decode())
         inner = tables + (table,)
         for graph, num_args, max_depth, name in zip(attrs["functions"], attrs["num_args"],
                                                      attrs["max_depth"],
@@ -745,9 +745,8 @@ class _Function:
 class _Table:
     """The function table of one Recursion node."""
 
-    def __init__(self, entry, num_inputs):
+    def __init__(self, entry):
         self.entry = entry
-        self.num_inputs = num_inputs
         self.num_args = None
         self.functions = {}
 

@@ -52,10 +52,3 @@ def describe(fmt):
     if fmt == 0:
         return "array"
     return "[" + ", ".join(describe(f) for f in fmt) + "]"
-
-
-def as_list(value):
-    """MXNet's convention for loop variables: a single array or a list/tuple of them."""
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]

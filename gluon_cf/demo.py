@@ -8,7 +8,7 @@ import argparse
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon, nd
+from mxnet import gluon, nd
 
 import gluon_cf
 

@@ -110,10 +110,3 @@ class Frame:
 
     def batched(self, i):
         return self.rows > 1 and self.flags is not None and self.flags[i]
-
-
-def flags_of(ctx, count):
-    """The batched-flags of ``count`` inputs under ``ctx`` (all False outside a batch)."""
-    if ctx is None or ctx.flags is None:
-        return (False,) * count
-    return tuple(ctx.flags)

@@ -89,10 +89,6 @@ def dtype_name(t):
     return np.dtype(t).name if t is not None else None
 
 
-def zeros_like_shape(shape, like):
-    return mx.nd.zeros(shape, ctx=like.context, dtype=like.dtype)
-
-
 def per_row(forward, node, inputs, out_shapes, ctx):
     """Batching rule of the loops: run the loop once per row of the batched inputs, all rows as
     one Parallel request (so recursive calls inside batch across rows), then concatenate.

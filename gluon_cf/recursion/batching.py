@@ -45,11 +45,11 @@ from .rules import Invocation
 
 
 class _Task:
-    __slots__ = ("gen", "parent", "slot", "value", "error", "join")
+    __slots__ = ("gen", "parent", "slot", "value")
 
     def __init__(self, gen, parent=None, slot=None):
         self.gen, self.parent, self.slot = gen, parent, slot
-        self.value, self.error, self.join = None, None, None
+        self.value = None
 
 
 class _Join:
