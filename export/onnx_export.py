@@ -12,7 +12,7 @@ No custom ONNX domain is involved: any ONNX runtime can run the result.
 See NOTE [gluon_cf ops as ONNX control flow] for the mapping and NOTE [shape plan] for shapes.
 """
 # NOTE [gluon_cf ops as ONNX control flow]
-# Node inputs are *slots* (NOTE [slots] in gluon_cf/subgraph.py).  In ONNX, a slot that changes
+# Node inputs are *slots* (NOTE [slots] in gluon_cf/tracing.py).  In ONNX, a slot that changes
 # from step to step (a loop variable, a state, a data slice) is a formal input of the body;
 # every other slot (captured values: parameters, outer symbols) is read from the enclosing
 # scope under the node input's ONNX name -- ONNX subgraphs may refer to any outer value.

@@ -15,6 +15,7 @@ NOTE [trampoline]
 """
 MODES = ("batched", "unbatched")
 _default_mode = ["batched"]
+_SCHEDULERS = {}   # mode -> function running a node's forward generator (see run_node)
 
 
 class Parallel:
@@ -81,12 +82,15 @@ def get_mode():
     return _default_mode[0]
 
 
+def register_scheduler(mode, run_forward):
+    """``run_forward(gen)`` runs top-level node forwards in ``mode`` (the batching scheduler,
+    ``recursion/batching.py``, registers itself: it sits above this module)."""
+    _SCHEDULERS[mode] = run_forward
+
+
 def run_node(gen):
     """Run a top-level node's forward with the selected executor."""
-    if get_mode() == "batched":
-        from .recursion.batching import run_batched  # recursion imports node imports this
-        return run_batched(gen)
-    return run(gen)
+    return _SCHEDULERS[get_mode()](gen)
 
 
 class Frame:
@@ -110,3 +114,6 @@ class Frame:
 
     def batched(self, i):
         return self.rows > 1 and self.flags is not None and self.flags[i]
+
+
+register_scheduler("unbatched", run)

@@ -3,7 +3,7 @@
 NOTE [node design]
     A gluon_cf node is an MXNet ``Custom`` node with ``op_type="_gluon_cf_<kind>"`` and one string
     attribute, ``spec``: JSON holding the node's subgraphs (MXNet symbol JSON plus slot maps, see
-    NOTE [slots] in ``subgraph.py``) and the op's own fields. Because the subgraphs travel inside
+    NOTE [slots] in ``tracing.py``) and the op's own fields. Because the subgraphs travel inside
     the attribute, a graph saved with ``net.export()`` is self-contained: loading it in a process
     that has imported ``gluon_cf`` (which registers the operators) rebuilds everything.
 
@@ -30,12 +30,9 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
-from . import executor
-from .partition import aux_state_nodes, user_custom_op_types
-from .subgraph import (AUX_STATE_OPS, Graph, aux_state_error, describe_node, dumps,
-                       user_custom_op_error)
-
-OP_PREFIX = "_gluon_cf_"
+from . import executor, registry
+from .graph import decode
+from .operators import aux_state_error, describe_node, user_custom_op_error
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -190,68 +187,12 @@ def _reporting(method):
     return wrapper
 
 
-_RULES = {}
-_SPECS = {}
-
-
-class Rule:
-    """What an op kind must define. ``node`` is a :class:`Node`; shapes are tuples or ``None``."""
-
-    kind = None
-    needs_out_shapes = False  # whether forward reads out_shapes (inferring them has a cost)
-
-    def infer_shape(self, node, in_shapes):
-        """Return ``(in_shapes, out_shapes)``, inputs possibly completed (e.g. parameters)."""
-        raise NotImplementedError
-
-    def infer_type(self, node, in_types):
-        raise NotImplementedError
-
-    def forward(self, node, inputs, out_shapes, ctx):
-        """Generator computing the node's outputs (list of NDArrays) from its inputs.
-
-        Subgraphs are run by yielding ``graph.run(slots, ctx)``; see NOTE [trampoline].
-        """
-        raise NotImplementedError
-
-
-class Node:
-    """A decoded ``spec``: the op's fields plus its subgraphs as runnable :class:`Graph` objects."""
-
-    def __init__(self, kind, spec):
-        self.kind = kind
-        self.spec = spec
-        self.num_inputs = spec["num_inputs"]
-        self.num_outputs = spec["num_outputs"]
-        self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
-        self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
-        self.user_custom_ops = user_custom_op_types(spec)
-        self.aux_state_nodes = aux_state_nodes(spec, AUX_STATE_OPS)
-
-
-def rule_of(kind):
-    return _RULES[kind]
-
-
-def decode(kind, spec_text):
-    key = (kind, spec_text)
-    node = _SPECS.get(key)
-    if node is None:
-        try:
-            spec = json.loads(spec_text)
-        except ValueError as err:
-            raise ValueError("gluon_cf.%s: the node's spec attribute is not valid JSON: %s"
-                             % (kind, err)) from None
-        node = _SPECS[key] = Node(kind, spec)
-    return node
-
-
 def make_node(kind, inputs, spec, name):
     """Create the Symbol for a node of ``kind``; returns the list of its outputs."""
     hint = name or kind
     name = mx.name.NameManager._current.value.get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
-    sym = mx.sym.Custom(*inputs, op_type=OP_PREFIX + kind, spec=dumps(spec), name=name)
+    sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec), name=name)
     return [sym[i] for i in range(spec["num_outputs"])]
 
 
@@ -317,7 +258,7 @@ class _NodeOperator(mx.operator.CustomOp):
             self.assign(dst, r, value)
 
     def _refuse_training(self):
-        if self.node.aux_state_nodes:   # see AUX_STATE_OPS in subgraph.py
+        if self.node.aux_state_nodes:   # see AUX_STATE_OPS in operators.py
             raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.node.aux_state_nodes))
         if self.node.user_custom_ops:
@@ -386,8 +327,13 @@ def _prop_class(rule):
     return _NodeProp
 
 
-def register(rule):
-    """Register ``rule`` (an instance of :class:`Rule`) as MXNet operator ``_gluon_cf_<kind>``."""
-    _RULES[rule.kind] = rule
-    mx.operator.register(OP_PREFIX + rule.kind)(_prop_class(rule))
-    return rule
+def dumps(spec):
+    return json.dumps(spec, separators=(",", ":"), sort_keys=True)
+
+
+def _register_with_mxnet(rule):
+    """Each registered op kind becomes MXNet Custom operator ``_gluon_cf_<kind>``."""
+    mx.operator.register(registry.op_type(rule.kind))(_prop_class(rule))
+
+
+registry.on_register(_register_with_mxnet)

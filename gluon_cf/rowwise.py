@@ -24,14 +24,18 @@ NOTE [row-wise rules]
 
     Anything else - an unknown operator, a user CustomOp, ``BatchNorm``, a reduction over axis 0
     or over all axes, ``reshape`` that moves rows - rejects the graph, with a reason naming the
-    operator, the node and the user's line (NOTE [source locations] in ``subgraph.py``), and the
+    operator, the node and the user's line (NOTE [source locations] in ``tracing.py``), and the
     executor runs it row by row. Shapes are used only to read attributes (which axis is the
     batch axis, which side of a broadcast has a batch axis of 1), never to decide by comparison.
 """
 import ast
+import contextlib
 import json
+import threading
 
-SOURCE_ATTR = "__gcf_src__"
+from . import registry
+from .operators import SOURCE_ATTR
+
 ROWS = 3    # rows used to infer the internal shapes of a batched graph
 
 
@@ -87,13 +91,13 @@ def _true(attrs, key, default=False):
 # A rule gets (attrs, in_shapes, in_flags, out_shapes) and returns None to accept, or
 # (why, hint) to reject. Shapes are those of a batch of ROWS rows.
 
-_HINT_AXIS = ("Reduce or normalise over the feature axes (axis=-1, or axis=1 with "
+HINT_AXIS = ("Reduce or normalise over the feature axes (axis=-1, or axis=1 with "
               "keepdims=True), never over axis 0 or all axes")
-_HINT_RESHAPE = ("Keep axis 0 as it is: reshape with 0 or -1 first, e.g. x.reshape((0, -1)) or "
+HINT_RESHAPE = ("Keep axis 0 as it is: reshape with 0 or -1 first, e.g. x.reshape((0, -1)) or "
                  "x.reshape((-1, 4)), not x.reshape((1, 4))")
-_HINT_SHARED = ("Build per-invocation values from the batched inputs (F.zeros_like, "
+HINT_SHARED = ("Build per-invocation values from the batched inputs (F.zeros_like, "
                 "F.broadcast_like) so that they carry one row per invocation")
-_HINT_UNKNOWN = ("gluon_cf has no batching rule for this operator; if it acts on each row "
+HINT_UNKNOWN = ("gluon_cf has no batching rule for this operator; if it acts on each row "
                  "independently, write the body with operators that do (or accept row-by-row "
                  "execution)")
 
@@ -105,7 +109,7 @@ def _elementwise(attrs, shapes, flags, outs):
 def _all_batched(attrs, shapes, flags, outs):
     if not all(flags):
         return ("combines a batched input with a shared one of the same shape, which would need "
-                "that shared value to hold one row per invocation", _HINT_SHARED)
+                "that shared value to hold one row per invocation", HINT_SHARED)
     return None
 
 
@@ -114,10 +118,10 @@ def _broadcast(attrs, shapes, flags, outs):
     for shape, batched in zip(shapes, flags):
         if batched and len(shape) != ndim:
             return ("broadcasts a batched input with fewer axes than its output, so its rows are "
-                    "not along axis 0", _HINT_SHARED)
+                    "not along axis 0", HINT_SHARED)
         if not batched and len(shape) == ndim and shape[0] != 1:
             return ("broadcasts a shared input of shape %s whose axis 0 is not 1 against the rows"
-                    % (tuple(shape),), _HINT_SHARED)
+                    % (tuple(shape),), HINT_SHARED)
     return None
 
 
@@ -128,7 +132,7 @@ def _broadcast_like(attrs, shapes, flags, outs):
     lhs_axes = _axes(attrs, "lhs_axes", len(shapes[0]))
     rhs_axes = _axes(attrs, "rhs_axes", len(shapes[1]))
     if (lhs_axes is None) != (rhs_axes is None):
-        return "broadcasts along unpaired axes", _HINT_UNKNOWN
+        return "broadcasts along unpaired axes", HINT_UNKNOWN
     if lhs_axes is None:
         pairs = {a: a for a in range(len(shapes[0]))} if len(shapes[0]) == len(shapes[1]) \
             else None
@@ -137,19 +141,19 @@ def _broadcast_like(attrs, shapes, flags, outs):
         rhs_list = [int(a) % len(shapes[1]) for a in _value(attrs.get("rhs_axes"))]
         pairs = dict(zip(lhs_list, rhs_list))
     if pairs is None:
-        return "broadcasts between different numbers of axes", _HINT_UNKNOWN
+        return "broadcasts between different numbers of axes", HINT_UNKNOWN
     if 0 in pairs:
         if pairs[0] != 0:
-            return "broadcasts axis 0 from another axis", _HINT_UNKNOWN
+            return "broadcasts axis 0 from another axis", HINT_UNKNOWN
         if not flags[1]:
-            return "takes the size of axis 0 from a shared value", _HINT_SHARED
+            return "takes the size of axis 0 from a shared value", HINT_SHARED
         if flags[0] or shapes[0][0] != 1:
-            return "broadcasts a value whose axis 0 is not 1 against the rows", _HINT_SHARED
+            return "broadcasts a value whose axis 0 is not 1 against the rows", HINT_SHARED
         return None
     if not flags[0]:
-        return "keeps the axis 0 of a shared value", _HINT_SHARED
+        return "keeps the axis 0 of a shared value", HINT_SHARED
     if flags[1] and 0 in pairs.values():
-        return "takes a size from the rows' axis", _HINT_UNKNOWN
+        return "takes a size from the rows' axis", HINT_UNKNOWN
     return None
 
 
@@ -166,11 +170,11 @@ def _off_axis0(key, default=None):
         ndim = len(shapes[0])
         axes = _axes(attrs, key, ndim, default)
         if axes is None:
-            return "acts over all axes, axis 0 (the invocations) included", _HINT_AXIS
+            return "acts over all axes, axis 0 (the invocations) included", HINT_AXIS
         if _true(attrs, "exclude"):
             axes = set(range(ndim)) - axes
         if 0 in axes:
-            return "acts along axis 0, the axis of the invocations", _HINT_AXIS
+            return "acts along axis 0, the axis of the invocations", HINT_AXIS
         return None
     return rule
 
@@ -181,17 +185,17 @@ def _reduction(attrs, shapes, flags, outs):
 
 def _softmax(attrs, shapes, flags, outs):
     if _true(attrs, "use_length"):
-        return "takes a length input", _HINT_UNKNOWN
+        return "takes a length input", HINT_UNKNOWN
     return _off_axis0("axis", default=-1)(attrs, shapes, flags, outs)
 
 
 def _reshape(attrs, shapes, flags, outs):
     if _true(attrs, "reverse"):
-        return "reshapes in reverse", _HINT_RESHAPE
+        return "reshapes in reverse", HINT_RESHAPE
     shape = _value(attrs.get("shape"), ())
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if not shape:
-        return "has no target shape", _HINT_RESHAPE
+        return "has no target shape", HINT_RESHAPE
     rest = shape[1:]
     if shape[0] == 0 and all(d > 0 or d in (0, -1) for d in rest) and rest.count(-1) <= 1 \
             and (0 not in rest or all(d != -1 for d in rest)):
@@ -205,7 +209,7 @@ def _reshape(attrs, shapes, flags, outs):
             out_rest *= d
         if in_rest == out_rest:
             return None
-    return "does not keep axis 0 (target shape %s)" % (shape,), _HINT_RESHAPE
+    return "does not keep axis 0 (target shape %s)" % (shape,), HINT_RESHAPE
 
 
 def _expand_dims(attrs, shapes, flags, outs):
@@ -262,7 +266,7 @@ def _split(attrs, shapes, flags, outs):
     if int(_value(attrs.get("axis"), 1)) % len(shapes[0]) == 0:
         return "splits axis 0", "Split along an axis >= 1"
     if _true(attrs, "squeeze_axis") and len(shapes[0]) < 2:
-        return "squeezes away axes", _HINT_UNKNOWN
+        return "squeezes away axes", HINT_UNKNOWN
     return None
 
 
@@ -294,7 +298,7 @@ def _data_batched_weights_shared(*data_positions):
         for i, batched in enumerate(flags):
             if batched and i not in data_positions:
                 return ("has a batched parameter input (#%d), which would mix the rows' weights"
-                        % i, _HINT_SHARED)
+                        % i, HINT_SHARED)
         return None
     return rule
 
@@ -308,7 +312,7 @@ def _dot(attrs, shapes, flags, outs):
 
 def _batch_dot(attrs, shapes, flags, outs):
     if not all(flags):
-        return "pairs a batched batch with a shared one", _HINT_SHARED
+        return "pairs a batched batch with a shared one", HINT_SHARED
     return None
 
 
@@ -327,7 +331,7 @@ def _take(attrs, shapes, flags, outs):
                     "Index a shared table (take(table, batched_indices)) or use axis >= 1")
         return None    # a shared table at batched indices: one result per index row
     if indices:
-        return "takes batched indices along an axis >= 1", _HINT_UNKNOWN
+        return "takes batched indices along an axis >= 1", HINT_UNKNOWN
     return None
 
 
@@ -346,11 +350,11 @@ def _dropout(attrs, shapes, flags, outs):
 
 def _layer_norm(attrs, shapes, flags, outs):
     if int(_value(attrs.get("axis"), -1)) % len(shapes[0]) == 0:
-        return "normalises along axis 0", _HINT_AXIS
+        return "normalises along axis 0", HINT_AXIS
     return _data_batched_weights_shared(0)(attrs, shapes, flags, outs)
 
 
-def _reject(why, hint=_HINT_UNKNOWN):
+def _reject(why, hint=HINT_UNKNOWN):
     def rule(attrs, shapes, flags, outs):
         return why, hint
     return rule
@@ -435,13 +439,32 @@ RULES.update({
 _symbols = {}   # JSON text -> (parsed JSON, Symbol): branch graphs met again and again
 
 
-def _load(graph_json_text):
+def load_graph(graph_json_text):
     found = _symbols.get(graph_json_text)
     if found is None:
         import mxnet as mx
         found = _symbols[graph_json_text] = (json.loads(graph_json_text),
                                              mx.sym.load_json(graph_json_text))
     return found
+
+
+_rows = threading.local()
+
+
+@contextlib.contextmanager
+def batch_rows(rows):
+    """Shape inference for a batch of ``rows`` invocations: predicates may then hold one element
+    per row (``rows_being_checked``, read by the ops' predicate checks)."""
+    _rows.value = rows
+    try:
+        yield
+    finally:
+        _rows.value = None
+
+
+def rows_being_checked():
+    """The batch size shape inference is running for (see batch_rows), or None."""
+    return getattr(_rows, "value", None)
 
 
 def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
@@ -469,13 +492,12 @@ def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise Rejected({"name": "its shape inference"},
                        "fails for %d invocations at once (%s)" % (ROWS, first[:300]),
-                       _HINT_SHARED) from None
+                       HINT_SHARED) from None
     _walk(graph_json, flags, by_entry, ROWS)
 
 
 def _internal_shapes(symbol, graph_json, shapes, rows):
     """Shape of every entry ``(node id, output)`` of the graph, for a batch of ``rows``."""
-    from .ops._common import batch_rows
     internals = symbol.get_internals()
     with batch_rows(rows if rows > 1 else None):
         _, out_shapes, _ = internals.infer_shape_partial(**shapes)
@@ -498,46 +520,11 @@ def _walk(graph_json, flags, by_entry, rows):
 
 
 def _own_node(node, in_flags, in_shapes, out_shapes, used, rows=ROWS):
-    """Rules of gluon_cf's nodes (NOTE [row-wise rules])."""
-    kind = node["attrs"]["op_type"][len("_gluon_cf_"):]
-    spec = json.loads(node["attrs"]["spec"])
-    if kind == "cond":
-        for role in ("then", "else"):
-            graph = spec["graphs"][role]
-            graph_json, symbol = _load(graph["json"])
-            names = symbol.list_inputs()
-            try:
-                check_symbol(symbol, graph_json,
-                             {n: in_flags[s] for n, s in zip(names, graph["inputs"])},
-                             {n: in_shapes[s] for n, s in zip(names, graph["inputs"])}, rows)
-            except Rejected as inner:
-                inner.why += " (in the %s branch of cond %r)" % (role, node["name"])
-                raise
-        return
-    if kind in ("foreach", "while_loop"):
-        # Loops run once per row (``ops/_common.per_row``) and their rows are concatenated:
-        # right when each row's used outputs hold exactly one row.
-        from .node import decode, rule_of
-        one_row = [(1,) + tuple(s[1:]) if f else tuple(s) for s, f in zip(in_shapes, in_flags)]
-        try:
-            _, outs = rule_of(kind).infer_shape(decode(kind, node["attrs"]["spec"]), one_row)
-        except Exception as err:  # noqa: BLE001
-            raise Rejected(node, "cannot infer its shapes for one row (%s)" % err,
-                           _HINT_UNKNOWN) from None
-        for k, shape in enumerate(outs):
-            if used[k] and (shape is None or shape[0] != 1):
-                raise Rejected(node, "returns %s for one invocation, not one row, so rows of "
-                               "several invocations cannot be told apart" % (shape,),
-                               "Return per-invocation values with a leading axis of 1 from the "
-                               "loop (e.g. the final states), or reshape its outputs to (1, ...)")
-        return
-    if kind in ("invoke", "recursion"):
-        for i, (shape, batched) in enumerate(zip(in_shapes, in_flags)):
-            if not batched and shape[0] != 1:
-                raise Rejected(node, "passes a shared argument #%d of shape %s, which is not one "
-                               "row" % (i, shape), _HINT_SHARED)
-        return
-    raise Rejected(node, "has no batching rule", _HINT_UNKNOWN)
+    """gluon_cf's own nodes: each op's ``batching_rule`` (in its op file, via the registry)."""
+    rule = getattr(registry.rule_of(registry.kind_of(node)), "batching_rule", None)
+    if rule is None:
+        raise Rejected(node, "has no batching rule", HINT_UNKNOWN)
+    rule(node, in_flags, in_shapes, out_shapes, used, rows)
 
 
 def check_nodes(nodes, heads, flags_by_entry, shapes_by_entry, own_node_rule, rows=ROWS):
@@ -565,18 +552,18 @@ def check_nodes(nodes, heads, flags_by_entry, shapes_by_entry, own_node_rule, ro
         in_shapes = [shapes_by_entry.get(e) for e in ins]
         out_shapes = [shapes_by_entry.get(e) for e in outs]
         if any(s is None for s in in_shapes + out_shapes):
-            raise Rejected(node, "has shapes that cannot be inferred for a batch", _HINT_UNKNOWN)
+            raise Rejected(node, "has shapes that cannot be inferred for a batch", HINT_UNKNOWN)
         attrs = node.get("attrs", {})
-        if node["op"] == "Custom" and attrs.get("op_type", "").startswith("_gluon_cf_"):
+        if registry.kind_of(node) is not None:
             own_node_rule(node, in_flags, in_shapes, out_shapes, [e in consumed for e in outs])
             continue
         rule = RULES.get(node["op"])
         if rule is None:
-            raise Rejected(node, "has no batching rule", _HINT_UNKNOWN)
+            raise Rejected(node, "has no batching rule", HINT_UNKNOWN)
         verdict = rule(attrs, in_shapes, in_flags, out_shapes)
         if verdict is not None:
             raise Rejected(node, *verdict)
         for e, shape in zip(outs, out_shapes):
             if rows > 1 and e in consumed and shape[0] != rows:
                 raise Rejected(node, "returns %d rows for %d invocations" % (shape[0], ROWS),
-                               _HINT_UNKNOWN)
+                               HINT_UNKNOWN)

@@ -1,10 +1,9 @@
 """Checks and helpers shared by the op modules (user-facing errors live here, once)."""
-import contextlib
-import threading
-
 import numpy as np
 import mxnet as mx
 
+from .. import rowwise
+from ..graph import decode
 from ..executor import Frame, Parallel
 
 
@@ -31,23 +30,9 @@ def mode_of(op, arrays, what):
     return kinds.pop() if kinds else None
 
 
-_rows = threading.local()
-
-
-@contextlib.contextmanager
-def batch_rows(rows):
-    """Shape inference for a batch of ``rows`` invocations: predicates may then hold one element
-    per row (used by the batching executor's check, NOTE [batching])."""
-    _rows.value = rows
-    try:
-        yield
-    finally:
-        _rows.value = None
-
-
 def check_scalar_pred(op, what, shape):
     """A predicate must hold exactly one element (one per row when checking a batch)."""
-    rows = getattr(_rows, "value", None)
+    rows = rowwise.rows_being_checked()   # checking a batch for the batching executor
     if shape is not None and rows and shape[0] == rows and int(np.prod(shape[1:])) == 1:
         return
     if shape is not None and int(np.prod(shape)) != 1:
@@ -102,3 +87,22 @@ def per_row(forward, node, inputs, out_shapes, ctx):
         works.append(forward(node, row, out_shapes, Frame(ctx.recursion, 1, ctx.flags, ctx.depth)))
     results = yield Parallel(works)
     return [mx.nd.concat(*column, dim=0) for column in zip(*results)]
+
+
+def loop_batching_rule(rule, node, in_flags, in_shapes, used):
+    """Batching rule of the loops (NOTE [row-wise rules]): they run once per row
+    (:func:`per_row`) and their rows are concatenated, which is right when each row's used
+    outputs hold exactly one row."""
+    one_row = [(1,) + tuple(s[1:]) if f else tuple(s) for s, f in zip(in_shapes, in_flags)]
+    try:
+        _, outs = rule.infer_shape(decode(rule.kind, node["attrs"]["spec"]), one_row)
+    except Exception as err:  # noqa: BLE001
+        raise rowwise.Rejected(node, "cannot infer its shapes for one row (%s)" % err,
+                               rowwise.HINT_UNKNOWN) from None
+    for k, shape in enumerate(outs):
+        if used[k] and (shape is None or shape[0] != 1):
+            raise rowwise.Rejected(
+                node, "returns %s for one invocation, not one row, so rows of several "
+                "invocations cannot be told apart" % (shape,),
+                "Return per-invocation values with a leading axis of 1 from the loop (e.g. the "
+                "final states), or reshape its outputs to (1, ...)")

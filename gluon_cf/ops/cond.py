@@ -1,11 +1,13 @@
 """``gluon_cf.cond``: run one of two functions depending on a one-element predicate."""
+import json
+
 import mxnet as mx
 import numpy as np
 
-from .. import node as _node
+from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
-from ..subgraph import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
+from ..tracing import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
 from ._common import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 
 OP = "cond"
@@ -89,7 +91,7 @@ def _branch_shapes(graph, in_shapes):
         raise
 
 
-class CondRule(_node.Rule):
+class CondRule(registry.Rule):
     """Node inputs: ``[pred, *captured]``; slots are the node inputs; outputs: the branch's."""
 
     kind = OP
@@ -125,6 +127,9 @@ class CondRule(_node.Rule):
             for slot, t in inferred.items():
                 types[slot] = types[slot] if types[slot] is not None else t
         return types, [a if a is not None else b for a, b in zip(then_out, else_out)]
+
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        _branches_act_row_by_row(node, in_flags, in_shapes, rows)
 
     def forward(self, node, inputs, out_shapes, ctx):
         if ctx is not None and ctx.batched(0):
@@ -167,6 +172,23 @@ def from_batch(node, inputs, ctx):
             for k, (a, b) in enumerate(zip(then_out, else_out))]
 
 
+def _branches_act_row_by_row(node, in_flags, in_shapes, rows):
+    """Batching rule (NOTE [row-wise rules]): both branches must act row by row, as graphs,
+    on the rows the batched split hands them."""
+    spec = json.loads(node["attrs"]["spec"])
+    for role in ("then", "else"):
+        graph = spec["graphs"][role]
+        graph_json, symbol = rowwise.load_graph(graph["json"])
+        names = symbol.list_inputs()
+        try:
+            rowwise.check_symbol(symbol, graph_json,
+                                 {n: in_flags[s] for n, s in zip(names, graph["inputs"])},
+                                 {n: in_shapes[s] for n, s in zip(names, graph["inputs"])}, rows)
+        except rowwise.Rejected as inner:
+            inner.why += " (in the %s branch of cond %r)" % (role, node["name"])
+            raise
+
+
 def _rows(value, rows, k):
     """A branch output with one row per row of the branch: a value that does not depend on the
     rows (one row, e.g. a parameter) is repeated."""
@@ -179,4 +201,4 @@ def _rows(value, rows, k):
                         % (rows, k, value.shape))
 
 
-_node.register(CondRule())
+registry.register(CondRule())

@@ -1,11 +1,12 @@
 """``gluon_cf.foreach``: scan a function over the leading axis of the data, carrying states."""
 import mxnet as mx
 
-from .. import executor, node as _node
+from .. import executor, node as _node, registry
 from ..executor import Parallel, done
 from .._structure import describe, flatten, regroup
-from ..subgraph import merge_captures, trace
-from ._common import check_callable, check_same_dtypes, mismatch, mode_of, per_row
+from ..tracing import merge_captures, trace
+from ._common import (check_callable, check_same_dtypes, loop_batching_rule, mismatch, mode_of,
+                      per_row)
 
 OP = "foreach"
 
@@ -127,7 +128,7 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
             regroup(outputs[num_out:], step.states_fmt))
 
 
-class ForeachRule(_node.Rule):
+class ForeachRule(registry.Rule):
     """Node inputs and slots: ``[*data, *states, *captured]``; in slots, data are step slices.
 
     Outputs: ``[*stacked_outputs, *final_states]``.
@@ -164,6 +165,9 @@ class ForeachRule(_node.Rule):
                           types[nd_:nd_ + ns], "new_states", outs[node.spec["num_out_data"]:])
         return types, outs
 
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        loop_batching_rule(self, node, in_flags, in_shapes, used)
+
     def forward(self, node, inputs, out_shapes, ctx):
         if ctx is not None and any(ctx.batched(i) for i in range(len(inputs))):
             return (yield per_row(self.forward, node, inputs, None, ctx))
@@ -182,4 +186,4 @@ class ForeachRule(_node.Rule):
         return outputs + states
 
 
-_node.register(ForeachRule())
+registry.register(ForeachRule())

@@ -3,12 +3,12 @@ import numbers
 
 import mxnet as mx
 
-from .. import executor, node as _node
+from .. import executor, node as _node, registry
 from ..executor import done
 from .._structure import describe, flatten, regroup
-from ..subgraph import merge_captures, trace
-from ._common import (check_callable, check_same_dtypes, check_scalar_pred, mismatch, mode_of,
-                      per_row, pred_value)
+from ..tracing import merge_captures, trace
+from ._common import (check_callable, check_same_dtypes, check_scalar_pred, loop_batching_rule,
+                      mismatch, mode_of, per_row, pred_value)
 
 OP = "while_loop"
 
@@ -201,7 +201,7 @@ def _while_symbolic(step, flat_vars, max_iterations, name):
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
 
 
-class WhileLoopRule(_node.Rule):
+class WhileLoopRule(registry.Rule):
     """Node inputs and slots: ``[*loop_vars, *captured]``.
 
     Outputs: ``[*step_outputs padded to max_iterations rows, *final_loop_vars]``.
@@ -237,6 +237,9 @@ class WhileLoopRule(_node.Rule):
                           types[:nv], "new_loop_vars", outs[num_out:])
         return types, outs
 
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        loop_batching_rule(self, node, in_flags, in_shapes, used)
+
     def forward(self, node, inputs, out_shapes, ctx):
         if ctx is not None and any(ctx.batched(i) for i in range(len(inputs))):
             return (yield per_row(self._forward_rows, node, inputs, None, ctx))
@@ -261,4 +264,4 @@ class WhileLoopRule(_node.Rule):
         return outputs + final
 
 
-_node.register(WhileLoopRule())
+registry.register(WhileLoopRule())

@@ -31,7 +31,7 @@ import mxnet as mx
 from .. import node as _node
 from .._structure import describe, flatten, regroup
 from ..ops._common import check_callable, mode_of
-from ..subgraph import PendingSignature, merge_captures, trace
+from ..tracing import PendingSignature, merge_captures, trace
 
 DEFAULT_MAX_DEPTH = 20000
 

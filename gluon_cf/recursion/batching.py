@@ -27,7 +27,7 @@ NOTE [batching]
     one batch - also for trees the model decides while running (the top-down generator).
 
     Plain graphs run on batched values (a cond branch without recursive calls, such as a tree's
-    leaf case) are deferred the same way (``subgraph.GraphCall``), and only run when no
+    leaf case) are deferred the same way (``graph.GraphCall``), and only run when no
     invocation is pending: by then the recursion has reached the bottom, so the leaves of every
     level of every tree run as one batch, as TF Fold's schedule would have them. A graph is
     deferred only if it passes the same row-wise rules.
@@ -38,9 +38,9 @@ import warnings
 
 import mxnet as mx
 
-from .. import rowwise
+from .. import executor, rowwise
 from ..executor import Parallel
-from ..subgraph import GraphCall
+from ..graph import GraphCall
 from .rules import Invocation
 
 
@@ -204,3 +204,6 @@ def _warn(spec, rejected):
     # At the operator's line, else at the function's definition.
     filename, _, line = (rejected.source or spec.get("source") or "<gluon_cf>:0").rpartition(":")
     warnings.warn_explicit(message, UserWarning, filename, int(line) if line.isdigit() else 0)
+
+
+executor.register_scheduler("batched", run_batched)

@@ -13,9 +13,9 @@ NOTE [recursive executor]
 """
 import mxnet as mx
 
-from .. import node as _node
+from .. import registry, rowwise
 from ..executor import Frame, Parallel
-from ..subgraph import PendingShape
+from ..tracing import PendingShape
 from .api import RecursionDepthError
 
 # Shapes and dtypes of functions, per table namespace (NOTE [recursion design], last paragraph).
@@ -157,7 +157,7 @@ class Invocation:
         return [mx.nd.concat(*column, dim=0) for column in zip(*parts)]
 
 
-class RecursionRule(_node.Rule):
+class RecursionRule(registry.Rule):
     """Node inputs: ``[*entry_args, *environment]``; outputs: the entry function's outputs."""
 
     kind = "recursion"
@@ -177,13 +177,16 @@ class RecursionRule(_node.Rule):
             table.env_types = list(in_types[n:])
         return list(in_types), table.out_types(node.spec["entry"], in_types[:n])
 
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        _call_batching_rule(node, in_flags, in_shapes)
+
     def forward(self, node, inputs, out_shapes, ctx):
         n = node.spec["num_args"]
         context = RecursionContext(node, inputs[n:], ctx.recursion if ctx else None)
         return (yield context.request(node.spec["entry"], inputs[:n], ctx, 1))
 
 
-class InvokeRule(_node.Rule):
+class InvokeRule(registry.Rule):
     """Node inputs: the callee's arguments; outputs: the callee's outputs."""
 
     kind = "invoke"
@@ -204,6 +207,9 @@ class InvokeRule(_node.Rule):
             return list(values), [None] * node.num_outputs
         return list(values), getattr(table, question)(qname, values)
 
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        _call_batching_rule(node, in_flags, in_shapes)
+
     def forward(self, node, inputs, out_shapes, ctx):
         qname = node.spec["function"]
         if ctx is None or ctx.recursion is None:
@@ -212,5 +218,14 @@ class InvokeRule(_node.Rule):
         return (yield ctx.recursion.find(qname).request(qname, inputs, ctx, ctx.depth + 1))
 
 
-_node.register(RecursionRule())
-_node.register(InvokeRule())
+def _call_batching_rule(node, in_flags, in_shapes):
+    """Batching rule of recursion and invoke nodes (NOTE [row-wise rules]): calls batch with
+    the other calls when each shared argument is one row (the callee checks its own body)."""
+    for i, (shape, batched) in enumerate(zip(in_shapes, in_flags)):
+        if not batched and shape[0] != 1:
+            raise rowwise.Rejected(node, "passes a shared argument #%d of shape %s, which is not "
+                                   "one row" % (i, shape), rowwise.HINT_SHARED)
+
+
+registry.register(RecursionRule())
+registry.register(InvokeRule())

@@ -1,0 +1,500 @@
+"""Subgraphs at run time: :class:`Graph` (one body as a CachedOp per thread), the decoded
+gluon_cf nodes inside graphs (:class:`Node`), and partitioned execution of graphs that contain
+them.
+
+
+NOTE [partitioned execution]
+    MXNet runs ``Custom`` operators on worker threads, and a Custom node whose forward blocks on a
+    nested Custom node (a ``cond`` inside a ``foreach`` body, a recursive ``invoke``) deadlocks or
+    needs a thread per nesting level. So only the *outermost* gluon_cf node of a graph is an MXNet
+    Custom operator at run time. When a subgraph contains gluon_cf nodes, we cut it at them: the
+    ordinary operators between them become CachedOp *segments*, and the gluon_cf nodes are run by
+    their rules directly, in the calling thread. Under ``autograd.record()`` the whole thing is
+    recorded as usual, so gradients need nothing special.
+
+    A node's *stage* is the number of gluon_cf nodes on its longest path from the inputs. Segment
+    ``s`` holds the ordinary nodes of stage ``s``; gluon_cf nodes of stage ``s`` run after segment
+    ``s`` (they only read values of stage <= ``s``) and before segment ``s + 1``.
+"""
+import json
+import threading
+
+import mxnet as mx
+
+from . import registry, rowwise
+from ._cachedop import CachedOpPair
+from ._custom_ops import is_hidden
+from .executor import Parallel, done
+from .operators import AUX_STATE_OPS, INDEX_INPUTS
+
+
+def _step_kind(node):
+    """What a JSON node is for partitioning: a gluon_cf op kind, ``"user_custom"`` or None."""
+    return registry.kind_of(node) or ("user_custom" if registry.is_user_custom(node) else None)
+
+
+def user_custom_op_types(spec):
+    """The ``op_type`` of every user CustomOp in a node's subgraphs, nested nodes included."""
+    return sorted({n.get("attrs", {}).get("op_type", "?")
+                   for n in _nodes_of(spec) if registry.is_user_custom(n)})
+
+
+def aux_state_nodes(spec, ops):
+    """The JSON nodes of a node's subgraphs (nested included) whose operator is in ``ops``."""
+    return [n for n in _nodes_of(spec) if n["op"] in ops]
+
+
+def _nodes_of(spec):
+    """Every JSON node of a node's subgraphs, nested gluon_cf nodes' subgraphs included."""
+    for graph in spec.get("graphs", {}).values():
+        for n in json.loads(graph["json"])["nodes"]:
+            yield n
+            if registry.kind_of(n):
+                yield from _nodes_of(json.loads(n["attrs"]["spec"]))
+
+
+def has_gluon_cf_nodes(graph_json):
+    """Whether a graph must run partitioned (it holds gluon_cf nodes or user CustomOps)."""
+    return any(_step_kind(n) for n in graph_json["nodes"])
+
+
+class _Segment:
+    """Ordinary operators between gluon_cf nodes, as one CachedOp."""
+
+    def __init__(self, symbol, in_entries, out_entries, depends_on):
+        self.symbol = symbol
+        # out entry -> the in entries it is computed from: an output is batched only if one of
+        # those is (a constant beside batched values stays shared, NOTE [batching]).
+        self.depends_on = depends_on
+        names = symbol.list_inputs()
+        by_name = {"e%d_%d" % e: e for e in in_entries}
+        self.in_entries = [by_name[n] for n in names]
+        self.out_entries = out_entries
+        self.op = CachedOpPair(symbol)
+
+    def run(self, values):
+        out = self.op(*[values[e] for e in self.in_entries])
+        out = out if isinstance(out, (list, tuple)) else [out]
+        values.update(zip(self.out_entries, out))
+
+
+class _CfCall:
+    def __init__(self, kind, spec, in_entries, out_entries):
+        self.rule = registry.rule_of(kind)
+        self.node = decode(kind, spec)
+        self.in_entries = in_entries
+        self.out_entries = out_entries
+
+    def run(self, values, ctx):
+        inputs = [values[e] for e in self.in_entries]
+        out_shapes = None  # inside a batch, rules that need them infer them per row
+        if self.rule.needs_out_shapes and (ctx is None or ctx.rows == 1):
+            _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
+        return self.rule.forward(self.node, inputs, out_shapes, ctx)
+
+
+
+class _UserCustomCall:
+    """A user's CustomOp, called imperatively from the executor's thread.
+
+    NOTE [user CustomOps at run time]: inside a CachedOp that runs within a gluon_cf node (itself
+    a Custom operator running on one of MXNet's custom-op worker threads), a user's Custom
+    operator hangs MXNet about half the time in backward (all engine and custom-op threads idle,
+    one completion lost). Called as an imperative ``mx.nd.Custom`` from our thread, as an
+    eager model would, it records on the autograd tape like any other operator.
+    """
+
+    def __init__(self, attrs, in_entries, out_entries):
+        self.attrs = {k: v for k, v in attrs.items() if not is_hidden(k)}
+        self.in_entries = in_entries
+        self.out_entries = out_entries
+
+    def run(self, values, ctx):
+        out = mx.nd.Custom(*[values[e] for e in self.in_entries], **self.attrs)
+        return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+
+class _CfGroup:
+    """The gluon_cf nodes of one stage: independent of each other."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+
+def _call_frame(ctx, flags, call):
+    if ctx is None or flags is None:
+        return ctx
+    return ctx.with_flags([flags.get(e, False) for e in call.in_entries])
+
+
+def _num_outputs(nodes, nid, heads):
+    """How many outputs node ``nid`` has: one past the highest output index anything reads
+    (a user CustomOp's count is its prop's business; unread trailing outputs do not matter)."""
+    used = [idx for n in nodes for src, idx, *_ in n["inputs"] if src == nid]
+    used += [idx for src, idx in heads if src == nid]
+    return max(used, default=0) + 1
+
+
+class PartitionedGraph:
+    """Runs like a CachedOp, through ``run(inputs, ctx)``, inputs in ``list_inputs()`` order."""
+
+    def __init__(self, symbol):
+        js = json.loads(symbol.tojson())
+        nodes, heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
+        var_entry = {n["name"]: (nid, 0) for nid, n in enumerate(nodes) if n["op"] == "null"}
+        self.input_entries = [var_entry[name] for name in symbol.list_inputs()]
+        self.heads = heads
+
+        kinds = [_step_kind(n) for n in nodes]
+        stage = {}
+        for nid, n in enumerate(nodes):
+            if n["op"] == "null":
+                continue
+            s = 0
+            for src, _, *_ in n["inputs"]:
+                if nodes[src]["op"] == "null":
+                    continue
+                s = max(s, stage[src] + (1 if kinds[src] else 0))
+            stage[nid] = s
+
+        # Which entries are read across a boundary (by a later segment, a gluon_cf node, a head).
+        consumers = {}
+        for nid, n in enumerate(nodes):
+            for src, idx, *_ in n["inputs"]:
+                consumers.setdefault((src, idx), []).append(nid)
+        self.steps = []
+        for s in range(max(stage.values(), default=-1) + 1):
+            members = [nid for nid in sorted(stage) if stage[nid] == s and not kinds[nid]]
+            if members:
+                self.steps.append(self._segment(nodes, members, consumers, heads, js))
+            calls = []
+            for nid in sorted(stage):
+                if stage[nid] == s and kinds[nid]:
+                    n = nodes[nid]
+                    ins = [tuple(i[:2]) for i in n["inputs"]]
+                    if kinds[nid] == "user_custom":
+                        outs = [(nid, k) for k in range(_num_outputs(nodes, nid, heads))]
+                        calls.append(_UserCustomCall(n.get("attrs", {}), ins, outs))
+                        continue
+                    num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
+                    calls.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
+                                         [(nid, k) for k in range(num_out)]))
+            if calls:  # independent of each other: one Parallel request (NOTE [batching])
+                self.steps.append(_CfGroup(calls))
+        self._flag_cache = {}
+
+    @staticmethod
+    def _segment(nodes, members, consumers, heads, js):
+        member_set = set(members)
+        in_entries, seen = [], set()
+        for nid in members:
+            for src, idx, *_ in nodes[nid]["inputs"]:
+                e = (src, idx)
+                if src not in member_set and e not in seen:
+                    seen.add(e)
+                    in_entries.append(e)
+        # Outputs: entries of members read outside the segment (later steps or the heads).
+        head_set = set(heads)
+        out_entries = sorted(e for e, users in consumers.items() if e[0] in member_set
+                             and any(u not in member_set for u in users))
+        out_entries += sorted(e for e in head_set if e[0] in member_set and e not in out_entries)
+        new_nodes, new_id = [], {}
+        for e in in_entries:
+            new_id[e] = len(new_nodes)
+            new_nodes.append({"op": "null", "name": "e%d_%d" % e, "inputs": []})
+        arg_nodes = list(range(len(new_nodes)))
+        for nid in members:
+            n = dict(nodes[nid])
+            n["inputs"] = [[new_id[src], idx, 0] if src in member_set else [new_id[(src, idx)], 0, 0]
+                           for src, idx, *_ in nodes[nid]["inputs"]]
+            new_id[nid] = len(new_nodes)
+            new_nodes.append(n)
+        graph = {"nodes": new_nodes, "arg_nodes": arg_nodes,
+                 "heads": [[new_id[src], idx, 0] for src, idx in out_entries],
+                 "attrs": js.get("attrs", {"mxnet_version": ["int", 10901]})}
+        symbol = mx.sym.load_json(json.dumps(graph))
+        reads = {}   # member node -> the segment inputs it is computed from (all its outputs)
+        for nid in members:
+            reads[nid] = set()
+            for src, idx, *_ in nodes[nid]["inputs"]:
+                reads[nid] |= reads[src] if src in member_set else {(src, idx)}
+        return _Segment(symbol, in_entries, out_entries,
+                        {e: reads[e[0]] for e in out_entries})
+
+    def run(self, inputs, ctx):
+        """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
+        values = dict(zip(self.input_entries, inputs))
+        flags = self._entry_flags(ctx.flags) if ctx is not None and ctx.flags is not None \
+            else None
+        for step in self.steps:
+            if isinstance(step, _Segment):
+                step.run(values)
+                continue
+            works = [call.run(values, _call_frame(ctx, flags, call)) for call in step.calls]
+            results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
+            for call, outputs in zip(step.calls, [results] if len(works) == 1 else results):
+                values.update(zip(call.out_entries, outputs))
+        return [values[h] for h in self.heads]
+
+    def _entry_flags(self, input_flags):
+        """Which entries hold batched values, given which graph inputs do (cached)."""
+        key = tuple(input_flags)
+        flags = self._flag_cache.get(key)
+        if flags is None:
+            flags = dict(zip(self.input_entries, key))
+            for step in self.steps:
+                if isinstance(step, _Segment):
+                    flags.update((e, any(flags.get(i, False) for i in step.depends_on[e]))
+                                 for e in step.out_entries)
+                else:
+                    for call in step.calls:
+                        batched = any(flags.get(e, False) for e in call.in_entries)
+                        flags.update((e, batched) for e in call.out_entries)
+            self._flag_cache[key] = flags
+        return flags
+
+
+# --------------------------------------------------------------------------------------------- graphs
+
+class Graph:
+    """A subgraph at run time: its Symbol, its slot map and a CachedOp per thread.
+
+    MXNet runs Custom operators on a pool of worker threads, and one CachedOp must not be entered
+    by two threads at once, so each thread compiles its own (they share nothing but the JSON).
+    They are kept by thread id, not in a ``threading.local``: MXNet's worker threads are not
+    Python threads, and Python gives such a thread a fresh thread state (so an empty
+    ``threading.local``) on every callback, which rebuilt every CachedOp on every node call.
+    """
+
+    _cache = {}
+    _cache_lock = threading.Lock()
+
+    def __init__(self, spec):
+        graph_json = json.loads(spec["json"])
+        self.partitioned = has_gluon_cf_nodes(graph_json)
+        blocked = block_index_gradients(graph_json)
+        self.symbol = mx.sym.load_json(spec["json"] if blocked is None else blocked)
+        self.slots = list(spec["inputs"])
+        self.slot_set = frozenset(self.slots)
+        self.input_names = self.symbol.list_inputs()
+        self.num_outputs = spec["num_outputs"]
+        self._ops = {}  # thread id -> CachedOpPair or PartitionedGraph
+        self._shape_cache = {}
+        self._type_cache = {}
+        self._row_checks = {}
+        self._json = None
+
+    @classmethod
+    def from_spec(cls, spec):
+        key = spec["json"]
+        graph = cls._cache.get(key)
+        if graph is None:
+            # Built outside the lock: loading a graph decodes its nested nodes, which come back
+            # here (a non-reentrant lock held across that deadlocked). A rare duplicate build
+            # by two threads is harmless; the first one stored wins.
+            built = cls(spec)
+            with cls._cache_lock:
+                graph = cls._cache.setdefault(key, built)
+        if graph.slots != list(spec["inputs"]):  # same body, different slot map
+            graph = graph._with_slots(spec["inputs"])
+        return graph
+
+    def _with_slots(self, slots):
+        clone = object.__new__(Graph)
+        clone.__dict__.update(self.__dict__)
+        clone.slots = list(slots)
+        clone.slot_set = frozenset(slots)
+        return clone
+
+    def cached_op(self):
+        """A CachedOp for this thread, or a PartitionedGraph when the graph contains gluon_cf
+        nodes (NOTE [partitioned execution] above)."""
+        thread = threading.get_ident()
+        op = self._ops.get(thread)
+        if op is None:
+            if self.partitioned:
+                op = PartitionedGraph(self.symbol)
+            else:
+                op = CachedOpPair(self.symbol)
+            self._ops[thread] = op
+        return op
+
+    def run(self, slots, ctx, record=True):
+        """A generator computing the outputs (a list of NDArrays) from the slot values.
+
+        ``ctx`` is the recursion context of the enclosing recursive function, if any; it is
+        passed on to nested gluon_cf nodes (NOTE [trampoline] in ``executor.py``).
+        ``record=False`` keeps a plain graph off the autograd tape: for predicates, which are
+        only read as Python booleans and never differentiated.
+        """
+        op = self.cached_op()
+        args = [slots[s] for s in self.slots]
+        if self.partitioned:
+            if ctx is not None and ctx.flags is not None:  # slot flags -> graph input flags
+                ctx = ctx.with_flags([ctx.flags[s] for s in self.slots])
+            return op.run(args, ctx)
+        if record and ctx is not None and ctx.flags is not None and ctx.recursion is not None:
+            flags = tuple(ctx.flags[s] for s in self.slots)
+            if any(flags) and self._rows_independent(args, flags):
+                return _request(GraphCall(self, args, flags, ctx.rows))
+        if record:
+            out = op(*args)
+        else:
+            with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+                out = op(*args)
+        return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+    def _rows_independent(self, args, flags):
+        """Whether calls may be concatenated: every operator acts row by row (NOTE [row-wise
+        rules]); checked once per signature."""
+        return self.rows_rejected(args, flags) is None
+
+    def rows_rejected(self, args, flags):
+        """None if the graph may run on stacked rows of its batched inputs (``flags``), else the
+        :class:`rowwise.Rejected` saying which operator mixes rows (cached per signature)."""
+        key = (tuple(flags), tuple(a.shape[1:] if f else a.shape for a, f in zip(args, flags)))
+        if key not in self._row_checks:
+            if self._json is None:
+                self._json = json.loads(self.symbol.tojson())
+            shapes = {n: (rowwise.ROWS,) + a.shape[1:] if f else a.shape
+                      for n, a, f in zip(self.input_names, args, flags)}
+            try:
+                rowwise.check_symbol(self.symbol, self._json,
+                                     dict(zip(self.input_names, flags)), shapes)
+                self._row_checks[key] = None
+            except rowwise.Rejected as rejected:
+                self._row_checks[key] = rejected
+        return self._row_checks[key]
+
+    def infer_shape(self, slot_shapes):
+        """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``.
+
+        Uses partial inference so that shapes of captured parameters can be inferred backwards
+        from the body (this is what makes Gluon's deferred initialisation work through a node).
+        """
+        known = {n: tuple(slot_shapes[s]) for n, s in zip(self.input_names, self.slots)
+                 if slot_shapes[s] is not None}
+        key = tuple(sorted(known.items()))
+        if key in self._shape_cache:
+            args, outs = self._shape_cache[key]
+        else:
+            args, outs, _ = self.symbol.infer_shape_partial(**known)
+            # Cache only complete answers: a partial one may be completed later (a recursive
+            # function's shapes become known during inference, NOTE [recursion design]).
+            if outs and all(o is not None and _complete(o) for o in outs):
+                self._shape_cache[key] = (args, outs)
+        inferred = {}
+        for s, shape in zip(self.slots, args or [None] * len(self.slots)):
+            if shape is not None and _complete(shape):
+                inferred[s] = tuple(shape)
+        outs = [tuple(o) if o is not None and _complete(o) else None
+                for o in (outs or [None] * self.num_outputs)]
+        return inferred, outs
+
+    def infer_type(self, slot_types):
+        known = {n: slot_types[s] for n, s in zip(self.input_names, self.slots)
+                 if slot_types[s] is not None}
+        key = tuple(sorted((k, str(v)) for k, v in known.items()))
+        if key in self._type_cache:
+            args, outs = self._type_cache[key]
+        else:
+            args, outs, _ = self.symbol.infer_type_partial(**known)
+            if outs and all(o is not None for o in outs):
+                self._type_cache[key] = (args, outs)
+        inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
+        return inferred, list(outs) if outs else [None] * self.num_outputs
+
+
+class GraphCall:
+    """A request to run a plain graph on batched values (``flags`` marks the batched inputs,
+    which hold ``rows`` rows). The batching executor defers it and runs the calls of one graph
+    together (NOTE [batching] in ``recursion/batching.py``); :func:`executor.run` runs it now.
+    """
+
+    __slots__ = ("graph", "args", "flags", "rows")
+
+    def __init__(self, graph, args, flags, rows):
+        self.graph, self.args, self.flags, self.rows = graph, args, flags, rows
+
+    def key(self):
+        """Calls with equal keys may run as one: same graph, same shared (unbatched) inputs."""
+        return (id(self.graph.symbol), self.flags,
+                tuple(id(a) for a, f in zip(self.args, self.flags) if not f))
+
+    def unbatched(self):
+        out = self.graph.cached_op()(*self.args)
+        return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+
+def _request(call):
+    """A generator that hands ``call`` to the executor and returns its result."""
+    return (yield call)
+
+
+def block_index_gradients(js):
+    """Put a ``BlockGrad`` on the index inputs of ops like ``Embedding``.
+
+    ``js`` is a parsed symbol JSON (left unchanged); returns the new JSON text, or ``None`` when
+    the graph has no such op.
+
+    A subgraph runs as one CachedOp, which autograd sees as one node: every output of a recorded
+    call counts as depending on every input. So an index computed next to differentiable values
+    (a loop counter updated in the same body as the states) looks differentiable, and backward
+    asks ``Embedding`` for a gradient w.r.t. its indices, which MXNet refuses. That gradient is
+    not defined anyway; blocking it says so explicitly (``take`` likewise cannot accumulate into
+    its indices' gradient).
+    """
+    nodes = js["nodes"]
+    if not any(n["op"] in INDEX_INPUTS for n in nodes):
+        return None
+    new_nodes, new_id = [], {}
+    for nid, n in enumerate(nodes):
+        n = dict(n, inputs=[[new_id[i[0]], i[1], 0] for i in n["inputs"]])
+        for k in INDEX_INPUTS.get(n["op"], ()):
+            new_nodes.append({"op": "BlockGrad", "name": "%s_index%d_blockgrad" % (n["name"], k),
+                              "inputs": [n["inputs"][k]]})
+            n["inputs"][k] = [len(new_nodes) - 1, 0, 0]
+        new_id[nid] = len(new_nodes)
+        new_nodes.append(n)
+    blocked = {k: v for k, v in js.items() if k != "node_row_ptr"}
+    blocked["nodes"] = new_nodes
+    blocked["arg_nodes"] = [i for i, n in enumerate(new_nodes) if n["op"] == "null"]
+    blocked["heads"] = [[new_id[h[0]], h[1], 0] for h in js["heads"]]
+    return json.dumps(blocked)
+
+
+def _complete(shape):
+    # MXNet's legacy shape semantics: () and 0-sized dims mean "unknown".
+    return len(shape) > 0 and all(d > 0 for d in shape)
+
+
+# -------------------------------------------------------------------------------------- decoded nodes
+
+_SPECS = {}
+
+
+class Node:
+    """A decoded ``spec``: the op's fields plus its subgraphs as runnable :class:`Graph` objects."""
+
+    def __init__(self, kind, spec):
+        self.kind = kind
+        self.spec = spec
+        self.num_inputs = spec["num_inputs"]
+        self.num_outputs = spec["num_outputs"]
+        self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
+        self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
+        self.user_custom_ops = user_custom_op_types(spec)
+        self.aux_state_nodes = aux_state_nodes(spec, AUX_STATE_OPS)
+
+
+def decode(kind, spec_text):
+    key = (kind, spec_text)
+    node = _SPECS.get(key)
+    if node is None:
+        try:
+            spec = json.loads(spec_text)
+        except ValueError as err:
+            raise ValueError("gluon_cf.%s: the node's spec attribute is not valid JSON: %s"
+                             % (kind, err)) from None
+        node = _SPECS[key] = Node(kind, spec)
+    return node

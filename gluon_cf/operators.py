@@ -1,0 +1,50 @@
+"""What gluon_cf knows about MXNet's operators, by operator name, and how it names them.
+
+Operator sets that change how gluon_cf treats a graph (value-dependent shapes, auxiliary state,
+index inputs), the hidden attribute that records where the user created a node (NOTE [source
+locations] in ``tracing.py``), and the messages that name an operator. Per-operator row rules
+for batching are in ``rowwise.py``.
+"""
+SOURCE_ATTR = "__gcf_src__"
+
+# MXNet 1.9.1's operators whose output shape depends on input values (found by their names in
+# MXNet's operator registry). Inside a traced body they give wrong shapes or abort the process,
+# so tracing refuses them until value-dependent shapes are supported.
+DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_npi_nonzero",
+                               "_npx_nonzero", "_npi_unique"})
+
+
+# Operators that update auxiliary state (running statistics) in training. Inside a node, MXNet
+# neither writes the update back (a model trained hybridized predicts with stale statistics) nor
+# finishes cleanly (the process may hang at exit), so training through them is refused: when
+# the body is traced in training mode, else when a node runs a training forward (node.py).
+# Inference and export read the statistics only, and work.
+AUX_STATE_OPS = frozenset({"BatchNorm", "BatchNorm_v1", "SyncBatchNorm", "_contrib_SyncBatchNorm",
+                           "_contrib_BatchNormWithReLU"})
+
+# Operators whose listed inputs are indices, with no gradient defined (MXNet refuses to compute one).
+INDEX_INPUTS = {"Embedding": (0,), "_contrib_SparseEmbedding": (0,), "take": (1,),
+                 "batch_take": (1,), "pick": (1,), "gather_nd": (1,), "one_hot": (0,)}
+
+
+def describe_node(node):
+    """``op at file:line (node 'name')`` for error messages (NOTE [source locations])."""
+    where = node.get("attrs", {}).get(SOURCE_ATTR)
+    return "%s%s (node %r)" % (node["op"], " at " + where if where else "", node["name"])
+
+
+def aux_state_error(op, what):
+    return NotImplementedError(
+        "gluon_cf.%s: %s, whose running statistics would not be updated by hybridized training "
+        "through a gluon_cf node (a model trained this way predicts differently from one "
+        "trained eagerly), so training is refused. Inference works; to train, use LayerNorm or "
+        "InstanceNorm inside the body, apply it outside the control flow, or run the block "
+        "without hybridize()" % (op, what))
+
+
+def user_custom_op_error(op, what):
+    return NotImplementedError(
+        "gluon_cf.%s: %s; differentiating through a user CustomOp inside a "
+        "hybridized gluon_cf node hangs MXNet 1.9.1's engine (NOTE [user CustomOps at run "
+        "time]), so training is refused. Inference works; to train, run the block without "
+        "hybridize() or write the op with MXNet operators" % (op, what))

@@ -1,0 +1,90 @@
+"""The op registry: which op kinds exist, how their graph nodes are named, and their rules.
+
+A gluon_cf op kind ``k`` (``cond``, ``foreach``, ``while_loop``, ``recursion``, ``invoke``) is
+an MXNet ``Custom`` node with ``op_type="_gluon_cf_k"`` (NOTE [node design] in ``node.py``).
+This module owns that naming and the table from kind to the op's rules (an object with the
+methods of :class:`Rule`); each op file registers its rules once, at its end, with
+:func:`register`. Other layers learn of registrations through :func:`on_register` (the MXNet
+bridge in ``node.py`` registers a Custom operator per kind) instead of importing the ops.
+
+Pure Python: the artifact loader and export's JSON analyses use it without MXNet.
+"""
+OP_PREFIX = "_gluon_cf_"
+
+_RULES = {}
+_LISTENERS = []
+
+
+def op_type(kind):
+    """The MXNet ``op_type`` of a gluon_cf op kind."""
+    return OP_PREFIX + kind
+
+
+def kind_of_op_type(text):
+    """The op kind named by an MXNet ``op_type``, or None if it is not a gluon_cf op."""
+    return text[len(OP_PREFIX):] if text.startswith(OP_PREFIX) else None
+
+
+def kind_of(node):
+    """The gluon_cf op kind of a node of MXNet's symbol JSON, or None for any other node."""
+    if node["op"] != "Custom":
+        return None
+    return kind_of_op_type(node.get("attrs", {}).get("op_type", ""))
+
+
+def is_user_custom(node):
+    """Whether a JSON node is a user's ``mx.operator.CustomOp`` (a Custom node not ours)."""
+    return node["op"] == "Custom" and kind_of(node) is None
+
+
+class Rule:
+    """What an op kind must define (its rules); ``node`` is a decoded :class:`gluon_cf.graph.Node`,
+    shapes are tuples or ``None`` (unknown)."""
+
+    kind = None
+    needs_out_shapes = False  # whether forward reads out_shapes (inferring them has a cost)
+
+    def infer_shape(self, node, in_shapes):
+        """Return ``(in_shapes, out_shapes)``, inputs possibly completed (e.g. parameters)."""
+        raise NotImplementedError
+
+    def infer_type(self, node, in_types):
+        raise NotImplementedError
+
+    def forward(self, node, inputs, out_shapes, ctx):
+        """Generator computing the node's outputs (list of NDArrays) from its inputs.
+
+        Subgraphs are run by yielding ``graph.run(slots, ctx)``; see NOTE [trampoline].
+        """
+        raise NotImplementedError
+
+    # ``batching_rule(node_json, in_flags, in_shapes, out_shapes, used, rows)``: raise
+    # ``rowwise.Rejected`` unless the node, given inputs batched as ``in_flags`` says, returns
+    # one row per invocation (NOTE [row-wise rules]). None: the node never batches.
+    batching_rule = None
+
+
+def register(rule):
+    """Register an op's rules (``rule.kind`` names it); returns ``rule``."""
+    if rule.kind in _RULES:
+        raise ValueError("gluon_cf: op kind %r is registered twice" % rule.kind)
+    _RULES[rule.kind] = rule
+    for listener in _LISTENERS:
+        listener(rule)
+    return rule
+
+
+def on_register(listener):
+    """Call ``listener(rule)`` for every op registered, now and later."""
+    _LISTENERS.append(listener)
+    for rule in list(_RULES.values()):
+        listener(rule)
+
+
+def rule_of(kind):
+    """The rules of a registered op kind (KeyError if none)."""
+    return _RULES[kind]
+
+
+def kinds():
+    return tuple(_RULES)

@@ -1,0 +1,225 @@
+"""Tracing, the first half of the one subgraph mechanism shared by every gluon_cf op: a body
+function becomes a Symbol whose closure is captured as explicit inputs (``graph.py`` runs it).
+
+NOTE [closure capture]
+    A body function is traced once on fresh variables under an ``AttrScope`` that marks every node
+    it creates with MXNet's ``__subgraph_name__`` attribute (a unique name per trace). Anything the
+    body uses that does not carry the mark was created outside: a Gluon parameter, an outer input,
+    the output of an outer op, or a value captured by a lambda. MXNet's ``MXSymbolCutSubgraph``
+    replaces each such edge by a variable named after the outer value; we collect those outer
+    Symbols and make them explicit inputs of the control-flow node (``captured``). Variables that
+    were created *inside* the trace but are not the fresh inputs (a Gluon parameter whose ``var()``
+    was first requested inside the body) are free variables and are captured the same way.
+    Nesting works because an inner node is created in the outer trace's scope, so the inner node's
+    own captured inputs are, in turn, cut by the outer trace.
+
+NOTE [source locations]
+    The trace's scope (:class:`_TraceScope`) also stamps every node it creates with the hidden
+    attribute ``__gcf_src__``: the file and line of the user's code that created it (the first
+    frame outside MXNet and gluon_cf's core). Errors and warnings about a node (e.g. the
+    batching executor's, NOTE [row-wise rules]) point there, not into gluon_cf. Hidden
+    attributes are ignored by MXNet's operators (and by user CustomOps, NOTE [user CustomOps]).
+
+NOTE [slots]
+    A node's subgraphs do not see node inputs directly; they see *slots*. Each op defines its slot
+    layout (e.g. foreach: data slices, then states, then captured values) and a subgraph records,
+    for each of its inputs in ``list_inputs()`` order, the slot that feeds it. Several subgraphs of
+    one node (cond's branches, while_loop's cond and body) share one pool of captured slots, so
+    every subgraph accepts the captures of all of them (as JAX pads cond branches).
+"""
+import ctypes
+import itertools
+import json
+import os
+import sys
+import threading
+
+import mxnet as mx
+from mxnet.attribute import AttrScope
+from mxnet.base import _LIB, SymbolHandle, check_call
+
+from . import _custom_ops, registry
+from ._structure import flatten
+from .operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, SOURCE_ATTR, aux_state_error,
+                        describe_node, user_custom_op_error)
+
+_TAG = "__subgraph_name__"
+_trace_ids = itertools.count()
+_MXNET_DIR = os.path.dirname(os.path.abspath(mx.__file__)) + os.sep
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our own "user" code
+
+
+def user_location(skip=1):
+    """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
+        module = frame.f_globals.get("__name__") or ""
+        if not module.startswith("mxnet") and not path.startswith(_MXNET_DIR) and (
+                not path.startswith(_OWN_DIR) or path.startswith(_USER_DIRS)):
+            return "%s:%d" % (path, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+class _TraceScope(AttrScope):
+    """The trace's AttrScope: the trace's mark plus the user's source line on every node."""
+
+    def get(self, attr):
+        attrs = dict(super().get(attr))
+        location = user_location(2)
+        if location is not None:
+            attrs[SOURCE_ATTR] = location
+        return attrs
+
+
+class PendingSignature(Exception):
+    """Raised while tracing when a recursive call's result structure is not known yet.
+
+    See NOTE [recursion design] in ``recursion/api.py``: ``cond`` catches it from one branch and
+    uses the other branch; the recursion machinery turns an uncaught one into a clear error.
+    """
+
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
+
+
+class PendingShape(Exception):
+    """Raised by shape inference of a recursive call whose shapes are being inferred.
+
+    MXNet's Custom operators cannot report "unknown" output shapes, so a recursive call raises
+    instead; ``cond`` infers the other branch (NOTE [recursion design]). ``pending_shapes()``
+    counts these per thread, which lets ``cond`` tell them from genuine errors after MXNet has
+    wrapped them in an MXNetError.
+    """
+
+    _count = threading.local()
+
+    def __init__(self, what):
+        super().__init__(what)
+        PendingShape._count.value = pending_shapes() + 1
+
+
+def pending_shapes():
+    return getattr(PendingShape._count, "value", 0)
+
+
+class Traced:
+    """A body function traced into a Symbol, still linked to the outer graph by ``captured``.
+
+    ``symbol``: the body graph (a Group of its flat outputs); ``input_names``: names of the fresh
+    variables standing for the explicit inputs; ``captured``: ordered ``[(name, outer_symbol)]``;
+    ``out_fmt``: structure of the outputs (see ``_structure``); ``outputs``: the flat outputs before
+    grouping, for op-specific checks.
+    """
+
+    def __init__(self, symbol, input_names, captured, out_value, out_fmt):
+        self.symbol = symbol
+        self.input_names = input_names
+        self.captured = captured
+        self.out_value = out_value
+        self.out_fmt = out_fmt
+        self.num_outputs = len(symbol.list_outputs())
+
+    def spec(self, explicit_slots, capture_slots):
+        """Serialisable description of this graph: JSON plus the slot feeding each input."""
+        slot_of = dict(zip(self.input_names, explicit_slots))
+        slot_of.update(capture_slots)
+        return {"json": self.symbol.tojson(),
+                "inputs": [slot_of[name] for name in self.symbol.list_inputs()],
+                "num_outputs": self.num_outputs}
+
+
+def trace(op, role, num_inputs, call):
+    """Trace ``call(fresh_vars) -> structure`` into a :class:`Traced` graph.
+
+    ``op``/``role`` name the public op and the function's role for error messages and node names.
+    """
+    uid = "_gcf%d_%s_%s" % (next(_trace_ids), op, role)
+    _custom_ops.rewire_registered()  # NOTE [user CustomOps]
+    with _TraceScope(**{_TAG: uid}):
+        fresh = [mx.sym.var("%s_in%d" % (uid, k)) for k in range(num_inputs)]
+        value = call(fresh)
+        flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
+        for out in flat:
+            if not isinstance(out, mx.sym.Symbol):
+                raise TypeError("gluon_cf.%s: %s returned an NDArray in symbolic mode; return "
+                                "Symbols computed from its inputs" % (op, role))
+        # MXSymbolCutSubgraph needs every head to be a marked op node, and a head may not be an
+        # input: copy inputs, outer values and variables through an identity inside the scope.
+        flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
+        group = mx.sym.Group(flat)
+    _refuse_unsupported_ops(group, op, role)
+    captured = _cut(group, uid, op)
+    fresh_names = {v.name for v in fresh}
+    internals = None
+    for name in group.list_inputs():
+        if name in fresh_names or name in captured:
+            continue
+        # A free variable created inside the trace (e.g. a parameter first used in the body).
+        internals = internals if internals is not None else group.get_internals()
+        captured[name] = internals[name]
+    return Traced(group, [v.name for v in fresh], list(captured.items()), value, fmt)
+
+
+def _refuse_unsupported_ops(group, op, role):
+    """Refuse operators a body cannot hold yet: value-dependent shapes, auxiliary state."""
+    training = mx.autograd.is_training()
+    recording = mx.autograd.is_recording()
+    for node in json.loads(group.tojson())["nodes"]:
+        if node["op"] in AUX_STATE_OPS and training:
+            raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
+        if recording and registry.is_user_custom(node):
+            raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (
+                role, node["attrs"].get("op_type"), describe_node(node)))
+        if node["op"] in DYNAMIC_SHAPE_OPS:
+            raise NotImplementedError(
+                "gluon_cf.%s: %s calls %s, whose output shape depends on the values of its "
+                "input; value-dependent shapes inside a hybridized gluon_cf body are not "
+                "supported yet. Run the block without hybridize(), or keep the shape static "
+                "(e.g. multiply by the mask instead of selecting with it)"
+                % (op, role, describe_node(node)))
+
+
+def _is_own_op(sym, uid):
+    return len(sym.list_outputs()) == 1 and sym.get_children() is not None \
+        and sym.attr(_TAG) == uid
+
+
+def _cut(group, uid, op):
+    """Cut the edges from outer nodes into ``group`` (in place); return ``{name: outer_symbol}``."""
+    num = ctypes.c_int(0)
+    handles = ctypes.POINTER(SymbolHandle)()
+    check_call(_LIB.MXSymbolCutSubgraph(group.handle, ctypes.byref(handles), ctypes.byref(num)))
+    captured = {}
+    for i in range(num.value):
+        outer = mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle))
+        name = outer.list_outputs()[0]
+        if name in captured and captured[name].tojson() != outer.tojson():
+            raise ValueError("gluon_cf.%s: two different outer values are both named %r; give "
+                             "them distinct names" % (op, name))
+        captured.setdefault(name, outer)
+    return captured
+
+
+def merge_captures(op, traced_graphs, first_slot):
+    """Pool the captured values of several graphs of one node.
+
+    Returns ``(outer_symbols, slot_of_name)``: the node's captured inputs in slot order, and the
+    slot (``first_slot`` + position) of each captured name.
+    """
+    pooled = {}
+    for graph in traced_graphs:
+        for name, sym in graph.captured:
+            if name in pooled:
+                if pooled[name] is not sym and pooled[name].tojson() != sym.tojson():
+                    raise ValueError("gluon_cf.%s: two different outer values are both named %r;"
+                                     " give them distinct names" % (op, name))
+                continue
+            pooled[name] = sym
+    names = list(pooled)
+    return [pooled[n] for n in names], {n: first_slot + i for i, n in enumerate(names)}
+
