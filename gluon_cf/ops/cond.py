@@ -8,7 +8,7 @@ from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
 from ..tracing import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
-from ._common import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
+from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 
 OP = "cond"
 

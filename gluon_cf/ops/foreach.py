@@ -5,8 +5,8 @@ from .. import executor, node as _node, registry
 from ..executor import Parallel, done
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
-from ._common import (check_callable, check_same_dtypes, loop_batching_rule, mismatch, mode_of,
-                      per_row)
+from ..checks import check_callable, check_same_dtypes, mismatch, mode_of
+from .loops import loop_batching_rule, per_row
 
 OP = "foreach"
 

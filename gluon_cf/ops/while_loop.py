@@ -7,8 +7,9 @@ from .. import executor, node as _node, registry
 from ..executor import done
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
-from ._common import (check_callable, check_same_dtypes, check_scalar_pred, loop_batching_rule,
-                      mismatch, mode_of, per_row, pred_value)
+from ..checks import (check_callable, check_same_dtypes, check_scalar_pred, mismatch, mode_of,
+                      pred_value)
+from .loops import loop_batching_rule, per_row
 
 OP = "while_loop"
 

@@ -30,14 +30,11 @@ import mxnet as mx
 
 from .. import node as _node
 from .._structure import describe, flatten, regroup
-from ..ops._common import check_callable, mode_of
+from ..checks import check_callable, mode_of
+from ..errors import RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace
 
 DEFAULT_MAX_DEPTH = 20000
-
-
-class RecursionDepthError(RuntimeError):
-    """A recursive function went deeper than its ``max_depth`` (no base case reached)."""
 
 
 class RecursiveFunction:

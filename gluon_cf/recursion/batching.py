@@ -41,7 +41,7 @@ import mxnet as mx
 from .. import executor, rowwise
 from ..executor import Parallel
 from ..graph import GraphCall
-from .rules import Invocation
+from .invocation import Invocation
 
 
 class _Task:

@@ -14,9 +14,8 @@ NOTE [recursive executor]
 import mxnet as mx
 
 from .. import registry, rowwise
-from ..executor import Frame, Parallel
 from ..tracing import PendingShape
-from .api import RecursionDepthError
+from .invocation import RecursionContext
 
 # Shapes and dtypes of functions, per table namespace (NOTE [recursion design], last paragraph).
 _TABLES = {}
@@ -86,75 +85,6 @@ def _table(namespace, node=None):
 
 def _namespace_of(qname):
     return qname.rsplit("@", 1)[1]
-
-
-class RecursionContext:
-    """What an invocation needs at run time: the function graphs and the environment values."""
-
-    def __init__(self, node, env, parent):
-        self.graphs = node.graphs
-        self.specs = node.spec["graphs"]
-        self.namespace = node.spec["namespace"]
-        self.env = list(env)
-        self.parent = parent
-        # Invocations of the same function with the same environment may share a batch.
-        self.key = (id(self.graphs), tuple(id(e) for e in self.env))
-        self.env_shapes = tuple(e.shape for e in self.env)   # read once: .shape is a C call
-
-    def find(self, qname):
-        ctx = self
-        while ctx is not None and qname not in ctx.graphs:
-            ctx = ctx.parent
-        if ctx is None:
-            raise mx.MXNetError("gluon_cf.invoke: function %r is not defined in any enclosing "
-                                "recursion node" % qname)
-        return ctx
-
-    def request(self, qname, args, ctx, depth):
-        """An :class:`Invocation` of ``qname`` from a rule running under frame ``ctx``."""
-        spec = self.specs[qname]
-        if depth > spec["max_depth"]:
-            raise RecursionDepthError(
-                "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it reach a base "
-                "case?" % (spec["name"], spec["max_depth"]))
-        rows = ctx.rows if ctx is not None and ctx.rows > 1 and \
-            any(ctx.batched(i) for i in range(len(args))) else 1
-        if rows > 1:  # a shared argument (a constant) gets one row per invocation
-            args = [a if ctx.batched(i) else mx.nd.repeat(a, rows, axis=0)
-                    for i, a in enumerate(args)]
-        return Invocation(self, qname, list(args), rows, depth)
-
-    def run(self, qname, args, rows, depth, batched=True):
-        """Generator: the body of ``qname`` on ``args`` holding ``rows`` invocations.
-
-        ``batched=False`` (one invocation, by the unbatched executor) runs it without batch
-        flags, so nothing inside is treated as a batch (NOTE [batching]).
-        """
-        flags = [True] * len(args) + [False] * len(self.env) if batched else None
-        frame = Frame(self, rows, flags, depth)
-        return self.graphs[qname].run(list(args) + self.env, frame)
-
-
-class Invocation:
-    """A request to invoke a recursive function (NOTE [batching] in ``batching.py``)."""
-
-    __slots__ = ("context", "qname", "args", "rows", "depth")
-
-    def __init__(self, context, qname, args, rows, depth):
-        self.context, self.qname, self.args = context, qname, args
-        self.rows, self.depth = rows, depth
-
-    def unbatched(self):
-        """Generator for the unbatched executor: run it now, on its own (one row at a time)."""
-        if self.rows == 1:
-            return self.context.run(self.qname, self.args, 1, self.depth, batched=False)
-        return self._row_by_row()
-
-    def _row_by_row(self):
-        parts = yield Parallel([
-            Invocation(self.context, self.qname, [a[r:r + 1] for a in self.args], 1,
-                       self.depth).unbatched() for r in range(self.rows)])
-        return [mx.nd.concat(*column, dim=0) for column in zip(*parts)]
 
 
 class RecursionRule(registry.Rule):

@@ -1,10 +1,8 @@
-"""Checks and helpers shared by the op modules (user-facing errors live here, once)."""
+"""Checks of user input shared by every op, recursion included (user-facing errors, once)."""
 import numpy as np
 import mxnet as mx
 
-from .. import rowwise
-from ..graph import decode
-from ..executor import Frame, Parallel
+from . import rowwise
 
 
 def check_callable(op, **funcs):
@@ -72,37 +70,3 @@ def check_same_dtypes(op, what, before_name, before, after_name, after):
 
 def dtype_name(t):
     return np.dtype(t).name if t is not None else None
-
-
-def per_row(forward, node, inputs, out_shapes, ctx):
-    """Batching rule of the loops: run the loop once per row of the batched inputs, all rows as
-    one Parallel request (so recursive calls inside batch across rows), then concatenate.
-
-    NOTE [batching] (``recursion/batching.py``): a batched value holds one row per invocation.
-    """
-    works = []
-    for r in range(ctx.rows):
-        row = [x[r:r + 1] if ctx.batched(i) else x
-               for i, x in enumerate(inputs)]
-        works.append(forward(node, row, out_shapes, Frame(ctx.recursion, 1, ctx.flags, ctx.depth)))
-    results = yield Parallel(works)
-    return [mx.nd.concat(*column, dim=0) for column in zip(*results)]
-
-
-def loop_batching_rule(rule, node, in_flags, in_shapes, used):
-    """Batching rule of the loops (NOTE [row-wise rules]): they run once per row
-    (:func:`per_row`) and their rows are concatenated, which is right when each row's used
-    outputs hold exactly one row."""
-    one_row = [(1,) + tuple(s[1:]) if f else tuple(s) for s, f in zip(in_shapes, in_flags)]
-    try:
-        _, outs = rule.infer_shape(decode(rule.kind, node["attrs"]["spec"]), one_row)
-    except Exception as err:  # noqa: BLE001
-        raise rowwise.Rejected(node, "cannot infer its shapes for one row (%s)" % err,
-                               rowwise.HINT_UNKNOWN) from None
-    for k, shape in enumerate(outs):
-        if used[k] and (shape is None or shape[0] != 1):
-            raise rowwise.Rejected(
-                node, "returns %s for one invocation, not one row, so rows of several "
-                "invocations cannot be told apart" % (shape,),
-                "Return per-invocation values with a leading axis of 1 from the loop (e.g. the "
-                "final states), or reshape its outputs to (1, ...)")
