@@ -3,26 +3,32 @@
 * :func:`export_onnx` / :func:`export_onnx_symbol`: standard ONNX (cond -> If, foreach -> Scan,
   while_loop -> Loop) for models without recursion; any ONNX runtime runs it.
 * :func:`save_artifact` / :func:`load`: models with ``@gluon_cf.recursive`` functions, as ONNX
-  plus two operators (NOTE [artifact format] in ``artifact.py``); ``load`` runs them with
+  plus two operators (NOTE [artifact format] in ``artifact_format.py``); ``load`` runs them with
   onnxruntime, without the model's class.
 * ``gluon-cf-export`` (``python -m gluon_cf.export.cli``): both from the command line.
+
+The modules, by concern: ``artifact_format`` (what a file holds, limits, errors),
+``artifact_validate`` (checking untrusted files), ``artifact`` (loader and interpreter),
+``artifact_save`` (conversion of recursion nodes, ``save_artifact``), ``index_bounds`` (index
+inputs); ``onnx_export`` (ONNX API, shape planning, converters of cond/foreach/while_loop),
+``onnx_graph`` (MXNet symbol -> ONNX graph through mx2onnx). Loading and running need no
+MXNet: the saving side is imported on first use.
 """
-from . import artifact as _artifact
-from .artifact import Artifact, ArtifactError, Limits, load, save_artifact
-from .onnx_export import export_onnx, export_onnx_symbol
-from ..recursion import RecursionDepthError as _RecursionDepthError
+import importlib
+
+from .artifact import Artifact, load
+from .artifact_format import ArtifactDepthError, ArtifactError, Limits
+
+_SAVING = {"export_onnx": "onnx_export", "export_onnx_symbol": "onnx_export",
+           "save_artifact": "artifact_save"}
 
 
-class ArtifactDepthError(_artifact.ArtifactDepthError, _RecursionDepthError):
-    """A recursive function of an artifact went deeper than its ``max_depth``: an
-    ``ArtifactError`` and a ``gluon_cf.RecursionDepthError``, like every executor's.
+def __getattr__(name):
+    """The saving API, imported (with MXNet) on first use."""
+    if name in _SAVING:
+        return getattr(importlib.import_module("." + _SAVING[name], __name__), name)
+    raise AttributeError("module 'gluon_cf.export' has no attribute %r" % name)
 
-    ``artifact.py`` must import without gluon_cf (and MXNet), so there it is an ArtifactError
-    only; loaded through ``gluon_cf.export``, the loader raises this class (it looks its
-    global ``ArtifactDepthError`` up when raising)."""
-
-
-_artifact.ArtifactDepthError = ArtifactDepthError
 
 __all__ = ["export_onnx", "export_onnx_symbol", "save_artifact", "load", "Artifact",
            "ArtifactError", "ArtifactDepthError", "Limits"]

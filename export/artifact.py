@@ -1,4 +1,4 @@
-"""Self-contained files for recursive gluon_cf models: :func:`save_artifact` and :func:`load`.
+"""Loading and running artifacts (and plain ONNX models): the interpreter.
 
     save_artifact(net, [tokens, left, right, roots], "tree.onnx", dynamic_axes={0: [0], ...})
     f = load("tree.onnx")              # no model class, no MXNet: onnxruntime runs the ops
@@ -6,162 +6,27 @@
 
 Standard ONNX has no recursion, so :func:`gluon_cf.export.export_onnx` cannot export a model
 with ``@gluon_cf.recursive`` functions.  An *artifact* is an ONNX model extended by exactly two
-operators, run by :func:`load` (NOTE [artifact format]).  A model without recursion saves as
-plain ONNX that any runtime runs, and ``load`` runs plain ONNX models too.
-
-NOTE [artifact format]
-    An artifact is an ONNX ``ModelProto`` (default-domain opset 12 or 13, as ``export_onnx``
-    writes; ``load`` accepts opset 11 and later) that also imports the domain ``ai.gluon_cf``
-    at version 1 and has the metadata ``format = gluon_cf.artifact``, ``format_version = 1``.
-    It may also have ``gluon_cf.index_bounds`` (NOTE [index bounds] in ``index_bounds.py``),
-    which plain ONNX models exported by gluon_cf carry too.
-    Parameters are initializers of the main graph; ``cond`` / ``foreach`` / ``while_loop`` are
-    ``If`` / ``Scan`` / ``Loop`` exactly as in ``export_onnx``.  The two extra operators:
-
-    ``ai.gluon_cf.Recursion(*entry_args, *environment) -> entry outputs`` -- the outermost call
-        of a recursive function (gluon_cf's ``recursion`` node, NOTE [recursion design]).
-        Attributes: ``functions`` (GRAPHS): the function table, one graph per function, named
-        by the graph's ``name``; ``entry`` (STRING): the name of the function called;
-        ``num_args``, ``max_depth`` (INTS) and ``function_names`` (STRINGS): per function, in
-        the order of ``functions``, its number of arguments, its bound on nested calls and its
-        Python name (for messages).  A function graph's inputs are ``[*its args,
-        *environment]``; it is *closed*: it reads no outer-scope value, everything it needs
-        from outside (parameters, inputs of the model) is in the environment, which all
-        functions of the table share.  ``len(environment) = len(inputs) - num_args[entry]``.
-    ``ai.gluon_cf.Invoke(*args) -> outputs`` -- a call site, inside a function graph (or a
-        subgraph nested in one).  Attribute ``function`` (STRING): the callee, a function of
-        an enclosing ``Recursion`` node (the innermost one defining that name).  The
-        environment is the one of the running call of that ``Recursion`` node.
-
-    Semantics (what :func:`load` implements, in Python)::
-
-        def recursion(node, *inputs):
-            n = node.num_args[node.entry]
-            ctx = Context(node.functions, env=inputs[n:], depth=0)
-            return ctx.call(node.entry, inputs[:n])
-
-        def call(ctx, name, args):                         # an Invoke: ctx.call(function, args)
-            ctx.depth += 1
-            if ctx.depth > max_depth[name]: raise ArtifactDepthError
-            outputs = run_graph(functions[name], [*args, *ctx.env])
-            ctx.depth -= 1
-            return outputs
+operators, run by :func:`load` (
 
 NOTE [artifact loader]
-    :func:`load` validates the file (NOTE [artifact safety]), then compiles every graph into
-    *steps*.  Nodes that need the interpreter are ``Recursion`` and ``Invoke``, and ``If`` /
-    ``Loop`` / ``Scan`` nodes with such a node somewhere in their subgraphs; every other node is
-    ordinary.  As in gluon_cf's partitioned execution (NOTE [partitioned execution]), a node's
-    *stage* is the number of interpreted nodes on its longest path from the graph's inputs
-    (reads of enclosing-scope values by its subgraphs count as inputs); ordinary nodes of
-    stage ``s`` form one *piece*, run by onnxruntime, followed by the interpreted nodes of
-    stage ``s``.  A piece becomes an ONNX model whose inputs are the values it reads and whose
-    outputs are the values read after it; one ``InferenceSession`` is cached per piece and
-    per input dtypes and ranks (dims are left symbolic, so tree sizes do not multiply
-    sessions).  Interpreted nodes are generators run by an explicit-stack trampoline
-    (NOTE [trampoline] in gluon_cf's executor): a nested call costs a few list entries, not
-    Python frames, so a 5,000-node linear tree runs at the default ``max_depth`` of 20,000.
-    Values are numpy arrays; a graph run sees the values of the graphs it is nested in
-    (If branches, loop bodies), a function graph only its own inputs.
-
-NOTE [artifact safety]
-    ``load`` treats the file as hostile: it uses protobuf parsing (no pickle, no eval) and
-    checks, before building any session: file size, IR version and opsets (only the default
-    domain and ``ai.gluon_cf`` are allowed), no external data / sparse tensors / local
-    functions / training info, element types (numeric and bool only), declared shapes and
-    tensor sizes, the total number of nodes, graph nesting, that every operator exists in
-    its domain at the imported opset, that every value is defined before it is read (so a
-    cycle is reported as such), single assignment, the attributes of ``Recursion`` / ``Invoke``
-    (types, lengths, unique names, an entry that exists, argument and output counts of every
-    call, closed function graphs), ``max_depth`` within the loader's bound, and constant
-    ``Loop`` trip counts; then ``onnx.checker`` checks the standard operators.  At run time
-    the depth of nested calls, interpreted loop iterations and, if asked, wall time are
-    bounded.  Every problem is an :class:`ArtifactError` (a ``ValueError``) naming what is
-    wrong and where; onnxruntime's own errors are wrapped into one.  Limits are the fields of
-    :class:`Limits`.
+    :func:`load` validates the file (
 """
-import os
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from gluon_cf.executor import run
+
 from . import index_bounds
+from .artifact_format import (DEFAULT_DOMAINS, DOMAIN, ELEM_TYPES, TENSOR_OF_DTYPE, ArtifactDepthError, ArtifactError,
+                              Limits, describe_value_info, first_line, is_artifact)
+from .artifact_validate import check_model, read_model, sub_where
 
-__all__ = ["save_artifact", "load", "Artifact", "ArtifactError", "ArtifactDepthError",
-           "Limits", "is_artifact", "DOMAIN"]
-
-DOMAIN = "ai.gluon_cf"
-_DOMAIN_VERSION = 1
-_DEFAULT_DOMAINS = ("", "ai.onnx")
-_CUSTOM_OPS = ("Recursion", "Invoke")
-# Element types a value may have: the numeric numpy types and bool.
-_ELEM_TYPES = {getattr(onnx.TensorProto, t): np.dtype(d) for t, d in (
-    ("FLOAT", np.float32), ("DOUBLE", np.float64), ("FLOAT16", np.float16),
-    ("INT8", np.int8), ("INT16", np.int16), ("INT32", np.int32), ("INT64", np.int64),
-    ("UINT8", np.uint8), ("UINT16", np.uint16), ("UINT32", np.uint32), ("UINT64", np.uint64),
-    ("BOOL", np.bool_))}
-_TENSOR_OF_DTYPE = {d: t for t, d in _ELEM_TYPES.items()}
-_MIN_OPSET, _MIN_IR = 11, 3  # If / Loop / Scan as the loader interprets them
-
-
-class ArtifactError(ValueError):
-    """The file is not a valid artifact, or running it broke one of its bounds."""
-
-
-class ArtifactDepthError(ArtifactError):
-    """A recursive function went deeper than its ``max_depth`` (no base case reached?)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds :func:`load` enforces (NOTE [artifact safety]); pass your own to ``load``."""
-    max_file_bytes: int = 1 << 30          # 1 GiB
-    max_nodes: int = 200_000               # nodes and graphs, all graphs together
-    max_nesting: int = 24                  # graphs inside graphs (branches, bodies, functions)
-    max_tensor_elements: int = 1 << 28     # per initializer, constant or declared shape
-    max_functions: int = 10_000            # per Recursion node
-    max_depth: int = 100_000               # largest max_depth a function may declare
-    max_loop_iterations: int = 10_000_000  # per Loop / Scan run by the loader, and constant
-                                           # trip counts of every Loop
-    max_steps: int = 5_000_000             # per call: invocations, pieces and loop steps run
-                                           # (exponential recursion stops here)
-    max_tensor_bytes: int = 1 << 30        # per tensor a piece produces (1 GiB)
-    max_bytes_produced: int = 1 << 36      # per call, all tensors produced together (64 GiB)
-    timeout: float = 600.0                 # seconds per call of the loaded artifact (None:
-                                           # no bound)
-
-
-# ----------------------------------------------------------------------------- public API
-
-def save_artifact(net_or_symbol_files, example_inputs, path, *, dynamic_axes=None,
-                  input_names=None, output_names=None, opset=13):
-    """Save a gluon_cf model, recursive or not, as an artifact at ``path``; returns the
-    ``onnx.ModelProto``.
-
-    ``net_or_symbol_files``: a hybridized ``HybridBlock`` (run once on ``example_inputs``), or
-    the pair ``(symbol_json_path, params_path)`` written by ``net.export()``.  For a block,
-    ``example_inputs`` are its arrays; for files, a list of arrays (or ``(shape, dtype)``
-    pairs) for the symbol's data inputs ``data`` / ``data0``, ``data1``, ... in order, or a
-    dict from those names.  ``dynamic_axes``, ``input_names``, ``output_names`` and ``opset``
-    are those of :func:`gluon_cf.export.export_onnx`; give ``dynamic_axes`` for every axis
-    whose size changes between calls (e.g. the node axis of tree inputs), since :func:`load`
-    enforces the other declared dims.
-    """
-    from . import _artifact_convert
-    from .onnx_export import _net_symbol
-
-    if isinstance(net_or_symbol_files, (tuple, list)):
-        sym, params, inputs = _symbol_files(net_or_symbol_files, example_inputs)
-    else:
-        sym, params, inputs = _net_symbol(net_or_symbol_files, example_inputs, "save_artifact")
-    model = _artifact_convert.convert(sym, params, inputs, opset, dynamic_axes=dynamic_axes,
-                                      input_names=input_names, output_names=output_names)
-    onnx.save(model, os.fspath(path))
-    return model
+__all__ = ["load", "Artifact", "ArtifactError", "ArtifactDepthError", "Limits", "is_artifact",
+           "DOMAIN"]
 
 
 def load(source, *, limits=None):
@@ -169,13 +34,8 @@ def load(source, *, limits=None):
     (NOTE [artifact safety]); returns an :class:`Artifact`, called as
     ``artifact(*numpy_arrays) -> [numpy arrays]``.  Raises :class:`ArtifactError`."""
     limits = limits or Limits()
-    model = _read_model(source, limits)
+    model = read_model(source, limits)
     return Artifact(model, limits)
-
-
-def is_artifact(model):
-    """Whether the ``ModelProto`` uses the ``ai.gluon_cf`` operators (so needs :func:`load`)."""
-    return any(op.domain == DOMAIN for op in model.opset_import)
 
 
 class Artifact:
@@ -184,7 +44,7 @@ class Artifact:
 
     def __init__(self, model, limits):
         self.limits = limits
-        opset = _check_model(model, limits)
+        opset = check_model(model, limits)
         self._opset, self._ir_version = opset, max(int(model.ir_version), 7)
         graph = model.graph
         constants = {init.name for init in graph.initializer}
@@ -192,13 +52,13 @@ class Artifact:
             if value_info.type.WhichOneof("value") != "tensor_type":
                 raise ArtifactError(f"the main graph's input or output {value_info.name!r} "
                                     f"has no tensor type")
-        self.inputs = [_describe(vi) for vi in graph.input if vi.name not in constants]
+        self.inputs = [describe_value_info(vi) for vi in graph.input if vi.name not in constants]
         try:
             self.index_bounds = index_bounds.read({p.key: p.value for p in model.metadata_props})
         except ValueError as err:
             raise ArtifactError(str(err)) from None
         self._constant_shapes = {init.name: tuple(init.dims) for init in graph.initializer}
-        self.outputs = [_describe(vi) for vi in graph.output]
+        self.outputs = [describe_value_info(vi) for vi in graph.output]
         self._main = _Compiler(self).program(graph, "the main graph", ())
 
     def __repr__(self):
@@ -215,7 +75,7 @@ class Artifact:
         previous = getattr(_budgets, "current", None)
         _budgets.current = budget
         try:
-            return _trampoline(self._main.run(values, None, None), budget)
+            return run(self._main.run(values, None, None), step=budget.step)
         finally:
             _budgets.current = previous
 
@@ -247,401 +107,6 @@ def check_index_bounds(bounds, values, specs, constant_shapes):
         raise ValueError(f"artifact: {err}") from None
 
 
-def _describe(value_info):
-    tensor = value_info.type.tensor_type
-    shape = None
-    if tensor.HasField("shape"):
-        shape = tuple(d.dim_value if d.HasField("dim_value") else None
-                      for d in tensor.shape.dim)
-    return value_info.name, shape, _ELEM_TYPES[tensor.elem_type]
-
-
-def _symbol_files(files, example_inputs):
-    """``(symbol, params, [(name, shape, dtype)])`` from ``net.export()`` files."""
-    import mxnet as mx
-
-    if len(files) != 2:
-        raise ValueError(f"save_artifact: give a HybridBlock or (symbol_json_path, params_path),"
-                         f" got {len(files)} paths")
-    sym = mx.sym.load(os.fspath(files[0]))
-    params = mx.nd.load(os.fspath(files[1]))
-    param_names = {name.split(":", 1)[-1] for name in params}
-    data_names = sorted((n for n in sym.list_inputs() if n not in param_names),
-                        key=lambda n: (len(n), n))
-    if isinstance(example_inputs, dict):
-        unknown = sorted(set(example_inputs) - set(data_names))
-        missing = [n for n in data_names if n not in example_inputs]
-        if unknown or missing:
-            raise ValueError(f"save_artifact: the symbol's data inputs are {data_names}; "
-                             f"missing {missing}, unknown {unknown}")
-        examples = [(n, example_inputs[n]) for n in data_names]
-    else:
-        if len(example_inputs) != len(data_names):
-            raise ValueError(f"save_artifact: the symbol has {len(data_names)} data inputs "
-                             f"{data_names}, got {len(example_inputs)} example inputs")
-        examples = list(zip(data_names, example_inputs))
-    inputs = []
-    for name, value in examples:
-        if isinstance(value, tuple) and len(value) == 2 and not hasattr(value, "shape"):
-            shape, dtype = value
-        else:
-            value = value.asnumpy() if hasattr(value, "asnumpy") else np.asarray(value)
-            shape, dtype = value.shape, value.dtype
-        inputs.append((name, tuple(shape), np.dtype(dtype)))
-    return sym, params, inputs
-
-
-# ----------------------------------------------------------------------------- reading
-
-def _read_model(source, limits):
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-        where = "the artifact bytes"
-    else:
-        path = os.fspath(source)
-        where = repr(path)
-        try:
-            size = os.path.getsize(path)
-            if size > limits.max_file_bytes:
-                raise ArtifactError(f"{where} is {size} bytes, more than max_file_bytes="
-                                    f"{limits.max_file_bytes}")
-            with open(path, "rb") as f:   # memory in proportion to the file, not the limit
-                data = f.read(size + 1)
-        except OSError as err:
-            raise ArtifactError(f"cannot read {where}: {err}") from None
-    if len(data) > limits.max_file_bytes:
-        raise ArtifactError(f"{where} has {len(data)} bytes, more than max_file_bytes="
-                            f"{limits.max_file_bytes}")
-    if not data:
-        raise ArtifactError(f"{where} is empty")
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(data)
-    except Exception as err:  # noqa: BLE001 -- protobuf's DecodeError and friends
-        raise ArtifactError(f"{where} is not an ONNX model (protobuf parse failed: "
-                            f"{_first_line(err)}); truncated or corrupted?") from None
-    if not model.HasField("graph"):
-        raise ArtifactError(f"{where} is not an ONNX model: it has no graph")
-    return model
-
-
-# ----------------------------------------------------------------------------- validation
-
-def _check_model(model, limits):
-    """Whole-model checks (NOTE [artifact safety]); returns the default-domain opset."""
-    if not _MIN_IR <= model.ir_version <= onnx.IR_VERSION:
-        raise ArtifactError(f"unsupported IR version {model.ir_version} (supported "
-                            f"{_MIN_IR}..{onnx.IR_VERSION})")
-    opset = None
-    for entry in model.opset_import:
-        _check_names([entry.domain], "an opset import")
-        if entry.domain in _DEFAULT_DOMAINS:
-            if not _MIN_OPSET <= entry.version <= onnx.defs.onnx_opset_version():
-                raise ArtifactError(f"unsupported default-domain opset {entry.version}")
-            opset = entry.version
-        elif entry.domain == DOMAIN:
-            if entry.version != _DOMAIN_VERSION:
-                raise ArtifactError(f"unsupported version {entry.version} of domain {DOMAIN!r}"
-                                    f" (this loader reads version {_DOMAIN_VERSION})")
-        else:
-            raise ArtifactError(f"unknown operator domain {entry.domain!r} imported; artifacts "
-                                f"use only the default domain and {DOMAIN!r}")
-    if opset is None:
-        raise ArtifactError("the model imports no default-domain opset")
-    if len(model.functions):
-        raise ArtifactError(f"the model defines {len(model.functions)} local functions; "
-                            f"artifacts keep functions in Recursion nodes only")
-    if len(model.training_info):
-        raise ArtifactError("the model has training info, which artifacts do not use")
-    _Validator(model, opset, limits).graph(model.graph, "the main graph", _Scope(None), 0, ())
-    try:
-        onnx.checker.check_model(model)
-    except Exception as err:  # noqa: BLE001 -- ValidationError, or anything from the C++ side
-        raise ArtifactError(f"the model is not valid ONNX: {_first_line(err)}") from None
-    return opset
-
-
-class _Scope:
-    """Names visible while validating: this graph's, then the enclosing graphs'."""
-
-    def __init__(self, parent):
-        self.names = set()
-        self.parent = parent
-
-    def __contains__(self, name):
-        scope = self
-        while scope is not None:
-            if name in scope.names:
-                return True
-            scope = scope.parent
-        return False
-
-
-class _Validator:
-    def __init__(self, model, opset, limits):
-        self.opset = opset
-        self.limits = limits
-        self.with_domain = any(e.domain == DOMAIN for e in model.opset_import)
-        self.num_nodes = 0
-
-    def graph(self, graph, where, outer, nesting, tables):
-        """Check ``graph``; ``outer``: the enclosing scope (None for closed graphs), ``tables``:
-        the enclosing Recursion nodes' ``{name: function graph}``, innermost last."""
-        limits = self.limits
-        if nesting > limits.max_nesting:
-            raise ArtifactError(f"{where}: graphs are nested more than max_nesting="
-                                f"{limits.max_nesting} levels deep")
-        self.num_nodes += 1 + len(graph.node)  # a graph counts as a node: empty ones cost too
-        if self.num_nodes > limits.max_nodes:
-            raise ArtifactError(f"the model has more than max_nodes={limits.max_nodes} nodes "
-                                f"and graphs")
-        if len(graph.sparse_initializer):
-            raise ArtifactError(f"{where}: sparse initializers are not supported")
-        _check_names([graph.name] + [v.name for v in graph.input] + [v.name for v in graph.output]
-                     + [v.name for v in graph.value_info] + [t.name for t in graph.initializer]
-                     + [n for node in graph.node for n in [node.name, node.op_type, node.domain,
-                                                           *node.input, *node.output]]
-                     + [a.name for node in graph.node for a in node.attribute], where)
-        scope = _Scope(outer)
-        later = {}
-        for node in graph.node:
-            for out in node.output:
-                later.setdefault(out, node)
-        for value_info in list(graph.input) + list(graph.output) + list(graph.value_info):
-            self.value_info(value_info, where)
-        for init in graph.initializer:
-            self.tensor(init, f"{where}: initializer {init.name!r}")
-            self.define(scope, init.name, f"{where}: initializer")
-        inputs = set()
-        for value_info in graph.input:
-            if value_info.name in inputs:
-                raise ArtifactError(f"{where}: input {value_info.name!r} is declared twice")
-            inputs.add(value_info.name)
-            if value_info.name not in scope.names:  # else: an initializer's default value
-                self.define(scope, value_info.name, f"{where}: input")
-        for node in graph.node:
-            self.node(node, where, scope, later, nesting, tables)
-        for value_info in graph.output:
-            if value_info.name not in scope:
-                raise ArtifactError(f"{where}: output {value_info.name!r} is never defined")
-
-    def define(self, scope, name, what):
-        if not name:
-            raise ArtifactError(f"{what} has an empty name")
-        if name in scope.names:
-            raise ArtifactError(f"{what}: name {name!r} is defined twice in the same graph")
-        scope.names.add(name)
-
-    def node(self, node, where, scope, later, nesting, tables):
-        label = f"{where}: node {node.name or node.op_type!r} ({node.op_type})"
-        if node.domain in _DEFAULT_DOMAINS:
-            try:
-                onnx.defs.get_schema(node.op_type, self.opset, "")
-            except Exception:  # noqa: BLE001 -- SchemaError: no such operator at this opset
-                raise ArtifactError(f"{label}: unknown operator {node.op_type!r} in the default "
-                                    f"domain at opset {self.opset}") from None
-        elif node.domain == DOMAIN and self.with_domain:
-            if node.op_type not in _CUSTOM_OPS:
-                raise ArtifactError(f"{label}: unknown operator {node.op_type!r} in domain "
-                                    f"{DOMAIN!r} (it has {', '.join(_CUSTOM_OPS)})")
-        else:
-            raise ArtifactError(f"{label}: operator domain {node.domain!r} is not imported by "
-                                f"the model or not supported")
-        for name in node.input:
-            if not name:
-                if node.domain == DOMAIN:
-                    raise ArtifactError(f"{label}: has an empty input name")
-                continue
-            if name not in scope:
-                if name in later:
-                    other = later[name]
-                    raise ArtifactError(
-                        f"{label} reads {name!r} before node {other.name or other.op_type!r} "
-                        f"defines it: the nodes are not in topological order (a cycle?)")
-                raise ArtifactError(f"{label} reads {name!r}, which is not defined")
-        for attr in node.attribute:
-            self.attribute(attr, label)
-        if node.domain == DOMAIN:
-            self.custom(node, label, scope, nesting, tables)
-        else:
-            for attr in node.attribute:
-                for sub in _subgraphs(attr):
-                    self.graph(sub, _sub_where(node, attr.name), scope, nesting + 1, tables)
-        for name in node.output:
-            if name:
-                self.define(scope, name, label)
-            elif node.domain == DOMAIN:
-                raise ArtifactError(f"{label}: has an empty output name")
-
-    def attribute(self, attr, label):
-        if attr.type == attr.SPARSE_TENSOR or attr.type == attr.SPARSE_TENSORS:
-            raise ArtifactError(f"{label}: sparse tensor attribute {attr.name!r} is not "
-                                f"supported")
-        if attr.ref_attr_name:
-            raise ArtifactError(f"{label}: attribute {attr.name!r} refers to a function "
-                                f"attribute, which needs a local function")
-        tensors = [attr.t] if attr.type == attr.TENSOR else \
-            list(attr.tensors) if attr.type == attr.TENSORS else []
-        for tensor in tensors:
-            self.tensor(tensor, f"{label} attribute {attr.name!r}", check_type=False)
-
-    def custom(self, node, label, scope, nesting, tables):
-        attrs = {}
-        for attr in node.attribute:
-            if attr.name in attrs:
-                raise ArtifactError(f"{label}: attribute {attr.name!r} is given twice")
-            attrs[attr.name] = attr
-        if node.op_type == "Invoke":
-            _expect_attrs(attrs, {"function": onnx.AttributeProto.STRING}, label)
-            name = _text(attrs["function"].s, label)
-            callee = next((table[name] for table in reversed(tables) if name in table), None)
-            if callee is None:
-                raise ArtifactError(f"{label}: Invoke of function {name!r}, which no enclosing "
-                                    f"Recursion node defines")
-            num_args, graph = callee
-            if len(node.input) != num_args:
-                raise ArtifactError(f"{label}: Invoke of {name!r} passes {len(node.input)} "
-                                    f"arguments, the function takes {num_args}")
-            if len(node.output) != len(graph.output):
-                raise ArtifactError(f"{label}: Invoke of {name!r} has {len(node.output)} "
-                                    f"outputs, the function returns {len(graph.output)}")
-            return
-        types = onnx.AttributeProto
-        _expect_attrs(attrs, {"entry": types.STRING, "functions": types.GRAPHS,
-                              "num_args": types.INTS, "max_depth": types.INTS,
-                              "function_names": types.STRINGS}, label)
-        graphs = list(attrs["functions"].graphs)
-        num_args, max_depth = list(attrs["num_args"].ints), list(attrs["max_depth"].ints)
-        names = [_text(s, label) for s in attrs["function_names"].strings]
-        if not 1 <= len(graphs) <= self.limits.max_functions:
-            raise ArtifactError(f"{label}: has {len(graphs)} functions (1.."
-                                f"{self.limits.max_functions} allowed)")
-        if not len(num_args) == len(max_depth) == len(names) == len(graphs):
-            raise ArtifactError(f"{label}: num_args ({len(num_args)}), max_depth "
-                                f"({len(max_depth)}) and function_names ({len(names)}) must "
-                                f"have one entry per function ({len(graphs)})")
-        table = {}
-        for graph, n, depth, name in zip(graphs, num_args, max_depth, names):
-            key = graph.name
-            if not key or key in table:
-                raise ArtifactError(f"{label}: function graph names must be unique and "
-                                    f"non-empty, got {key!r} twice or empty")
-            if n < 0:
-                raise ArtifactError(f"{label}: function {name!r} has num_args={n}")
-            if not 1 <= depth <= self.limits.max_depth:
-                raise ArtifactError(f"{label}: function {name!r} declares max_depth={depth}; "
-                                    f"this loader allows 1..{self.limits.max_depth}")
-            table[key] = (n, graph)
-        entry = _text(attrs["entry"].s, label)
-        if entry not in table:
-            raise ArtifactError(f"{label}: entry function {entry!r} is not in its table "
-                                f"{sorted(table)}")
-        num_env = len(node.input) - table[entry][0]
-        if num_env < 0:
-            raise ArtifactError(f"{label}: has {len(node.input)} inputs, fewer than the "
-                                f"{table[entry][0]} arguments of its entry function")
-        if len(node.output) != len(table[entry][1].output):
-            raise ArtifactError(f"{label}: has {len(node.output)} outputs, its entry function "
-                                f"returns {len(table[entry][1].output)}")
-        inner = tables + (table,)
-        for (key, (n, graph)), name in zip(table.items(), names):
-            fn_where = f"function {name!r}"
-            if len(graph.input) != n + num_env:
-                raise ArtifactError(f"{fn_where}: has {len(graph.input)} inputs, expected "
-                                    f"{n} arguments + {num_env} environment values")
-            self.graph(graph, fn_where, None, nesting + 1, inner)
-
-    def value_info(self, value_info, where):
-        what = f"{where}: value {value_info.name!r}"
-        if not value_info.HasField("type"):
-            return  # untyped (allowed for inner values)
-        if value_info.type.WhichOneof("value") != "tensor_type":
-            raise ArtifactError(f"{what} is not a tensor (sequences, maps and optionals are "
-                                f"not supported)")
-        tensor = value_info.type.tensor_type
-        if tensor.elem_type not in _ELEM_TYPES:
-            raise ArtifactError(f"{what} has unsupported element type {tensor.elem_type} "
-                                f"({_elem_name(tensor.elem_type)})")
-        if tensor.HasField("shape"):
-            self.dims([d.dim_value for d in tensor.shape.dim if d.HasField("dim_value")],
-                      what)
-
-    def tensor(self, tensor, what, check_type=True):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
-            raise ArtifactError(f"{what} refers to external data; artifacts are self-contained")
-        if check_type and tensor.data_type not in _ELEM_TYPES:
-            raise ArtifactError(f"{what} has unsupported element type {tensor.data_type} "
-                                f"({_elem_name(tensor.data_type)})")
-        self.dims(list(tensor.dims), what)
-
-    def dims(self, dims, what):
-        total = 1
-        for d in dims:
-            if d < 0:
-                raise ArtifactError(f"{what} declares a negative dim {d}")
-            total *= d
-            if total > self.limits.max_tensor_elements:
-                raise ArtifactError(f"{what} declares shape {list(dims)}, more than "
-                                    f"max_tensor_elements={self.limits.max_tensor_elements}")
-        if len(dims) > 64:
-            raise ArtifactError(f"{what} declares rank {len(dims)} (at most 64)")
-
-
-def _expect_attrs(attrs, expected, label):
-    for name, kind in expected.items():
-        if name not in attrs:
-            raise ArtifactError(f"{label}: missing attribute {name!r}")
-        if attrs[name].type != kind:
-            raise ArtifactError(f"{label}: attribute {name!r} must be "
-                                f"{onnx.AttributeProto.AttributeType.Name(kind)}, got "
-                                f"{_attr_type_name(attrs[name].type)}")
-    extra = sorted(set(attrs) - set(expected))
-    if extra:
-        raise ArtifactError(f"{label}: unknown attributes {extra}")
-
-
-def _attr_type_name(kind):
-    try:
-        return onnx.AttributeProto.AttributeType.Name(kind)
-    except ValueError:
-        return str(kind)
-
-
-def _elem_name(elem_type):
-    try:
-        return onnx.TensorProto.DataType.Name(elem_type)
-    except ValueError:
-        return "unknown"
-
-
-def _check_names(names, where):
-    """Protobuf hands out a string field holding invalid UTF-8 as ``bytes``."""
-    if any(not isinstance(name, str) for name in names):
-        raise ArtifactError(f"{where}: a name is not valid UTF-8")
-
-
-def _text(raw, label):
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ArtifactError(f"{label}: a name is not valid UTF-8") from None
-
-
-def _sub_where(node, attr_name):
-    return f"the {attr_name} of {node.op_type} node {node.name!r}"
-
-
-def _subgraphs(attr):
-    if attr.type == onnx.AttributeProto.GRAPH:
-        return [attr.g]
-    if attr.type == onnx.AttributeProto.GRAPHS:
-        return list(attr.graphs)
-    return []
-
-
-def _first_line(err):
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 # ----------------------------------------------------------------------------- compilation
@@ -664,7 +129,7 @@ class _Compiler:
             label = f"{where}: node {node.name or node.op_type!r} ({node.op_type})"
             step, reads = self.node(node, label, tables, small)
             entries.append((node, step, reads))
-            if node.op_type == "Constant" and node.domain in _DEFAULT_DOMAINS:
+            if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS:
                 value = _constant_value(node, label)
                 if value is not None and value.size == 1:
                     small[node.output[0]] = value
@@ -689,7 +154,7 @@ class _Compiler:
         subs = {}
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                subs[attr.name] = self.program(attr.g, _sub_where(node, attr.name), tables,
+                subs[attr.name] = self.program(attr.g, sub_where(node, attr.name), tables,
                                                small)
         for sub in subs.values():
             reads.extend(sub.free)
@@ -721,7 +186,7 @@ def _to_array(tensor, what):
     try:
         array = numpy_helper.to_array(tensor)
     except Exception as err:  # noqa: BLE001 -- malformed data: wrong length, bad type
-        raise ArtifactError(f"{what}: cannot decode its data: {_first_line(err)}") from None
+        raise ArtifactError(f"{what}: cannot decode its data: {first_line(err)}") from None
     if array.dtype.kind not in "biuf":
         raise ArtifactError(f"{what}: unsupported element type {array.dtype}")
     return array
@@ -730,7 +195,7 @@ def _to_array(tensor, what):
 def _constant_value(node, label):
     for attr in node.attribute:
         if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
-            if attr.t.data_type in _ELEM_TYPES:
+            if attr.t.data_type in ELEM_TYPES:
                 return _to_array(attr.t, f"{label} value")
     return None
 
@@ -870,7 +335,7 @@ class _Piece:
             outputs = session.run(self.outputs, feeds)
         except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
             raise ArtifactError(f"{self.describe()}: onnxruntime failed: "
-                                f"{_first_line(err)}") from None
+                                f"{first_line(err)}") from None
         budget = getattr(_budgets, "current", None)
         if budget is not None:
             budget.produced(self.describe(), zip(self.outputs, outputs))
@@ -881,7 +346,7 @@ class _Piece:
 
         inputs = []
         for name, value in feeds.items():
-            elem = _TENSOR_OF_DTYPE.get(value.dtype)
+            elem = TENSOR_OF_DTYPE.get(value.dtype)
             if elem is None:
                 raise ArtifactError(f"{self.describe()}: value {name!r} has unsupported dtype "
                                     f"{value.dtype}")
@@ -903,7 +368,7 @@ class _Piece:
                                         providers=["CPUExecutionProvider"])
         except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
             raise ArtifactError(f"{self.describe()}: onnxruntime rejects them: "
-                                f"{_first_line(err)}") from None
+                                f"{first_line(err)}") from None
 
 
 # ----------------------------------------------------------------------------- interpreted nodes
@@ -1079,7 +544,7 @@ def _stack(steps, infos, label):
         stacked = []
         for info in infos:
             tensor = info.type.tensor_type
-            dtype = _ELEM_TYPES.get(tensor.elem_type, np.dtype(np.float32))
+            dtype = ELEM_TYPES.get(tensor.elem_type, np.dtype(np.float32))
             dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
             stacked.append(np.zeros([0] + dims, dtype))
         return stacked
@@ -1128,32 +593,3 @@ class _Budget:
         if self.bytes > self.limits.max_bytes_produced:
             raise ArtifactError(f"{where}: the call produced more than max_bytes_produced="
                                 f"{self.limits.max_bytes_produced} bytes")
-
-
-def _trampoline(gen, budget):
-    """Drive ``gen`` and the generators it yields with an explicit stack; return its value."""
-    stack = [gen]
-    value, error = None, None
-    while True:
-        if error is None and budget is not None:
-            error = budget.step()
-        top = stack[-1]
-        try:
-            if error is not None:
-                request, error = top.throw(error), None
-            else:
-                request = top.send(value)
-        except StopIteration as stop:
-            stack.pop()
-            if not stack:
-                return stop.value
-            value = stop.value
-            continue
-        except BaseException as exc:  # noqa: B902 -- re-raised below or thrown into the caller
-            stack.pop()
-            if not stack:
-                raise
-            error = exc
-            continue
-        stack.append(request)
-        value = None

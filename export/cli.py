@@ -96,7 +96,7 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
-    from . import _artifact_convert
+    from . import artifact_save
     from .onnx_export import export_onnx_symbol
 
     inputs, dynamic_axes = zip(*[_parse_input(text) for text in args.input]) \
@@ -121,7 +121,7 @@ def _convert(args):
         model = export_onnx_symbol(sym, params, list(inputs), args.output, args.opset,
                                    dynamic_axes=axes, output_names=args.output_name)
     else:
-        model = _artifact_convert.convert(sym, params, list(inputs), args.opset,
+        model = artifact_save.convert(sym, params, list(inputs), args.opset,
                                           dynamic_axes=axes, output_names=args.output_name)
         onnx.save(model, args.output)
     described = "gluon_cf artifact" if kind == "artifact" else "ONNX model"
@@ -248,7 +248,7 @@ def _info(args):
 def _read(path):
     import onnx
 
-    from .artifact import ArtifactError, Limits
+    from .artifact_format import ArtifactError, Limits
 
     size = os.path.getsize(path)
     if size > Limits().max_file_bytes:
@@ -265,7 +265,7 @@ def _read(path):
 def _describe(model):
     from onnx import helper
 
-    from .artifact import DOMAIN, is_artifact
+    from .artifact_format import DOMAIN, is_artifact
 
     def show(value_info):
         tensor = value_info.type.tensor_type

@@ -2,13 +2,38 @@
 
 Importing this package registers the gluon_cf graph operators with MXNet, which is also what a
 process needs before loading an exported model that contains them.
+
+Where ``import mxnet`` fails, the package still imports: the artifact runtime
+(``gluon_cf.export.load`` and the CLI's ``run``/``info``) needs only numpy, onnx and
+onnxruntime, and the names below that need MXNet raise an ImportError saying so when used.
 """
-from .ops.cond import cond
-from .ops.foreach import foreach
-from .ops.while_loop import while_loop
-from .executor import get_mode as get_executor, set_mode as set_executor
-from .node import ZeroSizeShapeError
-from .recursion import RecursionDepthError, invoke, recursive
+import importlib
+
+from .errors import RecursionDepthError
+
+_MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke", "ZeroSizeShapeError",
+                "set_executor", "get_executor")
+try:
+    importlib.import_module("mxnet")
+except ImportError as _err:  # noqa: F841 - kept for the message in __getattr__
+    _mxnet_missing = _err
+else:
+    _mxnet_missing = None
+    from .ops.cond import cond
+    from .ops.foreach import foreach
+    from .ops.while_loop import while_loop
+    from .executor import get_mode as get_executor, set_mode as set_executor
+    from .node import ZeroSizeShapeError
+    from .recursion import invoke, recursive
+
+
+def __getattr__(name):
+    if name in _MXNET_NAMES and _mxnet_missing is not None:
+        raise ImportError("gluon_cf.%s needs MXNet, and 'import mxnet' failed here (%s); without "
+                          "MXNet only gluon_cf.export.load and the CLI's run/info work"
+                          % (name, _mxnet_missing))
+    raise AttributeError("module 'gluon_cf' has no attribute %r" % name)
+
 
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "RecursionDepthError",
            "ZeroSizeShapeError", "set_executor", "get_executor"]

@@ -33,11 +33,17 @@ class Parallel:
         return results
 
 
-def run(gen):
-    """Drive the generator ``gen`` (and everything it yields) to completion; return its value."""
+def run(gen, step=None):
+    """Drive the generator ``gen`` (and everything it yields) to completion; return its value.
+
+    ``step()``, if given, is called before each resumption and may return an exception to throw
+    into the running generator instead (the artifact runtime's budget, ``export/artifact.py``).
+    """
     stack = [gen]
     value, error = None, None
     while True:
+        if step is not None and error is None:
+            error = step()
         top = stack[-1]
         try:
             if error is not None:

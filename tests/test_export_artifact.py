@@ -200,30 +200,31 @@ def test_recursive_models_run_in_a_fresh_process_without_their_classes(tmp_path)
 
 
 def test_loader_needs_no_mxnet(tmp_path):
-    """artifact.py (and the MXNet-free modules it imports) loaded outside the gluon_cf package,
-    with MXNet made unimportable, runs a TreeLSTM."""
+    """With MXNet made unimportable, ``gluon_cf.export.load`` runs a TreeLSTM artifact, no MXNet
+    module is loaded, and what needs MXNet says so when used."""
     (name, net, example, axes, _), *_ = model_cases()
     path = str(tmp_path / "tree.onnx")
     save_artifact(net, example, path, dynamic_axes=axes)
     np.savez(tmp_path / "in.npz", *example)
     np.save(tmp_path / "want.npy", gluon_outputs(net, example)[0])
-    module = os.path.join(REPO, "export", "artifact.py")
     result = run_python(textwrap.dedent(f"""
-        import importlib.util, os, sys, types
+        import sys
         import numpy as np
         sys.modules["mxnet"] = None  # any import of MXNet now fails
-        package = types.ModuleType("standalone")  # export/ as a package whose __init__ never runs
-        package.__path__ = [os.path.dirname({module!r})]
-        sys.modules["standalone"] = package
-        spec = importlib.util.spec_from_file_location("standalone.artifact", {module!r})
-        artifact = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(artifact)
+        import gluon_cf
+        from gluon_cf.export import ArtifactDepthError, load
         inputs = np.load({str(tmp_path / "in.npz")!r})
-        got, = artifact.load({path!r})(*[inputs["arr_%d" % k] for k in range(4)])
+        got, = load({path!r})(*[inputs["arr_%d" % k] for k in range(4)])
         np.testing.assert_allclose(got, np.load({str(tmp_path / "want.npy")!r}), rtol=1e-5,
                                    atol=1e-5)
-        assert not any(m.startswith(("gluon_cf", "mxnet")) for m in sys.modules
-                       if sys.modules[m] is not None)
+        assert issubclass(ArtifactDepthError, gluon_cf.RecursionDepthError)
+        assert not [m for m in sys.modules if m.startswith("mxnet") and sys.modules[m]]
+        try:
+            gluon_cf.cond
+        except ImportError as err:
+            assert "gluon_cf.cond needs MXNet" in str(err), err
+        else:
+            raise SystemExit("gluon_cf.cond without MXNet")
         print("ok")
     """))
     assert result is not None and result.returncode == 0, result and result.stderr[-3000:]

@@ -1,6 +1,6 @@
-"""The save side of artifacts: MXNet graphs with ``recursion`` / ``invoke`` nodes -> ONNX with
-``Recursion`` / ``Invoke`` nodes in the ``ai.gluon_cf`` domain (format: NOTE [artifact format]
-in ``artifact.py``).
+"""Saving artifacts: :func:`save_artifact`, MXNet graphs with ``recursion`` / ``invoke`` nodes ->
+ONNX with ``Recursion`` / ``Invoke`` nodes in the ``ai.gluon_cf`` domain (format: NOTE [artifact
+format] in ``artifact_format.py``).
 
 Everything but the two recursion nodes is converted by ``onnx_export`` (mx2onnx for ordinary
 ops, If / Scan / Loop for cond / foreach / while_loop); this module adds the two converters.
@@ -19,20 +19,19 @@ NOTE [function signatures at conversion]
 """
 import contextvars
 import json
+import os
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from .onnx_export import _convert_symbol, _Node, record_index_bounds
+from gluon_cf import registry
+
+from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
+from .onnx_export import _convert_symbol, _net_symbol, _Node, record_index_bounds
 from .onnx_graph import DEFAULT_OPSET, ValueSpec, register_custom_converter
 
-DOMAIN = "ai.gluon_cf"
-DOMAIN_VERSION = 1
-FORMAT = "gluon_cf.artifact"
-FORMAT_VERSION = "1"
 KINDS = ("cond", "foreach", "while_loop", "recursion", "invoke")
-_OP_PREFIX = "_gluon_cf_"
 
 
 class _Signatures:
@@ -46,6 +45,65 @@ class _Signatures:
 
 
 _SIGNATURES = contextvars.ContextVar("gluon_cf_artifact_signatures", default=None)
+
+
+def save_artifact(net_or_symbol_files, example_inputs, path, *, dynamic_axes=None,
+                  input_names=None, output_names=None, opset=13):
+    """Save a gluon_cf model, recursive or not, as an artifact at ``path``; returns the
+    ``onnx.ModelProto``.
+
+    ``net_or_symbol_files``: a hybridized ``HybridBlock`` (run once on ``example_inputs``), or
+    the pair ``(symbol_json_path, params_path)`` written by ``net.export()``.  For a block,
+    ``example_inputs`` are its arrays; for files, a list of arrays (or ``(shape, dtype)``
+    pairs) for the symbol's data inputs ``data`` / ``data0``, ``data1``, ... in order, or a
+    dict from those names.  ``dynamic_axes``, ``input_names``, ``output_names`` and ``opset``
+    are those of :func:`gluon_cf.export.export_onnx`; give ``dynamic_axes`` for every axis
+    whose size changes between calls (e.g. the node axis of tree inputs), since :func:`load`
+    enforces the other declared dims.
+    """
+    if isinstance(net_or_symbol_files, (tuple, list)):
+        sym, params, inputs = _symbol_files(net_or_symbol_files, example_inputs)
+    else:
+        sym, params, inputs = _net_symbol(net_or_symbol_files, example_inputs, "save_artifact")
+    model = convert(sym, params, inputs, opset, dynamic_axes=dynamic_axes,
+                                      input_names=input_names, output_names=output_names)
+    onnx.save(model, os.fspath(path))
+    return model
+
+
+def _symbol_files(files, example_inputs):
+    """``(symbol, params, [(name, shape, dtype)])`` from ``net.export()`` files."""
+    import mxnet as mx
+
+    if len(files) != 2:
+        raise ValueError(f"save_artifact: give a HybridBlock or (symbol_json_path, params_path),"
+                         f" got {len(files)} paths")
+    sym = mx.sym.load(os.fspath(files[0]))
+    params = mx.nd.load(os.fspath(files[1]))
+    param_names = {name.split(":", 1)[-1] for name in params}
+    data_names = sorted((n for n in sym.list_inputs() if n not in param_names),
+                        key=lambda n: (len(n), n))
+    if isinstance(example_inputs, dict):
+        unknown = sorted(set(example_inputs) - set(data_names))
+        missing = [n for n in data_names if n not in example_inputs]
+        if unknown or missing:
+            raise ValueError(f"save_artifact: the symbol's data inputs are {data_names}; "
+                             f"missing {missing}, unknown {unknown}")
+        examples = [(n, example_inputs[n]) for n in data_names]
+    else:
+        if len(example_inputs) != len(data_names):
+            raise ValueError(f"save_artifact: the symbol has {len(data_names)} data inputs "
+                             f"{data_names}, got {len(example_inputs)} example inputs")
+        examples = list(zip(data_names, example_inputs))
+    inputs = []
+    for name, value in examples:
+        if isinstance(value, tuple) and len(value) == 2 and not hasattr(value, "shape"):
+            shape, dtype = value
+        else:
+            value = value.asnumpy() if hasattr(value, "asnumpy") else np.asarray(value)
+            shape, dtype = value.shape, value.dtype
+        inputs.append((name, tuple(shape), np.dtype(dtype)))
+    return sym, params, inputs
 
 
 def convert(sym, params, inputs, opset=DEFAULT_OPSET, *, dynamic_axes=None, input_names=None,
@@ -173,5 +231,5 @@ def _plan():
     return _PLAN.get() or {}
 
 
-register_custom_converter(_OP_PREFIX + "recursion", _convert_recursion)
-register_custom_converter(_OP_PREFIX + "invoke", _convert_invoke)
+register_custom_converter(registry.op_type("recursion"), _convert_recursion)
+register_custom_converter(registry.op_type("invoke"), _convert_invoke)
