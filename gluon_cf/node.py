@@ -19,6 +19,7 @@ NOTE [gradients through a node]
     (``autograd.record(train_mode=False)`` makes MXNet call forward with ``is_train=False``), the
     forward is recomputed under recording first.
 """
+import atexit
 import builtins
 import collections
 import json
@@ -151,6 +152,26 @@ def _name_node(exc, node):
 
 mx.base.get_last_ffi_error = _get_last_ffi_error
 mx.operator.print = _quiet_print
+
+# NOTE [exit with work pending]
+#     A script that calls a hybridized block and exits without reading the output (or after an
+#     error) leaves a node's forward queued or running on MXNet's custom-op worker thread. MXNet's
+#     atexit handler (``mxnet.base._notify_shutdown``) then shuts the engine down under it, and
+#     the node's forward, which itself pushes CachedOps and reads values, never completes: the
+#     process hangs at exit (MXNet's own Custom operators only assign, so they do not). atexit
+#     runs handlers last-registered first, and MXNet registered its own when it was imported,
+#     before us: so ours runs first and lets pending work finish. An error in that work was the
+#     unread output's to report; at exit it is dropped, as MXNet drops it for its own operators.
+
+
+def _finish_pending_work():
+    try:
+        mx.nd.waitall()
+    except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
+        pass
+
+
+atexit.register(_finish_pending_work)
 
 # NOTE [concurrent shape inference]
 #     MXNet's Custom-op shape callback writes the answer into fresh ``c_array_buf`` buffers and

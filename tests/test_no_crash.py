@@ -358,3 +358,57 @@ def test_32_threads_call_a_warm_block_with_new_shapes():
     it swapped and every later print of the process vanished."""
     for _ in range(3):
         assert run_case(THREADS, timeout=240).stdout.strip() == "ok"
+
+
+# ---- exit with work pending (NOTE [exit with work pending] in node.py) -----------------------
+
+EXIT_PENDING = """
+    import mxnet as mx
+    import numpy as np
+    from mxnet import autograd, gluon, nd
+    import gluon_cf
+    from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
+    from gluon_cf.models.recursive import TreeLSTM
+
+    trees = synthetic_treebank(3, seed=0, max_length=5)
+    vocab = build_vocab(trees)
+    net = TreeLSTM(len(vocab), embed_size=5, hidden_size=4, num_classes=3)
+    net.initialize()
+    net.hybridize()
+    f = batchify_forest([encode_tree(t, vocab) for t in trees])
+    out = net(*[nd.array(getattr(f, n)) for n in ["tokens", "left", "right", "roots"]])
+
+    class Loop(gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            out, _ = gluon_cf.foreach(lambda d, s: (d * s, s + 1), x, F.ones((1,)))
+            return gluon_cf.cond(out.sum() > 0, lambda: out, lambda: -out)
+
+    class Endless(gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            @gluon_cf.recursive(max_depth=50)
+            def up(v):
+                return gluon_cf.cond(v.sum() < 0, lambda: v, lambda: up(v + 1))
+            return up(x)
+
+    loop = Loop()
+    loop.hybridize()
+    out2 = loop(nd.ones((4, 1)))
+    x = nd.ones((4, 1))
+    x.attach_grad()
+    with autograd.record():
+        out3 = loop(x)
+    endless = Endless()
+    endless.hybridize()
+    {tail}
+    print("leaving with unread outputs")
+"""
+
+
+@pytest.mark.parametrize("tail", ["", "out3.backward()",
+                                  "bad = endless(nd.ones((1, 1)))  # RecursionDepthError, unread"],
+                         ids=["unread", "backward_unread", "error_unread"])
+def test_exit_with_unread_outputs_does_not_hang(tail):
+    """Calling hybridized gluon_cf blocks and exiting without reading their outputs used to
+    hang the process in MXNet's shutdown, every time."""
+    proc = run_case(EXIT_PENDING.replace("{tail}", tail), timeout=120)
+    assert proc.stdout.strip() == "leaving with unread outputs"
