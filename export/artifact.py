@@ -19,6 +19,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from gluon_cf.executor import run
+from gluon_cf.staging import stages
 
 from . import index_bounds
 from .artifact_format import (DEFAULT_DOMAINS, DOMAIN, ELEM_TYPES, TENSOR_OF_DTYPE, ArtifactDepthError, ArtifactError,
@@ -237,26 +238,16 @@ class _Program:
         self.steps = self._partition(artifact, entries)
 
     def _partition(self, artifact, entries):
-        """NOTE [artifact loader]: stage = interpreted nodes on the longest path."""
-        producer = {}
-        stages = []
-        for k, (node, step, reads) in enumerate(entries):
-            stage = 0
-            for name in reads:
-                if name in producer:
-                    j = producer[name]
-                    stage = max(stage, stages[j] + (entries[j][1] is not None))
-            stages.append(stage)
-            for name in node.output:
-                if name:
-                    producer[name] = k
+        """Pieces and interpreted steps, stage by stage (NOTE [staging] in gluon_cf)."""
+        producer, predecessors = {}, []
+        for k, (node, _, reads) in enumerate(entries):
+            predecessors.append({producer[name] for name in reads if name in producer})
+            producer.update((name, k) for name in node.output if name)
         steps = []
-        for stage in range(max(stages, default=-1) + 1):
-            members = [k for k, s in enumerate(stages) if s == stage and entries[k][1] is None]
-            if members:
-                steps.append(self._piece(artifact, entries, members))
-            steps.extend(entries[k][1] for k, s in enumerate(stages)
-                         if s == stage and entries[k][1] is not None)
+        for ordinary, special in stages(predecessors, [step is not None for _, step, _ in entries]):
+            if ordinary:
+                steps.append(self._piece(artifact, entries, ordinary))
+            steps.extend(entries[k][1] for k in special)
         return steps
 
     def _piece(self, artifact, entries, members):

@@ -2,7 +2,6 @@
 gluon_cf nodes inside graphs (:class:`Node`), and partitioned execution of graphs that contain
 them.
 
-
 NOTE [partitioned execution]
     MXNet runs ``Custom`` operators on worker threads, and a Custom node whose forward blocks on a
     nested Custom node (a ``cond`` inside a ``foreach`` body, a recursive ``invoke``) deadlocks or
@@ -12,16 +11,15 @@ NOTE [partitioned execution]
     their rules directly, in the calling thread. Under ``autograd.record()`` the whole thing is
     recorded as usual, so gradients need nothing special.
 
-    A node's *stage* is the number of gluon_cf nodes on its longest path from the inputs. Segment
-    ``s`` holds the ordinary nodes of stage ``s``; gluon_cf nodes of stage ``s`` run after segment
-    ``s`` (they only read values of stage <= ``s``) and before segment ``s + 1``.
+    Segments and nodes are ordered by stage (NOTE [staging] in ``staging.py``, shared with the
+    artifact loader).
 """
 import json
 import threading
 
 import mxnet as mx
 
-from . import registry, rowwise
+from . import registry, rowwise, staging
 from ._cachedop import CachedOpPair
 from ._custom_ops import is_hidden
 from .executor import Parallel, done
@@ -93,7 +91,6 @@ class _CfCall:
         return self.rule.forward(self.node, inputs, out_shapes, ctx)
 
 
-
 class _UserCustomCall:
     """A user's CustomOp, called imperatively from the executor's thread.
 
@@ -146,16 +143,11 @@ class PartitionedGraph:
         self.heads = heads
 
         kinds = [_step_kind(n) for n in nodes]
-        stage = {}
-        for nid, n in enumerate(nodes):
-            if n["op"] == "null":
-                continue
-            s = 0
-            for src, _, *_ in n["inputs"]:
-                if nodes[src]["op"] == "null":
-                    continue
-                s = max(s, stage[src] + (1 if kinds[src] else 0))
-            stage[nid] = s
+        ops = [nid for nid, n in enumerate(nodes) if n["op"] != "null"]  # staged items
+        item_of = {nid: k for k, nid in enumerate(ops)}
+        grouped = staging.stages(
+            [[item_of[src] for src, *_ in nodes[nid]["inputs"] if src in item_of] for nid in ops],
+            [kinds[nid] for nid in ops])
 
         # Which entries are read across a boundary (by a later segment, a gluon_cf node, a head).
         consumers = {}
@@ -163,22 +155,21 @@ class PartitionedGraph:
             for src, idx, *_ in n["inputs"]:
                 consumers.setdefault((src, idx), []).append(nid)
         self.steps = []
-        for s in range(max(stage.values(), default=-1) + 1):
-            members = [nid for nid in sorted(stage) if stage[nid] == s and not kinds[nid]]
+        for ordinary, special in grouped:  # NOTE [staging]
+            members = [ops[k] for k in ordinary]
             if members:
                 self.steps.append(self._segment(nodes, members, consumers, heads, js))
             calls = []
-            for nid in sorted(stage):
-                if stage[nid] == s and kinds[nid]:
-                    n = nodes[nid]
-                    ins = [tuple(i[:2]) for i in n["inputs"]]
-                    if kinds[nid] == "user_custom":
-                        outs = [(nid, k) for k in range(_num_outputs(nodes, nid, heads))]
-                        calls.append(_UserCustomCall(n.get("attrs", {}), ins, outs))
-                        continue
-                    num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
-                    calls.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
-                                         [(nid, k) for k in range(num_out)]))
+            for nid in (ops[k] for k in special):
+                n = nodes[nid]
+                ins = [tuple(i[:2]) for i in n["inputs"]]
+                if kinds[nid] == "user_custom":
+                    outs = [(nid, k) for k in range(_num_outputs(nodes, nid, heads))]
+                    calls.append(_UserCustomCall(n.get("attrs", {}), ins, outs))
+                    continue
+                num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
+                calls.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
+                                     [(nid, k) for k in range(num_out)]))
             if calls:  # independent of each other: one Parallel request (NOTE [batching])
                 self.steps.append(_CfGroup(calls))
         self._flag_cache = {}

@@ -1,0 +1,31 @@
+"""Staging: cutting a graph at the nodes that cannot run inside a compiled piece.
+
+NOTE [staging]
+    gluon_cf's partitioned execution (``graph.py``, NOTE [partitioned execution]) and the
+    artifact loader (``export/artifact.py``, NOTE [artifact loader]) both run a graph as
+    compiled pieces of ordinary nodes (a CachedOp, an onnxruntime session) interleaved with
+    *special* nodes that run on their own (gluon_cf nodes and user CustomOps; ``Recursion``,
+    ``Invoke`` and control flow holding them). A node's *stage* is the number of special nodes
+    on its longest path from the graph's inputs. The ordinary nodes of stage ``s`` form one
+    piece; the special nodes of stage ``s`` only read values of stages ``<= s``, so they run
+    after that piece and before the piece of stage ``s + 1``, and are independent of each
+    other. The fewest pieces that respect the dependencies: one per stage.
+
+Pure Python: the artifact loader uses it without MXNet.
+"""
+
+
+def stages(predecessors, special):
+    """Group items (nodes in topological order) by stage.
+
+    ``predecessors[k]``: the earlier items item ``k`` reads; ``special[k]``: whether it runs on
+    its own. Returns one ``(ordinary, specials)`` pair of item lists per stage, in order; a
+    list may be empty.
+    """
+    stage = []
+    for k, preds in enumerate(predecessors):
+        stage.append(max((stage[j] + (1 if special[j] else 0) for j in preds), default=0))
+    grouped = [([], []) for _ in range(max(stage, default=-1) + 1)]
+    for k, s in enumerate(stage):
+        grouped[s][1 if special[k] else 0].append(k)
+    return grouped
