@@ -3,6 +3,7 @@ import numpy as np
 import mxnet as mx
 
 from . import rowwise
+from ._structure import describe
 
 
 def check_callable(op, **funcs):
@@ -70,3 +71,30 @@ def check_same_dtypes(op, what, before_name, before, after_name, after):
 
 def dtype_name(t):
     return np.dtype(t).name if t is not None else None
+
+
+# The loops' checks of what the user's step function returns (foreach's body, while_loop's func).
+
+def check_pair(op, fn_name, names, result):
+    """``(first, second)`` of a step function's result, or TypeError if it is not a pair."""
+    if not isinstance(result, (list, tuple)) or len(result) != 2:
+        raise TypeError("gluon_cf.%s: %s must return a pair (%s), got %s"
+                        % (op, fn_name, names, type(result).__name__))
+    return result
+
+
+def check_structure(op, returned, fmt, expected_name, expected_fmt):
+    """ValueError unless the returned value's structure ``fmt`` is the expected one."""
+    if fmt != expected_fmt:
+        raise ValueError("gluon_cf.%s: %s structured as %s, but %s is structured as %s"
+                         % (op, returned, describe(fmt), expected_name, describe(expected_fmt)))
+
+
+def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values):
+    """Eagerly, loop state must keep its shape and dtype from one step to the next."""
+    for i, (new, old) in enumerate(zip(new_values, old_values)):
+        if new.shape != old.shape or new.dtype != old.dtype:
+            raise ValueError("gluon_cf.%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
+                             "keep their shape and dtype" % (op, noun, i, old.shape,
+                                                            old.dtype.__name__, new.shape,
+                                                            new.dtype.__name__, fn_name, plural))

@@ -5,7 +5,8 @@ from .. import executor, node as _node, registry
 from ..executor import Parallel, done
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
-from ..checks import check_callable, check_same_dtypes, mismatch, mode_of
+from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
+                      check_structure, mismatch, mode_of)
 from .loops import loop_batching_rule, per_row
 
 OP = "foreach"
@@ -54,17 +55,10 @@ class _Step:
         self.out_fmt = None
 
     def __call__(self, values, num_data):
-        result = self.body(regroup(values[:num_data], self.data_fmt),
-                           regroup(values[num_data:], self.states_fmt))
-        if not isinstance(result, (list, tuple)) or len(result) != 2:
-            raise TypeError("gluon_cf.foreach: body must return a pair (outputs, new_states), got "
-                            "%s" % type(result).__name__)
-        outputs, states = result
+        outputs, states = check_pair(OP, "body", "outputs, new_states", self.body(
+            regroup(values[:num_data], self.data_fmt), regroup(values[num_data:], self.states_fmt)))
         flat_states, states_fmt = flatten(states, "gluon_cf.foreach", "the states returned by body")
-        if states_fmt != self.states_fmt:
-            raise ValueError("gluon_cf.foreach: body returned states structured as %s, but "
-                             "init_states is structured as %s"
-                             % (describe(states_fmt), describe(self.states_fmt)))
+        check_structure(OP, "body returned states", states_fmt, "init_states", self.states_fmt)
         flat_out, out_fmt = flatten(outputs, "gluon_cf.foreach", "the outputs returned by body")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
             raise ValueError("gluon_cf.foreach: body returned outputs structured as %s, earlier "
@@ -76,12 +70,7 @@ class _Step:
         outputs, states = self(slots, num_data)
         flat_out = flatten(outputs, "gluon_cf.foreach", "outputs")[0]
         flat_states = flatten(states, "gluon_cf.foreach", "states")[0]
-        for i, (new, old) in enumerate(zip(flat_states, slots[num_data:])):
-            if new.shape != old.shape or new.dtype != old.dtype:
-                raise ValueError("gluon_cf.foreach: state %d changed from shape %s %s to %s %s in "
-                                 "body; states must keep their shape and dtype"
-                                 % (i, old.shape, old.dtype.__name__, new.shape,
-                                    new.dtype.__name__))
+        check_kept_shapes(OP, "state", "states", "body", slots[num_data:], flat_states)
         return flat_out + flat_states
 
 

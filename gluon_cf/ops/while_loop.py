@@ -7,8 +7,8 @@ from .. import executor, node as _node, registry
 from ..executor import done
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
-from ..checks import (check_callable, check_same_dtypes, check_scalar_pred, mismatch, mode_of,
-                      pred_value)
+from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
+                      check_scalar_pred, check_structure, mismatch, mode_of, pred_value)
 from .loops import loop_batching_rule, per_row
 
 OP = "while_loop"
@@ -98,11 +98,8 @@ class _Step:
         return self.cond_fn(*self._args(values))
 
     def func(self, values):
-        result = self.func_fn(*self._args(values))
-        if not isinstance(result, (list, tuple)) or len(result) != 2:
-            raise TypeError("gluon_cf.while_loop: func must return a pair (step_output, "
-                            "new_loop_vars), got %s" % type(result).__name__)
-        outputs, new_vars = result
+        outputs, new_vars = check_pair(OP, "func", "step_output, new_loop_vars",
+                                       self.func_fn(*self._args(values)))
         outputs = [] if outputs is None else outputs
         if self.vars_fmt != 0 and isinstance(new_vars, tuple):
             new_vars = list(new_vars)
@@ -111,10 +108,7 @@ class _Step:
         if self.vars_fmt == 0 and isinstance(new_vars, (list, tuple)) and len(new_vars) == 1:
             new_vars = new_vars[0]
         flat_vars, fmt = flatten(new_vars, "gluon_cf.while_loop", "new_loop_vars")
-        if fmt != self.vars_fmt:
-            raise ValueError("gluon_cf.while_loop: func returned new_loop_vars structured as %s, "
-                             "but loop_vars is structured as %s"
-                             % (describe(fmt), describe(self.vars_fmt)))
+        check_structure(OP, "func returned new_loop_vars", fmt, "loop_vars", self.vars_fmt)
         flat_out, out_fmt = flatten(outputs, "gluon_cf.while_loop", "step_output")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
             raise ValueError("gluon_cf.while_loop: func returned step_output structured as %s at "
@@ -125,12 +119,7 @@ class _Step:
 
     def eager(self, values):
         flat_out, flat_vars = self.func(values)
-        for i, (new, old) in enumerate(zip(flat_vars, values)):
-            if new.shape != old.shape or new.dtype != old.dtype:
-                raise ValueError("gluon_cf.while_loop: loop variable %d changed from shape %s %s "
-                                 "to %s %s in func; loop variables must keep their shape and "
-                                 "dtype" % (i, old.shape, old.dtype.__name__, new.shape,
-                                            new.dtype.__name__))
+        check_kept_shapes(OP, "loop variable", "loop variables", "func", values, flat_vars)
         return flat_out + flat_vars
 
 
