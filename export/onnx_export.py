@@ -62,8 +62,9 @@ from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
 import gluon_cf  # noqa: F401  (registers the gluon_cf operators needed by load and inference)
 from . import index_bounds
+from .artifact_format import first_line
 from .onnx_graph import (DEFAULT_OPSET, ValueSpec, make_onnx_model, register_custom_converter,
-                         symbol_to_onnx_graph)
+                         symbol_to_onnx_graph, value_info)
 
 __all__ = ["export_onnx", "export_onnx_symbol"]
 
@@ -165,9 +166,9 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
                                              input_names=onnx_names)
     finally:
         _PLAN.reset(token)
-    for value_info, spec, planned in zip(converted.graph.output, converted.outputs, out_shapes):
+    for output_info, spec, planned in zip(converted.graph.output, converted.outputs, out_shapes):
         shape = _merge_dims(spec.shape, planned)
-        value_info.CopyFrom(helper.make_tensor_value_info(
+        output_info.CopyFrom(helper.make_tensor_value_info(
             spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), shape))
     return converted.graph
 
@@ -303,11 +304,11 @@ def _shape_plan(sym, params, examples, dims):
         except (mx.MXNetError, ValueError) as err:
             if run == "example":
                 raise ValueError(f"export_onnx: MXNet cannot infer the model's shapes for the "
-                                 f"example inputs {base}: {_first_line(err)}") from None
+                                 f"example inputs {base}: {first_line(err)}") from None
             raise ValueError(
                 f"export_onnx: the model's shapes do not allow the dynamic axes "
                 f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
-                f"fail: {_first_line(err)}); remove those axes from dynamic_axes, or give "
+                f"fail: {first_line(err)}); remove those axes from dynamic_axes, or give "
                 f"axes that must stay equal the same dim name") from None
     outputs = [tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
                for pair in zip(*runs)]
@@ -418,10 +419,6 @@ def _merge_dims(onnx_shape, planned):
     if onnx_shape is None or len(onnx_shape) != len(planned):
         return planned
     return tuple(o if o is not None else p for o, p in zip(onnx_shape, planned))
-
-
-def _first_line(err):
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 # ----------------------------------------------------------------------------- converter kit
@@ -599,7 +596,7 @@ def _convert_while_loop(custom_node):
     tail = _Emitter(f"{body_name}/cond_next")
     cond_out = tail.truth(tail.inline(next_cond)[0], into=f"{body_name}/cond_out")
     body.graph.node.extend(tail.nodes)
-    _set_outputs(body.graph, [_value_info(cond_out, bool, ())] + list(body.graph.output))
+    _set_outputs(body.graph, [value_info(cond_out, bool, ())] + list(body.graph.output))
 
     stacked = [node.fresh("stacked") for _ in range(num_out)]
     node.add("Loop", [node.const(spec["max_iterations"]), keep_going]
@@ -636,7 +633,7 @@ def _pad_rows(node, stacked, dtypes):
                   value=numpy_helper.from_array(np.zeros((1,), dtype)))
         for row, dtype in zip(probe.output_names, dtypes)]
     probe.graph.node.extend(zeros.nodes)
-    _set_outputs(probe.graph, [_value_info(name, dtype, rank)
+    _set_outputs(probe.graph, [value_info(name, dtype, rank)
                                for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)])
 
     # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
@@ -652,16 +649,9 @@ def _pad_rows(node, stacked, dtypes):
         pads = pad.add("Concat", [before, missing, after], axis=0)
         padded.append(pad.add("Pad", [value, pads]))
     pad_graph = helper.make_graph(pad.nodes, pad.prefix, [], [
-        _value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
+        value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
 
     node.add("If", [no_step], outputs, then_branch=probe.graph, else_branch=pad_graph)
-
-
-def _value_info(name, dtype, rank_or_shape):
-    """ValueInfo of ``name``; ``rank_or_shape``: a shape, a rank (unknown dims) or None."""
-    shape = [None] * rank_or_shape if isinstance(rank_or_shape, int) else rank_or_shape
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
-                                         shape)
 
 
 def _set_outputs(graph, value_infos):

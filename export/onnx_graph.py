@@ -200,7 +200,7 @@ def symbol_to_onnx_graph(sym, params=None, input_specs=(), output_names=None,
 
     graph = helper.make_graph(
         converted.nodes, graph_name,
-        [_value_info(spec) for spec in sources.inputs], [], converted.initializers)
+        [_spec_value_info(spec) for spec in sources.inputs], [], converted.initializers)
     fixed = {spec.name: final for spec, final in zip(sources.inputs, input_names)}
     fixed.update(converted.outer_names)
     renamed = _prefix_names(graph, f"{graph_name}/", fixed)
@@ -210,13 +210,13 @@ def symbol_to_onnx_graph(sym, params=None, input_specs=(), output_names=None,
     for value, out_name in zip(converted.heads, output_names):
         graph.node.append(helper.make_node("Identity", [renamed.get(value.name, value.name)],
                                            [out_name], name=f"{graph_name}/{out_name}"))
-        graph.output.append(_value_info(ValueSpec(out_name, None, value.dtype)))
+        graph.output.append(value_info(out_name, value.dtype, None))
     onnx_shapes = _onnx_output_shapes(graph, converted.outer_used, opset)
     outputs = []
-    for value_info, value, onnx_shape, mx_shape in zip(
+    for output_info, value, onnx_shape, mx_shape in zip(
             graph.output, converted.heads, onnx_shapes, converted.head_shapes):
-        spec = ValueSpec(value_info.name, _merge_shapes(onnx_shape, mx_shape), value.dtype)
-        value_info.CopyFrom(_value_info(spec))
+        spec = ValueSpec(output_info.name, _merge_shapes(onnx_shape, mx_shape), value.dtype)
+        output_info.CopyFrom(_spec_value_info(spec))
         outputs.append(spec)
 
     inputs = [spec._replace(name=final) for spec, final in zip(sources.inputs, input_names)]
@@ -326,9 +326,15 @@ def _value_spec(spec):
     return ValueSpec(name, None if shape is None else tuple(shape), np.dtype(dtype))
 
 
-def _value_info(spec):
-    return helper.make_tensor_value_info(
-        spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), spec.shape)
+def value_info(name, dtype, rank_or_shape):
+    """ValueInfo of ``name``; ``rank_or_shape``: a shape, a rank (unknown dims) or None."""
+    shape = [None] * rank_or_shape if isinstance(rank_or_shape, int) else rank_or_shape
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                         shape)
+
+
+def _spec_value_info(spec):
+    return value_info(spec.name, spec.dtype, spec.shape)
 
 
 def _check_opset(api, opset):
@@ -520,7 +526,7 @@ def _onnx_output_shapes(graph, outer_inputs, opset):
     declared = {vi.name for vi in probe.input}
     for spec in outer_inputs:
         if spec.name not in declared:
-            probe.input.append(_value_info(spec))
+            probe.input.append(_spec_value_info(spec))
             declared.add(spec.name)
     opset_id = helper.make_opsetid("", opset)
     model = helper.make_model(probe, opset_imports=[opset_id],
