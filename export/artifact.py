@@ -22,8 +22,9 @@ from gluon_cf.executor import run
 from gluon_cf.staging import stages
 
 from . import index_bounds
-from .artifact_format import (DEFAULT_DOMAINS, DOMAIN, ELEM_TYPES, TENSOR_OF_DTYPE, ArtifactDepthError, ArtifactError,
-                              Limits, describe_value_info, first_line, is_artifact)
+from .artifact_format import (DEFAULT_DOMAINS, DOMAIN, ELEM_TYPES, TENSOR_OF_DTYPE,
+                              ArtifactDepthError, ArtifactError, Limits, describe_value_info,
+                              first_line, is_artifact)
 from .artifact_validate import check_model, read_model, sub_where
 
 __all__ = ["load", "Artifact", "ArtifactError", "ArtifactDepthError", "Limits", "is_artifact",

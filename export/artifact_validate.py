@@ -36,8 +36,8 @@ import os
 
 import onnx
 
-from .artifact_format import (CUSTOM_OPS, DEFAULT_DOMAINS, DOMAIN, DOMAIN_VERSION, ELEM_TYPES, MIN_IR,
-                              MIN_OPSET, ArtifactError, first_line)
+from .artifact_format import (CUSTOM_OPS, DEFAULT_DOMAINS, DOMAIN, DOMAIN_VERSION, ELEM_TYPES,
+                              MIN_IR, MIN_OPSET, ArtifactError, first_line)
 
 
 # ----------------------------------------------------------------------------- reading

@@ -100,7 +100,7 @@ def run_node(gen):
 
 
 class Frame:
-    """Where a rule runs: passed to every ``Rule.forward`` as ``ctx`` (or ``None`` at top level).
+    """Where a rule runs: passed to every ``Rule.forward`` as ``frame`` (or ``None`` at top level).
 
     ``recursion``: the enclosing recursion context (function table and environment), if any.
     ``rows``: inside a batched invocation, how many invocations the values hold along axis 0.

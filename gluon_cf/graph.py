@@ -83,12 +83,12 @@ class _CfCall:
         self.in_entries = in_entries
         self.out_entries = out_entries
 
-    def run(self, values, ctx):
+    def run(self, values, frame):
         inputs = [values[e] for e in self.in_entries]
         out_shapes = None  # inside a batch, rules that need them infer them per row
-        if self.rule.needs_out_shapes and (ctx is None or ctx.rows == 1):
+        if self.rule.needs_out_shapes and (frame is None or frame.rows == 1):
             _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
-        return self.rule.forward(self.node, inputs, out_shapes, ctx)
+        return self.rule.forward(self.node, inputs, out_shapes, frame)
 
 
 class _UserCustomCall:
@@ -106,7 +106,7 @@ class _UserCustomCall:
         self.in_entries = in_entries
         self.out_entries = out_entries
 
-    def run(self, values, ctx):
+    def run(self, values, frame):
         out = mx.nd.Custom(*[values[e] for e in self.in_entries], **self.attrs)
         return done(list(out) if isinstance(out, (list, tuple)) else [out])
 
@@ -118,10 +118,10 @@ class _CfGroup:
         self.calls = calls
 
 
-def _call_frame(ctx, flags, call):
-    if ctx is None or flags is None:
-        return ctx
-    return ctx.with_flags([flags.get(e, False) for e in call.in_entries])
+def _call_frame(frame, flags, call):
+    if frame is None or flags is None:
+        return frame
+    return frame.with_flags([flags.get(e, False) for e in call.in_entries])
 
 
 def _num_outputs(nodes, nid, heads):
@@ -133,7 +133,7 @@ def _num_outputs(nodes, nid, heads):
 
 
 class PartitionedGraph:
-    """Runs like a CachedOp, through ``run(inputs, ctx)``, inputs in ``list_inputs()`` order."""
+    """Runs like a CachedOp, through ``run(inputs, frame)``, inputs in ``list_inputs()`` order."""
 
     def __init__(self, symbol):
         js = json.loads(symbol.tojson())
@@ -196,7 +196,8 @@ class PartitionedGraph:
         arg_nodes = list(range(len(new_nodes)))
         for nid in members:
             n = dict(nodes[nid])
-            n["inputs"] = [[new_id[src], idx, 0] if src in member_set else [new_id[(src, idx)], 0, 0]
+            n["inputs"] = [[new_id[src], idx, 0] if src in member_set
+                           else [new_id[(src, idx)], 0, 0]
                            for src, idx, *_ in nodes[nid]["inputs"]]
             new_id[nid] = len(new_nodes)
             new_nodes.append(n)
@@ -212,16 +213,16 @@ class PartitionedGraph:
         return _Segment(symbol, in_entries, out_entries,
                         {e: reads[e[0]] for e in out_entries})
 
-    def run(self, inputs, ctx):
+    def run(self, inputs, frame):
         """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
         values = dict(zip(self.input_entries, inputs))
-        flags = self._entry_flags(ctx.flags) if ctx is not None and ctx.flags is not None \
+        flags = self._entry_flags(frame.flags) if frame is not None and frame.flags is not None \
             else None
         for step in self.steps:
             if isinstance(step, _Segment):
                 step.run(values)
                 continue
-            works = [call.run(values, _call_frame(ctx, flags, call)) for call in step.calls]
+            works = [call.run(values, _call_frame(frame, flags, call)) for call in step.calls]
             results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
             for call, outputs in zip(step.calls, [results] if len(works) == 1 else results):
                 values.update(zip(call.out_entries, outputs))
@@ -245,7 +246,7 @@ class PartitionedGraph:
         return flags
 
 
-# --------------------------------------------------------------------------------------------- graphs
+# ----------------------------------------------------------------------------------------- graphs
 
 class Graph:
     """A subgraph at run time: its Symbol, its slot map and a CachedOp per thread.
@@ -310,10 +311,10 @@ class Graph:
             self._ops[thread] = op
         return op
 
-    def run(self, slots, ctx, record=True):
+    def run(self, slots, frame, record=True):
         """A generator computing the outputs (a list of NDArrays) from the slot values.
 
-        ``ctx`` is the recursion context of the enclosing recursive function, if any; it is
+        ``frame`` is the recursion context of the enclosing recursive function, if any; it is
         passed on to nested gluon_cf nodes (NOTE [trampoline] in ``executor.py``).
         ``record=False`` keeps a plain graph off the autograd tape: for predicates, which are
         only read as Python booleans and never differentiated.
@@ -321,13 +322,13 @@ class Graph:
         op = self.cached_op()
         args = [slots[s] for s in self.slots]
         if self.partitioned:
-            if ctx is not None and ctx.flags is not None:  # slot flags -> graph input flags
-                ctx = ctx.with_flags([ctx.flags[s] for s in self.slots])
-            return op.run(args, ctx)
-        if record and ctx is not None and ctx.flags is not None and ctx.recursion is not None:
-            flags = tuple(ctx.flags[s] for s in self.slots)
+            if frame is not None and frame.flags is not None:  # slot flags -> graph input flags
+                frame = frame.with_flags([frame.flags[s] for s in self.slots])
+            return op.run(args, frame)
+        if record and frame is not None and frame.flags is not None and frame.recursion is not None:
+            flags = tuple(frame.flags[s] for s in self.slots)
             if any(flags) and self._rows_independent(args, flags):
-                return _request(GraphCall(self, args, flags, ctx.rows))
+                return _request(GraphCall(self, args, flags, frame.rows))
         if record:
             out = op(*args)
         else:
@@ -459,7 +460,7 @@ def _complete(shape):
     return len(shape) > 0 and all(d > 0 for d in shape)
 
 
-# -------------------------------------------------------------------------------------- decoded nodes
+# ---------------------------------------------------------------------------------- decoded nodes
 
 _SPECS = {}
 

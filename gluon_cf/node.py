@@ -283,8 +283,8 @@ class _NodeOperator(mx.operator.CustomOp):
             raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.node.aux_state_nodes))
         if self.node.user_custom_ops:
-            raise user_custom_op_error(self.node.kind, "the body calls the user CustomOp %s" % ", ".join(
-                repr(t) for t in self.node.user_custom_ops))
+            raise user_custom_op_error(self.node.kind, "the body calls the user CustomOp %s"
+                                       % ", ".join(repr(t) for t in self.node.user_custom_ops))
 
     @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):

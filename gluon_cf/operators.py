@@ -22,9 +22,10 @@ DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_n
 AUX_STATE_OPS = frozenset({"BatchNorm", "BatchNorm_v1", "SyncBatchNorm", "_contrib_SyncBatchNorm",
                            "_contrib_BatchNormWithReLU"})
 
-# Operators whose listed inputs are indices, with no gradient defined (MXNet refuses to compute one).
+# Operators whose listed inputs are indices, with no gradient defined (MXNet refuses to compute
+# one).
 INDEX_INPUTS = {"Embedding": (0,), "_contrib_SparseEmbedding": (0,), "take": (1,),
-                 "batch_take": (1,), "pick": (1,), "gather_nd": (1,), "one_hot": (0,)}
+                "batch_take": (1,), "pick": (1,), "gather_nd": (1,), "one_hot": (0,)}
 
 
 def describe_node(node):

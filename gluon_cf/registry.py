@@ -51,10 +51,10 @@ class Rule:
     def infer_type(self, node, in_types):
         raise NotImplementedError
 
-    def forward(self, node, inputs, out_shapes, ctx):
+    def forward(self, node, inputs, out_shapes, frame):
         """Generator computing the node's outputs (list of NDArrays) from its inputs.
 
-        Subgraphs are run by yielding ``graph.run(slots, ctx)``; see NOTE [trampoline].
+        Subgraphs are run by yielding ``graph.run(slots, frame)``; see NOTE [trampoline].
         """
         raise NotImplementedError
 

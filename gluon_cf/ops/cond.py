@@ -131,25 +131,25 @@ class CondRule(registry.Rule):
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         _branches_act_row_by_row(node, in_flags, in_shapes, rows)
 
-    def forward(self, node, inputs, out_shapes, ctx):
-        if ctx is not None and ctx.batched(0):
-            return (yield from_batch(node, inputs, ctx))
+    def forward(self, node, inputs, out_shapes, frame):
+        if frame is not None and frame.batched(0):
+            return (yield from_batch(node, inputs, frame))
         taken = "then" if bool(inputs[0].asscalar()) else "else"
-        return (yield node.graphs[taken].run(inputs, ctx))
+        return (yield node.graphs[taken].run(inputs, frame))
 
 
-def from_batch(node, inputs, ctx):
+def from_batch(node, inputs, frame):
     """Batching rule: split the rows by their predicate, run each branch on its rows (as one
     Parallel request, so recursive calls of both branches batch together), merge in order."""
-    rows = ctx.rows
+    rows = frame.rows
     # The one synchronisation of a split: the predicate is read to the host, where the
     # permutation is computed (a few small device ops cost more than this round trip).
     taken = inputs[0].asnumpy().reshape(rows, -1)[:, 0] != 0
     num_taken = int(taken.sum())
     if num_taken == rows:
-        return (yield node.graphs["then"].run(inputs, ctx))
+        return (yield node.graphs["then"].run(inputs, frame))
     if num_taken == 0:
-        return (yield node.graphs["else"].run(inputs, ctx))
+        return (yield node.graphs["else"].run(inputs, frame))
     # perm puts the rows taking "then" first (each side in order); inverse undoes it.
     perm = np.argsort(~taken, kind="stable")
     inverse = np.empty_like(perm)
@@ -162,10 +162,10 @@ def from_batch(node, inputs, ctx):
     for name, begin, end in (("then", 0, num_taken), ("else", num_taken, rows)):
         rows_index = perm[begin:end]
         used = node.graphs[name].slot_set  # gather only what the branch reads
-        sub = [mx.nd.take(x, rows_index, axis=0) if i in used and ctx.batched(i) else x
+        sub = [mx.nd.take(x, rows_index, axis=0) if i in used and frame.batched(i) else x
                for i, x in enumerate(inputs)]
-        works.append(node.graphs[name].run(sub, Frame(ctx.recursion, end - begin, ctx.flags,
-                                                      ctx.depth)))
+        works.append(node.graphs[name].run(sub, Frame(frame.recursion, end - begin, frame.flags,
+                                                      frame.depth)))
     then_out, else_out = yield Parallel(works)
     return [mx.nd.take(mx.nd.concat(_rows(a, num_taken, k), _rows(b, rows - num_taken, k),
                                     dim=0), inverse, axis=0)

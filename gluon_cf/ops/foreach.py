@@ -157,9 +157,9 @@ class ForeachRule(registry.Rule):
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         loop_batching_rule(self, node, in_flags, in_shapes, used)
 
-    def forward(self, node, inputs, out_shapes, ctx):
-        if ctx is not None and any(ctx.batched(i) for i in range(len(inputs))):
-            return (yield per_row(self.forward, node, inputs, None, ctx))
+    def forward(self, node, inputs, out_shapes, frame):
+        if frame is not None and any(frame.batched(i) for i in range(len(inputs))):
+            return (yield per_row(self.forward, node, inputs, None, frame))
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
@@ -167,11 +167,11 @@ class ForeachRule(registry.Rule):
         if ns == 0:
             # No state: the steps are independent, a map. Running them as one Parallel request
             # lets the batching executor batch what they invoke (e.g. one tree per step).
-            results = yield Parallel(body.run([d[t] for d in data] + captured, ctx)
+            results = yield Parallel(body.run([d[t] for d in data] + captured, frame)
                                      for t in range(length))
             return [mx.nd.stack(*column, axis=0) for column in zip(*results)]
         outputs, states = yield loop(lambda t: [d[t] for d in data], length,
-                                     lambda slots: body.run(slots, ctx), states, captured)
+                                     lambda slots: body.run(slots, frame), states, captured)
         return outputs + states
 
 

@@ -6,17 +6,18 @@ from ..executor import Frame, Parallel
 from ..graph import decode
 
 
-def per_row(forward, node, inputs, out_shapes, ctx):
+def per_row(forward, node, inputs, out_shapes, frame):
     """Batching rule of the loops: run the loop once per row of the batched inputs, all rows as
     one Parallel request (so recursive calls inside batch across rows), then concatenate.
 
     NOTE [batching] (``recursion/batching.py``): a batched value holds one row per invocation.
     """
     works = []
-    for r in range(ctx.rows):
-        row = [x[r:r + 1] if ctx.batched(i) else x
+    for r in range(frame.rows):
+        row = [x[r:r + 1] if frame.batched(i) else x
                for i, x in enumerate(inputs)]
-        works.append(forward(node, row, out_shapes, Frame(ctx.recursion, 1, ctx.flags, ctx.depth)))
+        works.append(forward(node, row, out_shapes,
+                             Frame(frame.recursion, 1, frame.flags, frame.depth)))
     results = yield Parallel(works)
     return [mx.nd.concat(*column, dim=0) for column in zip(*results)]
 

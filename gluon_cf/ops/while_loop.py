@@ -230,12 +230,12 @@ class WhileLoopRule(registry.Rule):
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         loop_batching_rule(self, node, in_flags, in_shapes, used)
 
-    def forward(self, node, inputs, out_shapes, ctx):
-        if ctx is not None and any(ctx.batched(i) for i in range(len(inputs))):
-            return (yield per_row(self._forward_rows, node, inputs, None, ctx))
-        return (yield self._forward_rows(node, inputs, out_shapes, ctx))
+    def forward(self, node, inputs, out_shapes, frame):
+        if frame is not None and any(frame.batched(i) for i in range(len(inputs))):
+            return (yield per_row(self._forward_rows, node, inputs, None, frame))
+        return (yield self._forward_rows(node, inputs, out_shapes, frame))
 
-    def _forward_rows(self, node, inputs, out_shapes, ctx):
+    def _forward_rows(self, node, inputs, out_shapes, frame):
         if out_shapes is None:
             _, out_shapes = self.infer_shape(node, [x.shape for x in inputs])
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
@@ -244,10 +244,10 @@ class WhileLoopRule(registry.Rule):
         like = inputs[0]
 
         def pred(slots):
-            value = yield cond_g.run(slots, ctx, record=False)
+            value = yield cond_g.run(slots, frame, record=False)
             return bool(value[0].asscalar())
 
-        outputs, final = yield loop(pred, lambda slots: func_g.run(slots, ctx), loop_vars,
+        outputs, final = yield loop(pred, lambda slots: func_g.run(slots, frame), loop_vars,
                                     captured, node.spec["max_iterations"],
                                     zero_outputs=lambda: [mx.nd.zeros(s, ctx=like.context)
                                                           for s in out_shapes[:num_out]])

@@ -173,22 +173,23 @@ def _batchable(request):
     """Whether the function's body may run on stacked invocations: every operator in it is
     known to act row by row (NOTE [row-wise rules] in ``rowwise.py``). Decided once per function
     and argument/environment shapes; when it may not, warns once, at the user's line."""
-    ctx = request.context
-    graph = ctx.graphs[request.qname]
-    key = (ctx.namespace, request.qname, tuple(a.shape for a in request.args), ctx.env_shapes)
+    context = request.context
+    graph = context.graphs[request.qname]
+    key = (context.namespace, request.qname, tuple(a.shape for a in request.args),
+           context.env_shapes)
     verdict = _checked.get(key)
     if verdict is None:
-        rejected = _check(ctx, graph, request)
+        rejected = _check(context, graph, request)
         verdict = _checked[key] = rejected is None
         if rejected is not None:
-            _warn(ctx.specs[request.qname], rejected)
+            _warn(context.specs[request.qname], rejected)
     return verdict
 
 
-def _check(ctx, graph, request):
+def _check(context, graph, request):
     """None if ``graph`` may run batched, else the :class:`rowwise.Rejected` saying why."""
-    values = list(request.args) + list(ctx.env)
-    batched = [True] * len(request.args) + [False] * len(ctx.env)
+    values = list(request.args) + list(context.env)
+    batched = [True] * len(request.args) + [False] * len(context.env)
     for i, arg in enumerate(request.args):
         if arg.ndim == 0 or arg.shape[0] != request.rows:
             return rowwise.Rejected(

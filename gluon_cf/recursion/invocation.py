@@ -24,25 +24,25 @@ class RecursionContext:
         self.env_shapes = tuple(e.shape for e in self.env)   # read once: .shape is a C call
 
     def find(self, qname):
-        ctx = self
-        while ctx is not None and qname not in ctx.graphs:
-            ctx = ctx.parent
-        if ctx is None:
+        context = self
+        while context is not None and qname not in context.graphs:
+            context = context.parent
+        if context is None:
             raise mx.MXNetError("gluon_cf.invoke: function %r is not defined in any enclosing "
                                 "recursion node" % qname)
-        return ctx
+        return context
 
-    def request(self, qname, args, ctx, depth):
-        """An :class:`Invocation` of ``qname`` from a rule running under frame ``ctx``."""
+    def request(self, qname, args, frame, depth):
+        """An :class:`Invocation` of ``qname`` from a rule running under frame ``frame``."""
         spec = self.specs[qname]
         if depth > spec["max_depth"]:
             raise RecursionDepthError(
                 "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it reach a base "
                 "case?" % (spec["name"], spec["max_depth"]))
-        rows = ctx.rows if ctx is not None and ctx.rows > 1 and \
-            any(ctx.batched(i) for i in range(len(args))) else 1
+        rows = frame.rows if frame is not None and frame.rows > 1 and \
+            any(frame.batched(i) for i in range(len(args))) else 1
         if rows > 1:  # a shared argument (a constant) gets one row per invocation
-            args = [a if ctx.batched(i) else mx.nd.repeat(a, rows, axis=0)
+            args = [a if frame.batched(i) else mx.nd.repeat(a, rows, axis=0)
                     for i, a in enumerate(args)]
         return Invocation(self, qname, list(args), rows, depth)
 

@@ -110,10 +110,10 @@ class RecursionRule(registry.Rule):
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         _call_batching_rule(node, in_flags, in_shapes)
 
-    def forward(self, node, inputs, out_shapes, ctx):
+    def forward(self, node, inputs, out_shapes, frame):
         n = node.spec["num_args"]
-        context = RecursionContext(node, inputs[n:], ctx.recursion if ctx else None)
-        return (yield context.request(node.spec["entry"], inputs[:n], ctx, 1))
+        context = RecursionContext(node, inputs[n:], frame.recursion if frame else None)
+        return (yield context.request(node.spec["entry"], inputs[:n], frame, 1))
 
 
 class InvokeRule(registry.Rule):
@@ -140,12 +140,13 @@ class InvokeRule(registry.Rule):
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         _call_batching_rule(node, in_flags, in_shapes)
 
-    def forward(self, node, inputs, out_shapes, ctx):
+    def forward(self, node, inputs, out_shapes, frame):
         qname = node.spec["function"]
-        if ctx is None or ctx.recursion is None:
+        if frame is None or frame.recursion is None:
             raise mx.MXNetError("gluon_cf.invoke: call of %r outside of its recursion node"
                                 % qname)
-        return (yield ctx.recursion.find(qname).request(qname, inputs, ctx, ctx.depth + 1))
+        callee = frame.recursion.find(qname)
+        return (yield callee.request(qname, inputs, frame, frame.depth + 1))
 
 
 def _call_batching_rule(node, in_flags, in_shapes):
