@@ -51,6 +51,11 @@ class Rule:
     def infer_type(self, node, in_types):
         raise NotImplementedError
 
+    def slot_shapes(self, spec, in_shapes):
+        """The shapes the node's subgraphs see in its slots (NOTE [slots]), from the node's
+        input shapes; most ops pass inputs through as slots."""
+        return list(in_shapes)
+
     def forward(self, node, inputs, out_shapes, frame):
         """Generator computing the node's outputs (list of NDArrays) from its inputs.
 
@@ -62,6 +67,13 @@ class Rule:
     # ``rowwise.Rejected`` unless the node, given inputs batched as ``in_flags`` says, returns
     # one row per invocation (NOTE [row-wise rules]). None: the node never batches.
     batching_rule = None
+
+    # Export rules (NOTE [gluon_cf ops as ONNX control flow] in export/onnx_kit.py), each
+    # importing onnx and the export kit when called: ``to_onnx(custom_node)`` for an op standard
+    # ONNX can express, ``to_artifact(custom_node)`` for one only artifacts can (recursion);
+    # both return ``(onnx nodes, output dtypes)``. None: the op cannot be exported.
+    to_onnx = None
+    to_artifact = None
 
 
 def register(rule):

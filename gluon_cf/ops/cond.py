@@ -137,6 +137,21 @@ class CondRule(registry.Rule):
         taken = "then" if bool(inputs[0].asscalar()) else "else"
         return (yield node.graphs[taken].run(inputs, frame))
 
+    def to_onnx(self, custom_node):
+        """Export rule: cond -> If (NOTE [gluon_cf ops as ONNX control flow] in
+        ``export/onnx_kit.py``); both branches read every captured slot from the enclosing
+        scope."""
+        from gluon_cf.export.onnx_kit import ConverterNode
+
+        node = ConverterNode(custom_node, OP)
+        pred = node.truth(custom_node.inputs[0])
+        captured = range(1, len(custom_node.inputs))
+        branches = [node.convert(key, f"{node.name}_{key}", outer_slots=captured)
+                    for key in ("then", "else")]
+        node.add("If", [pred], custom_node.outputs, then_branch=branches[0].graph,
+                 else_branch=branches[1].graph)
+        return node.nodes, [spec.dtype for spec in branches[0].outputs]
+
 
 def from_batch(node, inputs, frame):
     """Batching rule: split the rows by their predicate, run each branch on its rows (as one

@@ -125,14 +125,18 @@ class ForeachRule(registry.Rule):
 
     kind = OP
 
+    def slot_shapes(self, spec, in_shapes):
+        # A step sees data[t]: shape[1:], or (1,) for 1-D data as NDArray indexing gives.
+        num_data = spec["num_data"]
+        return [(s[1:] or (1,)) if k < num_data and s is not None else s
+                for k, s in enumerate(in_shapes)]
+
     def infer_shape(self, node, in_shapes):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
         if None not in data:
             _check_lengths([s[0] for s in data])
-        # A step sees data[t]: shape[1:], or (1,) for 1-D data as NDArray indexing gives.
-        slots = [(s[1:] or (1,)) if s is not None else None for s in data] + list(in_shapes[nd_:])
-        inferred, outs = node.graphs["body"].infer_shape(slots)
+        inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
             if slot >= nd_ and shapes[slot] is None:
@@ -173,6 +177,35 @@ class ForeachRule(registry.Rule):
         outputs, states = yield loop(lambda t: [d[t] for d in data], length,
                                      lambda slots: body.run(slots, frame), states, captured)
         return outputs + states
+
+    def to_onnx(self, custom_node):
+        """Export rule: foreach -> Scan over axis 0 (NOTE [gluon_cf ops as ONNX control flow]
+        in ``export/onnx_kit.py``)."""
+        from gluon_cf.export.onnx_kit import ConverterNode, rank
+
+        node = ConverterNode(custom_node, OP)
+        spec = node.spec
+        num_data, num_states, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
+        data_slots = list(range(num_data))
+        state_slots = list(range(num_data, num_data + num_states))
+        captured = range(num_data + num_states, len(custom_node.inputs))
+
+        data = []
+        for k in data_slots:
+            data_rank = rank(node.in_shapes[k], f"data input {k}", node)
+            name = custom_node.inputs[k]
+            if data_rank == 1:  # steps see (1,) slices
+                name = node.add("Reshape", [name, node.const([-1, 1])])
+            data.append(name)
+        num_body_out = num_out + num_states
+        body = node.convert("body", f"{node.name}_body", formal=state_slots + data_slots,
+                            outer_slots=captured,
+                            output_order=list(range(num_out, num_body_out)) + list(range(num_out)))
+        outs = custom_node.outputs
+        node.add("Scan", [custom_node.inputs[k] for k in state_slots] + data,
+                 outs[num_out:] + outs[:num_out], body=body.graph, num_scan_inputs=num_data)
+        dtypes = [v.dtype for v in body.outputs]
+        return node.nodes, dtypes[num_states:] + dtypes[:num_states]
 
 
 registry.register(ForeachRule())

@@ -2,6 +2,7 @@
 import numbers
 
 import mxnet as mx
+import numpy as np
 
 from .. import executor, node as _node, registry
 from ..executor import done
@@ -252,6 +253,98 @@ class WhileLoopRule(registry.Rule):
                                     zero_outputs=lambda: [mx.nd.zeros(s, ctx=like.context)
                                                           for s in out_shapes[:num_out]])
         return outputs + final
+
+    def to_onnx(self, custom_node):
+        """Export rule: while_loop -> Loop (NOTE [gluon_cf ops as ONNX control flow] in
+        ``export/onnx_kit.py``)."""
+        from gluon_cf.export.onnx_graph import ValueSpec, value_info
+        from gluon_cf.export.onnx_kit import ConverterNode, Emitter, set_outputs
+
+        node = ConverterNode(custom_node, OP)
+        spec = node.spec
+        num_vars, num_out = spec["num_vars"], spec["num_out_data"]
+        var_slots = list(range(num_vars))
+        captured = range(num_vars, len(custom_node.inputs))
+
+        # The condition before the first step, on the initial loop vars.
+        first_cond = node.convert("cond", f"{node.name}_cond_init",
+                                  outer_slots=range(len(custom_node.inputs)))
+        keep_going = node.truth(node.inline(first_cond)[0])
+
+        # Body (i, cond, *vars) -> (cond(new_vars), *new_vars, *step_outputs).
+        body_name = f"{node.name}_body"
+        body = node.convert(
+            "func", body_name, formal=[ValueSpec("iteration", (), np.dtype(np.int64)),
+                                       ValueSpec("cond", (), np.dtype(bool))] + var_slots,
+            outer_slots=captured,
+            output_order=list(range(num_out, num_out + num_vars)) + list(range(num_out)))
+        new_vars = {k: node.slot(k, name) for k, name in enumerate(body.output_names[:num_vars])}
+        next_cond = node.convert("cond", f"{node.name}_cond_next", outer_slots=captured,
+                                 outer_values=new_vars)
+        tail = Emitter(f"{body_name}/cond_next")
+        cond_out = tail.truth(tail.inline(next_cond)[0], into=f"{body_name}/cond_out")
+        body.graph.node.extend(tail.nodes)
+        set_outputs(body.graph, [value_info(cond_out, bool, ())] + list(body.graph.output))
+
+        stacked = [node.fresh("stacked") for _ in range(num_out)]
+        node.add("Loop", [node.const(spec["max_iterations"]), keep_going]
+                 + [custom_node.inputs[k] for k in var_slots],
+                 custom_node.outputs[num_out:] + stacked, body=body.graph)
+        dtypes = [v.dtype for v in body.outputs]
+        if num_out:
+            _onnx_pad_rows(node, stacked, dtypes[num_vars:])
+        return node.nodes, dtypes[num_vars:] + dtypes[:num_vars]
+
+
+def _onnx_pad_rows(node, stacked, dtypes):
+    """Define the while_loop node's step outputs: ``stacked`` (one row per step taken) padded
+    with zero rows to max_iterations rows.
+
+    After zero steps the runtime does not know the row shape; an If then takes it from one
+    probe call of func on the initial loop vars (NOTE [gluon_cf ops as ONNX control flow]).
+    """
+    from onnx import helper, numpy_helper
+
+    from gluon_cf.export.onnx_graph import value_info
+    from gluon_cf.export.onnx_kit import Emitter, set_outputs
+
+    max_iterations = node.spec["max_iterations"]
+    outputs = node.node.outputs[:len(stacked)]
+    out_ranks = [None if s is None else len(s) for s in node.out_shapes[:len(stacked)]]
+    rows = node.add("Slice", [node.add("Shape", [stacked[0]]), node.const([0]), node.const([1])])
+    no_step = node.truth(node.add("Equal", [rows, node.const([0])]))
+
+    # then: zeros shaped (max_iterations, *shape of func's step outputs on the initial vars)
+    probe_name = f"{node.name}_no_step"
+    probe = node.convert("func", probe_name, outer_slots=range(len(node.node.inputs)),
+                         output_order=range(len(stacked)))
+    zeros = Emitter(f"{probe_name}/zeros")
+    rows_first = zeros.const([max_iterations])
+    zero_outputs = [
+        zeros.add("ConstantOfShape",
+                  [zeros.add("Concat", [rows_first, zeros.add("Shape", [row])], axis=0)],
+                  value=numpy_helper.from_array(np.zeros((1,), dtype)))
+        for row, dtype in zip(probe.output_names, dtypes)]
+    probe.graph.node.extend(zeros.nodes)
+    set_outputs(probe.graph, [value_info(name, dtype, rank)
+                               for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)])
+
+    # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
+    pad = Emitter(f"{node.name}_padded")
+    missing = pad.add("Sub", [pad.const([max_iterations]), rows])
+    padded = []
+    int_zero = numpy_helper.from_array(np.zeros((1,), np.int64))
+    for value in stacked:
+        rank = pad.add("Shape", [pad.add("Shape", [value])])
+        before = pad.add("ConstantOfShape", [rank], value=int_zero)
+        after = pad.add("ConstantOfShape", [pad.add("Sub", [rank, pad.const([1])])],
+                        value=int_zero)
+        pads = pad.add("Concat", [before, missing, after], axis=0)
+        padded.append(pad.add("Pad", [value, pads]))
+    pad_graph = helper.make_graph(pad.nodes, pad.prefix, [], [
+        value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
+
+    node.add("If", [no_step], outputs, then_branch=probe.graph, else_branch=pad_graph)
 
 
 registry.register(WhileLoopRule())

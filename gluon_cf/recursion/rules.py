@@ -11,6 +11,8 @@ NOTE [recursive executor]
     per-invocation backprop cache). MXNet's engine runs the pushed operators asynchronously, so
     independent invocations overlap with the Python that issues the next ones.
 """
+import json
+
 import mxnet as mx
 
 from .. import registry, rowwise
@@ -115,6 +117,45 @@ class RecursionRule(registry.Rule):
         context = RecursionContext(node, inputs[n:], frame.recursion if frame else None)
         return (yield context.request(node.spec["entry"], inputs[:n], frame, 1))
 
+    def to_artifact(self, custom_node):
+        """Export rule: recursion -> Recursion(*entry_args, *environment) holding the function
+        graphs (NOTE [artifact format] in ``export/artifact_format.py``)."""
+        from onnx import helper
+
+        from gluon_cf.export.artifact_format import DOMAIN
+        from gluon_cf.export.artifact_kit import signatures as conversion_signatures
+        from gluon_cf.export.onnx_kit import ConverterNode
+
+        signatures = conversion_signatures()
+        node = ConverterNode(custom_node, "recursion")
+        spec = node.spec
+        num_args, entry, functions = spec["num_args"], spec["entry"], spec["graphs"]
+        env = [(shape, dtype) for shape, dtype in zip(node.in_shapes[num_args:],
+                                                      custom_node.input_dtypes[num_args:])]
+        for qname, function in functions.items():
+            signatures.names[qname] = function["name"]
+        signatures.arg_dtypes.setdefault(entry, list(custom_node.input_dtypes[:num_args]))
+
+        graphs = {}
+        while len(graphs) < len(functions):
+            ready = [q for q in functions if q not in graphs and q in signatures.arg_dtypes]
+            if not ready:
+                missing = [functions[q]["name"] for q in functions if q not in graphs]
+                raise ValueError(f"save_artifact: recursion node {node.name!r}: functions {missing} "
+                                 f"are in its table but no converted call reaches them")
+            for qname in ready:
+                graphs[qname] = _function_to_artifact(custom_node, qname, functions[qname], env,
+                                                  signatures)
+        order = [entry] + [q for q in functions if q != entry]
+        onnx_node = helper.make_node(
+            "Recursion", list(custom_node.inputs), list(custom_node.outputs),
+            name=node.fresh("Recursion"), domain=DOMAIN, entry=entry,
+            functions=[graphs[q] for q in order],
+            num_args=[functions[q]["num_args"] for q in order],
+            max_depth=[functions[q]["max_depth"] for q in order],
+            function_names=[functions[q]["name"] for q in order])
+        return [onnx_node], signatures.outputs[entry]
+
 
 class InvokeRule(registry.Rule):
     """Node inputs: the callee's arguments; outputs: the callee's outputs."""
@@ -147,6 +188,55 @@ class InvokeRule(registry.Rule):
                                 % qname)
         callee = frame.recursion.find(qname)
         return (yield callee.request(qname, inputs, frame, frame.depth + 1))
+
+    def to_artifact(self, custom_node):
+        """Export rule: invoke -> Invoke(*args), attribute ``function``: the callee's qualified
+        name (NOTE [artifact format])."""
+        import numpy as np
+        from onnx import helper
+
+        from gluon_cf.export.artifact_format import DOMAIN
+        from gluon_cf.export.artifact_kit import signatures as conversion_signatures
+
+        signatures = conversion_signatures()
+        spec = json.loads(custom_node.attrs["spec"])
+        qname = spec["function"]
+        dtypes = list(custom_node.input_dtypes)
+        known = signatures.arg_dtypes.setdefault(qname, dtypes)
+        if [np.dtype(d) for d in known] != [np.dtype(d) for d in dtypes]:
+            raise ValueError(f"save_artifact: call {custom_node.name!r} passes arguments of dtypes "
+                             f"{[str(d) for d in dtypes]} to {qname!r}, another call "
+                             f"{[str(d) for d in known]}; every call must pass the same dtypes")
+        out_dtypes = custom_node.output_dtypes
+        if out_dtypes is None or any(d is None for d in out_dtypes):
+            out_dtypes = signatures.outputs.get(qname)
+        if out_dtypes is None:
+            raise ValueError(f"save_artifact: MXNet cannot infer the output dtypes of call "
+                             f"{custom_node.name!r} of {qname!r}")
+        signatures.calls.append((qname, custom_node.name, list(out_dtypes)))
+        onnx_node = helper.make_node("Invoke", list(custom_node.inputs), list(custom_node.outputs),
+                                     name=f"{custom_node.name}/Invoke", domain=DOMAIN,
+                                     function=qname)
+        return [onnx_node], list(out_dtypes)
+
+
+def _function_to_artifact(custom_node, qname, function, env, signatures):
+    import numpy as np
+
+    from gluon_cf.export.artifact_kit import FunctionNode, planned_shapes
+
+    num_args = function["num_args"]
+    arg_dtypes = signatures.arg_dtypes[qname]
+    if len(arg_dtypes) != num_args:
+        raise ValueError(f"save_artifact: {function['name']!r} takes {num_args} arguments but "
+                         f"is called with {len(arg_dtypes)}")
+    planned = (planned_shapes().get(("function", qname)) or ([None] * num_args, None))[0]
+    slot_specs = list(zip(planned, arg_dtypes)) + env
+    converted = FunctionNode(custom_node, slot_specs).convert(
+        qname, qname, formal=range(len(slot_specs)))
+    converted.graph.name = qname
+    signatures.outputs[qname] = [np.dtype(v.dtype) for v in converted.outputs]
+    return converted.graph
 
 
 def _call_batching_rule(node, in_flags, in_shapes):

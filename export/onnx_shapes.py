@@ -1,0 +1,160 @@
+"""The shape plan of an ONNX export: every shape of every gluon_cf node, at every nesting level.
+
+NOTE [shape plan]
+    ONNX graphs want ranks (a top-level output must declare one, a body input of unknown rank
+    defeats shape inference), but with dynamic axes MXNet's inference loses most shapes: its
+    legacy semantics treat an unknown dim as an unknown shape.  So before converting we infer
+    every shape twice with concrete sizes -- the example's, and the example's with each dynamic
+    axis grown -- through every nesting level, and keep per dim what agrees (a dim that
+    changed is dynamic: None; a model output's dim that changed exactly like a named input dim
+    gets its name).  A run that fails means an axis declared dynamic is not.  gluon_cf nodes
+    are looked up in the plan by their `spec` text (unique per traced call).  Converters called
+    outside export_onnx (no plan) fall back to MXNet's partial shapes.
+"""
+import contextvars
+import json
+
+import mxnet as mx
+
+from gluon_cf import registry
+
+from .artifact_format import first_line
+
+PLAN = contextvars.ContextVar("gluon_cf_onnx_shape_plan", default=None)
+
+
+def shape_plan(sym, params, examples, dims):
+    """NOTE [shape plan]: ``({spec text: (input shapes, output shapes)}, model output shapes)``
+    with ``None`` for dims that depend on the dynamic axes.
+
+    Unnamed dynamic axes all grow by the same amount (they may have to stay equal); each dim
+    name grows by its own, so that model outputs can be given the names of the input dims
+    they follow.
+    """
+    names = sorted({d for axes in dims.values() for d in axes.values() if d is not None})
+    growth = {None: 3, **{name: 4 + k for k, name in enumerate(names)}}
+    base = {name: shape for name, (shape, _) in examples.items()}
+    grown = {name: tuple(d + growth[dims[name][axis]] if axis in dims[name] else d
+                         for axis, d in enumerate(shape))
+             for name, shape in base.items()}
+    named = {(d, d + growth[dims[name][axis]]): dims[name][axis]
+             for name, shape in base.items() for axis, d in enumerate(shape)
+             if dims[name].get(axis) is not None}
+    param_shapes = {name: tuple(value.shape) for name, value in params.items()}
+    plan, runs = {}, []
+    for run, shapes in (("example", base), ("grown", grown)):
+        try:
+            arg_shapes = {**param_shapes, **shapes}
+            _collect_shapes(sym, arg_shapes, plan, "the model")
+            runs.append([tuple(s) for s in _infer_shapes(sym, arg_shapes, "the model")])
+        except (mx.MXNetError, ValueError) as err:
+            if run == "example":
+                raise ValueError(f"export_onnx: MXNet cannot infer the model's shapes for the "
+                                 f"example inputs {base}: {first_line(err)}") from None
+            raise ValueError(
+                f"export_onnx: the model's shapes do not allow the dynamic axes "
+                f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
+                f"fail: {first_line(err)}); remove those axes from dynamic_axes, or give "
+                f"axes that must stay equal the same dim name") from None
+    outputs = [tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
+               for pair in zip(*runs)]
+    return plan, outputs
+
+
+def _collect_shapes(sym, arg_shapes, plan, where):
+    """Concrete shapes of every gluon_cf node in ``sym`` and, recursively, in its subgraphs,
+    merged into ``plan``."""
+    internals = sym.get_internals()
+    graph = json.loads(internals.tojson())  # its heads are every entry, in order
+    entry_shapes = _infer_shapes(internals, arg_shapes, where)
+    shape_of = {(head[0], head[1]): tuple(entry_shapes[k])
+                for k, head in enumerate(graph["heads"])}
+    for idx, node in enumerate(graph["nodes"]):
+        kind = registry.kind_of(node)
+        if kind is None:
+            continue
+        spec_text = node["attrs"]["spec"]
+        spec = json.loads(spec_text)
+        ins = [shape_of[(src, out)] for src, out, *_ in node["inputs"]]
+        outs = [shape_of[(idx, k)] for k in range(spec["num_outputs"])]
+        if spec_text in plan:  # seen in the other run (or elsewhere): keep what agrees
+            old_ins, old_outs = plan[spec_text]
+            plan[spec_text] = ([_merge_concrete(a, b) for a, b in zip(old_ins, ins)],
+                               [_merge_concrete(a, b) for a, b in zip(old_outs, outs)])
+        else:
+            plan[spec_text] = (ins, outs)
+        if kind == "invoke":  # the call's argument shapes, for _collect_function_shapes
+            plan.setdefault(("calls", spec["function"]), set()).add(tuple(ins))
+        if kind == "recursion":
+            _collect_function_shapes(spec, ins, plan, node["name"])
+            continue
+        slots = registry.rule_of(kind).slot_shapes(spec, ins)
+        for graph_name, sub in spec["graphs"].items():
+            sub_sym = mx.sym.load_json(sub["json"])
+            _collect_shapes(sub_sym, {name: slots[slot] for name, slot
+                                      in zip(sub_sym.list_inputs(), sub["inputs"])},
+                            plan, f"the {graph_name!r} graph of node {node['name']!r}")
+
+
+# A recursive function whose argument shapes change from call to call gets this many
+# signatures inferred; its other calls keep the shapes that agree (None elsewhere).
+_MAX_SIGNATURES = 32
+
+
+def _collect_function_shapes(spec, in_shapes, plan, node_name):
+    """The functions of a ``recursion`` node (NOTE [recursion design]): the entry function on
+    the node's arguments, every other function on the argument shapes its call sites pass,
+    until no new signature appears.  ``plan[("function", qname)]`` gets ``(argument shapes,
+    output shapes)`` merged over all signatures, like the entries of the nodes."""
+    num_args = spec["num_args"]
+    env = list(in_shapes[num_args:])
+    todo, done = [(spec["entry"], tuple(in_shapes[:num_args]))], set()
+    while todo:
+        qname, args = todo.pop()
+        function = spec["graphs"].get(qname)
+        if function is None or (qname, args) in done or any(a is None for a in args) \
+                or sum(q == qname for q, _ in done) >= _MAX_SIGNATURES:
+            continue
+        done.add((qname, args))
+        slots = list(args) + env
+        sym = mx.sym.load_json(function["json"])
+        arg_shapes = {name: slots[slot] for name, slot in zip(sym.list_inputs(),
+                                                               function["inputs"])}
+        where = f"function {function['name']!r} of recursion node {node_name!r}"
+        _collect_shapes(sym, arg_shapes, plan, where)
+        outs = [tuple(s) for s in _infer_shapes(sym, arg_shapes, where)]
+        key = ("function", qname)
+        if key in plan:
+            old_args, old_outs = plan[key]
+            plan[key] = ([_merge_concrete(a, b) for a, b in zip(old_args, args)],
+                         [_merge_concrete(a, b) for a, b in zip(old_outs, outs)])
+        else:
+            plan[key] = (list(args), outs)
+        for callee in spec["graphs"]:
+            todo.extend((callee, call) for call in plan.get(("calls", callee), ()))
+
+
+def _infer_shapes(sym, arg_shapes, where):
+    known = set(sym.list_inputs())
+    _, out_shapes, _ = sym.infer_shape(
+        **{name: shape for name, shape in arg_shapes.items() if name in known})
+    if out_shapes is None:
+        raise ValueError(f"shapes in {where} are not fully determined by the inputs")
+    return out_shapes
+
+
+def _merge_concrete(a, b):
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def merge_dims(onnx_shape, planned):
+    """Per dim: ONNX's inferred value if known, else the plan's."""
+    if planned is None:
+        return onnx_shape
+    if onnx_shape is None or len(onnx_shape) != len(planned):
+        return planned
+    return tuple(o if o is not None else p for o, p in zip(onnx_shape, planned))
+
+
