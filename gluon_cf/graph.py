@@ -85,6 +85,8 @@ class _CfCall:
 
     def run(self, values, frame):
         inputs = [values[e] for e in self.in_entries]
+        if frame is not None and any(frame.batched(i) for i in range(len(inputs))):
+            return self.rule.forward_batched(self.node, inputs, frame)
         out_shapes = None  # inside a batch, rules that need them infer them per row
         if self.rule.needs_out_shapes and (frame is None or frame.rows == 1):
             _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])

@@ -63,6 +63,12 @@ class Rule:
         """
         raise NotImplementedError
 
+    def forward_batched(self, node, inputs, frame):
+        """Generator: the outputs for ``frame.rows`` invocations at once, when some inputs hold
+        one row per invocation (``frame.batched(i)``, NOTE [batching]); called instead of
+        ``forward`` then. Default: ``forward``, for ops whose forward handles batches."""
+        return self.forward(node, inputs, None, frame)
+
     # ``batching_rule(node_json, in_flags, in_shapes, out_shapes, used, rows)``: raise
     # ``rowwise.Rejected`` unless the node, given inputs batched as ``in_flags`` says, returns
     # one row per invocation (NOTE [row-wise rules]). None: the node never batches.

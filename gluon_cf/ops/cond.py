@@ -132,10 +132,14 @@ class CondRule(registry.Rule):
         _branches_act_row_by_row(node, in_flags, in_shapes, rows)
 
     def forward(self, node, inputs, out_shapes, frame):
-        if frame is not None and frame.batched(0):
-            return (yield from_batch(node, inputs, frame))
         taken = "then" if bool(inputs[0].asscalar()) else "else"
         return (yield node.graphs[taken].run(inputs, frame))
+
+    def forward_batched(self, node, inputs, frame):
+        """Rows with a batched predicate are split by it, each branch runs on its rows."""
+        if frame.batched(0):
+            return (yield from_batch(node, inputs, frame))
+        return (yield self.forward(node, inputs, None, frame))
 
     def to_onnx(self, custom_node):
         """Export rule: cond -> If (NOTE [gluon_cf ops as ONNX control flow] in

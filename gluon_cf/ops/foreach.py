@@ -161,9 +161,11 @@ class ForeachRule(registry.Rule):
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         loop_batching_rule(self, node, in_flags, in_shapes, used)
 
+    def forward_batched(self, node, inputs, frame):
+        """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
+        return (yield per_row(self.forward, node, inputs, None, frame))
+
     def forward(self, node, inputs, out_shapes, frame):
-        if frame is not None and any(frame.batched(i) for i in range(len(inputs))):
-            return (yield per_row(self.forward, node, inputs, None, frame))
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]

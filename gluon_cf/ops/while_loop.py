@@ -231,12 +231,11 @@ class WhileLoopRule(registry.Rule):
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         loop_batching_rule(self, node, in_flags, in_shapes, used)
 
-    def forward(self, node, inputs, out_shapes, frame):
-        if frame is not None and any(frame.batched(i) for i in range(len(inputs))):
-            return (yield per_row(self._forward_rows, node, inputs, None, frame))
-        return (yield self._forward_rows(node, inputs, out_shapes, frame))
+    def forward_batched(self, node, inputs, frame):
+        """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
+        return (yield per_row(self.forward, node, inputs, None, frame))
 
-    def _forward_rows(self, node, inputs, out_shapes, frame):
+    def forward(self, node, inputs, out_shapes, frame):
         if out_shapes is None:
             _, out_shapes = self.infer_shape(node, [x.shape for x in inputs])
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
