@@ -128,9 +128,6 @@ class CondRule(registry.Rule):
                 types[slot] = types[slot] if types[slot] is not None else t
         return types, [a if a is not None else b for a, b in zip(then_out, else_out)]
 
-    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
-        _branches_act_row_by_row(node, in_flags, in_shapes, rows)
-
     def forward(self, node, inputs, out_shapes, frame):
         taken = "then" if bool(inputs[0].asscalar()) else "else"
         return (yield node.graphs[taken].run(inputs, frame))
@@ -140,6 +137,9 @@ class CondRule(registry.Rule):
         if frame.batched(0):
             return (yield from_batch(node, inputs, frame))
         return (yield self.forward(node, inputs, None, frame))
+
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        _branches_act_row_by_row(node, in_flags, in_shapes, rows)
 
     def to_onnx(self, custom_node):
         """Export rule: cond -> If (NOTE [gluon_cf ops as ONNX control flow] in

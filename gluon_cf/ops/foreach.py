@@ -158,13 +158,6 @@ class ForeachRule(registry.Rule):
                           types[nd_:nd_ + ns], "new_states", outs[node.spec["num_out_data"]:])
         return types, outs
 
-    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
-        loop_batching_rule(self, node, in_flags, in_shapes, used)
-
-    def forward_batched(self, node, inputs, frame):
-        """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
-        return (yield per_row(self.forward, node, inputs, None, frame))
-
     def forward(self, node, inputs, out_shapes, frame):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
@@ -179,6 +172,13 @@ class ForeachRule(registry.Rule):
         outputs, states = yield loop(lambda t: [d[t] for d in data], length,
                                      lambda slots: body.run(slots, frame), states, captured)
         return outputs + states
+
+    def forward_batched(self, node, inputs, frame):
+        """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
+        return (yield per_row(self.forward, node, inputs, None, frame))
+
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        loop_batching_rule(self, node, in_flags, in_shapes, used)
 
     def to_onnx(self, custom_node):
         """Export rule: foreach -> Scan over axis 0 (NOTE [gluon_cf ops as ONNX control flow]

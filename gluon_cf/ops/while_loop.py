@@ -228,13 +228,6 @@ class WhileLoopRule(registry.Rule):
                           types[:nv], "new_loop_vars", outs[num_out:])
         return types, outs
 
-    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
-        loop_batching_rule(self, node, in_flags, in_shapes, used)
-
-    def forward_batched(self, node, inputs, frame):
-        """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
-        return (yield per_row(self.forward, node, inputs, None, frame))
-
     def forward(self, node, inputs, out_shapes, frame):
         if out_shapes is None:
             _, out_shapes = self.infer_shape(node, [x.shape for x in inputs])
@@ -252,6 +245,13 @@ class WhileLoopRule(registry.Rule):
                                     zero_outputs=lambda: [mx.nd.zeros(s, ctx=like.context)
                                                           for s in out_shapes[:num_out]])
         return outputs + final
+
+    def forward_batched(self, node, inputs, frame):
+        """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
+        return (yield per_row(self.forward, node, inputs, None, frame))
+
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        loop_batching_rule(self, node, in_flags, in_shapes, used)
 
     def to_onnx(self, custom_node):
         """Export rule: while_loop -> Loop (NOTE [gluon_cf ops as ONNX control flow] in

@@ -109,13 +109,13 @@ class RecursionRule(registry.Rule):
             table.env_types = list(in_types[n:])
         return list(in_types), table.out_types(node.spec["entry"], in_types[:n])
 
-    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
-        _call_batching_rule(node, in_flags, in_shapes)
-
     def forward(self, node, inputs, out_shapes, frame):
         n = node.spec["num_args"]
         context = RecursionContext(node, inputs[n:], frame.recursion if frame else None)
         return (yield context.request(node.spec["entry"], inputs[:n], frame, 1))
+
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        _call_batching_rule(node, in_flags, in_shapes)
 
     def to_artifact(self, custom_node):
         """Export rule: recursion -> Recursion(*entry_args, *environment) holding the function
@@ -178,9 +178,6 @@ class InvokeRule(registry.Rule):
             return list(values), [None] * node.num_outputs
         return list(values), getattr(table, question)(qname, values)
 
-    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
-        _call_batching_rule(node, in_flags, in_shapes)
-
     def forward(self, node, inputs, out_shapes, frame):
         qname = node.spec["function"]
         if frame is None or frame.recursion is None:
@@ -188,6 +185,9 @@ class InvokeRule(registry.Rule):
                                 % qname)
         callee = frame.recursion.find(qname)
         return (yield callee.request(qname, inputs, frame, frame.depth + 1))
+
+    def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
+        _call_batching_rule(node, in_flags, in_shapes)
 
     def to_artifact(self, custom_node):
         """Export rule: invoke -> Invoke(*args), attribute ``function``: the callee's qualified
