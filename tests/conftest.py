@@ -143,6 +143,17 @@ def control_flow(impl, F):
 # ---------------------------------------------------------------------------------------------
 # A configurable model.
 
+class Block(gluon.HybridBlock):
+    """A HybridBlock whose ``hybrid_forward`` is ``fn(F, *inputs)``."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self._fn = fn
+
+    def hybrid_forward(self, F, *inputs):
+        return self._fn(F, *inputs)
+
+
 class Model(gluon.HybridBlock):
     """``hybrid_forward`` is ``fn(F, cf, self, p, *inputs)``.
 

@@ -12,26 +12,17 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from mxnet import gluon, nd
+from mxnet import nd
 
 import gluon_cf
 from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
 from gluon_cf.export import (ArtifactError, export_onnx, index_bounds, load, save_artifact)
 from gluon_cf.models.recursive import ChildSumTreeLSTM, TreeLSTM
 
-from conftest import REPO
+from conftest import REPO, Block
 
 TREE_INPUTS = ["tokens", "left", "right", "roots"]
 NODE_AXES = {0: [0], 1: [0], 2: [0], 3: [0]}
-
-
-class Block(gluon.HybridBlock):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def hybrid_forward(self, F, *args):
-        return self.fn(F, *args)
 
 
 def bounds_of(fn, *arrays):

@@ -16,22 +16,12 @@ import re
 import mxnet as mx
 import numpy as np
 import pytest
-from mxnet import gluon
 
 import gluon_cf
-from conftest import run_python
+from conftest import Block, run_python
 
 nd = mx.nd
 X = nd.ones((2, 3))
-
-
-class Block(gluon.HybridBlock):
-    def __init__(self, fn):
-        super().__init__()
-        self._fn = fn
-
-    def hybrid_forward(self, F, *inputs):
-        return self._fn(F, *inputs)
 
 
 def call_hybridized(fn, *shapes, dtype="float32"):
@@ -305,16 +295,11 @@ def test_shape_error_text_has_our_message(fn, shapes, message):
 # After any of these, the process still works and exits (no crash, no hang at shutdown).
 
 AFTER_ERRORS = """
+import sys
 import mxnet as mx
-from mxnet import gluon
 import gluon_cf
-
-class Block(gluon.HybridBlock):
-    def __init__(self, fn):
-        super().__init__()
-        self._fn = fn
-    def hybrid_forward(self, F, *inputs):
-        return self._fn(F, *inputs)
+sys.path.insert(0, "tests")
+from conftest import Block
 
 def call(fn, *shapes):
     net = Block(fn)
