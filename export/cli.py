@@ -154,14 +154,18 @@ def _parse_input(text):
 
 
 def _recurses(graph_json):
-    """Whether a gluon_cf recursion node appears at any nesting level."""
+    """Whether a node standard ONNX cannot express (recursion) appears at any nesting level."""
+    from gluon_cf import registry
+
+    from .onnx_export import onnx_kinds
+
     stack = [graph_json]
     while stack:
         for node in stack.pop()["nodes"]:
-            op_type = node.get("attrs", {}).get("op_type", "")
-            if node["op"] != "Custom" or not op_type.startswith("_gluon_cf_"):
+            kind = registry.kind_of(node)
+            if kind is None:
                 continue
-            if op_type in ("_gluon_cf_recursion", "_gluon_cf_invoke"):
+            if kind not in onnx_kinds():
                 return True
             spec = json.loads(node["attrs"]["spec"])
             stack.extend(json.loads(g["json"]) for g in spec["graphs"].values())

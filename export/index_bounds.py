@@ -25,8 +25,9 @@ This module reads MXNet's symbol JSON only; it imports neither MXNet nor ONNX.
 """
 import json
 
+from gluon_cf import registry
+
 METADATA_KEY = "gluon_cf.index_bounds"
-_OP_PREFIX = "_gluon_cf_"
 
 # Operators whose output holds only elements of their (first) input: the values of an index
 # input survive them unchanged (Cast: integral values stay equal; MXNet's take casts them too).
@@ -89,8 +90,8 @@ class _Finder:
                 within = args[0].within
                 for out in range(int(attrs.get("num_outputs", 1) or 1)):
                     values[(k, out)] = _Value(within)
-            elif op == "Custom" and attrs.get("op_type", "").startswith(_OP_PREFIX):
-                self._node(attrs, args, functions, environment)
+            elif registry.kind_of(node) is not None:
+                self._node(registry.kind_of(node), attrs, args, functions, environment)
 
     def _take(self, node, attrs, args):
         data, indices = args
@@ -100,8 +101,7 @@ class _Finder:
         for name in indices.within:
             self.found.setdefault((name, data.equals, axis), node["name"])
 
-    def _node(self, attrs, args, functions, environment):
-        kind = attrs["op_type"][len(_OP_PREFIX):]
+    def _node(self, kind, attrs, args, functions, environment):
         spec = json.loads(attrs["spec"])
         graphs = spec.get("graphs", {})
         if kind == "foreach":
