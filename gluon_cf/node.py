@@ -90,8 +90,10 @@ def _get_last_ffi_error():
     return err
 
 
-class ZeroSizeShapeError(ValueError, mx.MXNetError):
-    """A hybridized gluon_cf node was given a zero-size (or unknown) shape; see below."""
+class IncompleteShapeError(ValueError, mx.MXNetError):
+    """A gluon_cf node in a graph was given a shape with a 0 dimension: a zero-size array, or a
+    dimension MXNet does not know yet (its placeholder 0, as in ``infer_shape_partial``). MXNet
+    1.9.1's legacy shapes cannot tell the two apart; see ``_explain_unknown_dims``."""
 
 
 def _note_unknown_dims(node, in_shapes):
@@ -108,14 +110,17 @@ def _note_unknown_dims(node, in_shapes):
 
 
 def _explain_unknown_dims(err, text):
-    """MXNet's "Shape inconsistent" for a node given a zero-size array, said in our words.
+    """MXNet's "Shape inconsistent" for a node given a shape with a 0 dimension, in our words.
 
     MXNet 1.x's legacy shape semantics read a 0 in a shape as "unknown", so an actual zero-size
-    array reaches a hybridized node as a partial shape (``(0, 2)`` arrives as ``[-1, 2]``); we
-    cannot complete it, and MXNet reports "Shape inconsistent, Provided = [-1,2], inferred
-    shape=[]" naming only the graph node. MXNet's own hybridized operators refuse zero-size
-    arrays too (``x + 1`` fails the same way), so an error is the right answer; this one names
-    the op, the node and the input.
+    array reaches a hybridized node as a partial shape (``(0, 2)`` arrives as ``[-1, 2]``), just
+    like a dimension not known yet. gluon_cf's shape rules need complete input shapes (handing
+    MXNet back its partial shape crashes MXNet's Custom-op callback while exporting with dynamic
+    axes), so MXNet reports "Shape inconsistent, Provided = [-1,2], inferred shape=[]", naming
+    only the graph node. For zero-size arrays an error is the right answer (MXNet's own
+    hybridized ``x + 1`` refuses them too); for unknown dimensions it is a limitation
+    (``infer_shape_partial`` through gluon_cf nodes). This error names the op, the node and the
+    input, and says both.
     """
     table = getattr(_unknown_dims, "value", None) or {}
     for name, (kind, partial) in table.items():
@@ -123,11 +128,13 @@ def _explain_unknown_dims(err, text):
             del table[name]
             inputs = ", ".join("input %d has shape %s" % (i, tuple(d if d > 0 else 0 for d in s))
                                for i, s in partial)
-            return ZeroSizeShapeError(
-                "gluon_cf.%s (node %r): %s; a hybridized MXNet 1.9.1 graph cannot take "
-                "zero-size arrays (its legacy shape semantics read 0 as 'unknown'; MXNet's own "
-                "operators refuse them too). Skip the call for empty inputs, or run the block "
-                "without hybridize()" % (kind, name, inputs))
+            return IncompleteShapeError(
+                "gluon_cf.%s (node %r): %s, with a 0 dimension: a zero-size array, which a "
+                "hybridized MXNet 1.9.1 graph cannot take (its legacy shapes read 0 as "
+                "'unknown'; MXNet's own operators refuse them too), or a dimension not known "
+                "yet, which gluon_cf nodes cannot infer through. Skip the call for empty inputs "
+                "or run the block without hybridize(); give complete shapes to infer_shape"
+                % (kind, name, inputs))
     return err
 
 
