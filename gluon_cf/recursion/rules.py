@@ -14,6 +14,7 @@ NOTE [recursive executor]
 import json
 
 import mxnet as mx
+import numpy as np
 
 from .. import registry, rowwise
 from ..tracing import PendingShape
@@ -192,7 +193,6 @@ class InvokeRule(registry.Rule):
     def to_artifact(self, custom_node):
         """Export rule: invoke -> Invoke(*args), attribute ``function``: the callee's qualified
         name (NOTE [artifact format])."""
-        import numpy as np
         from onnx import helper
 
         from gluon_cf.export.artifact_format import DOMAIN
@@ -221,8 +221,6 @@ class InvokeRule(registry.Rule):
 
 
 def _function_to_artifact(custom_node, qname, function, env, signatures):
-    import numpy as np
-
     from gluon_cf.export.artifact_kit import FunctionNode, planned_shapes
 
     num_args = function["num_args"]
