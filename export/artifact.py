@@ -59,8 +59,8 @@ class Artifact:
             self.index_bounds = index_bounds.read({p.key: p.value for p in model.metadata_props})
         except ValueError as err:
             raise ArtifactError(str(err)) from None
-        self._constant_shapes = {init.name: tuple(init.dims) for init in graph.initializer}
         self.outputs = [describe_value_info(vi) for vi in graph.output]
+        self._constant_shapes = index_bounds.initializer_shapes(graph)
         self._main = _Compiler(self).program(graph, "the main graph", ())
 
     def __repr__(self):
@@ -72,7 +72,11 @@ class Artifact:
             raise ValueError(f"artifact: expected {len(self.inputs)} inputs "
                              f"{[name for name, _, _ in self.inputs]}, got {len(arrays)}")
         values = [_check_input(x, spec) for x, spec in zip(arrays, self.inputs)]
-        check_index_bounds(self.index_bounds, values, self.inputs, self._constant_shapes)
+        try:  # NOTE [index bounds] in index_bounds.py
+            index_bounds.check(self.index_bounds, [n for n, _, _ in self.inputs], values,
+                               self._constant_shapes)
+        except ValueError as err:
+            raise ValueError(f"artifact: {err}") from None
         budget = _Budget(self.limits)
         previous = getattr(_budgets, "current", None)
         _budgets.current = budget
@@ -95,18 +99,6 @@ def _check_input(x, spec):
                              f"any size), got {list(x.shape)}; other sizes need dynamic_axes "
                              f"at export")
     return np.ascontiguousarray(x)
-
-
-def check_index_bounds(bounds, values, specs, constant_shapes):
-    """Refuse out-of-range values of index inputs (NOTE [index bounds] in index_bounds.py)."""
-    if not bounds:
-        return
-    arrays = {name: x for (name, _, _), x in zip(specs, values)}
-    shapes = dict(constant_shapes, **{name: np.shape(x) for name, x in arrays.items()})
-    try:
-        index_bounds.check(bounds, arrays, shapes)
-    except ValueError as err:
-        raise ValueError(f"artifact: {err}") from None
 
 
 

@@ -184,7 +184,7 @@ def _run(args):
         names = [name for name, _, _ in artifact.outputs]
         outputs = artifact(*arrays)
     else:
-        outputs, names = _run_onnx(args.model, arrays)
+        outputs, names = _run_onnx(args.model, model, arrays)
     os.makedirs(args.output, exist_ok=True)
     used = set()
     for name, value in zip(names, outputs):
@@ -198,7 +198,7 @@ def _run(args):
     return 0
 
 
-def _run_onnx(path, arrays):
+def _run_onnx(path, model, arrays):
     import onnxruntime as ort
 
     try:
@@ -217,7 +217,7 @@ def _run_onnx(path, arrays):
                 raise ValueError(f"input {spec.name!r} must be {dtype}, got {array.dtype}")
             array = array.astype(dtype)
         feeds[spec.name] = array
-    _check_index_bounds(path, [spec.name for spec in specs], list(feeds.values()))
+    _check_index_bounds(model, [spec.name for spec in specs], list(feeds.values()))
     try:
         outputs = session.run(None, feeds)
     except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
@@ -225,15 +225,12 @@ def _run_onnx(path, arrays):
     return outputs, [o.name for o in session.get_outputs()]
 
 
-def _check_index_bounds(path, names, arrays):
+def _check_index_bounds(model, names, arrays):
     """Refuse out-of-range index inputs of a plain ONNX model (NOTE [index bounds])."""
     from . import index_bounds
 
-    model = _read(path)
     bounds = index_bounds.read({p.key: p.value for p in model.metadata_props})
-    shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
-    shapes.update((name, np.shape(x)) for name, x in zip(names, arrays))
-    index_bounds.check(bounds, dict(zip(names, arrays)), shapes)
+    index_bounds.check(bounds, names, arrays, index_bounds.initializer_shapes(model.graph))
 
 
 _ORT_TYPES = {f"tensor({name})": np.dtype(dtype) for name, dtype in (

@@ -157,13 +157,23 @@ def read(metadata):
     return bounds
 
 
-def check(bounds, arrays, shapes):
+def initializer_shapes(graph):
+    """The shapes of an ONNX graph's initializers (indexed parameters), for :func:`check`."""
+    return {init.name: tuple(init.dims) for init in graph.initializer}
+
+
+def check(bounds, names, arrays, constant_shapes):
     """Raise ValueError if an index input holds a value outside ``[0, size)``.
 
-    ``arrays``: model input name -> numpy array; ``shapes``: name -> shape of every input and
-    parameter (for the indexed side).
+    ``names``/``arrays``: the model's inputs; ``constant_shapes``: :func:`initializer_shapes`.
     """
     import numpy as np
+
+    if not bounds:
+        return
+    shapes = dict(constant_shapes)
+    arrays = dict(zip(names, arrays))
+    shapes.update((name, np.shape(x)) for name, x in arrays.items())
 
     for bound in bounds:
         values = arrays.get(bound["input"])
