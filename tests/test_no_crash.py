@@ -296,6 +296,16 @@ def test_batchnorm_in_a_body_trains_refused_not_stale():
     assert run_case(AUX_STATE, timeout=120).stdout.strip() == "ok"
 
 
+def test_refused_training_left_unread_exits_cleanly():
+    """A refused training step whose error nobody reads (backward, no sync): the process used
+    to hang at exit (NOTE [exit with work pending])."""
+    unread = ("    with autograd.record():\n        y = net(x)\n    y.backward()\n"
+              "    print(\"ok\")")
+    code = AUX_STATE.replace('    print("ok")', unread)
+    assert "y.backward()" in code
+    assert run_case(code, timeout=120).stdout.strip() == "ok"
+
+
 # ---- issue 10, item 7: threads ----------------------------------------------------------------
 
 THREADS = """
