@@ -336,8 +336,12 @@ def _prop_class(rule):
             _note_unknown_dims(self.node, in_shape)
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
-            # () for an input we could not complete: handing MXNet back its own partial shape
-            # (e.g. (0, 3) while exporting with dynamic axes) crashes its Custom-op callback.
+            # () for what we could not complete. A Python Custom op cannot say "unknown" in
+            # MXNet 1.9.1: custom.cc reads the returned dims as uint32 into a TShape of the
+            # returned length, so a -1 dim comes back as 4294967295 (a huge known dim: handing
+            # MXNet its own partial shape, e.g. (-1, 3) while exporting with dynamic axes,
+            # allocated that and crashed) and no length means ndim -1. () is at least
+            # refused as inconsistent where MXNet knows better (see _explain_unknown_dims).
             return ([s if s is not None else () for s in ins],
                     [s if s is not None else () for s in outs], [])
 
