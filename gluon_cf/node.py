@@ -282,7 +282,14 @@ class _NodeOperator(mx.operator.CustomOp):
         marks = self._default_marks(inputs) if is_train else None
         outputs = self._run(inputs, is_train, marks)
         self.saved = (inputs, outputs, marks) if is_train else None
-        for dst, r, value in zip(out_data, req, outputs):
+        for k, (dst, r, value) in enumerate(zip(out_data, req, outputs)):
+            if value.shape != dst.shape:
+                # assign would broadcast, e.g. one row into the rows MXNet allocated: a value
+                # of the wrong shape, silently. Declared shapes come from the op's shape rule.
+                raise ValueError(
+                    "gluon_cf.%s: output %d has shape %s at run time, but its shape rule "
+                    "declared %s to MXNet; shapes that depend on values are not supported in "
+                    "hybridized graphs yet" % (self.node.kind, k, value.shape, dst.shape))
             self.assign(dst, r, value)
 
     def _refuse_training(self):

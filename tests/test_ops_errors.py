@@ -433,3 +433,39 @@ def test_unknown_dimension_placeholder_names_the_node_not_a_crash():
                        match=r"^gluon_cf\.foreach \(node 'foreach\d+'\): input 0 has shape "
                              r"\(0, 3, 4\), with a 0 dimension: .* or a dimension not known yet"):
         out.infer_shape_partial()
+
+
+class _DeclaresThreeRowsReturnsOne(gluon_cf.registry.Rule):
+    """A rule whose shape rule and forward disagree: what the run-time guard is for."""
+
+    kind = "_test_declares_three_rows_returns_one"
+
+    def infer_shape(self, node, in_shapes):
+        return list(in_shapes), [(3, 2)]
+
+    def infer_type(self, node, in_types):
+        return list(in_types), [in_types[0]]
+
+    def forward(self, node, inputs, out_shapes, frame):
+        return [mx.nd.ones((1, 2))]
+        yield  # pragma: no cover - a generator, as the contract asks
+
+
+gluon_cf.registry.register(_DeclaresThreeRowsReturnsOne())
+
+
+def test_output_of_another_shape_than_declared_is_an_error_not_a_broadcast(capfd):
+    """MXNet's assign would broadcast a wrong-shaped output into the declared buffer (how
+    boolean_mask once gave 5x3 for 1x3). The node refuses instead, naming op and node."""
+    from gluon_cf import node as gcf_node
+
+    net = Block(lambda F, x: gcf_node.make_node(_DeclaresThreeRowsReturnsOne.kind, [x],
+                                                {"graphs": {}, "num_outputs": 1}, None)[0])
+    net.hybridize()
+    with pytest.raises(ValueError, match=r"^gluon_cf\._test_declares_three_rows_returns_one: "
+                       r"output 0 has shape \(1, 2\) at run time, but its shape rule declared "
+                       r"\(3, 2\) to MXNet; shapes that depend on values are not supported in "
+                       r"hybridized graphs yet\n\(in gluon_cf node '[^']+'\)$"):
+        net(nd.ones((2,))).asnumpy()
+    printed = capfd.readouterr()
+    assert printed.out == "" and printed.err == ""
