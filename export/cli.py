@@ -159,13 +159,14 @@ def _recurses(graph_json):
 
     from .onnx_export import onnx_kinds
 
+    expressible = onnx_kinds()
     stack = [graph_json]
     while stack:
         for node in stack.pop()["nodes"]:
             kind = registry.kind_of(node)
             if kind is None:
                 continue
-            if kind not in onnx_kinds():
+            if kind not in expressible:
                 return True
             spec = json.loads(node["attrs"]["spec"])
             stack.extend(json.loads(g["json"]) for g in spec["graphs"].values())

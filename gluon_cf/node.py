@@ -78,8 +78,7 @@ def _get_last_ffi_error():
     if "kCustomOpPropInfer" in text:
         kept = getattr(_kept_inference, "value", None)
         _kept_inference.value = None
-        # Only for the node whose callback failed: "Error in operator <...node name>: ...".
-        if kept is not None and re.search(r"Error in operator \S*%s:" % re.escape(kept[1]), text):
+        if kept is not None and _names_node(text, kept[1]):  # only the node whose callback failed
             return kept[0].with_traceback(None)
     elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate")):
         with _kept_lock:
@@ -88,6 +87,12 @@ def _get_last_ffi_error():
     elif "Shape inconsistent" in text:
         return _explain_unknown_dims(err, text)
     return err
+
+
+def _names_node(text, name):
+    """Whether MXNet's error ``text`` is about graph node ``name`` ("Error in operator
+    <prefix>name: ..."; Gluon prefixes the block's name)."""
+    return re.search(r"Error in operator \S*%s:" % re.escape(name), text) is not None
 
 
 class IncompleteShapeError(ValueError, mx.MXNetError):
@@ -124,7 +129,7 @@ def _explain_unknown_dims(err, text):
     """
     table = getattr(_unknown_dims, "value", None) or {}
     for name, (kind, partial) in table.items():
-        if name and re.search(r"Error in operator \S*%s:" % re.escape(name), text):
+        if name and _names_node(text, name):
             del table[name]
             inputs = ", ".join("input %d has shape %s" % (i, tuple(d if d > 0 else 0 for d in s))
                                for i, s in partial)
