@@ -12,7 +12,7 @@ import importlib
 from .errors import RecursionDepthError
 
 _MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke",
-                "IncompleteShapeError", "set_executor", "get_executor")
+                "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor")
 try:
     importlib.import_module("mxnet")
 except ImportError as _err:  # noqa: F841 - kept for the message in __getattr__
@@ -23,7 +23,8 @@ else:
     from .ops.foreach import foreach
     from .ops.while_loop import while_loop
     from .executor import get_mode as get_executor, set_mode as set_executor
-    from .node import IncompleteShapeError
+    from .node import DynamicShapeError, IncompleteShapeError
+    from . import hybrid  # noqa: F401 - runs hybridized blocks with run-time shapes
     from .recursion import invoke, recursive
 
 
@@ -36,5 +37,5 @@ def __getattr__(name):
 
 
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "RecursionDepthError",
-           "IncompleteShapeError", "set_executor", "get_executor"]
+           "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor"]
 __version__ = "0.1.0"

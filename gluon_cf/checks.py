@@ -2,7 +2,7 @@
 import numpy as np
 import mxnet as mx
 
-from . import rowwise
+from . import registry, rowwise
 from ._structure import describe
 
 
@@ -31,6 +31,8 @@ def mode_of(op, arrays, what):
 
 def check_scalar_pred(op, what, shape):
     """A predicate must hold exactly one element (one per row when checking a batch)."""
+    if registry.is_dynamic(shape):   # checked when it runs (pred_value)
+        return
     rows = rowwise.rows_being_checked()   # checking a batch for the batching executor
     if shape is not None and rows and shape[0] == rows and int(np.prod(shape[1:])) == 1:
         return
@@ -98,3 +100,15 @@ def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values):
                              "keep their shape and dtype" % (op, noun, i, old.shape,
                                                             old.dtype.__name__, new.shape,
                                                             new.dtype.__name__, fn_name, plural))
+
+
+def stack_steps(op, k, column):
+    """``mx.nd.stack`` of step output ``k`` of every step, after checking that the steps agree
+    in shape: MXNet's stack does not check (it returns garbage), and a body that computes
+    values of run-time shape may return different shapes at different steps."""
+    first = column[0].shape
+    if any(x.shape != first for x in column):
+        raise ValueError("\n".join(["gluon_cf.%s: step output %d changes shape across steps:"
+                                     % (op, k)] + ["  step %d: %s" % (t, x.shape)
+                                                   for t, x in enumerate(column)]))
+    return mx.nd.stack(*column, axis=0)

@@ -14,6 +14,7 @@ NOTE [partitioned execution]
     Segments and nodes are ordered by stage (NOTE [staging] in ``staging.py``, shared with the
     artifact loader).
 """
+import functools
 import json
 import threading
 
@@ -23,7 +24,7 @@ from . import registry, rowwise, staging
 from ._cachedop import CachedOpPair
 from ._custom_ops import is_hidden
 from .executor import Parallel, done
-from .operators import AUX_STATE_OPS, INDEX_INPUTS
+from .operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, DYNAMIC_SHAPE_RANKS, INDEX_INPUTS
 
 
 def _step_kind(node):
@@ -67,13 +68,50 @@ class _Segment:
         names = symbol.list_inputs()
         by_name = {"e%d_%d" % e: e for e in in_entries}
         self.in_entries = [by_name[n] for n in names]
+        self.names = names
         self.out_entries = out_entries
-        self.op = CachedOpPair(symbol)
+        self._op = None
+        self._json = None
+
+    @property
+    def op(self):
+        if self._op is None:   # built on first run (inference alone needs none)
+            self._op = CachedOpPair(self.symbol)
+        return self._op
 
     def run(self, values):
         out = self.op(*[values[e] for e in self.in_entries])
         out = out if isinstance(out, (list, tuple)) else [out]
         values.update(zip(self.out_entries, out))
+
+    def infer_shape(self, shapes):
+        """Shape inference of the segment by MXNet (NOTE [run-time shapes]); updates
+        ``shapes`` (entry -> shape) with what it learns."""
+        known, dynamic = {}, set()
+        for name, e in zip(self.names, self.in_entries):
+            shape = shapes.get(e)
+            if registry.is_dynamic(shape):
+                dynamic.add(name)
+            elif shape is not None:
+                known[name] = shape
+        try:
+            inputs, outs = mxnet_infer_shape_partial(self.symbol, known)
+        except mx.MXNetError:
+            if not dynamic:
+                raise
+            # An operator fed a run-time shape that MXNet's inference cannot take unknown
+            # (arange_like checks the rank of an unknown input): what depends on it is Dynamic.
+            inputs, outs = {}, [()] * len(self.out_entries)
+            known = {}
+        for name, e in zip(self.names, self.in_entries):
+            _learn(shapes, e, inputs.get(name))
+        if any(not o for o in outs):
+            if self._json is None:
+                self._json = json.loads(self.symbol.tojson())
+            flags = dynamic_outputs(self.symbol, self._json, known, dynamic)
+            outs = [o or flag for o, flag in zip(outs, flags)]
+        for e, shape in zip(self.out_entries, outs):
+            _learn(shapes, e, shape)
 
 
 class _CfCall:
@@ -82,6 +120,16 @@ class _CfCall:
         self.node = decode(kind, spec)
         self.in_entries = in_entries
         self.out_entries = out_entries
+
+    def infer_shape(self, shapes):
+        """The node's rule infers its shapes (NOTE [run-time shapes]); updates ``shapes``."""
+        partial_ok = getattr(self.rule, "accepts_partial_shapes", False)
+        ins = [_for_rule(shapes.get(e), partial_ok) for e in self.in_entries]
+        ins, outs = self.rule.infer_shape(self.node, ins)
+        for e, shape in zip(self.in_entries, ins):
+            _learn(shapes, e, shape)
+        for e, shape in zip(self.out_entries, outs):
+            _learn(shapes, e, shape)
 
     def run(self, values, frame):
         inputs = [values[e] for e in self.in_entries]
@@ -107,6 +155,19 @@ class _UserCustomCall:
         self.attrs = {k: v for k, v in attrs.items() if not is_hidden(k)}
         self.in_entries = in_entries
         self.out_entries = out_entries
+
+    def infer_shape(self, shapes):
+        """MXNet infers the user's op (its prop's infer_shape); updates ``shapes``."""
+        names = ["in%d" % k for k in range(len(self.in_entries))]
+        symbol = mx.sym.Custom(*[mx.sym.var(n) for n in names], **self.attrs)
+        ins = [shapes.get(e) for e in self.in_entries]
+        known = {n: s for n, s in zip(names, ins) if isinstance(s, tuple)}
+        inputs, outs = mxnet_infer_shape_partial(symbol, known)
+        dynamic = any(registry.is_dynamic(s) for s in ins)
+        for n, e in zip(names, self.in_entries):
+            _learn(shapes, e, inputs.get(n))
+        for e, shape in zip(self.out_entries, outs):
+            _learn(shapes, e, shape if shape else registry.Dynamic() if dynamic else None)
 
     def run(self, values, frame):
         out = mx.nd.Custom(*[values[e] for e in self.in_entries], **self.attrs)
@@ -134,6 +195,49 @@ def _num_outputs(nodes, nid, heads):
     return max(used, default=0) + 1
 
 
+def _complete(shape):
+    # MXNet's legacy shape semantics: () and 0-sized dims mean "unknown".
+    return isinstance(shape, tuple) and len(shape) > 0 and all(d > 0 for d in shape)
+
+
+def _declared_shape(var):
+    """The ``__shape__`` attribute of a variable node, as a tuple (None if absent)."""
+    text = var.get("attrs", {}).get("__shape__")
+    if not text:
+        return None
+    shape = tuple(int(d) for d in text.strip("()[] ").replace(" ", "").split(",") if d)
+    return shape or None
+
+
+def _learn(shapes, entry, shape):
+    """Record ``shape`` for ``entry`` unless it tells less than what is known."""
+    if shape is None or (isinstance(shape, tuple) and not shape):
+        return
+    old = shapes.get(entry)
+    if old is None or (isinstance(shape, tuple) and _complete(shape) and not _complete(old)):
+        shapes[entry] = tuple(shape) if isinstance(shape, (tuple, list)) else shape
+
+
+def _for_rule(shape, partial_ok):
+    """What a rule sees of a shape: complete tuples, Dynamic, None; a shape with unknown
+    dimensions is None unless the rule handles those (``accepts_partial_shapes``)."""
+    if shape is None or registry.is_dynamic(shape) or _complete(shape):
+        return shape
+    return shape if partial_ok else None
+
+
+_mxnet_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
+
+
+def mxnet_infer_shape_partial(symbol, known):
+    """MXNet's own partial inference: ``({input name: shape}, [output shapes])``, unknown
+    shapes as ``()`` (MXNet's form)."""
+    args, outs, aux = _mxnet_infer_shape_impl(symbol, True, **known)
+    inputs = dict(zip(symbol.list_arguments(), args or []))
+    inputs.update(zip(symbol.list_auxiliary_states(), aux or []))
+    return inputs, [tuple(o) for o in outs] if outs else [()] * len(symbol.list_outputs())
+
+
 class PartitionedGraph:
     """Runs like a CachedOp, through ``run(inputs, frame)``, inputs in ``list_inputs()`` order."""
 
@@ -142,6 +246,9 @@ class PartitionedGraph:
         nodes, heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
         var_entry = {n["name"]: (nid, 0) for nid, n in enumerate(nodes) if n["op"] == "null"}
         self.input_entries = [var_entry[name] for name in symbol.list_inputs()]
+        # Shapes declared on the variables (``mx.sym.var(shape=...)``, known parameters), which
+        # MXNet's inference starts from; ours does too.
+        self.declared_shapes = [_declared_shape(nodes[e[0]]) for e in self.input_entries]
         self.heads = heads
 
         kinds = [_step_kind(n) for n in nodes]
@@ -215,6 +322,35 @@ class PartitionedGraph:
         return _Segment(symbol, in_entries, out_entries,
                         {e: reads[e[0]] for e in out_entries})
 
+    def infer_shape(self, in_shapes):
+        """Shapes by inference in Python (NOTE [run-time shapes]): ``in_shapes`` in
+        ``list_inputs()`` order, each a tuple (MXNet's 0 for an unknown dimension), None or
+        :class:`registry.Dynamic`; returns ``(input shapes, output shapes)`` alike."""
+        shapes = self.infer_entry_shapes(in_shapes)
+        return ([shapes.get(e) for e in self.input_entries], [shapes.get(h) for h in self.heads])
+
+    def infer_entry_shapes(self, in_shapes):
+        """:meth:`infer_shape`, returning the shape of every entry it learnt."""
+        shapes = {e: s if s is not None else declared for e, s, declared in
+                  zip(self.input_entries, in_shapes, self.declared_shapes)
+                  if s is not None or declared is not None}
+        for _ in range(3):   # a later step may complete an input an earlier one needed
+            before = dict(shapes)
+            for step in self.steps:
+                for item in step.calls if isinstance(step, _CfGroup) else (step,):
+                    item.infer_shape(shapes)
+            if shapes == before:
+                break
+        return shapes
+
+    def calls_with_run_time_shapes(self, in_shapes):
+        """The gluon_cf nodes and user CustomOps with an input or output of run-time shape:
+        as MXNet Custom operators they would need static shapes."""
+        shapes = self.infer_entry_shapes(in_shapes)
+        return [call for step in self.steps if isinstance(step, _CfGroup) for call in step.calls
+                if any(registry.is_dynamic(shapes.get(e))
+                       for e in call.in_entries + call.out_entries)]
+
     def run(self, inputs, frame):
         """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
         values = dict(zip(self.input_entries, inputs))
@@ -250,6 +386,89 @@ class PartitionedGraph:
 
 # ----------------------------------------------------------------------------------------- graphs
 
+# NOTE [run-time shapes]
+#     Some shapes are known only when the graph runs: the output of an operator whose shape
+#     depends on values (``boolean_mask``, DYNAMIC_SHAPE_OPS), of an exact-length while_loop, of
+#     a cond whose branches return different sizes, and whatever is computed from those. Shape
+#     rules say so with ``registry.Dynamic`` instead of guessing. MXNet has no word for it: its
+#     own inference reports such outputs as unknown, and a Python Custom op cannot even report
+#     unknown (node.py: what it returns is read as a known shape). So MXNet never infers a graph
+#     that holds gluon_cf nodes: :meth:`PartitionedGraph.infer_shape` walks it in Python, the
+#     ordinary operators between nodes inferred by MXNet piece by piece (where
+#     :func:`dynamic_outputs` tells an output MXNet could not infer because it depends on a
+#     run-time shape (Dynamic) from one not inferable yet (None)), the nodes by their rules.
+#     ``Symbol.infer_shape`` and ``infer_shape_partial`` of such graphs take the same path
+#     (node.py), which is also how unknown dimensions (MXNet's 0 placeholder) pass through
+#     nodes. Where MXNet itself must run a node as a Custom operator (a Symbol executor), a
+#     Dynamic output is refused with DynamicShapeError; a hybridized block runs such a graph
+#     partitioned instead (NOTE [partitioned blocks] in ``hybrid.py``).
+
+
+@functools.lru_cache(maxsize=64)
+def inference_graph(symbol_json):
+    """A PartitionedGraph of a symbol (by its JSON), for shape inference only."""
+    return PartitionedGraph(mx.sym.load_json(symbol_json))
+
+
+def holds_gluon_cf_nodes(symbol_json):
+    """Whether a symbol's JSON text has gluon_cf nodes (MXNet must not infer it alone)."""
+    return registry.OP_PREFIX in symbol_json and any(
+        registry.kind_of(n) for n in json.loads(symbol_json)["nodes"])
+
+
+def dynamic_outputs(symbol, js, known, dynamic_inputs):
+    """For each head of a graph without gluon_cf nodes (``symbol``, its JSON ``js``, the input
+    shapes ``known`` to MXNet): a :class:`registry.Dynamic` if its shape can depend on a
+    run-time shape, from a DYNAMIC_SHAPE_OPS operator or an input named in ``dynamic_inputs``,
+    else None. Operators pass it on from any input: conservative, which costs at most a
+    partitioned run, never a wrong shape. The rank is known for a head that is such an
+    operator's own output (DYNAMIC_SHAPE_RANKS)."""
+    nodes = js["nodes"]
+    dynamic = {}
+    for nid, n in enumerate(nodes):
+        if n["op"] == "null":
+            dynamic[nid] = n["name"] in dynamic_inputs
+        else:
+            dynamic[nid] = n["op"] in DYNAMIC_SHAPE_OPS or any(dynamic[i[0]] for i in n["inputs"])
+    internals = None
+    answer = []
+    for nid, idx, *_ in js["heads"]:
+        if not dynamic[nid]:
+            answer.append(None)
+            continue
+        rank = DYNAMIC_SHAPE_RANKS.get(nodes[nid]["op"])
+        if rank == "data":
+            if internals is None:
+                try:
+                    internals = _internal_shapes(symbol, known)
+                except mx.MXNetError:   # see _Segment.infer_shape
+                    internals = {}
+            src, src_idx, *_ = nodes[nid]["inputs"][0]
+            data = internals.get(_entry_name(nodes[src], src_idx))
+            rank = len(data) if data else None
+        answer.append(registry.Dynamic(rank))
+    return answer
+
+
+def _internal_shapes(symbol, known):
+    """MXNet's partial inference of every entry of a plain graph, by internal output name."""
+    internals = symbol.get_internals()
+    _, outs = mxnet_infer_shape_partial(internals, known)
+    return dict(zip(internals.list_outputs(), outs))
+
+
+def _entry_name(node, idx):
+    if node["op"] == "null":
+        return node["name"]
+    return "%s_output" % node["name"] if idx == 0 and _single_output(node) else \
+        "%s_output%d" % (node["name"], idx)
+
+
+def _single_output(node):
+    return node["op"] not in ("SliceChannel", "split", "_split_v2") and \
+        not node["op"].startswith("_npi_split")
+
+
 class Graph:
     """A subgraph at run time: its Symbol, its slot map and a CachedOp per thread.
 
@@ -277,6 +496,8 @@ class Graph:
         self._type_cache = {}
         self._row_checks = {}
         self._json = None
+        self._dynamic_ops = any(n["op"] in DYNAMIC_SHAPE_OPS for n in graph_json["nodes"])
+        self._inference = None  # a PartitionedGraph for shape inference (partitioned graphs)
 
     @classmethod
     def from_spec(cls, spec):
@@ -361,29 +582,48 @@ class Graph:
         return self._row_checks[key]
 
     def infer_shape(self, slot_shapes):
-        """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``.
+        """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``,
+        shapes known only at run time :class:`registry.Dynamic` (NOTE [run-time shapes]).
 
         Uses partial inference so that shapes of captured parameters can be inferred backwards
         from the body (this is what makes Gluon's deferred initialisation work through a node).
         """
-        known = {n: tuple(slot_shapes[s]) for n, s in zip(self.input_names, self.slots)
-                 if slot_shapes[s] is not None}
-        key = tuple(sorted(known.items()))
+        given = [slot_shapes[s] for s in self.slots]
+        key = tuple(given)
         if key in self._shape_cache:
-            args, outs = self._shape_cache[key]
+            return self._shape_cache[key]
+        if self.partitioned:
+            if self._inference is None:
+                self._inference = PartitionedGraph(self.symbol)
+            ins, outs = self._inference.infer_shape(given)
         else:
-            args, outs, _ = self.symbol.infer_shape_partial(**known)
-            # Cache only complete answers: a partial one may be completed later (a recursive
-            # function's shapes become known during inference, NOTE [recursion design]).
-            if outs and all(o is not None and _complete(o) for o in outs):
-                self._shape_cache[key] = (args, outs)
-        inferred = {}
-        for s, shape in zip(self.slots, args or [None] * len(self.slots)):
-            if shape is not None and _complete(shape):
-                inferred[s] = tuple(shape)
-        outs = [tuple(o) if o is not None and _complete(o) else None
-                for o in (outs or [None] * self.num_outputs)]
+            ins, outs = self._infer_plain(given)
+        inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if _complete(x)}
+        outs = [o if registry.is_dynamic(o) or _complete(o) else None for o in outs]
+        # Cache only complete answers: a partial one may be completed later (a recursive
+        # function's shapes become known during inference, NOTE [recursion design]).
+        if None not in outs:
+            self._shape_cache[key] = (inferred, outs)
         return inferred, outs
+
+    def _infer_plain(self, given):
+        """MXNet infers a graph without gluon_cf nodes; an output it cannot infer that depends
+        on a run-time shape is Dynamic."""
+        known = {n: tuple(s) for n, s in zip(self.input_names, given)
+                 if s is not None and not registry.is_dynamic(s)}
+        dynamic = {n for n, s in zip(self.input_names, given) if registry.is_dynamic(s)}
+        try:
+            inputs, outs = mxnet_infer_shape_partial(self.symbol, known)
+        except mx.MXNetError:
+            if not dynamic:
+                raise
+            inputs, outs = {}, [()] * self.num_outputs   # as in _Segment.infer_shape
+        if any(not o for o in outs) and (dynamic or self._dynamic_ops):
+            if self._json is None:
+                self._json = json.loads(self.symbol.tojson())
+            flags = dynamic_outputs(self.symbol, self._json, known, dynamic)
+            outs = [o or flag for o, flag in zip(outs, flags)]
+        return [inputs.get(n) for n in self.input_names], outs
 
     def infer_type(self, slot_types):
         known = {n: slot_types[s] for n, s in zip(self.input_names, self.slots)
@@ -457,9 +697,6 @@ def block_index_gradients(js):
     return json.dumps(blocked)
 
 
-def _complete(shape):
-    # MXNet's legacy shape semantics: () and 0-sized dims mean "unknown".
-    return len(shape) > 0 and all(d > 0 for d in shape)
 
 
 # ---------------------------------------------------------------------------------- decoded nodes
@@ -479,6 +716,11 @@ class Node:
         self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
         self.user_custom_ops = user_custom_op_types(spec)
         self.aux_state_nodes = aux_state_nodes(spec, AUX_STATE_OPS)
+        # Whether its subgraphs may compute values of run-time shape (NOTE [run-time shapes]):
+        # an operator of DYNAMIC_SHAPE_OPS or a nested node (a cond may change sizes, a
+        # while_loop may have exact length). Conservative: it only adds run-time checks.
+        self.run_time_shapes = any(n["op"] in DYNAMIC_SHAPE_OPS or registry.kind_of(n)
+                                   for n in _nodes_of(spec))
 
 
 def decode(kind, spec_text):

@@ -32,7 +32,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import executor, registry
-from .graph import decode
+from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .operators import aux_state_error, describe_node, user_custom_op_error
 
 # NOTE [error messages]
@@ -101,6 +101,25 @@ class IncompleteShapeError(ValueError, mx.MXNetError):
     1.9.1's legacy shapes cannot tell the two apart; see ``_explain_unknown_dims``."""
 
 
+class DynamicShapeError(ValueError, mx.MXNetError):
+    """A gluon_cf node whose output shape is known only at run time (NOTE [run-time shapes] in
+    ``graph.py``) is held where MXNet needs static shapes: a Symbol executor (``bind``,
+    ``simple_bind``) or a graph MXNet runs itself. Hybridized Gluon blocks never raise it: they
+    run such graphs partitioned."""
+
+
+def _refuse_run_time_shapes(node, outs):
+    outputs = ", ".join("output %d" % k for k, s in enumerate(outs) if registry.is_dynamic(s))
+    return DynamicShapeError(
+        "gluon_cf.%s (node %r): %s %s a shape known only at run time (it depends on values: "
+        "boolean_mask, an exact-length while_loop, cond branches of different sizes), but this "
+        "graph is run by MXNet, which needs every shape before it runs (a Symbol executor from "
+        "bind/simple_bind). Run it in a hybridized Gluon block (e.g. "
+        "gluon.SymbolBlock(outputs, inputs)), which runs such graphs partitioned"
+        % (node.kind, node.spec.get("node") or "", outputs,
+           "has" if outputs.count(",") == 0 else "have"))
+
+
 def _note_unknown_dims(node, in_shapes):
     """Remember which inputs of ``node`` MXNet gave us with a 0 (unknown) dimension."""
     partial = [(i, tuple(s)) for i, s in enumerate(in_shapes) if s and any(d <= 0 for d in s)]
@@ -164,6 +183,49 @@ def _name_node(exc, node):
 
 mx.base.get_last_ffi_error = _get_last_ffi_error
 mx.operator.print = _quiet_print
+
+_original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
+
+
+def _infer_shape_impl(self, partial, *args, **kwargs):
+    """``Symbol.infer_shape``/``infer_shape_partial`` of a graph holding gluon_cf nodes: inferred
+    in Python (NOTE [run-time shapes] in ``graph.py``), so unknown dimensions pass through nodes
+    and an output known only at run time is reported as unknown, as MXNet reports
+    ``boolean_mask``'s. ``infer_shape`` counts such an output as inferred (every argument
+    being known is what Gluon's deferred initialisation needs)."""
+    text = self.tojson()
+    if not holds_gluon_cf_nodes(text):
+        return _original_infer_shape_impl(self, partial, *args, **kwargs)
+    arg_names = self.list_arguments()
+    known = {n: tuple(s) for n, s in zip(arg_names, args) if s is not None}
+    known.update((n, tuple(s)) for n, s in kwargs.items() if s is not None)
+    unknown_names = set(known) - set(self.list_inputs())
+    if unknown_names:
+        raise ValueError("infer_shape: %s %s not an input of this symbol (its inputs: %s)"
+                         % (", ".join(sorted(unknown_names)),
+                            "is" if len(unknown_names) == 1 else "are", self.list_inputs()))
+    graph = inference_graph(text)
+    names = self.list_inputs()
+    ins, outs = graph.infer_shape([known.get(n) for n in names])
+    by_name = dict(zip(names, ins))
+
+    def mxnet_form(shape):
+        return () if shape is None or registry.is_dynamic(shape) else tuple(shape)
+
+    arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
+    aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]
+    out_shapes = [mxnet_form(o) for o in outs]
+    if not partial and not (all(_complete(s) for s in arg_shapes + aux_shapes) and all(
+            registry.is_dynamic(o) or _complete(mxnet_form(o)) for o in outs)):
+        return None, None, None   # MXNet's answer; infer_shape then lists what is unknown
+    return arg_shapes, out_shapes, aux_shapes
+
+
+def _complete(shape):
+    return len(shape) > 0 and all(d > 0 for d in shape)
+
+
+mx.sym.Symbol._infer_shape_impl = _infer_shape_impl
 
 # NOTE [exit with work pending]
 #     A script that calls a hybridized block and exits without reading the output (or after an
@@ -348,6 +410,10 @@ def _prop_class(rule):
             _note_unknown_dims(self.node, in_shape)
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
+            if any(registry.is_dynamic(s) for s in outs):
+                # Only MXNet calls this (gluon_cf infers its graphs itself, NOTE [run-time
+                # shapes]): a graph it runs needs static shapes.
+                raise _refuse_run_time_shapes(self.node, outs)
             # () for what we could not complete. A Python Custom op cannot say "unknown" in
             # MXNet 1.9.1: custom.cc reads the returned dims as uint32 into a TShape of the
             # returned length, so a -1 dim comes back as 4294967295 (a huge known dim: handing

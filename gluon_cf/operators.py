@@ -8,10 +8,15 @@ for batching are in ``rowwise.py``.
 SOURCE_ATTR = "__gcf_src__"
 
 # MXNet 1.9.1's operators whose output shape depends on input values (found by their names in
-# MXNet's operator registry). Inside a traced body they give wrong shapes or abort the process,
-# so tracing refuses them until value-dependent shapes are supported.
+# MXNet's operator registry): their outputs have shapes known only at run time (NOTE [run-time
+# shapes] in graph.py).
 DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_npi_nonzero",
                                "_npx_nonzero", "_npi_unique"})
+
+# The rank of such an operator's output: that of its input "data", or a fixed number. Lets a
+# shape rule catch cond branches that disagree in rank before anything runs.
+DYNAMIC_SHAPE_RANKS = {"_contrib_boolean_mask": "data", "_npi_boolean_mask": "data",
+                       "_npi_nonzero": 2, "_npx_nonzero": 2, "_npi_unique": 1}
 
 
 # Operators that update auxiliary state (running statistics) in training. Inside a node, MXNet

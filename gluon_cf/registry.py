@@ -37,15 +37,48 @@ def is_user_custom(node):
     return node["op"] == "Custom" and kind_of(node) is None
 
 
+class Dynamic:
+    """A shape known only at run time (NOTE [run-time shapes] in ``graph.py``): the output of
+    an operator whose shape depends on values (``boolean_mask``), of an exact-length
+    ``while_loop``, of a ``cond`` whose branches differ in size, and what is computed from them.
+    ``rank`` is the number of dimensions when it is known, else None."""
+
+    __slots__ = ("rank",)
+
+    def __init__(self, rank=None):
+        self.rank = rank
+
+    def __eq__(self, other):
+        return isinstance(other, Dynamic) and other.rank == self.rank
+
+    def __hash__(self):
+        return hash(("Dynamic", self.rank))
+
+    def __repr__(self):
+        return "<known at run time%s>" % ("" if self.rank is None else ", rank %d" % self.rank)
+
+
+def is_dynamic(shape):
+    return isinstance(shape, Dynamic)
+
+
+def rank_of(shape):
+    """The number of dimensions of a shape (a tuple or :class:`Dynamic`), None if unknown."""
+    if shape is None:
+        return None
+    return shape.rank if isinstance(shape, Dynamic) else len(shape)
+
+
 class Rule:
     """What an op kind must define (its rules); ``node`` is a decoded :class:`gluon_cf.graph.Node`,
-    shapes are tuples or ``None`` (unknown)."""
+    shapes are tuples, ``None`` (unknown yet) or :class:`Dynamic` (known only at run time)."""
 
     kind = None
     needs_out_shapes = False  # whether forward reads out_shapes (inferring them has a cost)
 
     def infer_shape(self, node, in_shapes):
-        """Return ``(in_shapes, out_shapes)``, inputs possibly completed (e.g. parameters)."""
+        """Return ``(in_shapes, out_shapes)``, inputs possibly completed (e.g. parameters).
+        An output whose shape depends on values is :class:`Dynamic`, never a guess."""
         raise NotImplementedError
 
     def infer_type(self, node, in_types):

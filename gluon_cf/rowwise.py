@@ -467,6 +467,9 @@ def rows_being_checked():
     return getattr(_rows, "value", None)
 
 
+_UNINFERRED = "has shapes that cannot be inferred for a batch"
+
+
 def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
     """Raise :class:`Rejected` unless ``symbol`` acts row by row on its batched inputs.
 
@@ -480,20 +483,29 @@ def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
     try:
         by_entry = _internal_shapes(symbol, graph_json, shapes, ROWS)
     except Exception as err:  # noqa: BLE001 - any failure means "not provably row-wise"
-        # Find the operator to blame with the shapes of one row (those the graph really runs
-        # with); if every rule passes, say that inference failed.
-        one_row = {n: (1,) + tuple(s[1:]) if flags.get(n) else s for n, s in shapes.items()}
-        try:
-            _walk(graph_json, flags, _internal_shapes(symbol, graph_json, one_row, 1), 1)
-        except Rejected:
-            raise
-        except Exception:  # noqa: BLE001
-            pass
+        _blame_one_row(symbol, graph_json, flags, shapes)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise Rejected({"name": "its shape inference"},
                        "fails for %d invocations at once (%s)" % (ROWS, first[:300]),
                        HINT_SHARED) from None
-    _walk(graph_json, flags, by_entry, ROWS)
+    try:
+        _walk(graph_json, flags, by_entry, ROWS)
+    except Rejected as rejected:
+        if rejected.why == _UNINFERRED:   # e.g. a cond whose branches differ for ROWS rows
+            _blame_one_row(symbol, graph_json, flags, shapes)
+        raise
+
+
+def _blame_one_row(symbol, graph_json, flags, shapes):
+    """Find the operator to blame with the shapes of one row (those the graph really runs
+    with): raise its :class:`Rejected`; return if every rule passes."""
+    one_row = {n: (1,) + tuple(s[1:]) if flags.get(n) else s for n, s in shapes.items()}
+    try:
+        _walk(graph_json, flags, _internal_shapes(symbol, graph_json, one_row, 1), 1)
+    except Rejected:
+        raise
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _internal_shapes(symbol, graph_json, shapes, rows):
@@ -552,7 +564,7 @@ def check_nodes(nodes, heads, flags_by_entry, shapes_by_entry, own_node_rule, ro
         in_shapes = [shapes_by_entry.get(e) for e in ins]
         out_shapes = [shapes_by_entry.get(e) for e in outs]
         if any(s is None for s in in_shapes + out_shapes):
-            raise Rejected(node, "has shapes that cannot be inferred for a batch", HINT_UNKNOWN)
+            raise Rejected(node, _UNINFERRED, HINT_UNKNOWN)
         attrs = node.get("attrs", {})
         if registry.kind_of(node) is not None:
             own_node_rule(node, in_flags, in_shapes, out_shapes, [e in consumed for e in outs])

@@ -40,8 +40,8 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 
 from . import _custom_ops, registry
 from ._structure import flatten
-from .operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, SOURCE_ATTR, aux_state_error,
-                        describe_node, user_custom_op_error)
+from .operators import (AUX_STATE_OPS, SOURCE_ATTR, aux_state_error, describe_node,
+                        user_custom_op_error)
 
 _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
@@ -166,7 +166,8 @@ def trace(op, role, num_inputs, call):
 
 
 def _refuse_unsupported_ops(group, op, role):
-    """Refuse operators a body cannot hold yet: value-dependent shapes, auxiliary state."""
+    """Refuse operators a body cannot hold: auxiliary state in training, user CustomOps under
+    autograd."""
     training = mx.autograd.is_training()
     recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:
@@ -175,13 +176,6 @@ def _refuse_unsupported_ops(group, op, role):
         if recording and registry.is_user_custom(node):
             raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (
                 role, node["attrs"].get("op_type"), describe_node(node)))
-        if node["op"] in DYNAMIC_SHAPE_OPS:
-            raise NotImplementedError(
-                "gluon_cf.%s: %s calls %s, whose output shape depends on the values of its "
-                "input; value-dependent shapes inside a hybridized gluon_cf body are not "
-                "supported yet. Run the block without hybridize(), or keep the shape static "
-                "(e.g. multiply by the mask instead of selecting with it)"
-                % (op, role, describe_node(node)))
 
 
 def _is_own_op(sym, uid):

@@ -200,11 +200,6 @@ TRACE = [
     ("foreach_body_not_pair",
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (d,), x, h), [(3, 2), (2,)], TypeError,
      "gluon_cf.foreach: body must return a pair (outputs, new_states), got tuple"),
-    ("while_no_max_iterations",
-     lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), x), [(2,)],
-     ValueError, "gluon_cf.while_loop: max_iterations is required in hybridized (symbolic) mode, "
-                 "because the outputs need a static shape; pass max_iterations=<upper bound on "
-                 "the number of steps>"),
     ("while_max_iterations_zero",
      lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), x,
                                       max_iterations=0), [(2,)],
@@ -236,10 +231,12 @@ def test_trace_error(fn, shapes, exc, message):
 # Symbolic mode, detected when shapes / dtypes are known (the first hybridized call).
 
 SHAPES = [
-    ("cond_branch_shapes",
-     lambda F, x, y: gluon_cf.cond(x.sum() > 0, lambda: x, lambda: y), [(2, 3), (3, 2)],
-     "gluon_cf.cond: output shapes of then_func and else_func differ:\n"
-     "  output 0: then_func (2, 3), else_func (3, 2)   <-- differs"),
+    # Branches may differ in size (a shape known at run time, issue 12), not in rank.
+    ("cond_branch_ranks",
+     lambda F, x, y: gluon_cf.cond(x.sum() > 0, lambda: x, lambda: y), [(2, 3), (6,)],
+     "gluon_cf.cond: ranks of the outputs of then_func and else_func (branches may return "
+     "different sizes, not different ranks) differ:\n"
+     "  output 0: then_func (2, 3), else_func (6,)   <-- differs"),
     ("cond_branch_dtypes",
      lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: [x, x], lambda: [x, x.astype("float64")]),
      [(2, 3)],
@@ -309,7 +306,7 @@ def call(fn, *shapes):
     return out
 
 bad = [
-    (lambda F, x, y: gluon_cf.cond(x.sum() > 0, lambda: x, lambda: y), [(2, 3), (3, 2)]),
+    (lambda F, x, y: gluon_cf.cond(x.sum() > 0, lambda: x, lambda: y), [(2, 3), (6,)]),
     (lambda F, x: gluon_cf.while_loop(lambda v: v < 3, lambda v: (v, v + 1), x,
                                       max_iterations=3), [(2, 3)]),
     (lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, F.concat(s, s, dim=0)), x, h),
@@ -424,15 +421,19 @@ def test_plain_mxnet_refuses_zero_size_hybridized_too():
         net(nd.array(np.zeros((0, 2)))).wait_to_read()
 
 
-def test_unknown_dimension_placeholder_names_the_node_not_a_crash():
-    """``infer_shape_partial`` with MXNet's 0 placeholder flowing into a gluon_cf node: MXNet's
-    own foreach answers partially; ours is a clear error for now (dynamic shapes, issue 12)."""
+def test_unknown_dimension_placeholder_passes_through_like_mxnet_foreach():
+    """``infer_shape_partial`` with MXNet's 0 placeholder flowing into a gluon_cf node answers
+    what MXNet's own foreach answers (issue 12, item 3), also through an operator after it."""
     data = mx.sym.var("data", shape=(0, 3, 4))
-    out, _ = gluon_cf.foreach(lambda d, s: (d * 2, s), data, mx.sym.var("s", shape=(3, 4)))
-    with pytest.raises(gluon_cf.IncompleteShapeError,
-                       match=r"^gluon_cf\.foreach \(node 'foreach\d+'\): input 0 has shape "
-                             r"\(0, 3, 4\), with a 0 dimension: .* or a dimension not known yet"):
-        out.infer_shape_partial()
+    state = mx.sym.var("s", shape=(3, 4))
+    answers = []
+    for foreach in (gluon_cf.foreach, mx.sym.contrib.foreach):
+        out, _ = foreach(lambda d, s: (d * 2, s), data, state)
+        dense = mx.sym.FullyConnected(out, num_hidden=5, flatten=False, name="fc")
+        answers.append((out.infer_shape_partial(), dense.infer_shape_partial(),
+                        dense.infer_shape(data=(7, 3, 4))))
+    assert answers[0] == answers[1]
+    assert answers[0][1] == ([(0, 3, 4), (3, 4), (5, 4), (5,)], [(0, 3, 5)], [])
 
 
 class _DeclaresThreeRowsReturnsOne(gluon_cf.registry.Rule):

@@ -91,6 +91,25 @@ def _branch_shapes(graph, in_shapes):
         raise
 
 
+def _merge_branch_shapes(then_out, else_out):
+    """The output shapes of a cond whose branches give these: equal shapes are that shape;
+    shapes of one rank but different sizes are known only at run time (the branch taken
+    decides); different ranks are an error. One side unknown: unknown, not the other side's
+    (the branches may differ)."""
+    ranks = [(registry.rank_of(a), registry.rank_of(b)) for a, b in zip(then_out, else_out)]
+    if any(a is not None and b is not None and a != b for a, b in ranks):
+        raise mismatch(OP, "ranks of the outputs of then_func and else_func (branches may return "
+                       "different sizes, not different ranks)", "then_func", then_out,
+                       "else_func", else_out)
+    merged = []
+    for (a, b), (rank_a, rank_b) in zip(zip(then_out, else_out), ranks):
+        if a == b or a is None or b is None:
+            merged.append(a if a == b else None)
+        else:
+            merged.append(registry.Dynamic(rank_a if rank_a is not None else rank_b))
+    return merged
+
+
 class CondRule(registry.Rule):
     """Node inputs: ``[pred, *captured]``; slots are the node inputs; outputs: the branch's."""
 
@@ -104,15 +123,11 @@ class CondRule(registry.Rule):
             raise PendingShape("both branches of cond")
         then_out = then_out or else_out
         else_out = else_out or then_out
-        if None not in then_out and None not in else_out and then_out != else_out:
-            raise mismatch(OP, "output shapes of then_func and else_func", "then_func", then_out,
-                           "else_func", else_out)
         shapes = list(in_shapes)
         for inferred in (then_in, else_in):
             for slot, shape in inferred.items():
                 shapes[slot] = shapes[slot] or shape
-        out = [a or b for a, b in zip(then_out, else_out)]
-        return shapes, out
+        return shapes, _merge_branch_shapes(then_out, else_out)
 
     def infer_type(self, node, in_types):
         then_in, then_out = node.graphs["then"].infer_type(in_types)
@@ -129,7 +144,7 @@ class CondRule(registry.Rule):
         return types, [a if a is not None else b for a, b in zip(then_out, else_out)]
 
     def forward(self, node, inputs, out_shapes, frame):
-        taken = "then" if bool(inputs[0].asscalar()) else "else"
+        taken = "then" if pred_value(OP, "pred", inputs[0]) else "else"
         return (yield node.graphs[taken].run(inputs, frame))
 
     def forward_batched(self, node, inputs, frame):

@@ -1,12 +1,11 @@
 """``gluon_cf.foreach``: scan a function over the leading axis of the data, carrying states."""
-import mxnet as mx
 
 from .. import executor, node as _node, registry
 from ..executor import Parallel, done
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
-                      check_structure, mismatch, mode_of)
+                      check_structure, mismatch, mode_of, stack_steps)
 from .loops import loop_batching_rule, per_row
 
 OP = "foreach"
@@ -90,7 +89,7 @@ def loop(data_at, length, body, states, captured):
         if per_step and len(per_step[-1]) != len(per_step[0]):  # eager bodies may vary
             raise ValueError("gluon_cf.foreach: body returned %d outputs at step %d but %d at "
                              "step 0" % (len(per_step[-1]), t, len(per_step[0])))
-    outputs = [mx.nd.stack(*column, axis=0) for column in zip(*per_step)]
+    outputs = [stack_steps(OP, k, column) for k, column in enumerate(zip(*per_step))]
     return outputs, list(states)
 
 
@@ -117,6 +116,35 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
             regroup(outputs[num_out:], step.states_fmt))
 
 
+def _kept_shapes(run, states):
+    """Run a body step and check that its states kept their shapes, as eager mode does (for
+    bodies that may compute values of run-time shape)."""
+    result = yield run
+    check_kept_shapes(OP, "state", "states", "body", states, result[len(result) - len(states):])
+    return result
+
+
+def _known(shape):
+    return isinstance(shape, tuple) and all(d > 0 for d in shape)
+
+
+def _step_slice(shape):
+    """The shape of data[t] for data of ``shape``: shape[1:], or (1,) for 1-D data as NDArray
+    indexing gives; data of run-time shape gives slices of run-time shape."""
+    if registry.is_dynamic(shape):
+        return registry.Dynamic(None if shape.rank is None else max(shape.rank - 1, 1))
+    return (shape[1:] or (1,)) if shape is not None else None
+
+
+def _stacked(length, shape):
+    """The shape of a step output of ``shape`` stacked over ``length`` steps (each a tuple,
+    None or Dynamic)."""
+    if registry.is_dynamic(length) or registry.is_dynamic(shape):
+        rank = registry.rank_of(shape)
+        return registry.Dynamic(None if rank is None else rank + 1)
+    return (length,) + shape if shape is not None and length is not None else None
+
+
 class ForeachRule(registry.Rule):
     """Node inputs and slots: ``[*data, *states, *captured]``; in slots, data are step slices.
 
@@ -124,31 +152,33 @@ class ForeachRule(registry.Rule):
     """
 
     kind = OP
+    # A data shape with unknown dimensions (MXNet's 0, ``infer_shape_partial``) still gives
+    # its steps' slices when only the length is unknown.
+    accepts_partial_shapes = True
 
     def slot_shapes(self, spec, in_shapes):
         # A step sees data[t]: shape[1:], or (1,) for 1-D data as NDArray indexing gives.
         num_data = spec["num_data"]
-        return [(s[1:] or (1,)) if k < num_data and s is not None else s
-                for k, s in enumerate(in_shapes)]
+        return [_step_slice(s) if k < num_data else s for k, s in enumerate(in_shapes)]
 
     def infer_shape(self, node, in_shapes):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
-        if None not in data:
+        if all(_known(s) for s in data):
             _check_lengths([s[0] for s in data])
         inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
-            if slot >= nd_ and shapes[slot] is None:
+            if slot >= nd_ and (shapes[slot] is None or
+                                isinstance(shapes[slot], tuple) and not _known(shapes[slot])):
                 shapes[slot] = shape
         num_out = node.spec["num_out_data"]
         new_states, old_states = outs[num_out:], shapes[nd_:nd_ + ns]
-        if None not in new_states and None not in old_states and new_states != old_states:
+        if all(_known(s) for s in new_states + old_states) and new_states != old_states:
             raise mismatch(OP, "state shapes before and after body", "init_states", old_states,
                            "new_states", new_states)
-        length = data[0][0] if data[0] is not None else None
-        stacked = [(length,) + s if s is not None and length else None for s in outs[:num_out]]
-        return shapes, stacked + outs[num_out:]
+        length = data[0][0] if isinstance(data[0], tuple) else data[0]
+        return shapes, [_stacked(length, s) for s in outs[:num_out]] + outs[num_out:]
 
     def infer_type(self, node, in_types):
         inferred, outs = node.graphs["body"].infer_type(in_types)
@@ -163,14 +193,19 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         length = data[0].shape[0]
+        if node.run_time_shapes:   # data of run-time shape: checked as eager mode does
+            _check_lengths([d.shape[0] for d in data])
         if ns == 0:
             # No state: the steps are independent, a map. Running them as one Parallel request
             # lets the batching executor batch what they invoke (e.g. one tree per step).
             results = yield Parallel(body.run([d[t] for d in data] + captured, frame)
                                      for t in range(length))
-            return [mx.nd.stack(*column, axis=0) for column in zip(*results)]
-        outputs, states = yield loop(lambda t: [d[t] for d in data], length,
-                                     lambda slots: body.run(slots, frame), states, captured)
+            return [stack_steps(OP, k, column) for k, column in enumerate(zip(*results))]
+        step = lambda slots: body.run(slots, frame)  # noqa: E731
+        if node.run_time_shapes:
+            step = lambda slots: _kept_shapes(body.run(slots, frame), slots[nd_:nd_ + ns])  # noqa
+        outputs, states = yield loop(lambda t: [d[t] for d in data], length, step, states,
+                                     captured)
         return outputs + states
 
     def forward_batched(self, node, inputs, frame):

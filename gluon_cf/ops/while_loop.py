@@ -9,13 +9,14 @@ from ..executor import done
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
-                      check_scalar_pred, check_structure, mismatch, mode_of, pred_value)
+                      check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
+                      stack_steps)
 from .loops import loop_batching_rule, per_row
 
 OP = "while_loop"
 
 
-def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
+def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop", exact_length=False):
     """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
 
     ``cond(*loop_vars)`` returns a one-element predicate; ``func(*loop_vars)`` returns
@@ -34,14 +35,17 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
 
     Decisions where MXNet is vague:
 
-    * Outputs have ``max_iterations`` rows; rows after the last step are **zeros** (MXNet leaves
-      them uninitialised). Hybridized mode always has this shape; the exact-length form comes with
-      dynamic-shape partitioning.
-    * A loop that runs zero times returns zero rows of the right shape (eager mode learns the shape
-      by calling ``func`` once with autograd paused) and the initial ``loop_vars``.
-    * ``max_iterations`` is required in hybridized mode (output shapes must be static) and must be
-      at least 1 there. In eager mode it may be ``None``: the loop then runs until ``cond`` fails
-      and outputs have exactly as many rows as steps.
+    * With ``max_iterations`` given, outputs have ``max_iterations`` rows (MXNet's shape); rows
+      after the last step are **zeros** (MXNet leaves them uninitialised).
+    * **Exact length**: with ``max_iterations=None`` the loop runs until ``cond`` fails, and with
+      ``exact_length=True`` until ``cond`` fails or ``max_iterations`` steps ran; either way the
+      outputs have exactly as many rows as steps ran, eager and hybridized. Hybridized, their
+      shape is then known only at run time, and the block runs partitioned (NOTE [partitioned
+      blocks] in ``hybrid.py``).
+    * A loop that runs zero times returns zero rows of the right shape (``max_iterations`` rows
+      of zeros when padded; the shape is learnt by calling ``func`` once with autograd paused)
+      and the initial ``loop_vars``.
+    * ``max_iterations`` must be at least 1 in hybridized mode.
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
     """
     check_callable(OP, cond=cond, func=func)
@@ -50,13 +54,14 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
     flat_vars, vars_fmt = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
     mode = mode_of(OP, flat_vars, "loop_vars")
     max_iterations = _check_max_iterations(max_iterations, mode)
+    pad_to = None if exact_length else max_iterations
     step = _Step(cond, func, vars_fmt)
     if mode == "symbol":
-        return _while_symbolic(step, flat_vars, max_iterations, name)
+        return _while_symbolic(step, flat_vars, max_iterations, pad_to, name)
     outputs, final = executor.run(loop(
         lambda vs: done(pred_value(OP, "the value returned by cond", step.cond(vs))),
-        lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations,
-        zero_outputs=lambda: _probe_outputs(step, flat_vars, max_iterations)))
+        lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations, pad_to,
+        zero_outputs=lambda: _probe_outputs(step, flat_vars, pad_to)))
     return _result(outputs, final, step.out_fmt, vars_fmt)
 
 
@@ -66,10 +71,6 @@ def _result(outputs, final, out_fmt, vars_fmt):
 
 def _check_max_iterations(max_iterations, mode):
     if max_iterations is None:
-        if mode == "symbol":
-            raise ValueError("gluon_cf.while_loop: max_iterations is required in hybridized "
-                             "(symbolic) mode, because the outputs need a static shape; pass "
-                             "max_iterations=<upper bound on the number of steps>")
         return None
     if isinstance(max_iterations, mx.nd.NDArray) and max_iterations.size == 1:
         max_iterations = max_iterations.asscalar()
@@ -124,12 +125,18 @@ class _Step:
         return flat_out + flat_vars
 
 
-def _probe_outputs(step, flat_vars, max_iterations):
+def _probe_outputs(step, flat_vars, pad_to):
     """Zero-step eager loop: learn the step outputs' shapes by calling func once, untracked."""
     with mx.autograd.pause():
         result = step.eager(flat_vars)
-    outs = result[:len(result) - len(flat_vars)]
-    rows = max_iterations or 0
+    return zero_rows(result[:len(result) - len(flat_vars)], pad_to)
+
+
+def zero_rows(rows_like, pad_to):
+    """The step outputs of a loop that ran no step: ``pad_to`` rows of zeros shaped like the
+    step outputs ``rows_like`` (zero rows when ``pad_to`` is None: exact length)."""
+    outs = rows_like
+    rows = pad_to or 0
     if rows == 0:
         # mx.nd.zeros cannot make a 0-row array under MXNet 1.x shape semantics (0 = unknown);
         # an empty allocation of that shape is fine (and holds no data to initialise).
@@ -137,11 +144,12 @@ def _probe_outputs(step, flat_vars, max_iterations):
     return [mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
 
 
-def loop(pred, func, loop_vars, captured, max_iterations, zero_outputs):
+def loop(pred, func, loop_vars, captured, max_iterations, pad_to, zero_outputs):
     """The loop itself, shared by eager mode and the node: returns ``(flat_outputs, loop_vars)``.
 
     A generator (NOTE [trampoline]): ``pred(slots)`` is a generator returning a bool,
-    ``func(slots)`` one returning the flat step outputs then the new loop vars.
+    ``func(slots)`` one returning the flat step outputs then the new loop vars. Outputs are
+    padded with zero rows to ``pad_to`` rows (None: exact length).
     ``zero_outputs()`` gives the outputs of a loop that ran no step.
     """
     num_vars = len(loop_vars)
@@ -156,9 +164,8 @@ def loop(pred, func, loop_vars, captured, max_iterations, zero_outputs):
         return zero_outputs(), list(loop_vars)
     outputs = []
     for i, column in enumerate(zip(*per_step)):
-        _check_step_shapes(i, column)
-        stacked = mx.nd.stack(*column, axis=0)
-        pad = (max_iterations or 0) - len(column)
+        stacked = stack_steps(OP, i, column)
+        pad = (pad_to or 0) - len(column)
         if pad > 0:
             zeros = mx.nd.zeros((pad,) + column[0].shape, ctx=stacked.context,
                                 dtype=stacked.dtype)
@@ -167,15 +174,34 @@ def loop(pred, func, loop_vars, captured, max_iterations, zero_outputs):
     return outputs, list(loop_vars)
 
 
-def _check_step_shapes(i, column):
-    shapes = [x.shape for x in column]
-    if len(set(shapes)) > 1:
-        raise ValueError("\n".join(["gluon_cf.while_loop: step output %d changes shape across "
-                                    "steps:" % i] +
-                                   ["  step %d: %s" % (k, s) for k, s in enumerate(shapes)]))
+def _kept_shapes(run, loop_vars):
+    """Run func and check that the loop variables kept their shapes, as eager mode does (for
+    bodies that may compute values of run-time shape)."""
+    result = yield run
+    check_kept_shapes(OP, "loop variable", "loop variables", "func", loop_vars,
+                      result[len(result) - len(loop_vars):])
+    return result
 
 
-def _while_symbolic(step, flat_vars, max_iterations, name):
+def _static(shapes):
+    return all(isinstance(s, tuple) for s in shapes)
+
+
+def _pad_to(spec):
+    """The rows a node's step outputs are padded to; None for exact length."""
+    return None if spec.get("exact_length") else spec["max_iterations"]
+
+
+def _stacked(rows, shape):
+    """Shape of a step output of row shape ``shape`` stacked to ``rows`` rows (None: as many as
+    steps run, known only at run time)."""
+    if registry.is_dynamic(shape) or (rows is None and shape is not None):
+        rank = registry.rank_of(shape)
+        return registry.Dynamic(None if rank is None else rank + 1)
+    return (rows,) + shape if shape is not None else None
+
+
+def _while_symbolic(step, flat_vars, max_iterations, pad_to, name):
     nv = len(flat_vars)
     cond_g = trace(OP, "cond", nv, step.cond)
     if cond_g.num_outputs != 1:
@@ -188,6 +214,8 @@ def _while_symbolic(step, flat_vars, max_iterations, name):
                        "func": func_g.spec(range(nv), slot_of)},
             "num_vars": nv, "num_out_data": num_out, "max_iterations": max_iterations,
             "num_outputs": func_g.num_outputs}
+    if pad_to is None:
+        spec["exact_length"] = True   # absent in graphs saved before exact length existed
     outputs = _node.make_node(OP, flat_vars + captured, spec, name)
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
 
@@ -195,11 +223,11 @@ def _while_symbolic(step, flat_vars, max_iterations, name):
 class WhileLoopRule(registry.Rule):
     """Node inputs and slots: ``[*loop_vars, *captured]``.
 
-    Outputs: ``[*step_outputs padded to max_iterations rows, *final_loop_vars]``.
+    Outputs: ``[*step_outputs, *final_loop_vars]``; step outputs have one row per step
+    (``exact_length``, or ``max_iterations`` None) or are padded to ``max_iterations`` rows.
     """
 
     kind = OP
-    needs_out_shapes = True
 
     def infer_shape(self, node, in_shapes):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
@@ -211,11 +239,11 @@ class WhileLoopRule(registry.Rule):
             for slot, shape in inferred.items():
                 shapes[slot] = shapes[slot] or shape
         new_vars, old_vars = func_out[num_out:], shapes[:nv]
-        if None not in new_vars and None not in old_vars and new_vars != old_vars:
+        if _static(new_vars) and _static(old_vars) and new_vars != old_vars:
             raise mismatch(OP, "loop variable shapes before and after func", "loop_vars",
                            old_vars, "new_loop_vars", new_vars)
-        rows = node.spec["max_iterations"]
-        stacked = [(rows,) + s if s is not None else None for s in func_out[:num_out]]
+        pad_to = _pad_to(node.spec)
+        stacked = [_stacked(pad_to, s) for s in func_out[:num_out]]
         return shapes, stacked + func_out[num_out:]
 
     def infer_type(self, node, in_types):
@@ -229,21 +257,26 @@ class WhileLoopRule(registry.Rule):
         return types, outs
 
     def forward(self, node, inputs, out_shapes, frame):
-        if out_shapes is None:
-            _, out_shapes = self.infer_shape(node, [x.shape for x in inputs])
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
-        like = inputs[0]
+        pad_to = _pad_to(node.spec)
 
         def pred(slots):
             value = yield cond_g.run(slots, frame, record=False)
-            return bool(value[0].asscalar())
+            return pred_value(OP, "the value returned by cond", value[0])
 
-        outputs, final = yield loop(pred, lambda slots: func_g.run(slots, frame), loop_vars,
-                                    captured, node.spec["max_iterations"],
-                                    zero_outputs=lambda: [mx.nd.zeros(s, ctx=like.context)
-                                                          for s in out_shapes[:num_out]])
+        step = lambda slots: func_g.run(slots, frame)  # noqa: E731
+        if node.run_time_shapes:
+            step = lambda slots: _kept_shapes(func_g.run(slots, frame), slots[:nv])  # noqa
+        per_step = yield loop(pred, step, loop_vars,
+                              captured, node.spec["max_iterations"], pad_to,
+                              zero_outputs=lambda: None)
+        outputs, final = per_step
+        if outputs is None:   # no step ran: learn the rows' shapes from one untracked call
+            with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+                probe = yield func_g.run(list(inputs), frame, record=False)
+            outputs = zero_rows(probe[:num_out], pad_to)
         return outputs + final
 
     def forward_batched(self, node, inputs, frame):

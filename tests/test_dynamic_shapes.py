@@ -1,0 +1,285 @@
+"""Issue 12: values of run-time shape (boolean_mask, exact-length while_loop, cond branches of
+different sizes) in every position, hybridized == eager for values and gradients.
+
+Oracle: the same block run eagerly (plain NDArray code, where these shapes are ordinary), and
+numpy for the masked computations. Each position runs eager, hybridized, and hybridized with
+``static_alloc``/``static_shape``, forward and backward.
+"""
+import numpy as np
+import pytest
+
+import mxnet as mx
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+RNG = np.random.RandomState(0)
+X = nd.array(RNG.randn(5, 3))
+MASK = nd.array([0, 1, 0, 1, 1])
+SEQ = nd.array(RNG.randn(4, 5, 3))
+
+
+def _mask(F, v, m):
+    return F.contrib.boolean_mask(v, m)
+
+
+class Net(gluon.HybridBlock):
+    """A Dense layer, then ``body(F, dense(x), m)``: parameters before the dynamic part get
+    gradients through it."""
+
+    def __init__(self, body, units=3):
+        super().__init__()
+        self.body = body
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(units, in_units=3, flatten=False)
+            self.after = gluon.nn.Dense(2, in_units=units, flatten=False)
+
+    def hybrid_forward(self, F, x, m):
+        return self.body(F, self, self.dense(x), m)
+
+
+def cond_mask_flows_out(F, net, y, m):
+    """boolean_mask in a cond branch, its rows flowing out of the node into a Dense."""
+    picked = gluon_cf.cond(m.sum() > 2, lambda: _mask(F, y, m) * 2, lambda: y)
+    return net.after(picked)
+
+
+def cond_mask_reduced_inside(F, net, y, m):
+    """boolean_mask in a branch, reduced inside: the node's output shape is static."""
+    return gluon_cf.cond(m.sum() > 0, lambda: _mask(F, y, m).mean(axis=0, keepdims=True),
+                         lambda: y.sum(axis=0, keepdims=True))
+
+
+def cond_sizes_differ(F, net, y, m):
+    """Branches of one rank, different sizes: the taken branch decides the shape."""
+    return gluon_cf.cond(m.sum() > 2, lambda: F.slice_axis(y, axis=0, begin=0, end=2),
+                         lambda: y * 3)
+
+
+def foreach_masked_mean(F, net, y, m):
+    """A masked mean inside a foreach body: static output, dynamic inside."""
+    def body(t, states):
+        mean = _mask(F, F.broadcast_mul(y, t.reshape((1, 1))), m).mean(axis=0)
+        return mean, [states[0] + mean]
+    outs, (total,) = gluon_cf.foreach(body, F.arange(1, 4), [F.zeros((3,))])
+    return F.broadcast_add(outs, total)
+
+
+def foreach_mask_flows_out(F, net, y, m):
+    """boolean_mask in a foreach body, stacked and flowing out (same rows at every step)."""
+    def body(t, states):
+        rows = F.broadcast_mul(_mask(F, y, m), t.reshape((1, 1)))
+        return rows, [states[0] + rows.sum()]
+    outs, (total,) = gluon_cf.foreach(body, F.arange(1, 4), [F.zeros((1,))])
+    return F.broadcast_add(net.after(outs), total)
+
+
+def while_exact_length(F, net, y, m):
+    """Exact-length while_loop (max_iterations=None): as many rows as steps ran."""
+    def cond(v, i):
+        return v.norm() > 0.5
+
+    def func(v, i):
+        return v.sum(axis=0), [v * 0.5, i + 1]
+    outs, (final, steps) = gluon_cf.while_loop(cond, func, [y, F.zeros((1,))])
+    return net.after(outs), final, steps
+
+
+def while_exact_under_bound(F, net, y, m):
+    """exact_length=True under a bound: stops at the bound or when cond fails."""
+    outs, _ = gluon_cf.while_loop(lambda v: v.norm() > 0.5, lambda v: (v * 2, v * 0.5), y,
+                                  max_iterations=3, exact_length=True)
+    return outs
+
+
+def while_mask_in_body(F, net, y, m):
+    """boolean_mask inside a padded while_loop body: the padded shape stays static."""
+    def func(v, i):
+        return _mask(F, v, m).sum(axis=0), [v * 0.5, i + 1]
+    outs, _ = gluon_cf.while_loop(lambda v, i: i < 3, func, [y, F.zeros((1,))],
+                                  max_iterations=4)
+    return outs
+
+
+def nested_cond_in_foreach(F, net, y, m):
+    """A cond of different-size branches inside a foreach body, reduced per step."""
+    def body(t, states):
+        part = gluon_cf.cond(t.sum() > 1.5, lambda: _mask(F, y, m), lambda: y)
+        return F.broadcast_mul(part.sum(axis=0), t), states
+    outs, _ = gluon_cf.foreach(body, F.arange(1, 4).reshape((3, 1)), [F.zeros((1,))])
+    return outs
+
+
+def recursive_mask(F, net, y, m):
+    """A recursive function whose argument shrinks with boolean_mask at each call."""
+    @gluon_cf.recursive
+    def shrink(v, keep):
+        return gluon_cf.cond(v.sum() > 4, lambda: v,
+                             lambda: shrink(_mask(F, v, keep) * 2 + 1, keep))
+    return shrink(F.abs(y).sum(axis=1), (m > -1) * 1)
+
+
+POSITIONS = {f.__name__: f for f in (
+    cond_mask_flows_out, cond_mask_reduced_inside, cond_sizes_differ, foreach_masked_mean,
+    foreach_mask_flows_out, while_exact_length, while_exact_under_bound, while_mask_in_body,
+    nested_cond_in_foreach, recursive_mask)}
+
+
+def _run(net, x, m):
+    """Forward and backward; returns outputs and every parameter's gradient, as numpy."""
+    for p in net.collect_params().values():
+        p.zero_grad()
+    x = x.copy()
+    x.attach_grad()
+    with autograd.record():
+        out = net(x, m)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        loss = sum((o.astype("float32") * (k + 1)).sum() for k, o in enumerate(outs))
+    loss.backward()
+    grads = {k: p.grad().asnumpy().copy() for k, p in net.collect_params().items()}
+    grads["x"] = x.grad.asnumpy().copy()
+    return [o.asnumpy() for o in outs], grads
+
+
+def _compare(got, expected):
+    (outs, grads), (e_outs, e_grads) = got, expected
+    assert [o.shape for o in outs] == [o.shape for o in e_outs]
+    for o, e in zip(outs, e_outs):
+        np.testing.assert_allclose(o, e, **TOL)
+    for k in e_grads:
+        np.testing.assert_allclose(grads[k], e_grads[k], err_msg=k, **TOL)
+
+
+@pytest.mark.parametrize("flags", [{}, {"static_alloc": True, "static_shape": True}],
+                         ids=["hybridized", "static_alloc"])
+@pytest.mark.parametrize("name", sorted(POSITIONS))
+def test_hybridized_equals_eager(name, flags):
+    mx.random.seed(0)
+    net = Net(POSITIONS[name])
+    net.initialize(mx.init.Xavier())
+    masks = [MASK, nd.array([1, 1, 1, 1, 0]), nd.array([1, 0, 0, 0, 0])]
+    expected = [_run(net, X, m) for m in masks]
+    net.hybridize(**flags)
+    for m, e in zip(masks, expected):   # new masks: new run-time shapes, same block
+        _compare(_run(net, X, m), e)
+    # Inference (no autograd) gives the same values.
+    for m, e in zip(masks, expected):
+        out = net(X, m)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        for o, eo in zip(outs, e[0]):
+            np.testing.assert_allclose(o.asnumpy(), eo, **TOL)
+
+
+@pytest.mark.parametrize("executor", gluon_cf.executor.MODES)
+def test_recursion_with_run_time_shapes_both_executors(executor):
+    previous = gluon_cf.get_executor()
+    gluon_cf.set_executor(executor)
+    try:
+        test_hybridized_equals_eager("recursive_mask", {})
+    finally:
+        gluon_cf.set_executor(previous)
+
+
+def test_masked_values_match_numpy():
+    net = Net(cond_mask_flows_out)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    y = net.dense(X).asnumpy()
+    expected = net.after(nd.array(y[MASK.asnumpy() != 0] * 2)).asnumpy()
+    np.testing.assert_allclose(net(X, MASK).asnumpy(), expected, **TOL)
+    assert net(X, MASK).shape == (3, 2)
+
+
+def test_exact_length_rows_equal_steps_and_padded_keeps_mxnet_shape():
+    x = nd.array([[4.0, 0.0]])
+
+    class Loop(gluon.HybridBlock):
+        def __init__(self, **kwargs):
+            super().__init__()
+            self.kwargs = kwargs
+
+        def hybrid_forward(self, F, v):
+            return gluon_cf.while_loop(lambda v, i: v.norm() > 0.5,
+                                       lambda v, i: (v, [v * 0.5, i + 1]),
+                                       [v, F.zeros((1,))], **self.kwargs)
+
+    # |v| = 4, 2, 1 run a step each; 0.5 stops: three steps.
+    for kwargs, rows in (({}, 3), ({"max_iterations": 10}, 10),
+                         ({"max_iterations": 10, "exact_length": True}, 3),
+                         ({"max_iterations": 2, "exact_length": True}, 2)):
+        block = Loop(**kwargs)
+        eager = block(x)
+        block.hybridize()
+        hybrid = block(x)
+        assert eager[0].shape == hybrid[0].shape == (rows, 1, 2), kwargs
+        np.testing.assert_allclose(hybrid[0].asnumpy(), eager[0].asnumpy())
+        steps = min(3, kwargs.get("max_iterations", 3))
+        np.testing.assert_allclose(hybrid[0].asnumpy()[:steps, 0, 0],
+                                   4.0 * 0.5 ** np.arange(steps))
+
+
+def test_exact_length_zero_steps_gives_zero_rows():
+    class Loop(gluon.HybridBlock):
+        def hybrid_forward(self, F, v):
+            outs, final = gluon_cf.while_loop(lambda v: v.sum() > 100, lambda v: (v * 2, v), v)
+            return outs, final
+
+    block = Loop()
+    eager = block(nd.ones((1, 2)))
+    block.hybridize()
+    hybrid = block(nd.ones((1, 2)))
+    assert eager[0].shape == hybrid[0].shape == (0, 1, 2)
+
+
+def test_infer_shape_through_a_node_of_run_time_shape_says_unknown_like_boolean_mask():
+    data, m = mx.sym.var("data"), mx.sym.var("m")
+    ours = gluon_cf.cond(m.sum() > 0, lambda: mx.sym.contrib.boolean_mask(data, m),
+                         lambda: data)
+    theirs = mx.sym.contrib.boolean_mask(data, m)
+    for sym in (ours, theirs):
+        args, outs, aux = sym.infer_shape_partial(data=(5, 3), m=(5,))
+        assert dict(zip(sym.list_arguments(), args)) == {"data": (5, 3), "m": (5,)}
+        assert (outs, aux) == ([()], [])
+
+
+def test_symbol_executor_refuses_run_time_shapes_naming_the_node():
+    data, m = mx.sym.var("data"), mx.sym.var("m")
+    out = gluon_cf.cond(m.sum() > 0, lambda: mx.sym.contrib.boolean_mask(data, m),
+                        lambda: data * 2, name="picks")
+    args = {"data": nd.ones((5, 3)), "m": MASK}
+    with pytest.raises(gluon_cf.DynamicShapeError, match=r"gluon_cf\.cond \(node 'picks\d*'\): "
+                       r"output 0 has a shape known only at run time"):
+        out.bind(mx.cpu(), args).forward()
+    # The same graph in a SymbolBlock runs partitioned.
+    block = gluon.SymbolBlock(out, [data, m])
+    block.hybridize()
+    np.testing.assert_allclose(block(*args.values()).asnumpy(), np.ones((3, 3)))
+
+
+def test_cond_ranks_differ_is_a_clear_error():
+    class Bad(gluon.HybridBlock):
+        def hybrid_forward(self, F, x, m):
+            return gluon_cf.cond(m.sum() > 0, lambda: _mask(F, x, m), lambda: x.sum())
+
+    block = Bad()
+    block.hybridize()
+    with pytest.raises(ValueError, match=r"ranks of the outputs of then_func and else_func"):
+        block(X, MASK)
+
+
+def test_foreach_steps_of_different_shapes_is_a_clear_error():
+    class Bad(gluon.HybridBlock):
+        def hybrid_forward(self, F, x, m):
+            def body(t, states):
+                keep = F.broadcast_lesser(F.arange(5), t.reshape((1,)))
+                return _mask(F, x, keep), states
+            return gluon_cf.foreach(body, F.arange(1, 4), [F.zeros((1,))])[0]
+
+    for hybridize in (False, True):
+        block = Bad()
+        if hybridize:
+            block.hybridize()
+        with pytest.raises(ValueError, match=r"gluon_cf\.foreach: step output 0 changes shape "
+                           r"across steps:\n  step 0: \(1, 3\)\n  step 1: \(2, 3\)"):
+            block(X, MASK)
