@@ -43,12 +43,14 @@ def save_artifact(net_or_symbol_files, example_inputs, path, *, dynamic_axes=Non
     whose size changes between calls (e.g. the node axis of tree inputs), since :func:`load`
     enforces the other declared dims.
     """
+    ranks = None
     if isinstance(net_or_symbol_files, (tuple, list)):
         sym, params, inputs = _symbol_files(net_or_symbol_files, example_inputs)
     else:
-        sym, params, inputs = _net_symbol(net_or_symbol_files, example_inputs, "save_artifact")
+        sym, params, inputs, ranks = _net_symbol(net_or_symbol_files, example_inputs,
+                                                 "save_artifact")
     model = convert(sym, params, inputs, opset, dynamic_axes=dynamic_axes,
-                                      input_names=input_names, output_names=output_names)
+                    input_names=input_names, output_names=output_names, output_ranks=ranks)
     onnx.save(model, os.fspath(path))
     return model
 
@@ -89,14 +91,14 @@ def _symbol_files(files, example_inputs):
 
 
 def convert(sym, params, inputs, opset=DEFAULT_OPSET, *, dynamic_axes=None, input_names=None,
-            output_names=None):
+            output_names=None, output_ranks=None):
     """The artifact ModelProto of ``sym`` (see ``onnx_export.export_onnx_symbol`` for the
     arguments); checked with ``onnx.checker``."""
     signatures = Signatures()
     token = SIGNATURES.set(signatures)
     try:
         graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
-                                output_names, artifact_kinds())
+                                output_names, artifact_kinds(), output_ranks)
     finally:
         SIGNATURES.reset(token)
     for qname, node_name, dtypes in signatures.calls:

@@ -49,14 +49,16 @@ def export_onnx(net, example_inputs, path=None, opset=DEFAULT_OPSET, *, dynamic_
     MXNet's ``data`` / ``data0``, ``data1``, ...), outputs ``output_names`` (default MXNet's
     output names).  Returns the ``onnx.ModelProto``, checked with ``full_check=True``.
     """
-    sym, params, inputs = _net_symbol(net, example_inputs, "export_onnx")
+    sym, params, inputs, ranks = _net_symbol(net, example_inputs, "export_onnx")
     return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
-                              input_names=input_names, output_names=output_names)
+                              input_names=input_names, output_names=output_names,
+                              _output_ranks=ranks)
 
 
 def _net_symbol(net, example_inputs, api):
     """Run the hybridized ``net`` once on ``example_inputs`` and return its exported graph:
-    ``(symbol, params, [(mxnet_name, shape, dtype) per data input])``."""
+    ``(symbol, params, [(mxnet_name, shape, dtype) per data input], output ranks)``; the
+    ranks of that run are what ONNX is told for outputs of run-time shape."""
     if not isinstance(net, mx.gluon.HybridBlock):
         raise TypeError(f"{api}: net must be a gluon HybridBlock, got {type(net).__name__}")
     if not net._active:
@@ -66,7 +68,7 @@ def _net_symbol(net, example_inputs, api):
     with mx.autograd.predict_mode():
         call_args = example_inputs if isinstance(example_inputs, (list, tuple)) \
             else [example_inputs]
-        net(*[_to_nd(x) for x in call_args])
+        outputs = _flatten_inputs(net(*[_to_nd(x) for x in call_args]))
     mx.nd.waitall()
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "net")
@@ -75,11 +77,13 @@ def _net_symbol(net, example_inputs, api):
         params = mx.nd.load(prefix + "-0000.params")
     mx_names = ["data"] if len(flat_inputs) == 1 else \
         [f"data{k}" for k in range(len(flat_inputs))]
-    return sym, params, [(name, x.shape, x.dtype) for name, x in zip(mx_names, flat_inputs)]
+    return (sym, params, [(name, x.shape, x.dtype) for name, x in zip(mx_names, flat_inputs)],
+            [len(o.shape) for o in outputs])
 
 
 def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
-                       dynamic_axes=None, input_names=None, output_names=None):
+                       dynamic_axes=None, input_names=None, output_names=None,
+                       _output_ranks=None):
     """Export an MXNet symbol that may contain gluon_cf nodes (e.g. loaded from
     ``net.export`` files) with ``params`` (name -> array; ``arg:``/``aux:`` prefixes allowed).
 
@@ -87,7 +91,7 @@ def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
     The other arguments are those of :func:`export_onnx`.
     """
     graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
-                            output_names, onnx_kinds())
+                            output_names, onnx_kinds(), _output_ranks)
     model = make_onnx_model(graph, opset)
     record_index_bounds(model, sym, inputs, input_names)
     if path is not None:
@@ -96,7 +100,7 @@ def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
 
 
 def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, output_names,
-                    kinds):
+                    kinds, output_ranks=None):
     """The main ONNX graph of :func:`export_onnx_symbol` (gluon_cf nodes of ``kinds`` allowed;
     their converters must be registered)."""
     mx_names = [name for name, _, _ in inputs]
@@ -128,8 +132,18 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
                                              input_names=onnx_names)
     finally:
         PLAN.reset(token)
-    for output_info, spec, planned in zip(converted.graph.output, converted.outputs, out_shapes):
+    ranks = output_ranks or [None] * len(out_shapes)
+    for output_info, spec, planned, rank in zip(converted.graph.output, converted.outputs,
+                                                out_shapes, ranks):
         shape = merge_dims(spec.shape, planned)
+        if shape is None and rank is not None:   # a run-time shape: the example run's rank
+            shape = (None,) * rank
+        if shape is None:
+            raise ValueError(
+                f"export_onnx: output {spec.name!r} has a shape known only at run time, and "
+                f"neither ONNX's shape inference nor MXNet's gives its rank, which an ONNX "
+                f"model output must declare; export the block with export_onnx(net, ...), "
+                f"which takes the rank from a run on the example inputs")
         output_info.CopyFrom(helper.make_tensor_value_info(
             spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), shape))
     return converted.graph

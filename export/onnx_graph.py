@@ -37,7 +37,8 @@ See NOTE [mx2onnx pitfalls] below before writing a converter.
 #   shadow.  A name defined twice within one graph is reported (rename the MXNet node).
 # * mx2onnx has no converters for the elementwise comparisons (`a < b` of two Symbols:
 #   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
-#   `_not_equal_scalar`; `_register_missing_ops` adds them.
+#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress); `_register_missing_ops`
+#   adds them.
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
 #   initializers are graph inputs too).  We drop them.
 # * Converters read only the attributes present in the JSON, and MXNet saves only explicitly
@@ -727,8 +728,21 @@ def _convert_scalar_comparison(node, **kwargs):
     return nodes
 
 
+def _convert_boolean_mask(node, **kwargs):
+    """``boolean_mask(data, index, axis)`` -> ``Compress(data, index != 0, axis)``: the rows
+    whose index is non-zero, in order; a shape known only at run time, as in MXNet."""
+    name, input_names, attrs = _op_translations_opset12.get_inputs(node, kwargs)
+    axis = int(attrs.get("axis", 0))
+    return [helper.make_node("Cast", [input_names[1]], [name + "_keep"],
+                             to=onnx.TensorProto.BOOL),
+            helper.make_node("Compress", [input_names[0], name + "_keep"], [name], name=name,
+                             axis=axis)]
+
+
 def _register_missing_ops():
     table = MXNetGraph.registry_[12]
+    if "_contrib_boolean_mask" not in table:
+        MXNetGraph.register("_contrib_boolean_mask", opset_version=12)(_convert_boolean_mask)
     for op in _SAME_AS_BROADCAST:
         if f"_{op}" not in table:
             MXNetGraph.register(f"_{op}", opset_version=12)(table[f"broadcast_{op}"])

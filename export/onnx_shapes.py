@@ -17,6 +17,7 @@ import json
 import mxnet as mx
 
 from gluon_cf import registry
+from gluon_cf.operators import DYNAMIC_SHAPE_OPS
 
 from .artifact_format import first_line
 
@@ -46,7 +47,7 @@ def shape_plan(sym, params, examples, dims):
         try:
             arg_shapes = {**param_shapes, **shapes}
             _collect_shapes(sym, arg_shapes, plan, "the model")
-            runs.append([tuple(s) for s in _infer_shapes(sym, arg_shapes, "the model")])
+            runs.append(_infer_shapes(sym, arg_shapes, "the model"))
         except (mx.MXNetError, ValueError) as err:
             if run == "example":
                 raise ValueError(f"export_onnx: MXNet cannot infer the model's shapes for the "
@@ -56,7 +57,8 @@ def shape_plan(sym, params, examples, dims):
                 f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
                 f"fail: {first_line(err)}); remove those axes from dynamic_axes, or give "
                 f"axes that must stay equal the same dim name") from None
-    outputs = [tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
+    outputs = [None if None in pair or len(pair[0]) != len(pair[1]) else
+               tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
                for pair in zip(*runs)]
     return plan, outputs
 
@@ -67,8 +69,7 @@ def _collect_shapes(sym, arg_shapes, plan, where):
     internals = sym.get_internals()
     graph = json.loads(internals.tojson())  # its heads are every entry, in order
     entry_shapes = _infer_shapes(internals, arg_shapes, where)
-    shape_of = {(head[0], head[1]): tuple(entry_shapes[k])
-                for k, head in enumerate(graph["heads"])}
+    shape_of = {(head[0], head[1]): entry_shapes[k] for k, head in enumerate(graph["heads"])}
     for idx, node in enumerate(graph["nodes"]):
         kind = registry.kind_of(node)
         if kind is None:
@@ -77,6 +78,8 @@ def _collect_shapes(sym, arg_shapes, plan, where):
         spec = json.loads(spec_text)
         ins = [shape_of[(src, out)] for src, out, *_ in node["inputs"]]
         outs = [shape_of[(idx, k)] for k in range(spec["num_outputs"])]
+        if None in outs:   # known only at run time: keep the rank when the rule knows it
+            outs = _run_time_ranks(kind, spec_text, ins, outs)
         if spec_text in plan:  # seen in the other run (or elsewhere): keep what agrees
             old_ins, old_outs = plan[spec_text]
             plan[spec_text] = ([_merge_concrete(a, b) for a, b in zip(old_ins, ins)],
@@ -122,7 +125,7 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name):
                                                                function["inputs"])}
         where = f"function {function['name']!r} of recursion node {node_name!r}"
         _collect_shapes(sym, arg_shapes, plan, where)
-        outs = [tuple(s) for s in _infer_shapes(sym, arg_shapes, where)]
+        outs = _infer_shapes(sym, arg_shapes, where)
         key = ("function", qname)
         if key in plan:
             old_args, old_outs = plan[key]
@@ -135,12 +138,37 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name):
 
 
 def _infer_shapes(sym, arg_shapes, where):
+    """Output shapes of ``sym``; None for a shape known only at run time (NOTE [run-time
+    shapes] in gluon_cf/graph.py: what depends on boolean_mask, exact-length loops, cond
+    branches of different sizes)."""
     known = set(sym.list_inputs())
-    _, out_shapes, _ = sym.infer_shape(
-        **{name: shape for name, shape in arg_shapes.items() if name in known})
-    if out_shapes is None:
+    given = {name: shape for name, shape in arg_shapes.items() if name in known and shape}
+    args, out_shapes, _ = sym.infer_shape_partial(**given)
+    if any(not _complete(s) for s in args or []) and not _run_time_shapes(sym):
         raise ValueError(f"shapes in {where} are not fully determined by the inputs")
-    return out_shapes
+    return [tuple(s) if _complete(s) else None for s in out_shapes]
+
+
+def _run_time_ranks(kind, spec_text, ins, outs):
+    """``outs`` with each unknown shape replaced by ``(None,) * rank`` where the op's shape
+    rule gives a rank (``registry.Dynamic``): ONNX needs ranks where it cannot infer them."""
+    try:
+        _, ruled = registry.rule_of(kind).infer_shape(registry.decode(kind, spec_text), [
+            s if s is None or None not in s else None for s in ins])
+    except Exception:  # noqa: BLE001 - ranks are a help; without them ONNX's inference decides
+        return outs
+    return [(None,) * s.rank if o is None and registry.is_dynamic(s) and s.rank is not None
+            else o for o, s in zip(outs, ruled)]
+
+
+def _complete(shape):
+    return shape is not None and len(shape) > 0 and all(d > 0 for d in shape)
+
+
+def _run_time_shapes(sym):
+    """Whether ``sym`` (or a gluon_cf node in it) can compute a value of run-time shape."""
+    text = sym.tojson()
+    return any(op in text for op in DYNAMIC_SHAPE_OPS) or registry.OP_PREFIX in text
 
 
 def _merge_concrete(a, b):

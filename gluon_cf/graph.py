@@ -734,3 +734,6 @@ def decode(kind, spec_text):
                              % (kind, err)) from None
         node = _SPECS[key] = Node(kind, spec)
     return node
+
+
+registry.set_decoder(decode)

@@ -132,6 +132,20 @@ def on_register(listener):
         listener(rule)
 
 
+_DECODER = []
+
+
+def set_decoder(decode):
+    """Set the function turning ``(kind, spec text)`` into the decoded node rules take
+    (``graph.decode``, which registers itself: this module stays MXNet-free)."""
+    _DECODER[:] = [decode]
+
+
+def decode(kind, spec_text):
+    """The decoded node of a gluon_cf node's ``spec`` (needs MXNet: see :func:`set_decoder`)."""
+    return _DECODER[0](kind, spec_text)
+
+
 def rule_of(kind):
     """The rules of a registered op kind (KeyError if none)."""
     return _RULES[kind]

@@ -283,3 +283,54 @@ def test_foreach_steps_of_different_shapes_is_a_clear_error():
         with pytest.raises(ValueError, match=r"gluon_cf\.foreach: step output 0 changes shape "
                            r"across steps:\n  step 0: \(1, 3\)\n  step 1: \(2, 3\)"):
             block(X, MASK)
+
+
+# ---- export (item 5): onnxruntime == Gluon for several masks and loop lengths ---------------
+
+EXPORT_INPUTS = [(X, MASK), (X, nd.array([1, 1, 1, 1, 0])), (X * 4, nd.array([1, 0, 0, 0, 0])),
+                 (X * 0.4, nd.array([0, 0, 1, 0, 1]))]
+
+
+def _gluon_outputs(net, x, m):
+    out = net(x, m)
+    return [o.asnumpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+@pytest.mark.parametrize("name", sorted(set(POSITIONS) - {"recursive_mask"}))
+def test_standard_onnx_equals_gluon(name, tmp_path):
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+
+    net = Net(POSITIONS[name])
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    model = export_onnx(net, [X, MASK], str(tmp_path / "model.onnx"))
+    assert {n.domain for n in model.graph.node} <= {""}   # standard ONNX only
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"))
+    names = [i.name for i in session.get_inputs()]
+    lengths = set()
+    for x, m in EXPORT_INPUTS:
+        got = session.run(None, dict(zip(names, (x.asnumpy(), m.asnumpy()))))
+        expected = _gluon_outputs(net, x, m)
+        assert [g.shape for g in got] == [e.shape for e in expected]
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, **TOL)
+        lengths.add(got[0].shape[0])
+    if name == "while_exact_length":
+        assert len(lengths) >= 3, lengths   # several loop lengths were exercised
+
+
+@pytest.mark.parametrize("name", ["recursive_mask", "cond_mask_flows_out", "while_exact_length"])
+def test_artifact_equals_gluon(name, tmp_path):
+    from gluon_cf.export import load, save_artifact
+
+    net = Net(POSITIONS[name])
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    save_artifact(net, [X, MASK], str(tmp_path / "model.onnx"))
+    model = load(str(tmp_path / "model.onnx"))
+    for x, m in EXPORT_INPUTS:
+        got = model(x.asnumpy(), m.asnumpy())
+        got = got if isinstance(got, (list, tuple)) else [got]
+        for g, e in zip(got, _gluon_outputs(net, x, m)):
+            np.testing.assert_allclose(g, e, **TOL)

@@ -318,12 +318,15 @@ class WhileLoopRule(registry.Rule):
         body.graph.node.extend(tail.nodes)
         set_outputs(body.graph, [value_info(cond_out, bool, ())] + list(body.graph.output))
 
-        stacked = [node.fresh("stacked") for _ in range(num_out)]
-        node.add("Loop", [node.const(spec["max_iterations"]), keep_going]
-                 + [custom_node.inputs[k] for k in var_slots],
+        exact = _pad_to(spec) is None
+        # Exact length: the Loop's scan outputs are the node's outputs, one row per step.
+        stacked = custom_node.outputs[:num_out] if exact else \
+            [node.fresh("stacked") for _ in range(num_out)]
+        bound = "" if spec["max_iterations"] is None else node.const(spec["max_iterations"])
+        node.add("Loop", [bound, keep_going] + [custom_node.inputs[k] for k in var_slots],
                  custom_node.outputs[num_out:] + stacked, body=body.graph)
         dtypes = [v.dtype for v in body.outputs]
-        if num_out:
+        if num_out and not exact:
             _onnx_pad_rows(node, stacked, dtypes[num_vars:])
         return node.nodes, dtypes[num_vars:] + dtypes[:num_vars]
 
