@@ -14,11 +14,13 @@ NOTE [partitioned execution]
     Segments and nodes are ordered by stage (NOTE [staging] in ``staging.py``, shared with the
     artifact loader).
 """
+import ctypes
 import functools
 import json
 import threading
 
 import mxnet as mx
+from mxnet._ctypes.ndarray import _imperative_invoke
 
 from . import registry, rowwise, staging
 from ._cachedop import CachedOpPair
@@ -50,6 +52,13 @@ def _nodes_of(spec):
             yield n
             if registry.kind_of(n):
                 yield from _nodes_of(json.loads(n["attrs"]["spec"]))
+
+
+def _piece_kind(node):
+    """What a JSON node is for partitioning: :func:`_step_kind`, or ``"run_time_shape"`` for
+    an operator of DYNAMIC_SHAPE_OPS (run on its own between CachedOps, NOTE [run-time
+    shapes])."""
+    return _step_kind(node) or ("run_time_shape" if node["op"] in DYNAMIC_SHAPE_OPS else None)
 
 
 def has_gluon_cf_nodes(graph_json):
@@ -151,8 +160,8 @@ class _UserCustomCall:
     eager model would, it records on the autograd tape like any other operator.
     """
 
-    def __init__(self, attrs, in_entries, out_entries):
-        self.attrs = {k: v for k, v in attrs.items() if not is_hidden(k)}
+    def __init__(self, node, in_entries, out_entries):
+        self.attrs = {k: v for k, v in node.get("attrs", {}).items() if not is_hidden(k)}
         self.in_entries = in_entries
         self.out_entries = out_entries
 
@@ -172,6 +181,39 @@ class _UserCustomCall:
     def run(self, values, frame):
         out = mx.nd.Custom(*[values[e] for e in self.in_entries], **self.attrs)
         return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+
+class _RunTimeShapeCall:
+    """An operator whose output shape depends on values (``boolean_mask``), invoked on its own
+    between the CachedOps of its graph (NOTE [run-time shapes]): those stay CachedOps of static
+    shapes, planned and reused, instead of MXNet running the whole graph op by op."""
+
+    _handles = {}
+
+    def __init__(self, node, in_entries, out_entries):
+        self.op = node["op"]
+        self.attrs = {k: v for k, v in node.get("attrs", {}).items() if not is_hidden(k)}
+        self.in_entries = in_entries
+        self.out_entries = out_entries
+        handle = self._handles.get(self.op)
+        if handle is None:
+            handle = self._handles[self.op] = mx.base.OpHandle()
+            mx.base.check_call(mx.base._LIB.NNGetOpHandle(mx.base.c_str(self.op),
+                                                         ctypes.byref(handle)))
+        self.handle = handle.value
+
+    def infer_shape(self, shapes):
+        rank = DYNAMIC_SHAPE_RANKS.get(self.op)
+        if rank == "data":
+            data = shapes.get(self.in_entries[0])
+            rank = registry.rank_of(data) if data is not None else None
+        for e in self.out_entries:
+            _learn(shapes, e, registry.Dynamic(rank))
+
+    def run(self, values, frame):
+        out = _imperative_invoke(self.handle, [values[e] for e in self.in_entries],
+                                 list(self.attrs), list(self.attrs.values()), None, 0, 1)
+        return done(list(out))
 
 
 class _CfGroup:
@@ -251,7 +293,7 @@ class PartitionedGraph:
         self.declared_shapes = [_declared_shape(nodes[e[0]]) for e in self.input_entries]
         self.heads = heads
 
-        kinds = [_step_kind(n) for n in nodes]
+        kinds = [_piece_kind(n) for n in nodes]
         ops = [nid for nid, n in enumerate(nodes) if n["op"] != "null"]  # staged items
         item_of = {nid: k for k, nid in enumerate(ops)}
         grouped = staging.stages(
@@ -272,9 +314,10 @@ class PartitionedGraph:
             for nid in (ops[k] for k in special):
                 n = nodes[nid]
                 ins = [tuple(i[:2]) for i in n["inputs"]]
-                if kinds[nid] == "user_custom":
+                if kinds[nid] in ("user_custom", "run_time_shape"):
                     outs = [(nid, k) for k in range(_num_outputs(nodes, nid, heads))]
-                    calls.append(_UserCustomCall(n.get("attrs", {}), ins, outs))
+                    call = _UserCustomCall if kinds[nid] == "user_custom" else _RunTimeShapeCall
+                    calls.append(call(n, ins, outs))
                     continue
                 num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
                 calls.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,
@@ -484,7 +527,8 @@ class Graph:
 
     def __init__(self, spec):
         graph_json = json.loads(spec["json"])
-        self.partitioned = has_gluon_cf_nodes(graph_json)
+        self.partitioned = has_gluon_cf_nodes(graph_json) or any(
+            n["op"] in DYNAMIC_SHAPE_OPS for n in graph_json["nodes"])
         blocked = block_index_gradients(graph_json)
         self.symbol = mx.sym.load_json(spec["json"] if blocked is None else blocked)
         self.slots = list(spec["inputs"])

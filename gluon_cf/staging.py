@@ -11,6 +11,11 @@ NOTE [staging]
     after that piece and before the piece of stage ``s + 1``, and are independent of each
     other. The fewest pieces that respect the dependencies: one per stage.
 
+    An ordinary node then moves as late as its readers allow (to the earliest stage that reads
+    it): a node that only feeds a later piece belongs to that piece. That matters for shapes:
+    ``F.zeros((2, 0, H))`` (an RNN's begin state, batch size 0 = "infer it") learns its shape
+    from the RNN that reads it, so the two must be in one CachedOp.
+
 Pure Python: the artifact loader uses it without MXNet.
 """
 
@@ -25,6 +30,13 @@ def stages(predecessors, special):
     stage = []
     for k, preds in enumerate(predecessors):
         stage.append(max((stage[j] + (1 if special[j] else 0) for j in preds), default=0))
+    readers = [[] for _ in predecessors]
+    for k, preds in enumerate(predecessors):
+        for j in preds:
+            readers[j].append(k)
+    for k in reversed(range(len(stage))):   # readers come later: already final
+        if not special[k] and readers[k]:
+            stage[k] = min(stage[r] for r in readers[k])
     grouped = [([], []) for _ in range(max(stage, default=-1) + 1)]
     for k, s in enumerate(stage):
         grouped[s][1 if special[k] else 0].append(k)
