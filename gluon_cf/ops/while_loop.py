@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import executor, node as _node, registry
 from ..executor import done
+from ..graph import Graph
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
@@ -174,6 +175,35 @@ def loop(pred, func, loop_vars, captured, max_iterations, pad_to, zero_outputs):
     return outputs, list(loop_vars)
 
 
+def _func_then_cond(node):
+    """One graph computing func's outputs and then cond on the new loop vars: a step is one
+    call (and one read of the predicate) instead of two calls. Built once per node; its last
+    output is the predicate, its slots are the node's."""
+    fused = getattr(node, "func_then_cond", None)
+    if fused is None:
+        nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
+        graphs = node.spec["graphs"]
+        func = mx.sym.load_json(graphs["func"]["json"])
+        cond = mx.sym.load_json(graphs["cond"]["json"])
+        func_outputs = [func[k] for k in range(len(func.list_outputs()))]
+        func_inputs = func.get_internals()
+        func_var_of_slot = dict(zip(graphs["func"]["inputs"], func.list_inputs()))
+        bind = {}
+        for name, slot in zip(cond.list_inputs(), graphs["cond"]["inputs"]):
+            if slot < nv:
+                bind[name] = func_outputs[num_out + slot]
+            elif slot in func_var_of_slot:
+                bind[name] = func_inputs[func_var_of_slot[slot]]
+        fused_symbol = mx.sym.Group(func_outputs + [cond(**bind)])
+        slot_of = {n: s for n, s in zip(cond.list_inputs(), graphs["cond"]["inputs"])}
+        slot_of.update(zip(func.list_inputs(), graphs["func"]["inputs"]))
+        fused = node.func_then_cond = Graph.from_spec({
+            "json": fused_symbol.tojson(),
+            "inputs": [slot_of[n] for n in fused_symbol.list_inputs()],
+            "num_outputs": len(func_outputs) + 1})
+    return fused
+
+
 def _kept_shapes(run, loop_vars):
     """Run func and check that the loop variables kept their shapes, as eager mode does (for
     bodies that may compute values of run-time shape)."""
@@ -262,13 +292,24 @@ class WhileLoopRule(registry.Rule):
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         pad_to = _pad_to(node.spec)
 
-        def pred(slots):
-            value = yield cond_g.run(slots, frame, record=False)
-            return pred_value(OP, "the value returned by cond", value[0])
+        fused = _func_then_cond(node)
+        next_pred = []   # the predicate the last fused step computed on its new loop vars
 
-        step = lambda slots: func_g.run(slots, frame)  # noqa: E731
+        def pred(slots):
+            if next_pred:
+                value = next_pred.pop()
+            else:
+                value = (yield cond_g.run(slots, frame, record=False))[0]
+            return pred_value(OP, "the value returned by cond", value)
+
+        def fused_step(slots):
+            result = yield fused.run(slots, frame)
+            next_pred.append(result[-1])
+            return result[:-1]
+
+        step = fused_step
         if node.run_time_shapes:
-            step = lambda slots: _kept_shapes(func_g.run(slots, frame), slots[:nv])  # noqa
+            step = lambda slots: _kept_shapes(fused_step(slots), slots[:nv])  # noqa: E731
         per_step = yield loop(pred, step, loop_vars,
                               captured, node.spec["max_iterations"], pad_to,
                               zero_outputs=lambda: None)
