@@ -150,14 +150,14 @@ def _infer_shapes(sym, arg_shapes, where):
 
 
 def _run_time_ranks(kind, spec_text, ins, outs):
-    """``outs`` with each unknown shape replaced by ``(None,) * rank`` where the op's shape
-    rule gives a rank (``registry.Dynamic``): ONNX needs ranks where it cannot infer them."""
+    """``outs`` with each unknown shape replaced by what the op's shape rule knows of it
+    (``registry.Dynamic``: the rank, some dims): ONNX needs ranks where it cannot infer them."""
     try:
         _, ruled = registry.rule_of(kind).infer_shape(registry.decode(kind, spec_text), [
             s if s is None or None not in s else None for s in ins])
     except Exception:  # noqa: BLE001 - ranks are a help; without them ONNX's inference decides
         return outs
-    return [(None,) * s.rank if o is None and registry.is_dynamic(s) and s.rank is not None
+    return [s.dims if o is None and registry.is_dynamic(s) and s.dims is not None
             else o for o, s in zip(outs, ruled)]
 
 

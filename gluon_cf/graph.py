@@ -96,29 +96,12 @@ class _Segment:
     def infer_shape(self, shapes):
         """Shape inference of the segment by MXNet (NOTE [run-time shapes]); updates
         ``shapes`` (entry -> shape) with what it learns."""
-        known, dynamic = {}, set()
-        for name, e in zip(self.names, self.in_entries):
-            shape = shapes.get(e)
-            if registry.is_dynamic(shape):
-                dynamic.add(name)
-            elif shape is not None:
-                known[name] = shape
-        try:
-            inputs, outs = mxnet_infer_shape_partial(self.symbol, known)
-        except mx.MXNetError:
-            if not dynamic:
-                raise
-            # An operator fed a run-time shape that MXNet's inference cannot take unknown
-            # (arange_like checks the rank of an unknown input): what depends on it is Dynamic.
-            inputs, outs = {}, [()] * len(self.out_entries)
-            known = {}
+        if self._json is None:
+            self._json = json.loads(self.symbol.tojson())
+        inputs, outs = infer_by_mxnet(self.symbol, self._json, self.names,
+                                      [shapes.get(e) for e in self.in_entries])
         for name, e in zip(self.names, self.in_entries):
             _learn(shapes, e, inputs.get(name))
-        if any(not o for o in outs):
-            if self._json is None:
-                self._json = json.loads(self.symbol.tojson())
-            flags = dynamic_outputs(self.symbol, self._json, known, dynamic)
-            outs = [o or flag for o, flag in zip(outs, flags)]
         for e, shape in zip(self.out_entries, outs):
             _learn(shapes, e, shape)
 
@@ -203,12 +186,9 @@ class _RunTimeShapeCall:
         self.handle = handle.value
 
     def infer_shape(self, shapes):
-        rank = DYNAMIC_SHAPE_RANKS.get(self.op)
-        if rank == "data":
-            data = shapes.get(self.in_entries[0])
-            rank = registry.rank_of(data) if data is not None else None
+        dims = _run_time_dims(self.op, self.attrs, registry.dims_of(shapes.get(self.in_entries[0])))
         for e in self.out_entries:
-            _learn(shapes, e, registry.Dynamic(rank))
+            _learn(shapes, e, registry.Dynamic(dims))
 
     def run(self, values, frame):
         out = _imperative_invoke(self.handle, [values[e] for e in self.in_entries],
@@ -459,6 +439,45 @@ def holds_gluon_cf_nodes(symbol_json):
         registry.kind_of(n) for n in json.loads(symbol_json)["nodes"])
 
 
+def infer_by_mxnet(symbol, js, names, given):
+    """MXNet's inference of a graph without gluon_cf nodes (``symbol``, its JSON ``js``), from
+    the shapes ``given`` for its inputs ``names``, which may be :class:`registry.Dynamic`
+    (NOTE [run-time shapes]). Returns ``({input name: shape}, [output shapes])``; an output is
+    a tuple (static: also when computed from run-time shapes, e.g. a sum over their rows),
+    Dynamic when it depends on a run-time shape, else a partial tuple or None (not inferable
+    yet). A run-time shape reaches MXNet as what is known of it (MXNet's 0 for the unknown
+    dimensions), so parameters after it still get their shapes (``Dense`` after
+    ``boolean_mask``)."""
+    known, dynamic, partial = {}, set(), {}
+    for name, shape in zip(names, given):
+        if registry.is_dynamic(shape):
+            dynamic.add(name)
+            if shape.dims:
+                partial[name] = tuple(0 if d is None else d for d in shape.dims)
+        elif shape is not None:
+            known[name] = tuple(shape)
+    inputs = outs = None
+    for attempt in ({**known, **partial}, known) if partial else (known,):
+        try:
+            inputs, outs = mxnet_infer_shape_partial(symbol, attempt)
+            break
+        except mx.MXNetError:
+            if not dynamic:
+                raise
+            # An operator that cannot take a run-time shape as unknown (arange_like checks
+            # the rank of an unknown input): what depends on it is Dynamic.
+    if outs is None:
+        inputs, outs, known = {}, [()] * len(symbol.list_outputs()), {}
+    for name in dynamic:
+        inputs.pop(name, None)
+    if all(_complete(o) for o in outs):
+        return inputs, outs
+    flags = dynamic_outputs(symbol, js, {**known, **partial}, dynamic)
+    return inputs, [o if _complete(o) else
+                    (registry.Dynamic(tuple(d or None for d in o)) if o else flag) if flag else
+                    (o or None) for o, flag in zip(outs, flags)]
+
+
 def dynamic_outputs(symbol, js, known, dynamic_inputs):
     """For each head of a graph without gluon_cf nodes (``symbol``, its JSON ``js``, the input
     shapes ``known`` to MXNet): a :class:`registry.Dynamic` if its shape can depend on a
@@ -479,18 +498,33 @@ def dynamic_outputs(symbol, js, known, dynamic_inputs):
         if not dynamic[nid]:
             answer.append(None)
             continue
-        rank = DYNAMIC_SHAPE_RANKS.get(nodes[nid]["op"])
-        if rank == "data":
+        data = None
+        if nodes[nid]["op"] in DYNAMIC_SHAPE_RANKS:
             if internals is None:
                 try:
                     internals = _internal_shapes(symbol, known)
-                except mx.MXNetError:   # see _Segment.infer_shape
+                except mx.MXNetError:   # see infer_by_mxnet
                     internals = {}
             src, src_idx, *_ = nodes[nid]["inputs"][0]
             data = internals.get(_entry_name(nodes[src], src_idx))
-            rank = len(data) if data else None
-        answer.append(registry.Dynamic(rank))
+            data = tuple(d or None for d in data) if data else None
+        answer.append(registry.Dynamic(_run_time_dims(nodes[nid]["op"],
+                                                      nodes[nid].get("attrs", {}), data)))
     return answer
+
+
+def _run_time_dims(op, attrs, data):
+    """What is known of the output of a DYNAMIC_SHAPE_OPS operator, from the dims of its first
+    input ``data`` (None: unknown rank): ``boolean_mask`` keeps all but its axis."""
+    rule = DYNAMIC_SHAPE_RANKS.get(op)
+    if rule == "data":
+        if data is None:
+            return None
+        axis = int(attrs.get("axis", 0)) % max(len(data), 1)
+        return tuple(None if k == axis else d for k, d in enumerate(data))
+    if op in ("_npi_nonzero", "_npx_nonzero"):   # (number of non-zeros, rank of data)
+        return (None, None if data is None else len(data))
+    return None if rule is None else (None,) * rule
 
 
 def _internal_shapes(symbol, known):
@@ -651,22 +685,10 @@ class Graph:
         return inferred, outs
 
     def _infer_plain(self, given):
-        """MXNet infers a graph without gluon_cf nodes; an output it cannot infer that depends
-        on a run-time shape is Dynamic."""
-        known = {n: tuple(s) for n, s in zip(self.input_names, given)
-                 if s is not None and not registry.is_dynamic(s)}
-        dynamic = {n for n, s in zip(self.input_names, given) if registry.is_dynamic(s)}
-        try:
-            inputs, outs = mxnet_infer_shape_partial(self.symbol, known)
-        except mx.MXNetError:
-            if not dynamic:
-                raise
-            inputs, outs = {}, [()] * self.num_outputs   # as in _Segment.infer_shape
-        if any(not o for o in outs) and (dynamic or self._dynamic_ops):
-            if self._json is None:
-                self._json = json.loads(self.symbol.tojson())
-            flags = dynamic_outputs(self.symbol, self._json, known, dynamic)
-            outs = [o or flag for o, flag in zip(outs, flags)]
+        """MXNet infers a graph without gluon_cf nodes (:func:`infer_by_mxnet`)."""
+        if self._json is None:
+            self._json = json.loads(self.symbol.tojson())
+        inputs, outs = infer_by_mxnet(self.symbol, self._json, self.input_names, given)
         return [inputs.get(n) for n in self.input_names], outs
 
     def infer_type(self, slot_types):

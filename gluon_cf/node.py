@@ -190,9 +190,9 @@ _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 def _infer_shape_impl(self, partial, *args, **kwargs):
     """``Symbol.infer_shape``/``infer_shape_partial`` of a graph holding gluon_cf nodes: inferred
     in Python (NOTE [run-time shapes] in ``graph.py``), so unknown dimensions pass through nodes
-    and an output known only at run time is reported as unknown, as MXNet reports
-    ``boolean_mask``'s. ``infer_shape`` counts such an output as inferred (every argument
-    being known is what Gluon's deferred initialisation needs)."""
+    and an output known only at run time is reported with 0 for its unknown dimensions (MXNet
+    reports ``boolean_mask``'s as wholly unknown). ``infer_shape`` counts such an output as
+    inferred (every argument being known is what Gluon's deferred initialisation needs)."""
     text = self.tojson()
     if not holds_gluon_cf_nodes(text):
         return _original_infer_shape_impl(self, partial, *args, **kwargs)
@@ -209,8 +209,10 @@ def _infer_shape_impl(self, partial, *args, **kwargs):
     ins, outs = graph.infer_shape([known.get(n) for n in names])
     by_name = dict(zip(names, ins))
 
-    def mxnet_form(shape):
-        return () if shape is None or registry.is_dynamic(shape) else tuple(shape)
+    def mxnet_form(shape):   # MXNet's legacy form: 0 for an unknown dim, () unknown rank
+        if registry.is_dynamic(shape):
+            return tuple(0 if d is None else d for d in shape.dims or ())
+        return () if shape is None else tuple(shape)
 
     arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
     aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]

@@ -41,21 +41,30 @@ class Dynamic:
     """A shape known only at run time (NOTE [run-time shapes] in ``graph.py``): the output of
     an operator whose shape depends on values (``boolean_mask``), of an exact-length
     ``while_loop``, of a ``cond`` whose branches differ in size, and what is computed from them.
-    ``rank`` is the number of dimensions when it is known, else None."""
+    ``dims``: what is known of it, a tuple with None for each dimension known only at run time
+    (``boolean_mask`` of a (5, 3) array: ``(None, 3)``), or None when not even the rank is."""
 
-    __slots__ = ("rank",)
+    __slots__ = ("dims",)
 
-    def __init__(self, rank=None):
-        self.rank = rank
+    def __init__(self, dims=None):
+        self.dims = None if dims is None else tuple(dims)
+
+    @property
+    def rank(self):
+        return None if self.dims is None else len(self.dims)
+
+    @classmethod
+    def of_rank(cls, rank):
+        return cls(None if rank is None else (None,) * rank)
 
     def __eq__(self, other):
-        return isinstance(other, Dynamic) and other.rank == self.rank
+        return isinstance(other, Dynamic) and other.dims == self.dims
 
     def __hash__(self):
-        return hash(("Dynamic", self.rank))
+        return hash(("Dynamic", self.dims))
 
     def __repr__(self):
-        return "<known at run time%s>" % ("" if self.rank is None else ", rank %d" % self.rank)
+        return "<known at run time%s>" % ("" if self.dims is None else ": %s" % (self.dims,))
 
 
 def is_dynamic(shape):
@@ -67,6 +76,21 @@ def rank_of(shape):
     if shape is None:
         return None
     return shape.rank if isinstance(shape, Dynamic) else len(shape)
+
+
+def dims_of(shape):
+    """What is known of each dimension (None: unknown), or None when the rank is unknown."""
+    if shape is None:
+        return None
+    return shape.dims if isinstance(shape, Dynamic) else tuple(shape)
+
+
+def common_dims(a, b):
+    """The dims two shapes (tuples or Dynamic) have in common; None if their ranks differ."""
+    a, b = dims_of(a), dims_of(b)
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
 
 
 class Rule:

@@ -232,15 +232,39 @@ def test_exact_length_zero_steps_gives_zero_rows():
     assert eager[0].shape == hybrid[0].shape == (0, 1, 2)
 
 
-def test_infer_shape_through_a_node_of_run_time_shape_says_unknown_like_boolean_mask():
+def test_infer_shape_through_a_node_of_run_time_shape_keeps_what_is_known():
+    """MXNet reports boolean_mask's output as wholly unknown; through gluon_cf nodes the known
+    dimensions stay (0 = unknown, MXNet's legacy form), so a Dense after it gets its weight."""
     data, m = mx.sym.var("data"), mx.sym.var("m")
     ours = gluon_cf.cond(m.sum() > 0, lambda: mx.sym.contrib.boolean_mask(data, m),
                          lambda: data)
     theirs = mx.sym.contrib.boolean_mask(data, m)
-    for sym in (ours, theirs):
+    for sym, out in ((ours, (0, 3)), (theirs, ())):
         args, outs, aux = sym.infer_shape_partial(data=(5, 3), m=(5,))
         assert dict(zip(sym.list_arguments(), args)) == {"data": (5, 3), "m": (5,)}
-        assert (outs, aux) == ([()], [])
+        assert (outs, aux) == ([out], [])
+    dense = mx.sym.FullyConnected(ours, num_hidden=2, flatten=False, name="fc")
+    args, outs, _ = dense.infer_shape(data=(5, 3), m=(5,))
+    assert dict(zip(dense.list_arguments(), args))["fc_weight"] == (2, 3)
+    assert outs == [(0, 2)]
+
+
+def test_deferred_initialisation_after_a_run_time_shape():
+    class Net(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.dense = gluon.nn.Dense(2, flatten=False)   # in_units from the graph
+
+        def hybrid_forward(self, F, x, m):
+            picked = gluon_cf.cond(m.sum() > 0, lambda: _mask(F, x, m), lambda: x)
+            return self.dense(picked)
+
+    net = Net()
+    net.initialize()
+    net.hybridize()
+    assert net(X, MASK).shape == (3, 2)
+    assert net.dense.weight.shape == (2, 3)
 
 
 def test_symbol_executor_refuses_run_time_shapes_naming_the_node():

@@ -105,8 +105,8 @@ def _merge_branch_shapes(then_out, else_out):
     for (a, b), (rank_a, rank_b) in zip(zip(then_out, else_out), ranks):
         if a == b or a is None or b is None:
             merged.append(a if a == b else None)
-        else:
-            merged.append(registry.Dynamic(rank_a if rank_a is not None else rank_b))
+        else:   # what the branches agree on; the rest is decided by the branch taken
+            merged.append(registry.Dynamic(registry.common_dims(a, b)))
     return merged
 
 

@@ -132,7 +132,8 @@ def _step_slice(shape):
     """The shape of data[t] for data of ``shape``: shape[1:], or (1,) for 1-D data as NDArray
     indexing gives; data of run-time shape gives slices of run-time shape."""
     if registry.is_dynamic(shape):
-        return registry.Dynamic(None if shape.rank is None else max(shape.rank - 1, 1))
+        dims = shape.dims
+        return registry.Dynamic(None if dims is None else (dims[1:] or (1,)))
     return (shape[1:] or (1,)) if shape is not None else None
 
 
@@ -140,8 +141,9 @@ def _stacked(length, shape):
     """The shape of a step output of ``shape`` stacked over ``length`` steps (each a tuple,
     None or Dynamic)."""
     if registry.is_dynamic(length) or registry.is_dynamic(shape):
-        rank = registry.rank_of(shape)
-        return registry.Dynamic(None if rank is None else rank + 1)
+        dims = registry.dims_of(shape)
+        rows = length if isinstance(length, int) and length > 0 else None
+        return registry.Dynamic(None if dims is None else (rows,) + dims)
     return (length,) + shape if shape is not None and length is not None else None
 
 

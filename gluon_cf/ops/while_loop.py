@@ -226,8 +226,8 @@ def _stacked(rows, shape):
     """Shape of a step output of row shape ``shape`` stacked to ``rows`` rows (None: as many as
     steps run, known only at run time)."""
     if registry.is_dynamic(shape) or (rows is None and shape is not None):
-        rank = registry.rank_of(shape)
-        return registry.Dynamic(None if rank is None else rank + 1)
+        dims = registry.dims_of(shape)
+        return registry.Dynamic(None if dims is None else (rows,) + dims)
     return (rows,) + shape if shape is not None else None
 
 
