@@ -20,6 +20,7 @@ NOTE [partitioned blocks]
     it is wrapped here, and the original runs everything that needs no partitioning.
 """
 import json
+import threading
 
 import mxnet as mx
 from mxnet.gluon import block as _block
@@ -41,7 +42,7 @@ class _Plan:
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.input_names = self.symbol.list_inputs()
         self.partition_by_shapes = {}
-        self.partitioned = None
+        self.partitioned = {}   # thread id -> PartitionedGraph
 
     def needs_partition(self, cargs):
         key = tuple(a.shape for a in cargs)
@@ -56,11 +57,15 @@ class _Plan:
         return answer
 
     def run_partitioned(self, cargs):
-        if self.partitioned is None:
+        # One PartitionedGraph (its CachedOps) per thread: a CachedOp must not be entered by
+        # two threads at once (as in graph.Graph).
+        thread = threading.get_ident()
+        partitioned = self.partitioned.get(thread)
+        if partitioned is None:
             blocked = block_index_gradients(self.js)  # as in Graph: one CachedOp per segment
-            self.partitioned = PartitionedGraph(
+            partitioned = self.partitioned[thread] = PartitionedGraph(
                 self.symbol if blocked is None else mx.sym.load_json(blocked))
-        return executor.run_node(self.partitioned.run(cargs, None))
+        return executor.run_node(partitioned.run(cargs, None))
 
 
 def _call_cached_op(self, *args):

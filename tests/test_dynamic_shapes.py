@@ -358,3 +358,66 @@ def test_artifact_equals_gluon(name, tmp_path):
         got = got if isinstance(got, (list, tuple)) else [got]
         for g, e in zip(got, _gluon_outputs(net, x, m)):
             np.testing.assert_allclose(g, e, **TOL)
+
+
+def test_batching_executor_runs_bodies_with_run_time_shapes_per_row_and_warns():
+    """Recursive calls from the steps of a foreach batch across steps; a body holding
+    boolean_mask has no row-wise rule, so it runs per row, with the one-time warning."""
+    import warnings
+
+    class Net(gluon.HybridBlock):
+        def hybrid_forward(self, F, rows):
+            @gluon_cf.recursive
+            def grow(v):   # row-wise but for boolean_mask, which has no row-wise rule
+                kept = F.contrib.boolean_mask(v, v.sum(axis=1) > 2)   # this row, or none
+                return gluon_cf.cond(v.sum(axis=1) > 20, lambda: kept.sum(axis=1) * 10,
+                                     lambda: grow(v * 2))
+
+            # No state: the steps are independent, and their calls batch (NOTE [batching]).
+            return gluon_cf.foreach(lambda r, s: (grow(r.reshape((1, -1))), s), rows, [])[0]
+
+    rows = nd.array(RNG.uniform(0.5, 2, size=(6, 3)))
+    net = Net()
+    previous = gluon_cf.get_executor()
+    gluon_cf.set_executor("batched")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            expected = net(rows)        # eager recursion batches too: the warning comes here
+            net.hybridize()
+            got = net(rows)
+    finally:
+        gluon_cf.set_executor(previous)
+    np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), **TOL)
+    unbatched = [w for w in caught if "runs unbatched" in str(w.message)]
+    assert len(unbatched) == 1 and "boolean_mask" in str(unbatched[0].message), \
+        [str(w.message) for w in caught]
+
+
+def test_partitioned_block_called_from_threads():
+    """Each thread runs its own CachedOps of the partitioned graph (one must not be entered by
+    two threads at once); results equal the serial ones."""
+    import threading
+
+    net = Net(cond_mask_flows_out)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    masks = [nd.array(RNG.randint(0, 2, size=5)) + nd.array([1, 0, 0, 0, 0]) for _ in range(8)]
+    expected = [net(X, m).asnumpy() for m in masks]
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            for _ in range(5):
+                results[k] = net(X, masks[k]).asnumpy()
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(masks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    for k, e in enumerate(expected):
+        np.testing.assert_allclose(results[k], e, **TOL)
