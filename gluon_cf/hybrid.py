@@ -41,20 +41,16 @@ class _Plan:
         self.js = json.loads(self.symbol.tojson())
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.input_names = self.symbol.list_inputs()
-        self.partition_by_shapes = {}
+        self.partition_by_shapes = {}   # data shapes -> whether to run partitioned
         self.partitioned = {}   # thread id -> PartitionedGraph
 
     def needs_partition(self, cargs):
-        key = tuple(a.shape for a in cargs)
-        answer = self.partition_by_shapes.get(key)
-        if answer is None:
-            graph = inference_graph(self.symbol.tojson())
-            try:
-                answer = bool(graph.calls_with_run_time_shapes([a.shape for a in cargs]))
-            except Exception:  # noqa: BLE001 - the CachedOp reports it, in MXNet's or our words
-                answer = False
-            self.partition_by_shapes[key] = answer
-        return answer
+        """Whether a node has an input or output of run-time shape for these arguments."""
+        graph = inference_graph(self.symbol.tojson())
+        try:
+            return bool(graph.calls_with_run_time_shapes([a.shape for a in cargs]))
+        except Exception:  # noqa: BLE001 - the CachedOp reports it, in MXNet's or our words
+            return False
 
     def run_partitioned(self, cargs):
         # One PartitionedGraph (its CachedOps) per thread: a CachedOp must not be entered by
@@ -79,11 +75,16 @@ def _call_cached_op(self, *args):
         return _original_call_cached_op(self, *args)
     flat, fmt = _block._flatten(args, "input")
     flat = [a for a in flat if a is not None]
+    # Keyed by the data's shapes: the parameters' are fixed once the cache is built.
+    key = tuple(a.shape for a in flat)
+    partition = plan.partition_by_shapes.get(key)
+    if partition is False or fmt != self._in_format:   # (MXNet checks the format, in its words)
+        return _original_call_cached_op(self, *args)
     cargs = [flat[x] if is_arg else x.data() for is_arg, x in self._cached_op_args]
-    if not plan.needs_partition(cargs):
-        return _original_call_cached_op(self, *args)
-    if fmt != self._in_format:   # MXNet's own check, with its message
-        return _original_call_cached_op(self, *args)
+    if partition is None:
+        partition = plan.partition_by_shapes[key] = plan.needs_partition(cargs)
+        if not partition:
+            return _original_call_cached_op(self, *args)
     out = plan.run_partitioned(cargs)
     return _block._regroup(out, self._out_format)
 
