@@ -421,3 +421,37 @@ def test_partitioned_block_called_from_threads():
     assert not errors, errors
     for k, e in enumerate(expected):
         np.testing.assert_allclose(results[k], e, **TOL)
+
+
+def test_loop_variable_changing_shape_is_refused_as_eagerly():
+    class Bad(gluon.HybridBlock):
+        def hybrid_forward(self, F, x, m):
+            return gluon_cf.while_loop(lambda v: v.sum() > -1, lambda v: (v.sum(), _mask(F, v, m)),
+                                       x, max_iterations=3)[1]
+
+    message = (r"gluon_cf\.while_loop: loop variable 0 changed from shape \(5, 3\) float32 to "
+               r"\(3, 3\) float32 in func")
+    for hybridize in (False, True):
+        block = Bad()
+        if hybridize:
+            block.hybridize()
+        with pytest.raises(ValueError, match=message):
+            block(X, MASK)
+
+
+def test_three_levels_deep():
+    """cond > foreach > exact-length while_loop, with boolean_mask at the bottom."""
+    def body(F, net, y, m):
+        def step(t, states):
+            rows = _mask(F, F.broadcast_mul(y, t.reshape((1, 1))), m)
+            outs, _ = gluon_cf.while_loop(lambda v: v.norm() > 1, lambda v: (v.sum(), v * 0.5),
+                                          rows)
+            return outs.sum(axis=0), states
+        looped = gluon_cf.foreach(step, F.arange(1, 3), [F.zeros((1,))])[0]
+        return gluon_cf.cond(m.sum() > 1, lambda: looped, lambda: looped * 2)
+
+    POSITIONS["three_levels"] = body
+    try:
+        test_hybridized_equals_eager("three_levels", {})
+    finally:
+        del POSITIONS["three_levels"]
