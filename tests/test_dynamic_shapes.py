@@ -275,6 +275,10 @@ def test_symbol_executor_refuses_run_time_shapes_naming_the_node():
     with pytest.raises(gluon_cf.DynamicShapeError, match=r"gluon_cf\.cond \(node 'picks\d*'\): "
                        r"output 0 has a shape known only at run time"):
         out.bind(mx.cpu(), args).forward()
+    # simple_bind: MXNet wraps every error in its own RuntimeError; ours is its message.
+    with pytest.raises(RuntimeError, match=r"(?s)simple_bind error.*gluon_cf\.cond \(node "
+                       r"'picks\d*'\): output 0 has a shape known only at run time"):
+        out.simple_bind(mx.cpu(), data=(5, 3), m=(5,))
     # The same graph in a SymbolBlock runs partitioned.
     block = gluon.SymbolBlock(out, [data, m])
     block.hybridize()
