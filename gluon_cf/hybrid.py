@@ -38,15 +38,15 @@ class _Plan:
     def __init__(self, block):
         self.cached_op = block._cached_op
         self.symbol = block._cached_graph[1]
-        self.js = json.loads(self.symbol.tojson())
+        self.text = self.symbol.tojson()
+        self.js = json.loads(self.text)
         self.has_nodes = has_gluon_cf_nodes(self.js)
-        self.input_names = self.symbol.list_inputs()
         self.partition_by_shapes = {}   # data shapes -> whether to run partitioned
         self.partitioned = {}   # thread id -> PartitionedGraph
 
     def needs_partition(self, cargs):
         """Whether a node has an input or output of run-time shape for these arguments."""
-        graph = inference_graph(self.symbol.tojson())
+        graph = inference_graph(self.text)
         try:
             return bool(graph.calls_with_run_time_shapes([a.shape for a in cargs]))
         except Exception:  # noqa: BLE001 - the CachedOp reports it, in MXNet's or our words
