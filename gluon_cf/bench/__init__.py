@@ -11,7 +11,9 @@ calls ``builder(model)`` once per model with a `baselines.TreeModel` holding the
 
 `batch` is a `baselines.Batch` (`trees`, `forest`, `labels`). A builder that cannot run here
 raises `baselines.MethodUnavailable` and the method is skipped with its reason. Before timing,
-every method's root states and logits are checked against method 'a' on one mini-batch.
+every method's root states and logits are checked against method 'a' on one mini-batch, but for
+a runner with ``checked = False`` (the compute floor, whose values are not the model's); a
+runner with ``trains = False`` is timed in inference only.
 
 Adding a method is one line in the registration block at the end of this file.
 """
@@ -40,3 +42,6 @@ register_method('c', 'iterative post-order loop (Gluon)', baselines.IterativeRun
 register_method('d', 'hand-written level batching (Gluon)', baselines.LevelBatchedRunner)
 register_method('e', 'gluon_cf hybridized, batching executor', baselines.GluonCfBatchedRunner)
 register_method('f', 'eager per-node (PyTorch)', baselines.TorchRunner)
+register_method('g', 'compute floor: the cell calls of each level only (MXNet)',
+                baselines.FloorRunner)
+register_method('h', 'level batching in numpy (inference)', baselines.NumpyRunner)

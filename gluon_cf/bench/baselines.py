@@ -41,7 +41,7 @@ from gluon_cf.models import (BinaryTreeLSTMCell, RNTNCell, TreeRNNCell, rntn_eag
 __all__ = [
     'MODEL_KINDS', 'ModelConfig', 'TreeModel', 'make_model', 'clone_model', 'Batch',
     'make_batches', 'MethodUnavailable', 'EagerRunner', 'IterativeRunner',
-    'LevelBatchedRunner', 'TorchRunner',
+    'LevelBatchedRunner', 'TorchRunner', 'FloorRunner', 'NumpyRunner',
 ]
 
 # kind -> (cell class, eager reference returning the root state(s))
@@ -297,6 +297,137 @@ class LevelBatchedRunner(_GluonRunner):
             buffers = _as_tuple(self._level_step(nd32(nodes), nd32(forest.left[nodes]),
                                                  nd32(forest.right[nodes]), *buffers))
         return mx.nd.take(buffers[0], nd32(forest.roots))
+
+
+# ---------------------------------------------------------------------------------------------
+# g. The compute floor in MXNet: the cell calls of each level, nothing else.
+
+class _FloorCall(gluon.HybridBlock):
+    """One cell function (`leaf` or `combine`) as its own hybridized call."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def hybrid_forward(self, F, *inputs):
+        return self.fn(*inputs)
+
+
+class FloorRunner(_GluonRunner):
+    """g: what a level-batched forest costs at least in MXNet: per level one hybridized cell
+    call on ready, preallocated inputs of that level's size (views of buffers allocated once),
+    no gathering, scattering, index uploads or scheduling; leaves one `leaf` call on embedded
+    rows. Its values are not the model's (children are not their own children's states), so it
+    is not checked; training differentiates the sum of every call's outputs."""
+
+    checked = False
+
+    def __init__(self, model):
+        super().__init__(model)
+        cfg = self.model.config
+        self._leaf = _FloorCall(self.model.cell.leaf)
+        self._combine = _FloorCall(self.model.cell.combine)
+        self._leaf.hybridize(static_alloc=True)
+        self._combine.hybridize(static_alloc=True)
+        self._rows = 0
+        self._grow(4096)
+        self._hidden, self._embed = cfg.hidden_size, cfg.embed_size
+
+    def _grow(self, rows):
+        cfg = self.model.config
+        self._rows = rows
+        rng = np.random.RandomState(0)
+        self._x = mx.nd.array(rng.uniform(-0.1, 0.1, (rows, cfg.embed_size)))
+        self._states = [mx.nd.array(rng.uniform(-0.1, 0.1, (rows, cfg.hidden_size)))
+                        for _ in range(self.model.num_states)]
+
+    def _calls(self, batch):
+        levels = batch.forest.levels()
+        if max(len(level) for level in levels) > self._rows:
+            self._grow(2 * max(len(level) for level in levels))
+        outputs = [_as_tuple(self._leaf(self._x[:len(levels[0])]))]
+        for nodes in levels[1:]:
+            children = [s[:len(nodes)] for s in self._states]
+            outputs.append(_as_tuple(self._combine(*children, *children)))
+        return outputs
+
+    def root_states(self, batch):
+        return self._calls(batch)[-1][0][:batch.size]
+
+    def train_step(self, batch):
+        with autograd.record():
+            outputs = self._calls(batch)
+            loss = mx.nd.add_n(*[o.sum() for out in outputs for o in out])
+        loss.backward()
+        self.trainer.step(1, ignore_stale_grad=True)
+        return loss
+
+
+# ---------------------------------------------------------------------------------------------
+# h. numpy level batching: the same arithmetic without a framework (inference).
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class NumpyRunner:
+    """h: level-batched inference in numpy (float32) with the model's weights: one gather,
+    cell and scatter per level, as d does in MXNet. Inference only."""
+
+    trains = False
+
+    def __init__(self, model):
+        self.kind = model.config.kind
+        self.hidden = model.config.hidden_size
+        params = {name[len(model.prefix):]: p.data().asnumpy()
+                  for name, p in model.collect_params().items()}
+        self.p = params
+        self.embed = params['embed_weight']
+        self.head_w, self.head_b = params['head_weight'], params['head_bias']
+
+    def _dense(self, prefix, x):
+        return x @ self.p[prefix + 'weight'].T + self.p[prefix + 'bias']
+
+    def _leaf(self, x):
+        if self.kind == 'treelstm':
+            i, o, u = np.split(self._dense('cell_leaf_iou_', x), 3, axis=1)
+            c = _sigmoid(i) * np.tanh(u)
+            return [_sigmoid(o) * np.tanh(c), c]
+        return [np.tanh(self._dense('cell_leaf_', x))]
+
+    def _combine(self, left, right):
+        if self.kind == 'treelstm':
+            (h_l, c_l), (h_r, c_r) = left, right
+            gates = self._dense('cell_combine_gates_', np.concatenate([h_l, h_r], axis=1))
+            i, f_l, f_r, o, u = np.split(gates, 5, axis=1)
+            c = _sigmoid(i) * np.tanh(u) + _sigmoid(f_l) * c_l + _sigmoid(f_r) * c_r
+            return [_sigmoid(o) * np.tanh(c), c]
+        ab = np.concatenate([left[0], right[0]], axis=1)
+        if self.kind == 'treernn':
+            return [np.tanh(self._dense('cell_combine_proj_', ab))]
+        hidden, two_h = self.hidden, 2 * self.hidden
+        t = (ab @ self.p['cell_combine_V'].T).reshape(-1, hidden, two_h)
+        bilinear = np.einsum('bki,bi->bk', t, ab)
+        return [np.tanh(bilinear + self._dense('cell_combine_linear_', ab))]
+
+    def infer(self, batch):
+        forest = batch.forest
+        levels = forest.levels()
+        leaves = levels[0]
+        leaf_states = self._leaf(self.embed[forest.tokens[leaves]])
+        states = [np.zeros((forest.num_nodes, self.hidden), np.float32) for _ in leaf_states]
+        for buf, value in zip(states, leaf_states):
+            buf[leaves] = value
+        for nodes in levels[1:]:
+            left = [buf[forest.left[nodes]] for buf in states]
+            right = [buf[forest.right[nodes]] for buf in states]
+            for buf, value in zip(states, self._combine(left, right)):
+                buf[nodes] = value
+        root_h = states[0][forest.roots]
+        return root_h, root_h @ self.head_w.T + self.head_b
+
+    def train_step(self, batch):
+        raise MethodUnavailable('numpy level batching is inference only')
 
 
 # ---------------------------------------------------------------------------------------------
