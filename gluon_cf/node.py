@@ -142,9 +142,11 @@ def _explain_unknown_dims(err, text):
     MXNet back its partial shape crashes MXNet's Custom-op callback while exporting with dynamic
     axes), so MXNet reports "Shape inconsistent, Provided = [-1,2], inferred shape=[]", naming
     only the graph node. For zero-size arrays an error is the right answer (MXNet's own
-    hybridized ``x + 1`` refuses them too); for unknown dimensions it is a limitation
-    (``infer_shape_partial`` through gluon_cf nodes). This error names the op, the node and the
-    input, and says both.
+    hybridized ``x + 1`` refuses them too); an unknown dimension reaches here only when MXNet
+    itself infers a graph holding the node (a Symbol executor given a partial shape):
+    ``Symbol.infer_shape_partial`` is gluon_cf's own and passes unknown dimensions through
+    (NOTE [run-time shapes] in ``graph.py``). This error names the op, the node and the input,
+    and says both.
     """
     table = getattr(_unknown_dims, "value", None) or {}
     for name, (kind, partial) in table.items():
@@ -156,8 +158,9 @@ def _explain_unknown_dims(err, text):
                 "gluon_cf.%s (node %r): %s, with a 0 dimension: a zero-size array, which a "
                 "hybridized MXNet 1.9.1 graph cannot take (its legacy shapes read 0 as "
                 "'unknown'; MXNet's own operators refuse them too), or a dimension not known "
-                "yet, which gluon_cf nodes cannot infer through. Skip the call for empty inputs "
-                "or run the block without hybridize(); give complete shapes to infer_shape"
+                "yet, which a graph MXNet runs itself (a Symbol executor) needs. Skip the call "
+                "for empty inputs or run the block without hybridize(); give complete shapes to "
+                "bind/simple_bind"
                 % (kind, name, inputs))
     return err
 
