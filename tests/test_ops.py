@@ -12,7 +12,7 @@ from collections import namedtuple
 import mxnet as mx
 import numpy as np
 import pytest
-from mxnet import gluon
+from mxnet import autograd, gluon, nd
 
 import gluon_cf
 from conftest import (MODES, assert_close, assert_same_results, flat,
@@ -519,3 +519,50 @@ def test_foreach_gradient_passed_straight_through(mode):
     net = make_model(fn)
     set_mode(net, mode)
     assert_same_results(run(net, inputs), run(make_model(fn, "python"), inputs), "foreach")
+
+
+@pytest.mark.parametrize("length", [1, 10, 23])
+@pytest.mark.parametrize("impl_data", ["2-D", "1-D"])
+def test_unrolled_foreach_equals_mxnet_foreach(length, impl_data):
+    """NOTE [unrolled steps]: a plain stateful body runs ten steps per call; chunks of 10, 10
+    and 3 must give MXNet's _foreach values and gradients (parameters, data, states)."""
+    rng = np.random.RandomState(length)
+
+    class Scan(gluon.HybridBlock):
+        def __init__(self, impl):
+            super().__init__()
+            self.impl = impl
+            with self.name_scope():
+                self.cell = gluon.rnn.LSTMCell(4, input_size=3)
+                self.scale = self.params.get("scale", shape=(1,), init=mx.init.One())
+
+        def hybrid_forward(self, F, seq, h, c, scale):
+            foreach = gluon_cf.foreach if self.impl == "ours" else F.contrib.foreach
+            if impl_data == "1-D":
+                seq = F.broadcast_mul(seq.reshape((-1, 1, 1)), F.ones((1, 2, 3)))
+
+            def body(x, states):
+                out, states = self.cell(x, states)
+                return F.broadcast_mul(out, scale), states
+            outs, (h, c) = foreach(body, seq, [h, c])
+            return outs, h, c
+
+    shape = (length, 2, 3) if impl_data == "2-D" else (length,)
+    args = [nd.array(rng.randn(*s)) for s in (shape, (2, 4), (2, 4))]
+    results = {}
+    for impl in ("ours", "mxnet"):
+        mx.random.seed(0)
+        net = Scan(impl)
+        net.initialize(mx.init.Uniform(0.5))
+        net.hybridize()
+        xs = [a.copy() for a in args]
+        for x in xs:
+            x.attach_grad()
+        with autograd.record():
+            outs = net(*xs)
+            loss = sum(((o * o).sum() for o in outs), nd.zeros(1))
+        loss.backward()
+        results[impl] = ([o.asnumpy() for o in outs] + [x.grad.asnumpy() for x in xs]
+                         + [p.grad().asnumpy() for p in net.collect_params().values()])
+    for ours, theirs in zip(results["ours"], results["mxnet"]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

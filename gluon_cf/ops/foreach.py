@@ -1,7 +1,9 @@
 """``gluon_cf.foreach``: scan a function over the leading axis of the data, carrying states."""
+import mxnet as mx
 
 from .. import executor, node as _node, registry
 from ..executor import Parallel, done
+from ..graph import Graph
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
@@ -116,6 +118,76 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
             regroup(outputs[num_out:], step.states_fmt))
 
 
+# NOTE [unrolled steps]
+#     A step of a hybridized loop is a CachedOp call (~50-130 us here) and, under autograd, one
+#     recorded node whose backward is another call: for small bodies that is the whole cost
+#     (MXNet's own _foreach runs its steps in C++). So a stateful foreach whose body is a plain
+#     graph (no gluon_cf nodes, no run-time shapes, outside recursion) runs UNROLL steps per
+#     call: one graph holding UNROLL copies of the body, each reading its slice of a block of
+#     the data and the states the previous copy computed, outputs stacked inside. Same
+#     operators, same order: the values and gradients are those of step-by-step execution.
+UNROLL = 10
+
+
+def _unrolled_loop(node, data, states, captured, frame):
+    """Generator: the loop as calls of :func:`_unrolled_body` graphs (NOTE [unrolled steps])."""
+    length = data[0].shape[0]
+    chunks = []
+    for begin in range(0, length, UNROLL):
+        steps = min(UNROLL, length - begin)
+        graph = _unrolled_body(node, steps, [d.shape[1:] for d in data])
+        result = yield graph.run([d[begin:begin + steps] for d in data] + list(states)
+                                 + list(captured), frame)
+        cut = len(result) - len(states)
+        chunks.append(result[:cut])
+        states = result[cut:]
+    outputs = [column[0] if len(column) == 1 else mx.nd.concat(*column, dim=0)
+               for column in zip(*chunks)]
+    return outputs + list(states)
+
+
+def _unrolled_body(node, steps, data_row_shapes):
+    """The body of ``node`` unrolled ``steps`` times as one Graph (cached per node, step count
+    and data row shapes); its slots are the node's, data slots taking blocks of ``steps``
+    rows."""
+    cache = node.__dict__.setdefault("unrolled_bodies", {})
+    key = (steps, tuple(data_row_shapes))
+    graph = cache.get(key)
+    if graph is not None:
+        return graph
+    spec = node.spec
+    nd_, ns, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
+    body_spec = spec["graphs"]["body"]
+    body = mx.sym.load_json(body_spec["json"])
+    slot_of = dict(zip(body.list_inputs(), body_spec["inputs"]))
+    # The unrolled graph's inputs: the body's own variables (a data variable takes the block).
+    outer = {slot: mx.sym.var(name) for name, slot in slot_of.items()}
+    state_syms = [outer.get(nd_ + k) for k in range(ns)]   # None: a state the body never reads
+    per_step = []
+    for t in range(steps):
+        bind = {}
+        for name, slot in slot_of.items():
+            if slot < nd_:   # data[t]: shape[1:], or (1,) for 1-D data (NDArray indexing)
+                row = tuple(data_row_shapes[slot]) or (1,)
+                bind[name] = mx.sym.reshape(mx.sym.slice_axis(outer[slot], axis=0, begin=t,
+                                                              end=t + 1), shape=row)
+            elif slot < nd_ + ns:
+                bind[name] = state_syms[slot - nd_]
+            else:
+                bind[name] = outer[slot]
+        result = body(**bind)
+        outs = [result[k] for k in range(len(result.list_outputs()))]
+        per_step.append(outs[:num_out])
+        state_syms = outs[num_out:]
+    stacked = [mx.sym.stack(*column, axis=0) for column in zip(*per_step)]
+    unrolled = mx.sym.Group(stacked + state_syms)
+    slot_by_name = {var.name: slot for slot, var in outer.items()}
+    graph = cache[key] = Graph.from_spec({
+        "json": unrolled.tojson(), "inputs": [slot_by_name[n] for n in unrolled.list_inputs()],
+        "num_outputs": len(stacked) + ns})
+    return graph
+
+
 def _kept_shapes(run, states):
     """Run a body step and check that its states kept their shapes, as eager mode does (for
     bodies that may compute values of run-time shape)."""
@@ -203,6 +275,9 @@ class ForeachRule(registry.Rule):
             results = yield Parallel(body.run([d[t] for d in data] + captured, frame)
                                      for t in range(length))
             return [stack_steps(OP, k, column) for k, column in enumerate(zip(*results))]
+        if not node.run_time_shapes and not body.partitioned and \
+                (frame is None or frame.recursion is None):
+            return (yield _unrolled_loop(node, data, states, captured, frame))
         step = lambda slots: body.run(slots, frame)  # noqa: E731
         if node.run_time_shapes:
             step = lambda slots: _kept_shapes(body.run(slots, frame), slots[nd_:nd_ + ns])  # noqa
