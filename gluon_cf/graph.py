@@ -366,14 +366,6 @@ class PartitionedGraph:
                 break
         return shapes
 
-    def calls_with_run_time_shapes(self, in_shapes):
-        """The gluon_cf nodes and user CustomOps with an input or output of run-time shape:
-        as MXNet Custom operators they would need static shapes."""
-        shapes = self.infer_entry_shapes(in_shapes)
-        return [call for step in self.steps if isinstance(step, _CfGroup) for call in step.calls
-                if any(registry.is_dynamic(shapes.get(e))
-                       for e in call.in_entries + call.out_entries)]
-
     def run(self, inputs, frame):
         """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
         values = dict(zip(self.input_entries, inputs))

@@ -10,10 +10,14 @@ NOTE [partitioned blocks]
     by their rules in the calling thread, recorded by autograd like the segments, so gradients
     need nothing special.
 
-    Which way a block runs is decided once per signature of input shapes, by inferring the
-    block's graph with the actual shapes (``_Plan.needs_partition``): graphs with static shapes
-    only keep the single CachedOp and its speed. Blocks without gluon_cf nodes are MXNet's
-    business alone: one attribute lookup per call.
+    Which way a block runs: the CachedOp first, as long as its nodes can declare their output
+    shapes. A node whose output shape is known only at run time refuses, during the CachedOp's
+    shape inference (before anything runs), with DynamicShapeError; the block then runs
+    partitioned for those input shapes, remembered. A node that reads a value computed by a
+    dynamic-shape operator of the block's own graph is not even asked by MXNet, so such a
+    graph always runs partitioned (``_Plan.always``, found once). Graphs with static shapes
+    keep the single CachedOp and its speed, with no inference of ours added (tree models see
+    new shapes with every forest); blocks without gluon_cf nodes are MXNet's business alone.
 
     ``HybridBlock._call_cached_op`` is MXNet 1.9.1's one entry to running a hybridized block
     (``SymbolBlock``, which ``SymbolBlock.imports`` returns for an exported model, included);
@@ -25,8 +29,10 @@ import threading
 import mxnet as mx
 from mxnet.gluon import block as _block
 
-from . import executor
-from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes, inference_graph
+from . import executor, registry
+from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
+from .node import DynamicShapeError
+from .operators import DYNAMIC_SHAPE_OPS
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -41,16 +47,21 @@ class _Plan:
         self.text = self.symbol.tojson()
         self.js = json.loads(self.text)
         self.has_nodes = has_gluon_cf_nodes(self.js)
-        self.partition_by_shapes = {}   # data shapes -> whether to run partitioned
+        self.partitioned_shapes = set()   # data shapes for which a node refused
+        self.always = self.has_nodes and self._fed_by_run_time_shapes()
         self.partitioned = {}   # thread id -> PartitionedGraph
 
-    def needs_partition(self, cargs):
-        """Whether a node has an input or output of run-time shape for these arguments."""
-        graph = inference_graph(self.text)
-        try:
-            return bool(graph.calls_with_run_time_shapes([a.shape for a in cargs]))
-        except Exception:  # noqa: BLE001 - the CachedOp reports it, in MXNet's or our words
-            return False
+    def _fed_by_run_time_shapes(self):
+        """Whether a gluon_cf node of the graph reads a value computed from a dynamic-shape
+        operator of the graph itself: MXNet would not even ask that node for its shapes."""
+        nodes = self.js["nodes"]
+        dynamic = []
+        for n in nodes:
+            fed = any(dynamic[src] for src, *_ in n["inputs"])
+            if fed and registry.kind_of(n):
+                return True
+            dynamic.append(fed or n["op"] in DYNAMIC_SHAPE_OPS)
+        return False
 
     def run_partitioned(self, cargs):
         # One PartitionedGraph (its CachedOps) per thread: a CachedOp must not be entered by
@@ -75,18 +86,22 @@ def _call_cached_op(self, *args):
         return _original_call_cached_op(self, *args)
     flat, fmt = _block._flatten(args, "input")
     flat = [a for a in flat if a is not None]
-    # Keyed by the data's shapes: the parameters' are fixed once the cache is built.
-    key = tuple(a.shape for a in flat)
-    partition = plan.partition_by_shapes.get(key)
-    if partition is False or fmt != self._in_format:   # (MXNet checks the format, in its words)
-        return _original_call_cached_op(self, *args)
-    cargs = [flat[x] if is_arg else x.data() for is_arg, x in self._cached_op_args]
-    if partition is None:
-        partition = plan.partition_by_shapes[key] = plan.needs_partition(cargs)
-        if not partition:
+    key = tuple(a.shape for a in flat)   # the data's shapes: the parameters' are fixed
+    if not plan.always and key not in plan.partitioned_shapes or fmt != self._in_format:
+        try:   # the CachedOp, as long as every node can declare its output shapes
             return _original_call_cached_op(self, *args)
+        except DynamicShapeError:
+            if fmt != self._in_format:
+                raise
+        if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
+            plan.partitioned_shapes.clear()
+        plan.partitioned_shapes.add(key)
+    cargs = [flat[x] if is_arg else x.data() for is_arg, x in self._cached_op_args]
     out = plan.run_partitioned(cargs)
     return _block._regroup(out, self._out_format)
+
+
+_MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitioning
 
 
 _block.HybridBlock._call_cached_op = _call_cached_op
