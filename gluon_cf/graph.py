@@ -411,7 +411,8 @@ class PartitionedGraph:
 #     that holds gluon_cf nodes: :meth:`PartitionedGraph.infer_shape` walks it in Python, the
 #     ordinary operators between nodes inferred by MXNet piece by piece (where
 #     :func:`dynamic_outputs` tells an output MXNet could not infer because it depends on a
-#     run-time shape (Dynamic) from one not inferable yet (None)), the nodes by their rules.
+#     run-time shape (Dynamic) from one not inferable yet (None)), the nodes and the
+#     dynamic-shape operators (``_RunTimeShapeCall``) by their own rules.
 #     ``Symbol.infer_shape`` and ``infer_shape_partial`` of such graphs take the same path
 #     (node.py), which is also how unknown dimensions (MXNet's 0 placeholder) pass through
 #     nodes. Where MXNet itself must run a node as a Custom operator (a Symbol executor), a
@@ -464,45 +465,29 @@ def infer_by_mxnet(symbol, js, names, given):
         inputs.pop(name, None)
     if all(_complete(o) for o in outs):
         return inputs, outs
-    flags = dynamic_outputs(symbol, js, {**known, **partial}, dynamic)
-    return inputs, [o if _complete(o) else
-                    (registry.Dynamic(tuple(d or None for d in o)) if o else flag) if flag else
-                    (o or None) for o, flag in zip(outs, flags)]
+    flags = dynamic_outputs(js, dynamic)
+    return inputs, [_inferred(o, flag) for o, flag in zip(outs, flags)]
 
 
-def dynamic_outputs(symbol, js, known, dynamic_inputs):
-    """For each head of a graph without gluon_cf nodes (``symbol``, its JSON ``js``, the input
-    shapes ``known`` to MXNet): a :class:`registry.Dynamic` if its shape can depend on a
-    run-time shape, from a DYNAMIC_SHAPE_OPS operator or an input named in ``dynamic_inputs``,
-    else None. Operators pass it on from any input: conservative, which costs at most a
-    partitioned run, never a wrong shape. The rank is known for a head that is such an
-    operator's own output (DYNAMIC_SHAPE_RANKS)."""
-    nodes = js["nodes"]
-    dynamic = {}
-    for nid, n in enumerate(nodes):
-        if n["op"] == "null":
-            dynamic[nid] = n["name"] in dynamic_inputs
-        else:
-            dynamic[nid] = n["op"] in DYNAMIC_SHAPE_OPS or any(dynamic[i[0]] for i in n["inputs"])
-    internals = None
-    answer = []
-    for nid, idx, *_ in js["heads"]:
-        if not dynamic[nid]:
-            answer.append(None)
-            continue
-        data = None
-        if nodes[nid]["op"] in DYNAMIC_SHAPE_RANKS:
-            if internals is None:
-                try:
-                    internals = _internal_shapes(symbol, known)
-                except mx.MXNetError:   # see infer_by_mxnet
-                    internals = {}
-            src, src_idx, *_ = nodes[nid]["inputs"][0]
-            data = internals.get(_entry_name(nodes[src], src_idx))
-            data = tuple(d or None for d in data) if data else None
-        answer.append(registry.Dynamic(_run_time_dims(nodes[nid]["op"],
-                                                      nodes[nid].get("attrs", {}), data)))
-    return answer
+def _inferred(shape, dynamic):
+    """An output MXNet inferred as ``shape`` (its legacy form), ``dynamic`` if it depends on a
+    run-time shape: complete, a :class:`registry.Dynamic` of what is known, a partial tuple,
+    or None."""
+    if _complete(shape) or not dynamic:
+        return shape or None
+    return registry.Dynamic(tuple(d or None for d in shape) if shape else None)
+
+
+def dynamic_outputs(js, dynamic_inputs):
+    """For each head of a graph without gluon_cf nodes or dynamic-shape operators (symbol JSON
+    ``js``): whether its shape can depend on an input named in ``dynamic_inputs``. Operators
+    pass it on from any input: conservative, which costs at most a partitioned run, never a
+    wrong shape."""
+    dynamic = []
+    for n in js["nodes"]:
+        dynamic.append(n["name"] in dynamic_inputs if n["op"] == "null"
+                       else any(dynamic[i[0]] for i in n["inputs"]))
+    return [dynamic[h[0]] for h in js["heads"]]
 
 
 def _run_time_dims(op, attrs, data):
@@ -517,25 +502,6 @@ def _run_time_dims(op, attrs, data):
     if op in ("_npi_nonzero", "_npx_nonzero"):   # (number of non-zeros, rank of data)
         return (None, None if data is None else len(data))
     return None if rule is None else (None,) * rule
-
-
-def _internal_shapes(symbol, known):
-    """MXNet's partial inference of every entry of a plain graph, by internal output name."""
-    internals = symbol.get_internals()
-    _, outs = mxnet_infer_shape_partial(internals, known)
-    return dict(zip(internals.list_outputs(), outs))
-
-
-def _entry_name(node, idx):
-    if node["op"] == "null":
-        return node["name"]
-    return "%s_output" % node["name"] if idx == 0 and _single_output(node) else \
-        "%s_output%d" % (node["name"], idx)
-
-
-def _single_output(node):
-    return node["op"] not in ("SliceChannel", "split", "_split_v2") and \
-        not node["op"].startswith("_npi_split")
 
 
 class Graph:
@@ -566,7 +532,6 @@ class Graph:
         self._type_cache = {}
         self._row_checks = {}
         self._json = None
-        self._dynamic_ops = any(n["op"] in DYNAMIC_SHAPE_OPS for n in graph_json["nodes"])
         self._inference = None  # a PartitionedGraph for shape inference (partitioned graphs)
 
     @classmethod
