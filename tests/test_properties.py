@@ -12,7 +12,7 @@ from test_ops_errors import Block   # HybridBlock(fn): hybrid_forward(F, *xs) = 
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
-COUNT = {"foreach": 0, "while_loop": 0, "cond": 0}
+COUNT = {"foreach": 0, "while_loop": 0, "cond": 0, "masks": 0}
 
 
 def run(fn, arrays, hybridize):
@@ -121,6 +121,38 @@ def test_cond_matches_python_reference(value, threshold, shape, pred_dtype, hybr
     np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(grads[0], expected_grad_x, rtol=1e-5, atol=1e-6)
     COUNT["cond"] += 1
+
+
+@SETTINGS
+@given(rows=st.integers(1, 6), cols=st.integers(1, 3), data=st.data(),
+       hybridize=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_masked_rows_match_numpy(rows, cols, data, hybridize, seed):
+    """Issue 12: boolean_mask inside a cond branch and a foreach body, over random masks (at
+    least one row kept), against numpy: values, and gradients (1 on every kept row)."""
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), bool)
+    mask[data.draw(st.integers(0, rows - 1))] = True
+    x = np.random.RandomState(seed).uniform(-1, 1, (rows, cols)).astype(np.float32)
+    m = mask.astype(np.float32)
+
+    def fn(F, x, m):
+        picked = gluon_cf.cond(m.sum() > 0, lambda: F.contrib.boolean_mask(x, m) * 3,
+                               lambda: x)
+        means, _ = gluon_cf.foreach(
+            lambda t, s: (F.contrib.boolean_mask(F.broadcast_mul(x, t.reshape((1, 1))),
+                                                 m).mean(axis=0), s),
+            F.arange(1, 3), [F.zeros((1,))])
+        return picked, means
+
+    got, grads = run(fn, [x, m], hybridize)
+    kept = x[mask]
+    np.testing.assert_allclose(got[0], kept * 3, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], np.stack([kept.mean(axis=0), 2 * kept.mean(axis=0)]),
+                               rtol=1e-5, atol=1e-6)
+    # d/dx: 3 from the cond, (1 + 2) / kept rows from the two means, on kept rows only
+    expected = np.where(mask[:, None], 3 + 3.0 / mask.sum(), 0).astype(np.float32)
+    np.testing.assert_allclose(grads[0], np.broadcast_to(expected, x.shape), rtol=1e-5,
+                               atol=1e-6)
+    COUNT["masks"] += 1
 
 
 def test_report_examples_run():
