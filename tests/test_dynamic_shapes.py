@@ -459,3 +459,21 @@ def test_three_levels_deep():
         test_hybridized_equals_eager("three_levels", {})
     finally:
         del POSITIONS["three_levels"]
+
+
+def test_exported_block_reimported_as_symbolblock(tmp_path):
+    """net.export() then SymbolBlock.imports: the loaded graph runs partitioned as well."""
+    net = Net(POSITIONS["while_exact_length"])
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    expected = net(X, MASK)
+    net.export(str(tmp_path / "model"))
+    block = gluon.SymbolBlock.imports(str(tmp_path / "model-symbol.json"), ["data0", "data1"],
+                                      str(tmp_path / "model-0000.params"))
+    block.hybridize()
+    for x in (X, X * 4):
+        got, want = block(x, MASK), net(x, MASK)
+        assert [g.shape for g in got] == [w.shape for w in want]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.asnumpy(), w.asnumpy(), **TOL)
+    assert expected[0].shape[0] != net(X * 4, MASK)[0].shape[0]   # two loop lengths
