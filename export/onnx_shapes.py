@@ -144,9 +144,9 @@ def _infer_shapes(sym, arg_shapes, where):
     known = set(sym.list_inputs())
     given = {name: shape for name, shape in arg_shapes.items() if name in known and shape}
     args, out_shapes, _ = sym.infer_shape_partial(**given)
-    if any(not _complete(s) for s in args or []) and not _run_time_shapes(sym):
+    if any(not registry.is_complete(s) for s in args or []) and not _run_time_shapes(sym):
         raise ValueError(f"shapes in {where} are not fully determined by the inputs")
-    return [tuple(s) if _complete(s) else None for s in out_shapes]
+    return [tuple(s) if registry.is_complete(s) else None for s in out_shapes]
 
 
 def _run_time_ranks(kind, spec_text, ins, outs):
@@ -159,10 +159,6 @@ def _run_time_ranks(kind, spec_text, ins, outs):
         return outs
     return [s.dims if o is None and registry.is_dynamic(s) and s.dims is not None
             else o for o, s in zip(outs, ruled)]
-
-
-def _complete(shape):
-    return shape is not None and len(shape) > 0 and all(d > 0 for d in shape)
 
 
 def _run_time_shapes(sym):

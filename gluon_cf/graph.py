@@ -217,11 +217,6 @@ def _num_outputs(nodes, nid, heads):
     return max(used, default=0) + 1
 
 
-def _complete(shape):
-    # MXNet's legacy shape semantics: () and 0-sized dims mean "unknown".
-    return isinstance(shape, tuple) and len(shape) > 0 and all(d > 0 for d in shape)
-
-
 def _declared_shape(var):
     """The ``__shape__`` attribute of a variable node, as a tuple (None if absent)."""
     text = var.get("attrs", {}).get("__shape__")
@@ -236,14 +231,15 @@ def _learn(shapes, entry, shape):
     if shape is None or (isinstance(shape, tuple) and not shape):
         return
     old = shapes.get(entry)
-    if old is None or (isinstance(shape, tuple) and _complete(shape) and not _complete(old)):
+    if old is None or (isinstance(shape, tuple) and registry.is_complete(shape)
+                       and not registry.is_complete(old)):
         shapes[entry] = tuple(shape) if isinstance(shape, (tuple, list)) else shape
 
 
 def _for_rule(shape, partial_ok):
     """What a rule sees of a shape: complete tuples, Dynamic, None; a shape with unknown
     dimensions is None unless the rule handles those (``accepts_partial_shapes``)."""
-    if shape is None or registry.is_dynamic(shape) or _complete(shape):
+    if shape is None or registry.is_dynamic(shape) or registry.is_complete(shape):
         return shape
     return shape if partial_ok else None
 
@@ -463,7 +459,7 @@ def infer_by_mxnet(symbol, js, names, given):
         inputs, outs, known = {}, [()] * len(symbol.list_outputs()), {}
     for name in dynamic:
         inputs.pop(name, None)
-    if all(_complete(o) for o in outs):
+    if all(registry.is_complete(o) for o in outs):
         return inputs, outs
     flags = dynamic_outputs(js, dynamic)
     return inputs, [_inferred(o, flag) for o, flag in zip(outs, flags)]
@@ -473,7 +469,7 @@ def _inferred(shape, dynamic):
     """An output MXNet inferred as ``shape`` (its legacy form), ``dynamic`` if it depends on a
     run-time shape: complete, a :class:`registry.Dynamic` of what is known, a partial tuple,
     or None."""
-    if _complete(shape) or not dynamic:
+    if registry.is_complete(shape) or not dynamic:
         return shape or None
     return registry.Dynamic(tuple(d or None for d in shape) if shape else None)
 
@@ -633,8 +629,8 @@ class Graph:
             ins, outs = self._inference.infer_shape(given)
         else:
             ins, outs = self._infer_plain(given)
-        inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if _complete(x)}
-        outs = [o if registry.is_dynamic(o) or _complete(o) else None for o in outs]
+        inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if registry.is_complete(x)}
+        outs = [o if registry.is_dynamic(o) or registry.is_complete(o) else None for o in outs]
         # Cache only complete answers: a partial one may be completed later (a recursive
         # function's shapes become known during inference, NOTE [recursion design]).
         if None not in outs:

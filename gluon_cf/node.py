@@ -220,14 +220,11 @@ def _infer_shape_impl(self, partial, *args, **kwargs):
     arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
     aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]
     out_shapes = [mxnet_form(o) for o in outs]
-    if not partial and not (all(_complete(s) for s in arg_shapes + aux_shapes) and all(
-            registry.is_dynamic(o) or _complete(mxnet_form(o)) for o in outs)):
+    inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes) and all(
+        registry.is_dynamic(o) or registry.is_complete(s) for o, s in zip(outs, out_shapes))
+    if not partial and not inferred:
         return None, None, None   # MXNet's answer; infer_shape then lists what is unknown
     return arg_shapes, out_shapes, aux_shapes
-
-
-def _complete(shape):
-    return len(shape) > 0 and all(d > 0 for d in shape)
 
 
 mx.sym.Symbol._infer_shape_impl = _infer_shape_impl

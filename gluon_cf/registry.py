@@ -71,6 +71,12 @@ def is_dynamic(shape):
     return isinstance(shape, Dynamic)
 
 
+def is_complete(shape):
+    """Whether ``shape`` is a shape with every dimension known: a non-empty tuple (or list)
+    without MXNet's legacy 0 ("unknown dimension"); None, () and Dynamic are not."""
+    return isinstance(shape, (tuple, list)) and len(shape) > 0 and all(d > 0 for d in shape)
+
+
 def rank_of(shape):
     """The number of dimensions of a shape (a tuple or :class:`Dynamic`), None if unknown."""
     if shape is None:

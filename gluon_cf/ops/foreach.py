@@ -8,7 +8,7 @@ from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
-from .loops import loop_batching_rule, per_row
+from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
 
@@ -188,18 +188,6 @@ def _unrolled_body(node, steps, data_row_shapes):
     return graph
 
 
-def _kept_shapes(run, states):
-    """Run a body step and check that its states kept their shapes, as eager mode does (for
-    bodies that may compute values of run-time shape)."""
-    result = yield run
-    check_kept_shapes(OP, "state", "states", "body", states, result[len(result) - len(states):])
-    return result
-
-
-def _known(shape):
-    return isinstance(shape, tuple) and all(d > 0 for d in shape)
-
-
 def _step_slice(shape):
     """The shape of data[t] for data of ``shape``: shape[1:], or (1,) for 1-D data as NDArray
     indexing gives; data of run-time shape gives slices of run-time shape."""
@@ -207,16 +195,6 @@ def _step_slice(shape):
         dims = shape.dims
         return registry.Dynamic(None if dims is None else (dims[1:] or (1,)))
     return (shape[1:] or (1,)) if shape is not None else None
-
-
-def _stacked(length, shape):
-    """The shape of a step output of ``shape`` stacked over ``length`` steps (each a tuple,
-    None or Dynamic)."""
-    if registry.is_dynamic(length) or registry.is_dynamic(shape):
-        dims = registry.dims_of(shape)
-        rows = length if isinstance(length, int) and length > 0 else None
-        return registry.Dynamic(None if dims is None else (rows,) + dims)
-    return (length,) + shape if shape is not None and length is not None else None
 
 
 class ForeachRule(registry.Rule):
@@ -238,21 +216,23 @@ class ForeachRule(registry.Rule):
     def infer_shape(self, node, in_shapes):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
-        if all(_known(s) for s in data):
+        if all(registry.is_complete(s) for s in data):
             _check_lengths([s[0] for s in data])
         inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
             if slot >= nd_ and (shapes[slot] is None or
-                                isinstance(shapes[slot], tuple) and not _known(shapes[slot])):
+                                isinstance(shapes[slot], tuple)
+                                and not registry.is_complete(shapes[slot])):
                 shapes[slot] = shape
         num_out = node.spec["num_out_data"]
         new_states, old_states = outs[num_out:], shapes[nd_:nd_ + ns]
-        if all(_known(s) for s in new_states + old_states) and new_states != old_states:
+        if all(registry.is_complete(s) for s in new_states + old_states) and \
+                new_states != old_states:
             raise mismatch(OP, "state shapes before and after body", "init_states", old_states,
                            "new_states", new_states)
         length = data[0][0] if isinstance(data[0], tuple) else data[0]
-        return shapes, [_stacked(length, s) for s in outs[:num_out]] + outs[num_out:]
+        return shapes, [stacked_shape(length, s) for s in outs[:num_out]] + outs[num_out:]
 
     def infer_type(self, node, in_types):
         inferred, outs = node.graphs["body"].infer_type(in_types)
@@ -280,7 +260,8 @@ class ForeachRule(registry.Rule):
             return (yield _unrolled_loop(node, data, states, captured, frame))
         step = lambda slots: body.run(slots, frame)  # noqa: E731
         if node.run_time_shapes:
-            step = lambda slots: _kept_shapes(body.run(slots, frame), slots[nd_:nd_ + ns])  # noqa
+            step = lambda slots: keeping_shapes(OP, "state", "states", "body",  # noqa: E731
+                                                body.run(slots, frame), slots[nd_:nd_ + ns])
         outputs, states = yield loop(lambda t: [d[t] for d in data], length, step, states,
                                      captured)
         return outputs + states

@@ -1,9 +1,31 @@
-"""What ``foreach`` and ``while_loop`` share: running one loop per row of a batch."""
+"""What ``foreach`` and ``while_loop`` share: running one loop per row of a batch, the shape
+of stacked step outputs, and the run-time check that loop state keeps its shape."""
 import mxnet as mx
 
-from .. import rowwise
+from .. import registry, rowwise
+from ..checks import check_kept_shapes
 from ..executor import Frame, Parallel
 from ..graph import decode
+
+
+def stacked_shape(rows, shape):
+    """The shape of a step output of ``shape`` stacked over ``rows`` steps: either may be a
+    :class:`registry.Dynamic` (e.g. the rows of an exact-length loop), or None (unknown yet)."""
+    if registry.is_dynamic(rows) or registry.is_dynamic(shape):
+        dims = registry.dims_of(shape)
+        known_rows = rows if isinstance(rows, int) and rows > 0 else None
+        return registry.Dynamic(None if dims is None else (known_rows,) + dims)
+    return (rows,) + shape if shape is not None and rows is not None else None
+
+
+def keeping_shapes(op, noun, plural, fn_name, run, old_values):
+    """Generator: the result of the step ``run``, after checking that the loop state it
+    returns last (``old_values`` before the step) kept its shapes and dtypes, as eager mode
+    does (for bodies that may compute values of run-time shape)."""
+    result = yield run
+    check_kept_shapes(op, noun, plural, fn_name, old_values,
+                      result[len(result) - len(old_values):])
+    return result
 
 
 def per_row(forward, node, inputs, out_shapes, frame):

@@ -12,7 +12,7 @@ from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
-from .loops import loop_batching_rule, per_row
+from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "while_loop"
 
@@ -136,13 +136,12 @@ def _probe_outputs(step, flat_vars, pad_to):
 def zero_rows(rows_like, pad_to):
     """The step outputs of a loop that ran no step: ``pad_to`` rows of zeros shaped like the
     step outputs ``rows_like`` (zero rows when ``pad_to`` is None: exact length)."""
-    outs = rows_like
     rows = pad_to or 0
     if rows == 0:
         # mx.nd.zeros cannot make a 0-row array under MXNet 1.x shape semantics (0 = unknown);
         # an empty allocation of that shape is fine (and holds no data to initialise).
-        return [mx.nd.empty((0,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
-    return [mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in outs]
+        return [mx.nd.empty((0,) + o.shape, ctx=o.context, dtype=o.dtype) for o in rows_like]
+    return [mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in rows_like]
 
 
 def loop(pred, func, loop_vars, captured, max_iterations, pad_to, zero_outputs):
@@ -204,15 +203,6 @@ def _func_then_cond(node):
     return fused
 
 
-def _kept_shapes(run, loop_vars):
-    """Run func and check that the loop variables kept their shapes, as eager mode does (for
-    bodies that may compute values of run-time shape)."""
-    result = yield run
-    check_kept_shapes(OP, "loop variable", "loop variables", "func", loop_vars,
-                      result[len(result) - len(loop_vars):])
-    return result
-
-
 def _static(shapes):
     return all(isinstance(s, tuple) for s in shapes)
 
@@ -220,15 +210,6 @@ def _static(shapes):
 def _pad_to(spec):
     """The rows a node's step outputs are padded to; None for exact length."""
     return None if spec.get("exact_length") else spec["max_iterations"]
-
-
-def _stacked(rows, shape):
-    """Shape of a step output of row shape ``shape`` stacked to ``rows`` rows (None: as many as
-    steps run, known only at run time)."""
-    if registry.is_dynamic(shape) or (rows is None and shape is not None):
-        dims = registry.dims_of(shape)
-        return registry.Dynamic(None if dims is None else (rows,) + dims)
-    return (rows,) + shape if shape is not None else None
 
 
 def _while_symbolic(step, flat_vars, max_iterations, pad_to, name):
@@ -273,7 +254,8 @@ class WhileLoopRule(registry.Rule):
             raise mismatch(OP, "loop variable shapes before and after func", "loop_vars",
                            old_vars, "new_loop_vars", new_vars)
         pad_to = _pad_to(node.spec)
-        stacked = [_stacked(pad_to, s) for s in func_out[:num_out]]
+        rows = registry.Dynamic() if pad_to is None else pad_to   # exact length: as steps run
+        stacked = [None if s is None else stacked_shape(rows, s) for s in func_out[:num_out]]
         return shapes, stacked + func_out[num_out:]
 
     def infer_type(self, node, in_types):
@@ -309,7 +291,8 @@ class WhileLoopRule(registry.Rule):
 
         step = fused_step
         if node.run_time_shapes:
-            step = lambda slots: _kept_shapes(fused_step(slots), slots[:nv])  # noqa: E731
+            step = lambda slots: keeping_shapes(  # noqa: E731
+                OP, "loop variable", "loop variables", "func", fused_step(slots), slots[:nv])
         per_step = yield loop(pred, step, loop_vars,
                               captured, node.spec["max_iterations"], pad_to,
                               zero_outputs=lambda: None)
