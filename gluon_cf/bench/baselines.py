@@ -324,14 +324,11 @@ class FloorRunner(_GluonRunner):
 
     def __init__(self, model):
         super().__init__(model)
-        cfg = self.model.config
         self._leaf = _FloorCall(self.model.cell.leaf)
         self._combine = _FloorCall(self.model.cell.combine)
         self._leaf.hybridize(static_alloc=True)
         self._combine.hybridize(static_alloc=True)
-        self._rows = 0
         self._grow(4096)
-        self._hidden, self._embed = cfg.hidden_size, cfg.embed_size
 
     def _grow(self, rows):
         cfg = self.model.config
