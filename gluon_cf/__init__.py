@@ -9,7 +9,7 @@ onnxruntime, and the names below that need MXNet raise an ImportError saying so 
 """
 import importlib
 
-from .errors import RecursionDepthError
+from .errors import CallTreeTooLargeError, RecursionDepthError
 
 _MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke",
                 "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor")
@@ -37,5 +37,6 @@ def __getattr__(name):
 
 
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "RecursionDepthError",
+           "CallTreeTooLargeError",
            "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor"]
 __version__ = "0.1.0"

@@ -15,6 +15,7 @@ NOTE [trampoline]
 """
 MODES = ("batched", "unbatched")
 _default_mode = ["batched"]
+_ahead_of_time = [True]   # NOTE [ahead-of-time schedules] in recursion/schedule.py
 _SCHEDULERS = {}   # mode -> function running a node's forward generator (see run_node)
 
 
@@ -76,16 +77,30 @@ def done(value):
     yield  # pragma: no cover - makes this a generator
 
 
-def set_mode(mode):
+def set_mode(mode, ahead_of_time=True):
     """Choose the executor of recursive functions for this process: 'batched' (default) or
-    'unbatched' (one invocation at a time, the EuroSys'18 paper's executor)."""
+    'unbatched' (one invocation at a time, the EuroSys'18 paper's executor).
+
+    ``ahead_of_time`` (batched only): run recursion whose control flow depends only on integer
+    inputs on a schedule planned before any value is computed (NOTE [ahead-of-time schedules]
+    in ``recursion/schedule.py``); False batches every level dynamically.
+    """
     if mode not in MODES:
         raise ValueError("gluon_cf.set_executor: mode must be one of %s, got %r" % (MODES, mode))
+    if not isinstance(ahead_of_time, bool):
+        raise TypeError("gluon_cf.set_executor: ahead_of_time must be a bool, got %r"
+                        % (ahead_of_time,))
     _default_mode[0] = mode
+    _ahead_of_time[0] = ahead_of_time
 
 
 def get_mode():
     return _default_mode[0]
+
+
+def ahead_of_time():
+    """Whether the batching executor may run recursion on ahead-of-time schedules."""
+    return _ahead_of_time[0]
 
 
 def register_scheduler(mode, run_forward):

@@ -13,11 +13,15 @@ from gluon_cf.models.recursive import ChildSumTreeLSTM, RNTN, TopDownTreeLSTM, T
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture(params=["batched", "unbatched"], autouse=True)
+@pytest.fixture(params=["batched", "dynamic", "unbatched"], autouse=True)
 def executor(request):
-    """Every test runs with both executors of recursive functions; both must equal eager."""
+    """Every test runs with every executor of recursive functions (the batching one with and
+    without ahead-of-time schedules); all must equal eager."""
     previous = gluon_cf.get_executor()
-    gluon_cf.set_executor(request.param)
+    if request.param == "dynamic":
+        gluon_cf.set_executor("batched", ahead_of_time=False)
+    else:
+        gluon_cf.set_executor(request.param)
     yield request.param
     gluon_cf.set_executor(previous)
 

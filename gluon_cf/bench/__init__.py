@@ -45,3 +45,5 @@ register_method('f', 'eager per-node (PyTorch)', baselines.TorchRunner)
 register_method('g', 'compute floor: the cell calls of each level only (MXNet)',
                 baselines.FloorRunner)
 register_method('h', 'level batching in numpy (inference)', baselines.NumpyRunner)
+register_method('i', 'gluon_cf hybridized, batching executor, dynamic schedules only',
+                baselines.GluonCfDynamicRunner)

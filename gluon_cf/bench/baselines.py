@@ -537,6 +537,7 @@ class _RecursiveEncoder(gluon.HybridBlock):
 
 class _GluonCfRunner(_GluonRunner):
     executor = None
+    ahead_of_time = True
 
     def __init__(self, model):
         super().__init__(model)
@@ -545,7 +546,7 @@ class _GluonCfRunner(_GluonRunner):
 
     def root_states(self, batch):
         import gluon_cf
-        gluon_cf.set_executor(self.executor)
+        gluon_cf.set_executor(self.executor, ahead_of_time=self.ahead_of_time)
         f = batch.forest
         return self.encoder(mx.nd.array(f.tokens), mx.nd.array(f.left), mx.nd.array(f.right),
                             mx.nd.array(f.roots))
@@ -577,5 +578,11 @@ def _single(tree):
 
 
 class GluonCfBatchedRunner(_GluonCfRunner):
-    """e: the batching executor (dynamic batching within and across trees)."""
+    """e: the batching executor (ahead-of-time schedules where the tree comes from the input,
+    NOTE [ahead-of-time schedules]; else dynamic batching within and across trees)."""
     executor = 'batched'
+
+
+class GluonCfDynamicRunner(GluonCfBatchedRunner):
+    """i: the batching executor with dynamic batching only (e before issue 13)."""
+    ahead_of_time = False
