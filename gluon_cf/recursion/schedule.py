@@ -53,7 +53,7 @@ from .._cachedop import CachedOpPair
 from ..errors import CallTreeTooLargeError, RecursionDepthError
 from ..graph import block_index_gradients
 from ..operators import DYNAMIC_SHAPE_OPS, INDEX_INPUTS
-from .rules import _table
+from .table import table as _table
 
 # Invocations one schedule may hold: beyond, the call tree is refused with CallTreeTooLargeError
 # before any value is computed (a cycle in the tree arrays doubles it at every level, and the
