@@ -527,6 +527,7 @@ class Graph:
         self._shape_cache = {}
         self._type_cache = {}
         self._row_checks = {}
+        self._take_tables = None
         self._json = None
         self._inference = None  # a PartitionedGraph for shape inference (partitioned graphs)
 
@@ -598,7 +599,7 @@ class Graph:
     def rows_rejected(self, args, flags):
         """None if the graph may run on stacked rows of its batched inputs (``flags``), else the
         :class:`rowwise.Rejected` saying which operator mixes rows (cached per signature)."""
-        key = (tuple(flags), tuple(a.shape[1:] if f else a.shape for a, f in zip(args, flags)))
+        key = self.row_check_key(args, flags)
         if key not in self._row_checks:
             if self._json is None:
                 self._json = json.loads(self.symbol.tojson())
@@ -611,6 +612,35 @@ class Graph:
             except rowwise.Rejected as rejected:
                 self._row_checks[key] = rejected
         return self._row_checks[key]
+
+    def row_check_key(self, args, flags):
+        """What the row-wise verdict of ``rows_rejected`` depends on: the flags, the shapes of
+        batched inputs without their rows, and the shapes of shared inputs - except the number
+        of rows of a shared input used only as the table of ``take`` along axis 0 (the
+        tokens and child arrays of a forest), which changes no shape inside the graph but
+        that input's own, and no rule reads it (NOTE [row-wise rules])."""
+        tables = self.take_tables()
+        return (tuple(flags), tuple(
+            a.shape[1:] if f else ("any rows",) + a.shape[1:] if name in tables else a.shape
+            for a, f, name in zip(args, flags, self.input_names)))
+
+    def take_tables(self):
+        """Names of the inputs whose every use is as the table of ``take`` along axis 0, in
+        this graph or, passed to a ``cond``, in its branches (cached)."""
+        if self._take_tables is None:
+            if self._json is None:
+                self._json = json.loads(self.symbol.tojson())
+            nodes = self._json["nodes"]
+            ok = {nid: True for nid, n in enumerate(nodes) if n["op"] == "null"}
+            for h in self._json["heads"]:
+                ok[h[0]] = False
+            for n in nodes:
+                for pos, (src, *_) in enumerate(n["inputs"]):
+                    if src in ok and ok[src]:
+                        ok[src] = _used_as_take_table(n, pos)
+            self._take_tables = frozenset(nodes[nid]["name"] for nid, good in ok.items()
+                                          if good)
+        return self._take_tables
 
     def infer_shape(self, slot_shapes):
         """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``,
@@ -656,6 +686,18 @@ class Graph:
                 self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
         return inferred, list(outs) if outs else [None] * self.num_outputs
+
+
+def _used_as_take_table(node, pos):
+    """Whether input ``pos`` of JSON node ``node`` is only ever a table of take along axis 0."""
+    if node["op"] == "take":
+        return pos == 0 and int(node.get("attrs", {}).get("axis", "0")) == 0
+    if registry.kind_of(node) != "cond" or pos == 0:
+        return False
+    branches = decode("cond", node["attrs"]["spec"]).graphs.values()
+    return all(name in branch.take_tables()
+               for branch in branches
+               for name, slot in zip(branch.input_names, branch.slots) if slot == pos)
 
 
 class GraphCall:

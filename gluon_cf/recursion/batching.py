@@ -176,11 +176,13 @@ _checked = {}
 def _batchable(request):
     """Whether the function's body may run on stacked invocations: every operator in it is
     known to act row by row (NOTE [row-wise rules] in ``rowwise.py``). Decided once per function
-    and argument/environment shapes; when it may not, warns once, at the user's line."""
+    and what the verdict depends on (``Graph.row_check_key``); when it may not, warns once, at
+    the user's line."""
     context = request.context
     graph = context.graphs[request.qname]
-    key = (context.namespace, request.qname, tuple(a.shape for a in request.args),
-           context.env_shapes)
+    values, flags = _slot_values(context, graph, request)
+    key = (context.namespace, request.qname, request.rows, tuple(a.shape for a in request.args),
+           graph.row_check_key(values, flags))
     verdict = _checked.get(key)
     if verdict is None:
         rejected = _check(context, graph, request)
@@ -190,17 +192,22 @@ def _batchable(request):
     return verdict
 
 
+def _slot_values(context, graph, request):
+    """The graph's inputs for ``request`` and which of them are batched (the arguments)."""
+    values = list(request.args) + list(context.env)
+    return ([values[s] for s in graph.slots],
+            [s < len(request.args) for s in graph.slots])
+
+
 def _check(context, graph, request):
     """None if ``graph`` may run batched, else the :class:`rowwise.Rejected` saying why."""
-    values = list(request.args) + list(context.env)
-    batched = [True] * len(request.args) + [False] * len(context.env)
     for i, arg in enumerate(request.args):
         if arg.ndim == 0 or arg.shape[0] != request.rows:
             return rowwise.Rejected(
                 {"name": "its argument #%d" % i},
                 "has shape %s, not one row per invocation" % (arg.shape,),
                 "Give per-invocation arguments a leading axis of 1, e.g. idx of shape (1,)")
-    return graph.rows_rejected([values[s] for s in graph.slots], [batched[s] for s in graph.slots])
+    return graph.rows_rejected(*_slot_values(context, graph, request))
 
 
 def _warn(spec, rejected):

@@ -477,10 +477,16 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
     """How ``qname``'s outputs are packed into one row per invocation, for these argument
     shapes: ``{"shapes", "sizes", "width"}``; None if they cannot be, or if its body is not
     known to act row by row for them (cached)."""
-    key = (qname, tuple(arg_shapes), tuple(str(d) for d in arg_dtypes), context.env_shapes)
+    function = plan.functions[qname]
+    graph = function.graph
+    values = [_Shaped((3,) + s[1:]) for s in arg_shapes] + \
+        [_Shaped(s) for s in context.env_shapes]
+    values, flags = ([values[s] for s in graph.slots],
+                     [s < function.num_args for s in graph.slots])
+    key = (qname, tuple(arg_shapes), tuple(str(d) for d in arg_dtypes),
+           graph.row_check_key(values, flags))
     if key in plan.layouts:
         return plan.layouts[key]
-    function = plan.functions[qname]
     table = _table(context.namespace)
     layout = None
     outs = table.out_shapes(qname, list(arg_shapes)) if table is not None else None
@@ -491,11 +497,7 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
         _REPORT[function.name] = ("its outputs (shapes %s, dtypes %s) are not one row per "
                                   "invocation of one dtype" % (outs, types))
     else:
-        values = [_Shaped((3,) + s[1:]) for s in arg_shapes] + \
-            [_Shaped(s) for s in context.env_shapes]
-        graph = function.graph
-        rejected = graph.rows_rejected([values[s] for s in graph.slots],
-                                       [s < function.num_args for s in graph.slots])
+        rejected = graph.rows_rejected(values, flags)
         if rejected is not None:
             _REPORT[function.name] = "it does not act row by row: " + rejected.describe()
         else:
