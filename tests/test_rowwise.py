@@ -296,3 +296,37 @@ def test_constant_beside_batched_values_stays_shared_and_equals_eager():
     net = ScaledFold(vocab_size)
     net.initialize()
     _batched_equals_eager(net, inputs)
+
+
+def test_row_check_key_ignores_rows_of_take_tables_only():
+    """A forest's tokens/child arrays change length every batch; they are used only as take
+    tables, so the verdict is reused. A shared input used any other way keeps its rows in the
+    key (a broadcast against the rows depends on its axis 0 being 1)."""
+    from gluon_cf.graph import Graph
+    idx, table, bias = mx.sym.var("idx"), mx.sym.var("table"), mx.sym.var("bias")
+    out = mx.sym.broadcast_add(mx.sym.take(table, idx).reshape((-1, 1)), bias)
+    graph = Graph({"json": out.tojson(), "inputs": [0, 1, 2], "num_outputs": 1})
+    assert graph.take_tables() == {"table"}
+
+    class Shaped:
+        def __init__(self, *shape):
+            self.shape = shape
+
+    def key(rows, table_rows, bias_rows):
+        values = {"idx": Shaped(rows), "table": Shaped(table_rows),
+                  "bias": Shaped(bias_rows, 1)}
+        names = graph.input_names
+        return graph.row_check_key([values[n] for n in names], [n == "idx" for n in names])
+
+    assert key(3, 10, 1) == key(5, 99, 1)
+    assert key(3, 10, 1) != key(3, 10, 4)
+    accepted = graph.rows_rejected(*_key_args(graph, 3, 10, 1))
+    rejected = graph.rows_rejected(*_key_args(graph, 3, 10, 4))
+    assert accepted is None and rejected is not None
+
+
+def _key_args(graph, rows, table_rows, bias_rows):
+    arrays = {"idx": mx.nd.zeros((rows,)), "table": mx.nd.zeros((table_rows,)),
+              "bias": mx.nd.zeros((bias_rows, 1))}
+    names = graph.input_names
+    return [arrays[n] for n in names], [n == "idx" for n in names]

@@ -72,7 +72,7 @@ def _run(net, inputs, mode, ahead_of_time=True, train=True):
 def _assert_same(got, expected, tol=TOL):
     for g, e in zip(got[0], expected[0]):
         np.testing.assert_allclose(g, e, **tol)
-    for k in expected[1]:
+    for k in got[1]:
         np.testing.assert_allclose(got[1][k], expected[1][k], err_msg=k, **tol)
 
 
@@ -91,6 +91,10 @@ def test_scheduled_equals_dynamic_and_eager(model, forest):
     assert schedule.report()["node"] is None
     _assert_same(scheduled, eager)
     _assert_same(scheduled, dynamic)
+    # Inference gathers from tables written in place (a different path from training's).
+    inferred = _run(net, inputs, "batched", train=False)
+    assert sum(schedule.RUNS.values()) == before + 2
+    _assert_same(inferred, eager)
 
 
 def test_linear_tree_of_5000_nodes():
@@ -103,6 +107,7 @@ def test_linear_tree_of_5000_nodes():
     scheduled = _run(net, inputs, "batched")
     assert sum(schedule.RUNS.values()) == before + 1
     _assert_same(scheduled, dynamic, dict(rtol=1e-4, atol=1e-6))
+    _assert_same(_run(net, inputs, "batched", train=False), dynamic, dict(rtol=1e-4, atol=1e-6))
     eager = _run(net, inputs, None)
     _assert_same(scheduled, eager, dict(rtol=1e-4, atol=1e-6))
 
@@ -161,6 +166,8 @@ def test_mutual_recursion_and_nested_conds():
     assert schedule.RUNS["even"] == before + 1, schedule.report()
     _assert_same(scheduled, eager)
     _assert_same(scheduled, dynamic)
+    _assert_same(_run(net, inputs, "batched", train=False), eager)
+    assert schedule.RUNS["even"] == before + 2
 
 
 def test_computed_predicate_runs_dynamically():

@@ -503,7 +503,7 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
         else:
             sizes = [int(np.prod(o[1:], dtype=np.int64)) for o in outs]
             layout = {"shapes": [tuple(o[1:]) for o in outs], "sizes": sizes,
-                      "width": sum(sizes)}
+                      "width": sum(sizes), "dtype": np.dtype(types[0])}
     plan.layouts[key] = layout
     return layout
 
@@ -595,7 +595,7 @@ class _Schedule:
                                                    heights[callee][column[reached]] + 1)
 
         groups = []   # (height, function order, variant, qname, ids, first position)
-        self.sorted_args = {}
+        self.sorted_args, orders = {}, {}
         for q in live:
             width = len(plan.functions[q].keys)
             key = heights[q] * width + variants[q]
@@ -606,6 +606,7 @@ class _Schedule:
                 groups.append((int(ordered[a] // width), plan.order[q], int(ordered[a] % width),
                                q, order[a:b], int(a)))
             self.sorted_args[q] = [a[order] for a in args[q]]
+            orders[q] = order
         groups.sort(key=lambda g: g[:3])
         group_of = {q: np.empty(counts[q], np.int64) for q in live}
         row_of = {q: np.empty(counts[q], np.int64) for q in live}
@@ -615,10 +616,22 @@ class _Schedule:
 
         indices = []
         self.offset = 0
+        # Inference: every function's rows live in one table, in run order (a group's rows
+        # are one slice of it), so a gather is one take. Under autograd a table written in
+        # place cannot be recorded: rows are gathered from the outputs of the source groups.
+        self.in_place = not mx.autograd.is_recording()
+        if self.in_place:
+            position = {}
+            for q in live:
+                position[q] = np.empty(counts[q], np.int64)
+                position[q][orders[q]] = np.arange(counts[q])
 
         def gather(callee, wanted):
             """Where the rows of invocations ``wanted`` (ids of ``callee``) are: (source
-            groups, index slices into each, the permutation slice or None)."""
+            groups, index slices into each, the permutation slice or None); in place: the
+            positions in the callee's table."""
+            if self.in_place:
+                return None, [self._push(indices, position[callee][wanted])], None
             sources, rows = group_of[callee][wanted], row_of[callee][wanted]
             if (sources == sources[0]).all():
                 return [int(sources[0])], [self._push(indices, rows)], None
@@ -640,6 +653,7 @@ class _Schedule:
             self.groups.append((q, vid, first, len(ids), calls))
         self.result = gather(plan.entry, np.arange(self.roots))
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
+        self.counts = counts
         return True
 
     def _push(self, indices, values):
@@ -654,6 +668,10 @@ class _Schedule:
         index = _upload(self.indices, ctx) if self.indices is not None else None
         uploaded = {q: [_upload(a, ctx) for a in args] for q, args in self.sorted_args.items()}
         outputs = []
+        tables = {q: mx.nd.empty((n, self.layouts[q]["width"]), ctx=ctx,
+                                 dtype=self.layouts[q]["dtype"])
+                  for q, n in self.counts.items() if n} if self.in_place else None
+        callees = {}
 
         def value(role, i, j, q, first, rows, calls):
             if role == "arg":
@@ -662,15 +680,27 @@ class _Schedule:
                 return env[i]
             if role == "src":
                 return outputs[calls[i][0][j]]
-            a, b = calls[i][1][j] if role == "idx" else calls[i][2]
+            if role == "table":
+                return tables[callees[q][i]]
+            a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return index[a:b]
 
         for q, vid, first, rows, calls in self.groups:
-            graph = _value_graph(plan, self.layouts, q, vid,
-                                 tuple(len(sources) for sources, _, _ in calls))
+            if self.in_place:
+                callees[q] = [callee for callee, _ in plan.functions[q].callees(vid)]
+                sources = None
+            else:
+                sources = tuple(len(sources) for sources, _, _ in calls)
+            graph = _value_graph(plan, self.layouts, q, vid, sources)
             out = graph.op(*[value(*i, q, first, rows, calls) for i in graph.inputs])
-            outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
-        graph = _result_graph(plan, self.layouts, len(self.result[0]))
+            out = out[0] if isinstance(out, (list, tuple)) else out
+            if self.in_place:
+                out.copyto(tables[q][first:first + rows])   # a view: one copy, no indexing
+            else:
+                outputs.append(out)
+        callees[None] = [plan.entry]
+        graph = _result_graph(plan, self.layouts,
+                              None if self.in_place else len(self.result[0]))
         out = graph.op(*[value(*i, None, 0, 0, [self.result]) for i in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
@@ -720,7 +750,11 @@ class _Emitter:
         return (nid, 0)
 
     def gather(self, prefix, sources):
-        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``)."""
+        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``), or
+        from the callee's table (``sources`` None; inputs ``table``/``idx``)."""
+        if sources is None:
+            return self.op("take", [self.var("%s_table" % prefix, False),
+                                    self.var("%s_idx0" % prefix, True)], axis=0, mode="clip")
         taken = [self.op("take", [self.var("%s_src%d" % (prefix, j), False),
                                   self.var("%s_idx%d" % (prefix, j), True)], axis=0, mode="clip")
                  for j in range(sources)]
@@ -752,7 +786,8 @@ class _Emitter:
 class _ValueGraph:
     """A CachedOp and what each of its inputs is: ``(role, i, j)`` with role ``arg`` (the
     group's argument i), ``env`` (environment value i), ``src``/``idx`` (callee i's source
-    output j and its row indices) or ``perm`` (callee i's permutation)."""
+    output j and its row indices), ``perm`` (callee i's permutation) or ``table`` (callee i's
+    table, with its rows at ``idx`` 0)."""
 
     def __init__(self, symbol):
         self.op = CachedOpPair(symbol)
@@ -762,14 +797,14 @@ class _ValueGraph:
                 self.inputs.append((name[:3], int(name[3:]), 0))
             else:
                 callee, role = name.split("_")
-                number = role[4:] if role.startswith("perm") else role[3:]
-                self.inputs.append((role[:4] if role.startswith("perm") else role[:3],
-                                    int(callee[1:]), int(number or 0)))
+                kind = role.rstrip("0123456789")
+                self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0)))
 
 
 def _value_graph(plan, layouts, qname, vid, sources):
     """The graph of one group: ``qname``'s body for variant ``vid`` with each invoke replaced
-    by its rows gathered from ``sources[i]`` earlier outputs of callee i (cached)."""
+    by its rows gathered from ``sources[i]`` earlier outputs of callee i, or from callee i's
+    table when ``sources`` is None (cached)."""
     key = (qname, vid, sources)
     graph = plan.graphs.get(key)
     if graph is not None:
@@ -781,7 +816,7 @@ def _value_graph(plan, layouts, qname, vid, sources):
     site_outputs = {}
     for i, (callee, sites) in enumerate(function.callees(vid)):
         layout = layouts[callee]
-        gathered = em.gather("c%d" % i, sources[i])
+        gathered = em.gather("c%d" % i, None if sources is None else sources[i])
         for t, site in enumerate(sites):
             part = gathered
             if len(sites) > 1:
@@ -803,7 +838,8 @@ def _value_graph(plan, layouts, qname, vid, sources):
 
 
 def _result_graph(plan, layouts, sources):
-    """The roots' rows gathered from ``sources`` outputs and unpacked (cached)."""
+    """The roots' rows gathered from ``sources`` outputs (None: from the entry's table) and
+    unpacked (cached)."""
     key = ("result", sources)
     graph = plan.graphs.get(key)
     if graph is None:
