@@ -610,7 +610,10 @@ class Graph:
                                      dict(zip(self.input_names, flags)), shapes)
                 self._row_checks[key] = None
             except rowwise.Rejected as rejected:
-                self._row_checks[key] = rejected
+                # Kept without its traceback: the frames would keep the arrays of the call
+                # that first asked alive until exit, when freeing them crashes MXNet.
+                rejected.__context__ = rejected.__cause__ = None
+                self._row_checks[key] = rejected.with_traceback(None)
         return self._row_checks[key]
 
     def row_check_key(self, args, flags):

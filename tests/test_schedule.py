@@ -312,3 +312,54 @@ def test_non_integer_scalar_keeps_the_dynamic_executor():
     node = {"op": "_lesser_scalar", "name": "n", "attrs": {"scalar": "0.5"}}
     with pytest.raises(schedule._NotPlannable, match="not a small integer"):
         schedule.HOST_RULES["_lesser_scalar"](node)
+
+
+def test_recorded_forward_then_exit_does_not_crash():
+    """Regression (SIGSEGV at interpreter exit): a row-wise verdict was cached with its
+    traceback, whose frames held a Custom operator's input arrays until exit. Run in a
+    subprocess; a signal fails."""
+    code = (
+        "import mxnet as mx, gluon_cf\n"
+        "from mxnet import nd, autograd\n"
+        "from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, "
+        "synthetic_treebank\n"
+        "from gluon_cf.models.recursive import TreeLSTM\n"
+        "trees = synthetic_treebank(6, shape='sst', seed=0, max_length=12)\n"
+        "vocab = build_vocab(trees)\n"
+        "f = batchify_forest([encode_tree(t, vocab) for t in trees])\n"
+        "net = TreeLSTM(len(vocab), embed_size=6, hidden_size=5, num_classes=3)\n"
+        "net.initialize(); net.hybridize()\n"
+        "with autograd.record():\n"
+        "    out = net(*[nd.array(getattr(f, n)) for n in ('tokens', 'left', 'right', "
+        "'roots')])\n"
+        "print(out.asnumpy().shape)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "(6, 3)" in done.stdout
+
+
+@pytest.mark.parametrize("shape", [(5,), (5, 1, 4)])
+def test_stateless_foreach_as_rows_equals_steps(shape):
+    """NOTE [steps as rows] in ops/foreach.py: one run of the body on all steps' rows."""
+
+    class Map(gluon.HybridBlock):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.dense = gluon.nn.Dense(3, activation="tanh", flatten=False)
+
+        def hybrid_forward(self, F, x):
+            outs, _ = gluon_cf.foreach(
+                lambda xi, _: (self.dense(F.reshape(xi, (1, -1))), []), x, [])
+            return outs
+
+    x = nd.random.uniform(-1, 1, shape=shape)
+    net = Map()
+    net.initialize(mx.init.Xavier())
+    eager = _run(net, [x], None)
+    per_step = _run(net, [x], "unbatched")
+    got = _run(net, [x], "batched")
+    assert got[0][0].shape == (5, 1, 3)
+    _assert_same(got, eager)
+    _assert_same(got, per_step)

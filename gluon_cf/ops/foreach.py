@@ -250,6 +250,9 @@ class ForeachRule(registry.Rule):
         if node.run_time_shapes:   # data of run-time shape: checked as eager mode does
             _check_lengths([d.shape[0] for d in data])
         if ns == 0:
+            as_rows = _steps_as_rows(node, data, captured, frame)
+            if as_rows is not None:
+                return (yield as_rows)
             # No state: the steps are independent, a map. Running them as one Parallel request
             # lets the batching executor batch what they invoke (e.g. one tree per step).
             results = yield Parallel(body.run([d[t] for d in data] + captured, frame)
@@ -301,6 +304,50 @@ class ForeachRule(registry.Rule):
                  outs[num_out:] + outs[:num_out], body=body.graph, num_scan_inputs=num_data)
         dtypes = [v.dtype for v in body.outputs]
         return node.nodes, dtypes[num_states:] + dtypes[:num_states]
+
+
+def _steps_as_rows(node, data, captured, frame):
+    """A stateless foreach run as one batch of rows, one per step, or None.
+
+    NOTE [steps as rows]
+        The steps of a foreach without states are independent, and when its body acts row by
+        row (NOTE [row-wise rules] in ``rowwise.py``) on the steps' slices stacked along axis
+        0, running the body once on all of them equals running it per step: the batching
+        executor's convention for a batch of invocations. So the batching executor runs it
+        once (a recursive call in the body becomes one request of ``length`` rows instead of
+        ``length`` requests) when each step's slice and each step's output have a leading
+        axis of 1 (a 1-D data array gives (1,) slices): then the stacked steps are the data
+        reshaped, and the stacked outputs the body's outputs reshaped.
+    """
+    length = data[0].shape[0] if data else 0
+    if executor.get_mode() != "batched" or length < 2 or (frame is not None and frame.rows > 1):
+        return None
+    rows = []
+    for d in data:
+        if d.ndim != 1 and d.shape[1] != 1:
+            return None
+        rows.append(d if d.ndim == 1 else d.reshape((-1,) + d.shape[2:]))
+    body = node.graphs["body"]
+    slots = rows + list(captured)
+    flags = [True] * len(rows) + [False] * len(captured)
+    step_shapes = [(1,) + r.shape[1:] for r in rows] + [c.shape for c in captured]
+    _, outs = body.infer_shape(step_shapes)
+    if any(not registry.is_complete(o) or o[0] != 1 for o in outs):
+        return None
+    if body.rows_rejected([slots[s] for s in body.slots], [flags[s] for s in body.slots]):
+        return None
+    return _run_steps_as_rows(body, slots, flags, length, outs, frame)
+
+
+def _run_steps_as_rows(body, slots, flags, length, step_shapes, frame):
+    outs = yield body.run(slots, executor.Frame(frame.recursion if frame else None, length,
+                                                flags, frame.depth if frame else 0))
+    stacked = []
+    for out, shape in zip(outs, step_shapes):
+        if out.shape[0] == 1 and length > 1:   # the same for every step (e.g. a parameter)
+            out = mx.nd.repeat(out, length, axis=0)
+        stacked.append(out.reshape((length,) + tuple(shape)))
+    return stacked
 
 
 registry.register(ForeachRule())

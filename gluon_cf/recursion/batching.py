@@ -171,6 +171,7 @@ def _hand_out(group, outputs, deliver):
 
 
 _checked = {}
+_warned = set()   # functions warned about (once each, whatever the batch)
 
 
 def _batchable(request):
@@ -187,7 +188,8 @@ def _batchable(request):
     if verdict is None:
         rejected = _check(context, graph, request)
         verdict = _checked[key] = rejected is None
-        if rejected is not None:
+        if rejected is not None and (context.namespace, request.qname) not in _warned:
+            _warned.add((context.namespace, request.qname))
             _warn(context.specs[request.qname], rejected)
     return verdict
 

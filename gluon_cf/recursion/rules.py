@@ -50,7 +50,10 @@ class RecursionRule(registry.Rule):
         return (yield context.request(node.spec["entry"], inputs[:n], frame, 1))
 
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
-        _call_batching_rule(node, in_flags, in_shapes)
+        # The environment is shared by every invocation, whatever its shape: only the entry
+        # arguments need one row per invocation.
+        num_args = json.loads(node["attrs"]["spec"])["num_args"]
+        _call_batching_rule(node, in_flags[:num_args], in_shapes[:num_args])
 
     def to_artifact(self, custom_node):
         """Export rule: recursion -> Recursion(*entry_args, *environment) holding the function

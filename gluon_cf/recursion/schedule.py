@@ -44,6 +44,7 @@ NOTE [ahead-of-time schedules]
 """
 import collections
 import json
+import threading
 
 import mxnet as mx
 import numpy as np
@@ -250,8 +251,12 @@ class _Body:
                                                                n["name"]))
             self.rules[nid] = rule(n)
             stack += [_entry(i) for i in n["inputs"]]
-        self.order = sorted(self.rules)
         self.needs = sorted(set(self.needs))
+        # What evaluate() runs: the needed inputs, then each skeleton node in graph order.
+        self.variables = [((nid, 0), n["name"]) for nid, n in enumerate(self.nodes)
+                          if n["op"] == "null" and n["name"] in self.needs]
+        self.program = [((nid, 0), self.rules[nid], [_entry(i) for i in self.nodes[nid]["inputs"]])
+                        for nid in sorted(self.rules)]
 
     def check_index_only(self, derived):
         """Raise unless the values in ``derived`` (input names computed from the function's
@@ -285,13 +290,11 @@ class _Body:
         numpy arrays (rows along axis 0 where batched). Returns ``(codes, keys, calls)``: each
         row's variant as an index into ``keys`` (nested tuples of branch choices), and per
         ``invoke`` reached ``(site, row indices, callee, argument arrays)``."""
-        vals = {}
-        for nid, n in enumerate(self.nodes):
-            if n["op"] == "null" and n["name"] in values:
-                vals[(nid, 0)] = values[n["name"]]
-        nodes = self.nodes
-        for nid in self.order:
-            vals[(nid, 0)] = self.rules[nid](*[vals[_entry(i)] for i in nodes[nid]["inputs"]])
+        if not self.conds and not self.invokes:     # no control flow here: one variant
+            return np.zeros(rows, np.int64), [()], []
+        vals = {entry: values[name] for entry, name in self.variables}
+        for entry, rule, ins in self.program:
+            vals[entry] = rule(*[vals[e] for e in ins])
         columns, calls = [], []
         for nid, pred, branches in self.conds:
             value = vals[pred]
@@ -371,12 +374,16 @@ class _Function:
         self._callees = {}
         self.variants = {}    # key -> variant id
         self.keys = []
+        self._lock = threading.Lock()
 
     def variant(self, key):
         vid = self.variants.get(key)
         if vid is None:
-            vid = self.variants[key] = len(self.keys)
-            self.keys.append(key)
+            with self._lock:   # blocks of several threads share the function's variants
+                vid = self.variants.get(key)
+                if vid is None:
+                    self.keys.append(key)
+                    vid = self.variants[key] = len(self.keys) - 1
         return vid
 
     def callees(self, vid):
@@ -805,7 +812,8 @@ def _value_graph(plan, layouts, qname, vid, sources):
     """The graph of one group: ``qname``'s body for variant ``vid`` with each invoke replaced
     by its rows gathered from ``sources[i]`` earlier outputs of callee i, or from callee i's
     table when ``sources`` is None (cached)."""
-    key = (qname, vid, sources)
+    # One CachedOp per thread: MXNet's CachedOp must not be entered by two threads at once.
+    key = (qname, vid, sources, threading.get_ident())
     graph = plan.graphs.get(key)
     if graph is not None:
         return graph
@@ -840,7 +848,7 @@ def _value_graph(plan, layouts, qname, vid, sources):
 def _result_graph(plan, layouts, sources):
     """The roots' rows gathered from ``sources`` outputs (None: from the entry's table) and
     unpacked (cached)."""
-    key = ("result", sources)
+    key = ("result", sources, threading.get_ident())
     graph = plan.graphs.get(key)
     if graph is None:
         em = _Emitter()
