@@ -629,7 +629,8 @@ class Graph:
 
     def take_tables(self):
         """Names of the inputs whose every use is as the table of ``take`` along axis 0, in
-        this graph or, passed to a ``cond``, in its branches (cached)."""
+        this graph or, passed to a ``cond`` or a ``recursion`` node, in its branches or
+        functions (cached)."""
         if self._take_tables is None:
             if self._json is None:
                 self._json = json.loads(self.symbol.tojson())
@@ -695,12 +696,20 @@ def _used_as_take_table(node, pos):
     """Whether input ``pos`` of JSON node ``node`` is only ever a table of take along axis 0."""
     if node["op"] == "take":
         return pos == 0 and int(node.get("attrs", {}).get("axis", "0")) == 0
-    if registry.kind_of(node) != "cond" or pos == 0:
-        return False
-    branches = decode("cond", node["attrs"]["spec"]).graphs.values()
-    return all(name in branch.take_tables()
-               for branch in branches
-               for name, slot in zip(branch.input_names, branch.slots) if slot == pos)
+    kind = registry.kind_of(node)
+    if kind == "cond" and pos > 0:   # a captured value: what each branch does with it
+        return all(name in branch.take_tables()
+                   for branch in decode("cond", node["attrs"]["spec"]).graphs.values()
+                   for name, slot in zip(branch.input_names, branch.slots) if slot == pos)
+    if kind == "recursion":          # the environment: what each function does with it
+        decoded = decode("recursion", node["attrs"]["spec"])
+        env = pos - decoded.spec["num_args"]
+        return env >= 0 and all(
+            name in graph.take_tables()
+            for qname, graph in decoded.graphs.items()
+            for name, slot in zip(graph.input_names, graph.slots)
+            if slot == decoded.spec["graphs"][qname]["num_args"] + env)
+    return False
 
 
 class GraphCall:

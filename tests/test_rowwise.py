@@ -330,3 +330,33 @@ def _key_args(graph, rows, table_rows, bias_rows):
               "bias": mx.nd.zeros((bias_rows, 1))}
     names = graph.input_names
     return [arrays[n] for n in names], [n == "idx" for n in names]
+
+
+def test_take_tables_seen_through_recursion_and_cond():
+    """The forest's arrays reach take only inside a recursive function's cond branches; the
+    foreach body that holds the recursion node still sees them as take tables (so a new
+    forest reuses the verdict), and the parameters, used otherwise, are not."""
+    from gluon_cf import graph as graph_module
+    from gluon_cf.models.recursive import TreeRNN
+    trees = synthetic_treebank(3, seed=2, max_length=6)
+    vocab = build_vocab(trees)
+    forest = batchify_forest([encode_tree(t, vocab) for t in trees])
+    net = TreeRNN(len(vocab), embed_size=4, hidden_size=3, num_classes=2)
+    net.initialize()
+    net.hybridize()
+    net(*[nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")]).asnumpy()
+    bodies = [node.graphs["body"] for (kind, _), node in graph_module._SPECS.items()
+              if kind == "foreach" and any(registry_kind == "recursion" for registry_kind in
+                                           _kinds(node.graphs["body"]))]
+    assert bodies
+    for body in bodies:
+        tables = body.take_tables()
+        names = body.input_names
+        assert sum(1 for n in names if n in tables) == 3, (names, tables)
+        assert not any("weight" in n or "bias" in n for n in tables), tables
+
+
+def _kinds(graph):
+    import json
+    from gluon_cf import registry
+    return [registry.kind_of(n) for n in json.loads(graph.symbol.tojson())["nodes"]]

@@ -250,7 +250,7 @@ class ForeachRule(registry.Rule):
         if node.run_time_shapes:   # data of run-time shape: checked as eager mode does
             _check_lengths([d.shape[0] for d in data])
         if ns == 0:
-            as_rows = _steps_as_rows(node, data, captured, frame)
+            as_rows = _steps_as_rows(node, data, captured, out_shapes, frame)
             if as_rows is not None:
                 return (yield as_rows)
             # No state: the steps are independent, a map. Running them as one Parallel request
@@ -306,7 +306,7 @@ class ForeachRule(registry.Rule):
         return node.nodes, dtypes[num_states:] + dtypes[:num_states]
 
 
-def _steps_as_rows(node, data, captured, frame):
+def _steps_as_rows(node, data, captured, out_shapes, frame):
     """A stateless foreach run as one batch of rows, one per step, or None.
 
     NOTE [steps as rows]
@@ -330,8 +330,11 @@ def _steps_as_rows(node, data, captured, frame):
     body = node.graphs["body"]
     slots = rows + list(captured)
     flags = [True] * len(rows) + [False] * len(captured)
-    step_shapes = [(1,) + r.shape[1:] for r in rows] + [c.shape for c in captured]
-    _, outs = body.infer_shape(step_shapes)
+    if out_shapes is not None and all(registry.is_complete(o) for o in out_shapes):
+        outs = [tuple(o[1:]) for o in out_shapes]   # the node's stacked outputs, as inferred
+    else:
+        _, outs = body.infer_shape([(1,) + r.shape[1:] for r in rows] +
+                                   [c.shape for c in captured])
     if any(not registry.is_complete(o) or o[0] != 1 for o in outs):
         return None
     if body.rows_rejected([slots[s] for s in body.slots], [flags[s] for s in body.slots]):
