@@ -772,10 +772,17 @@ class _Emitter:
 
     def unpack(self, packed, layout):
         """A function's outputs from its packed rows."""
-        outs, offset = [], 0
-        for shape, size in zip(layout["shapes"], layout["sizes"]):
-            part = packed if len(layout["sizes"]) == 1 else self.op(
-                "slice_axis", [packed], axis=1, begin=offset, end=offset + size)
+        outs, offset, sizes = [], 0, layout["sizes"]
+        split = None
+        if len(sizes) > 1 and len(set(sizes)) == 1:   # one operator for all the outputs
+            split = self.op("SliceChannel", [packed], axis=1, num_outputs=len(sizes))[0]
+        for j, (shape, size) in enumerate(zip(layout["shapes"], sizes)):
+            if len(sizes) == 1:
+                part = packed
+            elif split is not None:
+                part = (split, j)
+            else:
+                part = self.op("slice_axis", [packed], axis=1, begin=offset, end=offset + size)
             offset += size
             outs.append(part if len(shape) == 1 else
                         self.op("Reshape", [part], shape=(-1,) + tuple(shape)))
@@ -825,20 +832,20 @@ def _value_graph(plan, layouts, qname, vid, sources):
     for i, (callee, sites) in enumerate(function.callees(vid)):
         layout = layouts[callee]
         gathered = em.gather("c%d" % i, None if sources is None else sources[i])
+        if len(sites) > 1:   # site-major rows: (sites, rows, width), one slice per site
+            per_site = em.op("Reshape", [gathered], shape=(len(sites), -1, layout["width"]))
+            per_site = em.op("SliceChannel", [per_site], axis=0, num_outputs=len(sites),
+                             squeeze_axis=True)[0]
         for t, site in enumerate(sites):
-            part = gathered
-            if len(sites) > 1:
-                part = em.op("Reshape", [gathered], shape=(len(sites), -1, layout["width"]))
-                part = em.op("slice_axis", [part], axis=0, begin=t, end=t + 1)
-                part = em.op("Reshape", [part], shape=(-3, 0))
+            part = gathered if len(sites) == 1 else (per_site, t)
             site_outputs[site] = em.unpack(part, layout)
     heads = _inline(function.body, function.keys[vid], inputs, em, site_outputs)
     reference = next(e for name, e in inputs.items() if function.body.inputs[name][0] == "arg")
     packed = []
-    for head in heads:
+    for head, shape in zip(heads, layouts[qname]["shapes"]):
         if head[0] not in em.rows:   # one row for all invocations (a constant): one per row
             head = em.op("broadcast_like", [head, reference], lhs_axes=(0,), rhs_axes=(0,))
-        packed.append(em.op("Reshape", [head], shape=(0, -1)))
+        packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
     out = packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
                                                     num_args=len(packed))
     graph = plan.graphs[key] = _ValueGraph(em.symbol([out]))
