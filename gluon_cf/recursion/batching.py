@@ -172,6 +172,7 @@ def _hand_out(group, outputs, deliver):
 
 _checked = {}
 _warned = set()   # functions warned about (once each, whatever the batch)
+_seen = {}        # exact shapes -> verdict, before the row-check key is computed
 
 
 def _batchable(request):
@@ -180,6 +181,11 @@ def _batchable(request):
     and what the verdict depends on (``Graph.row_check_key``); when it may not, warns once, at
     the user's line."""
     context = request.context
+    exact = (context.namespace, request.qname, request.rows,
+             tuple(a.shape for a in request.args), context.env_shapes)
+    verdict = _seen.get(exact)   # cheap: the same shapes as an earlier request
+    if verdict is not None:
+        return verdict
     graph = context.graphs[request.qname]
     values, flags = _slot_values(context, graph, request)
     key = (context.namespace, request.qname, request.rows, tuple(a.shape for a in request.args),
@@ -191,6 +197,9 @@ def _batchable(request):
         if rejected is not None and (context.namespace, request.qname) not in _warned:
             _warned.add((context.namespace, request.qname))
             _warn(context.specs[request.qname], rejected)
+    if len(_seen) > 4096:   # one entry per forest shape seen: bounded
+        _seen.clear()
+    _seen[exact] = verdict
     return verdict
 
 
