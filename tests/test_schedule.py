@@ -315,3 +315,65 @@ def test_stateless_foreach_as_rows_equals_steps(shape):
     assert got[0][0].shape == (5, 1, 3)
     _assert_same(got, eager)
     _assert_same(got, per_step)
+
+
+class _DepthLimited(gluon.HybridBlock):
+    """A tree fold cut at a depth limit: a second, index-only argument (``depth + 1``) in the
+    predicate (a product of two comparisons), and three outputs of different sizes and ranks
+    (``h`` (1, H), a count (1, 1) and ``h`` twice as (1, 2, H))."""
+
+    def __init__(self, vocab_size, hidden=3, limit=3, **kwargs):
+        super().__init__(**kwargs)
+        self.limit = limit
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(vocab_size, hidden)
+            self.cell = gluon.nn.Dense(hidden, in_units=2 * hidden, activation="tanh",
+                                       flatten=False)
+
+    def hybrid_forward(self, F, tokens, left, right, roots):
+        @gluon_cf.recursive
+        def node(idx, depth):
+            def leaf():
+                h = self.embed(F.take(tokens, idx))
+                return [h, F.ones_like(F.slice_axis(h, axis=1, begin=0, end=1)),
+                        F.stack(h, h, axis=1)]
+
+            def internal():
+                hl, cl, _ = node(F.take(left, idx), depth + 1)
+                hr, cr, _ = node(F.take(right, idx), depth + 1)
+                h = self.cell(F.concat(hl, hr, dim=-1))
+                return [h, cl + cr + 1, F.stack(h, hl, axis=1)]
+
+            go_on = (F.take(left, idx) >= 0) * (depth < self.limit)
+            return gluon_cf.cond(go_on, internal, leaf)
+
+        def per_root(root, _):
+            h, count, pair = node(root, F.zeros_like(root))
+            return [h, count, pair], []
+
+        (h, count, pair), _ = gluon_cf.foreach(per_root, roots, [])
+        return F.concat(F.reshape(h, (-3, 0)), F.reshape(count, (-3, 0)),
+                        F.reshape(pair, (-3, -3)), dim=-1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_index_only_second_argument_and_outputs_of_different_sizes(dtype):
+    trees = list(synthetic_treebank(5, shape="sst", seed=9, max_length=12)) + \
+        [parse_tree("(1 good)")]
+    vocab = build_vocab(trees)
+    forest = batchify_forest([encode_tree(t, vocab) for t in trees])
+    inputs = [nd.array(getattr(forest, n), dtype=dtype)
+              for n in ("tokens", "left", "right", "roots")]
+    mx.random.seed(3)
+    net = _DepthLimited(len(vocab))
+    net.initialize(mx.init.Uniform(1.0))
+    eager = _run(net, inputs, None)
+    dynamic = _run(net, inputs, "batched", ahead_of_time=False)
+    before = schedule.RUNS["node"]
+    scheduled = _run(net, inputs, "batched")
+    inferred = _run(net, inputs, "batched", train=False)
+    assert schedule.RUNS["node"] == before + 2, schedule.report()
+    counts = scheduled[0][0][:, 3]
+    assert counts.max() > 1 and counts.min() == 1   # some trees were cut, one is a leaf
+    for got in (scheduled, dynamic, inferred):
+        _assert_same(got, eager)
