@@ -352,6 +352,7 @@ class _Function:
         self.qname = qname
         spec = context.specs[qname]
         self.name = spec["name"]
+        self.label = _label(spec)
         self.num_args = spec["num_args"]
         self.max_depth = spec["max_depth"]
         graph = context.graphs[qname]
@@ -434,19 +435,23 @@ def analyse(context, qname):
         try:
             plan = _Plan(context, qname)
             for f in plan.functions.values():
-                _REPORT[f.name] = None
+                _REPORT[f.label] = None
         except _NotPlannable as why:
             plan = str(why)
-            _REPORT[context.specs[qname]["name"]] = plan
+            _REPORT[_label(context.specs[qname])] = plan
         _ANALYSES[key] = plan
     return plan if isinstance(plan, _Plan) else None
 
 
 def report():
-    """Per recursive function run so far by the batching executor: ``None`` if it runs on an
-    ahead-of-time schedule, else the reason it runs dynamically (NOTE [ahead-of-time
-    schedules])."""
+    """Per recursive function run so far by the batching executor (``"name at file:line"``):
+    ``None`` if it runs on an ahead-of-time schedule, else the reason it runs dynamically
+    (NOTE [ahead-of-time schedules])."""
     return dict(_REPORT)
+
+
+def _label(spec):
+    return "%s at %s" % (spec["name"], spec.get("source", "?"))
 
 
 # ------------------------------------------------------------------------------------- running
@@ -501,12 +506,12 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
     if not outs or None in outs or any(registry.is_dynamic(o) or not o or o[0] != 1
                                        for o in outs) \
             or not types or None in types or len({np.dtype(t) for t in types}) != 1:
-        _REPORT[function.name] = ("its outputs (shapes %s, dtypes %s) are not one row per "
+        _REPORT[function.label] = ("its outputs (shapes %s, dtypes %s) are not one row per "
                                   "invocation of one dtype" % (outs, types))
     else:
         rejected = graph.rows_rejected(values, flags)
         if rejected is not None:
-            _REPORT[function.name] = "it does not act row by row: " + rejected.describe()
+            _REPORT[function.label] = "it does not act row by row: " + rejected.describe()
         else:
             sizes = [int(np.prod(o[1:], dtype=np.int64)) for o in outs]
             layout = {"shapes": [tuple(o[1:]) for o in outs], "sizes": sizes,
