@@ -1,6 +1,7 @@
-"""Benchmark: ``gluon_cf.foreach`` vs MXNet's ``F.contrib.foreach`` (the ``_foreach`` op).
+"""Benchmark: ``gluon_cf.foreach`` vs MXNet's ``F.contrib.foreach`` (the ``_foreach`` op), and
+``gluon_cf.while_loop`` vs ``F.contrib.while_loop`` (``--op while_loop``).
 
-Run it with ``python -m gluon_cf.bench.foreach [--quick] [--static]``.
+Run it with ``python -m gluon_cf.bench.foreach [--quick] [--static] [--op while_loop]``.
 
 A hybridized ``gluon.rnn.LSTMCell`` is scanned over a sequence inside a ``HybridBlock``, once with
 each implementation and the same weights. For each configuration the script first checks that
@@ -41,8 +42,35 @@ class LSTMScan(gluon.HybridBlock):
         return outputs, states[0], states[1]
 
 
-def build(impl, hidden, input_size, static):
-    net = LSTMScan(impl, hidden, input_size)
+class LSTMWhileLoop(gluon.HybridBlock):
+    """The same scan as a counted ``while_loop`` (step i reads ``seq[i]``), with ``impl``'s
+    while_loop; ``max_iterations`` equals the length, so both return unpadded outputs."""
+
+    def __init__(self, impl, hidden, input_size, **kwargs):
+        super().__init__(**kwargs)
+        self.impl = impl
+        with self.name_scope():
+            self.cell = gluon.rnn.LSTMCell(hidden, input_size=input_size)
+
+    def hybrid_forward(self, F, seq, h, c):
+        while_loop = gluon_cf.while_loop if self.impl == "gluon_cf" else F.contrib.while_loop
+        steps = self.steps
+
+        def body(i, h, c):
+            out, (h, c) = self.cell(F.reshape(F.take(seq, i), (-3, 0)), [h, c])
+            return [out], [i + 1, h, c]
+
+        outputs, (_, h, c) = while_loop(lambda i, h, c: i < steps, body,
+                                        [F.zeros((1,)), h, c], max_iterations=steps)
+        return outputs[0], h, c
+
+
+def build(impl, hidden, input_size, static, op="foreach", steps=None):
+    if op == "while_loop":
+        net = LSTMWhileLoop(impl, hidden, input_size)
+        net.steps = steps
+    else:
+        net = LSTMScan(impl, hidden, input_size)
     mx.random.seed(0)
     net.initialize(mx.init.Uniform(0.1))
     net.hybridize(static_alloc=static, static_shape=static)
@@ -70,16 +98,21 @@ def train_step(net, inputs):
     return loss
 
 
-def check_same(nets, inputs):
-    """Outputs and parameter gradients of both implementations agree."""
-    results = {}
-    for impl, net in nets.items():
-        outs = [o.asnumpy() for o in infer(net, inputs)]
-        train_step(net, inputs)
-        grads = [p.grad().asnumpy() for p in net.collect_params().values()]
-        results[impl] = outs + grads
-    for a, b in zip(results["gluon_cf"], results["mxnet"]):
+def _outputs_and_gradients(net, inputs):
+    outs = [o.asnumpy() for o in infer(net, inputs)]
+    train_step(net, inputs)
+    return outs + [p.grad().asnumpy() for p in net.collect_params().values()]
+
+
+def check_same(nets, inputs, oracle=None):
+    """Outputs and parameter gradients of gluon_cf agree with MXNet's, or, when ``oracle``
+    (the same block run eagerly) is given, with the oracle's; returns whether MXNet's agree."""
+    results = {impl: _outputs_and_gradients(net, inputs) for impl, net in nets.items()}
+    expected = results["mxnet"] if oracle is None else _outputs_and_gradients(oracle, inputs)
+    for a, b in zip(results["gluon_cf"], expected):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    return all(np.allclose(a, b, rtol=1e-4, atol=1e-5)
+               for a, b in zip(results["mxnet"], expected))
 
 
 def time_calls(nets, fn, inputs, warmup, repeats):
@@ -98,10 +131,16 @@ def time_calls(nets, fn, inputs, warmup, repeats):
     return {impl: statistics.median(t) for impl, t in times.items()}
 
 
-def run_config(steps, batch, hidden, input_size, static, warmup, repeats):
-    nets = {impl: build(impl, hidden, input_size, static) for impl in IMPLS}
+def run_config(steps, batch, hidden, input_size, static, warmup, repeats, op="foreach"):
+    nets = {impl: build(impl, hidden, input_size, static, op, steps) for impl in IMPLS}
     inputs = make_inputs(steps, batch, hidden, input_size)
-    check_same(nets, inputs)
+    oracle = None
+    if op == "while_loop":   # MXNet's hybridized _while_loop is no oracle: see main()
+        oracle = build("gluon_cf", hidden, input_size, static, op, steps)
+        oracle.hybridize(active=False)
+    if not check_same(nets, inputs, oracle):
+        print("hidden %d: MXNet's %s gives gradients different from eager (timed anyway)"
+              % (hidden, op))
     rows = []
     for mode, fn in (("inference", infer), ("training", train_step)):
         t = time_calls(nets, fn, inputs, warmup, repeats)
@@ -114,15 +153,19 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     parser.add_argument("--static", action="store_true",
                         help="hybridize(static_alloc=True, static_shape=True) for both")
+    parser.add_argument("--op", choices=("foreach", "while_loop"), default="foreach",
+                        help="the loop compared (default foreach)")
     args = parser.parse_args(argv)
     warmup, repeats = (1, 3) if args.quick else (3, 15)
     steps, batch = 100, 25
-    print("foreach over an LSTMCell: T=%d, batch=%d, %s, warm-up %d, median of %d"
-          % (steps, batch, "static_alloc" if args.static else "hybridize()", warmup, repeats))
+    print("%s over an LSTMCell: T=%d, batch=%d, %s, warm-up %d, median of %d"
+          % (args.op, steps, batch, "static_alloc" if args.static else "hybridize()", warmup,
+             repeats))
     rows = []
     for hidden in (150, 8):
-        rows += run_config(steps, batch, hidden, hidden, args.static, warmup, repeats)
-    print("outputs and gradients match between gluon_cf and MXNet (rtol 1e-4)")
+        rows += run_config(steps, batch, hidden, hidden, args.static, warmup, repeats, args.op)
+    print("gluon_cf's outputs and gradients match %s (rtol 1e-4)"
+          % ("eager Python" if args.op == "while_loop" else "MXNet's"))
     header = "%-6s %-10s %14s %14s %16s %16s %7s" % (
         "hidden", "mode", "gluon_cf ms", "MXNet ms", "gluon_cf ms/step", "MXNet ms/step",
         "ratio")
