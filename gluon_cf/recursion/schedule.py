@@ -665,7 +665,6 @@ class _Schedule:
             self.groups.append((q, vid, first, len(ids), calls))
         self.result = gather(plan.entry, np.arange(self.roots))
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
-        self.counts = counts
         return True
 
     def _push(self, indices, values):
