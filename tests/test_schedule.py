@@ -81,6 +81,21 @@ def _reason(name, defined_in):
     return found[0]
 
 
+def _every_way(net, inputs, entry):
+    """Eager, dynamic batching, then on a schedule (training, then inference, which gathers
+    from tables written in place: another path); each equals eager. Returns the scheduled
+    training run. ``entry``: the name of the function the schedule runs."""
+    eager = _run(net, inputs, None)
+    dynamic = _run(net, inputs, "batched", ahead_of_time=False)
+    before = schedule.RUNS[entry]
+    scheduled = _run(net, inputs, "batched")
+    inferred = _run(net, inputs, "batched", train=False)
+    assert schedule.RUNS[entry] == before + 2, schedule.report()
+    for got in (dynamic, scheduled, inferred):
+        _assert_same(got, eager)
+    return scheduled
+
+
 def _assert_same(got, expected, tol=TOL):
     for g, e in zip(got[0], expected[0]):
         np.testing.assert_allclose(g, e, **tol)
@@ -95,18 +110,8 @@ def test_scheduled_equals_dynamic_and_eager(model, forest):
     mx.random.seed(0)
     net = model(len(vocab), embed_size=5, hidden_size=4, num_classes=3)
     net.initialize(mx.init.Xavier())
-    eager = _run(net, inputs, None)
-    dynamic = _run(net, inputs, "batched", ahead_of_time=False)
-    before = sum(schedule.RUNS.values())
-    scheduled = _run(net, inputs, "batched")
-    assert sum(schedule.RUNS.values()) == before + 1, schedule.report()
+    _every_way(net, inputs, "node")
     assert _reason("node", encode_binary_trees) is None
-    _assert_same(scheduled, eager)
-    _assert_same(scheduled, dynamic)
-    # Inference gathers from tables written in place (a different path from training's).
-    inferred = _run(net, inputs, "batched", train=False)
-    assert sum(schedule.RUNS.values()) == before + 2
-    _assert_same(inferred, eager)
 
 
 def test_linear_tree_of_5000_nodes():
@@ -171,15 +176,7 @@ def test_mutual_recursion_and_nested_conds():
     mx.random.seed(1)
     net = _EvenOdd(len(vocab))
     net.initialize(mx.init.Uniform(1.0))
-    eager = _run(net, inputs, None)
-    dynamic = _run(net, inputs, "batched", ahead_of_time=False)
-    before = schedule.RUNS["even"]
-    scheduled = _run(net, inputs, "batched")
-    assert schedule.RUNS["even"] == before + 1, schedule.report()
-    _assert_same(scheduled, eager)
-    _assert_same(scheduled, dynamic)
-    _assert_same(_run(net, inputs, "batched", train=False), eager)
-    assert schedule.RUNS["even"] == before + 2
+    _every_way(net, inputs, "even")
 
 
 def test_computed_predicate_runs_dynamically():
@@ -382,13 +379,6 @@ def test_index_only_second_argument_and_outputs_of_different_sizes(dtype):
     mx.random.seed(3)
     net = _DepthLimited(len(vocab))
     net.initialize(mx.init.Uniform(1.0))
-    eager = _run(net, inputs, None)
-    dynamic = _run(net, inputs, "batched", ahead_of_time=False)
-    before = schedule.RUNS["node"]
-    scheduled = _run(net, inputs, "batched")
-    inferred = _run(net, inputs, "batched", train=False)
-    assert schedule.RUNS["node"] == before + 2, schedule.report()
+    scheduled = _every_way(net, inputs, "node")
     counts = scheduled[0][0][:, 3]
     assert counts.max() > 1 and counts.min() == 1   # some trees were cut, one is a leaf
-    for got in (scheduled, dynamic, inferred):
-        _assert_same(got, eager)

@@ -42,15 +42,9 @@ class LSTMScan(gluon.HybridBlock):
         return outputs, states[0], states[1]
 
 
-class LSTMWhileLoop(gluon.HybridBlock):
+class LSTMWhileLoop(LSTMScan):
     """The same scan as a counted ``while_loop`` (step i reads ``seq[i]``), with ``impl``'s
     while_loop; ``max_iterations`` equals the length, so both return unpadded outputs."""
-
-    def __init__(self, impl, hidden, input_size, **kwargs):
-        super().__init__(**kwargs)
-        self.impl = impl
-        with self.name_scope():
-            self.cell = gluon.rnn.LSTMCell(hidden, input_size=input_size)
 
     def hybrid_forward(self, F, seq, h, c):
         while_loop = gluon_cf.while_loop if self.impl == "gluon_cf" else F.contrib.while_loop
