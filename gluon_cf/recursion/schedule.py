@@ -168,8 +168,7 @@ class _Body:
     name, whether it holds one row per invocation.
     """
 
-    def __init__(self, function, graph_json, inputs, batched, sites):
-        self.function = function
+    def __init__(self, graph_json, inputs, batched, sites):
         self.nodes = graph_json["nodes"]
         self.heads = [_entry(h) for h in graph_json["heads"]]
         self.inputs = inputs
@@ -177,8 +176,7 @@ class _Body:
         self.conds = []           # (nid, pred entry, {choice: (_Body, [(name, entry)])})
         self.invokes = []         # (nid, site, callee qname, [entries])
         self.site_of = {}         # invoke nid -> site index in the function
-        self.batched = {}         # entry -> holds rows
-        self.num_sites = 0
+        self.batched = {}         # nid -> whether its outputs hold rows
         self._analyse(batched, sites)
 
     def _analyse(self, input_batched, sites):
@@ -188,9 +186,9 @@ class _Body:
             kind = registry.kind_of(n)
             ins = [_entry(i) for i in n["inputs"]]
             if n["op"] == "null":
-                self.batched[(nid, 0)] = input_batched[n["name"]]
+                self.batched[nid] = input_batched[n["name"]]
                 continue
-            batched = any(self.batched.get(e, False) for e in ins)
+            self.batched[nid] = any(self.batched[src] for src, _ in ins)
             if kind == "cond":
                 node = decode("cond", n["attrs"]["spec"])
                 branches = {}
@@ -198,29 +196,20 @@ class _Body:
                     graph = node.graphs[role]
                     mapping = {name: ins[slot] for name, slot in zip(graph.input_names,
                                                                      graph.slots)}
-                    body = _Body(self.function, json.loads(node.spec["graphs"][role]["json"]),
-                                 mapping, {name: self.batched[e] for name, e in mapping.items()},
+                    body = _Body(json.loads(node.spec["graphs"][role]["json"]), mapping,
+                                 {name: self.batched[e[0]] for name, e in mapping.items()},
                                  sites)
                     branches[choice] = (body, [(name, mapping[name]) for name in body.needs])
                 self.conds.append((nid, ins[0], branches))
-                num_outputs = node.num_outputs
             elif kind == "invoke":
                 spec = json.loads(n["attrs"]["spec"])
                 site = len(sites)
                 sites.append(spec["function"])
                 self.site_of[nid] = site
                 self.invokes.append((nid, site, spec["function"], ins))
-                num_outputs = spec["num_outputs"]
             elif kind is not None or registry.is_user_custom(n) or n["op"] in DYNAMIC_SHAPE_OPS:
                 raise _NotPlannable("its body holds %s (node %r), which the schedule does not "
                                     "inline" % (kind or n["op"], n["name"]))
-            else:
-                num_outputs = 1
-                for k in range(8):   # multi-output operators: every output is as batched
-                    self.batched[(nid, k)] = batched
-                continue
-            for k in range(num_outputs):
-                self.batched[(nid, k)] = batched
         self._find_skeleton()
 
     def _find_skeleton(self):
@@ -298,7 +287,7 @@ class _Body:
         columns, calls = [], []
         for nid, pred, branches in self.conds:
             value = vals[pred]
-            if self.batched[pred]:
+            if self.batched[pred[0]]:
                 taken = value.reshape(rows, -1)[:, 0] != 0
             else:
                 taken = np.full(rows, bool(value.reshape(-1)[0] != 0))
@@ -308,7 +297,8 @@ class _Body:
                 if not len(picked):
                     continue
                 body, needs = branches[choice]
-                sub = {name: vals[e][picked] if self.batched[e] else vals[e] for name, e in needs}
+                sub = {name: vals[e][picked] if self.batched[e[0]] else vals[e]
+                       for name, e in needs}
                 sub_codes, sub_keys, sub_calls = body.evaluate(sub, len(picked))
                 codes[picked] = sub_codes + len(keys)
                 keys += [(choice, k) for k in sub_keys]
@@ -319,7 +309,7 @@ class _Body:
         for nid, site, callee, ins in self.invokes:
             if everyone is None:
                 everyone = np.arange(rows)
-            args = [vals[e] if self.batched[e] else np.repeat(vals[e], rows, axis=0)
+            args = [vals[e] if self.batched[e[0]] else np.repeat(vals[e], rows, axis=0)
                     for e in ins]
             calls.append((site, everyone, callee, args))
         if not columns:
@@ -360,7 +350,7 @@ class _Function:
         inputs = {name: ("arg", s) if s < self.num_args else ("env", s - self.num_args)
                   for name, s in zip(graph.input_names, graph.slots)}
         self.sites = []   # site -> callee qname
-        self.body = _Body(self, json.loads(spec["json"]), inputs,
+        self.body = _Body(json.loads(spec["json"]), inputs,
                           {name: kind == "arg" for name, (kind, _) in inputs.items()},
                           self.sites)
         if self.num_args == 0:
