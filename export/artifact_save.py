@@ -18,7 +18,7 @@ from gluon_cf import registry
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
 from .onnx_export import _convert_symbol, _net_symbol, record_index_bounds
-from .onnx_graph import DEFAULT_OPSET
+from .onnx_graph import DEFAULT_OPSET, remove_unused_initializers
 
 
 def artifact_kinds():
@@ -107,10 +107,11 @@ def convert(sym, params, inputs, opset=DEFAULT_OPSET, *, dynamic_axes=None, inpu
             raise ValueError(f"save_artifact: call {node_name!r} of {signatures.names[qname]!r} "
                              f"expects outputs of dtypes {[str(d) for d in dtypes]}, but the "
                              f"function returns {[str(d) for d in declared]}")
+    remove_unused_initializers(graph)
     opsets = [helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, DOMAIN_VERSION)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="gluon_cf",
                               ir_version=helper.find_min_ir_version_for(opsets[:1]))
     helper.set_model_props(model, {"format": FORMAT, "format_version": FORMAT_VERSION})
     record_index_bounds(model, sym, inputs, input_names)
-    onnx.checker.check_model(model)
+    onnx.checker.check_model(model, full_check=True)
     return model

@@ -49,7 +49,7 @@ See NOTE [mx2onnx pitfalls] below before writing a converter.
 #   parameter the constant-folding branch then computes `x - 1`.  We rename such nodes before
 #   conversion.  (That converter also `print`s -- export_onnx_symbol silences stdout while
 #   converting -- and folding leaves the original parameter as an unused initializer that
-#   onnxruntime warns about.)
+#   onnxruntime warns about; make_onnx_model removes unused initializers.)
 # * `take`/`Embedding` Cast indices to int64, so int32, int64 and MXNet's default float32
 #   indices all work; the graph input keeps its declared dtype.  But `take` in mode 'clip'
 #   (the default) or 'wrap' broadcasts a 0-d index (a Loop's iteration counter) to shape [1],
@@ -82,7 +82,7 @@ from mxnet.onnx.mx2onnx._op_translations import (_op_translations_opset12,
 __all__ = [
     "DEFAULT_OPSET", "SUPPORTED_OPSETS", "ValueSpec", "OnnxGraph", "CustomOpNode",
     "register_custom_converter", "symbol_to_onnx_graph", "export_symbol_onnx",
-    "make_onnx_model", "params_to_initializers",
+    "make_onnx_model", "params_to_initializers", "remove_unused_initializers",
 ]
 
 DEFAULT_OPSET = 13
@@ -252,12 +252,53 @@ def make_onnx_model(graph, opset=DEFAULT_OPSET, check=True):
     """Wrap ``graph`` in a ModelProto importing the default ONNX domain at ``opset`` (with the
     matching minimal IR version) and, if ``check``, run ``check_model(full_check=True)``."""
     _check_opset("make_onnx_model", opset)
+    remove_unused_initializers(graph)
     opset_id = helper.make_opsetid("", opset)
     model = helper.make_model(graph, opset_imports=[opset_id], producer_name="gluon_cf",
                               ir_version=helper.find_min_ir_version_for([opset_id]))
     if check:
         onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def remove_unused_initializers(graph):
+    """Drop, in ``graph`` and every subgraph, the initializers no node, nested subgraph or
+    output reads (constant folding in mx2onnx's converters leaves the folded parameter behind,
+    and onnxruntime warns about each one).  An initializer that is also a graph input stays: it
+    is that input's default value.  Returns the names removed, as ``graph/...:name``."""
+    return _remove_unused(graph, graph.name)
+
+
+def _remove_unused(graph, where):
+    removed = []
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in _subgraphs(attr):
+                removed += _remove_unused(sub, f"{where}/{node.name}.{attr.name}")
+    # ONNX forbids a subgraph to shadow an outer name, so a name read anywhere below this
+    # graph that this graph defines is this graph's.
+    read = _names_read(graph) | {value.name for value in graph.input}
+    kept = [init for init in graph.initializer if init.name in read]
+    if len(kept) < len(graph.initializer):
+        removed += [f"{where}:{init.name}" for init in graph.initializer
+                    if init.name not in read]
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+    return removed
+
+
+def _subgraphs(attr):
+    return ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+
+
+def _names_read(graph):
+    names = {value.name for value in graph.output}
+    for node in graph.node:
+        names.update(name for name in node.input if name)
+        for attr in node.attribute:
+            for sub in _subgraphs(attr):
+                names |= _names_read(sub)
+    return names
 
 
 def params_to_initializers(params, names=None):

@@ -34,6 +34,57 @@ def _drain_engine():
         pass
 
 
+@pytest.fixture(autouse=True)
+def _check_exported_models(monkeypatch):
+    """Every model the suite exports -- standard ONNX (``make_onnx_model``) and artifacts
+    (``artifact_save.convert``) -- must pass ``onnx.checker.check_model(full_check=True)`` and
+    hold no initializer that nothing reads (checked here independently of the exporter's own
+    pruning)."""
+    import onnx
+    from gluon_cf.export import artifact_save, onnx_export, onnx_graph
+    exported = []
+
+    def watch(module, name):
+        original = getattr(module, name)
+
+        def watched(*args, **kwargs):
+            model = original(*args, **kwargs)
+            exported.append(model)
+            return model
+        monkeypatch.setattr(module, name, watched)
+    watch(onnx_graph, "make_onnx_model")
+    watch(onnx_export, "make_onnx_model")
+    watch(artifact_save, "convert")
+    yield
+    monkeypatch.undo()
+    for model in exported:
+        assert unused_initializers(model.graph) == [], \
+            "an exported model holds initializers nothing reads"
+        onnx.checker.check_model(model, full_check=True)
+
+
+def unused_initializers(graph, where="main"):
+    """``where:name`` of each initializer of ``graph`` or its subgraphs that no node, nested
+    subgraph, output or input of its own graph reads."""
+    def subgraphs(node):
+        for attr in node.attribute:
+            yield from ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+
+    def read(g):
+        names = {value.name for value in g.output} | {value.name for value in g.input}
+        for node in g.node:
+            names.update(node.input)
+            for sub in subgraphs(node):
+                names |= read(sub)
+        return names
+    names = read(graph)
+    found = [f"{where}:{init.name}" for init in graph.initializer if init.name not in names]
+    for node in graph.node:
+        for sub in subgraphs(node):
+            found += unused_initializers(sub, f"{where}/{node.name}")
+    return found
+
+
 def set_mode(net, mode):
     """Put ``net`` in one of MODES."""
     if mode == "hybrid":

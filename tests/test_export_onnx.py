@@ -427,3 +427,37 @@ def test_dynamic_axes_errors():
     with pytest.raises(ValueError, match=r"the model's shapes do not allow the dynamic axes "
                                          r"\{'data': \[1\]\} to change"):
         export_onnx(net, [randn(2, 3)], dynamic_axes={0: [1]})
+
+
+def test_unused_initializers_are_removed():
+    """mx2onnx folds ``1 - w`` of a parameter into a constant and leaves ``w`` behind (NOTE
+    [mx2onnx pitfalls]); the exported model holds only initializers something reads, and the
+    conftest check (an independent implementation) finds the one left before pruning."""
+    import onnx
+    from conftest import unused_initializers
+    from gluon_cf.export.onnx_graph import remove_unused_initializers
+
+    class RMinus(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.w = self.params.get("w", shape=(3,))
+
+        def hybrid_forward(self, F, x, w):
+            return F.broadcast_mul(x, 1 - w)
+
+    net = RMinus()
+    net.initialize(mx.init.Uniform(1))
+    net.hybridize()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    model = check_export(net, [x], [[x + 1]])
+    assert len(model.graph.initializer) == 1      # the folded 1 - w, not w
+    assert unused_initializers(model.graph) == []
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["x"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+        [onnx.numpy_helper.from_array(np.ones(1, np.float32), "unused")])
+    assert unused_initializers(graph) == ["main:unused"]
+    assert remove_unused_initializers(graph) == ["g:unused"]
+    assert unused_initializers(graph) == []
