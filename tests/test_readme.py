@@ -8,7 +8,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def _commands():
     text = (ROOT / "README.md").read_text()
     section = text.split("## On a fresh machine", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```\n(.*?)\n```", section, flags=re.S)
+    # Commands are the untagged fences; sample output is fenced as ```text.
+    blocks = re.findall(r"^```(\w*)\n(.*?)\n```$", section, flags=re.S | re.M)
+    return [body for tag, body in blocks if not tag]
 
 
 def test_readme_has_exactly_two_commands():

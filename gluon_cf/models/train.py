@@ -3,8 +3,16 @@
 The labels of the synthetic treebank come from a hidden compositional rule (polarity words,
 negators, intensifiers; see ``gluon_cf.data.trees.synthetic_treebank``), so a model has to use
 the tree structure to do well. Root labels are SST's 5 classes.
+
+Training keeps the parameters of the epoch with the best dev accuracy (written to ``save_path``
+whenever dev improves) and stops once dev has not improved for ``patience`` epochs; test
+accuracy is measured once, on those best parameters.
 """
+import os
+import sys
 import time
+from dataclasses import dataclass, field
+from typing import List, Optional
 
 import mxnet as mx
 import numpy as np
@@ -13,6 +21,28 @@ from tqdm import tqdm
 
 from ..data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
 from .recursive import TreeLSTM
+
+
+@dataclass
+class EpochResult:
+    """One epoch of :func:`train_demo`."""
+    epoch: int
+    loss: float
+    train_accuracy: float
+    dev_accuracy: float
+    trees_per_second: float
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train_demo` returns: the best epoch's model and every epoch's numbers."""
+    net: gluon.HybridBlock
+    best_epoch: int
+    dev_accuracy: float
+    test_accuracy: float
+    trees_per_second: float          # training throughput over all epochs run
+    save_path: Optional[str]
+    history: List[EpochResult] = field(default_factory=list)
 
 
 def _batches(encoded, batch_size, rng=None):
@@ -32,29 +62,65 @@ def accuracy(net, encoded, batch_size=25):
     return correct / len(encoded)
 
 
-def train_demo(epochs=6, num_trees=2000, batch_size=25, hidden_size=48, embed_size=48,
-               learning_rate=0.05, seed=0):
-    """Train a hybridized TreeLSTM; print per-epoch loss and train/dev accuracy."""
+def demo_splits(num_trees, seed=0):
+    """``(trees, vocab, train, dev, test)`` of :func:`train_demo`: ``num_trees`` synthetic
+    trees for training and a quarter as many each for dev and test, encoded with a vocabulary
+    of the training trees' words."""
+    held_out = max(1, num_trees // 4)
+    trees = synthetic_treebank(num_trees + 2 * held_out, shape="sst", seed=seed)
+    vocab = build_vocab(trees[:num_trees])
+    encoded = [encode_tree(t, vocab) for t in trees]
+    return (trees, vocab, encoded[:num_trees], encoded[num_trees:num_trees + held_out],
+            encoded[num_trees + held_out:])
+
+
+def _say(line, interactive):
+    """A line of the report; above a live progress bar on a terminal, flushed otherwise (a
+    file or pipe would hold it in its buffer until the process ends)."""
+    if interactive:
+        tqdm.write(line)
+    else:
+        print(line, flush=True)
+
+
+def train_demo(epochs=20, num_trees=2000, batch_size=25, hidden_size=48, embed_size=48,
+               learning_rate=0.05, seed=0, patience=3, save_path="treelstm-best.params",
+               progress=None):
+    """Train a hybridized TreeLSTM with early stopping; returns a :class:`TrainResult`.
+
+    ``num_trees`` train trees, and a quarter as many each for dev and test. At most ``epochs``
+    epochs; training stops after ``patience`` epochs without a better dev accuracy. The best
+    epoch's parameters are kept (saved to ``save_path`` unless it is None) and scored on test.
+    ``progress``: show per-batch progress bars (default: when stdout is a terminal); without
+    them there is one flushed line per epoch.
+    """
+    if epochs < 1 or patience < 1:
+        raise ValueError(f"train_demo: epochs and patience must be >= 1, got {epochs}, "
+                         f"{patience}")
+    interactive = sys.stdout.isatty() if progress is None else progress
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
-    trees = synthetic_treebank(num_trees + num_trees // 4, shape="sst", seed=seed)
-    vocab = build_vocab(trees)
-    encoded = [encode_tree(t, vocab) for t in trees]
-    train, dev = encoded[:num_trees], encoded[num_trees:]
+    trees, vocab, train, dev, test = demo_splits(num_trees, seed)
     net = TreeLSTM(len(vocab), embed_size=embed_size, hidden_size=hidden_size, num_classes=5)
     net.initialize(mx.init.Xavier())
     net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), "adagrad", {"learning_rate": learning_rate})
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    print("\n== recursive TreeLSTM (hybridized) on %d synthetic SST-like trees, %d for dev =="
-          % (len(train), len(dev)))
-    print("vocabulary %d words, mean sentence length %.1f tokens"
-          % (len(vocab), np.mean([len(t.leaves()) for t in trees])))
-    print("epoch 0: dev accuracy %.3f (chance 0.2)" % accuracy(net, dev, batch_size))
+    _say("\n== recursive TreeLSTM (hybridized) on synthetic SST-like trees: %d train, %d dev, "
+         "%d test ==" % (len(train), len(dev), len(test)), interactive)
+    _say("vocabulary %d words, mean sentence length %.1f tokens; up to %d epochs, early "
+         "stopping after %d without a better dev accuracy"
+         % (len(vocab), np.mean([len(t.leaves()) for t in trees]), epochs, patience),
+         interactive)
+    _say("epoch 0: dev accuracy %.3f (chance 0.2)" % accuracy(net, dev, batch_size),
+         interactive)
+
+    history, best, best_params = [], None, None
+    trained, train_seconds = 0, 0.0
     for epoch in range(1, epochs + 1):
-        total, start = 0.0, time.time()
+        total, start = 0.0, time.perf_counter()
         bar = tqdm(list(_batches(train, batch_size, rng)), desc="epoch %d" % epoch,
-                   unit="batch", leave=False, disable=None)
+                   unit="batch", leave=False, disable=not interactive, file=sys.stdout)
         for inputs, labels in bar:
             with autograd.record():
                 loss = loss_fn(net(*inputs), labels)
@@ -62,7 +128,37 @@ def train_demo(epochs=6, num_trees=2000, batch_size=25, hidden_size=48, embed_si
             trainer.step(labels.shape[0])
             total += float(loss.sum().asscalar())
             bar.set_postfix(loss="%.3f" % (total / ((bar.n + 1) * batch_size)))
-        print("epoch %d: loss %.3f  train accuracy %.3f  dev accuracy %.3f  (%.1f trees/s)"
-              % (epoch, total / len(train), accuracy(net, train, batch_size),
-                 accuracy(net, dev, batch_size), len(train) / (time.time() - start)))
-    return net
+        seconds = time.perf_counter() - start
+        trained, train_seconds = trained + len(train), train_seconds + seconds
+        result = EpochResult(epoch, total / len(train), accuracy(net, train, batch_size),
+                             accuracy(net, dev, batch_size), len(train) / seconds)
+        history.append(result)
+        improved = best is None or result.dev_accuracy > best.dev_accuracy
+        if improved:
+            best = result
+            best_params = {name: p.data().copy() for name, p in net.collect_params().items()}
+        _say("epoch %d: loss %.3f  train accuracy %.3f  dev accuracy %.3f  (%.0f trees/s)%s"
+             % (epoch, result.loss, result.train_accuracy, result.dev_accuracy,
+                result.trees_per_second, "  best so far" if improved else ""), interactive)
+        if epoch - best.epoch >= patience:
+            _say("no better dev accuracy for %d epochs: stopping" % patience, interactive)
+            break
+
+    for name, param in net.collect_params().items():
+        param.set_data(best_params[name])
+    if save_path is not None:
+        save_path = os.path.abspath(save_path)
+        net.save_parameters(save_path)
+    start = time.perf_counter()
+    test_accuracy = accuracy(net, test, batch_size)
+    test_speed = len(test) / (time.perf_counter() - start)
+    speed = trained / train_seconds
+    _say("best epoch %d of %d: dev accuracy %.3f, test accuracy %.3f"
+         % (best.epoch, len(history), best.dev_accuracy, test_accuracy), interactive)
+    _say("speed: %.0f trees/s training, %.0f trees/s inference (batch %d)"
+         % (speed, test_speed, batch_size), interactive)
+    _say("model saved to %s (TreeLSTM(%d, embed_size=%d, hidden_size=%d, num_classes=5)"
+         ".load_parameters)" % (save_path, len(vocab), embed_size, hidden_size)
+         if save_path else "model not saved", interactive)
+    return TrainResult(net, best.epoch, best.dev_accuracy, test_accuracy, speed, save_path,
+                       history)
