@@ -468,7 +468,7 @@ def test_bench_smoke_prints_json_last(tmp_path):
     plot = tmp_path / 'bench.png'
     proc = subprocess.run(
         [sys.executable, '-m', 'gluon_cf.bench', '--smoke', '--methods', 'a,c,d',
-         '--plot', str(plot)],
+         '--plot', str(plot), '--json', str(tmp_path / 'summary.json')],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -477,6 +477,8 @@ def test_bench_smoke_prints_json_last(tmp_path):
     assert REQUIRED_KEYS <= set(result)
     assert all(result[k] is None for k in REQUIRED_KEYS)     # method e is not registered yet
     assert plot.exists() and plot.stat().st_size > 0
+    assert json.loads((tmp_path / 'summary.json').read_text()) == result
+    assert set(result['methods']) == {'a', 'c', 'd'}
     assert 'n/a' in proc.stdout
 
 

@@ -6,8 +6,9 @@ spent (at least one), calling `mx.nd.waitall()` after each, and reports trees/se
 of a cell take turns in a few rounds and each reports its median round (`time_methods`). Before
 timing a model, all methods are checked against method 'a' on one mini-batch.
 
-Prints a table, the speed-up ratios, writes a PNG plot (`--plot`), and prints as the very last
-line one JSON object with the headline ratios (null when a method was not run).
+Prints a table and the speed-up ratios, writes the JSON summary (`--json`: the headline ratios,
+null when a method was not run, and every cell's trees/s) and the figure drawn from it
+(`--plot`, `gluon_cf.bench.plot`), and prints the summary as the very last line.
 """
 import argparse
 import itertools
@@ -16,12 +17,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-import matplotlib
 import mxnet as mx
 import numpy as np
 from tqdm import tqdm
 
 from gluon_cf.bench import METHODS
+from gluon_cf.bench.plot import plot_summary
 from gluon_cf.bench.baselines import (MethodUnavailable, ModelConfig, import_torch, make_batches,
                                       make_model)
 from gluon_cf.data.trees import build_vocab, encode_tree, synthetic_treebank
@@ -99,6 +100,8 @@ def parse_args(argv):
                         help='comma-separated method names (default: all registered: '
                              f'{",".join(METHODS)})')
     parser.add_argument('--plot', default='bench_results.png', help='PNG path of the plot')
+    parser.add_argument('--json', default='bench_results.json',
+                        help='where the JSON summary (also the last line printed) is written')
     parser.add_argument('--budget', type=float, default=None,
                         help='seconds of timed iterations per cell and method '
                              '(default: per preset)')
@@ -246,7 +249,7 @@ def _fmt_ratio(value):
     return 'n/a' if value is None else f'{value:.2f}x'
 
 
-def headline_json(results, skipped, preset_name, methods):
+def headline_json(results, skipped, preset_name, methods, preset=None):
     by_key = {(c.kind, c.shape, c.mode, c.batch_size): row for c, row in results.items()}
     suffix_ratio = {suffix: (n, d) for n, d, suffix in RATIOS if suffix}
     out = {}
@@ -258,61 +261,10 @@ def headline_json(results, skipped, preset_name, methods):
                                        for m in methods} for c, row in results.items()}
     out['skipped'] = skipped
     out['preset'] = preset_name
+    out['methods'] = {m: METHODS[m].label for m in methods}
+    if preset is not None:
+        out['hidden_size'], out['embed_size'] = preset.hidden_size, preset.embed_size
     return out
-
-
-def plot(results, methods, path):
-    """One panel per (model, shape) and mode: trees/s against batch size, a line per method."""
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    panels = list(dict.fromkeys((c.kind, c.shape) for c in results))
-    modes = ['infer', 'train']
-    batch_sizes = sorted({c.batch_size for c in results})
-    fig, axes = plt.subplots(len(modes), len(panels), squeeze=False,
-                             figsize=(3.2 * len(panels) + 1, 6.5))
-    plain = FuncFormatter(lambda v, _: f'{v:g}')
-    for col, (kind, shape) in enumerate(panels):
-        for row_i, mode in enumerate(modes):
-            ax = axes[row_i][col]
-            cells = sorted((c for c in results if (c.kind, c.shape, c.mode) == (kind, shape, mode)),
-                           key=lambda c: c.batch_size)
-            if not cells:
-                ax.set_title(f'{kind} / {shape} / {mode}', fontsize=9)
-                ax.text(0.5, 0.5, 'not measured', ha='center', va='center',
-                        transform=ax.transAxes, color='gray')
-                ax.set_xticks([])
-                ax.set_yticks([])
-                continue
-            for name in methods:
-                pts = [(c.batch_size, results[c][name]) for c in cells
-                       if results[c].get(name) is not None]
-                if pts:
-                    ax.plot(*zip(*pts), marker='o', label=f'{name}: {METHODS[name].label}')
-            ax.set_title(f'{kind} / {shape} / {mode}', fontsize=9)
-            ax.set_xscale('log')
-            ax.set_yscale('log')
-            ax.set_xticks(batch_sizes)
-            ax.set_xlim(min(batch_sizes) / 1.5, max(batch_sizes) * 1.5)
-            ax.xaxis.set_major_formatter(plain)
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(NullFormatter())
-            ax.grid(True, which='both', alpha=0.3)
-            if col == 0:
-                ax.set_ylabel(f'{mode}: trees / second')
-            if row_i == len(modes) - 1:
-                ax.set_xlabel('batch size')
-    handles = {}
-    for ax in axes.ravel():
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    fig.legend(list(handles.values()), list(handles), loc='lower center',
-               ncol=min(4, max(1, len(handles))), fontsize=8)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv=None):
@@ -330,9 +282,13 @@ def main(argv=None):
         print(f'method {name} skipped: {reason}')
     print('\ntrees/second (higher is better); ratios are trees/s of one method over another')
     print(format_table(results, args.methods))
-    plot(results, args.methods, args.plot)
-    print(f'\nplot: {args.plot}')
-    print(json.dumps(headline_json(results, skipped, preset_name, args.methods)))
+    summary = headline_json(results, skipped, preset_name, args.methods, preset)
+    with open(args.json, 'w') as f:
+        json.dump(summary, f, indent=1)
+    plot_summary(summary, args.plot)
+    print(f'\nsummary: {args.json}\nplot: {args.plot} (python -m gluon_cf.bench.plot redraws '
+          f'it from the summary)')
+    print(json.dumps(summary))
 
 
 def _torch_note():
