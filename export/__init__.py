@@ -3,8 +3,9 @@
 * :func:`export_onnx` / :func:`export_onnx_symbol`: standard ONNX (cond -> If, foreach -> Scan,
   while_loop -> Loop) for models without recursion; any ONNX runtime runs it.
 * :func:`save_artifact` / :func:`load`: models with ``@gluon_cf.recursive`` functions, as ONNX
-  plus two operators (NOTE [artifact format] in ``artifact_format.py``); ``load`` runs them with
-  onnxruntime, without the model's class.
+  plus two operators (``Recursion``, holding the functions' graphs, and ``Invoke``, a call, in
+  the ``ai.gluon_cf`` domain; the format is described in ``artifact_format.py``); ``load``
+  runs them with onnxruntime, without MXNet or the model's class.
 * ``gluon-cf-export`` (``python -m gluon_cf.export.cli``): both from the command line.
 
 The modules, by concern: ``artifact_format`` (what a file holds, limits, errors),

@@ -13,11 +13,13 @@ NOTE [artifact loader]
 """
 import threading
 import time
+from typing import List, Optional, Union
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from gluon_cf._typing import Path
 from gluon_cf.executor import run
 from gluon_cf.staging import stages
 
@@ -31,10 +33,31 @@ __all__ = ["load", "Artifact", "ArtifactError", "ArtifactDepthError", "Limits", 
            "DOMAIN"]
 
 
-def load(source, *, limits=None):
+def load(source: Union[Path, bytes], *, limits: Optional[Limits] = None) -> "Artifact":
     """Load an artifact (or a plain ONNX model) from a path or from ``bytes``, validating it
-    (NOTE [artifact safety]); returns an :class:`Artifact`, called as
-    ``artifact(*numpy_arrays) -> [numpy arrays]``.  Raises :class:`ArtifactError`."""
+    against ``limits`` (a :class:`Limits`; files may come from anyone, so sizes, nesting,
+    recursion depth and run time are bounded); returns an :class:`Artifact`, called as
+    ``artifact(*numpy_arrays) -> [numpy arrays]``.
+
+    A file that breaks the format or one of ``limits`` raises :class:`ArtifactError` naming what
+    and where, before anything runs; a plain ONNX model (e.g. from :func:`export_onnx`) loads too:
+
+    >>> import numpy as np
+    >>> from onnx import TensorProto, helper
+    >>> from gluon_cf.export import ArtifactError, load
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Add", ["x", "x"], ["y"])], "double",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    >>> double = load(helper.make_model(graph).SerializeToString())
+    >>> double(np.array([1, 2], np.float32))
+    [array([2., 4.], dtype=float32)]
+    >>> try:
+    ...     load(b"not a model")
+    ... except ArtifactError as error:
+    ...     print("refused")
+    refused
+    """
     limits = limits or Limits()
     model = read_model(source, limits)
     return Artifact(model, limits)
@@ -44,7 +67,7 @@ class Artifact:
     """A loaded, validated artifact.  ``inputs`` / ``outputs``: ``(name, shape, dtype)`` as
     declared, ``None`` for a dim that may vary."""
 
-    def __init__(self, model, limits):
+    def __init__(self, model: onnx.ModelProto, limits: Limits) -> None:
         self.limits = limits
         opset = check_model(model, limits)
         self._opset, self._ir_version = opset, max(int(model.ir_version), 7)
@@ -67,7 +90,7 @@ class Artifact:
         show = lambda specs: ", ".join(f"{n}{list(s)}:{d}" for n, s, d in specs)  # noqa: E731
         return f"<gluon_cf artifact ({show(self.inputs)}) -> ({show(self.outputs)})>"
 
-    def __call__(self, *arrays):
+    def __call__(self, *arrays: np.ndarray) -> List[np.ndarray]:
         if len(arrays) != len(self.inputs):
             raise ValueError(f"artifact: expected {len(self.inputs)} inputs "
                              f"{[name for name, _, _ in self.inputs]}, got {len(arrays)}")

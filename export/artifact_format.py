@@ -77,7 +77,8 @@ class ArtifactDepthError(ArtifactError, RecursionDepthError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds :func:`load` enforces (NOTE [artifact safety]); pass your own to ``load``."""
+    """Bounds :func:`load` enforces on a file and on each call, since artifacts may come from
+    anyone; pass your own to ``load(path, limits=Limits(max_depth=...))``."""
     max_file_bytes: int = 1 << 30          # 1 GiB
     max_nodes: int = 200_000               # nodes and graphs, all graphs together
     max_nesting: int = 24                  # graphs inside graphs (branches, bodies, functions)

@@ -8,12 +8,14 @@ Invoke for the recursion ops, whose kit is ``artifact_kit.py``); this module run
 conversion with the function signatures it collects, and checks them.
 """
 import os
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import onnx
 from onnx import helper
 
 from gluon_cf import registry
+from gluon_cf._typing import Path
 
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
@@ -29,8 +31,11 @@ def artifact_kinds():
 
 
 
-def save_artifact(net_or_symbol_files, example_inputs, path, *, dynamic_axes=None,
-                  input_names=None, output_names=None, opset=13):
+def save_artifact(net_or_symbol_files: Any, example_inputs: Any, path: Path, *,
+                  dynamic_axes: Optional[Dict[str, Dict[int, str]]] = None,
+                  input_names: Optional[Sequence[str]] = None,
+                  output_names: Optional[Sequence[str]] = None,
+                  opset: int = 13) -> onnx.ModelProto:
     """Save a gluon_cf model, recursive or not, as an artifact at ``path``; returns the
     ``onnx.ModelProto``.
 
@@ -42,6 +47,24 @@ def save_artifact(net_or_symbol_files, example_inputs, path, *, dynamic_axes=Non
     are those of :func:`gluon_cf.export.export_onnx`; give ``dynamic_axes`` for every axis
     whose size changes between calls (e.g. the node axis of tree inputs), since :func:`load`
     enforces the other declared dims.
+
+    Example: a recursive block, saved and run by the artifact runtime (which needs only numpy,
+    onnx and onnxruntime, not MXNet or the block's class):
+
+    >>> import mxnet as mx, numpy as np, gluon_cf
+    >>> from gluon_cf.export import load, save_artifact
+    >>> class SumTo(mx.gluon.HybridBlock):
+    ...     def hybrid_forward(self, F, values, n):
+    ...         @gluon_cf.recursive
+    ...         def total(i):
+    ...             return gluon_cf.cond(i < 1, lambda: F.take(values, i),
+    ...                                  lambda: F.take(values, i) + total(i - 1))
+    ...         return total(n)
+    >>> net = SumTo()
+    >>> net.hybridize()
+    >>> _ = save_artifact(net, [mx.nd.array([1, 2, 3, 4]), mx.nd.array([3])], "sum_to.onnx")
+    >>> load("sum_to.onnx")(np.array([1, 2, 3, 4], np.float32), np.array([2], np.float32))
+    [array([6.], dtype=float32)]
     """
     ranks = None
     if isinstance(net_or_symbol_files, (tuple, list)):

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import tempfile
+from typing import Any, Dict, Optional, Sequence
 
 import mxnet as mx
 import numpy as np
@@ -25,6 +26,7 @@ from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
 import gluon_cf  # noqa: F401  (registers the gluon_cf ops, which carry their export rules)
 from gluon_cf import registry
+from gluon_cf._typing import Path
 
 from . import index_bounds
 from .onnx_graph import (DEFAULT_OPSET, make_onnx_model, register_custom_converter,
@@ -37,8 +39,11 @@ __all__ = ["export_onnx", "export_onnx_symbol"]
 
 # ----------------------------------------------------------------------------- public API
 
-def export_onnx(net, example_inputs, path=None, opset=DEFAULT_OPSET, *, dynamic_axes=None,
-                input_names=None, output_names=None):
+def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
+                opset: int = DEFAULT_OPSET, *,
+                dynamic_axes: Optional[Dict[str, Dict[int, str]]] = None,
+                input_names: Optional[Sequence[str]] = None,
+                output_names: Optional[Sequence[str]] = None) -> onnx.ModelProto:
     """Export the hybridized ``net`` as a standard ONNX model; save it to ``path`` if given.
 
     ``example_inputs``: the arrays (NDArray or numpy) ``net`` is called with, a single one or a
@@ -48,6 +53,24 @@ def export_onnx(net, example_inputs, path=None, opset=DEFAULT_OPSET, *, dynamic_
     of a foreach over the first input).  ONNX inputs are named ``input_names`` (default
     MXNet's ``data`` / ``data0``, ``data1``, ...), outputs ``output_names`` (default MXNet's
     output names).  Returns the ``onnx.ModelProto``, checked with ``full_check=True``.
+
+    ``cond`` becomes ONNX ``If``, ``foreach`` ``Scan`` and ``while_loop`` ``Loop``; any ONNX
+    runtime runs the model. Recursive models need :func:`save_artifact` instead.
+
+    >>> import mxnet as mx, numpy as np, onnxruntime, gluon_cf
+    >>> from gluon_cf.export import export_onnx
+    >>> class Gate(mx.gluon.HybridBlock):
+    ...     def hybrid_forward(self, F, x):
+    ...         return gluon_cf.cond(x.sum() > 0, lambda: x * 2, lambda: -x)
+    >>> net = Gate()
+    >>> net.hybridize()
+    >>> model = export_onnx(net, [np.ones((2, 3), np.float32)], "gate.onnx")
+    >>> [node.op_type for node in model.graph.node if node.op_type == "If"]
+    ['If']
+    >>> session = onnxruntime.InferenceSession("gate.onnx", providers=["CPUExecutionProvider"])
+    >>> session.run(None, {"data": -np.ones((2, 3), np.float32)})[0]
+    array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     sym, params, inputs, ranks = _net_symbol(net, example_inputs, "export_onnx")
     return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
@@ -81,14 +104,34 @@ def _net_symbol(net, example_inputs, api):
             [len(o.shape) for o in outputs])
 
 
-def export_onnx_symbol(sym, params, inputs, path=None, opset=DEFAULT_OPSET, *,
-                       dynamic_axes=None, input_names=None, output_names=None,
-                       _output_ranks=None):
+def export_onnx_symbol(sym: Any, params: Optional[Dict[str, Any]], inputs: Sequence[Any],
+                       path: Optional[Path] = None, opset: int = DEFAULT_OPSET, *,
+                       dynamic_axes: Optional[Dict[str, Dict[int, str]]] = None,
+                       input_names: Optional[Sequence[str]] = None,
+                       output_names: Optional[Sequence[str]] = None,
+                       _output_ranks: Optional[Sequence[Optional[int]]] = None
+                       ) -> onnx.ModelProto:
     """Export an MXNet symbol that may contain gluon_cf nodes (e.g. loaded from
     ``net.export`` files) with ``params`` (name -> array; ``arg:``/``aux:`` prefixes allowed).
 
     ``inputs``: ``(mxnet_name, example_shape, dtype)`` per data input, in ONNX input order.
     The other arguments are those of :func:`export_onnx`.
+
+    >>> import mxnet as mx, numpy as np, gluon_cf
+    >>> from gluon_cf.export import export_onnx_symbol
+    >>> class Gate(mx.gluon.HybridBlock):
+    ...     def hybrid_forward(self, F, x):
+    ...         return gluon_cf.cond(x.sum() > 0, lambda: x * 2, lambda: -x)
+    >>> net = Gate()
+    >>> net.hybridize()
+    >>> _ = net(mx.nd.ones((2, 3)))
+    >>> net.export("gate")                   # gate-symbol.json, gate-0000.params
+    >>> symbol = mx.sym.load("gate-symbol.json")
+    >>> params = mx.nd.load("gate-0000.params")
+    >>> model = export_onnx_symbol(symbol, params, [("data", (2, 3), np.float32)],
+    ...                            dynamic_axes={"data": {0: "rows"}})
+    >>> [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    ['rows', 3]
     """
     graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
                             output_names, onnx_kinds(), _output_ranks)

@@ -144,7 +144,7 @@ class CustomOpNode:
     output_shapes: Optional[list] = None
 
 
-_CUSTOM_CONVERTERS = {}  # op_type -> fn(CustomOpNode)
+_CUSTOM_CONVERTERS: dict = {}  # op_type -> fn(CustomOpNode)
 
 
 def register_custom_converter(op_type, fn=None):

@@ -8,11 +8,13 @@ Where ``import mxnet`` fails, the package still imports: the artifact runtime
 onnxruntime, and the names below that need MXNet raise an ImportError saying so when used.
 """
 import importlib
+from typing import Optional
 
 from .errors import CallTreeTooLargeError, RecursionDepthError
 
 _MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke",
                 "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor")
+_mxnet_missing: Optional[ImportError]
 try:
     importlib.import_module("mxnet")
 except ImportError as _err:  # noqa: F841 - kept for the message in __getattr__
@@ -22,7 +24,7 @@ else:
     from .ops.cond import cond
     from .ops.foreach import foreach
     from .ops.while_loop import while_loop
-    from .executor import get_mode as get_executor, set_mode as set_executor
+    from .executor import get_executor, set_executor
     from .node import DynamicShapeError, IncompleteShapeError
     from . import hybrid  # noqa: F401 - runs hybridized blocks with run-time shapes
     from .recursion import invoke, recursive

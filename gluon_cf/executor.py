@@ -16,7 +16,7 @@ NOTE [trampoline]
 MODES = ("batched", "unbatched")
 _default_mode = ["batched"]
 _ahead_of_time = [True]   # NOTE [ahead-of-time schedules] in recursion/schedule.py
-_SCHEDULERS = {}   # mode -> function running a node's forward generator (see run_node)
+_SCHEDULERS: dict = {}   # mode -> function running a node's forward generator (see run_node)
 
 
 class Parallel:
@@ -77,13 +77,23 @@ def done(value):
     yield  # pragma: no cover - makes this a generator
 
 
-def set_mode(mode, ahead_of_time=True):
+def set_executor(mode: str, ahead_of_time: bool = True) -> None:
     """Choose the executor of recursive functions for this process: 'batched' (default) or
     'unbatched' (one invocation at a time, the EuroSys'18 paper's executor).
 
     ``ahead_of_time`` (batched only): run recursion whose control flow depends only on integer
-    inputs on a schedule planned before any value is computed (NOTE [ahead-of-time schedules]
-    in ``recursion/schedule.py``); False batches every level dynamically.
+    inputs on a schedule planned before any value is computed (whole levels of the batch's call
+    trees in one call each, with no reads of predicates back to Python); False batches every
+    level dynamically. ``gluon_cf.recursion.schedule.report()`` says which functions ran ahead
+    of time and why the others did not.
+
+    Raises ``ValueError`` for another mode:
+
+    >>> import gluon_cf
+    >>> gluon_cf.set_executor("unbatched")
+    >>> gluon_cf.get_executor()
+    'unbatched'
+    >>> gluon_cf.set_executor("batched")     # the default
     """
     if mode not in MODES:
         raise ValueError("gluon_cf.set_executor: mode must be one of %s, got %r" % (MODES, mode))
@@ -94,11 +104,18 @@ def set_mode(mode, ahead_of_time=True):
     _ahead_of_time[0] = ahead_of_time
 
 
-def get_mode():
+def get_executor() -> str:
+    """The executor of recursive functions in this process: 'batched' or 'unbatched' (see
+    :func:`set_executor`).
+
+    >>> import gluon_cf
+    >>> gluon_cf.get_executor() in ("batched", "unbatched")
+    True
+    """
     return _default_mode[0]
 
 
-def ahead_of_time():
+def ahead_of_time() -> bool:
     """Whether the batching executor may run recursion on ahead-of-time schedules."""
     return _ahead_of_time[0]
 
@@ -111,7 +128,7 @@ def register_scheduler(mode, run_forward):
 
 def run_node(gen):
     """Run a top-level node's forward with the selected executor."""
-    return _SCHEDULERS[get_mode()](gen)
+    return _SCHEDULERS[get_executor()](gen)
 
 
 class Frame:

@@ -171,7 +171,7 @@ class _RunTimeShapeCall:
     between the CachedOps of its graph (NOTE [run-time shapes]): those stay CachedOps of static
     shapes, planned and reused, instead of MXNet running the whole graph op by op."""
 
-    _handles = {}
+    _handles: dict = {}
 
     def __init__(self, node, in_entries, out_entries):
         self.op = node["op"]
@@ -510,7 +510,7 @@ class Graph:
     ``threading.local``) on every callback, which rebuilt every CachedOp on every node call.
     """
 
-    _cache = {}
+    _cache: dict = {}
     _cache_lock = threading.Lock()
 
     def __init__(self, spec):
@@ -774,7 +774,7 @@ def block_index_gradients(js):
 
 # ---------------------------------------------------------------------------------- decoded nodes
 
-_SPECS = {}
+_SPECS: dict = {}
 
 
 class Node:

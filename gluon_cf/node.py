@@ -48,7 +48,7 @@ from .operators import aux_state_error, describe_node, user_custom_op_error
 #     (RecursionDepthError, ValueError, TypeError, ...), its own message naming the op and the
 #     node, once, with a traceback that starts at the user's call rather than in a worker thread.
 _kept_inference = threading.local()   # (exception, node name): shape/type inference, same thread
-_kept_run = []                         # [exception]: forward/backward, on MXNet's worker threads
+_kept_run: list = []                         # [exception]: forward/backward, on MXNet's worker threads
 _unknown_dims = threading.local()      # {node name: [(input, shape)]}: see _explain_unknown_dims
 _kept_lock = threading.Lock()
 _original_get_last_ffi_error = mx.base.get_last_ffi_error
@@ -102,10 +102,11 @@ class IncompleteShapeError(ValueError, mx.MXNetError):
 
 
 class DynamicShapeError(ValueError, mx.MXNetError):
-    """A gluon_cf node whose output shape is known only at run time (NOTE [run-time shapes] in
-    ``graph.py``) is held where MXNet needs static shapes: a Symbol executor (``bind``,
-    ``simple_bind``) or a graph MXNet runs itself. Hybridized Gluon blocks never raise it: they
-    run such graphs partitioned."""
+    """A gluon_cf node whose output shape is known only at run time (``boolean_mask``, a
+    ``while_loop`` of exact length, branches of different shapes) is held where MXNet needs
+    static shapes: a Symbol executor (``bind``, ``simple_bind``) or a graph MXNet runs itself.
+    Hybridized Gluon blocks never raise it: they run such graphs partitioned, each static piece
+    still compiled, with shapes inferred just before it runs."""
 
 
 def _refuse_run_time_shapes(node, outs):
@@ -257,7 +258,7 @@ atexit.register(_finish_pending_work)
 #     thread's answer, which then reads freed memory (shapes like [1446870432]). The callbacks
 #     look ``c_array_buf`` up in ``mx.operator``'s globals at call time, so ours keeps the most
 #     recent buffers alive a while longer; C++ copies them as soon as the callback returns.
-_recent_buffers = collections.deque(maxlen=1 << 16)
+_recent_buffers: collections.deque = collections.deque(maxlen=1 << 16)
 _original_c_array_buf = mx.operator.c_array_buf
 
 

@@ -9,10 +9,12 @@ bridge in ``node.py`` registers a Custom operator per kind) instead of importing
 
 Pure Python: the artifact loader and export's JSON analyses use it without MXNet.
 """
+from typing import Optional
+
 OP_PREFIX = "_gluon_cf_"
 
-_RULES = {}
-_LISTENERS = []
+_RULES: dict = {}
+_LISTENERS: list = []
 
 
 def op_type(kind):
@@ -103,7 +105,7 @@ class Rule:
     """What an op kind must define (its rules); ``node`` is a decoded :class:`gluon_cf.graph.Node`,
     shapes are tuples, ``None`` (unknown yet) or :class:`Dynamic` (known only at run time)."""
 
-    kind = None
+    kind: Optional[str] = None
     needs_out_shapes = False  # whether forward reads out_shapes (inferring them has a cost)
 
     def infer_shape(self, node, in_shapes):
@@ -162,7 +164,7 @@ def on_register(listener):
         listener(rule)
 
 
-_DECODER = []
+_DECODER: list = []
 
 
 def set_decoder(decode):

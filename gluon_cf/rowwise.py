@@ -386,7 +386,7 @@ broadcast_lesser_equal broadcast_logical_and broadcast_logical_or broadcast_logi
 """.split()
 _REDUCTIONS = "sum mean max min prod nansum nanprod sum_axis max_axis min_axis norm".split()
 
-RULES = {}
+RULES: dict = {}
 RULES.update((op, _elementwise) for op in _ELEMENTWISE)
 RULES.update((op, _all_batched) for op in _ELEMENTWISE_SAME_SHAPE)
 RULES.update((op, _broadcast) for op in _BROADCAST)
@@ -436,7 +436,7 @@ RULES.update({
 
 # ---- the check -----------------------------------------------------------------------------
 
-_symbols = {}   # JSON text -> (parsed JSON, Symbol): branch graphs met again and again
+_symbols: dict = {}   # JSON text -> (parsed JSON, Symbol): branch graphs met again and again
 
 
 def load_graph(graph_json_text):

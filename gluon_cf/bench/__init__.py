@@ -21,11 +21,25 @@ from collections import namedtuple
 
 Method = namedtuple('Method', ['name', 'label', 'builder'])
 
-METHODS = {}
+METHODS: dict = {}
 
 
 def register_method(name, label, builder):
-    """Register (or replace) benchmark method `name`; see the module docstring for `builder`."""
+    """Register (or replace) benchmark method `name` (a short identifier, shown as a column)
+    with a `label` for the tables and figure and a `builder`: ``builder(model)`` gets a
+    ``baselines.TreeModel`` holding the shared weights and returns a runner with
+    ``infer(batch)`` and ``train_step(batch)``, or raises ``baselines.MethodUnavailable``.
+
+    Example (a builder gets the shared model and returns a runner)::
+
+        >>> from gluon_cf.bench import METHODS, register_method
+        >>> class Mine:
+        ...     def __init__(self, model):
+        ...         self.model = model
+        >>> register_method("z", "my method", Mine)
+        Method(name='z', label='my method', builder=<class '...Mine'>)
+        >>> del METHODS["z"]
+    """
     if not (isinstance(name, str) and name.isidentifier()):
         raise ValueError(f'register_method: name must be a short identifier such as "e", '
                          f'got {name!r}')

@@ -29,6 +29,7 @@ alive until it sums them at the end: for the RNTN that is 54 MB of V gradient pe
 torch runner does one backward per mini-batch.
 """
 from dataclasses import dataclass
+from typing import Optional
 
 import mxnet as mx
 import numpy as np
@@ -536,7 +537,7 @@ class _RecursiveEncoder(gluon.HybridBlock):
 
 
 class _GluonCfRunner(_GluonRunner):
-    executor = None
+    executor: Optional[str] = None
     ahead_of_time = True
 
     def __init__(self, model):

@@ -36,7 +36,20 @@ class SpeedupTable:
 
 def speedup_table(summary, shape=SHAPE):
     """The :class:`SpeedupTable` of a benchmark JSON summary, for the cells on ``shape`` trees
-    (all cells if none is on ``shape``), ordered by model, mode and batch size."""
+    (all cells if none is on ``shape``), ordered by model, mode and batch size.
+
+    Example::
+
+        >>> from gluon_cf.bench.plot import speedup_table
+        >>> summary = {"preset": "quick", "methods": {"a": "eager per-node", "e": "gluon_cf"},
+        ...            "trees_per_second": {"treelstm/sst/infer/b25": {"a": 50.0, "e": 1500.0},
+        ...                                 "treelstm/sst/infer/b1": {"a": 60.0, "e": None}}}
+        >>> table = speedup_table(summary)
+        >>> table.rows
+        ['TreeLSTM inference, batch 1', 'TreeLSTM inference, batch 25']
+        >>> table.methods, table.speedups
+        (['a', 'e'], [[1.0, None], [1.0, 30.0]])
+    """
     cells = {}
     for key, speeds in summary['trees_per_second'].items():
         kind, cell_shape, mode, batch = key.split('/')
@@ -62,7 +75,20 @@ def speedup_table(summary, shape=SHAPE):
 
 def plot_summary(summary, path, shape=SHAPE):
     """Draw the speed-up heat map of a benchmark JSON summary (a dict) into ``path`` (PNG);
-    returns the :class:`SpeedupTable` drawn."""
+    returns the :class:`SpeedupTable` drawn.
+
+    Example::
+
+        >>> import os
+        >>> from gluon_cf.bench.plot import plot_summary
+        >>> summary = {"preset": "quick", "methods": {"a": "eager per-node", "e": "gluon_cf"},
+        ...            "trees_per_second": {"treelstm/sst/infer/b25": {"a": 50.0, "e": 1500.0},
+        ...                                 "treelstm/sst/infer/b1": {"a": 60.0, "e": None}}}
+        >>> plot_summary(summary, "speedups.png").speedups
+        [[1.0, None], [1.0, 30.0]]
+        >>> os.path.getsize("speedups.png") > 0
+        True
+    """
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt

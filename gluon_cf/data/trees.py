@@ -29,6 +29,7 @@ import numbers
 import os
 import re
 from dataclasses import dataclass
+from typing import Any, Iterable, List, Optional, Sequence, TextIO, Union
 
 import numpy as np
 
@@ -58,18 +59,22 @@ def _abbrev(text, limit=60):
 class Tree:
     """A labelled ordered tree: a leaf holds a `word`, an internal node holds `children`.
 
-    Attributes:
-        label: int class label of the node (0..4 in SST).
-        word: the token of a leaf, None for an internal node.
-        children: list of child `Tree` objects, empty for a leaf.
+    ``label`` is the node's int class label (0..4 in SST); ``word`` the token of a leaf, None
+    for an internal node; ``children`` the list of child `Tree` objects, empty for a leaf.
+    Trees compare equal when labels, words and shapes agree. All methods are iterative, so
+    trees of any depth (a 5,000-node chain) work without Python's recursion limit.
 
-    Trees compare equal when labels, words and shapes agree. All methods are iterative (see
-    NOTE [Iterative traversal]).
+    >>> tree = Tree(3, children=[Tree(2, "a"), Tree(4, "fine")])
+    >>> tree.to_sexpr()
+    '(3 (2 a) (4 fine))'
+    >>> [leaf for leaf in tree.leaves()], tree.depth()
+    (['a', 'fine'], 1)
     """
 
     __slots__ = ("label", "word", "children")
 
-    def __init__(self, label, word=None, children=()):
+    def __init__(self, label: int, word: Optional[str] = None,
+                 children: Iterable["Tree"] = ()) -> None:
         children = list(children)
         if isinstance(label, bool) or not isinstance(label, numbers.Integral):
             raise TypeError(f"Tree: label must be an int, got {label!r}")
@@ -188,7 +193,7 @@ class Tree:
             stack.extend(zip(a.children, b.children))
         return True
 
-    __hash__ = None  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self):
         return f"Tree({_abbrev(self.to_sexpr())!r})"
@@ -216,7 +221,8 @@ _EXPECTED_AT_END = {
 }
 
 
-def parse_tree(text, line=1, *, filename=None, max_depth=None):
+def parse_tree(text: str, line: int = 1, *, filename: Optional[str] = None,
+               max_depth: Optional[int] = None) -> Tree:
     """Parse one s-expression tree from `text` (see the module docstring for the format).
 
     Args:
@@ -228,6 +234,18 @@ def parse_tree(text, line=1, *, filename=None, max_depth=None):
 
     Raises:
         TreeFormatError: on malformed input, with file, line, column and what was wrong.
+
+    Example::
+
+        >>> from gluon_cf.data import TreeFormatError, parse_tree
+        >>> tree = parse_tree("(3 (2 not) (1 bad))")
+        >>> tree.label, tree.leaves()
+        (3, ['not', 'bad'])
+        >>> try:
+        ...     parse_tree("(3 (2 not) (1 bad)", filename="dev.txt", line=7)
+        ... except TreeFormatError as error:
+        ...     print(error)
+        dev.txt:7:19: expected ')' but found end of line (the '(' at 7:1 is not closed)
     """
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
@@ -239,7 +257,7 @@ def parse_tree(text, line=1, *, filename=None, max_depth=None):
         i = bisect.bisect_right(line_starts, pos) - 1
         return f"{line + i}:{pos - line_starts[i] + 1}"
 
-    open_nodes = []  # [label, word, children, position of '('] of unclosed nodes
+    open_nodes: list = []  # [label, word, children, position of '('] of unclosed nodes
     state, root = _OPEN, None
     for match in _TOKEN_RE.finditer(text):
         tok, pos = match.group(), match.start()
@@ -288,10 +306,12 @@ def parse_tree(text, line=1, *, filename=None, max_depth=None):
         if state in (_CLOSE_LEAF, _CHILD_OR_CLOSE):
             reason += f" (the '(' at {where(open_nodes[-1][3])} is not closed)"
         fail(len(text.rstrip("\r\n")), reason)
+    assert root is not None   # state _DONE: a tree was closed
     return root
 
 
-def read_trees(source, *, max_depth=None):
+def read_trees(source: Union[str, os.PathLike, Iterable[str]], *,
+               max_depth: Optional[int] = None) -> List[Tree]:
     """Read one tree per line from a path, an open text file or an iterable of lines.
 
     Blank lines are skipped (but still counted for line numbers in errors). A `str` is taken as a
@@ -299,6 +319,13 @@ def read_trees(source, *, max_depth=None):
 
     Raises:
         TreeFormatError: naming the file, line and column of the first malformed tree.
+
+    Example::
+
+        >>> from gluon_cf.data import read_trees
+        >>> trees = read_trees(["(3 (2 It) (4 good))", "", "(1 (1 bad) (2 .))"])
+        >>> [tree.to_sexpr() for tree in trees]
+        ['(3 (2 It) (4 good))', '(1 (1 bad) (2 .))']
     """
     if isinstance(source, (str, os.PathLike)):
         if isinstance(source, str) and source.lstrip().startswith("("):
@@ -321,8 +348,17 @@ def _read_lines(lines, filename, max_depth):
     return trees
 
 
-def write_trees(trees, path):
-    """Write `trees` one s-expression per line to `path` (a path or an open text file)."""
+def write_trees(trees: Iterable[Tree], path: Union[str, os.PathLike, TextIO]) -> None:
+    """Write `trees` one s-expression per line to `path` (a path or an open text file).
+
+    Example: a round trip through a file::
+
+        >>> from gluon_cf.data import parse_tree, read_trees, write_trees
+        >>> trees = [parse_tree("(3 (2 It) (4 good))"), parse_tree("(1 bad)")]
+        >>> write_trees(trees, "trees.txt")
+        >>> read_trees("trees.txt") == trees
+        True
+    """
     text = "".join(tree.to_sexpr() + "\n" for tree in trees)
     if isinstance(path, (str, os.PathLike)):
         with open(path, "w", encoding="utf-8") as f:
@@ -386,7 +422,7 @@ class EncodedTree(_TreeArrays):
     root: int
 
 
-def encode_tree(tree, vocab, binary=True):
+def encode_tree(tree: Tree, vocab: Any, binary: bool = True) -> EncodedTree:
     """Encode `tree` as an `EncodedTree` using `vocab` (a `gluonnlp.Vocab`, see `build_vocab`).
 
     Reference semantics::
@@ -404,13 +440,21 @@ def encode_tree(tree, vocab, binary=True):
     Raises:
         ValueError: if ``binary=True`` and a node has another number of children, or if `vocab`
             has no padding token.
+
+    Example::
+
+        >>> from gluon_cf.data import build_vocab, encode_tree, parse_tree
+        >>> tree = parse_tree("(3 (2 not) (1 bad))")
+        >>> encoded = encode_tree(tree, build_vocab([tree]))
+        >>> encoded.left, encoded.right, encoded.labels, encoded.root
+        (array([-1, -1,  0], dtype=int32), array([-1, -1,  1], dtype=int32), array([2, 1, 3], dtype=int32), 2)
     """
     if getattr(vocab, "padding_token", None) is None:
         raise ValueError("encode_tree: vocab has no padding_token, which internal nodes use; "
                          "build the vocab with build_vocab()")
     pad = vocab[vocab.padding_token]
     tokens, labels, left, right, child_ptr, child_idx = [], [], [], [], [0], []
-    done = []  # post-order indices of encoded subtrees whose parent is not yet encoded
+    done: list = []  # post-order indices of encoded subtrees whose parent is not yet encoded
     for i, node in enumerate(tree.postorder()):
         k = len(node.children)
         if k == 0:
@@ -438,9 +482,16 @@ def encode_tree(tree, vocab, binary=True):
                        _i32(child_idx), root=len(tokens) - 1)
 
 
-def build_vocab(trees, min_freq=1):
+def build_vocab(trees: Iterable[Tree], min_freq: int = 1) -> Any:
     """A `gluonnlp.Vocab` of the leaf words of `trees` (words seen fewer than `min_freq` times
     map to ``<unk>``). Its ``<pad>`` token is the token of internal nodes; no bos/eos tokens.
+
+    Example::
+
+        >>> from gluon_cf.data import build_vocab, parse_tree
+        >>> vocab = build_vocab([parse_tree("(3 (2 It) (4 (2 is) (4 good)))")])
+        >>> len(vocab), vocab["good"], vocab["unseen"] == vocab[vocab.unknown_token]
+        (5, 3, True)
     """
     import gluonnlp  # deferred: importing gluonnlp loads mxnet
 
@@ -494,12 +545,21 @@ class EncodedForest(_TreeArrays):
         return [self.tree(b) for b in range(self.num_trees)]
 
 
-def batchify_forest(encoded_trees):
+def batchify_forest(encoded_trees: Sequence[EncodedTree]) -> EncodedForest:
     """Concatenate a list of `EncodedTree` into an `EncodedForest` (usable as a DataLoader
     ``batchify_fn``).
 
     gluonnlp's ``batchify.Stack`` is not used for the root labels: it returns MXNet NDArrays in
     shared memory, while this format is numpy throughout (callers index with it).
+
+    Example: two trees of 3 and 1 nodes become one forest of 4 nodes::
+
+        >>> from gluon_cf.data import batchify_forest, build_vocab, encode_tree, parse_tree
+        >>> trees = [parse_tree("(3 (2 not) (1 bad))"), parse_tree("(4 good)")]
+        >>> vocab = build_vocab(trees)
+        >>> forest = batchify_forest([encode_tree(tree, vocab) for tree in trees])
+        >>> forest.roots, forest.left, forest.root_labels
+        (array([2, 3], dtype=int32), array([-1, -1,  0, -1], dtype=int32), array([3, 4], dtype=int32))
     """
     trees = list(encoded_trees)
     if not trees:
@@ -558,8 +618,9 @@ def _score_label(score):
     return 0 if score <= -3 else 1 if score < 0 else 2 if score == 0 else 3 if score < 3 else 4
 
 
-def synthetic_treebank(num_trees, shape="sst", seed=0, *, mean_length=19.0, max_length=55,
-                       length=None):
+def synthetic_treebank(num_trees: int, shape: str = "sst", seed: int = 0, *,
+                       mean_length: float = 19.0, max_length: int = 55,
+                       length: Optional[int] = None) -> List[Tree]:
     """Generate `num_trees` binary SST-like sentiment trees, deterministic per `seed`.
 
     Sentences: lengths follow a log-normal with mean `mean_length` (sigma 0.5, as in SST: mean
@@ -570,10 +631,12 @@ def synthetic_treebank(num_trees, shape="sst", seed=0, *, mean_length=19.0, max_
     The same seed gives the same sentences for every shape; only the bracketing differs.
 
     Shapes (EuroSys'18 recursion paper, Table 1), validated against `SHAPES`:
-        'balanced': complete binary bracketing (left half = ceil(n/2)), depth ceil(log2 n).
-        'sst' / 'moderate' (aliases): random parse-like bracketing biased to right-branching:
-            a span's left part is a single token with probability 1/2, else uniform in size.
-        'linear': fully left-branching chain ``(((w1 w2) w3) ...)``, depth n - 1.
+
+    * ``'balanced'``: complete binary bracketing (left half = ceil(n/2)), depth ceil(log2 n).
+    * ``'sst'`` / ``'moderate'`` (aliases): random parse-like bracketing biased to
+      right-branching: a span's left part is a single token with probability 1/2, else uniform
+      in size.
+    * ``'linear'``: fully left-branching chain ``(((w1 w2) w3) ...)``, depth n - 1.
 
     Hidden label rule, applied bottom-up to every node::
 
@@ -585,6 +648,15 @@ def synthetic_treebank(num_trees, shape="sst", seed=0, *, mean_length=19.0, max_
 
     Negation and intensification apply only to a right sibling, so the same words under another
     bracketing can get another label.
+
+    Example::
+
+        >>> from gluon_cf.data import synthetic_treebank
+        >>> trees = synthetic_treebank(3, shape="linear", seed=0, length=4)
+        >>> [len(tree.leaves()) for tree in trees], [tree.depth() for tree in trees]
+        ([4, 4, 4], [3, 3, 3])
+        >>> synthetic_treebank(3, shape="linear", seed=0, length=4) == trees   # deterministic
+        True
     """
     if isinstance(num_trees, bool) or not isinstance(num_trees, numbers.Integral) or num_trees < 0:
         raise ValueError(f"synthetic_treebank: num_trees must be an int >= 0, got {num_trees!r}")
@@ -667,8 +739,13 @@ def _build_tree(words, shape, rng):
     return done[0][0]
 
 
-def binary_label(label):
-    """SST-2 label of a 5-class SST label: 0, 1 -> 0; 3, 4 -> 1; 2 (neutral) -> None (excluded)."""
+def binary_label(label: int) -> Optional[int]:
+    """SST-2 label of a 5-class SST label: 0, 1 -> 0; 3, 4 -> 1; 2 (neutral) -> None (excluded).
+
+    >>> from gluon_cf.data import binary_label
+    >>> [binary_label(label) for label in range(5)]
+    [0, 0, None, 1, 1]
+    """
     if isinstance(label, bool) or not isinstance(label, numbers.Integral) or not 0 <= label <= 4:
         raise ValueError(f"binary_label: expected an SST label in 0..4, got {label!r}")
     return None if label == 2 else int(label >= 3)

@@ -14,6 +14,8 @@ row b of every input (and on the parameters). Only such ops are used (Dense, ele
 concat/split on the last axis, batch_dot, broadcasts of parameter rows). This is what lets a
 batching executor stack the calls of many nodes into one call and slice the results apart.
 """
+from typing import Optional
+
 from mxnet import gluon, init
 from mxnet.gluon import nn, rnn
 
@@ -109,7 +111,8 @@ class BinaryTreeLSTMCell(_TreeCell):
     """
     num_states = 2
 
-    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+    def __init__(self, hidden_size: int, input_size: int, prefix: Optional[str] = None,
+                 params: Optional[gluon.ParameterDict] = None) -> None:
         super().__init__(hidden_size, input_size, prefix=prefix, params=params)
         with self.name_scope():
             self.leaf = _LSTMLeaf(hidden_size, input_size, prefix='leaf_')
@@ -156,7 +159,8 @@ class ChildSumTreeLSTMCell(_TreeCell):
     """
     num_states = 2
 
-    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+    def __init__(self, hidden_size: int, input_size: int, prefix: Optional[str] = None,
+                 params: Optional[gluon.ParameterDict] = None) -> None:
         super().__init__(hidden_size, input_size, prefix=prefix, params=params)
         with self.name_scope():
             self.forget = _ChildSumForget(hidden_size, input_size, prefix='forget_')
@@ -186,7 +190,8 @@ class TreeRNNCell(_TreeCell):
     """
     num_states = 1
 
-    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+    def __init__(self, hidden_size: int, input_size: int, prefix: Optional[str] = None,
+                 params: Optional[gluon.ParameterDict] = None) -> None:
         super().__init__(hidden_size, input_size, prefix=prefix, params=params)
         with self.name_scope():
             self.leaf = _dense(hidden_size, input_size, 'leaf_', activation='tanh')
@@ -234,7 +239,8 @@ class RNTNCell(_TreeCell):
     """
     num_states = 1
 
-    def __init__(self, hidden_size, input_size, prefix=None, params=None):
+    def __init__(self, hidden_size: int, input_size: int, prefix: Optional[str] = None,
+                 params: Optional[gluon.ParameterDict] = None) -> None:
         super().__init__(hidden_size, input_size, prefix=prefix, params=params)
         with self.name_scope():
             self.leaf = _dense(hidden_size, input_size, 'leaf_', activation='tanh')
@@ -274,7 +280,9 @@ class TopDownTreeLSTMCell(_TreeCell):
     """
     num_states = 2
 
-    def __init__(self, hidden_size, output_size=None, input_size=None, prefix=None, params=None):
+    def __init__(self, hidden_size: int, output_size: Optional[int] = None,
+                 input_size: Optional[int] = None, prefix: Optional[str] = None,
+                 params: Optional[gluon.ParameterDict] = None) -> None:
         output_size = hidden_size if output_size is None else output_size
         input_size = hidden_size if input_size is None else input_size
         super().__init__(hidden_size, input_size, prefix=prefix, params=params)

@@ -15,6 +15,8 @@ with ``gluon_cf.foreach`` over ``roots``, then classifies it.
   hidden state whether to expand into two children (up to ``max_depth``), so the tree's shape is
   decided at run time by the model - the case TF Fold cannot express.
 """
+from typing import Any, Optional
+
 from mxnet import gluon
 
 import gluon_cf
@@ -56,9 +58,10 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
 class _BinaryTreeClassifier(gluon.HybridBlock):
     """A binary tree fold ``leaf(embed(token))`` / ``combine(*left_state, *right_state)``."""
 
-    cell_class = None
+    cell_class: type   # set by each model below
 
-    def __init__(self, vocab_size, embed_size=300, hidden_size=150, num_classes=5, **kwargs):
+    def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
+                 num_classes: int = 5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         with self.name_scope():
             self.embed = gluon.nn.Embedding(vocab_size, embed_size)
@@ -103,8 +106,8 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
     by ``max_children``.
     """
 
-    def __init__(self, vocab_size, embed_size=300, hidden_size=150, num_classes=5,
-                 max_children=64, **kwargs):
+    def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
+                 num_classes: int = 5, max_children: int = 64, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.max_children = max_children
@@ -159,7 +162,8 @@ class TopDownTreeLSTM(gluon.HybridBlock):
     ``output(h)`` over the generated nodes, ``count`` (B, 1) their number.
     """
 
-    def __init__(self, input_size, hidden_size=150, output_size=None, max_depth=8, **kwargs):
+    def __init__(self, input_size: int, hidden_size: int = 150, output_size: Optional[int] = None,
+                 max_depth: int = 8, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.max_depth = max_depth

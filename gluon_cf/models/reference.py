@@ -13,6 +13,8 @@ recursion, so a 5,000-node linear tree does not hit the recursion limit:
 `tree` is an `EncodedTree` (gluon_cf.data.trees) or anything with the same numpy fields:
 `tokens`, `left`, `right` (binary models) or `tokens`, `child_ptr`, `child_idx` (child-sum).
 """
+from typing import Any, Tuple
+
 import mxnet as mx
 import numpy as np
 
@@ -56,7 +58,8 @@ def _check_post_order(node, *children):
                              f'{list(children)}')
 
 
-def treelstm_eager(embed, cell, tree):
+def treelstm_eager(embed: mx.gluon.Block, cell: mx.gluon.Block,
+                   tree: Any) -> Tuple[mx.nd.NDArray, mx.nd.NDArray]:
     """Root (h, c) of a BinaryTreeLSTMCell over one binary tree, each (1, H).
 
     Semantics::
@@ -66,13 +69,27 @@ def treelstm_eager(embed, cell, tree):
                 return cell.leaf(embed(tree.tokens[n]))
             return cell.combine(*node(tree.left[n]), *node(tree.right[n]))
         return node(root)
+
+    Example::
+
+        >>> import mxnet as mx
+        >>> from gluon_cf.data import build_vocab, encode_tree, parse_tree
+        >>> from gluon_cf.models import BinaryTreeLSTMCell, treelstm_eager
+        >>> tree = parse_tree("(3 (2 not) (1 (2 very) (1 bad)))")
+        >>> encoded = encode_tree(tree, build_vocab([tree]))
+        >>> embed, cell = mx.gluon.nn.Embedding(6, 4), BinaryTreeLSTMCell(8, 4)
+        >>> embed.initialize()
+        >>> cell.initialize()
+        >>> h, c = treelstm_eager(embed, cell, encoded)
+        >>> h.shape, c.shape
+        ((1, 8), (1, 8))
     """
     return _fold_binary(tree,
                         lambda n: cell.leaf(_embed_node(embed, tree, n)),
                         lambda l, r: cell.combine(l[0], l[1], r[0], r[1]))
 
 
-def treernn_eager(embed, cell, tree):
+def treernn_eager(embed: mx.gluon.Block, cell: mx.gluon.Block, tree: Any) -> mx.nd.NDArray:
     """Root h of a TreeRNNCell over one binary tree, (1, H).
 
     Semantics::
@@ -82,20 +99,48 @@ def treernn_eager(embed, cell, tree):
                 return cell.leaf(embed(tree.tokens[n]))
             return cell.combine(node(tree.left[n]), node(tree.right[n]))
         return node(root)
+
+    Example::
+
+        >>> import mxnet as mx
+        >>> from gluon_cf.data import build_vocab, encode_tree, parse_tree
+        >>> from gluon_cf.models import TreeRNNCell, treernn_eager
+        >>> tree = parse_tree("(3 (2 not) (1 (2 very) (1 bad)))")
+        >>> encoded = encode_tree(tree, build_vocab([tree]))
+        >>> embed, cell = mx.gluon.nn.Embedding(6, 4), TreeRNNCell(8, 4)
+        >>> embed.initialize()
+        >>> cell.initialize()
+        >>> treernn_eager(embed, cell, encoded).shape
+        (1, 8)
     """
     return _fold_binary(tree,
                         lambda n: cell.leaf(_embed_node(embed, tree, n)),
                         cell.combine)
 
 
-def rntn_eager(embed, cell, tree):
-    """Root h of an RNTNCell over one binary tree, (1, H). Same recursion as `treernn_eager`."""
+def rntn_eager(embed: mx.gluon.Block, cell: mx.gluon.Block, tree: Any) -> mx.nd.NDArray:
+    """Root h of an RNTNCell over one binary tree, (1, H). Same recursion as `treernn_eager`.
+
+    Example::
+
+        >>> import mxnet as mx
+        >>> from gluon_cf.data import build_vocab, encode_tree, parse_tree
+        >>> from gluon_cf.models import RNTNCell, rntn_eager
+        >>> tree = parse_tree("(3 (2 not) (1 (2 very) (1 bad)))")
+        >>> encoded = encode_tree(tree, build_vocab([tree]))
+        >>> embed, cell = mx.gluon.nn.Embedding(6, 4), RNTNCell(8, 4)
+        >>> embed.initialize()
+        >>> cell.initialize()
+        >>> rntn_eager(embed, cell, encoded).shape
+        (1, 8)
+    """
     return _fold_binary(tree,
                         lambda n: cell.leaf(_embed_node(embed, tree, n)),
                         cell.combine)
 
 
-def childsum_eager(embed, cell, tree):
+def childsum_eager(embed: mx.gluon.Block, cell: mx.gluon.Block,
+                   tree: Any) -> Tuple[mx.nd.NDArray, mx.nd.NDArray]:
     """Root (h, c) of a ChildSumTreeLSTMCell over one n-ary tree, each (1, H).
 
     Every node, internal ones included, has an input x = embed(token). Children are read from
@@ -110,9 +155,23 @@ def childsum_eager(embed, cell, tree):
             fc_sum = sum(cell.forget(x, h, c) for h, c in kids)  # left to right
             return cell.combine(x, h_sum, fc_sum)
         return node(root)
+
+    Example::
+
+        >>> import mxnet as mx
+        >>> from gluon_cf.data import build_vocab, encode_tree, parse_tree
+        >>> from gluon_cf.models import ChildSumTreeLSTMCell, childsum_eager
+        >>> tree = parse_tree("(3 (2 not) (1 (2 very) (1 bad)))")
+        >>> encoded = encode_tree(tree, build_vocab([tree]), binary=False)
+        >>> embed, cell = mx.gluon.nn.Embedding(6, 4), ChildSumTreeLSTMCell(8, 4)
+        >>> embed.initialize()
+        >>> cell.initialize()
+        >>> h, c = childsum_eager(embed, cell, encoded)
+        >>> h.shape, c.shape
+        ((1, 8), (1, 8))
     """
     ptr, idx = np.asarray(tree.child_ptr), np.asarray(tree.child_idx)
-    states = [None] * (len(ptr) - 1)
+    states: list = [None] * (len(ptr) - 1)
     for node in range(len(states)):
         x = _embed_node(embed, tree, node)
         kids = [int(k) for k in idx[ptr[node]:ptr[node + 1]]]
@@ -135,7 +194,8 @@ def _sum_left_to_right(terms):
     return total
 
 
-def topdown_eager(cell, h0, c0, max_depth):
+def topdown_eager(cell: mx.gluon.Block, h0: mx.nd.NDArray, c0: mx.nd.NDArray,
+                  max_depth: int) -> Tuple[mx.nd.NDArray, int, tuple]:
     """Generate one tree top-down from (h0, c0), each (1, H), with a TopDownTreeLSTMCell.
 
     Returns ``(total, count, structure)``: the sum of `cell.output(h)` over the generated nodes
@@ -150,6 +210,19 @@ def topdown_eager(cell, h0, c0, max_depth):
                 return out + l_out + r_out, 1 + l_count + r_count, (l_shape, r_shape)
             return out, 1, ()
         return node(h0, c0, 0)
+
+    Example::
+
+        >>> import mxnet as mx
+        >>> from gluon_cf.models import TopDownTreeLSTMCell, topdown_eager
+        >>> cell = TopDownTreeLSTMCell(8, output_size=2)
+        >>> cell.initialize()
+        >>> total, count, shape = topdown_eager(cell, mx.nd.ones((1, 8)), mx.nd.zeros((1, 8)),
+        ...                                     max_depth=3)
+        >>> def nodes(shape):                 # a leaf is (), an internal node (left, right)
+        ...     return 1 + sum(nodes(child) for child in shape)
+        >>> total.shape, count == nodes(shape)
+        ((1, 2), True)
     """
     def node(h, c, depth):
         out = cell.output(h)

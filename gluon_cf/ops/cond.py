@@ -1,5 +1,6 @@
 """``gluon_cf.cond``: run one of two functions depending on a one-element predicate."""
 import json
+from typing import Callable
 
 import mxnet as mx
 import numpy as np
@@ -9,17 +10,20 @@ from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
 from ..tracing import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
 from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
+from .._typing import Array, Arrays
 
 OP = "cond"
 
 
-def cond(pred, then_func, else_func, name="cond"):
+def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], Arrays],
+         name: str = "cond") -> Arrays:
     """Run ``then_func()`` if ``pred`` is true, else ``else_func()``.
 
     Same calling convention as ``mx.nd.contrib.cond`` / ``mx.sym.contrib.cond``: the branches take
     no arguments and read whatever they need from their closure (outer arrays, Gluon parameters);
-    in hybridized mode those are captured as inputs of the node (NOTE [closure capture]). Only the
-    taken branch is executed. The semantics are those of this Python function::
+    in hybridized mode everything a branch reads from outside becomes an explicit input of the
+    graph node, so gradients reach it. Only the taken branch is executed. The semantics are
+    those of this Python function::
 
         def cond(pred, then_func, else_func):
             return then_func() if bool(pred.asscalar()) else else_func()
@@ -29,6 +33,13 @@ def cond(pred, then_func, else_func, name="cond"):
     error lists both sides. Branches may return values that do not depend on any input (MXNet
     issue 12154), and the ops inside them need no special backward support (issue 16188): the
     gradient is taken by autograd through the branch that ran.
+
+    Example, eager (inside ``hybrid_forward`` the same call builds a graph node):
+
+    >>> import mxnet as mx, gluon_cf
+    >>> x = mx.nd.array([1.0, -3.0])
+    >>> gluon_cf.cond(x.sum() > 0, lambda: x * 2, lambda: -x).asnumpy()
+    array([-1.,  3.], dtype=float32)
     """
     check_callable(OP, then_func=then_func, else_func=else_func)
     if isinstance(pred, mx.sym.Symbol):

@@ -1,4 +1,6 @@
 """``gluon_cf.foreach``: scan a function over the leading axis of the data, carrying states."""
+from typing import Callable, Tuple
+
 import mxnet as mx
 
 from .. import executor, node as _node, registry
@@ -8,12 +10,14 @@ from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
+from .._typing import Arrays
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
 
 
-def foreach(body, data, init_states, name="foreach"):
+def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Arrays,
+            init_states: Arrays, name: str = "foreach") -> Tuple[Arrays, Arrays]:
     """Scan ``body`` over axis 0 of ``data``, as ``mx.nd.contrib.foreach``/``mx.sym.contrib.foreach``.
 
     ``data`` and ``init_states`` are an array or a (nested) list of arrays; ``body(data_t, states)``
@@ -28,8 +32,20 @@ def foreach(body, data, init_states, name="foreach"):
             return stack(outputs, axis=0), states
 
     All data arrays must share the same (non-zero) length along axis 0. Outputs and states keep
-    their shapes and dtypes from step to step. Values the body reads from its closure are captured
-    as node inputs in hybridized mode (NOTE [closure capture]).
+    their shapes and dtypes from step to step. Values the body reads from its closure (outer
+    arrays, Gluon parameters) become explicit inputs of the graph node in hybridized mode, so
+    gradients reach them.
+
+    Example: a running sum over the rows of ``data``:
+
+    >>> import mxnet as mx, gluon_cf
+    >>> data = mx.nd.array([[1, 2], [3, 4], [5, 6]])
+    >>> sums, [total] = gluon_cf.foreach(lambda x, s: (x + s[0], [x + s[0]]),
+    ...                                  data, [mx.nd.zeros((2,))])
+    >>> sums.asnumpy()
+    array([[ 1.,  2.],
+           [ 4.,  6.],
+           [ 9., 12.]], dtype=float32)
     """
     check_callable(OP, body=body)
     flat_data, data_fmt = flatten(data, "gluon_cf.foreach", "data")
@@ -320,7 +336,7 @@ def _steps_as_rows(node, data, captured, out_shapes, frame):
         reshaped, and the stacked outputs the body's outputs reshaped.
     """
     length = data[0].shape[0] if data else 0
-    if executor.get_mode() != "batched" or length < 2 or (frame is not None and frame.rows > 1):
+    if executor.get_executor() != "batched" or length < 2 or (frame is not None and frame.rows > 1):
         return None
     rows = []
     for d in data:

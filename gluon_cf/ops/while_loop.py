@@ -1,5 +1,6 @@
 """``gluon_cf.while_loop``: repeat a function while a condition holds, collecting step outputs."""
 import numbers
+from typing import Callable, Optional, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -12,12 +13,15 @@ from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
+from .._typing import Array, Arrays
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "while_loop"
 
 
-def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop", exact_length=False):
+def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Arrays], Arrays]],
+               loop_vars: Arrays, max_iterations: Optional[int] = None, name: str = "while_loop",
+               exact_length: bool = False) -> Tuple[Arrays, Arrays]:
     """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
 
     ``cond(*loop_vars)`` returns a one-element predicate; ``func(*loop_vars)`` returns
@@ -41,13 +45,21 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop", ex
     * **Exact length**: with ``max_iterations=None`` the loop runs until ``cond`` fails, and with
       ``exact_length=True`` until ``cond`` fails or ``max_iterations`` steps ran; either way the
       outputs have exactly as many rows as steps ran, eager and hybridized. Hybridized, their
-      shape is then known only at run time, and the block runs partitioned (NOTE [partitioned
-      blocks] in ``hybrid.py``).
+      shape is then known only at run time, and the block runs partitioned: its ordinary
+      operators still run as compiled graphs, with shapes inferred just before each runs.
     * A loop that runs zero times returns zero rows of the right shape (``max_iterations`` rows
       of zeros when padded; the shape is learnt by calling ``func`` once with autograd paused)
       and the initial ``loop_vars``.
     * ``max_iterations`` must be at least 1 in hybridized mode.
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
+
+    Example: halve ``x`` while its sum exceeds 1, recording the sum before each step:
+
+    >>> import mxnet as mx, gluon_cf
+    >>> sums, x = gluon_cf.while_loop(lambda x: x.sum() > 1, lambda x: (x.sum(), x / 2),
+    ...                               mx.nd.array([4.0]), max_iterations=5)
+    >>> sums.asnumpy().ravel(), x.asnumpy()
+    (array([4., 2., 0., 0., 0.], dtype=float32), array([1.], dtype=float32))
     """
     check_callable(OP, cond=cond, func=func)
     if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 0:

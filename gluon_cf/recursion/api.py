@@ -25,6 +25,7 @@ import sys
 import threading
 import uuid
 import weakref
+from typing import Callable, Optional, Union, overload
 
 import mxnet as mx
 
@@ -33,16 +34,28 @@ from .._structure import describe, flatten, regroup
 from ..checks import check_callable, mode_of
 from ..errors import RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace
+from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
 
 
 class RecursiveFunction:
-    """A Python function usable recursively in eager and hybridized mode; see :func:`recursive`."""
+    """A Python function usable recursively in eager and hybridized mode; see :func:`recursive`.
+
+    >>> import gluon_cf
+    >>> @gluon_cf.recursive(max_depth=100)
+    ... def node(i):
+    ...     return i
+    >>> node
+    <gluon_cf.recursive node>
+    >>> node.name, node.max_depth
+    ('node', 100)
+    """
 
     _ids = itertools.count()
 
-    def __init__(self, fn, name=None, max_depth=DEFAULT_MAX_DEPTH):
+    def __init__(self, fn: Callable[..., Arrays], name: Optional[str] = None,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         check_callable("recursive", fn=fn)
         if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 1:
             raise ValueError("gluon_cf.recursive: max_depth must be a positive int, got %r"
@@ -52,14 +65,27 @@ class RecursiveFunction:
         self.max_depth = max_depth
         self.uid = next(self._ids)
 
-    def __call__(self, *args):
+    def __call__(self, *args: Arrays) -> Arrays:
         return invoke(self, *args)
 
     def __repr__(self):
         return "<gluon_cf.recursive %s>" % self.name
 
 
-def recursive(fn=None, *, name=None, max_depth=DEFAULT_MAX_DEPTH):
+@overload
+def recursive(fn: Callable[..., Arrays], *, name: Optional[str] = None,
+              max_depth: int = DEFAULT_MAX_DEPTH) -> RecursiveFunction: ...
+
+
+@overload
+def recursive(fn: None = None, *, name: Optional[str] = None,
+              max_depth: int = DEFAULT_MAX_DEPTH
+              ) -> Callable[[Callable[..., Arrays]], RecursiveFunction]: ...
+
+
+def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str] = None,
+              max_depth: int = DEFAULT_MAX_DEPTH
+              ) -> Union[RecursiveFunction, Callable[[Callable[..., Arrays]], RecursiveFunction]]:
     """Decorator making ``fn`` a recursive SubGraph callable from ``hybrid_forward``.
 
     ``fn`` takes arrays (NDArrays eagerly, Symbols when hybridized) and returns an array or a
@@ -67,6 +93,22 @@ def recursive(fn=None, *, name=None, max_depth=DEFAULT_MAX_DEPTH):
     (parameters, inputs of ``hybrid_forward``) are captured automatically. Its semantics are
     those of the plain Python function; ``max_depth`` bounds the depth of nested calls (exceeding
     it raises :class:`RecursionDepthError` naming the function), in both modes.
+
+    Use it as ``@recursive`` or ``@recursive(name=..., max_depth=...)``. Example: the sum of
+    ``values[0..n]`` by recursion on ``n``, in a hybridized block:
+
+    >>> import mxnet as mx, gluon_cf
+    >>> class SumTo(mx.gluon.HybridBlock):
+    ...     def hybrid_forward(self, F, values, n):
+    ...         @gluon_cf.recursive
+    ...         def total(i):
+    ...             return gluon_cf.cond(i < 1, lambda: F.take(values, i),
+    ...                                  lambda: F.take(values, i) + total(i - 1))
+    ...         return total(n)
+    >>> net = SumTo()
+    >>> net.hybridize()
+    >>> net(mx.nd.array([1, 2, 3, 4]), mx.nd.array([3])).asnumpy()
+    array([10.], dtype=float32)
     """
     if fn is None:
         return lambda f: RecursiveFunction(f, name=name, max_depth=max_depth)
@@ -75,10 +117,10 @@ def recursive(fn=None, *, name=None, max_depth=DEFAULT_MAX_DEPTH):
 
 # Plain functions passed to invoke(), wrapped once each; weak, because a function defined inside
 # hybrid_forward is a new object on every call and must not be kept alive by us.
-_wrappers = weakref.WeakKeyDictionary()
+_wrappers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _as_recursive(fn):
+def _as_recursive(fn) -> RecursiveFunction:
     if isinstance(fn, RecursiveFunction):
         return fn
     check_callable("invoke", fn=fn)
@@ -88,14 +130,24 @@ def _as_recursive(fn):
     return wrapped
 
 
-def invoke(fn, *args):
-    """Call the recursive function ``fn`` on ``args``: an ``invoke`` node in hybridized mode."""
-    fn = _as_recursive(fn)
-    flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
-    mode = mode_of("invoke", flat, "the arguments of %r" % fn.name)
+def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -> Arrays:
+    """Call the recursive function ``fn`` on ``args``: an ``invoke`` node in hybridized mode.
+
+    ``fn`` is a :class:`RecursiveFunction` or a plain Python function (wrapped once). Calling a
+    ``@recursive`` function is the same as ``invoke(fn, *args)``:
+
+    >>> import mxnet as mx, gluon_cf
+    >>> def depth(i):
+    ...     return gluon_cf.cond(i < 1, lambda: i * 0, lambda: gluon_cf.invoke(depth, i - 1) + 1)
+    >>> gluon_cf.invoke(depth, mx.nd.array([3])).asnumpy()
+    array([3.], dtype=float32)
+    """
+    function = _as_recursive(fn)
+    flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % function.name)
+    mode = mode_of("invoke", flat, "the arguments of %r" % function.name)
     if mode == "symbol":
-        return _invoke_symbolic(fn, flat, fmt)
-    return _invoke_eager(fn, args)
+        return _invoke_symbolic(function, flat, fmt)
+    return _invoke_eager(function, args)
 
 
 # ---- eager mode: plain Python recursion, with the depth bound -----------------------------------

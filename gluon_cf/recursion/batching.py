@@ -170,9 +170,9 @@ def _hand_out(group, outputs, deliver):
         deliver(_Task(None, task), part)
 
 
-_checked = {}
-_warned = set()   # functions warned about (once each, whatever the batch)
-_seen = {}        # exact shapes -> verdict, before the row-check key is computed
+_checked: dict = {}
+_warned: set = set()   # functions warned about (once each, whatever the batch)
+_seen: dict = {}        # exact shapes -> verdict, before the row-check key is computed
 
 
 def _batchable(request):

@@ -5,7 +5,7 @@ import mxnet as mx
 
 from ..tracing import PendingShape
 
-_TABLES = {}
+_TABLES: dict = {}
 _IN_PROGRESS = object()
 
 
