@@ -1,7 +1,8 @@
 """Export of gluon_cf models (installed as gluon_cf.export).
 
 * :func:`export_onnx` / :func:`export_onnx_symbol`: standard ONNX (cond -> If, foreach -> Scan,
-  while_loop -> Loop) for models without recursion; any ONNX runtime runs it.
+  while_loop -> Loop, recursion whose structure comes from integer inputs -> loops over the
+  levels of the call trees); any ONNX runtime runs it.
 * :func:`save_artifact` / :func:`load`: models with ``@gluon_cf.recursive`` functions, as ONNX
   plus two operators (``Recursion``, holding the functions' graphs, and ``Invoke``, a call, in
   the ``ai.gluon_cf`` domain; the format is described in ``artifact_format.py``); ``load``

@@ -75,6 +75,11 @@ class ArtifactDepthError(ArtifactError, RecursionDepthError):
     """A recursive function went deeper than its ``max_depth`` (no base case reached?)."""
 
 
+# Metadata key of a standard ONNX model whose recursion export_onnx lowered to loops (NOTE
+# [recursion as ONNX loops] in onnx_recursion.py); its value says so in words.
+RECURSION_KEY = "gluon_cf.recursion"
+
+
 @dataclass(frozen=True)
 class Limits:
     """Bounds :func:`load` enforces on a file and on each call, since artifacts may come from

@@ -5,8 +5,9 @@
     gluon-cf-export run tree.onnx --input tokens.npy left.npy right.npy roots.npy -o out/
     gluon-cf-export info tree.onnx
 
-``convert`` writes standard ONNX (``export_onnx_symbol``) when the model has no recursion and an
-artifact (``save_artifact``, NOTE [artifact format]) when it has; ``--format`` forces one.
+``convert`` writes standard ONNX (``export_onnx_symbol``; recursion lowered to loops, NOTE
+[recursion as ONNX loops]) and, when the model's recursion cannot be lowered, an artifact
+(``save_artifact``, NOTE [artifact format]), saying why; ``--format`` forces one.
 ``--input NAME:SHAPE[:DTYPE]``, one per data input of the symbol, in the order the converted
 model takes them: SHAPE is comma-separated dims, each a size (fixed) or ``DIM=SIZE``, an axis
 that may change size, named DIM, with SIZE as the example used to infer shapes (axes that must
@@ -97,7 +98,7 @@ def _convert(args):
     import onnx
 
     from . import artifact_save
-    from .onnx_export import export_onnx_symbol
+    from .onnx_export import _has_recursion, export_onnx_symbol
 
     inputs, dynamic_axes = zip(*[_parse_input(text) for text in args.input]) \
         if args.input else ((), ())
@@ -112,20 +113,25 @@ def _convert(args):
         raise _UsageError(f"--input must name each data input of the symbol once: it has "
                           f"{sorted(data_names)}; missing {missing}, unknown {unknown}")
     axes = {name: dims for (name, _, _), dims in zip(inputs, dynamic_axes) if dims}
-    recurses = _recurses(json.loads(sym.tojson()))
-    if args.format == "onnx" and recurses:
-        raise _UsageError("the model uses gluon_cf.recursive, which standard ONNX cannot "
-                          "express; convert it with --format artifact (or auto)")
-    kind = args.format if args.format != "auto" else "artifact" if recurses else "onnx"
+    kind, why = ("artifact" if args.format == "artifact" else "onnx"), None
     if kind == "onnx":
-        model = export_onnx_symbol(sym, params, list(inputs), args.output, args.opset,
-                                   dynamic_axes=axes, output_names=args.output_name)
-    else:
+        try:
+            model = export_onnx_symbol(sym, params, list(inputs), args.output, args.opset,
+                                       dynamic_axes=axes, output_names=args.output_name)
+        except NotImplementedError as err:
+            # auto: what standard ONNX cannot express (recursion the lowering refuses) is
+            # saved as an artifact, saying why.
+            if args.format != "auto" or not _has_recursion(json.loads(sym.tojson())):
+                raise
+            kind, why = "artifact", str(err)
+    if kind == "artifact":
         model = artifact_save.convert(sym, params, list(inputs), args.opset,
-                                          dynamic_axes=axes, output_names=args.output_name)
+                                      dynamic_axes=axes, output_names=args.output_name)
         onnx.save(model, args.output)
     described = "gluon_cf artifact" if kind == "artifact" else "ONNX model"
     print(f"wrote {described} {args.output}")
+    if why is not None:
+        print(f"not standard ONNX: {why}")
     _describe(model)
     return 0
 
@@ -151,26 +157,6 @@ def _parse_input(text):
         if match.group(1):
             dims[axis] = match.group(1)
     return (name, tuple(shape), dtype), dims
-
-
-def _recurses(graph_json):
-    """Whether a node standard ONNX cannot express (recursion) appears at any nesting level."""
-    from gluon_cf import registry
-
-    from .onnx_export import onnx_kinds
-
-    expressible = onnx_kinds()
-    stack = [graph_json]
-    while stack:
-        for node in stack.pop()["nodes"]:
-            kind = registry.kind_of(node)
-            if kind is None:
-                continue
-            if kind not in expressible:
-                return True
-            spec = json.loads(node["attrs"]["spec"])
-            stack.extend(json.loads(g["json"]) for g in spec["graphs"].values())
-    return False
 
 
 # ----------------------------------------------------------------------------- run / info
@@ -267,7 +253,7 @@ def _read(path):
 def _describe(model):
     from onnx import helper
 
-    from .artifact_format import DOMAIN, is_artifact
+    from .artifact_format import DOMAIN, RECURSION_KEY, is_artifact
 
     def show(value_info):
         tensor = value_info.type.tensor_type
@@ -283,6 +269,9 @@ def _describe(model):
     kind = "gluon_cf artifact" if is_artifact(model) else "ONNX"
     opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in model.opset_import)
     print(f"format: {kind} ({opsets})")
+    lowered = {p.key: p.value for p in model.metadata_props}.get(RECURSION_KEY)
+    if lowered:
+        print(f"recursion: {lowered}")
     print("inputs: " + ", ".join(show(v) for v in model.graph.input if v.name not in constants))
     print("outputs: " + ", ".join(show(v) for v in model.graph.output))
     stack = [model.graph]

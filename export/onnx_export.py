@@ -29,6 +29,8 @@ from gluon_cf import registry
 from gluon_cf._typing import Path
 
 from . import index_bounds
+from .artifact_format import RECURSION_KEY
+from .artifact_kit import SIGNATURES
 from .onnx_graph import (DEFAULT_OPSET, make_onnx_model, register_custom_converter,
                          symbol_to_onnx_graph)
 from .onnx_shapes import PLAN, merge_dims, shape_plan
@@ -55,7 +57,10 @@ def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
     output names).  Returns the ``onnx.ModelProto``, checked with ``full_check=True``.
 
     ``cond`` becomes ONNX ``If``, ``foreach`` ``Scan`` and ``while_loop`` ``Loop``; any ONNX
-    runtime runs the model. Recursive models need :func:`save_artifact` instead.
+    runtime runs the model. Recursion whose structure comes from integer inputs (TreeLSTM,
+    TreeRNN, RNTN: the tree arrays decide every call) becomes loops over the levels of the
+    call trees, standard ONNX too; other recursion raises ``NotImplementedError`` naming the
+    function and why, and :func:`save_artifact` exports it.
 
     >>> import mxnet as mx, numpy as np, onnxruntime, gluon_cf
     >>> from gluon_cf.export import export_onnx
@@ -137,9 +142,30 @@ def export_onnx_symbol(sym: Any, params: Optional[Dict[str, Any]], inputs: Seque
                             output_names, onnx_kinds(), _output_ranks)
     model = make_onnx_model(graph, opset)
     record_index_bounds(model, sym, inputs, input_names)
+    if _has_recursion(json.loads(sym.tojson())):
+        props = {p.key: p.value for p in model.metadata_props}
+        props[RECURSION_KEY] = RECURSION_LOWERED
+        helper.set_model_props(model, props)
     if path is not None:
         onnx.save(model, str(path))
     return model
+
+
+RECURSION_LOWERED = ("lowered to standard ONNX Loops, level by level over the call trees "
+                     "(no gluon_cf or MXNet needed to run it)")
+
+
+def _has_recursion(graph_json):
+    stack = [graph_json]
+    while stack:
+        for node in stack.pop()["nodes"]:
+            kind = registry.kind_of(node)
+            if kind == "recursion":
+                return True
+            if kind is not None:
+                stack += [json.loads(g["json"])
+                          for g in json.loads(node["attrs"]["spec"])["graphs"].values()]
+    return False
 
 
 def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, output_names,
@@ -295,11 +321,15 @@ def onnx_kinds():
 
 
 def _register_export_rules(rule):
-    """Each op's export rule (in its op file) converts its nodes: ``to_onnx`` for ops standard
-    ONNX can express, ``to_artifact`` for those only artifacts can (recursion)."""
-    convert = getattr(rule, "to_onnx", None) or getattr(rule, "to_artifact", None)
-    if convert is not None:
-        register_custom_converter(registry.op_type(rule.kind), convert)
+    """Each op's export rule (in its op file) converts its nodes: ``to_onnx`` for standard ONNX,
+    ``to_artifact`` where artifacts have a form of their own (recursion)."""
+    to_onnx, to_artifact = getattr(rule, "to_onnx", None), getattr(rule, "to_artifact", None)
+    if to_onnx is not None and to_artifact is not None:
+        def either(node):   # save_artifact keeps the artifact's own form (recursion)
+            return (to_artifact if SIGNATURES.get() is not None else to_onnx)(node)
+        register_custom_converter(registry.op_type(rule.kind), either)
+    elif to_onnx is not None or to_artifact is not None:
+        register_custom_converter(registry.op_type(rule.kind), to_onnx or to_artifact)
 
 
 registry.on_register(_register_export_rules)

@@ -262,9 +262,9 @@ def make_onnx_model(graph, opset=DEFAULT_OPSET, check=True):
 
 
 def remove_unused_initializers(graph):
-    """Drop, in ``graph`` and every subgraph, the initializers no node, nested subgraph or
-    output reads (constant folding in mx2onnx's converters leaves the folded parameter behind,
-    and onnxruntime warns about each one).  An initializer that is also a graph input stays: it
+    """Drop, in ``graph`` and every subgraph, the initializers and ``Constant`` nodes no node,
+    nested subgraph or output reads (constant folding in mx2onnx's converters leaves the folded
+    parameter behind, and onnxruntime warns about each one).  An initializer that is also a graph input stays: it
     is that input's default value.  Returns the names removed, as ``graph/...:name``."""
     return _remove_unused(graph, graph.name)
 
@@ -276,7 +276,16 @@ def _remove_unused(graph, where):
             for sub in _subgraphs(attr):
                 removed += _remove_unused(sub, f"{where}/{node.name}.{attr.name}")
     # ONNX forbids a subgraph to shadow an outer name, so a name read anywhere below this
-    # graph that this graph defines is this graph's.
+    # graph that this graph defines is this graph's. Constant nodes nothing reads go too
+    # (converted graphs inlined into loop bodies carry their initializers as Constants).
+    while True:
+        read = _names_read(graph)
+        dead = [n for n in graph.node if n.op_type == "Constant" and n.output[0] not in read]
+        if not dead:
+            break
+        removed += [f"{where}:{n.output[0]}" for n in dead]
+        for n in dead:
+            graph.node.remove(n)
     read = _names_read(graph) | {value.name for value in graph.input}
     kept = [init for init in graph.initializer if init.name in read]
     if len(kept) < len(graph.initializer):

@@ -25,7 +25,10 @@ NOTE [gluon_cf ops as ONNX control flow]
       Loop.  When no step ran, the stacked outputs' row shape is unknown to the runtime
       (onnxruntime makes unknown dims 0), so an If then builds the zeros from the shapes of one
       probe call of func on the initial loop vars -- what gluon_cf's eager mode does too.
-    * Other gluon_cf nodes (recursion, invoke) have no ONNX counterpart: NotImplementedError.
+    * recursion -> two Loops over the levels of its call trees, when its structure comes from
+      its index arguments alone (NOTE [recursion as ONNX loops] in onnx_recursion.py); a
+      stateless foreach around it whose body acts row by row runs its steps as rows (no
+      Scan), so the levels batch across its steps.  Other recursion: NotImplementedError.
     Limits: opsets 12 and 13 only, and mx2onnx's op coverage (e.g. no `sign`, `_mod_scalar`,
     BatchNorm on axis != 1); what it cannot convert fails with NotImplementedError naming the
     MXNet node and op, before conversion where we can tell.  Inference only: no gradients.

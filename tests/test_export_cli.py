@@ -63,12 +63,31 @@ def tree_model(tmp_path_factory):
     return directory, inputs, runs
 
 
-def test_convert_and_run_recursive_model(tree_model, tmp_path):
+def test_convert_and_run_recursive_model_as_standard_onnx(tree_model, tmp_path):
     directory, inputs, runs = tree_model
     out = tmp_path / "tree.onnx"
     result = subprocess.run([script(), "convert", directory / "tree-symbol.json",
                              directory / "tree-0000.params", *inputs, "-o", out],
                             capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [f"wrote ONNX model {out}", "format: ONNX (ai.onnx 13)"]
+    assert "recursion: lowered to standard ONNX Loops, level by level" in result.stdout
+    assert any(line.startswith("recursion: lowered")
+               for line in cli("info", out).stdout.splitlines())
+    for k, (paths, expected) in enumerate(runs):  # both forest sizes
+        result = cli("run", out, "--input", *paths, "-o", tmp_path / f"out{k}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        written = tmp_path / f"out{k}" / "tree_dense0_fwd_output.npy"
+        np.testing.assert_allclose(np.load(written), expected, **TOL)
+
+
+def test_convert_and_run_recursive_model(tree_model, tmp_path):
+    directory, inputs, runs = tree_model
+    out = tmp_path / "tree.onnx"
+    result = subprocess.run([script(), "convert", directory / "tree-symbol.json",
+                             directory / "tree-0000.params", *inputs, "--format", "artifact",
+                             "-o", out], capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[:2] == [
         f"wrote gluon_cf artifact {out}", "format: gluon_cf artifact (ai.onnx 13, ai.gluon_cf 1)"]
@@ -137,11 +156,6 @@ def test_usage_errors(tree_model, tmp_path):
     assert result.stderr.splitlines()[-1] == (
         "gluon-cf-export: error: --input must name each data input of the symbol once: it has "
         "['data0', 'data1', 'data2', 'data3']; missing ['data1', 'data2', 'data3'], unknown []")
-    result = cli("convert", *files, *inputs, "--format", "onnx", "-o", tmp_path / "x.onnx")
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
-        "gluon-cf-export: error: the model uses gluon_cf.recursive, which standard ONNX cannot "
-        "express; convert it with --format artifact (or auto)")
     result = cli("convert", *files, "--input", "data0:n=0", "-o", tmp_path / "x.onnx")
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (
@@ -154,7 +168,7 @@ def test_run_rejects_a_corrupted_artifact(tree_model, tmp_path):
     directory, inputs, runs = tree_model
     out = tmp_path / "tree.onnx"
     assert cli("convert", directory / "tree-symbol.json", directory / "tree-0000.params",
-               *inputs, "-o", out).returncode == 0
+               *inputs, "--format", "artifact", "-o", out).returncode == 0
     model = onnx.load(str(out))
     node = next(n for n in model.graph.node if n.op_type == "Scan")
     node.attribute[0].g.node[0].domain = "com.evil"  # the Recursion node

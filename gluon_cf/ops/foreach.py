@@ -1,11 +1,13 @@
 """``gluon_cf.foreach``: scan a function over the leading axis of the data, carrying states."""
+import json
 from typing import Callable, Tuple
 
 import mxnet as mx
+import numpy as np
 
 from .. import executor, node as _node, registry
 from ..executor import Parallel, done
-from ..graph import Graph
+from ..graph import Graph, decode
 from .._structure import describe, flatten, regroup
 from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
@@ -300,6 +302,9 @@ class ForeachRule(registry.Rule):
         node = ConverterNode(custom_node, OP)
         spec = node.spec
         num_data, num_states, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
+        as_rows = _export_steps_as_rows(node, custom_node)
+        if as_rows is not None:
+            return as_rows
         data_slots = list(range(num_data))
         state_slots = list(range(num_data, num_data + num_states))
         captured = range(num_data + num_states, len(custom_node.inputs))
@@ -320,6 +325,73 @@ class ForeachRule(registry.Rule):
                  outs[num_out:] + outs[:num_out], body=body.graph, num_scan_inputs=num_data)
         dtypes = [v.dtype for v in body.outputs]
         return node.nodes, dtypes[num_states:] + dtypes[:num_states]
+
+
+def _export_steps_as_rows(node, custom_node):
+    """Export rule's form for a foreach whose steps can run as rows (NOTE [steps as rows]): the
+    body once on all steps, no Scan; so a recursion inside runs once for all steps, its call
+    trees' levels batched across them. None when that is not proven for this node: states,
+    steps or outputs without a leading axis of 1, or a body not row-wise (checked with each
+    dynamic dimension at two sizes)."""
+    from gluon_cf.export.onnx_graph import ValueSpec
+
+    spec = node.spec
+    num_data = spec["num_data"]
+    planned = node.in_shapes
+    if spec["num_states"] or any(s is None for s in planned) or \
+            any(len(s) > 2 or len(s) == 2 and s[1] != 1 for s in planned[:num_data]):
+        return None
+    body = decode(OP, custom_node.attrs["spec"]).graphs["body"]
+    # The row-wise rules speak of gluon_cf's executors; in ONNX, If, Scan and Loop run once per
+    # call, not per row, so only a recursion (lowered level by level, any number of rows) may
+    # be inside. An artifact's Recursion node runs one call per row: never as rows there.
+    from gluon_cf.export.artifact_kit import SIGNATURES
+    kinds = {registry.kind_of(n) for n in json.loads(spec["graphs"]["body"]["json"])["nodes"]}
+    if SIGNATURES.get() is not None or kinds - {None, "recursion"}:
+        return None
+    # Dynamic dimensions (None in the plan) take two different sizes; both must pass.
+    for size in (2, 3):
+        shapes = [tuple(size if d is None else d for d in s) for s in planned]
+        length = shapes[0][0]
+        rows = [(length,) for _ in range(num_data)]
+        values = [_Shape(r) for r in rows] + [_Shape(s) for s in shapes[num_data:]]
+        flags = [True] * num_data + [False] * (len(shapes) - num_data)
+        try:
+            _, outs = body.infer_shape([(1,)] * num_data + shapes[num_data:])
+        except Exception:   # noqa: BLE001 - no proof: keep the Scan
+            return None
+        if any(not registry.is_complete(o) or o[0] != 1 for o in outs) or \
+                body.rows_rejected([values[s] for s in body.slots],
+                                   [flags[s] for s in body.slots]) is not None:
+            return None
+    data_names, outer = [], {}
+    for k in range(num_data):
+        name = custom_node.inputs[k]
+        shape = planned[k]
+        if len(shape) == 2:   # (T, 1) -> (T,): the steps' (1,) slices stacked
+            name = node.add("Reshape", [name, node.const([-1])])
+        outer[k] = ValueSpec(name, (None,), custom_node.input_dtypes[k])
+        data_names.append(name)
+    converted = node.convert("body", f"{node.name}_rows", outer_slots=range(len(planned)),
+                             outer_values=outer)
+    steps = node.add("Gather", [node.add("Shape", [data_names[0]]), node.const([0])])
+    for out_name, produced, step_shape in zip(custom_node.outputs, node.inline(converted),
+                                              outs):
+        # An output the same for every step (one row) is repeated, as the executor does.
+        rest = node.add("Slice", [node.add("Shape", [produced]), node.const([1]),
+                                  node.const([np.iinfo(np.int64).max])])
+        full = node.add("Expand", [produced, node.add("Concat", [steps, rest], axis=0)])
+        node.add("Reshape", [full, node.const([-1] + list(step_shape))], [out_name])
+    return node.nodes, [v.dtype for v in converted.outputs]
+
+
+class _Shape:
+    """Stands for an array where only its shape is read (the row-wise check)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
 
 
 def _steps_as_rows(node, data, captured, out_shapes, frame):

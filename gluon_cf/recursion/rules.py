@@ -55,6 +55,13 @@ class RecursionRule(registry.Rule):
         num_args = json.loads(node["attrs"]["spec"])["num_args"]
         _call_batching_rule(node, in_flags[:num_args], in_shapes[:num_args])
 
+    def to_onnx(self, custom_node):
+        """Export rule for standard ONNX: the call trees' levels as two Loops (NOTE [recursion
+        as ONNX loops] in ``export/onnx_recursion.py``), for functions whose structure comes
+        from their index arguments alone; NotImplementedError naming the function otherwise."""
+        from gluon_cf.export.onnx_recursion import lower_recursion
+        return lower_recursion(custom_node)
+
     def to_artifact(self, custom_node):
         """Export rule: recursion -> Recursion(*entry_args, *environment) holding the function
         graphs (NOTE [artifact format] in ``export/artifact_format.py``)."""
@@ -126,6 +133,13 @@ class InvokeRule(registry.Rule):
 
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         _call_batching_rule(node, in_flags, in_shapes)
+
+    def to_onnx(self, custom_node):
+        """Standard ONNX: call sites are lowered with their recursion node (which replaces each
+        by the rows of its callee's level), so one met on its own is outside any function."""
+        raise NotImplementedError(
+            f"export_onnx: invoke node {custom_node.name!r} is outside the recursive functions "
+            f"of a recursion node; export the model with gluon_cf.export.save_artifact")
 
     def to_artifact(self, custom_node):
         """Export rule: invoke -> Invoke(*args), attribute ``function``: the callee's qualified

@@ -1,0 +1,242 @@
+"""Recursive models as standard ONNX (NOTE [recursion as ONNX loops] in export/onnx_recursion.py):
+TreeLSTM, TreeRNN and RNTN export with export_onnx to the default domain only, and onnxruntime -
+and, on small cases, onnx's own ReferenceEvaluator, a second runtime written independently - give
+Gluon's outputs on single-node trees, a 5,001-node chain, balanced trees, SST-like forests,
+shuffled node order and repeated roots. Models whose recursion the lowering cannot express are
+refused with the function's name and the reason."""
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from mxnet import nd
+from onnx.reference import ReferenceEvaluator
+
+import gluon_cf
+from gluon_cf.data import batchify_forest, build_vocab, encode_tree, parse_tree, synthetic_treebank
+from gluon_cf.export import export_onnx
+from gluon_cf.models import RNTN, ChildSumTreeLSTM, TopDownTreeLSTM, TreeLSTM, TreeRNN
+
+NODE_AXES = {0: [0], 1: [0], 2: [0], 3: [0]}
+TOL = dict(rtol=1e-5, atol=1e-5)
+MODELS = [TreeLSTM, TreeRNN, RNTN]
+
+
+def chain(num_leaves):
+    text = "(2 w0)"
+    for k in range(1, num_leaves):
+        text = "(2 %s (2 w%d))" % (text, k % 7)
+    return parse_tree(text)
+
+
+def balanced(depth, start=0):
+    if depth == 0:
+        return "(2 w%d)" % (start % 7)
+    return "(3 %s %s)" % (balanced(depth - 1, start), balanced(depth - 1, start + 2 ** depth))
+
+
+TREES = {
+    "sst": list(synthetic_treebank(8, seed=2, max_length=14)),
+    "single": [parse_tree("(1 w1)"), parse_tree("(4 w2)"), parse_tree("(0 w3)")],
+    "balanced": [parse_tree(balanced(4)), parse_tree(balanced(2, 5))],
+}
+VOCAB = build_vocab(TREES["sst"] + [chain(8)])
+
+
+def arrays(trees, roots=None, shuffle=None):
+    """The model's inputs for ``trees``: node arrays of the forest, optionally with its nodes
+    renumbered by a random permutation (seed ``shuffle``) and ``roots(forest roots)`` as the
+    roots."""
+    forest = batchify_forest([encode_tree(t, VOCAB) for t in trees])
+    tokens, left, right = forest.tokens, forest.left, forest.right
+    roots = forest.roots if roots is None else roots(forest.roots)
+    if shuffle is not None:
+        perm = np.random.RandomState(shuffle).permutation(len(tokens))   # old -> new
+        moved = lambda idx: np.where(idx >= 0, perm[np.maximum(idx, 0)], -1)  # noqa: E731
+        new_tokens, new_left, new_right = (np.empty_like(tokens) for _ in range(3))
+        new_tokens[perm], new_left[perm], new_right[perm] = tokens, moved(left), moved(right)
+        tokens, left, right, roots = new_tokens, new_left, new_right, perm[roots]
+    return [a.astype(np.float32) for a in (tokens, left, right, roots)]
+
+
+def make(model, seed=0):
+    mx.random.seed(seed)
+    net = model(len(VOCAB), embed_size=6, hidden_size=5, num_classes=3)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    return net
+
+
+def gluon(net, inputs):
+    return net(*[nd.array(x) for x in inputs]).asnumpy()
+
+
+def ort_run(model, inputs):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, inputs)))[0]
+
+
+def op_types(graph):
+    found = set()
+    for node in graph.node:
+        found.add((node.domain, node.op_type))
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                found |= op_types(attr.g)
+    return found
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=lambda m: m.__name__)
+def exported(request):
+    net = make(request.param)
+    model = export_onnx(net, arrays(TREES["sst"][:3]), dynamic_axes=NODE_AXES)
+    return net, model
+
+
+def test_standard_onnx_only(exported):
+    _, model = exported
+    ops = op_types(model.graph)
+    assert {domain for domain, _ in ops} == {""}
+    assert ("", "Loop") in ops and ("", "Scan") not in ops   # steps as rows: one batch
+    assert [o.domain for o in model.opset_import] == [""]
+
+
+CASES = {
+    "sst forest": lambda: arrays(TREES["sst"]),
+    "sst, one tree": lambda: arrays(TREES["sst"][3:4]),
+    "single-node trees": lambda: arrays(TREES["single"]),
+    "balanced": lambda: arrays(TREES["balanced"]),
+    "mixed": lambda: arrays(TREES["single"][:1] + TREES["balanced"] + TREES["sst"][:2]),
+    "shuffled nodes": lambda: arrays(TREES["sst"], shuffle=3),
+    "repeated roots": lambda: arrays(TREES["sst"][:3], roots=lambda r: r[[2, 0, 2, 2, 1]]),
+    "subtrees as roots": lambda: arrays(TREES["sst"][:1], roots=lambda r: np.array([0, r[0]])),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_onnxruntime_equals_gluon(exported, case):
+    net, model = exported
+    inputs = CASES[case]()
+    np.testing.assert_allclose(ort_run(model, inputs), gluon(net, inputs), **TOL)
+
+
+@pytest.mark.parametrize("case", ["single-node trees", "sst, one tree", "repeated roots"])
+def test_reference_evaluator_equals_gluon(exported, case):
+    net, model = exported
+    inputs = CASES[case]()
+    evaluator = ReferenceEvaluator(model)
+    names = [i.name for i in model.graph.input]
+    got = evaluator.run(None, dict(zip(names, inputs)))[0]
+    np.testing.assert_allclose(got, gluon(net, inputs), **TOL)
+
+
+def test_chain_of_5001_nodes():
+    net = make(TreeLSTM, seed=1)
+    model = export_onnx(net, arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)
+    inputs = arrays([chain(2501)])
+    np.testing.assert_allclose(ort_run(model, inputs), gluon(net, inputs), **TOL)
+
+
+def test_runs_where_gluon_cf_and_mxnet_cannot_be_imported(exported, tmp_path):
+    net, model = exported
+    inputs = CASES["sst forest"]()
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    np.savez(tmp_path / "inputs.npz", *inputs)
+    code = f"""
+import sys
+sys.modules["mxnet"] = sys.modules["gluon_cf"] = None     # import fails for both
+import numpy as np, onnxruntime as ort
+for name in ("mxnet", "gluon_cf"):
+    try:
+        __import__(name)
+    except ImportError:
+        pass
+    else:
+        raise SystemExit(name + " imported")
+inputs = np.load({str(tmp_path / "inputs.npz")!r})
+session = ort.InferenceSession({str(tmp_path / "model.onnx")!r},
+                               providers=["CPUExecutionProvider"])
+feed = {{i.name: inputs["arr_%d" % k] for k, i in enumerate(session.get_inputs())}}
+np.save({str(tmp_path / "out.npy")!r}, session.run(None, feed)[0])
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), gluon(net, inputs), **TOL)
+
+
+class Bounded(TreeRNN):
+    """TreeRNN whose recursion may nest at most 6 calls."""
+
+    def encode(self, F, tokens, left, right, roots):
+        @gluon_cf.recursive(max_depth=6)
+        def node(idx):
+            def leaf():
+                return self.cell.leaf(self.embed(F.take(tokens, idx)))
+
+            def internal():
+                return self.cell.combine(node(F.take(left, idx)), node(F.take(right, idx)))
+            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+        hs, _ = gluon_cf.foreach(lambda root, _: (node(root), []), roots, [])
+        return F.reshape(hs, (-3, 0))
+
+
+def test_deeper_than_max_depth_fails_the_run():
+    net = make(Bounded)
+    model = export_onnx(net, arrays([chain(3)]), dynamic_axes=NODE_AXES)
+    shallow = arrays([chain(6)])          # 5 nested calls
+    np.testing.assert_allclose(ort_run(model, shallow), gluon(net, shallow), **TOL)
+    deep = arrays([chain(8)])
+    with pytest.raises(gluon_cf.RecursionDepthError):
+        gluon(net, deep)
+    with pytest.raises(Exception, match="max_depth_exceeded"):
+        ort_run(model, deep)
+
+
+def test_cyclic_tree_arrays_fail_without_hanging(tmp_path):
+    """left/right pointing back at the node: the call tree doubles at every level; the run
+    stops at MAX_INVOCATIONS calls with an error, in a subprocess with a timeout."""
+    net = make(TreeRNN)
+    model = export_onnx(net, arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    code = f"""
+import numpy as np, onnxruntime as ort
+session = ort.InferenceSession({str(tmp_path / "model.onnx")!r},
+                               providers=["CPUExecutionProvider"])
+names = [i.name for i in session.get_inputs()]
+tokens, left, right, roots = (np.array(a, np.float32) for a in ([1, 2], [-1, 1], [-1, 1], [1]))
+try:
+    session.run(None, dict(zip(names, (tokens, left, right, roots))))
+except Exception as error:
+    print("refused:", "max_depth_exceeded" in str(error))
+else:
+    print("ran")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "refused: True"
+
+
+def test_models_the_lowering_cannot_express_name_the_function():
+    nary = [parse_tree("(2 (1 a) (3 b) (2 c))"), parse_tree("(0 lone)")]
+    vocab = build_vocab(nary)
+    forest = batchify_forest([encode_tree(t, vocab, binary=False) for t in nary])
+    child_sum = ChildSumTreeLSTM(len(vocab), embed_size=4, hidden_size=3, max_children=4)
+    child_sum.initialize()
+    child_sum.hybridize()
+    inputs = [getattr(forest, n).astype(np.float32)
+              for n in ("tokens", "child_ptr", "child_idx", "roots")]
+    with pytest.raises(NotImplementedError, match=r"function 'node'.*while_loop.*save_artifact"):
+        export_onnx(child_sum, inputs, dynamic_axes=NODE_AXES)
+    generator = TopDownTreeLSTM(input_size=3, hidden_size=4, max_depth=3)
+    generator.initialize()
+    generator.hybridize()
+    with pytest.raises(NotImplementedError, match=r"function 'node'.*save_artifact"):
+        export_onnx(generator, [np.ones((2, 3), np.float32)], dynamic_axes={0: [0]})
+
+
