@@ -240,3 +240,15 @@ def test_models_the_lowering_cannot_express_name_the_function():
         export_onnx(generator, [np.ones((2, 3), np.float32)], dynamic_axes={0: [0]})
 
 
+
+def test_onnx_benchmark_smoke(tmp_path):
+    """``python -m gluon_cf.bench.onnx --smoke``: every method checked against numpy, then a
+    table and a JSON summary with the ratios of the exported model."""
+    proc = subprocess.run([sys.executable, "-m", "gluon_cf.bench.onnx", "--smoke",
+                           "--methods", "h,j,k"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["treelstm_b4_onnx_vs_artifact"] > 0
+    assert set(summary["chain_seconds"]["treernn"]) == {"h", "j", "k"}

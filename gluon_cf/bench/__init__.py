@@ -61,3 +61,6 @@ register_method('g', 'compute floor: the cell calls of each level only (MXNet)',
 register_method('h', 'level batching in numpy (inference)', baselines.NumpyRunner)
 register_method('i', 'gluon_cf hybridized, batching executor, dynamic schedules only',
                 baselines.GluonCfDynamicRunner)
+register_method('j', 'exported standard ONNX in onnxruntime (inference)', baselines.OnnxRunner)
+register_method('k', 'exported artifact in gluon_cf.export.load (inference)',
+                baselines.ArtifactRunner)

@@ -231,14 +231,15 @@ def _ratio(row, num, den):
     return row[num] / row[den]
 
 
-def format_table(results, methods):
-    ratio_names = [f'{n}/{d}' for n, d, _ in RATIOS]
+def format_table(results, methods, ratios=None):
+    ratios = RATIOS if ratios is None else ratios
+    ratio_names = [f'{n}/{d}' for n, d, _ in ratios]
     header = ['model', 'shape', 'mode', 'batch'] + methods + ratio_names
     rows = []
     for cell, row in results.items():
         speeds = [f'{row[m]:.1f}' if row.get(m) is not None else 'n/a' for m in methods]
-        ratios = [_fmt_ratio(_ratio(row, n, d)) for n, d, _ in RATIOS]
-        rows.append([cell.kind, cell.shape, cell.mode, str(cell.batch_size)] + speeds + ratios)
+        shown = [_fmt_ratio(_ratio(row, n, d)) for n, d, _ in ratios]
+        rows.append([cell.kind, cell.shape, cell.mode, str(cell.batch_size)] + speeds + shown)
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ['  '.join(v.rjust(w) for v, w in zip(r, widths)) for r in [header] + rows]
     lines.insert(1, '-' * len(lines[0]))

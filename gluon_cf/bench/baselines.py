@@ -587,3 +587,77 @@ class GluonCfBatchedRunner(_GluonCfRunner):
 class GluonCfDynamicRunner(GluonCfBatchedRunner):
     """i: the batching executor with dynamic batching only (e before issue 13)."""
     ahead_of_time = False
+
+
+# ---------------------------------------------------------------------------------------------
+# j, k. The exported model: standard ONNX in onnxruntime, and the artifact's runtime.
+
+class _RecursiveClassifier(gluon.HybridBlock):
+    """Root states and logits of the benchmark model by gluon_cf recursion: what is exported."""
+
+    def __init__(self, model):
+        super().__init__(prefix='exported_')
+        self.encoder = _RecursiveEncoder(model.embed, model.cell)
+        self.head = model.head
+
+    def hybrid_forward(self, F, tokens, left, right, roots):
+        root_h = self.encoder(tokens, left, right, roots)
+        return root_h, self.head(root_h)
+
+
+# A 3-node tree: the example the export runs the model on (node and tree axes are dynamic).
+_EXAMPLE = [np.array(a, np.float32) for a in ([1, 2, 0], [-1, -1, 0], [-1, -1, 1], [2])]
+_NODE_AXES = {0: [0], 1: [0], 2: [0], 3: [0]}
+
+
+def _forest_inputs(batch):
+    f = batch.forest
+    return [a.astype(np.float32) for a in (f.tokens, f.left, f.right, f.roots)]
+
+
+class OnnxRunner:
+    """j: the model exported by ``export_onnx`` (standard ONNX: recursion as loops over the
+    levels of the call trees) run by onnxruntime. Inference only."""
+
+    trains = False
+
+    def __init__(self, model):
+        import onnxruntime
+
+        from gluon_cf.export import export_onnx
+        net = _RecursiveClassifier(clone_model(model))
+        net.hybridize()
+        exported = export_onnx(net, _EXAMPLE, dynamic_axes=_NODE_AXES)
+        self.session = onnxruntime.InferenceSession(exported.SerializeToString(),
+                                                    providers=['CPUExecutionProvider'])
+        self.names = [i.name for i in self.session.get_inputs()]
+
+    def infer(self, batch):
+        return self.session.run(None, dict(zip(self.names, _forest_inputs(batch))))
+
+    def train_step(self, batch):
+        raise MethodUnavailable('an exported ONNX model is inference only')
+
+
+class ArtifactRunner:
+    """k: the model saved by ``save_artifact`` and run by ``gluon_cf.export.load`` (one
+    function call at a time, on onnxruntime). Inference only."""
+
+    trains = False
+
+    def __init__(self, model):
+        import tempfile
+
+        from gluon_cf.export import load, save_artifact
+        net = _RecursiveClassifier(clone_model(model))
+        net.hybridize()
+        with tempfile.TemporaryDirectory() as directory:
+            path = directory + '/model.onnx'
+            save_artifact(net, _EXAMPLE, path, dynamic_axes=_NODE_AXES)
+            self.artifact = load(path)
+
+    def infer(self, batch):
+        return self.artifact(*_forest_inputs(batch))
+
+    def train_step(self, batch):
+        raise MethodUnavailable('an artifact is inference only')

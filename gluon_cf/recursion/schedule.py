@@ -455,9 +455,9 @@ def report() -> Dict[str, Optional[str]]:
     >>> arrays = [mx.nd.array(a) for a in (forest.tokens, forest.left, forest.right, forest.roots)]
     >>> net(*arrays).asnumpy().shape
     (4, 5)
-    >>> {where.split(" at ")[0]: why for where, why in schedule.report().items()
-    ...  if "models/recursive.py" in where}
-    {'node': None}
+    >>> planned = [where for where, why in schedule.report().items() if why is None]
+    >>> any(where.startswith("node at") and "models/recursive.py" in where for where in planned)
+    True
     """
     return dict(_REPORT)
 
