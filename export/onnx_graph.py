@@ -76,6 +76,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
+
+from .onnx_simplify import simplify
 from mxnet.onnx.mx2onnx._op_translations import (_op_translations_opset12,
                                                  _op_translations_opset13)
 
@@ -250,8 +252,10 @@ def export_symbol_onnx(sym, params, input_specs, path=None, opset=DEFAULT_OPSET,
 
 def make_onnx_model(graph, opset=DEFAULT_OPSET, check=True):
     """Wrap ``graph`` in a ModelProto importing the default ONNX domain at ``opset`` (with the
-    matching minimal IR version) and, if ``check``, run ``check_model(full_check=True)``."""
+    matching minimal IR version), simplified and without unused initializers, and, if
+    ``check``, run ``check_model(full_check=True)``."""
     _check_opset("make_onnx_model", opset)
+    simplify(graph)              # NOTE [simplifying exported graphs] in onnx_simplify.py
     remove_unused_initializers(graph)
     opset_id = helper.make_opsetid("", opset)
     model = helper.make_model(graph, opset_imports=[opset_id], producer_name="gluon_cf",
