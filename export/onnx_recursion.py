@@ -65,7 +65,7 @@ def _plan(custom_node, node):
     name = spec["graphs"][entry]["name"]
     where = f"recursion node {node.name!r} (function {name!r})"
     try:
-        plan = schedule._Plan(context, entry)
+        plan = schedule._Plan(context, entry, export=True)
     except schedule._NotPlannable as why:
         raise NotImplementedError(
             f"export_onnx: {where} cannot be lowered to standard ONNX loops: {why}. Export "
@@ -96,6 +96,18 @@ def _plan(custom_node, node):
         except ValueError:
             shapes = None
         found.append((shapes, table.out_types(entry, arg_types)))
+        # Every level runs the body on all its calls at once: it must act row by row.
+        graph = decoded.graphs[entry]
+        values = [_Shape((size,) + s[1:]) for s in arg_shapes] + \
+            [_Shape(s) for s in table.env_shapes]
+        flags = [True] * num_args + [False] * len(table.env_shapes)
+        rejected = graph.rows_rejected([values[k] for k in graph.slots],
+                                       [flags[k] for k in graph.slots])
+        if rejected is not None:
+            raise NotImplementedError(
+                f"export_onnx: {where} cannot be lowered to standard ONNX loops, which run each "
+                f"level's calls together: its body does not act row by row: "
+                f"{rejected.describe()}. Export the model with gluon_cf.export.save_artifact")
     (shapes, dtypes), other = found
     if other != (shapes, dtypes) or not shapes or None in shapes \
             or any(not s or s[0] != 1 for s in shapes) \
@@ -108,6 +120,15 @@ def _plan(custom_node, node):
     layout = {"shapes": [tuple(s[1:]) for s in shapes], "sizes": sizes, "width": sum(sizes),
               "dtype": np.dtype(dtypes[0])}
     return function, layout
+
+
+class _Shape:
+    """Stands for an array where only its shape is read (the row-wise check)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
 
 
 def _variant_keys(body):
@@ -156,8 +177,8 @@ class _Lowering:
             outer={name: spec for name, spec in outer.items() if name in used})
         return em.inline(converted)
 
-    def _rows_of(self, em, value):
-        return em.add("Gather", [em.add("Shape", [value]), em.const(0)])
+    def _rows_of(self, em, value, keep_dims=False):
+        return em.add("Gather", [em.add("Shape", [value]), em.const([0] if keep_dims else 0)])
 
     # ---------------------------------------------------------------------- emission
     def emit(self):
@@ -174,7 +195,14 @@ class _Lowering:
         outs = [node.fresh("frontier%d" % k) for k in range(self.num_args)] + \
             [node.fresh("flat_arg%d" % k) for k in range(self.num_args)] + \
             [node.fresh("codes"), node.fresh("kids"), node.fresh("offsets"), node.fresh("count")]
-        node.add("Loop", [trips, true] + [a.name for a in self.args] + empty_args +
+        # Arguments shared by all root calls (one row, e.g. a constant depth) get one per call.
+        roots = node.add("ReduceMax", [node.add("Concat", [
+            self._rows_of(node, a.name, keep_dims=True) for a in self.args], axis=0)],
+            keepdims=1)
+        starts = [node.add("Expand", [a.name, node.add("Concat", [roots, node.add("Slice", [
+            node.add("Shape", [a.name]), node.const([1]), node.const([np.iinfo(np.int64).max])])],
+            axis=0)]) for a in self.args]
+        node.add("Loop", [trips, true] + starts + empty_args +
                  [flat_codes0, kids0, offsets0, count0], outs, body=expansion)
         frontier = outs[0]
         flat_args = outs[self.num_args:2 * self.num_args]

@@ -1,5 +1,6 @@
 """Recursive models as standard ONNX (NOTE [recursion as ONNX loops] in export/onnx_recursion.py):
-TreeLSTM, TreeRNN and RNTN export with export_onnx to the default domain only, and onnxruntime -
+TreeLSTM, TreeRNN, RNTN and the top-down generator export with export_onnx to the default
+domain only, and onnxruntime -
 and, on small cases, onnx's own ReferenceEvaluator, a second runtime written independently - give
 Gluon's outputs on single-node trees, a 5,001-node chain, balanced trees, SST-like forests,
 shuffled node order and repeated roots. Models whose recursion the lowering cannot express are
@@ -222,6 +223,44 @@ else:
     assert proc.stdout.strip() == "refused: True"
 
 
+@pytest.mark.parametrize("rows", [1, 6, 9])
+def test_top_down_generator_whose_tree_depends_on_hidden_states(rows):
+    """TopDownTreeLSTM decides from each node's hidden state whether it expands: the levels are
+    expanded as they are computed, arguments are values (h, c, depth)."""
+    mx.random.seed(3)
+    net = TopDownTreeLSTM(input_size=4, hidden_size=8, max_depth=4)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    model = export_onnx(net, [np.ones((2, 4), np.float32)], dynamic_axes={0: [0]})
+    z = np.random.RandomState(rows).normal(0, 3, size=(rows, 4)).astype(np.float32)
+    want = [o.asnumpy() for o in net(nd.array(z))]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: z})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **TOL)
+    assert want[1].max() > 1                  # some trees grew
+    reference = ReferenceEvaluator(model).run(None, {model.graph.input[0].name: z})
+    for g, w in zip(reference, want):
+        np.testing.assert_allclose(g, w, **TOL)
+
+
+class MixesRows(TreeRNN):
+    """Adds the mean over all calls of a level to each internal node: not row by row."""
+
+    def encode(self, F, tokens, left, right, roots):
+        @gluon_cf.recursive
+        def node(idx):
+            def leaf():
+                return self.cell.leaf(self.embed(F.take(tokens, idx)))
+
+            def internal():
+                h = self.cell.combine(node(F.take(left, idx)), node(F.take(right, idx)))
+                return F.broadcast_add(h, F.mean(h, axis=0, keepdims=True))
+            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+        hs, _ = gluon_cf.foreach(lambda root, _: (node(root), []), roots, [])
+        return F.reshape(hs, (-3, 0))
+
+
 def test_models_the_lowering_cannot_express_name_the_function():
     nary = [parse_tree("(2 (1 a) (3 b) (2 c))"), parse_tree("(0 lone)")]
     vocab = build_vocab(nary)
@@ -233,13 +272,9 @@ def test_models_the_lowering_cannot_express_name_the_function():
               for n in ("tokens", "child_ptr", "child_idx", "roots")]
     with pytest.raises(NotImplementedError, match=r"function 'node'.*while_loop.*save_artifact"):
         export_onnx(child_sum, inputs, dynamic_axes=NODE_AXES)
-    generator = TopDownTreeLSTM(input_size=3, hidden_size=4, max_depth=3)
-    generator.initialize()
-    generator.hybridize()
-    with pytest.raises(NotImplementedError, match=r"function 'node'.*save_artifact"):
-        export_onnx(generator, [np.ones((2, 3), np.float32)], dynamic_axes={0: [0]})
-
-
+    with pytest.raises(NotImplementedError, match=r"function 'node'.*does not act row by row.*"
+                                                  r"save_artifact"):
+        export_onnx(make(MixesRows), arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)
 
 def test_onnx_benchmark_smoke(tmp_path):
     """``python -m gluon_cf.bench.onnx --smoke``: every method checked against numpy, then a

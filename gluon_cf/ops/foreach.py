@@ -339,7 +339,7 @@ def _export_steps_as_rows(node, custom_node):
     num_data = spec["num_data"]
     planned = node.in_shapes
     if spec["num_states"] or any(s is None for s in planned) or \
-            any(len(s) > 2 or len(s) == 2 and s[1] != 1 for s in planned[:num_data]):
+            any(len(s) > 1 and s[1] != 1 for s in planned[:num_data]):
         return None
     body = decode(OP, custom_node.attrs["spec"]).graphs["body"]
     # The row-wise rules speak of gluon_cf's executors; in ONNX, If, Scan and Loop run once per
@@ -353,11 +353,11 @@ def _export_steps_as_rows(node, custom_node):
     for size in (2, 3):
         shapes = [tuple(size if d is None else d for d in s) for s in planned]
         length = shapes[0][0]
-        rows = [(length,) for _ in range(num_data)]
+        rows = [(length,) + s[2:] for s in shapes[:num_data]]
         values = [_Shape(r) for r in rows] + [_Shape(s) for s in shapes[num_data:]]
         flags = [True] * num_data + [False] * (len(shapes) - num_data)
         try:
-            _, outs = body.infer_shape([(1,)] * num_data + shapes[num_data:])
+            _, outs = body.infer_shape([(1,) + r[1:] for r in rows] + shapes[num_data:])
         except Exception:   # noqa: BLE001 - no proof: keep the Scan
             return None
         if any(not registry.is_complete(o) or o[0] != 1 for o in outs) or \
@@ -370,7 +370,12 @@ def _export_steps_as_rows(node, custom_node):
         shape = planned[k]
         if len(shape) == 2:   # (T, 1) -> (T,): the steps' (1,) slices stacked
             name = node.add("Reshape", [name, node.const([-1])])
-        outer[k] = ValueSpec(name, (None,), custom_node.input_dtypes[k])
+        elif len(shape) > 2:  # (T, 1, ...) -> (T, ...): the steps' (1, ...) slices stacked
+            if custom_node.opset >= 13:
+                name = node.add("Squeeze", [name, node.const([1])])
+            else:
+                name = node.add("Squeeze", [name], axes=[1])
+        outer[k] = ValueSpec(name, (None,) + tuple(shape[2:]), custom_node.input_dtypes[k])
         data_names.append(name)
     converted = node.convert("body", f"{node.name}_rows", outer_slots=range(len(planned)),
                              outer_values=outer)

@@ -169,7 +169,8 @@ class _Body:
     name, whether it holds one row per invocation.
     """
 
-    def __init__(self, graph_json, inputs, batched, sites):
+    def __init__(self, graph_json, inputs, batched, sites, export=False):
+        self.export = export      # for ONNX: any operator may compute the skeleton
         self.nodes = graph_json["nodes"]
         self.heads = [_entry(h) for h in graph_json["heads"]]
         self.inputs = inputs
@@ -199,7 +200,7 @@ class _Body:
                                                                      graph.slots)}
                     body = _Body(json.loads(node.spec["graphs"][role]["json"]), mapping,
                                  {name: self.batched[e[0]] for name, e in mapping.items()},
-                                 sites)
+                                 sites, self.export)
                     branches[choice] = (body, [(name, mapping[name]) for name in body.needs])
                 self.conds.append((nid, ins[0], branches))
             elif kind == "invoke":
@@ -233,6 +234,10 @@ class _Body:
                 self.needs.append(n["name"])
                 continue
             rule = HOST_RULES.get(n["op"])
+            if registry.kind_of(n) is None and rule is None and self.export:
+                self.rules[nid] = None   # emitted as an ONNX operator, never run on the host
+                stack += [_entry(i) for i in n["inputs"]]
+                continue
             if registry.kind_of(n) is not None or rule is None:
                 raise _NotPlannable(
                     "a cond predicate or a recursive call's argument is computed by %s (node "
@@ -246,7 +251,7 @@ class _Body:
         self.variables = [((nid, 0), n["name"]) for nid, n in enumerate(self.nodes)
                           if n["op"] == "null" and n["name"] in self.needs]
         self.program = [((nid, 0), self.rules[nid], [_entry(i) for i in self.nodes[nid]["inputs"]])
-                        for nid in sorted(self.rules)]
+                        for nid in sorted(self.rules) if self.rules[nid] is not None]
 
     def check_index_only(self, derived):
         """Raise unless the values in ``derived`` (input names computed from the function's
@@ -339,7 +344,7 @@ class _Body:
 class _Function:
     """A function of the table as the schedule sees it."""
 
-    def __init__(self, context, qname):
+    def __init__(self, context, qname, export=False):
         self.qname = qname
         spec = context.specs[qname]
         self.name = spec["name"]
@@ -353,10 +358,12 @@ class _Function:
         self.sites = []   # site -> callee qname
         self.body = _Body(json.loads(spec["json"]), inputs,
                           {name: kind == "arg" for name, (kind, _) in inputs.items()},
-                          self.sites)
+                          self.sites, export)
         if self.num_args == 0:
             raise _NotPlannable("it takes no arguments")
-        self.body.check_index_only({name for name, (kind, _) in inputs.items() if kind == "arg"})
+        if not export:   # the exported model has no gradients to keep away from the skeleton
+            self.body.check_index_only({name for name, (kind, _) in inputs.items()
+                                        if kind == "arg"})
         # Host values of the skeleton's inputs: body input name -> argument / environment index.
         self.host_args = {name: inputs[name][1] for name in self.body.needs
                           if inputs[name][0] == "arg"}
@@ -397,7 +404,9 @@ _REPORT: dict = {}     # function name -> None (ahead of time) or why not
 class _Plan:
     """The functions reachable from one entry, all plannable."""
 
-    def __init__(self, context, entry):
+    def __init__(self, context, entry, export=False):
+        """``export``: for the ONNX lowering (export/onnx_recursion.py), whose skeleton runs
+        as ONNX operators: any operator may compute it, and arguments may carry values."""
         self.entry = entry
         self.functions = {}
         todo = [entry]
@@ -408,7 +417,7 @@ class _Plan:
             if qname not in context.graphs:
                 raise _NotPlannable("it calls %r, a function of an enclosing recursion" % qname)
             try:
-                function = self.functions[qname] = _Function(context, qname)
+                function = self.functions[qname] = _Function(context, qname, export)
             except _NotPlannable as why:
                 raise _NotPlannable("%s: %s" % (context.specs[qname]["name"], why)) from None
             todo += function.sites
