@@ -1,18 +1,20 @@
 """Recursion as standard ONNX: the ``recursion`` node lowered to two ``Loop``s (NOTE below).
 
 NOTE [recursion as ONNX loops]
-    ONNX has no calls, so a recursion node becomes loops over the levels of its call trees.
-    It applies to the functions the ahead-of-time schedules accept (NOTE [ahead-of-time
-    schedules] in gluon_cf/recursion/schedule.py, whose analysis this reuses): every ``cond``
-    predicate and every recursive call's argument - the *skeleton* - is computed from the
-    function's index arguments and the environment by operators that are total (``take`` in
-    clip or wrap mode, comparisons, integer arithmetic, casts), and every output is one row
-    per invocation. Then:
+    ONNX has no calls, so a recursion node becomes loops over the levels of its call trees. It
+    reuses the analysis of the ahead-of-time schedules (NOTE [ahead-of-time schedules] in
+    gluon_cf/recursion/schedule.py) with two rules relaxed, since an exported model is run by
+    ONNX operators and has no gradients: the *skeleton* (what computes every ``cond`` predicate
+    and every recursive call's argument) may use any operator, so arguments may carry values
+    (the top-down generator's ``h``, ``c``); the function's body must hold only ordinary
+    operators, ``cond`` and its own recursive calls, act row by row (checked), and return one
+    row per call of one dtype. Then:
 
     1. **Expansion** (a ``Loop`` over call depths). The frontier holds the arguments of the
        calls at one depth, one row each. The skeleton of the body runs on all of them at once,
-       with *both* sides of every ``cond`` (its operators are total, so computing a side a row
-       does not take is harmless): the predicates give each row its *variant* (the branches it
+       with *both* sides of every ``cond`` (a row's values on a side it does not take are
+       computed and dropped: ``take`` clips, and a NaN there reaches nothing): the predicates
+       give each row its *variant* (the branches it
        takes), the arguments of the calls its variant makes become the next frontier
        (site-major, rows in order, by ``Compress``), and each call's position in that frontier
        is recorded (``CumSum`` of the mask). Each level's arguments, variants and child
@@ -29,9 +31,9 @@ NOTE [recursion as ONNX loops]
     ``max_depth`` (or of more than ``MAX_INVOCATIONS`` calls, e.g. a cycle in the tree arrays)
     ends the expansion early, and a ``Gather`` named ``.../max_depth_exceeded`` then indexes
     past its one-element table, which makes every runtime fail the run, naming that node.
-    Functions outside this class (value-dependent structure, loops around calls, mutual
-    recursion for now) raise NotImplementedError naming the function and why: export them
-    with ``save_artifact``.
+    Functions outside this class (loops around recursive calls as in the child-sum TreeLSTM,
+    mutual recursion, bodies that mix rows) raise NotImplementedError naming the function and
+    why: export them with ``save_artifact``.
 """
 import itertools
 import types
