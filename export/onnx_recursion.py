@@ -42,6 +42,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from gluon_cf.graph import decode
+from gluon_cf.rowwise import Shaped
 from gluon_cf.recursion import schedule
 from gluon_cf.recursion.table import _FunctionTable
 
@@ -80,7 +81,11 @@ def _plan(custom_node, node):
             f"model with gluon_cf.export.save_artifact")
     function = plan.functions[entry]
     num_args = spec["num_args"]
-    arg_shapes = [(1,) + tuple(1 if d is None else d for d in s[1:]) if s is not None else None
+    if any(s is None for s in node.in_shapes):
+        raise NotImplementedError(
+            f"export_onnx: {where}: the shapes of its inputs are not known (MXNet inferred "
+            f"{node.in_shapes}); the ONNX lowering needs their ranks")
+    arg_shapes = [(1,) + tuple(1 if d is None else d for d in s[1:])
                   for s in node.in_shapes[:num_args]]
     arg_types = [np.dtype(d) for d in custom_node.input_dtypes[:num_args]]
     # A function's output rows must not depend on the sizes of the environment's dynamic
@@ -89,19 +94,18 @@ def _plan(custom_node, node):
     found = []
     for size in (2, 3):
         table = _FunctionTable(decoded)
-        table.env_shapes = [None if s is None else tuple(size if d is None else d for d in s)
+        table.env_shapes = [tuple(size if d is None else d for d in s)
                             for s in node.in_shapes[num_args:]]
         table.env_types = [np.dtype(d) for d in custom_node.input_dtypes[num_args:]]
         try:
-            shapes = table.out_shapes(entry, arg_shapes) \
-                if None not in arg_shapes and None not in table.env_shapes else None
+            shapes = table.out_shapes(entry, arg_shapes)
         except ValueError:
             shapes = None
         found.append((shapes, table.out_types(entry, arg_types)))
         # Every level runs the body on all its calls at once: it must act row by row.
         graph = decoded.graphs[entry]
-        values = [_Shape((size,) + s[1:]) for s in arg_shapes] + \
-            [_Shape(s) for s in table.env_shapes]
+        values = [Shaped((size,) + s[1:]) for s in arg_shapes] + \
+            [Shaped(s) for s in table.env_shapes]
         flags = [True] * num_args + [False] * len(table.env_shapes)
         rejected = graph.rows_rejected([values[k] for k in graph.slots],
                                        [flags[k] for k in graph.slots])
@@ -122,15 +126,6 @@ def _plan(custom_node, node):
     layout = {"shapes": [tuple(s[1:]) for s in shapes], "sizes": sizes, "width": sum(sizes),
               "dtype": np.dtype(dtypes[0])}
     return function, layout
-
-
-class _Shape:
-    """Stands for an array where only its shape is read (the row-wise check)."""
-
-    __slots__ = ("shape",)
-
-    def __init__(self, shape):
-        self.shape = shape
 
 
 def _variant_keys(body):

@@ -39,6 +39,16 @@ from .operators import SOURCE_ATTR
 ROWS = 3    # rows used to infer the internal shapes of a batched graph
 
 
+class Shaped:
+    """Stands for an array where only its shape is read (what a row-wise check is given when
+    there are no arrays yet: an export, a schedule's layout)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
 class Rejected(Exception):
     """A node of the graph is not known to act row by row."""
 

@@ -5,7 +5,7 @@ from typing import Callable, Tuple
 import mxnet as mx
 import numpy as np
 
-from .. import executor, node as _node, registry
+from .. import executor, node as _node, registry, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._structure import describe, flatten, regroup
@@ -354,7 +354,8 @@ def _export_steps_as_rows(node, custom_node):
         shapes = [tuple(size if d is None else d for d in s) for s in planned]
         length = shapes[0][0]
         rows = [(length,) + s[2:] for s in shapes[:num_data]]
-        values = [_Shape(r) for r in rows] + [_Shape(s) for s in shapes[num_data:]]
+        values = [rowwise.Shaped(r) for r in rows] + \
+            [rowwise.Shaped(s) for s in shapes[num_data:]]
         flags = [True] * num_data + [False] * (len(shapes) - num_data)
         try:
             _, outs = body.infer_shape([(1,) + r[1:] for r in rows] + shapes[num_data:])
@@ -388,15 +389,6 @@ def _export_steps_as_rows(node, custom_node):
         full = node.add("Expand", [produced, node.add("Concat", [steps, rest], axis=0)])
         node.add("Reshape", [full, node.const([-1] + list(step_shape))], [out_name])
     return node.nodes, [v.dtype for v in converted.outputs]
-
-
-class _Shape:
-    """Stands for an array where only its shape is read (the row-wise check)."""
-
-    __slots__ = ("shape",)
-
-    def __init__(self, shape):
-        self.shape = shape
 
 
 def _steps_as_rows(node, data, captured, out_shapes, frame):

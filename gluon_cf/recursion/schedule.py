@@ -50,7 +50,7 @@ import threading
 import mxnet as mx
 import numpy as np
 
-from .. import executor, registry
+from .. import executor, registry, rowwise
 from .._cachedop import CachedOpPair
 from ..errors import CallTreeTooLargeError, RecursionDepthError
 from ..graph import block_index_gradients
@@ -497,23 +497,14 @@ def run(context, qname, args, rows, depth):
     return outputs
 
 
-class _Shaped:
-    """Stands for an array where only its shape is read (the row-wise check)."""
-
-    __slots__ = ("shape",)
-
-    def __init__(self, shape):
-        self.shape = shape
-
-
 def _layout(plan, context, qname, arg_shapes, arg_dtypes):
     """How ``qname``'s outputs are packed into one row per invocation, for these argument
     shapes: ``{"shapes", "sizes", "width"}``; None if they cannot be, or if its body is not
     known to act row by row for them (cached)."""
     function = plan.functions[qname]
     graph = function.graph
-    values = [_Shaped((3,) + s[1:]) for s in arg_shapes] + \
-        [_Shaped(s) for s in context.env_shapes]
+    values = [rowwise.Shaped((3,) + s[1:]) for s in arg_shapes] + \
+        [rowwise.Shaped(s) for s in context.env_shapes]
     values, flags = ([values[s] for s in graph.slots],
                      [s < function.num_args for s in graph.slots])
     key = (qname, tuple(arg_shapes), tuple(str(d) for d in arg_dtypes),
