@@ -31,9 +31,12 @@ NOTE [recursion as ONNX loops]
     ``max_depth`` (or of more than ``MAX_INVOCATIONS`` calls, e.g. a cycle in the tree arrays)
     ends the expansion early, and a ``Gather`` named ``.../max_depth_exceeded`` then indexes
     past its one-element table, which makes every runtime fail the run, naming that node.
-    Functions outside this class (loops around recursive calls as in the child-sum TreeLSTM,
-    mutual recursion, bodies that mix rows) raise NotImplementedError naming the function and
-    why: export them with ``save_artifact``.
+    Mutual recursion is the same with one frontier, one set of flat tensors and one level of
+    values per function, all advancing together; a call's position is in its callee's next
+    frontier, which takes the rows of every (caller, site) calling it in a fixed order. Each
+    function keeps its own ``max_depth``. Functions outside this class (loops around recursive
+    calls as in the child-sum TreeLSTM, bodies that mix rows) raise NotImplementedError naming
+    the function and why: export them with ``save_artifact``.
 """
 import itertools
 import types
@@ -55,77 +58,124 @@ MAX_INVOCATIONS = schedule.MAX_INVOCATIONS
 def lower_recursion(custom_node):
     """Export rule of the recursion node for standard ONNX (NOTE [recursion as ONNX loops])."""
     node = ConverterNode(custom_node, "recursion")
-    function, layout = _plan(custom_node, node)
-    return _Lowering(node, custom_node, function, layout).emit()
+    return _Lowering(node, custom_node, *_plan(custom_node, node)).emit()
+
+
+def _refuse(where, why):
+    return NotImplementedError(f"export_onnx: {where} cannot be lowered to standard ONNX loops: "
+                               f"{why}. Export the model with gluon_cf.export.save_artifact")
 
 
 def _plan(custom_node, node):
+    """``(plan, {qname: argument ValueSpecs}, {qname: output layout})`` of the recursion node:
+    the functions reachable from its entry, each one's argument shapes (rows unknown) and
+    dtypes - the entry's from the node's inputs, a callee's from what its callers pass - and
+    how its outputs pack into one row per call."""
     spec = node.spec
     entry = spec["entry"]
     decoded = decode("recursion", custom_node.attrs["spec"])
     context = types.SimpleNamespace(graphs=decoded.graphs, specs=spec["graphs"],
                                     namespace=spec["namespace"])
-    name = spec["graphs"][entry]["name"]
-    where = f"recursion node {node.name!r} (function {name!r})"
+    where = f"recursion node {node.name!r} (function {spec['graphs'][entry]['name']!r})"
     try:
         plan = schedule._Plan(context, entry, export=True)
     except schedule._NotPlannable as why:
-        raise NotImplementedError(
-            f"export_onnx: {where} cannot be lowered to standard ONNX loops: {why}. Export "
-            f"the model with gluon_cf.export.save_artifact") from None
-    if len(plan.functions) != 1:
-        names = sorted(f.name for f in plan.functions.values())
-        raise NotImplementedError(
-            f"export_onnx: {where} calls other recursive functions ({names}); standard ONNX "
-            f"export lowers one self-recursive function per recursion node so far. Export the "
-            f"model with gluon_cf.export.save_artifact")
-    function = plan.functions[entry]
+        raise _refuse(where, why) from None
     num_args = spec["num_args"]
     if any(s is None for s in node.in_shapes):
-        raise NotImplementedError(
-            f"export_onnx: {where}: the shapes of its inputs are not known (MXNet inferred "
-            f"{node.in_shapes}); the ONNX lowering needs their ranks")
-    arg_shapes = [(1,) + tuple(1 if d is None else d for d in s[1:])
-                  for s in node.in_shapes[:num_args]]
-    arg_types = [np.dtype(d) for d in custom_node.input_dtypes[:num_args]]
+        raise _refuse(where, f"the shapes of its inputs are not known (MXNet inferred "
+                             f"{node.in_shapes}); the lowering needs their ranks")
+    for k, shape in enumerate(node.in_shapes[:num_args]):
+        if not shape or shape[0] != 1:
+            raise _refuse(where, f"its argument #{k} has shape {shape}, not one row per call "
+                                 f"(the loops stack the calls of a level as rows): give "
+                                 f"per-call arguments a leading axis of 1")
+    env_types = [np.dtype(d) for d in custom_node.input_dtypes[num_args:]]
+    arg_specs = {entry: [((1,) + tuple(1 if d is None else d for d in s[1:]), np.dtype(t))
+                         for s, t in zip(node.in_shapes[:num_args],
+                                         custom_node.input_dtypes[:num_args])]}
     # A function's output rows must not depend on the sizes of the environment's dynamic
-    # dimensions (a forest's node count): inferred with each at two sizes, in a table of our
-    # own (the process's tables serve the run-time inference).
+    # dimensions (a forest's node count): everything is inferred with each at two sizes, in
+    # tables of our own (the process's tables serve the run-time inference).
     found = []
     for size in (2, 3):
+        env_shapes = [tuple(size if d is None else d for d in s)
+                      for s in node.in_shapes[num_args:]]
         table = _FunctionTable(decoded)
-        table.env_shapes = [tuple(size if d is None else d for d in s)
-                            for s in node.in_shapes[num_args:]]
-        table.env_types = [np.dtype(d) for d in custom_node.input_dtypes[num_args:]]
-        try:
-            shapes = table.out_shapes(entry, arg_shapes)
-        except ValueError:
-            shapes = None
-        found.append((shapes, table.out_types(entry, arg_types)))
-        # Every level runs the body on all its calls at once: it must act row by row.
-        graph = decoded.graphs[entry]
-        values = [Shaped((size,) + s[1:]) for s in arg_shapes] + \
-            [Shaped(s) for s in table.env_shapes]
-        flags = [True] * num_args + [False] * len(table.env_shapes)
-        rejected = graph.rows_rejected([values[k] for k in graph.slots],
-                                       [flags[k] for k in graph.slots])
-        if rejected is not None:
-            raise NotImplementedError(
-                f"export_onnx: {where} cannot be lowered to standard ONNX loops, which run each "
-                f"level's calls together: its body does not act row by row: "
-                f"{rejected.describe()}. Export the model with gluon_cf.export.save_artifact")
-    (shapes, dtypes), other = found
-    if other != (shapes, dtypes) or not shapes or None in shapes \
-            or any(not s or s[0] != 1 for s in shapes) \
-            or not dtypes or None in dtypes or len({np.dtype(d) for d in dtypes}) != 1:
-        raise NotImplementedError(
-            f"export_onnx: {where}: its outputs (shapes {shapes}, dtypes {dtypes}) are not one "
-            f"row per call of one dtype whatever the dynamic dimensions, which the ONNX "
-            f"lowering packs. Export the model with gluon_cf.export.save_artifact")
-    sizes = [int(np.prod(s[1:], dtype=np.int64)) for s in shapes]
-    layout = {"shapes": [tuple(s[1:]) for s in shapes], "sizes": sizes, "width": sum(sizes),
-              "dtype": np.dtype(dtypes[0])}
-    return function, layout
+        table.env_shapes, table.env_types = env_shapes, env_types
+        layouts, todo = {}, [entry]
+        while todo:
+            qname = todo.pop(0)
+            if qname in layouts:
+                continue
+            function = plan.functions[qname]
+            name = f"function {function.name!r}"
+            shapes = [s for s, _ in arg_specs[qname]]
+            dtypes = [t for _, t in arg_specs[qname]]
+            # Every level runs the body on all its calls at once: it must act row by row.
+            graph = decoded.graphs[qname]
+            values = [Shaped((size,) + s[1:]) for s in shapes] + [Shaped(s) for s in env_shapes]
+            flags = [True] * len(shapes) + [False] * len(env_shapes)
+            rejected = graph.rows_rejected([values[k] for k in graph.slots],
+                                           [flags[k] for k in graph.slots])
+            if rejected is not None:
+                raise _refuse(where, f"{name}: its body does not act row by row (the loops run "
+                                     f"each level's calls together): {rejected.describe()}")
+            try:
+                outs = table.out_shapes(qname, shapes)
+            except ValueError:
+                outs = None
+            types_ = table.out_types(qname, dtypes)
+            if not outs or None in outs or any(not o or o[0] != 1 for o in outs) \
+                    or not types_ or None in types_ or len({np.dtype(t) for t in types_}) != 1:
+                raise _refuse(where, f"{name}: its outputs (shapes {outs}, dtypes {types_}) are "
+                                     f"not one row per call of one dtype, which the lowering "
+                                     f"packs")
+            sizes = [int(np.prod(o[1:], dtype=np.int64)) for o in outs]
+            layouts[qname] = {"shapes": [tuple(o[1:]) for o in outs], "sizes": sizes,
+                              "width": sum(sizes), "dtype": np.dtype(types_[0])}
+            for callee, passed in _call_signatures(function, shapes, dtypes, env_shapes,
+                                                   env_types):
+                known = arg_specs.setdefault(callee, passed)
+                if known != passed:
+                    raise _refuse(where, f"{name} calls {plan.functions[callee].name!r} with "
+                                         f"arguments {passed}, another call with {known}")
+                todo.append(callee)
+        found.append(layouts)
+    if found[0] != found[1]:
+        raise _refuse(where, f"its outputs change with the dynamic dimensions ({found[0]} vs "
+                             f"{found[1]})")
+    return plan, arg_specs, found[0]
+
+
+def _call_signatures(function, shapes, dtypes, env_shapes, env_types):
+    """``[(callee, [(shape, dtype) per argument])]`` of each call site of ``function``, from
+    MXNet's inference on its skeleton (one row per call)."""
+    if not function.sites:
+        return []
+    em = schedule._Emitter()
+    body = function.body
+    inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
+              for name, (kind, k) in body.inputs.items()}
+    preds, site_args = {}, {}
+    _emit_skeleton(body, inputs, em, preds, site_args, path=())
+    heads = [e for site in sorted(site_args) for e in site_args[site]]
+    sym = em.symbol(heads)
+    known = {"arg%d" % k: s for k, s in enumerate(shapes)}
+    known.update({"env%d" % i: s for i, s in enumerate(env_shapes)})
+    kinds = {"arg%d" % k: t for k, t in enumerate(dtypes)}
+    kinds.update({"env%d" % i: t for i, t in enumerate(env_types)})
+    used = sym.list_inputs()
+    _, out_shapes, _ = sym.infer_shape(**{n: known[n] for n in used})
+    _, out_types, _ = sym.infer_type(**{n: kinds[n] for n in used})
+    calls, k = [], 0
+    for site in sorted(site_args):
+        n = len(site_args[site])
+        calls.append((function.sites[site],
+                      [((1,) + tuple(s[1:]), np.dtype(t))
+                       for s, t in zip(out_shapes[k:k + n], out_types[k:k + n])]))
+        k += n
+    return calls
 
 
 def _variant_keys(body):
@@ -138,31 +188,37 @@ def _variant_keys(body):
 
 
 class _Lowering:
-    """The ONNX nodes of one recursion node."""
+    """The ONNX nodes of one recursion node: per function of its table (entry first), its
+    frontier, flat arguments, variants, children and level offsets in the expansion Loop, and
+    its level's values in the values Loop."""
 
-    def __init__(self, node, custom_node, function, layout):
-        self.node, self.custom, self.function, self.layout = node, custom_node, function, layout
-        spec = node.spec
-        self.num_args = spec["num_args"]
-        self.args = [ValueSpec(custom_node.inputs[k],
-                               None if node.in_shapes[k] is None
-                               else (None,) + tuple(node.in_shapes[k][1:]),
-                               np.dtype(custom_node.input_dtypes[k]))
-                     for k in range(self.num_args)]
-        self.env = [ValueSpec(custom_node.inputs[self.num_args + i],
-                              node.in_shapes[self.num_args + i],
-                              np.dtype(custom_node.input_dtypes[self.num_args + i]))
-                    for i in range(len(custom_node.inputs) - self.num_args)]
-        self.keys = _variant_keys(function.body)
-        self.sites = len(function.sites)
-        self.width = layout["width"]
-        self.elem = helper.np_dtype_to_tensor_dtype(layout["dtype"])
+    def __init__(self, node, custom_node, plan, arg_specs, layouts):
+        self.node, self.custom = node, custom_node
+        self.order = [plan.entry] + sorted(q for q in plan.functions if q != plan.entry)
+        self.functions = {q: plan.functions[q] for q in self.order}
+        self.layouts = layouts
+        num_args = node.spec["num_args"]
+        self.entry_inputs = list(custom_node.inputs[:num_args])
+        self.args = {q: [ValueSpec(None, (None,) + tuple(shape[1:]), dtype)
+                         for shape, dtype in arg_specs[q]] for q in self.order}
+        self.env = [ValueSpec(custom_node.inputs[num_args + i], node.in_shapes[num_args + i],
+                              np.dtype(custom_node.input_dtypes[num_args + i]))
+                    for i in range(len(custom_node.inputs) - num_args)]
+        self.keys = {q: _variant_keys(f.body) for q, f in self.functions.items()}
+        self.max_depth = max(f.max_depth for f in self.functions.values())
+        # Where each callee's next frontier gets its rows from: (caller, site), in this order.
+        self.feeds = {q: [(caller, site) for caller in self.order
+                          for site, callee in enumerate(self.functions[caller].sites)
+                          if callee == q] for q in self.order}
 
     # ---------------------------------------------------------------------- helpers
     def _info(self, name, spec_or_dtype, shape):
         dtype = spec_or_dtype if isinstance(spec_or_dtype, int) else \
             helper.np_dtype_to_tensor_dtype(np.dtype(spec_or_dtype))
         return helper.make_tensor_value_info(name, dtype, shape)
+
+    def _elem(self, q):
+        return helper.np_dtype_to_tensor_dtype(self.layouts[q]["dtype"])
 
     def _convert(self, em, sym, graph_name, outer):
         """Convert an MXNet symbol whose variables are all read from ``outer`` (variable name
@@ -177,60 +233,168 @@ class _Lowering:
     def _rows_of(self, em, value, keep_dims=False):
         return em.add("Gather", [em.add("Shape", [value]), em.const([0] if keep_dims else 0)])
 
+    def _empty(self, em, spec):
+        """A tensor of zero rows shaped like ``spec``'s rows."""
+        rest = list(spec.shape[1:])
+        if any(d is None for d in rest):
+            raise NotImplementedError(
+                f"export_onnx: recursion node {self.node.name!r}: a callee's argument has "
+                f"dimensions known only at run time ({spec.shape}); the lowering needs them")
+        return em.add("ConstantOfShape", [em.const([0] + rest)], value=helper.make_tensor(
+            "zero", helper.np_dtype_to_tensor_dtype(spec.dtype), [1], [0]))
+
     # ---------------------------------------------------------------------- emission
     def emit(self):
-        node = self.node
-        expansion = self._expansion_loop()
-        empty_args = [node.add("Slice", [a.name, node.const([0]), node.const([0]),
-                                         node.const([0])]) for a in self.args]
-        flat_codes0 = node.const(np.zeros((0,), np.int64))
-        kids0 = node.const(np.zeros((0, self.sites), np.int64))
-        offsets0 = node.const([0])
-        count0 = node.const(0)
-        trips = node.const(int(self.function.max_depth))
+        node, entry = self.node, self.order[0]
         true = node.const(True, np.bool_)
-        outs = [node.fresh("frontier%d" % k) for k in range(self.num_args)] + \
-            [node.fresh("flat_arg%d" % k) for k in range(self.num_args)] + \
-            [node.fresh("codes"), node.fresh("kids"), node.fresh("offsets"), node.fresh("count")]
         # Arguments shared by all root calls (one row, e.g. a constant depth) get one per call.
         roots = node.add("ReduceMax", [node.add("Concat", [
-            self._rows_of(node, a.name, keep_dims=True) for a in self.args], axis=0)],
+            self._rows_of(node, name, keep_dims=True) for name in self.entry_inputs], axis=0)],
             keepdims=1)
-        starts = [node.add("Expand", [a.name, node.add("Concat", [roots, node.add("Slice", [
-            node.add("Shape", [a.name]), node.const([1]), node.const([np.iinfo(np.int64).max])])],
-            axis=0)]) for a in self.args]
-        node.add("Loop", [trips, true] + starts + empty_args +
-                 [flat_codes0, kids0, offsets0, count0], outs, body=expansion)
-        frontier = outs[0]
-        flat_args = outs[self.num_args:2 * self.num_args]
-        codes, kids, offsets = outs[2 * self.num_args:2 * self.num_args + 3]
-        # A frontier left over: deeper than max_depth or too many calls. Fail the run.
-        left = self._rows_of(node, frontier)
+        initial, outs = [], []
+        for q in self.order:
+            specs = self.args[q]
+            if q == entry:
+                frontier = [node.add("Expand", [name, node.add("Concat", [roots, node.add(
+                    "Slice", [node.add("Shape", [name]), node.const([1]),
+                              node.const([np.iinfo(np.int64).max])])], axis=0)])
+                            for name in self.entry_inputs]
+            else:
+                frontier = [self._empty(node, a) for a in specs]
+            initial += frontier + [self._empty(node, a) for a in specs] + [
+                node.const(np.zeros((0,), np.int64)),
+                node.const(np.zeros((0, len(self.functions[q].sites)), np.int64)),
+                node.const([0])]
+            outs += [node.fresh(f"{q}_{role}") for role in
+                     [f"frontier{k}" for k in range(len(specs))] +
+                     [f"flat{k}" for k in range(len(specs))] + ["codes", "kids", "offsets"]]
+        initial.append(node.const(0))
+        outs.append(node.fresh("count"))
+        node.add("Loop", [node.const(int(self.max_depth)), true] + initial, outs,
+                 body=self._expansion_loop())
+        state, k = {}, 0
+        for q in self.order:
+            n = len(self.args[q])
+            state[q] = dict(frontier=outs[k:k + n], flat=outs[k + n:k + 2 * n],
+                            codes=outs[k + 2 * n], kids=outs[k + 2 * n + 1],
+                            offsets=outs[k + 2 * n + 2])
+            k += 2 * n + 3
+        # A frontier left over (deeper than the largest max_depth, or too many calls), or
+        # calls of a function deeper than its own max_depth: fail the run.
+        left = None
+        for q in self.order:
+            rows = self._rows_of(node, state[q]["frontier"][0])
+            offsets = state[q]["offsets"]
+            last = node.add("Gather", [offsets, node.const(-1)])
+            bound = node.add("Min", [node.const(int(self.functions[q].max_depth)),
+                                     node.add("Sub", [node.add("Size", [offsets]),
+                                                      node.const(1)])])
+            deeper = node.add("Sub", [last, node.add("Gather", [offsets, bound])])
+            rows = node.add("Add", [rows, deeper])
+            left = rows if left is None else node.add("Add", [left, rows])
         guard = f"{node.name}/max_depth_exceeded"
         node.nodes.append(helper.make_node(
             "Gather", [node.const(np.zeros(1, np.int64)),
                        node.add("Reshape", [left, node.const([1])])], [guard], name=guard))
-        offsets = node.add("Add", [offsets, guard])
-        levels = node.add("Sub", [node.add("Size", [offsets]), node.const(1)])
-        values0 = node.add("ConstantOfShape", [node.const([0, self.width])],
-                           value=helper.make_tensor("zero", self.elem, [1], [0]))
-        final = node.fresh("values")
-        node.add("Loop", [levels, true, values0], [final],
-                 body=self._values_loop(flat_args, codes, kids, offsets, levels))
-        return self._unpack_result(final)
+        for q in self.order:
+            state[q]["offsets"] = node.add("Add", [state[q]["offsets"], guard])
+        levels = node.add("Sub", [node.add("Size", [state[entry]["offsets"]]), node.const(1)])
+        values0 = [node.add("ConstantOfShape", [node.const([0, self.layouts[q]["width"]])],
+                            value=helper.make_tensor("zero", self._elem(q), [1], [0]))
+                   for q in self.order]
+        finals = [node.fresh(f"{q}_values") for q in self.order]
+        node.add("Loop", [levels, true] + values0, finals,
+                 body=self._values_loop(state, levels))
+        return self._unpack_result(finals[0])
 
     def _expansion_loop(self):
         """The body of the expansion Loop (NOTE [recursion as ONNX loops], 1)."""
-        body = self.function.body
         em = Emitter(f"{self.node.name}/expand")
-        names = [f"{em.prefix}/{n}" for n in ("iter", "cond_in")]
-        frontier = [f"{em.prefix}/frontier{k}" for k in range(self.num_args)]
-        flat = [f"{em.prefix}/flat{k}" for k in range(self.num_args)]
-        codes_in, kids_in, offsets_in, count_in = (f"{em.prefix}/{n}" for n in
-                                                   ("codes", "kids", "offsets", "count"))
-        rows = self._rows_of(em, frontier[0])
+        iteration, cond_in = (f"{em.prefix}/{n}" for n in ("iter", "cond_in"))
+        count_in = f"{em.prefix}/count"
+        inputs_info = [self._info(iteration, TensorProto.INT64, []),
+                       self._info(cond_in, TensorProto.BOOL, [])]
+        names, parts = {}, {q: [] for q in self.order}
+        for q in self.order:
+            specs = self.args[q]
+            names[q] = dict(
+                frontier=[f"{em.prefix}/{q}/frontier{k}" for k in range(len(specs))],
+                flat=[f"{em.prefix}/{q}/flat{k}" for k in range(len(specs))],
+                codes=f"{em.prefix}/{q}/codes", kids=f"{em.prefix}/{q}/kids",
+                offsets=f"{em.prefix}/{q}/offsets")
+            shapes = [None if a.shape is None else [None] + list(a.shape[1:]) for a in specs]
+            inputs_info += [self._info(n, a.dtype, sh)
+                            for n, a, sh in zip(names[q]["frontier"], specs, shapes)]
+            inputs_info += [self._info(n, a.dtype, sh)
+                            for n, a, sh in zip(names[q]["flat"], specs, shapes)]
+            inputs_info += [self._info(names[q]["codes"], TensorProto.INT64, [None]),
+                            self._info(names[q]["kids"], TensorProto.INT64,
+                                       [None, len(self.functions[q].sites)]),
+                            self._info(names[q]["offsets"], TensorProto.INT64, [None])]
+        inputs_info.append(self._info(count_in, TensorProto.INT64, []))
 
-        # The skeleton, both sides of every cond, on all rows.
+        # Per function: its calls' variants, and per call site the rows calling and their args.
+        codes, kids, counts = {}, {}, {}
+        offsets = {q: em.const(0) for q in self.order}   # rows of each callee's next frontier
+        for q in self.order:
+            code, site_rows = self._level_calls(em, q, names[q]["frontier"])
+            codes[q] = code
+            counts[q] = self._rows_of(em, names[q]["frontier"][0])
+            children = []
+            for site, callee in enumerate(self.functions[q].sites):
+                reached, site_args = site_rows[site]
+                as_int = em.add("Cast", [reached], to=TensorProto.INT64)
+                rank = em.add("Sub", [em.add("CumSum", [as_int, em.const(0)]), em.const(1)])
+                position = em.add("Add", [rank, offsets[callee]])
+                children.append(em.add("Where", [reached, position, em.const(-1)]))
+                offsets[callee] = em.add("Add", [offsets[callee],
+                                                 em.add("ReduceSum", [as_int], keepdims=0)])
+                parts[callee].append([em.add("Compress", [a, reached], axis=0)
+                                      for a in site_args])
+            if children:
+                kids[q] = em.add("Concat", [em.add("Unsqueeze", [c, em.const([1])])
+                                            for c in children], axis=1)
+            else:
+                kids[q] = em.add("ConstantOfShape", [em.add("Concat", [
+                    em.add("Reshape", [counts[q], em.const([1])]), em.const([0])], axis=0)],
+                    value=helper.make_tensor("z", TensorProto.INT64, [1], [0]))
+        count = count_in
+        for q in self.order:
+            count = em.add("Add", [count, counts[q]])
+        outs, next_rows = [], None
+        for q in self.order:
+            specs = self.args[q]
+            if parts[q]:
+                frontier = [em.add("Concat", list(column), axis=0) if len(column) > 1
+                            else em.add("Identity", [column[0]]) for column in zip(*parts[q])]
+            else:
+                frontier = [self._empty(em, a) for a in specs]
+            rows = self._rows_of(em, frontier[0])
+            next_rows = rows if next_rows is None else em.add("Add", [next_rows, rows])
+            outs += frontier
+            outs += [em.add("Concat", [f, g], axis=0)
+                     for f, g in zip(names[q]["flat"], names[q]["frontier"])]
+            outs += [em.add("Concat", [names[q]["codes"], codes[q]], axis=0),
+                     em.add("Concat", [names[q]["kids"], kids[q]], axis=0),
+                     em.add("Concat", [names[q]["offsets"], em.add("Reshape", [
+                         em.add("Add", [em.add("Gather", [names[q]["offsets"], em.const(-1)]),
+                                        counts[q]]), em.const([1])])], axis=0)]
+        outs.append(em.add("Identity", [count]))
+        go_on = em.add("And", [
+            em.add("Greater", [next_rows, em.const(0)]),
+            em.add("LessOrEqual", [em.add("Add", [count, next_rows]),
+                                   em.const(MAX_INVOCATIONS)])])
+        outputs_info = [self._info(go_on, TensorProto.BOOL, [])] + [
+            self._info(o, info.type.tensor_type.elem_type, None)
+            for o, info in zip(outs, inputs_info[2:])]
+        return helper.make_graph(em.nodes, em.prefix, inputs_info, outputs_info)
+
+    def _level_calls(self, em, q, frontier):
+        """Function ``q``'s skeleton on the rows of ``frontier``, both sides of every cond:
+        returns each row's variant code and, per call site, (which rows reach it, the call's
+        argument names)."""
+        function, body = self.functions[q], self.functions[q].body
+        rows = self._rows_of(em, frontier[0])
         sk = schedule._Emitter()
         inputs = {name: sk.var("%s%d" % (kind, k), kind == "arg")
                   for name, (kind, k) in body.inputs.items()}
@@ -243,94 +407,59 @@ class _Lowering:
                 entry = sk.op("broadcast_like", [entry, reference], lhs_axes=(0,),
                               rhs_axes=(0,))
             heads.append(entry)
-        outer = {"arg%d" % k: ValueSpec(frontier[k], self.args[k].shape, self.args[k].dtype)
-                 for k in range(self.num_args)}
+        outer = {"arg%d" % k: ValueSpec(frontier[k], a.shape, a.dtype)
+                 for k, a in enumerate(self.args[q])}
         outer.update({"env%d" % i: spec for i, spec in enumerate(self.env)})
-        out_names = self._convert(em, sk.symbol(heads), f"{em.prefix}/skeleton", outer) \
+        out_names = self._convert(em, sk.symbol(heads), f"{em.prefix}/{q}/skeleton", outer) \
             if heads else []
         pred_names = dict(zip(preds, out_names[:len(preds)]))
         arg_names, k = {}, len(preds)
         for site in sorted(site_args):
             arg_names[site] = out_names[k:k + len(site_args[site])]
             k += len(site_args[site])
-
+        # A row's predicate is its first element (as MXNet's cond reads it). Sliced, not
+        # flattened: a function may have no calls at a level, and Flatten of zero rows is
+        # (0, -1), which not every runtime computes.
+        ranks = self._ranks(sk.symbol(heads), q) if heads else []
         truth = {}
-        for path, name in pred_names.items():
-            flat_pred = em.add("Flatten", [name], axis=1)
-            first = em.add("Gather", [flat_pred, em.const(0)], axis=1)
+        for (path, name), rank in zip(pred_names.items(), ranks):
+            first = name
+            if rank > 1:
+                axes = list(range(1, rank))
+                first = em.add("Slice", [name, em.const([0] * len(axes)),
+                                         em.const([1] * len(axes)), em.const(axes)])
+            first = em.add("Reshape", [first, em.const([-1])])
             truth[path] = em.add("Cast", [first], to=TensorProto.BOOL)
-
-        # Each row's variant, and which call sites each variant reaches.
-        masks = [self._mask(em, body, key, (), truth, rows) for key in self.keys]
+        keys = self.keys[q]
+        masks = [self._mask(em, body, key, (), truth, rows) for key in keys]
         code = None
         for vid, mask in enumerate(masks):
             term = em.add("Mul", [em.add("Cast", [mask], to=TensorProto.INT64), em.const(vid)])
             code = term if code is None else em.add("Add", [code, term])
-        if code is None:
-            code = em.add("ConstantOfShape", [em.add("Reshape", [rows, em.const([1])])],
-                          value=helper.make_tensor("z", TensorProto.INT64, [1], [0]))
-        reached_by = {site: [vid for vid, key in enumerate(self.keys)
-                             if site in body.sites_of(key)] for site in range(self.sites)}
-        parts = [[] for _ in range(self.num_args)]
-        children, offset = [], em.const(0)
-        for site in range(self.sites):
+        site_rows = {}
+        for site in range(len(function.sites)):
             reached = None
-            for vid in reached_by[site]:
-                reached = masks[vid] if reached is None else em.add("Or", [reached, masks[vid]])
-            if reached is None:   # a site no variant reaches
-                children.append(em.add("Sub", [em.add("Mul", [code, em.const(0)]),
-                                               em.const(1)]))
-                continue
-            as_int = em.add("Cast", [reached], to=TensorProto.INT64)
-            rank = em.add("Sub", [em.add("CumSum", [as_int, em.const(0)]), em.const(1)])
-            position = em.add("Add", [rank, offset])
-            children.append(em.add("Where", [reached, position, em.const(-1)]))
-            offset = em.add("Add", [offset, em.add("ReduceSum", [as_int], keepdims=0)])
-            for a in range(self.num_args):
-                parts[a].append(em.add("Compress", [arg_names[site][a], reached], axis=0))
-        if children:
-            kids = em.add("Concat", [em.add("Unsqueeze", [c, em.const([1])])
-                                     for c in children], axis=1)
-        else:
-            kids = em.add("ConstantOfShape", [em.add("Concat", [
-                em.add("Reshape", [rows, em.const([1])]), em.const([0])], axis=0)],
-                value=helper.make_tensor("z", TensorProto.INT64, [1], [0]))
-        next_frontier = []
-        for a in range(self.num_args):
-            if parts[a]:
-                next_frontier.append(parts[a][0] if len(parts[a]) == 1 else
-                                     em.add("Concat", parts[a], axis=0))
-            else:
-                next_frontier.append(em.add("Slice", [frontier[a], em.const([0]),
-                                                      em.const([0]), em.const([0])]))
-        count = em.add("Add", [count_in, rows])
-        outs = [em.add("Identity", [f]) for f in next_frontier]
-        outs += [em.add("Concat", [flat[a], frontier[a]], axis=0) for a in range(self.num_args)]
-        outs += [em.add("Concat", [codes_in, code], axis=0),
-                 em.add("Concat", [kids_in, kids], axis=0),
-                 em.add("Concat", [offsets_in, em.add("Reshape", [count, em.const([1])])],
-                        axis=0),
-                 count]
-        next_rows = self._rows_of(em, next_frontier[0])
-        go_on = em.add("And", [
-            em.add("Greater", [next_rows, em.const(0)]),
-            em.add("LessOrEqual", [em.add("Add", [count, next_rows]),
-                                   em.const(MAX_INVOCATIONS)])])
+            for vid, key in enumerate(keys):
+                if site in body.sites_of(key):
+                    reached = masks[vid] if reached is None else \
+                        em.add("Or", [reached, masks[vid]])
+            if reached is None:   # a site no variant reaches: no row
+                reached = em.add("Not", [em.add("Cast", [em.add("ConstantOfShape", [
+                    em.add("Reshape", [rows, em.const([1])])],
+                    value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))],
+                    to=TensorProto.BOOL)])
+            site_rows[site] = (reached, arg_names[site])
+        return code, site_rows
 
-        arg_infos = [self._info(n, a.dtype, a.shape and [None] + list(a.shape[1:]))
-                     for n, a in zip(frontier, self.args)]
-        flat_infos = [self._info(n, a.dtype, a.shape and [None] + list(a.shape[1:]))
-                      for n, a in zip(flat, self.args)]
-        inputs_info = [self._info(names[0], TensorProto.INT64, []),
-                       self._info(names[1], TensorProto.BOOL, [])] + arg_infos + flat_infos + [
-            self._info(codes_in, TensorProto.INT64, [None]),
-            self._info(kids_in, TensorProto.INT64, [None, self.sites]),
-            self._info(offsets_in, TensorProto.INT64, [None]),
-            self._info(count_in, TensorProto.INT64, [])]
-        outputs_info = [self._info(go_on, TensorProto.BOOL, [])] + [
-            self._info(o, info.type.tensor_type.elem_type, None)
-            for o, info in zip(outs, inputs_info[2:])]
-        return helper.make_graph(em.nodes, f"{em.prefix}", inputs_info, outputs_info)
+    def _ranks(self, sym, q):
+        """The ranks of ``sym``'s outputs (a skeleton of ``q``), from MXNet's inference with
+        one row per argument and each unknown dimension at 2."""
+        known = {"arg%d" % k: (1,) + tuple(2 if d is None else d for d in a.shape[1:])
+                 for k, a in enumerate(self.args[q])}
+        known.update({"env%d" % i: tuple(2 if d is None else d for d in e.shape)
+                      for i, e in enumerate(self.env)})
+        _, outs, _ = sym.infer_shape(**{n: known[n] for n in sym.list_inputs()})
+        return [len(o) for o in outs]
 
     def _mask(self, em, body, key, path, truth, rows):
         """Bool (rows,): which rows take variant ``key`` of ``body`` (at ``path``)."""
@@ -349,75 +478,85 @@ class _Lowering:
                 to=TensorProto.BOOL)
         return mask
 
-    def _values_loop(self, flat_args, codes, kids, offsets, levels):
+    def _values_loop(self, state, levels):
         """The body of the values Loop (NOTE [recursion as ONNX loops], 2)."""
         em = Emitter(f"{self.node.name}/values")
-        it, cond_in, below = (f"{em.prefix}/{n}" for n in ("iter", "cond_in", "below"))
+        it, cond_in = (f"{em.prefix}/{n}" for n in ("iter", "cond_in"))
+        below = {q: f"{em.prefix}/{q}/below" for q in self.order}
         level = em.add("Sub", [em.add("Sub", [levels, it]), em.const(1)])
-        start = em.add("Gather", [offsets, em.add("Reshape", [level, em.const([1])])])
-        stop = em.add("Gather", [offsets, em.add("Reshape", [em.add("Add", [level,
-                                                                            em.const(1)]),
-                                                             em.const([1])])])
+        here = em.add("Reshape", [level, em.const([1])])
+        next_ = em.add("Add", [here, em.const([1])])
         zero_axis = em.const([0])
-        args = [em.add("Slice", [a, start, stop, zero_axis]) for a in flat_args]
-        level_codes = em.add("Slice", [codes, start, stop, zero_axis])
-        level_kids = em.add("Slice", [kids, start, stop, zero_axis])
-        rows = self._rows_of(em, level_codes)
-        values = em.add("ConstantOfShape", [em.add("Concat", [
-            em.add("Reshape", [rows, em.const([1])]), em.const([self.width])], axis=0)],
-            value=helper.make_tensor("zero", self.elem, [1], [0]))
-        for vid, key in enumerate(self.keys):
-            taking = em.add("NonZero", [em.add("Equal", [level_codes, em.const(vid)])])
-            picked = em.add("Reshape", [taking, em.const([-1])])
-            # Only when some row takes the variant (most levels lack some variant, and a body
-            # run on zero rows is wasted work some runtimes refuse: Reshape of an empty (0, -1)).
-            taken = em.add("Greater", [em.add("Size", [picked]), em.const(0)])
-            branch = Emitter(f"{em.prefix}/v{vid}")
-            scattered = self._variant_rows(branch, key, picked, args, level_kids, below,
-                                           values)
-            keep = Emitter(f"{em.prefix}/v{vid}_none")
-            kept = keep.add("Identity", [values])
-            out_info = [self._info(scattered, self.elem, [None, self.width])]
-            values = em.add("If", [taken], then_branch=helper.make_graph(
-                branch.nodes, branch.prefix, [], out_info),
-                else_branch=helper.make_graph(keep.nodes, keep.prefix, [], [
-                    self._info(kept, self.elem, [None, self.width])]))
-        out = em.add("Identity", [values])
+        outs = []
+        for q in self.order:
+            start = em.add("Gather", [state[q]["offsets"], here])
+            stop = em.add("Gather", [state[q]["offsets"], next_])
+            args = [em.add("Slice", [a, start, stop, zero_axis]) for a in state[q]["flat"]]
+            level_codes = em.add("Slice", [state[q]["codes"], start, stop, zero_axis])
+            level_kids = em.add("Slice", [state[q]["kids"], start, stop, zero_axis])
+            rows = self._rows_of(em, level_codes)
+            width, elem = self.layouts[q]["width"], self._elem(q)
+            values = em.add("ConstantOfShape", [em.add("Concat", [
+                em.add("Reshape", [rows, em.const([1])]), em.const([width])], axis=0)],
+                value=helper.make_tensor("zero", elem, [1], [0]))
+            for vid, key in enumerate(self.keys[q]):
+                taking = em.add("NonZero", [em.add("Equal", [level_codes, em.const(vid)])])
+                picked = em.add("Reshape", [taking, em.const([-1])])
+                # Only when some row takes the variant (most levels lack some variant, and a
+                # body run on zero rows is wasted work some runtimes refuse: Reshape of an
+                # empty (0, -1)).
+                taken = em.add("Greater", [em.add("Size", [picked]), em.const(0)])
+                branch = Emitter(f"{em.prefix}/{q}/v{vid}")
+                scattered = self._variant_rows(branch, q, key, picked, args, level_kids, below,
+                                               values)
+                keep = Emitter(f"{em.prefix}/{q}/v{vid}_none")
+                kept = keep.add("Identity", [values])
+                values = em.add("If", [taken], then_branch=helper.make_graph(
+                    branch.nodes, branch.prefix, [],
+                    [self._info(scattered, elem, [None, width])]),
+                    else_branch=helper.make_graph(keep.nodes, keep.prefix, [], [
+                        self._info(kept, elem, [None, width])]))
+            outs.append(em.add("Identity", [values]))
         go_on = em.add("Identity", [cond_in])
         inputs_info = [self._info(it, TensorProto.INT64, []),
-                       self._info(cond_in, TensorProto.BOOL, []),
-                       self._info(below, self.elem, [None, self.width])]
-        outputs_info = [self._info(go_on, TensorProto.BOOL, []),
-                        self._info(out, self.elem, [None, self.width])]
+                       self._info(cond_in, TensorProto.BOOL, [])] + [
+            self._info(below[q], self._elem(q), [None, self.layouts[q]["width"]])
+            for q in self.order]
+        outputs_info = [self._info(go_on, TensorProto.BOOL, [])] + [
+            self._info(o, self._elem(q), [None, self.layouts[q]["width"]])
+            for o, q in zip(outs, self.order)]
         return helper.make_graph(em.nodes, em.prefix, inputs_info, outputs_info)
 
-    def _variant_rows(self, em, key, picked, args, level_kids, below, values):
-        """Emit into ``em`` the rows ``picked`` of the level taking variant ``key``: their
-        packed values scattered into ``values``; returns the name of the result."""
-        sym, site_order = self._variant_symbol(key)
-        outer = {"arg%d" % k: ValueSpec(em.add("Gather", [args[k], picked]),
-                                        self.args[k].shape, self.args[k].dtype)
-                 for k in range(self.num_args)}
+    def _variant_rows(self, em, q, key, picked, args, level_kids, below, values):
+        """Emit into ``em`` the rows ``picked`` of the level taking variant ``key`` of ``q``:
+        their packed values scattered into ``values``; returns the name of the result."""
+        sym, site_order = self._variant_symbol(q, key)
+        function = self.functions[q]
+        outer = {"arg%d" % k: ValueSpec(em.add("Gather", [args[k], picked]), a.shape, a.dtype)
+                 for k, a in enumerate(self.args[q])}
         outer.update({"env%d" % i: spec for i, spec in enumerate(self.env)})
         for site in site_order:
+            callee = function.sites[site]
             column = em.add("Gather", [level_kids, em.const(site)], axis=1)
             child = em.add("Gather", [column, picked])
-            outer["site%d" % site] = ValueSpec(em.add("Gather", [below, child]),
-                                               (None, self.width), self.layout["dtype"])
+            outer["site%d" % site] = ValueSpec(
+                em.add("Gather", [below[callee], child]), (None, self.layouts[callee]["width"]),
+                self.layouts[callee]["dtype"])
         packed = self._convert(em, sym, f"{em.prefix}/body", outer)[0]
         return em.add("ScatterND", [values, em.add("Unsqueeze", [picked, em.const([1])]),
                                     packed])
 
-    def _variant_symbol(self, key):
-        """The body of variant ``key`` as an MXNet symbol: inputs ``arg<k>``, ``env<i>``
-        (one row per call, or shared) and ``site<s>`` (the packed rows of call site s);
-        output the packed rows. Returns it and the sites it reads."""
-        function, layout = self.function, self.layout
+    def _variant_symbol(self, q, key):
+        """The body of variant ``key`` of ``q`` as an MXNet symbol: inputs ``arg<k>``,
+        ``env<i>`` (one row per call, or shared) and ``site<s>`` (the packed rows of call site
+        s); output the packed rows. Returns it and the sites it reads."""
+        function, layout = self.functions[q], self.layouts[q]
         em = schedule._Emitter()
         inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
                   for name, (kind, k) in function.body.inputs.items()}
         sites = function.body.sites_of(key)
-        site_outputs = {site: em.unpack(em.var("site%d" % site, True), layout)
+        site_outputs = {site: em.unpack(em.var("site%d" % site, True),
+                                        self.layouts[function.sites[site]])
                         for site in sites}
         heads = schedule._inline(function.body, key, inputs, em, site_outputs)
         reference = next(e for name, e in inputs.items()
@@ -432,7 +571,7 @@ class _Lowering:
         return em.symbol([out]), sites
 
     def _unpack_result(self, final):
-        node, layout = self.node, self.layout
+        node, layout = self.node, self.layouts[self.order[0]]
         offset = 0
         for out_name, shape, size in zip(self.custom.outputs, layout["shapes"], layout["sizes"]):
             part = node.add("Slice", [final, node.const([offset]), node.const([offset + size]),

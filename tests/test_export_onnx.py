@@ -399,16 +399,16 @@ def test_mx2onnx_failure_inside_a_body_names_the_node():
         export_onnx(net, [np.zeros((4, 2), np.float32), randn(2, 4)])
 
 
-def test_recursion_with_value_dependent_structure_is_refused():
+def test_recursion_on_a_vector_argument_is_refused():
     @gluon_cf.recursive
     def halve(x):
         return gluon_cf.cond(mx.sym.sum(x) > 1, lambda: halve(x * 0.5), lambda: x)
 
     net = build(lambda F, net, x: halve(x))
-    # Its predicate and its call's argument are computed values (x * 0.5): the structure is
-    # not known ahead, so the recursion cannot be lowered to level-by-level loops.
+    # One call on a (2,) vector: the loops stack calls as rows, so x would read as two calls.
     with pytest.raises(NotImplementedError, match=r"function 'halve'\) cannot be lowered to "
-                                                  r"standard ONNX loops: halve: .*"
+                                                  r"standard ONNX loops: its argument #0 has "
+                                                  r"shape \(2,\), not one row per call.*"
                                                   r"save_artifact"):
         export_onnx(net, [np.ones(2, np.float32) * 5])
 

@@ -244,6 +244,70 @@ def test_top_down_generator_whose_tree_depends_on_hidden_states(rows):
         np.testing.assert_allclose(g, w, **TOL)
 
 
+class EvenOdd(TreeRNN):
+    """Mutual recursion: nodes at even depth combine with the cell, at odd depth with a Dense
+    of their own; ``odd`` takes one more argument than ``even`` (a scale, the same for every
+    call), and may be called at most ``odd_max_depth`` calls deep."""
+
+    odd_max_depth = 20000
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        with self.name_scope():
+            self.odd_combine = mx.gluon.nn.Dense(5, in_units=10, activation="sigmoid")
+
+    def encode(self, F, tokens, left, right, roots):
+        def leaf(idx):
+            return self.cell.leaf(self.embed(F.take(tokens, idx)))
+
+        @gluon_cf.recursive
+        def even(idx):
+            def internal():
+                scale = F.ones((1, 1)) * 0.5
+                return self.cell.combine(odd(F.take(left, idx), scale),
+                                         odd(F.take(right, idx), scale))
+            return gluon_cf.cond(F.take(left, idx) < 0, lambda: leaf(idx), internal)
+
+        @gluon_cf.recursive(max_depth=self.odd_max_depth)
+        def odd(idx, scale):
+            def internal():
+                both = F.concat(even(F.take(left, idx)), even(F.take(right, idx)), dim=-1)
+                return F.broadcast_mul(self.odd_combine(both), scale)
+            return gluon_cf.cond(F.take(left, idx) < 0, lambda: leaf(idx), internal)
+        hs, _ = gluon_cf.foreach(lambda root, _: (even(root), []), roots, [])
+        return F.reshape(hs, (-3, 0))
+
+
+@pytest.mark.parametrize("case", ["sst forest", "single-node trees", "balanced",
+                                  "shuffled nodes", "repeated roots"])
+def test_mutual_recursion(case):
+    net = make(EvenOdd)
+    model = export_onnx(net, arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)
+    inputs = CASES[case]()
+    np.testing.assert_allclose(ort_run(model, inputs), gluon(net, inputs), **TOL)
+    if case in ("single-node trees", "repeated roots"):
+        names = [i.name for i in model.graph.input]
+        got = ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
+        np.testing.assert_allclose(got, gluon(net, inputs), **TOL)
+
+
+class ShallowOdd(EvenOdd):
+    odd_max_depth = 9
+
+
+def test_each_function_keeps_its_own_max_depth():
+    """odd may be called 9 calls deep: a chain whose odd calls go deeper fails, like Gluon."""
+    net = make(ShallowOdd)
+    model = export_onnx(net, arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)
+    shallow = arrays([chain(8)])
+    np.testing.assert_allclose(ort_run(model, shallow), gluon(net, shallow), **TOL)
+    deep = arrays([chain(13)])
+    with pytest.raises(gluon_cf.RecursionDepthError):
+        gluon(net, deep)
+    with pytest.raises(Exception, match="max_depth_exceeded"):
+        ort_run(model, deep)
+
+
 class MixesRows(TreeRNN):
     """Adds the mean over all calls of a level to each internal node: not row by row."""
 

@@ -233,11 +233,11 @@ class _Body:
             if n["op"] == "null":
                 self.needs.append(n["name"])
                 continue
-            rule = HOST_RULES.get(n["op"])
-            if registry.kind_of(n) is None and rule is None and self.export:
+            if registry.kind_of(n) is None and self.export:
                 self.rules[nid] = None   # emitted as an ONNX operator, never run on the host
                 stack += [_entry(i) for i in n["inputs"]]
                 continue
+            rule = HOST_RULES.get(n["op"])
             if registry.kind_of(n) is not None or rule is None:
                 raise _NotPlannable(
                     "a cond predicate or a recursive call's argument is computed by %s (node "
