@@ -187,15 +187,20 @@ class Bounded(TreeRNN):
 
 
 def test_deeper_than_max_depth_fails_the_run():
-    net = make(Bounded)
+    check_depth_bound(make(Bounded), shallow=6, deep=8)   # 5 nested calls pass, 7 do not
+
+
+def check_depth_bound(net, shallow, deep):
+    """A chain of ``shallow`` leaves runs as in Gluon; one of ``deep`` leaves fails in both
+    (Gluon raises RecursionDepthError, the exported model fails at its named guard)."""
     model = export_onnx(net, arrays([chain(3)]), dynamic_axes=NODE_AXES)
-    shallow = arrays([chain(6)])          # 5 nested calls
-    np.testing.assert_allclose(ort_run(model, shallow), gluon(net, shallow), **TOL)
-    deep = arrays([chain(8)])
+    inputs = arrays([chain(shallow)])
+    np.testing.assert_allclose(ort_run(model, inputs), gluon(net, inputs), **TOL)
+    inputs = arrays([chain(deep)])
     with pytest.raises(gluon_cf.RecursionDepthError):
-        gluon(net, deep)
+        gluon(net, inputs)
     with pytest.raises(Exception, match="max_depth_exceeded"):
-        ort_run(model, deep)
+        ort_run(model, inputs)
 
 
 def test_cyclic_tree_arrays_fail_without_hanging(tmp_path):
@@ -297,15 +302,7 @@ class ShallowOdd(EvenOdd):
 
 def test_each_function_keeps_its_own_max_depth():
     """odd may be called 9 calls deep: a chain whose odd calls go deeper fails, like Gluon."""
-    net = make(ShallowOdd)
-    model = export_onnx(net, arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)
-    shallow = arrays([chain(8)])
-    np.testing.assert_allclose(ort_run(model, shallow), gluon(net, shallow), **TOL)
-    deep = arrays([chain(13)])
-    with pytest.raises(gluon_cf.RecursionDepthError):
-        gluon(net, deep)
-    with pytest.raises(Exception, match="max_depth_exceeded"):
-        ort_run(model, deep)
+    check_depth_bound(make(ShallowOdd), shallow=8, deep=13)
 
 
 class MixesRows(TreeRNN):
