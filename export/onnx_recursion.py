@@ -90,10 +90,12 @@ def _plan(custom_node, node):
             raise _refuse(where, f"its argument #{k} has shape {shape}, not one row per call "
                                  f"(the loops stack the calls of a level as rows): give "
                                  f"per-call arguments a leading axis of 1")
+        if None in shape:
+            raise _refuse(where, f"its argument #{k} has shape {shape}, with dimensions known "
+                                 f"only at run time, which the loops' state must declare")
     env_types = [np.dtype(d) for d in custom_node.input_dtypes[num_args:]]
-    arg_specs = {entry: [((1,) + tuple(1 if d is None else d for d in s[1:]), np.dtype(t))
-                         for s, t in zip(node.in_shapes[:num_args],
-                                         custom_node.input_dtypes[:num_args])]}
+    arg_specs = {entry: [(tuple(s), np.dtype(t)) for s, t in
+                         zip(node.in_shapes[:num_args], custom_node.input_dtypes[:num_args])]}
     # A function's output rows must not depend on the sizes of the environment's dynamic
     # dimensions (a forest's node count): everything is inferred with each at two sizes, in
     # tables of our own (the process's tables serve the run-time inference).
@@ -168,6 +170,11 @@ def _call_signatures(function, shapes, dtypes, env_shapes, env_types):
     used = sym.list_inputs()
     _, out_shapes, _ = sym.infer_shape(**{n: known[n] for n in used})
     _, out_types, _ = sym.infer_type(**{n: kinds[n] for n in used})
+    if out_shapes is None or out_types is None or None in out_types \
+            or any(not s for s in out_shapes):
+        raise _refuse(f"function {function.name!r}",
+                      f"MXNet cannot infer the shapes and dtypes of its calls' arguments (got "
+                      f"{out_shapes}, {out_types})")
     calls, k = [], 0
     for site in sorted(site_args):
         n = len(site_args[site])
@@ -206,10 +213,6 @@ class _Lowering:
                     for i in range(len(custom_node.inputs) - num_args)]
         self.keys = {q: _variant_keys(f.body) for q, f in self.functions.items()}
         self.max_depth = max(f.max_depth for f in self.functions.values())
-        # Where each callee's next frontier gets its rows from: (caller, site), in this order.
-        self.feeds = {q: [(caller, site) for caller in self.order
-                          for site, callee in enumerate(self.functions[caller].sites)
-                          if callee == q] for q in self.order}
 
     # ---------------------------------------------------------------------- helpers
     def _info(self, name, spec_or_dtype, shape):
