@@ -117,7 +117,8 @@ def plot_summary(summary, path, shape=SHAPE):
             ax.text(j, i, text, ha='center', va='center', fontsize=8,
                     color='white' if dark else 'black')
     ax.set_xticks(range(len(table.methods)))
-    ax.set_xticklabels([f'{m}\n' + textwrap.fill(labels.get(m, ''), 14)
+    ax.set_xticklabels([f'{m}\n' + textwrap.fill(labels.get(m, ''), 14,
+                                                  break_long_words=False)
                         for m in table.methods], fontsize=7)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(table.rows)))
