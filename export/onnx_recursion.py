@@ -34,16 +34,31 @@ NOTE [recursion as ONNX loops]
     Mutual recursion is the same with one frontier, one set of flat tensors and one level of
     values per function, all advancing together; a call's position is in its callee's next
     frontier, which takes the rows of every (caller, site) calling it in a fixed order. Each
-    function keeps its own ``max_depth``. Functions outside this class (loops around recursive
-    calls as in the child-sum TreeLSTM, bodies that mix rows) raise NotImplementedError naming
-    the function and why: export them with ``save_artifact``.
+    function keeps its own ``max_depth``.
+
+    A ``while_loop`` around recursive calls (the child-sum TreeLSTM's loop over a node's
+    children) needs ``max_iterations``, and its *skeleton variables* (what its ``cond`` and its
+    calls' arguments read, and what their updates read) must not depend on what the calls
+    return (``schedule._Loop``). Each call in it takes ``max_iterations`` site columns, one per
+    step. The expansion runs the loop's skeleton for all rows as an inner ``Loop`` (its steps
+    computed only while some row still loops: a forest without edges has an empty child table),
+    whose scan outputs say which rows make which step's call. In the values, the body is split
+    around the loop: the part before gives its inputs, an inner ``Loop`` runs the steps while
+    any row still loops, each step gathering its calls' rows from the level below (rows that
+    stopped read an appended zero row and keep their variables), and the part after reads its
+    final variables. Functions outside all this (a loop whose steps depend on what its calls
+    return, bodies that mix rows) raise NotImplementedError naming the function and why: export
+    them with ``save_artifact``.
 """
 import itertools
+import json
 import types
 
+import mxnet as mx
 import numpy as np
 from onnx import TensorProto, helper
 
+from gluon_cf import registry
 from gluon_cf.graph import decode
 from gluon_cf.rowwise import Shaped
 from gluon_cf.recursion import schedule
@@ -398,15 +413,27 @@ class _Lowering:
         argument names)."""
         function, body = self.functions[q], self.functions[q].body
         rows = self._rows_of(em, frontier[0])
+        alive_at = {}   # loop column -> which rows make that call
         sk = schedule._Emitter()
         inputs = {name: sk.var("%s%d" % (kind, k), kind == "arg")
                   for name, (kind, k) in body.inputs.items()}
-        preds, site_args = {}, {}
-        _emit_skeleton(body, inputs, sk, preds, site_args, path=())
+        preds, site_args, loops = {}, {}, {}
+        _emit_skeleton(body, inputs, sk, preds, site_args, path=(), loops=loops)
         reference = next((e for name, e in inputs.items() if body.inputs[name][0] == "arg"))
         heads = []
+        loop_heads = [(first, k, entry) for first in sorted(loops)
+                      for k, entry in enumerate(loops[first][1])]
         for entry in list(preds.values()) + [e for s in sorted(site_args) for e in site_args[s]]:
             if entry[0] not in sk.rows:     # one value for all rows: one per row
+                entry = sk.op("broadcast_like", [entry, reference], lhs_axes=(0,),
+                              rhs_axes=(0,))
+            heads.append(entry)
+        env_of = {inputs[name]: index for name, (kind, index) in body.inputs.items()
+                  if kind == "env"}
+        for first, k, entry in loop_heads:   # a loop's variables get one row per call too
+            if entry in env_of:
+                continue                     # read as the environment value itself
+            if k < loops[first][0].nv and entry[0] not in sk.rows:
                 entry = sk.op("broadcast_like", [entry, reference], lhs_axes=(0,),
                               rhs_axes=(0,))
             heads.append(entry)
@@ -420,10 +447,24 @@ class _Lowering:
         for site in sorted(site_args):
             arg_names[site] = out_names[k:k + len(site_args[site])]
             k += len(site_args[site])
+        loop_specs = iter(self._infer(sk.symbol(heads), q)[k:] if loop_heads else [])
+        loop_names = iter(out_names[k:])
+        loop_inputs = {}
+        for first, _, entry in loop_heads:
+            spec = self.env[env_of[entry]] if entry in env_of else \
+                ValueSpec(next(loop_names), *next(loop_specs))
+            loop_inputs.setdefault(first, []).append(spec)
+        for first, (loop, _) in loops.items():
+            alive, calls = self._loop_expansion(em, q, loop, loop_inputs[first], rows)
+            for j in range(loop.max_iterations):
+                for (column, _, _), call_args in zip(loop.calls, calls):
+                    arg_names[column + j] = [em.add("Gather", [a, em.const(j)])
+                                             for a in call_args]
+                    alive_at[column + j] = em.add("Gather", [alive, em.const(j)])
         # A row's predicate is its first element (as MXNet's cond reads it). Sliced, not
         # flattened: a function may have no calls at a level, and Flatten of zero rows is
         # (0, -1), which not every runtime computes.
-        ranks = self._ranks(sk.symbol(heads), q) if heads else []
+        ranks = [len(shape) for shape, _ in self._infer(sk.symbol(heads), q)] if heads else []
         truth = {}
         for (path, name), rank in zip(pred_names.items(), ranks):
             first = name
@@ -451,18 +492,164 @@ class _Lowering:
                     em.add("Reshape", [rows, em.const([1])])],
                     value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))],
                     to=TensorProto.BOOL)])
+            if site in alive_at:   # a call in a loop: made at step j only by rows still looping
+                reached = em.add("And", [reached, alive_at[site]])
             site_rows[site] = (reached, arg_names[site])
         return code, site_rows
 
-    def _ranks(self, sym, q):
-        """The ranks of ``sym``'s outputs (a skeleton of ``q``), from MXNet's inference with
-        one row per argument and each unknown dimension at 2."""
-        known = {"arg%d" % k: (1,) + tuple(2 if d is None else d for d in a.shape[1:])
-                 for k, a in enumerate(self.args[q])}
-        known.update({"env%d" % i: tuple(2 if d is None else d for d in e.shape)
-                      for i, e in enumerate(self.env)})
-        _, outs, _ = sym.infer_shape(**{n: known[n] for n in sym.list_inputs()})
-        return [len(o) for o in outs]
+    def _infer(self, sym, q, extra=()):
+        """``(shape, dtype)`` of ``sym``'s outputs (a graph of ``q`` over ``arg<k>``,
+        ``env<i>`` and the ValueSpecs of ``extra``, a dict), from MXNet's inference with
+        three rows per argument and each unknown dimension at 2; rows are None in the shapes
+        of outputs with rows (those not shared by every call)."""
+        def fill(shape, rows):
+            return tuple(rows if k == 0 and rows else 2 if d is None else d
+                         for k, d in enumerate(shape))
+        known = {"arg%d" % k: fill(a.shape, 3) for k, a in enumerate(self.args[q])}
+        known.update({"env%d" % i: fill(e.shape, 0) for i, e in enumerate(self.env)})
+        kinds = {"arg%d" % k: a.dtype for k, a in enumerate(self.args[q])}
+        kinds.update({"env%d" % i: e.dtype for i, e in enumerate(self.env)})
+        for name, spec in dict(extra).items():
+            known[name] = fill(spec.shape, 3 if spec.shape and spec.shape[0] is None else 0)
+            kinds[name] = spec.dtype
+        used = sym.list_inputs()
+        _, shapes, _ = sym.infer_shape(**{n: known[n] for n in used})
+        _, types_, _ = sym.infer_type(**{n: kinds[n] for n in used})
+        return [((None,) + tuple(s[1:]) if s and s[0] == 3 else tuple(s), np.dtype(t))
+                for s, t in zip(shapes, types_)]
+
+    def _loop_graph(self, loop, which, inputs, em, replace=None):
+        """Emit ``loop``'s ``cond`` or ``func`` graph into ``em`` (an ONNX Emitter) with its
+        slots bound to ``inputs`` (ValueSpecs: the loop variables, then what it captured);
+        ``replace``: func's call nid -> ValueSpec of the call's packed rows (the calls are
+        then replaced by their rows, unpacked), else only the skeleton variables' new values
+        and the calls' arguments are emitted. Returns the output names."""
+        graph = loop.cond_graph if which == "cond" else loop.func_graph
+        graph_json = loop.cond_json if which == "cond" else loop.func_json
+        sk = schedule._Emitter()
+        outer, emitted = {}, {}
+        for name, slot in zip(graph.input_names, graph.slots):
+            outer[name] = inputs[slot]
+        nodes, heads_json = graph_json["nodes"], graph_json["heads"]
+        if which == "cond":
+            wanted = [heads_json[0]]
+        elif replace is not None:
+            wanted = list(heads_json)
+        else:
+            wanted = [i for _, fnid, _ in loop.calls for i in nodes[fnid]["inputs"]] + \
+                [heads_json[k] for k in loop.skeleton_vars]
+        # Only what the outputs need: a call's argument (a take from a table that may be empty)
+        # is not computed where the call's rows replace the call.
+        needed = schedule._reached(nodes, [schedule._entry(e) for e in wanted])
+        for nid, n in enumerate(nodes):
+            if nid not in needed:
+                continue
+            if n["op"] == "null":
+                emitted[(nid, 0)] = sk.var(n["name"], True)
+            elif registry.kind_of(n) == "invoke":
+                if replace is not None:
+                    spec = replace[nid]
+                    callee = next(c for _, fnid, c in loop.calls if fnid == nid)
+                    name = "call%d" % nid
+                    outer[name] = spec
+                    for k, e in enumerate(sk.unpack(sk.var(name, True), self.layouts[callee])):
+                        emitted[(nid, k)] = e
+            elif all(schedule._entry(i) in emitted for i in n["inputs"]):
+                out = sk.copy(n, [emitted[schedule._entry(i)] for i in n["inputs"]])
+                for k in range(8):
+                    emitted[(nid, k)] = (out, k)
+        heads = [emitted[schedule._entry(e)] for e in wanted]
+        return self._convert(em, sk.symbol(heads), f"{em.prefix}/{which}", outer)
+
+    def _first_of_rows(self, em, value, rank):
+        """Bool (rows,): each row's first element is nonzero (how cond reads a predicate)."""
+        if rank > 1:
+            axes = list(range(1, rank))
+            value = em.add("Slice", [value, em.const([0] * len(axes)), em.const([1] * len(axes)),
+                                     em.const(axes)])
+        return em.add("Cast", [em.add("Reshape", [value, em.const([-1])])], to=TensorProto.BOOL)
+
+    def _loop_expansion(self, em, q, loop, inputs, rows):
+        """The skeleton of ``loop`` (a while_loop making calls) for every row, as an inner
+        Loop of max_iterations steps: returns (alive (M, rows): which rows still loop at each
+        step, [per call: its argument names, each (M, rows, ...)])."""
+        nv, prefix = loop.nv, f"{em.prefix}/{q}/loop{loop.calls[0][0]}"
+        body = Emitter(prefix)
+        it, cond_in, alive_in = (f"{prefix}/{n}" for n in ("iter", "cond_in", "alive"))
+        state = [ValueSpec(f"{prefix}/var{k}", inputs[k].shape, inputs[k].dtype)
+                 for k in range(nv)]
+        bound = state + list(inputs[nv:])
+        (pred,) = self._loop_graph(loop, "cond", bound, body)
+        rank = len(self._cond_shape(loop, bound))
+        alive = body.add("And", [alive_in, self._first_of_rows(body, pred, rank)])
+        # The calls' arguments and the skeleton variables' updates, only while some row still
+        # loops: a row that does not would read past its children (clipped), and a forest
+        # without children has an empty child table, which no gather can read.
+        looping = body.add("Greater", [body.add("ReduceSum", [
+            body.add("Cast", [alive], to=TensorProto.INT64)], keepdims=0), body.const(0)])
+        then = Emitter(f"{prefix}/step")
+        produced = self._loop_graph(loop, "func", bound, then)
+        idle = Emitter(f"{prefix}/idle")
+        arg_specs = [a for _, _, callee in loop.calls for a in self.args[callee]]
+        rows_here = self._rows_of(idle, alive)
+        skipped = [idle.add("ConstantOfShape", [idle.add("Concat", [
+            idle.add("Reshape", [rows_here, idle.const([1])]),
+            idle.const(list(a.shape[1:]) or np.zeros(0, np.int64))], axis=0)],
+            value=helper.make_tensor("zero", helper.np_dtype_to_tensor_dtype(a.dtype), [1],
+                                     [0])) for a in arg_specs] + \
+            [idle.add("Identity", [state[k].name]) for k in loop.skeleton_vars]
+        out_specs = arg_specs + [state[k] for k in loop.skeleton_vars]
+        then_out = [then.add("Identity", [p]) for p in produced]
+        produced = body.add("If", [looping], [body.fresh("step") for _ in out_specs],
+                            then_branch=helper.make_graph(then.nodes, then.prefix, [], [
+                                self._info(o, v.dtype, None) for o, v in zip(then_out, out_specs)]),
+                            else_branch=helper.make_graph(idle.nodes, idle.prefix, [], [
+                                self._info(o, v.dtype, None) for o, v in zip(skipped, out_specs)]))
+        produced = produced if isinstance(produced, list) else [produced]
+        num_call_args = [len(loop.func_json["nodes"][fnid]["inputs"]) for _, fnid, _ in loop.calls]
+        call_args, k = [], 0
+        for n in num_call_args:
+            call_args.append(produced[k:k + n])
+            k += n
+        new = dict(zip(loop.skeleton_vars, produced[k:]))
+        outs = [body.add("Identity", [new.get(v, state[v].name)]) for v in range(nv)]
+        go_on = body.add("Identity", [body.const(True, np.bool_)])
+        scans = [body.add("Identity", [alive])] + \
+            [body.add("Identity", [a]) for args in call_args for a in args]
+        infos_in = [self._info(it, TensorProto.INT64, []),
+                    self._info(cond_in, TensorProto.BOOL, [])] + \
+            [self._info(v.name, v.dtype, list(v.shape)) for v in state] + \
+            [self._info(alive_in, TensorProto.BOOL, [None])]
+        arg_dtypes = [a.dtype for _, _, callee in loop.calls for a in self.args[callee]]
+        infos_out = [self._info(go_on, TensorProto.BOOL, [])] + \
+            [self._info(o, v.dtype, None) for o, v in zip(outs, state)] + \
+            [self._info(alive, TensorProto.BOOL, [None]),
+             self._info(scans[0], TensorProto.BOOL, [None])] + \
+            [self._info(o, dtype, None) for o, dtype in zip(scans[1:], arg_dtypes)]
+        graph = helper.make_graph(body.nodes, prefix, infos_in, infos_out)
+        all_true = em.add("Cast", [em.add("ConstantOfShape", [
+            em.add("Reshape", [rows, em.const([1])])],
+            value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))], to=TensorProto.BOOL)
+        results = em.add("Loop", [em.const(int(loop.max_iterations)), em.const(True, np.bool_)] +
+                         [v.name for v in inputs[:nv]] + [all_true],
+                         [em.fresh("loop_out") for _ in range(nv + 1 + len(scans))],
+                         body=graph)
+        seq = results[nv + 1:]
+        alive_seq, args_seq, k = seq[0], [], 1
+        for n in num_call_args:
+            args_seq.append(seq[k:k + n])
+            k += n
+        return alive_seq, args_seq
+
+    def _cond_shape(self, loop, bound):
+        """The shape of ``loop``'s predicate for these bound inputs (MXNet's inference)."""
+        sym = mx.sym.load_json(json.dumps(loop.cond_json))
+        shapes = {name: bound[slot].shape for name, slot in
+                  zip(loop.cond_graph.input_names, loop.cond_graph.slots)}
+        known = {n: tuple(3 if k == 0 and d is None else 2 if d is None else d
+                          for k, d in enumerate(shapes[n])) for n in sym.list_inputs()}
+        _, outs, _ = sym.infer_shape(**known)
+        return outs[0]
 
     def _mask(self, em, body, key, path, truth, rows):
         """Bool (rows,): which rows take variant ``key`` of ``body`` (at ``path``)."""
@@ -532,46 +719,144 @@ class _Lowering:
 
     def _variant_rows(self, em, q, key, picked, args, level_kids, below, values):
         """Emit into ``em`` the rows ``picked`` of the level taking variant ``key`` of ``q``:
-        their packed values scattered into ``values``; returns the name of the result."""
-        sym, site_order = self._variant_symbol(q, key)
+        their packed values scattered into ``values``; returns the name of the result.
+
+        A ``while_loop`` making calls splits the body: the part before it gives the loop's
+        inputs, an inner Loop runs it (each step reading its calls' rows from the level
+        below), the part after reads its final variables."""
         function = self.functions[q]
         outer = {"arg%d" % k: ValueSpec(em.add("Gather", [args[k], picked]), a.shape, a.dtype)
                  for k, a in enumerate(self.args[q])}
         outer.update({"env%d" % i: spec for i, spec in enumerate(self.env)})
-        for site in site_order:
+        in_loops = {c for loop in _loops_of(function.body) for c in loop.columns()}
+        sites = [site for site in function.body.sites_of(key) if site not in in_loops]
+        for site in sites:
             callee = function.sites[site]
             column = em.add("Gather", [level_kids, em.const(site)], axis=1)
             child = em.add("Gather", [column, picked])
             outer["site%d" % site] = ValueSpec(
                 em.add("Gather", [below[callee], child]), (None, self.layouts[callee]["width"]),
                 self.layouts[callee]["dtype"])
+        recorded = []
+
+        def before(loop, ins):            # the loop's inputs; its outputs stand for nothing yet
+            recorded.append((loop, ins))
+            return ins[:loop.nv]
+        sym_em, pre_heads = self._variant_heads(q, key, sites, before)
+        if recorded:
+            kids_picked = em.add("Gather", [level_kids, picked])
+            heads = []
+            inputs = sym_em.inputs
+            env_entries = {inputs[name]: index for name, (kind, index)
+                           in function.body.inputs.items() if kind == "env"}
+            for loop, ins in recorded:
+                for k, entry in enumerate(ins):
+                    if entry not in env_entries:
+                        if k < loop.nv and entry[0] not in sym_em.rows:
+                            entry = sym_em.op("broadcast_like", [entry, sym_em.reference],
+                                              lhs_axes=(0,), rhs_axes=(0,))
+                        heads.append(entry)
+            site_specs = {n: v for n, v in outer.items() if n.startswith("site")}
+            pre = sym_em.symbol(heads)
+            names = iter(self._convert(em, pre, f"{em.prefix}/before", outer))
+            specs = iter(self._infer(pre, q, site_specs))
+            for loop, ins in recorded:
+                bound = [self.env[env_entries[e]] if e in env_entries else
+                         ValueSpec(next(names), *next(specs)) for e in ins]
+                finals = self._loop_values(em, q, loop, bound, kids_picked, below)
+                first = loop.calls[0][0]
+                for k, name in enumerate(finals):
+                    outer["loop%d_out%d" % (first, k)] = ValueSpec(name, bound[k].shape,
+                                                                   bound[k].dtype)
+
+            def after(loop, ins):
+                return [post_em.var("loop%d_out%d" % (loop.calls[0][0], k), True)
+                        for k in range(loop.nv)]
+            post_em = schedule._Emitter()
+            post_em, post_heads = self._variant_heads(q, key, sites, after, post_em)
+            sym = post_em.symbol([self._packed(post_em, q, post_heads)])
+        else:
+            sym = sym_em.symbol([self._packed(sym_em, q, pre_heads)])
         packed = self._convert(em, sym, f"{em.prefix}/body", outer)[0]
         return em.add("ScatterND", [values, em.add("Unsqueeze", [picked, em.const([1])]),
                                     packed])
 
-    def _variant_symbol(self, q, key):
-        """The body of variant ``key`` of ``q`` as an MXNet symbol: inputs ``arg<k>``,
-        ``env<i>`` (one row per call, or shared) and ``site<s>`` (the packed rows of call site
-        s); output the packed rows. Returns it and the sites it reads."""
-        function, layout = self.functions[q], self.layouts[q]
-        em = schedule._Emitter()
-        inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
-                  for name, (kind, k) in function.body.inputs.items()}
-        sites = function.body.sites_of(key)
+    def _variant_heads(self, q, key, sites, loop_outputs, em=None):
+        """Variant ``key`` of ``q`` inlined as an MXNet graph over ``arg<k>``, ``env<i>`` and
+        ``site<s>`` (the packed rows of call site s, for ``sites``): (its emitter, the entries
+        of the function's outputs). ``loop_outputs`` stands in for while_loops making calls."""
+        function = self.functions[q]
+        em = em or schedule._Emitter()
+        em.inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
+                     for name, (kind, k) in function.body.inputs.items()}
+        em.reference = next(e for name, e in em.inputs.items()
+                            if function.body.inputs[name][0] == "arg")
         site_outputs = {site: em.unpack(em.var("site%d" % site, True),
                                         self.layouts[function.sites[site]])
                         for site in sites}
-        heads = schedule._inline(function.body, key, inputs, em, site_outputs)
-        reference = next(e for name, e in inputs.items()
-                         if function.body.inputs[name][0] == "arg")
+        heads = schedule._inline(function.body, key, em.inputs, em, site_outputs, loop_outputs)
+        return em, heads
+
+    def _packed(self, em, q, heads):
+        """The function's outputs as one packed row per call."""
         packed = []
-        for head, shape in zip(heads, layout["shapes"]):
+        for head, shape in zip(heads, self.layouts[q]["shapes"]):
             if head[0] not in em.rows:
-                head = em.op("broadcast_like", [head, reference], lhs_axes=(0,), rhs_axes=(0,))
+                head = em.op("broadcast_like", [head, em.reference], lhs_axes=(0,),
+                             rhs_axes=(0,))
             packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
-        out = packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
-                                                        num_args=len(packed))
-        return em.symbol([out]), sites
+        return packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
+                                                         num_args=len(packed))
+
+    def _loop_values(self, em, q, loop, inputs, kids, below):
+        """``loop`` (a while_loop making calls) on the rows of a variant, as an inner Loop of
+        at most max_iterations steps: each step, the rows still looping read their call's rows
+        (column first + step of ``kids``) from the level below and update their variables;
+        the others keep theirs. Returns the final variables' names."""
+        nv, prefix = loop.nv, f"{em.prefix}/loop{loop.calls[0][0]}"
+        body = Emitter(prefix)
+        it, cond_in, alive_in = (f"{prefix}/{n}" for n in ("iter", "cond_in", "alive"))
+        state = [ValueSpec(f"{prefix}/var{k}", inputs[k].shape, inputs[k].dtype)
+                 for k in range(nv)]
+        bound = state + list(inputs[nv:])
+        (pred,) = self._loop_graph(loop, "cond", bound, body)
+        alive = body.add("And", [alive_in, self._first_of_rows(
+            body, pred, len(self._cond_shape(loop, bound)))])
+        replace = {}
+        for first, fnid, callee in loop.calls:
+            width, dtype = self.layouts[callee]["width"], self.layouts[callee]["dtype"]
+            # Rows not looping read an appended zero row instead of position -1.
+            table = em.add("Concat", [below[callee], em.add("ConstantOfShape", [
+                em.const([1, width])], value=helper.make_tensor(
+                    "zero", helper.np_dtype_to_tensor_dtype(dtype), [1], [0]))], axis=0)
+            pad = self._rows_of(em, below[callee])
+            kid = body.add("Gather", [kids, body.add("Add", [it, body.const(first)])], axis=1)
+            safe = body.add("Where", [alive, kid, pad])
+            replace[fnid] = ValueSpec(body.add("Gather", [table, safe]), (None, width), dtype)
+        new = self._loop_graph(loop, "func", bound, body, replace)
+        outs = []
+        for k, v in enumerate(state):
+            mask = body.add("Reshape", [alive, body.const([-1] + [1] * (len(v.shape) - 1))])
+            outs.append(body.add("Where", [mask, new[k], v.name]))
+        go_on = body.add("Greater", [body.add("ReduceSum", [
+            body.add("Cast", [alive], to=TensorProto.INT64)], keepdims=0), body.const(0)])
+        infos_in = [self._info(it, TensorProto.INT64, []),
+                    self._info(cond_in, TensorProto.BOOL, [])] + \
+            [self._info(v.name, v.dtype, list(v.shape)) for v in state] + \
+            [self._info(alive_in, TensorProto.BOOL, [None])]
+        alive_out = body.add("Identity", [alive])
+        infos_out = [self._info(go_on, TensorProto.BOOL, [])] + \
+            [self._info(o, v.dtype, None) for o, v in zip(outs, state)] + \
+            [self._info(alive_out, TensorProto.BOOL, [None])]
+        rows = self._rows_of(em, inputs[0].name)
+        all_true = em.add("Cast", [em.add("ConstantOfShape", [
+            em.add("Reshape", [rows, em.const([1])])],
+            value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))], to=TensorProto.BOOL)
+        results = em.add("Loop", [em.const(int(loop.max_iterations)), em.const(True, np.bool_)] +
+                         [v.name for v in inputs[:nv]] + [all_true],
+                         [em.fresh("loop_var") for _ in range(nv + 1)],
+                         body=helper.make_graph(body.nodes, prefix, infos_in, infos_out))
+        return results[:nv]
 
     def _unpack_result(self, final):
         node, layout = self.node, self.layouts[self.order[0]]
@@ -584,10 +869,19 @@ class _Lowering:
         return node.nodes, [layout["dtype"]] * len(self.custom.outputs)
 
 
-def _emit_skeleton(body, inputs, em, preds, site_args, path):
+def _loops_of(body):
+    """The while_loops making calls in ``body`` and its branches."""
+    found = list(body.loops.values())
+    for _, _, branches in body.conds:
+        for choice in (True, False):
+            found += _loops_of(branches[choice][0])
+    return found
+
+
+def _emit_skeleton(body, inputs, em, preds, site_args, path, loops=None):
     """Emit ``body``'s skeleton with both sides of every cond: ``preds[path]`` gets each cond's
     predicate (path: cond index, choice, cond index, ...), ``site_args[site]`` each call's
-    arguments."""
+    arguments, ``loops[first column]`` each while_loop making calls and its inputs."""
     emitted, copied = {}, {}
     cond_index = {nid: i for i, (nid, _, _) in enumerate(body.conds)}
 
@@ -608,7 +902,11 @@ def _emit_skeleton(body, inputs, em, preds, site_args, path):
             for choice in (True, False):
                 branch = branches[choice][0]
                 sub_inputs = {name: get(entry) for name, entry in branches[choice][1]}
-                _emit_skeleton(branch, sub_inputs, em, preds, site_args, path + (i, choice))
+                _emit_skeleton(branch, sub_inputs, em, preds, site_args, path + (i, choice),
+                               loops)
         elif nid in body.site_of:
             site_args[body.site_of[nid]] = [get(i) for i in n["inputs"]]
+        elif nid in body.loops and loops is not None:
+            loop = body.loops[nid]
+            loops[loop.calls[0][0]] = (loop, [get(i) for i in n["inputs"]])
     return emitted

@@ -19,7 +19,7 @@ from onnx import helper
 import gluon_cf
 from gluon_cf.data.trees import (batchify_forest, build_vocab, encode_tree, parse_tree,
                                  synthetic_treebank)
-from gluon_cf.export import (ArtifactDepthError, ArtifactError, Limits, export_onnx, load,
+from gluon_cf.export import (ArtifactDepthError, ArtifactError, Limits, load,
                              save_artifact)
 from gluon_cf.models.recursive import ChildSumTreeLSTM, TopDownTreeLSTM, TreeLSTM, TreeRNN
 
@@ -299,15 +299,6 @@ def test_save_from_symbol_files(tmp_path):
     for inputs in [example] + others:
         np.testing.assert_allclose(artifact(*inputs)[0], gluon_outputs(net, inputs)[0], **TOL)
     assert [name for name, _, _ in artifact.inputs] == ["data0", "data1", "data2", "data3"]
-
-
-def test_export_onnx_points_unlowerable_recursion_to_save_artifact():
-    """ChildSumTreeLSTM loops (while_loop) around its recursive calls, which the standard ONNX
-    lowering does not express (tests/test_export_recursive_onnx.py has the models it does)."""
-    _, _, (_, net, example, axes, _), *_ = model_cases()
-    with pytest.raises(NotImplementedError, match="cannot be lowered to standard ONNX loops: "
-                                                  ".*gluon_cf.export.save_artifact"):
-        export_onnx(net, example, dynamic_axes=axes)
 
 
 # ----------------------------------------------------------------------------- runtime bounds

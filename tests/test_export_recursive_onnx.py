@@ -1,6 +1,6 @@
 """Recursive models as standard ONNX (NOTE [recursion as ONNX loops] in export/onnx_recursion.py):
-TreeLSTM, TreeRNN, RNTN and the top-down generator export with export_onnx to the default
-domain only, and onnxruntime -
+TreeLSTM, TreeRNN, RNTN, the top-down generator, the child-sum TreeLSTM and mutual recursion
+export with export_onnx to the default domain only, and onnxruntime -
 and, on small cases, onnx's own ReferenceEvaluator, a second runtime written independently - give
 Gluon's outputs on single-node trees, a 5,001-node chain, balanced trees, SST-like forests,
 shuffled node order and repeated roots. Models whose recursion the lowering cannot express are
@@ -336,17 +336,90 @@ class MixesRows(TreeRNN):
         return F.reshape(hs, (-3, 0))
 
 
+NARY = [parse_tree("(2 (1 a) (3 b) (2 c))"), parse_tree("(0 lone)"),
+        parse_tree("(3 (4 (1 d) (2 e) (3 f) (1 g)) (2 e))"), parse_tree("(1 (2 a) (0 b))")]
+NARY_VOCAB = build_vocab(NARY)
+
+
+def nary_arrays(trees):
+    forest = batchify_forest([encode_tree(t, NARY_VOCAB, binary=False) for t in trees])
+    return [getattr(forest, n).astype(np.float32)
+            for n in ("tokens", "child_ptr", "child_idx", "roots")]
+
+
+def child_sum(max_children=4, seed=0):
+    mx.random.seed(seed)
+    net = ChildSumTreeLSTM(len(NARY_VOCAB), embed_size=4, hidden_size=3,
+                           max_children=max_children)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    return net
+
+
+@pytest.mark.parametrize("max_children", [4, 64])
+def test_child_sum_loops_around_its_calls(max_children, tmp_path):
+    """ChildSumTreeLSTM sums a node's children with a while_loop around its recursive calls:
+    the expansion runs the loop's skeleton for every row (which children each row calls),
+    the values run the loop over the gathered children's rows."""
+    net = child_sum(max_children)
+    model = export_onnx(net, nary_arrays(NARY[:2]), dynamic_axes=NODE_AXES)
+    for trees in (NARY, NARY[2:3], NARY[1:], [NARY[1], NARY[0], NARY[1], NARY[3]]):
+        inputs = nary_arrays(trees)
+        np.testing.assert_allclose(ort_run(model, inputs), gluon(net, inputs), **TOL)
+    if max_children == 4:
+        inputs = nary_arrays(NARY)
+        names = [i.name for i in model.graph.input]
+        got = ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
+        np.testing.assert_allclose(got, gluon(net, inputs), **TOL)
+        (got,) = run_without_gluon_cf(model, inputs, tmp_path)
+        np.testing.assert_allclose(got, gluon(net, inputs), **TOL)
+
+
+def test_child_sum_without_any_edge():
+    """Single-node trees only: the child table is empty, which no gather can read, and the
+    loop's calls must not be computed. (Hybridized MXNet refuses the empty table: the oracle
+    is the same model run eagerly.)"""
+    net = child_sum()
+    model = export_onnx(net, nary_arrays(NARY[:2]), dynamic_axes=NODE_AXES)
+    eager = ChildSumTreeLSTM(len(NARY_VOCAB), embed_size=4, hidden_size=3, max_children=4)
+    eager.initialize()
+    for mine, theirs in zip(eager.collect_params().values(), net.collect_params().values()):
+        mine.set_data(theirs.data())
+    inputs = nary_arrays([NARY[1], NARY[1]])
+    assert inputs[2].size == 0
+    np.testing.assert_allclose(ort_run(model, inputs), eager(*[nd.array(x) for x in inputs])
+                               .asnumpy(), **TOL)
+
+
+class UntilLarge(TreeRNN):
+    """Adds children's states until their sum exceeds 1: how many calls a node makes depends
+    on what the calls return."""
+
+    def encode(self, F, tokens, left, right, roots):
+        @gluon_cf.recursive
+        def node(idx):
+            def leaf():
+                return self.cell.leaf(self.embed(F.take(tokens, idx)))
+
+            def internal():
+                def more(k, total):
+                    return (total.sum() < 1) * (k < 2)
+
+                def step(k, total):
+                    child = F.take(F.stack(F.take(left, idx), F.take(right, idx)), k)
+                    return [], [k + 1, total + node(F.reshape(child, (1,)))]
+                _, (_, total) = gluon_cf.while_loop(
+                    more, step, [F.zeros((1,)), F.zeros((1, 5))], max_iterations=2)
+                return F.tanh(total)
+            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+        hs, _ = gluon_cf.foreach(lambda root, _: (node(root), []), roots, [])
+        return F.reshape(hs, (-3, 0))
+
+
 def test_models_the_lowering_cannot_express_name_the_function():
-    nary = [parse_tree("(2 (1 a) (3 b) (2 c))"), parse_tree("(0 lone)")]
-    vocab = build_vocab(nary)
-    forest = batchify_forest([encode_tree(t, vocab, binary=False) for t in nary])
-    child_sum = ChildSumTreeLSTM(len(vocab), embed_size=4, hidden_size=3, max_children=4)
-    child_sum.initialize()
-    child_sum.hybridize()
-    inputs = [getattr(forest, n).astype(np.float32)
-              for n in ("tokens", "child_ptr", "child_idx", "roots")]
-    with pytest.raises(NotImplementedError, match=r"function 'node'.*while_loop.*save_artifact"):
-        export_onnx(child_sum, inputs, dynamic_axes=NODE_AXES)
+    with pytest.raises(NotImplementedError, match=r"function 'node'.*is computed from what a "
+                                                  r"recursive call returns.*save_artifact"):
+        export_onnx(make(UntilLarge), arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)
     with pytest.raises(NotImplementedError, match=r"function 'node'.*does not act row by row.*"
                                                   r"save_artifact"):
         export_onnx(make(MixesRows), arrays(TREES["sst"][:2]), dynamic_axes=NODE_AXES)

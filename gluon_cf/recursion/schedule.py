@@ -178,6 +178,7 @@ class _Body:
         self.conds = []           # (nid, pred entry, {choice: (_Body, [(name, entry)])})
         self.invokes = []         # (nid, site, callee qname, [entries])
         self.site_of = {}         # invoke nid -> site index in the function
+        self.loops = {}           # while_loop nid -> _Loop (export only: calls inside loops)
         self.batched = {}         # nid -> whether its outputs hold rows
         self._analyse(batched, sites)
 
@@ -209,6 +210,8 @@ class _Body:
                 sites.append(spec["function"])
                 self.site_of[nid] = site
                 self.invokes.append((nid, site, spec["function"], ins))
+            elif kind == "while_loop" and self.export and _calls_inside(n):
+                self.loops[nid] = _Loop(n, ins, sites)
             elif kind is not None or registry.is_user_custom(n) or n["op"] in DYNAMIC_SHAPE_OPS:
                 raise _NotPlannable("its body holds %s (node %r), which the schedule does not "
                                     "inline" % (kind or n["op"], n["name"]))
@@ -223,6 +226,8 @@ class _Body:
                 wanted += [entry for _, entry in needs]
         for _, _, _, ins in self.invokes:
             wanted += ins
+        for loop in self.loops.values():
+            wanted += loop.ins
         needed, self.needs, stack = set(), [], list(wanted)
         while stack:
             nid, k = stack.pop()
@@ -338,7 +343,94 @@ class _Body:
                 sites += branches[choice][0].sites_of(sub)
             elif nid in self.site_of:
                 sites.append(self.site_of[nid])
+            elif nid in self.loops:
+                sites += self.loops[nid].columns()
         return sites
+
+
+def _calls_inside(node):
+    """Whether a gluon_cf node's graphs hold recursive calls at their top level."""
+    spec = json.loads(node["attrs"]["spec"])
+    return any(registry.kind_of(n) == "invoke"
+               for graph in spec["graphs"].values() for n in json.loads(graph["json"])["nodes"])
+
+
+def _reached(nodes, heads):
+    """The node ids ``heads`` (entries) are computed from, inputs included."""
+    seen, stack = set(), [h[0] for h in heads]
+    while stack:
+        nid = stack.pop()
+        if nid not in seen:
+            seen.add(nid)
+            stack += [i[0] for i in nodes[nid]["inputs"]]
+    return seen
+
+
+class _Loop:
+    """A ``while_loop`` whose ``func`` makes recursive calls (for the ONNX export only: NOTE
+    [recursion as ONNX loops] in export/onnx_recursion.py). Each call site in ``func`` takes
+    ``max_iterations`` consecutive site columns of the function, one per iteration. Its
+    *skeleton variables* (those its ``cond`` and its calls' arguments read, and those their
+    updates read) must not depend on what the calls return: then the expansion can run the
+    loop's skeleton for every row before any value is known."""
+
+    def __init__(self, node, ins, sites):
+        from ..graph import decode
+        spec = json.loads(node["attrs"]["spec"])
+        decoded = decode("while_loop", node["attrs"]["spec"])
+        where = "while_loop (node %r)" % node["name"]
+        self.ins, self.nv = ins, spec["num_vars"]
+        self.max_iterations = spec.get("max_iterations")
+        if not isinstance(self.max_iterations, int) or spec["num_out_data"]:
+            raise _NotPlannable("its %s makes recursive calls, and has no max_iterations or "
+                                "has step outputs" % where)
+        self.cond_json = json.loads(spec["graphs"]["cond"]["json"])
+        self.func_json = json.loads(spec["graphs"]["func"]["json"])
+        self.cond_graph, self.func_graph = decoded.graphs["cond"], decoded.graphs["func"]
+        for n in self.cond_json["nodes"]:
+            if registry.kind_of(n) is not None:
+                raise _NotPlannable("the cond of its %s holds %s" % (where, registry.kind_of(n)))
+        self.calls = []          # (first column, invoke nid in func, callee)
+        for fnid, n in enumerate(self.func_json["nodes"]):
+            kind = registry.kind_of(n)
+            if kind == "invoke":
+                callee = json.loads(n["attrs"]["spec"])["function"]
+                self.calls.append((len(sites), fnid, callee))
+                sites += [callee] * self.max_iterations
+            elif kind is not None:
+                raise _NotPlannable("the func of its %s holds %s" % (where, kind))
+        nodes, heads = self.func_json["nodes"], self.func_json["heads"]
+        var_of = {name: slot for name, slot in zip(self.func_graph.input_names,
+                                                  self.func_graph.slots) if slot < self.nv}
+        cond_vars = {slot for name, slot in zip(self.cond_graph.input_names,
+                                                self.cond_graph.slots) if slot < self.nv}
+        calls = {fnid for _, fnid, _ in self.calls}
+
+        def vars_read(entries):
+            reached = _reached(nodes, entries)
+            if reached & calls:
+                return None
+            return {var_of[nodes[i]["name"]] for i in reached
+                    if nodes[i]["op"] == "null" and nodes[i]["name"] in var_of}
+        skeleton = set(cond_vars)
+        for _, fnid, _ in self.calls:
+            skeleton |= vars_read([_entry(i) for i in nodes[fnid]["inputs"]])
+        while True:
+            grown = set(skeleton)
+            for k in skeleton:
+                read = vars_read([_entry(heads[k])])
+                if read is None:
+                    raise _NotPlannable("loop variable #%d of its %s, which decides its steps "
+                                        "or its calls' arguments, is computed from what a "
+                                        "recursive call returns" % (k, where))
+                grown |= read
+            if grown == skeleton:
+                break
+            skeleton = grown
+        self.skeleton_vars = sorted(skeleton)
+
+    def columns(self):
+        return [first + j for first, _, _ in self.calls for j in range(self.max_iterations)]
 
 
 class _Function:
@@ -880,9 +972,11 @@ def _result_graph(plan, layouts, sources):
     return graph
 
 
-def _inline(body, key, inputs, em, site_outputs):
+def _inline(body, key, inputs, em, site_outputs, loop_outputs=None):
     """Emit ``body`` with the branches of variant ``key`` in place of its conds; ``inputs``:
-    input name -> emitted entry. Returns the emitted entries of its outputs."""
+    input name -> emitted entry. A ``while_loop`` making recursive calls (export only) is
+    ``loop_outputs(loop, its emitted inputs)`` -> its outputs' entries. Returns the emitted
+    entries of its outputs."""
     emitted, copied = {}, {}
     conds = {nid: (i, branches) for i, (nid, _, branches) in enumerate(body.conds)}
 
@@ -897,10 +991,13 @@ def _inline(body, key, inputs, em, site_outputs):
             choice, sub = key[i]
             branch = branches[choice][0]
             outs = _inline(branch, sub, {name: get(e) for name, e in branch.inputs.items()},
-                           em, site_outputs)
+                           em, site_outputs, loop_outputs)
             emitted.update(((nid, k), e) for k, e in enumerate(outs))
         elif nid in body.site_of:
             emitted.update(((nid, k), e) for k, e in enumerate(site_outputs[body.site_of[nid]]))
+        elif nid in body.loops:
+            outs = loop_outputs(body.loops[nid], [get(i) for i in n["inputs"]])
+            emitted.update(((nid, k), e) for k, e in enumerate(outs))
         else:
             copied[nid] = em.copy(n, [get(i) for i in n["inputs"]])
     return [get(h) for h in body.heads]
