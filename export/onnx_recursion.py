@@ -569,19 +569,27 @@ class _Lowering:
                                      em.const(axes)])
         return em.add("Cast", [em.add("Reshape", [value, em.const([-1])])], to=TensorProto.BOOL)
 
+    def _loop_step(self, prefix, loop, inputs):
+        """The start of an inner Loop's body running ``loop`` on rows: (its emitter, the names
+        of its step and condition inputs and of the rows still looping before the step, the
+        loop variables' ValueSpecs, what ``cond`` and ``func`` read, the rows looping after
+        ``cond``)."""
+        body = Emitter(prefix)
+        it, cond_in, alive_in = (f"{prefix}/{n}" for n in ("iter", "cond_in", "alive"))
+        state = [ValueSpec(f"{prefix}/var{k}", inputs[k].shape, inputs[k].dtype)
+                 for k in range(loop.nv)]
+        bound = state + list(inputs[loop.nv:])
+        (pred,) = self._loop_graph(loop, "cond", bound, body)
+        alive = body.add("And", [alive_in, self._first_of_rows(
+            body, pred, len(self._cond_shape(loop, bound)))])
+        return body, it, cond_in, alive_in, state, bound, alive
+
     def _loop_expansion(self, em, q, loop, inputs, rows):
         """The skeleton of ``loop`` (a while_loop making calls) for every row, as an inner
         Loop of max_iterations steps: returns (alive (M, rows): which rows still loop at each
         step, [per call: its argument names, each (M, rows, ...)])."""
         nv, prefix = loop.nv, f"{em.prefix}/{q}/loop{loop.calls[0][0]}"
-        body = Emitter(prefix)
-        it, cond_in, alive_in = (f"{prefix}/{n}" for n in ("iter", "cond_in", "alive"))
-        state = [ValueSpec(f"{prefix}/var{k}", inputs[k].shape, inputs[k].dtype)
-                 for k in range(nv)]
-        bound = state + list(inputs[nv:])
-        (pred,) = self._loop_graph(loop, "cond", bound, body)
-        rank = len(self._cond_shape(loop, bound))
-        alive = body.add("And", [alive_in, self._first_of_rows(body, pred, rank)])
+        body, it, cond_in, alive_in, state, bound, alive = self._loop_step(prefix, loop, inputs)
         # The calls' arguments and the skeleton variables' updates, only while some row still
         # loops: a row that does not would read past its children (clipped), and a forest
         # without children has an empty child table, which no gather can read.
@@ -814,14 +822,7 @@ class _Lowering:
         (column first + step of ``kids``) from the level below and update their variables;
         the others keep theirs. Returns the final variables' names."""
         nv, prefix = loop.nv, f"{em.prefix}/loop{loop.calls[0][0]}"
-        body = Emitter(prefix)
-        it, cond_in, alive_in = (f"{prefix}/{n}" for n in ("iter", "cond_in", "alive"))
-        state = [ValueSpec(f"{prefix}/var{k}", inputs[k].shape, inputs[k].dtype)
-                 for k in range(nv)]
-        bound = state + list(inputs[nv:])
-        (pred,) = self._loop_graph(loop, "cond", bound, body)
-        alive = body.add("And", [alive_in, self._first_of_rows(
-            body, pred, len(self._cond_shape(loop, bound)))])
+        body, it, cond_in, alive_in, state, bound, alive = self._loop_step(prefix, loop, inputs)
         replace = {}
         for first, fnid, callee in loop.calls:
             width, dtype = self.layouts[callee]["width"], self.layouts[callee]["dtype"]
