@@ -12,7 +12,8 @@ from typing import Optional
 
 from .errors import CallTreeTooLargeError, RecursionDepthError
 
-_MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke",
+_MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
+                "AutographError",
                 "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor")
 _mxnet_missing: Optional[ImportError]
 try:
@@ -28,6 +29,7 @@ else:
     from .node import DynamicShapeError, IncompleteShapeError
     from . import hybrid  # noqa: F401 - runs hybridized blocks with run-time shapes
     from .recursion import invoke, recursive
+    from .autograph import AutographError, autograph, to_code
 
 
 def __getattr__(name):
@@ -38,7 +40,8 @@ def __getattr__(name):
     raise AttributeError("module 'gluon_cf' has no attribute %r" % name)
 
 
-__all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "RecursionDepthError",
+__all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
+           "AutographError", "RecursionDepthError",
            "CallTreeTooLargeError",
            "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor"]
 __version__ = "0.1.0"

@@ -1,0 +1,431 @@
+"""``@gluon_cf.autograph``: plain Python ``if`` on tensors inside ``hybrid_forward`` (NOTE below).
+
+NOTE [autograph]
+    The decorator reads the function's source once, when it decorates, and rewrites every
+    ``if`` statement into a call of :func:`if_stmt` with its two branches as local functions:
+
+        if x.sum() > 0:                    def __ag_then_1(y):
+            y = x * 2                          y = x * 2
+        else:                      ->          return (y,)
+            y = -x                         def __ag_else_1(y):
+                                               y = -x
+                                               return (y,)
+                                           (y,) = __ag__.if_stmt(x.sum() > 0, __ag_then_1,
+                                                                 __ag_else_1, (...current y...),
+                                                                 ...)
+
+    The variables a branch assigns are its parameters (their values before the ``if``, or
+    ``Undefined`` where there were none) and its results. Which of them are read after the
+    ``if`` (*live*) is found by liveness over the function's statements: following statements
+    in the same and enclosing blocks, and the whole body of an enclosing loop. At run time
+    :func:`if_stmt` decides: a Python predicate runs plain Python; an NDArray predicate (eager)
+    runs the branch it selects, as ``cond`` does eagerly; a Symbol predicate (hybridizing)
+    becomes ``gluon_cf.cond``, both branches traced, whose outputs are the live variables that
+    are arrays. A live variable assigned in only one branch, an array in one branch and a
+    Python value in the other, or Python values that differ between the branches is an
+    :class:`AutographError` naming the variable and the ``if``'s line.
+
+    The converted function is compiled under the original file name and line numbers, so
+    tracebacks land on the user's lines; zero-argument ``super()`` and private names
+    (``self.__x``) are rewritten as the class body would have compiled them. An ``if`` whose
+    branches ``return``, ``break``, ``continue`` or assign attributes or items is left as Python
+    and fails with an AutographError when its predicate is a tensor. Loops (``while``,
+    ``for``) are not converted yet.
+"""
+import ast
+import functools
+import inspect
+import itertools
+import linecache
+import textwrap
+import types
+from typing import Callable, Optional
+
+import mxnet as mx
+
+from .ops.cond import cond
+
+__all__ = ["autograph", "to_code", "AutographError", "Undefined"]
+
+
+class AutographError(ValueError):
+    """What ``@gluon_cf.autograph`` cannot convert or run; the message begins with the file,
+    line and source line of the construct, and says what to do."""
+
+
+class Undefined:
+    """The value of a variable an ``if`` did not assign on the branch it took: any use of it
+    raises an AutographError naming the variable."""
+
+    def __init__(self, name, where):
+        self._name, self._where = name, where
+
+    def _fail(self, *args, **kwargs):
+        raise AutographError(f"{self._where}: variable {self._name!r} is used after this if, "
+                             f"but the branch taken did not assign it; assign it before the if "
+                             f"or in both branches")
+
+    __getattr__ = __call__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = _fail
+    __rsub__ = __truediv__ = __getitem__ = __bool__ = __iter__ = __neg__ = _fail
+
+    def __repr__(self):
+        return f"<undefined {self._name}>"
+
+
+def _is_tensor(value):
+    return isinstance(value, (mx.nd.NDArray, mx.sym.Symbol))
+
+
+def ld(read, name, where):
+    """The current value of a variable, or :class:`Undefined` where it has none yet."""
+    try:
+        return read()
+    except NameError:        # unbound local or free variable
+        return Undefined(name, where)
+
+
+def if_stmt(pred, then_fn, else_fn, values, names, live, where):
+    """Run a converted ``if`` (NOTE [autograph]): returns the branch variables' new values."""
+    if isinstance(pred, mx.sym.Symbol):
+        return _symbolic_if(pred, then_fn, else_fn, values, names, live, where)
+    if isinstance(pred, mx.nd.NDArray):
+        if pred.size != 1:
+            raise AutographError(f"{where}: the if's condition is an array of shape "
+                                 f"{pred.shape}; a tensor condition must have one element")
+        pred = bool(pred.asscalar())
+    return then_fn(*values) if pred else else_fn(*values)
+
+
+def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
+    results = {}
+
+    def branch(fn, key):
+        def run():
+            out = tuple(fn(*values))
+            results[key] = out
+            arrays = []
+            for k, (name, value) in enumerate(zip(names, out)):
+                if not live[k]:
+                    continue
+                if key == "else":
+                    _check_same_kind(name, results["then"][k], value, where)
+                if isinstance(value, mx.sym.Symbol):
+                    arrays.append(value)
+                elif isinstance(value, Undefined) or _is_tensor(value):
+                    raise AutographError(
+                        f"{where}: variable {name!r} is read after this if but the {key} branch "
+                        f"does not assign it; with a tensor condition both branches run as one "
+                        f"graph, so assign it before the if or in both branches")
+            return arrays
+        return run
+
+    arrays = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"))
+    arrays = list(arrays) if isinstance(arrays, (list, tuple)) else [arrays]
+    merged = []
+    for k, value in enumerate(results["then"]):
+        if live[k] and isinstance(value, mx.sym.Symbol):
+            merged.append(arrays.pop(0))
+        else:
+            merged.append(value)
+    return tuple(merged)
+
+
+def _check_same_kind(name, then_value, else_value, where):
+    then_array, else_array = isinstance(then_value, mx.sym.Symbol), \
+        isinstance(else_value, mx.sym.Symbol)
+    if then_array != else_array:
+        if isinstance(then_value, Undefined) or isinstance(else_value, Undefined):
+            side = "else" if isinstance(else_value, Undefined) else "then"
+            raise AutographError(
+                f"{where}: variable {name!r} is read after this if but the {side} branch does "
+                f"not assign it; with a tensor condition both branches run as one graph, so "
+                f"assign it before the if or in both branches")
+        raise AutographError(
+            f"{where}: variable {name!r} is an array in one branch of this if and the Python "
+            f"value {then_value if not then_array else else_value!r} in the other; with a "
+            f"tensor condition both must be arrays (use F.full / F.zeros_like for constants)")
+    if not then_array and not isinstance(then_value, Undefined) and then_value != else_value:
+        raise AutographError(
+            f"{where}: variable {name!r} is the Python value {then_value!r} in one branch of "
+            f"this if and {else_value!r} in the other; with a tensor condition it must be an "
+            f"array in both (F.full) or the same value")
+
+
+def python_if(pred, where, why):
+    """The condition of an ``if`` left as Python (its branches do what a graph cannot)."""
+    if isinstance(pred, mx.sym.Symbol):
+        raise AutographError(f"{where}: this if has a tensor condition, but its branches {why}, "
+                             f"which gluon_cf.cond cannot express; compute the result in both "
+                             f"branches and assign it to a variable instead")
+    if isinstance(pred, mx.nd.NDArray):
+        return bool(pred.asscalar())
+    return pred
+
+
+# ---------------------------------------------------------------------------- conversion
+
+def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = None
+              ) -> Callable:
+    """Convert ``fn`` (typically ``hybrid_forward``) so that plain Python ``if`` statements
+    on tensors hybridize: usable as ``@autograph`` or ``@autograph(...)``.
+
+    The source is read and rewritten once, when decorating. At run time an ``if`` on a Python
+    value runs as Python; on an NDArray (eager) it runs the branch the value selects; on a
+    Symbol (while hybridizing) it becomes ``gluon_cf.cond``, whose outputs are the variables
+    the branches assign and the code after the ``if`` reads. Such a variable must be an array
+    in both branches (or the same Python value); otherwise an ``AutographError`` names it and
+    the ``if``'s file and line. ``max_iterations`` is kept for the loops, which are not
+    converted yet; ``to_code`` shows the converted source.
+
+    Example:
+
+    >>> import mxnet as mx, gluon_cf
+    >>> class Gate(mx.gluon.HybridBlock):
+    ...     @gluon_cf.autograph
+    ...     def hybrid_forward(self, F, x):
+    ...         if x.sum() > 0:
+    ...             y = x * 2
+    ...         else:
+    ...             y = -x
+    ...         return y
+    >>> net = Gate()
+    >>> net.hybridize()
+    >>> net(mx.nd.array([1.0, -3.0])).asnumpy()
+    array([-1.,  3.], dtype=float32)
+    """
+    if fn is None:
+        return lambda f: autograph(f, max_iterations=max_iterations)
+    converted, code = _convert(fn)
+    converted = functools.wraps(fn)(converted)
+    setattr(converted, "__wrapped__", fn)
+    setattr(converted, "__gluon_cf_autograph_code__", code)
+    return converted
+
+
+def to_code(fn: Callable) -> str:
+    """The source ``@autograph`` compiled for ``fn`` (a converted function, or one to
+    convert).
+
+    >>> import gluon_cf
+    >>> def relu_or_double(x):
+    ...     if x.sum() > 0:
+    ...         x = x * 2
+    ...     return x
+    >>> print(gluon_cf.to_code(relu_or_double).splitlines()[0])
+    def relu_or_double(x):
+    """
+    code = getattr(fn, "__gluon_cf_autograph_code__", None)
+    return code if code is not None else _convert(fn)[1]
+
+
+_counter = itertools.count(1)
+
+
+def _convert(fn):
+    filename = inspect.getsourcefile(fn) or "<unknown>"
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as err:
+        raise AutographError(f"{filename}: gluon_cf.autograph needs the source of "
+                             f"{fn.__qualname__!r}, which Python cannot find ({err}); define it "
+                             f"in a file or a notebook cell, not with exec or as a lambda") \
+            from None
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    func = tree.body[0]
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise AutographError(f"{filename}:{first}: gluon_cf.autograph converts functions, got "
+                             f"{type(func).__name__}")
+    func.decorator_list = []          # the converted function is not decorated again
+    owner = _owner_class(fn)
+    _Rewriter(filename, first - 1, lines, owner).convert(func)
+    freevars = fn.__code__.co_freevars
+    factory = ast.FunctionDef(
+        name="__ag_factory", args=ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=name) for name in freevars], vararg=None,
+            kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=[func, ast.Return(value=ast.Name(id=func.name, ctx=ast.Load()))],
+        decorator_list=[], returns=None)
+    module = ast.Module(body=[factory], type_ignores=[])
+    ast.fix_missing_locations(module)
+    ast.increment_lineno(module, first - 1)
+    code_text = ast.unparse(func)
+    # The converted function shares the original's globals (names defined later in the module
+    # stay visible; the runtime is reachable as __ag__) and its closure cells, so a method's
+    # __class__ cell, filled only once the class exists, serves super() in both.
+    fn.__globals__.setdefault("__ag__", _runtime())
+    factory_code = _code_named(compile(module, filename, "exec"), "__ag_factory")
+    inner_code = _code_named(factory_code, func.name)
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    closure = tuple(cells[name] for name in inner_code.co_freevars)
+    converted = types.FunctionType(inner_code, fn.__globals__, fn.__name__, fn.__defaults__,
+                                   closure or None)
+    converted.__kwdefaults__ = fn.__kwdefaults__
+    return converted, code_text
+
+
+def _code_named(code, name):
+    return next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == name)
+
+
+def _runtime():
+    import sys
+    return sys.modules[__name__]
+
+
+def _owner_class(fn):
+    """The name of the class ``fn`` is defined in, for private-name mangling (or None)."""
+    parts = fn.__qualname__.split(".")
+    if len(parts) >= 2 and parts[-2] != "<locals>":
+        return parts[-2]
+    return None
+
+
+_NOT_A_GRAPH = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Global,
+                ast.Nonlocal)
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Rewrites the ifs, ``super()`` and private names of one function (NOTE [autograph])."""
+
+    def __init__(self, filename, line_offset, lines, owner):
+        self.filename, self.offset, self.lines, self.owner = filename, line_offset, lines, owner
+        self.parents = {}
+
+    def where(self, node):
+        line = node.lineno + self.offset
+        text = linecache.getline(self.filename, line).strip() or \
+            (self.lines[node.lineno - 1].strip() if node.lineno - 1 < len(self.lines) else "")
+        return f"{self.filename}:{line}: {text}"
+
+    def convert(self, func):
+        for parent in ast.walk(func):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[child] = parent
+        self.func = func
+        self.self_name = func.args.args[0].arg if func.args.args else None
+        self.generic_visit(func)
+
+    # -- super() and private names, as the class body would have compiled them
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \
+                and self.self_name is not None:
+            node.args = [ast.Name(id="__class__", ctx=ast.Load()),
+                         ast.Name(id=self.self_name, ctx=ast.Load())]
+        return node
+
+    def _mangle(self, name):
+        if self.owner and name.startswith("__") and not name.endswith("__"):
+            return "_%s%s" % (self.owner.lstrip("_"), name)
+        return name
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        node.attr = self._mangle(node.attr)
+        return node
+
+    # -- if statements
+    def visit_If(self, node):
+        self.generic_visit(node)          # inner ifs first
+        where = self.where(node)
+        why = _not_a_graph(node.body + node.orelse)
+        if why:
+            node.test = _call("python_if", [node.test, ast.Constant(where), ast.Constant(why)])
+            return node
+        number = next(_counter)
+        assigned = sorted(_assigned(node.body) | _assigned(node.orelse))
+        live = self._live_after(node)
+        then_name, else_name = f"__ag_then_{number}", f"__ag_else_{number}"
+        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in assigned], ctx=ast.Load())
+
+        def branch(name, body):
+            return ast.FunctionDef(
+                name=name, args=ast.arguments(
+                    posonlyargs=[], args=[ast.arg(arg=n) for n in assigned], vararg=None,
+                    kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+                body=list(body or [ast.Pass()]) + [ast.Return(value=out)],
+                decorator_list=[], returns=None)
+        values = ast.Tuple(elts=[
+            _call("ld", [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
+                                                       kwonlyargs=[], kw_defaults=[],
+                                                       kwarg=None, defaults=[]),
+                                    body=ast.Name(id=n, ctx=ast.Load())),
+                         ast.Constant(n), ast.Constant(where)]) for n in assigned],
+            ctx=ast.Load())
+        call = _call("if_stmt", [
+            node.test, ast.Name(id=then_name, ctx=ast.Load()),
+            ast.Name(id=else_name, ctx=ast.Load()), values,
+            ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
+            ast.Tuple(elts=[ast.Constant(n in live) for n in assigned], ctx=ast.Load()),
+            ast.Constant(where)])
+        target = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in assigned],
+                           ctx=ast.Store())
+        statements = [branch(then_name, node.body), branch(else_name, node.orelse),
+                      ast.Assign(targets=[target], value=call) if assigned
+                      else ast.Expr(value=call)]
+        for statement in statements:
+            ast.copy_location(statement, node)
+        return statements
+
+    def _live_after(self, node):
+        """Names read after ``node`` may run: following statements of its block and of every
+        enclosing block, and the whole body of every enclosing loop."""
+        names, child = set(), node
+        parent = self.parents.get(child)
+        while parent is not None and child is not self.func:
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(parent, field, None)
+                if isinstance(block, list) and child in block:
+                    for later in block[block.index(child) + 1:]:
+                        names |= _loaded(later)
+            if isinstance(parent, (ast.For, ast.While, ast.AsyncFor)):
+                names |= _loaded(parent)
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                break
+            child, parent = parent, self.parents.get(parent)
+        return names
+
+
+def _call(name, args):
+    return ast.Call(func=ast.Attribute(value=ast.Name(id="__ag__", ctx=ast.Load()), attr=name,
+                                       ctx=ast.Load()), args=args, keywords=[])
+
+
+def _scoped(statements):
+    """The nodes of ``statements`` outside nested functions, lambdas and classes (a def or
+    class statement shows as the name it binds)."""
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield ast.Name(id=node.name, ctx=ast.Store())
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _assigned(statements):
+    return {n.id for n in _scoped(statements) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store) and not n.id.startswith("__ag_")}
+
+
+def _loaded(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx,
+                                                                                    ast.Load)}
+
+
+def _not_a_graph(statements):
+    """Why these branches cannot become a cond's (None if they can)."""
+    for node in _scoped(statements):
+        if isinstance(node, _NOT_A_GRAPH):
+            return "use %s" % type(node).__name__.lower()
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, (ast.Attribute, ast.Subscript)) and \
+                            isinstance(part.ctx, ast.Store):
+                        return "assign attributes or items"
+    return None

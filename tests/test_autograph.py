@@ -1,0 +1,205 @@
+"""@gluon_cf.autograph, first part of issue 16 (NOTE [autograph] in gluon_cf/autograph.py): plain
+Python ``if`` on tensors inside hybrid_forward. Every converted block is checked against the
+same function unconverted, run eagerly on NDArrays (``fn.__wrapped__``: plain Python), forward
+and gradients, eager, hybridized and hybridized with static_alloc/static_shape."""
+import os
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_cf
+from gluon_cf import AutographError
+
+from conftest import MODES, set_mode
+
+HERE = os.path.abspath(__file__)
+
+
+class Base(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = gluon.nn.Dense(3, in_units=3)
+        self.flag = True
+
+
+class IfElse(Base):
+    def __init__(self):
+        super().__init__()
+        self.__scale = 2.0            # private: the converted method must mangle it
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        if h.sum() > 0:
+            y = h * self.__scale
+            z = y + 1
+        else:
+            y = -h
+            z = y - 1
+        return y * z
+
+
+class NoElseNested(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        y = self.fc(x)
+        if y.sum() > 0:
+            if x.sum() > 1:
+                y = y * 3
+            else:
+                y = F.relu(y)
+        elif x.mean() < -1:
+            y = y + x
+        if x.sum() > 100:             # never taken here: the else branch keeps y
+            y = y * 0
+        if self.flag:                 # a Python condition stays Python
+            y = y + 1
+        return y
+
+
+class OnlyInOneBranchNotRead(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        y = self.fc(x)
+        if y.sum() > 0:
+            scratch = y * 2           # not read after the if: no error
+            y = scratch + 1
+        return y
+
+
+class UsesSuper(Base):
+    def scale(self, x):
+        return x * 3
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        y = self.fc(x)
+        if y.sum() > 0:
+            y = super().__getattribute__("scale")(y)
+        return y
+
+
+INPUTS = [np.array([[1.0, 2.0, 3.0]], np.float32), np.array([[-1.0, -2.0, -3.0]], np.float32),
+          np.array([[3.0, -5.0, 0.5]], np.float32)]
+
+
+def run(net, x, plain=False):
+    """Output and gradients (input, parameters); ``plain``: the unconverted hybrid_forward."""
+    for p in net.collect_params().values():
+        p.zero_grad()
+    xa = mx.nd.array(x)
+    xa.attach_grad()
+    with autograd.record():
+        if plain:                     # these blocks' parameters are all in children
+            assert not net._reg_params
+            out = type(net).hybrid_forward.__wrapped__(net, mx.nd, xa)
+        else:
+            out = net(xa)
+    out.backward(mx.nd.ones_like(out))
+    return [out.asnumpy(), xa.grad.asnumpy()] + \
+        [p.grad().asnumpy() for p in net.collect_params().values()]
+
+
+@pytest.mark.parametrize("model", [IfElse, NoElseNested, OnlyInOneBranchNotRead, UsesSuper])
+@pytest.mark.parametrize("mode", MODES)
+def test_equals_plain_python(model, mode):
+    mx.random.seed(0)
+    net = model()
+    net.initialize(mx.init.Xavier())
+    for x in INPUTS:
+        want = run(net, x, plain=True)
+        set_mode(net, mode)
+        got = run(net, x)
+        net.hybridize(active=False)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_hybridized_graph_holds_a_cond_and_exports(tmp_path):
+    from gluon_cf.export import export_onnx
+    mx.random.seed(0)
+    net = IfElse()
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    x = INPUTS[0]
+    want = net(mx.nd.array(x)).asnumpy()
+    net.export(str(tmp_path / "net"))
+    loaded = gluon.SymbolBlock.imports(str(tmp_path / "net-symbol.json"), ["data"],
+                                       str(tmp_path / "net-0000.params"))
+    np.testing.assert_allclose(loaded(mx.nd.array(x)).asnumpy(), want, rtol=1e-6)
+    model = export_onnx(net, [x])
+    assert "If" in [n.op_type for n in model.graph.node]
+
+
+class ReadAfterOneBranch(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        if x.sum() > 0:
+            y = x * 2
+        return y
+
+
+class ArrayAndNumber(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        if x.sum() > 0:
+            y = x * 2
+        else:
+            y = 0
+        return x + y
+
+
+class ReturnsInside(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        if x.sum() > 0:
+            return x * 2
+        return -x
+
+
+def line_of(cls, text):
+    source = open(HERE).read().splitlines()
+    start = next(i for i, line in enumerate(source) if line.startswith(f"class {cls.__name__}("))
+    return next(i for i in range(start, len(source)) if text in source[i]) + 1
+
+
+@pytest.mark.parametrize("model, message", [
+    (ReadAfterOneBranch, r"variable 'y' is read after this if but the else branch does not "
+                         r"assign it"),
+    (ArrayAndNumber, r"variable 'y' is an array in one branch of this if and the Python value "
+                     r"0 in the other"),
+    (ReturnsInside, r"this if has a tensor condition, but its branches use return"),
+])
+def test_errors_name_the_users_line(model, message):
+    net = model()
+    net.hybridize()
+    where = re.escape(f"{HERE}:{line_of(model, 'if x.sum() > 0:')}: if x.sum() > 0:")
+    with pytest.raises(AutographError, match=where + ".*" + message):
+        net(mx.nd.array(INPUTS[0]))
+
+
+def test_eager_use_of_a_variable_the_branch_did_not_assign():
+    net = ReadAfterOneBranch()
+    assert net(mx.nd.array(INPUTS[0])).shape == (1, 3)      # taken: y assigned
+    result = net(mx.nd.array(INPUTS[1]))        # as in Python: an error when y is used
+    with pytest.raises(AutographError, match=r"variable 'y' is used after this if, but the "
+                                             r"branch taken did not assign it"):
+        result.shape
+
+
+def test_to_code_shows_the_branches_as_functions():
+    code = gluon_cf.to_code(IfElse.hybrid_forward)
+    assert re.search(r"y, z = __ag__\.if_stmt\(h\.sum\(\) > 0, __ag_then_\d+, __ag_else_\d+",
+                     code)
+    assert "self._IfElse__scale" in code
+
+
+def test_source_must_be_available():
+    namespace = {}
+    exec("def f(x):\n    return x\n", namespace)
+    with pytest.raises(AutographError, match="needs the source of 'f'"):
+        gluon_cf.autograph(namespace["f"])
