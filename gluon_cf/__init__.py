@@ -13,7 +13,7 @@ from typing import Optional
 from .errors import CallTreeTooLargeError, RecursionDepthError
 
 _MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
-                "AutographError",
+                "max_iterations", "AutographError",
                 "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor")
 _mxnet_missing: Optional[ImportError]
 try:
@@ -29,7 +29,7 @@ else:
     from .node import DynamicShapeError, IncompleteShapeError
     from . import hybrid  # noqa: F401 - runs hybridized blocks with run-time shapes
     from .recursion import invoke, recursive
-    from .autograph import AutographError, autograph, to_code
+    from .autograph import AutographError, autograph, max_iterations, to_code
 
 
 def __getattr__(name):
@@ -41,7 +41,7 @@ def __getattr__(name):
 
 
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
-           "AutographError", "RecursionDepthError",
+           "max_iterations", "AutographError", "RecursionDepthError",
            "CallTreeTooLargeError",
            "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor"]
 __version__ = "0.1.0"

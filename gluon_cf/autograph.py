@@ -29,8 +29,15 @@ NOTE [autograph]
     tracebacks land on the user's lines; zero-argument ``super()`` and private names
     (``self.__x``) are rewritten as the class body would have compiled them. An ``if`` whose
     branches ``return``, ``break``, ``continue`` or assign attributes or items is left as Python
-    and fails with an AutographError when its predicate is a tensor. Loops (``while``,
-    ``for``) are not converted yet.
+    and fails with an AutographError when its predicate is a tensor.
+
+    Loops the same way: ``while test: body`` becomes :func:`while_stmt` with the test and the
+    body as functions of the variables the body assigns (the loop variables); on a Symbol
+    condition it is ``gluon_cf.while_loop`` over those that are arrays, bounded by a
+    ``max_iterations(N)`` first in the body, else the decorator's ``max_iterations``, else
+    exact length. ``for name in iterable`` becomes :func:`for_stmt`: ``gluon_cf.foreach`` over a
+    Symbol's rows, plain Python otherwise. A Python value a tensor loop changes, or a loop
+    variable without a value before the loop, is an AutographError.
 """
 import ast
 import functools
@@ -45,7 +52,7 @@ import mxnet as mx
 
 from .ops.cond import cond
 
-__all__ = ["autograph", "to_code", "AutographError", "Undefined"]
+__all__ = ["autograph", "to_code", "max_iterations", "AutographError", "Undefined"]
 
 
 class AutographError(ValueError):
@@ -162,20 +169,126 @@ def python_if(pred, where, why):
     return pred
 
 
+def max_iterations(bound: Optional[int]) -> Optional[int]:
+    """As the first statement of a loop body converted by ``@autograph``: the loop runs at
+    most ``bound`` steps when its condition is a tensor (an expression such as
+    ``self.max_len`` is evaluated where the loop starts). Outside converted code it does
+    nothing.
+
+    >>> import gluon_cf
+    >>> gluon_cf.max_iterations(8)
+    8
+    """
+    return bound
+
+
+def while_stmt(test, body, values, names, where, bound):
+    """Run a converted ``while`` (NOTE [autograph]): returns its variables' final values."""
+    first = test(*values)
+    if not isinstance(first, mx.sym.Symbol):
+        while _truth(first, where, "while"):
+            values = tuple(body(*values))
+            first = test(*values)
+        return values
+    from .ops.while_loop import while_loop
+    arrays = _loop_arrays(values, names, where, "while")
+    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+
+    def full(vs):
+        out = list(values)
+        for k, v in zip(slots, vs):
+            out[k] = v
+        return out
+
+    def step(*vs):
+        new = tuple(body(*full(vs)))
+        _check_loop_vars(values, new, names, where, "while")
+        return [], [new[k] for k in slots]
+    _, final = while_loop(lambda *vs: test(*full(vs)), step, arrays, max_iterations=bound)
+    final = final if isinstance(final, (list, tuple)) else [final]
+    return tuple(full(final))
+
+
+def for_stmt(iterable, body, values, names, where):
+    """Run a converted ``for`` (NOTE [autograph]): returns its variables' final values."""
+    if not isinstance(iterable, mx.sym.Symbol):
+        for item in iterable:
+            values = tuple(body(item, *values))
+        return values
+    from .ops.foreach import foreach
+    arrays = _loop_arrays(values, names, where, "for")
+    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+
+    def step(item, states):
+        current = list(values)
+        for k, v in zip(slots, states):
+            current[k] = v
+        new = tuple(body(item, *current))
+        _check_loop_vars(values, new, names, where, "for")
+        return [], [new[k] for k in slots]
+    _, final = foreach(step, iterable, arrays)
+    current = list(values)
+    for k, v in zip(slots, final):
+        current[k] = v
+    return tuple(current)
+
+
+def _truth(value, where, what):
+    if isinstance(value, mx.nd.NDArray):
+        if value.size != 1:
+            raise AutographError(f"{where}: the {what}'s condition is an array of shape "
+                                 f"{value.shape}; a tensor condition must have one element")
+        return bool(value.asscalar())
+    return value
+
+
+def _loop_arrays(values, names, where, what):
+    for name, value in zip(names, values):
+        if isinstance(value, Undefined):
+            raise AutographError(f"{where}: variable {name!r} is assigned in this {what} loop "
+                                 f"on a tensor but has no value before it; a graph's loop "
+                                 f"carries its variables from step to step, so give it one "
+                                 f"before the loop")
+    return [v for v in values if isinstance(v, mx.sym.Symbol)]
+
+
+def _check_loop_vars(before, after, names, where, what):
+    for name, old, new in zip(names, before, after):
+        if isinstance(old, mx.sym.Symbol) != isinstance(new, mx.sym.Symbol) or \
+                (not isinstance(old, mx.sym.Symbol) and old is not new and old != new):
+            raise AutographError(
+                f"{where}: variable {name!r} changes in this {what} loop on a tensor but is "
+                f"the Python value {old if not isinstance(old, mx.sym.Symbol) else new!r} "
+                f"before or after a step; a graph's loop can only carry arrays (make it one, "
+                f"e.g. F.zeros((1,)) for a counter)")
+
+
+def python_loop(value, where, why, what):
+    """The condition or iterable of a loop left as Python (its body does what a graph
+    cannot)."""
+    if isinstance(value, mx.sym.Symbol):
+        raise AutographError(f"{where}: this {what} loop is on a tensor, but its body {why}, "
+                             f"which a graph's loop cannot express yet")
+    return _truth(value, where, what) if what == "while" else value
+
+
 # ---------------------------------------------------------------------------- conversion
 
 def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = None
               ) -> Callable:
-    """Convert ``fn`` (typically ``hybrid_forward``) so that plain Python ``if`` statements
-    on tensors hybridize: usable as ``@autograph`` or ``@autograph(...)``.
+    """Convert ``fn`` (typically ``hybrid_forward``) so that plain Python ``if``, ``while``
+    and ``for`` statements on tensors hybridize: usable as ``@autograph`` or
+    ``@autograph(max_iterations=N)``.
 
     The source is read and rewritten once, when decorating. At run time an ``if`` on a Python
     value runs as Python; on an NDArray (eager) it runs the branch the value selects; on a
     Symbol (while hybridizing) it becomes ``gluon_cf.cond``, whose outputs are the variables
     the branches assign and the code after the ``if`` reads. Such a variable must be an array
     in both branches (or the same Python value); otherwise an ``AutographError`` names it and
-    the ``if``'s file and line. ``max_iterations`` is kept for the loops, which are not
-    converted yet; ``to_code`` shows the converted source.
+    the ``if``'s file and line. A ``while`` on a Symbol becomes ``gluon_cf.while_loop`` bounded
+    by ``max_iterations`` (or a ``gluon_cf.max_iterations(N)`` first in its body; with neither
+    it runs to exact length), a ``for`` over a Symbol ``gluon_cf.foreach`` over its rows.
+    ``to_code`` shows the converted source.
 
     Example:
 
@@ -195,7 +308,7 @@ def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = 
     """
     if fn is None:
         return lambda f: autograph(f, max_iterations=max_iterations)
-    converted, code = _convert(fn)
+    converted, code = _convert(fn, max_iterations)
     converted = functools.wraps(fn)(converted)
     setattr(converted, "__wrapped__", fn)
     setattr(converted, "__gluon_cf_autograph_code__", code)
@@ -221,7 +334,7 @@ def to_code(fn: Callable) -> str:
 _counter = itertools.count(1)
 
 
-def _convert(fn):
+def _convert(fn, max_iterations=None):
     filename = inspect.getsourcefile(fn) or "<unknown>"
     try:
         lines, first = inspect.getsourcelines(fn)
@@ -237,7 +350,7 @@ def _convert(fn):
                              f"{type(func).__name__}")
     func.decorator_list = []          # the converted function is not decorated again
     owner = _owner_class(fn)
-    _Rewriter(filename, first - 1, lines, owner).convert(func)
+    _Rewriter(filename, first - 1, lines, owner, max_iterations).convert(func)
     freevars = fn.__code__.co_freevars
     factory = ast.FunctionDef(
         name="__ag_factory", args=ast.arguments(
@@ -287,8 +400,9 @@ _NOT_A_GRAPH = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, a
 class _Rewriter(ast.NodeTransformer):
     """Rewrites the ifs, ``super()`` and private names of one function (NOTE [autograph])."""
 
-    def __init__(self, filename, line_offset, lines, owner):
+    def __init__(self, filename, line_offset, lines, owner, max_iterations=None):
         self.filename, self.offset, self.lines, self.owner = filename, line_offset, lines, owner
+        self.max_iterations = max_iterations
         self.parents = {}
 
     def where(self, node):
@@ -366,6 +480,90 @@ class _Rewriter(ast.NodeTransformer):
         for statement in statements:
             ast.copy_location(statement, node)
         return statements
+
+    def _loop_bound(self, node):
+        """The ``gluon_cf.max_iterations(N)`` hint first in ``node``'s body (removed), or the
+        decorator's default."""
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Call):
+            func = first.value.func
+            name = func.attr if isinstance(func, ast.Attribute) else \
+                func.id if isinstance(func, ast.Name) else None
+            if name == "max_iterations" and len(first.value.args) == 1:
+                node.body = node.body[1:] or [ast.Pass()]
+                return first.value.args[0]
+        return ast.Constant(self.max_iterations)
+
+    def _loop_function(self, name, params, body, returned):
+        return ast.FunctionDef(
+            name=name, args=ast.arguments(
+                posonlyargs=[], args=[ast.arg(arg=n) for n in params], vararg=None,
+                kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+            body=list(body) + [ast.Return(value=returned)], decorator_list=[], returns=None)
+
+    def _current(self, names, where):
+        return ast.Tuple(elts=[
+            _call("ld", [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
+                                                       kwonlyargs=[], kw_defaults=[],
+                                                       kwarg=None, defaults=[]),
+                                    body=ast.Name(id=n, ctx=ast.Load())),
+                         ast.Constant(n), ast.Constant(where)]) for n in names],
+            ctx=ast.Load())
+
+    def visit_While(self, node):
+        self.generic_visit(node)
+        where = self.where(node)
+        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None)
+        if why:
+            node.test = _call("python_loop", [node.test, ast.Constant(where), ast.Constant(why),
+                                              ast.Constant("while")])
+            return node
+        bound = self._loop_bound(node)
+        number = next(_counter)
+        names = sorted(_assigned(node.body))
+        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
+        test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test)
+        body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out)
+        call = _call("while_stmt", [
+            ast.Name(id=test_fn.name, ctx=ast.Load()), ast.Name(id=body_fn.name, ctx=ast.Load()),
+            self._current(names, where),
+            ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+            ast.Constant(where), bound])
+        statements = [test_fn, body_fn, self._assign(names, call)]
+        for statement in statements:
+            ast.copy_location(statement, node)
+        return statements
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        where = self.where(node)
+        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None) or \
+            (None if isinstance(node.target, ast.Name) else "unpacks its items")
+        if why:
+            node.iter = _call("python_loop", [node.iter, ast.Constant(where), ast.Constant(why),
+                                              ast.Constant("for")])
+            return node
+        number = next(_counter)
+        names = sorted(_assigned(node.body) - {node.target.id})
+        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
+        body_fn = self._loop_function(f"__ag_body_{number}", [node.target.id] + names,
+                                      node.body, out)
+        call = _call("for_stmt", [
+            node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
+            ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+            ast.Constant(where)])
+        statements = [body_fn, self._assign(names, call)]
+        for statement in statements:
+            ast.copy_location(statement, node)
+        return statements
+
+    @staticmethod
+    def _assign(names, call):
+        if not names:
+            return ast.Expr(value=call)
+        target = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names],
+                           ctx=ast.Store())
+        return ast.Assign(targets=[target], value=call)
 
     def _live_after(self, node):
         """Names read after ``node`` may run: following statements of its block and of every

@@ -203,3 +203,97 @@ def test_source_must_be_available():
     exec("def f(x):\n    return x\n", namespace)
     with pytest.raises(AutographError, match="needs the source of 'f'"):
         gluon_cf.autograph(namespace["f"])
+
+
+# ---------------------------------------------------------------------------- loops
+
+class Halve(Base):
+    """A tensor while with a counter; its bound from the decorator."""
+
+    @gluon_cf.autograph(max_iterations=12)
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        n = F.zeros((1,))
+        while F.norm(h) > 1:
+            h = h * 0.5
+            n = n + 1
+        return F.broadcast_mul(h, n)
+
+
+class HintedAndUnbounded(Base):
+    """The first loop is bounded by its hint; the second has no bound (exact length)."""
+
+    limit = 20
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        while F.norm(h) > 1:
+            gluon_cf.max_iterations(self.limit)
+            h = h * 0.5
+        while F.norm(h) > 0.25:
+            h = h * 0.5
+        return h
+
+
+class ScanRows(Base):
+    """for over a tensor's rows (foreach) and for over a Python range (plain Python)."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x)
+        for row in F.transpose(x):
+            h = F.tanh(F.broadcast_add(self.fc(h), F.reshape(row, (1, -1)).sum()))
+        for _ in range(2):
+            h = h * 0.9
+        return h
+
+
+@pytest.mark.parametrize("model", [Halve, HintedAndUnbounded, ScanRows])
+@pytest.mark.parametrize("mode", MODES)
+def test_loops_equal_plain_python(model, mode):
+    mx.random.seed(1)
+    net = model()
+    net.initialize(mx.init.Xavier())
+    for x in INPUTS:
+        want = run(net, x * 4, plain=True)
+        set_mode(net, mode)
+        got = run(net, x * 4)
+        net.hybridize(active=False)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+class PythonCounter(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        steps = 0
+        while x.sum() > 1:
+            x = x * 0.5
+            steps += 1
+        return x * steps
+
+
+class BreaksOut(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        while x.sum() > 1:
+            x = x * 0.5
+            if self.flag:
+                break
+        return x
+
+
+@pytest.mark.parametrize("model, header, message", [
+    (PythonCounter, "while x.sum() > 1:", r"variable 'steps' changes in this while loop on a "
+                                         r"tensor but is the Python value 0"),
+    (BreaksOut, "while x.sum() > 1:", r"this while loop is on a tensor, but its body use break"),
+])
+def test_loop_errors_name_the_users_line(model, header, message):
+    net = model()
+    net.hybridize()
+    where = re.escape(f"{HERE}:{line_of(model, header)}: {header}")
+    with pytest.raises(AutographError, match=where + ".*" + message):
+        net(mx.nd.array(INPUTS[0] * 4))
+    net.hybridize(active=False)                 # eagerly it is plain Python
+    assert net(mx.nd.array(INPUTS[0] * 4)).shape == (1, 3)

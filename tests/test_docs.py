@@ -15,7 +15,7 @@ from conftest import REPO
 PUBLIC_FUNCTIONS = [
     "gluon_cf.cond", "gluon_cf.foreach", "gluon_cf.while_loop", "gluon_cf.recursive",
     "gluon_cf.invoke", "gluon_cf.set_executor", "gluon_cf.get_executor",
-    "gluon_cf.autograph", "gluon_cf.to_code",
+    "gluon_cf.autograph", "gluon_cf.to_code", "gluon_cf.max_iterations",
     "gluon_cf.recursion.schedule.report",
     "gluon_cf.export.export_onnx", "gluon_cf.export.export_onnx_symbol",
     "gluon_cf.export.save_artifact", "gluon_cf.export.load",
