@@ -38,6 +38,11 @@ NOTE [autograph]
     exact length. ``for name in iterable`` becomes :func:`for_stmt`: ``gluon_cf.foreach`` over a
     Symbol's rows, plain Python otherwise. A Python value a tensor loop changes, or a loop
     variable without a value before the loop, is an AutographError.
+
+    Expressions: ``a if test else b`` becomes :func:`if_exp` (``cond`` on a Symbol test),
+    ``and``/``or``/``not`` become :func:`and_`/:func:`or_`/:func:`not_`, which keep Python's
+    short-circuit semantics on Python values and are the elementwise logical operations on
+    tensors (0 or 1; every operand evaluated, as a graph must).
 """
 import ast
 import functools
@@ -167,6 +172,75 @@ def python_if(pred, where, why):
     if isinstance(pred, mx.nd.NDArray):
         return bool(pred.asscalar())
     return pred
+
+
+def if_exp(test, then_value, else_value, where):
+    """A converted conditional expression ``a if test else b`` (each side a function)."""
+    if isinstance(test, mx.sym.Symbol):
+        def side(fn, which):
+            def run():
+                value = fn()
+                if not isinstance(value, mx.sym.Symbol):
+                    raise AutographError(f"{where}: the {which} side of this conditional "
+                                         f"expression is the Python value {value!r}; with a "
+                                         f"tensor condition both sides must be arrays")
+                return value
+            return run
+        return cond(test, side(then_value, "if"), side(else_value, "else"))
+    return then_value() if _truth(test, where, "conditional expression") else else_value()
+
+
+def and_(values, where):
+    """A converted ``a and b and ...`` (each operand a function, evaluated left to right): on
+    tensors, the elementwise logical and of all operands (each evaluated); else Python's."""
+    first = values[0]()
+    if not _is_tensor(first):
+        result = first
+        for value in values[1:]:
+            if not result:
+                return result
+            result = value()
+        return result
+    result = first
+    for value in values[1:]:
+        result = _logical("broadcast_logical_and", result, value(), where)
+    return result
+
+
+def or_(values, where):
+    """A converted ``a or b or ...``: on tensors the elementwise logical or; else Python's."""
+    first = values[0]()
+    if not _is_tensor(first):
+        result = first
+        for value in values[1:]:
+            if result:
+                return result
+            result = value()
+        return result
+    result = first
+    for value in values[1:]:
+        result = _logical("broadcast_logical_or", result, value(), where)
+    return result
+
+
+def not_(value):
+    """A converted ``not x``: on a tensor the elementwise logical not; else Python's."""
+    if isinstance(value, mx.sym.Symbol):
+        return mx.sym.logical_not(value)
+    if isinstance(value, mx.nd.NDArray):
+        return mx.nd.logical_not(value)
+    return not value
+
+
+def _logical(op, a, b, where):
+    if isinstance(a, mx.sym.Symbol) or isinstance(b, mx.sym.Symbol):
+        if not (_is_tensor(a) and _is_tensor(b)):
+            raise AutographError(f"{where}: this and/or mixes a tensor with the Python value "
+                                 f"{b if _is_tensor(a) else a!r}; make both tensors")
+        return getattr(mx.sym, op)(a, b)
+    if not isinstance(b, mx.nd.NDArray):
+        b = mx.nd.array([b], ctx=a.context, dtype=a.dtype)
+    return getattr(mx.nd, op)(a, b)
 
 
 def max_iterations(bound: Optional[int]) -> Optional[int]:
@@ -481,6 +555,27 @@ class _Rewriter(ast.NodeTransformer):
             ast.copy_location(statement, node)
         return statements
 
+    # -- expressions: conditional expressions and boolean operators
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        where = self.where(node)
+        return ast.copy_location(_call("if_exp", [node.test, _thunk(node.body),
+                                                  _thunk(node.orelse), ast.Constant(where)]),
+                                 node)
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        name = "and_" if isinstance(node.op, ast.And) else "or_"
+        return ast.copy_location(_call(name, [
+            ast.List(elts=[_thunk(v) for v in node.values], ctx=ast.Load()),
+            ast.Constant(self.where(node))]), node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.copy_location(_call("not_", [node.operand]), node)
+        return node
+
     def _loop_bound(self, node):
         """The ``gluon_cf.max_iterations(N)`` hint first in ``node``'s body (removed), or the
         decorator's default."""
@@ -582,6 +677,12 @@ class _Rewriter(ast.NodeTransformer):
                 break
             child, parent = parent, self.parents.get(parent)
         return names
+
+
+def _thunk(expression):
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                         kw_defaults=[], kwarg=None, defaults=[]),
+                      body=expression)
 
 
 def _call(name, args):

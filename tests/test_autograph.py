@@ -297,3 +297,45 @@ def test_loop_errors_name_the_users_line(model, header, message):
         net(mx.nd.array(INPUTS[0] * 4))
     net.hybridize(active=False)                 # eagerly it is plain Python
     assert net(mx.nd.array(INPUTS[0] * 4)).shape == (1, 3)
+
+
+# ---------------------------------------------------------------------------- expressions
+
+class Expressions(Base):
+    """A conditional expression and and/or/not on tensors, and on Python values."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        y = h * 2 if h.sum() > 0 else -h
+        both = (h.sum() > 0) and (x.sum() > 0) or not (x.mean() < 5)
+        if both:
+            y = y + 1
+        if self.flag and not False:
+            y = y * 1.5
+        return y
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_expressions_equal_plain_python(mode):
+    mx.random.seed(2)
+    net = Expressions()
+    net.initialize(mx.init.Xavier())
+    for x in INPUTS:
+        want = run(net, x, plain=True)
+        set_mode(net, mode)
+        got = run(net, x)
+        net.hybridize(active=False)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_python_and_or_keep_short_circuit():
+    calls = []
+
+    @gluon_cf.autograph
+    def pick(a, b):
+        return a or calls.append("b") or b
+
+    assert pick(3, 4) == 3 and calls == []
+    assert pick(0, 4) == 4 and calls == ["b"]
