@@ -523,34 +523,17 @@ class _Rewriter(ast.NodeTransformer):
         number = next(_counter)
         assigned = sorted(_assigned(node.body) | _assigned(node.orelse))
         live = self._live_after(node)
-        then_name, else_name = f"__ag_then_{number}", f"__ag_else_{number}"
         out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in assigned], ctx=ast.Load())
-
-        def branch(name, body):
-            return ast.FunctionDef(
-                name=name, args=ast.arguments(
-                    posonlyargs=[], args=[ast.arg(arg=n) for n in assigned], vararg=None,
-                    kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-                body=list(body or [ast.Pass()]) + [ast.Return(value=out)],
-                decorator_list=[], returns=None)
-        values = ast.Tuple(elts=[
-            _call("ld", [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
-                                                       kwonlyargs=[], kw_defaults=[],
-                                                       kwarg=None, defaults=[]),
-                                    body=ast.Name(id=n, ctx=ast.Load())),
-                         ast.Constant(n), ast.Constant(where)]) for n in assigned],
-            ctx=ast.Load())
+        then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out)
+        else_fn = self._loop_function(f"__ag_else_{number}", assigned,
+                                      node.orelse or [ast.Pass()], out)
         call = _call("if_stmt", [
-            node.test, ast.Name(id=then_name, ctx=ast.Load()),
-            ast.Name(id=else_name, ctx=ast.Load()), values,
+            node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
+            ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
             ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
             ast.Tuple(elts=[ast.Constant(n in live) for n in assigned], ctx=ast.Load()),
             ast.Constant(where)])
-        target = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in assigned],
-                           ctx=ast.Store())
-        statements = [branch(then_name, node.body), branch(else_name, node.orelse),
-                      ast.Assign(targets=[target], value=call) if assigned
-                      else ast.Expr(value=call)]
+        statements = [then_fn, else_fn, self._assign(assigned, call)]
         for statement in statements:
             ast.copy_location(statement, node)
         return statements
@@ -590,6 +573,7 @@ class _Rewriter(ast.NodeTransformer):
         return ast.Constant(self.max_iterations)
 
     def _loop_function(self, name, params, body, returned):
+        """``def name(*params): body; return returned`` (a branch, a loop's test or body)."""
         return ast.FunctionDef(
             name=name, args=ast.arguments(
                 posonlyargs=[], args=[ast.arg(arg=n) for n in params], vararg=None,
