@@ -32,10 +32,12 @@ NOTE [autograph]
     and fails with an AutographError when its predicate is a tensor.
 
     Loops the same way: ``while test: body`` becomes :func:`while_stmt` with the test and the
-    body as functions of the variables the body assigns (the loop variables); on a Symbol
-    condition it is ``gluon_cf.while_loop`` over those that are arrays, bounded by a
-    ``max_iterations(N)`` first in the body, else the decorator's ``max_iterations``, else
-    exact length. ``for name in iterable`` becomes :func:`for_stmt`: ``gluon_cf.foreach`` over a
+    body as functions of the loop variables: what the body assigns and the test reads, a
+    step reads before assigning, or the code after the loop reads (the body's other names
+    are one step's temporaries). On a Symbol condition it is ``gluon_cf.while_loop`` over
+    those that are arrays, bounded by a ``max_iterations(N)`` first in the body, else the
+    decorator's ``max_iterations``, else exact length; the bound of a tensor condition holds
+    eagerly too. ``for name in iterable`` becomes :func:`for_stmt`: ``gluon_cf.foreach`` over a
     Symbol's rows, plain Python otherwise. A Python value a tensor loop changes, or a loop
     variable without a value before the loop, is an AutographError.
 
@@ -260,9 +262,12 @@ def while_stmt(test, body, values, names, where, bound):
     """Run a converted ``while`` (NOTE [autograph]): returns its variables' final values."""
     first = test(*values)
     if not isinstance(first, mx.sym.Symbol):
-        while _truth(first, where, "while"):
+        steps = 0     # a tensor condition's bound holds eagerly too; a Python one has none
+        while _truth(first, where, "while") and \
+                (bound is None or not _is_tensor(first) or steps < bound):
             values = tuple(body(*values))
             first = test(*values)
+            steps += 1
         return values
     from .ops.while_loop import while_loop
     arrays = _loop_arrays(values, names, where, "while")
@@ -599,7 +604,7 @@ class _Rewriter(ast.NodeTransformer):
             return node
         bound = self._loop_bound(node)
         number = next(_counter)
-        names = sorted(_assigned(node.body))
+        names = self._carried(node, _loaded(node.test))
         out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
         test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test)
         body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out)
@@ -623,7 +628,7 @@ class _Rewriter(ast.NodeTransformer):
                                               ast.Constant("for")])
             return node
         number = next(_counter)
-        names = sorted(_assigned(node.body) - {node.target.id})
+        names = self._carried(node, set(), exclude={node.target.id})
         out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
         body_fn = self._loop_function(f"__ag_body_{number}", [node.target.id] + names,
                                       node.body, out)
@@ -635,6 +640,14 @@ class _Rewriter(ast.NodeTransformer):
         for statement in statements:
             ast.copy_location(statement, node)
         return statements
+
+    def _carried(self, node, read_by_test, exclude=()):
+        """A loop's variables: what its body assigns and the test reads, a step reads before
+        assigning (carried to the next step), or the code after the loop reads. The body's
+        other names are temporaries of one step."""
+        assigned = _assigned(node.body) - set(exclude)
+        wanted = read_by_test | _exposed(node.body) | self._live_after(node)
+        return sorted(assigned & wanted)
 
     @staticmethod
     def _assign(names, call):
@@ -692,6 +705,27 @@ def _scoped(statements):
 def _assigned(statements):
     return {n.id for n in _scoped(statements) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Store) and not n.id.startswith("__ag_")}
+
+
+def _exposed(statements):
+    """Names ``statements`` may read before assigning them (in order; what a nested block or
+    one branch assigns does not count as assigned)."""
+    exposed, assigned = set(), set()
+    for statement in statements:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)):
+            value = getattr(statement, "value", None)
+            reads = _loaded(value) if value is not None else set()
+            targets = getattr(statement, "targets", None) or \
+                [getattr(statement, "target", None)]
+            for target in filter(None, targets):
+                reads |= _loaded(target)        # a[i] = ... reads a and i
+            if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+                reads.add(statement.target.id)  # x += 1 reads x
+            exposed |= reads - assigned
+            assigned |= _assigned([statement])
+        else:
+            exposed |= _loaded(statement) - assigned
+    return exposed
 
 
 def _loaded(node):

@@ -297,11 +297,40 @@ def test_python_and_or_keep_short_circuit():
     assert pick(0, 4) == 4 and calls == ["b"]
 
 
+class Decoder(Base):
+    """A greedy decoder: a while on a tensor with step temporaries (out, logits) that are not
+    loop variables, and a bound from a hint."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(6, 3)
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        token = F.argmax(self.fc(x), axis=-1)
+        h = x
+        steps = F.zeros((1,))
+        while (F.sum(token) > 0) * (steps < 5):   # ends by itself: plain Python is the oracle
+            gluon_cf.max_iterations(8)
+            out = F.tanh(self.fc(self.embed(token)) + h)
+            logits = self.fc(out)
+            token = F.argmax(logits, axis=-1)
+            h = out
+            steps = steps + 1
+        return F.broadcast_mul(h, steps)
+
+
+def test_step_temporaries_are_not_loop_variables():
+    code = gluon_cf.to_code(Decoder.hybrid_forward)
+    assert re.search(r"h, steps, token = __ag__\.while_stmt", code)
+
+
 # ---------------------------------------------------------------------------- all constructs
 
 # model -> scale of the inputs (the loops need norms above their thresholds)
 CONVERTED = {IfElse: 1, NoElseNested: 1, OnlyInOneBranchNotRead: 1, UsesSuper: 1, Halve: 4,
-             HintedAndUnbounded: 4, ScanRows: 4, Expressions: 1}
+             HintedAndUnbounded: 4, ScanRows: 4, Expressions: 1, Decoder: 1}
 
 
 @pytest.mark.parametrize("model", list(CONVERTED), ids=lambda m: m.__name__)
@@ -318,3 +347,19 @@ def test_equals_plain_python(model, mode):
         net.hybridize(active=False)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+class Forever(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        while x.sum() > 0:            # never false for positive x: the bound ends it
+            gluon_cf.max_iterations(3)
+            x = x + 1
+        return x
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_bound_holds_eagerly_too(mode):
+    net = Forever()
+    set_mode(net, mode)
+    np.testing.assert_array_equal(net(mx.nd.array(INPUTS[0])).asnumpy(), INPUTS[0] + 3)
