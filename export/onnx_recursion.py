@@ -251,6 +251,14 @@ class _Lowering:
     def _rows_of(self, em, value, keep_dims=False):
         return em.add("Gather", [em.add("Shape", [value]), em.const([0] if keep_dims else 0)])
 
+    def _filled(self, em, rows, value, elem, rest=()):
+        """A tensor of shape ``(rows, *rest)`` (``rows`` a scalar name) holding ``value``."""
+        shape = em.add("Reshape", [rows, em.const([1])])
+        if rest:
+            shape = em.add("Concat", [shape, em.const(list(rest))], axis=0)
+        return em.add("ConstantOfShape", [shape],
+                      value=helper.make_tensor("value", elem, [1], [value]))
+
     def _empty(self, em, spec):
         """A tensor of zero rows shaped like ``spec``'s rows."""
         rest = list(spec.shape[1:])
@@ -355,9 +363,8 @@ class _Lowering:
         codes, kids, counts = {}, {}, {}
         offsets = {q: em.const(0) for q in self.order}   # rows of each callee's next frontier
         for q in self.order:
-            code, site_rows = self._level_calls(em, q, names[q]["frontier"])
-            codes[q] = code
             counts[q] = self._rows_of(em, names[q]["frontier"][0])
+            codes[q], site_rows = self._level_calls(em, q, names[q]["frontier"], counts[q])
             children = []
             for site, callee in enumerate(self.functions[q].sites):
                 reached, site_args = site_rows[site]
@@ -373,9 +380,7 @@ class _Lowering:
                 kids[q] = em.add("Concat", [em.add("Unsqueeze", [c, em.const([1])])
                                             for c in children], axis=1)
             else:
-                kids[q] = em.add("ConstantOfShape", [em.add("Concat", [
-                    em.add("Reshape", [counts[q], em.const([1])]), em.const([0])], axis=0)],
-                    value=helper.make_tensor("z", TensorProto.INT64, [1], [0]))
+                kids[q] = self._filled(em, counts[q], 0, TensorProto.INT64, rest=[0])
         count = count_in
         for q in self.order:
             count = em.add("Add", [count, counts[q]])
@@ -407,12 +412,11 @@ class _Lowering:
             for o, info in zip(outs, inputs_info[2:])]
         return helper.make_graph(em.nodes, em.prefix, inputs_info, outputs_info)
 
-    def _level_calls(self, em, q, frontier):
-        """Function ``q``'s skeleton on the rows of ``frontier``, both sides of every cond:
-        returns each row's variant code and, per call site, (which rows reach it, the call's
-        argument names)."""
+    def _level_calls(self, em, q, frontier, rows):
+        """Function ``q``'s skeleton on the ``rows`` rows of ``frontier``, both sides of every
+        cond: returns each row's variant code and, per call site, (which rows reach it, the
+        call's argument names)."""
         function, body = self.functions[q], self.functions[q].body
-        rows = self._rows_of(em, frontier[0])
         alive_at = {}   # loop column -> which rows make that call
         sk = schedule._Emitter()
         inputs = {name: sk.var("%s%d" % (kind, k), kind == "arg")
@@ -488,10 +492,7 @@ class _Lowering:
                     reached = masks[vid] if reached is None else \
                         em.add("Or", [reached, masks[vid]])
             if reached is None:   # a site no variant reaches: no row
-                reached = em.add("Not", [em.add("Cast", [em.add("ConstantOfShape", [
-                    em.add("Reshape", [rows, em.const([1])])],
-                    value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))],
-                    to=TensorProto.BOOL)])
+                reached = self._filled(em, rows, False, TensorProto.BOOL)
             if site in alive_at:   # a call in a loop: made at step j only by rows still looping
                 reached = em.add("And", [reached, alive_at[site]])
             site_rows[site] = (reached, arg_names[site])
@@ -600,11 +601,8 @@ class _Lowering:
         idle = Emitter(f"{prefix}/idle")
         arg_specs = [a for _, _, callee in loop.calls for a in self.args[callee]]
         rows_here = self._rows_of(idle, alive)
-        skipped = [idle.add("ConstantOfShape", [idle.add("Concat", [
-            idle.add("Reshape", [rows_here, idle.const([1])]),
-            idle.const(list(a.shape[1:]) or np.zeros(0, np.int64))], axis=0)],
-            value=helper.make_tensor("zero", helper.np_dtype_to_tensor_dtype(a.dtype), [1],
-                                     [0])) for a in arg_specs] + \
+        skipped = [self._filled(idle, rows_here, 0, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                rest=list(a.shape[1:])) for a in arg_specs] + \
             [idle.add("Identity", [state[k].name]) for k in loop.skeleton_vars]
         out_specs = arg_specs + [state[k] for k in loop.skeleton_vars]
         then_out = [then.add("Identity", [p]) for p in produced]
@@ -635,9 +633,7 @@ class _Lowering:
              self._info(scans[0], TensorProto.BOOL, [None])] + \
             [self._info(o, dtype, None) for o, dtype in zip(scans[1:], arg_dtypes)]
         graph = helper.make_graph(body.nodes, prefix, infos_in, infos_out)
-        all_true = em.add("Cast", [em.add("ConstantOfShape", [
-            em.add("Reshape", [rows, em.const([1])])],
-            value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))], to=TensorProto.BOOL)
+        all_true = self._filled(em, rows, True, TensorProto.BOOL)
         results = em.add("Loop", [em.const(int(loop.max_iterations)), em.const(True, np.bool_)] +
                          [v.name for v in inputs[:nv]] + [all_true],
                          [em.fresh("loop_out") for _ in range(nv + 1 + len(scans))],
@@ -670,10 +666,7 @@ class _Lowering:
                 term = em.add("And", [term, inner])
             mask = term if mask is None else em.add("And", [mask, term])
         if mask is None and not path:   # no cond at all: every row
-            mask = em.add("Cast", [em.add("ConstantOfShape", [
-                em.add("Reshape", [rows, em.const([1])])],
-                value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))],
-                to=TensorProto.BOOL)
+            mask = self._filled(em, rows, True, TensorProto.BOOL)
         return mask
 
     def _values_loop(self, state, levels):
@@ -694,9 +687,7 @@ class _Lowering:
             level_kids = em.add("Slice", [state[q]["kids"], start, stop, zero_axis])
             rows = self._rows_of(em, level_codes)
             width, elem = self.layouts[q]["width"], self._elem(q)
-            values = em.add("ConstantOfShape", [em.add("Concat", [
-                em.add("Reshape", [rows, em.const([1])]), em.const([width])], axis=0)],
-                value=helper.make_tensor("zero", elem, [1], [0]))
+            values = self._filled(em, rows, 0, elem, rest=[width])
             for vid, key in enumerate(self.keys[q]):
                 taking = em.add("NonZero", [em.add("Equal", [level_codes, em.const(vid)])])
                 picked = em.add("Reshape", [taking, em.const([-1])])
@@ -850,9 +841,7 @@ class _Lowering:
             [self._info(o, v.dtype, None) for o, v in zip(outs, state)] + \
             [self._info(alive_out, TensorProto.BOOL, [None])]
         rows = self._rows_of(em, inputs[0].name)
-        all_true = em.add("Cast", [em.add("ConstantOfShape", [
-            em.add("Reshape", [rows, em.const([1])])],
-            value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))], to=TensorProto.BOOL)
+        all_true = self._filled(em, rows, True, TensorProto.BOOL)
         results = em.add("Loop", [em.const(int(loop.max_iterations)), em.const(True, np.bool_)] +
                          [v.name for v in inputs[:nv]] + [all_true],
                          [em.fresh("loop_var") for _ in range(nv + 1)],
