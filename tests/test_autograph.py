@@ -13,7 +13,7 @@ from mxnet import autograd, gluon
 import gluon_cf
 from gluon_cf import AutographError
 
-from conftest import MODES, set_mode
+from conftest import MODES, run_python, set_mode
 
 HERE = os.path.abspath(__file__)
 
@@ -363,3 +363,23 @@ def test_a_bound_holds_eagerly_too(mode):
     net = Forever()
     set_mode(net, mode)
     np.testing.assert_array_equal(net(mx.nd.array(INPUTS[0])).asnumpy(), INPUTS[0] + 3)
+
+
+def test_unbounded_looking_loop_ends_at_its_bound_in_a_subprocess(tmp_path):
+    """A tensor while whose condition never fails, run eagerly, once looped forever (the
+    bound was ignored eagerly): in a fresh process with a timeout, it must end at its bound."""
+    (tmp_path / "forever.py").write_text(
+        "import mxnet as mx, gluon_cf\n"
+        "class Forever(mx.gluon.HybridBlock):\n"
+        "    @gluon_cf.autograph\n"
+        "    def hybrid_forward(self, F, x):\n"
+        "        while x.sum() > 0:\n"
+        "            gluon_cf.max_iterations(3)\n"
+        "            x = x + 1\n"
+        "        return x\n"
+        "print(Forever()(mx.nd.ones((1,))).asnumpy()[0])\n")
+    proc = run_python(f"import runpy; runpy.run_path({str(tmp_path / 'forever.py')!r})",
+                      timeout=120)
+    assert proc is not None, "the loop did not end"
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "4.0"
