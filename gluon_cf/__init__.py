@@ -10,7 +10,7 @@ onnxruntime, and the names below that need MXNet raise an ImportError saying so 
 import importlib
 from typing import Optional
 
-from .errors import CallTreeTooLargeError, RecursionDepthError
+from .errors import CallTreeTooLargeError, RecursionDepthError, TruncationWarning
 
 _MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
                 "max_iterations", "AutographError",
@@ -41,7 +41,7 @@ def __getattr__(name):
 
 
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
-           "max_iterations", "AutographError", "RecursionDepthError",
+           "max_iterations", "AutographError", "TruncationWarning", "RecursionDepthError",
            "CallTreeTooLargeError",
            "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor"]
 __version__ = "0.1.0"

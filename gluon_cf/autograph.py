@@ -51,6 +51,9 @@ import functools
 import inspect
 import itertools
 import linecache
+import operator
+import os
+import re
 import textwrap
 import types
 from typing import Callable, Optional
@@ -58,6 +61,7 @@ from typing import Callable, Optional
 import mxnet as mx
 
 from .ops.cond import cond
+from .ops.while_loop import warn_truncation, while_loop
 
 __all__ = ["autograph", "to_code", "max_iterations", "AutographError", "Undefined"]
 
@@ -133,7 +137,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
             return arrays
         return run
 
-    arrays = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"))
+    arrays = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
+                  name=_node_name(where, "if"))
     arrays = list(arrays) if isinstance(arrays, (list, tuple)) else [arrays]
     merged = []
     for k, value in enumerate(results["then"]):
@@ -188,7 +193,8 @@ def if_exp(test, then_value, else_value, where):
                                          f"tensor condition both sides must be arrays")
                 return value
             return run
-        return cond(test, side(then_value, "if"), side(else_value, "else"))
+        return cond(test, side(then_value, "if"), side(else_value, "else"),
+                    name=_node_name(where, "ifexp"))
     return then_value() if _truth(test, where, "conditional expression") else else_value()
 
 
@@ -245,6 +251,15 @@ def _logical(op, a, b, where):
     return getattr(mx.nd, op)(a, b)
 
 
+def augmented(target, value, op):
+    """A converted ``target op= value``: out of place when ``target`` is a tensor (an NDArray's
+    ``+=`` writes into the array, so every alias of it changes and autograd refuses it while
+    recording; a Symbol's is ``target = target + value``), in place otherwise (lists)."""
+    if _is_tensor(target):
+        return getattr(operator, op)(target, value)
+    return getattr(operator, "i" + op.rstrip("_"))(target, value)
+
+
 def max_iterations(bound: Optional[int]) -> Optional[int]:
     """As the first statement of a loop body converted by ``@autograph``: the loop runs at
     most ``bound`` steps when its condition is a tensor (an expression such as
@@ -263,13 +278,14 @@ def while_stmt(test, body, values, names, where, bound):
     first = test(*values)
     if not isinstance(first, mx.sym.Symbol):
         steps = 0     # a tensor condition's bound holds eagerly too; a Python one has none
-        while _truth(first, where, "while") and \
-                (bound is None or not _is_tensor(first) or steps < bound):
+        while _truth(first, where, "while"):
+            if bound is not None and _is_tensor(first) and steps >= bound:
+                warn_truncation(where, bound)
+                break
             values = tuple(body(*values))
             first = test(*values)
             steps += 1
         return values
-    from .ops.while_loop import while_loop
     arrays = _loop_arrays(values, names, where, "while")
     slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
 
@@ -283,7 +299,8 @@ def while_stmt(test, body, values, names, where, bound):
         new = tuple(body(*full(vs)))
         _check_loop_vars(values, new, names, where, "while")
         return [], [new[k] for k in slots]
-    _, final = while_loop(lambda *vs: test(*full(vs)), step, arrays, max_iterations=bound)
+    _, final = while_loop(lambda *vs: test(*full(vs)), step, arrays, max_iterations=bound,
+                          name=_node_name(where, "while"), report_truncation=where)
     final = final if isinstance(final, (list, tuple)) else [final]
     return tuple(full(final))
 
@@ -305,11 +322,21 @@ def for_stmt(iterable, body, values, names, where):
         new = tuple(body(item, *current))
         _check_loop_vars(values, new, names, where, "for")
         return [], [new[k] for k in slots]
-    _, final = foreach(step, iterable, arrays)
+    _, final = foreach(step, iterable, arrays, name=_node_name(where, "for"))
     current = list(values)
     for k, v in zip(slots, final):
         current[k] = v
     return tuple(current)
+
+
+def _node_name(where, kind):
+    """A graph node's name from its source line: ``model_line12_while`` for a while loop on
+    line 12 of model.py (MXNet appends a number where the name repeats)."""
+    match = re.match(r"(.*?):(\d+): ", where)
+    if match is None:
+        return kind
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(match.group(1)))[0])
+    return f"{stem}_line{match.group(2)}_{kind}"
 
 
 def _truth(value, where, what):
@@ -472,6 +499,11 @@ def _owner_class(fn):
     return None
 
 
+_AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+              ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul",
+              ast.LShift: "lshift", ast.RShift: "rshift", ast.BitAnd: "and_",
+              ast.BitOr: "or_", ast.BitXor: "xor"}
+
 _NOT_A_GRAPH = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Global,
                 ast.Nonlocal)
 
@@ -516,6 +548,18 @@ class _Rewriter(ast.NodeTransformer):
         self.generic_visit(node)
         node.attr = self._mangle(node.attr)
         return node
+
+    # -- x op= value: out of place on tensors (NOTE [autograph])
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.target, ast.Name):
+            return node
+        op = _AUGMENTED[type(node.op)]
+        call = _call("augmented", [ast.Name(id=node.target.id, ctx=ast.Load()), node.value,
+                                   ast.Constant(op)])
+        return ast.copy_location(ast.Assign(targets=[ast.Name(id=node.target.id,
+                                                              ctx=ast.Store())],
+                                            value=call), node)
 
     # -- if statements
     def visit_If(self, node):

@@ -8,3 +8,10 @@ class RecursionDepthError(RuntimeError):
 class CallTreeTooLargeError(RecursionDepthError):
     """A batch's recursive call tree grew beyond what one schedule holds (a cycle in the tree
     arrays makes it double at every level long before ``max_depth``)."""
+
+
+class TruncationWarning(RuntimeWarning):
+    """A loop converted by ``@gluon_cf.autograph`` stopped at its ``max_iterations`` bound while
+    its condition still held: its results are those of the first ``max_iterations`` steps.
+    Raise the bound, or make this an error with
+    ``warnings.simplefilter("error", gluon_cf.TruncationWarning)``."""

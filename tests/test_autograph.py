@@ -4,6 +4,7 @@ same function unconverted, run eagerly on NDArrays (``fn.__wrapped__``: plain Py
 and gradients, eager, hybridized and hybridized with static_alloc/static_shape."""
 import os
 import re
+import warnings
 
 import mxnet as mx
 import numpy as np
@@ -383,3 +384,76 @@ def test_unbounded_looking_loop_ends_at_its_bound_in_a_subprocess(tmp_path):
     assert proc is not None, "the loop did not end"
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "4.0"
+
+
+# ---------------------------------------------------------------------------- pitfalls
+
+class AliasedIncrement(Base):
+    """``y += 1`` on an alias of x: in place on an NDArray (x changes too, and autograd refuses
+    it while recording), a new value on a Symbol. Converted, it is a new value in every mode."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        y = self.fc(x)
+        z = y
+        z += 1
+        z *= 2
+        return y * z
+
+
+def test_augmented_assignment_is_out_of_place_on_tensors():
+    mx.random.seed(0)
+    net = AliasedIncrement()
+    net.initialize(mx.init.Xavier())
+    x = INPUTS[2]
+    xa = mx.nd.array(x)
+    with autograd.record():    # plain Python: the in-place += on a recorded array fails
+        with pytest.raises(mx.MXNetError, match="[Ii]nplace"):
+            type(net).hybrid_forward.__wrapped__(net, mx.nd, xa).wait_to_read()
+    y = net.fc(xa).asnumpy()
+    want = y * (y + 1) * 2              # as the Symbol code computes it
+    for mode in MODES:
+        set_mode(net, mode)
+        got = run(net, x)
+        np.testing.assert_allclose(got[0], want, rtol=1e-5)
+        net.hybridize(active=False)
+    assert " = __ag__.augmented(z, 1, 'add')" in gluon_cf.to_code(AliasedIncrement.hybrid_forward)
+
+
+@gluon_cf.autograph
+def extend_in_place(items, more):
+    items += more                # a list's += stays in place, as in Python
+    return items
+
+
+def test_augmented_assignment_on_a_list_stays_in_place():
+    items = [1]
+    assert extend_in_place(items, [2]) is items and items == [1, 2]
+
+
+def test_graph_nodes_are_named_after_their_source_line():
+    import json
+    net = Halve()
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.array(INPUTS[0] * 4))
+    names = [n["name"] for n in json.loads(net._cached_graph[1].tojson())["nodes"]
+             if n["op"] == "Custom"]
+    line = line_of(Halve, "while F.norm(h) > 1:")
+    assert any(f"test_autograph_line{line}_while" in n for n in names), names
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_truncation_at_the_bound_is_reported_at_the_users_line(mode):
+    net = Forever()
+    set_mode(net, mode)
+    with pytest.warns(gluon_cf.TruncationWarning,
+                      match=r"stopped at its bound of 3 iterations while its condition still "
+                            r"held") as record:
+        net(mx.nd.array(INPUTS[0])).asnumpy()   # hybridized it runs on an engine thread
+    assert {(w.filename, w.lineno) for w in record
+            if w.category is gluon_cf.TruncationWarning} == \
+        {(HERE, line_of(Forever, "while x.sum() > 0:"))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # a loop that ends by itself: no report
+        np.testing.assert_array_equal(net(mx.nd.array(INPUTS[1])).asnumpy(), INPUTS[1])

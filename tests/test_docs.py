@@ -31,6 +31,7 @@ PUBLIC_FUNCTIONS = [
 # Public classes: documented on the reference pages, examples where they help.
 PUBLIC_CLASSES = [
     "gluon_cf.recursion.RecursiveFunction", "gluon_cf.export.Artifact", "gluon_cf.export.Limits",
+    "gluon_cf.AutographError", "gluon_cf.TruncationWarning",
     "gluon_cf.data.Tree", "gluon_cf.data.EncodedTree", "gluon_cf.data.EncodedForest",
     "gluon_cf.models.TreeLSTM", "gluon_cf.models.TreeRNN", "gluon_cf.models.RNTN",
     "gluon_cf.models.ChildSumTreeLSTM", "gluon_cf.models.TopDownTreeLSTM",

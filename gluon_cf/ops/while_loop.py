@@ -21,7 +21,8 @@ OP = "while_loop"
 
 def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Arrays], Arrays]],
                loop_vars: Arrays, max_iterations: Optional[int] = None, name: str = "while_loop",
-               exact_length: bool = False) -> Tuple[Arrays, Arrays]:
+               exact_length: bool = False, report_truncation: Optional[str] = None
+               ) -> Tuple[Arrays, Arrays]:
     """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
 
     ``cond(*loop_vars)`` returns a one-element predicate; ``func(*loop_vars)`` returns
@@ -52,6 +53,10 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
       and the initial ``loop_vars``.
     * ``max_iterations`` must be at least 1 in hybridized mode.
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
+    * ``report_truncation`` (gluon_cf's, used by ``@autograph``): a ``"file:line: source"``
+      location; a hybridized loop that stops at ``max_iterations`` while ``cond`` still holds
+      then warns (:class:`gluon_cf.TruncationWarning`) at that location. MXNet's loop, and this
+      one without it, stops there silently.
 
     Example: halve ``x`` while its sum exceeds 1, recording the sum before each step:
 
@@ -70,7 +75,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     pad_to = None if exact_length else max_iterations
     step = _Step(cond, func, vars_fmt)
     if mode == "symbol":
-        return _while_symbolic(step, flat_vars, max_iterations, pad_to, name)
+        return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
+                               report_truncation)
     outputs, final = executor.run(loop(
         lambda vs: done(pred_value(OP, "the value returned by cond", step.cond(vs))),
         lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations, pad_to,
@@ -224,7 +230,22 @@ def _pad_to(spec):
     return None if spec.get("exact_length") else spec["max_iterations"]
 
 
-def _while_symbolic(step, flat_vars, max_iterations, pad_to, name):
+def warn_truncation(where, bound):
+    """Report a loop that stopped at its bound with its condition still true, at the user's
+    line ``where`` (``"file:line: source"``)."""
+    import re
+    import warnings
+    from ..errors import TruncationWarning
+    match = re.match(r"(.*?):(\d+): ", where)
+    filename, line = (match.group(1), int(match.group(2))) if match else ("<unknown>", 0)
+    warnings.warn_explicit(
+        f"{where}: this loop stopped at its bound of {bound} iterations while its condition "
+        f"still held; its results are those of the first {bound} steps (raise the bound with "
+        f"gluon_cf.max_iterations(N) or the decorator's max_iterations)",
+        TruncationWarning, filename, line)
+
+
+def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_truncation=None):
     nv = len(flat_vars)
     cond_g = trace(OP, "cond", nv, step.cond)
     if cond_g.num_outputs != 1:
@@ -239,6 +260,8 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name):
             "num_outputs": func_g.num_outputs}
     if pad_to is None:
         spec["exact_length"] = True   # absent in graphs saved before exact length existed
+    if report_truncation is not None and max_iterations is not None:
+        spec["report_truncation"] = report_truncation
     outputs = _node.make_node(OP, flat_vars + captured, spec, name)
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
 
@@ -296,9 +319,12 @@ class WhileLoopRule(registry.Rule):
                 value = (yield cond_g.run(slots, frame, record=False))[0]
             return pred_value(OP, "the value returned by cond", value)
 
+        steps = []
+
         def fused_step(slots):
             result = yield fused.run(slots, frame)
             next_pred.append(result[-1])
+            steps.append(1)
             return result[:-1]
 
         step = fused_step
@@ -309,6 +335,10 @@ class WhileLoopRule(registry.Rule):
                               captured, node.spec["max_iterations"], pad_to,
                               zero_outputs=lambda: None)
         outputs, final = per_step
+        where, bound = node.spec.get("report_truncation"), node.spec["max_iterations"]
+        if where is not None and len(steps) == bound and \
+                pred_value(OP, "the value returned by cond", next_pred[-1]):
+            warn_truncation(where, bound)
         if outputs is None:   # no step ran: learn the rows' shapes from one untracked call
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 probe = yield func_g.run(list(inputs), frame, record=False)
