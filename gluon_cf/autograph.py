@@ -26,10 +26,26 @@ NOTE [autograph]
     :class:`AutographError` naming the variable and the ``if``'s line.
 
     The converted function is compiled under the original file name and line numbers, so
-    tracebacks land on the user's lines; zero-argument ``super()`` and private names
-    (``self.__x``) are rewritten as the class body would have compiled them. An ``if`` whose
-    branches ``return``, ``break``, ``continue`` or assign attributes or items is left as Python
-    and fails with an AutographError when its predicate is a tensor.
+    tracebacks land on the user's lines, and its graph nodes are named after them
+    (``model_line12_while``); zero-argument ``super()`` and private names (``self.__x``) are
+    rewritten as the class body would have compiled them. ``x += y`` on a tensor is
+    ``x = x + y`` (an NDArray's ``+=`` writes through every alias and fails under autograd;
+    a Symbol's never did), in place on anything else. An ``if`` whose branches ``yield``, use
+    ``global``/``nonlocal`` or assign attributes or items is left as Python and fails with an
+    AutographError when its predicate is a tensor.
+
+    Jumps (before the rewrite above, as TF AutoGraph does): in a loop, ``break``,
+    ``continue`` and ``return`` become assignments of flag variables (``__agf_break_N`` ...);
+    the statements after one run under ``if not flag``; a ``while`` tests ``not flag and
+    test`` (:func:`running_and`), a ``for`` runs its later steps as no-ops (a Python
+    iterable stops); a ``return`` inside loops becomes ``if flag: return value`` after the
+    outermost one, so what ``value`` reads must be a loop variable. Then the statements after
+    an ``if`` that may return move into the branches that do not, so such an ``if`` returns
+    on every path and becomes :func:`if_return`: ``return cond(...)`` on a tensor. Flags
+    are Python bools until a tensor ``if`` or loop carries them, where they become
+    one-element arrays. A ``while True`` whose tensor ``break`` makes its test a tensor runs
+    its first step as Python and the rest as a graph loop. A loop with an ``else`` clause or
+    a ``for`` that unpacks its items keeps its jumps as Python.
 
     Loops the same way: ``while test: body`` becomes :func:`while_stmt` with the test and the
     body as functions of the loop variables: what the body assigns and the test reads, a
@@ -47,6 +63,7 @@ NOTE [autograph]
     tensors (0 or 1; every operand evaluated, as a graph must).
 """
 import ast
+import copy
 import functools
 import inspect
 import itertools
@@ -119,7 +136,7 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
 
     def branch(fn, key):
         def run():
-            out = tuple(fn(*values))
+            out = _flags_as_arrays(tuple(fn(*values)), names)
             results[key] = out
             arrays = []
             for k, (name, value) in enumerate(zip(names, out)):
@@ -276,16 +293,23 @@ def max_iterations(bound: Optional[int]) -> Optional[int]:
 def while_stmt(test, body, values, names, where, bound):
     """Run a converted ``while`` (NOTE [autograph]): returns its variables' final values."""
     first = test(*values)
-    if not isinstance(first, mx.sym.Symbol):
-        steps = 0     # a tensor condition's bound holds eagerly too; a Python one has none
-        while _truth(first, where, "while"):
-            if bound is not None and _is_tensor(first) and steps >= bound:
-                warn_truncation(where, bound)
-                break
-            values = tuple(body(*values))
-            first = test(*values)
-            steps += 1
-        return values
+    steps = 0     # a tensor condition's bound holds eagerly too; a Python one has none
+    while not isinstance(first, mx.sym.Symbol):
+        if not _truth(first, where, "while"):
+            return values
+        if bound is not None and _is_tensor(first) and steps >= bound:
+            warn_truncation(where, bound)
+            return values
+        values = tuple(body(*values))
+        first = test(*values)
+        steps += 1
+    # A Symbol condition, from the start or after Python steps (a break under a tensor if in
+    # a `while True`): the remaining steps are one graph loop.
+    if bound is not None:
+        bound -= steps
+        if bound < 1:
+            return values
+    values = _flags_as_arrays(values, names)
     arrays = _loop_arrays(values, names, where, "while")
     slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
 
@@ -296,7 +320,7 @@ def while_stmt(test, body, values, names, where, bound):
         return out
 
     def step(*vs):
-        new = tuple(body(*full(vs)))
+        new = _flags_as_arrays(tuple(body(*full(vs))), names)
         _check_loop_vars(values, new, names, where, "while")
         return [], [new[k] for k in slots]
     _, final = while_loop(lambda *vs: test(*full(vs)), step, arrays, max_iterations=bound,
@@ -305,21 +329,33 @@ def while_stmt(test, body, values, names, where, bound):
     return tuple(full(final))
 
 
-def for_stmt(iterable, body, values, names, where):
-    """Run a converted ``for`` (NOTE [autograph]): returns its variables' final values."""
+def for_stmt(iterable, body, values, names, where, item=None):
+    """Run a converted ``for`` (NOTE [autograph]): returns its variables' final values (and
+    the last item, when ``item`` holds the current value of a loop variable read after it)."""
+    keep_item = item is not None
     if not isinstance(iterable, mx.sym.Symbol):
-        for item in iterable:
-            values = tuple(body(item, *values))
-        return values
+        stop = [k for k, name in enumerate(names) if name.startswith(_STOP_FLAGS)]
+        last = item[0] if keep_item else None
+        for last in iterable:
+            values = tuple(body(last, *values))
+            if any(not _is_tensor(values[k]) and values[k] for k in stop):
+                break        # a break or return (under a Python condition) ends the loop
+        return values + ((last,) if keep_item else ())
+    if keep_item:
+        raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
+                             f"after the loop; a graph's loop does not keep its last row, so "
+                             f"assign what you need to a variable (given a value before the "
+                             f"loop) inside it")
     from .ops.foreach import foreach
+    values = _flags_as_arrays(values, names)
     arrays = _loop_arrays(values, names, where, "for")
     slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
 
-    def step(item, states):
+    def step(row, states):
         current = list(values)
         for k, v in zip(slots, states):
             current[k] = v
-        new = tuple(body(item, *current))
+        new = _flags_as_arrays(tuple(body(row, *current)), names)
         _check_loop_vars(values, new, names, where, "for")
         return [], [new[k] for k in slots]
     _, final = foreach(step, iterable, arrays, name=_node_name(where, "for"))
@@ -327,6 +363,78 @@ def for_stmt(iterable, body, values, names, where):
     for k, v in zip(slots, final):
         current[k] = v
     return tuple(current)
+
+
+# Flags the conversion adds for break, continue and return (NOTE [autograph], jumps).
+_STOP_FLAGS = ("__agf_break_", "__agf_return_")
+_FLAGS = _STOP_FLAGS + ("__agf_continue_",)
+
+
+def _flags_as_arrays(values, names):
+    """The flags among ``values`` that are Python bools as one-element arrays: a graph's
+    branches and loops carry arrays."""
+    return tuple(mx.sym.full((1,), float(bool(value)))
+                 if name.startswith(_FLAGS) and not _is_tensor(value)
+                 and not isinstance(value, Undefined) else value
+                 for name, value in zip(names, values))
+
+
+def running(*flags):
+    """``not (flag_1 or flag_2 ...)``: a Python bool while every flag is one, else an array."""
+    arrays = []
+    for flag in flags:
+        if isinstance(flag, mx.sym.Symbol):
+            arrays.append(flag)
+        elif _truth(flag, "", "flag"):
+            return False
+    if not arrays:
+        return True
+    result = mx.sym.logical_not(arrays[0])
+    for flag in arrays[1:]:
+        result = result * mx.sym.logical_not(flag)
+    return result
+
+
+def running_and(flags, test):
+    """A loop's condition once a break or return may end it: ``running(*flags) and test()``
+    (the test is not evaluated once a flag is set)."""
+    going = running(*flags)
+    if going is False:
+        return False
+    value = test()
+    if going is True:
+        return value
+    if isinstance(value, mx.sym.Symbol):
+        return mx.sym.broadcast_logical_and(going, mx.sym.cast(value, "float32"))
+    return going if _truth(value, "", "while") else False
+
+
+def if_return(pred, then_fn, else_fn, values, where):
+    """Run a converted ``if`` both of whose branches return: returns the returned value."""
+    if not isinstance(pred, mx.sym.Symbol):
+        return then_fn(*values) if _truth(pred, where, "if") else else_fn(*values)
+    kinds = {}
+
+    def branch(fn, key):
+        def run():
+            value = fn(*values)
+            if not _arrays_only(value):
+                raise AutographError(
+                    f"{where}: the {key} branch of this if returns {value!r}; with a tensor "
+                    f"condition both branches run as one graph, so both must return arrays "
+                    f"(or lists or tuples of arrays) of the same structure")
+            kinds[key] = type(value)
+            return value
+        return run
+    result = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
+                  name=_node_name(where, "if"))
+    return tuple(result) if kinds.get("then") is tuple else result
+
+
+def _arrays_only(value):
+    if isinstance(value, (list, tuple)):
+        return len(value) > 0 and all(_arrays_only(v) for v in value)
+    return isinstance(value, mx.sym.Symbol)
 
 
 def _node_name(where, kind):
@@ -523,6 +631,7 @@ class _Rewriter(ast.NodeTransformer):
         return f"{self.filename}:{line}: {text}"
 
     def convert(self, func):
+        _lower_jumps(func)
         for parent in ast.walk(func):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
@@ -565,12 +674,24 @@ class _Rewriter(ast.NodeTransformer):
     def visit_If(self, node):
         self.generic_visit(node)          # inner ifs first
         where = self.where(node)
-        why = _not_a_graph(node.body + node.orelse)
+        returns = _always_returns(node.body) and _always_returns(node.orelse)
+        why = _not_a_graph(node.body + node.orelse, allow_return=returns)
         if why:
             node.test = _call("python_if", [node.test, ast.Constant(where), ast.Constant(why)])
             return node
         number = next(_counter)
         assigned = sorted(_assigned(node.body) | _assigned(node.orelse))
+        if returns:                       # both branches return: the if is the return value
+            then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, None)
+            else_fn = self._loop_function(f"__ag_else_{number}", assigned, node.orelse, None)
+            call = _call("if_return", [
+                node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
+                ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
+                ast.Constant(where)])
+            statements = [then_fn, else_fn, ast.Return(value=call)]
+            for statement in statements:
+                ast.copy_location(statement, node)
+            return statements
         live = self._live_after(node)
         out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in assigned], ctx=ast.Load())
         then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out)
@@ -627,7 +748,8 @@ class _Rewriter(ast.NodeTransformer):
             name=name, args=ast.arguments(
                 posonlyargs=[], args=[ast.arg(arg=n) for n in params], vararg=None,
                 kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-            body=list(body) + [ast.Return(value=returned)], decorator_list=[], returns=None)
+            body=list(body) + ([] if returned is None else [ast.Return(value=returned)]),
+            decorator_list=[], returns=None)
 
     def _current(self, names, where):
         return ast.Tuple(elts=[
@@ -672,15 +794,17 @@ class _Rewriter(ast.NodeTransformer):
                                               ast.Constant("for")])
             return node
         number = next(_counter)
-        names = self._carried(node, set(), exclude={node.target.id})
+        item = node.target.id
+        names = self._carried(node, set(), exclude={item})
         out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
-        body_fn = self._loop_function(f"__ag_body_{number}", [node.target.id] + names,
-                                      node.body, out)
+        body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out)
+        keep_item = item in self._live_after(node)
         call = _call("for_stmt", [
             node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
-            ast.Constant(where)])
-        statements = [body_fn, self._assign(names, call)]
+            ast.Constant(where),
+            self._current([item], where) if keep_item else ast.Constant(None)])
+        statements = [body_fn, self._assign(names + [item] if keep_item else names, call)]
         for statement in statements:
             ast.copy_location(statement, node)
         return statements
@@ -712,8 +836,9 @@ class _Rewriter(ast.NodeTransformer):
                 if isinstance(block, list) and child in block:
                     for later in block[block.index(child) + 1:]:
                         names |= _loaded(later)
-            if isinstance(parent, (ast.For, ast.While, ast.AsyncFor)):
-                names |= _loaded(parent)
+            if isinstance(parent, (ast.For, ast.While, ast.AsyncFor)):   # the next step
+                names |= _exposed(parent.body) | _loaded(getattr(parent, "test", None) or
+                                                         ast.Pass())
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 break
             child, parent = parent, self.parents.get(parent)
@@ -767,6 +892,15 @@ def _exposed(statements):
                 reads.add(statement.target.id)  # x += 1 reads x
             exposed |= reads - assigned
             assigned |= _assigned([statement])
+        elif isinstance(statement, ast.If):     # assigns nothing for certain
+            exposed |= (_loaded(statement.test) | _exposed(statement.body) |
+                        _exposed(statement.orelse)) - assigned
+        elif isinstance(statement, ast.While):
+            exposed |= (_loaded(statement.test) | _exposed(statement.body) |
+                        _exposed(statement.orelse)) - assigned
+        elif isinstance(statement, ast.For):    # its body reads its item after assigning it
+            exposed |= (_loaded(statement.iter) | _exposed(statement.body) -
+                        _assigned([statement.target]) | _exposed(statement.orelse)) - assigned
         else:
             exposed |= _loaded(statement) - assigned
     return exposed
@@ -777,9 +911,11 @@ def _loaded(node):
                                                                                     ast.Load)}
 
 
-def _not_a_graph(statements):
+def _not_a_graph(statements, allow_return=False):
     """Why these branches cannot become a cond's (None if they can)."""
     for node in _scoped(statements):
+        if isinstance(node, ast.Return) and allow_return:
+            continue
         if isinstance(node, _NOT_A_GRAPH):
             return "use %s" % type(node).__name__.lower()
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -790,3 +926,149 @@ def _not_a_graph(statements):
                             isinstance(part.ctx, ast.Store):
                         return "assign attributes or items"
     return None
+
+
+# ---------------------------------------------------------------------------- jumps
+
+class _LoopFlags:
+    """The flags of one loop whose ``break``/``continue``/``return`` become assignments."""
+
+    def __init__(self, number):
+        self.brk, self.cont = f"__agf_break_{number}", f"__agf_continue_{number}"
+        self.used_break = self.used_continue = False
+
+
+def _lowerable(loop):
+    """Whether a loop's jumps become flags: no ``else`` clause, and a ``for`` over one name."""
+    if loop.orelse:
+        return False
+    return isinstance(loop, ast.While) or isinstance(loop.target, ast.Name)
+
+
+def _lower_jumps(func):
+    """Rewrite ``break``, ``continue`` and ``return`` inside loops into flag variables, then
+    move the code after an ``if`` that returns into its branches (NOTE [autograph], jumps)."""
+    func.body, returns = _lower_block(func.body, None)
+    assert not returns          # the outermost loops placed them
+    if any(isinstance(n, ast.If) and _contains(n, ast.Return) for n in _scoped(func.body)):
+        if not _always_returns(func.body):
+            end = func.body[-1]
+            func.body.append(ast.copy_location(ast.Return(value=ast.Constant(None)), end))
+        func.body = _returns_into_branches(func.body)
+
+
+def _lower_block(statements, loop):
+    """``statements`` with the jumps belonging to ``loop`` (a _LoopFlags, None outside loops)
+    replaced by flag assignments; returns them and the ``(flag, value)`` of each ``return``
+    inside a loop that the enclosing loops still have to pass on."""
+    out, returns = [], []
+    for statement in statements:
+        if isinstance(statement, (ast.While, ast.For)) and _lowerable(statement):
+            flags = _LoopFlags(next(_counter))
+            body, inner_returns = _lower_block(statement.body, flags)
+            stop = ([flags.brk] if flags.used_break else []) + [f for f, _ in inner_returns]
+            guards = stop + ([flags.cont] if flags.used_continue else [])
+            body = _guard(body, guards)
+            if stop and isinstance(statement, ast.For):
+                body = [ast.copy_location(ast.If(test=_running(stop), body=body, orelse=[]),
+                                          statement)]
+            elif stop:
+                statement.test = _call("running_and", [
+                    ast.Tuple(elts=[ast.Name(id=f, ctx=ast.Load()) for f in stop],
+                              ctx=ast.Load()), _thunk(statement.test)])
+            if flags.used_continue:   # first, so that it is a step's temporary
+                body = [ast.copy_location(_set(flags.cont, False), statement)] + body
+            statement.body = body
+            # a return's flag starts False once, before the outermost loop it leaves
+            out.extend(ast.copy_location(_set(f, False), statement) for f in stop
+                       if loop is None or not f.startswith("__agf_return_"))
+            out.append(statement)
+            if loop is None:         # the outermost loop: return after it
+                out.extend(ast.copy_location(ast.If(
+                    test=ast.Name(id=f, ctx=ast.Load()),
+                    body=[ast.copy_location(ast.Return(value=value), value)], orelse=[]), value)
+                    for f, value in inner_returns)
+            else:
+                returns.extend(inner_returns)
+        elif isinstance(statement, (ast.While, ast.For, ast.AsyncFor)):
+            out.append(statement)    # its jumps stay Python (NOTE [autograph])
+        elif loop is not None and isinstance(statement, ast.Break):
+            loop.used_break = True
+            out.append(ast.copy_location(_set(loop.brk, True), statement))
+        elif loop is not None and isinstance(statement, ast.Continue):
+            loop.used_continue = True
+            out.append(ast.copy_location(_set(loop.cont, True), statement))
+        elif loop is not None and isinstance(statement, ast.Return):
+            flag = f"__agf_return_{next(_counter)}"
+            returns.append((flag, statement.value or
+                            ast.copy_location(ast.Constant(None), statement)))
+            out.append(ast.copy_location(_set(flag, True), statement))
+        else:
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(statement, field, None)
+                if isinstance(block, list) and not isinstance(
+                        statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    new, inner = _lower_block(block, loop)
+                    setattr(statement, field, new)
+                    returns.extend(inner)
+            if isinstance(statement, ast.Try):
+                for handler in statement.handlers:
+                    handler.body, inner = _lower_block(handler.body, loop)
+                    returns.extend(inner)
+            out.append(statement)
+    return out, returns
+
+
+def _guard(block, flags):
+    """``block`` with everything after a statement that may set one of ``flags`` run only
+    while none is set (in nested blocks too)."""
+    if not flags:
+        return block
+    for k, statement in enumerate(block):
+        if isinstance(statement, ast.If):
+            statement.body = _guard(statement.body, flags)
+            statement.orelse = _guard(statement.orelse, flags)
+        set_here = sorted(_assigned([statement]) & set(flags))
+        if set_here and k + 1 < len(block):
+            rest = _guard(block[k + 1:], flags)
+            return block[:k + 1] + [ast.copy_location(
+                ast.If(test=_running(set_here), body=rest, orelse=[]), block[k + 1])]
+    return block
+
+
+def _returns_into_branches(block):
+    """Move the statements after an ``if`` that may return into those of its branches that
+    do not always return, so that every such ``if`` returns on every path."""
+    for k, statement in enumerate(block):
+        if isinstance(statement, ast.If) and _contains(statement, ast.Return):
+            rest = block[k + 1:]
+            for field in ("body", "orelse"):
+                branch = getattr(statement, field)
+                if not _always_returns(branch):
+                    branch = branch + copy.deepcopy(rest)
+                setattr(statement, field, _returns_into_branches(branch))
+            return block[:k + 1]
+    return block
+
+
+def _always_returns(block):
+    if not block:
+        return False
+    last = block[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return _always_returns(last.body) and _always_returns(last.orelse)
+    return False
+
+
+def _contains(node, kind):
+    return any(isinstance(n, kind) for n in _scoped([node]))
+
+
+def _set(name, value):
+    return ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Constant(value))
+
+
+def _running(flags):
+    return _call("running", [ast.Name(id=f, ctx=ast.Load()) for f in flags])

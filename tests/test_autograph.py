@@ -158,7 +158,6 @@ def line_of(cls, text):
                          r"assign it"),
     (ArrayAndNumber, r"variable 'y' is an array in one branch of this if and the Python value "
                      r"0 in the other"),
-    (ReturnsInside, r"this if has a tensor condition, but its branches use return"),
 ])
 def test_errors_name_the_users_line(model, message):
     net = model()
@@ -245,20 +244,41 @@ class PythonCounter(Base):
         return x * steps
 
 
-class BreaksOut(Base):
+class WhileElse(Base):
     @gluon_cf.autograph
     def hybrid_forward(self, F, x):
         while x.sum() > 1:
             x = x * 0.5
-            if self.flag:
-                break
+        else:
+            x = x + 1
         return x
+
+
+class ItemAfterLoop(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        for row in x:
+            x = x * 2
+        return x + row
+
+
+class ReturnsPython(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        if x.sum() > 1:
+            return x
+        return None
 
 
 @pytest.mark.parametrize("model, header, message", [
     (PythonCounter, "while x.sum() > 1:", r"variable 'steps' changes in this while loop on a "
                                          r"tensor but is the Python value 0"),
-    (BreaksOut, "while x.sum() > 1:", r"this while loop is on a tensor, but its body use break"),
+    (WhileElse, "while x.sum() > 1:", r"this while loop is on a tensor, but its body has an "
+                                      r"else clause, which a graph's loop cannot express yet"),
+    (ItemAfterLoop, "for row in x:", r"this for loop is on a tensor and its item is read after "
+                                     r"the loop"),
+    (ReturnsPython, "if x.sum() > 1:", r"the else branch of this if returns None; with a tensor "
+                                       r"condition both branches run as one graph"),
 ])
 def test_loop_errors_name_the_users_line(model, header, message):
     net = model()
@@ -327,11 +347,132 @@ def test_step_temporaries_are_not_loop_variables():
     assert re.search(r"h, steps, token = __ag__\.while_stmt", code)
 
 
+# ---------------------------------------------------------------------------- jumps
+
+class BreaksOut(Base):
+    """A break under a Python condition in a tensor while."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        while x.sum() > 1:
+            x = x * 0.5
+            if self.flag:
+                break
+        return x
+
+
+class BreakWhile(Base):
+    """A break under a tensor condition, with statements after it."""
+
+    @gluon_cf.autograph(max_iterations=10)
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        while F.norm(h) > 0.1:
+            h = h * 0.5
+            if h.sum() < 0:
+                break
+            h = h - 0.01
+        return h
+
+
+class ContinueFor(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x)
+        for row in F.transpose(x):
+            s = row.sum()
+            if s < 0:
+                continue
+            h = h + F.broadcast_mul(self.fc(x), s)
+        return h
+
+
+class BreakFor(Base):
+    """A break in a for over a tensor (later steps do nothing) and over a range (it stops)."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x)
+        for row in x * 3:
+            h = h + self.fc(F.reshape(row, (1, -1)))
+            if h.sum() > 1:
+                break
+        for i in range(5):
+            if i == 2:
+                break
+            h = h * 1.5
+        return h
+
+
+class ReturnIf(Base):
+    """Early returns under tensor conditions: the code after each moves into its else."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        if h.sum() > 0:
+            return h * 2
+        h = h - 1
+        if x.sum() > 0:
+            return h
+        return -h
+
+
+class ReturnInLoop(Base):
+    """A return inside a tensor while, nested in a for over a tensor."""
+
+    @gluon_cf.autograph(max_iterations=30)
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        for row in x:
+            while F.norm(h) < 100:
+                h = h * 2
+                if h.sum() > 3:
+                    return h + 1
+            h = F.broadcast_add(h, row.sum())
+        return h
+
+
+class WhileTrue(Base):
+    """``while True`` ended by a break under a tensor condition: the first step runs as
+    Python, the rest as a graph loop."""
+
+    @gluon_cf.autograph(max_iterations=8)
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        while True:
+            h = h * 2
+            if F.norm(h) > 10:
+                break
+        return h
+
+
+class ContinueNested(Base):
+    """continue and break in nested loops belong to their own loop."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        for row in F.transpose(x):
+            for col in x:
+                if col.sum() > 2:
+                    continue
+                h = F.broadcast_add(h, 0.1 * col)
+                if h.sum() > 100:
+                    break
+            if row.sum() < -1:
+                continue
+            h = h * 0.9
+        return h
+
+
 # ---------------------------------------------------------------------------- all constructs
 
 # model -> scale of the inputs (the loops need norms above their thresholds)
 CONVERTED = {IfElse: 1, NoElseNested: 1, OnlyInOneBranchNotRead: 1, UsesSuper: 1, Halve: 4,
-             HintedAndUnbounded: 4, ScanRows: 4, Expressions: 1, Decoder: 1}
+             HintedAndUnbounded: 4, ScanRows: 4, Expressions: 1, Decoder: 1, BreaksOut: 4,
+             BreakWhile: 1, ContinueFor: 1, BreakFor: 1, ReturnIf: 1, ReturnInLoop: 1,
+             WhileTrue: 1, ContinueNested: 1, ReturnsInside: 1}
 
 
 @pytest.mark.parametrize("model", list(CONVERTED), ids=lambda m: m.__name__)
