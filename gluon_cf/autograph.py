@@ -57,6 +57,16 @@ NOTE [autograph]
     Symbol's rows, plain Python otherwise. A Python value a tensor loop changes, or a loop
     variable without a value before the loop, is an AutographError.
 
+    Lists: a statement ``items.append(value)`` of a loop's body itself (so once per step;
+    not under an ``if``, not after a possible ``break``), where the body neither assigns nor
+    otherwise reads ``items``, makes ``value`` a step output. Run as Python, it is appended
+    to the list after each step; as a graph loop (an exact-length ``while_loop`` when
+    bounded, whose rows are the steps that ran), the rows become a :class:`StepList` bound
+    to ``items``: one array (after the list's earlier items) whose number of rows is known
+    only when the graph runs. ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and
+    ``F.add_n(*items)`` (rewritten into :func:`unpacked`), ``items[i]`` and
+    ``items.append(x)`` compute from it; ``len`` and iteration are AutographErrors.
+
     Expressions: ``a if test else b`` becomes :func:`if_exp` (``cond`` on a Symbol test),
     ``and``/``or``/``not`` become :func:`and_`/:func:`or_`/:func:`not_`, which keep Python's
     short-circuit semantics on Python values and are the elementwise logical operations on
@@ -290,17 +300,21 @@ def max_iterations(bound: Optional[int]) -> Optional[int]:
     return bound
 
 
-def while_stmt(test, body, values, names, where, bound):
-    """Run a converted ``while`` (NOTE [autograph]): returns its variables' final values."""
+def while_stmt(test, body, values, names, where, bound, lists=()):
+    """Run a converted ``while`` (NOTE [autograph]): returns its variables' final values,
+    then the lists it appended to."""
+    lists, count = list(lists), len(values)
     first = test(*values)
     steps = 0     # a tensor condition's bound holds eagerly too; a Python one has none
     while not isinstance(first, mx.sym.Symbol):
         if not _truth(first, where, "while"):
-            return values
+            return values + tuple(lists)
         if bound is not None and _is_tensor(first) and steps >= bound:
             warn_truncation(where, bound)
-            return values
-        values = tuple(body(*values))
+            return values + tuple(lists)
+        result = tuple(body(*values))
+        values = result[:count]
+        _append(lists, result[count:], where)
         first = test(*values)
         steps += 1
     # A Symbol condition, from the start or after Python steps (a break under a tensor if in
@@ -308,7 +322,7 @@ def while_stmt(test, body, values, names, where, bound):
     if bound is not None:
         bound -= steps
         if bound < 1:
-            return values
+            return values + tuple(lists)
     values = _flags_as_arrays(values, names)
     arrays = _loop_arrays(values, names, where, "while")
     slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
@@ -320,27 +334,32 @@ def while_stmt(test, body, values, names, where, bound):
         return out
 
     def step(*vs):
-        new = _flags_as_arrays(tuple(body(*full(vs))), names)
+        result = tuple(body(*full(vs)))
+        new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "while")
-        return [], [new[k] for k in slots]
-    _, final = while_loop(lambda *vs: test(*full(vs)), step, arrays, max_iterations=bound,
-                          name=_node_name(where, "while"), report_truncation=where)
+        return _step_rows(result[count:], where), [new[k] for k in slots]
+    rows, final = while_loop(lambda *vs: test(*full(vs)), step, arrays, max_iterations=bound,
+                             name=_node_name(where, "while"), report_truncation=where,
+                             exact_length=bool(lists))
     final = final if isinstance(final, (list, tuple)) else [final]
-    return tuple(full(final))
+    return tuple(full(final)) + _extended(lists, rows, where)
 
 
-def for_stmt(iterable, body, values, names, where, item=None):
-    """Run a converted ``for`` (NOTE [autograph]): returns its variables' final values (and
-    the last item, when ``item`` holds the current value of a loop variable read after it)."""
-    keep_item = item is not None
+def for_stmt(iterable, body, values, names, where, item=None, lists=()):
+    """Run a converted ``for`` (NOTE [autograph]): returns its variables' final values, the
+    lists it appended to, and the last item when ``item`` holds the current value of a loop
+    variable read after the loop."""
+    keep_item, lists, count = item is not None, list(lists), len(values)
     if not isinstance(iterable, mx.sym.Symbol):
         stop = [k for k, name in enumerate(names) if name.startswith(_STOP_FLAGS)]
         last = item[0] if keep_item else None
         for last in iterable:
-            values = tuple(body(last, *values))
+            result = tuple(body(last, *values))
+            values = result[:count]
+            _append(lists, result[count:], where)
             if any(not _is_tensor(values[k]) and values[k] for k in stop):
                 break        # a break or return (under a Python condition) ends the loop
-        return values + ((last,) if keep_item else ())
+        return values + tuple(lists) + ((last,) if keep_item else ())
     if keep_item:
         raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
                              f"after the loop; a graph's loop does not keep its last row, so "
@@ -355,14 +374,109 @@ def for_stmt(iterable, body, values, names, where, item=None):
         current = list(values)
         for k, v in zip(slots, states):
             current[k] = v
-        new = _flags_as_arrays(tuple(body(row, *current)), names)
+        result = tuple(body(row, *current))
+        new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "for")
-        return [], [new[k] for k in slots]
-    _, final = foreach(step, iterable, arrays, name=_node_name(where, "for"))
+        return _step_rows(result[count:], where), [new[k] for k in slots]
+    rows, final = foreach(step, iterable, arrays, name=_node_name(where, "for"))
     current = list(values)
     for k, v in zip(slots, final):
         current[k] = v
-    return tuple(current)
+    return tuple(current) + _extended(lists, rows, where)
+
+
+# ---------------------------------------------------------------------------- collected lists
+
+def _append(lists, values, where):
+    for items, value in zip(lists, values):
+        items.append(value)          # Undefined raises: the list was never assigned
+
+
+def _step_rows(values, where):
+    for value in values:
+        if not isinstance(value, mx.sym.Symbol):
+            raise AutographError(f"{where}: this loop on a tensor appends the Python value "
+                                 f"{value!r} to a list at each step; the steps of a graph's "
+                                 f"loop are collected as rows of an array, so append arrays")
+    return list(values)
+
+
+def _extended(lists, rows, where):
+    """The lists a graph loop appended to: a list that had items keeps them before the rows."""
+    if not lists:
+        return ()
+    rows = rows if isinstance(rows, (list, tuple)) else [rows]
+    out = []
+    for items, stacked in zip(lists, rows):
+        if isinstance(items, StepList):
+            out.append(StepList(mx.sym.concat(items.rows, stacked, dim=0), items.where))
+        elif isinstance(items, list):
+            if items:
+                if not all(isinstance(i, mx.sym.Symbol) for i in items):
+                    raise AutographError(f"{where}: a list this loop on a tensor appends to "
+                                         f"already holds Python values; start it empty")
+                stacked = mx.sym.concat(mx.sym.stack(*items, axis=0), stacked, dim=0)
+            out.append(StepList(stacked, where))
+        else:
+            raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
+                                 f"is not a list")
+    return tuple(out)
+
+
+class StepList:
+    """A list a loop on a tensor appended to, while hybridizing: its items are the rows of
+    one array (the loop's stacked step outputs), their number known only when the graph
+    runs. ``F.stack(*items)``, ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``,
+    ``items[i]`` and ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
+
+    def __init__(self, rows, where):
+        self.rows, self.where = rows, where
+
+    def append(self, value):
+        self.rows = mx.sym.concat(self.rows, mx.sym.expand_dims(value, axis=0), dim=0)
+
+    def __getitem__(self, index):
+        if not isinstance(index, int) or isinstance(index, bool):
+            self._unknown_length(f"indexed with {index!r}")
+        row = mx.sym.slice_axis(self.rows, axis=0, begin=index,
+                                end=None if index == -1 else index + 1)
+        return mx.sym.reshape(row, shape=(-3, -2))
+
+    def _unknown_length(self, what):
+        raise AutographError(f"{self.where}: a list this loop on a tensor appended to is "
+                             f"{what}, but how many items it holds is known only when the graph "
+                             f"runs; use F.stack(*items), F.concat(*items, dim=...), "
+                             f"F.add_n(*items) or items[i]")
+
+    def __len__(self):
+        self._unknown_length("measured with len()")
+
+    def __iter__(self):
+        self._unknown_length("iterated over")
+
+    def __repr__(self):
+        return f"<StepList of the rows of {self.rows.name}>"
+
+
+def unpacked(func, items, keywords, where):
+    """A converted ``func(*items, **keywords)``: for a :class:`StepList`, the same value
+    computed from its rows; otherwise the call itself."""
+    if not isinstance(items, StepList):
+        return func(*items, **keywords)
+    name, rows = getattr(func, "__name__", ""), items.rows
+    if name == "stack" and set(keywords) <= {"axis"} and keywords.get("axis", 0) in (0, 1):
+        return rows if keywords.get("axis", 0) == 0 else mx.sym.swapaxes(rows, 0, 1)
+    if name in ("concat", "Concat") and set(keywords) <= {"dim"} and \
+            keywords.get("dim", 1) in (0, 1):
+        if keywords.get("dim", 1) == 0:
+            return mx.sym.reshape(rows, shape=(-3, -2))
+        return mx.sym.reshape(mx.sym.swapaxes(rows, 0, 1), shape=(0, -3, -2))
+    if name in ("add_n", "ElementWiseSum") and not keywords:
+        return mx.sym.sum(rows, axis=0)
+    raise AutographError(f"{where}: this call unpacks a list a loop on a tensor appended to; "
+                         f"its items are the rows of one array known only when the graph "
+                         f"runs, and only F.stack(*items, axis=0 or 1), F.concat(*items, dim=0 "
+                         f"or 1) and F.add_n(*items) are computed from them")
 
 
 # Flags the conversion adds for break, continue and return (NOTE [autograph], jumps).
@@ -632,6 +746,8 @@ class _Rewriter(ast.NodeTransformer):
 
     def convert(self, func):
         _lower_jumps(func)
+        self.collected = _collected_lists(func)
+        self.collected_names = {n for names in self.collected.values() for n in names}
         for parent in ast.walk(func):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
@@ -642,6 +758,16 @@ class _Rewriter(ast.NodeTransformer):
     # -- super() and private names, as the class body would have compiled them
     def visit_Call(self, node):
         self.generic_visit(node)
+        starred = [a for a in node.args if isinstance(a, ast.Starred)]
+        if len(node.args) == 1 and starred and isinstance(starred[0].value, ast.Name) and \
+                starred[0].value.id in self.collected_names:
+            # F.stack(*outs, ...) of a list a tensor loop collected (NOTE [autograph], lists)
+            keywords = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
+                                values=[k.value for k in node.keywords])
+            if any(k.arg is None for k in node.keywords):
+                return node
+            return ast.copy_location(_call("unpacked", [
+                node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \
                 and self.self_name is not None:
             node.args = [ast.Name(id="__class__", ctx=ast.Load()),
@@ -770,16 +896,19 @@ class _Rewriter(ast.NodeTransformer):
             return node
         bound = self._loop_bound(node)
         number = next(_counter)
+        lists = self._collect(node)
         names = self._carried(node, _loaded(node.test))
-        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
+        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names] +
+                        [ast.Name(id="__agc_" + n, ctx=ast.Load()) for n in lists],
+                        ctx=ast.Load())
         test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test)
         body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out)
         call = _call("while_stmt", [
             ast.Name(id=test_fn.name, ctx=ast.Load()), ast.Name(id=body_fn.name, ctx=ast.Load()),
             self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
-            ast.Constant(where), bound])
-        statements = [test_fn, body_fn, self._assign(names, call)]
+            ast.Constant(where), bound, self._current(lists, where)])
+        statements = [test_fn, body_fn, self._assign(names + lists, call)]
         for statement in statements:
             ast.copy_location(statement, node)
         return statements
@@ -795,19 +924,36 @@ class _Rewriter(ast.NodeTransformer):
             return node
         number = next(_counter)
         item = node.target.id
+        lists = self._collect(node)
         names = self._carried(node, set(), exclude={item})
-        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
+        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names] +
+                        [ast.Name(id="__agc_" + n, ctx=ast.Load()) for n in lists],
+                        ctx=ast.Load())
         body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out)
         keep_item = item in self._live_after(node)
         call = _call("for_stmt", [
             node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             ast.Constant(where),
-            self._current([item], where) if keep_item else ast.Constant(None)])
-        statements = [body_fn, self._assign(names + [item] if keep_item else names, call)]
+            self._current([item], where) if keep_item else ast.Constant(None),
+            self._current(lists, where)])
+        statements = [body_fn, self._assign(names + lists + ([item] if keep_item else []),
+                                            call)]
         for statement in statements:
             ast.copy_location(statement, node)
         return statements
+
+    def _collect(self, node):
+        """The lists this loop's body appends to once per step (NOTE [autograph], lists):
+        each ``name.append(value)`` becomes ``__agc_name = value``, a step output."""
+        names = self.collected.get(node, [])
+        for k, statement in enumerate(node.body):
+            name = _appended(statement)
+            if name in names:
+                node.body[k] = ast.copy_location(ast.Assign(
+                    targets=[ast.Name(id="__agc_" + name, ctx=ast.Store())],
+                    value=statement.value.args[0]), statement)
+        return names
 
     def _carried(self, node, read_by_test, exclude=()):
         """A loop's variables: what its body assigns and the test reads, a step reads before
@@ -843,6 +989,36 @@ class _Rewriter(ast.NodeTransformer):
                 break
             child, parent = parent, self.parents.get(parent)
         return names
+
+
+def _appended(statement):
+    """``name`` when ``statement`` is ``name.append(value)``, else None."""
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        call = statement.value
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "append" and \
+                isinstance(call.func.value, ast.Name) and len(call.args) == 1 and \
+                not call.keywords and not isinstance(call.args[0], ast.Starred):
+            return call.func.value.id
+    return None
+
+
+def _collected_lists(func):
+    """For each loop whose jumps became flags: the names its body appends to by a statement
+    of the body itself (once per step), that the body neither assigns nor reads otherwise."""
+    collected = {}
+    for loop in _scoped(func.body):
+        if not isinstance(loop, (ast.While, ast.For)) or not _lowerable(loop):
+            continue
+        appended = [_appended(s) for s in loop.body]
+        names = []
+        for name in sorted({n for n in appended if n is not None}):
+            reads = sum(1 for n in _scoped(loop.body) if isinstance(n, ast.Name) and
+                        n.id == name and isinstance(n.ctx, ast.Load))
+            if reads == appended.count(name) == 1 and name not in _assigned(loop.body):
+                names.append(name)
+        if names:
+            collected[loop] = names
+    return collected
 
 
 def _thunk(expression):

@@ -15,3 +15,9 @@ class TruncationWarning(RuntimeWarning):
     its condition still held: its results are those of the first ``max_iterations`` steps.
     Raise the bound, or make this an error with
     ``warnings.simplefilter("error", gluon_cf.TruncationWarning)``."""
+
+
+class ZeroSizeError(ValueError):
+    """An ordinary MXNet operator was given an array with a zero-size dimension (the rows of a
+    loop of exact length that ran no step): MXNet 1.x's shape inference reads 0 as "unknown",
+    so no operator can compute on such an array. Its message names the operator and shapes."""

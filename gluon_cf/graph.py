@@ -25,6 +25,7 @@ from mxnet._ctypes.ndarray import _imperative_invoke
 from . import registry, rowwise, staging
 from ._cachedop import CachedOpPair
 from ._custom_ops import is_hidden
+from .errors import ZeroSizeError
 from .executor import Parallel, done
 from .operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, DYNAMIC_SHAPE_RANKS, INDEX_INPUTS
 
@@ -89,7 +90,22 @@ class _Segment:
         return self._op
 
     def run(self, values):
-        out = self.op(*[values[e] for e in self.in_entries])
+        inputs = [values[e] for e in self.in_entries]
+        try:
+            out = self.op(*inputs)
+        except mx.MXNetError as err:
+            empty = [(n, a.shape) for n, a in zip(self.names, inputs) if 0 in a.shape]
+            if not empty:
+                raise
+            failed = next((line.strip() for line in str(err).splitlines()
+                           if "Operator" in line or "operator" in line), str(err)[:200])
+            raise ZeroSizeError(
+                "gluon_cf: an MXNet operator between gluon_cf nodes was given an array with a "
+                "zero-size dimension (%s), the rows of a loop of exact length that ran no "
+                "step; MXNet 1.x reads 0 as an unknown size, so its operators cannot compute on "
+                "it (%s). Guard the use with a condition on the number of steps, or give "
+                "gluon_cf.while_loop a max_iterations without exact_length (rows padded to it)"
+                % (", ".join("shape %s" % (s,) for _, s in empty), failed)) from None
         out = out if isinstance(out, (list, tuple)) else [out]
         values.update(zip(self.out_entries, out))
 

@@ -466,13 +466,96 @@ class ContinueNested(Base):
         return h
 
 
+# ---------------------------------------------------------------------------- lists
+
+class CollectFor(Base):
+    """A list appended to at each step of a for over a tensor, then used the ways a list of
+    step outputs is: stacked, concatenated, summed, indexed."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x)
+        outs = []
+        for row in F.transpose(x):
+            h = F.tanh(F.broadcast_add(self.fc(h), row.sum()))
+            outs.append(h * 2)
+        parts = [F.stack(*outs), F.concat(*outs, dim=1), F.concat(*outs, dim=0),
+                 F.add_n(*outs), F.stack(*outs, axis=1), outs[-1], outs[0], outs[-2]]
+        return F.concat(*[p.reshape((1, -1)) for p in parts], dim=1)
+
+
+class CollectWhile(Base):
+    """A list with an item before a tensor while, appended to in it and after it."""
+
+    @gluon_cf.autograph(max_iterations=20)
+    def hybrid_forward(self, F, x):
+        h = self.fc(x) * 4
+        outs = [h]
+        while F.norm(h) > 0.5:
+            h = h * 0.7
+            outs.append(h)
+        outs.append(h + 1)
+        return F.concat(*outs, dim=0).sum(axis=0, keepdims=True) + outs[-2]
+
+
+class CollectedLength(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row)
+        return x * len(outs)
+
+
+class CollectedStackAxis2(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row.reshape((1, 1, -1)))
+        return F.stack(*outs, axis=2)
+
+
+@pytest.mark.parametrize("model, header, message", [
+    (CollectedLength, "return x * len(outs)", r"a list this loop on a tensor appended to is "
+                                              r"measured with len\(\), but how many items it "
+                                              r"holds is known only when the graph runs"),
+    (CollectedStackAxis2, "return F.stack(*outs, axis=2)",
+     r"this call unpacks a list a loop on a tensor appended to; .* only F.stack\(\*items, "
+     r"axis=0 or 1\)"),
+])
+def test_collected_list_errors(model, header, message):
+    net = model()
+    net.hybridize()
+    line = line_of(model, "for row in x:") if model is CollectedLength else \
+        line_of(model, header)
+    where = re.escape(f"{HERE}:{line}: ")
+    with pytest.raises(AutographError, match=where + ".*" + message):
+        net(mx.nd.array(INPUTS[0]))
+    net.hybridize(active=False)
+    net(mx.nd.array(INPUTS[0]))                 # eagerly a plain list
+
+
+def test_a_collected_list_of_no_rows_is_a_clear_error():
+    """A tensor while that runs no step collects zero rows; MXNet 1.x cannot compute on them
+    (0 is its "unknown" size), and the concatenation with the list's first item says so."""
+    mx.random.seed(0)
+    net = CollectWhile()
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    with pytest.raises(gluon_cf.ZeroSizeError, match=r"zero-size dimension \(shape \(0, 1, "
+                                                     r"3\)\).*Operator Concat"):
+        net(mx.nd.zeros((1, 3))).asnumpy()
+
+
 # ---------------------------------------------------------------------------- all constructs
 
 # model -> scale of the inputs (the loops need norms above their thresholds)
 CONVERTED = {IfElse: 1, NoElseNested: 1, OnlyInOneBranchNotRead: 1, UsesSuper: 1, Halve: 4,
              HintedAndUnbounded: 4, ScanRows: 4, Expressions: 1, Decoder: 1, BreaksOut: 4,
              BreakWhile: 1, ContinueFor: 1, BreakFor: 1, ReturnIf: 1, ReturnInLoop: 1,
-             WhileTrue: 1, ContinueNested: 1, ReturnsInside: 1}
+             WhileTrue: 1, ContinueNested: 1, ReturnsInside: 1, CollectFor: 1,
+             CollectWhile: 1}
 
 
 @pytest.mark.parametrize("model", list(CONVERTED), ids=lambda m: m.__name__)
