@@ -43,18 +43,22 @@ NOTE [autograph]
     an ``if`` that may return move into the branches that do not, so such an ``if`` returns
     on every path and becomes :func:`if_return`: ``return cond(...)`` on a tensor. Flags
     are Python bools until a tensor ``if`` or loop carries them, where they become
-    one-element arrays. A ``while True`` whose tensor ``break`` makes its test a tensor runs
-    its first step as Python and the rest as a graph loop. A loop with an ``else`` clause or
-    a ``for`` that unpacks its items keeps its jumps as Python.
+    one-element arrays. A ``while`` whose test becomes a tensor through a ``break`` under a
+    tensor ``if`` runs its first steps as Python and the rest as a graph loop; a ``while
+    True`` carries its flags as arrays from the start while tracing (one graph loop). A loop
+    with an ``else`` clause or a ``for`` that unpacks its items keeps its jumps as Python.
 
     Loops the same way: ``while test: body`` becomes :func:`while_stmt` with the test and the
     body as functions of the loop variables: what the body assigns and the test reads, a
     step reads before assigning, or the code after the loop reads (the body's other names
     are one step's temporaries). On a Symbol condition it is ``gluon_cf.while_loop`` over
     those that are arrays, bounded by a ``max_iterations(N)`` first in the body, else the
-    decorator's ``max_iterations``, else exact length; the bound of a tensor condition holds
-    eagerly too. ``for name in iterable`` becomes :func:`for_stmt`: ``gluon_cf.foreach`` over a
-    Symbol's rows, plain Python otherwise. A Python value a tensor loop changes, or a loop
+    decorator's ``max_iterations``, else exact length. The bound holds eagerly too: a loop's
+    own ``max_iterations(N)`` whatever its condition (a ``while True`` ended by a tensor
+    ``break`` is Python eagerly), the decorator's for a tensor condition. Stopping at the
+    bound while the condition holds warns (``TruncationWarning``). ``for name in iterable``
+    becomes :func:`for_stmt`: ``gluon_cf.foreach`` over a Symbol's rows, plain Python
+    otherwise. A Python value a tensor loop changes, or a loop
     variable without a value before the loop, is an AutographError.
 
     Lists: a statement ``items.append(value)`` of a loop's body itself (so once per step;
@@ -300,16 +304,22 @@ def max_iterations(bound: Optional[int]) -> Optional[int]:
     return bound
 
 
-def while_stmt(test, body, values, names, where, bound, lists=()):
+def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
+               forever=False):
     """Run a converted ``while`` (NOTE [autograph]): returns its variables' final values,
-    then the lists it appended to."""
+    then the lists it appended to. ``hinted``: the bound is the loop's own
+    ``max_iterations(N)``, which holds whatever its condition; the decorator's holds for a
+    tensor condition only (eagerly too). ``forever``: the condition is a constant and the
+    loop has break or return flags; while tracing they are arrays from the start."""
     lists, count = list(lists), len(values)
+    if forever and any(isinstance(v, mx.sym.Symbol) for v in values):
+        values = _flags_as_arrays(values, names)    # while True ended by a break: one graph
     first = test(*values)
-    steps = 0     # a tensor condition's bound holds eagerly too; a Python one has none
+    steps = 0
     while not isinstance(first, mx.sym.Symbol):
         if not _truth(first, where, "while"):
             return values + tuple(lists)
-        if bound is not None and _is_tensor(first) and steps >= bound:
+        if bound is not None and (hinted or _is_tensor(first)) and steps >= bound:
             warn_truncation(where, bound)
             return values + tuple(lists)
         result = tuple(body(*values))
@@ -333,16 +343,21 @@ def while_stmt(test, body, values, names, where, bound, lists=()):
             out[k] = v
         return out
 
+    counted = bool(lists)     # the collected rows' number, to join them to other rows
+
     def step(*vs):
-        result = tuple(body(*full(vs)))
+        result = tuple(body(*full(vs[:len(slots)])))
         new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "while")
-        return _step_rows(result[count:], where), [new[k] for k in slots]
-    rows, final = while_loop(lambda *vs: test(*full(vs)), step, arrays, max_iterations=bound,
-                             name=_node_name(where, "while"), report_truncation=where,
-                             exact_length=bool(lists))
-    final = final if isinstance(final, (list, tuple)) else [final]
-    return tuple(full(final)) + _extended(lists, rows, where)
+        return _step_rows(result[count:], where), [new[k] for k in slots] + \
+            ([vs[-1] + 1] if counted else [])
+    rows, final = while_loop(lambda *vs: test(*full(vs[:len(slots)])), step,
+                             arrays + ([mx.sym.zeros((1,))] if counted else []),
+                             max_iterations=bound, name=_node_name(where, "while"),
+                             report_truncation=where, exact_length=counted)
+    final = list(final) if isinstance(final, (list, tuple)) else [final]
+    steps = final.pop() if counted else None
+    return tuple(full(final)) + _extended(lists, rows, steps, where)
 
 
 def for_stmt(iterable, body, values, names, where, item=None, lists=()):
@@ -370,6 +385,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=()):
     arrays = _loop_arrays(values, names, where, "for")
     slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
 
+    counted = bool(lists)
+
     def step(row, states):
         current = list(values)
         for k, v in zip(slots, states):
@@ -377,12 +394,16 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=()):
         result = tuple(body(row, *current))
         new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "for")
-        return _step_rows(result[count:], where), [new[k] for k in slots]
-    rows, final = foreach(step, iterable, arrays, name=_node_name(where, "for"))
+        return _step_rows(result[count:], where), [new[k] for k in slots] + \
+            ([states[-1] + 1] if counted else [])
+    rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
+                          name=_node_name(where, "for"))
+    final = list(final)
+    steps = final.pop() if counted else None
     current = list(values)
     for k, v in zip(slots, final):
         current[k] = v
-    return tuple(current) + _extended(lists, rows, where)
+    return tuple(current) + _extended(lists, rows, steps, where)
 
 
 # ---------------------------------------------------------------------------- collected lists
@@ -401,22 +422,23 @@ def _step_rows(values, where):
     return list(values)
 
 
-def _extended(lists, rows, where):
-    """The lists a graph loop appended to: a list that had items keeps them before the rows."""
+def _extended(lists, rows, steps, where):
+    """The lists a graph loop appended to, as StepLists: a list's earlier items come first."""
     if not lists:
         return ()
     rows = rows if isinstance(rows, (list, tuple)) else [rows]
     out = []
     for items, stacked in zip(lists, rows):
         if isinstance(items, StepList):
-            out.append(StepList(mx.sym.concat(items.rows, stacked, dim=0), items.where))
+            out.append(items.joined(stacked, steps))
         elif isinstance(items, list):
-            if items:
-                if not all(isinstance(i, mx.sym.Symbol) for i in items):
-                    raise AutographError(f"{where}: a list this loop on a tensor appends to "
-                                         f"already holds Python values; start it empty")
-                stacked = mx.sym.concat(mx.sym.stack(*items, axis=0), stacked, dim=0)
-            out.append(StepList(stacked, where))
+            if not all(isinstance(i, mx.sym.Symbol) for i in items):
+                raise AutographError(f"{where}: a list this loop on a tensor appends to "
+                                     f"already holds Python values; start it empty")
+            first = StepList(mx.sym.stack(*items, axis=0), len(items), where) if items else \
+                None
+            out.append(first.joined(stacked, steps) if first is not None else
+                       StepList(stacked, steps, where))
         else:
             raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
                                  f"is not a list")
@@ -425,15 +447,32 @@ def _extended(lists, rows, where):
 
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of
-    one array (the loop's stacked step outputs), their number known only when the graph
-    runs. ``F.stack(*items)``, ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``,
-    ``items[i]`` and ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
+    one array (the loop's stacked step outputs), their number ``count`` (an int, or a
+    one-element array) known only when the graph runs. ``F.stack(*items)``,
+    ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]`` and
+    ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
 
-    def __init__(self, rows, where):
-        self.rows, self.where = rows, where
+    def __init__(self, rows, count, where):
+        self.rows, self.count, self.where = rows, count, where
+
+    def joined(self, rows, count):
+        """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
+        array of zero rows (0 is its unknown size), so where either side may have none, a
+        cond picks the other."""
+        mine, theirs = self.rows, rows
+        both = lambda: mx.sym.concat(mine, theirs, dim=0)       # noqa: E731
+        name = _node_name(self.where, "rows")
+        if isinstance(count, mx.sym.Symbol):
+            joined = cond(count > 0, both, lambda: mine, name=name)
+        else:
+            joined = both()
+        if isinstance(self.count, mx.sym.Symbol):
+            joined = cond(self.count > 0, lambda: joined, lambda: theirs, name=name)
+        return StepList(joined, self.count + count, self.where)
 
     def append(self, value):
-        self.rows = mx.sym.concat(self.rows, mx.sym.expand_dims(value, axis=0), dim=0)
+        joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
+        self.rows, self.count = joined.rows, joined.count
 
     def __getitem__(self, index):
         if not isinstance(index, int) or isinstance(index, bool):
@@ -487,7 +526,7 @@ _FLAGS = _STOP_FLAGS + ("__agf_continue_",)
 def _flags_as_arrays(values, names):
     """The flags among ``values`` that are Python bools as one-element arrays: a graph's
     branches and loops carry arrays."""
-    return tuple(mx.sym.full((1,), float(bool(value)))
+    return tuple((mx.sym.ones if value else mx.sym.zeros)((1,))
                  if name.startswith(_FLAGS) and not _is_tensor(value)
                  and not isinstance(value, Undefined) else value
                  for name, value in zip(names, values))
@@ -865,8 +904,8 @@ class _Rewriter(ast.NodeTransformer):
                 func.id if isinstance(func, ast.Name) else None
             if name == "max_iterations" and len(first.value.args) == 1:
                 node.body = node.body[1:] or [ast.Pass()]
-                return first.value.args[0]
-        return ast.Constant(self.max_iterations)
+                return first.value.args[0], True
+        return ast.Constant(self.max_iterations), False
 
     def _loop_function(self, name, params, body, returned):
         """``def name(*params): body; return returned`` (a branch, a loop's test or body)."""
@@ -894,7 +933,7 @@ class _Rewriter(ast.NodeTransformer):
             node.test = _call("python_loop", [node.test, ast.Constant(where), ast.Constant(why),
                                               ast.Constant("while")])
             return node
-        bound = self._loop_bound(node)
+        bound, hinted = self._loop_bound(node)
         number = next(_counter)
         lists = self._collect(node)
         names = self._carried(node, _loaded(node.test))
@@ -907,7 +946,8 @@ class _Rewriter(ast.NodeTransformer):
             ast.Name(id=test_fn.name, ctx=ast.Load()), ast.Name(id=body_fn.name, ctx=ast.Load()),
             self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
-            ast.Constant(where), bound, self._current(lists, where)])
+            ast.Constant(where), bound, self._current(lists, where), ast.Constant(hinted),
+            ast.Constant(_forever(node.test))])
         statements = [test_fn, body_fn, self._assign(names + lists, call)]
         for statement in statements:
             ast.copy_location(statement, node)
@@ -989,6 +1029,13 @@ class _Rewriter(ast.NodeTransformer):
                 break
             child, parent = parent, self.parents.get(parent)
         return names
+
+
+def _forever(test):
+    """Whether a (lowered) while condition is ``running_and(flags, lambda: <constant>)``."""
+    return isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
+        test.func.attr == "running_and" and isinstance(test.args[1], ast.Lambda) and \
+        isinstance(test.args[1].body, ast.Constant) and bool(test.args[1].body.value)
 
 
 def _appended(statement):
