@@ -704,3 +704,13 @@ def test_truncation_at_the_bound_is_reported_at_the_users_line(mode):
     with warnings.catch_warnings():
         warnings.simplefilter("error")           # a loop that ends by itself: no report
         np.testing.assert_array_equal(net(mx.nd.array(INPUTS[1])).asnumpy(), INPUTS[1])
+
+
+def test_the_readme_example_runs(tmp_path):
+    text = open(os.path.join(os.path.dirname(HERE), "..", "README.md")).read()
+    section = text.split("## Autograph\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```python\n(.*?)\n```", section, flags=re.S).group(1)
+    path = tmp_path / "readme_autograph.py"    # autograph reads the source from a file
+    path.write_text(block + "\n")
+    import runpy
+    runpy.run_path(str(path))
