@@ -110,9 +110,9 @@ class Undefined:
         self._name, self._where = name, where
 
     def _fail(self, *args, **kwargs):
-        raise AutographError(f"{self._where}: variable {self._name!r} is used after this if, "
-                             f"but the branch taken did not assign it; assign it before the if "
-                             f"or in both branches")
+        raise AutographError(f"{self._where}: variable {self._name!r} is used here without a "
+                             f"value (the branch taken, or the steps run so far, did not assign "
+                             f"it); assign it before this statement or on every path")
 
     __getattr__ = __call__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = _fail
     __rsub__ = __truediv__ = __getitem__ = __bool__ = __iter__ = __neg__ = _fail
@@ -165,7 +165,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
                         f"{where}: variable {name!r} is read after this if but the {key} branch "
                         f"does not assign it; with a tensor condition both branches run as one "
                         f"graph, so assign it before the if or in both branches")
-            return arrays
+            # a cond needs an output: with no array to return, a placeholder nothing reads
+            return arrays or [mx.sym.zeros((1,))]
         return run
 
     arrays = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
