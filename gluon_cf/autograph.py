@@ -34,6 +34,12 @@ NOTE [autograph]
     ``global``/``nonlocal`` or assign attributes or items is left as Python and fails with an
     AutographError when its predicate is a tensor.
 
+    Named functions: a call ``helper(x)`` or ``self.method(x)`` becomes
+    ``__ag__.converted(helper, module)(x)``: a plain function or method defined in the same
+    module as the converted function is converted too, once (cached on it); anything else
+    (Gluon blocks, MXNet, library code, builtins, nested functions, which were converted with
+    their enclosing one) runs as it is.
+
     Jumps (before the rewrite above, as TF AutoGraph does): in a loop, ``break``,
     ``continue`` and ``return`` become assignments of flag variables (``__agf_break_N`` ...);
     the statements after one run under ``if not flag``; a ``while`` tests ``not flag and
@@ -290,6 +296,30 @@ def augmented(target, value, op):
     if _is_tensor(target):
         return getattr(operator, op)(target, value)
     return getattr(operator, "i" + op.rstrip("_"))(target, value)
+
+
+def converted(fn, module):
+    """``fn`` converted (once, cached on it) when it is a plain function or method defined in
+    ``module`` (the converted function's own) with source to read; ``fn`` itself otherwise:
+    builtins, MXNet, library code and Gluon blocks run as they are."""
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType) or target.__module__ != module or \
+            target.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
+                                        inspect.CO_ASYNC_GENERATOR) or \
+            hasattr(target, "__gluon_cf_autograph_code__") or "<" in target.__qualname__:
+        return fn                   # a nested function was converted with its enclosing one
+    done = target.__dict__.get("__gluon_cf_autograph_converted__")
+    if done is None:
+        try:
+            function, code = _convert(target)
+            done = functools.wraps(target)(function)
+            setattr(done, "__gluon_cf_autograph_code__", code)
+        except (AutographError, OSError, TypeError, SyntaxError):
+            done = target           # no source to read: it runs as it is
+        target.__dict__["__gluon_cf_autograph_converted__"] = done
+    if isinstance(fn, types.MethodType):
+        return types.MethodType(done, fn.__self__)
+    return done
 
 
 def max_iterations(bound: Optional[int]) -> Optional[int]:
@@ -656,7 +686,9 @@ def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = 
     the ``if``'s file and line. A ``while`` on a Symbol becomes ``gluon_cf.while_loop`` bounded
     by ``max_iterations`` (or a ``gluon_cf.max_iterations(N)`` first in its body; with neither
     it runs to exact length), a ``for`` over a Symbol ``gluon_cf.foreach`` over its rows.
-    ``to_code`` shows the converted source.
+    ``break``, ``continue`` and ``return`` in loops, early ``return``, and lists appended to
+    once per step of a tensor loop convert too, and so do the functions and methods it calls
+    that are defined in its module. ``to_code`` shows the converted source.
 
     Example:
 
@@ -718,7 +750,8 @@ def _convert(fn, max_iterations=None):
                              f"{type(func).__name__}")
     func.decorator_list = []          # the converted function is not decorated again
     owner = _owner_class(fn)
-    _Rewriter(filename, first - 1, lines, owner, max_iterations).convert(func)
+    _Rewriter(filename, first - 1, lines, owner, max_iterations,
+              getattr(fn, "__module__", None)).convert(func)
     freevars = fn.__code__.co_freevars
     factory = ast.FunctionDef(
         name="__ag_factory", args=ast.arguments(
@@ -773,9 +806,9 @@ _NOT_A_GRAPH = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, a
 class _Rewriter(ast.NodeTransformer):
     """Rewrites the ifs, ``super()`` and private names of one function (NOTE [autograph])."""
 
-    def __init__(self, filename, line_offset, lines, owner, max_iterations=None):
+    def __init__(self, filename, line_offset, lines, owner, max_iterations=None, module=None):
         self.filename, self.offset, self.lines, self.owner = filename, line_offset, lines, owner
-        self.max_iterations = max_iterations
+        self.max_iterations, self.module = max_iterations, module
         self.parents = {}
 
     def where(self, node):
@@ -785,7 +818,8 @@ class _Rewriter(ast.NodeTransformer):
         return f"{self.filename}:{line}: {text}"
 
     def convert(self, func):
-        _lower_jumps(func)
+        for function in [n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]:
+            _lower_jumps(function)      # nested functions' own returns too
         self.collected = _collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
         for parent in ast.walk(func):
@@ -808,6 +842,14 @@ class _Rewriter(ast.NodeTransformer):
                 return node
             return ast.copy_location(_call("unpacked", [
                 node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
+        # The functions it names, `helper(x)` or `self.method(x)`, defined in its own module,
+        # are converted when called (a method of a tensor or of F is never one).
+        named = isinstance(node.func, ast.Name) and \
+            node.func.id not in ("super", "len", "max_iterations") or \
+            isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
+            self.owner is not None and node.func.value.id == self.self_name
+        if named and self.module is not None:
+            node.func = _call("converted", [node.func, ast.Constant(self.module)])
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \
                 and self.self_name is not None:
             node.args = [ast.Name(id="__class__", ctx=ast.Load()),

@@ -2,6 +2,7 @@
 Python ``if`` on tensors inside hybrid_forward. Every converted block is checked against the
 same function unconverted, run eagerly on NDArrays (``fn.__wrapped__``: plain Python), forward
 and gradients, eager, hybridized and hybridized with static_alloc/static_shape."""
+import importlib
 import os
 import re
 import warnings
@@ -661,6 +662,40 @@ class SamePythonValue(Base):
         return self.fc(x) * scale
 
 
+# ---------------------------------------------------------------------------- named functions
+
+def gate(x):
+    """Not decorated: converted when a converted function calls it (same module)."""
+    if x.sum() > 0:
+        return x * 2
+    return -x
+
+
+class CallsHelpers(Base):
+    def shrink(self, y):
+        while y.sum() > 10:
+            gluon_cf.max_iterations(6)
+            y = y * 0.5
+        return y
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        return self.shrink(gate(self.fc(x)) * 4)
+
+
+def test_named_functions_are_converted_once():
+    code = gluon_cf.to_code(CallsHelpers.hybrid_forward)
+    assert "__ag__.converted(self.shrink, 'test_autograph')" in code
+    runtime = importlib.import_module("gluon_cf.autograph")
+    net = CallsHelpers()
+    net.initialize()
+    for as_is in (net.fc, mx.nd.relu, np.exp, len):    # blocks, library code, builtins
+        assert runtime.converted(as_is, "test_autograph") is as_is
+    net.hybridize()
+    net(mx.nd.array(INPUTS[0]))
+    assert "if_return" in gate.__gluon_cf_autograph_converted__.__gluon_cf_autograph_code__
+
+
 # ---------------------------------------------------------------------------- all constructs
 
 # model -> scale of the inputs (the loops need norms above their thresholds)
@@ -668,7 +703,7 @@ CONVERTED = {IfElse: 1, NoElseNested: 1, OnlyInOneBranchNotRead: 1, UsesSuper: 1
              HintedAndUnbounded: 4, ScanRows: 4, Expressions: 1, Decoder: 1, BreaksOut: 4,
              BreakWhile: 1, ContinueFor: 1, BreakFor: 1, ReturnIf: 1, ReturnInLoop: 1,
              WhileTrue: 1, ContinueNested: 1, ReturnsInside: 1, CollectFor: 1,
-             CollectWhile: 1, SamePythonValue: 1}
+             CollectWhile: 1, SamePythonValue: 1, CallsHelpers: 4}
 
 
 @pytest.mark.parametrize("model", list(CONVERTED), ids=lambda m: m.__name__)
