@@ -510,7 +510,7 @@ class StepList:
             self._unknown_length(f"indexed with {index!r}")
         row = mx.sym.slice_axis(self.rows, axis=0, begin=index,
                                 end=None if index == -1 else index + 1)
-        return mx.sym.reshape(row, shape=(-3, -2))
+        return mx.sym.squeeze(row, axis=0)
 
     def _unknown_length(self, what):
         raise AutographError(f"{self.where}: a list this loop on a tensor appended to is "
