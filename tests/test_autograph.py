@@ -884,3 +884,38 @@ def test_the_readme_example_runs(tmp_path):
     path.write_text(block + "\n")
     import runpy
     runpy.run_path(str(path))
+
+
+# ---------------------------------------------------------------------------- properties
+
+# Blocks whose plain Python ends for every input (ReturnInLoop and WhileTrue loop forever on a
+# zero input: their bounds end them, but the plain Python oracle would hang).
+PROPERTY_MODELS = [ReturnIf, BreakWhile, ContinueFor, BreakFor, ContinueNested, NoElseNested,
+                   CollectFor, Expressions]
+
+
+@pytest.mark.parametrize("model", PROPERTY_MODELS, ids=lambda m: m.__name__)
+def test_hybridized_equals_plain_python_on_random_inputs(model):
+    """Which branches run, how many steps a loop takes and where it breaks all depend on the
+    input's values: hypothesis draws them, and the hybridized block must give plain Python's
+    output and gradients for each."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    mx.random.seed(0)
+    net = model()
+    net.initialize(mx.init.Xavier())
+    floats = st.floats(-4, 4, allow_nan=False, width=32)
+
+    @settings(max_examples=30, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(floats, min_size=3, max_size=3))
+    def check(values):
+        x = np.array([values], np.float32)
+        want = run(net, x, plain=True)
+        net.hybridize()
+        got = run(net, x)
+        net.hybridize(active=False)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gluon_cf.TruncationWarning)
+        check()
