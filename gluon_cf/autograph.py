@@ -731,6 +731,10 @@ def to_code(fn: Callable) -> str:
     return code if code is not None else _convert(fn)[1]
 
 
+# The spelling, gluon_cf.autograph.to_code(fn), where gluon_cf.autograph is this
+# decorator (the name shadows the module in the package).
+setattr(autograph, "to_code", to_code)
+
 _counter = itertools.count(1)
 
 

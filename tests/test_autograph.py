@@ -183,6 +183,7 @@ def test_to_code_shows_the_branches_as_functions():
     assert re.search(r"y, z = __ag__\.if_stmt\(h\.sum\(\) > 0, __ag_then_\d+, __ag_else_\d+",
                      code)
     assert "self._IfElse__scale" in code
+    assert gluon_cf.autograph.to_code(IfElse.hybrid_forward) == code
 
 
 def test_source_must_be_available():
