@@ -405,6 +405,13 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=()):
             _append(lists, result[count:], where)
             if any(not _is_tensor(values[k]) and values[k] for k in stop):
                 break        # a break or return (under a Python condition) ends the loop
+        if keep_item and any(isinstance(values[k], mx.sym.Symbol) for k in stop):
+            # the later steps ran as no-ops under a tensor flag, but the item moved on
+            raise AutographError(
+                f"{where}: this for loop may end under a tensor condition (a break or return "
+                f"under a tensor if) and its item is read after it (or by the return); which "
+                f"item it stopped at is known only when the graph runs, so assign what you "
+                f"need to a variable that has a value before the loop, then break")
         return values + tuple(lists) + ((last,) if keep_item else ())
     if keep_item:
         raise AutographError(f"{where}: this for loop is on a tensor and its item is read "

@@ -327,7 +327,19 @@ class MixedAnd(Base):
         return x * both
 
 
+class ReturnsTheItem(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        for i in range(3):
+            if x.sum() > i:
+                return x * i
+        return x
+
+
 @pytest.mark.parametrize("model, header, message", [
+    (ReturnsTheItem, "for i in range(3):", r"this for loop may end under a tensor condition "
+                                           r"\(a break or return under a tensor if\) and its "
+                                           r"item is read after it"),
     (ForUnpacks, "for a, b in F.stack(x, x, axis=1):",
      r"this for loop is on a tensor, but its body unpacks its items, which a graph's loop "
      r"cannot express yet"),
