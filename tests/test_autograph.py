@@ -709,6 +709,55 @@ def test_named_functions_are_converted_once():
     assert "if_return" in gate.__gluon_cf_autograph_converted__.__gluon_cf_autograph_code__
 
 
+class PlainIfTreeRNN(gluon.HybridBlock):
+    """A recursive TreeRNN written with a plain Python if and early return (no gluon_cf.cond):
+    the nested recursive function is converted with hybrid_forward."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(10, 4)
+            self.combine = gluon.nn.Dense(4, in_units=8)
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, tokens, left, right, root):
+        @gluon_cf.recursive
+        def node(idx):
+            if F.take(left, idx) < 0:
+                return F.tanh(self.embed(F.take(tokens, idx)))
+            children = F.concat(node(F.take(left, idx)), node(F.take(right, idx)), dim=-1)
+            return F.tanh(self.combine(children))
+        return node(root)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_recursion_with_a_plain_python_if(mode):
+    mx.random.seed(0)
+    net = PlainIfTreeRNN()
+    net.initialize(mx.init.Xavier())
+    # two trees in one forest: ((1 2) (3 (4 5))) rooted at 0 and (6 7) rooted at 8
+    tokens = mx.nd.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1])
+    left = mx.nd.array([1, -1, -1, 4, -1, 6, -1, -1, 9, -1, -1])
+    right = mx.nd.array([3, -1, -1, 5, -1, 7, -1, -1, 10, -1, -1])
+    left[1], right[1] = 2, 2                  # node 1: both children are node 2
+    roots = [mx.nd.array([0]), mx.nd.array([8])]
+
+    def forward_and_grads(call):
+        for p in net.collect_params().values():
+            p.zero_grad()
+        with autograd.record():
+            out = mx.nd.concat(*[call(root) for root in roots], dim=0)
+        out.backward(mx.nd.ones_like(out))
+        return [out.asnumpy()] + [p.grad().asnumpy() for p in net.collect_params().values()]
+    assert not net._reg_params                # its parameters are all in children
+    want = forward_and_grads(lambda root: type(net).hybrid_forward.__wrapped__(
+        net, mx.nd, tokens, left, right, root))
+    set_mode(net, mode)
+    got = forward_and_grads(lambda root: net(tokens, left, right, root))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------- all constructs
 
 # model -> scale of the inputs (the loops need norms above their thresholds)
