@@ -865,6 +865,32 @@ def test_unbounded_looking_loop_ends_at_its_bound_in_a_subprocess(tmp_path):
     assert proc.stdout.strip() == "4.0"
 
 
+def test_while_true_with_a_hint_ends_eagerly_in_a_subprocess(tmp_path):
+    """An untrained greedy decoder's `while True` whose tensor break never fires looped
+    forever eagerly (its max_iterations hint held only for tensor conditions, and `True` is
+    Python): in a fresh process with a timeout, it must end at its hint, warning."""
+    (tmp_path / "decoder.py").write_text(
+        "import mxnet as mx, gluon_cf\n"
+        "class Decoder(mx.gluon.HybridBlock):\n"
+        "    @gluon_cf.autograph\n"
+        "    def hybrid_forward(self, F, x):\n"
+        "        tokens = []\n"
+        "        while True:\n"
+        "            gluon_cf.max_iterations(5)\n"
+        "            x = x + 1\n"
+        "            tokens.append(x)\n"
+        "            if x.sum() < 0:\n"
+        "                break\n"
+        "        return F.stack(*tokens)\n"
+        "print(Decoder()(mx.nd.ones((1,))).shape)\n")
+    proc = run_python(f"import runpy; runpy.run_path({str(tmp_path / 'decoder.py')!r})",
+                      timeout=120)
+    assert proc is not None, "the loop did not end"
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "(5, 1)"
+    assert "TruncationWarning" in proc.stderr
+
+
 # ---------------------------------------------------------------------------- pitfalls
 
 class AliasedIncrement(Base):
