@@ -75,7 +75,10 @@ NOTE [autograph]
     to ``items``: one array (after the list's earlier items) whose number of rows is known
     only when the graph runs. ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and
     ``F.add_n(*items)`` (rewritten into :func:`unpacked`), ``items[i]`` and
-    ``items.append(x)`` compute from it; ``len`` and iteration are AutographErrors.
+    ``items.append(x)`` compute from it; ``len`` and iteration are AutographErrors. Any
+    other change of an outside list, dict or set by a method call (``append`` under an
+    ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is an AutographError
+    (:func:`no_outer_lists`): traced once, it would happen once, whatever the condition.
 
     Expressions: ``a if test else b`` becomes :func:`if_exp` (``cond`` on a Symbol test),
     ``and``/``or``/``not`` become :func:`and_`/:func:`or_`/:func:`not_`, which keep Python's
@@ -561,6 +564,22 @@ _STOP_FLAGS = ("__agf_break_", "__agf_return_")
 _FLAGS = _STOP_FLAGS + ("__agf_continue_",)
 
 
+def no_outer_lists(value, names, values, where, what):
+    """A converted condition or iterable whose region mutates outside objects by method
+    calls: on a Symbol, a list, dict or set among them is an error (a graph's branch or step
+    cannot change a Python object: the change would happen once, while tracing)."""
+    if isinstance(value, mx.sym.Symbol):
+        for name, current in zip(names, values):
+            if isinstance(current, (list, dict, set)):
+                raise AutographError(
+                    f"{where}: this {what} is on a tensor and changes the {type(current).__name__}"
+                    f" {name!r} from outside it; a graph's {what.split()[0]} runs as one graph "
+                    f"built once, so it cannot change a Python {type(current).__name__} (in a "
+                    f"loop, append once per step, as a statement of the loop's body, to "
+                    f"collect rows; in an if, assign an array in both branches)")
+    return value
+
+
 def _flags_as_arrays(values, names):
     """The flags among ``values`` that are Python bools as one-element arrays: a graph's
     branches and loops carry arrays."""
@@ -891,8 +910,10 @@ class _Rewriter(ast.NodeTransformer):
 
     # -- if statements
     def visit_If(self, node):
+        mutated = _mutated(node.body + node.orelse)
         self.generic_visit(node)          # inner ifs first
         where = self.where(node)
+        node.test = self._no_outer_lists(node.test, mutated, where, "if")
         returns = _always_returns(node.body) and _always_returns(node.orelse)
         why = _not_a_graph(node.body + node.orelse, allow_return=returns)
         if why:
@@ -980,8 +1001,10 @@ class _Rewriter(ast.NodeTransformer):
             ctx=ast.Load())
 
     def visit_While(self, node):
+        mutated = _mutated(node.body) - set(self.collected.get(node, []))
         self.generic_visit(node)
         where = self.where(node)
+        node.test = self._no_outer_lists(node.test, mutated, where, "while loop")
         why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None)
         if why:
             node.test = _call("python_loop", [node.test, ast.Constant(where), ast.Constant(why),
@@ -1008,8 +1031,10 @@ class _Rewriter(ast.NodeTransformer):
         return statements
 
     def visit_For(self, node):
+        mutated = _mutated(node.body) - set(self.collected.get(node, []))
         self.generic_visit(node)
         where = self.where(node)
+        node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop")
         why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None) or \
             (None if isinstance(node.target, ast.Name) else "unpacks its items")
         if why:
@@ -1036,6 +1061,18 @@ class _Rewriter(ast.NodeTransformer):
         for statement in statements:
             ast.copy_location(statement, node)
         return statements
+
+    def _no_outer_lists(self, value, names, where, what):
+        """``value`` (a condition or iterable), checked at run time: when it is a Symbol, the
+        lists, dicts and sets the region mutates by method calls must not come from outside
+        it (NOTE [autograph], lists)."""
+        if not names:
+            return value
+        names = sorted(names)
+        return _call("no_outer_lists", [value, ast.Tuple(elts=[ast.Constant(n) for n in names],
+                                                         ctx=ast.Load()),
+                                        self._current(names, where), ast.Constant(where),
+                                        ast.Constant(what)])
 
     def _collect(self, node):
         """The lists this loop's body appends to once per step (NOTE [autograph], lists):
@@ -1090,6 +1127,19 @@ def _forever(test):
     return isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
         test.func.attr == "running_and" and isinstance(test.args[1], ast.Lambda) and \
         isinstance(test.args[1].body, ast.Constant) and bool(test.args[1].body.value)
+
+
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
+             "add", "discard", "sort", "reverse", "popitem"}
+
+
+def _mutated(statements):
+    """Names whose method a mutating call (``items.append(x)``, ``seen.add(x)`` ...) uses in
+    ``statements`` without the statements assigning them: objects from outside."""
+    called = {n.func.value.id for s in statements for n in ast.walk(s)
+              if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr in _MUTATORS and isinstance(n.func.value, ast.Name)}
+    return called - _assigned(statements)
 
 
 def _appended(statement):

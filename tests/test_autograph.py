@@ -336,7 +336,34 @@ class ReturnsTheItem(Base):
         return x
 
 
+class AppendsUnderIf(Base):
+    """Once silently wrong: the append ran once while tracing the then branch, so the
+    hybridized block returned x * 2 whatever the condition."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        if x.sum() > 0:
+            outs.append(x * 2)
+        return x if not outs else outs[0]
+
+
+class AppendsSomeSteps(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            if row.sum() > 0:
+                outs.append(row)
+        return F.stack(*outs)
+
+
 @pytest.mark.parametrize("model, header, message", [
+    (AppendsUnderIf, "if x.sum() > 0:", r"this if is on a tensor and changes the list 'outs' "
+                                        r"from outside it"),
+    (AppendsSomeSteps, "for row in x:", r"this for loop is on a tensor and changes the list "
+                                        r"'outs' from outside it; .*append once per step, as a "
+                                        r"statement of the loop's body"),
     (ReturnsTheItem, "for i in range(3):", r"this for loop may end under a tensor condition "
                                            r"\(a break or return under a tensor if\) and its "
                                            r"item is read after it"),
