@@ -951,6 +951,8 @@ class _Rewriter(ast.NodeTransformer):
     # -- expressions: conditional expressions and boolean operators
     def visit_IfExp(self, node):
         self.generic_visit(node)
+        if _walrus(node):                 # its operands become lambdas: x := would bind there
+            return node
         where = self.where(node)
         return ast.copy_location(_call("if_exp", [node.test, _thunk(node.body),
                                                   _thunk(node.orelse), ast.Constant(where)]),
@@ -958,6 +960,8 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_BoolOp(self, node):
         self.generic_visit(node)
+        if _walrus(node):
+            return node
         name = "and_" if isinstance(node.op, ast.And) else "or_"
         return ast.copy_location(_call(name, [
             ast.List(elts=[_thunk(v) for v in node.values], ctx=ast.Load()),
@@ -1005,7 +1009,8 @@ class _Rewriter(ast.NodeTransformer):
         self.generic_visit(node)
         where = self.where(node)
         node.test = self._no_outer_lists(node.test, mutated, where, "while loop")
-        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None)
+        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None) or \
+            ("assigns in its condition (:=)" if _walrus(node.test) else None)
         if why:
             node.test = _call("python_loop", [node.test, ast.Constant(where), ast.Constant(why),
                                               ast.Constant("while")])
@@ -1140,6 +1145,10 @@ def _mutated(statements):
               if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
               and n.func.attr in _MUTATORS and isinstance(n.func.value, ast.Name)}
     return called - _assigned(statements)
+
+
+def _walrus(node):
+    return any(isinstance(n, ast.NamedExpr) for n in ast.walk(node))
 
 
 def _appended(statement):

@@ -958,6 +958,23 @@ def extend_in_place(items, more):
     return items
 
 
+@gluon_cf.autograph
+def walrus(xs):
+    out = []
+    i = 0
+    while (n := len(xs) - i) > 0:     # := in a condition: the loop stays Python
+        out.append(n)
+        i += 1
+    m = 7
+    if (m := xs[0]) > 0 and m < 5:    # := in and/or: not turned into lambdas
+        out.append(m)
+    return out, n, m
+
+
+def test_assignment_expressions_bind_where_python_binds_them():
+    assert walrus([3, 4, 5]) == walrus.__wrapped__([3, 4, 5]) == ([3, 2, 1, 3], 0, 3)
+
+
 def test_augmented_assignment_on_a_list_stays_in_place():
     items = [1]
     assert extend_in_place(items, [2]) is items and items == [1, 2]
