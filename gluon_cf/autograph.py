@@ -1361,9 +1361,14 @@ def _guard(block, flags):
     if not flags:
         return block
     for k, statement in enumerate(block):
-        if isinstance(statement, ast.If):
-            statement.body = _guard(statement.body, flags)
-            statement.orelse = _guard(statement.orelse, flags)
+        if not isinstance(statement, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef,
+                                      ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):    # if, with, try
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and inner:
+                    setattr(statement, field, _guard(inner, flags))
+            for handler in getattr(statement, "handlers", []):
+                handler.body = _guard(handler.body, flags)
         set_here = sorted(_assigned([statement]) & set(flags))
         if set_here and k + 1 < len(block):
             rest = _guard(block[k + 1:], flags)

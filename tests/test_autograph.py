@@ -2,6 +2,7 @@
 Python ``if`` on tensors inside hybrid_forward. Every converted block is checked against the
 same function unconverted, run eagerly on NDArrays (``fn.__wrapped__``: plain Python), forward
 and gradients, eager, hybridized and hybridized with static_alloc/static_shape."""
+import contextlib
 import importlib
 import os
 import re
@@ -969,6 +970,28 @@ def walrus(xs):
     if (m := xs[0]) > 0 and m < 5:    # := in and/or: not turned into lambdas
         out.append(m)
     return out, n, m
+
+
+@gluon_cf.autograph
+def jumps_in_with_and_try(n):
+    out = []
+    for i in range(n):
+        with contextlib.nullcontext():
+            if i == 2:
+                break
+            out.append(i)             # once ran after the break: [0, 0, 100, 1, -1, 100, 2]
+        try:
+            if i == 1:
+                continue
+            out.append(-i)
+        finally:
+            out.append(100)
+    return out
+
+
+def test_jumps_inside_with_and_try_blocks():
+    assert jumps_in_with_and_try(5) == jumps_in_with_and_try.__wrapped__(5) == \
+        [0, 0, 100, 1, 100]
 
 
 def test_assignment_expressions_bind_where_python_binds_them():
