@@ -394,13 +394,13 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
     return tuple(full(final)) + _extended(lists, rows, steps, where)
 
 
-def for_stmt(iterable, body, values, names, where, item=None, lists=()):
+def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=()):
     """Run a converted ``for`` (NOTE [autograph]): returns its variables' final values, the
     lists it appended to, and the last item when ``item`` holds the current value of a loop
-    variable read after the loop."""
+    variable read after the loop. ``stop``: the names of its break and return flags."""
     keep_item, lists, count = item is not None, list(lists), len(values)
+    stop = [names.index(name) for name in stop if name in names]
     if not isinstance(iterable, mx.sym.Symbol):
-        stop = [k for k, name in enumerate(names) if name.startswith(_STOP_FLAGS)]
         last = item[0] if keep_item else None
         for last in iterable:
             result = tuple(body(last, *values))
@@ -560,8 +560,7 @@ def unpacked(func, items, keywords, where):
 
 
 # Flags the conversion adds for break, continue and return (NOTE [autograph], jumps).
-_STOP_FLAGS = ("__agf_break_", "__agf_return_")
-_FLAGS = _STOP_FLAGS + ("__agf_continue_",)
+_FLAGS = ("__agf_break_", "__agf_return_", "__agf_continue_")
 
 
 def no_outer_lists(value, names, values, where, what):
@@ -857,6 +856,13 @@ class _Rewriter(ast.NodeTransformer):
                 self.parents[child] = parent
         self.func = func
         self.self_name = func.args.args[0].arg if func.args.args else None
+        # Liveness on the code as written (after the jumps' rewrite): the rewritten code
+        # passes every value an if assigns into its branches, which would read as uses.
+        self.live, self.exposed = {}, {}
+        for node in ast.walk(func):
+            if isinstance(node, (ast.If, ast.While, ast.For)):
+                self.live[node] = self._live_after(node)
+                self.exposed[node] = _exposed(node.body)
         self.generic_visit(func)
 
     # -- super() and private names, as the class body would have compiled them
@@ -932,7 +938,7 @@ class _Rewriter(ast.NodeTransformer):
             for statement in statements:
                 ast.copy_location(statement, node)
             return statements
-        live = self._live_after(node)
+        live = self.live[node]
         out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in assigned], ctx=ast.Load())
         then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out)
         else_fn = self._loop_function(f"__ag_else_{number}", assigned,
@@ -1054,13 +1060,15 @@ class _Rewriter(ast.NodeTransformer):
                         [ast.Name(id="__agc_" + n, ctx=ast.Load()) for n in lists],
                         ctx=ast.Load())
         body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out)
-        keep_item = item in self._live_after(node)
+        keep_item = item in self.live[node]
         call = _call("for_stmt", [
             node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             ast.Constant(where),
             self._current([item], where) if keep_item else ast.Constant(None),
-            self._current(lists, where)])
+            self._current(lists, where),
+            ast.Tuple(elts=[ast.Constant(f) for f in getattr(node, "ag_stop", [])],
+                      ctx=ast.Load())])
         statements = [body_fn, self._assign(names + lists + ([item] if keep_item else []),
                                             call)]
         for statement in statements:
@@ -1096,7 +1104,7 @@ class _Rewriter(ast.NodeTransformer):
         assigning (carried to the next step), or the code after the loop reads. The body's
         other names are temporaries of one step."""
         assigned = _assigned(node.body) - set(exclude)
-        wanted = read_by_test | _exposed(node.body) | self._live_after(node)
+        wanted = read_by_test | self.exposed[node] | self.live[node]
         return sorted(assigned & wanted)
 
     @staticmethod
@@ -1228,9 +1236,10 @@ def _exposed(statements):
                 reads.add(statement.target.id)  # x += 1 reads x
             exposed |= reads - assigned
             assigned |= _assigned([statement])
-        elif isinstance(statement, ast.If):     # assigns nothing for certain
+        elif isinstance(statement, ast.If):     # assigns what both branches assign
             exposed |= (_loaded(statement.test) | _exposed(statement.body) |
                         _exposed(statement.orelse)) - assigned
+            assigned |= _definite(statement)
         elif isinstance(statement, ast.While):
             exposed |= (_loaded(statement.test) | _exposed(statement.body) |
                         _exposed(statement.orelse)) - assigned
@@ -1240,6 +1249,24 @@ def _exposed(statements):
         else:
             exposed |= _loaded(statement) - assigned
     return exposed
+
+
+def _definite(statement):
+    """The names an ``if`` assigns on every path that goes on after it (a branch that always
+    returns or raises does not go on)."""
+    sides = []
+    for branch in (statement.body, statement.orelse):
+        if _always_returns(branch):
+            continue
+        names = set()
+        for inner in branch:
+            names |= _definite(inner) if isinstance(inner, ast.If) else \
+                set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor, ast.With,
+                                            ast.Try)) else _assigned([inner])
+        sides.append(names)
+    if not sides:
+        return set()
+    return set.intersection(*sides)
 
 
 def _loaded(node):
@@ -1308,6 +1335,7 @@ def _lower_block(statements, loop):
             if stop and isinstance(statement, ast.For):
                 body = [ast.copy_location(ast.If(test=_running(stop), body=body, orelse=[]),
                                           statement)]
+                setattr(statement, "ag_stop", stop)      # for_stmt ends a Python loop by them
             elif stop:
                 statement.test = _call("running_and", [
                     ast.Tuple(elts=[ast.Name(id=f, ctx=ast.Load()) for f in stop],

@@ -688,6 +688,22 @@ def test_collected_rows_of_a_loop_that_ran_no_step(mode):
         alone(mx.nd.zeros((1, 3))).asnumpy()
 
 
+class TemporaryFromBothBranches(Base):
+    """A step temporary assigned in both branches of a tensor if: not a loop variable (it
+    was once read as one, and needed a value before the loop)."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        for row in F.transpose(x):
+            if row.sum() > 0:
+                t = h * 2
+            else:
+                t = -h
+            h = F.tanh(t + 0.1)
+        return h
+
+
 class SamePythonValue(Base):
     """Branches that assign only the same Python value, and an empty tensor if: conds
     without array outputs (they once failed to build)."""
@@ -793,7 +809,8 @@ CONVERTED = {IfElse: 1, NoElseNested: 1, OnlyInOneBranchNotRead: 1, UsesSuper: 1
              HintedAndUnbounded: 4, ScanRows: 4, Expressions: 1, Decoder: 1, BreaksOut: 4,
              BreakWhile: 1, ContinueFor: 1, BreakFor: 1, ReturnIf: 1, ReturnInLoop: 1,
              WhileTrue: 1, ContinueNested: 1, ReturnsInside: 1, CollectFor: 1,
-             CollectWhile: 1, SamePythonValue: 1, CallsHelpers: 4}
+             CollectWhile: 1, SamePythonValue: 1, CallsHelpers: 4,
+             TemporaryFromBothBranches: 1}
 
 
 @pytest.mark.parametrize("model", list(CONVERTED), ids=lambda m: m.__name__)
