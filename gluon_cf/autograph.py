@@ -1116,16 +1116,16 @@ class _Rewriter(ast.NodeTransformer):
         return ast.Assign(targets=[target], value=call)
 
     def _live_after(self, node):
-        """Names read after ``node`` may run: following statements of its block and of every
-        enclosing block, and the whole body of every enclosing loop."""
+        """Names read after ``node`` before being assigned: by the following statements of
+        its block and of every enclosing block, and by the next step of every enclosing
+        loop."""
         names, child = set(), node
         parent = self.parents.get(child)
         while parent is not None and child is not self.func:
             for field in ("body", "orelse", "finalbody"):
                 block = getattr(parent, field, None)
                 if isinstance(block, list) and child in block:
-                    for later in block[block.index(child) + 1:]:
-                        names |= _loaded(later)
+                    names |= _exposed(block[block.index(child) + 1:])
             if isinstance(parent, (ast.For, ast.While, ast.AsyncFor)):   # the next step
                 names |= _exposed(parent.body) | _loaded(getattr(parent, "test", None) or
                                                          ast.Pass())
