@@ -74,13 +74,14 @@ def blocks(draw, depth=0, loops=()):
     return lines
 
 
-def _load(source, tmp_path):
+def _load(source, tmp_path, name="f"):
+    """``name`` from ``source`` written to a file (autograph reads the source) and imported."""
     path = tmp_path / f"program_{next(_modules)}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.f
+    return getattr(module, name)
 
 
 def _outcome(fn, *args):
@@ -212,12 +213,7 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
                   "    def hybrid_forward(self, F, x, y, seq):\n"
                   "        acc = []\n        z = x\n"
                   f"{body}\n        return x + y\n")
-        path = tmp_path / f"tensor_program_{next(_modules)}.py"
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        net = module.Net()
+        net = _load(source, tmp_path, "Net")()
         x, y = np.array([x0], np.float32), np.array([y0], np.float32)
         seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
         want = _run(net, True, x, y, seq)
