@@ -242,33 +242,23 @@ def if_exp(test, then_value, else_value, where):
 def and_(values, where):
     """A converted ``a and b and ...`` (each operand a function, evaluated left to right): on
     tensors, the elementwise logical and of all operands (each evaluated); else Python's."""
-    first = values[0]()
-    if not _is_tensor(first):
-        result = first
-        for value in values[1:]:
-            if not result:
-                return result
-            result = value()
-        return result
-    result = first
-    for value in values[1:]:
-        result = _logical("broadcast_logical_and", result, value(), where)
-    return result
+    return _bool_op(values, where, stop_on=False, op="broadcast_logical_and")
 
 
 def or_(values, where):
     """A converted ``a or b or ...``: on tensors the elementwise logical or; else Python's."""
-    first = values[0]()
-    if not _is_tensor(first):
-        result = first
-        for value in values[1:]:
-            if result:
-                return result
-            result = value()
-        return result
-    result = first
+    return _bool_op(values, where, stop_on=True, op="broadcast_logical_or")
+
+
+def _bool_op(values, where, stop_on, op):
+    """Python's short circuit (stop at the first operand whose truth is ``stop_on``) while the
+    first operand is a Python value; else ``op`` over every operand."""
+    result = values[0]()
+    tensor = _is_tensor(result)
     for value in values[1:]:
-        result = _logical("broadcast_logical_or", result, value(), where)
+        if not tensor and bool(result) == stop_on:
+            return result
+        result = _logical(op, result, value(), where) if tensor else value()
     return result
 
 
