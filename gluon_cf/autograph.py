@@ -925,11 +925,9 @@ class _Rewriter(ast.NodeTransformer):
                 ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
                 ast.Constant(where)])
             statements = [then_fn, else_fn, ast.Return(value=call)]
-            for statement in statements:
-                ast.copy_location(statement, node)
-            return statements
+            return _located(statements, node)
         live = self.live[node]
-        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in assigned], ctx=ast.Load())
+        out = _names(assigned)
         then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out)
         else_fn = self._loop_function(f"__ag_else_{number}", assigned,
                                       node.orelse or [ast.Pass()], out)
@@ -940,9 +938,7 @@ class _Rewriter(ast.NodeTransformer):
             ast.Tuple(elts=[ast.Constant(n in live) for n in assigned], ctx=ast.Load()),
             ast.Constant(where)])
         statements = [then_fn, else_fn, self._assign(assigned, call)]
-        for statement in statements:
-            ast.copy_location(statement, node)
-        return statements
+        return _located(statements, node)
 
     # -- expressions: conditional expressions and boolean operators
     def visit_IfExp(self, node):
@@ -993,11 +989,8 @@ class _Rewriter(ast.NodeTransformer):
 
     def _current(self, names, where):
         return ast.Tuple(elts=[
-            _call("ld", [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
-                                                       kwonlyargs=[], kw_defaults=[],
-                                                       kwarg=None, defaults=[]),
-                                    body=ast.Name(id=n, ctx=ast.Load())),
-                         ast.Constant(n), ast.Constant(where)]) for n in names],
+            _call("ld", [_thunk(ast.Name(id=n, ctx=ast.Load())), ast.Constant(n),
+                         ast.Constant(where)]) for n in names],
             ctx=ast.Load())
 
     def visit_While(self, node):
@@ -1015,9 +1008,7 @@ class _Rewriter(ast.NodeTransformer):
         number = next(_counter)
         lists = self._collect(node)
         names = self._carried(node, _loaded(node.test))
-        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names] +
-                        [ast.Name(id="__agc_" + n, ctx=ast.Load()) for n in lists],
-                        ctx=ast.Load())
+        out = _names(names + ["__agc_" + n for n in lists])
         test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test)
         body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out)
         call = _call("while_stmt", [
@@ -1027,9 +1018,7 @@ class _Rewriter(ast.NodeTransformer):
             ast.Constant(where), bound, self._current(lists, where), ast.Constant(hinted),
             ast.Constant(_forever(node.test))])
         statements = [test_fn, body_fn, self._assign(names + lists, call)]
-        for statement in statements:
-            ast.copy_location(statement, node)
-        return statements
+        return _located(statements, node)
 
     def visit_For(self, node):
         mutated = _mutated(node.body) - set(self.collected.get(node, []))
@@ -1046,9 +1035,7 @@ class _Rewriter(ast.NodeTransformer):
         item = node.target.id
         lists = self._collect(node)
         names = self._carried(node, set(), exclude={item})
-        out = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names] +
-                        [ast.Name(id="__agc_" + n, ctx=ast.Load()) for n in lists],
-                        ctx=ast.Load())
+        out = _names(names + ["__agc_" + n for n in lists])
         body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out)
         keep_item = item in self.live[node]
         call = _call("for_stmt", [
@@ -1061,9 +1048,7 @@ class _Rewriter(ast.NodeTransformer):
                       ctx=ast.Load())])
         statements = [body_fn, self._assign(names + lists + ([item] if keep_item else []),
                                             call)]
-        for statement in statements:
-            ast.copy_location(statement, node)
-        return statements
+        return _located(statements, node)
 
     def _no_outer_lists(self, value, names, where, what):
         """``value`` (a condition or iterable), checked at run time: when it is a Symbol, the
@@ -1177,6 +1162,18 @@ def _collected_lists(func):
         if names:
             collected[loop] = names
     return collected
+
+
+def _located(statements, node):
+    """``statements`` (what ``node`` was rewritten into) at ``node``'s source position."""
+    for statement in statements:
+        ast.copy_location(statement, node)
+    return statements
+
+
+def _names(names):
+    """The tuple expression ``(name_1, name_2, ...)``."""
+    return ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load())
 
 
 def _thunk(expression):
