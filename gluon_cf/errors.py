@@ -18,6 +18,14 @@ class TruncationWarning(RuntimeWarning):
 
 
 class ZeroSizeError(ValueError):
-    """An ordinary MXNet operator was given an array with a zero-size dimension (the rows of a
-    loop of exact length that ran no step): MXNet 1.x's shape inference reads 0 as "unknown",
-    so no operator can compute on such an array. Its message names the operator and shapes."""
+    """An MXNet operator refused an array with a zero-size dimension (the rows of a
+    ``boolean_mask`` that kept none, of a loop of exact length that ran no step): MXNet 1.x's
+    shape inference reads 0 as "unknown", and many operators cannot compute on such an array,
+    eagerly too. Its message names the operator, the user's line, the shapes and what
+    computed the zero-size array (NOTE [zero-size calls] in ``graph.py``).
+
+    ``located``: whether the message names the user's line."""
+
+    def __init__(self, message, located=False):
+        super().__init__(message)
+        self.located = located

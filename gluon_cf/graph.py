@@ -27,7 +27,8 @@ from ._cachedop import CachedOpPair
 from ._custom_ops import is_hidden
 from .errors import ZeroSizeError
 from .executor import Parallel, done
-from .operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, DYNAMIC_SHAPE_RANKS, INDEX_INPUTS
+from .operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, DYNAMIC_SHAPE_RANKS, INDEX_INPUTS,
+                        SOURCE_ATTR, describe_node)
 
 
 def _step_kind(node):
@@ -67,11 +68,118 @@ def has_gluon_cf_nodes(graph_json):
     return any(_step_kind(n) for n in graph_json["nodes"])
 
 
+class CachedGraph(CachedOpPair):
+    """The CachedOps of a graph (:class:`CachedOpPair`); a call with a zero-size input runs
+    the graph's operators one by one instead, as eager code does (NOTE [zero-size calls]).
+
+    ``origins`` names what computed each input (input name -> text), for the error a
+    zero-size input gets."""
+
+    _handles: dict = {}
+
+    def __init__(self, symbol, origins=None):
+        super().__init__(symbol)
+        self.symbol = symbol
+        self.origins = origins or {}
+        self._nodes = None
+
+    def __call__(self, *args):
+        if not self.constant and any(0 in a.shape for a in args):
+            return self._op_by_op(args)
+        return super().__call__(*args)
+
+    def _op_by_op(self, args):
+        if self._nodes is None:
+            js = json.loads(self.symbol.tojson())
+            self._nodes, self._heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
+        by_name = dict(zip(self.symbol.list_inputs(), args))
+        values, origin = {}, {}   # entry -> NDArray; entry -> what made it zero-size
+        for nid, n in enumerate(self._nodes):
+            if n["op"] == "null":
+                values[(nid, 0)] = by_name[n["name"]]
+                origin[(nid, 0)] = self.origins.get(n["name"], "input %r" % n["name"])
+                continue
+            entries = [tuple(i[:2]) for i in n["inputs"]]
+            inputs = [values[e] for e in entries]
+            attrs = {k: v for k, v in n.get("attrs", {}).items() if not is_hidden(k)}
+            try:
+                out = _imperative_invoke(self._handle(n["op"]), inputs, list(attrs),
+                                         list(attrs.values()), None, 0, 1)
+            except mx.MXNetError as err:
+                empty = [(k, e) for k, e in enumerate(entries) if 0 in values[e].shape]
+                if not empty:
+                    raise
+                raise _zero_size_error(n, inputs, [(k, origin[e]) for k, e in empty],
+                                       err) from None
+            made = next((origin[e] for e in entries if 0 in values[e].shape), None)
+            for k, o in enumerate(out):
+                values[(nid, k)] = o
+                if made is not None:
+                    origin[(nid, k)] = made
+        return [values[h] for h in self._heads]
+
+    @classmethod
+    def _handle(cls, op):
+        handle = cls._handles.get(op)
+        if handle is None:
+            handle = mx.base.OpHandle()
+            mx.base.check_call(mx.base._LIB.NNGetOpHandle(mx.base.c_str(op),
+                                                         ctypes.byref(handle)))
+            handle = cls._handles[op] = handle.value
+        return handle
+
+
+# NOTE [zero-size calls]
+#     MXNet 1.x reads a 0 in a shape as "unknown" (its legacy shape semantics), and a CachedOp
+#     keeps what it inferred and planned for the input shapes it last saw. A CachedOp that has
+#     run on (3, 3) and is then given the (0, 3) rows of a boolean_mask that kept none fails
+#     ("Cannot find attribute forward_mem_plan"), while a fresh one computes the same call (a
+#     sum over no rows): whether a call worked depended on the calls before it. So a call with
+#     a zero-size input never reaches a CachedOp: the graph's operators run one by one,
+#     imperatively, recorded by autograd like eager code, which holds no state between calls.
+#     What works eagerly on zero-size arrays (reductions, slices, boolean_mask itself) then
+#     works hybridized, on every call; an operator MXNet 1.x refuses on them (FullyConnected,
+#     scalar arithmetic) is a ZeroSizeError naming that operator, its line in the user's code
+#     and what computed the zero-size array, the same on every call. Such calls are rare (empty
+#     masks, loops of no step), so their speed does not matter.
+
+
+def _origin(node):
+    """What a graph node computed, for the message of a zero-size input it fed."""
+    where = node.get("attrs", {}).get(SOURCE_ATTR)
+    at = " at " + where if where else ""
+    kind = registry.kind_of(node)
+    if kind is not None:
+        return "an output of gluon_cf.%s%s" % (kind, at)
+    if node["op"] in DYNAMIC_SHAPE_OPS:
+        return "the result of %s%s" % (node["op"], at)
+    if node["op"] == "null":
+        return "input %r" % node["name"]
+    return "the result of %s%s" % (node["op"], at)
+
+
+def _zero_size_error(node, inputs, empty, err):
+    """ZeroSizeError for operator ``node`` (a JSON node) refusing its zero-size inputs
+    (``empty``: (input position, what computed it)), MXNet's error ``err``."""
+    detail = next((line.strip() for line in str(err).splitlines()
+                   if line.strip().startswith("MXNetError") or "Check failed" in line),
+                  str(err).strip().splitlines()[-1] if str(err).strip() else "").rstrip(".")
+    return ZeroSizeError(
+        "gluon_cf: %s was given a zero-size array (%s); MXNet 1.x reads a 0 in a shape as an "
+        "unknown size, and this operator cannot compute on it, eagerly either (%s). Guard "
+        "the computation with gluon_cf.cond on the number of rows, or keep at least one row"
+        % (describe_node(node),
+           "; ".join("input %d of shape %s, %s" % (k, inputs[k].shape, what)
+                     for k, what in empty), detail),
+        located=SOURCE_ATTR in node.get("attrs", {}))
+
+
 class _Segment:
     """Ordinary operators between gluon_cf nodes, as one CachedOp."""
 
-    def __init__(self, symbol, in_entries, out_entries, depends_on):
+    def __init__(self, symbol, in_entries, out_entries, depends_on, origins):
         self.symbol = symbol
+        self.origins = origins   # input name -> what computed it, for ZeroSizeError
         # out entry -> the in entries it is computed from: an output is batched only if one of
         # those is (a constant beside batched values stays shared, NOTE [batching]).
         self.depends_on = depends_on
@@ -86,26 +194,11 @@ class _Segment:
     @property
     def op(self):
         if self._op is None:   # built on first run (inference alone needs none)
-            self._op = CachedOpPair(self.symbol)
+            self._op = CachedGraph(self.symbol, self.origins)
         return self._op
 
     def run(self, values):
-        inputs = [values[e] for e in self.in_entries]
-        try:
-            out = self.op(*inputs)
-        except mx.MXNetError as err:
-            empty = [(n, a.shape) for n, a in zip(self.names, inputs) if 0 in a.shape]
-            if not empty:
-                raise
-            failed = next((line.strip() for line in str(err).splitlines()
-                           if "Operator" in line or "operator" in line), str(err)[:200])
-            raise ZeroSizeError(
-                "gluon_cf: an MXNet operator between gluon_cf nodes was given an array with a "
-                "zero-size dimension (%s), the rows of a loop of exact length that ran no "
-                "step; MXNet 1.x reads 0 as an unknown size, so its operators cannot compute on "
-                "it (%s). Guard the use with a condition on the number of steps, or give "
-                "gluon_cf.while_loop a max_iterations without exact_length (rows padded to it)"
-                % (", ".join("shape %s" % (s,) for _, s in empty), failed)) from None
+        out = self.op(*[values[e] for e in self.in_entries])
         out = out if isinstance(out, (list, tuple)) else [out]
         values.update(zip(self.out_entries, out))
 
@@ -354,8 +447,9 @@ class PartitionedGraph:
             reads[nid] = set()
             for src, idx, *_ in nodes[nid]["inputs"]:
                 reads[nid] |= reads[src] if src in member_set else {(src, idx)}
+        origins = {"e%d_%d" % e: _origin(nodes[e[0]]) for e in in_entries}
         return _Segment(symbol, in_entries, out_entries,
-                        {e: reads[e[0]] for e in out_entries})
+                        {e: reads[e[0]] for e in out_entries}, origins)
 
     def infer_shape(self, in_shapes):
         """Shapes by inference in Python (NOTE [run-time shapes]): ``in_shapes`` in
@@ -539,7 +633,7 @@ class Graph:
         self.slot_set = frozenset(self.slots)
         self.input_names = self.symbol.list_inputs()
         self.num_outputs = spec["num_outputs"]
-        self._ops = {}  # thread id -> CachedOpPair or PartitionedGraph
+        self._ops = {}  # thread id -> CachedGraph or PartitionedGraph
         self._shape_cache = {}
         self._type_cache = {}
         self._row_checks = {}
@@ -578,7 +672,7 @@ class Graph:
             if self.partitioned:
                 op = PartitionedGraph(self.symbol)
             else:
-                op = CachedOpPair(self.symbol)
+                op = CachedGraph(self.symbol)
             self._ops[thread] = op
         return op
 

@@ -23,6 +23,7 @@ NOTE [partitioned blocks]
     (``SymbolBlock``, which ``SymbolBlock.imports`` returns for an exported model, included);
     it is wrapped here, and the original runs everything that needs no partitioning.
 """
+import inspect
 import json
 import threading
 
@@ -31,6 +32,7 @@ from mxnet.gluon import block as _block
 
 from . import executor, registry
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
+from .errors import ZeroSizeError
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS
 
@@ -97,8 +99,22 @@ def _call_cached_op(self, *args):
             plan.partitioned_shapes.clear()
         plan.partitioned_shapes.add(key)
     cargs = [flat[x] if is_arg else x.data() for is_arg, x in self._cached_op_args]
-    out = plan.run_partitioned(cargs)
+    try:
+        out = plan.run_partitioned(cargs)
+    except ZeroSizeError as err:
+        if err.located:
+            raise
+        raise ZeroSizeError("%s (in %s)" % (err, _forward_of(self)), located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+def _forward_of(block):
+    """``hybrid_forward of block 'name' at file:line``: where an operator of the block's own
+    graph (not traced by gluon_cf, so without a line of its own) was written."""
+    function = inspect.unwrap(type(block).hybrid_forward)
+    code = getattr(function, "__code__", None)
+    where = "" if code is None else " at %s:%d" % (code.co_filename, code.co_firstlineno)
+    return "hybrid_forward of block %r%s" % (block.name, where)
 
 
 _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitioning

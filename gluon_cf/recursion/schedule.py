@@ -51,9 +51,8 @@ import mxnet as mx
 import numpy as np
 
 from .. import executor, registry, rowwise
-from .._cachedop import CachedOpPair
 from ..errors import CallTreeTooLargeError, RecursionDepthError
-from ..graph import block_index_gradients
+from ..graph import CachedGraph, block_index_gradients
 from ..operators import DYNAMIC_SHAPE_OPS, INDEX_INPUTS
 from .table import table as _table
 
@@ -912,7 +911,7 @@ class _ValueGraph:
     table, with its rows at ``idx`` 0)."""
 
     def __init__(self, symbol):
-        self.op = CachedOpPair(symbol)
+        self.op = CachedGraph(symbol)
         self.inputs = []
         for name in symbol.list_inputs():
             if name.startswith("arg") or name.startswith("env"):
