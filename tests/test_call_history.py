@@ -1,0 +1,206 @@
+"""Issue 24, item 2: no history in a block. A hybridized block's result for an input never
+depends on the inputs it saw before: for every dynamic-shape test block, a random sequence of
+calls (other shapes, masks that keep no row, loops of no step, with and without autograd)
+gives, call by call, what the same call gives on a fresh block with the same parameters -
+values and gradients, or an error of the same type and message.
+
+Oracle: a fresh hybridized block per call (its CachedOps have seen nothing else). Where a
+call errors, both must raise alike; NOTE [zero-size calls] in ``graph.py`` says which calls
+work (what works eagerly on zero-size arrays) and which are a ZeroSizeError.
+"""
+import re
+
+import numpy as np
+import pytest
+
+import mxnet as mx
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+from test_dynamic_shapes import POSITIONS, Net, _mask
+
+SEED = 24
+CALLS = 7
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def foreach_mask_of_closure(F, net, y, m):
+    """The issue's case: a boolean_mask of a closure value in a foreach body, reduced."""
+    def body(t, states):
+        kept = _mask(F, y, m)
+        return F.broadcast_mul(kept.sum(axis=0), t), [states[0] + kept.sum()]
+    outs, (total,) = gluon_cf.foreach(body, F.arange(1, 4), [F.zeros((1,))])
+    return outs, total
+
+
+def while_mask_of_closure(F, net, y, m):
+    """The issue's case: a boolean_mask of a closure value in a while_loop body, reduced."""
+    def func(v, i):
+        kept = _mask(F, y, m)
+        return kept.sum(axis=0), [v * 0.5 + kept.mean(), i + 1]
+    outs, (final, _) = gluon_cf.while_loop(lambda v, i: i < 3, func, [y, F.zeros((1,))],
+                                           max_iterations=4)
+    return outs, final
+
+
+def foreach_mask_into_dense(F, net, y, m):
+    """Arithmetic and a Dense on the masked rows inside a foreach body: MXNet refuses zero
+    rows there (eagerly too), so an empty mask is an error, on every call alike."""
+    def body(t, states):
+        kept = F.contrib.boolean_mask(y, m)
+        rows = net.after(F.broadcast_mul(kept, t.reshape((1, 1))))
+        return rows.sum(axis=0), states
+    return gluon_cf.foreach(body, F.arange(1, 3), [F.zeros((1,))])[0]
+
+
+def while_zero_steps_then_reduced(F, net, y, m):
+    """An exact-length loop that may run no step, its rows reduced after it."""
+    outs, final = gluon_cf.while_loop(lambda v: v.norm() > 2, lambda v: (v.sum(axis=0), v * 0.5),
+                                      y)
+    return outs.sum(axis=0), final
+
+
+def recursion_with_mask_in_loop(F, net, y, m):
+    """A recursive function whose body masks inside a while_loop."""
+    @gluon_cf.recursive
+    def halve(v):
+        def func(u, i):
+            return _mask(F, u, m).sum(axis=0), [u * 0.5, i + 1]
+        _, (u, _) = gluon_cf.while_loop(lambda u, i: i < 1, func, [v, F.zeros((1,))],
+                                        max_iterations=2)
+        return gluon_cf.cond(u.sum() < 1, lambda: u, lambda: halve(u))
+    return halve(F.abs(y))
+
+
+BLOCKS = dict(POSITIONS)
+BLOCKS.update({f.__name__: f for f in (
+    foreach_mask_of_closure, while_mask_of_closure, foreach_mask_into_dense,
+    while_zero_steps_then_reduced, recursion_with_mask_in_loop)})
+
+
+def _calls(seed):
+    """A random sequence of calls: (x, mask, recorded), rows from 3 to 6, masks keeping any
+    number of rows (none included), scales giving loops of 0 to several steps."""
+    rng = np.random.RandomState(seed)
+    calls = []
+    for _ in range(CALLS):
+        rows = rng.randint(3, 7)
+        keep = rng.choice(["none", "some", "all"], p=[0.4, 0.4, 0.2])
+        mask = np.zeros(rows) if keep == "none" else np.ones(rows) if keep == "all" else \
+            (rng.rand(rows) > 0.5) * 1.0
+        scale = rng.choice([0.05, 0.5, 2.0])
+        calls.append((nd.array(rng.randn(rows, 3) * scale), nd.array(mask), rng.rand() < 0.5))
+    return calls
+
+
+def _outcome(net, x, m, recorded):
+    """Outputs (and, recorded, every gradient) as numpy, or the error's type and message."""
+    try:
+        if not recorded:
+            out = net(x, m)
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            return "values", [o.asnumpy() for o in outs]
+        for p in net.collect_params().values():
+            p.zero_grad()
+        x = x.copy()
+        x.attach_grad()
+        with autograd.record():
+            out = net(x, m)
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            loss = sum((o.astype("float32") * (k + 1)).sum() for k, o in enumerate(outs))
+        loss.backward()
+        grads = [p.grad().asnumpy() for _, p in sorted(net.collect_params().items())]
+        return "values", [o.asnumpy() for o in outs] + grads + [x.grad.asnumpy()]
+    except Exception as err:   # noqa: BLE001 - compared below
+        return "error", (type(err).__name__, _normalised(str(err)))
+
+
+def _normalised(message):
+    """An error message without what differs between two blocks of one class: MXNet's time
+    stamps and the numbers Gluon gives block names (net3_dense1 / net7_dense1)."""
+    message = re.sub(r"\[\d\d:\d\d:\d\d\] ", "", message)
+    return re.sub(r"\b([a-z]+)\d+(?=[_'])", r"\1#", message)
+
+
+def _fresh_like(net, body):
+    fresh = Net(body)
+    fresh.initialize()   # every parameter's shape is known (in_units given)
+    for (_, mine), (_, theirs) in zip(sorted(fresh.collect_params().items()),
+                                      sorted(net.collect_params().items())):
+        mine.set_data(theirs.data())
+    fresh.hybridize()
+    return fresh
+
+
+def _same(got, want, where):
+    assert got[0] == want[0], (where, got, want)
+    if got[0] == "error":
+        assert got[1] == want[1], where
+        return
+    assert [g.shape for g in got[1]] == [w.shape for w in want[1]], where
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_allclose(g, w, err_msg=where, **TOL)
+
+
+@pytest.mark.parametrize("executor", ["batched", "unbatched"])
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_a_call_gives_what_it_gives_on_a_fresh_block(name, executor):
+    previous = gluon_cf.get_executor()
+    gluon_cf.set_executor(executor)
+    try:
+        mx.random.seed(0)
+        net = Net(BLOCKS[name])
+        net.initialize(mx.init.Xavier())
+        net.hybridize()
+        outcomes = set()
+        for k, (x, m, recorded) in enumerate(_calls(SEED + len(name))):
+            where = "%s, call %d: x %s, mask %s, %s" % (
+                name, k, x.shape, m.asnumpy().tolist(), "recorded" if recorded else "inference")
+            got = _outcome(net, x, m, recorded)
+            want = _outcome(_fresh_like(net, BLOCKS[name]), x, m, recorded)
+            _same(got, want, where)
+            outcomes.add(got[0])
+        # The block is still usable: a call with a mask keeping rows works after anything.
+        x, m = nd.array(np.random.RandomState(1).randn(5, 3)), nd.array([1, 0, 1, 1, 0])
+        _same(_outcome(net, x, m, True), _outcome(_fresh_like(net, BLOCKS[name]), x, m, True),
+              name + ", last call")
+    finally:
+        gluon_cf.set_executor(previous)
+
+
+def test_the_issue_case_empty_mask_after_a_kept_row_in_a_foreach():
+    """A non-empty mask, then an all-zero one, then a non-empty one: each as on a fresh block
+    (the all-zero one once raised ZeroSizeError about a loop of no step, and broke the block)."""
+    net = Net(foreach_mask_of_closure)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    x = nd.array(np.random.RandomState(0).randn(5, 3))
+    some, none = nd.array([0, 1, 0, 1, 1]), nd.zeros((5,))
+    first = _outcome(net, x, some, False)
+    empty = _outcome(net, x, none, False)
+    assert empty[0] == "values", empty
+    _same(empty, _outcome(_fresh_like(net, foreach_mask_of_closure), x, none, False), "empty")
+    np.testing.assert_allclose(empty[1][0], np.zeros((3, 3)))   # sums over no row
+    _same(_outcome(net, x, some, False), first, "again")
+
+
+def test_an_operator_refusing_zero_rows_is_one_clear_error_every_time():
+    """broadcast_mul on the rows of a mask that kept none, in a foreach body: the same
+    ZeroSizeError on every call, naming the operator, the user's line and the mask's."""
+    net = Net(foreach_mask_into_dense)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    x = nd.ones((5, 3))
+    messages = set()
+    for m in (nd.zeros((5,)), nd.ones((5,)), nd.zeros((5,)), nd.zeros((5,))):
+        outcome = _outcome(net, x, m, False)
+        if m.sum().asscalar() == 0:
+            assert outcome[0] == "error" and outcome[1][0] == "ZeroSizeError", outcome
+            messages.add(outcome[1][1])
+        else:
+            assert outcome[0] == "values"
+    assert len(messages) == 1, messages
+    message = messages.pop()
+    assert re.search(r"broadcast_mul at .*test_call_history\.py:\d+ \(node '.*'\) was given a "
+                     r"zero-size array \(input 0 of shape \(0, 3\), the result of "
+                     r"_contrib_boolean_mask at .*test_call_history\.py:\d+\)", message), message
