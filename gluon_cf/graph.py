@@ -637,6 +637,7 @@ class Graph:
         self._shape_cache = {}
         self._type_cache = {}
         self._row_checks = {}
+        self._batched_outputs = {}
         self._take_tables = None
         self._json = None
         self._inference = None  # a PartitionedGraph for shape inference (partitioned graphs)
@@ -701,6 +702,19 @@ class Graph:
                 out = op(*args)
         return done(list(out) if isinstance(out, (list, tuple)) else [out])
 
+    def batched_outputs(self, flags):
+        """For each output, whether it depends on an input marked in ``flags`` (per input, in
+        ``list_inputs()`` order), so holds the rows of a batch (cached per flags)."""
+        key = tuple(flags)
+        verdict = self._batched_outputs.get(key)
+        if verdict is None:
+            if self._json is None:
+                self._json = json.loads(self.symbol.tojson())
+            batched = {n for n, f in zip(self.input_names, flags) if f}
+            # dynamic_outputs tells which heads depend on the named inputs: here the batched.
+            verdict = self._batched_outputs[key] = tuple(dynamic_outputs(self._json, batched))
+        return verdict
+
     def _rows_independent(self, args, flags):
         """Whether calls may be concatenated: every operator acts row by row (NOTE [row-wise
         rules]); checked once per signature."""
@@ -724,6 +738,12 @@ class Graph:
                 # that first asked alive until exit, when freeing them crashes MXNet.
                 rejected.__context__ = rejected.__cause__ = None
                 self._row_checks[key] = rejected.with_traceback(None)
+            except Exception as err:  # noqa: BLE001 - no proof of rows: they run one by one
+                first = str(err).strip().splitlines()[0] if str(err).strip() else \
+                    type(err).__name__
+                self._row_checks[key] = rowwise.Rejected(
+                    {"name": "its batching analysis"}, "failed (%s: %s)"
+                    % (type(err).__name__, first[:300]), rowwise.HINT_UNKNOWN)
         return self._row_checks[key]
 
     def row_check_key(self, args, flags):
@@ -841,6 +861,11 @@ class GraphCall:
     def unbatched(self):
         out = self.graph.cached_op()(*self.args)
         return done(list(out) if isinstance(out, (list, tuple)) else [out])
+
+    def batched_outputs(self):
+        """For each output, whether it holds one row per invocation; an output computed from
+        shared inputs alone (a loop's constant counter) is one value for every row."""
+        return self.graph.batched_outputs(self.flags)
 
 
 def _request(call):

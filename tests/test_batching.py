@@ -1,6 +1,7 @@
 """The batching executor's edge cases, each against eager Python recursion (same block, not
 hybridized): functions that cannot be batched, and cond branches whose values do not depend on
 the rows of a batch. The models of ``test_recursion.py`` cover the common cases."""
+import re
 import warnings
 
 import mxnet as mx
@@ -119,3 +120,107 @@ def test_plain_branches_batched_across_levels_match_eager():
     # Leaves at different depths are deferred and computed in one batch (NOTE [batching]).
     messages = _check_against_eager(lambda F, xi, a, b: F.broadcast_mul(F.tanh(xi), a) + xi)
     assert not [m for m in messages if "runs unbatched" in m], messages
+
+
+# ---- issue 24, item 3: the batching executor never refuses what the unbatched one runs ------
+
+def _check_against_both(leaf, ahead_of_time=True):
+    """:func:`_check_against_eager`, and the unbatched executor's values and gradients."""
+    gluon_cf.set_executor("batched", ahead_of_time=ahead_of_time)
+    try:
+        messages = _check_against_eager(leaf)
+        net = _Fold(leaf)
+        net.initialize()
+        inputs = _inputs()
+        expected = _run(net, inputs)
+        net.hybridize()
+        gluon_cf.set_executor("unbatched")
+        unbatched = _run(net, inputs)
+        gluon_cf.set_executor("batched", ahead_of_time=ahead_of_time)
+        batched = _run(net, inputs)
+    finally:
+        gluon_cf.set_executor("batched")
+    for u, b, e in zip(unbatched, batched, expected):
+        if isinstance(e, dict):
+            for k in e:
+                np.testing.assert_allclose(u[k], e[k], err_msg=k, **TOL)
+                np.testing.assert_allclose(b[k], e[k], err_msg=k, **TOL)
+        else:
+            np.testing.assert_allclose(u, e, **TOL)
+            np.testing.assert_allclose(b, e, **TOL)
+    return messages
+
+
+def test_leaf_while_loop_with_a_constant_counter():
+    """The issue's case: a while_loop whose counter is a constant (F.zeros((1,))), shared by
+    every row of a batch. Its step graph's counter and predicate are one value for all the
+    invocations of a batch, once cut into rows as if each had its own (all but the first got
+    shape (0,): "the value returned by cond must have exactly one element")."""
+    def leaf(F, xi, a, b):
+        _, (v, _) = gluon_cf.while_loop(
+            lambda v, i: i < 2, lambda v, i: ([], [F.tanh(F.broadcast_add(v * 0.5, a)), i + 1]),
+            [xi, F.zeros((1,))], max_iterations=3)
+        return v
+
+    messages = _check_against_both(leaf)
+    assert not [m for m in messages if "runs unbatched" in m or "row by row" in m], messages
+
+
+def test_leaf_while_loop_returning_its_constant_counter_and_outputs():
+    """The counter itself, and the step outputs, flow out of the leaf."""
+    def leaf(F, xi, a, b):
+        outs, (v, i) = gluon_cf.while_loop(
+            lambda v, i: i < 2, lambda v, i: (v.sum(axis=1), [F.broadcast_mul(v, b), i + 1]),
+            [xi, F.zeros((1,))], max_iterations=3)
+        return F.broadcast_add(F.broadcast_add(v, F.transpose(outs.sum(axis=0, keepdims=True))), i)
+
+    _check_against_both(leaf)
+
+
+def test_leaf_foreach_with_a_constant_state():
+    def leaf(F, xi, a, b):
+        outs, (count,) = gluon_cf.foreach(
+            lambda t, s: (F.broadcast_mul(t, s[0] + 1), [s[0] + 1]), F.transpose(xi),
+            [F.zeros((1,))])
+        return F.broadcast_add(F.transpose(outs), count)
+
+    _check_against_both(leaf)
+
+
+def test_a_failing_batching_analysis_runs_row_by_row_with_a_warning(monkeypatch):
+    """Any failure of the analysis that decides whether a body may run on stacked rows means
+    "not proven": the function runs row by row, with the documented warning at the user's
+    line, never an error the unbatched executor would not raise. (A rule that raises stands in
+    for an analysis that fails on some operator.)"""
+    from gluon_cf import rowwise
+
+    def broken_rule(*args):
+        raise ValueError("cannot read this operator's attributes")
+
+    monkeypatch.setitem(rowwise.RULES, "broadcast_add", broken_rule)
+    monkeypatch.setattr(gluon_cf.recursion.batching, "_checked", {})
+    monkeypatch.setattr(gluon_cf.recursion.batching, "_seen", {})
+    monkeypatch.setattr(gluon_cf.recursion.batching, "_warned", set())
+
+    def leaf(F, xi, a, b):
+        return F.broadcast_add(F.tanh(xi), b)
+
+    messages = _check_against_both(leaf)
+    unbatched = [m for m in messages if "runs unbatched" in m]
+    assert len(unbatched) == 1, messages
+    assert "its batching analysis failed (ValueError: cannot read this operator's " \
+        "attributes)" in unbatched[0], unbatched
+
+
+@pytest.mark.parametrize("ahead_of_time", [True, False], ids=["schedule", "dynamic"])
+def test_a_function_that_reads_no_argument(ahead_of_time):
+    """A recursive function computing its result from the environment alone: every
+    invocation's value is that one value (the schedule had no argument to take the rows from,
+    StopIteration; the dynamic executor cut the one row into empty ones, ZeroSizeError)."""
+    def leaf(F, xi, a, b):
+        @gluon_cf.recursive
+        def shared(v):
+            return F.tanh(a * 2)
+        return F.broadcast_add(xi, shared(xi))
+
+    _check_against_both(leaf, ahead_of_time)

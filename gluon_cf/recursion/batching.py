@@ -133,9 +133,14 @@ def _batch(pending, deliver):
 
     def batched():
         outputs = schedule.run(first.context, first.qname, args, rows, depth)
-        if outputs is None:   # NOTE [ahead-of-time schedules]: not for this function
-            outputs = yield first.context.run(first.qname, args, rows, depth)
-        _hand_out(group, outputs, deliver)
+        if outputs is not None:   # NOTE [ahead-of-time schedules]: one row per invocation
+            _hand_out(group, outputs, deliver)
+            return
+        outputs = yield first.context.run(first.qname, args, rows, depth)
+        graph = first.context.graphs[first.qname]
+        # An output computed from the environment alone is every invocation's own value.
+        _hand_out(group, outputs, deliver,
+                  graph.batched_outputs([s < len(args) for s in graph.slots]), per_row=True)
 
     return _Task(batched())
 
@@ -148,7 +153,7 @@ def _run_calls(calls, deliver):
         first = group[0][1]
         outputs = first.graph.cached_op()(*_concat_rows(group, first.flags))
         _hand_out(group, list(outputs) if isinstance(outputs, (list, tuple)) else [outputs],
-                  deliver)
+                  deliver, first.batched_outputs())
 
 
 def _concat_rows(group, flags):
@@ -161,11 +166,25 @@ def _concat_rows(group, flags):
             for i, (a, batched) in enumerate(zip(first.args, flags))]
 
 
-def _hand_out(group, outputs, deliver):
-    """Give each requesting task of ``group`` its rows of ``outputs`` (views, no copies)."""
+def _hand_out(group, outputs, deliver, batched=None, per_row=False):
+    """Give each requesting task of ``group`` its rows of ``outputs`` (views, no copies).
+
+    An output not ``batched`` (per output; None: all are) was computed from shared values
+    alone: one value for all the rows, as each request would have computed it on its own -
+    whole for a plain graph (run once on a request's rows), once per row for an invocation
+    (``per_row``: the unbatched executor runs a request's invocations one by one and
+    concatenates what each returns)."""
     start = 0
+    batched = batched or [True] * len(outputs)
     for task, request in group:
-        part = outputs if len(group) == 1 else [o[start:start + request.rows] for o in outputs]
+        part = []
+        for out, rows in zip(outputs, batched):
+            if rows:
+                part.append(out if len(group) == 1 else out[start:start + request.rows])
+            elif per_row and request.rows > 1:
+                part.append(mx.nd.tile(out, reps=(request.rows,) + (1,) * (out.ndim - 1)))
+            else:
+                part.append(out)
         start += request.rows
         deliver(_Task(None, task), part)
 

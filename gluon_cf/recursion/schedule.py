@@ -947,7 +947,10 @@ def _value_graph(plan, layouts, qname, vid, sources):
             part = gathered if len(sites) == 1 else (per_site, t)
             site_outputs[site] = em.unpack(part, layout)
     heads = _inline(function.body, function.keys[vid], inputs, em, site_outputs)
-    reference = next(e for name, e in inputs.items() if function.body.inputs[name][0] == "arg")
+    reference = next((e for name, e in inputs.items() if function.body.inputs[name][0] == "arg"),
+                     None)
+    if reference is None:   # a body that reads no argument: the rows are argument 0's
+        reference = em.var("arg0", True)
     packed = []
     for head, shape in zip(heads, layouts[qname]["shapes"]):
         if head[0] not in em.rows:   # one row for all invocations (a constant): one per row
