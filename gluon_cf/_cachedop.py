@@ -21,15 +21,27 @@ class CachedOpPair:
         if self.constant:
             self.executor = symbol.bind(mx.current_context(), {})
         else:
-            self.static = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
-            self.dynamic = mx.nd.CachedOp(_no_gradient_passthrough(symbol))
+            self._build(symbol)
+
+    def _build(self, symbol):
+        self.static = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
+        self.dynamic = mx.nd.CachedOp(_no_gradient_passthrough(symbol))
+        self._symbol = symbol
 
     def __call__(self, *args):
         if self.constant:
             outputs = self.executor.forward(is_train=mx.autograd.is_training())
             return [o.copy() for o in outputs]
         op = self.dynamic if mx.autograd.is_recording() else self.static
-        return op(*args)
+        try:
+            return op(*args)
+        except mx.MXNetError:
+            # A CachedOp whose shape inference failed keeps half of its state: the next call
+            # fails otherwise ("Graph attr dependency shape is required by pass
+            # MXPlanMemory"), whatever its inputs. Fresh ones: every call fails or works
+            # alike, whatever came before.
+            self._build(self._symbol)
+            raise
 
 
 def _no_gradient_passthrough(symbol):

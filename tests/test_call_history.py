@@ -37,7 +37,7 @@ def while_mask_of_closure(F, net, y, m):
     """The issue's case: a boolean_mask of a closure value in a while_loop body, reduced."""
     def func(v, i):
         kept = _mask(F, y, m)
-        return kept.sum(axis=0), [v * 0.5 + kept.mean(), i + 1]
+        return kept.sum(axis=0), [F.broadcast_add(v * 0.5, kept.mean()), i + 1]
     outs, (final, _) = gluon_cf.while_loop(lambda v, i: i < 3, func, [y, F.zeros((1,))],
                                            max_iterations=4)
     return outs, final
@@ -72,20 +72,35 @@ def recursion_with_mask_in_loop(F, net, y, m):
     return halve(F.abs(y))
 
 
+def recursion_with_zero_step_loop(F, net, y, m):
+    """A recursive function whose exact-length loop runs no step for some arguments, its
+    zero rows reduced."""
+    @gluon_cf.recursive
+    def settle(v):
+        outs, u = gluon_cf.while_loop(lambda u: u.norm() > 2, lambda u: (u.sum(axis=0), u * 0.5),
+                                      v)
+        return gluon_cf.cond(u.sum() < 1, lambda: F.broadcast_add(u, outs.sum()),
+                             lambda: settle(F.broadcast_add(u * 0.3, outs.sum() * 0)))
+    return settle(F.abs(F.contrib.boolean_mask(y, m)).sum(axis=0, keepdims=True))
+
+
 BLOCKS = dict(POSITIONS)
 BLOCKS.update({f.__name__: f for f in (
     foreach_mask_of_closure, while_mask_of_closure, foreach_mask_into_dense,
-    while_zero_steps_then_reduced, recursion_with_mask_in_loop)})
+    while_zero_steps_then_reduced, recursion_with_mask_in_loop,
+    recursion_with_zero_step_loop)})
 
 
 def _calls(seed):
     """A random sequence of calls: (x, mask, recorded), rows from 3 to 6, masks keeping any
     number of rows (none included), scales giving loops of 0 to several steps."""
     rng = np.random.RandomState(seed)
+    keeps = list(rng.choice(["none", "some", "all"], size=CALLS, p=[0.4, 0.4, 0.2]))
+    keeps[0] = "all"                            # the issue's order: rows kept first,
+    keeps[rng.randint(1, CALLS)] = "none"       # then none, at some later call
     calls = []
-    for _ in range(CALLS):
+    for keep in keeps:
         rows = rng.randint(3, 7)
-        keep = rng.choice(["none", "some", "all"], p=[0.4, 0.4, 0.2])
         mask = np.zeros(rows) if keep == "none" else np.ones(rows) if keep == "all" else \
             (rng.rand(rows) > 0.5) * 1.0
         scale = rng.choice([0.05, 0.5, 2.0])
@@ -204,3 +219,29 @@ def test_an_operator_refusing_zero_rows_is_one_clear_error_every_time():
     assert re.search(r"broadcast_mul at .*test_call_history\.py:\d+ \(node '.*'\) was given a "
                      r"zero-size array \(input 0 of shape \(0, 3\), the result of "
                      r"_contrib_boolean_mask at .*test_call_history\.py:\d+\)", message), message
+
+
+def test_a_failed_shape_inference_leaves_the_block_as_it_was():
+    """A body whose broadcast fits only some masks: a call that fails gives the same error
+    every time (a CachedOp whose shape inference had failed once answered the next call
+    with "Graph attr dependency shape is required by pass MXPlanMemory"), and a call that
+    fits works after it."""
+    def two_rows(F, net, y, m):
+        def body(t, states):
+            rows = F.broadcast_add(_mask(F, y, m), F.ones((2, 3)))
+            return F.broadcast_mul(rows, t.reshape((1, 1))), states
+        return gluon_cf.foreach(body, F.arange(1, 3), [F.zeros((1,))])[0]
+
+    net = Net(two_rows)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    x = nd.array(np.random.RandomState(0).randn(5, 3))
+    three, two = nd.array([1, 1, 0, 1, 0]), nd.array([0, 1, 0, 1, 0])
+    failed = [_outcome(net, x, three, recorded) for recorded in (False, False, True, False)]
+    assert all(f[0] == "error" for f in failed), failed
+    assert len({f[1] for f in failed}) == 1, failed
+    assert "broadcast_add" in failed[0][1][1], failed[0]
+    for recorded in (False, True):
+        _same(_outcome(net, x, two, recorded), _outcome(_fresh_like(net, two_rows), x, two,
+                                                        recorded), "fits")
+    assert _outcome(net, x, three, False) == failed[0]
