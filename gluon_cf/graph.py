@@ -103,8 +103,14 @@ class CachedGraph(CachedOpPair):
             inputs = [values[e] for e in entries]
             attrs = {k: v for k, v in n.get("attrs", {}).items() if not is_hidden(k)}
             try:
-                out = _imperative_invoke(self._handle(n["op"]), inputs, list(attrs),
-                                         list(attrs.values()), None, 0, 1)
+                if inputs and all(0 in x.shape for x in inputs) and \
+                        mx.autograd.is_recording():
+                    with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+                        out = _imperative_invoke(self._handle(n["op"]), inputs, list(attrs),
+                                                 list(attrs.values()), None, 0, 1)
+                else:
+                    out = _imperative_invoke(self._handle(n["op"]), inputs, list(attrs),
+                                             list(attrs.values()), None, 0, 1)
             except mx.MXNetError as err:
                 empty = [(k, e) for k, e in enumerate(entries) if 0 in values[e].shape]
                 if not empty:
@@ -142,6 +148,11 @@ class CachedGraph(CachedOpPair):
 #     scalar arithmetic) is a ZeroSizeError naming that operator, its line in the user's code
 #     and what computed the zero-size array, the same on every call. Such calls are rare (empty
 #     masks, loops of no step), so their speed does not matter.
+#     Under autograd, an operator whose every input is zero-size runs unrecorded: what it
+#     computes (a sum over no rows) depends on no element of anything, so its gradient is
+#     zero, and MXNet 1.x's backward cannot pass through a zero-size array at all ("Shape dim
+#     size cannot be a negative value -1", eagerly too). An operator that also reads other
+#     arrays stays recorded, so their gradients are kept.
 
 
 def _origin(node):

@@ -44,8 +44,7 @@ class _Plan:
     nodes, and per signature of input shapes, whether it must run partitioned."""
 
     def __init__(self, block):
-        self.cached_op = block._cached_op
-        self.symbol = block._cached_graph[1]
+        self.symbol = block._cached_graph[1]   # a new graph (hybridize again): a new _Plan
         self.text = self.symbol.tojson()
         self.js = json.loads(self.text)
         self.has_nodes = has_gluon_cf_nodes(self.js)
@@ -82,7 +81,7 @@ def _call_cached_op(self, *args):
     if self._cached_op is None:
         self._build_cache(*args)
     plan = getattr(self, "_gluon_cf_plan", None)
-    if plan is None or plan.cached_op is not self._cached_op:
+    if plan is None or plan.symbol is not self._cached_graph[1]:
         plan = self._gluon_cf_plan = _Plan(self)
     if not plan.has_nodes:
         return _original_call_cached_op(self, *args)
@@ -92,8 +91,12 @@ def _call_cached_op(self, *args):
     if not plan.always and key not in plan.partitioned_shapes or fmt != self._in_format:
         try:   # the CachedOp, as long as every node can declare its output shapes
             return _original_call_cached_op(self, *args)
-        except DynamicShapeError:
-            if fmt != self._in_format:
+        except Exception as err:
+            # A CachedOp whose call failed answers the next call wrongly ("Cannot find
+            # attribute shape in the graph", whatever the inputs): the next call builds a
+            # fresh one, from the same graph, so every call fails or works alike.
+            self._cached_op = None
+            if not isinstance(err, DynamicShapeError) or fmt != self._in_format:
                 raise
         if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
             plan.partitioned_shapes.clear()

@@ -221,27 +221,80 @@ def test_an_operator_refusing_zero_rows_is_one_clear_error_every_time():
                      r"_contrib_boolean_mask at .*test_call_history\.py:\d+\)", message), message
 
 
-def test_a_failed_shape_inference_leaves_the_block_as_it_was():
-    """A body whose broadcast fits only some masks: a call that fails gives the same error
-    every time (a CachedOp whose shape inference had failed once answered the next call
-    with "Graph attr dependency shape is required by pass MXPlanMemory"), and a call that
-    fits works after it."""
-    def two_rows(F, net, y, m):
-        def body(t, states):
-            rows = F.broadcast_add(_mask(F, y, m), F.ones((2, 3)))
-            return F.broadcast_mul(rows, t.reshape((1, 1))), states
-        return gluon_cf.foreach(body, F.arange(1, 3), [F.zeros((1,))])[0]
+def two_rows_in_a_body(F, net, y, m):
+    """A broadcast in a loop body that fits masks keeping one or two rows only."""
+    def body(t, states):
+        rows = F.broadcast_add(_mask(F, y, m), F.ones((2, 3)))
+        return F.broadcast_mul(rows, t.reshape((1, 1))), states
+    return gluon_cf.foreach(body, F.arange(1, 3), [F.zeros((1,))])[0]
 
-    net = Net(two_rows)
+
+def two_rows_after_a_node(F, net, y, m):
+    """The same broadcast in the block's own graph, after a node of static shapes: the
+    block's graph runs as one CachedOp."""
+    kept = gluon_cf.cond(m.sum() > 0, lambda: _mask(F, y, m).sum(axis=0, keepdims=True),
+                         lambda: y.sum(axis=0, keepdims=True))
+    return F.broadcast_add(F.broadcast_mul(F.ones_like(y), kept), F.ones((2, 3)))
+
+
+X5 = nd.array(np.random.RandomState(0).randn(5, 3))
+
+
+@pytest.mark.parametrize("body, fails, fits", [
+    (two_rows_in_a_body, (X5, nd.array([1, 1, 0, 1, 0])), (X5, nd.array([0, 1, 0, 1, 0]))),
+    (two_rows_after_a_node, (X5[:3], nd.array([1, 0, 1])), (X5[:2], nd.array([1, 0])))],
+    ids=["body", "block"])
+def test_a_failed_shape_inference_leaves_the_block_as_it_was(body, fails, fits):
+    """A broadcast that fits only some inputs: a call that fails gives the same error every
+    time (a CachedOp whose shape inference had failed once answered the next call with "Graph
+    attr dependency shape is required by pass MXPlanMemory", or "Cannot find attribute shape
+    in the graph"), and a call that fits works after it."""
+    net = Net(body)
     net.initialize(mx.init.Xavier())
     net.hybridize()
-    x = nd.array(np.random.RandomState(0).randn(5, 3))
-    three, two = nd.array([1, 1, 0, 1, 0]), nd.array([0, 1, 0, 1, 0])
-    failed = [_outcome(net, x, three, recorded) for recorded in (False, False, True, False)]
+    failed = [_outcome(net, *fails, recorded) for recorded in (False, False, True, False)]
     assert all(f[0] == "error" for f in failed), failed
     assert len({f[1] for f in failed}) == 1, failed
     assert "broadcast_add" in failed[0][1][1], failed[0]
     for recorded in (False, True):
-        _same(_outcome(net, x, two, recorded), _outcome(_fresh_like(net, two_rows), x, two,
-                                                        recorded), "fits")
-    assert _outcome(net, x, three, False) == failed[0]
+        _same(_outcome(net, *fits, recorded), _outcome(_fresh_like(net, body), *fits, recorded),
+              "fits")
+    assert _outcome(net, *fails, False) == failed[0]
+
+
+def _masked_sums(select):
+    """A foreach and a while_loop summing the rows of y a mask keeps, ``select(F, y, m)``
+    choosing them: boolean_mask, or (the oracle) a product by the mask, equal for every mask,
+    values and gradients."""
+    def body(F, net, y, m):
+        def step(t, states):
+            kept = select(F, y, m)
+            return F.broadcast_mul(kept.sum(axis=0), t), [states[0] + kept.sum()]
+        outs, (total,) = gluon_cf.foreach(step, F.arange(1, 3), [F.zeros((1,))])
+
+        def func(v, i):
+            kept = select(F, y, m)
+            return kept.sum() * 0.5, [F.broadcast_add(v, kept.sum(axis=0)), i + 1]
+        steps, (v, _) = gluon_cf.while_loop(lambda v, i: i < 2, func,
+                                            [F.zeros((3,)), F.zeros((1,))], max_iterations=3)
+        return net.after(outs), total, steps, v
+    return body
+
+
+def test_empty_masks_in_loop_bodies_work_with_gradients():
+    """A mask that keeps no row inside loop bodies, hybridized and recorded: the values of
+    sums over no row and zero gradients through them, as the product by the mask gives
+    (eager MXNet 1.x cannot differentiate through a zero-size array at all)."""
+    by_mask = Net(_masked_sums(lambda F, y, m: _mask(F, y, m)))
+    by_product = Net(_masked_sums(lambda F, y, m: F.broadcast_mul(y, m.reshape((-1, 1)))))
+    by_mask.initialize(mx.init.Xavier())
+    by_product.initialize()
+    for (_, mine), (_, theirs) in zip(sorted(by_product.collect_params().items()),
+                                      sorted(by_mask.collect_params().items())):
+        mine.set_data(theirs.data())
+    by_mask.hybridize()
+    x = nd.array(np.random.RandomState(3).randn(5, 3))
+    for m in ([0, 0, 0, 0, 0], [1, 0, 1, 1, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]):
+        got = _outcome(by_mask, x, nd.array(m), True)
+        want = _outcome(by_product, x, nd.array(m), True)   # eager
+        _same(got, want, "mask %s" % m)
