@@ -17,16 +17,16 @@ class CachedOpPair:
     """
 
     def __init__(self, symbol):
+        self.symbol = symbol
         self.constant = not symbol.list_inputs()
         if self.constant:
             self.executor = symbol.bind(mx.current_context(), {})
         else:
-            self._build(symbol)
+            self._build()
 
-    def _build(self, symbol):
-        self.static = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
-        self.dynamic = mx.nd.CachedOp(_no_gradient_passthrough(symbol))
-        self._symbol = symbol
+    def _build(self):
+        self.static = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)])
+        self.dynamic = mx.nd.CachedOp(_no_gradient_passthrough(self.symbol))
 
     def __call__(self, *args):
         if self.constant:
@@ -40,7 +40,7 @@ class CachedOpPair:
             # fails otherwise ("Graph attr dependency shape is required by pass
             # MXPlanMemory"), whatever its inputs. Fresh ones: every call fails or works
             # alike, whatever came before.
-            self._build(self._symbol)
+            self._build()
             raise
 
 

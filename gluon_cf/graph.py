@@ -79,7 +79,6 @@ class CachedGraph(CachedOpPair):
 
     def __init__(self, symbol, origins=None):
         super().__init__(symbol)
-        self.symbol = symbol
         self.origins = origins or {}
         self._nodes = None
 
