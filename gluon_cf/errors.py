@@ -22,7 +22,8 @@ class ZeroSizeError(ValueError):
     ``boolean_mask`` that kept none, of a loop of exact length that ran no step): MXNet 1.x's
     shape inference reads 0 as "unknown", and many operators cannot compute on such an array,
     eagerly too. Its message names the operator, the user's line, the shapes and what
-    computed the zero-size array (NOTE [zero-size calls] in ``graph.py``).
+    computed the zero-size array. Hybridized, it is raised on every call alike, whatever the
+    block ran before.
 
     ``located``: whether the message names the user's line."""
 
