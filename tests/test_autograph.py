@@ -845,16 +845,10 @@ def test_export_and_reimport(model, tmp_path):
         np.testing.assert_allclose(loaded(x).asnumpy(), w, rtol=1e-5, atol=1e-6)
 
 
-# Converted blocks ONNX cannot take, and why (the export says so, naming the node).
-NOT_ONNX = {
-    CollectFor: (NotImplementedError, r"MXNet op 'Reshape'.*not supported in ONNX"),  # concat
-    CollectWhile: (ValueError, r"shapes in the 'then' graph of node '.*_rows0' are not fully "
-                               r"determined by the inputs"),     # rows of run-time length
-}
-
-
 @pytest.mark.parametrize("model", list(CONVERTED), ids=lambda m: m.__name__)
 def test_onnx_export_runs_in_onnxruntime(model):
+    """Every converted block exports; onnxruntime gives Gluon's outputs (collected lists
+    concatenated, lists with items before the loop: rows of run-time length)."""
     ort = pytest.importorskip("onnxruntime")
     from gluon_cf.export import export_onnx
     mx.random.seed(0)
@@ -862,16 +856,11 @@ def test_onnx_export_runs_in_onnxruntime(model):
     net.initialize(mx.init.Xavier())
     net.hybridize()
     xs = [x * CONVERTED[model] for x in INPUTS]
-    if model in NOT_ONNX:
-        error, message = NOT_ONNX[model]
-        with pytest.raises(error, match=message):
-            export_onnx(net, [xs[0]])
-        return
     session = ort.InferenceSession(export_onnx(net, [xs[0]]).SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     for x in xs:
         got = session.run(None, {session.get_inputs()[0].name: x})[0]
-        np.testing.assert_allclose(got, net(mx.nd.array(x)).asnumpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got, net(mx.nd.array(x)).asnumpy(), rtol=1e-5, atol=1e-5)
 
 
 class Forever(Base):

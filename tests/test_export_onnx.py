@@ -376,6 +376,124 @@ def test_export_from_net_export_files(tmp_path):
         np.testing.assert_allclose(g, w, **TOL)
 
 
+# ----------------------------------------------------------------------------- run-time shapes
+# Blocks that hybridize with values whose shape is known only at run time (collected lists,
+# boolean_mask, exact-length loops, conds whose branches differ in size), exported once and
+# run on other lengths and masks (issue 24).
+
+class Collected(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = gluon.nn.Dense(3, in_units=3, flatten=False)
+
+
+class ConcatAfterFor(Collected):
+    """The rows a for over a tensor collected, joined every way a list of them can be."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(F.sum(x, axis=0, keepdims=True))
+        outs = []
+        for row in x:
+            h = F.tanh(F.broadcast_add(self.fc(h), row))
+            outs.append(h * 2)
+        return (F.concat(*outs, dim=0), F.concat(*outs, dim=1), F.stack(*outs, axis=1),
+                F.add_n(*outs), outs[-1])
+
+
+class EarlierItemsAndTwoLoops(Collected):
+    """A list holding an item before a tensor while (whose step count depends on the
+    values), appended to by that loop, by a for over the input's rows, and after both."""
+
+    @gluon_cf.autograph(max_iterations=8)
+    def hybrid_forward(self, F, x):
+        h = self.fc(F.sum(x, axis=0, keepdims=True))
+        outs = [h]
+        while F.norm(h) > 0.5:
+            h = h * 0.6
+            outs.append(h)
+        for row in x:
+            h = F.broadcast_add(h, row)
+            outs.append(h)
+        outs.append(h + 1)
+        return F.concat(*outs, dim=0), F.add_n(*outs), outs[1]
+
+
+def masked_rows(F, x):
+    """The rows of x whose sum is positive (a boolean_mask: their number is known at run
+    time)."""
+    return F.contrib.boolean_mask(x, F.sum(x, axis=1) > 0)
+
+
+def foreach_over_masked_rows(F, net, x):
+    def step(row, states):
+        h = F.tanh(net.fc(F.broadcast_add(states[0], row)))
+        return h * 2, [h]
+    hs, (h,) = gluon_cf.foreach(step, masked_rows(F, x), [F.zeros_like(F.sum(x, axis=0))])
+    return hs, h
+
+
+def while_reading_masked_rows(F, net, x):
+    kept = masked_rows(F, x)
+
+    def func(h, i):
+        return h, [F.tanh(F.broadcast_add(h, F.sum(kept, axis=0))), i + 1]
+    rows, (h, i) = gluon_cf.while_loop(lambda h, i: i < 3, func,
+                                       [F.zeros_like(F.sum(x, axis=0)), F.zeros((1,))],
+                                       max_iterations=4)
+    return rows, h
+
+
+def loops_after_a_resizing_cond(F, net, x):
+    """foreach and while_loop over, or reading, a cond's value whose branches differ in rows."""
+    y = gluon_cf.cond(F.sum(x) > 0, lambda: x, lambda: F.concat(x, x * 2, dim=0))
+    hs, (total,) = gluon_cf.foreach(lambda r, s: (net.fc(r) * 2, [s[0] + r]), y,
+                                    [F.zeros_like(F.sum(x, axis=0))])
+    rows, (h, i) = gluon_cf.while_loop(
+        lambda h, i: i < 2, lambda h, i: (h, [h + F.sum(y, axis=0), i + 1]),
+        [F.zeros_like(F.sum(x, axis=0)), F.zeros((1,))], max_iterations=3)
+    return hs, total, rows, h
+
+
+def rows(lengths, shift=0.0):
+    return [randn(n, 3, seed=n) + shift for n in lengths]
+
+
+@pytest.mark.parametrize("block", [ConcatAfterFor, EarlierItemsAndTwoLoops],
+                         ids=lambda b: b.__name__)
+def test_collected_lists_export(block):
+    """F.concat(*items) of collected rows (autograph's reshape merging two axes), a list
+    with earlier items and two loops appending to it: several lengths and step counts."""
+    mx.random.seed(0)
+    net = block()
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    lengths = rows([3, 1, 2, 6]) + [randn(4, 3, seed=9, scale=0.01)]
+    check_export(net, [lengths[0]], [[x] for x in lengths[1:]], dynamic_axes={0: [0]})
+
+
+@pytest.mark.parametrize("fn", [foreach_over_masked_rows, while_reading_masked_rows,
+                                loops_after_a_resizing_cond], ids=lambda f: f.__name__)
+def test_loops_over_values_of_run_time_shape_export(fn):
+    """foreach over boolean_mask's rows, a while_loop reading them, loops after a cond whose
+    branches differ in size: several lengths, masks and branches."""
+    net = build(fn, fc=dense(3, 3))
+    xs = rows([4, 1, 5, 6, 7, 8])                   # 1 to 5 rows kept, both branches
+    xs.append(-np.abs(randn(3, 3, seed=5)))
+    xs[-1][1] *= -1                                 # one row kept
+    model = check_export(net, [xs[0]], [[x] for x in xs[1:]], dynamic_axes={0: [0]})
+    if fn is foreach_over_masked_rows:              # (a foreach needs at least one row)
+        return
+    # No row kept. (A fresh block: hybridized, this once depended on earlier calls.)
+    x = -np.abs(randn(2, 3, seed=6))
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x})
+    for g, w in zip(got, gluon_outputs(build(fn, fc=dense(3, 3)), [x])):
+        np.testing.assert_allclose(g, w, **TOL)
+
+
 # ----------------------------------------------------------------------------- errors
 
 def test_unconvertible_op_inside_a_body_is_named():
