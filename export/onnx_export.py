@@ -32,7 +32,7 @@ from . import index_bounds
 from .artifact_format import RECURSION_KEY
 from .artifact_kit import SIGNATURES
 from .onnx_graph import (DEFAULT_OPSET, make_onnx_model, register_custom_converter,
-                         symbol_to_onnx_graph)
+                         source_prefix, symbol_to_onnx_graph)
 from .onnx_shapes import PLAN, merge_dims, shape_plan
 
 __all__ = ["export_onnx", "export_onnx_symbol"]
@@ -292,7 +292,8 @@ def _check_convertible(graph_json, where, opset, kinds):
         kind = registry.kind_of(node)
         if kind is None and op != "Custom" and not _has_mx2onnx_converter(op, opset):
             raise NotImplementedError(
-                f"export_onnx: node {node['name']!r} (MXNet op {op!r}) in {where} cannot be "
+                f"{source_prefix(node)}export_onnx: node {node['name']!r} (MXNet op {op!r}) "
+                f"in {where} cannot be "
                 f"converted: mx2onnx has no converter for {op!r} at opset {opset}")
         if kind is not None and kind not in kinds:
             hint = ("; export recursive models with gluon_cf.export.save_artifact"

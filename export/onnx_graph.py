@@ -78,6 +78,8 @@ import onnx
 from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
+from gluon_cf.operators import SOURCE_ATTR
+
 from .onnx_simplify import simplify
 from mxnet.onnx.mx2onnx._op_translations import (_op_translations_opset12,
                                                  _op_translations_opset13)
@@ -469,8 +471,8 @@ def _convert_nodes(sym, sources, opset):
             if node["op"] == "Custom":
                 raise  # Custom-op converters name their node themselves
             raise NotImplementedError(
-                f"mx2onnx cannot convert node {name!r} (MXNet op {node['op']!r}): "
-                f"{type(err).__name__}: {err}") from err
+                f"{source_prefix(node)}mx2onnx cannot convert node {name!r} (MXNet op "
+                f"{node['op']!r}): {type(err).__name__}: {err}") from err
         produced = []
         for item in converted:
             if isinstance(item, onnx.NodeProto):
@@ -753,6 +755,14 @@ def _patch_mx2onnx_onnx_mapping():
     for module in (_op_translations_opset12, _op_translations_opset13):
         if not hasattr(module.onnx, "mapping"):
             module.onnx = patched
+
+
+def source_prefix(node):
+    """``"file:line: "`` of the user's code that created an MXNet JSON node, when the trace
+    recorded it (NOTE [source locations] in gluon_cf/tracing.py: the nodes of gluon_cf's
+    subgraphs), else ``""``: export errors start with it."""
+    where = node.get("attrs", {}).get(SOURCE_ATTR)
+    return f"{where}: " if where else ""
 
 
 # ----------------------------------------------------------------------------- missing ops

@@ -5,6 +5,7 @@ Every case exports a hybridized block from example inputs, checks the model with
 block on *other* inputs: other values, sequence lengths, batch sizes and while_loop step counts.
 """
 import os
+import re
 
 import mxnet as mx
 import numpy as np
@@ -500,8 +501,10 @@ def test_unconvertible_op_inside_a_body_is_named():
     def fn(F, net, xs):
         return gluon_cf.foreach(lambda x, s: (F.sign(x), [s[0] + x]), xs, [F.zeros((2,))])[0]
     net = build(fn)
+    line = fn.__code__.co_firstlineno + 1
     with pytest.raises(NotImplementedError,
-                       match=r"node '\w*sign\w*' \(MXNet op 'sign'\) in the 'body' graph of "
+                       match=rf"^{re.escape(__file__)}:{line}: export_onnx: "
+                             r"node '\w*sign\w*' \(MXNet op 'sign'\) in the 'body' graph of "
                              r"foreach node '\w*foreach\w*' cannot be converted: mx2onnx has no "
                              r"converter for 'sign' at opset 13"):
         export_onnx(net, [randn(3, 2)])
@@ -511,8 +514,10 @@ def test_mx2onnx_failure_inside_a_body_names_the_node():
     net = build(tagger_model, embed=lambda: gluon.nn.Embedding(10, 3), i2h=dense(4, 3),
                 bn=lambda: gluon.nn.BatchNorm(axis=-1, in_channels=4),
                 drop=lambda: gluon.nn.Dropout(0.5))
+    line = tagger_model.__code__.co_firstlineno + 3
     with pytest.raises(NotImplementedError,
-                       match=r"mx2onnx cannot convert node '\w*batchnorm0\w*' \(MXNet op "
+                       match=rf"^{re.escape(__file__)}:{line}: "
+                             r"mx2onnx cannot convert node '\w*batchnorm0\w*' \(MXNet op "
                              r"'BatchNorm'\): NotImplementedError: batchnorm axis != 1"):
         export_onnx(net, [np.zeros((4, 2), np.float32), randn(2, 4)])
 
