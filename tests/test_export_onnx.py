@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from mxnet import autograd, gluon
 
 import gluon_cf
@@ -492,6 +493,38 @@ def test_loops_over_values_of_run_time_shape_export(fn):
                                    providers=["CPUExecutionProvider"])
     got = session.run(None, {session.get_inputs()[0].name: x})
     for g, w in zip(got, gluon_outputs(build(fn, fc=dense(3, 3)), [x])):
+        np.testing.assert_allclose(g, w, **TOL)
+
+
+_EXPORTED = {}
+
+
+def exported_session(fn):
+    """The block of ``fn`` and its onnxruntime session, exported once per test run."""
+    if fn not in _EXPORTED:
+        net = build(fn, fc=dense(3, 3))
+        model = export_onnx(net, [rows([4])[0]], dynamic_axes={0: [0]})
+        _EXPORTED[fn] = net, ort.InferenceSession(model.SerializeToString(),
+                                                  providers=["CPUExecutionProvider"])
+    return _EXPORTED[fn]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(fn=st.sampled_from([foreach_over_masked_rows, while_reading_masked_rows,
+                           loops_after_a_resizing_cond]),
+       signs=st.lists(st.booleans(), min_size=1, max_size=9).filter(any),
+       seed=st.integers(0, 2 ** 16))
+def test_run_time_shapes_export_on_random_lengths_and_masks(fn, signs, seed):
+    """Random lengths and masks (rows kept where the sign is positive; at least one):
+    onnxruntime equals the hybridized block."""
+    net, session = exported_session(fn)
+    magnitudes = np.abs(randn(len(signs), 3, seed=seed)) + 0.01
+    x = np.where(np.array(signs)[:, None], magnitudes, -magnitudes).astype(np.float32)
+    got = session.run(None, {session.get_inputs()[0].name: x})
+    want = gluon_outputs(net, [x])
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
         np.testing.assert_allclose(g, w, **TOL)
 
 
