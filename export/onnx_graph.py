@@ -470,9 +470,11 @@ def _convert_nodes(sym, sources, opset):
         except Exception as err:  # noqa: BLE001 -- mx2onnx raises anything; name the node
             if node["op"] == "Custom":
                 raise  # Custom-op converters name their node themselves
-            raise NotImplementedError(
+            error = NotImplementedError(
                 f"{source_prefix(node)}mx2onnx cannot convert node {name!r} (MXNet op "
-                f"{node['op']!r}): {type(err).__name__}: {err}") from err
+                f"{node['op']!r}): {type(err).__name__}: {err}")
+            setattr(error, NODE_OF_ERROR, mx_nodes[idx]["name"])
+            raise error from err
         produced = []
         for item in converted:
             if isinstance(item, onnx.NodeProto):
@@ -755,6 +757,11 @@ def _patch_mx2onnx_onnx_mapping():
     for module in (_op_translations_opset12, _op_translations_opset13):
         if not hasattr(module.onnx, "mapping"):
             module.onnx = patched
+
+
+# The attribute of an export error that names the MXNet node it is about, so that export_onnx
+# can add the user's line where the node itself does not carry it.
+NODE_OF_ERROR = "gluon_cf_node"
 
 
 def source_prefix(node):

@@ -543,6 +543,33 @@ def test_unconvertible_op_inside_a_body_is_named():
         export_onnx(net, [randn(3, 2)])
 
 
+class NotOnnxOutside(gluon.HybridBlock):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        with self.name_scope():
+            self.bn = gluon.nn.BatchNorm(axis=-1, in_channels=3)
+
+    def hybrid_forward(self, F, x):
+        if self.kind == "sign":
+            return F.sign(x) + 1
+        return self.bn(x)
+
+
+@pytest.mark.parametrize("kind", ["sign", "batchnorm"])
+def test_refusals_outside_bodies_name_the_users_line(kind):
+    """An op of the block itself (no gluon_cf trace recorded its line) that ONNX cannot take:
+    the refusal starts with the user's file and line all the same; the block still runs."""
+    net = NotOnnxOutside(kind)
+    net.initialize()
+    net.hybridize()
+    line = NotOnnxOutside.hybrid_forward.__code__.co_firstlineno + (2 if kind == "sign" else 3)
+    with pytest.raises(NotImplementedError, match=rf"^{re.escape(__file__)}:{line}: "
+                                                  rf"(export_onnx: node|mx2onnx cannot)"):
+        export_onnx(net, [randn(2, 3)])
+    assert net(mx.nd.ones((2, 3))).shape == (2, 3)
+
+
 def test_mx2onnx_failure_inside_a_body_names_the_node():
     net = build(tagger_model, embed=lambda: gluon.nn.Embedding(10, 3), i2h=dense(4, 3),
                 bn=lambda: gluon.nn.BatchNorm(axis=-1, in_channels=4),
