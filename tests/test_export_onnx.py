@@ -496,6 +496,26 @@ def test_loops_over_values_of_run_time_shape_export(fn):
         np.testing.assert_allclose(g, w, **TOL)
 
 
+@pytest.mark.parametrize("fn", [foreach_over_masked_rows, loops_after_a_resizing_cond],
+                         ids=lambda f: f.__name__)
+def test_run_time_shapes_export_from_net_export_files(fn, tmp_path):
+    """From net.export()'s files there is no run to take output ranks from: the shape plan
+    gives them (what is known of each run-time shape)."""
+    net = build(fn, fc=dense(3, 3))
+    xs = rows([4, 1, 6, 8])
+    gluon_outputs(net, [xs[0]])
+    net.export(str(tmp_path / "net"))
+    model = export_onnx_symbol(mx.sym.load(str(tmp_path / "net-symbol.json")),
+                               mx.nd.load(str(tmp_path / "net-0000.params")),
+                               [("data", xs[0].shape, xs[0].dtype)], dynamic_axes={"data": [0]})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in xs:
+        got = session.run(None, {"data": x})
+        for g, w in zip(got, gluon_outputs(net, [x])):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, **TOL)
+
+
 _EXPORTED = {}
 
 
