@@ -349,8 +349,8 @@ def _check_convertible(graph_json, where, opset, kinds):
         if kind is None and op != "Custom" and not _has_mx2onnx_converter(op, opset):
             raise _naming(node, NotImplementedError(
                 f"{source_prefix(node)}export_onnx: node {node['name']!r} (MXNet op {op!r}) "
-                f"in {where} cannot be "
-                f"converted: mx2onnx has no converter for {op!r} at opset {opset}"))
+                f"in {where} cannot be converted: mx2onnx has no converter for {op!r} at "
+                f"opset {opset}"))
         if kind is not None and kind not in kinds:
             hint = ("; export recursive models with gluon_cf.export.save_artifact"
                     if kind in ("recursion", "invoke") else "")
