@@ -21,18 +21,21 @@ from typing import Any, Dict, Optional, Sequence
 import mxnet as mx
 import numpy as np
 import onnx
+from mxnet.attribute import AttrScope
 from onnx import helper
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
 import gluon_cf  # noqa: F401  (registers the gluon_cf ops, which carry their export rules)
 from gluon_cf import registry
 from gluon_cf._typing import Path
+from gluon_cf.operators import SOURCE_ATTR
+from gluon_cf.tracing import user_location
 
 from . import index_bounds
 from .artifact_format import RECURSION_KEY
 from .artifact_kit import SIGNATURES
-from .onnx_graph import (DEFAULT_OPSET, make_onnx_model, register_custom_converter,
-                         symbol_to_onnx_graph)
+from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, make_onnx_model,
+                         register_custom_converter, source_prefix, symbol_to_onnx_graph)
 from .onnx_shapes import PLAN, merge_dims, shape_plan
 
 __all__ = ["export_onnx", "export_onnx_symbol"]
@@ -78,9 +81,62 @@ def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
            [1., 1., 1.]], dtype=float32)
     """
     sym, params, inputs, ranks = _net_symbol(net, example_inputs, "export_onnx")
-    return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
-                              input_names=input_names, output_names=output_names,
-                              _output_ranks=ranks)
+    try:
+        return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
+                                  input_names=input_names, output_names=output_names,
+                                  _output_ranks=ranks)
+    except NotImplementedError as err:
+        where = _node_location(net, example_inputs, getattr(err, NODE_OF_ERROR, None))
+        if where is None or str(err).startswith(where):
+            raise
+        raise NotImplementedError(f"{where}: {err}") from None
+
+
+def _node_location(net, example_inputs, node_name):
+    """``"file:line"`` of the user's code that created the MXNet node ``node_name`` of
+    ``net``'s graph, or None (NOTE [source locations] in gluon_cf/tracing.py).  Only nodes
+    made inside a gluon_cf trace carry their line; for the others, ``net``'s graph is built
+    again with every node stamped (its names come out the same: each block's name scope
+    counts from zero)."""
+    if node_name is None:
+        return None
+    count = len(_flatten_inputs(example_inputs))
+    positions = iter(range(count))
+
+    def symbols(value):   # as HybridBlock._get_graph names them
+        if isinstance(value, (list, tuple)):
+            return [symbols(item) for item in value]
+        k = next(positions)
+        return mx.sym.var("data" if count == 1 else f"data{k}")
+    args = example_inputs if isinstance(example_inputs, (list, tuple)) else [example_inputs]
+    try:
+        with _StampingScope(), net.name_scope():
+            out = net.hybrid_forward(mx.sym, *symbols(args),
+                                     **{name: p.var() for name, p in net._reg_params.items()})
+    except Exception:  # noqa: BLE001 - a location is a help; the export's error stands
+        return None
+    for node in json.loads(mx.sym.Group(_flat_symbols(out)).tojson())["nodes"]:
+        if node["name"] == node_name:
+            return node.get("attrs", {}).get(SOURCE_ATTR)
+    return None
+
+
+def _flat_symbols(value):
+    if isinstance(value, (list, tuple)):
+        return [s for item in value for s in _flat_symbols(item)]
+    return [value]
+
+
+class _StampingScope(AttrScope):
+    """Stamps every node created under it with the user's source line (as a gluon_cf trace
+    does, NOTE [source locations])."""
+
+    def get(self, attr):
+        attrs = dict(super().get(attr))
+        where = user_location(2)
+        if where is not None:
+            attrs.setdefault(SOURCE_ATTR, where)
+        return attrs
 
 
 def _net_symbol(net, example_inputs, api):
@@ -291,9 +347,10 @@ def _check_convertible(graph_json, where, opset, kinds):
             continue
         kind = registry.kind_of(node)
         if kind is None and op != "Custom" and not _has_mx2onnx_converter(op, opset):
-            raise NotImplementedError(
-                f"export_onnx: node {node['name']!r} (MXNet op {op!r}) in {where} cannot be "
-                f"converted: mx2onnx has no converter for {op!r} at opset {opset}")
+            raise _naming(node, NotImplementedError(
+                f"{source_prefix(node)}export_onnx: node {node['name']!r} (MXNet op {op!r}) "
+                f"in {where} cannot be converted: mx2onnx has no converter for {op!r} at "
+                f"opset {opset}"))
         if kind is not None and kind not in kinds:
             hint = ("; export recursive models with gluon_cf.export.save_artifact"
                     if kind in ("recursion", "invoke") else "")
@@ -307,6 +364,12 @@ def _check_convertible(graph_json, where, opset, kinds):
                 _check_convertible(json.loads(graph["json"]),
                                    f"the {graph_name!r} graph of {kind} node {node['name']!r}",
                                    opset, kinds)
+
+
+def _naming(node, error):
+    """``error``, knowing the MXNet node it is about (export_onnx adds the user's line)."""
+    setattr(error, NODE_OF_ERROR, node["name"])
+    return error
 
 
 def _has_mx2onnx_converter(op, opset):

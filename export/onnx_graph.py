@@ -37,8 +37,9 @@ See NOTE [mx2onnx pitfalls] below before writing a converter.
 #   shadow.  A name defined twice within one graph is reported (rename the MXNet node).
 # * mx2onnx has no converters for the elementwise comparisons (`a < b` of two Symbols:
 #   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
-#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress); `_register_missing_ops`
-#   adds them.
+#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress), and its `Reshape`
+#   refuses the codes -3 (merge two axes) and -2 (keep the rest) but for a few fixed patterns;
+#   `_register_missing_ops` adds them (NOTE [reshape codes]).
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
 #   initializers are graph inputs too).  We drop them.
 # * Converters read only the attributes present in the JSON, and MXNet saves only explicitly
@@ -76,6 +77,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
+
+from gluon_cf.operators import SOURCE_ATTR
 
 from .onnx_simplify import simplify
 from mxnet.onnx.mx2onnx._op_translations import (_op_translations_opset12,
@@ -467,9 +470,11 @@ def _convert_nodes(sym, sources, opset):
         except Exception as err:  # noqa: BLE001 -- mx2onnx raises anything; name the node
             if node["op"] == "Custom":
                 raise  # Custom-op converters name their node themselves
-            raise NotImplementedError(
-                f"mx2onnx cannot convert node {name!r} (MXNet op {node['op']!r}): "
-                f"{type(err).__name__}: {err}") from err
+            error = NotImplementedError(
+                f"{source_prefix(node)}mx2onnx cannot convert node {name!r} (MXNet op "
+                f"{node['op']!r}): {type(err).__name__}: {err}")
+            setattr(error, NODE_OF_ERROR, mx_nodes[idx]["name"])
+            raise error from err
         produced = []
         for item in converted:
             if isinstance(item, onnx.NodeProto):
@@ -754,6 +759,19 @@ def _patch_mx2onnx_onnx_mapping():
             module.onnx = patched
 
 
+# The attribute of an export error that names the MXNet node it is about, so that export_onnx
+# can add the user's line where the node itself does not carry it.
+NODE_OF_ERROR = "gluon_cf_node"
+
+
+def source_prefix(node):
+    """``"file:line: "`` of the user's code that created an MXNet JSON node, when the trace
+    recorded it (NOTE [source locations] in gluon_cf/tracing.py: the nodes of gluon_cf's
+    subgraphs), else ``""``: export errors start with it."""
+    where = node.get("attrs", {}).get(SOURCE_ATTR)
+    return f"{where}: " if where else ""
+
+
 # ----------------------------------------------------------------------------- missing ops
 
 # Comparisons mx2onnx lacks (what `a < b` on two Symbols and `x <= 1` produce).  The
@@ -793,6 +811,63 @@ def _convert_boolean_mask(node, **kwargs):
                              axis=axis)]
 
 
+def _convert_reshape(node, **kwargs):
+    """``Reshape`` whose shape merges axes (-3) or keeps the rest (-2), MXNet's codes that
+    mx2onnx refuses (autograph's ``F.concat(*items)`` of collected rows is such a reshape):
+    the target shape is computed from the input's, code by code (NOTE [reshape codes]); any
+    other reshape goes to mx2onnx's converter."""
+    attrs = node.get("attrs", {})
+    codes = [int(c) for c in _op_translations_opset12.convert_string_to_list(attrs["shape"])]
+    reverse = attrs.get("reverse", "False") in ("True", "true", "1")
+    if reverse or -4 in codes or not ({-3, -2} & set(codes)) or -2 in codes[:-1]:
+        return _MX2ONNX_RESHAPE(node, **kwargs)
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    nodes = [helper.make_node("Shape", [input_names[0]], [name + "_in_shape"])]
+
+    def constant(value, hint):
+        out = f"{name}_{hint}{len(nodes)}"
+        nodes.append(helper.make_node("Constant", [], [out], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), out)))
+        return out
+
+    def dims(begin, end):   # the input's dims begin..end, a 1-D int64 tensor
+        out = f"{name}_dims{len(nodes)}"
+        nodes.append(helper.make_node("Slice", [name + "_in_shape", constant([begin], "from"),
+                                                constant([end], "to")], [out]))
+        return out
+
+    pieces, axis = [], 0
+    for code in codes:
+        if code == -3:
+            merged = f"{name}_merged{len(nodes)}"
+            nodes.append(helper.make_node("ReduceProd", [dims(axis, axis + 2)], [merged],
+                                          keepdims=1))
+            pieces.append(merged)
+            axis += 2
+        elif code == -2:
+            pieces.append(dims(axis, np.iinfo(np.int64).max))
+        elif code == 0:
+            pieces.append(dims(axis, axis + 1))
+            axis += 1
+        else:               # a size, or -1 (inferred), as in ONNX
+            pieces.append(constant([code], "size"))
+            axis += 1
+    nodes.append(helper.make_node("Concat", pieces, [name + "_shape"], axis=0))
+    nodes.append(helper.make_node("Reshape", [input_names[0], name + "_shape"], [name],
+                                  name=name))
+    return nodes
+
+
+# NOTE [reshape codes]
+#     MXNet's reshape reads its target shape code by code, each consuming input axes: a size or
+#     -1 one axis, 0 copies one, -3 multiplies two, -2 copies all that are left (so nothing
+#     may follow it here).  ONNX's Reshape has only 0 (copy the axis at the *same* position,
+#     not the next unread one) and -1, so the target is built at run time from Shape(x):
+#     Slice per copied axis, ReduceProd per merged pair, Concat.  mx2onnx knows only fixed
+#     patterns of -3 and none of -2.
+_MX2ONNX_RESHAPE = MXNetGraph.registry_[12]["Reshape"]
+
+
 def _register_missing_ops():
     table = MXNetGraph.registry_[12]
     if "_contrib_boolean_mask" not in table:
@@ -803,6 +878,7 @@ def _register_missing_ops():
     for op in _SCALAR_COMPARISONS:
         if op not in table:
             MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
+    MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
 
 
 _patch_mx2onnx_onnx_mapping()

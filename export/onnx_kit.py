@@ -40,6 +40,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from gluon_cf import registry
+from gluon_cf.operators import SOURCE_ATTR
 
 from .onnx_graph import ValueSpec, symbol_to_onnx_graph
 from .onnx_shapes import PLAN
@@ -100,6 +101,19 @@ class ConverterNode(Emitter):
             self.out_shapes = node.output_shapes or [None] * len(node.outputs)
         self.slot_shapes = registry.rule_of(kind).slot_shapes(self.spec, self.in_shapes)
 
+    def where(self):
+        """``"file:line: "`` of the user's code in the node's subgraphs (the node itself
+        carries one only when traced inside another), or ``""``."""
+        stack = [self.node.attrs]
+        while stack:
+            attrs = stack.pop(0)
+            if attrs.get(SOURCE_ATTR):
+                return f"{attrs[SOURCE_ATTR]}: "
+            if "spec" in attrs:
+                for graph in json.loads(attrs["spec"]).get("graphs", {}).values():
+                    stack += [n.get("attrs", {}) for n in json.loads(graph["json"])["nodes"]]
+        return ""
+
     def slot(self, k, onnx_name=None):
         """ValueSpec of slot ``k``, named as the node input or ``onnx_name``."""
         return ValueSpec(onnx_name or self.node.inputs[k], self.slot_shapes[k],
@@ -158,7 +172,13 @@ def set_outputs(graph, value_infos):
 
 def rank(shape, what, node):
     if shape is None:
-        raise ValueError(f"export_onnx: the rank of the {what} of {node.kind} node "
-                         f"{node.name!r} is unknown; export through export_onnx / "
-                         f"export_onnx_symbol, which infer it from example inputs")
+        if PLAN.get() is None:   # a converter called outside export_onnx: no shape plan
+            raise ValueError(f"export_onnx: the rank of the {what} of {node.kind} node "
+                             f"{node.name!r} is unknown; export through export_onnx / "
+                             f"export_onnx_symbol, which infer it from example inputs")
+        raise NotImplementedError(
+            f"{node.where()}export_onnx: the {what} of {node.kind} node {node.name!r} has a "
+            f"shape known only when the graph runs, not even its rank (shape inference on the "
+            f"example inputs cannot tell it), which the ONNX {node.kind} needs; give it a "
+            f"known rank (e.g. reshape it) before the {node.kind}")
     return len(shape)

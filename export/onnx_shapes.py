@@ -7,7 +7,11 @@ NOTE [shape plan]
     every shape twice with concrete sizes -- the example's, and the example's with each dynamic
     axis grown -- through every nesting level, and keep per dim what agrees (a dim that
     changed is dynamic: None; a model output's dim that changed exactly like a named input dim
-    gets its name).  A run that fails means an axis declared dynamic is not.  gluon_cf nodes
+    gets its name).  A run that fails means an axis declared dynamic is not.  A shape known
+    only at run time (NOTE [run-time shapes] in gluon_cf/graph.py: boolean_mask, exact-length
+    loops, cond branches of different sizes) is kept as what is known of it, None for each
+    unknown dim, and a subgraph reading it (a loop over it, a body capturing it) is inferred
+    from that, MXNet seeing its unknown dim, 0.  gluon_cf nodes
     are looked up in the plan by their `spec` text (unique per traced call).  Converters called
     outside export_onnx (no plan) fall back to MXNet's partial shapes.
 """
@@ -138,15 +142,28 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name):
 
 
 def _infer_shapes(sym, arg_shapes, where):
-    """Output shapes of ``sym``; None for a shape known only at run time (NOTE [run-time
-    shapes] in gluon_cf/graph.py: what depends on boolean_mask, exact-length loops, cond
-    branches of different sizes)."""
+    """Output shapes of ``sym``, None for a dim known only at run time, or for a whole shape
+    whose rank is not known either (NOTE [run-time shapes] in gluon_cf/graph.py: what depends
+    on boolean_mask, exact-length loops, cond branches of different sizes).  ``arg_shapes``
+    may hold such dims too (the slots of a loop reading a value of run-time shape): MXNet is
+    given them as its unknown dim, 0, and infers the rest."""
     known = set(sym.list_inputs())
-    given = {name: shape for name, shape in arg_shapes.items() if name in known and shape}
+    given = {name: tuple(0 if d is None else d for d in shape)
+             for name, shape in arg_shapes.items() if name in known and shape}
     args, out_shapes, _ = sym.infer_shape_partial(**given)
-    if any(not registry.is_complete(s) for s in args or []) and not _run_time_shapes(sym):
+    run_time_inputs = any(not registry.is_complete(s) for s in given.values())
+    if any(not registry.is_complete(s) for s in args or []) and not run_time_inputs \
+            and not _run_time_shapes(sym):
         raise ValueError(f"shapes in {where} are not fully determined by the inputs")
-    return [tuple(s) if registry.is_complete(s) else None for s in out_shapes]
+    return [_planned(s) for s in out_shapes]
+
+
+def _planned(shape):
+    """A shape in MXNet's legacy form (0: unknown dim, (): unknown rank) as the plan keeps
+    it: None for an unknown dim, None for an unknown rank."""
+    if not shape:
+        return None
+    return tuple(None if d == 0 else d for d in shape)
 
 
 def _run_time_ranks(kind, spec_text, ins, outs):

@@ -491,14 +491,17 @@ class StepList:
         array of zero rows (0 is its unknown size), so where either side may have none, a
         cond picks the other."""
         mine, theirs = self.rows, rows
-        both = lambda: mx.sym.concat(mine, theirs, dim=0)       # noqa: E731
         name = _node_name(self.where, "rows")
-        if isinstance(count, mx.sym.Symbol):
-            joined = cond(count > 0, both, lambda: mine, name=name)
-        else:
-            joined = both()
+
+        def with_theirs():      # computed in the branch where these rows exist
+            both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
+            if isinstance(count, mx.sym.Symbol):
+                return cond(count > 0, both, lambda: mine, name=name)
+            return both()
         if isinstance(self.count, mx.sym.Symbol):
-            joined = cond(self.count > 0, lambda: joined, lambda: theirs, name=name)
+            joined = cond(self.count > 0, with_theirs, lambda: theirs, name=name)
+        else:
+            joined = with_theirs()
         return StepList(joined, self.count + count, self.where)
 
     def append(self, value):

@@ -5,12 +5,14 @@ Every case exports a hybridized block from example inputs, checks the model with
 block on *other* inputs: other values, sequence lengths, batch sizes and while_loop step counts.
 """
 import os
+import re
 
 import mxnet as mx
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from mxnet import autograd, gluon
 
 import gluon_cf
@@ -376,25 +378,226 @@ def test_export_from_net_export_files(tmp_path):
         np.testing.assert_allclose(g, w, **TOL)
 
 
+# ----------------------------------------------------------------------------- run-time shapes
+# Blocks that hybridize with values whose shape is known only at run time (collected lists,
+# boolean_mask, exact-length loops, conds whose branches differ in size), exported once and
+# run on other lengths and masks (issue 24).
+
+class Collected(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = gluon.nn.Dense(3, in_units=3, flatten=False)
+
+
+class ConcatAfterFor(Collected):
+    """The rows a for over a tensor collected, joined every way a list of them can be."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(F.sum(x, axis=0, keepdims=True))
+        outs = []
+        for row in x:
+            h = F.tanh(F.broadcast_add(self.fc(h), row))
+            outs.append(h * 2)
+        return (F.concat(*outs, dim=0), F.concat(*outs, dim=1), F.stack(*outs, axis=1),
+                F.add_n(*outs), outs[-1])
+
+
+class EarlierItemsAndTwoLoops(Collected):
+    """A list holding an item before a tensor while (whose step count depends on the
+    values), appended to by that loop, by a for over the input's rows, and after both."""
+
+    @gluon_cf.autograph(max_iterations=8)
+    def hybrid_forward(self, F, x):
+        h = self.fc(F.sum(x, axis=0, keepdims=True))
+        outs = [h]
+        while F.norm(h) > 0.5:
+            h = h * 0.6
+            outs.append(h)
+        for row in x:
+            h = F.broadcast_add(h, row)
+            outs.append(h)
+        outs.append(h + 1)
+        return F.concat(*outs, dim=0), F.add_n(*outs), outs[1]
+
+
+def masked_rows(F, x):
+    """The rows of x whose sum is positive (a boolean_mask: their number is known at run
+    time)."""
+    return F.contrib.boolean_mask(x, F.sum(x, axis=1) > 0)
+
+
+def foreach_over_masked_rows(F, net, x):
+    def step(row, states):
+        h = F.tanh(net.fc(F.broadcast_add(states[0], row)))
+        return h * 2, [h]
+    hs, (h,) = gluon_cf.foreach(step, masked_rows(F, x), [F.zeros_like(F.sum(x, axis=0))])
+    return hs, h
+
+
+def while_reading_masked_rows(F, net, x):
+    kept = masked_rows(F, x)
+
+    def func(h, i):
+        return h, [F.tanh(F.broadcast_add(h, F.sum(kept, axis=0))), i + 1]
+    rows, (h, i) = gluon_cf.while_loop(lambda h, i: i < 3, func,
+                                       [F.zeros_like(F.sum(x, axis=0)), F.zeros((1,))],
+                                       max_iterations=4)
+    return rows, h
+
+
+def loops_after_a_resizing_cond(F, net, x):
+    """foreach and while_loop over, or reading, a cond's value whose branches differ in rows."""
+    y = gluon_cf.cond(F.sum(x) > 0, lambda: x, lambda: F.concat(x, x * 2, dim=0))
+    hs, (total,) = gluon_cf.foreach(lambda r, s: (net.fc(r) * 2, [s[0] + r]), y,
+                                    [F.zeros_like(F.sum(x, axis=0))])
+    rows, (h, i) = gluon_cf.while_loop(
+        lambda h, i: i < 2, lambda h, i: (h, [h + F.sum(y, axis=0), i + 1]),
+        [F.zeros_like(F.sum(x, axis=0)), F.zeros((1,))], max_iterations=3)
+    return hs, total, rows, h
+
+
+def rows(lengths, shift=0.0):
+    return [randn(n, 3, seed=n) + shift for n in lengths]
+
+
+@pytest.mark.parametrize("block", [ConcatAfterFor, EarlierItemsAndTwoLoops],
+                         ids=lambda b: b.__name__)
+def test_collected_lists_export(block):
+    """F.concat(*items) of collected rows (autograph's reshape merging two axes), a list
+    with earlier items and two loops appending to it: several lengths and step counts."""
+    mx.random.seed(0)
+    net = block()
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    lengths = rows([3, 1, 2, 6]) + [randn(4, 3, seed=9, scale=0.01)]
+    check_export(net, [lengths[0]], [[x] for x in lengths[1:]], dynamic_axes={0: [0]})
+
+
+@pytest.mark.parametrize("fn", [foreach_over_masked_rows, while_reading_masked_rows,
+                                loops_after_a_resizing_cond], ids=lambda f: f.__name__)
+def test_loops_over_values_of_run_time_shape_export(fn):
+    """foreach over boolean_mask's rows, a while_loop reading them, loops after a cond whose
+    branches differ in size: several lengths, masks and branches."""
+    net = build(fn, fc=dense(3, 3))
+    xs = rows([4, 1, 5, 6, 7, 8])                   # 1 to 5 rows kept, both branches
+    xs.append(-np.abs(randn(3, 3, seed=5)))
+    xs[-1][1] *= -1                                 # one row kept
+    model = check_export(net, [xs[0]], [[x] for x in xs[1:]], dynamic_axes={0: [0]})
+    if fn is foreach_over_masked_rows:              # (a foreach needs at least one row)
+        return
+    # No row kept. (A fresh block: hybridized, this once depended on earlier calls.)
+    x = -np.abs(randn(2, 3, seed=6))
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x})
+    for g, w in zip(got, gluon_outputs(build(fn, fc=dense(3, 3)), [x])):
+        np.testing.assert_allclose(g, w, **TOL)
+
+
+@pytest.mark.parametrize("fn", [foreach_over_masked_rows, loops_after_a_resizing_cond],
+                         ids=lambda f: f.__name__)
+def test_run_time_shapes_export_from_net_export_files(fn, tmp_path):
+    """From net.export()'s files there is no run to take output ranks from: the shape plan
+    gives them (what is known of each run-time shape)."""
+    net = build(fn, fc=dense(3, 3))
+    xs = rows([4, 1, 6, 8])
+    gluon_outputs(net, [xs[0]])
+    net.export(str(tmp_path / "net"))
+    model = export_onnx_symbol(mx.sym.load(str(tmp_path / "net-symbol.json")),
+                               mx.nd.load(str(tmp_path / "net-0000.params")),
+                               [("data", xs[0].shape, xs[0].dtype)], dynamic_axes={"data": [0]})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in xs:
+        got = session.run(None, {"data": x})
+        for g, w in zip(got, gluon_outputs(net, [x])):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, **TOL)
+
+
+_EXPORTED = {}
+
+
+def exported_session(fn):
+    """The block of ``fn`` and its onnxruntime session, exported once per test run."""
+    if fn not in _EXPORTED:
+        net = build(fn, fc=dense(3, 3))
+        model = export_onnx(net, [rows([4])[0]], dynamic_axes={0: [0]})
+        _EXPORTED[fn] = net, ort.InferenceSession(model.SerializeToString(),
+                                                  providers=["CPUExecutionProvider"])
+    return _EXPORTED[fn]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(fn=st.sampled_from([foreach_over_masked_rows, while_reading_masked_rows,
+                           loops_after_a_resizing_cond]),
+       signs=st.lists(st.booleans(), min_size=1, max_size=9).filter(any),
+       seed=st.integers(0, 2 ** 16))
+def test_run_time_shapes_export_on_random_lengths_and_masks(fn, signs, seed):
+    """Random lengths and masks (rows kept where the sign is positive; at least one):
+    onnxruntime equals the hybridized block."""
+    net, session = exported_session(fn)
+    magnitudes = np.abs(randn(len(signs), 3, seed=seed)) + 0.01
+    x = np.where(np.array(signs)[:, None], magnitudes, -magnitudes).astype(np.float32)
+    got = session.run(None, {session.get_inputs()[0].name: x})
+    want = gluon_outputs(net, [x])
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, **TOL)
+
+
 # ----------------------------------------------------------------------------- errors
 
 def test_unconvertible_op_inside_a_body_is_named():
     def fn(F, net, xs):
         return gluon_cf.foreach(lambda x, s: (F.sign(x), [s[0] + x]), xs, [F.zeros((2,))])[0]
     net = build(fn)
+    line = fn.__code__.co_firstlineno + 1
     with pytest.raises(NotImplementedError,
-                       match=r"node '\w*sign\w*' \(MXNet op 'sign'\) in the 'body' graph of "
+                       match=rf"^{re.escape(__file__)}:{line}: export_onnx: "
+                             r"node '\w*sign\w*' \(MXNet op 'sign'\) in the 'body' graph of "
                              r"foreach node '\w*foreach\w*' cannot be converted: mx2onnx has no "
                              r"converter for 'sign' at opset 13"):
         export_onnx(net, [randn(3, 2)])
+
+
+class NotOnnxOutside(gluon.HybridBlock):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        with self.name_scope():
+            self.bn = gluon.nn.BatchNorm(axis=-1, in_channels=3)
+
+    def hybrid_forward(self, F, x):
+        if self.kind == "sign":
+            return F.sign(x) + 1
+        return self.bn(x)
+
+
+@pytest.mark.parametrize("kind", ["sign", "batchnorm"])
+def test_refusals_outside_bodies_name_the_users_line(kind):
+    """An op of the block itself (no gluon_cf trace recorded its line) that ONNX cannot take:
+    the refusal starts with the user's file and line all the same; the block still runs."""
+    net = NotOnnxOutside(kind)
+    net.initialize()
+    net.hybridize()
+    line = NotOnnxOutside.hybrid_forward.__code__.co_firstlineno + (2 if kind == "sign" else 3)
+    with pytest.raises(NotImplementedError, match=rf"^{re.escape(__file__)}:{line}: "
+                                                  rf"(export_onnx: node|mx2onnx cannot)"):
+        export_onnx(net, [randn(2, 3)])
+    assert net(mx.nd.ones((2, 3))).shape == (2, 3)
 
 
 def test_mx2onnx_failure_inside_a_body_names_the_node():
     net = build(tagger_model, embed=lambda: gluon.nn.Embedding(10, 3), i2h=dense(4, 3),
                 bn=lambda: gluon.nn.BatchNorm(axis=-1, in_channels=4),
                 drop=lambda: gluon.nn.Dropout(0.5))
+    line = tagger_model.__code__.co_firstlineno + 3
     with pytest.raises(NotImplementedError,
-                       match=r"mx2onnx cannot convert node '\w*batchnorm0\w*' \(MXNet op "
+                       match=rf"^{re.escape(__file__)}:{line}: "
+                             r"mx2onnx cannot convert node '\w*batchnorm0\w*' \(MXNet op "
                              r"'BatchNorm'\): NotImplementedError: batchnorm axis != 1"):
         export_onnx(net, [np.zeros((4, 2), np.float32), randn(2, 4)])
 

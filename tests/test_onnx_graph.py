@@ -115,6 +115,26 @@ def test_fully_connected_default_flatten_on_3d_input():
     np.testing.assert_allclose(got, x_value.reshape(2, 15) @ w_value.T, **TOL)
 
 
+@pytest.mark.parametrize("codes,rank", [((-3, -2), 4), ((0, -3, -2), 4), ((-3, 0), 3),
+                                        ((0, 0, -3), 4), ((-3, -1), 4), ((-1, -3), 4),
+                                        ((2, -3, 0), 4), ((0, -2), 4), ((-3, -3), 4),
+                                        ((-3, -2), 2)])
+@pytest.mark.parametrize("opset", [12, 13])
+def test_reshape_codes_merging_axes_on_dynamic_dims(codes, rank, opset):
+    """MXNet's -3 (merge two axes) and -2 (keep the rest), which mx2onnx refuses but for fixed
+    patterns (autograph's F.concat of collected rows reshapes by (-3, -2)): the target shape
+    is computed from the input's at run time, so every dim may be dynamic."""
+    x = mx.sym.var("x")
+    sym = mx.sym.reshape(x, shape=codes)
+    model = export_symbol_onnx(sym, None, [("x", (None,) * rank, "float32")], opset=opset)
+    for shape in [(2, 3, 4, 5), (2, 1, 1, 1), (2, 5, 3, 2)]:
+        value = randn(*shape[:rank])
+        (got,) = run(model, {"x": value})
+        want = mx.nd.reshape(mx.nd.array(value), shape=codes).asnumpy()
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
 def test_names_with_special_characters():
     x = mx.sym.var("in put:0/x")
     sym = mx.sym.relu(mx.sym.broadcast_add(x, mx.sym.var("b/ias:0"), name="add/0:x"),
