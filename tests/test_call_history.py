@@ -84,11 +84,19 @@ def recursion_with_zero_step_loop(F, net, y, m):
     return settle(F.abs(F.contrib.boolean_mask(y, m)).sum(axis=0, keepdims=True))
 
 
+def foreach_over_masked_rows(F, net, y, m):
+    """A foreach over the rows a mask keeps: a mask keeping none is no step to run, the same
+    ValueError as eagerly (it once was a KeyError from the partitioned graph, hybridized)."""
+    outs, (total,) = gluon_cf.foreach(lambda r, s: (r * 2, [s[0] + r]),
+                                      F.contrib.boolean_mask(y, m), [F.zeros_like(y).sum(axis=0)])
+    return outs.sum(axis=0), total
+
+
 BLOCKS = dict(POSITIONS)
 BLOCKS.update({f.__name__: f for f in (
     foreach_mask_of_closure, while_mask_of_closure, foreach_mask_into_dense,
     while_zero_steps_then_reduced, recursion_with_mask_in_loop,
-    recursion_with_zero_step_loop)})
+    recursion_with_zero_step_loop, foreach_over_masked_rows)})
 
 
 def _calls(seed):
@@ -181,6 +189,27 @@ def test_a_call_gives_what_it_gives_on_a_fresh_block(name, executor):
               name + ", last call")
     finally:
         gluon_cf.set_executor(previous)
+
+
+def test_a_foreach_over_a_mask_keeping_no_row_is_eager_modes_error_hybridized():
+    """Zero rows to loop over: hybridized, the ValueError eager mode raises (a bare KeyError
+    from the partitioned graph before), on every call, and the block still works after."""
+    x = nd.array(np.random.RandomState(2).randn(4, 3))
+    none, some = nd.zeros((4,)), nd.array([1, 0, 1, 0])
+    messages, totals = [], []
+    for hybridize in (False, True):
+        net = Net(foreach_over_masked_rows)
+        mx.random.seed(3)   # the same parameters in both modes
+        net.initialize(mx.init.Xavier())
+        if hybridize:
+            net.hybridize()
+        for _ in range(2):
+            with pytest.raises(ValueError, match="data has length 0 along axis 0") as err:
+                net(x, none)
+            messages.append(str(err.value))
+        totals.append(net(x, some)[1].asnumpy())
+    assert len(set(messages)) == 1, messages
+    np.testing.assert_allclose(totals[1], totals[0], **TOL)
 
 
 def test_the_issue_case_empty_mask_after_a_kept_row_in_a_foreach():

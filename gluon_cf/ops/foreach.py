@@ -265,8 +265,8 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         length = data[0].shape[0]
-        if node.run_time_shapes:   # data of run-time shape: checked as eager mode does
-            _check_lengths([d.shape[0] for d in data])
+        if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
+            _check_lengths([d.shape[0] for d in data])   # mode does (zero rows: no step to run)
         if ns == 0:
             as_rows = _steps_as_rows(node, data, captured, out_shapes, frame)
             if as_rows is not None:
