@@ -97,11 +97,14 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
+    from gluon_cf.symbol_file import check_symbol_file
+
     from . import artifact_save
     from .onnx_export import _has_recursion, export_onnx_symbol
 
     inputs, dynamic_axes = zip(*[_parse_input(text) for text in args.input]) \
         if args.input else ((), ())
+    check_symbol_file(args.symbol)   # NOTE [files are checked before MXNet reads them]
     sym = mx.sym.load(args.symbol)
     params = mx.nd.load(args.params)
     param_names = {name.split(":", 1)[-1] for name in params}

@@ -21,3 +21,9 @@ class ZeroSizeError(ValueError):
     """An ordinary MXNet operator was given an array with a zero-size dimension (the rows of a
     loop of exact length that ran no step): MXNet 1.x's shape inference reads 0 as "unknown",
     so no operator can compute on such an array. Its message names the operator and shapes."""
+
+
+class SymbolFileError(ValueError):
+    """A symbol file (``-symbol.json``) or a gluon_cf node's ``spec`` in one is malformed: not
+    the JSON MXNet and gluon_cf write, or tampered with. Its message names the file or node and
+    what is wrong (NOTE [files are checked before MXNet reads them] in ``symbol_file.py``)."""
