@@ -237,7 +237,7 @@ def test_per_tensor_limit_bounds_intermediates_inside_onnxruntime():
     assert lines[3] == "True", lines
 
 
-# ---- issue 24, item 6: malformed metadata is an ArtifactError saying what is wrong ----------------
+# ---- issue 24, item 6: malformed metadata is an ArtifactError saying what is wrong ------------
 
 def _with_metadata(metadata, artifact=False):
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "main",
