@@ -106,6 +106,7 @@ class Artifact:
         try:
             return run(self._main.run(values, None, None), step=budget.step)
         finally:
+            budget.close()
             _budgets.current = previous
 
 
@@ -338,15 +339,27 @@ class _Piece:
         session = self.sessions.get(key)
         if session is None:
             session = self.sessions[key] = self._session(feeds)
-        try:
-            outputs = session.run(self.outputs, feeds)
-        except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
-            raise ArtifactError(f"{self.describe()}: onnxruntime failed: "
-                                f"{first_line(err)}") from None
         budget = getattr(_budgets, "current", None)
+        try:
+            outputs = session.run(self.outputs, feeds,
+                                  None if budget is None else budget.run_options())
+        except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
+            raise self._failure(err, budget) from None
         if budget is not None:
             budget.produced(self.describe(), zip(self.outputs, outputs))
         scope.values.update(zip(self.outputs, outputs))
+
+    def _failure(self, err, budget):
+        """The ArtifactError for onnxruntime's ``err`` (NOTE [limits inside pieces])."""
+        if budget is not None and budget.timed_out:
+            return budget.timeout_error(f"{self.describe()}: stopped inside onnxruntime: ")
+        if "Available memory of" in str(err) and "bfc_arena" in str(err):
+            cap = self.artifact.limits.max_tensor_bytes
+            return ArtifactError(f"{self.describe()}: onnxruntime needed more than "
+                                 f"max_tensor_bytes={cap} bytes for the tensors inside this "
+                                 f"piece (a tensor over the limit, or tensors alive together "
+                                 f"over it)")
+        return ArtifactError(f"{self.describe()}: onnxruntime failed: {first_line(err)}")
 
     def _session(self, feeds):
         import onnxruntime as ort
@@ -370,12 +383,34 @@ class _Piece:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 4
+        options.add_session_config_entry("session.use_env_allocators", "1")
         try:
-            return ort.InferenceSession(model.SerializeToString(), options,
-                                        providers=["CPUExecutionProvider"])
+            with _arena_lock:   # NOTE [limits inside pieces]
+                ort.create_and_register_allocator(
+                    ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                                      ort.OrtMemType.DEFAULT),
+                    ort.OrtArenaCfg({"max_mem": self.artifact.limits.max_tensor_bytes,
+                                     "arena_extend_strategy": 1}))   # kSameAsRequested
+                return ort.InferenceSession(model.SerializeToString(), options,
+                                            providers=["CPUExecutionProvider"])
         except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
             raise ArtifactError(f"{self.describe()}: onnxruntime rejects them: "
                                 f"{first_line(err)}") from None
+
+
+# NOTE [limits inside pieces]
+#     A piece runs in onnxruntime, out of the interpreter's reach: a ``Loop`` inside it with a
+#     computed trip count of 1e12, or an ``Expand`` to 6 GiB, would run unchecked between two
+#     of the interpreter's steps. So each piece's session allocates from its own memory arena
+#     capped at ``max_tensor_bytes`` (onnxruntime's environment allocator, registered afresh
+#     just before the session is created, which takes the one registered then; "same as
+#     requested" growth, and shrunk after each run): a tensor inside the piece over the limit,
+#     or tensors alive together over it, fails the allocation before any memory is touched,
+#     and the error names the limit. And each call's pieces run with one ``RunOptions`` whose
+#     ``terminate`` flag a timer sets at the call's deadline: onnxruntime checks it between
+#     nodes, and between the steps of a ``Loop`` or ``Scan``, so ``timeout`` holds inside
+#     pieces too.
+_arena_lock = threading.Lock()
 
 
 # ----------------------------------------------------------------------------- interpreted nodes
@@ -578,6 +613,38 @@ class _Budget:
         self.steps = 0
         self.bytes = 0
         self.deadline = None if limits.timeout is None else time.monotonic() + limits.timeout
+        self.timed_out = False
+        self._run_options = None
+        self._timer = None
+
+    def run_options(self):
+        """The onnxruntime ``RunOptions`` of this call's pieces (NOTE [limits inside pieces])."""
+        if self._run_options is None:
+            import onnxruntime as ort
+
+            options = self._run_options = ort.RunOptions()
+            options.log_severity_level = 4   # its errors become ArtifactErrors
+            options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+            if self.deadline is not None:
+                self._timer = threading.Timer(max(0.0, self.deadline - time.monotonic()),
+                                              self._terminate)
+                self._timer.daemon = True
+                self._timer.start()
+        if self.timed_out:
+            raise self.timeout_error()
+        return self._run_options
+
+    def _terminate(self):
+        self.timed_out = True
+        self._run_options.terminate = True
+
+    def close(self):
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def timeout_error(self, where=""):
+        return ArtifactError(f"{where}the artifact ran longer than timeout="
+                             f"{self.limits.timeout} s")
 
     def step(self):
         """One more generator started; an ArtifactError when over a limit, else None."""
@@ -587,7 +654,7 @@ class _Budget:
                                  f"steps (invocations, pieces and loop steps) in one call")
         if self.deadline is not None and self.steps % 64 == 1 and \
                 time.monotonic() > self.deadline:
-            return ArtifactError(f"the artifact ran longer than timeout={self.limits.timeout} s")
+            return self.timeout_error()
         return None
 
     def produced(self, where, arrays):

@@ -94,10 +94,11 @@ class Limits:
                                            # trip counts of every Loop
     max_steps: int = 5_000_000             # per call: invocations, pieces and loop steps run
                                            # (exponential recursion stops here)
-    max_tensor_bytes: int = 1 << 30        # per tensor a piece produces (1 GiB)
+    max_tensor_bytes: int = 1 << 30        # per tensor a piece produces, and what onnxruntime
+                                           # holds at once inside a piece (1 GiB)
     max_bytes_produced: int = 1 << 36      # per call, all tensors produced together (64 GiB)
-    timeout: float = 600.0                 # seconds per call of the loaded artifact (None:
-                                           # no bound)
+    timeout: float = 600.0                 # seconds per call of the loaded artifact, inside
+                                           # onnxruntime too (None: no bound)
 
 
 def is_artifact(model):

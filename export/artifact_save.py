@@ -16,6 +16,7 @@ from onnx import helper
 
 from gluon_cf import registry
 from gluon_cf._typing import Path
+from gluon_cf.symbol_file import check_symbol_file
 
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
@@ -85,6 +86,7 @@ def _symbol_files(files, example_inputs):
     if len(files) != 2:
         raise ValueError(f"save_artifact: give a HybridBlock or (symbol_json_path, params_path),"
                          f" got {len(files)} paths")
+    check_symbol_file(os.fspath(files[0]))  # NOTE [files are checked before MXNet reads them]
     sym = mx.sym.load(os.fspath(files[0]))
     params = mx.nd.load(os.fspath(files[1]))
     param_names = {name.split(":", 1)[-1] for name in params}

@@ -37,7 +37,8 @@ import os
 import onnx
 
 from .artifact_format import (CUSTOM_OPS, DEFAULT_DOMAINS, DOMAIN, DOMAIN_VERSION, ELEM_TYPES,
-                              MIN_IR, MIN_OPSET, ArtifactError, first_line)
+                              FORMAT, FORMAT_VERSION, MIN_IR, MIN_OPSET, ArtifactError,
+                              first_line)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -97,6 +98,7 @@ def check_model(model, limits):
                                 f"use only the default domain and {DOMAIN!r}")
     if opset is None:
         raise ArtifactError("the model imports no default-domain opset")
+    _check_metadata(model)
     if len(model.functions):
         raise ArtifactError(f"the model defines {len(model.functions)} local functions; "
                             f"artifacts keep functions in Recursion nodes only")
@@ -108,6 +110,22 @@ def check_model(model, limits):
     except Exception as err:  # noqa: BLE001 -- ValidationError, or anything from the C++ side
         raise ArtifactError(f"the model is not valid ONNX: {first_line(err)}") from None
     return opset
+
+
+def _check_metadata(model):
+    """gluon_cf's metadata keys (NOTE [artifact format]): each at most once, and an artifact's
+    format version one this loader reads. Index bounds are read by ``index_bounds.read``."""
+    seen, twice = set(), set()
+    for prop in model.metadata_props:
+        (twice if prop.key in seen else seen).add(prop.key)
+    if twice:
+        raise ArtifactError(f"the model's metadata has the keys {sorted(twice)[:5]} more than "
+                            f"once (which one holds?)")
+    props = {prop.key: prop.value for prop in model.metadata_props}
+    if props.get("format") == FORMAT and props.get("format_version") != FORMAT_VERSION:
+        raise ArtifactError(f"the model's format_version metadata is "
+                            f"{props.get('format_version')!r}: this loader reads gluon_cf "
+                            f"artifacts of format version {FORMAT_VERSION}")
 
 
 class _Scope:

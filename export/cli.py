@@ -28,19 +28,57 @@ _FORMATS = ("auto", "onnx", "artifact")
 
 
 def main(argv=None):
-    """Entry point; returns the exit status (0 ok, 1 failed, 2 bad usage)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """Entry point; returns the exit status (0 ok, 1 failed, 2 bad usage).
+
+    A failure is exactly one line on stderr, ours: what the libraries print there while a
+    command runs (onnxruntime's and MXNet's own log lines, Python warnings) is held back and
+    shown only if the command succeeds."""
+    held = _HeldStderr()
     try:
-        return args.command(args)
+        status, error = _main(argv)
+    finally:
+        printed = held.release()
+    if error is None:
+        sys.stderr.write(printed)
+    else:
+        print(f"gluon-cf-export: error: {error}", file=sys.stderr)
+    return status
+
+
+def _main(argv):
+    """``(exit status, the error's one line or None)``."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.command(args), None
     except _UsageError as err:
-        parser.error(str(err))
+        return 2, _one_line(err)
     except (ValueError, NotImplementedError, OSError) as err:
-        print(f"gluon-cf-export: error: {_one_line(err)}", file=sys.stderr)
-        return 1
+        return 1, _one_line(err)
     except Exception as err:  # noqa: BLE001 -- a bad file must never print a traceback
-        print(f"gluon-cf-export: error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
-        return 1
+        return 1, f"{type(err).__name__}: {_one_line(err)}"
+
+
+class _HeldStderr:
+    """File descriptor 2 redirected to a temporary file until :meth:`release` (C++ libraries
+    write there directly, past ``sys.stderr``)."""
+
+    def __init__(self):
+        import tempfile
+
+        sys.stderr.flush()
+        self.file = tempfile.TemporaryFile(mode="w+b")
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+
+    def release(self):
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        text = self.file.read().decode("utf-8", "replace")
+        self.file.close()
+        return text
 
 
 def _one_line(err):
@@ -55,8 +93,15 @@ class _UsageError(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, reporting a usage error as a _UsageError (one line, see main)."""
+
+    def error(self, message):
+        raise _UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gluon-cf-export",
         description="Convert gluon_cf models saved with net.export() to ONNX (or a gluon_cf "
                     "artifact when they use recursion) and run them.")
@@ -97,11 +142,14 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
+    from gluon_cf.symbol_file import check_symbol_file
+
     from . import artifact_save
     from .onnx_export import _has_recursion, export_onnx_symbol
 
     inputs, dynamic_axes = zip(*[_parse_input(text) for text in args.input]) \
         if args.input else ((), ())
+    check_symbol_file(args.symbol)   # NOTE [files are checked before MXNet reads them]
     sym = mx.sym.load(args.symbol)
     params = mx.nd.load(args.params)
     param_names = {name.split(":", 1)[-1] for name in params}
@@ -188,8 +236,10 @@ def _run(args):
 def _run_onnx(path, model, arrays):
     import onnxruntime as ort
 
+    options = ort.SessionOptions()
+    options.log_severity_level = 4     # its errors are ours to report, in one line (main)
     try:
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
         raise ValueError(f"onnxruntime cannot load {path!r}: {err}") from None
     specs = session.get_inputs()
@@ -206,7 +256,9 @@ def _run_onnx(path, model, arrays):
         feeds[spec.name] = array
     _check_index_bounds(model, [spec.name for spec in specs], list(feeds.values()))
     try:
-        outputs = session.run(None, feeds)
+        run_options = ort.RunOptions()
+        run_options.log_severity_level = 4
+        outputs = session.run(None, feeds, run_options)
     except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
         raise ValueError(f"onnxruntime failed: {err}") from None
     return outputs, [o.name for o in session.get_outputs()]

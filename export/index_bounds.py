@@ -142,19 +142,34 @@ def read(metadata):
     text = metadata.get(METADATA_KEY)
     if text is None:
         return []
+    what = f"the model's {METADATA_KEY} metadata"
+    if len(text) > _MAX_METADATA_CHARS:
+        raise ValueError(f"{what} has {len(text)} characters, more than the "
+                         f"{_MAX_METADATA_CHARS} an index-bounds list can need")
     try:
         bounds = json.loads(text)
-    except ValueError:
-        raise ValueError(f"the model's {METADATA_KEY} metadata is not JSON") from None
-    ok = isinstance(bounds, list) and all(
-        isinstance(b, dict) and set(b) == {"input", "indexes", "axis", "node"}
-        and isinstance(b["input"], str) and isinstance(b["indexes"], str)
-        and isinstance(b["node"], str) and type(b["axis"]) is int and b["axis"] >= 0
-        for b in bounds)
-    if not ok:
-        raise ValueError(f"the model's {METADATA_KEY} metadata is malformed: expected a list "
-                         f"of {{input, indexes, axis, node}}")
+    except RecursionError:   # a hostile file: JSON nested deeper than Python's parser goes
+        raise ValueError(f"{what} is malformed: JSON nested too deep (expected a list of "
+                         f"{{input, indexes, axis, node}})") from None
+    except ValueError as err:
+        raise ValueError(f"{what} is not JSON ({err})") from None
+    if not isinstance(bounds, list):
+        raise ValueError(f"{what} is malformed: expected a list of {{input, indexes, axis, "
+                         f"node}}, got a JSON {type(bounds).__name__}")
+    for k, b in enumerate(bounds):
+        problem = None
+        if not isinstance(b, dict) or set(b) != {"input", "indexes", "axis", "node"}:
+            problem = "is not an object with exactly the keys input, indexes, axis, node"
+        elif not all(isinstance(b[key], str) for key in ("input", "indexes", "node")):
+            problem = "has an input, indexes or node that is not a string"
+        elif type(b["axis"]) is not int or b["axis"] < 0:
+            problem = f"has axis {b['axis']!r}, not an int >= 0"
+        if problem is not None:
+            raise ValueError(f"{what} is malformed: entry {k} {problem}")
     return bounds
+
+
+_MAX_METADATA_CHARS = 1 << 24
 
 
 def initializer_shapes(graph):

@@ -30,3 +30,9 @@ class ZeroSizeError(ValueError):
     def __init__(self, message, located=False):
         super().__init__(message)
         self.located = located
+
+
+class SymbolFileError(ValueError):
+    """A symbol file (``-symbol.json``) or a gluon_cf node's ``spec`` in one is malformed: not
+    the JSON MXNet and gluon_cf write, or tampered with. Its message names the file or node and
+    what is wrong (NOTE [files are checked before MXNet reads them] in ``symbol_file.py``)."""

@@ -29,6 +29,7 @@ from .errors import ZeroSizeError
 from .executor import Parallel, done
 from .operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, DYNAMIC_SHAPE_RANKS, INDEX_INPUTS,
                         SOURCE_ATTR, describe_node)
+from .symbol_file import check_spec
 
 
 def _step_kind(node):
@@ -945,11 +946,7 @@ def decode(kind, spec_text):
     key = (kind, spec_text)
     node = _SPECS.get(key)
     if node is None:
-        try:
-            spec = json.loads(spec_text)
-        except ValueError as err:
-            raise ValueError("gluon_cf.%s: the node's spec attribute is not valid JSON: %s"
-                             % (kind, err)) from None
+        spec = check_spec(kind, spec_text)  # NOTE [files are checked before MXNet reads them]
         node = _SPECS[key] = Node(kind, spec)
     return node
 

@@ -35,6 +35,7 @@ from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .errors import ZeroSizeError
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS
+from .symbol_file import check_symbol_file
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -124,3 +125,15 @@ _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitio
 
 
 _block.HybridBlock._call_cached_op = _call_cached_op
+_original_imports = _block.SymbolBlock.imports
+
+
+def _imports(symbol_file, *args, **kwargs):
+    """``SymbolBlock.imports``, checking the file first (NOTE [files are checked before MXNet
+    reads them] in ``symbol_file.py``)."""
+    check_symbol_file(symbol_file)
+    return _original_imports(symbol_file, *args, **kwargs)
+
+
+_imports.__doc__ = _original_imports.__doc__
+_block.SymbolBlock.imports = staticmethod(_imports)

@@ -22,6 +22,7 @@ NOTE [gradients through a node]
 import atexit
 import builtins
 import collections
+import ctypes
 import json
 import re
 import threading
@@ -32,6 +33,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import executor, registry
+from .errors import SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .operators import aux_state_error, describe_node, user_custom_op_error
 
@@ -48,6 +50,7 @@ from .operators import aux_state_error, describe_node, user_custom_op_error
 #     (RecursionDepthError, ValueError, TypeError, ...), its own message naming the op and the
 #     node, once, with a traceback that starts at the user's call rather than in a worker thread.
 _kept_inference = threading.local()   # (exception, node name): shape/type inference, same thread
+_kept_listing = threading.local()     # exception: list_arguments/list_outputs, same thread
 _kept_run: list = []                         # [exception]: forward/backward, on MXNet's worker threads
 _unknown_dims = threading.local()      # {node name: [(input, shape)]}: see _explain_unknown_dims
 _kept_lock = threading.Lock()
@@ -63,7 +66,11 @@ class _Reported(Exception):
 
 
 def _remember(callback, exc, node):
-    if callback in ("infer_shape", "infer_type"):
+    if callback in ("list_arguments", "list_outputs"):
+        # Called synchronously while MXNet reads the node (NOTE [callbacks never take the
+        # process down]), which raises its error in this same thread.
+        _kept_listing.value = exc
+    elif callback in ("infer_shape", "infer_type"):
         # MXNet calls inference synchronously and raises its error in this same thread.
         _kept_inference.value = (exc, node.spec.get("node") or "")
     else:
@@ -80,6 +87,9 @@ def _get_last_ffi_error():
         _kept_inference.value = None
         if kept is not None and _names_node(text, kept[1]):  # only the node whose callback failed
             return kept[0].with_traceback(None)
+    elif "callbacks[Type]" in text and getattr(_kept_listing, "value", None) is not None:
+        kept, _kept_listing.value = _kept_listing.value, None
+        return kept.with_traceback(None)
     elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate")):
         with _kept_lock:
             if _kept_run:
@@ -175,7 +185,7 @@ def _quiet_print(*args, **kwargs):
 
 def _name_node(exc, node):
     """Add the name of the graph node to a user-facing error raised while running it."""
-    if isinstance(exc, mx.MXNetError) or not isinstance(
+    if node is None or isinstance(exc, mx.MXNetError) or not isinstance(
             exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
         return
     name = node.spec.get("node")
@@ -269,6 +279,19 @@ def _kept_c_array_buf(ctype, buf):
 
 
 mx.operator.c_array_buf = _kept_c_array_buf
+
+
+# NOTE [callbacks never take the process down]
+#     MXNet's ``mx.operator.register`` runs every callback of a CustomOpProp inside a ``try`` that
+#     turns an exception into a False return, which MXNet's C++ side turns into an MXNetError
+#     (and our ``_reporting`` into the exception itself, NOTE [error messages]) - every callback
+#     but one: the operator's constructor, called by the ``creator`` callback outside any
+#     ``try``. An exception there returns garbage to C++, which then calls uninitialised
+#     callback pointers: a tampered ``spec`` in a file (NOTE [files are checked before MXNet
+#     reads them] in ``symbol_file.py``) killed any process that loaded it. So the
+#     constructor never raises: it keeps what went wrong, and ``list_arguments``, the callback
+#     MXNet calls next while reading the node, raises it, on the same thread, as the error
+#     of the MXNet call that read the file (``mx.sym.load``, ``SymbolBlock.imports``, ...).
 
 
 def _reporting(method):
@@ -396,15 +419,27 @@ class _NodeOperator(mx.operator.CustomOp):
 
 def _prop_class(rule):
     class _NodeProp(mx.operator.CustomOpProp):
-        def __init__(self, spec, **_scope_attrs):
+        def __init__(self, spec=None, **_scope_attrs):
             # _scope_attrs: attributes MXNet adds from an enclosing AttrScope (e.g. the
             # __subgraph_name__ mark of an outer trace); they are not ours to interpret.
             super().__init__(need_top_grad=True)
-            self.node = decode(rule.kind, spec)
+            # Never raises: NOTE [callbacks never take the process down].
+            self.node, self.invalid = None, None
+            try:
+                if spec == _NOT_UTF8:
+                    raise SymbolFileError("a gluon_cf.%s node: its spec attribute is invalid: "
+                                          "it is not UTF-8 text" % rule.kind)
+                self.node = decode(rule.kind, spec)
+            except Exception as exc:  # noqa: BLE001 - reported by list_arguments, see the NOTE
+                self.invalid = exc
 
+        @_reporting
         def list_arguments(self):
+            if self.invalid is not None:
+                raise self.invalid
             return ["in%d" % i for i in range(self.node.num_inputs)]
 
+        @_reporting
         def list_outputs(self):
             return ["out%d" % i for i in range(self.node.num_outputs)]
 
@@ -444,9 +479,55 @@ def dumps(spec):
     return json.dumps(spec, separators=(",", ":"), sort_keys=True)
 
 
+_NOT_UTF8 = "\ufffd (gluon_cf: the spec attribute is not UTF-8 text)"
+_creator_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                                 ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
+                                 ctypes.POINTER(mx.base.MXCallbackList))
+_guarded_creators: list = []   # alive as long as MXNet may call them: the process
+
+
+def _guarded(creator):
+    """MXNet's ``creator`` callback for our operators, given only the ``spec`` attribute, as
+    UTF-8 (NOTE [callbacks never take the process down]): MXNet's own decodes every attribute
+    as UTF-8 and passes them all as keyword arguments, outside any ``try``, so a file with a
+    non-UTF-8 attribute or an attribute named ``self`` killed the process."""
+    def guarded_creator(op_type, argc, keys, vals, ret):
+        spec = next((vals[i] for i in range(argc) if keys[i] == b"spec"), None)
+        if spec is not None:
+            try:
+                spec.decode("utf-8")
+            except UnicodeDecodeError:
+                spec = _NOT_UTF8.encode("utf-8")
+        keys = (ctypes.c_char_p * 1)(b"spec")
+        vals = (ctypes.c_char_p * 1)(spec)
+        return creator(op_type, 0 if spec is None else 1, keys, vals, ret)
+    return guarded_creator
+
+
+class _GuardedRegistration:
+    """``mx.operator``'s ``_LIB`` while we register an operator: registers MXNet's creator
+    callback wrapped by ``_guarded``."""
+
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def MXCustomOpRegister(self, name, creator):  # noqa: N802 - MXNet's C API name
+        guarded = _creator_type(_guarded(creator))
+        _guarded_creators.append((creator, guarded))
+        return self._lib.MXCustomOpRegister(name, guarded)
+
+
 def _register_with_mxnet(rule):
     """Each registered op kind becomes MXNet Custom operator ``_gluon_cf_<kind>``."""
-    mx.operator.register(registry.op_type(rule.kind))(_prop_class(rule))
+    lib = mx.operator._LIB
+    mx.operator._LIB = _GuardedRegistration(lib)
+    try:
+        mx.operator.register(registry.op_type(rule.kind))(_prop_class(rule))
+    finally:
+        mx.operator._LIB = lib
 
 
 registry.on_register(_register_with_mxnet)

@@ -108,6 +108,19 @@ class Rule:
     kind: Optional[str] = None
     needs_out_shapes = False  # whether forward reads out_shapes (inferring them has a cost)
 
+    # The node's ``spec`` beyond what every op has (``graphs``, ``num_inputs``,
+    # ``num_outputs``): field -> "count", "count or null", "text", "flag", each possibly
+    # "optional ..."; the names of its subgraphs (None: any); its subgraphs' own extra fields.
+    # Checked before MXNet reads a file (NOTE [files are checked before MXNet reads them]).
+    spec_fields: dict = {}
+    graph_roles: Optional[tuple] = None
+    graph_fields: dict = {}
+
+    def num_slots(self, spec, graph):
+        """How many slots (NOTE [slots]) subgraph ``graph`` of a (checked) ``spec`` may read:
+        most ops' subgraphs read the node's inputs."""
+        return spec["num_inputs"]
+
     def infer_shape(self, node, in_shapes):
         """Return ``(in_shapes, out_shapes)``, inputs possibly completed (e.g. parameters).
         An output whose shape depends on values is :class:`Dynamic`, never a guess."""

@@ -131,3 +131,162 @@ def test_too_deep_is_a_recursion_depth_error_like_every_executor():
                        match=r"'f' exceeded max_depth=100 nested calls") as raised:
         f(np.array([200.0], np.float32))
     assert isinstance(raised.value, ArtifactError)
+
+
+# ---- issue 24, item 6: the limits hold inside onnxruntime pieces ---------------------------------
+
+def computed_loop():
+    """A Loop inside one onnxruntime piece, its trip count computed from the input (1e12)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["v_in", "one"], ["v_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    main = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["n"], to=TensorProto.INT64),
+         helper.make_node("Loop", ["n", "", "v0"], ["v"], body=body)], "main",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("v0", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1])])
+    return _model(main)
+
+
+def expanded_sum():
+    """sum(Expand(x, [n])): the Expand is an intermediate of one piece, n float32 values."""
+    main = helper.make_graph(
+        [helper.make_node("Expand", ["x", "n"], ["big"]),
+         helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0)], "main",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    return _model(main)
+
+
+LOOP_IN_A_PIECE = """
+    import time
+    import numpy as np
+    import sys
+    sys.path.insert(0, "tests")
+    from test_artifact_limits import computed_loop
+    from gluon_cf.export import ArtifactError, Limits, load
+
+    f = load(computed_loop().SerializeToString(), limits=Limits(timeout=2.0))
+    assert f(np.array(5.0, np.float32), np.zeros(1, np.float32))[0].tolist() == [5.0]
+    start = time.monotonic()
+    try:
+        f(np.array(1e12, np.float32), np.zeros(1, np.float32))
+    except ArtifactError as err:
+        print(round(time.monotonic() - start) < 30, err)
+    # the artifact still works after a stopped call
+    assert f(np.array(3.0, np.float32), np.zeros(1, np.float32))[0].tolist() == [3.0]
+"""
+
+
+def test_timeout_stops_a_loop_inside_onnxruntime():
+    """Was: a computed trip count of 1e12 ran past 12 minutes: the time limit was checked
+    between the interpreter's steps only."""
+    proc = run_python(textwrap.dedent(LOOP_IN_A_PIECE), timeout=120)
+    assert proc is not None, "hung: the Loop inside onnxruntime was not stopped"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ok, _, message = proc.stdout.strip().partition(" ")
+    assert ok == "True", proc.stdout
+    assert message.endswith("stopped inside onnxruntime: the artifact ran longer than "
+                            "timeout=2.0 s"), message
+
+
+EXPAND_IN_A_PIECE = """
+    import resource
+    import numpy as np
+    import sys
+    sys.path.insert(0, "tests")
+    from test_artifact_limits import expanded_sum
+    from gluon_cf.export import ArtifactError, Limits, load
+
+    cap = 3 << 30       # address space: a 6 GiB intermediate cannot even be reserved
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    model = expanded_sum().SerializeToString()
+    small = load(model, limits=Limits(max_tensor_bytes=16 << 20))
+    print(small(np.ones(1, np.float32), np.array([1 << 20], np.int64))[0])   # 4 MiB: runs
+    for n, f in ((8 << 20, small), (3 << 29, load(model))):   # 32 MiB; 6 GiB, default limit
+        try:
+            f(np.ones(1, np.float32), np.array([n], np.int64))
+            print("ran")
+        except ArtifactError as err:
+            print(err)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(peak < (1 << 20))     # KiB: under 1 GiB
+"""
+
+
+def test_per_tensor_limit_bounds_intermediates_inside_onnxruntime():
+    """Was: an Expand to 6 GiB inside a piece ran (peak RSS 6.4 GiB): the per-tensor limit
+    was checked on the piece's outputs only."""
+    proc = run_python(textwrap.dedent(EXPAND_IN_A_PIECE), timeout=120)
+    assert proc is not None, "hung"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == str(float(1 << 20)), lines
+    for line, limit in zip(lines[1:3], (16 << 20, 1 << 30)):
+        assert line == ("the main graph: nodes 'Expand', 'ReduceSum': onnxruntime needed more "
+                        "than max_tensor_bytes=%d bytes for the tensors inside this piece (a "
+                        "tensor over the limit, or tensors alive together over it)" % limit), line
+    assert lines[3] == "True", lines
+
+
+# ---- issue 24, item 6: malformed metadata is an ArtifactError saying what is wrong ------------
+
+def _with_metadata(metadata, artifact=False):
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "main",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = _model(graph) if artifact else helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)])
+    for key, value in metadata:
+        model.metadata_props.add(key=key, value=value)
+    return model.SerializeToString()
+
+
+BOUNDS = "gluon_cf.index_bounds"
+MALFORMED_METADATA = {
+    "nested 100,000 deep": ([(BOUNDS, "[" * 100_000 + "]" * 100_000)],
+                            "gluon_cf.index_bounds metadata is malformed: JSON nested too deep"),
+    "objects nested 100,000 deep": ([(BOUNDS, '{"a":' * 100_000 + "1" + "}" * 100_000)],
+                                    "JSON nested too deep"),
+    "not JSON": ([(BOUNDS, "[{")], "gluon_cf.index_bounds metadata is not JSON"),
+    "not a list": ([(BOUNDS, '{"input": "x"}')], "expected a list of {input, indexes, axis, "
+                                                 "node}, got a JSON dict"),
+    "a key missing": ([(BOUNDS, '[{"input": "x", "indexes": "w", "axis": 0}]')],
+                      "entry 0 is not an object with exactly the keys input, indexes, axis, node"),
+    "a negative axis": ([(BOUNDS, '[{"input": "x", "indexes": "w", "axis": -1, "node": "t"}]')],
+                        "entry 0 has axis -1, not an int >= 0"),
+    "a name that is a number": ([(BOUNDS, '[{"input": 1, "indexes": "w", "axis": 0, '
+                                          '"node": "t"}]')],
+                                "entry 0 has an input, indexes or node that is not a string"),
+    "a key twice": ([(BOUNDS, "[]"), (BOUNDS, "[]")],
+                    "metadata has the keys ['gluon_cf.index_bounds'] more than once"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_METADATA))
+def test_malformed_metadata_is_an_artifact_error(case):
+    """Was: index-bounds metadata nested 100,000 deep raised a bare RecursionError."""
+    metadata, message = MALFORMED_METADATA[case]
+    with pytest.raises(ArtifactError) as err:
+        load(_with_metadata(metadata))
+    assert message in str(err.value)
+
+
+def test_an_artifact_of_another_format_version_is_refused():
+    data = _with_metadata([], artifact=True)
+    assert load(data)(np.ones(1, np.float32))[0].tolist() == [1.0]
+    from onnx import ModelProto
+    model = ModelProto()
+    model.ParseFromString(data)
+    helper.set_model_props(model, {"format": "gluon_cf.artifact", "format_version": "2"})
+    with pytest.raises(ArtifactError, match=r"format_version metadata is '2': this loader reads "
+                                            r"gluon_cf artifacts of format version 1"):
+        load(model.SerializeToString())

@@ -205,3 +205,74 @@ def test_bad_symbol_files_give_one_line_and_exit_1(tmp_path, name):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gluon-cf-export: error: "), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+# ---- issue 24, item 6: exactly one line on stderr for every failure ---------------------------
+
+def _plain_model(path, nodes, inputs, outputs, metadata=None):
+    from onnx import TensorProto, helper
+
+    types = {"f": TensorProto.FLOAT, "i": TensorProto.INT64}
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, types[t], [None]) for n, t in inputs],
+        [helper.make_tensor_value_info(n, types[t], [None]) for n, t in outputs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    if metadata:
+        helper.set_model_props(model, metadata)
+    onnx.save(model, str(path))
+    return path
+
+
+def _cli_failures(tmp_path):
+    """``{case: argv}`` for every failure of the CLI reachable without MXNet files."""
+    from onnx import helper
+
+    reshape = _plain_model(tmp_path / "reshape.onnx", [helper.make_node("Reshape", ["x", "s"],
+                           ["y"])], [("x", "f"), ("s", "i")], [("y", "f")])
+    unknown_op = _plain_model(tmp_path / "unknown.onnx", [helper.make_node("NoSuchOp", ["x"],
+                              ["y"])], [("x", "f")], [("y", "f")])
+    deep = _plain_model(tmp_path / "deep.onnx", [helper.make_node("Identity", ["x"], ["y"])],
+                        [("x", "f")], [("y", "f")],
+                        {"gluon_cf.index_bounds": "[" * 100_000 + "]" * 100_000})
+    x, s, ints = tmp_path / "x.npy", tmp_path / "s.npy", tmp_path / "ints.npy"
+    np.save(x, np.ones(6, np.float32))
+    np.save(s, np.array([4], np.int64))
+    np.save(ints, np.array([1.5], np.float64))
+    pickled = tmp_path / "pickled.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x08\x07garbage" * 10)
+    out = tmp_path / "out"
+    return {
+        "onnxruntime fails while running": ["run", reshape, "-i", x, s, "-o", out],
+        "onnxruntime cannot load": ["run", unknown_op, "-i", x, "-o", out],
+        "index bounds nested 100,000 deep": ["run", deep, "-i", x, "-o", out],
+        "too few inputs": ["run", reshape, "-i", x, "-o", out],
+        "input of a wrong dtype": ["run", reshape, "-i", x, ints, "-o", out],
+        "a pickled input": ["run", reshape, "-i", x, pickled, "-o", out],
+        "an input file missing": ["run", reshape, "-i", x, tmp_path / "no.npy", "-o", out],
+        "model missing": ["run", tmp_path / "no.onnx", "-i", x, "-o", out],
+        "model not ONNX": ["run", garbage, "-i", x, "-o", out],
+        "info of a model not ONNX": ["info", garbage],
+        "info of a missing model": ["info", tmp_path / "no.onnx"],
+        "convert of missing files": ["convert", tmp_path / "no-symbol.json",
+                                     tmp_path / "no.params", "-i", "data:2", "-o", out],
+        "no command": [],
+        "unknown command": ["frobnicate"],
+        "run without arguments": ["run"],
+        "convert with a bad --input": ["convert", "a", "b", "-i", "data:0", "-o", out],
+    }
+
+
+def test_every_failure_is_one_line(tmp_path):
+    """Was: ``run`` let onnxruntime print its own ``[E:onnxruntime ...]`` line before ours."""
+    failures = _cli_failures(tmp_path)
+    for case, argv in failures.items():
+        proc = cli(*argv)
+        assert proc.returncode in (1, 2), (case, proc.returncode, proc.stderr)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gluon-cf-export: error: "), \
+            (case, proc.stderr)
+        assert "Traceback" not in proc.stdout, (case, proc.stdout)
+    assert not os.path.exists(tmp_path / "out")

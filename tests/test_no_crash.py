@@ -475,3 +475,273 @@ def test_recorded_forward_then_exit():
     """Was: SIGSEGV at interpreter exit: a row-wise verdict was cached with its traceback,
     whose frames held a Custom operator's input arrays until exit."""
     assert run_case(RECORDED_THEN_EXIT).stdout.strip() == "ok"
+
+
+# ---- issue 24, item 5: tampered symbol files --------------------------------------------------
+
+TAMPERED_FILE = """
+    import contextlib, io, json, os, tempfile
+    import mxnet as mx
+    from mxnet import gluon, nd
+    import gluon_cf
+    from gluon_cf.errors import SymbolFileError
+    from gluon_cf.export import cli
+
+    class Net(gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return gluon_cf.cond(F.sum(x) > 0,
+                                 lambda: gluon_cf.cond(F.sum(x) > 5, lambda: x * 2, lambda: x * 3),
+                                 lambda: x - 1)
+
+    tmp = tempfile.mkdtemp()
+    net = Net()
+    net.hybridize()
+    net(nd.ones((2, 3)))
+    net.export(os.path.join(tmp, "net"))
+    with open(os.path.join(tmp, "net-symbol.json")) as f:
+        graph = json.load(f)
+    outer = [n for n in graph["nodes"] if n["op"] == "Custom"][0]
+    spec = json.loads(outer["attrs"]["spec"])
+
+    def set_spec(value):
+        outer["attrs"]["spec"] = value if isinstance(value, str) else json.dumps(value)
+
+    how = {how!r}
+    raw = None
+    if how == "empty":
+        set_spec("{{}}")
+    elif how == "truncated":
+        set_spec(outer["attrs"]["spec"][:300])
+    elif how == "missing_key":
+        del spec["num_inputs"]; set_spec(spec)
+    elif how == "wrong_type":
+        spec["num_outputs"] = "1"; set_spec(spec)
+    elif how == "negative":
+        spec["num_inputs"] = -3; set_spec(spec)
+    elif how == "slot_out_of_range":
+        spec["graphs"]["then"]["inputs"] = [99]; set_spec(spec)
+    elif how == "subgraph_not_json":
+        spec["graphs"]["else"]["json"] = "{{nodes"; set_spec(spec)
+    elif how == "nested_empty":
+        inner_graph = json.loads(spec["graphs"]["then"]["json"])
+        [n for n in inner_graph["nodes"] if n["op"] == "Custom"][0]["attrs"]["spec"] = "{{}}"
+        spec["graphs"]["then"]["json"] = json.dumps(inner_graph); set_spec(spec)
+    elif how == "no_spec":
+        del outer["attrs"]["spec"]
+    elif how == "not_utf8":
+        set_spec("@@@@")
+        raw = json.dumps(graph).encode().replace(b"@@@@", b"\\xff\\xfe{{")
+    elif how == "cycle":
+        graph["nodes"][1]["inputs"] = [[len(graph["nodes"]) - 1, 0, 0]]
+    elif how == "attribute_named_self":
+        outer["attrs"]["self"] = "1"
+    path = os.path.join(tmp, "bad-symbol.json")
+    with open(path, "wb") as f:
+        f.write(raw if raw is not None else json.dumps(graph).encode())
+    params = os.path.join(tmp, "net-0000.params")
+
+    def outcome(load):
+        try:
+            load()
+        except SymbolFileError as err:
+            return "SymbolFileError: " + str(err)
+        except Exception as err:
+            return "other %s: %s" % (type(err).__name__, err)
+        return "loaded"
+
+    x = nd.array([[1, 2, 3], [4, 5, 6]])
+    def imported():
+        out = gluon.SymbolBlock.imports(path, ["data"], params)(x)
+        assert (out.asnumpy() == x.asnumpy() * 2).all()
+
+    results = {{"sym.load": outcome(lambda: mx.sym.load(path)),
+                "imports": outcome(imported)}}
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(["convert", path, params, "-i", "data:2,3", "-o",
+                         os.path.join(tmp, "out.onnx")])
+    results["cli"] = "exit %d: %s" % (code, err.getvalue())
+    print(json.dumps(results))
+"""
+
+_TAMPERINGS = {
+    "empty": "its spec attribute is invalid: field 'graphs' is missing",
+    "truncated": "its spec attribute is invalid: not valid JSON",
+    "missing_key": "its spec attribute is invalid: field 'num_inputs' is missing",
+    "wrong_type": "field 'num_outputs' must be a count (an int >= 0), got '1'",
+    "negative": "field 'num_inputs' must be a count (an int >= 0), got -3",
+    "slot_out_of_range": "subgraph 'then': field 'inputs' must list slots below 2, got [99]",
+    "subgraph_not_json": "subgraph 'else': not a valid MXNet symbol: not valid JSON",
+    "nested_empty": "its spec attribute is invalid: field 'graphs' is missing",
+    "no_spec": "its spec attribute is invalid: it is missing",
+    "not_utf8": "not UTF-8",
+    "cycle": "which is not an earlier node (MXNet writes nodes in order; a later node makes a "
+             "cycle)",
+    "attribute_named_self": None,   # not ours to interpret: ignored, the model runs
+}
+
+
+@pytest.mark.parametrize("how", sorted(_TAMPERINGS))
+def test_tampered_symbol_file_is_refused_not_killed(how):
+    """Was: a tampered spec killed any process that loaded the file (segmentation fault or
+    ``terminate called without an active exception``); a cycle gave ``_Map_base::at``."""
+    import json
+
+    results = json.loads(run_case(TAMPERED_FILE.format(how=how), timeout=300).stdout)
+    expected = _TAMPERINGS[how]
+    if expected is None:
+        assert results == {"sym.load": "loaded", "imports": "loaded",
+                           "cli": results["cli"]}, results
+        assert results["cli"] == "exit 0: ", results
+        return
+    for loader in ("imports", "sym.load"):
+        if loader == "sym.load" and how == "cycle":
+            continue   # mx.sym.load of a file that is not ours to check (NOTE in symbol_file.py)
+        assert results[loader].startswith("SymbolFileError: ") and expected in results[loader], \
+            (loader, results)
+    assert results["cli"].startswith("exit 1: gluon-cf-export: error: "), results
+    assert results["cli"].count("\n") == 1 and expected in results["cli"], results
+
+
+# ---- issue 24, item 5: PendingShape never reaches users ------------------------------------------
+
+FRESH_BLOCK_THREADS = """
+    import threading
+    import numpy as np
+    import mxnet as mx
+    from mxnet import nd
+    import gluon_cf
+    from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
+    from gluon_cf.models.recursive import TreeRNN
+    from gluon_cf.tracing import PendingShape
+
+    trees = synthetic_treebank(40, seed=4, max_length=10)
+    vocab = build_vocab(trees)
+    def tree_inputs(k):
+        forest = batchify_forest([encode_tree(t, vocab) for t in trees[k % 8: k % 8 + 1 + k % 4]])
+        return [nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")]
+
+    pending, wrong, other, right = [], [], [], 0
+    for attempt in range(4):
+        mx.random.seed(attempt)
+        net = TreeRNN(len(vocab), 4, 4, 2)
+        net.initialize(mx.init.Xavier())
+        expected = {{k: net(*tree_inputs(k)).asnumpy() for k in range({n})}}   # eager: the oracle
+        net.hybridize()                      # fresh: no hybridized call yet
+        barrier = threading.Barrier({n})
+        def work(k):
+            global right
+            barrier.wait()
+            try:
+                out = net(*tree_inputs(k)).asnumpy()
+            except PendingShape as err:
+                pending.append(repr(err))
+                return
+            except Exception as err:        # noqa: BLE001 - Gluon's own first-call race
+                other.append(type(err).__name__ + ": " + str(err)[:200])
+                return
+            if np.allclose(out, expected[k], rtol=1e-5, atol=1e-6):
+                right += 1
+            else:
+                wrong.append(k)
+        threads = [threading.Thread(target=work, args=(k,)) for k in range({n})]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not pending, pending
+    assert not wrong, wrong
+    for message in other:
+        assert "PendingShape" not in message and "gluon_cf.tracing" not in message, message
+    print("ok", right > 0, flush=True)
+"""
+
+
+def test_first_calls_of_a_fresh_recursive_block_from_many_threads():
+    """Was: gluon_cf.tracing.PendingShape from some threads' first calls (the recursive
+    functions' shapes in progress were marked in a table all threads share)."""
+    assert run_case(FRESH_BLOCK_THREADS.format(n=16), timeout=420).stdout.split() == \
+        ["ok", "True"]
+
+
+EXPORT_AFTER_FAILED_INFERENCE = """
+    import os, tempfile
+    import numpy as np
+    import mxnet as mx
+    from mxnet import nd
+    import gluon_cf
+    from gluon_cf.recursion import table as tables
+    from gluon_cf.tracing import PendingShape
+    from gluon_cf.export import export_onnx, save_artifact
+
+    # f <-> g <-> h: mutual recursion, each with a base case; entered at any of them.
+    @gluon_cf.recursive
+    def f(x):
+        return gluon_cf.cond(x.sum() > 3, lambda: x * 1, lambda: g(x + 1) * 2)
+
+    @gluon_cf.recursive
+    def g(x):
+        return gluon_cf.cond(x.sum() > 3, lambda: x * 1, lambda: h(x + 1) + 1)
+
+    @gluon_cf.recursive
+    def h(x):
+        return gluon_cf.cond(x.sum() > 3, lambda: x * 1, lambda: f(x + 1) - 1)
+
+    class Net(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return f(x)
+
+    def oracle(x):       # plain Python
+        def pf(x): return x if x.sum() > 3 else pg(x + 1) * 2
+        def pg(x): return x if x.sum() > 3 else ph(x + 1) + 1
+        def ph(x): return x if x.sum() > 3 else pf(x + 1) - 1
+        return pf(x)
+
+    x = np.array([[0.5]], np.float32)
+    net = Net()
+    net.hybridize()
+    np.testing.assert_allclose(net(nd.array(x)).asnumpy(), oracle(x), rtol=1e-5)
+
+    # An inference ended by an error other than PendingShape (a failure inside f's body, as
+    # when export_onnx refuses a model) left its mark in the function table: every later
+    # inference of those shapes raised PendingShape.
+    from gluon_cf import graph as graphs
+    from gluon_cf.recursion import table as tables
+    (table,) = tables._TABLES.values()
+    (entry,) = [q for q in table.specs if q.startswith("f_")]
+    infer_shape = graphs.Graph.infer_shape
+    def failing(self, *args, **kwargs):
+        raise RuntimeError("refused")
+    graphs.Graph.infer_shape = failing
+    try:
+        table.out_shapes(entry, [(1, 2)])
+    except RuntimeError as err:
+        assert "refused" in str(err), err
+    graphs.Graph.infer_shape = infer_shape
+    x2 = np.array([[0.25, 0.25]], np.float32)
+    results = []
+    tmp = tempfile.mkdtemp()
+    for run in (lambda: table.out_shapes(entry, [(1, 2)]),
+                lambda: net(nd.array(x2)).asnumpy(),
+                lambda: export_onnx(net, [x2], os.path.join(tmp, "m.onnx")),
+                lambda: save_artifact(net, [x2], os.path.join(tmp, "a.onnx"))):
+        try:
+            run()
+            results.append("ok")
+        except PendingShape as err:
+            results.append("PendingShape")
+        except Exception as err:
+            results.append(type(err).__name__ + ": " + str(err)[:300])
+    assert "PendingShape" not in results, results
+    from gluon_cf.export import load
+    assert results[:2] == ["ok", "ok"] and results[3] == "ok", results
+    np.testing.assert_allclose(net(nd.array(x2)).asnumpy(), oracle(x2), rtol=1e-5)
+    np.testing.assert_allclose(load(os.path.join(tmp, "a.onnx"))(x2)[0], oracle(x2), rtol=1e-5)
+    print("ok", flush=True)
+"""
+
+
+def test_export_of_mutual_recursion_never_raises_pending_shape():
+    """Was: PendingShape from export_onnx on 3-way mutual recursion (intermittently), and from
+    save_artifact after export_onnx refused the same block."""
+    assert run_case(EXPORT_AFTER_FAILED_INFERENCE, timeout=420).stdout.split() == ["ok"]

@@ -125,6 +125,7 @@ class CondRule(registry.Rule):
     """Node inputs: ``[pred, *captured]``; slots are the node inputs; outputs: the branch's."""
 
     kind = OP
+    graph_roles = ("then", "else")
 
     def infer_shape(self, node, in_shapes):
         check_scalar_pred(OP, "pred", in_shapes[0])

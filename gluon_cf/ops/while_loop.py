@@ -274,6 +274,10 @@ class WhileLoopRule(registry.Rule):
     """
 
     kind = OP
+    spec_fields = {"num_vars": "count", "num_out_data": "count",
+                   "max_iterations": "count or null", "exact_length": "optional flag",
+                   "report_truncation": "optional text"}
+    graph_roles = ("cond", "func")
 
     def infer_shape(self, node, in_shapes):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]

@@ -28,6 +28,13 @@ class RecursionRule(registry.Rule):
     """Node inputs: ``[*entry_args, *environment]``; outputs: the entry function's outputs."""
 
     kind = "recursion"
+    spec_fields = {"entry": "text", "num_args": "count", "namespace": "text"}
+    graph_fields = {"num_args": "count", "max_depth": "count", "name": "text"}
+
+    def num_slots(self, spec, graph):
+        # A function reads its own arguments, then the environment, the node's inputs after
+        # the entry's arguments.
+        return graph["num_args"] + spec["num_inputs"] - spec["num_args"]
 
     def infer_shape(self, node, in_shapes):
         table = _table(node.spec["namespace"], node)
@@ -106,6 +113,8 @@ class InvokeRule(registry.Rule):
     """Node inputs: the callee's arguments; outputs: the callee's outputs."""
 
     kind = "invoke"
+    spec_fields = {"function": "text"}
+    graph_roles = ()
 
     def infer_shape(self, node, in_shapes):
         return self._ask_table(node, in_shapes, "out_shapes")

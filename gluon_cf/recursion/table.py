@@ -1,12 +1,30 @@
 """The function tables: output shapes and dtypes of recursive functions, per table namespace,
 learnt during graph-build inference (NOTE [recursion design] in ``api.py``, last paragraph) and
 read by the rules and by the ahead-of-time schedules."""
-import mxnet as mx
+import threading
 
 from ..tracing import PendingShape
 
 _TABLES: dict = {}
-_IN_PROGRESS = object()
+
+# NOTE [pending shapes stay inside the table]
+#     Inferring a recursive function's output shapes runs its body, whose recursive calls ask
+#     the table for the shapes being inferred: such a call raises PendingShape, and the ``cond``
+#     around it infers its other branch (NOTE [recursion design] in ``api.py``). So PendingShape
+#     is an answer between the table and the conds of its own functions, never an error; it
+#     escaped to users three ways, each closed here:
+#     * the calls in progress were marked in the table shared by all threads, so a thread
+#       inferring a fresh block's first call saw another thread's work in progress as its own
+#       recursion (32 threads calling a fresh block): they are per thread;
+#     * an inference ended by any other error (export_onnx refusing a model, a shape error)
+#       left its mark behind, and every later inference of those shapes, in the same process
+#       (save_artifact of the same block), raised PendingShape: the mark is removed whatever
+#       ends the inference;
+#     * a PendingShape no cond resolved came out of the outermost inference (export_onnx infers
+#       each function on its own, entering mutual recursion at any function, with whatever the
+#       table had learnt by then): there it means the function has no path to a base case
+#       whose shapes are known, which is said in words.
+#     The shapes learnt are keyed by the environment's shapes too (a forest of another size).
 
 
 class _FunctionTable:
@@ -17,30 +35,40 @@ class _FunctionTable:
         self.env_types = None
         self.shapes = {}
         self.types = {}
+        self._local = threading.local()   # .in_progress: keys inferred now by this thread
 
     def out_shapes(self, qname, arg_shapes):
         """Output shapes of ``qname`` for ``arg_shapes`` (``None`` entries while unknown)."""
-        key = (qname, tuple(arg_shapes))
-        if key in self.shapes:
-            if self.shapes[key] is _IN_PROGRESS:
-                raise PendingShape(qname)
-            return self.shapes[key]
+        env = self.env_shapes
+        key = (qname, tuple(arg_shapes), None if env is None else tuple(env))
+        in_progress = getattr(self._local, "in_progress", None)
+        if in_progress is None:
+            in_progress = self._local.in_progress = set()
+        if key in in_progress:
+            raise PendingShape(qname)   # a recursive call: NOTE above
+        outs = self.shapes.get(key)
+        if outs is not None:
+            return outs
         n = self.specs[qname]["num_outputs"]
-        if self.env_shapes is None or None in arg_shapes:
+        if env is None or None in arg_shapes:
             return [None] * n
-        graph = self.graphs[qname]
-        self.shapes[key] = _IN_PROGRESS  # recursive calls raise PendingShape; cond copes
+        outermost = not in_progress
+        in_progress.add(key)
         try:
-            _, outs = graph.infer_shape(list(arg_shapes) + self.env_shapes)
-        except (mx.MXNetError, PendingShape):
-            del self.shapes[key]
-            raise
-        if None in outs:
-            del self.shapes[key]
+            _, outs = self.graphs[qname].infer_shape(list(arg_shapes) + list(env))
+        except PendingShape:
+            if not outermost:
+                raise
+            outs = None
+        finally:
+            in_progress.discard(key)
+        if outs is None or None in outs:
             raise ValueError("gluon_cf.recursive: cannot infer the output shapes of %r for "
                              "arguments of shapes %s (got %s); does it have a base case whose "
                              "shapes do not depend on the recursive call?"
-                             % (self.specs[qname]["name"], list(arg_shapes), outs))
+                             % (self.specs[qname]["name"], list(arg_shapes),
+                                "none: every path reaches a recursive call" if outs is None
+                                else outs))
         self.shapes[key] = outs
         return outs
 

@@ -1,0 +1,214 @@
+"""Checking MXNet symbol JSON (a ``-symbol.json`` file, a gluon_cf node's ``spec``) before MXNet
+reads it.
+
+NOTE [files are checked before MXNet reads them]
+    MXNet trusts a symbol file. A gluon_cf node in it is a ``Custom`` node whose ``spec``
+    attribute MXNet hands to our operator's constructor from inside a C callback; an exception
+    there (a tampered spec: ``"{}"``, truncated JSON, a count that is a string) cannot be
+    reported by MXNet 1.9.1 and took the process down (segmentation fault, or
+    ``terminate called without an active exception``). A node whose inputs form a cycle loads,
+    then fails deep inside MXNet (``_Map_base::at``). So:
+
+    * the operator's constructor never raises (``node.py``: it keeps the error, and the next
+      callback, which MXNet does guard, reports it, NOTE [callbacks never take the process
+      down] there), and it checks the spec with :func:`check_spec` first, so that what is
+      wrong is said in words (the field, what it must hold, what it holds);
+    * where gluon_cf itself loads a file (``SymbolBlock.imports``, ``export_onnx`` from files,
+      the CLI's ``convert``), :func:`check_symbol_file` checks the whole file first, nested
+      specs included, and names the file, the node and what is wrong.
+
+    The checks are structural: valid JSON of the right shape, nodes in topological order (each
+    input an earlier node, as MXNet writes them: no cycle), heads and arguments that exist,
+    string attributes, and for each gluon_cf node the fields its op declares
+    (``Rule.spec_fields``), subgraphs whose input slots exist, and at most
+    ``MAX_NESTING`` levels of nodes nested in subgraphs. Pure Python: the CLI checks a file
+    before it imports MXNet's loader.
+"""
+import json
+
+from . import registry
+from .errors import SymbolFileError
+
+MAX_NESTING = 100   # gluon_cf nodes nested in subgraphs (each level is a few C stack frames)
+
+# What a field of a spec must hold (``Rule.spec_fields`` uses these names).
+_FIELD_CHECKS = {
+    "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "a count (an int >= 0)"),
+    "count or null": (lambda v: v is None or isinstance(v, int) and not isinstance(v, bool)
+                      and v >= 0, "a count (an int >= 0) or null"),
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "flag": (lambda v: isinstance(v, bool), "true or false"),
+}
+_COMMON_FIELDS = {"graphs": None, "num_inputs": "count", "num_outputs": "count"}
+_GRAPH_FIELDS = {"json": "text", "inputs": None, "num_outputs": "count"}
+
+
+def check_symbol_file(path):
+    """Check the symbol JSON file at ``path`` if it holds gluon_cf nodes (NOTE above; files
+    without them are MXNet's alone). Returns nothing; a missing file is left to the loader."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return
+    if registry.OP_PREFIX.encode() not in data:
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SymbolFileError("%s: not a symbol file: not UTF-8 text (%s)" % (path, err)) \
+            from None
+    check_symbol_json(text, str(path))
+
+
+def check_symbol_json(text, where="symbol JSON"):
+    """Check a symbol's JSON text and every gluon_cf node in it, nested ones included."""
+    stack = [(text, where, 0)]
+    while stack:
+        text, where, depth = stack.pop()
+        for kind, node_where, spec_text in _gluon_cf_nodes(text, where):
+            if depth >= MAX_NESTING:
+                raise SymbolFileError("%s: gluon_cf nodes nested more than %d deep"
+                                      % (node_where, MAX_NESTING))
+            spec = check_spec(kind, spec_text, node_where)
+            for role, graph in spec["graphs"].items():
+                stack.append((graph["json"], "%s, subgraph %r" % (node_where, role), depth + 1))
+
+
+def check_spec(kind, spec_text, where=None):
+    """Check a gluon_cf node's ``spec`` attribute; returns it decoded. Its subgraphs' JSON is
+    checked as graphs (nodes, inputs, heads), not their own gluon_cf nodes' specs."""
+    where = where or "a gluon_cf.%s node" % kind
+
+    def fail(what):
+        return SymbolFileError("%s: its spec attribute is invalid: %s" % (where, what))
+
+    if not isinstance(spec_text, str):
+        raise fail("it is missing")
+    spec = _loads(spec_text, fail)
+    if not isinstance(spec, dict):
+        raise fail("it must be a JSON object, got %s" % _kind_of_value(spec))
+    try:
+        rule = registry.rule_of(kind)
+    except KeyError:
+        raise fail("gluon_cf has no op %r (its ops: %s)" % (kind, ", ".join(registry.kinds()))) \
+            from None
+    _check_fields(spec, dict(_COMMON_FIELDS, **rule.spec_fields), "", fail)
+    graphs = spec["graphs"]
+    if not isinstance(graphs, dict):
+        raise fail("field 'graphs' must be an object of subgraphs, got %s"
+                   % _kind_of_value(graphs))
+    roles = rule.graph_roles
+    if roles is not None and sorted(graphs) != sorted(roles):
+        raise fail("field 'graphs' must hold the subgraphs %s, it holds %s"
+                   % (sorted(roles), sorted(graphs)))
+    for role, graph in graphs.items():
+        prefix = "subgraph %r: " % role
+        if not isinstance(graph, dict):
+            raise fail("%smust be an object, got %s" % (prefix, _kind_of_value(graph)))
+        _check_fields(graph, dict(_GRAPH_FIELDS, **rule.graph_fields), prefix, fail)
+        slots, num_slots = graph["inputs"], rule.num_slots(spec, graph)
+        if not isinstance(slots, list) or not all(
+                _FIELD_CHECKS["count"][0](s) and s < num_slots for s in slots):
+            raise fail("%sfield 'inputs' must list slots below %d, got %s"
+                       % (prefix, num_slots, _short(slots)))
+        heads = len(_graph_of(graph["json"], "%s, subgraph %r" % (where, role))["heads"])
+        if heads != graph["num_outputs"]:
+            raise fail("%shas %d outputs, but its num_outputs is %d"
+                       % (prefix, heads, graph["num_outputs"]))
+    return spec
+
+
+def _check_fields(obj, fields, prefix, fail):
+    for name, kind in fields.items():
+        optional = kind is not None and kind.startswith("optional ")
+        if name not in obj:
+            if optional:
+                continue
+            raise fail("%sfield %r is missing" % (prefix, name))
+        if kind is None:
+            continue
+        check, what = _FIELD_CHECKS[kind[len("optional "):] if optional else kind]
+        if not check(obj[name]):
+            raise fail("%sfield %r must be %s, got %s" % (prefix, name, what, _short(obj[name])))
+
+
+def _gluon_cf_nodes(text, where):
+    """Check one symbol JSON document; yields ``(kind, where, spec text)`` for its gluon_cf
+    nodes."""
+    for i, node in enumerate(_graph_of(text, where)["nodes"]):
+        kind = registry.kind_of(node)
+        if kind is not None:
+            yield (kind, "%s: node %d (%r, gluon_cf.%s)" % (where, i, node["name"], kind),
+                   node["attrs"].get("spec"))
+
+
+def _graph_of(text, where):
+    """Check one symbol JSON document (NOTE above); returns it decoded."""
+    def fail(what):
+        return SymbolFileError("%s: not a valid MXNet symbol: %s" % (where, what))
+
+    graph = _loads(text, fail)
+    if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
+        raise fail("expected a JSON object with a list of 'nodes'")
+    nodes = graph["nodes"]
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("op"), str) \
+                or not isinstance(node.get("name"), str):
+            raise fail("node %d must be an object with string 'op' and 'name'" % i)
+        for key in ("attrs", "attr", "param"):
+            attrs = node.get(key, {})
+            if not isinstance(attrs, dict) or not all(isinstance(v, str) for v in attrs.values()):
+                raise fail("node %d (%r): its %r must map names to strings"
+                           % (i, node["name"], key))
+        inputs = node.get("inputs", [])
+        if not isinstance(inputs, list):
+            raise fail("node %d (%r): 'inputs' must be a list" % (i, node["name"]))
+        for entry in inputs:
+            if not _is_entry(entry):
+                raise fail("node %d (%r): input %s is not [node, output, version]"
+                           % (i, node["name"], _short(entry)))
+            if entry[0] >= i:
+                raise fail("node %d (%r) reads node %d, which is not an earlier node (MXNet "
+                           "writes nodes in order; a later node makes a cycle)"
+                           % (i, node["name"], entry[0]))
+        if node["op"] == "Custom" and not isinstance(node.get("attrs", {}).get("op_type"), str):
+            raise fail("node %d (%r): a Custom node needs an op_type" % (i, node["name"]))
+    heads = graph.get("heads")
+    if not isinstance(heads, list) or not heads:
+        raise fail("'heads' must list the outputs")
+    for entry in heads:
+        if not _is_entry(entry) or entry[0] >= len(nodes):
+            raise fail("output %s is not an entry [node, output, version] of a node"
+                       % _short(entry))
+    args = graph.get("arg_nodes", [])
+    if not isinstance(args, list) or not all(
+            _FIELD_CHECKS["count"][0](a) and a < len(nodes) and nodes[a]["op"] == "null"
+            for a in args):
+        raise fail("'arg_nodes' must list variable nodes, got %s" % _short(args))
+    return graph
+
+
+def _is_entry(entry):
+    return isinstance(entry, list) and len(entry) in (2, 3) and all(
+        _FIELD_CHECKS["count"][0](v) for v in entry)
+
+
+def _loads(text, fail):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise fail("JSON nested too deep") from None
+    except ValueError as err:
+        raise fail("not valid JSON (%s)" % err) from None
+
+
+def _kind_of_value(value):
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _short(value):
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
