@@ -86,6 +86,8 @@ NOTE [autograph]
     tensors (0 or 1; every operand evaluated, as a graph must).
 """
 import ast
+import collections.abc
+import contextlib
 import copy
 import functools
 import inspect
@@ -95,6 +97,7 @@ import operator
 import os
 import re
 import textwrap
+import threading
 import types
 from typing import Callable, Optional
 
@@ -109,6 +112,10 @@ __all__ = ["autograph", "to_code", "max_iterations", "AutographError", "Undefine
 class AutographError(ValueError):
     """What ``@gluon_cf.autograph`` cannot convert or run; the message begins with the file,
     line and source line of the construct, and says what to do."""
+
+    def __init__(self, message):
+        # "file:12: while True:" then ": what" would read "while True:: what"
+        super().__init__(re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1))
 
 
 class Undefined:
@@ -128,6 +135,95 @@ class Undefined:
 
     def __repr__(self):
         return f"<undefined {self._name}>"
+
+
+# ---------------------------------------------------------------------------- graph regions
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def _graph_region(where, kind, owned=()):
+    """While tracing a tensor if's branch or a tensor loop's step (which run once, into one
+    graph): Python side effects of converted code in it are errors (:func:`effect`).
+    ``owned``: the variables the region carries out (a closure's ``nonlocal`` write of one
+    is part of its value)."""
+    stack = _state.__dict__.setdefault("regions", [])
+    stack.append((where, kind, frozenset(owned)))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _region_at(where):
+    """``file:12 (while x < 3:)`` from a location ``file:12: while x < 3:``."""
+    match = re.match(r"(.*?:\d+): (.*)", where)
+    return f"{match.group(1)} ({match.group(2)})" if match else where
+
+
+def effect(where, what, name=None):
+    """Before a statement of converted code that changes Python state (NOTE [autograph],
+    side effects): an error inside a graph region (a tensor if or loop being traced)."""
+    stack = getattr(_state, "regions", None)
+    if not stack:
+        return
+    region, kind, owned = stack[-1]
+    if name is not None and name in owned:
+        return
+    raise AutographError(
+        f"{where}: this statement {what}, inside the {kind} on a tensor at "
+        f"{_region_at(region)}; that {kind} runs as one graph, traced once, so the change would "
+        f"happen once whatever the condition or the number of steps. Return the new value "
+        f"instead (assign it to a variable of the if, or carry it through the loop)")
+
+
+def mutable(receiver, where, method):
+    """The receiver of a mutating method call (``items.append(x)``) in converted code whose
+    object may come from outside: a Python container changed inside a graph region is an
+    error (:func:`effect`)."""
+    if isinstance(receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
+                             collections.abc.MutableMapping, collections.abc.MutableSet)):
+        effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
+    return receiver
+
+
+def iterated(value, where, what):
+    """The iterable of a comprehension, generator expression or unpacking (``*x``): a Symbol
+    is an error (MXNet's Symbol.__iter__ yields the whole symbol, not its rows)."""
+    if isinstance(value, mx.sym.Symbol):
+        raise AutographError(
+            f"{where}: this {what} iterates over a tensor; while hybridizing a Symbol has no "
+            f"rows to iterate (MXNet would yield the whole array once), so write a for "
+            f"statement over it (a graph loop, appending the rows to a list), or index it")
+    return value
+
+
+# Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
+_ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
+              "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
+              "range", "next"}
+
+
+def builtin(fn, where):
+    """``fn`` (a name in _ITERATING at a call of converted code): when it is the builtin, a
+    call with a Symbol argument is an error naming the call."""
+    import builtins
+    name = getattr(fn, "__name__", None)
+    if name not in _ITERATING or getattr(builtins, name, None) is not fn:
+        return fn
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        if any(isinstance(a, mx.sym.Symbol) for a in args):
+            raise AutographError(
+                f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
+                f"{'count' if name == 'len' else 'iterate'} (MXNet would see the whole array "
+                f"as one item), so it cannot run as Python. Loop with a for statement over "
+                f"the tensor itself (a graph loop) and keep a counter as an array "
+                f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
+        return fn(*args, **kwargs)
+    return checked
 
 
 def _is_tensor(value):
@@ -159,7 +255,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
 
     def branch(fn, key):
         def run():
-            out = _flags_as_arrays(tuple(fn(*values)), names)
+            with _graph_region(where, "if", names):
+                out = _flags_as_arrays(tuple(fn(*values)), names)
             results[key] = out
             arrays = []
             for k, (name, value) in enumerate(zip(names, out)):
@@ -227,7 +324,8 @@ def if_exp(test, then_value, else_value, where):
     if isinstance(test, mx.sym.Symbol):
         def side(fn, which):
             def run():
-                value = fn()
+                with _graph_region(where, "conditional expression"):
+                    value = fn()
                 if not isinstance(value, mx.sym.Symbol):
                     raise AutographError(f"{where}: the {which} side of this conditional "
                                          f"expression is the Python value {value!r}; with a "
@@ -370,18 +468,22 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
     counted = bool(lists)     # the collected rows' number, to join them to other rows
 
     def step(*vs):
-        result = tuple(body(*full(vs[:len(slots)])))
+        with _graph_region(where, "while loop", names):
+            result = tuple(body(*full(vs[:len(slots)])))
         new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "while")
         return _step_rows(result[count:], where), [new[k] for k in slots] + \
             ([vs[-1] + 1] if counted else [])
-    rows, final = while_loop(lambda *vs: test(*full(vs[:len(slots)])), step,
+    def condition(*vs):
+        with _graph_region(where, "while loop", names):
+            return test(*full(vs[:len(slots)]))
+    rows, final = while_loop(condition, step,
                              arrays + ([mx.sym.zeros((1,))] if counted else []),
                              max_iterations=bound, name=_node_name(where, "while"),
                              report_truncation=where, exact_length=counted)
     final = list(final) if isinstance(final, (list, tuple)) else [final]
     steps = final.pop() if counted else None
-    return tuple(full(final)) + _extended(lists, rows, steps, where)
+    return tuple(full(final)) + _extended(lists, rows, steps, where, most=bound)
 
 
 def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=()):
@@ -393,6 +495,16 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
     if not isinstance(iterable, mx.sym.Symbol):
         last = item[0] if keep_item else None
         for last in iterable:
+            going = running(*[values[k] for k in stop])
+            if lists and isinstance(going, mx.sym.Symbol):
+                # a tensor break ended it or not: the step runs as a graph, its results count
+                # where `going` holds, and what it appends is one row or none
+                cleared = tuple(False if k in stop else v for k, v in enumerate(values))
+                result = tuple(body(last, *cleared))
+                values = _where(going, _flags_as_arrays(result[:count], names),
+                                _flags_as_arrays(values, names), names, where)
+                lists = _appended_where(going, lists, result[count:], where)
+                continue
             result = tuple(body(last, *values))
             values = result[:count]
             _append(lists, result[count:], where)
@@ -406,6 +518,12 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
                 f"item it stopped at is known only when the graph runs, so assign what you "
                 f"need to a variable that has a value before the loop, then break")
         return values + tuple(lists) + ((last,) if keep_item else ())
+    if lists and stop:
+        raise AutographError(f"{where}: this for loop over a tensor appends to a list and may "
+                             f"end under a tensor condition (a break or return under a tensor "
+                             f"if); a graph's for runs every row, so write it as a while loop "
+                             f"over a counter (i = F.zeros((1,)); while i < n: ... i = i + 1), "
+                             f"which stops where the break is")
     if keep_item:
         raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
                              f"after the loop; a graph's loop does not keep its last row, so "
@@ -422,7 +540,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
         current = list(values)
         for k, v in zip(slots, states):
             current[k] = v
-        result = tuple(body(row, *current))
+        with _graph_region(where, "for loop", names):
+            result = tuple(body(row, *current))
         new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "for")
         return _step_rows(result[count:], where), [new[k] for k in slots] + \
@@ -444,6 +563,42 @@ def _append(lists, values, where):
         items.append(value)          # Undefined raises: the list was never assigned
 
 
+def _where(going, new, old, names, where):
+    """The values of a step that ran only where the array ``going`` holds: ``new`` there,
+    ``old`` elsewhere (a cond choosing between them)."""
+    pairs = []
+    for name, n, o in zip(names, new, old):
+        if isinstance(n, mx.sym.Symbol) and isinstance(o, mx.sym.Symbol):
+            pairs.append((n, o))
+        else:
+            _check_loop_vars([o], [n], [name], where, "for")
+    if not pairs:
+        return tuple(new)
+    chosen = cond(going, lambda: [n for n, _ in pairs], lambda: [o for _, o in pairs],
+                  name=_node_name(where, "step"))
+    chosen = list(chosen) if isinstance(chosen, (list, tuple)) else [chosen]
+    return tuple(chosen.pop(0) if isinstance(n, mx.sym.Symbol) and isinstance(
+        o, mx.sym.Symbol) else n for n, o in zip(new, old))
+
+
+def _appended_where(going, lists, values, where):
+    """The lists after appending each of ``values`` where the array ``going`` holds (one row
+    or none: StepLists)."""
+    out = []
+    for items, value in zip(lists, _step_rows(values, where)):
+        if isinstance(items, list):
+            if not items or not all(isinstance(i, mx.sym.Symbol) for i in items):
+                raise AutographError(f"{where}: this loop appends to a list under a tensor "
+                                     f"condition (after a break under a tensor if), and the "
+                                     f"list holds no array before it; start it with arrays")
+            items = StepList(mx.sym.stack(*items, axis=0), len(items), where)
+        if not isinstance(items, StepList):
+            raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
+                                 f"is not a list")
+        out.append(items.joined(mx.sym.expand_dims(value, axis=0), going, 1))
+    return out
+
+
 def _step_rows(values, where):
     for value in values:
         if not isinstance(value, mx.sym.Symbol):
@@ -453,23 +608,24 @@ def _step_rows(values, where):
     return list(values)
 
 
-def _extended(lists, rows, steps, where):
-    """The lists a graph loop appended to, as StepLists: a list's earlier items come first."""
+def _extended(lists, rows, steps, where, most=None):
+    """The lists a graph loop appended to, as StepLists: a list's earlier items come first.
+    ``most``: the loop's bound on its steps (None: unknown)."""
     if not lists:
         return ()
     rows = rows if isinstance(rows, (list, tuple)) else [rows]
     out = []
     for items, stacked in zip(lists, rows):
         if isinstance(items, StepList):
-            out.append(items.joined(stacked, steps))
+            out.append(items.joined(stacked, steps, most))
         elif isinstance(items, list):
             if not all(isinstance(i, mx.sym.Symbol) for i in items):
                 raise AutographError(f"{where}: a list this loop on a tensor appends to "
                                      f"already holds Python values; start it empty")
             first = StepList(mx.sym.stack(*items, axis=0), len(items), where) if items else \
                 None
-            out.append(first.joined(stacked, steps) if first is not None else
-                       StepList(stacked, steps, where))
+            out.append(first.joined(stacked, steps, most) if first is not None else
+                       StepList(stacked, steps, where, most))
         else:
             raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
                                  f"is not a list")
@@ -479,14 +635,16 @@ def _extended(lists, rows, steps, where):
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of
     one array (the loop's stacked step outputs), their number ``count`` (an int, or a
-    one-element array) known only when the graph runs. ``F.stack(*items)``,
+    one-element array) known only when the graph runs, and at most ``most`` (an int where
+    the loops that appended are bounded, else None). ``F.stack(*items)``,
     ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]`` and
     ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
 
-    def __init__(self, rows, count, where):
+    def __init__(self, rows, count, where, most=None):
         self.rows, self.count, self.where = rows, count, where
+        self.most = count if isinstance(count, int) else most
 
-    def joined(self, rows, count):
+    def joined(self, rows, count, most=None):
         """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
         array of zero rows (0 is its unknown size), so where either side may have none, a
         cond picks the other."""
@@ -499,17 +657,29 @@ class StepList:
             joined = both()
         if isinstance(self.count, mx.sym.Symbol):
             joined = cond(self.count > 0, lambda: joined, lambda: theirs, name=name)
-        return StepList(joined, self.count + count, self.where)
+        most = count if isinstance(count, int) else most
+        return StepList(joined, self.count + count, self.where,
+                        None if self.most is None or most is None else self.most + most)
 
     def append(self, value):
         joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
-        self.rows, self.count = joined.rows, joined.count
+        self.rows, self.count, self.most = joined.rows, joined.count, joined.most
 
     def __getitem__(self, index):
+        return self.item(index, self.where)
+
+    def item(self, index, where):
+        """``items[index]`` at ``where``: an IndexError there when the loops that appended
+        are bounded and cannot have appended that many items."""
         if not isinstance(index, int) or isinstance(index, bool):
             self._unknown_length(f"indexed with {index!r}")
+        if self.most is not None and not -self.most <= index < self.most:
+            raise IndexError(f"{where}: list index {index} out of range: the list holds at "
+                             f"most {self.most} items (the loop at {_region_at(self.where)} "
+                             f"appended them)")
         row = mx.sym.slice_axis(self.rows, axis=0, begin=index,
-                                end=None if index == -1 else index + 1)
+                                end=None if index == -1 else index + 1,
+                                name=_node_name(where, "item"))
         return mx.sym.squeeze(row, axis=0)
 
     def _unknown_length(self, what):
@@ -526,6 +696,13 @@ class StepList:
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+def item(items, index, where):
+    """A converted ``items[index]`` of a list a loop collected (NOTE [autograph], lists)."""
+    if isinstance(items, StepList):
+        return items.item(index, where)
+    return items[index]
 
 
 def unpacked(func, items, keywords, where):
@@ -616,7 +793,8 @@ def if_return(pred, then_fn, else_fn, values, where):
 
     def branch(fn, key):
         def run():
-            value = fn(*values)
+            with _graph_region(where, "if"):
+                value = fn(*values)
             if not _arrays_only(value):
                 raise AutographError(
                     f"{where}: the {key} branch of this if returns {value!r}; with a tensor "
@@ -680,8 +858,11 @@ def python_loop(value, where, why, what):
     """The condition or iterable of a loop left as Python (its body does what a graph
     cannot)."""
     if isinstance(value, mx.sym.Symbol):
-        raise AutographError(f"{where}: this {what} loop is on a tensor, but its body {why}, "
-                             f"which a graph's loop cannot express yet")
+        raise AutographError(f"{where}: this {what} loop is on a tensor, but {why}, which a "
+                             f"graph's loop cannot express yet" + (
+                                 "; set a flag array where it breaks and run the else clause's "
+                                 "statements under an if on it after the loop"
+                                 if why.endswith("else clause") else ""))
     return _truth(value, where, what) if what == "while" else value
 
 
@@ -845,18 +1026,86 @@ class _Rewriter(ast.NodeTransformer):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
         self.func = func
+        self.scopes = {fn: _Scope(fn) for fn in ast.walk(func)
+                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.self_name = func.args.args[0].arg if func.args.args else None
         # Liveness on the code as written (after the jumps' rewrite): the rewritten code
         # passes every value an if assigns into its branches, which would read as uses.
         self.live, self.exposed = {}, {}
         for node in ast.walk(func):
             if isinstance(node, (ast.If, ast.While, ast.For)):
-                self.live[node] = self._live_after(node)
+                # a closure may read its function's variables whenever it is called: they
+                # are live everywhere (NOTE [autograph], closures)
+                self.live[node] = self._live_after(node) | self._scope(node).cells
                 self.exposed[node] = _exposed(node.body)
         self.generic_visit(func)
+        for fn, scope in self.scopes.items():
+            if scope.cells:     # `if False: v = None`: generated functions' `nonlocal v` binds
+                fn.body.insert(0, ast.copy_location(ast.If(
+                    test=ast.Constant(False), orelse=[], body=[ast.Assign(
+                        targets=[ast.Name(id=n, ctx=ast.Store()) for n in sorted(scope.cells)],
+                        value=ast.Constant(None))]), fn.body[0]))
+
+    def _scope(self, node):
+        """The _Scope of the function ``node`` (of the code as written) is in."""
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef)):
+            parent = self.parents.get(parent)
+        return self.scopes[parent if parent is not None else self.func]
+
+    # -- side effects on Python state (NOTE [autograph], side effects)
+    def _effects(self, node, targets):
+        """``__ag__.effect(...)`` statements to run before ``node``, which assigns (or
+        deletes) ``targets``: one per attribute or item of an object that may come from
+        outside, and per global or nonlocal variable."""
+        if node not in self.parents:
+            return []                    # written by the conversion
+        scope, checks = self._scope(node), []
+        for target in targets:
+            for part in ast.walk(target):
+                what = name = None
+                if isinstance(part, (ast.Attribute, ast.Subscript)) and \
+                        isinstance(part.ctx, (ast.Store, ast.Del)):
+                    root = _root(part)
+                    if root is None or scope.outer(root):
+                        what = f"assigns {ast.unparse(part)}"
+                elif isinstance(part, ast.Name) and isinstance(part.ctx, (ast.Store, ast.Del)):
+                    if part.id in scope.globals:
+                        what = f"assigns the global variable {part.id!r}"
+                    elif part.id in scope.nonlocals:
+                        what, name = f"assigns the nonlocal variable {part.id!r}", part.id
+                if what is not None:
+                    checks.append(ast.copy_location(ast.Expr(value=_call("effect", [
+                        ast.Constant(self.where(node)), ast.Constant(what),
+                        ast.Constant(name)])), node))
+        return checks
+
+    def visit_Assign(self, node):
+        checks = self._effects(node, node.targets)
+        self.generic_visit(node)
+        return checks + [node] if checks else node
+
+    def visit_AnnAssign(self, node):
+        checks = self._effects(node, [node.target]) if node.value is not None else []
+        self.generic_visit(node)
+        return checks + [node] if checks else node
+
+    def visit_Delete(self, node):
+        checks = self._effects(node, node.targets)
+        self.generic_visit(node)
+        return checks + [node] if checks else node
 
     # -- super() and private names, as the class body would have compiled them
     def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and node in self.parents:
+            root = _root(func.value)
+            if not (isinstance(func.value, ast.Name) and
+                    func.value.id in self.collected_names) and \
+                    (root is None or self._scope(node).outer(root)):
+                func.value = _call("mutable", [func.value, ast.Constant(self.where(node)),
+                                               ast.Constant(func.attr)])
         self.generic_visit(node)
         starred = [a for a in node.args if isinstance(a, ast.Starred)]
         if len(node.args) == 1 and starred and isinstance(starred[0].value, ast.Name) and \
@@ -870,6 +1119,9 @@ class _Rewriter(ast.NodeTransformer):
                 node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
         # The functions it names, `helper(x)` or `self.method(x)`, defined in its own module,
         # are converted when called (a method of a tensor or of F is never one).
+        if isinstance(node.func, ast.Name) and node.func.id in _ITERATING:
+            node.func = _call("builtin", [node.func, ast.Constant(self.where(node))])
+            return node
         named = isinstance(node.func, ast.Name) and \
             node.func.id not in ("super", "len", "max_iterations") or \
             isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
@@ -894,6 +1146,11 @@ class _Rewriter(ast.NodeTransformer):
 
     # -- x op= value: out of place on tensors (NOTE [autograph])
     def visit_AugAssign(self, node):
+        checks = self._effects(node, [node.target])
+        node = self._augmented(node)
+        return checks + [node] if checks else node
+
+    def _augmented(self, node):
         self.generic_visit(node)
         if not isinstance(node.target, ast.Name):
             return node
@@ -916,10 +1173,15 @@ class _Rewriter(ast.NodeTransformer):
             node.test = _call("python_if", [node.test, ast.Constant(where), ast.Constant(why)])
             return node
         number = next(_counter)
-        assigned = sorted(_assigned(node.body) | _assigned(node.orelse))
+        scope = self._scope(node)
+        assigned = sorted(_assigned(node.body) | _assigned(node.orelse) |
+                          scope.written_by_calls(node.body + node.orelse))
+        cells = scope.cells
         if returns:                       # both branches return: the if is the return value
-            then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, None)
-            else_fn = self._loop_function(f"__ag_else_{number}", assigned, node.orelse, None)
+            then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, None,
+                                          cells)
+            else_fn = self._loop_function(f"__ag_else_{number}", assigned, node.orelse, None,
+                                          cells)
             call = _call("if_return", [
                 node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
                 ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
@@ -928,9 +1190,9 @@ class _Rewriter(ast.NodeTransformer):
             return _located(statements, node)
         live = self.live[node]
         out = _names(assigned)
-        then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out)
+        then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out, cells)
         else_fn = self._loop_function(f"__ag_else_{number}", assigned,
-                                      node.orelse or [ast.Pass()], out)
+                                      node.orelse or [ast.Pass()], out, cells)
         call = _call("if_stmt", [
             node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
             ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
@@ -978,14 +1240,48 @@ class _Rewriter(ast.NodeTransformer):
                 return first.value.args[0], True
         return ast.Constant(self.max_iterations), False
 
-    def _loop_function(self, name, params, body, returned):
-        """``def name(*params): body; return returned`` (a branch, a loop's test or body)."""
+    def _loop_function(self, name, params, body, returned, cells=()):
+        """``def name(*params): body; return returned`` (a branch, a loop's test or body).
+        A parameter that is one of ``cells`` (a variable closures read) stays the enclosing
+        function's variable: ``nonlocal v; v = __agv_v`` (NOTE [autograph], closures)."""
+        shared = [n for n in params if n in cells]
+        start = [ast.Nonlocal(names=shared)] + [
+            ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())],
+                       value=ast.Name(id="__agv_" + n, ctx=ast.Load())) for n in shared] \
+            if shared else []
         return ast.FunctionDef(
             name=name, args=ast.arguments(
-                posonlyargs=[], args=[ast.arg(arg=n) for n in params], vararg=None,
+                posonlyargs=[], args=[ast.arg(arg="__agv_" + n if n in shared else n)
+                                      for n in params], vararg=None,
                 kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-            body=list(body) + ([] if returned is None else [ast.Return(value=returned)]),
+            body=start + list(body) + ([] if returned is None else [ast.Return(value=returned)]),
             decorator_list=[], returns=None)
+
+    # -- comprehensions, generator expressions and *x on tensors are refused
+    def _comprehension(self, node):
+        self.generic_visit(node)
+        for generator in node.generators:
+            generator.iter = _call("iterated", [generator.iter, ast.Constant(self.where(node)),
+                                                ast.Constant("comprehension")])
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
+                node.value.id in self.collected_names and not isinstance(node.slice, ast.Slice):
+            return ast.copy_location(_call("item", [node.value, node.slice,
+                                                    ast.Constant(self.where(node))]), node)
+        return node
+
+    def visit_Starred(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and not (isinstance(node.value, ast.Name) and
+                                                   node.value.id in self.collected_names):
+            node.value = _call("iterated", [node.value, ast.Constant(self.where(node)),
+                                            ast.Constant("unpacking (*)")])
+        return node
 
     def _current(self, names, where):
         return ast.Tuple(elts=[
@@ -998,8 +1294,10 @@ class _Rewriter(ast.NodeTransformer):
         self.generic_visit(node)
         where = self.where(node)
         node.test = self._no_outer_lists(node.test, mutated, where, "while loop")
-        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None) or \
-            ("assigns in its condition (:=)" if _walrus(node.test) else None)
+        # the else clause first: it keeps the loop's break as Python (NOTE [autograph], jumps)
+        why = ("it has an else clause" if node.orelse else None) or \
+            _body_does(_not_a_graph(node.body)) or \
+            ("it assigns in its condition (:=)" if _walrus(node.test) else None)
         if why:
             node.test = _call("python_loop", [node.test, ast.Constant(where), ast.Constant(why),
                                               ast.Constant("while")])
@@ -1009,8 +1307,9 @@ class _Rewriter(ast.NodeTransformer):
         lists = self._collect(node)
         names = self._carried(node, _loaded(node.test))
         out = _names(names + ["__agc_" + n for n in lists])
-        test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test)
-        body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out)
+        cells = self._scope(node).cells
+        test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test, cells)
+        body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out, cells)
         call = _call("while_stmt", [
             ast.Name(id=test_fn.name, ctx=ast.Load()), ast.Name(id=body_fn.name, ctx=ast.Load()),
             self._current(names, where),
@@ -1022,22 +1321,25 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_For(self, node):
         mutated = _mutated(node.body) - set(self.collected.get(node, []))
+        lists = self._collect(node)      # (inside the running() wrapper: before it converts)
         self.generic_visit(node)
         where = self.where(node)
         node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop")
-        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None) or \
-            (None if isinstance(node.target, ast.Name) else "unpacks its items")
+        why = ("it has an else clause" if node.orelse else None) or \
+            _body_does(_not_a_graph(node.body)) or \
+            (None if isinstance(node.target, ast.Name) else "it unpacks its items")
         if why:
             node.iter = _call("python_loop", [node.iter, ast.Constant(where), ast.Constant(why),
                                               ast.Constant("for")])
             return node
         number = next(_counter)
         item = node.target.id
-        lists = self._collect(node)
         names = self._carried(node, set(), exclude={item})
         out = _names(names + ["__agc_" + n for n in lists])
-        body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out)
-        keep_item = item in self.live[node]
+        cells = self._scope(node).cells
+        body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out,
+                                      cells)
+        keep_item = item in self.live[node]     # (a closure reads it: a cell, live)
         call = _call("for_stmt", [
             node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
@@ -1066,10 +1368,11 @@ class _Rewriter(ast.NodeTransformer):
         """The lists this loop's body appends to once per step (NOTE [autograph], lists):
         each ``name.append(value)`` becomes ``__agc_name = value``, a step output."""
         names = self.collected.get(node, [])
-        for k, statement in enumerate(node.body):
+        body = _step_statements(node)
+        for k, statement in enumerate(body):
             name = _appended(statement)
             if name in names:
-                node.body[k] = ast.copy_location(ast.Assign(
+                body[k] = ast.copy_location(ast.Assign(
                     targets=[ast.Name(id="__agc_" + name, ctx=ast.Store())],
                     value=statement.value.args[0]), statement)
         return names
@@ -1078,7 +1381,9 @@ class _Rewriter(ast.NodeTransformer):
         """A loop's variables: what its body assigns and the test reads, a step reads before
         assigning (carried to the next step), or the code after the loop reads. The body's
         other names are temporaries of one step."""
-        assigned = _assigned(node.body) - set(exclude)
+        assigned = (_assigned(node.body) | self._scope(node).written_by_calls(
+            node.body + [ast.Expr(value=getattr(node, "test", ast.Constant(None)))])) - \
+            set(exclude)
         wanted = read_by_test | self.exposed[node] | self.live[node]
         return sorted(assigned & wanted)
 
@@ -1130,6 +1435,14 @@ def _mutated(statements):
     return called - _assigned(statements)
 
 
+def _body_does(why):
+    """``why`` (what branches do, from _not_a_graph) said of one loop body."""
+    if why is None:
+        return None
+    verb, rest = why.split(" ", 1)
+    return f"its body {verb}s {rest}"
+
+
 def _walrus(node):
     return any(isinstance(n, ast.NamedExpr) for n in ast.walk(node))
 
@@ -1152,7 +1465,7 @@ def _collected_lists(func):
     for loop in _scoped(func.body):
         if not isinstance(loop, (ast.While, ast.For)) or not _lowerable(loop):
             continue
-        appended = [_appended(s) for s in loop.body]
+        appended = [_appended(s) for s in _step_statements(loop)]
         names = []
         for name in sorted({n for n in appended if n is not None}):
             reads = sum(1 for n in _scoped(loop.body) if isinstance(n, ast.Name) and
@@ -1162,6 +1475,15 @@ def _collected_lists(func):
         if names:
             collected[loop] = names
     return collected
+
+
+def _step_statements(loop):
+    """The statements a loop's body runs once per step: the body, or for a ``for`` that may
+    break, the body of its ``if running(...)`` wrapper (NOTE [autograph], jumps)."""
+    if isinstance(loop, ast.For) and getattr(loop, "ag_stop", None) and len(loop.body) == 1 \
+            and isinstance(loop.body[0], ast.If):
+        return loop.body[0].body
+    return loop.body
 
 
 def _located(statements, node):
@@ -1177,9 +1499,12 @@ def _names(names):
 
 
 def _thunk(expression):
-    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                                         kw_defaults=[], kwarg=None, defaults=[]),
-                      body=expression)
+    """``lambda: expression``, called where it is written (not a closure of the user's)."""
+    thunk = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                          kw_defaults=[], kwarg=None, defaults=[]),
+                       body=expression)
+    setattr(thunk, "ag_thunk", True)
+    return thunk
 
 
 def _call(name, args):
@@ -1276,6 +1601,128 @@ def _not_a_graph(statements, allow_return=False):
                             isinstance(part.ctx, ast.Store):
                         return "assign attributes or items"
     return None
+
+
+# ---------------------------------------------------------------------------- closures
+
+# What a function's closures are: nested functions, lambdas, classes (their methods) and
+# generator expressions run later than they are written, reading the enclosing function's
+# variables when they run (NOTE [autograph], closures). Comprehensions run where written.
+_CLOSURES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.GeneratorExp)
+
+
+def _in_scope(nodes):
+    """The nodes under ``nodes`` outside closures, and the closures directly in them."""
+    inside, closures, stack = [], [], list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _CLOSURES) and not getattr(node, "ag_thunk", False):
+            closures.append(node)
+            continue
+        inside.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return inside, closures
+
+
+def _params(fn):
+    args = fn.args
+    return {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} | \
+        {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+
+
+def _declared(nodes, kind):
+    return {name for n in nodes if isinstance(n, kind) for name in n.names}
+
+
+class _Scope:
+    """What one function (or lambda) of the converted code binds, and what its closures read
+    and write of it."""
+
+    def __init__(self, fn):
+        body = fn.body if isinstance(fn.body, list) else [fn.body]
+        inside, self.closures = _in_scope(body)
+        self.params = _params(fn)
+        self.globals = _declared(inside, ast.Global)
+        self.nonlocals = _declared(inside, ast.Nonlocal)
+        stored = {n.id for n in inside if isinstance(n, ast.Name) and
+                  isinstance(n.ctx, (ast.Store, ast.Del))} | \
+            {c.name for c in self.closures if not isinstance(c, (ast.Lambda, ast.GeneratorExp))}
+        self.used = {n.id for n in inside if isinstance(n, ast.Name)}
+        self.bound = (self.params | stored) - self.globals - self.nonlocals
+        # a variable whose every binding is a new object ([], {}, dict(), Cls()): changing
+        # that object changes nothing outside this call (NOTE [autograph], side effects)
+        new = {id(n.targets[0]) for n in inside if isinstance(n, ast.Assign) and
+               len(n.targets) == 1 and _new_object(n.value)}
+        stores = [n for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        self.fresh = {n.id for n in stores} - {n.id for n in stores if id(n) not in new} - \
+            self.params - self.globals - self.nonlocals
+        self.free = self.used - self.bound - self.globals
+        for closure in self.closures:
+            self.free |= _free(closure) - self.bound
+        self.cells = self.bound & set().union(*[_free(c) for c in self.closures])
+        # variables of this scope a named closure assigns (nonlocal), itself or through the
+        # closures it names
+        writes = {}
+        for closure in self.closures:
+            if isinstance(closure, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                writes[closure.name] = (_nonlocal_writes(closure) & self.cells,
+                                        _Scope(closure).used)
+        self.writes = {name: set(w) for name, (w, _) in writes.items()}
+        changed = True
+        while changed:
+            changed = False
+            for name, (_, used) in writes.items():
+                for other in used & set(writes) - {name}:
+                    if not self.writes[other] <= self.writes[name]:
+                        self.writes[name] |= self.writes[other]
+                        changed = True
+
+    def outer(self, name):
+        """Whether the object ``name`` holds may exist outside this call of the function."""
+        return name not in self.fresh
+
+    def written_by_calls(self, statements):
+        """The variables the named closures ``statements`` mention assign (nonlocal)."""
+        mentioned = {n.id for n in _in_scope(statements)[0] if isinstance(n, ast.Name)}
+        return set().union(*[self.writes[n] for n in mentioned & set(self.writes)])
+
+
+def _new_object(value):
+    """Whether an expression makes a new object: a display, a comprehension, a constant or a
+    call of a plain name (``dict()``, ``Cls()``)."""
+    return isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+                              ast.SetComp, ast.Constant, ast.Tuple)) or \
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+
+
+def _free(closure):
+    """The names a closure reads or assigns (nonlocal) from its enclosing functions."""
+    if isinstance(closure, ast.ClassDef):     # methods skip the class body's scope
+        return set().union(*[_free(c) for c in _in_scope(closure.body)[1]])
+    if isinstance(closure, ast.GeneratorExp):     # its first iterable is read where written
+        parts = [closure.elt] + [g.target for g in closure.generators] + \
+            [i for g in closure.generators for i in g.ifs] + \
+            [g.iter for g in closure.generators[1:]]
+        inside, closures = _in_scope(parts)
+        targets = {n.id for g in closure.generators for n in ast.walk(g.target)
+                   if isinstance(n, ast.Name)}
+        used = {n.id for n in inside if isinstance(n, ast.Name)}
+        return (used | set().union(*[_free(c) for c in closures])) - targets
+    return _Scope(closure).free
+
+
+def _nonlocal_writes(fn):
+    scope = _Scope(fn)
+    inside = _in_scope(fn.body)[0]
+    return {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            and n.id in scope.nonlocals}
+
+
+def _root(target):
+    """The variable an attribute or item target (``self.a.b[i]``) hangs from, or None."""
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
 
 
 # ---------------------------------------------------------------------------- jumps
