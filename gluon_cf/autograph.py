@@ -785,15 +785,17 @@ def running_and(flags, test):
     return going if _truth(value, "", "while") else False
 
 
-def if_return(pred, then_fn, else_fn, values, where):
-    """Run a converted ``if`` both of whose branches return: returns the returned value."""
+def if_return(pred, then_fn, else_fn, values, where, names=()):
+    """Run a converted ``if`` both of whose branches return: returns the returned value.
+    ``names``: the variables the branches start from (the function ends in them, so a
+    closure's nonlocal write of one is part of the value)."""
     if not isinstance(pred, mx.sym.Symbol):
         return then_fn(*values) if _truth(pred, where, "if") else else_fn(*values)
     kinds = {}
 
     def branch(fn, key):
         def run():
-            with _graph_region(where, "if"):
+            with _graph_region(where, "if", names):
                 value = fn(*values)
             if not _arrays_only(value):
                 raise AutographError(
@@ -1185,7 +1187,8 @@ class _Rewriter(ast.NodeTransformer):
             call = _call("if_return", [
                 node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
                 ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
-                ast.Constant(where)])
+                ast.Constant(where),
+                ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load())])
             statements = [then_fn, else_fn, ast.Return(value=call)]
             return _located(statements, node)
         live = self.live[node]
@@ -1524,7 +1527,8 @@ def _scoped(statements):
         if isinstance(node, ast.Lambda):
             continue
         yield node
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(_comprehension_parts(node) if isinstance(node, _COMPREHENSIONS) else
+                     ast.iter_child_nodes(node))
 
 
 def _assigned(statements):
@@ -1582,8 +1586,34 @@ def _definite(statement):
 
 
 def _loaded(node):
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx,
-                                                                                    ast.Load)}
+    """The names ``node`` reads (a comprehension's own variables are not read outside it)."""
+    names, stack = set(), [(node, frozenset())]
+    while stack:
+        node, hidden = stack.pop()
+        if isinstance(node, _COMPREHENSIONS):
+            inner = hidden | _comprehension_targets(node)
+            stack.extend((child, inner) for child in _comprehension_parts(node))
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
+                node.id not in hidden:
+            names.add(node.id)
+        stack.extend((child, hidden) for child in ast.iter_child_nodes(node))
+    return names
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _comprehension_targets(node):
+    return {n.id for g in node.generators for n in ast.walk(g.target)
+            if isinstance(n, ast.Name)}
+
+
+def _comprehension_parts(node):
+    """A comprehension's children but its targets (which bind in its own scope)."""
+    parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+    return parts + [g.iter for g in node.generators] + \
+        [i for g in node.generators for i in g.ifs]
 
 
 def _not_a_graph(statements, allow_return=False):
@@ -1620,7 +1650,8 @@ def _in_scope(nodes):
             closures.append(node)
             continue
         inside.append(node)
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(_comprehension_parts(node) if isinstance(node, _COMPREHENSIONS) else
+                     ast.iter_child_nodes(node))
     return inside, closures
 
 
