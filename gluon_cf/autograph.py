@@ -34,6 +34,51 @@ NOTE [autograph]
     ``global``/``nonlocal`` or assign attributes or items is left as Python and fails with an
     AutographError when its predicate is a tensor.
 
+    The rule set: autograph never changes a value. A construct on a tensor is converted when
+    its graph computes what Python computes, eagerly and hybridized, values and gradients;
+    otherwise it is an AutographError at the first trace (or when decorating), beginning with
+    the construct's ``file:line: source`` and saying what to write instead. Python values
+    keep Python's semantics (the rewritten code runs as Python on them). The sections below
+    say what converts; everything on a tensor that a graph traced once cannot express is
+    refused, and the refusals are listed where they arise.
+
+    Closures: nested functions, lambdas, classes (their methods) and generator expressions
+    read their enclosing function's variables when they run, not when written; default
+    arguments are read when the ``def`` runs (where it is written, as Python). A variable
+    some closure reads (a *cell*, :class:`_Scope`) stays the function's own in the branch and
+    loop functions the rewrite makes: they declare it ``nonlocal`` and start by setting it
+    from their parameter (``v = __agv_v``), so a closure called in a branch or step sees that
+    branch's or step's value, the other branch of a traced ``cond`` starts again from the
+    value before the ``if``, and the value after the ``if`` or loop is the merged one. A cell
+    counts as read after every ``if`` and loop (a closure may be called anywhere later), so
+    it is an output of every tensor ``if`` and carried by every tensor loop that assigns it;
+    where that cannot be (assigned in one branch only, a Python value a tensor loop changes,
+    no value before a tensor loop) the AutographError names the variable, the closure that
+    reads it and both lines. A named nested function that assigns a variable ``nonlocal``
+    assigns it wherever it is called: an ``if`` or loop whose code names it assigns that
+    variable too (carried out, as if assigned there). Comprehensions run where they are
+    written; their variables are their own (not assigned or read by the code around them).
+
+    Side effects: Python state changed inside a tensor ``if`` or loop would change once,
+    while tracing, whatever the condition or the number of steps. Besides the static checks
+    of a branch or loop body itself (attribute and item assignment, ``global``/``nonlocal``,
+    :func:`no_outer_lists`), every converted function (helpers and methods reached from the
+    converted one included) runs :func:`effect` before assigning an attribute or item of an
+    object that may come from outside the call (a parameter, a global, a free variable, or
+    a local not bound to a new object), a ``global`` or ``nonlocal`` variable, and
+    :func:`mutable` around the receiver of a mutating method (``append``, ``add``, ``update``
+    ...). While a tensor ``if``'s branch or a tensor loop's step is traced
+    (:func:`_graph_region`) these are AutographErrors naming the statement's line and the
+    ``if``'s or loop's line, except a closure's ``nonlocal`` write of a variable that region
+    carries out (above). Run as Python (eagerly, or on a Python condition) they run as
+    Python does, once per step.
+
+    Iteration over tensors: MXNet's ``Symbol.__iter__`` yields the whole symbol once, so
+    everything that iterates a Symbol as Python would is refused at its line: comprehensions
+    and generator expressions (:func:`iterated`), ``*x`` in a call, and the builtins
+    ``enumerate``, ``zip``, ``range``, ``sum``, ``len``, ``list`` ... called with a Symbol
+    (:func:`builtin`). A ``for`` statement over a tensor converts (``foreach``).
+
     Named functions: a call ``helper(x)`` or ``self.method(x)`` becomes
     ``__ag__.converted(helper, module)(x)``: a plain function or method defined in the same
     module as the converted function is converted too, once (cached on it); anything else
@@ -75,7 +120,13 @@ NOTE [autograph]
     to ``items``: one array (after the list's earlier items) whose number of rows is known
     only when the graph runs. ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and
     ``F.add_n(*items)`` (rewritten into :func:`unpacked`), ``items[i]`` and
-    ``items.append(x)`` compute from it; ``len`` and iteration are AutographErrors. Any
+    ``items.append(x)`` compute from it; ``len`` and iteration are AutographErrors;
+    ``items[i]`` past what bounded loops can have appended is an IndexError at its line. In
+    a ``for`` over a Python iterable with a ``break`` under a tensor ``if`` (a decoder over
+    ``range(n)``), a step after the flag became a tensor runs with its flags cleared, its
+    results count where no flag is set (a cond picks them or the values before the step)
+    and its append is one row or none (:func:`_where`, :func:`_appended_where`); a ``for``
+    over a tensor that appends and may break is an AutographError (write a ``while``). Any
     other change of an outside list, dict or set by a method call (``append`` under an
     ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is an AutographError
     (:func:`no_outer_lists`): traced once, it would happen once, whatever the condition.
@@ -268,7 +319,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
                     arrays.append(value)
                 elif isinstance(value, Undefined) or _is_tensor(value):
                     raise AutographError(
-                        f"{where}: variable {name!r} is read after this if but the {key} branch "
+                        f"{where}: variable {name!r} is read after this if"
+                        f"{_read_by(where, name)} but the {key} branch "
                         f"does not assign it; with a tensor condition both branches run as one "
                         f"graph, so assign it before the if or in both branches")
             # a cond needs an output: with no array to return, a placeholder nothing reads
@@ -294,16 +346,18 @@ def _check_same_kind(name, then_value, else_value, where):
         if isinstance(then_value, Undefined) or isinstance(else_value, Undefined):
             side = "else" if isinstance(else_value, Undefined) else "then"
             raise AutographError(
-                f"{where}: variable {name!r} is read after this if but the {side} branch does "
-                f"not assign it; with a tensor condition both branches run as one graph, so "
+                f"{where}: variable {name!r} is read after this if{_read_by(where, name)} but "
+                f"the {side} branch does not assign it; with a tensor condition both branches run as one graph, so "
                 f"assign it before the if or in both branches")
         raise AutographError(
-            f"{where}: variable {name!r} is an array in one branch of this if and the Python "
+            f"{where}: variable {name!r}{_read_by(where, name)} is an array in one branch of "
+            f"this if and the Python "
             f"value {then_value if not then_array else else_value!r} in the other; with a "
             f"tensor condition both must be arrays (use F.full / F.zeros_like for constants)")
     if not then_array and not isinstance(then_value, Undefined) and then_value != else_value:
         raise AutographError(
-            f"{where}: variable {name!r} is the Python value {then_value!r} in one branch of "
+            f"{where}: variable {name!r}{_read_by(where, name)} is the Python value "
+            f"{then_value!r} in one branch of "
             f"this if and {else_value!r} in the other; with a tensor condition it must be an "
             f"array in both (F.full) or the same value")
 
@@ -835,10 +889,21 @@ def _truth(value, where, what):
     return value
 
 
+# (where, variable) -> the closure that reads the variable: "the lambda at file:12", for the
+# messages about that variable at that if or loop (filled by the conversion)
+_READERS: dict = {}
+
+
+def _read_by(where, name):
+    reader = _READERS.get((where, name))
+    return f" (read by {reader})" if reader else ""
+
+
 def _loop_arrays(values, names, where, what):
     for name, value in zip(names, values):
         if isinstance(value, Undefined):
-            raise AutographError(f"{where}: variable {name!r} is assigned in this {what} loop "
+            raise AutographError(f"{where}: variable {name!r}{_read_by(where, name)} is "
+                                 f"assigned in this {what} loop "
                                  f"on a tensor but has no value before it; a graph's loop "
                                  f"carries its variables from step to step, so give it one "
                                  f"before the loop")
@@ -850,7 +915,8 @@ def _check_loop_vars(before, after, names, where, what):
         if isinstance(old, mx.sym.Symbol) != isinstance(new, mx.sym.Symbol) or \
                 (not isinstance(old, mx.sym.Symbol) and old is not new and old != new):
             raise AutographError(
-                f"{where}: variable {name!r} changes in this {what} loop on a tensor but is "
+                f"{where}: variable {name!r}{_read_by(where, name)} changes in this {what} "
+                f"loop on a tensor but is "
                 f"the Python value {old if not isinstance(old, mx.sym.Symbol) else new!r} "
                 f"before or after a step; a graph's loop can only carry arrays (make it one, "
                 f"e.g. F.zeros((1,)) for a counter)")
@@ -1048,6 +1114,20 @@ class _Rewriter(ast.NodeTransformer):
                         targets=[ast.Name(id=n, ctx=ast.Store()) for n in sorted(scope.cells)],
                         value=ast.Constant(None))]), fn.body[0]))
 
+    def _record_readers(self, node, names):
+        """Remember, for the messages about ``names`` at ``node``, the closures that read
+        them (NOTE [autograph], closures)."""
+        scope, where = self._scope(node), self.where(node)
+        for name in names:
+            closure = scope.readers.get(name)
+            if closure is not None:
+                kind = {ast.Lambda: "the lambda", ast.GeneratorExp: "the generator expression"
+                        }.get(type(closure)) or \
+                    f"the {'class' if isinstance(closure, ast.ClassDef) else 'function'} " \
+                    f"{closure.name!r}"
+                _READERS[(where, name)] = \
+                    f"{kind} at {self.filename}:{closure.lineno + self.offset}"
+
     def _scope(self, node):
         """The _Scope of the function ``node`` (of the code as written) is in."""
         parent = self.parents.get(node)
@@ -1192,6 +1272,7 @@ class _Rewriter(ast.NodeTransformer):
             statements = [then_fn, else_fn, ast.Return(value=call)]
             return _located(statements, node)
         live = self.live[node]
+        self._record_readers(node, assigned)
         out = _names(assigned)
         then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out, cells)
         else_fn = self._loop_function(f"__ag_else_{number}", assigned,
@@ -1388,6 +1469,7 @@ class _Rewriter(ast.NodeTransformer):
             node.body + [ast.Expr(value=getattr(node, "test", ast.Constant(None)))])) - \
             set(exclude)
         wanted = read_by_test | self.exposed[node] | self.live[node]
+        self._record_readers(node, assigned & wanted)
         return sorted(assigned & wanted)
 
     @staticmethod
@@ -1691,6 +1773,10 @@ class _Scope:
         for closure in self.closures:
             self.free |= _free(closure) - self.bound
         self.cells = self.bound & set().union(*[_free(c) for c in self.closures])
+        self.readers = {}             # cell -> the first closure (in the source) reading it
+        for closure in sorted(self.closures, key=lambda c: (c.lineno, c.col_offset)):
+            for name in _free(closure) & self.cells:
+                self.readers.setdefault(name, closure)
         # variables of this scope a named closure assigns (nonlocal), itself or through the
         # closures it names
         writes = {}

@@ -1448,3 +1448,48 @@ def test_tensor_for_that_appends_and_breaks_is_refused_with_what_to_do():
                       f"tensor condition")
     with pytest.raises(AutographError, match=where + ".*write it as a while loop"):
         net(x)
+
+
+class ClosureReadsPythonCounter(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        k = 2
+        f = lambda v: v * k          # noqa: E731
+        for r in x:
+            k = k + 1
+            x = x + f(r)
+        return x
+
+
+class ClosureReadsOneBranchVariable(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        def twice():
+            return t * 2
+        if x.sum() > 0:
+            t = x + 1
+        return x
+
+
+@pytest.mark.parametrize("model, header, closure, message", [
+    (ClosureReadsPythonCounter, "for r in x:", "f = lambda v: v * k",
+     "variable 'k' (read by the lambda at {closure}) changes in this for loop on a tensor but "
+     "is the Python value 2"),
+    (ClosureReadsOneBranchVariable, "if x.sum() > 0:", "def twice():",
+     "variable 't' is read after this if (read by the function 'twice' at {closure}) but the "
+     "else branch does not assign it"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_closure_refusals_name_the_variable_the_closure_and_both_lines(model, header, closure,
+                                                                     message):
+    """Where a closure's variable cannot be what Python shows it (a Python value a tensor
+    loop changes, a variable one branch of a tensor if assigns), the refusal names the
+    variable, the closure and both lines."""
+    x = mx.nd.array([1.0, 2.0])
+    want = type(model()).hybrid_forward.__wrapped__(model(), mx.nd, x).asnumpy()
+    np.testing.assert_allclose(model()(x).asnumpy(), want)
+    net = model()
+    net.hybridize()
+    where = f"{HERE}:{line_of(model, header)}: {header.rstrip(':')}: "
+    with pytest.raises(AutographError, match=re.escape(where + message.format(
+            closure=f"{HERE}:{line_of(model, closure)}"))):
+        net(x)
