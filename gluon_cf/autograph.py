@@ -239,10 +239,25 @@ def mutable(receiver, where, method):
     return receiver
 
 
+def changing(fn, where):
+    """``setattr``/``delattr`` at a call of converted code on an object that may come from
+    outside: an error inside a graph region (:func:`effect`)."""
+    import builtins
+    if fn is builtins.setattr or fn is builtins.delattr:
+        @functools.wraps(fn)
+        def checked(obj, name, *rest):
+            effect(where, f"{'assigns' if fn is builtins.setattr else 'deletes'} the attribute "
+                          f"{name!r} of {type(obj).__name__} (by {fn.__name__})")
+            return fn(obj, name, *rest)
+        return checked
+    return fn
+
+
 def iterated(value, where, what):
     """The iterable of a comprehension, generator expression or unpacking (``*x``): a Symbol
-    is an error (MXNet's Symbol.__iter__ yields the whole symbol, not its rows)."""
-    if isinstance(value, mx.sym.Symbol):
+    of one output is an error (MXNet's Symbol.__iter__ yields the whole symbol, not its rows;
+    a Symbol of several outputs, ``F.split``'s, yields them as the eager list does)."""
+    if _one_output(value):
         raise AutographError(
             f"{where}: this {what} iterates over a tensor; while hybridizing a Symbol has no "
             f"rows to iterate (MXNet would yield the whole array once), so write a for "
@@ -266,7 +281,7 @@ def builtin(fn, where):
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        if any(isinstance(a, mx.sym.Symbol) for a in args):
+        if any(_one_output(a) for a in args):
             raise AutographError(
                 f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
                 f"{'count' if name == 'len' else 'iterate'} (MXNet would see the whole array "
@@ -275,6 +290,10 @@ def builtin(fn, where):
                 f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
         return fn(*args, **kwargs)
     return checked
+
+
+def _one_output(value):
+    return isinstance(value, mx.sym.Symbol) and len(value.list_outputs()) == 1
 
 
 def _is_tensor(value):
@@ -580,7 +599,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
                              f"which stops where the break is")
     if keep_item:
         raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
-                             f"after the loop; a graph's loop does not keep its last row, so "
+                             f"after the loop (or by a closure defined in the function); a "
+                             f"graph's loop does not keep its last row, so "
                              f"assign what you need to a variable (given a value before the "
                              f"loop) inside it")
     from .ops.foreach import foreach
@@ -1095,7 +1115,7 @@ class _Rewriter(ast.NodeTransformer):
                 self.parents[child] = parent
         self.func = func
         self.scopes = {fn: _Scope(fn) for fn in ast.walk(func)
-                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
         self.self_name = func.args.args[0].arg if func.args.args else None
         # Liveness on the code as written (after the jumps' rewrite): the rewritten code
         # passes every value an if assigns into its branches, which would read as uses.
@@ -1108,7 +1128,8 @@ class _Rewriter(ast.NodeTransformer):
                 self.exposed[node] = _exposed(node.body)
         self.generic_visit(func)
         for fn, scope in self.scopes.items():
-            if scope.cells:     # `if False: v = None`: generated functions' `nonlocal v` binds
+            if scope.cells and not isinstance(fn, ast.Lambda):
+                # `if False: v = None`: generated functions' `nonlocal v` binds
                 fn.body.insert(0, ast.copy_location(ast.If(
                     test=ast.Constant(False), orelse=[], body=[ast.Assign(
                         targets=[ast.Name(id=n, ctx=ast.Store()) for n in sorted(scope.cells)],
@@ -1132,7 +1153,7 @@ class _Rewriter(ast.NodeTransformer):
         """The _Scope of the function ``node`` (of the code as written) is in."""
         parent = self.parents.get(node)
         while parent is not None and not isinstance(parent, (ast.FunctionDef,
-                                                             ast.AsyncFunctionDef)):
+                                                             ast.AsyncFunctionDef, ast.Lambda)):
             parent = self.parents.get(parent)
         return self.scopes[parent if parent is not None else self.func]
 
@@ -1166,6 +1187,10 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Assign(self, node):
         checks = self._effects(node, node.targets)
         self.generic_visit(node)
+        if node in self.parents and any(isinstance(t, (ast.Tuple, ast.List))
+                                        for t in node.targets):
+            node.value = _call("iterated", [node.value, ast.Constant(self.where(node)),
+                                            ast.Constant("unpacking assignment")])
         return checks + [node] if checks else node
 
     def visit_AnnAssign(self, node):
@@ -1181,6 +1206,11 @@ class _Rewriter(ast.NodeTransformer):
     # -- super() and private names, as the class body would have compiled them
     def visit_Call(self, node):
         func = node.func
+        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args and \
+                node in self.parents:
+            root = _root(node.args[0])
+            if root is None or self._scope(node).outer(root):
+                node.func = _call("changing", [func, ast.Constant(self.where(node))])
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and node in self.parents:
             root = _root(func.value)
             if not (isinstance(func.value, ast.Name) and

@@ -1177,6 +1177,17 @@ class ClosuresEverywhere(gluon.HybridBlock):
         return total + scaled(h, 3)
 
 
+class IteratesOutputs(gluon.HybridBlock):
+    """A Symbol of several outputs (F.split's) iterates over them as the eager list does:
+    unpacked, in a comprehension, with *, len: converted, not refused."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        a, b = F.split(x, num_outputs=2, axis=0)
+        parts = [p * 2 for p in F.split(x, num_outputs=2, axis=0)]
+        return F.concat(a * b, *parts, dim=0) * len(F.split(x, num_outputs=2, axis=0))
+
+
 def compare_with_plain(factory, args):
     """Plain Python (the unconverted hybrid_forward on NDArrays), then the converted block
     eager and hybridized: values and input gradients must agree."""
@@ -1207,6 +1218,7 @@ def compare_with_plain(factory, args):
     (NonlocalHelper, [np.ones((3, 2)), [1, 0]], None),
     (NonlocalHelper, [np.ones((3, 2)) * 4, [1, 0]], None),
     (ClosuresEverywhere, [[[1, 0.5], [-1, 0.2]], [1, 2]], None),
+    (IteratesOutputs, [[[1, 2], [3, 4]]], [[6, 16], [4, 8], [12, 16]]),
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_closures_see_what_python_shows_them(model, args, value):
     want = compare_with_plain(model, args)
@@ -1281,6 +1293,34 @@ def set_item(x):
     return -x
 
 
+class LambdaAppends(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        cache = []
+        f = lambda v: cache.append(v)      # noqa: E731
+        for r in x:
+            f(r)
+        return x * len(cache)
+
+
+class UnpacksTensor(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        a, b = x
+        return a + b
+
+
+class SetattrMethod(gluon.HybridBlock):
+    def bump(self):
+        setattr(self, "k", getattr(self, "k", 0) + 1)
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        if x.sum() > 0:
+            self.bump()
+        return x * 2
+
+
 class Comprehension(gluon.HybridBlock):
     """Once silently wrong: hybridized, (1, 4, 3) (Symbol.__iter__ yields the whole symbol)."""
 
@@ -1338,6 +1378,14 @@ class GeneratorOverTensor(gluon.HybridBlock):
     (HelperSetsItem, [[1, 2]], "COUNTER[0] = COUNTER[0] + 1",
      r"this statement assigns COUNTER\[0\], inside the conditional expression on a tensor at "
      r"{file}:{region} \(y = x if F.sum\(x\) > 0 else set_item\(x\)\)"),
+    (LambdaAppends, [np.ones((2, 2))], "f = lambda v: cache.append(v)      # noqa: E731",
+     r"this statement changes a Python list \(\.append\), inside the for loop on a tensor at "
+     r"{file}:{region} \(for r in x:\)"),
+    (SetattrMethod, [np.ones((2, 2))], 'setattr(self, "k", getattr(self, "k", 0) + 1)',
+     r"this statement assigns the attribute 'k' of SetattrMethod \(by setattr\), inside the "
+     r"if on a tensor at {file}:{region} \(if x.sum\(\) > 0:\)"),
+    (UnpacksTensor, [np.ones((2, 2))], "a, b = x",
+     r"this unpacking assignment iterates over a tensor"),
     (Comprehension, [np.ones((4, 3))], "return F.stack(*[r * 2 for r in x])",
      r"this comprehension iterates over a tensor; while hybridizing a Symbol has no rows"),
     (GeneratorOverTensor, [np.ones((4, 3))], "return F.add_n(*(r for r in x))",
@@ -1357,7 +1405,8 @@ def test_side_effects_and_iteration_over_tensors_are_refused(model, args, line, 
     number = next(i for i, text in enumerate(source) if text.strip() == line) + 1
     headers = {CountingMethod: "while i < 3:", HelperMutatesList: "if F.sum(x) > 0:",
                HelperAssignsGlobal: "for row in x:",
-               HelperSetsItem: "y = x if F.sum(x) > 0 else set_item(x)"}
+               HelperSetsItem: "y = x if F.sum(x) > 0 else set_item(x)",
+               LambdaAppends: "for r in x:", SetattrMethod: "if x.sum() > 0:"}
     region = line_of(model, headers[model]) if model in headers else 0
     inputs = [mx.nd.array(a) for a in args]
     want = type(model()).hybrid_forward.__wrapped__(model(), mx.nd, *inputs).asnumpy()

@@ -258,12 +258,15 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
 # (a lambda, a nested function, a class's method, a default argument), reassign k, assign it
 # through a nested function's nonlocal, call helpers of the module (one with a tensor if, one
 # that appends to a global list) and methods (one that counts calls in an attribute),
-# iterate over a tensor in a comprehension, and over Python values in a generator expression.
+# iterate over a tensor in a comprehension, and over Python values in a generator expression,
+# append to a list through a lambda, set an attribute by setattr, unpack F.split's outputs.
 CLOSURE_STATEMENTS = (
     "x = scale(x)", "y = step() * 0.5", "bump(x)", "k = k * 0.9 + y", "y = plus(y)",
     "x = shift(x)", "x = helper(x)", "x = self.half(x)", "x = self.count(x)",
     "y = tally(y)", "y = y + F.stack(*[r * 0.5 for r in seq]).sum(axis=0)",
-    "y = y + sum(v * 0.5 for v in (x, k))", "x = (lambda v: v + y * k)(x)",
+    "y = y + sum(v * 0.5 for v in (x, k))", "x = (lambda v: v + y * k)(x)", "note(x)",
+    "x = self.mark(x)", "x, y = F.split(F.concat(y, x, dim=0), num_outputs=2, axis=0)",
+    "x, y = y * 0.5, x",
 )
 
 @st.composite
@@ -310,6 +313,10 @@ class Net(mx.gluon.HybridBlock):
     def half(self, v):
         return v * 0.5
 
+    def mark(self, v):
+        setattr(self, "m", self.m + 1)
+        return v * (1 + 0.05 * self.m)
+
     @gluon_cf.autograph(max_iterations=8)
     def hybrid_forward(self, F, x, y, seq):
         acc = []
@@ -331,8 +338,10 @@ class Net(mx.gluon.HybridBlock):
 
         def shift(v, c=k):
             return v + c
+        seen = []
+        note = lambda v: seen.append(v)
 {body}
-        return x + y + k
+        return x + y + k + len(seen) * 0.25
 """
 
 CLOSURE_OUTCOMES = {}
@@ -364,7 +373,7 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
         outcome = {}
         for mode in ("plain", "eager", "hybrid"):
             log.clear()                      # the side effects start afresh in each mode
-            net.n = 0
+            net.n = net.m = 0
             if mode == "hybrid":
                 net.hybridize()
             outcome[mode] = _run(net, mode == "plain", x, y, seq, located=path)
