@@ -165,8 +165,12 @@ class AutographError(ValueError):
     line and source line of the construct, and says what to do."""
 
     def __init__(self, message):
-        # "file:12: while True:" then ": what" would read "while True:: what"
-        super().__init__(re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1))
+        super().__init__(_one_colon(message))
+
+
+def _one_colon(message):
+    """``file:12: while True:`` then ``: what`` would read ``while True:: what``."""
+    return re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1)
 
 
 class Undefined:
@@ -748,9 +752,9 @@ class StepList:
         if not isinstance(index, int) or isinstance(index, bool):
             self._unknown_length(f"indexed with {index!r}")
         if self.most is not None and not -self.most <= index < self.most:
-            raise IndexError(f"{where}: list index {index} out of range: the list holds at "
-                             f"most {self.most} items (the loop at {_region_at(self.where)} "
-                             f"appended them)")
+            raise IndexError(_one_colon(
+                f"{where}: list index {index} out of range: the list holds at most "
+                f"{self.most} items (the loop at {_region_at(self.where)} appended them)"))
         row = mx.sym.slice_axis(self.rows, axis=0, begin=index,
                                 end=None if index == -1 else index + 1,
                                 name=_node_name(where, "item"))
@@ -810,6 +814,13 @@ def no_outer_lists(value, names, values, where, what):
     cannot change a Python object: the change would happen once, while tracing)."""
     if isinstance(value, mx.sym.Symbol):
         for name, current in zip(names, values):
+            if isinstance(current, (list, dict, set)) and what.startswith("code after"):
+                raise AutographError(
+                    f"{where}: this statement runs after a break, continue or return under a "
+                    f"tensor if (whether it runs is known only when the graph runs) and changes "
+                    f"the {type(current).__name__} {name!r} from outside the loop; to collect "
+                    f"rows, append once per step before the if that breaks (in a while loop "
+                    f"or a for over a Python range)")
             if isinstance(current, (list, dict, set)):
                 raise AutographError(
                     f"{where}: this {what} is on a tensor and changes the {type(current).__name__}"
@@ -1278,7 +1289,10 @@ class _Rewriter(ast.NodeTransformer):
         mutated = _mutated(node.body + node.orelse)
         self.generic_visit(node)          # inner ifs first
         where = self.where(node)
-        node.test = self._no_outer_lists(node.test, mutated, where, "if")
+        node.test = self._no_outer_lists(
+            node.test, mutated, where,
+            "code after a break, continue or return" if getattr(node, "ag_guard", False)
+            else "if")
         returns = _always_returns(node.body) and _always_returns(node.orelse)
         why = _not_a_graph(node.body + node.orelse, allow_return=returns)
         if why:
@@ -1914,8 +1928,9 @@ def _lower_block(statements, loop):
             guards = stop + ([flags.cont] if flags.used_continue else [])
             body = _guard(body, guards)
             if stop and isinstance(statement, ast.For):
-                body = [ast.copy_location(ast.If(test=_running(stop), body=body, orelse=[]),
-                                          statement)]
+                wrapper = ast.If(test=_running(stop), body=body, orelse=[])
+                setattr(wrapper, "ag_guard", True)
+                body = [ast.copy_location(wrapper, statement)]
                 setattr(statement, "ag_stop", stop)      # for_stmt ends a Python loop by them
             elif stop:
                 statement.test = _call("running_and", [
@@ -1981,8 +1996,9 @@ def _guard(block, flags):
         set_here = sorted(_assigned([statement]) & set(flags))
         if set_here and k + 1 < len(block):
             rest = _guard(block[k + 1:], flags)
-            return block[:k + 1] + [ast.copy_location(
-                ast.If(test=_running(set_here), body=rest, orelse=[]), block[k + 1])]
+            guard = ast.If(test=_running(set_here), body=rest, orelse=[])
+            setattr(guard, "ag_guard", True)      # not the user's if: messages say so
+            return block[:k + 1] + [ast.copy_location(guard, block[k + 1])]
     return block
 
 

@@ -1542,3 +1542,30 @@ def test_closure_refusals_name_the_variable_the_closure_and_both_lines(model, he
     with pytest.raises(AutographError, match=re.escape(where + message.format(
             closure=f"{HERE}:{line_of(model, closure)}"))):
         net(x)
+
+
+class AppendsAfterTensorBreak(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        tokens = []
+        for t in range(4):
+            x = x * 2
+            if x.sum() > 5:
+                break
+            tokens.append(x)
+        return F.stack(*tokens)
+
+
+def test_append_after_a_tensor_break_says_what_to_do():
+    """Once "this if is on a tensor" about an if the user did not write, with advice to do
+    what the code did (append as a statement of the loop's body)."""
+    x = mx.nd.ones((2,))
+    want = AppendsAfterTensorBreak.hybrid_forward.__wrapped__(None, mx.nd, x).asnumpy()
+    np.testing.assert_allclose(AppendsAfterTensorBreak()(x).asnumpy(), want)
+    net = AppendsAfterTensorBreak()
+    net.hybridize()
+    line = line_of(AppendsAfterTensorBreak, "tokens.append(x)")
+    with pytest.raises(AutographError, match=re.escape(
+            f"{HERE}:{line}: tokens.append(x): this statement runs after a break, continue or "
+            f"return under a tensor if") + ".*append once per step before the if that breaks"):
+        net(x)
