@@ -27,7 +27,7 @@ def blocks(draw, depth=0, loops=()):
     """Lines (indent, text) of a block of 1-3 statements; ``loops``: enclosing loops' names."""
     lines = []
     for _ in range(draw(st.integers(1, 3))):
-        kinds = ["assign", "assign", "aug", "append", "ifexp"]
+        kinds = ["assign", "assign", "aug", "append", "ifexp", "closure"]
         if depth < 3:
             kinds += ["if", "if", "for", "while"]
         if loops:
@@ -41,6 +41,10 @@ def blocks(draw, depth=0, loops=()):
                 f"z = x - {k}", "x = z if z > 0 else x"]))))
         elif kind == "aug":
             lines.append((0, draw(st.sampled_from([f"x += {k}", f"y -= {k}", "acc += [x]"]))))
+        elif kind == "closure":          # closures of f: they read x, y, z when called
+            lines.append((0, draw(st.sampled_from([
+                "y = (y + peek()) % 97", "bump()", "acc.append(Box().get())",
+                "z = sum(v for v in (x, z)) % 31", "x = shift() % 89"]))))
         elif kind == "append":
             lines.append((0, draw(st.sampled_from(["acc.append(x)", "acc.append(y - x)"]))))
         elif kind == "ifexp":
@@ -92,14 +96,34 @@ def _outcome(fn, *args):
         return ("error", type(err).__name__)
 
 
+# Closures of the random programs' function: a lambda, a nested function assigning z
+# (nonlocal), a class whose method reads y, a default argument (read when the def runs).
+CLOSURES = """\
+    peek = lambda: x * 2 + z
+
+    def bump():
+        nonlocal z
+        z = (z + x) % 13
+
+    class Box:
+        def get(self):
+            return y
+
+    def shift(d=y):
+        return x + d
+"""
+
+
 def test_random_programs_keep_their_meaning(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("programs")
 
-    @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=500, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
     @given(blocks(), st.integers(-20, 120), st.integers(-20, 120))
     def check(lines, x, y):
         body = "\n".join("    " * (d + 1) + t for d, t in lines)
-        source = f"def f(x, y):\n    acc = []\n    z = 0\n{body}\n    return x, y, acc\n"
+        source = (f"def f(x, y):\n    acc = []\n    z = 0\n{CLOSURES}{body}\n"
+                  f"    return x, y, acc, peek(), shift()\n")
         plain = _load(source, tmp_path)
         converted = gluon_cf.autograph(plain)
         want, got = _outcome(plain, x, y), _outcome(converted, x, y)
@@ -215,7 +239,8 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
     import warnings
     tmp_path = tmp_path_factory.mktemp("tensor_programs")
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
     @given(tensor_blocks(), st.floats(-1, 1, width=32), st.floats(-1, 1, width=32))
     def check(lines, x0, y0):
         body = "\n".join("        " + "    " * d + t for d, t in lines)
