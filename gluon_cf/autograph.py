@@ -1849,11 +1849,14 @@ class _Scope:
 
 
 def _new_object(value):
-    """Whether an expression makes a new object: a display, a comprehension, a constant or a
-    call of a plain name (``dict()``, ``Cls()``)."""
+    """Whether an expression makes a new object: a display, a comprehension, a constant, a
+    container's constructor (``dict()``) or a class's (``Cls()``, by the naming convention;
+    ``get_cache()`` may return an object from outside)."""
     return isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
                               ast.SetComp, ast.Constant, ast.Tuple)) or \
-        isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+        (value.func.id in ("list", "dict", "set", "bytearray", "tuple", "frozenset") or
+         value.func.id[:1].isupper())
 
 
 def _free(closure):
