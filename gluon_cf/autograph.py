@@ -362,7 +362,22 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
     return tuple(merged)
 
 
+def _no_structure(name, a, b, where, what):
+    """A list or tuple holding arrays, carried by a graph's loop or out of a cond: an error
+    saying to unpack it (comparing it as a Python value would ask a Symbol for its truth)."""
+    if a is b:
+        return
+    for value in (a, b):
+        if isinstance(value, (list, tuple)) and _holds_symbols(value):
+            raise AutographError(
+                f"{where}: variable {name!r}{_read_by(where, name)} is a "
+                f"{type(value).__name__} of arrays that {what} changes; a graph carries "
+                f"arrays, not lists of them, so unpack it into variables (h, c = state) and "
+                f"pack it again where it is used ([h, c])")
+
+
 def _check_same_kind(name, then_value, else_value, where):
+    _no_structure(name, then_value, else_value, where, "this if on a tensor")
     then_array, else_array = isinstance(then_value, mx.sym.Symbol), \
         isinstance(else_value, mx.sym.Symbol)
     if then_array != else_array:
@@ -643,20 +658,41 @@ def _append(lists, values, where):
 
 def _where(going, new, old, names, where):
     """The values of a step that ran only where the array ``going`` holds: ``new`` there,
-    ``old`` elsewhere (a cond choosing between them)."""
+    ``old`` elsewhere (a cond choosing between them). Lists and tuples of arrays (an RNN
+    cell's ``state``) are chosen item by item."""
     pairs = []
-    for name, n, o in zip(names, new, old):
+
+    def pair(name, n, o):
         if isinstance(n, mx.sym.Symbol) and isinstance(o, mx.sym.Symbol):
             pairs.append((n, o))
+        elif isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
+                len(n) == len(o) and (_holds_symbols(n) or _holds_symbols(o)):
+            for a, b in zip(n, o):
+                pair(name, a, b)
         else:
             _check_loop_vars([o], [n], [name], where, "for")
+    for name, n, o in zip(names, new, old):
+        pair(name, n, o)
     if not pairs:
         return tuple(new)
     chosen = cond(going, lambda: [n for n, _ in pairs], lambda: [o for _, o in pairs],
                   name=_node_name(where, "step"))
     chosen = list(chosen) if isinstance(chosen, (list, tuple)) else [chosen]
-    return tuple(chosen.pop(0) if isinstance(n, mx.sym.Symbol) and isinstance(
-        o, mx.sym.Symbol) else n for n, o in zip(new, old))
+
+    def rebuilt(n, o):
+        if isinstance(n, mx.sym.Symbol) and isinstance(o, mx.sym.Symbol):
+            return chosen.pop(0)
+        if isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
+                len(n) == len(o) and (_holds_symbols(n) or _holds_symbols(o)):
+            return type(n)(rebuilt(a, b) for a, b in zip(n, o))
+        return n
+    return tuple(rebuilt(n, o) for n, o in zip(new, old))
+
+
+def _holds_symbols(value):
+    """Whether a list or tuple holds a Symbol (at any depth)."""
+    return any(isinstance(v, mx.sym.Symbol) or isinstance(v, (list, tuple)) and
+               _holds_symbols(v) for v in value)
 
 
 def _appended_where(going, lists, values, where):
@@ -943,6 +979,7 @@ def _loop_arrays(values, names, where, what):
 
 def _check_loop_vars(before, after, names, where, what):
     for name, old, new in zip(names, before, after):
+        _no_structure(name, old, new, where, f"this {what} loop on a tensor")
         if isinstance(old, mx.sym.Symbol) != isinstance(new, mx.sym.Symbol) or \
                 (not isinstance(old, mx.sym.Symbol) and old is not new and old != new):
             raise AutographError(

@@ -1569,3 +1569,65 @@ def test_append_after_a_tensor_break_says_what_to_do():
             f"{HERE}:{line}: tokens.append(x): this statement runs after a break, continue or "
             f"return under a tensor if") + ".*append once per step before the if that breaks"):
         net(x)
+
+
+class RangeDecoderWithState(gluon.HybridBlock):
+    """A GRU decoder over a Python range whose state is a list (out, state = cell(x, state)),
+    stopping at a tensor break: the list is chosen item by item (once asked a Symbol for its
+    truth)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = gluon.rnn.GRUCell(4, input_size=4)
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, h):
+        outs = []
+        state = [h]
+
+        def step(inp):
+            return self.cell(inp, state)
+        for t in range(4):
+            out, state = step(x)
+            x = out
+            outs.append(out)
+            if F.sum(out) > 1.0:
+                break
+        return F.concat(*outs, dim=0)
+
+
+class CarriesStateList(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        state = [x, x * 2]
+        for row in x:
+            state = [state[0] + row, state[1] * 0.5]
+        return state[0] + state[1]
+
+
+def test_a_decoder_carrying_a_state_list():
+    for scale in (0.3, 3.0):
+        def factory():
+            mx.random.seed(0)
+            net = RangeDecoderWithState()
+            net.initialize(mx.init.Xavier())
+            return net
+        net = factory()
+        args = [np.ones((1, 4)) * scale, np.zeros((1, 4))]
+        ins = [mx.nd.array(a) for a in args]
+        want = type(net).hybrid_forward.__wrapped__(net, mx.nd, *ins).asnumpy()
+        for mode in MODES:
+            net = factory()
+            set_mode(net, mode)
+            np.testing.assert_allclose(net(*ins).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    net = CarriesStateList()
+    x = mx.nd.ones((2, 2))
+    np.testing.assert_allclose(net(x).asnumpy(), type(net).hybrid_forward.__wrapped__(
+        net, mx.nd, x).asnumpy())
+    net.hybridize()
+    with pytest.raises(AutographError, match=re.escape(
+            f"{HERE}:{line_of(CarriesStateList, 'for row in x:')}: for row in x: variable "
+            f"'state' is a list of arrays that this for loop on a tensor changes; a graph "
+            f"carries arrays, not lists of them, so unpack it")):
+        net(x)
