@@ -1324,6 +1324,10 @@ class _Rewriter(ast.NodeTransformer):
     # -- if statements
     def visit_If(self, node):
         mutated = _mutated(node.body + node.orelse)
+        # the cells the branches assign, as written (an inner returning if hides its own
+        # assignments in its branch functions; these branches must still start from theirs)
+        cells_assigned = (_assigned(node.body) | _assigned(node.orelse)) & \
+            self._scope(node).cells
         self.generic_visit(node)          # inner ifs first
         where = self.where(node)
         node.test = self._no_outer_lists(
@@ -1337,7 +1341,7 @@ class _Rewriter(ast.NodeTransformer):
             return node
         number = next(_counter)
         scope = self._scope(node)
-        assigned = sorted(_assigned(node.body) | _assigned(node.orelse) |
+        assigned = sorted(_assigned(node.body) | _assigned(node.orelse) | cells_assigned |
                           scope.written_by_calls(node.body + node.orelse))
         cells = scope.cells
         if returns:                       # both branches return: the if is the return value

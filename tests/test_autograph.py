@@ -1188,6 +1188,22 @@ class IteratesOutputs(gluon.HybridBlock):
         return F.concat(a * b, *parts, dim=0) * len(F.split(x, num_outputs=2, axis=0))
 
 
+class ClosureAndNestedReturn(gluon.HybridBlock):
+    """A variable a closure reads, assigned in the else of a returning tensor if inside
+    another: once its value from inside the inner cond leaked into the outer else branch
+    ("Unknown input to HybridBlock"), found by the random closure programs."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, y):
+        k = lambda: y * 2          # noqa: E731
+        if x.sum() > 0.0:
+            x = F.tanh(x * 1.5)
+            if x.sum() > 0.3:
+                return x - y
+            y = x if x.sum() > 0.2 else y + 1
+        return x + y + k()
+
+
 def compare_with_plain(factory, args):
     """Plain Python (the unconverted hybrid_forward on NDArrays), then the converted block
     eager and hybridized: values and input gradients must agree."""
@@ -1219,6 +1235,9 @@ def compare_with_plain(factory, args):
     (NonlocalHelper, [np.ones((3, 2)) * 4, [1, 0]], None),
     (ClosuresEverywhere, [[[1, 0.5], [-1, 0.2]], [1, 2]], None),
     (IteratesOutputs, [[[1, 2], [3, 4]]], [[6, 16], [4, 8], [12, 16]]),
+    (ClosureAndNestedReturn, [[0.0], [0.5]], None),
+    (ClosureAndNestedReturn, [[0.1], [0.5]], None),
+    (ClosureAndNestedReturn, [[0.5], [0.5]], None),
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_closures_see_what_python_shows_them(model, args, value):
     want = compare_with_plain(model, args)
