@@ -125,7 +125,9 @@ NOTE [autograph]
     a ``for`` over a Python iterable with a ``break`` under a tensor ``if`` (a decoder over
     ``range(n)``), a step after the flag became a tensor runs with its flags cleared, its
     results count where no flag is set (a cond picks them or the values before the step)
-    and its append is one row or none (:func:`_where`, :func:`_appended_where`); a ``for``
+    and its append is one row or none (:func:`_where`, :func:`_appended_where`; a list of
+    arrays such as an RNN cell's ``state`` is chosen item by item, while a graph loop or
+    cond that changes one is an AutographError saying to unpack it); a ``for``
     over a tensor that appends and may break is an AutographError (write a ``while``). Any
     other change of an outside list, dict or set by a method call (``append`` under an
     ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is an AutographError
