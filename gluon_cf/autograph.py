@@ -34,6 +34,51 @@ NOTE [autograph]
     ``global``/``nonlocal`` or assign attributes or items is left as Python and fails with an
     AutographError when its predicate is a tensor.
 
+    The rule set: autograph never changes a value. A construct on a tensor is converted when
+    its graph computes what Python computes, eagerly and hybridized, values and gradients;
+    otherwise it is an AutographError at the first trace (or when decorating), beginning with
+    the construct's ``file:line: source`` and saying what to write instead. Python values
+    keep Python's semantics (the rewritten code runs as Python on them). The sections below
+    say what converts; everything on a tensor that a graph traced once cannot express is
+    refused, and the refusals are listed where they arise.
+
+    Closures: nested functions, lambdas, classes (their methods) and generator expressions
+    read their enclosing function's variables when they run, not when written; default
+    arguments are read when the ``def`` runs (where it is written, as Python). A variable
+    some closure reads (a *cell*, :class:`_Scope`) stays the function's own in the branch and
+    loop functions the rewrite makes: they declare it ``nonlocal`` and start by setting it
+    from their parameter (``v = __agv_v``), so a closure called in a branch or step sees that
+    branch's or step's value, the other branch of a traced ``cond`` starts again from the
+    value before the ``if``, and the value after the ``if`` or loop is the merged one. A cell
+    counts as read after every ``if`` and loop (a closure may be called anywhere later), so
+    it is an output of every tensor ``if`` and carried by every tensor loop that assigns it;
+    where that cannot be (assigned in one branch only, a Python value a tensor loop changes,
+    no value before a tensor loop) the AutographError names the variable, the closure that
+    reads it and both lines. A named nested function that assigns a variable ``nonlocal``
+    assigns it wherever it is called: an ``if`` or loop whose code names it assigns that
+    variable too (carried out, as if assigned there). Comprehensions run where they are
+    written; their variables are their own (not assigned or read by the code around them).
+
+    Side effects: Python state changed inside a tensor ``if`` or loop would change once,
+    while tracing, whatever the condition or the number of steps. Besides the static checks
+    of a branch or loop body itself (attribute and item assignment, ``global``/``nonlocal``,
+    :func:`no_outer_lists`), every converted function (helpers and methods reached from the
+    converted one included) runs :func:`effect` before assigning an attribute or item of an
+    object that may come from outside the call (a parameter, a global, a free variable, or
+    a local not bound to a new object), a ``global`` or ``nonlocal`` variable, and
+    :func:`mutable` around the receiver of a mutating method (``append``, ``add``, ``update``
+    ...). While a tensor ``if``'s branch or a tensor loop's step is traced
+    (:func:`_graph_region`) these are AutographErrors naming the statement's line and the
+    ``if``'s or loop's line, except a closure's ``nonlocal`` write of a variable that region
+    carries out (above). Run as Python (eagerly, or on a Python condition) they run as
+    Python does, once per step.
+
+    Iteration over tensors: MXNet's ``Symbol.__iter__`` yields the whole symbol once, so
+    everything that iterates a Symbol as Python would is refused at its line: comprehensions
+    and generator expressions (:func:`iterated`), ``*x`` in a call, and the builtins
+    ``enumerate``, ``zip``, ``range``, ``sum``, ``len``, ``list`` ... called with a Symbol
+    (:func:`builtin`). A ``for`` statement over a tensor converts (``foreach``).
+
     Named functions: a call ``helper(x)`` or ``self.method(x)`` becomes
     ``__ag__.converted(helper, module)(x)``: a plain function or method defined in the same
     module as the converted function is converted too, once (cached on it); anything else
@@ -75,7 +120,15 @@ NOTE [autograph]
     to ``items``: one array (after the list's earlier items) whose number of rows is known
     only when the graph runs. ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and
     ``F.add_n(*items)`` (rewritten into :func:`unpacked`), ``items[i]`` and
-    ``items.append(x)`` compute from it; ``len`` and iteration are AutographErrors. Any
+    ``items.append(x)`` compute from it; ``len`` and iteration are AutographErrors;
+    ``items[i]`` past what bounded loops can have appended is an IndexError at its line. In
+    a ``for`` over a Python iterable with a ``break`` under a tensor ``if`` (a decoder over
+    ``range(n)``), a step after the flag became a tensor runs with its flags cleared, its
+    results count where no flag is set (a cond picks them or the values before the step)
+    and its append is one row or none (:func:`_where`, :func:`_appended_where`; a list of
+    arrays such as an RNN cell's ``state`` is chosen item by item, while a graph loop or
+    cond that changes one is an AutographError saying to unpack it); a ``for``
+    over a tensor that appends and may break is an AutographError (write a ``while``). Any
     other change of an outside list, dict or set by a method call (``append`` under an
     ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is an AutographError
     (:func:`no_outer_lists`): traced once, it would happen once, whatever the condition.
@@ -86,6 +139,8 @@ NOTE [autograph]
     tensors (0 or 1; every operand evaluated, as a graph must).
 """
 import ast
+import collections.abc
+import contextlib
 import copy
 import functools
 import inspect
@@ -95,6 +150,7 @@ import operator
 import os
 import re
 import textwrap
+import threading
 import types
 from typing import Callable, Optional
 
@@ -109,6 +165,14 @@ __all__ = ["autograph", "to_code", "max_iterations", "AutographError", "Undefine
 class AutographError(ValueError):
     """What ``@gluon_cf.autograph`` cannot convert or run; the message begins with the file,
     line and source line of the construct, and says what to do."""
+
+    def __init__(self, message):
+        super().__init__(_one_colon(message))
+
+
+def _one_colon(message):
+    """``file:12: while True:`` then ``: what`` would read ``while True:: what``."""
+    return re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1)
 
 
 class Undefined:
@@ -128,6 +192,114 @@ class Undefined:
 
     def __repr__(self):
         return f"<undefined {self._name}>"
+
+
+# ---------------------------------------------------------------------------- graph regions
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def _graph_region(where, kind, owned=()):
+    """While tracing a tensor if's branch or a tensor loop's step (which run once, into one
+    graph): Python side effects of converted code in it are errors (:func:`effect`).
+    ``owned``: the variables the region carries out (a closure's ``nonlocal`` write of one
+    is part of its value)."""
+    stack = _state.__dict__.setdefault("regions", [])
+    stack.append((where, kind, frozenset(owned)))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _region_at(where):
+    """``file:12 (while x < 3:)`` from a location ``file:12: while x < 3:``."""
+    match = re.match(r"(.*?:\d+): (.*)", where)
+    return f"{match.group(1)} ({match.group(2)})" if match else where
+
+
+def effect(where, what, name=None):
+    """Before a statement of converted code that changes Python state (NOTE [autograph],
+    side effects): an error inside a graph region (a tensor if or loop being traced)."""
+    stack = getattr(_state, "regions", None)
+    if not stack:
+        return
+    region, kind, owned = stack[-1]
+    if name is not None and name in owned:
+        return
+    raise AutographError(
+        f"{where}: this statement {what}, inside the {kind} on a tensor at "
+        f"{_region_at(region)}; that {kind} runs as one graph, traced once, so the change would "
+        f"happen once whatever the condition or the number of steps. Return the new value "
+        f"instead (assign it to a variable of the if, or carry it through the loop)")
+
+
+def mutable(receiver, where, method):
+    """The receiver of a mutating method call (``items.append(x)``) in converted code whose
+    object may come from outside: a Python container changed inside a graph region is an
+    error (:func:`effect`)."""
+    if isinstance(receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
+                             collections.abc.MutableMapping, collections.abc.MutableSet)):
+        effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
+    return receiver
+
+
+def changing(fn, where):
+    """``setattr``/``delattr`` at a call of converted code on an object that may come from
+    outside: an error inside a graph region (:func:`effect`)."""
+    import builtins
+    if fn is builtins.setattr or fn is builtins.delattr:
+        @functools.wraps(fn)
+        def checked(obj, name, *rest):
+            effect(where, f"{'assigns' if fn is builtins.setattr else 'deletes'} the attribute "
+                          f"{name!r} of {type(obj).__name__} (by {fn.__name__})")
+            return fn(obj, name, *rest)
+        return checked
+    return fn
+
+
+def iterated(value, where, what):
+    """The iterable of a comprehension, generator expression or unpacking (``*x``): a Symbol
+    of one output is an error (MXNet's Symbol.__iter__ yields the whole symbol, not its rows;
+    a Symbol of several outputs, ``F.split``'s, yields them as the eager list does)."""
+    if _one_output(value):
+        raise AutographError(
+            f"{where}: this {what} iterates over a tensor; while hybridizing a Symbol has no "
+            f"rows to iterate (MXNet would yield the whole array once), so write a for "
+            f"statement over it (a graph loop, appending the rows to a list), or index it")
+    return value
+
+
+# Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
+_ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
+              "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
+              "range", "next"}
+
+
+def builtin(fn, where):
+    """``fn`` (a name in _ITERATING at a call of converted code): when it is the builtin, a
+    call with a Symbol argument is an error naming the call."""
+    import builtins
+    name = getattr(fn, "__name__", None)
+    if name not in _ITERATING or getattr(builtins, name, None) is not fn:
+        return fn
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        if any(_one_output(a) for a in args):
+            raise AutographError(
+                f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
+                f"{'count' if name == 'len' else 'iterate'} (MXNet would see the whole array "
+                f"as one item), so it cannot run as Python. Loop with a for statement over "
+                f"the tensor itself (a graph loop) and keep a counter as an array "
+                f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
+        return fn(*args, **kwargs)
+    return checked
+
+
+def _one_output(value):
+    return isinstance(value, mx.sym.Symbol) and len(value.list_outputs()) == 1
 
 
 def _is_tensor(value):
@@ -159,7 +331,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
 
     def branch(fn, key):
         def run():
-            out = _flags_as_arrays(tuple(fn(*values)), names)
+            with _graph_region(where, "if", names):
+                out = _flags_as_arrays(tuple(fn(*values)), names)
             results[key] = out
             arrays = []
             for k, (name, value) in enumerate(zip(names, out)):
@@ -171,7 +344,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
                     arrays.append(value)
                 elif isinstance(value, Undefined) or _is_tensor(value):
                     raise AutographError(
-                        f"{where}: variable {name!r} is read after this if but the {key} branch "
+                        f"{where}: variable {name!r} is read after this if"
+                        f"{_read_by(where, name)} but the {key} branch "
                         f"does not assign it; with a tensor condition both branches run as one "
                         f"graph, so assign it before the if or in both branches")
             # a cond needs an output: with no array to return, a placeholder nothing reads
@@ -190,23 +364,40 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
     return tuple(merged)
 
 
+def _no_structure(name, a, b, where, what):
+    """A list or tuple holding arrays, carried by a graph's loop or out of a cond: an error
+    saying to unpack it (comparing it as a Python value would ask a Symbol for its truth)."""
+    if a is b:
+        return
+    for value in (a, b):
+        if isinstance(value, (list, tuple)) and _holds_symbols(value):
+            raise AutographError(
+                f"{where}: variable {name!r}{_read_by(where, name)} is a "
+                f"{type(value).__name__} of arrays that {what} changes; a graph carries "
+                f"arrays, not lists of them, so unpack it into variables (h, c = state) and "
+                f"pack it again where it is used ([h, c])")
+
+
 def _check_same_kind(name, then_value, else_value, where):
+    _no_structure(name, then_value, else_value, where, "this if on a tensor")
     then_array, else_array = isinstance(then_value, mx.sym.Symbol), \
         isinstance(else_value, mx.sym.Symbol)
     if then_array != else_array:
         if isinstance(then_value, Undefined) or isinstance(else_value, Undefined):
             side = "else" if isinstance(else_value, Undefined) else "then"
             raise AutographError(
-                f"{where}: variable {name!r} is read after this if but the {side} branch does "
-                f"not assign it; with a tensor condition both branches run as one graph, so "
+                f"{where}: variable {name!r} is read after this if{_read_by(where, name)} but "
+                f"the {side} branch does not assign it; with a tensor condition both branches run as one graph, so "
                 f"assign it before the if or in both branches")
         raise AutographError(
-            f"{where}: variable {name!r} is an array in one branch of this if and the Python "
+            f"{where}: variable {name!r}{_read_by(where, name)} is an array in one branch of "
+            f"this if and the Python "
             f"value {then_value if not then_array else else_value!r} in the other; with a "
             f"tensor condition both must be arrays (use F.full / F.zeros_like for constants)")
     if not then_array and not isinstance(then_value, Undefined) and then_value != else_value:
         raise AutographError(
-            f"{where}: variable {name!r} is the Python value {then_value!r} in one branch of "
+            f"{where}: variable {name!r}{_read_by(where, name)} is the Python value "
+            f"{then_value!r} in one branch of "
             f"this if and {else_value!r} in the other; with a tensor condition it must be an "
             f"array in both (F.full) or the same value")
 
@@ -227,7 +418,8 @@ def if_exp(test, then_value, else_value, where):
     if isinstance(test, mx.sym.Symbol):
         def side(fn, which):
             def run():
-                value = fn()
+                with _graph_region(where, "conditional expression"):
+                    value = fn()
                 if not isinstance(value, mx.sym.Symbol):
                     raise AutographError(f"{where}: the {which} side of this conditional "
                                          f"expression is the Python value {value!r}; with a "
@@ -370,18 +562,22 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
     counted = bool(lists)     # the collected rows' number, to join them to other rows
 
     def step(*vs):
-        result = tuple(body(*full(vs[:len(slots)])))
+        with _graph_region(where, "while loop", names):
+            result = tuple(body(*full(vs[:len(slots)])))
         new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "while")
         return _step_rows(result[count:], where), [new[k] for k in slots] + \
             ([vs[-1] + 1] if counted else [])
-    rows, final = while_loop(lambda *vs: test(*full(vs[:len(slots)])), step,
+    def condition(*vs):
+        with _graph_region(where, "while loop", names):
+            return test(*full(vs[:len(slots)]))
+    rows, final = while_loop(condition, step,
                              arrays + ([mx.sym.zeros((1,))] if counted else []),
                              max_iterations=bound, name=_node_name(where, "while"),
                              report_truncation=where, exact_length=counted)
     final = list(final) if isinstance(final, (list, tuple)) else [final]
     steps = final.pop() if counted else None
-    return tuple(full(final)) + _extended(lists, rows, steps, where)
+    return tuple(full(final)) + _extended(lists, rows, steps, where, most=bound)
 
 
 def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=()):
@@ -393,6 +589,16 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
     if not isinstance(iterable, mx.sym.Symbol):
         last = item[0] if keep_item else None
         for last in iterable:
+            going = running(*[values[k] for k in stop])
+            if lists and isinstance(going, mx.sym.Symbol):
+                # a tensor break ended it or not: the step runs as a graph, its results count
+                # where `going` holds, and what it appends is one row or none
+                cleared = tuple(False if k in stop else v for k, v in enumerate(values))
+                result = tuple(body(last, *cleared))
+                values = _where(going, _flags_as_arrays(result[:count], names),
+                                _flags_as_arrays(values, names), names, where)
+                lists = _appended_where(going, lists, result[count:], where)
+                continue
             result = tuple(body(last, *values))
             values = result[:count]
             _append(lists, result[count:], where)
@@ -406,9 +612,16 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
                 f"item it stopped at is known only when the graph runs, so assign what you "
                 f"need to a variable that has a value before the loop, then break")
         return values + tuple(lists) + ((last,) if keep_item else ())
+    if lists and stop:
+        raise AutographError(f"{where}: this for loop over a tensor appends to a list and may "
+                             f"end under a tensor condition (a break or return under a tensor "
+                             f"if); a graph's for runs every row, so write it as a while loop "
+                             f"over a counter (i = F.zeros((1,)); while i < n: ... i = i + 1), "
+                             f"which stops where the break is")
     if keep_item:
         raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
-                             f"after the loop; a graph's loop does not keep its last row, so "
+                             f"after the loop (or by a closure defined in the function); a "
+                             f"graph's loop does not keep its last row, so "
                              f"assign what you need to a variable (given a value before the "
                              f"loop) inside it")
     from .ops.foreach import foreach
@@ -422,7 +635,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
         current = list(values)
         for k, v in zip(slots, states):
             current[k] = v
-        result = tuple(body(row, *current))
+        with _graph_region(where, "for loop", names):
+            result = tuple(body(row, *current))
         new = _flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "for")
         return _step_rows(result[count:], where), [new[k] for k in slots] + \
@@ -444,6 +658,63 @@ def _append(lists, values, where):
         items.append(value)          # Undefined raises: the list was never assigned
 
 
+def _where(going, new, old, names, where):
+    """The values of a step that ran only where the array ``going`` holds: ``new`` there,
+    ``old`` elsewhere (a cond choosing between them). Lists and tuples of arrays (an RNN
+    cell's ``state``) are chosen item by item."""
+    pairs = []
+
+    def pair(name, n, o):
+        if isinstance(n, mx.sym.Symbol) and isinstance(o, mx.sym.Symbol):
+            pairs.append((n, o))
+        elif isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
+                len(n) == len(o) and (_holds_symbols(n) or _holds_symbols(o)):
+            for a, b in zip(n, o):
+                pair(name, a, b)
+        else:
+            _check_loop_vars([o], [n], [name], where, "for")
+    for name, n, o in zip(names, new, old):
+        pair(name, n, o)
+    if not pairs:
+        return tuple(new)
+    chosen = cond(going, lambda: [n for n, _ in pairs], lambda: [o for _, o in pairs],
+                  name=_node_name(where, "step"))
+    chosen = list(chosen) if isinstance(chosen, (list, tuple)) else [chosen]
+
+    def rebuilt(n, o):
+        if isinstance(n, mx.sym.Symbol) and isinstance(o, mx.sym.Symbol):
+            return chosen.pop(0)
+        if isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
+                len(n) == len(o) and (_holds_symbols(n) or _holds_symbols(o)):
+            return type(n)(rebuilt(a, b) for a, b in zip(n, o))
+        return n
+    return tuple(rebuilt(n, o) for n, o in zip(new, old))
+
+
+def _holds_symbols(value):
+    """Whether a list or tuple holds a Symbol (at any depth)."""
+    return any(isinstance(v, mx.sym.Symbol) or isinstance(v, (list, tuple)) and
+               _holds_symbols(v) for v in value)
+
+
+def _appended_where(going, lists, values, where):
+    """The lists after appending each of ``values`` where the array ``going`` holds (one row
+    or none: StepLists)."""
+    out = []
+    for items, value in zip(lists, _step_rows(values, where)):
+        if isinstance(items, list):
+            if not items or not all(isinstance(i, mx.sym.Symbol) for i in items):
+                raise AutographError(f"{where}: this loop appends to a list under a tensor "
+                                     f"condition (after a break under a tensor if), and the "
+                                     f"list holds no array before it; start it with arrays")
+            items = StepList(mx.sym.stack(*items, axis=0), len(items), where)
+        if not isinstance(items, StepList):
+            raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
+                                 f"is not a list")
+        out.append(items.joined(mx.sym.expand_dims(value, axis=0), going, 1))
+    return out
+
+
 def _step_rows(values, where):
     for value in values:
         if not isinstance(value, mx.sym.Symbol):
@@ -453,23 +724,24 @@ def _step_rows(values, where):
     return list(values)
 
 
-def _extended(lists, rows, steps, where):
-    """The lists a graph loop appended to, as StepLists: a list's earlier items come first."""
+def _extended(lists, rows, steps, where, most=None):
+    """The lists a graph loop appended to, as StepLists: a list's earlier items come first.
+    ``most``: the loop's bound on its steps (None: unknown)."""
     if not lists:
         return ()
     rows = rows if isinstance(rows, (list, tuple)) else [rows]
     out = []
     for items, stacked in zip(lists, rows):
         if isinstance(items, StepList):
-            out.append(items.joined(stacked, steps))
+            out.append(items.joined(stacked, steps, most))
         elif isinstance(items, list):
             if not all(isinstance(i, mx.sym.Symbol) for i in items):
                 raise AutographError(f"{where}: a list this loop on a tensor appends to "
                                      f"already holds Python values; start it empty")
             first = StepList(mx.sym.stack(*items, axis=0), len(items), where) if items else \
                 None
-            out.append(first.joined(stacked, steps) if first is not None else
-                       StepList(stacked, steps, where))
+            out.append(first.joined(stacked, steps, most) if first is not None else
+                       StepList(stacked, steps, where, most))
         else:
             raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
                                  f"is not a list")
@@ -479,14 +751,16 @@ def _extended(lists, rows, steps, where):
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of
     one array (the loop's stacked step outputs), their number ``count`` (an int, or a
-    one-element array) known only when the graph runs. ``F.stack(*items)``,
+    one-element array) known only when the graph runs, and at most ``most`` (an int where
+    the loops that appended are bounded, else None). ``F.stack(*items)``,
     ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]`` and
     ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
 
-    def __init__(self, rows, count, where):
+    def __init__(self, rows, count, where, most=None):
         self.rows, self.count, self.where = rows, count, where
+        self.most = count if isinstance(count, int) else most
 
-    def joined(self, rows, count):
+    def joined(self, rows, count, most=None):
         """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
         array of zero rows (0 is its unknown size), so where either side may have none, a
         cond picks the other."""
@@ -502,17 +776,29 @@ class StepList:
             joined = cond(self.count > 0, with_theirs, lambda: theirs, name=name)
         else:
             joined = with_theirs()
-        return StepList(joined, self.count + count, self.where)
+        most = count if isinstance(count, int) else most
+        return StepList(joined, self.count + count, self.where,
+                        None if self.most is None or most is None else self.most + most)
 
     def append(self, value):
         joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
-        self.rows, self.count = joined.rows, joined.count
+        self.rows, self.count, self.most = joined.rows, joined.count, joined.most
 
     def __getitem__(self, index):
+        return self.item(index, self.where)
+
+    def item(self, index, where):
+        """``items[index]`` at ``where``: an IndexError there when the loops that appended
+        are bounded and cannot have appended that many items."""
         if not isinstance(index, int) or isinstance(index, bool):
             self._unknown_length(f"indexed with {index!r}")
+        if self.most is not None and not -self.most <= index < self.most:
+            raise IndexError(_one_colon(
+                f"{where}: list index {index} out of range: the list holds at most "
+                f"{self.most} items (the loop at {_region_at(self.where)} appended them)"))
         row = mx.sym.slice_axis(self.rows, axis=0, begin=index,
-                                end=None if index == -1 else index + 1)
+                                end=None if index == -1 else index + 1,
+                                name=_node_name(where, "item"))
         return mx.sym.squeeze(row, axis=0)
 
     def _unknown_length(self, what):
@@ -529,6 +815,13 @@ class StepList:
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+def item(items, index, where):
+    """A converted ``items[index]`` of a list a loop collected (NOTE [autograph], lists)."""
+    if isinstance(items, StepList):
+        return items.item(index, where)
+    return items[index]
 
 
 def unpacked(func, items, keywords, where):
@@ -562,6 +855,13 @@ def no_outer_lists(value, names, values, where, what):
     cannot change a Python object: the change would happen once, while tracing)."""
     if isinstance(value, mx.sym.Symbol):
         for name, current in zip(names, values):
+            if isinstance(current, (list, dict, set)) and what.startswith("code after"):
+                raise AutographError(
+                    f"{where}: this statement runs after a break, continue or return under a "
+                    f"tensor if (whether it runs is known only when the graph runs) and changes "
+                    f"the {type(current).__name__} {name!r} from outside the loop; to collect "
+                    f"rows, append once per step before the if that breaks (in a while loop "
+                    f"or a for over a Python range)")
             if isinstance(current, (list, dict, set)):
                 raise AutographError(
                     f"{where}: this {what} is on a tensor and changes the {type(current).__name__}"
@@ -611,15 +911,18 @@ def running_and(flags, test):
     return going if _truth(value, "", "while") else False
 
 
-def if_return(pred, then_fn, else_fn, values, where):
-    """Run a converted ``if`` both of whose branches return: returns the returned value."""
+def if_return(pred, then_fn, else_fn, values, where, names=()):
+    """Run a converted ``if`` both of whose branches return: returns the returned value.
+    ``names``: the variables the branches start from (the function ends in them, so a
+    closure's nonlocal write of one is part of the value)."""
     if not isinstance(pred, mx.sym.Symbol):
         return then_fn(*values) if _truth(pred, where, "if") else else_fn(*values)
     kinds = {}
 
     def branch(fn, key):
         def run():
-            value = fn(*values)
+            with _graph_region(where, "if", names):
+                value = fn(*values)
             if not _arrays_only(value):
                 raise AutographError(
                     f"{where}: the {key} branch of this if returns {value!r}; with a tensor "
@@ -658,10 +961,21 @@ def _truth(value, where, what):
     return value
 
 
+# (where, variable) -> the closure that reads the variable: "the lambda at file:12", for the
+# messages about that variable at that if or loop (filled by the conversion)
+_READERS: dict = {}
+
+
+def _read_by(where, name):
+    reader = _READERS.get((where, name))
+    return f" (read by {reader})" if reader else ""
+
+
 def _loop_arrays(values, names, where, what):
     for name, value in zip(names, values):
         if isinstance(value, Undefined):
-            raise AutographError(f"{where}: variable {name!r} is assigned in this {what} loop "
+            raise AutographError(f"{where}: variable {name!r}{_read_by(where, name)} is "
+                                 f"assigned in this {what} loop "
                                  f"on a tensor but has no value before it; a graph's loop "
                                  f"carries its variables from step to step, so give it one "
                                  f"before the loop")
@@ -670,10 +984,12 @@ def _loop_arrays(values, names, where, what):
 
 def _check_loop_vars(before, after, names, where, what):
     for name, old, new in zip(names, before, after):
+        _no_structure(name, old, new, where, f"this {what} loop on a tensor")
         if isinstance(old, mx.sym.Symbol) != isinstance(new, mx.sym.Symbol) or \
                 (not isinstance(old, mx.sym.Symbol) and old is not new and old != new):
             raise AutographError(
-                f"{where}: variable {name!r} changes in this {what} loop on a tensor but is "
+                f"{where}: variable {name!r}{_read_by(where, name)} changes in this {what} "
+                f"loop on a tensor but is "
                 f"the Python value {old if not isinstance(old, mx.sym.Symbol) else new!r} "
                 f"before or after a step; a graph's loop can only carry arrays (make it one, "
                 f"e.g. F.zeros((1,)) for a counter)")
@@ -683,8 +999,11 @@ def python_loop(value, where, why, what):
     """The condition or iterable of a loop left as Python (its body does what a graph
     cannot)."""
     if isinstance(value, mx.sym.Symbol):
-        raise AutographError(f"{where}: this {what} loop is on a tensor, but its body {why}, "
-                             f"which a graph's loop cannot express yet")
+        raise AutographError(f"{where}: this {what} loop is on a tensor, but {why}, which a "
+                             f"graph's loop cannot express yet" + (
+                                 "; set a flag array where it breaks and run the else clause's "
+                                 "statements under an if on it after the loop"
+                                 if why.endswith("else clause") else ""))
     return _truth(value, where, what) if what == "while" else value
 
 
@@ -848,18 +1167,110 @@ class _Rewriter(ast.NodeTransformer):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
         self.func = func
+        self.scopes = {fn: _Scope(fn) for fn in ast.walk(func)
+                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
         self.self_name = func.args.args[0].arg if func.args.args else None
         # Liveness on the code as written (after the jumps' rewrite): the rewritten code
         # passes every value an if assigns into its branches, which would read as uses.
         self.live, self.exposed = {}, {}
         for node in ast.walk(func):
             if isinstance(node, (ast.If, ast.While, ast.For)):
-                self.live[node] = self._live_after(node)
+                # a closure may read its function's variables whenever it is called: they
+                # are live everywhere (NOTE [autograph], closures)
+                self.live[node] = self._live_after(node) | self._scope(node).cells
                 self.exposed[node] = _exposed(node.body)
         self.generic_visit(func)
+        for fn, scope in self.scopes.items():
+            if scope.cells and not isinstance(fn, ast.Lambda):
+                # `if False: v = None`: generated functions' `nonlocal v` binds
+                fn.body.insert(0, ast.copy_location(ast.If(
+                    test=ast.Constant(False), orelse=[], body=[ast.Assign(
+                        targets=[ast.Name(id=n, ctx=ast.Store()) for n in sorted(scope.cells)],
+                        value=ast.Constant(None))]), fn.body[0]))
+
+    def _record_readers(self, node, names):
+        """Remember, for the messages about ``names`` at ``node``, the closures that read
+        them (NOTE [autograph], closures)."""
+        scope, where = self._scope(node), self.where(node)
+        for name in names:
+            closure = scope.readers.get(name)
+            if closure is not None:
+                kind = {ast.Lambda: "the lambda", ast.GeneratorExp: "the generator expression"
+                        }.get(type(closure)) or \
+                    f"the {'class' if isinstance(closure, ast.ClassDef) else 'function'} " \
+                    f"{closure.name!r}"
+                _READERS[(where, name)] = \
+                    f"{kind} at {self.filename}:{closure.lineno + self.offset}"
+
+    def _scope(self, node):
+        """The _Scope of the function ``node`` (of the code as written) is in."""
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef, ast.Lambda)):
+            parent = self.parents.get(parent)
+        return self.scopes[parent if parent is not None else self.func]
+
+    # -- side effects on Python state (NOTE [autograph], side effects)
+    def _effects(self, node, targets):
+        """``__ag__.effect(...)`` statements to run before ``node``, which assigns (or
+        deletes) ``targets``: one per attribute or item of an object that may come from
+        outside, and per global or nonlocal variable."""
+        if node not in self.parents:
+            return []                    # written by the conversion
+        scope, checks = self._scope(node), []
+        for target in targets:
+            for part in ast.walk(target):
+                what = name = None
+                if isinstance(part, (ast.Attribute, ast.Subscript)) and \
+                        isinstance(part.ctx, (ast.Store, ast.Del)):
+                    root = _root(part)
+                    if root is None or scope.outer(root):
+                        what = f"assigns {ast.unparse(part)}"
+                elif isinstance(part, ast.Name) and isinstance(part.ctx, (ast.Store, ast.Del)):
+                    if part.id in scope.globals:
+                        what = f"assigns the global variable {part.id!r}"
+                    elif part.id in scope.nonlocals:
+                        what, name = f"assigns the nonlocal variable {part.id!r}", part.id
+                if what is not None:
+                    checks.append(ast.copy_location(ast.Expr(value=_call("effect", [
+                        ast.Constant(self.where(node)), ast.Constant(what),
+                        ast.Constant(name)])), node))
+        return checks
+
+    def visit_Assign(self, node):
+        checks = self._effects(node, node.targets)
+        self.generic_visit(node)
+        if node in self.parents and any(isinstance(t, (ast.Tuple, ast.List))
+                                        for t in node.targets):
+            node.value = _call("iterated", [node.value, ast.Constant(self.where(node)),
+                                            ast.Constant("unpacking assignment")])
+        return checks + [node] if checks else node
+
+    def visit_AnnAssign(self, node):
+        checks = self._effects(node, [node.target]) if node.value is not None else []
+        self.generic_visit(node)
+        return checks + [node] if checks else node
+
+    def visit_Delete(self, node):
+        checks = self._effects(node, node.targets)
+        self.generic_visit(node)
+        return checks + [node] if checks else node
 
     # -- super() and private names, as the class body would have compiled them
     def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args and \
+                node in self.parents:
+            root = _root(node.args[0])
+            if root is None or self._scope(node).outer(root):
+                node.func = _call("changing", [func, ast.Constant(self.where(node))])
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and node in self.parents:
+            root = _root(func.value)
+            if not (isinstance(func.value, ast.Name) and
+                    func.value.id in self.collected_names) and \
+                    (root is None or self._scope(node).outer(root)):
+                func.value = _call("mutable", [func.value, ast.Constant(self.where(node)),
+                                               ast.Constant(func.attr)])
         self.generic_visit(node)
         starred = [a for a in node.args if isinstance(a, ast.Starred)]
         if len(node.args) == 1 and starred and isinstance(starred[0].value, ast.Name) and \
@@ -873,6 +1284,9 @@ class _Rewriter(ast.NodeTransformer):
                 node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
         # The functions it names, `helper(x)` or `self.method(x)`, defined in its own module,
         # are converted when called (a method of a tensor or of F is never one).
+        if isinstance(node.func, ast.Name) and node.func.id in _ITERATING:
+            node.func = _call("builtin", [node.func, ast.Constant(self.where(node))])
+            return node
         named = isinstance(node.func, ast.Name) and \
             node.func.id not in ("super", "len", "max_iterations") or \
             isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
@@ -897,6 +1311,11 @@ class _Rewriter(ast.NodeTransformer):
 
     # -- x op= value: out of place on tensors (NOTE [autograph])
     def visit_AugAssign(self, node):
+        checks = self._effects(node, [node.target])
+        node = self._augmented(node)
+        return checks + [node] if checks else node
+
+    def _augmented(self, node):
         self.generic_visit(node)
         if not isinstance(node.target, ast.Name):
             return node
@@ -910,30 +1329,44 @@ class _Rewriter(ast.NodeTransformer):
     # -- if statements
     def visit_If(self, node):
         mutated = _mutated(node.body + node.orelse)
+        # the cells the branches assign, as written (an inner returning if hides its own
+        # assignments in its branch functions; these branches must still start from theirs)
+        cells_assigned = (_assigned(node.body) | _assigned(node.orelse)) & \
+            self._scope(node).cells
         self.generic_visit(node)          # inner ifs first
         where = self.where(node)
-        node.test = self._no_outer_lists(node.test, mutated, where, "if")
+        node.test = self._no_outer_lists(
+            node.test, mutated, where,
+            "code after a break, continue or return" if getattr(node, "ag_guard", False)
+            else "if")
         returns = _always_returns(node.body) and _always_returns(node.orelse)
         why = _not_a_graph(node.body + node.orelse, allow_return=returns)
         if why:
             node.test = _call("python_if", [node.test, ast.Constant(where), ast.Constant(why)])
             return node
         number = next(_counter)
-        assigned = sorted(_assigned(node.body) | _assigned(node.orelse))
+        scope = self._scope(node)
+        assigned = sorted(_assigned(node.body) | _assigned(node.orelse) | cells_assigned |
+                          scope.written_by_calls(node.body + node.orelse))
+        cells = scope.cells
         if returns:                       # both branches return: the if is the return value
-            then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, None)
-            else_fn = self._loop_function(f"__ag_else_{number}", assigned, node.orelse, None)
+            then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, None,
+                                          cells)
+            else_fn = self._loop_function(f"__ag_else_{number}", assigned, node.orelse, None,
+                                          cells)
             call = _call("if_return", [
                 node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
                 ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
-                ast.Constant(where)])
+                ast.Constant(where),
+                ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load())])
             statements = [then_fn, else_fn, ast.Return(value=call)]
             return _located(statements, node)
         live = self.live[node]
+        self._record_readers(node, assigned)
         out = _names(assigned)
-        then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out)
+        then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out, cells)
         else_fn = self._loop_function(f"__ag_else_{number}", assigned,
-                                      node.orelse or [ast.Pass()], out)
+                                      node.orelse or [ast.Pass()], out, cells)
         call = _call("if_stmt", [
             node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
             ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
@@ -981,14 +1414,48 @@ class _Rewriter(ast.NodeTransformer):
                 return first.value.args[0], True
         return ast.Constant(self.max_iterations), False
 
-    def _loop_function(self, name, params, body, returned):
-        """``def name(*params): body; return returned`` (a branch, a loop's test or body)."""
+    def _loop_function(self, name, params, body, returned, cells=()):
+        """``def name(*params): body; return returned`` (a branch, a loop's test or body).
+        A parameter that is one of ``cells`` (a variable closures read) stays the enclosing
+        function's variable: ``nonlocal v; v = __agv_v`` (NOTE [autograph], closures)."""
+        shared = [n for n in params if n in cells]
+        start = [ast.Nonlocal(names=shared)] + [
+            ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())],
+                       value=ast.Name(id="__agv_" + n, ctx=ast.Load())) for n in shared] \
+            if shared else []
         return ast.FunctionDef(
             name=name, args=ast.arguments(
-                posonlyargs=[], args=[ast.arg(arg=n) for n in params], vararg=None,
+                posonlyargs=[], args=[ast.arg(arg="__agv_" + n if n in shared else n)
+                                      for n in params], vararg=None,
                 kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-            body=list(body) + ([] if returned is None else [ast.Return(value=returned)]),
+            body=start + list(body) + ([] if returned is None else [ast.Return(value=returned)]),
             decorator_list=[], returns=None)
+
+    # -- comprehensions, generator expressions and *x on tensors are refused
+    def _comprehension(self, node):
+        self.generic_visit(node)
+        for generator in node.generators:
+            generator.iter = _call("iterated", [generator.iter, ast.Constant(self.where(node)),
+                                                ast.Constant("comprehension")])
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
+                node.value.id in self.collected_names and not isinstance(node.slice, ast.Slice):
+            return ast.copy_location(_call("item", [node.value, node.slice,
+                                                    ast.Constant(self.where(node))]), node)
+        return node
+
+    def visit_Starred(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and not (isinstance(node.value, ast.Name) and
+                                                   node.value.id in self.collected_names):
+            node.value = _call("iterated", [node.value, ast.Constant(self.where(node)),
+                                            ast.Constant("unpacking (*)")])
+        return node
 
     def _current(self, names, where):
         return ast.Tuple(elts=[
@@ -1001,8 +1468,10 @@ class _Rewriter(ast.NodeTransformer):
         self.generic_visit(node)
         where = self.where(node)
         node.test = self._no_outer_lists(node.test, mutated, where, "while loop")
-        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None) or \
-            ("assigns in its condition (:=)" if _walrus(node.test) else None)
+        # the else clause first: it keeps the loop's break as Python (NOTE [autograph], jumps)
+        why = ("it has an else clause" if node.orelse else None) or \
+            _body_does(_not_a_graph(node.body)) or \
+            ("it assigns in its condition (:=)" if _walrus(node.test) else None)
         if why:
             node.test = _call("python_loop", [node.test, ast.Constant(where), ast.Constant(why),
                                               ast.Constant("while")])
@@ -1012,8 +1481,9 @@ class _Rewriter(ast.NodeTransformer):
         lists = self._collect(node)
         names = self._carried(node, _loaded(node.test))
         out = _names(names + ["__agc_" + n for n in lists])
-        test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test)
-        body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out)
+        cells = self._scope(node).cells
+        test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test, cells)
+        body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out, cells)
         call = _call("while_stmt", [
             ast.Name(id=test_fn.name, ctx=ast.Load()), ast.Name(id=body_fn.name, ctx=ast.Load()),
             self._current(names, where),
@@ -1025,22 +1495,25 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_For(self, node):
         mutated = _mutated(node.body) - set(self.collected.get(node, []))
+        lists = self._collect(node)      # (inside the running() wrapper: before it converts)
         self.generic_visit(node)
         where = self.where(node)
         node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop")
-        why = _not_a_graph(node.body) or ("has an else clause" if node.orelse else None) or \
-            (None if isinstance(node.target, ast.Name) else "unpacks its items")
+        why = ("it has an else clause" if node.orelse else None) or \
+            _body_does(_not_a_graph(node.body)) or \
+            (None if isinstance(node.target, ast.Name) else "it unpacks its items")
         if why:
             node.iter = _call("python_loop", [node.iter, ast.Constant(where), ast.Constant(why),
                                               ast.Constant("for")])
             return node
         number = next(_counter)
         item = node.target.id
-        lists = self._collect(node)
         names = self._carried(node, set(), exclude={item})
         out = _names(names + ["__agc_" + n for n in lists])
-        body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out)
-        keep_item = item in self.live[node]
+        cells = self._scope(node).cells
+        body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out,
+                                      cells)
+        keep_item = item in self.live[node]     # (a closure reads it: a cell, live)
         call = _call("for_stmt", [
             node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
@@ -1069,10 +1542,11 @@ class _Rewriter(ast.NodeTransformer):
         """The lists this loop's body appends to once per step (NOTE [autograph], lists):
         each ``name.append(value)`` becomes ``__agc_name = value``, a step output."""
         names = self.collected.get(node, [])
-        for k, statement in enumerate(node.body):
+        body = _step_statements(node)
+        for k, statement in enumerate(body):
             name = _appended(statement)
             if name in names:
-                node.body[k] = ast.copy_location(ast.Assign(
+                body[k] = ast.copy_location(ast.Assign(
                     targets=[ast.Name(id="__agc_" + name, ctx=ast.Store())],
                     value=statement.value.args[0]), statement)
         return names
@@ -1081,8 +1555,11 @@ class _Rewriter(ast.NodeTransformer):
         """A loop's variables: what its body assigns and the test reads, a step reads before
         assigning (carried to the next step), or the code after the loop reads. The body's
         other names are temporaries of one step."""
-        assigned = _assigned(node.body) - set(exclude)
+        assigned = (_assigned(node.body) | self._scope(node).written_by_calls(
+            node.body + [ast.Expr(value=getattr(node, "test", ast.Constant(None)))])) - \
+            set(exclude)
         wanted = read_by_test | self.exposed[node] | self.live[node]
+        self._record_readers(node, assigned & wanted)
         return sorted(assigned & wanted)
 
     @staticmethod
@@ -1133,6 +1610,14 @@ def _mutated(statements):
     return called - _assigned(statements)
 
 
+def _body_does(why):
+    """``why`` (what branches do, from _not_a_graph) said of one loop body."""
+    if why is None:
+        return None
+    verb, rest = why.split(" ", 1)
+    return f"its body {verb}s {rest}"
+
+
 def _walrus(node):
     return any(isinstance(n, ast.NamedExpr) for n in ast.walk(node))
 
@@ -1155,7 +1640,7 @@ def _collected_lists(func):
     for loop in _scoped(func.body):
         if not isinstance(loop, (ast.While, ast.For)) or not _lowerable(loop):
             continue
-        appended = [_appended(s) for s in loop.body]
+        appended = [_appended(s) for s in _step_statements(loop)]
         names = []
         for name in sorted({n for n in appended if n is not None}):
             reads = sum(1 for n in _scoped(loop.body) if isinstance(n, ast.Name) and
@@ -1165,6 +1650,15 @@ def _collected_lists(func):
         if names:
             collected[loop] = names
     return collected
+
+
+def _step_statements(loop):
+    """The statements a loop's body runs once per step: the body, or for a ``for`` that may
+    break, the body of its ``if running(...)`` wrapper (NOTE [autograph], jumps)."""
+    if isinstance(loop, ast.For) and getattr(loop, "ag_stop", None) and len(loop.body) == 1 \
+            and isinstance(loop.body[0], ast.If):
+        return loop.body[0].body
+    return loop.body
 
 
 def _located(statements, node):
@@ -1180,9 +1674,12 @@ def _names(names):
 
 
 def _thunk(expression):
-    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                                         kw_defaults=[], kwarg=None, defaults=[]),
-                      body=expression)
+    """``lambda: expression``, called where it is written (not a closure of the user's)."""
+    thunk = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                          kw_defaults=[], kwarg=None, defaults=[]),
+                       body=expression)
+    setattr(thunk, "ag_thunk", True)
+    return thunk
 
 
 def _call(name, args):
@@ -1202,7 +1699,8 @@ def _scoped(statements):
         if isinstance(node, ast.Lambda):
             continue
         yield node
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(_comprehension_parts(node) if isinstance(node, _COMPREHENSIONS) else
+                     ast.iter_child_nodes(node))
 
 
 def _assigned(statements):
@@ -1260,8 +1758,34 @@ def _definite(statement):
 
 
 def _loaded(node):
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx,
-                                                                                    ast.Load)}
+    """The names ``node`` reads (a comprehension's own variables are not read outside it)."""
+    names, stack = set(), [(node, frozenset())]
+    while stack:
+        node, hidden = stack.pop()
+        if isinstance(node, _COMPREHENSIONS):
+            inner = hidden | _comprehension_targets(node)
+            stack.extend((child, inner) for child in _comprehension_parts(node))
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
+                node.id not in hidden:
+            names.add(node.id)
+        stack.extend((child, hidden) for child in ast.iter_child_nodes(node))
+    return names
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _comprehension_targets(node):
+    return {n.id for g in node.generators for n in ast.walk(g.target)
+            if isinstance(n, ast.Name)}
+
+
+def _comprehension_parts(node):
+    """A comprehension's children but its targets (which bind in its own scope)."""
+    parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+    return parts + [g.iter for g in node.generators] + \
+        [i for g in node.generators for i in g.ifs]
 
 
 def _not_a_graph(statements, allow_return=False):
@@ -1279,6 +1803,136 @@ def _not_a_graph(statements, allow_return=False):
                             isinstance(part.ctx, ast.Store):
                         return "assign attributes or items"
     return None
+
+
+# ---------------------------------------------------------------------------- closures
+
+# What a function's closures are: nested functions, lambdas, classes (their methods) and
+# generator expressions run later than they are written, reading the enclosing function's
+# variables when they run (NOTE [autograph], closures). Comprehensions run where written.
+_CLOSURES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.GeneratorExp)
+
+
+def _in_scope(nodes):
+    """The nodes under ``nodes`` outside closures, and the closures directly in them."""
+    inside, closures, stack = [], [], list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _CLOSURES) and not getattr(node, "ag_thunk", False):
+            closures.append(node)
+            continue
+        inside.append(node)
+        stack.extend(_comprehension_parts(node) if isinstance(node, _COMPREHENSIONS) else
+                     ast.iter_child_nodes(node))
+    return inside, closures
+
+
+def _params(fn):
+    args = fn.args
+    return {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} | \
+        {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+
+
+def _declared(nodes, kind):
+    return {name for n in nodes if isinstance(n, kind) for name in n.names}
+
+
+class _Scope:
+    """What one function (or lambda) of the converted code binds, and what its closures read
+    and write of it."""
+
+    def __init__(self, fn):
+        body = fn.body if isinstance(fn.body, list) else [fn.body]
+        inside, self.closures = _in_scope(body)
+        self.params = _params(fn)
+        self.globals = _declared(inside, ast.Global)
+        self.nonlocals = _declared(inside, ast.Nonlocal)
+        stored = {n.id for n in inside if isinstance(n, ast.Name) and
+                  isinstance(n.ctx, (ast.Store, ast.Del))} | \
+            {c.name for c in self.closures if not isinstance(c, (ast.Lambda, ast.GeneratorExp))}
+        self.used = {n.id for n in inside if isinstance(n, ast.Name)}
+        self.bound = (self.params | stored) - self.globals - self.nonlocals
+        # a variable whose every binding is a new object ([], {}, dict(), Cls()): changing
+        # that object changes nothing outside this call (NOTE [autograph], side effects)
+        new = {id(n.targets[0]) for n in inside if isinstance(n, ast.Assign) and
+               len(n.targets) == 1 and _new_object(n.value)}
+        stores = [n for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        self.fresh = {n.id for n in stores} - {n.id for n in stores if id(n) not in new} - \
+            self.params - self.globals - self.nonlocals
+        self.free = self.used - self.bound - self.globals
+        for closure in self.closures:
+            self.free |= _free(closure) - self.bound
+        self.cells = self.bound & set().union(*[_free(c) for c in self.closures])
+        self.readers = {}             # cell -> the first closure (in the source) reading it
+        for closure in sorted(self.closures, key=lambda c: (c.lineno, c.col_offset)):
+            for name in _free(closure) & self.cells:
+                self.readers.setdefault(name, closure)
+        # variables of this scope a named closure assigns (nonlocal), itself or through the
+        # closures it names
+        writes = {}
+        for closure in self.closures:
+            if isinstance(closure, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                writes[closure.name] = (_nonlocal_writes(closure) & self.cells,
+                                        _Scope(closure).used)
+        self.writes = {name: set(w) for name, (w, _) in writes.items()}
+        changed = True
+        while changed:
+            changed = False
+            for name, (_, used) in writes.items():
+                for other in used & set(writes) - {name}:
+                    if not self.writes[other] <= self.writes[name]:
+                        self.writes[name] |= self.writes[other]
+                        changed = True
+
+    def outer(self, name):
+        """Whether the object ``name`` holds may exist outside this call of the function."""
+        return name not in self.fresh
+
+    def written_by_calls(self, statements):
+        """The variables the named closures ``statements`` mention assign (nonlocal)."""
+        mentioned = {n.id for n in _in_scope(statements)[0] if isinstance(n, ast.Name)}
+        return set().union(*[self.writes[n] for n in mentioned & set(self.writes)])
+
+
+def _new_object(value):
+    """Whether an expression makes a new object: a display, a comprehension, a constant, a
+    container's constructor (``dict()``) or a class's (``Cls()``, by the naming convention;
+    ``get_cache()`` may return an object from outside)."""
+    return isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+                              ast.SetComp, ast.Constant, ast.Tuple)) or \
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+        (value.func.id in ("list", "dict", "set", "bytearray", "tuple", "frozenset") or
+         value.func.id[:1].isupper())
+
+
+def _free(closure):
+    """The names a closure reads or assigns (nonlocal) from its enclosing functions."""
+    if isinstance(closure, ast.ClassDef):     # methods skip the class body's scope
+        return set().union(*[_free(c) for c in _in_scope(closure.body)[1]])
+    if isinstance(closure, ast.GeneratorExp):     # its first iterable is read where written
+        parts = [closure.elt] + [g.target for g in closure.generators] + \
+            [i for g in closure.generators for i in g.ifs] + \
+            [g.iter for g in closure.generators[1:]]
+        inside, closures = _in_scope(parts)
+        targets = {n.id for g in closure.generators for n in ast.walk(g.target)
+                   if isinstance(n, ast.Name)}
+        used = {n.id for n in inside if isinstance(n, ast.Name)}
+        return (used | set().union(*[_free(c) for c in closures])) - targets
+    return _Scope(closure).free
+
+
+def _nonlocal_writes(fn):
+    scope = _Scope(fn)
+    inside = _in_scope(fn.body)[0]
+    return {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            and n.id in scope.nonlocals}
+
+
+def _root(target):
+    """The variable an attribute or item target (``self.a.b[i]``) hangs from, or None."""
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
 
 
 # ---------------------------------------------------------------------------- jumps
@@ -1323,8 +1977,9 @@ def _lower_block(statements, loop):
             guards = stop + ([flags.cont] if flags.used_continue else [])
             body = _guard(body, guards)
             if stop and isinstance(statement, ast.For):
-                body = [ast.copy_location(ast.If(test=_running(stop), body=body, orelse=[]),
-                                          statement)]
+                wrapper = ast.If(test=_running(stop), body=body, orelse=[])
+                setattr(wrapper, "ag_guard", True)
+                body = [ast.copy_location(wrapper, statement)]
                 setattr(statement, "ag_stop", stop)      # for_stmt ends a Python loop by them
             elif stop:
                 statement.test = _call("running_and", [
@@ -1390,8 +2045,9 @@ def _guard(block, flags):
         set_here = sorted(_assigned([statement]) & set(flags))
         if set_here and k + 1 < len(block):
             rest = _guard(block[k + 1:], flags)
-            return block[:k + 1] + [ast.copy_location(
-                ast.If(test=_running(set_here), body=rest, orelse=[]), block[k + 1])]
+            guard = ast.If(test=_running(set_here), body=rest, orelse=[])
+            setattr(guard, "ag_guard", True)      # not the user's if: messages say so
+            return block[:k + 1] + [ast.copy_location(guard, block[k + 1])]
     return block
 
 

@@ -13,6 +13,7 @@ AutographError (a refusal); never another value. ``test_autograph.py`` checks ea
 """
 import importlib.util
 import itertools
+import re
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -26,7 +27,7 @@ def blocks(draw, depth=0, loops=()):
     """Lines (indent, text) of a block of 1-3 statements; ``loops``: enclosing loops' names."""
     lines = []
     for _ in range(draw(st.integers(1, 3))):
-        kinds = ["assign", "assign", "aug", "append", "ifexp"]
+        kinds = ["assign", "assign", "aug", "append", "ifexp", "closure"]
         if depth < 3:
             kinds += ["if", "if", "for", "while"]
         if loops:
@@ -40,6 +41,10 @@ def blocks(draw, depth=0, loops=()):
                 f"z = x - {k}", "x = z if z > 0 else x"]))))
         elif kind == "aug":
             lines.append((0, draw(st.sampled_from([f"x += {k}", f"y -= {k}", "acc += [x]"]))))
+        elif kind == "closure":          # closures of f: they read x, y, z when called
+            lines.append((0, draw(st.sampled_from([
+                "y = (y + peek()) % 97", "bump()", "acc.append(Box().get())",
+                "z = sum(v for v in (x, z)) % 31", "x = shift() % 89"]))))
         elif kind == "append":
             lines.append((0, draw(st.sampled_from(["acc.append(x)", "acc.append(y - x)"]))))
         elif kind == "ifexp":
@@ -91,14 +96,34 @@ def _outcome(fn, *args):
         return ("error", type(err).__name__)
 
 
+# Closures of the random programs' function: a lambda, a nested function assigning z
+# (nonlocal), a class whose method reads y, a default argument (read when the def runs).
+CLOSURES = """\
+    peek = lambda: x * 2 + z
+
+    def bump():
+        nonlocal z
+        z = (z + x) % 13
+
+    class Box:
+        def get(self):
+            return y
+
+    def shift(d=y):
+        return x + d
+"""
+
+
 def test_random_programs_keep_their_meaning(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("programs")
 
-    @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=500, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
     @given(blocks(), st.integers(-20, 120), st.integers(-20, 120))
     def check(lines, x, y):
         body = "\n".join("    " * (d + 1) + t for d, t in lines)
-        source = f"def f(x, y):\n    acc = []\n    z = 0\n{body}\n    return x, y, acc\n"
+        source = (f"def f(x, y):\n    acc = []\n    z = 0\n{CLOSURES}{body}\n"
+                  f"    return x, y, acc, peek(), shift()\n")
         plain = _load(source, tmp_path)
         converted = gluon_cf.autograph(plain)
         want, got = _outcome(plain, x, y), _outcome(converted, x, y)
@@ -112,14 +137,16 @@ def test_random_programs_keep_their_meaning(tmp_path_factory):
 # ---------------------------------------------------------------------------- on tensors
 
 @st.composite
-def tensor_blocks(draw, depth=0, loops=(), loop_body=False):
+def tensor_blocks(draw, depth=0, loops=(), loop_body=False, extra=()):
     """Lines of a hybrid_forward block on arrays x, y of shape (1,) and seq of shape (3, 1):
-    conditions are tensors, loops are over a tensor, a tensor counter or a Python range."""
+    conditions are tensors, loops are over a tensor, a tensor counter or a Python range.
+    ``extra``: more statements to draw from (closures, helpers, side effects)."""
     lines = []
     for _ in range(draw(st.integers(1, 3))):
         # (no +=: plain Python's is in place on NDArrays and fails under autograd; its own
         # test checks the converted one)
-        kinds = ["assign", "assign", "ifexp"] + (["append"] if loop_body else [])
+        kinds = ["assign", "assign", "ifexp"] + (["append"] if loop_body else []) + \
+            ["extra"] * (6 if extra else 0)
         if depth < 2:
             kinds += ["if", "if", "for_tensor", "for_range", "while"]
         if loops:
@@ -128,7 +155,9 @@ def tensor_blocks(draw, depth=0, loops=(), loop_body=False):
             kinds += ["return"]
         kind = draw(st.sampled_from(kinds))
         k = draw(st.integers(0, 9)) / 10
-        if kind == "assign":
+        if kind == "extra":
+            lines.append((0, draw(st.sampled_from(extra))))
+        elif kind == "assign":
             lines.append((0, draw(st.sampled_from([
                 f"x = F.tanh(x * 1.5 + {k})", f"y = F.sin(y + x - {k})", "x, y = y, x",
                 "z = x * y", "x = z + 1"]))))
@@ -144,28 +173,30 @@ def tensor_blocks(draw, depth=0, loops=(), loop_body=False):
             test = draw(st.sampled_from([f"x.sum() > {k}", f"(y > {k}) * (x < {k})",
                                          f"not (x.sum() > {k})", "x.sum() > y.sum()"]))
             lines.append((0, f"if {test}:"))
-            lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops))]
+            lines += [(d + 1, t) for d, t in draw(tensor_blocks(
+                depth + 1, loops, extra=extra))]
             if draw(st.booleans()):
                 lines.append((0, "else:"))
-                lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops))]
+                lines += [(d + 1, t) for d, t in draw(tensor_blocks(
+                    depth + 1, loops, extra=extra))]
         elif kind == "for_tensor":
             name = f"r{depth}"
             lines.append((0, f"for {name} in seq:"))
             lines.append((1, f"x = x + {name} * {k}"))
             lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops + (name,),
-                                                                True))]
+                                                                True, extra))]
         elif kind == "for_range":
             name = f"i{depth}"
             lines.append((0, f"for {name} in range({int(k * 10) % 3}):"))
             lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops + (name,),
-                                                                True))]
+                                                                True, extra))]
         elif kind == "while":
             name = f"w{depth}"
             lines.append((0, f"{name} = F.zeros((1,))"))
             lines.append((0, f"while {name} < {int(k * 10) % 4}:"))
             lines.append((1, f"{name} = {name} + 1"))
             lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops + (name,),
-                                                                True))]
+                                                                True, extra))]
     return lines
 
 
@@ -173,7 +204,9 @@ OUTCOMES = {}
 REFUSALS = []
 
 
-def _run(net, plain, x, y, seq):
+def _run(net, plain, x, y, seq, located=None):
+    """("value", [output sum, input gradients]), ("refused", None) or ("error", text).
+    ``located``: the file a refusal must name (with a line) at its start."""
     from mxnet import autograd
     import mxnet as mx
     for p in net.collect_params().values():
@@ -190,6 +223,9 @@ def _run(net, plain, x, y, seq):
         total.backward()
         return "value", [total.asnumpy()] + [a.grad.asnumpy() for a in inputs]
     except gluon_cf.AutographError as err:
+        if located is not None:
+            assert re.match(re.escape(located) + r":\d+: ", str(err)), str(err)
+            assert "::" not in str(err), str(err)
         REFUSALS.append(str(err).split(": ", 2)[-1][:90])
         return "refused", None
     except Exception as err:
@@ -203,7 +239,8 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
     import warnings
     tmp_path = tmp_path_factory.mktemp("tensor_programs")
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
     @given(tensor_blocks(), st.floats(-1, 1, width=32), st.floats(-1, 1, width=32))
     def check(lines, x0, y0):
         body = "\n".join("        " + "    " * d + t for d, t in lines)
@@ -237,3 +274,159 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
     print("outcomes (mode, plain, converted):", OUTCOMES)
     # the comparison is not vacuous: most programs run hybridized and are compared
     assert OUTCOMES.get(("hybrid", "value", "value"), 0) > 150, (OUTCOMES, REFUSALS)
+
+
+# ---------------------------------------------------------------------------- closures, helpers,
+# side effects (NOTE [autograph], closures and side effects)
+
+# What a statement may do beside the arithmetic of tensor_blocks: call closures that read k
+# (a lambda, a nested function, a class's method, a default argument), reassign k, assign it
+# through a nested function's nonlocal, call helpers of the module (one with a tensor if, one
+# that appends to a global list) and methods (one that counts calls in an attribute),
+# iterate over a tensor in a comprehension, and over Python values in a generator expression,
+# append to a list through a lambda, set an attribute by setattr, unpack F.split's outputs.
+CLOSURE_STATEMENTS = (
+    "x = scale(x)", "y = step() * 0.5", "bump(x)", "k = k * 0.9 + y", "y = plus(y)",
+    "x = shift(x)", "x = helper(x)", "x = self.half(x)", "x = self.count(x)",
+    "y = tally(y)", "y = y + F.stack(*[r * 0.5 for r in seq]).sum(axis=0)",
+    "y = y + sum(v * 0.5 for v in (x, k))", "x = (lambda v: v + y * k)(x)", "note(x)",
+    "x = self.mark(x)", "x, y = F.split(F.concat(y, x, dim=0), num_outputs=2, axis=0)",
+    "x, y = y * 0.5, x",
+)
+
+@st.composite
+def closure_programs(draw):
+    """tensor_blocks drawing from CLOSURE_STATEMENTS, and one of them (at least) in a tensor
+    if or loop (or a Python range loop) before or after the others."""
+    lines = draw(tensor_blocks(extra=CLOSURE_STATEMENTS))
+    statement = draw(st.sampled_from(CLOSURE_STATEMENTS))
+    region = draw(st.sampled_from([
+        [(0, "if x.sum() > y.sum():"), (1, statement)],
+        [(0, "for r9 in seq:"), (1, "x = x + r9 * 0.3"), (1, statement)],
+        [(0, "w9 = F.zeros((1,))"), (0, "while w9 < 2:"), (1, "w9 = w9 + 1"), (1, statement)],
+        [(0, "for i9 in range(2):"), (1, statement)]]))
+    if draw(st.booleans()) and not any(t.startswith("return") for _, t in lines):
+        return lines + region
+    return region + lines
+
+
+CLOSURE_MODULE = """\
+import mxnet as mx, gluon_cf
+LOG = []
+
+
+def helper(v):
+    if v.sum() > 0.2:
+        return v * 0.5
+    return v + 0.1
+
+
+def tally(v):
+    LOG.append(1)
+    return v * (1 + 0.1 * len(LOG))
+
+
+class Net(mx.gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def count(self, v):
+        self.n = self.n + 1
+        return v * (1 + 0.1 * self.n)
+
+    def half(self, v):
+        return v * 0.5
+
+    def mark(self, v):
+        setattr(self, "m", self.m + 1)
+        return v * (1 + 0.05 * self.m)
+
+    @gluon_cf.autograph(max_iterations=8)
+    def hybrid_forward(self, F, x, y, seq):
+        acc = []
+        z = x
+        k = x * 0 + 1
+        scale = lambda v: v * k
+
+        def step():
+            return y * 0.5 + k
+
+        def bump(v):
+            nonlocal k
+            k = k * 0.5 + v
+
+        class Plus:
+            def __call__(self, v):
+                return v + k
+        plus = Plus()
+
+        def shift(v, c=k):
+            return v + c
+        seen = []
+        note = lambda v: seen.append(v)
+{body}
+        return x + y + k + len(seen) * 0.25
+"""
+
+CLOSURE_OUTCOMES = {}
+
+
+def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory):
+    """Blocks whose statements call closures, helpers and methods with and without side
+    effects, inside tensor ifs and loops: the converted block, eager and hybridized, gives
+    plain Python's value and gradients or refuses with an AutographError at a line of the
+    program. Never another value; and most programs are really compared hybridized."""
+    import numpy as np
+    import warnings
+    tmp_path = tmp_path_factory.mktemp("closure_programs")
+    programs = []
+
+    @settings(max_examples=150, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(closure_programs(), st.floats(-1, 1, width=32),
+           st.floats(-1, 1, width=32))
+    def check(lines, x0, y0):
+        body = "\n".join("        " + "    " * d + t for d, t in lines)
+        source = CLOSURE_MODULE.format(body=body)
+        net = _load(source, tmp_path, "Net")()
+        path = type(net).hybrid_forward.__code__.co_filename
+        log = type(net).hybrid_forward.__globals__["LOG"]
+        programs.append(source)
+        x, y = np.array([x0], np.float32), np.array([y0], np.float32)
+        seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
+        outcome = {}
+        for mode in ("plain", "eager", "hybrid"):
+            log.clear()                      # the side effects start afresh in each mode
+            net.n = net.m = 0
+            if mode == "hybrid":
+                net.hybridize()
+            outcome[mode] = _run(net, mode == "plain", x, y, seq, located=path)
+        want = outcome["plain"]
+        for mode in ("eager", "hybrid"):
+            got = outcome[mode]
+            key = (mode, want[0], got[0])
+            CLOSURE_OUTCOMES[key] = CLOSURE_OUTCOMES.get(key, 0) + 1
+            if got[0] == "refused":
+                continue                     # a located refusal is allowed
+            if want[0] != "value":
+                assert got[0] != "value", (source, mode, want, got)
+                continue
+            assert got[0] == "value", (source, mode, want, got)
+            for g, w in zip(got[1], want[1]):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5,
+                                           err_msg=f"{mode}\n{source}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check()
+    print(f"{len(programs)} programs; outcomes (mode, plain, converted):", CLOSURE_OUTCOMES)
+    # they do call closures and helpers, in tensor ifs and loops
+    uses = sum(any(s in p for s in CLOSURE_STATEMENTS) for p in programs)
+    inside = sum(any(re.search(r"^ {12,}" + re.escape(s), p, re.M) for s in CLOSURE_STATEMENTS)
+                 for p in programs)
+    print(f"{uses} call closures or helpers, {inside} inside an if or loop")
+    assert uses == inside == len(programs), (uses, inside)
+    # the comparison is not vacuous: most programs run hybridized and are compared
+    assert CLOSURE_OUTCOMES.get(("hybrid", "value", "value"), 0) > len(programs) * 0.5, \
+        (CLOSURE_OUTCOMES, REFUSALS[-20:])
+    assert CLOSURE_OUTCOMES.get(("eager", "value", "value"), 0) > len(programs) * 0.8

@@ -239,9 +239,9 @@ def warn_truncation(where, bound):
     match = re.match(r"(.*?):(\d+): ", where)
     filename, line = (match.group(1), int(match.group(2))) if match else ("<unknown>", 0)
     warnings.warn_explicit(
-        f"{where}: this loop stopped at its bound of {bound} iterations while its condition "
-        f"still held; its results are those of the first {bound} steps (raise the bound with "
-        f"gluon_cf.max_iterations(N) or the decorator's max_iterations)",
+        f"{where.rstrip(':')}: this loop stopped at its bound of {bound} iterations while its "
+        f"condition still held; its results are those of the first {bound} steps (raise the "
+        f"bound with gluon_cf.max_iterations(N) or the decorator's max_iterations)",
         TruncationWarning, filename, line)
 
 
