@@ -628,6 +628,11 @@ FRESH_BLOCK_THREADS = """
         net.initialize(mx.init.Xavier())
         expected = {{k: net(*tree_inputs(k)).asnumpy() for k in range({n})}}   # eager: the oracle
         net.hybridize()                      # fresh: no hybridized call yet
+        # Gluon's tracing is not thread-safe (Block.name_scope is shared state: concurrent
+        # traces fail in Gluon, whatever the block). Trace once here, so that the threads race
+        # where gluon_cf has state: building the CachedOp and inferring the recursive
+        # functions' shapes on their first calls.
+        net._get_graph(*tree_inputs(0))
         barrier = threading.Barrier({n})
         def work(k):
             global right
