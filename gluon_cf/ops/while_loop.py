@@ -122,7 +122,7 @@ class NoStepOutputs:
 
     __slots__ = ("where", "pending")
 
-    def __init__(self, where, pending=None):
+    def __init__(self, where: Optional[str], pending: Optional[Exception] = None) -> None:
         self.where = where        # "file:line" of the loop in the user's code, or None
         self.pending = pending    # a PendingSignature to raise instead (discovery)
 
