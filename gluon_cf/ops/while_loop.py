@@ -22,7 +22,8 @@ OP = "while_loop"
 
 def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Arrays], Arrays]],
                loop_vars: Arrays, max_iterations: Optional[int] = None, name: str = "while_loop",
-               exact_length: bool = False, report_truncation: Optional[str] = None
+               exact_length: bool = False, report_truncation: Optional[str] = None,
+               truncation_advice: Optional[str] = None
                ) -> Tuple[Arrays, Arrays]:
     """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
 
@@ -58,8 +59,9 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
     * ``report_truncation`` (gluon_cf's, used by ``@autograph``): a ``"file:line: source"``
       location; a hybridized loop that stops at ``max_iterations`` while ``cond`` still holds
-      then warns (:class:`gluon_cf.TruncationWarning`) at that location. MXNet's loop, and this
-      one without it, stops there silently.
+      then warns (:class:`gluon_cf.TruncationWarning`) at that location, ending with
+      ``truncation_advice`` if given (else how to raise an autograph loop's bound). MXNet's
+      loop, and this one without it, stops there silently.
 
     Example: halve ``x`` while its sum exceeds 1, recording the sum before each step:
 
@@ -79,7 +81,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     step = _Step(cond, func, vars_fmt)
     if mode == "symbol":
         return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
-                               report_truncation)
+                               report_truncation, truncation_advice)
     outputs, final = executor.run(loop(
         lambda vs: done(pred_value(OP, "the value returned by cond", step.cond(vs))),
         lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations, pad_to,
@@ -297,9 +299,9 @@ def _pad_to(spec):
     return None if spec.get("exact_length") else spec["max_iterations"]
 
 
-def warn_truncation(where, bound):
+def warn_truncation(where, bound, advice=None):
     """Report a loop that stopped at its bound with its condition still true, at the user's
-    line ``where`` (``"file:line: source"``)."""
+    line ``where`` (``"file:line: source"``), ending with ``advice`` (how to raise the bound)."""
     import re
     import warnings
     from ..errors import TruncationWarning
@@ -307,12 +309,14 @@ def warn_truncation(where, bound):
     filename, line = (match.group(1), int(match.group(2))) if match else ("<unknown>", 0)
     warnings.warn_explicit(
         f"{where}: this loop stopped at its bound of {bound} iterations while its condition "
-        f"still held; its results are those of the first {bound} steps (raise the bound with "
-        f"gluon_cf.max_iterations(N) or the decorator's max_iterations)",
+        f"still held; its results are those of the first {bound} steps ("
+        + (advice or "raise the bound with gluon_cf.max_iterations(N) or the decorator's "
+           "max_iterations") + ")",
         TruncationWarning, filename, line)
 
 
-def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_truncation=None):
+def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_truncation=None,
+                    truncation_advice=None):
     nv = len(flat_vars)
     cond_g = trace(OP, "cond", nv, step.cond)
     if cond_g.num_outputs != 1:
@@ -334,6 +338,8 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         spec["exact_length"] = True   # absent in graphs saved before exact length existed
     if report_truncation is not None and max_iterations is not None:
         spec["report_truncation"] = report_truncation
+        if truncation_advice is not None:
+            spec["truncation_advice"] = truncation_advice
     outputs = _node.make_node(OP, flat_vars + captured, spec, name)
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
 
@@ -424,7 +430,7 @@ class WhileLoopRule(registry.Rule):
         where, bound = node.spec.get("report_truncation"), node.spec["max_iterations"]
         if where is not None and len(steps) == bound and \
                 pred_value(OP, "the value returned by cond", next_pred[-1]):
-            warn_truncation(where, bound)
+            warn_truncation(where, bound, node.spec.get("truncation_advice"))
         if outputs is None:   # no step ran (NOTE [loops of no step])
             outputs = self._no_step_outputs(node, inputs, pad_to)
         if outputs is None:   # shapes known only at run time: one untracked run of func's graph
