@@ -498,12 +498,41 @@ class WhileLoopRule(registry.Rule):
         stacked = custom_node.outputs[:num_out] if exact else \
             [node.fresh("stacked") for _ in range(num_out)]
         bound = "" if spec["max_iterations"] is None else node.const(spec["max_iterations"])
+        finals = list(custom_node.outputs[num_out:])
+        refuse = spec.get("truncation_advice") is not None and spec["max_iterations"] is not None
+        if refuse:   # the first loop var passes through the guard below
+            finals[0] = node.fresh("final")
         node.add("Loop", [bound, keep_going] + [custom_node.inputs[k] for k in var_slots],
-                 custom_node.outputs[num_out:] + stacked, body=body.graph)
+                 finals + stacked, body=body.graph)
+        if refuse:
+            _onnx_bound_guard(node, custom_node, finals)
         dtypes = [v.dtype for v in body.outputs]
         if num_out and not exact:
             _onnx_pad_rows(node, stacked, dtypes[num_vars:])
         return node.nodes, dtypes[num_vars:] + dtypes[:num_vars]
+
+
+def _onnx_bound_guard(node, custom_node, finals):
+    """A loop whose truncation drops data (``truncation_advice``: the child-sum TreeLSTM's
+    loop over a node's children) and whose ``cond`` still holds after max_iterations steps
+    fails the run at a ``Gather`` named ``.../max_iterations_exceeded``, which indexes past its
+    one-element table (ONNX has no error of its own). Its result (a zero) is added to the first
+    final loop var, so that no runtime prunes it."""
+    from onnx import TensorProto, helper
+
+    num_out, num_vars = node.spec["num_out_data"], node.spec["num_vars"]
+    captured = range(num_vars, len(custom_node.inputs))
+    values = {k: node.slot(k, name) for k, name in enumerate(finals)}
+    last_cond = node.convert("cond", f"{node.name}_cond_last", outer_slots=captured,
+                             outer_values=values)
+    still = node.add("Cast", [node.truth(node.inline(last_cond)[0])], to=TensorProto.INT64)
+    guard = f"{node.name}/max_iterations_exceeded"
+    node.nodes.append(helper.make_node(
+        "Gather", [node.const(np.zeros(1, np.int64)), node.add("Reshape", [still, node.const([1])])],
+        [guard], name=guard))
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(custom_node.input_dtypes[0]))
+    node.add("Add", [finals[0], node.add("Cast", [guard], to=dtype)],
+             [custom_node.outputs[num_out]])
 
 
 def _onnx_pad_rows(node, stacked, dtypes):
