@@ -191,13 +191,13 @@ def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -
 #     (``take``, ``FullyConnected``, scalar arithmetic), never returned, even when the thread
 #     ends. Once, every hop started a new thread with the default 8 MB stack: a 19,999-deep
 #     TreeRNN chain held ~400 threads and ~9 GB of address space, and every deep call leaked its
-#     threads' MXNet memory again. Now a chain of that depth holds a few dozen hop threads, each
+#     threads' MXNet memory again. Now a chain of that depth holds ~150 hop threads (~3.5 GB), each
 #     with a ``_HOP_STACK`` stack, and the pool's threads are paid for once per process.
 #     ``_HOP_STACK`` holds ``_HEADROOM`` + the frames of one hop with a wide margin: Python 3.11
 #     keeps Python frames off the C stack, and a level's C frames are a few hundred bytes.
 
 _eager = threading.local()
-_HEADROOM = 250             # frames of the recursion limit left to the code between two calls
+_HEADROOM = 400             # frames of the recursion limit left to the code between two calls
 _HOP_STACK = 2 << 20        # C stack of a hop thread (bytes)
 _TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
 
