@@ -528,8 +528,8 @@ def _onnx_bound_guard(node, custom_node, finals):
     still = node.add("Cast", [node.truth(node.inline(last_cond)[0])], to=TensorProto.INT64)
     guard = f"{node.name}/max_iterations_exceeded"
     node.nodes.append(helper.make_node(
-        "Gather", [node.const(np.zeros(1, np.int64)), node.add("Reshape", [still, node.const([1])])],
-        [guard], name=guard))
+        "Gather", [node.const(np.zeros(1, np.int64)),
+                   node.add("Reshape", [still, node.const([1])])], [guard], name=guard))
     dtype = helper.np_dtype_to_tensor_dtype(np.dtype(custom_node.input_dtypes[0]))
     node.add("Add", [finals[0], node.add("Cast", [guard], to=dtype)],
              [custom_node.outputs[num_out]])
