@@ -640,10 +640,30 @@ class _Lowering:
                          body=graph)
         seq = results[nv + 1:]
         alive_seq, args_seq, k = seq[0], [], 1
+        alive_seq = em.add("And", [alive_seq, self._bound_guard(em, loop, inputs, results)])
         for n in num_call_args:
             args_seq.append(seq[k:k + n])
             k += n
         return alive_seq, args_seq
+
+    def _bound_guard(self, em, loop, inputs, results):
+        """Bool (1,), true; but a row whose ``cond`` still holds after max_iterations steps
+        (a node with more children than the child-sum TreeLSTM's ``max_children``) would lose
+        the rest of its steps: a ``Gather`` named ``.../max_iterations_exceeded`` then indexes
+        past its one-element table, which fails the run, naming that node (as the depth bound,
+        ONNX has no error of its own)."""
+        nv = loop.nv
+        final = [ValueSpec(results[k], inputs[k].shape, inputs[k].dtype) for k in range(nv)]
+        bound = final + list(inputs[nv:])
+        (pred,) = self._loop_graph(loop, "cond", bound, em)
+        still = em.add("And", [results[nv], self._first_of_rows(
+            em, pred, len(self._cond_shape(loop, bound)))])
+        over = em.add("ReduceSum", [em.add("Cast", [still], to=TensorProto.INT64)], keepdims=1)
+        guard = f"{em.prefix}/loop{loop.calls[0][0]}/max_iterations_exceeded"
+        em.nodes.append(helper.make_node(
+            "Gather", [em.const(np.zeros(1, np.int64)), em.add("Reshape", [over, em.const([1])])],
+            [guard], name=guard))
+        return em.add("Equal", [guard, em.const(np.zeros(1, np.int64))])
 
     def _cond_shape(self, loop, bound):
         """The shape of ``loop``'s predicate for these bound inputs (MXNet's inference)."""

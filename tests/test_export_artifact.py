@@ -486,3 +486,23 @@ def test_constant_loop_trip_counts_are_bounded(tmp_path):
     with pytest.raises(ArtifactError, match=r"\(Loop\): trip count 8 is more than "
                                             r"max_loop_iterations=5$"):
         load(data, limits=Limits(max_loop_iterations=5))
+
+
+def test_child_sum_past_max_children_fails_the_run(tmp_path):
+    """Issue 24: an artifact of a ChildSumTreeLSTM dropped the children past max_children
+    silently. A node with more children now fails the run, naming the loop's
+    .../max_iterations_exceeded node; at the bound the artifact equals Gluon."""
+    trees = [parse_tree("(3 (1 d) (2 e) (3 f))"), parse_tree("(1 (2 a) (0 b))")]
+    wide = parse_tree("(3 (1 d) (2 e) (3 f) (1 g))")
+    vocab = build_vocab(trees + [wide])
+    net = initialized(ChildSumTreeLSTM(len(vocab), embed_size=4, hidden_size=3, num_classes=2,
+                                       max_children=3))
+    names = ["tokens", "child_ptr", "child_idx", "roots"]
+    inputs = forest_arrays(trees, vocab, binary=False, names=names)
+    path = str(tmp_path / "child_sum.onnx")
+    save_artifact(net, inputs, path, dynamic_axes=NODE_AXES)
+    run = load(path)
+    np.testing.assert_allclose(run(*inputs)[0], gluon_outputs(net, inputs)[0], rtol=1e-5,
+                               atol=1e-6)
+    with pytest.raises(ArtifactError, match="max_iterations_exceeded"):
+        run(*forest_arrays([trees[1], wide], vocab, binary=False, names=names))

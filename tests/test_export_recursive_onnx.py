@@ -435,3 +435,18 @@ def test_onnx_benchmark_smoke(tmp_path):
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["treelstm_b4_onnx_vs_artifact"] > 0
     assert set(summary["chain_seconds"]["treernn"]) == {"h", "j", "k"}
+
+
+def test_child_sum_past_max_children_fails_the_run():
+    """Issue 24: an exported ChildSumTreeLSTM dropped the children past max_children silently
+    (3, 4 and 7 children gave one output). A node with more children now fails the run at a
+    Gather named .../max_iterations_exceeded (ONNX has no error of its own); at the bound it
+    equals Gluon."""
+    net = child_sum(max_children=3)
+    trees = [parse_tree("(3 (1 d) (2 e) (3 f))"), parse_tree("(1 (2 a) (0 b))")]
+    model = export_onnx(net, nary_arrays(trees), dynamic_axes=NODE_AXES)
+    np.testing.assert_allclose(ort_run(model, nary_arrays(trees)), gluon(net, nary_arrays(trees)),
+                               **TOL)
+    for wide in ("(3 (1 d) (2 e) (3 f) (1 g))", "(3 (1 d) (2 e) (3 f) (1 g) (2 a) (0 b) (2 e))"):
+        with pytest.raises(Exception, match="max_iterations_exceeded"):
+            ort_run(model, nary_arrays([trees[1], parse_tree(wide)]))

@@ -57,6 +57,46 @@ def test_eager_recursion_20000_deep_with_gradients_leaves_recursion_limit_alone(
     assert proc.stdout.split() == ["ok", "1000"]
 
 
+EAGER_LINEAR_IN_BOUNDED_ADDRESS_SPACE = """
+    import resource, threading
+    resource.setrlimit(resource.RLIMIT_AS, ({limit} << 20, {limit} << 20))
+    import numpy as np
+    import mxnet as mx
+    from mxnet import autograd, nd
+    import gluon_cf
+
+    N = 20000                                    # the default max_depth
+    left = nd.array([-1] + list(range(N - 1)))   # node i's only child is node i - 1
+    w = nd.array([[0.5, 1.0, -1.0]])
+    w.attach_grad()
+
+    @gluon_cf.recursive
+    def f(idx):
+        return gluon_cf.cond(nd.take(left, idx) < 0, lambda: w * 1.0,
+                             lambda: f(nd.take(left, idx)) * 0.5 + w)
+
+    threads = []
+    for _ in range(2):
+        with autograd.record():
+            out = f(nd.array([N - 1]))
+        out.backward()
+        np.testing.assert_allclose(out.asnumpy(), w.asnumpy() * 2, rtol=1e-5)
+        np.testing.assert_allclose(w.grad.asnumpy(), np.full((1, 3), 2.0), rtol=1e-5)
+        threads.append(threading.active_count())
+    print("ok", threads[0] == threads[1], threads[0] < 200)
+"""
+
+
+def test_eager_recursion_of_max_depth_in_bounded_address_space():
+    """Issue 24: every hop of the stack once started a new thread (8 MB stack, and the ~4.5 MB
+    MXNet keeps per thread that ran an operator, never given back): ~9 GB of address space at
+    depth 20,000, and each deep call leaked it again. Hop threads are now a pool (the second
+    call starts none) with small stacks and twice as many frames each (NOTE [eager
+    recursion stack]). 4 GiB, not 2: MXNet's per-thread memory bounds what threads can do."""
+    proc = run_case(EAGER_LINEAR_IN_BOUNDED_ADDRESS_SPACE.format(limit=4 << 10), timeout=540)
+    assert proc.stdout.split() == ["ok", "True", "True"]
+
+
 NO_BASE_CASE_EAGER = """
     import traceback
     import mxnet as mx

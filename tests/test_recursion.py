@@ -179,3 +179,64 @@ def test_linear_tree_of_5000_nodes_hybridized():
     np.testing.assert_allclose(grads[net.cell.combine.collect_params().keys().__iter__().__next__()],
                                expected_grads[net.cell.combine.collect_params().keys().__iter__().__next__()],
                                rtol=1e-3, atol=1e-5)
+
+
+# ---- issue 24, item 7: a hard bound never drops data ------------------------------------------
+
+def _wide_case(children):
+    """A root with ``children`` leaf children, and a ChildSumTreeLSTM bounded at 3 children."""
+    tree = parse_tree("(2 %s)" % " ".join("(1 w%d)" % k for k in range(children)))
+    vocab = build_vocab([tree])
+    encoded = encode_tree(tree, vocab, binary=False)
+    mx.random.seed(2)
+    net = ChildSumTreeLSTM(len(vocab), embed_size=4, hidden_size=3, num_classes=2,
+                           max_children=3)
+    net.initialize(mx.init.Xavier())
+    return net, encoded, _arrays(batchify_forest([encoded]),
+                                 ["tokens", "child_ptr", "child_idx", "roots"])
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+@pytest.mark.parametrize("children", [4, 7])
+def test_childsum_refuses_more_children_than_max_children(children, hybridize):
+    """Children past max_children were dropped silently (3, 4 and 7 children gave one output):
+    now a ValueError names the node, its child count and the bound, eager and hybridized."""
+    net, _, inputs = _wide_case(children)
+    if hybridize:
+        net.hybridize()
+    with pytest.raises(ValueError, match=r"^ChildSumTreeLSTM: node \d+ has %d children, more than "
+                       r"max_children=3: .* build the model with max_children >= %d$"
+                       % (children, children)):
+        net(*inputs)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_childsum_at_its_bound_matches_reference(hybridize):
+    net, encoded, inputs = _wide_case(3)
+    expected, expected_grads = _reference_loss(
+        net, [encoded], lambda e, c, t: reference.childsum_eager(e, c, t)[0])
+    (got,), grads = _run(net, inputs, hybridize)
+    np.testing.assert_allclose(got, expected, **TOL)
+    for name in expected_grads:
+        np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
+
+
+def test_childsum_inside_a_hybridized_parent_warns_at_its_bound():
+    """Inside another block's graph no check sees the values: the loop over the children
+    warns (TruncationWarning) when it stops at max_children with children left."""
+    net, _, inputs = _wide_case(5)
+
+    class Parent(gluon.HybridBlock):
+        def __init__(self, child):
+            super().__init__()
+            self.child = child
+
+        def hybrid_forward(self, F, *args):
+            return self.child(*args) * 1.0
+
+    parent = Parent(net)
+    parent.hybridize()
+    with pytest.warns(gluon_cf.TruncationWarning, match=r"ChildSumTreeLSTM\(max_children=3\): "
+                      r"this loop stopped at its bound of 3 iterations .* steps \(a node has "
+                      r"more children than max_children"):
+        parent(*inputs).asnumpy()

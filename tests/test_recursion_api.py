@@ -174,3 +174,73 @@ def test_invoke_rejects_non_callables_and_mixed_arguments():
     with pytest.raises(TypeError, match=r"gluon_cf.invoke: the arguments of 'f' mix"):
         gluon_cf.invoke(gluon_cf.recursive(lambda a, b: a, name="f"), nd.array([1]),
                         mx.sym.var("x"))
+
+
+# ---- issue 24, item 7: a base case that is a loop of no step ------------------------------------
+
+# n-ary trees as CSR arrays: the children of node i are CHILD_IDX[CHILD_PTR[i]:CHILD_PTR[i+1]].
+CHILDREN = [[1, 2, 3], [4, 5], [], [6, 7, 8, 9], [], [10], [], [], [], [], []]
+CHILD_PTR = np.cumsum([0] + [len(c) for c in CHILDREN]).astype(np.float32)
+CHILD_IDX = np.array(sum(CHILDREN, []), np.float32)
+
+
+class CountNodes(gluon.HybridBlock):
+    """A weighted count of the nodes under a node: recursion over the children inside a
+    while_loop, whose leaves (no child) are a loop of no step, with no cond at all."""
+
+    def __init__(self, max_iterations, **kwargs):
+        super().__init__(**kwargs)
+        self.max_iterations = max_iterations
+        with self.name_scope():
+            self.w = self.params.get("w", shape=(1,), init=mx.init.Constant(0.7))
+
+    def hybrid_forward(self, F, child_ptr, child_idx, root, w):
+        @gluon_cf.recursive
+        def count(i):
+            start, end = F.take(child_ptr, i), F.take(child_ptr, i + 1)
+
+            def add_child(k, total):
+                return None, [k + 1, total + count(F.take(child_idx, k))]
+
+            own = F.broadcast_mul(F.ones_like(i), w)   # one row per invocation: batches
+            _, (_, total) = gluon_cf.while_loop(lambda k, total: k < end, add_child, [start, own],
+                                                max_iterations=self.max_iterations)
+            return F.tanh(total * 0.5) + own
+
+        return count(root)
+
+
+def _count_reference(i, w):
+    """Plain Python recursion over the children lists."""
+    total = w * 1.0
+    for child in CHILDREN[i]:
+        total = total + _count_reference(child, w)
+    return nd.tanh(total * 0.5) + w
+
+
+@pytest.mark.parametrize("max_iterations", [4, None])
+@pytest.mark.parametrize("mode", ["eager", "unbatched", "batched"])
+@pytest.mark.parametrize("root", [0, 1, 2, 3])
+def test_base_case_of_a_loop_of_no_step(root, mode, max_iterations):
+    """Leaves run a while_loop of no step, which never calls its body (a call would recurse
+    forever eagerly; hybridized, the function had "no base case"); values and gradients are
+    plain Python's, eager and hybridized with both executors."""
+    w = nd.array([0.7])
+    w.attach_grad()
+    with autograd.record():
+        expected = _count_reference(root, w)
+    expected.backward()
+    net = CountNodes(max_iterations)
+    net.initialize()
+    previous = gluon_cf.get_executor()
+    if mode != "eager":
+        gluon_cf.set_executor(mode)
+        net.hybridize()
+    try:
+        with autograd.record():
+            got = net(nd.array(CHILD_PTR), nd.array(CHILD_IDX), nd.array([root]))
+        got.backward()
+    finally:
+        gluon_cf.set_executor(previous)
+    np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), **TOL)
+    np.testing.assert_allclose(net.w.grad().asnumpy(), w.grad.asnumpy(), **TOL)

@@ -15,8 +15,11 @@ with ``gluon_cf.foreach`` over ``roots``, then classifies it.
   hidden state whether to expand into two children (up to ``max_depth``), so the tree's shape is
   decided at run time by the model - the case TF Fold cannot express.
 """
+import sys
 from typing import Any, Optional
 
+import mxnet as mx
+import numpy as np
 from mxnet import gluon
 
 import gluon_cf
@@ -103,7 +106,9 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
     ``net(tokens, child_ptr, child_idx, roots)``; children of node i are
     ``child_idx[child_ptr[i]:child_ptr[i+1]]``. Every node has an input ``embed(token)``. The
     children are summed left to right by a ``while_loop`` inside the recursive function, bounded
-    by ``max_children``.
+    by ``max_children``: a node with more children is a ``ValueError`` naming the node, its
+    child count and the bound, eagerly and hybridized (the loop would stop at the bound and
+    drop the rest).
     """
 
     def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
@@ -116,8 +121,30 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
             self.cell = ChildSumTreeLSTMCell(hidden_size, embed_size, prefix="cell_")
             self.out = gluon.nn.Dense(num_classes, in_units=hidden_size)
 
+    def check_children(self, child_ptr: Any) -> None:
+        """``ValueError`` unless every node of ``child_ptr`` (an NDArray) has at most
+        ``max_children`` children."""
+        counts = np.diff(child_ptr.asnumpy().ravel())
+        if counts.size and counts.max() > self.max_children:
+            node = int(np.argmax(counts))
+            raise ValueError(
+                f"ChildSumTreeLSTM: node {node} has {int(counts[node])} children, more than "
+                f"max_children={self.max_children}: the loop over its children stops at the "
+                f"bound, so the rest would be dropped; build the model with max_children >= "
+                f"{int(counts.max())}")
+
+    def forward(self, tokens: Any, child_ptr: Any, *args: Any) -> Any:
+        if self._active and isinstance(child_ptr, mx.nd.NDArray):
+            self.check_children(child_ptr)   # hybridized: the graph cannot check values
+        return super().forward(tokens, child_ptr, *args)
+
     def encode(self, F, tokens, child_ptr, child_idx, roots):
         H = self.hidden_size
+        if isinstance(child_ptr, mx.nd.NDArray):
+            self.check_children(child_ptr)
+        # Where no check saw the values (a graph built by a parent block), the loop warns.
+        where = "%s:%d: ChildSumTreeLSTM(max_children=%d)" % (
+            __file__, sys._getframe().f_lineno, self.max_children)
 
         @gluon_cf.recursive
         def node(idx):
@@ -141,7 +168,9 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
 
                 _, (_, h_sum, fc_sum) = gluon_cf.while_loop(
                     has_next, add_child, [start, zeros(), zeros()],
-                    max_iterations=self.max_children)
+                    max_iterations=self.max_children, report_truncation=where,
+                    truncation_advice="a node has more children than max_children; build "
+                    "the model with a larger max_children")
                 return self.cell.combine(x, h_sum, fc_sum)
 
             return gluon_cf.cond(end - start < 1, leaf, internal)

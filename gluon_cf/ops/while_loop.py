@@ -9,7 +9,8 @@ from .. import executor, node as _node, registry
 from ..executor import done
 from ..graph import Graph
 from .._structure import describe, flatten, regroup
-from ..tracing import merge_captures, trace
+from ..tracing import (PendingShape, PendingSignature, merge_captures, pending_shapes, trace,
+                       user_location)
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
@@ -21,7 +22,8 @@ OP = "while_loop"
 
 def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Arrays], Arrays]],
                loop_vars: Arrays, max_iterations: Optional[int] = None, name: str = "while_loop",
-               exact_length: bool = False, report_truncation: Optional[str] = None
+               exact_length: bool = False, report_truncation: Optional[str] = None,
+               truncation_advice: Optional[str] = None
                ) -> Tuple[Arrays, Arrays]:
     """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
 
@@ -48,15 +50,18 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
       outputs have exactly as many rows as steps ran, eager and hybridized. Hybridized, their
       shape is then known only at run time, and the block runs partitioned: its ordinary
       operators still run as compiled graphs, with shapes inferred just before each runs.
-    * A loop that runs zero times returns zero rows of the right shape (``max_iterations`` rows
-      of zeros when padded; the shape is learnt by calling ``func`` once with autograd paused)
-      and the initial ``loop_vars``.
+    * A loop that runs zero times never calls ``func`` (as MXNet) and returns the initial
+      ``loop_vars``. Hybridized, its step outputs are ``max_iterations`` rows of zeros (zero rows
+      for exact length), shaped by shape inference. Eagerly nothing can tell their structure
+      and shapes without calling ``func``: they are a :class:`NoStepOutputs`, which raises a
+      clear error naming the loop when used (MXNet's eager loop returns ``[]`` there).
     * ``max_iterations`` must be at least 1 in hybridized mode.
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
     * ``report_truncation`` (gluon_cf's, used by ``@autograph``): a ``"file:line: source"``
       location; a hybridized loop that stops at ``max_iterations`` while ``cond`` still holds
-      then warns (:class:`gluon_cf.TruncationWarning`) at that location. MXNet's loop, and this
-      one without it, stops there silently.
+      then warns (:class:`gluon_cf.TruncationWarning`) at that location, ending with
+      ``truncation_advice`` if given (else how to raise an autograph loop's bound). MXNet's
+      loop, and this one without it, stops there silently.
 
     Example: halve ``x`` while its sum exceeds 1, recording the sum before each step:
 
@@ -76,12 +81,76 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     step = _Step(cond, func, vars_fmt)
     if mode == "symbol":
         return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
-                               report_truncation)
+                               report_truncation, truncation_advice)
     outputs, final = executor.run(loop(
         lambda vs: done(pred_value(OP, "the value returned by cond", step.cond(vs))),
         lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations, pad_to,
-        zero_outputs=lambda: _probe_outputs(step, flat_vars, pad_to)))
+        zero_outputs=lambda: None))
+    if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
+        return NoStepOutputs(user_location()), regroup(final, vars_fmt)
     return _result(outputs, final, step.out_fmt, vars_fmt)
+
+
+# NOTE [loops of no step]
+#     A while_loop whose cond is false at once never calls func, eagerly or hybridized, as
+#     MXNet's: calling it would repeat its Python side effects and, inside a recursive function,
+#     make the recursive calls of a step that does not exist (a function whose base case is an
+#     empty loop would never end). What its step outputs would have been is then known only
+#     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``;
+#     only when a body's shapes depend on run-time values is the body's *graph* run once,
+#     untracked, for them: no Python code runs). Eagerly, only calling func could tell, so the
+#     step outputs are a :class:`NoStepOutputs` that refuses every use with an error naming
+#     the loop; code that may loop zero times and reads the step outputs runs hybridized.
+#     While a recursive function's signature is discovered (NOTE [recursion design]), a body
+#     that calls the function being discovered is the loop's non-recursive path: the loop
+#     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
+
+
+class NoStepOutputs:
+    """The step outputs of an eager ``while_loop`` that ran no step: unknown, because ``func``
+    was not called (calling it would repeat its side effects, and the recursive calls of a step
+    that does not exist). Every use raises a ``ValueError`` naming the loop.
+
+    >>> import mxnet as mx, gluon_cf
+    >>> steps, x = gluon_cf.while_loop(lambda x: x.sum() > 10, lambda x: (x * 2, x + 1),
+    ...                                mx.nd.array([1.0]), max_iterations=3)
+    >>> x.asnumpy()
+    array([1.], dtype=float32)
+    >>> steps[0]
+    Traceback (most recent call last):
+    ...
+    ValueError: gluon_cf.while_loop...ran no step, so func was never called...
+    """
+
+    __slots__ = ("where", "pending")
+
+    def __init__(self, where: Optional[str], pending: Optional[Exception] = None) -> None:
+        self.where = where        # "file:line" of the loop in the user's code, or None
+        self.pending = pending    # a PendingSignature to raise instead (discovery)
+
+    def refuse(self, *args, **kwargs):
+        if self.pending is not None:
+            raise self.pending
+        raise ValueError(
+            "gluon_cf.while_loop%s ran no step, so func was never called and the structure "
+            "and shapes of its step outputs are unknown in eager mode (MXNet's eager "
+            "while_loop returns no step outputs here); hybridize the block (its step outputs "
+            "are then zero rows of the right shape) or do not read the step outputs of a loop "
+            "that may run no step" % (" at %s" % self.where if self.where else ""))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self.refuse()
+
+    def __repr__(self):
+        return "<gluon_cf.while_loop step outputs: none, the loop%s ran no step>" % (
+            " at %s" % self.where if self.where else "")
+
+    __getitem__ = __iter__ = __len__ = __bool__ = __contains__ = __array__ = refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = refuse
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
 
 
 def _result(outputs, final, out_fmt, vars_fmt):
@@ -144,11 +213,11 @@ class _Step:
         return flat_out + flat_vars
 
 
-def _probe_outputs(step, flat_vars, pad_to):
-    """Zero-step eager loop: learn the step outputs' shapes by calling func once, untracked."""
-    with mx.autograd.pause():
-        result = step.eager(flat_vars)
-    return zero_rows(result[:len(result) - len(flat_vars)], pad_to)
+class _Like:
+    """What :func:`zero_rows` reads of a step output: its shape, dtype and context."""
+
+    def __init__(self, shape, dtype, context):
+        self.shape, self.dtype, self.context = shape, dtype, context
 
 
 def zero_rows(rows_like, pad_to):
@@ -230,9 +299,9 @@ def _pad_to(spec):
     return None if spec.get("exact_length") else spec["max_iterations"]
 
 
-def warn_truncation(where, bound):
+def warn_truncation(where, bound, advice=None):
     """Report a loop that stopped at its bound with its condition still true, at the user's
-    line ``where`` (``"file:line: source"``)."""
+    line ``where`` (``"file:line: source"``), ending with ``advice`` (how to raise the bound)."""
     import re
     import warnings
     from ..errors import TruncationWarning
@@ -240,18 +309,25 @@ def warn_truncation(where, bound):
     filename, line = (match.group(1), int(match.group(2))) if match else ("<unknown>", 0)
     warnings.warn_explicit(
         f"{where.rstrip(':')}: this loop stopped at its bound of {bound} iterations while its "
-        f"condition still held; its results are those of the first {bound} steps (raise the "
-        f"bound with gluon_cf.max_iterations(N) or the decorator's max_iterations)",
+        f"condition still held; its results are those of the first {bound} steps ("
+        + (advice or "raise the bound with gluon_cf.max_iterations(N) or the decorator's "
+           "max_iterations") + ")",
         TruncationWarning, filename, line)
 
 
-def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_truncation=None):
+def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_truncation=None,
+                    truncation_advice=None):
     nv = len(flat_vars)
     cond_g = trace(OP, "cond", nv, step.cond)
     if cond_g.num_outputs != 1:
         raise ValueError("gluon_cf.while_loop: cond must return one Symbol, got %d outputs"
                          % cond_g.num_outputs)
-    func_g = trace(OP, "func", nv, lambda vs: list(step.func(vs)))
+    try:
+        func_g = trace(OP, "func", nv, lambda vs: list(step.func(vs)))
+    except PendingSignature as pending:
+        # Discovering a recursive function that func calls: zero steps is the loop's path
+        # without the call (NOTE [loops of no step]); this graph is thrown away.
+        return NoStepOutputs(user_location(), pending), regroup(flat_vars, step.vars_fmt)
     captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
@@ -262,8 +338,24 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         spec["exact_length"] = True   # absent in graphs saved before exact length existed
     if report_truncation is not None and max_iterations is not None:
         spec["report_truncation"] = report_truncation
+        if truncation_advice is not None:
+            spec["truncation_advice"] = truncation_advice
     outputs = _node.make_node(OP, flat_vars + captured, spec, name)
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
+
+
+def _func_shapes(node, in_shapes):
+    """Infer func's graph. While the shapes of a recursive function that func calls are being
+    inferred (NOTE [recursion design]), the loop is on its path of no step: its final loop vars
+    are its initial ones, its step outputs unknown (NOTE [loops of no step])."""
+    before = pending_shapes()
+    try:
+        return node.graphs["func"].infer_shape(in_shapes)
+    except (mx.MXNetError, PendingShape):
+        if pending_shapes() == before:
+            raise
+    nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
+    return {}, [None] * num_out + list(in_shapes[:nv])
 
 
 class WhileLoopRule(registry.Rule):
@@ -283,7 +375,7 @@ class WhileLoopRule(registry.Rule):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         cond_in, cond_out = node.graphs["cond"].infer_shape(in_shapes)
         check_scalar_pred(OP, "the value returned by cond", cond_out[0])
-        func_in, func_out = node.graphs["func"].infer_shape(in_shapes)
+        func_in, func_out = _func_shapes(node, in_shapes)
         shapes = list(in_shapes)
         for inferred in (cond_in, func_in):
             for slot, shape in inferred.items():
@@ -342,12 +434,29 @@ class WhileLoopRule(registry.Rule):
         where, bound = node.spec.get("report_truncation"), node.spec["max_iterations"]
         if where is not None and len(steps) == bound and \
                 pred_value(OP, "the value returned by cond", next_pred[-1]):
-            warn_truncation(where, bound)
-        if outputs is None:   # no step ran: learn the rows' shapes from one untracked call
+            warn_truncation(where, bound, node.spec.get("truncation_advice"))
+        if outputs is None:   # no step ran (NOTE [loops of no step])
+            outputs = self._no_step_outputs(node, inputs, pad_to)
+        if outputs is None:   # shapes known only at run time: one untracked run of func's graph
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 probe = yield func_g.run(list(inputs), frame, record=False)
             outputs = zero_rows(probe[:num_out], pad_to)
         return outputs + final
+
+    def _no_step_outputs(self, node, inputs, pad_to):
+        """The step outputs of a loop that ran no step, shaped by inference on ``inputs`` (func
+        is not run); None when their shapes are known only at run time."""
+        num_out = node.spec["num_out_data"]
+        try:
+            _, row_shapes = node.graphs["func"].infer_shape([x.shape for x in inputs])
+            _, out_types = self.infer_type(node, [x.dtype for x in inputs])
+        except (mx.MXNetError, ValueError):
+            return None
+        rows, dtypes = row_shapes[:num_out], out_types[:num_out]
+        if not all(registry.is_complete(r) for r in rows) or None in dtypes:
+            return None
+        ctx = inputs[0].context
+        return zero_rows([_Like(tuple(r), t, ctx) for r, t in zip(rows, dtypes)], pad_to)
 
     def forward_batched(self, node, inputs, frame):
         """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
@@ -393,12 +502,41 @@ class WhileLoopRule(registry.Rule):
         stacked = custom_node.outputs[:num_out] if exact else \
             [node.fresh("stacked") for _ in range(num_out)]
         bound = "" if spec["max_iterations"] is None else node.const(spec["max_iterations"])
+        finals = list(custom_node.outputs[num_out:])
+        refuse = spec.get("truncation_advice") is not None and spec["max_iterations"] is not None
+        if refuse:   # the first loop var passes through the guard below
+            finals[0] = node.fresh("final")
         node.add("Loop", [bound, keep_going] + [custom_node.inputs[k] for k in var_slots],
-                 custom_node.outputs[num_out:] + stacked, body=body.graph)
+                 finals + stacked, body=body.graph)
+        if refuse:
+            _onnx_bound_guard(node, custom_node, finals)
         dtypes = [v.dtype for v in body.outputs]
         if num_out and not exact:
             _onnx_pad_rows(node, stacked, dtypes[num_vars:])
         return node.nodes, dtypes[num_vars:] + dtypes[:num_vars]
+
+
+def _onnx_bound_guard(node, custom_node, finals):
+    """A loop whose truncation drops data (``truncation_advice``: the child-sum TreeLSTM's
+    loop over a node's children) and whose ``cond`` still holds after max_iterations steps
+    fails the run at a ``Gather`` named ``.../max_iterations_exceeded``, which indexes past its
+    one-element table (ONNX has no error of its own). Its result (a zero) is added to the first
+    final loop var, so that no runtime prunes it."""
+    from onnx import TensorProto, helper
+
+    num_out, num_vars = node.spec["num_out_data"], node.spec["num_vars"]
+    captured = range(num_vars, len(custom_node.inputs))
+    values = {k: node.slot(k, name) for k, name in enumerate(finals)}
+    last_cond = node.convert("cond", f"{node.name}_cond_last", outer_slots=captured,
+                             outer_values=values)
+    still = node.add("Cast", [node.truth(node.inline(last_cond)[0])], to=TensorProto.INT64)
+    guard = f"{node.name}/max_iterations_exceeded"
+    node.nodes.append(helper.make_node(
+        "Gather", [node.const(np.zeros(1, np.int64)),
+                   node.add("Reshape", [still, node.const([1])])], [guard], name=guard))
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(custom_node.input_dtypes[0]))
+    node.add("Add", [finals[0], node.add("Cast", [guard], to=dtype)],
+             [custom_node.outputs[num_out]])
 
 
 def _onnx_pad_rows(node, stacked, dtypes):

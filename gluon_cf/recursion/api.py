@@ -21,6 +21,8 @@ NOTE [recursion design]
     inference is repeated until the function's output shapes are known and consistent.
 """
 import itertools
+import os
+import queue
 import sys
 import threading
 import uuid
@@ -66,7 +68,31 @@ class RecursiveFunction:
         self.uid = next(self._ids)
 
     def __call__(self, *args: Arrays) -> Arrays:
-        return invoke(self, *args)
+        """The call, same as ``invoke(self, *args)`` (which calls this)."""
+        flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % self.name)
+        mode = mode_of("invoke", flat, "the arguments of %r" % self.name)
+        if mode == "symbol":
+            return _invoke_symbolic(self, flat, fmt)
+        # Eager mode, inline (every frame of a level counts, NOTE [eager recursion stack]).
+        depth = getattr(_eager, "depth", 0) + 1
+        if depth > self.max_depth:
+            raise RecursionDepthError("gluon_cf.recursive: %r exceeded max_depth=%d nested calls; "
+                                      "does it reach a base case?"
+                                      % (self.name, self.max_depth))
+        try:
+            if depth > 1 and _stack_is_deep():
+                return _call_on_hop_thread(self, args, depth)
+            _eager.depth = depth
+            try:
+                return self.fn(*args)
+            finally:
+                _eager.depth = depth - 1
+        except BaseException as exc:
+            if depth == 1:
+                if isinstance(exc, RecursionDepthError):   # the user's call is where it happened
+                    raise exc.with_traceback(None) from None
+                _cut_traceback(exc)
+            raise
 
     def __repr__(self):
         return "<gluon_cf.recursive %s>" % self.name
@@ -142,12 +168,7 @@ def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -
     >>> gluon_cf.invoke(depth, mx.nd.array([3])).asnumpy()
     array([3.], dtype=float32)
     """
-    function = _as_recursive(fn)
-    flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % function.name)
-    mode = mode_of("invoke", flat, "the arguments of %r" % function.name)
-    if mode == "symbol":
-        return _invoke_symbolic(function, flat, fmt)
-    return _invoke_eager(function, args)
+    return _as_recursive(fn)(*args)
 
 
 # ---- eager mode: plain Python recursion, with the depth bound -----------------------------------
@@ -156,73 +177,115 @@ def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -
 #     Eagerly, a recursive function is the user's own Python function calling itself, so every
 #     level costs Python frames and C stack. Raising ``sys.setrecursionlimit`` (what this code did
 #     once) only moves the failure: the C stack overflows first and the process dies with SIGSEGV
-#     around depth 6,000. Instead, whenever the current thread already holds ``_HOP_FRAMES``
-#     frames, the next call continues on a fresh thread (a fresh Python and C stack) while the
-#     caller waits for it. The recursion limit is never touched, every thread stays far below
-#     it, and depth is bounded only by ``max_depth``. The new thread gets the caller's MXNet
+#     around depth 6,000. Instead, whenever the current thread holds all but ``_HEADROOM`` of the
+#     frames the recursion limit allows, the next call continues on another thread (a fresh
+#     Python and C stack) while the caller waits for it. The recursion limit is never touched,
+#     and depth is bounded only by ``max_depth``. The hop thread gets the caller's MXNet
 #     thread-local state (autograd recording and training mode, default context, NumPy shape
 #     semantics), so values and gradients are those of plain recursion. Exceptions travel back
 #     to the caller; at the outermost call their traceback is cut to its two ends.
+#
+#     Hop threads are a pool, reused across hops and calls, and each level costs as few frames
+#     of ours as it can (``invoke`` runs the eager call inline). A thread is not cheap: besides
+#     its stack, MXNet keeps about 4.5 MB per thread that ever ran an operator with attributes
+#     (``take``, ``FullyConnected``, scalar arithmetic), never returned, even when the thread
+#     ends. Once, every hop started a new thread with the default 8 MB stack: a 19,999-deep
+#     TreeRNN chain held ~400 threads and ~9 GB of address space, and every deep call leaked its
+#     threads' MXNet memory again. Now a chain of that depth holds ~150 hop threads (~3.5 GB), each
+#     with a ``_HOP_STACK`` stack, and the pool's threads are paid for once per process.
+#     ``_HOP_STACK`` holds ``_HEADROOM`` + the frames of one hop with a wide margin: Python 3.11
+#     keeps Python frames off the C stack, and a level's C frames are a few hundred bytes.
 
 _eager = threading.local()
-_HOP_FRAMES = 300           # frames on one thread before the recursion moves to a fresh one
+_HEADROOM = 400             # frames of the recursion limit left to the code between two calls
+_HOP_STACK = 2 << 20        # C stack of a hop thread (bytes)
 _TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
-
-
-def _invoke_eager(fn, args):
-    depth = getattr(_eager, "depth", 0) + 1
-    if depth > fn.max_depth:
-        raise RecursionDepthError("gluon_cf.recursive: %r exceeded max_depth=%d nested calls; "
-                                  "does it reach a base case?" % (fn.name, fn.max_depth))
-    try:
-        if depth > 1 and _stack_is_deep():
-            return _call_on_fresh_stack(fn, args, depth)
-        _eager.depth = depth
-        try:
-            return fn.fn(*args)
-        finally:
-            _eager.depth = depth - 1
-    except BaseException as exc:
-        if depth == 1:
-            if isinstance(exc, RecursionDepthError):
-                raise exc.with_traceback(None) from None  # the user's call is where it happened
-            _cut_traceback(exc)
-        raise
 
 
 def _stack_is_deep():
     try:
-        sys._getframe(_HOP_FRAMES)  # C-speed walk: raises if the stack is shallower
+        # C-speed walk: raises if the stack is shallower
+        sys._getframe(max(50, sys.getrecursionlimit() - _HEADROOM))
     except ValueError:
         return False
     return True
 
 
-def _call_on_fresh_stack(fn, args, depth):
-    """Run the invocation at ``depth`` on a new thread with the caller's MXNet state."""
+class _HopPool:
+    """Idle hop threads, each waiting on its own job queue (NOTE [eager recursion stack])."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.idle = []              # job queues of idle threads
+        self.started = 0
+
+    def run(self, job):
+        """Run ``job()`` on an idle hop thread (a new one if none is idle); wait for it."""
+        with self.lock:
+            jobs = self.idle.pop() if self.idle else None
+        if jobs is None:
+            jobs = self._start()
+        outcome = []
+        finished = threading.Event()
+        jobs.put((job, outcome, finished))
+        finished.wait()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    def _start(self):
+        jobs = queue.SimpleQueue()
+        with self.lock:
+            self.started += 1
+            name = "gluon_cf eager recursion %d" % self.started
+            # threading has no per-thread stack size: set it for this start only.
+            previous = threading.stack_size(_HOP_STACK)
+            try:
+                threading.Thread(target=self._serve, args=(jobs,), name=name,
+                                 daemon=True).start()
+            finally:
+                threading.stack_size(previous)
+        return jobs
+
+    def _serve(self, jobs):
+        while True:
+            job, outcome, finished = jobs.get()
+            try:
+                outcome.append((True, job()))
+            except BaseException as exc:  # noqa: B902 - handed to the waiting caller
+                outcome.append((False, exc))
+            del job, outcome
+            with self.lock:
+                self.idle.append(jobs)
+            finished.set()
+
+    def forget(self):
+        """After ``fork``: the child has none of the parent's threads."""
+        self.lock = threading.Lock()
+        self.idle = []
+
+
+_hops = _HopPool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_hops.forget)
+
+
+def _call_on_hop_thread(fn, args, depth):
+    """Run the invocation at ``depth`` on a hop thread with the caller's MXNet state."""
     recording, training = mx.autograd.is_recording(), mx.autograd.is_training()
     device = mx.context.current_context()
     np_shape = mx.util.is_np_shape()
-    outcome = []
 
-    def body():
+    def job():
         mx.autograd.set_recording(recording)
         mx.autograd.set_training(training)
         mx.util.set_np_shape(np_shape)
         _eager.depth = depth
-        try:
-            with device:
-                outcome.append((True, fn.fn(*args)))
-        except BaseException as exc:  # noqa: B902 - handed to the waiting caller below
-            outcome.append((False, exc))
+        with device:
+            return fn.fn(*args)
 
-    thread = threading.Thread(target=body, name="gluon_cf eager recursion depth %d" % depth)
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+    return _hops.run(job)
 
 
 def _cut_traceback(exc):
