@@ -106,51 +106,68 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
 
 
-class NoStepOutputs:
-    """The step outputs of an eager ``while_loop`` that ran no step: unknown, because ``func``
-    was not called (calling it would repeat its side effects, and the recursive calls of a step
-    that does not exist). Every use raises a ``ValueError`` naming the loop.
+class NoStepError(IndexError, AttributeError, ValueError):
+    """A use of the step outputs of an eager ``while_loop`` that ran no step. An
+    ``IndexError``/``AttributeError`` where MXNet's ``[]`` raises one, and a ``ValueError``."""
+
+
+class NoStepOutputs(list):
+    """The step outputs of an eager ``while_loop`` that ran no step: no step outputs, as
+    MXNet's eager ``while_loop`` returns (an empty list: ``len``, iteration and slicing behave
+    as on ``[]``), because ``func`` was not called (calling it would repeat its side effects,
+    and the recursive calls of a step that does not exist). Indexing it, reading an attribute
+    (``.shape``) or computing with it raises a :class:`NoStepError` naming the loop.
 
     >>> import mxnet as mx, gluon_cf
     >>> steps, x = gluon_cf.while_loop(lambda x: x.sum() > 10, lambda x: (x * 2, x + 1),
     ...                                mx.nd.array([1.0]), max_iterations=3)
     >>> x.asnumpy()
     array([1.], dtype=float32)
+    >>> len(steps)
+    0
     >>> steps[0]
     Traceback (most recent call last):
     ...
-    ValueError: gluon_cf.while_loop...ran no step, so func was never called...
+    gluon_cf.ops.while_loop.NoStepError: gluon_cf.while_loop...ran no step, so func was never called...
     """
 
     __slots__ = ("where", "pending")
 
     def __init__(self, where: Optional[str], pending: Optional[Exception] = None) -> None:
+        super().__init__()
         self.where = where        # "file:line" of the loop in the user's code, or None
         self.pending = pending    # a PendingSignature to raise instead (discovery)
 
     def refuse(self, *args, **kwargs):
         if self.pending is not None:
             raise self.pending
-        raise ValueError(
+        raise NoStepError(
             "gluon_cf.while_loop%s ran no step, so func was never called and the structure "
             "and shapes of its step outputs are unknown in eager mode (MXNet's eager "
             "while_loop returns no step outputs here); hybridize the block (its step outputs "
             "are then zero rows of the right shape) or do not read the step outputs of a loop "
             "that may run no step" % (" at %s" % self.where if self.where else ""))
 
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return []            # as on MXNet's []
+        self.refuse()
+
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
         self.refuse()
 
+    # Arithmetic on MXNet's [] would be list arithmetic (a silently different value), and
+    # NumPy would read it as an empty array.
+    __add__ = __radd__ = __iadd__ = __mul__ = __rmul__ = __imul__ = __sub__ = __rsub__ = refuse
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = __array__ = refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
+
     def __repr__(self):
         return "<gluon_cf.while_loop step outputs: none, the loop%s ran no step>" % (
             " at %s" % self.where if self.where else "")
 
-    __getitem__ = __iter__ = __len__ = __bool__ = __contains__ = __array__ = refuse
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = refuse
-    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = refuse
-    __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
 
 
 def _result(outputs, final, out_fmt, vars_fmt):
