@@ -115,6 +115,9 @@ class Rule:
     spec_fields: dict = {}
     graph_roles: Optional[tuple] = None
     graph_fields: dict = {}
+    # The subgraph whose outputs are the node's own (its num_outputs must be the node's; a
+    # tampered count made MXNet read past the node's outputs), or None.
+    outputs_graph: Optional[str] = None
 
     def num_slots(self, spec, graph):
         """How many slots (NOTE [slots]) subgraph ``graph`` of a (checked) ``spec`` may read:

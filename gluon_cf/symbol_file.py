@@ -29,6 +29,7 @@ import json
 from . import registry
 from .errors import SymbolFileError
 
+MAX_NODE_OUTPUTS = 65536   # a node's outputs: MXNet allocates per output when it loads one
 MAX_NESTING = 100   # gluon_cf nodes nested in subgraphs (each level is a few C stack frames)
 
 # What a field of a spec must hold (``Rule.spec_fields`` uses these names).
@@ -67,11 +68,15 @@ def check_symbol_json(text, where="symbol JSON"):
     stack = [(text, where, 0)]
     while stack:
         text, where, depth = stack.pop()
-        for kind, node_where, spec_text in _gluon_cf_nodes(text, where):
+        for kind, node_where, spec_text, num_inputs in _gluon_cf_nodes(text, where):
             if depth >= MAX_NESTING:
                 raise SymbolFileError("%s: gluon_cf nodes nested more than %d deep"
                                       % (node_where, MAX_NESTING))
             spec = check_spec(kind, spec_text, node_where)
+            if spec["num_inputs"] != num_inputs:
+                raise SymbolFileError("%s: its spec attribute is invalid: the node has %d "
+                                      "inputs, but its num_inputs is %d"
+                                      % (node_where, num_inputs, spec["num_inputs"]))
             for role, graph in spec["graphs"].items():
                 stack.append((graph["json"], "%s, subgraph %r" % (node_where, role), depth + 1))
 
@@ -99,6 +104,9 @@ def check_spec(kind, spec_text, where=None):
     if not isinstance(graphs, dict):
         raise fail("field 'graphs' must be an object of subgraphs, got %s"
                    % _kind_of_value(graphs))
+    if not 1 <= spec["num_outputs"] <= MAX_NODE_OUTPUTS:
+        raise fail("field 'num_outputs' must be from 1 to %d, got %s"
+                   % (MAX_NODE_OUTPUTS, spec["num_outputs"]))
     roles = rule.graph_roles
     if roles is not None and sorted(graphs) != sorted(roles):
         raise fail("field 'graphs' must hold the subgraphs %s, it holds %s"
@@ -117,6 +125,9 @@ def check_spec(kind, spec_text, where=None):
         if heads != graph["num_outputs"]:
             raise fail("%shas %d outputs, but its num_outputs is %d"
                        % (prefix, heads, graph["num_outputs"]))
+        if role == rule.outputs_graph and heads != spec["num_outputs"]:
+            raise fail("the node has the outputs of subgraph %r (%d), but its num_outputs is %d"
+                       % (role, heads, spec["num_outputs"]))
     return spec
 
 
@@ -135,13 +146,13 @@ def _check_fields(obj, fields, prefix, fail):
 
 
 def _gluon_cf_nodes(text, where):
-    """Check one symbol JSON document; yields ``(kind, where, spec text)`` for its gluon_cf
-    nodes."""
+    """Check one symbol JSON document; yields ``(kind, where, spec text, number of inputs)``
+    for its gluon_cf nodes."""
     for i, node in enumerate(_graph_of(text, where)["nodes"]):
         kind = registry.kind_of(node)
         if kind is not None:
             yield (kind, "%s: node %d (%r, gluon_cf.%s)" % (where, i, node["name"], kind),
-                   node["attrs"].get("spec"))
+                   node["attrs"].get("spec"), len(node["inputs"]))
 
 
 def _graph_of(text, where):

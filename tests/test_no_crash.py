@@ -573,6 +573,14 @@ TAMPERED_FILE = """
         raw = json.dumps(graph).encode().replace(b"@@@@", b"\\xff\\xfe{{")
     elif how == "cycle":
         graph["nodes"][1]["inputs"] = [[len(graph["nodes"]) - 1, 0, 0]]
+    elif how == "no_outputs":
+        spec["num_outputs"] = 0; set_spec(spec)
+    elif how == "huge_outputs":
+        spec["num_outputs"] = 10 ** 9; set_spec(spec)
+    elif how == "more_outputs":
+        spec["num_outputs"] = 2; set_spec(spec)
+    elif how == "more_inputs":
+        spec["num_inputs"] += 3; set_spec(spec)
     elif how == "attribute_named_self":
         outer["attrs"]["self"] = "1"
     path = os.path.join(tmp, "bad-symbol.json")
@@ -617,6 +625,10 @@ _TAMPERINGS = {
     "not_utf8": "not UTF-8",
     "cycle": "which is not an earlier node (MXNet writes nodes in order; a later node makes a "
              "cycle)",
+    "no_outputs": "field 'num_outputs' must be from 1 to 65536, got 0",
+    "huge_outputs": "field 'num_outputs' must be from 1 to 65536, got 1000000000",
+    "more_outputs": "the node has the outputs of subgraph 'then' (1), but its num_outputs is 2",
+    "more_inputs": "inputs, but its num_inputs is",
     "attribute_named_self": None,   # not ours to interpret: ignored, the model runs
 }
 
@@ -635,7 +647,7 @@ def test_tampered_symbol_file_is_refused_not_killed(how):
         assert results["cli"] == "exit 0: ", results
         return
     for loader in ("imports", "sym.load"):
-        if loader == "sym.load" and how == "cycle":
+        if loader == "sym.load" and how in ("cycle", "more_inputs"):
             continue   # mx.sym.load of a file that is not ours to check (NOTE in symbol_file.py)
         assert results[loader].startswith("SymbolFileError: ") and expected in results[loader], \
             (loader, results)

@@ -126,6 +126,7 @@ class CondRule(registry.Rule):
 
     kind = OP
     graph_roles = ("then", "else")
+    outputs_graph = "then"
 
     def infer_shape(self, node, in_shapes):
         check_scalar_pred(OP, "pred", in_shapes[0])

@@ -224,6 +224,7 @@ class ForeachRule(registry.Rule):
     kind = OP
     spec_fields = {"num_data": "count", "num_states": "count", "num_out_data": "count"}
     graph_roles = ("body",)
+    outputs_graph = "body"
     # A data shape with unknown dimensions (MXNet's 0, ``infer_shape_partial``) still gives
     # its steps' slices when only the length is unknown.
     accepts_partial_shapes = True

@@ -387,6 +387,7 @@ class WhileLoopRule(registry.Rule):
                    "max_iterations": "count or null", "exact_length": "optional flag",
                    "report_truncation": "optional text"}
     graph_roles = ("cond", "func")
+    outputs_graph = "func"
 
     def infer_shape(self, node, in_shapes):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
