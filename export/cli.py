@@ -89,6 +89,15 @@ def _one_line(err):
         "Traceback") else 0][:500]
 
 
+def _check_readable(path, what):
+    """A file MXNet would fail to open says so in our words, not MXNet's file-system check."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise OSError(f"cannot read the {what} {path}: {err.strerror}") from None
+
+
 class _UsageError(Exception):
     pass
 
@@ -149,6 +158,14 @@ def _convert(args):
 
     inputs, dynamic_axes = zip(*[_parse_input(text) for text in args.input]) \
         if args.input else ((), ())
+    _check_readable(args.symbol, "symbol file")
+    _check_readable(args.params, "parameter file")
+    try:   # MXNet's own message for a file that is not JSON is its parser's internal check
+        with open(args.symbol, "rb") as f:
+            json.loads(f.read().decode("utf-8"))
+    except ValueError as err:   # UnicodeDecodeError and JSONDecodeError alike
+        raise ValueError(f"{args.symbol}: not a symbol file (MXNet writes JSON): {err}") \
+            from None
     check_symbol_file(args.symbol)   # NOTE [files are checked before MXNet reads them]
     sym = mx.sym.load(args.symbol)
     params = mx.nd.load(args.params)

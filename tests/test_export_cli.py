@@ -205,6 +205,20 @@ def test_bad_symbol_files_give_one_line_and_exit_1(tmp_path, name):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gluon-cf-export: error: "), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+    if name in ("truncated_json", "not_json", "empty"):   # ours, not MXNet's parser's check
+        assert "not a symbol file (MXNet writes JSON)" in lines[0], lines[0]
+
+
+def test_a_missing_file_is_named_in_our_words(tmp_path):
+    """Was: ``MXNetError: LocalFileSystem: Check failed: allow_null``."""
+    params = tmp_path / "net-0000.params"
+    params.write_bytes(b"x")
+    for symbol, what in ((tmp_path / "none-symbol.json", "symbol file"),):
+        proc = cli("convert", str(symbol), str(params), "--input", "data:2", "-o",
+                   str(tmp_path / "out.onnx"))
+        assert proc.returncode == 1 and proc.stderr == (
+            "gluon-cf-export: error: cannot read the %s %s: No such file or directory\n"
+            % (what, symbol)), proc.stderr
 
 
 # ---- issue 24, item 6: exactly one line on stderr for every failure ---------------------------
