@@ -232,6 +232,23 @@ def _run(net, plain, x, y, seq, located=None):
         return "error", f"{type(err).__name__}: {err}"[:300]
 
 
+def _same_outcome(counts, source, mode, want, got):
+    """Count ``(mode, plain's outcome, converted's outcome)``; the converted program gives
+    plain Python's value (and gradients), fails where it fails, or is a located refusal."""
+    import numpy as np
+
+    key = (mode, want[0], got[0])
+    counts[key] = counts.get(key, 0) + 1
+    if got[0] == "refused":
+        return                           # a located refusal is allowed
+    if want[0] != "value":
+        assert got[0] != "value", (source, mode, want, got)
+        return
+    assert got[0] == "value", (source, mode, want, got)
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{mode}\n{source}")
+
+
 def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_factory):
     """On tensors, a converted block hybridized (and eager) gives plain Python's value and
     gradients, or refuses with an AutographError naming the line: never another value."""
@@ -257,17 +274,7 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
         for mode in ("eager", "hybrid"):
             if mode == "hybrid":
                 net.hybridize()
-            got = _run(net, False, x, y, seq)
-            OUTCOMES[(mode, want[0], got[0])] = OUTCOMES.get((mode, want[0], got[0]), 0) + 1
-            if got[0] == "refused":
-                continue                     # a located refusal is allowed
-            if want[0] != "value":
-                assert got[0] != "value", (source, mode, want, got)
-                continue
-            assert got[0] == "value", (source, mode, want, got)
-            for g, w in zip(got[1], want[1]):
-                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5,
-                                           err_msg=f"{mode}\n{source}")
+            _same_outcome(OUTCOMES, source, mode, want, _run(net, False, x, y, seq))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check()
@@ -404,18 +411,7 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
             outcome[mode] = _run(net, mode == "plain", x, y, seq, located=path)
         want = outcome["plain"]
         for mode in ("eager", "hybrid"):
-            got = outcome[mode]
-            key = (mode, want[0], got[0])
-            CLOSURE_OUTCOMES[key] = CLOSURE_OUTCOMES.get(key, 0) + 1
-            if got[0] == "refused":
-                continue                     # a located refusal is allowed
-            if want[0] != "value":
-                assert got[0] != "value", (source, mode, want, got)
-                continue
-            assert got[0] == "value", (source, mode, want, got)
-            for g, w in zip(got[1], want[1]):
-                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5,
-                                           err_msg=f"{mode}\n{source}")
+            _same_outcome(CLOSURE_OUTCOMES, source, mode, want, outcome[mode])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check()
