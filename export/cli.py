@@ -160,10 +160,13 @@ def _convert(args):
         if args.input else ((), ())
     _check_readable(args.symbol, "symbol file")
     _check_readable(args.params, "parameter file")
+    with open(args.symbol, "rb") as f:
+        data = f.read()
     try:   # MXNet's own message for a file that is not JSON is its parser's internal check
-        with open(args.symbol, "rb") as f:
-            json.loads(f.read().decode("utf-8"))
-    except ValueError as err:   # UnicodeDecodeError and JSONDecodeError alike
+        json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{args.symbol}: not a symbol file: not UTF-8 text ({err})") from None
+    except ValueError as err:
         raise ValueError(f"{args.symbol}: not a symbol file (MXNet writes JSON): {err}") \
             from None
     check_symbol_file(args.symbol)   # NOTE [files are checked before MXNet reads them]
