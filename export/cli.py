@@ -151,25 +151,25 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
-    from gluon_cf.symbol_file import check_symbol_file
+    from gluon_cf.symbol_file import check_symbol_text, decode_symbol_file
 
     from . import artifact_save
     from .onnx_export import _has_recursion, export_onnx_symbol
 
     inputs, dynamic_axes = zip(*[_parse_input(text) for text in args.input]) \
         if args.input else ((), ())
-    _check_readable(args.symbol, "symbol file")
     _check_readable(args.params, "parameter file")
-    with open(args.symbol, "rb") as f:
-        data = f.read()
-    try:   # MXNet's own message for a file that is not JSON is its parser's internal check
-        json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{args.symbol}: not a symbol file: not UTF-8 text ({err})") from None
+    try:   # read once: MXNet's own messages for these are its file system's and parser's
+        with open(args.symbol, "rb") as f:
+            text = decode_symbol_file(f.read(), args.symbol)
+    except OSError as err:
+        raise OSError(f"cannot read the symbol file {args.symbol}: {err.strerror}") from None
+    try:
+        json.loads(text)
     except ValueError as err:
         raise ValueError(f"{args.symbol}: not a symbol file (MXNet writes JSON): {err}") \
             from None
-    check_symbol_file(args.symbol)   # NOTE [files are checked before MXNet reads them]
+    check_symbol_text(text, args.symbol)   # NOTE [files are checked before MXNet reads them]
     sym = mx.sym.load(args.symbol)
     params = mx.nd.load(args.params)
     param_names = {name.split(":", 1)[-1] for name in params}

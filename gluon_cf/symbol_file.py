@@ -53,14 +53,23 @@ def check_symbol_file(path):
             data = f.read()
     except OSError:
         return
-    if registry.OP_PREFIX.encode() not in data:
-        return
+    if registry.OP_PREFIX.encode() in data:
+        check_symbol_json(decode_symbol_file(data, path), str(path))
+
+
+def check_symbol_text(text, where):
+    """:func:`check_symbol_file` for a file's text already read."""
+    if registry.OP_PREFIX in text:
+        check_symbol_json(text, where)
+
+
+def decode_symbol_file(data, path):
+    """A symbol file's bytes as text; a file that is not UTF-8 is a SymbolFileError."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SymbolFileError("%s: not a symbol file: not UTF-8 text (%s)" % (path, err)) \
             from None
-    check_symbol_json(text, str(path))
 
 
 def check_symbol_json(text, where="symbol JSON"):
