@@ -14,6 +14,7 @@ NOTE [partitioned execution]
     Segments and nodes are ordered by stage (NOTE [staging] in ``staging.py``, shared with the
     artifact loader).
 """
+import contextlib
 import ctypes
 import functools
 import json
@@ -103,12 +104,10 @@ class CachedGraph(CachedOpPair):
             inputs = [values[e] for e in entries]
             attrs = {k: v for k, v in n.get("attrs", {}).items() if not is_hidden(k)}
             try:
-                if inputs and all(0 in x.shape for x in inputs) and \
-                        mx.autograd.is_recording():
-                    with mx.autograd.pause(train_mode=mx.autograd.is_training()):
-                        out = _imperative_invoke(self._handle(n["op"]), inputs, list(attrs),
-                                                 list(attrs.values()), None, 0, 1)
-                else:
+                unrecorded = inputs and all(0 in x.shape for x in inputs) and \
+                    mx.autograd.is_recording()
+                with mx.autograd.pause(train_mode=mx.autograd.is_training()) if unrecorded \
+                        else contextlib.nullcontext():
                     out = _imperative_invoke(self._handle(n["op"]), inputs, list(attrs),
                                              list(attrs.values()), None, 0, 1)
             except mx.MXNetError as err:
@@ -162,8 +161,6 @@ def _origin(node):
     kind = registry.kind_of(node)
     if kind is not None:
         return "an output of gluon_cf.%s%s" % (kind, at)
-    if node["op"] in DYNAMIC_SHAPE_OPS:
-        return "the result of %s%s" % (node["op"], at)
     if node["op"] == "null":
         return "input %r" % node["name"]
     return "the result of %s%s" % (node["op"], at)
