@@ -1,5 +1,5 @@
-"""@gluon_cf.autograph, first part of issue 16 (NOTE [autograph] in gluon_cf/autograph.py): plain
-Python ``if`` on tensors inside hybrid_forward. Every converted block is checked against the
+"""@gluon_cf.autograph, first part of issue 16 (NOTE [autograph] in
+gluon_cf/autograph/impl/conversion.py): plain Python ``if`` on tensors inside hybrid_forward. Every converted block is checked against the
 same function unconverted, run eagerly on NDArrays (``fn.__wrapped__``: plain Python), forward
 and gradients, eager, hybridized and hybridized with static_alloc/static_shape."""
 import contextlib
@@ -761,7 +761,7 @@ class CallsHelpers(Base):
 def test_named_functions_are_converted_once():
     code = gluon_cf.to_code(CallsHelpers.hybrid_forward)
     assert "__ag__.converted(self.shrink, 'test_autograph')" in code
-    runtime = importlib.import_module("gluon_cf.autograph")
+    runtime = importlib.import_module("gluon_cf.autograph.impl.conversion")
     net = CallsHelpers()
     net.initialize()
     for as_is in (net.fc, mx.nd.relu, np.exp, len):    # blocks, library code, builtins
@@ -1140,7 +1140,7 @@ def test_hybridized_equals_plain_python_on_random_inputs(model):
 
 
 # ---------------------------------------------------------------------------- issue 24: closures,
-# side effects, iteration over tensors (NOTE [autograph], closures and side effects)
+# side effects, iteration over tensors (NOTE [autograph closures], NOTE [autograph side effects])
 
 class LambdaReadsIfVariable(gluon.HybridBlock):
     """Once silently wrong: hybridized, the lambda saw the then branch's scale ([-3, -6])."""

@@ -284,7 +284,7 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
 
 
 # ---------------------------------------------------------------------------- closures, helpers,
-# side effects (NOTE [autograph], closures and side effects)
+# side effects (NOTE [autograph closures], NOTE [autograph side effects])
 
 # What a statement may do beside the arithmetic of tensor_blocks: call closures that read k
 # (a lambda, a nested function, a class's method, a default argument), reassign k, assign it

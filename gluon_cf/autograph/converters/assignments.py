@@ -1,0 +1,81 @@
+"""Converts assignments: checks before changing Python state that may come from outside the
+call (NOTE [autograph side effects]), ``x op= y`` out of place on tensors (``augmented``), and
+unpacking checked against iterating a tensor."""
+import ast
+
+from ..pyct.static_analysis.activity import root_name
+from ..pyct.templates import runtime_call
+from .base import Converter
+
+
+_AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+              ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul",
+              ast.LShift: "lshift", ast.RShift: "rshift", ast.BitAnd: "and_",
+              ast.BitOr: "or_", ast.BitXor: "xor"}
+
+
+class AssignmentsConverter(Converter):
+    """Assignments, augmented assignments and deletions."""
+
+    # -- side effects on Python state (NOTE [autograph side effects])
+    def _effects(self, node, targets):
+        """``__ag__.effect(...)`` statements to run before ``node``, which assigns (or
+        deletes) ``targets``: one per attribute or item of an object that may come from
+        outside, and per global or nonlocal variable."""
+        if node not in self.parents:
+            return []                    # written by the conversion
+        scope, checks = self._scope(node), []
+        for target in targets:
+            for part in ast.walk(target):
+                what = name = None
+                if isinstance(part, (ast.Attribute, ast.Subscript)) and \
+                        isinstance(part.ctx, (ast.Store, ast.Del)):
+                    root = root_name(part)
+                    if root is None or scope.outer(root):
+                        what = f"assigns {ast.unparse(part)}"
+                elif isinstance(part, ast.Name) and isinstance(part.ctx, (ast.Store, ast.Del)):
+                    if part.id in scope.globals:
+                        what = f"assigns the global variable {part.id!r}"
+                    elif part.id in scope.nonlocals:
+                        what, name = f"assigns the nonlocal variable {part.id!r}", part.id
+                if what is not None:
+                    checks.append(ast.copy_location(ast.Expr(value=runtime_call("effect", [
+                        ast.Constant(self.where(node)), ast.Constant(what),
+                        ast.Constant(name)])), node))
+        return checks
+
+    def visit_Assign(self, node):
+        checks = self._effects(node, node.targets)
+        self.generic_visit(node)
+        if node in self.parents and any(isinstance(t, (ast.Tuple, ast.List))
+                                        for t in node.targets):
+            node.value = runtime_call("iterated", [node.value, ast.Constant(self.where(node)),
+                                                   ast.Constant("unpacking assignment")])
+        return checks + [node] if checks else node
+
+    def visit_AnnAssign(self, node):
+        checks = self._effects(node, [node.target]) if node.value is not None else []
+        self.generic_visit(node)
+        return checks + [node] if checks else node
+
+    def visit_Delete(self, node):
+        checks = self._effects(node, node.targets)
+        self.generic_visit(node)
+        return checks + [node] if checks else node
+
+    # -- x op= value: out of place on tensors (NOTE [autograph])
+    def visit_AugAssign(self, node):
+        checks = self._effects(node, [node.target])
+        node = self._augmented(node)
+        return checks + [node] if checks else node
+
+    def _augmented(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.target, ast.Name):
+            return node
+        op = _AUGMENTED[type(node.op)]
+        call = runtime_call("augmented", [ast.Name(id=node.target.id, ctx=ast.Load()), node.value,
+                                          ast.Constant(op)])
+        return ast.copy_location(ast.Assign(targets=[ast.Name(id=node.target.id,
+                                                              ctx=ast.Store())],
+                                            value=call), node)

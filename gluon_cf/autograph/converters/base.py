@@ -1,0 +1,130 @@
+"""What every converter shares: :class:`Converter`, the transformer base holding the analysis
+of the function being converted (parents, scopes, liveness, collected lists), the user's lines
+for messages, and the branch and loop functions the rewrite makes; and why a block cannot be a
+graph's branch or step."""
+import ast
+import linecache
+from typing import Dict, List, Optional, Set
+
+from ..errors import READERS
+from ..pyct.static_analysis.activity import Scope, scoped
+from ..pyct.templates import runtime_call, thunk
+
+
+
+_NOT_A_GRAPH = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Global,
+                ast.Nonlocal)
+
+
+def not_a_graph(statements, allow_return=False):
+    """Why these branches cannot become a cond's (None if they can)."""
+    for node in scoped(statements):
+        if isinstance(node, ast.Return) and allow_return:
+            continue
+        if isinstance(node, _NOT_A_GRAPH):
+            return "use %s" % type(node).__name__.lower()
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, (ast.Attribute, ast.Subscript)) and \
+                            isinstance(part.ctx, ast.Store):
+                        return "assign attributes or items"
+    return None
+
+
+def body_does(why):
+    """``why`` (what branches do, from not_a_graph) said of one loop body."""
+    if why is None:
+        return None
+    verb, rest = why.split(" ", 1)
+    return f"its body {verb}s {rest}"
+
+
+class Converter(ast.NodeTransformer):
+    """The base of the converters: one function's analysis, shared by the passes of its
+    conversion (NOTE [autograph])."""
+
+    def __init__(self, filename: str, line_offset: int, lines: List[str], owner: Optional[str],
+                 max_iterations: Optional[int] = None, module: Optional[str] = None):
+        self.filename, self.offset, self.lines, self.owner = filename, line_offset, lines, owner
+        self.max_iterations, self.module = max_iterations, module
+        self.parents: Dict[ast.AST, ast.AST] = {}
+        # filled by the driver before the converters run (impl/conversion.py)
+        self.func: ast.FunctionDef
+        self.scopes: Dict[ast.AST, Scope] = {}
+        self.self_name: Optional[str] = None
+        self.collected: Dict[ast.AST, List[str]] = {}     # loop -> the lists it collects
+        self.collected_names: Set[str] = set()
+        self.live: Dict[ast.AST, Set[str]] = {}           # if or loop -> names read after it
+        self.exposed: Dict[ast.AST, Set[str]] = {}        # loop -> names its body reads first
+
+    def where(self, node):
+        line = node.lineno + self.offset
+        text = linecache.getline(self.filename, line).strip() or \
+            (self.lines[node.lineno - 1].strip() if node.lineno - 1 < len(self.lines) else "")
+        return f"{self.filename}:{line}: {text}"
+
+    def _record_readers(self, node, names):
+        """Remember, for the messages about ``names`` at ``node``, the closures that read
+        them (NOTE [autograph closures])."""
+        scope, where = self._scope(node), self.where(node)
+        for name in names:
+            closure = scope.readers.get(name)
+            if closure is not None:
+                kind = {ast.Lambda: "the lambda", ast.GeneratorExp: "the generator expression"
+                        }.get(type(closure)) or \
+                    f"the {'class' if isinstance(closure, ast.ClassDef) else 'function'} " \
+                    f"{closure.name!r}"
+                READERS[(where, name)] = \
+                    f"{kind} at {self.filename}:{closure.lineno + self.offset}"
+
+    def _scope(self, node):
+        """The Scope of the function ``node`` (of the code as written) is in."""
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef, ast.Lambda)):
+            parent = self.parents.get(parent)
+        return self.scopes[parent if parent is not None else self.func]
+
+    def _loop_function(self, name, params, body, returned, cells=()):
+        """``def name(*params): body; return returned`` (a branch, a loop's test or body).
+        A parameter that is one of ``cells`` (a variable closures read) stays the enclosing
+        function's variable: ``nonlocal v; v = __agv_v`` (NOTE [autograph closures])."""
+        shared = [n for n in params if n in cells]
+        start = [ast.Nonlocal(names=shared)] + [
+            ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())],
+                       value=ast.Name(id="__agv_" + n, ctx=ast.Load())) for n in shared] \
+            if shared else []
+        return ast.FunctionDef(
+            name=name, args=ast.arguments(
+                posonlyargs=[], args=[ast.arg(arg="__agv_" + n if n in shared else n)
+                                      for n in params], vararg=None,
+                kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+            body=start + list(body) + ([] if returned is None else [ast.Return(value=returned)]),
+            decorator_list=[], returns=None)
+
+    def _current(self, names, where):
+        return ast.Tuple(elts=[
+            runtime_call("ld", [thunk(ast.Name(id=n, ctx=ast.Load())), ast.Constant(n),
+                                ast.Constant(where)]) for n in names],
+            ctx=ast.Load())
+
+    def _no_outer_lists(self, value, names, where, what):
+        """``value`` (a condition or iterable), checked at run time: when it is a Symbol, the
+        lists, dicts and sets the region mutates by method calls must not come from outside
+        it (NOTE [autograph lists])."""
+        if not names:
+            return value
+        names = sorted(names)
+        return runtime_call("no_outer_lists", [
+            value, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+            self._current(names, where), ast.Constant(where), ast.Constant(what)])
+
+    @staticmethod
+    def _assign(names, call):
+        if not names:
+            return ast.Expr(value=call)
+        target = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names],
+                           ctx=ast.Store())
+        return ast.Assign(targets=[target], value=call)

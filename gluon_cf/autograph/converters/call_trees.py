@@ -1,0 +1,67 @@
+"""Converts calls: named functions and methods of the converted function's module converted
+when called (``converted``), builtins that iterate checked, ``F.stack(*items)`` of a collected
+list, ``setattr``/``delattr`` and mutating methods on outside objects checked, and zero-argument
+``super()`` and private names compiled as the class body would have."""
+import ast
+
+from ..operators.py_builtins import ITERATING
+from ..pyct.static_analysis.activity import MUTATORS, root_name
+from ..pyct.templates import runtime_call
+from .base import Converter
+
+
+class CallTreesConverter(Converter):
+    """Calls, attributes (private names) and ``super()``."""
+
+    # -- super() and private names, as the class body would have compiled them
+    def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args and \
+                node in self.parents:
+            root = root_name(node.args[0])
+            if root is None or self._scope(node).outer(root):
+                node.func = runtime_call("changing", [func, ast.Constant(self.where(node))])
+        if isinstance(func, ast.Attribute) and func.attr in MUTATORS and node in self.parents:
+            root = root_name(func.value)
+            if not (isinstance(func.value, ast.Name) and
+                    func.value.id in self.collected_names) and \
+                    (root is None or self._scope(node).outer(root)):
+                func.value = runtime_call("mutable", [func.value, ast.Constant(self.where(node)),
+                                                      ast.Constant(func.attr)])
+        self.generic_visit(node)
+        starred = [a for a in node.args if isinstance(a, ast.Starred)]
+        if len(node.args) == 1 and starred and isinstance(starred[0].value, ast.Name) and \
+                starred[0].value.id in self.collected_names:
+            # F.stack(*outs, ...) of a list a tensor loop collected (NOTE [autograph lists])
+            keywords = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
+                                values=[k.value for k in node.keywords])
+            if any(k.arg is None for k in node.keywords):
+                return node
+            return ast.copy_location(runtime_call("unpacked", [
+                node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
+        # The functions it names, `helper(x)` or `self.method(x)`, defined in its own module,
+        # are converted when called (a method of a tensor or of F is never one).
+        if isinstance(node.func, ast.Name) and node.func.id in ITERATING:
+            node.func = runtime_call("builtin", [node.func, ast.Constant(self.where(node))])
+            return node
+        named = isinstance(node.func, ast.Name) and \
+            node.func.id not in ("super", "len", "max_iterations") or \
+            isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
+            self.owner is not None and node.func.value.id == self.self_name
+        if named and self.module is not None:
+            node.func = runtime_call("converted", [node.func, ast.Constant(self.module)])
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \
+                and self.self_name is not None:
+            node.args = [ast.Name(id="__class__", ctx=ast.Load()),
+                         ast.Name(id=self.self_name, ctx=ast.Load())]
+        return node
+
+    def _mangle(self, name):
+        if self.owner and name.startswith("__") and not name.endswith("__"):
+            return "_%s%s" % (self.owner.lstrip("_"), name)
+        return name
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        node.attr = self._mangle(node.attr)
+        return node

@@ -1,0 +1,73 @@
+"""Converts ``if`` statements (into ``if_stmt``, ``if_return`` or a checked Python ``if``) and
+conditional expressions (into ``if_exp``), NOTE [autograph]."""
+import ast
+
+from ..pyct.static_analysis.activity import assigned_names, has_walrus, mutated_names
+from ..pyct.static_analysis.definite_assignment import always_returns
+from ..pyct.templates import counter, located, names_tuple, runtime_call, thunk
+from .base import Converter, not_a_graph
+
+
+class ConditionalsConverter(Converter):
+    """``if`` statements and conditional expressions."""
+
+    # -- if statements
+    def visit_If(self, node):
+        mutated = mutated_names(node.body + node.orelse)
+        # the cells the branches assign, as written (an inner returning if hides its own
+        # assignments in its branch functions; these branches must still start from theirs)
+        cells_assigned = (assigned_names(node.body) | assigned_names(node.orelse)) & \
+            self._scope(node).cells
+        self.generic_visit(node)          # inner ifs first
+        where = self.where(node)
+        node.test = self._no_outer_lists(
+            node.test, mutated, where,
+            "code after a break, continue or return" if getattr(node, "ag_guard", False)
+            else "if")
+        returns = always_returns(node.body) and always_returns(node.orelse)
+        why = not_a_graph(node.body + node.orelse, allow_return=returns)
+        if why:
+            node.test = runtime_call("python_if", [node.test, ast.Constant(where),
+                                                   ast.Constant(why)])
+            return node
+        number = next(counter)
+        scope = self._scope(node)
+        assigned = sorted(assigned_names(node.body) | assigned_names(node.orelse) | cells_assigned |
+                          scope.written_by_calls(node.body + node.orelse))
+        cells = scope.cells
+        if returns:                       # both branches return: the if is the return value
+            then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, None,
+                                          cells)
+            else_fn = self._loop_function(f"__ag_else_{number}", assigned, node.orelse, None,
+                                          cells)
+            call = runtime_call("if_return", [
+                node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
+                ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
+                ast.Constant(where),
+                ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load())])
+            statements = [then_fn, else_fn, ast.Return(value=call)]
+            return located(statements, node)
+        live = self.live[node]
+        self._record_readers(node, assigned)
+        out = names_tuple(assigned)
+        then_fn = self._loop_function(f"__ag_then_{number}", assigned, node.body, out, cells)
+        else_fn = self._loop_function(f"__ag_else_{number}", assigned,
+                                      node.orelse or [ast.Pass()], out, cells)
+        call = runtime_call("if_stmt", [
+            node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
+            ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
+            ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
+            ast.Tuple(elts=[ast.Constant(n in live) for n in assigned], ctx=ast.Load()),
+            ast.Constant(where)])
+        statements = [then_fn, else_fn, self._assign(assigned, call)]
+        return located(statements, node)
+
+    # -- expressions: conditional expressions and boolean operators
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        if has_walrus(node):                 # its operands become lambdas: x := would bind there
+            return node
+        where = self.where(node)
+        return ast.copy_location(runtime_call("if_exp", [node.test, thunk(node.body),
+                                                         thunk(node.orelse), ast.Constant(where)]),
+                                 node)

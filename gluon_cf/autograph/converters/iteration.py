@@ -1,0 +1,28 @@
+"""Converts comprehensions, generator expressions and ``*x`` unpacking into code that refuses
+to iterate a tensor at run time (NOTE [autograph iteration])."""
+import ast
+
+from ..pyct.templates import runtime_call
+from .base import Converter
+
+
+class IterationConverter(Converter):
+    """Comprehensions, generator expressions and ``*x``."""
+
+    # -- comprehensions, generator expressions and *x on tensors are refused
+    def _comprehension(self, node):
+        self.generic_visit(node)
+        for generator in node.generators:
+            generator.iter = runtime_call("iterated", [
+                generator.iter, ast.Constant(self.where(node)), ast.Constant("comprehension")])
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_Starred(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and not (isinstance(node.value, ast.Name) and
+                                                   node.value.id in self.collected_names):
+            node.value = runtime_call("iterated", [node.value, ast.Constant(self.where(node)),
+                                                   ast.Constant("unpacking (*)")])
+        return node

@@ -1,0 +1,156 @@
+"""Converts ``break``, ``continue`` and ``return`` (before the other converters run): in
+loops they become flag assignments guarding what follows, and the code after an ``if`` that
+may return moves into its branches.
+
+NOTE [autograph jumps]
+    Before the rewrite of ifs and loops, as TF AutoGraph does: in a loop, ``break``,
+    ``continue`` and ``return`` become assignments of flag variables (``__agf_break_N`` ...);
+    the statements after one run under ``if not flag``; a ``while`` tests ``not flag and
+    test`` (``running_and``), a ``for`` runs its later steps as no-ops (a Python iterable
+    stops); a ``return`` inside loops becomes ``if flag: return value`` after the outermost
+    one, so what ``value`` reads must be a loop variable. Then the statements after an ``if``
+    that may return move into the branches that do not, so such an ``if`` returns on every
+    path and becomes ``if_return``: ``return cond(...)`` on a tensor. Flags are Python bools
+    until a tensor ``if`` or loop carries them, where they become one-element arrays. A
+    ``while`` whose test becomes a tensor through a ``break`` under a tensor ``if`` runs its
+    first steps as Python and the rest as a graph loop; a ``while True`` carries its flags as
+    arrays from the start while tracing (one graph loop). A loop with an ``else`` clause or a
+    ``for`` that unpacks its items keeps its jumps as Python.
+"""
+import ast
+import copy
+from typing import List, Tuple
+
+from ..pyct.static_analysis.activity import assigned_names, contains, scoped
+from ..pyct.static_analysis.definite_assignment import always_returns
+from ..pyct.templates import assign_constant, counter, running_test, runtime_call, thunk
+
+
+class _LoopFlags:
+    """The flags of one loop whose ``break``/``continue``/``return`` become assignments."""
+
+    def __init__(self, number):
+        self.brk, self.cont = f"__agf_break_{number}", f"__agf_continue_{number}"
+        self.used_break = self.used_continue = False
+
+
+def lowerable(loop):
+    """Whether a loop's jumps become flags: no ``else`` clause, and a ``for`` over one name."""
+    if loop.orelse:
+        return False
+    return isinstance(loop, ast.While) or isinstance(loop.target, ast.Name)
+
+
+def lower_jumps(func):
+    """Rewrite ``break``, ``continue`` and ``return`` inside loops into flag variables, then
+    move the code after an ``if`` that returns into its branches (NOTE [autograph jumps])."""
+    func.body, returns = _lower_block(func.body, None)
+    assert not returns          # the outermost loops placed them
+    if any(isinstance(n, ast.If) and contains(n, ast.Return) for n in scoped(func.body)):
+        if not always_returns(func.body):
+            end = func.body[-1]
+            func.body.append(ast.copy_location(ast.Return(value=ast.Constant(None)), end))
+        func.body = _returns_into_branches(func.body)
+
+
+def _lower_block(statements, loop):
+    """``statements`` with the jumps belonging to ``loop`` (a _LoopFlags, None outside loops)
+    replaced by flag assignments; returns them and the ``(flag, value)`` of each ``return``
+    inside a loop that the enclosing loops still have to pass on."""
+    out: List[ast.stmt] = []
+    returns: List[Tuple[str, ast.expr]] = []
+    for statement in statements:
+        if isinstance(statement, (ast.While, ast.For)) and lowerable(statement):
+            flags = _LoopFlags(next(counter))
+            body, inner_returns = _lower_block(statement.body, flags)
+            stop = ([flags.brk] if flags.used_break else []) + [f for f, _ in inner_returns]
+            guards = stop + ([flags.cont] if flags.used_continue else [])
+            body = _guard(body, guards)
+            if stop and isinstance(statement, ast.For):
+                wrapper = ast.If(test=running_test(stop), body=body, orelse=[])
+                setattr(wrapper, "ag_guard", True)
+                body = [ast.copy_location(wrapper, statement)]
+                setattr(statement, "ag_stop", stop)      # for_stmt ends a Python loop by them
+            elif stop and isinstance(statement, ast.While):
+                statement.test = runtime_call("running_and", [
+                    ast.Tuple(elts=[ast.Name(id=f, ctx=ast.Load()) for f in stop],
+                              ctx=ast.Load()), thunk(statement.test)])
+            if flags.used_continue:   # first, so that it is a step's temporary
+                body = [ast.copy_location(assign_constant(flags.cont, False), statement)] + body
+            statement.body = body
+            # a return's flag starts False once, before the outermost loop it leaves
+            out.extend(ast.copy_location(assign_constant(f, False), statement) for f in stop
+                       if loop is None or not f.startswith("__agf_return_"))
+            out.append(statement)
+            if loop is None:         # the outermost loop: return after it
+                out.extend(ast.copy_location(ast.If(
+                    test=ast.Name(id=f, ctx=ast.Load()),
+                    body=[ast.copy_location(ast.Return(value=value), value)], orelse=[]), value)
+                    for f, value in inner_returns)
+            else:
+                returns.extend(inner_returns)
+        elif isinstance(statement, (ast.While, ast.For, ast.AsyncFor)):
+            out.append(statement)    # its jumps stay Python (NOTE [autograph jumps])
+        elif loop is not None and isinstance(statement, ast.Break):
+            loop.used_break = True
+            out.append(ast.copy_location(assign_constant(loop.brk, True), statement))
+        elif loop is not None and isinstance(statement, ast.Continue):
+            loop.used_continue = True
+            out.append(ast.copy_location(assign_constant(loop.cont, True), statement))
+        elif loop is not None and isinstance(statement, ast.Return):
+            flag = f"__agf_return_{next(counter)}"
+            returns.append((flag, statement.value or
+                            ast.copy_location(ast.Constant(None), statement)))
+            out.append(ast.copy_location(assign_constant(flag, True), statement))
+        else:
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(statement, field, None)
+                if isinstance(block, list) and not isinstance(
+                        statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    new, inner = _lower_block(block, loop)
+                    setattr(statement, field, new)
+                    returns.extend(inner)
+            if isinstance(statement, ast.Try):
+                for handler in statement.handlers:
+                    handler.body, inner = _lower_block(handler.body, loop)
+                    returns.extend(inner)
+            out.append(statement)
+    return out, returns
+
+
+def _guard(block, flags):
+    """``block`` with everything after a statement that may set one of ``flags`` run only
+    while none is set (in nested blocks too)."""
+    if not flags:
+        return block
+    for k, statement in enumerate(block):
+        if not isinstance(statement, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef,
+                                      ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):    # if, with, try
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and inner:
+                    setattr(statement, field, _guard(inner, flags))
+            for handler in getattr(statement, "handlers", []):
+                handler.body = _guard(handler.body, flags)
+        set_here = sorted(assigned_names([statement]) & set(flags))
+        if set_here and k + 1 < len(block):
+            rest = _guard(block[k + 1:], flags)
+            guard = ast.If(test=running_test(set_here), body=rest, orelse=[])
+            setattr(guard, "ag_guard", True)      # not the user's if: messages say so
+            return block[:k + 1] + [ast.copy_location(guard, block[k + 1])]
+    return block
+
+
+def _returns_into_branches(block):
+    """Move the statements after an ``if`` that may return into those of its branches that
+    do not always return, so that every such ``if`` returns on every path."""
+    for k, statement in enumerate(block):
+        if isinstance(statement, ast.If) and contains(statement, ast.Return):
+            rest = block[k + 1:]
+            for field in ("body", "orelse"):
+                branch = getattr(statement, field)
+                if not always_returns(branch):
+                    branch = branch + copy.deepcopy(rest)
+                setattr(statement, field, _returns_into_branches(branch))
+            return block[:k + 1]
+    return block

@@ -1,0 +1,108 @@
+"""Converts ``while`` and ``for`` statements into ``while_stmt`` and ``for_stmt`` (or a
+checked Python loop where the body does what a graph cannot): their carried variables, bound
+and collected lists (NOTE [autograph loops])."""
+import ast
+
+from ..pyct.static_analysis.activity import assigned_names, has_walrus, loaded_names, mutated_names
+from ..pyct.templates import counter, located, names_tuple, runtime_call
+from .base import Converter, body_does, not_a_graph
+from .lists import collect_appends
+
+
+def is_forever(test):
+    """Whether a (lowered) while condition is ``running_and(flags, lambda: <constant>)``."""
+    return isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
+        test.func.attr == "running_and" and isinstance(test.args[1], ast.Lambda) and \
+        isinstance(test.args[1].body, ast.Constant) and bool(test.args[1].body.value)
+
+
+class LoopsConverter(Converter):
+    """``while`` and ``for`` statements."""
+
+    def _loop_bound(self, node):
+        """The ``gluon_cf.max_iterations(N)`` hint first in ``node``'s body (removed), or the
+        decorator's default."""
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Call):
+            func = first.value.func
+            name = func.attr if isinstance(func, ast.Attribute) else \
+                func.id if isinstance(func, ast.Name) else None
+            if name == "max_iterations" and len(first.value.args) == 1:
+                node.body = node.body[1:] or [ast.Pass()]
+                return first.value.args[0], True
+        return ast.Constant(self.max_iterations), False
+
+    def visit_While(self, node):
+        mutated = mutated_names(node.body) - set(self.collected.get(node, []))
+        self.generic_visit(node)
+        where = self.where(node)
+        node.test = self._no_outer_lists(node.test, mutated, where, "while loop")
+        # the else clause first: it keeps the loop's break as Python (NOTE [autograph jumps])
+        why = ("it has an else clause" if node.orelse else None) or \
+            body_does(not_a_graph(node.body)) or \
+            ("it assigns in its condition (:=)" if has_walrus(node.test) else None)
+        if why:
+            node.test = runtime_call("python_loop", [
+                node.test, ast.Constant(where), ast.Constant(why), ast.Constant("while")])
+            return node
+        bound, hinted = self._loop_bound(node)
+        number = next(counter)
+        lists = collect_appends(node, self.collected.get(node, []))
+        names = self._carried(node, loaded_names(node.test))
+        out = names_tuple(names + ["__agc_" + n for n in lists])
+        cells = self._scope(node).cells
+        test_fn = self._loop_function(f"__ag_test_{number}", names, [], node.test, cells)
+        body_fn = self._loop_function(f"__ag_body_{number}", names, node.body, out, cells)
+        call = runtime_call("while_stmt", [
+            ast.Name(id=test_fn.name, ctx=ast.Load()), ast.Name(id=body_fn.name, ctx=ast.Load()),
+            self._current(names, where),
+            ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+            ast.Constant(where), bound, self._current(lists, where), ast.Constant(hinted),
+            ast.Constant(is_forever(node.test))])
+        statements = [test_fn, body_fn, self._assign(names + lists, call)]
+        return located(statements, node)
+
+    def visit_For(self, node):
+        mutated = mutated_names(node.body) - set(self.collected.get(node, []))
+        # (inside the running() wrapper: before it converts)
+        lists = collect_appends(node, self.collected.get(node, []))
+        self.generic_visit(node)
+        where = self.where(node)
+        node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop")
+        why = ("it has an else clause" if node.orelse else None) or \
+            body_does(not_a_graph(node.body)) or \
+            (None if isinstance(node.target, ast.Name) else "it unpacks its items")
+        if why:
+            node.iter = runtime_call("python_loop", [
+                node.iter, ast.Constant(where), ast.Constant(why), ast.Constant("for")])
+            return node
+        number = next(counter)
+        item = node.target.id
+        names = self._carried(node, set(), exclude={item})
+        out = names_tuple(names + ["__agc_" + n for n in lists])
+        cells = self._scope(node).cells
+        body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out,
+                                      cells)
+        keep_item = item in self.live[node]     # (a closure reads it: a cell, live)
+        call = runtime_call("for_stmt", [
+            node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
+            ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+            ast.Constant(where),
+            self._current([item], where) if keep_item else ast.Constant(None),
+            self._current(lists, where),
+            ast.Tuple(elts=[ast.Constant(f) for f in getattr(node, "ag_stop", [])],
+                      ctx=ast.Load())])
+        statements = [body_fn, self._assign(names + lists + ([item] if keep_item else []),
+                                            call)]
+        return located(statements, node)
+
+    def _carried(self, node, read_by_test, exclude=()):
+        """A loop's variables: what its body assigns and the test reads, a step reads before
+        assigning (carried to the next step), or the code after the loop reads. The body's
+        other names are temporaries of one step."""
+        assigned = (assigned_names(node.body) | self._scope(node).written_by_calls(
+            node.body + [ast.Expr(value=getattr(node, "test", ast.Constant(None)))])) - \
+            set(exclude)
+        wanted = read_by_test | self.exposed[node] | self.live[node]
+        self._record_readers(node, assigned & wanted)
+        return sorted(assigned & wanted)

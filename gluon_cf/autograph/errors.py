@@ -1,0 +1,45 @@
+"""What autograph's messages are made of: :class:`AutographError`, the locations of the user's
+lines (``file:12: source``) and graph node names derived from them, and the closures that read
+a variable (recorded by the conversion, named by the messages about that variable)."""
+import os
+import re
+from typing import Dict, Tuple
+
+
+class AutographError(ValueError):
+    """What ``@gluon_cf.autograph`` cannot convert or run; the message begins with the file,
+    line and source line of the construct, and says what to do."""
+
+    def __init__(self, message):
+        super().__init__(one_colon(message))
+
+
+def one_colon(message):
+    """``file:12: while True:`` then ``: what`` would read ``while True:: what``."""
+    return re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1)
+
+
+def region_at(where):
+    """``file:12 (while x < 3:)`` from a location ``file:12: while x < 3:``."""
+    match = re.match(r"(.*?:\d+): (.*)", where)
+    return f"{match.group(1)} ({match.group(2)})" if match else where
+
+
+def node_name(where, kind):
+    """A graph node's name from its source line: ``model_line12_while`` for a while loop on
+    line 12 of model.py (MXNet appends a number where the name repeats)."""
+    match = re.match(r"(.*?):(\d+): ", where)
+    if match is None:
+        return kind
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(match.group(1)))[0])
+    return f"{stem}_line{match.group(2)}_{kind}"
+
+
+# (where, variable) -> the closure that reads the variable: "the lambda at file:12", for the
+# messages about that variable at that if or loop (filled by the conversion)
+READERS: Dict[Tuple[str, str], str] = {}
+
+
+def read_by(where, name):
+    reader = READERS.get((where, name))
+    return f" (read by {reader})" if reader else ""

@@ -1,0 +1,1 @@
+"""The public API of ``@autograph`` and the conversion driver."""

@@ -1,0 +1,15 @@
+"""What converted code calls at run time (as ``__ag__.<name>``): the control flow, boolean
+operators, variables, side-effect checks, iteration checks and collected lists of
+``@autograph``'s rewritten functions."""
+from .control_flow import (for_stmt, if_exp, if_return, if_stmt, python_if, python_loop,
+                           running, running_and, while_stmt)
+from .data_structures import item, no_outer_lists, unpacked
+from .logical import and_, not_, or_
+from .py_builtins import builtin, iterated
+from .side_effects import changing, effect, mutable
+from .variables import augmented, ld
+
+__all__ = ["for_stmt", "if_exp", "if_return", "if_stmt", "python_if", "python_loop", "running",
+           "running_and", "while_stmt", "item", "no_outer_lists", "unpacked",
+           "and_", "not_", "or_", "builtin", "iterated", "changing", "effect", "mutable",
+           "augmented", "ld"]

@@ -1,0 +1,420 @@
+"""Control flow of converted code at run time: ``if`` statements and expressions, ``while``
+and ``for`` loops, and the flags of ``break``/``continue``/``return``; each runs as Python on
+Python values, selects eagerly on an NDArray, and becomes ``cond``, ``while_loop`` or
+``foreach`` on a Symbol (NOTE [autograph]).
+
+NOTE [autograph loops]
+    ``while test: body`` becomes :func:`while_stmt` with the test and the body as functions of
+    the loop variables: what the body assigns and the test reads, a step reads before
+    assigning, or the code after the loop reads (the body's other names are one step's
+    temporaries). On a Symbol condition it is ``gluon_cf.while_loop`` over those that are
+    arrays, bounded by a ``max_iterations(N)`` first in the body, else the decorator's
+    ``max_iterations``, else exact length. The bound holds eagerly too: a loop's own
+    ``max_iterations(N)`` whatever its condition (a ``while True`` ended by a tensor ``break``
+    is Python eagerly), the decorator's for a tensor condition. Stopping at the bound while
+    the condition holds warns (``TruncationWarning``). ``for name in iterable`` becomes
+    :func:`for_stmt`: ``gluon_cf.foreach`` over a Symbol's rows, plain Python otherwise. A
+    Python value a tensor loop changes, or a loop variable without a value before the loop,
+    is an AutographError. Flags of jumps (NOTE [autograph jumps]) are Python bools until a
+    tensor ``if`` or loop carries them, where they become one-element arrays
+    (:func:`flags_as_arrays`).
+"""
+import mxnet as mx
+
+from ...ops.cond import cond
+from ...ops.foreach import foreach
+from ...ops.while_loop import warn_truncation, while_loop
+from ..errors import AutographError, node_name, read_by
+from .data_structures import append_rows, appended_where, extended, step_rows
+from .side_effects import graph_region
+from .variables import Undefined, holds_symbols, is_tensor, truth
+
+
+def if_stmt(pred, then_fn, else_fn, values, names, live, where):
+    """Run a converted ``if`` (NOTE [autograph]): returns the branch variables' new values."""
+    if isinstance(pred, mx.sym.Symbol):
+        return _symbolic_if(pred, then_fn, else_fn, values, names, live, where)
+    if isinstance(pred, mx.nd.NDArray):
+        if pred.size != 1:
+            raise AutographError(f"{where}: the if's condition is an array of shape "
+                                 f"{pred.shape}; a tensor condition must have one element")
+        pred = bool(pred.asscalar())
+    return then_fn(*values) if pred else else_fn(*values)
+
+
+def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
+    results = {}
+
+    def branch(fn, key):
+        def run():
+            with graph_region(where, "if", names):
+                out = flags_as_arrays(tuple(fn(*values)), names)
+            results[key] = out
+            arrays = []
+            for k, (name, value) in enumerate(zip(names, out)):
+                if not live[k]:
+                    continue
+                if key == "else":
+                    _check_same_kind(name, results["then"][k], value, where)
+                if isinstance(value, mx.sym.Symbol):
+                    arrays.append(value)
+                elif isinstance(value, Undefined) or is_tensor(value):
+                    raise AutographError(
+                        f"{where}: variable {name!r} is read after this if"
+                        f"{read_by(where, name)} but the {key} branch "
+                        f"does not assign it; with a tensor condition both branches run as one "
+                        f"graph, so assign it before the if or in both branches")
+            # a cond needs an output: with no array to return, a placeholder nothing reads
+            return arrays or [mx.sym.zeros((1,))]
+        return run
+
+    arrays = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
+                  name=node_name(where, "if"))
+    arrays = list(arrays) if isinstance(arrays, (list, tuple)) else [arrays]
+    merged = []
+    for k, value in enumerate(results["then"]):
+        if live[k] and isinstance(value, mx.sym.Symbol):
+            merged.append(arrays.pop(0))
+        else:
+            merged.append(value)
+    return tuple(merged)
+
+
+def _no_structure(name, a, b, where, what):
+    """A list or tuple holding arrays, carried by a graph's loop or out of a cond: an error
+    saying to unpack it (comparing it as a Python value would ask a Symbol for its truth)."""
+    if a is b:
+        return
+    for value in (a, b):
+        if isinstance(value, (list, tuple)) and holds_symbols(value):
+            raise AutographError(
+                f"{where}: variable {name!r}{read_by(where, name)} is a "
+                f"{type(value).__name__} of arrays that {what} changes; a graph carries "
+                f"arrays, not lists of them, so unpack it into variables (h, c = state) and "
+                f"pack it again where it is used ([h, c])")
+
+
+def _check_same_kind(name, then_value, else_value, where):
+    _no_structure(name, then_value, else_value, where, "this if on a tensor")
+    then_array, else_array = isinstance(then_value, mx.sym.Symbol), \
+        isinstance(else_value, mx.sym.Symbol)
+    if then_array != else_array:
+        if isinstance(then_value, Undefined) or isinstance(else_value, Undefined):
+            side = "else" if isinstance(else_value, Undefined) else "then"
+            raise AutographError(
+                f"{where}: variable {name!r} is read after this if{read_by(where, name)} but "
+                f"the {side} branch does not assign it; with a tensor condition both branches "
+                f"run as one graph, so assign it before the if or in both branches")
+        raise AutographError(
+            f"{where}: variable {name!r}{read_by(where, name)} is an array in one branch of "
+            f"this if and the Python "
+            f"value {then_value if not then_array else else_value!r} in the other; with a "
+            f"tensor condition both must be arrays (use F.full / F.zeros_like for constants)")
+    if not then_array and not isinstance(then_value, Undefined) and then_value != else_value:
+        raise AutographError(
+            f"{where}: variable {name!r}{read_by(where, name)} is the Python value "
+            f"{then_value!r} in one branch of "
+            f"this if and {else_value!r} in the other; with a tensor condition it must be an "
+            f"array in both (F.full) or the same value")
+
+
+def python_if(pred, where, why):
+    """The condition of an ``if`` left as Python (its branches do what a graph cannot)."""
+    if isinstance(pred, mx.sym.Symbol):
+        raise AutographError(f"{where}: this if has a tensor condition, but its branches {why}, "
+                             f"which gluon_cf.cond cannot express; compute the result in both "
+                             f"branches and assign it to a variable instead")
+    if isinstance(pred, mx.nd.NDArray):
+        return bool(pred.asscalar())
+    return pred
+
+
+def if_exp(test, then_value, else_value, where):
+    """A converted conditional expression ``a if test else b`` (each side a function)."""
+    if isinstance(test, mx.sym.Symbol):
+        def side(fn, which):
+            def run():
+                with graph_region(where, "conditional expression"):
+                    value = fn()
+                if not isinstance(value, mx.sym.Symbol):
+                    raise AutographError(f"{where}: the {which} side of this conditional "
+                                         f"expression is the Python value {value!r}; with a "
+                                         f"tensor condition both sides must be arrays")
+                return value
+            return run
+        return cond(test, side(then_value, "if"), side(else_value, "else"),
+                    name=node_name(where, "ifexp"))
+    return then_value() if truth(test, where, "conditional expression") else else_value()
+
+
+def if_return(pred, then_fn, else_fn, values, where, names=()):
+    """Run a converted ``if`` both of whose branches return: returns the returned value.
+    ``names``: the variables the branches start from (the function ends in them, so a
+    closure's nonlocal write of one is part of the value)."""
+    if not isinstance(pred, mx.sym.Symbol):
+        return then_fn(*values) if truth(pred, where, "if") else else_fn(*values)
+    kinds = {}
+
+    def branch(fn, key):
+        def run():
+            with graph_region(where, "if", names):
+                value = fn(*values)
+            if not _arrays_only(value):
+                raise AutographError(
+                    f"{where}: the {key} branch of this if returns {value!r}; with a tensor "
+                    f"condition both branches run as one graph, so both must return arrays "
+                    f"(or lists or tuples of arrays) of the same structure")
+            kinds[key] = type(value)
+            return value
+        return run
+    result = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
+                  name=node_name(where, "if"))
+    return tuple(result) if kinds.get("then") is tuple else result
+
+
+def _arrays_only(value):
+    if isinstance(value, (list, tuple)):
+        return len(value) > 0 and all(_arrays_only(v) for v in value)
+    return isinstance(value, mx.sym.Symbol)
+
+
+def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
+               forever=False):
+    """Run a converted ``while`` (NOTE [autograph loops]): returns its variables' final values,
+    then the lists it appended to. ``hinted``: the bound is the loop's own
+    ``max_iterations(N)``, which holds whatever its condition; the decorator's holds for a
+    tensor condition only (eagerly too). ``forever``: the condition is a constant and the
+    loop has break or return flags; while tracing they are arrays from the start."""
+    lists, count = list(lists), len(values)
+    if forever and any(isinstance(v, mx.sym.Symbol) for v in values):
+        values = flags_as_arrays(values, names)    # while True ended by a break: one graph
+    first = test(*values)
+    steps = 0
+    while not isinstance(first, mx.sym.Symbol):
+        if not truth(first, where, "while"):
+            return values + tuple(lists)
+        if bound is not None and (hinted or is_tensor(first)) and steps >= bound:
+            warn_truncation(where, bound)
+            return values + tuple(lists)
+        result = tuple(body(*values))
+        values = result[:count]
+        append_rows(lists, result[count:], where)
+        first = test(*values)
+        steps += 1
+    # A Symbol condition, from the start or after Python steps (a break under a tensor if in
+    # a `while True`): the remaining steps are one graph loop.
+    if bound is not None:
+        bound -= steps
+        if bound < 1:
+            return values + tuple(lists)
+    values = flags_as_arrays(values, names)
+    arrays = _loop_arrays(values, names, where, "while")
+    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+
+    def full(vs):
+        out = list(values)
+        for k, v in zip(slots, vs):
+            out[k] = v
+        return out
+
+    counted = bool(lists)     # the collected rows' number, to join them to other rows
+
+    def step(*vs):
+        with graph_region(where, "while loop", names):
+            result = tuple(body(*full(vs[:len(slots)])))
+        new = flags_as_arrays(result[:count], names)
+        _check_loop_vars(values, new, names, where, "while")
+        return step_rows(result[count:], where), [new[k] for k in slots] + \
+            ([vs[-1] + 1] if counted else [])
+    def condition(*vs):
+        with graph_region(where, "while loop", names):
+            return test(*full(vs[:len(slots)]))
+    rows, final = while_loop(condition, step,
+                             arrays + ([mx.sym.zeros((1,))] if counted else []),
+                             max_iterations=bound, name=node_name(where, "while"),
+                             report_truncation=where, exact_length=counted)
+    final = list(final) if isinstance(final, (list, tuple)) else [final]
+    ran = final.pop() if counted else None
+    return tuple(full(final)) + extended(lists, rows, ran, where, most=bound)
+
+
+def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=()):
+    """Run a converted ``for`` (NOTE [autograph loops]): returns its variables' final values, the
+    lists it appended to, and the last item when ``item`` holds the current value of a loop
+    variable read after the loop. ``stop``: the names of its break and return flags."""
+    keep_item, lists, count = item is not None, list(lists), len(values)
+    stop = [names.index(name) for name in stop if name in names]
+    if not isinstance(iterable, mx.sym.Symbol):
+        last = item[0] if keep_item else None
+        for last in iterable:
+            going = running(*[values[k] for k in stop])
+            if lists and isinstance(going, mx.sym.Symbol):
+                # a tensor break ended it or not: the step runs as a graph, its results count
+                # where `going` holds, and what it appends is one row or none
+                cleared = tuple(False if k in stop else v for k, v in enumerate(values))
+                result = tuple(body(last, *cleared))
+                values = _where(going, flags_as_arrays(result[:count], names),
+                                flags_as_arrays(values, names), names, where)
+                lists = appended_where(going, lists, result[count:], where)
+                continue
+            result = tuple(body(last, *values))
+            values = result[:count]
+            append_rows(lists, result[count:], where)
+            if any(not is_tensor(values[k]) and values[k] for k in stop):
+                break        # a break or return (under a Python condition) ends the loop
+        if keep_item and any(isinstance(values[k], mx.sym.Symbol) for k in stop):
+            # the later steps ran as no-ops under a tensor flag, but the item moved on
+            raise AutographError(
+                f"{where}: this for loop may end under a tensor condition (a break or return "
+                f"under a tensor if) and its item is read after it (or by the return); which "
+                f"item it stopped at is known only when the graph runs, so assign what you "
+                f"need to a variable that has a value before the loop, then break")
+        return values + tuple(lists) + ((last,) if keep_item else ())
+    if lists and stop:
+        raise AutographError(f"{where}: this for loop over a tensor appends to a list and may "
+                             f"end under a tensor condition (a break or return under a tensor "
+                             f"if); a graph's for runs every row, so write it as a while loop "
+                             f"over a counter (i = F.zeros((1,)); while i < n: ... i = i + 1), "
+                             f"which stops where the break is")
+    if keep_item:
+        raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
+                             f"after the loop (or by a closure defined in the function); a "
+                             f"graph's loop does not keep its last row, so "
+                             f"assign what you need to a variable (given a value before the "
+                             f"loop) inside it")
+    values = flags_as_arrays(values, names)
+    arrays = _loop_arrays(values, names, where, "for")
+    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+
+    counted = bool(lists)
+
+    def step(row, states):
+        current = list(values)
+        for k, v in zip(slots, states):
+            current[k] = v
+        with graph_region(where, "for loop", names):
+            result = tuple(body(row, *current))
+        new = flags_as_arrays(result[:count], names)
+        _check_loop_vars(values, new, names, where, "for")
+        return step_rows(result[count:], where), [new[k] for k in slots] + \
+            ([states[-1] + 1] if counted else [])
+    rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
+                          name=node_name(where, "for"))
+    final = list(final)
+    steps = final.pop() if counted else None
+    current = list(values)
+    for k, v in zip(slots, final):
+        current[k] = v
+    return tuple(current) + extended(lists, rows, steps, where)
+
+
+def _where(going, new, old, names, where):
+    """The values of a step that ran only where the array ``going`` holds: ``new`` there,
+    ``old`` elsewhere (a cond choosing between them). Lists and tuples of arrays (an RNN
+    cell's ``state``) are chosen item by item."""
+    pairs = []
+
+    def pair(name, n, o):
+        if isinstance(n, mx.sym.Symbol) and isinstance(o, mx.sym.Symbol):
+            pairs.append((n, o))
+        elif isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
+                len(n) == len(o) and (holds_symbols(n) or holds_symbols(o)):
+            for a, b in zip(n, o):
+                pair(name, a, b)
+        else:
+            _check_loop_vars([o], [n], [name], where, "for")
+    for name, n, o in zip(names, new, old):
+        pair(name, n, o)
+    if not pairs:
+        return tuple(new)
+    chosen = cond(going, lambda: [n for n, _ in pairs], lambda: [o for _, o in pairs],
+                  name=node_name(where, "step"))
+    chosen = list(chosen) if isinstance(chosen, (list, tuple)) else [chosen]
+
+    def rebuilt(n, o):
+        if isinstance(n, mx.sym.Symbol) and isinstance(o, mx.sym.Symbol):
+            return chosen.pop(0)
+        if isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
+                len(n) == len(o) and (holds_symbols(n) or holds_symbols(o)):
+            return type(n)(rebuilt(a, b) for a, b in zip(n, o))
+        return n
+    return tuple(rebuilt(n, o) for n, o in zip(new, old))
+
+
+def _loop_arrays(values, names, where, what):
+    for name, value in zip(names, values):
+        if isinstance(value, Undefined):
+            raise AutographError(f"{where}: variable {name!r}{read_by(where, name)} is "
+                                 f"assigned in this {what} loop "
+                                 f"on a tensor but has no value before it; a graph's loop "
+                                 f"carries its variables from step to step, so give it one "
+                                 f"before the loop")
+    return [v for v in values if isinstance(v, mx.sym.Symbol)]
+
+
+def _check_loop_vars(before, after, names, where, what):
+    for name, old, new in zip(names, before, after):
+        _no_structure(name, old, new, where, f"this {what} loop on a tensor")
+        if isinstance(old, mx.sym.Symbol) != isinstance(new, mx.sym.Symbol) or \
+                (not isinstance(old, mx.sym.Symbol) and old is not new and old != new):
+            raise AutographError(
+                f"{where}: variable {name!r}{read_by(where, name)} changes in this {what} "
+                f"loop on a tensor but is "
+                f"the Python value {old if not isinstance(old, mx.sym.Symbol) else new!r} "
+                f"before or after a step; a graph's loop can only carry arrays (make it one, "
+                f"e.g. F.zeros((1,)) for a counter)")
+
+
+def python_loop(value, where, why, what):
+    """The condition or iterable of a loop left as Python (its body does what a graph
+    cannot)."""
+    if isinstance(value, mx.sym.Symbol):
+        raise AutographError(f"{where}: this {what} loop is on a tensor, but {why}, which a "
+                             f"graph's loop cannot express yet" + (
+                                 "; set a flag array where it breaks and run the else clause's "
+                                 "statements under an if on it after the loop"
+                                 if why.endswith("else clause") else ""))
+    return truth(value, where, what) if what == "while" else value
+
+
+# Flags the conversion adds for break, continue and return (NOTE [autograph jumps]).
+FLAGS = ("__agf_break_", "__agf_return_", "__agf_continue_")
+
+
+def flags_as_arrays(values, names):
+    """The flags among ``values`` that are Python bools as one-element arrays: a graph's
+    branches and loops carry arrays."""
+    return tuple((mx.sym.ones if value else mx.sym.zeros)((1,))
+                 if name.startswith(FLAGS) and not is_tensor(value)
+                 and not isinstance(value, Undefined) else value
+                 for name, value in zip(names, values))
+
+
+def running(*flags):
+    """``not (flag_1 or flag_2 ...)``: a Python bool while every flag is one, else an array."""
+    arrays = []
+    for flag in flags:
+        if isinstance(flag, mx.sym.Symbol):
+            arrays.append(flag)
+        elif truth(flag, "", "flag"):
+            return False
+    if not arrays:
+        return True
+    result = mx.sym.logical_not(arrays[0])
+    for flag in arrays[1:]:
+        result = result * mx.sym.logical_not(flag)
+    return result
+
+
+def running_and(flags, test):
+    """A loop's condition once a break or return may end it: ``running(*flags) and test()``
+    (the test is not evaluated once a flag is set)."""
+    going = running(*flags)
+    if going is False:
+        return False
+    value = test()
+    if going is True:
+        return value
+    if isinstance(value, mx.sym.Symbol):
+        return mx.sym.broadcast_logical_and(going, mx.sym.cast(value, "float32"))
+    return going if truth(value, "", "while") else False

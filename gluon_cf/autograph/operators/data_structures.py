@@ -1,0 +1,206 @@
+"""Lists that tensor loops append to, at run time: the rows of a graph loop's steps as a
+:class:`StepList`, what converted code computes from one (``items[i]``, ``F.stack(*items)``
+...), and the refusal of other changes of outside containers in a tensor if or loop.
+
+NOTE [autograph lists]
+    A statement ``items.append(value)`` of a loop's body itself (so once per step; not under
+    an ``if``, not after a possible ``break``), where the body neither assigns nor otherwise
+    reads ``items``, makes ``value`` a step output. Run as Python, it is appended to the list
+    after each step; as a graph loop (an exact-length ``while_loop`` when bounded, whose rows
+    are the steps that ran), the rows become a :class:`StepList` bound to ``items``: one array
+    (after the list's earlier items) whose number of rows is known only when the graph runs.
+    ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and ``F.add_n(*items)`` (rewritten
+    into :func:`unpacked`), ``items[i]`` and ``items.append(x)`` compute from it; ``len`` and
+    iteration are AutographErrors; ``items[i]`` past what bounded loops can have appended is
+    an IndexError at its line. In a ``for`` over a Python iterable with a ``break`` under a
+    tensor ``if`` (a decoder over ``range(n)``), a step after the flag became a tensor runs
+    with its flags cleared, its results count where no flag is set (a cond picks them or the
+    values before the step) and its append is one row or none (``control_flow._where``,
+    :func:`appended_where`; a list of arrays such as an RNN cell's ``state`` is chosen item
+    by item, while a graph loop or cond that changes one is an AutographError saying to
+    unpack it); a ``for`` over a tensor that appends and may break is an AutographError
+    (write a ``while``). Any other change of an outside list, dict or set by a method call
+    (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is an
+    AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
+    condition.
+"""
+import mxnet as mx
+
+from ...ops.cond import cond
+from ..errors import AutographError, node_name, one_colon, region_at
+
+
+def append_rows(lists, values, where):
+    for items, value in zip(lists, values):
+        items.append(value)          # Undefined raises: the list was never assigned
+
+
+def appended_where(going, lists, values, where):
+    """The lists after appending each of ``values`` where the array ``going`` holds (one row
+    or none: StepLists)."""
+    out = []
+    for items, value in zip(lists, step_rows(values, where)):
+        if isinstance(items, list):
+            if not items or not all(isinstance(i, mx.sym.Symbol) for i in items):
+                raise AutographError(f"{where}: this loop appends to a list under a tensor "
+                                     f"condition (after a break under a tensor if), and the "
+                                     f"list holds no array before it; start it with arrays")
+            items = StepList(mx.sym.stack(*items, axis=0), len(items), where)
+        if not isinstance(items, StepList):
+            raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
+                                 f"is not a list")
+        out.append(items.joined(mx.sym.expand_dims(value, axis=0), going, 1))
+    return out
+
+
+def step_rows(values, where):
+    for value in values:
+        if not isinstance(value, mx.sym.Symbol):
+            raise AutographError(f"{where}: this loop on a tensor appends the Python value "
+                                 f"{value!r} to a list at each step; the steps of a graph's "
+                                 f"loop are collected as rows of an array, so append arrays")
+    return list(values)
+
+
+def extended(lists, rows, steps, where, most=None):
+    """The lists a graph loop appended to, as StepLists: a list's earlier items come first.
+    ``most``: the loop's bound on its steps (None: unknown)."""
+    if not lists:
+        return ()
+    rows = rows if isinstance(rows, (list, tuple)) else [rows]
+    out = []
+    for items, stacked in zip(lists, rows):
+        if isinstance(items, StepList):
+            out.append(items.joined(stacked, steps, most))
+        elif isinstance(items, list):
+            if not all(isinstance(i, mx.sym.Symbol) for i in items):
+                raise AutographError(f"{where}: a list this loop on a tensor appends to "
+                                     f"already holds Python values; start it empty")
+            first = StepList(mx.sym.stack(*items, axis=0), len(items), where) if items else \
+                None
+            out.append(first.joined(stacked, steps, most) if first is not None else
+                       StepList(stacked, steps, where, most))
+        else:
+            raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
+                                 f"is not a list")
+    return tuple(out)
+
+
+class StepList:
+    """A list a loop on a tensor appended to, while hybridizing: its items are the rows of
+    one array (the loop's stacked step outputs), their number ``count`` (an int, or a
+    one-element array) known only when the graph runs, and at most ``most`` (an int where
+    the loops that appended are bounded, else None). ``F.stack(*items)``,
+    ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]`` and
+    ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
+
+    def __init__(self, rows, count, where, most=None):
+        self.rows, self.count, self.where = rows, count, where
+        self.most = count if isinstance(count, int) else most
+
+    def joined(self, rows, count, most=None):
+        """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
+        array of zero rows (0 is its unknown size), so where either side may have none, a
+        cond picks the other."""
+        mine, theirs = self.rows, rows
+        name = node_name(self.where, "rows")
+
+        def with_theirs():      # computed in the branch where these rows exist
+            both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
+            if isinstance(count, mx.sym.Symbol):
+                return cond(count > 0, both, lambda: mine, name=name)
+            return both()
+        if isinstance(self.count, mx.sym.Symbol):
+            joined = cond(self.count > 0, with_theirs, lambda: theirs, name=name)
+        else:
+            joined = with_theirs()
+        most = count if isinstance(count, int) else most
+        return StepList(joined, self.count + count, self.where,
+                        None if self.most is None or most is None else self.most + most)
+
+    def append(self, value):
+        joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
+        self.rows, self.count, self.most = joined.rows, joined.count, joined.most
+
+    def __getitem__(self, index):
+        return self.item(index, self.where)
+
+    def item(self, index, where):
+        """``items[index]`` at ``where``: an IndexError there when the loops that appended
+        are bounded and cannot have appended that many items."""
+        if not isinstance(index, int) or isinstance(index, bool):
+            self._unknown_length(f"indexed with {index!r}")
+        if self.most is not None and not -self.most <= index < self.most:
+            raise IndexError(one_colon(
+                f"{where}: list index {index} out of range: the list holds at most "
+                f"{self.most} items (the loop at {region_at(self.where)} appended them)"))
+        row = mx.sym.slice_axis(self.rows, axis=0, begin=index,
+                                end=None if index == -1 else index + 1,
+                                name=node_name(where, "item"))
+        return mx.sym.squeeze(row, axis=0)
+
+    def _unknown_length(self, what):
+        raise AutographError(f"{self.where}: a list this loop on a tensor appended to is "
+                             f"{what}, but how many items it holds is known only when the graph "
+                             f"runs; use F.stack(*items), F.concat(*items, dim=...), "
+                             f"F.add_n(*items) or items[i]")
+
+    def __len__(self):
+        self._unknown_length("measured with len()")
+
+    def __iter__(self):
+        self._unknown_length("iterated over")
+
+    def __repr__(self):
+        return f"<StepList of the rows of {self.rows.name}>"
+
+
+def item(items, index, where):
+    """A converted ``items[index]`` of a list a loop collected (NOTE [autograph lists])."""
+    if isinstance(items, StepList):
+        return items.item(index, where)
+    return items[index]
+
+
+def unpacked(func, items, keywords, where):
+    """A converted ``func(*items, **keywords)``: for a :class:`StepList`, the same value
+    computed from its rows; otherwise the call itself."""
+    if not isinstance(items, StepList):
+        return func(*items, **keywords)
+    name, rows = getattr(func, "__name__", ""), items.rows
+    if name == "stack" and set(keywords) <= {"axis"} and keywords.get("axis", 0) in (0, 1):
+        return rows if keywords.get("axis", 0) == 0 else mx.sym.swapaxes(rows, 0, 1)
+    if name in ("concat", "Concat") and set(keywords) <= {"dim"} and \
+            keywords.get("dim", 1) in (0, 1):
+        if keywords.get("dim", 1) == 0:
+            return mx.sym.reshape(rows, shape=(-3, -2))
+        return mx.sym.reshape(mx.sym.swapaxes(rows, 0, 1), shape=(0, -3, -2))
+    if name in ("add_n", "ElementWiseSum") and not keywords:
+        return mx.sym.sum(rows, axis=0)
+    raise AutographError(f"{where}: this call unpacks a list a loop on a tensor appended to; "
+                         f"its items are the rows of one array known only when the graph "
+                         f"runs, and only F.stack(*items, axis=0 or 1), F.concat(*items, dim=0 "
+                         f"or 1) and F.add_n(*items) are computed from them")
+
+
+def no_outer_lists(value, names, values, where, what):
+    """A converted condition or iterable whose region mutates outside objects by method
+    calls: on a Symbol, a list, dict or set among them is an error (a graph's branch or step
+    cannot change a Python object: the change would happen once, while tracing)."""
+    if isinstance(value, mx.sym.Symbol):
+        for name, current in zip(names, values):
+            if isinstance(current, (list, dict, set)) and what.startswith("code after"):
+                raise AutographError(
+                    f"{where}: this statement runs after a break, continue or return under a "
+                    f"tensor if (whether it runs is known only when the graph runs) and changes "
+                    f"the {type(current).__name__} {name!r} from outside the loop; to collect "
+                    f"rows, append once per step before the if that breaks (in a while loop "
+                    f"or a for over a Python range)")
+            if isinstance(current, (list, dict, set)):
+                raise AutographError(
+                    f"{where}: this {what} is on a tensor and changes the {type(current).__name__}"
+                    f" {name!r} from outside it; a graph's {what.split()[0]} runs as one graph "
+                    f"built once, so it cannot change a Python {type(current).__name__} (in a "
+                    f"loop, append once per step, as a statement of the loop's body, to "
+                    f"collect rows; in an if, assign an array in both branches)")
+    return value

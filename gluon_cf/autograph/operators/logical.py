@@ -1,0 +1,50 @@
+"""Boolean operators of converted code at run time: ``and``/``or``/``not`` keep Python's
+short-circuit semantics on Python values and are the elementwise logical operations on tensors
+(0 or 1; every operand evaluated, as a graph must)."""
+import mxnet as mx
+
+from ..errors import AutographError
+from .variables import is_tensor
+
+
+def and_(values, where):
+    """A converted ``a and b and ...`` (each operand a function, evaluated left to right): on
+    tensors, the elementwise logical and of all operands (each evaluated); else Python's."""
+    return _bool_op(values, where, stop_on=False, op="broadcast_logical_and")
+
+
+def or_(values, where):
+    """A converted ``a or b or ...``: on tensors the elementwise logical or; else Python's."""
+    return _bool_op(values, where, stop_on=True, op="broadcast_logical_or")
+
+
+def _bool_op(values, where, stop_on, op):
+    """Python's short circuit (stop at the first operand whose truth is ``stop_on``) while the
+    first operand is a Python value; else ``op`` over every operand."""
+    result = values[0]()
+    tensor = is_tensor(result)
+    for value in values[1:]:
+        if not tensor and bool(result) == stop_on:
+            return result
+        result = _logical(op, result, value(), where) if tensor else value()
+    return result
+
+
+def not_(value):
+    """A converted ``not x``: on a tensor the elementwise logical not; else Python's."""
+    if isinstance(value, mx.sym.Symbol):
+        return mx.sym.logical_not(value)
+    if isinstance(value, mx.nd.NDArray):
+        return mx.nd.logical_not(value)
+    return not value
+
+
+def _logical(op, a, b, where):
+    if isinstance(a, mx.sym.Symbol) or isinstance(b, mx.sym.Symbol):
+        if not (is_tensor(a) and is_tensor(b)):
+            raise AutographError(f"{where}: this and/or mixes a tensor with the Python value "
+                                 f"{b if is_tensor(a) else a!r}; make both tensors")
+        return getattr(mx.sym, op)(a, b)
+    if not isinstance(b, mx.nd.NDArray):
+        b = mx.nd.array([b], ctx=a.context, dtype=a.dtype)
+    return getattr(mx.nd, op)(a, b)

@@ -1,0 +1,59 @@
+"""Iteration over tensors at run time: comprehensions, unpacking and the builtins that iterate
+(or measure) their arguments, refused on a Symbol at the user's line.
+
+NOTE [autograph iteration]
+    MXNet's ``Symbol.__iter__`` yields the whole symbol once, so everything that iterates a
+    Symbol as Python would is refused at its line: comprehensions and generator expressions
+    (:func:`iterated`), ``*x`` in a call, and the builtins ``enumerate``, ``zip``, ``range``,
+    ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`). A ``for`` statement
+    over a tensor converts (``foreach``, NOTE [autograph loops]).
+"""
+import functools
+
+import mxnet as mx
+
+from ..errors import AutographError
+
+
+def iterated(value, where, what):
+    """The iterable of a comprehension, generator expression or unpacking (``*x``): a Symbol
+    of one output is an error (MXNet's Symbol.__iter__ yields the whole symbol, not its rows;
+    a Symbol of several outputs, ``F.split``'s, yields them as the eager list does)."""
+    if one_output(value):
+        raise AutographError(
+            f"{where}: this {what} iterates over a tensor; while hybridizing a Symbol has no "
+            f"rows to iterate (MXNet would yield the whole array once), so write a for "
+            f"statement over it (a graph loop, appending the rows to a list), or index it")
+    return value
+
+
+# Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
+ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
+              "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
+              "range", "next"}
+
+
+def builtin(fn, where):
+    """``fn`` (a name in ITERATING at a call of converted code): when it is the builtin, a
+    call with a Symbol argument is an error naming the call."""
+    import builtins
+    name = getattr(fn, "__name__", None)
+    the_builtin = getattr(builtins, name, None) if name in ITERATING else None
+    if the_builtin is None or the_builtin is not fn:
+        return fn
+
+    @functools.wraps(the_builtin)
+    def checked(*args, **kwargs):
+        if any(one_output(a) for a in args):
+            raise AutographError(
+                f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
+                f"{'count' if name == 'len' else 'iterate'} (MXNet would see the whole array "
+                f"as one item), so it cannot run as Python. Loop with a for statement over "
+                f"the tensor itself (a graph loop) and keep a counter as an array "
+                f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
+        return the_builtin(*args, **kwargs)
+    return checked
+
+
+def one_output(value):
+    return isinstance(value, mx.sym.Symbol) and len(value.list_outputs()) == 1

@@ -1,0 +1,83 @@
+"""Side effects of converted code at run time: the graph regions (a tensor if's branch or a
+tensor loop's step being traced, which run once into one graph) and the checks converted code
+runs before changing Python state, which are errors inside a region.
+
+NOTE [autograph side effects]
+    Python state changed inside a tensor ``if`` or loop would change once, while tracing,
+    whatever the condition or the number of steps. Besides the static checks of a branch or
+    loop body itself (attribute and item assignment, ``global``/``nonlocal``,
+    :func:`~gluon_cf.autograph.operators.data_structures.no_outer_lists`), every converted
+    function (helpers and methods reached from the converted one included) runs
+    :func:`effect` before assigning an attribute or item of an object that may come from
+    outside the call (a parameter, a global, a free variable, or a local not bound to a new
+    object), a ``global`` or ``nonlocal`` variable, and :func:`mutable` around the receiver of
+    a mutating method (``append``, ``add``, ``update`` ...). While a tensor ``if``'s branch or
+    a tensor loop's step is traced (:func:`graph_region`) these are AutographErrors naming the
+    statement's line and the ``if``'s or loop's line, except a closure's ``nonlocal`` write of
+    a variable that region carries out (NOTE [autograph closures]). Run as Python (eagerly, or
+    on a Python condition) they run as Python does, once per step.
+"""
+import collections.abc
+import contextlib
+import functools
+import threading
+
+from ..errors import AutographError, region_at
+
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def graph_region(where, kind, owned=()):
+    """While tracing a tensor if's branch or a tensor loop's step (which run once, into one
+    graph): Python side effects of converted code in it are errors (:func:`effect`).
+    ``owned``: the variables the region carries out (a closure's ``nonlocal`` write of one
+    is part of its value)."""
+    stack = _state.__dict__.setdefault("regions", [])
+    stack.append((where, kind, frozenset(owned)))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def effect(where, what, name=None):
+    """Before a statement of converted code that changes Python state
+    (NOTE [autograph side effects]): an error inside a graph region (a tensor if or loop
+    being traced)."""
+    stack = getattr(_state, "regions", None)
+    if not stack:
+        return
+    region, kind, owned = stack[-1]
+    if name is not None and name in owned:
+        return
+    raise AutographError(
+        f"{where}: this statement {what}, inside the {kind} on a tensor at "
+        f"{region_at(region)}; that {kind} runs as one graph, traced once, so the change would "
+        f"happen once whatever the condition or the number of steps. Return the new value "
+        f"instead (assign it to a variable of the if, or carry it through the loop)")
+
+
+def mutable(receiver, where, method):
+    """The receiver of a mutating method call (``items.append(x)``) in converted code whose
+    object may come from outside: a Python container changed inside a graph region is an
+    error (:func:`effect`)."""
+    if isinstance(receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
+                             collections.abc.MutableMapping, collections.abc.MutableSet)):
+        effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
+    return receiver
+
+
+def changing(fn, where):
+    """``setattr``/``delattr`` at a call of converted code on an object that may come from
+    outside: an error inside a graph region (:func:`effect`)."""
+    import builtins
+    if fn is builtins.setattr or fn is builtins.delattr:
+        @functools.wraps(fn)
+        def checked(obj, name, *rest):
+            effect(where, f"{'assigns' if fn is builtins.setattr else 'deletes'} the attribute "
+                          f"{name!r} of {type(obj).__name__} (by {fn.__name__})")
+            return fn(obj, name, *rest)
+        return checked
+    return fn

@@ -1,0 +1,64 @@
+"""Variables of converted code at run time: :class:`Undefined` (a variable a branch or the
+steps run so far did not assign), reading a variable that may be unbound (:func:`ld`), ``x op=
+y`` out of place on tensors (:func:`augmented`), and the tests of what a value is that every
+operator shares."""
+import operator
+
+import mxnet as mx
+
+from ..errors import AutographError
+
+
+class Undefined:
+    """The value of a variable an ``if`` did not assign on the branch it took: any use of it
+    raises an AutographError naming the variable."""
+
+    def __init__(self, name, where):
+        self._name, self._where = name, where
+
+    def _fail(self, *args, **kwargs):
+        raise AutographError(f"{self._where}: variable {self._name!r} is used here without a "
+                             f"value (the branch taken, or the steps run so far, did not assign "
+                             f"it); assign it before this statement or on every path")
+
+    __getattr__ = __call__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = _fail
+    __rsub__ = __truediv__ = __getitem__ = __bool__ = __iter__ = __neg__ = _fail
+
+    def __repr__(self):
+        return f"<undefined {self._name}>"
+
+
+def ld(read, name, where):
+    """The current value of a variable, or :class:`Undefined` where it has none yet."""
+    try:
+        return read()
+    except NameError:        # unbound local or free variable
+        return Undefined(name, where)
+
+
+def augmented(target, value, op):
+    """A converted ``target op= value``: out of place when ``target`` is a tensor (an NDArray's
+    ``+=`` writes into the array, so every alias of it changes and autograd refuses it while
+    recording; a Symbol's is ``target = target + value``), in place otherwise (lists)."""
+    if is_tensor(target):
+        return getattr(operator, op)(target, value)
+    return getattr(operator, "i" + op.rstrip("_"))(target, value)
+
+
+def is_tensor(value):
+    return isinstance(value, (mx.nd.NDArray, mx.sym.Symbol))
+
+
+def truth(value, where, what):
+    if isinstance(value, mx.nd.NDArray):
+        if value.size != 1:
+            raise AutographError(f"{where}: the {what}'s condition is an array of shape "
+                                 f"{value.shape}; a tensor condition must have one element")
+        return bool(value.asscalar())
+    return value
+
+
+def holds_symbols(value):
+    """Whether a list or tuple holds a Symbol (at any depth)."""
+    return any(isinstance(v, mx.sym.Symbol) or isinstance(v, (list, tuple)) and
+               holds_symbols(v) for v in value)

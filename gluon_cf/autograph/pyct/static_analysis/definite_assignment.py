@@ -1,0 +1,35 @@
+"""Definite assignment: the names an ``if`` assigns on every path that goes on after it, and
+whether a block always returns (or raises)."""
+import ast
+from typing import Set
+
+from .activity import assigned_names
+
+
+def definitely_assigned(statement):
+    """The names an ``if`` assigns on every path that goes on after it (a branch that always
+    returns or raises does not go on)."""
+    sides = []
+    for branch in (statement.body, statement.orelse):
+        if always_returns(branch):
+            continue
+        names: Set[str] = set()
+        for inner in branch:
+            names |= definitely_assigned(inner) if isinstance(inner, ast.If) else \
+                set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor, ast.With,
+                                            ast.Try)) else assigned_names([inner])
+        sides.append(names)
+    if not sides:
+        return set()
+    return set.intersection(*sides)
+
+
+def always_returns(block):
+    if not block:
+        return False
+    last = block[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return always_returns(last.body) and always_returns(last.orelse)
+    return False

@@ -1,0 +1,61 @@
+"""Liveness: the names a block may read before assigning them, and the names read after a
+statement (by what follows it in its block and the enclosing ones, and by the next step of
+every enclosing loop)."""
+import ast
+from typing import Set
+
+from .activity import assigned_names, loaded_names
+from .definite_assignment import definitely_assigned
+
+
+def exposed_names(statements):
+    """Names ``statements`` may read before assigning them (in order; what a nested block or
+    one branch assigns does not count as assigned)."""
+    exposed: Set[str] = set()
+    assigned: Set[str] = set()
+    for statement in statements:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)):
+            value = getattr(statement, "value", None)
+            reads = loaded_names(value) if value is not None else set()
+            targets = getattr(statement, "targets", None) or \
+                [getattr(statement, "target", None)]
+            for target in filter(None, targets):
+                reads |= loaded_names(target)        # a[i] = ... reads a and i
+            if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+                reads.add(statement.target.id)  # x += 1 reads x
+            exposed |= reads - assigned
+            assigned |= assigned_names([statement])
+        elif isinstance(statement, ast.If):     # assigns what both branches assign
+            exposed |= (loaded_names(statement.test) | exposed_names(statement.body) |
+                        exposed_names(statement.orelse)) - assigned
+            assigned |= definitely_assigned(statement)
+        elif isinstance(statement, ast.While):
+            exposed |= (loaded_names(statement.test) | exposed_names(statement.body) |
+                        exposed_names(statement.orelse)) - assigned
+        elif isinstance(statement, ast.For):    # its body reads its item after assigning it
+            exposed |= (loaded_names(statement.iter) | exposed_names(statement.body) -
+                        assigned_names([statement.target]) |
+                        exposed_names(statement.orelse)) - assigned
+        else:
+            exposed |= loaded_names(statement) - assigned
+    return exposed
+
+
+def live_after(node, parents, func):
+    """Names read after ``node`` before being assigned: by the following statements of its
+    block and of every enclosing block, and by the next step of every enclosing loop.
+    ``parents``: each node's parent in ``func``, the function being converted."""
+    names, child = set(), node
+    parent = parents.get(child)
+    while parent is not None and child is not func:
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                names |= exposed_names(block[block.index(child) + 1:])
+        if isinstance(parent, (ast.For, ast.While, ast.AsyncFor)):   # the next step
+            names |= exposed_names(parent.body) | \
+                loaded_names(getattr(parent, "test", None) or ast.Pass())
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+        child, parent = parent, parents.get(parent)
+    return names
