@@ -14,6 +14,11 @@ class AutographError(ValueError):
         super().__init__(one_colon(message))
 
 
+class AutographWarning(UserWarning):
+    """Converted code that runs, but not as it would eagerly: a ``print`` inside a tensor
+    ``if`` or loop prints once, while tracing. The message begins with the file and line."""
+
+
 def one_colon(message):
     """``file:12: while True:`` then ``: what`` would read ``while True:: what``."""
     return re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1)

@@ -46,9 +46,9 @@ class Converter(ast.NodeTransformer):
     conversion (NOTE [autograph])."""
 
     def __init__(self, filename: str, line_offset: int, lines: List[str], owner: Optional[str],
-                 max_iterations: Optional[int] = None, module: Optional[str] = None):
+                 max_iterations: Optional[int] = None):
         self.filename, self.offset, self.lines, self.owner = filename, line_offset, lines, owner
-        self.max_iterations, self.module = max_iterations, module
+        self.max_iterations = max_iterations
         self.parents: Dict[ast.AST, ast.AST] = {}
         # filled by the driver before the converters run (impl/conversion.py)
         self.func: ast.FunctionDef

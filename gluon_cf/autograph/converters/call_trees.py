@@ -9,6 +9,10 @@ from ..pyct.static_analysis.activity import MUTATORS, root_name
 from ..pyct.templates import runtime_call
 from .base import Converter
 
+# Names that hold library modules by convention (F: hybrid_forward's mx.nd or mx.sym): calls
+# of their attributes are library calls, left as they are (converted() would return them).
+_LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd"}
+
 
 class CallTreesConverter(Converter):
     """Calls, attributes (private names) and ``super()``."""
@@ -39,17 +43,21 @@ class CallTreesConverter(Converter):
                 return node
             return ast.copy_location(runtime_call("unpacked", [
                 node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
-        # The functions it names, `helper(x)` or `self.method(x)`, defined in its own module,
-        # are converted when called (a method of a tensor or of F is never one).
+        # The functions and methods it calls, `helper(x)`, `self.method(x)`, `obj.step(h)`,
+        # are converted when called if they are user code (NOTE [autograph calls]).
         if isinstance(node.func, ast.Name) and node.func.id in ITERATING:
             node.func = runtime_call("builtin", [node.func, ast.Constant(self.where(node))])
             return node
+        if isinstance(node.func, ast.Name) and node.func.id == "print":
+            node.func = runtime_call("printing", [node.func, ast.Constant(self.where(node))])
+            return node
         named = isinstance(node.func, ast.Name) and \
             node.func.id not in ("super", "len", "max_iterations") or \
-            isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
-            self.owner is not None and node.func.value.id == self.self_name
-        if named and self.module is not None:
-            node.func = runtime_call("converted", [node.func, ast.Constant(self.module)])
+            isinstance(node.func, ast.Attribute) and \
+            root_name(node.func.value) not in _LIBRARY_NAMES and \
+            root_name(node.func.value) not in self.collected_names   # appends: lists.py
+        if named:
+            node.func = runtime_call("converted", [node.func])
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \
                 and self.self_name is not None:
             node.args = [ast.Name(id="__class__", ctx=ast.Load()),

@@ -21,8 +21,8 @@ def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = 
     by ``max_iterations`` (or a ``gluon_cf.max_iterations(N)`` first in its body; with neither
     it runs to exact length), a ``for`` over a Symbol ``gluon_cf.foreach`` over its rows.
     ``break``, ``continue`` and ``return`` in loops, early ``return``, and lists appended to
-    once per step of a tensor loop convert too, and so do the functions and methods it calls
-    that are defined in its module. ``to_code`` shows the converted source.
+    once per step of a tensor loop convert too, and so do the user's functions and methods it
+    calls (not library code). ``to_code`` shows the converted source.
 
     Example:
 

@@ -50,11 +50,24 @@ NOTE [autograph]
     (``operators/control_flow.py``) and NOTE [autograph lists]
     (``operators/data_structures.py``).
 
-    Named functions: a call ``helper(x)`` or ``self.method(x)`` becomes
-    ``__ag__.converted(helper, module)(x)``: a plain function or method defined in the same
-    module as the converted function is converted too, once (cached on it); anything else
-    (Gluon blocks, MXNet, library code, builtins, nested functions, which were converted with
-    their enclosing one) runs as it is.
+NOTE [autograph calls]
+    As TF AutoGraph does, converted code converts the user's functions it calls, recursively,
+    and not library code: a call ``helper(x)``, ``self.method(x)`` or ``obj.step(h)`` becomes
+    ``__ag__.converted(helper)(x)``, and :func:`converted` converts a plain function or method
+    (once, cached on it) whose file is not library code, whatever its module: not the standard
+    library, not an installed package (site-packages), not gluon_cf. So a helper in another
+    module of the user's, or a method of another of the user's objects, changing Python state
+    inside a tensor ``if`` or loop is refused at its line (NOTE [autograph side effects]),
+    never run once silently, and its own ``if``/``while``/``for`` on tensors convert.
+    Gluon blocks (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet,
+    builtins, functions wrapped by a decorator (``__wrapped__``: the decorator must run) and
+    the nested functions converted with their enclosing function run as they are; so does a
+    function without source to read (a lambda, ``exec``). Calls of attributes of the names
+    ``F``, ``mx``, ``np`` ... are not wrapped (library modules by convention). ``print`` in a
+    tensor ``if`` or loop runs once, while tracing, and prints Symbols: it warns once per line
+    (``printing``), since refusing a debugging aid would be harsher than the harm.
+
+    Calls: NOTE [autograph calls].
 
     Expressions: ``a if test else b`` becomes ``if_exp`` (``cond`` on a Symbol test),
     ``and``/``or``/``not`` become ``and_``/``or_``/``not_``, which keep Python's
@@ -64,9 +77,12 @@ NOTE [autograph]
 import ast
 import functools
 import inspect
+import os
+import site
+import sysconfig
 import textwrap
 import types
-from typing import Optional
+from typing import Dict, List, Optional, Set, Tuple
 
 from .. import operators
 from ..converters.assignments import AssignmentsConverter
@@ -98,8 +114,7 @@ def convert_function(fn, max_iterations=None):
                              f"{type(func).__name__}")
     func.decorator_list = []          # the converted function is not decorated again
     owner = _owner_class(fn)
-    _Rewriter(filename, first - 1, lines, owner, max_iterations,
-              getattr(fn, "__module__", None)).convert(func)
+    _Rewriter(filename, first - 1, lines, owner, max_iterations).convert(func)
     freevars = fn.__code__.co_freevars
     factory = ast.FunctionDef(
         name="__ag_factory", args=ast.arguments(
@@ -117,12 +132,22 @@ def convert_function(fn, max_iterations=None):
     fn.__globals__.setdefault("__ag__", _runtime())
     factory_code = _code_named(compile(module, filename, "exec"), "__ag_factory")
     inner_code = _code_named(factory_code, func.name)
+    _CONVERTED_CODE.update(_nested_code(inner_code))
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     closure = tuple(cells[name] for name in inner_code.co_freevars)
     converted = types.FunctionType(inner_code, fn.__globals__, fn.__name__, fn.__defaults__,
                                    closure or None)
     converted.__kwdefaults__ = fn.__kwdefaults__
     return converted, code_text
+
+
+def _nested_code(code: types.CodeType) -> List[types.CodeType]:
+    """``code`` and the code objects of the functions, lambdas and classes in it."""
+    found = [code]
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            found += _nested_code(constant)
+    return found
 
 
 def _code_named(code, name):
@@ -151,16 +176,18 @@ def _owner_class(fn):
     return None
 
 
-def converted(fn, module):
-    """``fn`` converted (once, cached on it) when it is a plain function or method defined in
-    ``module`` (the converted function's own) with source to read; ``fn`` itself otherwise:
-    builtins, MXNet, library code and Gluon blocks run as they are."""
+def converted(fn):
+    """``fn`` converted (once, cached on it) when it is a plain function or method of user
+    code with source to read (NOTE [autograph calls]); ``fn`` itself otherwise: builtins,
+    MXNet, library code (installed packages, the standard library, gluon_cf), Gluon blocks,
+    functions wrapped by a decorator and nested functions converted with their enclosing
+    one run as they are."""
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(target, types.FunctionType) or target.__module__ != module or \
+    if not isinstance(target, types.FunctionType) or _in_library(target.__code__) or \
             target.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                                         inspect.CO_ASYNC_GENERATOR) or \
-            hasattr(target, "__gluon_cf_autograph_code__") or "<" in target.__qualname__:
-        return fn                   # a nested function was converted with its enclosing one
+            hasattr(target, "__wrapped__") or target.__code__ in _CONVERTED_CODE:
+        return fn
     done = target.__dict__.get("__gluon_cf_autograph_converted__")
     if done is None:
         try:
@@ -168,11 +195,40 @@ def converted(fn, module):
             done = functools.wraps(target)(function)
             setattr(done, "__gluon_cf_autograph_code__", code)
         except (AutographError, OSError, TypeError, SyntaxError):
-            done = target           # no source to read: it runs as it is
+            done = target           # no source to read (a lambda, exec): it runs as it is
         target.__dict__["__gluon_cf_autograph_converted__"] = done
     if isinstance(fn, types.MethodType):
         return types.MethodType(done, fn.__self__)
     return done
+
+
+# The code objects conversion compiled (a converted function's own and its nested
+# functions'): a nested function made by converted code was converted with it.
+_CONVERTED_CODE: Set[types.CodeType] = set()
+
+# File name -> whether it is library code, which runs as it is (NOTE [autograph calls]).
+_LIBRARY_FILES: Dict[str, bool] = {}
+_GLUON_CF = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _library_roots() -> Tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots |= set(getattr(site, "getsitepackages", lambda: [])())
+    roots.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots) + \
+        (os.path.join(_GLUON_CF, ""),)
+
+
+def _in_library(code: types.CodeType) -> bool:
+    filename = code.co_filename
+    known = _LIBRARY_FILES.get(filename)
+    if known is None:
+        path = os.path.realpath(filename)
+        known = filename.startswith("<") or path.startswith(_library_roots()) or \
+            any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
+        _LIBRARY_FILES[filename] = known
+    return known
 
 
 class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, IterationConverter,

@@ -6,10 +6,10 @@ from .control_flow import (for_stmt, if_exp, if_return, if_stmt, python_if, pyth
 from .data_structures import item, no_outer_lists, unpacked
 from .logical import and_, not_, or_
 from .py_builtins import builtin, iterated
-from .side_effects import changing, effect, mutable
+from .side_effects import changing, effect, mutable, printing
 from .variables import augmented, ld
 
 __all__ = ["for_stmt", "if_exp", "if_return", "if_stmt", "python_if", "python_loop", "running",
            "running_and", "while_stmt", "item", "no_outer_lists", "unpacked",
-           "and_", "not_", "or_", "builtin", "iterated", "changing", "effect", "mutable",
+           "and_", "not_", "or_", "builtin", "iterated", "changing", "effect", "mutable", "printing",
            "augmented", "ld"]

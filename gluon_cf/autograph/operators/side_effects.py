@@ -21,8 +21,10 @@ import collections.abc
 import contextlib
 import functools
 import threading
+import warnings
+from typing import Set
 
-from ..errors import AutographError, region_at
+from ..errors import AutographError, AutographWarning, region_at
 
 
 _state = threading.local()
@@ -81,3 +83,28 @@ def changing(fn, where):
             return fn(obj, name, *rest)
         return checked
     return fn
+
+
+_WARNED: Set[str] = set()     # the print calls that warned
+
+
+def printing(fn, where):
+    """``print`` (the builtin, at a call of converted code): inside a graph region it runs
+    once, while tracing, and prints Symbols; it warns once per line (NOTE [autograph calls])."""
+    import builtins
+    if fn is not builtins.print:
+        return fn
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        stack = getattr(_state, "regions", None)
+        if stack and where not in _WARNED:
+            _WARNED.add(where)
+            region, kind, _ = stack[-1]
+            warnings.warn(
+                f"{where}: this print is inside the {kind} on a tensor at {region_at(region)}, "
+                f"which runs as one graph, traced once: it prints once, while tracing, and "
+                f"prints Symbols, not values at each step. Print eagerly (before hybridize()) "
+                f"to see values", AutographWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+    return checked

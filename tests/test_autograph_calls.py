@@ -1,0 +1,161 @@
+"""Issue 24, autograph's remainder: side effects on Python state inside a tensor if or loop,
+reached through helpers in other modules, methods of other objects and ``print`` (NOTE
+[autograph calls]); each is converted, refused at its line, or (print) warns once naming its
+line, never silently run once while tracing. Every block is checked against plain Python on
+NDArrays (the unconverted function), values and gradients, eager and hybridized."""
+import json
+import re
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+
+import autograph_helpers as helpers
+import gluon_cf
+from gluon_cf import AutographError
+from gluon_cf.autograph import AutographWarning
+
+from test_autograph import compare_with_plain
+
+HERE = __file__
+HELPERS = helpers.__file__
+
+
+def line_in(path, text):
+    lines = open(path).read().splitlines()
+    return next(i for i, line in enumerate(lines) if line.strip() == text) + 1
+
+
+class CallsCounterElsewhere(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        while i < 3:
+            x = helpers.count_calls(x)
+            i = i + 1
+        return x
+
+
+class RemembersElsewhere(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            x = helpers.remember(x)
+        return x
+
+
+class OtherObjectsMethod(gluon.HybridBlock):
+    """Once silently wrong through a method of another object (not self)."""
+
+    def __init__(self):
+        super().__init__()
+        self.counter = helpers.Counter()
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        for row in x:
+            x = self.counter.step(x)
+        return x
+
+
+class FactoryClosure(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.step = helpers.make_step()
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        while i < 2:
+            x = self.step(x)
+            i = i + 1
+        return x
+
+
+@pytest.mark.parametrize("model, args, line, header, message", [
+    (CallsCounterElsewhere, [[1, 2]], (HELPERS, "CALLS[0] = CALLS[0] + 1"), "while i < 3:",
+     "this statement assigns CALLS[0], inside the while loop on a tensor at"),
+    (RemembersElsewhere, [[1, 2]], (HELPERS, "SEEN.append(h)"), "if F.sum(x) > 0:",
+     "this statement changes a Python list (.append), inside the if on a tensor at"),
+    (OtherObjectsMethod, [np.ones((2, 2))], (HELPERS, "self.k = self.k + 1"), "for row in x:",
+     "this statement assigns self.k, inside the for loop on a tensor at"),
+    (FactoryClosure, [[1, 2]], (HELPERS, "total[0] = total[0] + 1"), "while i < 2:",
+     "this statement assigns total[0], inside the while loop on a tensor at"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_side_effects_elsewhere_are_refused_at_their_line(model, args, line, header, message):
+    """Eagerly the converted block equals plain Python; hybridized (where the loop or if runs
+    once, while tracing) it is an AutographError naming the helper's line and the region's."""
+    inputs = [mx.nd.array(a) for a in args]
+    helpers.reset()
+    want = type(model()).hybrid_forward.__wrapped__(model(), mx.nd, *inputs).asnumpy()
+    helpers.reset()
+    np.testing.assert_allclose(model()(*inputs).asnumpy(), want)
+    net = model()
+    net.hybridize()
+    path, text = line
+    region = f"{HERE}:{line_in(HERE, header)} ({header})"
+    with pytest.raises(AutographError, match=re.escape(
+            f"{path}:{line_in(path, text)}: {text}: {message} {region}; that ")):
+        net(*inputs)
+
+
+class GateElsewhere(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.counter = helpers.Counter()
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        y = helpers.gate(x)
+        return self.counter.scale(helpers.gate(y * -1))
+
+
+@pytest.mark.parametrize("args", [[[1.0, 2.0]], [[-1.0, 0.5]], [[-3.0, -1.0]]])
+def test_helpers_elsewhere_are_converted(args):
+    """A tensor if in a helper of another module converts (it was Python on a Symbol)."""
+    compare_with_plain(GateElsewhere, args)
+    assert "__ag__.if_stmt" in helpers.gate.__gluon_cf_autograph_converted__ \
+        .__gluon_cf_autograph_code__
+
+
+def test_library_code_runs_as_it_is():
+    from gluon_cf.autograph.impl.conversion import converted
+    for library in (np.exp, json.dumps, mx.nd.relu, gluon_cf.cond, re.sub, len):
+        assert converted(library) is library
+    net = gluon.nn.Dense(2)
+    assert converted(net) is net
+    assert converted(net.forward).__func__ is gluon.nn.Dense.forward
+
+
+class PrintsInLoop(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        while i < 3:
+            print("step", i)
+            x = x * 2
+            i = i + 1
+        print("done")
+        return x
+
+
+def test_print_in_a_tensor_loop_warns_once_naming_its_line(capsys):
+    x = mx.nd.array([1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutographWarning)
+        np.testing.assert_allclose(PrintsInLoop()(x).asnumpy(), [8, 16])   # eager: no warning
+    assert capsys.readouterr().out.count("step") == 3
+    net = PrintsInLoop()
+    net.hybridize()
+    line = line_in(HERE, 'print("step", i)')
+    with pytest.warns(AutographWarning, match=re.escape(
+            f"{HERE}:{line}: print(\"step\", i): this print is inside the while loop on a "
+            f"tensor at {HERE}:{line - 1} (while i < 3:), which runs as one graph, traced "
+            f"once: it prints once")) as record:
+        np.testing.assert_allclose(net(x).asnumpy(), [8, 16])
+    assert len([w for w in record if issubclass(w.category, AutographWarning)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutographWarning)
+        net(x * 2)                       # a new shape traces again: no second warning
