@@ -28,6 +28,7 @@ import mxnet as mx
 
 from ...ops.cond import cond
 from ..errors import AutographError, node_name, one_colon, region_at
+from .item_check import checked_item
 
 
 def append_rows(lists, values, where):
@@ -94,9 +95,11 @@ class StepList:
     ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]`` and
     ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
 
-    def __init__(self, rows, count, where, most=None):
+    def __init__(self, rows, count, where, most=None, least=0):
         self.rows, self.count, self.where = rows, count, where
         self.most = count if isinstance(count, int) else most
+        # how many items it surely holds (earlier items, appends after the loops)
+        self.least = count if isinstance(count, int) else least
 
     def joined(self, rows, count, most=None):
         """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
@@ -116,28 +119,38 @@ class StepList:
             joined = with_theirs()
         most = count if isinstance(count, int) else most
         return StepList(joined, self.count + count, self.where,
-                        None if self.most is None or most is None else self.most + most)
+                        None if self.most is None or most is None else self.most + most,
+                        self.least + (count if isinstance(count, int) else 0))
 
     def append(self, value):
         joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
         self.rows, self.count, self.most = joined.rows, joined.count, joined.most
+        self.least = joined.least
 
     def __getitem__(self, index):
         return self.item(index, self.where)
 
     def item(self, index, where):
         """``items[index]`` at ``where``: an IndexError there when the loops that appended
-        are bounded and cannot have appended that many items."""
+        are bounded and cannot have appended that many items; else, unless the list surely
+        holds that item, checked when the graph runs (NOTE [checked items])."""
         if not isinstance(index, int) or isinstance(index, bool):
             self._unknown_length(f"indexed with {index!r}")
         if self.most is not None and not -self.most <= index < self.most:
             raise IndexError(one_colon(
                 f"{where}: list index {index} out of range: the list holds at most "
                 f"{self.most} items (the loop at {region_at(self.where)} appended them)"))
-        row = mx.sym.slice_axis(self.rows, axis=0, begin=index,
-                                end=None if index == -1 else index + 1,
-                                name=node_name(where, "item"))
-        return mx.sym.squeeze(row, axis=0)
+        rows = self.rows
+
+        def sliced():
+            row = mx.sym.slice_axis(rows, axis=0, begin=index,
+                                    end=None if index == -1 else index + 1,
+                                    name=node_name(where, "item"))
+            return mx.sym.squeeze(row, axis=0)
+        if -self.least <= index < self.least or not isinstance(self.count, mx.sym.Symbol):
+            return sliced()
+        return checked_item(self.count, sliced, index, where,
+                            f"the loop at {region_at(self.where)} appended them")
 
     def _unknown_length(self, what):
         raise AutographError(f"{self.where}: a list this loop on a tensor appended to is "

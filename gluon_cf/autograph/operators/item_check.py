@@ -1,0 +1,80 @@
+"""``items[i]`` of a list a tensor loop collected, as a graph node that checks the index
+against the number of items when the graph runs (an IndexError at the user's line, as Python
+raises, instead of MXNet's ``slice_axis`` error) and then computes the item.
+
+NOTE [checked items]
+    How many items such a list holds is known only when the graph runs (NOTE [autograph
+    lists]), so ``items[i]`` cannot be checked while tracing unless bounded loops appended
+    them (then ``i`` past the bound is an IndexError at once). Otherwise the item is an
+    ``autograph_item`` node: its input 0 is the number of items, its subgraph ``value``
+    slices the row; its forward raises IndexError naming the user's line when ``i`` is out of
+    range, as Python does, before running the subgraph. It has no batching rule (it runs once
+    per call). Exported, it is an ONNX ``If`` on the count whose branches both slice the row:
+    onnxruntime fails on an index out of range (no silent value), without this message.
+    Where the items the list surely holds cover ``i`` (``StepList.least``: items before the
+    loops and appended after them), the item is a plain slice, no node.
+"""
+from ... import node as _node, registry
+from ...tracing import merge_captures, trace
+from ..errors import one_colon
+
+OP = "autograph_item"
+
+
+def checked_item(count, slice_row, index, where, described):
+    """The row ``slice_row()`` computes, checked when the graph runs: ``index`` must be within
+    ``count`` (a one-element array) items. ``described``: what appended them, for the message."""
+    value = trace(OP, "value", 0, lambda _: slice_row())
+    captured, slot_of = merge_captures(OP, [value], first_slot=1)
+    spec = {"graphs": {"value": value.spec([], slot_of)}, "num_outputs": value.num_outputs,
+            "index": str(index), "where": where, "described": described}
+    return _node.make_node(OP, [count] + captured, spec, None)[0]
+
+
+class ItemRule(registry.Rule):
+    """Node inputs: ``[count, *captured]``; slots are the node inputs; output: the item."""
+
+    kind = OP
+    spec_fields = {"index": "text", "where": "text", "described": "text"}
+    graph_roles = ("value",)
+    outputs_graph = "value"
+
+    def infer_shape(self, node, in_shapes):
+        inferred, out = node.graphs["value"].infer_shape(in_shapes)
+        shapes = list(in_shapes)
+        for slot, shape in inferred.items():
+            shapes[slot] = shapes[slot] or shape
+        return shapes, out
+
+    def infer_type(self, node, in_types):
+        inferred, out = node.graphs["value"].infer_type(in_types)
+        types = list(in_types)
+        for slot, t in inferred.items():
+            types[slot] = types[slot] if types[slot] is not None else t
+        return types, out
+
+    def forward(self, node, inputs, out_shapes, frame):
+        index, count = int(node.spec["index"]), int(inputs[0].asnumpy().ravel()[0])
+        if not -count <= index < count:
+            raise IndexError(one_colon(
+                f"{node.spec['where']}: list index {index} out of range: the list holds "
+                f"{count} items this call ({node.spec['described']})"))
+        return (yield node.graphs["value"].run(inputs, frame))
+
+    def to_onnx(self, custom_node):
+        """Export rule: an ONNX ``If`` on the count, both branches the ``value`` subgraph
+        (NOTE [gluon_cf ops as ONNX control flow] in ``export/onnx_kit.py``)."""
+        from gluon_cf.export.onnx_kit import ConverterNode
+
+        node = ConverterNode(custom_node, OP)
+        count = node.truth(custom_node.inputs[0])
+        captured = range(1, len(custom_node.inputs))
+        branches = [node.convert("value", f"{node.name}_{key}", outer_slots=captured)
+                    for key in ("then", "else")]
+        node.add("If", [count], custom_node.outputs, then_branch=branches[0].graph,
+                 else_branch=branches[1].graph)
+        return node.nodes, [spec.dtype for spec in branches[0].outputs]
+
+
+registry.register(ItemRule())
+
