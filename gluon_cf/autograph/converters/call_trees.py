@@ -10,8 +10,9 @@ from ..pyct.templates import runtime_call
 from .base import Converter
 
 # Names that hold library modules by convention (F: hybrid_forward's mx.nd or mx.sym): calls
-# of their attributes are library calls, left as they are (converted() would return them).
-_LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd"}
+# of their attributes are library calls, left as they are (converted() would return them);
+# __ag__ is the run-time operators.
+_LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd", "__ag__"}
 
 
 class CallTreesConverter(Converter):

@@ -3,7 +3,7 @@ loop collects, their appends made step outputs, and ``items[i]`` of one made ``i
 import ast
 
 from ..pyct.static_analysis.activity import assigned_names, scoped
-from ..pyct.templates import runtime_call
+from ..pyct.templates import runtime_call, thunk
 from .base import Converter
 from .jumps import lowerable
 
@@ -27,6 +27,9 @@ def collected_lists(func):
         if not isinstance(loop, (ast.While, ast.For)) or not lowerable(loop):
             continue
         appended = [appended_name(s) for s in step_statements(loop)]
+        guarded = guarded_append(loop)
+        if guarded is not None:
+            appended.append(appended_name(guarded[-1]))
         names = []
         for name in sorted({n for n in appended if n is not None}):
             reads = sum(1 for n in scoped(loop.body) if isinstance(n, ast.Name) and
@@ -47,10 +50,31 @@ def step_statements(loop):
     return loop.body
 
 
+def guarded_append(loop):
+    """The block ending a ``for`` loop's step whose last statement is ``name.append(v)`` run
+    only while none of the loop's break and return flags is set (the guards the jumps'
+    lowering puts after a break: NOTE [autograph lists]), or None."""
+    if not isinstance(loop, ast.For) or not getattr(loop, "ag_stop", None):
+        return None
+    stop, block = set(getattr(loop, "ag_stop")), step_statements(loop)
+    guards = 0
+    while block and isinstance(block[-1], ast.If) and getattr(block[-1], "ag_guard", False) \
+            and not block[-1].orelse and _guard_flags(block[-1]) <= stop:
+        block, guards = block[-1].body, guards + 1
+    return block if guards and block and appended_name(block[-1]) else None
+
+
+def _guard_flags(guard):
+    """The flags a guard ``if __ag__.running(flag, ...)`` tests."""
+    return {a.id for a in getattr(guard.test, "args", []) if isinstance(a, ast.Name)}
+
+
 def collect_appends(loop, names):
     """Make the appends of the lists ``names`` a loop collects step outputs
     (NOTE [autograph lists]): each ``name.append(value)`` of its step becomes
-    ``__agc_name = value``."""
+    ``__agc_name = value``; one ending the step after a break (:func:`guarded_append`)
+    becomes ``__agc_name = lambda: value`` first in the step, called by ``for_stmt`` at the
+    end of the step and kept where no flag is set. Returns the names and which are kept so."""
     body = step_statements(loop)
     for k, statement in enumerate(body):
         name = appended_name(statement)
@@ -58,7 +82,16 @@ def collect_appends(loop, names):
             body[k] = ast.copy_location(ast.Assign(
                 targets=[ast.Name(id="__agc_" + name, ctx=ast.Store())],
                 value=statement.value.args[0]), statement)
-    return names
+    kept = []
+    guarded = guarded_append(loop)
+    if guarded is not None and appended_name(guarded[-1]) in names:
+        statement = guarded.pop()
+        kept.append(appended_name(statement))
+        guarded.append(ast.copy_location(ast.Pass(), statement))
+        body.insert(0, ast.copy_location(ast.Assign(
+            targets=[ast.Name(id="__agc_" + kept[0], ctx=ast.Store())],
+            value=thunk(statement.value.args[0])), statement))
+    return names, kept
 
 
 class ListsConverter(Converter):

@@ -47,7 +47,7 @@ class LoopsConverter(Converter):
             return node
         bound, hinted = self._loop_bound(node)
         number = next(counter)
-        lists = collect_appends(node, self.collected.get(node, []))
+        lists, _ = collect_appends(node, self.collected.get(node, []))
         names = self._carried(node, loaded_names(node.test))
         out = names_tuple(names + ["__agc_" + n for n in lists])
         cells = self._scope(node).cells
@@ -65,7 +65,7 @@ class LoopsConverter(Converter):
     def visit_For(self, node):
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         # (inside the running() wrapper: before it converts)
-        lists = collect_appends(node, self.collected.get(node, []))
+        lists, kept = collect_appends(node, self.collected.get(node, []))
         self.generic_visit(node)
         where = self.where(node)
         node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop")
@@ -91,7 +91,8 @@ class LoopsConverter(Converter):
             self._current([item], where) if keep_item else ast.Constant(None),
             self._current(lists, where),
             ast.Tuple(elts=[ast.Constant(f) for f in getattr(node, "ag_stop", [])],
-                      ctx=ast.Load())])
+                      ctx=ast.Load()),
+            ast.Tuple(elts=[ast.Constant(n in kept) for n in lists], ctx=ast.Load())])
         statements = [body_fn, self._assign(names + lists + ([item] if keep_item else []),
                                             call)]
         return located(statements, node)

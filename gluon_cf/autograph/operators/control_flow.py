@@ -238,12 +238,16 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
     return tuple(full(final)) + extended(lists, rows, ran, where, most=bound)
 
 
-def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=()):
+def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(), kept=()):
     """Run a converted ``for`` (NOTE [autograph loops]): returns its variables' final values, the
     lists it appended to, and the last item when ``item`` holds the current value of a loop
-    variable read after the loop. ``stop``: the names of its break and return flags."""
+    variable read after the loop. ``stop``: the names of its break and return flags.
+    ``kept``: for each list, whether its append ends the step after a break (its step output
+    is a function of no argument, whose value is appended where no flag is set after the
+    step: NOTE [autograph lists])."""
     keep_item, lists, count = item is not None, list(lists), len(values)
     stop = [names.index(name) for name in stop if name in names]
+    kept = list(kept) or [False] * len(lists)
     if not isinstance(iterable, mx.sym.Symbol):
         last = item[0] if keep_item else None
         for last in iterable:
@@ -253,13 +257,15 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
                 # where `going` holds, and what it appends is one row or none
                 cleared = tuple(False if k in stop else v for k, v in enumerate(values))
                 result = tuple(body(last, *cleared))
-                values = _where(going, flags_as_arrays(result[:count], names),
-                                flags_as_arrays(values, names), names, where)
-                lists = appended_where(going, lists, result[count:], where)
+                new = flags_as_arrays(result[:count], names)
+                lists = _appended_after_step(lists, result[count:], kept, going,
+                                             running(*[new[k] for k in stop]), where)
+                values = _where(going, new, flags_as_arrays(values, names), names, where)
                 continue
             result = tuple(body(last, *values))
             values = result[:count]
-            append_rows(lists, result[count:], where)
+            lists = _appended_after_step(lists, result[count:], kept, True,
+                                         running(*[values[k] for k in stop]), where)
             if any(not is_tensor(values[k]) and values[k] for k in stop):
                 break        # a break or return (under a Python condition) ends the loop
         if keep_item and any(isinstance(values[k], mx.sym.Symbol) for k in stop):
@@ -306,6 +312,29 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=())
     for k, v in zip(slots, final):
         current[k] = v
     return tuple(current) + extended(lists, rows, steps, where)
+
+
+def _appended_after_step(lists, rows, kept, going, clear, where):
+    """The lists after one step of a ``for`` over a Python iterable: each row is appended
+    where ``going`` (no flag set before the step) holds, and a kept one (``kept``: appended
+    after the break) also where ``clear`` (no flag set by the step) does; each condition is a
+    Python bool or an array (then the row is appended or not when the graph runs)."""
+    out = []
+    for items, row, after_break in zip(lists, rows, kept):
+        if after_break:
+            row = row()
+            when = going if clear is True else False if clear is False else \
+                clear if going is True else going * clear
+        else:
+            when = going
+        if when is True:
+            append_rows([items], [row], where)
+            out.append(items)
+        elif when is False:
+            out.append(items)
+        else:
+            out.extend(appended_where(when, [items], [row], where))
+    return out
 
 
 def _where(going, new, old, names, where):

@@ -19,7 +19,13 @@ NOTE [autograph lists]
     :func:`appended_where`; a list of arrays such as an RNN cell's ``state`` is chosen item
     by item, while a graph loop or cond that changes one is an AutographError saying to
     unpack it); a ``for`` over a tensor that appends and may break is an AutographError
-    (write a ``while``). Any other change of an outside list, dict or set by a method call
+    (write a ``while``). In such a ``for`` over a Python iterable, an append that ends the
+    step after the ``if`` that breaks (only while no break or return flag is set: the guards
+    of NOTE [autograph jumps]) is collected too: its value is computed at the end of the step
+    (``__agc_items = lambda: value`` first in the step) and appended where no flag is set
+    after the step, one row or none; a list that may then hold no item is checked when
+    unpacked (NOTE [checked items]). In a graph's ``while`` the step that breaks would still
+    give its row, so an append after a break there stays refused. Any other change of an outside list, dict or set by a method call
     (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is an
     AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
     condition.
@@ -41,16 +47,21 @@ def appended_where(going, lists, values, where):
     or none: StepLists)."""
     out = []
     for items, value in zip(lists, step_rows(values, where)):
+        row = mx.sym.expand_dims(value, axis=0)
         if isinstance(items, list):
-            if not items or not all(isinstance(i, mx.sym.Symbol) for i in items):
+            if not all(isinstance(i, mx.sym.Symbol) for i in items):
                 raise AutographError(f"{where}: this loop appends to a list under a tensor "
                                      f"condition (after a break under a tensor if), and the "
-                                     f"list holds no array before it; start it with arrays")
+                                     f"list holds Python values before it; start it empty or "
+                                     f"with arrays")
+            if not items:       # its one row counts where `going` holds (NOTE [checked items])
+                out.append(StepList(row, going, where, most=1, stale=True))
+                continue
             items = StepList(mx.sym.stack(*items, axis=0), len(items), where)
         if not isinstance(items, StepList):
             raise AutographError(f"{where}: this loop on a tensor appends to {items!r}, which "
                                  f"is not a list")
-        out.append(items.joined(mx.sym.expand_dims(value, axis=0), going, 1))
+        out.append(items.joined(row, going, 1, maybe_stale=True))
     return out
 
 
@@ -95,16 +106,20 @@ class StepList:
     ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]`` and
     ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
 
-    def __init__(self, rows, count, where, most=None, least=0):
+    def __init__(self, rows, count, where, most=None, least=0, stale=False):
         self.rows, self.count, self.where = rows, count, where
         self.most = count if isinstance(count, int) else most
         # how many items it surely holds (earlier items, appends after the loops)
         self.least = count if isinstance(count, int) else least
+        # whether, holding no item, its rows are a row appended where a condition did not
+        # hold (not zero rows): unpacking it is checked (NOTE [checked items])
+        self.stale = stale and self.least == 0
 
-    def joined(self, rows, count, most=None):
+    def joined(self, rows, count, most=None, maybe_stale=False):
         """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
         array of zero rows (0 is its unknown size), so where either side may have none, a
-        cond picks the other."""
+        cond picks the other. ``maybe_stale``: ``rows`` is one row that counts only where the
+        array ``count`` holds."""
         mine, theirs = self.rows, rows
         name = node_name(self.where, "rows")
 
@@ -120,12 +135,13 @@ class StepList:
         most = count if isinstance(count, int) else most
         return StepList(joined, self.count + count, self.where,
                         None if self.most is None or most is None else self.most + most,
-                        self.least + (count if isinstance(count, int) else 0))
+                        self.least + (count if isinstance(count, int) else 0),
+                        self.stale or maybe_stale)
 
     def append(self, value):
         joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
         self.rows, self.count, self.most = joined.rows, joined.count, joined.most
-        self.least = joined.least
+        self.least, self.stale = joined.least, joined.stale
 
     def __getitem__(self, index):
         return self.item(index, self.where)
@@ -149,7 +165,8 @@ class StepList:
             return mx.sym.squeeze(row, axis=0)
         if -self.least <= index < self.least or not isinstance(self.count, mx.sym.Symbol):
             return sliced()
-        return checked_item(self.count, sliced, index, where,
+        return checked_item(self.count, sliced, index,
+                            f"{where}: list index {index} out of range: the list",
                             f"the loop at {region_at(self.where)} appended them")
 
     def _unknown_length(self, what):
@@ -180,20 +197,33 @@ def unpacked(func, items, keywords, where):
     computed from its rows; otherwise the call itself."""
     if not isinstance(items, StepList):
         return func(*items, **keywords)
-    name, rows = getattr(func, "__name__", ""), items.rows
-    if name == "stack" and set(keywords) <= {"axis"} and keywords.get("axis", 0) in (0, 1):
-        return rows if keywords.get("axis", 0) == 0 else mx.sym.swapaxes(rows, 0, 1)
-    if name in ("concat", "Concat") and set(keywords) <= {"dim"} and \
-            keywords.get("dim", 1) in (0, 1):
-        if keywords.get("dim", 1) == 0:
-            return mx.sym.reshape(rows, shape=(-3, -2))
-        return mx.sym.reshape(mx.sym.swapaxes(rows, 0, 1), shape=(0, -3, -2))
-    if name in ("add_n", "ElementWiseSum") and not keywords:
-        return mx.sym.sum(rows, axis=0)
+    computed = _computed(getattr(func, "__name__", ""), items.rows, keywords)
+    if computed is not None and items.stale:
+        # holding no item, its rows are a row appended where a condition did not hold
+        return checked_item(items.count, computed, 0, f"{where}: this unpacks a list that "
+                            f"must hold an item (as the call needs): the list",
+                            f"the loop at {region_at(items.where)} appended them")
+    if computed is not None:
+        return computed()
     raise AutographError(f"{where}: this call unpacks a list a loop on a tensor appended to; "
                          f"its items are the rows of one array known only when the graph "
                          f"runs, and only F.stack(*items, axis=0 or 1), F.concat(*items, dim=0 "
                          f"or 1) and F.add_n(*items) are computed from them")
+
+
+def _computed(name, rows, keywords):
+    """The function computing ``F.<name>(*items, **keywords)`` from a StepList's rows, or
+    None for a call that cannot be computed from them."""
+    if name == "stack" and set(keywords) <= {"axis"} and keywords.get("axis", 0) in (0, 1):
+        return lambda: rows if keywords.get("axis", 0) == 0 else mx.sym.swapaxes(rows, 0, 1)
+    if name in ("concat", "Concat") and set(keywords) <= {"dim"} and \
+            keywords.get("dim", 1) in (0, 1):
+        if keywords.get("dim", 1) == 0:
+            return lambda: mx.sym.reshape(rows, shape=(-3, -2))
+        return lambda: mx.sym.reshape(mx.sym.swapaxes(rows, 0, 1), shape=(0, -3, -2))
+    if name in ("add_n", "ElementWiseSum") and not keywords:
+        return lambda: mx.sym.sum(rows, axis=0)
+    return None
 
 
 def no_outer_lists(value, names, values, where, what):
@@ -207,13 +237,16 @@ def no_outer_lists(value, names, values, where, what):
                     f"{where}: this statement runs after a break, continue or return under a "
                     f"tensor if (whether it runs is known only when the graph runs) and changes "
                     f"the {type(current).__name__} {name!r} from outside the loop; to collect "
-                    f"rows, append once per step before the if that breaks (in a while loop "
-                    f"or a for over a Python range)")
+                    f"rows, append once per step before the if that breaks (in a while loop) "
+                    f"or after it in a for over a Python range (as the last statement of the "
+                    f"step)")
             if isinstance(current, (list, dict, set)):
                 raise AutographError(
                     f"{where}: this {what} is on a tensor and changes the {type(current).__name__}"
                     f" {name!r} from outside it; a graph's {what.split()[0]} runs as one graph "
                     f"built once, so it cannot change a Python {type(current).__name__} (in a "
                     f"loop, append once per step, as a statement of the loop's body, to "
-                    f"collect rows; in an if, assign an array in both branches)")
+                    f"collect rows: in a while loop before any break, in a for over a Python "
+                    f"range before a break or last in the step after it; in an if, assign an "
+                    f"array in both branches)")
     return value

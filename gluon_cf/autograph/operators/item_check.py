@@ -21,13 +21,14 @@ from ..errors import one_colon
 OP = "autograph_item"
 
 
-def checked_item(count, slice_row, index, where, described):
-    """The row ``slice_row()`` computes, checked when the graph runs: ``index`` must be within
-    ``count`` (a one-element array) items. ``described``: what appended them, for the message."""
-    value = trace(OP, "value", 0, lambda _: slice_row())
+def checked_item(count, compute, index, error, described):
+    """What ``compute()`` computes from a list's rows, checked when the graph runs: ``index``
+    must be within ``count`` (a one-element array) items, else an IndexError whose message is
+    ``error`` then "holds N items this call (``described``)"."""
+    value = trace(OP, "value", 0, lambda _: compute())
     captured, slot_of = merge_captures(OP, [value], first_slot=1)
     spec = {"graphs": {"value": value.spec([], slot_of)}, "num_outputs": value.num_outputs,
-            "index": str(index), "where": where, "described": described}
+            "index": str(index), "error": error, "described": described}
     return _node.make_node(OP, [count] + captured, spec, None)[0]
 
 
@@ -35,7 +36,7 @@ class ItemRule(registry.Rule):
     """Node inputs: ``[count, *captured]``; slots are the node inputs; output: the item."""
 
     kind = OP
-    spec_fields = {"index": "text", "where": "text", "described": "text"}
+    spec_fields = {"index": "text", "error": "text", "described": "text"}
     graph_roles = ("value",)
     outputs_graph = "value"
 
@@ -56,9 +57,8 @@ class ItemRule(registry.Rule):
     def forward(self, node, inputs, out_shapes, frame):
         index, count = int(node.spec["index"]), int(inputs[0].asnumpy().ravel()[0])
         if not -count <= index < count:
-            raise IndexError(one_colon(
-                f"{node.spec['where']}: list index {index} out of range: the list holds "
-                f"{count} items this call ({node.spec['described']})"))
+            raise IndexError(one_colon(f"{node.spec['error']} holds {count} items this call "
+                                       f"({node.spec['described']})"))
         return (yield node.graphs["value"].run(inputs, frame))
 
 
