@@ -82,7 +82,7 @@ import site
 import sysconfig
 import textwrap
 import types
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .. import operators
 from ..converters.assignments import AssignmentsConverter
@@ -132,7 +132,7 @@ def convert_function(fn, max_iterations=None):
     fn.__globals__.setdefault("__ag__", _runtime())
     factory_code = _code_named(compile(module, filename, "exec"), "__ag_factory")
     inner_code = _code_named(factory_code, func.name)
-    _CONVERTED_CODE.update(_nested_code(inner_code))
+    _CONVERTED_CODE.update((id(code), code) for code in _nested_code(inner_code))
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     closure = tuple(cells[name] for name in inner_code.co_freevars)
     converted = types.FunctionType(inner_code, fn.__globals__, fn.__name__, fn.__defaults__,
@@ -186,7 +186,8 @@ def converted(fn):
     if not isinstance(target, types.FunctionType) or _in_library(target.__code__) or \
             target.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                                         inspect.CO_ASYNC_GENERATOR) or \
-            hasattr(target, "__wrapped__") or target.__code__ in _CONVERTED_CODE:
+            hasattr(target, "__wrapped__") or \
+            _CONVERTED_CODE.get(id(target.__code__)) is target.__code__:
         return fn
     done = target.__dict__.get("__gluon_cf_autograph_converted__")
     if done is None:
@@ -203,8 +204,9 @@ def converted(fn):
 
 
 # The code objects conversion compiled (a converted function's own and its nested
-# functions'): a nested function made by converted code was converted with it.
-_CONVERTED_CODE: Set[types.CodeType] = set()
+# functions'), by identity (equal code elsewhere is not converted code): a nested function
+# made by converted code was converted with it.
+_CONVERTED_CODE: Dict[int, types.CodeType] = {}
 
 # File name -> whether it is library code, which runs as it is (NOTE [autograph calls]).
 _LIBRARY_FILES: Dict[str, bool] = {}
