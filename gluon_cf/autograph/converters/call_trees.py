@@ -1,7 +1,8 @@
-"""Converts calls: named functions and methods of the converted function's module converted
-when called (``converted``), builtins that iterate checked, ``F.stack(*items)`` of a collected
-list, ``setattr``/``delattr`` and mutating methods on outside objects checked, and zero-argument
-``super()`` and private names compiled as the class body would have."""
+"""Converts calls: the functions and methods converted code calls go through ``converted``
+(the user's are converted when called, NOTE [autograph calls]), builtins that iterate are
+checked and ``print`` warns in a graph region, ``F.stack(*items)`` of a collected list is
+computed from its rows, ``setattr``/``delattr`` and mutating methods on outside objects are
+checked, and zero-argument ``super()`` and private names compile as the class body would."""
 import ast
 
 from ..operators.py_builtins import ITERATING

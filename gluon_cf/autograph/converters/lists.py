@@ -1,5 +1,6 @@
 """Converts the lists a loop appends to once per step (NOTE [autograph lists]): which lists a
-loop collects, their appends made step outputs, and ``items[i]`` of one made ``item``."""
+loop collects, their appends made step outputs (one ending a ``for`` step after a break made a
+function of the step's end), and ``items[i]`` of one made ``item``."""
 import ast
 
 from ..pyct.static_analysis.activity import assigned_names, scoped
