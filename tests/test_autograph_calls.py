@@ -159,3 +159,17 @@ def test_print_in_a_tensor_loop_warns_once_naming_its_line(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error", AutographWarning)
         net(x * 2)                       # a new shape traces again: no second warning
+
+
+def test_a_notebook_cells_helper_is_user_code():
+    """A function compiled from a notebook cell (``<ipython-input-...>``, its source in
+    linecache) is converted, as when it was in the converted function's own module."""
+    import linecache
+    from gluon_cf.autograph.impl.conversion import converted
+    source = "def cell_helper(v):\n    if v.sum() > 0:\n        return v * 2\n    return v - 1\n"
+    name = "<ipython-input-7-autograph>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    namespace = {}
+    exec(compile(source, name, "exec"), namespace)
+    helper = namespace["cell_helper"]
+    assert "__ag__.if_stmt" in converted(helper).__gluon_cf_autograph_code__

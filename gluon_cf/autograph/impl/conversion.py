@@ -227,7 +227,8 @@ def _in_library(code: types.CodeType) -> bool:
     known = _LIBRARY_FILES.get(filename)
     if known is None:
         path = os.path.realpath(filename)
-        known = filename.startswith("<") or path.startswith(_library_roots()) or \
+        # (a notebook cell's "<ipython-input-...>" is user code; "<frozen ...>" the library)
+        known = filename.startswith("<frozen") or path.startswith(_library_roots()) or \
             any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
         _LIBRARY_FILES[filename] = known
     return known
