@@ -172,4 +172,4 @@ def test_a_notebook_cells_helper_is_user_code():
     namespace = {}
     exec(compile(source, name, "exec"), namespace)
     helper = namespace["cell_helper"]
-    assert "__ag__.if_stmt" in converted(helper).__gluon_cf_autograph_code__
+    assert "__ag__.if_return" in converted(helper).__gluon_cf_autograph_code__
