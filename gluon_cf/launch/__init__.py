@@ -1,0 +1,11 @@
+"""Launching data-parallel training on MXNet's parameter server (ps-lite):
+``python -m gluon_cf.launch -n WORKERS [-s SERVERS] [--hosts FILE] -- python train.py ...``.
+
+`cli` parses the command line, `job` describes the scheduler, servers and workers of a job
+(local on loopback, or over ssh), `supervisor` runs them and stops the whole job when one
+fails (NOTE [stopping a job]); `worker` is what a training loop calls (`heartbeat`, NOTE
+[progress of a worker]). None of it imports MXNet.
+"""
+from .worker import HEARTBEAT_MARKER, heartbeat
+
+__all__ = ["heartbeat", "HEARTBEAT_MARKER"]
