@@ -9,6 +9,7 @@ for a signal N), 1 for a worker that made no progress, 128 + N when the launcher
 """
 import argparse
 import os
+import shlex
 import sys
 from typing import List, NoReturn, Optional, Sequence
 
@@ -119,9 +120,10 @@ def build_job(args: argparse.Namespace) -> List[ProcessSpec]:
 
 
 def _print_job(specs: List[ProcessSpec]) -> None:
+    """One line per process: its name, then a shell command that would start it."""
     for spec in specs:
-        env = " ".join("%s=%s" % item for item in spec.env.items())
-        print("%s: %s %s" % (spec.name, env, " ".join(spec.argv)).replace(" : ", ": "))
+        env = ["%s=%s" % (k, shlex.quote(v)) for k, v in spec.env.items()]
+        print("%s: %s" % (spec.name, " ".join(env + [shlex.join(spec.argv)])), flush=True)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -7,7 +7,7 @@ which epoch is best) must come out the same on every worker, or workers would le
 different steps: NOTE [same decision on every worker].
 """
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence
 
 import mxnet as mx
 
@@ -50,9 +50,9 @@ class Workers:
         dev set on each worker then gives the same numbers everywhere: each decision is taken
         by every worker, identically, with no message.
         """
+        kv: Any = self.kvstore
         if not self.distributed:
             return
-        kv = self.kvstore
         mx.nd.waitall()
         kv._barrier()
         # The Trainer's kvstore keys are the parameters' places in its list (Trainer._params).
@@ -62,7 +62,7 @@ class Workers:
         kv._barrier()
 
 
-def workers_of(kvstore: Union[None, str, Any], balance: str = "nodes") -> Workers:
+def workers_of(kvstore: Any, balance: str = "nodes") -> Workers:
     """`Workers` for a kvstore name (``"dist_sync"``, ``"dist_async"``, ``"device"``...) or
     object; a distributed one is created here (it joins the job of ``gluon_cf.launch``)."""
     if balance not in ("nodes", "count"):

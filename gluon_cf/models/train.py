@@ -184,12 +184,14 @@ def train_demo(epochs=20, num_trees=2000, batch_size=25, hidden_size=48, embed_s
             best = result
             best_params = {name: p.data().copy() for name, p in net.collect_params().items()}
         report("epoch %d: loss %.3f  train accuracy %.3f  dev accuracy %.3f  (%.0f trees/s)%s"
-             % (epoch, result.loss, result.train_accuracy, result.dev_accuracy,
+               % (epoch, result.loss, result.train_accuracy, result.dev_accuracy,
                   result.trees_per_second, "  best so far" if improved else ""), interactive)
+        assert best is not None
         if epoch - best.epoch >= patience:
             report("no better dev accuracy for %d epochs: stopping" % patience, interactive)
             break
 
+    assert best is not None and best_params is not None     # epochs >= 1
     for name, param in net.collect_params().items():
         for data in param.list_data():  # in place: a distributed Trainer cannot be reset
             data[:] = best_params[name]
