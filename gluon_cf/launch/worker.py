@@ -28,10 +28,16 @@ _last_beat = [float("-inf")]
 
 
 def heartbeat() -> None:
-    """Tell the launcher that this worker makes progress (NOTE [progress of a worker]).
+    """Tell ``python -m gluon_cf.launch`` that this worker makes progress, so that its
+    ``--progress-timeout`` does not stop a job whose steps print nothing.
 
     Cheap enough for every training step: outside ``python -m gluon_cf.launch`` it does
-    nothing; under it, it writes one short line to standard error at most once a second.
+    nothing; under it, it writes one short line to standard error at most once a second,
+    which the launcher counts and does not forward.
+
+    >>> import gluon_cf.launch
+    >>> for step in range(3):
+    ...     gluon_cf.launch.heartbeat()   # outside the launcher: does nothing
     """
     if not os.environ.get(HEARTBEAT_ENV):
         return
