@@ -66,6 +66,20 @@ class ForeachLSTM(gluon.HybridBlock):
         return self.out(h)
 
 
+class Masked(gluon.HybridBlock):
+    """Dynamic shapes: the rows a mask keeps (a run-time count) go on through a Dense; the
+    hybridized block runs partitioned around ``boolean_mask``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=3, flatten=False)
+            self.after = gluon.nn.Dense(3, in_units=4, flatten=False)
+
+    def hybrid_forward(self, F, x, keep):
+        return self.after(F.contrib.boolean_mask(F.tanh(self.dense(x)), keep))
+
+
 def _tree_data():
     trees = synthetic_treebank(STEPS * BATCH, shape="sst", seed=5)
     vocab = build_vocab(trees)
@@ -97,6 +111,12 @@ def _model(name):
         y = rng.randint(0, 3, STEPS * BATCH)
         return ForeachLSTM(), lambda rows: ([mx.nd.array(seq[:, rows])], mx.nd.array(y[rows])), \
             None
+    if name == "masked":        # even rows kept: every shard of a count split keeps one
+        x = rng.uniform(-1, 1, (STEPS * BATCH, 3)).astype(np.float32)
+        keep = (np.arange(STEPS * BATCH) % 2 == 0).astype(np.float32)
+        y = rng.randint(0, 3, STEPS * BATCH)
+        return Masked(), lambda rows: ([mx.nd.array(x[rows]), mx.nd.array(keep[rows])],
+                                       mx.nd.array(y[rows][keep[rows] > 0])), None
     raise ValueError(name)
 
 
@@ -153,7 +173,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kvstore", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--models", default="treelstm,treelstm_unbatched,decoder,lstm")
+    parser.add_argument("--models", default="treelstm,treelstm_unbatched,decoder,lstm,masked")
     parser.add_argument("--die-at", type=int)
     parser.add_argument("--spawn-child", action="store_true",
                         help="leave a long sleep running as a child (the launcher must end it)")

@@ -38,7 +38,7 @@ from conftest import REPO
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dist_training  # noqa: E402
 
-MODELS = ["treelstm", "treelstm_unbatched", "decoder", "lstm"]
+MODELS = ["treelstm", "treelstm_unbatched", "decoder", "lstm", "masked"]
 JOB_TIMEOUT = 150
 
 
@@ -90,9 +90,10 @@ def _saved(out, name, rank):
 # ------------------------------------------------------------- training on a parameter server
 
 def test_dist_sync_training_equals_one_process_and_stops_cleanly(tmp_path, marker):
-    """TreeLSTM under both recursion executors, an autograph-converted decoder and a foreach
-    LSTM, trained by 2 workers + 1 server on node-balanced shards, end with the parameters of
-    one process trained on the whole mini-batches."""
+    """TreeLSTM under both recursion executors, an autograph-converted decoder, a foreach LSTM
+    and a block of run-time shapes (boolean_mask), trained by 2 workers + 1 server on
+    node-balanced shards, end with the parameters of one process trained on the whole
+    mini-batches."""
     proc, _ = _launch(marker, ["-n", "2", "-s", "1", "--progress-timeout", "60"]
                       + _worker_command("--kvstore", "dist_sync", "--out", str(tmp_path)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
