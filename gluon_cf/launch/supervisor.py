@@ -147,7 +147,10 @@ class Supervisor:
                 os.killpg(proc.popen.pid, signal.SIGKILL)   # stragglers left in the group
             except (ProcessLookupError, PermissionError):
                 pass
-            proc.popen.wait()
+            try:
+                proc.popen.wait(timeout=self.grace)
+            except subprocess.TimeoutExpired:   # SIGKILLed but not yet gone (uninterruptible)
+                pass
             for reader in proc.readers:
                 reader.join(timeout=1.0)
 
