@@ -332,13 +332,6 @@ def test_balanced_shards_partition_the_batch_and_bound_the_largest(sizes, num_sh
     counts = [len(s) for s in count_shards(len(sizes), num_shards)]
     assert max(counts) - min(counts) <= 1
     assert balanced_shards(sizes, num_shards) == shards              # the same everywhere
-    heights = [s % 7 for s in sizes]
-    by_levels = balanced_shards(sizes, num_shards, heights, level_cost=3.0)
-    assert sorted(i for shard in by_levels for i in shard) == list(range(len(sizes)))
-    assert all(by_levels)
-    tallest = sorted(range(len(sizes)), key=lambda i: (-heights[i], -sizes[i], i))[:num_shards]
-    assert sorted(k for k, shard in enumerate(by_levels) for i in tallest if i in shard) == \
-        list(range(num_shards))                                       # one per shard
 
 
 def test_the_gradient_does_not_depend_on_the_split():

@@ -21,7 +21,7 @@ from mxnet import autograd, gluon
 
 import gluon_cf
 
-from gluon_cf.data.split import balanced_shards, count_shards, shard_sizes, tree_heights
+from gluon_cf.data.split import balanced_shards, count_shards, shard_sizes
 from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
 from gluon_cf.models import TreeLSTM
 
@@ -44,62 +44,33 @@ def _step_seconds(net, loss_fn, trees, repeats):
     return best
 
 
-def _fit_level_cost(samples):
-    """Least squares of seconds = a * levels + b * nodes + c over timed shards: a / b, what a
-    level costs in nodes (0 when the fit gives levels no cost)."""
-    levels, nodes, seconds = (np.array(column, dtype=float) for column in zip(*samples))
-    design = np.stack([levels, nodes, np.ones_like(levels)], axis=1)
-    (a, b, _), *_ = np.linalg.lstsq(design, seconds, rcond=None)
-    return float(max(a, 0.0) / b) if b > 0 else 0.0
-
-
 def measure(num_workers=2, num_batches=20, batch_size=25, hidden_size=48, repeats=3, seed=0,
             executor="batched"):
-    """``({split: {"spread", "step", "node_imbalance"}}, level_cost)``: means over the batches
-    for the splits "count", "nodes" and "levels" (`balanced_shards` with the trees' heights and
-    a level cost fitted on the shards of other batches), under the recursion ``executor``
-    (see the module's docstring). The splits of a batch are timed one after the other."""
+    """``{split: {"spread", "step", "node_imbalance"}}``: means over the batches for the splits
+    "count" and "nodes", under the recursion ``executor`` (see the module's docstring). The two
+    splits of a batch are timed one after the other."""
     gluon_cf.set_executor(executor)
-    num_calibration = max(4, num_batches // 4)
-    trees = synthetic_treebank((num_calibration + num_batches) * batch_size, shape="sst",
-                               seed=seed)
+    trees = synthetic_treebank(num_batches * batch_size, shape="sst", seed=seed)
     vocab = build_vocab(trees)
     encoded = [encode_tree(t, vocab) for t in trees]
     net = TreeLSTM(len(vocab), embed_size=hidden_size, hidden_size=hidden_size, num_classes=5)
     net.initialize(mx.init.Xavier())
     net.hybridize()
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batches = [encoded[b * batch_size:(b + 1) * batch_size]
-               for b in range(num_calibration + num_batches)]
-
-    def timed(batch, shards):
-        return [_step_seconds(net, loss_fn, [batch[i] for i in shard], repeats)
-                for shard in shards]
-
-    samples = []          # (levels, nodes, seconds) of the calibration batches' shards
-    for batch in batches[:num_calibration]:
-        sizes, heights = [t.num_nodes for t in batch], tree_heights(batch)
-        for shards in (count_shards(len(batch), num_workers),
-                       balanced_shards(sizes, num_workers)):
-            samples += [(max(heights[i] for i in shard), sum(sizes[i] for i in shard), t)
-                        for shard, t in zip(shards, timed(batch, shards))]
-    level_cost = _fit_level_cost(samples)
-
-    rows = {name: {"spread": [], "step": [], "node_imbalance": []}
-            for name in ("count", "nodes", "levels")}
-    for batch in batches[num_calibration:]:
-        sizes, heights = [t.num_nodes for t in batch], tree_heights(batch)
+    rows = {name: {"spread": [], "step": [], "node_imbalance": []} for name in ("count", "nodes")}
+    for b in range(num_batches):
+        batch = encoded[b * batch_size:(b + 1) * batch_size]
+        sizes = [t.num_nodes for t in batch]
         splits = {"count": count_shards(len(batch), num_workers),
-                  "nodes": balanced_shards(sizes, num_workers),
-                  "levels": balanced_shards(sizes, num_workers, heights, level_cost)}
+                  "nodes": balanced_shards(sizes, num_workers)}
         for name, shards in splits.items():
-            seconds = timed(batch, shards)
+            seconds = [_step_seconds(net, loss_fn, [batch[i] for i in shard], repeats)
+                       for shard in shards]
             rows[name]["spread"].append((max(seconds) - min(seconds)) / max(seconds))
             rows[name]["step"].append(max(seconds))
             nodes = shard_sizes(sizes, shards)
             rows[name]["node_imbalance"].append(max(nodes) / np.mean(nodes))
-    return ({name: {k: float(np.mean(v)) for k, v in row.items()} for name, row in rows.items()},
-            level_cost)
+    return {name: {k: float(np.mean(v)) for k, v in row.items()} for name, row in rows.items()}
 
 
 def main(argv=None):
@@ -114,18 +85,16 @@ def main(argv=None):
     print("executor   workers  split   spread (slowest-fastest)/step  step ms  node imbalance")
     for executor in args.executors:
         for workers in args.workers:
-            result, level_cost = measure(workers, args.batches, args.batch_size,
-                                         repeats=args.repeats, executor=executor)
-            for name in ("count", "nodes", "levels"):
+            result = measure(workers, args.batches, args.batch_size, repeats=args.repeats,
+                             executor=executor)
+            for name in ("count", "nodes"):
                 r = result[name]
                 print("%-9s  %7d  %-6s  %29.1f%%  %7.2f  %14.3f"
                       % (executor, workers, name, 100 * r["spread"], 1000 * r["step"],
                          r["node_imbalance"]))
-            print("%-9s  %7d  step count/nodes: %.2fx, count/levels: %.2fx (a level costs "
-                  "%.1f nodes)" % (executor, workers,
-                                   result["count"]["step"] / result["nodes"]["step"],
-                                   result["count"]["step"] / result["levels"]["step"],
-                                   level_cost), flush=True)
+            print("%-9s  %7d  step count/nodes: %.2fx" % (
+                executor, workers, result["count"]["step"] / result["nodes"]["step"]),
+                flush=True)
     return 0
 
 

@@ -16,11 +16,11 @@ workers' gradients, so the update is the mean gradient of the mini-batch however
     loss.backward(); trainer.step(1)
 """
 import heapq
-from typing import Any, List, Optional, Sequence
+from typing import List, Sequence
 
 import numpy as np
 
-__all__ = ["count_shards", "balanced_shards", "shard_loss_scale", "shard_sizes", "tree_heights"]
+__all__ = ["count_shards", "balanced_shards", "shard_loss_scale", "shard_sizes"]
 
 
 def _check(num_items: int, num_shards: int, caller: str) -> None:
@@ -45,9 +45,7 @@ def count_shards(num_items: int, num_shards: int) -> List[List[int]]:
     return [list(range(bounds[k], bounds[k + 1])) for k in range(num_shards)]
 
 
-def balanced_shards(sizes: Sequence[int], num_shards: int,
-                    heights: Optional[Sequence[int]] = None,
-                    level_cost: float = 0.0) -> List[List[int]]:
+def balanced_shards(sizes: Sequence[int], num_shards: int) -> List[List[int]]:
     """Indices of the items cut into ``num_shards`` shards of about equal total ``sizes``
     (tree nodes, sequence lengths), each in increasing order, none empty. The split depends on
     the sizes alone, so every worker computes the same one.
@@ -56,56 +54,28 @@ def balanced_shards(sizes: Sequence[int], num_shards: int,
     longest-processing-time rule: the largest shard is at most 4/3 of the best possible, and
     close to the mean when items are small against the shards).
 
-    With ``heights`` (each tree's height, `tree_heights`) and ``level_cost`` (what one level
-    costs, in units of size), a shard costs its total size plus ``level_cost`` times its tallest
-    tree's height, for executors that run a shard level by level: the ``num_shards`` tallest
-    trees then go one to each shard first.
-
     >>> balanced_shards([9, 1, 1, 1, 8], 2)
     [[0, 2], [1, 3, 4]]
     """
     # NOTE [balanced shards]: ties go to the lower shard, and items of equal size are taken
     # lower index first, so that every worker, computing the split alone from the same sizes,
-    # gets the same shards without a message. With a level cost, a shard's levels are set by
-    # its tallest tree, and putting two of the tallest together would make one shard pay for
-    # both; so the tallest trees seed the shards, and every later tree, no taller than any
-    # shard's tallest, only adds its size: the rest is the same rule from shards that start
-    # with their level cost.
+    # gets the same shards without a message. Sizes are the work of a shard when its time
+    # grows with its nodes (the unbatched executor, eager models: one cell call per node).
+    # The batching executor runs a shard level by level, and its time changed little with
+    # the nodes in gluon_cf.bench.split_balance; weighing each shard's levels too (its
+    # tallest tree's height times a fitted cost per level) was tried there and measured no
+    # better than nodes alone, within the noise of the measurement (README).
     sizes = [int(s) for s in sizes]
     _check(len(sizes), num_shards, "balanced_shards")
     if any(s < 0 for s in sizes):
         raise ValueError("balanced_shards: sizes must be >= 0, got %r" % min(sizes))
-    by_size = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    heap = [(0, k) for k in range(num_shards)]
     shards: List[List[int]] = [[] for _ in range(num_shards)]
-    costs = [0.0] * num_shards
-    if heights is not None and level_cost > 0:
-        if len(heights) != len(sizes):
-            raise ValueError("balanced_shards: %d heights for %d sizes"
-                             % (len(heights), len(sizes)))
-        tallest = sorted(range(len(sizes)), key=lambda i: (-heights[i], -sizes[i], i))
-        for k, i in enumerate(tallest[:num_shards]):
-            shards[k].append(i)
-            costs[k] = sizes[i] + level_cost * heights[i]
-        seeded = set(tallest[:num_shards])
-        by_size = [i for i in by_size if i not in seeded]
-    heap = [(cost, k) for k, cost in enumerate(costs)]
-    heapq.heapify(heap)
-    for i in by_size:
-        cost, k = heapq.heappop(heap)
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        total, k = heapq.heappop(heap)
         shards[k].append(i)
-        heapq.heappush(heap, (cost + sizes[i], k))
+        heapq.heappush(heap, (total + sizes[i], k))
     return [sorted(shard) for shard in shards]
-
-
-def tree_heights(trees: Sequence[Any]) -> List[int]:
-    """The height of each encoded tree (its root's; a leaf alone is 0).
-
-    >>> from gluon_cf.data import build_vocab, encode_tree, parse_tree
-    >>> tree = parse_tree("(3 (2 It) (4 (2 's) (3 good)))")
-    >>> tree_heights([encode_tree(tree, build_vocab([tree]))])
-    [2]
-    """
-    return [int(t.heights()[-1]) if t.num_nodes else 0 for t in trees]
 
 
 def shard_sizes(sizes: Sequence[int], shards: Sequence[Sequence[int]]) -> List[int]:
