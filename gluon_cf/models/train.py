@@ -203,6 +203,10 @@ def train_demo(epochs=20, num_trees=2000, batch_size=25, hidden_size=48, embed_s
     test_accuracy = accuracy(net, test, batch_size)
     test_speed = len(test) / (time.perf_counter() - start)
     speed = trained / train_seconds
+    if workers.distributed:
+        # from every worker, which must agree: NOTE [same decision on every worker]
+        print("rank %d of %d: best epoch %d of %d" % (workers.rank, workers.num_workers,
+                                                      best.epoch, len(history)), flush=True)
     report("best epoch %d of %d: dev accuracy %.3f, test accuracy %.3f"
            % (best.epoch, len(history), best.dev_accuracy, test_accuracy), interactive)
     report("speed: %.0f trees/s training, %.0f trees/s inference (batch %d)"
