@@ -165,33 +165,37 @@ def _supervise(specs, progress_timeout):
     return outcome, out.getvalue(), err.getvalue()
 
 
-def test_a_silent_worker_is_stopped_after_the_progress_timeout_heartbeats_count():
-    beats = ("import sys, time\nprint('started', flush=True)\nfor _ in range(6):\n"
-             "    sys.stderr.write(%r + '\\n'); sys.stderr.flush(); time.sleep(0.25)\n"
-             "time.sleep(60)\n" % HEARTBEAT_MARKER)
+def _beating(seconds, then=""):
+    """A worker's code: heartbeats every 0.2 s for ``seconds``, then ``then``."""
+    return ("import sys, time\nfor _ in range(%d):\n    sys.stderr.write(%r + '\\n')\n"
+            "    sys.stderr.flush(); time.sleep(0.2)\n%s" % (seconds * 5, HEARTBEAT_MARKER, then))
+
+
+def test_a_silent_worker_is_stopped_after_the_progress_timeout():
     start = time.monotonic()
-    outcome, out, err = _supervise([_python_worker(beats),
-                                    _python_worker("import time; time.sleep(60)", 1)], 1.0)
+    outcome, out, err = _supervise([_python_worker("import time; time.sleep(60)"),
+                                    _python_worker("print('started', flush=True)\n"
+                                                   + _beating(60), 1)], 1.0)
     seconds = time.monotonic() - start
     assert outcome.status == 1
-    # worker 1 never spoke: it is the one reported, after about one second
-    assert outcome.report.startswith("gluon_cf.launch: worker 1 (pid ")
+    assert outcome.report.startswith("gluon_cf.launch: worker 0 (pid ")
     assert "made no progress (no output, no heartbeat) for 1 s (--progress-timeout); " \
            "stopped the job's other processes; last output: (none)" in outcome.report
-    assert seconds < 10
-    assert out == "[worker 0] started\n" and err == ""     # heartbeats are not forwarded
+    assert seconds < 10                                   # the other one was stopped too
+    assert out == "[worker 1] started\n" and err == ""     # heartbeats are not forwarded
 
 
 def test_heartbeats_keep_a_worker_alive_and_a_failure_quotes_its_last_lines():
-    code = ("import sys, time\nfor i in range(8):\n    sys.stderr.write(%r + '\\n')\n"
-            "    sys.stderr.flush(); time.sleep(0.25)\n"
-            "print('one'); print('two'); print('three'); print('four', flush=True)\n"
-            "sys.exit(3)\n" % HEARTBEAT_MARKER)
-    outcome, out, _ = _supervise([_python_worker(code)], 1.0)   # 2 s of heartbeats only
-    assert outcome.status == 3
-    assert outcome.report.endswith("worker 0 (pid %s) exited with status 3; stopped the job's "
-                                   "other processes; last output: two | three | four"
-                                   % outcome.report.split("(pid ")[1].split(")")[0])
+    code = _beating(3, "print('one'); print('two'); print('three'); print('four')\n"
+                       "sys.exit(3)\n")
+    outcome, out, err = _supervise([_python_worker(code)], 1.5)   # 3 s of heartbeats only
+    assert outcome.status == 3, outcome.report
+    pid = outcome.report.split("(pid ")[1].split(")")[0]
+    assert outcome.report == ("gluon_cf.launch: worker 0 (pid %s) exited with status 3; "
+                              "stopped the job's other processes; last output: two | three | "
+                              "four" % pid)
+    assert out == "".join("[worker 0] %s\n" % w for w in ("one", "two", "three", "four"))
+    assert err == ""
 
 
 def test_sigterm_to_the_launcher_stops_the_whole_job(marker):
