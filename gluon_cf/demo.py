@@ -4,6 +4,10 @@
 2. A binary TreeLSTM (recursive, hybridized) trained on the embedded SST-like synthetic treebank
    with early stopping: it keeps the parameters of the best dev epoch, reports that model's test
    accuracy and saves it. Progress bars on a terminal, one line per epoch otherwise.
+
+Data-parallel on MXNet's parameter server, every worker its shard of each mini-batch::
+
+    python -m gluon_cf.launch -n 2 -s 1 -- python -m gluon_cf.demo --kvstore dist_sync
 """
 import argparse
 
@@ -69,13 +73,24 @@ def main(argv=None):
                         help="where the best epoch's parameters are saved "
                              "(default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    parser.add_argument("--kvstore", default="device",
+                        help="the Trainer's kvstore; dist_sync or dist_async train "
+                             "data-parallel under python -m gluon_cf.launch "
+                             "(default: %(default)s)")
+    parser.add_argument("--balance", choices=("nodes", "count"), default="nodes",
+                        help="with a dist kvstore: split each mini-batch between the workers "
+                             "by tree nodes or by tree count (default: %(default)s)")
     args = parser.parse_args(argv)
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
-    control_flow_demo()
+    from gluon_cf.launch import heartbeat
     from gluon_cf.models.train import train_demo
+    kvstore = mx.kv.create(args.kvstore) if "dist" in args.kvstore else args.kvstore
+    if getattr(kvstore, "rank", 0) == 0:     # one report for a job of several workers
+        control_flow_demo()
     return train_demo(epochs=args.epochs, num_trees=args.trees, patience=args.patience,
-                      save_path=args.save, seed=args.seed)
+                      save_path=args.save, seed=args.seed, kvstore=kvstore,
+                      balance=args.balance, on_batch=heartbeat)
 
 
 if __name__ == "__main__":

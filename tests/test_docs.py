@@ -27,6 +27,9 @@ PUBLIC_FUNCTIONS = [
     "gluon_cf.models.topdown_eager",
     "gluon_cf.bench.register_method", "gluon_cf.bench.plot.plot_summary",
     "gluon_cf.bench.plot.speedup_table",
+    "gluon_cf.data.split.count_shards", "gluon_cf.data.split.balanced_shards",
+    "gluon_cf.data.split.shard_sizes", "gluon_cf.data.split.shard_loss_scale",
+    "gluon_cf.launch.heartbeat",
 ]
 # Public classes: documented on the reference pages, examples where they help.
 PUBLIC_CLASSES = [
