@@ -334,6 +334,15 @@ def test_balanced_shards_partition_the_batch_and_bound_the_largest(sizes, num_sh
     assert balanced_shards(sizes, num_shards) == shards              # the same everywhere
 
 
+@pytest.mark.parametrize("sizes, num_shards", [([0, 0], 2), ([0, 0, 0], 3), ([5, 0, 0], 3),
+                                               ([7, 0, 0, 0, 3], 4)])
+def test_balanced_shards_give_every_shard_an_item_of_size_zero_too(sizes, num_shards):
+    # Once gave [[0, 1], []] for sizes [0, 0]: equal totals went to the lowest shard.
+    shards = balanced_shards(sizes, num_shards)
+    assert all(shards), shards
+    assert sorted(i for shard in shards for i in shard) == list(range(len(sizes)))
+
+
 def test_the_gradient_does_not_depend_on_the_split():
     trees = synthetic_treebank(9, shape="sst", seed=2)
     vocab = build_vocab(trees)

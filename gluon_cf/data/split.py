@@ -69,12 +69,14 @@ def balanced_shards(sizes: Sequence[int], num_shards: int) -> List[List[int]]:
     _check(len(sizes), num_shards, "balanced_shards")
     if any(s < 0 for s in sizes):
         raise ValueError("balanced_shards: sizes must be >= 0, got %r" % min(sizes))
-    heap = [(0, k) for k in range(num_shards)]
+    # Among shards of equal total the one with fewer items comes first, so items of size 0
+    # still reach every shard (each worker must have a part in a synchronous step).
+    heap = [(0, 0, k) for k in range(num_shards)]
     shards: List[List[int]] = [[] for _ in range(num_shards)]
     for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        total, k = heapq.heappop(heap)
+        total, count, k = heapq.heappop(heap)
         shards[k].append(i)
-        heapq.heappush(heap, (total + sizes[i], k))
+        heapq.heappush(heap, (total + sizes[i], count + 1, k))
     return [sorted(shard) for shard in shards]
 
 
