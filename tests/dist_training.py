@@ -132,7 +132,8 @@ def _executor(name):
     return "unbatched" if name.endswith("unbatched") else "batched"
 
 
-def train(names, kvstore, rank=0, num_workers=1, die_at=None, steps=STEPS):
+def train(names, kvstore, rank=0, num_workers=1, die_at=None, steps=STEPS, fail_at=None,
+          fail_at_how="exit"):
     """``{name: parameters (a list of arrays)}`` after ``steps`` SGD steps of the models ``names``.
 
     One Trainer holds the parameters of every model: a distributed kvstore serves one Trainer
@@ -155,6 +156,11 @@ def train(names, kvstore, rank=0, num_workers=1, die_at=None, steps=STEPS):
         if die_at is not None and step == die_at and os.environ.get("DMLC_TASK_ID") == "1":
             print("worker task 1 kills itself at step %d" % step, flush=True)
             os.kill(os.getpid(), 9)
+        if fail_at is not None and step == fail_at and os.environ.get("DMLC_TASK_ID") == "1":
+            print("worker task 1 fails at step %d" % step, flush=True)
+            if fail_at_how == "exit":
+                sys.exit(3)
+            raise RuntimeError("worker task 1 raises at step %d" % step)
         batch = list(range(step * BATCH, (step + 1) * BATCH))
         for name, (net, inputs_of, sizes) in models.items():
             gluon_cf.set_executor(_executor(name))
@@ -174,7 +180,10 @@ def main():
     parser.add_argument("--kvstore", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--models", default="treelstm,treelstm_unbatched,decoder,lstm,masked")
-    parser.add_argument("--die-at", type=int)
+    parser.add_argument("--die-at", type=int, help="worker task 1 kills itself (SIGKILL) here")
+    parser.add_argument("--fail-at", type=int, help="worker task 1's script fails here")
+    parser.add_argument("--fail-how", choices=["exit", "raise"], default="exit",
+                        help="sys.exit(3), or an uncaught RuntimeError")
     parser.add_argument("--spawn-child", action="store_true",
                         help="leave a long sleep running as a child (the launcher must end it)")
     args = parser.parse_args()
@@ -182,7 +191,8 @@ def main():
         subprocess.Popen(["sleep", "600"])
     kv = mx.kv.create(args.kvstore)
     print("rank %d of %d" % (kv.rank, kv.num_workers), flush=True)
-    trained = train(args.models.split(","), kv, kv.rank, kv.num_workers, args.die_at)
+    trained = train(args.models.split(","), kv, kv.rank, kv.num_workers, args.die_at,
+                    fail_at=args.fail_at, fail_at_how=args.fail_how)
     for name, params in trained.items():
         np.savez(os.path.join(args.out, "%s-rank%d.npz" % (name, kv.rank)), *params)
     print("trained", flush=True)

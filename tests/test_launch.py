@@ -130,6 +130,65 @@ def test_a_killed_worker_stops_the_job_with_one_line_and_no_process_left(tmp_pat
     assert _leftovers(marker) == []                     # the sleep each worker left too
 
 
+@pytest.mark.parametrize("how, status, last_words", [
+    ("exit", 3, "worker task 1 fails at step 1"),
+    ("raise", 1, "RuntimeError: worker task 1 raises at step 1")])
+def test_a_worker_whose_script_fails_stops_the_job_with_its_status(tmp_path, marker, how,
+                                                                    status, last_words):
+    """``sys.exit(3)`` or an uncaught exception in worker 1's script: without NOTE [a failed
+    worker exits at once] that worker waited in ps-lite's shutdown barrier, and the launcher
+    stopped the job at the progress timeout with status 1."""
+    timeout = 60
+    proc, seconds = _launch(marker, ["-n", "2", "-s", "1", "--progress-timeout", str(timeout)]
+                            + _worker_command("--kvstore", "dist_sync", "--out", str(tmp_path),
+                                              "--models", "lstm", "--fail-at", "1",
+                                              "--fail-how", how))
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    reports = [line for line in proc.stderr.splitlines() if line.startswith("gluon_cf.launch")]
+    assert len(reports) == 1, proc.stderr
+    assert reports[0].startswith("gluon_cf.launch: worker 1 (pid ")
+    assert "exited with status %d; stopped the job's other processes" % status in reports[0]
+    assert last_words in reports[0]      # stdout and stderr lines may interleave
+    assert seconds < timeout
+    assert _leftovers(marker) == []
+
+
+_FAILING_SCRIPT = """
+import atexit, subprocess, sys
+class Freed:
+    def __del__(self):
+        print("freed at teardown", flush=True)
+freed = Freed()
+atexit.register(lambda: print("atexit ran", flush=True))
+child = subprocess.run([sys.executable, "-c", "import sys; sys.exit(5)"])
+print("child status", child.returncode)
+sys.exit(4)
+"""
+
+
+@pytest.mark.parametrize("role", ["worker", None])
+def test_exit_report_leaves_a_failed_worker_before_teardown_and_chains_sitecustomize(
+        tmp_path, role):
+    """The worker's ``sitecustomize``: a failing status leaves after ``atexit`` (output
+    flushed, the user's own ``sitecustomize`` still loaded) but before module teardown, where
+    MXNet's kvstore would join ps-lite's barrier; outside a worker, and in a worker's child
+    Python processes, nothing changes."""
+    user_site = tmp_path / "user_site"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text("print('user sitecustomize', flush=True)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "GLUON_CF_"))}
+    env["PYTHONPATH"] = os.pathsep.join([job.EXIT_REPORT_DIR, str(user_site)])
+    if role:
+        env["DMLC_ROLE"] = role
+    proc = subprocess.run([sys.executable, "-c", _FAILING_SCRIPT], env=env, cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 4, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines.count("user sitecustomize") == 2         # this process and its child
+    assert "child status 5" in lines and "atexit ran" in lines
+    assert ("freed at teardown" in lines) == (role is None)
+
+
 @pytest.mark.parametrize("kvstore", ["dist_sync", "dist_async"])
 def test_the_demo_trains_data_parallel_to_the_end_and_rank_0_saves_once(tmp_path, marker,
                                                                          kvstore):
@@ -281,7 +340,8 @@ def test_ssh_mode_places_servers_then_workers_round_robin_with_the_dmlc_environm
     specs = job.ssh_job(["python", "train.py", "--tag", "a b"], num_workers=3, num_servers=1,
                         port=9091, hosts=[("node-a", 22), ("node-b", 2222)],
                         root_uri="10.0.0.5", workdir="/data/run 1",
-                        environ={"DMLC_INTERFACE": "eth1", "HOME": "/root"})
+                        environ={"DMLC_INTERFACE": "eth1", "HOME": "/root",
+                                 "PYTHONPATH": "/opt/lib"})
     assert [(s.name, s.host) for s in specs] == [
         ("scheduler", "10.0.0.5"), ("server 0", "node-a"), ("worker 0", "node-b"),
         ("worker 1", "node-a"), ("worker 2", "node-b")]
@@ -295,14 +355,18 @@ def test_ssh_mode_places_servers_then_workers_round_robin_with_the_dmlc_environm
                                "BatchMode=yes", "-p", "2222"]
     assert worker.argv[8] == "node-b"
     assert worker.argv[9] == (
-        "export DMLC_INTERFACE=eth1; export DMLC_PS_ROOT_URI=10.0.0.5; "
+        "export DMLC_INTERFACE=eth1; export PYTHONPATH=%s:/opt/lib; "
+        "export DMLC_PS_ROOT_URI=10.0.0.5; "
         "export DMLC_PS_ROOT_PORT=9091; export DMLC_NUM_SERVER=1; export DMLC_NUM_WORKER=3; "
         "export DMLC_NODE_HOST=node-b; export DMLC_ROLE=worker; export DMLC_TASK_ID=2; "
-        "export %s=1; cd '/data/run 1'; python train.py --tag 'a b'" % HEARTBEAT_ENV)
+        "export %s=1; cd '/data/run 1'; python train.py --tag 'a b'"
+        % (job.EXIT_REPORT_DIR, HEARTBEAT_ENV))
     assert "DMLC_ROLE=server" in specs[1].argv[9] and HEARTBEAT_ENV not in specs[1].argv[9]
+    assert "PYTHONPATH=/opt/lib;" in specs[1].argv[9]   # no exit report: not a worker
 
 
-def test_dry_run_prints_the_local_job(capsys):
+def test_dry_run_prints_the_local_job(capsys, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     port = job.free_port("127.0.0.1")
     assert cli.main(["-n", "2", "-s", "1", "--port", str(port), "--dry-run", "--", "python",
                      "t.py", "a b"]) == 0
@@ -312,7 +376,7 @@ def test_dry_run_prints_the_local_job(capsys):
     assert out[2] == (
         "worker 0: DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=%d DMLC_NUM_SERVER=1 "
         "DMLC_NUM_WORKER=2 DMLC_NODE_HOST=127.0.0.1 DMLC_ROLE=worker DMLC_TASK_ID=0 %s=1 "
-        "python t.py 'a b'" % (port, HEARTBEAT_ENV))
+        "PYTHONPATH=%s python t.py 'a b'" % (port, HEARTBEAT_ENV, job.EXIT_REPORT_DIR))
 
 
 # ------------------------------------------------------------------------- balanced shards

@@ -60,10 +60,16 @@ def _dmlc_env(root_uri: str, port: int, num_servers: int, num_workers: int) -> D
             "DMLC_NUM_SERVER": str(num_servers), "DMLC_NUM_WORKER": str(num_workers)}
 
 
-def _role_env(role: str, index: int) -> Dict[str, str]:
+#: Put first on every worker's ``PYTHONPATH``: NOTE [a failed worker exits at once].
+EXIT_REPORT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exit_report")
+
+
+def _role_env(role: str, index: int, pythonpath: Optional[str]) -> Dict[str, str]:
     env = {"DMLC_ROLE": role, "DMLC_TASK_ID": str(index)}
     if role == "worker":
         env[HEARTBEAT_ENV] = "1"
+        env["PYTHONPATH"] = os.pathsep.join([EXIT_REPORT_DIR] + ([pythonpath] if pythonpath
+                                                                 else []))
     return env
 
 
@@ -75,12 +81,11 @@ def local_job(command: Sequence[str], num_workers: int, num_servers: int,
     """The processes of a job on this machine, on loopback (see the module's docstring)."""
     base = _dmlc_env(LOOPBACK, port, num_servers, num_workers)
     base["DMLC_NODE_HOST"] = LOOPBACK        # servers and workers bind and advertise loopback
-    specs = [ProcessSpec("scheduler", 0, LOOPBACK, list(_SERVER_ARGV),
-                         dict(base, **_role_env("scheduler", 0)))]
-    specs += [ProcessSpec("server", i, LOOPBACK, list(_SERVER_ARGV),
-                          dict(base, **_role_env("server", i))) for i in range(num_servers)]
-    specs += [ProcessSpec("worker", i, LOOPBACK, list(command),
-                          dict(base, **_role_env("worker", i))) for i in range(num_workers)]
+    pythonpath = os.environ.get("PYTHONPATH")
+    specs = [ProcessSpec(role, i, LOOPBACK, list(command if role == "worker" else _SERVER_ARGV),
+                         dict(base, **_role_env(role, i, pythonpath)))
+             for role, count in (("scheduler", 1), ("server", num_servers),
+                                 ("worker", num_workers)) for i in range(count)]
     return specs
 
 
@@ -143,12 +148,13 @@ def ssh_job(command: Sequence[str], num_workers: int, num_servers: int, port: in
     base = _dmlc_env(root_uri, port, num_servers, num_workers)
     passed = {k: environ[k] for k in FORWARDED_ENV if k in environ}
     specs = [ProcessSpec("scheduler", 0, root_uri, list(_SERVER_ARGV),
-                         dict(base, **_role_env("scheduler", 0)))]
+                         dict(base, **_role_env("scheduler", 0, None)))]
     roles = [("server", i) for i in range(num_servers)] + \
             [("worker", i) for i in range(num_workers)]
     for slot, (role, index) in enumerate(roles):
         host, ssh_port = hosts[slot % len(hosts)]
-        env = dict(passed, **base, DMLC_NODE_HOST=host, **_role_env(role, index))
+        env = dict(passed, **base, DMLC_NODE_HOST=host,
+                   **_role_env(role, index, passed.get("PYTHONPATH")))
         argv = ["ssh", "-tt", "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes",
                 "-p", str(ssh_port), host, _remote_command(env, workdir, command)]
         specs.append(ProcessSpec(role, index, host, argv, {}))

@@ -9,6 +9,8 @@ launcher receives SIGINT or SIGTERM, every process group gets SIGTERM, then SIGK
 grace period, and the processes' descendants found before (which may have left their group)
 get SIGKILL too. The launcher then prints one line naming the process, how it failed and its
 last lines of output. The first failure is the one reported; the others follow from stopping.
+A worker whose script fails exits with its script's status at once rather than waiting in
+ps-lite's shutdown (NOTE [a failed worker exits at once]), so that failure is the first.
 """
 import collections
 import os

@@ -1,0 +1,91 @@
+"""Loaded first by every worker ``python -m gluon_cf.launch`` starts (its directory leads the
+workers' ``PYTHONPATH``): a worker whose script fails leaves the process with the script's
+status at once, instead of waiting for its peers in ps-lite's shutdown.
+
+NOTE [a failed worker exits at once]: when a training script ends with ``sys.exit(3)`` or an
+uncaught exception, Python finalises the interpreter, and MXNet's distributed kvstore, freed
+then, joins ps-lite's shutdown barrier, which its peers (still training, waiting for this
+worker's gradients) never reach: the failed worker never exits, the job stalls until the
+progress timeout, and the status and the failed worker are lost. So, in the top-level Python
+process of a worker only, `sys.exit` and `sys.excepthook` note a failing status; the first
+step of finalisation (``threading``'s exit hooks run before ``atexit``'s) then runs the
+``atexit`` functions (the user's and MXNet's own), flushes the standard streams and leaves with
+``os._exit(status)``, before any MXNet object is freed. A successful script (status 0) is left
+alone: its shutdown barrier is the job's normal end. ``raise SystemExit(3)`` bypasses
+``sys.exit`` and keeps the old behaviour (the progress timeout stops the job).
+
+This file imports only the standard library (never MXNet: a server's ``import mxnet`` would
+start it), then hands over to any ``sitecustomize`` it hides.
+"""
+import os
+import sys
+
+
+def _install() -> None:
+    import atexit
+    import threading
+
+    failed: list = []                # the failing status, once noted
+
+    def note(status) -> None:
+        if status is None or status == 0:
+            return
+        failed[:] = [status if isinstance(status, int) else 1]
+
+    real_exit = sys.exit
+
+    def exit(status=None):           # noqa: A001 - replaces sys.exit
+        note(status)
+        real_exit(status)
+
+    exit.__doc__ = real_exit.__doc__
+    sys.exit = exit
+
+    real_hook = sys.excepthook
+
+    def excepthook(kind, value, traceback) -> None:
+        note(1)
+        real_hook(kind, value, traceback)
+
+    sys.excepthook = excepthook
+
+    def leave_if_failed() -> None:
+        if not failed:
+            return
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError, AttributeError):
+                    pass
+            os._exit(failed[0] & 0xFF)
+
+    threading._register_atexit(leave_if_failed)   # type: ignore[attr-defined]
+
+
+def _chain() -> None:
+    """Import the ``sitecustomize`` this one hides on ``sys.path``, if there is one."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    mine = sys.modules.pop(__name__, None)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    try:
+        import importlib
+        try:
+            importlib.import_module("sitecustomize")
+        except ImportError as e:
+            if e.name != "sitecustomize":
+                raise
+    finally:
+        sys.path[:] = saved
+        if "sitecustomize" not in sys.modules and mine is not None:
+            sys.modules[__name__] = mine
+
+
+_TOP = "GLUON_CF_LAUNCH_EXIT_REPORT"
+if os.environ.get("DMLC_ROLE") == "worker" and not os.environ.get(_TOP):
+    os.environ[_TOP] = str(os.getpid())   # the worker's child Python processes keep theirs
+    _install()
+_chain()
