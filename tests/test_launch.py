@@ -365,6 +365,52 @@ def test_ssh_mode_places_servers_then_workers_round_robin_with_the_dmlc_environm
     assert "PYTHONPATH=/opt/lib;" in specs[1].argv[9]   # no exit report: not a worker
 
 
+_STAND_IN_SSH = """#!%s
+# Runs an ssh command line's remote command here: what the launcher asks of ssh, minus the
+# network (no sshd on the test machine).
+import os, sys
+args = sys.argv[1:]
+while args[0].startswith("-"):
+    args = args[2:] if args[0] in ("-o", "-p") else args[1:]
+os.execvp("bash", ["bash", "-c", args[1]])
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_ssh_mode_trains_through_ssh_and_stops_a_failed_job(tmp_path, marker, fail):
+    """The hosts-file mode end to end, each remote command run by a stand-in ``ssh`` on this
+    machine's loopback: the exported DMLC environment, ``cd`` and quoting reach the workers,
+    which train to the end; a worker that fails stops the job with its status."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(_STAND_IN_SSH % sys.executable)
+    (bin_dir / "ssh").chmod(0o755)
+    (tmp_path / "hosts.txt").write_text("127.0.0.1\nlocalhost:2222  # a second host\n")
+    out = tmp_path / "out dir"
+    out.mkdir()
+    env = dict(os.environ, GLUON_CF_TEST_JOB=marker,
+               PATH=str(bin_dir) + os.pathsep + os.environ["PATH"],
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    args = ["-n", "2", "-s", "1", "--hosts", str(tmp_path / "hosts.txt"), "--host-ip",
+            "127.0.0.1", "--workdir", str(out), "--progress-timeout", "60"] + \
+        _worker_command("--kvstore", "dist_sync", "--out", ".", "--models", "lstm",
+                        *(["--fail-at", "1"] if fail else []))
+    proc = subprocess.run([sys.executable, "-m", "gluon_cf.launch"] + args, cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    if fail:
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        assert "gluon_cf.launch: worker 1 (pid " in proc.stderr
+        assert ", ssh to 127.0.0.1) exited with status 3" in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert sorted(os.listdir(out)) == ["lstm-rank0.npz", "lstm-rank1.npz"]
+        reference = dist_training.train(["lstm"], None)["lstm"]
+        for rank in (0, 1):
+            for want, got in zip(reference, _saved(out, "lstm", rank)):
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert _leftovers(marker) == []
+
+
 def test_dry_run_prints_the_local_job(capsys, monkeypatch):
     monkeypatch.delenv("PYTHONPATH", raising=False)
     port = job.free_port("127.0.0.1")

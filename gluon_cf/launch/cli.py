@@ -13,8 +13,8 @@ import shlex
 import sys
 from typing import List, NoReturn, Optional, Sequence
 
-from .job import (LOOPBACK, LaunchError, ProcessSpec, check_hosts_resolve, check_port,
-                  free_port, local_job, read_hosts, ssh_job, this_host_address)
+from .job import (LOOPBACK, LaunchError, ProcessSpec, check_port, free_port, local_job,
+                  read_hosts, resolve_hosts, ssh_job, this_host_address)
 from .supervisor import Supervisor
 
 __all__ = ["main", "build_job", "parse_args"]
@@ -111,12 +111,12 @@ def build_job(args: argparse.Namespace) -> List[ProcessSpec]:
         check_port(LOOPBACK, port)
         return local_job(args.command, args.num_workers, args.num_servers, port)
     hosts = read_hosts(args.hosts)
-    check_hosts_resolve(hosts, args.hosts)
+    addresses = resolve_hosts(hosts, args.hosts)
     root_uri = args.host_ip or this_host_address()
     port = args.port or free_port("")
     check_port("", port)
     return ssh_job(args.command, args.num_workers, args.num_servers, port, hosts, root_uri,
-                   args.workdir or os.getcwd())
+                   args.workdir or os.getcwd(), addresses=addresses)
 
 
 def _print_job(specs: List[ProcessSpec]) -> None:

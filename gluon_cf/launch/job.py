@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .worker import HEARTBEAT_ENV
 
 __all__ = ["LaunchError", "ProcessSpec", "read_hosts", "check_port", "free_port",
-           "local_job", "ssh_job", "FORWARDED_ENV"]
+           "local_job", "ssh_job", "resolve_hosts", "FORWARDED_ENV"]
 
 LOOPBACK = "127.0.0.1"
 #: Variables passed to remote processes when set here (dmlc-core's ssh tracker passes these).
@@ -49,6 +49,7 @@ class ProcessSpec:
     host: str                   # where it runs (LOOPBACK in local mode)
     argv: List[str]
     env: Dict[str, str] = field(default_factory=dict)
+    remote: bool = False        # started over ssh on ``host``
 
     @property
     def name(self) -> str:
@@ -112,13 +113,23 @@ def read_hosts(path: str) -> List[Tuple[str, int]]:
     return hosts
 
 
-def check_hosts_resolve(hosts: Sequence[Tuple[str, int]], path: str) -> None:
-    """`LaunchError` naming the first host of the file that does not resolve."""
+def resolve_hosts(hosts: Sequence[Tuple[str, int]], path: str) -> Dict[str, str]:
+    """``{host: IPv4 address}`` for the hosts of a hosts file; `LaunchError` naming the first
+    that does not resolve.
+
+    NOTE [a node's address]: ps-lite binds each process's ZeroMQ socket to
+    ``tcp://DMLC_NODE_HOST:port``, and ZeroMQ binds only to an address or an interface name,
+    never a host name (``localhost`` included: ``Check failed: my_node_.port != -1 : bind
+    failed``). MXNet's launcher passes the hosts file's names through, so its hosts files hold
+    addresses; this launcher resolves a name here and passes the address, which is the remote
+    host's own unless a NAT lies between (then write the address in the hosts file)."""
+    addresses = {}
     for host, _ in hosts:
         try:
-            socket.getaddrinfo(host, None)
+            addresses[host] = str(socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0])
         except OSError as e:
             raise LaunchError("host %r of %s cannot be resolved: %s" % (host, path, e)) from e
+    return addresses
 
 
 def this_host_address() -> str:
@@ -139,11 +150,13 @@ def _remote_command(env: Dict[str, str], workdir: str, command: Sequence[str]) -
 
 def ssh_job(command: Sequence[str], num_workers: int, num_servers: int, port: int,
             hosts: Sequence[Tuple[str, int]], root_uri: str, workdir: str,
-            environ: Optional[Dict[str, str]] = None) -> List[ProcessSpec]:
+            environ: Optional[Dict[str, str]] = None,
+            addresses: Optional[Dict[str, str]] = None) -> List[ProcessSpec]:
     """The processes of a job over ssh (see the module's docstring). ``ssh -tt`` gives each
     remote process a terminal, so that closing the connection (the launcher stopping the job)
     hangs it up on the remote host too; ``BatchMode`` makes a host that asks for a password
-    fail at once instead of waiting for one."""
+    fail at once instead of waiting for one. ``addresses`` maps a host to the address its
+    processes bind (NOTE [a node's address]; default: the host as written)."""
     environ = dict(os.environ if environ is None else environ)
     base = _dmlc_env(root_uri, port, num_servers, num_workers)
     passed = {k: environ[k] for k in FORWARDED_ENV if k in environ}
@@ -153,11 +166,11 @@ def ssh_job(command: Sequence[str], num_workers: int, num_servers: int, port: in
             [("worker", i) for i in range(num_workers)]
     for slot, (role, index) in enumerate(roles):
         host, ssh_port = hosts[slot % len(hosts)]
-        env = dict(passed, **base, DMLC_NODE_HOST=host,
+        env = dict(passed, **base, DMLC_NODE_HOST=(addresses or {}).get(host, host),
                    **_role_env(role, index, passed.get("PYTHONPATH")))
         argv = ["ssh", "-tt", "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes",
                 "-p", str(ssh_port), host, _remote_command(env, workdir, command)]
-        specs.append(ProcessSpec(role, index, host, argv, {}))
+        specs.append(ProcessSpec(role, index, host, argv, {}, remote=True))
     return specs
 
 

@@ -165,7 +165,7 @@ class Supervisor:
         for reader in proc.readers:            # its last words, before they are quoted
             reader.join(timeout=1.0)
         lines = " | ".join(line.strip() for line in proc.last_lines if line.strip())
-        where = "" if proc.spec.host in ("127.0.0.1", "localhost") else " on %s" % proc.spec.host
+        where = ", ssh to %s" % proc.spec.host if proc.spec.remote else ""
         return "gluon_cf.launch: %s (pid %d%s) %s; stopped the job's other processes; last " \
                "output: %s" % (proc.spec.name, proc.popen.pid, where, how, lines or "(none)")
 
