@@ -160,6 +160,8 @@ def train(names, kvstore, rank=0, num_workers=1, die_at=None, steps=STEPS, fail_
             print("worker task 1 fails at step %d" % step, flush=True)
             if fail_at_how == "exit":
                 sys.exit(3)
+            if fail_at_how == "return":
+                sys.exit(0)
             raise RuntimeError("worker task 1 raises at step %d" % step)
         batch = list(range(step * BATCH, (step + 1) * BATCH))
         for name, (net, inputs_of, sizes) in models.items():
@@ -182,8 +184,9 @@ def main():
     parser.add_argument("--models", default="treelstm,treelstm_unbatched,decoder,lstm,masked")
     parser.add_argument("--die-at", type=int, help="worker task 1 kills itself (SIGKILL) here")
     parser.add_argument("--fail-at", type=int, help="worker task 1's script fails here")
-    parser.add_argument("--fail-how", choices=["exit", "raise"], default="exit",
-                        help="sys.exit(3), or an uncaught RuntimeError")
+    parser.add_argument("--fail-how", choices=["exit", "raise", "return"], default="exit",
+                        help="sys.exit(3), an uncaught RuntimeError, or the script ends "
+                             "(status 0) before the other workers")
     parser.add_argument("--spawn-child", action="store_true",
                         help="leave a long sleep running as a child (the launcher must end it)")
     args = parser.parse_args()

@@ -153,6 +153,35 @@ def test_a_worker_whose_script_fails_stops_the_job_with_its_status(tmp_path, mar
     assert _leftovers(marker) == []
 
 
+def test_a_worker_that_ends_before_its_peers_is_named_when_they_stall(tmp_path, marker):
+    """Worker 1's script ends (status 0) a step early: it waits in ps-lite's shutdown, worker 0
+    in its next pull; the progress timeout's report says which worker ended first and why
+    that stalls the job."""
+    proc, _ = _launch(marker, ["-n", "2", "-s", "1", "--progress-timeout", "8"]
+                      + _worker_command("--kvstore", "dist_sync", "--out", str(tmp_path),
+                                        "--models", "lstm", "--fail-at", "1",
+                                        "--fail-how", "return"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    reports = [line for line in proc.stderr.splitlines() if line.startswith("gluon_cf.launch")]
+    assert len(reports) == 1, proc.stderr
+    assert reports[0].startswith("gluon_cf.launch: worker 0 (pid ")
+    assert "made no progress (no output, no heartbeat) for 8 s (--progress-timeout); worker 1 " \
+        "ended its script before it: every worker must run as many steps (pushes and pulls) " \
+        "as the others; stopped" in reports[0]
+    assert "script ended" not in proc.stdout + proc.stderr.replace(reports[0], "")
+    assert _leftovers(marker) == []
+
+
+def test_the_script_ended_marker_is_the_same_in_both_files():
+    """The worker's sitecustomize cannot import gluon_cf (it would import MXNet first)."""
+    namespace = {"__name__": "not_sitecustomize"}
+    with open(os.path.join(job.EXIT_REPORT_DIR, "sitecustomize.py")) as f:
+        source = f.read()
+    exec(compile(source.split("\ndef _install")[0], "sitecustomize.py", "exec"), namespace)
+    from gluon_cf.launch.worker import SCRIPT_ENDED_MARKER
+    assert namespace["SCRIPT_ENDED_MARKER"] == SCRIPT_ENDED_MARKER
+
+
 _FAILING_SCRIPT = """
 import atexit, subprocess, sys
 class Freed:

@@ -24,7 +24,7 @@ from typing import Deque, Dict, List, Optional, TextIO
 import psutil
 
 from .job import ProcessSpec
-from .worker import HEARTBEAT_MARKER
+from .worker import HEARTBEAT_MARKER, SCRIPT_ENDED_MARKER
 
 __all__ = ["Supervisor", "Outcome"]
 
@@ -40,6 +40,7 @@ class _Running:
         self.popen = popen
         self.last_lines: Deque[str] = collections.deque(maxlen=_LAST_LINES)
         self.last_progress = time.monotonic()
+        self.script_ended = False       # a worker whose script returned, now in ps-lite's exit
         self.readers: List[threading.Thread] = []
 
 
@@ -88,10 +89,12 @@ class Supervisor:
         for raw in iter(pipe.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             proc.last_progress = time.monotonic()
-            if HEARTBEAT_MARKER in line:
-                line = line.replace(HEARTBEAT_MARKER, "")
-                if not line.strip():
-                    continue
+            markers = [m for m in (HEARTBEAT_MARKER, SCRIPT_ENDED_MARKER) if m in line]
+            for marker in markers:
+                line = line.replace(marker, "")
+            proc.script_ended |= SCRIPT_ENDED_MARKER in markers
+            if markers and not line.strip():
+                continue
             proc.last_lines.append(line)
             with self._lock:
                 try:
@@ -179,9 +182,13 @@ class Supervisor:
             for proc in self.running:
                 if proc.spec.role == "worker" and proc.popen.poll() is None and \
                         now - proc.last_progress > self.progress_timeout:
+                    ended = [p.spec.name for p in self.running if p.script_ended]
+                    why = "; %s ended its script before it: every worker must run as " \
+                          "many steps (pushes and pulls) as the others" \
+                          % " and ".join(ended) if ended else ""
                     return Outcome(1, self._report(
                         proc, "made no progress (no output, no heartbeat) for %.0f s "
-                              "(--progress-timeout)" % (now - proc.last_progress)))
+                              "(--progress-timeout)%s" % (now - proc.last_progress, why)))
         return None
 
     def run(self) -> Outcome:

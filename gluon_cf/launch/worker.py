@@ -16,10 +16,12 @@ import os
 import sys
 import time
 
-__all__ = ["heartbeat", "HEARTBEAT_MARKER", "HEARTBEAT_ENV"]
+__all__ = ["heartbeat", "HEARTBEAT_MARKER", "HEARTBEAT_ENV", "SCRIPT_ENDED_MARKER"]
 
 #: The text a heartbeat line holds; the launcher removes it from the line it forwards.
 HEARTBEAT_MARKER = "<gluon_cf.launch heartbeat>"
+#: A worker's line when its script ended with status 0 (NOTE [a failed worker exits at once]).
+SCRIPT_ENDED_MARKER = "<gluon_cf.launch script ended>"
 #: Set (to "1") by the launcher in every worker's environment.
 HEARTBEAT_ENV = "GLUON_CF_LAUNCH_HEARTBEAT"
 

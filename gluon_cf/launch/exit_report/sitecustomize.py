@@ -11,14 +11,21 @@ process of a worker only, `sys.exit` and `sys.excepthook` note a failing status;
 step of finalisation (``threading``'s exit hooks run before ``atexit``'s) then runs the
 ``atexit`` functions (the user's and MXNet's own), flushes the standard streams and leaves with
 ``os._exit(status)``, before any MXNet object is freed. A successful script (status 0) is left
-alone: its shutdown barrier is the job's normal end. ``raise SystemExit(3)`` bypasses
-``sys.exit`` and keeps the old behaviour (the progress timeout stops the job).
+alone: its shutdown barrier is the job's normal end, and it only writes `SCRIPT_ENDED_MARKER`
+on standard error, so that when its peers then stall (a worker that ran fewer steps than the
+others leaves them waiting in a push for ever), the launcher's progress-timeout report says
+so. ``raise SystemExit(3)`` bypasses ``sys.exit`` and is seen as a success here (the progress
+timeout stops the job).
 
 This file imports only the standard library (never MXNet: a server's ``import mxnet`` would
 start it), then hands over to any ``sitecustomize`` it hides.
 """
 import os
 import sys
+
+#: Written on standard error by a worker whose script ended with status 0 (equal to
+#: gluon_cf.launch.worker.SCRIPT_ENDED_MARKER; this file cannot import it).
+SCRIPT_ENDED_MARKER = "<gluon_cf.launch script ended>"
 
 
 def _install() -> None:
@@ -51,6 +58,11 @@ def _install() -> None:
 
     def leave_if_failed() -> None:
         if not failed:
+            try:
+                sys.stderr.write(SCRIPT_ENDED_MARKER + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
             return
         try:
             atexit._run_exitfuncs()
