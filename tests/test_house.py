@@ -41,3 +41,19 @@ def test_the_limit_can_fail(tmp_path):
     (tmp_path / "export" / "ok.py").write_text("x = 1\n" * MAX_LINES)
     (tmp_path / "gluon_cf" / "graph.py").write_text("x = 1\n" * (MAX_LINES + 1))
     assert over_the_limit(tmp_path) == {"gluon_cf/sub/long.py": MAX_LINES + 1}
+
+
+def test_every_package_is_installed():
+    """setup.cfg lists packages one by one (export/ is installed as gluon_cf.export): a package
+    missing there is missing from a wheel, though an editable install still finds it."""
+    import configparser
+    config = configparser.ConfigParser()
+    config.read(pathlib.Path(REPO) / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    found = set()
+    for folder, name in (("gluon_cf", "gluon_cf"), ("export", "gluon_cf.export")):
+        for init in (pathlib.Path(REPO) / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(pathlib.Path(REPO) / folder).parts
+            found.add(".".join((name,) + parts))
+    assert found - listed == set(), "add these to [options] packages in setup.cfg"
+    assert listed - found == set(), "these packages listed in setup.cfg do not exist"

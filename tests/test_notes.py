@@ -11,8 +11,8 @@ import re
 from conftest import REPO
 
 ROOT = pathlib.Path(REPO)
-DEFINITION = re.compile(r"^\s*(?:#\s*)?NOTE \[([^\]]+)\](?:\s*$|\s+--|:\s)")
-CITATION = re.compile(r"NOTE\s+\[([^\]]+)\]")
+DEFINITION = re.compile(r"^\s*(?:#\s*)?NOTE:? \[([^\]]+)\](?:\s*$|\s+--|:\s)")
+CITATION = re.compile(r"NOTE:?\s+\[([^\]]+)\]")
 # A line break, with what continues a comment or a string literal on the next line.
 CONTINUATION = re.compile(r"\s*\"?\s*\n\s*(?:#\s*)?\"?")
 

@@ -5,6 +5,7 @@ output names, dtypes and shapes from MXNet's inference merged with ONNX's, one d
 ONNX name, and every name prefixed with the graph's (``renaming.py``)."""
 import json
 from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -116,8 +117,11 @@ def _convert_nodes(sym, sources, opset):
     entry_specs = _infer_entry_specs(sym, mx_nodes, sources)
     input_dtypes = {spec.name: spec.dtype for spec in sources.inputs}
 
-    nodes, initializers, outputs_lookup = [], [], []
-    outer_names, outer_used = {}, []
+    nodes: List[onnx.NodeProto] = []
+    initializers: List[onnx.TensorProto] = []
+    outputs_lookup: List[List[_Value]] = []   # per MXNet node, its outputs (mx2onnx's table)
+    outer_names: Dict[str, str] = {}
+    outer_used: List[ValueSpec] = []
     seen_names = set()
     for idx, node in enumerate(mx_nodes):
         name = node["name"]
@@ -191,7 +195,7 @@ def _node_output_names(name, produced, converted):
     """mx2onnx's convention: outputs are called ``name`` or ``name<k>``, ordered by ``k``; a
     converter producing neither names its (single) output after its last returned item."""
     index = {name: -1, **{f"{name}{k}": k for k in range(100)}}
-    names = sorted((n for n in produced if n in index), key=index.get)
+    names = sorted((n for n in produced if n in index), key=index.__getitem__)
     return names or [converted[-1].name]
 
 
@@ -273,7 +277,7 @@ def _onnx_output_shapes(graph, outer_inputs, opset):
     except onnx.shape_inference.InferenceError:
         return [None] * len(graph.output)
     value_types = {vi.name: vi.type.tensor_type for vi in inferred.graph.value_info}
-    shapes = []
+    shapes: List[Optional[Tuple[object, ...]]] = []   # per dim: int, a dim name or None
     for output in graph.output:
         tensor_type = value_types.get(output.name)
         if tensor_type is None or not tensor_type.HasField("shape"):
@@ -298,7 +302,7 @@ def _merge_shapes(onnx_shape, mx_shape):
 
 
 def _check_single_assignment(nodes, initializers, input_names):
-    defined = {}
+    defined: Dict[str, str] = {}   # ONNX name -> what defines it
     definitions = ([(name, "graph input") for name in input_names]
                    + [(init.name, "initializer") for init in initializers]
                    + [(out, f"node {node.name or node.op_type!r}")

@@ -87,6 +87,8 @@ def _patch_mx2onnx_onnx_mapping():
         NP_TYPE_TO_TENSOR_TYPE=_NpToTensorType({d: t for t, d in tensor_to_np.items()}))
 
     class _OnnxWithMapping(types.ModuleType):
+        mapping: types.SimpleNamespace
+
         def __getattr__(self, attr):
             return getattr(onnx, attr)
 

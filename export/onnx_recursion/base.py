@@ -30,7 +30,8 @@ class LoweringBase:
         self.layouts = layouts
         num_args = node.spec["num_args"]
         self.entry_inputs = list(custom_node.inputs[:num_args])
-        self.args = {q: [ValueSpec(None, (None,) + tuple(shape[1:]), dtype)
+        # Per function, its arguments by shape (rows unknown) and dtype: no ONNX value yet.
+        self.args = {q: [ValueSpec("", (None,) + tuple(shape[1:]), dtype)
                          for shape, dtype in arg_specs[q]] for q in self.order}
         self.env = [ValueSpec(custom_node.inputs[num_args + i], node.in_shapes[num_args + i],
                               np.dtype(custom_node.input_dtypes[num_args + i]))
@@ -68,13 +69,19 @@ class LoweringBase:
         return em.add("ConstantOfShape", [shape],
                       value=helper.make_tensor("value", elem, [1], [value]))
 
-    def _empty(self, em, spec):
-        """A tensor of zero rows shaped like ``spec``'s rows."""
-        rest = list(spec.shape[1:])
-        if any(d is None for d in rest):
+    def _row_shape(self, spec):
+        """The dimensions of one row of ``spec`` (an argument), which the loops' state must
+        declare."""
+        rest = None if spec.shape is None else list(spec.shape[1:])
+        if rest is None or any(d is None for d in rest):
             raise NotImplementedError(
                 f"export_onnx: recursion node {self.node.name!r}: a callee's argument has "
                 f"dimensions known only at run time ({spec.shape}); the lowering needs them")
+        return rest
+
+    def _empty(self, em, spec):
+        """A tensor of zero rows shaped like ``spec``'s rows."""
+        rest = self._row_shape(spec)
         return em.add("ConstantOfShape", [em.const([0] + rest)], value=helper.make_tensor(
             "zero", helper.np_dtype_to_tensor_dtype(spec.dtype), [1], [0]))
 

@@ -5,6 +5,8 @@ depth so far. Each step runs the functions' skeletons on their whole frontiers, 
 every ``cond``, and a ``while_loop`` making calls as an inner Loop over its steps; it stops at
 the largest ``max_depth`` or ``MAX_INVOCATIONS`` calls, and a guard fails a run whose loop still
 held after ``max_iterations`` steps."""
+from typing import Dict, List, Tuple
+
 import numpy as np
 from onnx import TensorProto, helper
 
@@ -14,7 +16,7 @@ from ..onnx_graph import ValueSpec
 from ..onnx_kit import Emitter
 
 from .base import LoweringBase
-from .plan import MAX_INVOCATIONS, _emit_skeleton
+from .plan import MAX_INVOCATIONS, Entry, _emit_skeleton
 
 
 class ExpansionLoop(LoweringBase):
@@ -27,7 +29,8 @@ class ExpansionLoop(LoweringBase):
         count_in = f"{em.prefix}/count"
         inputs_info = [self._info(iteration, TensorProto.INT64, []),
                        self._info(cond_in, TensorProto.BOOL, [])]
-        names, parts = {}, {q: [] for q in self.order}
+        names = {}
+        parts: Dict[str, List[List[str]]] = {q: [] for q in self.order}   # per callee, per site
         for q in self.order:
             specs = self.args[q]
             names[q] = dict(
@@ -108,7 +111,9 @@ class ExpansionLoop(LoweringBase):
         sk = schedule._Emitter()
         inputs = {name: sk.var("%s%d" % (kind, k), kind == "arg")
                   for name, (kind, k) in body.inputs.items()}
-        preds, site_args, loops = {}, {}, {}
+        preds: Dict[tuple, Entry] = {}
+        site_args: Dict[int, List[Entry]] = {}
+        loops: Dict[int, Tuple[schedule._Loop, List[Entry]]] = {}
         _emit_skeleton(body, inputs, sk, preds, site_args, path=(), loops=loops)
         reference = next((e for name, e in inputs.items() if body.inputs[name][0] == "arg"))
         heads = []
@@ -140,7 +145,7 @@ class ExpansionLoop(LoweringBase):
             k += len(site_args[site])
         loop_specs = iter(self._infer(sk.symbol(heads), q)[k:] if loop_heads else [])
         loop_names = iter(out_names[k:])
-        loop_inputs = {}
+        loop_inputs: Dict[int, List[ValueSpec]] = {}
         for first, _, entry in loop_heads:
             spec = self.env[env_of[entry]] if entry in env_of else \
                 ValueSpec(next(loop_names), *next(loop_specs))
@@ -196,7 +201,7 @@ class ExpansionLoop(LoweringBase):
         arg_specs = [a for _, _, callee in loop.calls for a in self.args[callee]]
         rows_here = self._rows_of(idle, alive)
         skipped = [self._filled(idle, rows_here, 0, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                rest=list(a.shape[1:])) for a in arg_specs] + \
+                                rest=self._row_shape(a)) for a in arg_specs] + \
             [idle.add("Identity", [state[k].name]) for k in loop.skeleton_vars]
         out_specs = arg_specs + [state[k] for k in loop.skeleton_vars]
         then_out = [then.add("Identity", [p]) for p in produced]

@@ -6,6 +6,7 @@ Also the skeleton of a body (what computes the predicates and the calls' argumen
 graph, which both the plan and the expansion Loop run (NOTE [recursion as ONNX loops])."""
 import itertools
 import types
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from gluon_cf.recursion import schedule
 from gluon_cf.recursion.table import _FunctionTable
 
 MAX_INVOCATIONS = schedule.MAX_INVOCATIONS
+
+# An entry of an MXNet graph being built (``schedule._Emitter``): (node id, output index).
+Entry = Tuple[int, int]
 
 
 def _refuse(where, why):
@@ -115,7 +119,8 @@ def _call_signatures(function, shapes, dtypes, env_shapes, env_types):
     body = function.body
     inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
               for name, (kind, k) in body.inputs.items()}
-    preds, site_args = {}, {}
+    preds: Dict[tuple, Entry] = {}
+    site_args: Dict[int, List[Entry]] = {}
     _emit_skeleton(body, inputs, em, preds, site_args, path=())
     heads = [e for site in sorted(site_args) for e in site_args[site]]
     sym = em.symbol(heads)
@@ -163,7 +168,8 @@ def _emit_skeleton(body, inputs, em, preds, site_args, path, loops=None):
     """Emit ``body``'s skeleton with both sides of every cond: ``preds[path]`` gets each cond's
     predicate (path: cond index, choice, cond index, ...), ``site_args[site]`` each call's
     arguments, ``loops[first column]`` each while_loop making calls and its inputs."""
-    emitted, copied = {}, {}
+    emitted: Dict[Entry, Entry] = {}   # this body's entries -> the emitter's
+    copied: Dict[int, int] = {}        # node id -> the emitter's copy
     cond_index = {nid: i for i, (nid, _, _) in enumerate(body.conds)}
 
     def get(ref):

@@ -5,7 +5,7 @@ maps the five sentiment classes to two."""
 from __future__ import annotations
 
 import numbers
-from typing import List, Optional
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -124,9 +124,12 @@ def _sample_sentences(num_trees, rng, mean_length, max_length, length):
 def _build_tree(words, shape, rng):
     """Bracket `words` by `shape` and label every node by the hidden rule (iteratively)."""
     n = len(words)
-    coins = iter(rng.random(2 * n).tolist()) if shape in ("sst", "moderate") else None
-    done = []  # (tree, score) of finished subtrees whose parent is not yet built
-    stack = [(0, n, None)]  # (lo, hi, split); split None = not yet expanded
+    # Random splits for the sst-like shapes only (the others split by rule).
+    coins: Iterator[float] = iter(rng.random(2 * n).tolist() if shape in ("sst", "moderate")
+                                  else [])
+    done: List[Tuple[Tree, int]] = []  # (tree, score) of finished subtrees, parent not built
+    # (lo, hi, split); split None = not yet expanded
+    stack: List[Tuple[int, int, Optional[int]]] = [(0, n, None)]
     while stack:
         lo, hi, split = stack.pop()
         if hi - lo == 1:

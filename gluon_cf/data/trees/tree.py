@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional, Union
 
 _WORD_RE = re.compile(r"[^\s()]+")
 
@@ -34,6 +34,9 @@ class Tree:
     """
 
     __slots__ = ("label", "word", "children")
+    label: int
+    word: Optional[str]              # a leaf's word; None for an internal node
+    children: List["Tree"]
 
     def __init__(self, label: int, word: Optional[str] = None,
                  children: Iterable["Tree"] = ()) -> None:
@@ -102,7 +105,8 @@ class Tree:
 
     def to_sexpr(self):
         """The canonical one-line s-expression; ``parse_tree(t.to_sexpr()) == t``."""
-        parts, stack = [], [self]
+        parts: List[str] = []
+        stack: List[Union["Tree", str]] = [self]   # nodes still to write, and ")" / " "
         while stack:
             item = stack.pop()
             if isinstance(item, str):
