@@ -18,10 +18,10 @@ NOTE [staging]
 
 Pure Python: the artifact loader uses it without MXNet.
 """
-from typing import List, Sequence, Tuple
+from typing import Collection, List, Sequence, Tuple
 
 
-def stages(predecessors: Sequence[Sequence[int]],
+def stages(predecessors: Sequence[Collection[int]],
            special: Sequence[bool]) -> List[Tuple[List[int], List[int]]]:
     """Group items (nodes in topological order) by stage.
 
