@@ -83,7 +83,7 @@ def symbol_to_onnx_graph(sym, params=None, input_specs=(), output_names=None,
     return OnnxGraph(graph, inputs, outputs, list(converted.outer_used))
 
 
-# ----------------------------------------------------------------------------- conversion
+# ----------------------------------------------------------------------------- node by node
 
 class _Value:
     """An entry of mx2onnx's ``outputs_lookup``: the ONNX name and numpy dtype of one output."""

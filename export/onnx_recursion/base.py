@@ -107,6 +107,7 @@ class LoweringBase:
         return [((None,) + tuple(s[1:]) if s and s[0] == 3 else tuple(s), np.dtype(t))
                 for s, t in zip(shapes, types_)]
 
+    # ---------------------------------------------------------------------- a while_loop on rows
     def _loop_graph(self, loop, which, inputs, em, replace=None):
         """Emit ``loop``'s ``cond`` or ``func`` graph into ``em`` (an ONNX Emitter) with its
         slots bound to ``inputs`` (ValueSpecs: the loop variables, then what it captured);
