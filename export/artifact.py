@@ -13,7 +13,7 @@ NOTE [artifact loader]
 """
 import threading
 import time
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Set, Union
 
 import numpy as np
 import onnx
@@ -256,7 +256,8 @@ class _Program:
 
     def _partition(self, artifact, entries):
         """Pieces and interpreted steps, stage by stage (NOTE [staging] in gluon_cf)."""
-        producer, predecessors = {}, []
+        producer: Dict[str, int] = {}          # name -> the entry defining it
+        predecessors: List[Set[int]] = []
         for k, (node, _, reads) in enumerate(entries):
             predecessors.append({producer[name] for name in reads if name in producer})
             producer.update((name, k) for name in node.output if name)
@@ -270,7 +271,7 @@ class _Program:
     def _piece(self, artifact, entries, members):
         member_set = set(members)
         defined = {n for k in members for n in entries[k][0].output if n}
-        reads = []
+        reads: List[str] = []
         for k in members:
             reads.extend(n for n in entries[k][2] if n not in defined and n not in reads)
         used_later = set(self.output_names)
@@ -636,7 +637,8 @@ class _Budget:
 
     def _terminate(self):
         self.timed_out = True
-        self._run_options.terminate = True
+        if self._run_options is not None:   # always: the timer starts once they exist
+            self._run_options.terminate = True
 
     def close(self):
         if self._timer is not None:

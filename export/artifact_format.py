@@ -76,7 +76,7 @@ class ArtifactDepthError(ArtifactError, RecursionDepthError):
 
 
 # Metadata key of a standard ONNX model whose recursion export_onnx lowered to loops (NOTE
-# [recursion as ONNX loops] in onnx_recursion.py); its value says so in words.
+# [recursion as ONNX loops] in onnx_recursion/lowering.py); its value says so in words.
 RECURSION_KEY = "gluon_cf.recursion"
 
 

@@ -14,6 +14,7 @@ NOTE [function signatures at conversion]
     dynamic axes being ``None``.
 """
 import contextvars
+from typing import Optional
 
 from .onnx_graph import ValueSpec
 from .onnx_kit import ConverterNode
@@ -30,7 +31,8 @@ class Signatures:
         self.names = {}        # qname -> the Python name of the function
 
 
-SIGNATURES = contextvars.ContextVar("gluon_cf_artifact_signatures", default=None)
+SIGNATURES: "contextvars.ContextVar[Optional[Signatures]]" = contextvars.ContextVar(
+    "gluon_cf_artifact_signatures", default=None)
 
 
 class FunctionNode(ConverterNode):

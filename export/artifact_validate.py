@@ -34,6 +34,8 @@ NOTE [artifact safety]
 """
 import os
 
+from typing import Dict, Set
+
 import onnx
 
 from .artifact_format import (CUSTOM_OPS, DEFAULT_DOMAINS, DOMAIN, DOMAIN_VERSION, ELEM_TYPES,
@@ -115,7 +117,8 @@ def check_model(model, limits):
 def _check_metadata(model):
     """gluon_cf's metadata keys (NOTE [artifact format]): each at most once, and an artifact's
     format version one this loader reads. Index bounds are read by ``index_bounds.read``."""
-    seen, twice = set(), set()
+    seen: Set[str] = set()
+    twice: Set[str] = set()
     for prop in model.metadata_props:
         (twice if prop.key in seen else seen).add(prop.key)
     if twice:
@@ -170,7 +173,7 @@ class _Validator:
                                                            *node.input, *node.output]]
                      + [a.name for node in graph.node for a in node.attribute], where)
         scope = _Scope(outer)
-        later = {}
+        later: Dict[str, onnx.NodeProto] = {}   # name -> the node defining it
         for node in graph.node:
             for out in node.output:
                 later.setdefault(out, node)

@@ -332,7 +332,7 @@ def _describe(model):
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                 for d in tensor.shape.dim]
         try:
-            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+            dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         except KeyError:
             dtype = "?"
         return f"{value_info.name}{dims}:{dtype}"

@@ -308,7 +308,8 @@ def _to_nd(x):
 
 
 def _unique(names):
-    seen, result = {}, []
+    seen: Dict[str, int] = {}
+    result = []
     for name in names:
         seen[name] = seen.get(name, -1) + 1
         result.append(name if seen[name] == 0 else f"{name}_{seen[name]}")
@@ -317,7 +318,7 @@ def _unique(names):
 
 def _dynamic_dims(dynamic_axes, mx_names, onnx_names, examples):
     """mxnet input name -> {axis: None or dim name} from the torch-style ``dynamic_axes``."""
-    dims = {name: {} for name in mx_names}
+    dims: Dict[str, Dict[int, Optional[str]]] = {name: {} for name in mx_names}
     for key, axes in (dynamic_axes or {}).items():
         if isinstance(key, int) and 0 <= key < len(mx_names):
             name = mx_names[key]

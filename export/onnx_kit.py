@@ -26,7 +26,7 @@ NOTE [gluon_cf ops as ONNX control flow]
       (onnxruntime makes unknown dims 0), so an If then builds the zeros from the shapes of one
       probe call of func on the initial loop vars -- what gluon_cf's eager mode does too.
     * recursion -> two Loops over the levels of its call trees, when its structure comes from
-      its index arguments alone (NOTE [recursion as ONNX loops] in onnx_recursion.py); a
+      its index arguments alone (NOTE [recursion as ONNX loops] in onnx_recursion/lowering.py); a
       stateless foreach around it whose body acts row by row runs its steps as rows (no
       Scan), so the levels batch across its steps.  Other recursion: NotImplementedError.
     Limits: opsets 12 and 13 only, and mx2onnx's op coverage (e.g. no `sign`, `_mod_scalar`,

@@ -18,6 +18,8 @@ NOTE [shape plan]
 import contextvars
 import json
 
+from typing import Dict, List, Optional, Set, Tuple, Union
+
 import mxnet as mx
 
 from gluon_cf import registry
@@ -25,7 +27,14 @@ from gluon_cf.operators import DYNAMIC_SHAPE_OPS
 
 from .artifact_format import first_line
 
-PLAN = contextvars.ContextVar("gluon_cf_onnx_shape_plan", default=None)
+# A shape: per axis its size or None (unknown); None for an unknown rank.
+Shape = Optional[Tuple[Optional[int], ...]]
+# The shape plan (NOTE [shape plan]): a node's spec text, or ("function", qname) of a recursive
+# function, -> (its input shapes, its output shapes).
+ShapePlan = Dict[Union[str, Tuple[str, str]], Tuple[List[Shape], List[Shape]]]
+
+PLAN: "contextvars.ContextVar[Optional[ShapePlan]]" = contextvars.ContextVar(
+    "gluon_cf_onnx_shape_plan", default=None)
 
 
 def shape_plan(sym, params, examples, dims):
@@ -46,7 +55,8 @@ def shape_plan(sym, params, examples, dims):
              for name, shape in base.items() for axis, d in enumerate(shape)
              if dims[name].get(axis) is not None}
     param_shapes = {name: tuple(value.shape) for name, value in params.items()}
-    plan, runs = {}, []
+    plan: ShapePlan = {}
+    runs = []
     for run, shapes in (("example", base), ("grown", grown)):
         try:
             arg_shapes = {**param_shapes, **shapes}
@@ -115,7 +125,8 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name):
     output shapes)`` merged over all signatures, like the entries of the nodes."""
     num_args = spec["num_args"]
     env = list(in_shapes[num_args:])
-    todo, done = [(spec["entry"], tuple(in_shapes[:num_args]))], set()
+    todo = [(spec["entry"], tuple(in_shapes[:num_args]))]
+    done: Set[Tuple[str, tuple]] = set()   # (qname, argument shapes) seen
     while todo:
         qname, args = todo.pop()
         function = spec["graphs"].get(qname)

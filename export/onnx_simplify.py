@@ -19,6 +19,9 @@ NOTE [simplifying exported graphs]
     Both keep every value the graph computes; the tests compare exported models with Gluon, and
     with and without these rewrites.
 """
+from typing import Dict
+
+import onnx
 from onnx import AttributeProto
 
 # Operators whose outputs depend only on their inputs and attributes (no randomness, no state).
@@ -70,7 +73,9 @@ def _has_subgraph(node):
 
 def _merge_common(graph):
     outputs = {value.name for value in graph.output}
-    seen, renamed, kept, merged = {}, {}, [], 0
+    seen: Dict[tuple, onnx.NodeProto] = {}   # (op, inputs, attributes) -> first such node
+    renamed: Dict[str, str] = {}
+    kept, merged = [], 0
     for node in graph.node:
         if renamed:
             _rename_inputs(node, renamed)

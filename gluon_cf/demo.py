@@ -38,7 +38,7 @@ class ControlFlowDemo(gluon.HybridBlock):
             lambda h, n: (F.norm(h), [h * 0.5, n + 1]),
             [h, F.zeros((1,))], max_iterations=10)
         gated = gluon_cf.cond(h.sum() > 0, lambda: h * 2, lambda: F.relu(-h))
-        return outputs.mean(axis=0), gated, n
+        return F.mean(outputs, axis=0), gated, n
 
 
 def control_flow_demo():

@@ -27,6 +27,8 @@ import inspect
 import json
 import threading
 
+from typing import List
+
 import mxnet as mx
 from mxnet.gluon import block as _block
 
@@ -57,7 +59,7 @@ class _Plan:
         """Whether a gluon_cf node of the graph reads a value computed from a dynamic-shape
         operator of the graph itself: MXNet would not even ask that node for its shapes."""
         nodes = self.js["nodes"]
-        dynamic = []
+        dynamic: List[bool] = []   # per node: fed by a dynamic-shape operator
         for n in nodes:
             fed = any(dynamic[src] for src, *_ in n["inputs"])
             if fed and registry.kind_of(n):

@@ -9,7 +9,7 @@ bridge in ``node.py`` registers a Custom operator per kind) instead of importing
 
 Pure Python: the artifact loader and export's JSON analyses use it without MXNet.
 """
-from typing import Optional
+from typing import Any, Callable, Optional, Tuple
 
 OP_PREFIX = "_gluon_cf_"
 
@@ -153,14 +153,14 @@ class Rule:
     # ``batching_rule(node_json, in_flags, in_shapes, out_shapes, used, rows)``: raise
     # ``rowwise.Rejected`` unless the node, given inputs batched as ``in_flags`` says, returns
     # one row per invocation (NOTE [row-wise rules]). None: the node never batches.
-    batching_rule = None
+    batching_rule: Optional[Callable[..., None]] = None
 
     # Export rules (NOTE [gluon_cf ops as ONNX control flow] in export/onnx_kit.py), each
     # importing onnx and the export kit when called: ``to_onnx(custom_node)`` for an op standard
     # ONNX can express, ``to_artifact(custom_node)`` for one only artifacts can (recursion);
     # both return ``(onnx nodes, output dtypes)``. None: the op cannot be exported.
-    to_onnx = None
-    to_artifact = None
+    to_onnx: Optional[Callable[[Any], Tuple[list, list]]] = None
+    to_artifact: Optional[Callable[[Any], Tuple[list, list]]] = None
 
 
 def register(rule):

@@ -32,6 +32,7 @@ import ast
 import contextlib
 import json
 import threading
+from typing import Dict, Optional, Tuple
 
 from . import registry
 from .operators import SOURCE_ATTR
@@ -523,7 +524,8 @@ def _internal_shapes(symbol, graph_json, shapes, rows):
     internals = symbol.get_internals()
     with batch_rows(rows if rows > 1 else None):
         _, out_shapes, _ = internals.infer_shape_partial(**shapes)
-    by_entry, seen = {}, {}
+    by_entry: Dict[Tuple[int, int], Optional[Tuple[int, ...]]] = {}
+    seen: Dict[str, int] = {}   # name -> outputs of that node seen so far
     node_id = {n["name"]: nid for nid, n in enumerate(graph_json["nodes"])}
     for i, shape in enumerate(out_shapes or []):
         name = internals[i].name
@@ -538,7 +540,8 @@ def _walk(graph_json, flags, by_entry, rows):
     flags_by_entry = {(nid, 0): bool(flags.get(n["name"], False))
                       for nid, n in enumerate(graph_json["nodes"]) if n["op"] == "null"}
     check_nodes(graph_json["nodes"], graph_json["heads"], flags_by_entry, by_entry,
-                lambda *args: _own_node(*args, rows=rows), rows)
+                lambda node, in_flags, in_shapes, out_shapes, used: _own_node(
+                    node, in_flags, in_shapes, out_shapes, used, rows=rows), rows)
 
 
 def _own_node(node, in_flags, in_shapes, out_shapes, used, rows=ROWS):

@@ -18,26 +18,28 @@ NOTE [staging]
 
 Pure Python: the artifact loader uses it without MXNet.
 """
+from typing import Collection, List, Sequence, Tuple
 
 
-def stages(predecessors, special):
+def stages(predecessors: Sequence[Collection[int]],
+           special: Sequence[bool]) -> List[Tuple[List[int], List[int]]]:
     """Group items (nodes in topological order) by stage.
 
     ``predecessors[k]``: the earlier items item ``k`` reads; ``special[k]``: whether it runs on
     its own. Returns one ``(ordinary, specials)`` pair of item lists per stage, in order; a
     list may be empty.
     """
-    stage = []
+    stage: List[int] = []
     for k, preds in enumerate(predecessors):
         stage.append(max((stage[j] + (1 if special[j] else 0) for j in preds), default=0))
-    readers = [[] for _ in predecessors]
+    readers: List[List[int]] = [[] for _ in predecessors]
     for k, preds in enumerate(predecessors):
         for j in preds:
             readers[j].append(k)
     for k in reversed(range(len(stage))):   # readers come later: already final
         if not special[k] and readers[k]:
             stage[k] = min(stage[r] for r in readers[k])
-    grouped = [([], []) for _ in range(max(stage, default=-1) + 1)]
+    grouped: List[Tuple[List[int], List[int]]] = [([], []) for _ in range(max(stage, default=-1) + 1)]
     for k, s in enumerate(stage):
         grouped[s][1 if special[k] else 0].append(k)
     return grouped

@@ -33,6 +33,8 @@ import json
 import os
 import sys
 import threading
+import types
+from typing import Dict, Optional
 
 import mxnet as mx
 from mxnet.attribute import AttrScope
@@ -52,7 +54,7 @@ _USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our ow
 
 def user_location(skip=1):
     """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None."""
-    frame = sys._getframe(skip)
+    frame: Optional[types.FrameType] = sys._getframe(skip)
     while frame is not None:
         path = frame.f_code.co_filename
         # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
@@ -188,7 +190,7 @@ def _cut(group, uid, op):
     num = ctypes.c_int(0)
     handles = ctypes.POINTER(SymbolHandle)()
     check_call(_LIB.MXSymbolCutSubgraph(group.handle, ctypes.byref(handles), ctypes.byref(num)))
-    captured = {}
+    captured: Dict[str, mx.sym.Symbol] = {}
     for i in range(num.value):
         outer = mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle))
         name = outer.list_outputs()[0]
@@ -205,7 +207,7 @@ def merge_captures(op, traced_graphs, first_slot):
     Returns ``(outer_symbols, slot_of_name)``: the node's captured inputs in slot order, and the
     slot (``first_slot`` + position) of each captured name.
     """
-    pooled = {}
+    pooled: Dict[str, mx.sym.Symbol] = {}
     for graph in traced_graphs:
         for name, sym in graph.captured:
             if name in pooled:

@@ -1,4 +1,4 @@
-"""Recursive models as standard ONNX (NOTE [recursion as ONNX loops] in export/onnx_recursion.py):
+"""Recursive models as standard ONNX (NOTE [recursion as ONNX loops] in export/onnx_recursion/):
 TreeLSTM, TreeRNN, RNTN, the top-down generator, the child-sum TreeLSTM and mutual recursion
 export with export_onnx to the default domain only, and onnxruntime -
 and, on small cases, onnx's own ReferenceEvaluator, a second runtime written independently - give

@@ -17,6 +17,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from typing import Dict, List
+
 import mxnet as mx
 import numpy as np
 from tqdm import tqdm
@@ -175,7 +177,7 @@ def time_methods(steps, batches, budget, warmup):
         for i in range(warmup):
             step(batches[i % len(batches)])
             mx.nd.waitall()
-    rates = {name: [] for name in steps}
+    rates: Dict[str, List[float]] = {name: [] for name in steps}
     position = dict.fromkeys(steps, warmup)   # timed on batches not seen in warm-up
     for _ in range(ROUNDS):
         for name, step in steps.items():
@@ -193,7 +195,8 @@ def run(preset, methods, seed, budget):
     vocab = build_vocab(itertools.chain.from_iterable(pools.values()))
     encoded = {shape: [encode_tree(t, vocab) for t in trees] for shape, trees in pools.items()}
 
-    results, skipped = {}, {}
+    results = {}
+    skipped: Dict[str, str] = {}   # method -> why it did not run
     cells_by_kind = itertools.groupby(preset.cells, key=lambda c: c.kind)
     progress = tqdm(total=len(preset.cells) * len(methods), desc='bench', unit='run',
                     file=sys.stderr, leave=False)

@@ -29,13 +29,15 @@ alive until it sums them at the end: for the RNTN that is 54 MB of V gradient pe
 torch runner does one backward per mini-batch.
 """
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, List
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
+if TYPE_CHECKING:   # imported when called (make_batches), as the encoders are
+    from gluon_cf.data.trees import EncodedForest, EncodedTree
 from gluon_cf.models import (BinaryTreeLSTMCell, RNTNCell, TreeRNNCell, rntn_eager,
                              treelstm_eager, treernn_eager)
 
@@ -120,8 +122,8 @@ def clone_model(model):
 @dataclass
 class Batch:
     """A mini-batch in both forms: `trees` (list of EncodedTree) and their `forest`."""
-    trees: list
-    forest: object
+    trees: List["EncodedTree"]
+    forest: "EncodedForest"
 
     @property
     def size(self):
@@ -140,7 +142,7 @@ def make_batches(encoded_trees, batch_size, num_batches, seed=None):
 
     n = len(encoded_trees)
     rng = None if seed is None else np.random.RandomState(seed)
-    order = []
+    order: List[int] = []
     while len(order) < num_batches * batch_size:
         order.extend(range(n) if rng is None else rng.permutation(n))
     batches = []
@@ -166,6 +168,9 @@ class _GluonRunner:
         self.trainer = gluon.Trainer(self.model.collect_params(), 'sgd',
                                      {'learning_rate': LEARNING_RATE})
 
+    def root_states(self, batch):
+        raise NotImplementedError(f"{type(self).__name__} defines no root_states")
+
     def infer(self, batch):
         root_h = self.root_states(batch)
         return root_h, self.model.head(root_h)
@@ -188,6 +193,9 @@ class _PerTreeRunner(_GluonRunner):
     def __init__(self, model):
         super().__init__(model)
         self.model.collect_params().setattr('grad_req', 'add')
+
+    def root_h(self, tree):
+        raise NotImplementedError(f"{type(self).__name__} defines no root_h")
 
     def root_states(self, batch):
         return mx.nd.concat(*[self.root_h(t) for t in batch.trees], dim=0)
@@ -236,7 +244,7 @@ class IterativeRunner(_PerTreeRunner):
         cell = self.model.cell
         x = self.model.embed(mx.nd.array(tree.tokens, dtype='int32'))
         left, right = tree.left.tolist(), tree.right.tolist()
-        states = [None] * len(left)
+        states: List[tuple] = [()] * len(left)   # set in post-order, before any reader
         for node, (l, r) in enumerate(zip(left, right)):
             if l < 0:
                 states[node] = _as_tuple(cell.leaf(x[node:node + 1]))
@@ -493,7 +501,7 @@ class TorchRunner:
     def _root_h(self, tree):
         torch = self.torch
         left, right = tree.left.tolist(), tree.right.tolist()
-        states = [None] * len(left)
+        states: List[tuple] = [()] * len(left)   # set in post-order, before any reader
         for node, (l, r) in enumerate(zip(left, right)):
             if l < 0:
                 states[node] = self._leaf(torch.tensor(tree.tokens[node:node + 1],
@@ -537,7 +545,7 @@ class _RecursiveEncoder(gluon.HybridBlock):
 
 
 class _GluonCfRunner(_GluonRunner):
-    executor: Optional[str] = None
+    executor: str                  # 'unbatched' or 'batched': each subclass sets it
     ahead_of_time = True
 
     def __init__(self, model):

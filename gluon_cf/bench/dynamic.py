@@ -25,6 +25,8 @@ import statistics
 import sys
 import time
 
+from typing import Dict, List
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd
@@ -262,7 +264,7 @@ def _time_turns(variants, fn, repeats):
     """Median seconds per call of ``fn(variant)`` for each variant, taking turns."""
     for variant in variants.values():
         fn(variant)
-    times = {name: [] for name in variants}
+    times: Dict[str, List[float]] = {name: [] for name in variants}
     for _ in range(repeats):
         for name, variant in variants.items():
             mx.nd.waitall()

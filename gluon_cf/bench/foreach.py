@@ -18,6 +18,8 @@ import statistics
 import sys
 import time
 
+from typing import Dict, List
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
@@ -114,7 +116,7 @@ def time_calls(nets, fn, inputs, warmup, repeats):
     for _ in range(warmup):
         for net in nets.values():
             fn(net, inputs)
-    times = {impl: [] for impl in nets}
+    times: Dict[str, List[float]] = {impl: [] for impl in nets}
     for _ in range(repeats):
         for impl, net in nets.items():
             mx.nd.waitall()

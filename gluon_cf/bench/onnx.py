@@ -13,6 +13,7 @@ per call. The last line is a JSON summary.
 import argparse
 import json
 import time
+from typing import Dict, Optional
 
 import mxnet as mx
 import numpy as np
@@ -91,9 +92,12 @@ def main(argv=None):
     for name, reason in skipped.items():
         print(f'method {name} skipped: {reason}')
     print(format_table(results, methods, RATIOS))
-    summary = {'preset': preset_name, 'trees_per_second': {}, 'chain_seconds': {}}
+    trees_per_second: Dict[str, Dict[str, Optional[float]]] = {}
+    chains: Dict[str, Dict[str, float]] = {}
+    summary: Dict[str, object] = {'preset': preset_name, 'trees_per_second': trees_per_second,
+                                  'chain_seconds': chains}
     for cell, row in results.items():
-        summary['trees_per_second'][cell.key] = {m: row.get(m) for m in methods}
+        trees_per_second[cell.key] = {m: row.get(m) for m in methods}
         for num, den, suffix in RATIOS:
             if row.get(num) and row.get(den):
                 summary[f'{cell.kind}_b{cell.batch_size}_onnx_{suffix}'] = \
@@ -102,7 +106,7 @@ def main(argv=None):
     print(f'\none chain of {2 * leaves - 1} nodes, seconds per call (lower is better):')
     for kind in ('treelstm', 'treernn'):
         seconds = chain_seconds(kind, preset, methods, leaves)
-        summary['chain_seconds'][kind] = seconds
+        chains[kind] = seconds
         print(f'  {kind}: ' + ', '.join(f'{m} {s:.3f} s' for m, s in seconds.items()))
     print(json.dumps(summary))
 

@@ -15,6 +15,8 @@ which cost the same under both splits.
 import argparse
 import time
 
+from typing import Dict, List
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
@@ -57,7 +59,8 @@ def measure(num_workers=2, num_batches=20, batch_size=25, hidden_size=48, repeat
     net.initialize(mx.init.Xavier())
     net.hybridize()
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    rows = {name: {"spread": [], "step": [], "node_imbalance": []} for name in ("count", "nodes")}
+    rows: Dict[str, Dict[str, List[float]]] = {
+        name: {"spread": [], "step": [], "node_imbalance": []} for name in ("count", "nodes")}
     for b in range(num_batches):
         batch = encoded[b * batch_size:(b + 1) * batch_size]
         sizes = [t.num_nodes for t in batch]
@@ -69,7 +72,7 @@ def measure(num_workers=2, num_batches=20, batch_size=25, hidden_size=48, repeat
             rows[name]["spread"].append((max(seconds) - min(seconds)) / max(seconds))
             rows[name]["step"].append(max(seconds))
             nodes = shard_sizes(sizes, shards)
-            rows[name]["node_imbalance"].append(max(nodes) / np.mean(nodes))
+            rows[name]["node_imbalance"].append(max(nodes) / float(np.mean(nodes)))
     return {name: {k: float(np.mean(v)) for k, v in row.items()} for name, row in rows.items()}
 
 

@@ -227,8 +227,10 @@ def topdown_eager(cell: mx.gluon.Block, h0: mx.nd.NDArray, c0: mx.nd.NDArray,
     def node(h, c, depth):
         out = cell.output(h)
         if depth < max_depth and cell.expand_logit(h).asscalar() > 0:
-            l_out, l_count, l_shape = yield node(*cell.left_child(h, c), depth + 1)
-            r_out, r_count, r_shape = yield node(*cell.right_child(h, c), depth + 1)
+            l_h, l_c = cell.left_child(h, c)
+            l_out, l_count, l_shape = yield node(l_h, l_c, depth + 1)
+            r_h, r_c = cell.right_child(h, c)
+            r_out, r_count, r_shape = yield node(r_h, r_c, depth + 1)
             return out + l_out + r_out, 1 + l_count + r_count, (l_shape, r_shape)
         return out, 1, ()
 

@@ -1,6 +1,6 @@
 """``gluon_cf.while_loop``: repeat a function while a condition holds, collecting step outputs."""
 import numbers
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -183,7 +183,8 @@ def _check_max_iterations(max_iterations, mode):
             not (isinstance(max_iterations, numbers.Real) and float(max_iterations).is_integer()):
         raise TypeError("gluon_cf.while_loop: max_iterations must be an integer, got %r"
                         % (max_iterations,))
-    max_iterations = int(max_iterations)
+    max_iterations = int(max_iterations) if isinstance(max_iterations, numbers.Integral) \
+        else int(float(max_iterations))
     lowest = 1 if mode == "symbol" else 0
     if max_iterations < lowest:
         raise ValueError("gluon_cf.while_loop: max_iterations must be >= %d%s, got %d"
@@ -257,7 +258,7 @@ def loop(pred, func, loop_vars, captured, max_iterations, pad_to, zero_outputs):
     ``zero_outputs()`` gives the outputs of a loop that ran no step.
     """
     num_vars = len(loop_vars)
-    per_step = []
+    per_step: List[list] = []   # per step, its flat outputs
     while (max_iterations is None or len(per_step) < max_iterations) and \
             (yield pred(list(loop_vars) + list(captured))):
         result = yield func(list(loop_vars) + list(captured))
@@ -424,7 +425,7 @@ class WhileLoopRule(registry.Rule):
         pad_to = _pad_to(node.spec)
 
         fused = _func_then_cond(node)
-        next_pred = []   # the predicate the last fused step computed on its new loop vars
+        next_pred: list = []   # the predicate the last fused step computed on its new loop vars
 
         def pred(slots):
             if next_pred:

@@ -27,7 +27,7 @@ import sys
 import threading
 import uuid
 import weakref
-from typing import Callable, Optional, Union, overload
+from typing import Callable, List, Optional, Tuple, Union, cast, overload
 
 import mxnet as mx
 
@@ -225,17 +225,17 @@ class _HopPool:
             jobs = self.idle.pop() if self.idle else None
         if jobs is None:
             jobs = self._start()
-        outcome = []
+        outcome: List[Tuple[bool, object]] = []   # (True, the value) or (False, the exception)
         finished = threading.Event()
         jobs.put((job, outcome, finished))
         finished.wait()
         ok, value = outcome[0]
         if not ok:
-            raise value
+            raise cast(BaseException, value)
         return value
 
     def _start(self):
-        jobs = queue.SimpleQueue()
+        jobs: "queue.SimpleQueue[tuple]" = queue.SimpleQueue()   # (job, outcome, finished)
         with self.lock:
             self.started += 1
             name = "gluon_cf eager recursion %d" % self.started

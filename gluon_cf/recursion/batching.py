@@ -35,6 +35,7 @@ NOTE [batching]
     unchanged and gives the gradients of the unbatched executor.
 """
 import warnings
+from typing import Dict, List, Tuple
 
 import mxnet as mx
 
@@ -66,8 +67,8 @@ def run_batched(gen):
     """Run ``gen`` with dynamic batching of the recursive invocations it (transitively) makes."""
     root = _Task(gen)
     ready = [root]
-    pending = {}     # (context key, qname) -> [(task, Invocation)]
-    calls = {}       # GraphCall.key() -> [(task, GraphCall)]
+    pending: Dict[tuple, List[Tuple[_Task, Invocation]]] = {}   # (context key, qname) -> ...
+    calls: Dict[tuple, List[Tuple[_Task, GraphCall]]] = {}      # GraphCall.key() -> ...
     outcome = []
 
     def deliver(task, value):

@@ -12,6 +12,7 @@ NOTE [recursive executor]
     independent invocations overlap with the Python that issues the next ones.
 """
 import json
+from typing import Dict
 
 import mxnet as mx
 import numpy as np
@@ -88,7 +89,7 @@ class RecursionRule(registry.Rule):
             signatures.names[qname] = function["name"]
         signatures.arg_dtypes.setdefault(entry, list(custom_node.input_dtypes[:num_args]))
 
-        graphs = {}
+        graphs: Dict[str, dict] = {}   # qname -> the function's artifact graph
         while len(graphs) < len(functions):
             ready = [q for q in functions if q not in graphs and q in signatures.arg_dtypes]
             if not ready:

@@ -1,0 +1,212 @@
+"""What mx2onnx (MXNet 1.9.1's ONNX converters) gets wrong or lacks, fixed once at import:
+its converter modules are given an ``onnx`` that still has ``onnx.mapping``, and converters are
+registered for the comparisons and ``boolean_mask`` it lacks and for the ``Reshape`` codes it
+refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
+writes a converter."""
+import types
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
+from mxnet.onnx.mx2onnx._op_translations import (_op_translations_opset12,
+                                                 _op_translations_opset13)
+
+
+# NOTE [mx2onnx pitfalls] -- for whoever writes the control-flow converters
+# * mx2onnx (MXNet 1.9.1) uses `onnx.mapping`, which current onnx releases removed, so its
+#   converters crash and `mx.onnx.export_model` fails on `from onnx import mapping`.  We give
+#   the two converter modules a private `onnx` that has `mapping` again
+#   (`_patch_mx2onnx_onnx_mapping`); the real onnx package is untouched, so
+#   `mx.onnx.export_model` itself still fails -- export through this module.
+# * mx2onnx has converter tables for opsets 12 and 13 only and silently falls back to them for
+#   newer opsets.  Declaring opset >= 14 would pair old-style nodes (ReduceMean `axes`
+#   attribute, Split `split` attribute, ...) with newer schemas, so we accept 12 and 13 only
+#   (default 13; Loop-13, If-13 and Scan-11 exist there).
+# * `MXNetGraph.create_onnx_graph_proto` cannot build subgraphs: it wants a static shape for
+#   every input, turns every free variable into a graph input and ends with
+#   `checker.check_graph`, which rejects outer-scope references.  We drive
+#   `MXNetGraph.convert_layer` ourselves and handle `null` (variable) nodes here.
+# * Converters name outputs after the MXNet node (`fc`; `fc0`, `fc1`, ... when there are
+#   several -- a Custom converter must define exactly `CustomOpNode.outputs`), helper values
+#   `fc_1`, `fc_-1`, ..., plus `scalar_op<idx>`.  Separately converted graphs therefore clash,
+#   so every name defined in a graph, nested subgraphs included, gets `<graph_name>/` in front
+#   afterwards.  Sibling subgraphs (then/else) may reuse local names; nested ones may not
+#   shadow.  A name defined twice within one graph is reported (rename the MXNet node).
+# * mx2onnx has no converters for the elementwise comparisons (`a < b` of two Symbols:
+#   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
+#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress), and its `Reshape`
+#   refuses the codes -3 (merge two axes) and -2 (keep the rest) but for a few fixed patterns;
+#   `_register_missing_ops` adds them (NOTE [reshape codes]).
+# * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
+#   initializers are graph inputs too).  We drop them.
+# * Converters read only the attributes present in the JSON, and MXNet saves only explicitly
+#   set ones; a converter default that differs from MXNet's is silently wrong.  Known case:
+#   FullyConnected `flatten` (MXNet True, mx2onnx False) -- filled in by _MXNET_DEFAULT_ATTRS.
+# * `_rminus_scalar` / `_rdiv_scalar` (`1 - x`, `1 / x`) are recognised by the *node name*
+#   prefix `_rminusscalar`; Gluon names them `<block>__rminusscalar0`, and when the input is a
+#   parameter the constant-folding branch then computes `x - 1`.  We rename such nodes before
+#   conversion.  (That converter also `print`s -- export_onnx_symbol silences stdout while
+#   converting -- and folding leaves the original parameter as an unused initializer that
+#   onnxruntime warns about; make_onnx_model removes unused initializers.)
+# * `take`/`Embedding` Cast indices to int64, so int32, int64 and MXNet's default float32
+#   indices all work; the graph input keeps its declared dtype.  But `take` in mode 'clip'
+#   (the default) or 'wrap' broadcasts a 0-d index (a Loop's iteration counter) to shape [1],
+#   adding a leading axis; only mode='raise' emits a plain Gather.  MXNet itself has no 0-d
+#   arrays (legacy shape semantics), so bodies traced in MXNet never see a true scalar.
+# * dtypes: converters that do not report output dtypes are assumed by mx2onnx to keep their
+#   first input's dtype.  We prefer MXNet's infer_type for those; graph output dtypes are the
+#   ones the ONNX nodes actually produce.  If cond / Loop condition must be bool.
+# * shapes: MXNet's legacy inference treats 0 as an unknown dim and () as an unknown shape,
+#   and many ops (take, argmax, ...) give up entirely on any unknown dim.  Output shapes come
+#   from ONNX shape inference with data propagation, merged with MXNet's; but the shapes in a
+#   CustomOpNode (seen during conversion) are MXNet's only and often None.
+# * `.params` files prefix names with `arg:` / `aux:`; we strip them like mx2onnx does.
+# * Initializers inside a subgraph are copied into every branch/body: for big weights use
+#   `embed_params=False` and define them once in the main graph (params_to_initializers).
+
+# ----------------------------------------------------------------------------- onnx.mapping
+
+def _patch_mx2onnx_onnx_mapping():
+    """Give mx2onnx's converter modules an ``onnx`` that still has ``onnx.mapping``.
+
+    The real ``onnx`` package stays untouched: the converters see a module object that
+    forwards every attribute to it and adds ``mapping``.
+    """
+    tensor_types = [getattr(onnx.TensorProto, t) for t in (
+        "FLOAT", "DOUBLE", "FLOAT16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+        "UINT32", "UINT64", "BOOL", "COMPLEX64", "COMPLEX128")]
+    tensor_to_np = {t: helper.tensor_dtype_to_np_dtype(t) for t in tensor_types}
+
+    class _NpToTensorType(dict):
+        def __getitem__(self, dtype):  # accepts np.dtype, numpy type objects and strings
+            return dict.__getitem__(self, np.dtype(dtype))
+
+    mapping = types.SimpleNamespace(
+        TENSOR_TYPE_TO_NP_TYPE=tensor_to_np,
+        NP_TYPE_TO_TENSOR_TYPE=_NpToTensorType({d: t for t, d in tensor_to_np.items()}))
+
+    class _OnnxWithMapping(types.ModuleType):
+        mapping: types.SimpleNamespace
+
+        def __getattr__(self, attr):
+            return getattr(onnx, attr)
+
+    patched = _OnnxWithMapping("onnx")
+    patched.mapping = mapping
+    for module in (_op_translations_opset12, _op_translations_opset13):
+        if not hasattr(module.onnx, "mapping"):
+            module.onnx = patched
+
+
+# ----------------------------------------------------------------------------- missing ops
+
+# Comparisons mx2onnx lacks (what `a < b` on two Symbols and `x <= 1` produce).  The
+# elementwise ones are the broadcast ones restricted to equal shapes: same converters.
+_SAME_AS_BROADCAST = ("lesser", "greater", "equal", "not_equal", "lesser_equal", "greater_equal")
+# op -> (ONNX comparison, negate); MXNet casts the scalar to the input's dtype.
+_SCALAR_COMPARISONS = {"_lesser_equal_scalar": ("LessOrEqual", False),
+                       "_greater_equal_scalar": ("GreaterOrEqual", False),
+                       "_not_equal_scalar": ("Equal", True)}
+
+
+def _convert_scalar_comparison(node, **kwargs):
+    """``x <op> scalar`` -> Constant, comparison (, Not), Cast back to x's dtype (MXNet's
+    comparisons return 0/1 in the input's dtype)."""
+    name, input_names, attrs = _op_translations_opset12.get_inputs(node, kwargs)
+    dtype = np.dtype(_op_translations_opset12.get_input_dtypes(node, kwargs)[0])
+    compare, negate = _SCALAR_COMPARISONS[node["op"]]
+    scalar = np.array([float(attrs["scalar"])]).astype(dtype)
+    nodes = [helper.make_node("Constant", [], [name + "_rhs"],
+                              value=numpy_helper.from_array(scalar, name + "_scalar")),
+             helper.make_node(compare, [input_names[0], name + "_rhs"], [name + "_cmp"])]
+    if negate:
+        nodes.append(helper.make_node("Not", [name + "_cmp"], [name + "_not"]))
+    nodes.append(helper.make_node("Cast", [nodes[-1].output[0]], [name], name=name,
+                                  to=helper.np_dtype_to_tensor_dtype(dtype)))
+    return nodes
+
+
+def _convert_boolean_mask(node, **kwargs):
+    """``boolean_mask(data, index, axis)`` -> ``Compress(data, index != 0, axis)``: the rows
+    whose index is non-zero, in order; a shape known only at run time, as in MXNet."""
+    name, input_names, attrs = _op_translations_opset12.get_inputs(node, kwargs)
+    axis = int(attrs.get("axis", 0))
+    return [helper.make_node("Cast", [input_names[1]], [name + "_keep"],
+                             to=onnx.TensorProto.BOOL),
+            helper.make_node("Compress", [input_names[0], name + "_keep"], [name], name=name,
+                             axis=axis)]
+
+
+def _convert_reshape(node, **kwargs):
+    """``Reshape`` whose shape merges axes (-3) or keeps the rest (-2), MXNet's codes that
+    mx2onnx refuses (autograph's ``F.concat(*items)`` of collected rows is such a reshape):
+    the target shape is computed from the input's, code by code (NOTE [reshape codes]); any
+    other reshape goes to mx2onnx's converter."""
+    attrs = node.get("attrs", {})
+    codes = [int(c) for c in _op_translations_opset12.convert_string_to_list(attrs["shape"])]
+    reverse = attrs.get("reverse", "False") in ("True", "true", "1")
+    if reverse or -4 in codes or not ({-3, -2} & set(codes)) or -2 in codes[:-1]:
+        return _MX2ONNX_RESHAPE(node, **kwargs)
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    nodes = [helper.make_node("Shape", [input_names[0]], [name + "_in_shape"])]
+
+    def constant(value, hint):
+        out = f"{name}_{hint}{len(nodes)}"
+        nodes.append(helper.make_node("Constant", [], [out], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), out)))
+        return out
+
+    def dims(begin, end):   # the input's dims begin..end, a 1-D int64 tensor
+        out = f"{name}_dims{len(nodes)}"
+        nodes.append(helper.make_node("Slice", [name + "_in_shape", constant([begin], "from"),
+                                                constant([end], "to")], [out]))
+        return out
+
+    pieces, axis = [], 0
+    for code in codes:
+        if code == -3:
+            merged = f"{name}_merged{len(nodes)}"
+            nodes.append(helper.make_node("ReduceProd", [dims(axis, axis + 2)], [merged],
+                                          keepdims=1))
+            pieces.append(merged)
+            axis += 2
+        elif code == -2:
+            pieces.append(dims(axis, np.iinfo(np.int64).max))
+        elif code == 0:
+            pieces.append(dims(axis, axis + 1))
+            axis += 1
+        else:               # a size, or -1 (inferred), as in ONNX
+            pieces.append(constant([code], "size"))
+            axis += 1
+    nodes.append(helper.make_node("Concat", pieces, [name + "_shape"], axis=0))
+    nodes.append(helper.make_node("Reshape", [input_names[0], name + "_shape"], [name],
+                                  name=name))
+    return nodes
+
+
+# NOTE [reshape codes]
+#     MXNet's reshape reads its target shape code by code, each consuming input axes: a size or
+#     -1 one axis, 0 copies one, -3 multiplies two, -2 copies all that are left (so nothing
+#     may follow it here).  ONNX's Reshape has only 0 (copy the axis at the *same* position,
+#     not the next unread one) and -1, so the target is built at run time from Shape(x):
+#     Slice per copied axis, ReduceProd per merged pair, Concat.  mx2onnx knows only fixed
+#     patterns of -3 and none of -2.
+_MX2ONNX_RESHAPE = MXNetGraph.registry_[12]["Reshape"]
+
+
+def _register_missing_ops():
+    table = MXNetGraph.registry_[12]
+    if "_contrib_boolean_mask" not in table:
+        MXNetGraph.register("_contrib_boolean_mask", opset_version=12)(_convert_boolean_mask)
+    for op in _SAME_AS_BROADCAST:
+        if f"_{op}" not in table:
+            MXNetGraph.register(f"_{op}", opset_version=12)(table[f"broadcast_{op}"])
+    for op in _SCALAR_COMPARISONS:
+        if op not in table:
+            MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
+    MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
+
+
+_patch_mx2onnx_onnx_mapping()
+_register_missing_ops()

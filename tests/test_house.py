@@ -1,0 +1,59 @@
+"""The house rules that no other test sees: no source file of gluon_cf/ or export/ is over 700
+lines, so that each module stays one room a reader can hold in mind (issue 27)."""
+import pathlib
+
+from conftest import REPO
+
+MAX_LINES = 700
+# Split pending (issue 27): other engineers are changing these two now; the lead splits them
+# after merging. No other file may join this list.
+KNOWN_OVER = {"gluon_cf/graph.py", "gluon_cf/recursion/schedule.py"}
+
+
+def line_counts(root):
+    root = pathlib.Path(root)
+    for folder in ("gluon_cf", "export"):
+        for path in sorted((root / folder).rglob("*.py")):
+            with open(path, encoding="utf-8") as f:
+                yield path.relative_to(root).as_posix(), sum(1 for _ in f)
+
+
+def over_the_limit(root):
+    return {path: n for path, n in line_counts(root) if n > MAX_LINES and path not in KNOWN_OVER}
+
+
+def test_no_source_file_is_over_700_lines():
+    over = over_the_limit(REPO)
+    assert not over, f"split these along their seams (at most {MAX_LINES} lines each): {over}"
+
+
+def test_the_known_exceptions_are_files_that_exist():
+    """An exception split or renamed goes off the list (else the list would hide a new file)."""
+    counted = dict(line_counts(REPO))
+    assert KNOWN_OVER <= set(counted), KNOWN_OVER - set(counted)
+
+
+def test_the_limit_can_fail(tmp_path):
+    """A file of 701 lines anywhere else, in either package, fails; 700 lines pass."""
+    for folder in ("gluon_cf", "export"):
+        (tmp_path / folder / "sub").mkdir(parents=True)
+    (tmp_path / "gluon_cf" / "sub" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "export" / "ok.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "gluon_cf" / "graph.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert over_the_limit(tmp_path) == {"gluon_cf/sub/long.py": MAX_LINES + 1}
+
+
+def test_every_package_is_installed():
+    """setup.cfg lists packages one by one (export/ is installed as gluon_cf.export): a package
+    missing there is missing from a wheel, though an editable install still finds it."""
+    import configparser
+    config = configparser.ConfigParser()
+    config.read(pathlib.Path(REPO) / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    found = set()
+    for folder, name in (("gluon_cf", "gluon_cf"), ("export", "gluon_cf.export")):
+        for init in (pathlib.Path(REPO) / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(pathlib.Path(REPO) / folder).parts
+            found.add(".".join((name,) + parts))
+    assert found - listed == set(), "add these to [options] packages in setup.cfg"
+    assert listed - found == set(), "these packages listed in setup.cfg do not exist"
