@@ -304,6 +304,9 @@ CLOSURE_STATEMENTS = (
     # user code in another module (NOTE [autograph calls]): a helper with a tensor if, one
     # changing a global there, a method of another object changing its attribute
     "x = other.gate(x * 0.5)", "x = other.count_calls(x)", "x = self.counter.step(x)",
+    # through functools.partial, the user's decorators, a lambda of another module
+    "x = pgate(x)", "y = ptally(y)", "x = dgate(x)", "x = other.traced_gate(x * 0.5)",
+    "y = other.scaled(y * 0.3)",
 )
 
 @st.composite
@@ -323,9 +326,24 @@ def closure_programs(draw):
 
 
 CLOSURE_MODULE = """\
+import functools
 import mxnet as mx, gluon_cf
 import autograph_helpers as other
 LOG = []
+
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(v):
+        return fn(v)
+    return wrapper
+
+
+@traced
+def dgate(v):
+    if v.sum() > 0.1:
+        return v * 0.5
+    return v + 0.2
 
 
 def helper(v):
@@ -337,6 +355,10 @@ def helper(v):
 def tally(v):
     LOG.append(1)
     return v * (1 + 0.1 * len(LOG))
+
+
+pgate = functools.partial(other.gate_by, c=0.1)
+ptally = functools.partial(tally)
 
 
 class Net(mx.gluon.HybridBlock):
