@@ -8,7 +8,8 @@ import numpy as np
 from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
-from ..tracing import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
+from ..tracing import (PendingShape, PendingSignature, merge_captures, pending_shapes, trace,
+                       user_location)
 from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 from .._typing import Array, Arrays
 
@@ -75,7 +76,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
     captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
             "num_outputs": then_g.num_outputs}
-    outputs = _node.make_node(OP, [pred] + captured, spec, name)
+    outputs = _node.make_node(OP, [pred] + captured, spec, name, user_location())
     return regroup(outputs, then_g.out_fmt)
 
 

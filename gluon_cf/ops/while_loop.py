@@ -9,7 +9,8 @@ from .. import executor, node as _node, registry
 from ..executor import done
 from ..graph import Graph
 from .._structure import describe, flatten, regroup
-from ..tracing import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
+from ..tracing import (PendingShape, PendingSignature, merge_captures, pending_shapes, trace,
+                       user_location)
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
@@ -323,7 +324,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         spec["report_truncation"] = report_truncation
         if truncation_advice is not None:
             spec["truncation_advice"] = truncation_advice
-    outputs = _node.make_node(OP, flat_vars + captured, spec, name)
+    outputs = _node.make_node(OP, flat_vars + captured, spec, name, user_location())
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
 
 
