@@ -127,20 +127,20 @@ def convert_function(fn, max_iterations=None):
         try:
             lines, first = inspect.getsourcelines(fn.__code__)
         except (OSError, TypeError) as err:
-            raise _CannotConvert(f"{filename}:{fn.__code__.co_firstlineno}",
+            raise _cannot_convert(f"{filename}:{fn.__code__.co_firstlineno}",
                                  f"gluon_cf.autograph needs the source of {fn.__qualname__!r}, "
                                  f"which Python cannot find ({err}); define it in a file or a "
                                  f"notebook cell, not with exec") from None
         try:
             tree = ast.parse(textwrap.dedent("".join(lines)))
         except SyntaxError as err:
-            raise _CannotConvert(f"{filename}:{first}",
+            raise _cannot_convert(f"{filename}:{first}",
                                  f"gluon_cf.autograph cannot parse the source of "
                                  f"{fn.__qualname__!r} ({err.msg}); was the file changed after "
                                  f"it was imported?") from None
         func = tree.body[0]
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            raise _CannotConvert(f"{filename}:{first}", f"gluon_cf.autograph converts "
+            raise _cannot_convert(f"{filename}:{first}", f"gluon_cf.autograph converts "
                                  f"functions, got {type(func).__name__}")
     func.decorator_list = []          # the converted function is not decorated again
     owner = _owner_class(fn)
@@ -171,12 +171,12 @@ def convert_function(fn, max_iterations=None):
     return converted, code_text
 
 
-class _CannotConvert(AutographError):
-    """A function whose source cannot be read or parsed: ``where: why``."""
-
-    def __init__(self, where, why):
-        super().__init__(f"{where}: {why}")
-        self.why = why
+def _cannot_convert(where, why):
+    """The AutographError of a function whose source cannot be read or parsed: ``where: why``
+    (``why`` kept for the message of a call of it, :func:`converted`)."""
+    err = AutographError(f"{where}: {why}")
+    setattr(err, "why", why)
+    return err
 
 
 def _lambda_source(fn, filename):
@@ -191,7 +191,7 @@ def _lambda_source(fn, filename):
     except SyntaxError:
         tree = None
     if tree is None:
-        raise _CannotConvert(where, "gluon_cf.autograph cannot read the source of this "
+        raise _cannot_convert(where, "gluon_cf.autograph cannot read the source of this "
                              "lambda; define it in a file or a notebook cell, not with exec")
     params = list(code.co_varnames[:code.co_argcount])
     starts = {(line, col) for line, _, col, _ in code.co_positions() if line and col}
@@ -201,7 +201,7 @@ def _lambda_source(fn, filename):
              any((part.lineno, part.col_offset) in starts for part in ast.walk(node.body)
                  if hasattr(part, "col_offset"))]
     if len(found) != 1:
-        raise _CannotConvert(where, "gluon_cf.autograph cannot tell which lambda of this line "
+        raise _cannot_convert(where, "gluon_cf.autograph cannot tell which lambda of this line "
                              "was called; write it as a def")
     lam = found[0]
     func = ast.copy_location(ast.FunctionDef(
