@@ -12,6 +12,7 @@ from ..tracing import (PendingShape, PendingSignature, merge_captures, pending_s
                        user_location)
 from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 from .._typing import Array, Arrays
+from ..zero_size import eagerly
 
 OP = "cond"
 
@@ -46,7 +47,7 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     if isinstance(pred, mx.sym.Symbol):
         return _cond_symbolic(pred, then_func, else_func, name)
     branch = then_func if pred_value(OP, "pred", pred) else else_func
-    value = branch()
+    value = eagerly(branch)     # (NOTE [eager zero-size values])
     flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
     # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.
     if isinstance(pred, mx.nd.NDArray) and \

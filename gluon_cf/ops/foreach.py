@@ -13,6 +13,7 @@ from ..tracing import merge_captures, trace, user_location
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
+from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
@@ -60,8 +61,9 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
         return _foreach_symbolic(step, flat_data, flat_states, name)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
-    outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0],
-                                        lambda slots: done(step.eager(slots, len(flat_data))),
+    def body(slots):     # the user's body, as an eager body (NOTE [eager zero-size values])
+        return done(eagerly(step.eager, slots, len(flat_data)))
+    outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0], body,
                                         flat_states, []))
     return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
 

@@ -15,6 +15,7 @@ from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_
                       check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
 from .._typing import Array, Arrays
+from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "while_loop"
@@ -83,8 +84,9 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
                                report_truncation, truncation_advice)
     outputs, final = executor.run(loop(
-        lambda vs: done(pred_value(OP, "the value returned by cond", step.cond(vs))),
-        lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations, pad_to,
+        # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
+        lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs))),
+        lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
         return [], regroup(final, vars_fmt)
