@@ -100,3 +100,27 @@ def traced_count(h):
 def dispatched(h):
     """Wrapped by a library's decorator (functools.singledispatch): not converted."""
     return h * 2
+
+
+class Scorer:
+    """A callable object of a user class: its __call__ is converted when called."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, h):
+        if h.sum() > 0:
+            return h * 2
+        return h + 1
+
+
+class CountingScorer(Scorer):
+    def __call__(self, h):
+        self.calls = self.calls + 1
+        return h * self.calls
+
+
+def doubled_rows(x):
+    """A generator (yield: not convertible): eager only."""
+    for row in x:
+        yield row * 2

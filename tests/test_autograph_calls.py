@@ -105,6 +105,20 @@ class CountsThroughDecorator(gluon.HybridBlock):
         return x
 
 
+class CountsThroughCallableObject(gluon.HybridBlock):
+    """A side effect in the __call__ of a user object."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = helpers.CountingScorer()
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        for item in x:
+            x = self.score(x)
+        return x
+
+
 class NotesThroughLambda(gluon.HybridBlock):
     """A side effect in a lambda of another module."""
 
@@ -128,6 +142,9 @@ class NotesThroughLambda(gluon.HybridBlock):
      "this statement assigns CALLS[0], inside the while loop on a tensor at"),
     (CountsThroughDecorator, [[1, 2]], (HELPERS, "CALLS[0] = CALLS[0] + 2"), "while i <= 2:",
      "this statement assigns CALLS[0], inside the while loop on a tensor at"),
+    (CountsThroughCallableObject, [np.ones((2, 2))],
+     (HELPERS, "self.calls = self.calls + 1"), "for item in x:",
+     "this statement assigns self.calls, inside the for loop on a tensor at"),
     (NotesThroughLambda, [[1, 2]], (HELPERS, "noted = lambda h: SEEN.append(h) or h * 2"),
      "if F.sum(x) >= 0:",
      "this statement changes a Python list (.append), inside the if on a tensor at"),
@@ -336,3 +353,43 @@ def test_logging_and_writes_in_a_tensor_loop_warn_once_naming_their_lines(caplog
     with warnings.catch_warnings():
         warnings.simplefilter("error", AutographWarning)
         net(x * 2)                       # a new shape traces again: no second warning
+
+
+class ScoresWithAnObject(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.score = helpers.Scorer()
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        return self.score(x) + self.score(x * -1)
+
+
+@pytest.mark.parametrize("args", [[[1.0, 2.0]], [[-1.0, 0.5]]])
+def test_a_callable_object_of_a_user_class_is_converted(args):
+    compare_with_plain(ScoresWithAnObject, args)
+    assert "__gluon_cf_autograph_converted__" in helpers.Scorer.__call__.__dict__
+
+
+class SumsGeneratedRows(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        total = F.zeros((2,))
+        for row in helpers.doubled_rows(x):
+            total = total + row
+        return total
+
+
+def test_a_generator_runs_eagerly_and_is_refused_hybridized():
+    """A generator's body cannot be converted (yield): hybridized its for over x would see
+    the whole Symbol once (MXNet's Symbol.__iter__), a silently different value."""
+    x = mx.nd.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    np.testing.assert_allclose(SumsGeneratedRows()(x).asnumpy(), [18, 24])
+    net = SumsGeneratedRows()
+    net.hybridize()
+    line = line_in(HERE, "for row in helpers.doubled_rows(x):")
+    with pytest.raises(AutographError, match=re.escape(
+            f"{HERE}:{line}: for row in helpers.doubled_rows(x): this calls 'doubled_rows' "
+            f"(defined at {HELPERS}:{line_in(HELPERS, 'def doubled_rows(x):')}) a generator "
+            f"function (yield: its body cannot be converted)")):
+        net(x)

@@ -73,9 +73,12 @@ NOTE [autograph calls]
     import) is an AutographError naming the call and the function, eagerly too: run
     unconverted it would be silently wrong. A lambda is found in its file's syntax by its
     line, parameters and code positions, and converted as ``def f(args): return body``.
-    Gluon blocks (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet,
-    builtins, generators and the nested functions converted with their enclosing function
-    run as they are. Calls of attributes of the names ``F``, ``mx``, ``np`` ... are not
+    An object of a user class (``self.scorer(h)``) is called through its ``__call__``,
+    converted. A user generator function (``yield``: not convertible) runs as plain Python
+    eagerly and is refused while hybridizing, as a library's decorator is. Gluon blocks
+    (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet, builtins,
+    classes (their ``__init__`` runs as it is) and the nested functions converted with their
+    enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``, ``np`` ... are not
     wrapped (library modules by convention). Output in a tensor ``if`` or loop runs once,
     while tracing, and shows Symbols: ``print`` (``printing``), logging calls and a stream's
     ``write`` (``output``) warn once per line, since refusing a debugging aid would be
@@ -250,9 +253,11 @@ def converted(fn, where=None):
     """``fn`` converted (once, cached on it) when it is a plain function, lambda or method of
     user code (NOTE [autograph calls]), called from converted code at ``where`` (the call's
     ``file:line: source``; by default the caller's line); ``fn`` itself otherwise: builtins,
-    MXNet, library code (installed packages, the standard library, gluon_cf), Gluon blocks,
-    generators and the nested functions converted with their enclosing one run as they are.
-    A user function that cannot be converted is an AutographError naming it and the call."""
+    MXNet, library code (installed packages, the standard library, gluon_cf), Gluon blocks
+    and the nested functions converted with their enclosing one run as they are. An object
+    of a user class is its ``__call__``, converted. A user function that cannot be converted
+    is an AutographError naming it and the call; one run through a library's decorator, and
+    a generator function, run as they are eagerly and are refused while hybridizing."""
     if where is None:
         caller = sys._getframe(1)          # converted code runs under the user's lines
         where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
@@ -263,13 +268,24 @@ def converted(fn, where=None):
     if output is not None:
         return output
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    call = getattr(type(fn), "__call__", None)
+    if not isinstance(target, (types.FunctionType, type, mx.gluon.Block)) and \
+            isinstance(call, types.FunctionType) and not _is_library(call):
+        return converted(types.MethodType(call, fn), where)     # an object of a user class
     if not isinstance(target, types.FunctionType) or _is_library(target):
         wrapped = _wrapped_user_function(target)
-        return fn if wrapped is None else _decorated_by_library(fn, wrapped, where)
-    if target.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
-                                   inspect.CO_ASYNC_GENERATOR) or \
-            _CONVERTED_CODE.get(id(target.__code__)) is target.__code__:
+        return fn if wrapped is None else _refused_while_hybridizing(
+            fn, wrapped, where, f"through a library's decorator ({_decorator_of(fn)})",
+            f"Call the undecorated function ({wrapped.__name__}.__wrapped__), or write the "
+            f"decorator in your own code (it is converted then, and what it wraps)")
+    if _CONVERTED_CODE.get(id(target.__code__)) is target.__code__ or \
+            target.__code__.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return fn
+    if target.__code__.co_flags & inspect.CO_GENERATOR:
+        return _refused_while_hybridizing(
+            fn, target, where, "a generator function (yield: its body cannot be converted)",
+            "Return a list from a function instead, or write the loop in the converted "
+            "function (a for statement over the tensor converts)")
     done = target.__dict__.get("__gluon_cf_autograph_converted__")
     if done is None:
         try:
@@ -331,28 +347,31 @@ def _wrapped_user_function(fn):
     return inner
 
 
-def _decorated_by_library(fn, wrapped, where):
-    """``fn``, a library's decorator around the user function ``wrapped``: the decorator must
-    run, and gluon_cf cannot convert what it calls, so while hybridizing (a Symbol argument,
-    or inside a tensor if or loop being traced) the call is an AutographError; eagerly it runs
-    as plain Python (NOTE [autograph calls])."""
+def _decorator_of(fn):
+    """The library wrapper ``fn``, named by its code (functools.wraps copied the user
+    function's names onto it)."""
     function = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    # (functools.wraps copied the user function's names onto the wrapper: name its code)
-    decorator = f"{function.__globals__.get('__name__', '?')}." \
-        f"{function.__code__.co_qualname}" if isinstance(function, types.FunctionType) else \
-        f"{type(function).__module__}.{type(function).__qualname__}"
+    if isinstance(function, types.FunctionType):
+        return f"{function.__globals__.get('__name__', '?')}.{function.__code__.co_qualname}"
+    return f"{type(function).__module__}.{type(function).__qualname__}"
+
+
+def _refused_while_hybridizing(fn, user_fn, where, how, advice):
+    """``fn``, which runs the user function ``user_fn`` unconverted (``how``: through a
+    library's decorator, which must run; a generator): eagerly it runs as plain Python; while
+    hybridizing (a Symbol argument, or inside a tensor if or loop being traced), where its
+    tensor ifs and loops and Python side effects would run once, while tracing, the call is an
+    AutographError (NOTE [autograph calls])."""
 
     def checked(*args, **kwargs):
         if side_effects.in_graph_region() or _holds_symbol(args) or \
                 _holds_symbol(kwargs.values()):
             raise AutographError(
-                f"{where}: this calls {wrapped.__qualname__!r} "
-                f"(defined at {_defined_at(wrapped)}) through a library's decorator "
-                f"({decorator}); gluon_cf.autograph converts the user's functions it calls "
-                f"but cannot convert through library code, and unconverted, its tensor ifs and "
-                f"loops and Python side effects would run once, while tracing. Call the "
-                f"undecorated function ({wrapped.__name__}.__wrapped__), or write the "
-                f"decorator in your own code (it is converted then, and what it wraps)")
+                f"{where}: this calls {user_fn.__qualname__!r} (defined at "
+                f"{_defined_at(user_fn)}) {how}; gluon_cf.autograph converts the user's "
+                f"functions it calls but cannot convert this one, and unconverted, its tensor "
+                f"ifs and loops and Python side effects would run once, while tracing. "
+                f"{advice}")
         return fn(*args, **kwargs)
     return checked
 
