@@ -14,9 +14,9 @@ NOTE [eager zero-size values]
     input is zero-size unrecorded, as the graph does: eager and hybridized give the same values
     and gradients; and an operator that refuses a zero-size input (scalar arithmetic, concat
     with other rows) is a ZeroSizeError naming it and the user's line, as hybridized (MXNet's
-    own message named no line of the user's). Outside those bodies MXNet's eager code runs as MXNet runs it (plain
-    ``boolean_mask(x, m).sum()`` under autograd fails at backward there too); the check costs a
-    thread-local read per operator outside them.
+    own message named no line of the user's). Outside those bodies MXNet's eager code runs as
+    MXNet runs it (plain ``boolean_mask(x, m).sum()`` under autograd fails at backward there
+    too); the check costs a thread-local read per operator outside them.
 """
 import contextlib
 import sys

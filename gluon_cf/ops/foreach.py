@@ -61,10 +61,10 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
         return _foreach_symbolic(step, flat_data, flat_states, name)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
-    def body(slots):     # the user's body, as an eager body (NOTE [eager zero-size values])
+    def run_step(slots):     # the user's body, as an eager body (NOTE [eager zero-size values])
         return done(eagerly(step.eager, slots, len(flat_data)))
-    outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0], body,
-                                        flat_states, []))
+    outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0],
+                                        run_step, flat_states, []))
     return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
 
 

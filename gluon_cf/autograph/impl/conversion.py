@@ -78,11 +78,11 @@ NOTE [autograph calls]
     eagerly and is refused while hybridizing, as a library's decorator is. Gluon blocks
     (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet, builtins,
     classes (their ``__init__`` runs as it is) and the nested functions converted with their
-    enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``, ``np`` ... are not
-    wrapped (library modules by convention). Output in a tensor ``if`` or loop runs once,
-    while tracing, and shows Symbols: ``print`` (``printing``), logging calls and a stream's
-    ``write`` (``output``) warn once per line, since refusing a debugging aid would be
-    harsher than the harm.
+    enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``,
+    ``np`` ... are not wrapped (library modules by convention). Output in a tensor ``if`` or
+    loop runs once, while tracing, and shows Symbols: ``print`` (``printing``), logging calls
+    and a stream's ``write`` (``output``) warn once per line, since refusing a debugging aid
+    would be harsher than the harm.
 
     Calls: NOTE [autograph calls].
 
