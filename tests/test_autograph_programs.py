@@ -11,6 +11,7 @@ share. The second test writes Gluon blocks whose conditions and loops are on ten
 requires of each, eager and hybridized, plain Python's value and gradients or a located
 AutographError (a refusal); never another value. ``test_autograph.py`` checks each construct.
 """
+import collections
 import importlib.util
 import itertools
 import re
@@ -417,6 +418,7 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
     import warnings
     tmp_path = tmp_path_factory.mktemp("closure_programs")
     programs = []
+    first_refusal = len(REFUSALS)
 
     @settings(max_examples=150, deadline=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
@@ -452,6 +454,8 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
     inside = sum(any(re.search(r"^ {12,}" + re.escape(s), p, re.M) for s in CLOSURE_STATEMENTS)
                  for p in programs)
     print(f"{uses} call closures or helpers, {inside} inside an if or loop")
+    print("refusals:", collections.Counter(r[:70] for r in REFUSALS[first_refusal:])
+          .most_common(12))
     assert uses == inside == len(programs), (uses, inside)
     # the comparison is not vacuous: most programs run hybridized and are compared
     assert CLOSURE_OUTCOMES.get(("hybrid", "value", "value"), 0) > len(programs) * 0.5, \
