@@ -23,6 +23,7 @@ import atexit
 import builtins
 import collections
 import ctypes
+import itertools
 import json
 import re
 import threading
@@ -147,6 +148,7 @@ def _note_unknown_dims(node, in_shapes):
 # node name -> "file:line" of the user's call that made it, in this process (not in the spec:
 # saved files stay as they were); names are unique per process (MXNet's NameManager)
 _CREATED_AT: dict = {}
+_MAX_CREATED_AT = 100_000
 
 
 def where_created(name):
@@ -331,6 +333,9 @@ def make_node(kind, inputs, spec, name, where=None):
     name = mx.name.NameManager._current.value.get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
     if where is not None:
+        if len(_CREATED_AT) >= _MAX_CREATED_AT:     # the oldest half goes (a bounded memory)
+            for old in list(itertools.islice(_CREATED_AT, _MAX_CREATED_AT // 2)):
+                del _CREATED_AT[old]
         _CREATED_AT[name] = where
     sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec), name=name)
     return [sym[i] for i in range(spec["num_outputs"])]

@@ -77,8 +77,8 @@ NOTE [autograph calls]
     converted. A user generator function (``yield``: not convertible) runs as plain Python
     eagerly and is refused while hybridizing, as a library's decorator is. Gluon blocks
     (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet, builtins,
-    classes (their ``__init__`` runs as it is) and the nested functions converted with their
-    enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``,
+    classes (their ``__init__`` runs as it is), properties (an attribute read, not a call)
+    and the nested functions converted with their enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``,
     ``np`` ... are not wrapped (library modules by convention). Output in a tensor ``if`` or
     loop runs once, while tracing, and shows Symbols: ``print`` (``printing``), logging calls
     and a stream's ``write`` (``output``) warn once per line, since refusing a debugging aid
