@@ -393,3 +393,22 @@ def test_a_generator_runs_eagerly_and_is_refused_hybridized():
             f"(defined at {HELPERS}:{line_in(HELPERS, 'def doubled_rows(x):')}) a generator "
             f"function (yield: its body cannot be converted)")):
         net(x)
+
+
+def test_code_installed_in_site_packages_is_library_code(tmp_path):
+    """Installed code (a site-packages directory) runs as it is, as MXNet does, even if the
+    user wrote it; the same file outside site-packages is user code, converted."""
+    import importlib.util
+    from gluon_cf.autograph.impl.conversion import converted
+    source = "def gate(v):\n    if v.sum() > 0:\n        return v * 2\n    return v - 1\n"
+    found = {}
+    for folder in ("site-packages", "project"):
+        path = tmp_path / folder / f"gate_{folder.replace('-', '_')}.py"
+        path.parent.mkdir()
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found[folder] = module.gate
+    assert converted(found["site-packages"]) is found["site-packages"]
+    assert "__ag__.if_return" in converted(found["project"]).__gluon_cf_autograph_code__
