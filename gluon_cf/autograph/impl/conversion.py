@@ -294,6 +294,9 @@ def converted(fn, where=None):
             setattr(done, "__gluon_cf_autograph_code__", code)
         except AutographError as err:
             done = _Unconvertible(getattr(err, "why", str(err)))
+        except Exception as err:  # noqa: BLE001 - a failure of the converters: named below
+            done = _Unconvertible(f"the conversion failed ({type(err).__name__}: {err}); "
+                                  f"this is a gluon_cf bug, please report it with the function")
         target.__dict__["__gluon_cf_autograph_converted__"] = done
     if isinstance(done, _Unconvertible):
         # Run unconverted, its tensor ifs and loops and Python side effects would run once,
