@@ -13,7 +13,7 @@ from typing import Optional
 from .errors import (CallTreeTooLargeError, RecursionDepthError, SymbolFileError,
                      TruncationWarning, ZeroSizeError)
 
-_MXNET_NAMES = ("cond", "foreach", "while_loop", "NoStepOutputs", "recursive", "invoke", "autograph", "to_code",
+_MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
                 "max_iterations", "AutographError",
                 "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor")
 _mxnet_missing: Optional[ImportError]
@@ -25,7 +25,7 @@ else:
     _mxnet_missing = None
     from .ops.cond import cond
     from .ops.foreach import foreach
-    from .ops.while_loop import NoStepOutputs, while_loop
+    from .ops.while_loop import while_loop
     from .executor import get_executor, set_executor
     from .node import DynamicShapeError, IncompleteShapeError
     from . import hybrid  # noqa: F401 - runs hybridized blocks with run-time shapes
@@ -41,7 +41,7 @@ def __getattr__(name):
     raise AttributeError("module 'gluon_cf' has no attribute %r" % name)
 
 
-__all__ = ["cond", "foreach", "while_loop", "NoStepOutputs", "recursive", "invoke", "autograph", "to_code",
+__all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
            "max_iterations", "AutographError", "TruncationWarning", "RecursionDepthError",
            "CallTreeTooLargeError", "ZeroSizeError", "SymbolFileError",
            "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor"]

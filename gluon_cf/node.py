@@ -23,6 +23,7 @@ import atexit
 import builtins
 import collections
 import ctypes
+import itertools
 import json
 import re
 import threading
@@ -144,6 +145,23 @@ def _note_unknown_dims(node, in_shapes):
         table.pop(name, None)
 
 
+# node name -> "file:line" of the user's call that made it, in this process (not in the spec:
+# saved files stay as they were); names are unique per process (MXNet's NameManager)
+_CREATED_AT: dict = {}
+_MAX_CREATED_AT = 100_000
+
+
+def where_created(name):
+    """``file:line`` of the user's call that made graph node ``name`` here, or None."""
+    return _CREATED_AT.get(name)
+
+
+def created_at(name):
+    """`` at file:line`` of the user's call that made graph node ``name`` (or "")."""
+    where = _CREATED_AT.get(name)
+    return " at %s" % where if where else ""
+
+
 def _explain_unknown_dims(err, text):
     """MXNet's "Shape inconsistent" for a node given a shape with a 0 dimension, in our words.
 
@@ -166,13 +184,13 @@ def _explain_unknown_dims(err, text):
             inputs = ", ".join("input %d has shape %s" % (i, tuple(d if d > 0 else 0 for d in s))
                                for i, s in partial)
             return IncompleteShapeError(
-                "gluon_cf.%s (node %r): %s, with a 0 dimension: a zero-size array, which a "
+                "gluon_cf.%s%s (node %r): %s, with a 0 dimension: a zero-size array, which a "
                 "hybridized MXNet 1.9.1 graph cannot take (its legacy shapes read 0 as "
                 "'unknown'; MXNet's own operators refuse them too), or a dimension not known "
                 "yet, which a graph MXNet runs itself (a Symbol executor) needs. Skip the call "
                 "for empty inputs or run the block without hybridize(); give complete shapes to "
                 "bind/simple_bind"
-                % (kind, name, inputs))
+                % (kind, created_at(name), name, inputs))
     return err
 
 
@@ -308,11 +326,17 @@ def _reporting(method):
     return wrapper
 
 
-def make_node(kind, inputs, spec, name):
-    """Create the Symbol for a node of ``kind``; returns the list of its outputs."""
+def make_node(kind, inputs, spec, name, where=None):
+    """Create the Symbol for a node of ``kind``; returns the list of its outputs. ``where``:
+    ``"file:line"`` of the user's call that made it, for the messages about the node."""
     hint = name or kind
     name = mx.name.NameManager._current.value.get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
+    if where is not None:
+        if len(_CREATED_AT) >= _MAX_CREATED_AT:     # the oldest half goes (a bounded memory)
+            for old in list(itertools.islice(_CREATED_AT, _MAX_CREATED_AT // 2)):
+                del _CREATED_AT[old]
+        _CREATED_AT[name] = where
     sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec), name=name)
     return [sym[i] for i in range(spec["num_outputs"])]
 

@@ -2,9 +2,17 @@
 
 Operator sets that change how gluon_cf treats a graph (value-dependent shapes, auxiliary state,
 index inputs), the hidden attribute that records where the user created a node (NOTE [source
-locations] in ``tracing.py``), and the messages that name an operator. Per-operator row rules
+locations] in ``tracing.py``) and how that place is found (``user_location``), and the
+messages that name an operator. Per-operator row rules
 for batching are in ``rowwise.py``.
 """
+import os
+import sys
+import types
+from typing import Optional
+
+import mxnet as mx
+
 SOURCE_ATTR = "__gcf_src__"
 
 # MXNet 1.9.1's operators whose output shape depends on input values (found by their names in
@@ -54,3 +62,22 @@ def user_custom_op_error(op, what):
         "hybridized gluon_cf node hangs MXNet 1.9.1's engine (NOTE [user CustomOps at run "
         "time]), so training is refused. Inference works; to train, run the block without "
         "hybridize() or write the op with MXNet operators" % (op, what))
+
+
+_MXNET_DIR = os.path.dirname(os.path.abspath(mx.__file__)) + os.sep
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our own "user" code
+
+
+def user_location(skip: int = 1) -> Optional[str]:
+    """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None."""
+    frame: Optional[types.FrameType] = sys._getframe(skip)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
+        module = frame.f_globals.get("__name__") or ""
+        if not module.startswith("mxnet") and not path.startswith(_MXNET_DIR) and (
+                not path.startswith(_OWN_DIR) or path.startswith(_USER_DIRS)):
+            return "%s:%d" % (path, frame.f_lineno)
+        frame = frame.f_back
+    return None

@@ -30,11 +30,8 @@ NOTE [slots]
 import ctypes
 import itertools
 import json
-import os
-import sys
 import threading
-import types
-from typing import Dict, Optional
+from typing import Dict
 
 import mxnet as mx
 from mxnet.attribute import AttrScope
@@ -43,27 +40,10 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 from . import _custom_ops, registry
 from ._structure import flatten
 from .operators import (AUX_STATE_OPS, SOURCE_ATTR, aux_state_error, describe_node,
-                        user_custom_op_error)
+                        user_custom_op_error, user_location)
 
 _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
-_MXNET_DIR = os.path.dirname(os.path.abspath(mx.__file__)) + os.sep
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our own "user" code
-
-
-def user_location(skip=1):
-    """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None."""
-    frame: Optional[types.FrameType] = sys._getframe(skip)
-    while frame is not None:
-        path = frame.f_code.co_filename
-        # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
-        module = frame.f_globals.get("__name__") or ""
-        if not module.startswith("mxnet") and not path.startswith(_MXNET_DIR) and (
-                not path.startswith(_OWN_DIR) or path.startswith(_USER_DIRS)):
-            return "%s:%d" % (path, frame.f_lineno)
-        frame = frame.f_back
-    return None
 
 
 class _TraceScope(AttrScope):

@@ -159,7 +159,7 @@ class _PythonControlFlow:
             out, new = func(*loop_vars)
             steps.append([] if out is None else out)
             loop_vars = [new] if isinstance(new, mx.nd.NDArray) else list(new)
-        if not steps:  # zero steps, as hybridized (eagerly gluon_cf returns NoStepOutputs):
+        if not steps:  # zero steps, as hybridized (eagerly gluon_cf returns MXNet's []):
             # the reference may learn the step outputs' shapes from one untracked call
             with autograd.pause():
                 probe = func(*loop_vars)[0]

@@ -188,16 +188,20 @@ def test_to_code_shows_the_branches_as_functions():
 
 
 def test_source_must_be_available():
-    """Pitfall: inspect.getsource fails for code made by exec; a lambda is not a function
-    statement. Both are refused when decorating, with what to do."""
+    """Pitfall: inspect.getsource fails for code made by exec: refused when decorating, with
+    what to do. A lambda is found in its line's syntax (two on one line told apart by their
+    code's positions) and converted."""
     namespace = {}
     exec("def f(x):\n    return x\n", namespace)
     with pytest.raises(AutographError, match=r"needs the source of 'f', which Python cannot "
                                              r"find .*define it in a file or a notebook cell"):
         gluon_cf.autograph(namespace["f"])
-    double = lambda x: x * 2        # noqa: E731
-    with pytest.raises(AutographError, match=r"gluon_cf.autograph converts functions, got "):
-        gluon_cf.autograph(double)
+    double, gate = (lambda x: x * 2), (lambda x: x * 2 if x.sum() > 0 else -x)  # noqa: E731
+    assert gluon_cf.to_code(double).splitlines()[1].strip() == "return x * 2"
+    assert "__ag__.if_exp" in gluon_cf.to_code(gate)
+    for x in ([1.0, 2.0], [-1.0, -2.0]):
+        np.testing.assert_allclose(gluon_cf.autograph(gate)(mx.nd.array(x)).asnumpy(),
+                                   gate(mx.nd.array(x)).asnumpy())
 
 
 # ---------------------------------------------------------------------------- loops

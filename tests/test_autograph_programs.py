@@ -11,6 +11,7 @@ share. The second test writes Gluon blocks whose conditions and loops are on ten
 requires of each, eager and hybridized, plain Python's value and gradients or a located
 AutographError (a refusal); never another value. ``test_autograph.py`` checks each construct.
 """
+import collections
 import importlib.util
 import itertools
 import re
@@ -304,6 +305,9 @@ CLOSURE_STATEMENTS = (
     # user code in another module (NOTE [autograph calls]): a helper with a tensor if, one
     # changing a global there, a method of another object changing its attribute
     "x = other.gate(x * 0.5)", "x = other.count_calls(x)", "x = self.counter.step(x)",
+    # through functools.partial, the user's decorators, a lambda of another module
+    "x = pgate(x)", "y = ptally(y)", "x = dgate(x)", "x = other.traced_gate(x * 0.5)",
+    "y = other.scaled(y * 0.3)",
 )
 
 @st.composite
@@ -323,9 +327,24 @@ def closure_programs(draw):
 
 
 CLOSURE_MODULE = """\
+import functools
 import mxnet as mx, gluon_cf
 import autograph_helpers as other
 LOG = []
+
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(v):
+        return fn(v)
+    return wrapper
+
+
+@traced
+def dgate(v):
+    if v.sum() > 0.1:
+        return v * 0.5
+    return v + 0.2
 
 
 def helper(v):
@@ -337,6 +356,10 @@ def helper(v):
 def tally(v):
     LOG.append(1)
     return v * (1 + 0.1 * len(LOG))
+
+
+pgate = functools.partial(other.gate_by, c=0.1)
+ptally = functools.partial(tally)
 
 
 class Net(mx.gluon.HybridBlock):
@@ -395,6 +418,7 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
     import warnings
     tmp_path = tmp_path_factory.mktemp("closure_programs")
     programs = []
+    first_refusal = len(REFUSALS)
 
     @settings(max_examples=150, deadline=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
@@ -430,6 +454,8 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
     inside = sum(any(re.search(r"^ {12,}" + re.escape(s), p, re.M) for s in CLOSURE_STATEMENTS)
                  for p in programs)
     print(f"{uses} call closures or helpers, {inside} inside an if or loop")
+    print("refusals:", collections.Counter(r[:70] for r in REFUSALS[first_refusal:])
+          .most_common(12))
     assert uses == inside == len(programs), (uses, inside)
     # the comparison is not vacuous: most programs run hybridized and are compared
     assert CLOSURE_OUTCOMES.get(("hybrid", "value", "value"), 0) > len(programs) * 0.5, \

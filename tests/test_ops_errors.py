@@ -32,6 +32,14 @@ def call_hybridized(fn, *shapes, dtype="float32"):
     return out
 
 
+def line_of(case, nth=0):
+    """``file:line`` of the call in the ``nth`` table entry named ``case`` (the line after its
+    name)."""
+    lines = open(__file__).read().splitlines()
+    named = [k for k, line in enumerate(lines) if line == '    ("%s",' % case]
+    return "%s:%d" % (__file__, named[nth] + 2)
+
+
 def exact(message):
     """Regex that matches ``message`` literally, anywhere in the exception text."""
     return re.escape(message)
@@ -79,12 +87,13 @@ EAGER = [
     ("foreach_data_lengths",
      lambda: gluon_cf.foreach(lambda d, s: (d[0], s), [nd.ones((3, 2)), nd.ones((4, 2))],
                               [nd.ones(2)]),
-     ValueError, "gluon_cf.foreach: all data arrays must have the same length along axis 0, "
-                 "got data[0]: 3, data[1]: 4"),
+     ValueError, f"gluon_cf.foreach at {line_of('foreach_data_lengths')}: all data arrays "
+                 f"must have the same length along axis 0, got data[0]: 3, data[1]: 4"),
     ("foreach_zero_length",
      lambda: gluon_cf.foreach(lambda d, s: (d, s), nd.array(np.zeros((0, 2))), nd.ones(2)),
-     ValueError, "gluon_cf.foreach: data has length 0 along axis 0; at least one step is "
-                 "required"),
+     ValueError, f"gluon_cf.foreach at {line_of('foreach_zero_length')}: data has length 0 "
+                 f"along axis 0; at least one step is required (its outputs would have no "
+                 f"step to take their shape from): skip the call for empty data"),
     ("foreach_state_changes_shape",
      lambda: gluon_cf.foreach(lambda d, s: (d, nd.concat(s, s, dim=0)), nd.ones((3, 2)),
                               nd.ones(2)),
@@ -254,8 +263,8 @@ SHAPES = [
     ("foreach_data_lengths",
      lambda F, x, y, h: gluon_cf.foreach(lambda d, s: (d[0], s), [x, y], [h]),
      [(3, 2), (4, 2), (2,)],
-     "gluon_cf.foreach: all data arrays must have the same length along axis 0, got data[0]: 3, "
-     "data[1]: 4"),
+     f"gluon_cf.foreach at {line_of('foreach_data_lengths', 1)}: all data arrays must have the "
+     f"same length along axis 0, got data[0]: 3, data[1]: 4"),
     ("foreach_state_changes_shape",
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, F.concat(s, s, dim=0)), x, h),
      [(3, 2), (2,)],
@@ -402,9 +411,10 @@ def test_hybridized_zero_size_input_is_our_error_naming_op_node_and_input(fn, sh
         net(nd.array(np.zeros(shape))).wait_to_read()
     assert isinstance(raised.value, ValueError) and isinstance(raised.value, mx.MXNetError)
     node = "_halve_until_small" if kind == "recursion" else kind
-    assert re.match(r"gluon_cf\.%s \(node 'block\d+_%s\d+'\): input %d has shape %s, with a 0 "
+    at = r" at %s:\d+" % re.escape(__file__)        # the user's call that made the node
+    assert re.match(r"gluon_cf\.%s%s \(node 'block\d+_%s\d+'\): input %d has shape %s, with a 0 "
                     r"dimension: a zero-size array, which a hybridized MXNet 1\.9\.1 graph "
-                    r"cannot take" % (kind, node, index, re.escape(str(shape))),
+                    r"cannot take" % (kind, at, node, index, re.escape(str(shape))),
                     str(raised.value)), str(raised.value)
     printed = capfd.readouterr()
     assert printed.out == "" and printed.err == ""

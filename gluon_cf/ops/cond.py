@@ -8,9 +8,11 @@ import numpy as np
 from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
-from ..tracing import PendingShape, PendingSignature, merge_captures, pending_shapes, trace
+from ..tracing import (PendingShape, PendingSignature, merge_captures, pending_shapes, trace,
+                       user_location)
 from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 from .._typing import Array, Arrays
+from ..zero_size import eagerly
 
 OP = "cond"
 
@@ -45,7 +47,7 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     if isinstance(pred, mx.sym.Symbol):
         return _cond_symbolic(pred, then_func, else_func, name)
     branch = then_func if pred_value(OP, "pred", pred) else else_func
-    value = branch()
+    value = eagerly(branch)     # (NOTE [eager zero-size values])
     flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
     # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.
     if isinstance(pred, mx.nd.NDArray) and \
@@ -75,7 +77,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
     captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
             "num_outputs": then_g.num_outputs}
-    outputs = _node.make_node(OP, [pred] + captured, spec, name)
+    outputs = _node.make_node(OP, [pred] + captured, spec, name, user_location())
     return regroup(outputs, then_g.out_fmt)
 
 

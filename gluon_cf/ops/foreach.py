@@ -9,10 +9,11 @@ from .. import executor, node as _node, registry, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._structure import describe, flatten, regroup
-from ..tracing import merge_captures, trace
+from ..tracing import merge_captures, trace, user_location
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
+from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
@@ -59,10 +60,11 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     if mode == "symbol":
         return _foreach_symbolic(step, flat_data, flat_states, name)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
-    _check_lengths(lengths)
+    _check_lengths(lengths, user_location())
+    def run_step(slots):     # the user's body, as an eager body (NOTE [eager zero-size values])
+        return done(eagerly(step.eager, slots, len(flat_data)))
     outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0],
-                                        lambda slots: done(step.eager(slots, len(flat_data))),
-                                        flat_states, []))
+                                        run_step, flat_states, []))
     return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
 
 
@@ -113,14 +115,17 @@ def loop(data_at, length, body, states, captured):
     return outputs, list(states)
 
 
-def _check_lengths(lengths):
+def _check_lengths(lengths, where=None):
+    at = " at %s" % where if where else ""
     if len(set(lengths)) > 1:
-        raise ValueError("gluon_cf.foreach: all data arrays must have the same length along axis "
-                         "0, got %s" % ", ".join("data[%d]: %d" % (i, n)
-                                                 for i, n in enumerate(lengths)))
+        raise ValueError("gluon_cf.foreach%s: all data arrays must have the same length along "
+                         "axis 0, got %s" % (at, ", ".join("data[%d]: %d" % (i, n)
+                                                           for i, n in enumerate(lengths))))
     if lengths[0] == 0:
-        raise ValueError("gluon_cf.foreach: data has length 0 along axis 0; at least one step "
-                         "is required")
+        # (MXNet's eager foreach fails on no step too, with an UnboundLocalError)
+        raise ValueError("gluon_cf.foreach%s: data has length 0 along axis 0; at least one step "
+                         "is required (its outputs would have no step to take their shape "
+                         "from): skip the call for empty data" % at)
 
 
 def _foreach_symbolic(step, flat_data, flat_states, name):
@@ -131,7 +136,8 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
             "num_data": num_data, "num_states": num_states, "num_out_data": num_out,
             "num_outputs": body_g.num_outputs}
-    outputs = _node.make_node(OP, flat_data + flat_states + captured, spec, name)
+    outputs = _node.make_node(OP, flat_data + flat_states + captured, spec, name,
+                              user_location())
     return (regroup(outputs[:num_out], step.out_fmt),
             regroup(outputs[num_out:], step.states_fmt))
 
@@ -238,7 +244,7 @@ class ForeachRule(registry.Rule):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
         if all(registry.is_complete(s) for s in data):
-            _check_lengths([s[0] for s in data])
+            _check_lengths([s[0] for s in data], _node.where_created(node.spec.get("node")))
         inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
@@ -269,7 +275,8 @@ class ForeachRule(registry.Rule):
         body = node.graphs["body"]
         length = data[0].shape[0]
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
-            _check_lengths([d.shape[0] for d in data])   # mode does (zero rows: no step to run)
+            # mode does (zero rows: no step to run)
+            _check_lengths([d.shape[0] for d in data], _node.where_created(node.spec.get("node")))
         if ns == 0:
             as_rows = _steps_as_rows(node, data, captured, out_shapes, frame)
             if as_rows is not None:

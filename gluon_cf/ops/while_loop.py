@@ -15,6 +15,7 @@ from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_
                       check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
 from .._typing import Array, Arrays
+from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "while_loop"
@@ -52,9 +53,9 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
       operators still run as compiled graphs, with shapes inferred just before each runs.
     * A loop that runs zero times never calls ``func`` (as MXNet) and returns the initial
       ``loop_vars``. Hybridized, its step outputs are ``max_iterations`` rows of zeros (zero rows
-      for exact length), shaped by shape inference. Eagerly nothing can tell their structure
-      and shapes without calling ``func``: they are a :class:`NoStepOutputs`, which raises a
-      clear error naming the loop when used (MXNet's eager loop returns ``[]`` there).
+      for exact length), shaped by shape inference (MXNet's symbolic loop: ``max_iterations``
+      rows). Eagerly, as MXNet's eager loop, they are ``[]``: nothing can tell their structure
+      and shapes without calling ``func``.
     * ``max_iterations`` must be at least 1 in hybridized mode.
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
     * ``report_truncation`` (gluon_cf's, used by ``@autograph``): a ``"file:line: source"``
@@ -83,11 +84,12 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
                                report_truncation, truncation_advice)
     outputs, final = executor.run(loop(
-        lambda vs: done(pred_value(OP, "the value returned by cond", step.cond(vs))),
-        lambda vs: done(step.eager(vs)), flat_vars, [], max_iterations, pad_to,
+        # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
+        lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs))),
+        lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-        return NoStepOutputs(user_location()), regroup(final, vars_fmt)
+        return [], regroup(final, vars_fmt)
     return _result(outputs, final, step.out_fmt, vars_fmt)
 
 
@@ -98,59 +100,33 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     empty loop would never end). What its step outputs would have been is then known only
 #     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``;
 #     only when a body's shapes depend on run-time values is the body's *graph* run once,
-#     untracked, for them: no Python code runs). Eagerly, only calling func could tell, so the
-#     step outputs are a :class:`NoStepOutputs` that refuses every use with an error naming
-#     the loop; code that may loop zero times and reads the step outputs runs hybridized.
+#     untracked, for them: no Python code runs). Eagerly only calling func could tell, and
+#     MXNet 1.9.1's eager while_loop returns ``[]`` (its ``stacked_outputs`` of no step, not
+#     regrouped: a plain empty list whatever func returns), which gluon_cf returns too; code
+#     that may loop zero times and reads the step outputs runs hybridized (as it does under
+#     MXNet, whose eager ``[]`` and symbolic ``max_iterations`` rows differ the same way).
 #     While a recursive function's signature is discovered (NOTE [recursion design]), a body
 #     that calls the function being discovered is the loop's non-recursive path: the loop
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
 
 
-class NoStepError(IndexError, AttributeError, ValueError):
-    """A use of the step outputs of an eager ``while_loop`` that ran no step. An
-    ``IndexError``/``AttributeError`` where MXNet's ``[]`` raises one, and a ``ValueError``."""
+class _PendingStepOutputs(list):
+    """The step outputs of a loop on its path of no step while a recursive function's
+    signature is discovered (NOTE [loops of no step]): any use raises the PendingSignature
+    (the graph is thrown away)."""
 
+    __slots__ = ("pending",)
 
-class NoStepOutputs(list):
-    """The step outputs of an eager ``while_loop`` that ran no step: no step outputs, as
-    MXNet's eager ``while_loop`` returns (an empty list: ``len``, iteration and slicing behave
-    as on ``[]``), because ``func`` was not called (calling it would repeat its side effects,
-    and the recursive calls of a step that does not exist). Indexing it, reading an attribute
-    (``.shape``) or computing with it raises a :class:`NoStepError` naming the loop.
-
-    >>> import mxnet as mx, gluon_cf
-    >>> steps, x = gluon_cf.while_loop(lambda x: x.sum() > 10, lambda x: (x * 2, x + 1),
-    ...                                mx.nd.array([1.0]), max_iterations=3)
-    >>> x.asnumpy()
-    array([1.], dtype=float32)
-    >>> len(steps)
-    0
-    >>> steps[0]
-    Traceback (most recent call last):
-    ...
-    gluon_cf.ops.while_loop.NoStepError: gluon_cf.while_loop...ran no step, so func was never called...
-    """
-
-    __slots__ = ("where", "pending")
-
-    def __init__(self, where: Optional[str], pending: Optional[Exception] = None) -> None:
+    def __init__(self, pending: Exception) -> None:
         super().__init__()
-        self.where = where        # "file:line" of the loop in the user's code, or None
-        self.pending = pending    # a PendingSignature to raise instead (discovery)
+        self.pending = pending
 
     def refuse(self, *args, **kwargs):
-        if self.pending is not None:
-            raise self.pending
-        raise NoStepError(
-            "gluon_cf.while_loop%s ran no step, so func was never called and the structure "
-            "and shapes of its step outputs are unknown in eager mode (MXNet's eager "
-            "while_loop returns no step outputs here); hybridize the block (its step outputs "
-            "are then zero rows of the right shape) or do not read the step outputs of a loop "
-            "that may run no step" % (" at %s" % self.where if self.where else ""))
+        raise self.pending
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return []            # as on MXNet's []
+            return []
         self.refuse()
 
     def __getattr__(self, name):
@@ -158,16 +134,9 @@ class NoStepOutputs(list):
             raise AttributeError(name)
         self.refuse()
 
-    # Arithmetic on MXNet's [] would be list arithmetic (a silently different value), and
-    # NumPy would read it as an empty array.
     __add__ = __radd__ = __iadd__ = __mul__ = __rmul__ = __imul__ = __sub__ = __rsub__ = refuse
     __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = __array__ = refuse
     __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
-
-    def __repr__(self):
-        return "<gluon_cf.while_loop step outputs: none, the loop%s ran no step>" % (
-            " at %s" % self.where if self.where else "")
-
 
 
 def _result(outputs, final, out_fmt, vars_fmt):
@@ -345,7 +314,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
     except PendingSignature as pending:
         # Discovering a recursive function that func calls: zero steps is the loop's path
         # without the call (NOTE [loops of no step]); this graph is thrown away.
-        return NoStepOutputs(user_location(), pending), regroup(flat_vars, step.vars_fmt)
+        return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
     captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
@@ -358,7 +327,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         spec["report_truncation"] = report_truncation
         if truncation_advice is not None:
             spec["truncation_advice"] = truncation_advice
-    outputs = _node.make_node(OP, flat_vars + captured, spec, name)
+    outputs = _node.make_node(OP, flat_vars + captured, spec, name, user_location())
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
 
 

@@ -57,7 +57,8 @@ class CallTreesConverter(Converter):
             node.func.id not in ("super", "len", "max_iterations") or \
             isinstance(node.func, ast.Attribute) and \
             root_name(node.func.value) not in _LIBRARY_NAMES and \
-            root_name(node.func.value) not in self.collected_names   # appends: lists.py
+            root_name(node.func.value) not in self.collected_names or \
+            not isinstance(node.func, (ast.Name, ast.Attribute, ast.Lambda))  # fns[0](x) ...
         if named:
             node.func = runtime_call("converted", [node.func])
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \

@@ -52,20 +52,37 @@ NOTE [autograph]
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,
-    and not library code: a call ``helper(x)``, ``self.method(x)`` or ``obj.step(h)`` becomes
-    ``__ag__.converted(helper)(x)``, and :func:`converted` converts a plain function or method
-    (once, cached on it) whose file is not library code, whatever its module: not the standard
-    library, not an installed package (site-packages), not gluon_cf. So a helper in another
-    module of the user's, or a method of another of the user's objects, changing Python state
-    inside a tensor ``if`` or loop is refused at its line (NOTE [autograph side effects]),
-    never run once silently, and its own ``if``/``while``/``for`` on tensors convert.
-    Gluon blocks (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet,
-    builtins, functions wrapped by a decorator (``__wrapped__``: the decorator must run) and
-    the nested functions converted with their enclosing function run as they are; so does a
-    function without source to read (a lambda, ``exec``). Calls of attributes of the names
-    ``F``, ``mx``, ``np`` ... are not wrapped (library modules by convention). ``print`` in a
-    tensor ``if`` or loop runs once, while tracing, and prints Symbols: it warns once per line
-    (``printing``), since refusing a debugging aid would be harsher than the harm.
+    and not library code: a call ``helper(x)``, ``self.method(x)``, ``obj.step(h)`` or
+    ``fns[0](x)`` becomes ``__ag__.converted(helper)(x)``, and :func:`converted` converts a
+    plain function, lambda or method (once, cached on it) whose file is not library code,
+    whatever its module: not the standard library, not an installed package (site-packages,
+    even if the user wrote it: installed code is trusted as MXNet is; an editable install
+    lives in the user's tree and is converted), not gluon_cf, not code compiled from a string
+    by a library module (MXNet's generated operators). So a helper in another module of the
+    user's, or a method of another of the user's objects, changing Python state inside a
+    tensor ``if`` or loop is refused at its line (NOTE [autograph side effects]), never run
+    once silently, and its own ``if``/``while``/``for`` on tensors convert. Through
+    ``functools.partial`` the function is converted and the partial rebuilt around it. A
+    wrapper the user's decorator made (``functools.wraps``) is user code: it is converted
+    from its own source (not the ``__wrapped__`` one inspect would show: the decorator runs),
+    and converts the function it calls. A user function wrapped by a library's decorator
+    (``__wrapped__`` leading from library code to user code) cannot be converted without
+    skipping the decorator: it runs as plain Python eagerly, and while hybridizing (a Symbol
+    argument, or inside a tensor ``if`` or loop being traced) the call is an AutographError.
+    A user function whose conversion fails (no source: ``exec``; a file changed since
+    import) is an AutographError naming the call and the function, eagerly too: run
+    unconverted it would be silently wrong. A lambda is found in its file's syntax by its
+    line, parameters and code positions, and converted as ``def f(args): return body``.
+    An object of a user class (``self.scorer(h)``) is called through its ``__call__``,
+    converted. A user generator function (``yield``: not convertible) runs as plain Python
+    eagerly and is refused while hybridizing, as a library's decorator is. Gluon blocks
+    (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet, builtins,
+    classes (their ``__init__`` runs as it is), properties (an attribute read, not a call)
+    and the nested functions converted with their enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``,
+    ``np`` ... are not wrapped (library modules by convention). Output in a tensor ``if`` or
+    loop runs once, while tracing, and shows Symbols: ``print`` (``printing``), logging calls
+    and a stream's ``write`` (``output``) warn once per line, since refusing a debugging aid
+    would be harsher than the harm.
 
     Calls: NOTE [autograph calls].
 
@@ -77,14 +94,19 @@ NOTE [autograph calls]
 import ast
 import functools
 import inspect
+import linecache
 import os
 import site
+import sys
 import sysconfig
 import textwrap
 import types
 from typing import Dict, List, Optional, Tuple
 
+import mxnet as mx
+
 from .. import operators
+from ..operators import side_effects
 from ..converters.assignments import AssignmentsConverter
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
@@ -99,19 +121,30 @@ from ..pyct.static_analysis.liveness import exposed_names, live_after
 
 
 def convert_function(fn, max_iterations=None):
-    filename = inspect.getsourcefile(fn) or "<unknown>"
-    try:
-        lines, first = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as err:
-        raise AutographError(f"{filename}: gluon_cf.autograph needs the source of "
-                             f"{fn.__qualname__!r}, which Python cannot find ({err}); define it "
-                             f"in a file or a notebook cell, not with exec or as a lambda") \
-            from None
-    tree = ast.parse(textwrap.dedent("".join(lines)))
-    func = tree.body[0]
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        raise AutographError(f"{filename}:{first}: gluon_cf.autograph converts functions, got "
-                             f"{type(func).__name__}")
+    # (of its own code: inspect would follow a decorator's __wrapped__ to the function it
+    # wraps, and the converted wrapper would skip the decorator)
+    filename = inspect.getsourcefile(fn.__code__) or fn.__code__.co_filename
+    if fn.__name__ == "<lambda>":
+        func, first, lines = _lambda_source(fn, filename)
+    else:
+        try:
+            lines, first = inspect.getsourcelines(fn.__code__)
+        except (OSError, TypeError) as err:
+            raise _cannot_convert(f"{filename}:{fn.__code__.co_firstlineno}",
+                                 f"gluon_cf.autograph needs the source of {fn.__qualname__!r}, "
+                                 f"which Python cannot find ({err}); define it in a file or a "
+                                 f"notebook cell, not with exec") from None
+        try:
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except SyntaxError as err:
+            raise _cannot_convert(f"{filename}:{first}",
+                                 f"gluon_cf.autograph cannot parse the source of "
+                                 f"{fn.__qualname__!r} ({err.msg}); was the file changed after "
+                                 f"it was imported?") from None
+        func = tree.body[0]
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            raise _cannot_convert(f"{filename}:{first}", f"gluon_cf.autograph converts "
+                                 f"functions, got {type(func).__name__}")
     func.decorator_list = []          # the converted function is not decorated again
     owner = _owner_class(fn)
     _Rewriter(filename, first - 1, lines, owner, max_iterations).convert(func)
@@ -139,6 +172,46 @@ def convert_function(fn, max_iterations=None):
                                    closure or None)
     converted.__kwdefaults__ = fn.__kwdefaults__
     return converted, code_text
+
+
+def _cannot_convert(where, why):
+    """The AutographError of a function whose source cannot be read or parsed: ``where: why``
+    (``why`` kept for the message of a call of it, :func:`converted`)."""
+    err = AutographError(f"{where}: {why}")
+    setattr(err, "why", why)
+    return err
+
+
+def _lambda_source(fn, filename):
+    """A lambda's syntax as the function ``def __ag_lambda(args): return body``, with the
+    line numbering of its whole file: (that function, 1, the file's lines). The lambda is
+    the one on its first line with its parameters whose body holds its code's positions."""
+    lines = linecache.getlines(filename, fn.__globals__)
+    code = fn.__code__
+    where = f"{filename}:{code.co_firstlineno}"
+    try:
+        tree = ast.parse("".join(lines)) if lines else None
+    except SyntaxError:
+        tree = None
+    if tree is None:
+        raise _cannot_convert(where, "gluon_cf.autograph cannot read the source of this "
+                             "lambda; define it in a file or a notebook cell, not with exec")
+    params = list(code.co_varnames[:code.co_argcount])
+    starts = {(line, col) for line, _, col, _ in code.co_positions() if line and col}
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda) and
+             node.lineno == code.co_firstlineno and
+             [a.arg for a in node.args.posonlyargs + node.args.args] == params and
+             any((part.lineno, part.col_offset) in starts for part in ast.walk(node.body)
+                 if isinstance(part, (ast.expr, ast.stmt)))]
+    if len(found) != 1:
+        raise _cannot_convert(where, "gluon_cf.autograph cannot tell which lambda of this line "
+                             "was called; write it as a def")
+    lam = found[0]
+    func = ast.copy_location(ast.FunctionDef(
+        name="__ag_lambda", args=lam.args, body=[ast.copy_location(ast.Return(value=lam.body),
+                                                                  lam.body)],
+        decorator_list=[], returns=None), lam)
+    return func, 1, lines
 
 
 def _nested_code(code: types.CodeType) -> List[types.CodeType]:
@@ -176,31 +249,142 @@ def _owner_class(fn):
     return None
 
 
-def converted(fn):
-    """``fn`` converted (once, cached on it) when it is a plain function or method of user
-    code with source to read (NOTE [autograph calls]); ``fn`` itself otherwise: builtins,
-    MXNet, library code (installed packages, the standard library, gluon_cf), Gluon blocks,
-    functions wrapped by a decorator and nested functions converted with their enclosing
-    one run as they are."""
+def converted(fn, where=None):
+    """``fn`` converted (once, cached on it) when it is a plain function, lambda or method of
+    user code (NOTE [autograph calls]), called from converted code at ``where`` (the call's
+    ``file:line: source``; by default the caller's line); ``fn`` itself otherwise: builtins,
+    MXNet, library code (installed packages, the standard library, gluon_cf), Gluon blocks
+    and the nested functions converted with their enclosing one run as they are. An object
+    of a user class is its ``__call__``, converted. A user function that cannot be converted
+    is an AutographError naming it and the call; one run through a library's decorator, and
+    a generator function, run as they are eagerly and are refused while hybridizing."""
+    if where is None:
+        caller = sys._getframe(1)          # converted code runs under the user's lines
+        where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
+    if isinstance(fn, functools.partial):
+        inner = converted(fn.func, where)
+        return fn if inner is fn.func else functools.partial(inner, *fn.args, **fn.keywords)
+    output = side_effects.output(fn, where)
+    if output is not None:
+        return output
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(target, types.FunctionType) or _in_library(target.__code__) or \
-            target.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
-                                        inspect.CO_ASYNC_GENERATOR) or \
-            hasattr(target, "__wrapped__") or \
-            _CONVERTED_CODE.get(id(target.__code__)) is target.__code__:
+    call = getattr(type(fn), "__call__", None)
+    if not isinstance(target, (types.FunctionType, type, mx.gluon.Block)) and \
+            isinstance(call, types.FunctionType) and not _is_library(call):
+        return converted(types.MethodType(call, fn), where)     # an object of a user class
+    if not isinstance(target, types.FunctionType) or _is_library(target):
+        wrapped = _wrapped_user_function(target)
+        return fn if wrapped is None else _refused_while_hybridizing(
+            fn, wrapped, where, f"through a library's decorator ({_decorator_of(fn)})",
+            f"Call the undecorated function ({wrapped.__name__}.__wrapped__), or write the "
+            f"decorator in your own code (it is converted then, and what it wraps)")
+    if _CONVERTED_CODE.get(id(target.__code__)) is target.__code__ or \
+            target.__code__.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return fn
+    if target.__code__.co_flags & inspect.CO_GENERATOR:
+        return _refused_while_hybridizing(
+            fn, target, where, "a generator function (yield: its body cannot be converted)",
+            "Return a list from a function instead, or write the loop in the converted "
+            "function (a for statement over the tensor converts)")
     done = target.__dict__.get("__gluon_cf_autograph_converted__")
     if done is None:
         try:
             function, code = convert_function(target)
             done = functools.wraps(target)(function)
             setattr(done, "__gluon_cf_autograph_code__", code)
-        except (AutographError, OSError, TypeError, SyntaxError):
-            done = target           # no source to read (a lambda, exec): it runs as it is
+        except AutographError as err:
+            done = _Unconvertible(getattr(err, "why", str(err)))
+        except Exception as err:  # noqa: BLE001 - a failure of the converters: named below
+            done = _Unconvertible(f"the conversion failed ({type(err).__name__}: {err}); "
+                                  f"this is a gluon_cf bug, please report it with the function")
         target.__dict__["__gluon_cf_autograph_converted__"] = done
+    if isinstance(done, _Unconvertible):
+        # Run unconverted, its tensor ifs and loops and Python side effects would run once,
+        # while tracing: refused (NOTE [autograph calls])
+        raise AutographError(
+            f"{where}: this calls {target.__qualname__!r} (defined at "
+            f"{_defined_at(target)}), user code that gluon_cf.autograph converts when called "
+            f"but cannot convert: {done.why}")
     if isinstance(fn, types.MethodType):
         return types.MethodType(done, fn.__self__)
     return done
+
+
+class _CallSite:
+    """``file:line: source`` of a call, made into text only for a message."""
+
+    def __init__(self, filename, line):
+        self.filename, self.line = filename, line
+
+    def __str__(self):
+        text = linecache.getline(self.filename, self.line).strip()
+        return f"{self.filename}:{self.line}: {text}"
+
+
+class _Unconvertible:
+    """Cached on a user function whose conversion failed: why (an AutographError's text)."""
+
+    def __init__(self, why):
+        self.why = why
+
+
+def _defined_at(fn):
+    code = fn.__code__
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _wrapped_user_function(fn):
+    """The user function a library's decorator wraps (``fn.__wrapped__``, as ``functools.wraps``
+    sets it, followed to the end), or None when ``fn`` wraps none, or wraps library or
+    converted code."""
+    if getattr(fn, "__wrapped__", None) is None:
+        return None
+    try:
+        inner = inspect.unwrap(fn)
+    except ValueError:                       # a cycle of __wrapped__
+        return None
+    inner = inner.__func__ if isinstance(inner, types.MethodType) else inner
+    if not isinstance(inner, types.FunctionType) or _is_library(inner) or \
+            _CONVERTED_CODE.get(id(inner.__code__)) is inner.__code__:
+        return None
+    return inner
+
+
+def _decorator_of(fn):
+    """The library wrapper ``fn``, named by its code (functools.wraps copied the user
+    function's names onto it)."""
+    function = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(function, types.FunctionType):
+        return f"{function.__globals__.get('__name__', '?')}.{function.__code__.co_qualname}"
+    return f"{type(function).__module__}.{type(function).__qualname__}"
+
+
+def _refused_while_hybridizing(fn, user_fn, where, how, advice):
+    """``fn``, which runs the user function ``user_fn`` unconverted (``how``: through a
+    library's decorator, which must run; a generator): eagerly it runs as plain Python; while
+    hybridizing (a Symbol argument, or inside a tensor if or loop being traced), where its
+    tensor ifs and loops and Python side effects would run once, while tracing, the call is an
+    AutographError (NOTE [autograph calls])."""
+
+    def checked(*args, **kwargs):
+        if side_effects.in_graph_region() or _holds_symbol(args) or \
+                _holds_symbol(kwargs.values()):
+            raise AutographError(
+                f"{where}: this calls {user_fn.__qualname__!r} (defined at "
+                f"{_defined_at(user_fn)}) {how}; gluon_cf.autograph converts the user's "
+                f"functions it calls but cannot convert this one, and unconverted, its tensor "
+                f"ifs and loops and Python side effects would run once, while tracing. "
+                f"{advice}")
+        return fn(*args, **kwargs)
+    return checked
+
+
+def _holds_symbol(values, depth=3):
+    for value in values:
+        if isinstance(value, mx.sym.Symbol) or depth and isinstance(
+                value, (list, tuple)) and _holds_symbol(value, depth - 1):
+            return True
+    return False
 
 
 # The code objects conversion compiled (a converted function's own and its nested
@@ -222,8 +406,23 @@ def _library_roots() -> Tuple[str, ...]:
         (os.path.join(_GLUON_CF, ""),)
 
 
+def _is_library(fn: types.FunctionType) -> bool:
+    """Whether ``fn`` is library code: its file is, or it was compiled from a string (no
+    file: MXNet's generated operators) by a library module."""
+    if _in_library(fn.__code__):
+        return True
+    if not fn.__code__.co_filename.startswith("<") or \
+            fn.__code__.co_filename.startswith("<ipython-input"):
+        return False
+    path = fn.__globals__.get("__file__")        # the module that compiled it
+    return isinstance(path, str) and _in_library_file(path)
+
+
 def _in_library(code: types.CodeType) -> bool:
-    filename = code.co_filename
+    return _in_library_file(code.co_filename)
+
+
+def _in_library_file(filename: str) -> bool:
     known = _LIBRARY_FILES.get(filename)
     if known is None:
         path = os.path.realpath(filename)

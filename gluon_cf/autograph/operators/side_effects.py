@@ -20,6 +20,7 @@ NOTE [autograph side effects]
 import collections.abc
 import contextlib
 import functools
+import sys
 import threading
 import warnings
 from typing import Set
@@ -85,7 +86,26 @@ def changing(fn, where):
     return fn
 
 
-_WARNED: Set[str] = set()     # the print calls that warned
+_WARNED: Set[str] = set()     # the print, logging and write calls that warned
+
+
+def in_graph_region():
+    """Whether a tensor if's branch or a tensor loop's step is being traced."""
+    return bool(getattr(_state, "regions", None))
+
+
+def _warn_output(where, what, verb):
+    """Output (``print``, logging, a stream's ``write``) inside a graph region runs once,
+    while tracing, and shows Symbols: it warns once per line (NOTE [autograph calls])."""
+    stack = getattr(_state, "regions", None)
+    if stack and where not in _WARNED:
+        _WARNED.add(where)
+        region, kind, _ = stack[-1]
+        warnings.warn(
+            f"{where}: this {what} is inside the {kind} on a tensor at {region_at(region)}, "
+            f"which runs as one graph, traced once: it {verb}s once, while tracing, and "
+            f"{verb}s Symbols, not values at each step. {verb.capitalize()} eagerly (before "
+            f"hybridize()) to see values", AutographWarning, stacklevel=3)
 
 
 def printing(fn, where):
@@ -97,14 +117,41 @@ def printing(fn, where):
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        stack = getattr(_state, "regions", None)
-        if stack and where not in _WARNED:
-            _WARNED.add(where)
-            region, kind, _ = stack[-1]
-            warnings.warn(
-                f"{where}: this print is inside the {kind} on a tensor at {region_at(region)}, "
-                f"which runs as one graph, traced once: it prints once, while tracing, and "
-                f"prints Symbols, not values at each step. Print eagerly (before hybridize()) "
-                f"to see values", AutographWarning, stacklevel=2)
+        _warn_output(where, "print", "print")
+        return fn(*args, **kwargs)
+    return checked
+
+
+_LOGGING_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical",
+                    "fatal", "log"}
+
+
+def output(fn, where):
+    """``fn`` wrapped to warn inside a graph region (:func:`_warn_output`) when it is a
+    logging call (``logging.info``, a ``Logger``'s or ``LoggerAdapter``'s ``info`` ...) or a
+    stream's ``write``/``writelines`` (``sys.stdout.write``, an open file's); None for
+    anything else."""
+    import io
+    import logging
+    owner = getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", None)
+    if name in _LOGGING_METHODS and (
+            isinstance(owner, (logging.Logger, logging.LoggerAdapter)) or
+            getattr(fn, "__module__", None) == "logging" and fn is getattr(logging, name, None)):
+        what, verb = "logging call", "log"
+    elif name in ("write", "writelines") and (
+            isinstance(owner, io.IOBase) or owner is not None and
+            any(owner is stream for stream in (sys.stdout, sys.stderr,
+                                               sys.__stdout__, sys.__stderr__))):
+        what, verb = f"{name} to a stream", "write"
+    else:
+        return None
+    where = str(where)
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        _warn_output(where, what, verb)
+        if verb == "log":        # the record names the user's line, not this function's
+            kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
         return fn(*args, **kwargs)
     return checked

@@ -1,0 +1,86 @@
+"""Zero-size arrays in the eager bodies of gluon_cf's ops, computed as their graphs compute them.
+
+NOTE [eager zero-size values]
+    Hybridized, an operator whose every input is zero-size runs unrecorded (NOTE [zero-size
+    calls] in ``graph.py``): what it computes (a sum over no rows) depends on no element of
+    anything, so its gradient is zero, and MXNet 1.x's backward cannot pass through a zero-size
+    array at all. Eagerly, a body of an op (foreach's body, while_loop's cond and func, the
+    branch cond runs) is the user's Python, each MXNet operator recorded as it runs, and the
+    same body made backward fail: "Shape dim size cannot be a negative value -1", raised
+    asynchronously at the next read of a gradient, naming no line of the user's (the body
+    ``lambda r, s: (r, s + F.contrib.boolean_mask(x, m).sum())`` with a mask that keeps no
+    row worked hybridized and not eagerly). So while gluon_cf runs an op's body eagerly
+    (:func:`eager_body`, per thread), MXNet's generated operators run one whose every array
+    input is zero-size unrecorded, as the graph does: eager and hybridized give the same values
+    and gradients; and an operator that refuses a zero-size input (scalar arithmetic, concat
+    with other rows) is a ZeroSizeError naming it and the user's line, as hybridized (MXNet's
+    own message named no line of the user's). Outside those bodies MXNet's eager code runs as
+    MXNet runs it (plain ``boolean_mask(x, m).sum()`` under autograd fails at backward there
+    too); the check costs a thread-local read per operator outside them.
+"""
+import contextlib
+import sys
+import threading
+
+import mxnet as mx
+from mxnet.ndarray import register as _register
+
+from .errors import ZeroSizeError
+from .operators import user_location
+
+__all__ = ["eager_body"]
+
+_state = threading.local()
+_original_invoke = _register._imperative_invoke
+
+
+def _invoke(handle, ndargs, *rest):
+    """MXNet's ``_imperative_invoke`` for its generated NDArray operators: inside an eager
+    body under autograd, an operator of only zero-size inputs runs unrecorded, and one that
+    refuses a zero-size input is a ZeroSizeError at the user's line (NOTE above)."""
+    if not getattr(_state, "depth", 0) or not ndargs:
+        return _original_invoke(handle, ndargs, *rest)
+    empty = [k for k, a in enumerate(ndargs) if 0 in a.shape]
+    try:
+        if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
+            with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+                return _original_invoke(handle, ndargs, *rest)
+        return _original_invoke(handle, ndargs, *rest)
+    except mx.MXNetError as err:
+        if not empty:
+            raise
+        op = sys._getframe(1).f_code.co_name        # MXNet's generated function: the op
+        raise _refused(op, user_location(), [(k, ndargs[k].shape) for k in empty], err) \
+            from None
+
+
+def _refused(op, where, empty, err):
+    detail = next((line.strip() for line in str(err).splitlines()
+                   if line.strip().startswith("MXNetError") or "Check failed" in line),
+                  "").rstrip(".")
+    return ZeroSizeError(
+        "gluon_cf: %s%s was given a zero-size array (%s) in an op's body run eagerly; MXNet "
+        "1.x reads a 0 in a shape as an unknown size, and this operator cannot compute on it "
+        "(%s). Guard the computation with gluon_cf.cond on the number of rows, or keep at "
+        "least one row" % (op, " at %s" % where if where else "",
+                           "; ".join("input %d of shape %s" % e for e in empty), detail),
+        located=where is not None)
+
+
+@contextlib.contextmanager
+def eager_body():
+    """While an op runs the user's body eagerly (NOTE [eager zero-size values])."""
+    _state.depth = getattr(_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
+
+
+def eagerly(fn, *args):
+    """``fn(*args)`` as an eager body (:func:`eager_body`)."""
+    with eager_body():
+        return fn(*args)
+
+
+_register._imperative_invoke = _invoke
