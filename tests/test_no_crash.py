@@ -583,6 +583,37 @@ TAMPERED_FILE = """
         spec["num_inputs"] += 3; set_spec(spec)
     elif how == "attribute_named_self":
         outer["attrs"]["self"] = "1"
+    elif how.startswith(("sub_", "nested_sub_")):
+        # the contents of a subgraph: x - 1 in the outer else, x * 2 in the nested cond's then
+        nested = how.startswith("nested_")
+        holder = spec
+        if nested:
+            then_graph = json.loads(spec["graphs"]["then"]["json"])
+            inner = [n for n in then_graph["nodes"] if n["op"] == "Custom"][0]
+            holder = json.loads(inner["attrs"]["spec"])
+        role = "then" if nested else "else"
+        sub = json.loads(holder["graphs"][role]["json"])
+        op = [n for n in sub["nodes"] if n["op"] != "null"][0]
+        what = how[len("nested_sub_") if nested else len("sub_"):]
+        if what == "unknown_op":
+            op["op"] = "NoSuchOp"
+        elif what == "bad_attribute":
+            op["attrs"]["scalar"] = "abc"
+        elif what == "missing_input":
+            op["inputs"] = []
+        elif what == "extra_inputs":
+            op["inputs"] = op["inputs"] * 3
+        elif what == "input_out_of_range":
+            op["inputs"] = [[op["inputs"][0][0], 3, 0]]
+        elif what == "head_out_of_range":
+            sub["heads"] = [[sub["heads"][0][0], 5, 0]]
+        elif what == "unregistered_custom":
+            op["op"] = "Custom"; op["attrs"] = {{"op_type": "no_such_custom_op"}}
+        holder["graphs"][role]["json"] = json.dumps(sub)
+        if nested:
+            inner["attrs"]["spec"] = json.dumps(holder)
+            spec["graphs"]["then"]["json"] = json.dumps(then_graph)
+        set_spec(spec)
     path = os.path.join(tmp, "bad-symbol.json")
     with open(path, "wb") as f:
         f.write(raw if raw is not None else json.dumps(graph).encode())
@@ -630,13 +661,34 @@ _TAMPERINGS = {
     "more_outputs": "the node has the outputs of subgraph 'then' (1), but its num_outputs is 2",
     "more_inputs": "inputs, but its num_inputs is",
     "attribute_named_self": None,   # not ours to interpret: ignored, the model runs
+    # the contents of subgraphs (NOTE [subgraph contents are checked before MXNet runs them])
+    "sub_unknown_op": "a gluon_cf.cond node 'net0_cond1', subgraph 'else': node 1 "
+                      "('net0__minusscalar0', NoSuchOp): MXNet has no operator 'NoSuchOp'",
+    "sub_bad_attribute": "subgraph 'else': node 1 ('net0__minusscalar0', _minus_scalar): MXNet "
+                         "refuses it: Invalid Parameter format for scalar expect double but "
+                         "value='abc'",
+    "sub_missing_input": "subgraph 'else': node 1 ('net0__minusscalar0', _minus_scalar): has 0 "
+                         "inputs, but _minus_scalar with its attributes takes 1",
+    "sub_extra_inputs": "has 3 inputs, but _minus_scalar with its attributes takes 1",
+    "sub_input_out_of_range": "subgraph 'else': node 1 ('net0__minusscalar0', _minus_scalar) "
+                              "reads output 3 of node 0 ('data'), which has 1 output",
+    "sub_head_out_of_range": "a gluon_cf.cond node 'net0_cond1', subgraph 'else': its output 0 "
+                             "is output 5 of node 1 ('net0__minusscalar0'), which has 1 output",
+    "sub_unregistered_custom": "subgraph 'else': node 1 ('net0__minusscalar0', Custom): MXNet "
+                               "refuses it: Cannot find custom operator no_such_custom_op",
+    "nested_sub_head_out_of_range": "a gluon_cf.cond node 'net0_cond0', subgraph 'then': its "
+                                    "output 0 is output 5 of node 1",
+    "nested_sub_unknown_op": "a gluon_cf.cond node 'net0_cond0', subgraph 'then': node 1 ",
 }
 
 
 @pytest.mark.parametrize("how", sorted(_TAMPERINGS))
 def test_tampered_symbol_file_is_refused_not_killed(how):
     """Was: a tampered spec killed any process that loaded the file (segmentation fault or
-    ``terminate called without an active exception``); a cycle gave ``_Map_base::at``."""
+    ``terminate called without an active exception``); a cycle gave ``_Map_base::at``; a
+    subgraph's head reading an output its node does not have segfaulted on the first call; an
+    unknown operator, a bad attribute or a wrong number of inputs inside a subgraph gave
+    MXNet's raw message naming nodes the user never wrote."""
     import json
 
     results = json.loads(run_case(TAMPERED_FILE.format(how=how), timeout=300).stdout)
