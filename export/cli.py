@@ -154,7 +154,8 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
-    from gluon_cf.symbol_file import check_symbol_text, decode_symbol_file
+    from gluon_cf.symbol_entries import check_symbol_text_contents
+    from gluon_cf.symbol_file import decode_symbol_file
 
     from . import artifact_save
     from .onnx_export import _has_recursion, export_onnx_symbol
@@ -172,7 +173,8 @@ def _convert(args):
     except ValueError as err:
         raise ValueError(f"{args.symbol}: not a symbol file (MXNet writes JSON): {err}") \
             from None
-    check_symbol_text(text, args.symbol)   # NOTE [files are checked before MXNet reads them]
+    # NOTE [files are checked before MXNet reads them]
+    check_symbol_text_contents(text, args.symbol)
     sym = mx.sym.load(args.symbol)
     params = mx.nd.load(args.params)
     param_names = {name.split(":", 1)[-1] for name in params}

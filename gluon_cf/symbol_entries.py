@@ -16,7 +16,10 @@ NOTE [subgraph contents are checked before MXNet runs them]
     every input and head must then name an output that exists. The error names the gluon_cf
     node, the subgraph, the node inside it and what is wrong. Nodes holding MXNet's own
     subgraphs (``_foreach``, ``_while_loop``, ``_cond``) are left to MXNet: their outputs are
-    not counted, and entries reading them are not checked.
+    not counted, and entries reading them are not checked. Where gluon_cf loads a file holding
+    gluon_cf nodes itself (``SymbolBlock.imports``, ``save_artifact`` from files, the CLI's
+    ``convert``), the file's own nodes are checked the same way: an input reading output 3 of
+    a one-output node there segfaulted too.
 """
 import ctypes
 import json
@@ -25,8 +28,28 @@ import mxnet as mx
 from mxnet._ctypes.symbol import _symbol_creator
 from mxnet.base import _LIB, OpHandle, c_str, check_call
 
+from . import registry
 from .errors import SymbolFileError
-from .symbol_file import check_spec
+from .symbol_file import check_spec, check_symbol_json, decode_symbol_file
+
+
+def check_symbol_file_contents(path):
+    """``symbol_file.check_symbol_file``, then the contents of the file's own nodes (NOTE
+    above). A missing file is left to the loader."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return
+    if registry.OP_PREFIX.encode() in data:
+        check_symbol_text_contents(decode_symbol_file(data, path), str(path))
+
+
+def check_symbol_text_contents(text, where):
+    """:func:`check_symbol_file_contents` for a file's text already read."""
+    if registry.OP_PREFIX in text:
+        check_symbol_json(text, where)
+        check_entries(text, where)
 
 
 def check_node_spec(kind, spec_text):
