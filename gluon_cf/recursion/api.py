@@ -267,6 +267,8 @@ def _run_segment(fn, args, depth, waiting):
     _eager.depth = depth
     try:
         outcome = (True, fn(*args))
+    except greenlet.GreenletExit:   # the segment is being collected (its hub has gone)
+        raise
     except BaseException as exc:  # noqa: B902 - handed to the waiting caller
         outcome = (False, exc)
     _eager.depth = depth - 1
