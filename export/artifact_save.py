@@ -16,7 +16,7 @@ from onnx import helper
 
 from gluon_cf import registry
 from gluon_cf._typing import Path
-from gluon_cf.symbol_file import check_symbol_file
+from gluon_cf.symbol_entries import check_symbol_file_contents
 
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
@@ -86,7 +86,8 @@ def _symbol_files(files, example_inputs):
     if len(files) != 2:
         raise ValueError(f"save_artifact: give a HybridBlock or (symbol_json_path, params_path),"
                          f" got {len(files)} paths")
-    check_symbol_file(os.fspath(files[0]))  # NOTE [files are checked before MXNet reads them]
+    # NOTE [files are checked before MXNet reads them]
+    check_symbol_file_contents(os.fspath(files[0]))
     sym = mx.sym.load(os.fspath(files[0]))
     params = mx.nd.load(os.fspath(files[1]))
     param_names = {name.split(":", 1)[-1] for name in params}

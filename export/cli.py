@@ -12,9 +12,9 @@
 model takes them: SHAPE is comma-separated dims, each a size (fixed) or ``DIM=SIZE``, an axis
 that may change size, named DIM, with SIZE as the example used to infer shapes (axes that must
 stay equal share a name); DTYPE defaults to float32, MXNet's default.  ``run`` runs plain ONNX
-with onnxruntime and artifacts with :func:`gluon_cf.export.load`, reading inputs from ``.npy``
-files (no pickles) and writing one ``<output name>.npy`` per output.  Python equivalent:
-``python -m gluon_cf.export.cli``.
+and artifacts alike with :func:`gluon_cf.export.load` (its default ``Limits``), reading inputs
+from ``.npy`` files (no pickles) and writing one ``<output name>.npy`` per output.  Python
+equivalent: ``python -m gluon_cf.export.cli``.
 """
 import argparse
 import json
@@ -137,6 +137,9 @@ def _parser():
                      help="one .npy file per model input, in order")
     run.add_argument("-o", "--output", required=True, metavar="DIR",
                      help="directory for the <output name>.npy files")
+    run.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                     help="stop the run after this many seconds, inside onnxruntime too "
+                          "(default: load()'s, 600)")
     run.set_defaults(command=_run)
 
     info = commands.add_parser("info", help="describe an ONNX model or artifact")
@@ -151,7 +154,8 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
-    from gluon_cf.symbol_file import check_symbol_text, decode_symbol_file
+    from gluon_cf.symbol_entries import check_symbol_text_contents
+    from gluon_cf.symbol_file import decode_symbol_file
 
     from . import artifact_save
     from .onnx_export import _has_recursion, export_onnx_symbol
@@ -169,7 +173,8 @@ def _convert(args):
     except ValueError as err:
         raise ValueError(f"{args.symbol}: not a symbol file (MXNet writes JSON): {err}") \
             from None
-    check_symbol_text(text, args.symbol)   # NOTE [files are checked before MXNet reads them]
+    # NOTE [files are checked before MXNet reads them]
+    check_symbol_text_contents(text, args.symbol)
     sym = mx.sym.load(args.symbol)
     params = mx.nd.load(args.params)
     param_names = {name.split(":", 1)[-1] for name in params}
@@ -229,17 +234,27 @@ def _parse_input(text):
 
 # ----------------------------------------------------------------------------- run / info
 
-def _run(args):
-    from .artifact import is_artifact, load
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
 
-    model = _read(args.model)
+
+def _run(args):
+    from .artifact import Limits, load
+
+    # Plain ONNX too: load() runs it in onnxruntime under the same Limits as an artifact
+    # (NOTE [limits inside pieces] in artifact.py: the time limit and the per-tensor limit
+    # hold inside onnxruntime), and checks its index inputs (NOTE [index bounds]).
+    limits = Limits() if args.timeout is None else Limits(timeout=args.timeout)
+    artifact = load(args.model, limits=limits)
     arrays = [np.load(path, allow_pickle=False) for path in args.input]
-    if is_artifact(model):
-        artifact = load(args.model)
-        names = [name for name, _, _ in artifact.outputs]
-        outputs = artifact(*arrays)
-    else:
-        outputs, names = _run_onnx(args.model, model, arrays)
+    names = [name for name, _, _ in artifact.outputs]
+    outputs = artifact(*arrays)
     os.makedirs(args.output, exist_ok=True)
     used = set()
     for name, value in zip(names, outputs):
@@ -251,52 +266,6 @@ def _run(args):
         np.save(path, value)
         print(f"{name}: {list(value.shape)} {value.dtype} -> {path}")
     return 0
-
-
-def _run_onnx(path, model, arrays):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 4     # its errors are ours to report, in one line (main)
-    try:
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
-        raise ValueError(f"onnxruntime cannot load {path!r}: {err}") from None
-    specs = session.get_inputs()
-    if len(arrays) != len(specs):
-        raise ValueError(f"the model takes {len(specs)} inputs {[s.name for s in specs]}, got "
-                         f"{len(arrays)} .npy files")
-    feeds = {}
-    for spec, array in zip(specs, arrays):
-        dtype = _ORT_TYPES.get(spec.type)
-        if dtype is not None and array.dtype != dtype:
-            if not np.can_cast(array.dtype, dtype, "same_kind"):
-                raise ValueError(f"input {spec.name!r} must be {dtype}, got {array.dtype}")
-            array = array.astype(dtype)
-        feeds[spec.name] = array
-    _check_index_bounds(model, [spec.name for spec in specs], list(feeds.values()))
-    try:
-        run_options = ort.RunOptions()
-        run_options.log_severity_level = 4
-        outputs = session.run(None, feeds, run_options)
-    except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
-        raise ValueError(f"onnxruntime failed: {err}") from None
-    return outputs, [o.name for o in session.get_outputs()]
-
-
-def _check_index_bounds(model, names, arrays):
-    """Refuse out-of-range index inputs of a plain ONNX model (NOTE [index bounds])."""
-    from . import index_bounds
-
-    bounds = index_bounds.read({p.key: p.value for p in model.metadata_props})
-    index_bounds.check(bounds, names, arrays, index_bounds.initializer_shapes(model.graph))
-
-
-_ORT_TYPES = {f"tensor({name})": np.dtype(dtype) for name, dtype in (
-    ("float", np.float32), ("double", np.float64), ("float16", np.float16),
-    ("int8", np.int8), ("int16", np.int16), ("int32", np.int32), ("int64", np.int64),
-    ("uint8", np.uint8), ("uint16", np.uint16), ("uint32", np.uint32),
-    ("uint64", np.uint64), ("bool", np.bool_))}
 
 
 def _info(args):

@@ -30,7 +30,7 @@ from .errors import ZeroSizeError
 from .executor import Parallel, done
 from .operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, DYNAMIC_SHAPE_RANKS, INDEX_INPUTS,
                         SOURCE_ATTR, describe_node)
-from .symbol_file import check_spec
+from .symbol_entries import check_node_spec
 
 
 def _step_kind(node):
@@ -943,7 +943,7 @@ def decode(kind, spec_text):
     key = (kind, spec_text)
     node = _SPECS.get(key)
     if node is None:
-        spec = check_spec(kind, spec_text)  # NOTE [files are checked before MXNet reads them]
+        spec = check_node_spec(kind, spec_text)  # NOTE [files are checked before MXNet reads them]
         node = _SPECS[key] = Node(kind, spec)
     return node
 

@@ -37,7 +37,7 @@ from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .errors import ZeroSizeError
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS
-from .symbol_file import check_symbol_file
+from .symbol_entries import check_symbol_file_contents
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -133,7 +133,7 @@ _original_imports = _block.SymbolBlock.imports
 def _imports(symbol_file, *args, **kwargs):
     """``SymbolBlock.imports``, checking the file first (NOTE [files are checked before MXNet
     reads them] in ``symbol_file.py``)."""
-    check_symbol_file(symbol_file)
+    check_symbol_file_contents(symbol_file)
     return _original_imports(symbol_file, *args, **kwargs)
 
 

@@ -290,3 +290,90 @@ def test_an_artifact_of_another_format_version_is_refused():
     with pytest.raises(ArtifactError, match=r"format_version metadata is '2': this loader reads "
                                             r"gluon_cf artifacts of format version 1"):
         load(model.SerializeToString())
+
+
+def _vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def hostile_allocations():
+    """``{name: (model, inputs)}``: graphs that allocate 6 GiB (or for ever) inside one piece,
+    each from a small input: the per-tensor limit must hold inside onnxruntime for all."""
+    F, I, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    summed = lambda op, ins, extra=(), order=None: _model(helper.make_graph(   # noqa: E731
+        [helper.make_node(op, order or [n for n, _, _ in ins] + [n for n, _, _, _ in extra],
+                          ["r"]),
+         helper.make_node("ReduceSum", ["r"], ["y"], keepdims=0)], "main",
+        [_vi(n, t, s) for n, t, s in ins], [_vi("y", F, [])],
+        [helper.make_tensor(n, t, s, v) for n, t, s, v in extra]))
+    huge = 3 << 29    # float32 values: 6 GiB
+    steps = helper.make_graph(   # a Loop whose scan output gathers 1 MiB per step
+        [helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Identity", ["block"], ["s"])], "body",
+        [_vi("i", I, []), _vi("c", B, [])], [_vi("c_out", B, []), _vi("s", F, [None])])
+    doubling = helper.make_graph(   # a Loop whose state doubles every step
+        [helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Concat", ["v", "v"], ["v_out"], axis=0)], "body",
+        [_vi("i", I, []), _vi("c", B, []), _vi("v", F, [None])],
+        [_vi("c_out", B, []), _vi("v_out", F, [None])])
+    one = np.ones(1, np.float32)
+    return {
+        "Range": (summed("Range", [("n", F, [])], [("start", F, [], [0.0]),
+                                                  ("delta", F, [], [1.0])],
+                          order=["start", "n", "delta"]),
+                  [np.array(float(huge), np.float32)]),
+        "Tile": (summed("Tile", [("x", F, [1]), ("n", I, [1])]),
+                 [one, np.array([1 << 29], np.int64)]),
+        "Pad": (summed("Pad", [("x", F, [1]), ("p", I, [2])]),
+                [one, np.array([0, huge], np.int64)]),
+        "OneHot": (summed("OneHot", [("i", I, [1]), ("d", I, [1])],
+                          [("v", F, [2], [0.0, 1.0])]),
+                   [np.zeros(1, np.int64), np.array([huge], np.int64)]),
+        "Loop gathering steps": (_model(helper.make_graph(
+            [helper.make_node("ConstantOfShape", ["k"], ["block"]),
+             helper.make_node("Cast", ["x"], ["n"], to=I),
+             helper.make_node("Loop", ["n", ""], ["gathered"], body=steps),
+             helper.make_node("ReduceSum", ["gathered"], ["y"], keepdims=0)], "main",
+            [_vi("x", F, [])], [_vi("y", F, [])],
+            [helper.make_tensor("k", I, [1], [1 << 18])])), [np.array(1e12, np.float32)]),
+        "Loop doubling": (_model(helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["n"], to=I),
+             helper.make_node("Loop", ["n", "", "v0"], ["v"], body=doubling),
+             helper.make_node("ReduceSum", ["v"], ["y"], keepdims=0)], "main",
+            [_vi("x", F, []), _vi("v0", F, [None])], [_vi("y", F, [])])),
+            [np.array(40.0, np.float32), one]),
+    }
+
+
+HOSTILE_ALLOCATIONS = """
+    import resource, sys
+    sys.path.insert(0, "tests")
+    from test_artifact_limits import hostile_allocations
+    from gluon_cf.export import ArtifactError, Limits, load
+
+    cap = 3 << 30       # address space: none of the 6 GiB can even be reserved
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    for name, (model, inputs) in hostile_allocations().items():
+        f = load(model.SerializeToString(), limits=Limits(max_tensor_bytes=16 << 20, timeout=60))
+        try:
+            f(*inputs)
+            print(name, "ran")
+        except ArtifactError as err:
+            print(name, "|", str(err).split(": ", 1)[1])
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < (1 << 20))   # KiB: under 1 GiB
+"""
+
+
+def test_per_tensor_limit_holds_for_every_way_to_allocate_inside_onnxruntime():
+    """Range, Tile, Pad and OneHot to 6 GiB, a Loop gathering 1 MiB per step for 1e12 steps,
+    a Loop doubling its state 40 times: each inside one piece, each refused at the limit."""
+    proc = run_python(textwrap.dedent(HOSTILE_ALLOCATIONS), timeout=300)
+    assert proc is not None, "hung"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == len(hostile_allocations()) + 1 and lines[-1] == "True", lines
+    for line in lines[:-1]:
+        name, _, message = line.partition(" | ")
+        assert message.endswith("onnxruntime needed more than max_tensor_bytes=16777216 bytes "
+                                "for the tensors inside this piece (a tensor over the limit, or "
+                                "tensors alive together over it)"), line

@@ -290,3 +290,71 @@ def test_every_failure_is_one_line(tmp_path):
             (case, proc.stderr)
         assert "Traceback" not in proc.stdout, (case, proc.stdout)
     assert not os.path.exists(tmp_path / "out")
+
+
+# ---- issue 24, item 6: run gives a plain ONNX model load()'s limits ----------------------------
+
+HOSTILE_PLAIN_RUN = """
+    import resource, sys, time
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+    sys.path.insert(0, "tests")
+    from test_artifact_limits import computed_loop, expanded_sum
+    from gluon_cf.export import cli
+    from gluon_cf.export.artifact import is_artifact
+
+    def plain(model):   # the same graph as standard ONNX: no gluon_cf domain, no metadata
+        model = helper.make_model(model.graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 7
+        assert not is_artifact(model)
+        return model
+
+    tmp = sys.argv[1]
+    cap = 3 << 30       # address space: a 6 GiB intermediate cannot even be reserved
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    onnx.save(plain(computed_loop()), tmp + "/loop.onnx")
+    onnx.save(plain(expanded_sum()), tmp + "/expand.onnx")
+    np.save(tmp + "/trips.npy", np.array(1e12, np.float32))
+    np.save(tmp + "/v0.npy", np.zeros(1, np.float32))
+    np.save(tmp + "/one.npy", np.ones(1, np.float32))
+    np.save(tmp + "/n.npy", np.array([3 << 29], np.int64))    # 6 GiB of float32
+    start = time.monotonic()
+    print(cli.main(["run", tmp + "/loop.onnx", "-i", tmp + "/trips.npy", tmp + "/v0.npy",
+                    "-o", tmp + "/out", "--timeout", "2"]), time.monotonic() - start < 60)
+    print(cli.main(["run", tmp + "/expand.onnx", "-i", tmp + "/one.npy", tmp + "/n.npy",
+                    "-o", tmp + "/out"]))
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < (1 << 20))   # KiB: under 1 GiB
+"""
+
+
+def test_run_gives_plain_onnx_the_limits_of_load(tmp_path):
+    """Was: ``run`` ran a plain ONNX model in its own onnxruntime session, unbounded: a Loop
+    with a computed trip count of 1e12 ran for ever, an Expand to 6 GiB allocated it."""
+    import textwrap
+
+    try:
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(HOSTILE_PLAIN_RUN),
+                               str(tmp_path)], capture_output=True, text=True, timeout=180,
+                              cwd=REPO)
+    except subprocess.TimeoutExpired:
+        pytest.fail("hung: the Loop inside onnxruntime was not stopped")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["1", "True", "1", "True"], (proc.stdout, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert lines == [
+        "gluon-cf-export: error: the main graph: nodes 'Cast', 'Loop': stopped inside "
+        "onnxruntime: the artifact ran longer than timeout=2.0 s",
+        "gluon-cf-export: error: the main graph: nodes 'Expand', 'ReduceSum': onnxruntime "
+        "needed more than max_tensor_bytes=1073741824 bytes for the tensors inside this piece "
+        "(a tensor over the limit, or tensors alive together over it)"], proc.stderr
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_run_timeout_must_be_seconds(tmp_path):
+    for bad in ("0", "-1", "inf", "nan", "soon"):
+        proc = cli("run", tmp_path / "m.onnx", "-i", tmp_path / "x.npy", "-o", tmp_path / "o",
+                   "--timeout", bad)
+        assert proc.returncode == 2 and proc.stderr.splitlines() == [
+            f"gluon-cf-export: error: argument --timeout: {bad!r} is not a number of seconds "
+            f"> 0 (see gluon-cf-export run --help)"], proc.stderr

@@ -21,21 +21,20 @@ NOTE [recursion design]
     inference is repeated until the function's output shapes are known and consistent.
 """
 import itertools
-import os
-import queue
 import sys
 import threading
 import uuid
 import weakref
-from typing import Callable, List, Optional, Tuple, Union, cast, overload
+from typing import Callable, Optional, Union, overload
 
+import greenlet
 import mxnet as mx
 
 from .. import node as _node
 from .._structure import describe, flatten, regroup
 from ..checks import check_callable, mode_of
 from ..errors import RecursionDepthError
-from ..tracing import PendingSignature, merge_captures, trace, user_location
+from ..tracing import PendingSignature, merge_captures, trace
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
@@ -80,8 +79,10 @@ class RecursiveFunction:
                                       "does it reach a base case?"
                                       % (self.name, self.max_depth))
         try:
-            if depth > 1 and _stack_is_deep():
-                return _call_on_hop_thread(self, args, depth)
+            if depth == 1:
+                return _serve_hops(self.fn, args)
+            if _stack_is_deep():
+                return _hop(self.fn, args, depth)
             _eager.depth = depth
             try:
                 return self.fn(*args)
@@ -177,115 +178,111 @@ def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -
 #     Eagerly, a recursive function is the user's own Python function calling itself, so every
 #     level costs Python frames and C stack. Raising ``sys.setrecursionlimit`` (what this code did
 #     once) only moves the failure: the C stack overflows first and the process dies with SIGSEGV
-#     around depth 6,000. Instead, whenever the current thread holds all but ``_HEADROOM`` of the
-#     frames the recursion limit allows, the next call continues on another thread (a fresh
-#     Python and C stack) while the caller waits for it. The recursion limit is never touched,
-#     and depth is bounded only by ``max_depth``. The hop thread gets the caller's MXNet
+#     around depth 6,000. Instead, the outermost call becomes a *hub*, and whenever the running
+#     code holds all but ``_HEADROOM`` of the frames the recursion limit allows, the next call
+#     continues in a new *segment*: a greenlet the hub starts from its own shallow stack, while
+#     the caller waits, suspended. Greenlets switch C stacks within one thread (the suspended
+#     caller's part of the stack is copied to the heap, as much as it uses), and a greenlet
+#     starts with the Python frame count of the point it was started from: the hub's. So no
+#     segment holds more than one segment's stack, the recursion limit is never touched, and
+#     depth is bounded only by ``max_depth``. All segments run on the caller's thread: MXNet's
 #     thread-local state (autograd recording and training mode, default context, NumPy shape
-#     semantics), so values and gradients are those of plain recursion. Exceptions travel back
-#     to the caller; at the outermost call their traceback is cut to its two ends.
+#     semantics) and the caller's ``contextvars`` are simply there, so values and gradients
+#     are those of plain recursion. Exceptions travel back to the caller; at the outermost call
+#     their traceback is cut to its two ends.
 #
-#     Hop threads are a pool, reused across hops and calls, and each level costs as few frames
-#     of ours as it can (``invoke`` runs the eager call inline). A thread is not cheap: besides
-#     its stack, MXNet keeps about 4.5 MB per thread that ever ran an operator with attributes
-#     (``take``, ``FullyConnected``, scalar arithmetic), never returned, even when the thread
-#     ends. Once, every hop started a new thread with the default 8 MB stack: a 19,999-deep
-#     TreeRNN chain held ~400 threads and ~9 GB of address space, and every deep call leaked its
-#     threads' MXNet memory again. Now a chain of that depth holds ~150 hop threads (~3.5 GB), each
-#     with a ``_HOP_STACK`` stack, and the pool's threads are paid for once per process.
-#     ``_HOP_STACK`` holds ``_HEADROOM`` + the frames of one hop with a wide margin: Python 3.11
-#     keeps Python frames off the C stack, and a level's C frames are a few hundred bytes.
+#     Once, every hop continued on another *thread* (a fresh Python and C stack), later on a
+#     pool of them. A thread is not cheap: its stack, a glibc malloc arena for each of the first
+#     8 per core (64 MB of address space each), and about 5 MB that MXNet keeps per thread that
+#     ever ran an operator with attributes (``take``, ``FullyConnected``, scalar arithmetic),
+#     never returned. A 19,999-deep TreeRNN chain held ~150 threads and ~3.5 GB of address space
+#     (~9 GB before the pool); with segments it starts no thread and runs under a 2 GB
+#     address-space limit (tests/test_no_crash.py). This is why gluon_cf depends on greenlet.
 
-_eager = threading.local()
+_eager = threading.local()  # depth: eager calls in progress; hub, base: see _serve_hops
 _HEADROOM = 400             # frames of the recursion limit left to the code between two calls
-_HOP_STACK = 2 << 20        # C stack of a hop thread (bytes)
 _TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
 
 
 def _stack_is_deep():
+    """Whether this segment holds all but ``_HEADROOM`` of the frames the limit allows."""
     try:
-        # C-speed walk: raises if the stack is shallower
-        sys._getframe(max(50, sys.getrecursionlimit() - _HEADROOM))
+        # C-speed walk, within this segment: raises if it is shallower
+        sys._getframe(max(50, sys.getrecursionlimit() - _HEADROOM - _eager.base))
     except ValueError:
         return False
     return True
 
 
-class _HopPool:
-    """Idle hop threads, each waiting on its own job queue (NOTE [eager recursion stack])."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.idle = []              # job queues of idle threads
-        self.started = 0
-
-    def run(self, job):
-        """Run ``job()`` on an idle hop thread (a new one if none is idle); wait for it."""
-        with self.lock:
-            jobs = self.idle.pop() if self.idle else None
-        if jobs is None:
-            jobs = self._start()
-        outcome: List[Tuple[bool, object]] = []   # (True, the value) or (False, the exception)
-        finished = threading.Event()
-        jobs.put((job, outcome, finished))
-        finished.wait()
-        ok, value = outcome[0]
-        if not ok:
-            raise cast(BaseException, value)
-        return value
-
-    def _start(self):
-        jobs: "queue.SimpleQueue[tuple]" = queue.SimpleQueue()   # (job, outcome, finished)
-        with self.lock:
-            self.started += 1
-            name = "gluon_cf eager recursion %d" % self.started
-            # threading has no per-thread stack size: set it for this start only.
-            previous = threading.stack_size(_HOP_STACK)
-            try:
-                threading.Thread(target=self._serve, args=(jobs,), name=name,
-                                 daemon=True).start()
-            finally:
-                threading.stack_size(previous)
-        return jobs
-
-    def _serve(self, jobs):
+def _frame_depth():
+    """The number of Python frames below this one, in O(log depth) ``sys._getframe`` calls."""
+    low, high = 0, 1
+    try:
         while True:
-            job, outcome, finished = jobs.get()
-            try:
-                outcome.append((True, job()))
-            except BaseException as exc:  # noqa: B902 - handed to the waiting caller
-                outcome.append((False, exc))
-            del job, outcome
-            with self.lock:
-                self.idle.append(jobs)
-            finished.set()
-
-    def forget(self):
-        """After ``fork``: the child has none of the parent's threads."""
-        self.lock = threading.Lock()
-        self.idle = []
+            sys._getframe(high)
+            low, high = high, 2 * high
+    except ValueError:
+        pass
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            sys._getframe(middle)
+            low = middle
+        except ValueError:
+            high = middle
+    return low
 
 
-_hops = _HopPool()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_hops.forget)
+def _serve_hops(fn, args):
+    """The outermost eager call ``fn(*args)``: run it in a segment, and start a segment for
+    every hop of the calls below, from here (NOTE [eager recursion stack])."""
+    _eager.hub, _eager.base = greenlet.getcurrent(), _frame_depth()
+    try:
+        message = _start_segment(fn, args, 1, _eager.hub.gr_context, None)
+        while True:
+            kind, what, waiting = message
+            if kind == "hop":
+                callee, callee_args, depth, context = what
+                message = _start_segment(callee, callee_args, depth, context, waiting)
+            elif waiting is not None:   # a segment returned: what is its outcome
+                message = waiting.switch(what)
+            else:
+                break
+    finally:
+        _eager.hub = None
+        _eager.depth = 0
+    ok, value = what
+    if not ok:
+        raise value
+    return value
 
 
-def _call_on_hop_thread(fn, args, depth):
-    """Run the invocation at ``depth`` on a hop thread with the caller's MXNet state."""
-    recording, training = mx.autograd.is_recording(), mx.autograd.is_training()
-    device = mx.context.current_context()
-    np_shape = mx.util.is_np_shape()
+def _start_segment(fn, args, depth, context, waiting):
+    segment = greenlet.greenlet(_run_segment)
+    segment.gr_context = context     # shared: a ContextVar set in it is set for the caller
+    return segment.switch(fn, args, depth, waiting)
 
-    def job():
-        mx.autograd.set_recording(recording)
-        mx.autograd.set_training(training)
-        mx.util.set_np_shape(np_shape)
-        _eager.depth = depth
-        with device:
-            return fn.fn(*args)
 
-    return _hops.run(job)
+def _run_segment(fn, args, depth, waiting):
+    """The body of a segment: ``("return", (ok, value or exception), waiting)`` to the hub."""
+    _eager.depth = depth
+    try:
+        outcome = (True, fn(*args))
+    except greenlet.GreenletExit:   # the segment is being collected (its hub has gone)
+        raise
+    except BaseException as exc:  # noqa: B902 - handed to the waiting caller
+        outcome = (False, exc)
+    _eager.depth = depth - 1
+    return ("return", outcome, waiting)
+
+
+def _hop(fn, args, depth):
+    """Run the call at ``depth`` in a new segment; wait for it (NOTE [eager recursion stack])."""
+    current = greenlet.getcurrent()
+    ok, value = _eager.hub.switch(("hop", (fn, args, depth, current.gr_context), current))
+    if not ok:
+        raise value
+    return value
 
 
 def _cut_traceback(exc):
@@ -375,7 +372,7 @@ def _invoke_symbolic(fn, flat, fmt):
     if table is not None:
         _, _, out_fmt, num_outputs = table.signature(fn, len(flat), fmt)
         spec = {"graphs": {}, "function": table.qname(fn), "num_outputs": num_outputs}
-        return regroup(_node.make_node("invoke", flat, spec, fn.name, user_location()), out_fmt)
+        return regroup(_node.make_node("invoke", flat, spec, fn.name), out_fmt)
     # The outermost call: build the function table, then one recursion node.
     table = _Table.current.value = _Table()
     try:
@@ -393,5 +390,4 @@ def _invoke_symbolic(fn, flat, fmt):
             num_args=n, max_depth=f.max_depth, name=f.name, source=_source(f.fn))
     spec = {"graphs": functions, "entry": table.qname(fn), "num_args": len(flat),
             "num_outputs": num_outputs, "namespace": table.namespace}
-    return regroup(_node.make_node("recursion", flat + env, spec, fn.name,
-                                     user_location()), out_fmt)
+    return regroup(_node.make_node("recursion", flat + env, spec, fn.name), out_fmt)

@@ -1,0 +1,134 @@
+"""Checking what a gluon_cf node's subgraphs hold, with MXNet's own operator registry, before
+MXNet loads or runs them.
+
+NOTE [subgraph contents are checked before MXNet runs them]
+    ``symbol_file.py`` checks the structure of a symbol's JSON in pure Python (NOTE [files are
+    checked before MXNet reads them]); what each node of a subgraph *means* only MXNet knows.
+    MXNet's loader trusts it: a head or an input naming output 5 of a node with one output
+    loads, then segfaults in shape inference; an operator that does not exist, an attribute
+    it cannot parse or a Custom operator never registered gives MXNet's raw message, naming
+    nodes of our subgraph the user never wrote; a node given more or fewer inputs than its
+    operator takes fails later, deep inside MXNet. So when a gluon_cf node is decoded (from
+    the operator's constructor, which never raises: NOTE [callbacks never take the process
+    down] in ``node.py``), every node of its subgraphs is created alone by MXNet, from its op
+    and attributes, as MXNet's own symbol API does (``MXSymbolCreateAtomicSymbol``): that
+    says whether MXNet accepts it, how many inputs it takes and how many outputs it gives;
+    every input and head must then name an output that exists. The error names the gluon_cf
+    node, the subgraph, the node inside it and what is wrong. Nodes holding MXNet's own
+    subgraphs (``_foreach``, ``_while_loop``, ``_cond``) are left to MXNet: their outputs are
+    not counted, and entries reading them are not checked. Where gluon_cf loads a file holding
+    gluon_cf nodes itself (``SymbolBlock.imports``, ``save_artifact`` from files, the CLI's
+    ``convert``), the file's own nodes are checked the same way: an input reading output 3 of
+    a one-output node there segfaulted too.
+"""
+import ctypes
+import json
+from typing import List, Optional
+
+import mxnet as mx
+from mxnet._ctypes.symbol import _symbol_creator
+from mxnet.base import _LIB, OpHandle, c_str, check_call
+
+from . import registry
+from .errors import SymbolFileError
+from .symbol_file import check_spec, check_symbol_json, decode_symbol_file
+
+
+def check_symbol_file_contents(path):
+    """``symbol_file.check_symbol_file``, then the contents of the file's own nodes (NOTE
+    above). A missing file is left to the loader."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return
+    if registry.OP_PREFIX.encode() in data:
+        check_symbol_text_contents(decode_symbol_file(data, path), str(path))
+
+
+def check_symbol_text_contents(text, where):
+    """:func:`check_symbol_file_contents` for a file's text already read."""
+    if registry.OP_PREFIX in text:
+        check_symbol_json(text, where)
+        check_entries(text, where)
+
+
+def check_node_spec(kind, spec_text):
+    """A gluon_cf node's ``spec`` attribute, decoded and checked: its structure
+    (``symbol_file.check_spec``), then its subgraphs' contents (NOTE above)."""
+    return check_subgraphs(kind, check_spec(kind, spec_text))
+
+
+def check_subgraphs(kind, spec):
+    """Check the contents of every subgraph of a gluon_cf node of ``kind`` whose ``spec``
+    passed ``symbol_file.check_spec`` (NOTE above); returns ``spec``."""
+    where = "a gluon_cf.%s node %r" % (kind, spec.get("node", ""))
+    for role, graph in spec["graphs"].items():
+        check_entries(graph["json"], "%s, subgraph %r" % (where, role))
+    return spec
+
+
+def check_entries(text, where):
+    """Check the nodes, inputs and heads of one symbol JSON (structurally valid already)."""
+    graph = json.loads(text)
+    outputs: List[Optional[int]] = []   # per node: its number of outputs, None if not known
+    for i, node in enumerate(graph["nodes"]):
+        label = "%s: node %d (%r, %s)" % (where, i, node["name"], node["op"])
+        for entry in node.get("inputs", []):
+            _check_entry(entry, outputs, graph, "%s reads" % label)
+        if node["op"] == "null":
+            outputs.append(1)
+        elif "subgraphs" in node:
+            outputs.append(None)
+        else:
+            outputs.append(_check_node(node, label))
+    for k, entry in enumerate(graph["heads"]):
+        _check_entry(entry, outputs, graph, "%s: its output %d is" % (where, k))
+
+
+def _check_entry(entry, outputs, graph, what):
+    node, index = entry[0], entry[1]
+    count = outputs[node]
+    if count is not None and index >= count:
+        raise SymbolFileError("%s output %d of node %d (%r), which has %s" % (
+            what, index, node, graph["nodes"][node]["name"],
+            "1 output" if count == 1 else "%d outputs" % count))
+
+
+def _check_node(node, label):
+    """MXNet creates the node alone: its number of outputs, after checking its inputs."""
+    attrs = dict(node.get("attrs", node.get("attr", node.get("param", {}))))
+    handle = OpHandle()
+    try:
+        check_call(_LIB.NNGetOpHandle(c_str(node["op"]), ctypes.byref(handle)))
+    except mx.MXNetError:
+        handle.value = None
+    if not handle.value:
+        raise SymbolFileError("%s: MXNet has no operator %r" % (label, node["op"]))
+    try:
+        symbol = _symbol_creator(handle.value, None, None, list(attrs), list(attrs.values()),
+                                 "check", False)
+        takes, gives = len(symbol.list_inputs()), len(symbol.list_outputs())
+    except SymbolFileError as err:   # a nested gluon_cf node: its own error names it
+        raise err.with_traceback(None) from None
+    except mx.MXNetError as err:
+        raise SymbolFileError("%s: MXNet refuses it: %s" % (label, _mxnet_words(err))) \
+            from None
+    has = len(node.get("inputs", []))
+    if has != takes:
+        raise SymbolFileError("%s: has %d input%s, but %s with its attributes takes %d"
+                              % (label, has, "" if has == 1 else "s", node["op"], takes))
+    return gives
+
+
+def _mxnet_words(err):
+    """MXNet's message without its C++ traceback and source locations."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("Traceback", "File ", "["))]
+    text = (useful or lines or ["(no message)"])[0]
+    for prefix in ("MXNetError: ",):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    if "Check failed: " in text:   # "Check failed: <C++ condition>: <message>"
+        text = text.rsplit(": ", 1)[-1]
+    return text[:300]
