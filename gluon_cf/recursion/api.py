@@ -34,7 +34,7 @@ from .. import node as _node
 from .._structure import describe, flatten, regroup
 from ..checks import check_callable, mode_of
 from ..errors import RecursionDepthError
-from ..tracing import PendingSignature, merge_captures, trace
+from ..tracing import PendingSignature, merge_captures, trace, user_location
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
@@ -372,7 +372,7 @@ def _invoke_symbolic(fn, flat, fmt):
     if table is not None:
         _, _, out_fmt, num_outputs = table.signature(fn, len(flat), fmt)
         spec = {"graphs": {}, "function": table.qname(fn), "num_outputs": num_outputs}
-        return regroup(_node.make_node("invoke", flat, spec, fn.name), out_fmt)
+        return regroup(_node.make_node("invoke", flat, spec, fn.name, user_location()), out_fmt)
     # The outermost call: build the function table, then one recursion node.
     table = _Table.current.value = _Table()
     try:
@@ -390,4 +390,5 @@ def _invoke_symbolic(fn, flat, fmt):
             num_args=n, max_depth=f.max_depth, name=f.name, source=_source(f.fn))
     spec = {"graphs": functions, "entry": table.qname(fn), "num_args": len(flat),
             "num_outputs": num_outputs, "namespace": table.namespace}
-    return regroup(_node.make_node("recursion", flat + env, spec, fn.name), out_fmt)
+    return regroup(_node.make_node("recursion", flat + env, spec, fn.name,
+                                     user_location()), out_fmt)
