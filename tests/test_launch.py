@@ -8,6 +8,7 @@ environment, by which `_leftovers` finds (and the fixture kills) whatever a job 
 """
 import io
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,7 +30,8 @@ from gluon_cf.data.split import balanced_shards, count_shards, shard_loss_scale,
 from gluon_cf.launch import cli, job
 from gluon_cf.launch.job import ProcessSpec
 from gluon_cf.launch.supervisor import Supervisor
-from gluon_cf.launch.worker import HEARTBEAT_ENV, HEARTBEAT_MARKER, heartbeat
+from gluon_cf.launch.worker import (HEARTBEAT_ENV, HEARTBEAT_MARKER, SCRIPT_ENDED_MARKER,
+                                     heartbeat)
 from gluon_cf.models import TreeLSTM
 from gluon_cf.models.train import demo_splits
 
@@ -271,6 +273,23 @@ def test_a_silent_worker_is_stopped_after_the_progress_timeout():
            "stopped the job's other processes; last output: (none)" in outcome.report
     assert seconds < 10                                   # the other one was stopped too
     assert out == "[worker 1] started\n" and err == ""     # heartbeats are not forwarded
+
+
+def test_workers_that_all_ended_their_scripts_but_never_exit_are_stopped():
+    """Every worker ended its script (the exit report's marker) and hangs in ps-lite's
+    shutdown: the ended workers are not blamed while a peer still trains, but once all have
+    ended, the stalled shutdown is named."""
+    ended = "import sys, time\nsys.stderr.write(%r + '\\n'); sys.stderr.flush()\n" \
+        "time.sleep(60)\n" % SCRIPT_ENDED_MARKER
+    start = time.monotonic()
+    outcome, out, err = _supervise([_python_worker(ended),
+                                    _python_worker(_beating(2, ended), 1)], 1.0)
+    assert time.monotonic() - start > 2                  # not while worker 1 still beat
+    assert outcome.status == 1
+    assert outcome.report.startswith("gluon_cf.launch: worker 0 (pid ")
+    assert re.search(r"ended its script but has not exited for \d+ s \(--progress-timeout\): "
+                     r"ps-lite's shutdown did not finish; stopped", outcome.report)
+    assert out == "" and err == ""                      # markers are not forwarded
 
 
 def test_heartbeats_keep_a_worker_alive_and_a_failure_quotes_its_last_lines():

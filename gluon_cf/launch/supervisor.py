@@ -172,6 +172,16 @@ class Supervisor:
         return "gluon_cf.launch: %s (pid %d%s) %s; stopped the job's other processes; last " \
                "output: %s" % (proc.spec.name, proc.popen.pid, where, how, lines or "(none)")
 
+    def _stall(self, proc: _Running, now: float) -> str:
+        silent = "%.0f s (--progress-timeout)" % (now - proc.last_progress)
+        if proc.script_ended:      # so had every worker: the job's shutdown itself stalls
+            return "ended its script but has not exited for %s: ps-lite's shutdown did not " \
+                   "finish" % silent
+        ended = [p.spec.name for p in self.running if p.script_ended]
+        why = "; %s ended its script before it: every worker must run as many steps " \
+              "(pushes and pulls) as the others" % " and ".join(ended) if ended else ""
+        return "made no progress (no output, no heartbeat) for %s%s" % (silent, why)
+
     def _failure(self, now: float) -> Optional[Outcome]:
         """The first failure among the running processes, or None."""
         for proc in self.running:
@@ -179,16 +189,14 @@ class Supervisor:
             if code is not None and code != 0:
                 return Outcome(_exit_status(code), self._report(proc, _describe_status(code)))
         if self.progress_timeout:
-            for proc in self.running:
-                if proc.spec.role == "worker" and proc.popen.poll() is None and \
+            workers = [p for p in self.running if p.spec.role == "worker"]
+            # A worker whose script ended waits in ps-lite's shutdown for its peers: silent,
+            # and not the one to blame, unless every worker has ended.
+            watched = [p for p in workers if not p.script_ended] or workers
+            for proc in watched:
+                if proc.popen.poll() is None and \
                         now - proc.last_progress > self.progress_timeout:
-                    ended = [p.spec.name for p in self.running if p.script_ended]
-                    why = "; %s ended its script before it: every worker must run as " \
-                          "many steps (pushes and pulls) as the others" \
-                          % " and ".join(ended) if ended else ""
-                    return Outcome(1, self._report(
-                        proc, "made no progress (no output, no heartbeat) for %.0f s "
-                              "(--progress-timeout)%s" % (now - proc.last_progress, why)))
+                    return Outcome(1, self._report(proc, self._stall(proc, now)))
         return None
 
     def run(self) -> Outcome:
