@@ -13,6 +13,7 @@ from ..tracing import merge_captures, trace
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
+from .foreach_memory import forward_into as _forward_into
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
@@ -289,6 +290,11 @@ class ForeachRule(registry.Rule):
         outputs, states = yield loop(lambda t: [d[t] for d in data], length, step, states,
                                      captured)
         return outputs + states
+
+    def forward_into(self, node, inputs, out_data, is_train):
+        """The outermost node writes into MXNet's outputs (NOTE [where a loop's memory goes]
+        in ``foreach_memory.py``): heads for backward, or None to run ``forward``."""
+        return _forward_into(node, inputs, out_data, is_train)
 
     def forward_batched(self, node, inputs, frame):
         """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""
