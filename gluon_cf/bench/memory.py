@@ -14,7 +14,7 @@ affected.
 
 Cells:
 
-* ``lstm``: a hybridized ``LSTMCell`` (hidden 256, batch 32, input 256) scanned over T steps,
+* ``lstm``: a hybridized ``LSTMCell`` (hidden 256, batch 32, input 256) scanned over T steps
   training (forward + backward of the sum of the outputs) and inference (forward, no autograd),
   with gluon_cf.foreach (``remat`` False, True, "auto"), MXNet's ``F.contrib.foreach``
   (``_foreach``), and PyTorch's ``LSTMCell`` in a Python loop, plain and with
@@ -38,7 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
-HIDDEN, BATCH, INPUT = 256, 32, 256
+HIDDEN, BATCH = 256, 32   # the LSTM's input size is its hidden size
 NA_REMAT = "n/a (remat not available)"
 NA_TORCH = "n/a (torch not installed)"
 MB = 1024.0 * 1024.0
@@ -74,8 +74,9 @@ class Preset:
 
 
 def _preset_cells(p: Preset) -> List[Cell]:
+    # torch.utils.checkpoint changes nothing without autograd: no torch_ckpt inference cell.
     cells = [Cell("lstm", impl, mode, t) for t in p.steps for mode in ("train", "infer")
-             for impl in LSTM_IMPLS]
+             for impl in LSTM_IMPLS if not (impl == "torch_ckpt" and mode == "infer")]
     cells += [Cell("treelstm_chain", impl, "train", p.chain_nodes) for impl in TREE_IMPLS]
     cells += [Cell("treelstm_forest", impl, "train", p.forest_trees) for impl in TREE_IMPLS]
     return cells
@@ -167,7 +168,7 @@ def _lstm_mxnet(impl, hidden, batch, steps, train):
         def __init__(self):
             super().__init__()
             with self.name_scope():
-                self.cell = gluon.rnn.LSTMCell(hidden, input_size=INPUT)
+                self.cell = gluon.rnn.LSTMCell(hidden, input_size=hidden)
 
         def hybrid_forward(self, F, seq, h, c):
             body = lambda x, s: self.cell(x, s)  # noqa: E731
@@ -196,12 +197,12 @@ def _lstm_mxnet(impl, hidden, batch, steps, train):
         return None
 
     try:
-        call(mx.nd.random.uniform(-1, 1, (3, batch, INPUT)))   # warm-up (and: remat accepted?)
+        call(mx.nd.random.uniform(-1, 1, (3, batch, hidden)))   # warm-up (and: remat accepted?)
     except TypeError as err:
         if kwargs and "remat" in str(err):
             return NA_REMAT
         raise
-    seq = mx.nd.random.uniform(-1, 1, (steps, batch, INPUT))
+    seq = mx.nd.random.uniform(-1, 1, (steps, batch, hidden))
     mx.nd.waitall()
     return lambda: call(seq)
 
@@ -215,8 +216,7 @@ def _lstm_torch(impl, hidden, batch, steps, train):
     except ImportError:
         return NA_TORCH
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
-    cell = torch.nn.LSTMCell(INPUT, hidden)
+    cell = torch.nn.LSTMCell(hidden, hidden)
     h0, c0 = torch.zeros(batch, hidden), torch.zeros(batch, hidden)
 
     def call(seq):
@@ -234,8 +234,8 @@ def _lstm_torch(impl, hidden, batch, steps, train):
                 cell.zero_grad(set_to_none=False)
         return outs
 
-    call(torch.rand(3, batch, INPUT))
-    seq = torch.rand(steps, batch, INPUT) * 2 - 1
+    call(torch.rand(3, batch, hidden))
+    seq = torch.rand(steps, batch, hidden) * 2 - 1
     return lambda: call(seq)
 
 
@@ -285,7 +285,9 @@ def _treelstm(model, impl, size, hidden):
 
     call(arrays(warm))
     inputs = arrays(forest)
-    return lambda: call(inputs)
+    run = lambda: call(inputs)  # noqa: E731
+    run.nodes = len(forest.tokens)
+    return run
 
 
 # ------------------------------------------------------------------------------------- a child
@@ -298,15 +300,21 @@ def run_cell(cell: Cell, hidden: int, batch: int, tree_hidden: int) -> Dict[str,
             run = _lstm_torch(cell.impl, hidden, batch, cell.size, train)
         else:
             run = _lstm_mxnet(cell.impl, hidden, batch, cell.size, train)
-    else:
+    elif cell.model in ("treelstm_chain", "treelstm_forest"):
         run = _treelstm(cell.model, cell.impl, cell.size, tree_hidden)
+    else:
+        raise ValueError("gluon_cf.bench.memory: unknown model %r (lstm, treelstm_chain, "
+                         "treelstm_forest)" % cell.model)
     if isinstance(run, str):
         return {"na": run}
     with PeakRSS() as peak:
         start = time.perf_counter()
         run()
         seconds = time.perf_counter() - start
-    return {"peak_mb": peak.growth / MB, "seconds": seconds}
+    result = {"peak_mb": peak.growth / MB, "seconds": seconds}
+    if hasattr(run, "nodes"):
+        result["nodes"] = run.nodes
+    return result
 
 
 def measure(cell: Cell, hidden: int = HIDDEN, batch: int = BATCH, tree_hidden: int = 150,
@@ -338,8 +346,8 @@ def _child(text):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the quick preset (< 2 minutes)")
-    parser.add_argument("--cells", default="*", help="only cells whose key matches this glob "
-                        "(model/impl/mode/size, e.g. 'lstm/*/train/*')")
+    parser.add_argument("--cells", default="*", help="only cells whose key matches one of these "
+                        "comma-separated globs (model/impl/mode/size, e.g. 'lstm/*/train/*')")
     parser.add_argument("--json", default=None, help="write the JSON summary to this file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -358,13 +366,15 @@ def main(argv=None):
 
 def run_preset(preset: Preset, pattern: str = "*", log=sys.stderr) -> Dict[str, Any]:
     """Measure every cell of ``preset`` matching ``pattern``; the JSON summary."""
+    patterns = pattern.split(",")
     cells = [c for c in (preset.cells or _preset_cells(preset))
-             if fnmatch.fnmatch(c.key, pattern)]
+             if any(fnmatch.fnmatch(c.key, p) for p in patterns)]
     results = {}
     for cell in cells:
         result = measure(cell, preset.hidden, preset.batch, preset.tree_hidden)
-        if "peak_mb" in result and cell.model == "lstm":
-            result["mb_per_step"] = result["peak_mb"] / cell.size
+        if "peak_mb" in result:
+            result["mb_per_step" if cell.model == "lstm" else "mb_per_node"] = \
+                result["peak_mb"] / max(result.get("nodes", cell.size), 1)
         results[cell.key] = result
         print("%-40s %s" % (cell.key, json.dumps(result)), file=log, flush=True)
     return {"hidden": preset.hidden, "batch": preset.batch, "tree_hidden": preset.tree_hidden,
@@ -382,7 +392,10 @@ def format_table(summary: Dict[str, Any]) -> str:
         if impl not in impls:
             impls.append(impl)
         if "peak_mb" in result:
-            text = "%.0f MB %.2f s" % (result["peak_mb"], result["seconds"])
+            per = result.get("mb_per_step", result.get("mb_per_node"))
+            text = "%.1f MB (%.3f/%s) %.2f s" % (result["peak_mb"], per,
+                                              "step" if model == "lstm" else "node",
+                                              result["seconds"])
         else:
             text = result.get("na") or "error: " + result.get("error", "?")[:40]
         rows.setdefault((model, mode, int(size)), {})[impl] = text
