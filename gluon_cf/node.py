@@ -15,9 +15,12 @@ NOTE [gradients through a node]
     Forward in training runs the op's ``forward`` under ``autograd.record()`` on inputs marked as
     variables, and keeps (inputs, outputs) on the operator instance: that is the node's saved state
     for backward. ``backward`` calls ``autograd.backward`` on the outputs with the incoming head
-    gradients and hands back the inputs' gradients. If backward comes without a recorded forward
-    (``autograd.record(train_mode=False)`` makes MXNet call forward with ``is_train=False``), the
-    forward is recomputed under recording first.
+    gradients and hands back the inputs' gradients. A rule with ``forward_into`` (the outermost
+    stateful foreach, NOTE [where a loop's memory goes] in ``ops/foreach_memory.py``) writes
+    MXNet's output arrays itself and keeps, in place of the outputs, the recorded arrays that
+    wrote each output row: backward hands each its row of the head gradient. If backward
+    comes without a recorded forward (``autograd.record(train_mode=False)`` makes MXNet call
+    forward with ``is_train=False``), the forward is recomputed under recording first.
 """
 import atexit
 import builtins
@@ -414,9 +417,9 @@ class _NodeOperator(mx.operator.CustomOp):
         saved, self.saved = self.saved, None
         if saved is None or saved[2] != wanted:
             inputs = list(in_data)
-            # out_data already hold these values: rewriting them changes nothing.
-            saved = (inputs, self._run(inputs, self.is_train, wanted, list(out_data))[0],
-                     wanted)
+            # Into arrays of its own: MXNet's outputs may be read meanwhile.
+            scratch = [mx.nd.empty(o.shape, dtype=o.dtype) for o in out_data]
+            saved = (inputs, self._run(inputs, self.is_train, wanted, scratch)[0], wanted)
         inputs, saved_heads, _ = saved
         heads = [(o, out_grad[k] if row is None else out_grad[k][row].reshape(o.shape))
                  for o, k, row in saved_heads if is_float(o.dtype) and _recorded(o)]

@@ -145,6 +145,9 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
 #     call: one graph holding UNROLL copies of the body, each reading its slice of a block of
 #     the data and the states the previous copy computed, outputs stacked inside. Same
 #     operators, same order: the values and gradients are those of step-by-step execution.
+#     The outermost node runs its own form of these graphs, which keeps no more memory than
+#     the steps themselves need (NOTE [where a loop's memory goes] in ``foreach_memory.py``);
+#     the form here serves a foreach nested in another node's graph.
 UNROLL = 10
 
 

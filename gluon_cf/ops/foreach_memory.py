@@ -1,38 +1,48 @@
-"""A stateful ``foreach`` node run as MXNet's own ``_foreach`` keeps memory: its outputs written
-into MXNet's output arrays, nothing stacked, concatenated or copied on the way.
+"""The outermost stateful ``foreach`` node writes its outputs into MXNet's output arrays: nothing
+stacked, concatenated or copied on the way.
 
 NOTE [where a loop's memory goes]
-    Measured (``python -m gluon_cf.bench.memory``; hybridized LSTMCell H=256, B=32, T=400, one
-    forward under ``autograd.record()``, peak RSS growth): gluon_cf's unrolled loop (NOTE
-    [unrolled steps] in ``foreach.py``) kept 222 MB, MXNet's ``_foreach`` 144 MB and a Python
-    loop of the hybridized cell on views of the data 160 MB; with backward 254 vs 169 MB
-    (0.64 vs 0.42 MB per step). Unrolling itself costs nothing (one step per graph kept as
-    much). What a step kept beyond the body's own intermediates, each one more copy of a
-    step's output (32 KB here) or data slice, all alive until backward:
+    Measured with ``python -m gluon_cf.bench.memory`` and by taking the loop apart (hybridized
+    LSTMCell H=256, B=32, peak RSS growth of one call in a fresh process). Before this module,
+    at T=400 a recorded forward kept 222 MB against 144 MB for MXNet's ``_foreach`` and
+    160 MB for a Python loop of the hybridized cell on views of the data; with backward 257
+    against 170 MB (0.64 against 0.43 MB per step). Unrolling itself cost nothing (one step
+    per graph kept as much). Each step kept, beyond its body's own buffers, copies of its
+    output (32 KB here) or data:
 
     * the data block sliced inside the graph (``slice_axis``): a copy of the step's data,
-      kept because ``FullyConnected``'s backward reads it (MXNet's ``_foreach`` and NDArray
-      indexing give views);
-    * the outputs stacked inside the graph, then multiplied by 1 (NOTE in ``_cachedop.py``):
-      two copies, the second an output of the recorded call, so kept;
+      kept because ``FullyConnected``'s backward reads it (``_foreach`` and NDArray indexing
+      give views);
+    * the outputs stacked inside the graph, then multiplied by 1 (``_cachedop.py``): two
+      copies, the second an output of the recorded call, so kept;
     * the chunks' outputs concatenated into the node's output: one more, kept by the node for
-      backward (NOTE [gradients through a node]), and copied once more into MXNet's output
-      array (``assign``).
+      backward (NOTE [gradients through a node]) and copied into MXNet's output array.
 
-    In inference the same chain (chunk outputs, concatenation, MXNet's output) held three
-    copies of the outputs at once: 180 MB for 52 MB of outputs at T=1,600.
+    Inference (185 MB for 50 MB of outputs at T=1,600) held the chunks' outputs, their
+    concatenation and MXNet's output at once, and pushed every call to MXNet's engine before
+    the first had run: a static-memory CachedOp called while its earlier calls are pending
+    gives each call fresh buffers (MXNet's NaiveEngine, which runs each call at once, grew by
+    the outputs alone).
 
     So the outermost node of a stateful foreach whose body is a plain graph runs here
     (``ForeachRule.forward_into``, called by ``node.py`` with MXNet's output arrays): the
-    unrolled graph takes each step's data as its own input, views of the data (``d[t]``),
-    and returns each step's outputs as they are. In training the steps' outputs are copied
-    into MXNet's output array (unrecorded) and kept as the recorded heads of backward, each
-    with its rows of the output's gradient; nothing is stacked or concatenated. In inference
-    the graph stacks its outputs and its static CachedOp writes them straight into the rows
-    of MXNet's output array (``out=``), states alternating between two buffers and the last
-    into MXNet's: outputs are allocated once (by MXNet) and a step's intermediates are the
-    static CachedOp's, reused by the next call. Values and gradients are those of the same
-    operators in the same order.
+    unrolled graph takes each step's data as its own input, a view (``d[t]``), and returns
+    each step's outputs as they are. In training the recorded call writes each step's output
+    into its row of MXNet's output array (``out=``) and the node keeps it as a head of
+    backward with that row of the gradient; nothing is stacked or concatenated, and an output
+    is multiplied by 1 only where NOTE [gradients passed straight through] asks. In
+    inference the graph stacks its outputs and its static CachedOp writes them into the rows
+    of MXNet's output array, the states alternating between two buffers and the last into
+    MXNet's, with at most IN_FLIGHT calls pending: outputs are allocated once (by MXNet) and a
+    step's intermediates are the static CachedOp's, reused by the next call. Values and
+    gradients are those of the same operators in the same order.
+
+    After: inference at T=1,600 grows 53 MB for its 50 MB of outputs (``_foreach`` 84 MB);
+    training keeps 0.48 MB per step (``_foreach`` 0.43). Of that, the forward holds what a
+    Python loop of the hybridized cell holds (660 against 658 MB at T=1,600: what MXNet's
+    CachedOp keeps for a recorded call, every buffer of its forward planned together with its
+    backward; ``_foreach`` 590 MB) and the backward adds 105 MB (the Python loop 66 MB,
+    ``_foreach`` 69 MB), whatever the number of heads or of unrolled steps per call.
 """
 import json
 import threading
