@@ -324,7 +324,7 @@ def is_float(dtype):
     return np.issubdtype(np.dtype(dtype), np.floating)
 
 
-def _recorded(array):
+def recorded(array):
     """Whether ``array`` is part of the graph autograd recorded (constants are not)."""
     try:
         autograd.get_symbol(array)
@@ -387,7 +387,7 @@ class _NodeOperator(mx.operator.CustomOp):
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         heads, written = self._run(inputs, is_train, marks, out_data if direct else None)
-        self.saved = (inputs, heads, marks) if is_train else None
+        self.saved = (inputs, heads, marks, written) if is_train else None
         if written:
             return
         for k, (dst, r, value) in enumerate(zip(out_data, req, [o for o, _, _ in heads])):
@@ -419,10 +419,13 @@ class _NodeOperator(mx.operator.CustomOp):
             inputs = list(in_data)
             # Into arrays of its own: MXNet's outputs may be read meanwhile.
             scratch = [mx.nd.empty(o.shape, dtype=o.dtype) for o in out_data]
-            saved = (inputs, self._run(inputs, self.is_train, wanted, scratch)[0], wanted)
-        inputs, saved_heads, _ = saved
+            heads, written = self._run(inputs, self.is_train, wanted, scratch)
+            saved = (inputs, heads, wanted, written)
+        inputs, saved_heads, _, written = saved
+        # A rule's forward_into returns recorded heads only (one per step: asking autograd
+        # for each one's graph would cost time and memory quadratic in the steps).
         heads = [(o, out_grad[k] if row is None else out_grad[k][row].reshape(o.shape))
-                 for o, k, row in saved_heads if is_float(o.dtype) and _recorded(o)]
+                 for o, k, row in saved_heads if is_float(o.dtype) and (written or recorded(o))]
         if heads and wanted:
             autograd.backward([o for o, _ in heads], [g for _, g in heads],
                               train_mode=self.is_train)

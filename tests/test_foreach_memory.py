@@ -115,3 +115,27 @@ def test_outputs_multiplied_by_one_only_where_a_gradient_passes_through():
     assert _guarded(mx.sym.Group([product, total, computed, s, product])) == \
         [False, True, False, True, True]                 # s: an input; product twice
 
+
+
+@pytest.mark.parametrize("length", [3, 2 * UNROLL + 1])
+def test_steps_autograd_did_not_record(length):
+    """Only the state is marked and the body never reads it: no call is recorded, and the
+    state's gradient is zero, not an error (numpy is the oracle: MXNet's foreach refuses a
+    state its body does not read)."""
+    class Ignore(gluon.HybridBlock):
+        def hybrid_forward(self, F, seq, s):
+            outs, [last] = gluon_cf.foreach(lambda x, st: (x * 2, [x * 3]), seq, [s])
+            return outs, last
+
+    rng = np.random.RandomState(length)
+    seq, state = nd.array(rng.randn(length, 2)), nd.array(rng.randn(2))
+    net = Ignore()
+    net.hybridize()
+    state.attach_grad()
+    for _ in range(2):
+        with autograd.record():
+            outs, last = net(seq, state)
+        autograd.backward([outs, last], [nd.ones_like(outs), nd.ones_like(last)])
+        np.testing.assert_allclose(outs.asnumpy(), seq.asnumpy() * 2, rtol=1e-6)
+        np.testing.assert_allclose(last.asnumpy(), seq.asnumpy()[-1] * 3, rtol=1e-6)
+        assert state.grad.shape == (2,) and not state.grad.asnumpy().any()

@@ -50,6 +50,7 @@ import threading
 import mxnet as mx
 
 from .._cachedop import CachedOpPair
+from ..node import recorded as _recorded
 from ..graph import Graph
 from . import foreach as _foreach
 
@@ -59,8 +60,9 @@ IN_FLIGHT = 2   # calls of the unrolled graph pushed ahead of MXNet's engine at 
 
 def forward_into(node, inputs, out_data, is_train):
     """Run ``node`` (a stateful foreach) writing its outputs into ``out_data`` (NOTE [where a
-    loop's memory goes]). Returns the heads for backward, ``[(array, output index, rows)]``
-    (``rows``: the step whose row of that output it is, or None for all of it), or None
+    loop's memory goes]). Returns the heads for backward, ``[(array, output index, row)]``
+    (``row``: the step whose row of that output it is, or None for all of it), recorded
+    arrays only, or None
     when this node does not run here (the caller then runs the rule's ``forward``)."""
     spec = node.spec
     nd_, ns, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
@@ -74,6 +76,11 @@ def forward_into(node, inputs, out_data, is_train):
         return None   # checked and reported by the rule's forward
     row_shapes = [d.shape[1:] for d in data]
     recording = mx.autograd.is_recording()
+    # Which slot values autograd recorded (marked inputs; a view of one is too): a call is
+    # recorded when one of its inputs is, and then so are all its outputs. Asked of the inputs
+    # only, not of every step's output (autograd's answer walks back the whole history).
+    marked = [_recorded(a) for a in data] + [_recorded(s) for s in states] + \
+        [_recorded(c) for c in captured] if recording else []
     heads = []
     buffers = None
     in_flight = []   # the states of the calls pushed and maybe not run yet (NOTE above)
@@ -92,16 +99,20 @@ def forward_into(node, inputs, out_data, is_train):
                                       out=rows + [mx.nd.empty(s.shape, dtype=s.dtype)
                                                   for s in states])
             result = list(result) if isinstance(result, (list, tuple)) else [result]
-            for k in range(num_out):
-                heads.extend((o, k, begin + t)
-                             for t, o in enumerate(result[k * steps:(k + 1) * steps]))
+            recorded = any(marked[_slot_value(s, steps, nd_, ns)] for s in op.slots)
+            if recorded:
+                for k in range(num_out):
+                    heads.extend((o, k, begin + t)
+                                 for t, o in enumerate(result[k * steps:(k + 1) * steps]))
+            marked[nd_:nd_ + ns] = [recorded] * ns
             states = result[num_out * steps:]
             in_flight.append(states)
             if last:
                 with mx.autograd.pause(train_mode=is_train):
                     for k, s in enumerate(states):
                         out_data[num_out + k][:] = s
-                heads.extend((s, num_out + k, None) for k, s in enumerate(states))
+                if recorded:
+                    heads.extend((s, num_out + k, None) for k, s in enumerate(states))
         else:
             if last:
                 targets = list(out_data[num_out:])
@@ -115,6 +126,13 @@ def forward_into(node, inputs, out_data, is_train):
             states = targets
             in_flight.append(states)
     return heads
+
+
+def _slot_value(slot, steps, num_data, num_states):
+    """Which node input (data, state, captured) unrolled slot ``slot`` holds a value of."""
+    if slot < num_data * steps:
+        return slot % num_data
+    return slot - num_data * steps + num_data
 
 
 def _args(op, step_data, states, captured):
