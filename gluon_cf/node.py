@@ -426,6 +426,10 @@ class _NodeOperator(mx.operator.CustomOp):
         # for each one's graph would cost time and memory quadratic in the steps).
         heads = [(o, out_grad[k] if row is None else out_grad[k][row].reshape(o.shape))
                  for o, k, row in saved_heads if is_float(o.dtype) and (written or recorded(o))]
+        merged = {}   # one head per array: a loop's last state may be its last output row
+        for o, g in heads:
+            merged[id(o)] = (o, merged[id(o)][1] + g if id(o) in merged else g)
+        heads = list(merged.values())
         if heads and wanted:
             autograd.backward([o for o, _ in heads], [g for _, g in heads],
                               train_mode=self.is_train)

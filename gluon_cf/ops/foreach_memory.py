@@ -48,6 +48,7 @@ import json
 import threading
 
 import mxnet as mx
+import numpy as np
 
 from .._cachedop import CachedOpPair
 from ..node import recorded as _recorded
@@ -56,6 +57,15 @@ from . import foreach as _foreach
 
 
 IN_FLIGHT = 2   # calls of the unrolled graph pushed ahead of MXNet's engine at most
+# NOTE [one recorded step per call]
+#     In training, unrolled calls of 10 steps kept more than calls of one step each: at
+#     T=1,600 (LSTM H=256, B=32) 761 against 647 MB (2 steps 753, 5 steps 757, 20-80 steps
+#     769-785), the difference appearing in backward (each call's backward buffers are planned
+#     for all of its steps). A call costs ~0.1 ms, which matters for small steps only (NOTE
+#     [unrolled steps] in ``foreach.py``: a body of H=8 trained 1.3-1.4x slower one step per
+#     call): so a recorded loop whose states hold at least ONE_STEP_STATE_BYTES per step (an
+#     LSTM of H=256, B=32 holds 64 KB) runs one step per call, smaller ones UNROLL steps.
+ONE_STEP_STATE_BYTES = 64 * 1024
 
 
 def forward_into(node, inputs, out_data, is_train):
@@ -84,8 +94,11 @@ def forward_into(node, inputs, out_data, is_train):
     heads = []
     buffers = None
     in_flight = []   # the states of the calls pushed and maybe not run yet (NOTE above)
-    for begin in range(0, length, _foreach.UNROLL):
-        steps = min(_foreach.UNROLL, length - begin)
+    per_call = _foreach.UNROLL
+    if recording and sum(s.size * np.dtype(s.dtype).itemsize for s in states) >= ONE_STEP_STATE_BYTES:
+        per_call = 1   # NOTE [one recorded step per call]
+    for begin in range(0, length, per_call):
+        steps = min(per_call, length - begin)
         if len(in_flight) > IN_FLIGHT:
             for s in in_flight.pop(0):
                 s.wait_to_read()
@@ -97,7 +110,8 @@ def forward_into(node, inputs, out_data, is_train):
             rows = [out_data[k][begin + t] for k in range(num_out) for t in range(steps)]
             result = graph.recorded()(*_args(op, step_data, states, captured),
                                       out=rows + [mx.nd.empty(s.shape, dtype=s.dtype)
-                                                  for s in states])
+                                                  for k, s in enumerate(states)
+                                                  if k not in graph.aliases])
             result = list(result) if isinstance(result, (list, tuple)) else [result]
             recorded = any(marked[_slot_value(s, steps, nd_, ns)] for s in op.slots)
             if recorded:
@@ -105,7 +119,7 @@ def forward_into(node, inputs, out_data, is_train):
                     heads.extend((o, k, begin + t)
                                  for t, o in enumerate(result[k * steps:(k + 1) * steps]))
             marked[nd_:nd_ + ns] = [recorded] * ns
-            states = result[num_out * steps:]
+            states = graph.states_of(result, ns, num_out * steps)
             in_flight.append(states)
             if last:
                 with mx.autograd.pause(train_mode=is_train):
@@ -120,7 +134,7 @@ def forward_into(node, inputs, out_data, is_train):
                 if buffers is None:
                     buffers = [[mx.nd.empty(s.shape, dtype=s.dtype) for s in states]
                                for _ in range(2)]
-                targets = buffers[(begin // _foreach.UNROLL) % 2]
+                targets = buffers[(begin // per_call) % 2]
             outs = [out_data[k][begin:begin + steps] for k in range(num_out)] + targets
             CachedOpPair.__call__(op, *_args(op, step_data, states, captured), out=outs)
             states = targets
@@ -184,20 +198,39 @@ def _step_graph(node, steps, data_row_shapes, stacked):
         out_syms = [mx.sym.stack(*column, axis=0) for column in zip(*per_step)]
     else:
         out_syms = [o for column in zip(*per_step) for o in column]
-    unrolled = mx.sym.Group(out_syms + state_syms)
+    # A final state that is the last step's output k (an LSTM's h) is not an output of its
+    # own: its array is that output's row (a copy multiplied by 1 would be kept per call).
+    aliases = {}
+    if not stacked:
+        heads = json.loads(mx.sym.Group(out_syms + state_syms).tojson())["heads"]
+        last_step = {tuple(heads[k * steps + steps - 1][:2]): k * steps + steps - 1
+                     for k in range(num_out)}
+        for k in range(ns):
+            aliases[k] = last_step.get(tuple(heads[len(out_syms) + k][:2]))
+        aliases = {k: i for k, i in aliases.items() if i is not None}
+    kept_states = [sym for k, sym in enumerate(state_syms) if k not in aliases]
+    unrolled = mx.sym.Group(out_syms + kept_states)
     slots = [int(n[len("slot"):]) for n in unrolled.list_inputs()]
     graph = Graph.from_spec({"json": unrolled.tojson(), "inputs": slots,
-                             "num_outputs": len(out_syms) + ns})
-    graph = cache[key] = _Unrolled(graph)
+                             "num_outputs": len(out_syms) + len(kept_states)})
+    graph = cache[key] = _Unrolled(graph, aliases)
     return graph
 
 
 class _Unrolled:
     """A step graph's CachedOps for this thread, with the graph's slot map."""
 
-    def __init__(self, graph):
+    def __init__(self, graph, aliases):
         self.graph = graph
+        self.aliases = aliases   # final state -> the output (position) that is its value
         self._recorded = {}   # thread id -> CachedOp for recorded calls
+
+    def states_of(self, result, num_states, first_state):
+        """The final states from a call's ``result`` (states from ``first_state`` on, but
+        for the aliases)."""
+        kept = iter(result[first_state:])
+        return [result[self.aliases[k]] if k in self.aliases else next(kept)
+                for k in range(num_states)]
 
     def cached_op(self):
         op = self.graph.cached_op()
