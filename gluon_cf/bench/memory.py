@@ -14,9 +14,10 @@ affected.
 
 Cells:
 
-* ``lstm``: a hybridized ``LSTMCell`` (hidden 256, batch 32, input 256) scanned over T steps
+* ``lstm``: a hybridized ``LSTMCell`` (hidden 256, batch 32, input 256) scanned over T steps,
   training (forward + backward of the sum of the outputs) and inference (forward, no autograd),
-  with gluon_cf.foreach (``remat`` False, True, "auto"), MXNet's ``F.contrib.foreach``
+  with gluon_cf.foreach (no ``remat``; ``remat`` True, sqrt(T), "auto", and
+  ``gluon_cf.MemoryBudget`` of 0.12 MB per step, see REMAT), MXNet's ``F.contrib.foreach``
   (``_foreach``), and PyTorch's ``LSTMCell`` in a Python loop, plain and with
   ``torch.utils.checkpoint`` per step (when torch is importable).
 * ``treelstm``: training of ``gluon_cf.models.TreeLSTM`` (hybridized, batching executor) on one
@@ -42,9 +43,16 @@ HIDDEN, BATCH = 256, 32   # the LSTM's input size is its hidden size
 NA_REMAT = "n/a (remat not available)"
 NA_TORCH = "n/a (torch not installed)"
 MB = 1024.0 * 1024.0
-# The arguments each gluon_cf impl passes as ``remat=``; "none" passes nothing.
-REMAT = {"gluon_cf": None, "gluon_cf_remat": True, "gluon_cf_auto": "auto"}
-LSTM_IMPLS = ("gluon_cf", "gluon_cf_remat", "gluon_cf_auto", "mxnet", "torch", "torch_ckpt")
+# What each gluon_cf impl passes as ``remat=`` for a loop of T steps (nothing for None):
+# every step's intermediates recomputed; a checkpoint every sqrt(T) steps; chosen by gluon_cf;
+# chosen for a budget of BUDGET_MB_PER_STEP x T (issue 25's target for remat=True).
+BUDGET_MB_PER_STEP = 0.12
+REMAT = {"gluon_cf": None, "gluon_cf_remat": lambda t: True,
+         "gluon_cf_sqrt": lambda t: max(1, int(round(t ** 0.5))),
+         "gluon_cf_auto": lambda t: "auto",
+         "gluon_cf_budget": lambda t: _budget(BUDGET_MB_PER_STEP * t)}
+LSTM_IMPLS = ("gluon_cf", "gluon_cf_remat", "gluon_cf_sqrt", "gluon_cf_auto", "gluon_cf_budget",
+              "mxnet", "torch", "torch_ckpt")
 TREE_IMPLS = ("gluon_cf", "gluon_cf_remat")
 
 
@@ -151,9 +159,21 @@ def _kernel_peak() -> Optional[int]:
 
 # --------------------------------------------------------------------------------- LSTM, MXNet
 
-def _remat_kwargs(impl):
+class _NoRemat(Exception):
+    """gluon_cf here has no rematerialisation (no ``MemoryBudget``)."""
+
+
+def _budget(megabytes):
+    import gluon_cf
+    budget = getattr(gluon_cf, "MemoryBudget", None)
+    if budget is None:
+        raise _NoRemat()
+    return budget(int(megabytes * MB))
+
+
+def _remat_kwargs(impl, size):
     remat = REMAT.get(impl)
-    return {} if remat is None else {"remat": remat}
+    return {} if remat is None else {"remat": remat(size)}
 
 
 def _lstm_mxnet(impl, hidden, batch, steps, train):
@@ -162,7 +182,10 @@ def _lstm_mxnet(impl, hidden, batch, steps, train):
     from mxnet import autograd, gluon
     import gluon_cf
 
-    kwargs = _remat_kwargs(impl)
+    try:
+        kwargs = _remat_kwargs(impl, steps)
+    except _NoRemat:
+        return NA_REMAT
 
     class Scan(gluon.HybridBlock):
         def __init__(self):
@@ -256,7 +279,7 @@ def _treelstm(model, impl, size, hidden):
     forest = batchify_forest([encode_tree(t, vocab) for t in trees])
     warm = batchify_forest([encode_tree(t, vocab) for t in synthetic_treebank(
         2, "sst", seed=2, length=3)])
-    kwargs = _remat_kwargs(impl)
+    kwargs = _remat_kwargs(impl, size)
     if kwargs:
         # The model's ``@gluon_cf.recursive`` is looked up when the block is traced: this
         # process's gluon_cf.recursive passes the cell's remat.

@@ -38,11 +38,12 @@ NOTE [where a loop's memory goes]
     gradients are those of the same operators in the same order.
 
     After: inference at T=1,600 grows 53 MB for its 50 MB of outputs (``_foreach`` 84 MB);
-    training keeps 0.48 MB per step (``_foreach`` 0.43). Of that, the forward holds what a
+    training keeps 0.40 MB per step (``_foreach`` 0.43) with one step per recorded call (NOTE
+    [one recorded step per call]), 0.48 with ten: the forward of ten-step calls holds what a
     Python loop of the hybridized cell holds (660 against 658 MB at T=1,600: what MXNet's
     CachedOp keeps for a recorded call, every buffer of its forward planned together with its
-    backward; ``_foreach`` 590 MB) and the backward adds 105 MB (the Python loop 66 MB,
-    ``_foreach`` 69 MB), whatever the number of heads or of unrolled steps per call.
+    backward; ``_foreach`` 590 MB) and their backward adds 105 MB (the Python loop 66 MB,
+    ``_foreach`` 69 MB), whatever the number of heads.
 """
 import json
 import threading
