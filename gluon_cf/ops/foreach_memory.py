@@ -38,8 +38,10 @@ NOTE [where a loop's memory goes]
     gradients are those of the same operators in the same order.
 
     After: inference at T=1,600 grows 53 MB for its 50 MB of outputs (``_foreach`` 84 MB);
-    training keeps 0.40 MB per step (``_foreach`` 0.43) with one step per recorded call (NOTE
-    [one recorded step per call]), 0.48 with ten: the forward of ten-step calls holds what a
+    training keeps 0.40-0.43 MB per step with one step per recorded call (NOTE [one recorded
+    step per call]; seven runs at T=1,600 gave 644-651 MB four times and 691-694 MB three
+    times, ``_foreach`` 686-688 MB every time: about the outputs' 50 MB, alive at the peak or
+    not depending on when MXNet's engine frees what), 0.48 with ten: the forward of ten-step calls holds what a
     Python loop of the hybridized cell holds (660 against 658 MB at T=1,600: what MXNet's
     CachedOp keeps for a recorded call, every buffer of its forward planned together with its
     backward; ``_foreach`` 590 MB) and their backward adds 105 MB (the Python loop 66 MB,
@@ -73,8 +75,8 @@ def forward_into(node, inputs, out_data, is_train):
     """Run ``node`` (a stateful foreach) writing its outputs into ``out_data`` (NOTE [where a
     loop's memory goes]). Returns the heads for backward, ``[(array, output index, row)]``
     (``row``: the step whose row of that output it is, or None for all of it), recorded
-    arrays only, or None
-    when this node does not run here (the caller then runs the rule's ``forward``)."""
+    arrays only; or None when this node does not run here (the caller then runs the rule's
+    ``forward``)."""
     spec = node.spec
     nd_, ns, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
     body = node.graphs["body"]
@@ -95,9 +97,9 @@ def forward_into(node, inputs, out_data, is_train):
     heads = []
     buffers = None
     in_flight = []   # the states of the calls pushed and maybe not run yet (NOTE above)
-    per_call = _foreach.UNROLL
-    if recording and sum(s.size * np.dtype(s.dtype).itemsize for s in states) >= ONE_STEP_STATE_BYTES:
-        per_call = 1   # NOTE [one recorded step per call]
+    state_bytes = sum(s.size * np.dtype(s.dtype).itemsize for s in states)
+    # NOTE [one recorded step per call]
+    per_call = 1 if recording and state_bytes >= ONE_STEP_STATE_BYTES else _foreach.UNROLL
     for begin in range(0, length, per_call):
         steps = min(per_call, length - begin)
         if len(in_flight) > IN_FLIGHT:
