@@ -28,13 +28,18 @@ class CachedOpPair:
         self.static = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)])
         self.dynamic = mx.nd.CachedOp(_no_gradient_passthrough(self.symbol))
 
-    def __call__(self, *args):
+    def __call__(self, *args, out=None):
+        """The outputs; ``out``: arrays (views too) the outputs are written into instead."""
         if self.constant:
             outputs = self.executor.forward(is_train=mx.autograd.is_training())
+            if out is not None:
+                for dst, value in zip(out, outputs):
+                    dst[:] = value
+                return out
             return [o.copy() for o in outputs]
         op = self.dynamic if mx.autograd.is_recording() else self.static
         try:
-            return op(*args)
+            return op(*args) if out is None else op(*args, out=out)
         except mx.MXNetError:
             # A CachedOp whose shape inference failed keeps half of its state: the next call
             # fails otherwise ("Graph attr dependency shape is required by pass

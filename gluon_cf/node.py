@@ -15,9 +15,12 @@ NOTE [gradients through a node]
     Forward in training runs the op's ``forward`` under ``autograd.record()`` on inputs marked as
     variables, and keeps (inputs, outputs) on the operator instance: that is the node's saved state
     for backward. ``backward`` calls ``autograd.backward`` on the outputs with the incoming head
-    gradients and hands back the inputs' gradients. If backward comes without a recorded forward
-    (``autograd.record(train_mode=False)`` makes MXNet call forward with ``is_train=False``), the
-    forward is recomputed under recording first.
+    gradients and hands back the inputs' gradients. A rule with ``forward_into`` (the outermost
+    stateful foreach, NOTE [where a loop's memory goes] in ``ops/foreach_memory.py``) writes
+    MXNet's output arrays itself and keeps, in place of the outputs, the recorded arrays that
+    wrote each output row: backward hands each its row of the head gradient. If backward
+    comes without a recorded forward (``autograd.record(train_mode=False)`` makes MXNet call
+    forward with ``is_train=False``), the forward is recomputed under recording first.
 """
 import atexit
 import builtins
@@ -345,7 +348,7 @@ def is_float(dtype):
     return np.issubdtype(np.dtype(dtype), np.floating)
 
 
-def _recorded(array):
+def recorded(array):
     """Whether ``array`` is part of the graph autograd recorded (constants are not)."""
     try:
         autograd.get_symbol(array)
@@ -376,14 +379,23 @@ class _NodeOperator(mx.operator.CustomOp):
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
 
-    def _run(self, inputs, is_train, marks):
-        if marks is None:
-            with autograd.pause(train_mode=is_train):
-                return executor.run_node(self._forward(inputs))
-        for i in marks:
-            inputs[i].attach_grad()
-        with autograd.record(train_mode=is_train):
-            return executor.run_node(self._forward(inputs))
+    def _run(self, inputs, is_train, marks, out_data=None):
+        """Run the node: its heads for backward, ``[(array, output index, rows)]`` (NOTE
+        [where a loop's memory goes] in ``ops/foreach_memory.py``: a rule's ``forward_into``
+        writes MXNet's output arrays ``out_data`` itself and returns heads each covering
+        one row of an output), and whether the outputs are written already."""
+        if marks is not None:
+            for i in marks:
+                inputs[i].attach_grad()
+        with autograd.pause(train_mode=is_train) if marks is None else \
+                autograd.record(train_mode=is_train):
+            into = getattr(self.rule, "forward_into", None)
+            if into is not None and out_data is not None:
+                heads = into(self.node, inputs, out_data, is_train)
+                if heads is not None:
+                    return heads, True
+            outputs = executor.run_node(self._forward(inputs))
+        return [(o, k, None) for k, o in enumerate(outputs)], False
 
     def _default_marks(self, inputs):
         if self.node.wanted is not None:
@@ -397,9 +409,12 @@ class _NodeOperator(mx.operator.CustomOp):
         self.is_train = is_train
         inputs = list(in_data)
         marks = self._default_marks(inputs) if is_train else None
-        outputs = self._run(inputs, is_train, marks)
-        self.saved = (inputs, outputs, marks) if is_train else None
-        for k, (dst, r, value) in enumerate(zip(out_data, req, outputs)):
+        direct = all(r in ("write", "inplace") for r in req)
+        heads, written = self._run(inputs, is_train, marks, out_data if direct else None)
+        self.saved = (inputs, heads, marks, written) if is_train else None
+        if written:
+            return
+        for k, (dst, r, value) in enumerate(zip(out_data, req, [o for o, _, _ in heads])):
             if value.shape != dst.shape:
                 # assign would broadcast, e.g. one row into the rows MXNet allocated: a value
                 # of the wrong shape, silently. Declared shapes come from the op's shape rule.
@@ -426,9 +441,19 @@ class _NodeOperator(mx.operator.CustomOp):
         saved, self.saved = self.saved, None
         if saved is None or saved[2] != wanted:
             inputs = list(in_data)
-            saved = (inputs, self._run(inputs, self.is_train, wanted), wanted)
-        inputs, outputs, _ = saved
-        heads = [(o, g) for o, g in zip(outputs, out_grad) if is_float(o.dtype) and _recorded(o)]
+            # Into arrays of its own: MXNet's outputs may be read meanwhile.
+            scratch = [mx.nd.empty(o.shape, dtype=o.dtype) for o in out_data]
+            heads, written = self._run(inputs, self.is_train, wanted, scratch)
+            saved = (inputs, heads, wanted, written)
+        inputs, saved_heads, _, written = saved
+        # A rule's forward_into returns recorded heads only (one per step: asking autograd
+        # for each one's graph would cost time and memory quadratic in the steps).
+        heads = [(o, out_grad[k] if row is None else out_grad[k][row].reshape(o.shape))
+                 for o, k, row in saved_heads if is_float(o.dtype) and (written or recorded(o))]
+        merged = {}   # one head per array: a loop's last state may be its last output row
+        for o, g in heads:
+            merged[id(o)] = (o, merged[id(o)][1] + g if id(o) in merged else g)
+        heads = list(merged.values())
         if heads and wanted:
             autograd.backward([o for o, _ in heads], [g for _, g in heads],
                               train_mode=self.is_train)

@@ -14,6 +14,7 @@ from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
+from .foreach_memory import forward_into as _forward_into
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
@@ -150,6 +151,9 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
 #     call: one graph holding UNROLL copies of the body, each reading its slice of a block of
 #     the data and the states the previous copy computed, outputs stacked inside. Same
 #     operators, same order: the values and gradients are those of step-by-step execution.
+#     The outermost node runs its own form of these graphs, which keeps no more memory than
+#     the steps themselves need (NOTE [where a loop's memory goes] in ``foreach_memory.py``);
+#     the form here serves a foreach nested in another node's graph.
 UNROLL = 10
 
 
@@ -296,6 +300,11 @@ class ForeachRule(registry.Rule):
         outputs, states = yield loop(lambda t: [d[t] for d in data], length, step, states,
                                      captured)
         return outputs + states
+
+    def forward_into(self, node, inputs, out_data, is_train):
+        """The outermost node writes into MXNet's outputs (NOTE [where a loop's memory goes]
+        in ``foreach_memory.py``): heads for backward, or None to run ``forward``."""
+        return _forward_into(node, inputs, out_data, is_train)
 
     def forward_batched(self, node, inputs, frame):
         """Once per row (NOTE [row-wise rules]: the loops' batching rule)."""

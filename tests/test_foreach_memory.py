@@ -1,0 +1,151 @@
+"""The outermost stateful foreach writing into MXNet's outputs (NOTE [where a loop's memory goes]
+in ``gluon_cf/ops/foreach_memory.py``): values and gradients against MXNet's own ``_foreach``
+and plain Python, in training and inference, over lengths that cover one call, whole and
+partial chunks of unrolled steps and more calls than are kept in flight; outputs multiplied
+by 1 exactly where a gradient could pass straight through."""
+import json
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+from gluon_cf.graph import _SPECS
+from gluon_cf.ops import foreach_memory
+from gluon_cf.ops.foreach import UNROLL
+from conftest import assert_same_results, make_model, run, set_mode
+
+
+class Scan(gluon.HybridBlock):
+    def __init__(self, impl, hidden=5, **kwargs):
+        super().__init__(**kwargs)
+        self.impl = impl
+        with self.name_scope():
+            self.cell = gluon.rnn.LSTMCell(hidden, input_size=3)
+
+    def hybrid_forward(self, F, seq, h, c):
+        foreach = gluon_cf.foreach if self.impl == "ours" else F.contrib.foreach
+        outs, (h, c) = foreach(lambda x, s: self.cell(x, s), seq, [h, c])
+        return outs, h, c
+
+
+def _step_graph_forms():
+    """The forms of unrolled step graphs built so far: (steps, stacked) of every foreach."""
+    return {key[::2] for node in list(_SPECS.values()) if node.kind == "foreach"
+            for key in node.__dict__.get("step_graphs", {})}
+
+
+@pytest.fixture(params=["unrolled", "one step"])
+def per_call(request, monkeypatch):
+    """Recorded calls of UNROLL steps, or of one step each (NOTE [one recorded step per
+    call]: for loops with large states; forced here for small ones)."""
+    if request.param == "one step":
+        monkeypatch.setattr(foreach_memory, "ONE_STEP_STATE_BYTES", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("length", [1, UNROLL - 1, UNROLL, UNROLL + 1,
+                                    UNROLL * (foreach_memory.IN_FLIGHT + 3) + 3])
+@pytest.mark.parametrize("static", [False, True])
+def test_lstm_scan_equals_mxnet_foreach(length, static, per_call):
+    """Training (data without gradient, as in a model: backward reruns the forward with the
+    marks it asks for) and inference, outputs and parameter and state gradients."""
+    rng = np.random.RandomState(length)
+    args = [nd.array(rng.randn(*s)) for s in ((length, 2, 3), (2, 5), (2, 5))]
+    heads = [nd.array(rng.randn(*s)) for s in ((length, 2, 5), (2, 5), (2, 5))]
+    results = {}
+    for impl in ("ours", "mxnet"):
+        mx.random.seed(0)
+        net = Scan(impl)
+        net.initialize(mx.init.Uniform(0.5))
+        net.hybridize(static_alloc=static, static_shape=static)
+        seq, h, c = [a.copy() for a in args]
+        h.attach_grad()
+        c.attach_grad()
+        for _ in range(2):   # the second call: marks known, the recorded forward is kept
+            inferred = [o.asnumpy() for o in net(seq, h, c)]
+            with autograd.record():
+                outs = net(seq, h, c)
+            autograd.backward(list(outs), heads)
+        results[impl] = (inferred + [o.asnumpy() for o in outs] + [h.grad.asnumpy(),
+                         c.grad.asnumpy()] + [p.grad().asnumpy()
+                                               for p in net.collect_params().values()])
+    for ours, theirs in zip(results["ours"], results["mxnet"]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    steps = min(length, UNROLL)
+    assert (steps, True) in _step_graph_forms()   # inference
+    assert ((1 if per_call == "one step" else steps), False) in _step_graph_forms()
+
+
+def _state_is_output(F, cf, net, p, x, s):        # one entry as output and state
+    return cf.foreach(lambda xt, st: (st[0] * xt, [st[0] * xt]), x, [s])
+
+
+def _state_unchanged(F, cf, net, p, x, s):        # a graph input as output and state
+    return cf.foreach(lambda xt, st: (st[0], [st[0]]), x, [s])
+
+
+def _sum_passed_through(F, cf, net, p, x, s):     # s + xt hands its gradient to s as is
+    return cf.foreach(lambda xt, st: (xt * 2, [st[0] + xt]), x, [s])
+
+
+def _one_d_data(F, cf, net, p, x, s):             # steps see (1,) slices
+    return cf.foreach(lambda xt, st: (F.tanh(st[0] + xt), [st[0] * 0.5 + xt]),
+                      x.reshape((-1,)), [s])
+
+
+@pytest.mark.parametrize("fn", [_state_is_output, _state_unchanged, _sum_passed_through,
+                                _one_d_data])
+@pytest.mark.parametrize("mode", ["hybrid", "static"])
+@pytest.mark.parametrize("grad", [True, False])
+def test_bodies_equal_python(fn, mode, grad, per_call):
+    rng = np.random.RandomState(3)
+    shape = (2 * UNROLL + 3, 1) if fn is _one_d_data else (2 * UNROLL + 3, 2)
+    inputs = [rng.uniform(-1, 1, shape).astype(np.float32),
+              rng.uniform(-1, 1, shape[1:]).astype(np.float32)]
+    net = make_model(fn)
+    set_mode(net, mode)
+    assert_same_results(run(net, inputs, grad=grad), run(make_model(fn, "python"), inputs,
+                                                         grad=grad), fn.__name__,
+                        outputs=True)
+
+
+def _guarded(symbol):
+    """For each output of ``passthrough_guarded(symbol)``: whether it is multiplied by 1."""
+    js = json.loads(foreach_memory.passthrough_guarded(symbol).tojson())
+    return [js["nodes"][h[0]]["op"] == "_mul_scalar" for h in js["heads"]]
+
+
+def test_outputs_multiplied_by_one_only_where_a_gradient_passes_through():
+    x, s = mx.sym.var("x"), mx.sym.var("s")
+    product = mx.sym.elemwise_mul(x, s)
+    total = product + s                                  # reaches s through the sum
+    computed = mx.sym.elemwise_mul(product, x) + product  # sums of computed gradients only
+    assert _guarded(mx.sym.Group([product, total, computed, s, product])) == \
+        [False, True, False, True, True]                 # s: an input; product twice
+
+
+
+@pytest.mark.parametrize("length", [3, 2 * UNROLL + 1])
+def test_steps_autograd_did_not_record(length):
+    """Only the state is marked and the body never reads it: no call is recorded, and the
+    state's gradient is zero, not an error (numpy is the oracle: MXNet's foreach refuses a
+    state its body does not read)."""
+    class Ignore(gluon.HybridBlock):
+        def hybrid_forward(self, F, seq, s):
+            outs, [last] = gluon_cf.foreach(lambda x, st: (x * 2, [x * 3]), seq, [s])
+            return outs, last
+
+    rng = np.random.RandomState(length)
+    seq, state = nd.array(rng.randn(length, 2)), nd.array(rng.randn(2))
+    net = Ignore()
+    net.hybridize()
+    state.attach_grad()
+    for _ in range(2):
+        with autograd.record():
+            outs, last = net(seq, state)
+        autograd.backward([outs, last], [nd.ones_like(outs), nd.ones_like(last)])
+        np.testing.assert_allclose(outs.asnumpy(), seq.asnumpy() * 2, rtol=1e-6)
+        np.testing.assert_allclose(last.asnumpy(), seq.asnumpy()[-1] * 3, rtol=1e-6)
+        assert state.grad.shape == (2,) and not state.grad.asnumpy().any()
