@@ -97,9 +97,10 @@ def forward_into(node, inputs, out_data, is_train):
         [_recorded(c) for c in captured] if recording else []
     heads: List[mx.nd.NDArray] = []
     buffers = None
-    in_flight: List[List[mx.nd.NDArray]] = []   # the states of the calls pushed and maybe not run yet (NOTE above)
+    # The states of the calls pushed and maybe not run yet (NOTE above).
+    in_flight: List[List[mx.nd.NDArray]] = []
     state_bytes = sum(s.size * np.dtype(s.dtype).itemsize for s in states)
-    # NOTE [one recorded step per call]
+    # How many steps a call runs: NOTE [one recorded step per call].
     per_call = 1 if recording and state_bytes >= ONE_STEP_STATE_BYTES else _foreach.UNROLL
     for begin in range(0, length, per_call):
         steps = min(per_call, length - begin)
