@@ -90,7 +90,8 @@ def _get_last_ffi_error():
     elif "callbacks[Type]" in text and getattr(_kept_listing, "value", None) is not None:
         kept, _kept_listing.value = _kept_listing.value, None
         return kept.with_traceback(None)
-    elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate")):
+    elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate",
+                                 "kCustomFunctionBackward")):   # the last: remat.record_node
         with _kept_lock:
             if _kept_run:
                 return _kept_run.pop().with_traceback(None)
@@ -348,6 +349,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.out_shapes = out_shapes
         self.saved = None
         self.is_train = False
+        self.seed = None
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -373,6 +375,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.is_train = is_train
         inputs = list(in_data)
         marks = self._default_marks(inputs) if is_train else None
+        self.seed = _replay_seed(self.node) if is_train else None
         outputs = self._run(inputs, is_train, marks)
         self.saved = (inputs, outputs, marks) if is_train else None
         for k, (dst, r, value) in enumerate(zip(out_data, req, outputs)):
@@ -402,6 +405,8 @@ class _NodeOperator(mx.operator.CustomOp):
         saved, self.saved = self.saved, None
         if saved is None or saved[2] != wanted:
             inputs = list(in_data)
+            if self.seed is not None:   # the forward's random draws again
+                mx.random.seed(self.seed, ctx=inputs[0].context)
             saved = (inputs, self._run(inputs, self.is_train, wanted), wanted)
         inputs, outputs, _ = saved
         heads = [(o, g) for o, g in zip(outputs, out_grad) if is_float(o.dtype) and _recorded(o)]
@@ -415,6 +420,31 @@ class _NodeOperator(mx.operator.CustomOp):
                 self.assign(dst, r, inputs[i].grad)
             elif r in ("write", "inplace"):
                 dst[:] = 0
+
+
+def _replay_seed(node):
+    """For a node whose subgraphs draw random numbers (Dropout, ``random_*``): a seed, drawn
+    from MXNet's generator, with which its training forward is seeded, so that a backward that
+    must re-run the forward (see :class:`_NodeOperator`) draws the same numbers; a gradient of
+    other draws would not be the forward's. None for other nodes (seeding costs ~2 ms)."""
+    random = getattr(node, "holds_random_ops", None)
+    if random is None:
+        random = node.holds_random_ops = any(
+            op == "Dropout" or "random" in op or op.startswith("_sample")
+            for op in _ops_of(node.spec))
+    if not random:
+        return None
+    seed = int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
+    mx.random.seed(seed)
+    return seed
+
+
+def _ops_of(spec):
+    for graph in spec.get("graphs", {}).values():
+        for n in json.loads(graph["json"])["nodes"]:
+            yield n["op"]
+            if registry.kind_of(n):
+                yield from _ops_of(json.loads(n["attrs"]["spec"]))
 
 
 def _prop_class(rule):

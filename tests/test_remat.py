@@ -1,0 +1,181 @@
+"""Rematerialisation (NOTE [rematerialisation] in gluon_cf/remat.py): gradients with remat equal
+those without (the oracle: the same loop with remat=False, itself checked against MXNet's
+foreach elsewhere), eager and hybridized; recomputed steps are counted; bad input is refused."""
+import subprocess
+import sys
+import textwrap
+
+import mxnet as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from mxnet import autograd, gluon
+
+import gluon_cf
+from gluon_cf import remat as R
+
+REMATS = [True, 1, 2, 3, 100, "auto", gluon_cf.MemoryBudget(1 << 20)]
+
+
+def _cell(seed=0):
+    mx.random.seed(seed)
+    cell = gluon.rnn.LSTMCell(6, input_size=4)
+    cell.initialize()
+    return cell
+
+
+class _Scan(gluon.HybridBlock):
+    def __init__(self, cell, remat):
+        super().__init__()
+        self.cell, self.remat = cell, remat
+
+    def hybrid_forward(self, F, x, h, c):
+        out, st = gluon_cf.foreach(lambda xt, s: self.cell(xt, s), x, [h, c], remat=self.remat)
+        return out, st[0], st[1]
+
+
+def _grads(cell, x, remat, hybridize):
+    """Loss and gradients (data, parameters) of an LSTM scan."""
+    xx = x.copy()
+    xx.attach_grad()
+    h0, c0 = mx.nd.zeros((x.shape[1], 6)), mx.nd.ones((x.shape[1], 6)) * 0.1
+    for p in cell.collect_params().values():
+        p.zero_grad()
+    with autograd.record():
+        if hybridize:
+            net = _Scan(cell, remat)
+            net.hybridize()
+            out, h, c = net(xx, h0, c0)
+        else:
+            out, (h, c) = gluon_cf.foreach(lambda xt, s: cell(xt, s), xx, [h0, c0], remat=remat)
+        loss = (out ** 2).sum() + (h * 3).sum() + c.sum()
+    loss.backward()
+    return [loss.asnumpy(), xx.grad.asnumpy()] + [p.grad().asnumpy()
+                                                   for p in cell.collect_params().values()]
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_foreach_lstm_gradients_equal(hybridize):
+    cell = _cell()
+    x = mx.nd.random.normal(shape=(7, 3, 4))
+    want = _grads(cell, x, False, hybridize)
+    for remat in REMATS:
+        before = R.recomputed.steps
+        got = _grads(cell, x, remat, hybridize)
+        assert R.recomputed.steps - before == 7, remat   # every step recomputed once
+        for a, b in zip(want, got):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=str(remat))
+
+
+def test_no_recomputation_without_remat_or_recording():
+    cell = _cell()
+    x = mx.nd.random.normal(shape=(5, 2, 4))
+    before = R.recomputed.steps
+    _grads(cell, x, False, False)
+    gluon_cf.foreach(lambda xt, s: cell(xt, s), x, [mx.nd.zeros((2, 6))] * 2, remat=True)
+    assert R.recomputed.steps == before
+
+
+@settings(max_examples=12, deadline=None)
+@given(length=st.integers(1, 9), k=st.integers(1, 10), hybridize=st.booleans())
+def test_foreach_random_lengths_and_intervals(length, k, hybridize):
+    w = mx.nd.array([0.5, -0.3])
+    w.attach_grad()
+
+    class Net(gluon.HybridBlock):
+        def hybrid_forward(self, F, x, s, w):
+            out, st = gluon_cf.foreach(lambda xt, s: (F.tanh(xt * w + s * 0.9),) * 2, x, s,
+                                       remat=remat)
+            return out, st
+
+    x = mx.nd.array(np.random.RandomState(length).randn(length, 2))
+    results = []
+    for remat in (False, k):
+        net = Net()
+        if hybridize:
+            net.hybridize()
+        xx, s0 = x.copy(), mx.nd.ones((2,))
+        xx.attach_grad()
+        s0.attach_grad()
+        with autograd.record():
+            out, st = net(xx, s0, w)
+            loss = (out ** 2).sum() + st.sum()
+        loss.backward()
+        results.append([g.asnumpy() for g in (xx.grad, s0.grad, w.grad)])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_dropout_replays_the_same_mask(hybridize):
+    """d(sum out)/dw = sum(dropout(x)) = sum(out) / w: the gradient of the forward's masks."""
+    drop = gluon.nn.Dropout(0.5)
+    w = mx.nd.array([1.5])
+    w.attach_grad()
+
+    class Net(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.drop = drop
+
+        def hybrid_forward(self, F, x, s, w):
+            return gluon_cf.foreach(lambda xt, s: (F.broadcast_mul(self.drop(xt), w), s + 1),
+                                    x, s, remat=2)
+
+    net = Net()
+    if hybridize:
+        net.hybridize()
+    x = mx.nd.ones((6, 50))
+    # Twice: a hybridized node's first backward re-runs its forward when it learns which
+    # inputs need a gradient (NOTE [gradients through a node]), with fresh masks.
+    for _ in range(2):
+        with autograd.record():
+            out, _ = net(x, mx.nd.zeros((1,)), w)
+        out.backward()
+    assert 0 < (out == 0).sum().asscalar() < out.size   # a real mask
+    np.testing.assert_allclose(w.grad.asnumpy(), out.sum().asnumpy() / 1.5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("remat, error, text", [
+    ("sometimes", ValueError, "remat='sometimes'"),
+    (0, ValueError, "remat=0"),
+    (-2, ValueError, "remat=-2"),
+    (1.5, TypeError, "got float 1.5"),
+    (None, TypeError, "got NoneType"),
+])
+def test_bad_remat(remat, error, text):
+    x = mx.nd.ones((3, 2))
+    with pytest.raises(error, match="gluon_cf.foreach: .*" + text.replace("(", r"\(")
+                       .replace(".", r"\.")):
+        gluon_cf.foreach(lambda xt, s: (xt, s), x, mx.nd.zeros((2,)), remat=remat)
+
+
+def test_budget_smaller_than_a_step():
+    cell = _cell()
+    x = mx.nd.random.normal(shape=(5, 3, 4))
+    with pytest.raises(ValueError, match=r"gluon_cf.foreach at .*test_remat.py:\d+: "
+                                         r"remat=MemoryBudget\(10\) is smaller than one step"):
+        _grads(cell, x, gluon_cf.MemoryBudget(10), False)
+    with pytest.raises(ValueError, match="nbytes must be positive"):
+        gluon_cf.MemoryBudget(0)
+
+
+def test_choose_interval():
+    # 100 steps, 1 kB of state, 10 kB of intermediates per step
+    assert R.choose_interval("foreach", gluon_cf.MemoryBudget(10 ** 9), 100, 1000, 10000) == 100
+    k = R.choose_interval("foreach", gluon_cf.MemoryBudget(80000), 100, 1000, 10000)
+    assert R.peak_bytes(100, k, 1000, 10000) <= 80000 < R.peak_bytes(100, k + 1, 1000, 10000)
+    with pytest.raises(ValueError, match="cannot be met for 100 steps"):
+        R.choose_interval("foreach", gluon_cf.MemoryBudget(20000), 100, 1000, 10000)
+    R_auto = R.choose_interval("foreach", "auto", 10 ** 6, 1000, 10 ** 6)   # budget unmet
+    assert R_auto == min(range(1, 2000), key=lambda k: R.peak_bytes(10 ** 6, k, 1000, 10 ** 6))
+
+
+def test_batchnorm_under_training_is_refused():
+    bn = gluon.nn.BatchNorm(in_channels=2)
+    bn.initialize()
+    x = mx.nd.ones((3, 4, 2))
+    with pytest.raises(NotImplementedError, match=r"gluon_cf.foreach at .*test_remat.py:\d+: "
+                                                  r"remat with a body that updates auxiliary"):
+        with autograd.record():
+            gluon_cf.foreach(lambda xt, s: (bn(xt), s), x, mx.nd.zeros((1,)), remat=True)
