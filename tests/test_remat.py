@@ -179,3 +179,61 @@ def test_batchnorm_under_training_is_refused():
                                                   r"remat with a body that updates auxiliary"):
         with autograd.record():
             gluon_cf.foreach(lambda xt, s: (bn(xt), s), x, mx.nd.zeros((1,)), remat=True)
+
+
+class _While(gluon.HybridBlock):
+    """h <- tanh(W h + x) while the step count is below n (a loop var), at most 8 steps."""
+
+    def __init__(self, remat, exact=False):
+        super().__init__()
+        self.remat, self.exact = remat, exact
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(5, in_units=5)
+
+    def hybrid_forward(self, F, h, x, n):
+        def func(h, i):
+            h = F.tanh(self.dense(h) + x)
+            return h * 2, [h, i + 1]
+        outs, (h, i) = gluon_cf.while_loop(lambda h, i: i < n, func, [h, F.zeros_like(n)],
+                                           max_iterations=8, exact_length=self.exact,
+                                           remat=self.remat)
+        return outs, h
+
+
+def _while_grads(remat, hybridize, steps, exact=False):
+    mx.random.seed(3)
+    net = _While(remat, exact)
+    net.initialize()
+    if hybridize:
+        net.hybridize()
+    h0 = mx.nd.random.normal(shape=(2, 5))
+    x = mx.nd.random.normal(shape=(2, 5))
+    h0.attach_grad()
+    x.attach_grad()
+    with autograd.record():
+        outs, h = net(h0, x, mx.nd.array([steps]))
+        loss = (outs ** 2).sum() + (h * 3).sum()
+    loss.backward()
+    return [loss.asnumpy(), h0.grad.asnumpy(), x.grad.asnumpy()] + \
+        [p.grad().asnumpy() for p in net.collect_params().values()]
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+@pytest.mark.parametrize("steps", [0, 1, 5, 8])
+def test_while_loop_gradients_equal(hybridize, steps):
+    if steps == 0 and not hybridize:
+        pytest.skip("an eager loop of no step has no step outputs (NOTE [loops of no step])")
+    want = _while_grads(False, hybridize, steps)
+    for remat in (True, 2, 3, "auto", gluon_cf.MemoryBudget(1 << 20)):
+        before = R.recomputed.steps
+        got = _while_grads(remat, hybridize, steps)
+        assert R.recomputed.steps - before == steps, remat
+        for a, b in zip(want, got):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=str(remat))
+
+
+def test_while_loop_exact_length_hybridized():
+    want = _while_grads(False, True, 6, exact=True)
+    got = _while_grads(2, True, 6, exact=True)
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
