@@ -355,6 +355,13 @@ class _NodeOperator(mx.operator.CustomOp):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
 
     def _run(self, inputs, is_train, marks):
+        _top_level.node = self.node
+        try:
+            return self._run_marked(inputs, is_train, marks)
+        finally:
+            _top_level.node = None
+
+    def _run_marked(self, inputs, is_train, marks):
         if marks is None:
             with autograd.pause(train_mode=is_train):
                 return executor.run_node(self._forward(inputs))
@@ -420,6 +427,14 @@ class _NodeOperator(mx.operator.CustomOp):
                 self.assign(dst, r, inputs[i].grad)
             elif r in ("write", "inplace"):
                 dst[:] = 0
+
+
+_top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
+
+
+def top_level_node():
+    """The decoded node whose MXNet Custom operator is running in this thread, or None."""
+    return getattr(_top_level, "node", None)
 
 
 def _replay_seed(node):

@@ -387,6 +387,7 @@ def _seed_base():
 # ---------------------------------------------------------------------------------------------
 # A loop run with rematerialisation
 
+_inside = threading.local()   # .loop: the remat loop running in this thread (its description)
 UNKNOWN_LENGTH = 1024   # the length "auto"/budgets assume for a while_loop without a bound
 
 
@@ -412,10 +413,24 @@ class Loop:
         self.training = autograd.is_training()
         self.ctx = (self.init or self.data)[0].context
         self.seed_base = None
+        if getattr(_inside, "loop", None) is not None:
+            raise NotImplementedError(
+                "gluon_cf.%s%s: remat on a loop inside the body of a loop with remat (%s) is "
+                "not supported (the nested backward hangs MXNet 1.9.1's engine); give remat "
+                "to one of the two loops only" % (op, self._at(), _inside.loop))
 
     # -- forward --------------------------------------------------------------------------
 
     def forward(self, more=None):
+        """Generator: :meth:`forward_steps` with this loop marked as running (no remat loop
+        may start inside it)."""
+        _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        try:
+            return (yield from self.forward_steps(more))
+        finally:
+            _inside.loop = None
+
+    def forward_steps(self, more=None):
         """Generator: run the loop, keeping checkpoints; returns ``(per_step_outputs,
         final_states)`` (detached). ``more(states)``, a generator returning a bool, is asked
         before each step (while_loop); else ``length`` steps run."""
@@ -515,6 +530,13 @@ class Loop:
     def backward(self, out_grads):
         """The gradients of the loop's inputs from ``out_grads``, segment by segment, last to
         first (NOTE [rematerialisation])."""
+        _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        try:
+            return self.backward_segments(out_grads)
+        finally:
+            _inside.loop = None
+
+    def backward_segments(self, out_grads):
         num_out, nd_ = self.num_out, len(self.data)
         step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
         data_grads = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype) if _float(d) else None
@@ -628,6 +650,28 @@ def _differs(a, b):
 def _json_nodes(sym):
     import json
     return json.loads(sym.tojson())["nodes"]
+
+
+def check_hybridized(op, node, graphs):
+    """Hybridized, remat runs only on an outermost node whose subgraphs hold no gluon_cf node:
+    the backward of a rematerialised loop that runs nested nodes (or runs inside one) waits
+    for values that MXNet 1.9.1's engine then never computes (observed: a hang). Refused with
+    a clear error instead; eager mode has no such limit."""
+    top = _node.top_level_node()
+    where = node.spec.get("remat_where")
+    at = " at %s" % where if where else ""
+    if top is not None and top is not node:
+        raise NotImplementedError(
+            "gluon_cf.%s%s: remat on a loop inside the hybridized gluon_cf.%s node %r is not "
+            "supported (MXNet 1.9.1's engine hangs in its backward); give remat to the "
+            "outermost loop only, or run the block without hybridize()"
+            % (op, at, top.kind, top.spec.get("node") or ""))
+    if any(g.partitioned for g in graphs):
+        raise NotImplementedError(
+            "gluon_cf.%s%s: remat on a hybridized loop whose body holds gluon_cf ops (cond, "
+            "loops, recursive calls) is not supported (MXNet 1.9.1's engine hangs in its "
+            "backward); use remat=False here, or run the block without hybridize(), where "
+            "nested remat works" % (op, at))
 
 
 def holds_random_ops(spec):

@@ -236,6 +236,7 @@ def _remat_forward(node, data, states, captured, frame):
     """Generator: the node's loop with rematerialisation (NOTE [rematerialisation])."""
     nd_, ns = node.spec["num_data"], node.spec["num_states"]
     body = node.graphs["body"]
+    _remat.check_hybridized(OP, node, [body])
 
     def step(t, slices, states):
         if node.run_time_shapes:

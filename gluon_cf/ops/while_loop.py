@@ -507,6 +507,7 @@ class WhileLoopRule(registry.Rule):
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         bound, pad_to = node.spec["max_iterations"], _pad_to(node.spec)
+        _remat.check_hybridized(OP, node, [cond_g, func_g])
 
         def more(vs):
             value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
