@@ -48,6 +48,7 @@ import math
 import numbers
 import threading
 import types
+from typing import Union
 
 import mxnet as mx
 import numpy as np
@@ -85,6 +86,10 @@ class MemoryBudget:
 
     def __hash__(self):
         return hash(("MemoryBudget", self.nbytes))
+
+
+# What ``remat=`` accepts: False, True, an int k >= 1, "auto" or a MemoryBudget.
+Remat = Union[bool, int, str, MemoryBudget]
 
 
 def check_remat(op, remat):
@@ -450,6 +455,7 @@ class Loop:
                 result = yield self.step(t, slices, states)
             cut = len(result) - len(states)
             per_step.append([o.detach() for o in result[:cut]])
+            _throttle(states)
             states = [s.detach() for s in result[cut:]]
             if k is None:   # "auto"/a budget; segment 0 began at step 0 whatever k is
                 k = self._interval(states)
@@ -586,6 +592,7 @@ class Loop:
                     values = autograd.grad([h for h, _ in keep], used, [g for _, g in keep],
                                            train_mode=self.training)
                     grads = {id(x): g for x, g in zip(used, values)}
+            _throttle(state_grads)
             state_grads = [grads.get(id(s)) if id(s) in grads else mx.nd.zeros_like(s)
                            for s in states]
             for dg, blk in zip(data_grads, blocks):
@@ -619,6 +626,16 @@ class Loop:
                 "e.g. random numbers drawn outside an operator MXNet records, or a body that "
                 "is not deterministic), so its gradient would not be that of the forward: use "
                 "remat=False for this loop" % (self.op, self._at()))
+
+
+def _throttle(arrays):
+    """Wait for ``arrays`` (the previous step's or segment's results) before going on:
+    MXNet allocates an operator's outputs when Python pushes it, so a loop that ran ahead of
+    the engine would hold the intermediates of every pushed step at once, which is what
+    remat is there to avoid. One step of lag keeps the engine busy."""
+    for a in arrays:
+        if a is not None:
+            a.wait_to_read()
 
 
 def _merged(pairs):

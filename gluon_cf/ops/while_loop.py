@@ -23,7 +23,8 @@ OP = "while_loop"
 def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Arrays], Arrays]],
                loop_vars: Arrays, max_iterations: Optional[int] = None, name: str = "while_loop",
                exact_length: bool = False, report_truncation: Optional[str] = None,
-               truncation_advice: Optional[str] = None, remat=False
+               truncation_advice: Optional[str] = None,
+               remat: _remat.Remat = False
                ) -> Tuple[Arrays, Arrays]:
     """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
 
