@@ -359,3 +359,17 @@ def test_remat_keeps_less_memory_in_a_fresh_process():
         assert done.returncode == 0, done.stderr[-2000:]
         growth[remat] = int(done.stdout.split()[-1])   # kB
     assert growth["True"] * 2 < growth["False"], growth
+
+
+def test_exported_graph_ignores_remat(tmp_path):
+    """A saved graph keeps remat in the node spec; loading and inference are unaffected."""
+    cell = _cell()
+    net = _Scan(cell, True)
+    net.hybridize()
+    x, h = mx.nd.random.normal(shape=(5, 3, 4)), mx.nd.zeros((3, 6))
+    want = net(x, h, h)[0].asnumpy()
+    net.export(str(tmp_path / "scan"))
+    loaded = gluon.SymbolBlock.imports(str(tmp_path / "scan-symbol.json"),
+                                       ["data0", "data1", "data2"],
+                                       str(tmp_path / "scan-0000.params"))
+    np.testing.assert_allclose(loaded(x, h, h)[0].asnumpy(), want, rtol=1e-6)

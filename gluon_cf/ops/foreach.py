@@ -38,7 +38,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     arrays, Gluon parameters) become explicit inputs of the graph node in hybridized mode, so
     gradients reach them.
 
-    ``remat`` (training memory, NOTE [rematerialisation] in ``remat.py``): ``False`` keeps every
+    ``remat`` (training memory; the README's section on ``remat``): ``False`` keeps every
     step's intermediates for backward; ``True`` keeps only what each step receives and returns
     and recomputes the step in backward; an int ``k`` keeps the states of every k-th step and
     recomputes k steps at a time; ``"auto"`` or ``gluon_cf.MemoryBudget(nbytes)`` choose k from

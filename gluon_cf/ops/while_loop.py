@@ -58,8 +58,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
       clear error naming the loop when used (MXNet's eager loop returns ``[]`` there).
     * ``max_iterations`` must be at least 1 in hybridized mode.
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
-    * ``remat``: what training keeps, as ``foreach``'s (NOTE [rematerialisation] in
-      ``remat.py``); ``"auto"`` and budgets take ``max_iterations`` as the loop's length
+    * ``remat``: what training keeps, as ``foreach``'s (the README's section on
+      ``remat``); ``"auto"`` and budgets take ``max_iterations`` as the loop's length
       (``remat.UNKNOWN_LENGTH`` without it).
     * ``report_truncation`` (gluon_cf's, used by ``@autograph``): a ``"file:line: source"``
       location; a hybridized loop that stops at ``max_iterations`` while ``cond`` still holds
