@@ -44,6 +44,7 @@ NOTE [rematerialisation]
 import ctypes
 import functools
 import itertools
+import json
 import math
 import numbers
 import threading
@@ -476,7 +477,7 @@ class Loop:
         heads = [r for r in result if recorded(r)]
         if heads:
             sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
-            ops = {n["op"] for n in _json_nodes(sym)}
+            ops = {n["op"] for n in json.loads(sym.tojson())["nodes"]}
             from .operators import AUX_STATE_OPS
             aux = sorted(ops & AUX_STATE_OPS)
             if aux and self.training:
@@ -663,10 +664,6 @@ def _differs(a, b):
         bad = mx.nd.abs(a32.detach() - b32) > (1e-5 + 1e-4 * mx.nd.abs(b32))
         return bad.sum().reshape((1,)).clip(0, 1).as_in_context(mx.cpu())
 
-
-def _json_nodes(sym):
-    import json
-    return json.loads(sym.tojson())["nodes"]
 
 
 def check_hybridized(op, node, graphs):
