@@ -15,7 +15,8 @@ from .errors import (CallTreeTooLargeError, RecursionDepthError, SymbolFileError
 
 _MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
                 "max_iterations", "AutographError",
-                "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor")
+                "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor",
+                "MemoryBudget")
 _mxnet_missing: Optional[ImportError]
 try:
     importlib.import_module("mxnet")
@@ -24,6 +25,7 @@ except ImportError as _err:  # noqa: F841 - kept for the message in __getattr__
 else:
     _mxnet_missing = None
     from .ops.cond import cond
+    from .remat import MemoryBudget
     from .ops.foreach import foreach
     from .ops.while_loop import while_loop
     from .executor import get_executor, set_executor
@@ -44,5 +46,6 @@ def __getattr__(name):
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
            "max_iterations", "AutographError", "TruncationWarning", "RecursionDepthError",
            "CallTreeTooLargeError", "ZeroSizeError", "SymbolFileError",
-           "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor"]
+           "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor",
+           "MemoryBudget"]
 __version__ = "0.1.0"

@@ -94,7 +94,8 @@ def _get_last_ffi_error():
     elif "callbacks[Type]" in text and getattr(_kept_listing, "value", None) is not None:
         kept, _kept_listing.value = _kept_listing.value, None
         return kept.with_traceback(None)
-    elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate")):
+    elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate",
+                                 "kCustomFunctionBackward")):   # the last: remat.record_node
         with _kept_lock:
             if _kept_run:
                 return _kept_run.pop().with_traceback(None)
@@ -348,6 +349,16 @@ def is_float(dtype):
     return np.issubdtype(np.dtype(dtype), np.floating)
 
 
+def merged_heads(pairs):
+    """(head, gradient) pairs with one pair per distinct head array, its gradients summed:
+    autograd counts a repeated head once, and a loop may return one array as a step output
+    and as a state."""
+    merged = {}
+    for head, grad in pairs:
+        merged[id(head)] = (head, merged[id(head)][1] + grad if id(head) in merged else grad)
+    return list(merged.values())
+
+
 def recorded(array):
     """Whether ``array`` is part of the graph autograd recorded (constants are not)."""
     try:
@@ -375,6 +386,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.out_shapes = out_shapes
         self.saved = None
         self.is_train = False
+        self.seed = None
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -384,6 +396,13 @@ class _NodeOperator(mx.operator.CustomOp):
         [where a loop's memory goes] in ``ops/foreach_memory.py``: a rule's ``forward_into``
         writes MXNet's output arrays ``out_data`` itself and returns heads each covering
         one row of an output), and whether the outputs are written already."""
+        _top_level.node = self.node
+        try:
+            return self._run_marked(inputs, is_train, marks, out_data)
+        finally:
+            _top_level.node = None
+
+    def _run_marked(self, inputs, is_train, marks, out_data):
         if marks is not None:
             for i in marks:
                 inputs[i].attach_grad()
@@ -410,6 +429,7 @@ class _NodeOperator(mx.operator.CustomOp):
         inputs = list(in_data)
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
+        self.seed = _replay_seed(self.node) if is_train else None
         heads, written = self._run(inputs, is_train, marks, out_data if direct else None)
         self.saved = (inputs, heads, marks, written) if is_train else None
         if written:
@@ -441,6 +461,8 @@ class _NodeOperator(mx.operator.CustomOp):
         saved, self.saved = self.saved, None
         if saved is None or saved[2] != wanted:
             inputs = list(in_data)
+            if self.seed is not None:   # the forward's random draws again
+                mx.random.seed(self.seed, ctx=inputs[0].context)
             # Into arrays of its own: MXNet's outputs may be read meanwhile.
             scratch = [mx.nd.empty(o.shape, dtype=o.dtype) for o in out_data]
             heads, written = self._run(inputs, self.is_train, wanted, scratch)
@@ -450,10 +472,7 @@ class _NodeOperator(mx.operator.CustomOp):
         # for each one's graph would cost time and memory quadratic in the steps).
         heads = [(o, out_grad[k] if row is None else out_grad[k][row].reshape(o.shape))
                  for o, k, row in saved_heads if is_float(o.dtype) and (written or recorded(o))]
-        merged = {}   # one head per array: a loop's last state may be its last output row
-        for o, g in heads:
-            merged[id(o)] = (o, merged[id(o)][1] + g if id(o) in merged else g)
-        heads = list(merged.values())
+        heads = merged_heads(heads)   # a loop's last state may be its last output row
         if heads and wanted:
             autograd.backward([o for o, _ in heads], [g for _, g in heads],
                               train_mode=self.is_train)
@@ -464,6 +483,39 @@ class _NodeOperator(mx.operator.CustomOp):
                 self.assign(dst, r, inputs[i].grad)
             elif r in ("write", "inplace"):
                 dst[:] = 0
+
+
+_top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
+
+
+def top_level_node():
+    """The decoded node whose MXNet Custom operator is running in this thread, or None."""
+    return getattr(_top_level, "node", None)
+
+
+def _replay_seed(node):
+    """For a node whose subgraphs draw random numbers (Dropout, ``random_*``): a seed, drawn
+    from MXNet's generator, with which its training forward is seeded, so that a backward that
+    must re-run the forward (see :class:`_NodeOperator`) draws the same numbers; a gradient of
+    other draws would not be the forward's. None for other nodes (seeding costs ~2 ms)."""
+    random = getattr(node, "holds_random_ops", None)
+    if random is None:
+        random = node.holds_random_ops = any(
+            op == "Dropout" or "random" in op or op.startswith("_sample")
+            for op in _ops_of(node.spec))
+    if not random:
+        return None
+    seed = int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
+    mx.random.seed(seed)
+    return seed
+
+
+def _ops_of(spec):
+    for graph in spec.get("graphs", {}).values():
+        for n in json.loads(graph["json"])["nodes"]:
+            yield n["op"]
+            if registry.kind_of(n):
+                yield from _ops_of(json.loads(n["attrs"]["spec"]))
 
 
 def _prop_class(rule):

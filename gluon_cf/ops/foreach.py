@@ -5,7 +5,7 @@ from typing import Callable, Tuple
 import mxnet as mx
 import numpy as np
 
-from .. import executor, node as _node, registry, rowwise
+from .. import executor, node as _node, registry, remat as _remat, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._structure import describe, flatten, regroup
@@ -21,7 +21,7 @@ OP = "foreach"
 
 
 def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Arrays,
-            init_states: Arrays, name: str = "foreach") -> Tuple[Arrays, Arrays]:
+            init_states: Arrays, name: str = "foreach", remat: _remat.Remat = False) -> Tuple[Arrays, Arrays]:
     """Scan ``body`` over axis 0 of ``data``, as ``mx.nd.contrib.foreach``/``mx.sym.contrib.foreach``.
 
     ``data`` and ``init_states`` are an array or a (nested) list of arrays; ``body(data_t, states)``
@@ -40,6 +40,12 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     arrays, Gluon parameters) become explicit inputs of the graph node in hybridized mode, so
     gradients reach them.
 
+    ``remat`` (training memory; the README's section on ``remat``): ``False`` keeps every
+    step's intermediates for backward; ``True`` keeps only what each step receives and returns
+    and recomputes the step in backward; an int ``k`` keeps the states of every k-th step and
+    recomputes k steps at a time; ``"auto"`` or ``gluon_cf.MemoryBudget(nbytes)`` choose k from
+    the loop length and the measured size of a step. Gradients are those of ``remat=False``.
+
     Example: a running sum over the rows of ``data``:
 
     >>> import mxnet as mx, gluon_cf
@@ -57,11 +63,22 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     if not flat_data:
         raise ValueError("gluon_cf.foreach: data must contain at least one array")
     mode = mode_of(OP, flat_data + flat_states, "data and init_states")
+    remat = _remat.check_remat(OP, remat)
     step = _Step(body, data_fmt, states_fmt)
     if mode == "symbol":
-        return _foreach_symbolic(step, flat_data, flat_states, name)
+        return _foreach_symbolic(step, flat_data, flat_states, name, remat)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
+    if remat and mx.autograd.is_recording():
+        nd_ = len(flat_data)
+        loop_ = _remat.Loop(OP, remat, user_location(), flat_data, flat_states,
+                            _remat.closure_arrays(body),
+                            lambda t, slices, states: done(eagerly(step.eager, slices + states,
+                                                                   nd_)),
+                            eager=True, length=lengths[0])
+        outputs, states = _remat_outputs(loop_, executor.run(loop_.forward()))
+        return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
+
     def run_step(slots):     # the user's body, as an eager body (NOTE [eager zero-size values])
         return done(eagerly(step.eager, slots, len(flat_data)))
     outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0],
@@ -116,6 +133,14 @@ def loop(data_at, length, body, states, captured):
     return outputs, list(states)
 
 
+def _remat_outputs(loop_, result):
+    """The outputs of a loop run by :class:`remat.Loop`, stacked, recorded as one node."""
+    per_step, states = result
+    outputs = [stack_steps(OP, k, column) for k, column in enumerate(zip(*per_step))]
+    flat = loop_.record(outputs + list(states), per_step)
+    return flat[:len(outputs)], flat[len(outputs):]
+
+
 def _check_lengths(lengths, where=None):
     at = " at %s" % where if where else ""
     if len(set(lengths)) > 1:
@@ -129,7 +154,7 @@ def _check_lengths(lengths, where=None):
                          "from): skip the call for empty data" % at)
 
 
-def _foreach_symbolic(step, flat_data, flat_states, name):
+def _foreach_symbolic(step, flat_data, flat_states, name, remat=False):
     num_data, num_states = len(flat_data), len(flat_states)
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
     num_out = body_g.num_outputs - num_states
@@ -137,6 +162,9 @@ def _foreach_symbolic(step, flat_data, flat_states, name):
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
             "num_data": num_data, "num_states": num_states, "num_out_data": num_out,
             "num_outputs": body_g.num_outputs}
+    if remat:
+        spec["remat"] = _remat.to_text(remat)
+        spec["remat_where"] = user_location() or ""
     outputs = _node.make_node(OP, flat_data + flat_states + captured, spec, name,
                               user_location())
     return (regroup(outputs[:num_out], step.out_fmt),
@@ -216,6 +244,27 @@ def _unrolled_body(node, steps, data_row_shapes):
     return graph
 
 
+def _remat_forward(node, data, states, captured, frame):
+    """Generator: the node's loop with rematerialisation (NOTE [rematerialisation])."""
+    nd_, ns = node.spec["num_data"], node.spec["num_states"]
+    body = node.graphs["body"]
+    _remat.check_hybridized(OP, node, [body])
+
+    def step(t, slices, states):
+        if node.run_time_shapes:
+            return keeping_shapes(OP, "state", "states", "body",
+                                  body.run(slices + states + captured, frame), states)
+        return body.run(slices + states + captured, frame)
+
+    slots = [d[0] for d in data] + list(states) + list(captured)
+    loop_ = _remat.Loop(OP, _remat.from_text(OP, node.spec["remat"]),
+                        node.spec.get("remat_where") or None, data, states, captured, step,
+                        eager=False, random=_remat.holds_random_ops(node.spec),
+                        step_bytes=_remat.graph_bytes_of(body, slots), length=data[0].shape[0])
+    outputs, states = _remat_outputs(loop_, (yield from loop_.forward()))
+    return outputs + states
+
+
 def _step_slice(shape):
     """The shape of data[t] for data of ``shape``: shape[1:], or (1,) for 1-D data as NDArray
     indexing gives; data of run-time shape gives slices of run-time shape."""
@@ -232,7 +281,8 @@ class ForeachRule(registry.Rule):
     """
 
     kind = OP
-    spec_fields = {"num_data": "count", "num_states": "count", "num_out_data": "count"}
+    spec_fields = {"num_data": "count", "num_states": "count", "num_out_data": "count",
+                   "remat": "optional text", "remat_where": "optional text"}
     graph_roles = ("body",)
     outputs_graph = "body"
     # A data shape with unknown dimensions (MXNet's 0, ``infer_shape_partial``) still gives
@@ -290,6 +340,8 @@ class ForeachRule(registry.Rule):
             results = yield Parallel(body.run([d[t] for d in data] + captured, frame)
                                      for t in range(length))
             return [stack_steps(OP, k, column) for k, column in enumerate(zip(*results))]
+        if node.spec.get("remat") and mx.autograd.is_recording():
+            return (yield from _remat_forward(node, data, states, captured, frame))
         if not node.run_time_shapes and not body.partitioned and \
                 (frame is None or frame.recursion is None):
             return (yield _unrolled_loop(node, data, states, captured, frame))

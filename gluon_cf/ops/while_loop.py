@@ -5,7 +5,7 @@ from typing import Callable, List, Optional, Tuple
 import mxnet as mx
 import numpy as np
 
-from .. import executor, node as _node, registry
+from .. import executor, node as _node, registry, remat as _remat
 from ..executor import done
 from ..graph import Graph
 from .._structure import describe, flatten, regroup
@@ -24,7 +24,8 @@ OP = "while_loop"
 def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Arrays], Arrays]],
                loop_vars: Arrays, max_iterations: Optional[int] = None, name: str = "while_loop",
                exact_length: bool = False, report_truncation: Optional[str] = None,
-               truncation_advice: Optional[str] = None
+               truncation_advice: Optional[str] = None,
+               remat: _remat.Remat = False
                ) -> Tuple[Arrays, Arrays]:
     """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
 
@@ -58,6 +59,9 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
       and shapes without calling ``func``.
     * ``max_iterations`` must be at least 1 in hybridized mode.
     * A single array ``loop_vars`` gives a single array back; a list gives a list.
+    * ``remat``: what training keeps, as ``foreach``'s (the README's section on
+      ``remat``); ``"auto"`` and budgets take ``max_iterations`` as the loop's length
+      (``remat.UNKNOWN_LENGTH`` without it).
     * ``report_truncation`` (gluon_cf's, used by ``@autograph``): a ``"file:line: source"``
       location; a hybridized loop that stops at ``max_iterations`` while ``cond`` still holds
       then warns (:class:`gluon_cf.TruncationWarning`) at that location, ending with
@@ -78,11 +82,23 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     flat_vars, vars_fmt = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
     mode = mode_of(OP, flat_vars, "loop_vars")
     max_iterations = _check_max_iterations(max_iterations, mode)
+    remat = _remat.check_remat(OP, remat)
     pad_to = None if exact_length else max_iterations
     step = _Step(cond, func, vars_fmt)
     if mode == "symbol":
         return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
-                               report_truncation, truncation_advice)
+                               report_truncation, truncation_advice, remat)
+    if remat and mx.autograd.is_recording():
+        loop_ = _remat.Loop(OP, remat, user_location(), [], flat_vars,
+                            _remat.closure_arrays([cond, func]),
+                            lambda t, slices, vs: done(eagerly(step.eager, vs)), eager=True,
+                            length=max_iterations)
+        outputs, final = executor.run(_remat_loop(
+            loop_, lambda vs: done(pred_value(OP, "the value returned by cond",
+                                              eagerly(step.cond, vs))), pad_to))
+        if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
+            return [], regroup(final, vars_fmt)
+        return _result(outputs, final, step.out_fmt, vars_fmt)
     outputs, final = executor.run(loop(
         # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
         lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs))),
@@ -137,6 +153,25 @@ class _PendingStepOutputs(list):
     __add__ = __radd__ = __iadd__ = __mul__ = __rmul__ = __imul__ = __sub__ = __rsub__ = refuse
     __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = __array__ = refuse
     __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
+
+
+def _remat_loop(loop_, more, pad_to):
+    """Generator: a loop run by :class:`remat.Loop`, its step outputs stacked and padded to
+    ``pad_to`` rows, recorded as one node; ``(None, initial vars)`` if no step ran."""
+    per_step, final = yield from loop_.forward(more)
+    if not per_step:
+        return None, loop_.init
+    outputs = []
+    for i, column in enumerate(zip(*per_step)):
+        stacked = stack_steps(OP, i, column)
+        pad = (pad_to or 0) - len(column)
+        if pad > 0:
+            stacked = mx.nd.concat(stacked, mx.nd.zeros((pad,) + column[0].shape,
+                                                        ctx=stacked.context, dtype=stacked.dtype),
+                                   dim=0)
+        outputs.append(stacked)
+    flat = loop_.record(outputs + list(final), per_step)
+    return flat[:len(outputs)], flat[len(outputs):]
 
 
 def _result(outputs, final, out_fmt, vars_fmt):
@@ -303,7 +338,7 @@ def warn_truncation(where, bound, advice=None):
 
 
 def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_truncation=None,
-                    truncation_advice=None):
+                    truncation_advice=None, remat=False):
     nv = len(flat_vars)
     cond_g = trace(OP, "cond", nv, step.cond)
     if cond_g.num_outputs != 1:
@@ -323,6 +358,9 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
             "num_outputs": func_g.num_outputs}
     if pad_to is None:
         spec["exact_length"] = True   # absent in graphs saved before exact length existed
+    if remat:
+        spec["remat"] = _remat.to_text(remat)
+        spec["remat_where"] = user_location() or ""
     if report_truncation is not None and max_iterations is not None:
         spec["report_truncation"] = report_truncation
         if truncation_advice is not None:
@@ -355,7 +393,8 @@ class WhileLoopRule(registry.Rule):
     kind = OP
     spec_fields = {"num_vars": "count", "num_out_data": "count",
                    "max_iterations": "count or null", "exact_length": "optional flag",
-                   "report_truncation": "optional text"}
+                   "report_truncation": "optional text", "remat": "optional text",
+                   "remat_where": "optional text"}
     graph_roles = ("cond", "func")
     outputs_graph = "func"
 
@@ -393,6 +432,8 @@ class WhileLoopRule(registry.Rule):
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         pad_to = _pad_to(node.spec)
 
+        if node.spec.get("remat") and mx.autograd.is_recording():
+            return (yield from self._remat_forward(node, inputs, frame))
         fused = _func_then_cond(node)
         next_pred: list = []   # the predicate the last fused step computed on its new loop vars
 
@@ -429,6 +470,40 @@ class WhileLoopRule(registry.Rule):
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 probe = yield func_g.run(list(inputs), frame, record=False)
             outputs = zero_rows(probe[:num_out], pad_to)
+        return outputs + final
+
+    def _remat_forward(self, node, inputs, frame):
+        """Generator: the loop with rematerialisation (NOTE [rematerialisation])."""
+        nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
+        loop_vars, captured = inputs[:nv], inputs[nv:]
+        cond_g, func_g = node.graphs["cond"], node.graphs["func"]
+        bound, pad_to = node.spec["max_iterations"], _pad_to(node.spec)
+        _remat.check_hybridized(OP, node, [cond_g, func_g])
+
+        def more(vs):
+            value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
+            return pred_value(OP, "the value returned by cond", value)
+
+        def step(t, slices, vs):
+            run = func_g.run(list(vs) + captured, frame)
+            if node.run_time_shapes:
+                return keeping_shapes(OP, "loop variable", "loop variables", "func", run, vs)
+            return run
+
+        loop_ = _remat.Loop(OP, _remat.from_text(OP, node.spec["remat"]),
+                            node.spec.get("remat_where") or None, [], loop_vars, captured, step,
+                            eager=False, random=_remat.holds_random_ops(node.spec),
+                            step_bytes=_remat.graph_bytes_of(func_g, inputs), length=bound)
+        outputs, final = yield from _remat_loop(loop_, more, pad_to)
+        where = node.spec.get("report_truncation")
+        if where is not None and loop_.steps == bound and (yield from more(final)):
+            warn_truncation(where, bound, node.spec.get("truncation_advice"))
+        if outputs is None:   # no step ran (NOTE [loops of no step])
+            outputs = self._no_step_outputs(node, inputs, pad_to)
+            if outputs is None:
+                with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+                    probe = yield func_g.run(list(inputs), frame, record=False)
+                outputs = zero_rows(probe[:num_out], pad_to)
         return outputs + final
 
     def _no_step_outputs(self, node, inputs, pad_to):

@@ -33,6 +33,7 @@ import mxnet as mx
 from .. import node as _node
 from .._structure import describe, flatten, regroup
 from ..checks import check_callable, mode_of
+from ..remat import Remat, check_remat
 from ..errors import RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
 from .._typing import Arrays
@@ -101,17 +102,17 @@ class RecursiveFunction:
 
 @overload
 def recursive(fn: Callable[..., Arrays], *, name: Optional[str] = None,
-              max_depth: int = DEFAULT_MAX_DEPTH) -> RecursiveFunction: ...
+              max_depth: int = DEFAULT_MAX_DEPTH, remat: Remat = False) -> RecursiveFunction: ...
 
 
 @overload
 def recursive(fn: None = None, *, name: Optional[str] = None,
-              max_depth: int = DEFAULT_MAX_DEPTH
+              max_depth: int = DEFAULT_MAX_DEPTH, remat: Remat = False
               ) -> Callable[[Callable[..., Arrays]], RecursiveFunction]: ...
 
 
 def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str] = None,
-              max_depth: int = DEFAULT_MAX_DEPTH
+              max_depth: int = DEFAULT_MAX_DEPTH, remat: Remat = False
               ) -> Union[RecursiveFunction, Callable[[Callable[..., Arrays]], RecursiveFunction]]:
     """Decorator making ``fn`` a recursive SubGraph callable from ``hybrid_forward``.
 
@@ -137,6 +138,10 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
     >>> net(mx.nd.array([1, 2, 3, 4]), mx.nd.array([3])).asnumpy()
     array([10.], dtype=float32)
     """
+    if check_remat("recursive", remat) is not False:
+        raise NotImplementedError(
+            "gluon_cf.recursive: remat=%r is not implemented yet for recursive functions (only "
+            "foreach and while_loop rematerialise); use remat=False" % (remat,))
     if fn is None:
         return lambda f: RecursiveFunction(f, name=name, max_depth=max_depth)
     return RecursiveFunction(fn, name=name, max_depth=max_depth)

@@ -1,0 +1,689 @@
+"""Rematerialisation: loops that keep less for backward and recompute the rest.
+
+NOTE [rematerialisation]
+    Under ``autograd.record()`` a loop normally keeps, for backward, every intermediate value of
+    every step. With ``remat`` (``foreach(..., remat=...)``, ``while_loop(..., remat=...)``) the
+    loop is one autograd node instead (``record_node``): its forward runs the steps recorded as
+    usual but drops each step's graph as soon as the step is done, keeping only
+
+    * the loop state at the start of every segment of ``k`` steps (``remat=True`` is ``k=1``:
+      the state every step receives), the *checkpoints*;
+    * the step outputs (the loop's stacked outputs, which it returns anyway);
+    * the loop's inputs (data, initial states, and the arrays the body reads from its closure).
+
+    Its backward walks the segments last to first: it re-runs a segment's steps under
+    ``record()`` from its checkpoint, and backpropagates the segment alone with the incoming
+    head gradients (the stacked outputs' rows of those steps and the gradient of the state
+    after the segment, computed by the later segment), giving the gradient of the state before
+    it; at most one segment's intermediates are alive at a time. Every step is computed twice,
+    whatever ``k``: ``k`` trades the checkpoints (``ceil(T/k)`` states) against the
+    intermediates of the segment being recomputed (``k`` steps'), so ``k ~ sqrt(T)`` keeps
+    ``O(sqrt(T))``. ``"auto"`` and :class:`MemoryBudget` choose ``k`` from the loop length and
+    the measured size of one step (``choose_interval``).
+
+    The same values, or an error, never a different gradient:
+
+    * Randomness (``Dropout``, ``mx.nd.random.*``): the forward seeds MXNet's generator before
+      each segment with a seed drawn once per loop (``seed + segment``) and the recomputation
+      seeds it the same way, so the same draws come back. A hybridized body is seeded only if
+      its graph holds a random operator (seeding costs ~2 ms); an eager body always is.
+    * Every recomputed segment's outputs and final state are compared with the forward's; a
+      difference (randomness the seeding could not replay, e.g. drawn between the segment's
+      steps by concurrent work) fails the backward with an error naming the op and the user's
+      line.
+    * Auxiliary state (BatchNorm's running statistics) would be updated twice: refused under
+      training, naming the op.
+    * In eager mode the arrays the body reads from its closure are found from the body
+      (``closure_arrays``: Gluon blocks and parameters, arrays, in its closure, ``self``,
+      defaults and globals); an array needing a gradient that the recomputed graph reads
+      but that was not found fails the backward with an error naming the op (its gradient
+      would be lost). Hybridized, the closure is explicit (the node's captured inputs).
+
+    Export ignores ``remat``: it is about what training keeps.
+"""
+import ctypes
+import functools
+import itertools
+import json
+import math
+import numbers
+import threading
+import types
+from typing import Optional, Union
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd
+from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
+
+from . import node as _node
+from .executor import run
+
+AUTO_BUDGET = 32 << 20   # bytes "auto" may keep for recomputation (NOTE [rematerialisation])
+
+
+class MemoryBudget:
+    """``remat=MemoryBudget(nbytes)``: choose the checkpoint interval so that what the loop keeps
+    for backward (checkpoints plus one segment's intermediates) stays within ``nbytes``.
+
+    >>> import gluon_cf
+    >>> gluon_cf.MemoryBudget(64 << 20)
+    MemoryBudget(67108864)
+    """
+
+    nbytes: int
+
+    def __init__(self, nbytes: int) -> None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Integral):
+            raise TypeError("gluon_cf.MemoryBudget: nbytes must be an int (bytes), got %r"
+                            % (nbytes,))
+        if nbytes <= 0:
+            raise ValueError("gluon_cf.MemoryBudget: nbytes must be positive, got %d" % nbytes)
+        self.nbytes = int(nbytes)
+
+    def __repr__(self):
+        return "MemoryBudget(%d)" % self.nbytes
+
+    def __eq__(self, other):
+        return isinstance(other, MemoryBudget) and other.nbytes == self.nbytes
+
+    def __hash__(self):
+        return hash(("MemoryBudget", self.nbytes))
+
+
+# What ``remat=`` accepts: False, True, an int k >= 1, "auto" or a MemoryBudget.
+Remat = Union[bool, int, str, MemoryBudget]
+
+
+def check_remat(op, remat):
+    """``remat`` as given by the user, checked: False, an int k >= 1 (True is 1), "auto" or a
+    :class:`MemoryBudget`."""
+    if remat is False:
+        return False
+    if remat is True:
+        return 1
+    if isinstance(remat, numbers.Integral) and not isinstance(remat, bool):
+        if remat < 1:
+            raise ValueError("gluon_cf.%s: remat=%d; an interval must be an int >= 1 (1 is "
+                             "remat=True: keep every step's state)" % (op, remat))
+        return int(remat)
+    if isinstance(remat, str):
+        if remat == "auto":
+            return remat
+        raise ValueError("gluon_cf.%s: remat=%r; expected False, True, an int k >= 1, 'auto' "
+                         "or gluon_cf.MemoryBudget(nbytes)" % (op, remat))
+    if isinstance(remat, MemoryBudget):
+        return remat
+    raise TypeError("gluon_cf.%s: remat must be False, True, an int k >= 1, 'auto' or "
+                    "gluon_cf.MemoryBudget(nbytes), got %s %r" % (op, type(remat).__name__, remat))
+
+
+def to_text(remat):
+    """``remat`` (checked) as a node spec holds it."""
+    return "budget:%d" % remat.nbytes if isinstance(remat, MemoryBudget) else str(remat)
+
+
+def from_text(op, text):
+    """The inverse of :func:`to_text`, for a spec read from a file: a clear error if invalid."""
+    try:
+        if text == "auto":
+            return text
+        if text.startswith("budget:"):
+            return MemoryBudget(int(text[len("budget:"):]))
+        return check_remat(op, int(text))
+    except (TypeError, ValueError):
+        raise ValueError("gluon_cf.%s: the node's remat field %r is invalid (expected an int "
+                         ">= 1, 'auto' or 'budget:<bytes>')" % (op, text)) from None
+
+
+class _Counter:
+    """How many steps rematerialisation recomputed in this process (tests read it: remat must
+    not silently be a no-op)."""
+
+    def __init__(self):
+        self.steps = 0
+        self.lock = threading.Lock()
+
+    def add(self, n):
+        with self.lock:
+            self.steps += n
+
+
+recomputed = _Counter()
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing the interval
+
+
+def peak_bytes(length, k, state_bytes, step_bytes):
+    """What a loop of ``length`` steps keeps with interval ``k``: its checkpoints and one
+    segment's intermediates (NOTE [rematerialisation])."""
+    return math.ceil(length / k) * state_bytes + min(k, length) * step_bytes
+
+
+def choose_interval(op, remat, length, state_bytes, step_bytes, where=None):
+    """The checkpoint interval ``k`` for ``remat`` "auto" or a :class:`MemoryBudget`.
+
+    A budget: the largest ``k`` (fewest segments) whose :func:`peak_bytes` fits; a budget below
+    one step (its state and intermediates) or below the smallest achievable peak is an error
+    naming the op. "auto": the budget :data:`AUTO_BUDGET`, or, when even that cannot be met,
+    the ``k`` keeping the least (about ``sqrt(length * state_bytes / step_bytes)``)."""
+    length = max(int(length), 1)
+    step_bytes, state_bytes = max(int(step_bytes), 1), max(int(state_bytes), 1)
+    best = min(range(1, length + 1), key=lambda k: (peak_bytes(length, k, state_bytes,
+                                                               step_bytes), k))
+    budget = AUTO_BUDGET if remat == "auto" else remat.nbytes
+    fitting = [k for k in range(1, length + 1)
+               if peak_bytes(length, k, state_bytes, step_bytes) <= budget]
+    if fitting:
+        return max(fitting)
+    if remat == "auto":
+        return best
+    at = " at %s" % where if where else ""
+    if budget < state_bytes + step_bytes:
+        raise ValueError(
+            "gluon_cf.%s%s: remat=%r is smaller than one step: a step's state and "
+            "intermediates take %d bytes; give a budget of at least %d bytes"
+            % (op, at, remat, state_bytes + step_bytes,
+               peak_bytes(length, best, state_bytes, step_bytes)))
+    raise ValueError(
+        "gluon_cf.%s%s: remat=%r cannot be met for %d steps: the least this loop can keep is "
+        "%d bytes (interval %d; a step's state takes %d bytes, its intermediates %d)"
+        % (op, at, remat, length, peak_bytes(length, best, state_bytes, step_bytes), best,
+           state_bytes, step_bytes))
+
+
+def _nbytes(array_or_shape, dtype=np.float32):
+    shape = getattr(array_or_shape, "shape", array_or_shape)
+    dtype = getattr(array_or_shape, "dtype", dtype)
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def graph_step_bytes(symbol, shapes, dtypes=None):
+    """The bytes of every value a graph computes (its internal outputs) for input ``shapes``
+    (name -> shape): what recording one step keeps. Unknown shapes count 0."""
+    internals = symbol.get_internals()
+    try:
+        _, outs, _ = internals.infer_shape_partial(**shapes)
+    except mx.MXNetError:
+        return 0
+    names = internals.list_outputs()
+    total = 0
+    inputs = set(symbol.list_inputs())
+    for name, shape in zip(names, outs or []):
+        if name in inputs or not shape or any(d <= 0 for d in shape):
+            continue
+        total += _nbytes(tuple(shape))
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# One autograd node with its own backward
+
+
+_BACKWARD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                             ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+                             ctypes.c_int, ctypes.c_void_p)
+_DELETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+_alive: dict = {}
+_keys = itertools.count()
+
+
+def record_node(inputs, outputs, backward):
+    """Record ``outputs = f(inputs)`` as one autograd node whose gradient is
+    ``backward(out_grads)``: a list with one NDArray or None (zero) per input.
+
+    MXNet's ``autograd.Function`` does this too, but its callback stops at the first input that
+    needs no gradient (later inputs get none) and ignores ``grad_req='add'``; and its errors
+    are printed rather than raised. Here an error reaches the user as its own exception
+    (NOTE [error messages] in ``node.py``). ``outputs`` must not be recorded already."""
+    key = next(_keys)
+
+    def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
+        try:
+            out_grads = [mx.nd.NDArray(ctypes.cast(ptrs[i], NDArrayHandle), writable=False)
+                         for i in range(num_ograds)]
+            in_grads = [mx.nd.NDArray(ctypes.cast(ptrs[num_ograds + i], NDArrayHandle),
+                                      writable=True) for i in range(num_igrads)]
+            with autograd.pause(train_mode=bool(is_train)):
+                grads = backward(out_grads)
+                for dst, grad, req in zip(in_grads, grads, [reqs[i] for i in range(num_igrads)]):
+                    if req == 0:          # null
+                        continue
+                    if grad is None:
+                        if req != 3:
+                            dst[:] = 0
+                    elif req == 3:        # add
+                        dst[:] += grad
+                    else:                 # write, inplace
+                        dst[:] = grad
+        except Exception as exc:  # noqa: BLE001 - reported through node.py (NOTE there)
+            _node._remember("backward", exc, None)
+            return False
+        return True
+
+    def delete_entry(_):
+        _alive.pop(key, None)
+        return True
+
+    callbacks = [ctypes.cast(_BACKWARD(backward_entry), ctypes.CFUNCTYPE(ctypes.c_int)),
+                 ctypes.cast(_DELETE(delete_entry), ctypes.CFUNCTYPE(ctypes.c_int))]
+    context = MXCallbackList(ctypes.c_int(len(callbacks)),
+                             ctypes.cast(c_array(ctypes.CFUNCTYPE(ctypes.c_int), callbacks),
+                                         ctypes.POINTER(ctypes.CFUNCTYPE(ctypes.c_int))),
+                             ctypes.cast(c_array(ctypes.c_void_p, [None] * len(callbacks)),
+                                         ctypes.POINTER(ctypes.c_void_p)))
+    _alive[key] = (context, callbacks, backward_entry, delete_entry)
+    check_call(_LIB.MXCustomFunctionRecord(
+        ctypes.c_int(len(inputs)), c_handle_array(inputs), ctypes.c_int(len(outputs)),
+        c_handle_array(outputs), ctypes.byref(context)))
+
+
+def recorded(array):
+    """Whether ``array`` is part of the graph autograd recorded."""
+    try:
+        autograd.get_symbol(array)
+        return True
+    except mx.MXNetError:
+        return False
+
+
+def _leaf_name(array):
+    """The name autograd gave a marked array (``attach_grad``): ``var<N>``."""
+    return autograd.get_symbol(array).list_inputs()[0]
+
+
+def fresh(values):
+    """Unrecorded copies of ``values`` that share no array with each other (outputs of
+    :func:`record_node` must be new arrays)."""
+    seen, out = set(), []
+    for v in values:
+        v = v.detach()
+        if id(v) in seen:
+            v = v.copy()
+        seen.add(id(v))
+        out.append(v)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Closure arrays of an eager body
+
+
+def closure_arrays(fn, limit=3):
+    """The arrays needing a gradient that the eager callable ``fn`` may read: Gluon parameters
+    of blocks and parameters in its closure, ``self``, defaults, partial arguments and the
+    globals it names, and arrays with a gradient buffer there (NOTE [rematerialisation])."""
+    found, seen = {}, set()
+
+    def add_array(a):
+        if isinstance(a, mx.nd.NDArray) and a.grad is not None:
+            found[id(a)] = a
+
+    def visit(obj, depth):
+        if id(obj) in seen or depth > limit:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, mx.nd.NDArray):
+            add_array(obj)
+        elif isinstance(obj, mx.gluon.Parameter):
+            if obj.grad_req != "null" and obj._data is not None:
+                for a in obj.list_data():
+                    add_array(a)
+        elif isinstance(obj, mx.gluon.Block):
+            for p in obj.collect_params().values():
+                visit(p, 0)
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            for o in obj:
+                visit(o, depth + 1)
+        elif isinstance(obj, dict):
+            for o in obj.values():
+                visit(o, depth + 1)
+        elif isinstance(obj, functools.partial):
+            visit(obj.func, depth + 1)
+            visit(obj.args, depth + 1)
+            visit(obj.keywords, depth + 1)
+        elif isinstance(obj, types.MethodType):
+            visit(obj.__self__, depth)
+            visit(obj.__func__, depth)
+        elif isinstance(obj, types.FunctionType):
+            for cell in obj.__closure__ or ():
+                try:
+                    visit(cell.cell_contents, depth + 1)
+                except ValueError:   # an empty cell
+                    pass
+            visit(obj.__defaults__, depth + 1)
+            visit(obj.__kwdefaults__, depth + 1)
+            names = _code_names(obj.__code__)
+            for name in names:
+                if name in obj.__globals__:
+                    value = obj.__globals__[name]
+                    if not isinstance(value, types.ModuleType):
+                        visit(value, depth + 1)
+        elif hasattr(obj, "fn") and callable(getattr(obj, "fn")):   # a RecursiveFunction
+            visit(obj.fn, depth)
+        elif callable(obj) and hasattr(obj, "__dict__"):
+            visit(vars(obj), depth + 1)
+
+    visit(fn, 0)
+    return list(found.values())
+
+
+def _code_names(code):
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Random operators
+
+
+def is_random_op(op):
+    """Whether MXNet operator ``op`` draws random numbers."""
+    return op in ("Dropout", "_contrib_dropout") or "random" in op or op.startswith("_sample")
+
+
+def _seed_base():
+    """A seed drawn from MXNet's generator (so a user's ``mx.random.seed`` fixes it)."""
+    return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
+
+
+# ---------------------------------------------------------------------------------------------
+# A loop run with rematerialisation
+
+_inside = threading.local()   # .loop: the remat loop running in this thread (its description)
+UNKNOWN_LENGTH = 1024   # the length "auto"/budgets assume for a while_loop without a bound
+
+
+def _float(a):
+    return np.issubdtype(np.dtype(a.dtype), np.floating)
+
+
+class Loop:
+    """One loop run with rematerialisation (NOTE [rematerialisation]).
+
+    ``data``: arrays whose row ``t`` step ``t`` reads (foreach), ``states``: the initial loop
+    state, ``closure``: what else the step reads that may need a gradient (a node's captured
+    inputs; an eager body's :func:`closure_arrays`). ``step(t, slices, states)`` is a generator
+    returning the step's flat outputs followed by its new states. ``eager``: the step runs the
+    user's Python code (its graph is only known once recorded)."""
+
+    def __init__(self, op, remat, where, data, states, closure, step, *, eager, random=True,
+                 step_bytes=None, length=None):
+        self.op, self.remat, self.where = op, remat, where
+        self.data, self.init, self.closure = list(data), list(states), list(closure)
+        self.step, self.eager, self.random = step, eager, random
+        self.step_bytes, self.length = step_bytes, length
+        self.training = autograd.is_training()
+        self.ctx = (self.init or self.data)[0].context
+        self.seed_base: Optional[int] = None   # set by the forward's first random segment
+        if getattr(_inside, "loop", None) is not None:
+            raise NotImplementedError(
+                "gluon_cf.%s%s: remat on a loop inside the body of a loop with remat (%s) is "
+                "not supported (the nested backward hangs MXNet 1.9.1's engine); give remat "
+                "to one of the two loops only" % (op, self._at(), _inside.loop))
+
+    # -- forward --------------------------------------------------------------------------
+
+    def forward(self, more=None):
+        """Generator: :meth:`forward_steps` with this loop marked as running (no remat loop
+        may start inside it)."""
+        _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        try:
+            return (yield from self.forward_steps(more))
+        finally:
+            _inside.loop = None
+
+    def forward_steps(self, more=None):
+        """Generator: run the loop, keeping checkpoints; returns ``(per_step_outputs,
+        final_states)`` (detached). ``more(states)``, a generator returning a bool, is asked
+        before each step (while_loop); else ``length`` steps run."""
+        k = self.remat if isinstance(self.remat, int) else None
+        states, per_step, self.checkpoints = list(self.init), [], {}
+        t = 0
+        while self.length is None or t < self.length:
+            if more is not None and not (yield more(states)):
+                break
+            if k is None or t % k == 0:
+                self.checkpoints[t] = [s.detach() for s in states]
+                self._seed(t if k is None else t // k)
+            slices = [d[t] for d in self.data]
+            if t == 0:
+                result = yield from self._first_step(slices, states)
+            else:
+                result = yield self.step(t, slices, states)
+            cut = len(result) - len(states)
+            per_step.append([o.detach() for o in result[:cut]])
+            _throttle(states)
+            states = [s.detach() for s in result[cut:]]
+            if k is None:   # "auto"/a budget; segment 0 began at step 0 whatever k is
+                k = self._interval(states)
+            t += 1
+        self.k, self.steps, self.final = k or 1, t, states
+        return per_step, states
+
+    def _first_step(self, slices, states):
+        """Step 0, inspected: its recorded graph tells an eager body's auxiliary state,
+        randomness and size (a node's graph tells them before it runs)."""
+        if not self.eager:
+            return (yield self.step(0, slices, states))
+        marked = [x.copy() for x in list(slices) + list(states)]
+        for x in marked:
+            if _float(x):
+                x.attach_grad()
+        result = yield self.step(0, marked[:len(slices)], marked[len(slices):])
+        heads = [r for r in result if recorded(r)]
+        if heads:
+            sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
+            ops = {n["op"] for n in json.loads(sym.tojson())["nodes"]}
+            from .operators import AUX_STATE_OPS
+            aux = sorted(ops & AUX_STATE_OPS)
+            if aux and self.training:
+                raise NotImplementedError(
+                    "gluon_cf.%s%s: remat with a body that updates auxiliary state (%s: its "
+                    "running statistics) under training; recomputing a step would update them "
+                    "twice. Use remat=False, or LayerNorm/InstanceNorm in the body"
+                    % (self.op, self._at(), ", ".join(aux)))
+            if not any(is_random_op(op) for op in ops):
+                self.random = False
+            elif self.seed_base is None:
+                raise NotImplementedError("gluon_cf.%s%s: internal: random body not seeded"
+                                          % (self.op, self._at()))
+            if self.step_bytes is None:
+                shapes = {}
+                for x in marked + [c for c in self.closure]:
+                    if x.grad is not None:
+                        shapes[_leaf_name(x)] = x.shape
+                self.step_bytes = graph_step_bytes(sym, shapes)
+        else:
+            self.random = False
+        return [r.detach() for r in result]
+
+    def _seed(self, segment):
+        if not self.random:
+            return
+        if self.seed_base is None:
+            self.seed_base = _seed_base()
+        mx.random.seed(self.seed_base + segment, ctx=self.ctx)
+
+    def _interval(self, states):
+        """The interval for "auto"/a budget, once one step has run."""
+        length = self.length or UNKNOWN_LENGTH
+        state_bytes = sum(_nbytes(s) for s in states)
+        step_bytes = self.step_bytes or 0
+        if step_bytes <= 0:   # not measurable (e.g. an opaque hybridized block): sqrt(T)
+            return max(1, int(math.ceil(math.sqrt(length))))
+        return choose_interval(self.op, self.remat, length, state_bytes, step_bytes, self.where)
+
+    def _at(self):
+        return " at %s" % self.where if self.where else ""
+
+    # -- recording ------------------------------------------------------------------------
+
+    def record(self, outputs, per_step):
+        """Record the loop as one autograd node: its inputs are the data, the initial states
+        and the closure; ``outputs`` (stacked step outputs, then final states) its outputs.
+        Returns the outputs to hand to the caller."""
+        outputs = fresh(outputs)
+        self.per_step = per_step
+        self.num_out = len(outputs) - len(self.init)
+        record_node(self.data + self.init + self.closure, outputs, self.backward)
+        return outputs
+
+    # -- backward -------------------------------------------------------------------------
+
+    def backward(self, out_grads):
+        """The gradients of the loop's inputs from ``out_grads``, segment by segment, last to
+        first (NOTE [rematerialisation])."""
+        _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        try:
+            return self.backward_segments(out_grads)
+        finally:
+            _inside.loop = None
+
+    def backward_segments(self, out_grads):
+        num_out, nd_ = self.num_out, len(self.data)
+        step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
+        data_grads = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype) if _float(d) else None
+                      for d in self.data]
+        closure = [c for c in self.closure if c.grad is not None]
+        closure_grads = {id(c): None for c in closure}
+        names = {_leaf_name(c): c for c in closure}
+        mismatches = []
+        begins = list(range(0, self.steps, self.k))
+        for segment in reversed(range(len(begins))):
+            b = begins[segment]
+            e = min(b + self.k, self.steps)
+            states = [s.copy() for s in self.checkpoints[b]]
+            blocks = [d[b:e].copy() for d in self.data]
+            for x in states + blocks:
+                if _float(x):
+                    x.attach_grad()
+            heads, head_grads = [], []
+            with autograd.record(train_mode=self.training):
+                if self.random and self.seed_base is not None:
+                    mx.random.seed(self.seed_base + segment, ctx=self.ctx)
+                current = states
+                for t in range(b, e):
+                    result = run(self.step(t, [blk[t - b] for blk in blocks], current))
+                    cut = len(result) - len(current)
+                    for j, (o, kept) in enumerate(zip(result[:cut], self.per_step[t])):
+                        mismatches.append(_differs(o, kept))
+                        heads.append(o)
+                        head_grads.append(step_grads[j][t])
+                    current = result[cut:]
+            recomputed.add(e - b)
+            after = self.checkpoints.get(e) if e < self.steps else self.final
+            if after is not None:
+                mismatches.extend(_differs(o, kept) for o, kept in zip(current, after))
+            heads += current
+            head_grads += state_grads
+            keep = _node.merged_heads([(h, g) for h, g in zip(heads, head_grads)
+                            if _float(h) and recorded(h)])
+            variables = [x for x in states + blocks if x.grad is not None] + closure
+            grads = {}
+            if keep:
+                reached = set(mx.sym.Group([autograd.get_symbol(h) for h, _ in keep])
+                              .list_inputs())
+                self._check_leaves(reached, variables, names)
+                used = [x for x in variables if _leaf_name(x) in reached]
+                if used:
+                    values = autograd.grad([h for h, _ in keep], used, [g for _, g in keep],
+                                           train_mode=self.training)
+                    grads = {id(x): g for x, g in zip(used, values)}
+            _throttle(state_grads)
+            state_grads = [grads.get(id(s)) if id(s) in grads else mx.nd.zeros_like(s)
+                           for s in states]
+            for dg, blk in zip(data_grads, blocks):
+                if dg is not None and id(blk) in grads:
+                    dg[b:e] = grads[id(blk)]
+            for c in closure:
+                g = grads.get(id(c))
+                if g is not None:
+                    prev = closure_grads[id(c)]
+                    closure_grads[id(c)] = g if prev is None else prev + g
+        self._check_mismatches(mismatches)
+        return data_grads + state_grads + [closure_grads.get(id(c)) for c in self.closure]
+
+    def _check_leaves(self, reached, variables, names):
+        known = {_leaf_name(x) for x in variables} | set(names)
+        unknown = sorted(n for n in reached if n.startswith("var") and n not in known)
+        if unknown:
+            raise NotImplementedError(
+                "gluon_cf.%s%s: with remat, the body reads %d array(s) needing a gradient that "
+                "gluon_cf could not find in its closure (Gluon blocks, parameters and arrays "
+                "in its closure, defaults, self and globals are found); their gradient would be "
+                "lost. Pass them through the loop's states or data, or use remat=False"
+                % (self.op, self._at(), len(unknown)))
+
+    def _check_mismatches(self, mismatches):
+        flags = [m for m in mismatches if m is not None]
+        if flags and mx.nd.add_n(*flags).asscalar() > 0:
+            raise RuntimeError(
+                "gluon_cf.%s%s: with remat, recomputing the loop's steps in backward gave "
+                "different values from the forward (randomness that could not be replayed, "
+                "e.g. random numbers drawn outside an operator MXNet records, or a body that "
+                "is not deterministic), so its gradient would not be that of the forward: use "
+                "remat=False for this loop" % (self.op, self._at()))
+
+
+def _throttle(arrays):
+    """Wait for ``arrays`` (the previous step's or segment's results) before going on:
+    MXNet allocates an operator's outputs when Python pushes it, so a loop that ran ahead of
+    the engine would hold the intermediates of every pushed step at once, which is what
+    remat is there to avoid. One step of lag keeps the engine busy."""
+    for a in arrays:
+        if a is not None:
+            a.wait_to_read()
+
+
+def _differs(a, b):
+    """An NDArray holding 1.0 when ``a`` and ``b`` differ beyond rounding, else 0.0 (None for
+    values that cannot be compared)."""
+    if a.shape != b.shape:
+        return mx.nd.ones((1,))
+    if a.size == 0:
+        return None
+    a32, b32 = a.astype("float32"), b.astype("float32")
+    with autograd.pause():
+        bad = mx.nd.abs(a32.detach() - b32) > (1e-5 + 1e-4 * mx.nd.abs(b32))
+        return bad.sum().reshape((1,)).clip(0, 1).as_in_context(mx.cpu())
+
+
+
+def check_hybridized(op, node, graphs):
+    """Hybridized, remat runs only on an outermost node whose subgraphs hold no gluon_cf node:
+    the backward of a rematerialised loop that runs nested nodes (or runs inside one) waits
+    for values that MXNet 1.9.1's engine then never computes (observed: a hang). Refused with
+    a clear error instead; eager mode has no such limit."""
+    top = _node.top_level_node()
+    where = node.spec.get("remat_where")
+    at = " at %s" % where if where else ""
+    if top is not None and top is not node:
+        raise NotImplementedError(
+            "gluon_cf.%s%s: remat on a loop inside the hybridized gluon_cf.%s node %r is not "
+            "supported (MXNet 1.9.1's engine hangs in its backward); give remat to the "
+            "outermost loop only, or run the block without hybridize()"
+            % (op, at, top.kind, top.spec.get("node") or ""))
+    if any(g.partitioned for g in graphs):
+        raise NotImplementedError(
+            "gluon_cf.%s%s: remat on a hybridized loop whose body holds gluon_cf ops (cond, "
+            "loops, recursive calls) is not supported (MXNet 1.9.1's engine hangs in its "
+            "backward); use remat=False here, or run the block without hybridize(), where "
+            "nested remat works" % (op, at))
+
+
+def holds_random_ops(spec):
+    """Whether a node's subgraphs (nested ones included) hold a random operator."""
+    from .graph import _nodes_of
+    return any(is_random_op(n["op"]) for n in _nodes_of(spec))
+
+
+def graph_bytes_of(graph, slots):
+    """:func:`graph_step_bytes` of a :class:`graph.Graph` given its slot values."""
+    shapes = {name: slots[slot].shape for name, slot in zip(graph.input_names, graph.slots)}
+    return graph_step_bytes(graph.symbol, shapes)
