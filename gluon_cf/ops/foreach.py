@@ -355,7 +355,10 @@ class ForeachRule(registry.Rule):
 
     def forward_into(self, node, inputs, out_data, is_train):
         """The outermost node writes into MXNet's outputs (NOTE [where a loop's memory goes]
-        in ``foreach_memory.py``): heads for backward, or None to run ``forward``."""
+        in ``foreach_memory.py``): heads for backward, or None to run ``forward`` (which
+        runs a recorded loop with remat, NOTE [rematerialisation])."""
+        if node.spec.get("remat") and mx.autograd.is_recording():
+            return None
         return _forward_into(node, inputs, out_data, is_train)
 
     def forward_batched(self, node, inputs, frame):
