@@ -86,7 +86,7 @@ def _symbol_files(files, example_inputs):
     if len(files) != 2:
         raise ValueError(f"save_artifact: give a HybridBlock or (symbol_json_path, params_path),"
                          f" got {len(files)} paths")
-    # NOTE [files are checked before MXNet reads them]
+    # Checked before MXNet reads it (NOTE [files are checked before MXNet reads them]).
     check_symbol_file_contents(os.fspath(files[0]))
     sym = mx.sym.load(os.fspath(files[0]))
     params = mx.nd.load(os.fspath(files[1]))

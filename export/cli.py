@@ -173,7 +173,7 @@ def _convert(args):
     except ValueError as err:
         raise ValueError(f"{args.symbol}: not a symbol file (MXNet writes JSON): {err}") \
             from None
-    # NOTE [files are checked before MXNet reads them]
+    # Checked before MXNet reads it (NOTE [files are checked before MXNet reads them]).
     check_symbol_text_contents(text, args.symbol)
     sym = mx.sym.load(args.symbol)
     params = mx.nd.load(args.params)

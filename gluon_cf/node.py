@@ -174,7 +174,7 @@ def _explain_unknown_dims(err, text):
     hybridized ``x + 1`` refuses them too); an unknown dimension reaches here only when MXNet
     itself infers a graph holding the node (a Symbol executor given a partial shape):
     ``Symbol.infer_shape_partial`` is gluon_cf's own and passes unknown dimensions through
-    (NOTE [run-time shapes] in ``graph.py``). This error names the op, the node and the input,
+    (NOTE [run-time shapes] in ``graph/``). This error names the op, the node and the input,
     and says both.
     """
     table = getattr(_unknown_dims, "value", None) or {}
@@ -221,7 +221,7 @@ _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 
 def _infer_shape_impl(self, partial, *args, **kwargs):
     """``Symbol.infer_shape``/``infer_shape_partial`` of a graph holding gluon_cf nodes: inferred
-    in Python (NOTE [run-time shapes] in ``graph.py``), so unknown dimensions pass through nodes
+    in Python (NOTE [run-time shapes] in ``graph/``), so unknown dimensions pass through nodes
     and an output known only at run time is reported with 0 for its unknown dimensions (MXNet
     reports ``boolean_mask``'s as wholly unknown). ``infer_shape`` counts such an output as
     inferred (every argument being known is what Gluon's deferred initialisation needs)."""
