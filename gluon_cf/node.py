@@ -210,7 +210,7 @@ def _name_node(exc, node):
     if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \
             and not getattr(exc, "_gluon_cf_node", None):
         exc.args = ("%s\n(in gluon_cf node %r)" % (exc.args[0], name),)
-        exc._gluon_cf_node = name
+        setattr(exc, "_gluon_cf_node", name)   # read back by getattr above
 
 
 mx.base.get_last_ffi_error = _get_last_ffi_error
@@ -457,15 +457,21 @@ def _prop_class(rule):
             except Exception as exc:  # noqa: BLE001 - reported by list_arguments, see the NOTE
                 self.invalid = exc
 
-        @_reporting
-        def list_arguments(self):
+        def _decoded(self):
+            """The decoded node, or the error of its invalid spec (MXNet asks list_arguments
+            first, which reports it: NOTE [callbacks never take the process down])."""
             if self.invalid is not None:
                 raise self.invalid
-            return ["in%d" % i for i in range(self.node.num_inputs)]
+            assert self.node is not None   # decode returned it, or raised self.invalid
+            return self.node
+
+        @_reporting
+        def list_arguments(self):
+            return ["in%d" % i for i in range(self._decoded().num_inputs)]
 
         @_reporting
         def list_outputs(self):
-            return ["out%d" % i for i in range(self.node.num_outputs)]
+            return ["out%d" % i for i in range(self._decoded().num_outputs)]
 
         @_reporting
         def infer_shape(self, in_shape):

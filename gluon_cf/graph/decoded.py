@@ -53,7 +53,7 @@ class Node:
                                    for n in _nodes_of(spec))
 
 
-def decode(kind, spec_text):
+def decode(kind, spec_text) -> Node:
     key = (kind, spec_text)
     node = _SPECS.get(key)
     if node is None:

@@ -29,6 +29,7 @@ from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin
 from .shape_inference import (for_rule, infer_by_mxnet, learn, mxnet_infer_shape_partial,
                               run_time_dims)
 
+
 def _step_kind(node):
     """What a JSON node is for partitioning: a gluon_cf op kind, ``"user_custom"`` or None."""
     return registry.kind_of(node) or ("user_custom" if registry.is_user_custom(node) else None)
@@ -71,8 +72,7 @@ class _Segment:
 
     def run(self, values):
         out = self.op(*[values[e] for e in self.in_entries])
-        out = out if isinstance(out, (list, tuple)) else [out]
-        values.update(zip(self.out_entries, out))
+        values.update(zip(self.out_entries, as_list(out)))
 
     def infer_shape(self, shapes):
         """Shape inference of the segment by MXNet (NOTE [run-time shapes]); updates
@@ -88,6 +88,8 @@ class _Segment:
 
 
 class _CfCall:
+    """A gluon_cf node of the graph, run by its op's rules in the calling thread."""
+
     def __init__(self, kind, spec, in_entries, out_entries):
         self.rule = registry.rule_of(kind)
         self.node = registry.decode(kind, spec)
