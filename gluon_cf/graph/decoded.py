@@ -54,6 +54,7 @@ class Node:
 
 
 def decode(kind, spec_text) -> Node:
+    """The decoded node of a ``kind`` node's ``spec`` text, checked first (cached per spec)."""
     key = (kind, spec_text)
     node = _SPECS.get(key)
     if node is None:
