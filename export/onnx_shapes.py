@@ -8,8 +8,8 @@ NOTE [shape plan]
     axis grown -- through every nesting level, and keep per dim what agrees (a dim that
     changed is dynamic: None; a model output's dim that changed exactly like a named input dim
     gets its name).  A run that fails means an axis declared dynamic is not.  A shape known
-    only at run time (NOTE [run-time shapes] in gluon_cf/graph.py: boolean_mask, exact-length
-    loops, cond branches of different sizes) is kept as what is known of it, None for each
+    only at run time (NOTE [run-time shapes] in gluon_cf/graph/shape_inference.py:
+    boolean_mask, exact-length loops, cond branches of different sizes) is kept as what is known of it, None for each
     unknown dim, and a subgraph reading it (a loop over it, a body capturing it) is inferred
     from that, MXNet seeing its unknown dim, 0.  gluon_cf nodes
     are looked up in the plan by their `spec` text (unique per traced call).  Converters called
@@ -154,8 +154,8 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name):
 
 def _infer_shapes(sym, arg_shapes, where):
     """Output shapes of ``sym``, None for a dim known only at run time, or for a whole shape
-    whose rank is not known either (NOTE [run-time shapes] in gluon_cf/graph.py: what depends
-    on boolean_mask, exact-length loops, cond branches of different sizes).  ``arg_shapes``
+    whose rank is not known either (NOTE [run-time shapes] in
+    gluon_cf/graph/shape_inference.py: what depends on boolean_mask, exact-length loops, cond branches of different sizes).  ``arg_shapes``
     may hold such dims too (the slots of a loop reading a value of run-time shape): MXNet is
     given them as its unknown dim, 0, and infers the rest."""
     known = set(sym.list_inputs())

@@ -3,12 +3,12 @@
 NOTE [partitioned blocks]
     A hybridized block runs its graph as one MXNet CachedOp, in which every gluon_cf node is a
     Custom operator that must declare its output shapes before it runs. A node whose outputs'
-    shapes are known only at run time (NOTE [run-time shapes] in ``graph.py``), or whose inputs
-    are, cannot. For such a graph the block runs partitioned instead: ``graph.PartitionedGraph``
-    cuts it at its gluon_cf nodes, the ordinary operators between them stay CachedOps (MXNet
-    infers their shapes just before each runs, ``boolean_mask`` included), and the nodes run
-    by their rules in the calling thread, recorded by autograd like the segments, so gradients
-    need nothing special.
+    shapes are known only at run time (NOTE [run-time shapes] in ``graph/shape_inference.py``),
+    or whose inputs are, cannot. For such a graph the block runs partitioned instead:
+    ``graph.PartitionedGraph`` cuts it at its gluon_cf nodes, the ordinary operators between
+    them stay CachedOps (MXNet infers their shapes just before each runs, ``boolean_mask``
+    included), and the nodes run by their rules in the calling thread, recorded by autograd
+    like the segments, so gradients need nothing special.
 
     Which way a block runs: the CachedOp first, as long as its nodes can declare their output
     shapes. A node whose output shape is known only at run time refuses, during the CachedOp's

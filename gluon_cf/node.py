@@ -178,7 +178,7 @@ def _explain_unknown_dims(err, text):
     hybridized ``x + 1`` refuses them too); an unknown dimension reaches here only when MXNet
     itself infers a graph holding the node (a Symbol executor given a partial shape):
     ``Symbol.infer_shape_partial`` is gluon_cf's own and passes unknown dimensions through
-    (NOTE [run-time shapes] in ``graph.py``). This error names the op, the node and the input,
+    (NOTE [run-time shapes] in ``graph/``). This error names the op, the node and the input,
     and says both.
     """
     table = getattr(_unknown_dims, "value", None) or {}
@@ -214,7 +214,7 @@ def _name_node(exc, node):
     if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \
             and not getattr(exc, "_gluon_cf_node", None):
         exc.args = ("%s\n(in gluon_cf node %r)" % (exc.args[0], name),)
-        exc._gluon_cf_node = name
+        setattr(exc, "_gluon_cf_node", name)   # read back by getattr above
 
 
 mx.base.get_last_ffi_error = _get_last_ffi_error
@@ -225,7 +225,7 @@ _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 
 def _infer_shape_impl(self, partial, *args, **kwargs):
     """``Symbol.infer_shape``/``infer_shape_partial`` of a graph holding gluon_cf nodes: inferred
-    in Python (NOTE [run-time shapes] in ``graph.py``), so unknown dimensions pass through nodes
+    in Python (NOTE [run-time shapes] in ``graph/``), so unknown dimensions pass through nodes
     and an output known only at run time is reported with 0 for its unknown dimensions (MXNet
     reports ``boolean_mask``'s as wholly unknown). ``infer_shape`` counts such an output as
     inferred (every argument being known is what Gluon's deferred initialisation needs)."""
@@ -534,15 +534,21 @@ def _prop_class(rule):
             except Exception as exc:  # noqa: BLE001 - reported by list_arguments, see the NOTE
                 self.invalid = exc
 
-        @_reporting
-        def list_arguments(self):
+        def _decoded(self):
+            """The decoded node, or the error of its invalid spec (MXNet asks list_arguments
+            first, which reports it: NOTE [callbacks never take the process down])."""
             if self.invalid is not None:
                 raise self.invalid
-            return ["in%d" % i for i in range(self.node.num_inputs)]
+            assert self.node is not None   # decode returned it, or raised self.invalid
+            return self.node
+
+        @_reporting
+        def list_arguments(self):
+            return ["in%d" % i for i in range(self._decoded().num_inputs)]
 
         @_reporting
         def list_outputs(self):
-            return ["out%d" % i for i in range(self.node.num_outputs)]
+            return ["out%d" % i for i in range(self._decoded().num_outputs)]
 
         @_reporting
         def infer_shape(self, in_shape):

@@ -17,7 +17,7 @@ SOURCE_ATTR = "__gcf_src__"
 
 # MXNet 1.9.1's operators whose output shape depends on input values (found by their names in
 # MXNet's operator registry): their outputs have shapes known only at run time (NOTE [run-time
-# shapes] in graph.py).
+# shapes] in graph/shape_inference.py).
 DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_npi_nonzero",
                                "_npx_nonzero", "_npi_unique"})
 

@@ -40,8 +40,8 @@ def is_user_custom(node):
 
 
 class Dynamic:
-    """A shape known only at run time (NOTE [run-time shapes] in ``graph.py``): the output of
-    an operator whose shape depends on values (``boolean_mask``), of an exact-length
+    """A shape known only at run time (NOTE [run-time shapes] in ``graph/shape_inference.py``):
+    the output of an operator whose shape depends on values (``boolean_mask``), of an exact-length
     ``while_loop``, of a ``cond`` whose branches differ in size, and what is computed from them.
     ``dims``: what is known of it, a tuple with None for each dimension known only at run time
     (``boolean_mask`` of a (5, 3) array: ``(None, 3)``), or None when not even the rank is."""
@@ -185,7 +185,7 @@ _DECODER: list = []
 
 def set_decoder(decode):
     """Set the function turning ``(kind, spec text)`` into the decoded node rules take
-    (``graph.decode``, which registers itself: this module stays MXNet-free)."""
+    (``graph/decoded.py``'s ``decode``, which registers itself: this module stays MXNet-free)."""
     _DECODER[:] = [decode]
 
 

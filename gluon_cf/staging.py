@@ -1,8 +1,8 @@
 """Staging: cutting a graph at the nodes that cannot run inside a compiled piece.
 
 NOTE [staging]
-    gluon_cf's partitioned execution (``graph.py``, NOTE [partitioned execution]) and the
-    artifact loader (``export/artifact.py``, NOTE [artifact loader]) both run a graph as
+    gluon_cf's partitioned execution (``graph/partitioned.py``, NOTE [partitioned execution])
+    and the artifact loader (``export/artifact.py``, NOTE [artifact loader]) both run a graph as
     compiled pieces of ordinary nodes (a CachedOp, an onnxruntime session) interleaved with
     *special* nodes that run on their own (gluon_cf nodes and user CustomOps; ``Recursion``,
     ``Invoke`` and control flow holding them). A node's *stage* is the number of special nodes

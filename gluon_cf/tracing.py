@@ -1,5 +1,5 @@
 """Tracing, the first half of the one subgraph mechanism shared by every gluon_cf op: a body
-function becomes a Symbol whose closure is captured as explicit inputs (``graph.py`` runs it).
+function becomes a Symbol whose closure is captured as explicit inputs (``graph/`` runs it).
 
 NOTE [closure capture]
     A body function is traced once on fresh variables under an ``AttrScope`` that marks every node

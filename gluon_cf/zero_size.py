@@ -2,8 +2,8 @@
 
 NOTE [eager zero-size values]
     Hybridized, an operator whose every input is zero-size runs unrecorded (NOTE [zero-size
-    calls] in ``graph.py``): what it computes (a sum over no rows) depends on no element of
-    anything, so its gradient is zero, and MXNet 1.x's backward cannot pass through a zero-size
+    calls] in ``graph/cached_graph.py``): what it computes (a sum over no rows) depends on no
+    element of anything, so its gradient is zero, and MXNet 1.x's backward cannot pass through a zero-size
     array at all. Eagerly, a body of an op (foreach's body, while_loop's cond and func, the
     branch cond runs) is the user's Python, each MXNet operator recorded as it runs, and the
     same body made backward fail: "Shape dim size cannot be a negative value -1", raised

@@ -5,8 +5,8 @@ gives, call by call, what the same call gives on a fresh block with the same par
 values and gradients, or an error of the same type and message.
 
 Oracle: a fresh hybridized block per call (its CachedOps have seen nothing else). Where a
-call errors, both must raise alike; NOTE [zero-size calls] in ``graph.py`` says which calls
-work (what works eagerly on zero-size arrays) and which are a ZeroSizeError.
+call errors, both must raise alike; NOTE [zero-size calls] in ``graph/cached_graph.py`` says
+which calls work (what works eagerly on zero-size arrays) and which are a ZeroSizeError.
 """
 import re
 

@@ -5,9 +5,9 @@ import pathlib
 from conftest import REPO
 
 MAX_LINES = 700
-# Split pending (issue 27): other engineers are changing these two now; the lead splits them
-# after merging. No other file may join this list.
-KNOWN_OVER = {"gluon_cf/graph.py", "gluon_cf/recursion/schedule.py"}
+# Split pending (issue 27): another engineer is splitting it now. No other file may join this
+# list.
+KNOWN_OVER = {"gluon_cf/recursion/schedule.py"}
 
 
 def line_counts(root):
@@ -39,8 +39,11 @@ def test_the_limit_can_fail(tmp_path):
         (tmp_path / folder / "sub").mkdir(parents=True)
     (tmp_path / "gluon_cf" / "sub" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (tmp_path / "export" / "ok.py").write_text("x = 1\n" * MAX_LINES)
-    (tmp_path / "gluon_cf" / "graph.py").write_text("x = 1\n" * (MAX_LINES + 1))
-    assert over_the_limit(tmp_path) == {"gluon_cf/sub/long.py": MAX_LINES + 1}
+    (tmp_path / "gluon_cf" / "recursion").mkdir()
+    (tmp_path / "gluon_cf" / "recursion" / "schedule.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "gluon_cf" / "graph.py").write_text("x = 1\n" * (MAX_LINES + 1))   # split: counts
+    assert over_the_limit(tmp_path) == {"gluon_cf/sub/long.py": MAX_LINES + 1,
+                                        "gluon_cf/graph.py": MAX_LINES + 1}
 
 
 def test_every_package_is_installed():

@@ -336,7 +336,7 @@ def test_take_tables_seen_through_recursion_and_cond():
     """The forest's arrays reach take only inside a recursive function's cond branches; the
     foreach body that holds the recursion node still sees them as take tables (so a new
     forest reuses the verdict), and the parameters, used otherwise, are not."""
-    from gluon_cf import graph as graph_module
+    from gluon_cf.graph import decoded
     from gluon_cf.models.recursive import TreeRNN
     trees = synthetic_treebank(3, seed=2, max_length=6)
     vocab = build_vocab(trees)
@@ -345,7 +345,7 @@ def test_take_tables_seen_through_recursion_and_cond():
     net.initialize()
     net.hybridize()
     net(*[nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")]).asnumpy()
-    bodies = [node.graphs["body"] for (kind, _), node in graph_module._SPECS.items()
+    bodies = [node.graphs["body"] for (kind, _), node in decoded._SPECS.items()
               if kind == "foreach" and "recursion" in _kinds(node.graphs["body"])
               and any(n.startswith(net.prefix) for n in node.graphs["body"].input_names)]
     assert bodies

@@ -1,0 +1,179 @@
+"""A graph as one MXNet CachedOp: :class:`CachedGraph` runs a graph's CachedOps, or, on a call
+given a zero-size array, its operators one by one as eager code does (NOTE [zero-size calls]),
+with the :class:`ZeroSizeError` an operator refusing such an array gets; :func:`invoke` calls
+one operator imperatively (shared with the partitioned execution); and
+:func:`block_index_gradients` marks the index inputs of a graph that autograd sees as one node.
+"""
+import contextlib
+import ctypes
+import json
+from typing import Any, Dict, List, Tuple
+
+import mxnet as mx
+from mxnet._ctypes.ndarray import _imperative_invoke
+
+from .. import registry
+from .._cachedop import CachedOpPair
+from .._custom_ops import is_hidden
+from ..errors import ZeroSizeError
+from ..operators import INDEX_INPUTS, SOURCE_ATTR, describe_node
+
+# A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
+# fields' types depend on the field, so it stays a plain dict. An entry is one output of a
+# node: (node id, output index).
+JsonNode = Dict[str, Any]
+Entry = Tuple[int, int]
+
+_OP_HANDLES: Dict[str, int] = {}
+
+
+def visible_attrs(node):
+    """A JSON node's attributes an operator takes (gluon_cf's hidden ones left out)."""
+    return {k: v for k, v in node.get("attrs", {}).items() if not is_hidden(k)}
+
+
+def invoke(op, inputs, attrs):
+    """Operator ``op`` (by name) called imperatively on NDArrays ``inputs``, recorded by autograd
+    like eager code; returns its outputs (a list)."""
+    handle = _OP_HANDLES.get(op)
+    if handle is None:
+        handle = mx.base.OpHandle()
+        mx.base.check_call(mx.base._LIB.NNGetOpHandle(mx.base.c_str(op), ctypes.byref(handle)))
+        handle = _OP_HANDLES[op] = handle.value
+    return _imperative_invoke(handle, inputs, list(attrs), list(attrs.values()), None, 0, 1)
+
+
+def as_list(out):
+    """A CachedOp's outputs as a list (it returns a graph's only output alone)."""
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+class CachedGraph(CachedOpPair):
+    """The CachedOps of a graph (:class:`CachedOpPair`); a call with a zero-size input runs
+    the graph's operators one by one instead, as eager code does (NOTE [zero-size calls]).
+
+    ``origins`` names what computed each input (input name -> text), for the error a
+    zero-size input gets."""
+
+    def __init__(self, symbol, origins=None):
+        super().__init__(symbol)
+        self.origins = origins or {}
+        self._nodes = None
+
+    def __call__(self, *args):
+        if not self.constant and any(0 in a.shape for a in args):
+            return self._op_by_op(args)
+        return super().__call__(*args)
+
+    def _op_by_op(self, args):
+        if self._nodes is None:
+            js = json.loads(self.symbol.tojson())
+            self._nodes, self._heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
+        by_name = dict(zip(self.symbol.list_inputs(), args))
+        values, origin = {}, {}   # entry -> NDArray; entry -> what made it zero-size
+        for nid, n in enumerate(self._nodes):
+            if n["op"] == "null":
+                values[(nid, 0)] = by_name[n["name"]]
+                origin[(nid, 0)] = self.origins.get(n["name"], "input %r" % n["name"])
+                continue
+            entries = [tuple(i[:2]) for i in n["inputs"]]
+            inputs = [values[e] for e in entries]
+            try:
+                unrecorded = inputs and all(0 in x.shape for x in inputs) and \
+                    mx.autograd.is_recording()
+                with mx.autograd.pause(train_mode=mx.autograd.is_training()) if unrecorded \
+                        else contextlib.nullcontext():
+                    out = invoke(n["op"], inputs, visible_attrs(n))
+            except mx.MXNetError as err:
+                empty = [(k, e) for k, e in enumerate(entries) if 0 in values[e].shape]
+                if not empty:
+                    raise
+                raise _zero_size_error(n, inputs, [(k, origin[e]) for k, e in empty],
+                                       err) from None
+            made = next((origin[e] for e in entries if 0 in values[e].shape), None)
+            for k, o in enumerate(out):
+                values[(nid, k)] = o
+                if made is not None:
+                    origin[(nid, k)] = made
+        return [values[h] for h in self._heads]
+
+
+# NOTE [zero-size calls]
+#     MXNet 1.x reads a 0 in a shape as "unknown" (its legacy shape semantics), and a CachedOp
+#     keeps what it inferred and planned for the input shapes it last saw. A CachedOp that has
+#     run on (3, 3) and is then given the (0, 3) rows of a boolean_mask that kept none fails
+#     ("Cannot find attribute forward_mem_plan"), while a fresh one computes the same call (a
+#     sum over no rows): whether a call worked depended on the calls before it. So a call with
+#     a zero-size input never reaches a CachedOp: the graph's operators run one by one,
+#     imperatively, recorded by autograd like eager code, which holds no state between calls.
+#     What works eagerly on zero-size arrays (reductions, slices, boolean_mask itself) then
+#     works hybridized, on every call; an operator MXNet 1.x refuses on them (FullyConnected,
+#     scalar arithmetic) is a ZeroSizeError naming that operator, its line in the user's code
+#     and what computed the zero-size array, the same on every call. Such calls are rare (empty
+#     masks, loops of no step), so their speed does not matter.
+#     Under autograd, an operator whose every input is zero-size runs unrecorded: what it
+#     computes (a sum over no rows) depends on no element of anything, so its gradient is
+#     zero, and MXNet 1.x's backward cannot pass through a zero-size array at all ("Shape dim
+#     size cannot be a negative value -1", eagerly too). An operator that also reads other
+#     arrays stays recorded, so their gradients are kept.
+
+
+def origin_of(node):
+    """What a graph node computed, for the message of a zero-size input it fed."""
+    where = node.get("attrs", {}).get(SOURCE_ATTR)
+    at = " at " + where if where else ""
+    kind = registry.kind_of(node)
+    if kind is not None:
+        return "an output of gluon_cf.%s%s" % (kind, at)
+    if node["op"] == "null":
+        return "input %r" % node["name"]
+    return "the result of %s%s" % (node["op"], at)
+
+
+def _zero_size_error(node, inputs, empty, err):
+    """ZeroSizeError for operator ``node`` (a JSON node) refusing its zero-size inputs
+    (``empty``: (input position, what computed it)), MXNet's error ``err``."""
+    detail = next((line.strip() for line in str(err).splitlines()
+                   if line.strip().startswith("MXNetError") or "Check failed" in line),
+                  str(err).strip().splitlines()[-1] if str(err).strip() else "").rstrip(".")
+    return ZeroSizeError(
+        "gluon_cf: %s was given a zero-size array (%s); MXNet 1.x reads a 0 in a shape as an "
+        "unknown size, and this operator cannot compute on it, eagerly either (%s). Guard "
+        "the computation with gluon_cf.cond on the number of rows, or keep at least one row"
+        % (describe_node(node),
+           "; ".join("input %d of shape %s, %s" % (k, inputs[k].shape, what)
+                     for k, what in empty), detail),
+        located=SOURCE_ATTR in node.get("attrs", {}))
+
+
+def block_index_gradients(js):
+    """Put a ``BlockGrad`` on the index inputs of ops like ``Embedding``.
+
+    ``js`` is a parsed symbol JSON (left unchanged); returns the new JSON text, or ``None`` when
+    the graph has no such op.
+
+    A subgraph runs as one CachedOp, which autograd sees as one node: every output of a recorded
+    call counts as depending on every input. So an index computed next to differentiable values
+    (a loop counter updated in the same body as the states) looks differentiable, and backward
+    asks ``Embedding`` for a gradient w.r.t. its indices, which MXNet refuses. That gradient is
+    not defined anyway; blocking it says so explicitly (``take`` likewise cannot accumulate into
+    its indices' gradient).
+    """
+    nodes = js["nodes"]
+    if not any(n["op"] in INDEX_INPUTS for n in nodes):
+        return None
+    new_nodes: List[JsonNode] = []
+    new_id: Dict[int, int] = {}   # old node id -> new
+    for nid, n in enumerate(nodes):
+        n = dict(n, inputs=[[new_id[i[0]], i[1], 0] for i in n["inputs"]])
+        for k in INDEX_INPUTS.get(n["op"], ()):
+            new_nodes.append({"op": "BlockGrad", "name": "%s_index%d_blockgrad" % (n["name"], k),
+                              "inputs": [n["inputs"][k]]})
+            n["inputs"][k] = [len(new_nodes) - 1, 0, 0]
+        new_id[nid] = len(new_nodes)
+        new_nodes.append(n)
+    blocked = {k: v for k, v in js.items() if k != "node_row_ptr"}
+    blocked["nodes"] = new_nodes
+    blocked["arg_nodes"] = [i for i, n in enumerate(new_nodes) if n["op"] == "null"]
+    blocked["heads"] = [[new_id[h[0]], h[1], 0] for h in js["heads"]]
+    return json.dumps(blocked)

@@ -1,0 +1,66 @@
+"""Decoded gluon_cf nodes: :func:`decode` turns a node's ``spec`` (checked first) into a
+:class:`Node`, the op's fields and its subgraphs as runnable :class:`Graph` objects, with what
+its subgraphs hold (user CustomOps, operators with auxiliary states, run-time shapes); cached
+per spec, and registered as the registry's decoder, through which the layers below reach it.
+"""
+import json
+
+from .. import registry
+from ..operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS
+from ..symbol_entries import check_node_spec
+from .runtime import Graph
+
+
+def user_custom_op_types(spec):
+    """The ``op_type`` of every user CustomOp in a node's subgraphs, nested nodes included."""
+    return sorted({n.get("attrs", {}).get("op_type", "?")
+                   for n in _nodes_of(spec) if registry.is_user_custom(n)})
+
+
+def aux_state_nodes(spec, ops):
+    """The JSON nodes of a node's subgraphs (nested included) whose operator is in ``ops``."""
+    return [n for n in _nodes_of(spec) if n["op"] in ops]
+
+
+def _nodes_of(spec):
+    """Every JSON node of a node's subgraphs, nested gluon_cf nodes' subgraphs included."""
+    for graph in spec.get("graphs", {}).values():
+        for n in json.loads(graph["json"])["nodes"]:
+            yield n
+            if registry.kind_of(n):
+                yield from _nodes_of(json.loads(n["attrs"]["spec"]))
+
+
+_SPECS: dict = {}
+
+
+class Node:
+    """A decoded ``spec``: the op's fields plus its subgraphs as runnable :class:`Graph` objects."""
+
+    def __init__(self, kind, spec):
+        self.kind = kind
+        self.spec = spec
+        self.num_inputs = spec["num_inputs"]
+        self.num_outputs = spec["num_outputs"]
+        self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
+        self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
+        self.user_custom_ops = user_custom_op_types(spec)
+        self.aux_state_nodes = aux_state_nodes(spec, AUX_STATE_OPS)
+        # Whether its subgraphs may compute values of run-time shape (NOTE [run-time shapes]):
+        # an operator of DYNAMIC_SHAPE_OPS or a nested node (a cond may change sizes, a
+        # while_loop may have exact length). Conservative: it only adds run-time checks.
+        self.run_time_shapes = any(n["op"] in DYNAMIC_SHAPE_OPS or registry.kind_of(n)
+                                   for n in _nodes_of(spec))
+
+
+def decode(kind, spec_text) -> Node:
+    """The decoded node of a ``kind`` node's ``spec`` text, checked first (cached per spec)."""
+    key = (kind, spec_text)
+    node = _SPECS.get(key)
+    if node is None:
+        spec = check_node_spec(kind, spec_text)  # NOTE [files are checked before MXNet reads them]
+        node = _SPECS[key] = Node(kind, spec)
+    return node
+
+
+registry.set_decoder(decode)
