@@ -30,6 +30,7 @@ import itertools
 import json
 import re
 import threading
+from typing import Dict, Tuple
 
 import numpy as np
 
@@ -353,7 +354,7 @@ def merged_heads(pairs):
     """(head, gradient) pairs with one pair per distinct head array, its gradients summed:
     autograd counts a repeated head once, and a loop may return one array as a step output
     and as a state."""
-    merged = {}
+    merged: Dict[int, Tuple[mx.nd.NDArray, mx.nd.NDArray]] = {}
     for head, grad in pairs:
         merged[id(head)] = (head, merged[id(head)][1] + grad if id(head) in merged else grad)
     return list(merged.values())

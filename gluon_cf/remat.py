@@ -679,7 +679,7 @@ def check_hybridized(op, node, graphs):
 
 def holds_random_ops(spec):
     """Whether a node's subgraphs (nested ones included) hold a random operator."""
-    from .graph import _nodes_of
+    from .graph.decoded import _nodes_of
     return any(is_random_op(n["op"]) for n in _nodes_of(spec))
 
 

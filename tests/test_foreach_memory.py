@@ -11,7 +11,7 @@ import pytest
 from mxnet import autograd, gluon, nd
 
 import gluon_cf
-from gluon_cf.graph import _SPECS
+from gluon_cf.graph.decoded import _SPECS
 from gluon_cf.ops import foreach_memory
 from gluon_cf.ops.foreach import UNROLL
 from conftest import assert_same_results, make_model, run, set_mode

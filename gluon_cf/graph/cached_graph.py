@@ -60,10 +60,15 @@ class CachedGraph(CachedOpPair):
         self.origins = origins or {}
         self._nodes = None
 
-    def __call__(self, *args):
+    def __call__(self, *args, out=None):
         if not self.constant and any(0 in a.shape for a in args):
-            return self._op_by_op(args)
-        return super().__call__(*args)
+            outputs = self._op_by_op(args)
+            if out is None:
+                return outputs
+            for dst, value in zip(out, outputs):
+                dst[:] = value
+            return out
+        return super().__call__(*args, out=out)
 
     def _op_by_op(self, args):
         if self._nodes is None:
