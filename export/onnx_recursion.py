@@ -39,7 +39,7 @@ NOTE [recursion as ONNX loops]
     A ``while_loop`` around recursive calls (the child-sum TreeLSTM's loop over a node's
     children) needs ``max_iterations``, and its *skeleton variables* (what its ``cond`` and its
     calls' arguments read, and what their updates read) must not depend on what the calls
-    return (``schedule._Loop``). Each call in it takes ``max_iterations`` site columns, one per
+    return (``skeleton._Loop``). Each call in it takes ``max_iterations`` site columns, one per
     step. The expansion runs the loop's skeleton for all rows as an inner ``Loop`` (its steps
     computed only while some row still loops: a forest without edges has an empty child table),
     whose scan outputs say which rows make which step's call. In the values, the body is split
@@ -61,7 +61,7 @@ from onnx import TensorProto, helper
 from gluon_cf import registry
 from gluon_cf.graph import decode
 from gluon_cf.rowwise import Shaped
-from gluon_cf.recursion import schedule
+from gluon_cf.recursion import schedule, skeleton, value_graphs
 from gluon_cf.recursion.table import _FunctionTable
 
 from .onnx_graph import ValueSpec, symbol_to_onnx_graph
@@ -93,8 +93,8 @@ def _plan(custom_node, node):
                                     namespace=spec["namespace"])
     where = f"recursion node {node.name!r} (function {spec['graphs'][entry]['name']!r})"
     try:
-        plan = schedule._Plan(context, entry, export=True)
-    except schedule._NotPlannable as why:
+        plan = skeleton._Plan(context, entry, export=True)
+    except skeleton._NotPlannable as why:
         raise _refuse(where, why) from None
     num_args = spec["num_args"]
     if any(s is None for s in node.in_shapes):
@@ -170,7 +170,7 @@ def _call_signatures(function, shapes, dtypes, env_shapes, env_types):
     MXNet's inference on its skeleton (one row per call)."""
     if not function.sites:
         return []
-    em = schedule._Emitter()
+    em = value_graphs._Emitter()
     body = function.body
     inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
               for name, (kind, k) in body.inputs.items()}
@@ -418,7 +418,7 @@ class _Lowering:
         call's argument names)."""
         function, body = self.functions[q], self.functions[q].body
         alive_at = {}   # loop column -> which rows make that call
-        sk = schedule._Emitter()
+        sk = value_graphs._Emitter()
         inputs = {name: sk.var("%s%d" % (kind, k), kind == "arg")
                   for name, (kind, k) in body.inputs.items()}
         preds, site_args, loops = {}, {}, {}
@@ -527,7 +527,7 @@ class _Lowering:
         and the calls' arguments are emitted. Returns the output names."""
         graph = loop.cond_graph if which == "cond" else loop.func_graph
         graph_json = loop.cond_json if which == "cond" else loop.func_json
-        sk = schedule._Emitter()
+        sk = value_graphs._Emitter()
         outer, emitted = {}, {}
         for name, slot in zip(graph.input_names, graph.slots):
             outer[name] = inputs[slot]
@@ -541,7 +541,7 @@ class _Lowering:
                 [heads_json[k] for k in loop.skeleton_vars]
         # Only what the outputs need: a call's argument (a take from a table that may be empty)
         # is not computed where the call's rows replace the call.
-        needed = schedule._reached(nodes, [schedule._entry(e) for e in wanted])
+        needed = skeleton._reached(nodes, [skeleton._entry(e) for e in wanted])
         for nid, n in enumerate(nodes):
             if nid not in needed:
                 continue
@@ -555,11 +555,11 @@ class _Lowering:
                     outer[name] = spec
                     for k, e in enumerate(sk.unpack(sk.var(name, True), self.layouts[callee])):
                         emitted[(nid, k)] = e
-            elif all(schedule._entry(i) in emitted for i in n["inputs"]):
-                out = sk.copy(n, [emitted[schedule._entry(i)] for i in n["inputs"]])
+            elif all(skeleton._entry(i) in emitted for i in n["inputs"]):
+                out = sk.copy(n, [emitted[skeleton._entry(i)] for i in n["inputs"]])
                 for k in range(8):
                     emitted[(nid, k)] = (out, k)
-        heads = [emitted[schedule._entry(e)] for e in wanted]
+        heads = [emitted[skeleton._entry(e)] for e in wanted]
         return self._convert(em, sk.symbol(heads), f"{em.prefix}/{which}", outer)
 
     def _first_of_rows(self, em, value, rank):
@@ -791,7 +791,7 @@ class _Lowering:
             def after(loop, ins):
                 return [post_em.var("loop%d_out%d" % (loop.calls[0][0], k), True)
                         for k in range(loop.nv)]
-            post_em = schedule._Emitter()
+            post_em = value_graphs._Emitter()
             post_em, post_heads = self._variant_heads(q, key, sites, after, post_em)
             sym = post_em.symbol([self._packed(post_em, q, post_heads)])
         else:
@@ -805,7 +805,7 @@ class _Lowering:
         ``site<s>`` (the packed rows of call site s, for ``sites``): (its emitter, the entries
         of the function's outputs). ``loop_outputs`` stands in for while_loops making calls."""
         function = self.functions[q]
-        em = em or schedule._Emitter()
+        em = em or value_graphs._Emitter()
         em.inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
                      for name, (kind, k) in function.body.inputs.items()}
         em.reference = next(e for name, e in em.inputs.items()
@@ -813,7 +813,7 @@ class _Lowering:
         site_outputs = {site: em.unpack(em.var("site%d" % site, True),
                                         self.layouts[function.sites[site]])
                         for site in sites}
-        heads = schedule._inline(function.body, key, em.inputs, em, site_outputs, loop_outputs)
+        heads = value_graphs._inline(function.body, key, em.inputs, em, site_outputs, loop_outputs)
         return em, heads
 
     def _packed(self, em, q, heads):
@@ -896,7 +896,7 @@ def _emit_skeleton(body, inputs, em, preds, site_args, path, loops=None):
     cond_index = {nid: i for i, (nid, _, _) in enumerate(body.conds)}
 
     def get(ref):
-        ref = schedule._entry(ref)
+        ref = skeleton._entry(ref)
         return (copied[ref[0]], ref[1]) if ref[0] in copied else emitted[ref]
 
     for nid, n in enumerate(body.nodes):
