@@ -16,7 +16,7 @@ from gluon_cf.data.trees import (batchify_forest, build_vocab, encode_tree, pars
                                  synthetic_treebank)
 from gluon_cf.models.recursive import (RNTN, TopDownTreeLSTM, TreeLSTM, TreeRNN,
                                       encode_binary_trees)
-from gluon_cf.recursion import schedule
+from gluon_cf.recursion import host_rules, schedule
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -279,7 +279,7 @@ def test_host_rules_equal_mxnet(op, dtype, values, table, fraction):
         x = x + np.float32(fraction) * np.sign(x)   # indices MXNet must truncate
     y = np.roll(x, 1)
     node = {"op": name, "name": "n", "attrs": {k: str(v) for k, v in attrs.items()}}
-    rule = schedule.HOST_RULES[name](node)
+    rule = host_rules.HOST_RULES[name](node)
     if name == "take":
         t = np.array(table, dtype=dtype)
         expected = nd.take(nd.array(t, dtype=dtype), nd.array(x, dtype=dtype), axis=0,
@@ -299,8 +299,8 @@ def test_host_rules_equal_mxnet(op, dtype, values, table, fraction):
 
 def test_non_integer_scalar_keeps_the_dynamic_executor():
     node = {"op": "_lesser_scalar", "name": "n", "attrs": {"scalar": "0.5"}}
-    with pytest.raises(schedule._NotPlannable, match="not a small integer"):
-        schedule.HOST_RULES["_lesser_scalar"](node)
+    with pytest.raises(host_rules._NotPlannable, match="not a small integer"):
+        host_rules.HOST_RULES["_lesser_scalar"](node)
 
 
 @pytest.mark.parametrize("shape", [(5,), (5, 1, 4)])

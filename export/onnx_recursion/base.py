@@ -11,7 +11,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from gluon_cf import registry
-from gluon_cf.recursion import schedule
+from gluon_cf.recursion import skeleton, value_graphs
 
 from ..onnx_graph import ValueSpec, symbol_to_onnx_graph
 from ..onnx_kit import Emitter
@@ -116,7 +116,7 @@ class LoweringBase:
         and the calls' arguments are emitted. Returns the output names."""
         graph = loop.cond_graph if which == "cond" else loop.func_graph
         graph_json = loop.cond_json if which == "cond" else loop.func_json
-        sk = schedule._Emitter()
+        sk = value_graphs._Emitter()
         outer, emitted = {}, {}
         for name, slot in zip(graph.input_names, graph.slots):
             outer[name] = inputs[slot]
@@ -130,7 +130,7 @@ class LoweringBase:
                 [heads_json[k] for k in loop.skeleton_vars]
         # Only what the outputs need: a call's argument (a take from a table that may be empty)
         # is not computed where the call's rows replace the call.
-        needed = schedule._reached(nodes, [schedule._entry(e) for e in wanted])
+        needed = skeleton._reached(nodes, [skeleton._entry(e) for e in wanted])
         for nid, n in enumerate(nodes):
             if nid not in needed:
                 continue
@@ -144,11 +144,11 @@ class LoweringBase:
                     outer[name] = spec
                     for k, e in enumerate(sk.unpack(sk.var(name, True), self.layouts[callee])):
                         emitted[(nid, k)] = e
-            elif all(schedule._entry(i) in emitted for i in n["inputs"]):
-                out = sk.copy(n, [emitted[schedule._entry(i)] for i in n["inputs"]])
+            elif all(skeleton._entry(i) in emitted for i in n["inputs"]):
+                out = sk.copy(n, [emitted[skeleton._entry(i)] for i in n["inputs"]])
                 for k in range(8):
                     emitted[(nid, k)] = (out, k)
-        heads = [emitted[schedule._entry(e)] for e in wanted]
+        heads = [emitted[skeleton._entry(e)] for e in wanted]
         return self._convert(em, sk.symbol(heads), f"{em.prefix}/{which}", outer)
 
     def _first_of_rows(self, em, value, rank):

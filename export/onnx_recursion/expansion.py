@@ -10,7 +10,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 from onnx import TensorProto, helper
 
-from gluon_cf.recursion import schedule
+from gluon_cf.recursion import skeleton, value_graphs
 
 from ..onnx_graph import ValueSpec
 from ..onnx_kit import Emitter
@@ -108,12 +108,12 @@ class ExpansionLoop(LoweringBase):
         call's argument names)."""
         function, body = self.functions[q], self.functions[q].body
         alive_at = {}   # loop column -> which rows make that call
-        sk = schedule._Emitter()
+        sk = value_graphs._Emitter()
         inputs = {name: sk.var("%s%d" % (kind, k), kind == "arg")
                   for name, (kind, k) in body.inputs.items()}
         preds: Dict[tuple, Entry] = {}
         site_args: Dict[int, List[Entry]] = {}
-        loops: Dict[int, Tuple[schedule._Loop, List[Entry]]] = {}
+        loops: Dict[int, Tuple[skeleton._Loop, List[Entry]]] = {}
         _emit_skeleton(body, inputs, sk, preds, site_args, path=(), loops=loops)
         reference = next((e for name, e in inputs.items() if body.inputs[name][0] == "arg"))
         heads = []

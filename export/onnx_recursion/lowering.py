@@ -4,7 +4,7 @@ Loop, guard its depth, emit the values Loop and unpack the roots' rows into the 
 NOTE [recursion as ONNX loops]
     ONNX has no calls, so a recursion node becomes loops over the levels of its call trees. It
     reuses the analysis of the ahead-of-time schedules (NOTE [ahead-of-time schedules] in
-    gluon_cf/recursion/schedule.py) with two rules relaxed, since an exported model is run by
+    gluon_cf/recursion/schedule.py; the analysis is in skeleton.py) with two rules relaxed, since an exported model is run by
     ONNX operators and has no gradients: the *skeleton* (what computes every ``cond`` predicate
     and every recursive call's argument) may use any operator, so arguments may carry values
     (the top-down generator's ``h``, ``c``); the function's body must hold only ordinary
@@ -40,7 +40,7 @@ NOTE [recursion as ONNX loops]
     A ``while_loop`` around recursive calls (the child-sum TreeLSTM's loop over a node's
     children) needs ``max_iterations``, and its *skeleton variables* (what its ``cond`` and its
     calls' arguments read, and what their updates read) must not depend on what the calls
-    return (``schedule._Loop``). Each call in it takes ``max_iterations`` site columns, one per
+    return (``skeleton._Loop``). Each call in it takes ``max_iterations`` site columns, one per
     step. The expansion runs the loop's skeleton for all rows as an inner ``Loop`` (its steps
     computed only while some row still loops: a forest without edges has an empty child table),
     whose scan outputs say which rows make which step's call. In the values, the body is split

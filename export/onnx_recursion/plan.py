@@ -1,5 +1,5 @@
 """What a recursion node lowers to, decided before any ONNX node is emitted: the functions
-reachable from its entry (the ahead-of-time schedules' analysis, ``schedule._Plan``), each
+reachable from its entry (the ahead-of-time schedules' analysis, ``skeleton._Plan``), each
 one's argument specs, how its outputs pack into one row per call, and its variants (the branches
 a call may take); a model the loops cannot express is refused here, naming the function and why.
 Also the skeleton of a body (what computes the predicates and the calls' arguments) as an MXNet
@@ -12,12 +12,12 @@ import numpy as np
 
 from gluon_cf.graph import decode
 from gluon_cf.rowwise import Shaped
-from gluon_cf.recursion import schedule
+from gluon_cf.recursion import schedule, skeleton, value_graphs
 from gluon_cf.recursion.table import _FunctionTable
 
 MAX_INVOCATIONS = schedule.MAX_INVOCATIONS
 
-# An entry of an MXNet graph being built (``schedule._Emitter``): (node id, output index).
+# An entry of an MXNet graph being built (``value_graphs._Emitter``): (node id, output index).
 Entry = Tuple[int, int]
 
 
@@ -38,8 +38,8 @@ def _plan(custom_node, node):
                                     namespace=spec["namespace"])
     where = f"recursion node {node.name!r} (function {spec['graphs'][entry]['name']!r})"
     try:
-        plan = schedule._Plan(context, entry, export=True)
-    except schedule._NotPlannable as why:
+        plan = skeleton._Plan(context, entry, export=True)
+    except skeleton._NotPlannable as why:
         raise _refuse(where, why) from None
     num_args = spec["num_args"]
     if any(s is None for s in node.in_shapes):
@@ -115,7 +115,7 @@ def _call_signatures(function, shapes, dtypes, env_shapes, env_types):
     MXNet's inference on its skeleton (one row per call)."""
     if not function.sites:
         return []
-    em = schedule._Emitter()
+    em = value_graphs._Emitter()
     body = function.body
     inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
               for name, (kind, k) in body.inputs.items()}
@@ -173,7 +173,7 @@ def _emit_skeleton(body, inputs, em, preds, site_args, path, loops=None):
     cond_index = {nid: i for i, (nid, _, _) in enumerate(body.conds)}
 
     def get(ref):
-        ref = schedule._entry(ref)
+        ref = skeleton._entry(ref)
         return (copied[ref[0]], ref[1]) if ref[0] in copied else emitted[ref]
 
     for nid, n in enumerate(body.nodes):

@@ -7,7 +7,7 @@ steps read their calls' rows."""
 import numpy as np
 from onnx import TensorProto, helper
 
-from gluon_cf.recursion import schedule
+from gluon_cf.recursion import value_graphs
 
 from ..onnx_graph import ValueSpec
 from ..onnx_kit import Emitter
@@ -121,7 +121,7 @@ class ValuesLoop(LoweringBase):
             def after(loop, ins):
                 return [post_em.var("loop%d_out%d" % (loop.calls[0][0], k), True)
                         for k in range(loop.nv)]
-            post_em = schedule._Emitter()
+            post_em = value_graphs._Emitter()
             post_em, post_heads = self._variant_heads(q, key, sites, after, post_em)
             sym = post_em.symbol([self._packed(post_em, q, post_heads)])
         else:
@@ -135,7 +135,7 @@ class ValuesLoop(LoweringBase):
         ``site<s>`` (the packed rows of call site s, for ``sites``): (its emitter, the entries
         of the function's outputs). ``loop_outputs`` stands in for while_loops making calls."""
         function = self.functions[q]
-        em = em or schedule._Emitter()
+        em = em or value_graphs._Emitter()
         em.inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
                      for name, (kind, k) in function.body.inputs.items()}
         em.reference = next(e for name, e in em.inputs.items()
@@ -143,7 +143,7 @@ class ValuesLoop(LoweringBase):
         site_outputs = {site: em.unpack(em.var("site%d" % site, True),
                                         self.layouts[function.sites[site]])
                         for site in sites}
-        heads = schedule._inline(function.body, key, em.inputs, em, site_outputs, loop_outputs)
+        heads = value_graphs._inline(function.body, key, em.inputs, em, site_outputs, loop_outputs)
         return em, heads
 
     def _packed(self, em, q, heads):

@@ -1,0 +1,195 @@
+"""Value graphs: the CachedOps an ahead-of-time schedule runs. One group's graph is a
+function's body for one variant (its ``cond`` branches inlined) with each recursive call
+replaced by a gather of the callees' rows, from the outputs of earlier groups or from the
+callee's table (:func:`_value_graph`); :func:`_result_graph` gathers and unpacks the roots'
+rows. :class:`_Emitter` builds the symbol JSON node by node (the ONNX lowering uses it and
+:func:`_inline` too) (NOTE [ahead-of-time schedules] in recursion/schedule.py).
+"""
+import json
+import threading
+from typing import Dict, Tuple
+
+import mxnet as mx
+
+from ..graph import CachedGraph, block_index_gradients
+from .skeleton import _entry
+
+
+class _Emitter:
+    """Builds a symbol JSON node by node; knows which entries hold rows."""
+
+    def __init__(self):
+        self.nodes = []
+        self.rows = set()     # entries with one row per invocation
+        self.names = set()
+
+    def _add(self, node, batched):
+        name = node["name"]
+        while name in self.names:
+            name += "_"
+        self.names.add(name)
+        node["name"] = name
+        self.nodes.append(node)
+        nid = len(self.nodes) - 1
+        if batched:
+            self.rows.add(nid)
+        return nid
+
+    def var(self, name, batched):
+        return (self._add({"op": "null", "name": name, "inputs": []}, batched), 0)
+
+    def copy(self, node, inputs):
+        new = {k: v for k, v in node.items() if k not in ("inputs", "name")}
+        new["name"] = node["name"]
+        new["inputs"] = [[e[0], e[1], 0] for e in inputs]
+        return self._add(new, any(e[0] in self.rows for e in inputs))
+
+    def op(self, op, inputs, **attrs):
+        nid = self._add({"op": op, "name": "_gcf_schedule_%s%d" % (op, len(self.nodes)),
+                         "attrs": {k: str(v) for k, v in attrs.items()},
+                         "inputs": [[e[0], e[1], 0] for e in inputs]},
+                        any(e[0] in self.rows for e in inputs))
+        return (nid, 0)
+
+    def gather(self, prefix, sources):
+        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``), or
+        from the callee's table (``sources`` None; inputs ``table``/``idx``)."""
+        if sources is None:
+            return self.op("take", [self.var("%s_table" % prefix, False),
+                                    self.var("%s_idx0" % prefix, True)], axis=0, mode="clip")
+        taken = [self.op("take", [self.var("%s_src%d" % (prefix, j), False),
+                                  self.var("%s_idx%d" % (prefix, j), True)], axis=0, mode="clip")
+                 for j in range(sources)]
+        if sources == 1:
+            return taken[0]
+        joined = self.op("Concat", taken, dim=0, num_args=sources)
+        return self.op("take", [joined, self.var("%s_perm" % prefix, True)], axis=0, mode="clip")
+
+    def unpack(self, packed, layout):
+        """A function's outputs from its packed rows."""
+        outs, offset, sizes = [], 0, layout["sizes"]
+        split = None
+        if len(sizes) > 1 and len(set(sizes)) == 1:   # one operator for all the outputs
+            split = self.op("SliceChannel", [packed], axis=1, num_outputs=len(sizes))[0]
+        for j, (shape, size) in enumerate(zip(layout["shapes"], sizes)):
+            if len(sizes) == 1:
+                part = packed
+            elif split is not None:
+                part = (split, j)
+            else:
+                part = self.op("slice_axis", [packed], axis=1, begin=offset, end=offset + size)
+            offset += size
+            outs.append(part if len(shape) == 1 else
+                        self.op("Reshape", [part], shape=(-1,) + tuple(shape)))
+        return outs
+
+    def symbol(self, heads):
+        graph = {"nodes": self.nodes,
+                 "arg_nodes": [i for i, n in enumerate(self.nodes) if n["op"] == "null"],
+                 "heads": [[e[0], e[1], 0] for e in heads],
+                 "attrs": {"mxnet_version": ["int", 10901]}}
+        blocked = block_index_gradients(graph)
+        return mx.sym.load_json(blocked if blocked is not None else json.dumps(graph))
+
+
+class _ValueGraph:
+    """A CachedOp and what each of its inputs is: ``(role, i, j)`` with role ``arg`` (the
+    group's argument i), ``env`` (environment value i), ``src``/``idx`` (callee i's source
+    output j and its row indices), ``perm`` (callee i's permutation) or ``table`` (callee i's
+    table, with its rows at ``idx`` 0)."""
+
+    def __init__(self, symbol):
+        self.op = CachedGraph(symbol)
+        self.inputs = []
+        for name in symbol.list_inputs():
+            if name.startswith("arg") or name.startswith("env"):
+                self.inputs.append((name[:3], int(name[3:]), 0))
+            else:
+                callee, role = name.split("_")
+                kind = role.rstrip("0123456789")
+                self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0)))
+
+
+def _value_graph(plan, layouts, qname, vid, sources):
+    """The graph of one group: ``qname``'s body for variant ``vid`` with each invoke replaced
+    by its rows gathered from ``sources[i]`` earlier outputs of callee i, or from callee i's
+    table when ``sources`` is None (cached)."""
+    # One CachedOp per thread: MXNet's CachedOp must not be entered by two threads at once.
+    key = (qname, vid, sources, threading.get_ident())
+    graph = plan.graphs.get(key)
+    if graph is not None:
+        return graph
+    function = plan.functions[qname]
+    em = _Emitter()
+    inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
+              for name, (kind, k) in function.body.inputs.items()}
+    site_outputs = {}
+    for i, (callee, sites) in enumerate(function.callees(vid)):
+        layout = layouts[callee]
+        gathered = em.gather("c%d" % i, None if sources is None else sources[i])
+        if len(sites) > 1:   # site-major rows: (sites, rows, width), one slice per site
+            per_site = em.op("Reshape", [gathered], shape=(len(sites), -1, layout["width"]))
+            per_site = em.op("SliceChannel", [per_site], axis=0, num_outputs=len(sites),
+                             squeeze_axis=True)[0]
+        for t, site in enumerate(sites):
+            part = gathered if len(sites) == 1 else (per_site, t)
+            site_outputs[site] = em.unpack(part, layout)
+    heads = _inline(function.body, function.keys[vid], inputs, em, site_outputs)
+    reference = next((e for name, e in inputs.items() if function.body.inputs[name][0] == "arg"),
+                     None)
+    if reference is None:   # a body that reads no argument: the rows are argument 0's
+        reference = em.var("arg0", True)
+    packed = []
+    for head, shape in zip(heads, layouts[qname]["shapes"]):
+        if head[0] not in em.rows:   # one row for all invocations (a constant): one per row
+            head = em.op("broadcast_like", [head, reference], lhs_axes=(0,), rhs_axes=(0,))
+        packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
+    out = packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
+                                                    num_args=len(packed))
+    graph = plan.graphs[key] = _ValueGraph(em.symbol([out]))
+    return graph
+
+
+def _result_graph(plan, layouts, sources):
+    """The roots' rows gathered from ``sources`` outputs (None: from the entry's table) and
+    unpacked (cached)."""
+    key = ("result", sources, threading.get_ident())
+    graph = plan.graphs.get(key)
+    if graph is None:
+        em = _Emitter()
+        heads = em.unpack(em.gather("c0", sources), layouts[plan.entry])
+        graph = plan.graphs[key] = _ValueGraph(em.symbol(heads))
+    return graph
+
+
+def _inline(body, key, inputs, em, site_outputs, loop_outputs=None):
+    """Emit ``body`` with the branches of variant ``key`` in place of its conds; ``inputs``:
+    input name -> emitted entry. A ``while_loop`` making recursive calls (export only) is
+    ``loop_outputs(loop, its emitted inputs)`` -> its outputs' entries. Returns the emitted
+    entries of its outputs."""
+    emitted: Dict[Tuple[int, int], Tuple[int, int]] = {}   # body entry -> emitted entry
+    copied: Dict[int, int] = {}                  # body node id -> emitted node id
+    conds = {nid: (i, branches) for i, (nid, _, branches) in enumerate(body.conds)}
+
+    def get(ref):
+        return (copied[ref[0]], ref[1]) if ref[0] in copied else emitted[_entry(ref)]
+
+    for nid, n in enumerate(body.nodes):
+        if n["op"] == "null":
+            emitted[(nid, 0)] = inputs[n["name"]]
+        elif nid in conds:
+            i, branches = conds[nid]
+            choice, sub = key[i]
+            branch = branches[choice][0]
+            outs = _inline(branch, sub, {name: get(e) for name, e in branch.inputs.items()},
+                           em, site_outputs, loop_outputs)
+            emitted.update(((nid, k), e) for k, e in enumerate(outs))
+        elif nid in body.site_of:
+            emitted.update(((nid, k), e) for k, e in enumerate(site_outputs[body.site_of[nid]]))
+        elif nid in body.loops:
+            outs = loop_outputs(body.loops[nid], [get(i) for i in n["inputs"]])
+            emitted.update(((nid, k), e) for k, e in enumerate(outs))
+        else:
+            copied[nid] = em.copy(n, [get(i) for i in n["inputs"]])
+    return [get(h) for h in body.heads]
+
