@@ -280,15 +280,6 @@ def record_node(inputs, outputs, backward):
         c_handle_array(outputs), ctypes.byref(context)))
 
 
-def recorded(array):
-    """Whether ``array`` is part of the graph autograd recorded."""
-    try:
-        autograd.get_symbol(array)
-        return True
-    except mx.MXNetError:
-        return False
-
-
 def _leaf_name(array):
     """The name autograd gave a marked array (``attach_grad``): ``var<N>``."""
     return autograd.get_symbol(array).list_inputs()[0]
@@ -476,7 +467,7 @@ class Loop:
             if _float(x):
                 x.attach_grad()
         result = yield self.step(0, marked[:len(slices)], marked[len(slices):])
-        heads = [r for r in result if recorded(r)]
+        heads = [r for r in result if _node.recorded(r)]
         if heads:
             sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
             ops = {n["op"] for n in json.loads(sym.tojson())["nodes"]}
@@ -583,7 +574,7 @@ class Loop:
             heads += current
             head_grads += state_grads
             keep = _node.merged_heads([(h, g) for h, g in zip(heads, head_grads)
-                            if _float(h) and recorded(h)])
+                            if _float(h) and _node.recorded(h)])
             variables = [x for x in states + blocks if x.grad is not None] + closure
             grads = {}
             if keep:

@@ -31,19 +31,16 @@ from mxnet.base import _LIB, OpHandle, c_str, check_call
 
 from . import registry
 from .errors import SymbolFileError
-from .symbol_file import check_spec, check_symbol_json, decode_symbol_file
+from .symbol_file import check_spec, check_symbol_json, read_symbol_file
 
 
 def check_symbol_file_contents(path):
-    """``symbol_file.check_symbol_file``, then the contents of the file's own nodes (NOTE
-    above). A missing file is left to the loader."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return
-    if registry.OP_PREFIX.encode() in data:
-        check_symbol_text_contents(decode_symbol_file(data, path), str(path))
+    """``symbol_file.check_symbol_json`` on the file at ``path``, then the contents of the
+    file's own nodes (NOTE above), if it holds gluon_cf nodes. A missing file is left to the
+    loader."""
+    text = read_symbol_file(path)
+    if text is not None:
+        check_symbol_text_contents(text, str(path))
 
 
 def check_symbol_text_contents(text, where):

@@ -14,8 +14,8 @@ NOTE [files are checked before MXNet reads them]
       down] there), and it checks the spec with :func:`check_spec` first, so that what is
       wrong is said in words (the field, what it must hold, what it holds);
     * where gluon_cf itself loads a file (``SymbolBlock.imports``, ``export_onnx`` from files,
-      the CLI's ``convert``), :func:`check_symbol_file` checks the whole file first, nested
-      specs included, and names the file, the node and what is wrong.
+      the CLI's ``convert``), :func:`symbol_entries.check_symbol_file_contents` checks the whole file first,
+      nested specs included, and names the file, the node and what is wrong.
 
     The checks are structural: valid JSON of the right shape, nodes in topological order (each
     input an earlier node, as MXNet writes them: no cycle), heads and arguments that exist,
@@ -45,22 +45,17 @@ _COMMON_FIELDS = {"graphs": None, "num_inputs": "count", "num_outputs": "count"}
 _GRAPH_FIELDS = {"json": "text", "inputs": None, "num_outputs": "count"}
 
 
-def check_symbol_file(path):
-    """Check the symbol JSON file at ``path`` if it holds gluon_cf nodes (NOTE above; files
-    without them are MXNet's alone). Returns nothing; a missing file is left to the loader."""
+def read_symbol_file(path):
+    """The text of the symbol JSON file at ``path`` if it holds gluon_cf nodes, else None
+    (files without them are MXNet's alone; a missing file is left to the loader)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
-        return
-    if registry.OP_PREFIX.encode() in data:
-        check_symbol_json(decode_symbol_file(data, path), str(path))
-
-
-def check_symbol_text(text, where):
-    """:func:`check_symbol_file` for a file's text already read."""
-    if registry.OP_PREFIX in text:
-        check_symbol_json(text, where)
+        return None
+    if registry.OP_PREFIX.encode() not in data:
+        return None
+    return decode_symbol_file(data, path)
 
 
 def decode_symbol_file(data, path):
