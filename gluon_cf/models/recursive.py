@@ -169,7 +169,7 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
             end = F.take(child_ptr, idx + 1)
 
             def zeros():  # one row per invocation, so that the batching executor can batch
-                if isinstance(x, mx.nd.NDArray):   # eagerly: not recorded (NOTE [child-sum eager tape])
+                if isinstance(x, mx.nd.NDArray):   # unrecorded: NOTE [child-sum eager tape]
                     return mx.nd.zeros((x.shape[0], H), ctx=x.context)
                 return F.broadcast_like(F.zeros((1, H)), x, lhs_axes=(0,), rhs_axes=(0,))
 
