@@ -221,6 +221,32 @@ def test_childsum_at_its_bound_matches_reference(hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
+def test_childsum_eager_tape_holds_no_zero_states():
+    """Issue 24, item 7: eagerly, the tape holds a node's cell and nothing else - no recorded
+    zero states, no ``0 + h`` for a first child (NOTE [child-sum eager tape]); values and
+    gradients stay those of the reference, which sums from the first child."""
+    import json
+    net, encoded, inputs = _childsum_case()
+    ptr = inputs[1].asnumpy().astype(int)
+    counts = np.diff(ptr)
+    with autograd.record():
+        out = net(*inputs)
+        loss = (out * out).sum()
+    ops = [n["op"] for n in json.loads(autograd.get_symbol(loss).tojson())["nodes"]]
+    loss.backward()
+    got, grads = out.asnumpy(), _grads(net)
+    assert "broadcast_like" not in ops
+    # c = i * u + fc_sum at every node (a leaf's fc_sum is zeros), and the sums past the first
+    # child; every node's input reaches the tape as one Embedding
+    assert ops.count("broadcast_add") == len(counts) + 2 * int(np.maximum(counts - 1, 0).sum())
+    assert ops.count("Embedding") == len(counts)
+    expected, expected_grads = _reference_loss(
+        net, encoded, lambda e, c, t: reference.childsum_eager(e, c, t)[0])
+    np.testing.assert_allclose(got, expected, **TOL)
+    for name in expected_grads:
+        np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
+
+
 def test_childsum_inside_a_hybridized_parent_warns_at_its_bound():
     """Inside another block's graph no check sees the values: the loop over the children
     warns (TruncationWarning) when it stops at max_children with children left."""
