@@ -313,10 +313,12 @@ def assert_same_results(actual, expected, what="", outputs=True):
 # ---------------------------------------------------------------------------------------------
 # Subprocesses: for anything that might crash or hang the interpreter.
 
-def run_python(code, timeout=120, cwd=None):
-    """Run ``code`` in a fresh interpreter; returns CompletedProcess (text), or None on timeout."""
+def run_python(code, timeout=120, cwd=None, env=None):
+    """Run ``code`` in a fresh interpreter (``env``: variables added to this environment);
+    returns CompletedProcess (text), or None on timeout."""
     try:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, cwd=cwd or REPO)
+                              timeout=timeout, cwd=cwd or REPO,
+                              env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         return None
