@@ -314,3 +314,62 @@ def test_remat_keeps_less_memory_in_a_fresh_process():
         assert done.returncode == 0, done.stderr[-2000:]
         growth[remat] = int(done.stdout.split()[-2])   # kB
     assert growth["True"] * 2 < growth["False"], growth
+
+
+def test_remat_loop_inside_a_remat_call_is_refused():
+    """Found when the call's body is recomputed (its forward runs the loop unrecorded)."""
+    w = mx.nd.array([0.5])
+    w.attach_grad()
+
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        def body():
+            out, _ = gluon_cf.foreach(lambda x, s: (x * w, s), mx.nd.ones((2, 1)),
+                                      mx.nd.zeros((1,)), remat=True)
+            return out.sum(axis=0) + f(n - 1)
+        return gluon_cf.cond(n < 1, lambda: w * 1, body)
+
+    with pytest.raises(NotImplementedError, match=r"gluon_cf.foreach at .*test_remat_recursion"
+                       r".py:\d+: remat on a loop inside the body of a loop with remat "
+                       r"\(gluon_cf.recursive 'f' at .*test_remat_recursion.py:\d+\)"):
+        _backward_error(f, mx.nd.array([2]))
+
+
+HANG_SCRIPT = textwrap.dedent("""
+    import mxnet as mx, gluon_cf
+    from mxnet import autograd, gluon
+
+    class Cell(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.d = gluon.nn.Dense(4, in_units=8)
+
+        def hybrid_forward(self, F, x):
+            return gluon_cf.cond(x.sum() > 0, lambda: F.tanh(self.d(x)), lambda: self.d(x))
+
+    cell = Cell(); cell.initialize(); cell.hybridize()
+    xs = mx.nd.random.normal(shape=(5, 4))
+
+    @gluon_cf.recursive(remat=True)
+    def chain(i):
+        x = mx.nd.take(xs, i)
+        return gluon_cf.cond(i < 1, lambda: mx.nd.tanh(x),
+                             lambda: cell(mx.nd.concat(x, chain(i - 1), dim=1)))
+
+    try:
+        with autograd.record():
+            loss = chain(mx.nd.array([4])).sum()
+        loss.backward(); mx.nd.waitall()
+    except NotImplementedError as err:
+        print(err)
+""")
+
+
+def test_hybridized_gluon_cf_block_in_a_remat_body_is_refused_not_a_hang():
+    """Its backward inside the call's hung MXNet's engine: refused in the forward."""
+    done = subprocess.run([sys.executable, "-c", HANG_SCRIPT], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "remat=True for 'chain' whose body runs a hybridized block holding gluon_cf ops" in \
+        done.stdout, done.stdout

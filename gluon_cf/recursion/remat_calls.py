@@ -118,6 +118,7 @@ class Call:
     def forward(self):
         parent = getattr(_state, "call", None)
         _state.call = self
+        runs = _node.node_runs()
         try:
             with autograd.pause(train_mode=self.root.training):
                 result = self.fn.fn(*regroup(self.args, self.fmt))
@@ -125,6 +126,13 @@ class Call:
             _state.call = parent
         flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
                                      "the results of %r" % self.fn.name)
+        _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)
+        if _node.node_runs() != runs:
+            raise NotImplementedError(
+                "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
+                "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
+                "inside the call's hangs MXNet 1.9.1's engine); use remat=False, or the block "
+                "without hybridize()" % (self.root.at(), self.fn.name))
         outputs = _remat.fresh(flat)
         self.saved = [o.detach() for o in outputs]
         self.inputs = self._pairs_inputs()
