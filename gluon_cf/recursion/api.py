@@ -135,6 +135,10 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
     those of the plain Python function; ``max_depth`` bounds the depth of nested calls (exceeding
     it raises :class:`RecursionDepthError` naming the function), in both modes.
 
+    ``remat=True`` (eager recursion only): under ``autograd.record()`` each call keeps only its
+    arguments and results, and its body is recomputed once in backward (NOTE [rematerialised
+    recursive calls]); gradients are those of ``remat=False``.
+
     Use it as ``@recursive`` or ``@recursive(name=..., max_depth=...)``. Example: the sum of
     ``values[0..n]`` by recursion on ``n``, in a hybridized block:
 
@@ -159,8 +163,9 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
             "False" % (" at %s" % where if where else "", remat,
                        " (%r)" % getattr(fn, "__name__", "") if fn is not None else ""))
     if fn is None:
-        return lambda f: RecursiveFunction(f, name=name, max_depth=max_depth, remat=remat)
-    return RecursiveFunction(fn, name=name, max_depth=max_depth, remat=remat)
+        return lambda f: RecursiveFunction(f, name=name, max_depth=max_depth,
+                                           remat=remat is True)
+    return RecursiveFunction(fn, name=name, max_depth=max_depth, remat=remat is True)
 
 
 # Plain functions passed to invoke(), wrapped once each; weak, because a function defined inside
