@@ -373,3 +373,21 @@ def test_hybridized_gluon_cf_block_in_a_remat_body_is_refused_not_a_hang():
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert "remat=True for 'chain' whose body runs a hybridized block holding gluon_cf ops" in \
         done.stdout, done.stdout
+
+
+def test_a_body_that_recomputes_differently_fails_the_backward():
+    """A body reading Python state that changes between forward and backward: the recomputed
+    results differ from the forward's, and the backward says so (never another gradient)."""
+    w = mx.nd.array([0.5])
+    w.attach_grad()
+    scale = [1.0]
+
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        scale[0] += 1
+        return gluon_cf.cond(n < 1, lambda: w * scale[0], lambda: f(n - 1) * w)
+
+    with pytest.raises(RuntimeError, match=r"gluon_cf.recursive at .*test_remat_recursion.py:"
+                       r"\d+: with remat, recomputing a call of 'f' in backward gave different "
+                       r"values"):
+        _backward_error(f, mx.nd.array([3]))

@@ -136,8 +136,8 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
     it raises :class:`RecursionDepthError` naming the function), in both modes.
 
     ``remat=True`` (eager recursion only): under ``autograd.record()`` each call keeps only its
-    arguments and results, and its body is recomputed once in backward (NOTE [rematerialised
-    recursive calls]); gradients are those of ``remat=False``.
+    arguments and results, and its body is recomputed once in backward (the README's section
+    on ``remat``); gradients are those of ``remat=False``.
 
     Use it as ``@recursive`` or ``@recursive(name=..., max_depth=...)``. Example: the sum of
     ``values[0..n]`` by recursion on ``n``, in a hybridized block:

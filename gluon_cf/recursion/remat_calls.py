@@ -50,6 +50,7 @@ from .. import node as _node
 from .. import remat as _remat
 from .._structure import flatten, regroup
 
+_CHECK_EVERY = 256
 _state = threading.local()   # .call: the Call whose body runs now; .replaying: in its backward
 
 
@@ -90,6 +91,8 @@ class _Root:
         self.training = autograd.is_training()
         self.closures: dict = {}   # RecursiveFunction -> its closure arrays
         self.checked: set = set()  # functions whose recomputed graph's operators were checked
+        self.pending = 0           # calls whose backward has not run
+        self.flags: list = []      # comparisons not checked yet (Call._check_values)
 
     def closure(self, fn):
         if fn not in self.closures:
@@ -105,6 +108,7 @@ class Call:
 
     def __init__(self, fn, root, args, fmt):
         self.fn, self.root, self.args, self.fmt = fn, root, args, fmt
+        root.pending += 1
         # An argument is live if recorded when the call was made (passed through, see NOTE).
         self.live = [_needs_grad(a) for a in args]
         self.children: list = []
@@ -187,10 +191,9 @@ class Call:
             self._check_operators(mx.sym.Group([autograd.get_symbol(h) for h in recorded]))
         if self.next_child != len(self.children):
             self._differ()
-        flags = [_remat._differs(o, kept) for o, kept in zip(flat, self.saved)]
-        flags = [f for f in flags if f is not None]
-        if len(flat) != len(self.saved) or (flags and mx.nd.add_n(*flags).asscalar() > 0):
+        if len(flat) != len(self.saved):
             self._differ()
+        self._check_values([_remat._differs(o, kept) for o, kept in zip(flat, self.saved)])
         keep = _node.merged_heads([(h, g) for h, g in zip(flat, out_grads)
                                    if _float(h) and _remat.recorded(h)])
         grads: dict = {}
@@ -232,6 +235,18 @@ class Call:
                     "recursive calls]): pass only indices (or arrays unchanged) down, or use "
                     "remat=False" % (self.root.at(), j, fn.name, self.fn.name))
         return regroup(child.leaves, child.out_fmt)[0]
+
+    def _check_values(self, flags):
+        """Compare the recomputed results with the forward's, in batches (a comparison waits
+        for the engine): when every call below the outermost has run its backward, or every
+        ``_CHECK_EVERY`` calls."""
+        root = self.root
+        root.flags.extend(f for f in flags if f is not None)
+        root.pending -= 1
+        if root.flags and (root.pending <= 0 or len(root.flags) >= _CHECK_EVERY):
+            flags, root.flags = root.flags, []
+            if mx.nd.add_n(*flags).asscalar() > 0:
+                self._differ()
 
     def _check_operators(self, sym):
         """Refuse randomness and auxiliary state, once per function and outermost call (the
