@@ -275,7 +275,7 @@ def test_hybridized_remat_is_refused():
 
 
 MEMORY_SCRIPT = textwrap.dedent("""
-    import resource, sys, time, mxnet as mx, gluon_cf
+    import sys, time, mxnet as mx, gluon_cf
     from mxnet import autograd, gluon
     remat, depth = sys.argv[1] == "True", int(sys.argv[2])
     mx.random.seed(0)
@@ -296,11 +296,15 @@ MEMORY_SCRIPT = textwrap.dedent("""
         loss.backward()
         mx.nd.waitall()
 
+    def peak_kib():   # VmHWM: ru_maxrss carries the parent's (pytest's) peak over execve
+        with open("/proc/self/status") as status:
+            return next(int(l.split()[1]) for l in status if l.startswith("VmHWM:"))
+
     run(3)   # warm up
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_kib()
     start = time.perf_counter()
     run(depth)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base, time.perf_counter() - start)
+    print(peak_kib() - base, time.perf_counter() - start)
 """)
 
 
@@ -313,7 +317,7 @@ def test_remat_keeps_less_memory_in_a_fresh_process():
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         growth[remat] = int(done.stdout.split()[-2])   # kB
-    assert growth["True"] * 2 < growth["False"], growth
+    assert growth["False"] > 50 * 1024 and growth["True"] * 2 < growth["False"], growth
 
 
 def test_remat_loop_inside_a_remat_call_is_refused():
