@@ -33,7 +33,11 @@ NOTE [rematerialised recursive calls]
     * randomness (``Dropout``, ``mx.nd.random.*``) and auxiliary state (BatchNorm) in the body
       under training, found in the recomputed graph (no seed is replayed per call: seeding
       costs ~2 ms, more than a small call); any other difference between the recomputed
-      results and the forward's fails the backward too, never a different gradient;
+      results and the forward's fails the backward too, never a different gradient (compared
+      in batches of ``_CHECK_EVERY`` calls: a comparison waits for the engine);
+    * a body that runs a hybridized block holding gluon_cf ops (their backward would run
+      inside the call's backward, which hung MXNet 1.9.1's engine): found in the forward, by
+      the count of node runs (``node.node_runs``) around the body, waited for;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost);
     * remat calls inside the body of a loop with remat and the reverse (nested custom
