@@ -395,3 +395,19 @@ def test_a_body_that_recomputes_differently_fails_the_backward():
                        r"\d+: with remat, recomputing a call of 'f' in backward gave different "
                        r"values"):
         _backward_error(f, mx.nd.array([3]))
+
+
+def test_batchnorm_under_training_is_refused():
+    bn = gluon.nn.BatchNorm(in_channels=3)
+    bn.initialize()
+    w = mx.nd.ones((2, 3))
+    w.attach_grad()
+
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        return gluon_cf.cond(n < 1, lambda: bn(w), lambda: bn(f(n - 1) * w))
+
+    with pytest.raises(NotImplementedError, match=r"gluon_cf.recursive at .*"
+                       r"test_remat_recursion.py:\d+: remat=True for 'f' whose body runs "
+                       r"BatchNorm"):
+        _backward_error(f, mx.nd.array([2]))
