@@ -398,6 +398,7 @@ class _NodeOperator(mx.operator.CustomOp):
         writes MXNet's output arrays ``out_data`` itself and returns heads each covering
         one row of an output), and whether the outputs are written already."""
         _top_level.node = self.node
+        _top_level_runs[0] += 1
         try:
             return self._run_marked(inputs, is_train, marks, out_data)
         finally:
@@ -487,6 +488,14 @@ class _NodeOperator(mx.operator.CustomOp):
 
 
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
+# How many times a node's Custom operator has run in this process: a remat recursive call
+# refuses a body that ran one (NOTE [rematerialised recursive calls]).
+_top_level_runs = [0]
+
+
+def node_runs():
+    """How many times a gluon_cf node's Custom operator has run in this process."""
+    return _top_level_runs[0]
 
 
 def top_level_node():

@@ -39,7 +39,9 @@ NOTE [rematerialisation]
       but that was not found fails the backward with an error naming the op (its gradient
       would be lost). Hybridized, the closure is explicit (the node's captured inputs).
 
-    Export ignores ``remat``: it is about what training keeps.
+    Export ignores ``remat``: it is about what training keeps. Recursive calls
+    (``@recursive(remat=True)``, eager) are rematerialised per call instead, reusing
+    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls].
 """
 import ctypes
 import functools

@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional
 
 HIDDEN, BATCH = 256, 32   # the LSTM's input size is its hidden size
 NA_REMAT = "n/a (remat not available)"
-NA_REMAT_RECURSION = "n/a (remat not implemented for recursion yet)"
+NA_REMAT_RECURSION = "n/a (remat not implemented for hybridized recursion yet)"
 NA_TORCH = "n/a (torch not installed)"
 MB = 1024.0 * 1024.0
 # What each gluon_cf impl passes as ``remat=`` for a loop of T steps (nothing for None):
@@ -280,20 +280,10 @@ def _treelstm(model, impl, size, hidden):
     forest = batchify_forest([encode_tree(t, vocab) for t in trees])
     warm = batchify_forest([encode_tree(t, vocab) for t in synthetic_treebank(
         2, "sst", seed=2, length=3)])
-    kwargs = _remat_kwargs(impl, size)
-    if kwargs:
-        # The model's ``@gluon_cf.recursive`` is looked up when the block is traced: this
-        # process's gluon_cf.recursive passes the cell's remat.
-        try:
-            gluon_cf.recursive(lambda x: x, **kwargs)
-        except TypeError as err:
-            if "remat" in str(err):
-                return NA_REMAT
-            raise
-        except NotImplementedError:     # recursion does not rematerialise yet (issue 25)
-            return NA_REMAT_RECURSION
-        plain = gluon_cf.recursive
-        gluon_cf.recursive = lambda fn=None, **kw: plain(fn, **dict(kw, **kwargs))
+    if _remat_kwargs(impl, size):
+        # The model is hybridized: remat of recursion is eager only (NOTE [rematerialised
+        # recursive calls]); the hybridized recursion node has none yet.
+        return NA_REMAT_RECURSION
     mx.random.seed(0)
     net = TreeLSTM(len(vocab), embed_size=hidden, hidden_size=hidden)
     net.initialize(mx.init.Uniform(0.1))

@@ -36,6 +36,7 @@ from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
 from ..errors import RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
+from . import remat_calls
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
@@ -57,7 +58,7 @@ class RecursiveFunction:
     _ids = itertools.count()
 
     def __init__(self, fn: Callable[..., Arrays], name: Optional[str] = None,
-                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+                 max_depth: int = DEFAULT_MAX_DEPTH, remat: bool = False) -> None:
         check_callable("recursive", fn=fn)
         if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 1:
             raise ValueError("gluon_cf.recursive: max_depth must be a positive int, got %r"
@@ -65,6 +66,7 @@ class RecursiveFunction:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "recursive")
         self.max_depth = max_depth
+        self.remat = remat
         self.uid = next(self._ids)
 
     def __call__(self, *args: Arrays) -> Arrays:
@@ -72,7 +74,18 @@ class RecursiveFunction:
         flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % self.name)
         mode = mode_of("invoke", flat, "the arguments of %r" % self.name)
         if mode == "symbol":
+            if self.remat:
+                raise NotImplementedError(
+                    "gluon_cf.recursive at %s: remat=True for %r is implemented for eager "
+                    "recursion only; in a hybridized block use remat=False, or run the block "
+                    "without hybridize()" % (user_location(), self.name))
             return _invoke_symbolic(self, flat, fmt)
+        if remat_calls.replaying() and self.remat:   # NOTE [rematerialised recursive calls]
+            return remat_calls.call(self, args)
+        fn = self.fn
+        if remat_calls.wanted(self):
+            where = user_location() if not remat_calls.inside() else None
+            fn = lambda *a: remat_calls.call(self, a, where)  # noqa: E731
         # Eager mode, inline (every frame of a level counts, NOTE [eager recursion stack]).
         depth = getattr(_eager, "depth", 0) + 1
         if depth > self.max_depth:
@@ -81,12 +94,12 @@ class RecursiveFunction:
                                       % (self.name, self.max_depth))
         try:
             if depth == 1:
-                return _serve_hops(self.fn, args)
+                return _serve_hops(fn, args)
             if _stack_is_deep():
-                return _hop(self.fn, args, depth)
+                return _hop(fn, args, depth)
             _eager.depth = depth
             try:
-                return self.fn(*args)
+                return fn(*args)
             finally:
                 _eager.depth = depth - 1
         except BaseException as exc:
@@ -122,6 +135,10 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
     those of the plain Python function; ``max_depth`` bounds the depth of nested calls (exceeding
     it raises :class:`RecursionDepthError` naming the function), in both modes.
 
+    ``remat=True`` (eager recursion only): under ``autograd.record()`` each call keeps only its
+    arguments and results, and its body is recomputed once in backward (the README's section
+    on ``remat``); gradients are those of ``remat=False``.
+
     Use it as ``@recursive`` or ``@recursive(name=..., max_depth=...)``. Example: the sum of
     ``values[0..n]`` by recursion on ``n``, in a hybridized block:
 
@@ -138,13 +155,17 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
     >>> net(mx.nd.array([1, 2, 3, 4]), mx.nd.array([3])).asnumpy()
     array([10.], dtype=float32)
     """
-    if check_remat("recursive", remat) is not False:
+    if check_remat("recursive", remat) is not False and remat is not True:
+        where = user_location()
         raise NotImplementedError(
-            "gluon_cf.recursive: remat=%r is not implemented yet for recursive functions (only "
-            "foreach and while_loop rematerialise); use remat=False" % (remat,))
+            "gluon_cf.recursive%s: remat=%r is not implemented for recursive functions%s (only "
+            "remat=True, eagerly: NOTE [rematerialised recursive calls]); use remat=True or "
+            "False" % (" at %s" % where if where else "", remat,
+                       " (%r)" % getattr(fn, "__name__", "") if fn is not None else ""))
     if fn is None:
-        return lambda f: RecursiveFunction(f, name=name, max_depth=max_depth)
-    return RecursiveFunction(fn, name=name, max_depth=max_depth)
+        return lambda f: RecursiveFunction(f, name=name, max_depth=max_depth,
+                                           remat=remat is True)
+    return RecursiveFunction(fn, name=name, max_depth=max_depth, remat=remat is True)
 
 
 # Plain functions passed to invoke(), wrapped once each; weak, because a function defined inside

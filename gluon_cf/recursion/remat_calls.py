@@ -1,0 +1,295 @@
+"""``@gluon_cf.recursive(remat=True)`` in eager mode: each call one autograd node.
+
+NOTE [rematerialised recursive calls]
+    Under ``autograd.record()`` a call of a recursive function with ``remat=True`` (and, inside
+    its body, every nested call of one) becomes one autograd node (``remat.record_node``). Its
+    forward runs the body *unrecorded* (``autograd.pause``, training mode kept), so none of its
+    intermediates is kept; the nested remat calls it makes are recorded as their own nodes, and
+    their (recorded) results are what the body receives. The node keeps
+
+    * the call's arguments, and its results;
+    * as inputs: the arguments that were recorded already when the call was made (passed
+      through from outside the unrecorded body: the outermost call's arguments, parameters,
+      another call's results), the arrays its body reads from its closure
+      (``remat.closure_arrays``), and the results of the nested calls it made.
+
+    Its backward re-runs the body under ``record()`` from the saved arguments, with every
+    nested remat call answered, in order, by a fresh leaf (``attach_grad``) holding that call's
+    saved results, and backpropagates the node's head gradients through that one call's graph;
+    the gradients of the leaves are the gradients of the nested calls' nodes' outputs, which
+    MXNet's engine then hands to their backward. So every call's body is computed twice (once
+    forward, once in backward), never more, and only one call's intermediates are alive at a
+    time; no backward runs inside another (the nesting that can hang MXNet 1.9.1's engine,
+    NOTE [rematerialisation]): a parent's backward sees its children only as leaves.
+
+    What it refuses, each with an error naming the function and the user's line:
+
+    * a nested call's argument *computed* in the body from values needing a gradient (a
+      top-down recursion passing ``tanh(W h)`` down): its gradient would have to run through the
+      parent's graph after the child's backward, i.e. keep the parent's graph alive (no
+      memory saved) or recompute it again. Found in the parent's backward (the recomputed
+      argument is recorded, the forward's was not). Indices computed from indices, and arrays
+      passed through unchanged, are fine;
+    * randomness (``Dropout``, ``mx.nd.random.*``) and auxiliary state (BatchNorm) in the body
+      under training, found in the recomputed graph (no seed is replayed per call: seeding
+      costs ~2 ms, more than a small call); any other difference between the recomputed
+      results and the forward's fails the backward too, never a different gradient (compared
+      in batches of ``_CHECK_EVERY`` calls: a comparison waits for the engine);
+    * a body that runs a hybridized block holding gluon_cf ops (their backward would run
+      inside the call's backward, which hung MXNet 1.9.1's engine): found in the forward, by
+      the count of node runs (``node.node_runs``) around the body, waited for;
+    * an array needing a gradient that the recomputed graph reads but that was not found in
+      the closure (its gradient would be lost);
+    * remat calls inside the body of a loop with remat and the reverse (nested custom
+      backward), ``remat`` other than ``True``/``False``, and hybridized ``remat=True``.
+"""
+import json
+import threading
+from typing import Optional
+
+import mxnet as mx
+from mxnet import autograd
+
+from .. import node as _node
+from .. import remat as _remat
+from .._structure import flatten, regroup
+
+_CHECK_EVERY = 256
+_state = threading.local()   # .call: the Call whose body runs now; .replaying: in its backward
+
+
+def _float(a):
+    return isinstance(a, mx.nd.NDArray) and _remat._float(a)
+
+
+def _needs_grad(a):
+    """Whether ``a`` is marked (``attach_grad``) or recorded from a marked array: MXNet
+    records every operator under ``record()``, reading unmarked inputs as ``null<N>``."""
+    if not _float(a):
+        return False
+    if a.grad is not None:
+        return True
+    try:
+        inputs = autograd.get_symbol(a).list_inputs()
+    except mx.MXNetError:
+        return False
+    return any(name.startswith("var") for name in inputs)
+
+
+def replaying():
+    """Whether a remat call's body is being recomputed (its nested calls answer saved leaves)."""
+    return getattr(_state, "replaying", False)
+
+
+def wanted(fn) -> bool:
+    """Whether the eager call of ``fn`` now is a rematerialised one."""
+    return bool(fn.remat) and (autograd.is_recording() or getattr(_state, "call", None)
+                               is not None)
+
+
+class _Root:
+    """What the calls below one outermost remat call share."""
+
+    def __init__(self, where):
+        self.where = where
+        self.training = autograd.is_training()
+        self.closures: dict = {}   # RecursiveFunction -> its closure arrays
+        self.checked: set = set()  # functions whose recomputed graph's operators were checked
+        self.pending = 0           # calls whose backward has not run
+        self.flags: list = []      # comparisons not checked yet (Call._check_values)
+
+    def closure(self, fn):
+        if fn not in self.closures:
+            self.closures[fn] = _remat.closure_arrays(fn.fn)
+        return self.closures[fn]
+
+    def at(self):
+        return " at %s" % self.where if self.where else ""
+
+
+class Call:
+    """One rematerialised call: what its node keeps and its backward."""
+
+    def __init__(self, fn, root, args, fmt):
+        self.fn, self.root, self.args, self.fmt = fn, root, args, fmt
+        root.pending += 1
+        # An argument is live if recorded when the call was made (passed through, see NOTE).
+        self.live = [_needs_grad(a) for a in args]
+        self.children: list = []
+        self.outputs: list = []
+        self.out_fmt = None
+        self.next_child = 0
+        self.leaves: list = []
+
+    # -- forward ----------------------------------------------------------------------------
+
+    def forward(self):
+        parent = getattr(_state, "call", None)
+        _state.call = self
+        runs = _node.node_runs()
+        try:
+            with autograd.pause(train_mode=self.root.training):
+                result = self.fn.fn(*regroup(self.args, self.fmt))
+        finally:
+            _state.call = parent
+        flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
+                                     "the results of %r" % self.fn.name)
+        _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)
+        if _node.node_runs() != runs:
+            raise NotImplementedError(
+                "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
+                "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
+                "inside the call's hangs MXNet 1.9.1's engine); use remat=False, or the block "
+                "without hybridize()" % (self.root.at(), self.fn.name))
+        outputs = _remat.fresh(flat)
+        self.saved = [o.detach() for o in outputs]
+        self.inputs = self._pairs_inputs()
+        with autograd.record(train_mode=self.root.training):
+            _remat.record_node(self.inputs, outputs, self.backward)
+        self.outputs = outputs
+        if parent is not None:
+            parent.children.append(self)
+        return regroup(outputs, self.out_fmt)[0]
+
+    def _pairs_inputs(self):
+        """The node's inputs: live arguments, closure arrays, nested calls' results (unique)."""
+        seen, inputs = set(), []
+        for a in ([a for a, live in zip(self.args, self.live) if live] +
+                  self.root.closure(self.fn) + [o for c in self.children for o in c.outputs]):
+            if id(a) not in seen:
+                seen.add(id(a))
+                inputs.append(a)
+        return inputs
+
+    # -- backward ---------------------------------------------------------------------------
+
+    def backward(self, out_grads):
+        args = [a.copy() if isinstance(a, mx.nd.NDArray) else a for a in self.args]
+        pairs = []   # (the node's input it stands for, the leaf the recomputed graph reads)
+        for real, copy, live in zip(self.args, args, self.live):
+            if live:
+                copy.attach_grad()
+                pairs.append((real, copy))
+        closure = self.root.closure(self.fn)
+        pairs += [(c, c) for c in closure]
+        for child in self.children:
+            child.leaves = [o.copy() for o in child.saved]
+            for real, leaf in zip(child.outputs, child.leaves):
+                if _float(leaf):
+                    leaf.attach_grad()
+                    pairs.append((real, leaf))
+        self.next_child = 0
+        saved_state = (getattr(_state, "call", None), replaying(), _remat._inside.__dict__.get(
+            "loop"))
+        _state.call, _state.replaying = self, True
+        _remat._inside.loop = "gluon_cf.recursive %r%s" % (self.fn.name, self.root.at())
+        try:
+            with autograd.record(train_mode=self.root.training):
+                result = self.fn.fn(*regroup(args, self.fmt))
+        finally:
+            _state.call, _state.replaying, _remat._inside.loop = saved_state
+        _remat.recomputed.add(1)
+        flat, _ = flatten([result], "gluon_cf.recursive", "the results of %r" % self.fn.name)
+        recorded = [h for h in flat if _float(h) and _node.recorded(h)]
+        if recorded and self.fn not in self.root.checked:
+            self._check_operators(mx.sym.Group([autograd.get_symbol(h) for h in recorded]))
+        if self.next_child != len(self.children):
+            self._differ()
+        if len(flat) != len(self.saved):
+            self._differ()
+        self._check_values([_remat._differs(o, kept) for o, kept in zip(flat, self.saved)])
+        keep = _node.merged_heads([(h, g) for h, g in zip(flat, out_grads)
+                                   if _float(h) and _node.recorded(h)])
+        grads: dict = {}
+        if keep:
+            sym = mx.sym.Group([autograd.get_symbol(h) for h, _ in keep])
+            reached = set(sym.list_inputs())
+            leaves = {_remat._leaf_name(leaf): (real, leaf) for real, leaf in pairs}
+            unknown = sorted(n for n in reached if n.startswith("var") and n not in leaves)
+            if unknown:
+                raise NotImplementedError(
+                    "gluon_cf.recursive%s: with remat, %r reads %d array(s) needing a gradient "
+                    "that gluon_cf could not find in its closure (Gluon blocks, parameters and "
+                    "arrays in its closure, defaults, self and globals are found); their gradient "
+                    "would be lost. Pass them as arguments, or use remat=False"
+                    % (self.root.at(), self.fn.name, len(unknown)))
+            used = [leaves[n] for n in sorted(reached) if n in leaves]
+            if used:
+                values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
+                                       [g for _, g in keep], train_mode=self.root.training)
+                for (real, _), g in zip(used, values):
+                    grads[id(real)] = g if id(real) not in grads else grads[id(real)] + g
+        for child in self.children:   # the saved leaves go with this backward
+            child.leaves = []
+        return [grads.get(id(a)) for a in self.inputs]
+
+    def replay(self, fn, args):
+        """A nested remat call met while recomputing this call's body: its saved results."""
+        if self.next_child >= len(self.children) or self.children[self.next_child].fn is not fn:
+            self._differ()
+        child = self.children[self.next_child]
+        self.next_child += 1
+        flat, _ = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
+        for j, (a, live) in enumerate(zip(flat, child.live)):
+            if not live and _needs_grad(a):
+                raise NotImplementedError(
+                    "gluon_cf.recursive%s: with remat, argument %d of a call to %r is computed "
+                    "in the body of %r from values needing a gradient; remat does not carry "
+                    "gradients through the arguments of recursive calls (NOTE [rematerialised "
+                    "recursive calls]): pass only indices (or arrays unchanged) down, or use "
+                    "remat=False" % (self.root.at(), j, fn.name, self.fn.name))
+        return regroup(child.leaves, child.out_fmt)[0]
+
+    def _check_values(self, flags):
+        """Compare the recomputed results with the forward's, in batches (a comparison waits
+        for the engine): when every call below the outermost has run its backward, or every
+        ``_CHECK_EVERY`` calls."""
+        root = self.root
+        root.flags.extend(f for f in flags if f is not None)
+        root.pending -= 1
+        if root.flags and (root.pending <= 0 or len(root.flags) >= _CHECK_EVERY):
+            flags, root.flags = root.flags, []
+            if mx.nd.add_n(*flags).asscalar() > 0:
+                self._differ()
+
+    def _check_operators(self, sym):
+        """Refuse randomness and auxiliary state, once per function and outermost call (the
+        comparison with the forward's results catches any other difference)."""
+        self.root.checked.add(self.fn)
+        ops = {n["op"] for n in json.loads(sym.tojson())["nodes"]}
+        from ..operators import AUX_STATE_OPS
+        bad = sorted(op for op in ops if _remat.is_random_op(op))
+        if self.root.training:
+            bad += sorted(ops & AUX_STATE_OPS)
+        if bad:
+            raise NotImplementedError(
+                "gluon_cf.recursive%s: remat=True for %r whose body runs %s: recomputing a call "
+                "would draw different random numbers or update running statistics twice. Use "
+                "remat=False" % (self.root.at(), self.fn.name, ", ".join(bad)))
+
+    def _differ(self):
+        raise RuntimeError(
+            "gluon_cf.recursive%s: with remat, recomputing a call of %r in backward gave "
+            "different values or made different recursive calls than the forward (randomness, "
+            "or a body that is not deterministic), so its gradient would not be that of the "
+            "forward: use remat=False" % (self.root.at(), self.fn.name))
+
+
+def call(fn, args, where: Optional[str] = None):
+    """The eager call ``fn(*args)`` rematerialised (NOTE [rematerialised recursive calls])."""
+    if replaying():
+        return _state.call.replay(fn, args)
+    if getattr(_remat._inside, "loop", None) is not None:
+        raise NotImplementedError(
+            "gluon_cf.recursive%s: remat=True for %r called inside the body of %s is not "
+            "supported (the nested backward hangs MXNet 1.9.1's engine); give remat to one of "
+            "the two only" % (" at %s" % where if where else "", fn.name, _remat._inside.loop))
+    parent = getattr(_state, "call", None)
+    root = parent.root if parent is not None else _Root(where)
+    flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
+    return Call(fn, root, flat, fmt).forward()
+
+
+def inside() -> bool:
+    """Whether a remat call's body runs now (so a call is a nested one)."""
+    return getattr(_state, "call", None) is not None
