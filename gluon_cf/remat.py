@@ -603,15 +603,9 @@ class Loop:
         return data_grads + state_grads + [closure_grads.get(id(c)) for c in self.closure]
 
     def _check_leaves(self, reached, variables, names):
-        known = {_leaf_name(x) for x in variables} | set(names)
-        unknown = sorted(n for n in reached if n.startswith("var") and n not in known)
-        if unknown:
-            raise NotImplementedError(
-                "gluon_cf.%s%s: with remat, the body reads %d array(s) needing a gradient that "
-                "gluon_cf could not find in its closure (Gluon blocks, parameters and arrays "
-                "in its closure, defaults, self and globals are found); their gradient would be "
-                "lost. Pass them through the loop's states or data, or use remat=False"
-                % (self.op, self._at(), len(unknown)))
+        refuse_unknown_leaves(reached, {_leaf_name(x) for x in variables} | set(names),
+                              "gluon_cf.%s%s" % (self.op, self._at()), "the body",
+                              "Pass them through the loop's states or data")
 
     def _check_mismatches(self, mismatches):
         flags = [m for m in mismatches if m is not None]
@@ -632,6 +626,19 @@ def _throttle(arrays):
     for a in arrays:
         if a is not None:
             a.wait_to_read()
+
+
+def refuse_unknown_leaves(reached, known, where, reader, advice):
+    """A NotImplementedError from ``where`` when the recomputed graph reads (``reached``:
+    its input names) an array needing a gradient that is not among the ``known`` leaves:
+    its gradient would be lost."""
+    unknown = sorted(n for n in reached if n.startswith("var") and n not in known)
+    if unknown:
+        raise NotImplementedError(
+            "%s: with remat, %s reads %d array(s) needing a gradient that gluon_cf could not "
+            "find in its closure (Gluon blocks, parameters and arrays in its closure, defaults, "
+            "self and globals are found); their gradient would be lost. %s, or use remat=False"
+            % (where, reader, len(unknown), advice))
 
 
 def _differs(a, b):

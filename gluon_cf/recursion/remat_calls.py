@@ -205,14 +205,8 @@ class Call:
             sym = mx.sym.Group([autograd.get_symbol(h) for h, _ in keep])
             reached = set(sym.list_inputs())
             leaves = {_remat._leaf_name(leaf): (real, leaf) for real, leaf in pairs}
-            unknown = sorted(n for n in reached if n.startswith("var") and n not in leaves)
-            if unknown:
-                raise NotImplementedError(
-                    "gluon_cf.recursive%s: with remat, %r reads %d array(s) needing a gradient "
-                    "that gluon_cf could not find in its closure (Gluon blocks, parameters and "
-                    "arrays in its closure, defaults, self and globals are found); their gradient "
-                    "would be lost. Pass them as arguments, or use remat=False"
-                    % (self.root.at(), self.fn.name, len(unknown)))
+            _remat.refuse_unknown_leaves(reached, leaves, "gluon_cf.recursive%s" % self.root.at(),
+                                         repr(self.fn.name), "Pass them as arguments")
             used = [leaves[n] for n in sorted(reached) if n in leaves]
             if used:
                 values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
