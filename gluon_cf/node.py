@@ -388,6 +388,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.saved = None
         self.is_train = False
         self.seed = None
+        self.forward_done = False   # see NOTE [backward of a failed forward]
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -425,6 +426,11 @@ class _NodeOperator(mx.operator.CustomOp):
 
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
+        self.forward_done = False
+        self._forward_outputs(is_train, req, in_data, out_data)
+        self.forward_done = True
+
+    def _forward_outputs(self, is_train, req, in_data, out_data):
         if is_train:
             self._refuse_training()
         self.is_train = is_train
@@ -456,6 +462,9 @@ class _NodeOperator(mx.operator.CustomOp):
 
     @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        done, self.forward_done = self.forward_done, False
+        if not done:   # (NOTE [backward of a failed forward])
+            return
         self._refuse_training()
         wanted = tuple(i for i, (x, r) in enumerate(zip(in_data, req))
                        if r != "null" and is_float(x.dtype))
@@ -487,6 +496,20 @@ class _NodeOperator(mx.operator.CustomOp):
                 dst[:] = 0
 
 
+# NOTE [backward of a failed forward]
+#     MXNet's threaded engine skips an operation whose inputs carry a pending exception (an
+#     earlier operation's failure, not yet read) and passes that exception on to its outputs.
+#     Once the user has read the exception, it is cleared, and operations that start later run
+#     on the failed values. A hybridized call that a node refused asynchronously has usually
+#     queued its backward already (``total.backward()`` before ``total.asscalar()``): MXNet's
+#     own operators then compute unread garbage, but a node whose forward failed or was
+#     skipped would run its forward again in backward and fail again, a second copy of the
+#     error the user has just seen. That copy lands on buffers the block reuses (a static_alloc
+#     CachedOp's, and through MXNet's one ``CustomOperator`` exception slot, on the Custom op
+#     that finishes next), so the block's next call raised the old error, depending on timing
+#     (issue 24). So a backward whose forward did not complete on this operator since the
+#     last backward does what the engine does when the error is still pending: nothing. The
+#     error is the user's already, or still pending where MXNet put it.
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
 # How many times a node's Custom operator has run in this process: a remat recursive call
 # refuses a body that ran one (NOTE [rematerialised recursive calls]).

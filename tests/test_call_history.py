@@ -327,3 +327,35 @@ def test_empty_masks_in_loop_bodies_work_with_gradients():
         got = _outcome(by_mask, x, nd.array(m), True)
         want = _outcome(by_product, x, nd.array(m), True)   # eager
         _same(got, want, "mask %s" % m)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["hybridize", "static_alloc"])
+def test_the_backward_of_a_refused_call_leaves_no_error_for_the_next_call(static):
+    """A call refused inside a node (zero rows into broadcast_mul in a foreach body), its
+    refusal read, and its backward run after that (the order a loaded machine gives
+    ``backward(); asscalar()``): the node's backward ran its failed forward again and left a
+    second copy of the error on buffers the block reuses, and the next call, which works on a
+    fresh block, raised it (NOTE [backward of a failed forward] in gluon_cf/node.py). Also:
+    an error not yet read still reaches its reader, the gradient."""
+    net = Net(foreach_mask_into_dense)
+    net.initialize(mx.init.Xavier())
+    net.hybridize(static_alloc=static, static_shape=static)
+    x, some, none = nd.ones((5, 3)), nd.array([1, 0, 1, 1, 0]), nd.zeros((5,))
+    want = _outcome(_fresh_like(net, foreach_mask_into_dense), x, some, True)
+    _same(_outcome(net, x, some, True), want, "before")
+    for _ in range(2):
+        with autograd.record():
+            out = net(x, none)
+            loss = out.sum()
+        with pytest.raises(gluon_cf.ZeroSizeError):
+            loss.asscalar()
+        loss.backward()
+        _same(_outcome(net, x, some, True), want, "after a refusal and its backward")
+    data = x.copy()
+    data.attach_grad()
+    with autograd.record():
+        loss = net(data, none).sum()
+    loss.backward()
+    with pytest.raises(gluon_cf.ZeroSizeError):   # read first: the call's error, not lost
+        data.grad.asnumpy()
+    _same(_outcome(net, x, some, True), want, "after a refusal read from the gradient")

@@ -4,7 +4,9 @@ repeated; backward; reshape by -1, (-1, 2), 0, -3 (autograph's), reshape_like; i
 cond and an autograph loop). The scenario runs in a subprocess with a timeout: a signal (a double
 free aborts), a hang or a wrong value fails. Values and input gradients are checked against
 numpy; a mask that keeps no row may be refused (MXNet 1.x cannot compute on zero-size arrays),
-never crash."""
+never crash. Nothing waits between calls: a refused call's error reaching a later call of the
+block (it did, on a loaded machine: NOTE [backward of a failed forward] in gluon_cf/node.py) fails
+the scenario."""
 import re
 import subprocess
 import sys
@@ -80,17 +82,6 @@ def grad_oracle(how, x, m):
 
 MASKS = [np.array(v, np.float32) for v in ([1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1],
                                            [0, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 1])]
-def drain():
-    """MXNet's threaded engine keeps a failed operation's exception on the variables it
-    wrote until something waits on them; a static_alloc block writes the same buffers on its
-    next call, which then fails with the old exception (issue 24: a block's result must not
-    depend on earlier calls; open). Waiting on everything here clears them."""
-    for _ in range(10):
-        try:
-            mx.nd.waitall()
-            return
-        except (gluon_cf.ZeroSizeError, ValueError, mx.MXNetError):
-            pass
 
 
 checked = 0
@@ -116,7 +107,6 @@ for how, make in [("flat", lambda: MaskReshape("flat")), ("pairs", lambda: MaskR
                     # a clear refusal is allowed for zero-size values; it must not be a crash
                     text = str(err)
                     assert m.sum() == 0, (how, mode, m, text[:500])
-                    drain()
                     first = text.splitlines()[0 if "gluon_cf" in text else 2]
                     refused.setdefault((how, mode), set()).add(first[:80])
                     continue
@@ -155,7 +145,6 @@ for mode in ("eager", "hybrid", "static"):
             except (gluon_cf.ZeroSizeError, ValueError, mx.MXNetError) as err:
                 assert m.sum() == 0, (mode, m, str(err)[:500])
                 refused.setdefault(("collect", mode), set()).add(str(err).splitlines()[0][:80])
-                drain()
                 continue
             kept = X[m.astype(bool)]
             np.testing.assert_allclose(got, len(X) * kept.sum() + 2 * X.sum(), rtol=1e-4)
