@@ -81,30 +81,34 @@ class _Plan:
 
 def _call_cached_op(self, *args):
     """``HybridBlock._call_cached_op``, running graphs of run-time shapes partitioned."""
-    if self._cached_op is None:
-        self._build_cache(*args)
-    plan = getattr(self, "_gluon_cf_plan", None)
-    if plan is None or plan.symbol is not self._cached_graph[1]:
-        plan = self._gluon_cf_plan = _Plan(self)
+    lock = _lock_of(self)
+    with lock:   # NOTE [a block called from many threads]
+        if self._cached_op is None:
+            self._build_cache(*args)
+        plan = getattr(self, "_gluon_cf_plan", None)
+        if plan is None or plan.symbol is not self._cached_graph[1]:
+            plan = self._gluon_cf_plan = _Plan(self)
     if not plan.has_nodes:
         return _original_call_cached_op(self, *args)
     flat, fmt = _block._flatten(args, "input")
     flat = [a for a in flat if a is not None]
     key = tuple(a.shape for a in flat)   # the data's shapes: the parameters' are fixed
-    if not plan.always and key not in plan.partitioned_shapes or fmt != self._in_format:
-        try:   # the CachedOp, as long as every node can declare its output shapes
-            return _original_call_cached_op(self, *args)
-        except Exception as err:
-            # A CachedOp whose call failed answers the next call wrongly ("Cannot find
-            # attribute shape in the graph", whatever the inputs): the next call builds a
-            # fresh one, from the same graph, so every call fails or works alike.
-            self._cached_op = None
-            if not isinstance(err, DynamicShapeError) or fmt != self._in_format:
-                raise
-        if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
-            plan.partitioned_shapes.clear()
-        plan.partitioned_shapes.add(key)
-    cargs = [flat[x] if is_arg else x.data() for is_arg, x in self._cached_op_args]
+    with lock:
+        if not plan.always and key not in plan.partitioned_shapes or fmt != self._in_format:
+            try:   # the CachedOp, as long as every node can declare its output shapes
+                return _original_call_cached_op(self, *args)
+            except Exception as err:
+                # A CachedOp whose call failed answers the next call wrongly ("Cannot find
+                # attribute shape in the graph", whatever the inputs): the next call builds a
+                # fresh one, from the same graph, so every call fails or works alike.
+                self._cached_op = None
+                if not isinstance(err, DynamicShapeError) or fmt != self._in_format:
+                    raise
+            if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
+                plan.partitioned_shapes.clear()
+            plan.partitioned_shapes.add(key)
+        cached_op_args = list(self._cached_op_args)
+    cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
     try:
         out = plan.run_partitioned(cargs)
     except ZeroSizeError as err:
@@ -112,6 +116,27 @@ def _call_cached_op(self, *args):
             raise
         raise ZeroSizeError("%s (in %s)" % (err, _forward_of(self)), located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+# NOTE [a block called from many threads]
+#     Gluon's HybridBlock is not thread-safe: a fresh block's first calls from several threads
+#     trace it at once (``Block.name_scope`` is per block: AttributeError from ``__exit__``),
+#     and one CachedOp called from several threads at once fails now and then ("Graph attr
+#     dependency shape is required by pass MXPlanMemory"; a segmentation fault was seen too).
+#     Ours added to it: a call whose CachedOp refuses (DynamicShapeError) or fails drops it, so
+#     another thread's call found none ("Gluon failed to build the cache. This should never
+#     happen"), or read ``_cached_op_args`` while they were rebuilt; and a refusal leaves the
+#     CachedOp half-inferred while other threads run it (the MXPlanMemory error, a tenth of
+#     the first calls of 32 threads). So a block builds its graph, and a block with gluon_cf
+#     nodes runs its CachedOp, under the block's lock: those calls are serialised (the
+#     CachedOp only pushes work to MXNet's engine, which runs it in parallel as before). The
+#     partitioned runs keep one PartitionedGraph per thread (``_Plan.run_partitioned``) and
+#     run unlocked.
+def _lock_of(block):
+    lock = block.__dict__.get("_gluon_cf_lock")
+    if lock is None:   # dict.setdefault is atomic: one lock per block, whoever comes first
+        lock = block.__dict__.setdefault("_gluon_cf_lock", threading.RLock())
+    return lock
 
 
 def _forward_of(block):
