@@ -2,7 +2,9 @@
 depends on the inputs it saw before: for every dynamic-shape test block, a random sequence of
 calls (other shapes, masks that keep no row, loops of no step, with and without autograd)
 gives, call by call, what the same call gives on a fresh block with the same parameters -
-values and gradients, or an error of the same type and message.
+values and gradients, or an error of the same type and message. Sequences are seeded per
+block (both executors), and chosen by hypothesis (derandomized) per block, hybridized and
+static_alloc, with the outputs of recorded calls read before or after backward.
 
 Oracle: a fresh hybridized block per call (its CachedOps have seen nothing else). Where a
 call errors, both must raise alike; NOTE [zero-size calls] in ``graph/cached_graph.py`` says
@@ -12,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mxnet as mx
 from mxnet import autograd, gluon, nd
@@ -92,11 +95,36 @@ def foreach_over_masked_rows(F, net, y, m):
     return outs.sum(axis=0), total
 
 
+def mask_reshaped_in_foreach(F, net, y, m):
+    """The masked rows reshaped inside a foreach body: zero rows are refused by the node
+    while MXNet runs it (asynchronously), a call's error that must not reach later calls."""
+    def body(t, states):
+        kept = F.contrib.boolean_mask(y, m).reshape((-1, 3))
+        return t * 2, [states[0] + kept.sum() + t.sum()]
+    outs, (total,) = gluon_cf.foreach(body, F.arange(1, 3), [F.zeros((1,))])
+    return net.after(F.broadcast_mul(y, total)), outs
+
+
+def sums_of_no_rows_in_three_bodies(F, net, y, m):
+    """Sums of the masked rows in a foreach, a while_loop and a cond body: a mask keeping no
+    row is a sum of nothing, with zero gradients through it."""
+    def body(t, states):
+        return t * 2, [states[0] + _mask(F, y, m).sum() + t.sum()]
+    outs, (total,) = gluon_cf.foreach(body, F.arange(1, 3), [F.zeros((1,))])
+    _, (_, w) = gluon_cf.while_loop(
+        lambda i, w: i < 2, lambda i, w: ([], [i + 1, w + _mask(F, y, m).sum(axis=0) * 0.5]),
+        [F.zeros((1,)), F.zeros((3,))], max_iterations=3)
+    picked = gluon_cf.cond(F.sum(m) >= 0, lambda: _mask(F, y, m).sum() * 3,
+                           lambda: F.zeros((1,)))
+    return outs.sum() + total + w.sum() + picked, w
+
+
 BLOCKS = dict(POSITIONS)
 BLOCKS.update({f.__name__: f for f in (
     foreach_mask_of_closure, while_mask_of_closure, foreach_mask_into_dense,
     while_zero_steps_then_reduced, recursion_with_mask_in_loop,
-    recursion_with_zero_step_loop, foreach_over_masked_rows)})
+    recursion_with_zero_step_loop, foreach_over_masked_rows, mask_reshaped_in_foreach,
+    sums_of_no_rows_in_three_bodies)})
 
 
 def _calls(seed):
@@ -116,8 +144,10 @@ def _calls(seed):
     return calls
 
 
-def _outcome(net, x, m, recorded):
-    """Outputs (and, recorded, every gradient) as numpy, or the error's type and message."""
+def _outcome(net, x, m, recorded, read_first=False):
+    """Outputs (and, recorded, every gradient) as numpy, or the error's type and message.
+    ``read_first``: the outputs are read before backward is called (after an error too: the
+    order in which a loaded machine may run ``backward(); asnumpy()``)."""
     try:
         if not recorded:
             out = net(x, m)
@@ -131,6 +161,16 @@ def _outcome(net, x, m, recorded):
             out = net(x, m)
             outs = out if isinstance(out, (list, tuple)) else [out]
             loss = sum((o.astype("float32") * (k + 1)).sum() for k, o in enumerate(outs))
+        if read_first:
+            try:
+                values = [o.asnumpy() for o in outs]
+            finally:
+                try:
+                    loss.backward()
+                except Exception:   # noqa: BLE001 - the error read first is the call's
+                    pass
+            grads = [p.grad().asnumpy() for _, p in sorted(net.collect_params().items())]
+            return "values", values + grads + [x.grad.asnumpy()]
         loss.backward()
         grads = [p.grad().asnumpy() for _, p in sorted(net.collect_params().items())]
         return "values", [o.asnumpy() for o in outs] + grads + [x.grad.asnumpy()]
@@ -145,13 +185,13 @@ def _normalised(message):
     return re.sub(r"\b([a-z]+)\d+(?=[_'])", r"\1#", message)
 
 
-def _fresh_like(net, body):
+def _fresh_like(net, body, static=False):
     fresh = Net(body)
     fresh.initialize()   # every parameter's shape is known (in_units given)
     for (_, mine), (_, theirs) in zip(sorted(fresh.collect_params().items()),
                                       sorted(net.collect_params().items())):
         mine.set_data(theirs.data())
-    fresh.hybridize()
+    fresh.hybridize(static_alloc=static, static_shape=static)
     return fresh
 
 
@@ -359,3 +399,49 @@ def test_the_backward_of_a_refused_call_leaves_no_error_for_the_next_call(static
     with pytest.raises(gluon_cf.ZeroSizeError):   # read first: the call's error, not lost
         data.grad.asnumpy()
     _same(_outcome(net, x, some, True), want, "after a refusal read from the gradient")
+
+
+# ---- hypothesis: random sequences of calls, hybridized and static_alloc --------------------
+
+POOL = 5                 # calls per block hypothesis draws from (their oracles are cached)
+_ORACLES: dict = {}      # (block, static, call, recorded) -> outcome on a fresh block
+
+
+def _pool(name):
+    """POOL calls of _calls, the second one's mask keeping no row."""
+    pool = _calls(SEED * 7 + len(name))[:POOL]
+    x, _, recorded = pool[1]
+    pool[1] = (x, nd.zeros((x.shape[0],)), recorded)
+    return pool
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["hybridize", "static_alloc"])
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(sequence=st.lists(st.tuples(st.integers(0, POOL - 1),
+                                   st.sampled_from(["inference", "recorded", "read first"])),
+                         min_size=3, max_size=6))
+def test_random_sequences_of_calls_give_what_each_gives_on_a_fresh_block(static, name,
+                                                                         sequence):
+    """For every block, hypothesis chooses sequences of calls (masks keeping all, some or no
+    rows, loops of 0 to several steps, calls refused; inference, recorded with backward, and
+    recorded with the outputs read before backward). Each call gives what it gives on a fresh
+    block with the same parameters and flags: values and gradients, or the same error; and
+    the block still works after the sequence."""
+    mx.random.seed(0)
+    net = Net(BLOCKS[name])
+    net.initialize(mx.init.Xavier())
+    parameters = tuple(float(p.data().sum().asscalar()) for _, p in
+                       sorted(net.collect_params().items()))   # the same from seed 0
+    net.hybridize(static_alloc=static, static_shape=static)
+    pool = _pool(name)
+    for k, (index, how) in enumerate(sequence + [(0, "recorded")]):
+        x, m, _ = pool[index]
+        recorded = how != "inference"
+        key = (name, static, index, recorded, parameters)
+        if key not in _ORACLES:
+            _ORACLES[key] = _outcome(_fresh_like(net, BLOCKS[name], static), x, m, recorded)
+        got = _outcome(net, x, m, recorded, read_first=how == "read first")
+        _same(got, _ORACLES[key], "%s, call %d of %s: x %s, mask %s" % (
+            name, k, sequence, x.shape, m.asnumpy().tolist()))
