@@ -509,7 +509,11 @@ class _NodeOperator(mx.operator.CustomOp):
 #     that finishes next), so the block's next call raised the old error, depending on timing
 #     (issue 24). So a backward whose forward did not complete on this operator since the
 #     last backward does what the engine does when the error is still pending: nothing. The
-#     error is the user's already, or still pending where MXNet put it.
+#     error is the user's already, or still pending where MXNet put it. (A refused call
+#     whose outputs are never read keeps its error pending, as MXNet keeps its own
+#     operators' errors: the next read of anything computed from it raises it, and the
+#     engine passes it on to whatever next writes the buffers it sits on - with static_alloc,
+#     or with gradients, the block's next call. Only waiting for every call would change that.)
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
 # How many times a node's Custom operator has run in this process: a remat recursive call
 # refuses a body that ran one (NOTE [rematerialised recursive calls]).
