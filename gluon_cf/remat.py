@@ -414,7 +414,7 @@ class Loop:
         self.training = autograd.is_training()
         self.ctx = (self.init or self.data)[0].context
         self.seed_base: Optional[int] = None   # set by the forward's first random segment
-        if getattr(_inside, "loop", None) is not None:
+        if getattr(_inside, "loop", None) is not None:   # (NOTE [nested custom backward])
             raise NotImplementedError(
                 "gluon_cf.%s%s: remat on a loop inside the body of a loop with remat (%s) is "
                 "not supported (the nested backward hangs MXNet 1.9.1's engine); give remat "
@@ -426,10 +426,20 @@ class Loop:
         """Generator: :meth:`forward_steps` with this loop marked as running (no remat loop
         may start inside it)."""
         _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        runs = _node.node_runs()
         try:
-            return (yield from self.forward_steps(more))
+            per_step, states = yield from self.forward_steps(more)
         finally:
             _inside.loop = None
+        if self.eager:   # a node run in the body (NOTE [nested custom backward])
+            _throttle([o for outs in per_step for o in outs] + states)
+            if _node.node_runs() != runs:
+                raise NotImplementedError(
+                    "gluon_cf.%s%s: remat with a body that runs a hybridized block holding "
+                    "gluon_cf ops (cond, loops, recursion) is not supported (their backward "
+                    "inside the loop's hangs MXNet 1.9.1's engine); use remat=False, or the "
+                    "block without hybridize()" % (self.op, self._at()))
+        return per_step, states
 
     def forward_steps(self, more=None):
         """Generator: run the loop, keeping checkpoints; returns ``(per_step_outputs,
@@ -658,8 +668,8 @@ def _differs(a, b):
 def check_hybridized(op, node, graphs):
     """Hybridized, remat runs only on an outermost node whose subgraphs hold no gluon_cf node:
     the backward of a rematerialised loop that runs nested nodes (or runs inside one) waits
-    for values that MXNet 1.9.1's engine then never computes (observed: a hang). Refused with
-    a clear error instead; eager mode has no such limit."""
+    for values that MXNet 1.9.1's engine then never computes (NOTE [nested custom backward]
+    in ``tests/test_remat_nesting.py``). Refused with a clear error instead."""
     top = _node.top_level_node()
     where = node.spec.get("remat_where")
     at = " at %s" % where if where else ""
