@@ -9,9 +9,9 @@ NOTE [nested custom backward]
     a Custom operator whose backward is one too (``_backward_Custom``). MXNet 1.9.1 runs both
     on its Custom-operator worker threads (``src/operator/custom/custom-inl.h``: a queue, and
     one more thread whenever every worker is busy, so a callback waiting for another callback
-    does not starve it), as an asynchronous engine operation that completes only after the
-    callback returns and a ``CustomOperatorWait`` operation reading its arrays has run. A
-    *nested* backward is a callback whose ``autograd.grad``/``backward`` reaches another such
+    does not starve it; no ``MXNET_CUSTOM_OP_NUM_THREADS`` exists in 1.9.1), as an
+    asynchronous engine operation that completes only after the callback returns and a
+    ``CustomOperatorWait`` operation reading its arrays has run. A *nested* backward is a callback whose ``autograd.grad``/``backward`` reaches another such
     node (remat inside remat, a hybridized gluon_cf block in a remat body, remat inside a
     hybridized gluon_cf node).
 
@@ -22,7 +22,7 @@ NOTE [nested custom backward]
       every run; a remat foreach (``"auto"``) holding a remat foreach (2) holding a remat
       while_loop hung every run with the default engine settings; an eager remat loop, or a
       remat recursive call, whose body runs a hybridized block holding gluon_cf.cond hung in
-      3 and 8 runs of 8 on the loaded machine (none of 9 when idle); eager nestings of remat
+      3 and 8 runs of 8 on the loaded machine (0 and 1 of 6 less loaded); eager nestings of remat
       foreach, while_loop and recursive calls passed 16 random configurations, then one (a
       foreach ``remat=2`` of one step holding a foreach with a ``MemoryBudget`` holding a
       while_loop and remat calls) hung every run.
@@ -30,7 +30,8 @@ NOTE [nested custom backward]
       engine worker and the idle Custom-operator workers waiting for work; one worker in a
       remat callback waiting for a value it computed itself. Every array that callback reads
       is ready (each waited for from another thread); the first operator it then pushes (a
-      while_loop predicate's CachedOp, three operators) never runs.
+      while_loop predicate's CachedOp: ``reshape``, ``slice``, ``_lesser_scalar``, none of
+      which takes a resource) never runs, though its input is ready and its output new.
     * Not the cause: engine bulking (``MXNET_EXEC_BULK_EXEC_TRAIN=0`` still hangs), the
       per-device engine (``MXNET_ENGINE_TYPE=ThreadedEngine`` hangs too), static CachedOp
       buffers (fresh CachedOps hang too), ``autograd.backward`` in the node's callback
@@ -44,8 +45,9 @@ NOTE [nested custom backward]
       holds it while it waits (directly or not) for the nested callback's result, and an
       operator the callback pushes then queues behind it. Whether they meet depends on the
       round-robin and on how the threads' pushes interleave, hence always, sometimes or never.
-      Not pinned down: which pending operator holds it (the wheel has no engine debug build),
-      and it is not just any pending consumer of a custom node's gradient: an
+      Not pinned down: which variable blocks the predicate's operators (not one of their own
+      resources, see above), which pending operator holds it (the wheel has no engine debug
+      build), and it is not just any pending consumer of a custom node's gradient: an
       ``autograd.Function`` whose backward sums, consumed by a reduction or by the sum of two
       such nodes' gradients, passes with one temp space.
 
