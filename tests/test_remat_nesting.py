@@ -54,7 +54,9 @@ NOTE [nested custom backward]
       ``autograd.Function`` whose backward sums, consumed by a reduction or by the sum of two
       such nodes' gradients, passes with one temp space.
 
-    Hence no custom backward runs inside another. Loops and remat calls met while a remat
+    Hence no custom backward runs inside another's graph (the outermost hybridized remat loop
+    is the only operation its node records, so that node's backward is a call of the loop's
+    and copies; that position never hung). Loops and remat calls met while a remat
     loop runs (forward or recomputation) or while a remat call's body is recomputed run as
     with ``remat=False`` (``remat.applies``, ``remat_calls.wanted``): the enclosing node keeps
     only its checkpoints and recomputes them with its step, so the memory is the outer
