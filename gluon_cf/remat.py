@@ -41,7 +41,10 @@ NOTE [rematerialisation]
 
     Export ignores ``remat``: it is about what training keeps. Recursive calls
     (``@recursive(remat=True)``, eager) are rematerialised per call instead, reusing
-    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls].
+    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls]. Loops and
+    calls inside a remat loop's body run as with ``remat=False`` (``applies``): the outer loop
+    recomputes them, and a custom backward inside another can hang MXNet 1.9.1's engine
+    (NOTE [nested custom backward] in ``tests/test_remat_nesting.py``).
 """
 import ctypes
 import functools
@@ -396,6 +399,13 @@ def _float(a):
     return np.issubdtype(np.dtype(a.dtype), np.floating)
 
 
+def applies(remat):
+    """Whether a loop given ``remat`` runs rematerialised here: under recording, and not
+    inside a remat loop's or call's run, where it runs as with remat=False, recomputed with
+    the enclosing one (NOTE [nested custom backward])."""
+    return bool(remat) and autograd.is_recording() and getattr(_inside, "loop", None) is None
+
+
 class Loop:
     """One loop run with rematerialisation (NOTE [rematerialisation]).
 
@@ -414,22 +424,27 @@ class Loop:
         self.training = autograd.is_training()
         self.ctx = (self.init or self.data)[0].context
         self.seed_base: Optional[int] = None   # set by the forward's first random segment
-        if getattr(_inside, "loop", None) is not None:
-            raise NotImplementedError(
-                "gluon_cf.%s%s: remat on a loop inside the body of a loop with remat (%s) is "
-                "not supported (the nested backward hangs MXNet 1.9.1's engine); give remat "
-                "to one of the two loops only" % (op, self._at(), _inside.loop))
 
     # -- forward --------------------------------------------------------------------------
 
     def forward(self, more=None):
-        """Generator: :meth:`forward_steps` with this loop marked as running (no remat loop
-        may start inside it)."""
+        """Generator: :meth:`forward_steps` with this loop marked as running (loops and calls
+        inside it run as with remat=False: :func:`applies`)."""
         _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        runs = _node.node_runs()
         try:
-            return (yield from self.forward_steps(more))
+            per_step, states = yield from self.forward_steps(more)
         finally:
             _inside.loop = None
+        if self.eager:   # a node run in the body (NOTE [nested custom backward])
+            _throttle([o for outs in per_step for o in outs] + states)
+            if _node.node_runs() != runs:
+                raise NotImplementedError(
+                    "gluon_cf.%s%s: remat with a body that runs a hybridized block holding "
+                    "gluon_cf ops (cond, loops, recursion) is not supported (their backward "
+                    "inside the loop's hangs MXNet 1.9.1's engine); use remat=False, or the "
+                    "block without hybridize()" % (self.op, self._at()))
+        return per_step, states
 
     def forward_steps(self, more=None):
         """Generator: run the loop, keeping checkpoints; returns ``(per_step_outputs,
@@ -656,10 +671,10 @@ def _differs(a, b):
 
 
 def check_hybridized(op, node, graphs):
-    """Hybridized, remat runs only on an outermost node whose subgraphs hold no gluon_cf node:
-    the backward of a rematerialised loop that runs nested nodes (or runs inside one) waits
-    for values that MXNet 1.9.1's engine then never computes (observed: a hang). Refused with
-    a clear error instead; eager mode has no such limit."""
+    """Hybridized, remat runs only on an outermost node: the backward of a rematerialised loop
+    inside another node's waits for values that MXNet 1.9.1's engine then never computes
+    (NOTE [nested custom backward] in ``tests/test_remat_nesting.py``). Refused with a clear
+    error instead. Nodes in its body run inline, and their loops without remat."""
     top = _node.top_level_node()
     where = node.spec.get("remat_where")
     at = " at %s" % where if where else ""
@@ -669,12 +684,6 @@ def check_hybridized(op, node, graphs):
             "supported (MXNet 1.9.1's engine hangs in its backward); give remat to the "
             "outermost loop only, or run the block without hybridize()"
             % (op, at, top.kind, top.spec.get("node") or ""))
-    if any(g.partitioned for g in graphs):
-        raise NotImplementedError(
-            "gluon_cf.%s%s: remat on a hybridized loop whose body holds gluon_cf ops (cond, "
-            "loops, recursive calls) is not supported (MXNet 1.9.1's engine hangs in its "
-            "backward); use remat=False here, or run the block without hybridize(), where "
-            "nested remat works" % (op, at))
 
 
 def holds_random_ops(spec):

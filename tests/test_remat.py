@@ -265,10 +265,11 @@ class _Nested(gluon.HybridBlock):
 
 
 def test_nested_loops():
-    hybridize = False   # hybridized nesting is refused (next test)
+    hybridize = False   # hybridized: tests/test_remat_nesting.py, in a fresh process
     results = []
     combos = [(False, False, False), (True, False, False), (2, False, False),
-              ("auto", False, False), (False, 2, False), (False, False, True)]
+              ("auto", False, False), (False, 2, False), (False, False, True),
+              (True, 2, True), ("auto", True, 2)]   # inner ones without remat (remat.applies)
     for outer, inner, innermost in combos:
         mx.random.seed(4)
         net = _Nested(outer, inner, innermost)
@@ -291,8 +292,7 @@ def test_nested_loops():
 
 
 @pytest.mark.parametrize("outer, inner, text", [
-    (False, True, "remat on a loop inside the hybridized gluon_cf.foreach node"),
-    (True, False, "remat on a hybridized loop whose body holds gluon_cf ops")])
+    (False, True, "remat on a loop inside the hybridized gluon_cf.foreach node")])
 def test_nested_remat_hybridized_is_refused(outer, inner, text):
     net = _Nested(outer, inner, False)
     net.initialize()
@@ -304,18 +304,6 @@ def test_nested_remat_hybridized_is_refused(outer, inner, text):
         with autograd.record():
             outs, last = net(x, s)
         last.asnumpy()
-
-
-def test_remat_inside_remat_is_refused():
-    net = _Nested(True, 2, False)
-    net.initialize()
-    x, s = mx.nd.ones((2, 3, 2, 3)), mx.nd.ones((2, 3))
-    s.attach_grad()
-    with pytest.raises(NotImplementedError, match=r"gluon_cf.foreach at .*test_remat.py:\d+: "
-                                                  r"remat on a loop inside the body of a loop "
-                                                  r"with remat \(gluon_cf.foreach at "):
-        with autograd.record():
-            net(x, s)
 
 
 def test_remat_keeps_less_memory_in_a_fresh_process():

@@ -223,22 +223,6 @@ def test_randomness_is_refused():
         _backward_error(f, mx.nd.array([2]))
 
 
-def test_remat_recursion_inside_a_remat_loop_is_refused():
-    w = mx.nd.array([0.5])
-    w.attach_grad()
-
-    @gluon_cf.recursive(remat=True)
-    def f(n):
-        return gluon_cf.cond(n < 1, lambda: w * 1, lambda: f(n - 1) * w)
-
-    with pytest.raises(NotImplementedError, match=r"gluon_cf.recursive at .*"
-                       r"test_remat_recursion.py:\d+: remat=True for 'f' called inside the "
-                       r"body of gluon_cf.foreach at "):
-        with autograd.record():
-            gluon_cf.foreach(lambda x, s: (f(x), s), mx.nd.ones((2, 1)), mx.nd.zeros((1,)),
-                             remat=True)
-
-
 @pytest.mark.parametrize("remat, error, text", [
     (2, NotImplementedError, "remat=2 is not implemented for recursive functions"),
     ("auto", NotImplementedError, "remat='auto' is not implemented for recursive functions"),
@@ -319,25 +303,6 @@ def test_remat_keeps_less_memory_in_a_fresh_process():
         assert done.returncode == 0, done.stderr[-2000:]
         growth[remat] = int(done.stdout.split()[-2])   # kB
     assert growth["False"] > 50 * 1024 and growth["True"] * 2 < growth["False"], growth
-
-
-def test_remat_loop_inside_a_remat_call_is_refused():
-    """Found when the call's body is recomputed (its forward runs the loop unrecorded)."""
-    w = mx.nd.array([0.5])
-    w.attach_grad()
-
-    @gluon_cf.recursive(remat=True)
-    def f(n):
-        def body():
-            out, _ = gluon_cf.foreach(lambda x, s: (x * w, s), mx.nd.ones((2, 1)),
-                                      mx.nd.zeros((1,)), remat=True)
-            return out.sum(axis=0) + f(n - 1)
-        return gluon_cf.cond(n < 1, lambda: w * 1, body)
-
-    with pytest.raises(NotImplementedError, match=r"gluon_cf.foreach at .*test_remat_recursion"
-                       r".py:\d+: remat on a loop inside the body of a loop with remat "
-                       r"\(gluon_cf.recursive 'f' at .*test_remat_recursion.py:\d+\)"):
-        _backward_error(f, mx.nd.array([2]))
 
 
 HANG_SCRIPT = textwrap.dedent("""

@@ -69,7 +69,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
         return _foreach_symbolic(step, flat_data, flat_states, name, remat)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
-    if remat and mx.autograd.is_recording():
+    if _remat.applies(remat):
         nd_ = len(flat_data)
         loop_ = _remat.Loop(OP, remat, user_location(), flat_data, flat_states,
                             _remat.closure_arrays(body),
@@ -340,7 +340,7 @@ class ForeachRule(registry.Rule):
             results = yield Parallel(body.run([d[t] for d in data] + captured, frame)
                                      for t in range(length))
             return [stack_steps(OP, k, column) for k, column in enumerate(zip(*results))]
-        if node.spec.get("remat") and mx.autograd.is_recording():
+        if _remat.applies(node.spec.get("remat")):
             return (yield from _remat_forward(node, data, states, captured, frame))
         if not node.run_time_shapes and not body.partitioned and \
                 (frame is None or frame.recursion is None):
@@ -357,7 +357,7 @@ class ForeachRule(registry.Rule):
         """The outermost node writes into MXNet's outputs (NOTE [where a loop's memory goes]
         in ``foreach_memory.py``): heads for backward, or None to run ``forward`` (which
         runs a recorded loop with remat, NOTE [rematerialisation])."""
-        if node.spec.get("remat") and mx.autograd.is_recording():
+        if _remat.applies(node.spec.get("remat")):
             return None
         return _forward_into(node, inputs, out_data, is_train)
 

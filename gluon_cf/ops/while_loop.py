@@ -88,7 +88,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     if mode == "symbol":
         return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
                                report_truncation, truncation_advice, remat)
-    if remat and mx.autograd.is_recording():
+    if _remat.applies(remat):
         loop_ = _remat.Loop(OP, remat, user_location(), [], flat_vars,
                             _remat.closure_arrays([cond, func]),
                             lambda t, slices, vs: done(eagerly(step.eager, vs)), eager=True,
@@ -432,7 +432,7 @@ class WhileLoopRule(registry.Rule):
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         pad_to = _pad_to(node.spec)
 
-        if node.spec.get("remat") and mx.autograd.is_recording():
+        if _remat.applies(node.spec.get("remat")):
             return (yield from self._remat_forward(node, inputs, frame))
         fused = _func_then_cond(node)
         next_pred: list = []   # the predicate the last fused step computed on its new loop vars

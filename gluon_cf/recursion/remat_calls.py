@@ -20,7 +20,10 @@ NOTE [rematerialised recursive calls]
     MXNet's engine then hands to their backward. So every call's body is computed twice (once
     forward, once in backward), never more, and only one call's intermediates are alive at a
     time; no backward runs inside another (the nesting that can hang MXNet 1.9.1's engine,
-    NOTE [rematerialisation]): a parent's backward sees its children only as leaves.
+    NOTE [nested custom backward] in ``tests/test_remat_nesting.py``): a parent's backward
+    sees its children only as leaves. For the same reason a loop run while a call's body is
+    recomputed runs without remat (``remat.applies``), as do remat calls in a remat loop's
+    body (``wanted``): the enclosing node recomputes them, one step or call at a time.
 
     What it refuses, each with an error naming the function and the user's line:
 
@@ -40,8 +43,7 @@ NOTE [rematerialised recursive calls]
       the count of node runs (``node.node_runs``) around the body, waited for;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost);
-    * remat calls inside the body of a loop with remat and the reverse (nested custom
-      backward), ``remat`` other than ``True``/``False``, and hybridized ``remat=True``.
+    * ``remat`` other than ``True``/``False``, and hybridized ``remat=True``.
 """
 import json
 import threading
@@ -82,9 +84,11 @@ def replaying():
 
 
 def wanted(fn) -> bool:
-    """Whether the eager call of ``fn`` now is a rematerialised one."""
+    """Whether the eager call of ``fn`` now is a rematerialised one: not inside a remat loop's
+    run, where calls run as with remat=False, recomputed with the loop (NOTE [nested custom
+    backward] in ``tests/test_remat_nesting.py``)."""
     return bool(fn.remat) and (autograd.is_recording() or getattr(_state, "call", None)
-                               is not None)
+                               is not None) and getattr(_remat._inside, "loop", None) is None
 
 
 class _Root:
@@ -273,11 +277,6 @@ def call(fn, args, where: Optional[str] = None):
     """The eager call ``fn(*args)`` rematerialised (NOTE [rematerialised recursive calls])."""
     if replaying():
         return _state.call.replay(fn, args)
-    if getattr(_remat._inside, "loop", None) is not None:
-        raise NotImplementedError(
-            "gluon_cf.recursive%s: remat=True for %r called inside the body of %s is not "
-            "supported (the nested backward hangs MXNet 1.9.1's engine); give remat to one of "
-            "the two only" % (" at %s" % where if where else "", fn.name, _remat._inside.loop))
     parent = getattr(_state, "call", None)
     root = parent.root if parent is not None else _Root(where)
     flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
