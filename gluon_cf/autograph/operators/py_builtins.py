@@ -5,8 +5,10 @@ NOTE [autograph iteration]
     MXNet's ``Symbol.__iter__`` yields the whole symbol once, so everything that iterates a
     Symbol as Python would is refused at its line: comprehensions and generator expressions
     (:func:`iterated`), ``*x`` in a call, and the builtins ``enumerate``, ``zip``, ``range``,
-    ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`). A ``for`` statement
-    over a tensor converts (``foreach``, NOTE [autograph loops]).
+    ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`). ``any``, ``all``,
+    ``min``, ``max`` and ``sorted`` of Symbols (a list or generator of them) would take their
+    truth or compare them, which MXNet refuses with no line of the user's: refused at the
+    call. A ``for`` statement over a tensor converts (``foreach``, NOTE [autograph loops]).
 """
 import functools
 
@@ -44,6 +46,14 @@ def builtin(fn, where):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
+        if name in _COMPARING and len(args) == 1 and not isinstance(
+                args[0], (mx.sym.Symbol, str, bytes, dict)):
+            args = (list(args[0]),)          # (an iterator is read once: its items kept)
+            if any(isinstance(a, mx.sym.Symbol) for a in args[0]):
+                _refuse_truth(name, where)
+        elif name in _COMPARING and len(args) > 1 and \
+                any(isinstance(a, mx.sym.Symbol) for a in args):
+            _refuse_truth(name, where)
         if any(one_output(a) for a in args):
             raise AutographError(
                 f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
@@ -53,6 +63,17 @@ def builtin(fn, where):
                 f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
         return the_builtin(*args, **kwargs)
     return checked
+
+
+# Builtins that take the truth of (or compare) the items they are given
+_COMPARING = {"any", "all", "min", "max", "sorted"}
+
+
+def _refuse_truth(name, where):
+    raise AutographError(
+        f"{where}: {name}() of tensors while hybridizing: it compares them or takes their "
+        f"truth, which a Symbol has only when the graph runs. Use F ops on the stacked "
+        f"values (F.max, F.min, F.sort, F.sum(...) > 0 for any, F.min(...) > 0 for all)")
 
 
 def one_output(value):

@@ -41,7 +41,9 @@ def augmented(target, value, op):
     ``+=`` writes into the array, so every alias of it changes and autograd refuses it while
     recording; a Symbol's is ``target = target + value``), in place otherwise (lists)."""
     if is_tensor(target):
-        return getattr(operator, op)(target, value)
+        from .tensor_access import BROADCAST, binary
+        return binary(target, value, op) if op in BROADCAST else \
+            getattr(operator, op)(target, value)
     return getattr(operator, "i" + op.rstrip("_"))(target, value)
 
 
