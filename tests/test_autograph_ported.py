@@ -317,3 +317,65 @@ def test_what_a_symbol_cannot_do_is_refused_at_the_users_line(block_class, shape
             net(mx.nd.ones(shape))
         return
     _refused_at(block_class, [shape], line_text, words)
+
+
+# ---------------------------------------------------------------- recursion in helpers
+
+def factorial(n):
+    """Recursive on Python values: its own name in its body is the module's (the converted
+    function was compiled with it as a closure variable of the factory: a KeyError)."""
+    return 1 if n <= 1 else n * factorial(n - 1)
+
+
+def halved_until_small(F, h):
+    if F.sum(h) > 1:
+        return halved_until_small(F, h * 0.5)
+    return h
+
+
+class CallsRecursiveHelpers(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def depth(n):
+            return 0 if n == 0 else 1 + depth(n - 1)
+        return x[depth(2)] * factorial(4) + x[np.int64(1)]     # (numpy's ints index too)
+
+
+def test_recursive_python_helpers_are_converted():
+    _check_equal(CallsRecursiveHelpers, (3, 2))
+
+
+class RecursesOnTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return halved_until_small(F, x * 3)
+
+
+def test_recursion_under_a_tensor_condition_is_refused_at_its_if():
+    """Traced, both branches run, so it never reaches its base case: an AutographError at
+    the if (it was Python's RecursionError)."""
+    _refused_at(RecursesOnTensor, [(2,)], "if F.sum(h) > 1:", "@gluon_cf.recursive")
+    net = RecursesOnTensor()
+    np.testing.assert_allclose(net(mx.nd.array([0.1, 0.2])).asnumpy(), [0.3, 0.6], rtol=1e-6)
+
+
+class CountingProperty(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    @property
+    def bump(self):
+        self.n += 1
+        return self.n
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = h + row * self.bump
+        return h
+
+
+def test_a_property_changing_state_in_a_tensor_loop_is_refused():
+    _refused_at(CountingProperty, [(3, 2)], "self.n += 1", "inside the for loop on a tensor")

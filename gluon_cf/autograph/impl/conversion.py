@@ -119,7 +119,7 @@ from typing import Dict, List, Optional, Tuple
 import mxnet as mx
 
 from .. import operators
-from ..operators import side_effects
+from ..operators import side_effects, tensor_access
 from ..converters.assignments import AssignmentsConverter
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
@@ -166,7 +166,10 @@ def convert_function(fn, max_iterations=None):
         name="__ag_factory", args=ast.arguments(
             posonlyargs=[], args=[ast.arg(arg=name) for name in freevars], vararg=None,
             kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-        body=[func, ast.Return(value=ast.Name(id=func.name, ctx=ast.Load()))],
+        # (`global name`: the function's own name in its body is the module's, as in the
+        # original, not the factory's local: a recursive helper calls itself through it)
+        body=([ast.Global(names=[func.name])] if func.name not in freevars else []) +
+        [func, ast.Return(value=ast.Name(id=func.name, ctx=ast.Load()))],
         decorator_list=[], returns=None)
     module = ast.Module(body=[factory], type_ignores=[])
     ast.fix_missing_locations(module)
@@ -248,6 +251,7 @@ def _runtime():
         _RUNTIME = types.ModuleType("gluon_cf.autograph.__ag__", _runtime.__doc__)
         _RUNTIME.__dict__.update({name: getattr(operators, name) for name in operators.__all__})
         _RUNTIME.__dict__["converted"] = converted
+        _RUNTIME.__dict__["attribute"] = attribute
     return _RUNTIME
 
 
@@ -337,13 +341,39 @@ def is_user_function(fn) -> bool:
     return isinstance(fn, types.FunctionType) and not _is_library(fn)
 
 
+def attribute(value, name, where):
+    """``value.name`` read by converted code: a property of a user class runs its getter
+    converted (NOTE [autograph calls]); anything else is
+    :func:`~gluon_cf.autograph.operators.tensor_access.attribute` (NOTE [autograph
+    indexing])."""
+    getter = _user_property(type(value), name)
+    if getter is not None:
+        return converted(getter, where)(value)
+    return tensor_access.attribute(value, name, where)
+
+
+def _user_property(cls, name):
+    """The getter of ``cls``'s property ``name`` when it is a plain property of user code,
+    else None (library properties, and any other attribute, read as they are)."""
+    if issubclass(cls, (mx.nd.NDArray, mx.sym.Symbol)):
+        return None
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            if type(found) is property and is_user_function(found.fget):
+                return found.fget
+            return None
+    return None
+
+
 def _constructor(cls, where):
     """``cls`` called by converted code: a class of the user's (plain metaclass, its
     ``__init__`` user code in a file) is constructed as ``type.__call__`` does, with its
     ``__init__`` converted (NOTE [autograph calls]); any other class is itself."""
     init = getattr(cls, "__init__", None)
     if type(cls) is not type or issubclass(cls, (mx.gluon.Block, BaseException)) or \
-            not is_user_function(init) or init.__code__.co_filename.startswith("<"):
+            not isinstance(init, types.FunctionType) or not is_user_function(init) or \
+            init.__code__.co_filename.startswith("<"):
         return cls
 
     @functools.wraps(cls, updated=())

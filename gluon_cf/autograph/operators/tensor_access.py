@@ -34,12 +34,16 @@ NOTE [autograph indexing]
     code) read by converted code runs its getter converted (NOTE [autograph calls]).
 """
 import builtins
-import operator
+import numbers
+from typing import List, Optional
 
 import mxnet as mx
 
 from ..errors import AutographError, node_name
 from .py_builtins import one_output
+from .variables import BROADCAST, binary
+
+__all__ = ["attribute", "binary", "BROADCAST", "item_target", "py_slice", "subscript"]
 
 py_slice = builtins.slice      # (converted code's a:b, whatever the user's ``slice`` is)
 
@@ -66,24 +70,9 @@ NDARRAY_ONLY = {
 }
 
 
-# The operators of NDArray-NDArray arithmetic and comparison (NDArray's __add__ ... use them)
-BROADCAST = {"add": "broadcast_add", "sub": "broadcast_sub", "mul": "broadcast_mul",
-             "truediv": "broadcast_div", "mod": "broadcast_mod", "pow": "broadcast_power",
-             "gt": "broadcast_greater", "ge": "broadcast_greater_equal",
-             "lt": "broadcast_lesser", "le": "broadcast_lesser_equal",
-             "eq": "broadcast_equal", "ne": "broadcast_not_equal"}
-
-
-def binary(left, right, op):
-    """``left op right`` in converted code (``op`` a name of :data:`BROADCAST`): of two
-    Symbols, MXNet's broadcasting operator, as of two NDArrays; otherwise Python's."""
-    if isinstance(left, mx.sym.Symbol) and isinstance(right, mx.sym.Symbol):
-        return getattr(mx.sym, BROADCAST[op])(left, right)
-    return getattr(operator, op)(left, right)
-
-
 def attribute(value, name, where):
-    """``value.name`` read by converted code (NOTE [autograph indexing])."""
+    """``value.name`` read by converted code (NOTE [autograph indexing]; a user property is
+    read through ``impl.conversion.attribute``, which calls this for anything else)."""
     if isinstance(value, mx.sym.Symbol):
         if name == "T":
             return mx.sym.transpose(value, name=node_name(where, "T"))
@@ -92,27 +81,7 @@ def attribute(value, name, where):
             raise AutographError(
                 f"{where}: .{name} of a tensor while hybridizing: a Symbol has no {name} "
                 f"(its values and shape exist only when the graph runs); use {instead}")
-        return getattr(value, name)
-    getter = _user_property(type(value), name)
-    if getter is not None:
-        from ..impl.conversion import converted
-        return converted(getter, where)(value)
     return getattr(value, name)
-
-
-def _user_property(cls, name):
-    """The getter of ``cls``'s property ``name`` when it is a plain property of user code
-    (converted when read; library properties run as they are), else None."""
-    if not isinstance(cls, type) or issubclass(cls, (mx.nd.NDArray, mx.sym.Symbol)):
-        return None
-    for klass in cls.__mro__:
-        found = klass.__dict__.get(name)
-        if found is not None:
-            if type(found) is property and found.fget is not None:
-                from ..impl.conversion import is_user_function
-                return found.fget if is_user_function(found.fget) else None
-            return None
-    return None
 
 
 def subscript(value, index, where):
@@ -120,15 +89,17 @@ def subscript(value, index, where):
     if not one_output(value):
         return value[index]
     items = index if isinstance(index, tuple) else (index,)
+    items = tuple(int(i) if isinstance(i, numbers.Integral) and not isinstance(i, bool) else i
+                  for i in items)                      # (numpy's ints index as ints)
     for item in items:
-        if isinstance(item, bool) or not (isinstance(item, (int, builtins.slice)) or
-                                          item is Ellipsis or item is None):
+        if isinstance(item, bool) or not (isinstance(item, (numbers.Integral, builtins.slice))
+                                          or item is Ellipsis or item is None):
             raise AutographError(
                 f"{where}: this indexes a tensor with {_described(item)}; while hybridizing "
                 f"only ints, slices and ... index a tensor as Python would. Use F.take(x, "
                 f"indices, axis=...), F.pick, F.gather_nd or F.boolean_mask")
         if isinstance(item, builtins.slice) and not all(
-                part is None or isinstance(part, int) and not isinstance(part, bool)
+                part is None or isinstance(part, numbers.Integral) and not isinstance(part, bool)
                 for part in (item.start, item.stop, item.step)):
             raise AutographError(
                 f"{where}: this slices a tensor with bounds that are not ints ({item}); "
@@ -144,7 +115,9 @@ def subscript(value, index, where):
     name = node_name(where, "index")
     result, squeezed = value, []
     if leading:
-        begin, end, step = [], [], []
+        begin: List[Optional[int]] = []
+        end: List[Optional[int]] = []
+        step: List[Optional[int]] = []
         for axis, item in enumerate(leading):
             if isinstance(item, int):
                 begin.append(item)
