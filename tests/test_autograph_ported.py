@@ -379,3 +379,19 @@ class CountingProperty(HybridBlock):
 
 def test_a_property_changing_state_in_a_tensor_loop_is_refused():
     _refused_at(CountingProperty, [(3, 2)], "self.n += 1", "inside the for loop on a tensor")
+
+
+def test_any_and_all_still_stop_early_on_python_values():
+    """The check of any()/all() items reads them as the builtin does: lazily (an infinite
+    generator ends at the first true item)."""
+    import itertools
+
+    class StopsEarly(HybridBlock):
+        @autograph
+        def hybrid_forward(self, F, x):
+            if any(v > 2 for v in itertools.count()) and not all(v < 2 for v in
+                                                                  itertools.count()):
+                x = x * max(v for v in (1, 3, 2))
+            return x
+
+    _check_equal(StopsEarly, (2,))

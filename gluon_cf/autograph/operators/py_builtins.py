@@ -48,9 +48,8 @@ def builtin(fn, where):
     def checked(*args, **kwargs):
         if name in _COMPARING and len(args) == 1 and not isinstance(
                 args[0], (mx.sym.Symbol, str, bytes, dict)):
-            args = (list(args[0]),)          # (an iterator is read once: its items kept)
-            if any(isinstance(a, mx.sym.Symbol) for a in args[0]):
-                _refuse_truth(name, where)
+            # (checked item by item as the builtin reads them: any() and all() stop early)
+            args = (_no_symbols(args[0], name, where),)
         elif name in _COMPARING and len(args) > 1 and \
                 any(isinstance(a, mx.sym.Symbol) for a in args):
             _refuse_truth(name, where)
@@ -67,6 +66,13 @@ def builtin(fn, where):
 
 # Builtins that take the truth of (or compare) the items they are given
 _COMPARING = {"any", "all", "min", "max", "sorted"}
+
+
+def _no_symbols(iterable, name, where):
+    for item in iterable:
+        if isinstance(item, mx.sym.Symbol):
+            _refuse_truth(name, where)
+        yield item
 
 
 def _refuse_truth(name, where):
