@@ -300,7 +300,14 @@ class AnyOfTensors(HybridBlock):
         return x
 
 
+class BoolOfTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x * bool(F.sum(x) > 0)
+
+
 @pytest.mark.parametrize("block_class, shape, line_text, words", [
+    (BoolOfTensor, (2,), "x * bool(F.sum(x) > 0)", "bool() of a tensor"),
     (UsesShape, (3, 2), "x.shape[0]", ".shape of a tensor"),
     (UsesContext, (2,), "ctx=x.context", "F.zeros_like"),
     (IndexedByTensor, (3, 2), "return x[F.argmax", "F.take"),

@@ -8,7 +8,8 @@ NOTE [autograph iteration]
     ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`). ``any``, ``all``,
     ``min``, ``max`` and ``sorted`` of Symbols (a list or generator of them) would take their
     truth or compare them, which MXNet refuses with no line of the user's: refused at the
-    call. A ``for`` statement over a tensor converts (``foreach``, NOTE [autograph loops]).
+    call; so are ``float``, ``int``, ``bool`` and ``round`` of a Symbol (a Python number
+    of a value the graph computes later). A ``for`` statement over a tensor converts (``foreach``, NOTE [autograph loops]).
 """
 import functools
 
@@ -32,7 +33,9 @@ def iterated(value, where, what):
 # Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
 ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
               "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
-              "range", "next"}
+              "range", "next", "float", "int", "bool", "round"}
+# ... of which these take a Python number from their argument
+_VALUE = {"float", "int", "bool", "round"}
 
 
 def builtin(fn, where):
@@ -53,6 +56,11 @@ def builtin(fn, where):
         elif name in _COMPARING and len(args) > 1 and \
                 any(isinstance(a, mx.sym.Symbol) for a in args):
             _refuse_truth(name, where)
+        if name in _VALUE and any(isinstance(a, mx.sym.Symbol) for a in args):
+            raise AutographError(
+                f"{where}: {name}() of a tensor while hybridizing: its value exists only "
+                f"when the graph runs, so it cannot become a Python number. Keep it an array "
+                f"(an if or while on it converts; F.cast, F.round for the arithmetic)")
         if any(one_output(a) for a in args):
             raise AutographError(
                 f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
