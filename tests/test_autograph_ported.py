@@ -306,7 +306,17 @@ class BoolOfTensor(HybridBlock):
         return x * bool(F.sum(x) > 0)
 
 
+class SlicesCollectedRows(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        return F.stack(*outs[1:])
+
+
 @pytest.mark.parametrize("block_class, shape, line_text, words", [
+    (SlicesCollectedRows, (3, 2), "F.stack(*outs[1:])", "index the stacked rows"),
     (BoolOfTensor, (2,), "x * bool(F.sum(x) > 0)", "bool() of a tensor"),
     (UsesShape, (3, 2), "x.shape[0]", ".shape of a tensor"),
     (UsesContext, (2,), "ctx=x.context", "F.zeros_like"),

@@ -101,9 +101,9 @@ class ListsConverter(Converter):
     def visit_Subscript(self, node):
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
-                node.value.id in self.collected_names and not isinstance(node.slice, ast.Slice):
-            return ast.copy_location(runtime_call("item", [node.value, node.slice,
-                                                           ast.Constant(self.where(node))]), node)
+                node.value.id in self.collected_names:
+            return ast.copy_location(runtime_call("item", [
+                node.value, _index_value(node.slice), ast.Constant(self.where(node))]), node)
         if node not in self.parents:
             return node                      # written by the conversion
         # any other subscript: tensors index as NDArrays do (NOTE [autograph indexing])
