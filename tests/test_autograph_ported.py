@@ -412,3 +412,36 @@ def test_any_and_all_still_stop_early_on_python_values():
             return x
 
     _check_equal(StopsEarly, (2,))
+
+
+# ---------------------------------------------------------------- loops with an else clause
+
+class ForElseSearch(HybridBlock):
+    """A search loop: the else clause runs when no row breaks (it was refused on tensors)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        found = F.zeros_like(x[0])
+        for row in x:
+            if row.sum() > 1.5:
+                found = row
+                break
+        else:
+            found = x[-1] * 3
+        for i in range(2):                   # a Python loop's else, after a tensor break
+            found = found * 1.5
+            if found.sum() > 100:
+                break
+        else:
+            found = found + 1
+        return found
+
+
+def test_loops_with_an_else_clause_equal_plain_python():
+    _check_equal(ForElseSearch, (3, 2))
+    # a row that breaks: scaled up so that one does, and the else clause does not run
+    net, x = ForElseSearch(), np.array([[0.1, 0.2], [2.0, 1.0], [0.3, 0.1]], np.float32)
+    want = _outputs_and_grads(net, [x], plain=True)
+    net.hybridize()
+    for g, w in zip(_outputs_and_grads(net, [x], plain=False), want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
