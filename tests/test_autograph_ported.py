@@ -445,3 +445,24 @@ def test_loops_with_an_else_clause_equal_plain_python():
     net.hybridize()
     for g, w in zip(_outputs_and_grads(net, [x], plain=False), want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+class Bidirectional(HybridBlock):
+    """A bidirectional pass: for row in reversed(x) is a foreach over the reversed rows (it
+    was refused: reversed() of a tensor)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        forward = F.zeros_like(x[0])
+        outs = []
+        for row in x:
+            forward = F.tanh(forward * 0.5 + row)
+            outs.append(forward)
+        backward = F.zeros_like(x[0])
+        for row in reversed(x):
+            backward = F.tanh(backward * 0.5 + row)
+        return F.stack(*outs).sum(axis=0) + backward * 2
+
+
+def test_a_for_over_reversed_rows_equals_plain_python():
+    _check_equal(Bidirectional, (4, 2))

@@ -9,7 +9,9 @@ NOTE [autograph iteration]
     ``min``, ``max`` and ``sorted`` of Symbols (a list or generator of them) would take their
     truth or compare them, which MXNet refuses with no line of the user's: refused at the
     call; so are ``float``, ``int``, ``bool`` and ``round`` of a Symbol (a Python number
-    of a value the graph computes later). A ``for`` statement over a tensor converts (``foreach``, NOTE [autograph loops]).
+    of a value the graph computes later). ``for row in reversed(x)`` on a tensor is the
+    ``for`` over ``F.reverse(x, axis=0)`` (:func:`reversed_rows`): the rows backwards, as
+    ``reversed`` yields an NDArray's. A ``for`` statement over a tensor converts (``foreach``, NOTE [autograph loops]).
 """
 import functools
 
@@ -88,6 +90,16 @@ def _refuse_truth(name, where):
         f"{where}: {name}() of tensors while hybridizing: it compares them or takes their "
         f"truth, which a Symbol has only when the graph runs. Use F ops on the stacked "
         f"values (F.max, F.min, F.sort, F.sum(...) > 0 for any, F.min(...) > 0 for all)")
+
+
+def reversed_rows(fn, value):
+    """The iterable of ``for ... in reversed(value)`` (``fn``: what ``reversed`` names
+    there): the builtin on a Symbol is the Symbol's rows in reverse order, ``reverse`` along
+    axis 0, for the loop to convert (a ``foreach``)."""
+    import builtins
+    if fn is builtins.reversed and one_output(value):
+        return mx.sym.reverse(value, axis=0)
+    return fn(value)
 
 
 def one_output(value):
