@@ -294,7 +294,8 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
 # through a nested function's nonlocal, call helpers of the module (one with a tensor if, one
 # that appends to a global list) and methods (one that counts calls in an attribute),
 # iterate over a tensor in a comprehension, and over Python values in a generator expression,
-# append to a list through a lambda, set an attribute by setattr, unpack F.split's outputs.
+# append to a list through a lambda, set an attribute by setattr, unpack F.split's outputs,
+# index tensors, construct a user class, read a property with a side effect.
 CLOSURE_STATEMENTS = (
     "x = scale(x)", "y = step() * 0.5", "bump(x)", "k = k * 0.9 + y", "y = plus(y)",
     "x = shift(x)", "x = helper(x)", "x = self.half(x)", "x = self.count(x)",
@@ -308,6 +309,10 @@ CLOSURE_STATEMENTS = (
     # through functools.partial, the user's decorators, a lambda of another module
     "x = pgate(x)", "y = ptally(y)", "x = dgate(x)", "x = other.traced_gate(x * 0.5)",
     "y = other.scaled(y * 0.3)",
+    # tensors indexed as NDArrays, two tensors compared (broadcast), a user class whose
+    # __init__ has a tensor if, a property changing an attribute (NOTE [autograph indexing])
+    "x = x + seq[0] * 0.5", "y = y + seq[-1][0] - seq[1:].sum(axis=0)",
+    "y = y * 0.5 + (x > y) * 0.1", "x = Scaled(x).v", "x = x * self.ticks",
 )
 
 @st.composite
@@ -362,11 +367,23 @@ pgate = functools.partial(other.gate_by, c=0.1)
 ptally = functools.partial(tally)
 
 
+class Scaled:
+    def __init__(self, v):
+        if v.sum() > 0.1:
+            v = v * 0.5
+        self.v = v
+
+
 class Net(mx.gluon.HybridBlock):
     def __init__(self):
         super().__init__()
         self.n = 0
         self.counter = other.Counter()
+
+    @property
+    def ticks(self):
+        self.n = self.n + 1
+        return 1 + 0.1 * self.n
 
     def count(self, v):
         self.n = self.n + 1

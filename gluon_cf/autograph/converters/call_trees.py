@@ -75,4 +75,12 @@ class CallTreesConverter(Converter):
     def visit_Attribute(self, node):
         self.generic_visit(node)
         node.attr = self._mangle(node.attr)
-        return node
+        parent = self.parents.get(node)
+        if parent is None or not isinstance(node.ctx, ast.Load) or \
+                isinstance(parent, ast.Call) and parent.func is node or \
+                root_name(node.value) in _LIBRARY_NAMES:
+            return node
+        # an NDArray's attributes on a Symbol, properties of user classes
+        # (NOTE [autograph indexing])
+        return ast.copy_location(runtime_call("attribute", [
+            node.value, ast.Constant(node.attr), ast.Constant(self.where(node))]), node)

@@ -14,8 +14,10 @@ NOTE [autograph jumps]
     until a tensor ``if`` or loop carries them, where they become one-element arrays. A
     ``while`` whose test becomes a tensor through a ``break`` under a tensor ``if`` runs its
     first steps as Python and the rest as a graph loop; a ``while True`` carries its flags as
-    arrays from the start while tracing (one graph loop). A loop with an ``else`` clause or a
-    ``for`` that unpacks its items keeps its jumps as Python.
+    arrays from the start while tracing (one graph loop). A loop's ``else`` clause runs after
+    it under ``if not (break or return flag)`` (unguarded when the loop has neither), a
+    tensor ``if`` when the flags are arrays. A ``for`` that unpacks its items keeps its jumps
+    as Python.
 """
 import ast
 import copy
@@ -35,9 +37,7 @@ class _LoopFlags:
 
 
 def lowerable(loop):
-    """Whether a loop's jumps become flags: no ``else`` clause, and a ``for`` over one name."""
-    if loop.orelse:
-        return False
+    """Whether a loop's jumps become flags: a ``while``, or a ``for`` over one name."""
     return isinstance(loop, ast.While) or isinstance(loop.target, ast.Name)
 
 
@@ -78,10 +78,20 @@ def _lower_block(statements, loop):
             if flags.used_continue:   # first, so that it is a step's temporary
                 body = [ast.copy_location(assign_constant(flags.cont, False), statement)] + body
             statement.body = body
+            # the else clause: after the loop, run unless a break or return left it
+            orelse, statement.orelse = statement.orelse, []
+            if orelse:
+                orelse, inner = _lower_block(orelse, loop)
+                if stop:
+                    guard = ast.If(test=running_test(stop), body=orelse, orelse=[])
+                    orelse = [ast.copy_location(guard, orelse[0])]
             # a return's flag starts False once, before the outermost loop it leaves
             out.extend(ast.copy_location(assign_constant(f, False), statement) for f in stop
                        if loop is None or not f.startswith("__agf_return_"))
             out.append(statement)
+            out.extend(orelse)
+            if orelse:
+                returns.extend(inner)
             if loop is None:         # the outermost loop: return after it
                 out.extend(ast.copy_location(ast.If(
                     test=ast.Name(id=f, ctx=ast.Load()),

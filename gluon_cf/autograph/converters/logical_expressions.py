@@ -7,8 +7,45 @@ from ..pyct.templates import runtime_call, thunk
 from .base import Converter
 
 
+_BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+           ast.Mod: "mod", ast.Pow: "pow", ast.Gt: "gt", ast.GtE: "ge", ast.Lt: "lt",
+           ast.LtE: "le", ast.Eq: "eq", ast.NotEq: "ne"}
+
+
+def _constant(node):
+    """A constant operand (``2``, ``-1.5``): with it the operator is Python's either way."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
 class LogicalConverter(Converter):
-    """``and``, ``or`` and ``not``."""
+    """``and``, ``or``, ``not`` and the test of ``assert``."""
+
+    # -- arithmetic and comparisons of two tensors broadcast (NOTE [autograph indexing])
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        op = _BINARY.get(type(node.op))
+        if op is None or node not in self.parents or _constant(node.left) or \
+                _constant(node.right):
+            return node
+        return ast.copy_location(runtime_call("binary", [node.left, node.right,
+                                                         ast.Constant(op)]), node)
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        op = _BINARY.get(type(node.ops[0]))
+        if len(node.ops) != 1 or op is None or node not in self.parents or \
+                _constant(node.left) or _constant(node.comparators[0]):
+            return node
+        return ast.copy_location(runtime_call("binary", [node.left, node.comparators[0],
+                                                         ast.Constant(op)]), node)
+
+    def visit_Assert(self, node):
+        self.generic_visit(node)
+        if node in self.parents:
+            node.test = runtime_call("asserted", [node.test, ast.Constant(self.where(node))])
+        return node
 
     def visit_BoolOp(self, node):
         self.generic_visit(node)

@@ -63,6 +63,13 @@ class LoopsConverter(Converter):
         return located(statements, node)
 
     def visit_For(self, node):
+        iterable = node.iter
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and \
+                iterable.func.id == "reversed" and len(iterable.args) == 1 and \
+                not iterable.keywords and node in self.parents:
+            # for row in reversed(x): the rows of x reversed (NOTE [autograph iteration])
+            node.iter = ast.copy_location(runtime_call("reversed_rows", [
+                iterable.func, iterable.args[0]]), iterable)
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         # (inside the running() wrapper: before it converts)
         lists, kept = collect_appends(node, self.collected.get(node, []))

@@ -47,8 +47,10 @@ NOTE [autograph]
     (``pyct/static_analysis/activity.py``), NOTE [autograph side effects]
     (``operators/side_effects.py``), NOTE [autograph iteration] (``operators/py_builtins.py``),
     NOTE [autograph jumps] (``converters/jumps.py``), NOTE [autograph loops]
-    (``operators/control_flow.py``) and NOTE [autograph lists]
-    (``operators/data_structures.py``).
+    (``operators/control_flow.py``), NOTE [autograph lists]
+    (``operators/data_structures.py``) and NOTE [autograph indexing]
+    (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
+    attributes, ``assert``, properties).
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,
@@ -65,20 +67,31 @@ NOTE [autograph calls]
     ``functools.partial`` the function is converted and the partial rebuilt around it. A
     wrapper the user's decorator made (``functools.wraps``) is user code: it is converted
     from its own source (not the ``__wrapped__`` one inspect would show: the decorator runs),
-    and converts the function it calls. A user function wrapped by a library's decorator
-    (``__wrapped__`` leading from library code to user code) cannot be converted without
-    skipping the decorator: it runs as plain Python eagerly, and while hybridizing (a Symbol
-    argument, or inside a tensor ``if`` or loop being traced) the call is an AutographError.
+    and converts the function it calls. A library's decorator written in Python that holds
+    the function it wraps (``__wrapped__``) in a closure cell is rebuilt around the converted
+    function: the same code, the same other cells (its state stays shared), so the
+    decorator runs and calls converted code. Under ``functools.lru_cache``/``cache`` (a C
+    wrapper) a call with Python arguments runs as Python does (cached, as plain Python would
+    be); with a tensor while hybridizing it is an AutographError (a Symbol is no cache key).
+    Any other user function wrapped by a library's decorator (``functools.singledispatch``)
+    cannot be converted without skipping the decorator: it runs as plain Python eagerly, and
+    while hybridizing (a Symbol argument, or inside a tensor ``if`` or loop being traced) the
+    call is an AutographError.
     A user function whose conversion fails (no source: ``exec``; a file changed since
     import) is an AutographError naming the call and the function, eagerly too: run
     unconverted it would be silently wrong. A lambda is found in its file's syntax by its
     line, parameters and code positions, and converted as ``def f(args): return body``.
     An object of a user class (``self.scorer(h)``) is called through its ``__call__``,
     converted. A user generator function (``yield``: not convertible) runs as plain Python
-    eagerly and is refused while hybridizing, as a library's decorator is. Gluon blocks
-    (``self.fc(x)``: their ``hybrid_forward`` is the block's business), MXNet, builtins,
-    classes (their ``__init__`` runs as it is), properties (an attribute read, not a call)
-    and the nested functions converted with their enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``,
+    eagerly and is refused while hybridizing, as a library's decorator is. A user class
+    called by converted code (plain metaclass, ``__init__`` in a file of user code; not a
+    Gluon block or an exception) is constructed as ``type.__call__`` does, with its
+    ``__init__`` converted: its tensor ``if``s and loops convert, and its first parameter is
+    the object being made, so setting its attributes is no side effect (class state is). A
+    user property read by converted code runs its getter converted (NOTE [autograph
+    indexing]). Gluon blocks (``self.fc(x)``: their ``hybrid_forward`` is the block's
+    business), MXNet, builtins, other classes, and the nested functions converted with their
+    enclosing function run as they are. Calls of attributes of the names ``F``, ``mx``,
     ``np`` ... are not wrapped (library modules by convention). Output in a tensor ``if`` or
     loop runs once, while tracing, and shows Symbols: ``print`` (``printing``), logging calls
     and a stream's ``write`` (``output``) warn once per line, since refusing a debugging aid
@@ -106,7 +119,7 @@ from typing import Dict, List, Optional, Tuple
 import mxnet as mx
 
 from .. import operators
-from ..operators import side_effects
+from ..operators import side_effects, tensor_access
 from ..converters.assignments import AssignmentsConverter
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
@@ -153,7 +166,10 @@ def convert_function(fn, max_iterations=None):
         name="__ag_factory", args=ast.arguments(
             posonlyargs=[], args=[ast.arg(arg=name) for name in freevars], vararg=None,
             kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-        body=[func, ast.Return(value=ast.Name(id=func.name, ctx=ast.Load()))],
+        # (`global name`: the function's own name in its body is the module's, as in the
+        # original, not the factory's local: a recursive helper calls itself through it)
+        body=([ast.Global(names=[func.name])] if func.name not in freevars else []) +
+        [func, ast.Return(value=ast.Name(id=func.name, ctx=ast.Load()))],
         decorator_list=[], returns=None)
     module = ast.Module(body=[factory], type_ignores=[])
     ast.fix_missing_locations(module)
@@ -235,6 +251,7 @@ def _runtime():
         _RUNTIME = types.ModuleType("gluon_cf.autograph.__ag__", _runtime.__doc__)
         _RUNTIME.__dict__.update({name: getattr(operators, name) for name in operators.__all__})
         _RUNTIME.__dict__["converted"] = converted
+        _RUNTIME.__dict__["attribute"] = attribute
     return _RUNTIME
 
 
@@ -268,13 +285,22 @@ def converted(fn, where=None):
     if output is not None:
         return output
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(fn, type):
+        return _constructor(fn, where)
     call = getattr(type(fn), "__call__", None)
     if not isinstance(target, (types.FunctionType, type, mx.gluon.Block)) and \
             isinstance(call, types.FunctionType) and not _is_library(call):
         return converted(types.MethodType(call, fn), where)     # an object of a user class
     if not isinstance(target, types.FunctionType) or _is_library(target):
         wrapped = _wrapped_user_function(target)
-        return fn if wrapped is None else _refused_while_hybridizing(
+        if wrapped is None:
+            return fn
+        rewrapped = _rewrapped(fn, target, where)
+        if rewrapped is not None:
+            return rewrapped
+        if isinstance(target, _LRU_CACHE):
+            return _cached(fn, wrapped, where)
+        return _refused_while_hybridizing(
             fn, wrapped, where, f"through a library's decorator ({_decorator_of(fn)})",
             f"Call the undecorated function ({wrapped.__name__}.__wrapped__), or write the "
             f"decorator in your own code (it is converted then, and what it wraps)")
@@ -308,6 +334,108 @@ def converted(fn, where=None):
     if isinstance(fn, types.MethodType):
         return types.MethodType(done, fn.__self__)
     return done
+
+
+def is_user_function(fn) -> bool:
+    """Whether ``fn`` is a plain function of user code (converted when called)."""
+    return isinstance(fn, types.FunctionType) and not _is_library(fn)
+
+
+def attribute(value, name, where):
+    """``value.name`` read by converted code: a property of a user class runs its getter
+    converted (NOTE [autograph calls]); anything else is
+    :func:`~gluon_cf.autograph.operators.tensor_access.attribute` (NOTE [autograph
+    indexing])."""
+    getter = _user_property(type(value), name)
+    if getter is not None:
+        return converted(getter, where)(value)
+    return tensor_access.attribute(value, name, where)
+
+
+def _user_property(cls, name):
+    """The getter of ``cls``'s property ``name`` when it is a plain property of user code,
+    else None (library properties, and any other attribute, read as they are)."""
+    if issubclass(cls, (mx.nd.NDArray, mx.sym.Symbol)):
+        return None
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            if type(found) is property and is_user_function(found.fget):
+                return found.fget
+            return None
+    return None
+
+
+def _constructor(cls, where):
+    """``cls`` called by converted code: a class of the user's (plain metaclass, its
+    ``__init__`` user code in a file) is constructed as ``type.__call__`` does, with its
+    ``__init__`` converted (NOTE [autograph calls]); any other class is itself."""
+    init = getattr(cls, "__init__", None)
+    if type(cls) is not type or issubclass(cls, (mx.gluon.Block, BaseException)) or \
+            not isinstance(init, types.FunctionType) or not is_user_function(init) or \
+            init.__code__.co_filename.startswith("<"):
+        return cls
+
+    @functools.wraps(cls, updated=())
+    def construct(*args, **kwargs):
+        obj = object.__new__(cls) if cls.__new__ is object.__new__ else \
+            cls.__new__(cls, *args, **kwargs)
+        if isinstance(obj, cls):
+            converted(types.MethodType(init, obj), where)(*args, **kwargs)
+        return obj
+    return construct
+
+
+def _rewrapped(fn, wrapper, where):
+    """A library's Python wrapper (``functools.wraps``: ``wrapper.__wrapped__`` in one of
+    its closure cells) rebuilt around the converted function it wraps: the decorator's code
+    runs as it is and calls converted code (NOTE [autograph calls]). None for a wrapper that
+    is not a Python function or does not hold what it wraps in a cell."""
+    inner = getattr(wrapper, "__wrapped__", None)
+    if not isinstance(wrapper, types.FunctionType) or inner is None or \
+            not wrapper.__closure__:
+        return None
+    cells = wrapper.__closure__
+    held = [i for i, cell in enumerate(cells) if _cell_value(cell) is inner]
+    if not held:
+        return None
+    inner_converted = converted(inner, where)
+    closure = tuple(types.CellType(inner_converted) if i in held else cell
+                    for i, cell in enumerate(cells))
+    rebuilt = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__,
+                                 wrapper.__defaults__, closure)
+    rebuilt.__kwdefaults__ = wrapper.__kwdefaults__
+    rebuilt.__dict__.update(wrapper.__dict__)
+    return types.MethodType(rebuilt, fn.__self__) if isinstance(fn, types.MethodType) \
+        else rebuilt
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:                     # an empty cell
+        return None
+
+
+_LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def _cached(fn, user_fn, where):
+    """A user function under ``functools.lru_cache``/``cache`` (a C wrapper: it cannot be
+    rebuilt around converted code): called with Python values it runs as Python does (once
+    per distinct arguments, cached); with a tensor argument while hybridizing it is refused
+    (a Symbol is no cache key for values), NOTE [autograph calls]."""
+
+    def checked(*args, **kwargs):
+        if _holds_symbol(args) or _holds_symbol(kwargs.values()):
+            raise AutographError(
+                f"{where}: this calls {user_fn.__qualname__!r} (defined at "
+                f"{_defined_at(user_fn)}) through functools' cache with a tensor while "
+                f"hybridizing; a Symbol is no key for the values it stands for. Call the "
+                f"undecorated function ({user_fn.__name__}.__wrapped__), or cache on Python "
+                f"values only")
+        return fn(*args, **kwargs)
+    return checked
 
 
 class _CallSite:

@@ -151,7 +151,13 @@ class StepList:
         are bounded and cannot have appended that many items; else, unless the list surely
         holds that item, checked when the graph runs (NOTE [checked items])."""
         if not isinstance(index, int) or isinstance(index, bool):
-            self._unknown_length(f"indexed with {index!r}")
+            if where == self.where:
+                self._unknown_length(f"indexed with {index!r}")
+            raise AutographError(
+                f"{where}: this indexes a list that the loop on a tensor at "
+                f"{region_at(self.where)} appended to with {index!r}, but how many items it "
+                f"holds is known only when the graph runs; index the stacked rows instead "
+                f"(F.stack(*items)[1:]), or use items[i]")
         if self.most is not None and not -self.most <= index < self.most:
             raise IndexError(one_colon(
                 f"{where}: list index {index} out of range: the list holds at most "

@@ -7,6 +7,18 @@ from ..errors import AutographError
 from .variables import is_tensor
 
 
+def asserted(test, where):
+    """The test of a converted ``assert``: a Symbol is refused (its value exists only when
+    the graph runs, and a graph cannot raise Python's AssertionError); anything else is
+    itself, for Python's assert."""
+    if isinstance(test, mx.sym.Symbol):
+        raise AutographError(
+            f"{where}: this asserts a condition on a tensor while hybridizing; its value "
+            f"exists only when the graph runs, so the assert cannot be checked. Check it "
+            f"eagerly (before hybridize()), outside the block, or remove it")
+    return test
+
+
 def and_(values, where):
     """A converted ``a and b and ...`` (each operand a function, evaluated left to right): on
     tensors, the elementwise logical and of all operands (each evaluated); else Python's."""

@@ -5,8 +5,13 @@ NOTE [autograph iteration]
     MXNet's ``Symbol.__iter__`` yields the whole symbol once, so everything that iterates a
     Symbol as Python would is refused at its line: comprehensions and generator expressions
     (:func:`iterated`), ``*x`` in a call, and the builtins ``enumerate``, ``zip``, ``range``,
-    ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`). A ``for`` statement
-    over a tensor converts (``foreach``, NOTE [autograph loops]).
+    ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`). ``any``, ``all``,
+    ``min``, ``max`` and ``sorted`` of Symbols (a list or generator of them) would take their
+    truth or compare them, which MXNet refuses with no line of the user's: refused at the
+    call; so are ``float``, ``int``, ``bool`` and ``round`` of a Symbol (a Python number
+    of a value the graph computes later). ``for row in reversed(x)`` on a tensor is the
+    ``for`` over ``F.reverse(x, axis=0)`` (:func:`reversed_rows`): the rows backwards, as
+    ``reversed`` yields an NDArray's. A ``for`` statement over a tensor converts (``foreach``, NOTE [autograph loops]).
 """
 import functools
 
@@ -30,7 +35,9 @@ def iterated(value, where, what):
 # Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
 ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
               "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
-              "range", "next"}
+              "range", "next", "float", "int", "bool", "round"}
+# ... of which these take a Python number from their argument
+_VALUE = {"float", "int", "bool", "round"}
 
 
 def builtin(fn, where):
@@ -44,6 +51,18 @@ def builtin(fn, where):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
+        if name in _COMPARING and len(args) == 1 and not isinstance(
+                args[0], (mx.sym.Symbol, str, bytes, dict)):
+            # (checked item by item as the builtin reads them: any() and all() stop early)
+            args = (_no_symbols(args[0], name, where),)
+        elif name in _COMPARING and len(args) > 1 and \
+                any(isinstance(a, mx.sym.Symbol) for a in args):
+            _refuse_truth(name, where)
+        if name in _VALUE and any(isinstance(a, mx.sym.Symbol) for a in args):
+            raise AutographError(
+                f"{where}: {name}() of a tensor while hybridizing: its value exists only "
+                f"when the graph runs, so it cannot become a Python number. Keep it an array "
+                f"(an if or while on it converts; F.cast, F.round for the arithmetic)")
         if any(one_output(a) for a in args):
             raise AutographError(
                 f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
@@ -53,6 +72,34 @@ def builtin(fn, where):
                 f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
         return the_builtin(*args, **kwargs)
     return checked
+
+
+# Builtins that take the truth of (or compare) the items they are given
+_COMPARING = {"any", "all", "min", "max", "sorted"}
+
+
+def _no_symbols(iterable, name, where):
+    for item in iterable:
+        if isinstance(item, mx.sym.Symbol):
+            _refuse_truth(name, where)
+        yield item
+
+
+def _refuse_truth(name, where):
+    raise AutographError(
+        f"{where}: {name}() of tensors while hybridizing: it compares them or takes their "
+        f"truth, which a Symbol has only when the graph runs. Use F ops on the stacked "
+        f"values (F.max, F.min, F.sort, F.sum(...) > 0 for any, F.min(...) > 0 for all)")
+
+
+def reversed_rows(fn, value):
+    """The iterable of ``for ... in reversed(value)`` (``fn``: what ``reversed`` names
+    there): the builtin on a Symbol is the Symbol's rows in reverse order, ``reverse`` along
+    axis 0, for the loop to convert (a ``foreach``)."""
+    import builtins
+    if fn is builtins.reversed and one_output(value):
+        return mx.sym.reverse(value, axis=0)
+    return fn(value)
 
 
 def one_output(value):

@@ -38,9 +38,22 @@ def graph_region(where, kind, owned=()):
     ``owned``: the variables the region carries out (a closure's ``nonlocal`` write of one
     is part of its value)."""
     stack = _state.__dict__.setdefault("regions", [])
+    outermost = all(w != where for w, _, _ in stack)
     stack.append((where, kind, frozenset(owned)))
     try:
         yield
+    except RecursionError:
+        if not outermost:
+            raise
+        # the same if or loop reached again while its branches were traced, until Python's
+        # stack ran out: a function calling itself under a tensor condition (traced, both
+        # branches run, so the recursion never reaches its base case)
+        raise AutographError(
+            f"{where}: this {kind} on a tensor was reached again and again while its "
+            f"branches were traced, until Python's recursion limit: a function calls itself "
+            f"under a tensor condition, and a graph traces every branch, so the recursion "
+            f"never ends. Write the recursion with @gluon_cf.recursive, or bound it by a "
+            f"Python value (a depth argument)") from None
     finally:
         stack.pop()
 

@@ -41,8 +41,26 @@ def augmented(target, value, op):
     ``+=`` writes into the array, so every alias of it changes and autograd refuses it while
     recording; a Symbol's is ``target = target + value``), in place otherwise (lists)."""
     if is_tensor(target):
-        return getattr(operator, op)(target, value)
+        return binary(target, value, op) if op in BROADCAST else \
+            getattr(operator, op)(target, value)
     return getattr(operator, "i" + op.rstrip("_"))(target, value)
+
+
+# The operators of NDArray-NDArray arithmetic and comparison (NDArray's __add__ ... use them)
+BROADCAST = {"add": "broadcast_add", "sub": "broadcast_sub", "mul": "broadcast_mul",
+             "truediv": "broadcast_div", "mod": "broadcast_mod", "pow": "broadcast_power",
+             "gt": "broadcast_greater", "ge": "broadcast_greater_equal",
+             "lt": "broadcast_lesser", "le": "broadcast_lesser_equal",
+             "eq": "broadcast_equal", "ne": "broadcast_not_equal"}
+
+
+def binary(left, right, op):
+    """``left op right`` in converted code (``op`` a name of :data:`BROADCAST`): of two
+    Symbols, MXNet's broadcasting operator, as of two NDArrays; otherwise Python's
+    (NOTE [autograph indexing])."""
+    if isinstance(left, mx.sym.Symbol) and isinstance(right, mx.sym.Symbol):
+        return getattr(mx.sym, BROADCAST[op])(left, right)
+    return getattr(operator, op)(left, right)
 
 
 def is_tensor(value):

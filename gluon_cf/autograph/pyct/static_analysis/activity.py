@@ -157,6 +157,10 @@ class Scope:
         stores = [n for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
         self.fresh = {n.id for n in stores} - {n.id for n in stores if id(n) not in new} - \
             self.params - self.globals - self.nonlocals
+        if isinstance(fn, ast.FunctionDef) and fn.name == "__init__" and fn.args.args and \
+                fn.args.args[0].arg not in {n.id for n in stores}:
+            # __init__'s self is the object being made (NOTE [autograph side effects])
+            self.fresh.add(fn.args.args[0].arg)
         self.free = self.used - self.bound - self.globals
         for closure in self.closures:
             self.free |= free_names(closure) - self.bound

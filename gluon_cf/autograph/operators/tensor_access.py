@@ -1,0 +1,166 @@
+"""Indexing and attributes of tensors at run time: ``x[i]``, ``x[a:b, 0]`` and ``x.T`` on a
+Symbol computed as on an NDArray; what a Symbol cannot have (``x.shape``, ``x.context``,
+item assignment, indexing by a tensor) refused at the user's line; and properties of user
+classes read through their converted getter.
+
+NOTE [autograph indexing]
+    MXNet's ``Symbol.__getitem__`` selects an *output*: ``x[0]`` of a one-output Symbol is
+    the whole of ``x`` (an NDArray's ``x[0]`` is its first row), ``x[1]`` a bare IndexError,
+    ``x[1:]`` a group of no outputs, ``x[:, 0]`` a TypeError. So converted code reads every
+    subscript through :func:`subscript`: on a one-output Symbol, an index of ints, slices
+    and one ``...`` is computed as the NDArray's basic indexing is, by ``F.slice`` (leading
+    axes, any step) and ``slice_axis`` (axes after ``...``, step 1), then ``squeeze`` of the
+    axes an int selects (MXNet's squeeze keeps one axis of a scalar, as an NDArray's
+    ``x[0]`` of a vector is ``(1,)``). Slices clip as an NDArray's do. An int past the axis
+    is an MXNet error when the graph runs (the node is named after the user's line), where
+    eagerly it is an IndexError. ``None`` (a new axis), a step after ``...``, and an index
+    that is itself a tensor, list or array (advanced indexing) are refused at the user's
+    line with what to write (``F.expand_dims``, ``F.take``, ``F.pick``, ``F.gather_nd``).
+    The outputs of a multi-output Symbol (``F.split``'s) are selected as they were.
+    Item assignment (``x[i] = v``) on a Symbol is refused (a graph's values cannot be
+    changed in place: ``F.where`` or ``F.concat`` make the new value); ``x += v`` on a
+    tensor is ``x = x + v`` (NOTE [autograph]).
+
+    Arithmetic and comparisons of two Symbols in converted code (``a + b``, ``a > b`` ...)
+    are MXNet's ``broadcast_*`` operators (:func:`binary`), as an NDArray's are: a Symbol's
+    own ``+`` is elementwise and fails on shapes the eager code broadcasts ((3, 2) + (2,)),
+    with a shape-inference error naming no line of the user's.
+
+    Attributes only an NDArray has (``shape``, ``ndim``, ``size``, ``dtype``, ``context``,
+    ``ctx``, ``grad``, ``stype``, ``asnumpy``, ``asscalar``, ``attach_grad`` ...) read on a
+    Symbol are refused at the user's line, saying which F operator gives the value in a
+    graph (a Symbol has no shape until the block is bound); ``x.T`` on a Symbol is
+    ``transpose`` (what ``NDArray.T`` computes). A property of a user class (not library
+    code) read by converted code runs its getter converted (NOTE [autograph calls]).
+"""
+import builtins
+import numbers
+from typing import List, Optional
+
+import mxnet as mx
+
+from ..errors import AutographError, node_name
+from .py_builtins import one_output
+from .variables import BROADCAST, binary
+
+__all__ = ["attribute", "binary", "BROADCAST", "item_target", "py_slice", "subscript"]
+
+py_slice = builtins.slice      # (converted code's a:b, whatever the user's ``slice`` is)
+
+# Attributes of an NDArray that a Symbol lacks or refuses, and what to write in a graph
+NDARRAY_ONLY = {
+    "shape": "F.shape_array(x) (an array), or ops that take shapes from arrays: "
+             "F.zeros_like, F.reshape_like, F.broadcast_like, F.slice_like, reshape with 0 "
+             "and -1",
+    "ndim": "ops that do not need it (reshape with 0 and -1, F.expand_dims)",
+    "size": "F.size_array(x)",
+    "dtype": "ops that keep the input's type (F.zeros_like, F.cast), or pass the dtype to "
+             "the block",
+    "context": "F.zeros_like(x) and F.ones_like(x) (made where x is) instead of ctx=",
+    "ctx": "F.zeros_like(x) and F.ones_like(x) (made where x is) instead of ctx=",
+    "grad": "autograd outside the block",
+    "stype": "F.cast_storage",
+    "asnumpy": "F ops on the array (its values exist only when the graph runs)",
+    "asscalar": "F ops on the array, and an if or while on it (converted to cond and "
+                "while_loop)",
+    "attach_grad": "autograd outside the block",
+    "copyto": "F.identity(x)",
+    "tostype": "F.cast_storage",
+    "wait_to_read": "nothing (a graph has no asynchronous values to wait for)",
+}
+
+
+def attribute(value, name, where):
+    """``value.name`` read by converted code (NOTE [autograph indexing]; a user property is
+    read through ``impl.conversion.attribute``, which calls this for anything else)."""
+    if isinstance(value, mx.sym.Symbol):
+        if name == "T":
+            return mx.sym.transpose(value, name=node_name(where, "T"))
+        instead = NDARRAY_ONLY.get(name)
+        if instead is not None:
+            raise AutographError(
+                f"{where}: .{name} of a tensor while hybridizing: a Symbol has no {name} "
+                f"(its values and shape exist only when the graph runs); use {instead}")
+    return getattr(value, name)
+
+
+def subscript(value, index, where):
+    """``value[index]`` read by converted code (NOTE [autograph indexing])."""
+    if not one_output(value):
+        return value[index]
+    items = index if isinstance(index, tuple) else (index,)
+    items = tuple(int(i) if isinstance(i, numbers.Integral) and not isinstance(i, bool) else i
+                  for i in items)                      # (numpy's ints index as ints)
+    for item in items:
+        if isinstance(item, bool) or not (isinstance(item, (numbers.Integral, builtins.slice))
+                                          or item is Ellipsis or item is None):
+            raise AutographError(
+                f"{where}: this indexes a tensor with {_described(item)}; while hybridizing "
+                f"only ints, slices and ... index a tensor as Python would. Use F.take(x, "
+                f"indices, axis=...), F.pick, F.gather_nd or F.boolean_mask")
+        if isinstance(item, builtins.slice) and not all(
+                part is None or isinstance(part, numbers.Integral) and not isinstance(part, bool)
+                for part in (item.start, item.stop, item.step)):
+            raise AutographError(
+                f"{where}: this slices a tensor with bounds that are not ints ({item}); "
+                f"while hybridizing use F.slice_like, F.take or F.contrib.index_array")
+        if item is None:
+            raise AutographError(
+                f"{where}: this indexes a tensor with None (a new axis); write "
+                f"F.expand_dims(x, axis=...) instead")
+    if sum(item is Ellipsis for item in items) > 1:
+        raise IndexError(f"{where}: an index can only have a single ellipsis ('...')")
+    cut = items.index(Ellipsis) if Ellipsis in items else len(items)
+    leading, trailing = items[:cut], items[cut + 1:]
+    name = node_name(where, "index")
+    result, squeezed = value, []
+    if leading:
+        begin: List[Optional[int]] = []
+        end: List[Optional[int]] = []
+        step: List[Optional[int]] = []
+        for axis, item in enumerate(leading):
+            if isinstance(item, int):
+                begin.append(item)
+                end.append(None if item == -1 else item + 1)
+                step.append(None)
+                squeezed.append(axis)
+            else:
+                begin.append(item.start)
+                end.append(item.stop)
+                step.append(item.step)
+        if any(b is not None for b in begin + end + step):
+            result = mx.sym.slice(result, begin=tuple(begin), end=tuple(end), step=tuple(step),
+                                  name=name)
+    for offset, item in enumerate(trailing):
+        axis = offset - len(trailing)
+        if isinstance(item, int):
+            result = mx.sym.slice_axis(result, axis=axis, begin=item,
+                                       end=None if item == -1 else item + 1, name=name)
+            squeezed.append(axis)
+        elif item.step not in (None, 1):
+            raise AutographError(
+                f"{where}: this slices a tensor with a step after '...'; while hybridizing "
+                f"the axis must be counted from the front (x[:, ::2], not x[..., ::2])")
+        elif item.start is not None or item.stop is not None:
+            result = mx.sym.slice_axis(result, axis=axis, begin=item.start or 0,
+                                       end=item.stop, name=name)
+    if squeezed:
+        result = mx.sym.squeeze(result, axis=tuple(squeezed), name=name)
+    return result
+
+
+def item_target(value, where):
+    """The object of an item assignment or deletion in converted code (``value[i] = v``): a
+    Symbol is refused (NOTE [autograph indexing])."""
+    if isinstance(value, mx.sym.Symbol):
+        raise AutographError(
+            f"{where}: this assigns items of a tensor while hybridizing; a graph's values "
+            f"cannot change in place. Make the new value instead (F.where(mask, new, x), "
+            f"F.concat of the parts, or F.one_hot(i, n) * v + x * (1 - F.one_hot(i, n)))")
+    return value
+
+
+def _described(item):
+    if isinstance(item, (mx.sym.Symbol, mx.nd.NDArray)):
+        return "a tensor (advanced indexing)"
+    return f"a {type(item).__name__}"
