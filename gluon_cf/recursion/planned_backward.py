@@ -67,12 +67,13 @@ def run(schedule, ctx, upload):
     """The outputs of ``schedule`` (laid out in place), each group recorded on a tape of its
     own; hands the node its planned backward."""
     plan, layouts = schedule.plan, schedule.layouts
-    # Aliases of the environment: each group's backward adds into their gradients.
-    env = list(schedule.context.env)
-    marked = [i for i, value in enumerate(env) if value.grad is not None]
-    originals = [env[i] for i in marked]
+    # Aliases of the environment, so that the groups' tapes share nothing with the enclosing
+    # one (whose backward frees the nodes it visits): each group's backward adds into the
+    # marked ones' gradients.
+    originals = schedule.context.env
+    env = [value.detach() for value in originals]
+    marked = [i for i, value in enumerate(originals) if value.grad is not None]
     for i in marked:
-        env[i] = env[i].detach()
         env[i].attach_grad(grad_req="add")
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
@@ -122,15 +123,15 @@ def run(schedule, ctx, upload):
 
         hand_down(roots)
         for q, first, rows, out, leaves in reversed(taped):
-            # retain_graph: an unrecorded input (the environment's unmarked arrays) gets a
+            # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
             mx.autograd.backward([out], [grads[q][first:first + rows]], retain_graph=True,
                                  train_mode=train_mode)
             hand_down(leaves)
         with mx.autograd.pause():
-            for i, original in zip(marked, originals):
-                original.grad[:] += env[i].grad
+            for i in marked:
+                originals[i].grad[:] += env[i].grad
 
     _node.hand_backward(backward)
     RUNS[0] += 1
