@@ -40,6 +40,7 @@ NOTE [planned backward]
 from typing import Dict, List
 
 import mxnet as mx
+import numpy as np
 
 from .. import node as _node
 from .value_graphs import _result_graph, _value_graph
@@ -57,12 +58,6 @@ def applies(context, depth):
     return all(id(value) in inputs or not _node.is_float(value.dtype) for value in context.env)
 
 
-def _scatter(table, rows, index):
-    """``table[index] = rows`` in place (``index``: distinct row numbers, an int32 vector)."""
-    mx.nd._internal._scatter_set_nd(lhs=table, rhs=rows, indices=index.reshape((1, -1)),
-                                    shape=table.shape, out=table)
-
-
 def run(schedule, ctx, upload):
     """The outputs of ``schedule`` (laid out in place), each group recorded on a tape of its
     own; hands the node its planned backward."""
@@ -75,60 +70,58 @@ def run(schedule, ctx, upload):
     marked = [i for i, value in enumerate(originals) if value.grad is not None]
     for i in marked:
         env[i].attach_grad(grad_req="add")
-    index = upload(schedule.indices, ctx)
-    uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
     tables = {q: mx.nd.empty((n, layouts[q]["width"]), ctx=ctx, dtype=layouts[q]["dtype"])
               for q, n in schedule.counts.items() if n}
-    taped: List[tuple] = []   # per group: (qname, first, rows, output, [(callee, leaf, (a, b))])
+    callees = [[callee for callee, _ in plan.functions[q].callees(vid)]
+               for q, vid, _, _, _ in schedule.groups]
+    regions, inverse, spans = _leaf_gradient_places(schedule, callees, tables)
+    index = upload(schedule.indices, ctx)
+    inverse = upload(inverse, ctx)
+    uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
+    # The children leaves' gradients, in gather order (NOTE above).
+    leaf_grads = {q: mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for q, t in tables.items()}
+    taped: List[tuple] = []   # per group: (qname, first, rows, output)
 
-    def gathered(callees, calls):
-        leaves = []
+    def gathered(names, calls, starts):
+        leaves, views = [], []
         with mx.autograd.pause():
-            for callee, (_, slices, _) in zip(callees, calls):
+            for callee, (_, slices, _), start in zip(names, calls, starts):
                 a, b = slices[0]
-                leaf = mx.nd.take(tables[callee], index[a:b], axis=0, mode="clip")
-                leaves.append((callee, leaf, (a, b)))
-        for _, leaf, _ in leaves:
-            leaf.attach_grad()
+                leaves.append(mx.nd.take(tables[callee], index[a:b], axis=0, mode="clip"))
+                views.append(leaf_grads[callee][start:start + b - a])
+        if leaves:
+            mx.autograd.mark_variables(leaves, views)
         return leaves
 
-    for q, vid, first, rows, calls in schedule.groups:
-        leaves = gathered([callee for callee, _ in plan.functions[q].callees(vid)], calls)
+    for (q, vid, first, rows, calls), names, starts in zip(schedule.groups, callees, regions):
+        leaves = gathered(names, calls, starts)
         graph = _value_graph(plan, layouts, q, vid, "rows")
         values = []
         for role, i, _ in graph.inputs:
             values.append(uploaded[q][i][first:first + rows] if role == "arg" else
-                          env[i] if role == "env" else leaves[i][1])
-        out = graph.op(*values)
-        out = out[0] if isinstance(out, (list, tuple)) else out
-        with mx.autograd.pause():
-            out.copyto(tables[q][first:first + rows])
+                          env[i] if role == "env" else leaves[i])
+        out = graph.op(*values, out=[tables[q][first:first + rows]])   # written in place
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
         if leaves or any(role == "env" and env[i].grad is not None
                          for role, i, _ in graph.inputs):
-            taped.append((q, first, rows, out, leaves))
-    roots = gathered([plan.entry], [schedule.result])
+            taped.append((q, first, rows, out[0]))
+    roots = gathered([plan.entry], [schedule.result], regions[-1])
     graph = _result_graph(plan, layouts, "rows")
-    outputs = graph.op(roots[0][1])   # recorded on the enclosing tape, from the roots' leaf
+    outputs = graph.op(roots[0])   # recorded on the enclosing tape, from the roots' leaf
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
     def backward(train_mode):
-        grads: Dict[str, mx.nd.NDArray] = {
-            q: mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for q, t in tables.items()}
-
-        def hand_down(leaves):
+        # The enclosing backward has written the roots' gradient; each group's head gradient
+        # is its rows of the gathers' gradients, complete once its parents (higher, earlier
+        # in this loop) have run.
+        for q, first, rows, out in reversed(taped):
+            start = spans[q] + first
             with mx.autograd.pause():
-                for callee, leaf, (a, b) in leaves:
-                    _scatter(grads[callee], leaf.grad, index[a:b])
-
-        hand_down(roots)
-        for q, first, rows, out, leaves in reversed(taped):
+                head = mx.nd.take(leaf_grads[q], inverse[start:start + rows], axis=0)
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
-            mx.autograd.backward([out], [grads[q][first:first + rows]], retain_graph=True,
-                                 train_mode=train_mode)
-            hand_down(leaves)
+            mx.autograd.backward([out], [head], retain_graph=True, train_mode=train_mode)
         with mx.autograd.pause():
             for i in marked:
                 originals[i].grad[:] += env[i].grad
@@ -136,3 +129,38 @@ def run(schedule, ctx, upload):
     _node.hand_backward(backward)
     RUNS[0] += 1
     return outputs
+
+
+def _leaf_gradient_places(schedule, callees, tables):
+    """Where the gradient of every gather's leaf goes: a slice of the callee's leaf-gradient
+    buffer, in gather order (per group: the start of each callee's slice; the roots' last),
+    and per function the inverse permutation (table row -> gather row), all functions' in one
+    int32 vector, with each function's offset in it. Every invocation's rows are gathered
+    exactly once (by its parent's call site, or as a root), so the gathers of a function are
+    a permutation of its table's rows."""
+    filled = dict.fromkeys(tables, 0)
+    order: Dict[str, list] = {q: [] for q in tables}
+
+    def place(callee, slices):
+        a, b = slices[0]
+        start = filled[callee]
+        filled[callee] += b - a
+        order[callee].append(schedule.indices[a:b])
+        return start
+
+    regions = [[place(callee, calls[k][1]) for k, callee in enumerate(names)]
+               for names, (_, _, _, _, calls) in zip(callees, schedule.groups)]
+    regions.append([place(schedule.plan.entry, schedule.result[1])])
+    inverses, spans, offset = [], {}, 0
+    for q, table in tables.items():
+        n = table.shape[0]
+        rows = np.concatenate(order[q])
+        inverse = np.full(n, -1, np.int32)
+        inverse[rows] = np.arange(len(rows), dtype=np.int32)
+        if len(rows) != n or (inverse < 0).any():
+            raise AssertionError("gluon_cf: the ahead-of-time schedule of %r gathers %d rows "
+                                 "of a table of %d, not each once" % (q, len(rows), n))
+        inverses.append(inverse)
+        spans[q] = offset
+        offset += n
+    return regions, np.concatenate(inverses), spans
