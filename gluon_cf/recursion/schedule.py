@@ -315,13 +315,12 @@ class _Schedule:
             else:
                 sources = tuple(len(sources) for sources, _, _ in calls)
             graph = _value_graph(plan, self.layouts, q, vid, sources)
-            out = graph.op(*[value(role, i, j, q, first, rows, calls)
-                             for role, i, j in graph.inputs])
-            out = out[0] if isinstance(out, (list, tuple)) else out
-            if self.in_place:
-                out.copyto(tables[q][first:first + rows])   # a view: one copy, no indexing
+            values = [value(role, i, j, q, first, rows, calls) for role, i, j in graph.inputs]
+            if self.in_place:   # written into its rows of the table (a view): no copy
+                graph.op(*values, out=[tables[q][first:first + rows]])
             else:
-                outputs.append(out)
+                out = graph.op(*values)
+                outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))
