@@ -38,7 +38,9 @@ NOTE [ahead-of-time schedules]
        environment's integer arrays), where the dynamic executor pays several calls and one
        host read per level.
 
-    Autograd records the group calls like any other, so training gets the same gradients; the
+    Autograd records the group calls like any other, so training gets the same gradients
+    (inside a node's forward, each group on a tape of its own with a planned backward, NOTE
+    [planned backward] in recursion/planned_backward.py); the
     skeleton's operators are not recorded, which changes nothing because, being index-only,
     they receive no gradient in the dynamic executor either. When a value the skeleton reads
     from the environment has a gradient buffer attached, the dynamic executor runs instead, so

@@ -52,11 +52,8 @@ class _Emitter:
         return (nid, 0)
 
     def gather(self, prefix, sources):
-        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``),
-        from the callee's table (``sources`` None; inputs ``table``/``idx``), or given
-        gathered (``sources`` "rows"; input ``rows``: NOTE [planned backward])."""
-        if sources == "rows":
-            return self.var("%s_rows0" % prefix, True)
+        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``), or
+        from the callee's table (``sources`` None; inputs ``table``/``idx``)."""
         if sources is None:
             return self.op("take", [self.var("%s_table" % prefix, False),
                                     self.var("%s_idx0" % prefix, True)], axis=0, mode="clip")
@@ -98,8 +95,8 @@ class _Emitter:
 class _ValueGraph:
     """A CachedOp and what each of its inputs is: ``(role, i, j)`` with role ``arg`` (the
     group's argument i), ``env`` (environment value i), ``src``/``idx`` (callee i's source
-    output j and its row indices), ``perm`` (callee i's permutation), ``table`` (callee i's
-    table, with its rows at ``idx`` 0) or ``rows`` (callee i's rows, gathered)."""
+    output j and its row indices), ``perm`` (callee i's permutation) or ``table`` (callee i's
+    table, with its rows at ``idx`` 0)."""
 
     def __init__(self, symbol):
         self.op = CachedGraph(symbol)
@@ -115,8 +112,8 @@ class _ValueGraph:
 
 def _value_graph(plan, layouts, qname, vid, sources):
     """The graph of one group: ``qname``'s body for variant ``vid`` with each invoke replaced
-    by its rows gathered from ``sources[i]`` earlier outputs of callee i, from callee i's
-    table when ``sources`` is None, or given gathered when it is "rows" (cached)."""
+    by its rows gathered from ``sources[i]`` earlier outputs of callee i, or from callee i's
+    table when ``sources`` is None (cached)."""
     # One CachedOp per thread: MXNet's CachedOp must not be entered by two threads at once.
     key = (qname, vid, sources, threading.get_ident())
     graph = plan.graphs.get(key)
@@ -129,7 +126,7 @@ def _value_graph(plan, layouts, qname, vid, sources):
     site_outputs = {}
     for i, (callee, sites) in enumerate(function.callees(vid)):
         layout = layouts[callee]
-        gathered = em.gather("c%d" % i, sources if sources in (None, "rows") else sources[i])
+        gathered = em.gather("c%d" % i, None if sources is None else sources[i])
         if len(sites) > 1:   # site-major rows: (sites, rows, width), one slice per site
             per_site = em.op("Reshape", [gathered], shape=(len(sites), -1, layout["width"]))
             per_site = em.op("SliceChannel", [per_site], axis=0, num_outputs=len(sites),
@@ -154,8 +151,8 @@ def _value_graph(plan, layouts, qname, vid, sources):
 
 
 def _result_graph(plan, layouts, sources):
-    """The roots' rows gathered from ``sources`` outputs (None: from the entry's table;
-    "rows": given gathered) and unpacked (cached)."""
+    """The roots' rows gathered from ``sources`` outputs (None: from the entry's table) and
+    unpacked (cached)."""
     key = ("result", sources, threading.get_ident())
     graph = plan.graphs.get(key)
     if graph is None:
