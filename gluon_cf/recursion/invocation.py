@@ -14,7 +14,6 @@ class RecursionContext:
     """What an invocation needs at run time: the function graphs and the environment values."""
 
     def __init__(self, node, env, parent):
-        self.node = node
         self.graphs = node.graphs
         self.specs = node.spec["graphs"]
         self.namespace = node.spec["namespace"]
