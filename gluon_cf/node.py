@@ -398,12 +398,13 @@ class _NodeOperator(mx.operator.CustomOp):
         [where a loop's memory goes] in ``ops/foreach_memory.py``: a rule's ``forward_into``
         writes MXNet's output arrays ``out_data`` itself and returns heads each covering
         one row of an output), and whether the outputs are written already."""
-        _top_level.node = self.node
+        _top_level.node, _top_level.inputs, _top_level.planned = self.node, inputs, []
         _top_level_runs[0] += 1
         try:
-            return self._run_marked(inputs, is_train, marks, out_data)
+            heads, written = self._run_marked(inputs, is_train, marks, out_data)
+            return heads, written, _top_level.planned
         finally:
-            _top_level.node = None
+            _top_level.node = _top_level.inputs = _top_level.planned = None
 
     def _run_marked(self, inputs, is_train, marks, out_data):
         if marks is not None:
@@ -438,8 +439,9 @@ class _NodeOperator(mx.operator.CustomOp):
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         self.seed = _replay_seed(self.node) if is_train else None
-        heads, written = self._run(inputs, is_train, marks, out_data if direct else None)
-        self.saved = (inputs, heads, marks, written) if is_train else None
+        heads, written, planned = self._run(inputs, is_train, marks,
+                                            out_data if direct else None)
+        self.saved = (inputs, heads, marks, written, planned) if is_train else None
         if written:
             return
         for k, (dst, r, value) in enumerate(zip(out_data, req, [o for o, _, _ in heads])):
@@ -476,9 +478,9 @@ class _NodeOperator(mx.operator.CustomOp):
                 mx.random.seed(self.seed, ctx=inputs[0].context)
             # Into arrays of its own: MXNet's outputs may be read meanwhile.
             scratch = [mx.nd.empty(o.shape, dtype=o.dtype) for o in out_data]
-            heads, written = self._run(inputs, self.is_train, wanted, scratch)
-            saved = (inputs, heads, wanted, written)
-        inputs, saved_heads, _, written = saved
+            heads, written, planned = self._run(inputs, self.is_train, wanted, scratch)
+            saved = (inputs, heads, wanted, written, planned)
+        inputs, saved_heads, _, written, planned = saved
         # A rule's forward_into returns recorded heads only (one per step: asking autograd
         # for each one's graph would cost time and memory quadratic in the steps).
         heads = [(o, out_grad[k] if row is None else out_grad[k][row].reshape(o.shape))
@@ -487,6 +489,9 @@ class _NodeOperator(mx.operator.CustomOp):
         if heads and wanted:
             autograd.backward([o for o, _ in heads], [g for _, g in heads],
                               train_mode=self.is_train)
+        if wanted:   # NOTE [planned backward] in recursion/planned_backward.py
+            for backward in reversed(planned or []):
+                backward(self.is_train)
         for i, (dst, r) in enumerate(zip(in_grad, req)):
             if r == "null":
                 continue
@@ -528,6 +533,19 @@ def node_runs():
 def top_level_node():
     """The decoded node whose MXNet Custom operator is running in this thread, or None."""
     return getattr(_top_level, "node", None)
+
+
+def top_level_inputs():
+    """The input arrays of :func:`top_level_node` (its marked ones have grad buffers)."""
+    return getattr(_top_level, "inputs", None)
+
+
+def hand_backward(backward):
+    """Called while :func:`top_level_node` runs its forward: ``backward(train_mode)`` is run by
+    the node's backward after ``autograd.backward`` on its outputs (in reverse order of the
+    calls), and adds what it computes into the grad buffers of the node's marked inputs
+    (NOTE [planned backward] in recursion/planned_backward.py)."""
+    _top_level.planned.append(backward)
 
 
 def _replay_seed(node):

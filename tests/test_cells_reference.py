@@ -461,7 +461,9 @@ def test_topdown_gradients_match_finite_differences():
 REQUIRED_KEYS = {'treelstm_infer_b25_vs_eager', 'treelstm_train_b25_vs_eager',
                  'treelstm_infer_b25_vs_handbatched', 'treelstm_infer_b25_vs_torch',
                  'treelstm_infer_b1_vs_eager', 'treelstm_infer_b1_vs_torch',
-                 'treelstm_infer_b25_vs_floor', 'treelstm_train_b25_vs_handbatched'}
+                 'treelstm_infer_b25_vs_floor', 'treelstm_train_b25_vs_handbatched',
+                 'treelstm_train_b25_vs_floor', 'treernn_infer_b25_vs_floor',
+                 'treelstm_infer_b1_vs_floor'}
 
 
 def test_bench_smoke_prints_json_last(tmp_path):

@@ -36,7 +36,9 @@ RATIOS = [('e', 'a', 'vs_eager'), ('e', 'd', 'vs_handbatched'), ('e', 'f', 'vs_t
 HEADLINES = [('treelstm', 'infer', 25, 'vs_eager'), ('treelstm', 'train', 25, 'vs_eager'),
              ('treelstm', 'infer', 25, 'vs_handbatched'), ('treelstm', 'infer', 25, 'vs_torch'),
              ('treelstm', 'infer', 1, 'vs_eager'), ('treelstm', 'infer', 1, 'vs_torch'),
-             ('treelstm', 'infer', 25, 'vs_floor'), ('treelstm', 'train', 25, 'vs_handbatched')]
+             ('treelstm', 'infer', 25, 'vs_floor'), ('treelstm', 'train', 25, 'vs_handbatched'),
+             ('treelstm', 'train', 25, 'vs_floor'), ('treernn', 'infer', 25, 'vs_floor'),
+             ('treelstm', 'infer', 1, 'vs_floor')]
 CHECK_TOLERANCE = 1e-4
 ROUNDS = 3   # the methods of a cell take turns this many times (see time_methods)
 FRESH_TREES_PER_SECOND = 10000   # see run()

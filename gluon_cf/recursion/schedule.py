@@ -38,7 +38,9 @@ NOTE [ahead-of-time schedules]
        environment's integer arrays), where the dynamic executor pays several calls and one
        host read per level.
 
-    Autograd records the group calls like any other, so training gets the same gradients; the
+    Autograd records the group calls like any other, so training gets the same gradients
+    (inside a node's forward, each group on a tape of its own with a planned backward, NOTE
+    [planned backward] in recursion/planned_backward.py); the
     skeleton's operators are not recorded, which changes nothing because, being index-only,
     they receive no gradient in the dynamic executor either. When a value the skeleton reads
     from the environment has a gradient buffer attached, the dynamic executor runs instead, so
@@ -50,8 +52,9 @@ from typing import Dict, List, Optional
 import mxnet as mx
 import numpy as np
 
-from .. import executor, registry, rowwise
+from .. import executor, node, registry, rowwise
 from ..errors import CallTreeTooLargeError, RecursionDepthError
+from . import planned_backward
 from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public entry)
 from .table import table as _table
 from .value_graphs import _result_graph, _value_graph
@@ -76,9 +79,17 @@ def run(context, qname, args, rows, depth):
         return None
     schedule = _Schedule(plan, context)
     schedule.expand([a.asnumpy() for a in args], depth)
-    if not schedule.lay_out():
+    planned = planned_backward.applies(context, depth)
+    if not schedule.lay_out(in_place=planned or not mx.autograd.is_recording()):
         return None
-    outputs = schedule.run(args[0].context)
+    if planned and not all(node.is_float(layout["dtype"])
+                           for layout in schedule.layouts.values()):
+        planned = False
+        schedule.lay_out(in_place=False)
+    if planned:   # NOTE [planned backward]
+        outputs = planned_backward.run(schedule, args[0].context, _upload)
+    else:
+        outputs = schedule.run(args[0].context)
     RUNS[plan.functions[qname].name] += 1
     return outputs
 
@@ -177,9 +188,10 @@ class _Schedule:
         self.counts = counts
         self.roots = len(root_args[0])
 
-    def lay_out(self):
+    def lay_out(self, in_place):
         """Group the invocations by (height, function, variant), in the order they run, and
-        compute every gather index. False if some function's outputs cannot be packed."""
+        compute every gather index; ``in_place``: each function's rows in one table (below).
+        False if some function's outputs cannot be packed."""
         plan, counts = self.plan, self.counts
         live = [q for q in plan.functions if counts[q]]
         variants = {q: np.concatenate([s[2] for step in self.steps for s in step if s[0] == q])
@@ -229,8 +241,9 @@ class _Schedule:
         self.offset = 0
         # Inference: every function's rows live in one table, in run order (a group's rows
         # are one slice of it), so a gather is one take. Under autograd a table written in
-        # place cannot be recorded: rows are gathered from the outputs of the source groups.
-        self.in_place = not mx.autograd.is_recording()
+        # place cannot be recorded: rows are gathered from the outputs of the source groups,
+        # unless the backward is planned (NOTE [planned backward]).
+        self.in_place = in_place
         if self.in_place:
             position = {}
             for q in live:
@@ -304,13 +317,12 @@ class _Schedule:
             else:
                 sources = tuple(len(sources) for sources, _, _ in calls)
             graph = _value_graph(plan, self.layouts, q, vid, sources)
-            out = graph.op(*[value(role, i, j, q, first, rows, calls)
-                             for role, i, j in graph.inputs])
-            out = out[0] if isinstance(out, (list, tuple)) else out
-            if self.in_place:
-                out.copyto(tables[q][first:first + rows])   # a view: one copy, no indexing
+            values = [value(role, i, j, q, first, rows, calls) for role, i, j in graph.inputs]
+            if self.in_place:   # written into its rows of the table (a view): no copy
+                graph.op(*values, out=[tables[q][first:first + rows]])
             else:
-                outputs.append(out)
+                out = graph.op(*values)
+                outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))

@@ -1,0 +1,129 @@
+"""The planned backward of an ahead-of-time schedule run under autograd inside a node's forward.
+
+NOTE [planned backward]
+    Under ``autograd.record()`` a schedule (NOTE [ahead-of-time schedules] in
+    recursion/schedule.py) cannot keep a function's rows in one table written in place (autograd
+    cannot record a write into a view), so its recorded run gathers each group's children from
+    the outputs of the source groups: a ``take``, ``Concat`` and permutation per callee whose
+    backward costs about a third of the batch's backward, and every parameter's gradient is
+    the sum of one ``_grad_add`` per group. Where it is safe, the run is planned instead:
+
+    * **Forward**: the rows live in per-function tables, in run order, as in inference, and
+      each group's graph takes its children's rows from the callees' tables (the in-place
+      graphs of recursion/value_graphs.py) and writes its output into its own rows (``out=``).
+      Every group is recorded on a small tape of its own, whose variables are aliases
+      (``detach``) of the tables and of the environment, with ``grad_req="add"``: a table's
+      gradient buffer is the function's gradient table, a marked environment array's is the
+      node input's own gradient buffer. The roots' rows are taken from the entry's table by
+      one more graph, recorded on the enclosing tape.
+    * **Backward**, run by the enclosing node's own backward once its ``autograd.backward``
+      has added the roots' gradient into the entry's gradient table
+      (:func:`gluon_cf.node.hand_backward`): the groups in reverse run order (parents before
+      children), each by ``autograd.backward`` of its output with its rows of its function's
+      gradient table (a view) as the head gradient. ``take``'s backward adds each child's
+      gradient into its callee's gradient table at the rows it took (a scatter-add, no
+      ``Concat`` or permutation), and each group adds its share of a parameter's gradient into
+      the parameter's buffer once, inside the CachedOp's backward (no ``_grad_add`` chain).
+      Every invocation's rows are read by exactly one call site (or are one root), so a
+      group's head gradient is complete when its turn comes. The enclosing backward writes a
+      parameter's buffer (``grad_req="write"``) before the planned backward adds into it: the
+      engine runs writes to one array in the order they were pushed.
+
+    **Where** (:func:`applies`): while a gluon_cf node's MXNet Custom operator runs its
+    forward under recording (``node.top_level_node()``), at the entry call of a recursion not
+    nested in another recursion, when every float array of the environment is one of that
+    node's own input arrays (so no gradient has to flow from the planned backward back into
+    the node's tape) and the outputs are float. The planned backward is plain Python run by
+    the node's backward in its own thread, after its ``autograd.backward`` returned: no
+    autograd ``Function`` (whose callback, nested inside a node's backward, hung MXNet's
+    threaded engine in an earlier attempt: a stateful foreach calling a recursion every step,
+    tests/test_planned_backward.py). Everything else (a forward recomputed inside a backward by
+    remat, an environment value computed on the tape) keeps the recorded run. :data:`ENABLED`
+    switches it off (tests compare both).
+"""
+from typing import List
+
+import mxnet as mx
+
+from .. import node as _node
+from .value_graphs import _result_graph, _value_graph
+
+ENABLED = [True]   # NOTE above: tests compare the planned and the recorded backward
+RUNS = [0]         # schedules run with a planned backward (for tests, tools)
+
+
+def applies(context, depth):
+    """Whether a schedule for this call may run with a planned backward (NOTE above)."""
+    if not (ENABLED[0] and depth == 1 and context.parent is None
+            and mx.autograd.is_recording() and _node.top_level_node() is not None):
+        return False
+    inputs = {id(a) for a in _node.top_level_inputs()}
+    return all(id(value) in inputs or not _node.is_float(value.dtype) for value in context.env)
+
+
+def run(schedule, ctx, upload):
+    """The outputs of ``schedule`` (laid out in place), each group recorded on a tape of its
+    own; hands the node its planned backward."""
+    plan, layouts = schedule.plan, schedule.layouts
+    # Aliases of the environment, so that the groups' tapes share nothing with the enclosing
+    # one (whose backward frees the nodes it visits); a marked one's gradient buffer is the
+    # original's, each group's backward adding its share into it.
+    originals = schedule.context.env
+    env = [value.detach() for value in originals]
+    marked = [i for i, value in enumerate(originals) if value.grad is not None]
+    if marked:
+        mx.autograd.mark_variables([env[i] for i in marked],
+                                   [originals[i].grad for i in marked], grad_reqs="add")
+    tables = {q: mx.nd.empty((n, layouts[q]["width"]), ctx=ctx, dtype=layouts[q]["dtype"])
+              for q, n in schedule.counts.items() if n}
+    grads = {q: mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for q, t in tables.items()}
+    # Aliases of the tables are variables whose gradients add up in ``grads``: a group's
+    # graph takes its children's rows from them, and take's backward adds into the rows it
+    # took (NOTE above). The groups write into the tables themselves (autograd refuses a
+    # write into a variable).
+    sources = {q: t.detach() for q, t in tables.items()}
+    mx.autograd.mark_variables(list(sources.values()), [grads[q] for q in sources],
+                               grad_reqs="add")
+    index = upload(schedule.indices, ctx)
+    uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
+    taped: List[tuple] = []   # per group: (qname, first, rows, output)
+
+    for q, vid, first, rows, calls in schedule.groups:
+        callees = [callee for callee, _ in plan.functions[q].callees(vid)]
+        graph = _value_graph(plan, layouts, q, vid, None)
+        values = []
+        for role, i, _ in graph.inputs:
+            if role == "arg":
+                values.append(uploaded[q][i][first:first + rows])
+            elif role == "env":
+                values.append(env[i])
+            elif role == "table":
+                values.append(sources[callees[i]])
+            else:
+                a, b = calls[i][1][0]
+                values.append(index[a:b])
+        out = graph.op(*values, out=[tables[q][first:first + rows]])   # written in place
+        # A group of leaves reading no marked array is a constant to autograd: nothing to do.
+        if callees or any(role == "env" and env[i].grad is not None
+                          for role, i, _ in graph.inputs):
+            taped.append((q, first, rows, out[0]))
+    graph = _result_graph(plan, layouts, None)
+    a, b = schedule.result[1][0]
+    # Recorded on the enclosing tape: its backward adds the roots' gradients into the table's.
+    outputs = graph.op(*[sources[plan.entry] if role == "table" else index[a:b]
+                         for role, _, _ in graph.inputs])
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+
+    def backward(train_mode):
+        # Each group's head gradient is its rows of its function's gradient table, complete
+        # once its parents (higher, earlier in this loop) have run.
+        for q, first, rows, out in reversed(taped):
+            # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
+            # variable node on its first recorded use, shared by every group's tape; a
+            # backward that frees its graph empties that node, and the next group's fails.
+            mx.autograd.backward([out], [grads[q][first:first + rows]], retain_graph=True,
+                                 train_mode=train_mode)
+
+    _node.hand_backward(backward)
+    RUNS[0] += 1
+    return outputs

@@ -1,0 +1,220 @@
+"""The planned backward of ahead-of-time schedules (NOTE [planned backward] in
+gluon_cf/recursion/planned_backward.py): its gradients equal the recorded schedule's and eager
+Python recursion's; it runs only where it applies, and never hangs where a recursion runs
+inside a loop's steps."""
+import subprocess
+import sys
+import textwrap
+
+import hypothesis.strategies as st
+import mxnet as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from mxnet import gluon, nd
+
+import gluon_cf
+from gluon_cf.data.trees import parse_tree, synthetic_treebank
+from gluon_cf.models.recursive import TopDownTreeLSTM, TreeLSTM, TreeRNN
+from gluon_cf.recursion import planned_backward, schedule
+from test_schedule import (FORESTS, TOL, _EvenOdd, _ValueArgument, _assert_same, _forest,
+                           _linear_tree, _run)
+
+
+@pytest.fixture(autouse=True)
+def restore_executor():
+    previous = gluon_cf.get_executor()
+    yield
+    gluon_cf.set_executor(previous)
+    planned_backward.ENABLED[0] = True
+
+
+def _trained(net, inputs, planned):
+    """``_run``'s outputs and gradients on a schedule, and how many runs were planned."""
+    planned_backward.ENABLED[0] = planned
+    before = planned_backward.RUNS[0]
+    got = _run(net, inputs, "batched")
+    return got, planned_backward.RUNS[0] - before
+
+
+def _three_ways(net, inputs):
+    """Planned, recorded and eager: equal; the first was planned, the second not."""
+    eager = _run(net, inputs, None)
+    planned, runs = _trained(net, inputs, True)
+    recorded, none = _trained(net, inputs, False)
+    assert runs >= 1 and none == 0, (runs, none)
+    _assert_same(planned, recorded)
+    _assert_same(planned, eager)
+
+
+def _tree_lstm(vocab, seed=0):
+    mx.random.seed(seed)
+    net = TreeLSTM(len(vocab), embed_size=3, hidden_size=3, num_classes=2)
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10 ** 6), shape=st.sampled_from(["sst", "balanced", "linear"]),
+       trees=st.integers(1, 4), length=st.integers(1, 9))
+def test_random_forests(seed, shape, trees, length):
+    vocab, inputs = _forest(synthetic_treebank(trees, shape=shape, seed=seed, max_length=length))
+    _three_ways(_tree_lstm(vocab, seed % 7), inputs)
+
+
+@pytest.mark.parametrize("forest", sorted(FORESTS))   # single nodes, sst, balanced, mixed
+def test_forests(forest):
+    vocab, inputs = _forest(FORESTS[forest]())
+    _three_ways(_tree_lstm(vocab), inputs)
+
+
+def test_repeated_roots():
+    vocab, inputs = _forest(FORESTS["sst"]())
+    roots = inputs[3].asnumpy()
+    inputs[3] = nd.array(np.concatenate([roots, roots[::-1], roots[:1]]))
+    _three_ways(_tree_lstm(vocab), inputs)
+
+
+def test_chain_of_5000_nodes():
+    vocab, inputs = _forest([_linear_tree(2501)])
+    mx.random.seed(0)
+    net = TreeRNN(len(vocab), embed_size=2, hidden_size=2, num_classes=2)
+    net.initialize(mx.init.Xavier())
+    planned, runs = _trained(net, inputs, True)
+    recorded, none = _trained(net, inputs, False)
+    assert runs == 1 and none == 0
+    _assert_same(planned, recorded)
+
+
+def test_mutual_recursion():
+    trees = list(synthetic_treebank(5, shape="sst", seed=7, max_length=10)) + \
+        [parse_tree("(1 good)")]
+    vocab, inputs = _forest(trees)
+    mx.random.seed(1)
+    net = _EvenOdd(len(vocab))
+    net.initialize(mx.init.Uniform(1.0))
+    _three_ways(net, inputs)
+
+
+class _TopLevel(gluon.HybridBlock):
+    """The recursion node is the block's outermost gluon_cf node (no foreach around it)."""
+
+    def __init__(self, vocab_size, hidden=3, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(vocab_size, hidden)
+            self.cell = gluon.nn.Dense(hidden, in_units=2 * hidden, activation="tanh",
+                                       flatten=False)
+
+    def hybrid_forward(self, F, tokens, left, right, root):
+        @gluon_cf.recursive
+        def node(idx):
+            return gluon_cf.cond(
+                F.take(left, idx) < 0, lambda: self.embed(F.take(tokens, idx)),
+                lambda: self.cell(F.concat(node(F.take(left, idx)), node(F.take(right, idx)),
+                                           dim=-1)))
+        return node(root) * 2
+
+
+def test_recursion_node_at_the_top_level():
+    vocab, inputs = _forest(synthetic_treebank(1, shape="sst", seed=5, max_length=9))
+    mx.random.seed(2)
+    net = _TopLevel(len(vocab))
+    net.initialize(mx.init.Uniform(1.0))
+    _three_ways(net, inputs)
+
+
+def test_unplannable_skeletons_keep_the_dynamic_executor():
+    values = _ValueArgument()   # a value argument: the skeleton is not plannable
+    values.initialize()
+    inputs = [nd.array([[[3]], [[0]], [[5]]])]
+    before = dict(schedule.RUNS)
+    got, runs = _trained(values, inputs, True)
+    assert runs == 0 and dict(schedule.RUNS) == before
+    _assert_same(got, _run(values, inputs, None))
+
+    mx.random.seed(0)
+    net = TopDownTreeLSTM(input_size=4, hidden_size=5, max_depth=4)   # computed predicates
+    net.initialize(mx.init.Xavier())
+    z = nd.random.normal(0, 3, shape=(5, 4))
+    grads = []
+    for hybrid in (False, True):
+        net.hybridize(active=hybrid)
+        runs = planned_backward.RUNS[0]
+        with mx.autograd.record():
+            loss = net(z)[0].sum()
+        loss.backward()
+        grads.append({k: p.grad().asnumpy().copy() for k, p in net.collect_params().items()})
+        assert planned_backward.RUNS[0] == runs
+    for k in grads[0]:
+        np.testing.assert_allclose(grads[1][k], grads[0][k], err_msg=k, **TOL)
+
+
+# A recursion every step of a stateful foreach, under autograd.record(): the position where an
+# earlier planned backward (an autograd Function nested inside the loop's backward) hung MXNet's
+# threaded engine. Run in a subprocess with a timeout that fails on a hang or a signal. The
+# first loop's recursion reads only the block's parameters (planned); the second's reads the
+# loop state, an array computed on the tape after the first step (recorded).
+_NESTED = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, %(tests)r)
+    import mxnet as mx, numpy as np
+    from mxnet import autograd, gluon, nd
+    import gluon_cf
+    from gluon_cf.data.trees import synthetic_treebank
+    from gluon_cf.recursion import planned_backward
+    from test_schedule import _forest
+
+    class Stateful(gluon.HybridBlock):
+        def __init__(self, vocab_size, reads_state, **kwargs):
+            super().__init__(**kwargs)
+            self.reads_state = reads_state
+            with self.name_scope():
+                self.embed = gluon.nn.Embedding(vocab_size, 3)
+                self.cell = gluon.nn.Dense(3, in_units=6, activation="tanh", flatten=False)
+
+        def hybrid_forward(self, F, tokens, left, right, roots):
+            def step(root, states):
+                s = states[0]
+                @gluon_cf.recursive
+                def node(idx):
+                    def leaf():
+                        h = self.embed(F.take(tokens, idx))
+                        return F.broadcast_add(h, s) if self.reads_state else h
+                    return gluon_cf.cond(F.take(left, idx) < 0, leaf, lambda: self.cell(
+                        F.concat(node(F.take(left, idx)), node(F.take(right, idx)), dim=-1)))
+                h = node(root)
+                return h, [F.tanh(s + h)]
+            hs, last = gluon_cf.foreach(step, roots, [F.zeros((1, 3))])
+            return F.reshape(hs, (-3, 0)).sum() + last[0].sum()
+
+    vocab, inputs = _forest(synthetic_treebank(4, shape="sst", seed=3, max_length=8))
+    for reads_state in (False, True):
+        mx.random.seed(0)
+        net = Stateful(len(vocab), reads_state)
+        net.initialize(mx.init.Uniform(1.0))
+        grads = []
+        for hybrid in (False, True):
+            net.hybridize(active=hybrid)
+            before = planned_backward.RUNS[0]
+            with autograd.record():
+                loss = net(*inputs)
+            loss.backward()
+            grads.append({k: p.grad().asnumpy().copy() for k, p in net.collect_params().items()})
+            runs = planned_backward.RUNS[0] - before
+        # Four steps: each planned, or only the first (whose state is the loop's input).
+        assert runs == (1 if reads_state else 4), (reads_state, runs)
+        for k in grads[0]:
+            np.testing.assert_allclose(grads[1][k], grads[0][k], rtol=1e-5, atol=1e-6,
+                                       err_msg=k)
+    print("ok")
+""")
+
+
+def test_recursion_in_every_step_of_a_stateful_foreach_does_not_hang(tmp_path):
+    script = tmp_path / "nested.py"
+    script.write_text(_NESTED % {"tests": str(__import__("pathlib").Path(__file__).parent)})
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    assert proc.stdout.strip().endswith("ok")
