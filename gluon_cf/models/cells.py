@@ -14,9 +14,9 @@ row b of every input (and on the parameters). Only such ops are used (Dense, ele
 concat/split on the last axis, batch_dot, broadcasts of parameter rows). This is what lets a
 batching executor stack the calls of many nodes into one call and slice the results apart.
 """
-from typing import Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from mxnet import gluon, init
+from mxnet import gluon, init, nd, sym
 from mxnet.gluon import nn, rnn
 
 __all__ = [
@@ -156,6 +156,7 @@ class ChildSumTreeLSTMCell(_TreeCell):
 
     Children: ``forget(x, h_k, c_k) -> f_k * c_k`` (x is the parent's input, repeated per child)
     and ``combine(x, h_sum, fc_sum) -> (h, c)``. A leaf is ``combine(x, zeros, zeros)``.
+    ``node(x, children)`` is a whole node eagerly: one CachedOp call.
     """
     num_states = 2
 
@@ -165,6 +166,46 @@ class ChildSumTreeLSTMCell(_TreeCell):
         with self.name_scope():
             self.forget = _ChildSumForget(hidden_size, input_size, prefix='forget_')
             self.combine = _ChildSumCombine(hidden_size, input_size, prefix='combine_')
+        self._nodes: Dict[int, _ChildSumNode] = {}   # by number of children
+
+    def node(self, x: nd.NDArray, children: Sequence[Tuple[nd.NDArray, nd.NDArray]]
+             ) -> List[nd.NDArray]:
+        """``[h, c]`` of a node from its input ``x`` and its children's ``(h_k, c_k)``, in
+        order, for NDArrays: ``combine(x, sum h_k, sum forget(x, h_k, c_k))``, computed by one
+        CachedOp (so recorded as one autograd node, NOTE [child-sum eager tape])."""
+        fused = self._nodes.get(len(children))
+        if fused is None:
+            fused = self._nodes[len(children)] = _ChildSumNode(self, len(children))
+        return fused(x, children)
+
+
+class _ChildSumNode:
+    """``ChildSumTreeLSTMCell.node`` for ``n`` children: the cell's own blocks called on
+    Symbols, the graph run by one CachedOp (MXNet's gradients of the same operators)."""
+
+    def __init__(self, cell, n):
+        x = sym.var('x')
+        hs = [sym.var('h%d' % k) for k in range(n)]
+        cs = [sym.var('c%d' % k) for k in range(n)]
+        if n:   # summed from the first child, as the eager loop did (0 + v is v)
+            h_sum, fc_sum = hs[0], cell.forget(x, hs[0], cs[0])
+            for h, c in zip(hs[1:], cs[1:]):
+                h_sum, fc_sum = h_sum + h, fc_sum + cell.forget(x, h, c)
+        else:
+            h_sum = fc_sum = sym.broadcast_like(sym.zeros((1, cell.hidden_size)), x,
+                                                lhs_axes=(0,), rhs_axes=(0,))
+        symbol = sym.Group(list(cell.combine(x, h_sum, fc_sum)))
+        params = {p.var().name: p for p in cell.collect_params().values()}
+        names = ['x'] + [v.name for v in hs] + [v.name for v in cs]
+        # each input of the graph: its position among [x, h_0.., c_0..], or a parameter
+        self.sources = [names.index(name) if name in names else params[name]
+                        for name in symbol.list_inputs()]
+        self.op = nd.CachedOp(symbol)
+
+    def __call__(self, x, children):
+        data = [x] + [h for h, _ in children] + [c for _, c in children]
+        return self.op(*[data[s] if isinstance(s, int) else s.data(x.context)
+                         for s in self.sources])
 
 
 # ---------------------------------------------------------------------------------------------
