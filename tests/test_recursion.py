@@ -223,7 +223,7 @@ def test_childsum_at_its_bound_matches_reference(hybridize):
 
 def test_childsum_eager_tape_is_one_cached_op_per_node():
     """Issue 24, item 7: eagerly, the tape holds two nodes per tree node: its ``Embedding`` and
-    one ``_CachedOp`` for the whole cell (NOTE [child-sum eager tape]; 25, later 17, operators
+    one ``_CachedOp`` for the whole cell (NOTE [eager cells]; 25, later 17, operators
     before); values and gradients stay those of the reference."""
     import json
     net, encoded, inputs = _childsum_case()

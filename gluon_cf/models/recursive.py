@@ -44,13 +44,13 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
 
     @gluon_cf.recursive
     def node(idx):                        # idx: shape (1,) index of a tree node
-        def leaf():
-            return cell.leaf(embed(F.take(tokens, idx)))
+        def leaf():                       # eagerly one CachedOp call (NOTE [eager cells])
+            return cell.eager('leaf', embed(F.take(tokens, idx)))
 
         def internal():
             lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
             rstate = node(F.take(right, idx))
-            return cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
+            return cell.eager('combine', *_as_tuple(lstate), *_as_tuple(rstate))
 
         return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
 
@@ -100,24 +100,6 @@ class RNTN(_BinaryTreeClassifier):
     cell_class = RNTNCell
 
 
-# NOTE [child-sum eager tape]
-#     Eagerly, every operator a recursive function runs under ``autograd.record`` stays on
-#     MXNet's tape until ``backward``, which then builds one gradient graph over all of them: a
-#     few KB per recorded operator (its node, its outputs, their gradient nodes, shapes and
-#     buffers), so at depth 20,000 the tape, not the stack, is what fills the address space.
-#     Written like the hybridized path (zero states, a ``while_loop`` adding each child's ``h``
-#     and ``forget(x, h, c)``, then ``combine``), a node recorded 25 operators, later 17 (no
-#     zero states, no ``0 + h``): a 19,999-deep chain with gradients needed 2.6 GB of address
-#     space. Eagerly a node is now ``cell.node(x, children)``: the cell's own blocks called on
-#     Symbols for that number of children (summed from the first child, as before), run by one
-#     CachedOp, so the tape holds two nodes per level (``Embedding``, ``_CachedOp``), and
-#     ``backward`` one ``_backward_CachedOp`` each, MXNet's gradients of the same operators
-#     (equal to the old path to 1e-6 on random trees of up to 5 children). The children's
-#     positions are read from ``child_ptr`` once, on the host: no ``cond``/``while_loop``
-#     eagerly (their eager forms ran the same Python). The chain now needs ~1.7 GB and runs
-#     ~2.5x faster (tests/test_no_crash.py); hybridized, the graph is unchanged.
-
-
 class ChildSumTreeLSTM(gluon.HybridBlock):
     """Child-sum TreeLSTM classifier (Tai et al. 2015) over n-ary trees.
 
@@ -126,8 +108,9 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
     Hybridized, the children are summed left to right by a ``while_loop`` inside the recursive
     function, bounded by ``max_children``: a node with more children is a ``ValueError`` naming
     the node, its child count and the bound, eagerly and hybridized (the loop would stop at the
-    bound and drop the rest). Eagerly, a node's cell is one CachedOp call, ``cell.node``
-    (NOTE [child-sum eager tape]).
+    bound and drop the rest). Eagerly, the children's positions are read from ``child_ptr`` on
+    the host (no ``cond``, no ``while_loop``: their eager forms run the same Python) and a
+    node's cell is one CachedOp call, ``cell.node`` (NOTE [eager cells]).
     """
 
     def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
@@ -172,7 +155,7 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
         @gluon_cf.recursive
         def node(idx):
             x = self.embed(F.take(tokens, idx))
-            if eager:   # one autograd node for the cell (NOTE [child-sum eager tape])
+            if eager:   # one autograd node for the cell (NOTE [eager cells])
                 i = int(idx.asscalar())
                 return self.cell.node(x, [node(child_idx[k:k + 1])
                                           for k in range(ptr[i], ptr[i + 1])])
