@@ -58,7 +58,8 @@ class _TreeCell(gluon.HybridBlock):
 
     def eager(self, child: str, *args):
         """``getattr(self, child)(*args)``; on NDArrays as one CachedOp call, so that under
-        ``autograd.record`` it is one autograd node (NOTE [eager cells])."""
+        ``autograd.record`` it is one autograd node (a deep tree's record stays small)."""
+        # (NOTE [eager cells])
         if not isinstance(args[0], nd.NDArray):
             return getattr(self, child)(*args)
         return self._eager_graph(child, len(args), getattr(self, child))(*args)
@@ -216,11 +217,12 @@ class ChildSumTreeLSTMCell(_TreeCell):
             self.forget = _ChildSumForget(hidden_size, input_size, prefix='forget_')
             self.combine = _ChildSumCombine(hidden_size, input_size, prefix='combine_')
 
-    def node(self, x: nd.NDArray, children: Sequence[Tuple[nd.NDArray, nd.NDArray]]
+    def node(self, x: nd.NDArray, children: Sequence[Sequence[nd.NDArray]]
              ) -> List[nd.NDArray]:
         """``[h, c]`` of a node from its input ``x`` and its children's ``(h_k, c_k)``, in
         order, for NDArrays: ``combine(x, sum h_k, sum forget(x, h_k, c_k))``, summed from the
-        first child, as one CachedOp call (one autograd node, NOTE [eager cells])."""
+        first child, as one CachedOp call (one autograd node)."""
+        # (NOTE [eager cells])
         n = len(children)
         graph = self._eager_graph('node', 1 + 2 * n,
                                   lambda x, *states: self._node(x, states[:n], states[n:]))

@@ -110,7 +110,8 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
     the node, its child count and the bound, eagerly and hybridized (the loop would stop at the
     bound and drop the rest). Eagerly, the children's positions are read from ``child_ptr`` on
     the host (no ``cond``, no ``while_loop``: their eager forms run the same Python) and a
-    node's cell is one CachedOp call, ``cell.node`` (NOTE [eager cells]).
+    node's cell is one CachedOp call, ``cell.node``: one autograd node, so that a deep tree's
+    record stays small.
     """
 
     def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
