@@ -88,6 +88,27 @@ def test_binary_models_match_reference(model, fold, hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
+@pytest.mark.parametrize("model", [TreeLSTM, TreeRNN, RNTN])
+def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor):
+    """Eagerly, each call of a cell's ``leaf`` or ``combine`` is one ``_CachedOp`` on the tape
+    (NOTE [eager cells]), not its operators one by one; values and gradients are checked
+    against the reference by test_binary_models_match_reference."""
+    import json
+    if executor != "batched":
+        pytest.skip("eager: the executor plays no part")
+    vocab, encoded, forest = _forest(extra=["(1 good)"])
+    net = model(len(vocab), embed_size=6, hidden_size=5, num_classes=3)
+    net.initialize(mx.init.Xavier())
+    inputs = _arrays(forest, ["tokens", "left", "right", "roots"])
+    with autograd.record():
+        loss = net(*inputs).sum()
+    ops = [n["op"] for n in json.loads(autograd.get_symbol(loss).tojson())["nodes"]]
+    nodes, leaves = len(forest.left), int((forest.left < 0).sum())
+    assert ops.count("_CachedOp") == nodes and ops.count("Embedding") == leaves
+    assert set(ops) == {"null", "Embedding", "_CachedOp", "stack", "Reshape", "FullyConnected",
+                        "sum"}
+
+
 def _childsum_case():
     """A ChildSumTreeLSTM and a forest with 1-, 2-, 3- and 4-child nodes."""
     vocab, encoded, forest = _forest(binary=False, extra=[

@@ -97,7 +97,7 @@ class _TreeCell(gluon.HybridBlock):
 #     ChildSumTreeLSTM chain with gradients once recorded 25 operators per level, later 17
 #     (2.6 GB of address space); now two (its ``Embedding`` and the cell): ~1.7 GB, and 2.5x
 #     faster (tests/test_no_crash.py). Binary chains of 19,998 levels (39,997 nodes): TreeLSTM
-#     2.84 -> 2.12 GB, RNTN 2.41 -> 1.94 GB, TreeRNN 1.72 GB as before (its cell is two or
+#     2.84 -> 2.12 GB, RNTN 2.41 -> 1.94 GB, TreeRNN 1.72 -> 1.68 GB (its cell is two or
 #     three operators). What is left per level is MXNet's: the CachedOp's saved buffers
 #     (every value of its graph) and the gradient graph ``backward`` builds. Hybridized, the
 #     cells' blocks are called as before.
@@ -116,7 +116,9 @@ class _EagerGraph:
         # each input of the graph: the position of an argument, or a parameter
         self.sources = [names.index(name) if name in names else by_name[name]
                         for name in symbol.list_inputs()]
-        self.op = nd.CachedOp(symbol)
+        # MXNet records the operators of a graph of up to two (its default inline_limit) one by
+        # one, as if there were no CachedOp: never here
+        self.op = nd.CachedOp(symbol, flags=[('inline_limit', 0)])
 
     def __call__(self, *args):
         return self.op(*[args[s] if isinstance(s, int) else s.data(args[0].context)
