@@ -88,6 +88,27 @@ def test_binary_models_match_reference(model, fold, hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
+@pytest.mark.parametrize("model", [TreeLSTM, TreeRNN, RNTN])
+def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor):
+    """Eagerly, each call of a cell's ``leaf`` or ``combine`` is one ``_CachedOp`` on the tape
+    (NOTE [eager cells]), not its operators one by one; values and gradients are checked
+    against the reference by test_binary_models_match_reference."""
+    import json
+    if executor != "batched":
+        pytest.skip("eager: the executor plays no part")
+    vocab, encoded, forest = _forest(extra=["(1 good)"])
+    net = model(len(vocab), embed_size=6, hidden_size=5, num_classes=3)
+    net.initialize(mx.init.Xavier())
+    inputs = _arrays(forest, ["tokens", "left", "right", "roots"])
+    with autograd.record():
+        loss = net(*inputs).sum()
+    ops = [n["op"] for n in json.loads(autograd.get_symbol(loss).tojson())["nodes"]]
+    nodes, leaves = len(forest.left), int((forest.left < 0).sum())
+    assert ops.count("_CachedOp") == nodes and ops.count("Embedding") == leaves
+    assert set(ops) == {"null", "Embedding", "_CachedOp", "stack", "Reshape", "FullyConnected",
+                        "sum"}
+
+
 def _childsum_case():
     """A ChildSumTreeLSTM and a forest with 1-, 2-, 3- and 4-child nodes."""
     vocab, encoded, forest = _forest(binary=False, extra=[
@@ -221,30 +242,82 @@ def test_childsum_at_its_bound_matches_reference(hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
-def test_childsum_eager_tape_holds_no_zero_states():
-    """Issue 24, item 7: eagerly, the tape holds a node's cell and nothing else - no recorded
-    zero states, no ``0 + h`` for a first child (NOTE [child-sum eager tape]); values and
-    gradients stay those of the reference, which sums from the first child."""
+def test_childsum_eager_tape_is_one_cached_op_per_node():
+    """Issue 24, item 7: eagerly, the tape holds two nodes per tree node: its ``Embedding`` and
+    one ``_CachedOp`` for the whole cell (NOTE [eager cells]; 25, later 17, operators
+    before); values and gradients stay those of the reference."""
     import json
     net, encoded, inputs = _childsum_case()
-    ptr = inputs[1].asnumpy().astype(int)
-    counts = np.diff(ptr)
+    nodes = len(inputs[1]) - 1
     with autograd.record():
         out = net(*inputs)
         loss = (out * out).sum()
     ops = [n["op"] for n in json.loads(autograd.get_symbol(loss).tojson())["nodes"]]
     loss.backward()
     got, grads = out.asnumpy(), _grads(net)
-    assert "broadcast_like" not in ops
-    # c = i * u + fc_sum at every node (a leaf's fc_sum is zeros), and the sums past the first
-    # child; every node's input reaches the tape as one Embedding
-    assert ops.count("broadcast_add") == len(counts) + 2 * int(np.maximum(counts - 1, 0).sum())
-    assert ops.count("Embedding") == len(counts)
+    assert ops.count("Embedding") == ops.count("_CachedOp") == nodes
+    # the rest: the roots' stack and reshape, the classifier and the loss; and the inputs
+    assert set(ops) == {"null", "Embedding", "_CachedOp", "stack", "Reshape", "FullyConnected",
+                        "broadcast_mul", "sum"}
+    assert len(ops) - ops.count("null") == 2 * nodes + 5
     expected, expected_grads = _reference_loss(
         net, encoded, lambda e, c, t: reference.childsum_eager(e, c, t)[0])
     np.testing.assert_allclose(got, expected, **TOL)
     for name in expected_grads:
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
+
+
+def _random_nary_tree(draw_children, depth=0):
+    """An s-expression whose nodes have ``draw_children(depth)`` children (0: a word)."""
+    n = draw_children(depth)
+    if not n:
+        return "(1 w%d)" % draw_children(99)
+    return "(2 %s)" % " ".join(_random_nary_tree(draw_children, depth + 1) for _ in range(n))
+
+
+def test_childsum_eager_equals_hybridized_on_random_trees(executor):
+    """Eagerly every node is one CachedOp of its number of children (``cell.node``), hybridized
+    a ``while_loop`` over them: on random forests of nodes with 0 to 5 children, outputs and
+    gradients agree (and with the reference, which folds each tree in Python)."""
+    from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+    if executor == "dynamic":
+        pytest.skip("the batched executor's two schedules: one is enough here")
+
+    @settings(max_examples=6, deadline=None, derandomize=True,
+              phases=[Phase.explicit, Phase.generate],    # a failure is reported as drawn
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.data())
+    def check(data):
+        def draw_children(depth):
+            # a root has children: a forest of single words has no child_idx (shape (0,)),
+            # which a hybridized graph cannot take
+            low, high = (1, 5) if depth == 0 else (0, 5) if depth < 3 else (0, 0)
+            return data.draw(st.integers(low, high) if depth < 99 else st.integers(0, 8))
+        trees = [parse_tree(_random_nary_tree(draw_children))
+                 for _ in range(data.draw(st.integers(1, 3)))]
+        vocab = build_vocab(trees)
+        encoded = [encode_tree(t, vocab, binary=False) for t in trees]
+        inputs = _arrays(batchify_forest(encoded), ["tokens", "child_ptr", "child_idx", "roots"])
+        child_counts.update(np.diff(inputs[1].asnumpy()).astype(int).tolist())
+        mx.random.seed(4)
+        net = ChildSumTreeLSTM(len(vocab), embed_size=4, hidden_size=3, num_classes=2,
+                               max_children=5)
+        net.initialize(mx.init.Xavier())
+        for name, param in net.collect_params().items():
+            if name.endswith("bias"):
+                param.set_data(nd.random.uniform(-0.5, 0.5, shape=param.shape))
+        expected, expected_grads = _reference_loss(
+            net, encoded, lambda e, c, t: reference.childsum_eager(e, c, t)[0])
+        for hybridize in (False, True):
+            (got,), grads = _run(net, inputs, hybridize)
+            np.testing.assert_allclose(got, expected, **TOL)
+            for name in expected_grads:
+                np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name,
+                                           **TOL)
+
+    child_counts: set = set()
+    check()
+    assert child_counts == {0, 1, 2, 3, 4, 5}
 
 
 def test_childsum_inside_a_hybridized_parent_warns_at_its_bound():

@@ -44,13 +44,13 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
 
     @gluon_cf.recursive
     def node(idx):                        # idx: shape (1,) index of a tree node
-        def leaf():
-            return cell.leaf(embed(F.take(tokens, idx)))
+        def leaf():                       # eagerly one CachedOp call (NOTE [eager cells])
+            return cell.eager('leaf', embed(F.take(tokens, idx)))
 
         def internal():
             lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
             rstate = node(F.take(right, idx))
-            return cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
+            return cell.eager('combine', *_as_tuple(lstate), *_as_tuple(rstate))
 
         return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
 
@@ -100,31 +100,18 @@ class RNTN(_BinaryTreeClassifier):
     cell_class = RNTNCell
 
 
-# NOTE [child-sum eager tape]
-#     Eagerly, every operator a recursive function runs under ``autograd.record`` stays on
-#     MXNet's tape until ``backward``, which then builds one gradient graph over all of them: a
-#     few KB per recorded operator (its node, its outputs, their gradient nodes, shapes and
-#     buffers), so at depth 20,000 the tape, not the stack, is what fills the address space.
-#     A node's child sum once recorded four operators that compute nothing: the two zero states
-#     (``broadcast_like`` against ``x``, there so that hybridized, one row per invocation, the
-#     batching executor can batch them) and ``0 + h``, ``0 + f*c`` of the first child. Eagerly
-#     the shape is known, so the zeros are plain ``nd.zeros`` (no input: not recorded), and the
-#     first step of the loop passes the child's ``h`` and ``f*c`` on instead of adding them to
-#     the zeros; ``0 + v`` is ``v`` and adding passes the gradient through unchanged, so values
-#     and gradients are those of the sum from zeros (and of ``models.reference.childsum_eager``,
-#     which sums from the first child). A 19,999-deep chain went from ~25 to 17 graph nodes per
-#     level (the ``nd.zeros`` inputs of a leaf remain); hybridized, the graph is unchanged.
-
-
 class ChildSumTreeLSTM(gluon.HybridBlock):
     """Child-sum TreeLSTM classifier (Tai et al. 2015) over n-ary trees.
 
     ``net(tokens, child_ptr, child_idx, roots)``; children of node i are
-    ``child_idx[child_ptr[i]:child_ptr[i+1]]``. Every node has an input ``embed(token)``. The
-    children are summed left to right by a ``while_loop`` inside the recursive function, bounded
-    by ``max_children``: a node with more children is a ``ValueError`` naming the node, its
-    child count and the bound, eagerly and hybridized (the loop would stop at the bound and
-    drop the rest).
+    ``child_idx[child_ptr[i]:child_ptr[i+1]]``. Every node has an input ``embed(token)``.
+    Hybridized, the children are summed left to right by a ``while_loop`` inside the recursive
+    function, bounded by ``max_children``: a node with more children is a ``ValueError`` naming
+    the node, its child count and the bound, eagerly and hybridized (the loop would stop at the
+    bound and drop the rest). Eagerly, the children's positions are read from ``child_ptr`` on
+    the host (no ``cond``, no ``while_loop``: their eager forms run the same Python) and a
+    node's cell is one CachedOp call, ``cell.node``: one autograd node, so that a deep tree's
+    record stays small.
     """
 
     def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
@@ -162,15 +149,21 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
         where = "%s:%d: ChildSumTreeLSTM(max_children=%d)" % (
             __file__, sys._getframe().f_lineno, self.max_children)
 
+        eager = isinstance(child_ptr, mx.nd.NDArray)
+        if eager:
+            ptr = child_ptr.asnumpy().ravel().astype(np.int64)
+
         @gluon_cf.recursive
         def node(idx):
             x = self.embed(F.take(tokens, idx))
+            if eager:   # one autograd node for the cell (NOTE [eager cells])
+                i = int(idx.asscalar())
+                return self.cell.node(x, [node(child_idx[k:k + 1])
+                                          for k in range(ptr[i], ptr[i + 1])])
             start = F.take(child_ptr, idx)
             end = F.take(child_ptr, idx + 1)
 
             def zeros():  # one row per invocation, so that the batching executor can batch
-                if isinstance(x, mx.nd.NDArray):   # unrecorded: NOTE [child-sum eager tape]
-                    return mx.nd.zeros((x.shape[0], H), ctx=x.context)
                 return F.broadcast_like(F.zeros((1, H)), x, lhs_axes=(0,), rhs_axes=(0,))
 
             def leaf():
@@ -180,18 +173,13 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
                 def has_next(k, h_sum, fc_sum):
                     return k < end
 
-                h_zero, fc_zero = zeros(), zeros()
-
                 def add_child(k, h_sum, fc_sum):
                     h, c = node(F.take(child_idx, k))
                     fc = self.cell.forget(x, h, c)
-                    if h_sum is h_zero and isinstance(h_sum, mx.nd.NDArray):
-                        # eagerly, the first child: 0 + h is h (NOTE [child-sum eager tape])
-                        return [], [k + 1, h, fc]
                     return [], [k + 1, h_sum + h, fc_sum + fc]
 
                 _, (_, h_sum, fc_sum) = gluon_cf.while_loop(
-                    has_next, add_child, [start, h_zero, fc_zero],
+                    has_next, add_child, [start, zeros(), zeros()],
                     max_iterations=self.max_children, report_truncation=where,
                     truncation_advice="a node has more children than max_children; build "
                     "the model with a larger max_children")
