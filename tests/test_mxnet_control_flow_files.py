@@ -158,3 +158,55 @@ def test_tampered_mxnet_control_flow_nodes_are_refused_not_killed():
         assert _EXPECTED[how] in imported and "-symbol.json" in imported, (how, imported)
         assert cli.startswith("exit 1: gluon-cf-export: error: "), (how, cli)
         assert cli.count("\n") == 1 and _EXPECTED[how] in cli, (how, cli)
+
+
+NESTED = """
+    import json, os, tempfile
+    import mxnet as mx
+    from mxnet import gluon, nd
+    import gluon_cf
+    from gluon_cf.errors import SymbolFileError
+
+    class Net(gluon.HybridBlock):           # MXNet's foreach inside a gluon_cf.cond branch
+        def hybrid_forward(self, F, x):
+            def then():
+                return F.contrib.foreach(lambda r, s: (r + s[0], [s[0] * 2]), x,
+                                         [F.ones((3,))])[0]
+            return gluon_cf.cond(F.sum(x) > 0, then, lambda: x * 2)
+
+    tmp = tempfile.mkdtemp()
+    net = Net()
+    net.hybridize()
+    x = nd.ones((2, 3))
+    assert (net(x).asnumpy() == [[2, 2, 2], [3, 3, 3]]).all()
+    net.export(os.path.join(tmp, "net"))
+    d = json.load(open(os.path.join(tmp, "net-symbol.json")))
+    node = [n for n in d["nodes"] if n["op"] == "Custom"][0]
+    spec = json.loads(node["attrs"]["spec"])
+    body = json.loads(spec["graphs"]["then"]["json"])
+    [n for n in body["nodes"] if n["op"] == "_foreach"][0]["subgraphs"][0]["heads"][0][1] = 5
+    spec["graphs"]["then"]["json"] = json.dumps(body)
+    node["attrs"]["spec"] = json.dumps(spec)
+    path = os.path.join(tmp, "bad-symbol.json")
+    json.dump(d, open(path, "w"))
+    for load in (lambda: mx.sym.load(path).eval(data=x)[0].asnumpy(),
+                 lambda: gluon.SymbolBlock.imports(path, ["data"],
+                                                   os.path.join(tmp, "net-0000.params"))(x)):
+        try:
+            load()
+            print("loaded")
+        except SymbolFileError as err:
+            print(err)
+"""
+
+
+def test_tampered_mxnet_foreach_inside_a_gluon_cf_body_is_refused_by_sym_load():
+    """Was: a segmentation fault in ``mx.sym.load(...).eval`` and ``SymbolBlock.imports``."""
+    proc = run_python(textwrap.dedent(NESTED), timeout=300)
+    assert proc is not None, "the process hung"
+    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
+        proc.returncode, proc.stderr[-4000:])
+    lines = proc.stdout.splitlines()[-2:]
+    assert lines == ["a gluon_cf.cond node 'net0_cond0', subgraph 'then': node 2 "
+                     "('net0__foreach0', _foreach), subgraph 0: its output 0 is output 5 of node "
+                     "2 ('net0__plus0'), which has 1 output"] * 2, proc.stdout + proc.stderr[-3000:]
