@@ -201,12 +201,18 @@ def _merge_concrete(a, b):
     return tuple(x if x == y else None for x, y in zip(a, b))
 
 
-def merge_dims(onnx_shape, planned):
-    """Per dim: ONNX's inferred value if known, else the plan's."""
+def merge_dims(converted_shape, planned):
+    """A model output's declared shape: per dim, the converted graph's (ONNX's inference, else
+    MXNet's partial inference) if known, else the plan's; but where the plan's two concrete
+    runs found a dim that changes or is known only at run time (None), never a size: MXNet's
+    partial inference, given 0 for a dynamic dim, can return one that holds for the example
+    only (``concat`` of a known and an unknown-rank value gives the known one's size), and
+    onnxruntime then warns on every run that the model declares a wrong shape."""
     if planned is None:
-        return onnx_shape
-    if onnx_shape is None or len(onnx_shape) != len(planned):
+        return converted_shape
+    if converted_shape is None or len(converted_shape) != len(planned):
         return planned
-    return tuple(o if o is not None else p for o, p in zip(onnx_shape, planned))
+    return tuple(p if o is None or (p is None and isinstance(o, int)) else o
+                 for o, p in zip(converted_shape, planned))
 
 
