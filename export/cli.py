@@ -56,6 +56,8 @@ def _main(argv):
     except (ValueError, NotImplementedError, OSError) as err:
         return 1, _one_line(err)
     except Exception as err:  # noqa: BLE001 -- a bad file must never print a traceback
+        if type(err).__name__ == "MXNetError":   # (MXNet is imported only by convert)
+            return 1, f"MXNet refuses the model: {_mxnet_words(_one_line(err))}"
         return 1, f"{type(err).__name__}: {_one_line(err)}"
 
 
@@ -87,6 +89,17 @@ def _one_line(err):
     useful = [line for line in lines if not line.startswith(("Traceback", "File \"", "["))]
     return (useful or lines or [type(err).__name__])[-1 if lines and lines[0].startswith(
         "Traceback") else 0][:500]
+
+
+def _mxnet_words(line):
+    """An MXNet error's line without its own name, its C++ source location and the C++
+    condition of a failed check: "MXNetError: Error in operator n: [12:00:00] ../src/x.h:134:
+    Check failed: assign(...): Incompatible attr ..." -> "Error in operator n: Incompatible
+    attr ..."."""
+    while line.startswith("MXNetError: "):
+        line = line[len("MXNetError: "):]
+    line = re.sub(r"\[\d\d:\d\d:\d\d\] \S+:\d+: ", "", line)
+    return re.sub(r"Check failed: [^:]*?: ", "", line).strip()
 
 
 def _check_readable(path, what):
@@ -154,7 +167,7 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
-    from gluon_cf.symbol_entries import check_symbol_text_contents
+    from gluon_cf.symbol_entries import check_symbol_text_contents, load_parameter_file
     from gluon_cf.symbol_file import decode_symbol_file
 
     from . import artifact_save
@@ -176,7 +189,7 @@ def _convert(args):
     # Checked before MXNet reads it (NOTE [files are checked before MXNet reads them]).
     check_symbol_text_contents(text, args.symbol)
     sym = mx.sym.load(args.symbol)
-    params = mx.nd.load(args.params)
+    params = load_parameter_file(args.params)
     param_names = {name.split(":", 1)[-1] for name in params}
     data_names = [n for n in sym.list_inputs() if n not in param_names]
     given = [name for name, _, _ in inputs]

@@ -52,6 +52,33 @@ def check_symbol_text_contents(text, where):
         check_entries(text, where)
 
 
+def load_parameter_file(path):
+    """``mx.nd.load(path)`` of a ``net.export()`` parameter file; a file MXNet cannot read is a
+    ValueError naming it (:func:`parameter_file_error`), not MXNet's C++ check."""
+    try:
+        return mx.nd.load(str(path))
+    except mx.MXNetError as err:
+        ours = parameter_file_error(err, path)
+        if ours is None:
+            raise
+        raise ours from None
+
+
+def parameter_file_error(err, path):
+    """The ValueError, in our words, for MXNet's error ``err`` reading the parameter file at
+    ``path``; None if ``err`` is not about reading it. MXNet says "Check failed:
+    fi->Read(data): Invalid NDArray file format" for a truncated, empty or damaged file and
+    "Failed to allocate CPU Memory" for a shape in it larger than memory (a damaged size)."""
+    text = str(err)
+    if "Invalid NDArray file format" in text:
+        return ValueError("%s: not a parameter file MXNet can read (MXNet saves them with "
+                          "net.export or mx.nd.save): it is truncated, empty or damaged" % path)
+    if "Failed to allocate" in text:
+        return ValueError("%s: a parameter in it declares a shape larger than the memory of "
+                          "this machine (a damaged file?)" % path)
+    return None
+
+
 def check_node_spec(kind, spec_text):
     """A gluon_cf node's ``spec`` attribute, decoded and checked: its structure
     (``symbol_file.check_spec``), then its subgraphs' contents (NOTE above)."""

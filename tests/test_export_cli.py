@@ -358,3 +358,58 @@ def test_run_timeout_must_be_seconds(tmp_path):
         assert proc.returncode == 2 and proc.stderr.splitlines() == [
             f"gluon-cf-export: error: argument --timeout: {bad!r} is not a number of seconds "
             f"> 0 (see gluon-cf-export run --help)"], proc.stderr
+
+
+def _damaged_parameter_files(directory):
+    """net.export()'s parameter file of ``tree_model``, damaged four ways."""
+    data = (directory / "tree-0000.params").read_bytes()
+    params = nd.load(str(directory / "tree-0000.params"))
+    name, first = next(iter(params.items()))
+    at = data.find(np.array(first.shape, np.int64).tobytes())
+    assert at > 0
+    files = {"truncated": data[:len(data) // 2], "empty": b"",
+             "huge_shape": data[:at] + np.array([1 << 40] + list(first.shape[1:]),
+                                                np.int64).tobytes() + data[at + 8 * first.ndim:]}
+    for what, content in files.items():
+        (directory / f"{what}.params").write_bytes(content)
+    nd.save(str(directory / "int32.params"), dict(params, **{name: first.astype("int32")}))
+    return {what: directory / f"{what}.params" for what in list(files) + ["int32"]}
+
+
+_DAMAGED = {"truncated": "not a parameter file MXNet can read (MXNet saves them with net.export "
+                         "or mx.nd.save): it is truncated, empty or damaged",
+            "empty": "not a parameter file MXNet can read (MXNet saves them with net.export or "
+                     "mx.nd.save): it is truncated, empty or damaged",
+            "huge_shape": "a parameter in it declares a shape larger than the memory of this "
+                          "machine (a damaged file?)"}
+
+
+def test_damaged_parameter_files_are_named_in_our_words(tree_model, capfd):
+    """Was (issue 24, item 5): MXNet's "MXNetError: MXNetError: Check failed: fi->Read(data):
+    Invalid NDArray file format" or "Failed to allocate CPU Memory" from the CLI,
+    SymbolBlock.imports and save_artifact; a parameter of the wrong dtype gave the CLI's line
+    MXNet's C++ source location and check."""
+    from gluon_cf.export import cli as cli_module, save_artifact
+
+    directory, inputs, runs = tree_model
+    symbol = str(directory / "tree-symbol.json")
+    examples = [np.load(path) for path in runs[0][0]]
+    for what, path in _damaged_parameter_files(directory).items():
+        capfd.readouterr()
+        code = cli_module.main(["convert", symbol, str(path), *inputs, "-o",
+                                str(directory / "out.onnx")])
+        err = capfd.readouterr().err
+        assert code == 1 and err.count("\n") == 1, err
+        if what == "int32":
+            assert err.startswith("gluon-cf-export: error: MXNet refuses the model: Error in "
+                                  "operator tree_"), err
+            assert "expected int32, got float32" in err and "MXNetError" not in err \
+                and "Check failed" not in err and ".h:" not in err, err
+            continue
+        assert err == f"gluon-cf-export: error: {path}: {_DAMAGED[what]}\n", err
+        with pytest.raises(ValueError) as imported:
+            gluon.SymbolBlock.imports(symbol, ["data0", "data1", "data2", "data3"], str(path))
+        with pytest.raises(ValueError) as saved:
+            save_artifact((symbol, str(path)), examples, directory / "out.onnx")
+        for raised in (imported, saved):
+            assert str(raised.value) == f"{path}: {_DAMAGED[what]}", raised.value
