@@ -57,7 +57,8 @@ def _main(argv):
         return 1, _one_line(err)
     except Exception as err:  # noqa: BLE001 -- a bad file must never print a traceback
         if type(err).__name__ == "MXNetError":   # (MXNet is imported only by convert)
-            return 1, f"MXNet refuses the model: {_mxnet_words(_one_line(err))}"
+            from gluon_cf.errors import mxnet_message
+            return 1, f"MXNet refuses the model: {mxnet_message(_one_line(err))}"
         return 1, f"{type(err).__name__}: {_one_line(err)}"
 
 
@@ -89,17 +90,6 @@ def _one_line(err):
     useful = [line for line in lines if not line.startswith(("Traceback", "File \"", "["))]
     return (useful or lines or [type(err).__name__])[-1 if lines and lines[0].startswith(
         "Traceback") else 0][:500]
-
-
-def _mxnet_words(line):
-    """An MXNet error's line without its own name, its C++ source location and the C++
-    condition of a failed check: "MXNetError: Error in operator n: [12:00:00] ../src/x.h:134:
-    Check failed: assign(...): Incompatible attr ..." -> "Error in operator n: Incompatible
-    attr ..."."""
-    while line.startswith("MXNetError: "):
-        line = line[len("MXNetError: "):]
-    line = re.sub(r"\[\d\d:\d\d:\d\d\] \S+:\d+: ", "", line)
-    return re.sub(r"Check failed: [^:]*?: ", "", line).strip()
 
 
 def _check_readable(path, what):

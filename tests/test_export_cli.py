@@ -388,7 +388,7 @@ def test_damaged_parameter_files_are_named_in_our_words(tree_model, capfd):
     """Was (issue 24, item 5): MXNet's "MXNetError: MXNetError: Check failed: fi->Read(data):
     Invalid NDArray file format" or "Failed to allocate CPU Memory" from the CLI,
     SymbolBlock.imports and save_artifact; a parameter of the wrong dtype gave the CLI's line
-    MXNet's C++ source location and check."""
+    MXNet's name twice, its C++ source location and check."""
     from gluon_cf.export import cli as cli_module, save_artifact
 
     directory, inputs, runs = tree_model
@@ -401,7 +401,8 @@ def test_damaged_parameter_files_are_named_in_our_words(tree_model, capfd):
         err = capfd.readouterr().err
         assert code == 1 and err.count("\n") == 1, err
         if what == "int32":
-            assert err.startswith("gluon-cf-export: error: MXNet refuses the model: Error in "
+            assert err.startswith("gluon-cf-export: error: export_onnx: the dtypes of the "
+                                  "inputs and parameters do not fit the model: Error in "
                                   "operator tree_"), err
             assert "expected int32, got float32" in err and "MXNetError" not in err \
                 and "Check failed" not in err and ".h:" not in err, err
@@ -413,3 +414,37 @@ def test_damaged_parameter_files_are_named_in_our_words(tree_model, capfd):
             save_artifact((symbol, str(path)), examples, directory / "out.onnx")
         for raised in (imported, saved):
             assert str(raised.value) == f"{path}: {_DAMAGED[what]}", raised.value
+
+
+def test_parameters_of_another_dtype_are_refused_on_every_export(tree_model):
+    """Was: save_artifact wrote a model onnxruntime then rejected (a float16 or int32 weight
+    where the graph computes in float32); and a second export in the same process passed
+    MXNet's type inference, the recursive functions' table having kept the first, failed one
+    as known."""
+    from gluon_cf.export import load, save_artifact
+
+    directory, inputs, runs = tree_model
+    symbol = str(directory / "tree-symbol.json")
+    params = nd.load(str(directory / "tree-0000.params"))
+    name = next(iter(params))
+    examples = [np.load(path) for path in runs[0][0]]
+    for dtype in ("float16", "int32", "float16"):
+        path = directory / f"{dtype}.params"
+        nd.save(str(path), dict(params, **{name: params[name].astype(dtype)}))
+        with pytest.raises(ValueError) as refused:
+            save_artifact((symbol, str(path)), examples, directory / "out.onnx")
+        assert str(refused.value).startswith(
+            "export_onnx: the dtypes of the inputs and parameters do not fit the model: Error "
+            "in operator tree_"), refused.value
+        assert f"expected {dtype}, got float32" in str(refused.value), refused.value
+    save_artifact((symbol, str(directory / "tree-0000.params")), examples, directory / "ok.onnx")
+    got, = load(directory / "ok.onnx")(*examples)
+    np.testing.assert_allclose(got, runs[0][1], **TOL)
+
+
+def test_an_mxnet_error_line_in_our_words():
+    from gluon_cf.errors import mxnet_message
+    assert mxnet_message("MXNetError: MXNetError: Error in operator n: [06:43:02] ../src/io/../"
+                         "operator/elemwise_op_common.h:134: Check failed: assign(&dattr, "
+                         "vec.at(i)): Incompatible attr in node n at 1-th input") == \
+        "Error in operator n: Incompatible attr in node n at 1-th input"
