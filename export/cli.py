@@ -186,8 +186,11 @@ def _convert(args):
     unknown = [n for n in given if n not in data_names]
     missing = sorted(n for n in data_names if n not in given)
     if unknown or missing or len(set(given)) != len(given):
+        lacking = [n for n in missing if not re.fullmatch(r"data\d*", n)]
+        hint = (f" ({', '.join(lacking)}: not in the parameter file {args.params} either; is "
+                f"it the model's?)" if lacking else "")
         raise _UsageError(f"--input must name each data input of the symbol once: it has "
-                          f"{sorted(data_names)}; missing {missing}, unknown {unknown}")
+                          f"{sorted(data_names)}; missing {missing}, unknown {unknown}{hint}")
     axes = {name: dims for (name, _, _), dims in zip(inputs, dynamic_axes) if dims}
     kind, why = ("artifact" if args.format == "artifact" else "onnx"), None
     if kind == "onnx":

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 import mxnet as mx
 
 from gluon_cf import registry
+from gluon_cf.errors import mxnet_message
 from gluon_cf.operators import DYNAMIC_SHAPE_OPS
 
 from .artifact_format import first_line
@@ -65,11 +66,11 @@ def shape_plan(sym, params, examples, dims):
         except (mx.MXNetError, ValueError) as err:
             if run == "example":
                 raise ValueError(f"export_onnx: MXNet cannot infer the model's shapes for the "
-                                 f"example inputs {base}: {first_line(err)}") from None
+                                 f"example inputs {base}: {mxnet_message(first_line(err))}") from None
             raise ValueError(
                 f"export_onnx: the model's shapes do not allow the dynamic axes "
                 f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
-                f"fail: {first_line(err)}); remove those axes from dynamic_axes, or give "
+                f"fail: {mxnet_message(first_line(err))}); remove those axes from dynamic_axes, or give "
                 f"axes that must stay equal the same dim name") from None
     outputs = [None if None in pair or len(pair[0]) != len(pair[1]) else
                tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))

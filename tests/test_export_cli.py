@@ -448,3 +448,31 @@ def test_an_mxnet_error_line_in_our_words():
                          "operator/elemwise_op_common.h:134: Check failed: assign(&dattr, "
                          "vec.at(i)): Incompatible attr in node n at 1-th input") == \
         "Error in operator n: Incompatible attr in node n at 1-th input"
+
+
+def test_a_parameter_missing_from_its_file_is_named_as_such(tree_model, tmp_path, capfd):
+    """Was: the CLI asked for the missing weight as a data --input, and a wrong shape in the
+    parameter file gave "...: MXNetError: Error in operator ..."."""
+    from gluon_cf.export import cli as cli_module
+
+    directory, inputs, _ = tree_model
+    params = nd.load(str(directory / "tree-0000.params"))
+    name = sorted(params)[-1]
+    nd.save(str(tmp_path / "lacking.params"), {k: v for k, v in params.items() if k != name})
+    first = sorted(params)[0]
+    nd.save(str(tmp_path / "reshaped.params"),
+            dict(params, **{first: nd.zeros((params[first].shape[0] + 2,)
+                                            + params[first].shape[1:])}))
+    symbol, out = str(directory / "tree-symbol.json"), str(tmp_path / "out.onnx")
+    capfd.readouterr()
+    assert cli_module.main(["convert", symbol, str(tmp_path / "lacking.params"), *inputs, "-o",
+                            out]) == 2
+    bare = name.split(":", 1)[-1]
+    assert capfd.readouterr().err.endswith(
+        f"missing ['{bare}'], unknown [] ({bare}: not in the parameter file "
+        f"{tmp_path / 'lacking.params'} either; is it the model's?)\n")
+    assert cli_module.main(["convert", symbol, str(tmp_path / "reshaped.params"), *inputs,
+                            "-o", out]) == 1
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "cannot infer the model's shapes" in err \
+        and ": Error in operator tree_" in err and "MXNetError" not in err, err
