@@ -281,7 +281,7 @@ def _check_dtypes(sym, params, examples):
     file holding an int32 weight where the graph computes in float32 exported a model that
     onnxruntime rejects when it runs (the MXNet model refuses it at once)."""
     known = set(sym.list_inputs())
-    dtypes = {name: dtype for name, (_, dtype) in examples.items()}
+    dtypes = {name: dtype for name, (_, dtype) in examples.items() if name in known}
     dtypes.update((name, value.dtype) for name, value in params.items() if name in known)
     try:
         sym.infer_type_partial(**dtypes)
