@@ -254,8 +254,8 @@ def _check_graph(graph, where):
 #     attributes against its inputs and subgraphs (:func:`control_flow_outputs`): the counts
 #     MXNet's Python API writes, every location within what it indexes and one per input of
 #     the subgraph it feeds. Files holding such nodes are checked like those holding gluon_cf
-#     nodes (``holds_checked_nodes``); other files are MXNet's alone. ``mx.sym.load`` itself
-#     is MXNet's: it reads such a file unchecked (its first run then fails as before).
+#     nodes (``holds_checked_nodes``), by ``mx.sym.load`` too (``hybrid.py`` wraps it, as
+#     it wraps ``SymbolBlock.imports``); other files are MXNet's alone.
 MAX_ITERATIONS = 10 ** 7   # a _while_loop's max_iterations: its outputs have as many rows
 
 # op -> (its subgraphs, num_args minus its inputs, its attributes but hidden ones: __x__)

@@ -3,10 +3,10 @@ from ``F.contrib``), tampered: refused with a SymbolFileError naming the node an
 wrong, before MXNet reads them (NOTE [MXNet's control-flow nodes] in ``symbol_file.py``).
 
 Was (issue 24, item 5): several of these segfaulted the process that loaded the file
-(``SymbolBlock.imports``: a subgraph's head reading an output its node lacks, ``num_outputs``
-of 0, an out-of-range ``func_var_locs``); others gave MXNet's C++ check text (``_Map_base::at``,
-``Check failed: ...``) or ``std::bad_alloc``. All tamperings run in one subprocess: a crash fails
-the test with its signal.
+(``SymbolBlock.imports``, ``mx.sym.load(...).eval``: a subgraph's head reading an output its
+node lacks, ``num_outputs`` of 0, an out-of-range ``func_var_locs``); others gave MXNet's C++
+check text (``_Map_base::at``, ``Check failed: ...``) or ``std::bad_alloc``. All tamperings
+run in one subprocess: a crash fails the test with its signal.
 """
 import json
 import textwrap
@@ -107,11 +107,18 @@ TAMPERED = """
             imported = str(err)
         except Exception as err:
             imported = "other %s: %s" % (type(err).__name__, err)
+        try:
+            mx.sym.load(path).eval(data0=x, data1=h)[0].asnumpy()
+            loaded = "loaded"
+        except SymbolFileError as err:
+            loaded = str(err)
+        except Exception as err:
+            loaded = "other %s: %s" % (type(err).__name__, err)
         out = io.StringIO()
         with contextlib.redirect_stderr(out), contextlib.redirect_stdout(io.StringIO()):
             code = cli.main(["convert", path, params, "-i", "data0:4,2,3", "-i", "data1:2,3",
                              "-o", os.path.join(tmp, "out.onnx")])
-        results[how] = [imported, "exit %d: %s" % (code, out.getvalue())]
+        results[how] = [imported, "exit %d: %s" % (code, out.getvalue()), loaded]
     # the untampered file: checked, then run by MXNet as before
     outs = gluon.SymbolBlock.imports(os.path.join(tmp, "net-symbol.json"), ["data0", "data1"],
                                      params)(x, h)
@@ -154,8 +161,9 @@ def test_tampered_mxnet_control_flow_nodes_are_refused_not_killed():
         proc.returncode, proc.stderr[-4000:])
     results = json.loads(proc.stdout.splitlines()[-1])
     assert sorted(results) == sorted(_EXPECTED)
-    for how, (imported, cli) in results.items():
+    for how, (imported, cli, loaded) in results.items():
         assert _EXPECTED[how] in imported and "-symbol.json" in imported, (how, imported)
+        assert loaded == imported, (how, loaded)
         assert cli.startswith("exit 1: gluon-cf-export: error: "), (how, cli)
         assert cli.count("\n") == 1 and _EXPECTED[how] in cli, (how, cli)
 
