@@ -16,7 +16,7 @@ from onnx import helper
 
 from gluon_cf import registry
 from gluon_cf._typing import Path
-from gluon_cf.symbol_entries import check_symbol_file_contents
+from gluon_cf.symbol_entries import check_symbol_file_contents, load_parameter_file
 
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
@@ -89,7 +89,7 @@ def _symbol_files(files, example_inputs):
     # Checked before MXNet reads it (NOTE [files are checked before MXNet reads them]).
     check_symbol_file_contents(os.fspath(files[0]))
     sym = mx.sym.load(os.fspath(files[0]))
-    params = mx.nd.load(os.fspath(files[1]))
+    params = load_parameter_file(os.fspath(files[1]))
     param_names = {name.split(":", 1)[-1] for name in params}
     data_names = sorted((n for n in sym.list_inputs() if n not in param_names),
                         key=lambda n: (len(n), n))

@@ -56,6 +56,9 @@ def _main(argv):
     except (ValueError, NotImplementedError, OSError) as err:
         return 1, _one_line(err)
     except Exception as err:  # noqa: BLE001 -- a bad file must never print a traceback
+        if type(err).__name__ == "MXNetError":   # (MXNet is imported only by convert)
+            from gluon_cf.errors import mxnet_message
+            return 1, f"MXNet refuses the model: {mxnet_message(_one_line(err))}"
         return 1, f"{type(err).__name__}: {_one_line(err)}"
 
 
@@ -154,7 +157,7 @@ def _convert(args):
     import mxnet as mx
     import onnx
 
-    from gluon_cf.symbol_entries import check_symbol_text_contents
+    from gluon_cf.symbol_entries import check_symbol_text_contents, load_parameter_file
     from gluon_cf.symbol_file import decode_symbol_file
 
     from . import artifact_save
@@ -176,15 +179,18 @@ def _convert(args):
     # Checked before MXNet reads it (NOTE [files are checked before MXNet reads them]).
     check_symbol_text_contents(text, args.symbol)
     sym = mx.sym.load(args.symbol)
-    params = mx.nd.load(args.params)
+    params = load_parameter_file(args.params)
     param_names = {name.split(":", 1)[-1] for name in params}
     data_names = [n for n in sym.list_inputs() if n not in param_names]
     given = [name for name, _, _ in inputs]
     unknown = [n for n in given if n not in data_names]
     missing = sorted(n for n in data_names if n not in given)
     if unknown or missing or len(set(given)) != len(given):
+        lacking = [n for n in missing if not re.fullmatch(r"data\d*", n)]
+        hint = (f" ({', '.join(lacking)}: not in the parameter file {args.params} either; is "
+                f"it the model's?)" if lacking else "")
         raise _UsageError(f"--input must name each data input of the symbol once: it has "
-                          f"{sorted(data_names)}; missing {missing}, unknown {unknown}")
+                          f"{sorted(data_names)}; missing {missing}, unknown {unknown}{hint}")
     axes = {name: dims for (name, _, _), dims in zip(inputs, dynamic_axes) if dims}
     kind, why = ("artifact" if args.format == "artifact" else "onnx"), None
     if kind == "onnx":

@@ -28,6 +28,7 @@ from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 import gluon_cf  # noqa: F401  (registers the gluon_cf ops, which carry their export rules)
 from gluon_cf import registry
 from gluon_cf._typing import Path
+from gluon_cf.errors import mxnet_message
 from gluon_cf.operators import SOURCE_ATTR
 from gluon_cf.tracing import user_location
 
@@ -245,6 +246,7 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
     _check_convertible(json.loads(sym.tojson()), "the model", opset, kinds)
 
     plan, out_shapes = shape_plan(sym, params, examples, dims)
+    _check_dtypes(sym, params, examples)
     specs = [(name, tuple(dims[name].get(axis, d) for axis, d in enumerate(shape)), dtype)
              for name, (shape, dtype) in examples.items()]
     token = PLAN.set(plan)
@@ -272,6 +274,22 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
         output_info.CopyFrom(helper.make_tensor_value_info(
             spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), shape))
     return converted.graph
+
+
+def _check_dtypes(sym, params, examples):
+    """MXNet's type inference must accept the inputs' and parameters' dtypes: a parameter
+    file holding an int32 weight where the graph computes in float32 exported a model that
+    onnxruntime rejects when it runs (the MXNet model refuses it at once)."""
+    known = set(sym.list_inputs())
+    dtypes = {name: dtype for name, (_, dtype) in examples.items() if name in known}
+    dtypes.update((name, value.dtype) for name, value in params.items() if name in known)
+    try:
+        sym.infer_type_partial(**dtypes)
+    except mx.MXNetError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        useful = [line for line in lines if not line.startswith(("Traceback", "File \"", "["))]
+        raise ValueError(f"export_onnx: the dtypes of the inputs and parameters do not fit "
+                         f"the model: {mxnet_message((useful or lines or [''])[0])}") from None
 
 
 def record_index_bounds(model, sym, inputs, input_names):

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 import mxnet as mx
 
 from gluon_cf import registry
+from gluon_cf.errors import mxnet_message
 from gluon_cf.operators import DYNAMIC_SHAPE_OPS
 
 from .artifact_format import first_line
@@ -65,11 +66,11 @@ def shape_plan(sym, params, examples, dims):
         except (mx.MXNetError, ValueError) as err:
             if run == "example":
                 raise ValueError(f"export_onnx: MXNet cannot infer the model's shapes for the "
-                                 f"example inputs {base}: {first_line(err)}") from None
+                                 f"example inputs {base}: {mxnet_message(first_line(err))}") from None
             raise ValueError(
                 f"export_onnx: the model's shapes do not allow the dynamic axes "
                 f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
-                f"fail: {first_line(err)}); remove those axes from dynamic_axes, or give "
+                f"fail: {mxnet_message(first_line(err))}); remove those axes from dynamic_axes, or give "
                 f"axes that must stay equal the same dim name") from None
     outputs = [None if None in pair or len(pair[0]) != len(pair[1]) else
                tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
@@ -201,12 +202,18 @@ def _merge_concrete(a, b):
     return tuple(x if x == y else None for x, y in zip(a, b))
 
 
-def merge_dims(onnx_shape, planned):
-    """Per dim: ONNX's inferred value if known, else the plan's."""
+def merge_dims(converted_shape, planned):
+    """A model output's declared shape: per dim, the converted graph's (ONNX's inference, else
+    MXNet's partial inference) if known, else the plan's; but where the plan's two concrete
+    runs found a dim that changes or is known only at run time (None), never a size: MXNet's
+    partial inference, given 0 for a dynamic dim, can return one that holds for the example
+    only (``concat`` of a known and an unknown-rank value gives the known one's size), and
+    onnxruntime then warns on every run that the model declares a wrong shape."""
     if planned is None:
-        return onnx_shape
-    if onnx_shape is None or len(onnx_shape) != len(planned):
+        return converted_shape
+    if converted_shape is None or len(converted_shape) != len(planned):
         return planned
-    return tuple(o if o is not None else p for o, p in zip(onnx_shape, planned))
+    return tuple(p if o is None or (p is None and isinstance(o, int)) else o
+                 for o, p in zip(converted_shape, planned))
 
 

@@ -1,4 +1,5 @@
 """gluon_cf's own exception types that need no MXNet (the artifact runtime raises them too)."""
+import re
 
 
 class RecursionDepthError(RuntimeError):
@@ -36,3 +37,14 @@ class SymbolFileError(ValueError):
     """A symbol file (``-symbol.json``) or a gluon_cf node's ``spec`` in one is malformed: not
     the JSON MXNet and gluon_cf write, or tampered with. Its message names the file or node and
     what is wrong (NOTE [files are checked before MXNet reads them] in ``symbol_file.py``)."""
+
+
+def mxnet_message(line: str) -> str:
+    """One line of an MXNet error as a user reads it: without MXNet's own name, its C++
+    source location and the C++ condition of a failed check ("MXNetError: Error in operator
+    n: [12:00:00] ../src/x.h:134: Check failed: assign(...): Incompatible attr ..." ->
+    "Error in operator n: Incompatible attr ...")."""
+    while line.startswith("MXNetError: "):
+        line = line[len("MXNetError: "):]
+    line = re.sub(r"\[\d\d:\d\d:\d\d\] \S+:\d+: ", "", line)
+    return re.sub(r"Check failed: [^:]*?: ", "", line).strip()

@@ -214,7 +214,7 @@ def _name_node(exc, node):
     name = node.spec.get("node")
     if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \
             and not getattr(exc, "_gluon_cf_node", None):
-        exc.args = ("%s\n(in gluon_cf node %r)" % (exc.args[0], name),)
+        exc.args = ("%s\n(in gluon_cf node %r%s)" % (exc.args[0], name, created_at(name)),)
         setattr(exc, "_gluon_cf_node", name)   # read back by getattr above
 
 

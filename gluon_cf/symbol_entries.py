@@ -14,10 +14,11 @@ NOTE [subgraph contents are checked before MXNet runs them]
     and attributes, as MXNet's own symbol API does (``MXSymbolCreateAtomicSymbol``): that
     says whether MXNet accepts it, how many inputs it takes and how many outputs it gives;
     every input and head must then name an output that exists. The error names the gluon_cf
-    node, the subgraph, the node inside it and what is wrong. Nodes holding MXNet's own
-    subgraphs (``_foreach``, ``_while_loop``, ``_cond``) are left to MXNet: their outputs are
-    not counted, and entries reading them are not checked. Where gluon_cf loads a file holding
-    gluon_cf nodes itself (``SymbolBlock.imports``, ``save_artifact`` from files, the CLI's
+    node, the subgraph, the node inside it and what is wrong. Nodes of MXNet's own
+    ``_foreach``, ``_while_loop`` and ``_cond`` are checked by ``symbol_file``'s
+    ``control_flow_outputs`` instead (NOTE [MXNet's control-flow nodes]), and their subgraphs
+    like any; another operator's subgraphs (a backend's) are MXNet's: their outputs are not
+    counted. Where gluon_cf loads a file holding gluon_cf nodes or subgraphs itself (``SymbolBlock.imports``, ``save_artifact`` from files, the CLI's
     ``convert``), the file's own nodes are checked the same way: an input reading output 3 of
     a one-output node there segfaulted too.
 """
@@ -31,7 +32,8 @@ from mxnet.base import _LIB, OpHandle, c_str, check_call
 
 from . import registry
 from .errors import SymbolFileError
-from .symbol_file import check_spec, check_symbol_json, read_symbol_file
+from .symbol_file import (CONTROL_FLOW_OPS, check_spec, check_symbol_json, control_flow_outputs,
+                          holds_checked_nodes, read_symbol_file)
 
 
 def check_symbol_file_contents(path):
@@ -45,9 +47,36 @@ def check_symbol_file_contents(path):
 
 def check_symbol_text_contents(text, where):
     """:func:`check_symbol_file_contents` for a file's text already read."""
-    if registry.OP_PREFIX in text:
+    if holds_checked_nodes(text):
         check_symbol_json(text, where)
         check_entries(text, where)
+
+
+def load_parameter_file(path):
+    """``mx.nd.load(path)`` of a ``net.export()`` parameter file; a file MXNet cannot read is a
+    ValueError naming it (:func:`parameter_file_error`), not MXNet's C++ check."""
+    try:
+        return mx.nd.load(str(path))
+    except mx.MXNetError as err:
+        ours = parameter_file_error(err, path)
+        if ours is None:
+            raise
+        raise ours from None
+
+
+def parameter_file_error(err, path):
+    """The ValueError, in our words, for MXNet's error ``err`` reading the parameter file at
+    ``path``; None if ``err`` is not about reading it. MXNet says "Check failed:
+    fi->Read(data): Invalid NDArray file format" for a truncated, empty or damaged file and
+    "Failed to allocate CPU Memory" for a shape in it larger than memory (a damaged size)."""
+    text = str(err)
+    if "Invalid NDArray file format" in text:
+        return ValueError("%s: not a parameter file MXNet can read (MXNet saves them with "
+                          "net.export or mx.nd.save): it is truncated, empty or damaged" % path)
+    if "Failed to allocate" in text:
+        return ValueError("%s: a parameter in it declares a shape larger than the memory of "
+                          "this machine (a damaged file?)" % path)
+    return None
 
 
 def check_node_spec(kind, spec_text):
@@ -66,21 +95,29 @@ def check_subgraphs(kind, spec):
 
 
 def check_entries(text, where):
-    """Check the nodes, inputs and heads of one symbol JSON (structurally valid already)."""
-    graph = json.loads(text)
-    outputs: List[Optional[int]] = []   # per node: its number of outputs, None if not known
-    for i, node in enumerate(graph["nodes"]):
-        label = "%s: node %d (%r, %s)" % (where, i, node["name"], node["op"])
-        for entry in node.get("inputs", []):
-            _check_entry(entry, outputs, graph, "%s reads" % label)
-        if node["op"] == "null":
-            outputs.append(1)
-        elif "subgraphs" in node:
-            outputs.append(None)
-        else:
-            outputs.append(_check_node(node, label))
-    for k, entry in enumerate(graph["heads"]):
-        _check_entry(entry, outputs, graph, "%s: its output %d is" % (where, k))
+    """Check the nodes, inputs and heads of one symbol JSON (structurally valid already), and
+    of the subgraphs of MXNet's own control-flow nodes in it (NOTE [MXNet's control-flow
+    nodes] in ``symbol_file.py``)."""
+    stack = [(json.loads(text), where)]
+    while stack:
+        graph, where = stack.pop()
+        outputs: List[Optional[int]] = []   # per node: its number of outputs, None if unknown
+        for i, node in enumerate(graph["nodes"]):
+            label = "%s: node %d (%r, %s)" % (where, i, node["name"], node["op"])
+            for entry in node.get("inputs", []):
+                _check_entry(entry, outputs, graph, "%s reads" % label)
+            if node["op"] == "null":
+                outputs.append(1)
+            elif node["op"] in CONTROL_FLOW_OPS:
+                outputs.append(control_flow_outputs(node, label))
+            elif "subgraphs" in node:   # another op's subgraphs (a backend's): MXNet's
+                outputs.append(None)
+            else:
+                outputs.append(_check_node(node, label))
+            stack.extend((subgraph, "%s, subgraph %d" % (label, k))
+                         for k, subgraph in enumerate(node.get("subgraphs", ())))
+        for k, entry in enumerate(graph["heads"]):
+            _check_entry(entry, outputs, graph, "%s: its output %d is" % (where, k))
 
 
 def _check_entry(entry, outputs, graph, what):

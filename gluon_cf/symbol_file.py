@@ -46,16 +46,25 @@ _GRAPH_FIELDS = {"json": "text", "inputs": None, "num_outputs": "count"}
 
 
 def read_symbol_file(path):
-    """The text of the symbol JSON file at ``path`` if it holds gluon_cf nodes, else None
-    (files without them are MXNet's alone; a missing file is left to the loader)."""
+    """The text of the symbol JSON file at ``path`` if it holds gluon_cf nodes or nodes with
+    subgraphs, else None (other files are MXNet's alone; a missing file is left to the
+    loader)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
-    if registry.OP_PREFIX.encode() not in data:
+    if not holds_checked_nodes(data):
         return None
     return decode_symbol_file(data, path)
+
+
+def holds_checked_nodes(data):
+    """Whether a symbol file's text or bytes may hold gluon_cf nodes or nodes with subgraphs
+    (MXNet's own control flow: NOTE [MXNet's control-flow nodes]); other files are MXNet's."""
+    if isinstance(data, str):
+        return registry.OP_PREFIX in data or '"subgraphs"' in data
+    return registry.OP_PREFIX.encode() in data or b'"subgraphs"' in data
 
 
 def decode_symbol_file(data, path):
@@ -160,14 +169,34 @@ def _gluon_cf_nodes(text, where):
 
 
 def _graph_of(text, where):
-    """Check one symbol JSON document (NOTE above); returns it decoded."""
+    """Check one symbol JSON document (NOTE above), the subgraphs of MXNet's own control-flow
+    nodes in it included (NOTE [MXNet's control-flow nodes]); returns it decoded."""
     def fail(what):
         return SymbolFileError("%s: not a valid MXNet symbol: %s" % (where, what))
 
-    graph = _loads(text, fail)
+    document = _loads(text, fail)
+    stack = [(document, where, 0, None)]
+    while stack:
+        graph, graph_where, depth, outermost = stack.pop()
+        for label, subgraphs in _check_graph(graph, graph_where):
+            if depth >= MAX_NESTING:
+                raise SymbolFileError("%s: subgraphs nested more than %d deep in it"
+                                      % (outermost, MAX_NESTING))
+            stack.extend((subgraph, "%s, subgraph %d" % (label, k), depth + 1,
+                          outermost or label) for k, subgraph in enumerate(subgraphs))
+    return document
+
+
+def _check_graph(graph, where):
+    """Check one graph, a document's or a subgraph's; returns ``(label, subgraphs)`` for each
+    of its nodes holding subgraphs."""
+    def fail(what):
+        return SymbolFileError("%s: not a valid MXNet symbol: %s" % (where, what))
+
     if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
         raise fail("expected a JSON object with a list of 'nodes'")
     nodes = graph["nodes"]
+    holding = []
     for i, node in enumerate(nodes):
         if not isinstance(node, dict) or not isinstance(node.get("op"), str) \
                 or not isinstance(node.get("name"), str):
@@ -190,6 +219,14 @@ def _graph_of(text, where):
                            % (i, node["name"], entry[0]))
         if node["op"] == "Custom" and not isinstance(node.get("attrs", {}).get("op_type"), str):
             raise fail("node %d (%r): a Custom node needs an op_type" % (i, node["name"]))
+        if "subgraphs" in node or node["op"] in CONTROL_FLOW_OPS:
+            subgraphs = node.get("subgraphs")
+            if not isinstance(subgraphs, list) or not all(isinstance(g, dict)
+                                                          for g in subgraphs):
+                raise fail("node %d (%r): 'subgraphs' must be a list of graphs"
+                           % (i, node["name"]))
+            holding.append(("%s: node %d (%r, %s)" % (where, i, node["name"], node["op"]),
+                            subgraphs))
     heads = graph.get("heads")
     if not isinstance(heads, list) or not heads:
         raise fail("'heads' must list the outputs")
@@ -202,7 +239,152 @@ def _graph_of(text, where):
             _FIELD_CHECKS["count"][0](a) and a < len(nodes) and nodes[a]["op"] == "null"
             for a in args):
         raise fail("'arg_nodes' must list variable nodes, got %s" % _short(args))
-    return graph
+    return holding
+
+
+# NOTE [MXNet's control-flow nodes]
+#     A node of MXNet's own ``_foreach``, ``_while_loop`` or ``_cond`` (``F.contrib``'s ops, in
+#     a file or inside a gluon_cf node's body) holds its bodies as ``subgraphs`` and maps its
+#     inputs onto theirs with attributes (``in_data_locs``, ``func_var_locs``, ...) that MXNet
+#     1.9.1 indexes with unchecked (src/operator/control_flow.cc): a tampered count or
+#     location segfaulted ``SymbolBlock.imports``'s first call, or allocated without bound.
+#     So, before MXNet reads such a file: the subgraphs are checked as graphs (``_graph_of``,
+#     at most ``MAX_NESTING`` deep), their nodes' contents as any graph's (NOTE [subgraph
+#     contents are checked before MXNet runs them] in ``symbol_entries.py``), and the node's
+#     attributes against its inputs and subgraphs (:func:`control_flow_outputs`): the counts
+#     MXNet's Python API writes, every location within what it indexes and one per input of
+#     the subgraph it feeds. Files holding such nodes are checked like those holding gluon_cf
+#     nodes (``holds_checked_nodes``), by ``mx.sym.load`` too (``hybrid.py`` wraps it, as
+#     it wraps ``SymbolBlock.imports``); other files are MXNet's alone.
+MAX_ITERATIONS = 10 ** 7   # a _while_loop's max_iterations: its outputs have as many rows
+
+# op -> (its subgraphs, num_args minus its inputs, its attributes but hidden ones: __x__)
+CONTROL_FLOW_OPS = {
+    "_foreach": (("body",), 1, {"num_args", "num_outputs", "num_out_data", "in_state_locs",
+                                "in_data_locs", "remain_locs"}),
+    "_while_loop": (("cond", "func"), 2, {"num_args", "num_outputs", "num_out_data",
+                                          "max_iterations", "cond_input_locs",
+                                          "func_input_locs", "func_var_locs"}),
+    "_cond": (("cond", "then", "else"), 3, {"num_args", "num_outputs", "cond_input_locs",
+                                            "then_input_locs", "else_input_locs"}),
+}
+
+
+def control_flow_outputs(node, where):
+    """The number of outputs of a node of MXNet's ``_foreach``, ``_while_loop`` or ``_cond``
+    whose graphs passed :func:`_graph_of`, after checking its attributes (NOTE [MXNet's
+    control-flow nodes]); SymbolFileError naming ``where`` and the attribute otherwise."""
+    op, attrs = node["op"], _attrs_of(node)
+    names, graph_args, known = CONTROL_FLOW_OPS[op]
+
+    def fail(what):
+        return SymbolFileError("%s: %s" % (where, what))
+
+    unknown = sorted(k for k in attrs if k not in known
+                     and not (k.startswith("__") and k.endswith("__")))
+    if unknown:
+        raise fail("%s has no attribute %r (its attributes: %s)"
+                   % (op, unknown[0], ", ".join(sorted(known))))
+
+    def count(name, low=0):
+        text = attrs.get(name)
+        try:
+            value = int(text)
+        except (TypeError, ValueError):
+            raise fail("attribute %s must be an integer, got %s"
+                       % (name, "nothing" if text is None else _short(text))) from None
+        if value < low:
+            raise fail("attribute %s must be >= %d, got %d" % (name, low, value))
+        return value
+
+    def locations(name, below, length, of):
+        text = attrs.get(name, "").strip()
+        try:
+            if text[:1] + text[-1:] not in ("[]", "()"):
+                raise ValueError
+            values = [int(v) for v in text[1:-1].split(",") if v.strip()]
+        except ValueError:
+            raise fail("attribute %s must be a list of integers, got %s"
+                       % (name, _short(text))) from None
+        if length is not None and len(values) != length:
+            raise fail("attribute %s must list %d location%s (%s), got %d"
+                       % (name, length, "" if length == 1 else "s", of, len(values)))
+        bad = [v for v in values if not 0 <= v < below]
+        if bad:
+            raise fail("attribute %s holds %d, not a location below %d" % (name, bad[0], below))
+        return values
+
+    subgraphs = node["subgraphs"]
+    if len(subgraphs) != len(names):
+        raise fail("%s holds %d subgraph%s (%s), got %d" % (
+            op, len(names), "" if len(names) == 1 else "s", ", ".join(names), len(subgraphs)))
+    heads = [len(g["heads"]) for g in subgraphs]
+    takes = [_reachable_variables(g) for g in subgraphs]
+    inputs = len(node.get("inputs", []))
+    num_args = count("num_args")
+    if num_args != inputs + graph_args:
+        raise fail("attribute num_args must be %d (its %d inputs and %d subgraph%s), got %d"
+                   % (inputs + graph_args, inputs, graph_args, "" if graph_args == 1 else "s",
+                      num_args))
+    num_outputs = count("num_outputs", 1)
+    if num_outputs != heads[-1]:
+        raise fail("attribute num_outputs must be %d (the outputs of subgraph %r), got %d"
+                   % (heads[-1], names[-1], num_outputs))
+    if op != "_foreach" and heads[0] != 1:
+        raise fail("subgraph 'cond' must have one output, it has %d" % heads[0])
+    if op == "_cond":
+        if heads[1] != heads[2]:
+            raise fail("subgraphs 'then' and 'else' must have as many outputs, they have %d "
+                       "and %d" % (heads[1], heads[2]))
+        for k, name in enumerate(names):
+            locations("%s_input_locs" % name, inputs, takes[k], "the inputs of subgraph %r"
+                      % name)
+        return num_outputs
+    num_out_data = count("num_out_data")
+    if num_out_data > num_outputs:
+        raise fail("attribute num_out_data must be at most num_outputs (%d), got %d"
+                   % (num_outputs, num_out_data))
+    states = num_outputs - num_out_data
+    if op == "_foreach":
+        data = locations("in_data_locs", takes[0], None, "")
+        if not 1 <= len(data) <= inputs - states:
+            raise fail("attribute in_data_locs must list 1 to %d locations (the sliced inputs), "
+                       "got %d" % (inputs - states, len(data)))
+        every = (data + locations("in_state_locs", takes[0], states, "one per state output")
+                 + locations("remain_locs", takes[0], inputs - len(data) - states,
+                             "the other inputs"))
+        if sorted(every) != list(range(takes[0])):
+            raise fail("attributes in_data_locs, in_state_locs and remain_locs must place "
+                       "each of the body's %d inputs once, got %s"
+                       % (takes[0], _short(every)))
+        return num_outputs
+    if count("max_iterations", 1) > MAX_ITERATIONS:
+        raise fail("attribute max_iterations must be at most %d (its outputs have as many "
+                   "rows), got %s" % (MAX_ITERATIONS, attrs["max_iterations"]))
+    locations("cond_input_locs", inputs, takes[0], "the inputs of subgraph 'cond'")
+    func_inputs = locations("func_input_locs", inputs, takes[1], "the inputs of subgraph "
+                            "'func'")
+    locations("func_var_locs", len(func_inputs), states, "one per loop variable output")
+    return num_outputs
+
+
+def _attrs_of(node):
+    return node.get("attrs", node.get("attr", node.get("param", {})))
+
+
+def _reachable_variables(graph):
+    """How many variables a graph's heads read: MXNet's inputs of a subgraph."""
+    nodes, seen, stack = graph["nodes"], set(), [h[0] for h in graph["heads"]]
+    variables = 0
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if nodes[i]["op"] == "null":
+            variables += 1
+        stack.extend(entry[0] for entry in nodes[i].get("inputs", []))
+    return variables
 
 
 def _is_entry(entry):

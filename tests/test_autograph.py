@@ -642,6 +642,16 @@ class CollectedLength(Base):
         return x * len(outs)
 
 
+class CollectedPop(Base):
+    """Was: AttributeError: 'StepList' object has no attribute 'pop' (hybridized)."""
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row)
+        return outs.pop() * 2
+
+
 class CollectedStackAxis2(Base):
     @gluon_cf.autograph
     def hybrid_forward(self, F, x):
@@ -655,6 +665,8 @@ class CollectedStackAxis2(Base):
     (CollectedLength, "return x * len(outs)", r"a list this loop on a tensor appended to is "
                                               r"measured with len\(\), but how many items it "
                                               r"holds is known only when the graph runs"),
+    (CollectedPop, "return outs.pop() * 2", r"a list this loop on a tensor appended to is "
+                                            r"changed or searched with \.pop\(\), but how many"),
     (CollectedStackAxis2, "return F.stack(*outs, axis=2)",
      r"this call unpacks a list a loop on a tensor appended to; .* only F.stack\(\*items, "
      r"axis=0 or 1\)"),
@@ -662,7 +674,7 @@ class CollectedStackAxis2(Base):
 def test_collected_list_errors(model, header, message):
     net = model()
     net.hybridize()
-    line = line_of(model, "for row in x:") if model is CollectedLength else \
+    line = line_of(model, "for row in x:") if model in (CollectedLength, CollectedPop) else \
         line_of(model, header)
     where = re.escape(f"{HERE}:{line}: ")
     with pytest.raises(AutographError, match=where + ".*" + message):

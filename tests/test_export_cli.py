@@ -358,3 +358,121 @@ def test_run_timeout_must_be_seconds(tmp_path):
         assert proc.returncode == 2 and proc.stderr.splitlines() == [
             f"gluon-cf-export: error: argument --timeout: {bad!r} is not a number of seconds "
             f"> 0 (see gluon-cf-export run --help)"], proc.stderr
+
+
+def _damaged_parameter_files(directory):
+    """net.export()'s parameter file of ``tree_model``, damaged four ways."""
+    data = (directory / "tree-0000.params").read_bytes()
+    params = nd.load(str(directory / "tree-0000.params"))
+    name, first = next(iter(params.items()))
+    at = data.find(np.array(first.shape, np.int64).tobytes())
+    assert at > 0
+    files = {"truncated": data[:len(data) // 2], "empty": b"",
+             "huge_shape": data[:at] + np.array([1 << 40] + list(first.shape[1:]),
+                                                np.int64).tobytes() + data[at + 8 * first.ndim:]}
+    for what, content in files.items():
+        (directory / f"{what}.params").write_bytes(content)
+    nd.save(str(directory / "int32.params"), dict(params, **{name: first.astype("int32")}))
+    return {what: directory / f"{what}.params" for what in list(files) + ["int32"]}
+
+
+_DAMAGED = {"truncated": "not a parameter file MXNet can read (MXNet saves them with net.export "
+                         "or mx.nd.save): it is truncated, empty or damaged",
+            "empty": "not a parameter file MXNet can read (MXNet saves them with net.export or "
+                     "mx.nd.save): it is truncated, empty or damaged",
+            "huge_shape": "a parameter in it declares a shape larger than the memory of this "
+                          "machine (a damaged file?)"}
+
+
+def test_damaged_parameter_files_are_named_in_our_words(tree_model, capfd):
+    """Was (issue 24, item 5): MXNet's "MXNetError: MXNetError: Check failed: fi->Read(data):
+    Invalid NDArray file format" or "Failed to allocate CPU Memory" from the CLI,
+    SymbolBlock.imports and save_artifact; a parameter of the wrong dtype gave the CLI's line
+    MXNet's name twice, its C++ source location and check."""
+    from gluon_cf.export import cli as cli_module, save_artifact
+
+    directory, inputs, runs = tree_model
+    symbol = str(directory / "tree-symbol.json")
+    examples = [np.load(path) for path in runs[0][0]]
+    for what, path in _damaged_parameter_files(directory).items():
+        capfd.readouterr()
+        code = cli_module.main(["convert", symbol, str(path), *inputs, "-o",
+                                str(directory / "out.onnx")])
+        err = capfd.readouterr().err
+        assert code == 1 and err.count("\n") == 1, err
+        if what == "int32":
+            assert err.startswith("gluon-cf-export: error: export_onnx: the dtypes of the "
+                                  "inputs and parameters do not fit the model: Error in "
+                                  "operator tree_"), err
+            assert "expected int32, got float32" in err and "MXNetError" not in err \
+                and "Check failed" not in err and ".h:" not in err, err
+            continue
+        assert err == f"gluon-cf-export: error: {path}: {_DAMAGED[what]}\n", err
+        with pytest.raises(ValueError) as imported:
+            gluon.SymbolBlock.imports(symbol, ["data0", "data1", "data2", "data3"], str(path))
+        with pytest.raises(ValueError) as saved:
+            save_artifact((symbol, str(path)), examples, directory / "out.onnx")
+        for raised in (imported, saved):
+            assert str(raised.value) == f"{path}: {_DAMAGED[what]}", raised.value
+
+
+def test_parameters_of_another_dtype_are_refused_on_every_export(tree_model):
+    """Was: save_artifact wrote a model onnxruntime then rejected (a float16 or int32 weight
+    where the graph computes in float32); and a second export in the same process passed
+    MXNet's type inference, the recursive functions' table having kept the first, failed one
+    as known."""
+    from gluon_cf.export import load, save_artifact
+
+    directory, inputs, runs = tree_model
+    symbol = str(directory / "tree-symbol.json")
+    params = nd.load(str(directory / "tree-0000.params"))
+    name = next(iter(params))
+    examples = [np.load(path) for path in runs[0][0]]
+    for dtype in ("float16", "int32", "float16"):
+        path = directory / f"{dtype}.params"
+        nd.save(str(path), dict(params, **{name: params[name].astype(dtype)}))
+        with pytest.raises(ValueError) as refused:
+            save_artifact((symbol, str(path)), examples, directory / "out.onnx")
+        assert str(refused.value).startswith(
+            "export_onnx: the dtypes of the inputs and parameters do not fit the model: Error "
+            "in operator tree_"), refused.value
+        assert f"expected {dtype}, got float32" in str(refused.value), refused.value
+    save_artifact((symbol, str(directory / "tree-0000.params")), examples, directory / "ok.onnx")
+    got, = load(directory / "ok.onnx")(*examples)
+    np.testing.assert_allclose(got, runs[0][1], **TOL)
+
+
+def test_an_mxnet_error_line_in_our_words():
+    from gluon_cf.errors import mxnet_message
+    assert mxnet_message("MXNetError: MXNetError: Error in operator n: [06:43:02] ../src/io/../"
+                         "operator/elemwise_op_common.h:134: Check failed: assign(&dattr, "
+                         "vec.at(i)): Incompatible attr in node n at 1-th input") == \
+        "Error in operator n: Incompatible attr in node n at 1-th input"
+
+
+def test_a_parameter_missing_from_its_file_is_named_as_such(tree_model, tmp_path, capfd):
+    """Was: the CLI asked for the missing weight as a data --input, and a wrong shape in the
+    parameter file gave "...: MXNetError: Error in operator ..."."""
+    from gluon_cf.export import cli as cli_module
+
+    directory, inputs, _ = tree_model
+    params = nd.load(str(directory / "tree-0000.params"))
+    name = sorted(params)[-1]
+    nd.save(str(tmp_path / "lacking.params"), {k: v for k, v in params.items() if k != name})
+    first = sorted(params)[0]
+    nd.save(str(tmp_path / "reshaped.params"),
+            dict(params, **{first: nd.zeros((params[first].shape[0] + 2,)
+                                            + params[first].shape[1:])}))
+    symbol, out = str(directory / "tree-symbol.json"), str(tmp_path / "out.onnx")
+    capfd.readouterr()
+    assert cli_module.main(["convert", symbol, str(tmp_path / "lacking.params"), *inputs, "-o",
+                            out]) == 2
+    bare = name.split(":", 1)[-1]
+    assert capfd.readouterr().err.endswith(
+        f"missing ['{bare}'], unknown [] ({bare}: not in the parameter file "
+        f"{tmp_path / 'lacking.params'} either; is it the model's?)\n")
+    assert cli_module.main(["convert", symbol, str(tmp_path / "reshaped.params"), *inputs,
+                            "-o", out]) == 1
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "cannot infer the model's shapes" in err \
+        and ": Error in operator tree_" in err and "MXNetError" not in err, err

@@ -69,6 +69,8 @@ def check_export(net, example, others, dynamic_axes=None, opset=13):
     session = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
+    declared = [[d.dim_value if d.HasField("dim_value") else None
+                 for d in output.type.tensor_type.shape.dim] for output in model.graph.output]
     for inputs in [example] + list(others):
         got = session.run(None, dict(zip(names, inputs)))
         want = gluon_outputs(net, inputs)
@@ -76,6 +78,10 @@ def check_export(net, example, others, dynamic_axes=None, opset=13):
         for k, (g, w) in enumerate(zip(got, want)):
             assert (g.shape, g.dtype) == (w.shape, w.dtype), f"output {k} vs gluon"
             np.testing.assert_allclose(g, w, err_msg=f"output {k}", **TOL)
+            # a declared size is a promise (onnxruntime warns on every run that breaks it)
+            assert len(declared[k]) == g.ndim and all(
+                d is None or d == n for d, n in zip(declared[k], g.shape)), \
+                f"output {k} declared {declared[k]}, is {g.shape}"
     return model
 
 
@@ -422,6 +428,21 @@ class EarlierItemsAndTwoLoops(Collected):
         return F.concat(*outs, dim=0), F.add_n(*outs), outs[1]
 
 
+class EarlierItemsThenFor(Collected):
+    """Items before a for over the input's rows: the rows joined after them (the model's
+    output was declared with the earlier items' number of rows, onnxruntime warning on every
+    run that its output broke the declared shape)."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0, keepdims=True)
+        outs = [h, h * 2]
+        for row in x:
+            h = F.tanh(F.broadcast_add(self.fc(h), row))
+            outs.append(h)
+        return F.stack(*outs), F.concat(*outs, dim=0)
+
+
 def masked_rows(F, x):
     """The rows of x whose sum is positive (a boolean_mask: their number is known at run
     time)."""
@@ -462,7 +483,7 @@ def rows(lengths, shift=0.0):
     return [randn(n, 3, seed=n) + shift for n in lengths]
 
 
-@pytest.mark.parametrize("block", [ConcatAfterFor, EarlierItemsAndTwoLoops],
+@pytest.mark.parametrize("block", [ConcatAfterFor, EarlierItemsAndTwoLoops, EarlierItemsThenFor],
                          ids=lambda b: b.__name__)
 def test_collected_lists_export(block):
     """F.concat(*items) of collected rows (autograph's reshape merging two axes), a list

@@ -73,21 +73,30 @@ class _FunctionTable:
         return outs
 
     def out_types(self, qname, arg_types):
-        key = (qname, tuple(str(t) for t in arg_types))
+        # The environment's types are part of the key, as for shapes (parameters of another
+        # dtype are another function), and a failed inference is not kept: a later inference
+        # of the same types must fail the same way, not find [None, ...] and pass.
+        env = self.env_types
+        key = (qname, tuple(str(t) for t in arg_types),
+               None if env is None else tuple(str(t) for t in env))
         if key in self.types:
             return self.types[key]
         n = self.specs[qname]["num_outputs"]
-        if self.env_types is None or None in arg_types:
+        if env is None or None in arg_types:
             return [None] * n
         graph = self.graphs[qname]
-        self.types[key] = [None] * n
+        self.types[key] = [None] * n   # what a recursive call sees while this is inferred
         outs = self.types[key]
-        for _ in range(8):
-            _, new = graph.infer_type(list(arg_types) + self.env_types)
-            new = [t if t is not None else o for t, o in zip(new, outs)]
-            if new == outs:
-                break
-            outs = self.types[key] = new
+        try:
+            for _ in range(8):
+                _, new = graph.infer_type(list(arg_types) + env)
+                new = [t if t is not None else o for t, o in zip(new, outs)]
+                if new == outs:
+                    break
+                outs = self.types[key] = new
+        except BaseException:
+            del self.types[key]
+            raise
         return outs
 
 

@@ -98,6 +98,9 @@ def extended(lists, rows, steps, where, most=None):
     return tuple(out)
 
 
+_LIST_METHODS = {name for name in dir(list) if not name.startswith("_")} - {"append"}
+
+
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of
     one array (the loop's stacked step outputs), their number ``count`` (an int, or a
@@ -183,6 +186,14 @@ class StepList:
 
     def __len__(self):
         self._unknown_length("measured with len()")
+
+    def __getattr__(self, name):
+        # list's other methods (pop, insert, extend, index, sort ...): the user's call names
+        # the list's method, not this class (its name used to reach users: no attribute
+        # 'pop' of 'StepList')
+        if name in _LIST_METHODS:
+            self._unknown_length(f"changed or searched with .{name}()")
+        raise AttributeError(name)
 
     def __iter__(self):
         self._unknown_length("iterated over")
