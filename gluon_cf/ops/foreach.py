@@ -359,8 +359,7 @@ class ForeachRule(registry.Rule):
         in ``foreach_memory.py``): heads for backward, or None to run ``forward`` (which
         runs a recorded loop with remat, NOTE [rematerialisation])."""
         if node.spec.get("remat") and mx.autograd.is_recording():
-            # outputs and checkpoints in arrays of their own (NOTE [where a rematerialised
-            # loop's memory goes] in ``foreach_remat.py``)
+            # foreach_remat.py: (NOTE [where a rematerialised loop's memory goes])
             return _remat_forward_into(node, inputs, out_data, is_train)
         return _forward_into(node, inputs, out_data, is_train)
 
