@@ -148,7 +148,7 @@ class IntoLoop(_remat.Loop):
         step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
         wants_data = [d.grad is not None and _remat._float(d) and n in slots
                       for n, d in enumerate(self.data)]
-        data_grads = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
+        data_grads: list = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
                       if d.grad is not None and _remat._float(d) else None for d in self.data]
         # The closure's gradients add up in buffers of their own over the segments: its arrays
         # enter the recomputation as detached copies marked with grad_req "add", so each
@@ -160,7 +160,8 @@ class IntoLoop(_remat.Loop):
                 closure_grads[i] = mx.nd.zeros(c.shape, ctx=c.context, dtype=c.dtype)
                 mx.autograd.mark_variables([closure[i]], [closure_grads[i]], "add")
         marked_closure = any(g is not None for g in closure_grads)
-        mismatches, pending = [], []
+        mismatches: list = []
+        pending: list = []
         for segment in reversed(range(math.ceil(self.steps / self.k))):
             b = segment * self.k
             e = min(b + self.k, self.steps)
