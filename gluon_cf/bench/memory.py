@@ -252,11 +252,11 @@ def _lstm_torch(impl, hidden, batch, steps, train):
                 else:
                     h, c = cell(x, (h, c))
                 outs.append(h)
-            outs = torch.stack(outs)
+            stacked = torch.stack(outs)
             if train:
-                (outs.sum() + h.sum() + c.sum()).backward()
+                (stacked.sum() + h.sum() + c.sum()).backward()
                 cell.zero_grad(set_to_none=False)
-        return outs
+        return stacked
 
     call(torch.rand(3, batch, hidden))
     seq = torch.rand(steps, batch, hidden) * 2 - 1

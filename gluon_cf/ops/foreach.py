@@ -15,6 +15,7 @@ from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_
 from .._typing import Arrays
 from ..zero_size import eagerly
 from .foreach_memory import forward_into as _forward_into
+from .foreach_remat import forward_into as _remat_forward_into
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
@@ -358,7 +359,8 @@ class ForeachRule(registry.Rule):
         in ``foreach_memory.py``): heads for backward, or None to run ``forward`` (which
         runs a recorded loop with remat, NOTE [rematerialisation])."""
         if _remat.applies(node.spec.get("remat")):
-            return None
+            # foreach_remat.py: (NOTE [where a rematerialised loop's memory goes])
+            return _remat_forward_into(node, inputs, out_data, is_train)
         return _forward_into(node, inputs, out_data, is_train)
 
     def forward_batched(self, node, inputs, frame):

@@ -1,0 +1,216 @@
+"""The outermost hybridized ``foreach`` with ``remat``: outputs written into MXNet's arrays,
+checkpoints in one buffer per state, steps run unrecorded.
+
+NOTE [where a rematerialised loop's memory goes]
+    Measured (hybridized LSTMCell H=256, B=32, T=1,600, ``remat=True``, RSS at the start of
+    the loop's backward): 305 MB, 0.23 MB per step at the peak, of which only the step
+    outputs (50 MB) and the incoming output gradient (50 MB) are needed by any scheme. The
+    rest, kept by the generic :class:`remat.Loop` run inside the node:
+
+    * each step's outputs (50 MB), kept beside their stacked copy (50 MB) to compare the
+      recomputation with, and the stacked copy again in MXNet's output array (50 MB);
+    * the checkpoints as two arrays per step, h and c (100 MB), where h is the step's output
+      (an LSTM returns its new h as output and as state) already kept in the outputs;
+    * a zero gradient for the data (52 MB), which needs none here;
+    * every step of the forward recorded (its graph dropped at once, but its buffers
+      allocated for backward each step).
+
+    So the outermost stateful node runs here instead (``ForeachRule.forward_into``): the
+    forward runs the body unrolled once (``_step_graph`` of ``foreach_memory.py``, NOTE
+    [where a loop's memory goes]) on its static-memory CachedOp, not recorded, writing each
+    step's outputs into their row of MXNet's output arrays and each checkpoint into its row of
+    one buffer per state (``ceil(T / k)`` rows). A state that is a step output (the graph's
+    head is the same entry) is not kept at all: the state entering step ``t`` is row ``t - 1``
+    of that output. MXNet's output arrays are the recorded node's outputs, kept for backward
+    by MXNet itself (a Custom operator's backward depends on its outputs). The backward
+    recomputes segment by segment as :class:`remat.Loop` does, reading the checkpoints from
+    the buffers and the recomputed outputs' head gradients from the rows of the output
+    gradient, and allocates gradients only for the inputs that need one. Recomputed values are
+    compared with the forward's when the body draws random numbers (NOTE
+    [rematerialisation]); a body without random operators is one graph run on the same
+    inputs twice. Values and gradients are those of ``remat=False`` (the tests' oracle).
+
+    After: 150-160 MB at T=1,600 (0.095-0.1 MB per step: the outputs, their gradient and
+    the c checkpoints, 50 MB each), see the README's memory table.
+"""
+import math
+from typing import List
+
+import mxnet as mx
+
+from .. import node as _node, remat as _remat
+from .._cachedop import CachedOpPair
+from .foreach_memory import IN_FLIGHT, _args, _step_graph
+
+
+def forward_into(node, inputs, out_data, is_train):
+    """Run ``node`` (a stateful foreach with ``remat``, recorded) writing its outputs into
+    ``out_data``; the heads for backward ``[(array, output index, None)]``, or None when it
+    does not run here (the caller then runs the rule's ``forward``, :class:`remat.Loop`)."""
+    spec = node.spec
+    nd_, ns, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
+    body = node.graphs["body"]
+    if ns == 0 or node.run_time_shapes or body.partitioned or len(out_data) != num_out + ns:
+        return None
+    length = inputs[0].shape[0]
+    if length == 0 or any(d.shape[0] != length for d in inputs[:nd_]) or \
+            any(0 in a.shape for a in inputs):
+        return None   # checked and reported by the rule's forward
+    loop = IntoLoop(node, inputs, out_data)
+    loop.run_forward(is_train)
+    outputs = _remat.fresh(out_data)
+    _remat.record_node(loop.data + loop.init + loop.closure, outputs, loop.backward)
+    return [(o, k, None) for k, o in enumerate(outputs)]
+
+
+class IntoLoop(_remat.Loop):
+    """A :class:`remat.Loop` over a node's graph, its outputs and checkpoints in arrays of
+    their own (NOTE [where a rematerialised loop's memory goes])."""
+
+    def __init__(self, node, inputs, out_data):
+        spec = node.spec
+        nd_, ns = spec["num_data"], spec["num_states"]
+        self.node, self.out_data = node, list(out_data)
+        self.num_out = spec["num_out_data"]
+        data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
+        _remat.check_hybridized("foreach", node, [node.graphs["body"]])
+        body = node.graphs["body"]
+        slots = [d[0] for d in data] + list(states) + list(captured)
+        super().__init__("foreach", _remat.from_text("foreach", spec["remat"]),
+                         spec.get("remat_where") or None, data, states, captured, None,
+                         eager=False, random=_remat.holds_random_ops(spec),
+                         step_bytes=_remat.graph_bytes_of(body, slots), length=data[0].shape[0])
+        self.graph = _step_graph(node, 1, [d.shape[1:] for d in data], stacked=False)
+
+    # -- forward --------------------------------------------------------------------------
+
+    def run_forward(self, is_train):
+        _remat._inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        try:
+            with mx.autograd.pause(train_mode=is_train):
+                self._forward_steps()
+        finally:
+            _remat._inside.loop = None
+
+    def _forward_steps(self):
+        graph, ns, num_out, length = self.graph, len(self.init), self.num_out, self.length
+        op = graph.cached_op()
+        own = [k for k in range(ns) if k not in graph.aliases]   # states with arrays of their own
+        k = self.remat if isinstance(self.remat, int) else self._interval(self.init)
+        self.k, self.steps = k, length
+        # checkpoints[i][s]: state own[i] entering step s * k (row 0: the initial state)
+        segments = math.ceil(length / k)
+        self.buffers = [mx.nd.empty((segments,) + self.init[i].shape, dtype=self.init[i].dtype)
+                        for i in own]
+        for buf, i in zip(self.buffers, own):
+            buf[0] = self.init[i]
+        scratch = None
+        in_flight: List[List[mx.nd.NDArray]] = []
+        states = list(self.init)
+        for t in range(length):
+            if len(in_flight) > IN_FLIGHT:
+                for s in in_flight.pop(0):
+                    s.wait_to_read()
+            if t % k == 0:
+                self._seed(t // k)
+            if t == length - 1:
+                targets = [self.out_data[num_out + i] for i in own]
+            elif (t + 1) % k == 0:
+                targets = [buf[(t + 1) // k] for buf in self.buffers]
+            else:
+                if scratch is None:
+                    scratch = [[mx.nd.empty(self.init[i].shape, dtype=self.init[i].dtype)
+                                for i in own] for _ in range(2)]
+                targets = scratch[t % 2]
+            rows = [self.out_data[j][t] for j in range(num_out)]
+            CachedOpPair.__call__(op, *_args(op, [d[t] for d in self.data], states,
+                                             self.closure), out=rows + targets)
+            states = graph.states_of(rows + targets, ns, num_out)
+            in_flight.append(states)
+        for i, j in graph.aliases.items():   # a final state that is the last step's output
+            self.out_data[num_out + i][:] = self.out_data[j][length - 1]
+
+    def _state_at(self, t):
+        """The loop state entering step ``t`` (a segment's start), from the checkpoints."""
+        graph, own = self.graph, [k for k in range(len(self.init)) if k not in self.graph.aliases]
+        if t == 0:
+            return list(self.init)
+        kept = {i: buf[t // self.k] for i, buf in zip(own, self.buffers)}
+        return [self.out_data[graph.aliases[i]][t - 1] if i in graph.aliases else kept[i]
+                for i in range(len(self.init))]
+
+    # -- backward -------------------------------------------------------------------------
+
+    def backward_segments(self, out_grads):
+        graph, num_out, ns, nd_ = self.graph, self.num_out, len(self.init), len(self.data)
+        rec = graph.recorded()
+        slots = set(graph.graph.slots)   # what the step graph reads: data, states, closure
+        step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
+        wants_data = [d.grad is not None and _remat._float(d) and n in slots
+                      for n, d in enumerate(self.data)]
+        data_grads: list = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
+                      if d.grad is not None and _remat._float(d) else None for d in self.data]
+        # The closure's gradients add up in buffers of their own over the segments: its arrays
+        # enter the recomputation as detached copies marked with grad_req "add", so each
+        # segment's backward adds into them (no gradient array per segment, no sum).
+        closure, closure_grads = list(self.closure), [None] * len(self.closure)
+        for i, c in enumerate(self.closure):
+            if c.grad is not None and nd_ + ns + i in slots:
+                closure[i] = c.detach()
+                closure_grads[i] = mx.nd.zeros(c.shape, ctx=c.context, dtype=c.dtype)
+                mx.autograd.mark_variables([closure[i]], [closure_grads[i]], "add")
+        marked_closure = any(g is not None for g in closure_grads)
+        mismatches: list = []
+        pending: list = []
+        for segment in reversed(range(math.ceil(self.steps / self.k))):
+            b = segment * self.k
+            e = min(b + self.k, self.steps)
+            starts = [s.copy() for s in self._state_at(b)]
+            marked = marked_closure or any(wants_data)
+            for i, s in enumerate(starts):
+                if _remat._float(s) and nd_ + i in slots:
+                    s.attach_grad()
+                    marked = True
+            heads, head_grads, data_vars = [], [], []
+            with mx.autograd.record(train_mode=self.training):
+                if self.random and self.seed_base is not None:
+                    mx.random.seed(self.seed_base + segment, ctx=self.ctx)
+                current = starts
+                for t in range(b, e):
+                    step_data = [d[t] for d in self.data]
+                    for n, wanted in enumerate(wants_data):
+                        if wanted:
+                            step_data[n] = step_data[n].copy()
+                            step_data[n].attach_grad()
+                            data_vars.append((n, t, step_data[n]))
+                    result = rec(*_args(graph.graph, step_data, current, closure))
+                    result = list(result) if isinstance(result, (list, tuple)) else [result]
+                    for j in range(num_out):
+                        heads.append(result[j])
+                        head_grads.append(step_grads[j][t])
+                        if self.random:
+                            mismatches.append(_remat._differs(result[j], self.out_data[j][t]))
+                    current = graph.states_of(result, ns, num_out)
+            _remat.recomputed.add(e - b)
+            if self.random:
+                after = self._state_at(e) if e < self.steps else self.out_data[num_out:]
+                mismatches.extend(_remat._differs(o, kept) for o, kept in zip(current, after))
+            # A call reading a marked array is recorded, and so are all its outputs, and the
+            # calls reading those (NOTE [where a rematerialised loop's memory goes]).
+            keep = _node.merged_heads([(h, g) for h, g in zip(heads + current,
+                                                               head_grads + state_grads)
+                                       if _remat._float(h)]) if marked else []
+            if keep:
+                mx.autograd.backward([h for h, _ in keep], [g for _, g in keep],
+                                     train_mode=self.training)
+            # Waiting for the gradients of the segment before last (not the last: Python
+            # prepares this segment while the engine computes that one) keeps two segments'
+            # intermediates alive at most.
+            _remat._throttle(pending)
+            pending = state_grads
+            state_grads = [s.grad if keep and s.grad is not None else mx.nd.zeros_like(s)
+                           for s in starts]
+            for n, t, x in data_vars:
+                data_grads[n][t] = x.grad
+        self._check_mismatches(mismatches)
+        return data_grads + state_grads + closure_grads
