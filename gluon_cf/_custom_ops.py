@@ -16,6 +16,7 @@ NOTE [user CustomOps]
     rewired where MXNet keeps them, in the closure of their ``creator`` (reached through the
     ctypes thunk MXNet keeps alive in ``mx.operator._registry``), each time a body is traced.
 """
+import ctypes
 import gc
 import threading
 
@@ -93,3 +94,57 @@ def _creator_of(ref):
 
 
 mx.operator.register = register
+
+
+# Our own operators' registration (NOTE [callbacks never take the process down] in node.py)
+
+NOT_UTF8 = "\ufffd (gluon_cf: the spec attribute is not UTF-8 text)"
+_creator_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                                 ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
+                                 ctypes.POINTER(mx.base.MXCallbackList))
+_guarded_creators: list = []   # alive as long as MXNet may call them: the process
+
+
+def _guarded(creator):
+    """MXNet's ``creator`` callback for our operators, given only the ``spec`` attribute, as
+    UTF-8 (NOTE [callbacks never take the process down]): MXNet's own decodes every attribute
+    as UTF-8 and passes them all as keyword arguments, outside any ``try``, so a file with a
+    non-UTF-8 attribute or an attribute named ``self`` killed the process."""
+    def guarded_creator(op_type, argc, keys, vals, ret):
+        spec = next((vals[i] for i in range(argc) if keys[i] == b"spec"), None)
+        if spec is not None:
+            try:
+                spec.decode("utf-8")
+            except UnicodeDecodeError:
+                spec = NOT_UTF8.encode("utf-8")
+        keys = (ctypes.c_char_p * 1)(b"spec")
+        vals = (ctypes.c_char_p * 1)(spec)
+        return creator(op_type, 0 if spec is None else 1, keys, vals, ret)
+    return guarded_creator
+
+
+class _GuardedRegistration:
+    """``mx.operator``'s ``_LIB`` while we register an operator: registers MXNet's creator
+    callback wrapped by ``_guarded``."""
+
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def MXCustomOpRegister(self, name, creator):  # noqa: N802 - MXNet's C API name
+        guarded = _creator_type(_guarded(creator))
+        _guarded_creators.append((creator, guarded))
+        return self._lib.MXCustomOpRegister(name, guarded)
+
+
+def register_guarded(op_type, prop_class):
+    """``mx.operator.register(op_type)(prop_class)``, MXNet's creator callback wrapped by
+    ``_guarded``."""
+    lib = mx.operator._LIB
+    mx.operator._LIB = _GuardedRegistration(lib)
+    try:
+        mx.operator.register(op_type)(prop_class)
+    finally:
+        mx.operator._LIB = lib

@@ -38,6 +38,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import executor, registry
+from ._custom_ops import NOT_UTF8, register_guarded
 from .errors import SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .operators import aux_state_error, describe_node, user_custom_op_error
@@ -487,8 +488,9 @@ class _NodeOperator(mx.operator.CustomOp):
                  for o, k, row in saved_heads if is_float(o.dtype) and (written or recorded(o))]
         heads = merged_heads(heads)   # a loop's last state may be its last output row
         if heads and wanted:
+            # retain_graph: NOTE [autograd on MXNet's worker threads]
             autograd.backward([o for o, _ in heads], [g for _, g in heads],
-                              train_mode=self.is_train)
+                              retain_graph=True, train_mode=self.is_train)
         if wanted:   # NOTE [planned backward] in recursion/planned_backward.py
             for backward in reversed(planned or []):
                 backward(self.is_train)
@@ -519,6 +521,18 @@ class _NodeOperator(mx.operator.CustomOp):
 #     operators' errors: the next read of anything computed from it raises it, and the
 #     engine passes it on to whatever next writes the buffers it sits on - with static_alloc,
 #     or with gradients, the block's next call. Only waiting for every call would change that.)
+# NOTE [autograd on MXNet's worker threads]
+#     A node's backward runs on one of MXNet's Custom-operator worker threads, and the custom
+#     backward it reaches through ``autograd.backward`` (a remat loop's or call's, recorded by
+#     ``remat.record_node``) runs on another, at once. ``autograd.backward`` ends by clearing the
+#     history of the graph it walked, and that clears the autograd entries of its inputs that
+#     need no gradient (MXNet's ``AGInfo::Clear``). The remat backward on the other thread reads
+#     those same input arrays while it records its recomputation; when the clearing lands
+#     between its recording and its own ``autograd.backward``, MXNet fails with "The any
+#     container is empty requested=...AGInfo" (1 call in 5 for a hybridized remat foreach with
+#     Dropout whose first backward re-runs its forward; CI saw it). MXNet's autograd has no
+#     lock, so the node's backward keeps its graph (``retain_graph=True``): nothing is cleared
+#     under the other thread, and the graph goes when its head arrays do, as the backward returns.
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
 # How many times a node's Custom operator has run in this process: a remat recursive call
 # refuses a body that ran one (NOTE [rematerialised recursive calls]).
@@ -582,7 +596,7 @@ def _prop_class(rule):
             # Never raises: NOTE [callbacks never take the process down].
             self.node, self.invalid = None, None
             try:
-                if spec == _NOT_UTF8:
+                if spec == NOT_UTF8:
                     raise SymbolFileError("a gluon_cf.%s node: its spec attribute is invalid: "
                                           "it is not UTF-8 text" % rule.kind)
                 self.node = decode(rule.kind, spec)
@@ -641,55 +655,9 @@ def dumps(spec):
     return json.dumps(spec, separators=(",", ":"), sort_keys=True)
 
 
-_NOT_UTF8 = "\ufffd (gluon_cf: the spec attribute is not UTF-8 text)"
-_creator_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
-                                 ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
-                                 ctypes.POINTER(mx.base.MXCallbackList))
-_guarded_creators: list = []   # alive as long as MXNet may call them: the process
-
-
-def _guarded(creator):
-    """MXNet's ``creator`` callback for our operators, given only the ``spec`` attribute, as
-    UTF-8 (NOTE [callbacks never take the process down]): MXNet's own decodes every attribute
-    as UTF-8 and passes them all as keyword arguments, outside any ``try``, so a file with a
-    non-UTF-8 attribute or an attribute named ``self`` killed the process."""
-    def guarded_creator(op_type, argc, keys, vals, ret):
-        spec = next((vals[i] for i in range(argc) if keys[i] == b"spec"), None)
-        if spec is not None:
-            try:
-                spec.decode("utf-8")
-            except UnicodeDecodeError:
-                spec = _NOT_UTF8.encode("utf-8")
-        keys = (ctypes.c_char_p * 1)(b"spec")
-        vals = (ctypes.c_char_p * 1)(spec)
-        return creator(op_type, 0 if spec is None else 1, keys, vals, ret)
-    return guarded_creator
-
-
-class _GuardedRegistration:
-    """``mx.operator``'s ``_LIB`` while we register an operator: registers MXNet's creator
-    callback wrapped by ``_guarded``."""
-
-    def __init__(self, lib):
-        self._lib = lib
-
-    def __getattr__(self, name):
-        return getattr(self._lib, name)
-
-    def MXCustomOpRegister(self, name, creator):  # noqa: N802 - MXNet's C API name
-        guarded = _creator_type(_guarded(creator))
-        _guarded_creators.append((creator, guarded))
-        return self._lib.MXCustomOpRegister(name, guarded)
-
-
 def _register_with_mxnet(rule):
     """Each registered op kind becomes MXNet Custom operator ``_gluon_cf_<kind>``."""
-    lib = mx.operator._LIB
-    mx.operator._LIB = _GuardedRegistration(lib)
-    try:
-        mx.operator.register(registry.op_type(rule.kind))(_prop_class(rule))
-    finally:
-        mx.operator._LIB = lib
+    register_guarded(registry.op_type(rule.kind), _prop_class(rule))
 
 
 registry.on_register(_register_with_mxnet)
