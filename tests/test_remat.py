@@ -106,34 +106,40 @@ def test_foreach_random_lengths_and_intervals(length, k, hybridize):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+class _DropoutLoop(gluon.HybridBlock):
+    """out[t] = dropout(x[t]) * w under remat=2: d(sum out)/dw = sum(out) / w."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = gluon.nn.Dropout(0.5)
+
+    def hybrid_forward(self, F, x, s, w):
+        return gluon_cf.foreach(lambda xt, s: (F.broadcast_mul(self.drop(xt), w), s + 1),
+                                x, s, remat=2)
+
+
+def _train_dropout_loop(net, calls):
+    """``calls`` recorded calls and backwards of ``net``; the last output and w's gradient."""
+    w = mx.nd.array([1.5])
+    w.attach_grad()
+    for _ in range(calls):
+        with autograd.record():
+            out, _ = net(mx.nd.ones((6, 50)), mx.nd.zeros((1,)), w)
+        out.backward()
+    return out, w.grad
+
+
 @pytest.mark.parametrize("hybridize", [False, True])
 def test_dropout_replays_the_same_mask(hybridize):
     """d(sum out)/dw = sum(dropout(x)) = sum(out) / w: the gradient of the forward's masks."""
-    drop = gluon.nn.Dropout(0.5)
-    w = mx.nd.array([1.5])
-    w.attach_grad()
-
-    class Net(gluon.HybridBlock):
-        def __init__(self):
-            super().__init__()
-            self.drop = drop
-
-        def hybrid_forward(self, F, x, s, w):
-            return gluon_cf.foreach(lambda xt, s: (F.broadcast_mul(self.drop(xt), w), s + 1),
-                                    x, s, remat=2)
-
-    net = Net()
+    net = _DropoutLoop()
     if hybridize:
         net.hybridize()
-    x = mx.nd.ones((6, 50))
     # Twice: a hybridized node's first backward re-runs its forward when it learns which
     # inputs need a gradient (NOTE [gradients through a node]), with fresh masks.
-    for _ in range(2):
-        with autograd.record():
-            out, _ = net(x, mx.nd.zeros((1,)), w)
-        out.backward()
+    out, w_grad = _train_dropout_loop(net, 2)
     assert 0 < (out == 0).sum().asscalar() < out.size   # a real mask
-    np.testing.assert_allclose(w.grad.asnumpy(), out.sum().asnumpy() / 1.5, rtol=1e-5)
+    np.testing.assert_allclose(w_grad.asnumpy(), out.sum().asnumpy() / 1.5, rtol=1e-5)
 
 
 def test_first_backward_of_a_random_remat_loop_never_loses_autograd_entries():
@@ -142,25 +148,10 @@ def test_first_backward_of_a_random_remat_loop_never_loses_autograd_entries():
     cleared the entries of the inputs it was reading: "The any container is empty" in about 1
     block in 5 (NOTE [autograd on MXNet's worker threads]). 30 fresh blocks: none may fail."""
     for _ in range(30):
-        drop = gluon.nn.Dropout(0.5)
-        w = mx.nd.array([1.5])
-        w.attach_grad()
-
-        class Net(gluon.HybridBlock):
-            def __init__(self):
-                super().__init__()
-                self.drop = drop
-
-            def hybrid_forward(self, F, x, s, w):
-                return gluon_cf.foreach(lambda xt, s: (F.broadcast_mul(self.drop(xt), w), s + 1),
-                                        x, s, remat=2)
-
-        net = Net()
+        net = _DropoutLoop()
         net.hybridize()
-        with autograd.record():
-            out, _ = net(mx.nd.ones((6, 50)), mx.nd.zeros((1,)), w)
-        out.backward()
-        np.testing.assert_allclose(w.grad.asnumpy(), out.sum().asnumpy() / 1.5, rtol=1e-5)
+        out, w_grad = _train_dropout_loop(net, 1)
+        np.testing.assert_allclose(w_grad.asnumpy(), out.sum().asnumpy() / 1.5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("remat, error, text", [
