@@ -23,8 +23,9 @@ import numpy as np
 from mxnet import gluon
 
 import gluon_cf
-from .cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, RNTNCell, TopDownTreeLSTMCell,
-                    TreeRNNCell)
+from ..recursion.api import eager_depth
+from .cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, LeafToken, RNTNCell,
+                    TopDownTreeLSTMCell, TreeRNNCell)
 
 
 def _state(value):
@@ -44,15 +45,25 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
 
     @gluon_cf.recursive
     def node(idx):                        # idx: shape (1,) index of a tree node
-        def leaf():                       # eagerly one CachedOp call (NOTE [eager cells])
-            return cell.eager('leaf', embed(F.take(tokens, idx)))
+        def leaf():       # eagerly one CachedOp call, with the embedding (NOTE [eager cells])
+            return cell.eager('leaf', F.take(tokens, idx), embed=embed)
 
         def internal():
+            if isinstance(idx, mx.nd.NDArray):   # eagerly one CachedOp call, with leaf children
+                return cell.eager_combine([child(F.take(left, idx)), child(F.take(right, idx))],
+                                          embed)
             lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
             rstate = node(F.take(right, idx))
-            return cell.eager('combine', *_as_tuple(lstate), *_as_tuple(rstate))
+            return cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
 
         return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+
+    def child(idx):
+        """Eagerly, ``node(idx)``, or for a leaf its token, for its parent's cell call to
+        compute (NOTE [eager cells]); a call that would exceed ``max_depth`` is made."""
+        if bool((F.take(left, idx) < 0).asscalar()) and eager_depth() < node.max_depth:
+            return LeafToken(F.take(tokens, idx))
+        return node(idx)
 
     hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
     return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
@@ -155,11 +166,12 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
 
         @gluon_cf.recursive
         def node(idx):
-            x = self.embed(F.take(tokens, idx))
-            if eager:   # one autograd node for the cell (NOTE [eager cells])
+            if eager:   # one autograd node for the embedding and the cell (NOTE [eager cells])
                 i = int(idx.asscalar())
-                return self.cell.node(x, [node(child_idx[k:k + 1])
-                                          for k in range(ptr[i], ptr[i + 1])])
+                return self.cell.node(F.take(tokens, idx),
+                                      [node(child_idx[k:k + 1])
+                                       for k in range(ptr[i], ptr[i + 1])], embed=self.embed)
+            x = self.embed(F.take(tokens, idx))
             start = F.take(child_ptr, idx)
             end = F.take(child_ptr, idx + 1)
 
