@@ -121,13 +121,19 @@ class _TreeCell(gluon.HybridBlock):
 #     per-node function (``cell.eager('combine', ...)``, ``ChildSumTreeLSTMCell.node``) runs on
 #     NDArrays as one CachedOp of its own blocks called once on Symbols: one ``_CachedOp``
 #     node on the tape, one ``_backward_CachedOp`` in ``backward``, with MXNet's gradients of
-#     the same operators (equal to the operator-by-operator path to 1e-6). A 19,999-deep
-#     ChildSumTreeLSTM chain with gradients once recorded 25 operators per level, later 17
-#     (2.6 GB of address space); now two (its ``Embedding`` and the cell): ~1.7 GB, and 2.5x
-#     faster (tests/test_no_crash.py). Binary chains of 19,998 levels (39,997 nodes): TreeLSTM
-#     2.84 -> 2.12 GB, RNTN 2.41 -> 1.94 GB, TreeRNN 1.72 -> 1.68 GB (its cell is two or
-#     three operators). What is left per level is MXNet's: the CachedOp's saved buffers
-#     (every value of its graph) and the gradient graph ``backward`` builds. Hybridized, the
+#     the same operators (equal to the operator-by-operator path to 1e-6). The binary models
+#     go further: an internal node's call also computes its leaf children, embeddings
+#     included (``eager_combine`` with ``LeafToken``s; a leaf is a call of its own only as a
+#     root or where the call would exceed ``max_depth``), and ChildSum's node its own
+#     embedding: one tape node per internal node. A 19,999-deep ChildSumTreeLSTM chain
+#     with gradients once recorded 25 operators per level, later 17 (2.6 GB of address
+#     space), then two (~1.7 GB); binary chains of 19,998 levels (39,997 nodes), VmPeak in
+#     MiB: TreeLSTM 2,840 -> 2,116 -> 2,029, RNTN 2,410 -> 1,940 -> 1,899, TreeRNN 1,720 ->
+#     1,680 -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~32 KB forward and
+#     ~30 KB more while ``backward`` runs for TreeLSTM: the CachedOp's saved buffers (each
+#     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
+#     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
+#     tape (nodes, entries and a ``_grad_add`` per parameter use). Hybridized, the
 #     cells' blocks are called as before.
 
 

@@ -37,33 +37,51 @@ def _as_tuple(value):
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
+def _row(value, rows):
+    """The row ``take`` (mode 'clip') reads for the index ``value`` of ``rows``."""
+    return min(max(int(value), 0), len(rows) - 1)
+
+
 def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
     """(B, H) root states of binary trees: ``leaf(embed(token))`` / ``combine(left, right)``.
 
     ``cell`` is a binary cell of ``gluon_cf.models.cells`` (states ``(h, c)`` or ``h``).
     """
 
+    eager = isinstance(left, mx.nd.NDArray)
+    if eager:   # the children's positions, read on the host once (as ChildSumTreeLSTM's)
+        left_rows, right_rows = left.asnumpy().ravel(), right.asnumpy().ravel()
+
     @gluon_cf.recursive
     def node(idx):                        # idx: shape (1,) index of a tree node
-        def leaf():       # eagerly one CachedOp call, with the embedding (NOTE [eager cells])
-            return cell.eager('leaf', F.take(tokens, idx), embed=embed)
+        if eager:
+            return eager_node(idx)
+
+        def leaf():
+            return cell.leaf(embed(F.take(tokens, idx)))
 
         def internal():
-            if isinstance(idx, mx.nd.NDArray):   # eagerly one CachedOp call, with leaf children
-                return cell.eager_combine([child(F.take(left, idx)), child(F.take(right, idx))],
-                                          embed)
             lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
             rstate = node(F.take(right, idx))
             return cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
 
         return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
 
-    def child(idx):
-        """Eagerly, ``node(idx)``, or for a leaf its token, for its parent's cell call to
-        compute (NOTE [eager cells]); a call that would exceed ``max_depth`` is made."""
-        if bool((F.take(left, idx) < 0).asscalar()) and eager_depth() < node.max_depth:
-            return LeafToken(F.take(tokens, idx))
-        return node(idx)
+    def eager_node(idx):
+        """``node(idx)`` on NDArrays: a leaf is one CachedOp call, an internal node one call
+        that also computes its leaf children (NOTE [eager cells]); a leaf child whose call
+        would exceed ``max_depth`` is called. Rows are read as ``take`` reads them."""
+        i = _row(idx.asscalar(), left_rows)
+        if left_rows[i] < 0:
+            return cell.eager('leaf', F.take(tokens, idx), embed=embed)
+        children = []
+        for rows, array in ((left_rows, left), (right_rows, right)):
+            child = F.take(array, idx)
+            if left_rows[_row(rows[i], left_rows)] < 0 and eager_depth() < node.max_depth:
+                children.append(LeafToken(F.take(tokens, child)))
+            else:
+                children.append(node(child))
+        return cell.eager_combine(children, embed)
 
     hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
     return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
