@@ -16,7 +16,7 @@ with ``gluon_cf.foreach`` over ``roots``, then classifies it.
   decided at run time by the model - the case TF Fold cannot express.
 """
 import sys
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import mxnet as mx
 import numpy as np
@@ -74,7 +74,7 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
         i = _row(idx.asscalar(), left_rows)
         if left_rows[i] < 0:
             return cell.eager('leaf', F.take(tokens, idx), embed=embed)
-        children = []
+        children: List[Any] = []
         for rows, array in ((left_rows, left), (right_rows, right)):
             child = F.take(array, idx)
             if left_rows[_row(rows[i], left_rows)] < 0 and eager_depth() < node.max_depth:
