@@ -102,9 +102,9 @@ def test_eager_recursion_of_max_depth_in_bounded_address_space():
 # 2 GiB run failed with bad_alloc in backward now and then. Capped, the address space measures
 # gluon_cf's and MXNet's memory, the same on every run.
 BOUNDED_ARENAS = {"MALLOC_ARENA_MAX": "2"}
-# The TreeLSTM chain peaks at VmPeak ~2,030 MiB with two arenas, too close to the 2,048 MiB cap
-# to pass every time, and at ~1,955 MiB with one: the engine's worker threads then share the
-# main heap instead of reserving 64 MB heaps of a second arena.
+# The TreeLSTM chain peaked at VmPeak 1,976 and 2,029 MiB in two runs with two arenas, too close
+# to the 2,048 MiB cap to pass every time, and at 1,915 and 1,955 MiB with one: the engine's
+# worker threads then share the main heap instead of reserving 64 MB heaps of a second arena.
 ONE_ARENA = {"MALLOC_ARENA_MAX": "1"}
 
 TREE_RNN_CHAIN_IN_BOUNDED_ADDRESS_SPACE = """

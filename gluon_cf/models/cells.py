@@ -128,8 +128,8 @@ class _TreeCell(gluon.HybridBlock):
 #     embedding: one tape node per internal node. A 19,999-deep ChildSumTreeLSTM chain
 #     with gradients once recorded 25 operators per level, later 17 (2.6 GB of address
 #     space), then two (~1.7 GB); binary chains of 19,998 levels (39,997 nodes), VmPeak in
-#     MiB: TreeLSTM 2,840 -> 2,116 -> 2,029, RNTN 2,410 -> 1,940 -> 1,899, TreeRNN 1,720 ->
-#     1,680 -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~32 KB forward and
+#     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,976 to 2,029), RNTN 2,410 -> 1,940 -> 1,899,
+#     TreeRNN 1,720 -> 1,680 -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~32 KB forward and
 #     ~30 KB more while ``backward`` runs for TreeLSTM: the CachedOp's saved buffers (each
 #     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
 #     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
