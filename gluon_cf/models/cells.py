@@ -14,7 +14,7 @@ row b of every input (and on the parameters). Only such ops are used (Dense, ele
 concat/split on the last axis, batch_dot, broadcasts of parameter rows). This is what lets a
 batching executor stack the calls of many nodes into one call and slice the results apart.
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from mxnet import gluon, init, nd, sym
 from mxnet.gluon import nn, rnn
@@ -54,21 +54,49 @@ class _TreeCell(gluon.HybridBlock):
         super().__init__(prefix=prefix, params=params)
         self._hidden_size = hidden_size
         self._input_size = input_size
-        self._eager_graphs: Dict[Tuple[str, int], _EagerGraph] = {}
+        self._eager_graphs: Dict[tuple, _EagerGraph] = {}
 
-    def eager(self, child: str, *args):
+    def eager(self, child: str, *args, embed: Optional[gluon.Block] = None):
         """``getattr(self, child)(*args)``; on NDArrays as one CachedOp call, so that under
-        ``autograd.record`` it is one autograd node (a deep tree's record stays small)."""
+        ``autograd.record`` it is one autograd node (a deep tree's record stays small).
+        With ``embed`` (a block such as the model's ``Embedding``), the first argument is
+        ``embed``'s input: ``child(embed(args[0]), *args[1:])``, in the same CachedOp."""
         # (NOTE [eager cells])
+        block = getattr(self, child)
         if not isinstance(args[0], nd.NDArray):
-            return getattr(self, child)(*args)
-        return self._eager_graph(child, len(args), getattr(self, child))(*args)
+            return block(*args) if embed is None else block(embed(args[0]), *args[1:])
+        build = block if embed is None else lambda x, *rest: block(embed(x), *rest)
+        return self._eager_graph(child, len(args), build, embed)(*args)
 
-    def _eager_graph(self, name, num_inputs, build):
-        graph = self._eager_graphs.get((name, num_inputs))
+    def eager_combine(self, children: Sequence[Any], embed: gluon.Block):
+        """``combine`` of the children's states, on NDArrays as one CachedOp call; a child
+        given as a :class:`LeafToken` is a leaf computed in the same call,
+        ``leaf(embed(token))`` (NOTE [eager cells])."""
+        pattern = tuple(isinstance(child, LeafToken) for child in children)
+        args = [a for child in children
+                for a in ((child.token,) if isinstance(child, LeafToken) else _states(child))]
+        num_states = getattr(self, 'num_states')
+
+        def build(*inputs):
+            rest, states = list(inputs), []
+            for is_leaf in pattern:
+                if is_leaf:
+                    states += _states(self.leaf(embed(rest.pop(0))))
+                else:
+                    states += [rest.pop(0) for _ in range(num_states)]
+            return self.combine(*states)
+
+        return self._eager_graph(('combine',) + pattern, len(args), build, embed)(*args)
+
+    def _eager_graph(self, name, num_inputs, build, embed=None):
+        """The graph of ``build`` (``name`` on ``num_inputs`` inputs, after ``embed``)."""
+        graph = self._eager_graphs.get((name, num_inputs, embed))
         if graph is None:
-            graph = self._eager_graphs[name, num_inputs] = _EagerGraph(
-                build, num_inputs, self.collect_params())
+            params = list(self.collect_params().values())
+            if embed is not None:
+                params += list(embed.collect_params().values())
+            graph = self._eager_graphs[name, num_inputs, embed] = _EagerGraph(
+                build, num_inputs, params)
         return graph
 
     @property
@@ -93,14 +121,29 @@ class _TreeCell(gluon.HybridBlock):
 #     per-node function (``cell.eager('combine', ...)``, ``ChildSumTreeLSTMCell.node``) runs on
 #     NDArrays as one CachedOp of its own blocks called once on Symbols: one ``_CachedOp``
 #     node on the tape, one ``_backward_CachedOp`` in ``backward``, with MXNet's gradients of
-#     the same operators (equal to the operator-by-operator path to 1e-6). A 19,999-deep
-#     ChildSumTreeLSTM chain with gradients once recorded 25 operators per level, later 17
-#     (2.6 GB of address space); now two (its ``Embedding`` and the cell): ~1.7 GB, and 2.5x
-#     faster (tests/test_no_crash.py). Binary chains of 19,998 levels (39,997 nodes): TreeLSTM
-#     2.84 -> 2.12 GB, RNTN 2.41 -> 1.94 GB, TreeRNN 1.72 -> 1.68 GB (its cell is two or
-#     three operators). What is left per level is MXNet's: the CachedOp's saved buffers
-#     (every value of its graph) and the gradient graph ``backward`` builds. Hybridized, the
+#     the same operators (equal to the operator-by-operator path to 1e-6). The binary models
+#     go further: an internal node's call also computes its leaf children, embeddings
+#     included (``eager_combine`` with ``LeafToken``s; a leaf is a call of its own only as a
+#     root or where the call would exceed ``max_depth``), and ChildSum's node its own
+#     embedding: one tape node per internal node. A 19,999-deep ChildSumTreeLSTM chain
+#     with gradients once recorded 25 operators per level, later 17 (2.6 GB of address
+#     space), then two (~1.7 GB); binary chains of 19,998 levels (39,997 nodes), VmPeak in
+#     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,976 to 2,029), RNTN 2,410 -> 1,940 -> 1,899,
+#     TreeRNN 1,720 -> 1,680 -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~32 KB forward and
+#     ~30 KB more while ``backward`` runs for TreeLSTM: the CachedOp's saved buffers (each
+#     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
+#     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
+#     tape (nodes, entries and a ``_grad_add`` per parameter use). Hybridized, the
 #     cells' blocks are called as before.
+
+
+class LeafToken(NamedTuple):
+    """A leaf child given by its token, for :meth:`_TreeCell.eager_combine`."""
+    token: nd.NDArray
+
+
+def _states(value):
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 class _EagerGraph:
@@ -111,7 +154,7 @@ class _EagerGraph:
         inputs = [sym.var('input%d' % k) for k in range(num_inputs)]
         outputs = build(*inputs)
         symbol = sym.Group(list(outputs)) if isinstance(outputs, (list, tuple)) else outputs
-        by_name = {p.var().name: p for p in params.values()}
+        by_name = {p.var().name: p for p in params}
         names = [v.name for v in inputs]
         # each input of the graph: the position of an argument, or a parameter
         self.sources = [names.index(name) if name in names else by_name[name]
@@ -223,15 +266,19 @@ class ChildSumTreeLSTMCell(_TreeCell):
             self.forget = _ChildSumForget(hidden_size, input_size, prefix='forget_')
             self.combine = _ChildSumCombine(hidden_size, input_size, prefix='combine_')
 
-    def node(self, x: nd.NDArray, children: Sequence[Sequence[nd.NDArray]]
-             ) -> List[nd.NDArray]:
+    def node(self, x: nd.NDArray, children: Sequence[Sequence[nd.NDArray]],
+             embed: Optional[gluon.Block] = None) -> List[nd.NDArray]:
         """``[h, c]`` of a node from its input ``x`` and its children's ``(h_k, c_k)``, in
         order, for NDArrays: ``combine(x, sum h_k, sum forget(x, h_k, c_k))``, summed from the
-        first child, as one CachedOp call (one autograd node)."""
+        first child, as one CachedOp call (one autograd node). With ``embed``, ``x`` is
+        ``embed``'s input (the node's token) and the input is ``embed(x)``, in the same call."""
         # (NOTE [eager cells])
         n = len(children)
-        graph = self._eager_graph('node', 1 + 2 * n,
-                                  lambda x, *states: self._node(x, states[:n], states[n:]))
+
+        def build(x, *states):
+            return self._node(x if embed is None else embed(x), states[:n], states[n:])
+
+        graph = self._eager_graph('node', 1 + 2 * n, build, embed)
         return graph(x, *[h for h, _ in children], *[c for _, c in children])
 
     def _node(self, x, hs, cs):

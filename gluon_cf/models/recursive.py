@@ -16,15 +16,16 @@ with ``gluon_cf.foreach`` over ``roots``, then classifies it.
   decided at run time by the model - the case TF Fold cannot express.
 """
 import sys
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
 import gluon_cf
-from .cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, RNTNCell, TopDownTreeLSTMCell,
-                    TreeRNNCell)
+from ..recursion.api import eager_depth
+from .cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, LeafToken, RNTNCell,
+                    TopDownTreeLSTMCell, TreeRNNCell)
 
 
 def _state(value):
@@ -36,23 +37,51 @@ def _as_tuple(value):
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
+def _row(value, rows):
+    """The row ``take`` (mode 'clip') reads for the index ``value`` of ``rows``."""
+    return min(max(int(value), 0), len(rows) - 1)
+
+
 def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
     """(B, H) root states of binary trees: ``leaf(embed(token))`` / ``combine(left, right)``.
 
     ``cell`` is a binary cell of ``gluon_cf.models.cells`` (states ``(h, c)`` or ``h``).
     """
 
+    eager = isinstance(left, mx.nd.NDArray)
+    if eager:   # the children's positions, read on the host once (as ChildSumTreeLSTM's)
+        left_rows, right_rows = left.asnumpy().ravel(), right.asnumpy().ravel()
+
     @gluon_cf.recursive
     def node(idx):                        # idx: shape (1,) index of a tree node
-        def leaf():                       # eagerly one CachedOp call (NOTE [eager cells])
-            return cell.eager('leaf', embed(F.take(tokens, idx)))
+        if eager:
+            return eager_node(idx)
+
+        def leaf():
+            return cell.leaf(embed(F.take(tokens, idx)))
 
         def internal():
             lstate = node(F.take(left, idx))      # recursive calls = invoke nodes
             rstate = node(F.take(right, idx))
-            return cell.eager('combine', *_as_tuple(lstate), *_as_tuple(rstate))
+            return cell.combine(*_as_tuple(lstate), *_as_tuple(rstate))
 
         return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+
+    def eager_node(idx):
+        """``node(idx)`` on NDArrays: a leaf is one CachedOp call, an internal node one call
+        that also computes its leaf children (NOTE [eager cells]); a leaf child whose call
+        would exceed ``max_depth`` is called. Rows are read as ``take`` reads them."""
+        i = _row(idx.asscalar(), left_rows)
+        if left_rows[i] < 0:
+            return cell.eager('leaf', F.take(tokens, idx), embed=embed)
+        children: List[Any] = []
+        for rows, array in ((left_rows, left), (right_rows, right)):
+            child = F.take(array, idx)
+            if left_rows[_row(rows[i], left_rows)] < 0 and eager_depth() < node.max_depth:
+                children.append(LeafToken(F.take(tokens, child)))
+            else:
+                children.append(node(child))
+        return cell.eager_combine(children, embed)
 
     hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
     return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
@@ -155,11 +184,12 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
 
         @gluon_cf.recursive
         def node(idx):
-            x = self.embed(F.take(tokens, idx))
-            if eager:   # one autograd node for the cell (NOTE [eager cells])
+            if eager:   # one autograd node for the embedding and the cell (NOTE [eager cells])
                 i = int(idx.asscalar())
-                return self.cell.node(x, [node(child_idx[k:k + 1])
-                                          for k in range(ptr[i], ptr[i + 1])])
+                return self.cell.node(F.take(tokens, idx),
+                                      [node(child_idx[k:k + 1])
+                                       for k in range(ptr[i], ptr[i + 1])], embed=self.embed)
+            x = self.embed(F.take(tokens, idx))
             start = F.take(child_ptr, idx)
             end = F.take(child_ptr, idx + 1)
 

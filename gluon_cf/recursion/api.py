@@ -230,6 +230,11 @@ _HEADROOM = 400             # frames of the recursion limit left to the code bet
 _TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
 
 
+def eager_depth() -> int:
+    """The number of eager recursive calls in progress on this thread (0 outside any)."""
+    return getattr(_eager, "depth", 0)
+
+
 def _stack_is_deep():
     """Whether this segment holds all but ``_HEADROOM`` of the frames the limit allows."""
     try:
