@@ -56,6 +56,7 @@ from .. import executor, node, registry, rowwise
 from ..errors import CallTreeTooLargeError, RecursionDepthError
 from . import planned_backward
 from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public entry)
+from .skeleton_tables import SkeletonTable
 from .table import table as _table
 from .value_graphs import _result_graph, _value_graph
 
@@ -63,6 +64,7 @@ from .value_graphs import _result_graph, _value_graph
 # before any value is computed (a cycle in the tree arrays doubles it at every level, and the
 # dynamic executor would exhaust memory long before max_depth).
 MAX_INVOCATIONS = 1 << 22
+SKELETON_TABLES = [True]   # NOTE [skeleton tables]: tests compare with direct evaluation
 RUNS: collections.Counter = collections.Counter()   # function name -> batches run on a schedule (for tests, tools)
 
 
@@ -94,10 +96,8 @@ def run(context, qname, args, rows, depth):
     return outputs
 
 
-def _layout(plan, context, qname, arg_shapes, arg_dtypes):
-    """How ``qname``'s outputs are packed into one row per invocation, for these argument
-    shapes: ``{"shapes", "sizes", "width"}``; None if they cannot be, or if its body is not
-    known to act row by row for them (cached)."""
+def _layout_key(plan, context, qname, arg_shapes, arg_dtypes):
+    """(the key of ``plan.layouts``, the graph's row-check values and flags)."""
     function = plan.functions[qname]
     graph = function.graph
     values = [rowwise.Shaped((3,) + s[1:]) for s in arg_shapes] + \
@@ -106,6 +106,24 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
                      [s < function.num_args for s in graph.slots])
     key = (qname, tuple(arg_shapes), tuple(str(d) for d in arg_dtypes),
            graph.row_check_key(values, flags))
+    return key, values, flags
+
+
+def _proven_row_by_row(plan, context, qname, args):
+    """Whether an earlier batch proved ``qname``'s body acts row by row for arguments like
+    ``args`` (its layout is cached and not None), without inferring anything now."""
+    key, _, _ = _layout_key(plan, context, qname, [(1,) + a.shape[1:] for a in args],
+                            [a.dtype for a in args])
+    return plan.layouts.get(key) is not None
+
+
+def _layout(plan, context, qname, arg_shapes, arg_dtypes):
+    """How ``qname``'s outputs are packed into one row per invocation, for these argument
+    shapes: ``{"shapes", "sizes", "width"}``; None if they cannot be, or if its body is not
+    known to act row by row for them (cached)."""
+    function = plan.functions[qname]
+    graph = function.graph
+    key, values, flags = _layout_key(plan, context, qname, arg_shapes, arg_dtypes)
     if key in plan.layouts:
         return plan.layouts[key]
     table = _table(context.namespace)
@@ -143,37 +161,47 @@ class _Schedule:
         counts = dict.fromkeys(plan.functions, 0)
         self.steps = []      # per depth: [(qname, first id, variant ids, children)]
         self.args: Dict[str, list] = {q: [] for q in plan.functions}   # per call: its arguments
-        frontier = {plan.entry: list(root_args)}
+        frontier = {plan.entry: (list(root_args), None)}   # callee -> (arguments, index)
         total = 0
+        tables: Dict[str, Optional[SkeletonTable]] = {}   # NOTE [skeleton tables]
         while frontier:
             step: list = []
             following: Dict[str, list] = {}   # callee -> the arguments of its calls
-            for qname, args in frontier.items():
+            # The first id of each callee's calls in the next frontier.
+            first = {q: counts[q] + (len(frontier[q][0][0]) if q in frontier else 0)
+                     for q in plan.functions}
+            for qname, (args, index) in frontier.items():
                 function = plan.functions[qname]
                 if depth > function.max_depth:
                     raise RecursionDepthError(
                         "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
                         "reach a base case?" % (function.name, function.max_depth))
                 rows = len(args[0])
-                values = {name: args[k] for name, k in function.host_args.items()}
-                values.update((name, env[i]) for name, i in function.host_env.items())
-                codes, keys, calls = function.body.evaluate(values, rows)
-                variant_ids = np.array([function.variant(k) for k in keys], np.int64)[codes]
+                if qname not in tables:
+                    tables[qname] = self._skeleton_table(function, args, env)
+                table = tables[qname]
+                found = table.lookup(args, index) if table is not None else None
+                if found is not None:
+                    variant_ids, calls, indices = found
+                else:
+                    values = {name: args[k] for name, k in function.host_args.items()}
+                    values.update((name, env[i]) for name, i in function.host_env.items())
+                    codes, keys, calls = function.body.evaluate(values, rows)
+                    indices = [None] * len(calls)
+                    variant_ids = np.array([function.variant(k) for k in keys],
+                                           np.int64)[codes]
                 children = np.full((rows, len(function.sites)), -1, np.int64)
-                for site, picked, callee, callee_args in calls:
-                    chunks = following.setdefault(callee, [0, []])
-                    children[picked, site] = chunks[0] + np.arange(len(picked))
+                for (site, picked, callee, callee_args), callee_index in zip(calls, indices):
+                    chunks = following.setdefault(callee, [0, [], []])
+                    children[picked, site] = np.arange(first[callee] + chunks[0],
+                                                       first[callee] + chunks[0] + len(picked))
                     chunks[0] += len(picked)
                     chunks[1].append(callee_args)
+                    chunks[2].append(callee_index)
                 step.append((qname, counts[qname], variant_ids, children))
                 self.args[qname].append(args)
                 counts[qname] += rows
                 total += rows
-            # Children were numbered within the next frontier; make them ids of their callee.
-            for qname, _, _, children in step:
-                for site, callee in enumerate(plan.functions[qname].sites):
-                    column = children[:, site]
-                    column[column >= 0] += counts[callee]
             self.steps.append(step)
             if total + sum(c[0] for c in following.values()) > MAX_INVOCATIONS:
                 names = sorted({plan.functions[q].name for q in frontier})
@@ -182,11 +210,23 @@ class _Schedule:
                     "levels deep so far); does it reach a base case, or do the tree arrays "
                     "hold a cycle?" % (", ".join(map(repr, names)), MAX_INVOCATIONS,
                                        len(self.steps)))
-            frontier = {callee: [np.concatenate(parts) for parts in zip(*chunks[1])]
+            frontier = {callee: ([np.concatenate(parts) for parts in zip(*chunks[1])],
+                                 None if any(i is None for i in chunks[2])
+                                 else np.concatenate(chunks[2]))
                         for callee, chunks in following.items()}
             depth += 1
         self.counts = counts
         self.roots = len(root_args[0])
+
+    def _skeleton_table(self, function, args, env):
+        """``function``'s skeleton on every index of its environment's arrays, or None
+        (NOTE [skeleton tables])."""
+        if not SKELETON_TABLES[0] or not function.host_env \
+                or not _proven_row_by_row(self.plan, self.context, function.qname, args):
+            return None
+        values = {name: env[i] for name, i in function.host_env.items()}
+        size = max(len(v) if v.ndim else 0 for v in values.values())
+        return SkeletonTable.build(function, values, args, size)
 
     def lay_out(self, in_place):
         """Group the invocations by (height, function, variant), in the order they run, and
