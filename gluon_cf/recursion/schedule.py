@@ -247,15 +247,16 @@ class _Schedule:
                 return False
             self.layouts[q] = layout
         heights = {q: np.zeros(counts[q], np.int64) for q in live}
-        for step in reversed(self.steps):
+        for step in reversed(self.steps):   # a level's height: 1 + its children's highest
             for qname, first, _, kids in step:
                 mine = heights[qname][first:first + len(kids)]
-                for site, callee in enumerate(plan.functions[qname].sites):
-                    column = kids[:, site]
-                    reached = column >= 0
-                    if reached.any():
-                        mine[reached] = np.maximum(mine[reached],
-                                                   heights[callee][column[reached]] + 1)
+                for callee, columns in plan.functions[qname].site_columns():
+                    if not counts[callee]:
+                        continue
+                    below = kids if columns is None else kids[:, columns]
+                    reached = below >= 0
+                    below = np.where(reached, heights[callee][np.where(reached, below, 0)] + 1, 0)
+                    np.maximum(mine, below.max(axis=1), out=mine)
 
         groups = []   # (height, function order, variant, qname, ids, first position)
         self.sorted_args, orders = {}, {}
@@ -309,10 +310,12 @@ class _Schedule:
             return [int(ordered[a]) for a in bounds[:-1]], parts, self._push(indices, perm)
 
         self.groups = []
+        kids = {q: children[q][orders[q]] for q in live}   # a group's: one slice
         for height, _, vid, q, ids, first in groups:
             calls = []
+            mine = kids[q][first:first + len(ids)]
             for callee, sites in plan.functions[q].callees(vid):
-                wanted = children[q][ids][:, sites].T.reshape(-1)   # site-major
+                wanted = mine[:, sites].T.reshape(-1)   # site-major
                 calls.append(gather(callee, wanted))
             self.groups.append((q, vid, first, len(ids), calls))
         self.result = gather(plan.entry, np.arange(self.roots))
