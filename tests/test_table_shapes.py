@@ -67,7 +67,9 @@ class _Counting(gluon.HybridBlock):
         @gluon_cf.recursive
         def node(idx):
             everyone = F.reshape(F.zeros_like(tokens), (1, -1))
-            leaf = lambda: F.broadcast_add(everyone, F.reshape(F.take(tokens, idx), (-1, 1)))  # noqa: E731
+
+            def leaf():
+                return F.broadcast_add(everyone, F.reshape(F.take(tokens, idx), (-1, 1)))
 
             def internal():
                 return node(F.take(left, idx)) + node(F.take(right, idx))

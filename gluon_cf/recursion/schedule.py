@@ -47,7 +47,7 @@ NOTE [ahead-of-time schedules]
     that buffer is written exactly as before.
 """
 import collections
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 import mxnet as mx
 import numpy as np
@@ -65,6 +65,10 @@ from .value_graphs import _result_graph, _value_graph
 # dynamic executor would exhaust memory long before max_depth).
 MAX_INVOCATIONS = 1 << 22
 SKELETON_TABLES = [True]   # NOTE [skeleton tables]: tests compare with direct evaluation
+# A skeleton table of n indices is built once a function's frontiers evaluated directly number
+# n / TABLE_ROWS_PER_LEVEL: a frontier costs about as much as tabulating this many indices
+# (numpy calls dominate both), so a long array read by few calls is not tabulated at once.
+TABLE_ROWS_PER_LEVEL = 512
 RUNS: collections.Counter = collections.Counter()   # function name -> batches run on a schedule (for tests, tools)
 
 
@@ -163,7 +167,8 @@ class _Schedule:
         self.args: Dict[str, list] = {q: [] for q in plan.functions}   # per call: its arguments
         frontier = {plan.entry: (list(root_args), None)}   # callee -> (arguments, index)
         total = 0
-        tables: Dict[str, Optional[SkeletonTable]] = {}   # NOTE [skeleton tables]
+        tables: Dict[str, Union[SkeletonTable, bool]] = {}   # NOTE [skeleton tables]
+        levels: Dict[str, int] = {}   # frontiers of each function so far
         while frontier:
             step: list = []
             following: Dict[str, list] = {}   # callee -> the arguments of its calls
@@ -177,10 +182,13 @@ class _Schedule:
                         "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
                         "reach a base case?" % (function.name, function.max_depth))
                 rows = len(args[0])
-                if qname not in tables:
-                    tables[qname] = self._skeleton_table(function, args, env)
-                table = tables[qname]
-                found = table.lookup(args, index) if table is not None else None
+                table = tables.get(qname)
+                if table is None:   # not yet worth its cost, or never possible (False)
+                    levels[qname] = levels.get(qname, 0) + 1
+                    table = self._skeleton_table(function, args, env, levels[qname])
+                    if table is not None:
+                        tables[qname] = table
+                found = table.lookup(args, index) if isinstance(table, SkeletonTable) else None
                 if found is not None:
                     variant_ids, calls, indices = found
                 else:
@@ -218,15 +226,19 @@ class _Schedule:
         self.counts = counts
         self.roots = len(root_args[0])
 
-    def _skeleton_table(self, function, args, env):
-        """``function``'s skeleton on every index of its environment's arrays, or None
-        (NOTE [skeleton tables])."""
-        if not SKELETON_TABLES[0] or not function.host_env \
-                or not _proven_row_by_row(self.plan, self.context, function.qname, args):
-            return None
+    def _skeleton_table(self, function, args, env, levels):
+        """``function``'s skeleton on every index of its environment's arrays (NOTE
+        [skeleton tables]) at its ``levels``-th frontier: None while the frontiers evaluated so
+        far cost less than the table would, False when it has none."""
+        if not SKELETON_TABLES[0] or not function.host_env:
+            return False
         values = {name: env[i] for name, i in function.host_env.items()}
         size = max(len(v) if v.ndim else 0 for v in values.values())
-        return SkeletonTable.build(function, values, args, size)
+        if size > levels * TABLE_ROWS_PER_LEVEL:
+            return None
+        if not _proven_row_by_row(self.plan, self.context, function.qname, args):
+            return False
+        return SkeletonTable.build(function, values, args, size) or False
 
     def lay_out(self, in_place):
         """Group the invocations by (height, function, variant), in the order they run, and

@@ -17,7 +17,9 @@ NOTE [skeleton tables]
     that, the frontier is evaluated as before), and a frontier row is looked up only when its
     argument is bit for bit the table's row (an integer value in ``[0, L)`` of the same dtype,
     not ``-0.0``). Any other frontier (an index out of range, a fraction, a function whose
-    skeleton reads several arguments or arguments of several elements) is evaluated directly.
+    skeleton reads several arguments or arguments of several elements) is evaluated directly,
+    and an empty environment array gets no table (``take`` from it fails, which only a row
+    that reaches it may do).
     The call sites of a lookup come in the order evaluation lists them (a fixed order of the
     body: cond branches in order, then the body's own calls), so the call tree's numbering,
     and with it the groups' rows, are those of the direct evaluation.
@@ -77,6 +79,8 @@ class SkeletonTable:
         read = set(function.host_args.values())
         if len(read) != 1 or not 0 < size <= MAX_ROWS:
             return None
+        if any(v.ndim and not len(v) for v in values.values()):
+            return None   # take from an empty array fails: only where a frontier row takes it
         (k,) = read
         arg = args[k]
         if arg.ndim > 2 or arg.size != len(arg) or arg.dtype.kind not in "fiu":
