@@ -18,7 +18,7 @@ from gluon_cf.errors import CallTreeTooLargeError, RecursionDepthError
 from gluon_cf.models.recursive import TreeRNN
 from gluon_cf.recursion import schedule, skeleton_tables
 
-from test_schedule import FORESTS, TOL, _EvenOdd, _forest
+from test_schedule import FORESTS, TOL, _EvenOdd, _forest, _linear_tree
 
 
 @pytest.fixture(autouse=True)
@@ -128,6 +128,19 @@ def test_trees_are_looked_up(tree_rnn):
     before = skeleton_tables.LOOKUPS[0]
     _assert_same_schedule(_laid_out(plan, context, roots, depth, tables=True), expected)
     assert skeleton_tables.LOOKUPS[0] - before == len(expected.steps)   # every frontier
+
+
+def test_a_long_chain_is_looked_up_after_some_frontiers():
+    """601 nodes: the table is built at the second frontier (n / TABLE_ROWS_PER_LEVEL)."""
+    vocab, inputs = _forest([_linear_tree(301)])
+    mx.random.seed(0)
+    net = TreeRNN(len(vocab), embed_size=3, hidden_size=3, num_classes=2)
+    net.initialize(mx.init.Xavier())
+    plan, context, roots, depth = _captured(net, inputs)
+    expected = _laid_out(plan, context, roots, depth, tables=False)
+    before = skeleton_tables.LOOKUPS[0]
+    _assert_same_schedule(_laid_out(plan, context, roots, depth, tables=True), expected)
+    assert skeleton_tables.LOOKUPS[0] - before == len(expected.steps) - 1
 
 
 def test_mutual_recursion_is_looked_up():
