@@ -453,7 +453,10 @@ class _NodeOperator(mx.operator.CustomOp):
                     "gluon_cf.%s: output %d has shape %s at run time, but its shape rule "
                     "declared %s to MXNet; shapes that depend on values are not supported in "
                     "hybridized graphs yet" % (self.node.kind, k, value.shape, dst.shape))
-            self.assign(dst, r, value)
+            if r in ("write", "inplace") and value.dtype == dst.dtype:
+                value.copyto(dst)   # what assign's dst[:] = value does, without the indexing
+            else:
+                self.assign(dst, r, value)
 
     def _refuse_training(self):
         if self.node.aux_state_nodes:   # see AUX_STATE_OPS in operators.py

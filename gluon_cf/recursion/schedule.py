@@ -47,7 +47,7 @@ NOTE [ahead-of-time schedules]
     that buffer is written exactly as before.
 """
 import collections
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 import mxnet as mx
 import numpy as np
@@ -56,6 +56,7 @@ from .. import executor, node, registry, rowwise
 from ..errors import CallTreeTooLargeError, RecursionDepthError
 from . import planned_backward
 from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public entry)
+from .skeleton_tables import SkeletonTable
 from .table import table as _table
 from .value_graphs import _result_graph, _value_graph
 
@@ -63,6 +64,11 @@ from .value_graphs import _result_graph, _value_graph
 # before any value is computed (a cycle in the tree arrays doubles it at every level, and the
 # dynamic executor would exhaust memory long before max_depth).
 MAX_INVOCATIONS = 1 << 22
+SKELETON_TABLES = [True]   # NOTE [skeleton tables]: tests compare with direct evaluation
+# A skeleton table of n indices is built once a function's frontiers evaluated directly number
+# n / TABLE_ROWS_PER_LEVEL: a frontier costs about as much as tabulating this many indices
+# (numpy calls dominate both), so a long array read by few calls is not tabulated at once.
+TABLE_ROWS_PER_LEVEL = 512
 RUNS: collections.Counter = collections.Counter()   # function name -> batches run on a schedule (for tests, tools)
 
 
@@ -94,10 +100,8 @@ def run(context, qname, args, rows, depth):
     return outputs
 
 
-def _layout(plan, context, qname, arg_shapes, arg_dtypes):
-    """How ``qname``'s outputs are packed into one row per invocation, for these argument
-    shapes: ``{"shapes", "sizes", "width"}``; None if they cannot be, or if its body is not
-    known to act row by row for them (cached)."""
+def _layout_key(plan, context, qname, arg_shapes, arg_dtypes):
+    """(the key of ``plan.layouts``, the graph's row-check values and flags)."""
     function = plan.functions[qname]
     graph = function.graph
     values = [rowwise.Shaped((3,) + s[1:]) for s in arg_shapes] + \
@@ -106,6 +110,24 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
                      [s < function.num_args for s in graph.slots])
     key = (qname, tuple(arg_shapes), tuple(str(d) for d in arg_dtypes),
            graph.row_check_key(values, flags))
+    return key, values, flags
+
+
+def _proven_row_by_row(plan, context, qname, args):
+    """Whether an earlier batch proved ``qname``'s body acts row by row for arguments like
+    ``args`` (its layout is cached and not None), without inferring anything now."""
+    key, _, _ = _layout_key(plan, context, qname, [(1,) + a.shape[1:] for a in args],
+                            [a.dtype for a in args])
+    return plan.layouts.get(key) is not None
+
+
+def _layout(plan, context, qname, arg_shapes, arg_dtypes):
+    """How ``qname``'s outputs are packed into one row per invocation, for these argument
+    shapes: ``{"shapes", "sizes", "width"}``; None if they cannot be, or if its body is not
+    known to act row by row for them (cached)."""
+    function = plan.functions[qname]
+    graph = function.graph
+    key, values, flags = _layout_key(plan, context, qname, arg_shapes, arg_dtypes)
     if key in plan.layouts:
         return plan.layouts[key]
     table = _table(context.namespace)
@@ -143,37 +165,51 @@ class _Schedule:
         counts = dict.fromkeys(plan.functions, 0)
         self.steps = []      # per depth: [(qname, first id, variant ids, children)]
         self.args: Dict[str, list] = {q: [] for q in plan.functions}   # per call: its arguments
-        frontier = {plan.entry: list(root_args)}
+        frontier = {plan.entry: (list(root_args), None)}   # callee -> (arguments, index)
         total = 0
+        tables: Dict[str, Union[SkeletonTable, bool]] = {}   # NOTE [skeleton tables]
+        levels: Dict[str, int] = {}   # frontiers of each function so far
         while frontier:
             step: list = []
             following: Dict[str, list] = {}   # callee -> the arguments of its calls
-            for qname, args in frontier.items():
+            # The first id of each callee's calls in the next frontier.
+            first = {q: counts[q] + (len(frontier[q][0][0]) if q in frontier else 0)
+                     for q in plan.functions}
+            for qname, (args, index) in frontier.items():
                 function = plan.functions[qname]
                 if depth > function.max_depth:
                     raise RecursionDepthError(
                         "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
                         "reach a base case?" % (function.name, function.max_depth))
                 rows = len(args[0])
-                values = {name: args[k] for name, k in function.host_args.items()}
-                values.update((name, env[i]) for name, i in function.host_env.items())
-                codes, keys, calls = function.body.evaluate(values, rows)
-                variant_ids = np.array([function.variant(k) for k in keys], np.int64)[codes]
+                table = tables.get(qname)
+                if table is None:   # not yet worth its cost, or never possible (False)
+                    levels[qname] = levels.get(qname, 0) + 1
+                    table = self._skeleton_table(function, args, env, levels[qname])
+                    if table is not None:
+                        tables[qname] = table
+                found = table.lookup(args, index) if isinstance(table, SkeletonTable) else None
+                if found is not None:
+                    variant_ids, calls, indices = found
+                else:
+                    values = {name: args[k] for name, k in function.host_args.items()}
+                    values.update((name, env[i]) for name, i in function.host_env.items())
+                    codes, keys, calls = function.body.evaluate(values, rows)
+                    indices = [None] * len(calls)
+                    variant_ids = np.array([function.variant(k) for k in keys],
+                                           np.int64)[codes]
                 children = np.full((rows, len(function.sites)), -1, np.int64)
-                for site, picked, callee, callee_args in calls:
-                    chunks = following.setdefault(callee, [0, []])
-                    children[picked, site] = chunks[0] + np.arange(len(picked))
+                for (site, picked, callee, callee_args), callee_index in zip(calls, indices):
+                    chunks = following.setdefault(callee, [0, [], []])
+                    children[picked, site] = np.arange(first[callee] + chunks[0],
+                                                       first[callee] + chunks[0] + len(picked))
                     chunks[0] += len(picked)
                     chunks[1].append(callee_args)
+                    chunks[2].append(callee_index)
                 step.append((qname, counts[qname], variant_ids, children))
                 self.args[qname].append(args)
                 counts[qname] += rows
                 total += rows
-            # Children were numbered within the next frontier; make them ids of their callee.
-            for qname, _, _, children in step:
-                for site, callee in enumerate(plan.functions[qname].sites):
-                    column = children[:, site]
-                    column[column >= 0] += counts[callee]
             self.steps.append(step)
             if total + sum(c[0] for c in following.values()) > MAX_INVOCATIONS:
                 names = sorted({plan.functions[q].name for q in frontier})
@@ -182,11 +218,27 @@ class _Schedule:
                     "levels deep so far); does it reach a base case, or do the tree arrays "
                     "hold a cycle?" % (", ".join(map(repr, names)), MAX_INVOCATIONS,
                                        len(self.steps)))
-            frontier = {callee: [np.concatenate(parts) for parts in zip(*chunks[1])]
+            frontier = {callee: ([np.concatenate(parts) for parts in zip(*chunks[1])],
+                                 None if any(i is None for i in chunks[2])
+                                 else np.concatenate(chunks[2]))
                         for callee, chunks in following.items()}
             depth += 1
         self.counts = counts
         self.roots = len(root_args[0])
+
+    def _skeleton_table(self, function, args, env, levels):
+        """``function``'s skeleton on every index of its environment's arrays (NOTE
+        [skeleton tables]) at its ``levels``-th frontier: None while the frontiers evaluated so
+        far cost less than the table would, False when it has none."""
+        if not SKELETON_TABLES[0] or not function.host_env:
+            return False
+        values = {name: env[i] for name, i in function.host_env.items()}
+        size = max(len(v) if v.ndim else 0 for v in values.values())
+        if size > levels * TABLE_ROWS_PER_LEVEL:
+            return None
+        if not _proven_row_by_row(self.plan, self.context, function.qname, args):
+            return False
+        return SkeletonTable.build(function, values, args, size) or False
 
     def lay_out(self, in_place):
         """Group the invocations by (height, function, variant), in the order they run, and
@@ -207,15 +259,16 @@ class _Schedule:
                 return False
             self.layouts[q] = layout
         heights = {q: np.zeros(counts[q], np.int64) for q in live}
-        for step in reversed(self.steps):
+        for step in reversed(self.steps):   # a level's height: 1 + its children's highest
             for qname, first, _, kids in step:
                 mine = heights[qname][first:first + len(kids)]
-                for site, callee in enumerate(plan.functions[qname].sites):
-                    column = kids[:, site]
-                    reached = column >= 0
-                    if reached.any():
-                        mine[reached] = np.maximum(mine[reached],
-                                                   heights[callee][column[reached]] + 1)
+                for callee, columns in plan.functions[qname].site_columns():
+                    if not counts[callee]:
+                        continue
+                    below = kids if columns is None else kids[:, columns]
+                    reached = below >= 0
+                    below = np.where(reached, heights[callee][np.where(reached, below, 0)] + 1, 0)
+                    np.maximum(mine, below.max(axis=1), out=mine)
 
         groups = []   # (height, function order, variant, qname, ids, first position)
         self.sorted_args, orders = {}, {}
@@ -269,10 +322,12 @@ class _Schedule:
             return [int(ordered[a]) for a in bounds[:-1]], parts, self._push(indices, perm)
 
         self.groups = []
+        kids = {q: children[q][orders[q]] for q in live}   # a group's: one slice
         for height, _, vid, q, ids, first in groups:
             calls = []
+            mine = kids[q][first:first + len(ids)]
             for callee, sites in plan.functions[q].callees(vid):
-                wanted = children[q][ids][:, sites].T.reshape(-1)   # site-major
+                wanted = mine[:, sites].T.reshape(-1)   # site-major
                 calls.append(gather(callee, wanted))
             self.groups.append((q, vid, first, len(ids), calls))
         self.result = gather(plan.entry, np.arange(self.roots))

@@ -324,6 +324,7 @@ class _Function:
                          if inputs[name][0] == "env"}
         self.env_needs = sorted(self.host_env.values())
         self._callees = {}
+        self._site_columns = None
         self.variants = {}    # key -> variant id
         self.keys = []
         self._lock = threading.Lock()
@@ -337,6 +338,18 @@ class _Function:
                     self.keys.append(key)
                     vid = self.variants[key] = len(self.keys) - 1
         return vid
+
+    def site_columns(self):
+        """``[(callee qname, its site columns, or None when they are all the sites)]``."""
+        found = self._site_columns
+        if found is None:
+            by_callee: Dict[str, List[int]] = {}
+            for site, callee in enumerate(self.sites):
+                by_callee.setdefault(callee, []).append(site)
+            found = self._site_columns = [
+                (callee, None if len(columns) == len(self.sites) else columns)
+                for callee, columns in by_callee.items()]
+        return found
 
     def callees(self, vid):
         """The calls of variant ``vid``: ``[(callee qname, [site, ...]), ...]`` in order."""

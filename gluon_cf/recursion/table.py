@@ -36,11 +36,12 @@ class _FunctionTable:
         self.shapes = {}
         self.types = {}
         self._local = threading.local()   # .in_progress: keys inferred now by this thread
+        self._take_env = None   # environment indices every function uses as take's table only
 
     def out_shapes(self, qname, arg_shapes):
         """Output shapes of ``qname`` for ``arg_shapes`` (``None`` entries while unknown)."""
         env = self.env_shapes
-        key = (qname, tuple(arg_shapes), None if env is None else tuple(env))
+        key = (qname, tuple(arg_shapes), None if env is None else self._env_key(env))
         in_progress = getattr(self._local, "in_progress", None)
         if in_progress is None:
             in_progress = self._local.in_progress = set()
@@ -71,6 +72,20 @@ class _FunctionTable:
                                 else outs))
         self.shapes[key] = outs
         return outs
+
+    def _env_key(self, env):
+        """The environment's shapes as far as output shapes depend on them: not the rows of
+        an array every function uses only as the table of ``take`` along axis 0 (the
+        forest's arrays, new with every batch), which change no shape but their own (as in
+        ``Graph.row_check_key``, NOTE [row-wise rules] in ``rowwise.py``)."""
+        if self._take_env is None:
+            self._take_env = frozenset(
+                i for i in range(len(env))
+                if all(name in graph.take_tables() for qname, graph in self.graphs.items()
+                       for name, slot in zip(graph.input_names, graph.slots)
+                       if slot == self.specs[qname]["num_args"] + i))
+        return tuple(("any rows",) + tuple(s[1:]) if i in self._take_env and s and s[0] > 0
+                     else tuple(s) for i, s in enumerate(env))
 
     def out_types(self, qname, arg_types):
         # The environment's types are part of the key, as for shapes (parameters of another
