@@ -38,7 +38,7 @@ from typing import List
 
 import mxnet as mx
 
-from .. import node as _node, remat as _remat
+from .. import node as _node, remat as _remat, remat_budget as _budget
 from .._cachedop import CachedOpPair
 from .foreach_memory import IN_FLIGHT, _args, _step_graph
 
@@ -79,7 +79,7 @@ class IntoLoop(_remat.Loop):
         super().__init__("foreach", _remat.from_text("foreach", spec["remat"]),
                          spec.get("remat_where") or None, data, states, captured, None,
                          eager=False, random=_remat.holds_random_ops(spec),
-                         step_bytes=_remat.graph_bytes_of(body, slots), length=data[0].shape[0])
+                         step_bytes=_budget.graph_bytes_of(body, slots), length=data[0].shape[0])
         self.graph = _step_graph(node, 1, [d.shape[1:] for d in data], stacked=False)
 
     # -- forward --------------------------------------------------------------------------
@@ -96,7 +96,7 @@ class IntoLoop(_remat.Loop):
         graph, ns, num_out, length = self.graph, len(self.init), self.num_out, self.length
         op = graph.cached_op()
         own = [k for k in range(ns) if k not in graph.aliases]   # states with arrays of their own
-        k = self.remat if isinstance(self.remat, int) else self._interval(self.init)
+        k = self.remat if isinstance(self.remat, int) else self._measured_interval(own)
         self.k, self.steps = k, length
         # checkpoints[i][s]: state own[i] entering step s * k (row 0: the initial state)
         segments = math.ceil(length / k)
@@ -129,6 +129,55 @@ class IntoLoop(_remat.Loop):
             in_flight.append(states)
         for i, j in graph.aliases.items():   # a final state that is the last step's output
             self.out_data[num_out + i][:] = self.out_data[j][length - 1]
+
+    def _measured_interval(self, own):
+        """The interval for "auto"/a budget from the measured size of one step and the
+        checkpoints of the states ``own`` (NOTE [remat budgets]): the first steps recorded
+        as the backward records them, once per node and shapes."""
+        key = (tuple(a.shape for a in self.data + self.init + self.closure), self.training)
+        measured = self.node.__dict__.setdefault("remat_step_bytes", {})
+        if key not in measured:
+            measured[key] = _budget.measure_step_bytes(
+                self._probe(), min(_budget.PROBE_STEPS, self.length),
+                self.data + self.init + self.closure)
+        if measured[key]:
+            self.step_bytes = measured[key]
+        return self._interval([self.init[i] for i in own])
+
+    def _probe(self):
+        """``run_steps(n)``: record the first ``n`` steps with the inputs marked as the
+        backward marks them; returns their outputs (the recorded graph)."""
+        graph, ns, num_out, nd_ = self.graph, len(self.init), self.num_out, len(self.data)
+        rec, slots = graph.recorded(), set(graph.graph.slots)
+        starts = [s.copy() for s in self.init]
+        for i, s in enumerate(starts):
+            if _remat._float(s) and nd_ + i in slots:
+                s.attach_grad()
+        closure = list(self.closure)
+        for i, c in enumerate(self.closure):
+            if c.grad is not None and nd_ + ns + i in slots:
+                closure[i] = c.detach()
+                closure[i].attach_grad(grad_req="add")
+        for a in starts + closure:   # allocated before the measure begins
+            a.wait_to_read()
+            if a.grad is not None:
+                a.grad.wait_to_read()
+
+        def run_steps(steps):
+            held, current = [], starts
+            with mx.autograd.record(train_mode=self.training):
+                for t in range(steps):
+                    step_data = [d[t] for d in self.data]
+                    for n, d in enumerate(self.data):
+                        if d.grad is not None and _remat._float(d) and n in slots:
+                            step_data[n] = step_data[n].copy()
+                            step_data[n].attach_grad()
+                    result = rec(*_args(graph.graph, step_data, current, closure))
+                    result = list(result) if isinstance(result, (list, tuple)) else [result]
+                    held += result
+                    current = graph.states_of(result, ns, num_out)
+            return held
+        return run_steps
 
     def _state_at(self, t):
         """The loop state entering step ``t`` (a segment's start), from the checkpoints."""
@@ -163,6 +212,8 @@ class IntoLoop(_remat.Loop):
         mismatches: list = []
         pending: list = []
         for segment in reversed(range(math.ceil(self.steps / self.k))):
+            if not isinstance(self.remat, int):   # a budget: one segment at a time (NOTE
+                _remat._throttle(state_grads)      # [remat budgets])
             b = segment * self.k
             e = min(b + self.k, self.steps)
             starts = [s.copy() for s in self._state_at(b)]
