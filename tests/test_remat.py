@@ -197,7 +197,7 @@ def test_choose_interval():
                            fixed_bytes=50000)
     assert k2 < k and R.peak_bytes(100, k2, 1000, 10000, 50000) <= 150000
     with pytest.raises(ValueError, match="cannot be met for 100 steps"):
-        R.choose_interval("foreach", gluon_cf.MemoryBudget(20000), 100, 1000, 10000)
+        R.choose_interval("foreach", gluon_cf.MemoryBudget(40000), 100, 1000, 10000)
     R_auto = R.choose_interval("foreach", "auto", 10 ** 6, 1000, 10 ** 6)   # budget unmet
     assert R_auto == min(range(1, 2000), key=lambda k: R.peak_bytes(10 ** 6, k, 1000, 10 ** 6))
 
