@@ -66,7 +66,7 @@ from .executor import run
 # The interval for "auto"/a budget (NOTE [remat budgets]); these names are remat's too.
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
-                           working_bytes)
+                           SEGMENTS_ALIVE, working_bytes)
 
 
 class MemoryBudget:
@@ -350,6 +350,8 @@ class Loop:
     returning the step's flat outputs followed by its new states. ``eager``: the step runs the
     user's Python code (its graph is only known once recorded)."""
 
+    segments_alive = SEGMENTS_ALIVE   # segments recomputed at once, for a budget's estimate
+
     def __init__(self, op, remat, where, data, states, closure, step, *, eager, random=True,
                  step_bytes=None, length=None):
         self.op, self.remat, self.where = op, remat, where
@@ -462,7 +464,7 @@ class Loop:
         if step_bytes <= 0:   # not measurable (e.g. an opaque hybridized block): sqrt(T)
             return max(1, int(math.ceil(math.sqrt(length))))
         return choose_interval(self.op, self.remat, length, state_bytes, step_bytes, self.where,
-                               working_bytes(self.closure, step_bytes))
+                               working_bytes(self.closure, step_bytes), self.segments_alive)
 
     def _at(self):
         return " at %s" % self.where if self.where else ""

@@ -194,8 +194,8 @@ def test_choose_interval():
     assert R.peak_bytes(100, k, 1000, 10000) <= 150000 < R.peak_bytes(100, k + 1, 1000, 10000)
     # the backward's working set counts against the budget (NOTE [remat budgets])
     k2 = R.choose_interval("foreach", gluon_cf.MemoryBudget(150000), 100, 1000, 10000,
-                           fixed_bytes=50000)
-    assert k2 < k and R.peak_bytes(100, k2, 1000, 10000, 50000) <= 150000
+                           fixed_bytes=20000)
+    assert k2 < k and R.peak_bytes(100, k2, 1000, 10000, 20000) <= 150000
     with pytest.raises(ValueError, match="cannot be met for 100 steps"):
         R.choose_interval("foreach", gluon_cf.MemoryBudget(40000), 100, 1000, 10000)
     R_auto = R.choose_interval("foreach", "auto", 10 ** 6, 1000, 10 ** 6)   # budget unmet

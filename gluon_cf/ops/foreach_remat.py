@@ -67,6 +67,8 @@ class IntoLoop(_remat.Loop):
     """A :class:`remat.Loop` over a node's graph, its outputs and checkpoints in arrays of
     their own (NOTE [where a rematerialised loop's memory goes])."""
 
+    segments_alive = 1   # a budget's backward recomputes one segment at a time (backward_steps)
+
     def __init__(self, node, inputs, out_data):
         spec = node.spec
         nd_, ns = spec["num_data"], spec["num_states"]
@@ -136,6 +138,8 @@ class IntoLoop(_remat.Loop):
         as the backward records them, once per node and shapes."""
         key = (tuple(a.shape for a in self.data + self.init + self.closure), self.training)
         measured = self.node.__dict__.setdefault("remat_step_bytes", {})
+        if self.random and self.seed_base is None:   # drawn before the probe's draws: a
+            self.seed_base = _remat._seed_base()     # forward run again draws the same
         if key not in measured:
             measured[key] = _budget.measure_step_bytes(
                 self._probe(), min(_budget.PROBE_STEPS, self.length),
@@ -145,39 +149,54 @@ class IntoLoop(_remat.Loop):
         return self._interval([self.init[i] for i in own])
 
     def _probe(self):
-        """``run_steps(n)``: record the first ``n`` steps with the inputs marked as the
-        backward marks them; returns their outputs (the recorded graph)."""
-        graph, ns, num_out, nd_ = self.graph, len(self.init), self.num_out, len(self.data)
-        rec, slots = graph.recorded(), set(graph.graph.slots)
-        starts = [s.copy() for s in self.init]
-        for i, s in enumerate(starts):
-            if _remat._float(s) and nd_ + i in slots:
-                s.attach_grad()
-        closure = list(self.closure)
-        for i, c in enumerate(self.closure):
-            if c.grad is not None and nd_ + ns + i in slots:
-                closure[i] = c.detach()
-                closure[i].attach_grad(grad_req="add")
-        for a in starts + closure:   # allocated before the measure begins
+        """``run_steps(n)``: record the first ``n`` steps as :meth:`backward_steps` records
+        them; returns their outputs (holding the recorded graphs)."""
+        closure = self._marked_closure()[0]
+        for a in closure:   # allocated before the measure begins
             a.wait_to_read()
             if a.grad is not None:
                 a.grad.wait_to_read()
 
         def run_steps(steps):
-            held, current = [], starts
+            held, current = [], list(self.init)
             with mx.autograd.record(train_mode=self.training):
                 for t in range(steps):
-                    step_data = [d[t] for d in self.data]
-                    for n, d in enumerate(self.data):
-                        if d.grad is not None and _remat._float(d) and n in slots:
-                            step_data[n] = step_data[n].copy()
-                            step_data[n].attach_grad()
-                    result = rec(*_args(graph.graph, step_data, current, closure))
-                    result = list(result) if isinstance(result, (list, tuple)) else [result]
+                    result = self._record_step(t, current, closure)[2]
                     held += result
-                    current = graph.states_of(result, ns, num_out)
+                    current = self.graph.states_of(result, len(self.init), self.num_out)
             return held
         return run_steps
+
+    def _marked_closure(self):
+        """The closure as the recomputation reads it: an array needing a gradient enters as a
+        detached copy marked "add" into a buffer of its own (each step's backward adds its
+        gradient there: no gradient array per segment or step, no sum). With the buffers."""
+        slots, offset = set(self.graph.graph.slots), len(self.data) + len(self.init)
+        closure, grads = list(self.closure), [None] * len(self.closure)
+        for i, c in enumerate(self.closure):
+            if c.grad is not None and offset + i in slots:
+                closure[i] = c.detach()
+                grads[i] = mx.nd.zeros(c.shape, ctx=c.context, dtype=c.dtype)
+                mx.autograd.mark_variables([closure[i]], [grads[i]], "add")
+        return closure, grads
+
+    def _record_step(self, t, states, closure):
+        """Step ``t`` recorded (under ``record()``) from marked aliases of ``states``, with a
+        graph of its own: ``(marked states, [(data index, marked row)], results)``."""
+        graph, nd_ = self.graph, len(self.data)
+        slots = set(graph.graph.slots)
+        starts = [s.detach() for s in states]
+        for i, s in enumerate(starts):
+            if _remat._float(s) and nd_ + i in slots:
+                s.attach_grad()
+        step_data, data_vars = [d[t] for d in self.data], []
+        for n, d in enumerate(self.data):
+            if d.grad is not None and _remat._float(d) and n in slots:
+                step_data[n] = step_data[n].copy()
+                step_data[n].attach_grad()
+                data_vars.append((n, step_data[n]))
+        result = graph.recorded()(*_args(graph.graph, step_data, starts, closure))
+        return starts, data_vars, list(result) if isinstance(result, (list, tuple)) else [result]
 
     def _state_at(self, t):
         """The loop state entering step ``t`` (a segment's start), from the checkpoints."""
@@ -191,6 +210,8 @@ class IntoLoop(_remat.Loop):
     # -- backward -------------------------------------------------------------------------
 
     def backward_segments(self, out_grads):
+        if not isinstance(self.remat, int):   # "auto"/a budget
+            return self.backward_steps(out_grads)
         graph, num_out, ns, nd_ = self.graph, self.num_out, len(self.init), len(self.data)
         rec = graph.recorded()
         slots = set(graph.graph.slots)   # what the step graph reads: data, states, closure
@@ -212,8 +233,6 @@ class IntoLoop(_remat.Loop):
         mismatches: list = []
         pending: list = []
         for segment in reversed(range(math.ceil(self.steps / self.k))):
-            if not isinstance(self.remat, int):   # a budget: one segment at a time (NOTE
-                _remat._throttle(state_grads)      # [remat budgets])
             b = segment * self.k
             e = min(b + self.k, self.steps)
             starts = [s.copy() for s in self._state_at(b)]
@@ -265,3 +284,55 @@ class IntoLoop(_remat.Loop):
                 data_grads[n][t] = x.grad
         self._check_mismatches(mismatches)
         return data_grads + state_grads + closure_grads
+
+    def backward_steps(self, out_grads):
+        """The backward of "auto"/a budget (NOTE [remat budgets]): segments last to first,
+        each recomputed one graph per step, then backpropagated one step at a time, at most
+        two steps' backward in flight, so that what is alive is bounded: the checkpoints,
+        one segment's recorded steps, and two steps' gradients."""
+        num_out, ns, nd_ = self.num_out, len(self.init), len(self.data)
+        step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
+        data_grads: list = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
+                            if d.grad is not None and _remat._float(d) else None
+                            for d in self.data]
+        closure, closure_grads = self._marked_closure()
+        mismatches: list = []
+        in_flight: list = []
+        for segment in reversed(range(math.ceil(self.steps / self.k))):
+            b, e = segment * self.k, min(segment * self.k + self.k, self.steps)
+            recorded, current = [], self._state_at(b)
+            with mx.autograd.record(train_mode=self.training):
+                if self.random and self.seed_base is not None:
+                    mx.random.seed(self.seed_base + segment, ctx=self.ctx)
+                for t in range(b, e):
+                    recorded.append(self._record_step(t, current, closure))
+                    result = recorded[-1][2]
+                    if self.random:
+                        mismatches += [_remat._differs(result[j], self.out_data[j][t])
+                                       for j in range(num_out)]
+                    current = self.graph.states_of(result, ns, num_out)
+            _remat.recomputed.add(e - b)
+            if self.random:
+                after = self._state_at(e) if e < self.steps else self.out_data[num_out:]
+                mismatches.extend(_remat._differs(o, kept) for o, kept in zip(current, after))
+            for t in reversed(range(b, e)):
+                starts, data_vars, result = recorded.pop()
+                pairs = [(result[j], step_grads[j][t]) for j in range(num_out)]
+                pairs += zip(self.graph.states_of(result, ns, num_out), state_grads)
+                keep = _node.merged_heads([(h, g) for h, g in pairs if _remat._float(h)
+                                           and _node.recorded(h)])
+                if keep:   # the steps share the closure's marked arrays: clearing a step's
+                    # graph would clear theirs, which the steps before still read
+                    mx.autograd.backward([h for h, _ in keep], [g for _, g in keep],
+                                         retain_graph=True, train_mode=self.training)
+                state_grads = [s.grad if keep and s.grad is not None else mx.nd.zeros_like(s)
+                               for s in starts]
+                for n, x in data_vars:
+                    data_grads[n][t] = x.grad
+                in_flight.append(state_grads)
+                if len(in_flight) > 2:
+                    _remat._throttle(in_flight.pop(0))
+                del starts, data_vars, result, pairs, keep
+        self._check_mismatches(mismatches)
+        return data_grads + state_grads + closure_grads
+
