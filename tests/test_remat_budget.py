@@ -89,7 +89,7 @@ def _measure(model, steps, budget):
 
 
 @pytest.mark.parametrize("model,steps,budget_mb", [
-    ("lstm", 400, 12), ("lstm", 400, 24), ("lstm", 400, 48), ("wide", 200, 16)])
+    ("lstm", 400, 24), ("lstm", 400, 96), ("wide", 200, 32)])
 def test_a_budget_bounds_the_peak_rss_beyond_the_loops_io(model, steps, budget_mb):
     result = _measure(model, steps, budget_mb * MB)
     beyond = result["growth"] - result["io"]
