@@ -31,7 +31,9 @@ NOTE [where a rematerialised loop's memory goes]
     inputs twice. Values and gradients are those of ``remat=False`` (the tests' oracle).
 
     After: 150-160 MB at T=1,600 (0.095-0.1 MB per step: the outputs, their gradient and
-    the c checkpoints, 50 MB each), see the README's memory table.
+    the c checkpoints, 50 MB each), see the README's memory table. With "auto" or a budget the
+    interval comes from one step measured before the loop runs, and the backward recomputes a
+    segment as one graph per step, backpropagated step by step (NOTE [remat budgets]).
 """
 import math
 from typing import List
