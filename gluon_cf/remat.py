@@ -19,7 +19,7 @@ NOTE [rematerialisation]
     whatever ``k``: ``k`` trades the checkpoints (``ceil(T/k)`` states) against the
     intermediates of the segment being recomputed (``k`` steps'), so ``k ~ sqrt(T)`` keeps
     ``O(sqrt(T))``. ``"auto"`` and :class:`MemoryBudget` choose ``k`` from the loop length and
-    the measured size of one step (``choose_interval``).
+    the measured size of one step (NOTE [remat budgets] in ``remat_budget.py``).
 
     The same values, or an error, never a different gradient:
 
@@ -63,8 +63,10 @@ from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_ar
 
 from . import node as _node
 from .executor import run
-
-AUTO_BUDGET = 32 << 20   # bytes "auto" may keep for recomputation (NOTE [rematerialisation])
+# The interval for "auto"/a budget (NOTE [remat budgets]); these names are remat's too.
+from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
+                           graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
+                           SEGMENTS_ALIVE, working_bytes)
 
 
 class MemoryBudget:
@@ -155,72 +157,6 @@ class _Counter:
 
 
 recomputed = _Counter()
-
-
-# ---------------------------------------------------------------------------------------------
-# Choosing the interval
-
-
-def peak_bytes(length, k, state_bytes, step_bytes):
-    """What a loop of ``length`` steps keeps with interval ``k``: its checkpoints and one
-    segment's intermediates (NOTE [rematerialisation])."""
-    return math.ceil(length / k) * state_bytes + min(k, length) * step_bytes
-
-
-def choose_interval(op, remat, length, state_bytes, step_bytes, where=None):
-    """The checkpoint interval ``k`` for ``remat`` "auto" or a :class:`MemoryBudget`.
-
-    A budget: the largest ``k`` (fewest segments) whose :func:`peak_bytes` fits; a budget below
-    one step (its state and intermediates) or below the smallest achievable peak is an error
-    naming the op. "auto": the budget :data:`AUTO_BUDGET`, or, when even that cannot be met,
-    the ``k`` keeping the least (about ``sqrt(length * state_bytes / step_bytes)``)."""
-    length = max(int(length), 1)
-    step_bytes, state_bytes = max(int(step_bytes), 1), max(int(state_bytes), 1)
-    best = min(range(1, length + 1), key=lambda k: (peak_bytes(length, k, state_bytes,
-                                                               step_bytes), k))
-    budget = AUTO_BUDGET if remat == "auto" else remat.nbytes
-    fitting = [k for k in range(1, length + 1)
-               if peak_bytes(length, k, state_bytes, step_bytes) <= budget]
-    if fitting:
-        return max(fitting)
-    if remat == "auto":
-        return best
-    at = " at %s" % where if where else ""
-    if budget < state_bytes + step_bytes:
-        raise ValueError(
-            "gluon_cf.%s%s: remat=%r is smaller than one step: a step's state and "
-            "intermediates take %d bytes; give a budget of at least %d bytes"
-            % (op, at, remat, state_bytes + step_bytes,
-               peak_bytes(length, best, state_bytes, step_bytes)))
-    raise ValueError(
-        "gluon_cf.%s%s: remat=%r cannot be met for %d steps: the least this loop can keep is "
-        "%d bytes (interval %d; a step's state takes %d bytes, its intermediates %d)"
-        % (op, at, remat, length, peak_bytes(length, best, state_bytes, step_bytes), best,
-           state_bytes, step_bytes))
-
-
-def _nbytes(array_or_shape, dtype=np.float32):
-    shape = getattr(array_or_shape, "shape", array_or_shape)
-    dtype = getattr(array_or_shape, "dtype", dtype)
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-
-def graph_step_bytes(symbol, shapes, dtypes=None):
-    """The bytes of every value a graph computes (its internal outputs) for input ``shapes``
-    (name -> shape): what recording one step keeps. Unknown shapes count 0."""
-    internals = symbol.get_internals()
-    try:
-        _, outs, _ = internals.infer_shape_partial(**shapes)
-    except mx.MXNetError:
-        return 0
-    names = internals.list_outputs()
-    total = 0
-    inputs = set(symbol.list_inputs())
-    for name, shape in zip(names, outs or []):
-        if name in inputs or not shape or any(d <= 0 for d in shape):
-            continue
-        total += _nbytes(tuple(shape))
-    return total
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,7 +328,6 @@ def _seed_base():
 # A loop run with rematerialisation
 
 _inside = threading.local()   # .loop: the remat loop running in this thread (its description)
-UNKNOWN_LENGTH = 1024   # the length "auto"/budgets assume for a while_loop without a bound
 
 
 def _float(a):
@@ -414,6 +349,8 @@ class Loop:
     inputs; an eager body's :func:`closure_arrays`). ``step(t, slices, states)`` is a generator
     returning the step's flat outputs followed by its new states. ``eager``: the step runs the
     user's Python code (its graph is only known once recorded)."""
+
+    segments_alive = SEGMENTS_ALIVE   # segments recomputed at once, for a budget's estimate
 
     def __init__(self, op, remat, where, data, states, closure, step, *, eager, random=True,
                  step_bytes=None, length=None):
@@ -519,13 +456,15 @@ class Loop:
         mx.random.seed(self.seed_base + segment, ctx=self.ctx)
 
     def _interval(self, states):
-        """The interval for "auto"/a budget, once one step has run."""
+        """The interval for "auto"/a budget given the checkpointed ``states`` and
+        ``step_bytes`` (NOTE [remat budgets])."""
         length = self.length or UNKNOWN_LENGTH
         state_bytes = sum(_nbytes(s) for s in states)
         step_bytes = self.step_bytes or 0
         if step_bytes <= 0:   # not measurable (e.g. an opaque hybridized block): sqrt(T)
             return max(1, int(math.ceil(math.sqrt(length))))
-        return choose_interval(self.op, self.remat, length, state_bytes, step_bytes, self.where)
+        return choose_interval(self.op, self.remat, length, state_bytes, step_bytes, self.where,
+                               working_bytes(self.closure, step_bytes), self.segments_alive)
 
     def _at(self):
         return " at %s" % self.where if self.where else ""
@@ -690,9 +629,3 @@ def holds_random_ops(spec):
     """Whether a node's subgraphs (nested ones included) hold a random operator."""
     from .graph.decoded import _nodes_of
     return any(is_random_op(n["op"]) for n in _nodes_of(spec))
-
-
-def graph_bytes_of(graph, slots):
-    """:func:`graph_step_bytes` of a :class:`graph.Graph` given its slot values."""
-    shapes = {name: slots[slot].shape for name, slot in zip(graph.input_names, graph.slots)}
-    return graph_step_bytes(graph.symbol, shapes)

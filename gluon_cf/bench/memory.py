@@ -338,7 +338,23 @@ def run_cell(cell: Cell, hidden: int, batch: int, tree_hidden: int) -> Dict[str,
     result = {"peak_mb": peak.growth / MB, "seconds": seconds}
     if isinstance(run, _CountedRun):
         result["nodes"] = run.nodes
+    if cell.model == "lstm" and train and cell.impl in ("gluon_cf_auto", "gluon_cf_budget"):
+        result.update(_choice(cell.size))
     return result
+
+
+def _choice(steps: int) -> Dict[str, Any]:
+    """The interval "auto"/the budget chose for the measured loop, what it estimated, and what
+    the loop grew by beyond its outputs and their gradients (NOTE [remat budgets])."""
+    try:
+        from gluon_cf.remat_budget import choices
+    except ImportError:
+        return {}
+    mine = [c for c in choices if c.steps == steps]
+    if not mine:
+        return {}
+    return {"interval": mine[-1].k, "budget_mb": mine[-1].budget / MB,
+            "estimate_mb": mine[-1].cost / MB}
 
 
 def measure(cell: Cell, hidden: int = HIDDEN, batch: int = BATCH, tree_hidden: int = 150,
@@ -399,6 +415,9 @@ def run_preset(preset: Preset, pattern: str = "*", log=sys.stderr) -> Dict[str, 
         if "peak_mb" in result:
             result["mb_per_step" if cell.model == "lstm" else "mb_per_node"] = \
                 result["peak_mb"] / max(result.get("nodes", cell.size), 1)
+        if "interval" in result:   # the outputs (T steps and the final h, c), their gradients
+            io = 2 * (cell.size + 2) * preset.batch * preset.hidden * 4 / MB
+            result["beyond_io_mb"] = result["peak_mb"] - io
         results[cell.key] = result
         print("%-40s %s" % (cell.key, json.dumps(result)), file=log, flush=True)
     return {"hidden": preset.hidden, "batch": preset.batch, "tree_hidden": preset.tree_hidden,

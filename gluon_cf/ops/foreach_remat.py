@@ -31,14 +31,16 @@ NOTE [where a rematerialised loop's memory goes]
     inputs twice. Values and gradients are those of ``remat=False`` (the tests' oracle).
 
     After: 150-160 MB at T=1,600 (0.095-0.1 MB per step: the outputs, their gradient and
-    the c checkpoints, 50 MB each), see the README's memory table.
+    the c checkpoints, 50 MB each), see the README's memory table. With "auto" or a budget the
+    interval comes from one step measured before the loop runs, and the backward recomputes a
+    segment as one graph per step, backpropagated step by step (NOTE [remat budgets]).
 """
 import math
 from typing import List
 
 import mxnet as mx
 
-from .. import node as _node, remat as _remat
+from .. import node as _node, remat as _remat, remat_budget as _budget
 from .._cachedop import CachedOpPair
 from .foreach_memory import IN_FLIGHT, _args, _step_graph
 
@@ -67,6 +69,8 @@ class IntoLoop(_remat.Loop):
     """A :class:`remat.Loop` over a node's graph, its outputs and checkpoints in arrays of
     their own (NOTE [where a rematerialised loop's memory goes])."""
 
+    segments_alive = 1   # a budget's backward recomputes one segment at a time (backward_steps)
+
     def __init__(self, node, inputs, out_data):
         spec = node.spec
         nd_, ns = spec["num_data"], spec["num_states"]
@@ -79,7 +83,7 @@ class IntoLoop(_remat.Loop):
         super().__init__("foreach", _remat.from_text("foreach", spec["remat"]),
                          spec.get("remat_where") or None, data, states, captured, None,
                          eager=False, random=_remat.holds_random_ops(spec),
-                         step_bytes=_remat.graph_bytes_of(body, slots), length=data[0].shape[0])
+                         step_bytes=_budget.graph_bytes_of(body, slots), length=data[0].shape[0])
         self.graph = _step_graph(node, 1, [d.shape[1:] for d in data], stacked=False)
 
     # -- forward --------------------------------------------------------------------------
@@ -96,7 +100,7 @@ class IntoLoop(_remat.Loop):
         graph, ns, num_out, length = self.graph, len(self.init), self.num_out, self.length
         op = graph.cached_op()
         own = [k for k in range(ns) if k not in graph.aliases]   # states with arrays of their own
-        k = self.remat if isinstance(self.remat, int) else self._interval(self.init)
+        k = self.remat if isinstance(self.remat, int) else self._measured_interval(own)
         self.k, self.steps = k, length
         # checkpoints[i][s]: state own[i] entering step s * k (row 0: the initial state)
         segments = math.ceil(length / k)
@@ -130,6 +134,72 @@ class IntoLoop(_remat.Loop):
         for i, j in graph.aliases.items():   # a final state that is the last step's output
             self.out_data[num_out + i][:] = self.out_data[j][length - 1]
 
+    def _measured_interval(self, own):
+        """The interval for "auto"/a budget from the measured size of one step and the
+        checkpoints of the states ``own`` (NOTE [remat budgets]): the first steps recorded
+        as the backward records them, once per node and shapes."""
+        key = (tuple(a.shape for a in self.data + self.init + self.closure), self.training)
+        measured = self.node.__dict__.setdefault("remat_step_bytes", {})
+        if self.random and self.seed_base is None:   # drawn before the probe's draws: a
+            self.seed_base = _remat._seed_base()     # forward run again draws the same
+        if key not in measured:
+            measured[key] = _budget.measure_step_bytes(
+                self._probe(), min(_budget.PROBE_STEPS, self.length),
+                self.data + self.init + self.closure)
+        if measured[key]:
+            self.step_bytes = measured[key]
+        return self._interval([self.init[i] for i in own])
+
+    def _probe(self):
+        """``run_steps(n)``: record the first ``n`` steps as :meth:`backward_steps` records
+        them; returns their outputs (holding the recorded graphs)."""
+        closure = self._marked_closure()[0]
+        for a in closure:   # allocated before the measure begins
+            a.wait_to_read()
+            if a.grad is not None:
+                a.grad.wait_to_read()
+
+        def run_steps(steps):
+            held, current = [], list(self.init)
+            with mx.autograd.record(train_mode=self.training):
+                for t in range(steps):
+                    result = self._record_step(t, current, closure)[2]
+                    held += result
+                    current = self.graph.states_of(result, len(self.init), self.num_out)
+            return held
+        return run_steps
+
+    def _marked_closure(self):
+        """The closure as the recomputation reads it: an array needing a gradient enters as a
+        detached copy marked "add" into a buffer of its own (each step's backward adds its
+        gradient there: no gradient array per segment or step, no sum). With the buffers."""
+        slots, offset = set(self.graph.graph.slots), len(self.data) + len(self.init)
+        closure, grads = list(self.closure), [None] * len(self.closure)
+        for i, c in enumerate(self.closure):
+            if c.grad is not None and offset + i in slots:
+                closure[i] = c.detach()
+                grads[i] = mx.nd.zeros(c.shape, ctx=c.context, dtype=c.dtype)
+                mx.autograd.mark_variables([closure[i]], [grads[i]], "add")
+        return closure, grads
+
+    def _record_step(self, t, states, closure):
+        """Step ``t`` recorded (under ``record()``) from marked aliases of ``states``, with a
+        graph of its own: ``(marked states, [(data index, marked row)], results)``."""
+        graph, nd_ = self.graph, len(self.data)
+        slots = set(graph.graph.slots)
+        starts = [s.detach() for s in states]
+        for i, s in enumerate(starts):
+            if _remat._float(s) and nd_ + i in slots:
+                s.attach_grad()
+        step_data, data_vars = [d[t] for d in self.data], []
+        for n, d in enumerate(self.data):
+            if d.grad is not None and _remat._float(d) and n in slots:
+                step_data[n] = step_data[n].copy()
+                step_data[n].attach_grad()
+                data_vars.append((n, step_data[n]))
+        result = graph.recorded()(*_args(graph.graph, step_data, starts, closure))
+        return starts, data_vars, list(result) if isinstance(result, (list, tuple)) else [result]
+
     def _state_at(self, t):
         """The loop state entering step ``t`` (a segment's start), from the checkpoints."""
         graph, own = self.graph, [k for k in range(len(self.init)) if k not in self.graph.aliases]
@@ -142,6 +212,8 @@ class IntoLoop(_remat.Loop):
     # -- backward -------------------------------------------------------------------------
 
     def backward_segments(self, out_grads):
+        if not isinstance(self.remat, int):   # "auto"/a budget
+            return self.backward_steps(out_grads)
         graph, num_out, ns, nd_ = self.graph, self.num_out, len(self.init), len(self.data)
         rec = graph.recorded()
         slots = set(graph.graph.slots)   # what the step graph reads: data, states, closure
@@ -214,3 +286,55 @@ class IntoLoop(_remat.Loop):
                 data_grads[n][t] = x.grad
         self._check_mismatches(mismatches)
         return data_grads + state_grads + closure_grads
+
+    def backward_steps(self, out_grads):
+        """The backward of "auto"/a budget (NOTE [remat budgets]): segments last to first,
+        each recomputed one graph per step, then backpropagated one step at a time, at most
+        two steps' backward in flight, so that what is alive is bounded: the checkpoints,
+        one segment's recorded steps, and two steps' gradients."""
+        num_out, ns, nd_ = self.num_out, len(self.init), len(self.data)
+        step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
+        data_grads: list = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
+                            if d.grad is not None and _remat._float(d) else None
+                            for d in self.data]
+        closure, closure_grads = self._marked_closure()
+        mismatches: list = []
+        in_flight: list = []
+        for segment in reversed(range(math.ceil(self.steps / self.k))):
+            b, e = segment * self.k, min(segment * self.k + self.k, self.steps)
+            recorded, current = [], self._state_at(b)
+            with mx.autograd.record(train_mode=self.training):
+                if self.random and self.seed_base is not None:
+                    mx.random.seed(self.seed_base + segment, ctx=self.ctx)
+                for t in range(b, e):
+                    recorded.append(self._record_step(t, current, closure))
+                    result = recorded[-1][2]
+                    if self.random:
+                        mismatches += [_remat._differs(result[j], self.out_data[j][t])
+                                       for j in range(num_out)]
+                    current = self.graph.states_of(result, ns, num_out)
+            _remat.recomputed.add(e - b)
+            if self.random:
+                after = self._state_at(e) if e < self.steps else self.out_data[num_out:]
+                mismatches.extend(_remat._differs(o, kept) for o, kept in zip(current, after))
+            for t in reversed(range(b, e)):
+                starts, data_vars, result = recorded.pop()
+                pairs = [(result[j], step_grads[j][t]) for j in range(num_out)]
+                pairs += zip(self.graph.states_of(result, ns, num_out), state_grads)
+                keep = _node.merged_heads([(h, g) for h, g in pairs if _remat._float(h)
+                                           and _node.recorded(h)])
+                if keep:   # the steps share the closure's marked arrays: clearing a step's
+                    # graph would clear theirs, which the steps before still read
+                    mx.autograd.backward([h for h, _ in keep], [g for _, g in keep],
+                                         retain_graph=True, train_mode=self.training)
+                state_grads = [s.grad if keep and s.grad is not None else mx.nd.zeros_like(s)
+                               for s in starts]
+                for n, x in data_vars:
+                    data_grads[n][t] = x.grad
+                in_flight.append(state_grads)
+                if len(in_flight) > 2:
+                    _remat._throttle(in_flight.pop(0))
+                del starts, data_vars, result, pairs, keep
+        self._check_mismatches(mismatches)
+        return data_grads + state_grads + closure_grads
+
