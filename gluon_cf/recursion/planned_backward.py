@@ -74,44 +74,45 @@ def run(schedule, ctx, upload):
     if marked:
         mx.autograd.mark_variables([env[i] for i in marked],
                                    [originals[i].grad for i in marked], grad_reqs="add")
-    tables = {q: mx.nd.empty((n, layouts[q]["width"]), ctx=ctx, dtype=layouts[q]["dtype"])
-              for q, n in schedule.counts.items() if n}
-    grads = {q: mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for q, t in tables.items()}
+    tables = schedule.tables(ctx)   # NOTE [one table per output] in value_graphs.py
+    grads = {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
+             for q, ts in tables.items()}
     # Aliases of the tables are variables whose gradients add up in ``grads``: a group's
     # graph takes its children's rows from them, and take's backward adds into the rows it
     # took (NOTE above). The groups write into the tables themselves (autograd refuses a
     # write into a variable).
-    sources = {q: t.detach() for q, t in tables.items()}
-    mx.autograd.mark_variables(list(sources.values()), [grads[q] for q in sources],
-                               grad_reqs="add")
+    sources = {q: [t.detach() for t in ts] for q, ts in tables.items()}
+    mx.autograd.mark_variables([a for q in sources for a in sources[q]],
+                               [g for q in sources for g in grads[q]], grad_reqs="add")
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
-    taped: List[tuple] = []   # per group: (qname, first, rows, output)
+    taped: List[tuple] = []   # per group: (qname, first, rows, its outputs)
 
     for q, vid, first, rows, calls in schedule.groups:
         callees = [callee for callee, _ in plan.functions[q].callees(vid)]
         graph = _value_graph(plan, layouts, q, vid, None)
         values = []
-        for role, i, _ in graph.inputs:
+        for role, i, j in graph.inputs:
             if role == "arg":
                 values.append(uploaded[q][i][first:first + rows])
             elif role == "env":
                 values.append(env[i])
             elif role == "table":
-                values.append(sources[callees[i]])
-            else:
-                a, b = calls[i][1][0]
-                values.append(index[a:b])
-        out = graph.op(*values, out=[tables[q][first:first + rows]])   # written in place
+                values.append(sources[callees[i]][j])
+            else:   # call site j's rows of the site-major indices
+                a = calls[i][1][0][0] + j * rows
+                values.append(index[a:a + rows])
+        # Written in place, each output into its rows of its table.
+        out = graph.op(*values, out=[t[first:first + rows] for t in tables[q]])
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
         if callees or any(role == "env" and env[i].grad is not None
                           for role, i, _ in graph.inputs):
-            taped.append((q, first, rows, out[0]))
+            taped.append((q, first, rows, out))
     graph = _result_graph(plan, layouts, None)
     a, b = schedule.result[1][0]
-    # Recorded on the enclosing tape: its backward adds the roots' gradients into the table's.
-    outputs = graph.op(*[sources[plan.entry] if role == "table" else index[a:b]
-                         for role, _, _ in graph.inputs])
+    # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
+    outputs = graph.op(*[sources[plan.entry][j] if role == "table" else index[a:b]
+                         for role, _, j in graph.inputs])
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
     def backward(train_mode):
@@ -121,8 +122,8 @@ def run(schedule, ctx, upload):
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
-            mx.autograd.backward([out], [grads[q][first:first + rows]], retain_graph=True,
-                                 train_mode=train_mode)
+            mx.autograd.backward(out, [g[first:first + rows] for g in grads[q]],
+                                 retain_graph=True, train_mode=train_mode)
 
     _node.hand_backward(backward)
     RUNS[0] += 1

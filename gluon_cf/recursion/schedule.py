@@ -279,6 +279,13 @@ class _Schedule:
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
         return True
 
+    def tables(self, ctx):
+        """Per function, one table per output (NOTE [one table per output] in
+        recursion/value_graphs.py): its invocations' rows in run order."""
+        return {q: [mx.nd.empty((n,) + shape, ctx=ctx, dtype=self.layouts[q]["dtype"])
+                    for shape in self.layouts[q]["shapes"]]
+                for q, n in self.counts.items() if n}
+
     def _push(self, indices, values):
         start = self.offset
         indices.append(values)
@@ -291,9 +298,7 @@ class _Schedule:
         index = _upload(self.indices, ctx) if self.indices is not None else None
         uploaded = {q: [_upload(a, ctx) for a in args] for q, args in self.sorted_args.items()}
         outputs: List[mx.nd.NDArray] = []
-        tables: Dict[str, mx.nd.NDArray] = {q: mx.nd.empty((n, self.layouts[q]["width"]), ctx=ctx,
-                                 dtype=self.layouts[q]["dtype"])
-                  for q, n in self.counts.items() if n} if self.in_place else {}
+        tables = self.tables(ctx) if self.in_place else {}
         callees: Dict[Optional[str], List[str]] = {}
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
@@ -304,10 +309,13 @@ class _Schedule:
                 return env[i]
             if role == "src":
                 return outputs[calls[i][0][j]]
-            if role == "table":
-                return tables[callees[q][i]]
-            a, b = calls[i][2] if role == "perm" else calls[i][1][j]
+            if role == "table":   # NOTE [one table per output] in recursion/value_graphs.py
+                return tables[callees[q][i]][j]
             assert index is not None, "a gather without an index buffer"
+            if self.in_place:   # call site j's rows of the site-major indices
+                a = calls[i][1][0][0] + j * rows
+                return index[a:a + rows]
+            a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return index[a:b]
 
         for q, vid, first, rows, calls in self.groups:
@@ -318,15 +326,15 @@ class _Schedule:
                 sources = tuple(len(sources) for sources, _, _ in calls)
             graph = _value_graph(plan, self.layouts, q, vid, sources)
             values = [value(role, i, j, q, first, rows, calls) for role, i, j in graph.inputs]
-            if self.in_place:   # written into its rows of the table (a view): no copy
-                graph.op(*values, out=[tables[q][first:first + rows]])
+            if self.in_place:   # written into its rows of the tables (views): no copy
+                graph.op(*values, out=[t[first:first + rows] for t in tables[q]])
             else:
                 out = graph.op(*values)
                 outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))
-        out = graph.op(*[value(role, i, j, None, 0, 0, [self.result])
+        out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
                          for role, i, j in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
 

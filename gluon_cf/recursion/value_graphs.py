@@ -4,6 +4,23 @@ replaced by a gather of the callees' rows, from the outputs of earlier groups or
 callee's table (:func:`_value_graph`); :func:`_result_graph` gathers and unpacks the roots'
 rows. :class:`_Emitter` builds the symbol JSON node by node (the ONNX lowering uses it and
 :func:`_inline` too) (NOTE [ahead-of-time schedules] in recursion/schedule.py).
+
+NOTE [one table per output]
+    Where a schedule keeps its rows in tables written in place (inference, and training with a
+    planned backward, NOTE [planned backward] in recursion/planned_backward.py), each output of
+    a function has a table of its own, ``(invocations,) + the output's row shape``, and a
+    group's graph reads call site ``t``'s children with one ``take`` per output of the callee
+    (input ``c<i>_table<k>``, indices ``c<i>_idx<t>``: the site's slice of the site-major
+    index buffer, cut on the host) and returns its outputs as they are, each written into
+    its rows of its table (``out=``). A packed table (all outputs side by side in one row)
+    cost, per group, a ``Reshape`` and a ``SliceChannel`` splitting the sites, a
+    ``SliceChannel`` per site unpacking the outputs and a ``Concat`` packing them, and the
+    backward of each. ``SliceChannel`` is one of MXNet's legacy operators, which create an
+    operator state (and an engine variable, deleted through the engine) on every call of a
+    CachedOp: about half of a TreeLSTM group call's host time at batch 1 (py-spy). An output
+    that is a graph input or another output's entry gets a ``_copy``, so that every output is
+    an entry of its own. The recorded path (outputs of earlier groups gathered by ``take``,
+    ``Concat`` and a permutation) keeps packed rows.
 """
 import json
 import threading
@@ -22,6 +39,7 @@ class _Emitter:
         self.nodes = []
         self.rows = set()     # entries with one row per invocation
         self.names = set()
+        self.shared: Dict[str, Tuple[int, int]] = {}   # name -> an input read by several
 
     def _add(self, node, batched):
         name = node["name"]
@@ -52,11 +70,7 @@ class _Emitter:
         return (nid, 0)
 
     def gather(self, prefix, sources):
-        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``), or
-        from the callee's table (``sources`` None; inputs ``table``/``idx``)."""
-        if sources is None:
-            return self.op("take", [self.var("%s_table" % prefix, False),
-                                    self.var("%s_idx0" % prefix, True)], axis=0, mode="clip")
+        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``)."""
         taken = [self.op("take", [self.var("%s_src%d" % (prefix, j), False),
                                   self.var("%s_idx%d" % (prefix, j), True)], axis=0, mode="clip")
                  for j in range(sources)]
@@ -64,6 +78,21 @@ class _Emitter:
             return taken[0]
         joined = self.op("Concat", taken, dim=0, num_args=sources)
         return self.op("take", [joined, self.var("%s_perm" % prefix, True)], axis=0, mode="clip")
+
+    def take_outputs(self, prefix, site, layout):
+        """A callee's outputs for one call site, each taken from that output's own table
+        (inputs ``table<k>``, one per output, and ``idx<site>``): one ``take`` per output, no
+        split or reshape (NOTE [one table per output])."""
+        index = self.var("%s_idx%d" % (prefix, site), True)
+        tables = [self.shared_var("%s_table%d" % (prefix, k)) for k in range(len(layout["shapes"]))]
+        return [self.op("take", [table, index], axis=0, mode="clip") for table in tables]
+
+    def shared_var(self, name):
+        """The input ``name`` (not rows), made once whatever reads it."""
+        entry = self.shared.get(name)
+        if entry is None:
+            entry = self.shared[name] = self.var(name, False)
+        return entry
 
     def unpack(self, packed, layout):
         """A function's outputs from its packed rows."""
@@ -96,7 +125,7 @@ class _ValueGraph:
     """A CachedOp and what each of its inputs is: ``(role, i, j)`` with role ``arg`` (the
     group's argument i), ``env`` (environment value i), ``src``/``idx`` (callee i's source
     output j and its row indices), ``perm`` (callee i's permutation) or ``table`` (callee i's
-    table, with its rows at ``idx`` 0)."""
+    output j's table, the rows of its call site j at ``idx`` j: NOTE [one table per output])."""
 
     def __init__(self, symbol):
         self.op = CachedGraph(symbol)
@@ -126,6 +155,10 @@ def _value_graph(plan, layouts, qname, vid, sources):
     site_outputs = {}
     for i, (callee, sites) in enumerate(function.callees(vid)):
         layout = layouts[callee]
+        if sources is None:   # NOTE [one table per output]
+            for t, site in enumerate(sites):
+                site_outputs[site] = em.take_outputs("c%d" % i, t, layout)
+            continue
         gathered = em.gather("c%d" % i, None if sources is None else sources[i])
         if len(sites) > 1:   # site-major rows: (sites, rows, width), one slice per site
             per_site = em.op("Reshape", [gathered], shape=(len(sites), -1, layout["width"]))
@@ -143,7 +176,15 @@ def _value_graph(plan, layouts, qname, vid, sources):
     for head, shape in zip(heads, layouts[qname]["shapes"]):
         if head[0] not in em.rows:   # one row for all invocations (a constant): one per row
             head = em.op("broadcast_like", [head, reference], lhs_axes=(0,), rhs_axes=(0,))
+        if sources is None:   # each output into its own table, as it is
+            if head in packed or em.nodes[head[0]]["op"] == "null":
+                head = em.op("_copy", [head])   # an output of its own, written where it goes
+            packed.append(head)
+            continue
         packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
+    if sources is None:
+        graph = plan.graphs[key] = _ValueGraph(em.symbol(packed))
+        return graph
     out = packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
                                                     num_args=len(packed))
     graph = plan.graphs[key] = _ValueGraph(em.symbol([out]))
@@ -157,7 +198,8 @@ def _result_graph(plan, layouts, sources):
     graph = plan.graphs.get(key)
     if graph is None:
         em = _Emitter()
-        heads = em.unpack(em.gather("c0", sources), layouts[plan.entry])
+        heads = em.take_outputs("c0", 0, layouts[plan.entry]) if sources is None else \
+            em.unpack(em.gather("c0", sources), layouts[plan.entry])
         graph = plan.graphs[key] = _ValueGraph(em.symbol(heads))
     return graph
 
