@@ -87,23 +87,25 @@ def run(schedule, ctx, upload):
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
     taped: List[tuple] = []   # per group: (qname, first, rows, its outputs)
+    nonempty = schedule.nonempty()
 
     for q, vid, first, rows, calls in schedule.groups:
         callees = [callee for callee, _ in plan.functions[q].callees(vid)]
         graph = _value_graph(plan, layouts, q, vid, None)
         values = []
         for role, i, j in graph.inputs:
-            if role == "arg":
-                values.append(uploaded[q][i][first:first + rows])
+            if role == "arg":   # (NDArray._slice: a view of rows, no general indexing)
+                values.append(uploaded[q][i]._slice(first, first + rows))
             elif role == "env":
                 values.append(env[i])
             elif role == "table":
                 values.append(sources[callees[i]][j])
             else:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                values.append(index[a:a + rows])
+                values.append(index._slice(a, a + rows))
         # Written in place, each output into its rows of its table.
-        out = graph.op(*values, out=[t[first:first + rows] for t in tables[q]])
+        out = (graph.nonempty if nonempty else graph.op)(
+            *values, out=[t._slice(first, first + rows) for t in tables[q]])
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
         if callees or any(role == "env" and env[i].grad is not None
                           for role, i, _ in graph.inputs):
@@ -122,7 +124,7 @@ def run(schedule, ctx, upload):
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
-            mx.autograd.backward(out, [g[first:first + rows] for g in grads[q]],
+            mx.autograd.backward(out, [g._slice(first, first + rows) for g in grads[q]],
                                  retain_graph=True, train_mode=train_mode)
 
     _node.hand_backward(backward)

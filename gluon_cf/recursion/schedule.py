@@ -279,6 +279,16 @@ class _Schedule:
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
         return True
 
+    def nonempty(self):
+        """Whether no input of a group's graph can be a zero-size array (which the CachedOps
+        must not be given, NOTE [zero-size calls] in graph/cached_graph.py): every group and
+        call site has rows, so only a zero in a row shape (arguments, outputs) or in an
+        environment value's shape makes one."""
+        shapes = [s for layout in self.layouts.values() for s in layout["shapes"]]
+        shapes += [a.shape[1:] for args in self.sorted_args.values() for a in args]
+        shapes += [value.shape for value in self.context.env]
+        return not any(0 in shape for shape in shapes)
+
     def tables(self, ctx):
         """Per function, one table per output (NOTE [one table per output] in
         recursion/value_graphs.py): its invocations' rows in run order."""
@@ -300,11 +310,13 @@ class _Schedule:
         outputs: List[mx.nd.NDArray] = []
         tables = self.tables(ctx) if self.in_place else {}
         callees: Dict[Optional[str], List[str]] = {}
+        nonempty = self.nonempty()
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
                   calls) -> mx.nd.NDArray:
+            # (NDArray._slice: a view of rows, without __getitem__'s general indexing)
             if role == "arg":
-                return uploaded[q][i][first:first + rows]
+                return uploaded[q][i]._slice(first, first + rows)
             if role == "env":
                 return env[i]
             if role == "src":
@@ -314,9 +326,9 @@ class _Schedule:
             assert index is not None, "a gather without an index buffer"
             if self.in_place:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                return index[a:a + rows]
+                return index._slice(a, a + rows)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
-            return index[a:b]
+            return index._slice(a, b)
 
         for q, vid, first, rows, calls in self.groups:
             if self.in_place:
@@ -326,10 +338,11 @@ class _Schedule:
                 sources = tuple(len(sources) for sources, _, _ in calls)
             graph = _value_graph(plan, self.layouts, q, vid, sources)
             values = [value(role, i, j, q, first, rows, calls) for role, i, j in graph.inputs]
+            call = graph.nonempty if nonempty else graph.op
             if self.in_place:   # written into its rows of the tables (views): no copy
-                graph.op(*values, out=[t[first:first + rows] for t in tables[q]])
+                call(*values, out=[t._slice(first, first + rows) for t in tables[q]])
             else:
-                out = graph.op(*values)
+                out = call(*values)
                 outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
         graph = _result_graph(plan, self.layouts,

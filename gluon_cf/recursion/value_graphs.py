@@ -17,10 +17,10 @@ NOTE [one table per output]
     ``SliceChannel`` per site unpacking the outputs and a ``Concat`` packing them, and the
     backward of each. ``SliceChannel`` is one of MXNet's legacy operators, which create an
     operator state (and an engine variable, deleted through the engine) on every call of a
-    CachedOp: about half of a TreeLSTM group call's host time at batch 1 (py-spy). An output
-    that is a graph input or another output's entry gets a ``_copy``, so that every output is
-    an entry of its own. The recorded path (outputs of earlier groups gathered by ``take``,
-    ``Concat`` and a permutation) keeps packed rows.
+    CachedOp: about half of a TreeLSTM group call's host time at batch 1 (py-spy). A body
+    returning one entry twice is two outputs of the CachedOp, each written into its table
+    (MXNet copies; tests/test_schedule_tables.py). The recorded path (outputs of earlier
+    groups gathered by ``take``, ``Concat`` and a permutation) keeps packed rows.
 """
 import json
 import threading
@@ -28,6 +28,7 @@ from typing import Dict, Tuple
 
 import mxnet as mx
 
+from .._cachedop import CachedOpPair
 from ..graph import CachedGraph, block_index_gradients
 from .skeleton import _entry
 
@@ -129,6 +130,9 @@ class _ValueGraph:
 
     def __init__(self, symbol):
         self.op = CachedGraph(symbol)
+        # A schedule whose inputs hold no zero-size array (:meth:`_Schedule.nonempty`) calls
+        # the CachedOps without the check for one, which asks every input for its shape.
+        self.nonempty = CachedOpPair.__call__.__get__(self.op)
         self.inputs = []
         for name in symbol.list_inputs():
             if name.startswith("arg") or name.startswith("env"):
@@ -177,8 +181,6 @@ def _value_graph(plan, layouts, qname, vid, sources):
         if head[0] not in em.rows:   # one row for all invocations (a constant): one per row
             head = em.op("broadcast_like", [head, reference], lhs_axes=(0,), rhs_axes=(0,))
         if sources is None:   # each output into its own table, as it is
-            if head in packed or em.nodes[head[0]]["op"] == "null":
-                head = em.op("_copy", [head])   # an output of its own, written where it goes
             packed.append(head)
             continue
         packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
