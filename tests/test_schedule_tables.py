@@ -1,7 +1,8 @@
 """Schedules keep one table per output (NOTE [one table per output] in
 gluon_cf/recursion/value_graphs.py): a group's graph takes each child output by one ``take`` per
-call site, with no split, reshape or packing around the body; its values and gradients equal
-eager recursion's, also for an output returned twice."""
+callee (a ``_split_v2`` cutting its call sites), with no legacy split, reshape or packing around
+the body; its values and gradients equal eager recursion's, also for an output returned twice."""
+import collections
 import json
 
 import mxnet as mx
@@ -54,12 +55,18 @@ class _TwoStates(gluon.HybridBlock):
 
 
 def _in_place_ops():
-    """The operators of every group graph run on tables in place so far."""
+    """The operators of every group graph run on tables in place so far; checks that each
+    table is read by one operator (NOTE [one table per output]: the gradient of a table read
+    twice is summed from two zeroed arrays the size of the table)."""
     ops = set()
     for plan in skeleton._ANALYSES.values():
         for key, graph in getattr(plan, "graphs", {}).items():
             if key[0] != "result" and key[2] is None:
-                ops |= {n["op"] for n in json.loads(graph.op.symbol.tojson())["nodes"]}
+                nodes = json.loads(graph.op.symbol.tojson())["nodes"]
+                ops |= {n["op"] for n in nodes}
+                readers = collections.Counter(i[0] for n in nodes for i in n["inputs"])
+                tables = [k for k, n in enumerate(nodes) if "_table" in n["name"]]
+                assert all(readers[k] == 1 for k in tables), nodes
     return ops
 
 

@@ -100,9 +100,9 @@ def run(schedule, ctx, upload):
                 values.append(env[i])
             elif role == "table":
                 values.append(sources[callees[i]][j])
-            else:   # call site j's rows of the site-major indices
-                a = calls[i][1][0][0] + j * rows
-                values.append(index._slice(a, a + rows))
+            else:
+                a, b = calls[i][1][0]
+                values.append(index._slice(a, b))
         # Written in place, each output into its rows of its table.
         out = (graph.nonempty if nonempty else graph.op)(
             *values, out=[t._slice(first, first + rows) for t in tables[q]])

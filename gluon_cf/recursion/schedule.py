@@ -324,9 +324,6 @@ class _Schedule:
             if role == "table":   # NOTE [one table per output] in recursion/value_graphs.py
                 return tables[callees[q][i]][j]
             assert index is not None, "a gather without an index buffer"
-            if self.in_place:   # call site j's rows of the site-major indices
-                a = calls[i][1][0][0] + j * rows
-                return index._slice(a, a + rows)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return index._slice(a, b)
 

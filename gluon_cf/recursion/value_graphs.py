@@ -8,23 +8,26 @@ rows. :class:`_Emitter` builds the symbol JSON node by node (the ONNX lowering u
 NOTE [one table per output]
     Where a schedule keeps its rows in tables written in place (inference, and training with a
     planned backward, NOTE [planned backward] in recursion/planned_backward.py), each output of
-    a function has a table of its own, ``(invocations,) + the output's row shape``, and a
-    group's graph reads call site ``t``'s children with one ``take`` per output of the callee
-    (input ``c<i>_table<k>``, indices ``c<i>_idx<t>``: the site's slice of the site-major
-    index buffer, cut on the host) and returns its outputs as they are, each written into
-    its rows of its table (``out=``). A packed table (all outputs side by side in one row)
-    cost, per group, a ``Reshape`` and a ``SliceChannel`` splitting the sites, a
-    ``SliceChannel`` per site unpacking the outputs and a ``Concat`` packing them, and the
-    backward of each. ``SliceChannel`` is one of MXNet's legacy operators, which create an
-    operator state (and an engine variable, deleted through the engine) on every call of a
-    CachedOp: about half of a TreeLSTM group call's host time at batch 1 (py-spy). A body
-    returning one entry twice is two outputs of the CachedOp, each written into its table
-    (MXNet copies; tests/test_schedule_tables.py). The recorded path (outputs of earlier
-    groups gathered by ``take``, ``Concat`` and a permutation) keeps packed rows.
+    a function has a table of its own, ``(invocations,) + the output's row shape``. A group's
+    graph reads a callee's outputs by one ``take`` per output (input ``c<i>_table<k>``) of the
+    rows of all its call sites (``c<i>_idx0``, site-major), cut into the sites by
+    ``_split_v2``, and returns its outputs as they are, each written into its rows of its
+    table (``out=``). A packed table (all outputs side by side in one row) cost, per group, a
+    ``Reshape`` and a ``SliceChannel`` splitting the sites, a ``SliceChannel`` per site
+    unpacking the outputs and a ``Concat`` packing them, and the backward of each.
+    ``SliceChannel`` is one of MXNet's legacy operators, which create an operator state (and
+    an engine variable, deleted through the engine) on every call of a CachedOp: about half of
+    a TreeLSTM group call's host time at batch 1 (py-spy); ``_split_v2`` is not. One ``take``
+    per output and not per call site: under a planned backward, a table read by two
+    operators of one group gets its gradient from each into a zeroed array the size of the
+    whole table, then summed, where one ``take`` adds its rows into the gradient table
+    directly. A body returning one entry twice is two outputs of the CachedOp, each written
+    into its table (MXNet copies; tests/test_schedule_tables.py). The recorded path (outputs
+    of earlier groups gathered by ``take``, ``Concat`` and a permutation) keeps packed rows.
 """
 import json
 import threading
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import mxnet as mx
 
@@ -40,7 +43,6 @@ class _Emitter:
         self.nodes = []
         self.rows = set()     # entries with one row per invocation
         self.names = set()
-        self.shared: Dict[str, Tuple[int, int]] = {}   # name -> an input read by several
 
     def _add(self, node, batched):
         name = node["name"]
@@ -80,20 +82,21 @@ class _Emitter:
         joined = self.op("Concat", taken, dim=0, num_args=sources)
         return self.op("take", [joined, self.var("%s_perm" % prefix, True)], axis=0, mode="clip")
 
-    def take_outputs(self, prefix, site, layout):
-        """A callee's outputs for one call site, each taken from that output's own table
-        (inputs ``table<k>``, one per output, and ``idx<site>``): one ``take`` per output, no
-        split or reshape (NOTE [one table per output])."""
-        index = self.var("%s_idx%d" % (prefix, site), True)
-        tables = [self.shared_var("%s_table%d" % (prefix, k)) for k in range(len(layout["shapes"]))]
-        return [self.op("take", [table, index], axis=0, mode="clip") for table in tables]
-
-    def shared_var(self, name):
-        """The input ``name`` (not rows), made once whatever reads it."""
-        entry = self.shared.get(name)
-        if entry is None:
-            entry = self.shared[name] = self.var(name, False)
-        return entry
+    def take_sites(self, prefix, sites, layout):
+        """A callee's outputs for each of ``sites`` call sites: per output, one ``take`` of the
+        rows of every site (input ``idx0``, site-major) from that output's own table (input
+        ``table<k>``), cut into the sites by ``_split_v2`` (NOTE [one table per output])."""
+        index = self.var("%s_idx0" % prefix, True)
+        per_site: List[list] = [[] for _ in range(sites)]
+        for k in range(len(layout["shapes"])):
+            taken = self.op("take", [self.var("%s_table%d" % (prefix, k), False), index],
+                            axis=0, mode="clip")
+            if sites > 1:
+                split = self.op("_split_v2", [taken], axis=0, indices="[]", sections=sites,
+                                squeeze_axis=False)[0]
+            for t in range(sites):
+                per_site[t].append(taken if sites == 1 else (split, t))
+        return per_site
 
     def unpack(self, packed, layout):
         """A function's outputs from its packed rows."""
@@ -160,8 +163,7 @@ def _value_graph(plan, layouts, qname, vid, sources):
     for i, (callee, sites) in enumerate(function.callees(vid)):
         layout = layouts[callee]
         if sources is None:   # NOTE [one table per output]
-            for t, site in enumerate(sites):
-                site_outputs[site] = em.take_outputs("c%d" % i, t, layout)
+            site_outputs.update(zip(sites, em.take_sites("c%d" % i, len(sites), layout)))
             continue
         gathered = em.gather("c%d" % i, None if sources is None else sources[i])
         if len(sites) > 1:   # site-major rows: (sites, rows, width), one slice per site
@@ -200,7 +202,7 @@ def _result_graph(plan, layouts, sources):
     graph = plan.graphs.get(key)
     if graph is None:
         em = _Emitter()
-        heads = em.take_outputs("c0", 0, layouts[plan.entry]) if sources is None else \
+        heads = em.take_sites("c0", 1, layouts[plan.entry])[0] if sources is None else \
             em.unpack(em.gather("c0", sources), layouts[plan.entry])
         graph = plan.graphs[key] = _ValueGraph(em.symbol(heads))
     return graph
