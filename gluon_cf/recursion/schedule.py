@@ -324,6 +324,9 @@ class _Schedule:
             if role == "table":   # NOTE [one table per output] in recursion/value_graphs.py
                 return tables[callees[q][i]][j]
             assert index is not None, "a gather without an index buffer"
+            if self.in_place:   # call site j's rows of the site-major indices
+                a = calls[i][1][0][0] + j * rows
+                return index._slice(a, a + rows)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return index._slice(a, b)
 
@@ -334,7 +337,8 @@ class _Schedule:
             else:
                 sources = tuple(len(sources) for sources, _, _ in calls)
             graph = _value_graph(plan, self.layouts, q, vid, sources)
-            values = [value(role, i, j, q, first, rows, calls) for role, i, j in graph.inputs]
+            values = [value(role, i, j, q, first, rows, calls)
+                      for role, i, j, _ in graph.inputs]
             call = graph.nonempty if nonempty else graph.op
             if self.in_place:   # written into its rows of the tables (views): no copy
                 call(*values, out=[t._slice(first, first + rows) for t in tables[q]])
@@ -345,7 +349,7 @@ class _Schedule:
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
-                         for role, i, j in graph.inputs])
+                         for role, i, j, _ in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
 

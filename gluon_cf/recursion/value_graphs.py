@@ -9,21 +9,25 @@ NOTE [one table per output]
     Where a schedule keeps its rows in tables written in place (inference, and training with a
     planned backward, NOTE [planned backward] in recursion/planned_backward.py), each output of
     a function has a table of its own, ``(invocations,) + the output's row shape``. A group's
-    graph reads a callee's outputs by one ``take`` per output (input ``c<i>_table<k>``) of the
-    rows of all its call sites (``c<i>_idx0``, site-major), cut into the sites by
-    ``_split_v2``, and returns its outputs as they are, each written into its rows of its
-    table (``out=``). A packed table (all outputs side by side in one row) cost, per group, a
-    ``Reshape`` and a ``SliceChannel`` splitting the sites, a ``SliceChannel`` per site
-    unpacking the outputs and a ``Concat`` packing them, and the backward of each.
+    graph reads a callee's outputs at call site ``t`` by one ``take`` per output of the site's
+    rows (``c<i>_idx<t>``, the site's part of the site-major indices, cut on the host) from
+    the output's table, and returns its outputs as they are, each written into its rows of
+    its table (``out=``). A packed table (all outputs side by side in one row) cost, per
+    group, a ``Reshape`` and a ``SliceChannel`` splitting the sites, a ``SliceChannel`` per
+    site unpacking the outputs and a ``Concat`` packing them, and the backward of each.
     ``SliceChannel`` is one of MXNet's legacy operators, which create an operator state (and
     an engine variable, deleted through the engine) on every call of a CachedOp: about half of
-    a TreeLSTM group call's host time at batch 1 (py-spy); ``_split_v2`` is not. One ``take``
-    per output and not per call site: under a planned backward, a table read by two
-    operators of one group gets its gradient from each into a zeroed array the size of the
-    whole table, then summed, where one ``take`` adds its rows into the gradient table
-    directly. A body returning one entry twice is two outputs of the CachedOp, each written
-    into its table (MXNet copies; tests/test_schedule_tables.py). The recorded path (outputs
-    of earlier groups gathered by ``take``, ``Concat`` and a permutation) keeps packed rows.
+    a TreeLSTM group call's host time at batch 1 (py-spy). ``_split_v2``, the other split,
+    measured 30-40% slower per call than ``Reshape`` and ``SliceChannel`` (a TreeRNN group,
+    forward and backward). Each site reads a table through an input of its own
+    (``c<i>_table<k>_<t>``): under a planned backward each is an alias of the table of its
+    own, marked with the same gradient table, because one variable read by two ``take`` s of
+    a group gets its gradient from each into a zeroed array the size of the whole table, then
+    summed (2.7 ms and 0.6 ms on a 1M-float table, against 3 us for one ``take`` adding its
+    rows into the gradient table). A body returning one entry twice is two outputs of the
+    CachedOp, each written into its table (MXNet copies; tests/test_schedule_tables.py). The
+    recorded path (outputs of earlier groups gathered by ``take``, ``Concat`` and a
+    permutation) keeps packed rows.
 """
 import json
 import threading
@@ -83,19 +87,15 @@ class _Emitter:
         return self.op("take", [joined, self.var("%s_perm" % prefix, True)], axis=0, mode="clip")
 
     def take_sites(self, prefix, sites, layout):
-        """A callee's outputs for each of ``sites`` call sites: per output, one ``take`` of the
-        rows of every site (input ``idx0``, site-major) from that output's own table (input
-        ``table<k>``), cut into the sites by ``_split_v2`` (NOTE [one table per output])."""
-        index = self.var("%s_idx0" % prefix, True)
-        per_site: List[list] = [[] for _ in range(sites)]
-        for k in range(len(layout["shapes"])):
-            taken = self.op("take", [self.var("%s_table%d" % (prefix, k), False), index],
-                            axis=0, mode="clip")
-            if sites > 1:
-                split = self.op("_split_v2", [taken], axis=0, indices="[]", sections=sites,
-                                squeeze_axis=False)[0]
-            for t in range(sites):
-                per_site[t].append(taken if sites == 1 else (split, t))
+        """A callee's outputs for each of ``sites`` call sites: per site and output, one
+        ``take`` of the site's rows (input ``idx<site>``) from that output's table, an input of
+        its own per site (``table<k>_<site>``, NOTE [one table per output])."""
+        per_site = []
+        for t in range(sites):
+            index = self.var("%s_idx%d" % (prefix, t), True)
+            per_site.append([self.op("take", [self.var("%s_table%d_%d" % (prefix, k, t), False),
+                                              index], axis=0, mode="clip")
+                             for k in range(len(layout["shapes"]))])
         return per_site
 
     def unpack(self, packed, layout):
@@ -126,10 +126,11 @@ class _Emitter:
 
 
 class _ValueGraph:
-    """A CachedOp and what each of its inputs is: ``(role, i, j)`` with role ``arg`` (the
+    """A CachedOp and what each of its inputs is: ``(role, i, j, site)`` with role ``arg`` (the
     group's argument i), ``env`` (environment value i), ``src``/``idx`` (callee i's source
     output j and its row indices), ``perm`` (callee i's permutation) or ``table`` (callee i's
-    output j's table, the rows of its call site j at ``idx`` j: NOTE [one table per output])."""
+    output j's table, read by call site ``site``, whose rows are at ``idx`` ``site``: NOTE
+    [one table per output]); ``site`` is 0 but for tables."""
 
     def __init__(self, symbol):
         self.op = CachedGraph(symbol)
@@ -139,11 +140,12 @@ class _ValueGraph:
         self.inputs = []
         for name in symbol.list_inputs():
             if name.startswith("arg") or name.startswith("env"):
-                self.inputs.append((name[:3], int(name[3:]), 0))
+                self.inputs.append((name[:3], int(name[3:]), 0, 0))
             else:
-                callee, role = name.split("_")
+                callee, role, *site = name.split("_")
                 kind = role.rstrip("0123456789")
-                self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0)))
+                self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0),
+                                    int(site[0]) if site else 0))
 
 
 def _value_graph(plan, layouts, qname, vid, sources):
