@@ -161,7 +161,7 @@ def _value_graph(plan, layouts, qname, vid, sources):
     em = _Emitter()
     inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
               for name, (kind, k) in function.body.inputs.items()}
-    site_outputs = {}
+    site_outputs: Dict[int, list] = {}   # call site -> the callee's outputs there
     for i, (callee, sites) in enumerate(function.callees(vid)):
         layout = layouts[callee]
         if sources is None:   # NOTE [one table per output]
