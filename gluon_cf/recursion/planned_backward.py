@@ -8,19 +8,20 @@ NOTE [planned backward]
     backward costs about a third of the batch's backward, and every parameter's gradient is
     the sum of one ``_grad_add`` per group. Where it is safe, the run is planned instead:
 
-    * **Forward**: the rows live in per-function tables, in run order, as in inference, and
-      each group's graph takes its children's rows from the callees' tables (the in-place
-      graphs of recursion/value_graphs.py) and writes its output into its own rows (``out=``).
+    * **Forward**: the rows live in tables, one per output of each function (NOTE [one table
+      per output] in recursion/value_graphs.py), in run order, as in inference, and each
+      group's graph takes its children's rows from the callees' tables (the in-place graphs of
+      recursion/value_graphs.py) and writes its outputs into its own rows (``out=``).
       Every group is recorded on a small tape of its own, whose variables are aliases
       (``detach``) of the tables and of the environment, with ``grad_req="add"``: a table's
-      gradient buffer is the function's gradient table, a marked environment array's is the
+      gradient buffer is its gradient table, a marked environment array's is the
       node input's own gradient buffer. The roots' rows are taken from the entry's table by
       one more graph, recorded on the enclosing tape.
     * **Backward**, run by the enclosing node's own backward once its ``autograd.backward``
       has added the roots' gradient into the entry's gradient table
       (:func:`gluon_cf.node.hand_backward`): the groups in reverse run order (parents before
-      children), each by ``autograd.backward`` of its output with its rows of its function's
-      gradient table (a view) as the head gradient. ``take``'s backward adds each child's
+      children), each by ``autograd.backward`` of its outputs with their rows of the
+      gradient tables (views) as the head gradients. ``take``'s backward adds each child's
       gradient into its callee's gradient table at the rows it took (a scatter-add, no
       ``Concat`` or permutation), and each group adds its share of a parameter's gradient into
       the parameter's buffer once, inside the CachedOp's backward (no ``_grad_add`` chain).
@@ -74,44 +75,55 @@ def run(schedule, ctx, upload):
     if marked:
         mx.autograd.mark_variables([env[i] for i in marked],
                                    [originals[i].grad for i in marked], grad_reqs="add")
-    tables = {q: mx.nd.empty((n, layouts[q]["width"]), ctx=ctx, dtype=layouts[q]["dtype"])
-              for q, n in schedule.counts.items() if n}
-    grads = {q: mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for q, t in tables.items()}
+    tables = schedule.tables(ctx)   # NOTE [one table per output] in value_graphs.py
+    grads = {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
+             for q, ts in tables.items()}
     # Aliases of the tables are variables whose gradients add up in ``grads``: a group's
     # graph takes its children's rows from them, and take's backward adds into the rows it
     # took (NOTE above). The groups write into the tables themselves (autograd refuses a
     # write into a variable).
-    sources = {q: t.detach() for q, t in tables.items()}
-    mx.autograd.mark_variables(list(sources.values()), [grads[q] for q in sources],
+    # One alias per call site reading a table (NOTE [one table per output]): a variable read
+    # by two takes of one group would have its gradient summed from table-sized arrays.
+    sites = dict.fromkeys(tables, 1)
+    for q, vid, _, _, _ in schedule.groups:
+        for callee, at in plan.functions[q].callees(vid):
+            sites[callee] = max(sites[callee], len(at))
+    sources = {q: [[t.detach() for t in ts] for _ in range(sites[q])]
+               for q, ts in tables.items()}
+    mx.autograd.mark_variables([a for q in sources for s in sources[q] for a in s],
+                               [g for q in sources for _ in sources[q] for g in grads[q]],
                                grad_reqs="add")
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
-    taped: List[tuple] = []   # per group: (qname, first, rows, output)
+    taped: List[tuple] = []   # per group: (qname, first, rows, its outputs)
+    nonempty = schedule.nonempty()
 
     for q, vid, first, rows, calls in schedule.groups:
         callees = [callee for callee, _ in plan.functions[q].callees(vid)]
         graph = _value_graph(plan, layouts, q, vid, None)
         values = []
-        for role, i, _ in graph.inputs:
-            if role == "arg":
-                values.append(uploaded[q][i][first:first + rows])
+        for role, i, j, site in graph.inputs:
+            if role == "arg":   # (NDArray._slice: a view of rows, no general indexing)
+                values.append(uploaded[q][i]._slice(first, first + rows))
             elif role == "env":
                 values.append(env[i])
             elif role == "table":
-                values.append(sources[callees[i]])
-            else:
-                a, b = calls[i][1][0]
-                values.append(index[a:b])
-        out = graph.op(*values, out=[tables[q][first:first + rows]])   # written in place
+                values.append(sources[callees[i]][site][j])
+            else:   # call site j's rows of the site-major indices
+                a = calls[i][1][0][0] + j * rows
+                values.append(index._slice(a, a + rows))
+        # Written in place, each output into its rows of its table.
+        out = (graph.nonempty if nonempty else graph.op)(
+            *values, out=[t._slice(first, first + rows) for t in tables[q]])
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
         if callees or any(role == "env" and env[i].grad is not None
-                          for role, i, _ in graph.inputs):
-            taped.append((q, first, rows, out[0]))
+                          for role, i, _, _ in graph.inputs):
+            taped.append((q, first, rows, out))
     graph = _result_graph(plan, layouts, None)
     a, b = schedule.result[1][0]
-    # Recorded on the enclosing tape: its backward adds the roots' gradients into the table's.
-    outputs = graph.op(*[sources[plan.entry] if role == "table" else index[a:b]
-                         for role, _, _ in graph.inputs])
+    # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
+    outputs = graph.op(*[sources[plan.entry][0][j] if role == "table" else index[a:b]
+                         for role, _, j, _ in graph.inputs])
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
     def backward(train_mode):
@@ -121,8 +133,8 @@ def run(schedule, ctx, upload):
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
-            mx.autograd.backward([out], [grads[q][first:first + rows]], retain_graph=True,
-                                 train_mode=train_mode)
+            mx.autograd.backward(out, [g._slice(first, first + rows) for g in grads[q]],
+                                 retain_graph=True, train_mode=train_mode)
 
     _node.hand_backward(backward)
     RUNS[0] += 1

@@ -334,6 +334,23 @@ class _Schedule:
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
         return True
 
+    def nonempty(self):
+        """Whether no input of a group's graph can be a zero-size array (which the CachedOps
+        must not be given, NOTE [zero-size calls] in graph/cached_graph.py): every group and
+        call site has rows, so only a zero in a row shape (arguments, outputs) or in an
+        environment value's shape makes one."""
+        shapes = [s for layout in self.layouts.values() for s in layout["shapes"]]
+        shapes += [a.shape[1:] for args in self.sorted_args.values() for a in args]
+        shapes += [value.shape for value in self.context.env]
+        return not any(0 in shape for shape in shapes)
+
+    def tables(self, ctx):
+        """Per function, one table per output (NOTE [one table per output] in
+        recursion/value_graphs.py): its invocations' rows in run order."""
+        return {q: [mx.nd.empty((n,) + shape, ctx=ctx, dtype=self.layouts[q]["dtype"])
+                    for shape in self.layouts[q]["shapes"]]
+                for q, n in self.counts.items() if n}
+
     def _push(self, indices, values):
         start = self.offset
         indices.append(values)
@@ -346,24 +363,27 @@ class _Schedule:
         index = _upload(self.indices, ctx) if self.indices is not None else None
         uploaded = {q: [_upload(a, ctx) for a in args] for q, args in self.sorted_args.items()}
         outputs: List[mx.nd.NDArray] = []
-        tables: Dict[str, mx.nd.NDArray] = {q: mx.nd.empty((n, self.layouts[q]["width"]), ctx=ctx,
-                                 dtype=self.layouts[q]["dtype"])
-                  for q, n in self.counts.items() if n} if self.in_place else {}
+        tables = self.tables(ctx) if self.in_place else {}
         callees: Dict[Optional[str], List[str]] = {}
+        nonempty = self.nonempty()
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
                   calls) -> mx.nd.NDArray:
+            # (NDArray._slice: a view of rows, without __getitem__'s general indexing)
             if role == "arg":
-                return uploaded[q][i][first:first + rows]
+                return uploaded[q][i]._slice(first, first + rows)
             if role == "env":
                 return env[i]
             if role == "src":
                 return outputs[calls[i][0][j]]
-            if role == "table":
-                return tables[callees[q][i]]
-            a, b = calls[i][2] if role == "perm" else calls[i][1][j]
+            if role == "table":   # NOTE [one table per output] in recursion/value_graphs.py
+                return tables[callees[q][i]][j]
             assert index is not None, "a gather without an index buffer"
-            return index[a:b]
+            if self.in_place:   # call site j's rows of the site-major indices
+                a = calls[i][1][0][0] + j * rows
+                return index._slice(a, a + rows)
+            a, b = calls[i][2] if role == "perm" else calls[i][1][j]
+            return index._slice(a, b)
 
         for q, vid, first, rows, calls in self.groups:
             if self.in_place:
@@ -372,17 +392,19 @@ class _Schedule:
             else:
                 sources = tuple(len(sources) for sources, _, _ in calls)
             graph = _value_graph(plan, self.layouts, q, vid, sources)
-            values = [value(role, i, j, q, first, rows, calls) for role, i, j in graph.inputs]
-            if self.in_place:   # written into its rows of the table (a view): no copy
-                graph.op(*values, out=[tables[q][first:first + rows]])
+            values = [value(role, i, j, q, first, rows, calls)
+                      for role, i, j, _ in graph.inputs]
+            call = graph.nonempty if nonempty else graph.op
+            if self.in_place:   # written into its rows of the tables (views): no copy
+                call(*values, out=[t._slice(first, first + rows) for t in tables[q]])
             else:
-                out = graph.op(*values)
+                out = call(*values)
                 outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))
-        out = graph.op(*[value(role, i, j, None, 0, 0, [self.result])
-                         for role, i, j in graph.inputs])
+        out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
+                         for role, i, j, _ in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
 

@@ -4,13 +4,38 @@ replaced by a gather of the callees' rows, from the outputs of earlier groups or
 callee's table (:func:`_value_graph`); :func:`_result_graph` gathers and unpacks the roots'
 rows. :class:`_Emitter` builds the symbol JSON node by node (the ONNX lowering uses it and
 :func:`_inline` too) (NOTE [ahead-of-time schedules] in recursion/schedule.py).
+
+NOTE [one table per output]
+    Where a schedule keeps its rows in tables written in place (inference, and training with a
+    planned backward, NOTE [planned backward] in recursion/planned_backward.py), each output of
+    a function has a table of its own, ``(invocations,) + the output's row shape``. A group's
+    graph reads a callee's outputs at call site ``t`` by one ``take`` per output of the site's
+    rows (``c<i>_idx<t>``, the site's part of the site-major indices, cut on the host) from
+    the output's table, and returns its outputs as they are, each written into its rows of
+    its table (``out=``). A packed table (all outputs side by side in one row) cost, per
+    group, a ``Reshape`` and a ``SliceChannel`` splitting the sites, a ``SliceChannel`` per
+    site unpacking the outputs and a ``Concat`` packing them, and the backward of each.
+    ``SliceChannel`` is one of MXNet's legacy operators, which create an operator state (and
+    an engine variable, deleted through the engine) on every call of a CachedOp: about half of
+    a TreeLSTM group call's host time at batch 1 (py-spy). ``_split_v2``, the other split,
+    measured 30-40% slower per call than ``Reshape`` and ``SliceChannel`` (a TreeRNN group,
+    forward and backward). Each site reads a table through an input of its own
+    (``c<i>_table<k>_<t>``): under a planned backward each is an alias of the table of its
+    own, marked with the same gradient table, because one variable read by two ``take`` s of
+    a group gets its gradient from each into a zeroed array the size of the whole table, then
+    summed (2.7 ms and 0.6 ms on a 1M-float table, against 3 us for one ``take`` adding its
+    rows into the gradient table). A body returning one entry twice is two outputs of the
+    CachedOp, each written into its table (MXNet copies; tests/test_schedule_tables.py). The
+    recorded path (outputs of earlier groups gathered by ``take``, ``Concat`` and a
+    permutation) keeps packed rows.
 """
 import json
 import threading
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import mxnet as mx
 
+from .._cachedop import CachedOpPair
 from ..graph import CachedGraph, block_index_gradients
 from .skeleton import _entry
 
@@ -52,11 +77,7 @@ class _Emitter:
         return (nid, 0)
 
     def gather(self, prefix, sources):
-        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``), or
-        from the callee's table (``sources`` None; inputs ``table``/``idx``)."""
-        if sources is None:
-            return self.op("take", [self.var("%s_table" % prefix, False),
-                                    self.var("%s_idx0" % prefix, True)], axis=0, mode="clip")
+        """Rows gathered from ``sources`` earlier outputs (inputs ``src``/``idx``/``perm``)."""
         taken = [self.op("take", [self.var("%s_src%d" % (prefix, j), False),
                                   self.var("%s_idx%d" % (prefix, j), True)], axis=0, mode="clip")
                  for j in range(sources)]
@@ -64,6 +85,18 @@ class _Emitter:
             return taken[0]
         joined = self.op("Concat", taken, dim=0, num_args=sources)
         return self.op("take", [joined, self.var("%s_perm" % prefix, True)], axis=0, mode="clip")
+
+    def take_sites(self, prefix, sites, layout):
+        """A callee's outputs for each of ``sites`` call sites: per site and output, one
+        ``take`` of the site's rows (input ``idx<site>``) from that output's table, an input of
+        its own per site (``table<k>_<site>``, NOTE [one table per output])."""
+        per_site = []
+        for t in range(sites):
+            index = self.var("%s_idx%d" % (prefix, t), True)
+            per_site.append([self.op("take", [self.var("%s_table%d_%d" % (prefix, k, t), False),
+                                              index], axis=0, mode="clip")
+                             for k in range(len(layout["shapes"]))])
+        return per_site
 
     def unpack(self, packed, layout):
         """A function's outputs from its packed rows."""
@@ -93,21 +126,26 @@ class _Emitter:
 
 
 class _ValueGraph:
-    """A CachedOp and what each of its inputs is: ``(role, i, j)`` with role ``arg`` (the
+    """A CachedOp and what each of its inputs is: ``(role, i, j, site)`` with role ``arg`` (the
     group's argument i), ``env`` (environment value i), ``src``/``idx`` (callee i's source
     output j and its row indices), ``perm`` (callee i's permutation) or ``table`` (callee i's
-    table, with its rows at ``idx`` 0)."""
+    output j's table, read by call site ``site``, whose rows are at ``idx`` ``site``: NOTE
+    [one table per output]); ``site`` is 0 but for tables."""
 
     def __init__(self, symbol):
         self.op = CachedGraph(symbol)
+        # A schedule whose inputs hold no zero-size array (:meth:`_Schedule.nonempty`) calls
+        # the CachedOps without the check for one, which asks every input for its shape.
+        self.nonempty = CachedOpPair.__call__.__get__(self.op)
         self.inputs = []
         for name in symbol.list_inputs():
             if name.startswith("arg") or name.startswith("env"):
-                self.inputs.append((name[:3], int(name[3:]), 0))
+                self.inputs.append((name[:3], int(name[3:]), 0, 0))
             else:
-                callee, role = name.split("_")
+                callee, role, *site = name.split("_")
                 kind = role.rstrip("0123456789")
-                self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0)))
+                self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0),
+                                    int(site[0]) if site else 0))
 
 
 def _value_graph(plan, layouts, qname, vid, sources):
@@ -123,9 +161,12 @@ def _value_graph(plan, layouts, qname, vid, sources):
     em = _Emitter()
     inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
               for name, (kind, k) in function.body.inputs.items()}
-    site_outputs = {}
+    site_outputs: Dict[int, list] = {}   # call site -> the callee's outputs there
     for i, (callee, sites) in enumerate(function.callees(vid)):
         layout = layouts[callee]
+        if sources is None:   # NOTE [one table per output]
+            site_outputs.update(zip(sites, em.take_sites("c%d" % i, len(sites), layout)))
+            continue
         gathered = em.gather("c%d" % i, None if sources is None else sources[i])
         if len(sites) > 1:   # site-major rows: (sites, rows, width), one slice per site
             per_site = em.op("Reshape", [gathered], shape=(len(sites), -1, layout["width"]))
@@ -143,7 +184,13 @@ def _value_graph(plan, layouts, qname, vid, sources):
     for head, shape in zip(heads, layouts[qname]["shapes"]):
         if head[0] not in em.rows:   # one row for all invocations (a constant): one per row
             head = em.op("broadcast_like", [head, reference], lhs_axes=(0,), rhs_axes=(0,))
+        if sources is None:   # each output into its own table, as it is
+            packed.append(head)
+            continue
         packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
+    if sources is None:
+        graph = plan.graphs[key] = _ValueGraph(em.symbol(packed))
+        return graph
     out = packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
                                                     num_args=len(packed))
     graph = plan.graphs[key] = _ValueGraph(em.symbol([out]))
@@ -157,7 +204,8 @@ def _result_graph(plan, layouts, sources):
     graph = plan.graphs.get(key)
     if graph is None:
         em = _Emitter()
-        heads = em.unpack(em.gather("c0", sources), layouts[plan.entry])
+        heads = em.take_sites("c0", 1, layouts[plan.entry])[0] if sources is None else \
+            em.unpack(em.gather("c0", sources), layouts[plan.entry])
         graph = plan.graphs[key] = _ValueGraph(em.symbol(heads))
     return graph
 

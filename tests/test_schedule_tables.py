@@ -1,0 +1,101 @@
+"""Schedules keep one table per output (NOTE [one table per output] in
+gluon_cf/recursion/value_graphs.py): a group's graph takes each child output by one ``take`` per
+callee (a ``_split_v2`` cutting its call sites), with no legacy split, reshape or packing around
+the body; its values and gradients equal eager recursion's, also for an output returned twice."""
+import collections
+import json
+
+import mxnet as mx
+import pytest
+from mxnet import gluon
+
+import gluon_cf
+from gluon_cf.recursion import planned_backward, schedule, skeleton
+from test_planned_backward import _three_ways
+from test_schedule import FORESTS, _assert_same, _forest, _run
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans(monkeypatch):
+    previous = gluon_cf.get_executor()
+    monkeypatch.setattr(skeleton, "_ANALYSES", {})
+    yield
+    gluon_cf.set_executor(previous)
+    planned_backward.ENABLED[0] = True
+
+
+class _TwoStates(gluon.HybridBlock):
+    """A recursion with two outputs and no split, reshape or concat of its own."""
+
+    def __init__(self, vocab_size, hidden=3, same=False, **kwargs):
+        super().__init__(**kwargs)
+        self.same = same
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(vocab_size, hidden)
+            self.a = gluon.nn.Dense(hidden, in_units=hidden, flatten=False)
+            self.b = gluon.nn.Dense(hidden, in_units=hidden, flatten=False)
+
+    def hybrid_forward(self, F, tokens, left, right, roots):
+        @gluon_cf.recursive
+        def node(idx):
+            def leaf():
+                x = self.embed(F.take(tokens, idx))
+                return F.tanh(x), x
+
+            def internal():
+                hl, cl = node(F.take(left, idx))
+                hr, cr = node(F.take(right, idx))
+                h = F.tanh(self.a(hl) + self.b(hr))
+                return (h, h) if self.same else (h, cl * hr + cr)
+
+            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+
+        (h, c), _ = gluon_cf.foreach(lambda root, _: (list(node(root)), []), roots, [])
+        return h * 2 + c
+
+
+def _in_place_ops():
+    """The operators of every group graph run on tables in place so far; checks that each
+    table is read by one operator (NOTE [one table per output]: the gradient of a table read
+    twice is summed from two zeroed arrays the size of the table)."""
+    ops = set()
+    for plan in skeleton._ANALYSES.values():
+        for key, graph in getattr(plan, "graphs", {}).items():
+            if key[0] != "result" and key[2] is None:
+                nodes = json.loads(graph.op.symbol.tojson())["nodes"]
+                ops |= {n["op"] for n in nodes}
+                readers = collections.Counter(i[0] for n in nodes for i in n["inputs"])
+                tables = [k for k, n in enumerate(nodes) if "_table" in n["name"]]
+                assert all(readers[k] == 1 for k in tables), nodes
+    return ops
+
+
+def _net(vocab, **kwargs):
+    mx.random.seed(1)
+    net = _TwoStates(len(vocab), **kwargs)
+    net.initialize(mx.init.Uniform(0.3))
+    return net
+
+
+@pytest.mark.parametrize("forest", sorted(FORESTS))
+def test_groups_take_each_output_by_call_site(forest):
+    vocab, inputs = _forest(FORESTS[forest]())
+    net = _net(vocab)
+    before = sum(schedule.RUNS.values())
+    inferred = _run(net, inputs, "batched", train=False)
+    assert sum(schedule.RUNS.values()) > before
+    _assert_same(inferred, _run(net, inputs, None, train=False))
+    ops = _in_place_ops()
+    assert "take" in ops and ("FullyConnected" in ops) == (forest != "single_node"), ops
+    assert not ops & {"SliceChannel", "Concat", "Reshape"}, ops
+    _three_ways(net, inputs)   # planned backward (in place) == recorded == eager
+
+
+def test_an_output_returned_twice():
+    vocab, inputs = _forest(FORESTS["mixed"]())
+    net = _net(vocab, same=True)
+    _assert_same(_run(net, inputs, "batched", train=False),
+                 _run(net, inputs, None, train=False))
+    pass
+    _three_ways(net, inputs)
+
