@@ -149,15 +149,30 @@ def trace(op, role, num_inputs, call):
 
 def _refuse_unsupported_ops(group, op, role):
     """Refuse operators a body cannot hold: auxiliary state in training, user CustomOps under
-    autograd."""
+    autograd, MXNet's own cond and while_loop."""
     training = mx.autograd.is_training()
     recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:
+        if node["op"] in _MXNET_CONTROL_FLOW:
+            # MXNet cannot infer the shapes of their outputs from a symbol (only its CachedOp
+            # runs them), so inside a node they were declared () and failed at run time with
+            # a shape or tuple-index error naming gluon_cf's plumbing
+            where = node.get("attrs", {}).get(SOURCE_ATTR)
+            public = _MXNET_CONTROL_FLOW[node["op"]]
+            raise NotImplementedError(
+                "%sgluon_cf.%s: %s calls MXNet's F.contrib.%s (node %r), whose output shapes "
+                "MXNet cannot infer inside a gluon_cf node; call gluon_cf.%s instead (the same "
+                "signature and results), or write a Python if/while under @gluon_cf.autograph"
+                % (where + ": " if where else "", op, role, public, node["name"], public))
         if node["op"] in AUX_STATE_OPS and training:
             raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
         if recording and registry.is_user_custom(node):
             raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (
                 role, node["attrs"].get("op_type"), describe_node(node)))
+
+
+# MXNet's control-flow operators a gluon_cf body cannot hold (its _foreach can: MXNet infers it)
+_MXNET_CONTROL_FLOW = {"_cond": "cond", "_while_loop": "while_loop"}
 
 
 def _is_own_op(sym, uid):

@@ -285,6 +285,11 @@ def converted(fn, where=None):
     if output is not None:
         return output
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(fn, types.MethodType) and isinstance(fn.__self__, mx.sym.Symbol) and \
+            fn.__name__ in tensor_access.NDARRAY_ONLY:
+        # x.asscalar(), x.asnumpy() ... on a Symbol: refused at the call as the attribute
+        # is (NOTE [autograph indexing]), not MXNet's NotImplementedForSymbol
+        tensor_access.attribute(fn.__self__, fn.__name__, str(where))
     if isinstance(fn, type):
         return _constructor(fn, where)
     call = getattr(type(fn), "__call__", None)

@@ -25,6 +25,7 @@ from ...ops.cond import cond
 from ...ops.foreach import foreach
 from ...ops.while_loop import warn_truncation, while_loop
 from ..errors import AutographError, node_name, read_by
+from .py_builtins import one_output
 from .data_structures import append_rows, appended_where, extended, step_rows
 from .side_effects import graph_region
 from .variables import Undefined, holds_symbols, is_tensor, truth
@@ -248,7 +249,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
     keep_item, lists, count = item is not None, list(lists), len(values)
     stop = [names.index(name) for name in stop if name in names]
     kept = list(kept) or [False] * len(lists)
-    if not isinstance(iterable, mx.sym.Symbol):
+    if not one_output(iterable):
+        # (a Symbol of several outputs, F.split's, iterates over them as the eager list does)
         last = item[0] if keep_item else None
         for last in iterable:
             going = running(*[values[k] for k in stop])

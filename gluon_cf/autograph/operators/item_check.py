@@ -41,6 +41,15 @@ class ItemRule(registry.Rule):
     outputs_graph = "value"
 
     def infer_shape(self, node, in_shapes):
+        # The rows' length known here (a loop over an input of fixed length): an index past
+        # it fails now, as the IndexError the forward would raise, not as MXNet's slice_axis
+        # error naming no line of the user's (the value graph slices only the rows)
+        rows = in_shapes[1] if len(in_shapes) == 2 else None
+        if rows and rows[0] > 0:
+            index = int(node.spec["index"])
+            if not -rows[0] <= index < rows[0]:
+                raise IndexError(one_colon(f"{node.spec['error']} holds {rows[0]} items "
+                                           f"this call ({node.spec['described']})"))
         inferred, out = node.graphs["value"].infer_shape(in_shapes)
         shapes = list(in_shapes)
         for slot, shape in inferred.items():

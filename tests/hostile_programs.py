@@ -1,0 +1,656 @@
+"""Blocks written the way people port MXNet and TensorFlow code (greedy and beam decoders,
+tf.while_loop-style loops, attention with masks, LSTM cells carrying state lists, helpers and
+methods, closures, comprehensions, casts, F.contrib control flow around converted code, masks
+that keep nothing), each a HybridBlock with ``@gluon_cf.autograph`` and the inputs to call it
+with: ``PROGRAMS`` maps a block class to its list of input lists (numpy arrays).
+
+The harness (:func:`classify`) runs each as plain Python (the unconverted ``hybrid_forward`` on
+NDArrays, the oracle), converted eagerly, hybridized (values and input gradients under
+``autograd.record``), and exported to onnxruntime where it hybridizes, and says whether each
+result is equal, a clear refusal at this file's line, an internal-looking error or a silent
+difference (test_autograph_hostile.py)."""
+import mxnet as mx
+import numpy as np
+from mxnet import gluon
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf import autograph
+
+SCALE = 0.5
+CALLS = [0]
+TOTAL = 0
+
+
+def _rand(*shape, seed=0, low=-1.0, high=1.0):
+    return np.random.RandomState(seed).uniform(low, high, shape).astype(np.float32)
+
+
+PROGRAMS = {}
+
+
+def program(*inputs):
+    def register(cls):
+        PROGRAMS[cls] = list(inputs)
+        return cls
+    return register
+
+
+# ------------------------------------------------------------------------- decoders
+
+@program([_rand(2, 4)], [_rand(2, 4, seed=1) * 3])
+class GreedyDecoder(HybridBlock):
+    """gluonnlp's greedy search, ported: a Python range, argmax, an eos test that breaks."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = gluon.nn.Dense(4, flatten=False, in_units=4)
+        self.out = gluon.nn.Dense(5, flatten=False, in_units=4)
+
+    @autograph
+    def hybrid_forward(self, F, h):
+        outs = []
+        for t in range(4):
+            logits = self.out(h)
+            tok = F.argmax(logits, axis=-1)
+            outs.append(logits)
+            h = F.tanh(self.cell(h) + F.one_hot(tok, 5).slice_axis(axis=-1, begin=0, end=4))
+            if (tok == 4).sum() >= 2:
+                break
+        return F.stack(*outs, axis=1)
+
+
+@program([_rand(2, 3), np.array([3, 1], np.float32)])
+class TFWhileDecoder(HybridBlock):
+    """tf.while_loop ported as a Python while on a tensor counter against a tensor bound."""
+
+    @autograph(max_iterations=6)
+    def hybrid_forward(self, F, h, lens):
+        i = F.zeros((1,))
+        n = F.max(lens).reshape((1,))
+        acc = F.zeros_like(h)
+        while i < n:
+            alive = (lens.reshape((-1, 1)) > i).astype("float32")
+            h = F.tanh(h * 1.1 + 0.1)
+            acc = acc + h * alive
+            i = i + 1
+        return acc
+
+
+@program([_rand(3, 2, 4), _rand(2, 4, seed=2)])
+class LSTMCellLoop(HybridBlock):
+    """for x_t in x: out, states = cell(x_t, states), states a list carried by the loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = gluon.rnn.LSTMCell(4, input_size=4)
+
+    @autograph
+    def hybrid_forward(self, F, x, h0):
+        states = [h0, F.zeros_like(h0)]
+        outs = []
+        for x_t in x:
+            out, states = self.cell(x_t, states)
+            outs.append(out)
+        h, c = states
+        return F.stack(*outs) + h + c
+
+
+@program([_rand(3, 2, 4), _rand(2, 4, seed=2)])
+class LSTMCellRange(HybridBlock):
+    """The same over range(3) and x[t] (unrolled, Python loop)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = gluon.rnn.GRUCell(4, input_size=4)
+
+    @autograph
+    def hybrid_forward(self, F, x, h0):
+        states = [h0]
+        for t in range(3):
+            out, states = self.cell(x[t], states)
+            if F.sum(out) > 100:
+                out = out * 0
+        return out + states[0]
+
+
+@program([_rand(2, 5)])
+class BeamTopK(HybridBlock):
+    """A beam step: topk of scores, pick, a running log-prob, in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, scores):
+        total = F.zeros((2, 2))
+        for row in F.expand_dims(scores, axis=0).repeat(3, axis=0):
+            best = F.topk(F.log_softmax(row), k=2, ret_typ="value")
+            total = total + best
+        return total
+
+
+# ------------------------------------------------------------------------- attention
+
+@program([_rand(2, 3, 4), _rand(2, 4, seed=1), np.array([[1, 1, 0], [1, 0, 0]], np.float32)],
+         [_rand(2, 3, 4), _rand(2, 4, seed=1), np.array([[0, 0, 0], [1, 1, 1]], np.float32)])
+class MaskedAttentionLoop(HybridBlock):
+    """Dot attention with a length mask, three decoding steps in a tensor while."""
+
+    @autograph(max_iterations=5)
+    def hybrid_forward(self, F, mem, q, mask):
+        i = F.zeros((1,))
+        while i < 3:
+            scores = F.batch_dot(mem, F.expand_dims(q, axis=2)).reshape((0, -1))
+            scores = F.where(mask > 0, scores, F.ones_like(scores) * -1e9)
+            att = F.softmax(scores, axis=-1)
+            ctx = F.batch_dot(F.expand_dims(att, axis=1), mem).reshape((0, -1))
+            q = F.tanh(q + ctx)
+            i = i + 1
+        return q
+
+
+@program([_rand(3, 4), np.array([1, 0, 1], np.float32)],
+         [_rand(3, 4), np.array([0, 0, 0], np.float32)])
+class MaskKeepsNothingInFor(HybridBlock):
+    """boolean_mask inside a for over a tensor; the mask may keep no row."""
+
+    NO_GRAD = (1,)      # (MXNet leaves the mask's gradient unwritten)
+
+    @staticmethod
+    def plain_fails(got):
+        """Plain MXNet's backward of a boolean_mask keeping nothing fails; the numpy oracle:
+        the sum of the kept rows twice, its gradient the mask twice."""
+        return np.allclose(got[0], 0) and np.allclose(got[1], 0)
+
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        total = F.zeros((1,))
+        for r in F.expand_dims(x, axis=0).repeat(2, axis=0):
+            kept = F.contrib.boolean_mask(r, m)
+            total = total + F.sum(kept)
+        return total
+
+
+@program([_rand(3, 4), np.array([1, 0, 1], np.float32)],
+         [_rand(3, 4), np.array([0, 0, 0], np.float32)])
+class MaskKeepsNothingIf(HybridBlock):
+    """if mask.sum() == 0: return early, else boolean_mask (the guard a user writes)."""
+
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        if F.sum(m) == 0:
+            return F.zeros((1,)) + F.sum(x) * 0
+        return F.sum(F.contrib.boolean_mask(x, m)).reshape((1,))
+
+
+# ------------------------------------------------------------------------- iteration
+
+@program([_rand(3, 4)])
+class EnumerateSplit(HybridBlock):
+    """for i, x in enumerate(F.split(...)): a Python list eagerly, outputs hybridized."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1, 4))
+        for i, part in enumerate(F.split(x, num_outputs=3, axis=0)):
+            h = h + part * (i + 1)
+        return h
+
+
+@program([_rand(3, 4), _rand(3, 4, seed=3)])
+class ZipSplits(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, a, b):
+        h = F.zeros((1, 4))
+        for pa, pb in zip(F.split(a, num_outputs=3, axis=0), F.split(b, num_outputs=3, axis=0)):
+            if F.sum(pa) > F.sum(pb):
+                h = h + pa
+            else:
+                h = h - pb
+        return h
+
+
+@program([_rand(3, 4)])
+class ComprehensionOverRange(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        xs = [x[i] for i in range(3)]
+        ys = [F.tanh(v) if k % 2 else v * 2 for k, v in enumerate(xs)]
+        return F.stack(*ys) + sum(ys)
+
+
+@program([_rand(2, 4)])
+class SplitSqueezeLoop(HybridBlock):
+    """for part in F.split(x, 2, squeeze_axis=True): a Symbol of several outputs."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for part in F.split(x, num_outputs=2, axis=0, squeeze_axis=True):
+            if F.sum(part) > 0:
+                h = h + part
+            else:
+                h = h - part * 0.5
+        return h
+
+
+@program([_rand(2, 4)], [_rand(1, 4)])
+class StatesUnpackTwo(HybridBlock):
+    """h, c = states where states is a list; states reassigned in a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        states = [x, x * 2]
+        if F.sum(x) > 0:
+            states = [states[1], states[0]]
+        h, c = states
+        return h - c * 0.5
+
+
+@program([_rand(3, 4)])
+class RangeLenList(HybridBlock):
+    """range(len(items)) of a Python list, and the list reversed."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = [x * 1, x * 2, x * 3]
+        h = F.zeros_like(x)
+        for i in range(len(items)):
+            h = h + items[i] * items[len(items) - 1 - i]
+        for it in reversed(items):
+            h = h * 0.5 + it
+        return h
+
+
+# ------------------------------------------------------------------------- collected lists
+
+@program([_rand(3, 4)])
+class ItemPastTheEnd(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return items[3]
+
+
+@program([_rand(3, 4)])
+class NegativeItemPastTheStart(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return items[-4]
+
+
+@program([_rand(3, 4)])
+class LastItemAndSlice(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(F.tanh(r))
+        return items[-1] + items[0] + F.stack(*items[1:]).sum(axis=0)
+
+
+@program([_rand(3, 4)])
+class ItemsReadInPythonLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        h = F.zeros((4,))
+        for k in range(3):
+            h = h + items[k] * (k + 1)
+        return h
+
+
+@program([_rand(3, 4)])
+class ItemsLenUsed(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return F.stack(*items).sum(axis=0) / len(items)
+
+
+@program([_rand(3, 4)])
+class ItemsInComprehension(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return F.stack(*[v * 2 for v in items])
+
+
+# ------------------------------------------------------------------------- jumps
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class EarlyReturnInTensorFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = h + r
+            if F.sum(h) > 1:
+                return h * 10
+        return h
+
+
+@program([np.array([0.5, 2.0, 0.1], np.float32)])
+class ContinueInWhile(HybridBlock):
+    @autograph(max_iterations=6)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        h = F.zeros((1,))
+        while i < 3:
+            i = i + 1
+            v = F.pick(x, i - 1, axis=0).reshape((1,))
+            if v < 1:
+                continue
+            h = h + v
+        return h
+
+
+@program([_rand(4, 2)])
+class NestedLoopsInnerBreak(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((2,))
+        for r in x:
+            for k in range(3):
+                h = h + r * k
+                if F.sum(h) > 2:
+                    break
+        return h
+
+
+@program([_rand(3, 2)])
+class WhileTrueBreak(HybridBlock):
+    @autograph(max_iterations=10)
+    def hybrid_forward(self, F, x):
+        h = x
+        while True:
+            h = h * 1.5
+            if F.sum(F.abs(h)) > 5:
+                break
+        return h
+
+
+# ------------------------------------------------------------------------- assignment forms
+
+@program([_rand(3, 4)])
+class AugAssignSlice(HybridBlock):
+    """y[:, 0] += 1 (in place on an NDArray)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = x * 1
+        y[:, 0] += 1
+        return y
+
+
+@program([_rand(3, 4)])
+class AugAssignInLoop(HybridBlock):
+    """Plain MXNet refuses h += r in place under autograd; converted it is h = h + r."""
+
+    @staticmethod
+    def plain_fails(got):
+        x = _rand(3, 4)
+        h = np.zeros(4, np.float32)
+        for r in x:
+            h = (h + r) * 0.9
+        return np.allclose(got[0], h, atol=1e-5) and \
+            np.allclose(got[1], 1.5 * np.array([[0.9 ** 3], [0.9 ** 2], [0.9]]) * np.ones((3, 4)))
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h += r
+            h *= 0.9
+        return h
+
+
+@program([_rand(3, 4)])
+class GlobalCounterInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        global TOTAL
+        TOTAL = 0
+        h = F.zeros((4,))
+        for r in x:
+            TOTAL = TOTAL + 1
+            h = h + r * TOTAL
+        return h
+
+
+@program([_rand(3, 4)])
+class GlobalReadOnly(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = h + r * SCALE
+        return h
+
+
+def _scaled(v, s=SCALE):
+    return v * s
+
+
+@program([_rand(3, 4)])
+class DefaultArgHelper(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = _scaled(h) + _scaled(r, 2)
+        return h
+
+
+# ------------------------------------------------------------------------- helpers and methods
+
+@program([_rand(3, 4)])
+class MethodAppendsToCache(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.cache = []
+
+    def step(self, h, r):
+        self.cache.append(r)
+        return h + r
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        self.cache = []
+        h = F.zeros((4,))
+        for r in x:
+            h = self.step(h, r)
+        return h * len(self.cache)
+
+
+@program([_rand(3, 4)])
+class StaticAndClassMethods(HybridBlock):
+    @staticmethod
+    def gate(v):
+        if v.sum() > 0:
+            return v * 2
+        return v * -1
+
+    @classmethod
+    def squash(cls, v):
+        return v.tanh()
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = self.squash(self.gate(h + r))
+        return h
+
+
+@program([_rand(3, 4)])
+class LambdasInPythonLoopLateBinding(HybridBlock):
+    """fns.append(lambda v: v * k) for k in range(3): Python binds k late (all see 2)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        fns = []
+        for k in range(3):
+            fns.append(lambda v: v * k)
+        h = x
+        for f in fns:
+            h = f(h) + 1
+        return h
+
+
+@program([_rand(3, 4)])
+class ClosureDefinedInTensorLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            def mix(v):
+                return v * 0.5 + r
+            h = mix(h)
+        return h
+
+
+@program([_rand(3, 4)])
+class NestedHelperWithIfAndReturn(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def clip(v):
+            if F.sum(v) > 1:
+                return v / F.sum(v)
+            return v
+
+        h = F.zeros((4,))
+        for r in x:
+            h = clip(h + F.abs(r))
+        return h
+
+
+@program([np.array([3.0], np.float32), _rand(2)])
+class RecursiveHelperPythonDepth(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, n, x):
+        def power(v, k):
+            if k == 0:
+                return F.ones_like(v)
+            return v * power(v, k - 1)
+        return power(x, 3) + n
+
+
+# ------------------------------------------------------------------------- shapes and dtypes
+
+@program([_rand(3, 4)])
+class ShapeZeroInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for i in range(x.shape[0]):
+            h = h + x[i]
+        return h
+
+
+@program([_rand(3, 4)])
+class RangeLenTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for i in range(len(x)):
+            h = h + x[i]
+        return h
+
+
+@program([_rand(3, 4)])
+class CastsInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            m = (r > 0).astype("float32")
+            idx = F.argmax(r, axis=0).astype("int32")
+            h = h + r * m + F.one_hot(idx, 4)
+        return F.cast(h, "float16").astype("float32")
+
+
+@program([_rand(3, 4)])
+class AsscalarInIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if x.sum().asscalar() > 0:
+            return x * 2
+        return x
+
+
+@program([_rand(3, 4)])
+class MaxOfTensors(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        a, b = F.sum(x), F.sum(x * x)
+        return x * max(a, b)
+
+
+# ------------------------------------------------------------------------- F.contrib mixed in
+
+@program([_rand(3, 4), _rand(4, seed=1)])
+class ContribForeachWithIfBody(HybridBlock):
+    """F.contrib.foreach whose body (a nested function) has a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x, h):
+        def body(r, states):
+            s = states[0]
+            if F.sum(r) > 0:
+                s = s + r
+            else:
+                s = s * 0.5
+            return s, [s]
+        outs, states = F.contrib.foreach(body, x, [h])
+        return outs.sum(axis=0) + states[0]
+
+
+@program([_rand(4)])
+class ContribWhileWithBreaklessBody(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, h):
+        def cond(i, s):
+            return i < 3
+
+        def func(i, s):
+            if F.sum(s) > 0:
+                s = s * 0.5
+            return s, (i + 1, s + 1)
+        outs, (i, s) = F.contrib.while_loop(cond, func, (F.zeros((1,)), h), max_iterations=3)
+        return s + outs.sum(axis=0)
+
+
+@program([_rand(4)])
+class ContribCondInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, h):
+        for k in range(2):
+            h = F.contrib.cond(F.sum(h) > 0, lambda: h * 2, lambda: h - 1)
+        i = F.zeros((1,))
+        while i < 2:
+            h = F.contrib.cond(F.sum(h) > 1, lambda: h * 0.5, lambda: h + 0.5)
+            i = i + 1
+        return h
+
+
+@program([_rand(3, 4)])
+class GluonCFForeachWithAutographIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def body(r, s):
+            if F.sum(r) > F.sum(s):
+                s = s + r
+            return s * 2, s
+        outs, s = gluon_cf.foreach(body, x, F.zeros((4,)))
+        return outs + s
