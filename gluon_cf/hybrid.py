@@ -37,7 +37,8 @@ from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .errors import ZeroSizeError
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS
-from .symbol_entries import check_symbol_file_contents, parameter_file_error
+from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
+                             parameter_file_error)
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -159,14 +160,17 @@ def _imports(symbol_file, *args, **kwargs):
     """``SymbolBlock.imports``, checking the file first (NOTE [files are checked before MXNet
     reads them] in ``symbol_file.py``)."""
     check_symbol_file_contents(symbol_file)
+    param_file = args[1] if len(args) > 1 else kwargs.get("param_file")
     try:
-        return _original_imports(symbol_file, *args, **kwargs)
+        block = _original_imports(symbol_file, *args, **kwargs)
     except mx.MXNetError as err:   # the parameter file's, in our words
-        param_file = args[1] if len(args) > 1 else kwargs.get("param_file")
         ours = param_file and parameter_file_error(err, param_file)
         if not ours:
             raise
         raise ours from None
+    if param_file:
+        check_parameter_shapes(block, symbol_file, param_file)
+    return block
 
 
 _imports.__doc__ = _original_imports.__doc__

@@ -654,3 +654,352 @@ class GluonCFForeachWithAutographIf(HybridBlock):
             return s * 2, s
         outs, s = gluon_cf.foreach(body, x, F.zeros((4,)))
         return outs + s
+
+
+# ------------------------------------------------------------------------- round 2
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class RaiseUnderTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) < -100:
+            raise ValueError("diverged")
+        return x * 2
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class ReturnInOneBranchOnly(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x * 2
+        if F.sum(x) > 0:
+            return h
+        h = h - 1
+        return h * 3
+
+
+@program([_rand(3, 4)])
+class TruthOfTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x > 0):
+            x = x * 2
+        if not F.sum(x > 5):
+            x = x + 1
+        return x
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class ElifChain(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        s = F.sum(x)
+        if s > 1:
+            y = x * 2
+        elif s > -1:
+            y = x * 3
+        elif s > -3:
+            y = x * 4
+        else:
+            y = -x
+        return y
+
+
+@program([_rand(3, 4), np.array([5.0], np.float32)])
+class WhileAndCondition(HybridBlock):
+    @autograph(max_iterations=8)
+    def hybrid_forward(self, F, x, n):
+        i = F.zeros((1,))
+        h = F.zeros((4,))
+        while i < n and F.sum(h) < 3:
+            h = h + F.abs(x[0]) * 0.5
+            i = i + 1
+        return h * i
+
+
+@program([_rand(3, 4)])
+class PythonFlagAndTensor(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.training_mode = True
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if self.training_mode and F.sum(x) > 0:
+            x = x * 2
+        if F.sum(x) > 0 or self.training_mode:
+            x = x + 1
+        return x
+
+
+@program([_rand(3, 4), _rand(4, seed=3)])
+class ReturnTupleFromLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x, h):
+        c = F.zeros_like(h)
+        for r in x:
+            h = F.tanh(h + r)
+            c = c + h
+            if F.sum(c) > 2:
+                return h, c
+        return h, c * 2
+
+
+@program([_rand(3, 4)])
+class LocalListItemAssign(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        buf = [F.zeros((4,))]
+        for r in x:
+            buf[0] = buf[0] + r
+        return buf[0]
+
+
+@program([_rand(3, 4)])
+class LocalDictState(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = {"h": F.zeros((4,))}
+        for r in x:
+            state["h"] = state["h"] * 0.5 + r
+        return state["h"]
+
+
+@program([_rand(3, 4)])
+class PythonCounterInTensorLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        n = 0
+        h = F.zeros((4,))
+        for r in x:
+            n += 1
+            h = h + r
+        return h / n
+
+
+@program([_rand(3, 4)])
+class LambdasCollectedInTensorLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        fs = []
+        for r in x:
+            fs.append(lambda v, r=r: v + r)
+        h = F.zeros((4,))
+        for f in fs:
+            h = f(h)
+        return h
+
+
+@program([_rand(3, 4)])
+class ReshapeInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = (h + r).reshape((2, 2)).reshape((-1,))
+        return h
+
+
+@program([_rand(3, 4)])
+class IntCounterDtype(HybridBlock):
+    @autograph(max_iterations=5)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,), dtype="int32")
+        h = F.zeros((4,))
+        while i < 3:
+            h = h + x[0] * i.astype("float32")
+            i = i + 1
+        return h
+
+
+@program([_rand(3, 4)])
+class TensorIndexInWhile(HybridBlock):
+    @autograph(max_iterations=5)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        h = F.zeros((4,))
+        while i < 3:
+            h = h + F.take(x, i).reshape((-1,))
+            i = i + 1
+        return h
+
+
+@program([_rand(4, 3), np.array([1, 0, 0, 1], np.float32)],
+         [_rand(4, 3), np.array([0, 0, 0, 0], np.float32)])
+class MaskInWhileBody(HybridBlock):
+    NO_GRAD = (1,)
+
+    @staticmethod
+    def plain_fails(got):
+        return np.allclose(got[0], 0) and np.allclose(got[1], 0)
+
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x, m):
+        i = F.zeros((1,))
+        total = F.zeros((1,))
+        while i < 2:
+            kept = F.contrib.boolean_mask(x * (i + 1), m)
+            total = total + F.sum(kept)
+            i = i + 1
+        return total
+
+
+@program([_rand(2, 4)])
+class MethodRecursionTensorIf(HybridBlock):
+    def walk(self, h, depth):
+        if depth == 0:
+            return h
+        if h.sum() > 0:
+            return self.walk(h * 0.5, depth - 1)
+        return self.walk(h + 1, depth - 1)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return self.walk(x, 3)
+
+
+@program([_rand(3, 4)])
+class CollectedConcatExport(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0] * 0]
+        for r in x:
+            outs.append(F.tanh(r))
+        for r in x:
+            outs.append(r * 2)
+        return F.concat(*outs, dim=0)
+
+
+@program([_rand(3, 4), np.array([2.0], np.float32)], [_rand(3, 4), np.array([0.0], np.float32)])
+class CollectedWhileStack(HybridBlock):
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        i = F.zeros((1,))
+        h = x[0]
+        while i < n:
+            h = F.tanh(h + 1)
+            outs.append(h)
+            i = i + 1
+        outs.append(h * 2)
+        return F.stack(*outs, axis=0).sum(axis=0)
+
+
+@program([_rand(3, 4)])
+class SumOfCollected(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        return sum(outs)
+
+
+@program([_rand(3, 4)])
+class EnumerateCollected(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        h = F.zeros((4,))
+        for i, o in enumerate(outs):
+            h = h + o * i
+        return h
+
+
+@program([_rand(3, 4)])
+class ShapePrintDebug(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        print("x", x)
+        for r in x:
+            print(r)
+        return x * 2
+
+
+@program([_rand(3, 4)])
+class WithStatementInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        import contextlib
+        h = F.zeros((4,))
+        for r in x:
+            with contextlib.suppress(KeyError):
+                h = h + r
+        return h
+
+
+@program([_rand(3, 4)])
+class TryExceptInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            try:
+                h = h + r
+            except ValueError:
+                h = h - r
+        return h
+
+
+@program([_rand(3, 4)])
+class NestedFunctionsReturningClosures(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def make(scale):
+            def apply(v):
+                if F.sum(v) > 0:
+                    return v * scale
+                return v
+            return apply
+        f, g = make(2), make(3)
+        h = F.zeros((4,))
+        for r in x:
+            h = f(h + r) + g(r)
+        return h
+
+
+@program([_rand(3, 4)])
+class StarArgsHelper(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def combine(*parts, weight=1.0):
+            total = parts[0]
+            for p in parts[1:]:
+                total = total + p * weight
+            return total
+        h = F.zeros((4,))
+        for r in x:
+            h = combine(h, r, r * 2, weight=0.5)
+        return h
+
+
+@program([_rand(3, 4)])
+class ZeroStepWhile(HybridBlock):
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x):
+        i = F.ones((1,)) * 5
+        h = x * 1
+        while i < 3:
+            h = h * 2
+            i = i + 1
+        return h + i
+
+
+@program([_rand(3, 4)])
+class ChainedComparison(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        s = F.sum(x)
+        if -1 < s < 1:
+            return x * 2
+        return x
+
+
+@program([_rand(3, 4)])
+class TernaryInComprehension(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        parts = [x[i] * 2 if F.sum(x[i]) > 0 else x[i] for i in range(3)]
+        return F.stack(*parts)

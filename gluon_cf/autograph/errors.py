@@ -24,6 +24,17 @@ def one_colon(message):
     return re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1)
 
 
+def python_value(value):
+    """A Python value for a message: functions by what they are and where they were defined
+    (their repr names converted code's __ag_ functions and an address), long reprs cut."""
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        what = "a lambda" if value.__name__ == "<lambda>" else f"the function {value.__name__!r}"
+        return f"{what} (defined at {code.co_filename}:{code.co_firstlineno})"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def region_at(where):
     """``file:12 (while x < 3:)`` from a location ``file:12: while x < 3:``."""
     match = re.match(r"(.*?:\d+): (.*)", where)

@@ -24,7 +24,7 @@ import mxnet as mx
 from ...ops.cond import cond
 from ...ops.foreach import foreach
 from ...ops.while_loop import warn_truncation, while_loop
-from ..errors import AutographError, node_name, read_by
+from ..errors import AutographError, node_name, python_value, read_by
 from .py_builtins import one_output
 from .data_structures import append_rows, appended_where, extended, step_rows
 from .side_effects import graph_region
@@ -109,18 +109,29 @@ def _check_same_kind(name, then_value, else_value, where):
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is an array in one branch of "
             f"this if and the Python "
-            f"value {then_value if not then_array else else_value!r} in the other; with a "
+            f"value {python_value(then_value if not then_array else else_value)} in the "
+            f"other; with a "
             f"tensor condition both must be arrays (use F.full / F.zeros_like for constants)")
     if not then_array and not isinstance(then_value, Undefined) and then_value != else_value:
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is the Python value "
-            f"{then_value!r} in one branch of "
-            f"this if and {else_value!r} in the other; with a tensor condition it must be an "
+            f"{python_value(then_value)} in one branch of "
+            f"this if and {python_value(else_value)} in the other; with a tensor condition it must be an "
             f"array in both (F.full) or the same value")
+
+
+# why an if whose branches raise (or assert) stays Python (converters/conditionals.py)
+RAISES = "raise an exception (or assert)"
 
 
 def python_if(pred, where, why):
     """The condition of an ``if`` left as Python (its branches do what a graph cannot)."""
+    if isinstance(pred, mx.sym.Symbol) and why == RAISES:
+        raise AutographError(f"{where}: this if has a tensor condition and its branches "
+                             f"{why}; a graph traces both branches, so the exception would "
+                             f"be raised whatever the input. Check the values after the block "
+                             f"runs (or eagerly), or compute a flag (F.sum(x) < -100) and "
+                             f"return it as an output")
     if isinstance(pred, mx.sym.Symbol):
         raise AutographError(f"{where}: this if has a tensor condition, but its branches {why}, "
                              f"which gluon_cf.cond cannot express; compute the result in both "
@@ -139,7 +150,7 @@ def if_exp(test, then_value, else_value, where):
                     value = fn()
                 if not isinstance(value, mx.sym.Symbol):
                     raise AutographError(f"{where}: the {which} side of this conditional "
-                                         f"expression is the Python value {value!r}; with a "
+                                         f"expression is the Python value {python_value(value)}; with a "
                                          f"tensor condition both sides must be arrays")
                 return value
             return run
@@ -294,7 +305,9 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
     arrays = _loop_arrays(values, names, where, "for")
     slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
 
-    counted = bool(lists)
+    # (a loop carrying and collecting nothing, a print of each row, counts its steps: a
+    # graph's loop needs one value to carry)
+    counted = bool(lists) or not arrays
 
     def step(row, states):
         current = list(values)
@@ -391,7 +404,8 @@ def _check_loop_vars(before, after, names, where, what):
             raise AutographError(
                 f"{where}: variable {name!r}{read_by(where, name)} changes in this {what} "
                 f"loop on a tensor but is "
-                f"the Python value {old if not isinstance(old, mx.sym.Symbol) else new!r} "
+                f"the Python value "
+                f"{python_value(old if not isinstance(old, mx.sym.Symbol) else new)} "
                 f"before or after a step; a graph's loop can only carry arrays (make it one, "
                 f"e.g. F.zeros((1,)) for a counter)")
 
