@@ -30,7 +30,8 @@ def _run(net, arrays, plain):
             a.attach_grad()
     with autograd.record():
         if plain:
-            out = type(net).hybrid_forward.__wrapped__(net, mx.nd, *inputs)
+            params = {k: v.data() for k, v in net._reg_params.items()}
+            out = type(net).hybrid_forward.__wrapped__(net, mx.nd, *inputs, **params)
         else:
             out = net(*inputs)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -69,6 +70,10 @@ def classify_pair(want, got, files, plain_fails=None):
     if got[0] == "value":
         if want[0] == "value" and _compare(want[1], got[1]):
             return "equal"
+        if want[0] == "error" and "Cannot differentiate node because it is not in a " \
+                "computational graph" in str(want[1]) and \
+                all(not np.any(g) for g in got[1][-len(got[1]) // 2:]):
+            return "equal"    # plain MXNet cannot differentiate a value of no input: zeros
         if want[0] == "error" and isinstance(want[1], mx.MXNetError) and \
                 plain_fails is not None and plain_fails(got[1]):
             return "equal"    # what plain MXNet cannot run, checked by the program's oracle
