@@ -1,0 +1,207 @@
+"""Issue 24, the hostile user again: the blocks of ``hostile_programs.py`` (decoders, attention
+loops, LSTM cells, helpers and methods, closures, comprehensions, casts, F.contrib control flow
+mixed with converted code, masks that keep nothing) run as plain Python on NDArrays (the
+oracle), converted eagerly, hybridized with gradients and exported to onnxruntime
+(``hostile_harness.classify``): each is equal to plain Python (values and input gradients), or
+a clear refusal whose message begins with the user's ``file:line`` (or names it as the node's
+line), with no MXNet internals, TypeError or AttributeError from the plumbing, or double
+colon. Before this work 13 of them ended in internal-looking errors (the table is in the
+commit messages); the tests below pin each fix's message."""
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_cf
+import hostile_harness
+import hostile_programs as programs
+
+HERE = programs.__file__
+
+
+def _at(line):
+    """The start of a message about ``line`` of hostile_programs.py (one colon after it)."""
+    return f"{HERE}:{_line_of(line)}: {line}" + (" " if line.endswith(":") else ": ")
+
+
+def _line_of(text):
+    source = open(HERE).read().splitlines()
+    return next(i for i, line in enumerate(source) if line.strip() == text) + 1
+
+
+@pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
+def test_hostile_program_equals_plain_python_or_is_refused_at_its_line(block_class):
+    result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], [HERE])
+    bad = {mode: detail for mode, (kind, detail) in result.items()
+           if kind not in ("equal", "refused")}
+    assert not bad, bad
+
+
+# Converted now (internal-looking errors before): each equal to plain Python, values and
+# gradients, eager, hybridized and exported
+@pytest.mark.parametrize("block_class", [
+    programs.SplitSqueezeLoop, programs.ChainedComparison, programs.ShapePrintDebug,
+    programs.GluonCFForeachWithAutographIf], ids=lambda c: c.__name__)
+def test_converted_now(block_class):
+    result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], [HERE])
+    assert {mode: kind for mode, (kind, _) in result.items()} == \
+        {"eager": "equal", "hybrid": "equal", "export": "equal"}, result
+
+
+def _call(net, *arrays):
+    inputs = [mx.nd.array(a) for a in arrays]
+    for a in inputs:
+        a.attach_grad()
+    with autograd.record():
+        out = net(*inputs)
+    out.backward()
+    return out
+
+
+def _hybridized(block_class):
+    net = block_class()
+    net.initialize()
+    net.hybridize()
+    return net
+
+
+@pytest.mark.parametrize("block_class, line, index", [
+    (programs.ItemPastTheEnd, "return items[3]", 3),
+    (programs.NegativeItemPastTheStart, "return items[-4]", -4)], ids=lambda v: getattr(v, "__name__", None))
+def test_item_past_a_fixed_length_loops_items_is_an_index_error_at_the_line(block_class, line,
+                                                                            index):
+    """Once MXNet's slice_axis error ('Invalid end for end=4 as axis_size is 3'); on every
+    call, and the block stays usable (plain Python: IndexError)."""
+    net = _hybridized(block_class)
+    header = f"{HERE}:{_line_of('for r in x:')}"
+    for _ in range(2):
+        with pytest.raises(IndexError, match=re.escape(
+                f"{HERE}:{_line_of(line)}: {line}: list index {index} out of range: the "
+                f"list holds 3 items this call (the loop at ")) as info:
+            _call(net, np.ones((3, 4)))
+        assert header[:-4] in str(info.value) and "::" not in str(info.value)
+
+
+def test_ndarray_only_methods_called_on_a_symbol_are_refused_at_the_line():
+    net = _hybridized(programs.AsscalarInIf)
+    line = "if x.sum().asscalar() > 0:"
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{_at(line)}.asscalar of a tensor while hybridizing")):
+        _call(net, np.ones((3, 4)))
+    np.testing.assert_allclose(programs.AsscalarInIf()(mx.nd.ones((2,))).asnumpy(), [2, 2])
+
+
+class ContribCondInForeach(gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        def body(r, h):
+            h = F.contrib.cond(F.sum(h) > 1, lambda: h * 0.5, lambda: h + r)
+            return h, h
+        return gluon_cf.foreach(body, x, F.zeros((4,)))[0]
+
+
+class ContribWhileInCond(gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        def inner():
+            return F.contrib.while_loop(lambda i: i < 2, lambda i: (i, i + 1), [F.zeros((1,))],
+                                        max_iterations=3)[1][0] + x
+        return gluon_cf.cond(x.sum() > 0, inner, lambda: x)
+
+
+@pytest.mark.parametrize("block_class, line, op, public", [
+    (ContribCondInForeach, "h = F.contrib.cond(F.sum(h) > 1, lambda: h * 0.5, lambda: h + r)",
+     "foreach", "cond"),
+    (ContribWhileInCond, "return F.contrib.while_loop(lambda i: i < 2, lambda i: (i, i + 1), "
+     "[F.zeros((1,))],", "cond", "while_loop"),
+    (programs.ContribCondInLoop, "h = F.contrib.cond(F.sum(h) > 1, lambda: h * 0.5, "
+     "lambda: h + 0.5)", "while_loop", "cond")], ids=lambda v: getattr(v, "__name__", None))
+def test_mxnet_control_flow_inside_a_gluon_cf_body_is_refused_at_its_line(block_class, line,
+                                                                           op, public):
+    """Once '_copyto inferring shapes failed', 'tuple index out of range' or a shape rule
+    that 'declared ()': MXNet cannot infer its cond's and while_loop's shapes from a symbol.
+    Its foreach, which it can, still runs inside ours (ContribForeachWithIfBody)."""
+    net = _hybridized(block_class)
+    source = open(__file__ if block_class.__module__ == __name__ else HERE).read()
+    number = source[:source.index(line)].count("\n") + 1
+    path = __file__ if block_class.__module__ == __name__ else HERE
+    with pytest.raises(NotImplementedError, match=re.escape(
+            f"{path}:{number}: gluon_cf.{op}: ") + ".*" + re.escape(
+            f"calls MXNet's F.contrib.{public} (node ") + ".*" + re.escape(
+            f"call gluon_cf.{public} instead")):
+        _call(net, np.ones((3, 4)))
+
+
+def test_a_raise_under_a_tensor_if_is_refused_hybridized_and_raises_only_when_taken_eagerly():
+    """Hybridized, the raise once fired whatever the input (both branches are traced)."""
+    line = "if F.sum(x) < -100:"
+    net = programs.RaiseUnderTensorIf()
+    np.testing.assert_allclose(_call(net, np.ones((2, 2))).asnumpy(), 2 * np.ones((2, 2)))
+    with pytest.raises(ValueError, match="diverged"):
+        _call(net, -100 * np.ones((2, 2)))
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{_at(line)}this if has a tensor condition and its branches "
+            f"raise an exception (or assert)")):
+        _call(net, np.ones((2, 2)))
+
+
+def test_chained_comparisons_keep_pythons_short_circuit_on_python_values():
+    calls = []
+
+    def seen(v):
+        calls.append(v)
+        return v
+
+    def chain(a):
+        return seen(a) < seen(1) < seen(0), 0 < seen(a) <= seen(5) != seen(4)
+    converted = gluon_cf.autograph(chain)
+    for a in (-1, 0, 3, 7):
+        calls.clear()
+        want = chain(a)
+        want_calls = list(calls)
+        calls.clear()
+        assert converted(a) == want and calls == want_calls
+
+
+def test_python_values_in_messages_are_described_without_internal_names():
+    net = _hybridized(programs.LambdasCollectedInTensorLoop)
+    with pytest.raises(gluon_cf.AutographError) as info:
+        _call(net, np.ones((3, 4)))
+    message = str(info.value)
+    assert "appends the Python value a lambda (defined at " in message, message
+    assert "__ag" not in message and " at 0x" not in message, message
+
+
+@pytest.mark.parametrize("block_class, line", [
+    (programs.NDArrayConstantTopLevel, "return x + mx.nd.ones((4,))"),
+    (programs.NDArrayConstantInLoop, "h = h + r * mx.nd.ones((4,))"),
+    (programs.NDArrayConstantAugmented, "h -= mx.nd.ones((4,)) * 0.1")], ids=lambda v: getattr(v, "__name__", None))
+def test_an_ndarray_in_a_graph_is_refused_at_the_line(block_class, line):
+    """Once MXNet's 'TypeError: type NDArray not supported', naming no line."""
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{HERE}:{_line_of(line)}: {line}: this computes with an NDArray (mx.nd...) and a "
+            f"tensor of the graph while hybridizing")):
+        _call(_hybridized(block_class), np.ones((3, 4)))
+
+
+def test_imports_names_a_parameter_of_the_wrong_shape(tmp_path):
+    """Once MXNet's 'Error in operator dense0_fwd: Unexpected shape for bias [3,7]' at the
+    first call."""
+    mx.random.seed(0)
+    net = _hybridized(programs.GreedyDecoder)
+    x = mx.nd.array(np.ones((2, 4)))
+    want = net(x).asnumpy()
+    net.export(str(tmp_path / "net"))
+    symbol_file, param_file = tmp_path / "net-symbol.json", tmp_path / "net-0000.params"
+    loaded = gluon.SymbolBlock.imports(str(symbol_file), ["data"], str(param_file))
+    np.testing.assert_allclose(loaded(x).asnumpy(), want, rtol=1e-6)
+    params = mx.nd.load(str(param_file))
+    name = next(k for k in sorted(params) if k.endswith("bias"))
+    params[name] = mx.nd.ones((3, 7))
+    bad = tmp_path / "bad-0000.params"
+    mx.nd.save(str(bad), params)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{bad}: parameter {name.split(':', 1)[1]!r} has shape (3, 7), but the graph of "
+            f"{symbol_file} needs (")):
+        gluon.SymbolBlock.imports(str(symbol_file), ["data"], str(bad))
