@@ -34,7 +34,7 @@ from mxnet.gluon import block as _block
 
 from . import executor, registry
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
-from .errors import ZeroSizeError
+from .errors import ZeroSizeError, index_error_of
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
@@ -81,7 +81,23 @@ class _Plan:
 
 
 def _call_cached_op(self, *args):
-    """``HybridBlock._call_cached_op``, running graphs of run-time shapes partitioned."""
+    """``HybridBlock._call_cached_op``, running graphs of run-time shapes partitioned; MXNet's
+    error about an int index past a tensor's axis in converted code is the IndexError at the
+    user's line (:func:`errors.index_error_of`)."""
+    try:
+        return _run_cached_op(self, *args)
+    except mx.MXNetError as err:
+        ours = index_error_of(err)
+        if ours is None:
+            raise
+        # (a CachedOp whose call failed answers the next call with "Graph attr dependency
+        # shape is required by pass MXPlanMemory": the next call builds a fresh one)
+        with _lock_of(self):
+            self._cached_op = None
+        raise ours from None
+
+
+def _run_cached_op(self, *args):
     lock = _lock_of(self)
     with lock:   # NOTE [a block called from many threads]
         if self._cached_op is None:

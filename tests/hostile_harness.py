@@ -24,7 +24,7 @@ def _make(cls):
 
 
 def _run(net, arrays, plain):
-    inputs = [mx.nd.array(a) for a in arrays]
+    inputs = [mx.nd.array(a, dtype=a.dtype) for a in arrays]
     for k, a in enumerate(inputs):
         if k not in getattr(type(net), "NO_GRAD", ()):
             a.attach_grad()
@@ -125,7 +125,7 @@ def _export(cls, inputs_list, files):
     net = _make(cls)
     net.hybridize()
     try:
-        model = export_onnx(net, [mx.nd.array(a) for a in inputs_list[0]])
+        model = export_onnx(net, [mx.nd.array(a, dtype=a.dtype) for a in inputs_list[0]])
         session = ort.InferenceSession(model.SerializeToString(),
                                        providers=["CPUExecutionProvider"])
     except Exception as err:
@@ -135,7 +135,7 @@ def _export(cls, inputs_list, files):
         return ("internal", text + "\n" + traceback.format_exc()[-600:])
     names = [i.name for i in session.get_inputs()]
     for arrays in inputs_list:
-        want = net(*[mx.nd.array(a) for a in arrays])
+        want = net(*[mx.nd.array(a, dtype=a.dtype) for a in arrays])
         want = [o.asnumpy() for o in (want if isinstance(want, (list, tuple)) else [want])]
         try:
             got = session.run(None, dict(zip(names, arrays)))

@@ -1241,3 +1241,181 @@ class NDArrayConstantAugmented(HybridBlock):
             h += r * 2
             h -= mx.nd.ones((4,)) * 0.1
         return h
+
+
+# ------------------------------------------------------------------------- round 4
+
+@program([_rand(3, 4)])
+class TensorIndexPastTheEnd(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x[5] * 2
+
+
+@program([_rand(3, 4)])
+class TensorIndexPastTheEndInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = h + r * r[7]
+        return h
+
+
+@program([_rand(3, 4)])
+class EmptySlice(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x[2:2].sum() + x.sum()
+
+
+@program([_rand(3, 4)])
+class LayersInTensorLoop(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.layers = gluon.nn.HybridSequential()
+        for _ in range(2):
+            self.layers.add(gluon.nn.Dense(4, in_units=4, flatten=False))
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            for i, layer in enumerate(self.layers):
+                h = F.tanh(layer(h + r)) if i % 2 else layer(h)
+        return h
+
+
+def attend(F, q, keys):
+    """A module-level helper taking F, with a tensor if."""
+    scores = F.dot(keys, q)
+    if F.max(scores) > 1:
+        scores = scores / F.max(scores)
+    return F.dot(F.softmax(scores).reshape((1, -1)), keys).reshape((-1,))
+
+
+@program([_rand(3, 4), _rand(4, seed=5)])
+class ModuleHelperTakingF(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, keys, q):
+        for _ in range(2):
+            q = q + attend(F, q, keys)
+        return q
+
+
+class _Base(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            return x * 2
+        return x - 1
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class SuperCallsAutograph(_Base):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = super().hybrid_forward(F, x)
+        for r in h:
+            x = x + r
+        return x
+
+
+@program([_rand(2, 5)])
+class BeamTopKBoth(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, scores):
+        total = F.zeros((2, 2))
+        idx_sum = F.zeros((2, 2))
+        for t in range(3):
+            vals, idx = F.topk(F.log_softmax(scores * (t + 1)), k=2, ret_typ="both")
+            total = total + vals
+            idx_sum = idx_sum + idx
+            if F.sum(total) < -100:
+                break
+        return total + F.stop_gradient(idx_sum) * 0
+
+
+@program([np.arange(12, dtype=np.int32).reshape(3, 4)])
+class IntInputLoop(HybridBlock):
+    NO_GRAD = (0,)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = h + r.astype("float32")
+        return h
+
+
+@program([_rand(3, 4)])
+class DtypeChangeInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = (h + r).astype("float64")
+        return h.astype("float32")
+
+
+@program([_rand(3, 4)])
+class ReturnListOfTensors(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = F.zeros((4,))
+        for t in range(3):
+            h = h + x[t]
+            if F.sum(h) > 1:
+                h = h * 0.5
+            outs.append(h)
+        return outs
+
+
+@program([_rand(3, 4)])
+class PythonListTensorBreak(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        hs = [x[0], x[1], x[2]]
+        outs = []
+        for h in hs:
+            outs.append(h * 2)
+            if F.sum(h) > 0.5:
+                break
+        return F.stack(*outs).sum(axis=0)
+
+
+@program([_rand(3, 4)])
+class WhileOverPythonStack(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        stack = [x[0], x[1], x[2]]
+        total = F.zeros((4,))
+        while stack:
+            v = stack.pop()
+            if F.sum(v) > 0:
+                total = total + v
+        return total
+
+
+@program([_rand(3, 4)])
+class LambdaOverSelfInLoop(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(4, in_units=4, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        f = lambda v: self.dense(v)      # noqa: E731
+        h = F.zeros((4,))
+        for r in x:
+            h = F.tanh(f(h) + r)
+        return h
+
+
+@program([_rand(3, 4)])
+class FormatTensorInError(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        label = f"input {x}"
+        return x * (len(label) > 0)

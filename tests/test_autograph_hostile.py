@@ -43,7 +43,8 @@ def test_hostile_program_equals_plain_python_or_is_refused_at_its_line(block_cla
 # gradients, eager, hybridized and exported
 @pytest.mark.parametrize("block_class", [
     programs.SplitSqueezeLoop, programs.ChainedComparison, programs.ShapePrintDebug,
-    programs.GluonCFForeachWithAutographIf], ids=lambda c: c.__name__)
+    programs.GluonCFForeachWithAutographIf, programs.FormatTensorInError],
+    ids=lambda c: c.__name__)
 def test_converted_now(block_class):
     result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], [HERE])
     assert {mode: kind for mode, (kind, _) in result.items()} == \
@@ -205,3 +206,28 @@ def test_imports_names_a_parameter_of_the_wrong_shape(tmp_path):
             f"{bad}: parameter {name.split(':', 1)[1]!r} has shape (3, 7), but the graph of "
             f"{symbol_file} needs (")):
         gluon.SymbolBlock.imports(str(symbol_file), ["data"], str(bad))
+
+
+@pytest.mark.parametrize("block_class, line", [
+    (programs.TensorIndexPastTheEnd, "return x[5] * 2"),
+    (programs.TensorIndexPastTheEndInLoop, "h = h + r * r[7]")],
+    ids=lambda v: getattr(v, "__name__", None))
+def test_an_int_index_past_a_tensors_axis_is_an_index_error_at_the_line(block_class, line):
+    """Eagerly Python's IndexError; hybridized once MXNet's 'cannot select an axis to squeeze
+    out which has size=0', naming only the node. On every call."""
+    with pytest.raises(IndexError):
+        _call(block_class(), np.ones((3, 4)))
+    net = _hybridized(block_class)
+    for _ in range(2):
+        with pytest.raises(IndexError, match=re.escape(
+                f"{_at(line)}index out of range: an int in this index is past the size of its "
+                f"axis of the tensor")):
+            _call(net, np.ones((3, 4)))
+
+
+def test_an_empty_slice_of_a_tensor_is_refused_at_the_line():
+    """MXNet 1.x graphs cannot hold a zero-size axis ('shape_num_unknown_nodes' before)."""
+    line = "return x[2:2].sum() + x.sum()"
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{_at(line)}this slice of a tensor (2:2) keeps nothing")):
+        _call(_hybridized(programs.EmptySlice), np.ones((3, 4)))

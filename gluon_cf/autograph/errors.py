@@ -5,6 +5,8 @@ import os
 import re
 from typing import Dict, Tuple
 
+from ..errors import NAMED_AT
+
 
 class AutographError(ValueError):
     """What ``@gluon_cf.autograph`` cannot convert or run; the message begins with the file,
@@ -48,7 +50,9 @@ def node_name(where, kind):
     if match is None:
         return kind
     stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(match.group(1)))[0])
-    return f"{stem}_line{match.group(2)}_{kind}"
+    name = f"{stem}_line{match.group(2)}_{kind}"
+    NAMED_AT[name] = where       # (MXNet's errors about it, gluon_cf.errors.index_error_of)
+    return name
 
 
 # (where, variable) -> the closure that reads the variable: "the lambda at file:12", for the

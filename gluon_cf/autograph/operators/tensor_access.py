@@ -108,6 +108,11 @@ def subscript(value, index, where):
             raise AutographError(
                 f"{where}: this indexes a tensor with None (a new axis); write "
                 f"F.expand_dims(x, axis=...) instead")
+        if isinstance(item, builtins.slice) and _empty(item):
+            raise AutographError(
+                f"{where}: this slice of a tensor ({_text(item)}) keeps nothing; MXNet 1.x "
+                f"graphs cannot hold an array with an axis of size 0 (0 means an unknown "
+                f"size there), so leave the empty part out of the computation")
     if sum(item is Ellipsis for item in items) > 1:
         raise IndexError(f"{where}: an index can only have a single ellipsis ('...')")
     cut = items.index(Ellipsis) if Ellipsis in items else len(items)
@@ -158,6 +163,20 @@ def item_target(value, where):
             f"cannot change in place. Make the new value instead (F.where(mask, new, x), "
             f"F.concat of the parts, or F.one_hot(i, n) * v + x * (1 - F.one_hot(i, n)))")
     return value
+
+
+def _empty(item):
+    """Whether the slice ``item`` keeps nothing of any axis (known from its bounds alone:
+    both of one sign, the stop not past the start in the step's direction)."""
+    start, stop, step = item.start, item.stop, item.step or 1
+    if start is None or stop is None or (start < 0) != (stop < 0):
+        return False
+    return stop <= start if step > 0 else stop >= start
+
+
+def _text(item):
+    return ":".join("" if part is None else str(part)
+                    for part in (item.start, item.stop) + ((item.step,) if item.step else ()))
 
 
 def _described(item):

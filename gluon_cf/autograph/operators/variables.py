@@ -8,6 +8,7 @@ import os
 import sys
 
 import mxnet as mx
+import numpy as np
 
 from ..errors import AutographError
 
@@ -66,6 +67,12 @@ def binary(left, right, op):
     (NOTE [autograph indexing])."""
     if isinstance(left, mx.sym.Symbol) and isinstance(right, mx.sym.Symbol):
         return getattr(mx.sym, BROADCAST[op])(left, right)
+    # a bool with a Symbol: the number, as an NDArray takes it (MXNet's Symbol passes
+    # scalar="True" to its operator, which refuses it)
+    if isinstance(left, mx.sym.Symbol) and isinstance(right, (bool, np.bool_)):
+        right = float(right)
+    elif isinstance(right, mx.sym.Symbol) and isinstance(left, (bool, np.bool_)):
+        left = float(left)
     if isinstance(left, mx.sym.Symbol) and isinstance(right, mx.nd.NDArray) or \
             isinstance(left, mx.nd.NDArray) and isinstance(right, mx.sym.Symbol):
         # (MXNet's "TypeError: type NDArray not supported", naming no line)
