@@ -1,5 +1,6 @@
 """gluon_cf's own exception types that need no MXNet (the artifact runtime raises them too)."""
 import re
+from typing import Dict
 
 
 class RecursionDepthError(RuntimeError):
@@ -52,7 +53,7 @@ def mxnet_message(line: str) -> str:
 
 # Graph nodes named after the user's line (autograph's ``model_line12_index``): name -> the
 # ``file:line: source`` it was made at, for MXNet's errors about them (index_error_of)
-NAMED_AT = {}
+NAMED_AT: Dict[str, str] = {}
 _OPERATOR = re.compile(r"Error in operator ([^:\s]+?)\d*:")
 # MXNet's words for an index past an axis (slice, slice_axis, then squeeze of what is empty)
 _PAST_THE_AXIS = ("cannot select an axis to squeeze out which has size=0", "Invalid begin",

@@ -16,9 +16,13 @@ NOTE [closure capture]
 NOTE [source locations]
     The trace's scope (:class:`_TraceScope`) also stamps every node it creates with the hidden
     attribute ``__gcf_src__``: the file and line of the user's code that created it (the first
-    frame outside MXNet and gluon_cf's core). Errors and warnings about a node (e.g. the
-    batching executor's, NOTE [row-wise rules]) point there, not into gluon_cf. Hidden
-    attributes are ignored by MXNet's operators (and by user CustomOps, NOTE [user CustomOps]).
+    frame outside MXNet and gluon_cf's core). A body holding MXNet's own ``_cond`` or
+    ``_while_loop`` is refused at that line (:func:`_refuse_unsupported_ops`): MXNet cannot
+    infer their outputs' shapes from a symbol, so inside a node they failed at run time with
+    a shape or tuple-index error of the plumbing; its ``_foreach`` it infers, and runs.
+    Errors and warnings about a node (e.g. the batching executor's, NOTE [row-wise rules])
+    point there, not into gluon_cf. Hidden attributes are ignored by MXNet's operators (and
+    by user CustomOps, NOTE [user CustomOps]).
 
 NOTE [slots]
     A node's subgraphs do not see node inputs directly; they see *slots*. Each op defines its slot

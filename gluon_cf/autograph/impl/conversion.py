@@ -26,7 +26,9 @@ NOTE [autograph]
     becomes ``gluon_cf.cond``, both branches traced, whose outputs are the live variables that
     are arrays. A live variable assigned in only one branch, an array in one branch and a
     Python value in the other, or Python values that differ between the branches is an
-    AutographError naming the variable and the ``if``'s line.
+    AutographError naming the variable and the ``if``'s line. An ``if`` whose branches
+    ``raise`` or ``assert`` stays Python and is refused on a tensor condition: traced, both
+    branches run, so the exception would be raised whatever the input.
 
     The converted function is compiled under the original file name and line numbers, so
     tracebacks land on the user's lines, and its graph nodes are named after them

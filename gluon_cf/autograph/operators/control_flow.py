@@ -116,8 +116,8 @@ def _check_same_kind(name, then_value, else_value, where):
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is the Python value "
             f"{python_value(then_value)} in one branch of "
-            f"this if and {python_value(else_value)} in the other; with a tensor condition it must be an "
-            f"array in both (F.full) or the same value")
+            f"this if and {python_value(else_value)} in the other; with a tensor condition "
+            f"it must be an array in both (F.full) or the same value")
 
 
 # why an if whose branches raise (or assert) stays Python (converters/conditionals.py)
@@ -150,8 +150,9 @@ def if_exp(test, then_value, else_value, where):
                     value = fn()
                 if not isinstance(value, mx.sym.Symbol):
                     raise AutographError(f"{where}: the {which} side of this conditional "
-                                         f"expression is the Python value {python_value(value)}; with a "
-                                         f"tensor condition both sides must be arrays")
+                                         f"expression is the Python value "
+                                         f"{python_value(value)}; with a tensor condition "
+                                         f"both sides must be arrays")
                 return value
             return run
         return cond(test, side(then_value, "if"), side(else_value, "else"),

@@ -69,8 +69,9 @@ def step_rows(values, where):
     for value in values:
         if not isinstance(value, mx.sym.Symbol):
             raise AutographError(f"{where}: this loop on a tensor appends the Python value "
-                                 f"{python_value(value)} to a list at each step; the steps of a graph's "
-                                 f"loop are collected as rows of an array, so append arrays")
+                                 f"{python_value(value)} to a list at each step; the steps "
+                                 f"of a graph's loop are collected as rows of an array, so "
+                                 f"append arrays")
     return list(values)
 
 
