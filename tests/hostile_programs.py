@@ -1419,3 +1419,273 @@ class FormatTensorInError(HybridBlock):
     def hybrid_forward(self, F, x):
         label = f"input {x}"
         return x * (len(label) > 0)
+
+
+# ------------------------------------------------------------------------- round 5
+
+@program([_rand(3, 4)])
+class LastValueAfterLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        for r in x:
+            last = r * 2
+        return last
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class AssignedUnderIfInLoopReadAfter(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        best = F.zeros((4,))
+        for r in x:
+            if F.sum(r) > F.sum(best):
+                best = r
+        return best
+
+
+@program([_rand(3, 4), _rand(2, 4, seed=9)])
+class LoopVariableReused(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x, y):
+        h = F.zeros((4,))
+        for r in x:
+            h = h + r
+        for r in y:
+            h = h * r
+        return h
+
+
+@program([_rand(3, 4)])
+class GenexpInsideTensorLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = h + sum(r * k for k in range(3))
+        return h
+
+
+@program([_rand(3, 4), np.array([1, 0, 1], np.float32)])
+class OptionalMaskArgument(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x, mask=None):
+        h = F.zeros((4,))
+        if mask is not None:
+            x = F.broadcast_mul(x, mask.reshape((-1, 1)))
+        for r in x:
+            h = h + r
+        return h
+
+
+@program([_rand(3, 4), _rand(4, seed=1), _rand(4, seed=2)])
+class StarStates(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x, *states):
+        h, c = states
+        for r in x:
+            h, c = F.tanh(h + r), c * 0.5 + h
+        return h + c
+
+
+@program([_rand(4, 3)], [-np.abs(_rand(4, 3))])
+class ReturnFromNestedLoops(HybridBlock):
+    @autograph(max_iterations=5)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        h = F.zeros((3,))
+        while i < 2:
+            for r in x:
+                h = h + r
+                if F.sum(h) > 2:
+                    return h * 10
+            i = i + 1
+        return h
+
+
+def _user_decorator(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, F, *args):
+        return fn(self, F, *args) * 2
+    return wrapper
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class UserDecoratorAroundAutograph(HybridBlock):
+    @_user_decorator
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            return x
+        return -x
+
+    # the oracle: the user's decorator around the unconverted function
+    plain_forward = _user_decorator(hybrid_forward.__wrapped__.__wrapped__)
+
+
+@program([_rand(3, 4)])
+class ConditionalAppendThenStack(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [F.zeros((4,))]
+        for t in range(3):
+            if F.sum(x[t]) > 0.5:
+                outs.append(x[t])
+        return F.stack(*outs).sum(axis=0)
+
+
+@program([_rand(3, 4)])
+class IfExpPythonValuesDiffer(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        n = 2 if F.sum(x) > 0 else 3
+        return x * n
+
+
+@program([_rand(3, 4)])
+class ShadowedNameInHelper(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        r = F.ones((4,))
+
+        def scale(r):
+            return r * 2
+        h = F.zeros((4,))
+        for row in x:
+            h = h + scale(row) + r
+        return h
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class AugAssignListInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0]]
+        if F.sum(x) > 0:
+            outs += [x[1]]
+        return F.stack(*outs).sum(axis=0)
+
+
+@program([_rand(3, 4)])
+class TupleStateInWhile(HybridBlock):
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x):
+        state = (x[0], x[1])
+        i = F.zeros((1,))
+        while i < 3:
+            a, b = state
+            state = (a + b, a * 0.5)
+            i = i + 1
+        return state[0] + state[1]
+
+
+@program([_rand(3, 4)])
+class DeleteInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            tmp = r * 2
+            h = h + tmp
+            del tmp
+        return h
+
+
+@program([_rand(3, 4)])
+class ContinueBeforeAppend(HybridBlock):
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x):
+        outs = []
+        i = F.zeros((1,))
+        while i < 3:
+            i = i + 1
+            if i == 2:
+                continue
+            outs.append(F.take(x, i - 1).reshape((-1,)))
+        return F.stack(*outs).sum(axis=0)
+
+
+# ------------------------------------------------------------------------- carried structures
+# (NOTE [autograph carried structures]: once all refused, "a graph carries arrays, not lists")
+
+@program([_rand(3, 2, 4), _rand(2, 4, seed=2)])
+class LSTMCellLoopWithBreak(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.cell = gluon.rnn.LSTMCell(4, input_size=4)
+
+    @autograph
+    def hybrid_forward(self, F, x, h0):
+        states = [h0, F.zeros_like(h0)]
+        for t in range(3):
+            out, states = self.cell(x[t], states)
+            if F.sum(out) > 100:
+                break
+        return out + states[1]
+
+
+@program([_rand(3, 4)])
+class NestedStructureInWhile(HybridBlock):
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x):
+        state = [(x[0], x[1]), x[2]]
+        i = F.zeros((1,))
+        while i < 3:
+            (a, b), c = state
+            state = [(F.tanh(a + c), b * 0.5), c + a]
+            i = i + 1
+        return state[0][0] + state[0][1] + state[1]
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class StructureInIfAndLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        pair = (x[0], x[1])
+        for r in x:
+            if F.sum(r) > 0:
+                pair = (pair[1] + r, pair[0])
+            else:
+                pair = (pair[0] - r, pair[1] * 0.5)
+        return pair[0] * pair[1]
+
+
+@program([_rand(3, 4)])
+class StructureGrowsInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        states = [x[0]]
+        for r in x:
+            states = states + [r]
+        return F.stack(*states).sum(axis=0)
+
+
+@program([_rand(3, 4)])
+class ListThenTupleInIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        s = [x[0], x[1]]
+        if F.sum(x) > 0:
+            s = (x[1], x[0])
+        return s[0] - s[1]
+
+
+@program([_rand(3, 4)])
+class AugAssignListInTensorFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [F.zeros((4,))]
+        for r in x:
+            outs += [r * 2]
+        return F.stack(*outs).sum(axis=0)
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class AugAssignDictInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        seen = {"a": x[0]}
+        if F.sum(x) > 0:
+            seen |= {"a": x[1]}
+        return seen["a"] * 2

@@ -25,6 +25,7 @@ from ...ops.cond import cond
 from ...ops.foreach import foreach
 from ...ops.while_loop import warn_truncation, while_loop
 from ..errors import AutographError, node_name, python_value, read_by
+from .carried import Carried, described, spec_of
 from .py_builtins import one_output
 from .data_structures import append_rows, appended_where, extended, step_rows
 from .side_effects import graph_region
@@ -59,6 +60,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
                     _check_same_kind(name, results["then"][k], value, where)
                 if isinstance(value, mx.sym.Symbol):
                     arrays.append(value)
+                elif isinstance(spec_of(value), tuple):   # NOTE [autograph carried structures]
+                    arrays.extend(Carried([value], [name], where, "if").arrays([value]))
                 elif isinstance(value, Undefined) or is_tensor(value):
                     raise AutographError(
                         f"{where}: variable {name!r} is read after this if"
@@ -76,6 +79,11 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
     for k, value in enumerate(results["then"]):
         if live[k] and isinstance(value, mx.sym.Symbol):
             merged.append(arrays.pop(0))
+        elif live[k] and isinstance(spec_of(value), tuple):
+            layout = Carried([value], [names[k]], where, "if")
+            size = len(layout.arrays([value]))
+            merged.append(layout.rebuild(arrays[:size])[0])
+            del arrays[:size]
         else:
             merged.append(value)
     return tuple(merged)
@@ -86,6 +94,14 @@ def _no_structure(name, a, b, where, what):
     saying to unpack it (comparing it as a Python value would ask a Symbol for its truth)."""
     if a is b:
         return
+    before, after = spec_of(a), spec_of(b)
+    if isinstance(before, tuple) and before == after:
+        return              # carried as its arrays (NOTE [autograph carried structures])
+    if isinstance(before, tuple) or isinstance(after, tuple):
+        raise AutographError(
+            f"{where}: variable {name!r}{read_by(where, name)} is {described(before)}, then "
+            f"{described(after)} in {what}; a graph carries the same arrays throughout, so "
+            f"keep its structure (collect a growing list with one append per step instead)")
     for value in (a, b):
         if isinstance(value, (list, tuple)) and holds_symbols(value):
             raise AutographError(
@@ -97,6 +113,8 @@ def _no_structure(name, a, b, where, what):
 
 def _check_same_kind(name, then_value, else_value, where):
     _no_structure(name, then_value, else_value, where, "this if on a tensor")
+    if isinstance(spec_of(then_value), tuple):
+        return          # the same structure of arrays in both (checked above): carried
     then_array, else_array = isinstance(then_value, mx.sym.Symbol), \
         isinstance(else_value, mx.sym.Symbol)
     if then_array != else_array:
@@ -221,27 +239,25 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
         if bound < 1:
             return values + tuple(lists)
     values = flags_as_arrays(values, names)
-    arrays = _loop_arrays(values, names, where, "while")
-    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+    _loop_arrays(values, names, where, "while")
+    carried = Carried(values, names, where, "while loop on a tensor")
+    arrays = carried.arrays(values)
 
     def full(vs):
-        out = list(values)
-        for k, v in zip(slots, vs):
-            out[k] = v
-        return out
+        return carried.rebuild(vs)
 
     counted = bool(lists)     # the collected rows' number, to join them to other rows
 
     def step(*vs):
         with graph_region(where, "while loop", names):
-            result = tuple(body(*full(vs[:len(slots)])))
+            result = tuple(body(*full(vs[:len(arrays)])))
         new = flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "while")
-        return step_rows(result[count:], where), [new[k] for k in slots] + \
+        return step_rows(result[count:], where), carried.arrays(new) + \
             ([vs[-1] + 1] if counted else [])
     def condition(*vs):
         with graph_region(where, "while loop", names):
-            return test(*full(vs[:len(slots)]))
+            return test(*full(vs[:len(arrays)]))
     rows, final = while_loop(condition, step,
                              arrays + ([mx.sym.zeros((1,))] if counted else []),
                              max_iterations=bound, name=node_name(where, "while"),
@@ -303,31 +319,27 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                              f"assign what you need to a variable (given a value before the "
                              f"loop) inside it")
     values = flags_as_arrays(values, names)
-    arrays = _loop_arrays(values, names, where, "for")
-    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+    _loop_arrays(values, names, where, "for")
+    carried = Carried(values, names, where, "for loop on a tensor")
+    arrays = carried.arrays(values)
 
     # (a loop carrying and collecting nothing, a print of each row, counts its steps: a
     # graph's loop needs one value to carry)
     counted = bool(lists) or not arrays
 
     def step(row, states):
-        current = list(values)
-        for k, v in zip(slots, states):
-            current[k] = v
+        current = carried.rebuild(states[:len(arrays)])
         with graph_region(where, "for loop", names):
             result = tuple(body(row, *current))
         new = flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "for")
-        return step_rows(result[count:], where), [new[k] for k in slots] + \
+        return step_rows(result[count:], where), carried.arrays(new) + \
             ([states[-1] + 1] if counted else [])
     rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
                           name=node_name(where, "for"))
     final = list(final)
     steps = final.pop() if counted else None
-    current = list(values)
-    for k, v in zip(slots, final):
-        current[k] = v
-    return tuple(current) + extended(lists, rows, steps, where)
+    return carried.rebuild(final) + extended(lists, rows, steps, where)
 
 
 def _appended_after_step(lists, rows, kept, going, clear, where):
@@ -400,6 +412,8 @@ def _loop_arrays(values, names, where, what):
 def _check_loop_vars(before, after, names, where, what):
     for name, old, new in zip(names, before, after):
         _no_structure(name, old, new, where, f"this {what} loop on a tensor")
+        if isinstance(spec_of(old), tuple):
+            continue        # the same structure of arrays (checked above): carried
         if isinstance(old, mx.sym.Symbol) != isinstance(new, mx.sym.Symbol) or \
                 (not isinstance(old, mx.sym.Symbol) and old is not new and old != new):
             raise AutographError(
