@@ -50,7 +50,8 @@ NOTE [autograph]
     (``operators/side_effects.py``), NOTE [autograph iteration] (``operators/py_builtins.py``),
     NOTE [autograph jumps] (``converters/jumps.py``), NOTE [autograph loops]
     (``operators/control_flow.py``), NOTE [autograph lists]
-    (``operators/data_structures.py``) and NOTE [autograph indexing]
+    (``operators/data_structures.py``), NOTE [autograph carried structures]
+    (``operators/carried.py``) and NOTE [autograph indexing]
     (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties).
 

@@ -90,8 +90,10 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
 
 
 def _no_structure(name, a, b, where, what):
-    """A list or tuple holding arrays, carried by a graph's loop or out of a cond: an error
-    saying to unpack it (comparing it as a Python value would ask a Symbol for its truth)."""
+    """A list or tuple of arrays whose structure ``a`` and ``b`` share is carried
+    (NOTE [autograph carried structures]); another structure, or a list mixing arrays and
+    Python values, is an error (comparing it as a Python value would ask a Symbol for its
+    truth)."""
     if a is b:
         return
     before, after = spec_of(a), spec_of(b)
