@@ -1689,3 +1689,65 @@ class AugAssignDictInTensorIf(HybridBlock):
         if F.sum(x) > 0:
             seen |= {"a": x[1]}
         return seen["a"] * 2
+
+
+@program([_rand(3, 2, 4), _rand(2, 4, seed=2)], [_rand(3, 2, 4) * 20, _rand(2, 4, seed=2)])
+class LSTMCellTensorForBreak(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.cell = gluon.rnn.LSTMCell(4, input_size=4)
+
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x, h0):
+        states = [h0, F.zeros_like(h0)]
+        i = F.zeros((1,))
+        while i < 3:
+            out, states = self.cell(F.take(x, i).reshape((2, 4)), states)
+            if F.sum(states[1]) > 2:
+                break
+            i = i + 1
+        return states[0] + states[1] * i
+
+
+@program([_rand(3, 4)])
+class StructureReadByClosure(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        pair = [x[0], x[1]]
+        total = lambda: pair[0] + pair[1]      # noqa: E731
+        for r in x:
+            pair = [pair[1], pair[0] + r]
+        return total()
+
+
+@program([_rand(3, 4)])
+class MixedListState(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = [x[0], 1]
+        for r in x:
+            state = [state[0] + r, 1]
+        return state[0] * state[1]
+
+
+@program([_rand(2, 3, 4)])
+class NestedLoopsTupleState(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        acc = (F.zeros((4,)), F.zeros((4,)))
+        for seq in x:
+            for r in seq:
+                acc = (acc[0] + r, acc[1] + acc[0])
+        return acc[0] - acc[1]
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class ReturnStructureFromTensorFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = [x[0], x[1]]
+        for r in x:
+            state = [state[0] + r, state[1] * 0.5]
+            if F.sum(state[0]) > 3:
+                return state[0] * 2
+        return state[0] + state[1]

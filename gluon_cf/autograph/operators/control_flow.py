@@ -108,9 +108,10 @@ def _no_structure(name, a, b, where, what):
         if isinstance(value, (list, tuple)) and holds_symbols(value):
             raise AutographError(
                 f"{where}: variable {name!r}{read_by(where, name)} is a "
-                f"{type(value).__name__} of arrays that {what} changes; a graph carries "
-                f"arrays, not lists of them, so unpack it into variables (h, c = state) and "
-                f"pack it again where it is used ([h, c])")
+                f"{type(value).__name__} holding arrays and other values that {what} "
+                f"changes; a graph carries arrays (and lists and tuples of only arrays), so "
+                f"unpack it into variables (h, k = state) and pack it again where it is "
+                f"used ([h, k])")
 
 
 def _check_same_kind(name, then_value, else_value, where):
