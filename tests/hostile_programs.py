@@ -1751,3 +1751,12 @@ class ReturnStructureFromTensorFor(HybridBlock):
             if F.sum(state[0]) > 3:
                 return state[0] * 2
         return state[0] + state[1]
+
+
+@program([_rand(3, 4)])
+class StructureInOneBranchOnly(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            pair = [x[0], x[1]]
+        return pair[0]

@@ -115,6 +115,13 @@ def _no_structure(name, a, b, where, what):
 
 
 def _check_same_kind(name, then_value, else_value, where):
+    for side, value, other in (("then", then_value, else_value),
+                               ("else", else_value, then_value)):
+        if isinstance(value, Undefined) and isinstance(spec_of(other), tuple):
+            raise AutographError(
+                f"{where}: variable {name!r} is read after this if{read_by(where, name)} but "
+                f"the {side} branch does not assign it; with a tensor condition both branches "
+                f"run as one graph, so assign it before the if or in both branches")
     _no_structure(name, then_value, else_value, where, "this if on a tensor")
     if isinstance(spec_of(then_value), tuple):
         return          # the same structure of arrays in both (checked above): carried
