@@ -289,3 +289,49 @@ def test_augmented_assignment_of_an_outer_container_in_a_tensor_region_is_refuse
         with pytest.raises(gluon_cf.AutographError, match=re.escape(
                 _at(line, block_class) + "this " + what)):
             _call(_hybridized(block_class), *arrays)
+
+
+@pytest.mark.parametrize("block_class, line, words", [
+    (programs.ContribForeachWithIfBody, "outs, states = F.contrib.foreach(body, x, [h])",
+     "(MXNet's F.contrib.foreach: call gluon_cf.foreach instead, the same signature, which "
+     "exports as ONNX Scan)"),
+    (programs.LoopOverTransposeAndSlices, "for r in x[::-1]:",
+     "slice operator does not support negative steps yet")],
+    ids=lambda v: getattr(v, "__name__", None))
+@pytest.mark.parametrize("exporter", ["export_onnx", "save_artifact"])
+def test_what_cannot_be_exported_is_refused_at_the_users_line(block_class, line, words,
+                                                               exporter, tmp_path):
+    """save_artifact once named no line of the user's (export_onnx did); MXNet's own
+    F.contrib.foreach is refused saying to call gluon_cf's."""
+    from gluon_cf import export
+    net = _hybridized(block_class)
+    arrays = [mx.nd.array(a) for a in programs.PROGRAMS[block_class][0]]
+    net(*arrays)
+    with pytest.raises(NotImplementedError) as info:
+        if exporter == "export_onnx":
+            export.export_onnx(net, arrays)
+        else:
+            export.save_artifact(net, arrays, tmp_path / "model.onnx")
+    message = str(info.value)
+    assert message.startswith(f"{HERE}:{_line_of(line, block_class)}: "), message
+    assert words in message, message
+
+
+@pytest.mark.parametrize("block_class", [
+    programs.GreedyDecoder, programs.LSTMCellLoop, programs.MaskKeepsNothingInFor,
+    programs.TupleStateInWhile, programs.ItemsReadInPythonLoop],
+    ids=lambda c: c.__name__)
+def test_save_artifact_equals_gluon(block_class, tmp_path):
+    from gluon_cf import export
+    net = _hybridized(block_class)
+    first = [mx.nd.array(a, dtype=a.dtype) for a in programs.PROGRAMS[block_class][0]]
+    net(*first)
+    export.save_artifact(net, first, tmp_path / "model.onnx")
+    artifact = export.load(tmp_path / "model.onnx")
+    for arrays in programs.PROGRAMS[block_class]:
+        if any(a.shape != b.shape for a, b in zip(arrays, first)):
+            continue
+        want = net(*[mx.nd.array(a, dtype=a.dtype) for a in arrays])
+        want = want if isinstance(want, (list, tuple)) else [want]
+        for w, g in zip(want, artifact(*arrays)):
+            np.testing.assert_allclose(g, w.asnumpy(), rtol=1e-5, atol=1e-5)
