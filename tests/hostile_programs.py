@@ -1760,3 +1760,94 @@ class StructureInOneBranchOnly(HybridBlock):
         if F.sum(x) > 0:
             pair = [x[0], x[1]]
         return pair[0]
+
+
+# ------------------------------------------------------------------------- round 7
+
+import collections  # noqa: E402
+import dataclasses  # noqa: E402
+
+LSTMState = collections.namedtuple("LSTMState", ["h", "c"])
+
+
+@dataclasses.dataclass
+class DecoderState:
+    h: object
+    c: object
+
+
+@program([_rand(3, 4)])
+class DictStateInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = {"h": x[0], "c": x[1]}
+        for r in x:
+            state = {"h": state["h"] + r, "c": state["c"] * 0.5}
+        return state["h"] + state["c"]
+
+
+@program([_rand(3, 4)])
+class NamedTupleStateInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = LSTMState(x[0], x[1])
+        for r in x:
+            state = LSTMState(h=F.tanh(state.h + r), c=state.c + state.h)
+        return state.h + state.c
+
+
+@program([_rand(3, 4)])
+class DataclassStateInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = DecoderState(x[0], x[1])
+        for r in x:
+            state = DecoderState(h=state.h + r, c=state.c)
+        return state.h + state.c
+
+
+@program([_rand(3, 4)], [-np.abs(_rand(3, 4))])
+class DictStateInIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = {"h": x[0]}
+        if F.sum(x) > 0:
+            state = {"h": x[1]}
+        return state["h"]
+
+
+@program([_rand(3, 4)])
+class MaxIterationsHintWithState(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        states = [x[0], x[1]]
+        i = F.zeros((1,))
+        while F.sum(states[0]) < 100:
+            gluon_cf.max_iterations(12)
+            states = [states[0] * 2 + 1, states[1] + states[0]]
+            i = i + 1
+        return states[0] + states[1]
+
+
+@program([_rand(3, 4)], [_rand(3, 4) * 5])
+class DictStateRangeBreak(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = {"h": x[0], "c": x[1]}
+        for t in range(3):
+            state = {"h": state["h"] + x[t], "c": state["c"] * 0.5}
+            if F.sum(state["h"]) > 2:
+                break
+        return state["h"] + state["c"]
+
+
+@program([_rand(3, 4)], [_rand(3, 4) * 5])
+class NamedTupleStateRangeBreak(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = LSTMState(x[0], x[1])
+        for t in range(3):
+            state = LSTMState(state.h + x[t], state.c * 0.5)
+            if F.sum(state.h) > 2:
+                break
+        return state.h + state.c

@@ -64,7 +64,9 @@ def test_hostile_program_equals_plain_python_or_is_refused_at_its_line(block_cla
     programs.LSTMCellLoopWithBreak, programs.NestedStructureInWhile,
     programs.StructureInIfAndLoop, programs.LSTMCellTensorForBreak,
     programs.StructureReadByClosure, programs.NestedLoopsTupleState,
-    programs.ReturnStructureFromTensorFor], ids=lambda c: c.__name__)
+    programs.ReturnStructureFromTensorFor, programs.DictStateInLoop,
+    programs.NamedTupleStateInLoop, programs.DictStateInIf, programs.DictStateRangeBreak,
+    programs.NamedTupleStateRangeBreak], ids=lambda c: c.__name__)
 def test_converted_now(block_class):
     result = _classified(block_class)
     assert {mode: kind for mode, (kind, _) in result.items()} == \
@@ -261,8 +263,11 @@ def test_an_empty_slice_of_a_tensor_is_refused_at_the_line():
      "variable 's' is a tuple of 2 (an array, an array), then a list of 2 (an array, an "
      "array) in this if on a tensor"),
     (programs.MixedListState, "for r in x:",
-     "variable 'state' is a list holding arrays and other values that this for loop on a "
-     "tensor changes")], ids=lambda v: getattr(v, "__name__", None))
+     "variable 'state' is a list holding arrays (and other values) that this for loop on a "
+     "tensor changes"),
+    (programs.DataclassStateInLoop, "for r in x:",
+     "variable 'state' is a DecoderState holding arrays (and other values) that this for "
+     "loop on a tensor changes")], ids=lambda v: getattr(v, "__name__", None))
 def test_a_carried_structure_that_changes_is_refused_at_the_line(block_class, line, message):
     with pytest.raises(gluon_cf.AutographError, match=re.escape(_at(line, block_class) +
                                                                  message)):

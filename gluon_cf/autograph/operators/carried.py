@@ -1,12 +1,13 @@
-"""What a graph's loop or cond carries of converted code's variables: arrays, and lists and
-tuples of arrays (an RNN cell's ``states``), flattened into the arrays the graph carries and
-rebuilt around them.
+"""What a graph's loop or cond carries of converted code's variables: arrays, and lists,
+tuples, named tuples and dicts of arrays (an RNN cell's ``states``), flattened into the arrays
+the graph carries and rebuilt around them.
 
 NOTE [autograph carried structures]
     ``out, states = self.cell(x_t, states)`` in a ``for`` over a tensor, ``state = (a + b,
     a)`` in a tensor ``while``, ``states = [states[1], states[0]]`` in a tensor ``if``: a
-    variable holding a (nested) list or tuple whose items are all arrays is carried as its
-    arrays, in order, and rebuilt as a list or tuple of the same type around the graph's
+    variable holding a (nested) list, tuple, named tuple or dict (string keys) whose items
+    are all arrays is carried as its arrays, in order, and rebuilt as the same type (a
+    dict with the same keys in the same order) around the graph's
     values, in every step and branch and after the loop or ``if``. What Python computes on
     it is then computed on the graph's values, values and gradients (each array is an
     ordinary loop variable). The structure (types, lengths, nesting) must stay the same from
@@ -14,8 +15,11 @@ NOTE [autograph carried structures]
     appended to once per step is collected instead, NOTE [autograph lists]), so another
     structure after a step, or in the other branch, is an AutographError naming the
     variable and both structures. A list mixing arrays with Python values, or an empty one,
-    is not carried (a changed one is refused where it is compared).
+    is not carried (a changed one is refused where it is compared), nor is any other
+    object holding arrays (a dataclass: refused, its comparison would ask a Symbol for its
+    truth).
 """
+import types
 from typing import Any, List, Optional
 
 import mxnet as mx
@@ -24,15 +28,41 @@ from ..errors import AutographError, read_by
 
 
 def spec_of(value) -> Optional[Any]:
-    """``"array"`` for a Symbol; ``(type, [specs])`` for a non-empty list or tuple whose
-    items are (at any depth) all Symbols; None for anything else (not carried as arrays)."""
+    """``"array"`` for a Symbol; ``(type, [specs])`` for a non-empty list, tuple or named
+    tuple whose items are (at any depth) all Symbols, ``(dict, keys, [specs])`` for such a
+    dict with string keys; None for anything else (not carried as arrays)."""
     if isinstance(value, mx.sym.Symbol):
         return "array"
-    if type(value) in (list, tuple) and value:
+    if (type(value) in (list, tuple) or _named_tuple(value)) and value:
         specs = [spec_of(item) for item in value]
         if all(s is not None for s in specs):
             return (type(value), specs)
+    if type(value) is dict and value and all(isinstance(k, str) for k in value):
+        specs = [spec_of(item) for item in value.values()]
+        if all(s is not None for s in specs):
+            return (dict, tuple(value), specs)
     return None
+
+
+def holds_arrays(value, depth=0) -> bool:
+    """Whether ``value`` holds a Symbol: in a list, tuple, set or dict, or an attribute of an
+    object (a dataclass), a few levels deep."""
+    if isinstance(value, mx.sym.Symbol):
+        return True
+    if depth > 4 or isinstance(value, (str, bytes, type, types.ModuleType, types.FunctionType,
+                                       types.MethodType, mx.gluon.Block)):
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+    elif isinstance(value, dict):
+        items = list(value.values())
+    else:
+        items = list(getattr(value, "__dict__", {}).values())
+    return any(holds_arrays(item, depth + 1) for item in items)
+
+
+def _named_tuple(value):
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
 def described(spec) -> str:
@@ -40,7 +70,7 @@ def described(spec) -> str:
         return "an array"
     if spec is None:
         return "not a list or tuple of arrays"
-    kind, items = spec
+    kind, items = spec[0], spec[-1]
     return f"a {kind.__name__} of {len(items)} ({', '.join(described(s) for s in items)})"
 
 
@@ -84,12 +114,15 @@ def _flatten(value, out):
     if isinstance(value, mx.sym.Symbol):
         out.append(value)
     else:
-        for item in value:
+        for item in (value.values() if isinstance(value, dict) else value):
             _flatten(item, out)
 
 
 def _build(spec, leaves):
     if spec == "array":
         return next(leaves)
-    kind, items = spec
-    return kind(_build(s, leaves) for s in items)
+    kind, items = spec[0], spec[-1]
+    built = [_build(s, leaves) for s in items]
+    if kind is dict:
+        return dict(zip(spec[1], built))
+    return kind(*built) if kind not in (list, tuple) else kind(built)

@@ -25,7 +25,7 @@ from ...ops.cond import cond
 from ...ops.foreach import foreach
 from ...ops.while_loop import warn_truncation, while_loop
 from ..errors import AutographError, node_name, python_value, read_by
-from .carried import Carried, described, spec_of
+from .carried import Carried, described, holds_arrays, spec_of
 from .py_builtins import one_output
 from .data_structures import append_rows, appended_where, extended, step_rows
 from .side_effects import graph_region
@@ -105,13 +105,13 @@ def _no_structure(name, a, b, where, what):
             f"{described(after)} in {what}; a graph carries the same arrays throughout, so "
             f"keep its structure (collect a growing list with one append per step instead)")
     for value in (a, b):
-        if isinstance(value, (list, tuple)) and holds_symbols(value):
+        if not isinstance(value, mx.sym.Symbol) and holds_arrays(value):
             raise AutographError(
                 f"{where}: variable {name!r}{read_by(where, name)} is a "
-                f"{type(value).__name__} holding arrays and other values that {what} "
-                f"changes; a graph carries arrays (and lists and tuples of only arrays), so "
-                f"unpack it into variables (h, k = state) and pack it again where it is "
-                f"used ([h, k])")
+                f"{type(value).__name__} holding arrays (and other values) that {what} "
+                f"changes; a graph carries arrays, and lists, tuples, named tuples and dicts "
+                f"of only arrays, so unpack it into variables (h, k = state) and pack it "
+                f"again where it is used ([h, k])")
 
 
 def _check_same_kind(name, then_value, else_value, where):
@@ -377,8 +377,8 @@ def _appended_after_step(lists, rows, kept, going, clear, where):
 
 def _where(going, new, old, names, where):
     """The values of a step that ran only where the array ``going`` holds: ``new`` there,
-    ``old`` elsewhere (a cond choosing between them). Lists and tuples of arrays (an RNN
-    cell's ``state``) are chosen item by item."""
+    ``old`` elsewhere (a cond choosing between them). Lists, tuples and dicts of arrays (an
+    RNN cell's ``state``) are chosen item by item."""
     pairs = []
 
     def pair(name, n, o):
@@ -388,6 +388,10 @@ def _where(going, new, old, names, where):
                 len(n) == len(o) and (holds_symbols(n) or holds_symbols(o)):
             for a, b in zip(n, o):
                 pair(name, a, b)
+        elif isinstance(n, dict) and isinstance(o, dict) and list(n) == list(o) and \
+                (holds_arrays(n) or holds_arrays(o)):
+            for key in n:
+                pair(name, n[key], o[key])
         else:
             _check_loop_vars([o], [n], [name], where, "for")
     for name, n, o in zip(names, new, old):
@@ -403,7 +407,11 @@ def _where(going, new, old, names, where):
             return chosen.pop(0)
         if isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
                 len(n) == len(o) and (holds_symbols(n) or holds_symbols(o)):
-            return type(n)(rebuilt(a, b) for a, b in zip(n, o))
+            items = [rebuilt(a, b) for a, b in zip(n, o)]
+            return type(n)(*items) if hasattr(type(n), "_fields") else type(n)(items)
+        if isinstance(n, dict) and isinstance(o, dict) and list(n) == list(o) and \
+                (holds_arrays(n) or holds_arrays(o)):
+            return {key: rebuilt(n[key], o[key]) for key in n}
         return n
     return tuple(rebuilt(n, o) for n, o in zip(new, old))
 
