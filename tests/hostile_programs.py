@@ -1851,3 +1851,76 @@ class NamedTupleStateRangeBreak(HybridBlock):
             if F.sum(state.h) > 2:
                 break
         return state.h + state.c
+
+
+# ------------------------------------------------------------------------- round 8
+
+@program([_rand(2, 3, 4), _rand(2, 4, seed=3)])
+class BatchedAttentionDecoder(HybridBlock):
+    """A Bahdanau-style decoder over a Python range: a carried [h, c] state, attention over
+    the memory with a length mask, a collected output list, a tensor break."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = gluon.rnn.LSTMCell(4, input_size=8)
+        self.query = gluon.nn.Dense(4, in_units=4, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, memory, h0):
+        states = [h0, F.zeros_like(h0)]
+        outs = []
+        for t in range(3):
+            q = self.query(states[0])
+            scores = F.batch_dot(memory, F.expand_dims(q, axis=2)).reshape((0, -1))
+            att = F.softmax(scores, axis=-1)
+            ctx = F.batch_dot(F.expand_dims(att, axis=1), memory).reshape((0, -1))
+            out, states = self.cell(F.concat(ctx, states[0], dim=1), states)
+            outs.append(out)
+            if F.sum(F.abs(out)) > 50:
+                break
+        return F.stack(*outs, axis=1)
+
+
+@program([_rand(3, 4)])
+class WhileTensorCondOnStructure(HybridBlock):
+    @autograph(max_iterations=6)
+    def hybrid_forward(self, F, x):
+        st = {"h": x[0], "n": F.zeros((1,))}
+        while st["n"] < 3 and F.sum(st["h"]) < 10:
+            st = {"h": st["h"] * 1.5 + 0.1, "n": st["n"] + 1}
+        return st["h"] * st["n"]
+
+
+@program([_rand(3, 4)])
+class HelperReturningStructure(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def step(state, r):
+            h, c = state
+            if F.sum(r) > 0:
+                return (h + r, c)
+            return (h, c + r)
+        state = (x[0] * 0, x[0] * 0)
+        for r in x:
+            state = step(state, r)
+        return state[0] - state[1]
+
+
+@program([_rand(3, 4)])
+class StructureAugmented(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        pair = [x[0], x[1]]
+        for r in x:
+            pair = [p + r for p in pair]
+        return pair[0] * pair[1]
+
+
+@program([_rand(3, 4)])
+class ItemAssignOnCarriedList(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        pair = [x[0], x[1]]
+        for r in x:
+            pair[0] = pair[0] + r
+        return pair[0] * pair[1]
