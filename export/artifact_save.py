@@ -20,8 +20,8 @@ from gluon_cf.symbol_entries import check_symbol_file_contents, load_parameter_f
 
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
-from .onnx_export import _convert_symbol, _net_symbol, record_index_bounds
-from .onnx_graph import DEFAULT_OPSET, remove_unused_initializers
+from .onnx_export import _convert_symbol, _net_symbol, _node_location, record_index_bounds
+from .onnx_graph import DEFAULT_OPSET, NODE_OF_ERROR, remove_unused_initializers
 
 
 def artifact_kinds():
@@ -73,8 +73,17 @@ def save_artifact(net_or_symbol_files: Any, example_inputs: Any, path: Path, *,
     else:
         sym, params, inputs, ranks = _net_symbol(net_or_symbol_files, example_inputs,
                                                  "save_artifact")
-    model = convert(sym, params, inputs, opset, dynamic_axes=dynamic_axes,
-                    input_names=input_names, output_names=output_names, output_ranks=ranks)
+    try:
+        model = convert(sym, params, inputs, opset, dynamic_axes=dynamic_axes,
+                        input_names=input_names, output_names=output_names,
+                        output_ranks=ranks)
+    except NotImplementedError as err:
+        # the user's line that made the node, as export_onnx names it
+        where = None if isinstance(net_or_symbol_files, (tuple, list)) else _node_location(
+            net_or_symbol_files, example_inputs, getattr(err, NODE_OF_ERROR, None))
+        if where is None or str(err).startswith(where):
+            raise
+        raise NotImplementedError(f"{where}: {err}") from None
     onnx.save(model, os.fspath(path))
     return model
 

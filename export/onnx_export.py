@@ -357,6 +357,14 @@ def _dynamic_dims(dynamic_axes, mx_names, onnx_names, examples):
 
 # ----------------------------------------------------------------------------- checks
 
+# MXNet's own control-flow operators: gluon_cf's, of the same signature, export
+_MXNET_CONTROL_FLOW = {
+    op: f" (MXNet's F.contrib.{name}: call gluon_cf.{name} instead, the same signature, "
+        f"which exports as ONNX {onnx_op})"
+    for op, name, onnx_op in (("_foreach", "foreach", "Scan"),
+                              ("_while_loop", "while_loop", "Loop"), ("_cond", "cond", "If"))}
+
+
 def _check_convertible(graph_json, where, opset, kinds):
     """Fail before converting anything if some node, at any nesting level, has no ONNX form
     (gluon_cf nodes: only those of ``kinds``)."""
@@ -369,7 +377,7 @@ def _check_convertible(graph_json, where, opset, kinds):
             raise _naming(node, NotImplementedError(
                 f"{source_prefix(node)}export_onnx: node {node['name']!r} (MXNet op {op!r}) "
                 f"in {where} cannot be converted: mx2onnx has no converter for {op!r} at "
-                f"opset {opset}"))
+                f"opset {opset}{_MXNET_CONTROL_FLOW.get(op, '')}"))
         if kind is not None and kind not in kinds:
             hint = ("; export recursive models with gluon_cf.export.save_artifact"
                     if kind in ("recursion", "invoke") else "")

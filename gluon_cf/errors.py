@@ -1,5 +1,6 @@
 """gluon_cf's own exception types that need no MXNet (the artifact runtime raises them too)."""
 import re
+from typing import Dict
 
 
 class RecursionDepthError(RuntimeError):
@@ -48,3 +49,30 @@ def mxnet_message(line: str) -> str:
         line = line[len("MXNetError: "):]
     line = re.sub(r"\[\d\d:\d\d:\d\d\] \S+:\d+: ", "", line)
     return re.sub(r"Check failed: [^:]*?: ", "", line).strip()
+
+
+# Graph nodes named after the user's line (autograph's ``model_line12_index``): name -> the
+# ``file:line: source`` it was made at, for MXNet's errors about them (index_error_of)
+NAMED_AT: Dict[str, str] = {}
+_OPERATOR = re.compile(r"Error in operator ([^:\s]+?)\d*:")
+# MXNet's words for an index past an axis (slice, slice_axis, then squeeze of what is empty)
+_PAST_THE_AXIS = ("cannot select an axis to squeeze out which has size=0", "Invalid begin",
+                  "Invalid end")
+
+
+def index_error_of(err):
+    """The IndexError, at the user's line, for MXNet's error ``err`` about a node that indexes
+    a tensor with an int past its axis (converted code's ``x[5]`` of 3 rows: eagerly Python's
+    IndexError, hybridized MXNet's squeeze or slice error naming only the node); or None."""
+    text = str(err)
+    match = _OPERATOR.search(text)
+    if match is None or not any(words in text for words in _PAST_THE_AXIS):
+        return None
+    name = match.group(1)
+    where = next((at for key, at in NAMED_AT.items()
+                  if key.endswith("_index") and name.endswith(key)), None)
+    if where is None:
+        return None
+    return IndexError(re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ",
+                             "%s: index out of range: an int in this index is past the size of "
+                             "its axis of the tensor" % where, count=1))

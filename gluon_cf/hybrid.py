@@ -34,10 +34,11 @@ from mxnet.gluon import block as _block
 
 from . import executor, registry
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
-from .errors import ZeroSizeError
+from .errors import ZeroSizeError, index_error_of
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS
-from .symbol_entries import check_symbol_file_contents, parameter_file_error
+from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
+                             parameter_file_error)
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -80,7 +81,23 @@ class _Plan:
 
 
 def _call_cached_op(self, *args):
-    """``HybridBlock._call_cached_op``, running graphs of run-time shapes partitioned."""
+    """``HybridBlock._call_cached_op``, running graphs of run-time shapes partitioned; MXNet's
+    error about an int index past a tensor's axis in converted code is the IndexError at the
+    user's line (:func:`errors.index_error_of`)."""
+    try:
+        return _run_cached_op(self, *args)
+    except mx.MXNetError as err:
+        ours = index_error_of(err)
+        if ours is None:
+            raise
+        # (a CachedOp whose call failed answers the next call with "Graph attr dependency
+        # shape is required by pass MXPlanMemory": the next call builds a fresh one)
+        with _lock_of(self):
+            self._cached_op = None
+        raise ours from None
+
+
+def _run_cached_op(self, *args):
     lock = _lock_of(self)
     with lock:   # NOTE [a block called from many threads]
         if self._cached_op is None:
@@ -159,14 +176,17 @@ def _imports(symbol_file, *args, **kwargs):
     """``SymbolBlock.imports``, checking the file first (NOTE [files are checked before MXNet
     reads them] in ``symbol_file.py``)."""
     check_symbol_file_contents(symbol_file)
+    param_file = args[1] if len(args) > 1 else kwargs.get("param_file")
     try:
-        return _original_imports(symbol_file, *args, **kwargs)
+        block = _original_imports(symbol_file, *args, **kwargs)
     except mx.MXNetError as err:   # the parameter file's, in our words
-        param_file = args[1] if len(args) > 1 else kwargs.get("param_file")
         ours = param_file and parameter_file_error(err, param_file)
         if not ours:
             raise
         raise ours from None
+    if param_file:
+        check_parameter_shapes(block, symbol_file, param_file)
+    return block
 
 
 _imports.__doc__ = _original_imports.__doc__

@@ -166,3 +166,37 @@ def _mxnet_words(err):
     if "Check failed: " in text:   # "Check failed: <C++ condition>: <message>"
         text = text.rsplit(": ", 1)[-1]
     return text[:300]
+
+
+def check_parameter_shapes(block, symbol_file, param_file):
+    """A ValueError naming the parameter, the file and both shapes when a parameter that
+    ``SymbolBlock.imports`` loaded has a shape the graph cannot take (a file of another model,
+    or edited): found from the graph alone (MXNet's partial inference, the data unknown)
+    where its operators fix the shape (``num_hidden``, the next layer's units), instead of
+    MXNet's "Error in operator dense0_fwd: Unexpected shape for bias" at the first call."""
+    params = {name: p.data() for name, p in block.collect_params().items()
+              if p._data is not None}
+    if not params:
+        return
+    symbol = block._cached_graph[1] if block._cached_graph else None
+    if symbol is None:
+        return
+    try:
+        args, _, aux = symbol.infer_shape_partial()
+    except Exception:  # noqa: BLE001 - not inferable without the data: MXNet checks it later
+        return
+    expected = dict(zip(symbol.list_arguments(), args or []))
+    expected.update(zip(symbol.list_auxiliary_states(), aux or []))
+    for name, value in params.items():
+        want = expected.get(name)
+        if not want:
+            continue
+        fits = len(want) == len(value.shape) and all(
+            w in (0, -1) or w == h for w, h in zip(want, value.shape))
+        if not fits:
+            dims = [str(d) if d > 0 else "?" for d in want]
+            shape = "(%s)" % (dims[0] + "," if len(dims) == 1 else ", ".join(dims))
+            raise ValueError(
+                "%s: parameter %r has shape %s, but the graph of %s needs %s (is the parameter "
+                "file of another model, or of another version of this one?)"
+                % (param_file, name, tuple(value.shape), symbol_file, shape))

@@ -22,7 +22,10 @@ NOTE [files are checked before MXNet reads them]
     string attributes, and for each gluon_cf node the fields its op declares
     (``Rule.spec_fields``), subgraphs whose input slots exist, and at most
     ``MAX_NESTING`` levels of nodes nested in subgraphs. Pure Python: the CLI checks a file
-    before it imports MXNet's loader.
+    before it imports MXNet's loader. ``SymbolBlock.imports`` also checks the parameters it
+    loaded against the shapes the graph alone fixes (``symbol_entries.check_parameter_shapes``):
+    a parameter of another shape names the file, the parameter and both shapes, instead of
+    MXNet's "Error in operator dense0_fwd: Unexpected shape for bias" at the first call.
 """
 import json
 

@@ -16,9 +16,13 @@ NOTE [closure capture]
 NOTE [source locations]
     The trace's scope (:class:`_TraceScope`) also stamps every node it creates with the hidden
     attribute ``__gcf_src__``: the file and line of the user's code that created it (the first
-    frame outside MXNet and gluon_cf's core). Errors and warnings about a node (e.g. the
-    batching executor's, NOTE [row-wise rules]) point there, not into gluon_cf. Hidden
-    attributes are ignored by MXNet's operators (and by user CustomOps, NOTE [user CustomOps]).
+    frame outside MXNet and gluon_cf's core). A body holding MXNet's own ``_cond`` or
+    ``_while_loop`` is refused at that line (:func:`_refuse_unsupported_ops`): MXNet cannot
+    infer their outputs' shapes from a symbol, so inside a node they failed at run time with
+    a shape or tuple-index error of the plumbing; its ``_foreach`` it infers, and runs.
+    Errors and warnings about a node (e.g. the batching executor's, NOTE [row-wise rules])
+    point there, not into gluon_cf. Hidden attributes are ignored by MXNet's operators (and
+    by user CustomOps, NOTE [user CustomOps]).
 
 NOTE [slots]
     A node's subgraphs do not see node inputs directly; they see *slots*. Each op defines its slot
@@ -149,15 +153,30 @@ def trace(op, role, num_inputs, call):
 
 def _refuse_unsupported_ops(group, op, role):
     """Refuse operators a body cannot hold: auxiliary state in training, user CustomOps under
-    autograd."""
+    autograd, MXNet's own cond and while_loop."""
     training = mx.autograd.is_training()
     recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:
+        if node["op"] in _MXNET_CONTROL_FLOW:
+            # MXNet cannot infer the shapes of their outputs from a symbol (only its CachedOp
+            # runs them), so inside a node they were declared () and failed at run time with
+            # a shape or tuple-index error naming gluon_cf's plumbing
+            where = node.get("attrs", {}).get(SOURCE_ATTR)
+            public = _MXNET_CONTROL_FLOW[node["op"]]
+            raise NotImplementedError(
+                "%sgluon_cf.%s: %s calls MXNet's F.contrib.%s (node %r), whose output shapes "
+                "MXNet cannot infer inside a gluon_cf node; call gluon_cf.%s instead (the same "
+                "signature and results), or write a Python if/while under @gluon_cf.autograph"
+                % (where + ": " if where else "", op, role, public, node["name"], public))
         if node["op"] in AUX_STATE_OPS and training:
             raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
         if recording and registry.is_user_custom(node):
             raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (
                 role, node["attrs"].get("op_type"), describe_node(node)))
+
+
+# MXNet's control-flow operators a gluon_cf body cannot hold (its _foreach can: MXNet infers it)
+_MXNET_CONTROL_FLOW = {"_cond": "cond", "_while_loop": "while_loop"}
 
 
 def _is_own_op(sym, uid):

@@ -5,6 +5,8 @@ import os
 import re
 from typing import Dict, Tuple
 
+from ..errors import NAMED_AT
+
 
 class AutographError(ValueError):
     """What ``@gluon_cf.autograph`` cannot convert or run; the message begins with the file,
@@ -24,6 +26,17 @@ def one_colon(message):
     return re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ", message, count=1)
 
 
+def python_value(value):
+    """A Python value for a message: functions by what they are and where they were defined
+    (their repr names converted code's __ag_ functions and an address), long reprs cut."""
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        what = "a lambda" if value.__name__ == "<lambda>" else f"the function {value.__name__!r}"
+        return f"{what} (defined at {code.co_filename}:{code.co_firstlineno})"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def region_at(where):
     """``file:12 (while x < 3:)`` from a location ``file:12: while x < 3:``."""
     match = re.match(r"(.*?:\d+): (.*)", where)
@@ -37,7 +50,9 @@ def node_name(where, kind):
     if match is None:
         return kind
     stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(match.group(1)))[0])
-    return f"{stem}_line{match.group(2)}_{kind}"
+    name = f"{stem}_line{match.group(2)}_{kind}"
+    NAMED_AT[name] = where       # (MXNet's errors about it, gluon_cf.errors.index_error_of)
+    return name
 
 
 # (where, variable) -> the closure that reads the variable: "the lambda at file:12", for the

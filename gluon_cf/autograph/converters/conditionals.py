@@ -2,7 +2,9 @@
 conditional expressions (into ``if_exp``), NOTE [autograph]."""
 import ast
 
-from ..pyct.static_analysis.activity import assigned_names, has_walrus, mutated_names
+from ..operators.control_flow import RAISES
+from ..pyct.static_analysis.activity import assigned_names, has_walrus, mutated_names, \
+    scoped
 from ..pyct.static_analysis.definite_assignment import always_returns
 from ..pyct.templates import counter, located, names_tuple, runtime_call, thunk
 from .base import Converter, not_a_graph
@@ -18,6 +20,9 @@ class ConditionalsConverter(Converter):
         # assignments in its branch functions; these branches must still start from theirs)
         cells_assigned = (assigned_names(node.body) | assigned_names(node.orelse)) & \
             self._scope(node).cells
+        # (before the inner ifs and loops move into functions of their own)
+        raises = any(isinstance(part, (ast.Raise, ast.Assert))
+                     for part in scoped(node.body + node.orelse))
         self.generic_visit(node)          # inner ifs first
         where = self.where(node)
         node.test = self._no_outer_lists(
@@ -26,6 +31,10 @@ class ConditionalsConverter(Converter):
             else "if")
         returns = always_returns(node.body) and always_returns(node.orelse)
         why = not_a_graph(node.body + node.orelse, allow_return=returns)
+        if raises and not why:
+            # traced, both branches would run: the raise (or a failing assert) would fire
+            # whatever the input (NOTE [autograph side effects])
+            why = RAISES
         if why:
             node.test = runtime_call("python_if", [node.test, ast.Constant(where),
                                                    ast.Constant(why)])

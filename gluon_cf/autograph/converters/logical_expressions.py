@@ -34,6 +34,15 @@ class LogicalConverter(Converter):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
+        if len(node.ops) > 1 and node in self.parents and not has_walrus(node) and \
+                all(type(op) in _BINARY for op in node.ops):
+            # a < b < c: Python takes the truth of a < b, which a Symbol has not
+            return ast.copy_location(runtime_call("compare_chain", [
+                ast.List(elts=[thunk(v) for v in [node.left] + node.comparators],
+                         ctx=ast.Load()),
+                ast.List(elts=[ast.Constant(_BINARY[type(op)]) for op in node.ops],
+                         ctx=ast.Load()),
+                ast.Constant(self.where(node))]), node)
         op = _BINARY.get(type(node.ops[0]))
         if len(node.ops) != 1 or op is None or node not in self.parents or \
                 _constant(node.left) or _constant(node.comparators[0]):

@@ -26,7 +26,9 @@ NOTE [autograph]
     becomes ``gluon_cf.cond``, both branches traced, whose outputs are the live variables that
     are arrays. A live variable assigned in only one branch, an array in one branch and a
     Python value in the other, or Python values that differ between the branches is an
-    AutographError naming the variable and the ``if``'s line.
+    AutographError naming the variable and the ``if``'s line. An ``if`` whose branches
+    ``raise`` or ``assert`` stays Python and is refused on a tensor condition: traced, both
+    branches run, so the exception would be raised whatever the input.
 
     The converted function is compiled under the original file name and line numbers, so
     tracebacks land on the user's lines, and its graph nodes are named after them
@@ -48,7 +50,8 @@ NOTE [autograph]
     (``operators/side_effects.py``), NOTE [autograph iteration] (``operators/py_builtins.py``),
     NOTE [autograph jumps] (``converters/jumps.py``), NOTE [autograph loops]
     (``operators/control_flow.py``), NOTE [autograph lists]
-    (``operators/data_structures.py``) and NOTE [autograph indexing]
+    (``operators/data_structures.py``), NOTE [autograph carried structures]
+    (``operators/carried.py``) and NOTE [autograph indexing]
     (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties).
 
@@ -285,6 +288,11 @@ def converted(fn, where=None):
     if output is not None:
         return output
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(fn, types.MethodType) and isinstance(fn.__self__, mx.sym.Symbol) and \
+            fn.__name__ in tensor_access.NDARRAY_ONLY:
+        # x.asscalar(), x.asnumpy() ... on a Symbol: refused at the call as the attribute
+        # is (NOTE [autograph indexing]), not MXNet's NotImplementedForSymbol
+        tensor_access.attribute(fn.__self__, fn.__name__, str(where))
     if isinstance(fn, type):
         return _constructor(fn, where)
     call = getattr(type(fn), "__call__", None)

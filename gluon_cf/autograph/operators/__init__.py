@@ -4,7 +4,7 @@ operators, variables, side-effect checks, iteration checks and collected lists o
 from .control_flow import (for_stmt, if_exp, if_return, if_stmt, python_if, python_loop,
                            running, running_and, while_stmt)
 from .data_structures import item, no_outer_lists, unpacked
-from .logical import and_, asserted, not_, or_
+from .logical import and_, asserted, compare_chain, not_, or_
 from .py_builtins import builtin, iterated, reversed_rows
 from .side_effects import changing, effect, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
@@ -12,6 +12,6 @@ from .variables import augmented, ld
 
 __all__ = ["for_stmt", "if_exp", "if_return", "if_stmt", "python_if", "python_loop", "running",
            "running_and", "while_stmt", "item", "no_outer_lists", "unpacked",
-           "and_", "asserted", "not_", "or_", "builtin", "iterated", "reversed_rows", "changing", "effect", "mutable", "printing",
+           "and_", "asserted", "compare_chain", "not_", "or_", "builtin", "iterated", "reversed_rows", "changing", "effect", "mutable", "printing",
            "binary", "item_target", "py_slice", "subscript",
            "augmented", "ld"]

@@ -24,7 +24,9 @@ import mxnet as mx
 from ...ops.cond import cond
 from ...ops.foreach import foreach
 from ...ops.while_loop import warn_truncation, while_loop
-from ..errors import AutographError, node_name, read_by
+from ..errors import AutographError, node_name, python_value, read_by
+from .carried import Carried, described, holds_arrays, spec_of
+from .py_builtins import one_output
 from .data_structures import append_rows, appended_where, extended, step_rows
 from .side_effects import graph_region
 from .variables import Undefined, holds_symbols, is_tensor, truth
@@ -58,6 +60,8 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
                     _check_same_kind(name, results["then"][k], value, where)
                 if isinstance(value, mx.sym.Symbol):
                     arrays.append(value)
+                elif isinstance(spec_of(value), tuple):   # NOTE [autograph carried structures]
+                    arrays.extend(Carried([value], [name], where, "if").arrays([value]))
                 elif isinstance(value, Undefined) or is_tensor(value):
                     raise AutographError(
                         f"{where}: variable {name!r} is read after this if"
@@ -75,27 +79,52 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
     for k, value in enumerate(results["then"]):
         if live[k] and isinstance(value, mx.sym.Symbol):
             merged.append(arrays.pop(0))
+        elif live[k] and isinstance(spec_of(value), tuple):
+            layout = Carried([value], [names[k]], where, "if")
+            size = len(layout.arrays([value]))
+            merged.append(layout.rebuild(arrays[:size])[0])
+            del arrays[:size]
         else:
             merged.append(value)
     return tuple(merged)
 
 
 def _no_structure(name, a, b, where, what):
-    """A list or tuple holding arrays, carried by a graph's loop or out of a cond: an error
-    saying to unpack it (comparing it as a Python value would ask a Symbol for its truth)."""
+    """A list or tuple of arrays whose structure ``a`` and ``b`` share is carried
+    (NOTE [autograph carried structures]); another structure, or a list mixing arrays and
+    Python values, is an error (comparing it as a Python value would ask a Symbol for its
+    truth)."""
     if a is b:
         return
+    before, after = spec_of(a), spec_of(b)
+    if isinstance(before, tuple) and before == after:
+        return              # carried as its arrays (NOTE [autograph carried structures])
+    if isinstance(before, tuple) or isinstance(after, tuple):
+        raise AutographError(
+            f"{where}: variable {name!r}{read_by(where, name)} is {described(before)}, then "
+            f"{described(after)} in {what}; a graph carries the same arrays throughout, so "
+            f"keep its structure (collect a growing list with one append per step instead)")
     for value in (a, b):
-        if isinstance(value, (list, tuple)) and holds_symbols(value):
+        if not isinstance(value, mx.sym.Symbol) and holds_arrays(value):
             raise AutographError(
                 f"{where}: variable {name!r}{read_by(where, name)} is a "
-                f"{type(value).__name__} of arrays that {what} changes; a graph carries "
-                f"arrays, not lists of them, so unpack it into variables (h, c = state) and "
-                f"pack it again where it is used ([h, c])")
+                f"{type(value).__name__} holding arrays (and other values) that {what} "
+                f"changes; a graph carries arrays, and lists, tuples, named tuples and dicts "
+                f"of only arrays, so unpack it into variables (h, k = state) and pack it "
+                f"again where it is used ([h, k])")
 
 
 def _check_same_kind(name, then_value, else_value, where):
+    for side, value, other in (("then", then_value, else_value),
+                               ("else", else_value, then_value)):
+        if isinstance(value, Undefined) and isinstance(spec_of(other), tuple):
+            raise AutographError(
+                f"{where}: variable {name!r} is read after this if{read_by(where, name)} but "
+                f"the {side} branch does not assign it; with a tensor condition both branches "
+                f"run as one graph, so assign it before the if or in both branches")
     _no_structure(name, then_value, else_value, where, "this if on a tensor")
+    if isinstance(spec_of(then_value), tuple):
+        return          # the same structure of arrays in both (checked above): carried
     then_array, else_array = isinstance(then_value, mx.sym.Symbol), \
         isinstance(else_value, mx.sym.Symbol)
     if then_array != else_array:
@@ -108,18 +137,29 @@ def _check_same_kind(name, then_value, else_value, where):
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is an array in one branch of "
             f"this if and the Python "
-            f"value {then_value if not then_array else else_value!r} in the other; with a "
+            f"value {python_value(then_value if not then_array else else_value)} in the "
+            f"other; with a "
             f"tensor condition both must be arrays (use F.full / F.zeros_like for constants)")
     if not then_array and not isinstance(then_value, Undefined) and then_value != else_value:
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is the Python value "
-            f"{then_value!r} in one branch of "
-            f"this if and {else_value!r} in the other; with a tensor condition it must be an "
-            f"array in both (F.full) or the same value")
+            f"{python_value(then_value)} in one branch of "
+            f"this if and {python_value(else_value)} in the other; with a tensor condition "
+            f"it must be an array in both (F.full) or the same value")
+
+
+# why an if whose branches raise (or assert) stays Python (converters/conditionals.py)
+RAISES = "raise an exception (or assert)"
 
 
 def python_if(pred, where, why):
     """The condition of an ``if`` left as Python (its branches do what a graph cannot)."""
+    if isinstance(pred, mx.sym.Symbol) and why == RAISES:
+        raise AutographError(f"{where}: this if has a tensor condition and its branches "
+                             f"{why}; a graph traces both branches, so the exception would "
+                             f"be raised whatever the input. Check the values after the block "
+                             f"runs (or eagerly), or compute a flag (F.sum(x) < -100) and "
+                             f"return it as an output")
     if isinstance(pred, mx.sym.Symbol):
         raise AutographError(f"{where}: this if has a tensor condition, but its branches {why}, "
                              f"which gluon_cf.cond cannot express; compute the result in both "
@@ -138,8 +178,9 @@ def if_exp(test, then_value, else_value, where):
                     value = fn()
                 if not isinstance(value, mx.sym.Symbol):
                     raise AutographError(f"{where}: the {which} side of this conditional "
-                                         f"expression is the Python value {value!r}; with a "
-                                         f"tensor condition both sides must be arrays")
+                                         f"expression is the Python value "
+                                         f"{python_value(value)}; with a tensor condition "
+                                         f"both sides must be arrays")
                 return value
             return run
         return cond(test, side(then_value, "if"), side(else_value, "else"),
@@ -208,27 +249,25 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
         if bound < 1:
             return values + tuple(lists)
     values = flags_as_arrays(values, names)
-    arrays = _loop_arrays(values, names, where, "while")
-    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+    _loop_arrays(values, names, where, "while")
+    carried = Carried(values, names, where, "while loop on a tensor")
+    arrays = carried.arrays(values)
 
     def full(vs):
-        out = list(values)
-        for k, v in zip(slots, vs):
-            out[k] = v
-        return out
+        return carried.rebuild(vs)
 
     counted = bool(lists)     # the collected rows' number, to join them to other rows
 
     def step(*vs):
         with graph_region(where, "while loop", names):
-            result = tuple(body(*full(vs[:len(slots)])))
+            result = tuple(body(*full(vs[:len(arrays)])))
         new = flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "while")
-        return step_rows(result[count:], where), [new[k] for k in slots] + \
+        return step_rows(result[count:], where), carried.arrays(new) + \
             ([vs[-1] + 1] if counted else [])
     def condition(*vs):
         with graph_region(where, "while loop", names):
-            return test(*full(vs[:len(slots)]))
+            return test(*full(vs[:len(arrays)]))
     rows, final = while_loop(condition, step,
                              arrays + ([mx.sym.zeros((1,))] if counted else []),
                              max_iterations=bound, name=node_name(where, "while"),
@@ -248,7 +287,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
     keep_item, lists, count = item is not None, list(lists), len(values)
     stop = [names.index(name) for name in stop if name in names]
     kept = list(kept) or [False] * len(lists)
-    if not isinstance(iterable, mx.sym.Symbol):
+    if not one_output(iterable):
+        # (a Symbol of several outputs, F.split's, iterates over them as the eager list does)
         last = item[0] if keep_item else None
         for last in iterable:
             going = running(*[values[k] for k in stop])
@@ -289,29 +329,27 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                              f"assign what you need to a variable (given a value before the "
                              f"loop) inside it")
     values = flags_as_arrays(values, names)
-    arrays = _loop_arrays(values, names, where, "for")
-    slots = [k for k, value in enumerate(values) if isinstance(value, mx.sym.Symbol)]
+    _loop_arrays(values, names, where, "for")
+    carried = Carried(values, names, where, "for loop on a tensor")
+    arrays = carried.arrays(values)
 
-    counted = bool(lists)
+    # (a loop carrying and collecting nothing, a print of each row, counts its steps: a
+    # graph's loop needs one value to carry)
+    counted = bool(lists) or not arrays
 
     def step(row, states):
-        current = list(values)
-        for k, v in zip(slots, states):
-            current[k] = v
+        current = carried.rebuild(states[:len(arrays)])
         with graph_region(where, "for loop", names):
             result = tuple(body(row, *current))
         new = flags_as_arrays(result[:count], names)
         _check_loop_vars(values, new, names, where, "for")
-        return step_rows(result[count:], where), [new[k] for k in slots] + \
+        return step_rows(result[count:], where), carried.arrays(new) + \
             ([states[-1] + 1] if counted else [])
     rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
                           name=node_name(where, "for"))
     final = list(final)
     steps = final.pop() if counted else None
-    current = list(values)
-    for k, v in zip(slots, final):
-        current[k] = v
-    return tuple(current) + extended(lists, rows, steps, where)
+    return carried.rebuild(final) + extended(lists, rows, steps, where)
 
 
 def _appended_after_step(lists, rows, kept, going, clear, where):
@@ -339,8 +377,8 @@ def _appended_after_step(lists, rows, kept, going, clear, where):
 
 def _where(going, new, old, names, where):
     """The values of a step that ran only where the array ``going`` holds: ``new`` there,
-    ``old`` elsewhere (a cond choosing between them). Lists and tuples of arrays (an RNN
-    cell's ``state``) are chosen item by item."""
+    ``old`` elsewhere (a cond choosing between them). Lists, tuples and dicts of arrays (an
+    RNN cell's ``state``) are chosen item by item."""
     pairs = []
 
     def pair(name, n, o):
@@ -350,6 +388,10 @@ def _where(going, new, old, names, where):
                 len(n) == len(o) and (holds_symbols(n) or holds_symbols(o)):
             for a, b in zip(n, o):
                 pair(name, a, b)
+        elif isinstance(n, dict) and isinstance(o, dict) and list(n) == list(o) and \
+                (holds_arrays(n) or holds_arrays(o)):
+            for key in n:
+                pair(name, n[key], o[key])
         else:
             _check_loop_vars([o], [n], [name], where, "for")
     for name, n, o in zip(names, new, old):
@@ -365,7 +407,11 @@ def _where(going, new, old, names, where):
             return chosen.pop(0)
         if isinstance(n, (list, tuple)) and isinstance(o, (list, tuple)) and \
                 len(n) == len(o) and (holds_symbols(n) or holds_symbols(o)):
-            return type(n)(rebuilt(a, b) for a, b in zip(n, o))
+            items = [rebuilt(a, b) for a, b in zip(n, o)]
+            return type(n)(*items) if hasattr(type(n), "_fields") else type(n)(items)
+        if isinstance(n, dict) and isinstance(o, dict) and list(n) == list(o) and \
+                (holds_arrays(n) or holds_arrays(o)):
+            return {key: rebuilt(n[key], o[key]) for key in n}
         return n
     return tuple(rebuilt(n, o) for n, o in zip(new, old))
 
@@ -384,12 +430,15 @@ def _loop_arrays(values, names, where, what):
 def _check_loop_vars(before, after, names, where, what):
     for name, old, new in zip(names, before, after):
         _no_structure(name, old, new, where, f"this {what} loop on a tensor")
+        if isinstance(spec_of(old), tuple):
+            continue        # the same structure of arrays (checked above): carried
         if isinstance(old, mx.sym.Symbol) != isinstance(new, mx.sym.Symbol) or \
                 (not isinstance(old, mx.sym.Symbol) and old is not new and old != new):
             raise AutographError(
                 f"{where}: variable {name!r}{read_by(where, name)} changes in this {what} "
                 f"loop on a tensor but is "
-                f"the Python value {old if not isinstance(old, mx.sym.Symbol) else new!r} "
+                f"the Python value "
+                f"{python_value(old if not isinstance(old, mx.sym.Symbol) else new)} "
                 f"before or after a step; a graph's loop can only carry arrays (make it one, "
                 f"e.g. F.zeros((1,)) for a counter)")
 

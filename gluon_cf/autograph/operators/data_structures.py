@@ -33,7 +33,7 @@ NOTE [autograph lists]
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import AutographError, node_name, one_colon, region_at
+from ..errors import AutographError, node_name, one_colon, python_value, region_at
 from .item_check import checked_item
 
 
@@ -69,8 +69,9 @@ def step_rows(values, where):
     for value in values:
         if not isinstance(value, mx.sym.Symbol):
             raise AutographError(f"{where}: this loop on a tensor appends the Python value "
-                                 f"{value!r} to a list at each step; the steps of a graph's "
-                                 f"loop are collected as rows of an array, so append arrays")
+                                 f"{python_value(value)} to a list at each step; the steps "
+                                 f"of a graph's loop are collected as rows of an array, so "
+                                 f"append arrays")
     return list(values)
 
 

@@ -8,7 +8,9 @@ NOTE [checked items]
     them (then ``i`` past the bound is an IndexError at once). Otherwise the item is an
     ``autograph_item`` node: its input 0 is the number of items, its subgraph ``value``
     slices the row; its forward raises IndexError naming the user's line when ``i`` is out of
-    range, as Python does, before running the subgraph. It has no batching rule (it runs once
+    range, as Python does, before running the subgraph; where the rows' length is known at
+    shape inference (a loop over an input of fixed length) an ``i`` past it is that
+    IndexError already there (the slice would fail MXNet's inference, naming no line). It has no batching rule (it runs once
     per call). Exported, it is an ONNX ``If`` on the count whose branches both slice the row:
     onnxruntime fails on an index out of range (no silent value), without this message.
     Where the items the list surely holds cover ``i`` (``StepList.least``: items before the
@@ -41,6 +43,15 @@ class ItemRule(registry.Rule):
     outputs_graph = "value"
 
     def infer_shape(self, node, in_shapes):
+        # The rows' length known here (a loop over an input of fixed length): an index past
+        # it fails now, as the IndexError the forward would raise, not as MXNet's slice_axis
+        # error naming no line of the user's (the value graph slices only the rows)
+        rows = in_shapes[1] if len(in_shapes) == 2 else None
+        if rows and rows[0] > 0:
+            index = int(node.spec["index"])
+            if not -rows[0] <= index < rows[0]:
+                raise IndexError(one_colon(f"{node.spec['error']} holds {rows[0]} items "
+                                           f"this call ({node.spec['described']})"))
         inferred, out = node.graphs["value"].infer_shape(in_shapes)
         shapes = list(in_shapes)
         for slot, shape in inferred.items():

@@ -42,6 +42,26 @@ def _bool_op(values, where, stop_on, op):
     return result
 
 
+def compare_chain(operands, ops, where):
+    """A converted chained comparison ``a < b <= c ...`` (each operand a function, evaluated
+    once, left to right; ``ops`` names of BROADCAST): Python's ``a < b and b <= c ...``, so on
+    tensors the elementwise logical and of the comparisons (a Symbol has no truth for
+    Python's chain to take)."""
+    from .variables import binary
+    left = operands[0]()
+    result = None
+    for op, operand in zip(ops, operands[1:]):
+        right = operand()
+        step = binary(left, right, op)
+        result = step if result is None else _logical("broadcast_logical_and", result, step,
+                                                      where) \
+            if is_tensor(result) or is_tensor(step) else step
+        if not is_tensor(result) and not result:
+            return result
+        left = right
+    return result
+
+
 def not_(value):
     """A converted ``not x``: on a tensor the elementwise logical not; else Python's."""
     if isinstance(value, mx.sym.Symbol):

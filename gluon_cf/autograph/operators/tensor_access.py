@@ -11,11 +11,14 @@ NOTE [autograph indexing]
     and one ``...`` is computed as the NDArray's basic indexing is, by ``F.slice`` (leading
     axes, any step) and ``slice_axis`` (axes after ``...``, step 1), then ``squeeze`` of the
     axes an int selects (MXNet's squeeze keeps one axis of a scalar, as an NDArray's
-    ``x[0]`` of a vector is ``(1,)``). Slices clip as an NDArray's do. An int past the axis
-    is an MXNet error when the graph runs (the node is named after the user's line), where
-    eagerly it is an IndexError. ``None`` (a new axis), a step after ``...``, and an index
-    that is itself a tensor, list or array (advanced indexing) are refused at the user's
-    line with what to write (``F.expand_dims``, ``F.take``, ``F.pick``, ``F.gather_nd``).
+    ``x[0]`` of a vector is ``(1,)``). Slices clip as an NDArray's do; a slice whose bounds
+    alone say it keeps nothing (``x[2:2]``) is refused (MXNet 1.x graphs cannot hold a
+    zero-size axis). An int past the axis fails MXNet's shape inference, which names only
+    the node (named after the user's line): that error is turned into the IndexError eager
+    code raises, at the user's line, on every call (``gluon_cf.errors.index_error_of``,
+    called by ``hybrid.py``; the failed CachedOp is dropped). ``None`` (a new axis), a step
+    after ``...``, and an index that is itself a tensor, list or array (advanced indexing)
+    are refused at the user's line with what to write (``F.expand_dims``, ``F.take``, ``F.pick``, ``F.gather_nd``).
     The outputs of a multi-output Symbol (``F.split``'s) are selected as they were.
     Item assignment (``x[i] = v``) on a Symbol is refused (a graph's values cannot be
     changed in place: ``F.where`` or ``F.concat`` make the new value); ``x += v`` on a
@@ -24,13 +27,19 @@ NOTE [autograph indexing]
     Arithmetic and comparisons of two Symbols in converted code (``a + b``, ``a > b`` ...)
     are MXNet's ``broadcast_*`` operators (:func:`binary`), as an NDArray's are: a Symbol's
     own ``+`` is elementwise and fails on shapes the eager code broadcasts ((3, 2) + (2,)),
-    with a shape-inference error naming no line of the user's.
+    with a shape-inference error naming no line of the user's. A bool with a Symbol is its
+    number, as an NDArray takes it (a Symbol hands MXNet ``scalar="True"``); an NDArray
+    with a Symbol (``mx.nd.ones`` written in ``hybrid_forward``) is refused at the line
+    (MXNet's TypeError names none); a chained comparison ``a < s < b`` is the ``and`` of its
+    comparisons (``logical.compare_chain``), each operand evaluated once, short-circuiting
+    on Python values as Python does.
 
     Attributes only an NDArray has (``shape``, ``ndim``, ``size``, ``dtype``, ``context``,
     ``ctx``, ``grad``, ``stype``, ``asnumpy``, ``asscalar``, ``attach_grad`` ...) read on a
     Symbol are refused at the user's line, saying which F operator gives the value in a
-    graph (a Symbol has no shape until the block is bound); ``x.T`` on a Symbol is
-    ``transpose`` (what ``NDArray.T`` computes). A property of a user class (not library
+    graph (a Symbol has no shape until the block is bound), and so are calls of those
+    methods (``x.sum().asscalar()``: MXNet's NotImplementedForSymbol named no line);
+    ``x.T`` on a Symbol is ``transpose`` (what ``NDArray.T`` computes). A property of a user class (not library
     code) read by converted code runs its getter converted (NOTE [autograph calls]).
 """
 import builtins
@@ -108,6 +117,11 @@ def subscript(value, index, where):
             raise AutographError(
                 f"{where}: this indexes a tensor with None (a new axis); write "
                 f"F.expand_dims(x, axis=...) instead")
+        if isinstance(item, builtins.slice) and _empty(item):
+            raise AutographError(
+                f"{where}: this slice of a tensor ({_text(item)}) keeps nothing; MXNet 1.x "
+                f"graphs cannot hold an array with an axis of size 0 (0 means an unknown "
+                f"size there), so leave the empty part out of the computation")
     if sum(item is Ellipsis for item in items) > 1:
         raise IndexError(f"{where}: an index can only have a single ellipsis ('...')")
     cut = items.index(Ellipsis) if Ellipsis in items else len(items)
@@ -158,6 +172,20 @@ def item_target(value, where):
             f"cannot change in place. Make the new value instead (F.where(mask, new, x), "
             f"F.concat of the parts, or F.one_hot(i, n) * v + x * (1 - F.one_hot(i, n)))")
     return value
+
+
+def _empty(item):
+    """Whether the slice ``item`` keeps nothing of any axis (known from its bounds alone:
+    both of one sign, the stop not past the start in the step's direction)."""
+    start, stop, step = item.start, item.stop, item.step or 1
+    if start is None or stop is None or (start < 0) != (stop < 0):
+        return False
+    return stop <= start if step > 0 else stop >= start
+
+
+def _text(item):
+    return ":".join("" if part is None else str(part)
+                    for part in (item.start, item.stop) + ((item.step,) if item.step else ()))
 
 
 def _described(item):

@@ -2,9 +2,13 @@
 steps run so far did not assign), reading a variable that may be unbound (:func:`ld`), ``x op=
 y`` out of place on tensors (:func:`augmented`), and the tests of what a value is that every
 operator shares."""
+import linecache
 import operator
+import os
+import sys
 
 import mxnet as mx
+import numpy as np
 
 from ..errors import AutographError
 
@@ -54,12 +58,33 @@ BROADCAST = {"add": "broadcast_add", "sub": "broadcast_sub", "mul": "broadcast_m
              "eq": "broadcast_equal", "ne": "broadcast_not_equal"}
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def binary(left, right, op):
     """``left op right`` in converted code (``op`` a name of :data:`BROADCAST`): of two
     Symbols, MXNet's broadcasting operator, as of two NDArrays; otherwise Python's
     (NOTE [autograph indexing])."""
     if isinstance(left, mx.sym.Symbol) and isinstance(right, mx.sym.Symbol):
         return getattr(mx.sym, BROADCAST[op])(left, right)
+    # a bool with a Symbol: the number, as an NDArray takes it (MXNet's Symbol passes
+    # scalar="True" to its operator, which refuses it)
+    if isinstance(left, mx.sym.Symbol) and isinstance(right, (bool, np.bool_)):
+        right = float(right)
+    elif isinstance(right, mx.sym.Symbol) and isinstance(left, (bool, np.bool_)):
+        left = float(left)
+    if isinstance(left, mx.sym.Symbol) and isinstance(right, mx.nd.NDArray) or \
+            isinstance(left, mx.nd.NDArray) and isinstance(right, mx.sym.Symbol):
+        # (MXNet's "TypeError: type NDArray not supported", naming no line)
+        caller = sys._getframe(1)         # converted code runs under the user's lines
+        while caller.f_back is not None and caller.f_code.co_filename.startswith(_HERE):
+            caller = caller.f_back            # (through augmented, compare_chain)
+        line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+        raise AutographError(
+            f"{caller.f_code.co_filename}:{caller.f_lineno}: {line}: this computes with an "
+            f"NDArray (mx.nd...) and a tensor of the graph while hybridizing; a graph holds "
+            f"Symbols only, so make the constant with F (F.ones((4,)), F.full(...)) or pass "
+            f"it to the block as an input or a parameter")
     return getattr(operator, op)(left, right)
 
 

@@ -102,7 +102,15 @@ def mutated_names(statements):
     called = {n.func.value.id for s in statements for n in ast.walk(s)
               if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
               and n.func.attr in MUTATORS and isinstance(n.func.value, ast.Name)}
-    return called - assigned_names(statements)
+    # ``items += [x]`` changes a list in place too (a number or tensor it rebinds: the run-time
+    # check refuses only lists, dicts and sets), unless the statements also bind it otherwise
+    nodes = list(scoped(statements))
+    targets = {id(n.target): n.target.id for n in nodes
+               if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    augmented = set(targets.values())
+    bound = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+             and id(n) not in targets}
+    return (called - assigned_names(statements)) | (augmented - bound)
 
 
 # What a function's closures are: nested functions, lambdas, classes (their methods) and

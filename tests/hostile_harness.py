@@ -1,0 +1,157 @@
+"""Runs the programs of hostile_programs.py (or any block class with its inputs) plain, eager,
+hybridized and exported, and classifies each result (see hostile_programs' docstring)."""
+import re
+import traceback
+import warnings
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd
+
+import gluon_cf
+
+INTERNAL = re.compile(r"MXNetError|PendingShape|Check failed|Traceback|mxnet/src|"
+                      r"_Map_base|Symbol\.Group|slice_axis|squeeze|infer_shape|"
+                      r"Operator _|__ag|gluon_cf/|\.cc:\d+")
+
+
+def _make(cls):
+    mx.random.seed(0)
+    np.random.seed(0)
+    net = cls()
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def _run(net, arrays, plain):
+    inputs = [mx.nd.array(a, dtype=a.dtype) for a in arrays]
+    for k, a in enumerate(inputs):
+        if k not in getattr(type(net), "NO_GRAD", ()):
+            a.attach_grad()
+    with autograd.record():
+        if plain:
+            params = {k: v.data() for k, v in net._reg_params.items()}
+            plain_forward = getattr(type(net), "plain_forward", None) or \
+                type(net).hybrid_forward.__wrapped__
+            out = plain_forward(net, mx.nd, *inputs, **params)
+        else:
+            out = net(*inputs)
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        total = sum((o.astype("float32") * (i + 1.5)).sum() for i, o in enumerate(outs))
+    total.backward()
+    return [o.asnumpy() for o in outs] + [a.grad.asnumpy() for a in inputs
+                                          if a.grad is not None]
+
+
+def _outcome(fn):
+    try:
+        return ("value", fn())
+    except Exception as err:            # classified below
+        return ("error", err)
+
+
+def located(err, files):
+    text = str(err)
+    return (any(re.match(re.escape(f) + r":\d+: ", text) or
+                re.search(r"\(in gluon_cf node .* at " + re.escape(f) + r":\d+\)", text)
+                for f in files) and "::" not in text and not INTERNAL.search(text))
+
+
+def _compare(want, got):
+    if len(want) != len(got):
+        return False
+    for w, g in zip(want, got):
+        if w.shape != g.shape or not np.allclose(w, g, rtol=1e-4, atol=1e-5):
+            return False
+    return True
+
+
+def classify_pair(want, got, files, plain_fails=None):
+    """'equal', 'refused' (a located AutographError or the same error Python raises, located),
+    'internal' (any other error) or 'SILENT' (another value, or a value where Python fails)."""
+    if got[0] == "value":
+        if want[0] == "value" and _compare(want[1], got[1]):
+            return "equal"
+        if want[0] == "error" and "Cannot differentiate node because it is not in a " \
+                "computational graph" in str(want[1]) and \
+                all(not np.any(g) for g in got[1][-len(got[1]) // 2:]):
+            return "equal"    # plain MXNet cannot differentiate a value of no input: zeros
+        if want[0] == "error" and isinstance(want[1], mx.MXNetError) and \
+                plain_fails is not None and plain_fails(got[1]):
+            return "equal"    # what plain MXNet cannot run, checked by the program's oracle
+        return "SILENT"
+    err = got[1]
+    if want[0] == "error" and "Cannot differentiate node because it is not in a " \
+            "computational graph" in str(want[1]) and \
+            "no inputs in computation graph that require gradients" in str(err):
+        return "equal"        # (a value of no input: plain MXNet's other words for it)
+    if want[0] == "error" and type(err) is type(want[1]) and str(err) == str(want[1]):
+        return "equal"        # plain Python's own error (its traceback names the line)
+    if isinstance(err, (TypeError, AttributeError, KeyError, mx.MXNetError)) and \
+            not isinstance(err, gluon_cf.AutographError):
+        return "internal"     # (from the library's plumbing, whatever the message)
+    return "refused" if located(err, files) else "internal"
+
+
+def classify(cls, inputs_list, files, export=True):
+    """{mode: (class, detail)} for modes eager, hybrid, export, over every input list."""
+    result = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net = _make(cls)
+        wants = [_outcome(lambda a=a: _run(net, a, True)) for a in inputs_list]
+        for mode in ("eager", "hybrid"):
+            net = _make(cls)
+            if mode == "hybrid":
+                net.hybridize()
+            worst = ("equal", "")
+            for arrays, want in zip(inputs_list, wants):
+                got = _outcome(lambda: _run(net, arrays, False))
+                kind = classify_pair(want, got, files, getattr(cls, 'plain_fails', None))
+                detail = "" if got[0] == "value" else \
+                    f"{type(got[1]).__name__}: {str(got[1])[:300]}"
+                if kind == "SILENT":
+                    detail = f"plain={want[0]} " + (
+                        "" if want[0] == "value" else repr(want[1])[:100])
+                if _rank(kind) > _rank(worst[0]):
+                    worst = (kind, detail)
+            result[mode] = worst
+        if export and result["hybrid"][0] == "equal":
+            result["export"] = _export(cls, inputs_list, files)
+    return result
+
+
+def _rank(kind):
+    return ["equal", "refused", "internal", "SILENT"].index(kind)
+
+
+def _export(cls, inputs_list, files):
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+    net = _make(cls)
+    net.hybridize()
+    try:
+        first = inputs_list[0]
+        dynamic = {k: [axis for axis in range(a.ndim)
+                       if len({arrays[k].shape[axis] for arrays in inputs_list}) > 1]
+                   for k, a in enumerate(first)}
+        model = export_onnx(net, [mx.nd.array(a, dtype=a.dtype) for a in first],
+                            dynamic_axes={k: v for k, v in dynamic.items() if v} or None)
+        session = ort.InferenceSession(model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+    except Exception as err:
+        text = f"{type(err).__name__}: {str(err)[:300]}"
+        if isinstance(err, NotImplementedError) and located(err, files):
+            return ("refused", text)
+        return ("internal", text + "\n" + traceback.format_exc()[-600:])
+    names = [i.name for i in session.get_inputs()]
+    for arrays in inputs_list:
+        want = net(*[mx.nd.array(a, dtype=a.dtype) for a in arrays])
+        want = [o.asnumpy() for o in (want if isinstance(want, (list, tuple)) else [want])]
+        try:
+            got = session.run(None, dict(zip(names, arrays)))
+        except Exception as err:
+            return ("internal", f"ort {type(err).__name__}: {str(err)[:300]}")
+        if not _compare(want, got):
+            return ("SILENT", f"ort {[g.shape for g in got]} vs {[w.shape for w in want]}")
+    return ("equal", "")
