@@ -64,18 +64,7 @@ def _float(a):
     return isinstance(a, mx.nd.NDArray) and _remat._float(a)
 
 
-def _needs_grad(a):
-    """Whether ``a`` is marked (``attach_grad``) or recorded from a marked array: MXNet
-    records every operator under ``record()``, reading unmarked inputs as ``null<N>``."""
-    if not _float(a):
-        return False
-    if a.grad is not None:
-        return True
-    try:
-        inputs = autograd.get_symbol(a).list_inputs()
-    except mx.MXNetError:
-        return False
-    return any(name.startswith("var") for name in inputs)
+_needs_grad = _remat.live   # a float array marked or recorded from a marked one
 
 
 def replaying():
