@@ -245,6 +245,13 @@ def _float(a):
     return np.issubdtype(np.dtype(a.dtype), np.floating)
 
 
+def running_body():
+    """Whether a remat loop's or call's body runs in this thread (its forward or its
+    recomputation): a hybridized block holding gluon_cf nodes then runs partitioned, its nodes
+    inline (``hybrid.py``; NOTE [nested custom backward] in ``tests/test_remat_nesting.py``)."""
+    return getattr(_inside, "loop", None) is not None or getattr(_inside, "call", False)
+
+
 def applies(remat):
     """Whether a loop given ``remat`` runs rematerialised here: under recording, and not
     inside a remat loop's or call's run, where it runs as with remat=False, recomputed with

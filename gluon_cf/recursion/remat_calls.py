@@ -118,13 +118,14 @@ class Call:
 
     def forward(self):
         parent = getattr(_state, "call", None)
-        _state.call = self
+        _state.call, in_body = self, getattr(_remat._inside, "call", False)
+        _remat._inside.call = True   # (remat.running_body)
         runs = _node.node_runs()
         try:
             with autograd.pause(train_mode=self.root.training):
                 result = self.fn.fn(*regroup(self.args, self.fmt))
         finally:
-            _state.call = parent
+            _state.call, _remat._inside.call = parent, in_body
         flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
                                      "the results of %r" % self.fn.name)
         _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)
