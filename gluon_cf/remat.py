@@ -59,7 +59,7 @@ from mxnet import autograd
 from . import node as _node
 from .executor import run
 from .remat_record import (_leaf_name, closure_arrays, fresh, live,   # noqa: F401 (re-exported)
-                           record_node)
+                           record_handed, record_node)
 
 AUTO_BUDGET = 32 << 20   # bytes "auto" may keep for recomputation (NOTE [rematerialisation])
 
@@ -274,11 +274,13 @@ class Loop:
         self.data, self.init, self.closure = list(data), list(states), list(closure)
         # Data needing no gradient stay unmarked in the recomputation (Embedding's indices).
         self.live_data = [live(d) for d in self.data]
+        self.live_closure = [live(c) for c in self.closure]
         self.step, self.eager, self.random = step, eager, random
         self.step_bytes, self.length = step_bytes, length
         self.training = autograd.is_training()
         self.ctx = (self.init or self.data)[0].context
         self.seed_base: Optional[int] = None   # set by the forward's first random segment
+        self.nested = False   # set by nested_in_node
 
     # -- forward --------------------------------------------------------------------------
 
@@ -394,7 +396,11 @@ class Loop:
         outputs = fresh(outputs)
         self.per_step = per_step
         self.num_out = len(outputs) - len(self.init)
-        record_node(self.data + self.init + self.closure, outputs, self.backward)
+        if self.nested:   # in a hybridized gluon_cf node's forward (not its own)
+            record_handed(self.data + self.init + self.closure, outputs, self.backward,
+                          "gluon_cf.%s%s" % (self.op, self._at()))
+        else:
+            record_node(self.data + self.init + self.closure, outputs, self.backward)
         return outputs
 
     # -- backward -------------------------------------------------------------------------
@@ -409,6 +415,21 @@ class Loop:
             _inside.loop = None
 
     def backward_segments(self, out_grads):
+        """(See :meth:`backward`.) A closure array recorded on an enclosing node's tape
+        (hybridized, nested: ``nested_in_node``) is read as a leaf of its own, whose gradient
+        is the node input's: the step reads ``self.closure``."""
+        kept = self.closure
+        self.closure = [c.detach() if c.grad is None and w else c
+                        for c, w in zip(kept, self.live_closure)]
+        for c, k in zip(self.closure, kept):
+            if c is not k:
+                c.attach_grad()
+        try:
+            return self._backward_segments(out_grads)
+        finally:
+            self.closure = kept
+
+    def _backward_segments(self, out_grads):
         num_out, nd_ = self.num_out, len(self.data)
         step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
         data_grads = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype) if wanted else None
@@ -525,20 +546,15 @@ def _differs(a, b):
 
 
 
-def check_hybridized(op, node, graphs):
-    """Hybridized, remat runs only on an outermost node: the backward of a rematerialised loop
-    inside another node's waits for values that MXNet 1.9.1's engine then never computes
-    (NOTE [nested custom backward] in ``tests/test_remat_nesting.py``). Refused with a clear
-    error instead. Nodes in its body run inline, and their loops without remat."""
+def nested_in_node(loop, node):
+    """Mark ``loop``, the remat loop of ``node``, as nested when ``node`` runs inside another
+    hybridized gluon_cf node's forward: it is recorded by ``remat_record.record_handed``, its
+    backward run by that node's (a custom backward inside the node's hangs MXNet 1.9.1: NOTE
+    [nested custom backward] in ``tests/test_remat_nesting.py``). Nodes in its body run
+    inline, and their loops without remat."""
     top = _node.top_level_node()
-    where = node.spec.get("remat_where")
-    at = " at %s" % where if where else ""
-    if top is not None and top is not node:
-        raise NotImplementedError(
-            "gluon_cf.%s%s: remat on a loop inside the hybridized gluon_cf.%s node %r is not "
-            "supported (MXNet 1.9.1's engine hangs in its backward); give remat to the "
-            "outermost loop only, or run the block without hybridize()"
-            % (op, at, top.kind, top.spec.get("node") or ""))
+    loop.nested = top is not None and top is not node
+    return loop
 
 
 def holds_random_ops(spec):

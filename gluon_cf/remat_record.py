@@ -178,3 +178,58 @@ def live(a):
     except mx.MXNetError:
         return False
     return any(name.startswith("var") for name in inputs)
+
+
+def record_handed(inputs, outputs, backward, where):
+    """Inside the forward of a gluon_cf node (``node.top_level_node()``, a loop nested in it):
+    what :func:`record_node` does, without a custom backward inside the node's (NOTE [nested
+    custom backward] in ``tests/test_remat_nesting.py``). The float ``outputs`` become
+    variables of the node's tape (gradients added into buffers of their own), and the node's
+    backward, once its ``autograd.backward`` has filled those buffers, runs ``backward`` in its
+    own thread (``node.hand_backward``, in reverse order of the forward) and passes the inputs'
+    gradients on: into the buffer of an input that is a variable (one of the node's marked
+    inputs, or the output of a loop recorded so before), and through the node's tape for an
+    input recorded on it, by ``autograd.grad`` to the variables it reads, whose buffers they
+    are added into. ``where`` names the op for errors."""
+    inputs = list(inputs)
+    wanted = [live(x) for x in inputs]   # whether recorded now (the node's tape may go)
+    floats = [o for o in outputs if np.issubdtype(np.dtype(o.dtype), np.floating)]
+    buffers = [mx.nd.zeros_like(o) for o in floats]
+    if floats:
+        autograd.mark_variables(floats, buffers, "add")
+    known = [x for x in (_node.top_level_inputs() or []) if x.grad is not None]
+    for earlier in _node.handed_backwards():
+        known += getattr(earlier, "variables", [])
+
+    def run(train_mode):
+        by_id = {id(o): b for o, b in zip(floats, buffers)}
+        out_grads = [by_id.get(id(o)) if id(o) in by_id else mx.nd.zeros_like(o)
+                     for o in outputs]
+        with autograd.pause(train_mode=train_mode):
+            grads = backward(out_grads)
+        pairs = [(x, g) for x, g, w in zip(inputs, grads, wanted) if w and g is not None]
+        for x, g in pairs:
+            if x.grad is not None:
+                x.grad[:] += g
+        taped = _node.merged_heads([(x, g) for x, g in pairs if x.grad is None])
+        if not taped:
+            return
+        reached = set(mx.sym.Group([autograd.get_symbol(x) for x, _ in taped]).list_inputs())
+        names: dict = {}
+        for v in known:
+            names.setdefault(_leaf_name(v), v)
+        unknown = sorted(n for n in reached if n.startswith("var") and n not in names)
+        if unknown:
+            raise NotImplementedError(
+                "%s: with remat inside a hybridized gluon_cf node, the loop's inputs are "
+                "computed from %d array(s) needing a gradient that are not the node's inputs; "
+                "their gradient would be lost. Use remat=False" % (where, len(unknown)))
+        used = [names[n] for n in sorted(reached) if n in names]
+        if used:
+            values = autograd.grad([x for x, _ in taped], used, [g for _, g in taped],
+                                   retain_graph=True, train_mode=train_mode)
+            for v, g in zip(used, values):
+                v.grad[:] += g
+
+    run.variables = floats   # type: ignore[attr-defined]
+    _node.hand_backward(run)
