@@ -41,10 +41,13 @@ NOTE [rematerialisation]
 
     Export ignores ``remat``: it is about what training keeps. Recursive calls
     (``@recursive(remat=True)``, eager) are rematerialised per call instead, reusing
-    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls]. Loops and
-    calls inside a remat loop's body run as with ``remat=False`` (``applies``): the outer loop
-    recomputes them, and a custom backward inside another can hang MXNet 1.9.1's engine
-    (NOTE [nested custom backward] in ``tests/test_remat_nesting.py``).
+    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls]. No custom
+    backward runs inside another (it hung MXNet 1.9.1's engine: NOTE [nested custom backward]
+    in ``tests/test_remat_nesting.py``): loops and calls inside a remat loop's body run as
+    with ``remat=False`` (``applies``), the outer loop recomputing them; a hybridized block
+    holding gluon_cf ops runs partitioned in a remat body (``running_body``, ``hybrid.py``);
+    and a hybridized remat loop inside another gluon_cf node is recorded on that node's tape
+    (``nested_in_node``, ``remat_record.record_handed``), its backward run by the node's.
 """
 import json
 import math

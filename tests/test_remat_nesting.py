@@ -1,10 +1,12 @@
 """Rematerialisation nested (issue 25 item 1's nested positions). A custom backward running
-inside another hangs MXNet 1.9.1's engine, so none does: loops and recursive calls inside a
+inside another hung MXNet 1.9.1's engine, so none does: loops and recursive calls inside a
 remat loop's body (or a remat call's recomputation) run as with remat=False, recomputed by the
-enclosing node (``remat.applies``), with the gradients of remat=False everywhere (the oracle:
-the same model with every remat=False); a remat loop inside a plain hybridized gluon_cf node,
-and a hybridized gluon_cf block run in a remat body, are refused with the op and the user's
-line. Each case runs in a fresh process with a timeout (a hang or a signal fails the test).
+enclosing node (``remat.applies``); a hybridized gluon_cf block run in a remat body runs
+partitioned, its nodes inline (``remat.running_body``); a hybridized remat loop inside a plain
+gluon_cf node is recorded on that node's tape and its backward run by the node's
+(``remat_record.record_handed``). Gradients are those of remat=False everywhere (the oracle:
+the same model with every remat=False). Each case runs in a fresh process with a timeout (a
+hang or a signal fails the test).
 
 NOTE [nested custom backward]
     A rematerialised loop or call is one autograd node whose backward is a Python callback
@@ -54,23 +56,49 @@ NOTE [nested custom backward]
       ``autograd.Function`` whose backward sums, consumed by a reduction or by the sum of two
       such nodes' gradients, passes with one temp space.
 
-    Hence no custom backward runs inside another's graph (the outermost hybridized remat loop
-    is the only operation its node records, so that node's backward is a call of the loop's
-    and copies; that position never hung). Loops and remat calls met while a remat
-    loop runs (forward or recomputation) or while a remat call's body is recomputed run as
-    with ``remat=False`` (``remat.applies``, ``remat_calls.wanted``): the enclosing node keeps
-    only its checkpoints and recomputes them with its step, so the memory is the outer
-    remat's (one segment's intermediates, inner loops' included, at a time), the gradients
-    those of ``remat=False``, and the hangs above (all nestings of remat loops and calls,
-    eager and hybridized) are gone. Refused, naming the op and the user's line: hybridized
-    remat on a loop inside a plain gluon_cf node (``remat.check_hybridized``: that node's
-    own backward would reach the loop's), hybridized ``@recursive(remat=True)``, and a remat
-    loop or call whose eager body runs a hybridized block holding gluon_cf ops (a Custom
-    operator's backward inside the remat node's; found after the forward by
-    ``node.node_runs``). Lifting those needs the nested backward's engine work taken out of
-    the callback (issue 28's planned backward meets the same hang): e.g. the enclosing
-    backward running the inner node's recomputation and gradient itself; a larger
-    ``MXNET_CPU_TEMP_COPY`` only makes the hang rarer.
+    What the engine does (MXNet 1.9.1 sources): a Custom operator's or CustomFunction's
+    backward is an asynchronous operation (``FExecType`` kAsync, ``custom.cc``,
+    ``c_api_function.cc``) whose Python callback sees copies of its arrays with engine
+    variables of their own (``AllocateNDArrayCopy``: ``NDArray(TBlob, dev_id)``), and which
+    completes only when the ``CustomOperatorWait`` operation pushed after the callback has run
+    (``custom-inl.h``). Meanwhile every operation pushed after it that reads its outputs is
+    queued on their variables, and ``ThreadedVar::AppendWriteDependency`` (``threaded_engine.cc``)
+    grants a write to the first operation queued on a variable whatever its other
+    dependencies: such an operation holds the variables it writes, its temporary-space
+    resource's included (``SetDependency`` in ``imperative_utils.h`` adds the resource's
+    variable to the written ones; ``ResourceManager`` hands the CPU's
+    ``MXNET_CPU_TEMP_COPY`` spaces out round-robin), until the custom backward completes. An
+    operation that a nested callback pushes and that needs one of those variables waits for
+    an operation that waits for the callback: the cycle. Hence the dependence on the number
+    of temp spaces; which variable closed the cycle in each hang above was not pinned down
+    (no engine debug build), and a plain remat loop whose inputs come from a Dense (its
+    ``_backward_FullyConnected`` takes temp space, pushed after the remat backward) did not
+    hang in 90 runs with one temp space, so the callback's own timing matters too.
+
+    Hence no custom backward runs inside another's graph, in any position:
+
+    * loops and remat calls met while a remat loop runs (forward or recomputation) or while a
+      remat call's body is recomputed run as with ``remat=False`` (``remat.applies``,
+      ``remat_calls.wanted``): the enclosing node keeps only its checkpoints and recomputes
+      them with its step, so the memory is the outer remat's (one segment's intermediates,
+      inner loops' included, at a time) and the gradients those of ``remat=False``;
+    * a hybridized block holding gluon_cf ops called while a remat loop's or call's body runs
+      (forward or recomputation) runs partitioned (``hybrid.py``, ``remat.running_body``): its
+      ordinary operators as CachedOps, its gluon_cf nodes inline by their rules, recorded
+      like any operator; ``node.node_runs`` still guards the forward;
+    * hybridized, a remat loop inside a plain gluon_cf node's forward (``remat.nested_in_node``)
+      is recorded by ``remat_record.record_handed``: its outputs become variables of the
+      node's tape, and the node's backward, after its ``autograd.backward``, runs the loop's
+      backward in its own thread (``node.hand_backward``, as NOTE [planned backward] does)
+      and passes the inputs' gradients on (into a variable's buffer, or through the node's
+      tape by ``autograd.grad``). The outermost hybridized remat loop is the only operation its
+      node records, so that node's backward is a call of the loop's (that position never
+      hung).
+
+    Still refused: hybridized ``@recursive(remat=True)``: the recursion node's executors run
+    the function's traced graph per batch of calls, not its Python calls, so there is no
+    call to rematerialise; per-call remat there needs the executors (``rules.py``,
+    ``batching.py``) to record each call as ``record_handed`` does a loop.
 """
 import os
 import subprocess

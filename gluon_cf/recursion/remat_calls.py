@@ -38,9 +38,11 @@ NOTE [rematerialised recursive calls]
       costs ~2 ms, more than a small call); any other difference between the recomputed
       results and the forward's fails the backward too, never a different gradient (compared
       in batches of ``_CHECK_EVERY`` calls: a comparison waits for the engine);
-    * a body that runs a hybridized block holding gluon_cf ops (their backward would run
-      inside the call's backward, which hung MXNet 1.9.1's engine): found in the forward, by
-      the count of node runs (``node.node_runs``) around the body, waited for;
+    * a body in which a gluon_cf node ran as an MXNet Custom operator (its backward would run
+      inside the call's, which hung MXNet 1.9.1's engine): found in the forward, by the count
+      of node runs (``node.node_runs``) around the body. A hybridized block holding gluon_cf
+      ops runs partitioned in a remat body, its nodes inline (``remat.running_body``), so
+      this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost);
     * ``remat`` other than ``True``/``False``, and hybridized ``remat=True``.
