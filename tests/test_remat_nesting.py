@@ -70,10 +70,16 @@ NOTE [nested custom backward]
     ``MXNET_CPU_TEMP_COPY`` spaces out round-robin), until the custom backward completes. An
     operation that a nested callback pushes and that needs one of those variables waits for
     an operation that waits for the callback: the cycle. Hence the dependence on the number
-    of temp spaces; which variable closed the cycle in each hang above was not pinned down
-    (no engine debug build), and a plain remat loop whose inputs come from a Dense (its
-    ``_backward_FullyConnected`` takes temp space, pushed after the remat backward) did not
-    hang in 90 runs with one temp space, so the callback's own timing matters too.
+    of temp spaces. Measured again (h25rec; the old recording of a remat foreach in a plain
+    hybridized foreach's body, the first case above, 45 s limit): it hung 3 runs of 3 with
+    ``MXNET_CPU_TEMP_COPY`` 4 and with 1, and passed 3 of 3 with 4096; gdb showed the one
+    busy Custom-operator worker in that loop's backward callback waiting for its recomputed
+    while_loop predicate (``v.sum()``: a reduction, which takes temp space), the engine's
+    workers idle, the node's own backward callback already returned. Which operation held the
+    variable was not pinned down (no engine debug build), and a plain eager remat loop whose
+    inputs come from a Dense (its ``_backward_FullyConnected`` takes temp space and is
+    pushed after the remat backward) passed 30 forward+backward runs with one temp space and
+    90 with four, so the callback's timing against the pushes matters too.
 
     Hence no custom backward runs inside another's graph, in any position:
 
