@@ -32,7 +32,7 @@ from typing import List
 import mxnet as mx
 from mxnet.gluon import block as _block
 
-from . import executor, registry
+from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .errors import ZeroSizeError, index_error_of
 from .node import DynamicShapeError
@@ -110,8 +110,12 @@ def _run_cached_op(self, *args):
     flat, fmt = _block._flatten(args, "input")
     flat = [a for a in flat if a is not None]
     key = tuple(a.shape for a in flat)   # the data's shapes: the parameters' are fixed
+    # In a remat body the nodes run inline: a node's Custom backward inside the remat node's
+    # hangs MXNet (NOTE [nested custom backward] in tests/test_remat_nesting.py).
+    inline = _remat.running_body()
     with lock:
-        if not plan.always and key not in plan.partitioned_shapes or fmt != self._in_format:
+        if (not plan.always and key not in plan.partitioned_shapes and not inline) or \
+                fmt != self._in_format:
             try:   # the CachedOp, as long as every node can declare its output shapes
                 return _original_call_cached_op(self, *args)
             except Exception as err:

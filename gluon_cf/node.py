@@ -565,6 +565,11 @@ def hand_backward(backward):
     _top_level.planned.append(backward)
 
 
+def handed_backwards():
+    """The backwards handed to :func:`top_level_node` so far in its forward (in order)."""
+    return list(getattr(_top_level, "planned", None) or [])
+
+
 def _replay_seed(node):
     """For a node whose subgraphs draw random numbers (Dropout, ``random_*``): a seed, drawn
     from MXNet's generator, with which its training forward is seeded, so that a backward that

@@ -41,25 +41,23 @@ NOTE [rematerialisation]
 
     Export ignores ``remat``: it is about what training keeps. Recursive calls
     (``@recursive(remat=True)``, eager) are rematerialised per call instead, reusing
-    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls]. Loops and
-    calls inside a remat loop's body run as with ``remat=False`` (``applies``): the outer loop
-    recomputes them, and a custom backward inside another can hang MXNet 1.9.1's engine
-    (NOTE [nested custom backward] in ``tests/test_remat_nesting.py``).
+    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls]. No custom
+    backward runs inside another (it hung MXNet 1.9.1's engine: NOTE [nested custom backward]
+    in ``tests/test_remat_nesting.py``): loops and calls inside a remat loop's body run as
+    with ``remat=False`` (``applies``), the outer loop recomputing them; a hybridized block
+    holding gluon_cf ops runs partitioned in a remat body (``running_body``, ``hybrid.py``);
+    and a hybridized remat loop inside another gluon_cf node is recorded on that node's tape
+    (``nested_in_node``, ``remat_record.record_handed``), its backward run by the node's.
 """
-import ctypes
-import functools
-import itertools
 import json
 import math
 import numbers
 import threading
-import types
 from typing import Optional, Union
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd
-from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
 from . import node as _node
 from .executor import run
@@ -67,6 +65,8 @@ from .executor import run
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
                            SEGMENTS_ALIVE, working_bytes)
+from .remat_record import (_leaf_name, closure_arrays, fresh, live,   # noqa: F401 (re-exported)
+                           record_handed, record_node)
 
 
 class MemoryBudget:
@@ -160,157 +160,6 @@ recomputed = _Counter()
 
 
 # ---------------------------------------------------------------------------------------------
-# One autograd node with its own backward
-
-
-_BACKWARD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                             ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
-                             ctypes.c_int, ctypes.c_void_p)
-_DELETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-_alive: dict = {}
-_keys = itertools.count()
-
-
-def record_node(inputs, outputs, backward):
-    """Record ``outputs = f(inputs)`` as one autograd node whose gradient is
-    ``backward(out_grads)``: a list with one NDArray or None (zero) per input.
-
-    MXNet's ``autograd.Function`` does this too, but its callback stops at the first input that
-    needs no gradient (later inputs get none) and ignores ``grad_req='add'``; and its errors
-    are printed rather than raised. Here an error reaches the user as its own exception
-    (NOTE [error messages] in ``node.py``). ``outputs`` must not be recorded already."""
-    key = next(_keys)
-
-    def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
-        try:
-            out_grads = [mx.nd.NDArray(ctypes.cast(ptrs[i], NDArrayHandle), writable=False)
-                         for i in range(num_ograds)]
-            in_grads = [mx.nd.NDArray(ctypes.cast(ptrs[num_ograds + i], NDArrayHandle),
-                                      writable=True) for i in range(num_igrads)]
-            with autograd.pause(train_mode=bool(is_train)):
-                grads = backward(out_grads)
-                for dst, grad, req in zip(in_grads, grads, [reqs[i] for i in range(num_igrads)]):
-                    if req == 0:          # null
-                        continue
-                    if grad is None:
-                        if req != 3:
-                            dst[:] = 0
-                    elif req == 3:        # add
-                        dst[:] += grad
-                    else:                 # write, inplace
-                        dst[:] = grad
-        except Exception as exc:  # noqa: BLE001 - reported through node.py (NOTE there)
-            _node._remember("backward", exc, None)
-            return False
-        return True
-
-    def delete_entry(_):
-        _alive.pop(key, None)
-        return True
-
-    callbacks = [ctypes.cast(_BACKWARD(backward_entry), ctypes.CFUNCTYPE(ctypes.c_int)),
-                 ctypes.cast(_DELETE(delete_entry), ctypes.CFUNCTYPE(ctypes.c_int))]
-    context = MXCallbackList(ctypes.c_int(len(callbacks)),
-                             ctypes.cast(c_array(ctypes.CFUNCTYPE(ctypes.c_int), callbacks),
-                                         ctypes.POINTER(ctypes.CFUNCTYPE(ctypes.c_int))),
-                             ctypes.cast(c_array(ctypes.c_void_p, [None] * len(callbacks)),
-                                         ctypes.POINTER(ctypes.c_void_p)))
-    _alive[key] = (context, callbacks, backward_entry, delete_entry)
-    check_call(_LIB.MXCustomFunctionRecord(
-        ctypes.c_int(len(inputs)), c_handle_array(inputs), ctypes.c_int(len(outputs)),
-        c_handle_array(outputs), ctypes.byref(context)))
-
-
-def _leaf_name(array):
-    """The name autograd gave a marked array (``attach_grad``): ``var<N>``."""
-    return autograd.get_symbol(array).list_inputs()[0]
-
-
-def fresh(values):
-    """Unrecorded copies of ``values`` that share no array with each other (outputs of
-    :func:`record_node` must be new arrays)."""
-    seen, out = set(), []
-    for v in values:
-        v = v.detach()
-        if id(v) in seen:
-            v = v.copy()
-        seen.add(id(v))
-        out.append(v)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Closure arrays of an eager body
-
-
-def closure_arrays(fn, limit=3):
-    """The arrays needing a gradient that the eager callable ``fn`` may read: Gluon parameters
-    of blocks and parameters in its closure, ``self``, defaults, partial arguments and the
-    globals it names, and arrays with a gradient buffer there (NOTE [rematerialisation])."""
-    found, seen = {}, set()
-
-    def add_array(a):
-        if isinstance(a, mx.nd.NDArray) and a.grad is not None:
-            found[id(a)] = a
-
-    def visit(obj, depth):
-        if id(obj) in seen or depth > limit:
-            return
-        seen.add(id(obj))
-        if isinstance(obj, mx.nd.NDArray):
-            add_array(obj)
-        elif isinstance(obj, mx.gluon.Parameter):
-            if obj.grad_req != "null" and obj._data is not None:
-                for a in obj.list_data():
-                    add_array(a)
-        elif isinstance(obj, mx.gluon.Block):
-            for p in obj.collect_params().values():
-                visit(p, 0)
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            for o in obj:
-                visit(o, depth + 1)
-        elif isinstance(obj, dict):
-            for o in obj.values():
-                visit(o, depth + 1)
-        elif isinstance(obj, functools.partial):
-            visit(obj.func, depth + 1)
-            visit(obj.args, depth + 1)
-            visit(obj.keywords, depth + 1)
-        elif isinstance(obj, types.MethodType):
-            visit(obj.__self__, depth)
-            visit(obj.__func__, depth)
-        elif isinstance(obj, types.FunctionType):
-            for cell in obj.__closure__ or ():
-                try:
-                    visit(cell.cell_contents, depth + 1)
-                except ValueError:   # an empty cell
-                    pass
-            visit(obj.__defaults__, depth + 1)
-            visit(obj.__kwdefaults__, depth + 1)
-            names = _code_names(obj.__code__)
-            for name in names:
-                if name in obj.__globals__:
-                    value = obj.__globals__[name]
-                    if not isinstance(value, types.ModuleType):
-                        visit(value, depth + 1)
-        elif hasattr(obj, "fn") and callable(getattr(obj, "fn")):   # a RecursiveFunction
-            visit(obj.fn, depth)
-        elif callable(obj) and hasattr(obj, "__dict__"):
-            visit(vars(obj), depth + 1)
-
-    visit(fn, 0)
-    return list(found.values())
-
-
-def _code_names(code):
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
-# ---------------------------------------------------------------------------------------------
 # Random operators
 
 
@@ -332,6 +181,13 @@ _inside = threading.local()   # .loop: the remat loop running in this thread (it
 
 def _float(a):
     return np.issubdtype(np.dtype(a.dtype), np.floating)
+
+
+def running_body():
+    """Whether a remat loop's or call's body runs in this thread (its forward or its
+    recomputation): a hybridized block holding gluon_cf nodes then runs partitioned, its nodes
+    inline (``hybrid.py``; NOTE [nested custom backward] in ``tests/test_remat_nesting.py``)."""
+    return getattr(_inside, "loop", None) is not None or getattr(_inside, "call", False)
 
 
 def applies(remat):
@@ -356,11 +212,15 @@ class Loop:
                  step_bytes=None, length=None):
         self.op, self.remat, self.where = op, remat, where
         self.data, self.init, self.closure = list(data), list(states), list(closure)
+        # Data needing no gradient stay unmarked in the recomputation (Embedding's indices).
+        self.live_data = [live(d) for d in self.data]
+        self.live_closure = [live(c) for c in self.closure]
         self.step, self.eager, self.random = step, eager, random
         self.step_bytes, self.length = step_bytes, length
         self.training = autograd.is_training()
         self.ctx = (self.init or self.data)[0].context
         self.seed_base: Optional[int] = None   # set by the forward's first random segment
+        self.nested = False   # set by nested_in_node
 
     # -- forward --------------------------------------------------------------------------
 
@@ -478,7 +338,11 @@ class Loop:
         outputs = fresh(outputs)
         self.per_step = per_step
         self.num_out = len(outputs) - len(self.init)
-        record_node(self.data + self.init + self.closure, outputs, self.backward)
+        if self.nested:   # in a hybridized gluon_cf node's forward (not its own)
+            record_handed(self.data + self.init + self.closure, outputs, self.backward,
+                          "gluon_cf.%s%s" % (self.op, self._at()))
+        else:
+            record_node(self.data + self.init + self.closure, outputs, self.backward)
         return outputs
 
     # -- backward -------------------------------------------------------------------------
@@ -493,10 +357,25 @@ class Loop:
             _inside.loop = None
 
     def backward_segments(self, out_grads):
+        """(See :meth:`backward`.) A closure array recorded on an enclosing node's tape
+        (hybridized, nested: ``nested_in_node``) is read as a leaf of its own, whose gradient
+        is the node input's: the step reads ``self.closure``."""
+        kept = self.closure
+        self.closure = [c.detach() if c.grad is None and w else c
+                        for c, w in zip(kept, self.live_closure)]
+        for c, k in zip(self.closure, kept):
+            if c is not k:
+                c.attach_grad()
+        try:
+            return self._backward_segments(out_grads)
+        finally:
+            self.closure = kept
+
+    def _backward_segments(self, out_grads):
         num_out, nd_ = self.num_out, len(self.data)
         step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
-        data_grads = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype) if _float(d) else None
-                      for d in self.data]
+        data_grads = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype) if wanted else None
+                      for d, wanted in zip(self.data, self.live_data)]
         closure = [c for c in self.closure if c.grad is not None]
         closure_grads = {id(c): None for c in closure}
         names = {_leaf_name(c): c for c in closure}
@@ -507,7 +386,7 @@ class Loop:
             e = min(b + self.k, self.steps)
             states = [s.copy() for s in self.checkpoints[b]]
             blocks = [d[b:e].copy() for d in self.data]
-            for x in states + blocks:
+            for x in states + [blk for blk, w in zip(blocks, self.live_data) if w]:
                 if _float(x):
                     x.attach_grad()
             heads, head_grads = [], []
@@ -609,20 +488,15 @@ def _differs(a, b):
 
 
 
-def check_hybridized(op, node, graphs):
-    """Hybridized, remat runs only on an outermost node: the backward of a rematerialised loop
-    inside another node's waits for values that MXNet 1.9.1's engine then never computes
-    (NOTE [nested custom backward] in ``tests/test_remat_nesting.py``). Refused with a clear
-    error instead. Nodes in its body run inline, and their loops without remat."""
+def nested_in_node(loop, node):
+    """Mark ``loop``, the remat loop of ``node``, as nested when ``node`` runs inside another
+    hybridized gluon_cf node's forward: it is recorded by ``remat_record.record_handed``, its
+    backward run by that node's (a custom backward inside the node's hangs MXNet 1.9.1: NOTE
+    [nested custom backward] in ``tests/test_remat_nesting.py``). Nodes in its body run
+    inline, and their loops without remat."""
     top = _node.top_level_node()
-    where = node.spec.get("remat_where")
-    at = " at %s" % where if where else ""
-    if top is not None and top is not node:
-        raise NotImplementedError(
-            "gluon_cf.%s%s: remat on a loop inside the hybridized gluon_cf.%s node %r is not "
-            "supported (MXNet 1.9.1's engine hangs in its backward); give remat to the "
-            "outermost loop only, or run the block without hybridize()"
-            % (op, at, top.kind, top.spec.get("node") or ""))
+    loop.nested = top is not None and top is not node
+    return loop
 
 
 def holds_random_ops(spec):

@@ -313,21 +313,6 @@ def test_nested_loops():
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("outer, inner, text", [
-    (False, True, "remat on a loop inside the hybridized gluon_cf.foreach node")])
-def test_nested_remat_hybridized_is_refused(outer, inner, text):
-    net = _Nested(outer, inner, False)
-    net.initialize()
-    net.hybridize()
-    x, s = mx.nd.ones((2, 3, 2, 3)), mx.nd.ones((2, 3))
-    s.attach_grad()
-    with pytest.raises(NotImplementedError, match=r"gluon_cf.foreach at .*test_remat.py:\d+: "
-                                                  + text):
-        with autograd.record():
-            outs, last = net(x, s)
-        last.asnumpy()
-
-
 def test_remat_keeps_less_memory_in_a_fresh_process():
     """Peak RSS growth of one forward+backward of a hybridized LSTM scan (H=128, B=32, T=400):
     remat=True keeps far less than remat=False (loose bound; numbers in the README)."""

@@ -249,19 +249,19 @@ def _remat_forward(node, data, states, captured, frame):
     """Generator: the node's loop with rematerialisation (NOTE [rematerialisation])."""
     nd_, ns = node.spec["num_data"], node.spec["num_states"]
     body = node.graphs["body"]
-    _remat.check_hybridized(OP, node, [body])
 
     def step(t, slices, states):
         if node.run_time_shapes:
             return keeping_shapes(OP, "state", "states", "body",
-                                  body.run(slices + states + captured, frame), states)
-        return body.run(slices + states + captured, frame)
+                                  body.run(slices + states + loop_.closure, frame), states)
+        return body.run(slices + states + loop_.closure, frame)   # (Loop.backward_segments)
 
     slots = [d[0] for d in data] + list(states) + list(captured)
     loop_ = _remat.Loop(OP, _remat.from_text(OP, node.spec["remat"]),
                         node.spec.get("remat_where") or None, data, states, captured, step,
                         eager=False, random=_remat.holds_random_ops(node.spec),
                         step_bytes=_remat.graph_bytes_of(body, slots), length=data[0].shape[0])
+    _remat.nested_in_node(loop_, node)
     outputs, states = _remat_outputs(loop_, (yield from loop_.forward()))
     return outputs + states
 

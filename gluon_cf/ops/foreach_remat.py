@@ -77,7 +77,6 @@ class IntoLoop(_remat.Loop):
         self.node, self.out_data = node, list(out_data)
         self.num_out = spec["num_out_data"]
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
-        _remat.check_hybridized("foreach", node, [node.graphs["body"]])
         body = node.graphs["body"]
         slots = [d[0] for d in data] + list(states) + list(captured)
         super().__init__("foreach", _remat.from_text("foreach", spec["remat"]),

@@ -478,14 +478,13 @@ class WhileLoopRule(registry.Rule):
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         bound, pad_to = node.spec["max_iterations"], _pad_to(node.spec)
-        _remat.check_hybridized(OP, node, [cond_g, func_g])
 
         def more(vs):
             value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
             return pred_value(OP, "the value returned by cond", value)
 
         def step(t, slices, vs):
-            run = func_g.run(list(vs) + captured, frame)
+            run = func_g.run(list(vs) + loop_.closure, frame)   # (Loop.backward_segments)
             if node.run_time_shapes:
                 return keeping_shapes(OP, "loop variable", "loop variables", "func", run, vs)
             return run
@@ -494,6 +493,7 @@ class WhileLoopRule(registry.Rule):
                             node.spec.get("remat_where") or None, [], loop_vars, captured, step,
                             eager=False, random=_remat.holds_random_ops(node.spec),
                             step_bytes=_remat.graph_bytes_of(func_g, inputs), length=bound)
+        _remat.nested_in_node(loop_, node)
         outputs, final = yield from _remat_loop(loop_, more, pad_to)
         where = node.spec.get("report_truncation")
         if where is not None and loop_.steps == bound and (yield from more(final)):

@@ -38,9 +38,11 @@ NOTE [rematerialised recursive calls]
       costs ~2 ms, more than a small call); any other difference between the recomputed
       results and the forward's fails the backward too, never a different gradient (compared
       in batches of ``_CHECK_EVERY`` calls: a comparison waits for the engine);
-    * a body that runs a hybridized block holding gluon_cf ops (their backward would run
-      inside the call's backward, which hung MXNet 1.9.1's engine): found in the forward, by
-      the count of node runs (``node.node_runs``) around the body, waited for;
+    * a body in which a gluon_cf node ran as an MXNet Custom operator (its backward would run
+      inside the call's, which hung MXNet 1.9.1's engine): found in the forward, by the count
+      of node runs (``node.node_runs``) around the body. A hybridized block holding gluon_cf
+      ops runs partitioned in a remat body, its nodes inline (``remat.running_body``), so
+      this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost);
     * ``remat`` other than ``True``/``False``, and hybridized ``remat=True``.
@@ -64,18 +66,7 @@ def _float(a):
     return isinstance(a, mx.nd.NDArray) and _remat._float(a)
 
 
-def _needs_grad(a):
-    """Whether ``a`` is marked (``attach_grad``) or recorded from a marked array: MXNet
-    records every operator under ``record()``, reading unmarked inputs as ``null<N>``."""
-    if not _float(a):
-        return False
-    if a.grad is not None:
-        return True
-    try:
-        inputs = autograd.get_symbol(a).list_inputs()
-    except mx.MXNetError:
-        return False
-    return any(name.startswith("var") for name in inputs)
+_needs_grad = _remat.live   # a float array marked or recorded from a marked one
 
 
 def replaying():
@@ -129,13 +120,14 @@ class Call:
 
     def forward(self):
         parent = getattr(_state, "call", None)
-        _state.call = self
+        _state.call, in_body = self, getattr(_remat._inside, "call", False)
+        _remat._inside.call = True   # (remat.running_body)
         runs = _node.node_runs()
         try:
             with autograd.pause(train_mode=self.root.training):
                 result = self.fn.fn(*regroup(self.args, self.fmt))
         finally:
-            _state.call = parent
+            _state.call, _remat._inside.call = parent, in_body
         flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
                                      "the results of %r" % self.fn.name)
         _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)

@@ -1,0 +1,235 @@
+"""The pieces rematerialisation records with: one autograd node with its own backward
+(:func:`record_node`), fresh output arrays, and the arrays an eager body reads from its closure
+(NOTE [rematerialisation] in ``remat.py``)."""
+import ctypes
+import functools
+import itertools
+import types
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd
+from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
+
+from . import node as _node
+
+# ---------------------------------------------------------------------------------------------
+# One autograd node with its own backward
+
+
+_BACKWARD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                             ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+                             ctypes.c_int, ctypes.c_void_p)
+_DELETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+_alive: dict = {}
+_keys = itertools.count()
+
+
+def record_node(inputs, outputs, backward):
+    """Record ``outputs = f(inputs)`` as one autograd node whose gradient is
+    ``backward(out_grads)``: a list with one NDArray or None (zero) per input.
+
+    MXNet's ``autograd.Function`` does this too, but its callback stops at the first input that
+    needs no gradient (later inputs get none) and ignores ``grad_req='add'``; and its errors
+    are printed rather than raised. Here an error reaches the user as its own exception
+    (NOTE [error messages] in ``node.py``). ``outputs`` must not be recorded already."""
+    key = next(_keys)
+
+    def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
+        try:
+            out_grads = [mx.nd.NDArray(ctypes.cast(ptrs[i], NDArrayHandle), writable=False)
+                         for i in range(num_ograds)]
+            in_grads = [mx.nd.NDArray(ctypes.cast(ptrs[num_ograds + i], NDArrayHandle),
+                                      writable=True) for i in range(num_igrads)]
+            with autograd.pause(train_mode=bool(is_train)):
+                grads = backward(out_grads)
+                for dst, grad, req in zip(in_grads, grads, [reqs[i] for i in range(num_igrads)]):
+                    if req == 0:          # null
+                        continue
+                    if grad is None:
+                        if req != 3:
+                            dst[:] = 0
+                    elif req == 3:        # add
+                        dst[:] += grad
+                    else:                 # write, inplace
+                        dst[:] = grad
+        except Exception as exc:  # noqa: BLE001 - reported through node.py (NOTE there)
+            _node._remember("backward", exc, None)
+            return False
+        return True
+
+    def delete_entry(_):
+        _alive.pop(key, None)
+        return True
+
+    callbacks = [ctypes.cast(_BACKWARD(backward_entry), ctypes.CFUNCTYPE(ctypes.c_int)),
+                 ctypes.cast(_DELETE(delete_entry), ctypes.CFUNCTYPE(ctypes.c_int))]
+    context = MXCallbackList(ctypes.c_int(len(callbacks)),
+                             ctypes.cast(c_array(ctypes.CFUNCTYPE(ctypes.c_int), callbacks),
+                                         ctypes.POINTER(ctypes.CFUNCTYPE(ctypes.c_int))),
+                             ctypes.cast(c_array(ctypes.c_void_p, [None] * len(callbacks)),
+                                         ctypes.POINTER(ctypes.c_void_p)))
+    _alive[key] = (context, callbacks, backward_entry, delete_entry)
+    check_call(_LIB.MXCustomFunctionRecord(
+        ctypes.c_int(len(inputs)), c_handle_array(inputs), ctypes.c_int(len(outputs)),
+        c_handle_array(outputs), ctypes.byref(context)))
+
+
+def _leaf_name(array):
+    """The name autograd gave a marked array (``attach_grad``): ``var<N>``."""
+    return autograd.get_symbol(array).list_inputs()[0]
+
+
+def fresh(values):
+    """Unrecorded copies of ``values`` that share no array with each other (outputs of
+    :func:`record_node` must be new arrays)."""
+    seen, out = set(), []
+    for v in values:
+        v = v.detach()
+        if id(v) in seen:
+            v = v.copy()
+        seen.add(id(v))
+        out.append(v)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Closure arrays of an eager body
+
+
+def closure_arrays(fn, limit=3):
+    """The arrays needing a gradient that the eager callable ``fn`` may read: Gluon parameters
+    of blocks and parameters in its closure, ``self``, defaults, partial arguments and the
+    globals it names, and arrays with a gradient buffer there (NOTE [rematerialisation])."""
+    found, seen = {}, set()
+
+    def add_array(a):
+        if isinstance(a, mx.nd.NDArray) and a.grad is not None:
+            found[id(a)] = a
+
+    def visit(obj, depth):
+        if id(obj) in seen or depth > limit:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, mx.nd.NDArray):
+            add_array(obj)
+        elif isinstance(obj, mx.gluon.Parameter):
+            if obj.grad_req != "null" and obj._data is not None:
+                for a in obj.list_data():
+                    add_array(a)
+        elif isinstance(obj, mx.gluon.Block):
+            for p in obj.collect_params().values():
+                visit(p, 0)
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            for o in obj:
+                visit(o, depth + 1)
+        elif isinstance(obj, dict):
+            for o in obj.values():
+                visit(o, depth + 1)
+        elif isinstance(obj, functools.partial):
+            visit(obj.func, depth + 1)
+            visit(obj.args, depth + 1)
+            visit(obj.keywords, depth + 1)
+        elif isinstance(obj, types.MethodType):
+            visit(obj.__self__, depth)
+            visit(obj.__func__, depth)
+        elif isinstance(obj, types.FunctionType):
+            for cell in obj.__closure__ or ():
+                try:
+                    visit(cell.cell_contents, depth + 1)
+                except ValueError:   # an empty cell
+                    pass
+            visit(obj.__defaults__, depth + 1)
+            visit(obj.__kwdefaults__, depth + 1)
+            names = _code_names(obj.__code__)
+            for name in names:
+                if name in obj.__globals__:
+                    value = obj.__globals__[name]
+                    if not isinstance(value, types.ModuleType):
+                        visit(value, depth + 1)
+        elif hasattr(obj, "fn") and callable(getattr(obj, "fn")):   # a RecursiveFunction
+            visit(obj.fn, depth)
+        elif callable(obj) and hasattr(obj, "__dict__"):
+            visit(vars(obj), depth + 1)
+
+    visit(fn, 0)
+    return list(found.values())
+
+
+def _code_names(code):
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def live(a):
+    """Whether ``a`` needs a gradient: a float array marked (``attach_grad``) or recorded from a
+    marked one. MXNet records every operator under ``record()``, reading unmarked inputs as
+    ``null<N>``; an input that needs none must stay unmarked (Embedding refuses to
+    differentiate its integer-valued data, even as float32)."""
+    if not isinstance(a, mx.nd.NDArray) or not np.issubdtype(np.dtype(a.dtype), np.floating):
+        return False
+    if a.grad is not None:
+        return True
+    try:
+        inputs = autograd.get_symbol(a).list_inputs()
+    except mx.MXNetError:
+        return False
+    return any(name.startswith("var") for name in inputs)
+
+
+def record_handed(inputs, outputs, backward, where):
+    """Inside the forward of a gluon_cf node (``node.top_level_node()``, a loop nested in it):
+    what :func:`record_node` does, without a custom backward inside the node's (NOTE [nested
+    custom backward] in ``tests/test_remat_nesting.py``). The float ``outputs`` become
+    variables of the node's tape (gradients added into buffers of their own), and the node's
+    backward, once its ``autograd.backward`` has filled those buffers, runs ``backward`` in its
+    own thread (``node.hand_backward``, in reverse order of the forward) and passes the inputs'
+    gradients on: into the buffer of an input that is a variable (one of the node's marked
+    inputs, or the output of a loop recorded so before), and through the node's tape for an
+    input recorded on it, by ``autograd.grad`` to the variables it reads, whose buffers they
+    are added into. ``where`` names the op for errors."""
+    inputs = list(inputs)
+    wanted = [live(x) for x in inputs]   # whether recorded now (the node's tape may go)
+    floats = [o for o in outputs if np.issubdtype(np.dtype(o.dtype), np.floating)]
+    buffers = [mx.nd.zeros_like(o) for o in floats]
+    if floats:
+        autograd.mark_variables(floats, buffers, "add")
+    known = [x for x in (_node.top_level_inputs() or []) if x.grad is not None]
+    for earlier in _node.handed_backwards():
+        known += getattr(earlier, "variables", [])
+
+    def run(train_mode):
+        by_id = {id(o): b for o, b in zip(floats, buffers)}
+        out_grads = [by_id.get(id(o)) if id(o) in by_id else mx.nd.zeros_like(o)
+                     for o in outputs]
+        with autograd.pause(train_mode=train_mode):
+            grads = backward(out_grads)
+        pairs = [(x, g) for x, g, w in zip(inputs, grads, wanted) if w and g is not None]
+        for x, g in pairs:
+            if x.grad is not None:
+                x.grad[:] += g
+        taped = _node.merged_heads([(x, g) for x, g in pairs if x.grad is None])
+        if not taped:
+            return
+        reached = set(mx.sym.Group([autograd.get_symbol(x) for x, _ in taped]).list_inputs())
+        names: dict = {}
+        for v in known:
+            names.setdefault(_leaf_name(v), v)
+        unknown = sorted(n for n in reached if n.startswith("var") and n not in names)
+        if unknown:
+            raise NotImplementedError(
+                "%s: with remat inside a hybridized gluon_cf node, the loop's inputs are "
+                "computed from %d array(s) needing a gradient that are not the node's inputs; "
+                "their gradient would be lost. Use remat=False" % (where, len(unknown)))
+        used = [names[n] for n in sorted(reached) if n in names]
+        if used:
+            values = autograd.grad([x for x, _ in taped], used, [g for _, g in taped],
+                                   retain_graph=True, train_mode=train_mode)
+            for v, g in zip(used, values):
+                v.grad[:] += g
+
+    run.variables = floats   # type: ignore[attr-defined]
+    _node.hand_backward(run)
