@@ -168,6 +168,30 @@ def is_random_op(op):
     return op in ("Dropout", "_contrib_dropout") or "random" in op or op.startswith("_sample")
 
 
+# NOTE [values recorded before a remat loop]
+#     An eager remat body may read, from its closure, an array recorded before the loop
+#     (``z = dense(x)``, then ``tanh(h + z)`` in the body). Such an array is not an input of
+#     the loop's autograd node (only arrays with a gradient buffer are found in the closure),
+#     so the gradient through it can only come from the recomputation in backward reaching its
+#     history; but the user's ``backward`` clears that history as it goes (MXNet's
+#     ``AGInfo::Clear``, before or while the loop's backward runs on a worker thread), and the
+#     recomputation then sees a constant: a silently lost gradient when the history was gone,
+#     MXNet's "any container is empty" when it went mid-way. Step 0's recorded graph shows such
+#     reads while the history is still whole: MXNet names recorded operators ``node_<count>``
+#     from one counter, so an operator numbered below a probe recorded just before step 0 was
+#     recorded before the loop. The body is refused then, at the forward.
+
+
+def _next_recorded_node():
+    """The number MXNet's autograd gives the next operator it records (``node_<number>``)."""
+    probe = mx.nd.zeros((1,))
+    probe.attach_grad()
+    with autograd.record():
+        name = autograd.get_symbol(probe.copy()).tojson()
+    last = [n["name"] for n in json.loads(name)["nodes"] if n["op"] != "null"][-1]
+    return int(last[5:]) + 1
+
+
 def _seed_base():
     """A seed drawn from MXNet's generator (so a user's ``mx.random.seed`` fixes it)."""
     return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
@@ -280,11 +304,14 @@ class Loop:
         for x in marked:
             if _float(x):
                 x.attach_grad()
+        first_node = _next_recorded_node()
         result = yield self.step(0, marked[:len(slices)], marked[len(slices):])
         heads = [r for r in result if _node.recorded(r)]
         if heads:
             sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
-            ops = {n["op"] for n in json.loads(sym.tojson())["nodes"]}
+            nodes = json.loads(sym.tojson())["nodes"]
+            self._refuse_recorded_before(nodes, first_node)
+            ops = {n["op"] for n in nodes}
             from .operators import AUX_STATE_OPS
             aux = sorted(ops & AUX_STATE_OPS)
             if aux and self.training:
@@ -307,6 +334,20 @@ class Loop:
         else:
             self.random = False
         return [r.detach() for r in result]
+
+    def _refuse_recorded_before(self, nodes, first_node):
+        """Refuse an eager body that reads an array recorded before the loop (NOTE [values
+        recorded before a remat loop]): ``nodes``, step 0's recorded graph, holds an operator
+        recorded before ``first_node``."""
+        outside = [n for n in nodes if n["op"] != "null" and n["name"].startswith("node_")
+                   and int(n["name"][5:]) < first_node]
+        if outside:
+            raise NotImplementedError(
+                "gluon_cf.%s%s: with remat, the body reads an array computed under "
+                "autograd.record() before the loop (from its closure: the result of %s); the "
+                "recomputation in backward cannot reach that array's history, so the gradient "
+                "through it would be lost. Pass it to the loop as data or as a state, or use "
+                "remat=False" % (self.op, self._at(), outside[-1]["op"]))
 
     def _seed(self, segment):
         if not self.random:

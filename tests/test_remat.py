@@ -371,3 +371,50 @@ def test_exported_graph_ignores_remat(tmp_path):
                                        ["data0", "data1", "data2"],
                                        str(tmp_path / "scan-0000.params"))
     np.testing.assert_allclose(loaded(x, h, h)[0].asnumpy(), want, rtol=1e-6)
+
+
+def _loop_reading_a_recorded_value(remat, as_state, op):
+    """z = dense(x) recorded before an eager loop whose body reads z (from its closure, or as
+    a state passed through unchanged); z is also used after the loop."""
+    dense = gluon.nn.Dense(4, in_units=4, flatten=False)
+    dense.initialize(mx.init.Constant(0.3))
+    rs = np.random.RandomState(0)
+    x, s0 = mx.nd.array(rs.randn(1, 4)), mx.nd.array(rs.randn(1, 4))
+    x.attach_grad()
+    with autograd.record():
+        z = dense(x)
+        if op == "foreach":
+            def body(y, states):
+                zz = states[1] if as_state else z
+                u = mx.nd.tanh(states[0] + y * zz)
+                return u, [u, zz]
+            out, states = gluon_cf.foreach(body, mx.nd.stack(x, x * 2), [s0, z * 1],
+                                           remat=remat)
+        else:
+            def step(i, h, zz):
+                u = mx.nd.tanh(h + (zz if as_state else z))
+                return u, [i + 1, u, zz]
+            out, states = gluon_cf.while_loop(lambda i, h, zz: i < 2, step,
+                                              [mx.nd.zeros((1,)), s0, z * 1], max_iterations=2,
+                                              remat=remat)[0], None
+        loss = (out ** 2).sum() + (z * 0.9).sum()
+    loss.backward()
+    return [loss.asnumpy(), x.grad.asnumpy(), dense.weight.grad().asnumpy()]
+
+
+@pytest.mark.parametrize("op", ["foreach", "while_loop"])
+def test_eager_body_reading_a_value_recorded_before_the_loop_is_refused(op):
+    """Its gradient would be lost (the user's backward clears its history before the loop's
+    runs): silently wrong gradients before (NOTE [values recorded before a remat loop])."""
+    with pytest.raises(NotImplementedError, match=r"gluon_cf\.%s at .*test_remat\.py:\d+: with "
+                       r"remat, the body reads an array computed under autograd\.record\(\) "
+                       r"before the loop" % op):
+        _loop_reading_a_recorded_value(True, False, op)
+
+
+@pytest.mark.parametrize("op", ["foreach", "while_loop"])
+def test_a_value_recorded_before_the_loop_passed_as_a_state_has_its_gradient(op):
+    """The refusal's advice works: the same value as a state, gradients those of remat=False."""
+    for a, b in zip(_loop_reading_a_recorded_value(False, True, op),
+                    _loop_reading_a_recorded_value(True, True, op)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
