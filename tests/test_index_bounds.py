@@ -200,3 +200,29 @@ def test_malformed_bounds_metadata_is_an_artifact_error(tmp_path, text):
     onnx.helper.set_model_props(model, props)
     with pytest.raises(ArtifactError, match="gluon_cf.index_bounds metadata"):
         load(model.SerializeToString())
+
+
+def test_child_sum_eager_reads_the_rows_its_graph_reads_for_any_root(tmp_path):
+    """Eager ChildSum indexed child_ptr in Python (a root of -3 read ptr[-3], 5 raised
+    IndexError) where the hybridized graph's take clips: the same rows now, values and the
+    embedding's gradient, for roots outside [0, N) and fractional ones."""
+    import mxnet as mx
+    from mxnet import autograd
+    mx.random.seed(0)
+    eager = ChildSumTreeLSTM(9, embed_size=4, hidden_size=3, num_classes=2, prefix="cs_")
+    eager.initialize(mx.init.Xavier())
+    eager.save_parameters(str(tmp_path / "p.params"))
+    hybrid = ChildSumTreeLSTM(9, embed_size=4, hidden_size=3, num_classes=2, prefix="cs_")
+    hybrid.load_parameters(str(tmp_path / "p.params"))
+    hybrid.hybridize()
+    # nodes: 0 leaf, 1 leaf, 2 -> [0, 1], 3 leaf
+    tokens, ptr, idx = nd.array([1, 2, 3, 4]), nd.array([0, 0, 0, 2, 2]), nd.array([0, 1])
+    roots = nd.array([-3, -1, 0, 2, 3, 4, 5, 2.5])
+    results = []
+    for net in (eager, hybrid):
+        with autograd.record():
+            out = net(tokens, ptr, idx, roots)
+        out.backward()
+        results.append((out.asnumpy(), net.embed.weight.grad().asnumpy().copy()))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -185,10 +185,13 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
         @gluon_cf.recursive
         def node(idx):
             if eager:   # one autograd node for the embedding and the cell (NOTE [eager cells])
-                i = int(idx.asscalar())
+                # the rows the graph's take (mode 'clip', float index cast to int) reads, so an
+                # index outside [0, N) is what it is hybridized
+                v = np.float32(idx.asscalar())
+                first, last = _row(v, ptr), _row(v + np.float32(1), ptr)
                 return self.cell.node(F.take(tokens, idx),
                                       [node(child_idx[k:k + 1])
-                                       for k in range(ptr[i], ptr[i + 1])], embed=self.embed)
+                                       for k in range(ptr[first], ptr[last])], embed=self.embed)
             x = self.embed(F.take(tokens, idx))
             start = F.take(child_ptr, idx)
             end = F.take(child_ptr, idx + 1)
