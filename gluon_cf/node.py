@@ -25,7 +25,6 @@ NOTE [gradients through a node]
 import atexit
 import builtins
 import collections
-import ctypes
 import itertools
 import json
 import re
@@ -41,6 +40,7 @@ from . import executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded
 from .errors import SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
+from .graph.decoded import holds_random_ops
 from .operators import aux_state_error, describe_node, user_custom_op_error
 
 # NOTE [error messages]
@@ -577,22 +577,12 @@ def _replay_seed(node):
     other draws would not be the forward's. None for other nodes (seeding costs ~2 ms)."""
     random = getattr(node, "holds_random_ops", None)
     if random is None:
-        random = node.holds_random_ops = any(
-            op == "Dropout" or "random" in op or op.startswith("_sample")
-            for op in _ops_of(node.spec))
+        random = node.holds_random_ops = holds_random_ops(node.spec)
     if not random:
         return None
     seed = int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
     mx.random.seed(seed)
     return seed
-
-
-def _ops_of(spec):
-    for graph in spec.get("graphs", {}).values():
-        for n in json.loads(graph["json"])["nodes"]:
-            yield n["op"]
-            if registry.kind_of(n):
-                yield from _ops_of(json.loads(n["attrs"]["spec"]))
 
 
 def _prop_class(rule):

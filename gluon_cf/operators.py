@@ -81,3 +81,9 @@ def user_location(skip: int = 1) -> Optional[str]:
             return "%s:%d" % (path, frame.f_lineno)
         frame = frame.f_back
     return None
+
+
+def is_random_op(op):
+    """Whether MXNet operator ``op`` draws random numbers (a node holding one is seeded so that
+    a re-run forward or a remat recomputation draws the same numbers)."""
+    return op in ("Dropout", "_contrib_dropout") or "random" in op or op.startswith("_sample")

@@ -60,6 +60,8 @@ import numpy as np
 from mxnet import autograd
 
 from . import node as _node
+from .graph.decoded import holds_random_ops  # noqa: F401 (remat.holds_random_ops)
+from .operators import is_random_op
 from .executor import run
 # The interval for "auto"/a budget (NOTE [remat budgets]); these names are remat's too.
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
@@ -161,11 +163,6 @@ recomputed = _Counter()
 
 # ---------------------------------------------------------------------------------------------
 # Random operators
-
-
-def is_random_op(op):
-    """Whether MXNet operator ``op`` draws random numbers."""
-    return op in ("Dropout", "_contrib_dropout") or "random" in op or op.startswith("_sample")
 
 
 # NOTE [values recorded before a remat loop]
@@ -413,7 +410,7 @@ class Loop:
             self.closure = kept
 
     def _backward_segments(self, out_grads):
-        num_out, nd_ = self.num_out, len(self.data)
+        num_out = self.num_out
         step_grads, state_grads = out_grads[:num_out], list(out_grads[num_out:])
         data_grads = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype) if wanted else None
                       for d, wanted in zip(self.data, self.live_data)]
@@ -538,9 +535,3 @@ def nested_in_node(loop, node):
     top = _node.top_level_node()
     loop.nested = top is not None and top is not node
     return loop
-
-
-def holds_random_ops(spec):
-    """Whether a node's subgraphs (nested ones included) hold a random operator."""
-    from .graph.decoded import _nodes_of
-    return any(is_random_op(n["op"]) for n in _nodes_of(spec))

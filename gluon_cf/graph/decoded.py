@@ -6,7 +6,7 @@ per spec, and registered as the registry's decoder, through which the layers bel
 import json
 
 from .. import registry
-from ..operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS
+from ..operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, is_random_op
 from ..symbol_entries import check_node_spec
 from .runtime import Graph
 
@@ -20,6 +20,11 @@ def user_custom_op_types(spec):
 def aux_state_nodes(spec, ops):
     """The JSON nodes of a node's subgraphs (nested included) whose operator is in ``ops``."""
     return [n for n in _nodes_of(spec) if n["op"] in ops]
+
+
+def holds_random_ops(spec):
+    """Whether a node's subgraphs (nested ones included) hold a random operator."""
+    return any(is_random_op(n["op"]) for n in _nodes_of(spec))
 
 
 def _nodes_of(spec):
