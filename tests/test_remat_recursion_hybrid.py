@@ -138,7 +138,8 @@ class _Chain(gluon.HybridBlock):
                 xi = self.drop(xi)
             if self.loop:   # three steps of a scan over x's first rows, xi the state
                 def step(row, states):
-                    return [], [F.tanh(states[0] * row.reshape((1, -1)) + 0.5)]
+                    scaled = F.broadcast_mul(states[0], row.reshape((1, -1)))
+                    return [], [F.tanh(scaled + 0.5)]
                 _, (xi,) = gluon_cf.foreach(step, F.slice_axis(x, axis=0, begin=0, end=3),
                                             [xi])
 

@@ -133,13 +133,14 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
     ``remat=True``: under ``autograd.record()`` what is kept for backward is the calls'
     arguments and results, and their intermediates are recomputed in backward (the README's
     section on ``remat``); gradients are those of ``remat=False``. Eagerly each call is
-    recomputed on its own (NOTE [rematerialised recursive calls]). Hybridized, the unit is the
-    outermost call's ``recursion`` node, rematerialised when any function it can reach has
-    ``remat=True`` (NOTE [hybridized remat recursion]): on an ahead-of-time schedule each
-    group of calls is recomputed on its own in backward (one group's intermediates alive at a
-    time); on the dynamic or unbatched executor the node keeps nothing between its forward
-    and backward and recomputes the whole recursion at once in backward (a peak like
-    ``remat=False``'s). Random operators replay their draws (seeded), checked.
+    recomputed on its own. Hybridized, the unit is the outermost call's ``recursion`` node,
+    rematerialised when any function it can reach has ``remat=True``: on an ahead-of-time
+    schedule with a planned backward each group of calls is recomputed on its own (one
+    group's intermediates alive at a time); on the dynamic or unbatched executor a node
+    called by ``hybrid_forward`` keeps only its inputs and outputs and recomputes the whole
+    recursion at once in backward (a backward peak like ``remat=False``'s); a recursion in a
+    loop's step off a planned schedule runs as with ``remat=False``. Random operators replay
+    their draws (seeded, compared with the forward's).
 
     Use it as ``@recursive`` or ``@recursive(name=..., max_depth=...)``. Example: the sum of
     ``values[0..n]`` by recursion on ``n``, in a hybridized block:

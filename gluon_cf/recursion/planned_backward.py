@@ -127,7 +127,7 @@ def run(schedule, ctx, upload):
                                grad_reqs="add")
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
-    taped: List[tuple] = []   # per group: (qname, first, rows, its outputs, its call)
+    taped: List[tuple] = []   # per group: (number, qname, vid, first, rows, calls, outputs)
     nonempty = schedule.nonempty()
     training = mx.autograd.is_training()
     remat = any(spec.get("remat") for spec in schedule.context.specs.values())
@@ -162,8 +162,7 @@ def run(schedule, ctx, upload):
             out, taped_inputs = call_group(number, q, vid, first, rows, calls,
                                            [t._slice(first, first + rows) for t in tables[q]])
         if taped_inputs:
-            taped.append((q, first, rows, None if remat else out,
-                          (number, q, vid, first, rows, calls)))
+            taped.append((number, q, vid, first, rows, calls, None if remat else out))
     graph = _result_graph(plan, layouts, None)
     a, b = schedule.result[1][0]
     # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
@@ -176,10 +175,10 @@ def run(schedule, ctx, upload):
         # Each group's head gradient is its rows of its function's gradient table, complete
         # once its parents (higher, earlier in this loop) have run.
         differ = []
-        for q, first, rows, out, group in reversed(taped):
+        for number, q, vid, first, rows, calls, out in reversed(taped):
             if out is None:   # remat: recomputed now, alone (NOTE [hybridized remat recursion])
                 with mx.autograd.record(train_mode=train_mode):
-                    out, _ = call_group(*group, None)
+                    out, _ = call_group(number, q, vid, first, rows, calls, None)
                 out = list(out) if isinstance(out, (list, tuple)) else [out]
                 differ += [_differs(o, t._slice(first, first + rows))
                            for o, t in zip(out, tables[q])]
