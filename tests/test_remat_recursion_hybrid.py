@@ -117,6 +117,44 @@ def test_child_sum_tree_lstm():
                 ("batched", True))
 
 
+class _RootsLoop(gluon.HybridBlock):
+    """A TreeRNN whose foreach over the roots may itself have remat (a remat recursion in a
+    remat loop's step)."""
+
+    def __init__(self, remat, loop_remat, **kwargs):
+        super().__init__(**kwargs)
+        self.remat, self.loop_remat = remat, loop_remat
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(20, 4)
+            self.cell = gluon.nn.Dense(4, in_units=8, activation="tanh")
+
+    def hybrid_forward(self, F, tokens, left, right, roots):
+        @gluon_cf.recursive(remat=self.remat)
+        def node(i):
+            return gluon_cf.cond(
+                F.take(left, i) < 0, lambda: F.tanh(self.embed(F.take(tokens, i))),
+                lambda: self.cell(F.concat(node(F.take(left, i)), node(F.take(right, i)),
+                                           dim=1)))
+        hs, _ = gluon_cf.foreach(lambda root, _: (node(root), []), roots, [],
+                                 remat=self.loop_remat)
+        return hs
+
+
+@pytest.mark.parametrize("executor", EXECUTORS[:2])
+@pytest.mark.parametrize("loop_remat", [False, True])
+def test_recursion_inside_a_remat_foreach(executor, loop_remat):
+    _, inputs = _forest(synthetic_treebank(3, shape="sst", seed=5, max_length=8))
+    inputs[0] = inputs[0] % 20
+
+    def make(remat):
+        mx.random.seed(1)
+        net = _RootsLoop(remat, loop_remat)
+        net.initialize(mx.init.Uniform(0.7))
+        return net
+    groups, _ = _three_ways(make, inputs, executor)
+    assert groups > 0 or executor != ("batched", True)
+
+
 # ---- a recursion called by hybrid_forward itself: the node is the top-level one -------------
 
 class _Chain(gluon.HybridBlock):
