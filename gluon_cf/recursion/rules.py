@@ -54,8 +54,8 @@ class RecursionRule(registry.Rule):
                 raise RuntimeError(
                     "gluon_cf.recursive %r%s: with remat=True, the recursion recomputed in "
                     "backward gave other values than its forward: its random operators (%s) "
-                    "drew other numbers, so its gradient would not be the forward's. Use "
-                    "remat=False, or an ahead-of-time schedule (which replays them per group)"
+                    "drew other numbers (the re-run took another executor path), so its "
+                    "gradient would not be the forward's. Use remat=False"
                     % (spec["graphs"][spec["entry"]]["name"],
                        _node.created_at(spec.get("node", "")), ", ".join(random_ops(spec))))
 
