@@ -57,9 +57,10 @@ NOTE [hybridized remat recursion]
       ``RECOMPUTED`` counts the groups recomputed. A node holding random operators
       (``Dropout``, ``random_*``) seeds MXNet's generator before each group with
       ``seed + group`` (a seed drawn once per run), in the forward and the recomputation
-      alike, so the same numbers are drawn; every recomputed group's outputs are compared
-      with its rows of the tables, and a difference fails the backward naming the
-      function and the user's line, never a different gradient.
+      alike, so the same numbers are drawn; every recomputed group's outputs are then
+      compared with its rows of the tables, and a difference fails the backward naming the
+      function and the user's line, never a different gradient (a deterministic group's
+      recomputation is the same CachedOp on the same values: not compared).
     * **Elsewhere** (the dynamic batching and the unbatched executors, a recursion whose
       schedule is not planned): a top-level node (``node.remat_forward``) runs its forward
       unrecorded and keeps only its inputs and outputs; its backward re-runs the whole
@@ -131,7 +132,10 @@ def run(schedule, ctx, upload):
     nonempty = schedule.nonempty()
     training = mx.autograd.is_training()
     remat = any(spec.get("remat") for spec in schedule.context.specs.values())
-    seed = _seed_base(schedule.context.node) if remat else None
+    # Random draws are replayed by seeding every group, and checked (NOTE [hybridized remat
+    # recursion]); a deterministic group's recomputation is the same CachedOp on the same rows.
+    random = remat and _holds_random_ops(schedule.context.node)
+    seed = _seed_base() if random and SEED_GROUPS[0] else None
 
     def call_group(number, q, vid, first, rows, calls, out):
         """Group ``number``'s graph on its inputs (``out``: into its rows of the tables)."""
@@ -180,8 +184,9 @@ def run(schedule, ctx, upload):
                 with mx.autograd.record(train_mode=train_mode):
                     out, _ = call_group(number, q, vid, first, rows, calls, None)
                 out = list(out) if isinstance(out, (list, tuple)) else [out]
-                differ += [_differs(o, t._slice(first, first + rows))
-                           for o, t in zip(out, tables[q])]
+                if random:
+                    differ += [_differs(o, t._slice(first, first + rows))
+                               for o, t in zip(out, tables[q])]
                 RECOMPUTED[0] += 1
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
@@ -207,15 +212,17 @@ class _nothing:
         return False
 
 
-def _seed_base(node):
-    """The seed of a remat run's groups, drawn from MXNet's generator (so a user's
-    ``mx.random.seed`` fixes it), or None when the node draws no random numbers (seeding
-    costs ~2 ms a group)."""
+def _holds_random_ops(node):
+    """Whether the node's graphs draw random numbers (cached on the decoded node)."""
     random = getattr(node, "holds_random_ops", None)
     if random is None:
         random = node.holds_random_ops = holds_random_ops(node.spec)
-    if not (random and SEED_GROUPS[0]):
-        return None
+    return random
+
+
+def _seed_base():
+    """The seed of a remat run's groups, drawn from MXNet's generator (so a user's
+    ``mx.random.seed`` fixes it)."""
     return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
 
 
