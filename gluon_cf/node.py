@@ -389,29 +389,33 @@ class _NodeOperator(mx.operator.CustomOp):
         self.saved = None
         self.is_train = False
         self.seed = None
+        self.remat = False          # NOTE [hybridized remat recursion]
         self.forward_done = False   # see NOTE [backward of a failed forward]
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
 
-    def _run(self, inputs, is_train, marks, out_data=None):
+    def _run(self, inputs, is_train, marks, out_data=None, remat=False):
         """Run the node: its heads for backward, ``[(array, output index, rows)]`` (NOTE
         [where a loop's memory goes] in ``ops/foreach_memory.py``: a rule's ``forward_into``
         writes MXNet's output arrays ``out_data`` itself and returns heads each covering
-        one row of an output), and whether the outputs are written already."""
+        one row of an output), and whether the outputs are written already. ``remat``: the
+        marked inputs' forward runs unrecorded (NOTE [hybridized remat recursion])."""
         _top_level.node, _top_level.inputs, _top_level.planned = self.node, inputs, []
+        _top_level.remat = remat
         _top_level_runs[0] += 1
         try:
-            heads, written = self._run_marked(inputs, is_train, marks, out_data)
+            heads, written = self._run_marked(inputs, is_train, marks, out_data, remat)
             return heads, written, _top_level.planned
         finally:
             _top_level.node = _top_level.inputs = _top_level.planned = None
+            _top_level.remat = False
 
-    def _run_marked(self, inputs, is_train, marks, out_data):
+    def _run_marked(self, inputs, is_train, marks, out_data, remat=False):
         if marks is not None:
             for i in marks:
                 inputs[i].attach_grad()
-        with autograd.pause(train_mode=is_train) if marks is None else \
+        with autograd.pause(train_mode=is_train) if marks is None or remat else \
                 autograd.record(train_mode=is_train):
             into = getattr(self.rule, "forward_into", None)
             if into is not None and out_data is not None:
@@ -440,9 +444,13 @@ class _NodeOperator(mx.operator.CustomOp):
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         self.seed = _replay_seed(self.node) if is_train else None
+        rematerialised = getattr(self.rule, "rematerialised", None)
+        self.remat = bool(is_train and rematerialised is not None and rematerialised(self.node))
         heads, written, planned = self._run(inputs, is_train, marks,
-                                            out_data if direct else None)
+                                            out_data if direct else None, self.remat)
         self.saved = (inputs, heads, marks, written, planned) if is_train else None
+        if self.remat and not planned:   # kept: nothing (NOTE [hybridized remat recursion])
+            self.saved = None
         if written:
             return
         for k, (dst, r, value) in enumerate(zip(out_data, req, [o for o, _, _ in heads])):
@@ -476,6 +484,7 @@ class _NodeOperator(mx.operator.CustomOp):
                        if r != "null" and is_float(x.dtype))
         self.node.wanted = wanted
         saved, self.saved = self.saved, None
+        dropped = saved is None and self.remat   # NOTE [hybridized remat recursion]
         if saved is None or saved[2] != wanted:
             inputs = list(in_data)
             if self.seed is not None:   # the forward's random draws again
@@ -484,6 +493,10 @@ class _NodeOperator(mx.operator.CustomOp):
             scratch = [mx.nd.empty(o.shape, dtype=o.dtype) for o in out_data]
             heads, written, planned = self._run(inputs, self.is_train, wanted, scratch)
             saved = (inputs, heads, wanted, written, planned)
+            if self.remat:
+                REMAT_RERUNS[0] += dropped   # (not a re-run for other marks)
+                if self.seed is not None:   # the rule checks the random draws replayed
+                    self.rule.check_recomputed(self.node, heads, out_data)
         inputs, saved_heads, _, written, planned = saved
         # A rule's forward_into returns recorded heads only (one per step: asking autograd
         # for each one's graph would cost time and memory quadratic in the steps).
@@ -540,6 +553,16 @@ _top_level = threading.local()   # .node: the node whose Custom operator runs in
 # How many times a node's Custom operator has run in this process: a remat recursive call
 # refuses a body that ran one (NOTE [rematerialised recursive calls]).
 _top_level_runs = [0]
+
+
+# Forwards of rematerialised nodes re-run whole in their backward (tests read it).
+REMAT_RERUNS = [0]
+
+
+def remat_forward():
+    """Whether the node running in this thread is a rematerialised recursion whose training
+    forward runs unrecorded (NOTE [hybridized remat recursion] in planned_backward.py)."""
+    return bool(getattr(_top_level, "remat", False))
 
 
 def node_runs():

@@ -40,8 +40,9 @@ NOTE [rematerialisation]
       would be lost). Hybridized, the closure is explicit (the node's captured inputs).
 
     Export ignores ``remat``: it is about what training keeps. Recursive calls
-    (``@recursive(remat=True)``, eager) are rematerialised per call instead, reusing
-    ``record_node`` and ``closure_arrays``: NOTE [rematerialised recursive calls]. No custom
+    (``@recursive(remat=True)``) are rematerialised per call eagerly, reusing ``record_node``
+    and ``closure_arrays`` (NOTE [rematerialised recursive calls]), and per group of calls or
+    per node hybridized (NOTE [hybridized remat recursion]). No custom
     backward runs inside another (it hung MXNet 1.9.1's engine: NOTE [nested custom backward]
     in ``tests/test_remat_nesting.py``): loops and calls inside a remat loop's body run as
     with ``remat=False`` (``applies``), the outer loop recomputing them; a hybridized block

@@ -241,24 +241,6 @@ def test_bad_remat(remat, error, text):
                 return n
 
 
-def test_hybridized_remat_is_refused():
-    class Net(gluon.HybridBlock):
-        def hybrid_forward(self, F, n):
-            @gluon_cf.recursive(remat=True)
-            def f(i):
-                return gluon_cf.cond(i < 1, lambda: i * 0, lambda: f(i - 1) + 1)
-            return f(n)
-
-    net = Net()
-    net.hybridize()
-    with pytest.raises(NotImplementedError, match=r"gluon_cf.recursive at .*"
-                       r"test_remat_recursion.py:\d+: remat=True for 'f' is implemented for "
-                       r"eager recursion only"):
-        net(mx.nd.array([3]))
-    net = Net()   # eagerly, the same block works
-    assert net(mx.nd.array([3])).asscalar() == 3
-
-
 MEMORY_SCRIPT = textwrap.dedent("""
     import sys, time, mxnet as mx, gluon_cf
     from mxnet import autograd, gluon

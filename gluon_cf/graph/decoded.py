@@ -27,6 +27,11 @@ def holds_random_ops(spec):
     return any(is_random_op(n["op"]) for n in _nodes_of(spec))
 
 
+def random_ops(spec):
+    """The random operators of a node's subgraphs (nested ones included), sorted."""
+    return sorted({n["op"] for n in _nodes_of(spec) if is_random_op(n["op"])})
+
+
 def _nodes_of(spec):
     """Every JSON node of a node's subgraphs, nested gluon_cf nodes' subgraphs included."""
     for graph in spec.get("graphs", {}).values():

@@ -42,17 +42,18 @@ def _row(value, rows):
     return min(max(int(value), 0), len(rows) - 1)
 
 
-def encode_binary_trees(F, embed, cell, tokens, left, right, roots):
+def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False):
     """(B, H) root states of binary trees: ``leaf(embed(token))`` / ``combine(left, right)``.
 
-    ``cell`` is a binary cell of ``gluon_cf.models.cells`` (states ``(h, c)`` or ``h``).
+    ``cell`` is a binary cell of ``gluon_cf.models.cells`` (states ``(h, c)`` or ``h``);
+    ``remat``: that of the recursive function (``@gluon_cf.recursive(remat=...)``).
     """
 
     eager = isinstance(left, mx.nd.NDArray)
     if eager:   # the children's positions, read on the host once (as ChildSumTreeLSTM's)
         left_rows, right_rows = left.asnumpy().ravel(), right.asnumpy().ravel()
 
-    @gluon_cf.recursive
+    @gluon_cf.recursive(remat=remat)
     def node(idx):                        # idx: shape (1,) index of a tree node
         if eager:
             return eager_node(idx)
@@ -93,8 +94,9 @@ class _BinaryTreeClassifier(gluon.HybridBlock):
     cell_class: type   # set by each model below
 
     def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
-                 num_classes: int = 5, **kwargs: Any) -> None:
+                 num_classes: int = 5, remat: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.remat = remat   # the recursive function's (README: remat)
         with self.name_scope():
             self.embed = gluon.nn.Embedding(vocab_size, embed_size)
             self.cell = self.cell_class(hidden_size, embed_size, prefix="cell_")
@@ -102,7 +104,8 @@ class _BinaryTreeClassifier(gluon.HybridBlock):
 
     def encode(self, F, tokens, left, right, roots):
         """(B, H) root representations."""
-        return encode_binary_trees(F, self.embed, self.cell, tokens, left, right, roots)
+        return encode_binary_trees(F, self.embed, self.cell, tokens, left, right, roots,
+                                   self.remat)
 
     def hybrid_forward(self, F, tokens, left, right, roots):
         return self.out(self.encode(F, tokens, left, right, roots))
@@ -144,9 +147,11 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
     """
 
     def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
-                 num_classes: int = 5, max_children: int = 64, **kwargs: Any) -> None:
+                 num_classes: int = 5, max_children: int = 64, remat: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
+        self.remat = remat   # the recursive function's (README: remat)
         self.max_children = max_children
         with self.name_scope():
             self.embed = gluon.nn.Embedding(vocab_size, embed_size)
@@ -182,7 +187,7 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
         if eager:
             ptr = child_ptr.asnumpy().ravel().astype(np.int64)
 
-        @gluon_cf.recursive
+        @gluon_cf.recursive(remat=self.remat)
         def node(idx):
             if eager:   # one autograd node for the embedding and the cell (NOTE [eager cells])
                 # the rows the graph's take (mode 'clip', float index cast to int) reads, so an

@@ -73,12 +73,7 @@ class RecursiveFunction:
         """The call, same as ``invoke(self, *args)`` (which calls this)."""
         flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % self.name)
         mode = mode_of("invoke", flat, "the arguments of %r" % self.name)
-        if mode == "symbol":
-            if self.remat:
-                raise NotImplementedError(
-                    "gluon_cf.recursive at %s: remat=True for %r is implemented for eager "
-                    "recursion only; in a hybridized block use remat=False, or run the block "
-                    "without hybridize()" % (user_location(), self.name))
+        if mode == "symbol":   # remat: NOTE [hybridized remat recursion] in planned_backward.py
             return _invoke_symbolic(self, flat, fmt)
         if remat_calls.replaying() and self.remat:   # NOTE [rematerialised recursive calls]
             return remat_calls.call(self, args)
@@ -135,9 +130,17 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
     those of the plain Python function; ``max_depth`` bounds the depth of nested calls (exceeding
     it raises :class:`RecursionDepthError` naming the function), in both modes.
 
-    ``remat=True`` (eager recursion only): under ``autograd.record()`` each call keeps only its
-    arguments and results, and its body is recomputed once in backward (the README's section
-    on ``remat``); gradients are those of ``remat=False``.
+    ``remat=True``: under ``autograd.record()`` what is kept for backward is the calls'
+    arguments and results, and their intermediates are recomputed in backward (the README's
+    section on ``remat``); gradients are those of ``remat=False``. Eagerly each call is
+    recomputed on its own. Hybridized, the unit is the outermost call's ``recursion`` node,
+    rematerialised when any function it can reach has ``remat=True``: on an ahead-of-time
+    schedule with a planned backward each group of calls is recomputed on its own (one
+    group's intermediates alive at a time); on the dynamic or unbatched executor a node
+    called by ``hybrid_forward`` keeps only its inputs and outputs and recomputes the whole
+    recursion at once in backward (a backward peak like ``remat=False``'s); a recursion in a
+    loop's step off a planned schedule runs as with ``remat=False``. Random operators replay
+    their draws (seeded, compared with the forward's).
 
     Use it as ``@recursive`` or ``@recursive(name=..., max_depth=...)``. Example: the sum of
     ``values[0..n]`` by recursion on ``n``, in a hybridized block:
@@ -159,7 +162,7 @@ def recursive(fn: Optional[Callable[..., Arrays]] = None, *, name: Optional[str]
         where = user_location()
         raise NotImplementedError(
             "gluon_cf.recursive%s: remat=%r is not implemented for recursive functions%s (only "
-            "remat=True, eagerly: NOTE [rematerialised recursive calls]); use remat=True or "
+            "remat=True: NOTE [rematerialised recursive calls]); use remat=True or "
             "False" % (" at %s" % where if where else "", remat,
                        " (%r)" % getattr(fn, "__name__", "") if fn is not None else ""))
     if fn is None:
@@ -419,6 +422,8 @@ def _invoke_symbolic(fn, flat, fmt):
         functions[table.qname(f)] = dict(
             table.traced[f].spec(range(n), {k: n + v for k, v in slot_of.items()}),
             num_args=n, max_depth=f.max_depth, name=f.name, source=_source(f.fn))
+        if f.remat:
+            functions[table.qname(f)]["remat"] = True
     spec = {"graphs": functions, "entry": table.qname(fn), "num_args": len(flat),
             "num_outputs": num_outputs, "namespace": table.namespace}
     return regroup(_node.make_node("recursion", flat + env, spec, fn.name,

@@ -19,6 +19,7 @@ class RecursionContext:
         self.namespace = node.spec["namespace"]
         self.env = list(env)
         self.parent = parent
+        self.node = node
         # Invocations of the same function with the same environment may share a batch.
         self.key = (id(self.graphs), tuple(id(e) for e in self.env))
         self.env_shapes = tuple(e.shape for e in self.env)   # read once: .shape is a C call

@@ -41,22 +41,55 @@ NOTE [planned backward]
     tests/test_planned_backward.py). Everything else (a forward recomputed inside a backward by
     remat, an environment value computed on the tape) keeps the recorded run. :data:`ENABLED`
     switches it off (tests compare both).
+
+NOTE [hybridized remat recursion]
+    ``@recursive(remat=True)`` in a hybridized block: the unit is the outermost call's
+    ``recursion`` node, rematerialised when any function of its table has ``remat=True``
+    (``RecursionRule.rematerialised``; eagerly each call is its own unit, NOTE
+    [rematerialised recursive calls]). Two ways, chosen at run time:
+
+    * **On a planned schedule** (where the planned backward applies, NOTE above): the forward
+      runs every group *unrecorded* into the tables, which then hold every call's results
+      (what remat keeps anyway); only the roots' graph is recorded. The planned backward
+      re-runs each group, in reverse run order, under ``record()`` from its arguments, the
+      environment and its children's rows of the tables, and backpropagates it at once with
+      its rows of the gradient tables: one group's intermediates are alive at a time.
+      ``RECOMPUTED`` counts the groups recomputed. A node holding random operators
+      (``Dropout``, ``random_*``) seeds MXNet's generator before each group with
+      ``seed + group`` (a seed drawn once per run), in the forward and the recomputation
+      alike, so the same numbers are drawn; every recomputed group's outputs are then
+      compared with its rows of the tables, and a difference fails the backward naming the
+      function and the user's line, never a different gradient (a deterministic group's
+      recomputation is the same CachedOp on the same values: not compared).
+    * **Elsewhere** (the dynamic batching and the unbatched executors, a recursion whose
+      schedule is not planned): a top-level node (``node.remat_forward``) runs its forward
+      unrecorded and keeps only its inputs and outputs; its backward re-runs the whole
+      forward recorded (seeded alike, compared with the forward's outputs when it holds
+      random operators: ``RecursionRule.check_recomputed``) and backpropagates it. That
+      frees the recursion's intermediates between forward and backward, not at the peak of
+      the backward, which holds them all, as with ``remat=False``. A recursion running
+      inside another node's body (a loop's step) is recorded on that node's tape as with
+      ``remat=False`` unless its schedule is planned (a remat loop around it recomputes it).
 """
 from typing import List
 
 import mxnet as mx
 
 from .. import node as _node
+from ..graph.decoded import holds_random_ops, random_ops
 from .value_graphs import _result_graph, _value_graph
 
 ENABLED = [True]   # NOTE above: tests compare the planned and the recorded backward
 RUNS = [0]         # schedules run with a planned backward (for tests, tools)
+RECOMPUTED = [0]   # groups recomputed by a remat recursion's planned backward (for tests)
+SEED_GROUPS = [True]   # NOTE [hybridized remat recursion]: tests switch it off
 
 
 def applies(context, depth):
     """Whether a schedule for this call may run with a planned backward (NOTE above)."""
+    recording = mx.autograd.is_recording() or _node.remat_forward()
     if not (ENABLED[0] and depth == 1 and context.parent is None
-            and mx.autograd.is_recording() and _node.top_level_node() is not None):
+            and recording and _node.top_level_node() is not None):
         return False
     inputs = {id(a) for a in _node.top_level_inputs()}
     return all(id(value) in inputs or not _node.is_float(value.dtype) for value in context.env)
@@ -95,10 +128,17 @@ def run(schedule, ctx, upload):
                                grad_reqs="add")
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
-    taped: List[tuple] = []   # per group: (qname, first, rows, its outputs)
+    taped: List[tuple] = []   # per group: (number, qname, vid, first, rows, calls, outputs)
     nonempty = schedule.nonempty()
+    training = mx.autograd.is_training()
+    remat = any(spec.get("remat") for spec in schedule.context.specs.values())
+    # Random draws are replayed by seeding every group, and checked (NOTE [hybridized remat
+    # recursion]); a deterministic group's recomputation is the same CachedOp on the same rows.
+    random = remat and _holds_random_ops(schedule.context.node)
+    seed = _seed_base() if random and SEED_GROUPS[0] else None
 
-    for q, vid, first, rows, calls in schedule.groups:
+    def call_group(number, q, vid, first, rows, calls, out):
+        """Group ``number``'s graph on its inputs (``out``: into its rows of the tables)."""
         callees = [callee for callee, _ in plan.functions[q].callees(vid)]
         graph = _value_graph(plan, layouts, q, vid, None)
         values = []
@@ -112,30 +152,93 @@ def run(schedule, ctx, upload):
             else:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
                 values.append(index._slice(a, a + rows))
-        # Written in place, each output into its rows of its table.
-        out = (graph.nonempty if nonempty else graph.op)(
-            *values, out=[t._slice(first, first + rows) for t in tables[q]])
+        if seed is not None:   # NOTE [hybridized remat recursion]
+            mx.random.seed(seed + number, ctx=ctx)
+        out = (graph.nonempty if nonempty else graph.op)(*values, out=out)
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
-        if callees or any(role == "env" and env[i].grad is not None
-                          for role, i, _, _ in graph.inputs):
-            taped.append((q, first, rows, out))
+        taped_inputs = callees or any(role == "env" and env[i].grad is not None
+                                      for role, i, _, _ in graph.inputs)
+        return out, taped_inputs
+
+    for number, (q, vid, first, rows, calls) in enumerate(schedule.groups):
+        # Written in place, each output into its rows of its table; unrecorded with remat.
+        with mx.autograd.pause(train_mode=training) if remat else _nothing():
+            out, taped_inputs = call_group(number, q, vid, first, rows, calls,
+                                           [t._slice(first, first + rows) for t in tables[q]])
+        if taped_inputs:
+            taped.append((number, q, vid, first, rows, calls, None if remat else out))
     graph = _result_graph(plan, layouts, None)
     a, b = schedule.result[1][0]
     # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
-    outputs = graph.op(*[sources[plan.entry][0][j] if role == "table" else index[a:b]
-                         for role, _, j, _ in graph.inputs])
+    with mx.autograd.record(train_mode=training) if remat else _nothing():
+        outputs = graph.op(*[sources[plan.entry][0][j] if role == "table" else index[a:b]
+                             for role, _, j, _ in graph.inputs])
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
     def backward(train_mode):
         # Each group's head gradient is its rows of its function's gradient table, complete
         # once its parents (higher, earlier in this loop) have run.
-        for q, first, rows, out in reversed(taped):
+        differ = []
+        for number, q, vid, first, rows, calls, out in reversed(taped):
+            if out is None:   # remat: recomputed now, alone (NOTE [hybridized remat recursion])
+                with mx.autograd.record(train_mode=train_mode):
+                    out, _ = call_group(number, q, vid, first, rows, calls, None)
+                out = list(out) if isinstance(out, (list, tuple)) else [out]
+                if random:
+                    differ += [_differs(o, t._slice(first, first + rows))
+                               for o, t in zip(out, tables[q])]
+                RECOMPUTED[0] += 1
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
             mx.autograd.backward(out, [g._slice(first, first + rows) for g in grads[q]],
                                  retain_graph=True, train_mode=train_mode)
+            out = None
+        if differ and mx.nd.add_n(*differ).asscalar() > 0:
+            _refuse_different(schedule.context.node)
 
     _node.hand_backward(backward)
     RUNS[0] += 1
     return outputs
+
+
+class _nothing:
+    """A context manager doing nothing (in place of autograd's where remat is off)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _holds_random_ops(node):
+    """Whether the node's graphs draw random numbers (cached on the decoded node)."""
+    random = getattr(node, "holds_random_ops", None)
+    if random is None:
+        random = node.holds_random_ops = holds_random_ops(node.spec)
+    return random
+
+
+def _seed_base():
+    """The seed of a remat run's groups, drawn from MXNet's generator (so a user's
+    ``mx.random.seed`` fixes it)."""
+    return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
+
+
+def _differs(a, b):
+    """A (1,) CPU array: 1 where ``a`` and ``b`` differ beyond rounding, else 0."""
+    with mx.autograd.pause():
+        a32, b32 = a.detach().astype("float32"), b.astype("float32")
+        bad = mx.nd.abs(a32 - b32) > (1e-5 + 1e-4 * mx.nd.abs(b32))
+        return bad.sum().reshape((1,)).clip(0, 1).as_in_context(mx.cpu())
+
+
+def _refuse_different(node):
+    spec = node.spec
+    raise RuntimeError(
+        "gluon_cf.recursive %r%s: with remat=True, a group of calls recomputed in backward gave "
+        "other values than in the forward (random operators: %s), so its gradient would not be "
+        "the forward's; use remat=False" % (
+            spec["graphs"][spec["entry"]]["name"], _node.created_at(spec.get("node", "")),
+            ", ".join(random_ops(spec)) or "none"))

@@ -45,7 +45,10 @@ NOTE [rematerialised recursive calls]
       this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost);
-    * ``remat`` other than ``True``/``False``, and hybridized ``remat=True``.
+    * ``remat`` other than ``True``/``False``.
+
+    Hybridized, the unit of recomputation is the recursion node (NOTE [hybridized remat
+    recursion] in recursion/planned_backward.py).
 """
 import json
 import threading

@@ -17,7 +17,8 @@ from typing import Dict
 import mxnet as mx
 import numpy as np
 
-from .. import registry, rowwise
+from .. import node as _node, registry, rowwise
+from ..graph.decoded import random_ops
 from .invocation import RecursionContext
 from .table import table as _table
 
@@ -30,7 +31,33 @@ class RecursionRule(registry.Rule):
 
     kind = "recursion"
     spec_fields = {"entry": "text", "num_args": "count", "namespace": "text"}
-    graph_fields = {"num_args": "count", "max_depth": "count", "name": "text"}
+    graph_fields = {"num_args": "count", "max_depth": "count", "name": "text",
+                    "remat": "optional flag"}
+
+    def rematerialised(self, node):
+        """Whether the node's training forward keeps nothing but its inputs and outputs
+        (NOTE [hybridized remat recursion] in recursion/planned_backward.py)."""
+        return any(g.get("remat") for g in node.spec["graphs"].values())
+
+    def check_recomputed(self, node, heads, out_data):
+        """A rematerialised node's forward re-run in backward (``heads``) must give the
+        forward's outputs: its random operators are seeded alike, but may draw in another
+        order when the re-run takes another executor path (NOTE [hybridized remat recursion])."""
+        for (value, k, row), kept in zip(heads, out_data):
+            if row is not None or not _node.is_float(value.dtype) or value.shape != kept.shape:
+                continue
+            with mx.autograd.pause():
+                a, b = value.astype("float32"), kept.astype("float32")
+                bad = (mx.nd.abs(a - b) > 1e-5 + 1e-4 * mx.nd.abs(b)).sum().asscalar()
+            if bad:
+                spec = node.spec
+                raise RuntimeError(
+                    "gluon_cf.recursive %r%s: with remat=True, the recursion recomputed in "
+                    "backward gave other values than its forward: its random operators (%s) "
+                    "drew other numbers (the re-run took another executor path), so its "
+                    "gradient would not be the forward's. Use remat=False"
+                    % (spec["graphs"][spec["entry"]]["name"],
+                       _node.created_at(spec.get("node", "")), ", ".join(random_ops(spec))))
 
     def num_slots(self, spec, graph):
         # A function reads its own arguments, then the environment, the node's inputs after

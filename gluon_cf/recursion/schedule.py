@@ -80,13 +80,15 @@ def run(context, qname, args, rows, depth):
     plan = analyse(context, qname)
     if plan is None:
         return None
-    if mx.autograd.is_recording() and any(context.env[i].grad is not None
-                                          for i in plan.env_needs):
+    # A rematerialised node's forward runs unrecorded, as if recorded (NOTE [hybridized remat
+    # recursion] in planned_backward.py)
+    recording = mx.autograd.is_recording() or (depth == 1 and node.remat_forward())
+    if recording and any(context.env[i].grad is not None for i in plan.env_needs):
         return None
     schedule = _Schedule(plan, context)
     schedule.expand([a.asnumpy() for a in args], depth)
     planned = planned_backward.applies(context, depth)
-    if not schedule.lay_out(in_place=planned or not mx.autograd.is_recording()):
+    if not schedule.lay_out(in_place=planned or not recording):
         return None
     if planned and not all(node.is_float(layout["dtype"])
                            for layout in schedule.layouts.values()):
