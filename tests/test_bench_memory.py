@@ -49,11 +49,18 @@ def test_a_failing_cell_is_reported_not_raised():
 
 
 def test_peak_rss_sees_an_allocation():
-    import numpy as np
-    with memory.PeakRSS() as peak:
-        block = np.ones(16 * 1024 * 1024 // 8)
-        del block
-    assert peak.growth >= 15 * 1024 * 1024
+    """In a fresh process, as the benchmark measures: after many tests glibc may serve the
+    16 MiB from freed heap pages that are still resident, and the RSS would not grow."""
+    script = ("import numpy as np\n"
+              "from gluon_cf.bench import memory\n"
+              "with memory.PeakRSS() as peak:\n"
+              "    block = np.ones(16 * 1024 * 1024 // 8)\n"
+              "    del block\n"
+              "print(peak.growth)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) >= 15 * 1024 * 1024
 
 
 def test_command_line_help():
