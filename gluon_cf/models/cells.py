@@ -133,8 +133,15 @@ class _TreeCell(gluon.HybridBlock):
 #     ~30 KB more while ``backward`` runs for TreeLSTM: the CachedOp's saved buffers (each
 #     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
 #     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
-#     tape (nodes, entries and a ``_grad_add`` per parameter use). Hybridized, the
-#     cells' blocks are called as before.
+#     tape (nodes, entries and a ``_grad_add`` per parameter use). The eager
+#     TopDownTreeLSTM computes both children of a growing node, with their outputs and
+#     expansion logits, in one call (``eager_children``; the root's in ``eager_head``) and
+#     reads the logit on the host; ``out + l_out + r_out`` stays two operators, summed in the
+#     graph's order. Operator by operator it held ~180 KB a level, one call ~120 KB: an
+#     8,000-level chain (16,001 nodes) with gradients died of bad_alloc under 2 GiB and now
+#     peaks at VmPeak ~1,820 MiB; 20,000 levels would still need ~3 GB (two LSTM steps, two
+#     outputs and two logits are ~40 values a level, and ten parameters' gradients each).
+#     Hybridized, the cells' blocks are called as before.
 
 
 class LeafToken(NamedTuple):
@@ -425,3 +432,21 @@ class TopDownTreeLSTMCell(_TreeCell):
     @property
     def output_size(self):
         return self._output_size
+
+    def eager_head(self, h: nd.NDArray) -> List[nd.NDArray]:
+        """``[output(h), expand_logit(h)]`` of NDArrays as one CachedOp call (NOTE [eager
+        cells])."""
+        return self._eager_graph('head', 1, lambda h: [self.output(h), self.expand_logit(h)])(h)
+
+    def eager_children(self, h: nd.NDArray, c: nd.NDArray) -> List[nd.NDArray]:
+        """Both children of the node ``(h, c)``, each with its output and expansion logit,
+        ``[h_l, c_l, output(h_l), expand_logit(h_l), h_r, c_r, output(h_r), expand_logit(h_r)]``,
+        as one CachedOp call on NDArrays (NOTE [eager cells])."""
+        def build(h, c):
+            values = []
+            for step in (self.left_child, self.right_child):
+                h_k, c_k = step(h, c)
+                values += [h_k, c_k, self.output(h_k), self.expand_logit(h_k)]
+            return values
+
+        return self._eager_graph('children', 2, build)(h, c)
