@@ -128,9 +128,15 @@ class _TreeCell(gluon.HybridBlock):
 #     embedding: one tape node per internal node. A 19,999-deep ChildSumTreeLSTM chain
 #     with gradients once recorded 25 operators per level, later 17 (2.6 GB of address
 #     space), then two (~1.7 GB); binary chains of 19,998 levels (39,997 nodes), VmPeak in
-#     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,976 to 2,029), RNTN 2,410 -> 1,940 -> 1,899,
-#     TreeRNN 1,720 -> 1,680 -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~32 KB forward and
-#     ~30 KB more while ``backward`` runs for TreeLSTM: the CachedOp's saved buffers (each
+#     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,915 to 2,029; 1,756 with OMP_NUM_THREADS=1,
+#     which drops OpenBLAS's 256 MiB), RNTN 2,410 -> 1,940 -> 1,899, TreeRNN 1,720 -> 1,680
+#     -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~33 KB forward and
+#     ~31 KB more while ``backward`` runs for TreeLSTM. Measured on bare CachedOps of MXNet
+#     1.9.1 (20,000 recorded calls, one arena): a call costs ~5.7 KB on the tape and ~5 KB in
+#     ``backward``, each value of its graph ~0.8 KB and ~0.4 KB more, each parameter it reads
+#     ~3.7 KB in ``backward`` (a gradient per call, all summed at the end). Packing a node's
+#     parameters into one input, sliced in the graph, saves ~9 KB a level in ``backward``
+#     but costs ~14 KB on the tape: not done. The saved buffers are the CachedOp's (each
 #     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
 #     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
 #     tape (nodes, entries and a ``_grad_add`` per parameter use). The eager
