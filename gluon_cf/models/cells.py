@@ -139,7 +139,7 @@ class _TreeCell(gluon.HybridBlock):
 #     but costs ~14 KB on the tape: not done. The saved buffers are the CachedOp's (each
 #     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
 #     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
-#     tape (nodes, entries and a ``_grad_add`` per parameter use). The eager
+#     tape (nodes, entries, and the sum of each parameter's per-call gradients). The eager
 #     TopDownTreeLSTM computes both children of a growing node, with their outputs and
 #     expansion logits, in one call (``eager_children``; the root's in ``eager_head``) and
 #     reads the logit on the host; ``out + l_out + r_out`` stays two operators, summed in the
