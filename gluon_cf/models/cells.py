@@ -128,13 +128,26 @@ class _TreeCell(gluon.HybridBlock):
 #     embedding: one tape node per internal node. A 19,999-deep ChildSumTreeLSTM chain
 #     with gradients once recorded 25 operators per level, later 17 (2.6 GB of address
 #     space), then two (~1.7 GB); binary chains of 19,998 levels (39,997 nodes), VmPeak in
-#     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,976 to 2,029), RNTN 2,410 -> 1,940 -> 1,899,
-#     TreeRNN 1,720 -> 1,680 -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~32 KB forward and
-#     ~30 KB more while ``backward`` runs for TreeLSTM: the CachedOp's saved buffers (each
+#     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,915 to 2,029; 1,756 with OMP_NUM_THREADS=1,
+#     which drops OpenBLAS's 256 MiB), RNTN 2,410 -> 1,940 -> 1,899, TreeRNN 1,720 -> 1,680
+#     -> 1,605 (tests/test_no_crash.py). What is left per level is MXNet's, ~33 KB forward and
+#     ~31 KB more while ``backward`` runs for TreeLSTM. Measured on bare CachedOps of MXNet
+#     1.9.1 (20,000 recorded calls, one arena): a call costs ~5.7 KB on the tape and ~5 KB in
+#     ``backward``, each value of its graph ~0.8 KB and ~0.4 KB more, each parameter it reads
+#     ~3.7 KB in ``backward`` (a gradient per call, all summed at the end). Packing a node's
+#     parameters into one input, sliced in the graph, saves ~9 KB a level in ``backward``
+#     but costs ~14 KB on the tape: not done. The saved buffers are the CachedOp's (each
 #     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
 #     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
-#     tape (nodes, entries and a ``_grad_add`` per parameter use). Hybridized, the
-#     cells' blocks are called as before.
+#     tape (nodes, entries, and the sum of each parameter's per-call gradients). The eager
+#     TopDownTreeLSTM computes both children of a growing node, with their outputs and
+#     expansion logits, in one call (``eager_children``; the root's in ``eager_head``) and
+#     reads the logit on the host; ``out + l_out + r_out`` stays two operators, summed in the
+#     graph's order. Operator by operator it held ~180 KB a level, one call ~120 KB: an
+#     8,000-level chain (16,001 nodes) with gradients died of bad_alloc under 2 GiB and now
+#     peaks at VmPeak ~1,820 MiB; 20,000 levels would still need ~3 GB (two LSTM steps, two
+#     outputs and two logits are ~40 values a level, and ten parameters' gradients each).
+#     Hybridized, the cells' blocks are called as before.
 
 
 class LeafToken(NamedTuple):
@@ -425,3 +438,21 @@ class TopDownTreeLSTMCell(_TreeCell):
     @property
     def output_size(self):
         return self._output_size
+
+    def eager_head(self, h: nd.NDArray) -> List[nd.NDArray]:
+        """``[output(h), expand_logit(h)]`` of NDArrays as one CachedOp call (NOTE [eager
+        cells])."""
+        return self._eager_graph('head', 1, lambda h: [self.output(h), self.expand_logit(h)])(h)
+
+    def eager_children(self, h: nd.NDArray, c: nd.NDArray) -> List[nd.NDArray]:
+        """Both children of the node ``(h, c)``, each with its output and expansion logit,
+        ``[h_l, c_l, output(h_l), expand_logit(h_l), h_r, c_r, output(h_r), expand_logit(h_r)]``,
+        as one CachedOp call on NDArrays (NOTE [eager cells])."""
+        def build(h, c):
+            values = []
+            for step in (self.left_child, self.right_child):
+                h_k, c_k = step(h, c)
+                values += [h_k, c_k, self.output(h_k), self.expand_logit(h_k)]
+            return values
+
+        return self._eager_graph('children', 2, build)(h, c)

@@ -238,7 +238,9 @@ class TopDownTreeLSTM(gluon.HybridBlock):
     ``net(z)`` with ``z`` (B, input_size) -> ``(total, count)``: for each row, a tree is grown
     from ``h0 = tanh(W z)``, ``c0 = 0``; a node with hidden state ``h`` at depth ``d`` expands into
     two children iff ``expand_logit(h) > 0`` and ``d < max_depth``. ``total`` (B, O) is the sum of
-    ``output(h)`` over the generated nodes, ``count`` (B, 1) their number.
+    ``output(h)`` over the generated nodes, ``count`` (B, 1) their number. Eagerly, both
+    children of a growing node, with their outputs and expansion logits, are one CachedOp call
+    (``cell.eager_children``, one autograd node), and a node's growth is read on the host.
     """
 
     def __init__(self, input_size: int, hidden_size: int = 150, output_size: Optional[int] = None,
@@ -259,7 +261,10 @@ class TopDownTreeLSTM(gluon.HybridBlock):
         cell, max_depth = self.cell, self.max_depth
 
         @gluon_cf.recursive
-        def node(h, c, depth):
+        def node(h, c, *depth_or_head):
+            if eager:   # node(h, c, out, expand_logit(h))
+                return eager_node(h, c, *depth_or_head)
+            depth, = depth_or_head
             out = cell.output(h)
 
             def stop():  # count 1, one row per invocation (so that it batches)
@@ -273,10 +278,29 @@ class TopDownTreeLSTM(gluon.HybridBlock):
             grow = (cell.expand_logit(h) > 0) * (depth < max_depth)
             return gluon_cf.cond(grow, expand, stop)
 
+        def eager_node(h, c, out, logit):
+            """``node`` on NDArrays, given ``out`` and the expansion logit of ``(h, c)``: both
+            children of a growing node, with their outputs and logits, are one CachedOp call
+            (NOTE [eager cells]); the tree's depth is the number of calls in progress."""
+            depth = eager_depth() - row_depth[0] - 1
+            if not (logit.asscalar() > 0 and depth < max_depth):
+                return out, 1
+            h_l, c_l, out_l, logit_l, h_r, c_r, out_r, logit_r = cell.eager_children(h, c)
+            l_out, l_count = node(h_l, c_l, out_l, logit_l)
+            r_out, r_count = node(h_r, c_r, out_r, logit_r)
+            return out + l_out + r_out, 1 + l_count + r_count
+
+        eager = isinstance(z, mx.nd.NDArray)
+        row_depth = [0]   # eager calls in progress outside the row's tree
+
         def per_row(z_row, _):
             h0, c0 = self.root_state(F, z_row)
-            total, count = node(h0, c0, F.zeros((1, 1)))
-            return [total, count], []
+            if not eager:
+                total, count = node(h0, c0, F.zeros((1, 1)))
+                return [total, count], []
+            row_depth[0] = eager_depth()
+            total, num_nodes = node(h0, c0, *cell.eager_head(h0))
+            return [total, F.full((1, 1), num_nodes, ctx=total.context, dtype=total.dtype)], []
 
         (totals, counts), _ = gluon_cf.foreach(per_row, F.expand_dims(z, axis=1), [])
         return F.reshape(totals, (-3, 0)), F.reshape(counts, (-3, 0))
