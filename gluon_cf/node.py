@@ -616,6 +616,7 @@ def _prop_class(rule):
             super().__init__(need_top_grad=True)
             # Never raises: NOTE [callbacks never take the process down].
             self.node, self.invalid = None, None
+            self._inferred = None   # (complete input shapes, output shapes) of infer_shape
             try:
                 if spec == NOT_UTF8:
                     raise SymbolFileError("a gluon_cf.%s node: its spec attribute is invalid: "
@@ -649,6 +650,8 @@ def _prop_class(rule):
                 # Only MXNet calls this (gluon_cf infers its graphs itself, NOTE [run-time
                 # shapes]): a graph it runs needs static shapes.
                 raise _refuse_run_time_shapes(self.node, outs)
+            if None not in shapes:   # what create_operator asks next (a pure function of them)
+                self._inferred = (tuple(shapes), outs)
             # () for what we could not complete. A Python Custom op cannot say "unknown" in
             # MXNet 1.9.1: custom.cc reads the returned dims as uint32 into a TShape of the
             # returned length, so a -1 dim comes back as 4294967295 (a huge known dim: handing
@@ -665,7 +668,11 @@ def _prop_class(rule):
 
         @_reporting
         def create_operator(self, ctx, in_shapes, in_dtypes):
-            _, outs = rule.infer_shape(self.node, [tuple(s) for s in in_shapes])
+            shapes = [tuple(s) for s in in_shapes]
+            inferred = self._inferred
+            if inferred is not None and inferred[0] == tuple(shapes):
+                return _NodeOperator(rule, self.node, inferred[1])
+            _, outs = rule.infer_shape(self.node, shapes)
             return _NodeOperator(rule, self.node, outs)
 
     _NodeProp.__name__ = "_NodeProp_" + rule.kind

@@ -484,6 +484,25 @@ def test_bench_smoke_prints_json_last(tmp_path):
     assert 'n/a' in proc.stdout
 
 
+def test_bench_kinds_keeps_only_their_cells(tmp_path):
+    """``--kinds treernn``: the smoke preset's TreeRNN cells only, said in the summary; an
+    unknown kind is refused before anything runs."""
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [sys.executable, '-m', 'gluon_cf.bench', '--smoke', '--methods', 'a',
+         '--plot', str(tmp_path / 'bench.png'), '--json', str(tmp_path / 'summary.json'),
+         *extra], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
+    proc = run('--kinds', 'treernn')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result['kinds'] == ['treernn']
+    assert sorted(result['trees_per_second']) == ['treernn/linear/infer/b2',
+                                                  'treernn/sst/infer/b2',
+                                                  'treernn/sst/train/b2']
+    refused = run('--kinds', 'treelstm,tree_rnn')
+    assert refused.returncode == 2 and "--kinds: expected some of" in refused.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # The benchmark baselines agree with each other: forward, and weights after one SGD step.
 

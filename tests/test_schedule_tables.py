@@ -99,3 +99,30 @@ def test_an_output_returned_twice():
     pass
     _three_ways(net, inputs)
 
+
+
+def test_roots_in_one_run_of_rows_are_views_that_outlive_the_next_batch(monkeypatch):
+    """A forest of one tree: its root is one row of the entry's tables, returned as a view
+    without the result graph's call; the first forest's outputs, kept, still equal eager ones
+    after a second forest ran (its tables are new arrays)."""
+    result_graphs = []
+    result_graph = schedule._result_graph
+
+    def counted(*args):
+        result_graphs.append(args)
+        return result_graph(*args)
+
+    monkeypatch.setattr(schedule, "_result_graph", counted)
+    forests = [_forest([tree]) for tree in FORESTS["sst"]()[:2]]
+    mx.random.seed(0)
+    net = _TwoStates(max(len(v) for v, _ in forests))
+    net.initialize(mx.init.Xavier())
+    eager = [_run(net, inputs, None, train=False)[0][0] for _, inputs in forests]
+    gluon_cf.set_executor("batched")
+    net.hybridize()
+    before = schedule.RUNS["node"]
+    kept = [net(*inputs) for _, inputs in forests]
+    mx.nd.waitall()
+    assert schedule.RUNS["node"] == before + 2 and not result_graphs
+    for got, want in zip(kept, eager):
+        _assert_same(([got.asnumpy()], {}), ([want], {}))

@@ -27,6 +27,7 @@ def restore_executor():
     yield
     gluon_cf.set_executor(previous)
     schedule.SKELETON_TABLES[0] = True
+    schedule.CHAINED[0] = True
 
 
 def _captured(net, inputs):
@@ -52,9 +53,11 @@ def _captured(net, inputs):
     return got[-1]
 
 
-def _laid_out(plan, context, roots, depth, tables):
-    """The schedule with skeleton tables on or off, or the error its expansion raised."""
+def _laid_out(plan, context, roots, depth, tables, chained=True):
+    """The schedule with skeleton tables on or off (and chained expansion, NOTE [chained
+    expansion]), or the error its expansion raised."""
     schedule.SKELETON_TABLES[0] = tables
+    schedule.CHAINED[0] = chained
     found = schedule._Schedule(plan, context)
     try:
         found.expand(roots, depth)
@@ -118,8 +121,33 @@ def test_lookup_equals_evaluation_on_random_forests(tree_rnn, nodes, data):
         expected = _laid_out(plan, other, [roots], depth, tables=False)
         assert skeleton_tables.LOOKUPS[0] == before
         _assert_same_schedule(_laid_out(plan, other, [roots], depth, tables=True), expected)
+        _assert_same_schedule(_laid_out(plan, other, [roots], depth, tables=True,
+                                        chained=False), expected)
     finally:
         schedule.MAX_INVOCATIONS = limit
+
+
+def _chains(monkeypatch):
+    """A list that gets one entry per chained expansion."""
+    entered = []
+    expand_chain = schedule._Schedule._expand_chain
+
+    def counted(self, *args):
+        entered.append(args[2])
+        return expand_chain(self, *args)
+
+    monkeypatch.setattr(schedule._Schedule, "_expand_chain", counted)
+    return entered
+
+
+def test_a_forest_is_expanded_as_a_chain(tree_rnn, monkeypatch):
+    """TreeRNN's table closes on itself: from the first frontier on, every frontier is one
+    lookup in its chain, and the schedule is the frontier by frontier one, values included."""
+    plan, context, roots, depth = tree_rnn
+    expected = _laid_out(plan, context, roots, depth, tables=True, chained=False)
+    entered = _chains(monkeypatch)
+    _assert_same_schedule(_laid_out(plan, context, roots, depth, tables=True), expected)
+    assert len(entered) == 1 and len(entered[0]) == len(roots[0])   # from the roots on
 
 
 def test_trees_are_looked_up(tree_rnn):

@@ -11,6 +11,7 @@ null when a method was not run, and every cell's trees/s) and the figure drawn f
 (`--plot`, `gluon_cf.bench.plot`), and prints the summary as the very last line.
 """
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
@@ -110,7 +111,16 @@ def parse_args(argv):
                         help='seconds of timed iterations per cell and method '
                              '(default: per preset)')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--kinds', default=None,
+                        help='comma-separated model kinds: only the preset\'s cells of these '
+                             '(default: all of them; e.g. treelstm,treernn leaves out RNTN, '
+                             'whose eager training takes most of the full preset\'s time)')
     args = parser.parse_args(argv)
+    known = sorted({c.kind for preset in PRESETS.values() for c in preset.cells})
+    args.kinds = None if args.kinds is None else [k.strip() for k in args.kinds.split(',')
+                                                  if k.strip()]
+    if args.kinds is not None and (not args.kinds or set(args.kinds) - set(known)):
+        parser.error(f'--kinds: expected some of {", ".join(known)}, got {args.kinds}')
     args.methods = [m.strip() for m in args.methods.split(',') if m.strip()]
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
@@ -277,10 +287,14 @@ def main(argv=None):
     args = parse_args(argv)
     preset_name = 'smoke' if args.smoke else 'quick' if args.quick else 'full'
     preset = PRESETS[preset_name]
+    if args.kinds is not None:
+        preset = dataclasses.replace(preset, cells=tuple(c for c in preset.cells
+                                                         if c.kind in args.kinds))
     budget = preset.budget if args.budget is None else args.budget
     print(f'gluon_cf.bench ({preset_name}): H={preset.hidden_size} E={preset.embed_size}, '
           f'{preset.num_trees} synthetic trees per shape, {budget:g} s per measurement; '
-          f'mxnet {mx.__version__}' + (f', {_torch_note()}' if 'f' in args.methods else ''))
+          f'mxnet {mx.__version__}' + (f', {_torch_note()}' if 'f' in args.methods else '')
+          + (f'; only the cells of {", ".join(args.kinds)}' if args.kinds else ''))
     for name in args.methods:
         print(f'  {name}: {METHODS[name].label}')
     results, skipped = run(preset, args.methods, args.seed, budget)
@@ -289,6 +303,8 @@ def main(argv=None):
     print('\ntrees/second (higher is better); ratios are trees/s of one method over another')
     print(format_table(results, args.methods))
     summary = headline_json(results, skipped, preset_name, args.methods, preset)
+    if args.kinds is not None:
+        summary['kinds'] = args.kinds
     with open(args.json, 'w') as f:
         json.dump(summary, f, indent=1)
     plot_summary(summary, args.plot)

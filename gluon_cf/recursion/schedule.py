@@ -56,6 +56,7 @@ from .. import executor, node, registry, rowwise
 from ..errors import CallTreeTooLargeError, RecursionDepthError
 from . import planned_backward
 from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public entry)
+from . import skeleton_tables
 from .skeleton_tables import SkeletonTable
 from .table import table as _table
 from .value_graphs import _result_graph, _value_graph
@@ -65,6 +66,7 @@ from .value_graphs import _result_graph, _value_graph
 # dynamic executor would exhaust memory long before max_depth).
 MAX_INVOCATIONS = 1 << 22
 SKELETON_TABLES = [True]   # NOTE [skeleton tables]: tests compare with direct evaluation
+CHAINED = [True]           # NOTE [chained expansion]: tests compare with lookups per frontier
 # A skeleton table of n indices is built once a function's frontiers evaluated directly number
 # n / TABLE_ROWS_PER_LEVEL: a frontier costs about as much as tabulating this many indices
 # (numpy calls dominate both), so a long array read by few calls is not tabulated at once.
@@ -179,10 +181,7 @@ class _Schedule:
                      for q in plan.functions}
             for qname, (args, index) in frontier.items():
                 function = plan.functions[qname]
-                if depth > function.max_depth:
-                    raise RecursionDepthError(
-                        "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
-                        "reach a base case?" % (function.name, function.max_depth))
+                _check_depth(function, depth)
                 rows = len(args[0])
                 table = tables.get(qname)
                 if table is None:   # not yet worth its cost, or never possible (False)
@@ -190,6 +189,15 @@ class _Schedule:
                     table = self._skeleton_table(function, args, env, levels[qname])
                     if table is not None:
                         tables[qname] = table
+                if len(frontier) == 1 and isinstance(table, SkeletonTable) \
+                        and table.chain is not None and CHAINED[0]:
+                    if index is None:
+                        index = table._index(args[table.argument])
+                    if not len(index) or index.min() >= 0:   # NOTE [chained expansion]
+                        total = self._expand_chain(function, table, index, depth, counts, total)
+                        frontier = {}
+                        break
+                    index = None
                 found = table.lookup(args, index) if isinstance(table, SkeletonTable) else None
                 if found is not None:
                     variant_ids, calls, indices = found
@@ -212,14 +220,11 @@ class _Schedule:
                 self.args[qname].append(args)
                 counts[qname] += rows
                 total += rows
+            if not frontier:   # expanded to the end by _expand_chain
+                break
             self.steps.append(step)
             if total + sum(c[0] for c in following.values()) > MAX_INVOCATIONS:
-                names = sorted({plan.functions[q].name for q in frontier})
-                raise CallTreeTooLargeError(
-                    "gluon_cf.recursive: %s would make more than %d calls for one batch (%d "
-                    "levels deep so far); does it reach a base case, or do the tree arrays "
-                    "hold a cycle?" % (", ".join(map(repr, names)), MAX_INVOCATIONS,
-                                       len(self.steps)))
+                self._too_large({plan.functions[q].name for q in frontier})
             frontier = {callee: ([np.concatenate(parts) for parts in zip(*chunks[1])],
                                  None if any(i is None for i in chunks[2])
                                  else np.concatenate(chunks[2]))
@@ -227,6 +232,42 @@ class _Schedule:
             depth += 1
         self.counts = counts
         self.roots = len(root_args[0])
+
+    def _expand_chain(self, function, table, index, depth, counts, total):
+        """The frontiers from ``index`` (rows of ``table``) to the leaves, each one lookup of
+        its rows' children in ``table.chain`` (NOTE [chained expansion]); returns ``total``
+        with their invocations added."""
+        qname = function.qname
+        sites, chain = table.chain
+        levels = []
+        while len(index):
+            _check_depth(function, depth)
+            rows, first = len(index), counts[qname]
+            kids = chain[index].T    # (calls, rows): call-major, as the frontier numbers them
+            reached = kids >= 0
+            following = int(np.count_nonzero(reached))
+            numbered = np.full(kids.shape, -1, np.int64)
+            numbered[reached] = np.arange(first + rows, first + rows + following)
+            children = np.full((rows, len(function.sites)), -1, np.int64)
+            children[:, sites] = numbered.T
+            self.steps.append([(qname, first, table.variants[index], children)])
+            levels.append(index)
+            counts[qname] += rows
+            total += rows
+            skeleton_tables.LOOKUPS[0] += 1
+            if total + following > MAX_INVOCATIONS:
+                self._too_large({function.name})
+            index = kids[reached]
+            depth += 1
+        self.args[qname].append([table.rows[np.concatenate(levels)]])
+        return total
+
+    def _too_large(self, names):
+        raise CallTreeTooLargeError(
+            "gluon_cf.recursive: %s would make more than %d calls for one batch (%d "
+            "levels deep so far); does it reach a base case, or do the tree arrays "
+            "hold a cycle?" % (", ".join(map(repr, sorted(names))), MAX_INVOCATIONS,
+                               len(self.steps)))
 
     def _skeleton_table(self, function, args, env, levels):
         """``function``'s skeleton on every index of its environment's arrays (NOTE
@@ -403,11 +444,25 @@ class _Schedule:
                 out = call(*values)
                 outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
+        if self.in_place and self.indices is not None:
+            # The roots' rows in run order, one after the other: views, no result graph.
+            a, b = self.result[1][0]
+            positions = self.indices[a:b]
+            if len(positions) and (np.diff(positions) == 1).all():
+                start = int(positions[0])
+                return [t._slice(start, start + self.roots) for t in tables[plan.entry]]
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
                          for role, i, j, _ in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _check_depth(function, depth):
+    if depth > function.max_depth:
+        raise RecursionDepthError(
+            "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
+            "reach a base case?" % (function.name, function.max_depth))
 
 
 def _upload(array, ctx):

@@ -23,6 +23,20 @@ NOTE [skeleton tables]
     The call sites of a lookup come in the order evaluation lists them (a fixed order of the
     body: cond branches in order, then the body's own calls), so the call tree's numbering,
     and with it the groups' rows, are those of the direct evaluation.
+
+NOTE [chained expansion]
+    A frontier lookup still costs a dozen numpy calls and the Python around them, per frontier
+    (~18 for a batch of 25 SST trees, ~1.2-1.7 ms of host time per batch). In a tree fold the
+    table closes on itself: the function takes one argument and every call it makes is a call
+    of itself whose argument is one of the table's rows (``child_index`` of every call is
+    known). Then the table is a graph, ``children[i, c]`` the row of index i's c-th call
+    (:attr:`SkeletonTable.chain`), and once one frontier (one function, every row in the
+    table) is reached, every later frontier is ``children[index]`` with the unreached calls
+    dropped, taken call-major (``_Schedule._expand_chain`` in recursion/schedule.py): the same
+    rows in the same order as the frontier by frontier lookups, numbered the same way, each
+    row's argument the table's row bit for bit (which ``_index`` checked). The arguments of
+    all those frontiers are one gather from the table's rows at the end. The depth bound and
+    the call-count bound are checked at every frontier as before.
 """
 from typing import List, Optional, Tuple
 
@@ -40,6 +54,7 @@ class SkeletonTable:
         it reads, ``example`` a frontier's value of it; ``size``: the number of indices."""
         self.dtype, self.shape = example.dtype, example.shape[1:]
         rows = np.arange(size, dtype=np.int64).astype(self.dtype).reshape((size,) + self.shape)
+        self.rows = rows
         values = dict(values)
         values[arg] = rows
         with np.errstate(all="ignore"):   # rows no frontier reaches may overflow or compare NaN
@@ -58,6 +73,24 @@ class SkeletonTable:
             if index is not None and len(index) and index.min() < 0:
                 index = None   # some row's argument is not in the table: looked up anew
             self.calls.append((site, callee, where, args, index))
+        self.chain = self._chain(function)
+
+    def _chain(self, function):
+        """``(sites, children)`` when every call ``function`` makes is a call of itself whose
+        one argument is some index's row of this table (NOTE [chained expansion]):
+        ``children[i, c]`` is the table index of index i's argument at ``sites[c]`` (the
+        calls in this table's order), -1 where i does not make that call; else None."""
+        sites = [site for site, _, _, _, _ in self.calls]
+        if function.num_args != 1 or len(set(sites)) != len(sites) or any(
+                callee != function.qname or index is None
+                for _, callee, _, _, index in self.calls):
+            return None
+        children = np.full((self.size, len(sites)), -1, np.int64)
+        for c, (_, _, where, _, index) in enumerate(self.calls):
+            assert index is not None   # checked above
+            reached = where >= 0
+            children[reached, c] = index[where[reached]]
+        return sites, children
 
     def _index(self, arg):
         """Each row's index in the table, -1 where the row is not one of the table's."""
