@@ -33,7 +33,7 @@ NOTE [autograph lists]
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import AutographError, node_name, one_colon, python_value, region_at
+from ..errors import AutographError, node_name, op_name, one_colon, python_value, region_at
 from .item_check import checked_item
 
 
@@ -171,7 +171,7 @@ class StepList:
         def sliced():
             row = mx.sym.slice_axis(rows, axis=0, begin=index,
                                     end=None if index == -1 else index + 1,
-                                    name=node_name(where, "item"))
+                                    name=op_name(where, "item"))
             return mx.sym.squeeze(row, axis=0)
         if -self.least <= index < self.least or not isinstance(self.count, mx.sym.Symbol):
             return sliced()
