@@ -522,3 +522,128 @@ for _cls in (WhileLoopContribSignature, CondMultipleOutputsContrib, ForeachListD
              ContribForeachAroundGluonCFCond, GluonCFWhileAroundAutographHelper,
              CondPredicateFromPythonBool, WhileLoopZeroIterationsOutputs, RecursiveExplicitCond):
     _cls.plain_forward = _contrib_oracle
+
+
+# ------------------------------------------------------------------------- run-time lengths, history
+
+MASKS = ([_rand(3, 4), np.array([1, 0, 1], np.float32)],
+         [_rand(3, 4, seed=1), np.array([0, 0, 0], np.float32)],
+         [_rand(3, 4, seed=2), np.array([0, 1, 0], np.float32)])
+
+
+@program(*MASKS)
+class LoopOverMaskedRows(HybridBlock):
+    """for r in boolean_mask(x, m): a loop over a run-time number of rows, none when the
+    mask keeps nothing (after calls where it kept some)."""
+
+    NO_GRAD = (1,)
+
+    @staticmethod
+    def plain_fails(got):
+        return True
+
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        h = F.sum(x, axis=0) * 0.5
+        for r in F.contrib.boolean_mask(x, m):
+            h = h * 0.5 + r
+        return h
+
+
+@program(*MASKS)
+class MaskInForeachBodyHistory(HybridBlock):
+    NO_GRAD = (1,)
+
+    @staticmethod
+    def plain_fails(got):
+        return True
+
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        total = F.zeros((1,))
+        for r in x:
+            total = total + F.sum(F.contrib.boolean_mask(x, m) * F.sum(r))
+        return total
+
+
+@program([_rand(2, 4), np.array([3.0], np.float32)], [_rand(2, 4), np.array([0.0], np.float32)],
+         [_rand(2, 4), np.array([1.0], np.float32)])
+class CollectedInWhileMayBeEmpty(HybridBlock):
+    NO_GRAD = (1,)
+
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x, n):
+        i = F.zeros((1,))
+        items = []
+        while i < n:
+            items.append(x * i)
+            i = i + 1
+        return F.stack(*items).sum(axis=0) if len(items) else x * 0
+
+
+@program([_rand(2, 4), np.array([3.0], np.float32)], [_rand(2, 4), np.array([0.0], np.float32)])
+class StackOfCollectedZeroSteps(HybridBlock):
+    NO_GRAD = (1,)
+
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x, n):
+        i = F.zeros((1,))
+        items = []
+        while i < n:
+            items.append(x * (i + 1))
+            i = i + 1
+        return F.add_n(*items)
+
+
+@program([_rand(2, 4)], [_rand(5, 4, seed=1)], [_rand(3, 4, seed=2) * 3])
+class GreedyBreakVariableLength(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for r in x:
+            h = F.tanh(h + r)
+            if F.max(h) > 0.9:
+                break
+        return h
+
+
+@program(*POS_NEG)
+class SameChildOnTwoShapes(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.child = _WhileChild()
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a = self.child(x)
+        b = self.child(x[0])
+        if F.sum(b) > 0:
+            a = a * 2
+        return a + b
+
+
+@program(*POS_NEG)
+class NestedForeachInnerBreak(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        total = F.zeros((1,))
+        for r in x:
+            for v in r:
+                if v > 0.5:
+                    break
+                total = total + v
+        return total
+
+
+@program([_rand(2, 4), np.array([2.0], np.float32)], [_rand(2, 4), np.array([0.0], np.float32)])
+class CollectedStackZeroSteps(HybridBlock):
+    NO_GRAD = (1,)
+
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x, n):
+        i = F.zeros((1,))
+        items = []
+        while i < n:
+            items.append(x * (i + 1))
+            i = i + 1
+        return F.stack(*items, axis=1)

@@ -6,6 +6,8 @@ recursive functions) run as plain Python on NDArrays (or MXNet's F.contrib ops: 
 converted eagerly, hybridized with gradients and exported to onnxruntime
 (``hostile_harness.classify``). Each is equal to the oracle or a clear refusal at the user's
 line; the tests below pin the fixes this round made."""
+import re
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -41,7 +43,10 @@ def test_hostile_program_equals_its_oracle_or_is_refused_at_its_line(block_class
     programs3.IterateDictOfTensorsInTensorLoop, programs.ArgmaxTokensCollectedStacked,
     programs3.GluonCFWhileAroundAutographHelper,
     # sum([h, r, r * 2], start) with a tensor start was 'sum() of a tensor'
-    programs3.SumBuiltinWithStartInLoop], ids=lambda c: c.__name__)
+    programs3.SumBuiltinWithStartInLoop,
+    # for r in F.contrib.boolean_mask(x, m) keeping nothing: 'skip the call for empty data'
+    # hybridized, onnxruntime's Scan failed exported
+    programs3.LoopOverMaskedRows], ids=lambda c: c.__name__)
 def test_converted_now(block_class):
     result = _classified(block_class)
     assert {mode: kind for mode, (kind, _) in result.items()} == \
@@ -221,3 +226,25 @@ def test_dict_state_with_its_keys_reordered_is_refused_naming_both_orders():
     assert result["hybrid"][0] == "refused"
     assert "a dict {'h': an array, 'c': an array}, then a dict {'c': an array, 'h': an " \
         "array}" in result["hybrid"][1], result
+
+
+@pytest.mark.parametrize("block_class, line", [
+    (programs3.StackOfCollectedZeroSteps, "return F.add_n(*items)"),
+    (programs3.CollectedStackZeroSteps, "return F.stack(*items, axis=1)")],
+    ids=lambda v: getattr(v, "__name__", None))
+def test_unpacking_what_a_loop_of_no_step_collected_fails_at_the_line(block_class, line):
+    """F.add_n(*items) of a while that ran no step was zeros hybridized, F.stack(*items) an
+    array of no row, where Python's F.add_n() and F.stack() of no item fail; on every call,
+    and the block still runs calls with steps."""
+    net = block_class()
+    net.hybridize()
+    x = np.ones((2, 4), np.float32)
+    for n, steps in ((2.0, 2), (0.0, 0), (3.0, 3), (0.0, 0)):
+        if steps:
+            out = net(mx.nd.array(x), mx.nd.array([n])).asnumpy()
+            want = sum(x * (k + 1) for k in range(steps))
+            np.testing.assert_allclose(out.sum(axis=1) if out.ndim == 3 else out, want)
+            continue
+        with pytest.raises(IndexError, match=re.escape(line) + ": this unpacks a list that "
+                           "must hold an item .* holds 0 items this call"):
+            net(mx.nd.array(x), mx.nd.array([n])).wait_to_read()
