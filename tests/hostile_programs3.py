@@ -647,3 +647,27 @@ class CollectedStackZeroSteps(HybridBlock):
             items.append(x * (i + 1))
             i = i + 1
         return F.stack(*items, axis=1)
+
+
+@program([_rand(3, 4), np.array([2.0], np.float32)], [_rand(3, 4), np.array([0.0], np.float32)],
+         [_rand(3, 4, seed=3), np.array([1.0], np.float32)])
+class CollectedStackInForBody(HybridBlock):
+    NO_GRAD = (1,)
+
+    @autograph(max_iterations=3)
+    def hybrid_forward(self, F, x, n):
+        h = x[0] * 0
+        for r in x:
+            i = F.zeros((1,))
+            items = []
+            while i < n:
+                items.append(r * (i + 1))
+                i = i + 1
+            h = h + F.stack(*items).sum(axis=0)
+        return h
+
+
+@program([_rand(3, 4), np.array([2.0], np.float32)], [_rand(3, 4, seed=3), np.array([1.0],
+                                                                                  np.float32)])
+class CollectedStackInForBodySteps(CollectedStackInForBody):
+    """The same with steps on every call (exported: the checked unpack inside a Scan body)."""
