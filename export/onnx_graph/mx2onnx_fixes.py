@@ -250,6 +250,31 @@ def _convert_arg_extreme(node, **kwargs):
     ]
 
 
+def _convert_slice(node, **kwargs):
+    """``slice`` with a negative step (autograph's ``x[::-1]``, ``r[3:0:-1]``), which mx2onnx
+    refuses: ONNX's Slice takes negative steps with Python's meaning; an omitted begin is the
+    last element and an omitted end is past the first (the largest and smallest int64, which
+    Slice clamps). Slices with positive steps go to mx2onnx's converter."""
+    attrs = node.get("attrs", {})
+    convert = _op_translations_opset12.convert_string_to_list
+    steps = convert(attrs.get("step", "[]"))
+    if not any(step is not None and step < 0 for step in steps):
+        return _MX2ONNX_SLICE(node, **kwargs)
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    begins, ends = convert(attrs["begin"]), convert(attrs["end"])
+    steps = [1 if step is None else step for step in steps]
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    starts = [(big if step < 0 else 0) if b is None else b for b, step in zip(begins, steps)]
+    stops = [(small if step < 0 else big) if e is None else e for e, step in zip(ends, steps)]
+    parts = {"starts": starts, "ends": stops, "axes": list(range(len(starts))), "steps": steps}
+    nodes = [helper.make_node("Constant", [], [f"{name}_{key}"], value=numpy_helper.from_array(
+        np.array(value, dtype=np.int64), f"{name}_{key}")) for key, value in parts.items()]
+    nodes.append(helper.make_node("Slice", [input_names[0]] + [f"{name}_{key}" for key in parts],
+                                  [name], name=name))
+    return nodes
+
+
+_MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
 
 
@@ -264,6 +289,7 @@ def _register_missing_ops():
         if op not in table:
             MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
     MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
+    MXNetGraph.register("slice", opset_version=12)(_convert_slice)
     for op in _MX2ONNX_ARG_EXTREME:
         MXNetGraph.register(op, opset_version=12)(_convert_arg_extreme)
 
