@@ -505,8 +505,12 @@ class _NodeOperator(mx.operator.CustomOp):
         heads = merged_heads(heads)   # a loop's last state may be its last output row
         if heads and wanted:
             # retain_graph: NOTE [autograd on MXNet's worker threads]
-            autograd.backward([o for o, _ in heads], [g for _, g in heads],
-                              retain_graph=True, train_mode=self.is_train)
+            try:
+                autograd.backward([o for o, _ in heads], [g for _, g in heads],
+                                  retain_graph=True, train_mode=self.is_train)
+            except mx.MXNetError as err:   # NOTE [outputs of no differentiable input]
+                if _NOT_CONNECTED not in str(err):
+                    raise
         if wanted:   # NOTE [planned backward] in recursion/planned_backward.py
             for backward in reversed(planned or []):
                 backward(self.is_train)
@@ -519,6 +523,14 @@ class _NodeOperator(mx.operator.CustomOp):
                 dst[:] = 0
 
 
+# NOTE [outputs of no differentiable input]
+#     A node's recorded outputs may reach none of its marked inputs by a differentiable path:
+#     a loop whose states are a counter and a flag set under an `if` whose condition reads
+#     the inputs (autograph's `return` in a `while`), `take` whose only input is its index.
+#     MXNet's autograd.backward then refuses ('There are no inputs in computation graph that
+#     require gradients'), which reached the user from their own `backward()` (issue 24). Such
+#     inputs' gradients are zero: they stay as attach_grad made them.
+_NOT_CONNECTED = "There are no inputs in computation graph that require gradients"
 # NOTE [backward of a failed forward]
 #     MXNet's threaded engine skips an operation whose inputs carry a pending exception (an
 #     earlier operation's failure, not yet read) and passes that exception on to its outputs.

@@ -300,9 +300,7 @@ def test_augmented_assignment_of_an_outer_container_in_a_tensor_region_is_refuse
 @pytest.mark.parametrize("block_class, line, words", [
     (programs.ContribForeachWithIfBody, "outs, states = F.contrib.foreach(body, x, [h])",
      "(MXNet's F.contrib.foreach: call gluon_cf.foreach instead, the same signature, which "
-     "exports as ONNX Scan)"),
-    (programs.LoopOverTransposeAndSlices, "for r in x[::-1]:",
-     "slice operator does not support negative steps yet")],
+     "exports as ONNX Scan)")],
     ids=lambda v: getattr(v, "__name__", None))
 @pytest.mark.parametrize("exporter", ["export_onnx", "save_artifact"])
 def test_what_cannot_be_exported_is_refused_at_the_users_line(block_class, line, words,
@@ -325,7 +323,10 @@ def test_what_cannot_be_exported_is_refused_at_the_users_line(block_class, line,
 
 @pytest.mark.parametrize("block_class", [
     programs.GreedyDecoder, programs.LSTMCellLoop, programs.MaskKeepsNothingInFor,
-    programs.TupleStateInWhile, programs.ItemsReadInPythonLoop],
+    programs.TupleStateInWhile, programs.ItemsReadInPythonLoop,
+    # (x[::-1]: refused as mx2onnx's 'slice operator does not support negative steps yet'
+    # before the second hostile round)
+    programs.LoopOverTransposeAndSlices],
     ids=lambda c: c.__name__)
 def test_save_artifact_equals_gluon(block_class, tmp_path):
     from gluon_cf import export

@@ -7,7 +7,7 @@ import numpy as np
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12
 
-from .specs import CustomOpNode
+from .specs import CustomOpNode, _ENTRY_SPECS_KWARG
 
 
 _CUSTOM_CONVERTERS: dict = {}  # op_type -> fn(CustomOpNode)
@@ -26,8 +26,6 @@ def register_custom_converter(op_type, fn=None):
     return register if fn is None else register(fn)
 
 
-# Extra keyword argument we pass through ``MXNetGraph.convert_layer`` to our Custom dispatcher.
-_ENTRY_SPECS_KWARG = "gluon_cf_entry_specs"
 
 
 def _convert_custom(node, **kwargs):

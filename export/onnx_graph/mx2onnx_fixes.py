@@ -12,6 +12,8 @@ from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 from mxnet.onnx.mx2onnx._op_translations import (_op_translations_opset12,
                                                  _op_translations_opset13)
 
+from .specs import _ENTRY_SPECS_KWARG
+
 
 # NOTE [mx2onnx pitfalls] -- for whoever writes the control-flow converters
 # * mx2onnx (MXNet 1.9.1) uses `onnx.mapping`, which current onnx releases removed, so its
@@ -195,6 +197,87 @@ def _convert_reshape(node, **kwargs):
 _MX2ONNX_RESHAPE = MXNetGraph.registry_[12]["Reshape"]
 
 
+def _convert_arg_extreme(node, **kwargs):
+    """``argmax``/``argmin`` along an axis, without keepdims: ONNX's ArgMax of a 1-D input
+    is a scalar where MXNet's is one element of shape (1,) (MXNet 1.x has no rank 0), so rows
+    collected in a loop exported as (n,) instead of (n, 1) and failed ONNX's checker (issue
+    24). Of an input MXNet knows to be 1-D, ArgMax with keepdims; of one of unknown rank,
+    ArgMax with keepdims, then the axis dropped unless it was the only one (a shape computed
+    at run time); mx2onnx's otherwise."""
+    attrs = node.get("attrs", {})
+    keepdims = attrs.get("keepdims", "False") in ("True", "true", "1")
+    shape = ((kwargs.get(_ENTRY_SPECS_KWARG) or {}).get(tuple(node["inputs"][0][:2])) or
+             (None, None))[0] or None     # (MXNet's () is an unknown shape)
+    if attrs.get("axis", "None") == "None" or keepdims or (shape is not None and len(shape) > 1):
+        return _MX2ONNX_ARG_EXTREME[node["op"]](node, **kwargs)
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    dtype = np.dtype(_op_translations_opset12.get_input_dtypes(node, kwargs)[0])
+    axis = int(attrs["axis"])
+    onnx_op = "ArgMax" if node["op"] == "argmax" else "ArgMin"
+    if shape is not None:
+        return [helper.make_node(onnx_op, [input_names[0]], [name + "_index"], axis=axis,
+                                 keepdims=1),
+                helper.make_node("Cast", [name + "_index"], [name], name=name,
+                                 to=helper.np_dtype_to_tensor_dtype(dtype))]
+    last = np.iinfo(np.int64).max
+
+    def constant(value, hint):
+        return helper.make_node("Constant", [], [f"{name}_{hint}"], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), f"{name}_{hint}"))
+    return [
+        helper.make_node(onnx_op, [input_names[0]], [name + "_kept"], axis=axis, keepdims=1),
+        helper.make_node("Shape", [name + "_kept"], [name + "_kept_shape"]),
+        constant([0], "zero"), constant([axis], "axis"),
+        constant([axis + 1 if axis != -1 else last], "after"), constant([last], "last"),
+        constant([1], "one"),
+        helper.make_node("Slice", [name + "_kept_shape", name + "_zero", name + "_axis"],
+                         [name + "_before"]),
+        helper.make_node("Slice", [name + "_kept_shape", name + "_after", name + "_last"],
+                         [name + "_rest"]),
+        # the dims without the axis, then a 1 kept only when they are none
+        helper.make_node("Concat", [name + "_before", name + "_rest", name + "_one"],
+                         [name + "_padded"], axis=0),
+        helper.make_node("Size", [name + "_before"], [name + "_n_before"]),
+        helper.make_node("Size", [name + "_rest"], [name + "_n_rest"]),
+        helper.make_node("Add", [name + "_n_before", name + "_n_rest"], [name + "_n"]),
+        helper.make_node("Reshape", [name + "_n", name + "_one"], [name + "_n1"]),
+        helper.make_node("Max", [name + "_n1", name + "_one"], [name + "_end"]),
+        helper.make_node("Slice", [name + "_padded", name + "_zero", name + "_end"],
+                         [name + "_shape"]),
+        helper.make_node("Reshape", [name + "_kept", name + "_shape"], [name + "_index"]),
+        helper.make_node("Cast", [name + "_index"], [name], name=name,
+                         to=helper.np_dtype_to_tensor_dtype(dtype)),
+    ]
+
+
+def _convert_slice(node, **kwargs):
+    """``slice`` with a negative step (autograph's ``x[::-1]``, ``r[3:0:-1]``), which mx2onnx
+    refuses: ONNX's Slice takes negative steps with Python's meaning; an omitted begin is the
+    last element and an omitted end is past the first (the largest and smallest int64, which
+    Slice clamps). Slices with positive steps go to mx2onnx's converter."""
+    attrs = node.get("attrs", {})
+    convert = _op_translations_opset12.convert_string_to_list
+    steps = convert(attrs.get("step", "[]"))
+    if not any(step is not None and step < 0 for step in steps):
+        return _MX2ONNX_SLICE(node, **kwargs)
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    begins, ends = convert(attrs["begin"]), convert(attrs["end"])
+    steps = [1 if step is None else step for step in steps]
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    starts = [(big if step < 0 else 0) if b is None else b for b, step in zip(begins, steps)]
+    stops = [(small if step < 0 else big) if e is None else e for e, step in zip(ends, steps)]
+    parts = {"starts": starts, "ends": stops, "axes": list(range(len(starts))), "steps": steps}
+    nodes = [helper.make_node("Constant", [], [f"{name}_{key}"], value=numpy_helper.from_array(
+        np.array(value, dtype=np.int64), f"{name}_{key}")) for key, value in parts.items()]
+    nodes.append(helper.make_node("Slice", [input_names[0]] + [f"{name}_{key}" for key in parts],
+                                  [name], name=name))
+    return nodes
+
+
+_MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
+_MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
+
+
 def _register_missing_ops():
     table = MXNetGraph.registry_[12]
     if "_contrib_boolean_mask" not in table:
@@ -206,6 +289,9 @@ def _register_missing_ops():
         if op not in table:
             MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
     MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
+    MXNetGraph.register("slice", opset_version=12)(_convert_slice)
+    for op in _MX2ONNX_ARG_EXTREME:
+        MXNetGraph.register(op, opset_version=12)(_convert_arg_extreme)
 
 
 _patch_mx2onnx_onnx_mapping()

@@ -94,6 +94,10 @@ def _check_opset(api, opset):
 # can add the user's line where the node itself does not carry it.
 NODE_OF_ERROR = "gluon_cf_node"
 
+# Extra keyword argument we pass through ``MXNetGraph.convert_layer`` to our Custom dispatcher
+# (and the argmax fix of mx2onnx_fixes): MXNet's inferred (shape, dtype) of each node entry.
+_ENTRY_SPECS_KWARG = "gluon_cf_entry_specs"
+
 
 def source_prefix(node):
     """``"file:line: "`` of the user's code that created an MXNet JSON node, when the trace

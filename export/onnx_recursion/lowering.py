@@ -63,7 +63,14 @@ from .values import ValuesLoop
 def lower_recursion(custom_node):
     """Export rule of the recursion node for standard ONNX (NOTE [recursion as ONNX loops])."""
     node = ConverterNode(custom_node, "recursion")
-    return _Lowering(node, custom_node, *_plan(custom_node, node)).emit()
+    try:
+        return _Lowering(node, custom_node, *_plan(custom_node, node)).emit()
+    except NotImplementedError as err:
+        where = node.where()
+        if not where or str(err).startswith(where):
+            raise
+        # the refusal names the function; the user's line says where it was written (issue 24)
+        raise NotImplementedError(f"{where}{err}") from None
 
 
 class _Lowering(ExpansionLoop, ValuesLoop):

@@ -5,6 +5,8 @@ import os
 import re
 from typing import Dict, Tuple
 
+import mxnet as mx
+
 from ..errors import NAMED_AT
 
 
@@ -53,6 +55,20 @@ def node_name(where, kind):
     name = f"{stem}_line{match.group(2)}_{kind}"
     NAMED_AT[name] = where       # (MXNet's errors about it, gluon_cf.errors.index_error_of)
     return name
+
+
+def op_name(where, kind):
+    """A name for one MXNet operator converted code makes at ``where``: ``node_name`` and a
+    count of the names made from it in this graph (``model_line12_index0``, ``..._index1``).
+    MXNet keeps a name it is given as it is, and a gluon_cf body captures outer values by
+    name: ``x[0]`` and ``x[1]`` on one line, both read in a loop, were 'two different outer
+    values both named' one name (issue 24). The count is the trace's own (a block's name
+    scope starts a new one), so a graph's names are the same on every trace."""
+    hint = node_name(where, kind)
+    counter = mx.name.NameManager.current._counter     # NameManager.get(None, hint)'s count
+    count = counter.get(hint, 0)
+    counter[hint] = count + 1
+    return f"{hint}{count}"
 
 
 # (where, variable) -> the closure that reads the variable: "the lambda at file:12", for the

@@ -142,13 +142,16 @@ def _remat_outputs(loop_, result):
     return flat[:len(outputs)], flat[len(outputs):]
 
 
-def _check_lengths(lengths, where=None):
+def _check_lengths(lengths, where=None, num_out=None):
+    """``num_out``: the body's per-step outputs, when known (a traced body): a loop of states
+    only runs no step on empty data, its states unchanged (a converted ``for r in
+    F.contrib.boolean_mask(x, m)`` whose mask keeps nothing, issue 24)."""
     at = " at %s" % where if where else ""
     if len(set(lengths)) > 1:
         raise ValueError("gluon_cf.foreach%s: all data arrays must have the same length along "
                          "axis 0, got %s" % (at, ", ".join("data[%d]: %d" % (i, n)
                                                            for i, n in enumerate(lengths))))
-    if lengths[0] == 0:
+    if lengths[0] == 0 and num_out != 0:
         # (MXNet's eager foreach fails on no step too, with an UnboundLocalError)
         raise ValueError("gluon_cf.foreach%s: data has length 0 along axis 0; at least one step "
                          "is required (its outputs would have no step to take their shape "
@@ -331,7 +334,10 @@ class ForeachRule(registry.Rule):
         length = data[0].shape[0]
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
-            _check_lengths([d.shape[0] for d in data], _node.where_created(node.spec.get("node")))
+            _check_lengths([d.shape[0] for d in data], _node.where_created(node.spec.get("node")),
+                           node.spec["num_out_data"])
+        if length == 0 and ns:    # no step: the states as they came in, computed as copies
+            return [mx.nd.identity(s) for s in states]
         if ns == 0:
             as_rows = _steps_as_rows(node, data, captured, out_shapes, frame)
             if as_rows is not None:
@@ -397,10 +403,38 @@ class ForeachRule(registry.Rule):
                             outer_slots=captured,
                             output_order=list(range(num_out, num_body_out)) + list(range(num_out)))
         outs = custom_node.outputs
-        node.add("Scan", [custom_node.inputs[k] for k in state_slots] + data,
-                 outs[num_out:] + outs[:num_out], body=body.graph, num_scan_inputs=num_data)
         dtypes = [v.dtype for v in body.outputs]
+        states = [custom_node.inputs[k] for k in state_slots]
+        if num_out == 0 and (node.in_shapes[0] is None or node.in_shapes[0][0] is None):
+            _states_scan_of_any_length(node, states, data, body.graph, dtypes)
+            return node.nodes, dtypes
+        node.add("Scan", states + data, outs[num_out:] + outs[:num_out], body=body.graph,
+                 num_scan_inputs=num_data)
         return node.nodes, dtypes[num_states:] + dtypes[:num_states]
+
+
+def _states_scan_of_any_length(node, states, data, body, dtypes):
+    """The Scan of a loop of states only over data whose length is known at run time, under
+    an If that passes the states through when there is no row: onnxruntime's Scan fails on
+    empty data ('Invalid dim0_offset of 0'), where the hybridized loop runs no step (a
+    converted ``for r in F.contrib.boolean_mask(x, m)``, issue 24)."""
+    from onnx import helper
+
+    from gluon_cf.export.onnx_graph import value_info
+    from gluon_cf.export.onnx_kit import Emitter
+
+    ranks = [None if s is None else len(s) for s in node.out_shapes]
+    rows = node.add("Slice", [node.add("Shape", [data[0]]), node.const([0]), node.const([1])])
+    has_rows = node.truth(node.add("Greater", [rows, node.const([0])]))
+    scan, none = Emitter(f"{node.name}_steps"), Emitter(f"{node.name}_no_step")
+    scanned = [scan.fresh("state") for _ in states]
+    scan.add("Scan", states + data, scanned, body=body, num_scan_inputs=len(data))
+    kept = [none.add("Identity", [s]) for s in states]
+    branches = [helper.make_graph(emitter.nodes, emitter.prefix, [], [
+        value_info(name, dtype, rank) for name, dtype, rank in zip(names, dtypes, ranks)])
+        for emitter, names in ((scan, scanned), (none, kept))]
+    node.add("If", [has_rows], node.node.outputs, then_branch=branches[0],
+             else_branch=branches[1])
 
 
 def _export_steps_as_rows(node, custom_node):

@@ -1,6 +1,7 @@
 """The public API: the ``@autograph`` decorator, ``to_code`` (the source it compiled) and
 ``max_iterations`` (a loop's bound, written first in its body)."""
 import functools
+import types
 from typing import Callable, Optional
 
 from .conversion import convert_function
@@ -42,6 +43,11 @@ def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = 
     """
     if fn is None:
         return lambda f: autograph(f, max_iterations=max_iterations)
+    if isinstance(fn, types.MethodType):
+        # gluon_cf.autograph(self.step): converting the function alone dropped the bound
+        # object, a TypeError about a missing argument at the call (issue 24)
+        return types.MethodType(autograph(fn.__func__, max_iterations=max_iterations),
+                                fn.__self__)
     converted, code = convert_function(fn, max_iterations)
     converted = functools.wraps(fn)(converted)
     setattr(converted, "__wrapped__", fn)

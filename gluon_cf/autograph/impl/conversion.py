@@ -108,6 +108,7 @@ NOTE [autograph calls]
     tensors (0 or 1; every operand evaluated, as a graph must).
 """
 import ast
+import contextlib
 import functools
 import inspect
 import linecache
@@ -269,6 +270,20 @@ def _owner_class(fn):
     return None
 
 
+def _entered_name_scope(fn):
+    """Whether ``fn`` is ``block.name_scope`` of a Gluon block whose scope is the one entered
+    now: ``with self.name_scope():`` in the ``hybrid_forward`` that Gluon traces inside that
+    same scope. MXNet's ``_BlockScope`` cannot be entered twice: the inner exit drops the
+    outer's name prefix, whose own exit then fails with an AttributeError and leaves the
+    prefix on every block built after (issue 24). Inside its own scope it changes nothing."""
+    if not (isinstance(fn, types.MethodType) and fn.__name__ == "name_scope" and
+            isinstance(fn.__self__, mx.gluon.Block)):
+        return False
+    scope = getattr(fn.__self__, "_scope", None)
+    return scope is not None and \
+        getattr(mx.gluon.block._BlockScope._current, "value", None) is scope
+
+
 def converted(fn, where=None):
     """``fn`` converted (once, cached on it) when it is a plain function, lambda or method of
     user code (NOTE [autograph calls]), called from converted code at ``where`` (the call's
@@ -295,6 +310,8 @@ def converted(fn, where=None):
         tensor_access.attribute(fn.__self__, fn.__name__, str(where))
     if isinstance(fn, type):
         return _constructor(fn, where)
+    if _entered_name_scope(fn):
+        return contextlib.nullcontext
     call = getattr(type(fn), "__call__", None)
     if not isinstance(target, (types.FunctionType, type, mx.gluon.Block)) and \
             isinstance(call, types.FunctionType) and not _is_library(call):

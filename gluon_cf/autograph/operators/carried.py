@@ -71,6 +71,11 @@ def described(spec) -> str:
     if spec is None:
         return "not a list or tuple of arrays"
     kind, items = spec[0], spec[-1]
+    if kind is dict:
+        # keys by name and in order: two dicts of as many arrays differ in their keys or in
+        # the keys' order (the order Python iterates them in), said plainly (issue 24)
+        return "a dict {" + ", ".join(f"{key!r}: {described(s)}"
+                                      for key, s in zip(spec[1], items)) + "}"
     return f"a {kind.__name__} of {len(items)} ({', '.join(described(s) for s in items)})"
 
 

@@ -33,7 +33,7 @@ NOTE [autograph lists]
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import AutographError, node_name, one_colon, python_value, region_at
+from ..errors import AutographError, node_name, op_name, one_colon, python_value, region_at
 from .item_check import checked_item
 
 
@@ -171,7 +171,7 @@ class StepList:
         def sliced():
             row = mx.sym.slice_axis(rows, axis=0, begin=index,
                                     end=None if index == -1 else index + 1,
-                                    name=node_name(where, "item"))
+                                    name=op_name(where, "item"))
             return mx.sym.squeeze(row, axis=0)
         if -self.least <= index < self.least or not isinstance(self.count, mx.sym.Symbol):
             return sliced()
@@ -216,8 +216,11 @@ def unpacked(func, items, keywords, where):
     if not isinstance(items, StepList):
         return func(*items, **keywords)
     computed = _computed(getattr(func, "__name__", ""), items.rows, keywords)
-    if computed is not None and items.stale:
-        # holding no item, its rows are a row appended where a condition did not hold
+    if computed is not None and (items.stale or items.least == 0 and
+                                 isinstance(items.count, mx.sym.Symbol)):
+        # holding no item, its rows are a row appended where a condition did not hold; or
+        # none, from loops that may run no step: Python's F.stack() and F.add_n() of no item
+        # fail, where the rows gave an array of no row or zeros silently (issue 24)
         return checked_item(items.count, computed, 0, f"{where}: this unpacks a list that "
                             f"must hold an item (as the call needs): the list",
                             f"the loop at {region_at(items.where)} appended them")

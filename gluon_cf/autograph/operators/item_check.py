@@ -47,7 +47,8 @@ class ItemRule(registry.Rule):
         # it fails now, as the IndexError the forward would raise, not as MXNet's slice_axis
         # error naming no line of the user's (the value graph slices only the rows)
         rows = in_shapes[1] if len(in_shapes) == 2 else None
-        if rows and rows[0] > 0:
+        if isinstance(rows, tuple) and rows and rows[0] is not None and rows[0] > 0:
+            # (a shape known only at run time is no tuple: a loop's rows inside another's body)
             index = int(node.spec["index"])
             if not -rows[0] <= index < rows[0]:
                 raise IndexError(one_colon(f"{node.spec['error']} holds {rows[0]} items "

@@ -65,7 +65,7 @@ def builtin(fn, where):
                 f"{where}: {name}() of a tensor while hybridizing: its value exists only "
                 f"when the graph runs, so it cannot become a Python number. Keep it an array "
                 f"(an if or while on it converts; F.cast, F.round for the arithmetic)")
-        if any(one_output(a) for a in args):
+        if any(one_output(a) for a in args[_ITERATED_ARGS.get(str(name), slice(None))]):
             raise AutographError(
                 f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
                 f"{'count' if name == 'len' else 'iterate'} (MXNet would see the whole array "
@@ -76,6 +76,11 @@ def builtin(fn, where):
     return checked
 
 
+# The positional arguments a builtin iterates (or measures), where not all of them: sum's start,
+# enumerate's start, next's default may be tensors (sum([h, r], x * 0) adds them, issue 24),
+# map's and filter's function is not iterated
+_ITERATED_ARGS = {"sum": slice(0, 1), "enumerate": slice(0, 1), "next": slice(0, 1),
+                  "map": slice(1, None), "filter": slice(1, None)}
 # Builtins that take the truth of (or compare) the items they are given
 _COMPARING = {"any", "all", "min", "max", "sorted"}
 

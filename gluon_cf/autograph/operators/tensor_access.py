@@ -48,7 +48,7 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ..errors import AutographError, node_name
+from ..errors import AutographError, op_name
 from .py_builtins import one_output
 from .variables import BROADCAST, binary
 
@@ -84,7 +84,7 @@ def attribute(value, name, where):
     read through ``impl.conversion.attribute``, which calls this for anything else)."""
     if isinstance(value, mx.sym.Symbol):
         if name == "T":
-            return mx.sym.transpose(value, name=node_name(where, "T"))
+            return mx.sym.transpose(value, name=op_name(where, "T"))
         instead = NDARRAY_ONLY.get(name)
         if instead is not None:
             raise AutographError(
@@ -96,6 +96,14 @@ def attribute(value, name, where):
 def subscript(value, index, where):
     """``value[index]`` read by converted code (NOTE [autograph indexing])."""
     if not one_output(value):
+        if isinstance(value, (list, tuple)) and isinstance(index, mx.sym.Symbol):
+            # (Python's TypeError 'list indices must be integers or slices, not Symbol',
+            # with no line: eagerly an NDArray of one element indexes the list, issue 24)
+            raise AutographError(
+                f"{where}: this indexes a Python {type(value).__name__} with a tensor; while "
+                f"hybridizing its value exists only when the graph runs, so it cannot pick an "
+                f"item. Stack the items and pick one by the tensor: F.take(F.stack(*items), "
+                f"index)")
         return value[index]
     items = index if isinstance(index, tuple) else (index,)
     items = tuple(int(i) if isinstance(i, numbers.Integral) and not isinstance(i, bool) else i
@@ -104,14 +112,16 @@ def subscript(value, index, where):
         if isinstance(item, bool) or not (isinstance(item, (numbers.Integral, builtins.slice))
                                           or item is Ellipsis or item is None):
             raise AutographError(
-                f"{where}: this indexes a tensor with {_described(item)}; while hybridizing "
+                f"{where}: this indexes a tensor with {_described(item)} (advanced indexing); "
+                f"while hybridizing "
                 f"only ints, slices and ... index a tensor as Python would. Use F.take(x, "
                 f"indices, axis=...), F.pick, F.gather_nd or F.boolean_mask")
         if isinstance(item, builtins.slice) and not all(
                 part is None or isinstance(part, numbers.Integral) and not isinstance(part, bool)
                 for part in (item.start, item.stop, item.step)):
             raise AutographError(
-                f"{where}: this slices a tensor with bounds that are not ints ({item}); "
+                f"{where}: this slices a tensor with bounds that are not ints (its "
+                f"{_not_ints(item)}); "
                 f"while hybridizing use F.slice_like, F.take or F.contrib.index_array")
         if item is None:
             raise AutographError(
@@ -126,7 +136,6 @@ def subscript(value, index, where):
         raise IndexError(f"{where}: an index can only have a single ellipsis ('...')")
     cut = items.index(Ellipsis) if Ellipsis in items else len(items)
     leading, trailing = items[:cut], items[cut + 1:]
-    name = node_name(where, "index")
     result, squeezed = value, []
     if leading:
         begin: List[Optional[int]] = []
@@ -144,12 +153,13 @@ def subscript(value, index, where):
                 step.append(item.step)
         if any(b is not None for b in begin + end + step):
             result = mx.sym.slice(result, begin=tuple(begin), end=tuple(end), step=tuple(step),
-                                  name=name)
+                                  name=op_name(where, "index"))
     for offset, item in enumerate(trailing):
         axis = offset - len(trailing)
         if isinstance(item, int):
             result = mx.sym.slice_axis(result, axis=axis, begin=item,
-                                       end=None if item == -1 else item + 1, name=name)
+                                       end=None if item == -1 else item + 1,
+                                       name=op_name(where, "index"))
             squeezed.append(axis)
         elif item.step not in (None, 1):
             raise AutographError(
@@ -157,9 +167,10 @@ def subscript(value, index, where):
                 f"the axis must be counted from the front (x[:, ::2], not x[..., ::2])")
         elif item.start is not None or item.stop is not None:
             result = mx.sym.slice_axis(result, axis=axis, begin=item.start or 0,
-                                       end=item.stop, name=name)
+                                       end=item.stop, name=op_name(where, "index"))
     if squeezed:
-        result = mx.sym.squeeze(result, axis=tuple(squeezed), name=name)
+        result = mx.sym.squeeze(result, axis=tuple(squeezed),
+                                name=op_name(where, "index"))
     return result
 
 
@@ -188,7 +199,14 @@ def _text(item):
                     for part in (item.start, item.stop) + ((item.step,) if item.step else ()))
 
 
+def _not_ints(item):
+    """``start is a tensor``, ``stop is a float`` ...: the bounds of a slice that are not ints."""
+    return " and ".join(f"{key} is {_described(part)}" for key, part in
+                        (("start", item.start), ("stop", item.stop), ("step", item.step))
+                        if part is not None and not isinstance(part, numbers.Integral))
+
+
 def _described(item):
     if isinstance(item, (mx.sym.Symbol, mx.nd.NDArray)):
-        return "a tensor (advanced indexing)"
+        return "a tensor"
     return f"a {type(item).__name__}"
