@@ -16,6 +16,8 @@ NOTE [user CustomOps]
     rewired where MXNet keeps them, in the closure of their ``creator`` (reached through the
     ctypes thunk MXNet keeps alive in ``mx.operator._registry``), each time a body is traced.
 """
+import atexit
+import collections
 import ctypes
 import gc
 import threading
@@ -148,3 +150,46 @@ def register_guarded(op_type, prop_class):
         mx.operator.register(op_type)(prop_class)
     finally:
         mx.operator._LIB = lib
+
+
+# Process-wide repairs of MXNet around Custom operators, made once when gluon_cf is imported.
+
+# NOTE [exit with work pending]
+#     A script that calls a hybridized block and exits without reading the output (or after an
+#     error) leaves a node's forward queued or running on MXNet's custom-op worker thread. MXNet's
+#     atexit handler (``mxnet.base._notify_shutdown``) then shuts the engine down under it, and
+#     the node's forward, which itself pushes CachedOps and reads values, never completes: the
+#     process hangs at exit (MXNet's own Custom operators only assign, so they do not). atexit
+#     runs handlers last-registered first, and MXNet registered its own when it was imported,
+#     before us: so ours runs first and lets pending work finish. An error in that work was the
+#     unread output's to report; at exit it is dropped, as MXNet drops it for its own operators.
+
+
+def _finish_pending_work():
+    try:
+        mx.nd.waitall()
+    except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
+        pass
+
+
+atexit.register(_finish_pending_work)
+
+# NOTE [concurrent shape inference]
+#     MXNet's Custom-op shape callback writes the answer into fresh ``c_array_buf`` buffers and
+#     keeps them alive only through ``infer_shape_entry._ref_holder``, one slot per graph node.
+#     When two threads infer the same node at once (a block's first calls with new shapes from
+#     several threads), the second call replaces the slot before C++ has copied the first
+#     thread's answer, which then reads freed memory (shapes like [1446870432]). The callbacks
+#     look ``c_array_buf`` up in ``mx.operator``'s globals at call time, so ours keeps the most
+#     recent buffers alive a while longer; C++ copies them as soon as the callback returns.
+_recent_buffers: collections.deque = collections.deque(maxlen=1 << 16)
+_original_c_array_buf = mx.operator.c_array_buf
+
+
+def _kept_c_array_buf(ctype, buf):
+    array = _original_c_array_buf(ctype, buf)
+    _recent_buffers.append(array)
+    return array
+
+
+mx.operator.c_array_buf = _kept_c_array_buf

@@ -850,7 +850,7 @@ def test_32_threads_call_a_warm_block_with_new_shapes():
         assert run_case(THREADS, timeout=240).stdout.strip() == "ok"
 
 
-# ---- exit with work pending (NOTE [exit with work pending] in node.py) -----------------------
+# ---- exit with work pending (NOTE [exit with work pending] in _custom_ops.py) -----------------------
 
 EXIT_PENDING = """
     import mxnet as mx
