@@ -441,3 +441,23 @@ def test_value_recorded_before_the_call_passed_as_argument():
         for got, want in zip(_chain_grads(remat, True, hybridize), oracle):
             np.testing.assert_allclose(got, want, **TOL)
     assert R.recomputed.steps - before == 4   # the 4 eager calls, once each
+
+
+def test_value_recorded_before_the_call_read_only_in_the_base_case_is_refused():
+    """Leaves reading embeddings computed before the recursion: the first call takes the
+    recursive branch, so the base case is inspected on its own."""
+    cell = gluon.nn.Dense(4, in_units=4)
+    cell.initialize()
+    x = mx.nd.ones((1, 4))
+    x.attach_grad()
+
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        if n.asscalar() <= 0:
+            return mx.nd.tanh(z)
+        return mx.nd.tanh(cell(f(n - 1)))
+
+    with autograd.record():
+        z = cell(x)
+        with pytest.raises(NotImplementedError, match="'f' reads an array computed"):
+            f(mx.nd.array([2]))

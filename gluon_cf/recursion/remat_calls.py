@@ -64,9 +64,11 @@ NOTE [values recorded before a remat call]
     its results without entering the autograd nodes recorded during the body (the calls
     below, whose inputs are their own), is refused when it holds an operator recorded before
     the call (MXNet numbers recorded operators from one counter). The same array passed as an
-    argument and read as an argument is fine. Later calls of the function run the same code
-    unrecorded and are not inspected (as a loop's steps after step 0): a read only on a path
-    the first call did not take (say, only in the base case), or inside a user's
+    argument and read as an argument is fine. The first call making no recursive call (a
+    base case: leaves reading embeddings computed before the recursion) is run a second time
+    so, recorded, after its paused run (only its own body runs twice; nothing below it).
+    Later calls run the same code unrecorded and are not inspected (as a loop's steps after
+    step 0): a read only on a path neither inspected call took, or inside a user's
     ``autograd.Function`` in the body, is not found.
 """
 import json
@@ -144,13 +146,40 @@ class Call:
 
     def forward(self):
         parent = getattr(_state, "call", None)
-        _state.call, in_body = self, getattr(_remat._inside, "call", False)
-        _remat._inside.call = True   # (remat.running_body)
         runs = _node.node_runs()
-        # The first call of each function runs recorded: its graph shows reads of arrays
-        # recorded before the call (NOTE [values recorded before a remat call]).
+        # The first call of each function runs recorded, and so again does its first call
+        # making no recursive call (a base case): their graphs show reads of arrays recorded
+        # before the call (NOTE [values recorded before a remat call]).
         check = self.fn not in self.root.read_checked
         self.root.read_checked.add(self.fn)
+        flat = self._run_body(parent, check)
+        if _node.node_runs() != runs:
+            raise NotImplementedError(
+                "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
+                "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
+                "inside the call's hangs MXNet 1.9.1's engine); use remat=False, or the block "
+                "without hybridize()" % (self.root.at(), self.fn.name))
+        if not self.children and (self.fn, "base") not in self.root.read_checked:
+            self.root.read_checked.add((self.fn, "base"))
+            if not check:   # re-run recorded (no recursive call: nothing else runs twice)
+                self._run_body(parent, True)
+                if self.children:
+                    self._differ()
+        outputs = _remat.fresh(flat)
+        self.saved = [o.detach() for o in outputs]
+        self.inputs = self._pairs_inputs()
+        with autograd.record(train_mode=self.root.training):
+            _remat.record_node(self.inputs, outputs, self.backward)
+        self.outputs = outputs
+        if parent is not None:
+            parent.children.append(self)
+        return regroup(outputs, self.out_fmt)[0]
+
+    def _run_body(self, parent, check):
+        """The body's flat results, run paused; or, to ``check`` its reads, recorded on its
+        arguments detached (NOTE [values recorded before a remat call])."""
+        _state.call, in_body = self, getattr(_remat._inside, "call", False)
+        _remat._inside.call = True   # (remat.running_body)
         first_node = _remat.next_recorded_node() if check else 0
         try:
             if check:   # arguments detached: their history is not the body's reads
@@ -168,23 +197,9 @@ class Call:
         flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
                                      "the results of %r" % self.fn.name)
         _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)
-        if _node.node_runs() != runs:
-            raise NotImplementedError(
-                "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
-                "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
-                "inside the call's hangs MXNet 1.9.1's engine); use remat=False, or the block "
-                "without hybridize()" % (self.root.at(), self.fn.name))
         if check:
             self._refuse_reads_before(flat, first_node)
-        outputs = _remat.fresh(flat)
-        self.saved = [o.detach() for o in outputs]
-        self.inputs = self._pairs_inputs()
-        with autograd.record(train_mode=self.root.training):
-            _remat.record_node(self.inputs, outputs, self.backward)
-        self.outputs = outputs
-        if parent is not None:
-            parent.children.append(self)
-        return regroup(outputs, self.out_fmt)[0]
+        return flat
 
     def _refuse_reads_before(self, flat, first_node):
         """Refuse a body that read an array recorded before its call other than through its
