@@ -348,6 +348,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.seed = None
         self.remat = False          # NOTE [hybridized remat recursion]
         self.forward_done = False   # see NOTE [backward of a failed forward]
+        self.backward_done = False  # since the last completed forward (a repeated backward)
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -389,7 +390,7 @@ class _NodeOperator(mx.operator.CustomOp):
 
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
-        self.forward_done = False
+        self.forward_done = self.backward_done = False
         self._forward_outputs(is_train, req, in_data, out_data)
         self.forward_done = True
 
@@ -434,7 +435,7 @@ class _NodeOperator(mx.operator.CustomOp):
     @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         done, self.forward_done = self.forward_done, False
-        if not done:   # (NOTE [backward of a failed forward])
+        if not done and not self.backward_done:   # (NOTE [backward of a failed forward])
             return
         self._refuse_training()
         wanted = tuple(i for i, (x, r) in enumerate(zip(in_data, req))
@@ -478,6 +479,7 @@ class _NodeOperator(mx.operator.CustomOp):
                 self.assign(dst, r, inputs[i].grad)
             elif r in ("write", "inplace"):
                 dst[:] = 0
+        self.backward_done = True
 
 
 # NOTE [outputs of no differentiable input]
@@ -506,6 +508,11 @@ _NOT_CONNECTED = "There are no inputs in computation graph that require gradient
 #     operators' errors: the next read of anything computed from it raises it, and the
 #     engine passes it on to whatever next writes the buffers it sits on - with static_alloc,
 #     or with gradients, the block's next call. Only waiting for every call would change that.)
+#     A backward after this operator's completed backward with no forward since is the user's
+#     ``backward(retain_graph=True)`` then ``backward()``: it runs, re-running the forward
+#     from its inputs as remat does (the first backward dropped what the forward kept).
+#     Returning there left MXNet's gradient buffers unwritten: garbage gradients (1e26 for an
+#     input a hybridized recursion read from its closure, tests/test_remat_review.py).
 # NOTE [autograd on MXNet's worker threads]
 #     A node's backward runs on one of MXNet's Custom-operator worker threads, and the custom
 #     backward it reaches through ``autograd.backward`` (a remat loop's or call's, recorded by

@@ -180,7 +180,7 @@ recomputed = _Counter()
 #     recorded before the loop. The body is refused then, at the forward.
 
 
-def _next_recorded_node():
+def next_recorded_node():
     """The number MXNet's autograd gives the next operator it records (``node_<number>``)."""
     probe = mx.nd.zeros((1,))
     probe.attach_grad()
@@ -302,7 +302,7 @@ class Loop:
         for x in marked:
             if _float(x):
                 x.attach_grad()
-        first_node = _next_recorded_node()
+        first_node = next_recorded_node()
         result = yield self.step(0, marked[:len(slices)], marked[len(slices):])
         heads = [r for r in result if _node.recorded(r)]
         if heads:

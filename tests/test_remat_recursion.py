@@ -369,3 +369,95 @@ def test_batchnorm_under_training_is_refused():
                        r"test_remat_recursion.py:\d+: remat=True for 'f' whose body runs "
                        r"BatchNorm"):
         _backward_error(f, mx.nd.array([2]))
+
+
+# ---- values recorded before the call (NOTE [values recorded before a remat call]) ------------
+
+class _ChainReadingZ(gluon.HybridBlock):
+    """``f(n) = tanh(cell(f(n - 1)) + z)``, ``z = pre(x)`` computed before the recursion; read
+    from the closure (``via_arg=False``) or passed down as an argument."""
+
+    def __init__(self, remat, via_arg):
+        super().__init__()
+        self.remat, self.via_arg = remat, via_arg
+        with self.name_scope():
+            self.pre = gluon.nn.Dense(4, in_units=4)
+            self.cell = gluon.nn.Dense(4, in_units=4)
+
+    def hybrid_forward(self, F, x, n):
+        z = self.pre(x)
+        cell, via_arg = self.cell, self.via_arg
+
+        @gluon_cf.recursive(remat=self.remat)
+        def f(n, z_arg):
+            zz = z_arg if via_arg else z
+            return gluon_cf.cond(n < 1, lambda: F.tanh(zz),
+                                 lambda: F.tanh(cell(f(n - 1, z_arg)) + zz))
+        return f(n, z)
+
+
+def _chain_grads(remat, via_arg, hybridize=False, unrolled=False):
+    mx.random.seed(3)
+    net = _ChainReadingZ(remat, via_arg)
+    net.initialize(mx.init.Xavier())
+    if hybridize:
+        net.hybridize()
+    x = mx.nd.array(np.random.RandomState(0).rand(1, 4))
+    x.attach_grad()
+    with autograd.record():
+        if unrolled:   # the oracle: plain MXNet operators, no gluon_cf
+            z = net.pre(x)
+            out = mx.nd.tanh(z)
+            for _ in range(3):
+                out = mx.nd.tanh(net.cell(out) + z)
+        else:
+            out = net(x, mx.nd.array([3]))
+        loss = (out * out).sum()
+    loss.backward()
+    return [x.grad.asnumpy()] + [p.grad().asnumpy() for p in net.collect_params().values()]
+
+
+def test_value_recorded_before_the_call_read_from_the_closure_is_refused():
+    """The gradient through ``z`` was silently lost (it differed from remat=False by ~1):
+    now the forward refuses, naming the function and the user's line."""
+    with pytest.raises(NotImplementedError, match=r"'f' reads an array computed under "
+                       r"autograd.record\(\) before the call.*FullyConnected") as info:
+        _chain_grads(True, via_arg=False)
+    assert "test_remat_recursion.py" in str(info.value)
+    oracle = _chain_grads(False, False, unrolled=True)
+    for hybridize in (False, True):
+        for got, want in zip(_chain_grads(False, False, hybridize), oracle):
+            np.testing.assert_allclose(got, want, **TOL)
+    for got, want in zip(_chain_grads(True, False, hybridize=True), oracle):
+        np.testing.assert_allclose(got, want, **TOL)
+
+
+def test_value_recorded_before_the_call_passed_as_argument():
+    """The supported form: eager and hybridized remat=True equal remat=False and the unrolled
+    oracle, and the eager calls were recomputed."""
+    oracle = _chain_grads(False, True, unrolled=True)
+    before = R.recomputed.steps
+    for remat, hybridize in [(False, False), (True, False), (True, True)]:
+        for got, want in zip(_chain_grads(remat, True, hybridize), oracle):
+            np.testing.assert_allclose(got, want, **TOL)
+    assert R.recomputed.steps - before == 4   # the 4 eager calls, once each
+
+
+def test_value_recorded_before_the_call_read_only_in_the_base_case_is_refused():
+    """Leaves reading embeddings computed before the recursion: the first call takes the
+    recursive branch, so the base case is inspected on its own."""
+    cell = gluon.nn.Dense(4, in_units=4)
+    cell.initialize()
+    x = mx.nd.ones((1, 4))
+    x.attach_grad()
+
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        if n.asscalar() <= 0:
+            return mx.nd.tanh(z)
+        return mx.nd.tanh(cell(f(n - 1)))
+
+    with autograd.record():
+        z = cell(x)
+        with pytest.raises(NotImplementedError, match="'f' reads an array computed"):
+            f(mx.nd.array([2]))

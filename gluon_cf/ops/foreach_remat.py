@@ -34,6 +34,16 @@ NOTE [where a rematerialised loop's memory goes]
     the c checkpoints, 50 MB each), see the README's memory table. With "auto" or a budget the
     interval comes from one step measured before the loop runs, and the backward recomputes a
     segment as one graph per step, backpropagated step by step (NOTE [remat budgets]).
+
+NOTE [closure gradients of a remat segment]
+    The closure's gradient sums over every recomputed segment (or step). It was summed by
+    marking the closure's detached copies with grad_req "add" into one buffer, but MXNet 1.9.1
+    then shares that buffer with gradients inside the step (seen: ``tanh(0.5 * s + x)`` with
+    ``x`` from the closure, one step per segment: the state's gradient came out as 0.5 times
+    the closure's running sum, so remat=True and "auto" gave gradients off by ~1 where
+    remat=2 was right). So each segment's backward writes into arrays of its own (a mark
+    "write" per segment; ``autograd.grad`` per step for budgets), added into the sum after;
+    tests/test_remat_review.py.
 """
 import math
 from typing import List
@@ -170,15 +180,16 @@ class IntoLoop(_remat.Loop):
 
     def _marked_closure(self):
         """The closure as the recomputation reads it: an array needing a gradient enters as a
-        detached copy marked "add" into a buffer of its own (each step's backward adds its
-        gradient there: no gradient array per segment or step, no sum). With the buffers."""
+        detached copy marked into a buffer of its own, with the buffers (the steps' gradients
+        are added there by the caller: NOTE [closure gradients of a remat segment])."""
         slots, offset = set(self.graph.graph.slots), len(self.data) + len(self.init)
         closure, grads = list(self.closure), [None] * len(self.closure)
         for i, c in enumerate(self.closure):
             if c.grad is not None and offset + i in slots:
                 closure[i] = c.detach()
                 grads[i] = mx.nd.zeros(c.shape, ctx=c.context, dtype=c.dtype)
-                mx.autograd.mark_variables([closure[i]], [grads[i]], "add")
+                mx.autograd.mark_variables([closure[i]], [mx.nd.zeros_like(grads[i])],
+                                           "write")
         return closure, grads
 
     def _record_step(self, t, states, closure):
@@ -221,15 +232,13 @@ class IntoLoop(_remat.Loop):
                       for n, d in enumerate(self.data)]
         data_grads: list = [mx.nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
                       if d.grad is not None and _remat._float(d) else None for d in self.data]
-        # The closure's gradients add up in buffers of their own over the segments: its arrays
-        # enter the recomputation as detached copies marked with grad_req "add", so each
-        # segment's backward adds into them (no gradient array per segment, no sum).
+        # The closure's gradients add up over the segments in buffers of their own; each
+        # segment writes into one of its own, added after (NOTE [closure gradients of a remat
+        # segment]).
         closure, closure_grads = list(self.closure), [None] * len(self.closure)
         for i, c in enumerate(self.closure):
             if c.grad is not None and nd_ + ns + i in slots:
-                closure[i] = c.detach()
                 closure_grads[i] = mx.nd.zeros(c.shape, ctx=c.context, dtype=c.dtype)
-                mx.autograd.mark_variables([closure[i]], [closure_grads[i]], "add")
         marked_closure = any(g is not None for g in closure_grads)
         mismatches: list = []
         pending: list = []
@@ -237,6 +246,12 @@ class IntoLoop(_remat.Loop):
             b = segment * self.k
             e = min(b + self.k, self.steps)
             starts = [s.copy() for s in self._state_at(b)]
+            segment_grads = [None] * len(self.closure)
+            for i, total in enumerate(closure_grads):
+                if total is not None:
+                    closure[i] = self.closure[i].detach()
+                    segment_grads[i] = mx.nd.zeros_like(total)
+                    mx.autograd.mark_variables([closure[i]], [segment_grads[i]], "write")
             marked = marked_closure or any(wants_data)
             for i, s in enumerate(starts):
                 if _remat._float(s) and nd_ + i in slots:
@@ -283,6 +298,9 @@ class IntoLoop(_remat.Loop):
                            for s in starts]
             for n, t, x in data_vars:
                 data_grads[n][t] = x.grad
+            for total, part in zip(closure_grads, segment_grads):
+                if total is not None and keep:
+                    total += part
         self._check_mismatches(mismatches)
         return data_grads + state_grads + closure_grads
 
@@ -322,14 +340,25 @@ class IntoLoop(_remat.Loop):
                 pairs += zip(self.graph.states_of(result, ns, num_out), state_grads)
                 keep = _node.merged_heads([(h, g) for h, g in pairs if _remat._float(h)
                                            and _node.recorded(h)])
-                if keep:   # the steps share the closure's marked arrays: clearing a step's
-                    # graph would clear theirs, which the steps before still read
-                    mx.autograd.backward([h for h, _ in keep], [g for _, g in keep],
-                                         retain_graph=True, train_mode=self.training)
-                state_grads = [s.grad if keep and s.grad is not None else mx.nd.zeros_like(s)
+                variables = [s for s in starts if s.grad is not None] + \
+                    [x for _, x in data_vars] + [c for c, g in zip(closure, closure_grads)
+                                                 if g is not None]
+                got = {}
+                if keep and variables:   # the steps share the closure's marked arrays:
+                    # clearing a step's graph would clear theirs, which the steps before
+                    # still read; gradients into arrays of their own, the closure's added
+                    # after (NOTE [closure gradients of a remat segment])
+                    got = dict(zip(map(id, variables), mx.autograd.grad(
+                        [h for h, _ in keep], variables, [g for _, g in keep],
+                        retain_graph=True, train_mode=self.training)))
+                state_grads = [got[id(s)] if id(s) in got else mx.nd.zeros_like(s)
                                for s in starts]
                 for n, x in data_vars:
-                    data_grads[n][t] = x.grad
+                    if id(x) in got:
+                        data_grads[n][t] = got[id(x)]
+                for c, total in zip(closure, closure_grads):
+                    if total is not None and id(c) in got:
+                        total += got[id(c)]
                 in_flight.append(state_grads)
                 if len(in_flight) > 2:
                     _remat._throttle(in_flight.pop(0))

@@ -44,11 +44,32 @@ NOTE [rematerialised recursive calls]
       ops runs partitioned in a remat body, its nodes inline (``remat.running_body``), so
       this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
-      the closure (its gradient would be lost);
+      the closure (its gradient would be lost), and a body reading an array recorded before
+      the call (NOTE [values recorded before a remat call]);
     * ``remat`` other than ``True``/``False``.
 
     Hybridized, the unit of recomputation is the recursion node (NOTE [hybridized remat
     recursion] in recursion/planned_backward.py).
+
+NOTE [values recorded before a remat call]
+    A body may read, from its closure, an array recorded before the outermost call (``z =
+    dense(x)``, then ``tanh(cell(f(n - 1)) + z)``). It is not an input of any call's node (only
+    arrays with a gradient buffer are found in the closure), and by the time a call's backward
+    recomputes the body the user's ``backward`` has cleared ``z``'s history (as for loops,
+    NOTE [values recorded before a remat loop] in ``remat.py``): the gradient through ``z``
+    was silently lost, or MXNet failed with "any container is empty". So the first call of
+    each function under one outermost call runs its body recorded, not paused, on its
+    arguments detached (what it passes down reaches the calls below as the arguments
+    themselves, ``Call.originals``); its graph (dropped with the body's results), walked from
+    its results without entering the autograd nodes recorded during the body (the calls
+    below, whose inputs are their own), is refused when it holds an operator recorded before
+    the call (MXNet numbers recorded operators from one counter). The same array passed as an
+    argument and read as an argument is fine. The first call making no recursive call (a
+    base case: leaves reading embeddings computed before the recursion) is run a second time
+    so, recorded, after its paused run (only its own body runs twice; nothing below it).
+    Later calls run the same code unrecorded and are not inspected (as a loop's steps after
+    step 0): a read only on a path neither inspected call took, or inside a user's
+    ``autograd.Function`` in the body, is not found.
 """
 import json
 import threading
@@ -95,6 +116,7 @@ class _Root:
         self.checked: set = set()  # functions whose recomputed graph's operators were checked
         self.pending = 0           # calls whose backward has not run
         self.flags: list = []      # comparisons not checked yet (Call._check_values)
+        self.read_checked: set = set()   # functions whose forward was run recorded (_reads)
 
     def closure(self, fn):
         if fn not in self.closures:
@@ -118,28 +140,31 @@ class Call:
         self.out_fmt = None
         self.next_child = 0
         self.leaves: list = []
+        self.originals: dict = {}   # id(detached argument) -> argument, while checked
 
     # -- forward ----------------------------------------------------------------------------
 
     def forward(self):
         parent = getattr(_state, "call", None)
-        _state.call, in_body = self, getattr(_remat._inside, "call", False)
-        _remat._inside.call = True   # (remat.running_body)
         runs = _node.node_runs()
-        try:
-            with autograd.pause(train_mode=self.root.training):
-                result = self.fn.fn(*regroup(self.args, self.fmt))
-        finally:
-            _state.call, _remat._inside.call = parent, in_body
-        flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
-                                     "the results of %r" % self.fn.name)
-        _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)
+        # The first call of each function runs recorded, and so again does its first call
+        # making no recursive call (a base case): their graphs show reads of arrays recorded
+        # before the call (NOTE [values recorded before a remat call]).
+        check = self.fn not in self.root.read_checked
+        self.root.read_checked.add(self.fn)
+        flat = self._run_body(parent, check)
         if _node.node_runs() != runs:
             raise NotImplementedError(
                 "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
                 "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
                 "inside the call's hangs MXNet 1.9.1's engine); use remat=False, or the block "
                 "without hybridize()" % (self.root.at(), self.fn.name))
+        if not self.children and (self.fn, "base") not in self.root.read_checked:
+            self.root.read_checked.add((self.fn, "base"))
+            if not check:   # re-run recorded (no recursive call: nothing else runs twice)
+                self._run_body(parent, True)
+                if self.children:
+                    self._differ()
         outputs = _remat.fresh(flat)
         self.saved = [o.detach() for o in outputs]
         self.inputs = self._pairs_inputs()
@@ -149,6 +174,71 @@ class Call:
         if parent is not None:
             parent.children.append(self)
         return regroup(outputs, self.out_fmt)[0]
+
+    def _run_body(self, parent, check):
+        """The body's flat results, run paused; or, to ``check`` its reads, recorded on its
+        arguments detached (NOTE [values recorded before a remat call])."""
+        _state.call, in_body = self, getattr(_remat._inside, "call", False)
+        _remat._inside.call = True   # (remat.running_body)
+        first_node = _remat.next_recorded_node() if check else 0
+        try:
+            if check:   # arguments detached: their history is not the body's reads
+                detached = [a.detach() if isinstance(a, mx.nd.NDArray) else a
+                            for a in self.args]
+                self.originals = {id(d): a for d, a in zip(detached, self.args)}
+                with autograd.record(train_mode=self.root.training):
+                    result = self.fn.fn(*regroup(detached, self.fmt))
+            else:
+                with autograd.pause(train_mode=self.root.training):
+                    result = self.fn.fn(*regroup(self.args, self.fmt))
+        finally:
+            _state.call, _remat._inside.call = parent, in_body
+            self.originals = {}
+        flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
+                                     "the results of %r" % self.fn.name)
+        _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)
+        if check:
+            self._refuse_reads_before(flat, first_node)
+        return flat
+
+    def _refuse_reads_before(self, flat, first_node):
+        """Refuse a body that read an array recorded before its call other than through its
+        arguments (NOTE [values recorded before a remat call]): ``flat``'s recorded graph,
+        walked from the heads without entering the nodes of the calls below (autograd nodes
+        recorded during the body), holds an operator numbered below ``first_node``."""
+        heads = [h for h in flat if _float(h) and _node.recorded(h)]
+        if not heads:
+            return
+        graph = json.loads(mx.sym.Group([autograd.get_symbol(h) for h in heads]).tojson())
+        nodes = graph["nodes"]
+
+        def number(n):
+            name = n["name"]
+            return int(name[5:]) if name.startswith("node_") and name[5:].isdigit() else None
+
+        outside, seen, todo = [], set(), [h[0] for h in graph["heads"]]
+        while todo:
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            n = nodes[i]
+            k = number(n)
+            if n["op"] == "null" or k is None:
+                continue
+            if k < first_node:
+                outside.append(n)
+                continue
+            if n["op"] == "_CustomFunction":   # a call below: its inputs are its own
+                continue
+            todo.extend(e[0] for e in n["inputs"])
+        if outside:
+            raise NotImplementedError(
+                "gluon_cf.recursive%s: with remat, %r reads an array computed under "
+                "autograd.record() before the call (from its closure: the result of %s); the "
+                "recomputation in backward cannot reach that array's history, so the gradient "
+                "through it would be lost. Pass it to the call as an argument, or use "
+                "remat=False" % (self.root.at(), self.fn.name, outside[-1]["op"]))
 
     def _pairs_inputs(self):
         """The node's inputs: live arguments, closure arrays, nested calls' results (unique)."""
@@ -275,6 +365,8 @@ def call(fn, args, where: Optional[str] = None):
     parent = getattr(_state, "call", None)
     root = parent.root if parent is not None else _Root(where)
     flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
+    if parent is not None:   # an argument the parent received detached, as received
+        flat = [parent.originals.get(id(a), a) for a in flat]
     return Call(fn, root, flat, fmt).forward()
 
 
