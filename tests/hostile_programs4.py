@@ -858,3 +858,44 @@ class SizeArithmeticPredicate(HybridBlock):
                 return here
             return here + node(lt[i], lt[i]) - node(rt[i], rt[i]) * 2
         return F.concat(*[node(r, r) for r in _ids(roots)], dim=0)
+
+
+# ------------------------------------------------------------------------- refusals
+
+@program(DEEPER, TWO_TREES)
+class OutputWidthGrowsWithDepth(HybridBlock):
+    """An internal node concatenates its children: the output's width depends on the tree
+    (eager (1, 12) for DEEPER). Hybridized, refused at run time at the foreach's line."""
+    NO_GRAD = (1, 2, 3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(idx):
+            return gluon_cf.cond(F.take(left, idx) < 0, lambda: F.take(x, idx),
+                                 lambda: F.concat(node(F.take(left, idx)),
+                                                  node(F.take(right, idx)), dim=1))
+        hs, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+        return hs
+
+    def plain_forward(self, F, x, left, right, roots):
+        out = _plain_binary(F, x, left, right, roots,
+                            lambda F, here, a, b: F.concat(a, b, dim=1))
+        return F.expand_dims(out, axis=1)
+
+
+@program(TWO_TREES, DEEPER)
+class MaxDepthTwo(HybridBlock):
+    """max_depth=2 and a tree three calls deep (DEEPER): RecursionDepthError in every mode
+    (plain Python recursion has no such bound: its value is what the others refuse)."""
+    NO_GRAD = (1, 2, 3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive(max_depth=2)
+        def node(idx):
+            return gluon_cf.cond(F.take(left, idx) < 0, lambda: F.take(x, idx),
+                                 lambda: node(F.take(left, idx)) + node(F.take(right, idx)))
+        hs, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+        return F.reshape(hs, (-3, 0))
+
+    def plain_forward(self, F, x, left, right, roots):
+        return _plain_binary(F, x, left, right, roots, lambda F, here, a, b: a + b)

@@ -5,6 +5,7 @@ repeated and out-of-range roots, one-node trees), each against plain Python recu
 NDArrays, eager and hybridized with gradients and exported to onnxruntime
 (``hostile_harness.classify``); the tests below pin what this round fixed."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import sys
 import mxnet as mx
 import numpy as np
 import pytest
+
+import gluon_cf
 
 import hostile_harness
 import hostile_programs4 as programs
@@ -97,3 +100,24 @@ def test_python_dash_m_gluon_cf_export_runs_the_command_line(tmp_path):
     got, = [np.load(str(tmp_path / "out" / name)) for name in os.listdir(tmp_path / "out")]
     np.testing.assert_allclose(got, net(*_nd(arrays)).asnumpy(), rtol=1e-5, atol=1e-6)
     assert ran.returncode != -signal.SIGSEGV
+
+
+def test_foreach_steps_as_rows_refuses_an_output_wider_than_declared_at_the_users_line():
+    """A recursive function whose output grows with the tree, under a foreach over roots run
+    as rows: the call after a first (refused) one failed inside MXNet's reshape ('Check
+    failed: shape_.Size() == shape.Size() (12 vs. 6)'); now both are refused at the line."""
+    net = _hybridized(programs.OutputWidthGrowsWithDepth)
+    for arrays in programs.PROGRAMS[programs.OutputWidthGrowsWithDepth]:
+        with pytest.raises(ValueError, match="has shape .* at run time, but its shape rule") \
+                as refused:
+            with mx.autograd.record():
+                net(*_nd(arrays)).asnumpy()
+        assert "at %s:" % programs.__file__ in str(refused.value), str(refused.value)
+
+
+def test_eager_recursion_depth_error_names_the_users_call():
+    net = hostile_harness._make(programs.MaxDepthTwo)
+    with pytest.raises(gluon_cf.RecursionDepthError) as refused:
+        net(*_nd(programs.DEEPER))
+    assert re.match(re.escape(programs.__file__) + r":\d+: gluon_cf.recursive: 'node' "
+                    r"exceeded max_depth=2", str(refused.value)), str(refused.value)
