@@ -14,7 +14,7 @@ that may change size, named DIM, with SIZE as the example used to infer shapes (
 stay equal share a name); DTYPE defaults to float32, MXNet's default.  ``run`` runs plain ONNX
 and artifacts alike with :func:`gluon_cf.export.load` (its default ``Limits``), reading inputs
 from ``.npy`` files (no pickles) and writing one ``<output name>.npy`` per output.  Python
-equivalent: ``python -m gluon_cf.export.cli``.
+equivalent: ``python -m gluon_cf.export`` (or ``python -m gluon_cf.export.cli``).
 """
 import argparse
 import json

@@ -200,7 +200,13 @@ def check(bounds, names, arrays, constant_shapes):
         values = np.asarray(values)
         if values.size == 0:
             continue
-        bad = (values < 0) | (values >= size)
+        if values.dtype.kind == "f":
+            # take reads a float index as C's static_cast<int> does (toward zero), as does
+            # the exported Cast: -0.5 and 6.7 are rows 0 and 6 of 7, not out of range
+            read = np.trunc(values)
+            bad = np.isnan(read) | (read < 0) | (read >= size)
+        else:
+            bad = (values < 0) | (values >= size)
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             value = values[where].item()

@@ -34,7 +34,7 @@ import json
 import threading
 from typing import Dict, Optional, Tuple
 
-from . import registry
+from . import errors, registry
 from .operators import SOURCE_ATTR
 
 ROWS = 3    # rows used to infer the internal shapes of a batched graph
@@ -495,7 +495,9 @@ def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
         by_entry = _internal_shapes(symbol, graph_json, shapes, ROWS)
     except Exception as err:  # noqa: BLE001 - any failure means "not provably row-wise"
         _blame_one_row(symbol, graph_json, flags, shapes)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        # as users read MXNet's words: no C++ source location, no C++ condition
+        first = errors.mxnet_message(str(err).strip().splitlines()[0]) if str(err).strip() \
+            else type(err).__name__
         raise Rejected({"name": "its shape inference"},
                        "fails for %d invocations at once (%s)" % (ROWS, first[:300]),
                        HINT_SHARED) from None

@@ -541,9 +541,16 @@ def _run_steps_as_rows(body, slots, flags, length, step_shapes, frame):
     outs = yield body.run(slots, executor.Frame(frame.recursion if frame else None, length,
                                                 flags, frame.depth if frame else 0))
     stacked = []
-    for out, shape in zip(outs, step_shapes):
+    for k, (out, shape) in enumerate(zip(outs, step_shapes)):
         if out.shape[0] == 1 and length > 1:   # the same for every step (e.g. a parameter)
             out = mx.nd.repeat(out, length, axis=0)
+        if out.shape != (length,) + tuple(shape[1:]):
+            # (a recursive body whose output grows with the tree): reshape would fail inside
+            # MXNet, or, were the sizes equal, reorder the values silently
+            raise ValueError(
+                "gluon_cf.foreach: output %d has shape %s per step at run time, but its shape "
+                "rule declared %s to MXNet; shapes that depend on values are not supported in "
+                "hybridized graphs yet" % (k, (1,) + out.shape[1:], tuple(shape)))
         stacked.append(out.reshape((length,) + tuple(shape)))
     return stacked
 

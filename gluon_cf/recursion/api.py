@@ -100,6 +100,10 @@ class RecursiveFunction:
         except BaseException as exc:
             if depth == 1:
                 if isinstance(exc, RecursionDepthError):   # the user's call is where it happened
+                    where = user_location()
+                    if where and len(exc.args) == 1 and isinstance(exc.args[0], str) \
+                            and not exc.args[0].startswith(where):   # (nested outer calls)
+                        exc.args = ("%s: %s" % (where, exc.args[0]),)
                     raise exc.with_traceback(None) from None
                 _cut_traceback(exc)
             raise
