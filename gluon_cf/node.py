@@ -569,17 +569,28 @@ def handed_backwards():
     return list(getattr(_top_level, "planned", None) or [])
 
 
+def draws_random(node):
+    """Whether the node's subgraphs (nested ones included) draw random numbers (cached on the
+    decoded node)."""
+    random = getattr(node, "holds_random_ops", None)
+    if random is None:
+        random = node.holds_random_ops = holds_random_ops(node.spec)
+    return random
+
+
+def drawn_seed():
+    """A seed drawn from MXNet's generator (so that a user's ``mx.random.seed`` fixes it)."""
+    return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
+
+
 def _replay_seed(node):
     """For a node whose subgraphs draw random numbers (Dropout, ``random_*``): a seed, drawn
     from MXNet's generator, with which its training forward is seeded, so that a backward that
     must re-run the forward (see :class:`_NodeOperator`) draws the same numbers; a gradient of
     other draws would not be the forward's. None for other nodes (seeding costs ~2 ms)."""
-    random = getattr(node, "holds_random_ops", None)
-    if random is None:
-        random = node.holds_random_ops = holds_random_ops(node.spec)
-    if not random:
+    if not draws_random(node):
         return None
-    seed = int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
+    seed = drawn_seed()
     mx.random.seed(seed)
     return seed
 

@@ -190,9 +190,7 @@ def next_recorded_node():
     return int(last[5:]) + 1
 
 
-def _seed_base():
-    """A seed drawn from MXNet's generator (so a user's ``mx.random.seed`` fixes it)."""
-    return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
+_seed_base = _node.drawn_seed   # a remat loop's first segment seed (foreach_remat's too)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -71,12 +71,13 @@ NOTE [hybridized remat recursion]
       inside another node's body (a loop's step) is recorded on that node's tape as with
       ``remat=False`` unless its schedule is planned (a remat loop around it recomputes it).
 """
+import contextlib
 from typing import List
 
 import mxnet as mx
 
 from .. import node as _node
-from ..graph.decoded import holds_random_ops, random_ops
+from ..graph.decoded import random_ops
 from .value_graphs import _result_graph, _value_graph
 
 ENABLED = [True]   # NOTE above: tests compare the planned and the recorded backward
@@ -134,8 +135,8 @@ def run(schedule, ctx, upload):
     remat = any(spec.get("remat") for spec in schedule.context.specs.values())
     # Random draws are replayed by seeding every group, and checked (NOTE [hybridized remat
     # recursion]); a deterministic group's recomputation is the same CachedOp on the same rows.
-    random = remat and _holds_random_ops(schedule.context.node)
-    seed = _seed_base() if random and SEED_GROUPS[0] else None
+    random = remat and _node.draws_random(schedule.context.node)
+    seed = _node.drawn_seed() if random and SEED_GROUPS[0] else None
 
     def call_group(number, q, vid, first, rows, calls, out):
         """Group ``number``'s graph on its inputs (``out``: into its rows of the tables)."""
@@ -162,7 +163,7 @@ def run(schedule, ctx, upload):
 
     for number, (q, vid, first, rows, calls) in enumerate(schedule.groups):
         # Written in place, each output into its rows of its table; unrecorded with remat.
-        with mx.autograd.pause(train_mode=training) if remat else _nothing():
+        with mx.autograd.pause(train_mode=training) if remat else contextlib.nullcontext():
             out, taped_inputs = call_group(number, q, vid, first, rows, calls,
                                            [t._slice(first, first + rows) for t in tables[q]])
         if taped_inputs:
@@ -170,7 +171,7 @@ def run(schedule, ctx, upload):
     graph = _result_graph(plan, layouts, None)
     a, b = schedule.result[1][0]
     # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
-    with mx.autograd.record(train_mode=training) if remat else _nothing():
+    with mx.autograd.record(train_mode=training) if remat else contextlib.nullcontext():
         outputs = graph.op(*[sources[plan.entry][0][j] if role == "table" else index[a:b]
                              for role, _, j, _ in graph.inputs])
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
@@ -200,30 +201,6 @@ def run(schedule, ctx, upload):
     _node.hand_backward(backward)
     RUNS[0] += 1
     return outputs
-
-
-class _nothing:
-    """A context manager doing nothing (in place of autograd's where remat is off)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _holds_random_ops(node):
-    """Whether the node's graphs draw random numbers (cached on the decoded node)."""
-    random = getattr(node, "holds_random_ops", None)
-    if random is None:
-        random = node.holds_random_ops = holds_random_ops(node.spec)
-    return random
-
-
-def _seed_base():
-    """The seed of a remat run's groups, drawn from MXNet's generator (so a user's
-    ``mx.random.seed`` fixes it)."""
-    return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
 
 
 def _differs(a, b):
