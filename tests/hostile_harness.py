@@ -159,3 +159,16 @@ def _export(cls, inputs_list, files):
         if not _compare(want, got):
             return ("SILENT", f"ort {[g.shape for g in got]} vs {[w.shape for w in want]}")
     return ("equal", "")
+
+
+def program_registry():
+    """A module's ``(PROGRAMS, program)``: ``@program(*inputs)`` registers a block class in
+    ``PROGRAMS`` with the inputs it is run on, each a list of arrays."""
+    programs = {}
+
+    def program(*inputs):
+        def register(cls):
+            programs[cls] = list(inputs)
+            return cls
+        return register
+    return programs, program

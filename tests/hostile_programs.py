@@ -17,6 +17,8 @@ from mxnet.gluon import HybridBlock
 import gluon_cf
 from gluon_cf import autograph
 
+import hostile_harness
+
 SCALE = 0.5
 CALLS = [0]
 TOTAL = 0
@@ -26,14 +28,7 @@ def _rand(*shape, seed=0, low=-1.0, high=1.0):
     return np.random.RandomState(seed).uniform(low, high, shape).astype(np.float32)
 
 
-PROGRAMS = {}
-
-
-def program(*inputs):
-    def register(cls):
-        PROGRAMS[cls] = list(inputs)
-        return cls
-    return register
+PROGRAMS, program = hostile_harness.program_registry()
 
 
 # ------------------------------------------------------------------------- decoders

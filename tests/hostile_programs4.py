@@ -10,14 +10,9 @@ from mxnet.gluon import HybridBlock
 import gluon_cf
 from gluon_cf import autograph
 
-PROGRAMS = {}
+import hostile_harness
 
-
-def program(*inputs):
-    def register(cls):
-        PROGRAMS[cls] = list(inputs)
-        return cls
-    return register
+PROGRAMS, program = hostile_harness.program_registry()
 
 
 def _rand(*shape, seed=0):
