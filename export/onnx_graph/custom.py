@@ -26,8 +26,6 @@ def register_custom_converter(op_type, fn=None):
     return register if fn is None else register(fn)
 
 
-
-
 def _convert_custom(node, **kwargs):
     """mx2onnx converter for ``Custom``: dispatch on ``op_type`` to the registered converter.
 

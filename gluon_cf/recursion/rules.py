@@ -17,7 +17,7 @@ from typing import Dict
 import mxnet as mx
 import numpy as np
 
-from .. import node as _node, registry, rowwise
+from .. import node as _node, registry, remat as _remat, rowwise
 from ..graph.decoded import random_ops
 from .invocation import RecursionContext
 from .table import table as _table
@@ -46,10 +46,8 @@ class RecursionRule(registry.Rule):
         for (value, k, row), kept in zip(heads, out_data):
             if row is not None or not _node.is_float(value.dtype) or value.shape != kept.shape:
                 continue
-            with mx.autograd.pause():
-                a, b = value.astype("float32"), kept.astype("float32")
-                bad = (mx.nd.abs(a - b) > 1e-5 + 1e-4 * mx.nd.abs(b)).sum().asscalar()
-            if bad:
+            bad = _remat._differs(value, kept)
+            if bad is not None and bad.asscalar():
                 spec = node.spec
                 raise RuntimeError(
                     "gluon_cf.recursive %r%s: with remat=True, the recursion recomputed in "
