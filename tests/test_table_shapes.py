@@ -1,6 +1,8 @@
 """The function table's output shapes are learnt once for forests of every size when the
 forest's arrays are only tables of ``take`` (recursion/table.py, ``_env_key``), and anew for
 every size when an environment array's shape reaches the outputs."""
+import threading
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -87,3 +89,66 @@ def test_shapes_that_depend_on_the_forest_are_learnt_per_size():
     net.hybridize()
     shapes = [net(*inputs).shape for inputs in forests]
     assert shapes == [(inputs[3].shape[0], inputs[0].shape[0]) for inputs in forests]
+
+
+def _learnt_table(net, inputs):
+    """The function table a first hybridized call of ``net`` creates."""
+    gluon_cf.set_executor("batched")
+    net.hybridize()
+    known = set(tables._TABLES)
+    net(*inputs).asnumpy()
+    (table,) = [t for name, t in tables._TABLES.items() if name not in known]
+    return table
+
+
+def test_a_question_with_its_environment_is_not_answered_for_another_threads():
+    """NOTE [one table, many threads]: the table's last seen environment is another batch's
+    when two run at once; a question that gives its own environment is answered for it."""
+    forests = _forests()
+    table = _learnt_table(_Counting(), forests[0])
+    entry = next(q for q, spec in table.specs.items() if spec["name"] == "node")
+    envs = [[(inputs[0].shape[0],), (inputs[1].shape[0],), (inputs[2].shape[0],)]
+            for inputs in forests]
+    for mine, other in [(0, 1), (1, 2), (2, 0)]:
+        table.env_shapes = envs[other]   # what the other thread's batch set last
+        (got,) = table.out_shapes(entry, [(1,)], envs[mine])
+        assert got == (1, forests[mine][0].shape[0]), (mine, got)
+
+
+def test_a_thread_waits_for_the_dtypes_another_thread_is_inferring(monkeypatch):
+    """While one thread infers a function's dtypes, its guess so far (``None``) is its own
+    recursive calls' answer only: another thread asking the same waits for the dtypes (an
+    ahead-of-time schedule reading the guess ran a batch dynamically, NOTE [one table, many
+    threads])."""
+    forests = _forests()
+    net = TreeRNN(50, embed_size=3, hidden_size=3, num_classes=2)
+    net.initialize()
+    table = _learnt_table(net, forests[0])
+    entry = next(q for q, spec in table.specs.items() if spec["name"] == "node")
+    env = table.env_types
+    want = table.out_types(entry, [np.float32], env)
+    assert None not in want
+    table.types.clear()
+    graph = table.graphs[entry]
+    started, release = threading.Event(), threading.Event()
+    infer_type = graph.infer_type
+
+    def slow(*args):
+        started.set()
+        release.wait(30)
+        return infer_type(*args)
+
+    monkeypatch.setattr(graph, "infer_type", slow)
+    answers = {}
+    first = threading.Thread(target=lambda: answers.setdefault(
+        "first", table.out_types(entry, [np.float32], env)))
+    second = threading.Thread(target=lambda: answers.setdefault(
+        "second", table.out_types(entry, [np.float32], env)))
+    first.start()
+    assert started.wait(30)
+    second.start()
+    second.join(0.5)   # (without the wait it has answered by now)
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert answers == {"first": want, "second": want}

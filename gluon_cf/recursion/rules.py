@@ -65,17 +65,19 @@ class RecursionRule(registry.Rule):
     def infer_shape(self, node, in_shapes):
         table = _table(node.spec["namespace"], node)
         n = node.spec["num_args"]
-        if None not in in_shapes[n:]:
-            table.env_shapes = list(in_shapes[n:])
-        outs = table.out_shapes(node.spec["entry"], in_shapes[:n])
+        env = None
+        if None not in in_shapes[n:]:   # NOTE [one table, many threads] in table.py
+            env = table.env_shapes = list(in_shapes[n:])
+        outs = table.out_shapes(node.spec["entry"], in_shapes[:n], env)
         return list(in_shapes), outs
 
     def infer_type(self, node, in_types):
         table = _table(node.spec["namespace"], node)
         n = node.spec["num_args"]
+        env = None
         if None not in in_types[n:]:
-            table.env_types = list(in_types[n:])
-        return list(in_types), table.out_types(node.spec["entry"], in_types[:n])
+            env = table.env_types = list(in_types[n:])
+        return list(in_types), table.out_types(node.spec["entry"], in_types[:n], env)
 
     def forward(self, node, inputs, out_shapes, frame):
         n = node.spec["num_args"]

@@ -136,8 +136,11 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
         return plan.layouts[key]
     table = _table(context.namespace)
     layout = None
-    outs = table.out_shapes(qname, list(arg_shapes)) if table is not None else None
-    types = table.out_types(qname, list(arg_dtypes)) if table is not None else None
+    # This batch's environment, not the table's last seen (NOTE [one table, many threads])
+    outs = table.out_shapes(qname, list(arg_shapes), context.env_shapes) \
+        if table is not None else None
+    types = table.out_types(qname, list(arg_dtypes), [e.dtype for e in context.env]) \
+        if table is not None else None
     if not outs or None in outs or any(registry.is_dynamic(o) or not o or o[0] != 1
                                        for o in outs) \
             or not types or None in types or len({np.dtype(t) for t in types}) != 1:

@@ -6,6 +6,9 @@ import threading
 from ..tracing import PendingShape
 
 _TABLES: dict = {}
+# One lock for every table's dtype inference (a function's may enter another table's): a
+# thread waits for another's answer instead of reading its guess (NOTE below).
+_TYPES_LOCK = threading.RLock()
 
 # NOTE [pending shapes stay inside the table]
 #     Inferring a recursive function's output shapes runs its body, whose recursive calls ask
@@ -26,20 +29,53 @@ _TABLES: dict = {}
 #       whose shapes are known, which is said in words.
 #     The shapes learnt are keyed by the environment's shapes too (a forest of another size).
 
+# NOTE [one table, many threads]
+#     A block's recursion nodes run on MXNet's Custom-operator worker threads, two batches at
+#     once when the caller does not wait between calls, and all share their function table.
+#     What one thread is in the middle of must not be another's answer:
+#     * dtypes being inferred (``[None, ...]`` until known) are seen by the inferring
+#       thread's own recursive calls only; another thread asking for the same dtypes waits
+#       for the answer. Read by an ahead-of-time schedule, such a guess made a batch of one
+#       tree run dynamically, one batch in a few under load (its values right, its path and
+#       time not the same for the same input);
+#     * the environment's shapes and dtypes are given with the question by the recursion
+#       node's inference and by a schedule (each its own batch's), not read from the table's
+#       "last seen", which the other thread's batch may have set meanwhile; nested calls of
+#       the same inference read them from their thread.
+
 
 class _FunctionTable:
     def __init__(self, node):
         self.graphs = node.graphs
         self.specs = node.spec["graphs"]
-        self.env_shapes = None
-        self.env_types = None
+        self._env_shapes = None   # the environment's last seen (see env_shapes)
+        self._env_types = None
         self.shapes = {}
         self.types = {}
-        self._local = threading.local()   # .in_progress: keys inferred now by this thread
+        # .in_progress: keys inferred now by this thread; .types: dtypes being inferred by
+        # this thread (what its recursive calls see); .env_shapes, .env_types: the
+        # environment of the inference this thread runs (NOTE [one table, many threads])
+        self._local = threading.local()
         self._take_env = None   # environment indices every function uses as take's table only
 
-    def out_shapes(self, qname, arg_shapes):
-        """Output shapes of ``qname`` for ``arg_shapes`` (``None`` entries while unknown)."""
+    env_shapes = property(lambda self: self._env("shapes"),
+                          lambda self, value: setattr(self, "_env_shapes", value))
+    env_types = property(lambda self: self._env("types"),
+                         lambda self, value: setattr(self, "_env_types", value))
+
+    def _env(self, what):
+        mine = getattr(self._local, "env_" + what, None)
+        return mine if mine is not None else getattr(self, "_env_" + what)
+
+    def out_shapes(self, qname, arg_shapes, env=None):
+        """Output shapes of ``qname`` for ``arg_shapes`` (``None`` entries while unknown), with
+        the environment's shapes ``env`` (default: the last seen)."""
+        if env is not None and getattr(self._local, "env_shapes", None) is None:
+            self._local.env_shapes = list(env)
+            try:
+                return self.out_shapes(qname, arg_shapes)
+            finally:
+                self._local.env_shapes = None
         env = self.env_shapes
         key = (qname, tuple(arg_shapes), None if env is None else self._env_key(env))
         in_progress = getattr(self._local, "in_progress", None)
@@ -87,31 +123,44 @@ class _FunctionTable:
         return tuple(("any rows",) + tuple(s[1:]) if i in self._take_env and s and s[0] > 0
                      else tuple(s) for i, s in enumerate(env))
 
-    def out_types(self, qname, arg_types):
+    def out_types(self, qname, arg_types, env=None):
         # The environment's types are part of the key, as for shapes (parameters of another
         # dtype are another function), and a failed inference is not kept: a later inference
         # of the same types must fail the same way, not find [None, ...] and pass.
+        if env is not None and getattr(self._local, "env_types", None) is None:
+            self._local.env_types = list(env)
+            try:
+                return self.out_types(qname, arg_types)
+            finally:
+                self._local.env_types = None
         env = self.env_types
         key = (qname, tuple(str(t) for t in arg_types),
                None if env is None else tuple(str(t) for t in env))
         if key in self.types:
             return self.types[key]
+        inferring = getattr(self._local, "types", None)
+        if inferring is None:
+            inferring = self._local.types = {}
+        if key in inferring:   # a recursive call, in this thread: what is known so far
+            return inferring[key]
         n = self.specs[qname]["num_outputs"]
         if env is None or None in arg_types:
             return [None] * n
         graph = self.graphs[qname]
-        self.types[key] = [None] * n   # what a recursive call sees while this is inferred
-        outs = self.types[key]
-        try:
-            for _ in range(8):
-                _, new = graph.infer_type(list(arg_types) + env)
-                new = [t if t is not None else o for t, o in zip(new, outs)]
-                if new == outs:
-                    break
-                outs = self.types[key] = new
-        except BaseException:
-            del self.types[key]
-            raise
+        with _TYPES_LOCK:   # another thread inferring the same types: its answer
+            if key in self.types:
+                return self.types[key]
+            outs = inferring[key] = [None] * n
+            try:
+                for _ in range(8):
+                    _, new = graph.infer_type(list(arg_types) + env)
+                    new = [t if t is not None else o for t, o in zip(new, outs)]
+                    if new == outs:
+                        break
+                    outs = inferring[key] = new
+            finally:
+                del inferring[key]
+            self.types[key] = outs
         return outs
 
 
