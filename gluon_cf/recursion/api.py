@@ -77,7 +77,7 @@ class RecursiveFunction:
             return _invoke_symbolic(self, flat, fmt)
         # Eager mode, inline (every frame of a level counts, NOTE [eager recursion stack]).
         depth = getattr(_eager, "depth", 0) + 1
-        # NOTE [rematerialised recursive calls]: a segment's first call is a node of its own
+        # a segment's first call is a node of its own (NOTE [rematerialised recursive calls])
         if remat_calls.replaying() and remat_calls.starts_segment(depth, self) and self.remat:
             return remat_calls.call(self, args)
         fn = self.fn
