@@ -147,6 +147,20 @@ class _TreeCell(gluon.HybridBlock):
 #     8,000-level chain (16,001 nodes) with gradients died of bad_alloc under 2 GiB and now
 #     peaks at VmPeak ~1,820 MiB; 20,000 levels would still need ~3 GB (two LSTM steps, two
 #     outputs and two logits are ~40 values a level, and ten parameters' gradients each).
+#     With no environment variable set (2 cores), ~1,000 MiB is reserved before the first
+#     node: OpenBLAS's 128 MiB per OpenMP thread, one per core, and 64 MiB per malloc arena
+#     for the five threads MXNet starts at its first operator. The chains then peak at
+#     TreeRNN 1,915, ChildSum 1,975, RNTN 2,145, TreeLSTM 2,225 and TopDown (19,999 levels)
+#     3,696 MiB, 7 OS threads throughout (no thread per hop, tests/test_eager_depth_memory.py).
+#     One recorded call per level costs at least the call and its parameters: TopDown's call
+#     and ten parameters are ~48 KB a level before its ~40 values (~1.2 KB each), ~1.9 GB
+#     at depth 20,000 against the ~1,050 MiB left; TreeLSTM's call and five parameters would
+#     leave room for ~21 values at most (it has 30). So depth 20,000 within 2 GiB
+#     as a user runs it needs fewer recorded calls than levels, not smaller ones: with
+#     ``remat=True`` a segment of ~sqrt(depth) levels is one node, recomputed in ``backward``
+#     (NOTE [rematerialised recursive calls]): the TreeLSTM chain peaks at ~1,280 MiB. TopDown
+#     passes its states down with gradients, which remat refuses: its calls would have to be
+#     split around their nested calls.
 #     Hybridized, the cells' blocks are called as before.
 
 
