@@ -96,7 +96,7 @@ def run(context, qname, args, rows, depth):
                            for layout in schedule.layouts.values()):
         planned = False
         schedule.lay_out(in_place=False)
-    if planned:   # NOTE [planned backward]
+    if planned and schedule.roots:   # NOTE [planned backward]
         outputs = planned_backward.run(schedule, args[0].context, _upload)
     else:
         outputs = schedule.run(args[0].context)
@@ -165,6 +165,12 @@ class _Schedule:
     def expand(self, root_args, depth):
         """Evaluate the skeleton frontier by frontier from the root calls."""
         plan = self.plan
+        self.roots = len(root_args[0])
+        if not self.roots:   # an empty batch calls nothing: its outputs have no rows
+            self.steps, self.counts = [], dict.fromkeys(plan.functions, 0)
+            self.args = {q: [] for q in plan.functions}
+            self.root_args = root_args
+            return
         env = {i: self.context.env[i].asnumpy() for i in plan.env_needs}
         counts = dict.fromkeys(plan.functions, 0)
         self.steps = []      # per depth: [(qname, first id, variant ids, children)]
@@ -231,7 +237,6 @@ class _Schedule:
                         for callee, chunks in following.items()}
             depth += 1
         self.counts = counts
-        self.roots = len(root_args[0])
 
     def _expand_chain(self, function, table, index, depth, counts, total):
         """The frontiers from ``index`` (rows of ``table``) to the leaves, each one lookup of
@@ -288,6 +293,14 @@ class _Schedule:
         compute every gather index; ``in_place``: each function's rows in one table (below).
         False if some function's outputs cannot be packed."""
         plan, counts = self.plan, self.counts
+        self.in_place = in_place
+        if not self.roots:   # only the entry's layout: the shapes of the empty outputs
+            layout = _layout(plan, self.context, plan.entry,
+                             [(1,) + a.shape[1:] for a in self.root_args],
+                             [a.dtype for a in self.root_args])
+            self.layouts = {plan.entry: layout}
+            self.groups, self.sorted_args, self.indices, self.result = [], {}, None, None
+            return layout is not None
         live = [q for q in plan.functions if counts[q]]
         variants = {q: np.concatenate([s[2] for step in self.steps for s in step if s[0] == q])
                     for q in live}
@@ -339,7 +352,6 @@ class _Schedule:
         # are one slice of it), so a gather is one take. Under autograd a table written in
         # place cannot be recorded: rows are gathered from the outputs of the source groups,
         # unless the backward is planned (NOTE [planned backward]).
-        self.in_place = in_place
         if self.in_place:
             position = {}
             for q in live:
@@ -403,6 +415,10 @@ class _Schedule:
     def run(self, ctx):
         """The values: one CachedOp call per group, then the roots' rows, unpacked."""
         plan, env = self.plan, self.context.env
+        if not self.roots:   # no row: nothing for autograd to record either
+            layout = self.layouts[plan.entry]
+            return [mx.nd.empty((0,) + shape, ctx=ctx, dtype=layout["dtype"])
+                    for shape in layout["shapes"]]
         index = _upload(self.indices, ctx) if self.indices is not None else None
         uploaded = {q: [_upload(a, ctx) for a in args] for q, args in self.sorted_args.items()}
         outputs: List[mx.nd.NDArray] = []
