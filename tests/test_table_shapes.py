@@ -1,6 +1,8 @@
 """The function table's output shapes are learnt once for forests of every size when the
 forest's arrays are only tables of ``take`` (recursion/table.py, ``_env_key``), and anew for
 every size when an environment array's shape reaches the outputs."""
+import threading
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -87,3 +89,59 @@ def test_shapes_that_depend_on_the_forest_are_learnt_per_size():
     net.hybridize()
     shapes = [net(*inputs).shape for inputs in forests]
     assert shapes == [(inputs[3].shape[0], inputs[0].shape[0]) for inputs in forests]
+
+
+def test_types_in_progress_in_one_thread_are_not_another_threads_answer(monkeypatch):
+    """Two threads inferring a function's output types at once (two calls of a block on
+    MXNet's worker threads): the second got the first one's [None, ...] so far, so its
+    schedule had no layout and ran dynamically (the flaky test_schedule_tables.py test whose
+    one-tree forest ran its levels apart). Each thread now infers on its own."""
+    forests = _forests()
+    net = TreeRNN(50, embed_size=3, hidden_size=3, num_classes=2)
+    net.initialize(mx.init.Xavier())
+    gluon_cf.set_executor("batched")
+    net.hybridize()
+    known, asked = set(tables._TABLES), []
+    out_types = tables._FunctionTable.out_types
+
+    def recorded(self, qname, types):
+        asked.append((qname, list(types)))
+        return out_types(self, qname, types)
+
+    monkeypatch.setattr(tables._FunctionTable, "out_types", recorded)
+    net(*forests[0]).asnumpy()
+    monkeypatch.setattr(tables._FunctionTable, "out_types", out_types)
+    (table,) = [t for name, t in tables._TABLES.items() if name not in known]
+    asked = [(q, types) for q, types in asked if None not in types]
+    expected = {qname: table.out_types(qname, types) for qname, types in asked}
+    assert all(None not in types for types in expected.values()), expected
+    table.types.clear()
+    started, release, answers = threading.Event(), threading.Event(), {}
+    graphs = dict(table.graphs)
+
+    class Paused:
+        """The function's graph, whose first type inference waits for ``release``."""
+
+        def __init__(self, graph):
+            self.graph = graph
+
+        def infer_type(self, types):
+            if threading.current_thread().name == "first":
+                started.set()
+                assert release.wait(60)
+            return self.graph.infer_type(types)
+
+    table.graphs = {q: Paused(g) for q, g in graphs.items()}
+    try:
+        qname, types = asked[0]
+        first = threading.Thread(name="first", target=lambda: answers.setdefault(
+            "first", table.out_types(qname, types)))
+        first.start()
+        assert started.wait(60)
+        answers["second"] = table.out_types(qname, types)
+        release.set()
+        first.join(60)
+    finally:
+        release.set()
+        table.graphs = graphs
+    assert answers == {"first": expected[qname], "second": expected[qname]}

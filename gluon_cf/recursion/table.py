@@ -35,7 +35,8 @@ class _FunctionTable:
         self.env_types = None
         self.shapes = {}
         self.types = {}
-        self._local = threading.local()   # .in_progress: keys inferred now by this thread
+        # .in_progress: shape keys inferred now by this thread; .types: type keys -> types so far
+        self._local = threading.local()
         self._take_env = None   # environment indices every function uses as take's table only
 
     def out_shapes(self, qname, arg_shapes):
@@ -90,28 +91,37 @@ class _FunctionTable:
     def out_types(self, qname, arg_types):
         # The environment's types are part of the key, as for shapes (parameters of another
         # dtype are another function), and a failed inference is not kept: a later inference
-        # of the same types must fail the same way, not find [None, ...] and pass.
+        # of the same types must fail the same way, not find [None, ...] and pass. The types
+        # known so far of an inference in progress are what a recursive call sees, in this
+        # thread only, as for shapes (NOTE above): another thread finding them took the
+        # [None, ...] of a first inference for the answer, and refused a schedule its layout
+        # (tests/test_table_shapes.py).
         env = self.env_types
         key = (qname, tuple(str(t) for t in arg_types),
                None if env is None else tuple(str(t) for t in env))
-        if key in self.types:
-            return self.types[key]
+        outs = self.types.get(key)
+        if outs is not None:
+            return outs
         n = self.specs[qname]["num_outputs"]
         if env is None or None in arg_types:
             return [None] * n
+        in_progress = getattr(self._local, "types", None)
+        if in_progress is None:
+            in_progress = self._local.types = {}
+        if key in in_progress:
+            return in_progress[key]
         graph = self.graphs[qname]
-        self.types[key] = [None] * n   # what a recursive call sees while this is inferred
-        outs = self.types[key]
+        outs = in_progress[key] = [None] * n
         try:
             for _ in range(8):
                 _, new = graph.infer_type(list(arg_types) + env)
                 new = [t if t is not None else o for t, o in zip(new, outs)]
                 if new == outs:
                     break
-                outs = self.types[key] = new
-        except BaseException:
-            del self.types[key]
-            raise
+                outs = in_progress[key] = new
+        finally:
+            del in_progress[key]
+        self.types[key] = outs
         return outs
 
 
