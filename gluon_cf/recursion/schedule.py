@@ -47,10 +47,13 @@ NOTE [ahead-of-time schedules]
     that buffer is written exactly as before.
 """
 import collections
+import ctypes
 from typing import Dict, List, Optional, Union
 
 import mxnet as mx
 import numpy as np
+from mxnet.base import _LIB, NDArrayHandle, check_call, mx_uint
+from mxnet.ndarray import NDArray
 
 from .. import executor, node, registry, rowwise
 from ..errors import CallTreeTooLargeError, RecursionDepthError
@@ -244,6 +247,7 @@ class _Schedule:
         with their invocations added."""
         qname = function.qname
         sites, chain = table.chain
+        every_site = list(sites) == list(range(len(function.sites)))   # in the sites' order
         levels = []
         while len(index):
             _check_depth(function, depth)
@@ -253,8 +257,11 @@ class _Schedule:
             following = int(np.count_nonzero(reached))
             numbered = np.full(kids.shape, -1, np.int64)
             numbered[reached] = np.arange(first + rows, first + rows + following)
-            children = np.full((rows, len(function.sites)), -1, np.int64)
-            children[:, sites] = numbered.T
+            if every_site:
+                children = numbered.T
+            else:
+                children = np.full((rows, len(function.sites)), -1, np.int64)
+                children[:, sites] = numbered.T
             self.steps.append([(qname, first, table.variants[index], children)])
             levels.append(index)
             counts[qname] += rows
@@ -314,17 +321,20 @@ class _Schedule:
             if layout is None:
                 return False
             self.layouts[q] = layout
-        heights = {q: np.zeros(counts[q], np.int64) for q in live}
-        for step in reversed(self.steps):   # a level's height: 1 + its children's highest
+        # A level's height: 1 + its children's highest. Each array ends with a -1 that a call
+        # not made (child -1) reads: its "child" then counts 0, as a leaf's height.
+        heights = {q: np.zeros(counts[q] + 1, np.int64) for q in live}
+        for q in live:
+            heights[q][-1] = -1
+        for step in reversed(self.steps):
             for qname, first, _, kids in step:
                 mine = heights[qname][first:first + len(kids)]
                 for callee, columns in plan.functions[qname].site_columns():
                     if not counts[callee]:
                         continue
-                    below = kids if columns is None else kids[:, columns]
-                    reached = below >= 0
-                    below = np.where(reached, heights[callee][np.where(reached, below, 0)] + 1, 0)
-                    np.maximum(mine, below.max(axis=1), out=mine)
+                    below = heights[callee][kids if columns is None else kids[:, columns]]
+                    np.maximum(mine, below.max(axis=1) + 1, out=mine)
+        heights = {q: h[:-1] for q, h in heights.items()}
 
         groups = []   # (height, function order, variant, qname, ids, first position)
         self.sorted_args, orders = {}, {}
@@ -428,9 +438,8 @@ class _Schedule:
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
                   calls) -> mx.nd.NDArray:
-            # (NDArray._slice: a view of rows, without __getitem__'s general indexing)
             if role == "arg":
-                return uploaded[q][i]._slice(first, first + rows)
+                return _rows(uploaded[q][i], first, first + rows)
             if role == "env":
                 return env[i]
             if role == "src":
@@ -440,9 +449,9 @@ class _Schedule:
             assert index is not None, "a gather without an index buffer"
             if self.in_place:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                return index._slice(a, a + rows)
+                return _rows(index, a, a + rows)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
-            return index._slice(a, b)
+            return _rows(index, a, b)
 
         for q, vid, first, rows, calls in self.groups:
             if self.in_place:
@@ -455,7 +464,7 @@ class _Schedule:
                       for role, i, j, _ in graph.inputs]
             call = graph.nonempty if nonempty else graph.op
             if self.in_place:   # written into its rows of the tables (views): no copy
-                call(*values, out=[t._slice(first, first + rows) for t in tables[q]])
+                call(*values, out=[_rows(t, first, first + rows) for t in tables[q]])
             else:
                 out = call(*values)
                 outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
@@ -466,7 +475,7 @@ class _Schedule:
             positions = self.indices[a:b]
             if len(positions) and (np.diff(positions) == 1).all():
                 start = int(positions[0])
-                return [t._slice(start, start + self.roots) for t in tables[plan.entry]]
+                return [_rows(t, start, start + self.roots) for t in tables[plan.entry]]
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
@@ -479,6 +488,17 @@ def _check_depth(function, depth):
         raise RecursionDepthError(
             "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
             "reach a base case?" % (function.name, function.max_depth))
+
+
+def _rows(array, start, stop):
+    """Rows ``start:stop`` of ``array`` as a view: ``NDArray._slice`` without its Python
+    bounds handling, which asks MXNet for the shape (a C call and a tuple) on every view, a
+    few per group call; MXNDArraySlice checks the bounds itself ("Slice end index out of
+    range", tests/test_schedule_tables.py)."""
+    handle = NDArrayHandle()
+    check_call(_LIB.MXNDArraySlice(array.handle, mx_uint(start), mx_uint(stop),
+                                   ctypes.byref(handle)))
+    return NDArray(handle=handle, writable=array.writable)
 
 
 def _upload(array, ctx):
