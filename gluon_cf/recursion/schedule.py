@@ -48,7 +48,7 @@ NOTE [ahead-of-time schedules]
 """
 import collections
 import ctypes
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import mxnet as mx
 import numpy as np
@@ -164,20 +164,22 @@ class _Schedule:
     def __init__(self, plan, context):
         self.plan = plan
         self.context = context
+        self.groups: list = []   # (qname, variant, first position, rows, calls): lay_out
+        self.sorted_args: Dict[Any, list] = {}   # per function: its arguments in run order
+        self.indices: Optional[np.ndarray] = None
+        self.result: Any = None   # where the roots' rows are (lay_out's gather)
 
     def expand(self, root_args, depth):
         """Evaluate the skeleton frontier by frontier from the root calls."""
         plan = self.plan
         self.roots = len(root_args[0])
+        counts = self.counts = dict.fromkeys(plan.functions, 0)
+        self.steps: list = []   # per depth: [(qname, first id, variant ids, children)]
+        self.args: Dict[str, list] = {q: [] for q in plan.functions}   # per call: its arguments
         if not self.roots:   # an empty batch calls nothing: its outputs have no rows
-            self.steps, self.counts = [], dict.fromkeys(plan.functions, 0)
-            self.args = {q: [] for q in plan.functions}
             self.root_args = root_args
             return
         env = {i: self.context.env[i].asnumpy() for i in plan.env_needs}
-        counts = dict.fromkeys(plan.functions, 0)
-        self.steps = []      # per depth: [(qname, first id, variant ids, children)]
-        self.args: Dict[str, list] = {q: [] for q in plan.functions}   # per call: its arguments
         frontier = {plan.entry: (list(root_args), None)}   # callee -> (arguments, index)
         total = 0
         tables: Dict[str, Union[SkeletonTable, bool]] = {}   # NOTE [skeleton tables]
@@ -239,7 +241,6 @@ class _Schedule:
                                  else np.concatenate(chunks[2]))
                         for callee, chunks in following.items()}
             depth += 1
-        self.counts = counts
 
     def _expand_chain(self, function, table, index, depth, counts, total):
         """The frontiers from ``index`` (rows of ``table``) to the leaves, each one lookup of
@@ -306,7 +307,6 @@ class _Schedule:
                              [(1,) + a.shape[1:] for a in self.root_args],
                              [a.dtype for a in self.root_args])
             self.layouts = {plan.entry: layout}
-            self.groups, self.sorted_args, self.indices, self.result = [], {}, None, None
             return layout is not None
         live = [q for q in plan.functions if counts[q]]
         variants = {q: np.concatenate([s[2] for step in self.steps for s in step if s[0] == q])
