@@ -133,3 +133,17 @@ def test_roots_in_one_run_of_rows_are_views_that_outlive_the_next_batch(monkeypa
         _assert_same(([got.asnumpy()], {}), ([want], {}))
     assert schedule.RUNS["node"] == before + 2
     assert not result_graphs, result_graphs
+
+
+def test_row_views_equal_slices_and_refuse_rows_out_of_range():
+    """``schedule._rows``, the views a schedule's group calls read and write, is NDArray's
+    ``_slice`` without its Python bounds handling: the same view (a write through it lands in
+    the array), and rows out of range are MXNet's error, not a view past the end."""
+    table = mx.nd.arange(12).reshape((4, 3))
+    view = schedule._rows(table, 1, 3)
+    assert view.shape == (2, 3) and (view.asnumpy() == table._slice(1, 3).asnumpy()).all()
+    view[:] = -1
+    assert (table.asnumpy()[1:3] == -1).all() and (table.asnumpy()[[0, 3]] >= 0).all()
+    for start, stop in ((3, 5), (3, 2)):
+        with pytest.raises(mx.MXNetError, match="Slice end index out of range|Invalid slicing"):
+            schedule._rows(table, start, stop)

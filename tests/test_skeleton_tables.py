@@ -4,7 +4,10 @@ call tree, the groups, their gather indices and arguments, and the errors - for 
 (hypothesis), roots that are not the table's rows (fractions, -0.0, out of range, negative) and
 mutual recursion; and the values and gradients equal eager ones for a skeleton that tells a
 fraction from its integer part."""
+import contextlib
 import copy
+import inspect
+import re
 
 import hypothesis.strategies as st
 import mxnet as mx
@@ -15,6 +18,7 @@ from mxnet import gluon, nd
 
 import gluon_cf
 from gluon_cf.errors import CallTreeTooLargeError, RecursionDepthError
+from gluon_cf.models import recursive
 from gluon_cf.models.recursive import TreeRNN
 from gluon_cf.recursion import schedule, skeleton_tables
 
@@ -109,11 +113,11 @@ _ROOT = st.one_of(st.integers(-3, 40), st.sampled_from([0.5, 1.5, -0.0, 2.25, 1e
 @given(nodes=st.integers(1, 30), data=st.data())
 def test_lookup_equals_evaluation_on_random_forests(tree_rnn, nodes, data):
     """Random child arrays (trees, shared subtrees, cycles, indices out of range) and roots
-    (fractions, -0.0, out of range): the same schedule, or the same error, either way."""
+    (none, fractions, -0.0, out of range): the same schedule, or the same error, either way."""
     plan, context, _, depth = tree_rnn
     child = st.lists(st.integers(-2, nodes + 2), min_size=nodes, max_size=nodes)
     arrays = {i: np.array(data.draw(child), np.float32) for i in plan.env_needs}
-    roots = np.array(data.draw(st.lists(_ROOT, min_size=1, max_size=6)), np.float32)
+    roots = np.array(data.draw(st.lists(_ROOT, min_size=0, max_size=6)), np.float32)
     other = _with_env(context, plan, [arrays[i] for i in plan.env_needs])
     before, limit = skeleton_tables.LOOKUPS[0], schedule.MAX_INVOCATIONS
     schedule.MAX_INVOCATIONS = 3000   # a cycle doubles the calls at every level: refused sooner
@@ -125,6 +129,49 @@ def test_lookup_equals_evaluation_on_random_forests(tree_rnn, nodes, data):
                                         chained=False), expected)
     finally:
         schedule.MAX_INVOCATIONS = limit
+
+
+@pytest.mark.parametrize("tables, chained", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("record", [False, True])
+def test_an_empty_batch_gives_outputs_of_no_rows(tree_rnn, tables, chained, record):
+    """Issue 28: a batch of no roots failed in the expansion (chained: the arguments of no
+    frontier concatenated; frontier by frontier: the roots' rows gathered from the entry's
+    table, which no call made). It makes no call and gives the outputs a batch of roots
+    gives, with no rows (inference, and under autograd, where the backward is planned)."""
+    plan, context, roots, depth = tree_rnn
+    schedule.SKELETON_TABLES[0], schedule.CHAINED[0] = tables, chained
+    gluon_cf.set_executor("batched")
+    ctx = context.env[0].context
+    with mx.autograd.record() if record else contextlib.nullcontext():
+        full = schedule.run(context, plan.entry, [nd.array(roots[0])], len(roots[0]), depth)
+        before = dict(schedule.RUNS)
+        empty = schedule.run(context, plan.entry, [nd.array(roots[0][:0])], 0, depth)
+    assert full is not None and empty is not None and len(empty) == len(full)
+    for got, rows in zip(empty, full):
+        assert got.shape == (0,) + rows.shape[1:] and got.dtype == rows.dtype
+        assert got.context == ctx
+    assert sum(schedule.RUNS.values()) == sum(before.values()) + 1
+    laid_out = _laid_out(plan, context, [roots[0][:0]], depth, tables, chained)
+    assert laid_out.groups == [] and laid_out.indices is None
+    assert laid_out.counts == dict.fromkeys(plan.functions, 0)
+
+
+@pytest.mark.parametrize("mode", [None, "unbatched", "batched"])
+def test_a_model_given_no_roots_is_refused_at_the_foreach(mode):
+    """End to end a forest of no trees never reaches a schedule: the models' foreach over the
+    roots refuses data of no rows, eagerly and hybridized, at its line (the user's model)."""
+    vocab, (tokens, left, right, roots) = _forest(FORESTS["sst"]())
+    net = TreeRNN(len(vocab), embed_size=3, hidden_size=3, num_classes=2)
+    net.initialize()
+    if mode is not None:
+        gluon_cf.set_executor(mode)
+        net.hybridize()
+    line = inspect.getsourcelines(recursive.encode_binary_trees)
+    where = "gluon_cf.foreach at %s:%d" % (
+        recursive.__file__, line[1] + next(i for i, text in enumerate(line[0])
+                                           if "gluon_cf.foreach(" in text))
+    with pytest.raises(ValueError, match=re.escape(where) + ".*(length 0|with a 0 dimension)"):
+        net(tokens, left, right, roots[:0]).asnumpy()
 
 
 def _chains(monkeypatch):

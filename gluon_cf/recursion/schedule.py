@@ -47,10 +47,13 @@ NOTE [ahead-of-time schedules]
     that buffer is written exactly as before.
 """
 import collections
-from typing import Dict, List, Optional, Union
+import ctypes
+from typing import Any, Dict, List, Optional, Union
 
 import mxnet as mx
 import numpy as np
+from mxnet.base import _LIB, NDArrayHandle, check_call, mx_uint
+from mxnet.ndarray import NDArray
 
 from .. import executor, node, registry, rowwise
 from ..errors import CallTreeTooLargeError, RecursionDepthError
@@ -96,7 +99,7 @@ def run(context, qname, args, rows, depth):
                            for layout in schedule.layouts.values()):
         planned = False
         schedule.lay_out(in_place=False)
-    if planned:   # NOTE [planned backward]
+    if planned and schedule.roots:   # NOTE [planned backward]
         outputs = planned_backward.run(schedule, args[0].context, _upload)
     else:
         outputs = schedule.run(args[0].context)
@@ -164,14 +167,22 @@ class _Schedule:
     def __init__(self, plan, context):
         self.plan = plan
         self.context = context
+        self.groups: list = []   # (qname, variant, first position, rows, calls): lay_out
+        self.sorted_args: Dict[Any, list] = {}   # per function: its arguments in run order
+        self.indices: Optional[np.ndarray] = None
+        self.result: Any = None   # where the roots' rows are (lay_out's gather)
 
     def expand(self, root_args, depth):
         """Evaluate the skeleton frontier by frontier from the root calls."""
         plan = self.plan
-        env = {i: self.context.env[i].asnumpy() for i in plan.env_needs}
-        counts = dict.fromkeys(plan.functions, 0)
-        self.steps = []      # per depth: [(qname, first id, variant ids, children)]
+        self.roots = len(root_args[0])
+        counts = self.counts = dict.fromkeys(plan.functions, 0)
+        self.steps: list = []   # per depth: [(qname, first id, variant ids, children)]
         self.args: Dict[str, list] = {q: [] for q in plan.functions}   # per call: its arguments
+        if not self.roots:   # an empty batch calls nothing: its outputs have no rows
+            self.root_args = root_args
+            return
+        env = {i: self.context.env[i].asnumpy() for i in plan.env_needs}
         frontier = {plan.entry: (list(root_args), None)}   # callee -> (arguments, index)
         total = 0
         tables: Dict[str, Union[SkeletonTable, bool]] = {}   # NOTE [skeleton tables]
@@ -233,8 +244,6 @@ class _Schedule:
                                  else np.concatenate(chunks[2]))
                         for callee, chunks in following.items()}
             depth += 1
-        self.counts = counts
-        self.roots = len(root_args[0])
 
     def _expand_chain(self, function, table, index, depth, counts, total):
         """The frontiers from ``index`` (rows of ``table``) to the leaves, each one lookup of
@@ -242,6 +251,7 @@ class _Schedule:
         with their invocations added."""
         qname = function.qname
         sites, chain = table.chain
+        every_site = list(sites) == list(range(len(function.sites)))   # in the sites' order
         levels = []
         while len(index):
             _check_depth(function, depth)
@@ -251,8 +261,11 @@ class _Schedule:
             following = int(np.count_nonzero(reached))
             numbered = np.full(kids.shape, -1, np.int64)
             numbered[reached] = np.arange(first + rows, first + rows + following)
-            children = np.full((rows, len(function.sites)), -1, np.int64)
-            children[:, sites] = numbered.T
+            if every_site:
+                children = numbered.T
+            else:
+                children = np.full((rows, len(function.sites)), -1, np.int64)
+                children[:, sites] = numbered.T
             self.steps.append([(qname, first, table.variants[index], children)])
             levels.append(index)
             counts[qname] += rows
@@ -291,6 +304,13 @@ class _Schedule:
         compute every gather index; ``in_place``: each function's rows in one table (below).
         False if some function's outputs cannot be packed."""
         plan, counts = self.plan, self.counts
+        self.in_place = in_place
+        if not self.roots:   # only the entry's layout: the shapes of the empty outputs
+            layout = _layout(plan, self.context, plan.entry,
+                             [(1,) + a.shape[1:] for a in self.root_args],
+                             [a.dtype for a in self.root_args])
+            self.layouts = {plan.entry: layout}
+            return layout is not None
         live = [q for q in plan.functions if counts[q]]
         variants = {q: np.concatenate([s[2] for step in self.steps for s in step if s[0] == q])
                     for q in live}
@@ -304,17 +324,20 @@ class _Schedule:
             if layout is None:
                 return False
             self.layouts[q] = layout
-        heights = {q: np.zeros(counts[q], np.int64) for q in live}
-        for step in reversed(self.steps):   # a level's height: 1 + its children's highest
+        # A level's height: 1 + its children's highest. Each array ends with a -1 that a call
+        # not made (child -1) reads: its "child" then counts 0, as a leaf's height.
+        heights = {q: np.zeros(counts[q] + 1, np.int64) for q in live}
+        for q in live:
+            heights[q][-1] = -1
+        for step in reversed(self.steps):
             for qname, first, _, kids in step:
                 mine = heights[qname][first:first + len(kids)]
                 for callee, columns in plan.functions[qname].site_columns():
                     if not counts[callee]:
                         continue
-                    below = kids if columns is None else kids[:, columns]
-                    reached = below >= 0
-                    below = np.where(reached, heights[callee][np.where(reached, below, 0)] + 1, 0)
-                    np.maximum(mine, below.max(axis=1), out=mine)
+                    below = heights[callee][kids if columns is None else kids[:, columns]]
+                    np.maximum(mine, below.max(axis=1) + 1, out=mine)
+        heights = {q: h[:-1] for q, h in heights.items()}
 
         groups = []   # (height, function order, variant, qname, ids, first position)
         self.sorted_args, orders = {}, {}
@@ -342,7 +365,6 @@ class _Schedule:
         # are one slice of it), so a gather is one take. Under autograd a table written in
         # place cannot be recorded: rows are gathered from the outputs of the source groups,
         # unless the backward is planned (NOTE [planned backward]).
-        self.in_place = in_place
         if self.in_place:
             position = {}
             for q in live:
@@ -406,6 +428,10 @@ class _Schedule:
     def run(self, ctx):
         """The values: one CachedOp call per group, then the roots' rows, unpacked."""
         plan, env = self.plan, self.context.env
+        if not self.roots:   # no row: nothing for autograd to record either
+            layout = self.layouts[plan.entry]
+            return [mx.nd.empty((0,) + shape, ctx=ctx, dtype=layout["dtype"])
+                    for shape in layout["shapes"]]
         index = _upload(self.indices, ctx) if self.indices is not None else None
         uploaded = {q: [_upload(a, ctx) for a in args] for q, args in self.sorted_args.items()}
         outputs: List[mx.nd.NDArray] = []
@@ -415,9 +441,8 @@ class _Schedule:
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
                   calls) -> mx.nd.NDArray:
-            # (NDArray._slice: a view of rows, without __getitem__'s general indexing)
             if role == "arg":
-                return uploaded[q][i]._slice(first, first + rows)
+                return _rows(uploaded[q][i], first, first + rows)
             if role == "env":
                 return env[i]
             if role == "src":
@@ -427,9 +452,9 @@ class _Schedule:
             assert index is not None, "a gather without an index buffer"
             if self.in_place:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                return index._slice(a, a + rows)
+                return _rows(index, a, a + rows)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
-            return index._slice(a, b)
+            return _rows(index, a, b)
 
         for q, vid, first, rows, calls in self.groups:
             if self.in_place:
@@ -442,7 +467,7 @@ class _Schedule:
                       for role, i, j, _ in graph.inputs]
             call = graph.nonempty if nonempty else graph.op
             if self.in_place:   # written into its rows of the tables (views): no copy
-                call(*values, out=[t._slice(first, first + rows) for t in tables[q]])
+                call(*values, out=[_rows(t, first, first + rows) for t in tables[q]])
             else:
                 out = call(*values)
                 outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
@@ -453,7 +478,7 @@ class _Schedule:
             positions = self.indices[a:b]
             if len(positions) and (np.diff(positions) == 1).all():
                 start = int(positions[0])
-                return [t._slice(start, start + self.roots) for t in tables[plan.entry]]
+                return [_rows(t, start, start + self.roots) for t in tables[plan.entry]]
         graph = _result_graph(plan, self.layouts,
                               None if self.in_place else len(self.result[0]))
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
@@ -466,6 +491,17 @@ def _check_depth(function, depth):
         raise RecursionDepthError(
             "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
             "reach a base case?" % (function.name, function.max_depth))
+
+
+def _rows(array, start, stop):
+    """Rows ``start:stop`` of ``array`` as a view: ``NDArray._slice`` without its Python
+    bounds handling, which asks MXNet for the shape (a C call and a tuple) on every view, a
+    few per group call; MXNDArraySlice checks the bounds itself ("Slice end index out of
+    range", tests/test_schedule_tables.py)."""
+    handle = NDArrayHandle()
+    check_call(_LIB.MXNDArraySlice(array.handle, mx_uint(start), mx_uint(stop),
+                                   ctypes.byref(handle)))
+    return NDArray(handle=handle, writable=array.writable)
 
 
 def _upload(array, ctx):
