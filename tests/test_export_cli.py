@@ -139,12 +139,25 @@ def test_convert_and_run_recursive_model_as_standard_onnx(tree_model, tmp_path):
         np.testing.assert_allclose(np.load(written), expected, **TOL)
 
 
-def test_convert_and_run_recursive_model(tree_model, tmp_path):
+@pytest.fixture(scope="module")
+def tree_artifact(tree_model, tmp_path_factory):
+    """``(path, CompletedProcess)``: the console script's ``convert --format artifact`` of
+    tree_model (``python -m gluon_cf.export.cli`` where the script is not installed), made
+    once for the tests that only read it."""
+    directory, inputs, _ = tree_model
+    out = tmp_path_factory.mktemp("artifact") / "tree.onnx"
+    argv = ["convert", directory / "tree-symbol.json", directory / "tree-0000.params", *inputs,
+            "--format", "artifact", "-o", out]
+    path = os.path.join(os.path.dirname(sys.executable), "gluon-cf-export")
+    if not os.path.exists(path):
+        return out, cli(*argv)
+    return out, subprocess.run([path, *argv], capture_output=True, text=True, timeout=180)
+
+
+def test_convert_and_run_recursive_model(tree_model, tree_artifact, tmp_path):
+    script()   # (skips where the console script is not installed)
     directory, inputs, runs = tree_model
-    out = tmp_path / "tree.onnx"
-    result = subprocess.run([script(), "convert", directory / "tree-symbol.json",
-                             directory / "tree-0000.params", *inputs, "--format", "artifact",
-                             "-o", out], capture_output=True, text=True, timeout=180)
+    out, result = tree_artifact
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[:2] == [
         f"wrote gluon_cf artifact {out}", "format: gluon_cf artifact (ai.onnx 13, ai.gluon_cf 1)"]
@@ -208,24 +221,27 @@ def test_convert_and_run_model_without_recursion_as_standard_onnx(tmp_path):
 def test_usage_errors(tree_model, tmp_path):
     directory, inputs, _ = tree_model
     files = [directory / "tree-symbol.json", directory / "tree-0000.params"]
-    result = cli("convert", *files, inputs[0], "-o", tmp_path / "x.onnx")
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+    ran = cli_main_per_case({
+        "inputs missing": ["convert", *files, inputs[0], "-o", tmp_path / "x.onnx"],
+        "a dim of 0": ["convert", *files, "--input", "data0:n=0", "-o", tmp_path / "x.onnx"]},
+        tmp_path)
+    status, _, stderr = ran["inputs missing"]
+    assert status == 2
+    assert stderr.splitlines()[-1] == (
         "gluon-cf-export: error: --input must name each data input of the symbol once: it has "
         "['data0', 'data1', 'data2', 'data3']; missing ['data1', 'data2', 'data3'], unknown []")
-    result = cli("convert", *files, "--input", "data0:n=0", "-o", tmp_path / "x.onnx")
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+    status, _, stderr = ran["a dim of 0"]
+    assert status == 2
+    assert stderr.splitlines()[-1] == (
         "gluon-cf-export: error: --input 'data0:n=0': dim 'n=0' must be a size >= 1 or "
         "DIM=SIZE (an axis that may change size, example SIZE)")
     assert not os.path.exists(tmp_path / "x.onnx")
 
 
-def test_run_rejects_a_corrupted_artifact(tree_model, tmp_path):
+def test_run_rejects_a_corrupted_artifact(tree_model, tree_artifact, tmp_path):
     directory, inputs, runs = tree_model
-    out = tmp_path / "tree.onnx"
-    assert cli("convert", directory / "tree-symbol.json", directory / "tree-0000.params",
-               *inputs, "--format", "artifact", "-o", out).returncode == 0
+    out, converted = tree_artifact
+    assert converted.returncode == 0, converted.stderr[-3000:]
     model = onnx.load(str(out))
     node = next(n for n in model.graph.node if n.op_type == "Scan")
     node.attribute[0].g.node[0].domain = "com.evil"  # the Recursion node
