@@ -487,9 +487,11 @@ def test_bench_smoke_prints_json_last(tmp_path):
     assert 'n/a' in proc.stdout
 
 
-def test_bench_kinds_keeps_only_their_cells(tmp_path):
+def test_bench_kinds_keeps_only_their_cells(tmp_path, capsys):
     """``--kinds treernn``: the smoke preset's TreeRNN cells only, said in the summary; an
-    unknown kind is refused before anything runs."""
+    unknown kind is refused before anything runs (argparse's exit, here from main() in this
+    process: no second interpreter just to parse the arguments)."""
+    from gluon_cf.bench.__main__ import main
     run = lambda *extra: subprocess.run(  # noqa: E731
         [sys.executable, '-m', 'gluon_cf.bench', '--smoke', '--methods', 'a',
          '--plot', str(tmp_path / 'bench.png'), '--json', str(tmp_path / 'summary.json'),
@@ -502,8 +504,13 @@ def test_bench_kinds_keeps_only_their_cells(tmp_path):
     assert sorted(result['trees_per_second']) == ['treernn/linear/infer/b2',
                                                   'treernn/sst/infer/b2',
                                                   'treernn/sst/train/b2']
-    refused = run('--kinds', 'treelstm,tree_rnn')
-    assert refused.returncode == 2 and "--kinds: expected some of" in refused.stderr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        main(['--smoke', '--methods', 'a', '--plot', str(tmp_path / 'refused.png'),
+              '--kinds', 'treelstm,tree_rnn'])
+    output = capsys.readouterr()
+    assert refused.value.code == 2 and "--kinds: expected some of" in output.err
+    assert output.out == "" and not (tmp_path / 'refused.png').exists()
 
 
 # ---------------------------------------------------------------------------------------------
