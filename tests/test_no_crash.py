@@ -261,33 +261,24 @@ TREE_LSTM_CHAIN_IN_BOUNDED_ADDRESS_SPACE = """
     x = table[tokens]
     sig = lambda v: 1 / (1 + np.exp(-v))
 
-    def leaf(k):
-        i, o, u = np.split(Wl @ x[k] + bl, 3)
-        c = sig(i) * np.tanh(u)
-        return sig(o) * np.tanh(c), c
+    # a leaf's step does not depend on the chain: every node's, as a leaf, at once
+    pre = x @ Wl.T + bl
+    li, lo, lu = sig(pre[:, :H]), sig(pre[:, H:2 * H]), np.tanh(pre[:, 2 * H:])
+    leaf_c = li * lu
+    leaf_h = lo * np.tanh(leaf_c)
 
-    def leaf_back(k, gh, gc):   # adds to the gradients, as the chain's steps below
-        i, o, u = np.split(Wl @ x[k] + bl, 3)
-        si, so, tu = sig(i), sig(o), np.tanh(u)
-        tc = np.tanh(si * tu)
-        dc = gc + gh * so * (1 - tc ** 2)
-        d = np.concatenate([dc * tu * si * (1 - si), gh * tc * so * (1 - so),
-                            dc * si * (1 - tu ** 2)])
-        grads["leaf_iou_weight"] += np.outer(d, x[k]); grads["leaf_iou_bias"] += d
-        dtable[tokens[k]] += Wl.T @ d
-
-    hs, cs = [leaf(0)[0]], [leaf(0)[1]]
+    hs, cs = [leaf_h[0]], [leaf_c[0]]
     for k in range(1, D + 1):
-        hr, cr = leaf(D + k)
+        hr, cr = leaf_h[D + k], leaf_c[D + k]
         i, fl, fr, o, u = np.split(Wg @ np.concatenate([hs[-1], hr]) + bg, 5)
         c = sig(i) * np.tanh(u) + sig(fl) * cs[-1] + sig(fr) * cr
         hs.append(sig(o) * np.tanh(c)); cs.append(c)
     np.testing.assert_allclose(loss.asscalar(), hs[-1].sum(), rtol=1e-4)
     grads = {{name: np.zeros_like(p[name]) for name in p}}
-    dtable = np.zeros_like(table)
+    leaf_gh, leaf_gc = np.zeros_like(leaf_h), np.zeros_like(leaf_c)   # of the leaves' h and c
     gh, gc = np.ones(H), np.zeros(H)
     for k in range(D, 0, -1):
-        hr, cr = leaf(D + k)
+        hr, cr = leaf_h[D + k], leaf_c[D + k]
         ab = np.concatenate([hs[k - 1], hr])
         i, fl, fr, o, u = np.split(Wg @ ab + bg, 5)
         si, sl, sr, so, tu = sig(i), sig(fl), sig(fr), sig(o), np.tanh(u)
@@ -298,9 +289,17 @@ TREE_LSTM_CHAIN_IN_BOUNDED_ADDRESS_SPACE = """
                             dc * si * (1 - tu ** 2)])
         grads["combine_gates_weight"] += np.outer(d, ab); grads["combine_gates_bias"] += d
         back = Wg.T @ d
-        leaf_back(D + k, back[H:], dc * sr)
+        leaf_gh[D + k], leaf_gc[D + k] = back[H:], dc * sr
         gh, gc = back[:H], dc * sl
-    leaf_back(0, gh, gc)
+    leaf_gh[0], leaf_gc[0] = gh, gc
+    # the leaves' steps back, all at once (the chain's internal nodes have zero rows here)
+    tc = np.tanh(leaf_c)
+    dc = leaf_gc + leaf_gh * lo * (1 - tc ** 2)
+    d = np.concatenate([dc * lu * li * (1 - li), leaf_gh * tc * lo * (1 - lo),
+                        dc * li * (1 - lu ** 2)], axis=1)
+    grads["leaf_iou_weight"] += d.T @ x; grads["leaf_iou_bias"] += d.sum(axis=0)
+    dtable = np.zeros_like(table)
+    np.add.at(dtable, tokens, d @ Wl)
     for name, param in net.collect_params().items():
         if "cell_" in name:
             np.testing.assert_allclose(param.grad().asnumpy(), grads[name.split("cell_")[-1]],
