@@ -3,7 +3,8 @@
 * every cell function: NDArray call == call with Symbols inside a hybridized parent
   (forward and gradients), and == an independent numpy implementation of its equations;
 * every reference recursion == a plain recursive numpy implementation on small trees;
-* the eager references survive a 5,000-node linear tree;
+* the eager references survive a linear tree deeper than Python's recursion limit (they
+  are loops; test_recursion.py also runs treernn_eager on a 5,001-node chain);
 * reference gradients == central finite differences (float64, tiny trees);
 * `python -m gluon_cf.bench --smoke` ends with one JSON line holding the required keys.
 """
@@ -375,9 +376,11 @@ def test_topdown_expansion_rule(bias, max_depth, count):
     assert shape == full
 
 
-def test_references_survive_a_5000_node_linear_tree():
-    tree = linear_tree(2501)
-    assert len(tree.tokens) == 5001
+def test_references_survive_a_linear_tree_deeper_than_the_recursion_limit():
+    """1,201 levels: a reference that recursed once per level would need more than Python's
+    1,000 frames."""
+    tree = linear_tree(1201)
+    assert len(tree.tokens) == 2401
     embed, cell = make_embed(), make(BinaryTreeLSTMCell, H, E)
     with autograd.record():
         h, c = treelstm_eager(embed, cell, tree)
@@ -388,7 +391,7 @@ def test_references_survive_a_5000_node_linear_tree():
     # A recursive numpy oracle would hit the recursion limit here: fold the chain in a loop.
     p, table = params_of(cell), embed.weight.data().asnumpy().astype(np.float64)
     state = np_treelstm_leaf(p, table[tree.tokens[:1]])
-    for k in range(1, 2501):
+    for k in range(1, 1201):
         leaf = np_treelstm_leaf(p, table[tree.tokens[2 * k - 1:2 * k]])
         state = np_treelstm_combine(p, *state, *leaf)
     np.testing.assert_allclose(h.asnumpy(), state[0], rtol=1e-4, atol=1e-5)
@@ -484,9 +487,11 @@ def test_bench_smoke_prints_json_last(tmp_path):
     assert 'n/a' in proc.stdout
 
 
-def test_bench_kinds_keeps_only_their_cells(tmp_path):
+def test_bench_kinds_keeps_only_their_cells(tmp_path, capsys):
     """``--kinds treernn``: the smoke preset's TreeRNN cells only, said in the summary; an
-    unknown kind is refused before anything runs."""
+    unknown kind is refused before anything runs (argparse's exit, here from main() in this
+    process: no second interpreter just to parse the arguments)."""
+    from gluon_cf.bench.__main__ import main
     run = lambda *extra: subprocess.run(  # noqa: E731
         [sys.executable, '-m', 'gluon_cf.bench', '--smoke', '--methods', 'a',
          '--plot', str(tmp_path / 'bench.png'), '--json', str(tmp_path / 'summary.json'),
@@ -499,8 +504,13 @@ def test_bench_kinds_keeps_only_their_cells(tmp_path):
     assert sorted(result['trees_per_second']) == ['treernn/linear/infer/b2',
                                                   'treernn/sst/infer/b2',
                                                   'treernn/sst/train/b2']
-    refused = run('--kinds', 'treelstm,tree_rnn')
-    assert refused.returncode == 2 and "--kinds: expected some of" in refused.stderr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        main(['--smoke', '--methods', 'a', '--plot', str(tmp_path / 'refused.png'),
+              '--kinds', 'treelstm,tree_rnn'])
+    output = capsys.readouterr()
+    assert refused.value.code == 2 and "--kinds: expected some of" in output.err
+    assert output.out == "" and not (tmp_path / 'refused.png').exists()
 
 
 # ---------------------------------------------------------------------------------------------

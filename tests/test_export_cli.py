@@ -1,4 +1,6 @@
-"""gluon-cf-export: convert net.export() files and run the result, each command in a subprocess."""
+"""gluon-cf-export: convert net.export() files and run the result in subprocesses (a group of
+failure cases through cli.main() in one process of its own, some also in a process each)."""
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +25,61 @@ def cli(*args, timeout=180):
     """Run ``python -m gluon_cf.export.cli *args``; returns the CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "gluon_cf.export.cli", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+# Runs each case's argv through cli.main() in this one process, the process's own file
+# descriptors 1 and 2 sent to a file per case (onnxruntime and MXNet write to them directly):
+# one interpreter start for many cases instead of one each. What the tests assert on is still
+# what the process wrote, and the status python -m gluon_cf.export.cli would exit with.
+MAIN_PER_CASE = """
+import json, os, sys, tempfile, traceback
+from gluon_cf.export import cli
+
+def read_back(file):
+    file.seek(0)
+    return file.read().decode("utf-8", "replace")
+
+results = {}
+for case, argv in json.load(open(sys.argv[1])).items():
+    files = [tempfile.TemporaryFile(mode="w+b") for _ in (1, 2)]
+    sys.stdout.flush(); sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    os.dup2(files[0].fileno(), 1); os.dup2(files[1].fileno(), 2)
+    try:
+        try:
+            status = cli.main(argv)         # what sys.exit(main()) exits with
+        except SystemExit as exit:
+            status = exit.code
+        except BaseException:               # a traceback, as the process would print it
+            traceback.print_exc()
+            status = "raised"
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+    out, err = (read_back(f) for f in files)
+    results[case] = [0 if status is None else status, out, err]
+json.dump(results, open(sys.argv[2], "w"))
+"""
+
+
+def cli_main_per_case(cases, directory, timeout=300):
+    """``{case: (status, stdout, stderr)}`` of each ``{case: argv}`` run through cli.main() in
+    one fresh process (MAIN_PER_CASE)."""
+    spec, results = directory / "cases.json", directory / "results.json"
+    spec.write_text(json.dumps({case: list(map(str, argv)) for case, argv in cases.items()}))
+    proc = subprocess.run([sys.executable, "-c", MAIN_PER_CASE, spec, results],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr[-3000:]
+    return {case: tuple(result) for case, result in json.loads(results.read_text()).items()}
+
+
+def assert_same_as_a_real_process(argv, in_one_process):
+    """The real ``python -m gluon_cf.export.cli`` run of ``argv`` exits with the status and
+    prints what the case run through cli.main() did (see MAIN_PER_CASE)."""
+    proc = cli(*argv)
+    assert (proc.returncode, proc.stdout, proc.stderr) == in_one_process, (argv, proc.stderr)
 
 
 def script():
@@ -82,12 +139,25 @@ def test_convert_and_run_recursive_model_as_standard_onnx(tree_model, tmp_path):
         np.testing.assert_allclose(np.load(written), expected, **TOL)
 
 
-def test_convert_and_run_recursive_model(tree_model, tmp_path):
+@pytest.fixture(scope="module")
+def tree_artifact(tree_model, tmp_path_factory):
+    """``(path, CompletedProcess)``: the console script's ``convert --format artifact`` of
+    tree_model (``python -m gluon_cf.export.cli`` where the script is not installed), made
+    once for the tests that only read it."""
+    directory, inputs, _ = tree_model
+    out = tmp_path_factory.mktemp("artifact") / "tree.onnx"
+    argv = ["convert", directory / "tree-symbol.json", directory / "tree-0000.params", *inputs,
+            "--format", "artifact", "-o", out]
+    path = os.path.join(os.path.dirname(sys.executable), "gluon-cf-export")
+    if not os.path.exists(path):
+        return out, cli(*argv)
+    return out, subprocess.run([path, *argv], capture_output=True, text=True, timeout=180)
+
+
+def test_convert_and_run_recursive_model(tree_model, tree_artifact, tmp_path):
+    script()   # (skips where the console script is not installed)
     directory, inputs, runs = tree_model
-    out = tmp_path / "tree.onnx"
-    result = subprocess.run([script(), "convert", directory / "tree-symbol.json",
-                             directory / "tree-0000.params", *inputs, "--format", "artifact",
-                             "-o", out], capture_output=True, text=True, timeout=180)
+    out, result = tree_artifact
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[:2] == [
         f"wrote gluon_cf artifact {out}", "format: gluon_cf artifact (ai.onnx 13, ai.gluon_cf 1)"]
@@ -151,24 +221,27 @@ def test_convert_and_run_model_without_recursion_as_standard_onnx(tmp_path):
 def test_usage_errors(tree_model, tmp_path):
     directory, inputs, _ = tree_model
     files = [directory / "tree-symbol.json", directory / "tree-0000.params"]
-    result = cli("convert", *files, inputs[0], "-o", tmp_path / "x.onnx")
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+    ran = cli_main_per_case({
+        "inputs missing": ["convert", *files, inputs[0], "-o", tmp_path / "x.onnx"],
+        "a dim of 0": ["convert", *files, "--input", "data0:n=0", "-o", tmp_path / "x.onnx"]},
+        tmp_path)
+    status, _, stderr = ran["inputs missing"]
+    assert status == 2
+    assert stderr.splitlines()[-1] == (
         "gluon-cf-export: error: --input must name each data input of the symbol once: it has "
         "['data0', 'data1', 'data2', 'data3']; missing ['data1', 'data2', 'data3'], unknown []")
-    result = cli("convert", *files, "--input", "data0:n=0", "-o", tmp_path / "x.onnx")
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+    status, _, stderr = ran["a dim of 0"]
+    assert status == 2
+    assert stderr.splitlines()[-1] == (
         "gluon-cf-export: error: --input 'data0:n=0': dim 'n=0' must be a size >= 1 or "
         "DIM=SIZE (an axis that may change size, example SIZE)")
     assert not os.path.exists(tmp_path / "x.onnx")
 
 
-def test_run_rejects_a_corrupted_artifact(tree_model, tmp_path):
+def test_run_rejects_a_corrupted_artifact(tree_model, tree_artifact, tmp_path):
     directory, inputs, runs = tree_model
-    out = tmp_path / "tree.onnx"
-    assert cli("convert", directory / "tree-symbol.json", directory / "tree-0000.params",
-               *inputs, "--format", "artifact", "-o", out).returncode == 0
+    out, converted = tree_artifact
+    assert converted.returncode == 0, converted.stderr[-3000:]
     model = onnx.load(str(out))
     node = next(n for n in model.graph.node if n.op_type == "Scan")
     node.attribute[0].g.node[0].domain = "com.evil"  # the Recursion node
@@ -192,19 +265,35 @@ BAD_SYMBOLS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BAD_SYMBOLS))
-def test_bad_symbol_files_give_one_line_and_exit_1(tmp_path, name):
-    """Issue 10, item 10: every bad file is one line on stderr and a non-zero exit."""
-    symbol = tmp_path / "net-symbol.json"
-    symbol.write_text(BAD_SYMBOLS[name])
-    params = tmp_path / "net-0000.params"
+@pytest.fixture(scope="module")
+def bad_symbol_conversions(tmp_path_factory):
+    """``{name: (argv, (status, stdout, stderr))}``: convert of each of BAD_SYMBOLS, all in one
+    process; its parameter file is not one either."""
+    directory = tmp_path_factory.mktemp("bad_symbols")
+    params = directory / "net-0000.params"
     params.write_bytes(b"not params")
-    proc = cli("convert", str(symbol), str(params), "--input", "data:2", "-o",
-               str(tmp_path / "out.onnx"))
-    assert proc.returncode == 1, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gluon-cf-export: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
+    cases = {}
+    for name, text in BAD_SYMBOLS.items():
+        symbol = directory / f"{name}-symbol.json"
+        symbol.write_text(text)
+        cases[name] = ["convert", symbol, params, "--input", "data:2", "-o",
+                       directory / f"{name}.onnx"]
+    ran = cli_main_per_case(cases, directory)
+    return {name: (argv, ran[name]) for name, argv in cases.items()}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SYMBOLS))
+def test_bad_symbol_files_give_one_line_and_exit_1(bad_symbol_conversions, name):
+    """Issue 10, item 10: every bad file is one line on stderr and a non-zero exit. The one
+    MXNet's own parser refuses runs in a real process of its own as well."""
+    argv, (status, stdout, stderr) = bad_symbol_conversions[name]
+    if name == "unknown_operator":
+        assert_same_as_a_real_process(argv, (status, stdout, stderr))
+    assert status == 1, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gluon-cf-export: error: "), stderr
+    assert "Traceback" not in stderr + stdout
+    assert not os.path.exists(argv[-1])
     if name in ("truncated_json", "not_json", "empty"):   # ours, not MXNet's parser's check
         assert "not a symbol file (MXNet writes JSON)" in lines[0], lines[0]
 
@@ -282,13 +371,19 @@ def _cli_failures(tmp_path):
 def test_every_failure_is_one_line(tmp_path):
     """Was: ``run`` let onnxruntime print its own ``[E:onnxruntime ...]`` line before ours."""
     failures = _cli_failures(tmp_path)
+    ran = cli_main_per_case(failures, tmp_path)
     for case, argv in failures.items():
-        proc = cli(*argv)
-        assert proc.returncode in (1, 2), (case, proc.returncode, proc.stderr)
-        lines = proc.stderr.splitlines()
+        status, stdout, stderr = ran[case]
+        assert status in (1, 2), (case, status, stderr)
+        lines = stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("gluon-cf-export: error: "), \
-            (case, proc.stderr)
-        assert "Traceback" not in proc.stdout, (case, proc.stdout)
+            (case, stderr)
+        assert "Traceback" not in stdout, (case, stdout)
+    # one real process of its own per kind of failure: onnxruntime's (its C++ log), a nesting
+    # deep enough to crash a process, ours (exit 1) and argparse's (exit 2)
+    for case in ("onnxruntime fails while running", "index bounds nested 100,000 deep",
+                 "model not ONNX", "unknown command"):
+        assert_same_as_a_real_process(failures[case], ran[case])
     assert not os.path.exists(tmp_path / "out")
 
 
@@ -352,12 +447,14 @@ def test_run_gives_plain_onnx_the_limits_of_load(tmp_path):
 
 
 def test_run_timeout_must_be_seconds(tmp_path):
-    for bad in ("0", "-1", "inf", "nan", "soon"):
-        proc = cli("run", tmp_path / "m.onnx", "-i", tmp_path / "x.npy", "-o", tmp_path / "o",
-                   "--timeout", bad)
-        assert proc.returncode == 2 and proc.stderr.splitlines() == [
+    cases = {bad: ["run", tmp_path / "m.onnx", "-i", tmp_path / "x.npy", "-o", tmp_path / "o",
+                   "--timeout", bad] for bad in ("0", "-1", "inf", "nan", "soon")}
+    ran = cli_main_per_case(cases, tmp_path)
+    for bad, (status, _, stderr) in ran.items():
+        assert status == 2 and stderr.splitlines() == [
             f"gluon-cf-export: error: argument --timeout: {bad!r} is not a number of seconds "
-            f"> 0 (see gluon-cf-export run --help)"], proc.stderr
+            f"> 0 (see gluon-cf-export run --help)"], stderr
+    assert_same_as_a_real_process(cases["soon"], ran["soon"])
 
 
 def _damaged_parameter_files(directory):

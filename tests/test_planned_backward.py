@@ -75,8 +75,11 @@ def test_repeated_roots():
     _three_ways(_tree_lstm(vocab), inputs)
 
 
-def test_chain_of_5000_nodes():
-    vocab, inputs = _forest([_linear_tree(2501)])
+def test_chain_deeper_than_the_recursion_limit():
+    """1,201 levels (2,401 nodes), one planned group a level: more than Python's 1,000 frames
+    would allow a plan that recursed once per level (equality is the point here; depth is
+    proven by tests/test_recursion.py's 5,001 nodes and test_no_crash.py's 19,999 levels)."""
+    vocab, inputs = _forest([_linear_tree(1201)])
     mx.random.seed(0)
     net = TreeRNN(len(vocab), embed_size=2, hidden_size=2, num_classes=2)
     net.initialize(mx.init.Xavier())

@@ -114,8 +114,12 @@ def test_scheduled_equals_dynamic_and_eager(model, forest):
     assert _reason("node", encode_binary_trees) is None
 
 
-def test_linear_tree_of_5000_nodes():
-    vocab, inputs = _forest([_linear_tree(2501)])
+def test_linear_tree_deeper_than_the_recursion_limit():
+    """A chain of 1,201 levels (2,401 nodes): more than Python's 1,000 frames would allow a
+    scheduler that recursed once per level. Equality is the point here, not depth, which
+    tests/test_recursion.py (5,001 nodes hybridized) and test_no_crash.py (19,999 levels
+    eagerly) prove."""
+    vocab, inputs = _forest([_linear_tree(1201)])
     mx.random.seed(0)
     net = TreeRNN(len(vocab), embed_size=4, hidden_size=4, num_classes=2)
     net.initialize(mx.init.Xavier())
