@@ -345,6 +345,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         _check_loop_vars(values, new, names, where, "for")
         return step_rows(result[count:], where), carried.arrays(new) + \
             ([states[-1] + 1] if counted else [])
+    step.runs_no_step_on_empty_data = True   # NOTE [a foreach of no step]
     rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
                           name=node_name(where, "for"))
     final = list(final)
