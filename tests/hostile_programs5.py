@@ -5,7 +5,6 @@ dicts with alive masks, stacked cells with nested list/tuple states, ``F.Sequenc
 ``F.take``/``F.pick``/``F.where`` masks, early exits with several outputs, and blocks called
 with different lengths and masks one after the other (call history on one hybridized block).
 ``PROGRAMS`` maps each block class to its input lists (hostile_harness.classify runs them)."""
-import mxnet as mx
 import numpy as np
 from mxnet import gluon
 from mxnet.gluon import HybridBlock
@@ -26,7 +25,8 @@ def _f(*values):
 
 
 # encoder states (B, T, C) and decoder inputs (S, B, C): lengths change from call to call
-ENC_DEC = ([_rand(2, 5, 4), _rand(3, 2, 4, seed=1)], [_rand(2, 3, 4, seed=2), _rand(4, 2, 4, seed=3)],
+ENC_DEC = ([_rand(2, 5, 4), _rand(3, 2, 4, seed=1)],
+           [_rand(2, 3, 4, seed=2), _rand(4, 2, 4, seed=3)],
            [_rand(2, 5, 4, seed=4), _rand(1, 2, 4, seed=5)])
 # emissions (T, K) and transitions (K, K)
 EMIT = ([_rand(5, 3), _rand(3, 3, seed=1)], [_rand(2, 3, seed=2) * 4, _rand(3, 3, seed=3)],

@@ -4,10 +4,11 @@ with nested states, SequenceMask/take/pick/where) and ``hostile_programs6.py`` (
 and int values in loop states, properties and methods in loops, dict states updated in place
 or re-ordered, len/range of tensors with run-time lengths, F.contrib-signature calls with
 nested states, recursion with loops in its body, constant outputs, call histories with failed
-calls) run as plain Python on NDArrays or MXNet's F.contrib ops (the oracle), converted
-eagerly, hybridized with gradients and exported to onnxruntime
-(``hostile_harness.classify``): each is equal to the oracle, or a clear refusal at the user's
-line, in every mode. The tests below pin what this round fixed."""
+calls) and ``hostile_programs7.py`` (more decoding idioms) run as plain Python on NDArrays
+or MXNet's F.contrib ops (the oracle), converted eagerly, hybridized with gradients and
+exported to onnxruntime (``hostile_harness.classify``): each is equal to the oracle, or a
+clear refusal at the user's line, in every mode. The tests below pin what this round
+fixed."""
 import warnings
 
 import mxnet as mx
@@ -20,9 +21,10 @@ import gluon_cf
 import hostile_harness
 import hostile_programs5 as programs5
 import hostile_programs6 as programs6
+import hostile_programs7 as programs7
 
-FILES = [programs5.__file__, programs6.__file__]
-PROGRAMS = {**programs5.PROGRAMS, **programs6.PROGRAMS}
+FILES = [programs5.__file__, programs6.__file__, programs7.__file__]
+PROGRAMS = {**programs5.PROGRAMS, **programs6.PROGRAMS, **programs7.PROGRAMS}
 _RESULTS = {}
 
 
@@ -160,7 +162,7 @@ def test_a_refusal_quoting_a_slice_of_the_users_line_is_clean():
 def test_a_while_stopped_by_its_bound_warns_at_its_line(hybridize):
     """MaxIterationsTooSmall equals plain Python stopped at the bound (its oracle), and says
     so: a TruncationWarning at the while's line, eager and hybridized."""
-    net = hostile_harness._make(programs6.MaxIterationsTooSmall)
+    net = hostile_harness._make(programs7.MaxIterationsTooSmall)
     if hybridize:
         net.hybridize()
     with warnings.catch_warnings(record=True) as caught:
@@ -169,6 +171,6 @@ def test_a_while_stopped_by_its_bound_warns_at_its_line(hybridize):
         net(mx.nd.array(programs6._rand(2, 4)))      # (within the bound: no warning)
     truncated = [w for w in caught if issubclass(w.category, gluon_cf.TruncationWarning)]
     assert len(truncated) == 1, [str(w.message) for w in caught]
-    source = open(programs6.__file__).read().splitlines()
-    assert truncated[0].filename == programs6.__file__
+    source = open(programs7.__file__).read().splitlines()
+    assert truncated[0].filename == programs7.__file__
     assert source[truncated[0].lineno - 1].strip().startswith("while i < F.shape_array(x)")

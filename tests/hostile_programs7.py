@@ -1,0 +1,199 @@
+"""Issue 24, fourth round (3/3): more idioms of ported decoders: a while bound too small
+(TruncationWarning), int32 tokens fed back, for/else with a tensor break, a list read and
+appended in one loop, column slices, .T, nested loops over one tensor, dict keys
+re-ordered in a while, dtypes changing between calls, deferred parameter shapes first known
+in a loop's body, begin_state, a fused LSTM layer under a tensor if. PROGRAMS maps
+each block class to its input lists (hostile_harness.classify runs them)."""
+import numpy as np
+from mxnet import gluon
+from mxnet.gluon import HybridBlock
+
+from gluon_cf import autograph
+
+import hostile_harness
+from hostile_programs6 import ROWS, _rand
+
+PROGRAMS, program = hostile_harness.program_registry()
+
+
+@program(*ROWS)
+class MaxIterationsTooSmall(HybridBlock):
+    """A while that needs up to 5 steps under max_iterations=2 (a user's guess): the bound
+    holds eagerly and hybridized, with a TruncationWarning at the while's line (the README's
+    table); the oracle is plain Python stopping at the bound."""
+
+    @autograph(max_iterations=2)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        h = x[0] * 0
+        while i < F.shape_array(x)[0:1].astype("float32"):
+            h = h * 0.5 + F.take(x, i).reshape((-1,))
+            i = i + 1
+        return h
+
+    def plain_forward(self, F, x):
+        h = x[0] * 0
+        for r in x[:2]:
+            h = h * 0.5 + r
+        return h
+
+
+@program([_rand(2, 4), np.array([[1, 2], [3, 0]], np.int32)],
+         [_rand(2, 4, seed=1), np.array([[4, 4], [0, 1]], np.int32)])
+class IntTokensFedBack(HybridBlock):
+    """int32 token ids compared with argmax's float ids, fed back through one_hot."""
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, h, gold):
+        hits = F.zeros((2,))
+        for g in F.transpose(gold):
+            tok = F.argmax(h, axis=1)
+            hits = hits + (tok == g.astype("float32"))
+            h = F.tanh(h + F.one_hot(g, 4))
+        return h, hits
+
+
+@program(*ROWS)
+class ForElseWithTensorBreak(HybridBlock):
+    """for ... else: the else runs only when no row broke the loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for r in x:
+            h = h + r
+            if F.max(h) > 1.5:
+                break
+        else:
+            h = h * 10
+        return h
+
+
+@program(*ROWS)
+class LastCollectedReadInLoop(HybridBlock):
+    """outs[-1] read inside the loop that appends to outs."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0] * 0]
+        for r in x:
+            outs.append(F.tanh(outs[-1] + r))
+        return F.stack(*outs)
+
+
+@program(*ROWS)
+class ColumnSliceInStaticRange(HybridBlock):
+    """x[:, t] over a static range of columns."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=1) * 0
+        for t in range(4):
+            h = F.tanh(h + x[:, t])
+            if F.sum(h) > 2:
+                h = h - 1
+        return h
+
+
+@program(*ROWS)
+class TransposePropertyLoop(HybridBlock):
+    """for col in x.T: a loop over the columns through the .T property."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=1) * 0
+        for col in x.T:
+            h = h * 0.5 + col
+        return h
+
+
+@program(*ROWS)
+class NestedLoopReadsOuterCollected(HybridBlock):
+    """An inner loop over the rows reading the list the outer loop collects."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = x[0] * 0
+        for r in x:
+            for s in x:
+                h = h * 0.5 + r * s
+            outs.append(h)
+        return F.stack(*outs).sum(axis=0)
+
+
+@program(*ROWS)
+class WhileOnDictValueKeysReordered(HybridBlock):
+    """A while on a dict's value whose keys come back in another order each step."""
+
+    @autograph(max_iterations=6)
+    def hybrid_forward(self, F, x):
+        s = {"i": F.zeros((1,)), "h": x[0] * 0}
+        while s["i"] < 3:
+            s = {"h": s["h"] + F.take(x, F.minimum(s["i"], 0)).reshape((-1,)), "i": s["i"] + 1}
+        return s["h"]
+
+
+@program([_rand(3, 4)], [_rand(3, 4, seed=1).astype(np.float64)], [_rand(2, 4, seed=2)])
+class DtypeChangesBetweenCalls(HybridBlock):
+    """float32 rows, then float64 rows, then float32 again, on one block."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for r in x:
+            if F.sum(r) > 0:
+                h = h + r
+        return h
+
+
+@program(*ROWS)
+class DeferredDenseInLoopBody(HybridBlock):
+    """Dense(4) without in_units: its weight's shape is first known inside the loop's body."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = gluon.nn.Dense(4)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1, 4))
+        for r in x:
+            h = F.tanh(self.proj(h + r.reshape((1, -1))))
+        return h
+
+
+@program([_rand(3, 2, 4)], [_rand(5, 2, 4, seed=1)])
+class BeginStateInConvertedBlock(HybridBlock):
+    """gluonnlp's decoder: cell.begin_state(batch_size, func=F.zeros), then a tensor loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = gluon.rnn.LSTMCell(3, input_size=4)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        states = self.cell.begin_state(batch_size=2, func=F.zeros)
+        outs = []
+        for x_t in x:
+            out, states = self.cell(x_t, states)
+            outs.append(out)
+        return F.stack(*outs), states[1]
+
+
+@program([_rand(3, 2, 4)], [_rand(5, 2, 4, seed=1)])
+class FusedLSTMLayerInTensorIf(HybridBlock):
+    """gluon.rnn.LSTM (the fused layer) run under a tensor if on its input's sign."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = gluon.rnn.LSTM(3, input_size=4)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            out = self.rnn(x)
+        else:
+            out = self.rnn(-x) * 2
+        return out
