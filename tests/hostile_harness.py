@@ -157,7 +157,7 @@ def _export(cls, inputs_list, files):
                                        providers=["CPUExecutionProvider"])
     except Exception as err:
         text = f"{type(err).__name__}: {str(err)[:300]}"
-        if isinstance(err, NotImplementedError) and located(err, files):
+        if isinstance(err, (NotImplementedError, ValueError)) and located(err, files):
             return ("refused", text)
         return ("internal", text + "\n" + traceback.format_exc()[-600:])
     names = [i.name for i in session.get_inputs()]

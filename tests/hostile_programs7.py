@@ -197,3 +197,178 @@ class FusedLSTMLayerInTensorIf(HybridBlock):
         else:
             out = self.rnn(-x) * 2
         return out
+
+
+# ------------------------------------------------------------------------- aliasing, rebinding
+
+@program(*ROWS)
+class IterableReboundInBody(HybridBlock):
+    """for r in x: ... x = x * 2: the loop runs over the x it started with (Python's rule)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for r in x:
+            h = h + r
+            x = x * 0.5
+        return h, x
+
+
+@program(*ROWS)
+class AliasKeepsInitialState(HybridBlock):
+    """a = h before the loop; the loop rebinds h; a stays the initial state."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] + 1
+        first = h
+        for r in x:
+            h = h * r
+        return first, h
+
+
+@program(*ROWS)
+class SwapStatesEachStep(HybridBlock):
+    """h, c = c, h every step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, c = x[0] * 0, x[0]
+        for r in x:
+            h, c = c + r, h
+        return h - c
+
+
+@program(*ROWS)
+class SlidingWindowBuffer(HybridBlock):
+    """A fixed-size cache of the last 2 rows: buf = concat(buf[1:], row) each step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        buf = F.zeros((2, 4))
+        out = []
+        for r in x:
+            buf = F.concat(buf[1:], r.reshape((1, -1)), dim=0)
+            out.append(F.sum(buf, axis=0))
+        return F.stack(*out)
+
+
+@program(*ROWS)
+class PythonTupleLoopTensorBreak(HybridBlock):
+    """A loop over a Python tuple of rows that breaks on a tensor condition."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for w in (x[0], x[0] * 2, x[0] * 3):
+            h = h + w
+            if F.sum(h) > 1:
+                break
+        return h
+
+
+@program(*ROWS)
+class WhileTrueTwoBreaksAndContinue(HybridBlock):
+    """while True with a continue and two different tensor breaks."""
+
+    @autograph(max_iterations=8)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        h = x[0] * 0
+        while True:
+            i = i + 1
+            if i > F.shape_array(x)[0:1].astype("float32"):
+                break
+            row = F.take(x, i - 1).reshape((-1,))
+            if F.sum(row) < 0:
+                continue
+            h = h + row
+            if F.max(h) > 1.2:
+                break
+        return h, i
+
+
+@program(*ROWS)
+class PythonCounterWhileWithTensorBreak(HybridBlock):
+    """while t < 4 on a Python int, with a tensor break inside."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        t = 0
+        h = x[0] * 0
+        while t < 4:
+            h = h * 0.5 + x[0] * t
+            if F.sum(h) > 1:
+                break
+            t += 1
+        return h
+
+
+@program(*ROWS)
+class ListOfDictStates(HybridBlock):
+    """Per-layer states as a list of dicts."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        layers = [{"h": x[0] * 0}, {"h": x[0] * 0 + 1}]
+        for r in x:
+            below = F.tanh(layers[0]["h"] + r)
+            layers = [{"h": below}, {"h": layers[1]["h"] * below}]
+        return layers[1]["h"] + layers[0]["h"]
+
+
+@program(*ROWS)
+class ArangeLoopNotFromInput(HybridBlock):
+    """for i in F.arange(3): a loop over a constant tensor."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for i in F.arange(3):
+            h = h * 0.5 + x[0] * i
+        return h
+
+
+@program([np.array([[1, 2, 3, 0], [3, 3, 1, 2]], np.int32)],
+         [np.array([[0, 0, 0, 0]], np.int32)])
+class Int32RowsFloatArithmetic(HybridBlock):
+    """Rows of an int32 input in float arithmetic (MXNet keeps int32: 0.5 * 3 is 1)."""
+    NO_GRAD = (0,)
+
+    @autograph
+    def hybrid_forward(self, F, ids):
+        h = F.zeros((4,))
+        for r in ids:
+            h = h + (r * 0.5).astype("float32") + r.astype("float32") / 2
+        return h
+
+
+@program(*ROWS)
+class IntBranchThenDivision(HybridBlock):
+    """A tensor if whose branches return int32 and float32 arrays, divided after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            y = (x[0] * 10).astype("int32")
+        else:
+            y = x[0] * 10
+        return (y / 3).astype("float32")
+
+
+@program([_rand(3, 4), np.array([1, 0, 1], np.float32)],
+         [_rand(3, 4, seed=1), np.array([0, 0, 0], np.float32)],
+         [_rand(2, 4, seed=2), np.array([1, 1], np.float32)],
+         [_rand(2, 4, seed=3), np.array([0, 0], np.float32)])
+class EmptyMaskFailsThenWorks(HybridBlock):
+    """The max over the rows a mask kept: no row fails (as MXNet fails), the next call
+    works."""
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        h = F.max(kept, axis=0)
+        for r in kept:
+            h = h + r
+        return h

@@ -48,6 +48,8 @@ def test_hostile_program_equals_its_oracle_or_is_refused_at_its_line(block_class
     programs5.CoverageAttentionDecoder, programs5.CTCForwardOverLabels,
     programs5.BeamStateDictAliveMask, programs5.StackedCellsNestedStates,
     programs5.GreedyGrowingSequenceConcat, programs5.GreedyPaddedSamples,
+    # F.pick in a loop's body: mx2onnx had no converter for 'pick' (export refused)
+    programs5.TeacherForcedEmbeddingPick,
     programs6.DictSpreadUpdateInLoop, programs6.ForeachNestedListStates,
     programs6.WhileLoopNestedVarsPadded, programs6.CondNestedTupleOutputs,
     programs6.MaskShapesChangeBetweenCalls, programs6.BeamReorderStatesWithTake,
@@ -174,3 +176,51 @@ def test_a_while_stopped_by_its_bound_warns_at_its_line(hybridize):
     source = open(programs7.__file__).read().splitlines()
     assert truncated[0].filename == programs7.__file__
     assert source[truncated[0].lineno - 1].strip().startswith("while i < F.shape_array(x)")
+
+
+class _Pick(HybridBlock):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.kwargs = kwargs
+
+    def hybrid_forward(self, F, x, index):
+        return F.pick(x, index, **self.kwargs) * 2
+
+
+@pytest.mark.parametrize("shapes,kwargs", [
+    (((3, 5), (3,)), {}), (((3, 5), (5,)), {"axis": 0}),
+    (((3, 5), (3, 1)), {"axis": 1, "keepdims": True}),
+    (((2, 3, 4), (2, 3)), {"axis": -1, "mode": "wrap"}),
+    (((2, 3, 4), (2, 1, 4)), {"axis": 1, "keepdims": True, "mode": "wrap"}),
+    (((5,), (1,)), {"axis": 0})], ids=str)
+@pytest.mark.parametrize("index_dtype", [np.float32, np.int32])
+def test_pick_exports_as_mxnet_computes_it(shapes, kwargs, index_dtype):
+    """export_onnx's converter for pick against MXNet's pick: indices out of range clipped
+    ('clip', the default) or wrapped ('wrap', negative ones too), keepdims, the output's
+    shape."""
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+    rs = np.random.RandomState(0)
+    x = rs.uniform(-1, 1, shapes[0]).astype(np.float32)
+    index = rs.randint(-7, 9, shapes[1]).astype(index_dtype)
+    want = _Pick(**kwargs)(mx.nd.array(x), mx.nd.array(index, dtype=index_dtype)).asnumpy()
+    net = _Pick(**kwargs)
+    net.hybridize()
+    model = export_onnx(net, [mx.nd.array(x), mx.nd.array(index, dtype=index_dtype)])
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got, = session.run(None, dict(zip([i.name for i in session.get_inputs()], [x, index])))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want)
+
+
+def test_dynamic_axes_a_model_cannot_take_are_refused_at_the_users_line():
+    """A dynamic axis the model's shapes cannot follow (slice_like of a 5-column one_hot) is
+    refused naming the line of the operator that fails, not only MXNet's node name."""
+    result = _classified(programs5.PointerNetworkTensorLoop)
+    line = next(k for k, text in enumerate(open(programs5.__file__), 1)
+                if "chosen = F.one_hot(idx, 5).slice_like(visited, axes=(1,))" in text)
+    assert result["export"][0] == "refused"
+    assert result["export"][1].startswith(
+        "ValueError: %s:%d: export_onnx: the model's shapes do not allow the dynamic axes"
+        % (programs5.__file__, line)), result["export"]

@@ -1,6 +1,6 @@
 """What mx2onnx (MXNet 1.9.1's ONNX converters) gets wrong or lacks, fixed once at import:
 its converter modules are given an ``onnx`` that still has ``onnx.mapping``, and converters are
-registered for the comparisons and ``boolean_mask`` it lacks and for the ``Reshape`` codes it
+registered for the comparisons, ``boolean_mask`` and ``pick`` it lacks and for the ``Reshape`` codes it
 refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
 writes a converter."""
 import types
@@ -274,6 +274,56 @@ def _convert_slice(node, **kwargs):
     return nodes
 
 
+def _convert_pick(node, **kwargs):
+    """``pick(data, index, axis, mode, keepdims)`` (gluonnlp's losses and beam searches read
+    one class per row with it), which mx2onnx lacks: the index cast to int64, clipped to
+    ``[0, n - 1]`` (mode 'clip', MXNet's default) or taken modulo ``n`` ('wrap'), reshaped to
+    data's shape with 1 on ``axis``, GatherElements; without keepdims, the index's shape
+    (data's without ``axis``, as MXNet's output). An axis of None (pick over the flattened
+    data) stays refused."""
+    attrs = node.get("attrs", {})
+    if attrs.get("axis", "-1") == "None":
+        raise NotImplementedError("pick with axis=None")
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    data, index = input_names[:2]
+    axis = int(attrs.get("axis", "-1"))
+    keepdims = attrs.get("keepdims", "False") in ("True", "true", "1")
+    last = np.iinfo(np.int64).max
+
+    def constant(value, hint):
+        return helper.make_node("Constant", [], [f"{name}_{hint}"], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), f"{name}_{hint}"))
+    nodes = [
+        constant([0], "zero"), constant([axis], "axis"), constant([1], "one"),
+        constant([axis + 1 if axis != -1 else last], "after"), constant([last], "last"),
+        helper.make_node("Shape", [data], [name + "_shape"]),
+        helper.make_node("Slice", [name + "_shape", name + "_axis", name + "_after"],
+                         [name + "_n"]),
+        helper.make_node("Cast", [index], [name + "_raw"], to=onnx.TensorProto.INT64)]
+    if attrs.get("mode", "clip") == "wrap":
+        nodes.append(helper.make_node("Mod", [name + "_raw", name + "_n"], [name + "_index"]))
+    else:
+        nodes += [helper.make_node("Sub", [name + "_n", name + "_one"], [name + "_top"]),
+                  helper.make_node("Max", [name + "_raw", name + "_zero"], [name + "_low"]),
+                  helper.make_node("Min", [name + "_low", name + "_top"], [name + "_index"])]
+    nodes += [
+        helper.make_node("Slice", [name + "_shape", name + "_zero", name + "_axis"],
+                         [name + "_before"]),
+        helper.make_node("Slice", [name + "_shape", name + "_after", name + "_last"],
+                         [name + "_rest"]),
+        helper.make_node("Concat", [name + "_before", name + "_one", name + "_rest"],
+                         [name + "_kept_shape"], axis=0),
+        helper.make_node("Reshape", [name + "_index", name + "_kept_shape"], [name + "_at"]),
+        helper.make_node("GatherElements", [data, name + "_at"],
+                         [name + ("" if keepdims else "_kept")], axis=axis,
+                         **({"name": name} if keepdims else {}))]
+    if not keepdims:
+        nodes += [helper.make_node("Shape", [index], [name + "_out_shape"]),
+                  helper.make_node("Reshape", [name + "_kept", name + "_out_shape"], [name],
+                                   name=name)]
+    return nodes
+
+
 _MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
 
@@ -290,6 +340,8 @@ def _register_missing_ops():
             MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
     MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
     MXNetGraph.register("slice", opset_version=12)(_convert_slice)
+    if "pick" not in table:
+        MXNetGraph.register("pick", opset_version=12)(_convert_pick)
     for op in _MX2ONNX_ARG_EXTREME:
         MXNetGraph.register(op, opset_version=12)(_convert_arg_extreme)
 
