@@ -1,7 +1,7 @@
 """What mx2onnx (MXNet 1.9.1's ONNX converters) gets wrong or lacks, fixed once at import:
 its converter modules are given an ``onnx`` that still has ``onnx.mapping``, and converters are
-registered for the comparisons, ``boolean_mask`` and ``pick`` it lacks and for the ``Reshape`` codes it
-refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
+registered for the comparisons, ``boolean_mask`` and ``pick`` it lacks and for the ``Reshape``
+codes it refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
 writes a converter."""
 import types
 
@@ -37,8 +37,9 @@ from .specs import _ENTRY_SPECS_KWARG
 #   shadow.  A name defined twice within one graph is reported (rename the MXNet node).
 # * mx2onnx has no converters for the elementwise comparisons (`a < b` of two Symbols:
 #   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
-#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress), and its `Reshape`
-#   refuses the codes -3 (merge two axes) and -2 (keep the rest) but for a few fixed patterns;
+#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress) and `pick`
+#   (-> GatherElements), and its `Reshape` refuses the codes -3 (merge two axes) and -2
+#   (keep the rest) but for a few fixed patterns;
 #   `_register_missing_ops` adds them (NOTE [reshape codes]).
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
 #   initializers are graph inputs too).  We drop them.
