@@ -181,7 +181,10 @@ def _infer_shapes(sym, arg_shapes, where):
     given = {name: tuple(0 if d is None else d for d in shape)
              for name, shape in arg_shapes.items() if name in known and shape}
     args, out_shapes, _ = sym.infer_shape_partial(**given)
-    run_time_inputs = any(not registry.is_complete(s) for s in given.values())
+    # (a slot of no known shape, not even its rank, reads a value of run-time shape: the
+    # max over boolean_mask's rows; MXNet infers boolean_mask's output as rank unknown)
+    run_time_inputs = any(not registry.is_complete(s) for s in given.values()) or \
+        any(name in known and not shape for name, shape in arg_shapes.items())
     if any(not registry.is_complete(s) for s in args or []) and not run_time_inputs \
             and not _run_time_shapes(sym):
         raise ValueError(f"shapes in {where} are not fully determined by the inputs")

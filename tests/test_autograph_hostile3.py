@@ -224,3 +224,13 @@ def test_dynamic_axes_a_model_cannot_take_are_refused_at_the_users_line():
     assert result["export"][1].startswith(
         "ValueError: %s:%d: export_onnx: the model's shapes do not allow the dynamic axes"
         % (programs5.__file__, line)), result["export"]
+
+
+def test_a_loop_over_masked_rows_whose_state_starts_from_them_exports():
+    """EmptyMaskFailsThenWorks's loop state starts as the max over boolean_mask's rows, a
+    shape MXNet cannot infer before the run (not even its rank): export_onnx once refused the
+    loop's body as 'not fully determined by the inputs', naming no line. Exported now, equal
+    to the hybridized block on the masks that keep rows (an empty one is refused there)."""
+    block_class = programs7.EmptyMaskFailsThenWorks
+    kept = [arrays for arrays in PROGRAMS[block_class] if arrays[1].any()]
+    assert hostile_harness._export(block_class, kept, FILES) == ("equal", "")
