@@ -234,3 +234,37 @@ def test_a_loop_over_masked_rows_whose_state_starts_from_them_exports():
     block_class = programs7.EmptyMaskFailsThenWorks
     kept = [arrays for arrays in PROGRAMS[block_class] if arrays[1].any()]
     assert hostile_harness._export(block_class, kept, FILES) == ("equal", "")
+
+
+class _Dot(HybridBlock):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.kwargs = kwargs
+
+    def hybrid_forward(self, F, a, b):
+        return F.dot(a, b, **self.kwargs)
+
+
+@pytest.mark.parametrize("shapes,kwargs", [
+    (((2, 3, 4), (4, 5)), {}), (((2, 3, 4), (4, 5, 6)), {}),
+    # mx2onnx's Transpose + MatMul: (3, 2, 5) of other values for MXNet's (2, 3, 5)
+    (((4, 2, 3), (4, 5)), {"transpose_a": True}),
+    (((2, 3, 4), (6, 5, 4)), {"transpose_b": True}),
+    (((4, 2, 3), (6, 5, 4)), {"transpose_a": True, "transpose_b": True}),
+    (((4,), (4,)), {}), (((4,), (4, 2, 3)), {}), (((3, 4), (4,)), {}),
+    (((4, 3), (5, 4)), {"transpose_a": True, "transpose_b": True})], ids=str)
+def test_dot_exports_as_mxnet_computes_it(shapes, kwargs):
+    """export_onnx's dot against MXNet's dot, inputs of any rank and both transposes."""
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+    rs = np.random.RandomState(0)
+    a, b = (rs.uniform(-1, 1, s).astype(np.float32) for s in shapes)
+    want = _Dot(**kwargs)(mx.nd.array(a), mx.nd.array(b)).asnumpy()
+    net = _Dot(**kwargs)
+    net.hybridize()
+    model = export_onnx(net, [mx.nd.array(a), mx.nd.array(b)])
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got, = session.run(None, dict(zip([i.name for i in session.get_inputs()], [a, b])))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

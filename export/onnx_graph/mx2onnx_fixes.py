@@ -38,8 +38,9 @@ from .specs import _ENTRY_SPECS_KWARG
 # * mx2onnx has no converters for the elementwise comparisons (`a < b` of two Symbols:
 #   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
 #   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress) and `pick`
-#   (-> GatherElements), and its `Reshape` refuses the codes -3 (merge two axes) and -2
-#   (keep the rest) but for a few fixed patterns;
+#   (-> GatherElements), its `dot` is numpy's matmul (silently other values and shapes for
+#   inputs over 2-D: `_convert_dot`), and its `Reshape` refuses the codes -3 (merge two axes)
+#   and -2 (keep the rest) but for a few fixed patterns;
 #   `_register_missing_ops` adds them (NOTE [reshape codes]).
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
 #   initializers are graph inputs too).  We drop them.
@@ -325,6 +326,72 @@ def _convert_pick(node, **kwargs):
     return nodes
 
 
+def _convert_dot(node, **kwargs):
+    """``dot(a, b, transpose_a, transpose_b)`` as MXNet computes it for inputs of any rank:
+    the sum over a's last axis (its first, with transpose_a) and b's first (its last, with
+    transpose_b), the output's shape a's other axes then b's, (1,) when none are left. mx2onnx
+    emits Transpose + MatMul, which is numpy's matmul: for inputs over 2-D another shape and
+    other values, silently (a (4, 2, 3) with transpose_a gave (3, 2, 5) for MXNet's (2, 3, 5))
+    or an error of onnxruntime's. Here both are reshaped to matrices around the summed axis,
+    multiplied, and the product reshaped to MXNet's shape."""
+    name, input_names, attrs = _op_translations_opset12.get_inputs(node, kwargs)
+    a, b = input_names[:2]
+    trans_a = attrs.get("transpose_a", "False") in ("True", "true", "1")
+    trans_b = attrs.get("transpose_b", "False") in ("True", "true", "1")
+    last = np.iinfo(np.int64).max
+
+    def constant(value, hint):
+        return helper.make_node("Constant", [], [f"{name}_{hint}"], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), f"{name}_{hint}"))
+
+    def part(shape, start, end, out):
+        return helper.make_node("Slice", [shape, f"{name}_{start}", f"{name}_{end}"],
+                                [f"{name}_{out}"])
+    nodes = [constant([0], "zero"), constant([1], "one"), constant([-1], "minus_one"),
+             constant([last], "last"),
+             helper.make_node("Shape", [a], [name + "_a_shape"]),
+             helper.make_node("Shape", [b], [name + "_b_shape"])]
+    # the summed axis K, a's other axes, b's other axes
+    if trans_a:
+        nodes += [part(name + "_a_shape", "zero", "one", "k"),
+                  part(name + "_a_shape", "one", "last", "a_rest")]
+    else:
+        nodes += [part(name + "_a_shape", "minus_one", "last", "k"),
+                  part(name + "_a_shape", "zero", "minus_one", "a_rest")]
+    nodes.append(part(name + "_b_shape", "zero", "minus_one", "b_rest") if trans_b else
+                 part(name + "_b_shape", "one", "last", "b_rest"))
+    k_first = helper.make_node("Concat", [name + "_k", name + "_minus_one"], [name + "_k_n"],
+                               axis=0)
+    k_last = helper.make_node("Concat", [name + "_minus_one", name + "_k"], [name + "_n_k"],
+                              axis=0)
+    nodes += [k_first, k_last]
+    if trans_a:    # (K, M) -> (M, K)
+        nodes += [helper.make_node("Reshape", [a, name + "_k_n"], [name + "_a_km"]),
+                  helper.make_node("Transpose", [name + "_a_km"], [name + "_a2"], perm=[1, 0])]
+    else:
+        nodes.append(helper.make_node("Reshape", [a, name + "_n_k"], [name + "_a2"]))
+    if trans_b:    # (N, K) -> (K, N)
+        nodes += [helper.make_node("Reshape", [b, name + "_n_k"], [name + "_b_nk"]),
+                  helper.make_node("Transpose", [name + "_b_nk"], [name + "_b2"], perm=[1, 0])]
+    else:
+        nodes.append(helper.make_node("Reshape", [b, name + "_k_n"], [name + "_b2"]))
+    nodes += [
+        helper.make_node("MatMul", [name + "_a2", name + "_b2"], [name + "_product"]),
+        # a's other axes, b's, and a 1 kept only when there are none (MXNet has no rank 0)
+        helper.make_node("Concat", [name + "_a_rest", name + "_b_rest", name + "_one"],
+                         [name + "_padded"], axis=0),
+        helper.make_node("Size", [name + "_a_rest"], [name + "_n_a"]),
+        helper.make_node("Size", [name + "_b_rest"], [name + "_n_b"]),
+        helper.make_node("Add", [name + "_n_a", name + "_n_b"], [name + "_n"]),
+        helper.make_node("Reshape", [name + "_n", name + "_one"], [name + "_n1"]),
+        helper.make_node("Max", [name + "_n1", name + "_one"], [name + "_end"]),
+        helper.make_node("Slice", [name + "_padded", name + "_zero", name + "_end"],
+                         [name + "_out_shape"]),
+        helper.make_node("Reshape", [name + "_product", name + "_out_shape"], [name],
+                         name=name)]
+    return nodes
+
+
 _MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
 
@@ -341,6 +408,7 @@ def _register_missing_ops():
             MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
     MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
     MXNetGraph.register("slice", opset_version=12)(_convert_slice)
+    MXNetGraph.register("dot", opset_version=12)(_convert_dot)
     if "pick" not in table:
         MXNetGraph.register("pick", opset_version=12)(_convert_pick)
     for op in _MX2ONNX_ARG_EXTREME:
