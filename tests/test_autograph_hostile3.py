@@ -268,3 +268,43 @@ def test_dot_exports_as_mxnet_computes_it(shapes, kwargs):
     got, = session.run(None, dict(zip([i.name for i in session.get_inputs()], [a, b])))
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+class _Op(HybridBlock):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def hybrid_forward(self, F, x):
+        return self.fn(F, x)
+
+
+_X234 = np.random.RandomState(1).uniform(-1, 1, (2, 3, 4)).astype(np.float32)
+_LABELS = np.array([[1, -1], [-4, 3], [5, 0]], np.float32)
+
+
+@pytest.mark.parametrize("fn,x", [
+    # mx2onnx ignored exclude=True: the listed axes were reduced, silently
+    (lambda F, x: F.mean(x, axis=1, exclude=True), _X234),
+    (lambda F, x: F.sum(x, axis=(0, 2), exclude=True, keepdims=True), _X234),
+    (lambda F, x: F.max(x, axis=-1, exclude=True), _X234),
+    (lambda F, x: F.min(x, axis=(0,), exclude=True), _X234),
+    (lambda F, x: F.prod(x, axis=(1, 2), exclude=True), _X234),
+    (lambda F, x: F.mean(x, axis=1), _X234),
+    # ONNX's OneHot counted -1 from the end; MXNet's row is all off_value
+    (lambda F, x: F.one_hot(x, 4), _LABELS),
+    (lambda F, x: F.one_hot(x, 4, on_value=3, off_value=-1), _LABELS)],
+    ids=["mean_exclude", "sum_exclude_keepdims", "max_exclude_negative_axis", "min_exclude",
+         "prod_exclude", "mean", "one_hot_negative", "one_hot_on_off"])
+def test_reductions_and_one_hot_export_as_mxnet_computes_them(fn, x):
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+    want = _Op(fn)(mx.nd.array(x)).asnumpy()
+    net = _Op(fn)
+    net.hybridize()
+    model = export_onnx(net, [mx.nd.array(x)])
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    got, = session.run(None, {session.get_inputs()[0].name: x})
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -39,9 +39,10 @@ from .specs import _ENTRY_SPECS_KWARG
 #   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
 #   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress) and `pick`
 #   (-> GatherElements), its `dot` is numpy's matmul (silently other values and shapes for
-#   inputs over 2-D: `_convert_dot`), and its `Reshape` refuses the codes -3 (merge two axes)
-#   and -2 (keep the rest) but for a few fixed patterns;
-#   `_register_missing_ops` adds them (NOTE [reshape codes]).
+#   inputs over 2-D: `_convert_dot`), its reductions ignore `exclude=True` (`_excluding`),
+#   its `one_hot` counts negative indices from the end (`_convert_one_hot`), and its
+#   `Reshape` refuses the codes -3 (merge two axes) and -2 (keep the rest) but for a few
+#   fixed patterns; `_register_missing_ops` adds them (NOTE [reshape codes]).
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
 #   initializers are graph inputs too).  We drop them.
 # * Converters read only the attributes present in the JSON, and MXNet saves only explicitly
@@ -392,6 +393,53 @@ def _convert_dot(node, **kwargs):
     return nodes
 
 
+def _excluding(convert):
+    """A reduction's converter (sum, mean, prod, max, min) that also takes ``exclude=True``
+    (reduce the axes *not* listed), which mx2onnx's ignore: ``F.mean(x, axis=1,
+    exclude=True)`` of a (2, 3, 4) input exported as the mean over axis 1, (2, 4) for
+    MXNet's (3,), silently. The listed axes are replaced by the others, from the input's rank
+    (an input whose rank is known only at run time is refused)."""
+    def convert_reduction(node, **kwargs):
+        attrs = node.get("attrs", {})
+        if attrs.get("exclude", "False") not in ("True", "true", "1"):
+            return convert(node, **kwargs)
+        shape = ((kwargs.get(_ENTRY_SPECS_KWARG) or {}).get(tuple(node["inputs"][0][:2])) or
+                 (None, None))[0] or None
+        listed = _op_translations_opset12.convert_string_to_list(attrs.get("axis", "()")) \
+            if attrs.get("axis", "None") != "None" else []
+        if shape is None or not listed:
+            raise NotImplementedError(
+                f"{node['op']} with exclude=True " + ("of an input whose rank is known only "
+                                                      "at run time" if shape is None else
+                                                      "and no axis"))
+        listed = {a % len(shape) for a in listed}
+        others = tuple(a for a in range(len(shape)) if a not in listed)
+        if not others:
+            raise NotImplementedError(f"{node['op']} with exclude=True of every axis")
+        return convert(dict(node, attrs=dict(attrs, axis=str(others), exclude="False")),
+                       **kwargs)
+    return convert_reduction
+
+
+def _convert_one_hot(node, **kwargs):
+    """``one_hot`` with mx2onnx's converter, a negative index made out of range first: MXNet
+    gives a row of off_value for any index outside ``[0, depth)`` (a padding label -1 one-hot
+    encodes to zeros), ONNX's OneHot counts negative ones from the end (-1: the last class),
+    which exported silently other rows."""
+    nodes = _MX2ONNX_ONE_HOT(node, **kwargs)
+    cast, one_hot = nodes[-2:]
+    name = one_hot.output[0]
+    index = name + "_in_range"
+    extra = [helper.make_node("Constant", [], [name + "_zero"], value=numpy_helper.from_array(
+                 np.array([0], dtype=np.int64), name + "_zero")),
+             helper.make_node("Less", [cast.output[0], name + "_zero"], [name + "_negative"]),
+             helper.make_node("Where", [name + "_negative", one_hot.input[1], cast.output[0]],
+                              [index])]
+    one_hot.input[0] = index
+    return nodes[:-1] + extra + [one_hot]
+
+
+_MX2ONNX_ONE_HOT = MXNetGraph.registry_[12]["one_hot"]
 _MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
 
@@ -409,6 +457,12 @@ def _register_missing_ops():
     MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
     MXNetGraph.register("slice", opset_version=12)(_convert_slice)
     MXNetGraph.register("dot", opset_version=12)(_convert_dot)
+    MXNetGraph.register("one_hot", opset_version=12)(_convert_one_hot)
+    for version in (12, 13):
+        for op in ("sum", "mean", "prod", "max", "min"):
+            if op in MXNetGraph.registry_.get(version, {}):
+                MXNetGraph.register(op, opset_version=version)(
+                    _excluding(MXNetGraph.registry_[version][op]))
     if "pick" not in table:
         MXNetGraph.register("pick", opset_version=12)(_convert_pick)
     for op in _MX2ONNX_ARG_EXTREME:
