@@ -293,10 +293,17 @@ _LABELS = np.array([[1, -1], [-4, 3], [5, 0]], np.float32)
     (lambda F, x: F.mean(x, axis=1), _X234),
     # ONNX's OneHot counted -1 from the end; MXNet's row is all off_value
     (lambda F, x: F.one_hot(x, 4), _LABELS),
-    (lambda F, x: F.one_hot(x, 4, on_value=3, off_value=-1), _LABELS)],
+    (lambda F, x: F.one_hot(x, 4, on_value=3, off_value=-1), _LABELS),
+    # ONNX's Gather read row -1 from the end (MXNet clips to row 0), failed on 5
+    (lambda F, x: F.Embedding(x, F.reshape(F.arange(8), (4, 2)), input_dim=4, output_dim=2),
+     _LABELS),
+    # a 0 in broadcast_to's shape keeps the input's dimension (Expand failed on it)
+    (lambda F, x: F.broadcast_to(x, shape=(0, 5)), _LABELS[:, :1]),
+    (lambda F, x: F.broadcast_to(x, shape=(2, 0, 4)), _X234[:1, :, :1])],
     ids=["mean_exclude", "sum_exclude_keepdims", "max_exclude_negative_axis", "min_exclude",
-         "prod_exclude", "mean", "one_hot_negative", "one_hot_on_off"])
-def test_reductions_and_one_hot_export_as_mxnet_computes_them(fn, x):
+         "prod_exclude", "mean", "one_hot_negative", "one_hot_on_off", "embedding_clips",
+         "broadcast_to_keeps", "broadcast_to_keeps_3d"])
+def test_ops_export_as_mxnet_computes_them(fn, x):
     import onnxruntime as ort
     from gluon_cf.export import export_onnx
     want = _Op(fn)(mx.nd.array(x)).asnumpy()

@@ -40,7 +40,9 @@ from .specs import _ENTRY_SPECS_KWARG
 #   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress) and `pick`
 #   (-> GatherElements), its `dot` is numpy's matmul (silently other values and shapes for
 #   inputs over 2-D: `_convert_dot`), its reductions ignore `exclude=True` (`_excluding`),
-#   its `one_hot` counts negative indices from the end (`_convert_one_hot`), and its
+#   its `one_hot` counts negative indices from the end (`_convert_one_hot`), its
+#   `Embedding` reads them from the end too (MXNet clips: `_convert_embedding`), its
+#   `broadcast_to` takes a 0 in the shape as a size (`_convert_broadcast_to`), and its
 #   `Reshape` refuses the codes -3 (merge two axes) and -2 (keep the rest) but for a few
 #   fixed patterns; `_register_missing_ops` adds them (NOTE [reshape codes]).
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
@@ -439,7 +441,50 @@ def _convert_one_hot(node, **kwargs):
     return nodes[:-1] + extra + [one_hot]
 
 
+def _convert_embedding(node, **kwargs):
+    """``Embedding`` with mx2onnx's converter, its indices clipped to ``[0, input_dim - 1]``
+    first as MXNet clips them (an index -1, a padding id, reads row 0): ONNX's Gather read
+    row -1 from the end, silently, and failed the run on an index past the end."""
+    nodes, dtypes = _MX2ONNX_EMBEDDING(node, **kwargs)
+    cast, gather = nodes
+    name = gather.output[0]
+
+    def constant(value, hint):
+        return helper.make_node("Constant", [], [f"{name}_{hint}"], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), f"{name}_{hint}"))
+    extra = [constant([0], "zero"), constant([1], "one"),
+             helper.make_node("Shape", [gather.input[0]], [name + "_weight_shape"]),
+             helper.make_node("Slice", [name + "_weight_shape", name + "_zero", name + "_one"],
+                              [name + "_rows"]),
+             helper.make_node("Sub", [name + "_rows", name + "_one"], [name + "_top"]),
+             helper.make_node("Max", [cast.output[0], name + "_zero"], [name + "_low"]),
+             helper.make_node("Min", [name + "_low", name + "_top"], [name + "_in_range"])]
+    gather.input[1] = name + "_in_range"
+    return [cast] + extra + [gather], dtypes
+
+
+def _convert_broadcast_to(node, **kwargs):
+    """``broadcast_to`` whose shape holds a 0 (MXNet: keep that dimension of the input), which
+    mx2onnx passed to Expand as a 0 (an error of onnxruntime's): each 0 is replaced by the
+    input's dimension when the model runs. Other shapes go to mx2onnx's converter."""
+    shape = _op_translations_opset12.convert_string_to_list(node["attrs"]["shape"])
+    if 0 not in shape:
+        return _MX2ONNX_BROADCAST_TO(node, **kwargs)
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    return [helper.make_node("Constant", [], [name + "_given"], value=numpy_helper.from_array(
+                np.array(shape, dtype=np.int64), name + "_given")),
+            helper.make_node("Constant", [], [name + "_zero"], value=numpy_helper.from_array(
+                np.array([0], dtype=np.int64), name + "_zero")),
+            helper.make_node("Shape", [input_names[0]], [name + "_in_shape"]),
+            helper.make_node("Equal", [name + "_given", name + "_zero"], [name + "_kept"]),
+            helper.make_node("Where", [name + "_kept", name + "_in_shape", name + "_given"],
+                             [name + "_shape"]),
+            helper.make_node("Expand", [input_names[0], name + "_shape"], [name], name=name)]
+
+
 _MX2ONNX_ONE_HOT = MXNetGraph.registry_[12]["one_hot"]
+_MX2ONNX_EMBEDDING = MXNetGraph.registry_[12]["Embedding"]
+_MX2ONNX_BROADCAST_TO = MXNetGraph.registry_[12]["broadcast_to"]
 _MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
 
@@ -458,6 +503,8 @@ def _register_missing_ops():
     MXNetGraph.register("slice", opset_version=12)(_convert_slice)
     MXNetGraph.register("dot", opset_version=12)(_convert_dot)
     MXNetGraph.register("one_hot", opset_version=12)(_convert_one_hot)
+    MXNetGraph.register("Embedding", opset_version=12)(_convert_embedding)
+    MXNetGraph.register("broadcast_to", opset_version=12)(_convert_broadcast_to)
     for version in (12, 13):
         for op in ("sum", "mean", "prod", "max", "min"):
             if op in MXNetGraph.registry_.get(version, {}):
