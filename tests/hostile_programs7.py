@@ -372,3 +372,40 @@ class EmptyMaskFailsThenWorks(HybridBlock):
         for r in kept:
             h = h + r
         return h
+
+
+# ------------------------------------------------------------------------- failures inside loops
+
+_POS = np.abs(_rand(3, 4)) + 0.1
+_ONE_ROW_NEGATIVE = np.concatenate([_POS[:1], -_POS[1:2], _POS[2:]])
+
+
+@program([_POS], [_ONE_ROW_NEGATIVE], [_POS * 2], [-_POS[:2]], [_POS[:2]])
+class RowMaxOfPositivesFailsInsideLoop(HybridBlock):
+    """Per row, the max of its positive entries: a row with none fails inside the loop's
+    body (MXNet cannot take the max of no element), then the next call works."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for r in x:
+            pos = F.contrib.boolean_mask(r, r > 0)
+            h = h + F.max(pos) * r
+        return h
+
+
+@program([_POS, np.array([2], np.float32)], [_POS, np.array([0], np.float32)],
+         [_POS * 0.5, np.array([3], np.float32)])
+class WhileCollectsThenStacksSteps(HybridBlock):
+    """A while that collects its steps for F.stack: zero steps (no row to stack) fail as
+    plain Python fails, then calls with steps work."""
+    NO_GRAD = (1,)
+
+    @autograph(max_iterations=4)
+    def hybrid_forward(self, F, x, n):
+        i = F.zeros((1,))
+        rows = []
+        while i < n:
+            rows.append(F.take(x, i).reshape((-1,)) * (i + 1))
+            i = i + 1
+        return F.stack(*rows)
