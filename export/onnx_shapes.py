@@ -85,7 +85,9 @@ def _source_of_failing_node(sym, err):
     ("Error in operator <name>:"), searched in ``sym`` and its gluon_cf nodes' subgraphs, or
     ``""``: the dynamic axes a model cannot take are the user's to read at their line."""
     named = re.search(r"Error in operator (\S+?):", str(err))
-    graphs = [json.loads(sym.tojson())] if named else []
+    if named is None:
+        return ""
+    graphs = [json.loads(sym.tojson())]
     while graphs:
         for node in graphs.pop()["nodes"]:
             if node["name"] == named.group(1) and node.get("attrs", {}).get(SOURCE_ATTR):

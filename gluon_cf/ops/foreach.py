@@ -68,7 +68,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     step = _Step(body, data_fmt, states_fmt)
     if mode == "symbol":
         return _foreach_symbolic(step, flat_data, flat_states, name, remat,
-                                 getattr(body, "runs_no_step_on_empty_data", False))
+                                 getattr(body, NO_STEP_ON_EMPTY_DATA, False))
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
     if _remat.applies(remat):
@@ -143,6 +143,10 @@ def _remat_outputs(loop_, result):
     return flat[:len(outputs)], flat[len(outputs):]
 
 
+# The attribute a converted for's body carries (NOTE [a foreach of no step])
+NO_STEP_ON_EMPTY_DATA = "runs_no_step_on_empty_data"
+
+
 def _check_lengths(lengths, where=None, num_out=None):
     """``num_out``: the body's per-step outputs, given for a converted ``for`` (NOTE [a foreach
     of no step])."""
@@ -165,7 +169,7 @@ def _check_lengths(lengths, where=None, num_out=None):
 #     unknown there; hybridized, a body of states only once ran no step while the same call
 #     eagerly refused: a block's result depended on hybridize(), issue 24). A ``for`` over a
 #     tensor that autograph converts is plain Python eagerly, where no row runs no step: its
-#     foreach (``runs_no_step_on_empty_data`` on its body, the spec's ``no_steps_ok``) runs no
+#     foreach (``NO_STEP_ON_EMPTY_DATA`` set on its body, the spec's ``no_steps_ok``) runs no
 #     step when it collects no rows, its states unchanged (``for r in
 #     F.contrib.boolean_mask(x, m)`` whose mask keeps nothing).
 
