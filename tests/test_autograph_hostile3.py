@@ -316,3 +316,38 @@ def test_ops_export_as_mxnet_computes_them(fn, x):
     got, = session.run(None, {session.get_inputs()[0].name: x})
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _parameter_gradients(net, arrays, plain):
+    for param in net.collect_params().values():
+        param.zero_grad()
+    hostile_harness._run(net, arrays, plain)
+    return {name: param.grad().asnumpy().copy()
+            for name, param in sorted(net._collect_params_with_prefix().items())}
+
+
+@pytest.mark.parametrize("block_class", [
+    c for c in PROGRAMS if hostile_harness._make(c).collect_params()], ids=lambda c: c.__name__)
+def test_parameter_gradients_of_one_hybridized_block_equal_plain_python(block_class):
+    """hostile_harness compares input gradients; the parameters' gradients too, here: of one
+    hybridized block called on every input list in turn (call history), against plain Python
+    on a fresh block each call."""
+    if _classified(block_class)["hybrid"][0] != "equal":
+        pytest.skip("refused hybridized (test_hostile_program_... checks the refusal)")
+    wants = []
+    for arrays in PROGRAMS[block_class]:
+        try:
+            wants.append(_parameter_gradients(hostile_harness._make(block_class), arrays, True))
+        except mx.MXNetError:
+            wants.append(None)   # (what plain MXNet cannot run: the refusal is checked above)
+    # (made after the plain blocks: a deferred parameter draws its values at the first call)
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    for arrays, want in zip(PROGRAMS[block_class], wants):
+        if want is None:
+            continue
+        got = _parameter_gradients(net, arrays, False)
+        assert list(got) == list(want)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5,
+                                       err_msg=name)
