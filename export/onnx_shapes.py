@@ -17,6 +17,7 @@ NOTE [shape plan]
 """
 import contextvars
 import json
+import re
 
 from typing import Dict, List, Optional, Set, Tuple, Union
 
@@ -24,7 +25,7 @@ import mxnet as mx
 
 from gluon_cf import registry
 from gluon_cf.errors import mxnet_message
-from gluon_cf.operators import DYNAMIC_SHAPE_OPS
+from gluon_cf.operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR
 
 from .artifact_format import first_line
 
@@ -68,7 +69,8 @@ def shape_plan(sym, params, examples, dims):
                 raise ValueError(f"export_onnx: MXNet cannot infer the model's shapes for the "
                                  f"example inputs {base}: {mxnet_message(first_line(err))}") from None
             raise ValueError(
-                f"export_onnx: the model's shapes do not allow the dynamic axes "
+                f"{_source_of_failing_node(sym, err)}export_onnx: the model's shapes do not "
+                f"allow the dynamic axes "
                 f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
                 f"fail: {mxnet_message(first_line(err))}); remove those axes from dynamic_axes, or give "
                 f"axes that must stay equal the same dim name") from None
@@ -76,6 +78,24 @@ def shape_plan(sym, params, examples, dims):
                tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
                for pair in zip(*runs)]
     return plan, outputs
+
+
+def _source_of_failing_node(sym, err):
+    """``"file:line: "`` of the user's code that made the node MXNet's error ``err`` names
+    ("Error in operator <name>:"), searched in ``sym`` and its gluon_cf nodes' subgraphs, or
+    ``""``: the dynamic axes a model cannot take are the user's to read at their line."""
+    named = re.search(r"Error in operator (\S+?):", str(err))
+    if named is None:
+        return ""
+    graphs = [json.loads(sym.tojson())]
+    while graphs:
+        for node in graphs.pop()["nodes"]:
+            if node["name"] == named.group(1) and node.get("attrs", {}).get(SOURCE_ATTR):
+                return f"{node['attrs'][SOURCE_ATTR]}: "
+            if registry.kind_of(node) is not None:
+                graphs += [json.loads(g["json"]) for g in
+                           json.loads(node["attrs"]["spec"]).get("graphs", {}).values()]
+    return ""
 
 
 def _collect_shapes(sym, arg_shapes, plan, where):
@@ -163,7 +183,10 @@ def _infer_shapes(sym, arg_shapes, where):
     given = {name: tuple(0 if d is None else d for d in shape)
              for name, shape in arg_shapes.items() if name in known and shape}
     args, out_shapes, _ = sym.infer_shape_partial(**given)
-    run_time_inputs = any(not registry.is_complete(s) for s in given.values())
+    # (a slot of no known shape, not even its rank, reads a value of run-time shape: the
+    # max over boolean_mask's rows; MXNet infers boolean_mask's output as rank unknown)
+    run_time_inputs = any(not registry.is_complete(s) for s in given.values()) or \
+        any(name in known and not shape for name, shape in arg_shapes.items())
     if any(not registry.is_complete(s) for s in args or []) and not run_time_inputs \
             and not _run_time_shapes(sym):
         raise ValueError(f"shapes in {where} are not fully determined by the inputs")

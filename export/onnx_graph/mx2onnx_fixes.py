@@ -1,7 +1,7 @@
 """What mx2onnx (MXNet 1.9.1's ONNX converters) gets wrong or lacks, fixed once at import:
 its converter modules are given an ``onnx`` that still has ``onnx.mapping``, and converters are
-registered for the comparisons and ``boolean_mask`` it lacks and for the ``Reshape`` codes it
-refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
+registered for the comparisons, ``boolean_mask`` and ``pick`` it lacks and for the ``Reshape``
+codes it refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
 writes a converter."""
 import types
 
@@ -37,9 +37,14 @@ from .specs import _ENTRY_SPECS_KWARG
 #   shadow.  A name defined twice within one graph is reported (rename the MXNet node).
 # * mx2onnx has no converters for the elementwise comparisons (`a < b` of two Symbols:
 #   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
-#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress), and its `Reshape`
-#   refuses the codes -3 (merge two axes) and -2 (keep the rest) but for a few fixed patterns;
-#   `_register_missing_ops` adds them (NOTE [reshape codes]).
+#   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress) and `pick`
+#   (-> GatherElements), its `dot` is numpy's matmul (silently other values and shapes for
+#   inputs over 2-D: `_convert_dot`), its reductions ignore `exclude=True` (`_excluding`),
+#   its `one_hot` counts negative indices from the end (`_convert_one_hot`), its
+#   `Embedding` reads them from the end too (MXNet clips: `_convert_embedding`), its
+#   `broadcast_to` takes a 0 in the shape as a size (`_convert_broadcast_to`), and its
+#   `Reshape` refuses the codes -3 (merge two axes) and -2 (keep the rest) but for a few
+#   fixed patterns; `_register_missing_ops` adds them (NOTE [reshape codes]).
 # * Converters may return ValueInfoProtos for the constants they add (IR < 4 style, where
 #   initializers are graph inputs too).  We drop them.
 # * Converters read only the attributes present in the JSON, and MXNet saves only explicitly
@@ -274,6 +279,212 @@ def _convert_slice(node, **kwargs):
     return nodes
 
 
+def _convert_pick(node, **kwargs):
+    """``pick(data, index, axis, mode, keepdims)`` (gluonnlp's losses and beam searches read
+    one class per row with it), which mx2onnx lacks: the index cast to int64, clipped to
+    ``[0, n - 1]`` (mode 'clip', MXNet's default) or taken modulo ``n`` ('wrap'), reshaped to
+    data's shape with 1 on ``axis``, GatherElements; without keepdims, the index's shape
+    (data's without ``axis``, as MXNet's output). An axis of None (pick over the flattened
+    data) stays refused."""
+    attrs = node.get("attrs", {})
+    if attrs.get("axis", "-1") == "None":
+        raise NotImplementedError("pick with axis=None")
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    data, index = input_names[:2]
+    axis = int(attrs.get("axis", "-1"))
+    keepdims = attrs.get("keepdims", "False") in ("True", "true", "1")
+    last = np.iinfo(np.int64).max
+
+    def constant(value, hint):
+        return helper.make_node("Constant", [], [f"{name}_{hint}"], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), f"{name}_{hint}"))
+    nodes = [
+        constant([0], "zero"), constant([axis], "axis"), constant([1], "one"),
+        constant([axis + 1 if axis != -1 else last], "after"), constant([last], "last"),
+        helper.make_node("Shape", [data], [name + "_shape"]),
+        helper.make_node("Slice", [name + "_shape", name + "_axis", name + "_after"],
+                         [name + "_n"]),
+        helper.make_node("Cast", [index], [name + "_raw"], to=onnx.TensorProto.INT64)]
+    if attrs.get("mode", "clip") == "wrap":
+        nodes.append(helper.make_node("Mod", [name + "_raw", name + "_n"], [name + "_index"]))
+    else:
+        nodes += [helper.make_node("Sub", [name + "_n", name + "_one"], [name + "_top"]),
+                  helper.make_node("Max", [name + "_raw", name + "_zero"], [name + "_low"]),
+                  helper.make_node("Min", [name + "_low", name + "_top"], [name + "_index"])]
+    nodes += [
+        helper.make_node("Slice", [name + "_shape", name + "_zero", name + "_axis"],
+                         [name + "_before"]),
+        helper.make_node("Slice", [name + "_shape", name + "_after", name + "_last"],
+                         [name + "_rest"]),
+        helper.make_node("Concat", [name + "_before", name + "_one", name + "_rest"],
+                         [name + "_kept_shape"], axis=0),
+        helper.make_node("Reshape", [name + "_index", name + "_kept_shape"], [name + "_at"]),
+        helper.make_node("GatherElements", [data, name + "_at"],
+                         [name + ("" if keepdims else "_kept")], axis=axis,
+                         **({"name": name} if keepdims else {}))]
+    if not keepdims:
+        nodes += [helper.make_node("Shape", [index], [name + "_out_shape"]),
+                  helper.make_node("Reshape", [name + "_kept", name + "_out_shape"], [name],
+                                   name=name)]
+    return nodes
+
+
+def _convert_dot(node, **kwargs):
+    """``dot(a, b, transpose_a, transpose_b)`` as MXNet computes it for inputs of any rank:
+    the sum over a's last axis (its first, with transpose_a) and b's first (its last, with
+    transpose_b), the output's shape a's other axes then b's, (1,) when none are left. mx2onnx
+    emits Transpose + MatMul, which is numpy's matmul: for inputs over 2-D another shape and
+    other values, silently (a (4, 2, 3) with transpose_a gave (3, 2, 5) for MXNet's (2, 3, 5))
+    or an error of onnxruntime's. Here both are reshaped to matrices around the summed axis,
+    multiplied, and the product reshaped to MXNet's shape."""
+    name, input_names, attrs = _op_translations_opset12.get_inputs(node, kwargs)
+    a, b = input_names[:2]
+    trans_a = attrs.get("transpose_a", "False") in ("True", "true", "1")
+    trans_b = attrs.get("transpose_b", "False") in ("True", "true", "1")
+    last = np.iinfo(np.int64).max
+
+    def constant(value, hint):
+        return helper.make_node("Constant", [], [f"{name}_{hint}"], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), f"{name}_{hint}"))
+
+    def part(shape, start, end, out):
+        return helper.make_node("Slice", [shape, f"{name}_{start}", f"{name}_{end}"],
+                                [f"{name}_{out}"])
+    nodes = [constant([0], "zero"), constant([1], "one"), constant([-1], "minus_one"),
+             constant([last], "last"),
+             helper.make_node("Shape", [a], [name + "_a_shape"]),
+             helper.make_node("Shape", [b], [name + "_b_shape"])]
+    # the summed axis K, a's other axes, b's other axes
+    if trans_a:
+        nodes += [part(name + "_a_shape", "zero", "one", "k"),
+                  part(name + "_a_shape", "one", "last", "a_rest")]
+    else:
+        nodes += [part(name + "_a_shape", "minus_one", "last", "k"),
+                  part(name + "_a_shape", "zero", "minus_one", "a_rest")]
+    nodes.append(part(name + "_b_shape", "zero", "minus_one", "b_rest") if trans_b else
+                 part(name + "_b_shape", "one", "last", "b_rest"))
+    k_first = helper.make_node("Concat", [name + "_k", name + "_minus_one"], [name + "_k_n"],
+                               axis=0)
+    k_last = helper.make_node("Concat", [name + "_minus_one", name + "_k"], [name + "_n_k"],
+                              axis=0)
+    nodes += [k_first, k_last]
+    if trans_a:    # (K, M) -> (M, K)
+        nodes += [helper.make_node("Reshape", [a, name + "_k_n"], [name + "_a_km"]),
+                  helper.make_node("Transpose", [name + "_a_km"], [name + "_a2"], perm=[1, 0])]
+    else:
+        nodes.append(helper.make_node("Reshape", [a, name + "_n_k"], [name + "_a2"]))
+    if trans_b:    # (N, K) -> (K, N)
+        nodes += [helper.make_node("Reshape", [b, name + "_n_k"], [name + "_b_nk"]),
+                  helper.make_node("Transpose", [name + "_b_nk"], [name + "_b2"], perm=[1, 0])]
+    else:
+        nodes.append(helper.make_node("Reshape", [b, name + "_k_n"], [name + "_b2"]))
+    nodes += [
+        helper.make_node("MatMul", [name + "_a2", name + "_b2"], [name + "_product"]),
+        # a's other axes, b's, and a 1 kept only when there are none (MXNet has no rank 0)
+        helper.make_node("Concat", [name + "_a_rest", name + "_b_rest", name + "_one"],
+                         [name + "_padded"], axis=0),
+        helper.make_node("Size", [name + "_a_rest"], [name + "_n_a"]),
+        helper.make_node("Size", [name + "_b_rest"], [name + "_n_b"]),
+        helper.make_node("Add", [name + "_n_a", name + "_n_b"], [name + "_n"]),
+        helper.make_node("Reshape", [name + "_n", name + "_one"], [name + "_n1"]),
+        helper.make_node("Max", [name + "_n1", name + "_one"], [name + "_end"]),
+        helper.make_node("Slice", [name + "_padded", name + "_zero", name + "_end"],
+                         [name + "_out_shape"]),
+        helper.make_node("Reshape", [name + "_product", name + "_out_shape"], [name],
+                         name=name)]
+    return nodes
+
+
+def _excluding(convert):
+    """A reduction's converter (sum, mean, prod, max, min) that also takes ``exclude=True``
+    (reduce the axes *not* listed), which mx2onnx's ignore: ``F.mean(x, axis=1,
+    exclude=True)`` of a (2, 3, 4) input exported as the mean over axis 1, (2, 4) for
+    MXNet's (3,), silently. The listed axes are replaced by the others, from the input's rank
+    (an input whose rank is known only at run time is refused)."""
+    def convert_reduction(node, **kwargs):
+        attrs = node.get("attrs", {})
+        if attrs.get("exclude", "False") not in ("True", "true", "1"):
+            return convert(node, **kwargs)
+        shape = ((kwargs.get(_ENTRY_SPECS_KWARG) or {}).get(tuple(node["inputs"][0][:2])) or
+                 (None, None))[0] or None
+        listed = _op_translations_opset12.convert_string_to_list(attrs.get("axis", "()")) \
+            if attrs.get("axis", "None") != "None" else []
+        if shape is None or not listed:
+            raise NotImplementedError(
+                f"{node['op']} with exclude=True " + ("of an input whose rank is known only "
+                                                      "at run time" if shape is None else
+                                                      "and no axis"))
+        listed = {a % len(shape) for a in listed}
+        others = tuple(a for a in range(len(shape)) if a not in listed)
+        if not others:
+            raise NotImplementedError(f"{node['op']} with exclude=True of every axis")
+        return convert(dict(node, attrs=dict(attrs, axis=str(others), exclude="False")),
+                       **kwargs)
+    return convert_reduction
+
+
+def _convert_one_hot(node, **kwargs):
+    """``one_hot`` with mx2onnx's converter, a negative index made out of range first: MXNet
+    gives a row of off_value for any index outside ``[0, depth)`` (a padding label -1 one-hot
+    encodes to zeros), ONNX's OneHot counts negative ones from the end (-1: the last class),
+    which exported silently other rows."""
+    nodes = _MX2ONNX_ONE_HOT(node, **kwargs)
+    cast, one_hot = nodes[-2:]
+    name = one_hot.output[0]
+    index = name + "_in_range"
+    extra = [helper.make_node("Constant", [], [name + "_zero"], value=numpy_helper.from_array(
+                 np.array([0], dtype=np.int64), name + "_zero")),
+             helper.make_node("Less", [cast.output[0], name + "_zero"], [name + "_negative"]),
+             helper.make_node("Where", [name + "_negative", one_hot.input[1], cast.output[0]],
+                              [index])]
+    one_hot.input[0] = index
+    return nodes[:-1] + extra + [one_hot]
+
+
+def _convert_embedding(node, **kwargs):
+    """``Embedding`` with mx2onnx's converter, its indices clipped to ``[0, input_dim - 1]``
+    first as MXNet clips them (an index -1, a padding id, reads row 0): ONNX's Gather read
+    row -1 from the end, silently, and failed the run on an index past the end."""
+    nodes, dtypes = _MX2ONNX_EMBEDDING(node, **kwargs)
+    cast, gather = nodes
+    name = gather.output[0]
+
+    def constant(value, hint):
+        return helper.make_node("Constant", [], [f"{name}_{hint}"], value=numpy_helper.from_array(
+            np.array(value, dtype=np.int64), f"{name}_{hint}"))
+    extra = [constant([0], "zero"), constant([1], "one"),
+             helper.make_node("Shape", [gather.input[0]], [name + "_weight_shape"]),
+             helper.make_node("Slice", [name + "_weight_shape", name + "_zero", name + "_one"],
+                              [name + "_rows"]),
+             helper.make_node("Sub", [name + "_rows", name + "_one"], [name + "_top"]),
+             helper.make_node("Max", [cast.output[0], name + "_zero"], [name + "_low"]),
+             helper.make_node("Min", [name + "_low", name + "_top"], [name + "_in_range"])]
+    gather.input[1] = name + "_in_range"
+    return [cast] + extra + [gather], dtypes
+
+
+def _convert_broadcast_to(node, **kwargs):
+    """``broadcast_to`` whose shape holds a 0 (MXNet: keep that dimension of the input), which
+    mx2onnx passed to Expand as a 0 (an error of onnxruntime's): each 0 is replaced by the
+    input's dimension when the model runs. Other shapes go to mx2onnx's converter."""
+    shape = _op_translations_opset12.convert_string_to_list(node["attrs"]["shape"])
+    if 0 not in shape:
+        return _MX2ONNX_BROADCAST_TO(node, **kwargs)
+    name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
+    return [helper.make_node("Constant", [], [name + "_given"], value=numpy_helper.from_array(
+                np.array(shape, dtype=np.int64), name + "_given")),
+            helper.make_node("Constant", [], [name + "_zero"], value=numpy_helper.from_array(
+                np.array([0], dtype=np.int64), name + "_zero")),
+            helper.make_node("Shape", [input_names[0]], [name + "_in_shape"]),
+            helper.make_node("Equal", [name + "_given", name + "_zero"], [name + "_kept"]),
+            helper.make_node("Where", [name + "_kept", name + "_in_shape", name + "_given"],
+                             [name + "_shape"]),
+            helper.make_node("Expand", [input_names[0], name + "_shape"], [name], name=name)]
+
+
+_MX2ONNX_ONE_HOT = MXNetGraph.registry_[12]["one_hot"]
+_MX2ONNX_EMBEDDING = MXNetGraph.registry_[12]["Embedding"]
+_MX2ONNX_BROADCAST_TO = MXNetGraph.registry_[12]["broadcast_to"]
 _MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
 
@@ -290,6 +501,17 @@ def _register_missing_ops():
             MXNetGraph.register(op, opset_version=12)(_convert_scalar_comparison)
     MXNetGraph.register("Reshape", opset_version=12)(_convert_reshape)
     MXNetGraph.register("slice", opset_version=12)(_convert_slice)
+    MXNetGraph.register("dot", opset_version=12)(_convert_dot)
+    MXNetGraph.register("one_hot", opset_version=12)(_convert_one_hot)
+    MXNetGraph.register("Embedding", opset_version=12)(_convert_embedding)
+    MXNetGraph.register("broadcast_to", opset_version=12)(_convert_broadcast_to)
+    for version in (12, 13):
+        for op in ("sum", "mean", "prod", "max", "min"):
+            if op in MXNetGraph.registry_.get(version, {}):
+                MXNetGraph.register(op, opset_version=version)(
+                    _excluding(MXNetGraph.registry_[version][op]))
+    if "pick" not in table:
+        MXNetGraph.register("pick", opset_version=12)(_convert_pick)
     for op in _MX2ONNX_ARG_EXTREME:
         MXNetGraph.register(op, opset_version=12)(_convert_arg_extreme)
 

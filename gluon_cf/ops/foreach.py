@@ -67,7 +67,8 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     remat = _remat.check_remat(OP, remat)
     step = _Step(body, data_fmt, states_fmt)
     if mode == "symbol":
-        return _foreach_symbolic(step, flat_data, flat_states, name, remat)
+        return _foreach_symbolic(step, flat_data, flat_states, name, remat,
+                                 getattr(body, NO_STEP_ON_EMPTY_DATA, False))
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
     if _remat.applies(remat):
@@ -142,23 +143,38 @@ def _remat_outputs(loop_, result):
     return flat[:len(outputs)], flat[len(outputs):]
 
 
+# The attribute a converted for's body carries (NOTE [a foreach of no step])
+NO_STEP_ON_EMPTY_DATA = "runs_no_step_on_empty_data"
+
+
 def _check_lengths(lengths, where=None, num_out=None):
-    """``num_out``: the body's per-step outputs, when known (a traced body): a loop of states
-    only runs no step on empty data, its states unchanged (a converted ``for r in
-    F.contrib.boolean_mask(x, m)`` whose mask keeps nothing, issue 24)."""
+    """``num_out``: the body's per-step outputs, given for a converted ``for`` (NOTE [a foreach
+    of no step])."""
     at = " at %s" % where if where else ""
     if len(set(lengths)) > 1:
         raise ValueError("gluon_cf.foreach%s: all data arrays must have the same length along "
                          "axis 0, got %s" % (at, ", ".join("data[%d]: %d" % (i, n)
                                                            for i, n in enumerate(lengths))))
     if lengths[0] == 0 and num_out != 0:
-        # (MXNet's eager foreach fails on no step too, with an UnboundLocalError)
         raise ValueError("gluon_cf.foreach%s: data has length 0 along axis 0; at least one step "
                          "is required (its outputs would have no step to take their shape "
-                         "from): skip the call for empty data" % at)
+                         "from, and MXNet's own foreach fails on no step too): skip the call "
+                         "for empty data" % at)
 
 
-def _foreach_symbolic(step, flat_data, flat_states, name, remat=False):
+# NOTE [a foreach of no step]
+#     MXNet 1.9.1's F.contrib.foreach fails on data of length 0, eagerly (an UnboundLocalError)
+#     and in a graph, whatever its body returns; gluon_cf.foreach called by the user refuses
+#     it alike, eager and hybridized (its eager body has not run, so what it would return is
+#     unknown there; hybridized, a body of states only once ran no step while the same call
+#     eagerly refused: a block's result depended on hybridize(), issue 24). A ``for`` over a
+#     tensor that autograph converts is plain Python eagerly, where no row runs no step: its
+#     foreach (``NO_STEP_ON_EMPTY_DATA`` set on its body, the spec's ``no_steps_ok``) runs no
+#     step when it collects no rows, its states unchanged (``for r in
+#     F.contrib.boolean_mask(x, m)`` whose mask keeps nothing).
+
+
+def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_ok=False):
     num_data, num_states = len(flat_data), len(flat_states)
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
     num_out = body_g.num_outputs - num_states
@@ -169,6 +185,8 @@ def _foreach_symbolic(step, flat_data, flat_states, name, remat=False):
     if remat:
         spec["remat"] = _remat.to_text(remat)
         spec["remat_where"] = user_location() or ""
+    if no_steps_ok:
+        spec["no_steps_ok"] = True
     outputs = _node.make_node(OP, flat_data + flat_states + captured, spec, name,
                               user_location())
     return (regroup(outputs[:num_out], step.out_fmt),
@@ -286,7 +304,8 @@ class ForeachRule(registry.Rule):
 
     kind = OP
     spec_fields = {"num_data": "count", "num_states": "count", "num_out_data": "count",
-                   "remat": "optional text", "remat_where": "optional text"}
+                   "remat": "optional text", "remat_where": "optional text",
+                   "no_steps_ok": "optional flag"}
     graph_roles = ("body",)
     outputs_graph = "body"
     # A data shape with unknown dimensions (MXNet's 0, ``infer_shape_partial``) still gives
@@ -335,7 +354,7 @@ class ForeachRule(registry.Rule):
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
             _check_lengths([d.shape[0] for d in data], _node.where_created(node.spec.get("node")),
-                           node.spec["num_out_data"])
+                           node.spec["num_out_data"] if node.spec.get("no_steps_ok") else None)
         if length == 0 and ns:    # no step: the states as they came in, computed as copies
             return [mx.nd.identity(s) for s in states]
         if ns == 0:

@@ -22,7 +22,7 @@ NOTE [autograph loops]
 import mxnet as mx
 
 from ...ops.cond import cond
-from ...ops.foreach import foreach
+from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
 from ...ops.while_loop import warn_truncation, while_loop
 from ..errors import AutographError, node_name, python_value, read_by
 from .carried import Carried, described, holds_arrays, spec_of
@@ -345,6 +345,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         _check_loop_vars(values, new, names, where, "for")
         return step_rows(result[count:], where), carried.arrays(new) + \
             ([states[-1] + 1] if counted else [])
+    setattr(step, NO_STEP_ON_EMPTY_DATA, True)   # NOTE [a foreach of no step]
     rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
                           name=node_name(where, "for"))
     final = list(final)
