@@ -189,3 +189,22 @@ def program_registry():
             return cls
         return register
     return programs, program
+
+
+def cached_classifier(programs, files):
+    """``classified(block_class)``: :func:`classify` of a program of ``programs`` (its refusals
+    located in ``files``), once per test session."""
+    results = {}
+
+    def classified(block_class):
+        if block_class not in results:
+            results[block_class] = classify(block_class, programs[block_class], files)
+        return results[block_class]
+    return classified
+
+
+def not_equal_or_refused(result):
+    """The modes of a :func:`classify` result that neither equal the oracle nor are a clean
+    refusal at the user's line."""
+    return {mode: detail for mode, (kind, detail) in result.items()
+            if kind not in ("equal", "refused")}

@@ -36,22 +36,13 @@ def _line_of(text, block_class=None):
     return next(i for i, line in enumerate(source) if i >= start and line.strip() == text) + 1
 
 
-_RESULTS = {}
-
-
-def _classified(block_class):
-    """hostile_harness.classify of the block (once per test session)."""
-    if block_class not in _RESULTS:
-        _RESULTS[block_class] = hostile_harness.classify(
-            block_class, programs.PROGRAMS[block_class], [HERE])
-    return _RESULTS[block_class]
+_classified = hostile_harness.cached_classifier(programs.PROGRAMS, [HERE])
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_hostile_program_equals_plain_python_or_is_refused_at_its_line(block_class):
     result = _classified(block_class)
-    bad = {mode: detail for mode, (kind, detail) in result.items()
-           if kind not in ("equal", "refused")}
+    bad = hostile_harness.not_equal_or_refused(result)
     assert not bad, bad
 
 

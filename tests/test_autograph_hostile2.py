@@ -19,21 +19,13 @@ import hostile_programs2 as programs
 import hostile_programs3 as programs3
 
 FILES = [programs.__file__, programs3.__file__]
-_RESULTS = {}
-
-
-def _classified(block_class):
-    if block_class not in _RESULTS:
-        _RESULTS[block_class] = hostile_harness.classify(
-            block_class, programs.PROGRAMS[block_class], FILES)
-    return _RESULTS[block_class]
+_classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES)
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_hostile_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     result = _classified(block_class)
-    bad = {mode: detail for mode, (kind, detail) in result.items()
-           if kind not in ("equal", "refused")}
+    bad = hostile_harness.not_equal_or_refused(result)
     assert not bad, bad
 
 

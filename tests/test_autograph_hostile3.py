@@ -25,21 +25,13 @@ import hostile_programs7 as programs7
 
 FILES = [programs5.__file__, programs6.__file__, programs7.__file__]
 PROGRAMS = {**programs5.PROGRAMS, **programs6.PROGRAMS, **programs7.PROGRAMS}
-_RESULTS = {}
-
-
-def _classified(block_class):
-    if block_class not in _RESULTS:
-        _RESULTS[block_class] = hostile_harness.classify(block_class, PROGRAMS[block_class],
-                                                         FILES)
-    return _RESULTS[block_class]
+_classified = hostile_harness.cached_classifier(PROGRAMS, FILES)
 
 
 @pytest.mark.parametrize("block_class", list(PROGRAMS), ids=lambda c: c.__name__)
 def test_hostile_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     result = _classified(block_class)
-    bad = {mode: detail for mode, (kind, detail) in result.items()
-           if kind not in ("equal", "refused")}
+    bad = hostile_harness.not_equal_or_refused(result)
     assert not bad, bad
 
 

@@ -25,8 +25,7 @@ FILES = [programs.__file__]
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_recursive_program_equals_plain_python_or_is_refused_at_its_line(block_class):
     result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], FILES)
-    bad = {mode: detail for mode, (kind, detail) in result.items()
-           if kind not in ("equal", "refused")}
+    bad = hostile_harness.not_equal_or_refused(result)
     assert not bad, bad
 
 
