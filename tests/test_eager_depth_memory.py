@@ -97,27 +97,3 @@ def test_recursion_of_max_depth_starts_no_os_thread_and_its_stacks_cost_little()
     assert int(lines["grown_mib"]) < 192, lines["grown_mib"]
     # the whole run, recorded chain and backward included (1,275 MiB measured)
     assert int(lines["vmpeak_mib"]) <= 2048, lines["vmpeak_mib"]
-
-
-def test_tree_lstm_chain_of_max_depth_with_remat_within_2_gib_as_a_user_runs_it():
-    """Issue 24, item 7: the 19,998-level TreeLSTM chain (19,999 nested calls), with
-    gradients against test_no_crash.py's numpy fold, under a 2 GiB address-space limit with no
-    environment variable set. With remat=False it peaks at VmPeak ~2,225 MiB and dies of
-    std::bad_alloc in backward under the limit (MXNet's ~64 KB of tape and backward graph a
-    level, NOTE [eager cells]); with remat=True its calls are recorded as ~2 sqrt(n) segment
-    nodes, recomputed one segment at a time (NOTE [rematerialised recursive calls]):
-    ~1,280 MiB, 9 OS threads (MXNet's Custom-operator workers run the segments' backward)."""
-    from test_no_crash import TREE_LSTM_CHAIN_IN_BOUNDED_ADDRESS_SPACE as CASE
-    constructor = "num_classes=2)"
-    assert CASE.count(constructor) == 1
-    code = CASE.replace(constructor, "num_classes=2, remat=True)").format(cap=2 << 10, depth=19998)
-    code += textwrap.indent(textwrap.dedent("""
-        status = dict(line.split(":", 1) for line in open("/proc/self/status"))
-        print(int(status["VmPeak"].split()[0]) >> 10)
-    """), "    ")
-    proc = run_python(textwrap.dedent(code), timeout=600)
-    assert proc is not None, "the process hung (timeout 600 s)"
-    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
-        proc.returncode, proc.stderr[-4000:])
-    assert proc.stdout.split()[:2] == ["ok", "1"], proc.stdout
-    assert int(proc.stdout.split()[2]) <= 2048

@@ -75,15 +75,14 @@ class RecursiveFunction:
         mode = mode_of("invoke", flat, "the arguments of %r" % self.name)
         if mode == "symbol":   # remat: NOTE [hybridized remat recursion] in planned_backward.py
             return _invoke_symbolic(self, flat, fmt)
-        # Eager mode, inline (every frame of a level counts, NOTE [eager recursion stack]).
-        depth = getattr(_eager, "depth", 0) + 1
-        # a segment's first call is a node of its own (NOTE [rematerialised recursive calls])
-        if remat_calls.replaying() and remat_calls.starts_segment(depth, self) and self.remat:
+        if remat_calls.replaying() and self.remat:   # NOTE [rematerialised recursive calls]
             return remat_calls.call(self, args)
         fn = self.fn
-        if remat_calls.wanted(self, depth):
+        if remat_calls.wanted(self):
             where = user_location() if not remat_calls.inside() else None
-            fn = lambda *a: remat_calls.call(self, a, where, depth)  # noqa: E731
+            fn = lambda *a: remat_calls.call(self, a, where)  # noqa: E731
+        # Eager mode, inline (every frame of a level counts, NOTE [eager recursion stack]).
+        depth = getattr(_eager, "depth", 0) + 1
         if depth > self.max_depth:
             raise RecursionDepthError("gluon_cf.recursive: %r exceeded max_depth=%d nested calls; "
                                       "does it reach a base case?"

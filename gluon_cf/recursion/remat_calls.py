@@ -1,21 +1,10 @@
-"""``@gluon_cf.recursive(remat=True)`` in eager mode: each segment of calls one autograd node.
+"""``@gluon_cf.recursive(remat=True)`` in eager mode: each call one autograd node.
 
 NOTE [rematerialised recursive calls]
     Under ``autograd.record()`` a call of a recursive function with ``remat=True`` (and, inside
-    its body, every nested call of one that starts a *segment*) becomes one autograd node
-    (``remat.record_node``). A call at eager depth ``d`` covers the ``isqrt(d)`` levels below
-    it: the calls made inside its body at fewer levels below it are part of its body; the
-    first one that far below starts a segment of its own. So a chain of ``n`` calls is ~2
-    sqrt(n) nodes, and a backward recomputes at most ~sqrt(n) levels at once (the trade-off
-    of a remat loop's segments, NOTE [rematerialisation] in ``remat.py``). One node per call
-    cost MXNet's ~50 KB of bookkeeping per call on the tape and in ``backward`` (call, inputs,
-    each parameter's gradient: NOTE [eager cells] in ``models/cells.py``), more than a tree
-    cell's intermediates: a 5,000-level TreeLSTM chain peaked 366 MB over its start with a
-    node per call, 335 MB with remat=False; in segments a 19,998-level chain peaks at VmPeak
-    ~1,280 MiB with no environment variable set (tests/test_eager_depth_memory.py), 2,225
-    MiB with remat=False. Its forward runs the
-    body *unrecorded* (``autograd.pause``, training mode kept), so none of its intermediates is
-    kept; the nested remat calls that start segments are recorded as their own nodes, and
+    its body, every nested call of one) becomes one autograd node (``remat.record_node``). Its
+    forward runs the body *unrecorded* (``autograd.pause``, training mode kept), so none of its
+    intermediates is kept; the nested remat calls it makes are recorded as their own nodes, and
     their (recorded) results are what the body receives. The node keeps
 
     * the call's arguments, and its results;
@@ -28,11 +17,9 @@ NOTE [rematerialised recursive calls]
     nested remat call answered, in order, by a fresh leaf (``attach_grad``) holding that call's
     saved results, and backpropagates the node's head gradients through that one call's graph;
     the gradients of the leaves are the gradients of the nested calls' nodes' outputs, which
-    MXNet's engine then hands to their backward. The calls within the segment run again,
-    recorded, as part of the body (a segment boundary is found by the depth below the call
-    being recomputed, as in the forward). So every call's body is computed twice (once
-    forward, once in backward), never more, and only one segment's intermediates are alive at
-    a time; no backward runs inside another (the nesting that can hang MXNet 1.9.1's engine,
+    MXNet's engine then hands to their backward. So every call's body is computed twice (once
+    forward, once in backward), never more, and only one call's intermediates are alive at a
+    time; no backward runs inside another (the nesting that can hang MXNet 1.9.1's engine,
     NOTE [nested custom backward] in ``tests/test_remat_nesting.py``): a parent's backward
     sees its children only as leaves. For the same reason a loop run while a call's body is
     recomputed runs without remat (``remat.applies``), as do remat calls in a remat loop's
@@ -40,8 +27,7 @@ NOTE [rematerialised recursive calls]
 
     What it refuses, each with an error naming the function and the user's line:
 
-    * the argument of a nested call starting a segment (the second level's already), *computed*
-      in the body from values needing a gradient (a
+    * a nested call's argument *computed* in the body from values needing a gradient (a
       top-down recursion passing ``tanh(W h)`` down): its gradient would have to run through the
       parent's graph after the child's backward, i.e. keep the parent's graph alive (no
       memory saved) or recompute it again. Found in the parent's backward (the recomputed
@@ -86,7 +72,6 @@ NOTE [values recorded before a remat call]
     ``autograd.Function`` in the body, is not found.
 """
 import json
-import math
 import threading
 from typing import Optional
 
@@ -113,30 +98,12 @@ def replaying():
     return getattr(_state, "replaying", False)
 
 
-def wanted(fn, depth) -> bool:
-    """Whether the eager call of ``fn`` at ``depth`` now is a rematerialised one: one that
-    starts a segment, not inside a remat loop's run, where calls run as with remat=False,
-    recomputed with the loop (NOTE [nested custom backward] in ``tests/test_remat_nesting.py``)."""
+def wanted(fn) -> bool:
+    """Whether the eager call of ``fn`` now is a rematerialised one: not inside a remat loop's
+    run, where calls run as with remat=False, recomputed with the loop (NOTE [nested custom
+    backward] in ``tests/test_remat_nesting.py``)."""
     return bool(fn.remat) and (autograd.is_recording() or getattr(_state, "call", None)
-                               is not None) and getattr(_remat._inside, "loop", None) is None \
-        and starts_segment(depth, fn)
-
-
-def starts_segment(depth, fn) -> bool:
-    """Whether a call of ``fn`` at eager ``depth`` would start a segment of its own: no
-    call's body runs, or it is the segment's length below the call whose body runs (forward)
-    or is recomputed (backward: every call in it is asked, and one of a remat function
-    within the segment is counted as recomputed)."""
-    call = getattr(_state, "call", None)
-    if call is None:
-        return True
-    if call.base is None:     # recomputing: the body's calls are one level below it
-        call.base = depth - 1
-    if depth - call.base >= call.segment:
-        return True
-    if fn.remat and replaying():
-        _remat.recomputed.add(1)
-    return False
+                               is not None) and getattr(_remat._inside, "loop", None) is None
 
 
 class _Root:
@@ -163,12 +130,8 @@ class _Root:
 class Call:
     """One rematerialised call: what its node keeps and its backward."""
 
-    def __init__(self, fn, root, args, fmt, depth):
+    def __init__(self, fn, root, args, fmt):
         self.fn, self.root, self.args, self.fmt = fn, root, args, fmt
-        # the eager depth its body's calls count from, and how many levels its node covers:
-        # ~sqrt(depth), so a chain of n calls is ~2 sqrt(n) nodes (NOTE [rematerialised
-        # recursive calls])
-        self.base, self.segment = depth, max(1, math.isqrt(depth))
         root.pending += 1
         # An argument is live if recorded when the call was made (passed through, see NOTE).
         self.live = [_needs_grad(a) for a in args]
@@ -305,7 +268,6 @@ class Call:
                     leaf.attach_grad()
                     pairs.append((real, leaf))
         self.next_child = 0
-        self.base = None   # set by the body's first call (starts_segment)
         saved_state = (getattr(_state, "call", None), replaying(), _remat._inside.__dict__.get(
             "loop"))
         _state.call, _state.replaying = self, True
@@ -396,9 +358,8 @@ class Call:
             "forward: use remat=False" % (self.root.at(), self.fn.name))
 
 
-def call(fn, args, where: Optional[str] = None, depth: int = 1):
-    """The eager call ``fn(*args)`` at eager ``depth`` rematerialised (NOTE [rematerialised
-    recursive calls])."""
+def call(fn, args, where: Optional[str] = None):
+    """The eager call ``fn(*args)`` rematerialised (NOTE [rematerialised recursive calls])."""
     if replaying():
         return _state.call.replay(fn, args)
     parent = getattr(_state, "call", None)
@@ -406,7 +367,7 @@ def call(fn, args, where: Optional[str] = None, depth: int = 1):
     flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
     if parent is not None:   # an argument the parent received detached, as received
         flat = [parent.originals.get(id(a), a) for a in flat]
-    return Call(fn, root, flat, fmt, depth).forward()
+    return Call(fn, root, flat, fmt).forward()
 
 
 def inside() -> bool:
