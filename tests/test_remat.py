@@ -418,3 +418,33 @@ def test_a_value_recorded_before_the_loop_passed_as_a_state_has_its_gradient(op)
     for a, b in zip(_loop_reading_a_recorded_value(False, True, op),
                     _loop_reading_a_recorded_value(True, True, op)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_hybridized_remat_backward_merges_small_segments(monkeypatch):
+    """remat=True over 12 steps of a small LSTM: the backward recomputes and backpropagates
+    several steps per ``autograd.backward`` (NOTE [the engine's work in a remat backward] in
+    ops/foreach_remat.py: one call per step cost a graph's passes and six zero fills each),
+    its intermediates bounded by bytes; a cell whose step holds more than that bound still
+    goes a step at a time. Gradients equal remat=False's (and every step is recomputed)."""
+    from gluon_cf.ops import foreach_remat
+    calls = []
+    backward = mx.autograd.backward
+    monkeypatch.setattr(mx.autograd, "backward",
+                        lambda *a, **k: (calls.append(1), backward(*a, **k))[1])
+    cell = _cell()
+    x = mx.nd.random.normal(shape=(12, 3, 4))
+    want = _grads(cell, x, False, True)
+    del calls[:]
+    before = R.recomputed.steps
+    got = _grads(cell, x, True, True)
+    assert R.recomputed.steps - before == 12
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    # the node's own backward and the loop's: 12 steps in one span (16 at most)
+    assert len(calls) == 2, len(calls)
+    monkeypatch.setattr(foreach_remat, "MERGED_BYTES", 1)
+    del calls[:]
+    got = _grads(cell, x, True, True)
+    assert len(calls) == 1 + 12, len(calls)
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

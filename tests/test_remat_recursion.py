@@ -461,3 +461,44 @@ def test_value_recorded_before_the_call_read_only_in_the_base_case_is_refused():
         z = cell(x)
         with pytest.raises(NotImplementedError, match="'f' reads an array computed"):
             f(mx.nd.array([2]))
+
+
+def test_each_body_runs_once_in_the_forward_and_once_more_in_backward():
+    """A Python side effect in the body (here: a list of the calls made) shows every body run:
+    the forward runs each call's body once, the first base case too (it ran twice: paused,
+    then recorded to inspect its reads), and the backward recomputes each once."""
+    cell = gluon.nn.Dense(3, in_units=3)
+    cell.initialize(mx.init.Uniform(0.5))
+    x = mx.nd.array([[0.1, -0.2, 0.3]])
+    x.attach_grad()
+    seen = []
+
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        k = int(n.asscalar())
+        seen.append(k)
+        if k <= 0:
+            return mx.nd.tanh(x)
+        return mx.nd.tanh(cell(f(n - 1) + f(n - 2 if k > 1 else n - 1) * 0.5))
+
+    with autograd.record():
+        out = f(mx.nd.array([3]))
+        loss = out.sum()
+    forward = list(seen)
+    calls = [3, 2, 1, 0, 0, 0, 1, 0, 0]   # the plain Python recursion's call order
+    assert forward == calls
+    loss.backward()
+    mx.nd.waitall()
+    assert sorted(seen[len(forward):]) == sorted(calls)
+    x_grad = x.grad.asnumpy().copy()
+
+    def g(k):   # the oracle: plain recorded recursion
+        if k <= 0:
+            return mx.nd.tanh(x)
+        return mx.nd.tanh(cell(g(k - 1) + g(k - 2 if k > 1 else k - 1) * 0.5))
+    with autograd.record():
+        want = g(3)
+        loss = want.sum()
+    loss.backward()
+    np.testing.assert_allclose(out.asnumpy(), want.asnumpy(), **TOL)
+    np.testing.assert_allclose(x_grad, x.grad.asnumpy(), **TOL)

@@ -54,13 +54,13 @@ NOTE [hybridized remat recursion]
       re-runs each group, in reverse run order, under ``record()`` from its arguments, the
       environment and its children's rows of the tables, and backpropagates it at once with
       its rows of the gradient tables: one group's intermediates are alive at a time.
-      ``RECOMPUTED`` counts the groups recomputed. A node holding random operators
-      (``Dropout``, ``random_*``) seeds MXNet's generator before each group with
-      ``seed + group`` (a seed drawn once per run), in the forward and the recomputation
-      alike, so the same numbers are drawn; every recomputed group's outputs are then
-      compared with its rows of the tables, and a difference fails the backward naming the
-      function and the user's line, never a different gradient (a deterministic group's
-      recomputation is the same CachedOp on the same values: not compared).
+      ``RECOMPUTED`` counts the groups recomputed. A group whose graph draws random numbers
+      (``Dropout``, ``random_*``) keeps its draws in the forward and reads them back when
+      recomputed (NOTE [replayed draws] in recursion/group_draws.py): the same numbers, as
+      with ``remat=False``, without touching MXNet's generator; a group whose draws cannot be
+      kept is seeded instead, and its recomputed outputs compared with its rows of the tables,
+      a difference failing the backward naming the function and the user's line, never a
+      different gradient. Other groups are deterministic: the same CachedOp on the same values.
     * **Elsewhere** (the dynamic batching and the unbatched executors, a recursion whose
       schedule is not planned): a top-level node (``node.remat_forward``) runs its forward
       unrecorded and keeps only its inputs and outputs; its backward re-runs the whole
@@ -78,12 +78,16 @@ import mxnet as mx
 
 from .. import node as _node, remat as _remat
 from ..graph.decoded import random_ops
+from .._cachedop import CachedOpPair
+from .group_draws import SEED, group_draws
 from .value_graphs import _result_graph, _value_graph
 
 ENABLED = [True]   # NOTE above: tests compare the planned and the recorded backward
 RUNS = [0]         # schedules run with a planned backward (for tests, tools)
 RECOMPUTED = [0]   # groups recomputed by a remat recursion's planned backward (for tests)
-SEED_GROUPS = [True]   # NOTE [hybridized remat recursion]: tests switch it off
+REPLAYED = [0]     # groups recomputed from their kept draws (NOTE [replayed draws])
+SEEDED = [0]       # group runs seeded instead (for tests)
+SEED_GROUPS = [True]   # NOTE [replayed draws] in group_draws.py: tests switch it off
 
 
 def applies(context, depth):
@@ -129,17 +133,17 @@ def run(schedule, ctx, upload):
                                grad_reqs="add")
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
-    taped: List[tuple] = []   # per group: (number, qname, vid, first, rows, calls, outputs)
+    taped: List[tuple] = []   # per group: (number, qname, vid, first, rows, calls, kept)
     nonempty = schedule.nonempty()
     training = mx.autograd.is_training()
     remat = any(spec.get("remat") for spec in schedule.context.specs.values())
-    # Random draws are replayed by seeding every group, and checked (NOTE [hybridized remat
-    # recursion]); a deterministic group's recomputation is the same CachedOp on the same rows.
-    random = remat and _node.draws_random(schedule.context.node)
-    seed = _node.drawn_seed() if random and SEED_GROUPS[0] else None
+    seed: List[int] = []   # drawn once, for seeded groups (NOTE [replayed draws])
 
-    def call_group(number, q, vid, first, rows, calls, out):
-        """Group ``number``'s graph on its inputs (``out``: into its rows of the tables)."""
+    def call_group(number, q, vid, first, rows, calls, out, kept=None):
+        """Group ``number``'s graph on its inputs (``out``: into its rows of the tables),
+        whether it reads an array needing a gradient, and what it keeps for its
+        recomputation: its draws, or True for a seeded group (remat only). ``kept``: the
+        forward's, when recomputing."""
         callees = [callee for callee, _ in plan.functions[q].callees(vid)]
         graph = _value_graph(plan, layouts, q, vid, None)
         values = []
@@ -153,21 +157,37 @@ def run(schedule, ctx, upload):
             else:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
                 values.append(index._slice(a, a + rows))
-        if seed is not None:   # NOTE [hybridized remat recursion]
-            mx.random.seed(seed + number, ctx=ctx)
-        out = (graph.nonempty if nonempty else graph.op)(*values, out=out)
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
-        taped_inputs = callees or any(role == "env" and env[i].grad is not None
-                                      for role, i, _, _ in graph.inputs)
-        return out, taped_inputs
+        taped_inputs = bool(callees) or any(role == "env" and env[i].grad is not None
+                                            for role, i, _, _ in graph.inputs)
+        draws = group_draws(graph, training) if remat else None
+        if draws is None:
+            return _call(graph, nonempty, values, out), taped_inputs, None
+        if draws == SEED:
+            if SEED_GROUPS[0]:
+                if not seed:
+                    seed.append(_node.drawn_seed())
+                mx.random.seed(seed[0] + number, ctx=ctx)
+            SEEDED[0] += 1
+            return _call(graph, nonempty, values, out), taped_inputs, True
+        if kept is None:   # the forward: outputs into the tables, draws kept
+            outputs = _call(draws.forward, nonempty, values, None)
+            for value, dst in zip(outputs, out):
+                value.copyto(dst)
+            return out, taped_inputs, outputs[draws.outputs:]
+        REPLAYED[0] += 1
+        return _call(draws.recompute, nonempty,
+                     [values[k] if role == "input" else kept[k] for role, k in draws.inputs],
+                     None), taped_inputs, kept
 
     for number, (q, vid, first, rows, calls) in enumerate(schedule.groups):
         # Written in place, each output into its rows of its table; unrecorded with remat.
         with mx.autograd.pause(train_mode=training) if remat else contextlib.nullcontext():
-            out, taped_inputs = call_group(number, q, vid, first, rows, calls,
-                                           [t._slice(first, first + rows) for t in tables[q]])
+            out, taped_inputs, kept = call_group(
+                number, q, vid, first, rows, calls,
+                [t._slice(first, first + rows) for t in tables[q]])
         if taped_inputs:
-            taped.append((number, q, vid, first, rows, calls, None if remat else out))
+            taped.append((number, q, vid, first, rows, calls, kept if remat else out))
     graph = _result_graph(plan, layouts, None)
     a, b = schedule.result[1][0]
     # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
@@ -180,27 +200,38 @@ def run(schedule, ctx, upload):
         # Each group's head gradient is its rows of its function's gradient table, complete
         # once its parents (higher, earlier in this loop) have run.
         differ = []
-        for number, q, vid, first, rows, calls, out in reversed(taped):
-            if out is None:   # remat: recomputed now, alone (NOTE [hybridized remat recursion])
+        for number, q, vid, first, rows, calls, kept in reversed(taped):
+            if remat:   # recomputed now, alone (NOTE [hybridized remat recursion])
                 with mx.autograd.record(train_mode=train_mode):
-                    out, _ = call_group(number, q, vid, first, rows, calls, None)
+                    out, _, kept = call_group(number, q, vid, first, rows, calls, None, kept)
                 out = list(out) if isinstance(out, (list, tuple)) else [out]
-                if random:
+                if kept is True:   # seeded: the draws replayed, or the backward fails
                     differ += [d for d in (_remat._differs(o, t._slice(first, first + rows))
                                            for o, t in zip(out, tables[q])) if d is not None]
                 RECOMPUTED[0] += 1
+            else:
+                out = kept
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
             mx.autograd.backward(out, [g._slice(first, first + rows) for g in grads[q]],
                                  retain_graph=True, train_mode=train_mode)
-            out = None
+            out = kept = None
         if differ and mx.nd.add_n(*differ).asscalar() > 0:
             _refuse_different(schedule.context.node)
 
     _node.hand_backward(backward)
     RUNS[0] += 1
     return outputs
+
+
+def _call(graph, nonempty, values, out):
+    """``graph`` (a ``_ValueGraph`` or a :class:`CachedGraph`) on ``values``; the check for a
+    zero-size input is skipped when the schedule has none."""
+    op = graph.op if hasattr(graph, "op") else graph
+    if nonempty:
+        return CachedOpPair.__call__(op, *values, out=out)
+    return op(*values, out=out)
 
 
 def _refuse_different(node):

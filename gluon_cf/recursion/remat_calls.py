@@ -64,12 +64,14 @@ NOTE [values recorded before a remat call]
     its results without entering the autograd nodes recorded during the body (the calls
     below, whose inputs are their own), is refused when it holds an operator recorded before
     the call (MXNet numbers recorded operators from one counter). The same array passed as an
-    argument and read as an argument is fine. The first call making no recursive call (a
-    base case: leaves reading embeddings computed before the recursion) is run a second time
-    so, recorded, after its paused run (only its own body runs twice; nothing below it).
-    Later calls run the same code unrecorded and are not inspected (as a loop's steps after
-    step 0): a read only on a path neither inspected call took, or inside a user's
-    ``autograd.Function`` in the body, is not found.
+    argument and read as an argument is fine. So run the calls after it until one makes no
+    recursive call (a base case: leaves reading embeddings computed before the recursion);
+    each body still runs once in the forward (the first base case ran twice, paused then
+    recorded, which a counter or print in it showed). Later calls run unrecorded and are not
+    inspected (as a loop's steps after step 0): a read only on a path no inspected call took,
+    or inside a user's ``autograd.Function`` in the body, is not found. A recorded body's
+    graph lives until the body returns, so the descent to the first base case keeps what
+    each body computed before its recursive call.
 """
 import json
 import threading
@@ -133,25 +135,31 @@ class Call:
     def __init__(self, fn, root, args, fmt):
         self.fn, self.root, self.args, self.fmt = fn, root, args, fmt
         root.pending += 1
-        # An argument is live if recorded when the call was made (passed through, see NOTE).
-        self.live = [_needs_grad(a) for a in args]
+        # An argument is live if recorded when the call was made (passed through, see NOTE);
+        # not one a parent run recorded (to inspect its reads) computed: run paused, as the
+        # parent's other runs are, it is not recorded.
+        parent = getattr(_state, "call", None)
+        self.live = [_needs_grad(a) and not (parent is not None and parent.computed(a))
+                     for a in args]
         self.children: list = []
         self.outputs: list = []
         self.out_fmt = None
         self.next_child = 0
         self.leaves: list = []
         self.originals: dict = {}   # id(detached argument) -> argument, while checked
+        self.first_node = None      # the first operator recorded by its body, while checked
 
     # -- forward ----------------------------------------------------------------------------
 
     def forward(self):
         parent = getattr(_state, "call", None)
         runs = _node.node_runs()
-        # The first call of each function runs recorded, and so again does its first call
-        # making no recursive call (a base case): their graphs show reads of arrays recorded
+        # The first call of each function runs recorded, and so does every call until one
+        # makes no recursive call (a base case): their graphs show reads of arrays recorded
         # before the call (NOTE [values recorded before a remat call]).
-        check = self.fn not in self.root.read_checked
-        self.root.read_checked.add(self.fn)
+        read_checked = self.root.read_checked
+        check = self.fn not in read_checked or (self.fn, "base") not in read_checked
+        read_checked.add(self.fn)
         flat = self._run_body(parent, check)
         if _node.node_runs() != runs:
             raise NotImplementedError(
@@ -159,12 +167,8 @@ class Call:
                 "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
                 "inside the call's hangs MXNet 1.9.1's engine); use remat=False, or the block "
                 "without hybridize()" % (self.root.at(), self.fn.name))
-        if not self.children and (self.fn, "base") not in self.root.read_checked:
-            self.root.read_checked.add((self.fn, "base"))
-            if not check:   # re-run recorded (no recursive call: nothing else runs twice)
-                self._run_body(parent, True)
-                if self.children:
-                    self._differ()
+        if not self.children:
+            read_checked.add((self.fn, "base"))
         outputs = _remat.fresh(flat)
         self.saved = [o.detach() for o in outputs]
         self.inputs = self._pairs_inputs()
@@ -180,7 +184,7 @@ class Call:
         arguments detached (NOTE [values recorded before a remat call])."""
         _state.call, in_body = self, getattr(_remat._inside, "call", False)
         _remat._inside.call = True   # (remat.running_body)
-        first_node = _remat.next_recorded_node() if check else 0
+        first_node = self.first_node = _remat.next_recorded_node() if check else None
         try:
             if check:   # arguments detached: their history is not the body's reads
                 detached = [a.detach() if isinstance(a, mx.nd.NDArray) else a
@@ -193,13 +197,22 @@ class Call:
                     result = self.fn.fn(*regroup(self.args, self.fmt))
         finally:
             _state.call, _remat._inside.call = parent, in_body
-            self.originals = {}
+            self.originals, self.first_node = {}, None
         flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
                                      "the results of %r" % self.fn.name)
         _remat._throttle(flat)   # one call at a time (NOTE [rematerialisation]'s _throttle)
         if check:
             self._refuse_reads_before(flat, first_node)
         return flat
+
+    def computed(self, array):
+        """Whether ``array`` was computed by this call's body run recorded (to inspect its
+        reads), from an array needing a gradient: an operator recorded by the body made it."""
+        if self.first_node is None or array.grad is not None:
+            return False
+        graph = json.loads(autograd.get_symbol(array).tojson())
+        number = _operator_number(graph["nodes"][graph["heads"][0][0]])
+        return number is not None and number >= self.first_node
 
     def _refuse_reads_before(self, flat, first_node):
         """Refuse a body that read an array recorded before its call other than through its
@@ -211,11 +224,6 @@ class Call:
             return
         graph = json.loads(mx.sym.Group([autograd.get_symbol(h) for h in heads]).tojson())
         nodes = graph["nodes"]
-
-        def number(n):
-            name = n["name"]
-            return int(name[5:]) if name.startswith("node_") and name[5:].isdigit() else None
-
         outside, seen, todo = [], set(), [h[0] for h in graph["heads"]]
         while todo:
             i = todo.pop()
@@ -223,7 +231,7 @@ class Call:
                 continue
             seen.add(i)
             n = nodes[i]
-            k = number(n)
+            k = _operator_number(n)
             if n["op"] == "null" or k is None:
                 continue
             if k < first_node:
@@ -356,6 +364,13 @@ class Call:
             "different values or made different recursive calls than the forward (randomness, "
             "or a body that is not deterministic), so its gradient would not be that of the "
             "forward: use remat=False" % (self.root.at(), self.fn.name))
+
+
+def _operator_number(n):
+    """The number MXNet's autograd gave the recorded operator of JSON node ``n`` (None for
+    others)."""
+    name = n["name"]
+    return int(name[5:]) if name.startswith("node_") and name[5:].isdigit() else None
 
 
 def call(fn, args, where: Optional[str] = None):
