@@ -208,6 +208,31 @@ def test_computed_argument_needing_a_gradient_is_refused():
         _backward_error(down, mx.nd.ones((1,)), mx.nd.array([3]))
 
 
+def test_argument_computed_only_by_the_outermost_call_is_refused():
+    """Only the outermost call (the first of its function, whose body runs recorded to check
+    its reads) computes its child's argument from its own; deeper calls pass theirs on
+    unchanged. The argument computed in that recorded run counted as received recorded, and
+    the gradient through it to the outermost argument was dropped (a difference of 2.7 in a
+    review's run, no error): it is refused as any computed argument."""
+    w = mx.nd.array([[0.5, -0.3], [0.2, 0.4]])
+    w.attach_grad()
+
+    @gluon_cf.recursive(remat=True)
+    def f(i, h):
+        k = int(i.asscalar())
+        if k == 0:
+            return h * 2
+        if k == 6:
+            return f(i - 1, mx.nd.tanh(mx.nd.dot(h, w)))
+        return mx.nd.tanh(mx.nd.dot(f(i - 1, h), w)) + h
+
+    h0 = mx.nd.array([[0.3, -0.7]])
+    h0.attach_grad()
+    with pytest.raises(NotImplementedError, match=r"argument 1 of a call to 'f' is computed "
+                       r"in the body of 'f' from values needing a gradient"):
+        _backward_error(f, mx.nd.array([6]), h0)
+
+
 def test_randomness_is_refused():
     drop = gluon.nn.Dropout(0.5)
     w = mx.nd.ones((1, 20))
