@@ -147,3 +147,6 @@ def test_row_views_equal_slices_and_refuse_rows_out_of_range():
     for start, stop in ((3, 5), (3, 2)):
         with pytest.raises(mx.MXNetError, match="Slice end index out of range|Invalid slicing"):
             schedule._rows(table, start, stop)
+    for start, stop in ((-1, 2), (-3, 0)):
+        with pytest.raises(IndexError, match="rows %d:%d of an array of 4 rows" % (start, stop)):
+            schedule._rows(table, start, stop)
