@@ -93,7 +93,8 @@ EAGER = [
      lambda: gluon_cf.foreach(lambda d, s: (d, s), nd.array(np.zeros((0, 2))), nd.ones(2)),
      ValueError, f"gluon_cf.foreach at {line_of('foreach_zero_length')}: data has length 0 "
                  f"along axis 0; at least one step is required (its outputs would have no "
-                 f"step to take their shape from): skip the call for empty data"),
+                 f"step to take their shape from, and MXNet's own foreach fails on no step "
+                 f"too): skip the call for empty data"),
     ("foreach_state_changes_shape",
      lambda: gluon_cf.foreach(lambda d, s: (d, nd.concat(s, s, dim=0)), nd.ones((3, 2)),
                               nd.ones(2)),
