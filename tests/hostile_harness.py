@@ -208,3 +208,13 @@ def not_equal_or_refused(result):
     refusal at the user's line."""
     return {mode: detail for mode, (kind, detail) in result.items()
             if kind not in ("equal", "refused")}
+
+
+def rand(*shape, seed=0, low=-1.0, high=1.0):
+    """A program's float32 input: uniform in [low, high), fixed by ``seed``."""
+    return np.random.RandomState(seed).uniform(low, high, shape).astype(np.float32)
+
+
+def floats(*values):
+    """A program's float32 input of these values."""
+    return np.array(values, np.float32)

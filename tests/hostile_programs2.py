@@ -32,8 +32,7 @@ class Carry:
     n: object
 
 
-def _rand(*shape, seed=0, low=-1.0, high=1.0):
-    return np.random.RandomState(seed).uniform(low, high, shape).astype(np.float32)
+_rand = hostile_harness.rand
 
 
 POS_NEG = ([_rand(3, 4)], [-np.abs(_rand(3, 4))])

@@ -15,12 +15,8 @@ import hostile_harness
 PROGRAMS, program = hostile_harness.program_registry()
 
 
-def _rand(*shape, seed=0):
-    return np.random.RandomState(seed).uniform(-1, 1, shape).astype(np.float32)
-
-
-def _f(*values):
-    return np.array(values, np.float32)
+_rand = hostile_harness.rand
+_f = hostile_harness.floats
 
 
 def _row(value, n):

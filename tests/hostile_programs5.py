@@ -16,12 +16,8 @@ import hostile_harness
 PROGRAMS, program = hostile_harness.program_registry()
 
 
-def _rand(*shape, seed=0, low=-1.0, high=1.0):
-    return np.random.RandomState(seed).uniform(low, high, shape).astype(np.float32)
-
-
-def _f(*values):
-    return np.array(values, np.float32)
+_rand = hostile_harness.rand
+_f = hostile_harness.floats
 
 
 # encoder states (B, T, C) and decoder inputs (S, B, C): lengths change from call to call

@@ -18,12 +18,8 @@ from hostile_programs3 import _contrib_oracle
 PROGRAMS, program = hostile_harness.program_registry()
 
 
-def _rand(*shape, seed=0, low=-1.0, high=1.0):
-    return np.random.RandomState(seed).uniform(low, high, shape).astype(np.float32)
-
-
-def _f(*values):
-    return np.array(values, np.float32)
+_rand = hostile_harness.rand
+_f = hostile_harness.floats
 
 
 # rows (T, 4): lengths change from call to call, positive then negative sums
