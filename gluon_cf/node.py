@@ -346,6 +346,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.saved = None
         self.is_train = False
         self.seed = None
+        self.caller_seed = None     # NOTE [the caller's seed]
         self.remat = False          # NOTE [hybridized remat recursion]
         self.forward_done = False   # see NOTE [backward of a failed forward]
         self.backward_done = False  # since the last completed forward (a repeated backward)
@@ -401,7 +402,13 @@ class _NodeOperator(mx.operator.CustomOp):
         inputs = list(in_data)
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
-        self.seed = _replay_seed(self.node) if is_train else None
+        caller_seed, self.caller_seed = self.caller_seed, None   # (a kept operator: drawn here)
+        if is_train:
+            self.seed = _replay_seed(self.node, caller_seed)
+        else:   # nothing to replay: only the caller's seed (NOTE [the caller's seed])
+            self.seed = None
+            if caller_seed is not None:
+                mx.random.seed(caller_seed)
         rematerialised = getattr(self.rule, "rematerialised", None)
         self.remat = bool(is_train and rematerialised is not None and rematerialised(self.node))
         heads, written, planned = self._run(inputs, is_train, marks,
@@ -583,16 +590,27 @@ def drawn_seed():
     return int(mx.nd.random.randint(0, 1 << 30, shape=(1,), dtype="int32").asscalar())
 
 
-def _replay_seed(node):
-    """For a node whose subgraphs draw random numbers (Dropout, ``random_*``): a seed, drawn
-    from MXNet's generator, with which its training forward is seeded, so that a backward that
-    must re-run the forward (see :class:`_NodeOperator`) draws the same numbers; a gradient of
-    other draws would not be the forward's. None for other nodes (seeding costs ~2 ms)."""
+def _replay_seed(node, seed=None):
+    """For a node whose subgraphs draw random numbers (Dropout, ``random_*``): a seed (``seed``,
+    drawn in the caller's thread, or one drawn now), with which its forward is seeded, so that
+    a backward that must re-run the forward (see :class:`_NodeOperator`) draws the same
+    numbers; a gradient of other draws would not be the forward's. None for other nodes
+    (seeding costs ~2 ms). NOTE [the caller's seed]."""
     if not draws_random(node):
         return None
-    seed = drawn_seed()
+    if seed is None:
+        seed = drawn_seed()
     mx.random.seed(seed)
     return seed
+
+
+# NOTE [the caller's seed]
+#     MXNet's random generators are per thread, and a node's forward runs on a Custom-operator
+#     worker thread, which the user's ``mx.random.seed`` never reaches: a hybridized node
+#     drawing random numbers (Dropout in a loop body) gave other values on every run with the
+#     same seed (MXNet's ``F.contrib`` ops and gluon_cf eager repeat them). The operator is
+#     created in the caller's thread for each call (a ``static_alloc`` CachedOp's are kept:
+#     their later forwards draw on the worker), so a seed drawn there seeds the forward.
 
 
 def _prop_class(rule):
@@ -658,9 +676,12 @@ def _prop_class(rule):
             shapes = [tuple(s) for s in in_shapes]
             inferred = self._inferred
             if inferred is not None and inferred[0] == tuple(shapes):
-                return _NodeOperator(rule, self.node, inferred[1])
-            _, outs = rule.infer_shape(self.node, shapes)
-            return _NodeOperator(rule, self.node, outs)
+                op = _NodeOperator(rule, self.node, inferred[1])
+            else:
+                op = _NodeOperator(rule, self.node, rule.infer_shape(self.node, shapes)[1])
+            if draws_random(self.node):   # NOTE [the caller's seed]
+                op.caller_seed = drawn_seed()
+            return op
 
     _NodeProp.__name__ = "_NodeProp_" + rule.kind
     return _NodeProp
