@@ -488,10 +488,12 @@ def test_value_recorded_before_the_call_read_only_in_the_base_case_is_refused():
             f(mx.nd.array([2]))
 
 
-def test_each_body_runs_once_in_the_forward_and_once_more_in_backward():
+def test_each_body_runs_once_in_the_forward_but_the_first_base_case_and_once_in_backward():
     """A Python side effect in the body (here: a list of the calls made) shows every body run:
-    the forward runs each call's body once, the first base case too (it ran twice: paused,
-    then recorded to inspect its reads), and the backward recomputes each once."""
+    the forward runs each call's body once, but the first base case twice (paused, then
+    recorded to inspect its reads: NOTE [values recorded before a remat call]; running every
+    call down to it recorded instead made a chain's forward quadratic in its depth), and the
+    backward recomputes each once."""
     cell = gluon.nn.Dense(3, in_units=3)
     cell.initialize(mx.init.Uniform(0.5))
     x = mx.nd.array([[0.1, -0.2, 0.3]])
@@ -511,7 +513,7 @@ def test_each_body_runs_once_in_the_forward_and_once_more_in_backward():
         loss = out.sum()
     forward = list(seen)
     calls = [3, 2, 1, 0, 0, 0, 1, 0, 0]   # the plain Python recursion's call order
-    assert forward == calls
+    assert forward == calls[:4] + [0] + calls[4:]   # the first base case's second run
     loss.backward()
     mx.nd.waitall()
     assert sorted(seen[len(forward):]) == sorted(calls)
