@@ -33,6 +33,9 @@ NOTE [rematerialisation]
       line.
     * Auxiliary state (BatchNorm's running statistics) would be updated twice: refused under
       training, naming the op.
+    * In eager mode an array a step makes that outlives it other than as its outputs or
+      states has a history cut at the step's detached states: refused at the forward, naming
+      the line that made it (NOTE [arrays escaping a remat body] in ``remat_escapes.py``).
     * In eager mode the arrays the body reads from its closure are found from the body
       (``closure_arrays``: Gluon blocks and parameters, arrays, in its closure, ``self``,
       defaults and globals); an array needing a gradient that the recomputed graph reads

@@ -46,6 +46,11 @@ NOTE [rematerialised recursive calls]
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost), and a body reading an array recorded before
       the call (NOTE [values recorded before a remat call]);
+    * an array made in the body that outlives it other than as its result (in a list, an
+      attribute, a global, a view, the result also stored elsewhere): it carries no history,
+      so a loss reading it would get a wrong gradient. Found in the forward, naming the line
+      that made it (NOTE [arrays escaping a remat body] in ``remat_escapes.py``; the
+      arguments, results and saved results of the nested calls are kept by their nodes);
     * ``remat`` other than ``True``/``False``.
 
     Hybridized, the unit of recomputation is the recursion node (NOTE [hybridized remat
