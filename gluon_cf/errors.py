@@ -12,6 +12,18 @@ class CallTreeTooLargeError(RecursionDepthError):
     arrays makes it double at every level long before ``max_depth``)."""
 
 
+class EscapedArrayError(NotImplementedError):
+    """An array computed in an eager remat body (``remat=`` of ``recursive``, ``foreach``,
+    ``while_loop``) outlived the body other than as its result, or the body wrote into an
+    array made outside it: without the history ``remat=False`` would give it, a loss reading
+    it would get a wrong gradient (NOTE [arrays escaping a remat body]). ``where``: the
+    user's file and line that made (or wrote) the array."""
+
+    def __init__(self, message, where=None):
+        super().__init__(message)
+        self.where = where
+
+
 class TruncationWarning(RuntimeWarning):
     """A loop converted by ``@gluon_cf.autograph`` stopped at its ``max_iterations`` bound while
     its condition still held: its results are those of the first ``max_iterations`` steps.

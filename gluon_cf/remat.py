@@ -33,6 +33,9 @@ NOTE [rematerialisation]
       line.
     * Auxiliary state (BatchNorm's running statistics) would be updated twice: refused under
       training, naming the op.
+    * In eager mode an array a step makes that outlives it other than as its outputs or
+      states has a history cut at the step's detached states: refused at the forward, naming
+      the line that made it (NOTE [arrays escaping a remat body] in ``remat_escapes.py``).
     * In eager mode the arrays the body reads from its closure are found from the body
       (``closure_arrays``: Gluon blocks and parameters, arrays, in its closure, ``self``,
       defaults and globals); an array needing a gradient that the recomputed graph reads
@@ -50,6 +53,7 @@ NOTE [rematerialisation]
     and a hybridized remat loop inside another gluon_cf node is recorded on that node's tape
     (``nested_in_node``, ``remat_record.record_handed``), its backward run by the node's.
 """
+import contextlib
 import json
 import math
 import numbers
@@ -60,7 +64,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
-from . import node as _node
+from . import node as _node, remat_escapes as _escapes
 from .graph.decoded import holds_random_ops  # noqa: F401 (remat.holds_random_ops)
 from .operators import is_random_op
 from .executor import run
@@ -250,7 +254,8 @@ class Loop:
         _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
         runs = _node.node_runs()
         try:
-            per_step, states = yield from self.forward_steps(more)
+            with _escapes.hooks() if self.eager else contextlib.nullcontext():
+                per_step, states = yield from self.forward_steps(more)
         finally:
             _inside.loop = None
         if self.eager:   # a node run in the body (NOTE [nested custom backward])
@@ -277,21 +282,51 @@ class Loop:
                 self.checkpoints[t] = [s.detach() for s in states]
                 self._seed(t if k is None else t // k)
             slices = [d[t] for d in self.data]
-            if t == 0:
-                result = yield from self._first_step(slices, states)
-            else:
-                result = yield self.step(t, slices, states)
-            cut = len(result) - len(states)
-            per_step.append([o.detach() for o in result[:cut]])
-            _throttle(states)
-            states = [s.detach() for s in result[cut:]]
+            watches: list = []   # an eager step's (NOTE [arrays escaping a remat body])
+            try:
+                if t == 0:
+                    result = yield from self._first_step(slices, states, watches)
+                elif self.eager:
+                    result = self._eager_step(t, slices, states, watches)
+                else:
+                    result = yield self.step(t, slices, states)
+                cut = len(result) - len(states)
+                per_step.append([o.detach() for o in result[:cut]])
+                _throttle(states)
+                states = [s.detach() for s in result[cut:]]
+                del result   # the step's own results: what is alive now escaped
+                for watch in watches:
+                    watch.check(self._refuse_escape)
+            finally:
+                for watch in watches:
+                    watch.release()
             if k is None:   # "auto"/a budget; segment 0 began at step 0 whatever k is
                 k = self._interval(states)
             t += 1
         self.k, self.steps, self.final = k or 1, t, states
         return per_step, states
 
-    def _first_step(self, slices, states):
+    def _eager_step(self, t, slices, states, watches):
+        """Step ``t`` of an eager body, run now (not through the caller's executor, whose
+        last value would keep its results alive) and watched (NOTE [arrays escaping a remat
+        body])."""
+        watches.append(_escapes.Watch())
+        try:
+            return run(self.step(t, slices, states))
+        finally:
+            watches[-1].stop()
+
+    def _refuse_escape(self, what, where):
+        raise _escapes.EscapedArrayError(
+            "gluon_cf.%s%s: with remat, an array %s by the body outlives its step other than "
+            "as the step's outputs or states (kept in a list, an attribute, a dict or a global, "
+            "a view of a step's array or of its result, or a result also stored elsewhere): "
+            "the step runs recorded from detached states, so its history stops at the step "
+            "and a loss reading it would get a wrong gradient (NOTE [arrays escaping a remat "
+            "body]). Return it as a step output, compute it outside the loop, .detach() it if "
+            "it needs no gradient, or use remat=False" % (self.op, self._at(), what), where)
+
+    def _first_step(self, slices, states, watches):
         """Step 0, inspected: its recorded graph tells an eager body's auxiliary state,
         randomness and size (a node's graph tells them before it runs)."""
         if not self.eager:
@@ -301,7 +336,7 @@ class Loop:
             if _float(x):
                 x.attach_grad()
         first_node = next_recorded_node()
-        result = yield self.step(0, marked[:len(slices)], marked[len(slices):])
+        result = self._eager_step(0, marked[:len(slices)], marked[len(slices):], watches)
         heads = [r for r in result if _node.recorded(r)]
         if heads:
             sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
@@ -373,6 +408,7 @@ class Loop:
         and the closure; ``outputs`` (stacked step outputs, then final states) its outputs.
         Returns the outputs to hand to the caller."""
         outputs = fresh(outputs)
+        _escapes.keep(self.data + self.init + outputs)   # (from an enclosing remat body)
         self.per_step = per_step
         self.num_out = len(outputs) - len(self.init)
         if self.nested:   # in a hybridized gluon_cf node's forward (not its own)

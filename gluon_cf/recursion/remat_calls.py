@@ -46,6 +46,11 @@ NOTE [rematerialised recursive calls]
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost), and a body reading an array recorded before
       the call (NOTE [values recorded before a remat call]);
+    * an array made in the body that outlives it other than as its result (in a list, an
+      attribute, a global, a view, the result also stored elsewhere): it carries no history,
+      so a loss reading it would get a wrong gradient. Found in the forward, naming the line
+      that made it (NOTE [arrays escaping a remat body] in ``remat_escapes.py``; the
+      arguments, results and saved results of the nested calls are kept by their nodes);
     * ``remat`` other than ``True``/``False``.
 
     Hybridized, the unit of recomputation is the recursion node (NOTE [hybridized remat
@@ -82,7 +87,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import node as _node
-from .. import remat as _remat
+from .. import remat as _remat, remat_escapes as _escapes
 from .._structure import flatten, regroup
 
 _CHECK_EVERY = 256
@@ -161,7 +166,16 @@ class Call:
         read_checked = self.root.read_checked
         check = self.fn not in read_checked
         read_checked.add(self.fn)
-        flat = self._run_body(parent, check)
+        watches: list = []   # one per run of the body (NOTE [arrays escaping a remat body])
+        try:
+            return self._forward(parent, runs, check, watches)
+        finally:
+            for watch in watches:
+                watch.release()
+
+    def _forward(self, parent, runs, check, watches):
+        read_checked = self.root.read_checked
+        flat = self._run_body(parent, check, watches)
         if _node.node_runs() != runs:
             raise NotImplementedError(
                 "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
@@ -171,7 +185,7 @@ class Call:
         if not self.children and (self.fn, "base") not in read_checked:
             read_checked.add((self.fn, "base"))
             if not check:   # re-run recorded (no recursive call: nothing else runs twice)
-                self._run_body(parent, True)
+                self._run_body(parent, True, watches)
                 if self.children:
                     self._differ()
         outputs = _remat.fresh(flat)
@@ -180,13 +194,28 @@ class Call:
         with autograd.record(train_mode=self.root.training):
             _remat.record_node(self.inputs, outputs, self.backward)
         self.outputs = outputs
+        del flat   # the body's own results: what is alive now escaped
+        for watch in watches:
+            watch.check(self._refuse_escape)
+        _escapes.keep(self.args + outputs + self.saved)   # (from the parent's body)
         if parent is not None:
             parent.children.append(self)
         return regroup(outputs, self.out_fmt)[0]
 
-    def _run_body(self, parent, check):
+    def _refuse_escape(self, what, where):
+        raise _escapes.EscapedArrayError(
+            "gluon_cf.recursive%s: with remat, an array %s by the body of %r outlives the call "
+            "other than as its result (kept in a list, an attribute, a dict or a global, a view "
+            "of a body's array or of its result, or the result also stored elsewhere): the "
+            "body runs unrecorded, so that array carries no gradient and a loss reading it "
+            "would get a wrong one (NOTE [arrays escaping a remat body]). Return it from the "
+            "call, compute it outside the remat function, .detach() it if it needs no "
+            "gradient, or use remat=False" % (self.root.at(), what, self.fn.name), where)
+
+    def _run_body(self, parent, check, watches):
         """The body's flat results, run paused; or, to ``check`` its reads, recorded on its
-        arguments detached (NOTE [values recorded before a remat call])."""
+        arguments detached (NOTE [values recorded before a remat call]); what it makes is
+        watched by a watch added to ``watches`` (NOTE [arrays escaping a remat body])."""
         _state.call, in_body = self, getattr(_remat._inside, "call", False)
         _remat._inside.call = True   # (remat.running_body)
         first_node = self.first_node = _remat.next_recorded_node() if check else None
@@ -196,11 +225,15 @@ class Call:
                             for a in self.args]
                 self.originals = {id(d): a for d, a in zip(detached, self.args)}
                 with autograd.record(train_mode=self.root.training):
+                    watches.append(_escapes.Watch())
                     result = self.fn.fn(*regroup(detached, self.fmt))
             else:
                 with autograd.pause(train_mode=self.root.training):
+                    watches.append(_escapes.Watch())
                     result = self.fn.fn(*regroup(self.args, self.fmt))
         finally:
+            if watches:
+                watches[-1].stop()
             _state.call, _remat._inside.call = parent, in_body
             self.originals, self.first_node = {}, None
         flat, self.out_fmt = flatten([result], "gluon_cf.recursive",
@@ -387,7 +420,9 @@ def call(fn, args, where: Optional[str] = None):
     flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
     if parent is not None:   # an argument the parent received detached, as received
         flat = [parent.originals.get(id(a), a) for a in flat]
-    return Call(fn, root, flat, fmt).forward()
+        return Call(fn, root, flat, fmt).forward()
+    with _escapes.hooks():   # (NOTE [arrays escaping a remat body])
+        return Call(fn, root, flat, fmt).forward()
 
 
 def inside() -> bool:
