@@ -64,6 +64,11 @@ _base_invoke = _register._imperative_invoke
 _state = threading.local()   # .watch: the innermost running Watch; .clean: see _invoke
 _owner: dict = {}            # id(array) -> the dict of the Watch that saw it made
 _lock = threading.Lock()
+# Held while Watch.escaped turns ids back into arrays and by _del while it forgets one: an id
+# still watched under it is an array not yet freed (another thread's last reference dropped
+# meanwhile waits in _del, before MXNet frees it). Re-entrant: reading an array's ``grad``
+# makes and frees a temporary one.
+_examining = threading.RLock()
 _users = 0                   # hooks() entered and not left, all threads
 
 _MXNET = os.path.dirname(mx.__file__) + os.sep
@@ -130,9 +135,10 @@ def _init(self, handle, writable=True):
 
 
 def _del(self):
-    created = _owner.pop(id(self), None)
-    if created is not None:
-        created.pop(id(self), None)
+    with _examining:   # (Watch.escaped reads the arrays by id)
+        created = _owner.pop(id(self), None)
+        if created is not None:
+            created.pop(id(self), None)
     _base_del(self)
 
 
@@ -200,13 +206,20 @@ class Watch:
         body])."""
         def suspects():
             found = []
-            for key, site in list(self.created.items()):
-                if site[0] or site[4]:
-                    continue
-                array = ctypes.cast(key, ctypes.py_object).value   # alive: __del__ not run
-                if array.grad is None:   # (a marked leaf's gradient goes to its own buffer)
-                    found.append((site, array.shape, array.dtype))
-                del array
+            collecting = gc.isenabled()
+            gc.disable()   # no cycle freed in this thread between the check and the read
+            try:
+                with _examining:
+                    for key, site in list(self.created.items()):
+                        if site[0] or site[4] or key not in self.created:
+                            continue
+                        array = ctypes.cast(key, ctypes.py_object).value   # not freed: _del
+                        if array.grad is None:   # (a marked leaf's gradient: its own buffer)
+                            found.append((site, array.shape, array.dtype))
+                        del array
+            finally:
+                if collecting:
+                    gc.enable()
             return found
         found = suspects()
         for generation in range(3):   # garbage cycles (only on this path)
