@@ -152,6 +152,19 @@ def register_guarded(op_type, prop_class):
         mx.operator._LIB = lib
 
 
+def write_like_assign(op, dst, req, value):
+    """``op.assign(dst, req, value)`` (a ``CustomOp``'s output or input gradient): by
+    ``value.copyto(dst)`` where assign's ``dst[:] = value`` is that same copy (plain NDArrays of
+    one shape and dtype, req write or inplace), without MXNet's Python indexing around it
+    (~0.2 ms of CPU per call, py-spy; five per TreeLSTM training batch in a node's backward)."""
+    if req in ("write", "inplace") and type(value) is mx.nd.NDArray \
+            and type(dst) is mx.nd.NDArray and value.handle is not dst.handle \
+            and value.dtype == dst.dtype and value.shape == dst.shape:
+        value.copyto(dst)
+    else:
+        op.assign(dst, req, value)
+
+
 # Process-wide repairs of MXNet around Custom operators, made once when gluon_cf is imported.
 
 # NOTE [exit with work pending]

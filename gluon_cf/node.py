@@ -35,7 +35,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import executor, registry
-from ._custom_ops import NOT_UTF8, register_guarded
+from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
 from .errors import SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
@@ -426,10 +426,7 @@ class _NodeOperator(mx.operator.CustomOp):
                     "gluon_cf.%s: output %d has shape %s at run time, but its shape rule "
                     "declared %s to MXNet; shapes that depend on values are not supported in "
                     "hybridized graphs yet" % (self.node.kind, k, value.shape, dst.shape))
-            if r in ("write", "inplace") and value.dtype == dst.dtype:
-                value.copyto(dst)   # what assign's dst[:] = value does, without the indexing
-            else:
-                self.assign(dst, r, value)
+            write_like_assign(self, dst, r, value)
 
     def _refuse_training(self):
         if self.node.aux_state_nodes:   # see AUX_STATE_OPS in operators.py
@@ -483,7 +480,7 @@ class _NodeOperator(mx.operator.CustomOp):
             if r == "null":
                 continue
             if i in wanted and inputs[i].grad is not None:
-                self.assign(dst, r, inputs[i].grad)
+                write_like_assign(self, dst, r, inputs[i].grad)
             elif r in ("write", "inplace"):
                 dst[:] = 0
         self.backward_done = True

@@ -27,6 +27,16 @@ mini-batch would be the same gradient, but MXNet's autograd keeps every use's we
 alive until it sums them at the end: for the RNTN that is 54 MB of V gradient per internal node
 (H = 150), over 24 GB for a batch of 25 SST-like trees. PyTorch accumulates as it goes, so the
 torch runner does one backward per mini-batch.
+
+NOTE: [Uploads]
+Every runner hands a mini-batch's host arrays (the forest, a level's indices, the labels) to
+MXNet by `to_nd`: `mx.nd.from_numpy` of a fresh copy, zero-copy, not `mx.nd.array`. The latter
+writes into a new NDArray by `SyncCopyFromCPU`, whose `WaitToWrite` pushes an empty operation to
+the engine and waits for it: a round trip through the engine's threads per array, 170-240 us
+of CPU here and ~0.5 ms of wall time on a loaded machine (py-spy), so the benchmark measured
+MXNet's upload path rather than the methods (d uploads four arrays per level, e four per
+mini-batch, g none). The copy keeps the caller's array writable (`from_numpy` marks the array
+it is given read-only) and costs a few microseconds.
 """
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List
@@ -54,6 +64,12 @@ MODEL_KINDS = {
     'rntn': (RNTNCell, rntn_eager),
 }
 LEARNING_RATE = 0.01
+
+
+def to_nd(values, dtype='float32'):
+    """An NDArray (CPU) holding a copy of host `values` (NOTE: [Uploads]); float32 as
+    `mx.nd.array`'s default."""
+    return mx.nd.from_numpy(np.array(values, dtype=dtype), zero_copy=True)
 
 
 class MethodUnavailable(Exception):
@@ -176,7 +192,7 @@ class _GluonRunner:
         return root_h, self.model.head(root_h)
 
     def train_step(self, batch):
-        labels = mx.nd.array(batch.labels)
+        labels = to_nd(batch.labels)
         with autograd.record():
             loss = self.loss_fn(self.model.head(self.root_states(batch)), labels).mean()
         loss.backward()
@@ -209,7 +225,7 @@ class _PerTreeRunner(_GluonRunner):
         total = 0.0
         for tree, label in zip(batch.trees, batch.labels):
             with autograd.record():
-                loss = self.loss_fn(self.model.head(self.root_h(tree)), mx.nd.array([label]))
+                loss = self.loss_fn(self.model.head(self.root_h(tree)), to_nd([label]))
             loss.backward()
             total = total + loss
         self.trainer.step(batch.size, ignore_stale_grad=True)   # mean loss; see _GluonRunner
@@ -242,7 +258,7 @@ class IterativeRunner(_PerTreeRunner):
 
     def root_h(self, tree):
         cell = self.model.cell
-        x = self.model.embed(mx.nd.array(tree.tokens, dtype='int32'))
+        x = self.model.embed(to_nd(tree.tokens, 'int32'))
         left, right = tree.left.tolist(), tree.right.tolist()
         states: List[tuple] = [()] * len(left)   # set in post-order, before any reader
         for node, (l, r) in enumerate(zip(left, right)):
@@ -298,7 +314,7 @@ class LevelBatchedRunner(_GluonRunner):
     def root_states(self, batch):
         forest = batch.forest
         levels = forest.levels()
-        nd32 = lambda a: mx.nd.array(a, dtype='int32')  # noqa: E731
+        nd32 = lambda a: to_nd(a, 'int32')  # noqa: E731
         zeros = mx.nd.zeros((forest.num_nodes, self.model.config.hidden_size))
         leaves = levels[0]
         buffers = _as_tuple(self._leaf_step(nd32(forest.tokens[leaves]), nd32(leaves), zeros))
@@ -557,8 +573,7 @@ class _GluonCfRunner(_GluonRunner):
         import gluon_cf
         gluon_cf.set_executor(self.executor, ahead_of_time=self.ahead_of_time)
         f = batch.forest
-        return self.encoder(mx.nd.array(f.tokens), mx.nd.array(f.left), mx.nd.array(f.right),
-                            mx.nd.array(f.roots))
+        return self.encoder(to_nd(f.tokens), to_nd(f.left), to_nd(f.right), to_nd(f.roots))
 
 
 class GluonCfUnbatchedRunner(_GluonCfRunner):
@@ -574,7 +589,7 @@ class GluonCfUnbatchedRunner(_GluonCfRunner):
             one = Batch([batch.trees[b]], _single(batch.trees[b]))
             with autograd.record():
                 loss = self.loss_fn(self.model.head(self.root_states(one)),
-                                    mx.nd.array(one.labels)).mean()
+                                    to_nd(one.labels)).mean()
             loss.backward()
             total = total + loss
             self.trainer.step(batch.size, ignore_stale_grad=True)
