@@ -38,13 +38,7 @@ _classified = hostile_harness.cached_classifier(PROGRAMS, FILES)
 _LEFT = {
     # mx2onnx's converter of reverse (export/onnx_graph: h16export's) reshapes to the example
     # input's length: onnxruntime fails on another length
-    programs8.ReversedRows: "export of F.reverse over a dynamic axis",
-    # x * i of shapes (4,) and (1,) in a gluon_cf body: a Symbol's * does not broadcast (an
-    # NDArray's does); MXNet's shape error names its node, not the user's line
-    programs9.ContribWhileEmptyOutputs: "MXNet's elementwise shape error in a body",
-    # the user's rows of 5 features added to a state of 4: MXNet's broadcast error from the
-    # block's own graph (plain Gluon's too) names no line
-    programs9.WrongWidthThenGoodCall: "MXNet's broadcast error in the block's own graph"}
+    programs8.ReversedRows: "export of F.reverse over a dynamic axis"}
 
 
 @pytest.mark.parametrize("block_class", [
@@ -319,6 +313,39 @@ def test_zero_rows_are_refused_at_the_blocks_line_on_every_call_whatever_came_be
                            r"'\w+' was called with input 0 of shape \(0, 4\), which has no "
                            r"element" % (re.escape(programs9.__file__), line)):
             net(mx.nd.array(empty))
+
+
+@pytest.mark.parametrize("block_class,arrays,detail", [
+    # the user's rows of 5 features added to a state of 4 (plain Gluon's error too)
+    (programs9.WrongWidthThenGoodCall, [hostile_harness.rand(3, 5)],
+     "Error in operator wrongwidththengoodcall\\d+_broadcast_add0: operands could not be "
+     "broadcast together with shapes [4] [5]"),
+    # x * i of shapes (4,) and (1,) in a gluon_cf body: a Symbol's * does not broadcast
+    (programs9.ContribWhileEmptyOutputs, [hostile_harness.rand(3, 4)],
+     "Error in operator contribwhileemptyoutputs\\d+__mul0: Incompatible attr in node "
+     "contribwhileemptyoutputs\\d+__mul0 at 1-th input: expected [4], got [1]")],
+    ids=lambda v: getattr(v, "__name__", None))
+def test_mxnet_errors_of_the_blocks_own_operators_name_its_hybrid_forward(
+        block_class, arrays, detail):
+    """MXNet's shape errors about an operator of a block with gluon_cf nodes named only the
+    node (with MXNet's C++ file and check): a ValueError at the block's hybrid_forward, on
+    every call, and the block still works for good inputs (where it has any)."""
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    good = [hostile_harness.rand(2, 4)]
+    works = block_class is programs9.WrongWidthThenGoodCall
+    want = _forward(hostile_harness._make(block_class), good) if works else None
+    line = inspect.unwrap(block_class.hybrid_forward).__code__.co_firstlineno
+    pattern = r"^%s:%d: hybrid_forward of block '\w+': MXNet could not run the block's graph " \
+        r"on inputs of shapes \(3, \d\) \(%s\)\. The operator is this hybrid_forward's" % (
+            re.escape(programs9.__file__), line,
+            re.escape(detail).replace(re.escape("\\d+"), r"\d+"))
+    for _ in range(2):
+        with pytest.raises(ValueError, match=pattern) as caught:
+            net(*[mx.nd.array(a) for a in arrays])
+        assert not isinstance(caught.value, mx.MXNetError)
+        if works:
+            _assert_equal(want, _forward(net, good))
 
 
 # ---- first calls from several threads
