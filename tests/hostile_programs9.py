@@ -450,3 +450,136 @@ class InnerBreakOnPythonCounter(HybridBlock):
                 h = h + r * k
                 n += 1
         return h
+
+
+@program(*ROWS)
+class PythonCounterBeforeTensorContinue(HybridBlock):
+    """i += 1 before a tensor continue in a Python-counter while (the counter is the same on
+    both paths)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        i = 0
+        while i < 3:
+            i += 1
+            if F.sum(h) > 0.5:
+                h = h * 0.5
+                continue
+            h = h + F.mean(x, axis=0) * i
+        return h
+
+
+@program(*ROWS)
+class RangeContinueThenAppend(HybridBlock):
+    """for t in range(3) with a tensor continue before an append: the list's length depends
+    on values."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = x[0] * 0
+        for t in range(3):
+            h = F.tanh(h + F.mean(x, axis=0))
+            if F.sum(h) < 0:
+                continue
+            outs.append(h)
+        return F.stack(*outs) if outs else h
+
+
+@program(*ROWS)
+class DefaultArgOfWhileState(HybridBlock):
+    """lambda v, s=h: v + s defined in each step of a tensor while (the default is the
+    step's h)."""
+
+    @autograph(max_iterations=5)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        h = F.mean(x, axis=0)
+        while i < 3:
+            add = lambda v, s=h: v * 0.5 + s  # noqa: E731
+            h = F.tanh(add(h))
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class NestedDefReadsRowInSameStep(HybridBlock):
+    """def scaled(v): return v * r inside a tensor for, called in the same step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0 + 1
+        for r in x:
+            def scaled(v):
+                return v * r
+            h = F.tanh(scaled(h) + r)
+        return h
+
+
+@program(*ROWS)
+class FibonacciSwapInWhile(HybridBlock):
+    """a, b = b, a + b in a tensor while (a swap of two carried arrays)."""
+
+    @autograph(max_iterations=6)
+    def hybrid_forward(self, F, x):
+        a, b = x[0] * 0, F.mean(x, axis=0)
+        i = F.zeros((1,))
+        while i < 4:
+            a, b = b, a * 0.5 + b
+            i = i + 1
+        return a, b
+
+
+@program(*ROWS)
+class DictCallStateItemAssign(HybridBlock):
+    """state = dict(h=...) (the dict() call) then state["h"] = ... in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = dict(h=x[0] * 0)
+        for r in x:
+            state["h"] = state["h"] * 0.5 + r
+        return state["h"]
+
+
+@program([rand(3, 4).astype(np.float16)], [rand(5, 4, seed=1).astype(np.float16)])
+class Float16WhileCounter(HybridBlock):
+    """A float16 counter and state in a tensor while, compared with a float16 bound."""
+
+    @autograph(max_iterations=6)
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,), dtype="float16")
+        h = x[0] * 0
+        while i < F.shape_array(x)[0:1].astype("float16"):
+            h = h * 0.5 + F.take(x, i).reshape((-1,))
+            i = i + 1
+        return h
+
+
+@program([rand(3, 4).astype(np.float64)], [-np.abs(rand(2, 4, seed=1)).astype(np.float64)])
+class Float64CondInFor(HybridBlock):
+    """float64 rows under a tensor if in a tensor for, a float64 constant added."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,), dtype="float64")
+        for r in x:
+            if F.sum(r) > 0:
+                h = h + r * 2
+            else:
+                h = h - F.ones((4,), dtype="float64")
+        return h
+
+
+@program([rand(3, 4).astype(np.float16)], [rand(2, 4, seed=1).astype(np.float16)])
+class Float16ScalarArithmetic(HybridBlock):
+    """float16 rows scaled and shifted by Python numbers in a tensor for (MXNet's scalar
+    operators: _mul_scalar, _plus_scalar)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for r in x:
+            h = h * 0.5 + r + 1
+        return h
