@@ -6,7 +6,8 @@ zero-size and empty-mask steps, failed calls before good ones) run as plain Pyth
 NDArrays or MXNet's F.contrib ops (the oracle), converted eagerly, hybridized with gradients
 and exported to onnxruntime (``hostile_harness.classify``): each is equal to the oracle, or a
 clear refusal at the user's line, in every mode. Then MXNet's symbolic API on some of them
-(``static_alloc``, ``export`` + ``SymbolBlock.imports``, ``bind`` of the block's Symbol),
+(``static_alloc``, ``export`` + ``SymbolBlock.imports``, ``bind`` and ``simple_bind`` of
+the block's Symbol, with gradients),
 call histories and first calls from several threads. The tests below pin what this round
 fixed."""
 import ast
@@ -278,6 +279,32 @@ def test_static_alloc_export_imports_and_bind_equal_eager(block_class, tmp_path)
         args = dict(params, **{"in%d" % k: mx.nd.array(a, dtype=a.dtype)
                                for k, a in enumerate(arrays)})
         _assert_equal(want, [o.asnumpy() for o in symbol.bind(mx.cpu(), args).forward()])
+
+
+@pytest.mark.parametrize("block_class", [
+    programs8.TFWhileStateTuple, programs8.DictAugAssignInTensorFor,
+    programs8.BreakInnerContinueOuter, programs9.ContribForeachTwoDataTwoStates],
+    ids=lambda c: c.__name__)
+def test_simple_bind_forward_and_backward_equal_eager(block_class):
+    """The block's Symbol under simple_bind (an executor, as Module runs it): outputs and
+    the inputs' gradients of the harness's weighted sum equal the eager block's."""
+    net = hostile_harness._make(block_class)
+    for arrays in PROGRAMS[block_class]:
+        want = hostile_harness._run(net, arrays, False)
+        names = ["in%d" % k for k in range(len(arrays))]
+        symbol = net(*[mx.sym.var(n) for n in names])
+        outs = list(symbol) if isinstance(symbol, (list, tuple)) else [symbol]
+        total = sum(mx.sym.sum(o.astype("float32") * (k + 1.5)) for k, o in enumerate(outs))
+        executor = mx.sym.Group([mx.sym.BlockGrad(o) for o in outs] + [
+            mx.sym.make_loss(total)]).simple_bind(
+            mx.cpu(), grad_req={n: "write" for n in names},
+            **{n: a.shape for n, a in zip(names, arrays)})
+        for n, a in zip(names, arrays):
+            executor.arg_dict[n][:] = a
+        results = executor.forward(is_train=True)
+        executor.backward()
+        _assert_equal(want, [r.asnumpy() for r in results[:-1]] +
+                      [executor.grad_dict[n].asnumpy() for n in names])
 
 
 # ---- call histories
