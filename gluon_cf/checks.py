@@ -4,6 +4,7 @@ import mxnet as mx
 
 from . import registry, rowwise
 from ._structure import describe
+from .operators import user_location
 
 
 def check_callable(op, **funcs):
@@ -80,16 +81,29 @@ def dtype_name(t):
 def check_pair(op, fn_name, names, result):
     """``(first, second)`` of a step function's result, or TypeError if it is not a pair."""
     if not isinstance(result, (list, tuple)) or len(result) != 2:
-        raise TypeError("gluon_cf.%s: %s must return a pair (%s), got %s"
-                        % (op, fn_name, names, type(result).__name__))
+        raise TypeError("%s: %s must return a pair (%s), got %s"
+                        % (_op_at(op), fn_name, names, type(result).__name__))
     return result
 
 
 def check_structure(op, returned, fmt, expected_name, expected_fmt):
     """ValueError unless the returned value's structure ``fmt`` is the expected one."""
     if fmt != expected_fmt:
-        raise ValueError("gluon_cf.%s: %s structured as %s, but %s is structured as %s"
-                         % (op, returned, describe(fmt), expected_name, describe(expected_fmt)))
+        hint = ""
+        if op == "while_loop" and expected_name == "loop_vars" and len(fmt) < len(
+                expected_fmt):
+            # (tf.while_loop's body returns the loop variables only)
+            hint = "; func returns a pair (step outputs, new loop_vars): ([], loop_vars) " \
+                   "for no step outputs"
+        raise ValueError("%s: %s structured as %s, but %s is structured as %s%s"
+                         % (_op_at(op), returned, describe(fmt), expected_name,
+                            describe(expected_fmt), hint))
+
+
+def _op_at(op):
+    """``gluon_cf.op at file:line`` of the user's call (while it traces or runs it)."""
+    where = user_location(2)
+    return "gluon_cf.%s%s" % (op, " at %s" % where if where else "")
 
 
 def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values):

@@ -34,8 +34,8 @@ from mxnet.gluon import block as _block
 
 from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
-from .errors import ZeroSizeError, index_error_of
-from .node import DynamicShapeError
+from .errors import ZeroSizeError, index_error_of, mxnet_message
+from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
                              parameter_file_error)
@@ -87,7 +87,7 @@ def _call_cached_op(self, *args):
     try:
         return _run_cached_op(self, *args)
     except mx.MXNetError as err:
-        ours = index_error_of(err)
+        ours = index_error_of(err) or _graph_error_of(err, self, args)
         if ours is None:
             raise
         # (a CachedOp whose call failed answers the next call with "Graph attr dependency
@@ -158,6 +158,48 @@ def _lock_of(block):
     if lock is None:   # dict.setdefault is atomic: one lock per block, whoever comes first
         lock = block.__dict__.setdefault("_gluon_cf_lock", threading.RLock())
     return lock
+
+
+def _graph_error_of(err, block, args):
+    """The error, at the block's hybrid_forward, for MXNet's error ``err`` about an operator
+    of the graph of a block with gluon_cf nodes (shape inference failed: ``x * i`` of shapes
+    (4,) and (1,) in a body, a Symbol's ``*`` not broadcasting; rows of 5 added to a state of
+    4): MXNet's message named only its node. A ZeroSizeError when an input has no element
+    (MXNet 1.9.1 reads a 0 in a shape as unknown: a take in the graph says its axis is out of
+    range), else a ValueError; None for other errors. Raised alike on every such call (the
+    CachedOp is rebuilt)."""
+    plan = getattr(block, "_gluon_cf_plan", None)
+    text = str(err)
+    if plan is None or not plan.has_nodes or "gluon_cf" in text or \
+            isinstance(err, (DynamicShapeError, IncompleteShapeError)) or \
+            "Error in operator " not in text:
+        # (a graph without gluon_cf nodes is MXNet's business alone; a node's own refusal
+        # already names it)
+        return None
+    function = inspect.unwrap(type(block).hybrid_forward)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    flat, _ = _block._flatten(args, "input")
+    arrays = [a for a in flat if isinstance(a, mx.nd.NDArray)]
+    empty = [(k, a.shape) for k, a in enumerate(arrays) if 0 in a.shape]
+    detail = mxnet_message(next(line for line in text.splitlines()
+                                if "Error in operator " in line))
+    at = "%s:%d: hybrid_forward of block %r" % (code.co_filename, code.co_firstlineno,
+                                                block.name)
+    if empty:
+        return ZeroSizeError(
+            "%s was called with %s, which has no element; MXNet 1.9.1 reads a 0 in a shape "
+            "as an unknown size and could not run the block's graph on it (%s). Call it with "
+            "at least one row, or guard the call (x.shape[0] > 0) before it"
+            % (at, " and ".join("input %d of shape %s" % e for e in empty), detail),
+            located=True)
+    return ValueError(
+        "%s: MXNet could not run the block's graph on inputs of shapes %s (%s). The operator "
+        "is this hybrid_forward's or a function's it passes to gluon_cf: check the shapes it "
+        "combines (a Symbol's +, -, *, / need equal shapes where an NDArray's broadcast: "
+        "F.broadcast_add, F.broadcast_mul ...)"
+        % (at, ", ".join(str(a.shape) for a in arrays), detail))
 
 
 def _forward_of(block):

@@ -81,6 +81,15 @@ class DictItemAugAssignInLoop(HybridBlock):
             state["n"] += 1
         return state["h"] / state["n"]
 
+    def oracle_where_plain_fails(self, F, x):
+        """Plain MXNet refuses += on a recorded NDArray; converted it is out of place (NOTE
+        [autograph dict items])."""
+        state = {"h": x[0] * 0, "n": F.zeros((1,))}
+        for r in x:
+            state["h"] = state["h"] + r
+            state["n"] = state["n"] + 1
+        return state["h"] / state["n"]
+
 
 @program(*POS_NEG)
 class NamedTupleReplaceInLoop(HybridBlock):

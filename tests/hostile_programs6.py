@@ -153,6 +153,17 @@ class DictAugAssignInWhileWithBreak(HybridBlock):
                 break
         return state["h"], state["n"]
 
+    def oracle_where_plain_fails(self, F, x):
+        """Plain MXNet refuses += on a recorded NDArray; converted it is out of place (NOTE
+        [autograph dict items])."""
+        state = {"h": x[0] * 0, "n": F.zeros((1,))}
+        while state["n"] < F.shape_array(x)[0:1].astype("float32"):
+            state["h"] = state["h"] + F.take(x, state["n"]).reshape((-1,))
+            state["n"] = state["n"] + 1
+            if F.norm(state["h"]) > 2:
+                break
+        return state["h"], state["n"]
+
 
 @program(*ROWS)
 class DictSpreadUpdateInLoop(HybridBlock):

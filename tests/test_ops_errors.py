@@ -40,6 +40,11 @@ def line_of(case, nth=0):
     return "%s:%d" % (__file__, named[nth] + 2)
 
 
+# (the while_vars_structure cases: fewer loop variables than loop_vars, tf.while_loop's body)
+WHILE_PAIR_HINT = "; func returns a pair (step outputs, new loop_vars): ([], loop_vars) for " \
+    "no step outputs"
+
+
 def exact(message):
     """Regex that matches ``message`` literally, anywhere in the exception text."""
     return re.escape(message)
@@ -77,12 +82,14 @@ EAGER = [
      "(nested) list of them, got int"),
     ("foreach_states_structure",
      lambda: gluon_cf.foreach(lambda d, s: (d, [s[0], s[0]]), nd.ones((3, 2)), [nd.ones(2)]),
-     ValueError, "gluon_cf.foreach: body returned states structured as [array, array], but "
+     ValueError, f"gluon_cf.foreach at {line_of('foreach_states_structure')}: "
+      "body returned states structured as [array, array], but "
      "init_states is structured as [array]"),
     ("foreach_states_nesting",
      lambda: gluon_cf.foreach(lambda d, s: (d, [s[0], s[1][0]]), nd.ones((3, 2)),
                               [nd.ones(2), [nd.ones(2)]]),
-     ValueError, "gluon_cf.foreach: body returned states structured as [array, array], but "
+     ValueError, f"gluon_cf.foreach at {line_of('foreach_states_nesting')}: "
+      "body returned states structured as [array, array], but "
      "init_states is structured as [array, [array]]"),
     ("foreach_data_lengths",
      lambda: gluon_cf.foreach(lambda d, s: (d[0], s), [nd.ones((3, 2)), nd.ones((4, 2))],
@@ -118,20 +125,24 @@ EAGER = [
     ("while_vars_structure",
      lambda: gluon_cf.while_loop(lambda a, b: a < 3, lambda a, b: (a, [a]),
                                  [nd.zeros(1), nd.zeros(1)], max_iterations=3),
-     ValueError, "gluon_cf.while_loop: func returned new_loop_vars structured as [array], but "
-                 "loop_vars is structured as [array, array]"),
+     ValueError, f"gluon_cf.while_loop at {line_of('while_vars_structure')}: "
+      "func returned new_loop_vars structured as [array], but "
+                 "loop_vars is structured as [array, array]" + WHILE_PAIR_HINT),
     ("while_func_not_pair",
      lambda: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: v + 1, X, max_iterations=3),
-     TypeError, "gluon_cf.while_loop: func must return a pair (step_output, new_loop_vars), "
+     TypeError, f"gluon_cf.while_loop at {line_of('while_func_not_pair')}: "
+      "func must return a pair (step_output, new_loop_vars), "
                 "got NDArray"),
     ("while_func_triple",
      lambda: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: (v, v, v), X,
                                  max_iterations=3),
-     TypeError, "gluon_cf.while_loop: func must return a pair (step_output, new_loop_vars), "
+     TypeError, f"gluon_cf.while_loop at {line_of('while_func_triple')}: "
+      "func must return a pair (step_output, new_loop_vars), "
                 "got tuple"),
     ("foreach_body_not_pair",
      lambda: gluon_cf.foreach(lambda d, s: d, nd.ones((3, 2)), nd.ones(2)),
-     TypeError, "gluon_cf.foreach: body must return a pair (outputs, new_states), got NDArray"),
+     TypeError, f"gluon_cf.foreach at {line_of('foreach_body_not_pair')}: "
+      "body must return a pair (outputs, new_states), got NDArray"),
     ("while_empty_loop_vars",
      lambda: gluon_cf.while_loop(lambda: True, lambda: ([], []), [], max_iterations=3),
      ValueError, "gluon_cf.while_loop: loop_vars must contain at least one array"),
@@ -205,11 +216,13 @@ TRACE = [
      "from its inputs"),
     ("foreach_states_structure",
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, [s[0], s[0]]), x, [h]), [(3, 2), (2,)],
-     ValueError, "gluon_cf.foreach: body returned states structured as [array, array], but "
+     ValueError, f"gluon_cf.foreach at {line_of('foreach_states_structure', 1)}: "
+      "body returned states structured as [array, array], but "
                  "init_states is structured as [array]"),
     ("foreach_body_not_pair",
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (d,), x, h), [(3, 2), (2,)], TypeError,
-     "gluon_cf.foreach: body must return a pair (outputs, new_states), got tuple"),
+     f"gluon_cf.foreach at {line_of('foreach_body_not_pair', 1)}: "
+      "body must return a pair (outputs, new_states), got tuple"),
     ("while_max_iterations_zero",
      lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), x,
                                       max_iterations=0), [(2,)],
@@ -217,12 +230,14 @@ TRACE = [
     ("while_func_not_pair",
      lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: v + 1, x,
                                       max_iterations=3), [(2, 3)], TypeError,
-     "gluon_cf.while_loop: func must return a pair (step_output, new_loop_vars), got Symbol"),
+     f"gluon_cf.while_loop at {line_of('while_func_not_pair', 1)}: "
+      "func must return a pair (step_output, new_loop_vars), got Symbol"),
     ("while_vars_structure",
      lambda F, a, b: gluon_cf.while_loop(lambda a, b: a < 3, lambda a, b: (a, [a]), [a, b],
                                          max_iterations=3), [(1,), (1,)], ValueError,
-     "gluon_cf.while_loop: func returned new_loop_vars structured as [array], but loop_vars is "
-     "structured as [array, array]"),
+     f"gluon_cf.while_loop at {line_of('while_vars_structure', 1)}: "
+      "func returned new_loop_vars structured as [array], but loop_vars is "
+     "structured as [array, array]" + WHILE_PAIR_HINT),
     ("while_cond_returns_two",
      lambda F, x: gluon_cf.while_loop(lambda v: [v.sum() < 3, v.sum() < 4],
                                       lambda v: (v, v + 1), x, max_iterations=3), [(2,)],

@@ -67,7 +67,7 @@ class ConditionalsConverter(Converter):
             ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
             ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
             ast.Tuple(elts=[ast.Constant(n in live) for n in assigned], ctx=ast.Load()),
-            ast.Constant(where)])
+            ast.Constant(where), ast.Constant(getattr(node, "ag_guard", False))])
         statements = [then_fn, else_fn, self._assign(assigned, call)]
         return located(statements, node)
 

@@ -51,7 +51,8 @@ NOTE [autograph]
     NOTE [autograph jumps] (``converters/jumps.py``), NOTE [autograph loops]
     (``operators/control_flow.py``), NOTE [autograph lists]
     (``operators/data_structures.py``), NOTE [autograph carried structures]
-    (``operators/carried.py``) and NOTE [autograph indexing]
+    (``operators/carried.py``), NOTE [autograph dict items] (``converters/dict_items.py``)
+    and NOTE [autograph indexing]
     (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties).
 
@@ -123,10 +124,11 @@ from typing import Dict, List, Optional, Tuple
 import mxnet as mx
 
 from .. import operators
-from ..operators import side_effects, tensor_access
+from ..operators import py_builtins, side_effects, tensor_access
 from ..converters.assignments import AssignmentsConverter
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
+from ..converters.dict_items import rebind_dict_items
 from ..converters.iteration import IterationConverter
 from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
@@ -302,6 +304,9 @@ def converted(fn, where=None):
     output = side_effects.output(fn, where)
     if output is not None:
         return output
+    iterating = py_builtins.library_iterating(fn, str(where))
+    if iterating is not None:
+        return iterating
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if isinstance(fn, types.MethodType) and isinstance(fn.__self__, mx.sym.Symbol) and \
             fn.__name__ in tensor_access.NDARRAY_ONLY:
@@ -591,6 +596,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
     """Rewrites one function (NOTE [autograph])."""
 
     def convert(self, func):
+        rebind_dict_items(func)        # NOTE [autograph dict items]
         for function in [n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]:
             lower_jumps(function)      # nested functions' own returns too
         self.collected = collected_lists(func)

@@ -32,10 +32,12 @@ from .side_effects import graph_region
 from .variables import Undefined, holds_symbols, is_tensor, truth
 
 
-def if_stmt(pred, then_fn, else_fn, values, names, live, where):
-    """Run a converted ``if`` (NOTE [autograph]): returns the branch variables' new values."""
+def if_stmt(pred, then_fn, else_fn, values, names, live, where, guard=False):
+    """Run a converted ``if`` (NOTE [autograph]): returns the branch variables' new values.
+    ``guard``: the ``if`` is not the user's but runs the rest of a loop's step after a
+    ``break``, ``continue`` or ``return`` (NOTE [autograph jumps])."""
     if isinstance(pred, mx.sym.Symbol):
-        return _symbolic_if(pred, then_fn, else_fn, values, names, live, where)
+        return _symbolic_if(pred, then_fn, else_fn, values, names, live, where, guard)
     if isinstance(pred, mx.nd.NDArray):
         if pred.size != 1:
             raise AutographError(f"{where}: the if's condition is an array of shape "
@@ -44,7 +46,7 @@ def if_stmt(pred, then_fn, else_fn, values, names, live, where):
     return then_fn(*values) if pred else else_fn(*values)
 
 
-def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
+def _symbolic_if(pred, then_fn, else_fn, values, names, live, where, guard):
     results = {}
 
     def branch(fn, key):
@@ -57,7 +59,7 @@ def _symbolic_if(pred, then_fn, else_fn, values, names, live, where):
                 if not live[k]:
                     continue
                 if key == "else":
-                    _check_same_kind(name, results["then"][k], value, where)
+                    _check_same_kind(name, results["then"][k], value, where, guard)
                 if isinstance(value, mx.sym.Symbol):
                     arrays.append(value)
                 elif isinstance(spec_of(value), tuple):   # NOTE [autograph carried structures]
@@ -114,7 +116,7 @@ def _no_structure(name, a, b, where, what):
                 f"again where it is used ([h, k])")
 
 
-def _check_same_kind(name, then_value, else_value, where):
+def _check_same_kind(name, then_value, else_value, where, guard=False):
     for side, value, other in (("then", then_value, else_value),
                                ("else", else_value, then_value)):
         if isinstance(value, Undefined) and isinstance(spec_of(other), tuple):
@@ -140,6 +142,16 @@ def _check_same_kind(name, then_value, else_value, where):
             f"value {python_value(then_value if not then_array else else_value)} in the "
             f"other; with a "
             f"tensor condition both must be arrays (use F.full / F.zeros_like for constants)")
+    if not then_array and not isinstance(then_value, Undefined) and then_value != else_value \
+            and guard:
+        raise AutographError(
+            f"{where}: variable {name!r}{read_by(where, name)} becomes the Python value "
+            f"{python_value(then_value)} here but stays {python_value(else_value)} when a "
+            f"break, continue or return on a tensor condition ends the loop's step before "
+            f"this line; the loop then runs as a graph, which "
+            f"cannot carry a Python value that changes. Make it an array (i = F.zeros((1,)) "
+            f"before the loop, i = i + 1 in it), or loop over a Python range "
+            f"(for i in range(n): ... break)")
     if not then_array and not isinstance(then_value, Undefined) and then_value != else_value:
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is the Python value "
@@ -163,7 +175,8 @@ def python_if(pred, where, why):
     if isinstance(pred, mx.sym.Symbol):
         raise AutographError(f"{where}: this if has a tensor condition, but its branches {why}, "
                              f"which gluon_cf.cond cannot express; compute the result in both "
-                             f"branches and assign it to a variable instead")
+                             f"branches and assign it to a variable instead" + (
+                                 _OWN_DICT if why.endswith("attributes or items") else ""))
     if isinstance(pred, mx.nd.NDArray):
         return bool(pred.asscalar())
     return pred
@@ -444,6 +457,11 @@ def _check_loop_vars(before, after, names, where, what):
                 f"e.g. F.zeros((1,)) for a counter)")
 
 
+# (NOTE [autograph dict items])
+_OWN_DICT = " (an item of a dict this function makes converts when no other name, call or " \
+    "container is given the dict: d = {...}; d[\"h\"] += r)"
+
+
 def python_loop(value, where, why, what):
     """The condition or iterable of a loop left as Python (its body does what a graph
     cannot)."""
@@ -452,7 +470,8 @@ def python_loop(value, where, why, what):
                              f"graph's loop cannot express yet" + (
                                  "; set a flag array where it breaks and run the else clause's "
                                  "statements under an if on it after the loop"
-                                 if why.endswith("else clause") else ""))
+                                 if why.endswith("else clause") else
+                                 _OWN_DICT if why.endswith("attributes or items") else ""))
     return truth(value, where, what) if what == "while" else value
 
 

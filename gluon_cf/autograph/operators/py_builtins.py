@@ -16,6 +16,7 @@ NOTE [autograph iteration]
     the eager list.
 """
 import functools
+import itertools
 
 import mxnet as mx
 
@@ -66,13 +67,52 @@ def builtin(fn, where):
                 f"when the graph runs, so it cannot become a Python number. Keep it an array "
                 f"(an if or while on it converts; F.cast, F.round for the arithmetic)")
         if any(one_output(a) for a in args[_ITERATED_ARGS.get(str(name), slice(None))]):
-            raise AutographError(
-                f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
-                f"{'count' if name == 'len' else 'iterate'} (MXNet would see the whole array "
-                f"as one item), so it cannot run as Python. Loop with a for statement over "
-                f"the tensor itself (a graph loop) and keep a counter as an array "
-                f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
+            _refuse_iteration(name, where)
         return the_builtin(*args, **kwargs)
+    return checked
+
+
+def _refuse_iteration(name, where):
+    raise AutographError(
+        f"{where}: {name}() of a tensor: while hybridizing a Symbol has no rows to "
+        f"{'count' if name == 'len' else 'iterate'} (MXNet would see the whole array "
+        f"as one item), so it cannot run as Python. Loop with a for statement over "
+        f"the tensor itself (a graph loop) and keep a counter as an array "
+        f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
+
+
+# The standard library's functions that iterate their arguments as the builtins above do
+# (functools.reduce(f, x) over a Symbol would return the Symbol itself): the positional
+# arguments they iterate
+_LIBRARY_ITERATING = {
+    functools.reduce: slice(1, 2), itertools.accumulate: slice(0, 1),
+    itertools.chain: slice(None), itertools.starmap: slice(1, 2),
+    itertools.islice: slice(0, 1), itertools.cycle: slice(0, 1),
+    itertools.product: slice(None), itertools.combinations: slice(0, 1),
+    itertools.permutations: slice(0, 1), itertools.zip_longest: slice(None),
+    itertools.groupby: slice(0, 1), itertools.tee: slice(0, 1),
+    itertools.pairwise: slice(0, 1), itertools.compress: slice(None),
+    itertools.dropwhile: slice(1, 2), itertools.takewhile: slice(1, 2),
+    itertools.filterfalse: slice(1, 2)}
+
+
+def library_iterating(fn, where):
+    """``fn`` checked as :func:`builtin` checks the builtins when it is one of the standard
+    library's functions that iterate their arguments (``functools.reduce``, ``itertools``'),
+    else None."""
+    try:
+        iterated = _LIBRARY_ITERATING.get(fn)
+    except TypeError:       # (an unhashable callable)
+        return None
+    if iterated is None:
+        return None
+    name = f"{fn.__module__}.{fn.__name__}".replace("_functools.", "functools.")
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        if any(one_output(a) for a in args[iterated]):
+            _refuse_iteration(name, where)
+        return fn(*args, **kwargs)
     return checked
 
 
