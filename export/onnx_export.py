@@ -16,6 +16,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from typing import Any, Dict, Optional, Sequence
 
 import mxnet as mx
@@ -35,7 +36,7 @@ from gluon_cf.tracing import user_location
 from . import index_bounds
 from .artifact_format import RECURSION_KEY
 from .artifact_kit import SIGNATURES
-from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, make_onnx_model,
+from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, ExportTieWarning, make_onnx_model,
                          register_custom_converter, source_prefix, symbol_to_onnx_graph)
 from .onnx_shapes import PLAN, merge_dims, shape_plan
 
@@ -83,14 +84,31 @@ def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
     """
     sym, params, inputs, ranks = _net_symbol(net, example_inputs, "export_onnx")
     try:
-        return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
-                                  input_names=input_names, output_names=output_names,
-                                  _output_ranks=ranks)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            return export_onnx_symbol(sym, params, inputs, path, opset,
+                                      dynamic_axes=dynamic_axes, input_names=input_names,
+                                      output_names=output_names, _output_ranks=ranks)
     except NotImplementedError as err:
         where = _node_location(net, example_inputs, getattr(err, NODE_OF_ERROR, None))
         if where is None or str(err).startswith(where):
             raise
         raise NotImplementedError(f"{where}: {err}") from None
+    finally:
+        _warn_again(caught, net, example_inputs)
+
+
+def _warn_again(caught, net, example_inputs):
+    """The warnings of a conversion, those about a node led by the user's line."""
+    for record in caught:
+        message = record.message
+        if isinstance(message, ExportTieWarning):
+            where = _node_location(net, example_inputs, message.node_name)
+            if where is not None and not str(message).startswith(where):
+                message = ExportTieWarning(f"{where}: {message}")
+            warnings.warn(message, stacklevel=3)
+        else:
+            warnings.warn_explicit(message, record.category, record.filename, record.lineno)
 
 
 def _node_location(net, example_inputs, node_name):

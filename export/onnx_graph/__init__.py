@@ -25,9 +25,11 @@ from .specs import (DEFAULT_OPSET, SUPPORTED_OPSETS, CustomOpNode, OnnxGraph, Va
 # For the export rules and onnx_export: how an export error names its node and the user's line.
 from .specs import NODE_OF_ERROR, source_prefix  # noqa: F401
 from .variables import params_to_initializers
+from .mx2onnx_added import ExportTieWarning
 
 __all__ = [
     "DEFAULT_OPSET", "SUPPORTED_OPSETS", "ValueSpec", "OnnxGraph", "CustomOpNode",
     "register_custom_converter", "symbol_to_onnx_graph", "export_symbol_onnx",
     "make_onnx_model", "params_to_initializers", "remove_unused_initializers", "value_info",
+    "ExportTieWarning",
 ]

@@ -14,6 +14,7 @@ from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
 from . import mx2onnx_fixes  # noqa: F401 -- mx2onnx's converters work only once it has run
+from . import mx2onnx_added  # noqa: F401 -- converters mx2onnx lacks (NOTE [added converters])
 from .custom import _ENTRY_SPECS_KWARG
 from .renaming import _prefix_names
 from .specs import (DEFAULT_OPSET, NODE_OF_ERROR, OnnxGraph, ValueSpec, _check_opset,
@@ -171,6 +172,15 @@ def _convert_nodes(sym, sources, opset):
 
     _check_single_assignment(nodes, initializers, [spec.name for spec in sources.inputs])
     heads = [(node_idx, out_idx) for node_idx, out_idx, _ in mx_graph["heads"]]
+    for node_idx, out_idx in heads:
+        if out_idx >= len(outputs_lookup[node_idx]):
+            node = mx_nodes[node_idx]
+            error = NotImplementedError(
+                f"{source_prefix(node)}export_onnx: output {out_idx} of node {node['name']!r} "
+                f"(MXNet op {node['op']!r}) has no ONNX counterpart; return only its first "
+                f"output")
+            setattr(error, NODE_OF_ERROR, node["name"])
+            raise error
     return _Converted(
         nodes, initializers,
         heads=[outputs_lookup[i][k] for i, k in heads],

@@ -1,0 +1,545 @@
+"""Converters for MXNet ops that mx2onnx lacks or gets silently wrong, each emulating MXNet
+1.9.1's arithmetic exactly (rounding of halves, the sign of NaN, the rows a length masks),
+registered for opsets 12 and 13 at import (NOTE [added converters]). ``mx2onnx_fixes.py`` holds
+the older fixes and NOTE [mx2onnx pitfalls]."""
+import warnings
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
+from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
+
+from .specs import _ENTRY_SPECS_KWARG, source_prefix
+
+# NOTE [added converters]
+#     Each converter below was checked against MXNet on onnxruntime at 1e-5, on ties, negative
+#     values, halves and lengths (tests/test_export_ops.py). MXNet's arithmetic, which ONNX's
+#     nearest ops do not share:
+#     * `round` rounds halves away from zero (C's roundf), ONNX's Round to even; `rint`
+#       rounds halves *down* (mshadow's rint: floor unless x - floor(x) > ceil(x) - x), not to
+#       even. Both are built from Floor and Ceil with MXNet's own comparisons.
+#     * `sign` of NaN is 0 (mshadow's sign compares with 0), so it is (x > 0) - (x < 0).
+#     * `softmax`/`log_softmax` with `use_length`: the positions at or past the length are
+#       0 in the output, a length of 0 gives a row of 0, the max is over the kept positions
+#       only. mx2onnx wrote the masked positions as -65500 before a Softmax, so a row of
+#       values below -65500 (an attention mask of -1e9) put its weight on masked positions and
+#       a length of 0 gave 1/n; with an axis other than -1 it exported a GlobalAveragePool.
+#     * `LeakyReLU(act_type='prelu')`'s gamma applies along axis 1; mx2onnx gave it to PRelu
+#       as is, which numpy-broadcasts it along the *last* axis: silently other values when the
+#       last axis is as long as the channels. `rrelu` in inference is leaky with the slope
+#       (lower_bound + upper_bound) / 2.
+#     * `topk`/`argsort` order tied values by std::sort, whose order of ties is unspecified past
+#       16 elements; ONNX's TopK puts the lower index first. The values agree, the indices of
+#       ties may not: the converters warn (ExportTieWarning) when the axis may be longer.
+#     * `SequenceLast` with lengths reads position length - 1 of each sequence (a length of 0
+#       reads out of bounds in MXNet; here the last position).
+
+
+class ExportTieWarning(UserWarning):
+    """An exported ``topk``/``argsort`` may order the indices of tied values differently from
+    MXNet (NOTE [added converters])."""
+    node_name = ""
+
+
+def _flag(attrs, key, default="False"):
+    return str(attrs.get(key, default)) in ("True", "true", "1")
+
+
+def _shape_of_input(node, kwargs, k=0):
+    """MXNet's inferred shape of ``node``'s input ``k``, or None (() is unknown in MXNet)."""
+    specs = kwargs.get(_ENTRY_SPECS_KWARG) or {}
+    return (specs.get(tuple(node["inputs"][k][:2])) or (None, None))[0] or None
+
+
+def _output_dtype(node, kwargs):
+    specs = kwargs.get(_ENTRY_SPECS_KWARG) or {}
+    return (specs.get((kwargs["idx"], 0)) or (None, None))[1]
+
+
+class _Nodes(list):
+    """The ONNX nodes of one converter, each helper value named ``<node>_<hint><k>``."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+
+    def add(self, op, inputs, hint="", final=False, **attrs):
+        out = self.name if final else f"{self.name}_{hint or op.lower()}{len(self)}"
+        self.append(helper.make_node(op, list(inputs), [out],
+                                     **({"name": self.name} if final else {}), **attrs))
+        return out
+
+    def const(self, value, dtype=np.int64):
+        out = f"{self.name}_const{len(self)}"
+        self.append(helper.make_node("Constant", [], [out], value=numpy_helper.from_array(
+            np.array(value, dtype=dtype), out)))
+        return out
+
+    def dim(self, data, axis):
+        """Shape(data)[axis] as a 1-D tensor of one element."""
+        last = np.iinfo(np.int64).max
+        return self.add("Slice", [self.add("Shape", [data]), self.const([axis]),
+                                  self.const([axis + 1 if axis != -1 else last])])
+
+    def reduce_sum(self, data, axis, opset, final=False):
+        if opset >= 13:
+            return self.add("ReduceSum", [data, self.const([axis])], final=final, keepdims=1)
+        return self.add("ReduceSum", [data], final=final, axes=[axis], keepdims=1)
+
+
+def _start(node, kwargs):
+    name, inputs, attrs = _mx2onnx.get_inputs(node, kwargs)
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
+    return _Nodes(name), inputs, attrs, dtype
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+def _convert_round(node, **kwargs):
+    """``round`` (halves away from zero) and ``rint`` (halves down), NOTE [added converters]."""
+    out, (x,), _, dtype = _start(node, kwargs)
+    if node["op"] == "rint":
+        floor, ceil = out.add("Floor", [x]), out.add("Ceil", [x])
+        below = out.add("LessOrEqual", [out.add("Sub", [x, floor]), out.add("Sub", [ceil, x])])
+        out.add("Where", [below, floor, ceil], final=True)
+        return out
+    magnitude = out.add("Abs", [x])
+    whole = out.add("Floor", [magnitude])
+    up = out.add("GreaterOrEqual", [out.add("Sub", [magnitude, whole]),
+                                    out.const([0.5], dtype)])
+    rounded = out.add("Add", [whole, out.add("Cast", [up], to=_tensor_type(dtype))])
+    negative = out.add("Less", [x, out.const([0], dtype)])
+    out.add("Where", [negative, out.add("Neg", [rounded]), rounded], final=True)
+    return out
+
+
+def _tensor_type(dtype):
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def _convert_sign(node, **kwargs):
+    out, (x,), _, dtype = _start(node, kwargs)
+    zero = out.const([0], dtype)
+    positive = out.add("Cast", [out.add("Greater", [x, zero])], to=_tensor_type(dtype))
+    negative = out.add("Cast", [out.add("Less", [x, zero])], to=_tensor_type(dtype))
+    out.add("Sub", [positive, negative], final=True)
+    return out
+
+
+def _convert_trunc(node, **kwargs):
+    """``trunc`` and ``fix``: towards zero."""
+    out, (x,), _, dtype = _start(node, kwargs)
+    negative = out.add("Less", [x, out.const([0], dtype)])
+    out.add("Where", [negative, out.add("Ceil", [x]), out.add("Floor", [x])], final=True)
+    return out
+
+
+def _elementwise(build):
+    """A converter for a unary op written as ``build(out, x, dtype) -> value``."""
+    def convert(node, **kwargs):
+        out, inputs, _, dtype = _start(node, kwargs)
+        value = build(out, inputs[0], dtype)
+        out.add("Identity", [value], final=True)
+        return out
+    return convert
+
+
+_UNARY = {
+    "erf": lambda out, x, d: out.add("Erf", [x]),
+    "sinh": lambda out, x, d: out.add("Sinh", [x]),
+    "cosh": lambda out, x, d: out.add("Cosh", [x]),
+    "arcsinh": lambda out, x, d: out.add("Asinh", [x]),
+    "arccosh": lambda out, x, d: out.add("Acosh", [x]),
+    "arctanh": lambda out, x, d: out.add("Atanh", [x]),
+    "softsign": lambda out, x, d: out.add("Softsign", [x]),
+    "log1p": lambda out, x, d: out.add("Log", [out.add("Add", [x, out.const([1], d)])]),
+    "expm1": lambda out, x, d: out.add("Sub", [out.add("Exp", [x]), out.const([1], d)]),
+    "rsqrt": lambda out, x, d: out.add("Reciprocal", [out.add("Sqrt", [x])]),
+    "log10": lambda out, x, d: out.add("Div", [out.add("Log", [x]),
+                                               out.const([np.log(10)], d)]),
+    "degrees": lambda out, x, d: out.add("Mul", [x, out.const([180 / np.pi], d)]),
+    "radians": lambda out, x, d: out.add("Mul", [x, out.const([np.pi / 180], d)]),
+}
+
+
+def _convert_maximum(node, **kwargs):
+    out, (a, b), _, _ = _start(node, kwargs)
+    out.add("Max", [a, b], final=True)
+    return out
+
+
+def _convert_hypot(node, **kwargs):
+    out, (a, b), _, _ = _start(node, kwargs)
+    out.add("Sqrt", [out.add("Add", [out.add("Mul", [a, a]), out.add("Mul", [b, b])])],
+            final=True)
+    return out
+
+
+def _convert_scalar_power_or_mod(node, **kwargs):
+    """``x % s``, ``s % x`` and ``s ** x``, the scalar a constant of x's dtype. MXNet's mod
+    takes the sign of the divisor (fmod, plus the divisor when the signs differ and the
+    remainder is not 0) and is 0 for a divisor 0."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    scalar = out.const([float(attrs["scalar"])], dtype)
+    if node["op"] == "_rpower_scalar":
+        out.add("Pow", [scalar, x], final=True)
+        return out
+    a, b = (scalar, x) if node["op"] == "_rmod_scalar" else (x, scalar)
+    zero = out.add("Sub", [b, b])
+    remainder = out.add("Mod", [a, b], fmod=1)
+    signs_differ = out.add("Xor", [out.add("Less", [a, zero]), out.add("Less", [b, zero])])
+    nonzero = out.add("Not", [out.add("Equal", [remainder, zero])])
+    shift = out.add("Where", [out.add("And", [signs_differ, nonzero]), b, zero])
+    adjusted = out.add("Add", [remainder, shift])
+    out.add("Where", [out.add("Equal", [b, zero]), zero, adjusted], final=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- along an axis
+
+def _convert_cumsum(node, **kwargs):
+    """``cumsum(x, axis=None, dtype=None)``: over the flattened input when axis is None."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    want = np.dtype(_output_dtype(node, kwargs) or dtype)
+    if want != dtype:
+        x = out.add("Cast", [x], to=_tensor_type(want))
+    axis = attrs.get("axis", "None")
+    if axis in ("None", None):
+        x, axis = out.add("Reshape", [x, out.const([-1])]), 0
+    out.add("CumSum", [x, out.const(int(axis))], final=True)
+    return out
+
+
+def _warn_ties(node, kwargs, axis):
+    shape = _shape_of_input(node, kwargs)
+    if shape is None or shape[axis] is None or shape[axis] > 16:
+        warning = ExportTieWarning(
+            f"{source_prefix(node)}export_onnx: {node['op']} node {node['name']!r} orders the "
+            f"indices of tied values as ONNX's TopK does (the lower index first); along an "
+            f"axis longer than 16 MXNet's order of ties is std::sort's, which may differ "
+            f"(NOTE [added converters])")
+        warning.node_name = node["name"]       # export_onnx adds the user's line
+        warnings.warn(warning, stacklevel=2)
+
+
+def _convert_sort(node, **kwargs):
+    """``sort(x, axis=-1, is_ascend=True)``: TopK of every element (axis None: flattened)."""
+    out, (x,), attrs, _ = _start(node, kwargs)
+    axis = attrs.get("axis", "-1")
+    if axis == "None":
+        x, axis = out.add("Reshape", [x, out.const([-1])]), 0
+    axis = int(axis)
+    largest = 0 if _flag(attrs, "is_ascend", "True") else 1
+    out.append(helper.make_node("TopK", [x, out.dim(x, axis)], [out.name, out.name + "_idx"],
+                                name=out.name, axis=axis, largest=largest, sorted=1))
+    return out
+
+
+def _convert_topk(node, **kwargs):
+    """``topk`` with mx2onnx's converter, but ``ret_typ='mask'``: the input's shape, 1 where an
+    element is among the top k, 0 elsewhere, in the input's dtype."""
+    attrs = node.get("attrs", {})
+    axis = attrs.get("axis", "-1")
+    if axis == "None":
+        raise NotImplementedError("topk with axis=None (over the flattened input): flatten "
+                                  "it first (F.reshape(x, (-1,))) and give axis=0")
+    if attrs.get("ret_typ", "indices") != "value":
+        _warn_ties(node, kwargs, int(axis))
+    if attrs.get("ret_typ", "indices") != "mask":
+        return _MX2ONNX["topk"](node, **kwargs)
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    largest = 0 if _flag(attrs, "is_ascend") else 1
+    out.append(helper.make_node("TopK", [x, out.const([int(attrs.get("k", 1))])],
+                                [out.name + "_values", out.name + "_indices"],
+                                axis=int(axis), largest=largest, sorted=1))
+    zeros = out.add("ConstantOfShape", [out.add("Shape", [x])],
+                    value=numpy_helper.from_array(np.zeros(1, dtype)))
+    ones = out.add("ConstantOfShape", [out.add("Shape", [out.name + "_indices"])],
+                   value=numpy_helper.from_array(np.ones(1, dtype)))
+    out.add("ScatterElements", [zeros, out.name + "_indices", ones], final=True, axis=int(axis))
+    return out
+
+
+def _convert_argsort(node, **kwargs):
+    axis = node.get("attrs", {}).get("axis", "-1")
+    if axis != "None":
+        _warn_ties(node, kwargs, int(axis))
+    return _MX2ONNX["argsort"](node, **kwargs)
+
+
+def _convert_sequence_last(node, **kwargs):
+    """``SequenceLast(data, sequence_length, use_sequence_length, axis)``: per sequence of the
+    batch, the element at position length - 1 along ``axis`` (0: data is (T, B, ...), 1:
+    (B, T, ...)), or the last one without lengths."""
+    out, inputs, attrs, _ = _start(node, kwargs)
+    axis = int(attrs.get("axis", "0"))
+    if axis not in (0, 1):
+        raise NotImplementedError(f"SequenceLast with axis={axis} (MXNet allows 0 and 1)")
+    data = inputs[0]
+    if not _flag(attrs, "use_sequence_length"):
+        out.add("Gather", [data, out.const(-1)], final=True, axis=axis)
+        return out
+    position = out.add("Sub", [out.add("Cast", [inputs[1]], to=onnx.TensorProto.INT64),
+                               out.const([1])])
+    batch = out.add("Range", [out.const(0), out.add("Squeeze", [out.dim(data, 1 - axis)],
+                                                    **_squeeze_axes(kwargs)),
+                              out.const(1)])
+    pair = [position, batch] if axis == 0 else [batch, position]
+    column = out.const([-1, 1])
+    index = out.add("Concat", [out.add("Reshape", [p, column]) for p in pair], axis=1)
+    out.add("GatherND", [data, index], final=True)
+    return out
+
+
+def _squeeze_axes(kwargs):
+    return {} if kwargs.get("opset_version", 13) >= 13 else {"axes": [0]}
+
+
+# ----------------------------------------------------------------------------- softmax family
+
+def _convert_softmax(node, **kwargs):
+    """``softmax``, ``log_softmax`` and ``softmin`` with any axis, temperature, dtype and
+    ``use_length``, as MXNet computes them (NOTE [added converters]): ``(x - max) / t``
+    exponentiated and normalised over the kept positions, 0 at the others."""
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    opset = kwargs.get("opset_version", 13)
+    want = np.dtype(_output_dtype(node, kwargs) or dtype)
+    x = inputs[0]
+    if want != dtype:
+        x = out.add("Cast", [x], to=_tensor_type(want))
+    if node["op"] == "softmin":
+        x = out.add("Neg", [x])
+    axis = int(attrs.get("axis", "-1"))
+    temperature = attrs.get("temperature", "None")
+    temperature = 1.0 if temperature in ("None", None) else float(temperature)
+    use_length = _flag(attrs, "use_length")
+    keep = None
+    if use_length:
+        shape = _shape_of_input(node, kwargs)
+        if shape is None:
+            raise NotImplementedError(f"{node['op']} with use_length=True of an input whose "
+                                      f"rank is known only at run time")
+        axis %= len(shape)
+        positions = out.add("Range", [out.const(0), out.add("Squeeze", [out.dim(x, axis)],
+                                                            **_squeeze_axes(kwargs)),
+                                      out.const(1)])
+        positions = out.add("Reshape", [positions,
+                                        out.const([-1] + [1] * (len(shape) - axis - 1))])
+        length = out.add("Cast", [inputs[1]], to=onnx.TensorProto.INT64)
+        length = out.add("Unsqueeze", [length, out.const([axis])]) if opset >= 13 else \
+            out.add("Unsqueeze", [length], axes=[axis])
+        keep = out.add("Less", [positions, length])
+        lowest = out.const([-np.inf], want)
+        x_kept = out.add("Where", [keep, x, lowest])
+        top = out.add("ReduceMax", [x_kept], axes=[axis], keepdims=1)
+        # a length of 0: no position kept, the max is -inf; MXNet writes 0 everywhere
+        top = out.add("Where", [out.add("Equal", [top, lowest]), out.const([0], want), top])
+    else:
+        top = out.add("ReduceMax", [x], axes=[axis], keepdims=1)
+    shifted = out.add("Sub", [x, top])
+    if temperature != 1.0:
+        shifted = out.add("Div", [shifted, out.const([temperature], want)])
+    exp = out.add("Exp", [shifted])
+    if keep is not None:
+        exp = out.add("Where", [keep, exp, out.const([0], want)])
+    total = out.reduce_sum(exp, axis, opset)
+    if node["op"] == "log_softmax":
+        result = out.add("Sub", [shifted, out.add("Log", [total])])
+    else:
+        result = out.add("Div", [exp, total])
+    if keep is not None:
+        result = out.add("Where", [keep, result, out.const([0], want)])
+    out.add("Identity", [result], final=True)
+    return out, [want]
+
+
+# ----------------------------------------------------------------------------- others
+
+def _convert_leaky_relu(node, **kwargs):
+    """``LeakyReLU`` with mx2onnx's converter, but ``prelu`` (gamma along axis 1) and ``rrelu``
+    (inference: slope (lower + upper) / 2), NOTE [added converters]."""
+    attrs = node.get("attrs", {})
+    act_type = attrs.get("act_type", "leaky")
+    if act_type not in ("prelu", "rrelu"):
+        return _MX2ONNX["LeakyReLU"](node, **kwargs)
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    if act_type == "rrelu":
+        slope = (float(attrs.get("lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334)))
+        out.add("LeakyRelu", inputs[:1], final=True, alpha=slope / 2)
+        return out
+    x, gamma = inputs[:2]
+    # gamma as (C, 1, ..., 1): one 1 per axis of x after the channels
+    trailing = out.add("Sub", [out.add("Shape", [out.add("Shape", [x])]), out.const([2])])
+    ones = out.add("ConstantOfShape", [trailing],
+                   value=numpy_helper.from_array(np.ones(1, np.int64)))
+    shape = out.add("Concat", [out.const([-1]), ones], axis=0)
+    out.add("PRelu", [x, out.add("Reshape", [gamma, shape])], final=True)
+    return out
+
+
+def _convert_split_v2(node, **kwargs):
+    """``split_v2`` at the given indices (mx2onnx's opset-13 converter gave Split one length
+    fewer than outputs, a model onnxruntime refuses to load): one Slice per part."""
+    attrs = node.get("attrs", {})
+    indices = _mx2onnx.convert_string_to_list(attrs.get("indices", "[]"))
+    if int(attrs.get("sections", 0)) > 0 or not indices:
+        return _MX2ONNX_SPLIT_V2(node, **kwargs)
+    out, (x,), attrs, _ = _start(node, kwargs)
+    axis = int(attrs.get("axis", 0))
+    bounds = [int(i) for i in indices] + [np.iinfo(np.int64).max]
+    if bounds[0] != 0:
+        bounds = [0] + bounds
+    squeeze = _flag(attrs, "squeeze_axis")
+    for k, (begin, end) in enumerate(zip(bounds, bounds[1:])):
+        part = f"{out.name}{k}"
+        sliced = out.add("Slice", [x, out.const([begin]), out.const([end]), out.const([axis])])
+        if squeeze:
+            squeezed = out.add("Squeeze", [sliced, out.const([axis])]) \
+                if kwargs.get("opset_version", 13) >= 13 else \
+                out.add("Squeeze", [sliced], axes=[axis])
+            sliced = squeezed
+        out.append(helper.make_node("Identity", [sliced], [part], name=part))
+    return out
+
+
+def _convert_swap_axis(node, **kwargs):
+    """``SwapAxis`` (``swapaxes``; InstanceNorm with a negative axis) with negative dims, which
+    mx2onnx refuses: counted from the input's rank."""
+    attrs = node.get("attrs", {})
+    dims = [int(attrs.get("dim1", "0")), int(attrs.get("dim2", "0"))]
+    if min(dims) < 0:
+        shape = _shape_of_input(node, kwargs)
+        if shape is None:
+            raise NotImplementedError("SwapAxis with a negative dim of an input whose rank is "
+                                      "known only at run time")
+        out, (x,), _, _ = _start(node, kwargs)
+        perm = list(range(len(shape)))
+        first, second = (d % len(shape) for d in dims)
+        perm[first], perm[second] = perm[second], perm[first]
+        out.add("Transpose", [x], final=True, perm=perm)
+        return out
+    return _MX2ONNX["SwapAxis"](node, **kwargs)
+
+
+def _convert_reverse(node, **kwargs):
+    """``reverse``/``flip`` over one or several axes: a Slice with step -1 on each."""
+    out, (x,), attrs, _ = _start(node, kwargs)
+    axes = [int(a) for a in _mx2onnx.convert_string_to_list(str(attrs["axis"]))]
+    big = np.iinfo(np.int64).max
+    out.add("Slice", [x, out.const([-1] * len(axes)), out.const([-big] * len(axes)),
+                      out.const(axes), out.const([-1] * len(axes))], final=True)
+    return out
+
+
+def _one_dimensional(op):
+    """mx2onnx's ``Convolution``, which refuses MXNet's 1-D layout ``NCW`` (Gluon's Conv1D)
+    though ONNX's Conv takes a 1-D kernel as it is."""
+    def convert(node, **kwargs):
+        attrs = node.get("attrs", {})
+        if attrs.get("layout") == "NCW":
+            node = dict(node, attrs={k: v for k, v in attrs.items() if k != "layout"})
+        return _MX2ONNX[op](node, **kwargs)
+    return convert
+
+
+def _convert_pooling(node, **kwargs):
+    """``Pooling`` with mx2onnx's converter, and: the 1-D layout ``NCW``; ``sum`` pools and
+    ``lp`` pools of p 1 and 3, which MXNet computes without absolute values (sum of x, cube
+    root of the sum of x**3) where ONNX's LpPool takes |x|: silently other values for negative
+    inputs; and ``pooling_convention='full'`` checked window by window: ONNX's ceil mode drops
+    a last window that starts in the padding, MXNet's keeps it (another output shape)."""
+    attrs = dict(node.get("attrs", {}))
+    if attrs.get("layout") == "NCW":
+        del attrs["layout"]
+    node = dict(node, attrs=attrs)
+    glob = _flag(attrs, "global_pool")
+    if attrs.get("pooling_convention", "valid") == "full" and not glob:
+        _check_full_convention(node, kwargs)
+    pool_type, p = attrs.get("pool_type", "max"), attrs.get("p_value", "None")
+    if not (pool_type == "sum" or (pool_type == "lp" and p in ("1", "3"))):
+        return _MX2ONNX["Pooling"](node, **kwargs)
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    if pool_type == "lp" and p == "3":
+        x = out.add("Mul", [out.add("Mul", [x, x]), x])
+    kernel = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("kernel", "()"))]
+    if glob:
+        shape = _shape_of_input(node, kwargs)
+        if shape is None:
+            raise NotImplementedError(f"global {pool_type} pooling of an input whose rank is "
+                                      f"known only at run time")
+        axes = list(range(2, len(shape)))
+        total = out.add("ReduceSum", [x, out.const(axes)], keepdims=1) \
+            if kwargs.get("opset_version", 13) >= 13 else \
+            out.add("ReduceSum", [x], axes=axes, keepdims=1)
+    else:
+        if attrs.get("pooling_convention", "valid") != "valid":
+            raise NotImplementedError(f"{pool_type} pooling with pooling_convention="
+                                      f"{attrs['pooling_convention']!r}")
+        pad = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("pad", "()"))]
+        stride = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("stride", "()"))]
+        mean = out.add("AveragePool", [x], kernel_shape=kernel, count_include_pad=1,
+                       **({"pads": pad + pad} if pad else {}),
+                       **({"strides": stride} if stride else {}))
+        total = out.add("Mul", [mean, out.const([float(np.prod(kernel))], dtype)])
+    if pool_type == "lp" and p == "3":   # the signed cube root
+        root = out.add("Pow", [out.add("Abs", [total]), out.const([1 / 3], dtype)])
+        negative = out.add("Less", [total, out.const([0], dtype)])
+        total = out.add("Where", [negative, out.add("Neg", [root]), root])
+    out.add("Identity", [total], final=True)
+    return out
+
+
+def _check_full_convention(node, kwargs):
+    attrs = node["attrs"]
+    shape = _shape_of_input(node, kwargs)
+    kernel = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("kernel", "()"))]
+    n = len(kernel)
+    pad = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("pad", "()"))] or [0] * n
+    stride = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("stride", "()"))] \
+        or [1] * n
+    spatial = shape[2:] if shape is not None else [None] * n
+    for size, k, p, s in zip(spatial, kernel, pad, stride):
+        if size is None and (p > 0 or s > k):
+            raise NotImplementedError(
+                "Pooling with pooling_convention='full' (ceil_mode) and padding or a stride "
+                "over the kernel, of an input whose spatial size is known only at run time: "
+                "ONNX's ceil mode drops a last window that starts in the padding, MXNet's "
+                "keeps it")
+        if size is not None:
+            mxnet_out = 1 + -(-(size + 2 * p - k) // s)
+            if (mxnet_out - 1) * s >= size + p:
+                raise NotImplementedError(
+                    f"Pooling with pooling_convention='full' (ceil_mode) whose last window "
+                    f"starts in the right padding or past it (input size {size}, kernel {k}, stride {s}, pad "
+                    f"{p}): ONNX drops that window, MXNet keeps it")
+
+
+_MX2ONNX = {op: MXNetGraph.registry_[12][op]
+            for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis")}
+_MX2ONNX_SPLIT_V2 = MXNetGraph.registry_[13]["_split_v2"]
+
+_ADDED = {
+    "round": _convert_round, "rint": _convert_round, "sign": _convert_sign,
+    "trunc": _convert_trunc, "fix": _convert_trunc,
+    **{op: _elementwise(build) for op, build in _UNARY.items()},
+    "broadcast_maximum": _convert_maximum, "broadcast_hypot": _convert_hypot,
+    "_mod_scalar": _convert_scalar_power_or_mod, "_rmod_scalar": _convert_scalar_power_or_mod,
+    "_rpower_scalar": _convert_scalar_power_or_mod,
+    "_np_cumsum": _convert_cumsum, "sort": _convert_sort, "topk": _convert_topk,
+    "argsort": _convert_argsort, "SequenceLast": _convert_sequence_last,
+    "softmax": _convert_softmax, "log_softmax": _convert_softmax, "softmin": _convert_softmax,
+    "LeakyReLU": _convert_leaky_relu, "_split_v2": _convert_split_v2,
+    "reverse": _convert_reverse,
+    "Convolution": _one_dimensional("Convolution"), "Pooling": _convert_pooling,
+    "SwapAxis": _convert_swap_axis,
+}
+
+
+def _register():
+    for op, convert in _ADDED.items():
+        for version in (12, 13):
+            MXNetGraph.register(op, opset_version=version)(convert)
+
+
+_register()
