@@ -33,7 +33,12 @@ from .specs import _ENTRY_SPECS_KWARG, source_prefix
 #       16 elements; ONNX's TopK puts the lower index first. The values agree, the indices of
 #       ties may not: the converters warn (ExportTieWarning) when the axis may be longer.
 #     * `SequenceLast` with lengths reads position length - 1 of each sequence (a length of 0
-#       reads out of bounds in MXNet; here the last position).
+#       reads before the data in MXNet, undefined; here the last position).
+#     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,
+#       signed (ONNX's LpPool takes |x|: other values for negative inputs); `sum` pools are
+#       average pools times the window. `pooling_convention='full'` (ceil_mode) keeps a last
+#       window that starts in the right padding, ONNX's ceil mode drops it (another output
+#       shape): refused when that happens or cannot be ruled out before run time.
 
 
 class ExportTieWarning(UserWarning):
@@ -511,8 +516,8 @@ def _check_full_convention(node, kwargs):
             if (mxnet_out - 1) * s >= size + p:
                 raise NotImplementedError(
                     f"Pooling with pooling_convention='full' (ceil_mode) whose last window "
-                    f"starts in the right padding or past it (input size {size}, kernel {k}, stride {s}, pad "
-                    f"{p}): ONNX drops that window, MXNet keeps it")
+                    f"starts in the right padding or past it (input size {size}, kernel {k}, "
+                    f"stride {s}, pad {p}): ONNX drops that window, MXNet keeps it")
 
 
 _MX2ONNX = {op: MXNetGraph.registry_[12][op]
