@@ -134,9 +134,14 @@ def _node_location(net, example_inputs, node_name):
                                      **{name: p.var() for name, p in net._reg_params.items()})
     except Exception:  # noqa: BLE001 - a location is a help; the export's error stands
         return None
-    for node in json.loads(mx.sym.Group(_flat_symbols(out)).tojson())["nodes"]:
+    nodes = json.loads(mx.sym.Group(_flat_symbols(out)).tojson())["nodes"]
+    for node in nodes:
         if node["name"] == node_name:
             return node.get("attrs", {}).get(SOURCE_ATTR)
+    # an ONNX helper node's name: the MXNet node's with a suffix, the longest such
+    prefixes = [n for n in nodes if n["op"] != "null" and node_name.startswith(n["name"])]
+    if prefixes:
+        return max(prefixes, key=lambda n: len(n["name"])).get("attrs", {}).get(SOURCE_ATTR)
     return None
 
 

@@ -3,7 +3,7 @@ one small hybridized block per case, exported from its first inputs; onnxruntime
 hybridized block (MXNet, the oracle) at 1e-5 on every input (ties, negative values, halves,
 lengths of 0), or export must refuse with a NotImplementedError that starts with this file's
 line and names the op and the reason (NOTE [added converters]). A silent difference fails.
-About 150 cases, ~10 s."""
+About 160 cases, ~10 s."""
 import re
 import warnings
 
@@ -274,6 +274,9 @@ REFUSED = [
           [[rn(2, 6, 4)]]), "-4"),
     (case("bilinear_resize_scale", lambda F, n, x: F.contrib.BilinearResize2D(
         x, scale_height=2., scale_width=2., mode="odd_scale"), X4), "mode other than"),
+    (case("sqrt_of_int32", lambda F, n, x: F.sqrt(F.cast(F.abs(x), "int32")), X2),
+     r"the ONNX Sqrt converted from node .* is not valid ONNX: .*tensor\(int32\)"),
+    (case("add_of_int8", lambda F, n, x: F.cast(x, "int8") + 3, X2), r"ONNX Add .*int8"),
     *[(case(op, (lambda o: lambda F, n, x: getattr(F, o)(F.abs(x) + 0.5))(op), X2),
        f"no converter for '{op}'")
       for op in ("cbrt", "gamma", "gammaln", "erfinv", "nansum", "diag", "smooth_l1")],
@@ -326,3 +329,26 @@ def test_converters_inside_a_foreach_body():
     lengths = np.array([[1, 2], [4, 1], [3, 3]], np.int32)   # MXNet reads before 0 for 0
     check_export(build(fn), [x, lengths], [[HALVES[:, :4].reshape(2, 1, 4).repeat(3, 0)
                                            .reshape(3, 2, 4), lengths[::-1].copy()]])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda F, n, x: F.cast(x, "float16") * 1.1 + 0.3,
+    lambda F, n, x: 2 - F.cast(x, "float16") / 3,
+    lambda F, n, x: F.cast(x, "float16") ** 2,
+    lambda F, n, x: F.clip(F.cast(x, "float16"), -1, 1) + F.maximum(F.cast(x, "float16"), 0.5),
+    lambda F, n, x: F.softmax(F.cast(x, "float16")),
+    lambda F, n, x: F.round(F.cast(x, "float16")) + F.sign(F.cast(x, "float16")),
+], ids=["mul_plus", "rminus_div", "power", "clip_maximum", "softmax", "round_sign"])
+def test_float16_constants(fn):
+    """mx2onnx wrote the bits of float16 constants as their values (``x * 1.1`` exported as
+    ``x * 15464``, NOTE [mx2onnx pitfalls]): equal to MXNet within float16's precision."""
+    import onnxruntime as ort
+    net = build(fn)
+    x = np.array([[-3.7, -2.5, -1.2, 0], [1.5, 2.5, 3.2, 7.9]], np.float32)
+    model = export_onnx(net, [x])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    want = net(mx.nd.array(x)).asnumpy()
+    assert got.dtype == want.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3,
+                               atol=2e-3)

@@ -145,10 +145,11 @@ def _convert_nodes(sym, sources, opset):
         node = dict(node, name=_conversion_name(node, idx, seen_names),
                     attrs={**_MXNET_DEFAULT_ATTRS.get(node["op"], {}), **node.get("attrs", {})})
         try:
-            converted, dtypes = MXNetGraph.convert_layer(
-                node, is_input=False, mx_graph=mx_nodes, weights=sources.embedded,
-                proc_nodes=nodes, initializer=initializers, outputs_lookup=outputs_lookup,
-                idx=idx, opset_version=opset, **{_ENTRY_SPECS_KWARG: entry_specs})
+            with mx2onnx_fixes.float16_constants():
+                converted, dtypes = MXNetGraph.convert_layer(
+                    node, is_input=False, mx_graph=mx_nodes, weights=sources.embedded,
+                    proc_nodes=nodes, initializer=initializers, outputs_lookup=outputs_lookup,
+                    idx=idx, opset_version=opset, **{_ENTRY_SPECS_KWARG: entry_specs})
         except Exception as err:  # noqa: BLE001 -- mx2onnx raises anything; name the node
             if node["op"] == "Custom":
                 raise  # Custom-op converters name their node themselves

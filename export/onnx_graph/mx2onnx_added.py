@@ -201,6 +201,25 @@ def _convert_scalar_power_or_mod(node, **kwargs):
     return out
 
 
+_SCALAR_OPS = {"_plus_scalar": "Add", "_minus_scalar": "Sub", "_rminus_scalar": "Sub",
+               "_mul_scalar": "Mul", "_div_scalar": "Div", "_rdiv_scalar": "Div",
+               "_power_scalar": "Pow"}
+
+
+def _convert_float16_scalar_op(node, **kwargs):
+    """``x + s``, ``s - x``, ... of a float16 x: the scalar a float16 constant (mx2onnx folds
+    the op into a float16 parameter by multiplying with the scalar's bits, NOTE [mx2onnx
+    pitfalls]); of other dtypes mx2onnx's converter."""
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
+    if dtype != np.float16:
+        return _MX2ONNX[node["op"]](node, **kwargs)
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    scalar = out.const([float(attrs.get("scalar", "1"))], dtype)
+    operands = [scalar, x] if node["op"] in ("_rminus_scalar", "_rdiv_scalar") else [x, scalar]
+    out.add(_SCALAR_OPS[node["op"]], operands, final=True)
+    return out
+
+
 # ----------------------------------------------------------------------------- along an axis
 
 def _convert_cumsum(node, **kwargs):
@@ -311,6 +330,9 @@ def _convert_softmax(node, **kwargs):
     opset = kwargs.get("opset_version", 13)
     want = np.dtype(_output_dtype(node, kwargs) or dtype)
     x = inputs[0]
+    result_dtype = want
+    if want == np.float16:   # MXNet accumulates a float16 softmax in float32
+        want = np.dtype(np.float32)
     if want != dtype:
         x = out.add("Cast", [x], to=_tensor_type(want))
     if node["op"] == "softmin":
@@ -355,8 +377,10 @@ def _convert_softmax(node, **kwargs):
         result = out.add("Div", [exp, total])
     if keep is not None:
         result = out.add("Where", [keep, result, out.const([0], want)])
+    if result_dtype != want:
+        result = out.add("Cast", [result], to=_tensor_type(result_dtype))
     out.add("Identity", [result], final=True)
-    return out, [want]
+    return out, [result_dtype]
 
 
 # ----------------------------------------------------------------------------- others
@@ -521,7 +545,8 @@ def _check_full_convention(node, kwargs):
 
 
 _MX2ONNX = {op: MXNetGraph.registry_[12][op]
-            for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis")}
+            for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis",
+                       *_SCALAR_OPS)}
 _MX2ONNX_SPLIT_V2 = MXNetGraph.registry_[13]["_split_v2"]
 
 _ADDED = {
@@ -538,6 +563,7 @@ _ADDED = {
     "reverse": _convert_reverse,
     "Convolution": _one_dimensional("Convolution"), "Pooling": _convert_pooling,
     "SwapAxis": _convert_swap_axis,
+    **{op: _convert_float16_scalar_op for op in _SCALAR_OPS},
 }
 
 

@@ -3,6 +3,7 @@ its converter modules are given an ``onnx`` that still has ``onnx.mapping``, and
 registered for the comparisons, ``boolean_mask`` and ``pick`` it lacks and for the ``Reshape``
 codes it refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
 writes a converter."""
+import contextlib
 import types
 
 import numpy as np
@@ -21,6 +22,11 @@ from .specs import _ENTRY_SPECS_KWARG
 #   the two converter modules a private `onnx` that has `mapping` again
 #   (`_patch_mx2onnx_onnx_mapping`); the real onnx package is untouched, so
 #   `mx.onnx.export_model` itself still fails -- export through this module.
+# * mx2onnx gives onnx's `make_tensor` the *bits* of float16 constants, which current onnx
+#   takes as values (a float16 `x * 1.1` became `x * 15464`): `float16_constants` reads them
+#   back as bits while a converter runs (onnx.helper.make_tensor is swapped for that time),
+#   and the scalar ops of a float16 input are converted without mx2onnx's folding into a
+#   parameter, which multiplied by the bits (`_convert_float16_scalar_op`).
 # * mx2onnx has converter tables for opsets 12 and 13 only and silently falls back to them for
 #   newer opsets.  Declaring opset >= 14 would pair old-style nodes (ReduceMean `axes`
 #   attribute, Split `split` attribute, ...) with newer schemas, so we accept 12 and 13 only
@@ -104,6 +110,32 @@ def _patch_mx2onnx_onnx_mapping():
     for module in (_op_translations_opset12, _op_translations_opset13):
         if not hasattr(module.onnx, "mapping"):
             module.onnx = patched
+
+
+# ----------------------------------------------------------------------------- float16
+
+@contextlib.contextmanager
+def float16_constants():
+    """While mx2onnx's converters run: a float16 constant they make holds the value they mean.
+
+    They pass float16 values to ``onnx.helper.make_tensor`` as their bits (``np.float16(v)
+    .view(np.uint16)``), as onnx releases before 1.10 wanted; current ones convert the values
+    themselves, so the bits were stored as numbers: ``x * 1.1`` of a float16 x exported as
+    ``x * 15464.0``, silently. Integer values given for a FLOAT16 tensor are read back as bits.
+    """
+    original = helper.make_tensor
+
+    def make_tensor(name, data_type, dims, vals, raw=False):
+        if data_type == onnx.TensorProto.FLOAT16 and not raw:
+            values = np.asarray(vals)
+            if values.dtype.kind in "ui":
+                vals = values.astype(np.uint16).view(np.float16)
+        return original(name, data_type, dims, vals, raw)
+    helper.make_tensor = make_tensor
+    try:
+        yield
+    finally:
+        helper.make_tensor = original
 
 
 # ----------------------------------------------------------------------------- missing ops
