@@ -137,6 +137,15 @@ EQUAL = [
     case("batch_norm_plain_3d", lambda F, n, x: n.l(x), X3, l=lambda: nn.BatchNorm(
         in_channels=3, scale=False, center=False, epsilon=0.1)),
     case("l2_normalization_channel", lambda F, n, x: F.L2Normalization(x, mode="channel"), X3),
+    case("l2_normalization_modes_eps", lambda F, n, x: (
+        F.L2Normalization(x, eps=0.5), F.L2Normalization(x, mode="spatial"),
+        F.L2Normalization(x, mode="channel", eps=2.0)), X4),
+    case("lrn", lambda F, n, x: (F.LRN(x, nsize=3), F.LRN(x, nsize=5, alpha=0.1, beta=0.5,
+                                                          knorm=1.5)), X4),
+    case("bilinear_resize", lambda F, n, x: (
+        F.contrib.BilinearResize2D(x, height=9, width=7, align_corners=False),
+        F.contrib.BilinearResize2D(x, height=1, width=3, align_corners=False),
+        F.contrib.BilinearResize2D(x, height=3, width=4)), X4),
     # pooling
     case("max_pool_pad", lambda F, n, x: n.l(x), X4, l=lambda: nn.MaxPool2D(3, 2, 1)),
     case("max_pool_ceil_pad", lambda F, n, x: n.l(x), X4,
@@ -205,7 +214,11 @@ EQUAL = [
          [[rn(3, 5), rn(2, 3)]]),
     case("where_broadcast_condition", lambda F, n, c, a, b: F.where(c, a, b),
          [[np.array([2, 0], np.float32), rn(2, 3), rn(2, 3)]]),
-    case("clip", lambda F, n, x: F.clip(x * 10, -np.inf, 3) + F.clip(x, -0.5, 0.5), X2),
+    case("clip", lambda F, n, x: (F.clip(x * 10, -np.inf, 3), F.clip(x, -0.5, 0.5),
+                                  F.clip(x, 1, -1), F.clip(F.log(x), -1, 0.5)), X2),
+    case("one_hot_dtypes", lambda F, n, x: (F.one_hot(x, 4, dtype="int32"), F.one_hot(
+        x, 4, dtype="float16", on_value=2.5), F.one_hot(x, 4, dtype="int64")),
+        [[np.array([0, 3, -1, 5], np.float32)]]),
     case("expand_squeeze", lambda F, n, x: F.squeeze(F.expand_dims(x, axis=-2), axis=-2), X3),
     case("tile_repeat", lambda F, n, x: (F.tile(x, reps=(2, 1, 1, 2)), F.tile(x, reps=(2,)),
                                          F.repeat(x, repeats=2, axis=-1), F.repeat(x, 3)), X3),
@@ -268,8 +281,6 @@ REFUSED = [
      r"topk with axis=None .*flatten it first"),
     (case("gemm2_axis", lambda F, n, a, b: F.linalg.gemm2(a, b, axis=-3),
           [[rn(3, 2, 4), rn(4, 2, 5)]]), "axis!=None"),
-    (case("l2_normalization_instance", lambda F, n, x: F.L2Normalization(x, mode="instance"),
-          X3), "channel mode only"),
     (case("reshape_split_code", lambda F, n, x: F.reshape(x, (0, -4, 3, -1, 0)),
           [[rn(2, 6, 4)]]), "-4"),
     (case("bilinear_resize_scale", lambda F, n, x: F.contrib.BilinearResize2D(

@@ -109,7 +109,7 @@ _OUTER_PLACEHOLDER = "\x00outer{}"
 
 # MXNet defaults that mx2onnx's converters get wrong when the attribute is absent from the
 # JSON (only explicitly set attributes are saved).
-_MXNET_DEFAULT_ATTRS = {"FullyConnected": {"flatten": "True"}}
+_MXNET_DEFAULT_ATTRS = {"FullyConnected": {"flatten": "True"}, "LRN": {"knorm": "2"}}
 
 def _convert_nodes(sym, sources, opset):
     """Run mx2onnx's converters over the nodes of ``sym`` (see NOTE [mx2onnx pitfalls])."""

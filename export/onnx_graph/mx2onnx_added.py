@@ -34,6 +34,10 @@ from .specs import _ENTRY_SPECS_KWARG, source_prefix
 #       ties may not: the converters warn (ExportTieWarning) when the axis may be longer.
 #     * `SequenceLast` with lengths reads position length - 1 of each sequence (a length of 0
 #       reads before the data in MXNet, undefined; here the last position).
+#     * mx2onnx dropped or misread: `L2Normalization`'s eps (and took channel mode only),
+#       `BilinearResize2D(align_corners=False)` (resized with aligned corners), `LRN`'s knorm
+#       default (MXNet 2, mx2onnx 1: _MXNET_DEFAULT_ATTRS), `clip` with a_min > a_max (MXNet
+#       tests a_max first). onnxruntime has no OneHot of int32 or float16 values: cast after.
 #     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,
 #       signed (ONNX's LpPool takes |x|: other values for negative inputs); `sum` pools are
 #       average pools times the window. `pooling_convention='full'` (ceil_mode) keeps a last
@@ -451,6 +455,49 @@ def _convert_swap_axis(node, **kwargs):
     return _MX2ONNX["SwapAxis"](node, **kwargs)
 
 
+def _convert_clip(node, **kwargs):
+    """``clip`` as MXNet's mshadow computes it: a_max above a_max, else a_min below a_min,
+    else x (NaN stays NaN; with a_min > a_max the result differs from ONNX's Clip)."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    low = out.const([float(attrs["a_min"])], dtype)
+    high = out.const([float(attrs["a_max"])], dtype)
+    above = out.add("Greater", [x, high])
+    below = out.add("Where", [out.add("Less", [x, low]), low, x])
+    out.add("Where", [above, high, below], final=True)
+    return out
+
+
+def _convert_l2_normalization(node, **kwargs):
+    """``L2Normalization``: ``x / sqrt(sum(x**2) + eps)`` over the axes of its mode (instance:
+    all but the first, channel: axis 1, spatial: from axis 2); mx2onnx took channel mode only
+    and dropped eps (silently other values for a large eps)."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    mode = attrs.get("mode", "instance")
+    shape = _shape_of_input(node, kwargs)
+    if shape is None:
+        raise NotImplementedError("L2Normalization of an input whose rank is known only at "
+                                  "run time")
+    axes = {"channel": [1], "spatial": list(range(2, len(shape)))}.get(
+        mode, list(range(1, len(shape))))
+    squares = out.add("ReduceSumSquare", [x], axes=axes, keepdims=1)
+    norm = out.add("Sqrt", [out.add("Add", [squares, out.const([float(attrs.get(
+        "eps", 1e-10))], dtype)])])
+    out.add("Div", [x, norm], final=True)
+    return out
+
+
+def _convert_bilinear_resize(node, **kwargs):
+    """``BilinearResize2D`` with mx2onnx's converter, which always resized with aligned corners:
+    ``align_corners=False`` (MXNet: half-pixel centres clamped at 0, the first pixel for an
+    output of 1, as ONNX's pytorch_half_pixel) exported silently other values."""
+    nodes = _MX2ONNX["_contrib_BilinearResize2D"](node, **kwargs)
+    if not _flag(node.get("attrs", {}), "align_corners", "True"):
+        for attr in nodes[-1].attribute:
+            if attr.name == "coordinate_transformation_mode":
+                attr.s = b"pytorch_half_pixel"
+    return nodes
+
+
 def _convert_reverse(node, **kwargs):
     """``reverse``/``flip`` over one or several axes: a Slice with step -1 on each."""
     out, (x,), attrs, _ = _start(node, kwargs)
@@ -546,7 +593,7 @@ def _check_full_convention(node, kwargs):
 
 _MX2ONNX = {op: MXNetGraph.registry_[12][op]
             for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis",
-                       *_SCALAR_OPS)}
+                       "_contrib_BilinearResize2D", *_SCALAR_OPS)}
 _MX2ONNX_SPLIT_V2 = MXNetGraph.registry_[13]["_split_v2"]
 
 _ADDED = {
@@ -562,7 +609,9 @@ _ADDED = {
     "LeakyReLU": _convert_leaky_relu, "_split_v2": _convert_split_v2,
     "reverse": _convert_reverse,
     "Convolution": _one_dimensional("Convolution"), "Pooling": _convert_pooling,
-    "SwapAxis": _convert_swap_axis,
+    "SwapAxis": _convert_swap_axis, "clip": _convert_clip,
+    "L2Normalization": _convert_l2_normalization,
+    "_contrib_BilinearResize2D": _convert_bilinear_resize,
     **{op: _convert_float16_scalar_op for op in _SCALAR_OPS},
 }
 

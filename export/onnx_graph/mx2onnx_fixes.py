@@ -460,6 +460,9 @@ def _convert_one_hot(node, **kwargs):
     gives a row of off_value for any index outside ``[0, depth)`` (a padding label -1 one-hot
     encodes to zeros), ONNX's OneHot counts negative ones from the end (-1: the last class),
     which exported silently other rows."""
+    dtype = np.dtype(node.get("attrs", {}).get("dtype", "float32"))
+    if dtype not in (np.float32, np.int64):   # onnxruntime's OneHot has no other values
+        node = dict(node, attrs=dict(node["attrs"], dtype="float32"))
     nodes = _MX2ONNX_ONE_HOT(node, **kwargs)
     cast, one_hot = nodes[-2:]
     name = one_hot.output[0]
@@ -470,7 +473,11 @@ def _convert_one_hot(node, **kwargs):
              helper.make_node("Where", [name + "_negative", one_hot.input[1], cast.output[0]],
                               [index])]
     one_hot.input[0] = index
-    return nodes[:-1] + extra + [one_hot]
+    if dtype in (np.float32, np.int64):
+        return nodes[:-1] + extra + [one_hot]
+    one_hot.output[0] = name + "_float"
+    return nodes[:-1] + extra + [one_hot, helper.make_node(
+        "Cast", [name + "_float"], [name], to=helper.np_dtype_to_tensor_dtype(dtype))]
 
 
 def _convert_embedding(node, **kwargs):
