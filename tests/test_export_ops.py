@@ -40,6 +40,10 @@ LENGTHS = np.array([[1, 5, 0], [2, 0, 4]], np.int32)     # per row of a (2, 3, 5
 IDX = np.array([[0, 7, -1], [2, -4, 4]], np.float32)      # out of range both ways
 
 
+BOXES = np.array([[[0, 0.9, 0, 0, 1, 1], [1, 0.8, 0, 0, 1, 1], [0, 0.7, 0.5, 0.5, 1.5, 1.5],
+                   [0, 0.6, 0, 0, 0.9, 0.9]]], np.float32)   # (class, score, box)
+
+
 def case(name, fn, inputs, **children):
     return pytest.param(fn, inputs, children, id=name)
 
@@ -237,6 +241,12 @@ EQUAL = [
     case("sequence_mask_axis1", lambda F, n, x, l: F.SequenceMask(
         x, l, use_sequence_length=True, axis=1, value=-3.0),
         [[rn(3, 4, 2), np.array([0, 4, 2], np.float32)]]),
+    case("defaults_mx2onnx_misread", lambda F, n, x: (
+        F.Deconvolution(x, F.ones((4, 2, 3, 3)), kernel=(3, 3), num_filter=2),
+        F._internal._maximum_scalar(x), F._internal._split_v2(x, indices=(0, 2))[1]), X4),
+    case("box_nms_force_suppress", lambda F, n, x: F.contrib.box_nms(
+        x, overlap_thresh=0.5, coord_start=2, score_index=1, id_index=0, force_suppress=True),
+        [[BOXES]]),
     # products and reductions
     case("batch_dot_transposes", lambda F, n, a, b: F.batch_dot(a, b, transpose_a=True,
                                                                 transpose_b=True),
@@ -279,6 +289,9 @@ REFUSED = [
      "output 1 of node .* has no ONNX counterpart"),
     (case("topk_flattened", lambda F, n, x: F.topk(x, axis=None, k=3), X2),
      r"topk with axis=None .*flatten it first"),
+    (case("box_nms_by_class", lambda F, n, x: F.contrib.box_nms(
+        x, overlap_thresh=0.5, coord_start=2, score_index=1, id_index=0), [[BOXES]]),
+     "box_nms with an id_index and force_suppress=False"),
     (case("gemm2_axis", lambda F, n, a, b: F.linalg.gemm2(a, b, axis=-3),
           [[rn(3, 2, 4), rn(4, 2, 5)]]), "axis!=None"),
     (case("reshape_split_code", lambda F, n, x: F.reshape(x, (0, -4, 3, -1, 0)),

@@ -109,7 +109,14 @@ _OUTER_PLACEHOLDER = "\x00outer{}"
 
 # MXNet defaults that mx2onnx's converters get wrong when the attribute is absent from the
 # JSON (only explicitly set attributes are saved).
-_MXNET_DEFAULT_ATTRS = {"FullyConnected": {"flatten": "True"}, "LRN": {"knorm": "2"}}
+# (found by comparing every converter's attrs.get defaults with MXNet's operator registry)
+_MXNET_DEFAULT_ATTRS = {
+    "FullyConnected": {"flatten": "True"}, "LRN": {"knorm": "2"},
+    "Deconvolution": {"no_bias": "True"}, "_split_v2": {"axis": "1"},
+    "_contrib_box_nms": {"force_suppress": "False"},
+    **{op: {"scalar": "1"} for op in (
+        "_maximum_scalar", "_minimum_scalar", "_mod_scalar", "_rmod_scalar", "_rpower_scalar",
+        "_lesser_equal_scalar", "_greater_equal_scalar", "_not_equal_scalar")}}
 
 def _convert_nodes(sym, sources, opset):
     """Run mx2onnx's converters over the nodes of ``sym`` (see NOTE [mx2onnx pitfalls])."""

@@ -38,6 +38,11 @@ from .specs import _ENTRY_SPECS_KWARG, source_prefix
 #       `BilinearResize2D(align_corners=False)` (resized with aligned corners), `LRN`'s knorm
 #       default (MXNet 2, mx2onnx 1: _MXNET_DEFAULT_ATTRS), `clip` with a_min > a_max (MXNet
 #       tests a_max first). onnxruntime has no OneHot of int32 or float16 values: cast after.
+#       Defaults mx2onnx assumes unlike MXNet when the JSON omits them (found by comparing each
+#       converter's attrs.get defaults with MXNet's registry): Deconvolution no_bias (True),
+#       split_v2 axis (1), box_nms force_suppress (False), a scalar op's scalar (1), LRN knorm.
+#     * `box_nms` by class (an id_index without force_suppress) is refused: ONNX's
+#       NonMaxSuppression suppresses across classes, which mx2onnx only logged.
 #     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,
 #       signed (ONNX's LpPool takes |x|: other values for negative inputs); `sum` pools are
 #       average pools times the window. `pooling_convention='full'` (ceil_mode) keeps a last
@@ -216,7 +221,7 @@ def _convert_float16_scalar_op(node, **kwargs):
     pitfalls]); of other dtypes mx2onnx's converter."""
     dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
     if dtype != np.float16:
-        return _MX2ONNX[node["op"]](node, **kwargs)
+        return _original(node["op"], kwargs)(node, **kwargs)
     out, (x,), attrs, dtype = _start(node, kwargs)
     scalar = out.const([float(attrs.get("scalar", "1"))], dtype)
     operands = [scalar, x] if node["op"] in ("_rminus_scalar", "_rdiv_scalar") else [x, scalar]
@@ -275,7 +280,7 @@ def _convert_topk(node, **kwargs):
     if attrs.get("ret_typ", "indices") != "value":
         _warn_ties(node, kwargs, int(axis))
     if attrs.get("ret_typ", "indices") != "mask":
-        return _MX2ONNX["topk"](node, **kwargs)
+        return _original("topk", kwargs)(node, **kwargs)
     out, (x,), attrs, dtype = _start(node, kwargs)
     largest = 0 if _flag(attrs, "is_ascend") else 1
     out.append(helper.make_node("TopK", [x, out.const([int(attrs.get("k", 1))])],
@@ -293,7 +298,7 @@ def _convert_argsort(node, **kwargs):
     axis = node.get("attrs", {}).get("axis", "-1")
     if axis != "None":
         _warn_ties(node, kwargs, int(axis))
-    return _MX2ONNX["argsort"](node, **kwargs)
+    return _original("argsort", kwargs)(node, **kwargs)
 
 
 def _convert_sequence_last(node, **kwargs):
@@ -395,7 +400,7 @@ def _convert_leaky_relu(node, **kwargs):
     attrs = node.get("attrs", {})
     act_type = attrs.get("act_type", "leaky")
     if act_type not in ("prelu", "rrelu"):
-        return _MX2ONNX["LeakyReLU"](node, **kwargs)
+        return _original("LeakyReLU", kwargs)(node, **kwargs)
     out, inputs, attrs, dtype = _start(node, kwargs)
     if act_type == "rrelu":
         slope = (float(attrs.get("lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334)))
@@ -417,7 +422,7 @@ def _convert_split_v2(node, **kwargs):
     attrs = node.get("attrs", {})
     indices = _mx2onnx.convert_string_to_list(attrs.get("indices", "[]"))
     if int(attrs.get("sections", 0)) > 0 or not indices:
-        return _MX2ONNX_SPLIT_V2(node, **kwargs)
+        return _original("_split_v2", kwargs)(node, **kwargs)
     out, (x,), attrs, _ = _start(node, kwargs)
     axis = int(attrs.get("axis", 0))
     bounds = [int(i) for i in indices] + [np.iinfo(np.int64).max]
@@ -452,7 +457,7 @@ def _convert_swap_axis(node, **kwargs):
         perm[first], perm[second] = perm[second], perm[first]
         out.add("Transpose", [x], final=True, perm=perm)
         return out
-    return _MX2ONNX["SwapAxis"](node, **kwargs)
+    return _original("SwapAxis", kwargs)(node, **kwargs)
 
 
 def _convert_clip(node, **kwargs):
@@ -490,12 +495,25 @@ def _convert_bilinear_resize(node, **kwargs):
     """``BilinearResize2D`` with mx2onnx's converter, which always resized with aligned corners:
     ``align_corners=False`` (MXNet: half-pixel centres clamped at 0, the first pixel for an
     output of 1, as ONNX's pytorch_half_pixel) exported silently other values."""
-    nodes = _MX2ONNX["_contrib_BilinearResize2D"](node, **kwargs)
+    nodes = _original("_contrib_BilinearResize2D", kwargs)(node, **kwargs)
     if not _flag(node.get("attrs", {}), "align_corners", "True"):
         for attr in nodes[-1].attribute:
             if attr.name == "coordinate_transformation_mode":
                 attr.s = b"pytorch_half_pixel"
     return nodes
+
+
+def _convert_box_nms(node, **kwargs):
+    """``box_nms`` with mx2onnx's converter, but class-aware suppression (an ``id_index`` with
+    ``force_suppress=False``, MXNet's default) refused: ONNX's NonMaxSuppression would also
+    suppress boxes of other classes, which mx2onnx only logged."""
+    attrs = node.get("attrs", {})
+    if int(attrs.get("id_index", "-1")) != -1 and not _flag(attrs, "force_suppress"):
+        raise NotImplementedError("box_nms with an id_index and force_suppress=False (boxes "
+                                  "of different classes do not suppress each other in MXNet; "
+                                  "ONNX's NonMaxSuppression has no classes here): pass "
+                                  "force_suppress=True or id_index=-1 if that is what you want")
+    return _original("_contrib_box_nms", kwargs)(node, **kwargs)
 
 
 def _convert_reverse(node, **kwargs):
@@ -515,7 +533,7 @@ def _one_dimensional(op):
         attrs = node.get("attrs", {})
         if attrs.get("layout") == "NCW":
             node = dict(node, attrs={k: v for k, v in attrs.items() if k != "layout"})
-        return _MX2ONNX[op](node, **kwargs)
+        return _original(op, kwargs)(node, **kwargs)
     return convert
 
 
@@ -534,7 +552,7 @@ def _convert_pooling(node, **kwargs):
         _check_full_convention(node, kwargs)
     pool_type, p = attrs.get("pool_type", "max"), attrs.get("p_value", "None")
     if not (pool_type == "sum" or (pool_type == "lp" and p in ("1", "3"))):
-        return _MX2ONNX["Pooling"](node, **kwargs)
+        return _original("Pooling", kwargs)(node, **kwargs)
     out, (x,), attrs, dtype = _start(node, kwargs)
     if pool_type == "lp" and p == "3":
         x = out.add("Mul", [out.add("Mul", [x, x]), x])
@@ -591,10 +609,17 @@ def _check_full_convention(node, kwargs):
                     f"stride {s}, pad {p}): ONNX drops that window, MXNet keeps it")
 
 
-_MX2ONNX = {op: MXNetGraph.registry_[12][op]
-            for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis",
-                       "_contrib_BilinearResize2D", *_SCALAR_OPS)}
-_MX2ONNX_SPLIT_V2 = MXNetGraph.registry_[13]["_split_v2"]
+_ORIGINALS = {(version, op): MXNetGraph.registry_[version][op] for version in (12, 13)
+              for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis",
+                         "_contrib_BilinearResize2D", "_contrib_box_nms", "_split_v2",
+                         *_SCALAR_OPS)
+              if op in MXNetGraph.registry_.get(version, {})}
+
+
+def _original(op, kwargs):
+    """mx2onnx's own converter of ``op`` at the export's opset (its opset-12 one where it has
+    no other), which a converter here wraps."""
+    return _ORIGINALS.get((kwargs.get("opset_version", 13), op)) or _ORIGINALS[(12, op)]
 
 _ADDED = {
     "round": _convert_round, "rint": _convert_round, "sign": _convert_sign,
@@ -611,7 +636,7 @@ _ADDED = {
     "Convolution": _one_dimensional("Convolution"), "Pooling": _convert_pooling,
     "SwapAxis": _convert_swap_axis, "clip": _convert_clip,
     "L2Normalization": _convert_l2_normalization,
-    "_contrib_BilinearResize2D": _convert_bilinear_resize,
+    "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
     **{op: _convert_float16_scalar_op for op in _SCALAR_OPS},
 }
 
