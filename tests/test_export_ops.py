@@ -307,12 +307,13 @@ REFUSED = [
 ]
 
 
+@pytest.mark.parametrize("opset", [13, 12])
 @pytest.mark.parametrize("fn, inputs, children", EQUAL)
-def test_onnxruntime_equals_mxnet(fn, inputs, children):
+def test_onnxruntime_equals_mxnet(fn, inputs, children, opset):
     net = build(fn, **children)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExportTieWarning)   # ties: test_tied_values_warn
-        check_export(net, inputs[0], inputs[1:])
+        check_export(net, inputs[0], inputs[1:], opset=opset)
 
 
 @pytest.mark.parametrize("fn, inputs, children, reason",
