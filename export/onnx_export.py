@@ -261,7 +261,9 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
                 for name, shape, dtype in inputs}
     dims = _dynamic_dims(dynamic_axes, mx_names, onnx_names, examples)
     outputs = sym.list_outputs()
-    output_names = _unique(outputs) if output_names is None else list(output_names)
+    # an output that is an input itself (a block returning its input) gets a name of its own
+    output_names = [f"{name}_output" if name in onnx_names else name
+                    for name in _unique(outputs)] if output_names is None else list(output_names)
     if len(output_names) != len(outputs):
         raise ValueError(f"export_onnx: got {len(output_names)} output_names for the "
                          f"{len(outputs)} outputs of the model {outputs}")

@@ -69,6 +69,9 @@ EQUAL = [
     case("topk_both_ties", lambda F, n, x: F.topk(x, k=3, axis=1, ret_typ="both"), X2),
     case("topk_int32_asc", lambda F, n, x: F.topk(x, k=2, axis=0, dtype="int32",
                                                   is_ascend=True), X2),
+    case("topk_every_element", lambda F, n, x: (F.topk(x, k=0, axis=1, ret_typ="value"),
+                                                F.topk(x, k=-1, axis=1)), X2),
+    case("the_input_itself", lambda F, n, x: (x, x * 2), X2),
     case("argsort_ties_desc", lambda F, n, x: F.argsort(x, axis=1, is_ascend=False), X2),
     case("sequence_last", lambda F, n, x: F.SequenceLast(x), X3),
     case("sequence_last_axis1", lambda F, n, x: F.SequenceLast(x, axis=1), X3),
@@ -195,6 +198,9 @@ EQUAL = [
     case("lstm_ntc", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(5, layout="NTC",
                                                                     input_size=4)),
     case("gru", lambda F, n, x: n.l(x), X3, l=lambda: rnn.GRU(5, input_size=4)),
+    case("gru_lstm_two_layers", lambda F, n, x: (n.a(x), n.b(x)), X3,
+         a=lambda: rnn.GRU(4, num_layers=2, input_size=4),
+         b=lambda: rnn.LSTM(4, num_layers=2, input_size=4)),
     case("rnn_relu", lambda F, n, x: n.l(x), X3, l=lambda: rnn.RNN(5, activation="relu",
                                                                    input_size=4)),
     case("lstm_cell", lambda F, n, x: n.l(x, [F.zeros((2, 5)), F.ones((2, 5))])[0], X2,
@@ -273,11 +279,13 @@ REFUSED = [
     (case("batch_norm_last_axis", lambda F, n, x: n.l(x), [[rn(2, 5, 3)]],
           l=lambda: nn.BatchNorm(axis=-1, in_channels=3)), "batchnorm axis != 1"),
     (case("lstm_two_layers_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
-        5, num_layers=2, bidirectional=True, input_size=4)), "bidirectional"),
+        4, num_layers=2, bidirectional=True, input_size=4)), "bidirectional"),
     (case("gru_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.GRU(
         5, bidirectional=True, input_size=4)), "bidirectional"),
     (case("lstm_projection", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
         5, projection_size=3, input_size=4)), "projection_size"),
+    (case("lstm_two_layers_input_size", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
+        5, num_layers=2, input_size=4)), r"num_layers=2 and an input size \(4\) other than"),
     (case("dropout_always", lambda F, n, x: F.Dropout(x, p=0.3, mode="always"), X2),
      "mode!='training'"),
     (case("max_pool_ceil_window_in_padding", lambda F, n, x: n.l(x), [[rn(2, 3, 7, 7)]],

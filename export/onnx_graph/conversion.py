@@ -15,6 +15,7 @@ from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
 from . import mx2onnx_fixes  # noqa: F401 -- mx2onnx's converters work only once it has run
 from . import mx2onnx_added  # noqa: F401 -- converters mx2onnx lacks (NOTE [added converters])
+from . import mx2onnx_layers  # noqa: F401 -- layer ops mx2onnx gets wrong (same NOTE)
 from .custom import _ENTRY_SPECS_KWARG
 from .renaming import _prefix_names
 from .specs import (DEFAULT_OPSET, NODE_OF_ERROR, OnnxGraph, ValueSpec, _check_opset,

@@ -7,13 +7,14 @@ import warnings
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
-from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
 
-from .specs import _ENTRY_SPECS_KWARG, source_prefix
+from .mx2onnx_kit import (_SCALAR_OPS, _flag, _original, _output_dtype,
+                          _shape_of_input, _squeeze_axes, _start, _tensor_type, register)
+from .specs import source_prefix
 
 # NOTE [added converters]
-#     Each converter below was checked against MXNet on onnxruntime at 1e-5, on ties, negative
+#     Each converter here and in mx2onnx_layers.py was checked against MXNet on onnxruntime at 1e-5, on ties, negative
 #     values, halves and lengths (tests/test_export_ops.py). MXNet's arithmetic, which ONNX's
 #     nearest ops do not share:
 #     * `round` rounds halves away from zero (C's roundf), ONNX's Round to even; `rint`
@@ -41,6 +42,9 @@ from .specs import _ENTRY_SPECS_KWARG, source_prefix
 #       Defaults mx2onnx assumes unlike MXNet when the JSON omits them (found by comparing each
 #       converter's attrs.get defaults with MXNet's registry): Deconvolution no_bias (True),
 #       split_v2 axis (1), box_nms force_suppress (False), a scalar op's scalar (1), LRN knorm.
+#     * `topk` with k < 1 is every element, sorted (ONNX's TopK of k 0: none). `RNN` of several
+#       layers whose input size is not the state size is refused (mx2onnx splits the weights
+#       wrongly: a model onnxruntime refuses).
 #     * `box_nms` by class (an id_index without force_suppress) is refused: ONNX's
 #       NonMaxSuppression suppresses across classes, which mx2onnx only logged.
 #     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,
@@ -54,58 +58,6 @@ class ExportTieWarning(UserWarning):
     """An exported ``topk``/``argsort`` may order the indices of tied values differently from
     MXNet (NOTE [added converters])."""
     node_name = ""
-
-
-def _flag(attrs, key, default="False"):
-    return str(attrs.get(key, default)) in ("True", "true", "1")
-
-
-def _shape_of_input(node, kwargs, k=0):
-    """MXNet's inferred shape of ``node``'s input ``k``, or None (() is unknown in MXNet)."""
-    specs = kwargs.get(_ENTRY_SPECS_KWARG) or {}
-    return (specs.get(tuple(node["inputs"][k][:2])) or (None, None))[0] or None
-
-
-def _output_dtype(node, kwargs):
-    specs = kwargs.get(_ENTRY_SPECS_KWARG) or {}
-    return (specs.get((kwargs["idx"], 0)) or (None, None))[1]
-
-
-class _Nodes(list):
-    """The ONNX nodes of one converter, each helper value named ``<node>_<hint><k>``."""
-
-    def __init__(self, name):
-        super().__init__()
-        self.name = name
-
-    def add(self, op, inputs, hint="", final=False, **attrs):
-        out = self.name if final else f"{self.name}_{hint or op.lower()}{len(self)}"
-        self.append(helper.make_node(op, list(inputs), [out],
-                                     **({"name": self.name} if final else {}), **attrs))
-        return out
-
-    def const(self, value, dtype=np.int64):
-        out = f"{self.name}_const{len(self)}"
-        self.append(helper.make_node("Constant", [], [out], value=numpy_helper.from_array(
-            np.array(value, dtype=dtype), out)))
-        return out
-
-    def dim(self, data, axis):
-        """Shape(data)[axis] as a 1-D tensor of one element."""
-        last = np.iinfo(np.int64).max
-        return self.add("Slice", [self.add("Shape", [data]), self.const([axis]),
-                                  self.const([axis + 1 if axis != -1 else last])])
-
-    def reduce_sum(self, data, axis, opset, final=False):
-        if opset >= 13:
-            return self.add("ReduceSum", [data, self.const([axis])], final=final, keepdims=1)
-        return self.add("ReduceSum", [data], final=final, axes=[axis], keepdims=1)
-
-
-def _start(node, kwargs):
-    name, inputs, attrs = _mx2onnx.get_inputs(node, kwargs)
-    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
-    return _Nodes(name), inputs, attrs, dtype
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -126,10 +78,6 @@ def _convert_round(node, **kwargs):
     negative = out.add("Less", [x, out.const([0], dtype)])
     out.add("Where", [negative, out.add("Neg", [rounded]), rounded], final=True)
     return out
-
-
-def _tensor_type(dtype):
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
 def _convert_sign(node, **kwargs):
@@ -210,11 +158,6 @@ def _convert_scalar_power_or_mod(node, **kwargs):
     return out
 
 
-_SCALAR_OPS = {"_plus_scalar": "Add", "_minus_scalar": "Sub", "_rminus_scalar": "Sub",
-               "_mul_scalar": "Mul", "_div_scalar": "Div", "_rdiv_scalar": "Div",
-               "_power_scalar": "Pow"}
-
-
 def _convert_float16_scalar_op(node, **kwargs):
     """``x + s``, ``s - x``, ... of a float16 x: the scalar a float16 constant (mx2onnx folds
     the op into a float16 parameter by multiplying with the scalar's bits, NOTE [mx2onnx
@@ -277,6 +220,13 @@ def _convert_topk(node, **kwargs):
     if axis == "None":
         raise NotImplementedError("topk with axis=None (over the flattened input): flatten "
                                   "it first (F.reshape(x, (-1,))) and give axis=0")
+    if int(attrs.get("k", "1")) < 1:     # MXNet: every element, sorted (ONNX's TopK: none)
+        shape = _shape_of_input(node, kwargs)
+        if shape is None or shape[int(axis)] is None:
+            raise NotImplementedError("topk with k < 1 (all elements) along an axis whose "
+                                      "length is known only at run time: use sort/argsort")
+        node = dict(node, attrs=dict(attrs, k=str(shape[int(axis)])))
+        attrs = node["attrs"]
     if attrs.get("ret_typ", "indices") != "value":
         _warn_ties(node, kwargs, int(axis))
     if attrs.get("ret_typ", "indices") != "mask":
@@ -323,10 +273,6 @@ def _convert_sequence_last(node, **kwargs):
     index = out.add("Concat", [out.add("Reshape", [p, column]) for p in pair], axis=1)
     out.add("GatherND", [data, index], final=True)
     return out
-
-
-def _squeeze_axes(kwargs):
-    return {} if kwargs.get("opset_version", 13) >= 13 else {"axes": [0]}
 
 
 # ----------------------------------------------------------------------------- softmax family
@@ -394,28 +340,6 @@ def _convert_softmax(node, **kwargs):
 
 # ----------------------------------------------------------------------------- others
 
-def _convert_leaky_relu(node, **kwargs):
-    """``LeakyReLU`` with mx2onnx's converter, but ``prelu`` (gamma along axis 1) and ``rrelu``
-    (inference: slope (lower + upper) / 2), NOTE [added converters]."""
-    attrs = node.get("attrs", {})
-    act_type = attrs.get("act_type", "leaky")
-    if act_type not in ("prelu", "rrelu"):
-        return _original("LeakyReLU", kwargs)(node, **kwargs)
-    out, inputs, attrs, dtype = _start(node, kwargs)
-    if act_type == "rrelu":
-        slope = (float(attrs.get("lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334)))
-        out.add("LeakyRelu", inputs[:1], final=True, alpha=slope / 2)
-        return out
-    x, gamma = inputs[:2]
-    # gamma as (C, 1, ..., 1): one 1 per axis of x after the channels
-    trailing = out.add("Sub", [out.add("Shape", [out.add("Shape", [x])]), out.const([2])])
-    ones = out.add("ConstantOfShape", [trailing],
-                   value=numpy_helper.from_array(np.ones(1, np.int64)))
-    shape = out.add("Concat", [out.const([-1]), ones], axis=0)
-    out.add("PRelu", [x, out.add("Reshape", [gamma, shape])], final=True)
-    return out
-
-
 def _convert_split_v2(node, **kwargs):
     """``split_v2`` at the given indices (mx2onnx's opset-13 converter gave Split one length
     fewer than outputs, a model onnxruntime refuses to load): one Slice per part."""
@@ -472,50 +396,6 @@ def _convert_clip(node, **kwargs):
     return out
 
 
-def _convert_l2_normalization(node, **kwargs):
-    """``L2Normalization``: ``x / sqrt(sum(x**2) + eps)`` over the axes of its mode (instance:
-    all but the first, channel: axis 1, spatial: from axis 2); mx2onnx took channel mode only
-    and dropped eps (silently other values for a large eps)."""
-    out, (x,), attrs, dtype = _start(node, kwargs)
-    mode = attrs.get("mode", "instance")
-    shape = _shape_of_input(node, kwargs)
-    if shape is None:
-        raise NotImplementedError("L2Normalization of an input whose rank is known only at "
-                                  "run time")
-    axes = {"channel": [1], "spatial": list(range(2, len(shape)))}.get(
-        mode, list(range(1, len(shape))))
-    squares = out.add("ReduceSumSquare", [x], axes=axes, keepdims=1)
-    norm = out.add("Sqrt", [out.add("Add", [squares, out.const([float(attrs.get(
-        "eps", 1e-10))], dtype)])])
-    out.add("Div", [x, norm], final=True)
-    return out
-
-
-def _convert_bilinear_resize(node, **kwargs):
-    """``BilinearResize2D`` with mx2onnx's converter, which always resized with aligned corners:
-    ``align_corners=False`` (MXNet: half-pixel centres clamped at 0, the first pixel for an
-    output of 1, as ONNX's pytorch_half_pixel) exported silently other values."""
-    nodes = _original("_contrib_BilinearResize2D", kwargs)(node, **kwargs)
-    if not _flag(node.get("attrs", {}), "align_corners", "True"):
-        for attr in nodes[-1].attribute:
-            if attr.name == "coordinate_transformation_mode":
-                attr.s = b"pytorch_half_pixel"
-    return nodes
-
-
-def _convert_box_nms(node, **kwargs):
-    """``box_nms`` with mx2onnx's converter, but class-aware suppression (an ``id_index`` with
-    ``force_suppress=False``, MXNet's default) refused: ONNX's NonMaxSuppression would also
-    suppress boxes of other classes, which mx2onnx only logged."""
-    attrs = node.get("attrs", {})
-    if int(attrs.get("id_index", "-1")) != -1 and not _flag(attrs, "force_suppress"):
-        raise NotImplementedError("box_nms with an id_index and force_suppress=False (boxes "
-                                  "of different classes do not suppress each other in MXNet; "
-                                  "ONNX's NonMaxSuppression has no classes here): pass "
-                                  "force_suppress=True or id_index=-1 if that is what you want")
-    return _original("_contrib_box_nms", kwargs)(node, **kwargs)
-
-
 def _convert_reverse(node, **kwargs):
     """``reverse``/``flip`` over one or several axes: a Slice with step -1 on each."""
     out, (x,), attrs, _ = _start(node, kwargs)
@@ -526,125 +406,17 @@ def _convert_reverse(node, **kwargs):
     return out
 
 
-def _one_dimensional(op):
-    """mx2onnx's ``Convolution``, which refuses MXNet's 1-D layout ``NCW`` (Gluon's Conv1D)
-    though ONNX's Conv takes a 1-D kernel as it is."""
-    def convert(node, **kwargs):
-        attrs = node.get("attrs", {})
-        if attrs.get("layout") == "NCW":
-            node = dict(node, attrs={k: v for k, v in attrs.items() if k != "layout"})
-        return _original(op, kwargs)(node, **kwargs)
-    return convert
-
-
-def _convert_pooling(node, **kwargs):
-    """``Pooling`` with mx2onnx's converter, and: the 1-D layout ``NCW``; ``sum`` pools and
-    ``lp`` pools of p 1 and 3, which MXNet computes without absolute values (sum of x, cube
-    root of the sum of x**3) where ONNX's LpPool takes |x|: silently other values for negative
-    inputs; and ``pooling_convention='full'`` checked window by window: ONNX's ceil mode drops
-    a last window that starts in the padding, MXNet's keeps it (another output shape)."""
-    attrs = dict(node.get("attrs", {}))
-    if attrs.get("layout") == "NCW":
-        del attrs["layout"]
-    node = dict(node, attrs=attrs)
-    glob = _flag(attrs, "global_pool")
-    if attrs.get("pooling_convention", "valid") == "full" and not glob:
-        _check_full_convention(node, kwargs)
-    pool_type, p = attrs.get("pool_type", "max"), attrs.get("p_value", "None")
-    if not (pool_type == "sum" or (pool_type == "lp" and p in ("1", "3"))):
-        return _original("Pooling", kwargs)(node, **kwargs)
-    out, (x,), attrs, dtype = _start(node, kwargs)
-    if pool_type == "lp" and p == "3":
-        x = out.add("Mul", [out.add("Mul", [x, x]), x])
-    kernel = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("kernel", "()"))]
-    if glob:
-        shape = _shape_of_input(node, kwargs)
-        if shape is None:
-            raise NotImplementedError(f"global {pool_type} pooling of an input whose rank is "
-                                      f"known only at run time")
-        axes = list(range(2, len(shape)))
-        total = out.add("ReduceSum", [x, out.const(axes)], keepdims=1) \
-            if kwargs.get("opset_version", 13) >= 13 else \
-            out.add("ReduceSum", [x], axes=axes, keepdims=1)
-    else:
-        if attrs.get("pooling_convention", "valid") != "valid":
-            raise NotImplementedError(f"{pool_type} pooling with pooling_convention="
-                                      f"{attrs['pooling_convention']!r}")
-        pad = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("pad", "()"))]
-        stride = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("stride", "()"))]
-        mean = out.add("AveragePool", [x], kernel_shape=kernel, count_include_pad=1,
-                       **({"pads": pad + pad} if pad else {}),
-                       **({"strides": stride} if stride else {}))
-        total = out.add("Mul", [mean, out.const([float(np.prod(kernel))], dtype)])
-    if pool_type == "lp" and p == "3":   # the signed cube root
-        root = out.add("Pow", [out.add("Abs", [total]), out.const([1 / 3], dtype)])
-        negative = out.add("Less", [total, out.const([0], dtype)])
-        total = out.add("Where", [negative, out.add("Neg", [root]), root])
-    out.add("Identity", [total], final=True)
-    return out
-
-
-def _check_full_convention(node, kwargs):
-    attrs = node["attrs"]
-    shape = _shape_of_input(node, kwargs)
-    kernel = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("kernel", "()"))]
-    n = len(kernel)
-    pad = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("pad", "()"))] or [0] * n
-    stride = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("stride", "()"))] \
-        or [1] * n
-    spatial = shape[2:] if shape is not None else [None] * n
-    for size, k, p, s in zip(spatial, kernel, pad, stride):
-        if size is None and (p > 0 or s > k):
-            raise NotImplementedError(
-                "Pooling with pooling_convention='full' (ceil_mode) and padding or a stride "
-                "over the kernel, of an input whose spatial size is known only at run time: "
-                "ONNX's ceil mode drops a last window that starts in the padding, MXNet's "
-                "keeps it")
-        if size is not None:
-            mxnet_out = 1 + -(-(size + 2 * p - k) // s)
-            if (mxnet_out - 1) * s >= size + p:
-                raise NotImplementedError(
-                    f"Pooling with pooling_convention='full' (ceil_mode) whose last window "
-                    f"starts in the right padding or past it (input size {size}, kernel {k}, "
-                    f"stride {s}, pad {p}): ONNX drops that window, MXNet keeps it")
-
-
-_ORIGINALS = {(version, op): MXNetGraph.registry_[version][op] for version in (12, 13)
-              for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis",
-                         "_contrib_BilinearResize2D", "_contrib_box_nms", "_split_v2",
-                         *_SCALAR_OPS)
-              if op in MXNetGraph.registry_.get(version, {})}
-
-
-def _original(op, kwargs):
-    """mx2onnx's own converter of ``op`` at the export's opset (its opset-12 one where it has
-    no other), which a converter here wraps."""
-    return _ORIGINALS.get((kwargs.get("opset_version", 13), op)) or _ORIGINALS[(12, op)]
-
-_ADDED = {
+register({
     "round": _convert_round, "rint": _convert_round, "sign": _convert_sign,
     "trunc": _convert_trunc, "fix": _convert_trunc,
     **{op: _elementwise(build) for op, build in _UNARY.items()},
     "broadcast_maximum": _convert_maximum, "broadcast_hypot": _convert_hypot,
     "_mod_scalar": _convert_scalar_power_or_mod, "_rmod_scalar": _convert_scalar_power_or_mod,
     "_rpower_scalar": _convert_scalar_power_or_mod,
+    **{op: _convert_float16_scalar_op for op in _SCALAR_OPS},
     "_np_cumsum": _convert_cumsum, "sort": _convert_sort, "topk": _convert_topk,
     "argsort": _convert_argsort, "SequenceLast": _convert_sequence_last,
     "softmax": _convert_softmax, "log_softmax": _convert_softmax, "softmin": _convert_softmax,
-    "LeakyReLU": _convert_leaky_relu, "_split_v2": _convert_split_v2,
-    "reverse": _convert_reverse,
-    "Convolution": _one_dimensional("Convolution"), "Pooling": _convert_pooling,
+    "_split_v2": _convert_split_v2, "reverse": _convert_reverse,
     "SwapAxis": _convert_swap_axis, "clip": _convert_clip,
-    "L2Normalization": _convert_l2_normalization,
-    "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
-    **{op: _convert_float16_scalar_op for op in _SCALAR_OPS},
-}
-
-
-def _register():
-    for op, convert in _ADDED.items():
-        for version in (12, 13):
-            MXNetGraph.register(op, opset_version=version)(convert)
-
-
-_register()
+})
