@@ -236,6 +236,11 @@ EQUAL = [
          + F.pad(x, mode="reflect", pad_width=(0, 0, 0, 0, 1, 2, 2, 1))
          + F.pad(x, mode="constant", pad_width=(0, 0, 0, 0, 1, 2, 2, 1), constant_value=0.5),
          X4),
+    case("reshape_split_axis", lambda F, n, x: (
+        F.reshape(x, (0, -4, 3, -1, 0)), F.reshape(x, (-1, -4, 2, 3, 0)),
+        F.reshape(x, (-4, 1, 2, -3)), F.reshape(x, (-4, -1, 1, -2)),
+        F.transpose(F.reshape(x, (0, 0, -4, 2, -1)), (0, 2, 1, 3)).reshape((-3, 0, 0))),
+        [[rn(2, 6, 4)]]),
     case("reshape_like_ranges", lambda F, n, x, y: F.reshape_like(
         x, y, lhs_begin=1, lhs_end=None, rhs_begin=1, rhs_end=3), [[rn(2, 6), rn(3, 2, 3)]]),
     case("broadcast_like_axes", lambda F, n, x, y: F.broadcast_like(
@@ -302,8 +307,6 @@ REFUSED = [
      "box_nms with an id_index and force_suppress=False"),
     (case("gemm2_axis", lambda F, n, a, b: F.linalg.gemm2(a, b, axis=-3),
           [[rn(3, 2, 4), rn(4, 2, 5)]]), "axis!=None"),
-    (case("reshape_split_code", lambda F, n, x: F.reshape(x, (0, -4, 3, -1, 0)),
-          [[rn(2, 6, 4)]]), "-4"),
     (case("bilinear_resize_scale", lambda F, n, x: F.contrib.BilinearResize2D(
         x, scale_height=2., scale_width=2., mode="odd_scale"), X4), "mode other than"),
     (case("sqrt_of_int32", lambda F, n, x: F.sqrt(F.cast(F.abs(x), "int32")), X2),

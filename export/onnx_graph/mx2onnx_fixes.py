@@ -178,15 +178,24 @@ def _convert_boolean_mask(node, **kwargs):
 
 
 def _convert_reshape(node, **kwargs):
-    """``Reshape`` whose shape merges axes (-3) or keeps the rest (-2), MXNet's codes that
+    """``Reshape`` whose shape merges axes (-3), keeps the rest (-2) or splits an axis (-4:
+    gluonnlp's attention heads), MXNet's codes that
     mx2onnx refuses (autograph's ``F.concat(*items)`` of collected rows is such a reshape):
     the target shape is computed from the input's, code by code (NOTE [reshape codes]); any
     other reshape goes to mx2onnx's converter."""
     attrs = node.get("attrs", {})
     codes = [int(c) for c in _op_translations_opset12.convert_string_to_list(attrs["shape"])]
     reverse = attrs.get("reverse", "False") in ("True", "true", "1")
-    if reverse or -4 in codes or not ({-3, -2} & set(codes)) or -2 in codes[:-1]:
+    splits = [k for k, code in enumerate(codes) if code == -4]
+    if reverse or not ({-4, -3, -2} & set(codes)) or -2 in codes[:-1] or any(
+            len(codes) < k + 3 or codes[k + 1] < -1 or codes[k + 2] < -1 or
+            0 in codes[k + 1:k + 3] or codes[k + 1:k + 3] == [-1, -1] for k in splits):
         return _MX2ONNX_RESHAPE(node, **kwargs)
+    plain = [k for k, code in enumerate(codes) if code == -1 and not any(
+        k - 2 <= s < k for s in splits)]
+    if splits and any(k > splits[0] for k in plain):
+        raise NotImplementedError("Reshape with a -1 after a -4: MXNet 1.9.1 infers that -1 "
+                                  "wrongly (an output smaller than the input); give the size")
     name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
     nodes = [helper.make_node("Shape", [input_names[0]], [name + "_in_shape"])]
 
@@ -202,9 +211,20 @@ def _convert_reshape(node, **kwargs):
                                                 constant([end], "to")], [out]))
         return out
 
-    pieces, axis = [], 0
-    for code in codes:
-        if code == -3:
+    pieces, axis, rest = [], 0, list(codes)
+    while rest:
+        code = rest.pop(0)
+        if code == -4:      # one axis split in two sizes, one of them maybe -1 (the quotient)
+            first, second = rest.pop(0), rest.pop(0)
+            if -1 in (first, second):
+                known = constant([second if first == -1 else first], "known")
+                quotient = f"{name}_quotient{len(nodes)}"
+                nodes.append(helper.make_node("Div", [dims(axis, axis + 1), known], [quotient]))
+                pieces += [quotient, known] if first == -1 else [known, quotient]
+            else:
+                pieces += [constant([first], "size"), constant([second], "size")]
+            axis += 1
+        elif code == -3:
             merged = f"{name}_merged{len(nodes)}"
             nodes.append(helper.make_node("ReduceProd", [dims(axis, axis + 2)], [merged],
                                           keepdims=1))
@@ -227,7 +247,8 @@ def _convert_reshape(node, **kwargs):
 # NOTE [reshape codes]
 #     MXNet's reshape reads its target shape code by code, each consuming input axes: a size or
 #     -1 one axis, 0 copies one, -3 multiplies two, -2 copies all that are left (so nothing
-#     may follow it here).  ONNX's Reshape has only 0 (copy the axis at the *same* position,
+#     may follow it here), -4 splits one in the two sizes that follow (-1: the quotient).
+#     ONNX's Reshape has only 0 (copy the axis at the *same* position,
 #     not the next unread one) and -1, so the target is built at run time from Shape(x):
 #     Slice per copied axis, ReduceProd per merged pair, Concat.  mx2onnx knows only fixed
 #     patterns of -3 and none of -2.
