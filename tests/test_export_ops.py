@@ -141,6 +141,13 @@ EQUAL = [
         running_variance_initializer=mx.init.Constant(2.0))),
     case("batch_norm_global_stats", lambda F, n, x: n.l(x), X4, l=lambda: nn.BatchNorm(
         in_channels=4, use_global_stats=True, running_mean_initializer=mx.init.Uniform(1))),
+    case("batch_norm_fixed_gamma", lambda F, n, x: n.l(x), X4, l=lambda: nn.BatchNorm(
+        scale=False, in_channels=4, gamma_initializer=mx.init.Constant(2.0),
+        running_mean_initializer=mx.init.Uniform(1))),
+    case("batch_norm_last_axis", lambda F, n, x: (n.a(x), n.b(x[0])), X3,
+         a=lambda: nn.BatchNorm(axis=-1, in_channels=4, gamma_initializer=mx.init.Uniform(1),
+                                running_mean_initializer=mx.init.Uniform(1)),
+         b=lambda: nn.BatchNorm(axis=-1, scale=False, in_channels=4)),
     case("batch_norm_plain_3d", lambda F, n, x: n.l(x), X3, l=lambda: nn.BatchNorm(
         in_channels=3, scale=False, center=False, epsilon=0.1)),
     case("l2_normalization_channel", lambda F, n, x: F.L2Normalization(x, mode="channel"), X3),
@@ -281,8 +288,6 @@ EQUAL = [
 REFUSED = [
     (case("group_norm", lambda F, n, x: n.l(x), X4, l=lambda: nn.GroupNorm(num_groups=2)),
      "'GroupNorm'"),
-    (case("batch_norm_last_axis", lambda F, n, x: n.l(x), [[rn(2, 5, 3)]],
-          l=lambda: nn.BatchNorm(axis=-1, in_channels=3)), "batchnorm axis != 1"),
     (case("lstm_two_layers_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
         4, num_layers=2, bidirectional=True, input_size=4)), "bidirectional"),
     (case("gru_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.GRU(

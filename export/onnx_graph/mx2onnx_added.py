@@ -45,6 +45,8 @@ from .specs import source_prefix
 #     * `topk` with k < 1 is every element, sorted (ONNX's TopK of k 0: none). `RNN` of several
 #       layers whose input size is not the state size is refused (mx2onnx splits the weights
 #       wrongly: a model onnxruntime refuses).
+#     * `BatchNorm`: mx2onnx ignored fix_gamma (MXNet's default True reads gamma as 1; Gluon's
+#       BatchNorm(scale=False) sets it) and refused any axis but 1.
 #     * `box_nms` by class (an id_index without force_suppress) is refused: ONNX's
 #       NonMaxSuppression suppresses across classes, which mx2onnx only logged.
 #     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,

@@ -1,5 +1,5 @@
 """Converters of MXNet's layer ops (LeakyReLU's prelu and rrelu, L2Normalization, 1-D
-convolutions, Pooling, BilinearResize2D, RNN, box_nms) where mx2onnx's are silently wrong, refuse
+convolutions, Pooling, BatchNorm, BilinearResize2D, RNN, box_nms) where mx2onnx's are silently wrong, refuse
 what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at import (NOTE [added
 converters] in ``mx2onnx_added.py``)."""
 import numpy as np
@@ -173,9 +173,39 @@ def _check_full_convention(node, kwargs):
                     f"stride {s}, pad {p}): ONNX drops that window, MXNet keeps it")
 
 
+def _convert_batch_norm(node, **kwargs):
+    """``BatchNorm`` in inference, ``(x - mean) / sqrt(var + eps) * gamma + beta`` along its
+    axis: mx2onnx's for axis 1, but it refused any other axis (``BatchNorm(axis=-1)`` over
+    features) and ignored ``fix_gamma`` (MXNet's default True: gamma read as 1), which gave
+    silently other values for a gamma other than 1."""
+    attrs = node.get("attrs", {})
+    fix_gamma = _flag(attrs, "fix_gamma", "True")
+    axis = int(attrs.get("axis", "1"))
+    if axis == 1 and not fix_gamma:
+        return _original("BatchNorm", kwargs)(node, **kwargs)
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    x, gamma, beta, mean, var = inputs[:5]
+    shape = _shape_of_input(node, kwargs)
+    if shape is None:
+        raise NotImplementedError("BatchNorm with fix_gamma or an axis other than 1, of an "
+                                  "input whose rank is known only at run time")
+    axis %= len(shape)
+    along = out.const([-1] + [1] * (len(shape) - axis - 1))
+
+    def param(value):
+        return out.add("Reshape", [value, along])
+    eps = out.const([float(attrs.get("eps", "0.001"))], dtype)
+    scale = out.add("Sqrt", [out.add("Add", [param(var), eps])])
+    normal = out.add("Div", [out.add("Sub", [x, param(mean)]), scale])
+    if not fix_gamma:
+        normal = out.add("Mul", [normal, param(gamma)])
+    out.add("Add", [normal, param(beta)], final=True)
+    return out
+
+
 register({
     "LeakyReLU": _convert_leaky_relu, "L2Normalization": _convert_l2_normalization,
     "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
     "RNN": _convert_rnn, "Convolution": _one_dimensional("Convolution"),
-    "Pooling": _convert_pooling,
+    "Pooling": _convert_pooling, "BatchNorm": _convert_batch_norm,
 })
