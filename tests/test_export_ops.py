@@ -109,6 +109,12 @@ EQUAL = [
     case("log_softmax_temperature_axis0", lambda F, n, x: F.log_softmax(x, axis=0,
                                                                         temperature=0.5), X2),
     case("log_softmax_axis1_3d", lambda F, n, x: F.log_softmax(x, axis=1), X3),
+    case("softmax_output_flattened", lambda F, n, x, l: F.SoftmaxOutput(x, l),
+         [[rn(2, 3, 4), np.zeros((2, 3), np.float32)]]),
+    case("softmax_output_multi_output", lambda F, n, x, l: F.SoftmaxOutput(
+        x, l, multi_output=True), [[rn(2, 3, 4), np.zeros((2, 4), np.float32)]]),
+    case("softmax_output_preserve_shape", lambda F, n, x, l: F.SoftmaxOutput(
+        x, l, preserve_shape=True), [[rn(2, 3, 4), np.zeros((2, 3), np.float32)]]),
     case("softmin", lambda F, n, x: F.softmin(x, axis=0, temperature=0.5), X2),
     # activations
     *[case(f"leaky_relu_{a}", (lambda a: lambda F, n, x: F.LeakyReLU(x, act_type=a,

@@ -26,6 +26,8 @@ from .specs import source_prefix
 #       only. mx2onnx wrote the masked positions as -65500 before a Softmax, so a row of
 #       values below -65500 (an attention mask of -1e9) put its weight on masked positions and
 #       a length of 0 gave 1/n; with an axis other than -1 it exported a GlobalAveragePool.
+#     * `SoftmaxOutput` is a softmax over the input flattened to (N, -1), or axis 1 with
+#       multi_output, or the last axis with preserve_shape; mx2onnx took the last axis always.
 #     * `LeakyReLU(act_type='prelu')`'s gamma applies along axis 1; mx2onnx gave it to PRelu
 #       as is, which numpy-broadcasts it along the *last* axis: silently other values when the
 #       last axis is as long as the channels. `rrelu` in inference is leaky with the slope
@@ -340,6 +342,25 @@ def _convert_softmax(node, **kwargs):
     return out, [result_dtype]
 
 
+def _convert_softmax_output(node, **kwargs):
+    """``SoftmaxOutput`` in inference: the softmax over axis 1 of the input flattened to (N, -1)
+    (the default), over axis 1 (``multi_output``) or the last axis (``preserve_shape``); mx2onnx
+    took the last axis in every mode, silently other values for inputs over 2-D."""
+    out, inputs, attrs, _ = _start(node, kwargs)
+    x, axis = inputs[0], 1
+    if _flag(attrs, "preserve_shape"):
+        axis = -1
+    elif not _flag(attrs, "multi_output"):
+        x = out.add("Reshape", [x, out.const([0, -1])])
+    top = out.add("ReduceMax", [x], axes=[axis], keepdims=1)
+    exp = out.add("Exp", [out.add("Sub", [x, top])])
+    result = out.add("Div", [exp, out.reduce_sum(exp, axis, kwargs.get("opset_version", 13))])
+    if x != inputs[0]:
+        result = out.add("Reshape", [result, out.add("Shape", [inputs[0]])])
+    out.add("Identity", [result], final=True)
+    return out
+
+
 # ----------------------------------------------------------------------------- others
 
 def _convert_split_v2(node, **kwargs):
@@ -419,6 +440,7 @@ register({
     "_np_cumsum": _convert_cumsum, "sort": _convert_sort, "topk": _convert_topk,
     "argsort": _convert_argsort, "SequenceLast": _convert_sequence_last,
     "softmax": _convert_softmax, "log_softmax": _convert_softmax, "softmin": _convert_softmax,
+    "SoftmaxOutput": _convert_softmax_output,
     "_split_v2": _convert_split_v2, "reverse": _convert_reverse,
     "SwapAxis": _convert_swap_axis, "clip": _convert_clip,
 })
