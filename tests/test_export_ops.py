@@ -147,6 +147,10 @@ EQUAL = [
         running_variance_initializer=mx.init.Constant(2.0))),
     case("batch_norm_global_stats", lambda F, n, x: n.l(x), X4, l=lambda: nn.BatchNorm(
         in_channels=4, use_global_stats=True, running_mean_initializer=mx.init.Uniform(1))),
+    case("group_norm", lambda F, n, x: (n.a(x), n.b(x[0])), X4,
+         a=lambda: nn.GroupNorm(num_groups=2, gamma_initializer=mx.init.Uniform(1),
+                                beta_initializer=mx.init.Uniform(1)),
+         b=lambda: nn.GroupNorm(num_groups=4, epsilon=0.5, scale=False)),
     case("batch_norm_fixed_gamma", lambda F, n, x: n.l(x), X4, l=lambda: nn.BatchNorm(
         scale=False, in_channels=4, gamma_initializer=mx.init.Constant(2.0),
         running_mean_initializer=mx.init.Uniform(1))),
@@ -292,8 +296,6 @@ EQUAL = [
 
 # (case, what the refusal must say): MXNet ops or settings ONNX has no exact counterpart for
 REFUSED = [
-    (case("group_norm", lambda F, n, x: n.l(x), X4, l=lambda: nn.GroupNorm(num_groups=2)),
-     "'GroupNorm'"),
     (case("lstm_two_layers_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
         4, num_layers=2, bidirectional=True, input_size=4)), "bidirectional"),
     (case("gru_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.GRU(

@@ -47,6 +47,8 @@ from .specs import source_prefix
 #     * `topk` with k < 1 is every element, sorted (ONNX's TopK of k 0: none). `RNN` of several
 #       layers whose input size is not the state size is refused (mx2onnx splits the weights
 #       wrongly: a model onnxruntime refuses).
+#     * `GroupNorm` (mx2onnx has none): per group, population variance, MXNet 1.9.1's gamma and
+#       beta per group (shape (num_groups,)).
 #     * `BatchNorm`: mx2onnx ignored fix_gamma (MXNet's default True reads gamma as 1; Gluon's
 #       BatchNorm(scale=False) sets it) and refused any axis but 1.
 #     * `box_nms` by class (an id_index without force_suppress) is refused: ONNX's

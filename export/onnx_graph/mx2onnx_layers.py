@@ -1,5 +1,5 @@
 """Converters of MXNet's layer ops (LeakyReLU's prelu and rrelu, L2Normalization, 1-D
-convolutions, Pooling, BatchNorm, BilinearResize2D, RNN, box_nms) where mx2onnx's are silently wrong, refuse
+convolutions, Pooling, BatchNorm, GroupNorm, BilinearResize2D, RNN, box_nms) where mx2onnx's are silently wrong, refuse
 what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at import (NOTE [added
 converters] in ``mx2onnx_added.py``)."""
 import numpy as np
@@ -203,9 +203,32 @@ def _convert_batch_norm(node, **kwargs):
     return out
 
 
+def _convert_group_norm(node, **kwargs):
+    """``GroupNorm`` (mx2onnx has none): the channels in ``num_groups`` groups, each normalised
+    over its channels and positions with the population variance, then scaled and shifted by
+    the group's gamma and beta (MXNet 1.9.1's are per group, shape (num_groups,))."""
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    if _flag(attrs, "output_mean_var"):
+        raise NotImplementedError("GroupNorm with output_mean_var=True")
+    x, gamma, beta = inputs[:3]
+    groups = int(attrs.get("num_groups", "1"))
+    grouped = out.add("Reshape", [x, out.const([0, groups, -1])])
+    mean = out.add("ReduceMean", [grouped], axes=[2], keepdims=1)
+    centred = out.add("Sub", [grouped, mean])
+    var = out.add("ReduceMean", [out.add("Mul", [centred, centred])], axes=[2], keepdims=1)
+    eps = out.const([float(attrs.get("eps", "1e-05"))], dtype)
+    normal = out.add("Div", [centred, out.add("Sqrt", [out.add("Add", [var, eps])])])
+    per_group = out.const([groups, 1])
+    scaled = out.add("Add", [out.add("Mul", [normal, out.add("Reshape", [gamma, per_group])]),
+                             out.add("Reshape", [beta, per_group])])
+    out.add("Reshape", [scaled, out.add("Shape", [x])], final=True)
+    return out
+
+
 register({
     "LeakyReLU": _convert_leaky_relu, "L2Normalization": _convert_l2_normalization,
     "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
     "RNN": _convert_rnn, "Convolution": _one_dimensional("Convolution"),
     "Pooling": _convert_pooling, "BatchNorm": _convert_batch_norm,
+    "GroupNorm": _convert_group_norm,
 })
