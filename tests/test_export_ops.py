@@ -401,3 +401,18 @@ def test_float16_constants(fn):
     assert got.dtype == want.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3,
                                atol=2e-3)
+
+
+def test_argmax_channel_of_a_symbol():
+    """``argmax_channel`` cannot be hybridized (MXNet's CachedOp wants a gradient it lacks) but
+    a symbol holding it exports: the first of tied maxima along the last axis, as MXNet."""
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx_symbol
+    x = np.array([[1, 3, 3, 0], [2, 2, 1, 2], [-1, -3, -1, -2]], np.float32)
+    model = export_onnx_symbol(mx.sym.argmax_channel(mx.sym.var("data")), {},
+                               [("data", x.shape, np.float32)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"data": x})[0]
+    want = mx.nd.argmax_channel(mx.nd.array(x)).asnumpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

@@ -205,6 +205,16 @@ def _warn_ties(node, kwargs, axis):
         warnings.warn(warning, stacklevel=2)
 
 
+def _convert_argmax_channel(node, **kwargs):
+    """``argmax_channel``: the index of the largest value along the last axis (the first of
+    ties), in the input's dtype. (A hybridized block cannot hold it: MXNet's CachedOp wants a
+    gradient it lacks; symbols given to export_onnx_symbol can.)"""
+    out, (x,), _, dtype = _start(node, kwargs)
+    index = out.add("ArgMax", [x], axis=-1, keepdims=0)
+    out.add("Cast", [index], final=True, to=_tensor_type(dtype))
+    return out
+
+
 def _convert_sort(node, **kwargs):
     """``sort(x, axis=-1, is_ascend=True)``: TopK of every element (axis None: flattened)."""
     out, (x,), attrs, _ = _start(node, kwargs)
@@ -440,6 +450,7 @@ register({
     "_rpower_scalar": _convert_scalar_power_or_mod,
     **{op: _convert_float16_scalar_op for op in _SCALAR_OPS},
     "_np_cumsum": _convert_cumsum, "sort": _convert_sort, "topk": _convert_topk,
+    "argmax_channel": _convert_argmax_channel,
     "argsort": _convert_argsort, "SequenceLast": _convert_sequence_last,
     "softmax": _convert_softmax, "log_softmax": _convert_softmax, "softmin": _convert_softmax,
     "SoftmaxOutput": _convert_softmax_output,
