@@ -16,6 +16,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from typing import Any, Dict, Optional, Sequence
 
 import mxnet as mx
@@ -35,7 +36,7 @@ from gluon_cf.tracing import user_location
 from . import index_bounds
 from .artifact_format import RECURSION_KEY
 from .artifact_kit import SIGNATURES
-from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, make_onnx_model,
+from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, ExportTieWarning, make_onnx_model,
                          register_custom_converter, source_prefix, symbol_to_onnx_graph)
 from .onnx_shapes import PLAN, merge_dims, shape_plan
 
@@ -83,14 +84,31 @@ def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
     """
     sym, params, inputs, ranks = _net_symbol(net, example_inputs, "export_onnx")
     try:
-        return export_onnx_symbol(sym, params, inputs, path, opset, dynamic_axes=dynamic_axes,
-                                  input_names=input_names, output_names=output_names,
-                                  _output_ranks=ranks)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            return export_onnx_symbol(sym, params, inputs, path, opset,
+                                      dynamic_axes=dynamic_axes, input_names=input_names,
+                                      output_names=output_names, _output_ranks=ranks)
     except NotImplementedError as err:
         where = _node_location(net, example_inputs, getattr(err, NODE_OF_ERROR, None))
         if where is None or str(err).startswith(where):
             raise
         raise NotImplementedError(f"{where}: {err}") from None
+    finally:
+        _warn_again(caught, net, example_inputs)
+
+
+def _warn_again(caught, net, example_inputs):
+    """The warnings of a conversion, those about a node led by the user's line."""
+    for record in caught:
+        message = record.message
+        if isinstance(message, ExportTieWarning):
+            where = _node_location(net, example_inputs, message.node_name)
+            if where is not None and not str(message).startswith(where):
+                message = ExportTieWarning(f"{where}: {message}")
+            warnings.warn(message, stacklevel=3)
+        else:
+            warnings.warn_explicit(message, record.category, record.filename, record.lineno)
 
 
 def _node_location(net, example_inputs, node_name):
@@ -116,9 +134,14 @@ def _node_location(net, example_inputs, node_name):
                                      **{name: p.var() for name, p in net._reg_params.items()})
     except Exception:  # noqa: BLE001 - a location is a help; the export's error stands
         return None
-    for node in json.loads(mx.sym.Group(_flat_symbols(out)).tojson())["nodes"]:
+    nodes = json.loads(mx.sym.Group(_flat_symbols(out)).tojson())["nodes"]
+    for node in nodes:
         if node["name"] == node_name:
             return node.get("attrs", {}).get(SOURCE_ATTR)
+    # an ONNX helper node's name: the MXNet node's with a suffix, the longest such
+    prefixes = [n for n in nodes if n["op"] != "null" and node_name.startswith(n["name"])]
+    if prefixes:
+        return max(prefixes, key=lambda n: len(n["name"])).get("attrs", {}).get(SOURCE_ATTR)
     return None
 
 
@@ -238,7 +261,9 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
                 for name, shape, dtype in inputs}
     dims = _dynamic_dims(dynamic_axes, mx_names, onnx_names, examples)
     outputs = sym.list_outputs()
-    output_names = _unique(outputs) if output_names is None else list(output_names)
+    # an output that is an input itself (a block returning its input) gets a name of its own
+    output_names = [f"{name}_output" if name in onnx_names else name
+                    for name in _unique(outputs)] if output_names is None else list(output_names)
     if len(output_names) != len(outputs):
         raise ValueError(f"export_onnx: got {len(output_names)} output_names for the "
                          f"{len(outputs)} outputs of the model {outputs}")

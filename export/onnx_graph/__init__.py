@@ -15,7 +15,8 @@ with :func:`register_custom_converter` and are reached through mx2onnx's own dis
 
 See NOTE [mx2onnx pitfalls] (``mx2onnx_fixes.py``) before writing a converter. The rooms: ``specs`` (the public types), ``variables`` (where each input variable comes from),
 ``conversion`` (node by node through mx2onnx), ``renaming`` (per-graph prefixes), ``custom``
-(Custom nodes), ``mx2onnx_fixes`` (what mx2onnx lacks), ``model`` (checked ONNX models).
+(Custom nodes), ``mx2onnx_fixes`` (what mx2onnx lacks), ``mx2onnx_added`` and ``mx2onnx_layers``
+(ops mx2onnx lacks or gets silently wrong, over ``mx2onnx_kit``), ``model`` (checked ONNX models).
 """
 from .conversion import symbol_to_onnx_graph
 from .custom import register_custom_converter
@@ -25,9 +26,11 @@ from .specs import (DEFAULT_OPSET, SUPPORTED_OPSETS, CustomOpNode, OnnxGraph, Va
 # For the export rules and onnx_export: how an export error names its node and the user's line.
 from .specs import NODE_OF_ERROR, source_prefix  # noqa: F401
 from .variables import params_to_initializers
+from .mx2onnx_added import ExportTieWarning
 
 __all__ = [
     "DEFAULT_OPSET", "SUPPORTED_OPSETS", "ValueSpec", "OnnxGraph", "CustomOpNode",
     "register_custom_converter", "symbol_to_onnx_graph", "export_symbol_onnx",
     "make_onnx_model", "params_to_initializers", "remove_unused_initializers", "value_info",
+    "ExportTieWarning",
 ]

@@ -14,6 +14,8 @@ from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 
 from . import mx2onnx_fixes  # noqa: F401 -- mx2onnx's converters work only once it has run
+from . import mx2onnx_added  # noqa: F401 -- converters mx2onnx lacks (NOTE [added converters])
+from . import mx2onnx_layers  # noqa: F401 -- layer ops mx2onnx gets wrong (same NOTE)
 from .custom import _ENTRY_SPECS_KWARG
 from .renaming import _prefix_names
 from .specs import (DEFAULT_OPSET, NODE_OF_ERROR, OnnxGraph, ValueSpec, _check_opset,
@@ -108,7 +110,14 @@ _OUTER_PLACEHOLDER = "\x00outer{}"
 
 # MXNet defaults that mx2onnx's converters get wrong when the attribute is absent from the
 # JSON (only explicitly set attributes are saved).
-_MXNET_DEFAULT_ATTRS = {"FullyConnected": {"flatten": "True"}}
+# (found by comparing every converter's attrs.get defaults with MXNet's operator registry)
+_MXNET_DEFAULT_ATTRS = {
+    "FullyConnected": {"flatten": "True"}, "LRN": {"knorm": "2"},
+    "Deconvolution": {"no_bias": "True"}, "_split_v2": {"axis": "1"},
+    "_contrib_box_nms": {"force_suppress": "False"},
+    **{op: {"scalar": "1"} for op in (
+        "_maximum_scalar", "_minimum_scalar", "_mod_scalar", "_rmod_scalar", "_rpower_scalar",
+        "_lesser_equal_scalar", "_greater_equal_scalar", "_not_equal_scalar")}}
 
 def _convert_nodes(sym, sources, opset):
     """Run mx2onnx's converters over the nodes of ``sym`` (see NOTE [mx2onnx pitfalls])."""
@@ -144,10 +153,11 @@ def _convert_nodes(sym, sources, opset):
         node = dict(node, name=_conversion_name(node, idx, seen_names),
                     attrs={**_MXNET_DEFAULT_ATTRS.get(node["op"], {}), **node.get("attrs", {})})
         try:
-            converted, dtypes = MXNetGraph.convert_layer(
-                node, is_input=False, mx_graph=mx_nodes, weights=sources.embedded,
-                proc_nodes=nodes, initializer=initializers, outputs_lookup=outputs_lookup,
-                idx=idx, opset_version=opset, **{_ENTRY_SPECS_KWARG: entry_specs})
+            with mx2onnx_fixes.float16_constants():
+                converted, dtypes = MXNetGraph.convert_layer(
+                    node, is_input=False, mx_graph=mx_nodes, weights=sources.embedded,
+                    proc_nodes=nodes, initializer=initializers, outputs_lookup=outputs_lookup,
+                    idx=idx, opset_version=opset, **{_ENTRY_SPECS_KWARG: entry_specs})
         except Exception as err:  # noqa: BLE001 -- mx2onnx raises anything; name the node
             if node["op"] == "Custom":
                 raise  # Custom-op converters name their node themselves
@@ -171,6 +181,15 @@ def _convert_nodes(sym, sources, opset):
 
     _check_single_assignment(nodes, initializers, [spec.name for spec in sources.inputs])
     heads = [(node_idx, out_idx) for node_idx, out_idx, _ in mx_graph["heads"]]
+    for node_idx, out_idx in heads:
+        if out_idx >= len(outputs_lookup[node_idx]):
+            node = mx_nodes[node_idx]
+            error = NotImplementedError(
+                f"{source_prefix(node)}export_onnx: output {out_idx} of node {node['name']!r} "
+                f"(MXNet op {node['op']!r}) has no ONNX counterpart; return only its first "
+                f"output")
+            setattr(error, NODE_OF_ERROR, node["name"])
+            raise error
     return _Converted(
         nodes, initializers,
         heads=[outputs_lookup[i][k] for i, k in heads],

@@ -3,6 +3,7 @@ its converter modules are given an ``onnx`` that still has ``onnx.mapping``, and
 registered for the comparisons, ``boolean_mask`` and ``pick`` it lacks and for the ``Reshape``
 codes it refuses (NOTE [reshape codes]). NOTE [mx2onnx pitfalls] lists every trap known, for whoever
 writes a converter."""
+import contextlib
 import types
 
 import numpy as np
@@ -21,6 +22,11 @@ from .specs import _ENTRY_SPECS_KWARG
 #   the two converter modules a private `onnx` that has `mapping` again
 #   (`_patch_mx2onnx_onnx_mapping`); the real onnx package is untouched, so
 #   `mx.onnx.export_model` itself still fails -- export through this module.
+# * mx2onnx gives onnx's `make_tensor` the *bits* of float16 constants, which current onnx
+#   takes as values (a float16 `x * 1.1` became `x * 15464`): `float16_constants` reads them
+#   back as bits while a converter runs (onnx.helper.make_tensor is swapped for that time),
+#   and the scalar ops of a float16 input are converted without mx2onnx's folding into a
+#   parameter, which multiplied by the bits (`_convert_float16_scalar_op`).
 # * mx2onnx has converter tables for opsets 12 and 13 only and silently falls back to them for
 #   newer opsets.  Declaring opset >= 14 would pair old-style nodes (ReduceMean `axes`
 #   attribute, Split `split` attribute, ...) with newer schemas, so we accept 12 and 13 only
@@ -106,6 +112,32 @@ def _patch_mx2onnx_onnx_mapping():
             module.onnx = patched
 
 
+# ----------------------------------------------------------------------------- float16
+
+@contextlib.contextmanager
+def float16_constants():
+    """While mx2onnx's converters run: a float16 constant they make holds the value they mean.
+
+    They pass float16 values to ``onnx.helper.make_tensor`` as their bits (``np.float16(v)
+    .view(np.uint16)``), as onnx releases before 1.10 wanted; current ones convert the values
+    themselves, so the bits were stored as numbers: ``x * 1.1`` of a float16 x exported as
+    ``x * 15464.0``, silently. Integer values given for a FLOAT16 tensor are read back as bits.
+    """
+    original = helper.make_tensor
+
+    def make_tensor(name, data_type, dims, vals, raw=False):
+        if data_type == onnx.TensorProto.FLOAT16 and not raw:
+            values = np.asarray(vals)
+            if values.dtype.kind in "ui":
+                vals = values.astype(np.uint16).view(np.float16)
+        return original(name, data_type, dims, vals, raw)
+    helper.make_tensor = make_tensor
+    try:
+        yield
+    finally:
+        helper.make_tensor = original
+
+
 # ----------------------------------------------------------------------------- missing ops
 
 # Comparisons mx2onnx lacks (what `a < b` on two Symbols and `x <= 1` produce).  The
@@ -146,15 +178,24 @@ def _convert_boolean_mask(node, **kwargs):
 
 
 def _convert_reshape(node, **kwargs):
-    """``Reshape`` whose shape merges axes (-3) or keeps the rest (-2), MXNet's codes that
+    """``Reshape`` whose shape merges axes (-3), keeps the rest (-2) or splits an axis (-4:
+    gluonnlp's attention heads), MXNet's codes that
     mx2onnx refuses (autograph's ``F.concat(*items)`` of collected rows is such a reshape):
     the target shape is computed from the input's, code by code (NOTE [reshape codes]); any
     other reshape goes to mx2onnx's converter."""
     attrs = node.get("attrs", {})
     codes = [int(c) for c in _op_translations_opset12.convert_string_to_list(attrs["shape"])]
     reverse = attrs.get("reverse", "False") in ("True", "true", "1")
-    if reverse or -4 in codes or not ({-3, -2} & set(codes)) or -2 in codes[:-1]:
+    splits = [k for k, code in enumerate(codes) if code == -4]
+    if reverse or not ({-4, -3, -2} & set(codes)) or -2 in codes[:-1] or any(
+            len(codes) < k + 3 or codes[k + 1] < -1 or codes[k + 2] < -1 or
+            0 in codes[k + 1:k + 3] or codes[k + 1:k + 3] == [-1, -1] for k in splits):
         return _MX2ONNX_RESHAPE(node, **kwargs)
+    plain = [k for k, code in enumerate(codes) if code == -1 and not any(
+        k - 2 <= s < k for s in splits)]
+    if splits and any(k > splits[0] for k in plain):
+        raise NotImplementedError("Reshape with a -1 after a -4: MXNet 1.9.1 infers that -1 "
+                                  "wrongly (an output smaller than the input); give the size")
     name, input_names, _ = _op_translations_opset12.get_inputs(node, kwargs)
     nodes = [helper.make_node("Shape", [input_names[0]], [name + "_in_shape"])]
 
@@ -170,9 +211,20 @@ def _convert_reshape(node, **kwargs):
                                                 constant([end], "to")], [out]))
         return out
 
-    pieces, axis = [], 0
-    for code in codes:
-        if code == -3:
+    pieces, axis, rest = [], 0, list(codes)
+    while rest:
+        code = rest.pop(0)
+        if code == -4:      # one axis split in two sizes, one of them maybe -1 (the quotient)
+            first, second = rest.pop(0), rest.pop(0)
+            if -1 in (first, second):
+                known = constant([second if first == -1 else first], "known")
+                quotient = f"{name}_quotient{len(nodes)}"
+                nodes.append(helper.make_node("Div", [dims(axis, axis + 1), known], [quotient]))
+                pieces += [quotient, known] if first == -1 else [known, quotient]
+            else:
+                pieces += [constant([first], "size"), constant([second], "size")]
+            axis += 1
+        elif code == -3:
             merged = f"{name}_merged{len(nodes)}"
             nodes.append(helper.make_node("ReduceProd", [dims(axis, axis + 2)], [merged],
                                           keepdims=1))
@@ -195,7 +247,8 @@ def _convert_reshape(node, **kwargs):
 # NOTE [reshape codes]
 #     MXNet's reshape reads its target shape code by code, each consuming input axes: a size or
 #     -1 one axis, 0 copies one, -3 multiplies two, -2 copies all that are left (so nothing
-#     may follow it here).  ONNX's Reshape has only 0 (copy the axis at the *same* position,
+#     may follow it here), -4 splits one in the two sizes that follow (-1: the quotient).
+#     ONNX's Reshape has only 0 (copy the axis at the *same* position,
 #     not the next unread one) and -1, so the target is built at run time from Shape(x):
 #     Slice per copied axis, ReduceProd per merged pair, Concat.  mx2onnx knows only fixed
 #     patterns of -3 and none of -2.
@@ -428,6 +481,9 @@ def _convert_one_hot(node, **kwargs):
     gives a row of off_value for any index outside ``[0, depth)`` (a padding label -1 one-hot
     encodes to zeros), ONNX's OneHot counts negative ones from the end (-1: the last class),
     which exported silently other rows."""
+    dtype = np.dtype(node.get("attrs", {}).get("dtype", "float32"))
+    if dtype not in (np.float32, np.int64):   # onnxruntime's OneHot has no other values
+        node = dict(node, attrs=dict(node["attrs"], dtype="float32"))
     nodes = _MX2ONNX_ONE_HOT(node, **kwargs)
     cast, one_hot = nodes[-2:]
     name = one_hot.output[0]
@@ -438,7 +494,11 @@ def _convert_one_hot(node, **kwargs):
              helper.make_node("Where", [name + "_negative", one_hot.input[1], cast.output[0]],
                               [index])]
     one_hot.input[0] = index
-    return nodes[:-1] + extra + [one_hot]
+    if dtype in (np.float32, np.int64):
+        return nodes[:-1] + extra + [one_hot]
+    one_hot.output[0] = name + "_float"
+    return nodes[:-1] + extra + [one_hot, helper.make_node(
+        "Cast", [name + "_float"], [name], to=helper.np_dtype_to_tensor_dtype(dtype))]
 
 
 def _convert_embedding(node, **kwargs):

@@ -1,0 +1,459 @@
+"""Converters for MXNet ops that mx2onnx lacks or gets silently wrong, each emulating MXNet
+1.9.1's arithmetic exactly (rounding of halves, the sign of NaN, the rows a length masks),
+registered for opsets 12 and 13 at import (NOTE [added converters]). ``mx2onnx_fixes.py`` holds
+the older fixes and NOTE [mx2onnx pitfalls]."""
+import warnings
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
+
+from .mx2onnx_kit import (_SCALAR_OPS, _flag, _original, _output_dtype,
+                          _shape_of_input, _squeeze_axes, _start, _tensor_type, register)
+from .specs import source_prefix
+
+# NOTE [added converters]
+#     Each converter here and in mx2onnx_layers.py was checked against MXNet on onnxruntime at 1e-5, on ties, negative
+#     values, halves and lengths (tests/test_export_ops.py). MXNet's arithmetic, which ONNX's
+#     nearest ops do not share:
+#     * `round` rounds halves away from zero (C's roundf), ONNX's Round to even; `rint`
+#       rounds halves *down* (mshadow's rint: floor unless x - floor(x) > ceil(x) - x), not to
+#       even. Both are built from Floor and Ceil with MXNet's own comparisons.
+#     * `sign` of NaN is 0 (mshadow's sign compares with 0), so it is (x > 0) - (x < 0).
+#     * `softmax`/`log_softmax` with `use_length`: the positions at or past the length are
+#       0 in the output, a length of 0 gives a row of 0, the max is over the kept positions
+#       only. mx2onnx wrote the masked positions as -65500 before a Softmax, so a row of
+#       values below -65500 (an attention mask of -1e9) put its weight on masked positions and
+#       a length of 0 gave 1/n; with an axis other than -1 it exported a GlobalAveragePool.
+#     * `SoftmaxOutput` is a softmax over the input flattened to (N, -1), or axis 1 with
+#       multi_output, or the last axis with preserve_shape; mx2onnx took the last axis always.
+#     * `LeakyReLU(act_type='prelu')`'s gamma applies along axis 1; mx2onnx gave it to PRelu
+#       as is, which numpy-broadcasts it along the *last* axis: silently other values when the
+#       last axis is as long as the channels. `rrelu` in inference is leaky with the slope
+#       (lower_bound + upper_bound) / 2.
+#     * `topk`/`argsort` order tied values by std::sort, whose order of ties is unspecified past
+#       16 elements; ONNX's TopK puts the lower index first. The values agree, the indices of
+#       ties may not: the converters warn (ExportTieWarning) when the axis may be longer.
+#     * `SequenceLast` with lengths reads position length - 1 of each sequence (a length of 0
+#       reads before the data in MXNet, undefined; here the last position).
+#     * mx2onnx dropped or misread: `L2Normalization`'s eps (and took channel mode only),
+#       `BilinearResize2D(align_corners=False)` (resized with aligned corners), `LRN`'s knorm
+#       default (MXNet 2, mx2onnx 1: _MXNET_DEFAULT_ATTRS), `clip` with a_min > a_max (MXNet
+#       tests a_max first). onnxruntime has no OneHot of int32 or float16 values: cast after.
+#       Defaults mx2onnx assumes unlike MXNet when the JSON omits them (found by comparing each
+#       converter's attrs.get defaults with MXNet's registry): Deconvolution no_bias (True),
+#       split_v2 axis (1), box_nms force_suppress (False), a scalar op's scalar (1), LRN knorm.
+#     * `topk` with k < 1 is every element, sorted (ONNX's TopK of k 0: none). `RNN` of several
+#       layers whose input size is not the state size is refused (mx2onnx splits the weights
+#       wrongly: a model onnxruntime refuses).
+#     * `GroupNorm` (mx2onnx has none): per group, population variance, MXNet 1.9.1's gamma and
+#       beta per group (shape (num_groups,)).
+#     * `BatchNorm`: mx2onnx ignored fix_gamma (MXNet's default True reads gamma as 1; Gluon's
+#       BatchNorm(scale=False) sets it) and refused any axis but 1.
+#     * `box_nms` by class (an id_index without force_suppress) is refused: ONNX's
+#       NonMaxSuppression suppresses across classes, which mx2onnx only logged.
+#     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,
+#       signed (ONNX's LpPool takes |x|: other values for negative inputs); `sum` pools are
+#       average pools times the window. `pooling_convention='full'` (ceil_mode) keeps a last
+#       window that starts in the right padding, ONNX's ceil mode drops it (another output
+#       shape): refused when that happens or cannot be ruled out before run time.
+
+
+class ExportTieWarning(UserWarning):
+    """An exported ``topk``/``argsort`` may order the indices of tied values differently from
+    MXNet (NOTE [added converters])."""
+    node_name = ""
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+def _convert_round(node, **kwargs):
+    """``round`` (halves away from zero) and ``rint`` (halves down), NOTE [added converters]."""
+    out, (x,), _, dtype = _start(node, kwargs)
+    if node["op"] == "rint":
+        floor, ceil = out.add("Floor", [x]), out.add("Ceil", [x])
+        below = out.add("LessOrEqual", [out.add("Sub", [x, floor]), out.add("Sub", [ceil, x])])
+        out.add("Where", [below, floor, ceil], final=True)
+        return out
+    magnitude = out.add("Abs", [x])
+    whole = out.add("Floor", [magnitude])
+    up = out.add("GreaterOrEqual", [out.add("Sub", [magnitude, whole]),
+                                    out.const([0.5], dtype)])
+    rounded = out.add("Add", [whole, out.add("Cast", [up], to=_tensor_type(dtype))])
+    negative = out.add("Less", [x, out.const([0], dtype)])
+    out.add("Where", [negative, out.add("Neg", [rounded]), rounded], final=True)
+    return out
+
+
+def _convert_sign(node, **kwargs):
+    out, (x,), _, dtype = _start(node, kwargs)
+    zero = out.const([0], dtype)
+    positive = out.add("Cast", [out.add("Greater", [x, zero])], to=_tensor_type(dtype))
+    negative = out.add("Cast", [out.add("Less", [x, zero])], to=_tensor_type(dtype))
+    out.add("Sub", [positive, negative], final=True)
+    return out
+
+
+def _convert_trunc(node, **kwargs):
+    """``trunc`` and ``fix``: towards zero."""
+    out, (x,), _, dtype = _start(node, kwargs)
+    negative = out.add("Less", [x, out.const([0], dtype)])
+    out.add("Where", [negative, out.add("Ceil", [x]), out.add("Floor", [x])], final=True)
+    return out
+
+
+def _elementwise(build):
+    """A converter for a unary op written as ``build(out, x, dtype) -> value``."""
+    def convert(node, **kwargs):
+        out, inputs, _, dtype = _start(node, kwargs)
+        value = build(out, inputs[0], dtype)
+        out.add("Identity", [value], final=True)
+        return out
+    return convert
+
+
+_UNARY = {
+    "erf": lambda out, x, d: out.add("Erf", [x]),
+    "sinh": lambda out, x, d: out.add("Sinh", [x]),
+    "cosh": lambda out, x, d: out.add("Cosh", [x]),
+    "arcsinh": lambda out, x, d: out.add("Asinh", [x]),
+    "arccosh": lambda out, x, d: out.add("Acosh", [x]),
+    "arctanh": lambda out, x, d: out.add("Atanh", [x]),
+    "softsign": lambda out, x, d: out.add("Softsign", [x]),
+    "log1p": lambda out, x, d: out.add("Log", [out.add("Add", [x, out.const([1], d)])]),
+    "expm1": lambda out, x, d: out.add("Sub", [out.add("Exp", [x]), out.const([1], d)]),
+    "rsqrt": lambda out, x, d: out.add("Reciprocal", [out.add("Sqrt", [x])]),
+    "log10": lambda out, x, d: out.add("Div", [out.add("Log", [x]),
+                                               out.const([np.log(10)], d)]),
+    "degrees": lambda out, x, d: out.add("Mul", [x, out.const([180 / np.pi], d)]),
+    "radians": lambda out, x, d: out.add("Mul", [x, out.const([np.pi / 180], d)]),
+}
+
+
+def _convert_maximum(node, **kwargs):
+    out, (a, b), _, _ = _start(node, kwargs)
+    out.add("Max", [a, b], final=True)
+    return out
+
+
+def _convert_hypot(node, **kwargs):
+    out, (a, b), _, _ = _start(node, kwargs)
+    out.add("Sqrt", [out.add("Add", [out.add("Mul", [a, a]), out.add("Mul", [b, b])])],
+            final=True)
+    return out
+
+
+def _convert_scalar_power_or_mod(node, **kwargs):
+    """``x % s``, ``s % x`` and ``s ** x``, the scalar a constant of x's dtype. MXNet's mod
+    takes the sign of the divisor (fmod, plus the divisor when the signs differ and the
+    remainder is not 0) and is 0 for a divisor 0."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    scalar = out.const([float(attrs["scalar"])], dtype)
+    if node["op"] == "_rpower_scalar":
+        out.add("Pow", [scalar, x], final=True)
+        return out
+    a, b = (scalar, x) if node["op"] == "_rmod_scalar" else (x, scalar)
+    zero = out.add("Sub", [b, b])
+    remainder = out.add("Mod", [a, b], fmod=1)
+    signs_differ = out.add("Xor", [out.add("Less", [a, zero]), out.add("Less", [b, zero])])
+    nonzero = out.add("Not", [out.add("Equal", [remainder, zero])])
+    shift = out.add("Where", [out.add("And", [signs_differ, nonzero]), b, zero])
+    adjusted = out.add("Add", [remainder, shift])
+    out.add("Where", [out.add("Equal", [b, zero]), zero, adjusted], final=True)
+    return out
+
+
+def _convert_float16_scalar_op(node, **kwargs):
+    """``x + s``, ``s - x``, ... of a float16 x: the scalar a float16 constant (mx2onnx folds
+    the op into a float16 parameter by multiplying with the scalar's bits, NOTE [mx2onnx
+    pitfalls]); of other dtypes mx2onnx's converter."""
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
+    if dtype != np.float16:
+        return _original(node["op"], kwargs)(node, **kwargs)
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    scalar = out.const([float(attrs.get("scalar", "1"))], dtype)
+    operands = [scalar, x] if node["op"] in ("_rminus_scalar", "_rdiv_scalar") else [x, scalar]
+    out.add(_SCALAR_OPS[node["op"]], operands, final=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- along an axis
+
+def _convert_cumsum(node, **kwargs):
+    """``cumsum(x, axis=None, dtype=None)``: over the flattened input when axis is None."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    want = np.dtype(_output_dtype(node, kwargs) or dtype)
+    if want != dtype:
+        x = out.add("Cast", [x], to=_tensor_type(want))
+    axis = attrs.get("axis", "None")
+    if axis in ("None", None):
+        x, axis = out.add("Reshape", [x, out.const([-1])]), 0
+    out.add("CumSum", [x, out.const(int(axis))], final=True)
+    return out
+
+
+def _warn_ties(node, kwargs, axis):
+    shape = _shape_of_input(node, kwargs)
+    if shape is None or shape[axis] is None or shape[axis] > 16:
+        warning = ExportTieWarning(
+            f"{source_prefix(node)}export_onnx: {node['op']} node {node['name']!r} orders the "
+            f"indices of tied values as ONNX's TopK does (the lower index first); along an "
+            f"axis longer than 16 MXNet's order of ties is std::sort's, which may differ "
+            f"(NOTE [added converters])")
+        warning.node_name = node["name"]       # export_onnx adds the user's line
+        warnings.warn(warning, stacklevel=2)
+
+
+def _convert_argmax_channel(node, **kwargs):
+    """``argmax_channel``: the index of the largest value along the last axis (the first of
+    ties), in the input's dtype. (A hybridized block cannot hold it: MXNet's CachedOp wants a
+    gradient it lacks; symbols given to export_onnx_symbol can.)"""
+    out, (x,), _, dtype = _start(node, kwargs)
+    index = out.add("ArgMax", [x], axis=-1, keepdims=0)
+    out.add("Cast", [index], final=True, to=_tensor_type(dtype))
+    return out
+
+
+def _convert_sort(node, **kwargs):
+    """``sort(x, axis=-1, is_ascend=True)``: TopK of every element (axis None: flattened)."""
+    out, (x,), attrs, _ = _start(node, kwargs)
+    axis = attrs.get("axis", "-1")
+    if axis == "None":
+        x, axis = out.add("Reshape", [x, out.const([-1])]), 0
+    axis = int(axis)
+    largest = 0 if _flag(attrs, "is_ascend", "True") else 1
+    out.append(helper.make_node("TopK", [x, out.dim(x, axis)], [out.name, out.name + "_idx"],
+                                name=out.name, axis=axis, largest=largest, sorted=1))
+    return out
+
+
+def _convert_topk(node, **kwargs):
+    """``topk`` with mx2onnx's converter, but ``ret_typ='mask'``: the input's shape, 1 where an
+    element is among the top k, 0 elsewhere, in the input's dtype."""
+    attrs = node.get("attrs", {})
+    axis = attrs.get("axis", "-1")
+    if axis == "None":
+        raise NotImplementedError("topk with axis=None (over the flattened input): flatten "
+                                  "it first (F.reshape(x, (-1,))) and give axis=0")
+    if int(attrs.get("k", "1")) < 1:     # MXNet: every element, sorted (ONNX's TopK: none)
+        shape = _shape_of_input(node, kwargs)
+        if shape is None or shape[int(axis)] is None:
+            raise NotImplementedError("topk with k < 1 (all elements) along an axis whose "
+                                      "length is known only at run time: use sort/argsort")
+        node = dict(node, attrs=dict(attrs, k=str(shape[int(axis)])))
+        attrs = node["attrs"]
+    if attrs.get("ret_typ", "indices") != "value":
+        _warn_ties(node, kwargs, int(axis))
+    if attrs.get("ret_typ", "indices") != "mask":
+        return _original("topk", kwargs)(node, **kwargs)
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    largest = 0 if _flag(attrs, "is_ascend") else 1
+    out.append(helper.make_node("TopK", [x, out.const([int(attrs.get("k", 1))])],
+                                [out.name + "_values", out.name + "_indices"],
+                                axis=int(axis), largest=largest, sorted=1))
+    zeros = out.add("ConstantOfShape", [out.add("Shape", [x])],
+                    value=numpy_helper.from_array(np.zeros(1, dtype)))
+    ones = out.add("ConstantOfShape", [out.add("Shape", [out.name + "_indices"])],
+                   value=numpy_helper.from_array(np.ones(1, dtype)))
+    out.add("ScatterElements", [zeros, out.name + "_indices", ones], final=True, axis=int(axis))
+    return out
+
+
+def _convert_argsort(node, **kwargs):
+    axis = node.get("attrs", {}).get("axis", "-1")
+    if axis != "None":
+        _warn_ties(node, kwargs, int(axis))
+    return _original("argsort", kwargs)(node, **kwargs)
+
+
+def _convert_sequence_last(node, **kwargs):
+    """``SequenceLast(data, sequence_length, use_sequence_length, axis)``: per sequence of the
+    batch, the element at position length - 1 along ``axis`` (0: data is (T, B, ...), 1:
+    (B, T, ...)), or the last one without lengths."""
+    out, inputs, attrs, _ = _start(node, kwargs)
+    axis = int(attrs.get("axis", "0"))
+    if axis not in (0, 1):
+        raise NotImplementedError(f"SequenceLast with axis={axis} (MXNet allows 0 and 1)")
+    data = inputs[0]
+    if not _flag(attrs, "use_sequence_length"):
+        out.add("Gather", [data, out.const(-1)], final=True, axis=axis)
+        return out
+    position = out.add("Sub", [out.add("Cast", [inputs[1]], to=onnx.TensorProto.INT64),
+                               out.const([1])])
+    batch = out.add("Range", [out.const(0), out.add("Squeeze", [out.dim(data, 1 - axis)],
+                                                    **_squeeze_axes(kwargs)),
+                              out.const(1)])
+    pair = [position, batch] if axis == 0 else [batch, position]
+    column = out.const([-1, 1])
+    index = out.add("Concat", [out.add("Reshape", [p, column]) for p in pair], axis=1)
+    out.add("GatherND", [data, index], final=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- softmax family
+
+def _convert_softmax(node, **kwargs):
+    """``softmax``, ``log_softmax`` and ``softmin`` with any axis, temperature, dtype and
+    ``use_length``, as MXNet computes them (NOTE [added converters]): ``(x - max) / t``
+    exponentiated and normalised over the kept positions, 0 at the others."""
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    opset = kwargs.get("opset_version", 13)
+    want = np.dtype(_output_dtype(node, kwargs) or dtype)
+    x = inputs[0]
+    result_dtype = want
+    if want == np.float16:   # MXNet accumulates a float16 softmax in float32
+        want = np.dtype(np.float32)
+    if want != dtype:
+        x = out.add("Cast", [x], to=_tensor_type(want))
+    if node["op"] == "softmin":
+        x = out.add("Neg", [x])
+    axis = int(attrs.get("axis", "-1"))
+    temperature = attrs.get("temperature", "None")
+    temperature = 1.0 if temperature in ("None", None) else float(temperature)
+    use_length = _flag(attrs, "use_length")
+    keep = None
+    if use_length:
+        shape = _shape_of_input(node, kwargs)
+        if shape is None:
+            raise NotImplementedError(f"{node['op']} with use_length=True of an input whose "
+                                      f"rank is known only at run time")
+        axis %= len(shape)
+        positions = out.add("Range", [out.const(0), out.add("Squeeze", [out.dim(x, axis)],
+                                                            **_squeeze_axes(kwargs)),
+                                      out.const(1)])
+        positions = out.add("Reshape", [positions,
+                                        out.const([-1] + [1] * (len(shape) - axis - 1))])
+        length = out.add("Cast", [inputs[1]], to=onnx.TensorProto.INT64)
+        length = out.add("Unsqueeze", [length, out.const([axis])]) if opset >= 13 else \
+            out.add("Unsqueeze", [length], axes=[axis])
+        keep = out.add("Less", [positions, length])
+        lowest = out.const([-np.inf], want)
+        x_kept = out.add("Where", [keep, x, lowest])
+        top = out.add("ReduceMax", [x_kept], axes=[axis], keepdims=1)
+        # a length of 0: no position kept, the max is -inf; MXNet writes 0 everywhere
+        top = out.add("Where", [out.add("Equal", [top, lowest]), out.const([0], want), top])
+    else:
+        top = out.add("ReduceMax", [x], axes=[axis], keepdims=1)
+    shifted = out.add("Sub", [x, top])
+    if temperature != 1.0:
+        shifted = out.add("Div", [shifted, out.const([temperature], want)])
+    exp = out.add("Exp", [shifted])
+    if keep is not None:
+        exp = out.add("Where", [keep, exp, out.const([0], want)])
+    total = out.reduce_sum(exp, axis, opset)
+    if node["op"] == "log_softmax":
+        result = out.add("Sub", [shifted, out.add("Log", [total])])
+    else:
+        result = out.add("Div", [exp, total])
+    if keep is not None:
+        result = out.add("Where", [keep, result, out.const([0], want)])
+    if result_dtype != want:
+        result = out.add("Cast", [result], to=_tensor_type(result_dtype))
+    out.add("Identity", [result], final=True)
+    return out, [result_dtype]
+
+
+def _convert_softmax_output(node, **kwargs):
+    """``SoftmaxOutput`` in inference: the softmax over axis 1 of the input flattened to (N, -1)
+    (the default), over axis 1 (``multi_output``) or the last axis (``preserve_shape``); mx2onnx
+    took the last axis in every mode, silently other values for inputs over 2-D."""
+    out, inputs, attrs, _ = _start(node, kwargs)
+    x, axis = inputs[0], 1
+    if _flag(attrs, "preserve_shape"):
+        axis = -1
+    elif not _flag(attrs, "multi_output"):
+        x = out.add("Reshape", [x, out.const([0, -1])])
+    top = out.add("ReduceMax", [x], axes=[axis], keepdims=1)
+    exp = out.add("Exp", [out.add("Sub", [x, top])])
+    result = out.add("Div", [exp, out.reduce_sum(exp, axis, kwargs.get("opset_version", 13))])
+    if x != inputs[0]:
+        result = out.add("Reshape", [result, out.add("Shape", [inputs[0]])])
+    out.add("Identity", [result], final=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- others
+
+def _convert_split_v2(node, **kwargs):
+    """``split_v2`` at the given indices (mx2onnx's opset-13 converter gave Split one length
+    fewer than outputs, a model onnxruntime refuses to load): one Slice per part."""
+    attrs = node.get("attrs", {})
+    indices = _mx2onnx.convert_string_to_list(attrs.get("indices", "[]"))
+    if int(attrs.get("sections", 0)) > 0 or not indices:
+        return _original("_split_v2", kwargs)(node, **kwargs)
+    out, (x,), attrs, _ = _start(node, kwargs)
+    axis = int(attrs.get("axis", 0))
+    bounds = [int(i) for i in indices] + [np.iinfo(np.int64).max]
+    if bounds[0] != 0:
+        bounds = [0] + bounds
+    squeeze = _flag(attrs, "squeeze_axis")
+    for k, (begin, end) in enumerate(zip(bounds, bounds[1:])):
+        part = f"{out.name}{k}"
+        sliced = out.add("Slice", [x, out.const([begin]), out.const([end]), out.const([axis])])
+        if squeeze:
+            squeezed = out.add("Squeeze", [sliced, out.const([axis])]) \
+                if kwargs.get("opset_version", 13) >= 13 else \
+                out.add("Squeeze", [sliced], axes=[axis])
+            sliced = squeezed
+        out.append(helper.make_node("Identity", [sliced], [part], name=part))
+    return out
+
+
+def _convert_swap_axis(node, **kwargs):
+    """``SwapAxis`` (``swapaxes``; InstanceNorm with a negative axis) with negative dims, which
+    mx2onnx refuses: counted from the input's rank."""
+    attrs = node.get("attrs", {})
+    dims = [int(attrs.get("dim1", "0")), int(attrs.get("dim2", "0"))]
+    if min(dims) < 0:
+        shape = _shape_of_input(node, kwargs)
+        if shape is None:
+            raise NotImplementedError("SwapAxis with a negative dim of an input whose rank is "
+                                      "known only at run time")
+        out, (x,), _, _ = _start(node, kwargs)
+        perm = list(range(len(shape)))
+        first, second = (d % len(shape) for d in dims)
+        perm[first], perm[second] = perm[second], perm[first]
+        out.add("Transpose", [x], final=True, perm=perm)
+        return out
+    return _original("SwapAxis", kwargs)(node, **kwargs)
+
+
+def _convert_clip(node, **kwargs):
+    """``clip`` as MXNet's mshadow computes it: a_max above a_max, else a_min below a_min,
+    else x (NaN stays NaN; with a_min > a_max the result differs from ONNX's Clip)."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    low = out.const([float(attrs["a_min"])], dtype)
+    high = out.const([float(attrs["a_max"])], dtype)
+    above = out.add("Greater", [x, high])
+    below = out.add("Where", [out.add("Less", [x, low]), low, x])
+    out.add("Where", [above, high, below], final=True)
+    return out
+
+
+def _convert_reverse(node, **kwargs):
+    """``reverse``/``flip`` over one or several axes: a Slice with step -1 on each."""
+    out, (x,), attrs, _ = _start(node, kwargs)
+    axes = [int(a) for a in _mx2onnx.convert_string_to_list(str(attrs["axis"]))]
+    big = np.iinfo(np.int64).max
+    out.add("Slice", [x, out.const([-1] * len(axes)), out.const([-big] * len(axes)),
+                      out.const(axes), out.const([-1] * len(axes))], final=True)
+    return out
+
+
+register({
+    "round": _convert_round, "rint": _convert_round, "sign": _convert_sign,
+    "trunc": _convert_trunc, "fix": _convert_trunc,
+    **{op: _elementwise(build) for op, build in _UNARY.items()},
+    "broadcast_maximum": _convert_maximum, "broadcast_hypot": _convert_hypot,
+    "_mod_scalar": _convert_scalar_power_or_mod, "_rmod_scalar": _convert_scalar_power_or_mod,
+    "_rpower_scalar": _convert_scalar_power_or_mod,
+    **{op: _convert_float16_scalar_op for op in _SCALAR_OPS},
+    "_np_cumsum": _convert_cumsum, "sort": _convert_sort, "topk": _convert_topk,
+    "argmax_channel": _convert_argmax_channel,
+    "argsort": _convert_argsort, "SequenceLast": _convert_sequence_last,
+    "softmax": _convert_softmax, "log_softmax": _convert_softmax, "softmin": _convert_softmax,
+    "SoftmaxOutput": _convert_softmax_output,
+    "_split_v2": _convert_split_v2, "reverse": _convert_reverse,
+    "SwapAxis": _convert_swap_axis, "clip": _convert_clip,
+})

@@ -1,0 +1,234 @@
+"""Converters of MXNet's layer ops (LeakyReLU's prelu and rrelu, L2Normalization, 1-D
+convolutions, Pooling, BatchNorm, GroupNorm, BilinearResize2D, RNN, box_nms) where mx2onnx's are silently wrong, refuse
+what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at import (NOTE [added
+converters] in ``mx2onnx_added.py``)."""
+import numpy as np
+from onnx import numpy_helper
+from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
+
+from .mx2onnx_kit import _flag, _original, _shape_of_input, _start, register
+
+def _convert_leaky_relu(node, **kwargs):
+    """``LeakyReLU`` with mx2onnx's converter, but ``prelu`` (gamma along axis 1) and ``rrelu``
+    (inference: slope (lower + upper) / 2), NOTE [added converters]."""
+    attrs = node.get("attrs", {})
+    act_type = attrs.get("act_type", "leaky")
+    if act_type not in ("prelu", "rrelu"):
+        return _original("LeakyReLU", kwargs)(node, **kwargs)
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    if act_type == "rrelu":
+        slope = (float(attrs.get("lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334)))
+        out.add("LeakyRelu", inputs[:1], final=True, alpha=slope / 2)
+        return out
+    x, gamma = inputs[:2]
+    # gamma as (C, 1, ..., 1): one 1 per axis of x after the channels
+    trailing = out.add("Sub", [out.add("Shape", [out.add("Shape", [x])]), out.const([2])])
+    ones = out.add("ConstantOfShape", [trailing],
+                   value=numpy_helper.from_array(np.ones(1, np.int64)))
+    shape = out.add("Concat", [out.const([-1]), ones], axis=0)
+    out.add("PRelu", [x, out.add("Reshape", [gamma, shape])], final=True)
+    return out
+
+
+def _convert_l2_normalization(node, **kwargs):
+    """``L2Normalization``: ``x / sqrt(sum(x**2) + eps)`` over the axes of its mode (instance:
+    all but the first, channel: axis 1, spatial: from axis 2); mx2onnx took channel mode only
+    and dropped eps (silently other values for a large eps)."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    mode = attrs.get("mode", "instance")
+    shape = _shape_of_input(node, kwargs)
+    if shape is None:
+        raise NotImplementedError("L2Normalization of an input whose rank is known only at "
+                                  "run time")
+    axes = {"channel": [1], "spatial": list(range(2, len(shape)))}.get(
+        mode, list(range(1, len(shape))))
+    squares = out.add("ReduceSumSquare", [x], axes=axes, keepdims=1)
+    norm = out.add("Sqrt", [out.add("Add", [squares, out.const([float(attrs.get(
+        "eps", 1e-10))], dtype)])])
+    out.add("Div", [x, norm], final=True)
+    return out
+
+
+def _convert_bilinear_resize(node, **kwargs):
+    """``BilinearResize2D`` with mx2onnx's converter, which always resized with aligned corners:
+    ``align_corners=False`` (MXNet: half-pixel centres clamped at 0, the first pixel for an
+    output of 1, as ONNX's pytorch_half_pixel) exported silently other values."""
+    nodes = _original("_contrib_BilinearResize2D", kwargs)(node, **kwargs)
+    if not _flag(node.get("attrs", {}), "align_corners", "True"):
+        for attr in nodes[-1].attribute:
+            if attr.name == "coordinate_transformation_mode":
+                attr.s = b"pytorch_half_pixel"
+    return nodes
+
+
+def _convert_rnn(node, **kwargs):
+    """``RNN`` (Gluon's LSTM, GRU, RNN layers) with mx2onnx's converter, but several layers
+    whose input size differs from the state size refused: mx2onnx splits every layer's weights
+    as if the input were state_size wide, a model onnxruntime refuses or fails on."""
+    attrs = node.get("attrs", {})
+    if int(attrs.get("num_layers", "1")) > 1:
+        shape = _shape_of_input(node, kwargs)
+        if shape is None or shape[-1] != int(attrs["state_size"]):
+            raise NotImplementedError(
+                f"RNN with num_layers={attrs['num_layers']} and an input size "
+                f"({shape[-1] if shape else 'unknown'}) other than the state size "
+                f"({attrs['state_size']}): stack layers of one layer each (or project the input "
+                f"to the state size first)")
+    return _original("RNN", kwargs)(node, **kwargs)
+
+
+def _convert_box_nms(node, **kwargs):
+    """``box_nms`` with mx2onnx's converter, but class-aware suppression (an ``id_index`` with
+    ``force_suppress=False``, MXNet's default) refused: ONNX's NonMaxSuppression would also
+    suppress boxes of other classes, which mx2onnx only logged."""
+    attrs = node.get("attrs", {})
+    if int(attrs.get("id_index", "-1")) != -1 and not _flag(attrs, "force_suppress"):
+        raise NotImplementedError("box_nms with an id_index and force_suppress=False (boxes "
+                                  "of different classes do not suppress each other in MXNet; "
+                                  "ONNX's NonMaxSuppression has no classes here): pass "
+                                  "force_suppress=True or id_index=-1 if that is what you want")
+    return _original("_contrib_box_nms", kwargs)(node, **kwargs)
+
+
+def _one_dimensional(op):
+    """mx2onnx's ``Convolution``, which refuses MXNet's 1-D layout ``NCW`` (Gluon's Conv1D)
+    though ONNX's Conv takes a 1-D kernel as it is."""
+    def convert(node, **kwargs):
+        attrs = node.get("attrs", {})
+        if attrs.get("layout") == "NCW":
+            node = dict(node, attrs={k: v for k, v in attrs.items() if k != "layout"})
+        return _original(op, kwargs)(node, **kwargs)
+    return convert
+
+
+def _convert_pooling(node, **kwargs):
+    """``Pooling`` with mx2onnx's converter, and: the 1-D layout ``NCW``; ``sum`` pools and
+    ``lp`` pools of p 1 and 3, which MXNet computes without absolute values (sum of x, cube
+    root of the sum of x**3) where ONNX's LpPool takes |x|: silently other values for negative
+    inputs; and ``pooling_convention='full'`` checked window by window: ONNX's ceil mode drops
+    a last window that starts in the padding, MXNet's keeps it (another output shape)."""
+    attrs = dict(node.get("attrs", {}))
+    if attrs.get("layout") == "NCW":
+        del attrs["layout"]
+    node = dict(node, attrs=attrs)
+    glob = _flag(attrs, "global_pool")
+    if attrs.get("pooling_convention", "valid") == "full" and not glob:
+        _check_full_convention(node, kwargs)
+    pool_type, p = attrs.get("pool_type", "max"), attrs.get("p_value", "None")
+    if not (pool_type == "sum" or (pool_type == "lp" and p in ("1", "3"))):
+        return _original("Pooling", kwargs)(node, **kwargs)
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    if pool_type == "lp" and p == "3":
+        x = out.add("Mul", [out.add("Mul", [x, x]), x])
+    kernel = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("kernel", "()"))]
+    if glob:
+        shape = _shape_of_input(node, kwargs)
+        if shape is None:
+            raise NotImplementedError(f"global {pool_type} pooling of an input whose rank is "
+                                      f"known only at run time")
+        axes = list(range(2, len(shape)))
+        total = out.add("ReduceSum", [x, out.const(axes)], keepdims=1) \
+            if kwargs.get("opset_version", 13) >= 13 else \
+            out.add("ReduceSum", [x], axes=axes, keepdims=1)
+    else:
+        if attrs.get("pooling_convention", "valid") != "valid":
+            raise NotImplementedError(f"{pool_type} pooling with pooling_convention="
+                                      f"{attrs['pooling_convention']!r}")
+        pad = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("pad", "()"))]
+        stride = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("stride", "()"))]
+        mean = out.add("AveragePool", [x], kernel_shape=kernel, count_include_pad=1,
+                       **({"pads": pad + pad} if pad else {}),
+                       **({"strides": stride} if stride else {}))
+        total = out.add("Mul", [mean, out.const([float(np.prod(kernel))], dtype)])
+    if pool_type == "lp" and p == "3":   # the signed cube root
+        root = out.add("Pow", [out.add("Abs", [total]), out.const([1 / 3], dtype)])
+        negative = out.add("Less", [total, out.const([0], dtype)])
+        total = out.add("Where", [negative, out.add("Neg", [root]), root])
+    out.add("Identity", [total], final=True)
+    return out
+
+
+def _check_full_convention(node, kwargs):
+    attrs = node["attrs"]
+    shape = _shape_of_input(node, kwargs)
+    kernel = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("kernel", "()"))]
+    n = len(kernel)
+    pad = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("pad", "()"))] or [0] * n
+    stride = [int(k) for k in _mx2onnx.convert_string_to_list(attrs.get("stride", "()"))] \
+        or [1] * n
+    spatial = shape[2:] if shape is not None else [None] * n
+    for size, k, p, s in zip(spatial, kernel, pad, stride):
+        if size is None and (p > 0 or s > k):
+            raise NotImplementedError(
+                "Pooling with pooling_convention='full' (ceil_mode) and padding or a stride "
+                "over the kernel, of an input whose spatial size is known only at run time: "
+                "ONNX's ceil mode drops a last window that starts in the padding, MXNet's "
+                "keeps it")
+        if size is not None:
+            mxnet_out = 1 + -(-(size + 2 * p - k) // s)
+            if (mxnet_out - 1) * s >= size + p:
+                raise NotImplementedError(
+                    f"Pooling with pooling_convention='full' (ceil_mode) whose last window "
+                    f"starts in the right padding or past it (input size {size}, kernel {k}, "
+                    f"stride {s}, pad {p}): ONNX drops that window, MXNet keeps it")
+
+
+def _convert_batch_norm(node, **kwargs):
+    """``BatchNorm`` in inference, ``(x - mean) / sqrt(var + eps) * gamma + beta`` along its
+    axis: mx2onnx's for axis 1, but it refused any other axis (``BatchNorm(axis=-1)`` over
+    features) and ignored ``fix_gamma`` (MXNet's default True: gamma read as 1), which gave
+    silently other values for a gamma other than 1."""
+    attrs = node.get("attrs", {})
+    fix_gamma = _flag(attrs, "fix_gamma", "True")
+    axis = int(attrs.get("axis", "1"))
+    if axis == 1 and not fix_gamma:
+        return _original("BatchNorm", kwargs)(node, **kwargs)
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    x, gamma, beta, mean, var = inputs[:5]
+    shape = _shape_of_input(node, kwargs)
+    if shape is None:
+        raise NotImplementedError("BatchNorm with fix_gamma or an axis other than 1, of an "
+                                  "input whose rank is known only at run time")
+    axis %= len(shape)
+    along = out.const([-1] + [1] * (len(shape) - axis - 1))
+
+    def param(value):
+        return out.add("Reshape", [value, along])
+    eps = out.const([float(attrs.get("eps", "0.001"))], dtype)
+    scale = out.add("Sqrt", [out.add("Add", [param(var), eps])])
+    normal = out.add("Div", [out.add("Sub", [x, param(mean)]), scale])
+    if not fix_gamma:
+        normal = out.add("Mul", [normal, param(gamma)])
+    out.add("Add", [normal, param(beta)], final=True)
+    return out
+
+
+def _convert_group_norm(node, **kwargs):
+    """``GroupNorm`` (mx2onnx has none): the channels in ``num_groups`` groups, each normalised
+    over its channels and positions with the population variance, then scaled and shifted by
+    the group's gamma and beta (MXNet 1.9.1's are per group, shape (num_groups,))."""
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    if _flag(attrs, "output_mean_var"):
+        raise NotImplementedError("GroupNorm with output_mean_var=True")
+    x, gamma, beta = inputs[:3]
+    groups = int(attrs.get("num_groups", "1"))
+    grouped = out.add("Reshape", [x, out.const([0, groups, -1])])
+    mean = out.add("ReduceMean", [grouped], axes=[2], keepdims=1)
+    centred = out.add("Sub", [grouped, mean])
+    var = out.add("ReduceMean", [out.add("Mul", [centred, centred])], axes=[2], keepdims=1)
+    eps = out.const([float(attrs.get("eps", "1e-05"))], dtype)
+    normal = out.add("Div", [centred, out.add("Sqrt", [out.add("Add", [var, eps])])])
+    per_group = out.const([groups, 1])
+    scaled = out.add("Add", [out.add("Mul", [normal, out.add("Reshape", [gamma, per_group])]),
+                             out.add("Reshape", [beta, per_group])])
+    out.add("Reshape", [scaled, out.add("Shape", [x])], final=True)
+    return out
+
+
+register({
+    "LeakyReLU": _convert_leaky_relu, "L2Normalization": _convert_l2_normalization,
+    "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
+    "RNN": _convert_rnn, "Convolution": _one_dimensional("Convolution"),
+    "Pooling": _convert_pooling, "BatchNorm": _convert_batch_norm,
+    "GroupNorm": _convert_group_norm,
+})
