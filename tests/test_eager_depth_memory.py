@@ -98,3 +98,67 @@ def test_recursion_of_max_depth_starts_no_os_thread_and_its_stacks_cost_little()
     assert int(lines["grown_mib"]) < 192, lines["grown_mib"]
     # the whole run, recorded chain and backward included (1,275 MiB measured)
     assert int(lines["vmpeak_mib"]) <= 2048, lines["vmpeak_mib"]
+
+
+TOPDOWN_CHAIN_OVER_THE_ADDRESS_SPACE_LIMIT = """
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    import numpy as np
+    import mxnet as mx
+    from mxnet import autograd, nd
+    import gluon_cf
+    from gluon_cf.models import TopDownTreeLSTM
+
+    D, I, H, O = 19999, 3, 4, 2
+    net = TopDownTreeLSTM(input_size=I, hidden_size=H, output_size=O, max_depth=D)
+    mx.random.seed(7)
+    net.initialize(mx.init.Xavier())
+    cell, rng = net.cell, np.random.RandomState(0)
+    # every left child grows, no right child does (as in test_no_crash.py's TopDown chain)
+    u = rng.normal(size=(1, H))
+    cell.left_child.input.set_data(nd.array(2 * u))
+    cell.right_child.input.set_data(nd.array(-2 * u))
+    cell.lstm.i2h_weight.set_data(nd.array(2 * np.tile(np.eye(H), (4, 1))
+                                           + 0.1 * rng.normal(size=(4 * H, H))))
+    cell.lstm.h2h_weight.set_data(nd.array(0.3 * rng.normal(size=(4 * H, H))))
+    cell.lstm.i2h_bias.set_data(nd.array(0.2 * rng.normal(size=4 * H)))
+    cell.lstm.h2h_bias.set_data(nd.array(np.repeat([0.0, -6.0, 0.0, 0.0], H)))
+    cell.expand_logit.weight.set_data(nd.array(u))
+    cell.expand_logit.bias.set_data(nd.zeros((1,)))
+    net.init.weight.set_data(0.1 * nd.array(rng.normal(size=(H, I))))
+    net.init.bias.set_data(nd.array(u[0]))
+    z = nd.array(rng.normal(size=(1, I)))
+    try:
+        with autograd.record():
+            total, count = net(z)
+        print("no error")
+    except gluon_cf.AddressSpaceError as err:
+        print("message", str(err))
+    # the process goes on: the same model, 50 levels, with gradients
+    net.max_depth = 50
+    with autograd.record():
+        total, count = net(z)
+        loss = total.sum()
+    loss.backward()
+    print("after", int(count.asscalar()),
+          all(np.isfinite(p.grad().asnumpy()).all() for p in net.collect_params().values()))
+"""
+
+
+def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
+    """Issue 24, item 7: a 19,999-level TopDownTreeLSTM chain with gradients needs ~3.7 GB;
+    under a 2 GiB address-space limit (``ulimit -v``) it ran out inside an MXNet operator and
+    the process died: SIGSEGV once, SIGABRT (``std::bad_alloc``, from a CachedOp call or an
+    NDArray's destructor) twice, in three runs. Every nested eager call now checks the space
+    left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still free
+    (NOTE [address-space headroom]): the process lives and trains on. ~25 s."""
+    proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_OVER_THE_ADDRESS_SPACE_LIMIT),
+                      timeout=300)
+    assert proc is not None, "the process hung (timeout 300 s)"
+    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
+        proc.returncode, proc.stderr[-4000:])
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert "no error" not in lines, proc.stdout
+    assert "'node' stopped at depth" in lines["message"], lines["message"]
+    assert "within 64 MiB of its limit of 2048 MiB (RLIMIT_AS" in lines["message"]
+    assert lines["after"] == "101 True", proc.stdout
