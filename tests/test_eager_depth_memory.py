@@ -100,9 +100,13 @@ def test_recursion_of_max_depth_starts_no_os_thread_and_its_stacks_cost_little()
     assert int(lines["vmpeak_mib"]) <= 2048, lines["vmpeak_mib"]
 
 
-TOPDOWN_CHAIN_OVER_THE_ADDRESS_SPACE_LIMIT = """
+# A 19,999-level TopDownTreeLSTM chain (19,999 + 1 nested calls, max_depth's): every left child
+# grows and no right child does (as in test_no_crash.py's TopDown chain). The sides' inputs are
+# opposite and dominate the gates, so a left child's h points along u, a right child's against it.
+TOPDOWN_CHAIN_UNDER_2_GIB = """
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    import threading
     import numpy as np
     import mxnet as mx
     from mxnet import autograd, nd
@@ -114,7 +118,6 @@ TOPDOWN_CHAIN_OVER_THE_ADDRESS_SPACE_LIMIT = """
     mx.random.seed(7)
     net.initialize(mx.init.Xavier())
     cell, rng = net.cell, np.random.RandomState(0)
-    # every left child grows, no right child does (as in test_no_crash.py's TopDown chain)
     u = rng.normal(size=(1, H))
     cell.left_child.input.set_data(nd.array(2 * u))
     cell.right_child.input.set_data(nd.array(-2 * u))
@@ -128,6 +131,57 @@ TOPDOWN_CHAIN_OVER_THE_ADDRESS_SPACE_LIMIT = """
     net.init.weight.set_data(0.1 * nd.array(rng.normal(size=(H, I))))
     net.init.bias.set_data(nd.array(u[0]))
     z = nd.array(rng.normal(size=(1, I)))
+"""
+
+TOPDOWN_CHAIN_INFERENCE = TOPDOWN_CHAIN_UNDER_2_GIB + """
+    total, count = net(z)
+
+    # the oracle: the same generator in float64 numpy, a loop over a list of nodes
+    p = {k[len(net.prefix):]: v.data().asnumpy().astype(np.float64)
+         for k, v in net.collect_params().items()}
+    Wi, bi = p["cell_lstm_i2h_weight"], p["cell_lstm_i2h_bias"]
+    Wh, bh = p["cell_lstm_h2h_weight"], p["cell_lstm_h2h_bias"]
+    We, be = p["cell_expand_weight"], p["cell_expand_bias"]
+    Wo, bo = p["cell_output_weight"], p["cell_output_bias"]
+    sides = (p["cell_left_input"][0], p["cell_right_input"][0])
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    nodes = [(np.tanh(p["dense0_weight"] @ z.asnumpy()[0] + p["dense0_bias"]), np.zeros(H), 0)]
+    k = 0
+    while k < len(nodes):
+        h, c, depth = nodes[k]
+        if depth < D and (We @ h + be)[0] > 0:
+            for x in sides:
+                pre = Wi @ x + bi + Wh @ h + bh
+                i, f, o = sig(pre[:H]), sig(pre[H:2 * H]), sig(pre[3 * H:])
+                g = np.tanh(pre[2 * H:3 * H])
+                c_k = f * c + i * g
+                nodes.append((o * np.tanh(c_k), c_k, depth + 1))
+        k += 1
+    assert len(nodes) == 2 * D + 1 == count.asscalar(), (len(nodes), count.asscalar())
+    np.testing.assert_allclose(total.asnumpy()[0], sum(Wo @ h + bo for h, _, _ in nodes),
+                               rtol=1e-3)   # float32 sums of 2D + 1 terms
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    print("ok", status["Threads"].strip(), int(status["VmPeak"].split()[0]) >> 10)
+"""
+
+
+def test_topdown_tree_lstm_of_max_depth_infers_within_2_gib():
+    """Issue 24, item 7, as a user runs it (no environment variable set): eager inference of a
+    19,999-level TopDownTreeLSTM chain under a 2 GiB address-space limit (RLIMIT_AS, ``ulimit
+    -v``), against a numpy generator. Of the five models' chains of max_depth, inference of
+    this one holds the most at its deepest call: the arrays of both children of every level,
+    VmPeak ~1,530 MiB under the limit (TreeRNN, TreeLSTM, ChildSum, RNTN ~1,070-1,200 MiB, not
+    run here to save time; training: test_no_crash.py's TreeRNN chain, and the next test).
+    ~25 s."""
+    proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_INFERENCE), timeout=300)
+    assert proc is not None, "the process hung (timeout 300 s)"
+    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
+        proc.returncode, proc.stderr[-4000:])
+    ok, threads, _ = proc.stdout.split()
+    assert (ok, threads) == ("ok", "7"), proc.stdout
+
+
+TOPDOWN_CHAIN_TRAINING = TOPDOWN_CHAIN_UNDER_2_GIB + """
     try:
         with autograd.record():
             total, count = net(z)
@@ -151,9 +205,8 @@ def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
     the process died: SIGSEGV once, SIGABRT (``std::bad_alloc``, from a CachedOp call or an
     NDArray's destructor) twice, in three runs. Every nested eager call now checks the space
     left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still free
-    (NOTE [address-space headroom]): the process lives and trains on. ~25 s."""
-    proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_OVER_THE_ADDRESS_SPACE_LIMIT),
-                      timeout=300)
+    (NOTE [address-space headroom]): the process lives and trains on. ~25-35 s."""
+    proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_TRAINING), timeout=300)
     assert proc is not None, "the process hung (timeout 300 s)"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
         proc.returncode, proc.stderr[-4000:])

@@ -152,13 +152,19 @@ class _TreeCell(gluon.HybridBlock):
 #     for the five threads MXNet starts at its first operator. The chains then peak at
 #     TreeRNN 1,915, ChildSum 1,975, RNTN 2,145, TreeLSTM 2,225 and TopDown (19,999 levels)
 #     3,696 MiB, 7 OS threads throughout (no thread per hop, tests/test_eager_depth_memory.py).
-#     One recorded call per level costs at least the call and its parameters: TopDown's call
-#     and ten parameters are ~48 KB a level before its ~40 values (~1.2 KB each), ~1.9 GB
-#     at depth 20,000 against the ~1,050 MiB left; TreeLSTM's call and five parameters would
-#     leave room for ~21 values at most (it has 30). So depth 20,000 within 2 GiB
-#     as a user runs it needs fewer recorded calls than levels (a segment of levels recorded
-#     as one node and recomputed in ``backward``; TopDown's states flow down with gradients,
-#     so its calls would have to split around their nested calls), not smaller ones.
+#     Under a 2 GiB address-space limit (prlimit --as, fresh process each, no variable set):
+#     every chain's inference passes (VmPeak 1,066-1,194 MiB, TopDown 1,527); with gradients
+#     TreeRNN passes (1,855-1,874), ChildSum in 3 of 4 runs (1,926-1,977), RNTN and TreeLSTM
+#     fail in ``backward`` with MXNet's bad_alloc error, TopDown stops with AddressSpaceError
+#     (NOTE [address-space headroom]). Per level, measured on a loop of the cell's calls
+#     (8,000 levels, resident memory): TreeLSTM ~32 KB after the forward, ~60 KB at the peak
+#     of ``backward``; RNTN ~50, TreeRNN ~42. Our Python objects (frames, greenlet stacks)
+#     peak at 2-3.6 KB a level (tracemalloc), and are gone before ``backward``. Fusing K
+#     levels of the TreeLSTM chain into one call (the same operators, a bigger graph) gives
+#     ~52 KB a level at K = 2, ~48 at K = 4: the values of the graph, not the calls, are most
+#     of it; oneDNN's memory descriptors are ~9 KB a level of the forward (23 KB with
+#     MXNET_MKLDNN_ENABLED=0). TopDown's call and ten parameters are ~48 KB a level before
+#     its ~40 values (~1.2 KB each), ~1.9 GB at depth 20,000 against the ~1,050 MiB left.
 #     ``remat=True`` records one node per call: a 5,000-level TreeLSTM chain peaked 366 MB
 #     over its start with it, 335 MB without.
 #     Hybridized, the cells' blocks are called as before.
