@@ -7,6 +7,7 @@ threads only; an OpenMP pool or an engine thread started per stack hop would not
 These cases read the OS thread count and the address space from ``/proc/self/status`` at the
 deepest call (NOTE [eager recursion stack]).
 """
+import re
 import textwrap
 
 from conftest import run_python
@@ -215,3 +216,46 @@ def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
     assert "'node' stopped at depth" in lines["message"], lines["message"]
     assert "within 64 MiB of its limit of 2048 MiB (RLIMIT_AS" in lines["message"]
     assert lines["after"] == "101 True", proc.stdout
+
+
+ONE_MIB_A_LEVEL_UNDER_A_LIMIT = """
+    import resource
+    import mxnet as mx
+    from mxnet import nd
+    import gluon_cf
+
+    nd.ones((1,)).wait_to_read()   # MXNet's threads and their arenas exist
+    used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (used + (256 << 20), resource.RLIM_INFINITY))
+
+    @gluon_cf.recursive
+    def total(k):
+        block = nd.ones((1 << 18,))   # 1 MiB a level, alive until the call returns
+        if int(k.asscalar()) == 0:
+            return block.sum()
+        return total(k - 1) + block.sum()
+
+    try:
+        total(nd.array([5000]))
+        print("no error")
+    except gluon_cf.AddressSpaceError as err:
+        assert isinstance(err, MemoryError)
+        print("error", err)
+    print("after", total(nd.array([20])).asscalar())
+"""
+
+
+def test_address_space_error_names_the_users_call_and_leaves_the_process_usable():
+    """NOTE [address-space headroom]: a recursion holding 1 MiB a level, 256 MiB under its
+    limit, stops with ``AddressSpaceError`` at the user's line, naming the function, the depth
+    and the limit, long before depth 5,000; the same function then runs 21 levels. ~3 s."""
+    proc = run_python(textwrap.dedent(ONE_MIB_A_LEVEL_UNDER_A_LIMIT), timeout=120)
+    assert proc is not None, "the process hung (timeout 120 s)"
+    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
+        proc.returncode, proc.stderr[-4000:])
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert re.match(r"<string>:19: gluon_cf\.recursive: 'total' stopped at depth \d+ of nested "
+                    r"calls: the process's address space is \d+ MiB, within 64 MiB of its limit "
+                    r"of \d+ MiB \(RLIMIT_AS, ulimit -v\)", lines["error"]), lines["error"]
+    assert 100 < int(re.search(r"depth (\d+)", lines["error"]).group(1)) < 256
+    assert lines["after"] == str(21.0 * (1 << 18)), proc.stdout

@@ -91,7 +91,8 @@ class RecursiveFunction:
         try:
             if depth == 1:
                 return _serve_hops(fn, args)
-            if _eager.address_space_limit is not None:   # NOTE [address-space headroom]
+            limited = getattr(_eager, "address_space_limit", None) is not None
+            if limited:   # NOTE [address-space headroom]
                 _check_headroom(self, depth)
             if _stack_is_deep():
                 value = _hop(fn, args, depth)
@@ -101,7 +102,7 @@ class RecursiveFunction:
                     value = fn(*args)
                 finally:
                     _eager.depth = depth - 1
-            if _eager.address_space_limit is not None:
+            if limited:
                 _check_headroom(self, depth)
             return value
         except BaseException as exc:
@@ -240,8 +241,9 @@ def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -
 #     (~9 GB before the pool); with segments it starts no thread and runs under a 2 GB
 #     address-space limit (tests/test_no_crash.py). This is why gluon_cf depends on greenlet.
 
-_eager = threading.local()  # depth: eager calls in progress; hub, base: see _serve_hops
-_eager.address_space_limit = None   # bytes, RLIMIT_AS during an outermost eager call, if set
+# depth: eager calls in progress; hub, base: see _serve_hops; address_space_limit: RLIMIT_AS in
+# bytes during an outermost eager call, if one is set (NOTE [address-space headroom])
+_eager = threading.local()
 _HEADROOM = 400             # frames of the recursion limit left to the code between two calls
 _TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
 
@@ -385,8 +387,8 @@ def _check_headroom(fn, depth):
         raise AddressSpaceError(
             "gluon_cf.recursive: %r stopped at depth %d of nested calls: the process's address "
             "space is %d MiB, within %d MiB of its limit of %d MiB (RLIMIT_AS, ulimit -v), and "
-            "MXNet aborts the process when an operator runs out of it. What the calls "
-            "recorded is freed. This recursion needs a higher limit, or less address space "
+            "MXNet aborts the process when an operator runs out of it; the calls are "
+            "unwound and what they hold is released. This recursion needs a higher limit, or less address space "
             "reserved before it (OMP_NUM_THREADS=1 and MALLOC_ARENA_MAX=2 in the environment "
             "save ~500 MiB with 2 cores)" % (fn.name, depth, used >> 20,
                                              ADDRESS_SPACE_HEADROOM >> 20, limit >> 20))
