@@ -163,8 +163,14 @@ class _TreeCell(gluon.HybridBlock):
 #     levels of the TreeLSTM chain into one call (the same operators, a bigger graph) gives
 #     ~52 KB a level at K = 2, ~48 at K = 4: the values of the graph, not the calls, are most
 #     of it; oneDNN's memory descriptors are ~9 KB a level of the forward (23 KB with
-#     MXNET_MKLDNN_ENABLED=0). TopDown's call and ten parameters are ~48 KB a level before
-#     its ~40 values (~1.2 KB each), ~1.9 GB at depth 20,000 against the ~1,050 MiB left.
+#     MXNET_MKLDNN_ENABLED=0). Computing all leaves in one call and splitting its rows
+#     (one ``split``, not a ``take`` per leaf, whose gradient would be a full array per
+#     call) gives TreeLSTM ~54 KB, RNTN ~33, TreeRNN ~26 at the peak (RNTN would fit, TreeLSTM
+#     not; batched rows are not bitwise those of one-row calls): not done. With MXNet's
+#     NaiveEngine, TreeLSTM ~56 and RNTN ~38: the threaded engine's queue holds ~4-11 KB a
+#     level of ``backward`` in flight. TopDown's call and ten parameters are ~48 KB a level
+#     before its ~40 values (~1.2 KB each), ~1.9 GB at depth 20,000 against the ~1,050 MiB
+#     left.
 #     ``remat=True`` records one node per call: a 5,000-level TreeLSTM chain peaked 366 MB
 #     over its start with it, 335 MB without.
 #     Hybridized, the cells' blocks are called as before.
