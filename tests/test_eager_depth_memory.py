@@ -171,9 +171,9 @@ def test_topdown_tree_lstm_of_max_depth_infers_within_2_gib():
     19,999-level TopDownTreeLSTM chain under a 2 GiB address-space limit (RLIMIT_AS, ``ulimit
     -v``), against a numpy generator. Of the five models' chains of max_depth, inference of
     this one holds the most at its deepest call: the arrays of both children of every level,
-    VmPeak ~1,530 MiB under the limit (TreeRNN, TreeLSTM, ChildSum, RNTN ~1,070-1,200 MiB, not
-    run here to save time; training: test_no_crash.py's TreeRNN chain, and the next test).
-    ~25 s."""
+    VmPeak ~1,530 MiB under the limit (TreeRNN, TreeLSTM, ChildSum, RNTN ~1,085-1,220 MiB, not
+    run here to save time; training: test_no_crash.py's TreeRNN, RNTN and TreeLSTM chains, and
+    the next test). ~22 s on an idle machine."""
     proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_INFERENCE), timeout=300)
     assert proc is not None, "the process hung (timeout 300 s)"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (

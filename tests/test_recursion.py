@@ -90,10 +90,10 @@ def test_binary_models_match_reference(model, fold, hybridize):
 
 @pytest.mark.parametrize("model", [TreeLSTM, TreeRNN, RNTN])
 def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor):
-    """Eagerly, each internal node is one ``_CachedOp`` on the tape, its embedded leaf children
-    included, and so is a tree of one leaf (NOTE [eager cells]), not their operators one by
-    one; values and gradients are checked against the reference by
-    test_binary_models_match_reference."""
+    """Eagerly, each internal node is one ``_CachedOp`` on the tape, and all leaves of the
+    forest, embeddings included, are one more, split into rows by a ``split`` per state
+    (``SliceChannel``; NOTE [eager cells]), not their operators one by one; values and
+    gradients are checked against the reference by test_binary_models_match_reference."""
     import json
     if executor != "batched":
         pytest.skip("eager: the executor plays no part")
@@ -106,8 +106,10 @@ def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor
     ops = [n["op"] for n in json.loads(autograd.get_symbol(loss).tojson())["nodes"]]
     internal = int((forest.left >= 0).sum())
     lone_leaves = int((forest.left[forest.roots.astype(int)] < 0).sum())
-    assert lone_leaves and ops.count("_CachedOp") == internal + lone_leaves
-    assert set(ops) == {"null", "_CachedOp", "stack", "Reshape", "FullyConnected", "sum"}
+    assert lone_leaves and ops.count("_CachedOp") == internal + 1
+    assert ops.count("SliceChannel") == net.cell.num_states   # h (and c)
+    assert set(ops) == {"null", "_CachedOp", "SliceChannel", "stack", "Reshape",
+                        "FullyConnected", "sum"}
 
 
 def _childsum_case():

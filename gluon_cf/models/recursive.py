@@ -52,6 +52,7 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
     eager = isinstance(left, mx.nd.NDArray)
     if eager:   # the children's positions, read on the host once (as ChildSumTreeLSTM's)
         left_rows, right_rows = left.asnumpy().ravel(), right.asnumpy().ravel()
+        leaves = _eager_leaves(F, embed, cell, tokens, left_rows) if not remat else {}
 
     @gluon_cf.recursive(remat=remat)
     def node(idx):                        # idx: shape (1,) index of a tree node
@@ -74,18 +75,33 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
         would exceed ``max_depth`` is called. Rows are read as ``take`` reads them."""
         i = _row(idx.asscalar(), left_rows)
         if left_rows[i] < 0:
-            return cell.eager('leaf', F.take(tokens, idx), embed=embed)
+            return leaves[i] if leaves else cell.eager('leaf', F.take(tokens, idx), embed=embed)
         children: List[Any] = []
         for rows, array in ((left_rows, left), (right_rows, right)):
             child = F.take(array, idx)
-            if left_rows[_row(rows[i], left_rows)] < 0 and eager_depth() < node.max_depth:
-                children.append(LeafToken(F.take(tokens, child)))
+            j = _row(rows[i], left_rows)
+            if left_rows[j] < 0 and eager_depth() < node.max_depth:
+                children.append(leaves[j] if leaves else LeafToken(F.take(tokens, child)))
             else:
                 children.append(node(child))
         return cell.eager_combine(children, embed)
 
     hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
     return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
+
+
+def _eager_leaves(F, embed, cell, tokens, left_rows):
+    """{row: state} of every leaf row, ``leaf(embed(token))`` of all of them in one CachedOp
+    call, its rows split apart by one ``split`` (NOTE [eager cells])."""
+    rows = np.flatnonzero(left_rows < 0)
+    if not rows.size:
+        return {}
+    states = _as_tuple(cell.eager('leaf', F.take(tokens, mx.nd.array(rows, ctx=tokens.context)),
+                                  embed=embed))
+    parts = [F.split(state, num_outputs=rows.size, axis=0) if rows.size > 1 else [state]
+             for state in states]
+    return {int(row): (parts[0][k] if len(parts) == 1 else [part[k] for part in parts])
+            for k, row in enumerate(rows)}
 
 
 class _BinaryTreeClassifier(gluon.HybridBlock):
