@@ -10,7 +10,7 @@ deepest call (NOTE [eager recursion stack]).
 import re
 import textwrap
 
-from conftest import run_python
+from conftest import TOPDOWN_CHAIN, run_python
 
 DEEPEST_CALL_THREADS_AND_ADDRESS_SPACE = """
     import sys
@@ -101,13 +101,10 @@ def test_recursion_of_max_depth_starts_no_os_thread_and_its_stacks_cost_little()
     assert int(lines["vmpeak_mib"]) <= 2048, lines["vmpeak_mib"]
 
 
-# A 19,999-level TopDownTreeLSTM chain (19,999 + 1 nested calls, max_depth's): every left child
-# grows and no right child does (as in test_no_crash.py's TopDown chain). The sides' inputs are
-# opposite and dominate the gates, so a left child's h points along u, a right child's against it.
+# A 19,999-level TopDownTreeLSTM chain (19,999 + 1 nested calls, max_depth's), conftest's.
 TOPDOWN_CHAIN_UNDER_2_GIB = """
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-    import threading
     import numpy as np
     import mxnet as mx
     from mxnet import autograd, nd
@@ -115,37 +112,12 @@ TOPDOWN_CHAIN_UNDER_2_GIB = """
     from gluon_cf.models import TopDownTreeLSTM
 
     D, I, H, O = 19999, 3, 4, 2
-    net = TopDownTreeLSTM(input_size=I, hidden_size=H, output_size=O, max_depth=D)
-    mx.random.seed(7)
-    net.initialize(mx.init.Xavier())
-    cell, rng = net.cell, np.random.RandomState(0)
-    u = rng.normal(size=(1, H))
-    cell.left_child.input.set_data(nd.array(2 * u))
-    cell.right_child.input.set_data(nd.array(-2 * u))
-    cell.lstm.i2h_weight.set_data(nd.array(2 * np.tile(np.eye(H), (4, 1))
-                                           + 0.1 * rng.normal(size=(4 * H, H))))
-    cell.lstm.h2h_weight.set_data(nd.array(0.3 * rng.normal(size=(4 * H, H))))
-    cell.lstm.i2h_bias.set_data(nd.array(0.2 * rng.normal(size=4 * H)))
-    cell.lstm.h2h_bias.set_data(nd.array(np.repeat([0.0, -6.0, 0.0, 0.0], H)))
-    cell.expand_logit.weight.set_data(nd.array(u))
-    cell.expand_logit.bias.set_data(nd.zeros((1,)))
-    net.init.weight.set_data(0.1 * nd.array(rng.normal(size=(H, I))))
-    net.init.bias.set_data(nd.array(u[0]))
-    z = nd.array(rng.normal(size=(1, I)))
-"""
+""" + TOPDOWN_CHAIN
 
 TOPDOWN_CHAIN_INFERENCE = TOPDOWN_CHAIN_UNDER_2_GIB + """
     total, count = net(z)
 
     # the oracle: the same generator in float64 numpy, a loop over a list of nodes
-    p = {k[len(net.prefix):]: v.data().asnumpy().astype(np.float64)
-         for k, v in net.collect_params().items()}
-    Wi, bi = p["cell_lstm_i2h_weight"], p["cell_lstm_i2h_bias"]
-    Wh, bh = p["cell_lstm_h2h_weight"], p["cell_lstm_h2h_bias"]
-    We, be = p["cell_expand_weight"], p["cell_expand_bias"]
-    Wo, bo = p["cell_output_weight"], p["cell_output_bias"]
-    sides = (p["cell_left_input"][0], p["cell_right_input"][0])
-    sig = lambda v: 1 / (1 + np.exp(-v))
     nodes = [(np.tanh(p["dense0_weight"] @ z.asnumpy()[0] + p["dense0_bias"]), np.zeros(H), 0)]
     k = 0
     while k < len(nodes):

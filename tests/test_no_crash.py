@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO, run_python
+from conftest import REPO, TOPDOWN_CHAIN, run_python
 
 
 def run_case(code, timeout=240, env=None):
@@ -363,41 +363,13 @@ TOPDOWN_CHAIN_IN_BOUNDED_ADDRESS_SPACE = """
     from gluon_cf.models import TopDownTreeLSTM
 
     D, I, H, O = {depth}, 3, 4, 2
-    net = TopDownTreeLSTM(input_size=I, hidden_size=H, output_size=O, max_depth=D)
-    mx.random.seed(7)
-    net.initialize(mx.init.Xavier())
-    cell, rng = net.cell, np.random.RandomState(0)
-    # a chain of D levels: every left child grows and no right child does. The sides' inputs
-    # are opposite and dominate the gates (the forget gate is nearly shut), so a left child's
-    # h points along u and a right child's against it; the root's h is tanh(u).
-    u = rng.normal(size=(1, H))
-    cell.left_child.input.set_data(nd.array(2 * u))
-    cell.right_child.input.set_data(nd.array(-2 * u))
-    cell.lstm.i2h_weight.set_data(nd.array(2 * np.tile(np.eye(H), (4, 1))
-                                           + 0.1 * rng.normal(size=(4 * H, H))))
-    cell.lstm.h2h_weight.set_data(nd.array(0.3 * rng.normal(size=(4 * H, H))))
-    cell.lstm.i2h_bias.set_data(nd.array(0.2 * rng.normal(size=4 * H)))
-    cell.lstm.h2h_bias.set_data(nd.array(np.repeat([0.0, -6.0, 0.0, 0.0], H)))
-    cell.expand_logit.weight.set_data(nd.array(u))
-    cell.expand_logit.bias.set_data(nd.zeros((1,)))
-    net.init.weight.set_data(0.1 * nd.array(rng.normal(size=(H, I))))
-    net.init.bias.set_data(nd.array(u[0]))
-    z = nd.array(rng.normal(size=(1, I)))
-    with autograd.record():
+""" + TOPDOWN_CHAIN + """    with autograd.record():
         total, count = net(z)
         loss = total.sum()
     loss.backward()
 
     # the oracle: the same generator in float64 numpy, without recursion (a list of nodes,
     # children after their parent), and its gradients, back to front
-    p = {{k[len(net.prefix):]: v.data().asnumpy().astype(np.float64)
-         for k, v in net.collect_params().items()}}
-    Wi, bi = p["cell_lstm_i2h_weight"], p["cell_lstm_i2h_bias"]
-    Wh, bh = p["cell_lstm_h2h_weight"], p["cell_lstm_h2h_bias"]
-    We, be = p["cell_expand_weight"], p["cell_expand_bias"]
-    Wo, bo = p["cell_output_weight"], p["cell_output_bias"]
-    sides = (p["cell_left_input"][0], p["cell_right_input"][0])
-    sig = lambda v: 1 / (1 + np.exp(-v))
     z0 = z.asnumpy()[0].astype(np.float64)
     h0 = np.tanh(p["dense0_weight"] @ z0 + p["dense0_bias"])
     nodes = [dict(h=h0, c=np.zeros(H), depth=0, parent=None)]
