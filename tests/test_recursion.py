@@ -246,9 +246,10 @@ def test_childsum_at_its_bound_matches_reference(hybridize):
 
 
 def test_childsum_eager_tape_is_one_cached_op_per_node():
-    """Issue 24, item 7: eagerly, the tape holds one node per tree node: a ``_CachedOp`` for
-    its embedding and its whole cell (NOTE [eager cells]; 25, later 17, then 2 operators
-    before); values and gradients stay those of the reference."""
+    """Issue 24, item 7: eagerly, the tape holds one node per tree node, a ``_CachedOp`` for
+    its whole cell, and one ``Embedding`` of all tokens split into rows (NOTE [eager cells];
+    25, later 17, then 2 operators a node, then one with its embedding); values and
+    gradients stay those of the reference."""
     import json
     net, encoded, inputs = _childsum_case()
     nodes = len(inputs[1]) - 1
@@ -260,9 +261,9 @@ def test_childsum_eager_tape_is_one_cached_op_per_node():
     got, grads = out.asnumpy(), _grads(net)
     assert ops.count("_CachedOp") == nodes
     # the rest: the roots' stack and reshape, the classifier and the loss; and the inputs
-    assert set(ops) == {"null", "_CachedOp", "stack", "Reshape", "FullyConnected",
-                        "broadcast_mul", "sum"}
-    assert len(ops) - ops.count("null") == nodes + 5
+    assert set(ops) == {"null", "_CachedOp", "Embedding", "SliceChannel", "stack", "Reshape",
+                        "FullyConnected", "broadcast_mul", "sum"}
+    assert len(ops) - ops.count("null") == nodes + 7
     expected, expected_grads = _reference_loss(
         net, encoded, lambda e, c, t: reference.childsum_eager(e, c, t)[0])
     np.testing.assert_allclose(got, expected, **TOL)

@@ -129,8 +129,10 @@ class _TreeCell(gluon.HybridBlock):
 #     reference, as the hybridized executor's batches). With ``remat=True`` (each call
 #     recomputed on its own in ``backward``) an internal node's call computes its leaf
 #     children as before (``eager_combine`` with ``LeafToken``s): a value computed outside
-#     the calls and read by many was not checked against remat. ChildSum's node computes
-#     its own embedding: one tape node per internal node. A 19,999-deep ChildSumTreeLSTM chain
+#     the calls and read by many was not checked against remat. ChildSum embeds every
+#     node's token in one ``Embedding``, split into rows likewise (its node's call computed
+#     its own embedding once; still so with ``remat=True``): one tape node per tree node. A
+#     19,999-deep ChildSumTreeLSTM chain
 #     with gradients once recorded 25 operators per level, later 17 (2.6 GB of address
 #     space), then two (~1.7 GB); binary chains of 19,998 levels (39,997 nodes), VmPeak in
 #     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,915 to 2,029; 1,756 with OMP_NUM_THREADS=1,
@@ -162,7 +164,7 @@ class _TreeCell(gluon.HybridBlock):
 #     TreeRNN passed (1,855-1,874), ChildSum in 3 of 4 runs (1,926-1,977), RNTN and TreeLSTM
 #     failed in ``backward`` with MXNet's bad_alloc error while an internal node's call
 #     computed its leaf children; with all leaves in one call TreeLSTM peaks at ~1,890 and
-#     RNTN at ~1,730 MiB (README: Recursion). TopDown stops with AddressSpaceError (NOTE
+#     RNTN at ~1,730 MiB, ChildSum with all embeddings in one at ~1,900 (README: Recursion). TopDown stops with AddressSpaceError (NOTE
 #     [address-space headroom]). Per level, measured on a loop of the cells' calls (8,000
 #     levels, resident memory, leaf children in the call): TreeLSTM ~32 KB after the forward,
 #     ~60 KB at the peak of ``backward``; RNTN ~50, TreeRNN ~42. Our Python objects (frames,
