@@ -70,9 +70,11 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
         return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
 
     def eager_node(idx):
-        """``node(idx)`` on NDArrays: a leaf is one CachedOp call, an internal node one call
-        that also computes its leaf children (NOTE [eager cells]); a leaf child whose call
-        would exceed ``max_depth`` is called. Rows are read as ``take`` reads them."""
+        """``node(idx)`` on NDArrays: a leaf is its row of ``leaves`` (all leaves in one
+        CachedOp call), an internal node one call (NOTE [eager cells]); with ``remat``, a
+        leaf is a call of its own and an internal node's call computes its leaf children. A
+        leaf child whose call would exceed ``max_depth`` is called. Rows are read as
+        ``take`` reads them."""
         i = _row(idx.asscalar(), left_rows)
         if left_rows[i] < 0:
             return leaves[i] if leaves else cell.eager('leaf', F.take(tokens, idx), embed=embed)
