@@ -10,8 +10,8 @@ onnxruntime, and the names below that need MXNet raise an ImportError saying so 
 import importlib
 from typing import Optional
 
-from .errors import (CallTreeTooLargeError, EscapedArrayError, RecursionDepthError,
-                     SymbolFileError, TruncationWarning, ZeroSizeError)
+from .errors import (AddressSpaceError, CallTreeTooLargeError, EscapedArrayError,
+                     RecursionDepthError, SymbolFileError, TruncationWarning, ZeroSizeError)
 
 _MXNET_NAMES = ("cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
                 "max_iterations", "AutographError",
@@ -45,7 +45,8 @@ def __getattr__(name):
 
 __all__ = ["cond", "foreach", "while_loop", "recursive", "invoke", "autograph", "to_code",
            "max_iterations", "AutographError", "TruncationWarning", "RecursionDepthError",
-           "CallTreeTooLargeError", "ZeroSizeError", "SymbolFileError", "EscapedArrayError",
+           "AddressSpaceError", "CallTreeTooLargeError", "ZeroSizeError", "SymbolFileError",
+           "EscapedArrayError",
            "IncompleteShapeError", "DynamicShapeError", "set_executor", "get_executor",
            "MemoryBudget"]
 __version__ = "0.1.0"

@@ -24,6 +24,13 @@ class EscapedArrayError(NotImplementedError):
         self.where = where
 
 
+class AddressSpaceError(MemoryError):
+    """An eager recursion stopped because the process's address space came within
+    ``ADDRESS_SPACE_HEADROOM`` of its limit (``RLIMIT_AS``, ``ulimit -v``): MXNet aborts the
+    process when it runs out inside an operator, so gluon_cf stops first (NOTE [address-space
+    headroom] in ``recursion/api.py``). The calls are unwound and what they recorded is freed."""
+
+
 class TruncationWarning(RuntimeWarning):
     """A loop converted by ``@gluon_cf.autograph`` stopped at its ``max_iterations`` bound while
     its condition still held: its results are those of the first ``max_iterations`` steps.

@@ -313,6 +313,41 @@ def assert_same_results(actual, expected, what="", outputs=True):
 # ---------------------------------------------------------------------------------------------
 # Subprocesses: for anything that might crash or hang the interpreter.
 
+# Code for a subprocess (after ``D, I, H, O`` and the imports of np, mx, nd and
+# TopDownTreeLSTM): a TopDownTreeLSTM ``net`` that grows a chain of D levels from ``z``, every
+# left child growing and no right child. The sides' inputs are opposite and dominate the gates
+# (the forget gate is nearly shut), so a left child's h points along u and a right child's
+# against it; the root's h is tanh(u). No braces: templates that hold it are str.format-ted.
+TOPDOWN_CHAIN = """
+    net = TopDownTreeLSTM(input_size=I, hidden_size=H, output_size=O, max_depth=D)
+    mx.random.seed(7)
+    net.initialize(mx.init.Xavier())
+    cell, rng = net.cell, np.random.RandomState(0)
+    u = rng.normal(size=(1, H))
+    cell.left_child.input.set_data(nd.array(2 * u))
+    cell.right_child.input.set_data(nd.array(-2 * u))
+    cell.lstm.i2h_weight.set_data(nd.array(2 * np.tile(np.eye(H), (4, 1))
+                                           + 0.1 * rng.normal(size=(4 * H, H))))
+    cell.lstm.h2h_weight.set_data(nd.array(0.3 * rng.normal(size=(4 * H, H))))
+    cell.lstm.i2h_bias.set_data(nd.array(0.2 * rng.normal(size=4 * H)))
+    cell.lstm.h2h_bias.set_data(nd.array(np.repeat([0.0, -6.0, 0.0, 0.0], H)))
+    cell.expand_logit.weight.set_data(nd.array(u))
+    cell.expand_logit.bias.set_data(nd.zeros((1,)))
+    net.init.weight.set_data(0.1 * nd.array(rng.normal(size=(H, I))))
+    net.init.bias.set_data(nd.array(u[0]))
+    z = nd.array(rng.normal(size=(1, I)))
+    # its parameters in float64 (by name after the model's prefix), for a numpy oracle
+    p = dict((k[len(net.prefix):], v.data().asnumpy().astype(np.float64))
+             for k, v in net.collect_params().items())
+    Wi, bi = p["cell_lstm_i2h_weight"], p["cell_lstm_i2h_bias"]
+    Wh, bh = p["cell_lstm_h2h_weight"], p["cell_lstm_h2h_bias"]
+    We, be = p["cell_expand_weight"], p["cell_expand_bias"]
+    Wo, bo = p["cell_output_weight"], p["cell_output_bias"]
+    sides = (p["cell_left_input"][0], p["cell_right_input"][0])
+    sig = lambda v: 1 / (1 + np.exp(-v))
+"""
+
+
 def run_python(code, timeout=120, cwd=None, env=None):
     """Run ``code`` in a fresh interpreter (``env``: variables added to this environment);
     returns CompletedProcess (text), or None on timeout."""

@@ -7,9 +7,10 @@ threads only; an OpenMP pool or an engine thread started per stack hop would not
 These cases read the OS thread count and the address space from ``/proc/self/status`` at the
 deepest call (NOTE [eager recursion stack]).
 """
+import re
 import textwrap
 
-from conftest import run_python
+from conftest import TOPDOWN_CHAIN, run_python
 
 DEEPEST_CALL_THREADS_AND_ADDRESS_SPACE = """
     import sys
@@ -98,3 +99,135 @@ def test_recursion_of_max_depth_starts_no_os_thread_and_its_stacks_cost_little()
     assert int(lines["grown_mib"]) < 192, lines["grown_mib"]
     # the whole run, recorded chain and backward included (1,275 MiB measured)
     assert int(lines["vmpeak_mib"]) <= 2048, lines["vmpeak_mib"]
+
+
+# A 19,999-level TopDownTreeLSTM chain (19,999 + 1 nested calls, max_depth's), conftest's.
+TOPDOWN_CHAIN_UNDER_2_GIB = """
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    import numpy as np
+    import mxnet as mx
+    from mxnet import autograd, nd
+    import gluon_cf
+    from gluon_cf.models import TopDownTreeLSTM
+
+    D, I, H, O = 19999, 3, 4, 2
+""" + TOPDOWN_CHAIN
+
+TOPDOWN_CHAIN_INFERENCE = TOPDOWN_CHAIN_UNDER_2_GIB + """
+    total, count = net(z)
+
+    # the oracle: the same generator in float64 numpy, a loop over a list of nodes
+    nodes = [(np.tanh(p["dense0_weight"] @ z.asnumpy()[0] + p["dense0_bias"]), np.zeros(H), 0)]
+    k = 0
+    while k < len(nodes):
+        h, c, depth = nodes[k]
+        if depth < D and (We @ h + be)[0] > 0:
+            for x in sides:
+                pre = Wi @ x + bi + Wh @ h + bh
+                i, f, o = sig(pre[:H]), sig(pre[H:2 * H]), sig(pre[3 * H:])
+                g = np.tanh(pre[2 * H:3 * H])
+                c_k = f * c + i * g
+                nodes.append((o * np.tanh(c_k), c_k, depth + 1))
+        k += 1
+    assert len(nodes) == 2 * D + 1 == count.asscalar(), (len(nodes), count.asscalar())
+    np.testing.assert_allclose(total.asnumpy()[0], sum(Wo @ h + bo for h, _, _ in nodes),
+                               rtol=1e-3)   # float32 sums of 2D + 1 terms
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    print("ok", status["Threads"].strip(), int(status["VmPeak"].split()[0]) >> 10)
+"""
+
+
+def test_topdown_tree_lstm_of_max_depth_infers_within_2_gib():
+    """Issue 24, item 7, as a user runs it (no environment variable set): eager inference of a
+    19,999-level TopDownTreeLSTM chain under a 2 GiB address-space limit (RLIMIT_AS, ``ulimit
+    -v``), against a numpy generator. Of the five models' chains of max_depth, inference of
+    this one holds the most at its deepest call: the arrays of both children of every level,
+    VmPeak ~1,530 MiB under the limit (TreeRNN, TreeLSTM, ChildSum, RNTN ~1,085-1,220 MiB, not
+    run here to save time; training: test_no_crash.py's TreeRNN, RNTN and TreeLSTM chains, and
+    the next test). ~22 s on an idle machine."""
+    proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_INFERENCE), timeout=300)
+    assert proc is not None, "the process hung (timeout 300 s)"
+    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
+        proc.returncode, proc.stderr[-4000:])
+    ok, threads, _ = proc.stdout.split()
+    assert (ok, threads) == ("ok", "7"), proc.stdout
+
+
+TOPDOWN_CHAIN_TRAINING = TOPDOWN_CHAIN_UNDER_2_GIB + """
+    try:
+        with autograd.record():
+            total, count = net(z)
+        print("no error")
+    except gluon_cf.AddressSpaceError as err:
+        print("message", str(err))
+    # the process goes on: the same model, 50 levels, with gradients
+    net.max_depth = 50
+    with autograd.record():
+        total, count = net(z)
+        loss = total.sum()
+    loss.backward()
+    print("after", int(count.asscalar()),
+          all(np.isfinite(p.grad().asnumpy()).all() for p in net.collect_params().values()))
+"""
+
+
+def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
+    """Issue 24, item 7: a 19,999-level TopDownTreeLSTM chain with gradients needs ~3.7 GB;
+    under a 2 GiB address-space limit (``ulimit -v``) it ran out inside an MXNet operator and
+    the process died: SIGSEGV once, SIGABRT (``std::bad_alloc``, from a CachedOp call or an
+    NDArray's destructor) twice, in three runs. Every nested eager call now checks the space
+    left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still free
+    (NOTE [address-space headroom]): the process lives and trains on. ~25-35 s."""
+    proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_TRAINING), timeout=300)
+    assert proc is not None, "the process hung (timeout 300 s)"
+    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
+        proc.returncode, proc.stderr[-4000:])
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert "no error" not in lines, proc.stdout
+    assert "'node' stopped at depth" in lines["message"], lines["message"]
+    assert "within 64 MiB of its limit of 2048 MiB (RLIMIT_AS" in lines["message"]
+    assert lines["after"] == "101 True", proc.stdout
+
+
+ONE_MIB_A_LEVEL_UNDER_A_LIMIT = """
+    import resource
+    import mxnet as mx
+    from mxnet import nd
+    import gluon_cf
+
+    nd.ones((1,)).wait_to_read()   # MXNet's threads and their arenas exist
+    used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (used + (256 << 20), resource.RLIM_INFINITY))
+
+    @gluon_cf.recursive
+    def total(k):
+        block = nd.ones((1 << 18,))   # 1 MiB a level, alive until the call returns
+        if int(k.asscalar()) == 0:
+            return block.sum()
+        return total(k - 1) + block.sum()
+
+    try:
+        total(nd.array([5000]))
+        print("no error")
+    except gluon_cf.AddressSpaceError as err:
+        assert isinstance(err, MemoryError)
+        print("error", err)
+    print("after", total(nd.array([20])).asscalar())
+"""
+
+
+def test_address_space_error_names_the_users_call_and_leaves_the_process_usable():
+    """NOTE [address-space headroom]: a recursion holding 1 MiB a level, 256 MiB under its
+    limit, stops with ``AddressSpaceError`` at the user's line, naming the function, the depth
+    and the limit, long before depth 5,000; the same function then runs 21 levels. ~3 s."""
+    proc = run_python(textwrap.dedent(ONE_MIB_A_LEVEL_UNDER_A_LIMIT), timeout=120)
+    assert proc is not None, "the process hung (timeout 120 s)"
+    assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
+        proc.returncode, proc.stderr[-4000:])
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert re.match(r"<string>:19: gluon_cf\.recursive: 'total' stopped at depth \d+ of nested "
+                    r"calls: the process's address space is \d+ MiB, within 64 MiB of its limit "
+                    r"of \d+ MiB \(RLIMIT_AS, ulimit -v\)", lines["error"]), lines["error"]
+    assert 100 < int(re.search(r"depth (\d+)", lines["error"]).group(1)) < 256
+    assert lines["after"] == str(21.0 * (1 << 18)), proc.stdout

@@ -90,10 +90,10 @@ def test_binary_models_match_reference(model, fold, hybridize):
 
 @pytest.mark.parametrize("model", [TreeLSTM, TreeRNN, RNTN])
 def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor):
-    """Eagerly, each internal node is one ``_CachedOp`` on the tape, its embedded leaf children
-    included, and so is a tree of one leaf (NOTE [eager cells]), not their operators one by
-    one; values and gradients are checked against the reference by
-    test_binary_models_match_reference."""
+    """Eagerly, each internal node is one ``_CachedOp`` on the tape, and all leaves of the
+    forest, embeddings included, are one more, split into rows by a ``split`` per state
+    (``SliceChannel``; NOTE [eager cells]), not their operators one by one; values and
+    gradients are checked against the reference by test_binary_models_match_reference."""
     import json
     if executor != "batched":
         pytest.skip("eager: the executor plays no part")
@@ -106,8 +106,10 @@ def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor
     ops = [n["op"] for n in json.loads(autograd.get_symbol(loss).tojson())["nodes"]]
     internal = int((forest.left >= 0).sum())
     lone_leaves = int((forest.left[forest.roots.astype(int)] < 0).sum())
-    assert lone_leaves and ops.count("_CachedOp") == internal + lone_leaves
-    assert set(ops) == {"null", "_CachedOp", "stack", "Reshape", "FullyConnected", "sum"}
+    assert lone_leaves and ops.count("_CachedOp") == internal + 1
+    assert ops.count("SliceChannel") == net.cell.num_states   # h (and c)
+    assert set(ops) == {"null", "_CachedOp", "SliceChannel", "stack", "Reshape",
+                        "FullyConnected", "sum"}
 
 
 def _childsum_case():
@@ -244,9 +246,10 @@ def test_childsum_at_its_bound_matches_reference(hybridize):
 
 
 def test_childsum_eager_tape_is_one_cached_op_per_node():
-    """Issue 24, item 7: eagerly, the tape holds one node per tree node: a ``_CachedOp`` for
-    its embedding and its whole cell (NOTE [eager cells]; 25, later 17, then 2 operators
-    before); values and gradients stay those of the reference."""
+    """Issue 24, item 7: eagerly, the tape holds one node per tree node, a ``_CachedOp`` for
+    its whole cell, and one ``Embedding`` of all tokens split into rows (NOTE [eager cells];
+    25, later 17, then 2 operators a node, then one with its embedding); values and
+    gradients stay those of the reference."""
     import json
     net, encoded, inputs = _childsum_case()
     nodes = len(inputs[1]) - 1
@@ -258,9 +261,9 @@ def test_childsum_eager_tape_is_one_cached_op_per_node():
     got, grads = out.asnumpy(), _grads(net)
     assert ops.count("_CachedOp") == nodes
     # the rest: the roots' stack and reshape, the classifier and the loss; and the inputs
-    assert set(ops) == {"null", "_CachedOp", "stack", "Reshape", "FullyConnected",
-                        "broadcast_mul", "sum"}
-    assert len(ops) - ops.count("null") == nodes + 5
+    assert set(ops) == {"null", "_CachedOp", "Embedding", "SliceChannel", "stack", "Reshape",
+                        "FullyConnected", "broadcast_mul", "sum"}
+    assert len(ops) - ops.count("null") == nodes + 7
     expected, expected_grads = _reference_loss(
         net, encoded, lambda e, c, t: reference.childsum_eager(e, c, t)[0])
     np.testing.assert_allclose(got, expected, **TOL)

@@ -122,10 +122,17 @@ class _TreeCell(gluon.HybridBlock):
 #     NDArrays as one CachedOp of its own blocks called once on Symbols: one ``_CachedOp``
 #     node on the tape, one ``_backward_CachedOp`` in ``backward``, with MXNet's gradients of
 #     the same operators (equal to the operator-by-operator path to 1e-6). The binary models
-#     go further: an internal node's call also computes its leaf children, embeddings
-#     included (``eager_combine`` with ``LeafToken``s; a leaf is a call of its own only as a
-#     root or where the call would exceed ``max_depth``), and ChildSum's node its own
-#     embedding: one tape node per internal node. A 19,999-deep ChildSumTreeLSTM chain
+#     go further: all leaves of the forest, embeddings included, are one call
+#     (``recursive._eager_leaves``), its rows split apart by one ``split`` per state (a
+#     ``take`` per leaf would have a gradient of the whole array per call, quadratic); a
+#     leaf's row equals its one-row call to float rounding (1e-5 against the per-node
+#     reference, as the hybridized executor's batches). With ``remat=True`` (each call
+#     recomputed on its own in ``backward``) an internal node's call computes its leaf
+#     children as before (``eager_combine`` with ``LeafToken``s): a value computed outside
+#     the calls and read by many was not checked against remat. ChildSum embeds every
+#     node's token in one ``Embedding``, split into rows likewise (its node's call computed
+#     its own embedding once; still so with ``remat=True``): one tape node per tree node. A
+#     19,999-deep ChildSumTreeLSTM chain
 #     with gradients once recorded 25 operators per level, later 17 (2.6 GB of address
 #     space), then two (~1.7 GB); binary chains of 19,998 levels (39,997 nodes), VmPeak in
 #     MiB: TreeLSTM 2,840 -> 2,116 -> ~2,000 (1,915 to 2,029; 1,756 with OMP_NUM_THREADS=1,
@@ -152,13 +159,23 @@ class _TreeCell(gluon.HybridBlock):
 #     for the five threads MXNet starts at its first operator. The chains then peak at
 #     TreeRNN 1,915, ChildSum 1,975, RNTN 2,145, TreeLSTM 2,225 and TopDown (19,999 levels)
 #     3,696 MiB, 7 OS threads throughout (no thread per hop, tests/test_eager_depth_memory.py).
-#     One recorded call per level costs at least the call and its parameters: TopDown's call
-#     and ten parameters are ~48 KB a level before its ~40 values (~1.2 KB each), ~1.9 GB
-#     at depth 20,000 against the ~1,050 MiB left; TreeLSTM's call and five parameters would
-#     leave room for ~21 values at most (it has 30). So depth 20,000 within 2 GiB
-#     as a user runs it needs fewer recorded calls than levels (a segment of levels recorded
-#     as one node and recomputed in ``backward``; TopDown's states flow down with gradients,
-#     so its calls would have to split around their nested calls), not smaller ones.
+#     Under a 2 GiB address-space limit (prlimit --as, fresh process each, no variable set):
+#     every chain's inference passes (VmPeak 1,085-1,219 MiB, TopDown 1,527); with gradients
+#     TreeRNN passed (1,855-1,874), ChildSum in 3 of 4 runs (1,926-1,977), RNTN and TreeLSTM
+#     failed in ``backward`` with MXNet's bad_alloc error while an internal node's call
+#     computed its leaf children; with all leaves in one call TreeLSTM peaks at ~1,890 and
+#     RNTN at ~1,730 MiB, ChildSum with all embeddings in one at ~1,900 (README: Recursion). TopDown stops with AddressSpaceError (NOTE
+#     [address-space headroom]). Per level, measured on a loop of the cells' calls (8,000
+#     levels, resident memory, leaf children in the call): TreeLSTM ~32 KB after the forward,
+#     ~60 KB at the peak of ``backward``; RNTN ~50, TreeRNN ~42. Our Python objects (frames,
+#     greenlet stacks) peak at 2-3.6 KB a level (tracemalloc), and are gone before
+#     ``backward``. Fusing K levels of the TreeLSTM chain into one call (the same operators,
+#     a bigger graph) gives ~52 KB a level at K = 2, ~48 at K = 4: the values of the graph,
+#     not the calls, are most of it; oneDNN's memory descriptors are ~9 KB a level of the
+#     forward (23 KB with MXNET_MKLDNN_ENABLED=0). With MXNet's NaiveEngine, TreeLSTM ~56 and
+#     RNTN ~38: the threaded engine's queue holds ~4-11 KB a level of ``backward`` in
+#     flight. TopDown's call and ten parameters are ~48 KB a level before its ~40 values
+#     (~1.2 KB each), ~1.9 GB at depth 20,000 against the ~1,050 MiB left.
 #     ``remat=True`` records one node per call: a 5,000-level TreeLSTM chain peaked 366 MB
 #     over its start with it, 335 MB without.
 #     Hybridized, the cells' blocks are called as before.

@@ -52,6 +52,7 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
     eager = isinstance(left, mx.nd.NDArray)
     if eager:   # the children's positions, read on the host once (as ChildSumTreeLSTM's)
         left_rows, right_rows = left.asnumpy().ravel(), right.asnumpy().ravel()
+        leaves = _eager_leaves(F, embed, cell, tokens, left_rows) if not remat else {}
 
     @gluon_cf.recursive(remat=remat)
     def node(idx):                        # idx: shape (1,) index of a tree node
@@ -69,23 +70,45 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
         return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
 
     def eager_node(idx):
-        """``node(idx)`` on NDArrays: a leaf is one CachedOp call, an internal node one call
-        that also computes its leaf children (NOTE [eager cells]); a leaf child whose call
-        would exceed ``max_depth`` is called. Rows are read as ``take`` reads them."""
+        """``node(idx)`` on NDArrays: a leaf is its row of ``leaves`` (all leaves in one
+        CachedOp call), an internal node one call (NOTE [eager cells]); with ``remat``, a
+        leaf is a call of its own and an internal node's call computes its leaf children. A
+        leaf child whose call would exceed ``max_depth`` is called. Rows are read as
+        ``take`` reads them."""
         i = _row(idx.asscalar(), left_rows)
         if left_rows[i] < 0:
-            return cell.eager('leaf', F.take(tokens, idx), embed=embed)
+            return leaves[i] if leaves else cell.eager('leaf', F.take(tokens, idx), embed=embed)
         children: List[Any] = []
         for rows, array in ((left_rows, left), (right_rows, right)):
             child = F.take(array, idx)
-            if left_rows[_row(rows[i], left_rows)] < 0 and eager_depth() < node.max_depth:
-                children.append(LeafToken(F.take(tokens, child)))
+            j = _row(rows[i], left_rows)
+            if left_rows[j] < 0 and eager_depth() < node.max_depth:
+                children.append(leaves[j] if leaves else LeafToken(F.take(tokens, child)))
             else:
                 children.append(node(child))
         return cell.eager_combine(children, embed)
 
     hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
     return F.reshape(hs, (-3, 0))        # (B, 1, H) -> (B, H)
+
+
+def _rows(F, array):
+    """The rows of ``array``, (1, ...) each, split apart by one ``split`` (NOTE [eager cells]):
+    a ``take`` per row would have a gradient of the whole array per call."""
+    return F.split(array, num_outputs=array.shape[0], axis=0) if array.shape[0] > 1 else [array]
+
+
+def _eager_leaves(F, embed, cell, tokens, left_rows):
+    """{row: state} of every leaf row, ``leaf(embed(token))`` of all of them in one CachedOp
+    call, its rows split apart by one ``split`` (NOTE [eager cells])."""
+    rows = np.flatnonzero(left_rows < 0)
+    if not rows.size:
+        return {}
+    states = _as_tuple(cell.eager('leaf', F.take(tokens, mx.nd.array(rows, ctx=tokens.context)),
+                                  embed=embed))
+    parts = [_rows(F, state) for state in states]
+    return {int(row): (parts[0][k] if len(parts) == 1 else [part[k] for part in parts])
+            for k, row in enumerate(rows)}
 
 
 class _BinaryTreeClassifier(gluon.HybridBlock):
@@ -141,9 +164,10 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
     function, bounded by ``max_children``: a node with more children is a ``ValueError`` naming
     the node, its child count and the bound, eagerly and hybridized (the loop would stop at the
     bound and drop the rest). Eagerly, the children's positions are read from ``child_ptr`` on
-    the host (no ``cond``, no ``while_loop``: their eager forms run the same Python) and a
-    node's cell is one CachedOp call, ``cell.node``: one autograd node, so that a deep tree's
-    record stays small.
+    the host (no ``cond``, no ``while_loop``: their eager forms run the same Python), every
+    node's embedding is computed at once (one ``Embedding``, split into rows) and a node's
+    cell is one CachedOp call, ``cell.node``: one autograd node, so that a deep tree's record
+    stays small.
     """
 
     def __init__(self, vocab_size: int, embed_size: int = 300, hidden_size: int = 150,
@@ -186,17 +210,20 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
         eager = isinstance(child_ptr, mx.nd.NDArray)
         if eager:
             ptr = child_ptr.asnumpy().ravel().astype(np.int64)
+            inputs = (_rows(F, self.embed(tokens)) if tokens.shape[0] and not self.remat
+                      else None)
 
         @gluon_cf.recursive(remat=self.remat)
         def node(idx):
-            if eager:   # one autograd node for the embedding and the cell (NOTE [eager cells])
+            if eager:   # one autograd node for the cell (NOTE [eager cells])
                 # the rows the graph's take (mode 'clip', float index cast to int) reads, so an
                 # index outside [0, N) is what it is hybridized
                 v = np.float32(idx.asscalar())
                 first, last = _row(v, ptr), _row(v + np.float32(1), ptr)
-                return self.cell.node(F.take(tokens, idx),
-                                      [node(child_idx[k:k + 1])
-                                       for k in range(ptr[first], ptr[last])], embed=self.embed)
+                children = [node(child_idx[k:k + 1]) for k in range(ptr[first], ptr[last])]
+                if inputs is not None:   # every node's embedding, computed at once
+                    return self.cell.node(inputs[_row(v, inputs)], children)
+                return self.cell.node(F.take(tokens, idx), children, embed=self.embed)
             x = self.embed(F.take(tokens, idx))
             start = F.take(child_ptr, idx)
             end = F.take(child_ptr, idx + 1)

@@ -21,6 +21,7 @@ NOTE [recursion design]
     inference is repeated until the function's output shapes are known and consistent.
 """
 import itertools
+import os
 import sys
 import threading
 import uuid
@@ -34,7 +35,7 @@ from .. import node as _node
 from .._structure import describe, flatten, regroup
 from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
-from ..errors import RecursionDepthError
+from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
 from . import remat_calls
 from .._typing import Arrays
@@ -90,16 +91,24 @@ class RecursiveFunction:
         try:
             if depth == 1:
                 return _serve_hops(fn, args)
+            limited = getattr(_eager, "address_space_limit", None) is not None
+            if limited:   # NOTE [address-space headroom]
+                _check_headroom(self, depth)
             if _stack_is_deep():
-                return _hop(fn, args, depth)
-            _eager.depth = depth
-            try:
-                return fn(*args)
-            finally:
-                _eager.depth = depth - 1
+                value = _hop(fn, args, depth)
+            else:
+                _eager.depth = depth
+                try:
+                    value = fn(*args)
+                finally:
+                    _eager.depth = depth - 1
+            if limited:
+                _check_headroom(self, depth)
+            return value
         except BaseException as exc:
             if depth == 1:
-                if isinstance(exc, RecursionDepthError):   # the user's call is where it happened
+                # the user's call is where it happened
+                if isinstance(exc, (RecursionDepthError, AddressSpaceError)):
                     where = user_location()
                     if where and len(exc.args) == 1 and isinstance(exc.args[0], str) \
                             and not exc.args[0].startswith(where):   # (nested outer calls)
@@ -232,7 +241,9 @@ def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -
 #     (~9 GB before the pool); with segments it starts no thread and runs under a 2 GB
 #     address-space limit (tests/test_no_crash.py). This is why gluon_cf depends on greenlet.
 
-_eager = threading.local()  # depth: eager calls in progress; hub, base: see _serve_hops
+# depth: eager calls in progress; hub, base: see _serve_hops; address_space_limit: RLIMIT_AS in
+# bytes during an outermost eager call, if one is set (NOTE [address-space headroom])
+_eager = threading.local()
 _HEADROOM = 400             # frames of the recursion limit left to the code between two calls
 _TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
 
@@ -275,6 +286,7 @@ def _serve_hops(fn, args):
     """The outermost eager call ``fn(*args)``: run it in a segment, and start a segment for
     every hop of the calls below, from here (NOTE [eager recursion stack])."""
     _eager.hub, _eager.base = greenlet.getcurrent(), _frame_depth()
+    _eager.address_space_limit = _address_space_limit()
     try:
         message = _start_segment(fn, args, 1, _eager.hub.gr_context, None)
         while True:
@@ -289,6 +301,7 @@ def _serve_hops(fn, args):
     finally:
         _eager.hub = None
         _eager.depth = 0
+        _eager.address_space_limit = None
     ok, value = what
     if not ok:
         raise value
@@ -321,6 +334,64 @@ def _hop(fn, args, depth):
     if not ok:
         raise value
     return value
+
+
+# NOTE [address-space headroom]
+#     Under an address-space limit (RLIMIT_AS, what ``ulimit -v`` sets), MXNet 1.9.1 does not
+#     survive running out: a ``std::bad_alloc`` in an engine thread, in a CachedOp call or in
+#     an NDArray's destructor terminates the process (SIGABRT, once SIGSEGV), where Python's
+#     own allocations would raise MemoryError. A deep eager recursion whose autograd record
+#     grows with its depth reaches the limit inside an operator: a 19,999-level
+#     TopDownTreeLSTM chain with gradients (~3.7 GB) died so under 2 GiB, a different way on
+#     each of three runs. So while a limit is set, every nested eager call checks the address
+#     space (``/proc/self/statm``, ~12 us) before it runs and after it returns, and with less
+#     than ``ADDRESS_SPACE_HEADROOM`` left raises :class:`AddressSpaceError` (a MemoryError)
+#     naming the function, the depth and the limit, at the user's call: the calls unwind,
+#     what they recorded is freed, and the process goes on. The headroom is what MXNet needs
+#     to finish the operators in flight and free the record (one level adds < 1 MiB); the
+#     check is only a guard: ``backward``, which needs about as much again as the forward
+#     recorded, runs inside MXNet, which then fails with its own ``MXNetError`` (bad_alloc),
+#     the process alive (measured: TreeLSTM, RNTN, ChildSumTreeLSTM chains under 2 GiB).
+
+ADDRESS_SPACE_HEADROOM = 64 << 20
+
+
+def _address_space_limit():
+    """RLIMIT_AS in bytes, or None where there is none (or no /proc to measure against it)."""
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        _address_space()
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if limit == resource.RLIM_INFINITY else limit
+
+
+def _address_space():
+    """The address space of this process, bytes (VmSize)."""
+    fd = os.open("/proc/self/statm", os.O_RDONLY)
+    try:
+        return int(os.read(fd, 64).split()[0]) * _PAGE_SIZE
+    finally:
+        os.close(fd)
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _check_headroom(fn, depth):
+    """``AddressSpaceError`` if less than ``ADDRESS_SPACE_HEADROOM`` of the address-space
+    limit is left (NOTE [address-space headroom])."""
+    used, limit = _address_space(), _eager.address_space_limit
+    if used + ADDRESS_SPACE_HEADROOM > limit:
+        raise AddressSpaceError(
+            "gluon_cf.recursive: %r stopped at depth %d of nested calls: the process's address "
+            "space is %d MiB, within %d MiB of its limit of %d MiB (RLIMIT_AS, ulimit -v), and "
+            "MXNet aborts the process when an operator runs out of it; the calls are "
+            "unwound and what they hold is released. This recursion needs a higher limit, or less address space "
+            "reserved before it (OMP_NUM_THREADS=1 and MALLOC_ARENA_MAX=2 in the environment "
+            "save ~500 MiB with 2 cores)" % (fn.name, depth, used >> 20,
+                                             ADDRESS_SPACE_HEADROOM >> 20, limit >> 20))
 
 
 def _cut_traceback(exc):
