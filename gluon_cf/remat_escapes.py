@@ -33,7 +33,10 @@ NOTE [arrays escaping a remat body]
       in a body), found by the code that made them;
     * an array marked with ``attach_grad`` (a leaf: its gradient goes to its own buffer);
     * the result of an operator all of whose array inputs are such arrays made in the body,
-      or that has none (``mx.nd.zeros``, ``ones``, ``arange``), and views of nothing else.
+      none a marked leaf (a leaf passes its gradient on: ``(w ** 2).sum()`` of a weight
+      initialised in the body has one), or that has none (``mx.nd.zeros``, ``ones``,
+      ``arange``), and views of such arrays (``reshape``, ``x[1]``, ``x[1:2]``: made by the C
+      API, found by the creating frame's ``self``).
 
     Anything else escaping is refused, integer arrays too: MXNet 1.9.1 carries a gradient
     through ``astype`` to an integer type and back (Cast's backward casts the head gradient),
@@ -76,6 +79,10 @@ _OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STORAGE = {os.path.join(_MXNET, "gluon", "parameter.py"), os.path.join(_MXNET, "initializer.py")}
 _NO_HISTORY_CODES = {mx.nd.NDArray.detach.__code__, mx.nd.NDArray.grad.fget.__code__,
                      _nd_module.empty.__code__}
+# MXNet's views made by the C API, not an operator (``reshape``, ``x[1]``, ``x[1:2]``): the
+# creating frame's ``self`` is the base.
+_VIEW_CODES = {mx.nd.NDArray.reshape.__code__, mx.nd.NDArray._slice.__code__,
+               mx.nd.NDArray._at.__code__, mx.nd.NDArray._get_nd_basic_indexing.__code__}
 _USER, _LIBRARY, _OWN_CODE, _NO_HISTORY = range(4)
 _kinds: dict = {}            # a code's file name -> its kind
 
@@ -130,8 +137,24 @@ def _init(self, handle, writable=True):
     watch = getattr(_state, "watch", None)
     if watch is not None:
         key = id(self)
-        watch.created[key] = _site(sys._getframe(1))
+        frame = sys._getframe(1)
+        site = _site(frame)
+        if not site[0] and frame.f_code in _VIEW_CODES:   # a view has its base's history
+            if _without_gradient(watch.created, [frame.f_locals.get("self")]):
+                site = (True,) + site[1:]
+        watch.created[key] = site
         _owner[key] = watch.created
+
+
+def _without_gradient(created, arrays):
+    """Whether ``arrays`` were all made in the body without history and none is a marked
+    leaf: an operator (or a view) of them carries no gradient. A leaf (Gluon's parameter
+    storage initialised in the body, a constant given ``attach_grad``) has no history but
+    passes its gradient on (``(w ** 2).sum()`` of a deferred weight: before, its escape went
+    unseen and the weight's gradient lost it)."""
+    if not all(created.get(id(a), (False,))[0] for a in arrays):
+        return False
+    return not any(a.grad is not None for a in arrays)   # (rare: constants only)
 
 
 def _del(self):
@@ -147,7 +170,7 @@ def _invoke(handle, ndargs, keys, vals, out, *rest):
     if watch is None:
         return _base_invoke(handle, ndargs, keys, vals, out, *rest)
     created = watch.created
-    clean = all(created.get(id(a), (False,))[0] for a in ndargs)
+    clean = _without_gradient(created, ndargs)
     if out is not None and not clean:   # history written into existing arrays
         for o in (out if isinstance(out, (list, tuple)) else [out]):
             site = created.get(id(o))
