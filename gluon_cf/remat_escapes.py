@@ -20,7 +20,9 @@ NOTE [arrays escaping a remat body]
     outlives the body. Before calling it an escape, garbage cycles are collected (a frame held
     by a traceback, a local function referring to itself), generation by generation, only on
     this path. Then the forward raises, naming the line of the user's code that created the
-    array (the first frame outside MXNet and gluon_cf, found when the array is created: ~1 us)
+    array (the first frame outside MXNet and gluon_cf, found when the array is created: ~1 us;
+    code run by ``exec`` or ``python -c``, file ``<string>``, is MXNet's generated operators
+    only in MXNet's modules)
     and the fixes: return it, compute it outside the body, ``.detach()`` it, or remat=False.
     Writing history into an array made outside the body (``buf[t] = h``, ``h.copyto(buf)``, an
     ``out=``) is the same escape, found by the operator call (``_imperative_invoke``, wrapped
@@ -59,6 +61,7 @@ import mxnet as mx
 from mxnet.ndarray import ndarray as _nd_module, register as _register
 
 from .errors import EscapedArrayError  # noqa: F401 (remat_escapes.EscapedArrayError)
+from .operators import _USER_DIRS   # gluon_cf's models and benchmarks: the user's code
 
 _Base = mx.nd.NDArray.__mro__[1]   # NDArrayBase (mxnet/_ctypes/ndarray.py)
 _base_init, _base_del = _Base.__init__, _Base.__del__
@@ -83,7 +86,7 @@ _NO_HISTORY_CODES = {mx.nd.NDArray.detach.__code__, mx.nd.NDArray.grad.fget.__co
 # creating frame's ``self`` is the base.
 _VIEW_CODES = {mx.nd.NDArray.reshape.__code__, mx.nd.NDArray._slice.__code__,
                mx.nd.NDArray._at.__code__, mx.nd.NDArray._get_nd_basic_indexing.__code__}
-_USER, _LIBRARY, _OWN_CODE, _NO_HISTORY = range(4)
+_USER, _LIBRARY, _OWN_CODE, _NO_HISTORY, _EXECUTED = range(5)
 _kinds: dict = {}            # a code's file name -> its kind
 
 
@@ -95,9 +98,11 @@ def _kind(code):
     if kind is None:
         if name in _STORAGE:
             kind = _NO_HISTORY
-        elif name.startswith(_MXNET) or name == "<string>":   # (MXNet's generated operators)
+        elif name.startswith(_MXNET):
             kind = _LIBRARY
-        elif name.startswith(_OWN):
+        elif name == "<string>":   # MXNet's generated operators, or the user's exec/python -c
+            kind = _EXECUTED
+        elif name.startswith(_OWN) and not name.startswith(_USER_DIRS):
             kind = _OWN_CODE
         else:
             kind = _USER
@@ -113,6 +118,9 @@ def _site(frame):
     no_history, direct = getattr(_state, "clean", False), True
     while frame is not None:
         kind = _kind(frame.f_code)
+        if kind == _EXECUTED:   # (before: a write by an exec'd body went unseen)
+            module = frame.f_globals.get("__name__") or ""
+            kind = _LIBRARY if module.startswith("mxnet") else _USER
         if kind == _USER:
             return no_history, direct, frame.f_code.co_filename, frame.f_lineno, False
         if kind == _NO_HISTORY:

@@ -287,3 +287,36 @@ def test_views_of_constants_made_in_the_body_pass(kind):
     got = run(True)
     np.testing.assert_allclose(got[0], want[0], **TOL)
     np.testing.assert_allclose(got[1], want[1], **TOL)
+
+
+_EXECUTED_BODY = '''
+def body(x_t, s):
+    h = mx.nd.tanh(cell(s[0]) + x_t)
+    buffers[len(written)][:] = h * 2
+    written.append(1)
+    return [h], [h]
+'''
+
+
+def test_a_write_by_a_body_run_from_exec_is_refused():
+    """A body whose source was run by ``exec`` (or ``python -c``: file ``<string>``, like
+    MXNet's generated operators) writing its history into an outer buffer: before, the write
+    went unseen and x's gradient was 2.5 off with remat=True."""
+    def run(remat):
+        mx.random.seed(0)
+        cell = gluon.nn.Dense(3, in_units=3)
+        cell.initialize(mx.init.Uniform(0.5))
+        x = mx.nd.array([[0.1, -0.2, 0.3]])
+        x.attach_grad()
+        scope = dict(mx=mx, cell=cell, buffers=[mx.nd.zeros((1, 3)) for _ in range(4)],
+                     written=[])
+        exec(_EXECUTED_BODY, scope)
+        with autograd.record():
+            outs, _ = gluon_cf.foreach(scope["body"], mx.nd.ones((4, 1, 3)), [x], remat=remat)
+            loss = (outs[0] ** 2).sum() + sum((b ** 2).sum() for b in scope["buffers"])
+        loss.backward()
+        return x.grad.asnumpy()
+    assert np.abs(run(False)).max() > 0.1
+    with pytest.raises(gluon_cf.EscapedArrayError) as info:
+        run(True)
+    assert info.value.where == "<string>:4", str(info.value)
