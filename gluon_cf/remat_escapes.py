@@ -133,11 +133,15 @@ def _site(frame):
 
 def keep(arrays):
     """Mark ``arrays`` as kept by gluon_cf (a nested call's arguments and results, a recorded
-    remat loop's inputs): not escapes of the body that made them, whichever watch that was."""
+    remat loop's inputs and outputs): not escapes of the body that made them, whichever watch
+    that was, and with history: a nested node's outputs are made by ``detach`` (no history)
+    and recorded afterwards, so what the body computes from them has history (before,
+    ``f(n - 1) * 2`` kept outside a remat body passed as made from constants: x's gradient
+    0.53 off, silently)."""
     for a in arrays:
         created = _owner.get(id(a))
         if created is not None and id(a) in created:
-            created[id(a)] = created[id(a)][:4] + (True,)
+            created[id(a)] = (False,) + created[id(a)][1:4] + (True,)
 
 
 def _init(self, handle, writable=True):
