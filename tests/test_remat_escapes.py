@@ -6,6 +6,7 @@ gradient for each route. ~6 s."""
 import mxnet as mx
 import numpy as np
 import pytest
+from conftest import run_python
 from mxnet import autograd, gluon
 
 import gluon_cf
@@ -348,3 +349,40 @@ def test_what_the_body_computes_from_a_nested_calls_result_is_an_escape(route):
     assert np.abs(run(False)).max() > 0.1
     with pytest.raises(gluon_cf.EscapedArrayError, match=":%d " % _line("from child")):
         run(True)
+
+
+_KEPT_BLOCKGRAD = """
+import mxnet as mx
+from mxnet import autograd, gluon
+import gluon_cf
+cell = gluon.nn.Dense(3, in_units=3)
+cell.initialize()
+x = mx.nd.array([[0.1, -0.2, 0.3]])
+x.attach_grad()
+kept = []
+with autograd.record():
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        h = mx.nd.tanh(cell(x)) if int(n.asscalar()) <= 0 else mx.nd.tanh(cell(f(n - 1)))
+        kept.append(mx.nd.BlockGrad(h * 2))
+        return h
+    try:
+        out = f(mx.nd.array([2]))
+    except gluon_cf.EscapedArrayError:
+        print("refused")
+        raise SystemExit(0)
+    loss = (out ** 2).sum() + sum((k ** 2).sum() for k in kept)
+loss.backward()
+print(x.grad.asnumpy())
+"""
+
+
+def test_a_kept_blockgrad_of_a_body_array_is_refused_not_a_crash():
+    """BlockGrad passes a zero gradient, yet its result keeps history from the body's recorded
+    run (a base case's body runs twice, the second recorded), which the loss's backward then
+    reaches: a segmentation fault in backward on 5c5e6c3, before escapes were refused. The
+    refusal is what prevents it: a 'zero-gradient operators may escape' shortcut must not
+    bring it back. ~3 s (a subprocess)."""
+    proc = run_python(_KEPT_BLOCKGRAD, timeout=120)
+    assert proc is not None, "hung"
+    assert proc.returncode == 0 and "refused" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
