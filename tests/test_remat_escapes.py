@@ -244,6 +244,16 @@ def test_an_operator_of_a_leaf_made_in_the_body_is_refused(leaf):
         run(True)
 
 
+def _cell_and_x():
+    """A seeded Dense(3) and an input marked for its gradient."""
+    mx.random.seed(0)
+    cell = gluon.nn.Dense(3, in_units=3)
+    cell.initialize(mx.init.Uniform(0.5))
+    x = mx.nd.array([[0.1, -0.2, 0.3]])
+    x.attach_grad()
+    return cell, x
+
+
 CONSTANTS: dict = {}
 
 
@@ -254,11 +264,7 @@ def test_views_of_constants_made_in_the_body_pass(kind):
     error, and the gradient is remat=False's. Before, each was refused."""
     def run(remat):
         CONSTANTS.clear()
-        mx.random.seed(0)
-        cell = gluon.nn.Dense(3, in_units=3)
-        cell.initialize(mx.init.Uniform(0.5))
-        x = mx.nd.array([[0.1, -0.2, 0.3]])
-        x.attach_grad()
+        cell, x = _cell_and_x()
 
         def constants():
             if not CONSTANTS:
@@ -304,11 +310,7 @@ def test_a_write_by_a_body_run_from_exec_is_refused():
     MXNet's generated operators) writing its history into an outer buffer: before, the write
     went unseen and x's gradient was 2.5 off with remat=True."""
     def run(remat):
-        mx.random.seed(0)
-        cell = gluon.nn.Dense(3, in_units=3)
-        cell.initialize(mx.init.Uniform(0.5))
-        x = mx.nd.array([[0.1, -0.2, 0.3]])
-        x.attach_grad()
+        cell, x = _cell_and_x()
         scope = dict(mx=mx, cell=cell, buffers=[mx.nd.zeros((1, 3)) for _ in range(4)],
                      written=[])
         exec(_EXECUTED_BODY, scope)
@@ -329,11 +331,7 @@ def test_what_the_body_computes_from_a_nested_calls_result_is_an_escape(route):
     kept outside the body has history. Before, it passed as made from constants (x's gradient
     0.53 off with remat=True, no error); its view, once views of constants passed."""
     def run(remat):
-        mx.random.seed(0)
-        cell = gluon.nn.Dense(3, in_units=3)
-        cell.initialize(mx.init.Uniform(0.5))
-        x = mx.nd.array([[0.1, -0.2, 0.3]])
-        x.attach_grad()
+        cell, x = _cell_and_x()
         kept = []
         with autograd.record():
             @gluon_cf.recursive(remat=remat)
