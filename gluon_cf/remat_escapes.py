@@ -20,7 +20,9 @@ NOTE [arrays escaping a remat body]
     outlives the body. Before calling it an escape, garbage cycles are collected (a frame held
     by a traceback, a local function referring to itself), generation by generation, only on
     this path. Then the forward raises, naming the line of the user's code that created the
-    array (the first frame outside MXNet and gluon_cf, found when the array is created: ~1 us)
+    array (the first frame outside MXNet and gluon_cf, found when the array is created: ~1 us;
+    code run by ``exec`` or ``python -c``, file ``<string>``, is MXNet's generated operators
+    only in MXNet's modules)
     and the fixes: return it, compute it outside the body, ``.detach()`` it, or remat=False.
     Writing history into an array made outside the body (``buf[t] = h``, ``h.copyto(buf)``, an
     ``out=``) is the same escape, found by the operator call (``_imperative_invoke``, wrapped
@@ -33,7 +35,10 @@ NOTE [arrays escaping a remat body]
       in a body), found by the code that made them;
     * an array marked with ``attach_grad`` (a leaf: its gradient goes to its own buffer);
     * the result of an operator all of whose array inputs are such arrays made in the body,
-      or that has none (``mx.nd.zeros``, ``ones``, ``arange``), and views of nothing else.
+      none a marked leaf (a leaf passes its gradient on: ``(w ** 2).sum()`` of a weight
+      initialised in the body has one), or that has none (``mx.nd.zeros``, ``ones``,
+      ``arange``), and views of such arrays (``reshape``, ``x[1]``, ``x[1:2]``: made by the C
+      API, found by the creating frame's ``self``).
 
     Anything else escaping is refused, integer arrays too: MXNet 1.9.1 carries a gradient
     through ``astype`` to an integer type and back (Cast's backward casts the head gradient),
@@ -56,6 +61,7 @@ import mxnet as mx
 from mxnet.ndarray import ndarray as _nd_module, register as _register
 
 from .errors import EscapedArrayError  # noqa: F401 (remat_escapes.EscapedArrayError)
+from .operators import _USER_DIRS   # gluon_cf's models and benchmarks: the user's code
 
 _Base = mx.nd.NDArray.__mro__[1]   # NDArrayBase (mxnet/_ctypes/ndarray.py)
 _base_init, _base_del = _Base.__init__, _Base.__del__
@@ -76,7 +82,11 @@ _OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STORAGE = {os.path.join(_MXNET, "gluon", "parameter.py"), os.path.join(_MXNET, "initializer.py")}
 _NO_HISTORY_CODES = {mx.nd.NDArray.detach.__code__, mx.nd.NDArray.grad.fget.__code__,
                      _nd_module.empty.__code__}
-_USER, _LIBRARY, _OWN_CODE, _NO_HISTORY = range(4)
+# MXNet's views made by the C API, not an operator (``reshape``, ``x[1]``, ``x[1:2]``): the
+# creating frame's ``self`` is the base.
+_VIEW_CODES = {mx.nd.NDArray.reshape.__code__, mx.nd.NDArray._slice.__code__,
+               mx.nd.NDArray._at.__code__, mx.nd.NDArray._get_nd_basic_indexing.__code__}
+_USER, _LIBRARY, _OWN_CODE, _NO_HISTORY, _EXECUTED = range(5)
 _kinds: dict = {}            # a code's file name -> its kind
 
 
@@ -88,9 +98,11 @@ def _kind(code):
     if kind is None:
         if name in _STORAGE:
             kind = _NO_HISTORY
-        elif name.startswith(_MXNET) or name == "<string>":   # (MXNet's generated operators)
+        elif name.startswith(_MXNET):
             kind = _LIBRARY
-        elif name.startswith(_OWN):
+        elif name == "<string>":   # MXNet's generated operators, or the user's exec/python -c
+            kind = _EXECUTED
+        elif name.startswith(_OWN) and not name.startswith(_USER_DIRS):
             kind = _OWN_CODE
         else:
             kind = _USER
@@ -106,6 +118,9 @@ def _site(frame):
     no_history, direct = getattr(_state, "clean", False), True
     while frame is not None:
         kind = _kind(frame.f_code)
+        if kind == _EXECUTED:   # (before: a write by an exec'd body went unseen)
+            module = frame.f_globals.get("__name__") or ""
+            kind = _LIBRARY if module.startswith("mxnet") else _USER
         if kind == _USER:
             return no_history, direct, frame.f_code.co_filename, frame.f_lineno, False
         if kind == _NO_HISTORY:
@@ -118,11 +133,15 @@ def _site(frame):
 
 def keep(arrays):
     """Mark ``arrays`` as kept by gluon_cf (a nested call's arguments and results, a recorded
-    remat loop's inputs): not escapes of the body that made them, whichever watch that was."""
+    remat loop's inputs and outputs): not escapes of the body that made them, whichever watch
+    that was, and with history: a nested node's outputs are made by ``detach`` (no history)
+    and recorded afterwards, so what the body computes from them has history (before,
+    ``f(n - 1) * 2`` kept outside a remat body passed as made from constants: x's gradient
+    0.53 off, silently)."""
     for a in arrays:
         created = _owner.get(id(a))
         if created is not None and id(a) in created:
-            created[id(a)] = created[id(a)][:4] + (True,)
+            created[id(a)] = (False,) + created[id(a)][1:4] + (True,)
 
 
 def _init(self, handle, writable=True):
@@ -130,8 +149,24 @@ def _init(self, handle, writable=True):
     watch = getattr(_state, "watch", None)
     if watch is not None:
         key = id(self)
-        watch.created[key] = _site(sys._getframe(1))
+        frame = sys._getframe(1)
+        site = _site(frame)
+        if not site[0] and frame.f_code in _VIEW_CODES:   # a view has its base's history
+            if _without_gradient(watch.created, [frame.f_locals.get("self")]):
+                site = (True,) + site[1:]
+        watch.created[key] = site
         _owner[key] = watch.created
+
+
+def _without_gradient(created, arrays):
+    """Whether ``arrays`` were all made in the body without history and none is a marked
+    leaf: an operator (or a view) of them carries no gradient. A leaf (Gluon's parameter
+    storage initialised in the body, a constant given ``attach_grad``) has no history but
+    passes its gradient on (``(w ** 2).sum()`` of a deferred weight: before, its escape went
+    unseen and the weight's gradient lost it)."""
+    if not all(created.get(id(a), (False,))[0] for a in arrays):
+        return False
+    return not any(a.grad is not None for a in arrays)   # (rare: constants only)
 
 
 def _del(self):
@@ -147,7 +182,7 @@ def _invoke(handle, ndargs, keys, vals, out, *rest):
     if watch is None:
         return _base_invoke(handle, ndargs, keys, vals, out, *rest)
     created = watch.created
-    clean = all(created.get(id(a), (False,))[0] for a in ndargs)
+    clean = _without_gradient(created, ndargs)
     if out is not None and not clean:   # history written into existing arrays
         for o in (out if isinstance(out, (list, tuple)) else [out]):
             site = created.get(id(o))
