@@ -26,7 +26,10 @@ NOTE [rematerialisation]
     * Randomness (``Dropout``, ``mx.nd.random.*``): the forward seeds MXNet's generator before
       each segment with a seed drawn once per loop (``seed + segment``) and the recomputation
       seeds it the same way, so the same draws come back. A hybridized body is seeded only if
-      its graph holds a random operator (seeding costs ~2 ms); an eager body always is.
+      its graph holds a random operator (seeding costs ~2 ms); an eager body if its step 0
+      called one: found in its recorded graph, or, for one without inputs that MXNet does not
+      record (``mx.nd.random.normal(shape=...)``), among the operators the escape watch saw
+      called (``remat_escapes.Watch.op_names``).
     * Every recomputed segment's outputs and final state are compared with the forward's; a
       difference (randomness the seeding could not replay, e.g. drawn between the segment's
       steps by concurrent work) fails the backward with an error naming the op and the user's
@@ -352,7 +355,7 @@ class Loop:
                     "running statistics) under training; recomputing a step would update them "
                     "twice. Use remat=False, or LayerNorm/InstanceNorm in the body"
                     % (self.op, self._at(), ", ".join(aux)))
-            if not any(is_random_op(op) for op in ops):
+            if not any(is_random_op(op) for op in ops | set(watches[-1].op_names())):
                 self.random = False
             elif self.seed_base is None:
                 raise NotImplementedError("gluon_cf.%s%s: internal: random body not seeded"
