@@ -213,7 +213,7 @@ class Watch:
             name = ctypes.c_char_p()
             check_call(_LIB.MXSymbolGetAtomicSymbolName(ctypes.c_void_p(value),
                                                         ctypes.byref(name)))
-            names.append(name.value.decode())
+            names.append((name.value or b"").decode())
         return names
 
     def escaped(self):
