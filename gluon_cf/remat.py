@@ -26,7 +26,10 @@ NOTE [rematerialisation]
     * Randomness (``Dropout``, ``mx.nd.random.*``): the forward seeds MXNet's generator before
       each segment with a seed drawn once per loop (``seed + segment``) and the recomputation
       seeds it the same way, so the same draws come back. A hybridized body is seeded only if
-      its graph holds a random operator (seeding costs ~2 ms); an eager body always is.
+      its graph holds a random operator (seeding costs ~2 ms); an eager body if its step 0
+      called one: found in its recorded graph, or, for one without inputs that MXNet does not
+      record (``mx.nd.random.normal(shape=...)``), among the operators the escape watch saw
+      called (``remat_escapes.Watch.op_names``).
     * Every recomputed segment's outputs and final state are compared with the forward's; a
       difference (randomness the seeding could not replay, e.g. drawn between the segment's
       steps by concurrent work) fails the backward with an error naming the op and the user's
@@ -73,7 +76,7 @@ from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
                            SEGMENTS_ALIVE, working_bytes)
 from .remat_record import (_leaf_name, closure_arrays, fresh, live,   # noqa: F401 (re-exported)
-                           record_handed, record_node)
+                           live_integer, record_handed, record_node)
 
 
 class MemoryBudget:
@@ -337,6 +340,7 @@ class Loop:
                 x.attach_grad()
         first_node = next_recorded_node()
         result = self._eager_step(0, marked[:len(slices)], marked[len(slices):], watches)
+        self._refuse_live_integers(result)
         heads = [r for r in result if _node.recorded(r)]
         if heads:
             sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
@@ -351,7 +355,7 @@ class Loop:
                     "running statistics) under training; recomputing a step would update them "
                     "twice. Use remat=False, or LayerNorm/InstanceNorm in the body"
                     % (self.op, self._at(), ", ".join(aux)))
-            if not any(is_random_op(op) for op in ops):
+            if not any(is_random_op(op) for op in ops | set(watches[-1].op_names())):
                 self.random = False
             elif self.seed_base is None:
                 raise NotImplementedError("gluon_cf.%s%s: internal: random body not seeded"
@@ -365,6 +369,20 @@ class Loop:
         else:
             self.random = False
         return [r.detach() for r in result]
+
+    def _refuse_live_integers(self, result):
+        """NOTE [integers computed from values needing a gradient] in ``remat_record.py``."""
+        bad = [j for j, r in enumerate(result) if live_integer(r)]
+        if bad:
+            cut = len(result) - len(self.init)
+            what = "step output %d" % bad[0] if bad[0] < cut else "state %d" % (bad[0] - cut)
+            raise NotImplementedError(
+                "gluon_cf.%s%s: with remat, the body's %s is an array of an integer type "
+                "computed from values needing a gradient; MXNet passes gradients through Cast "
+                "to integer types, and remat does not carry them through a step's integer "
+                "outputs or states (NOTE [integers computed from values needing a gradient]): "
+                "compute it from integers only, .detach() it if it needs no gradient, or use "
+                "remat=False" % (self.op, self._at(), what))
 
     def _refuse_recorded_before(self, nodes, first_node):
         """Refuse an eager body that reads an array recorded before the loop (NOTE [values
@@ -469,6 +487,8 @@ class Loop:
                 current = states
                 for t in range(b, e):
                     result = run(self.step(t, [blk[t - b] for blk in blocks], current))
+                    if self.eager:
+                        self._refuse_live_integers(result)
                     cut = len(result) - len(current)
                     for j, (o, kept) in enumerate(zip(result[:cut], self.per_step[t])):
                         mismatches.append(_differs(o, kept))

@@ -58,6 +58,7 @@ import sys
 import threading
 
 import mxnet as mx
+from mxnet.base import _LIB, check_call
 from mxnet.ndarray import ndarray as _nd_module, register as _register
 
 from .errors import EscapedArrayError  # noqa: F401 (remat_escapes.EscapedArrayError)
@@ -181,6 +182,7 @@ def _invoke(handle, ndargs, keys, vals, out, *rest):
     watch = getattr(_state, "watch", None)
     if watch is None:
         return _base_invoke(handle, ndargs, keys, vals, out, *rest)
+    watch.operators.add(getattr(handle, "value", handle))
     created = watch.created
     clean = _without_gradient(created, ndargs)
     if out is not None and not clean:   # history written into existing arrays
@@ -226,6 +228,7 @@ class Watch:
     def __init__(self):
         self.created: dict = {}   # id -> _site(...), while alive
         self.writes: list = []    # (file, line, shape): history written into outer arrays
+        self.operators: set = set()   # the handles of the operators called (:meth:`op_names`)
         self.outer = getattr(_state, "watch", None)
         self.running = True
         _state.watch = self
@@ -234,6 +237,19 @@ class Watch:
         if self.running:
             self.running = False
             _state.watch = self.outer
+            if self.outer is not None:
+                self.outer.operators |= self.operators
+
+    def op_names(self):
+        """The names of the operators called while running (a random operator without
+        inputs, ``mx.nd.random.normal(shape=...)``, is not in the recorded graph)."""
+        names = []
+        for value in self.operators:
+            name = ctypes.c_char_p()
+            check_call(_LIB.MXSymbolGetAtomicSymbolName(ctypes.c_void_p(value),
+                                                        ctypes.byref(name)))
+            names.append((name.value or b"").decode())
+        return names
 
     def escaped(self):
         """The sites of the arrays made while running that are still alive, not kept

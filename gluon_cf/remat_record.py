@@ -1,6 +1,21 @@
 """The pieces rematerialisation records with: one autograd node with its own backward
 (:func:`record_node`), fresh output arrays, and the arrays an eager body reads from its closure
-(NOTE [rematerialisation] in ``remat.py``)."""
+(NOTE [rematerialisation] in ``remat.py``).
+
+NOTE [integers computed from values needing a gradient]
+    MXNet 1.9.1 records ``Cast`` to an integer type like any operator and its backward casts
+    the head gradient (to that integer type: truncated), so with ``remat=False`` a gradient
+    passes ``h -> (h * 3).astype('int32') -> .astype('float32') -> loss``. Remat carries
+    gradients only through float arrays (an integer argument, state or output is not an input
+    or head of its node, and a leaf of an integer type cannot be marked usefully), so such a
+    value was silently given no gradient (a recursive call's argument: 135 against 0; an int
+    loop state: -23 against -56), or MXNet failed with "Cannot differentiate node". Refused
+    instead, naming the op and the user's line: an eager remat call's argument of a non-float
+    type recorded from a marked array (:func:`live_integer`; the outermost call's at its
+    forward, a nested call's when its parent's body is recomputed, where the argument is
+    recorded), and an eager remat loop's step output or state of a non-float type recorded
+    from a marked array (its step 0 at the forward, any step when recomputed). Integers
+    computed from integers, and integer arrays not recorded, are fine."""
 import ctypes
 import functools
 import itertools
@@ -171,6 +186,21 @@ def live(a):
     differentiate its integer-valued data, even as float32)."""
     if not isinstance(a, mx.nd.NDArray) or not np.issubdtype(np.dtype(a.dtype), np.floating):
         return False
+    return _from_marked(a)
+
+
+def live_integer(a):
+    """Whether ``a`` is a non-float array recorded from a marked one (``(h * 3).astype('int32')``
+    for ``h`` needing a gradient). MXNet 1.9.1 passes gradients through ``Cast`` into integer
+    arrays (truncated to integers), so without remat a gradient reaches ``h`` through it; remat
+    does not carry one through non-float arguments, states or outputs (NOTE [integers computed
+    from values needing a gradient])."""
+    if not isinstance(a, mx.nd.NDArray) or np.issubdtype(np.dtype(a.dtype), np.floating):
+        return False
+    return _from_marked(a)
+
+
+def _from_marked(a):
     if a.grad is not None:
         return True
     try:

@@ -142,6 +142,29 @@ def test_dropout_replays_the_same_mask(hybridize):
     np.testing.assert_allclose(w_grad.asnumpy(), out.sum().asnumpy() / 1.5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["foreach", "while_loop"])
+@pytest.mark.parametrize("remat", [True, 2])
+def test_eager_draw_without_inputs_replays(op, remat):
+    """``mx.nd.random.normal(shape=...)`` has no input, so MXNet does not record it and step
+    0's graph did not show it: the loop was not seeded and its backward failed ("different
+    values"). The operators a step calls are seen by the escape watch; d(sum out)/dw =
+    sum(out) / w, the gradient of the forward's draws."""
+    w = mx.nd.array([1.5])
+    w.attach_grad()
+    with autograd.record():
+        if op == "foreach":
+            out, _ = gluon_cf.foreach(
+                lambda xt, s: (mx.nd.random.normal(shape=(50,)) * xt * w, s + 1),
+                mx.nd.ones((7, 50)), mx.nd.zeros((1,)), remat=remat)
+        else:
+            out = gluon_cf.while_loop(
+                lambda i: i < 7, lambda i: (mx.nd.random.normal(shape=(50,)) * w, [i + 1]),
+                [mx.nd.zeros((1,))], max_iterations=7, remat=remat)[0]
+    out.backward()
+    assert len(np.unique(out.asnumpy())) > 300   # real draws, a fresh one per step
+    np.testing.assert_allclose(w.grad.asnumpy(), out.sum().asnumpy() / 1.5, rtol=1e-5)
+
+
 def test_first_backward_of_a_random_remat_loop_never_loses_autograd_entries():
     """A hybridized remat foreach with Dropout re-runs its forward in its first backward; the
     remat backward that this reaches ran on another worker thread while the node's backward

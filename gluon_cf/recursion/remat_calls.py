@@ -89,6 +89,8 @@ from mxnet import autograd
 from .. import node as _node
 from .. import remat as _remat, remat_escapes as _escapes
 from .._structure import flatten, regroup
+from ..operators import user_location
+from ..remat_record import live_integer
 
 _CHECK_EVERY = 256
 _state = threading.local()   # .call: the Call whose body runs now; .replaying: in its backward
@@ -133,6 +135,17 @@ class _Root:
 
     def at(self):
         return " at %s" % self.where if self.where else ""
+
+    def refuse_integer(self, j, fn):
+        """NOTE [integers computed from values needing a gradient] in ``remat_record.py``."""
+        line = user_location()
+        raise NotImplementedError(
+            "gluon_cf.recursive%s: with remat, argument %d of the call to %r%s is an array of an "
+            "integer type computed from values needing a gradient; MXNet passes gradients "
+            "through Cast to integer types, and remat does not carry them through the "
+            "arguments of recursive calls (NOTE [integers computed from values needing a "
+            "gradient]): compute it from indices only, .detach() it if it needs no gradient, "
+            "or use remat=False" % (self.at(), j, fn.name, " at %s" % line if line else ""))
 
 
 class Call:
@@ -360,6 +373,8 @@ class Call:
         self.next_child += 1
         flat, _ = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
         for j, (a, live) in enumerate(zip(flat, child.live)):
+            if live_integer(a):   # (recorded now, paused in the forward)
+                self.root.refuse_integer(j, fn)
             if not live and _needs_grad(a):
                 raise NotImplementedError(
                     "gluon_cf.recursive%s: with remat, argument %d of a call to %r is computed "
@@ -418,6 +433,9 @@ def call(fn, args, where: Optional[str] = None):
     parent = getattr(_state, "call", None)
     root = parent.root if parent is not None else _Root(where)
     flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
+    for j, a in enumerate(flat):
+        if live_integer(a):
+            root.refuse_integer(j, fn)
     if parent is not None:   # an argument the parent received detached, as received
         flat = [parent.originals.get(id(a), a) for a in flat]
         return Call(fn, root, flat, fmt).forward()

@@ -1,0 +1,102 @@
+"""Integer arrays computed from values needing a gradient, in eager remat bodies (NOTE
+[integers computed from values needing a gradient] in gluon_cf/remat_record.py). MXNet 1.9.1
+passes gradients through ``Cast`` to integer types, so ``remat=False`` (the oracle) gives a
+gradient through ``(h * 3).astype('int32')``; remat gave none (silently: 0 against 135 for a
+recursive call's argument, -23 against -56 for a loop's state), and is refused instead, naming
+the user's line. Integers computed from integers only still run, with remat=False's
+gradients. ~3 s."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd
+
+import gluon_cf
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+REFUSED = "is an array of an integer type computed from values needing a gradient"
+
+
+def _recursion(remat, outer_integer, from_float=True):
+    w = mx.nd.array([[0.5, -0.3], [0.2, 0.4]])
+    w.attach_grad()
+
+    @gluon_cf.recursive(remat=remat)
+    def f(i, x):
+        if int(i.asscalar()) == 0:
+            return x.astype("float32") * w
+        down = (x.astype("float32") * 3).astype("int32") if from_float else x * 3
+        return f(i - 1, down) * 2
+
+    x0 = mx.nd.array([[0.3, 1.7]])
+    x0.attach_grad()
+    with autograd.record():
+        x = (x0 * 1).astype("int32") if outer_integer else x0 * 1
+        if not from_float:
+            x = mx.nd.array([[1, 2]], dtype="int32")
+        y = f(mx.nd.array([3]), x)
+    y.backward()
+    return x0.grad.asnumpy(), w.grad.asnumpy()
+
+
+@pytest.mark.parametrize("outer_integer", [False, True])
+def test_recursive_integer_argument_from_floats_is_refused(outer_integer):
+    x_grad, _ = _recursion(False, outer_integer)
+    assert np.abs(x_grad).max() > 1   # the gradient remat would drop (135 here)
+    where = r"at .*test_remat_integers.py:\d+" if not outer_integer else ""
+    with pytest.raises(NotImplementedError, match=r"gluon_cf.recursive at .*test_remat_integers"
+                       r".py:\d+: with remat, argument 1 of the call to 'f' %s ?%s"
+                       % (where, REFUSED)):
+        _recursion(True, outer_integer)
+
+
+def test_recursive_integer_argument_from_integers_runs():
+    for a, b in zip(_recursion(True, False, from_float=False),
+                    _recursion(False, False, from_float=False)):
+        np.testing.assert_allclose(a, b, **TOL)
+
+
+def _loop(op, remat, from_float=True):
+    w = mx.nd.array([[0.5, -0.3], [0.2, 0.4]])
+    w.attach_grad()
+    x0 = mx.nd.array([[0.3, 1.7]])
+    x0.attach_grad()
+
+    def step(h, n):
+        h2 = mx.nd.tanh(mx.nd.dot(h, w)) * n.astype("float32") + 1
+        return h2, (h2 * 3).astype("int32") if from_float else n + 1
+
+    with autograd.record():
+        init = [x0 * 1, mx.nd.array([[1, 2]], dtype="int32")]
+        if op == "foreach":
+            def body(d, states):
+                h2, n2 = step(*states)
+                return h2 + d, [h2, n2]
+            out, states = gluon_cf.foreach(body, mx.nd.ones((4, 1, 2)), init, remat=remat)
+            n = states[1]
+        else:
+            def body(i, h, n):
+                h2, n2 = step(h, n)
+                return h2, [i + 1, h2, n2]
+            out, states = gluon_cf.while_loop(lambda i, h, n: i < 4, body,
+                                              [mx.nd.array([0])] + init, max_iterations=4,
+                                              remat=remat)
+            n = states[2]
+        y = out.sum() + n.astype("float32").sum() * 0.37
+    y.backward()
+    return x0.grad.asnumpy(), w.grad.asnumpy()
+
+
+@pytest.mark.parametrize("op", ["foreach", "while_loop"])
+@pytest.mark.parametrize("remat", [True, 2])
+def test_loop_integer_state_from_floats_is_refused(op, remat):
+    x_grad, _ = _loop(op, False)
+    assert np.abs(x_grad).max() > 1
+    with pytest.raises(NotImplementedError, match=r"gluon_cf.%s at .*test_remat_integers.py:"
+                       r"\d+: with remat, the body's state \d %s" % (op, REFUSED)):
+        _loop(op, remat)
+
+
+@pytest.mark.parametrize("op", ["foreach", "while_loop"])
+def test_loop_integer_state_from_integers_runs(op):
+    for a, b in zip(_loop(op, True, from_float=False), _loop(op, False, from_float=False)):
+        np.testing.assert_allclose(a, b, **TOL)
