@@ -187,7 +187,11 @@ def _rebind_dict_items(func):
     ("d = {'h': x}\nd[key] = x", False),
     ("d = {'h': x}\ndel d['h']\nd['h'] = x", False),
     ("d = {'h': x}\nfor d in ds:\n    d['h'] = x", False),
-    ("global d\nd = {'h': x}\nd['h'] = x", False)],
+    ("global d\nd = {'h': x}\nd['h'] = x", False),
+    ("d = {'h': x}\nv = d.values()\nd['h'] = x\nreturn v", False),
+    ("d = {'h': x}\nfor k, v in d.items():\n    d['h'] = v\nreturn d", False),
+    ("d = {'h': x}\nn = len(list(d.keys()))\nd['h'] = x\nreturn n", True),
+    ("d = {'h': x}\nfor v in d.values():\n    x = v\nd['h'] = x\nreturn d", True)],
     ids=lambda v: v.split("\n")[1][:30] if isinstance(v, str) else str(v))
 def test_only_a_dict_no_other_name_can_reach_has_its_items_rebound(source, rebound):
     """The conservative syntactic rule: the variable's only bindings are new dicts, and it is
@@ -215,6 +219,26 @@ def test_a_rebound_dict_keeps_pythons_key_order_and_values():
     exec(compile(ast.Module(body=[func], type_ignores=[]), "<test>", "exec"), namespace)
     got = namespace["f"](7)
     assert list(got.items()) == [("a", 11), ("b", [7, 7]), ("new", 3)]
+
+
+@pytest.mark.parametrize("source", [
+    "d = {'a': x, 'b': 2 * x}\nvals = d.values()\nd['a'] = x + 10\nreturn sum(vals)",
+    "d = {'a': x, 'b': 2 * x}\nfor k, v in d.items():\n    d['b'] = v * 10\nreturn d['b']",
+    "d = {'a': x}\nks = d.keys()\nd['b'] = x\nreturn len(ks)",
+    "d = {'a': x, 'b': 2 * x}\nn = sum(d.values())\nd['a'] += n\nreturn d['a']"],
+    ids=["values-kept", "items-iterated", "keys-kept", "values-summed"])
+def test_dict_views_see_item_assignments_as_in_python(source):
+    """A view of a dict (keys/values/items) sees the dict's later item assignments: where one
+    could, the dict's items stay assigned in place (they were rebound to a copy, the view
+    then read the old dict: 3 for 13, 20 for 100, 1 for 2)."""
+    func = ast.parse("def f(x):\n" + textwrap.indent(source, "    ")).body[0]
+    namespace = {"__ag__": importlib.import_module("gluon_cf.autograph.operators")}
+    exec(compile(ast.Module(body=[func], type_ignores=[]), "<plain>", "exec"), namespace)
+    want = namespace["f"](1)
+    _rebind_dict_items(func)
+    ast.fix_missing_locations(func)
+    exec(compile(ast.Module(body=[func], type_ignores=[]), "<test>", "exec"), namespace)
+    assert namespace["f"](1) == want
 
 
 # ---- MXNet's symbolic API on converted blocks
