@@ -399,6 +399,39 @@ def test_mxnet_errors_of_the_blocks_own_operators_name_its_hybrid_forward(
             _assert_equal(want, _forward(net, good))
 
 
+class _StateBesideDense(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=4)
+
+    def hybrid_forward(self, F, x, s):
+        out, state = gluon_cf.foreach(lambda r, st: (r * 2, [st[0] + r]), x, [s])
+        return F.broadcast_add(self.dense(out), state[0])
+
+
+def test_mxnet_dtype_errors_of_the_blocks_own_operators_say_dtypes_not_shapes():
+    """A float64 state beside float32 rows fails MXNet's type inference, not its shape
+    inference: the ValueError names the inputs' dtypes and says to cast (it named their
+    shapes, which were right, and said to check them)."""
+    net = _StateBesideDense()
+    net.initialize()
+    net.hybridize()
+    line = inspect.unwrap(_StateBesideDense.hybrid_forward).__code__.co_firstlineno
+    pattern = r"^%s:%d: hybrid_forward of block '\w+': MXNet could not run the block's graph " \
+        r"on inputs of dtypes float32, float64 \(Error in operator .*expected float64, got " \
+        r"float32\)\..*check the dtypes it combines" % (re.escape(__file__), line)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=pattern):
+            net(mx.nd.ones((3, 4)), mx.nd.zeros((4,), dtype="float64"))
+    want = _StateBesideDense()
+    want.initialize()
+    want.dense.weight.set_data(net.dense.weight.data())
+    x = mx.nd.array(np.arange(12).reshape(3, 4))
+    np.testing.assert_allclose(net(x, mx.nd.zeros((4,))).asnumpy(),
+                               want(x, mx.nd.zeros((4,))).asnumpy(), rtol=1e-6)
+
+
 # ---- first calls from several threads
 
 def test_first_calls_of_a_fresh_block_from_threads_equal_one_thread():
