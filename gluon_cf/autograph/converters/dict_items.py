@@ -120,7 +120,7 @@ def _reads_without_alias(name, parents):
         if not (isinstance(call, ast.Call) and call.func is parent):
             return False
         if parent.attr in _VIEWS:
-            return _used_up(call, name.id, parents)
+            return _used_up(call, parent.value.id, parents)
         return parent.attr in _READING_METHODS
     if isinstance(parent, ast.Dict):
         return any(key is None and value is name
