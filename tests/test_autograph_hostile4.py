@@ -191,7 +191,9 @@ def _rebind_dict_items(func):
     ("d = {'h': x}\nv = d.values()\nd['h'] = x\nreturn v", False),
     ("d = {'h': x}\nfor k, v in d.items():\n    d['h'] = v\nreturn d", False),
     ("d = {'h': x}\nn = len(list(d.keys()))\nd['h'] = x\nreturn n", True),
-    ("d = {'h': x}\nfor v in d.values():\n    x = v\nd['h'] = x\nreturn d", True)],
+    ("d = {'h': x}\nfor v in d.values():\n    x = v\nd['h'] = x\nreturn d", True),
+    ("d = {'h': x}\nd['h'] += x\nreturn keep(*d.values())", True),
+    ("d = {'h': x}\nd['h'] += x\nreturn keep(d.values())", False)],
     ids=lambda v: v.split("\n")[1][:30] if isinstance(v, str) else str(v))
 def test_only_a_dict_no_other_name_can_reach_has_its_items_rebound(source, rebound):
     """The conservative syntactic rule: the variable's only bindings are new dicts, and it is

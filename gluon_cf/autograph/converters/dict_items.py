@@ -19,10 +19,11 @@ NOTE [autograph dict items]
     or ``return d``: no other name, container or call can hold the same dict. A view
     (``d.keys()``/``values()``/``items()``) sees later assignments to the dict it came from,
     not to the copy: it is a read only where it is used up at once, as the only argument of
-    ``list``, ``tuple``, ``sorted``, ``set``, ``len`` and the like, or as the iterable of a
-    ``for`` that assigns no item of the dict (``vals = d.values()`` then ``d["a"] = v`` would
-    leave ``vals`` the old values). Anything else (``alias = d``, ``f(d)``, ``d.update(...)``, ``del
-    d[k]``) leaves every item assignment to it as written, refused in a tensor region as
+    ``list``, ``tuple``, ``sorted``, ``set``, ``len`` and the like, unpacked
+    (``f(*d.values())``) or as the iterable of a ``for`` that assigns no item of the dict
+    (``vals = d.values()`` then ``d["a"] = v`` would leave ``vals`` the old values).
+    Anything else (``alias = d``, ``f(d)``, ``d.update(...)``, ``del d[k]``) leaves every
+    item assignment to it as written, refused in a tensor region as
     before.
 """
 import ast
@@ -140,6 +141,8 @@ def _used_up(view, name, parents):
     user = parents.get(view)
     if isinstance(user, ast.Call) and user.args == [view] and not user.keywords:
         return isinstance(user.func, ast.Name) and user.func.id in _CONSUMERS
+    if isinstance(user, ast.Starred):   # f(*d.values()), [*d]: unpacked before the call
+        return isinstance(parents.get(user), (ast.Call, ast.List, ast.Tuple, ast.Set))
     if isinstance(user, (ast.For, ast.AsyncFor)) and user.iter is view:
         return not any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and
                        n.value.id == name and isinstance(n.ctx, ast.Store)
