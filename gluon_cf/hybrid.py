@@ -25,11 +25,13 @@ NOTE [partitioned blocks]
 """
 import inspect
 import json
+import re
 import threading
 
 from typing import List
 
 import mxnet as mx
+import numpy as np
 from mxnet.gluon import block as _block
 
 from . import executor, registry, remat as _remat
@@ -160,6 +162,10 @@ def _lock_of(block):
     return lock
 
 
+# a dtype's name in MXNet's message: its type inference failed, not its shape inference
+_DTYPE_NAME = re.compile(r"\b(float16|float32|float64|bfloat16|u?int(8|16|32|64)|bool)\b")
+
+
 def _graph_error_of(err, block, args):
     """The error, at the block's hybrid_forward, for MXNet's error ``err`` about an operator
     of the graph of a block with gluon_cf nodes (shape inference failed: ``x * i`` of shapes
@@ -194,6 +200,13 @@ def _graph_error_of(err, block, args):
             "at least one row, or guard the call (x.shape[0] > 0) before it"
             % (at, " and ".join("input %d of shape %s" % e for e in empty), detail),
             located=True)
+    if _DTYPE_NAME.search(detail):   # type inference failed: the shapes may be fine
+        return ValueError(
+            "%s: MXNet could not run the block's graph on inputs of dtypes %s (%s). The "
+            "operator is this hybrid_forward's or a function's it passes to gluon_cf: check "
+            "the dtypes it combines (MXNet's operators do not promote: cast the inputs, "
+            "x.astype('float32'), or the block, block.cast('float64'))"
+            % (at, ", ".join(np.dtype(a.dtype).name for a in arrays), detail))
     return ValueError(
         "%s: MXNet could not run the block's graph on inputs of shapes %s (%s). The operator "
         "is this hybrid_forward's or a function's it passes to gluon_cf: check the shapes it "

@@ -187,7 +187,13 @@ def _rebind_dict_items(func):
     ("d = {'h': x}\nd[key] = x", False),
     ("d = {'h': x}\ndel d['h']\nd['h'] = x", False),
     ("d = {'h': x}\nfor d in ds:\n    d['h'] = x", False),
-    ("global d\nd = {'h': x}\nd['h'] = x", False)],
+    ("global d\nd = {'h': x}\nd['h'] = x", False),
+    ("d = {'h': x}\nv = d.values()\nd['h'] = x\nreturn v", False),
+    ("d = {'h': x}\nfor k, v in d.items():\n    d['h'] = v\nreturn d", False),
+    ("d = {'h': x}\nn = len(list(d.keys()))\nd['h'] = x\nreturn n", True),
+    ("d = {'h': x}\nfor v in d.values():\n    x = v\nd['h'] = x\nreturn d", True),
+    ("d = {'h': x}\nd['h'] += x\nreturn keep(*d.values())", True),
+    ("d = {'h': x}\nd['h'] += x\nreturn keep(d.values())", False)],
     ids=lambda v: v.split("\n")[1][:30] if isinstance(v, str) else str(v))
 def test_only_a_dict_no_other_name_can_reach_has_its_items_rebound(source, rebound):
     """The conservative syntactic rule: the variable's only bindings are new dicts, and it is
@@ -215,6 +221,26 @@ def test_a_rebound_dict_keeps_pythons_key_order_and_values():
     exec(compile(ast.Module(body=[func], type_ignores=[]), "<test>", "exec"), namespace)
     got = namespace["f"](7)
     assert list(got.items()) == [("a", 11), ("b", [7, 7]), ("new", 3)]
+
+
+@pytest.mark.parametrize("source", [
+    "d = {'a': x, 'b': 2 * x}\nvals = d.values()\nd['a'] = x + 10\nreturn sum(vals)",
+    "d = {'a': x, 'b': 2 * x}\nfor k, v in d.items():\n    d['b'] = v * 10\nreturn d['b']",
+    "d = {'a': x}\nks = d.keys()\nd['b'] = x\nreturn len(ks)",
+    "d = {'a': x, 'b': 2 * x}\nn = sum(d.values())\nd['a'] += n\nreturn d['a']"],
+    ids=["values-kept", "items-iterated", "keys-kept", "values-summed"])
+def test_dict_views_see_item_assignments_as_in_python(source):
+    """A view of a dict (keys/values/items) sees the dict's later item assignments: where one
+    could, the dict's items stay assigned in place (they were rebound to a copy, the view
+    then read the old dict: 3 for 13, 20 for 100, 1 for 2)."""
+    func = ast.parse("def f(x):\n" + textwrap.indent(source, "    ")).body[0]
+    namespace = {"__ag__": importlib.import_module("gluon_cf.autograph.operators")}
+    exec(compile(ast.Module(body=[func], type_ignores=[]), "<plain>", "exec"), namespace)
+    want = namespace["f"](1)
+    _rebind_dict_items(func)
+    ast.fix_missing_locations(func)
+    exec(compile(ast.Module(body=[func], type_ignores=[]), "<test>", "exec"), namespace)
+    assert namespace["f"](1) == want
 
 
 # ---- MXNet's symbolic API on converted blocks
@@ -373,6 +399,39 @@ def test_mxnet_errors_of_the_blocks_own_operators_name_its_hybrid_forward(
         assert not isinstance(caught.value, mx.MXNetError)
         if works:
             _assert_equal(want, _forward(net, good))
+
+
+class _StateBesideDense(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=4)
+
+    def hybrid_forward(self, F, x, s):
+        out, state = gluon_cf.foreach(lambda r, st: (r * 2, [st[0] + r]), x, [s])
+        return F.broadcast_add(self.dense(out), state[0])
+
+
+def test_mxnet_dtype_errors_of_the_blocks_own_operators_say_dtypes_not_shapes():
+    """A float64 state beside float32 rows fails MXNet's type inference, not its shape
+    inference: the ValueError names the inputs' dtypes and says to cast (it named their
+    shapes, which were right, and said to check them)."""
+    net = _StateBesideDense()
+    net.initialize()
+    net.hybridize()
+    line = inspect.unwrap(_StateBesideDense.hybrid_forward).__code__.co_firstlineno
+    pattern = r"^%s:%d: hybrid_forward of block '\w+': MXNet could not run the block's graph " \
+        r"on inputs of dtypes float32, float64 \(Error in operator .*expected float64, got " \
+        r"float32\)\..*check the dtypes it combines" % (re.escape(__file__), line)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=pattern):
+            net(mx.nd.ones((3, 4)), mx.nd.zeros((4,), dtype="float64"))
+    want = _StateBesideDense()
+    want.initialize()
+    want.dense.weight.set_data(net.dense.weight.data())
+    x = mx.nd.array(np.arange(12).reshape(3, 4))
+    np.testing.assert_allclose(net(x, mx.nd.zeros((4,))).asnumpy(),
+                               want(x, mx.nd.zeros((4,))).asnumpy(), rtol=1e-6)
 
 
 # ---- first calls from several threads

@@ -15,10 +15,15 @@ NOTE [autograph dict items]
     the function's own (no parameter, ``global`` or ``nonlocal``, no closure, lambda or
     comprehension names it), each of its bindings is a dict display or dict comprehension
     (a new object), the key is a constant, and everywhere else it is only read through an
-    item (``d[k]``), ``d.get``/``keys``/``values``/``items``/``copy``, ``**d`` in a dict
-    display, ``len(d)``, ``k in d`` or ``return d``: no other name, container or call can
-    hold the same dict. Anything else (``alias = d``, ``f(d)``, ``d.update(...)``, ``del
-    d[k]``) leaves every item assignment to it as written, refused in a tensor region as
+    item (``d[k]``), ``d.get``/``copy``, ``**d`` in a dict display, ``len(d)``, ``k in d``
+    or ``return d``: no other name, container or call can hold the same dict. A view
+    (``d.keys()``/``values()``/``items()``) sees later assignments to the dict it came from,
+    not to the copy: it is a read only where it is used up at once, as the only argument of
+    ``list``, ``tuple``, ``sorted``, ``set``, ``len`` and the like, unpacked
+    (``f(*d.values())``) or as the iterable of a ``for`` that assigns no item of the dict
+    (``vals = d.values()`` then ``d["a"] = v`` would leave ``vals`` the old values).
+    Anything else (``alias = d``, ``f(d)``, ``d.update(...)``, ``del d[k]``) leaves every
+    item assignment to it as written, refused in a tensor region as
     before.
 """
 import ast
@@ -28,7 +33,11 @@ from ..pyct.static_analysis.activity import COMPREHENSIONS
 from ..pyct.templates import runtime_call
 from .assignments import _AUGMENTED
 
-_READING_METHODS = {"get", "keys", "values", "items", "copy"}
+_READING_METHODS = {"get", "copy"}
+_VIEWS = {"keys", "values", "items"}
+# builtins that use up an iterable before they return (a view given to them is read once)
+_CONSUMERS = {"list", "tuple", "sorted", "set", "frozenset", "len", "sum", "min", "max",
+              "any", "all", "dict"}
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef) + COMPREHENSIONS
 
 
@@ -109,8 +118,11 @@ def _reads_without_alias(name, parents):
         return not isinstance(parent.ctx, ast.Del)
     if isinstance(parent, ast.Attribute) and parent.value is name:
         call = parents.get(parent)
-        return parent.attr in _READING_METHODS and isinstance(call, ast.Call) and \
-            call.func is parent
+        if not (isinstance(call, ast.Call) and call.func is parent):
+            return False
+        if parent.attr in _VIEWS:
+            return _used_up(call, parent.value.id, parents)
+        return parent.attr in _READING_METHODS
     if isinstance(parent, ast.Dict):
         return any(key is None and value is name
                    for key, value in zip(parent.keys, parent.values))
@@ -121,3 +133,18 @@ def _reads_without_alias(name, parents):
         return name in parent.comparators and all(
             isinstance(op, (ast.In, ast.NotIn)) for op in parent.ops)
     return isinstance(parent, ast.Return)
+
+
+def _used_up(view, name, parents):
+    """Whether the view call ``view`` of the dict ``name`` is read at once, before any item
+    of the dict can be assigned (NOTE [autograph dict items])."""
+    user = parents.get(view)
+    if isinstance(user, ast.Call) and user.args == [view] and not user.keywords:
+        return isinstance(user.func, ast.Name) and user.func.id in _CONSUMERS
+    if isinstance(user, ast.Starred):   # f(*d.values()), [*d]: unpacked before the call
+        return isinstance(parents.get(user), (ast.Call, ast.List, ast.Tuple, ast.Set))
+    if isinstance(user, (ast.For, ast.AsyncFor)) and user.iter is view:
+        return not any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and
+                       n.value.id == name and isinstance(n.ctx, ast.Store)
+                       for n in ast.walk(user))
+    return False
