@@ -238,7 +238,8 @@ class Loop:
     def __init__(self, op, remat, where, data, states, closure, step, *, eager, random=True,
                  step_bytes=None, length=None):
         self.op, self.remat, self.where = op, remat, where
-        self.data, self.init, self.closure = list(data), list(states), list(closure)
+        self.data, self.init = _escapes.aliases(data), _escapes.aliases(states)
+        self.closure = list(closure)
         # Data needing no gradient stay unmarked in the recomputation (Embedding's indices).
         self.live_data = [live(d) for d in self.data]
         self.live_closure = [live(c) for c in self.closure]
@@ -426,7 +427,7 @@ class Loop:
         and the closure; ``outputs`` (stacked step outputs, then final states) its outputs.
         Returns the outputs to hand to the caller."""
         outputs = fresh(outputs)
-        _escapes.keep(self.data + self.init + outputs)   # (from an enclosing remat body)
+        _escapes.has_history(outputs)   # (from an enclosing remat body: not held here)
         self.per_step = per_step
         self.num_out = len(outputs) - len(self.init)
         if self.nested:   # in a hybridized gluon_cf node's forward (not its own)

@@ -139,10 +139,36 @@ def keep(arrays):
     and recorded afterwards, so what the body computes from them has history (before,
     ``f(n - 1) * 2`` kept outside a remat body passed as made from constants: x's gradient
     0.53 off, silently)."""
+    _mark(arrays, True)
+
+
+def has_history(arrays):
+    """Mark ``arrays`` (a recorded remat loop's outputs, which it does not hold) as having
+    history, as :func:`keep` does, but still watched: kept by the user beyond the body that
+    made them they escape it (their history stops at that body's detached inputs)."""
+    _mark(arrays, False)
+
+
+def _mark(arrays, kept):
     for a in arrays:
         created = _owner.get(id(a))
         if created is not None and id(a) in created:
-            created[id(a)] = (False,) + created[id(a)][1:4] + (True,)
+            site = created[id(a)]
+            created[id(a)] = (False,) + site[1:4] + (kept or site[4],)
+
+
+def aliases(arrays):
+    """What a recorded remat loop holds of ``arrays`` (its data and initial states): for an
+    array a running body made (this one or one enclosing it), a view of it (recorded when the body is), which gluon_cf
+    keeps (:func:`keep`), so that the user's own array is watched like any other (before, the
+    loop's references hid it: an initial state also appended to a list by a remat recursive
+    call's body, x's gradient silently 8 off); other arrays as they are. A marked leaf made
+    in the body (``attach_grad``) stays itself: a view of it would not be marked."""
+    if getattr(_state, "watch", None) is None:
+        return list(arrays)
+    held = [a.reshape(a.shape) if id(a) in _owner and a.grad is None else a for a in arrays]
+    keep(held)
+    return held
 
 
 def _init(self, handle, writable=True):

@@ -349,6 +349,41 @@ def test_what_the_body_computes_from_a_nested_calls_result_is_an_escape(route):
         run(True)
 
 
+
+@pytest.mark.parametrize("kept_array", ["initial state", "output"])
+def test_a_remat_loops_initial_state_or_output_kept_outside_a_remat_call_is_an_escape(
+        kept_array):
+    """A remat foreach in the first (recorded) run of a remat call's body: the loop holds its
+    initial state and its outputs have history, so both passed as kept by gluon_cf. Before,
+    the user's own copy of either, kept outside the body, went unseen (x's gradient 8 and
+    16 off with remat=True, no error); now the loop holds a view of the state and the user's
+    arrays are watched (NOTE [arrays escaping a remat body])."""
+    def run(remat):
+        x = mx.nd.array([[1.0, 2.0]])
+        x.attach_grad()
+        kept = []
+
+        @gluon_cf.recursive(remat=remat)
+        def f(k, s):
+            if int(k.asscalar()) == 0:
+                return s * 1.5
+            a = s * 2   # made here
+            outputs, _ = gluon_cf.foreach(lambda d, st: (d * st[0], [st[0] + d]),
+                                          mx.nd.ones((3, 1, 2)), [a], remat=True)
+            kept.append(a if kept_array == "initial state" else outputs)
+            return f(k - 1, s) + outputs.sum(axis=0)
+        with autograd.record():
+            loss = (f(mx.nd.array([1]), x) ** 2).sum() + sum((k ** 2).sum() for k in kept)
+        loss.backward()
+        return x.grad.asnumpy()
+    assert np.abs(run(False)).max() > 1
+    line = _line("made here") if kept_array == "initial state" else None
+    with pytest.raises(gluon_cf.EscapedArrayError) as info:
+        run(True)
+    if line is not None:
+        assert info.value.where.endswith(":%d" % line), str(info.value)
+
+
 _KEPT_BLOCKGRAD = """
 import mxnet as mx
 from mxnet import autograd, gluon
