@@ -350,10 +350,12 @@ def test_remat_keeps_less_memory_in_a_fresh_process():
     MB measured (ratio 0.36-0.49), 129-148 and 66-92 under load (0.48-0.67, a failure at 0.7
     in one loaded run); a loose bound (the groups recomputed one at a time keep far less). On
     1,500 nodes the heap's noise (~20 MB) put the ratio at 0.30-0.65, and over 0.7
-    once under load."""
+    once under load. Beside another job (load ~3) the smaller of two runs was 0.72 once
+    (remat 102 MB both times, where 59-70 quiet: MXNet's threaded engine holds more work in
+    flight when its threads wait for a core), hence up to three."""
     from gluon_cf.bench import memory
     peak: dict = {}
-    for attempt in range(2):   # the heap's noise only adds: the smaller of two runs each
+    for attempt in range(3):   # the heap's noise only adds: the smallest of the runs each
         for impl in ("gluon_cf", "gluon_cf_remat"):
             result = memory.measure(memory.Cell("treelstm_chain", impl, "train", 4000), 8, 2,
                                     150, timeout=300)
