@@ -16,7 +16,8 @@ NOTE [arrays escaping a remat body]
     a remat body runs (:func:`hooks`). An NDArray takes no weak reference, so the watch keeps
     ids, removed by ``__del__``: CPython frees a body's locals when it returns, so an id still
     there once the machinery dropped what it keeps (the body's results after copying them;
-    the arguments, results and saved results of the nested calls it made) is an array that
+    the arguments, results and saved results of the nested calls it made; views, made by
+    gluon_cf, of what a recorded remat loop in it holds: :func:`aliases`) is an array that
     outlives the body. Before calling it an escape, garbage cycles are collected (a frame held
     by a traceback, a local function referring to itself), generation by generation, only on
     this path. Then the forward raises, naming the line of the user's code that created the
@@ -133,8 +134,8 @@ def _site(frame):
 
 
 def keep(arrays):
-    """Mark ``arrays`` as kept by gluon_cf (a nested call's arguments and results, a recorded
-    remat loop's inputs and outputs): not escapes of the body that made them, whichever watch
+    """Mark ``arrays`` as kept by gluon_cf (a nested call's arguments and results, the views
+    a recorded remat loop holds of its data and initial states): not escapes of the body that made them, whichever watch
     that was, and with history: a nested node's outputs are made by ``detach`` (no history)
     and recorded afterwards, so what the body computes from them has history (before,
     ``f(n - 1) * 2`` kept outside a remat body passed as made from constants: x's gradient
