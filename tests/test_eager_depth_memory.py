@@ -154,7 +154,9 @@ def test_topdown_tree_lstm_of_max_depth_infers_within_2_gib():
     assert (ok, threads) == ("ok", "7"), proc.stdout
 
 
-TOPDOWN_CHAIN_TRAINING = TOPDOWN_CHAIN_UNDER_2_GIB + """
+# The same chain of a wider model: H = 256 needs ~100 KB a level (four gates of two rows).
+TOPDOWN_CHAIN_TRAINING = TOPDOWN_CHAIN_UNDER_2_GIB.replace(
+    "D, I, H, O = 19999, 3, 4, 2", "D, I, H, O = 19999, 3, 256, 2") + """
     try:
         with autograd.record():
             total, count = net(z)
@@ -173,12 +175,13 @@ TOPDOWN_CHAIN_TRAINING = TOPDOWN_CHAIN_UNDER_2_GIB + """
 
 
 def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
-    """Issue 24, item 7: a 19,999-level TopDownTreeLSTM chain with gradients needs ~3.7 GB;
-    under a 2 GiB address-space limit (``ulimit -v``) it ran out inside an MXNet operator and
-    the process died: SIGSEGV once, SIGABRT (``std::bad_alloc``, from a CachedOp call or an
-    NDArray's destructor) twice, in three runs. Every nested eager call now checks the space
-    left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still free
-    (NOTE [address-space headroom]): the process lives and trains on. ~25-35 s."""
+    """Issue 24, item 7: under a 2 GiB address-space limit (``ulimit -v``) a 19,999-level
+    TopDownTreeLSTM chain with gradients (then ~3.7 GB at H = 4) ran out inside an MXNet
+    operator and the process died: SIGSEGV once, SIGABRT (``std::bad_alloc``, from a CachedOp
+    call or an NDArray's destructor) twice, in three runs. Every nested eager call now checks
+    the space left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still
+    free (NOTE [address-space headroom]): the process lives and trains on. At H = 4 the chain
+    now fits (test_no_crash.py); at H = 256 it does not. ~15 s."""
     proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_TRAINING), timeout=300)
     assert proc is not None, "the process hung (timeout 300 s)"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
