@@ -267,8 +267,9 @@ class TopDownTreeLSTM(gluon.HybridBlock):
     two children iff ``expand_logit(h) > 0`` and ``d < max_depth``. ``total`` (B, O) is the sum of
     ``output(h)`` over the generated nodes, ``count`` (B, 1) their number. Eagerly, both
     children of a growing node are one two-row LSTM step, one CachedOp call (one autograd
-    node), and a node's growth is read on the host (NOTE [eager top-down tree]).
+    node), and a node's growth is read on the host.
     """
+    # (NOTE [eager top-down tree])
 
     def __init__(self, input_size: int, hidden_size: int = 150, output_size: Optional[int] = None,
                  max_depth: int = 8, **kwargs: Any) -> None:
