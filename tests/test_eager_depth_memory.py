@@ -145,7 +145,7 @@ def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
     call or an NDArray's destructor) twice, in three runs. Every nested eager call now checks
     the space left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still
     free (NOTE [address-space headroom]): the process lives and trains on. At H = 4 the chain
-    now fits (test_no_crash.py); at H = 256 it does not. ~15 s."""
+    now fits (test_no_crash.py); at H = 256 it stops at depth ~15,200. ~20-25 s."""
     proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_TRAINING), timeout=300)
     assert proc is not None, "the process hung (timeout 300 s)"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (

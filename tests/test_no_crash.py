@@ -431,7 +431,7 @@ def test_topdown_tree_lstm_chain_of_max_depth_trains_within_2_gib():
     children of a node as one call of the cell's blocks, ~120 KB: AddressSpaceError at depth
     ~17,150 (~3.7 GB needed). Both LSTM steps as one two-row step on gates precomputed per
     tree (NOTE [eager top-down tree]): ~33 KB a level, VmPeak ~1,870 MiB here. Inference of
-    the chain first, against the same oracle (VmPeak ~1,200 MiB alone). ~35-40 s."""
+    the chain first, against the same oracle (VmPeak ~1,200 MiB alone). ~35 s of CPU."""
     proc = run_case(TOPDOWN_CHAIN_IN_BOUNDED_ADDRESS_SPACE.format(depth=19999), timeout=400)
     assert proc.stdout.split()[:2] == ["ok", "1"]
 
