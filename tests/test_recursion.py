@@ -164,6 +164,34 @@ def test_topdown_generator_matches_reference_and_shapes_differ(hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
+@pytest.mark.parametrize("seed, bias", [(1, 0.1), (0, 0.2)])   # (0, 0.2): max_depth binds
+def test_topdown_eager_equals_its_cells_operator_by_operator(executor, seed, bias):
+    """NOTE [eager top-down tree]: the eager model grows both children of a node as one
+    two-row LSTM step on gates precomputed per tree and adds the biases of the outputs and
+    logits once; its totals, node counts and the gradients of every parameter and of ``z``
+    equal the cell's own blocks called node by node (``reference.topdown_eager``) to 1e-5,
+    for 8 rows of trees up to max_depth 6 (H = 5, O = 3; 1 to 127 nodes)."""
+    if executor != "batched":
+        pytest.skip("eager: the executor of hybridized recursion plays no part")
+    mx.random.seed(seed)
+    net = TopDownTreeLSTM(input_size=3, hidden_size=5, output_size=3, max_depth=6)
+    net.initialize(mx.init.Xavier())
+    net.cell.expand_logit.bias.set_data(nd.array([bias]))   # trees of many shapes
+    z = nd.random.normal(0, 2, shape=(8, 3))
+    z.attach_grad()
+    expected, counts, _, expected_grads = _topdown_reference(net, z)
+    expected_z_grad = z.grad.asnumpy().copy()
+    (got, got_counts), grads = _run(net, [z], hybridize=False)
+    np.testing.assert_array_equal(got_counts[:, 0], counts)
+    assert len(set(counts)) > 1 and max(counts) > 20, counts
+    np.testing.assert_allclose(got, expected, **TOL)
+    # float32 sums of per-node terms in another order: 1e-5 of each gradient's largest value
+    for name, want in list(expected_grads.items()) + [("z", expected_z_grad)]:
+        have = z.grad.asnumpy() if name == "z" else grads[name]
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5 * max(1, abs(want).max()),
+                                   err_msg=name)
+
+
 def test_childsum_hybridized_inference_matches_reference():
     net, encoded, inputs = _childsum_case()
     expected, _ = _reference_loss(net, encoded,

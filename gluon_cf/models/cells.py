@@ -147,25 +147,20 @@ class _TreeCell(gluon.HybridBlock):
 #     value of its graph an NDArray of ~0.6 KB before its data, ~8 KB a level of them
 #     oneDNN memory descriptors) and the gradient graph ``backward`` builds over the whole
 #     tape (nodes, entries, and the sum of each parameter's per-call gradients). The eager
-#     TopDownTreeLSTM computes both children of a growing node, with their outputs and
-#     expansion logits, in one call (``eager_children``; the root's in ``eager_head``) and
-#     reads the logit on the host; ``out + l_out + r_out`` stays two operators, summed in the
-#     graph's order. Operator by operator it held ~180 KB a level, one call ~120 KB: an
-#     8,000-level chain (16,001 nodes) with gradients died of bad_alloc under 2 GiB and now
-#     peaks at VmPeak ~1,820 MiB; 20,000 levels would still need ~3 GB (two LSTM steps, two
-#     outputs and two logits are ~40 values a level, and ten parameters' gradients each).
+#     TopDownTreeLSTM records less still (NOTE [eager top-down tree]).
 #     With no environment variable set (2 cores), ~1,000 MiB is reserved before the first
 #     node: OpenBLAS's 128 MiB per OpenMP thread, one per core, and 64 MiB per malloc arena
 #     for the five threads MXNet starts at its first operator. The chains then peak at
 #     TreeRNN 1,915, ChildSum 1,975, RNTN 2,145, TreeLSTM 2,225 and TopDown (19,999 levels)
-#     3,696 MiB, 7 OS threads throughout (no thread per hop, tests/test_eager_depth_memory.py).
+#     3,696 MiB (now ~1,870), 7 OS threads throughout (no thread per hop,
+#     tests/test_eager_depth_memory.py).
 #     Under a 2 GiB address-space limit (prlimit --as, fresh process each, no variable set):
 #     every chain's inference passes (VmPeak 1,085-1,219 MiB, TopDown 1,527); with gradients
 #     TreeRNN passed (1,855-1,874), ChildSum in 3 of 4 runs (1,926-1,977), RNTN and TreeLSTM
 #     failed in ``backward`` with MXNet's bad_alloc error while an internal node's call
 #     computed its leaf children; with all leaves in one call TreeLSTM peaks at ~1,890 and
-#     RNTN at ~1,730 MiB, ChildSum with all embeddings in one at ~1,900 (README: Recursion). TopDown stops with AddressSpaceError (NOTE
-#     [address-space headroom]). Per level, measured on a loop of the cells' calls (8,000
+#     RNTN at ~1,730 MiB, ChildSum with all embeddings in one at ~1,900 (README:
+#     Recursion). Per level, measured on a loop of the cells' calls (8,000
 #     levels, resident memory, leaf children in the call): TreeLSTM ~32 KB after the forward,
 #     ~60 KB at the peak of ``backward``; RNTN ~50, TreeRNN ~42. Our Python objects (frames,
 #     greenlet stacks) peak at 2-3.6 KB a level (tracemalloc), and are gone before
@@ -174,11 +169,38 @@ class _TreeCell(gluon.HybridBlock):
 #     not the calls, are most of it; oneDNN's memory descriptors are ~9 KB a level of the
 #     forward (23 KB with MXNET_MKLDNN_ENABLED=0). With MXNet's NaiveEngine, TreeLSTM ~56 and
 #     RNTN ~38: the threaded engine's queue holds ~4-11 KB a level of ``backward`` in
-#     flight. TopDown's call and ten parameters are ~48 KB a level before its ~40 values
-#     (~1.2 KB each), ~1.9 GB at depth 20,000 against the ~1,050 MiB left.
+#     flight.
 #     ``remat=True`` records one node per call: a 5,000-level TreeLSTM chain peaked 366 MB
 #     over its start with it, 335 MB without.
 #     Hybridized, the cells' blocks are called as before.
+
+
+# NOTE [eager top-down tree]
+#     The eager TopDownTreeLSTM grows a tree under ``autograd.record`` one recorded call per
+#     growing node, so at its max_depth of 19,999 levels the tape, not the tree, decides
+#     whether training fits in 2 GiB (issue 24, item 7). Operator by operator the cells held
+#     ~180 KB a level; both children with their outputs and logits as one call of the
+#     cell's blocks (two LSTM steps, ~40 values, ten parameters read per call) ~120 KB: the
+#     chain needed ~3.7 GB and stopped with AddressSpaceError at depth ~17,150. Now, per
+#     tree, ``eager_root`` computes once what does not depend on a node: the LSTM gates of
+#     both side inputs with both LSTM biases (``gates_x``, (2, 4H)) and one weight stacking
+#     the output, expansion and ``h2h`` weights; and per node a *head*, that weight times
+#     ``h`` without bias: the output, the logit and ``h2h(h)`` at once. A growing node's
+#     children are then one two-row LSTM step (``eager_grow``): gates = ``gates_x`` + the
+#     node's ``h2h`` row, one sigmoid and one tanh over all gates, sliced, and the children's
+#     heads. ~15 values a level and two tensors read per call, instead of ~40 and ten. The
+#     biases the heads leave out are added once: the logit's on the host (the growth is
+#     read there anyway), the output's as ``count * output.bias`` to the sum of all heads'
+#     outputs, one ``sum`` over their ``concat`` (no per-level ``out + l_out + r_out``).
+#     Same equations, other float32 rounding: values and gradients equal the cells' blocks
+#     called node by node to 1e-5 of each gradient's scale (tests/test_recursion.py).
+#     Measured on the 19,999-level chain (H = 4) with gradients, fresh process, no
+#     environment variable, 2 cores: ~17 KB a level after the forward (~6 KB of it our
+#     frames and greenlets, unrecorded), ~33 KB at the peak of ``backward``; VmPeak
+#     ~1,870 MiB with the numpy oracle in the process, under a 2 GiB limit
+#     (tests/test_no_crash.py), 1,660 with MALLOC_ARENA_MAX=2; 5x faster than before.
+#     What did not help: ``dot`` for the head's FullyConnected (OpenBLAS's own threads
+#     reserved ~200 MiB more). The hybridized model calls the cell's blocks as before.
 
 
 class LeafToken(NamedTuple):
@@ -470,20 +492,52 @@ class TopDownTreeLSTMCell(_TreeCell):
     def output_size(self):
         return self._output_size
 
-    def eager_head(self, h: nd.NDArray) -> List[nd.NDArray]:
-        """``[output(h), expand_logit(h)]`` of NDArrays as one CachedOp call (NOTE [eager
-        cells])."""
-        return self._eager_graph('head', 1, lambda h: [self.output(h), self.expand_logit(h)])(h)
+    def eager_root(self, h0: nd.NDArray) -> List[nd.NDArray]:
+        """The root ``h0`` (1, hidden_size) of an eagerly generated tree as one CachedOp call
+        (NOTE [eager top-down tree]): ``[c0, head0, gates_x, weight]``, where ``c0`` is
+        zeros, ``weight`` the output, expansion and LSTM ``h2h`` weights stacked,
+        ``head0 = FullyConnected(h0, weight, no_bias=True)`` the root's head (see
+        :meth:`eager_grow`), and ``gates_x`` (2, 4H) the LSTM's gates of the left and right
+        input vectors, with both LSTM biases."""
+        lstm, size = self.lstm, 4 * self._hidden_size
 
-    def eager_children(self, h: nd.NDArray, c: nd.NDArray) -> List[nd.NDArray]:
-        """Both children of the node ``(h, c)``, each with its output and expansion logit,
-        ``[h_l, c_l, output(h_l), expand_logit(h_l), h_r, c_r, output(h_r), expand_logit(h_r)]``,
-        as one CachedOp call on NDArrays (NOTE [eager cells])."""
-        def build(h, c):
-            values = []
-            for step in (self.left_child, self.right_child):
-                h_k, c_k = step(h, c)
-                values += [h_k, c_k, self.output(h_k), self.expand_logit(h_k)]
-            return values
+        def build(h0):
+            weight = sym.concat(self.output.weight.var(), self.expand_logit.weight.var(),
+                                lstm.h2h_weight.var(), dim=0)
+            inputs = sym.concat(self.left_child.input.var(), self.right_child.input.var(), dim=0)
+            gates_x = sym.FullyConnected(inputs, lstm.i2h_weight.var(),
+                                         lstm.i2h_bias.var() + lstm.h2h_bias.var(),
+                                         num_hidden=size)
+            head0 = sym.FullyConnected(h0, weight, no_bias=True, num_hidden=self._head_size)
+            return [sym.zeros_like(h0), head0, gates_x, weight]
 
-        return self._eager_graph('children', 2, build)(h, c)
+        return self._eager_graph('root', 1, build)(h0)
+
+    def eager_grow(self, side: int, c_pair: nd.NDArray, head_pair: nd.NDArray,
+                   gates_x: nd.NDArray, weight: nd.NDArray) -> List[nd.NDArray]:
+        """Both children of the node in row ``side`` of ``c_pair`` and ``head_pair`` (its
+        cell state and head), as one CachedOp call (NOTE [eager top-down tree]): ``[c, head]``,
+        each with the left child in row 0 and the right one in row 1, a child's head being
+        ``[output(h) - output.bias, expand_logit(h) - expand_logit.bias, h2h(h) - h2h.bias]``
+        of its ``h``."""
+        hidden, skip = self._hidden_size, self._output_size + 1
+
+        def build(c_pair, head_pair, gates_x, weight):
+            c = sym.slice_axis(c_pair, axis=0, begin=side, end=side + 1)
+            h2h = sym.slice(head_pair, begin=(side, skip), end=(side + 1, skip + 4 * hidden))
+            gates = sym.broadcast_add(gates_x, h2h)
+            # each activation on all four gates, then sliced: fewer values than four of each
+            sigmoid, tanh = sym.sigmoid(gates), sym.tanh(gates)
+            i, f, _, o = (sym.slice_axis(sigmoid, axis=1, begin=k * hidden,
+                                         end=(k + 1) * hidden) for k in range(4))
+            g = sym.slice_axis(tanh, axis=1, begin=2 * hidden, end=3 * hidden)
+            c_next = sym.broadcast_mul(f, c) + i * g
+            h_next = o * sym.tanh(c_next)
+            return [c_next, sym.FullyConnected(h_next, weight, no_bias=True,
+                                               num_hidden=self._head_size)]
+
+        return self._eager_graph(('grow', side), 4, build)(c_pair, head_pair, gates_x, weight)
+
+    @property
+    def _head_size(self):
+        return self._output_size + 1 + 4 * self._hidden_size

@@ -266,9 +266,10 @@ class TopDownTreeLSTM(gluon.HybridBlock):
     from ``h0 = tanh(W z)``, ``c0 = 0``; a node with hidden state ``h`` at depth ``d`` expands into
     two children iff ``expand_logit(h) > 0`` and ``d < max_depth``. ``total`` (B, O) is the sum of
     ``output(h)`` over the generated nodes, ``count`` (B, 1) their number. Eagerly, both
-    children of a growing node, with their outputs and expansion logits, are one CachedOp call
-    (``cell.eager_children``, one autograd node), and a node's growth is read on the host.
+    children of a growing node are one two-row LSTM step, one CachedOp call (one autograd
+    node), and a node's growth is read on the host.
     """
+    # (NOTE [eager top-down tree])
 
     def __init__(self, input_size: int, hidden_size: int = 150, output_size: Optional[int] = None,
                  max_depth: int = 8, **kwargs: Any) -> None:
@@ -288,10 +289,10 @@ class TopDownTreeLSTM(gluon.HybridBlock):
         cell, max_depth = self.cell, self.max_depth
 
         @gluon_cf.recursive
-        def node(h, c, *depth_or_head):
-            if eager:   # node(h, c, out, expand_logit(h))
-                return eager_node(h, c, *depth_or_head)
-            depth, = depth_or_head
+        def node(*args):
+            if eager:   # node(c, head) of a node's children, or of the root
+                return eager_node(*args)
+            h, c, depth = args
             out = cell.output(h)
 
             def stop():  # count 1, one row per invocation (so that it batches)
@@ -305,28 +306,45 @@ class TopDownTreeLSTM(gluon.HybridBlock):
             grow = (cell.expand_logit(h) > 0) * (depth < max_depth)
             return gluon_cf.cond(grow, expand, stop)
 
-        def eager_node(h, c, out, logit):
-            """``node`` on NDArrays, given ``out`` and the expansion logit of ``(h, c)``: both
-            children of a growing node, with their outputs and logits, are one CachedOp call
-            (NOTE [eager cells]); the tree's depth is the number of calls in progress."""
+        def eager_node(c, head):
+            """The number of nodes grown from the siblings (a node's children, or the root) of
+            cell states ``c`` and heads ``head``, one row each; the heads of the nodes grown
+            are appended to ``heads``; a growing node's children are one CachedOp call (NOTE
+            [eager top-down tree]); the tree's depth is the number of calls in progress."""
             depth = eager_depth() - row_depth[0] - 1
-            if not (logit.asscalar() > 0 and depth < max_depth):
-                return out, 1
-            h_l, c_l, out_l, logit_l, h_r, c_r, out_r, logit_r = cell.eager_children(h, c)
-            l_out, l_count = node(h_l, c_l, out_l, logit_l)
-            r_out, r_count = node(h_r, c_r, out_r, logit_r)
-            return out + l_out + r_out, 1 + l_count + r_count
+            count = c.shape[0]
+            if depth >= max_depth:
+                return count
+            # the expansion logits, their bias added on the host (NOTE [eager top-down tree])
+            logits = head.asnumpy()[:, cell.output_size] + expand_bias[0]
+            for side, logit in enumerate(logits):
+                if logit > 0:
+                    c_next, head_next = cell.eager_grow(side, c, head, *constants)
+                    heads.append(head_next)
+                    count += node(c_next, head_next)
+            return count
 
         eager = isinstance(z, mx.nd.NDArray)
         row_depth = [0]   # eager calls in progress outside the row's tree
+        heads: List[Any] = []   # eagerly, the heads of the row's tree's nodes
+        constants: List[Any] = []
+        expand_bias = [None]
 
         def per_row(z_row, _):
-            h0, c0 = self.root_state(F, z_row)
             if not eager:
+                h0, c0 = self.root_state(F, z_row)
                 total, count = node(h0, c0, F.zeros((1, 1)))
                 return [total, count], []
             row_depth[0] = eager_depth()
-            total, num_nodes = node(h0, c0, *cell.eager_head(h0))
+            c0, head0, *constants[:] = cell.eager_root(self.init(z_row))
+            expand_bias[0] = cell.expand_logit.bias.data(z_row.context).asnumpy()
+            heads[:] = [head0]
+            num_nodes = node(c0, head0)
+            # the outputs of all nodes, their biases added once
+            total = F.sum(F.slice_axis(F.concat(*heads, dim=0), axis=1, begin=0,
+                                       end=cell.output_size), axis=0, keepdims=True)
+            total = F.broadcast_add(total, num_nodes * cell.output.bias.data(z_row.context))
+            heads[:] = []
             return [total, F.full((1, 1), num_nodes, ctx=total.context, dtype=total.dtype)], []
 
         (totals, counts), _ = gluon_cf.foreach(per_row, F.expand_dims(z, axis=1), [])
