@@ -69,15 +69,17 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our own "user" code
 
 
-def user_location(skip: int = 1) -> Optional[str]:
-    """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None."""
+def user_location(skip: int = 1, models_are_user: bool = True) -> Optional[str]:
+    """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None.
+    ``models_are_user=False``: outside all of gluon_cf, its models and benchmark too (the
+    line of the user who called one of our models)."""
     frame: Optional[types.FrameType] = sys._getframe(skip)
     while frame is not None:
         path = frame.f_code.co_filename
         # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
         module = frame.f_globals.get("__name__") or ""
         if not module.startswith("mxnet") and not path.startswith(_MXNET_DIR) and (
-                not path.startswith(_OWN_DIR) or path.startswith(_USER_DIRS)):
+                not path.startswith(_OWN_DIR) or (models_are_user and path.startswith(_USER_DIRS))):
             return "%s:%d" % (path, frame.f_lineno)
         frame = frame.f_back
     return None
