@@ -113,7 +113,7 @@ class RecursiveFunction:
                     # a call from one of our models names the user's line that called it
                     outer = user_location(models_are_user=False) or where
                     if where and len(exc.args) == 1 and isinstance(exc.args[0], str) \
-                            and not exc.args[0].startswith(outer):   # (nested outer calls)
+                            and outer and not exc.args[0].startswith(outer):   # (nested)
                         exc.args = ("%s: %s%s" % (outer, exc.args[0], "" if outer == where else
                                                   " (the recursion's call: %s)" % where),)
                     raise exc.with_traceback(None) from None
