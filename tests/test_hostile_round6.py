@@ -198,6 +198,41 @@ def test_a_1d_boolean_mask_keeping_nothing_is_a_zero_size_error_at_the_users_lin
             gluon_cf.set_executor("batched")
 
 
+def test_symbolic_infer_type_and_bind_of_a_float64_state_name_the_users_line():
+    """A float64 state beside float32 rows in a symbolic foreach: ``infer_type`` and ``bind``
+    raised MXNet's raw error (elemwise_op_common.h:134, "Check failed: assign(&dattr, ...)"),
+    as MXNet's own foreach does; now the operator and the line of the *."""
+    data, h = mx.sym.var("data"), mx.sym.var("h")
+    outs, st = gluon_cf.foreach(lambda x, s: (x * s[0], [s[0] + x]), data, [h])
+    graph = mx.sym.Group([outs, st[0]])
+    line = inspect.currentframe().f_lineno - 2
+    pattern = r"^%s:%d: elemwise_mul .*expected float32, got float64" % (
+        re.escape(__file__), line)
+    with pytest.raises(ValueError, match=pattern):
+        graph.infer_type(data="float32", h="float64")
+    with pytest.raises(ValueError, match=pattern):
+        graph.bind(mx.cpu(), {"data": mx.nd.ones((3, 2)),
+                              "h": mx.nd.ones(2, dtype="float64")}).forward()
+
+
+def _eager_predicates_of_two_elements():
+    x = mx.nd.array([1.0, -2.0])
+    yield "cond", "pred", lambda: gluon_cf.cond(x > 0, lambda: x, lambda: -x)
+    yield "while_loop", "the value returned by cond", lambda: gluon_cf.while_loop(
+        lambda i: i < 3, lambda i: ([i], [i + 1]), [x], max_iterations=3)
+
+
+def test_an_eager_predicate_of_two_elements_names_the_users_call():
+    """Eagerly, cond's pred and while_loop's cond value of two elements said "gluon_cf.cond:
+    pred must have exactly one element", naming no line (hybridized names the node's)."""
+    source, first = inspect.getsourcelines(_eager_predicates_of_two_elements)
+    for op, what, call in _eager_predicates_of_two_elements():
+        line = first + next(k for k, text in enumerate(source) if "gluon_cf.%s(" % op in text)
+        with pytest.raises(ValueError, match=r"^gluon_cf\.%s at %s:%d: %s must have exactly one "
+                           r"element, got shape \(2,\)$" % (op, re.escape(__file__), line, what)):
+            call()
+
+
 # ---- MXNet's own contrib ops as the oracle ---------------------------------------------------
 
 def test_symbolic_nested_loops_equal_mxnet_for_both_binds_and_grad_reqs():
