@@ -349,3 +349,36 @@ def test_contrib_programs_equal_mxnets_own_ops(program, arrays):
         for w, g in zip(want, got):
             assert w.dtype == g.dtype and w.shape == g.shape
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_an_exported_treelstm_imported_trains_like_the_original(tmp_path):
+    """``net.export`` of a hybridized TreeLSTM with a frozen embedding (grad_req 'null'),
+    ``SymbolBlock.imports``, then gradients and two Adam steps: equal to the original."""
+    from gluon_cf.models import TreeLSTM
+    forest = [np.array(a, "f") for a in ([1, 2, 3, 4, 5], [-1, -1, 0, -1, 2],
+                                         [-1, -1, 1, -1, 3], [4, 2, 4])]
+    mx.random.seed(0)
+    net = TreeLSTM(10, embed_size=4, hidden_size=3, num_classes=2)
+    net.initialize(mx.init.Xavier())
+    net.embed.weight.grad_req = "null"
+    net.hybridize()
+    net(*[mx.nd.array(a) for a in forest])
+    net.export(str(tmp_path / "tree"))
+    imported = gluon.SymbolBlock.imports(str(tmp_path / "tree-symbol.json"),
+                                         ["data0", "data1", "data2", "data3"],
+                                         str(tmp_path / "tree-0000.params"))
+    imported.collect_params()[net.embed.weight.name].grad_req = "null"
+    imported.hybridize()
+    results = []
+    for model in (net, imported):
+        trainer = gluon.Trainer(model.collect_params(), "adam", {"learning_rate": 0.01})
+        for _ in range(2):
+            with autograd.record():
+                loss = (model(*[mx.nd.array(a) for a in forest]) ** 2).sum()
+            loss.backward()
+            trainer.step(1)
+        params = model.collect_params()
+        results.append([model(*[mx.nd.array(a) for a in forest]).asnumpy()] +
+                       [params[k].data().asnumpy() for k in sorted(net.collect_params())])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
