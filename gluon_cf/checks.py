@@ -42,15 +42,23 @@ def check_scalar_pred(op, what, shape):
                          % (op, what, tuple(shape)))
 
 
-def pred_value(op, what, pred):
-    """Python bool of an eager predicate (NDArray of one element, or a Python/numpy scalar)."""
+def pred_value(op, what, pred, eager=False):
+    """Python bool of an eager predicate (NDArray of one element, or a Python/numpy scalar).
+    ``eager``: the op runs eagerly, from the user's call, which its errors name (there is no
+    graph node to name)."""
     if isinstance(pred, mx.nd.NDArray):
-        check_scalar_pred(op, what, pred.shape)
+        try:
+            check_scalar_pred(op, what, pred.shape)
+        except ValueError as err:
+            if not eager:
+                raise
+            raise ValueError(str(err).replace("gluon_cf.%s:" % op, _op_at(op) + ":", 1)) \
+                from None
         return bool(pred.asscalar())
     if isinstance(pred, (bool, int, float, np.bool_, np.number)):
         return bool(pred)
-    raise TypeError("gluon_cf.%s: %s must be a one-element NDArray/Symbol or a Python scalar, "
-                    "got %s" % (op, what, type(pred).__name__))
+    raise TypeError("%s: %s must be a one-element NDArray/Symbol or a Python scalar, got %s"
+                    % (_op_at(op) if eager else "gluon_cf." + op, what, type(pred).__name__))
 
 
 def mismatch(op, what, left_name, left, right_name, right):

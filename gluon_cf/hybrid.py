@@ -36,6 +36,7 @@ from mxnet.gluon import block as _block
 
 from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
+from .graph.operator_errors import OperatorShapeError
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS
@@ -177,10 +178,10 @@ def _graph_error_of(err, block, args):
     plan = getattr(block, "_gluon_cf_plan", None)
     text = str(err)
     if plan is None or not plan.has_nodes or "gluon_cf" in text or \
-            isinstance(err, (DynamicShapeError, IncompleteShapeError)) or \
+            isinstance(err, (DynamicShapeError, IncompleteShapeError, OperatorShapeError)) or \
             "Error in operator " not in text:
-        # (a graph without gluon_cf nodes is MXNet's business alone; a node's own refusal
-        # already names it)
+        # (a graph without gluon_cf nodes is MXNet's business alone; a node's own refusal, or
+        # an operator's of a body, already names it)
         return None
     function = inspect.unwrap(type(block).hybrid_forward)
     code = getattr(function, "__code__", None)

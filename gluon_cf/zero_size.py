@@ -37,7 +37,9 @@ _original_invoke = _register._imperative_invoke
 def _invoke(handle, ndargs, *rest):
     """MXNet's ``_imperative_invoke`` for its generated NDArray operators: inside an eager
     body under autograd, an operator of only zero-size inputs runs unrecorded, and one that
-    refuses a zero-size input is a ZeroSizeError at the user's line (NOTE above)."""
+    refuses a zero-size input is a ZeroSizeError at the user's line (NOTE above); so is a
+    ``boolean_mask`` of 1-D data keeping nothing (NOTE [a one-dimensional result of no
+    element] in ``graph/partitioned.py``)."""
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
     empty = [k for k, a in enumerate(ndargs) if 0 in a.shape]
@@ -45,7 +47,20 @@ def _invoke(handle, ndargs, *rest):
         if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 return _original_invoke(handle, ndargs, *rest)
-        return _original_invoke(handle, ndargs, *rest)
+        out = _original_invoke(handle, ndargs, *rest)
+        if sys._getframe(1).f_code.co_name == "boolean_mask":
+            try:
+                out.shape   # noqa: B018 - read for MXNet's error
+            except mx.MXNetError:
+                raise ZeroSizeError(
+                    "gluon_cf: boolean_mask%s kept no element of its 1-D input (shape %s) "
+                    "in an op's body run eagerly: MXNet 1.x cannot hold a one-dimensional "
+                    "array of no element (its legacy shapes read (0,) as unknown). Give the "
+                    "data a trailing axis (x.reshape((-1, 1)), then (0, 1) rows are possible) "
+                    "or guard the call with gluon_cf.cond on the mask's sum"
+                    % (" at %s" % user_location() if user_location() else "",
+                       ndargs[0].shape), located=user_location() is not None) from None
+        return out
     except mx.MXNetError as err:
         if not empty:
             raise

@@ -9,6 +9,7 @@ import numpy as np
 from mxnet import autograd
 
 import gluon_cf
+from gluon_cf.graph.operator_errors import OperatorShapeError
 
 INTERNAL = re.compile(r"MXNetError|PendingShape|Check failed|Traceback|mxnet/src|"
                       r"_Map_base|Symbol\.Group|slice_axis|squeeze|infer_shape|"
@@ -101,7 +102,8 @@ def classify_pair(want, got, files, plain_fails=None):
     if want[0] == "error" and type(err) is type(want[1]) and str(err) == str(want[1]):
         return "equal"        # plain Python's own error (its traceback names the line)
     if isinstance(err, (TypeError, AttributeError, KeyError, mx.MXNetError)) and \
-            not isinstance(err, (gluon_cf.AutographError, gluon_cf.IncompleteShapeError)):
+            not isinstance(err, (gluon_cf.AutographError, gluon_cf.IncompleteShapeError,
+                                 OperatorShapeError)):
         return "internal"     # (from the library's plumbing, whatever the message)
     if isinstance(err, gluon_cf.ZeroSizeError) and want[0] == "error" and \
             any(re.search(r"\bat " + re.escape(f) + r":\d+\b", str(err)) for f in files) and \

@@ -70,13 +70,14 @@ EAGER = [
     ("while_func_not_callable", lambda: gluon_cf.while_loop(lambda v: v.sum() < 9, [], X,
                                                             max_iterations=2), TypeError,
      "gluon_cf.while_loop: func must be callable, got list"),
-    ("cond_pred_not_one_element", lambda: gluon_cf.cond(X > 0, lambda: X, lambda: X),
-     ValueError, "gluon_cf.cond: pred must have exactly one element, got shape (2, 3)"),
-    ("while_cond_not_one_element", lambda: gluon_cf.while_loop(lambda v: v < 3,
-                                                               lambda v: (v, v + 1), X,
-                                                               max_iterations=3), ValueError,
-     "gluon_cf.while_loop: the value returned by cond must have exactly one element, "
-     "got shape (2, 3)"),
+    ("cond_pred_not_one_element",
+     lambda: gluon_cf.cond(X > 0, lambda: X, lambda: X),
+     ValueError, f"gluon_cf.cond at {line_of('cond_pred_not_one_element')}: pred must have "
+                 "exactly one element, got shape (2, 3)"),
+    ("while_cond_not_one_element",
+     lambda: gluon_cf.while_loop(lambda v: v < 3, lambda v: (v, v + 1), X, max_iterations=3),
+     ValueError, f"gluon_cf.while_loop at {line_of('while_cond_not_one_element')}: the value "
+                 "returned by cond must have exactly one element, got shape (2, 3)"),
     ("cond_branch_returns_int", lambda: gluon_cf.cond(nd.ones(1), lambda: 3, lambda: X),
      TypeError, "gluon_cf.cond: the value returned by a branch must be an NDArray/Symbol or a "
      "(nested) list of them, got int"),

@@ -17,6 +17,7 @@ from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
 from ..errors import ZeroSizeError
 from ..operators import INDEX_INPUTS, SOURCE_ATTR, describe_node
+from .operator_errors import graph_operator_error, operator_error
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
 # fields' types depend on the field, so it stays a plain dict. An entry is one output of a
@@ -68,15 +69,25 @@ class CachedGraph(CachedOpPair):
             for dst, value in zip(out, outputs):
                 dst[:] = value
             return out
-        return super().__call__(*args, out=out)
+        try:
+            return super().__call__(*args, out=out)
+        except mx.MXNetError as err:   # NOTE [operators refusing shapes at run time]
+            ours = graph_operator_error(self._json_nodes(), err)
+            if ours is None:
+                raise
+            raise ours from None
 
-    def _op_by_op(self, args):
+    def _json_nodes(self):
         if self._nodes is None:
             js = json.loads(self.symbol.tojson())
             self._nodes, self._heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
+        return self._nodes
+
+    def _op_by_op(self, args):
+        nodes = self._json_nodes()
         by_name = dict(zip(self.symbol.list_inputs(), args))
         values, origin = {}, {}   # entry -> NDArray; entry -> what made it zero-size
-        for nid, n in enumerate(self._nodes):
+        for nid, n in enumerate(nodes):
             if n["op"] == "null":
                 values[(nid, 0)] = by_name[n["name"]]
                 origin[(nid, 0)] = self.origins.get(n["name"], "input %r" % n["name"])
@@ -92,7 +103,10 @@ class CachedGraph(CachedOpPair):
             except mx.MXNetError as err:
                 empty = [(k, e) for k, e in enumerate(entries) if 0 in values[e].shape]
                 if not empty:
-                    raise
+                    ours = operator_error(n, inputs, err)
+                    if ours is None:
+                        raise
+                    raise ours from None
                 raise _zero_size_error(n, inputs, [(k, origin[e]) for k, e in empty],
                                        err) from None
             made = next((origin[e] for e in entries if 0 in values[e].shape), None)

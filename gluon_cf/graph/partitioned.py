@@ -22,8 +22,9 @@ from typing import Dict, List, Set, Union
 import mxnet as mx
 
 from .. import registry, staging
+from ..errors import ZeroSizeError
 from ..executor import Parallel, done
-from ..operators import DYNAMIC_SHAPE_OPS
+from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node
 from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin_of,
                            visible_attrs)
 from .shape_inference import (for_rule, infer_by_mxnet, learn, mxnet_infer_shape_partial,
@@ -122,6 +123,7 @@ class _OperatorCall:
 
     def __init__(self, node, in_entries, out_entries):
         self.op = node["op"]
+        self.node = node
         self.attrs = visible_attrs(node)
         self.in_entries = in_entries
         self.out_entries = out_entries
@@ -166,7 +168,33 @@ class _RunTimeShapeCall(_OperatorCall):
             learn(shapes, e, registry.Dynamic(dims))
 
     def run(self, values, frame):
-        return done(list(invoke(self.op, [values[e] for e in self.in_entries], self.attrs)))
+        inputs = [values[e] for e in self.in_entries]
+        outputs = list(invoke(self.op, inputs, self.attrs))
+        for out in outputs:
+            try:
+                out.shape   # noqa: B018 - read for MXNet's error
+            except mx.MXNetError:   # NOTE [a one-dimensional result of no element]
+                raise _no_element_error(self.node, inputs) from None
+        return done(outputs)
+
+
+# NOTE [a one-dimensional result of no element]
+#     MXNet 1.x's legacy shapes cannot hold a one-dimensional array of no element ((0,) is an
+#     unknown shape: even ``mx.nd.zeros((0,))`` fails), so a ``boolean_mask`` of 1-D data that
+#     keeps nothing makes an array whose shape cannot be read ("Shape is unknown", raised by
+#     whatever reads it next, with no line). Eager MXNet fails alike. Such a result is a
+#     ZeroSizeError at the user's line of the operator, on every call; data with a trailing
+#     axis (``x.reshape((-1, 1))``) gives a (0, 1) array, which MXNet can hold.
+
+
+def _no_element_error(node, inputs):
+    return ZeroSizeError(
+        "gluon_cf: %s kept no element of its 1-D input (shape %s): MXNet 1.x cannot hold a "
+        "one-dimensional array of no element (its legacy shapes read (0,) as unknown), eagerly "
+        "either. Give the data a trailing axis (x.reshape((-1, 1)), then (0, 1) rows are "
+        "possible) or guard the call with gluon_cf.cond on the mask's sum"
+        % (describe_node(node), inputs[0].shape if inputs else "?"),
+        located=SOURCE_ATTR in node.get("attrs", {}))
 
 
 class _CfGroup:

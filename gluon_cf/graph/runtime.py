@@ -13,6 +13,7 @@ from ..executor import done
 from ..operators import DYNAMIC_SHAPE_OPS
 from .cached_graph import CachedGraph, as_list, block_index_gradients
 from .partitioned import PartitionedGraph, has_gluon_cf_nodes
+from .operator_errors import graph_operator_error
 from .shape_inference import dynamic_outputs, infer_by_mxnet
 
 
@@ -222,7 +223,13 @@ class Graph:
         if key in self._type_cache:
             args, outs = self._type_cache[key]
         else:
-            args, outs, _ = self.symbol.infer_type_partial(**known)
+            try:
+                args, outs, _ = self.symbol.infer_type_partial(**known)
+            except mx.MXNetError as err:   # NOTE [operators refusing shapes at run time]
+                ours = graph_operator_error(self._symbol_json()["nodes"], err)
+                if ours is None:
+                    raise
+                raise ours from None
             if outs and all(o is not None for o in outs):
                 self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}

@@ -10,6 +10,7 @@ import mxnet as mx
 
 from .. import registry
 from ..operators import DYNAMIC_SHAPE_RANKS
+from .operator_errors import graph_operator_error
 
 # NOTE [run-time shapes]
 #     Some shapes are known only when the graph runs: the output of an operator whose shape
@@ -83,9 +84,12 @@ def infer_by_mxnet(symbol, js, names, given):
         try:
             inputs, outs = mxnet_infer_shape_partial(symbol, attempt)
             break
-        except mx.MXNetError:
-            if not dynamic:
-                raise
+        except mx.MXNetError as err:
+            if not dynamic:   # NOTE [operators refusing shapes at run time]
+                ours = graph_operator_error(js["nodes"], err)
+                if ours is None:
+                    raise
+                raise ours from None
             # An operator that cannot take a run-time shape as unknown (arange_like checks
             # the rank of an unknown input): what depends on it is Dynamic.
     if outs is None:

@@ -46,7 +46,7 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     check_callable(OP, then_func=then_func, else_func=else_func)
     if isinstance(pred, mx.sym.Symbol):
         return _cond_symbolic(pred, then_func, else_func, name)
-    branch = then_func if pred_value(OP, "pred", pred) else else_func
+    branch = then_func if pred_value(OP, "pred", pred, eager=True) else else_func
     value = eagerly(branch)     # (NOTE [eager zero-size values])
     flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
     # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.

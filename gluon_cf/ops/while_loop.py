@@ -95,13 +95,14 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
                             length=max_iterations)
         outputs, final = executor.run(_remat_loop(
             loop_, lambda vs: done(pred_value(OP, "the value returned by cond",
-                                              eagerly(step.cond, vs))), pad_to))
+                                              eagerly(step.cond, vs), eager=True)), pad_to))
         if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
             return [], regroup(final, vars_fmt)
         return _result(outputs, final, step.out_fmt, vars_fmt)
     outputs, final = executor.run(loop(
         # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
-        lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs))),
+        lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs),
+                                   eager=True)),
         lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])

@@ -1,0 +1,64 @@
+"""Errors of operators of a traced body that refuse the shapes or dtypes they are given, at the
+user's line that made them (NOTE [operators refusing shapes at run time])."""
+import re
+from typing import Any, Dict, Optional, Sequence
+
+import mxnet as mx
+import numpy as np
+
+from ..errors import mxnet_message
+from ..operators import SOURCE_ATTR
+
+# NOTE [operators refusing shapes at run time]
+#     A body whose shapes are known only at run time (a boolean_mask in a loop's step) is
+#     inferred by MXNet when its CachedOp runs, on the shapes of that run: a shape mismatch of
+#     the user's own code there (a Symbol's ``+`` of shapes (3,) and (1,), which NDArrays
+#     broadcast) is an MXNetError naming only a graph node, raised inside the node's run (on
+#     one of MXNet's worker threads, reaching the user at the next read of any output). The
+#     operator's node in the body knows the user's line that made it (NOTE [source
+#     locations]), so the error is an OperatorShapeError naming the operator, that line and
+#     the shapes, on every such call. Likewise when MXNet infers such a body's shapes for
+#     ``Symbol.infer_shape`` of a graph holding gluon_cf nodes (a state of the wrong shape).
+OPERATOR_NAMED = re.compile(r"Error in operator (\S+?):")
+# MXNet's words for an operator refusing its inputs' shapes or dtypes
+_REFUSED = re.compile(r"Incompatible attr|Shape inconsistent|inferring shapes failed|"
+                      r"shape error|[Ii]nfer ?[Ss]hape|[Ii]nfer ?[Tt]ype|type inconsistent")
+
+
+class OperatorShapeError(ValueError, mx.MXNetError):
+    """An operator of a body refused the shapes or dtypes it was given (NOTE
+    [operators refusing shapes at run time]); its message names the operator, the user's line
+    and the shapes. An MXNetError too, as what it replaces."""
+
+
+def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
+                   err: Exception) -> Optional[OperatorShapeError]:
+    """The OperatorShapeError for MXNet's error ``err`` about JSON node ``node`` (of a body
+    traced by gluon_cf, so with the user's line) refusing the shapes or dtypes of
+    its NDArrays ``inputs`` (None: not known, the node ran inside a CachedOp); None for other
+    errors or nodes."""
+    text = str(err)
+    where = node.get("attrs", {}).get(SOURCE_ATTR)
+    if where is None or not _REFUSED.search(text) or \
+            type(err).__module__.startswith("gluon_cf"):   # (ours says what it is already)
+        return None
+    detail = next((mxnet_message(line) for line in text.splitlines() if "Check failed" in line
+                   or "Error in operator" in line), mxnet_message(text.strip().splitlines()[-1]))
+    detail = detail.replace(" in node  at ", " at ")   # (imperatively MXNet names no node)
+    given = "" if inputs is None else " of shapes %s, dtypes %s" % (
+        ", ".join(str(a.shape) for a in inputs),
+        ", ".join(np.dtype(a.dtype).name for a in inputs))
+    return OperatorShapeError(
+        "%s: %s (node %r) refused its inputs%s (%s). Check the shapes and dtypes "
+        "it combines (a Symbol's +, -, *, / need equal shapes where an NDArray's broadcast: "
+        "F.broadcast_add, F.broadcast_mul ...)"
+        % (where, node["op"], node["name"], given, detail))
+
+
+def graph_operator_error(nodes: Sequence[Dict[str, Any]], err: Exception
+                         ) -> Optional[OperatorShapeError]:
+    """The OperatorShapeError for MXNet's error ``err`` about a node of the JSON ``nodes`` of a
+    graph it ran or inferred; None when it names none of them with the user's line."""
+    match = OPERATOR_NAMED.search(str(err))
+    node = match and next((n for n in nodes if n["name"] == match.group(1)), None)
+    return operator_error(node, None, err) if node else None
