@@ -20,7 +20,9 @@ See NOTE [mx2onnx pitfalls] (``mx2onnx_fixes.py``) before writing a converter. T
 """
 from .conversion import symbol_to_onnx_graph
 from .custom import register_custom_converter
-from .model import export_symbol_onnx, make_onnx_model, remove_unused_initializers
+from .model import (check_exported_model, export_symbol_onnx, make_onnx_model,
+                    remove_unused_initializers)
+from .runtime_kernels import unstamp
 from .specs import (DEFAULT_OPSET, SUPPORTED_OPSETS, CustomOpNode, OnnxGraph, ValueSpec,
                     value_info)
 # For the export rules and onnx_export: how an export error names its node and the user's line.
@@ -32,5 +34,5 @@ __all__ = [
     "DEFAULT_OPSET", "SUPPORTED_OPSETS", "ValueSpec", "OnnxGraph", "CustomOpNode",
     "register_custom_converter", "symbol_to_onnx_graph", "export_symbol_onnx",
     "make_onnx_model", "params_to_initializers", "remove_unused_initializers", "value_info",
-    "ExportTieWarning",
+    "ExportTieWarning", "check_exported_model", "unstamp",
 ]

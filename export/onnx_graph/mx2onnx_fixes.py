@@ -505,7 +505,9 @@ def _convert_embedding(node, **kwargs):
     """``Embedding`` with mx2onnx's converter, its indices clipped to ``[0, input_dim - 1]``
     first as MXNet clips them (an index -1, a padding id, reads row 0): ONNX's Gather read
     row -1 from the end, silently, and failed the run on an index past the end."""
-    nodes, dtypes = _MX2ONNX_EMBEDDING(node, **kwargs)
+    nodes, _ = _MX2ONNX_EMBEDDING(node, **kwargs)
+    # the weight's dtype (mx2onnx took the dtype attribute, float32 after net.cast('float64'))
+    dtypes = (_op_translations_opset12.get_input_dtypes(node, kwargs)[1],)
     cast, gather = nodes
     name = gather.output[0]
 
@@ -546,7 +548,22 @@ _MX2ONNX_ONE_HOT = MXNetGraph.registry_[12]["one_hot"]
 _MX2ONNX_EMBEDDING = MXNetGraph.registry_[12]["Embedding"]
 _MX2ONNX_BROADCAST_TO = MXNetGraph.registry_[12]["broadcast_to"]
 _MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
+_MX2ONNX_SEQUENCE_MASK = {v: MXNetGraph.registry_[v]["SequenceMask"] for v in (12, 13)}
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
+
+
+def _convert_sequence_mask(node, **kwargs):
+    """``SequenceMask`` with mx2onnx's converter, its mask value made of the data's dtype
+    (mx2onnx's is float32: float64 or float16 data gave a model ONNX's checker refuses)."""
+    nodes = _MX2ONNX_SEQUENCE_MASK[kwargs.get("opset_version", 13)](node, **kwargs)
+    name = _op_translations_opset12.get_inputs(node, kwargs)[0]
+    dtype = np.dtype(_op_translations_opset12.get_input_dtypes(node, kwargs)[0])
+    initializers = kwargs["initializer"]
+    for k, init in enumerate(initializers):
+        if init.name == name + "_mask_val":
+            value = numpy_helper.to_array(init).astype(dtype)
+            initializers[k] = numpy_helper.from_array(value, init.name)
+    return nodes
 
 
 def _register_missing_ops():
@@ -564,6 +581,8 @@ def _register_missing_ops():
     MXNetGraph.register("dot", opset_version=12)(_convert_dot)
     MXNetGraph.register("one_hot", opset_version=12)(_convert_one_hot)
     MXNetGraph.register("Embedding", opset_version=12)(_convert_embedding)
+    for version in (12, 13):
+        MXNetGraph.register("SequenceMask", opset_version=version)(_convert_sequence_mask)
     MXNetGraph.register("broadcast_to", opset_version=12)(_convert_broadcast_to)
     for version in (12, 13):
         for op in ("sum", "mean", "prod", "max", "min"):

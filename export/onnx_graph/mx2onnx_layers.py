@@ -6,16 +6,38 @@ import numpy as np
 from onnx import numpy_helper
 from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
 
-from .mx2onnx_kit import _flag, _original, _shape_of_input, _start, register
+from .mx2onnx_kit import _flag, _original, _shape_of_input, _start, _tensor_type, register
+
+_FLOAT = _tensor_type(np.float32)
 
 def _convert_leaky_relu(node, **kwargs):
     """``LeakyReLU`` with mx2onnx's converter, but ``prelu`` (gamma along axis 1) and ``rrelu``
     (inference: slope (lower + upper) / 2), NOTE [added converters]."""
     attrs = node.get("attrs", {})
     act_type = attrs.get("act_type", "leaky")
-    if act_type not in ("prelu", "rrelu"):
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
+    if act_type not in ("prelu", "rrelu", "gelu") and (act_type != "leaky" or dtype != np.float64):
         return _original("LeakyReLU", kwargs)(node, **kwargs)
     out, inputs, attrs, dtype = _start(node, kwargs)
+    if act_type in ("leaky", "rrelu") and dtype == np.float64:
+        # MXNet keeps a float64 x > 0 and computes x * slope in float32 (x rounded first)
+        slope = float(attrs.get("slope", 0.25)) if act_type == "leaky" else (float(attrs.get(
+            "lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334))) / 2
+        scaled = out.add("Mul", [out.add("Cast", inputs[:1], to=_FLOAT),
+                                 out.const([slope], np.float32)])
+        positive = out.add("Greater", [inputs[0], out.const([0], dtype)])
+        out.add("Where", [positive, inputs[0], out.add("Cast", [scaled], to=_tensor_type(
+            dtype))], final=True)
+        return out
+    if act_type == "gelu":
+        # mshadow's gelu rounds x to float32 whatever its dtype (then computes in double);
+        # onnxruntime has Erf of float32 only: float16 and float64 are computed in float32
+        x = inputs[0] if dtype == np.float32 else out.add("Cast", inputs[:1], to=_FLOAT)
+        erf = out.add("Erf", [out.add("Div", [x, out.const([np.sqrt(2)], np.float32)])])
+        half_x = out.add("Mul", [x, out.const([0.5], np.float32)])
+        gelu = out.add("Mul", [half_x, out.add("Add", [erf, out.const([1], np.float32)])])
+        out.add("Cast", [gelu], final=True, to=_tensor_type(dtype))
+        return out
     if act_type == "rrelu":
         slope = (float(attrs.get("lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334)))
         out.add("LeakyRelu", inputs[:1], final=True, alpha=slope / 2)
@@ -26,7 +48,14 @@ def _convert_leaky_relu(node, **kwargs):
     ones = out.add("ConstantOfShape", [trailing],
                    value=numpy_helper.from_array(np.ones(1, np.int64)))
     shape = out.add("Concat", [out.const([-1]), ones], axis=0)
-    out.add("PRelu", [x, out.add("Reshape", [gamma, shape])], final=True)
+    gamma = out.add("Reshape", [gamma, shape])
+    if dtype != np.float64:
+        out.add("PRelu", [x, gamma], final=True)
+        return out
+    # as leaky: MXNet keeps a float64 x > 0 and computes x * gamma in float32
+    scaled = out.add("Mul", [out.add("Cast", [x], to=_FLOAT), out.add("Cast", [gamma], to=_FLOAT)])
+    positive = out.add("Greater", [x, out.const([0], dtype)])
+    out.add("Where", [positive, x, out.add("Cast", [scaled], to=_tensor_type(dtype))], final=True)
     return out
 
 
@@ -82,6 +111,11 @@ def _convert_box_nms(node, **kwargs):
     ``force_suppress=False``, MXNet's default) refused: ONNX's NonMaxSuppression would also
     suppress boxes of other classes, which mx2onnx only logged."""
     attrs = node.get("attrs", {})
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
+    if dtype != np.float32:
+        raise NotImplementedError(f"box_nms of {dtype} boxes: ONNX's NonMaxSuppression takes "
+                                  f"float32 only, and overlaps computed in float32 could keep "
+                                  f"other boxes than MXNet's; cast the boxes to float32")
     if int(attrs.get("id_index", "-1")) != -1 and not _flag(attrs, "force_suppress"):
         raise NotImplementedError("box_nms with an id_index and force_suppress=False (boxes "
                                   "of different classes do not suppress each other in MXNet; "
@@ -181,10 +215,14 @@ def _convert_batch_norm(node, **kwargs):
     attrs = node.get("attrs", {})
     fix_gamma = _flag(attrs, "fix_gamma", "True")
     axis = int(attrs.get("axis", "1"))
-    if axis == 1 and not fix_gamma:
+    # Gluon keeps a float16 BatchNorm's parameters in float32 (so does MXNet's arithmetic)
+    work = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[1])
+    if axis == 1 and not fix_gamma and work == _mx2onnx.get_input_dtypes(node, kwargs)[0]:
         return _original("BatchNorm", kwargs)(node, **kwargs)
     out, inputs, attrs, dtype = _start(node, kwargs)
     x, gamma, beta, mean, var = inputs[:5]
+    if work != dtype:
+        x = out.add("Cast", [x], to=_tensor_type(work))
     shape = _shape_of_input(node, kwargs)
     if shape is None:
         raise NotImplementedError("BatchNorm with fix_gamma or an axis other than 1, of an "
@@ -194,12 +232,14 @@ def _convert_batch_norm(node, **kwargs):
 
     def param(value):
         return out.add("Reshape", [value, along])
-    eps = out.const([float(attrs.get("eps", "0.001"))], dtype)
+    eps = out.const([float(attrs.get("eps", "0.001"))], work)
     scale = out.add("Sqrt", [out.add("Add", [param(var), eps])])
     normal = out.add("Div", [out.add("Sub", [x, param(mean)]), scale])
     if not fix_gamma:
         normal = out.add("Mul", [normal, param(gamma)])
-    out.add("Add", [normal, param(beta)], final=True)
+    result = out.add("Add", [normal, param(beta)], final=work == dtype)
+    if work != dtype:
+        out.add("Cast", [result], final=True, to=_tensor_type(dtype))
     return out
 
 
@@ -225,7 +265,38 @@ def _convert_group_norm(node, **kwargs):
     return out
 
 
+def _convert_layer_norm(node, **kwargs):
+    """``LayerNorm``: ``(x - mean) / sqrt(var + eps) * gamma + beta`` along its axis, the
+    population variance; mx2onnx's compared a negative axis other than -1 with the positive
+    axes (gamma of another shape, a model onnxruntime fails on) and added a float32 eps to
+    float64 or float16 values (a model ONNX's checker refuses). A float16 input is normalised
+    in float32."""
+    out, (x, gamma, beta), attrs, dtype = _start(node, kwargs)
+    if _flag(attrs, "output_mean_var"):
+        raise NotImplementedError("LayerNorm with output_mean_var=True")
+    shape = _shape_of_input(node, kwargs)
+    axis = int(attrs.get("axis", "-1"))
+    if shape is None and axis != -1:
+        raise NotImplementedError(f"LayerNorm with axis={axis} of an input whose rank is "
+                                  f"known only at run time")
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
+    if work != dtype:
+        x, gamma, beta = (out.add("Cast", [v], to=_tensor_type(work)) for v in (x, gamma, beta))
+    axis = -1 if axis == -1 else axis % len(shape)
+    along = out.const([-1] + [1] * (len(shape) - axis - 1 if axis != -1 else 0))
+    mean = out.add("ReduceMean", [x], axes=[axis], keepdims=1)
+    centred = out.add("Sub", [x, mean])
+    var = out.add("ReduceMean", [out.add("Mul", [centred, centred])], axes=[axis], keepdims=1)
+    eps = out.const([float(attrs.get("eps", "1e-05"))], work)
+    normal = out.add("Div", [centred, out.add("Sqrt", [out.add("Add", [var, eps])])])
+    scaled = out.add("Add", [out.add("Mul", [normal, out.add("Reshape", [gamma, along])]),
+                             out.add("Reshape", [beta, along])])
+    out.add("Cast", [scaled], final=True, to=_tensor_type(dtype))
+    return out
+
+
 register({
+    "LayerNorm": _convert_layer_norm,
     "LeakyReLU": _convert_leaky_relu, "L2Normalization": _convert_l2_normalization,
     "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
     "RNN": _convert_rnn, "Convolution": _one_dimensional("Convolution"),
