@@ -57,7 +57,8 @@ FLOAT64_EXACT = [
          p=lambda: nn.PReLU(alpha_initializer=mx.init.Uniform(0.5), in_channels=3),
          e=lambda: nn.ELU(0.3), s=nn.SELU),
     case("hard_sigmoid", lambda F, n, x: F.hard_sigmoid(x, alpha=0.3, beta=0.4), [X2]),
-    case("global_avg_pool", lambda F, n, x: n.p(x), [X4], p=nn.GlobalAvgPool2D),
+    case("global_pools", lambda F, n, x: (n.a(x), n.m(x)), [X4], a=nn.GlobalAvgPool2D,
+         m=nn.GlobalMaxPool2D),
     case("in_a_foreach_body", lambda F, n, xs: gluon_cf.foreach(
         lambda x, s: (F.sinh(x) + F.LeakyReLU(x, act_type="elu"), [s[0] + F.softsign(x)]),
         xs, [F.zeros((3, 4), dtype="float64")]), [X3]),

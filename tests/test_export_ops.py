@@ -296,14 +296,8 @@ EQUAL = [
 
 # (case, what the refusal must say): MXNet ops or settings ONNX has no exact counterpart for
 REFUSED = [
-    (case("lstm_two_layers_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
-        4, num_layers=2, bidirectional=True, input_size=4)), "bidirectional"),
-    (case("gru_bidirectional", lambda F, n, x: n.l(x), X3, l=lambda: rnn.GRU(
-        5, bidirectional=True, input_size=4)), "bidirectional"),
     (case("lstm_projection", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
         5, projection_size=3, input_size=4)), "projection_size"),
-    (case("lstm_two_layers_input_size", lambda F, n, x: n.l(x), X3, l=lambda: rnn.LSTM(
-        5, num_layers=2, input_size=4)), r"num_layers=2 and an input size \(4\) other than"),
     (case("dropout_always", lambda F, n, x: F.Dropout(x, p=0.3, mode="always"), X2),
      "mode!='training'"),
     (case("max_pool_ceil_window_in_padding", lambda F, n, x: n.l(x), [[rn(2, 3, 7, 7)]],

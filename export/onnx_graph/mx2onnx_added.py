@@ -45,8 +45,8 @@ from .specs import source_prefix
 #       converter's attrs.get defaults with MXNet's registry): Deconvolution no_bias (True),
 #       split_v2 axis (1), box_nms force_suppress (False), a scalar op's scalar (1), LRN knorm.
 #     * `topk` with k < 1 is every element, sorted (ONNX's TopK of k 0: none). `RNN` of several
-#       layers whose input size is not the state size is refused (mx2onnx splits the weights
-#       wrongly: a model onnxruntime refuses).
+#       layers or both directions: one ONNX op per layer (mx2onnx refused them, or split the
+#       weights of layers whose input size is not the state size wrongly); projections refused.
 #     * `GroupNorm` (mx2onnx has none): per group, population variance, MXNet 1.9.1's gamma and
 #       beta per group (shape (num_groups,)).
 #     * `BatchNorm`: mx2onnx ignored fix_gamma (MXNet's default True reads gamma as 1; Gluon's

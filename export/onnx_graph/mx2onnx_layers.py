@@ -3,7 +3,7 @@ convolutions, Pooling, BatchNorm, GroupNorm, BilinearResize2D, RNN, box_nms) whe
 what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at import (NOTE [added
 converters] in ``mx2onnx_added.py``)."""
 import numpy as np
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
 
 from .mx2onnx_kit import _flag, _original, _shape_of_input, _start, _tensor_type, register
@@ -91,19 +91,92 @@ def _convert_bilinear_resize(node, **kwargs):
 
 
 def _convert_rnn(node, **kwargs):
-    """``RNN`` (Gluon's LSTM, GRU, RNN layers) with mx2onnx's converter, but several layers
-    whose input size differs from the state size refused: mx2onnx splits every layer's weights
-    as if the input were state_size wide, a model onnxruntime refuses or fails on."""
+    """``RNN`` (Gluon's LSTM, GRU, RNN layers): mx2onnx's converter for one layer in one
+    direction; several layers or both directions one ONNX LSTM/GRU/RNN per layer
+    (``_convert_rnn_layers``), where mx2onnx refused them or split the weights of layers whose
+    input size is not the state size wrongly (a model onnxruntime refuses)."""
     attrs = node.get("attrs", {})
-    if int(attrs.get("num_layers", "1")) > 1:
-        shape = _shape_of_input(node, kwargs)
-        if shape is None or shape[-1] != int(attrs["state_size"]):
-            raise NotImplementedError(
-                f"RNN with num_layers={attrs['num_layers']} and an input size "
-                f"({shape[-1] if shape else 'unknown'}) other than the state size "
-                f"({attrs['state_size']}): stack layers of one layer each (or project the input "
-                f"to the state size first)")
+    for key, default, why in (
+            ("projection_size", "None", "ONNX's LSTM has no projection"),
+            ("use_sequence_length", "False", "MXNet runs it on GPU only"),
+            ("lstm_state_clip_min", "None", "ONNX's LSTM clips the cell's input, not its state"),
+            ("lstm_state_clip_max", "None", "ONNX's LSTM clips the cell's input, not its state")):
+        if str(attrs.get(key, default)) not in (default, "false", "0"):
+            raise NotImplementedError(f"RNN with {key}={attrs[key]}: {why}")
+    if int(attrs.get("num_layers", "1")) > 1 or _flag(attrs, "bidirectional"):
+        return _convert_rnn_layers(node, **kwargs)
     return _original("RNN", kwargs)(node, **kwargs)
+
+
+# MXNet's gates -> ONNX's: LSTM i, f, g, o -> i, o, f, c; GRU r, z, n -> z, r, h
+_GATES = {"lstm": ("LSTM", [0, 3, 1, 2]), "gru": ("GRU", [1, 0, 2]),
+          "rnn_relu": ("RNN", [0]), "rnn_tanh": ("RNN", [0])}
+
+
+def _convert_rnn_layers(node, **kwargs):
+    """``RNN`` of several layers and/or both directions: per layer one ONNX op over the
+    previous layer's output (directions concatenated on the features, as MXNet), its weights
+    sliced from MXNet's flat parameter vector (every layer's and direction's i2h and h2h
+    weights, then their biases) with the gates reordered; the states of all layers
+    concatenated. GRU is ONNX's with linear_before_reset (MXNet applies the reset gate after
+    the h2h product)."""
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    mode = attrs.get("mode", "lstm")
+    shape = _shape_of_input(node, kwargs)
+    if shape is None or shape[-1] is None:
+        raise NotImplementedError("RNN of several layers or both directions, of an input "
+                                  "whose feature size is known only at run time")
+    op, order = _GATES[mode]
+    gates, hidden = len(order), int(attrs["state_size"])
+    layers, dirs = int(attrs.get("num_layers", "1")), 2 if _flag(attrs, "bidirectional") else 1
+    x, param = inputs[:2]
+    # the initial states to (layers * dirs, N, H): Gluon's default ones are zeros of batch 1
+    every = out.add("Concat", [out.const([layers * dirs]), out.dim(x, 1), out.const([hidden])],
+                    axis=0)
+    h0 = out.add("Expand", [inputs[2], every])
+    c0 = out.add("Expand", [inputs[3], every]) if mode == "lstm" else None
+    offset = [0]
+
+    def piece(size, shape):   # the next ``size`` values of the flat parameters, reordered
+        begin = offset[0]
+        offset[0] += size
+        values = out.add("Slice", [param, out.const([begin]), out.const([begin + size]),
+                                   out.const([0])])
+        grouped = out.add("Reshape", [values, out.const([gates, hidden, *shape])])
+        ordered = out.add("Gather", [grouped, out.const(order)], axis=0)
+        return out.add("Reshape", [ordered, out.const([1, gates * hidden, *shape])])
+    sizes = [shape[-1]] + [dirs * hidden] * (layers - 1)
+    weights = [[(piece(gates * hidden * size, [size]), piece(gates * hidden * hidden, [hidden]))
+                for _ in range(dirs)] for size in sizes]
+    biases = [[out.add("Concat", [piece(gates * hidden, []), piece(gates * hidden, [])], axis=1)
+               for _ in range(dirs)] for _ in sizes]
+    extra = {"linear_before_reset": 1} if mode == "gru" else \
+        {"activations": [mode[4:].capitalize()] * dirs} if op == "RNN" else {}
+    h_n, c_n = [], []
+    for layer in range(layers):
+        def states(value, layer=layer):
+            return out.add("Slice", [value, out.const([layer * dirs]),
+                                     out.const([(layer + 1) * dirs]), out.const([0])])
+        w, r = (out.add("Concat", [pair[k] for pair in weights[layer]], axis=0) for k in (0, 1))
+        b = out.add("Reshape", [out.add("Concat", biases[layer], axis=0),
+                                out.const([dirs, 2 * gates * hidden])])
+        step = f"{out.name}_layer{layer}"
+        results = [f"{step}_y", f"{step}_h"] + ([f"{step}_c"] if c0 else [])
+        out.append(helper.make_node(
+            op, [x, w, r, b, "", states(h0)] + ([states(c0)] if c0 else []), results,
+            hidden_size=hidden, direction="bidirectional" if dirs == 2 else "forward", **extra))
+        h_n.append(results[1])
+        c_n += results[2:]
+        # (T, dirs, N, H) -> (T, N, dirs * H)
+        y = out.add("Transpose", [results[0]], perm=[0, 2, 1, 3])
+        x = out.add("Reshape", [y, out.const([0, 0, -1])])
+    out.add("Identity", [x], final=True)
+    if _flag(attrs, "state_outputs"):
+        for k, parts in ((1, h_n), (2, c_n)):
+            if parts:
+                out.append(helper.make_node("Identity", [out.add("Concat", parts, axis=0)],
+                                            [f"{out.name}{k}"], name=f"{out.name}{k}"))
+    return out
 
 
 def _convert_box_nms(node, **kwargs):

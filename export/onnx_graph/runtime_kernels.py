@@ -20,8 +20,8 @@ from .specs import NODE_OF_ERROR
 #     An exported model is valid ONNX for every node's dtypes, yet onnxruntime (CPU) has no
 #     kernel for many of them: nothing in float64 for Erf, Sinh, Cosh, Asinh, Acosh, Atanh,
 #     Softsign, Softplus, Elu, Selu, LeakyRelu, PRelu, HardSigmoid, Conv, ConvTranspose,
-#     AveragePool, GlobalAveragePool, LpPool, Resize, RNN; LSTM and GRU register float64 kernels
-#     that fail at run time ("does not support double yet"). A session of such a model fails
+#     AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, Resize, RNN; LSTM and GRU
+#     register float64 kernels that fail at run time ("does not support double yet"). A session of such a model fails
 #     to load or to run, far from the user's code. So after ONNX's checker, every node of the
 #     default domain (loop bodies included) is matched against onnxruntime's own kernel
 #     registry (``get_all_opkernel_def``) with the dtypes ONNX's type inference gives its
@@ -30,7 +30,8 @@ from .specs import NODE_OF_ERROR
 #       replaced by it (``_DOUBLE_REWRITES``): sinh and cosh from Exp, asinh/acosh/atanh from
 #       Log and Sqrt (log(2|x|) past 1e8, where x*x would overflow), softsign, softplus (as
 #       MXNet's softrelu: x past 20), Elu/Selu/LeakyRelu/PRelu from Where, HardSigmoid from
-#       Min/Max, GlobalAveragePool as ReduceMean. Each was compared with MXNet in float64.
+#       Min/Max, GlobalAveragePool and GlobalMaxPool as ReduceMean and ReduceMax. Each was
+#       compared with MXNet in float64.
 #     * any other node without a kernel is refused at export: the MXNet node, the user's line
 #       (its stamp), the ONNX op, its dtypes and the dtypes onnxruntime has. Erf (and gelu),
 #       convolutions, pools, resizing and the recurrent layers have no exact float64
@@ -351,15 +352,17 @@ def _hard_sigmoid(b, x, alpha=0.2, beta=0.5, **_):
     b.add("Max", b.add("Min", line, b.const(1.0)), b.const(0.0), final=True)
 
 
-def _global_average_pool(b, x, rank=None, **_):
-    if rank is None:
-        return False     # the caller refuses it
-    return b.add("ReduceMean", x, final=True, axes=list(range(2, rank)), keepdims=1)
+def _global_pool(reduce):
+    def rewrite(b, x, rank=None, **_):
+        if rank is None:
+            return False     # the caller refuses it
+        return b.add(reduce, x, final=True, axes=list(range(2, rank)), keepdims=1)
+    return rewrite
 
 
 _DOUBLE_REWRITES = {
     "Sinh": _sinh_cosh("Sub"), "Cosh": _sinh_cosh("Add"), "Asinh": _asinh, "Acosh": _acosh,
     "Atanh": _atanh, "Softsign": _softsign, "Softplus": _softplus, "Elu": _elu, "Selu": _selu,
     "LeakyRelu": _leaky_relu, "PRelu": _prelu, "HardSigmoid": _hard_sigmoid,
-    "GlobalAveragePool": _global_average_pool,
+    "GlobalAveragePool": _global_pool("ReduceMean"), "GlobalMaxPool": _global_pool("ReduceMax"),
 }
