@@ -410,3 +410,15 @@ def test_argmax_channel_of_a_symbol():
     want = mx.nd.argmax_channel(mx.nd.array(x)).asnumpy()
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("opset", [13, 12])
+def test_reductions_over_every_axis_are_one_element(opset):
+    """MXNet has no rank 0: ``F.sum(x)`` and ``F.sum(x, axis=(0, 1))`` of a matrix are (1,);
+    mx2onnx's gave ONNX's scalar (a model ONNX's checker refused), also as a foreach state."""
+    def fn(F, n, x):
+        total = gluon_cf.foreach(lambda row, s: (row, [s[0] + F.sum(row)]), x,
+                                 [F.sum(x * 0)])[1][0]
+        return (F.sum(x), F.sum(x, axis=(0, 1)), F.max(x, axis=(1, 0)), F.mean(x),
+                F.sum(x, axis=1), total)
+    check_export(build(fn), [HALVES], [], opset=opset)

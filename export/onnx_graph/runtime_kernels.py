@@ -51,11 +51,14 @@ def stamp(nodes, mx_name, where):
     ONNX's checker names it. ``unstamp`` removes the marks."""
     mark = _STAMP + json.dumps([mx_name, where])
     names = {node.name for node in nodes}
-    for node in nodes:
-        if not node.name and node.output:   # onnxruntime refuses two nodes of one name
+    seen = set()
+    for k, node in enumerate(nodes):
+        if (not node.name or node.name in seen) and node.output:
+            # onnxruntime refuses two nodes of one name
             node.name = node.output[0] if node.output[0] not in names else \
-                f"{node.output[0]}/node"
+                f"{node.output[0]}/node{k}"
             names.add(node.name)
+        seen.add(node.name)
         if not node.doc_string:
             node.doc_string = mark
 
