@@ -142,12 +142,14 @@ INTS = np.array([[-3, -2, 0, 1, 5, 7]], np.float32)
 def test_integer_inputs(opset):
     """round/trunc/rint/fix/floor/ceil of integers are the integers (ONNX's Floor and Round
     take none); a scalar op's float scalar is cast to the integer dtype towards 0, as MXNet
-    does (F.maximum(x, 2.5) of int32 is F.maximum(x, 2)); LayerNorm along axis -2."""
+    does (F.maximum(x, 2.5) of int32 is F.maximum(x, 2)); relu of integers (ONNX's Relu takes
+    none before opset 14); LayerNorm along axis -2."""
     def fn(F, n, x):
         i = F.cast(x, "int32")
         return (F.round(i) + F.trunc(i) + F.rint(i) + F.fix(i) + F.floor(i) + F.ceil(i),
                 F.maximum(i, -2.7), F.minimum(i, 2.5), i > -2.5, 2.7 - i, i * 2.9, i % 2.5,
-                F.cast(x, "int64") + 2.9, i ** 2.5, n.l(F.reshape(x, (1, 2, 3))))
+                F.cast(x, "int64") + 2.9, i ** 2.5, n.l(F.reshape(x, (1, 2, 3))),
+                F.relu(i), F.relu(F.cast(x, "int64")))
     net = build(fn, l=lambda: nn.LayerNorm(axis=-2, in_channels=2))
     compare(net, [INTS], np.float32, 1e-5, opset)
 

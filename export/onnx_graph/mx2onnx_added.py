@@ -472,6 +472,16 @@ def _convert_reverse(node, **kwargs):
     return out
 
 
+def _convert_relu(node, **kwargs):
+    """``relu``: mx2onnx's Relu, which takes no integers before opset 14: of integers
+    Max(x, 0)."""
+    out, (x,), _, dtype = _start(node, kwargs)
+    if dtype.kind not in "iu":
+        return _original("relu", kwargs)(node, **kwargs)
+    out.add("Max", [x, out.const([0], dtype)], final=True)
+    return out
+
+
 def _convert_arange_like(node, **kwargs):
     """``arange_like`` with mx2onnx's converter; of a float16 input refused (ONNX's Range has
     no float16)."""
@@ -482,7 +492,7 @@ def _convert_arange_like(node, **kwargs):
 
 
 register({
-    "_contrib_arange_like": _convert_arange_like,
+    "_contrib_arange_like": _convert_arange_like, "relu": _convert_relu,
     **{op: _integer_identity(convert) for op, convert in (
         ("round", _convert_round), ("rint", _convert_round), ("trunc", _convert_trunc),
         ("fix", _convert_trunc), ("floor", _original_unary("floor")),
