@@ -27,8 +27,9 @@ LAYERS = [
 ]
 
 
-@pytest.mark.parametrize("opset", [13, 12])
-@pytest.mark.parametrize("make", LAYERS)
+# the converter's ops are the same at both opsets: one case at opset 12
+@pytest.mark.parametrize("make, opset", [pytest.param(p.values[0], 13, id=p.id) for p in LAYERS]
+                         + [pytest.param(LAYERS[3].values[0], 12, id="gru_opset_12")])
 def test_layers_and_directions_equal_mxnet(make, opset):
     net = build(lambda F, n, x: n.l(x), l=make)
     check_export(net, [X], [[X * 1.7]], opset=opset)
