@@ -21,7 +21,8 @@ from gluon_cf.symbol_entries import check_symbol_file_contents, load_parameter_f
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
 from .onnx_export import _convert_symbol, _net_symbol, _node_location, record_index_bounds
-from .onnx_graph import DEFAULT_OPSET, NODE_OF_ERROR, remove_unused_initializers
+from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, check_exported_model,
+                         remove_unused_initializers, unstamp)
 
 
 def artifact_kinds():
@@ -148,5 +149,6 @@ def convert(sym, params, inputs, opset=DEFAULT_OPSET, *, dynamic_axes=None, inpu
                               ir_version=helper.find_min_ir_version_for(opsets[:1]))
     helper.set_model_props(model, {"format": FORMAT, "format_version": FORMAT_VERSION})
     record_index_bounds(model, sym, inputs, input_names)
-    onnx.checker.check_model(model, full_check=True)
+    check_exported_model(model)     # NOTE [onnxruntime kernels]
+    unstamp(model.graph)
     return model

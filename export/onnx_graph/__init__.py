@@ -16,11 +16,14 @@ with :func:`register_custom_converter` and are reached through mx2onnx's own dis
 See NOTE [mx2onnx pitfalls] (``mx2onnx_fixes.py``) before writing a converter. The rooms: ``specs`` (the public types), ``variables`` (where each input variable comes from),
 ``conversion`` (node by node through mx2onnx), ``renaming`` (per-graph prefixes), ``custom``
 (Custom nodes), ``mx2onnx_fixes`` (what mx2onnx lacks), ``mx2onnx_added`` and ``mx2onnx_layers``
-(ops mx2onnx lacks or gets silently wrong, over ``mx2onnx_kit``), ``model`` (checked ONNX models).
+(ops mx2onnx lacks or gets silently wrong, over ``mx2onnx_kit``), ``runtime_kernels`` (each
+node's MXNet node and line, onnxruntime's kernels), ``model`` (checked ONNX models).
 """
 from .conversion import symbol_to_onnx_graph
 from .custom import register_custom_converter
-from .model import export_symbol_onnx, make_onnx_model, remove_unused_initializers
+from .model import (check_exported_model, export_symbol_onnx, make_onnx_model,
+                    remove_unused_initializers)
+from .runtime_kernels import unstamp
 from .specs import (DEFAULT_OPSET, SUPPORTED_OPSETS, CustomOpNode, OnnxGraph, ValueSpec,
                     value_info)
 # For the export rules and onnx_export: how an export error names its node and the user's line.
@@ -32,5 +35,5 @@ __all__ = [
     "DEFAULT_OPSET", "SUPPORTED_OPSETS", "ValueSpec", "OnnxGraph", "CustomOpNode",
     "register_custom_converter", "symbol_to_onnx_graph", "export_symbol_onnx",
     "make_onnx_model", "params_to_initializers", "remove_unused_initializers", "value_info",
-    "ExportTieWarning",
+    "ExportTieWarning", "check_exported_model", "unstamp",
 ]

@@ -18,7 +18,9 @@ from . import mx2onnx_added  # noqa: F401 -- converters mx2onnx lacks (NOTE [add
 from . import mx2onnx_layers  # noqa: F401 -- layer ops mx2onnx gets wrong (same NOTE)
 from .custom import _ENTRY_SPECS_KWARG
 from .renaming import _prefix_names
-from .specs import (DEFAULT_OPSET, NODE_OF_ERROR, OnnxGraph, ValueSpec, _check_opset,
+from .runtime_kernels import stamp
+from .specs import (DEFAULT_OPSET, NODE_OF_ERROR, SOURCE_ATTR, OnnxGraph, ValueSpec,
+                    _check_opset,
                     _spec_value_info, source_prefix, value_info)
 from .variables import _classify_variables
 
@@ -152,6 +154,12 @@ def _convert_nodes(sym, sources, opset):
 
         node = dict(node, name=_conversion_name(node, idx, seen_names),
                     attrs={**_MXNET_DEFAULT_ATTRS.get(node["op"], {}), **node.get("attrs", {})})
+        if "scalar" in node["attrs"] and node["inputs"]:
+            src, out = node["inputs"][0][:2]
+            if outputs_lookup[src][out].dtype.kind in "iub":
+                # MXNet casts a scalar op's scalar to an integer input's dtype (towards 0:
+                # F.maximum(x, 2.5) of int32 is F.maximum(x, 2), 2.7 - x is 2 - x)
+                node["attrs"]["scalar"] = str(int(float(node["attrs"]["scalar"])))
         try:
             with mx2onnx_fixes.float16_constants():
                 converted, dtypes = MXNetGraph.convert_layer(
@@ -166,6 +174,8 @@ def _convert_nodes(sym, sources, opset):
                 f"{node['op']!r}): {type(err).__name__}: {err}")
             setattr(error, NODE_OF_ERROR, mx_nodes[idx]["name"])
             raise error from err
+        stamp([item for item in converted if isinstance(item, onnx.NodeProto)], name,
+              node["attrs"].get(SOURCE_ATTR))
         produced = []
         for item in converted:
             if isinstance(item, onnx.NodeProto):

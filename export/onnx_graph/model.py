@@ -1,14 +1,13 @@
 """Converted graphs made into ONNX models: ``export_symbol_onnx`` (a symbol with its parameters
 to a checked model file), ``make_onnx_model`` (simplified, NOTE [simplifying exported graphs],
 without unused initializers, checked) and ``remove_unused_initializers``."""
-import re
-
 import onnx
 from onnx import helper
 
 from ..onnx_simplify import simplify
 from .conversion import symbol_to_onnx_graph
-from .specs import DEFAULT_OPSET, NODE_OF_ERROR, _check_opset, _value_spec
+from .runtime_kernels import check_runtime_kernels, rejection, unstamp
+from .specs import DEFAULT_OPSET, _check_opset, _value_spec
 
 
 def export_symbol_onnx(sym, params, input_specs, path=None, opset=DEFAULT_OPSET,
@@ -46,29 +45,21 @@ def make_onnx_model(graph, opset=DEFAULT_OPSET, check=True):
     model = helper.make_model(graph, opset_imports=[opset_id], producer_name="gluon_cf",
                               ir_version=helper.find_min_ir_version_for([opset_id]))
     if check:
-        try:
-            onnx.checker.check_model(model, full_check=True)
-        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
-            raise _rejected(err) from None
+        check_exported_model(model)
+    unstamp(model.graph)
     return model
 
 
-def _rejected(err):
-    """ONNX's checker refusing a converted node (an MXNet dtype the ONNX operator does not
-    take: ``sqrt`` of int32, ``+`` of int8): a NotImplementedError about the MXNet node
-    (export_onnx adds the user's line)."""
-    found = re.search(r"\(op_type:(\w+), node name: ([^)]*)\)", str(err))
-    if found is None:
-        return NotImplementedError(f"export_onnx: ONNX's checker rejects the converted model: "
-                                   f"{err}")
-    op_type, onnx_name = found.groups()
-    mxnet_name = onnx_name.rsplit("/", 1)[-1]
-    error = NotImplementedError(
-        f"export_onnx: the ONNX {op_type} converted from node {mxnet_name!r} is not valid ONNX: "
-        f"{str(err).split(': ', 2)[-1].strip()} (an input dtype ONNX's {op_type} does not take? "
-        f"cast it to float32 first)")
-    setattr(error, NODE_OF_ERROR, mxnet_name)
-    return error
+def check_exported_model(model):
+    """``check_model(full_check=True)`` on ``model``, whose nodes are stamped with their MXNet
+    nodes (``runtime_kernels.stamp``), then onnxruntime's kernels for each (NOTE [onnxruntime
+    kernels]); a node either refuses is a NotImplementedError at the user's line."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        if check_runtime_kernels(model):
+            onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        raise rejection(err, model) from None
 
 
 def remove_unused_initializers(graph):

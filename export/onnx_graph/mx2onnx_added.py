@@ -45,8 +45,8 @@ from .specs import source_prefix
 #       converter's attrs.get defaults with MXNet's registry): Deconvolution no_bias (True),
 #       split_v2 axis (1), box_nms force_suppress (False), a scalar op's scalar (1), LRN knorm.
 #     * `topk` with k < 1 is every element, sorted (ONNX's TopK of k 0: none). `RNN` of several
-#       layers whose input size is not the state size is refused (mx2onnx splits the weights
-#       wrongly: a model onnxruntime refuses).
+#       layers or both directions: one ONNX op per layer (mx2onnx refused them, or split the
+#       weights of layers whose input size is not the state size wrongly); projections refused.
 #     * `GroupNorm` (mx2onnx has none): per group, population variance, MXNet 1.9.1's gamma and
 #       beta per group (shape (num_groups,)).
 #     * `BatchNorm`: mx2onnx ignored fix_gamma (MXNet's default True reads gamma as 1; Gluon's
@@ -58,6 +58,16 @@ from .specs import source_prefix
 #       average pools times the window. `pooling_convention='full'` (ceil_mode) keeps a last
 #       window that starts in the right padding, ONNX's ceil mode drops it (another output
 #       shape): refused when that happens or cannot be ruled out before run time.
+#     * dtypes: MXNet casts a scalar op's scalar to an integer input's dtype towards 0
+#       (`F.maximum(x, 2.5)` of int32 is `F.maximum(x, 2)`; mx2onnx's int() refused "2.5");
+#       round/rint/trunc/fix/floor/ceil of integers are the integers. A float64 LeakyReLU
+#       (leaky, rrelu, prelu) keeps x > 0 and computes x * slope in float32, and gelu rounds x
+#       to float32 whatever the dtype: the converters do the same. mx2onnx's LayerNorm
+#       compared a negative axis other than -1 with positive ones (gamma of another shape)
+#       and, as its SequenceMask and a float16 BatchNorm (Gluon keeps its parameters
+#       float32), mixed float32 constants into float64/float16 graphs. onnxruntime has no
+#       float16 CumSum (summed in float32) nor float16 Range (arange_like refused), nor
+#       NonMaxSuppression other than float32 (box_nms refused). NOTE [onnxruntime kernels].
 
 
 class ExportTieWarning(UserWarning):
@@ -67,6 +77,22 @@ class ExportTieWarning(UserWarning):
 
 
 # ----------------------------------------------------------------------------- elementwise
+
+def _integer_identity(convert):
+    """``convert`` for floating-point inputs; an integer input is its own result (ONNX's Floor,
+    Ceil and Round take no integers)."""
+    def convert_or_identity(node, **kwargs):
+        out, (x,), _, dtype = _start(node, kwargs)
+        if dtype.kind in "iub":
+            out.add("Identity", [x], final=True)
+            return out
+        return convert(node, **kwargs)
+    return convert_or_identity
+
+
+def _original_unary(op):
+    return lambda node, **kwargs: _original(op, kwargs)(node, **kwargs)
+
 
 def _convert_round(node, **kwargs):
     """``round`` (halves away from zero) and ``rint`` (halves down), NOTE [added converters]."""
@@ -184,12 +210,17 @@ def _convert_cumsum(node, **kwargs):
     """``cumsum(x, axis=None, dtype=None)``: over the flattened input when axis is None."""
     out, (x,), attrs, dtype = _start(node, kwargs)
     want = np.dtype(_output_dtype(node, kwargs) or dtype)
-    if want != dtype:
-        x = out.add("Cast", [x], to=_tensor_type(want))
+    # onnxruntime's CumSum has no float16: summed in float32 (MXNet sums float16 in float16:
+    # equal within float16's precision)
+    work = np.dtype(np.float32) if want == np.float16 else want
+    if work != dtype:
+        x = out.add("Cast", [x], to=_tensor_type(work))
     axis = attrs.get("axis", "None")
     if axis in ("None", None):
         x, axis = out.add("Reshape", [x, out.const([-1])]), 0
-    out.add("CumSum", [x, out.const(int(axis))], final=True)
+    total = out.add("CumSum", [x, out.const(int(axis))], final=work == want)
+    if work != want:
+        out.add("Cast", [total], final=True, to=_tensor_type(want))
     return out
 
 
@@ -441,9 +472,32 @@ def _convert_reverse(node, **kwargs):
     return out
 
 
+def _convert_relu(node, **kwargs):
+    """``relu``: mx2onnx's Relu, which takes no integers before opset 14: of integers
+    Max(x, 0)."""
+    out, (x,), _, dtype = _start(node, kwargs)
+    if dtype.kind not in "iu":
+        return _original("relu", kwargs)(node, **kwargs)
+    out.add("Max", [x, out.const([0], dtype)], final=True)
+    return out
+
+
+def _convert_arange_like(node, **kwargs):
+    """``arange_like`` with mx2onnx's converter; of a float16 input refused (ONNX's Range has
+    no float16)."""
+    if np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0]) == np.float16:
+        raise NotImplementedError("arange_like of a float16 input (ONNX's Range has no "
+                                  "float16): give it a float32 input of the same shape")
+    return _original("_contrib_arange_like", kwargs)(node, **kwargs)
+
+
 register({
-    "round": _convert_round, "rint": _convert_round, "sign": _convert_sign,
-    "trunc": _convert_trunc, "fix": _convert_trunc,
+    "_contrib_arange_like": _convert_arange_like, "relu": _convert_relu,
+    **{op: _integer_identity(convert) for op, convert in (
+        ("round", _convert_round), ("rint", _convert_round), ("trunc", _convert_trunc),
+        ("fix", _convert_trunc), ("floor", _original_unary("floor")),
+        ("ceil", _original_unary("ceil")))},
+    "sign": _convert_sign,
     **{op: _elementwise(build) for op, build in _UNARY.items()},
     "broadcast_maximum": _convert_maximum, "broadcast_hypot": _convert_hypot,
     "_mod_scalar": _convert_scalar_power_or_mod, "_rmod_scalar": _convert_scalar_power_or_mod,

@@ -45,7 +45,8 @@ from .specs import _ENTRY_SPECS_KWARG
 #   `_lesser`, ...) nor for `_lesser_equal_scalar`, `_greater_equal_scalar`,
 #   `_not_equal_scalar`, nor for `_contrib_boolean_mask` (-> Compress) and `pick`
 #   (-> GatherElements), its `dot` is numpy's matmul (silently other values and shapes for
-#   inputs over 2-D: `_convert_dot`), its reductions ignore `exclude=True` (`_excluding`),
+#   inputs over 2-D: `_convert_dot`), its reductions ignore `exclude=True` (`_excluding`)
+#   and give a scalar over every axis (MXNet: (1,), `_one_element`),
 #   its `one_hot` counts negative indices from the end (`_convert_one_hot`), its
 #   `Embedding` reads them from the end too (MXNet clips: `_convert_embedding`), its
 #   `broadcast_to` takes a 0 in the shape as a size (`_convert_broadcast_to`), and its
@@ -476,6 +477,38 @@ def _excluding(convert):
     return convert_reduction
 
 
+def _one_element(convert):
+    """A reduction's converter whose result over every axis without keepdims is MXNet's (1,)
+    (MXNet has no rank 0): mx2onnx's gave a scalar for ``F.sum(x)`` at opset 12 and for
+    ``F.sum(x, axis=(0, 1))`` of a matrix, a model ONNX's checker refused."""
+    def convert_reduction(node, **kwargs):
+        result = convert(node, **kwargs)
+        attrs = node.get("attrs", {})
+        if attrs.get("keepdims", "False") in ("True", "true", "1"):
+            return result
+        axis = attrs.get("axis", "None")
+        shape = ((kwargs.get(_ENTRY_SPECS_KWARG) or {}).get(tuple(node["inputs"][0][:2])) or
+                 (None, None))[0] or None
+        listed = [] if axis in ("None", "()", "[]") else \
+            _op_translations_opset12.convert_string_to_list(axis)
+        if listed and (shape is None or {a % len(shape) for a in listed} != set(
+                range(len(shape)))):
+            return result
+        nodes = result[0] if isinstance(result, tuple) else result
+        name = _op_translations_opset12.get_inputs(node, kwargs)[0]
+        for made in nodes:
+            if isinstance(made, onnx.NodeProto) and name in made.output:
+                made.output[list(made.output).index(name)] = name + "_all_axes"
+                made.name = name + "_all_axes"
+        nodes += [helper.make_node("Constant", [], [name + "_one"],
+                                   value=numpy_helper.from_array(np.array([1], np.int64),
+                                                                 name + "_one")),
+                  helper.make_node("Reshape", [name + "_all_axes", name + "_one"], [name],
+                                   name=name)]
+        return result
+    return convert_reduction
+
+
 def _convert_one_hot(node, **kwargs):
     """``one_hot`` with mx2onnx's converter, a negative index made out of range first: MXNet
     gives a row of off_value for any index outside ``[0, depth)`` (a padding label -1 one-hot
@@ -505,7 +538,9 @@ def _convert_embedding(node, **kwargs):
     """``Embedding`` with mx2onnx's converter, its indices clipped to ``[0, input_dim - 1]``
     first as MXNet clips them (an index -1, a padding id, reads row 0): ONNX's Gather read
     row -1 from the end, silently, and failed the run on an index past the end."""
-    nodes, dtypes = _MX2ONNX_EMBEDDING(node, **kwargs)
+    nodes, _ = _MX2ONNX_EMBEDDING(node, **kwargs)
+    # the weight's dtype (mx2onnx took the dtype attribute, float32 after net.cast('float64'))
+    dtypes = (_op_translations_opset12.get_input_dtypes(node, kwargs)[1],)
     cast, gather = nodes
     name = gather.output[0]
 
@@ -546,7 +581,22 @@ _MX2ONNX_ONE_HOT = MXNetGraph.registry_[12]["one_hot"]
 _MX2ONNX_EMBEDDING = MXNetGraph.registry_[12]["Embedding"]
 _MX2ONNX_BROADCAST_TO = MXNetGraph.registry_[12]["broadcast_to"]
 _MX2ONNX_SLICE = MXNetGraph.registry_[12]["slice"]
+_MX2ONNX_SEQUENCE_MASK = {v: MXNetGraph.registry_[v]["SequenceMask"] for v in (12, 13)}
 _MX2ONNX_ARG_EXTREME = {op: MXNetGraph.registry_[12][op] for op in ("argmax", "argmin")}
+
+
+def _convert_sequence_mask(node, **kwargs):
+    """``SequenceMask`` with mx2onnx's converter, its mask value made of the data's dtype
+    (mx2onnx's is float32: float64 or float16 data gave a model ONNX's checker refuses)."""
+    nodes = _MX2ONNX_SEQUENCE_MASK[kwargs.get("opset_version", 13)](node, **kwargs)
+    name = _op_translations_opset12.get_inputs(node, kwargs)[0]
+    dtype = np.dtype(_op_translations_opset12.get_input_dtypes(node, kwargs)[0])
+    initializers = kwargs["initializer"]
+    for k, init in enumerate(initializers):
+        if init.name == name + "_mask_val":
+            value = numpy_helper.to_array(init).astype(dtype)
+            initializers[k] = numpy_helper.from_array(value, init.name)
+    return nodes
 
 
 def _register_missing_ops():
@@ -564,12 +614,14 @@ def _register_missing_ops():
     MXNetGraph.register("dot", opset_version=12)(_convert_dot)
     MXNetGraph.register("one_hot", opset_version=12)(_convert_one_hot)
     MXNetGraph.register("Embedding", opset_version=12)(_convert_embedding)
+    for version in (12, 13):
+        MXNetGraph.register("SequenceMask", opset_version=version)(_convert_sequence_mask)
     MXNetGraph.register("broadcast_to", opset_version=12)(_convert_broadcast_to)
     for version in (12, 13):
         for op in ("sum", "mean", "prod", "max", "min"):
             if op in MXNetGraph.registry_.get(version, {}):
                 MXNetGraph.register(op, opset_version=version)(
-                    _excluding(MXNetGraph.registry_[version][op]))
+                    _excluding(_one_element(MXNetGraph.registry_[version][op])))
     if "pick" not in table:
         MXNetGraph.register("pick", opset_version=12)(_convert_pick)
     for op in _MX2ONNX_ARG_EXTREME:

@@ -3,19 +3,41 @@ convolutions, Pooling, BatchNorm, GroupNorm, BilinearResize2D, RNN, box_nms) whe
 what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at import (NOTE [added
 converters] in ``mx2onnx_added.py``)."""
 import numpy as np
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
 
-from .mx2onnx_kit import _flag, _original, _shape_of_input, _start, register
+from .mx2onnx_kit import _flag, _original, _shape_of_input, _start, _tensor_type, register
+
+_FLOAT = _tensor_type(np.float32)
 
 def _convert_leaky_relu(node, **kwargs):
     """``LeakyReLU`` with mx2onnx's converter, but ``prelu`` (gamma along axis 1) and ``rrelu``
     (inference: slope (lower + upper) / 2), NOTE [added converters]."""
     attrs = node.get("attrs", {})
     act_type = attrs.get("act_type", "leaky")
-    if act_type not in ("prelu", "rrelu"):
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
+    if act_type not in ("prelu", "rrelu", "gelu") and (act_type != "leaky" or dtype != np.float64):
         return _original("LeakyReLU", kwargs)(node, **kwargs)
     out, inputs, attrs, dtype = _start(node, kwargs)
+    if act_type in ("leaky", "rrelu") and dtype == np.float64:
+        # MXNet keeps a float64 x > 0 and computes x * slope in float32 (x rounded first)
+        slope = float(attrs.get("slope", 0.25)) if act_type == "leaky" else (float(attrs.get(
+            "lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334))) / 2
+        scaled = out.add("Mul", [out.add("Cast", inputs[:1], to=_FLOAT),
+                                 out.const([slope], np.float32)])
+        positive = out.add("Greater", [inputs[0], out.const([0], dtype)])
+        out.add("Where", [positive, inputs[0], out.add("Cast", [scaled], to=_tensor_type(
+            dtype))], final=True)
+        return out
+    if act_type == "gelu":
+        # mshadow's gelu rounds x to float32 whatever its dtype (then computes in double);
+        # onnxruntime has Erf of float32 only: float16 and float64 are computed in float32
+        x = inputs[0] if dtype == np.float32 else out.add("Cast", inputs[:1], to=_FLOAT)
+        erf = out.add("Erf", [out.add("Div", [x, out.const([np.sqrt(2)], np.float32)])])
+        half_x = out.add("Mul", [x, out.const([0.5], np.float32)])
+        gelu = out.add("Mul", [half_x, out.add("Add", [erf, out.const([1], np.float32)])])
+        out.add("Cast", [gelu], final=True, to=_tensor_type(dtype))
+        return out
     if act_type == "rrelu":
         slope = (float(attrs.get("lower_bound", 0.125)) + float(attrs.get("upper_bound", 0.334)))
         out.add("LeakyRelu", inputs[:1], final=True, alpha=slope / 2)
@@ -26,7 +48,14 @@ def _convert_leaky_relu(node, **kwargs):
     ones = out.add("ConstantOfShape", [trailing],
                    value=numpy_helper.from_array(np.ones(1, np.int64)))
     shape = out.add("Concat", [out.const([-1]), ones], axis=0)
-    out.add("PRelu", [x, out.add("Reshape", [gamma, shape])], final=True)
+    gamma = out.add("Reshape", [gamma, shape])
+    if dtype != np.float64:
+        out.add("PRelu", [x, gamma], final=True)
+        return out
+    # as leaky: MXNet keeps a float64 x > 0 and computes x * gamma in float32
+    scaled = out.add("Mul", [out.add("Cast", [x], to=_FLOAT), out.add("Cast", [gamma], to=_FLOAT)])
+    positive = out.add("Greater", [x, out.const([0], dtype)])
+    out.add("Where", [positive, x, out.add("Cast", [scaled], to=_tensor_type(dtype))], final=True)
     return out
 
 
@@ -62,19 +91,92 @@ def _convert_bilinear_resize(node, **kwargs):
 
 
 def _convert_rnn(node, **kwargs):
-    """``RNN`` (Gluon's LSTM, GRU, RNN layers) with mx2onnx's converter, but several layers
-    whose input size differs from the state size refused: mx2onnx splits every layer's weights
-    as if the input were state_size wide, a model onnxruntime refuses or fails on."""
+    """``RNN`` (Gluon's LSTM, GRU, RNN layers): mx2onnx's converter for one layer in one
+    direction; several layers or both directions one ONNX LSTM/GRU/RNN per layer
+    (``_convert_rnn_layers``), where mx2onnx refused them or split the weights of layers whose
+    input size is not the state size wrongly (a model onnxruntime refuses)."""
     attrs = node.get("attrs", {})
-    if int(attrs.get("num_layers", "1")) > 1:
-        shape = _shape_of_input(node, kwargs)
-        if shape is None or shape[-1] != int(attrs["state_size"]):
-            raise NotImplementedError(
-                f"RNN with num_layers={attrs['num_layers']} and an input size "
-                f"({shape[-1] if shape else 'unknown'}) other than the state size "
-                f"({attrs['state_size']}): stack layers of one layer each (or project the input "
-                f"to the state size first)")
+    for key, default, why in (
+            ("projection_size", "None", "ONNX's LSTM has no projection"),
+            ("use_sequence_length", "False", "MXNet runs it on GPU only"),
+            ("lstm_state_clip_min", "None", "ONNX's LSTM clips the cell's input, not its state"),
+            ("lstm_state_clip_max", "None", "ONNX's LSTM clips the cell's input, not its state")):
+        if str(attrs.get(key, default)) not in (default, "false", "0"):
+            raise NotImplementedError(f"RNN with {key}={attrs[key]}: {why}")
+    if int(attrs.get("num_layers", "1")) > 1 or _flag(attrs, "bidirectional"):
+        return _convert_rnn_layers(node, **kwargs)
     return _original("RNN", kwargs)(node, **kwargs)
+
+
+# MXNet's gates -> ONNX's: LSTM i, f, g, o -> i, o, f, c; GRU r, z, n -> z, r, h
+_GATES = {"lstm": ("LSTM", [0, 3, 1, 2]), "gru": ("GRU", [1, 0, 2]),
+          "rnn_relu": ("RNN", [0]), "rnn_tanh": ("RNN", [0])}
+
+
+def _convert_rnn_layers(node, **kwargs):
+    """``RNN`` of several layers and/or both directions: per layer one ONNX op over the
+    previous layer's output (directions concatenated on the features, as MXNet), its weights
+    sliced from MXNet's flat parameter vector (every layer's and direction's i2h and h2h
+    weights, then their biases) with the gates reordered; the states of all layers
+    concatenated. GRU is ONNX's with linear_before_reset (MXNet applies the reset gate after
+    the h2h product)."""
+    out, inputs, attrs, dtype = _start(node, kwargs)
+    mode = attrs.get("mode", "lstm")
+    shape = _shape_of_input(node, kwargs)
+    if shape is None or shape[-1] is None:
+        raise NotImplementedError("RNN of several layers or both directions, of an input "
+                                  "whose feature size is known only at run time")
+    op, order = _GATES[mode]
+    gates, hidden = len(order), int(attrs["state_size"])
+    layers, dirs = int(attrs.get("num_layers", "1")), 2 if _flag(attrs, "bidirectional") else 1
+    x, param = inputs[:2]
+    # the initial states to (layers * dirs, N, H): Gluon's default ones are zeros of batch 1
+    every = out.add("Concat", [out.const([layers * dirs]), out.dim(x, 1), out.const([hidden])],
+                    axis=0)
+    h0 = out.add("Expand", [inputs[2], every])
+    c0 = out.add("Expand", [inputs[3], every]) if mode == "lstm" else None
+    offset = [0]
+
+    def piece(size, shape):   # the next ``size`` values of the flat parameters, reordered
+        begin = offset[0]
+        offset[0] += size
+        values = out.add("Slice", [param, out.const([begin]), out.const([begin + size]),
+                                   out.const([0])])
+        grouped = out.add("Reshape", [values, out.const([gates, hidden, *shape])])
+        ordered = out.add("Gather", [grouped, out.const(order)], axis=0)
+        return out.add("Reshape", [ordered, out.const([1, gates * hidden, *shape])])
+    sizes = [shape[-1]] + [dirs * hidden] * (layers - 1)
+    weights = [[(piece(gates * hidden * size, [size]), piece(gates * hidden * hidden, [hidden]))
+                for _ in range(dirs)] for size in sizes]
+    biases = [[out.add("Concat", [piece(gates * hidden, []), piece(gates * hidden, [])], axis=1)
+               for _ in range(dirs)] for _ in sizes]
+    extra = {"linear_before_reset": 1} if mode == "gru" else \
+        {"activations": [mode[4:].capitalize()] * dirs} if op == "RNN" else {}
+    h_n, c_n = [], []
+    for layer in range(layers):
+        def states(value, layer=layer):
+            return out.add("Slice", [value, out.const([layer * dirs]),
+                                     out.const([(layer + 1) * dirs]), out.const([0])])
+        w, r = (out.add("Concat", [pair[k] for pair in weights[layer]], axis=0) for k in (0, 1))
+        b = out.add("Reshape", [out.add("Concat", biases[layer], axis=0),
+                                out.const([dirs, 2 * gates * hidden])])
+        step = f"{out.name}_layer{layer}"
+        results = [f"{step}_y", f"{step}_h"] + ([f"{step}_c"] if c0 else [])
+        out.append(helper.make_node(
+            op, [x, w, r, b, "", states(h0)] + ([states(c0)] if c0 else []), results,
+            hidden_size=hidden, direction="bidirectional" if dirs == 2 else "forward", **extra))
+        h_n.append(results[1])
+        c_n += results[2:]
+        # (T, dirs, N, H) -> (T, N, dirs * H)
+        y = out.add("Transpose", [results[0]], perm=[0, 2, 1, 3])
+        x = out.add("Reshape", [y, out.const([0, 0, -1])])
+    out.add("Identity", [x], final=True)
+    if _flag(attrs, "state_outputs"):
+        for k, parts in ((1, h_n), (2, c_n)):
+            if parts:
+                out.append(helper.make_node("Identity", [out.add("Concat", parts, axis=0)],
+                                            [f"{out.name}{k}"], name=f"{out.name}{k}"))
+    return out
 
 
 def _convert_box_nms(node, **kwargs):
@@ -82,6 +184,11 @@ def _convert_box_nms(node, **kwargs):
     ``force_suppress=False``, MXNet's default) refused: ONNX's NonMaxSuppression would also
     suppress boxes of other classes, which mx2onnx only logged."""
     attrs = node.get("attrs", {})
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0])
+    if dtype != np.float32:
+        raise NotImplementedError(f"box_nms of {dtype} boxes: ONNX's NonMaxSuppression takes "
+                                  f"float32 only, and overlaps computed in float32 could keep "
+                                  f"other boxes than MXNet's; cast the boxes to float32")
     if int(attrs.get("id_index", "-1")) != -1 and not _flag(attrs, "force_suppress"):
         raise NotImplementedError("box_nms with an id_index and force_suppress=False (boxes "
                                   "of different classes do not suppress each other in MXNet; "
@@ -181,10 +288,14 @@ def _convert_batch_norm(node, **kwargs):
     attrs = node.get("attrs", {})
     fix_gamma = _flag(attrs, "fix_gamma", "True")
     axis = int(attrs.get("axis", "1"))
-    if axis == 1 and not fix_gamma:
+    # Gluon keeps a float16 BatchNorm's parameters in float32 (so does MXNet's arithmetic)
+    work = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[1])
+    if axis == 1 and not fix_gamma and work == _mx2onnx.get_input_dtypes(node, kwargs)[0]:
         return _original("BatchNorm", kwargs)(node, **kwargs)
     out, inputs, attrs, dtype = _start(node, kwargs)
     x, gamma, beta, mean, var = inputs[:5]
+    if work != dtype:
+        x = out.add("Cast", [x], to=_tensor_type(work))
     shape = _shape_of_input(node, kwargs)
     if shape is None:
         raise NotImplementedError("BatchNorm with fix_gamma or an axis other than 1, of an "
@@ -194,12 +305,14 @@ def _convert_batch_norm(node, **kwargs):
 
     def param(value):
         return out.add("Reshape", [value, along])
-    eps = out.const([float(attrs.get("eps", "0.001"))], dtype)
+    eps = out.const([float(attrs.get("eps", "0.001"))], work)
     scale = out.add("Sqrt", [out.add("Add", [param(var), eps])])
     normal = out.add("Div", [out.add("Sub", [x, param(mean)]), scale])
     if not fix_gamma:
         normal = out.add("Mul", [normal, param(gamma)])
-    out.add("Add", [normal, param(beta)], final=True)
+    result = out.add("Add", [normal, param(beta)], final=work == dtype)
+    if work != dtype:
+        out.add("Cast", [result], final=True, to=_tensor_type(dtype))
     return out
 
 
@@ -225,7 +338,38 @@ def _convert_group_norm(node, **kwargs):
     return out
 
 
+def _convert_layer_norm(node, **kwargs):
+    """``LayerNorm``: ``(x - mean) / sqrt(var + eps) * gamma + beta`` along its axis, the
+    population variance; mx2onnx's compared a negative axis other than -1 with the positive
+    axes (gamma of another shape, a model onnxruntime fails on) and added a float32 eps to
+    float64 or float16 values (a model ONNX's checker refuses). A float16 input is normalised
+    in float32."""
+    out, (x, gamma, beta), attrs, dtype = _start(node, kwargs)
+    if _flag(attrs, "output_mean_var"):
+        raise NotImplementedError("LayerNorm with output_mean_var=True")
+    shape = _shape_of_input(node, kwargs)
+    axis = int(attrs.get("axis", "-1"))
+    if shape is None and axis != -1:
+        raise NotImplementedError(f"LayerNorm with axis={axis} of an input whose rank is "
+                                  f"known only at run time")
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
+    if work != dtype:
+        x, gamma, beta = (out.add("Cast", [v], to=_tensor_type(work)) for v in (x, gamma, beta))
+    axis = -1 if axis == -1 else axis % len(shape)
+    along = out.const([-1] + [1] * (len(shape) - axis - 1 if axis != -1 else 0))
+    mean = out.add("ReduceMean", [x], axes=[axis], keepdims=1)
+    centred = out.add("Sub", [x, mean])
+    var = out.add("ReduceMean", [out.add("Mul", [centred, centred])], axes=[axis], keepdims=1)
+    eps = out.const([float(attrs.get("eps", "1e-05"))], work)
+    normal = out.add("Div", [centred, out.add("Sqrt", [out.add("Add", [var, eps])])])
+    scaled = out.add("Add", [out.add("Mul", [normal, out.add("Reshape", [gamma, along])]),
+                             out.add("Reshape", [beta, along])])
+    out.add("Cast", [scaled], final=True, to=_tensor_type(dtype))
+    return out
+
+
 register({
+    "LayerNorm": _convert_layer_norm,
     "LeakyReLU": _convert_leaky_relu, "L2Normalization": _convert_l2_normalization,
     "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
     "RNN": _convert_rnn, "Convolution": _one_dimensional("Convolution"),
