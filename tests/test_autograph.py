@@ -3,6 +3,7 @@ gluon_cf/autograph/impl/conversion.py): plain Python ``if`` on tensors inside hy
 same function unconverted, run eagerly on NDArrays (``fn.__wrapped__``: plain Python), forward
 and gradients, eager, hybridized and hybridized with static_alloc/static_shape."""
 import contextlib
+import inspect
 import importlib
 import os
 import re
@@ -1000,8 +1001,10 @@ def test_while_true_with_a_hint_ends_eagerly_in_a_subprocess(tmp_path):
 # ---------------------------------------------------------------------------- pitfalls
 
 class AliasedIncrement(Base):
-    """``y += 1`` on an alias of x: in place on an NDArray (x changes too, and autograd refuses
-    it while recording), a new value on a Symbol. Converted, it is a new value in every mode."""
+    """``z += 1`` on an alias of y: in place on an NDArray (y changes too, and autograd refuses
+    it while recording an array of its graph), refused on a Symbol by MXNet. Converted, it is
+    plain Python's in place where plain MXNet runs it, out of place where it refuses, and
+    refused hybridized (NOTE [autograph augmented assignment])."""
 
     @gluon_cf.autograph
     def hybrid_forward(self, F, x):
@@ -1012,7 +1015,7 @@ class AliasedIncrement(Base):
         return y * z
 
 
-def test_augmented_assignment_is_out_of_place_on_tensors():
+def test_augmented_assignment_is_plain_pythons_eagerly_and_refused_on_an_alias_hybridized():
     mx.random.seed(0)
     net = AliasedIncrement()
     net.initialize(mx.init.Xavier())
@@ -1022,13 +1025,19 @@ def test_augmented_assignment_is_out_of_place_on_tensors():
         with pytest.raises(mx.MXNetError, match="[Ii]nplace"):
             type(net).hybrid_forward.__wrapped__(net, mx.nd, xa).wait_to_read()
     y = net.fc(xa).asnumpy()
-    want = y * (y + 1) * 2              # as the Symbol code computes it
-    for mode in MODES:
-        set_mode(net, mode)
-        got = run(net, x)
-        np.testing.assert_allclose(got[0], want, rtol=1e-5)
-        net.hybridize(active=False)
-    assert " = __ag__.augmented(z, 1, 'add')" in gluon_cf.to_code(AliasedIncrement.hybrid_forward)
+    # recorded, where plain MXNet refuses: out of place, as the Symbol code would compute it
+    np.testing.assert_allclose(run(net, x)[0], y * (y + 1) * 2, rtol=1e-5)
+    # not recorded: in place, as plain Python (y is z: ((y + 1) * 2) ** 2)
+    plain = type(net).hybrid_forward.__wrapped__(net, mx.nd, mx.nd.array(x)).asnumpy()
+    np.testing.assert_allclose(plain, ((y + 1) * 2) ** 2, rtol=1e-5)
+    np.testing.assert_allclose(net(mx.nd.array(x)).asnumpy(), plain, rtol=1e-5)
+    net.hybridize()
+    line = inspect.getsourcelines(AliasedIncrement)[1] + 10
+    with pytest.raises(gluon_cf.AutographError, match=r"^%s:%d: z \+= 1: on an NDArray this "
+                       r"\+= changes the array in place, and 'z' may hold an array something "
+                       r"else holds too \(%s:%d: z = y\).* Write it out of place, z = z \+ "
+                       r"\(1\)" % (re.escape(__file__), line, re.escape(__file__), line - 1)):
+        net(mx.nd.array(x))
 
 
 @gluon_cf.autograph

@@ -14,6 +14,20 @@ _AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv
               ast.BitOr: "or_", ast.BitXor: "xor"}
 
 
+def rewrite(node):
+    """``x op= v`` written out of place: ``x = x op v`` (for messages)."""
+    target, value = ast.unparse(node.target), ast.unparse(node.value)
+    if not isinstance(node.value, (ast.Name, ast.Constant, ast.Subscript, ast.Attribute,
+                                   ast.Call)):
+        value = "(%s)" % value
+    return "%s = %s %s %s" % (target, target, _SIGNS[type(node.op)], value)
+
+
+_SIGNS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+          ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>",
+          ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+
+
 class AssignmentsConverter(Converter):
     """Assignments, augmented assignments and deletions."""
 
@@ -70,12 +84,19 @@ class AssignmentsConverter(Converter):
         return checks + [node] if checks else node
 
     def _augmented(self, node):
+        written = rewrite(node)          # (of the code as written)
         self.generic_visit(node)
         if not isinstance(node.target, ast.Name):
             return node
         op = _AUGMENTED[type(node.op)]
+        function = self.parents.get(node)
+        while function is not None and not isinstance(function, (ast.FunctionDef,
+                                                                 ast.AsyncFunctionDef)):
+            function = self.parents.get(function)
+        shared = self.shared_array(function or self.func, node.target.id, node)
         call = runtime_call("augmented", [ast.Name(id=node.target.id, ctx=ast.Load()), node.value,
-                                          ast.Constant(op)])
+                                          ast.Constant(op), ast.Constant(self.where(node)),
+                                          ast.Constant(shared), ast.Constant(written)])
         return ast.copy_location(ast.Assign(targets=[ast.Name(id=node.target.id,
                                                               ctx=ast.Store())],
                                             value=call), node)
