@@ -106,6 +106,18 @@ def _run_cached_op(self, *args):
         _graph_for_shapes(self, args)
         if self._cached_op is None:
             self._build_cache(*args)
+        if "_gluon_cf_traced_shapes" in self.__dict__:
+            # a graph for these input shapes: the whole call under the lock (an RLock), or
+            # another thread's call could switch graphs before this one runs (NOTE [graphs
+            # traced for input shapes])
+            return _run_built(self, args, lock)
+    return _run_built(self, args, lock)
+
+
+def _run_built(self, args, lock):
+    with lock:
+        if self._cached_op is None:
+            self._build_cache(*args)
         plan = getattr(self, "_gluon_cf_plan", None)
         if plan is None or plan.symbol is not self._cached_graph[1]:
             plan = self._gluon_cf_plan = _Plan(self)
@@ -231,7 +243,8 @@ _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitio
 
 # NOTE [graphs traced for input shapes]
 #     Converted code (``@autograph``) may read a Symbol's ``shape`` (``range(x.shape[0])``,
-#     ``x.shape[-1]``) while the block's graph is traced: :func:`static_shape` answers with
+#     ``x.shape[-1]``, ``len(x)``, or iterate its rows: ``enumerate(x)``, ``[f(r) for r in
+#     x]``, ``*x``) while the block's graph is traced: :func:`static_shape` answers with
 #     MXNet's shape inference from the shapes of the inputs being traced (``_get_graph`` runs
 #     with the call's arrays; a parameter's shape where known), or None where that does not
 #     give every axis (a loop's row inside a body, a value of run-time shape: refused there).

@@ -477,3 +477,161 @@ class BreakAfterPythonRange(HybridBlock):
             if F.max(h) > 0.9:
                 break
         return h
+
+
+# ------------------------------------------------------------------------- more shapes
+
+@program(*ROWS)
+class PythonIfOnShape(HybridBlock):
+    """if x.shape[0] > 2: one computation, else another (a graph per shape)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if x.shape[0] > 2:
+            return F.sum(x[:2], axis=0) * 2
+        return F.sum(x, axis=0)
+
+
+@program(*ROWS)
+class LenOfTensorAsBound(HybridBlock):
+    """n = len(x); for i in range(n): PyTorch's len of the first axis."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for i in range(len(x)):
+            h = h + x[i] * (i % 2)
+        return h
+
+
+@program(*ROWS)
+class PythonWhileOverShape(HybridBlock):
+    """i = 0; while i < x.shape[0]: h = h + x[i]; i += 1 (a Python loop)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        i = 0
+        while i < x.shape[0]:
+            h = h * 0.5 + x[i]
+            i += 1
+        return h
+
+
+@program(*ROWS)
+class ReshapeByNumpyProduct(HybridBlock):
+    """x.reshape((int(np.prod(x.shape)),)) then a split at the middle."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        n = int(np.prod(x.shape))
+        flat = x.reshape((n,))
+        return flat[: n // 2] * 2
+
+
+# ------------------------------------------------------------------------- more closures
+
+@program(*ROWS)
+class LambdaInBodyReadsCarriedState(HybridBlock):
+    """g = lambda: h * 0.5 made each step, reading the carried h."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0 + 1
+        for r in x:
+            g = lambda: h * 0.5  # noqa: E731
+            h = g() + r
+        return h
+
+
+@program(*ROWS)
+class ClosureInWhileBody(HybridBlock):
+    """def step(v): return v * i made in a tensor while's body."""
+
+    @autograph(max_iterations=6)
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        i = F.zeros((1,))
+        while i < 3:
+            def step(v):
+                return v + x[0] * i
+            h = step(h)
+            i = i + 1
+        return h
+
+
+# ------------------------------------------------------------------------- more in place
+
+@program(*ROWS)
+class ListItemAugmented(HybridBlock):
+    """outs[0] += x[1]: an item of a list, in place on its NDArray."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0] * 1, x[1] * 1]
+        outs[0] += x[1]
+        return outs[0] + outs[1]
+
+    def oracle_where_plain_fails(self, F, x):
+        outs = [x[0] * 1, x[1] * 1]
+        outs[0] = outs[0] + x[1]
+        return outs[0] + outs[1]
+
+
+@program(*ROWS)
+class AttributeAugmented(HybridBlock):
+    """self.total = ...; self.total += x[1] (an attribute, in place on its NDArray)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        self.total = x[0] * 1
+        self.total += x[1]
+        return self.total * 2
+
+    def oracle_where_plain_fails(self, F, x):
+        self.total = x[0] * 1
+        self.total = self.total + x[1]
+        return self.total * 2
+
+
+@program(*ROWS)
+class DictUpdateWithAliasThenAugmented(HybridBlock):
+    """state.update(h=h) then state["h"] += r: the dict holds h's array."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        state = {"n": 0}
+        state.update(h=h)
+        state["h"] += x[1]
+        return h + state["h"]
+
+    def oracle_where_plain_fails(self, F, x):
+        h = x[0] * 1
+        return h + h + x[1]
+
+
+# ------------------------------------------------------------------------- more iteration
+
+@program(*ROWS)
+class ForOverTransposeAndSlice(HybridBlock):
+    """for c in x.T[1:]: columns after the first."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[:, 0] * 0
+        for c in x.T[1:]:
+            h = h * 0.5 + c
+        return h
+
+
+@program(*ROWS)
+class WhereKeepsStateInLoop(HybridBlock):
+    """h = F.where(r > 0, r, h): a masked state update per row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for r in x:
+            h = F.where(r > 0, r, h)
+        return h

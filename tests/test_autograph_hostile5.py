@@ -46,7 +46,12 @@ def test_hostile_program_equals_its_oracle_or_is_refused_at_its_line(block_class
     programs.DictUpdateWithDisplay, programs.DictPopTemporary, programs.DictMadeByDictCall,
     programs.DictDelThenSet, programs.FreshAugmentedInLoop, programs.EarlyReturnInTensorFor,
     programs.NestedRangeAndTensorLoops, programs.WhileElseNoBreak,
-    programs.TryFinallyInTensorLoop, programs.BreakAfterPythonRange],
+    programs.TryFinallyInTensorLoop, programs.BreakAfterPythonRange,
+    programs.PythonIfOnShape, programs.LenOfTensorAsBound, programs.PythonWhileOverShape,
+    programs.ReshapeByNumpyProduct, programs.LambdaInBodyReadsCarriedState,
+    programs.ClosureInWhileBody, programs.ForOverTransposeAndSlice,
+    programs.WhereKeepsStateInLoop, programs.EnumerateSkipOdd, programs.ZipWithIndexWeight,
+    programs.SumOfGeneratorOverRows, programs.ListCompOfRowsStacked],
     ids=lambda c: c.__name__)
 def test_converts_eager_and_hybridized(block_class):
     result = _classified(block_class)
@@ -77,7 +82,15 @@ def _line_of(text, block_class):
      "see the change; a graph cannot change an array in place (its value would differ from "
      "plain Python's). Write it out of place, v = v + 1 (what else holds"),
     (programs.ClosuresKeptPastTheLoop, "for r in x:", "for r in x: this for loop is on a "
-     "tensor and its item is read after the loop (or by a closure defined in the function)")],
+     "tensor and its item is read after the loop (or by a closure defined in the function)"),
+    # a Symbol's += of an item or attribute was MXNet's NotImplementedForSymbol, no line
+    (programs.ListItemAugmented, "outs[0] += x[1]", "outs[0] += x[1]: on an NDArray this += "
+     "changes the array in place, and its container holds it, which would see the change"),
+    (programs.AttributeAugmented, "self.total += x[1]", "self.total += x[1]: on an NDArray "
+     "this += changes the array in place, and its container holds it"),
+    (programs.DictUpdateWithAliasThenAugmented, 'state["h"] += x[1]', "state[\"h\"] += "
+     "x[1]: on an NDArray this += changes the array in place, and 'state' may hold an array "
+     "something else holds too (%s:{state.update(h=h)}: state.update(h=h))")],
     ids=lambda v: getattr(v, "__name__", None))
 def test_refused_hybridized_at_the_users_line(block_class, line, message):
     result = _classified(block_class)
@@ -234,3 +247,64 @@ def test_a_deleted_or_popped_missing_key_is_pythons_key_error():
         with pytest.raises(KeyError, match="'c'"):
             function(mx.nd.ones((2,)))
     assert "__ag__.without(d, 'c', False)" in gluon_cf.to_code(delete)
+
+
+def _pop_read_twice(x):
+    d = {"h": x * 0, "tmp": x}
+    for _ in range(2):
+        d["h"] = d["tmp"] + d.pop("tmp")     # the same item read before the pop
+        d["tmp"] = x
+    return d["h"], len(d)
+
+
+def _pop_after_len(x):
+    d = {"h": x * 0, "tmp": x}
+    d["h"] = d["h"] + len(d) + d.pop("tmp")   # len(d) counts the item before the pop
+    return d["h"], len(d)
+
+
+def _pop_inside_update(x):
+    d = {"h": x * 0, "tmp": x}
+    d.update(h=d.pop("tmp"))                  # {**d, ...} would copy tmp before the pop
+    return d["h"], len(d)
+
+
+@pytest.mark.parametrize("function", [_pop_read_twice, _pop_after_len, _pop_inside_update],
+                         ids=lambda f: f.__name__)
+def test_a_pop_that_cannot_run_first_keeps_the_dict_as_written(function):
+    """A pop is hoisted before its statement only where nothing else in the statement reads
+    the dict; otherwise the dict's item assignments stay as written (a rebinding copying d
+    before the pop kept the popped key)."""
+    x = mx.nd.ones((2,))
+    (want, want_len), (got, got_len) = function(x), autograph(function)(x)
+    np.testing.assert_allclose(got.asnumpy(), want.asnumpy())
+    assert got_len == want_len
+
+
+def test_calls_from_threads_with_two_shapes_each_get_their_shapes_graph():
+    """Six threads calling one block with inputs of three shapes: each result is the fresh
+    block's (another thread's call could switch graphs between a call's switch and its run;
+    the whole call now holds the block's lock)."""
+    import threading
+    block_class = programs.ShapeSplitsInHalves
+    inputs = {n: hostile_harness.rand(n, 4, seed=n) for n in (3, 5, 6)}
+    want = {}
+    for n, x in inputs.items():
+        fresh = hostile_harness._make(block_class)
+        fresh.hybridize()
+        want[n] = fresh(mx.nd.array(x)).asnumpy()
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    wrong = []
+
+    def calls(seed):
+        order = np.random.RandomState(seed).choice([3, 5, 6], 30)
+        for n in order:
+            if not np.allclose(net(mx.nd.array(inputs[n])).asnumpy(), want[n]):
+                wrong.append(n)
+    threads = [threading.Thread(target=calls, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong

@@ -23,6 +23,34 @@ def rewrite(node):
     return "%s = %s %s %s" % (target, target, _SIGNS[type(node.op)], value)
 
 
+def _pure(node):
+    """Whether evaluating ``node`` twice is evaluating it once: names, constants, and items
+    and attributes of them (a converted subscript or attribute read is a call of ``__ag__``
+    on such parts)."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _pure(node.value)
+    if isinstance(node, ast.Subscript):
+        return _pure(node.value) and _pure(node.slice)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            isinstance(node.func.value, ast.Name) and node.func.value.id == "__ag__" and \
+            node.func.attr in ("subscript", "attribute", "py_slice", "item_target") and \
+            not node.keywords:
+        return all(_pure(a) for a in node.args)
+    if isinstance(node, ast.Slice):
+        return all(p is None or _pure(p) for p in (node.lower, node.upper, node.step))
+    if isinstance(node, ast.Tuple):
+        return all(_pure(e) for e in node.elts)
+    return False
+
+
+def _loaded(target):
+    """The target ``target`` (a Store) as an expression reading it."""
+    node = ast.parse(ast.unparse(target), mode="eval").body
+    return ast.copy_location(node, target)
+
+
 _SIGNS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
           ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>",
           ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
@@ -86,6 +114,16 @@ class AssignmentsConverter(Converter):
     def _augmented(self, node):
         written = rewrite(node)          # (of the code as written)
         self.generic_visit(node)
+        if isinstance(node.target, (ast.Subscript, ast.Attribute)) and _pure(node.target):
+            # outs[0] += v: the container holds the array (NOTE [autograph augmented
+            # assignment]); its parts are names and constants, read twice as once
+            read = _loaded(node.target)
+            call = runtime_call("augmented", [read, node.value,
+                                              ast.Constant(_AUGMENTED[type(node.op)]),
+                                              ast.Constant(self.where(node)),
+                                              ast.Constant("its container holds it"),
+                                              ast.Constant(written)])
+            return ast.copy_location(ast.Assign(targets=[node.target], value=call), node)
         if not isinstance(node.target, ast.Name):
             return node
         op = _AUGMENTED[type(node.op)]

@@ -39,7 +39,7 @@ NOTE [autograph dict items]
 import ast
 from typing import Any
 
-from ..pyct.static_analysis.activity import COMPREHENSIONS
+from ..pyct.static_analysis.activity import COMPREHENSIONS, MUTATORS
 from ..pyct.templates import counter, runtime_call
 from .assignments import _AUGMENTED, rewrite
 
@@ -60,12 +60,20 @@ def rebind_dict_items(func, converter=None):
     parents = {child: parent for parent in ast.walk(func)
                for child in ast.iter_child_nodes(parent)}
     own = _own_dicts(func, parents)
+    # (pops hoisted before their statements, planned on the code as written; a dict changed
+    # by a call inside a statement that becomes a rebinding, {**d, ...} copying d before the
+    # call runs, keeps its item assignments as written)
+    plan = _pops(func, own, parents)
+    own -= _changed_inside_rebinding(func, own, parents, plan)
+    plan = {s: pops for s, pops in plan.items()
+            if all(p.func.value.id in own for p in pops)}
     if not own:
         return
+    replaced: dict = {}
     for node in list(ast.walk(func)):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 _own_item(node.targets[0], own):
-            _replace(node, _rebound(node.targets[0], node.value), parents)
+            replaced[node] = _replace(node, _rebound(node.targets[0], node.value), parents)
         elif isinstance(node, ast.AugAssign) and _own_item(node.target, own):
             item: Any = node.target          # (a Subscript of a Name by a Constant)
             read = ast.Subscript(value=ast.Name(id=item.value.id, ctx=ast.Load()),
@@ -76,16 +84,16 @@ def rebind_dict_items(func, converter=None):
                                                ast.Constant(_AUGMENTED[type(node.op)]),
                                                ast.Constant(where), ast.Constant(shared),
                                                ast.Constant(rewrite(node))])
-            _replace(node, _rebound(item, value), parents)
+            replaced[node] = _replace(node, _rebound(item, value), parents)
         elif isinstance(node, ast.Delete) and all(_own_item(t, own) for t in node.targets):
             targets: Any = node.targets      # (Subscripts of a Name by a Constant)
-            _replace(node, [_rebind(t.value.id, _without(t.value.id, t.slice))
-                            for t in targets], parents)
+            replaced[node] = _replace(node, [_rebind(t.value.id, _without(t.value.id, t.slice))
+                                             for t in targets], parents)
         elif isinstance(node, ast.Expr) and _update(node.value, own):
             call: Any = node.value
             keys, values = _updated_items(call)
             name = call.func.value.id
-            _replace(node, _rebind(name, ast.Dict(
+            replaced[node] = _replace(node, _rebind(name, ast.Dict(
                 keys=[None] + keys, values=[ast.Name(id=name, ctx=ast.Load())] + values)),
                 parents)
         elif isinstance(node, ast.Call) and _dict_call(node):
@@ -93,7 +101,8 @@ def rebind_dict_items(func, converter=None):
                                                values=[k.value for k in node.keywords]), parents)
     parents = {child: parent for parent in ast.walk(func)
                for child in ast.iter_child_nodes(parent)}
-    for statement, pops in _pops(func, own, parents).items():
+    for statement, pops in plan.items():
+        statement = replaced.get(statement, statement)
         hoisted = []
         for call in pops:
             name, key = call.func.value.id, call.args[0]
@@ -174,7 +183,7 @@ def _pops(func, own, parents):
     for node in ast.walk(func):
         if not _pop(node, own):
             continue
-        statement, part = parents.get(node), node
+        statement = parents.get(node)
         while statement is not None and not isinstance(statement, ast.stmt):
             if isinstance(statement, _DEFERRED):
                 break
@@ -182,15 +191,40 @@ def _pops(func, own, parents):
         if not isinstance(statement, _SIMPLE):
             continue
         name, key = node.func.value.id, node.args[0].value
-        if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and
-               n.value.id == name and not (isinstance(n.slice, ast.Constant) and
-                                           n.slice.value != key)
-               for n in ast.walk(statement)) or \
-                sum(_pop(n, own) for n in ast.walk(statement)) > 1:
+        # the statement's other uses of the dict: items of other constant keys only (a read
+        # of the same item, len(d), k in d, d.get(...) would run after the pop, not before)
+        if any(isinstance(n, ast.Name) and n.id == name and n is not node.func.value and
+               not (isinstance(parents.get(n), ast.Subscript) and parents[n].value is n and
+                    isinstance(parents[n].slice, ast.Constant) and
+                    parents[n].slice.value != key)
+               for n in ast.walk(statement)):
             continue
-        del part
         found.setdefault(statement, []).append(node)
     return found
+
+
+def _changed_inside_rebinding(func, own, parents, plan):
+    """The dicts of ``own`` a call (``d.pop``, ``d.update`` ...) changes inside a statement
+    that becomes a rebinding of one of them (an item assignment, ``del``, ``update``), where
+    the call is not a planned hoisted pop."""
+    planned = {id(p) for pops in plan.values() for p in pops}
+    changed = set()
+    for statement in ast.walk(func):
+        rebinds = (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and
+                   _own_item(statement.targets[0], own)) or \
+            (isinstance(statement, ast.AugAssign) and _own_item(statement.target, own)) or \
+            (isinstance(statement, ast.Delete) and
+             all(_own_item(t, own) for t in statement.targets)) or \
+            (isinstance(statement, ast.Expr) and _update(statement.value, own))
+        if not rebinds:
+            continue
+        for call in ast.walk(statement):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                    isinstance(call.func.value, ast.Name) and call.func.value.id in own and \
+                    call.func.attr in MUTATORS and id(call) not in planned and \
+                    call is not getattr(statement, "value", None):
+                changed.add(call.func.value.id)
+    return changed
 
 
 def _replace_expression(node, new, parents):
@@ -234,6 +268,7 @@ def _replace(node, new, parents):
             block[k:k + 1] = news
     for statement in news:
         parents[statement] = parent
+    return news[0]
 
 
 def _own_dicts(func, parents):

@@ -12,15 +12,21 @@ NOTE [autograph augmented assignment]
     ``x op= v`` is out of place, which equals plain Python only when nothing else can see the
     array. That is decided here from the syntax, conservatively, per function: a variable
     *may share* its array when it is a parameter (the caller holds it), ``global`` or
-    ``nonlocal``, a ``for`` or ``with`` target (an item or view of the iterable), or is bound
-    or read where a reference is kept: assigned from or to a name, item, attribute, view
-    (``x[...]``, ``x.reshape``, ``x.detach``, ``x.as_in_context``, ``x.astype(...,
-    copy=False)``) or container display, or one of several targets (``h = h0 = ...``); appended, inserted or otherwise given to a
-    container's method; yielded. Calls of functions and blocks (``self.fc(x)``, ``F.tanh(x)``)
-    are not: they return new arrays. A dict whose items the conversion rebinds (NOTE
-    [autograph dict items]) may share them when a value put into it, or read from it to be
-    kept, may share. Hybridized, ``x op= v`` on such a variable is an AutographError at its
-    line naming what else may hold the array, saying to write ``x = x op v``.
+    ``nonlocal``, a ``for`` or ``with`` target (an item or view of the iterable), or is
+    bound or read where a reference is kept: assigned from or to a name, item, attribute,
+    view (``x[...]``, ``x.reshape``, ``x.detach``, ``x.as_in_context``, ``x.astype(...,
+    copy=False)``) or container display, or one of several targets (``h = h0 = ...``);
+    appended, inserted or otherwise given to a container's method (the container then holds
+    it too); yielded. Calls of functions and blocks (``self.fc(x)``, ``F.tanh(x)``) are
+    not: they return new arrays. A dict whose items the conversion rebinds (NOTE [autograph
+    dict items]) may share them when a value put into it, or read from it to be kept, may
+    share. Hybridized, ``x op= v`` on such a variable is an AutographError at its line
+    naming what else may hold the array, saying to write ``x = x op v``. An item or
+    attribute (``outs[0] += v``, ``self.total += v``) is always held by its container: with
+    plain names and constants for its parts it runs as ``outs[0] = augmented(outs[0], v)``
+    (Python evaluates them once; these read the same), as plain Python eagerly and refused
+    hybridized (a Symbol's ``+=`` was MXNet's NotImplementedForSymbol, naming no line);
+    other targets stay as written.
 """
 import ast
 from typing import Dict, Optional
@@ -116,9 +122,11 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                         mark(n.id, node)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in _KEEPING_METHODS:
-            for value in list(node.args) + [k.value for k in node.keywords]:
-                for name in _kept(value):
-                    mark(name.id, node)
+            held = [n for value in list(node.args) + [k.value for k in node.keywords]
+                    for n in _kept(value)]
+            receiver = _root(node.func.value)
+            for name in held + ([receiver] if held and receiver is not None else []):
+                mark(name.id, node)
         elif isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
             for name in _kept(node.value):
                 mark(name.id, node)
