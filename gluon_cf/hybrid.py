@@ -27,6 +27,7 @@ import inspect
 import json
 import re
 import threading
+import warnings
 
 from typing import List
 
@@ -103,6 +104,19 @@ def _call_cached_op(self, *args):
 def _run_cached_op(self, *args):
     lock = _lock_of(self)
     with lock:   # NOTE [a block called from many threads]
+        _graph_for_shapes(self, args)
+        if self._cached_op is None:
+            self._build_cache(*args)
+        if "_gluon_cf_traced_shapes" in self.__dict__:
+            # a graph for these input shapes: the whole call under the lock (an RLock), or
+            # another thread's call could switch graphs before this one runs (NOTE [graphs
+            # traced for input shapes])
+            return _run_built(self, args, lock)
+    return _run_built(self, args, lock)
+
+
+def _run_built(self, args, lock):
+    with lock:
         if self._cached_op is None:
             self._build_cache(*args)
         plan = getattr(self, "_gluon_cf_plan", None)
@@ -226,6 +240,128 @@ def _forward_of(block):
 
 
 _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitioning
+
+
+# NOTE [graphs traced for input shapes]
+#     Converted code (``@autograph``) may read a Symbol's ``shape`` (``range(x.shape[0])``,
+#     ``x.shape[-1]``, ``len(x)``, or iterate its rows: ``enumerate(x)``, ``[f(r) for r in
+#     x]``, ``*x``) while the block's graph is traced: :func:`static_shape` answers with
+#     MXNet's shape inference from the shapes of the inputs being traced (``_get_graph`` runs
+#     with the call's arrays; a parameter's shape where known), or None where that does not
+#     give every axis (a loop's row inside a body, a value of run-time shape: refused there).
+#     Such a graph holds those shapes as constants, so it is right only for inputs of the
+#     shapes it was traced for: the block remembers them (``_gluon_cf_traced_shapes``), and a
+#     call with other input shapes switches to the graph traced for them, tracing it the first
+#     time (:func:`_graph_for_shapes`; up to ``_MAX_GRAPHS`` kept, as a CachedOp keeps one
+#     plan per shape). ``export`` of such a graph is refused (the symbol file would run it on
+#     any shape). ``hybridize()`` again, ``cast`` and the like clear them all.
+_traced = threading.local()
+_MAX_GRAPHS = 16
+_original_get_graph = _block.HybridBlock._get_graph
+_original_clear_cached_op = _block.HybridBlock._clear_cached_op
+_original_export = _block.HybridBlock.export
+
+
+def _input_shapes(args):
+    return tuple(a.shape for a in _block._flatten(args, "input")[0] if a is not None)
+
+
+def _get_graph(self, *args):
+    """``HybridBlock._get_graph``: the trace knows the shapes of the inputs it is traced for
+    (NOTE [graphs traced for input shapes])."""
+    if self._cached_graph:
+        return _original_get_graph(self, *args)
+    shapes = _input_shapes(args)
+    names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
+    outer = getattr(_traced, "trace", None)
+    _traced.trace = trace = {"shapes": dict(zip(names, shapes)), "read": None}
+    try:
+        graph = _original_get_graph(self, *args)
+    finally:
+        _traced.trace = outer
+    if trace["read"] is not None:
+        self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"])
+    else:
+        self.__dict__.pop("_gluon_cf_traced_shapes", None)
+    return graph
+
+
+def static_shape(symbol, where):
+    """The shape of ``symbol`` (one output) in the block's graph being traced, inferred from
+    the shapes of the inputs it is traced for, or None (NOTE [graphs traced for input
+    shapes]); a shape given makes the graph one for those input shapes (``where`` read it)."""
+    trace = getattr(_traced, "trace", None)
+    if trace is None or len(symbol.list_outputs()) != 1:
+        return None
+    arguments = set(symbol.list_arguments())
+    known = {n: s for n, s in trace["shapes"].items() if n in arguments}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, shapes, _ = symbol.infer_shape_partial(**known)
+    except Exception:           # (a node that cannot tell: the shape is not static)
+        return None
+    shape = shapes[0] if shapes else None
+    if not shape or any(d <= 0 for d in shape):   # (0: unknown in MXNet's legacy shapes)
+        return None
+    if trace["read"] is None:
+        trace["read"] = where
+    return tuple(shape)
+
+
+def _graph_for_shapes(block, args):
+    """Before a call: the graph traced for these input shapes, where the block's graph holds
+    the shapes it was traced for (NOTE [graphs traced for input shapes])."""
+    traced = block.__dict__.get("_gluon_cf_traced_shapes")
+    if traced is None:
+        return
+    shapes = _input_shapes(args)
+    if shapes == traced[0]:
+        return
+    graphs = block.__dict__.setdefault("_gluon_cf_graphs", {})
+    if len(graphs) >= _MAX_GRAPHS:
+        graphs.clear()
+    graphs[traced[0]] = _graph_state(block)
+    saved = graphs.pop(shapes, None)
+    if saved is None:       # traced on this call (by _build_cache)
+        block._cached_graph, block._cached_op, block._cached_op_args = (), None, []
+        block.__dict__.pop("_gluon_cf_traced_shapes", None)
+    else:
+        for name, value in saved.items():
+            setattr(block, name, value)
+
+
+def _graph_state(block):
+    return {name: getattr(block, name, None) for name in (
+        "_cached_graph", "_cached_op", "_cached_op_args", "_in_format", "_out_format",
+        "_gluon_cf_traced_shapes", "_gluon_cf_plan")}
+
+
+def _clear_cached_op(self):
+    _original_clear_cached_op(self)
+    self.__dict__.pop("_gluon_cf_traced_shapes", None)
+    self.__dict__.pop("_gluon_cf_graphs", None)
+
+
+def _export(self, path, *args, **kwargs):
+    """``HybridBlock.export``, refused for a graph traced for its input shapes (NOTE
+    [graphs traced for input shapes])."""
+    traced = self.__dict__.get("_gluon_cf_traced_shapes")
+    if traced is not None:
+        where = traced[1][:-1] if traced[1].endswith(":") else traced[1]   # (no "::")
+        raise ValueError(
+            f"{where}: the shape read here while hybridizing makes the block's graph one "
+            f"for the input shapes it was traced for ({', '.join(map(str, traced[0]))}; the "
+            f"block traces a graph per input shape), and an exported graph would run them on "
+            f"inputs of any shape. To export, take shapes from arrays in the graph "
+            f"(F.shape_array, F.zeros_like, F.reshape_like, reshape with 0 and -1, "
+            f"gluon_cf.foreach over the rows)")
+    return _original_export(self, path, *args, **kwargs)
+
+
+_block.HybridBlock._get_graph = _get_graph
+_block.HybridBlock._clear_cached_op = _clear_cached_op
+_block.HybridBlock.export = _export
 
 
 _block.HybridBlock._call_cached_op = _call_cached_op

@@ -432,6 +432,15 @@ class AugAssignListItemInTensorWhile(HybridBlock):
             i = i + 1
         return hs[0] + hs[1]
 
+    def oracle_where_plain_fails(self, F, x):
+        """Plain MXNet refuses += on a recorded NDArray; converted, it is out of place (NOTE
+        [autograph augmented assignment])."""
+        hs = [x[0], x[1]]
+        for _ in range(2):
+            hs[0] = hs[0] + hs[1]
+            hs[1] = hs[1] * 0.5
+        return hs[0] + hs[1]
+
 
 @program(*POS_NEG)
 class LenOfTensorRowInLoop(HybridBlock):

@@ -3,6 +3,7 @@ gluon_cf/autograph/impl/conversion.py): plain Python ``if`` on tensors inside hy
 same function unconverted, run eagerly on NDArrays (``fn.__wrapped__``: plain Python), forward
 and gradients, eager, hybridized and hybridized with static_alloc/static_shape."""
 import contextlib
+import inspect
 import importlib
 import os
 import re
@@ -1000,8 +1001,10 @@ def test_while_true_with_a_hint_ends_eagerly_in_a_subprocess(tmp_path):
 # ---------------------------------------------------------------------------- pitfalls
 
 class AliasedIncrement(Base):
-    """``y += 1`` on an alias of x: in place on an NDArray (x changes too, and autograd refuses
-    it while recording), a new value on a Symbol. Converted, it is a new value in every mode."""
+    """``z += 1`` on an alias of y: in place on an NDArray (y changes too, and autograd refuses
+    it while recording an array of its graph), refused on a Symbol by MXNet. Converted, it is
+    plain Python's in place where plain MXNet runs it, out of place where it refuses, and
+    refused hybridized (NOTE [autograph augmented assignment])."""
 
     @gluon_cf.autograph
     def hybrid_forward(self, F, x):
@@ -1012,7 +1015,7 @@ class AliasedIncrement(Base):
         return y * z
 
 
-def test_augmented_assignment_is_out_of_place_on_tensors():
+def test_augmented_assignment_is_plain_pythons_eagerly_and_refused_on_an_alias_hybridized():
     mx.random.seed(0)
     net = AliasedIncrement()
     net.initialize(mx.init.Xavier())
@@ -1022,13 +1025,19 @@ def test_augmented_assignment_is_out_of_place_on_tensors():
         with pytest.raises(mx.MXNetError, match="[Ii]nplace"):
             type(net).hybrid_forward.__wrapped__(net, mx.nd, xa).wait_to_read()
     y = net.fc(xa).asnumpy()
-    want = y * (y + 1) * 2              # as the Symbol code computes it
-    for mode in MODES:
-        set_mode(net, mode)
-        got = run(net, x)
-        np.testing.assert_allclose(got[0], want, rtol=1e-5)
-        net.hybridize(active=False)
-    assert " = __ag__.augmented(z, 1, 'add')" in gluon_cf.to_code(AliasedIncrement.hybrid_forward)
+    # recorded, where plain MXNet refuses: out of place, as the Symbol code would compute it
+    np.testing.assert_allclose(run(net, x)[0], y * (y + 1) * 2, rtol=1e-5)
+    # not recorded: in place, as plain Python (y is z: ((y + 1) * 2) ** 2)
+    plain = type(net).hybrid_forward.__wrapped__(net, mx.nd, mx.nd.array(x)).asnumpy()
+    np.testing.assert_allclose(plain, ((y + 1) * 2) ** 2, rtol=1e-5)
+    np.testing.assert_allclose(net(mx.nd.array(x)).asnumpy(), plain, rtol=1e-5)
+    net.hybridize()
+    line = inspect.getsourcelines(AliasedIncrement)[1] + 10
+    with pytest.raises(gluon_cf.AutographError, match=r"^%s:%d: z \+= 1: on an NDArray this "
+                       r"\+= changes the array in place, and 'z' may hold an array something "
+                       r"else holds too \(%s:%d: z = y\).* Write it out of place, z = z \+ "
+                       r"1 " % (re.escape(__file__), line, re.escape(__file__), line - 1)):
+        net(mx.nd.array(x))
 
 
 @gluon_cf.autograph
@@ -1447,18 +1456,6 @@ class GeneratorOverTensor(gluon.HybridBlock):
     (SetattrMethod, [np.ones((2, 2))], 'setattr(self, "k", getattr(self, "k", 0) + 1)',
      r"this statement assigns the attribute 'k' of SetattrMethod \(by setattr\), inside the "
      r"if on a tensor at {file}:{region} \(if x.sum\(\) > 0:\)"),
-    (UnpacksTensor, [np.ones((2, 2))], "a, b = x",
-     r"this unpacking assignment iterates over a tensor"),
-    (Comprehension, [np.ones((4, 3))], "return F.stack(*[r * 2 for r in x])",
-     r"this comprehension iterates over a tensor; while hybridizing a Symbol has no rows"),
-    (GeneratorOverTensor, [np.ones((4, 3))], "return F.add_n(*(r for r in x))",
-     r"this comprehension iterates over a tensor"),
-    (Enumerates, [np.ones((2, 3))], "for i, r in enumerate(x):",
-     r"enumerate\(\) of a tensor: while hybridizing a Symbol has no rows to iterate"),
-    (Zips, [np.ones((2, 3))], "for r in zip(x, x):", r"zip\(\) of a tensor"),
-    (SumsRows, [np.ones((2, 3))], "return sum(x) * 2", r"sum\(\) of a tensor"),
-    (StarsRows, [np.ones((2, 3))], "return F.stack(*x, axis=1)",
-     r"this unpacking \(\*\) iterates over a tensor"),
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_side_effects_and_iteration_over_tensors_are_refused(model, args, line, message):
     """Plain Python on NDArrays runs each; eagerly the converted block gives the same value;
@@ -1480,6 +1477,50 @@ def test_side_effects_and_iteration_over_tensors_are_refused(model, args, line, 
     with pytest.raises(AutographError, match=where + ": " + message.format(
             file=re.escape(HERE), region=region)):
         net(*inputs)
+
+
+class IteratesABodyRow(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for r in x:
+            h = h + F.stack(*[v * 2 for v in r]).reshape((-1,))
+        return h
+
+
+@pytest.mark.parametrize("model", [UnpacksTensor, Comprehension, GeneratorOverTensor,
+                                   Enumerates, Zips, SumsRows, StarsRows],
+                         ids=lambda v: v.__name__)
+def test_iteration_over_a_traced_input_runs_its_rows(model):
+    """Iterating a Symbol whose shape the traced inputs give iterates its rows, as the
+    NDArray's (a graph per input shape: NOTE [graphs traced for input shapes]); these were
+    refused. Values and gradients equal plain Python's on the same input."""
+    rows = 2 if model in (UnpacksTensor, Enumerates, Zips, SumsRows, StarsRows) else 4
+    x = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3) / 10
+    if model is UnpacksTensor:
+        x = x[:, :2]
+
+    def values(net, plain):
+        xa = mx.nd.array(x)
+        xa.attach_grad()
+        with autograd.record():
+            out = type(net).hybrid_forward.__wrapped__(net, mx.nd, xa) if plain else net(xa)
+        out.backward()
+        return out.asnumpy(), xa.grad.asnumpy()
+    net = model()
+    net.hybridize()
+    for want, got in zip(values(model(), True), values(net, False)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_iteration_over_a_loop_row_is_still_refused():
+    """A body's row has no shape the traced inputs give (it is the loop's variable)."""
+    net = IteratesABodyRow()
+    net.hybridize()
+    line = line_of(IteratesABodyRow, "h = h + F.stack(*[v * 2 for v in r]).reshape((-1,))")
+    with pytest.raises(AutographError, match=re.escape(f"{HERE}:{line}: ") +
+                       r".*this comprehension iterates over a tensor"):
+        net(mx.nd.ones((2, 3)))
 
 
 def test_messages_have_no_double_colon():

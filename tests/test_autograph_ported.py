@@ -260,9 +260,15 @@ def test_lru_cache_on_python_values_runs_as_python():
 # ---------------------------------------------------------------- what a Symbol cannot do
 
 class UsesShape(HybridBlock):
+    """(The shape of a loop's row: an input's is known while tracing, NOTE [graphs traced
+    for input shapes].)"""
+
     @autograph
     def hybrid_forward(self, F, x):
-        return x.sum(axis=0) / x.shape[0]
+        h = x[0] * 0
+        for r in x:
+            h = h + r / r.shape[0]
+        return h
 
 
 class UsesContext(HybridBlock):
@@ -318,7 +324,7 @@ class SlicesCollectedRows(HybridBlock):
 @pytest.mark.parametrize("block_class, shape, line_text, words", [
     (SlicesCollectedRows, (3, 2), "F.stack(*outs[1:])", "index the stacked rows"),
     (BoolOfTensor, (2,), "x * bool(F.sum(x) > 0)", "bool() of a tensor"),
-    (UsesShape, (3, 2), "x.shape[0]", ".shape of a tensor"),
+    (UsesShape, (3, 2), "r.shape[0]", ".shape of a tensor"),
     (UsesContext, (2,), "ctx=x.context", "F.zeros_like"),
     (IndexedByTensor, (3, 2), "return x[F.argmax", "F.take"),
     (AssignsItems, (2,), "y[:] = x * 3", "assigns items of a tensor"),

@@ -353,8 +353,9 @@ class ChildSumTreeLSTMCell(_TreeCell):
             for h, c in zip(hs[1:], cs[1:]):
                 h_sum, fc_sum = h_sum + h, fc_sum + self.forget(x, h, c)
         else:
-            h_sum = fc_sum = sym.broadcast_like(sym.zeros((1, self.hidden_size)), x,
-                                                lhs_axes=(0,), rhs_axes=(0,))
+            # (of x's dtype: sym.zeros is float32, and the model may be cast to float64)
+            h_sum = fc_sum = sym.tile(sym.zeros_like(sym.slice_axis(x, axis=1, begin=0, end=1)),
+                                      reps=(1, self.hidden_size))
         return self.combine(x, h_sum, fc_sum)
 
 

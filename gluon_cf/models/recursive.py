@@ -229,7 +229,9 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
             end = F.take(child_ptr, idx + 1)
 
             def zeros():  # one row per invocation, so that the batching executor can batch
-                return F.broadcast_like(F.zeros((1, H)), x, lhs_axes=(0,), rhs_axes=(0,))
+                # (of x's dtype, not F.zeros' float32: the model may be cast to float64)
+                return F.tile(F.zeros_like(F.slice_axis(x, axis=1, begin=0, end=1)),
+                              reps=(1, H))
 
             def leaf():
                 return self.cell.combine(x, zeros(), zeros())
@@ -333,7 +335,9 @@ class TopDownTreeLSTM(gluon.HybridBlock):
         def per_row(z_row, _):
             if not eager:
                 h0, c0 = self.root_state(F, z_row)
-                total, count = node(h0, c0, F.zeros((1, 1)))
+                # (the depth of h0's dtype: the model may be cast to float64)
+                total, count = node(h0, c0, F.zeros_like(F.slice_axis(h0, axis=1, begin=0,
+                                                                      end=1)))
                 return [total, count], []
             row_depth[0] = eager_depth()
             c0, head0, *constants[:] = cell.eager_root(self.init(z_row))

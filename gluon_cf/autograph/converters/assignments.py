@@ -14,6 +14,48 @@ _AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv
               ast.BitOr: "or_", ast.BitXor: "xor"}
 
 
+def rewrite(node):
+    """``x op= v`` written out of place: ``x = x op v`` (for messages)."""
+    target, value = ast.unparse(node.target), ast.unparse(node.value)
+    if not isinstance(node.value, (ast.Name, ast.Constant, ast.Subscript, ast.Attribute,
+                                   ast.Call)):
+        value = "(%s)" % value
+    return "%s = %s %s %s" % (target, target, _SIGNS[type(node.op)], value)
+
+
+def _pure(node):
+    """Whether evaluating ``node`` twice is evaluating it once: names, constants, and items
+    and attributes of them (a converted subscript or attribute read is a call of ``__ag__``
+    on such parts)."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _pure(node.value)
+    if isinstance(node, ast.Subscript):
+        return _pure(node.value) and _pure(node.slice)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            isinstance(node.func.value, ast.Name) and node.func.value.id == "__ag__" and \
+            node.func.attr in ("subscript", "attribute", "py_slice", "item_target") and \
+            not node.keywords:
+        return all(_pure(a) for a in node.args)
+    if isinstance(node, ast.Slice):
+        return all(p is None or _pure(p) for p in (node.lower, node.upper, node.step))
+    if isinstance(node, ast.Tuple):
+        return all(_pure(e) for e in node.elts)
+    return False
+
+
+def _loaded(target):
+    """The target ``target`` (a Store) as an expression reading it."""
+    node = ast.parse(ast.unparse(target), mode="eval").body
+    return ast.copy_location(node, target)
+
+
+_SIGNS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+          ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>",
+          ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+
+
 class AssignmentsConverter(Converter):
     """Assignments, augmented assignments and deletions."""
 
@@ -70,12 +112,29 @@ class AssignmentsConverter(Converter):
         return checks + [node] if checks else node
 
     def _augmented(self, node):
+        written = rewrite(node)          # (of the code as written)
         self.generic_visit(node)
+        if isinstance(node.target, (ast.Subscript, ast.Attribute)) and _pure(node.target):
+            # outs[0] += v: the container holds the array (NOTE [autograph augmented
+            # assignment]); its parts are names and constants, read twice as once
+            read = _loaded(node.target)
+            call = runtime_call("augmented", [read, node.value,
+                                              ast.Constant(_AUGMENTED[type(node.op)]),
+                                              ast.Constant(self.where(node)),
+                                              ast.Constant("its container holds it"),
+                                              ast.Constant(written)])
+            return ast.copy_location(ast.Assign(targets=[node.target], value=call), node)
         if not isinstance(node.target, ast.Name):
             return node
         op = _AUGMENTED[type(node.op)]
+        function = self.parents.get(node)
+        while function is not None and not isinstance(function, (ast.FunctionDef,
+                                                                 ast.AsyncFunctionDef)):
+            function = self.parents.get(function)
+        shared = self.shared_array(function or self.func, node.target.id, node)
         call = runtime_call("augmented", [ast.Name(id=node.target.id, ctx=ast.Load()), node.value,
-                                          ast.Constant(op)])
+                                          ast.Constant(op), ast.Constant(self.where(node)),
+                                          ast.Constant(shared), ast.Constant(written)])
         return ast.copy_location(ast.Assign(targets=[ast.Name(id=node.target.id,
                                                               ctx=ast.Store())],
                                             value=call), node)

@@ -57,13 +57,32 @@ class Converter(ast.NodeTransformer):
         self.collected: Dict[ast.AST, List[str]] = {}     # loop -> the lists it collects
         self.collected_names: Set[str] = set()
         self.live: Dict[ast.AST, Set[str]] = {}           # if or loop -> names read after it
+        self.read_after: Dict[ast.AST, Set[str]] = {}     # ... by code, not closures
         self.exposed: Dict[ast.AST, Set[str]] = {}        # loop -> names its body reads first
+        self.shared: Dict[ast.AST, Dict[str, ast.AST]] = {}   # function -> shared_arrays
 
     def where(self, node):
         line = node.lineno + self.offset
         text = linecache.getline(self.filename, line).strip() or \
             (self.lines[node.lineno - 1].strip() if node.lineno - 1 < len(self.lines) else "")
         return f"{self.filename}:{line}: {text}"
+
+    def shared_array(self, function, name, node):
+        """What else may hold the array of ``function``'s variable ``name`` (NOTE [autograph
+        augmented assignment]), said for the message of ``node``'s ``op=``; None if nothing."""
+        found = self.shared.get(function, {}).get(name)
+        if found is None:
+            return None
+        if found is function:
+            return f"{name!r} is a parameter (the caller holds its array)"
+        if isinstance(found, (ast.Global, ast.Nonlocal)):
+            return f"{name!r} is {type(found).__name__.lower()} (another scope holds it)"
+        if isinstance(found, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)):
+            line = getattr(found, "lineno", None) or node.lineno
+            return f"{name!r} is an item of what the loop or with at " \
+                f"{self.filename}:{line + self.offset} holds"
+        return f"{name!r} may hold an array something else holds too " \
+            f"({self.where(found)})"
 
     def _record_readers(self, node, names):
         """Remember, for the messages about ``names`` at ``node``, the closures that read

@@ -102,7 +102,7 @@ class ListsConverter(Converter):
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
                 node.value.id in self.collected_names:
-            return ast.copy_location(runtime_call("item", [
+            return ast.copy_location(runtime_call("collected_item", [
                 node.value, _index_value(node.slice), ast.Constant(self.where(node))]), node)
         if node not in self.parents:
             return node                      # written by the conversion

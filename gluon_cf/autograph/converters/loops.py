@@ -3,7 +3,8 @@ checked Python loop where the body does what a graph cannot): their carried vari
 and collected lists (NOTE [autograph loops])."""
 import ast
 
-from ..pyct.static_analysis.activity import assigned_names, has_walrus, loaded_names, mutated_names
+from ..pyct.static_analysis.activity import (MUTATORS, assigned_names, free_names,
+                                             has_walrus, in_scope, loaded_names, mutated_names)
 from ..pyct.templates import counter, located, names_tuple, runtime_call
 from .base import Converter, body_does, not_a_graph
 from .lists import collect_appends
@@ -71,6 +72,9 @@ class LoopsConverter(Converter):
             node.iter = ast.copy_location(runtime_call("reversed_rows", [
                 iterable.func, iterable.args[0]]), iterable)
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
+        # (on the body as written, before it converts)
+        one_step = isinstance(node.target, ast.Name) and \
+            self._closures_of_one_step(node, node.target.id)
         # (inside the running() wrapper: before it converts)
         lists, kept = collect_appends(node, self.collected.get(node, []))
         self.generic_visit(node)
@@ -90,7 +94,9 @@ class LoopsConverter(Converter):
         cells = self._scope(node).cells
         body_fn = self._loop_function(f"__ag_body_{number}", [item] + names, node.body, out,
                                       cells)
-        keep_item = item in self.live[node]     # (a closure reads it: a cell, live)
+        # (a closure reads it: a cell, live; but not a closure that lives in one step)
+        keep_item = item in self.live[node] and not (
+            item not in self.read_after[node] and one_step)
         call = runtime_call("for_stmt", [
             node.iter, ast.Name(id=body_fn.name, ctx=ast.Load()), self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
@@ -103,6 +109,49 @@ class LoopsConverter(Converter):
         statements = [body_fn, self._assign(names + lists + ([item] if keep_item else []),
                                             call)]
         return located(statements, node)
+
+    def _closures_of_one_step(self, node, item):
+        """Whether every closure reading the for loop ``node``'s ``item`` is made in its body
+        and used there only: a lambda passed to a call (not kept by a container's method), or
+        a lambda or def whose name is only called, in the body (NOTE [autograph closures]).
+        Then each reads the step's item, as in Python, and none outlives the step."""
+        scope = self._scope(node)
+        inside = {id(n) for statement in node.body for n in ast.walk(statement)}
+        readers = [c for c in scope.closures if item in free_names(c)]
+        own = {id(n) for n in in_scope(self._function_of(node).body)[0]}
+        for closure in readers:
+            if id(closure) not in inside or isinstance(closure, (ast.ClassDef,
+                                                                 ast.GeneratorExp)):
+                return False
+            parent = self.parents.get(closure)
+            if isinstance(closure, ast.Lambda) and isinstance(parent, ast.Call) and \
+                    closure in parent.args + [k.value for k in parent.keywords]:
+                if isinstance(parent.func, ast.Attribute) and \
+                        parent.func.attr in MUTATORS | {"__setitem__"}:
+                    return False
+                continue
+            if isinstance(closure, ast.Lambda):
+                if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and
+                        isinstance(parent.targets[0], ast.Name)):
+                    return False
+                name = parent.targets[0].id
+            else:
+                name = closure.name
+            for use in ast.walk(self.func):
+                if isinstance(use, ast.Name) and use.id == name and \
+                        isinstance(use.ctx, ast.Load) and not (
+                            id(use) in inside and id(use) in own and
+                            isinstance(self.parents.get(use), ast.Call) and
+                            getattr(self.parents[use], "func", None) is use):
+                    return False
+        return True
+
+    def _function_of(self, node):
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef)):
+            parent = self.parents.get(parent)
+        return parent if parent is not None else self.func
 
     def _carried(self, node, read_by_test, exclude=()):
         """A loop's variables: what its body assigns and the test reads, a step reads before

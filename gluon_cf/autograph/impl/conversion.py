@@ -33,9 +33,11 @@ NOTE [autograph]
     The converted function is compiled under the original file name and line numbers, so
     tracebacks land on the user's lines, and its graph nodes are named after them
     (``model_line12_while``); zero-argument ``super()`` and private names (``self.__x``) are
-    rewritten as the class body would have compiled them. ``x += y`` on a tensor is
-    ``x = x + y`` (an NDArray's ``+=`` writes through every alias and fails under autograd;
-    a Symbol's never did), in place on anything else. An ``if`` whose branches ``yield``, use
+    rewritten as the class body would have compiled them. ``x += y`` runs as plain
+    Python's on an NDArray where plain MXNet runs it (in place), out of place where it
+    refuses, and on a Symbol out of place unless something else may hold the array (NOTE
+    [autograph augmented assignment], ``pyct/static_analysis/aliases.py``); in place on
+    anything else. An ``if`` whose branches ``yield``, use
     ``global``/``nonlocal`` or assign attributes or items is left as Python and fails with an
     AutographError when its predicate is a tensor.
 
@@ -51,7 +53,9 @@ NOTE [autograph]
     NOTE [autograph jumps] (``converters/jumps.py``), NOTE [autograph loops]
     (``operators/control_flow.py``), NOTE [autograph lists]
     (``operators/data_structures.py``), NOTE [autograph carried structures]
-    (``operators/carried.py``), NOTE [autograph dict items] (``converters/dict_items.py``)
+    (``operators/carried.py``), NOTE [autograph dict items] (``converters/dict_items.py``),
+    NOTE [autograph augmented assignment] (``pyct/static_analysis/aliases.py``), NOTE
+    [graphs traced for input shapes] (``gluon_cf/hybrid.py``: ``x.shape`` while hybridizing)
     and NOTE [autograph indexing]
     (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties).
@@ -136,6 +140,7 @@ from ..converters.loops import LoopsConverter
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
 from ..pyct.static_analysis.activity import Scope
+from ..pyct.static_analysis.aliases import shared_arrays
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 
 
@@ -596,7 +601,10 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
     """Rewrites one function (NOTE [autograph])."""
 
     def convert(self, func):
-        rebind_dict_items(func)        # NOTE [autograph dict items]
+        # (on the code as written: NOTE [autograph augmented assignment])
+        self.shared = {fn: shared_arrays(fn) for fn in ast.walk(func)
+                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        rebind_dict_items(func, self)   # NOTE [autograph dict items]
         for function in [n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]:
             lower_jumps(function)      # nested functions' own returns too
         self.collected = collected_lists(func)
@@ -610,12 +618,13 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         self.self_name = func.args.args[0].arg if func.args.args else None
         # Liveness on the code as written (after the jumps' rewrite): the rewritten code
         # passes every value an if assigns into its branches, which would read as uses.
-        self.live, self.exposed = {}, {}
+        self.live, self.exposed, self.read_after = {}, {}, {}
         for node in ast.walk(func):
             if isinstance(node, (ast.If, ast.While, ast.For)):
                 # a closure may read its function's variables whenever it is called: they
                 # are live everywhere (NOTE [autograph closures])
-                self.live[node] = live_after(node, self.parents, func) | self._scope(node).cells
+                self.read_after[node] = live_after(node, self.parents, func)
+                self.live[node] = self.read_after[node] | self._scope(node).cells
                 self.exposed[node] = exposed_names(node.body)
         self.generic_visit(func)
         for fn, scope in self.scopes.items():

@@ -27,8 +27,9 @@ from ...ops.while_loop import warn_truncation, while_loop
 from ..errors import AutographError, node_name, python_value, read_by
 from .carried import Carried, described, holds_arrays, spec_of
 from .py_builtins import one_output
-from .data_structures import append_rows, appended_where, extended, step_rows
+from .data_structures import append_rows, appended_where, extended, item, step_rows
 from .side_effects import graph_region
+from .tensor_access import subscript
 from .variables import Undefined, holds_symbols, is_tensor, truth
 
 
@@ -516,3 +517,13 @@ def running_and(flags, test):
     if isinstance(value, mx.sym.Symbol):
         return mx.sym.broadcast_logical_and(going, mx.sym.cast(value, "float32"))
     return going if truth(value, "", "while") else False
+
+
+def collected_item(items, index, where):
+    """A converted ``items[index]`` where ``items`` names a list a loop collects (NOTE
+    [autograph lists]): of the list, or, where the name was rebound to a tensor
+    (``bps = F.stack(*bps)``), the tensor's indexing (a Symbol's own ``[int]`` selects an
+    output, an IndexError: NOTE [autograph indexing])."""
+    if is_tensor(items):
+        return subscript(items, index, where)
+    return item(items, index, where)

@@ -5,7 +5,12 @@ NOTE [autograph iteration]
     MXNet's ``Symbol.__iter__`` yields the whole symbol once, so everything that iterates a
     Symbol as Python would is refused at its line: comprehensions and generator expressions
     (:func:`iterated`), ``*x`` in a call, and the builtins ``enumerate``, ``zip``, ``range``,
-    ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`). ``any``, ``all``,
+    ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`), except where the
+    shapes of the inputs a block's graph is traced for give the Symbol's shape (NOTE [graphs
+    traced for input shapes] in ``gluon_cf/hybrid.py``): there ``len`` is its first axis,
+    and comprehensions, unpacking and the builtins but ``range``, ``reversed`` and the
+    comparing ones iterate its rows (:func:`static_rows`, as an NDArray yields them: the
+    loop unrolled, a graph per input shape). ``any``, ``all``,
     ``min``, ``max`` and ``sorted`` of Symbols (a list or generator of them) would take their
     truth or compare them, which MXNet refuses with no line of the user's: refused at the
     call; so are ``float``, ``int``, ``bool`` and ``round`` of a Symbol (a Python number
@@ -20,7 +25,8 @@ import itertools
 
 import mxnet as mx
 
-from ..errors import AutographError
+from ...hybrid import static_shape
+from ..errors import AutographError, op_name
 
 
 def iterated(value, where, what):
@@ -28,6 +34,9 @@ def iterated(value, where, what):
     of one output is an error (MXNet's Symbol.__iter__ yields the whole symbol, not its rows;
     a Symbol of several outputs, ``F.split``'s, yields them as the eager list does)."""
     if one_output(value):
+        rows = static_rows(value, where)
+        if rows is not None:
+            return rows
         raise AutographError(
             f"{where}: this {what} iterates over a tensor; while hybridizing a Symbol has no "
             f"rows to iterate (MXNet would yield the whole array once), so write a for "
@@ -66,8 +75,22 @@ def builtin(fn, where):
                 f"{where}: {name}() of a tensor while hybridizing: its value exists only "
                 f"when the graph runs, so it cannot become a Python number. Keep it an array "
                 f"(an if or while on it converts; F.cast, F.round for the arithmetic)")
-        if any(one_output(a) for a in args[_ITERATED_ARGS.get(str(name), slice(None))]):
-            _refuse_iteration(name, where)
+        if name == "len" and len(args) == 1 and isinstance(args[0], mx.sym.Symbol):
+            # the first axis of a traced input's shape (NOTE [graphs traced for input
+            # shapes] in gluon_cf/hybrid.py)
+            shape = static_shape(args[0], where)
+            if shape is not None:
+                return shape[0]
+        iterated_args = _ITERATED_ARGS.get(str(name), slice(None))
+        if any(one_output(a) for a in args[iterated_args]):
+            if name in _COMPARING or name in ("range", "reversed"):
+                _refuse_iteration(name, where)
+            # the rows of the traced input's shape, as the NDArray's iteration yields them
+            positions = range(len(args))[iterated_args]
+            args = tuple(static_rows(a, where) if k in positions and one_output(a) else a
+                         for k, a in enumerate(args))
+            if any(a is None for a in args):
+                _refuse_iteration(name, where)
         return the_builtin(*args, **kwargs)
     return checked
 
@@ -147,6 +170,23 @@ def reversed_rows(fn, value):
     if fn is builtins.reversed and one_output(value):
         return mx.sym.reverse(value, axis=0)
     return fn(value)
+
+
+def static_rows(symbol, where):
+    """The rows of ``symbol`` as iterating an NDArray yields them (``x[i]``: the first axis
+    dropped, a 1-D array's items of shape (1,)), where the shapes of the inputs the block's
+    graph is traced for give its shape (NOTE [graphs traced for input shapes] in
+    ``gluon_cf/hybrid.py``), else None."""
+    shape = static_shape(symbol, where)
+    if shape is None:
+        return None
+    rows = []
+    for k in range(shape[0]):
+        row = mx.sym.slice_axis(symbol, axis=0, begin=k, end=k + 1,
+                                name=op_name(where, "row"))
+        rows.append(mx.sym.reshape(row, shape=shape[1:], name=op_name(where, "row"))
+                    if len(shape) > 1 else row)
+    return rows
 
 
 def one_output(value):

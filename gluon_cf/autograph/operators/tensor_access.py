@@ -37,7 +37,9 @@ NOTE [autograph indexing]
     Attributes only an NDArray has (``shape``, ``ndim``, ``size``, ``dtype``, ``context``,
     ``ctx``, ``grad``, ``stype``, ``asnumpy``, ``asscalar``, ``attach_grad`` ...) read on a
     Symbol are refused at the user's line, saying which F operator gives the value in a
-    graph (a Symbol has no shape until the block is bound), and so are calls of those
+    graph (a Symbol has no shape until the block is bound), except ``shape`` and ``ndim``
+    where the shapes of the inputs a block's graph is traced for give them (NOTE [graphs
+    traced for input shapes] in ``gluon_cf/hybrid.py``), and so are calls of those
     methods (``x.sum().asscalar()``: MXNet's NotImplementedForSymbol named no line);
     ``x.T`` on a Symbol is ``transpose`` (what ``NDArray.T`` computes). A property of a user class (not library
     code) read by converted code runs its getter converted (NOTE [autograph calls]).
@@ -48,6 +50,7 @@ from typing import List, Optional
 
 import mxnet as mx
 
+from ...hybrid import static_shape
 from ..errors import AutographError, op_name
 from .py_builtins import one_output
 from .variables import BROADCAST, binary
@@ -85,6 +88,12 @@ def attribute(value, name, where):
     if isinstance(value, mx.sym.Symbol):
         if name == "T":
             return mx.sym.transpose(value, name=op_name(where, "T"))
+        if name in ("shape", "ndim"):
+            # while a block's graph is traced: the shape the traced inputs give it, the graph
+            # then one for those input shapes (NOTE [graphs traced for input shapes])
+            shape = static_shape(value, where)
+            if shape is not None:
+                return shape if name == "shape" else len(shape)
         instead = NDARRAY_ONLY.get(name)
         if instead is not None:
             raise AutographError(

@@ -1,6 +1,6 @@
 """Variables of converted code at run time: :class:`Undefined` (a variable a branch or the
 steps run so far did not assign), reading a variable that may be unbound (:func:`ld`), ``x op=
-y`` out of place on tensors (:func:`augmented`), and the tests of what a value is that every
+y`` as plain Python runs it (:func:`augmented`), and the tests of what a value is that every
 operator shares."""
 import linecache
 import operator
@@ -40,14 +40,58 @@ def ld(read, name, where):
         return Undefined(name, where)
 
 
-def augmented(target, value, op):
-    """A converted ``target op= value``: out of place when ``target`` is a tensor (an NDArray's
-    ``+=`` writes into the array, so every alias of it changes and autograd refuses it while
-    recording; a Symbol's is ``target = target + value``), in place otherwise (lists)."""
+def augmented(target, value, op, where=None, shared=None, rewrite=None):
+    """A converted ``target op= value`` (NOTE [autograph augmented assignment]): on an NDArray
+    in place wherever plain Python's ``+=`` would run (so every alias sees it, as in plain
+    Python), out of place where plain MXNet refuses it (autograd recording an array already
+    in its graph; shapes that broadcast past the target's); on a Symbol out of place, an
+    AutographError at ``where`` if ``shared`` (what else may hold the array) is given,
+    advising ``rewrite``; in place on anything else (lists)."""
+    if isinstance(target, mx.nd.NDArray):
+        if _in_place_runs(target, value, op):
+            return getattr(operator, "i" + op)(target, value)
+    elif isinstance(target, mx.sym.Symbol) and shared is not None and op in _IN_PLACE:
+        raise AutographError(
+            f"{where}: on an NDArray this {_SIGNS[op]}= changes the array in place, and "
+            f"{shared}, which would see the change; a graph cannot change an array in place "
+            f"(its value would differ from plain Python's). Write it out of place, {rewrite} "
+            f"(what else holds the array keeps the old value), or keep a copy there "
+            f"(F.identity(...)) if it must not change")
     if is_tensor(target):
         return binary(target, value, op) if op in BROADCAST else \
             getattr(operator, op)(target, value)
     return getattr(operator, "i" + op.rstrip("_"))(target, value)
+
+
+# NDArray's in-place operators (``**=``, ``//=`` ... rebind the name, even on an NDArray)
+_IN_PLACE = {"add", "sub", "mul", "truediv", "mod"}
+_SIGNS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "mod": "%"}
+
+
+def _in_place_runs(target, value, op):
+    """Whether plain ``target op= value`` on an NDArray would change it in place without an
+    error: an in-place operator, a writable target, a number or an array that broadcasts to
+    the target's shape, and no autograd recording of an array already in its graph (MXNet
+    writes the array, then refuses)."""
+    if op not in _IN_PLACE or not target.writable:
+        return False
+    if isinstance(value, mx.nd.NDArray):
+        try:
+            shape = np.broadcast_shapes(target.shape, value.shape)
+        except ValueError:
+            return False
+        if shape != target.shape or value.dtype != target.dtype or \
+                value.context != target.context:
+            return False
+    elif not isinstance(value, (int, float, np.number, np.bool_)):
+        return False
+    if not mx.autograd.is_recording():
+        return True
+    try:
+        mx.autograd.get_symbol(target)    # (only an array in autograd's graph has one)
+    except mx.MXNetError:
+        return True
+    return False
 
 
 # The operators of NDArray-NDArray arithmetic and comparison (NDArray's __add__ ... use them)
@@ -105,3 +149,12 @@ def holds_symbols(value):
     """Whether a list or tuple holds a Symbol (at any depth)."""
     return any(isinstance(v, mx.sym.Symbol) or isinstance(v, (list, tuple)) and
                holds_symbols(v) for v in value)
+
+
+def without(items, key, quiet):
+    """A converted ``del d[key]`` or ``d.pop(key)`` (``quiet``: ``d.pop(key, default)``) of a
+    dict no other name holds: a copy without ``key`` (NOTE [autograph dict items]); a missing
+    key is plain Python's KeyError unless ``quiet``."""
+    if key not in items and not quiet:
+        raise KeyError(key)
+    return {k: v for k, v in items.items() if k != key}

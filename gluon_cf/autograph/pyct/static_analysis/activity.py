@@ -17,8 +17,13 @@ NOTE [autograph closures]
     tensor loop) the AutographError names the variable, the closure that reads it and both
     lines. A named nested function that assigns a variable ``nonlocal`` assigns it wherever it
     is called: an ``if`` or loop whose code names it assigns that variable too (carried out,
-    as if assigned there). Comprehensions run where they are written; their variables are
-    their own (not assigned or read by the code around them).
+    as if assigned there). A closure reading a tensor ``for``'s item is made in its body and
+    used there only (a lambda passed to a call, or a lambda or def whose name is only called
+    in the body): it reads the step's row, as in Python, and the loop need not keep its last
+    row (a closure kept past the loop is refused: it would read the last row). A ``def``
+    reads its decorators and defaults where it is written, its body when called.
+    Comprehensions run where they are written; their variables are their own (not assigned
+    or read by the code around them).
 """
 import ast
 from typing import Dict, FrozenSet, List, Set, Tuple

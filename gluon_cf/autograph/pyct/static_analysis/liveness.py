@@ -36,6 +36,18 @@ def exposed_names(statements):
             exposed |= (loaded_names(statement.iter) | exposed_names(statement.body) -
                         assigned_names([statement.target]) |
                         exposed_names(statement.orelse)) - assigned
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            # a def reads its decorators and defaults (and bases) where written, binds its
+            # name; its body reads when called (a closure's variables are cells: NOTE
+            # [autograph closures])
+            heads = list(statement.decorator_list)
+            if isinstance(statement, ast.ClassDef):
+                heads += list(statement.bases) + [k.value for k in statement.keywords]
+            else:
+                heads += list(statement.args.defaults) + [
+                    d for d in statement.args.kw_defaults if d is not None]
+            exposed |= set().union(*[loaded_names(h) for h in heads]) - assigned
+            assigned.add(statement.name)
         else:
             exposed |= loaded_names(statement) - assigned
     return exposed
