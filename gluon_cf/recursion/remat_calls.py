@@ -189,6 +189,10 @@ class Call:
     def _forward(self, parent, runs, check, watches):
         read_checked = self.root.read_checked
         flat = self._run_body(parent, check, watches)
+        draws = [d for watch in watches for d in watch.draws]
+        if draws:   # refused here, before any recomputation could draw other numbers
+            op, name, line = draws[0]
+            self._refuse_operators([op], " at %s:%s" % (name, line) if name else "")
         if _node.node_runs() != runs:
             raise NotImplementedError(
                 "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
@@ -406,10 +410,13 @@ class Call:
         if self.root.training:
             bad += sorted(ops & AUX_STATE_OPS)
         if bad:
-            raise NotImplementedError(
-                "gluon_cf.recursive%s: remat=True for %r whose body runs %s: recomputing a call "
-                "would draw different random numbers or update running statistics twice. Use "
-                "remat=False" % (self.root.at(), self.fn.name, ", ".join(bad)))
+            self._refuse_operators(bad)
+
+    def _refuse_operators(self, bad, where=""):
+        raise NotImplementedError(
+            "gluon_cf.recursive%s: remat=True for %r whose body runs %s%s: recomputing a call "
+            "would draw different random numbers or update running statistics twice. Use "
+            "remat=False" % (self.root.at(), self.fn.name, ", ".join(bad), where))
 
     def _differ(self):
         raise RuntimeError(
