@@ -4,7 +4,8 @@ passes gradients through ``Cast`` to integer types, so ``remat=False`` (the orac
 gradient through ``(h * 3).astype('int32')``; remat gave none (silently: 0 against 135 for a
 recursive call's argument, -23 against -56 for a loop's state), and is refused instead, naming
 the user's line. Integers computed from integers only still run, with remat=False's
-gradients. ~3 s."""
+gradients. Hybridized, a node's integer inputs and outputs carry MXNet's gradients, remat or
+not (NOTE [integer inputs needing a gradient] in gluon_cf/node.py). ~4 s."""
 import mxnet as mx
 import numpy as np
 import pytest
