@@ -64,6 +64,7 @@ from mxnet.ndarray import ndarray as _nd_module, register as _register
 
 from .errors import EscapedArrayError  # noqa: F401 (remat_escapes.EscapedArrayError)
 from .operators import _USER_DIRS   # gluon_cf's models and benchmarks: the user's code
+from .operators import is_random_op
 
 _Base = mx.nd.NDArray.__mro__[1]   # NDArrayBase (mxnet/_ctypes/ndarray.py)
 _base_init, _base_del = _Base.__init__, _Base.__del__
@@ -90,6 +91,7 @@ _VIEW_CODES = {mx.nd.NDArray.reshape.__code__, mx.nd.NDArray._slice.__code__,
                mx.nd.NDArray._at.__code__, mx.nd.NDArray._get_nd_basic_indexing.__code__}
 _USER, _LIBRARY, _OWN_CODE, _NO_HISTORY, _EXECUTED = range(5)
 _kinds: dict = {}            # a code's file name -> its kind
+_random: dict = {}           # an operator handle's value -> whether it draws random numbers
 
 
 def _kind(code):
@@ -209,7 +211,15 @@ def _invoke(handle, ndargs, keys, vals, out, *rest):
     watch = getattr(_state, "watch", None)
     if watch is None:
         return _base_invoke(handle, ndargs, keys, vals, out, *rest)
-    watch.operators.add(getattr(handle, "value", handle))
+    value = getattr(handle, "value", handle)
+    watch.operators.add(value)
+    random = _random.get(value)
+    if random is None:
+        random = _random[value] = is_random_op(_op_name(value))
+    if random and not watch.draws:   # the user's own draw (not an initializer's, not ours)
+        no_history, direct, name, line, _ = _site(sys._getframe(1))
+        if direct and not no_history:
+            watch.draws.append((_op_name(value), name, line))
     created = watch.created
     clean = _without_gradient(created, ndargs)
     if out is not None and not clean:   # history written into existing arrays
@@ -256,6 +266,8 @@ class Watch:
         self.created: dict = {}   # id -> _site(...), while alive
         self.writes: list = []    # (file, line, shape): history written into outer arrays
         self.operators: set = set()   # the handles of the operators called (:meth:`op_names`)
+        # (operator, file, line) of the first random operator the user's code called
+        self.draws: list = []
         self.outer = getattr(_state, "watch", None)
         self.running = True
         _state.watch = self
@@ -270,13 +282,7 @@ class Watch:
     def op_names(self):
         """The names of the operators called while running (a random operator without
         inputs, ``mx.nd.random.normal(shape=...)``, is not in the recorded graph)."""
-        names = []
-        for value in self.operators:
-            name = ctypes.c_char_p()
-            check_call(_LIB.MXSymbolGetAtomicSymbolName(ctypes.c_void_p(value),
-                                                        ctypes.byref(name)))
-            names.append((name.value or b"").decode())
-        return names
+        return [_op_name(value) for value in self.operators]
 
     def escaped(self):
         """The sites of the arrays made while running that are still alive, not kept
@@ -330,6 +336,13 @@ class Watch:
         for key in created:
             if _owner.get(key) is created:
                 del _owner[key]
+
+
+def _op_name(value):
+    """The name of the MXNet operator whose handle's value is ``value``."""
+    name = ctypes.c_char_p()
+    check_call(_LIB.MXSymbolGetAtomicSymbolName(ctypes.c_void_p(value), ctypes.byref(name)))
+    return (name.value or b"").decode()
 
 
 def _dtype_name(dtype):

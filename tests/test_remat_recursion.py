@@ -248,6 +248,30 @@ def test_randomness_is_refused():
         _backward_error(f, mx.nd.array([2]))
 
 
+@pytest.mark.parametrize("draw", ["normal", "dropout"])
+def test_a_random_draw_is_refused_in_the_forward_at_its_line(draw):
+    """A draw without inputs (``mx.nd.random.normal(shape=...)``) is not recorded: before, it
+    was found only when the recomputed values differed, in backward, with a message naming
+    neither the op nor the line. Now the forward refuses any random op the body calls, naming
+    it and the user's line (a recorded one, Dropout, too); nothing runs backward."""
+    drop = gluon.nn.Dropout(0.5)
+    w = mx.nd.ones((1, 3))
+    w.attach_grad()
+    line = sys._getframe().f_lineno + (6 if draw == "normal" else 7)
+
+    @gluon_cf.recursive(remat=True)
+    def f(n):
+        if int(n.asscalar()) == 0:
+            return w * 2
+        return (f(n - 1) * w + mx.nd.random.normal(shape=(1, 3)) if draw == "normal" else
+                drop(f(n - 1) * w))
+    op = "_random_normal" if draw == "normal" else "Dropout"
+    with autograd.record():
+        with pytest.raises(NotImplementedError, match=r"remat=True for 'f' whose body runs "
+                           r"%s at .*test_remat_recursion.py:%d: " % (op, line)):
+            f(mx.nd.array([2]))
+
+
 @pytest.mark.parametrize("remat, error, text", [
     (2, NotImplementedError, "remat=2 is not implemented for recursive functions"),
     ("auto", NotImplementedError, "remat='auto' is not implemented for recursive functions"),

@@ -33,11 +33,14 @@ NOTE [rematerialised recursive calls]
       memory saved) or recompute it again. Found in the parent's backward (the recomputed
       argument is recorded, the forward's was not). Indices computed from indices, and arrays
       passed through unchanged, are fine;
-    * randomness (``Dropout``, ``mx.nd.random.*``) and auxiliary state (BatchNorm) in the body
-      under training, found in the recomputed graph (no seed is replayed per call: seeding
-      costs ~2 ms, more than a small call); any other difference between the recomputed
-      results and the forward's fails the backward too, never a different gradient (compared
-      in batches of ``_CHECK_EVERY`` calls: a comparison waits for the engine);
+    * randomness (``Dropout``, ``mx.nd.random.*``): found in the forward, as the user's code in
+      the body calls a random operator (the escape watch sees every operator call, a draw
+      without inputs too, which MXNet does not record), naming the op and the line (no seed
+      is replayed per call: seeding costs ~2 ms, more than a small call); auxiliary state
+      (BatchNorm) under training, found in the recomputed graph; any other difference
+      between the recomputed results and the forward's fails the backward too, never a
+      different gradient (compared in batches of ``_CHECK_EVERY`` calls: a comparison waits
+      for the engine);
     * a body in which a gluon_cf node ran as an MXNet Custom operator (its backward would run
       inside the call's, which hung MXNet 1.9.1's engine): found in the forward, by the count
       of node runs (``node.node_runs``) around the body. A hybridized block holding gluon_cf
@@ -189,6 +192,10 @@ class Call:
     def _forward(self, parent, runs, check, watches):
         read_checked = self.root.read_checked
         flat = self._run_body(parent, check, watches)
+        draws = [d for watch in watches for d in watch.draws]
+        if draws:   # refused here, before any recomputation could draw other numbers
+            op, name, line = draws[0]
+            self._refuse_operators([op], " at %s:%s" % (name, line) if name else "")
         if _node.node_runs() != runs:
             raise NotImplementedError(
                 "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
@@ -406,10 +413,13 @@ class Call:
         if self.root.training:
             bad += sorted(ops & AUX_STATE_OPS)
         if bad:
-            raise NotImplementedError(
-                "gluon_cf.recursive%s: remat=True for %r whose body runs %s: recomputing a call "
-                "would draw different random numbers or update running statistics twice. Use "
-                "remat=False" % (self.root.at(), self.fn.name, ", ".join(bad)))
+            self._refuse_operators(bad)
+
+    def _refuse_operators(self, bad, where=""):
+        raise NotImplementedError(
+            "gluon_cf.recursive%s: remat=True for %r whose body runs %s%s: recomputing a call "
+            "would draw different random numbers or update running statistics twice. Use "
+            "remat=False" % (self.root.at(), self.fn.name, ", ".join(bad), where))
 
     def _differ(self):
         raise RuntimeError(
