@@ -53,3 +53,23 @@ def test_demo_piped_prints_a_line_per_epoch_and_the_final_summary(tmp_path):
     assert re.match(r"speed: \d+ trees/s training, \d+ trees/s inference", last[1])
     assert last[2].startswith("model saved to " + str(tmp_path / "m.params"))
     assert os.path.getsize(tmp_path / "m.params") > 0
+
+
+def test_training_batches_are_uploaded_without_an_engine_round_trip(monkeypatch):
+    """NOTE: [Uploads]: the training loop's mini-batches reach MXNet by a zero-copy from_numpy
+    of a fresh copy (float32, as nd.array gave them), never by SyncCopyFromCPU."""
+    import mxnet as mx
+    from gluon_cf.data.trees import batchify_forest
+    from gluon_cf.models import train
+
+    _, _, trees, _, _ = train.demo_splits(20, seed=0)
+    forest = batchify_forest(trees[:3])
+
+    def refused(*args, **kwargs):
+        raise AssertionError("an upload by SyncCopyFromCPU (mx.nd.array)")
+    monkeypatch.setattr(mx.nd.NDArray, "_sync_copyfrom", refused)
+    inputs, labels = train._arrays(trees[:3])
+    wanted = [forest.tokens, forest.left, forest.right, forest.roots, forest.root_labels]
+    for got, want in zip(inputs + [labels], wanted):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got.asnumpy(), np.asarray(want, np.float32))

@@ -28,15 +28,8 @@ alive until it sums them at the end: for the RNTN that is 54 MB of V gradient pe
 (H = 150), over 24 GB for a batch of 25 SST-like trees. PyTorch accumulates as it goes, so the
 torch runner does one backward per mini-batch.
 
-NOTE: [Uploads]
-Every runner hands a mini-batch's host arrays (the forest, a level's indices, the labels) to
-MXNet by `to_nd`: `mx.nd.from_numpy` of a fresh copy, zero-copy, not `mx.nd.array`. The latter
-writes into a new NDArray by `SyncCopyFromCPU`, whose `WaitToWrite` pushes an empty operation to
-the engine and waits for it: a round trip through the engine's threads per array, 170-240 us
-of CPU here and ~0.5 ms of wall time on a loaded machine (py-spy), so the benchmark measured
-MXNet's upload path rather than the methods (d uploads four arrays per level, e four per
-mini-batch, g none). The copy keeps the caller's array writable (`from_numpy` marks the array
-it is given read-only) and costs a few microseconds.
+Every runner hands a mini-batch's host arrays to MXNet by `to_nd` (NOTE: [Uploads] in
+gluon_cf/uploads.py).
 """
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List
@@ -48,6 +41,7 @@ from mxnet.gluon import nn
 
 if TYPE_CHECKING:   # imported when called (make_batches), as the encoders are
     from gluon_cf.data.trees import EncodedForest, EncodedTree
+from gluon_cf.uploads import to_nd
 from gluon_cf.models import (BinaryTreeLSTMCell, RNTNCell, TreeRNNCell, rntn_eager,
                              treelstm_eager, treernn_eager)
 
@@ -64,12 +58,6 @@ MODEL_KINDS = {
     'rntn': (RNTNCell, rntn_eager),
 }
 LEARNING_RATE = 0.01
-
-
-def to_nd(values, dtype='float32'):
-    """An NDArray (CPU) holding a copy of host `values` (NOTE: [Uploads]); float32 as
-    `mx.nd.array`'s default."""
-    return mx.nd.from_numpy(np.array(values, dtype=dtype), zero_copy=True)
 
 
 class MethodUnavailable(Exception):

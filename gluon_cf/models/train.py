@@ -20,11 +20,12 @@ from typing import List, Optional
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon, nd
+from mxnet import autograd, gluon
 from tqdm import tqdm
 
 from ..data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
 from ..data.split import shard_loss_scale
+from ..uploads import to_nd  # NOTE: [Uploads]
 from .distributed import workers_of
 from .recursive import TreeLSTM
 
@@ -66,8 +67,9 @@ def _tree_batches(encoded, batch_size, rng=None, min_size=1):
 
 def _arrays(trees):
     forest = batchify_forest(trees)
-    return ([nd.array(forest.tokens), nd.array(forest.left), nd.array(forest.right),
-             nd.array(forest.roots)], nd.array(forest.root_labels))
+    # float32, as nd.array gave them (the forest's index arrays are read as float indices)
+    return ([to_nd(forest.tokens), to_nd(forest.left), to_nd(forest.right),
+             to_nd(forest.roots)], to_nd(forest.root_labels))
 
 
 def _batches(encoded, batch_size, rng=None):

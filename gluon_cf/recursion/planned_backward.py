@@ -81,6 +81,7 @@ from ..graph.decoded import random_ops
 from .._cachedop import CachedOpPair
 from .group_draws import SEED, group_draws
 from .value_graphs import _result_graph, _value_graph
+from .views import rows as rows_of
 
 ENABLED = [True]   # NOTE above: tests compare the planned and the recorded backward
 RUNS = [0]         # schedules run with a planned backward (for tests, tools)
@@ -148,15 +149,15 @@ def run(schedule, ctx, upload):
         graph = _value_graph(plan, layouts, q, vid, None)
         values = []
         for role, i, j, site in graph.inputs:
-            if role == "arg":   # (NDArray._slice: a view of rows, no general indexing)
-                values.append(uploaded[q][i]._slice(first, first + rows))
+            if role == "arg":   # (a view of rows, no general indexing)
+                values.append(rows_of(uploaded[q][i], first, first + rows))
             elif role == "env":
                 values.append(env[i])
             elif role == "table":
                 values.append(sources[callees[i]][site][j])
             else:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                values.append(index._slice(a, a + rows))
+                values.append(rows_of(index, a, a + rows))
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
         taped_inputs = bool(callees) or any(role == "env" and env[i].grad is not None
                                             for role, i, _, _ in graph.inputs)
@@ -185,14 +186,14 @@ def run(schedule, ctx, upload):
         with mx.autograd.pause(train_mode=training) if remat else contextlib.nullcontext():
             out, taped_inputs, kept = call_group(
                 number, q, vid, first, rows, calls,
-                [t._slice(first, first + rows) for t in tables[q]])
+                [rows_of(t, first, first + rows) for t in tables[q]])
         if taped_inputs:
             taped.append((number, q, vid, first, rows, calls, kept if remat else out))
     graph = _result_graph(plan, layouts, None)
     a, b = schedule.result[1][0]
     # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
     with mx.autograd.record(train_mode=training) if remat else contextlib.nullcontext():
-        outputs = graph.op(*[sources[plan.entry][0][j] if role == "table" else index[a:b]
+        outputs = graph.op(*[sources[plan.entry][0][j] if role == "table" else rows_of(index, a, b)
                              for role, _, j, _ in graph.inputs])
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
@@ -206,7 +207,7 @@ def run(schedule, ctx, upload):
                     out, _, kept = call_group(number, q, vid, first, rows, calls, None, kept)
                 out = list(out) if isinstance(out, (list, tuple)) else [out]
                 if kept is True:   # seeded: the draws replayed, or the backward fails
-                    differ += [d for d in (_remat._differs(o, t._slice(first, first + rows))
+                    differ += [d for d in (_remat._differs(o, rows_of(t, first, first + rows))
                                            for o, t in zip(out, tables[q])) if d is not None]
                 RECOMPUTED[0] += 1
             else:
@@ -214,7 +215,7 @@ def run(schedule, ctx, upload):
             # retain_graph: an unrecorded input (the environment's unmarked aliases) gets a
             # variable node on its first recorded use, shared by every group's tape; a
             # backward that frees its graph empties that node, and the next group's fails.
-            mx.autograd.backward(out, [g._slice(first, first + rows) for g in grads[q]],
+            mx.autograd.backward(out, [rows_of(g, first, first + rows) for g in grads[q]],
                                  retain_graph=True, train_mode=train_mode)
             out = kept = None
         if differ and mx.nd.add_n(*differ).asscalar() > 0:

@@ -47,13 +47,10 @@ NOTE [ahead-of-time schedules]
     that buffer is written exactly as before.
 """
 import collections
-import ctypes
 from typing import Any, Dict, List, Optional, Union
 
 import mxnet as mx
 import numpy as np
-from mxnet.base import _LIB, NDArrayHandle, check_call, mx_uint
-from mxnet.ndarray import NDArray
 
 from .. import executor, node, registry, rowwise
 from ..errors import CallTreeTooLargeError, RecursionDepthError
@@ -63,6 +60,7 @@ from . import skeleton_tables
 from .skeleton_tables import SkeletonTable
 from .table import table as _table
 from .value_graphs import _result_graph, _value_graph
+from .views import rows as _rows
 
 # Invocations one schedule may hold: beyond, the call tree is refused with CallTreeTooLargeError
 # before any value is computed (a cycle in the tree arrays doubles it at every level, and the
@@ -491,21 +489,6 @@ def _check_depth(function, depth):
         raise RecursionDepthError(
             "gluon_cf.recursive: %r exceeded max_depth=%d nested calls; does it "
             "reach a base case?" % (function.name, function.max_depth))
-
-
-def _rows(array, start, stop):
-    """Rows ``start:stop`` of ``array`` as a view: ``NDArray._slice`` without its Python
-    bounds handling, which asks MXNet for the shape (a C call and a tuple) on every view, a
-    few per group call; MXNDArraySlice checks the bounds itself ("Slice end index out of
-    range", tests/test_schedule_tables.py), but not a negative start, which mx_uint wraps
-    into a view of the memory before the array (a review found it)."""
-    if start < 0:
-        raise IndexError("gluon_cf schedule: rows %d:%d of an array of %d rows"
-                         % (start, stop, array.shape[0]))
-    handle = NDArrayHandle()
-    check_call(_LIB.MXNDArraySlice(array.handle, mx_uint(start), mx_uint(stop),
-                                   ctypes.byref(handle)))
-    return NDArray(handle=handle, writable=array.writable)
 
 
 def _upload(array, ctx):
