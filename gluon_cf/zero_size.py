@@ -21,6 +21,7 @@ NOTE [eager zero-size values]
 import contextlib
 import sys
 import threading
+from typing import Dict, Optional, Tuple
 
 import mxnet as mx
 from mxnet.ndarray import register as _register
@@ -42,7 +43,7 @@ def _invoke(handle, ndargs, *rest):
     element] in ``graph/partitioned.py``)."""
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
-    empty = [k for k, a in enumerate(ndargs) if 0 in a.shape]
+    empty = [k for k, a in enumerate(ndargs) if 0 in _shape(a)]
     try:
         if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
@@ -52,14 +53,18 @@ def _invoke(handle, ndargs, *rest):
             try:
                 out.shape   # noqa: B018 - read for MXNet's error
             except mx.MXNetError:
-                raise ZeroSizeError(
+                # raised where it is used: a result never used (a cond's branch not taken)
+                # is no error, as in MXNet
+                _NO_ELEMENT[out.handle.value] = (
                     "gluon_cf: boolean_mask%s kept no element of its 1-D input (shape %s) "
                     "in an op's body run eagerly: MXNet 1.x cannot hold a one-dimensional "
                     "array of no element (its legacy shapes read (0,) as unknown). Give the "
                     "data a trailing axis (x.reshape((-1, 1)), then (0, 1) rows are possible) "
                     "or guard the call with gluon_cf.cond on the mask's sum"
                     % (" at %s" % user_location() if user_location() else "",
-                       ndargs[0].shape), located=user_location() is not None) from None
+                       ndargs[0].shape), user_location() is not None)
+                while len(_NO_ELEMENT) > 64:   # (the oldest are long gone)
+                    _NO_ELEMENT.pop(next(iter(_NO_ELEMENT), None), None)
         return out
     except mx.MXNetError as err:
         if not empty:
@@ -67,6 +72,21 @@ def _invoke(handle, ndargs, *rest):
         op = sys._getframe(1).f_code.co_name        # MXNet's generated function: the op
         raise _refused(op, user_location(), [(k, ndargs[k].shape) for k in empty], err) \
             from None
+
+
+# a boolean_mask's result of no element, by its handle -> the error of using it (NOTE [a
+# one-dimensional result of no element])
+_NO_ELEMENT: Dict[Optional[int], Tuple[str, bool]] = {}
+
+
+def _shape(array):
+    try:
+        return array.shape
+    except mx.MXNetError:
+        error = _NO_ELEMENT.get(array.handle.value)
+        if error is None:
+            raise
+        raise ZeroSizeError(error[0], located=error[1]) from None
 
 
 def _refused(op, where, empty, err):
