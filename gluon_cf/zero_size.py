@@ -21,12 +21,11 @@ NOTE [eager zero-size values]
 import contextlib
 import sys
 import threading
-from typing import Dict, Optional, Tuple
 
 import mxnet as mx
 from mxnet.ndarray import register as _register
 
-from .errors import ZeroSizeError
+from .errors import ZeroSizeError, no_element_error, note_no_element
 from .operators import user_location
 
 __all__ = ["eager_body"]
@@ -55,7 +54,7 @@ def _invoke(handle, ndargs, *rest):
             except mx.MXNetError:
                 # raised where it is used: a result never used (a cond's branch not taken)
                 # is no error, as in MXNet
-                _NO_ELEMENT[out.handle.value] = (
+                note_no_element(out.handle.value, 
                     "gluon_cf: boolean_mask%s kept no element of its 1-D input (shape %s) "
                     "in an op's body run eagerly: MXNet 1.x cannot hold a one-dimensional "
                     "array of no element (its legacy shapes read (0,) as unknown). Give the "
@@ -63,8 +62,6 @@ def _invoke(handle, ndargs, *rest):
                     "or guard the call with gluon_cf.cond on the mask's sum"
                     % (" at %s" % user_location() if user_location() else "",
                        ndargs[0].shape), user_location() is not None)
-                while len(_NO_ELEMENT) > 64:   # (the oldest are long gone)
-                    _NO_ELEMENT.pop(next(iter(_NO_ELEMENT), None), None)
         return out
     except mx.MXNetError as err:
         if not empty:
@@ -74,19 +71,15 @@ def _invoke(handle, ndargs, *rest):
             from None
 
 
-# a boolean_mask's result of no element, by its handle -> the error of using it (NOTE [a
-# one-dimensional result of no element])
-_NO_ELEMENT: Dict[Optional[int], Tuple[str, bool]] = {}
-
-
 def _shape(array):
+    """``graph.cached_graph.shape_or_no_element`` (this module may not import ``graph``)."""
     try:
         return array.shape
-    except mx.MXNetError:
-        error = _NO_ELEMENT.get(array.handle.value)
+    except mx.MXNetError:   # (NOTE [a one-dimensional result of no element])
+        error = no_element_error(array.handle.value)
         if error is None:
             raise
-        raise ZeroSizeError(error[0], located=error[1]) from None
+        raise error from None
 
 
 def _refused(op, where, empty, err):

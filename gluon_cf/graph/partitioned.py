@@ -22,7 +22,7 @@ from typing import Dict, List, Set, Union
 import mxnet as mx
 
 from .. import registry, staging
-from ..errors import ZeroSizeError
+from ..errors import ZeroSizeError, note_no_element
 from ..executor import Parallel, done
 from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node
 from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin_of,
@@ -177,7 +177,9 @@ class _RunTimeShapeCall(_OperatorCall):
             try:
                 values[e].shape   # noqa: B018 - read for MXNet's error
             except mx.MXNetError:
-                return _no_element_error(self.node, [values[i] for i in self.in_entries])
+                error = _no_element_error(self.node, [values[i] for i in self.in_entries])
+                note_no_element(values[e].handle.value, str(error), error.located)
+                return error
         return None
 
 
