@@ -1,6 +1,6 @@
 """gluon_cf's own exception types that need no MXNet (the artifact runtime raises them too)."""
 import re
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
 
 class RecursionDepthError(RuntimeError):
@@ -51,6 +51,26 @@ class ZeroSizeError(ValueError):
     def __init__(self, message, located=False):
         super().__init__(message)
         self.located = located
+
+
+# A boolean_mask's 1-D result of no element, by its handle's address -> the message and
+# ``located`` of the ZeroSizeError of using it (NOTE [a one-dimensional result of no element]
+# in ``graph/partitioned.py``): whatever reads its shape (an operator, a graph, a gluon_cf
+# node's rule) raises that instead of MXNet's "Shape is unknown". The oldest are dropped.
+_NO_ELEMENT: Dict[Optional[int], Tuple[str, bool]] = {}
+
+
+def note_no_element(address: Optional[int], message: str, located: bool) -> None:
+    """Remember the error of using the array at ``address``, which MXNet cannot hold."""
+    _NO_ELEMENT[address] = (message, located)
+    while len(_NO_ELEMENT) > 64:
+        _NO_ELEMENT.pop(next(iter(_NO_ELEMENT), None), None)
+
+
+def no_element_error(address: Optional[int]) -> Optional["ZeroSizeError"]:
+    """The ZeroSizeError of using the array at ``address`` (:func:`note_no_element`), or None."""
+    noted = _NO_ELEMENT.get(address)
+    return None if noted is None else ZeroSizeError(noted[0], located=noted[1])
 
 
 class SymbolFileError(ValueError):

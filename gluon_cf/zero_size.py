@@ -25,7 +25,7 @@ import threading
 import mxnet as mx
 from mxnet.ndarray import register as _register
 
-from .errors import ZeroSizeError
+from .errors import ZeroSizeError, no_element_error, note_no_element
 from .operators import user_location
 
 __all__ = ["eager_body"]
@@ -42,7 +42,7 @@ def _invoke(handle, ndargs, *rest):
     element] in ``graph/partitioned.py``)."""
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
-    empty = [k for k, a in enumerate(ndargs) if 0 in a.shape]
+    empty = [k for k, a in enumerate(ndargs) if 0 in _shape(a)]
     try:
         if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
@@ -52,14 +52,16 @@ def _invoke(handle, ndargs, *rest):
             try:
                 out.shape   # noqa: B018 - read for MXNet's error
             except mx.MXNetError:
-                raise ZeroSizeError(
+                # raised where it is used: a result never used (a cond's branch not taken)
+                # is no error, as in MXNet
+                note_no_element(out.handle.value, 
                     "gluon_cf: boolean_mask%s kept no element of its 1-D input (shape %s) "
                     "in an op's body run eagerly: MXNet 1.x cannot hold a one-dimensional "
                     "array of no element (its legacy shapes read (0,) as unknown). Give the "
                     "data a trailing axis (x.reshape((-1, 1)), then (0, 1) rows are possible) "
                     "or guard the call with gluon_cf.cond on the mask's sum"
                     % (" at %s" % user_location() if user_location() else "",
-                       ndargs[0].shape), located=user_location() is not None) from None
+                       ndargs[0].shape), user_location() is not None)
         return out
     except mx.MXNetError as err:
         if not empty:
@@ -67,6 +69,17 @@ def _invoke(handle, ndargs, *rest):
         op = sys._getframe(1).f_code.co_name        # MXNet's generated function: the op
         raise _refused(op, user_location(), [(k, ndargs[k].shape) for k in empty], err) \
             from None
+
+
+def _shape(array):
+    """``graph.cached_graph.shape_or_no_element`` (this module may not import ``graph``)."""
+    try:
+        return array.shape
+    except mx.MXNetError:   # (NOTE [a one-dimensional result of no element])
+        error = no_element_error(array.handle.value)
+        if error is None:
+            raise
+        raise error from None
 
 
 def _refused(op, where, empty, err):

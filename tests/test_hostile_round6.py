@@ -198,6 +198,48 @@ def test_a_1d_boolean_mask_keeping_nothing_is_a_zero_size_error_at_the_users_lin
             gluon_cf.set_executor("batched")
 
 
+class KeptWhenAny(gluon.HybridBlock):
+    """Per row, the sum of the kept entries if any, else 0; the boolean_mask runs on every row,
+    its result used only by the branch taken (and a mask computed for nothing)."""
+
+    def __init__(self, least=0):
+        super().__init__()
+        self.least = least   # -1: the branch that uses the mask is always taken
+
+    def hybrid_forward(self, F, x, m):
+        def body(d, st):
+            row, keep = d
+            kept = F.contrib.boolean_mask(row, keep)
+            F.contrib.boolean_mask(row, keep * 0)   # never used
+            total = gluon_cf.cond(keep.sum() > self.least, lambda: kept.sum().reshape((1,)),
+                                  lambda: F.zeros((1,)))
+            return total, st
+        out, _ = gluon_cf.foreach(body, [x, m], [F.zeros((1,))])
+        return out
+
+
+def test_a_1d_boolean_mask_keeping_nothing_unused_is_no_error():
+    """A 1-D boolean_mask keeping nothing is an error where its result is used (above), not
+    where it is not, as in MXNet: the mask of a row computed before a cond whose branch taken
+    does not use it, and one never used, were refused as ZeroSizeError (eagerly both, and
+    hybridized the one given to the cond), though they worked before. Equal to numpy."""
+    x = np.arange(9, dtype="f").reshape(3, 3)
+    m = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0]], "f")
+    for hybrid in (False, True):
+        net = KeptWhenAny()
+        if hybrid:
+            net.hybridize()
+        for _ in range(2):
+            np.testing.assert_array_equal(net(mx.nd.array(x), mx.nd.array(m)).asnumpy().ravel(),
+                                          (x * m).sum(axis=1), err_msg=str(hybrid))
+        net = KeptWhenAny(least=-1)   # used: the error at the boolean_mask's line, as above
+        if hybrid:
+            net.hybridize()
+        with pytest.raises(gluon_cf.ZeroSizeError, match=r"boolean_mask at %s:%d .*kept no "
+                           % (re.escape(__file__), _line_of(KeptWhenAny, "kept = F.contrib"))):
+            net(mx.nd.array(x), mx.nd.array(m)).asnumpy()
+
+
 def test_symbolic_infer_type_and_bind_of_a_float64_state_name_the_users_line():
     """A float64 state beside float32 rows in a symbolic foreach: ``infer_type`` and ``bind``
     raised MXNet's raw error (elemwise_op_common.h:134, "Check failed: assign(&dattr, ...)"),

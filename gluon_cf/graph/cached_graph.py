@@ -15,7 +15,7 @@ from mxnet._ctypes.ndarray import _imperative_invoke
 from .. import registry
 from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
-from ..errors import ZeroSizeError
+from ..errors import ZeroSizeError, no_element_error
 from ..operators import INDEX_INPUTS, SOURCE_ATTR, describe_node
 from .operator_errors import graph_operator_error, operator_error
 
@@ -49,6 +49,18 @@ def as_list(out):
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
+def shape_or_no_element(array):
+    """``array.shape``; the ZeroSizeError of using a boolean_mask's 1-D result of no element
+    (:func:`errors.note_no_element`) instead of MXNet's "Shape is unknown"."""
+    try:
+        return array.shape
+    except mx.MXNetError:   # (NOTE [a one-dimensional result of no element])
+        error = no_element_error(array.handle.value)
+        if error is None:
+            raise
+        raise error from None
+
+
 class CachedGraph(CachedOpPair):
     """The CachedOps of a graph (:class:`CachedOpPair`); a call with a zero-size input runs
     the graph's operators one by one instead, as eager code does (NOTE [zero-size calls]).
@@ -62,7 +74,7 @@ class CachedGraph(CachedOpPair):
         self._nodes = None
 
     def __call__(self, *args, out=None):
-        if not self.constant and any(0 in a.shape for a in args):
+        if not self.constant and any(0 in shape_or_no_element(a) for a in args):
             outputs = self._op_by_op(args)
             if out is None:
                 return outputs

@@ -22,7 +22,7 @@ from typing import Dict, List, Set, Union
 import mxnet as mx
 
 from .. import registry, staging
-from ..errors import ZeroSizeError
+from ..errors import ZeroSizeError, note_no_element
 from ..executor import Parallel, done
 from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node
 from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin_of,
@@ -168,22 +168,29 @@ class _RunTimeShapeCall(_OperatorCall):
             learn(shapes, e, registry.Dynamic(dims))
 
     def run(self, values, frame):
-        inputs = [values[e] for e in self.in_entries]
-        outputs = list(invoke(self.op, inputs, self.attrs))
-        for out in outputs:
+        return done(list(invoke(self.op, [values[e] for e in self.in_entries], self.attrs)))
+
+    def no_element(self, values):
+        """The ZeroSizeError of using an output that MXNet cannot hold, or None (NOTE [a
+        one-dimensional result of no element])."""
+        for e in self.out_entries:
             try:
-                out.shape   # noqa: B018 - read for MXNet's error
-            except mx.MXNetError:   # NOTE [a one-dimensional result of no element]
-                raise _no_element_error(self.node, inputs) from None
-        return done(outputs)
+                values[e].shape   # noqa: B018 - read for MXNet's error
+            except mx.MXNetError:
+                error = _no_element_error(self.node, [values[i] for i in self.in_entries])
+                note_no_element(values[e].handle.value, str(error), error.located)
+                return error
+        return None
 
 
 # NOTE [a one-dimensional result of no element]
 #     MXNet 1.x's legacy shapes cannot hold a one-dimensional array of no element ((0,) is an
 #     unknown shape: even ``mx.nd.zeros((0,))`` fails), so a ``boolean_mask`` of 1-D data that
 #     keeps nothing makes an array whose shape cannot be read ("Shape is unknown", raised by
-#     whatever reads it next, with no line). Eager MXNet fails alike. Such a result is a
-#     ZeroSizeError at the user's line of the operator, on every call; data with a trailing
+#     whatever reads it next, with no line). Eager MXNet fails alike. Using such a result (an
+#     operator's input, the graph's output) is a ZeroSizeError at the user's line of the
+#     boolean_mask, on every call; a result never used is no error, as in MXNet (a gluon_cf
+#     node is given it: a cond whose branch that uses it is not taken). Data with a trailing
 #     axis (``x.reshape((-1, 1))``) gives a (0, 1) array, which MXNet can hold.
 
 
@@ -336,14 +343,30 @@ class PartitionedGraph:
         values = dict(zip(self.input_entries, inputs))
         flags = self._entry_flags(frame.flags) if frame is not None and frame.flags is not None \
             else None
+        # entry -> the error of using it (NOTE [a one-dimensional result of no element])
+        no_element: Dict[Entry, ZeroSizeError] = {}
+
+        def check(entries):
+            error = next((no_element[e] for e in entries if e in no_element), None)
+            if error is not None:
+                raise error
+
         for step in self.steps:
             if isinstance(step, _Segment):
+                check(step.in_entries)
                 step.run(values)
                 continue
+            for call in step.calls:
+                if not isinstance(call, _CfCall):
+                    check(call.in_entries)
             works = [call.run(values, _call_frame(frame, flags, call)) for call in step.calls]
             results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
             for call, outputs in zip(step.calls, [results] if len(works) == 1 else results):
                 values.update(zip(call.out_entries, outputs))
+                error = call.no_element(values) if isinstance(call, _RunTimeShapeCall) else None
+                if error is not None:
+                    no_element.update((e, error) for e in call.out_entries)
+        check(self.heads)
         return [values[h] for h in self.heads]
 
     def _entry_flags(self, input_flags):

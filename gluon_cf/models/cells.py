@@ -200,7 +200,12 @@ class _TreeCell(gluon.HybridBlock):
 #     ~1,870 MiB with the numpy oracle in the process, under a 2 GiB limit
 #     (tests/test_no_crash.py), 1,660 with MALLOC_ARENA_MAX=2; 5x faster than before.
 #     What did not help: ``dot`` for the head's FullyConnected (OpenBLAS's own threads
-#     reserved ~200 MiB more). The hybridized model calls the cell's blocks as before.
+#     reserved ~200 MiB more). The hybridized model calls the cell's blocks as before; so
+#     does the eager one when a subclass or the user put other blocks in the cell
+#     (``fuses_eagerly``; the fused graphs are keyed by the blocks they were built of). The
+#     root is the model's ``root_state`` (a subclass's too). The expansion bias goes through
+#     ``eager_root``'s call, so that ``backward`` writes its (zero) gradient: a Trainer raises
+#     on a parameter whose gradient is stale.
 
 
 class LeafToken(NamedTuple):
@@ -495,11 +500,13 @@ class TopDownTreeLSTMCell(_TreeCell):
 
     def eager_root(self, h0: nd.NDArray) -> List[nd.NDArray]:
         """The root ``h0`` (1, hidden_size) of an eagerly generated tree as one CachedOp call
-        (NOTE [eager top-down tree]): ``[c0, head0, gates_x, weight]``, where ``c0`` is
-        zeros, ``weight`` the output, expansion and LSTM ``h2h`` weights stacked,
+        (NOTE [eager top-down tree]): ``[head0, gates_x, weight, expand_bias]``, where
+        ``weight`` is the output, expansion and LSTM ``h2h`` weights stacked,
         ``head0 = FullyConnected(h0, weight, no_bias=True)`` the root's head (see
-        :meth:`eager_grow`), and ``gates_x`` (2, 4H) the LSTM's gates of the left and right
-        input vectors, with both LSTM biases."""
+        :meth:`eager_grow`), ``gates_x`` (2, 4H) the LSTM's gates of the left and right
+        input vectors, with both LSTM biases, and ``expand_bias`` a copy of the expansion
+        bias (through the call, so that ``backward`` writes its gradient, zero, as the
+        cell's blocks would: a Trainer refuses a parameter whose gradient is stale)."""
         lstm, size = self.lstm, 4 * self._hidden_size
 
         def build(h0):
@@ -510,9 +517,9 @@ class TopDownTreeLSTMCell(_TreeCell):
                                          lstm.i2h_bias.var() + lstm.h2h_bias.var(),
                                          num_hidden=size)
             head0 = sym.FullyConnected(h0, weight, no_bias=True, num_hidden=self._head_size)
-            return [sym.zeros_like(h0), head0, gates_x, weight]
+            return [head0, gates_x, weight, sym.identity(self.expand_logit.bias.var())]
 
-        return self._eager_graph('root', 1, build)(h0)
+        return self._eager_graph(('root', self._blocks()), 1, build)(h0)
 
     def eager_grow(self, side: int, c_pair: nd.NDArray, head_pair: nd.NDArray,
                    gates_x: nd.NDArray, weight: nd.NDArray) -> List[nd.NDArray]:
@@ -537,7 +544,25 @@ class TopDownTreeLSTMCell(_TreeCell):
             return [c_next, sym.FullyConnected(h_next, weight, no_bias=True,
                                                num_hidden=self._head_size)]
 
-        return self._eager_graph(('grow', side), 4, build)(c_pair, head_pair, gates_x, weight)
+        return self._eager_graph(('grow', side, self._blocks()), 4, build)(
+            c_pair, head_pair, gates_x, weight)
+
+    def fuses_eagerly(self) -> bool:
+        """Whether the blocks are still the ones whose equations :meth:`eager_root` and
+        :meth:`eager_grow` fuse (Dense layers without activation, the LSTM's tanh and sigmoid,
+        this class's side steps sharing it); a subclass's or a user's other blocks are
+        called as they are (NOTE [eager top-down tree])."""
+        lstm = self.lstm
+        return all(type(d) is nn.Dense and d.act is None and d.bias is not None
+                   for d in (self.output, self.expand_logit)) and \
+            type(lstm) is rnn.LSTMCell and \
+            (lstm._activation, lstm._recurrent_activation) == ('tanh', 'sigmoid') and \
+            all(type(s) is _SideStep and s.lstm is lstm
+                for s in (self.left_child, self.right_child))
+
+    def _blocks(self):
+        # the blocks a fused graph was built of: one swapped in later builds another
+        return (self.output, self.expand_logit, self.lstm, self.left_child, self.right_child)
 
     @property
     def _head_size(self):

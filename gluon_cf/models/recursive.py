@@ -292,7 +292,7 @@ class TopDownTreeLSTM(gluon.HybridBlock):
 
         @gluon_cf.recursive
         def node(*args):
-            if eager:   # node(c, head) of a node's children, or of the root
+            if fused:   # node(c, head) of a node's children, or of the root
                 return eager_node(*args)
             h, c, depth = args
             out = cell.output(h)
@@ -326,22 +326,23 @@ class TopDownTreeLSTM(gluon.HybridBlock):
                     count += node(c_next, head_next)
             return count
 
-        eager = isinstance(z, mx.nd.NDArray)
+        # (a subclass's or a user's blocks in the cell are called as they are, eagerly too)
+        fused = isinstance(z, mx.nd.NDArray) and cell.fuses_eagerly()
         row_depth = [0]   # eager calls in progress outside the row's tree
         heads: List[Any] = []   # eagerly, the heads of the row's tree's nodes
         constants: List[Any] = []
         expand_bias = [None]
 
         def per_row(z_row, _):
-            if not eager:
-                h0, c0 = self.root_state(F, z_row)
+            h0, c0 = self.root_state(F, z_row)   # (a subclass's own, eagerly too)
+            if not fused:
                 # (the depth of h0's dtype: the model may be cast to float64)
                 total, count = node(h0, c0, F.zeros_like(F.slice_axis(h0, axis=1, begin=0,
                                                                       end=1)))
                 return [total, count], []
             row_depth[0] = eager_depth()
-            c0, head0, *constants[:] = cell.eager_root(self.init(z_row))
-            expand_bias[0] = cell.expand_logit.bias.data(z_row.context).asnumpy()
+            head0, *constants[:], bias = cell.eager_root(h0)
+            expand_bias[0] = bias.asnumpy()
             heads[:] = [head0]
             num_nodes = node(c0, head0)
             # the outputs of all nodes, their biases added once
