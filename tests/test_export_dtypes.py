@@ -80,6 +80,28 @@ def test_float64_equals_mxnet(fn, inputs, children, opset):
     compare(net, inputs, np.float64, 1e-9, opset)
 
 
+
+def test_float64_rewrites_keep_every_digit_at_tiny_and_huge_inputs():
+    """MXNet computes these with log1p, expm1 and sinh, which ONNX lacks: log(1 + u) and
+    exp(x) - 1 made asinh, atanh and sinh of 1e-17 zero, elu(-1e-12) 2e-5 off, softrelu(-40)
+    zero, and sinh/cosh past 709.78 inf where MXNet's are finite (to 710.47). Relative error
+    of every element, the whole float64 range (h17review2)."""
+    tiny = np.array([1e-300, 1e-17, 1e-12, 1e-8, 1e-3, 0.5, 0.999999])
+    x = np.concatenate([tiny, -tiny, [0., 20.5, -40., -700., 709.9, -710.4, 1e8, 3e8, 1e300,
+                                      np.inf, -np.inf, np.nan]])[None]
+    net = build(lambda F, n, x: (
+        F.sinh(x), F.cosh(x), F.arcsinh(x), F.arccosh(F.abs(x) + 1),
+        F.arccosh(1 + F.abs(x) * 1e-3), F.arctanh(F.clip(x, -1, 1)),
+        F.Activation(x, "softrelu"), F.LeakyReLU(x, act_type="elu"),
+        F.LeakyReLU(x, act_type="selu")))
+    net.cast("float64")
+    compare(net, [x], np.float64, 1e-13)
+    model = export_onnx(net, [x])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip(session.run(None, {session.get_inputs()[0].name: x}),
+                         gluon_outputs(net, [x])):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+
 def test_float64_gelu_is_computed_in_float32():
     """mshadow's gelu rounds its input to float32 whatever the dtype; onnxruntime has Erf of
     float32 only, so the export computes it in float32: within float32's precision."""
