@@ -176,6 +176,22 @@ def test_integer_inputs(opset):
     compare(net, [INTS], np.float32, 1e-5, opset)
 
 
+
+@pytest.mark.parametrize("op, scalar", [(lambda F, i: i + 3e9, "3000000000.0"),
+                                        (lambda F, i: F.minimum(i, float("inf")), "inf"),
+                                        (lambda F, i: F.cast(i, "uint8") > -1, "-1")],
+                         ids=["int32_plus_3e9", "int32_minimum_inf", "uint8_greater_minus_1"])
+def test_integer_scalar_outside_the_dtype_is_refused_at_the_users_line(op, scalar):
+    """A scalar an integer dtype cannot hold: MXNet's C++ cast of it is undefined (x86 gives
+    the minimum), ONNX's int32 constant wrapped (x + 3e9 silently other values) and inf or NaN
+    was a bare OverflowError from inside the export (h17review2)."""
+    net = build(lambda F, n, x: op(F, F.cast(x, "int32")))
+    line = op.__code__.co_firstlineno
+    with pytest.raises(NotImplementedError, match=rf"^{re.escape(__file__)}:{line}: export_onnx: "
+                                                  rf".* has the scalar {re.escape(scalar)}, "
+                                                  r"which u?int\w+ cannot hold"):
+        export_onnx(net, [INTS])
+
 def test_checker_error_in_a_loop_body_names_the_users_line():
     """ONNX's checker refusing a node in a Scan body: the body's node and line, not the Scan."""
     def fn(F, n, xs):

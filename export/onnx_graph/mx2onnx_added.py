@@ -59,7 +59,8 @@ from .specs import source_prefix
 #       window that starts in the right padding, ONNX's ceil mode drops it (another output
 #       shape): refused when that happens or cannot be ruled out before run time.
 #     * dtypes: MXNet casts a scalar op's scalar to an integer input's dtype towards 0
-#       (`F.maximum(x, 2.5)` of int32 is `F.maximum(x, 2)`; mx2onnx's int() refused "2.5");
+#       (`F.maximum(x, 2.5)` of int32 is `F.maximum(x, 2)`; mx2onnx's int() refused "2.5"),
+#       a scalar the dtype cannot hold (inf, NaN, 3e9 of int32: an undefined C++ cast) refused;
 #       round/rint/trunc/fix/floor/ceil of integers are the integers. A float64 LeakyReLU
 #       (leaky, rrelu, prelu) keeps x > 0 and computes x * slope in float32, and gelu rounds x
 #       to float32 whatever the dtype: the converters do the same. mx2onnx's LayerNorm
