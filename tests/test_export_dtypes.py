@@ -57,6 +57,8 @@ FLOAT64_EXACT = [
          p=lambda: nn.PReLU(alpha_initializer=mx.init.Uniform(0.5), in_channels=3),
          e=lambda: nn.ELU(0.3), s=nn.SELU),
     case("hard_sigmoid", lambda F, n, x: F.hard_sigmoid(x, alpha=0.3, beta=0.4), [X2]),
+    # MXNet's clip bounds are float32 (real_t): x clipped at 2.0999999046325684 (h17review2)
+    case("clip_float32_bounds", lambda F, n, x: F.clip(x, -2.1, 0.1), [X2]),
     case("global_pools", lambda F, n, x: (n.a(x), n.m(x)), [X4], a=nn.GlobalAvgPool2D,
          m=nn.GlobalMaxPool2D),
     case("in_a_foreach_body", lambda F, n, xs: gluon_cf.foreach(

@@ -453,10 +453,11 @@ def _convert_swap_axis(node, **kwargs):
 
 def _convert_clip(node, **kwargs):
     """``clip`` as MXNet's mshadow computes it: a_max above a_max, else a_min below a_min,
-    else x (NaN stays NaN; with a_min > a_max the result differs from ONNX's Clip)."""
+    else x (NaN stays NaN; with a_min > a_max the result differs from ONNX's Clip). MXNet's
+    bounds are float32 (``real_t``): a float64 x is clipped at 2.0999999046325684 for 2.1."""
     out, (x,), attrs, dtype = _start(node, kwargs)
-    low = out.const([float(attrs["a_min"])], dtype)
-    high = out.const([float(attrs["a_max"])], dtype)
+    low = out.const([np.float32(attrs["a_min"])], dtype)
+    high = out.const([np.float32(attrs["a_max"])], dtype)
     above = out.add("Greater", [x, high])
     below = out.add("Where", [out.add("Less", [x, low]), low, x])
     out.add("Where", [above, high, below], final=True)
