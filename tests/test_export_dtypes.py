@@ -205,3 +205,16 @@ def test_checker_error_in_a_loop_body_names_the_users_line():
                                                       r"export_onnx: the ONNX Sqrt converted "
                                                       r"from node '\w*sqrt0' .*int32"):
             export_onnx(build(fn), [np.ones((3, 2), np.float32)])
+
+
+def test_load_keeps_a_float64_product_by_nearly_one(tmp_path):
+    """onnxruntime's NoopElimination drops a float64 Mul/Div by a constant within float32's
+    rounding of 1 and an Add/Sub of one rounding to float32's 0: load() ran x * 1.00000005 as
+    x (h17review2); its sessions run without that optimizer."""
+    net = build(lambda F, n, x: (F.abs(x) * 1.00000005 + 1, F.abs(x) / 1.00000005 + 1,
+                                 F.abs(x) + 1e-300))
+    net.cast("float64")
+    x = np.array([[3.0, -2.0, 1e-300]])
+    gluon_cf.export.save_artifact(net, [x], tmp_path / "m.onnx")
+    for got, want in zip(gluon_cf.export.load(tmp_path / "m.onnx")(x), gluon_outputs(net, [x])):
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
