@@ -392,8 +392,11 @@ class _Piece:
                                       ort.OrtMemType.DEFAULT),
                     ort.OrtArenaCfg({"max_mem": self.artifact.limits.max_tensor_bytes,
                                      "arena_extend_strategy": 1}))   # kSameAsRequested
+                # NoopElimination drops a float64 x * c, x / c (c within float32's rounding
+                # of 1) and x + c, x - c (c rounding to float32's 0): x * 1.00000005 was x
                 return ort.InferenceSession(model.SerializeToString(), options,
-                                            providers=["CPUExecutionProvider"])
+                                            providers=["CPUExecutionProvider"],
+                                            disabled_optimizers=["NoopElimination"])
         except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
             raise ArtifactError(f"{self.describe()}: onnxruntime rejects them: "
                                 f"{first_line(err)}") from None

@@ -57,6 +57,8 @@ FLOAT64_EXACT = [
          p=lambda: nn.PReLU(alpha_initializer=mx.init.Uniform(0.5), in_channels=3),
          e=lambda: nn.ELU(0.3), s=nn.SELU),
     case("hard_sigmoid", lambda F, n, x: F.hard_sigmoid(x, alpha=0.3, beta=0.4), [X2]),
+    # MXNet's clip bounds are float32 (real_t): x clipped at 2.0999999046325684 (h17review2)
+    case("clip_float32_bounds", lambda F, n, x: F.clip(x, -2.1, 0.1), [X2]),
     case("global_pools", lambda F, n, x: (n.a(x), n.m(x)), [X4], a=nn.GlobalAvgPool2D,
          m=nn.GlobalMaxPool2D),
     case("in_a_foreach_body", lambda F, n, xs: gluon_cf.foreach(
@@ -79,6 +81,28 @@ def test_float64_equals_mxnet(fn, inputs, children, opset):
     net.cast("float64")
     compare(net, inputs, np.float64, 1e-9, opset)
 
+
+
+def test_float64_rewrites_keep_every_digit_at_tiny_and_huge_inputs():
+    """MXNet computes these with log1p, expm1 and sinh, which ONNX lacks: log(1 + u) and
+    exp(x) - 1 made asinh, atanh and sinh of 1e-17 zero, elu(-1e-12) 2e-5 off, softrelu(-40)
+    zero, and sinh/cosh past 709.78 inf where MXNet's are finite (to 710.47). Relative error
+    of every element, the whole float64 range (h17review2)."""
+    tiny = np.array([1e-300, 1e-17, 1e-12, 1e-8, 1e-3, 0.5, 0.999999])
+    x = np.concatenate([tiny, -tiny, [0., 20.5, -40., -700., 709.9, -710.4, 1e8, 3e8, 1e300,
+                                      np.inf, -np.inf, np.nan]])[None]
+    net = build(lambda F, n, x: (
+        F.sinh(x), F.cosh(x), F.arcsinh(x), F.arccosh(F.abs(x) + 1),
+        F.arccosh(1 + F.abs(x) * 1e-3), F.arctanh(F.clip(x, -1, 1)),
+        F.Activation(x, "softrelu"), F.LeakyReLU(x, act_type="elu"),
+        F.LeakyReLU(x, act_type="selu")))
+    net.cast("float64")
+    compare(net, [x], np.float64, 1e-13)
+    model = export_onnx(net, [x])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip(session.run(None, {session.get_inputs()[0].name: x}),
+                         gluon_outputs(net, [x])):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
 
 def test_float64_gelu_is_computed_in_float32():
     """mshadow's gelu rounds its input to float32 whatever the dtype; onnxruntime has Erf of
@@ -154,6 +178,22 @@ def test_integer_inputs(opset):
     compare(net, [INTS], np.float32, 1e-5, opset)
 
 
+
+@pytest.mark.parametrize("op, scalar", [(lambda F, i: i + 3e9, "3000000000.0"),
+                                        (lambda F, i: F.minimum(i, float("inf")), "inf"),
+                                        (lambda F, i: F.cast(i, "uint8") > -1, "-1")],
+                         ids=["int32_plus_3e9", "int32_minimum_inf", "uint8_greater_minus_1"])
+def test_integer_scalar_outside_the_dtype_is_refused_at_the_users_line(op, scalar):
+    """A scalar an integer dtype cannot hold: MXNet's C++ cast of it is undefined (x86 gives
+    the minimum), ONNX's int32 constant wrapped (x + 3e9 silently other values) and inf or NaN
+    was a bare OverflowError from inside the export (h17review2)."""
+    net = build(lambda F, n, x: op(F, F.cast(x, "int32")))
+    line = op.__code__.co_firstlineno
+    with pytest.raises(NotImplementedError, match=rf"^{re.escape(__file__)}:{line}: export_onnx: "
+                                                  rf".* has the scalar {re.escape(scalar)}, "
+                                                  r"which u?int\w+ cannot hold"):
+        export_onnx(net, [INTS])
+
 def test_checker_error_in_a_loop_body_names_the_users_line():
     """ONNX's checker refusing a node in a Scan body: the body's node and line, not the Scan."""
     def fn(F, n, xs):
@@ -165,3 +205,16 @@ def test_checker_error_in_a_loop_body_names_the_users_line():
                                                       r"export_onnx: the ONNX Sqrt converted "
                                                       r"from node '\w*sqrt0' .*int32"):
             export_onnx(build(fn), [np.ones((3, 2), np.float32)])
+
+
+def test_load_keeps_a_float64_product_by_nearly_one(tmp_path):
+    """onnxruntime's NoopElimination drops a float64 Mul/Div by a constant within float32's
+    rounding of 1 and an Add/Sub of one rounding to float32's 0: load() ran x * 1.00000005 as
+    x (h17review2); its sessions run without that optimizer."""
+    net = build(lambda F, n, x: (F.abs(x) * 1.00000005 + 1, F.abs(x) / 1.00000005 + 1,
+                                 F.abs(x) + 1e-300))
+    net.cast("float64")
+    x = np.array([[3.0, -2.0, 1e-300]])
+    gluon_cf.export.save_artifact(net, [x], tmp_path / "m.onnx")
+    for got, want in zip(gluon_cf.export.load(tmp_path / "m.onnx")(x), gluon_outputs(net, [x])):
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)

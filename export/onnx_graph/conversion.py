@@ -4,6 +4,7 @@ plumbing done here: graph inputs, parameters and outer-scope values under placeh
 output names, dtypes and shapes from MXNet's inference merged with ONNX's, one definition per
 ONNX name, and every name prefixed with the graph's (``renaming.py``)."""
 import json
+import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -121,6 +122,23 @@ _MXNET_DEFAULT_ATTRS = {
         "_maximum_scalar", "_minimum_scalar", "_mod_scalar", "_rmod_scalar", "_rpower_scalar",
         "_lesser_equal_scalar", "_greater_equal_scalar", "_not_equal_scalar")}}
 
+def _integer_scalar(node, name, mx_name, dtype):
+    """A scalar op's scalar as MXNet casts it to an integer input's dtype: towards 0
+    (F.maximum(x, 2.5) of int32 is F.maximum(x, 2), 2.7 - x is 2 - x). A scalar that is not
+    finite or whose integer part is outside the dtype is refused: C++'s cast of it is
+    undefined (x86 gives the dtype's minimum; x + 3e9 of int32 would have wrapped instead)."""
+    value = float(node["attrs"]["scalar"])
+    limits = np.iinfo(dtype) if dtype.kind in "iu" else None
+    if math.isfinite(value) and (limits is None or limits.min <= math.trunc(value) <= limits.max):
+        return str(int(value))
+    error = NotImplementedError(
+        f"{source_prefix(node)}export_onnx: node {name!r} (MXNet op {node['op']!r}) of an "
+        f"input of {dtype} has the scalar {node['attrs']['scalar']}, which {dtype} cannot hold: "
+        f"MXNet's cast of it to {dtype} is undefined; compute it in a floating-point dtype")
+    setattr(error, NODE_OF_ERROR, mx_name)
+    raise error
+
+
 def _convert_nodes(sym, sources, opset):
     """Run mx2onnx's converters over the nodes of ``sym`` (see NOTE [mx2onnx pitfalls])."""
     mx_graph = json.loads(sym.tojson())
@@ -157,9 +175,8 @@ def _convert_nodes(sym, sources, opset):
         if "scalar" in node["attrs"] and node["inputs"]:
             src, out = node["inputs"][0][:2]
             if outputs_lookup[src][out].dtype.kind in "iub":
-                # MXNet casts a scalar op's scalar to an integer input's dtype (towards 0:
-                # F.maximum(x, 2.5) of int32 is F.maximum(x, 2), 2.7 - x is 2 - x)
-                node["attrs"]["scalar"] = str(int(float(node["attrs"]["scalar"])))
+                node["attrs"]["scalar"] = _integer_scalar(node, name, mx_nodes[idx]["name"],
+                                                          outputs_lookup[src][out].dtype)
         try:
             with mx2onnx_fixes.float16_constants():
                 converted, dtypes = MXNetGraph.convert_layer(

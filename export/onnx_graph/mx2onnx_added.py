@@ -59,7 +59,8 @@ from .specs import source_prefix
 #       window that starts in the right padding, ONNX's ceil mode drops it (another output
 #       shape): refused when that happens or cannot be ruled out before run time.
 #     * dtypes: MXNet casts a scalar op's scalar to an integer input's dtype towards 0
-#       (`F.maximum(x, 2.5)` of int32 is `F.maximum(x, 2)`; mx2onnx's int() refused "2.5");
+#       (`F.maximum(x, 2.5)` of int32 is `F.maximum(x, 2)`; mx2onnx's int() refused "2.5"),
+#       a scalar the dtype cannot hold (inf, NaN, 3e9 of int32: an undefined C++ cast) refused;
 #       round/rint/trunc/fix/floor/ceil of integers are the integers. A float64 LeakyReLU
 #       (leaky, rrelu, prelu) keeps x > 0 and computes x * slope in float32, and gelu rounds x
 #       to float32 whatever the dtype: the converters do the same. mx2onnx's LayerNorm
@@ -452,10 +453,11 @@ def _convert_swap_axis(node, **kwargs):
 
 def _convert_clip(node, **kwargs):
     """``clip`` as MXNet's mshadow computes it: a_max above a_max, else a_min below a_min,
-    else x (NaN stays NaN; with a_min > a_max the result differs from ONNX's Clip)."""
+    else x (NaN stays NaN; with a_min > a_max the result differs from ONNX's Clip). MXNet's
+    bounds are float32 (``real_t``): a float64 x is clipped at 2.0999999046325684 for 2.1."""
     out, (x,), attrs, dtype = _start(node, kwargs)
-    low = out.const([float(attrs["a_min"])], dtype)
-    high = out.const([float(attrs["a_max"])], dtype)
+    low = out.const([np.float32(attrs["a_min"])], dtype)
+    high = out.const([np.float32(attrs["a_max"])], dtype)
     above = out.add("Greater", [x, high])
     below = out.add("Where", [out.add("Less", [x, low]), low, x])
     out.add("Where", [above, high, below], final=True)

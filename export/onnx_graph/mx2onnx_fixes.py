@@ -480,11 +480,17 @@ def _excluding(convert):
 def _one_element(convert):
     """A reduction's converter whose result over every axis without keepdims is MXNet's (1,)
     (MXNet has no rank 0): mx2onnx's gave a scalar for ``F.sum(x)`` at opset 12 and for
-    ``F.sum(x, axis=(0, 1))`` of a matrix, a model ONNX's checker refused."""
+    ``F.sum(x, axis=(0, 1))`` of a matrix, a model ONNX's checker refused; its opset-13 sum
+    over every axis with keepdims reshaped the kept (1, 1, ...) to (1,): refused too."""
     def convert_reduction(node, **kwargs):
         result = convert(node, **kwargs)
         attrs = node.get("attrs", {})
         if attrs.get("keepdims", "False") in ("True", "true", "1"):
+            for made in result[0] if isinstance(result, tuple) else result:
+                if isinstance(made, onnx.NodeProto) and made.op_type == "Reshape" and \
+                        made.input[1] == made.output[0] + "_1":
+                    made.op_type = "Identity"
+                    del made.input[1:]
             return result
         axis = attrs.get("axis", "None")
         shape = ((kwargs.get(_ENTRY_SPECS_KWARG) or {}).get(tuple(node["inputs"][0][:2])) or

@@ -27,11 +27,15 @@ from .specs import NODE_OF_ERROR
 #     registry (``get_all_opkernel_def``) with the dtypes ONNX's type inference gives its
 #     inputs and outputs:
 #     * float64 nodes with an exact decomposition into ops that have float64 kernels are
-#       replaced by it (``_DOUBLE_REWRITES``): sinh and cosh from Exp, asinh/acosh/atanh from
-#       Log and Sqrt (log(2|x|) past 1e8, where x*x would overflow), softsign, softplus (as
-#       MXNet's softrelu: x past 20), Elu/Selu/LeakyRelu/PRelu from Where, HardSigmoid from
-#       Min/Max, GlobalAveragePool and GlobalMaxPool as ReduceMean and ReduceMax. Each was
-#       compared with MXNet in float64.
+#       replaced by it (``_DOUBLE_REWRITES``): sinh and cosh from Exp (e^|x|/2 as
+#       exp(|x|/2)^2/2: finite up to 710.47 as MXNet's), asinh/acosh/atanh from Log and Sqrt
+#       (log(2|x|) past 1e8, where x*x would overflow), softsign, softplus (as MXNet's
+#       softrelu: x past 20), Elu/Selu/LeakyRelu/PRelu from Where, HardSigmoid from Min/Max,
+#       GlobalAveragePool and GlobalMaxPool as ReduceMean and ReduceMax. MXNet computes them
+#       with log1p and expm1, which ONNX lacks: log(1 + u) and exp(x) - 1 lose every digit of
+#       a tiny result (asinh(1e-17) would be 0, elu(-1e-12) 2e-5 off), so they are Kahan's
+#       and Goldberg's exact forms (``_Builder.log1p``, ``expm1``). Each was compared with
+#       MXNet in float64, relative error at tiny and huge x included.
 #     * any other node without a kernel is refused at export: the MXNet node, the user's line
 #       (its stamp), the ONNX op, its dtypes and the dtypes onnxruntime has. Erf (and gelu),
 #       convolutions, pools, resizing and the recurrent layers have no exact float64
@@ -287,37 +291,80 @@ class _Builder:
         below = self.add("Less", x, self.const(0.0))
         return self.add("Where", below, negative, x, final=final)
 
+    def with_sign_of(self, x, magnitude):
+        """``magnitude`` negated where x < 0: the result."""
+        return self.add("Where", self.add("Less", x, self.const(0.0)),
+                        self.add("Neg", magnitude), magnitude, final=True)
 
-def _log_of_root(b, x, inner, sign):
-    """log(x + sqrt(inner)) for x >= 0, log(2x) past 1e8 (where inner would overflow)."""
-    small = b.add("Log", b.add("Add", x, b.add("Sqrt", inner)))
-    large = b.add("Add", b.add("Log", x), b.const(math.log(2)))
-    return b.add("Where", b.add("Greater", x, b.const(1e8)), large, small, final=not sign)
+    def log1p(self, u, final=False):
+        """log(1 + u) to the last digits for |u| < 1 (Goldberg: log(w) * u / (w - 1) with
+        w = 1 + u rounded, u itself where w is 1), log(1 + u) elsewhere."""
+        w = self.add("Add", u, self.const(1.0))
+        w_minus_one = self.add("Sub", w, self.const(1.0))
+        exact = self.add("Mul", self.add("Log", w), self.add("Div", u, w_minus_one))
+        small = self.add("Where", self.add("Equal", w_minus_one, self.const(0.0)), u, exact)
+        return self.add("Where", self.add("Less", self.add("Abs", u), self.const(1.0)), small,
+                        self.add("Log", w), final=final)
+
+    def expm1(self, x):
+        """exp(x) - 1 to the last digits for |x| < 1 (Kahan: (u - 1) * x / log(u) with
+        u = exp(x) rounded, x itself where u is 1), exp(x) - 1 elsewhere."""
+        u = self.add("Exp", x)
+        u_minus_one = self.add("Sub", u, self.const(1.0))
+        exact = self.add("Mul", self.add("Div", u_minus_one, self.add("Log", u)), x)
+        small = self.add("Where", self.add("Equal", u, self.const(1.0)), x, exact)
+        return self.add("Where", self.add("Less", self.add("Abs", x), self.const(1.0)), small,
+                        u_minus_one)
+
+    def half_exp(self, magnitude):
+        """exp(|x|) / 2 as exp(|x| / 2) ** 2 / 2: finite wherever the result is."""
+        root = self.add("Exp", self.add("Mul", magnitude, self.const(0.5)))
+        return self.add("Mul", self.add("Mul", root, self.const(0.5)), root)
 
 
 def _asinh(b, x, **_):
+    """log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), log(2|x|) past 1e8 (x^2 would overflow)."""
     magnitude = b.add("Abs", x)
-    root = _log_of_root(b, magnitude, b.add("Add", b.add("Mul", magnitude, magnitude),
-                                            b.const(1.0)), sign=True)
-    b.add("Where", b.add("Less", x, b.const(0.0)), b.add("Neg", root), root, final=True)
+    square = b.add("Mul", magnitude, magnitude)
+    root = b.add("Add", b.add("Sqrt", b.add("Add", square, b.const(1.0))), b.const(1.0))
+    small = b.log1p(b.add("Add", magnitude, b.add("Div", square, root)))
+    large = b.add("Add", b.add("Log", magnitude), b.const(math.log(2)))
+    b.with_sign_of(x, b.add("Where", b.add("Greater", magnitude, b.const(1e8)), large, small))
 
 
 def _acosh(b, x, **_):
-    inner = b.add("Mul", b.add("Sub", x, b.const(1.0)), b.add("Add", x, b.const(1.0)))
-    _log_of_root(b, x, inner, sign=False)
+    """log1p(t + sqrt(t * (t + 2))) with t = x - 1 (exact near 1), log(2x) past 1e8."""
+    t = b.add("Sub", x, b.const(1.0))
+    inner = b.add("Sqrt", b.add("Mul", t, b.add("Add", t, b.const(2.0))))
+    small = b.log1p(b.add("Add", t, inner))
+    large = b.add("Add", b.add("Log", x), b.const(math.log(2)))
+    b.add("Where", b.add("Greater", x, b.const(1e8)), large, small, final=True)
 
 
 def _atanh(b, x, **_):
-    one = b.const(1.0)
-    ratio = b.add("Div", b.add("Add", one, x), b.add("Sub", one, x))
-    b.add("Mul", b.add("Log", ratio), b.const(0.5), final=True)
+    """log1p(2|x| / (1 - |x|)) / 2 with x's sign."""
+    magnitude = b.add("Abs", x)
+    ratio = b.add("Div", b.add("Add", magnitude, magnitude),
+                  b.add("Sub", b.const(1.0), magnitude))
+    b.with_sign_of(x, b.add("Mul", b.log1p(ratio), b.const(0.5)))
 
 
-def _sinh_cosh(combine):
-    def rewrite(b, x, **_):
-        total = b.add(combine, b.add("Exp", x), b.add("Exp", b.add("Neg", x)))
-        b.add("Mul", total, b.const(0.5), final=True)
-    return rewrite
+def _sinh(b, x, **_):
+    """(e + e / (e + 1)) / 2 with e = expm1(|x|) below 1 (no cancellation), else
+    exp(|x|) / 2 - exp(-|x|) / 2; x's sign."""
+    magnitude = b.add("Abs", x)
+    e = b.expm1(magnitude)
+    small = b.add("Mul", b.add("Add", e, b.add("Div", e, b.add("Add", e, b.const(1.0)))),
+                  b.const(0.5))
+    half = b.half_exp(magnitude)
+    large = b.add("Sub", half, b.add("Div", b.const(0.25), half))
+    b.with_sign_of(x, b.add("Where", b.add("Less", magnitude, b.const(1.0)), small, large))
+
+
+def _cosh(b, x, **_):
+    """exp(|x|) / 2 + exp(-|x|) / 2."""
+    half = b.half_exp(b.add("Abs", x))
+    b.add("Add", half, b.add("Div", b.const(0.25), half), final=True)
 
 
 def _softsign(b, x, **_):
@@ -325,19 +372,19 @@ def _softsign(b, x, **_):
 
 
 def _softplus(b, x, **_):
-    """MXNet's softrelu: x past 20, else log(1 + exp(x))."""
-    small = b.add("Log", b.add("Add", b.add("Exp", x), b.const(1.0)))
+    """MXNet's softrelu: x past 20, else log1p(exp(x))."""
+    small = b.log1p(b.add("Exp", x))
     b.add("Where", b.add("Greater", x, b.const(20.0)), x, small, final=True)
 
 
 def _elu(b, x, alpha=1.0, **_):
-    exp_minus_one = b.add("Sub", b.add("Exp", x), b.const(1.0))
+    exp_minus_one = b.expm1(x)
     b.where_negative(x, b.add("Mul", exp_minus_one, b.const(alpha)))
 
 
 def _selu(b, x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875, **_):
     # ONNX's defaults: MXNet's constants rounded to float32, as MXNet's float64 selu uses them
-    exp_minus_one = b.add("Sub", b.add("Exp", x), b.const(1.0))
+    exp_minus_one = b.expm1(x)
     inner = b.where_negative(x, b.add("Mul", exp_minus_one, b.const(alpha)), final=False)
     b.add("Mul", inner, b.const(gamma), final=True)
 
@@ -364,7 +411,7 @@ def _global_pool(reduce):
 
 
 _DOUBLE_REWRITES = {
-    "Sinh": _sinh_cosh("Sub"), "Cosh": _sinh_cosh("Add"), "Asinh": _asinh, "Acosh": _acosh,
+    "Sinh": _sinh, "Cosh": _cosh, "Asinh": _asinh, "Acosh": _acosh,
     "Atanh": _atanh, "Softsign": _softsign, "Softplus": _softplus, "Elu": _elu, "Selu": _selu,
     "LeakyRelu": _leaky_relu, "PRelu": _prelu, "HardSigmoid": _hard_sigmoid,
     "GlobalAveragePool": _global_pool("ReduceMean"), "GlobalMaxPool": _global_pool("ReduceMax"),
