@@ -5,6 +5,7 @@ import mxnet as mx
 from mxnet import autograd, gluon, nd
 
 import gluon_cf
+from gluon_cf import executor as executor_module
 from gluon_cf.data.trees import (batchify_forest, build_vocab, encode_tree, parse_tree,
                                  synthetic_treebank)
 from gluon_cf.models import reference
@@ -13,10 +14,28 @@ from gluon_cf.models.recursive import ChildSumTreeLSTM, RNTN, TopDownTreeLSTM, T
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
+# Eager tests: no executor plays a part in them (eager recursion runs in Python, NOTE [eager
+# recursion stack]), so they run under the batched executor only, where the fixture checks that
+# no part of gluon_cf consulted the executor (whose mode or schedule choice it would have read).
+_EAGER_TESTS = ("test_childsum_eager_tape_is_one_cached_op_per_node",)
+
+
 @pytest.fixture(params=["batched", "dynamic", "unbatched"], autouse=True)
-def executor(request):
+def executor(request, monkeypatch):
     """Every test runs with every executor of recursive functions (the batching one with and
-    without ahead-of-time schedules); all must equal eager."""
+    without ahead-of-time schedules); all must equal eager. An eager test (``hybridize``
+    False) runs once, and must not consult the executor."""
+    params = getattr(request.node, "callspec", None)
+    eager = request.node.originalname in _EAGER_TESTS or (
+        params is not None and params.params.get("hybridize") is False)
+    if eager and request.param != "batched":
+        pytest.skip("eager: the executor plays no part (the batched run checks it is not read)")
+    consulted = []
+    if eager:
+        for name in ("get_executor", "ahead_of_time", "run_node"):
+            original = getattr(executor_module, name)
+            monkeypatch.setattr(executor_module, name, lambda *a, _n=name, _f=original:
+                                consulted.append(_n) or _f(*a))
     previous = gluon_cf.get_executor()
     if request.param == "dynamic":
         gluon_cf.set_executor("batched", ahead_of_time=False)
@@ -24,6 +43,8 @@ def executor(request):
         gluon_cf.set_executor(request.param)
     yield request.param
     gluon_cf.set_executor(previous)
+    assert not consulted, "an eager test consulted the executor (%s): run it under every " \
+        "executor (_EAGER_TESTS, the skip above)" % sorted(set(consulted))
 
 
 def _forest(num_trees=4, seed=0, shape="sst", binary=True, extra=()):
