@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from gluon_cf.bench import memory
 
 
@@ -71,7 +73,9 @@ def test_peak_rss_sees_an_allocation():
     assert int(out.stdout.split()[-1]) >= 15 * 1024 * 1024
 
 
-def test_command_line_help():
-    out = subprocess.run([sys.executable, "-m", "gluon_cf.bench.memory", "--help"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and "--quick" in out.stdout
+def test_command_line_help(capsys):
+    """In this process: the ``python -m gluon_cf.bench.memory`` entry point itself runs as a
+    real process in every test above (each cell is a ``--child`` of it)."""
+    with pytest.raises(SystemExit) as exit_:
+        memory.main(["--help"])
+    assert exit_.value.code == 0 and "--quick" in capsys.readouterr().out
