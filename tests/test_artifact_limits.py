@@ -2,6 +2,7 @@
 ``ArtifactError`` naming the limit, in a subprocess that must exit normally, never runs for ever
 or exhausts memory. Built by hand (NOTE [artifact format]), a few hundred bytes each."""
 import textwrap
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -115,8 +116,8 @@ HOSTILE_WITH_DEFAULTS = """
 """
 
 
-def test_hostile_artifact_ends_under_default_step_budget_in_a_subprocess():
-    proc = run_python(textwrap.dedent(HOSTILE_WITH_DEFAULTS), timeout=180)
+def test_hostile_artifact_ends_under_default_step_budget_in_a_subprocess(in_one_process):
+    proc = in_one_process["HOSTILE_WITH_DEFAULTS"]
     assert proc is not None, "hung"
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["stopped", "True", "True"]
@@ -197,10 +198,10 @@ LOOP_IN_A_PIECE = """
 """
 
 
-def test_timeout_stops_a_loop_inside_onnxruntime():
+def test_timeout_stops_a_loop_inside_onnxruntime(in_one_process):
     """Was: a computed trip count of 1e12 ran past 12 minutes: the time limit was checked
     between the interpreter's steps only."""
-    proc = run_python(textwrap.dedent(LOOP_IN_A_PIECE), timeout=120)
+    proc = in_one_process["LOOP_IN_A_PIECE"]
     assert proc is not None, "hung: the Loop inside onnxruntime was not stopped"
     assert proc.returncode == 0, proc.stderr[-3000:]
     ok, _, message = proc.stdout.strip().partition(" ")
@@ -232,10 +233,10 @@ EXPAND_IN_A_PIECE = """
 """
 
 
-def test_per_tensor_limit_bounds_intermediates_inside_onnxruntime():
+def test_per_tensor_limit_bounds_intermediates_inside_onnxruntime(in_one_process):
     """Was: an Expand to 6 GiB inside a piece ran (peak RSS 6.4 GiB): the per-tensor limit
     was checked on the piece's outputs only."""
-    proc = run_python(textwrap.dedent(EXPAND_IN_A_PIECE), timeout=120)
+    proc = in_one_process["EXPAND_IN_A_PIECE"]
     assert proc is not None, "hung"
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
@@ -374,10 +375,11 @@ HOSTILE_ALLOCATIONS = """
 """
 
 
-def test_per_tensor_limit_holds_for_every_way_to_allocate_inside_onnxruntime():
+def test_per_tensor_limit_holds_for_every_way_to_allocate_inside_onnxruntime(
+        in_one_process):
     """Range, Tile, Pad and OneHot to 6 GiB, a Loop gathering 1 MiB per step for 1e12 steps,
     a Loop doubling its state 40 times: each inside one piece, each refused at the limit."""
-    proc = run_python(textwrap.dedent(HOSTILE_ALLOCATIONS), timeout=300)
+    proc = in_one_process["HOSTILE_ALLOCATIONS"]
     assert proc is not None, "hung"
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
@@ -387,3 +389,36 @@ def test_per_tensor_limit_holds_for_every_way_to_allocate_inside_onnxruntime():
         assert message.endswith("onnxruntime needed more than max_tensor_bytes=16777216 bytes "
                                 "for the tensors inside this piece (a tensor over the limit, or "
                                 "tensors alive together over it)"), line
+
+
+# ---- the subprocess cases above, in one process ------------------------------------------------
+
+# They run one after another in one fresh process (one import of gluon_cf, MXNet and
+# onnxruntime instead of four), each in a namespace of its own, in this order: the address-space
+# caps are the same 3 GiB (set again by each), and the peak-RSS checks of the last two then
+# cover the cases before them too. Each test reads its case's output; a crash or a hang fails
+# the case that was running and every case after it.
+_IN_ONE_PROCESS = ("HOSTILE_WITH_DEFAULTS", "LOOP_IN_A_PIECE", "EXPAND_IN_A_PIECE",
+                   "HOSTILE_ALLOCATIONS")
+
+
+@pytest.fixture(scope="module")
+def in_one_process():
+    """``{case: SimpleNamespace(stdout, returncode, stderr)}``, or ``None`` for a case the
+    process did not finish because it hung."""
+    code = "".join("print(%r, flush=True)\nexec(compile(%r, '<string>', 'exec'), {})\n"
+                   % ("=== " + name, textwrap.dedent(globals()[name])) for name in _IN_ONE_PROCESS)
+    proc = run_python(code + "print('=== end', flush=True)\n", timeout=540)
+    stdout = proc.stdout if proc is not None else ""
+    parts = stdout.split("=== ")[1:]
+    started = {part.split("\n", 1)[0]: part.split("\n", 1)[1] for part in parts}
+    cases = {}
+    for k, name in enumerate(_IN_ONE_PROCESS):
+        finished = (_IN_ONE_PROCESS + ("end",))[k + 1] in started
+        if proc is None and not finished:
+            cases[name] = None
+        else:
+            cases[name] = SimpleNamespace(
+                stdout=started.get(name, ""), returncode=0 if finished else proc.returncode,
+                stderr=proc.stderr if not finished else "")
+    return cases
