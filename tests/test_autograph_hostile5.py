@@ -308,3 +308,49 @@ def test_calls_from_threads_with_two_shapes_each_get_their_shapes_graph():
     for thread in threads:
         thread.join()
     assert not wrong
+
+
+class _CellOutputAugmented(HybridBlock):
+    """out, states = self.cell(...); out += 1: an LSTMCell returns its output again as
+    states[0], so plain Python's += changes both (hybridized, out of place, states[0] kept
+    the old value: silently 1 less)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.cell = mx.gluon.rnn.LSTMCell(4, input_size=3)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        states = self.cell.begin_state(batch_size=2, func=F.zeros)
+        out, states = self.cell(x, states)
+        out += 1
+        return out + states[0]
+
+
+class _SplitThenAugmented(HybridBlock):
+    """a, b = F.split(x, ...): an operator's outputs are new arrays, a += converts."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a, b = F.split(x, num_outputs=2, axis=0)
+        a += 1
+        return a * b
+
+
+def test_augmented_results_unpacked_from_a_call_may_be_one_array():
+    x = mx.nd.random.uniform(shape=(2, 3))
+    net = _CellOutputAugmented()
+    net.initialize()
+    plain = inspect.unwrap(_CellOutputAugmented.hybrid_forward)(net, mx.nd, x)
+    np.testing.assert_allclose(net(x).asnumpy(), plain.asnumpy(), rtol=1e-6)
+    net.hybridize()
+    line = next(k for k, text in enumerate(open(__file__), 1) if text.strip() == "out += 1")
+    with pytest.raises(gluon_cf.AutographError, match=r"^%s:%d: out \+= 1: .*'out' may hold an "
+                       r"array something else holds too .*out, states = self.cell"
+                       % (re.escape(__file__), line)):
+        net(x)
+    split = _SplitThenAugmented()
+    expected = split(x).asnumpy()
+    split.hybridize()
+    np.testing.assert_allclose(split(x).asnumpy(), expected, rtol=1e-6)

@@ -17,8 +17,10 @@ NOTE [autograph augmented assignment]
     view (``x[...]``, ``x.reshape``, ``x.detach``, ``x.as_in_context``, ``x.astype(...,
     copy=False)``) or container display, or one of several targets (``h = h0 = ...``);
     appended, inserted or otherwise given to a container's method (the container then holds
-    it too); yielded. Calls of functions and blocks (``self.fc(x)``, ``F.tanh(x)``) are
-    not: they return new arrays. A dict whose items the conversion rebinds (NOTE [autograph
+    it too); yielded; unpacked from the results of a call but an operator's (``out, states =
+    self.cell(x, states)``: an RNN cell returns its output again in its states). Calls of
+    functions and blocks bound to one name (``self.fc(x)``, ``F.tanh(x)``) are not: they
+    return new arrays. A dict whose items the conversion rebinds (NOTE [autograph
     dict items]) may share them when a value put into it, or read from it to be kept, may
     share. Hybridized, ``x op= v`` on such a variable is an AutographError at its line
     naming what else may hold the array, saying to write ``x = x op v``. An item or
@@ -111,7 +113,10 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                 node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             held = _kept(node.value)
-            if len(targets) > 1:      # h = h0 = F.zeros(...): one array, two names
+            if len(targets) > 1 or _unpacks_a_call(targets, node.value):
+                # h = h0 = F.zeros(...): one array, two names; out, states = self.cell(x,
+                # states): a function's results may be one array (an RNN cell returns its
+                # output again in its states)
                 held = held + [n for t in targets for n in ast.walk(t)
                                if isinstance(n, ast.Name)]
             for name in held:
@@ -131,6 +136,20 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             for name in _kept(node.value):
                 mark(name.id, node)
     return shared
+
+
+def _unpacks_a_call(targets, value):
+    """Whether ``targets = value`` unpacks the results of a call that may return one array
+    twice: any call but an operator of ``F``, ``nd``, ``mx.nd`` or ``mx.sym`` (each returns
+    new arrays)."""
+    if not isinstance(value, ast.Call) or \
+            not any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):
+        return False
+    owner = value.func.value if isinstance(value.func, ast.Attribute) else None
+    return ast.unparse(owner) not in _OPERATOR_MODULES if owner is not None else True
+
+
+_OPERATOR_MODULES = {"F", "nd", "mx.nd", "mx.sym", "sym", "mx.ndarray", "mx.symbol"}
 
 
 def _own_nodes(func):
