@@ -359,6 +359,17 @@ class _HelperReturnsItsArgument(HybridBlock):
         return h * 2 + g
 
 
+class _DictGetAugmented(HybridBlock):
+    """v = d.get('a'); v += 1: the dict holds v's array."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {'a': x * 1}
+        v = d.get('a')
+        v += 1
+        return v + d['a']
+
+
 class _SplitThenAugmented(HybridBlock):
     """a, b = F.split(x, ...): an operator's outputs are new arrays, a += converts."""
 
@@ -384,7 +395,8 @@ def test_augmented_on_what_a_call_returned_may_change_another_array():
                        % (re.escape(__file__), line)):
         net(x)
     for block_class, text, target in [(_EmptyProjectionAugmented, "y += 1", "y = self.proj"),
-                                      (_HelperReturnsItsArgument, "g += x", "g = _kept")]:
+                                      (_HelperReturnsItsArgument, "g += x", "g = _kept"),
+                                      (_DictGetAugmented, "v += 1", "v = d.get")]:
         net = block_class()
         net.initialize()
         plain = inspect.unwrap(block_class.hybrid_forward)(net, mx.nd, x.copy())

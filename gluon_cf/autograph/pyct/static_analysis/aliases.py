@@ -167,7 +167,7 @@ _COMPUTING_METHODS = {"copy", "sum", "mean", "max", "min", "prod", "exp", "log",
                       "ceil", "zeros_like", "ones_like", "slice_axis", "take", "pick",
                       "broadcast_to", "broadcast_like", "tile", "repeat", "split", "swapaxes",
                       "expand_dims", "squeeze", "argmax", "argmin", "topk", "sort", "one_hot",
-                      "asnumpy", "asscalar", "tolist", "item", "get"}
+                      "asnumpy", "asscalar", "tolist", "item"}
 
 
 def _own_nodes(func):
