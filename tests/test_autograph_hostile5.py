@@ -308,3 +308,107 @@ def test_calls_from_threads_with_two_shapes_each_get_their_shapes_graph():
     for thread in threads:
         thread.join()
     assert not wrong
+
+
+class _CellOutputAugmented(HybridBlock):
+    """out, states = self.cell(...); out += 1: an LSTMCell returns its output again as
+    states[0], so plain Python's += changes both (hybridized, out of place, states[0] kept
+    the old value: silently 1 less)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.cell = mx.gluon.rnn.LSTMCell(4, input_size=3)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        states = self.cell.begin_state(batch_size=2, func=F.zeros)
+        out, states = self.cell(x, states)
+        out += 1
+        return out + states[0]
+
+
+class _EmptyProjectionAugmented(HybridBlock):
+    """y = self.proj(x); y += 1 with an empty HybridSequential: y is x, so plain Python's +=
+    changes x too (hybridized, out of place: x kept its value, silently 1 less)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.proj = mx.gluon.nn.HybridSequential()
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = self.proj(x)
+        y += 1
+        return x + y
+
+
+def _kept(v):
+    return v
+
+
+class _HelperReturnsItsArgument(HybridBlock):
+    """g = _kept(h); g += x: g is h."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x)
+        g = _kept(h)
+        g += x
+        return h * 2 + g
+
+
+class _DictGetAugmented(HybridBlock):
+    """v = d.get('a'); v += 1: the dict holds v's array."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {'a': x * 1}
+        v = d.get('a')
+        v += 1
+        return v + d['a']
+
+
+class _SplitThenAugmented(HybridBlock):
+    """a, b = F.split(x, ...): an operator's outputs are new arrays, a += converts."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a, b = F.split(x, num_outputs=2, axis=0)
+        a += 1
+        return a * b
+
+
+def test_augmented_on_what_a_call_returned_may_change_another_array():
+    x = mx.nd.random.uniform(shape=(2, 3))
+    net = _CellOutputAugmented()
+    net.initialize()
+    plain = inspect.unwrap(_CellOutputAugmented.hybrid_forward)(net, mx.nd, x)
+    np.testing.assert_allclose(net(x).asnumpy(), plain.asnumpy(), rtol=1e-6)
+    net.hybridize()
+    start = inspect.getsourcelines(_CellOutputAugmented)[1]
+    line = next(k for k, text in enumerate(open(__file__), 1)
+                if k > start and text.strip() == "out += 1")
+    with pytest.raises(gluon_cf.AutographError, match=r"^%s:%d: out \+= 1: .*'out' may hold an "
+                       r"array something else holds too .*out, states = self.cell"
+                       % (re.escape(__file__), line)):
+        net(x)
+    for block_class, text, target in [(_EmptyProjectionAugmented, "y += 1", "y = self.proj"),
+                                      (_HelperReturnsItsArgument, "g += x", "g = _kept"),
+                                      (_DictGetAugmented, "v += 1", "v = d.get")]:
+        net = block_class()
+        net.initialize()
+        plain = inspect.unwrap(block_class.hybrid_forward)(net, mx.nd, x.copy())
+        np.testing.assert_allclose(net(x.copy()).asnumpy(), plain.asnumpy(), rtol=1e-6)
+        net.hybridize()
+        start = inspect.getsourcelines(block_class)[1]
+        line = next(k for k, t in enumerate(open(__file__), 1) if k > start and t.strip() == text)
+        with pytest.raises(gluon_cf.AutographError, match=r"^%s:%d: %s: .*may hold an array "
+                           r"something else holds too .*%s" % (
+                               re.escape(__file__), line, re.escape(text), re.escape(target))):
+            net(x.copy())
+    split = _SplitThenAugmented()
+    expected = split(x).asnumpy()
+    split.hybridize()
+    np.testing.assert_allclose(split(x).asnumpy(), expected, rtol=1e-6)

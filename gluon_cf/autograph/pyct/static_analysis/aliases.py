@@ -17,8 +17,11 @@ NOTE [autograph augmented assignment]
     view (``x[...]``, ``x.reshape``, ``x.detach``, ``x.as_in_context``, ``x.astype(...,
     copy=False)``) or container display, or one of several targets (``h = h0 = ...``);
     appended, inserted or otherwise given to a container's method (the container then holds
-    it too); yielded. Calls of functions and blocks (``self.fc(x)``, ``F.tanh(x)``) are
-    not: they return new arrays. A dict whose items the conversion rebinds (NOTE [autograph
+    it too); yielded; bound from a call of a function or block (``y = self.proj(x)``: an
+    empty HybridSequential returns its input, a helper may ``return v``; ``out, states =
+    self.cell(x, states)``: an RNN cell returns its output again in its states). Operators
+    (``F.tanh(x)``, ``nd.zeros(...)``) and an array's computing methods (``x.sum()``,
+    ``x.copy()``) are not: they return new arrays. A dict whose items the conversion rebinds (NOTE [autograph
     dict items]) may share them when a value put into it, or read from it to be kept, may
     share. Hybridized, ``x op= v`` on such a variable is an AutographError at its line
     naming what else may hold the array, saying to write ``x = x op v``. An item or
@@ -111,7 +114,10 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                 node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             held = _kept(node.value)
-            if len(targets) > 1:      # h = h0 = F.zeros(...): one array, two names
+            if len(targets) > 1 or _may_return_a_held_array(node.value):
+                # h = h0 = F.zeros(...): one array, two names; out, states = self.cell(x,
+                # states): a function's results may be one array (an RNN cell returns its
+                # output again in its states)
                 held = held + [n for t in targets for n in ast.walk(t)
                                if isinstance(n, ast.Name)]
             for name in held:
@@ -131,6 +137,37 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             for name in _kept(node.value):
                 mark(name.id, node)
     return shared
+
+
+def _may_return_a_held_array(value):
+    """Whether the call ``value`` may return an array something else holds: a function's or
+    block's result may be its argument (an empty HybridSequential returns its input; a helper
+    ``return v``) or one array twice (an RNN cell returns its output again in its states).
+    Not an operator of ``F``, ``nd``, ``mx.nd`` ... nor an array's method that computes
+    (``x.sum()``, ``x.copy()``), nor Python's builtins of numbers: they return new values."""
+    if not isinstance(value, ast.Call):
+        return False
+    if isinstance(value.func, ast.Name):
+        return value.func.id not in _NEW_VALUE_BUILTINS
+    if isinstance(value.func, ast.Attribute):
+        owner = ast.unparse(value.func.value)
+        return owner not in _OPERATOR_MODULES and (
+            owner == "self" or owner.startswith("self.") or
+            value.func.attr not in _COMPUTING_METHODS)
+    return True
+
+
+_OPERATOR_MODULES = {"F", "nd", "mx.nd", "mx.sym", "sym", "mx.ndarray", "mx.symbol", "np",
+                     "numpy", "math", "gluon_cf", "__ag__"}
+_NEW_VALUE_BUILTINS = {"len", "int", "float", "bool", "round", "abs", "range", "str", "repr",
+                       "isinstance", "hasattr", "min", "max", "sum", "divmod", "pow"}
+_COMPUTING_METHODS = {"copy", "sum", "mean", "max", "min", "prod", "exp", "log", "sqrt",
+                      "square", "tanh", "sigmoid", "relu", "softmax", "log_softmax", "abs",
+                      "clip", "transpose", "flatten", "dot", "norm", "sign", "round", "floor",
+                      "ceil", "zeros_like", "ones_like", "slice_axis", "take", "pick",
+                      "broadcast_to", "broadcast_like", "tile", "repeat", "split", "swapaxes",
+                      "expand_dims", "squeeze", "argmax", "argmin", "topk", "sort", "one_hot",
+                      "asnumpy", "asscalar", "tolist", "item"}
 
 
 def _own_nodes(func):
