@@ -36,7 +36,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #     idle: every test holds a lock shared, an ``alone`` test (or every test of an ``alone``
 #     file, from before its module's fixtures) holds it exclusively. A turnstile taken
 #     before the lock keeps a waiting ``alone`` test from being starved by the other
-#     worker's stream of shared holders. Without xdist (``-p no:xdist``, ``-n 0``) the
+#     worker's stream of shared holders. With ``-n 0`` (one process, no workers) the
 #     locks are not taken.
 ALONE_FILES = ("test_launch.py", "test_eager_depth_memory.py", "test_bench_memory.py",
                "test_artifact_limits.py", "test_bench_loops.py", "test_foreach_memory.py")

@@ -418,15 +418,15 @@ class _StateBesideDense(HybridBlock):
 
 def test_mxnet_dtype_errors_of_the_blocks_own_operators_say_dtypes_not_shapes():
     """A float64 state beside float32 rows fails MXNet's type inference, not its shape
-    inference: the ValueError names the inputs' dtypes and says to cast (it named their
-    shapes, which were right, and said to check them)."""
+    inference: the ValueError names the operator's own line and the dtypes and says to cast
+    (it named their shapes, which were right, and said to check them)."""
     net = _StateBesideDense()
     net.initialize()
     net.hybridize()
     line = inspect.unwrap(_StateBesideDense.hybrid_forward).__code__.co_firstlineno
-    pattern = r"^%s:%d: hybrid_forward of block '\w+': MXNet could not run the block's graph " \
-        r"on inputs of dtypes float32, float64 \(Error in operator .*expected float64, got " \
-        r"float32\)\..*check the dtypes it combines" % (re.escape(__file__), line)
+    pattern = r"^%s:%d: elemwise_add \(node '\w+'\) refused its inputs \(Error in operator " \
+        r".*expected float64, got float32\)\. Its inputs' dtypes differ: cast one" % (
+            re.escape(__file__), line + 1)
     for _ in range(2):
         with pytest.raises(ValueError, match=pattern):
             net(mx.nd.ones((3, 4)), mx.nd.zeros((4,), dtype="float64"))

@@ -25,6 +25,11 @@ _REFUSED = re.compile(r"Incompatible attr|Shape inconsistent|inferring shapes fa
                       r"shape error|[Ii]nfer ?[Ss]hape|[Ii]nfer ?[Tt]ype|type inconsistent")
 
 
+# MXNet's words for a dtype mismatch (type inference: "expected float64, got float32")
+_DTYPES_DIFFER = re.compile(r"expected (?:float|int|uint|bool)\w*, got |type inconsistent|"
+                            r"[Ii]nfer ?[Tt]ype")
+
+
 class OperatorShapeError(ValueError, mx.MXNetError):
     """An operator of a body refused the shapes or dtypes it was given (NOTE
     [operators refusing shapes at run time]); its message names the operator, the user's line
@@ -48,11 +53,14 @@ def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
     given = "" if inputs is None else " of shapes %s, dtypes %s" % (
         ", ".join(str(a.shape) for a in inputs),
         ", ".join(np.dtype(a.dtype).name for a in inputs))
-    return OperatorShapeError(
-        "%s: %s (node %r) refused its inputs%s (%s). Check the shapes and dtypes "
-        "it combines (a Symbol's +, -, *, / need equal shapes where an NDArray's broadcast: "
-        "F.broadcast_add, F.broadcast_mul ...)"
-        % (where, node["op"], node["name"], given, detail))
+    if _DTYPES_DIFFER.search(detail):
+        advice = ("Its inputs' dtypes differ: cast one to the other's (F.cast(x, dtype=...)), "
+                  "or the block's parameters with .cast(...)")
+    else:
+        advice = ("Check the shapes and dtypes it combines (a Symbol's +, -, *, / need equal "
+                  "shapes where an NDArray's broadcast: F.broadcast_add, F.broadcast_mul ...)")
+    return OperatorShapeError("%s: %s (node %r) refused its inputs%s (%s). %s"
+                              % (where, node["op"], node["name"], given, detail, advice))
 
 
 def graph_operator_error(nodes: Sequence[Dict[str, Any]], err: Exception
