@@ -333,8 +333,10 @@ class Loop:
     def _first_step(self, slices, states, watches):
         """Step 0, inspected: its recorded graph tells an eager body's auxiliary state,
         randomness and size (a node's graph tells them before it runs)."""
-        if not self.eager:
-            return (yield self.step(0, slices, states))
+        if not self.eager:   # a node's body: its marked inputs are the node's wanted ones
+            result = yield self.step(0, slices, states)
+            self._refuse_live_integers(result)
+            return result
         marked = [x.copy() for x in list(slices) + list(states)]
         for x in marked:
             if _float(x):
