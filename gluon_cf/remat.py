@@ -206,6 +206,25 @@ _seed_base = _node.drawn_seed   # a remat loop's first segment seed (foreach_rem
 _inside = threading.local()   # .loop: the remat loop running in this thread (its description)
 
 
+def refuse_wanted_integers(op, node, inputs):
+    """A hybridized remat loop (``node``) asked for the gradient of an integer input: it was
+    computed from values needing one (MXNet passes gradients through Cast), which remat does
+    not carry through a step (NOTE [integers computed from values needing a gradient]). Its
+    backward hung in MXNet's engine (a foreach with an int32 state from ``F.cast(x * 4)``)."""
+    bad = [i for i in getattr(node, "wanted", None) or () if i < len(inputs)
+           and not _float(inputs[i])]
+    if bad:
+        where = node.spec.get("remat_where") or ""
+        raise NotImplementedError(
+            "gluon_cf.%s%s: with remat, input %d of the loop (its data, states and the values "
+            "its body reads, in that order) is an array of an integer type computed from "
+            "values needing a gradient; MXNet passes gradients through Cast to integer types, "
+            "and remat does not carry them through a step's integer inputs (NOTE [integers "
+            "computed from values needing a gradient]): compute it from integers only, "
+            ".detach() it if it needs no gradient, or use remat=False"
+            % (op, " at %s" % where if where else "", bad[0]))
+
+
 def _float(a):
     return np.issubdtype(np.dtype(a.dtype), np.floating)
 

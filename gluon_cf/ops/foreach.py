@@ -277,6 +277,7 @@ def _remat_forward(node, data, states, captured, frame):
                                   body.run(slices + states + loop_.closure, frame), states)
         return body.run(slices + states + loop_.closure, frame)   # (Loop.backward_segments)
 
+    _remat.refuse_wanted_integers(OP, node, list(data) + list(states) + list(captured))
     slots = [d[0] for d in data] + list(states) + list(captured)
     loop_ = _remat.Loop(OP, _remat.from_text(OP, node.spec["remat"]),
                         node.spec.get("remat_where") or None, data, states, captured, step,

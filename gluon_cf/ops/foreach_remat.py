@@ -67,6 +67,7 @@ def forward_into(node, inputs, out_data, is_train):
     spec = node.spec
     nd_, ns, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
     body = node.graphs["body"]
+    _remat.refuse_wanted_integers("foreach", node, inputs)
     if ns == 0 or node.run_time_shapes or body.partitioned or len(out_data) != num_out + ns:
         return None
     length = inputs[0].shape[0]

@@ -475,6 +475,7 @@ class WhileLoopRule(registry.Rule):
 
     def _remat_forward(self, node, inputs, frame):
         """Generator: the loop with rematerialisation (NOTE [rematerialisation])."""
+        _remat.refuse_wanted_integers(OP, node, inputs)
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
