@@ -42,7 +42,7 @@ def _invoke(handle, ndargs, *rest):
     element] in ``graph/partitioned.py``)."""
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
-    empty = [k for k, a in enumerate(ndargs) if 0 in _shape(a)]
+    empty = [k for k, a in enumerate(ndargs) if 0 in shape_or_no_element(a)]
     try:
         if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
@@ -71,8 +71,9 @@ def _invoke(handle, ndargs, *rest):
             from None
 
 
-def _shape(array):
-    """``graph.cached_graph.shape_or_no_element`` (this module may not import ``graph``)."""
+def shape_or_no_element(array):
+    """``array.shape``; the ZeroSizeError of using a boolean_mask's 1-D result of no element
+    (:func:`errors.note_no_element`) instead of MXNet's "Shape is unknown"."""
     try:
         return array.shape
     except mx.MXNetError:   # (NOTE [a one-dimensional result of no element])

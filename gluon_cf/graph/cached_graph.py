@@ -15,7 +15,8 @@ from mxnet._ctypes.ndarray import _imperative_invoke
 from .. import registry
 from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
-from ..errors import ZeroSizeError, no_element_error
+from ..errors import ZeroSizeError
+from ..zero_size import shape_or_no_element
 from ..operators import INDEX_INPUTS, SOURCE_ATTR, describe_node
 from .operator_errors import graph_operator_error, operator_error
 
@@ -47,18 +48,6 @@ def invoke(op, inputs, attrs):
 def as_list(out):
     """A CachedOp's outputs as a list (it returns a graph's only output alone)."""
     return list(out) if isinstance(out, (list, tuple)) else [out]
-
-
-def shape_or_no_element(array):
-    """``array.shape``; the ZeroSizeError of using a boolean_mask's 1-D result of no element
-    (:func:`errors.note_no_element`) instead of MXNet's "Shape is unknown"."""
-    try:
-        return array.shape
-    except mx.MXNetError:   # (NOTE [a one-dimensional result of no element])
-        error = no_element_error(array.handle.value)
-        if error is None:
-            raise
-        raise error from None
 
 
 class CachedGraph(CachedOpPair):
