@@ -206,6 +206,15 @@ _seed_base = _node.drawn_seed   # a remat loop's first segment seed (foreach_rem
 _inside = threading.local()   # .loop: the remat loop running in this thread (its description)
 
 
+# (op, " at file:line", what is an integer, what of a step remat does not carry gradients through)
+_LIVE_INTEGER = (
+    "gluon_cf.%s%s: with remat, %s is an array of an integer type computed from values needing "
+    "a gradient; MXNet passes gradients through Cast to integer types, and remat does not carry "
+    "them through a step's integer %s (NOTE [integers computed from values needing a "
+    "gradient]): compute it from integers only, .detach() it if it needs no gradient, or use "
+    "remat=False")
+
+
 def refuse_wanted_integers(op, node, inputs):
     """A hybridized remat loop (``node``) asked for the gradient of an integer input: it was
     computed from values needing one (MXNet passes gradients through Cast), which remat does
@@ -215,14 +224,9 @@ def refuse_wanted_integers(op, node, inputs):
            and not _float(inputs[i])]
     if bad:
         where = node.spec.get("remat_where") or ""
-        raise NotImplementedError(
-            "gluon_cf.%s%s: with remat, input %d of the loop (its data, states and the values "
-            "its body reads, in that order) is an array of an integer type computed from "
-            "values needing a gradient; MXNet passes gradients through Cast to integer types, "
-            "and remat does not carry them through a step's integer inputs (NOTE [integers "
-            "computed from values needing a gradient]): compute it from integers only, "
-            ".detach() it if it needs no gradient, or use remat=False"
-            % (op, " at %s" % where if where else "", bad[0]))
+        raise NotImplementedError(_LIVE_INTEGER % (
+            op, " at %s" % where if where else "", "input %d of the loop (its data, states and "
+            "the values its body reads, in that order)" % bad[0], "inputs"))
 
 
 def _float(a):
@@ -398,13 +402,8 @@ class Loop:
         if bad:
             cut = len(result) - len(self.init)
             what = "step output %d" % bad[0] if bad[0] < cut else "state %d" % (bad[0] - cut)
-            raise NotImplementedError(
-                "gluon_cf.%s%s: with remat, the body's %s is an array of an integer type "
-                "computed from values needing a gradient; MXNet passes gradients through Cast "
-                "to integer types, and remat does not carry them through a step's integer "
-                "outputs or states (NOTE [integers computed from values needing a gradient]): "
-                "compute it from integers only, .detach() it if it needs no gradient, or use "
-                "remat=False" % (self.op, self._at(), what))
+            raise NotImplementedError(_LIVE_INTEGER % (self.op, self._at(), "the body's " + what,
+                                                       "outputs or states"))
 
     def _refuse_recorded_before(self, nodes, first_node):
         """Refuse an eager body that reads an array recorded before the loop (NOTE [values
