@@ -89,17 +89,17 @@ def _alone_module(request):
         yield
         return
     _RUN_LOCK.take(alone=True)
-    _RunLock.held_alone = True
+    _RUN_LOCK.held_alone = True
     try:
         yield
     finally:
-        _RunLock.held_alone = False
+        _RUN_LOCK.held_alone = False
         _RUN_LOCK.give()
 
 
 @pytest.fixture(autouse=True)
 def _alone_or_shared(request, _alone_module):
-    if not _RUN_LOCK.active or _RunLock.held_alone:
+    if not _RUN_LOCK.active or _RUN_LOCK.held_alone:
         yield
         return
     _RUN_LOCK.take(alone=request.node.get_closest_marker("alone") is not None)
