@@ -140,8 +140,9 @@ from ..converters.loops import LoopsConverter
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
 from ..pyct.static_analysis.activity import Scope
-from ..pyct.static_analysis.aliases import shared_arrays
+from ..pyct.static_analysis.aliases import shared_arrays, watched_calls
 from ..pyct.static_analysis.liveness import exposed_names, live_after
+from ..pyct.templates import runtime_call
 
 
 def convert_function(fn, max_iterations=None):
@@ -626,7 +627,13 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
                 self.read_after[node] = live_after(node, self.parents, func)
                 self.live[node] = self.read_after[node] | self._scope(node).cells
                 self.exposed[node] = exposed_names(node.body)
+        # what calls return is checked when they run (NOTE [autograph augmented assignment])
+        # (not the calls the jumps' rewrite made: they have no line)
+        watched = [(call, self.where(call)) for call in watched_calls(func)
+                   if hasattr(call, "lineno")]
         self.generic_visit(func)
+        for call, where in watched:
+            call.func = runtime_call("watched", [call.func, ast.Constant(where)])
         for fn, scope in self.scopes.items():
             if scope.cells and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # `if False: v = None`: generated functions' `nonlocal v` binds

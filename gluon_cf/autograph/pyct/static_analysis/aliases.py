@@ -10,31 +10,57 @@ NOTE [autograph augmented assignment]
     the target's shape; ``**=`` and ``//=``, which NDArray lacks) it is ``x = x op v``, out
     of place, as a Symbol's would be. A graph cannot write into an array, so hybridized
     ``x op= v`` is out of place, which equals plain Python only when nothing else can see the
-    array. That is decided here from the syntax, conservatively, per function: a variable
-    *may share* its array when it is a parameter (the caller holds it), ``global`` or
-    ``nonlocal``, a ``for`` or ``with`` target (an item or view of the iterable), or is
-    bound or read where a reference is kept: assigned from or to a name, item, attribute,
-    view (``x[...]``, ``x.reshape``, ``x.detach``, ``x.as_in_context``, ``x.astype(...,
-    copy=False)``) or container display, or one of several targets (``h = h0 = ...``);
-    appended, inserted or otherwise given to a container's method (the container then holds
-    it too); yielded; bound from a call of a function or block (``y = self.proj(x)``: an
-    empty HybridSequential returns its input, a helper may ``return v``; ``out, states =
-    self.cell(x, states)``: an RNN cell returns its output again in its states). Operators
-    (``F.tanh(x)``, ``nd.zeros(...)``) and an array's computing methods (``x.sum()``,
-    ``x.copy()``) are not: they return new arrays. A dict whose items the conversion rebinds (NOTE [autograph
-    dict items]) may share them when a value put into it, or read from it to be kept, may
-    share. Hybridized, ``x op= v`` on such a variable is an AutographError at its line
-    naming what else may hold the array, saying to write ``x = x op v``. An item or
-    attribute (``outs[0] += v``, ``self.total += v``) is always held by its container: with
-    plain names and constants for its parts it runs as ``outs[0] = augmented(outs[0], v)``
-    (Python evaluates them once; these read the same), as plain Python eagerly and refused
-    hybridized (a Symbol's ``+=`` was MXNet's NotImplementedForSymbol, naming no line);
-    other targets stay as written.
+    array. Hybridized, ``x op= v`` is therefore accepted only when the array is provably new,
+    and otherwise an AutographError at its line naming what else may hold the array, saying
+    to write ``x = x op v``. Two rule sets decide it:
+
+    From the syntax, per function (here): a variable *may share* its array when it is a
+    parameter (the caller holds it), ``global`` or ``nonlocal``, a ``for`` or ``with``
+    target (an item or view of the iterable), or is bound or read where a reference is kept:
+    assigned from or to a name, item, attribute, view (``x[...]``, ``x.reshape``,
+    ``x.detach``, ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a
+    call (``F.relu(x, out=y)`` is y) or a container display, or one of several targets
+    (``h = h0 = ...``); appended, inserted or otherwise given to a container's method (the
+    container then holds it too); yielded. A dict whose items the conversion rebinds (NOTE
+    [autograph dict items]) may share them when a value put into it, or read from it to be
+    kept, may share.
+
+    From the callee, when the call runs (``operators/call_results.py``): in a function with
+    an in-place ``name op= v``, every call whose result is used is watched
+    (:func:`watched_calls`); while hybridizing, what a call returns is marked as possibly
+    held elsewhere (and so is an item or slice read from it) unless the callee is proven to
+    return new arrays, eagerly on NDArrays as plain Python would run it: an operator
+    generated for one of MXNet's registered operators (``F.relu``, ``nd.zeros``,
+    ``F.contrib.box_nms``, the ``F.random`` samplers, ``nd.array``...) not given an ``out``
+    array, by keyword or position; an NDArray method named as a registered operator
+    (derived from ``mx.nd.op``: ``x.sin()``, ``x.sum()``, ``x.transpose()``), less
+    ``reshape`` (a view) and ``flatten``/``expand_dims``/``squeeze`` with ``inplace=True``
+    (views), again without ``out``; ``x.copy()``; ``x.astype(t)`` (copy left true); one of
+    Gluon's built-in layers whose forward ends in an operator of its input (``nn.Dense``,
+    the convolutions and poolings, the norms, activations, ``Dropout``, ``Embedding``,
+    ``Flatten``: exactly that class, a subclass may override forward), with no forward set
+    on the object, no forward hook (a hook may keep the output), children of the same kind,
+    and, for a (Hybrid)Sequential, at least one child (an empty one returns its input).
+    Everything else may return an array something else holds, and ``op=`` on its result is
+    refused: the user's functions and blocks (a helper may ``return v``; a block may return
+    its input, a parameter's array or an array it keeps), RNN cells (``out, states =
+    self.cell(x, states)``: the output is ``states[0]`` too), ``F.contrib.cond`` /
+    ``while_loop`` and gluon_cf's own (eagerly they return what a branch returns),
+    ``dict.get``, ``x.as_in_context``, ``x.copyto`` and unknown callables. So ``h =
+    self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y = self.proj(x); y +=
+    1`` converts when proj is a non-empty Sequential of built-in layers. (Eagerly nothing is
+    refused and nothing is marked: the NDArray runs plain Python's in place.)
+
+    An item or attribute (``outs[0] += v``, ``self.total += v``) is always held by its
+    container: with plain names and constants for its parts it runs as ``outs[0] =
+    augmented(outs[0], v)`` (Python evaluates them once; these read the same), as plain
+    Python eagerly and refused hybridized (a Symbol's ``+=`` was MXNet's
+    NotImplementedForSymbol, naming no line); other targets stay as written.
 """
 import ast
 from typing import Dict, Optional
 
-_VIEW_METHODS = {"reshape", "detach", "as_in_context", "as_in_ctx", "astype", "as_nd_ndarray",
+_VIEW_METHODS = {"reshape", "detach", "as_in_context", "as_in_ctx", "as_nd_ndarray",
                  "as_np_ndarray"}
 _KEEPING_METHODS = {"append", "extend", "insert", "add", "setdefault", "update", "appendleft",
                     "extendleft", "put", "push", "__setitem__"}
@@ -51,9 +77,11 @@ def existing(value) -> Optional[ast.Name]:
         return value
     if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred)):
         return existing(value.value) or _root(value.value)
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
-            value.func.attr in _VIEW_METHODS:
+    if _viewing(value):
         return _root(value.func.value)
+    if isinstance(value, ast.Call):      # F.relu(x, out=y) is y
+        out = next((k.value for k in value.keywords if k.arg == "out"), None)
+        return existing(out) if out is not None else None
     if isinstance(value, ast.IfExp):
         return existing(value.body) or existing(value.orelse)
     if isinstance(value, ast.BoolOp):
@@ -63,9 +91,27 @@ def existing(value) -> Optional[ast.Name]:
     return None
 
 
+def _viewing(value):
+    """Whether ``value`` is a call of a method returning a view of its object (or the object
+    itself): ``x.reshape(...)``, ``x.detach()``, ``x.astype(t, copy=False)`` ..."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    if value.func.attr == "astype":        # a view only with copy=False
+        return len(value.args) > 1 or any(k.arg in ("copy", None) for k in value.keywords)
+    return value.func.attr in _VIEW_METHODS
+
+
 def _root(value):
-    while isinstance(value, (ast.Subscript, ast.Attribute, ast.Call)):
-        value = value.func if isinstance(value, ast.Call) else value.value
+    """The variable whose array ``value`` is a part or view of; what another call returns
+    is decided when it runs (``operators/call_results.py``)."""
+    while True:
+        if isinstance(value, (ast.Subscript, ast.Attribute)):
+            value = value.value
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                _viewing(value):
+            value = value.func.value
+        else:
+            break
     return value if isinstance(value, ast.Name) else existing(value)
 
 
@@ -114,10 +160,9 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                 node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             held = _kept(node.value)
-            if len(targets) > 1 or _may_return_a_held_array(node.value):
-                # h = h0 = F.zeros(...): one array, two names; out, states = self.cell(x,
-                # states): a function's results may be one array (an RNN cell returns its
-                # output again in its states)
+            if len(targets) > 1:
+                # h = h0 = F.zeros(...): one array, two names (what calls return is decided
+                # when they run: watched_calls)
                 held = held + [n for t in targets for n in ast.walk(t)
                                if isinstance(n, ast.Name)]
             for name in held:
@@ -139,35 +184,28 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
     return shared
 
 
-def _may_return_a_held_array(value):
-    """Whether the call ``value`` may return an array something else holds: a function's or
-    block's result may be its argument (an empty HybridSequential returns its input; a helper
-    ``return v``) or one array twice (an RNN cell returns its output again in its states).
-    Not an operator of ``F``, ``nd``, ``mx.nd`` ... nor an array's method that computes
-    (``x.sum()``, ``x.copy()``), nor Python's builtins of numbers: they return new values."""
-    if not isinstance(value, ast.Call):
-        return False
-    if isinstance(value.func, ast.Name):
-        return value.func.id not in _NEW_VALUE_BUILTINS
-    if isinstance(value.func, ast.Attribute):
-        owner = ast.unparse(value.func.value)
-        return owner not in _OPERATOR_MODULES and (
-            owner == "self" or owner.startswith("self.") or
-            value.func.attr not in _COMPUTING_METHODS)
-    return True
+def watched_calls(func):
+    """The calls whose results are checked when they run (:func:`call_results.watched`), in
+    the functions nested in ``func`` (itself too) that have an in-place ``name op= v``: all
+    their calls but those whose result is dropped, the builtins that read their caller's frame
+    (``super()``, ``locals()`` ...) and those that never return an array (NOTE [autograph
+    augmented assignment])."""
+    found = []
+    for function in ast.walk(func):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
+                isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and
+                isinstance(n.op, _IN_PLACE_OPS) for n in _own_nodes(function)):
+            continue
+        dropped = {id(n.value) for n in _own_nodes(function) if isinstance(n, ast.Expr)}
+        found += [n for n in _own_nodes(function) if isinstance(n, ast.Call) and
+                  id(n) not in dropped and not (isinstance(n.func, ast.Name) and
+                                                n.func.id in _UNWATCHED)]
+    return found
 
 
-_OPERATOR_MODULES = {"F", "nd", "mx.nd", "mx.sym", "sym", "mx.ndarray", "mx.symbol", "np",
-                     "numpy", "math", "gluon_cf", "__ag__"}
-_NEW_VALUE_BUILTINS = {"len", "int", "float", "bool", "round", "abs", "range", "str", "repr",
-                       "isinstance", "hasattr", "min", "max", "sum", "divmod", "pow"}
-_COMPUTING_METHODS = {"copy", "sum", "mean", "max", "min", "prod", "exp", "log", "sqrt",
-                      "square", "tanh", "sigmoid", "relu", "softmax", "log_softmax", "abs",
-                      "clip", "transpose", "flatten", "dot", "norm", "sign", "round", "floor",
-                      "ceil", "zeros_like", "ones_like", "slice_axis", "take", "pick",
-                      "broadcast_to", "broadcast_like", "tile", "repeat", "split", "swapaxes",
-                      "expand_dims", "squeeze", "argmax", "argmin", "topk", "sort", "one_hot",
-                      "asnumpy", "asscalar", "tolist", "item"}
+_IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod)
+_UNWATCHED = {"super", "locals", "vars", "globals", "eval", "exec", "dir", "len", "isinstance",
+              "print", "max_iterations"}
 
 
 def _own_nodes(func):
