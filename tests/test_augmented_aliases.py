@@ -26,7 +26,10 @@ BINDINGS = [("F.relu({s})", True), ("{s} * 2", True), ("{s}.sin()", True),
             ("{s}.exp().sum(axis=1, keepdims=True) + {s}", True), ("fresh({s})", False),
             ("{s}", False), ("{s}.reshape((2, 4))", False), ("{s}[0:2]", False),
             ("self.empty({s})", False), ("keep({s})", False), ("self.mine({s})", False),
-            ("self.fc({s}) if F.sum({s}) is None else {s}", False)]
+            ("self.fc({s}) if F.sum({s}) is None else {s}", False),
+            ("view({s})", False), ("(lambda: {s})()", False), ("[{s} for _ in range(1)][0]", False),
+            ("keep({s}) if F.sum({s}) > 0 else F.relu({s})", False),
+            ("self.fc({s}) if F.sum({s}) > 0 else F.relu({s})", True)]
 
 _HEADER = '''
 import mxnet as mx
@@ -40,6 +43,10 @@ def keep(v):
 
 def fresh(v):
     return v * 1
+
+
+def view(v):
+    return v.reshape((2, 4))
 
 
 class Mine(nn.Dense):
@@ -75,8 +82,12 @@ def programs(draw):
             lines.append(f"{target} {op} {value}")
         else:
             text, _ = draw(st.sampled_from(BINDINGS))
-            name = f"a{len(names)}"
-            lines.append(f"{name} = " + text.format(s=draw(st.sampled_from(names))))
+            name, source = f"a{len(names)}", draw(st.sampled_from(names))
+            if draw(st.integers(0, 3)) == 0:      # bound in a tensor if's branch
+                lines += [f"if F.sum({source}) > 0:", f"    {name} = " + text.format(s=source),
+                          "else:", f"    {name} = {source} * 3"]
+            else:
+                lines.append(f"{name} = " + text.format(s=source))
             names.append(name)
     target = draw(st.sampled_from(names[1:]))
     lines.append(f"{target} {draw(st.sampled_from(['+=', '*=']))} 3")
@@ -125,7 +136,7 @@ def _check(lines, tmp_dir):
         hybrid = _with_gradient(net)
     except gluon_cf.AutographError as err:
         first = len(_HEADER.splitlines()) + 1
-        lines_of_op = {first + k for k, line in enumerate(lines) if line.split()[1] in ("+=", "-=", "*=")}
+        lines_of_op = {first + k for k, line in enumerate(lines) if line.split()[1:2] in (["+="], ["-="], ["*="])}
         where = re.match(r"^(.*?):(\d+): ", str(err))
         assert where and where.group(1) == path and int(where.group(2)) in lines_of_op, err
         return True
@@ -140,13 +151,15 @@ def _all_new(lines):
     can see any array)."""
     fresh = {text.format(s="@") for text, accepted in BINDINGS if accepted}
     for line in lines[:-1]:
-        left, op, right = line.split(" ", 2)
+        if line.startswith(("if ", "else")):
+            continue
+        left, op, right = line.strip().split(" ", 2)
         if op == "=" and re.sub(r"\b(x|a\d+)\b", "@", right) not in fresh:
             return False
     return True
 
 
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(lines=programs())
 def test_augmented_programs_equal_plain_python_or_are_refused_at_their_line(lines, tmp_path):
@@ -162,7 +175,10 @@ def test_augmented_programs_equal_plain_python_or_are_refused_at_their_line(line
     ["a1 = F.split(x, num_outputs=2, axis=0)[0]", "a1 += 1", "return a1 + x"],
     ["a1 = x.astype('float32')", "a1 += 1", "return a1 + x"],
     ["a1 = x.flatten()", "a1 += 1", "return a1 + x"],
-], ids=lambda lines: lines[0])
+    ["if F.sum(x) > 0:", "    a1 = self.fc(x)", "else:", "    a1 = F.relu(x)", "a1 += 1",
+     "return a1 + x"],
+    ["a1 = F.relu(x)", "a2 = F.tanh(a1) + self.fc(a1)", "a1 += 1", "return a1 + a2"],
+], ids=lambda lines: " ".join(lines[:2]))
 def test_new_arrays_augmented_hybridized(lines, tmp_path):
     assert not _check(lines, tmp_path)
 
@@ -174,6 +190,12 @@ def test_new_arrays_augmented_hybridized(lines, tmp_path):
     (["a1 = x.reshape((2, 4))", "a1 += 1", "return a1 + x"], "x.reshape"),
     (["a1 = F.relu(x)", "a2 = keep(a1)", "a1 += 1", "return a1 + a2"], "a2 = keep"),
     (["a1 = x * 1", "a2 = F.identity(a1, out=a1)", "a2 += 1", "return a1 + a2"], "out=a1"),
+    (["if F.sum(x) > 0:", "    a1 = keep(x)", "else:", "    a1 = x * 3", "a1 += 1",
+      "return a1 + x"], "a1 = keep(x)"),
+    (["a1 = F.relu(x)", "a2 = view(a1)", "a1 += 1", "return a1 + a2"], "a2 = view(a1)"),
+    (["a1 = F.relu(x)", "g = lambda: a1", "a1 += 1", "return a1 + g()"], "g = lambda: a1"),
+    (["a1 = F.relu(x)", "outs = [a1 for _ in range(2)]", "a1 += 1", "return a1 + outs[0]"],
+     "outs = [a1 for"),
 ], ids=lambda v: v if isinstance(v, str) else v[0])
 def test_what_may_be_held_elsewhere_is_refused_at_its_line(lines, why, tmp_path):
     net, path = _block(lines, tmp_path)
@@ -230,17 +252,20 @@ def test_a_trusted_layer_returns_an_array_its_input_and_parameters_do_not_hold(l
 
 
 def test_blocks_not_trusted():
-    """A subclass (it may override forward), an empty Sequential, a forward hook (it may
-    keep the output), a forward set on the object, a child not trusted."""
+    """A subclass (it may override forward), an empty Sequential, a forward hook or pre-hook
+    (it may keep the output or input), a forward set on the object, a child not trusted."""
     class Sub(nn.Dense):
         pass
     hooked = nn.Dense(3)
     hooked.register_forward_hook(lambda block, args, out: None)
+    pre_hooked = nn.Dense(3)
+    pre_hooked.register_forward_pre_hook(lambda block, args: None)
     patched = nn.Dense(3)
     patched.forward = lambda x: x
     seq = nn.HybridSequential()
     seq.add(nn.Dense(3), Sub(3))
-    for block in (Sub(3), nn.HybridSequential(), nn.Sequential(), hooked, patched, seq):
+    for block in (Sub(3), nn.HybridSequential(), nn.Sequential(), hooked, pre_hooked, patched,
+                  seq):
         assert not call_results.block_returns_new_arrays(block), block
     good = nn.HybridSequential()
     good.add(nn.Dense(3, activation="relu"), nn.Dropout(0.1))

@@ -1,40 +1,46 @@
 """Which calls of converted code return arrays nothing else holds, decided at run time from
 the callee (NOTE [autograph augmented assignment]): MXNet's operators and the arrays' methods
-that are operators, Gluon's built-in layers; and :func:`watched`, which marks what any other
-call returns while hybridizing, so that ``h op= v`` on it is refused at its line."""
+that are operators, Gluon's built-in layers; and :func:`checked`, which refuses, while
+hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
 import types
-from typing import Dict, FrozenSet, Optional, Set, Tuple
+from typing import FrozenSet, Optional, Set
 
 import mxnet as mx
 from mxnet.gluon import nn
 
-_HELD_CLASSES: Dict[Tuple[type, str], type] = {}
+from ..errors import AutographError
 
 
-def watched(fn, where):
-    """``fn``, called as converted code calls it at ``where`` (its ``file:line: source``):
-    while hybridizing, the Symbols of its result are marked as possibly held elsewhere unless
-    :func:`returns_new_arrays` proves them new."""
-    def call(*args, **kwargs):
+def refusal(where, sign, shared, rewrite):
+    """The AutographError of a hybridized ``x op= v`` (at ``where``) whose array ``shared``
+    says what else may hold."""
+    return AutographError(
+        f"{where}: on an NDArray this {sign}= changes the array in place, and {shared}, which "
+        f"would see the change; a graph cannot change an array in place (its value would "
+        f"differ from plain Python's). Write it out of place, {rewrite} (what else holds the "
+        f"array keeps the old value), or keep a copy there (F.identity(...)) if it must not "
+        f"change")
+
+
+def checked(fn, call, name, binds, where, sign, rewrite):
+    """``fn``, called as converted code calls it at ``call`` (``file:line: source``), where
+    the call binds (``binds``) or is given the variable ``name`` that ``name op= v`` at
+    ``where`` changes: while hybridizing, an AutographError at ``where`` unless
+    :func:`returns_new_arrays` proves the call neither returns nor keeps an array
+    something else holds."""
+    def run(*args, **kwargs):
         result = fn(*args, **kwargs)
-        if _has_symbol(result) and not returns_new_arrays(fn, args, kwargs):
-            _mark(result, where)
+        if (_has_symbol(result) or _has_symbol(args) or _has_symbol(kwargs) or
+                _has_symbol(getattr(fn, "__self__", None))) and \
+                not returns_new_arrays(fn, args, kwargs):
+            how = f"it is what {call} returns" if binds else f"{call} is given it"
+            raise refusal(where, sign, f"{name!r} may hold an array something else holds too "
+                          f"({how}: a function, method or block may return or keep its "
+                          f"argument or an array it keeps; only MXNet's operators and Gluon's "
+                          f"built-in layers are known to return new arrays and keep none)",
+                          rewrite)
         return result
-    return call
-
-
-def returned_at(symbol) -> Optional[str]:
-    """Where the call that returned ``symbol``, not proven to return new arrays, is (a
-    :func:`watched` mark), or None."""
-    return getattr(type(symbol), "_gluon_cf_returned_at", None)
-
-
-def view_of(base, view):
-    """``view`` (a view of ``base`` eagerly: ``base[i]``), marked as ``base`` is."""
-    where = returned_at(base)
-    if where is not None:
-        _mark(view, where)
-    return view
+    return run
 
 
 def returns_new_arrays(fn, args, kwargs) -> bool:
@@ -72,13 +78,13 @@ def block_returns_new_arrays(block) -> bool:
     """Whether calling ``block`` returns a new array: exactly one of Gluon's layers of
     :data:`NEW_ARRAY_BLOCKS` (a subclass may override its forward), or a non-empty
     (Hybrid)Sequential (an empty one returns its input), with no forward replaced on the
-    object, no forward hook (a hook may keep the output) and children of the same kind (a
-    Dense's activation)."""
+    object, no forward hook (a hook may keep the input or output) and children of the same
+    kind (a Dense's activation)."""
     kind = type(block)
     if kind not in NEW_ARRAY_BLOCKS and kind not in _SEQUENTIAL_BLOCKS:
         return False
     if "forward" in vars(block) or "hybrid_forward" in vars(block) or \
-            block._forward_hooks:
+            block._forward_hooks or block._forward_pre_hooks:
         return False
     children = list(block._children.values())
     if kind in _SEQUENTIAL_BLOCKS and not children:
@@ -168,23 +174,3 @@ def _has_symbol(value):
     if isinstance(value, dict):
         return any(map(_has_symbol, value.values()))
     return False
-
-
-def _mark(value, where):
-    """Give the Symbols of ``value`` a subclass saying ``where`` they were returned (a
-    Symbol has no attributes of its own; its class does)."""
-    if isinstance(value, mx.sym.Symbol):
-        if returned_at(value) is None:
-            kind = type(value)
-            held = _HELD_CLASSES.get((kind, where))
-            if held is None:
-                held = _HELD_CLASSES[(kind, where)] = type(
-                    kind.__name__, (kind,), {"__slots__": (), "_gluon_cf_returned_at": where,
-                                             "__module__": kind.__module__})
-            value.__class__ = held
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            _mark(item, where)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _mark(item, where)

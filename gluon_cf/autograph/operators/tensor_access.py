@@ -52,7 +52,6 @@ import mxnet as mx
 
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
-from . import call_results
 from .py_builtins import one_output
 from .variables import BROADCAST, binary
 
@@ -181,9 +180,7 @@ def subscript(value, index, where):
     if squeezed:
         result = mx.sym.squeeze(result, axis=tuple(squeezed),
                                 name=op_name(where, "index"))
-    # (eagerly a view: what may be held elsewhere stays so, NOTE [autograph augmented
-    # assignment])
-    return call_results.view_of(value, result)
+    return result
 
 
 def item_target(value, where):

@@ -11,7 +11,7 @@ import mxnet as mx
 import numpy as np
 
 from ..errors import AutographError
-from .call_results import returned_at
+from .call_results import refusal
 
 
 class Undefined:
@@ -46,26 +46,13 @@ def augmented(target, value, op, where=None, shared=None, rewrite=None):
     in place wherever plain Python's ``+=`` would run (so every alias sees it, as in plain
     Python), out of place where plain MXNet refuses it (autograd recording an array already
     in its graph; shapes that broadcast past the target's); on a Symbol out of place, an
-    AutographError at ``where`` if ``shared`` (what else may hold the array) is given or a
-    call not known to return new arrays returned it (:func:`call_results.watched`), advising
-    ``rewrite``; in place on anything else (lists)."""
+    AutographError at ``where`` if ``shared`` (what else may hold the array) is given,
+    advising ``rewrite``; in place on anything else (lists)."""
     if isinstance(target, mx.nd.NDArray):
         if _in_place_runs(target, value, op):
             return getattr(operator, "i" + op)(target, value)
-    elif isinstance(target, mx.sym.Symbol) and op in _IN_PLACE and \
-            (shared is not None or returned_at(target) is not None):
-        if shared is None:
-            name = rewrite.split(" = ", 1)[0] if rewrite else "the target"
-            shared = f"{name!r} may hold an array something else holds too (it is what " \
-                f"{returned_at(target)} returned: a function's, method's or block's result " \
-                f"may be its argument or an array it keeps; only MXNet's operators and " \
-                f"Gluon's built-in layers are known to return new arrays)"
-        raise AutographError(
-            f"{where}: on an NDArray this {_SIGNS[op]}= changes the array in place, and "
-            f"{shared}, which would see the change; a graph cannot change an array in place "
-            f"(its value would differ from plain Python's). Write it out of place, {rewrite} "
-            f"(what else holds the array keeps the old value), or keep a copy there "
-            f"(F.identity(...)) if it must not change")
+    elif isinstance(target, mx.sym.Symbol) and shared is not None and op in _IN_PLACE:
+        raise refusal(where, _SIGNS[op], shared, rewrite)
     if is_tensor(target):
         return binary(target, value, op) if op in BROADCAST else \
             getattr(operator, op)(target, value)

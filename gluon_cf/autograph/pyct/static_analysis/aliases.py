@@ -10,26 +10,30 @@ NOTE [autograph augmented assignment]
     the target's shape; ``**=`` and ``//=``, which NDArray lacks) it is ``x = x op v``, out
     of place, as a Symbol's would be. A graph cannot write into an array, so hybridized
     ``x op= v`` is out of place, which equals plain Python only when nothing else can see the
-    array. Hybridized, ``x op= v`` is therefore accepted only when the array is provably new,
-    and otherwise an AutographError at its line naming what else may hold the array, saying
-    to write ``x = x op v``. Two rule sets decide it:
+    array. Hybridized, ``x op= v`` is therefore accepted only when the array is provably new
+    and given to nothing that may keep it, and otherwise an AutographError at its line naming
+    what else may hold the array, saying to write ``x = x op v``. Two rule sets decide it:
 
     From the syntax, per function (here): a variable *may share* its array when it is a
     parameter (the caller holds it), ``global`` or ``nonlocal``, a ``for`` or ``with``
-    target (an item or view of the iterable), or is bound or read where a reference is kept:
-    assigned from or to a name, item, attribute, view (``x[...]``, ``x.reshape``,
-    ``x.detach``, ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a
-    call (``F.relu(x, out=y)`` is y) or a container display, or one of several targets
-    (``h = h0 = ...``); appended, inserted or otherwise given to a container's method (the
-    container then holds it too); yielded. A dict whose items the conversion rebinds (NOTE
-    [autograph dict items]) may share them when a value put into it, or read from it to be
-    kept, may share.
+    target (an item or view of the iterable), read by a nested function, lambda or class (a
+    closure may return or keep it), or is bound or read where a reference is kept: assigned
+    from or to a name, item, attribute, view (``x[...]``, ``x.reshape``, ``x.detach``,
+    ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a call
+    (``F.relu(x, out=y)`` is y), a container display or comprehension, or one of several
+    targets (``h = h0 = ...``); appended, inserted or otherwise given to a container's method
+    (the container then holds it too); yielded. A dict whose items the conversion rebinds
+    (NOTE [autograph dict items]) may share them when a value put into it, or read from it
+    to be kept, may share.
 
-    From the callee, when the call runs (``operators/call_results.py``): in a function with
-    an in-place ``name op= v``, every call whose result is used is watched
-    (:func:`watched_calls`); while hybridizing, what a call returns is marked as possibly
-    held elsewhere (and so is an item or slice read from it) unless the callee is proven to
-    return new arrays, eagerly on NDArrays as plain Python would run it: an operator
+    From the callee, when the call runs (``operators/call_results.py``): for each variable
+    an in-place ``name op= v`` changes, every call that binds it (the value of an assignment
+    to it, or an item, view, branch or element of that value: ``h = self.fc(x)``, ``h =
+    f(x)[0]``, ``h = f(x) if c else g(x)``) or is given it (an argument, or the object of a
+    method: ``y = helper(h)``, ``self.log(h)``) is checked (:func:`checked_calls`); while
+    hybridizing, unless the callee is proven to neither return nor keep an array something
+    else holds, eagerly on NDArrays as plain Python would run it, the call is an
+    AutographError at the ``op=``'s line naming the call's line. Proven are: an operator
     generated for one of MXNet's registered operators (``F.relu``, ``nd.zeros``,
     ``F.contrib.box_nms``, the ``F.random`` samplers, ``nd.array``...) not given an ``out``
     array, by keyword or position; an NDArray method named as a registered operator
@@ -39,17 +43,21 @@ NOTE [autograph augmented assignment]
     Gluon's built-in layers whose forward ends in an operator of its input (``nn.Dense``,
     the convolutions and poolings, the norms, activations, ``Dropout``, ``Embedding``,
     ``Flatten``: exactly that class, a subclass may override forward), with no forward set
-    on the object, no forward hook (a hook may keep the output), children of the same kind,
-    and, for a (Hybrid)Sequential, at least one child (an empty one returns its input).
-    Everything else may return an array something else holds, and ``op=`` on its result is
-    refused: the user's functions and blocks (a helper may ``return v``; a block may return
-    its input, a parameter's array or an array it keeps), RNN cells (``out, states =
-    self.cell(x, states)``: the output is ``states[0]`` too), ``F.contrib.cond`` /
-    ``while_loop`` and gluon_cf's own (eagerly they return what a branch returns),
-    ``dict.get``, ``x.as_in_context``, ``x.copyto`` and unknown callables. So ``h =
-    self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y = self.proj(x); y +=
-    1`` converts when proj is a non-empty Sequential of built-in layers. (Eagerly nothing is
-    refused and nothing is marked: the NDArray runs plain Python's in place.)
+    on the object, no forward hook or pre-hook (a hook may keep the output or input),
+    children of the same kind, and, for a (Hybrid)Sequential, at least one child (an empty
+    one returns its input).
+    Everything else may return or keep an array something else holds: the user's functions
+    and blocks (a helper may ``return v`` or a view of it; a block may return its input, a
+    parameter's array or an array it keeps), RNN cells (``out, states = self.cell(x,
+    states)``: the output is ``states[0]`` too), ``F.contrib.cond`` / ``while_loop`` and
+    gluon_cf's own (eagerly they return what a branch returns), ``dict.get``,
+    ``x.as_in_context``, ``x.copyto`` and unknown callables. The check is at the call, not
+    the ``op=``: a graph's ``cond`` or loop makes new Symbols of what its branches and steps
+    bind, so only the call knows its callee; like the syntax rules it holds for the whole
+    function (a call binding ``h`` is checked even if ``h`` is rebound before its ``op=``).
+    So ``h = self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y =
+    self.proj(x); y += 1`` converts when proj is a non-empty Sequential of built-in layers.
+    (Eagerly nothing is refused: the NDArray runs plain Python's in place.)
 
     An item or attribute (``outs[0] += v``, ``self.total += v``) is always held by its
     container: with plain names and constants for its parts it runs as ``outs[0] =
@@ -119,6 +127,19 @@ def _kept(value):
     """The variables ``value`` hands over to be kept (itself, or in a display)."""
     if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
         return [n for elt in value.elts for n in _kept(elt)]
+    if isinstance(value, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+        return _kept(value.value)        # [a, b][i], (h := x): what the base holds
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+            _viewing(value):
+        return _kept(value.func.value)
+    if isinstance(value, ast.IfExp):
+        return _kept(value.body) + _kept(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return [n for v in value.values for n in _kept(v)]
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return _kept(value.elt)          # [h for _ in r]: every item is h's array
+    if isinstance(value, ast.DictComp):
+        return _kept(value.value)
     if isinstance(value, ast.Dict):
         # (``{**d, ...}`` copies d's items: the values are kept, not d)
         return [n for k, v in zip(value.keys, value.values) if k is not None
@@ -162,7 +183,7 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             held = _kept(node.value)
             if len(targets) > 1:
                 # h = h0 = F.zeros(...): one array, two names (what calls return is decided
-                # when they run: watched_calls)
+                # when they run: checked_calls)
                 held = held + [n for t in targets for n in ast.walk(t)
                                if isinstance(n, ast.Name)]
             for name in held:
@@ -181,30 +202,77 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
         elif isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
             for name in _kept(node.value):
                 mark(name.id, node)
+        elif isinstance(node, _NESTED):
+            # a closure reading the variable may return or keep its array (or a view)
+            for n in ast.walk(node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    mark(n.id, node)
     return shared
 
 
-def watched_calls(func):
-    """The calls whose results are checked when they run (:func:`call_results.watched`), in
-    the functions nested in ``func`` (itself too) that have an in-place ``name op= v``: all
-    their calls but those whose result is dropped, the builtins that read their caller's frame
-    (``super()``, ``locals()`` ...) and those that never return an array (NOTE [autograph
-    augmented assignment])."""
+def checked_calls(func):
+    """``[(call, name, binds, augmented)]``: in each function nested in ``func`` (itself too),
+    the calls that bind (``binds``: the call is the value, or what a view or item of it
+    reads, of an assignment to ``name``) or are given (as an argument, or as the object of
+    the method) a variable ``name`` that an in-place ``name op= v`` (the first,
+    ``augmented``) changes: checked when they run (``operators/call_results.py``; NOTE
+    [autograph augmented assignment])."""
     found = []
     for function in ast.walk(func):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
-                isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and
-                isinstance(n.op, _IN_PLACE_OPS) for n in _own_nodes(function)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        dropped = {id(n.value) for n in _own_nodes(function) if isinstance(n, ast.Expr)}
-        found += [n for n in _own_nodes(function) if isinstance(n, ast.Call) and
-                  id(n) not in dropped and not (isinstance(n.func, ast.Name) and
-                                                n.func.id in _UNWATCHED)]
-    return found
+        changed: Dict[str, ast.AugAssign] = {}
+        for n in sorted((n for n in _own_nodes(function) if isinstance(n, ast.AugAssign) and
+                         isinstance(n.target, ast.Name) and isinstance(n.op, _IN_PLACE_OPS)),
+                        key=lambda n: (n.lineno, n.col_offset)):
+            changed.setdefault(ast.unparse(n.target), n)
+        if not changed:
+            continue
+        seen = set()
+        for node in _own_nodes(function):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and \
+                    node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [n.id for t in targets for n in ast.walk(t)
+                         if isinstance(n, ast.Name) and n.id in changed]
+                for call in _result_calls(node.value) if names else ():
+                    seen.add(id(call))
+                    found.append((call, names[0], True, changed[names[0]]))
+        for call in _own_nodes(function):
+            if not isinstance(call, ast.Call) or id(call) in seen or \
+                    isinstance(call.func, ast.Name) and call.func.id in _UNCHECKED:
+                continue
+            given = [n.id for value in list(call.args) + [k.value for k in call.keywords] +
+                     ([call.func.value] if isinstance(call.func, ast.Attribute) else [])
+                     for n in _kept(value) if n.id in changed]
+            if given:
+                found.append((call, given[0], False, changed[given[0]]))
+    return [entry for entry in found if hasattr(entry[0], "lineno")]
+
+
+def _result_calls(value):
+    """The calls whose result, or an item or view of it, ``value`` may be."""
+    if isinstance(value, ast.Call):
+        if isinstance(value.func, ast.Attribute) and _viewing(value):
+            return _result_calls(value.func.value)
+        return [value]
+    if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred, ast.NamedExpr,
+                          ast.Await)):
+        return _result_calls(value.value)
+    if isinstance(value, ast.IfExp):
+        return _result_calls(value.body) + _result_calls(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return [c for v in value.values for c in _result_calls(v)]
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return [c for v in value.elts for c in _result_calls(v)]
+    if isinstance(value, ast.Dict):
+        return [c for v in value.values for c in _result_calls(v)]
+    return []
 
 
 _IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod)
-_UNWATCHED = {"super", "locals", "vars", "globals", "eval", "exec", "dir", "len", "isinstance",
+# (builtins that read their caller's frame, and some that never return or keep an array)
+_UNCHECKED = {"super", "locals", "vars", "globals", "eval", "exec", "dir", "len", "isinstance",
               "print", "max_iterations"}
 
 
