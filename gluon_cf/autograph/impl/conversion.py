@@ -129,7 +129,7 @@ import mxnet as mx
 
 from .. import operators
 from ..operators import py_builtins, side_effects, tensor_access
-from ..converters.assignments import AssignmentsConverter
+from ..converters.assignments import AssignmentsConverter, rewrite
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
 from ..converters.dict_items import rebind_dict_items
@@ -140,8 +140,9 @@ from ..converters.loops import LoopsConverter
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
 from ..pyct.static_analysis.activity import Scope
-from ..pyct.static_analysis.aliases import shared_arrays
+from ..pyct.static_analysis.aliases import checked_calls, shared_arrays
 from ..pyct.static_analysis.liveness import exposed_names, live_after
+from ..pyct.templates import runtime_call
 
 
 def convert_function(fn, max_iterations=None):
@@ -267,6 +268,7 @@ def _runtime():
 
 
 _RUNTIME: Optional[types.ModuleType] = None
+_SIGNS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Mod: "%"}
 
 
 def _owner_class(fn):
@@ -626,7 +628,16 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
                 self.read_after[node] = live_after(node, self.parents, func)
                 self.live[node] = self.read_after[node] | self._scope(node).cells
                 self.exposed[node] = exposed_names(node.body)
+        # what calls bind or are given is checked when they run (NOTE [autograph augmented
+        # assignment])
+        checked = [(call, [ast.Constant(self.where(call)), ast.Constant(name),
+                           ast.Constant(binds), ast.Constant(self.where(augmented)),
+                           ast.Constant(_SIGNS[type(augmented.op)]),
+                           ast.Constant(rewrite(augmented))])
+                   for call, name, binds, augmented in checked_calls(func)]
         self.generic_visit(func)
+        for call, arguments in checked:
+            call.func = runtime_call("checked", [call.func] + arguments)
         for fn, scope in self.scopes.items():
             if scope.cells and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # `if False: v = None`: generated functions' `nonlocal v` binds

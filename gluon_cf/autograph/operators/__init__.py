@@ -1,6 +1,7 @@
 """What converted code calls at run time (as ``__ag__.<name>``): the control flow, boolean
 operators, variables, side-effect checks, iteration checks and collected lists of
 ``@autograph``'s rewritten functions."""
+from .call_results import checked
 from .control_flow import (collected_item, for_stmt, if_exp, if_return, if_stmt, python_if,
                            python_loop, running, running_and, while_stmt)
 from .data_structures import no_outer_lists, unpacked
@@ -14,4 +15,4 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "running_and", "while_stmt", "no_outer_lists", "unpacked",
            "and_", "asserted", "compare_chain", "not_", "or_", "builtin", "iterated", "reversed_rows", "changing", "effect", "mutable", "printing",
            "binary", "item_target", "py_slice", "subscript",
-           "augmented", "ld", "without"]
+           "augmented", "ld", "without", "checked"]

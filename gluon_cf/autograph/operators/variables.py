@@ -11,6 +11,7 @@ import mxnet as mx
 import numpy as np
 
 from ..errors import AutographError
+from .call_results import refusal
 
 
 class Undefined:
@@ -51,12 +52,7 @@ def augmented(target, value, op, where=None, shared=None, rewrite=None):
         if _in_place_runs(target, value, op):
             return getattr(operator, "i" + op)(target, value)
     elif isinstance(target, mx.sym.Symbol) and shared is not None and op in _IN_PLACE:
-        raise AutographError(
-            f"{where}: on an NDArray this {_SIGNS[op]}= changes the array in place, and "
-            f"{shared}, which would see the change; a graph cannot change an array in place "
-            f"(its value would differ from plain Python's). Write it out of place, {rewrite} "
-            f"(what else holds the array keeps the old value), or keep a copy there "
-            f"(F.identity(...)) if it must not change")
+        raise refusal(where, _SIGNS[op], shared, rewrite)
     if is_tensor(target):
         return binary(target, value, op) if op in BROADCAST else \
             getattr(operator, op)(target, value)

@@ -1,0 +1,176 @@
+"""Which calls of converted code return arrays nothing else holds, decided at run time from
+the callee (NOTE [autograph augmented assignment]): MXNet's operators and the arrays' methods
+that are operators, Gluon's built-in layers; and :func:`checked`, which refuses, while
+hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
+import types
+from typing import FrozenSet, Optional, Set
+
+import mxnet as mx
+from mxnet.gluon import nn
+
+from ..errors import AutographError
+
+
+def refusal(where, sign, shared, rewrite):
+    """The AutographError of a hybridized ``x op= v`` (at ``where``) whose array ``shared``
+    says what else may hold."""
+    return AutographError(
+        f"{where}: on an NDArray this {sign}= changes the array in place, and {shared}, which "
+        f"would see the change; a graph cannot change an array in place (its value would "
+        f"differ from plain Python's). Write it out of place, {rewrite} (what else holds the "
+        f"array keeps the old value), or keep a copy there (F.identity(...)) if it must not "
+        f"change")
+
+
+def checked(fn, call, name, binds, where, sign, rewrite):
+    """``fn``, called as converted code calls it at ``call`` (``file:line: source``), where
+    the call binds (``binds``) or is given the variable ``name`` that ``name op= v`` at
+    ``where`` changes: while hybridizing, an AutographError at ``where`` unless
+    :func:`returns_new_arrays` proves the call neither returns nor keeps an array
+    something else holds."""
+    def run(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        if (_has_symbol(result) or _has_symbol(args) or _has_symbol(kwargs) or
+                _has_symbol(getattr(fn, "__self__", None))) and \
+                not returns_new_arrays(fn, args, kwargs):
+            how = f"it is what {call} returns" if binds else f"{call} is given it"
+            raise refusal(where, sign, f"{name!r} may hold an array something else holds too "
+                          f"({how}: a function, method or block may return or keep its "
+                          f"argument or an array it keeps; only MXNet's operators and Gluon's "
+                          f"built-in layers are known to return new arrays and keep none)",
+                          rewrite)
+        return result
+    return run
+
+
+def returns_new_arrays(fn, args, kwargs) -> bool:
+    """Whether plain MXNet's ``fn(*args, **kwargs)`` (eagerly, on NDArrays) returns only
+    arrays it allocated: an operator (``F.tanh``, ``nd.zeros``, ``F.contrib.box_nms``) with no
+    ``out``; an array's method that is an operator (``x.sin()``, ``x.sum()``; not
+    ``x.reshape``, a view, nor ``x.flatten(inplace=True)``), ``x.copy()``, ``x.astype(t)``
+    with ``copy`` left true; a Gluon built-in layer (:func:`block_returns_new_arrays`)."""
+    if isinstance(fn, types.MethodType) and isinstance(fn.__self__, (mx.nd.NDArray,
+                                                                     mx.sym.Symbol)):
+        return _method_returns_new(fn.__name__, args, kwargs)
+    if isinstance(fn, types.FunctionType) and fn in _operator_functions():
+        return not _writes_out(fn, args, kwargs)
+    if isinstance(fn, mx.gluon.Block):
+        return block_returns_new_arrays(fn)
+    return False
+
+
+# Gluon's layers whose forward ends in an operator of their input (their hybrid_forward in
+# MXNet 1.9.1: F.FullyConnected, F.Convolution, F.Pooling, F.BatchNorm, F.LeakyReLU ...,
+# never the input itself); tests/test_augmented_aliases.py checks each
+NEW_ARRAY_BLOCKS: FrozenSet[type] = frozenset(
+    getattr(nn, name) for name in (
+        "Activation", "AvgPool1D", "AvgPool2D", "AvgPool3D", "BatchNorm", "BatchNormReLU",
+        "Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose", "Conv3D", "Conv3DTranspose",
+        "Dense", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GlobalAvgPool1D",
+        "GlobalAvgPool2D", "GlobalAvgPool3D", "GlobalMaxPool1D", "GlobalMaxPool2D",
+        "GlobalMaxPool3D", "GroupNorm", "InstanceNorm", "LayerNorm", "LeakyReLU", "MaxPool1D",
+        "MaxPool2D", "MaxPool3D", "PReLU", "ReflectionPad2D", "SELU", "Swish")
+    if hasattr(nn, name))
+_SEQUENTIAL_BLOCKS = (nn.Sequential, nn.HybridSequential)
+
+
+def block_returns_new_arrays(block) -> bool:
+    """Whether calling ``block`` returns a new array: exactly one of Gluon's layers of
+    :data:`NEW_ARRAY_BLOCKS` (a subclass may override its forward), or a non-empty
+    (Hybrid)Sequential (an empty one returns its input), with no forward replaced on the
+    object, no forward hook (a hook may keep the input or output) and children of the same
+    kind (a Dense's activation)."""
+    kind = type(block)
+    if kind not in NEW_ARRAY_BLOCKS and kind not in _SEQUENTIAL_BLOCKS:
+        return False
+    if "forward" in vars(block) or "hybrid_forward" in vars(block) or \
+            block._forward_hooks or block._forward_pre_hooks:
+        return False
+    children = list(block._children.values())
+    if kind in _SEQUENTIAL_BLOCKS and not children:
+        return False
+    return all(block_returns_new_arrays(child) for child in children)
+
+
+# The arrays' methods with an operator's name that do not just call it (MXNet 1.9.1's
+# ndarray.py): reshape is a view; flatten, expand_dims and squeeze are views with inplace=True
+# (its position among their arguments); diag, broadcast_to and broadcast_like call operators
+_VIEW_METHODS = {"reshape"}
+_INPLACE_ARGUMENT = {"flatten": 0, "expand_dims": 1, "squeeze": 1}
+_ALLOCATING_METHODS = {"copy"}
+
+
+def operator_methods() -> Set[str]:
+    """The NDArray methods named as one of MXNet's registered operators (``mx.nd.op``), less
+    :data:`_VIEW_METHODS`: derived, so every operator method counts (``x.sin()``, ``x.erf()``)."""
+    global _OPERATOR_METHODS
+    if _OPERATOR_METHODS is None:
+        _OPERATOR_METHODS = {name for name, value in vars(mx.nd.NDArray).items()
+                             if callable(value) and _generated(getattr(mx.nd.op, name, None))
+                             } - _VIEW_METHODS
+    return _OPERATOR_METHODS
+
+
+_OPERATOR_METHODS: Optional[Set[str]] = None
+
+
+def _method_returns_new(name, args, kwargs):
+    if name == "astype":                      # astype(dtype, copy=True): self if not copy
+        return bool(args[1] if len(args) > 1 else kwargs.get("copy", True))
+    if name in _ALLOCATING_METHODS:
+        return True
+    if name not in operator_methods():
+        return False
+    at = _INPLACE_ARGUMENT.get(name)
+    if at is not None and (args[at] if len(args) > at else kwargs.get("inplace", False)):
+        return False
+    return not _writes_out(getattr(mx.nd.op, name), (None,) + tuple(args), kwargs)
+
+
+def _writes_out(fn, args, kwargs):
+    """Whether the call writes into a given ``out`` array (and returns it)."""
+    if kwargs.get("out") is not None:
+        return True
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount]
+    return "out" in names and len(args) > names.index("out") and \
+        args[names.index("out")] is not None
+
+
+def _generated(fn):
+    """MXNet's functions generated for its registered operators (compiled from a string)."""
+    return isinstance(fn, types.FunctionType) and fn.__code__.co_filename == "<string>"
+
+
+_OPERATOR_FUNCTIONS: Optional[Set[types.FunctionType]] = None
+# MXNet's functions that allocate their result but are not generated operators
+_ALLOCATING = ("zeros", "ones", "full", "empty", "array", "arange", "linspace", "eye")
+_RANDOM = ("uniform", "normal", "randn", "poisson", "exponential", "gamma",
+           "negative_binomial", "generalized_negative_binomial", "randint", "shuffle")
+
+
+def _operator_functions():
+    global _OPERATOR_FUNCTIONS
+    if _OPERATOR_FUNCTIONS is None:
+        found: Set[types.FunctionType] = set()
+        for api in (mx.nd, mx.sym):
+            modules = [api] + [getattr(api, name) for name in (
+                "op", "contrib", "linalg", "sparse", "image", "random", "_internal")
+                if hasattr(api, name)]
+            for module in modules:
+                found.update(v for v in vars(module).values() if _generated(v))
+            found.update(getattr(api, name) for name in _ALLOCATING if hasattr(api, name))
+            found.update(getattr(api.random, name) for name in _RANDOM
+                         if hasattr(api.random, name))
+        _OPERATOR_FUNCTIONS = {f for f in found if isinstance(f, types.FunctionType)}
+    return _OPERATOR_FUNCTIONS
+
+
+def _has_symbol(value):
+    if isinstance(value, mx.sym.Symbol):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(map(_has_symbol, value))
+    if isinstance(value, dict):
+        return any(map(_has_symbol, value.values()))
+    return False
