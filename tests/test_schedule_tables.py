@@ -191,3 +191,13 @@ def _forest_in(trees, vocab):
     """The forest arrays of ``trees`` encoded with ``vocab`` (shared by several forests)."""
     forest = batchify_forest([encode_tree(t, vocab) for t in trees])
     return [nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")]
+
+
+def test_padded_tables_round_up_to_whole_steps_of_bytes():
+    """NOTE [padded rows]: a table's rows are rounded up to a multiple of 4 MiB of rows (its
+    shape then stays from batch to batch), never fewer than asked; a row of more bytes than
+    that is not rounded."""
+    step = schedule.PADDED_TABLE_BYTES // 600
+    assert [schedule._round_up(n, 600) for n in (1, step, step + 1)] == [step, step, 2 * step]
+    assert schedule._round_up(3, schedule.PADDED_TABLE_BYTES + 4) == 3
+    assert schedule._round_up(5, 0) == 5

@@ -421,10 +421,12 @@ class _Schedule:
         tables = {}
         for q, n in self.counts.items():
             if n:
-                dtype = self.layouts[q]["dtype"]
-                tables[q] = [mx.nd.empty((_round_up(n + slack, shape, dtype) if round_up
-                                          else n + slack,) + shape, ctx=ctx, dtype=dtype)
-                             for shape in self.layouts[q]["shapes"]]
+                layout = self.layouts[q]
+                dtype = layout["dtype"]
+                tables[q] = [mx.nd.empty((_round_up(n + slack, size * dtype.itemsize)
+                                          if round_up else n + slack,) + shape,
+                                         ctx=ctx, dtype=dtype)
+                             for shape, size in zip(layout["shapes"], layout["sizes"])]
         return tables
 
     def _push(self, indices, values):
@@ -517,9 +519,8 @@ def _padded(rows):
     return 1 << (rows - 1).bit_length() if rows <= PADDED_ROWS else rows
 
 
-def _round_up(rows, shape, dtype):
-    """``rows`` rounded up to a multiple of ``PADDED_TABLE_BYTES`` of rows of ``shape``."""
-    row = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+def _round_up(rows, row):
+    """``rows`` rounded up to a multiple of ``PADDED_TABLE_BYTES`` of rows of ``row`` bytes."""
     step = max(1, PADDED_TABLE_BYTES // row) if row else 1
     return -(-rows // step) * step
 
