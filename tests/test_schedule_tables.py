@@ -6,12 +6,15 @@ import collections
 import json
 import threading
 
+import hypothesis.strategies as st
 import mxnet as mx
 import pytest
-from mxnet import gluon
+from hypothesis import HealthCheck, given, settings
+from mxnet import gluon, nd
 
 import gluon_cf
-from gluon_cf.recursion import planned_backward, schedule, skeleton
+from gluon_cf.data.trees import batchify_forest, encode_tree, synthetic_treebank
+from gluon_cf.recursion import planned_backward, schedule, skeleton, value_graphs
 from test_planned_backward import _three_ways
 from test_schedule import FORESTS, _assert_same, _forest, _run
 
@@ -150,3 +153,51 @@ def test_row_views_equal_slices_and_refuse_rows_out_of_range():
     for start, stop in ((-1, 2), (-3, 0)):
         with pytest.raises(IndexError, match="rows %d:%d of an array of 4 rows" % (start, stop)):
             schedule._rows(table, start, stop)
+
+
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seeds=st.lists(st.integers(0, 10 ** 6), min_size=3, max_size=4))
+def test_padded_groups_equal_eager_across_batches(seeds):
+    """NOTE [padded rows]: groups of a few rows run padded to a power of two by CachedOps with
+    static shapes, reused by later batches of other sizes; every batch's outputs equal eager
+    ones, so no padding row overwrote a row read later or was read as a real one."""
+    forests = [list(synthetic_treebank(1 + seed % 5, shape=("sst", "balanced", "linear")[seed % 3],
+                                       seed=seed, max_length=4 + seed % 13)) for seed in seeds]
+    vocab, _ = _forest([tree for trees in forests for tree in trees])
+    inputs = [_forest_in(trees, vocab) for trees in forests]
+    net = _net(vocab)
+    eager = [_run(net, x, None, train=False) for x in inputs]
+    sized = []
+    original = value_graphs._ValueGraph.sized
+
+    def counted(self, rows, env_shapes):
+        op = original(self, rows, env_shapes)
+        sized.append(op is not None)
+        return op
+
+    value_graphs._ValueGraph.sized = counted
+    try:
+        gluon_cf.set_executor("batched")
+        net.hybridize()
+        for x, want in zip(inputs, eager):
+            _assert_same(([net(*x).asnumpy()], {}), want)
+    finally:
+        value_graphs._ValueGraph.sized = original
+    assert any(sized), "no group ran padded"
+
+
+def _forest_in(trees, vocab):
+    """The forest arrays of ``trees`` encoded with ``vocab`` (shared by several forests)."""
+    forest = batchify_forest([encode_tree(t, vocab) for t in trees])
+    return [nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")]
+
+
+def test_padded_tables_round_up_to_whole_steps_of_bytes():
+    """NOTE [padded rows]: a table's rows are rounded up to a multiple of 4 MiB of rows (its
+    shape then stays from batch to batch), never fewer than asked; a row of more bytes than
+    that is not rounded."""
+    step = schedule.PADDED_TABLE_BYTES // 600
+    assert [schedule._round_up(n, 600) for n in (1, step, step + 1)] == [step, step, 2 * step]
+    assert schedule._round_up(3, schedule.PADDED_TABLE_BYTES + 4) == 3
+    assert schedule._round_up(5, 0) == 5

@@ -72,6 +72,9 @@ CHAINED = [True]           # NOTE [chained expansion]: tests compare with lookup
 # n / TABLE_ROWS_PER_LEVEL: a frontier costs about as much as tabulating this many indices
 # (numpy calls dominate both), so a long array read by few calls is not tabulated at once.
 TABLE_ROWS_PER_LEVEL = 512
+PADDED = [True]   # NOTE [padded rows] in recursion/value_graphs.py (tests compare with eager)
+PADDED_ROWS = 16   # larger groups run unpadded: padding would cost them arithmetic
+PADDED_TABLE_BYTES = 1 << 22   # padded, a table's rows are a multiple of this many bytes' worth
 RUNS: collections.Counter = collections.Counter()   # function name -> batches run on a schedule (for tests, tools)
 
 
@@ -410,12 +413,21 @@ class _Schedule:
         shapes += [value.shape for value in self.context.env]
         return not any(0 in shape for shape in shapes)
 
-    def tables(self, ctx):
+    def tables(self, ctx, slack=0, round_up=False):
         """Per function, one table per output (NOTE [one table per output] in
-        recursion/value_graphs.py): its invocations' rows in run order."""
-        return {q: [mx.nd.empty((n,) + shape, ctx=ctx, dtype=self.layouts[q]["dtype"])
-                    for shape in self.layouts[q]["shapes"]]
-                for q, n in self.counts.items() if n}
+        recursion/value_graphs.py): its invocations' rows in run order, then ``slack`` rows;
+        ``round_up``: and more, to a multiple of ``PADDED_TABLE_BYTES`` (NOTE [padded rows]
+        there)."""
+        tables = {}
+        for q, n in self.counts.items():
+            if n:
+                layout = self.layouts[q]
+                dtype = layout["dtype"]
+                tables[q] = [mx.nd.empty((_round_up(n + slack, size * dtype.itemsize)
+                                          if round_up else n + slack,) + shape,
+                                         ctx=ctx, dtype=dtype)
+                             for shape, size in zip(layout["shapes"], layout["sizes"])]
+        return tables
 
     def _push(self, indices, values):
         start = self.offset
@@ -430,17 +442,24 @@ class _Schedule:
             layout = self.layouts[plan.entry]
             return [mx.nd.empty((0,) + shape, ctx=ctx, dtype=layout["dtype"])
                     for shape in layout["shapes"]]
-        index = _upload(self.indices, ctx) if self.indices is not None else None
-        uploaded = {q: [_upload(a, ctx) for a in args] for q, args in self.sorted_args.items()}
-        outputs: List[mx.nd.NDArray] = []
-        tables = self.tables(ctx) if self.in_place else {}
-        callees: Dict[Optional[str], List[str]] = {}
         nonempty = self.nonempty()
+        # NOTE [padded rows] in recursion/value_graphs.py
+        padding = self.in_place and nonempty and PADDED[0] and not mx.autograd.is_recording()
+        slack = max((_padded(g[3]) - g[3] for g in self.groups), default=0) if padding else 0
+        index = _upload(_pad(self.indices, slack), ctx) if self.indices is not None else None
+        uploaded = {q: [_upload(_pad(a, slack), ctx) for a in args]
+                    for q, args in self.sorted_args.items()}
+        outputs: List[mx.nd.NDArray] = []
+        # Padded, the tables' shapes, inputs of the sized CachedOps, change only between
+        # batches of very different sizes.
+        tables = self.tables(ctx, slack, padding) if self.in_place else {}
+        callees: Dict[Optional[str], List[str]] = {}
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
-                  calls) -> mx.nd.NDArray:
+                  calls, size: int = 0) -> mx.nd.NDArray:
+            size = size or rows   # rows read: ``rows`` and the padding after them
             if role == "arg":
-                return _rows(uploaded[q][i], first, first + rows)
+                return _rows(uploaded[q][i], first, first + size)
             if role == "env":
                 return env[i]
             if role == "src":
@@ -450,7 +469,7 @@ class _Schedule:
             assert index is not None, "a gather without an index buffer"
             if self.in_place:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                return _rows(index, a, a + rows)
+                return _rows(index, a, a + size)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return _rows(index, a, b)
 
@@ -461,6 +480,17 @@ class _Schedule:
             else:
                 sources = tuple(len(sources) for sources, _, _ in calls)
             graph = _value_graph(plan, self.layouts, q, vid, sources)
+            sized = graph.sized(_padded(rows), self.context.env_shapes) \
+                if padding and rows <= PADDED_ROWS else None
+            if sized is not None:
+                size = _padded(rows)
+                try:
+                    sized(*[value(role, i, j, q, first, rows, calls, size)
+                            for role, i, j, _ in graph.inputs],
+                          out=[_rows(t, first, first + size) for t in tables[q]])
+                    continue
+                except mx.MXNetError:   # its error, if any, as an unpadded call gives it
+                    graph.forget(size)
             values = [value(role, i, j, q, first, rows, calls)
                       for role, i, j, _ in graph.inputs]
             call = graph.nonempty if nonempty else graph.op
@@ -482,6 +512,22 @@ class _Schedule:
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
                          for role, i, j, _ in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _padded(rows):
+    """The rows a group of ``rows`` runs on (NOTE [padded rows] in recursion/value_graphs.py)."""
+    return 1 << (rows - 1).bit_length() if rows <= PADDED_ROWS else rows
+
+
+def _round_up(rows, row):
+    """``rows`` rounded up to a multiple of ``PADDED_TABLE_BYTES`` of rows of ``row`` bytes."""
+    step = max(1, PADDED_TABLE_BYTES // row) if row else 1
+    return -(-rows // step) * step
+
+
+def _pad(array, slack):
+    """``array`` and ``slack`` copies of its last row (NOTE [padded rows])."""
+    return np.concatenate([array, np.repeat(array[-1:], slack, axis=0)]) if slack else array
 
 
 def _check_depth(function, depth):

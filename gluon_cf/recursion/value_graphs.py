@@ -28,6 +28,33 @@ NOTE [one table per output]
     CachedOp, each written into its table (MXNet copies; tests/test_schedule_tables.py). The
     recorded path (outputs of earlier groups gathered by ``take``, ``Concat`` and a
     permutation) keeps packed rows.
+
+NOTE [padded rows]
+    A CachedOp called with other input shapes than on its last call infers shapes, plans
+    memory and sets up its operators again, and without ``static_shape`` creates every
+    stateful operator's state anew on each call (the cell's own ``SliceChannel``, a legacy
+    operator whose state is deleted through the engine): most of a small group's call. So in
+    inference (tables written in place) a group of at most ``PADDED_ROWS`` rows runs on
+    ``_padded(rows)`` rows (the next power of two) by a CachedOp with ``static_shape`` kept
+    per row count (:meth:`_ValueGraph.sized`), which sets itself up once per shape. Its other
+    inputs keep their shapes from batch to batch too: the tables' rows are rounded up to a
+    multiple of ``PADDED_TABLE_BYTES`` (4 MiB), and a graph reading an environment value whose
+    shape changed since its last call (the forest's tokens, read by the leaves) runs unpadded
+    until two calls see the same shapes. (Tried first: tables of exactly the rows needed, the
+    tables' shapes changing with every batch, saved nothing in the benchmark.) This is exact
+    because
+    * the body is proven to act row by row for these argument shapes (its layout exists,
+      ``schedule._layout``), so the padding rows change no real row;
+    * the padding rows read what follows the group's rows in the argument and index arrays
+      (other real rows, or copies of the last one at the end) and every gather is a ``take``
+      with ``mode="clip"``, so any index read is in range;
+    * they are written into the rows of the output tables after the group's own, which
+      belong to groups later in run order (a function's groups run in the order of their
+      rows) or to slack rows at the end of the tables, and every row is read only after the
+      group owning it wrote it: each padded write lands before the owner's write (the
+      engine orders writes to one array as they were pushed).
+    Larger groups, where padding would cost arithmetic, run unpadded as before; a sized call
+    that fails runs the group unpadded, so its error is the one it always was.
 """
 import json
 import threading
@@ -137,6 +164,8 @@ class _ValueGraph:
         # A schedule whose inputs hold no zero-size array (:meth:`_Schedule.nonempty`) calls
         # the CachedOps without the check for one, which asks every input for its shape.
         self.nonempty = CachedOpPair.__call__.__get__(self.op)
+        self._sized: Dict[int, mx.nd.CachedOp] = {}
+        self._env: tuple = ()   # the shapes of the environment values of the last sized call
         self.inputs = []
         for name in symbol.list_inputs():
             if name.startswith("arg") or name.startswith("env"):
@@ -146,6 +175,30 @@ class _ValueGraph:
                 kind = role.rstrip("0123456789")
                 self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0),
                                     int(site[0]) if site else 0))
+        self.env = sorted({i for role, i, _, _ in self.inputs if role == "env"})
+        self._env = (None,)
+
+
+    def sized(self, rows, env_shapes):
+        """This graph as a CachedOp with static shapes for calls of ``rows`` rows (NOTE
+        [padded rows] above), one per row count, when the shapes of the environment values it
+        reads (``env_shapes``, all of them) are those of its last call: else None, as for a
+        graph without inputs (run by an executor, :class:`CachedOpPair`)."""
+        if self.op.constant:
+            return None
+        env = tuple(env_shapes[i] for i in self.env)
+        if env != self._env:   # a forest's arrays change with every batch: not worth it
+            self._env = env
+            return None
+        op = self._sized.get(rows)
+        if op is None:
+            op = self._sized[rows] = mx.nd.CachedOp(
+                self.op.symbol, flags=[("static_alloc", True), ("static_shape", True)])
+        return op
+
+    def forget(self, rows):
+        """Drop the CachedOp of ``rows`` rows (one whose call failed keeps half its state)."""
+        self._sized.pop(rows, None)
 
 
 def _value_graph(plan, layouts, qname, vid, sources):
