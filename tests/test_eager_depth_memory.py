@@ -7,8 +7,11 @@ threads only; an OpenMP pool or an engine thread started per stack hop would not
 These cases read the OS thread count and the address space from ``/proc/self/status`` at the
 deepest call (NOTE [eager recursion stack]).
 """
+import os
 import re
 import textwrap
+
+import pytest
 
 from conftest import TOPDOWN_CHAIN, run_python
 
@@ -202,3 +205,37 @@ def test_address_space_error_names_the_users_call_and_leaves_the_process_usable(
                     r"of \d+ MiB \(RLIMIT_AS, ulimit -v\)", lines["error"]), lines["error"]
     assert 100 < int(re.search(r"depth (\d+)", lines["error"]).group(1)) < 256
     assert lines["after"] == str(21.0 * (1 << 18)), proc.stdout
+
+
+MALLOC_ARENAS_AFTER_FIRST_OPERATOR = """
+    import re, resource, sys, ctypes, os, tempfile
+    if sys.argv[1:] == ["limited"]:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    import mxnet as mx
+    import gluon_cf
+    from mxnet import nd
+    (nd.ones((2, 3)) * 2).wait_to_read()   # MXNet's threads start, each mallocs
+    libc = ctypes.CDLL(None)
+    libc.fdopen.restype = ctypes.c_void_p
+    fd, path = tempfile.mkstemp()
+    out = ctypes.c_void_p(libc.fdopen(fd, b"w"))
+    libc.malloc_info(0, out)
+    libc.fclose(out)
+    print("arenas", len(re.findall("<heap nr=", open(path).read())))
+    os.unlink(path)
+"""
+
+
+def test_malloc_arenas_are_capped_under_an_address_space_limit():
+    """NOTE [malloc arenas under a limit]: under an address-space limit, importing gluon_cf
+    caps glibc's malloc arenas at two, so MXNet's threads do not reserve 64 MiB each (6 arenas
+    here without a limit, the oracle; 256 MiB more). ~6 s."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        pytest.skip("MALLOC_ARENA_MAX is set here: the oracle needs glibc's default")
+    counts = []
+    for arg in ("limited", "unlimited"):
+        proc = run_python(textwrap.dedent(MALLOC_ARENAS_AFTER_FIRST_OPERATOR).replace(
+            "sys.argv[1:]", repr([arg])), timeout=120)
+        assert proc is not None and proc.returncode == 0, proc and proc.stderr[-2000:]
+        counts.append(int(proc.stdout.split()[1]))
+    assert counts[0] <= 2 < counts[1], counts

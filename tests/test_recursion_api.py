@@ -244,3 +244,28 @@ def test_base_case_of_a_loop_of_no_step(root, mode, max_iterations):
         gluon_cf.set_executor(previous)
     np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), **TOL)
     np.testing.assert_allclose(net.w.grad().asnumpy(), w.grad.asnumpy(), **TOL)
+
+
+def test_malloc_arena_cap_changes_nothing_off_glibc_or_where_the_user_set_it(monkeypatch):
+    """NOTE [malloc arenas under a limit]: off glibc (no ``CS_GNU_LIBC_VERSION``, as on macOS
+    and musl; no ``os.confstr``, as on Windows) and where ``MALLOC_ARENA_MAX`` is set, the cap
+    calls no ``mallopt``; the arenas of this process are left as they are."""
+    from gluon_cf.recursion import malloc_arenas
+
+    def no_name(name):
+        raise ValueError("unrecognized configuration name")
+
+    monkeypatch.setattr(malloc_arenas, "_capped", False)
+    monkeypatch.setattr(malloc_arenas.os, "confstr", no_name)
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert malloc_arenas._glibc() is None
+    assert malloc_arenas.cap_arenas() is False
+    monkeypatch.delattr(malloc_arenas.os, "confstr")
+    assert malloc_arenas._glibc() is None
+    assert malloc_arenas.cap_arenas() is False
+    monkeypatch.undo()
+    monkeypatch.setattr(malloc_arenas, "_capped", False)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    monkeypatch.setattr(malloc_arenas, "_glibc", lambda: pytest.fail("mallopt looked up"))
+    assert malloc_arenas.cap_arenas() is False
+

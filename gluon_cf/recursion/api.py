@@ -37,7 +37,7 @@ from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
-from . import remat_calls
+from . import malloc_arenas, remat_calls
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
@@ -290,6 +290,8 @@ def _serve_hops(fn, args):
     every hop of the calls below, from here (NOTE [eager recursion stack])."""
     _eager.hub, _eager.base = greenlet.getcurrent(), _frame_depth()
     _eager.address_space_limit = _address_space_limit()
+    if _eager.address_space_limit is not None:
+        malloc_arenas.cap_arenas()   # NOTE [malloc arenas under a limit]
     try:
         message = _start_segment(fn, args, 1, _eager.hub.gr_context, None)
         while True:
@@ -380,6 +382,8 @@ def _address_space():
 
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+if _address_space_limit() is not None:   # before MXNet's first operator starts its threads
+    malloc_arenas.cap_arenas()   # NOTE [malloc arenas under a limit]
 
 
 def _check_headroom(fn, depth):
@@ -392,8 +396,9 @@ def _check_headroom(fn, depth):
             "space is %d MiB, within %d MiB of its limit of %d MiB (RLIMIT_AS, ulimit -v), and "
             "MXNet aborts the process when an operator runs out of it; the calls are "
             "unwound and what they hold is released. This recursion needs a higher limit, or less address space "
-            "reserved before it (OMP_NUM_THREADS=1 and MALLOC_ARENA_MAX=2 in the environment "
-            "save ~500 MiB with 2 cores)" % (fn.name, depth, used >> 20,
+            "reserved before it (OMP_NUM_THREADS=1 in the environment saves 128 MiB a "
+            "core; import gluon_cf before MXNet's first operator: it caps glibc's malloc "
+            "arenas under a limit, ~256 MiB with 2 cores)" % (fn.name, depth, used >> 20,
                                              ADDRESS_SPACE_HEADROOM >> 20, limit >> 20))
 
 
