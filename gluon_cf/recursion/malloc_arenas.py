@@ -1,4 +1,5 @@
-"""glibc's malloc arenas under an address-space limit (NOTE [malloc arenas under a limit]).
+"""glibc's malloc arenas under an address-space limit (NOTE [malloc arenas under a limit]),
+and what malloc holds free (NOTE [memory after an address-space error] in api.py).
 
 NOTE [malloc arenas under a limit]
     glibc gives each thread that mallocs an arena of its own, up to 8 per core, and reserves
@@ -49,3 +50,21 @@ def cap_arenas() -> bool:
             _capped = mallopt(_M_ARENA_MAX, MALLOC_ARENAS_UNDER_A_LIMIT) == 1
     return _capped
 
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+_mallinfo2 = getattr(_glibc(), "mallinfo2", None)   # glibc 2.33 and later
+if _mallinfo2 is not None:
+    _mallinfo2.restype = _MallInfo2
+    _mallinfo2.argtypes = []
+
+
+def free_bytes() -> Optional[int]:
+    """Bytes free inside the heaps glibc's malloc keeps (its arenas' free chunks and tops), or
+    None where that cannot be read. Walks every free chunk: ~5 ms with 70,000 of them
+    (NOTE [memory after an address-space error])."""
+    return None if _mallinfo2 is None else _mallinfo2().fordblks
