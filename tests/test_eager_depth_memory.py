@@ -7,8 +7,11 @@ threads only; an OpenMP pool or an engine thread started per stack hop would not
 These cases read the OS thread count and the address space from ``/proc/self/status`` at the
 deepest call (NOTE [eager recursion stack]).
 """
+import os
 import re
 import textwrap
+
+import pytest
 
 from conftest import TOPDOWN_CHAIN, run_python
 
@@ -127,6 +130,14 @@ TOPDOWN_CHAIN_TRAINING = TOPDOWN_CHAIN_UNDER_2_GIB.replace(
         print("no error")
     except gluon_cf.AddressSpaceError as err:
         print("message", str(err))
+    # a recursion that fits runs next: 10,000 levels, recorded (NOTE [memory after an
+    # address-space error]; it stopped at depth ~440 when the record of the first sat in a
+    # reference cycle)
+    net.max_depth = 10000
+    with autograd.record():
+        total, count = net(z)
+    print("second", int(count.asscalar()))
+    del total, count
     # the process goes on: the same model, 50 levels, with gradients
     net.max_depth = 50
     with autograd.record():
@@ -145,7 +156,10 @@ def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
     call or an NDArray's destructor) twice, in three runs. Every nested eager call now checks
     the space left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still
     free (NOTE [address-space headroom]): the process lives and trains on. At H = 4 the chain
-    now fits (test_no_crash.py); at H = 256 it stops at depth ~15,200. ~20-25 s."""
+    now fits (test_no_crash.py); at H = 256 it stops at depth ~15,200. Then a recursion that
+    fits runs: 10,000 levels recorded (it stopped at depth ~440 while the first's record sat in
+    a reference cycle: NOTE [memory after an address-space error]), and 50 with gradients.
+    ~30 s of CPU."""
     proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_TRAINING), timeout=300)
     assert proc is not None, "the process hung (timeout 300 s)"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
@@ -158,6 +172,7 @@ def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
     assert re.search(r"\(the recursion's call: \S+models.recursive\.py:\d+\)$",
                      lines["message"]), lines["message"]
     assert "within 64 MiB of its limit of 2048 MiB (RLIMIT_AS" in lines["message"]
+    assert lines["second"] == "20001", proc.stdout
     assert lines["after"] == "101 True", proc.stdout
 
 
@@ -165,8 +180,12 @@ ONE_MIB_A_LEVEL_UNDER_A_LIMIT = """
     import resource
     import mxnet as mx
     from mxnet import nd
+    import ctypes
     import gluon_cf
 
+    # 1 MiB blocks inside malloc's heaps, as smaller ones are, not mmapped each (whether they
+    # are varied with glibc's dynamic threshold)
+    assert ctypes.CDLL(None).mallopt(-3, 32 << 20) == 1   # M_MMAP_THRESHOLD
     nd.ones((1,)).wait_to_read()   # MXNet's threads and their arenas exist
     used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
     resource.setrlimit(resource.RLIMIT_AS, (used + (256 << 20), resource.RLIM_INFINITY))
@@ -174,10 +193,12 @@ ONE_MIB_A_LEVEL_UNDER_A_LIMIT = """
     @gluon_cf.recursive
     def total(k):
         block = nd.ones((1 << 18,))   # 1 MiB a level, alive until the call returns
+        kept.append(nd.ones((1,)))    # and a little kept (what pins the heaps' address space)
         if int(k.asscalar()) == 0:
             return block.sum()
         return total(k - 1) + block.sum()
 
+    kept = []
     try:
         total(nd.array([5000]))
         print("no error")
@@ -185,20 +206,73 @@ ONE_MIB_A_LEVEL_UNDER_A_LIMIT = """
         assert isinstance(err, MemoryError)
         print("error", err)
     print("after", total(nd.array([20])).asscalar())
+    # what the first call freed stays in malloc's heaps (~180 MiB); under a limit 32 MiB above
+    # the address space (less than the headroom) a recursion that fits in it runs, one that
+    # does not stops again
+    used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (used + (32 << 20), resource.RLIM_INFINITY))
+    print("within", total(nd.array([100])).asscalar())
+    try:
+        total(nd.array([5000]))
+        print("no error")
+    except gluon_cf.AddressSpaceError as err:
+        print("again", err)
 """
 
 
 def test_address_space_error_names_the_users_call_and_leaves_the_process_usable():
     """NOTE [address-space headroom]: a recursion holding 1 MiB a level, 256 MiB under its
     limit, stops with ``AddressSpaceError`` at the user's line, naming the function, the depth
-    and the limit, long before depth 5,000; the same function then runs 21 levels. ~3 s."""
+    and the limit, long before depth 5,000; the same function then runs 21 levels. Then, under
+    a limit lowered to 32 MiB above the address space (less than the headroom), with what the
+    first call freed kept in malloc's heaps, 101 levels run (they stopped at once, at depth
+    2, when only VmSize counted: NOTE [memory after an address-space error]), and 5,000 stop
+    again, past 101. ~5 s."""
     proc = run_python(textwrap.dedent(ONE_MIB_A_LEVEL_UNDER_A_LIMIT), timeout=120)
     assert proc is not None, "the process hung (timeout 120 s)"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
         proc.returncode, proc.stderr[-4000:])
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
-    assert re.match(r"<string>:19: gluon_cf\.recursive: 'total' stopped at depth \d+ of nested "
+    assert re.match(r"<string>:\d+: gluon_cf\.recursive: 'total' stopped at depth \d+ of nested "
                     r"calls: the process's address space is \d+ MiB, within 64 MiB of its limit "
                     r"of \d+ MiB \(RLIMIT_AS, ulimit -v\)", lines["error"]), lines["error"]
     assert 100 < int(re.search(r"depth (\d+)", lines["error"]).group(1)) < 256
     assert lines["after"] == str(21.0 * (1 << 18)), proc.stdout
+    assert lines["within"] == str(101.0 * (1 << 18)), proc.stdout
+    assert re.match(r"<string>:\d+: gluon_cf\.recursive: 'total' stopped at depth \d+ ",
+                    lines["again"]), lines["again"]
+    assert 101 < int(re.search(r"depth (\d+)", lines["again"]).group(1)) < 200, lines["again"]
+
+
+MALLOC_ARENAS_AFTER_FIRST_OPERATOR = """
+    import re, resource, sys, ctypes, os, tempfile
+    if sys.argv[1:] == ["limited"]:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    import mxnet as mx
+    import gluon_cf
+    from mxnet import nd
+    (nd.ones((2, 3)) * 2).wait_to_read()   # MXNet's threads start, each mallocs
+    libc = ctypes.CDLL(None)
+    libc.fdopen.restype = ctypes.c_void_p
+    fd, path = tempfile.mkstemp()
+    out = ctypes.c_void_p(libc.fdopen(fd, b"w"))
+    libc.malloc_info(0, out)
+    libc.fclose(out)
+    print("arenas", len(re.findall("<heap nr=", open(path).read())))
+    os.unlink(path)
+"""
+
+
+def test_malloc_arenas_are_capped_under_an_address_space_limit():
+    """NOTE [malloc arenas under a limit]: under an address-space limit, importing gluon_cf
+    caps glibc's malloc arenas at two, so MXNet's threads do not reserve 64 MiB each (6 arenas
+    here without a limit, the oracle; 256 MiB more). ~6 s."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        pytest.skip("MALLOC_ARENA_MAX is set here: the oracle needs glibc's default")
+    counts = []
+    for arg in ("limited", "unlimited"):
+        proc = run_python(textwrap.dedent(MALLOC_ARENAS_AFTER_FIRST_OPERATOR).replace(
+            "sys.argv[1:]", repr([arg])), timeout=120)
+        assert proc is not None and proc.returncode == 0, proc and proc.stderr[-2000:]
+        counts.append(int(proc.stdout.split()[1]))
+    assert counts[0] <= 2 < counts[1], counts

@@ -31,12 +31,11 @@ def run_case(code, timeout=240, env=None):
 # threading.active_count() did not; the two tests ran the same depth).
 
 
-# glibc reserves 64 MB of address space per malloc arena, and makes up to 8 per core as threads
-# contend: on a loaded machine a run reserved up to ~0.5 GB more than on an idle one and the
-# 2 GiB run failed with bad_alloc in backward now and then. Capped, the address space measures
-# gluon_cf's and MXNet's memory, the same on every run.
-BOUNDED_ARENAS = {"MALLOC_ARENA_MAX": "2"}
-# The TreeRNN and RNTN chains run without it, as a user runs them (README: Recursion).
+# glibc reserves 64 MiB of address space per malloc arena, one per thread that mallocs, up to
+# 8 per core: these tests once ran with MALLOC_ARENA_MAX=2 in the environment, since without it
+# MXNet's threads reserved ~256 MiB more and TopDown's 2 GiB run failed two times in six. They
+# run as a user runs them, no environment variable: under a limit gluon_cf caps the arenas
+# itself (NOTE [malloc arenas under a limit]).
 
 TREE_RNN_CHAIN_IN_BOUNDED_ADDRESS_SPACE = """
     import resource, threading
@@ -179,9 +178,9 @@ def test_child_sum_tree_lstm_chain_19999_deep_within_2_gib():
     operators per level, then 17 (2.6 GB: it ran under 3 GiB only); each node is now one
     CachedOp (NOTE [eager cells]): peak VmPeak ~1.7 GB. With no environment variable: 1,926-
     1,977 MiB in 3 of 4 runs (bad_alloc in backward in one), ~1,900 since every node's
-    embedding is one ``Embedding`` split into rows."""
-    proc = run_case(CHILD_SUM_CHAIN_IN_BOUNDED_ADDRESS_SPACE.format(cap=2 << 10), timeout=540,
-                    env=BOUNDED_ARENAS)
+    embedding is one ``Embedding`` split into rows; glibc's arenas capped at two, as gluon_cf
+    does under a limit (NOTE [malloc arenas under a limit]), ~1.7 GB."""
+    proc = run_case(CHILD_SUM_CHAIN_IN_BOUNDED_ADDRESS_SPACE.format(cap=2 << 10), timeout=540)
     assert proc.stdout.split() == ["ok", "1"]
 
 
@@ -270,14 +269,15 @@ TREE_LSTM_CHAIN_IN_BOUNDED_ADDRESS_SPACE = """
 def test_tree_lstm_chain_19999_deep_within_2_gib():
     """Issue 24, item 7: a 19,998-level binary TreeLSTM chain (19,999 nested calls) eagerly,
     with gradients, against a numpy fold, under a 2 GiB address-space limit, as a user runs
-    it, but with two malloc arenas. It peaked at VmPeak ~2.12 GB when each leaf was a
+    it (gluon_cf caps glibc's malloc arenas at two under a limit: NOTE [malloc arenas under a
+    limit]). It peaked at VmPeak ~2.12 GB when each leaf was a
     CachedOp of its own, at 1,915-2,029 MiB with two arenas (so this test ran with one, and
     one OpenMP thread) when an internal node's call computed its leaf children, and failed
     with MXNet's bad_alloc in backward in the default environment; all leaves of the forest
     are now one call, split into rows (NOTE [eager cells]): 1,882-1,960 MiB in four runs
-    with no variable set, too close to 2 GiB for a test that must pass every time."""
+    with glibc's default arenas, too close to 2 GiB for a test that must pass every time."""
     proc = run_case(TREE_LSTM_CHAIN_IN_BOUNDED_ADDRESS_SPACE.format(cap=2 << 10, depth=19998),
-                    timeout=540, env=BOUNDED_ARENAS)
+                    timeout=540)
     assert proc.stdout.split() == ["ok", "1"]
 
 
@@ -426,17 +426,17 @@ TOPDOWN_CHAIN_IN_BOUNDED_ADDRESS_SPACE = """
 def test_topdown_tree_lstm_chain_of_max_depth_trains_within_2_gib():
     """Issue 24, item 7: a 19,999-level TopDownTreeLSTM chain (max_depth's 20,000 nested
     calls) with gradients, values and gradients of every parameter against a numpy generator,
-    under a 2 GiB address-space limit, with glibc's arenas capped (below). Recorded
+    under a 2 GiB address-space limit, as a user runs it (no environment variable). Recorded
     operator by operator it held ~180 KB a level and died of bad_alloc at 8,000 levels; both
     children of a node as one call of the cell's blocks, ~120 KB: AddressSpaceError at depth
     ~17,150 (~3.7 GB needed). Both LSTM steps as one two-row step on gates precomputed per
     tree (NOTE [eager top-down tree]): ~33 KB a level, VmPeak ~1,870 MiB here. Inference of
     the chain first, against the same oracle (VmPeak ~1,200 MiB alone). ~35 s of CPU. With
     glibc's default arenas the peak was 1,849-1,987 MiB in six runs here, and two of them ran
-    out in backward (MXNet's bad_alloc): it runs, as TreeLSTM's and ChildSum's chains do, with
-    MALLOC_ARENA_MAX=2 (1,754-1,829 MiB in three runs)."""
-    proc = run_case(TOPDOWN_CHAIN_IN_BOUNDED_ADDRESS_SPACE.format(depth=19999), timeout=400,
-                    env=BOUNDED_ARENAS)
+    out in backward (MXNet's bad_alloc): 256 MiB of it were four arenas of MXNet's threads
+    holding ~130 KB each; under a limit gluon_cf now caps the arenas at two (NOTE [malloc
+    arenas under a limit]): VmPeak 1,593-1,595 MiB in four runs."""
+    proc = run_case(TOPDOWN_CHAIN_IN_BOUNDED_ADDRESS_SPACE.format(depth=19999), timeout=400)
     assert proc.stdout.split()[:2] == ["ok", "1"]
 
 

@@ -244,3 +244,51 @@ def test_base_case_of_a_loop_of_no_step(root, mode, max_iterations):
         gluon_cf.set_executor(previous)
     np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), **TOL)
     np.testing.assert_allclose(net.w.grad().asnumpy(), w.grad.asnumpy(), **TOL)
+
+
+def test_malloc_arena_cap_changes_nothing_off_glibc_or_where_the_user_set_it(monkeypatch):
+    """NOTE [malloc arenas under a limit]: off glibc (no ``CS_GNU_LIBC_VERSION``, as on macOS
+    and musl; no ``os.confstr``, as on Windows) and where ``MALLOC_ARENA_MAX`` is set, the cap
+    calls no ``mallopt``; the arenas of this process are left as they are."""
+    from gluon_cf.recursion import malloc_arenas
+
+    def no_name(name):
+        raise ValueError("unrecognized configuration name")
+
+    monkeypatch.setattr(malloc_arenas, "_capped", False)
+    monkeypatch.setattr(malloc_arenas.os, "confstr", no_name)
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert malloc_arenas._glibc() is None
+    assert malloc_arenas.cap_arenas() is False
+    monkeypatch.delattr(malloc_arenas.os, "confstr")
+    assert malloc_arenas._glibc() is None
+    assert malloc_arenas.cap_arenas() is False
+    monkeypatch.undo()
+    monkeypatch.setattr(malloc_arenas, "_capped", False)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    monkeypatch.setattr(malloc_arenas, "_glibc", lambda: pytest.fail("mallopt looked up"))
+    assert malloc_arenas.cap_arenas() is False
+
+
+def test_free_memory_counts_only_where_malloc_reports_it(monkeypatch):
+    """NOTE [memory after an address-space error]: within the headroom of the limit, memory
+    malloc holds free counts only where it can be read (glibc's ``mallinfo2``), and never
+    within ``ADDRESS_SPACE_FLOOR`` of the limit; a reading covers ``slack / 2 MiB`` checks."""
+    from gluon_cf.recursion import api, malloc_arenas
+    limit = 2 << 30
+    used = limit - (32 << 20)
+    monkeypatch.setattr(api._eager, "free_credit", None, raising=False)
+    monkeypatch.setattr(malloc_arenas, "free_bytes", lambda: None)
+    assert not api._freed_memory_covers(used, limit)
+    monkeypatch.setattr(malloc_arenas, "free_bytes", lambda: 40 << 20)   # slack 8 MiB
+    assert api._freed_memory_covers(used, limit)
+    assert api._eager.free_credit == (used, 4)
+    monkeypatch.setattr(malloc_arenas, "free_bytes", lambda: pytest.fail("read again"))
+    for left in (3, 2, 1, 0):
+        assert api._freed_memory_covers(used, limit)
+        assert api._eager.free_credit == (used, left)
+    monkeypatch.setattr(malloc_arenas, "free_bytes", lambda: 16 << 20)   # no slack
+    assert not api._freed_memory_covers(used, limit)
+    assert api._eager.free_credit is None
+    monkeypatch.setattr(malloc_arenas, "free_bytes", lambda: 1 << 30)
+    assert not api._freed_memory_covers(limit - (8 << 20), limit)   # the floor

@@ -198,7 +198,8 @@ class _TreeCell(gluon.HybridBlock):
 #     environment variable, 2 cores: ~17 KB a level after the forward (~6 KB of it our
 #     frames and greenlets, unrecorded), ~33 KB at the peak of ``backward``; VmPeak
 #     ~1,870 MiB with the numpy oracle in the process, under a 2 GiB limit
-#     (tests/test_no_crash.py), 1,660 with MALLOC_ARENA_MAX=2; 5x faster than before.
+#     (tests/test_no_crash.py) with glibc's default arenas, 1,594-1,660 with two, what
+#     gluon_cf sets under a limit (NOTE [malloc arenas under a limit]); 5x faster than before.
 #     What did not help: ``dot`` for the head's FullyConnected (OpenBLAS's own threads
 #     reserved ~200 MiB more). The hybridized model calls the cell's blocks as before; so
 #     does the eager one when a subclass or the user put other blocks in the cell

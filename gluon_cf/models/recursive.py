@@ -344,7 +344,14 @@ class TopDownTreeLSTM(gluon.HybridBlock):
             head0, *constants[:], bias = cell.eager_root(h0)
             expand_bias[0] = bias.asnumpy()
             heads[:] = [head0]
-            num_nodes = node(c0, head0)
+            try:
+                num_nodes = node(c0, head0)
+            except BaseException:
+                # ``heads`` is in a reference cycle (``node``'s closure holds ``node``): emptied
+                # here, the tree's record is freed as the error leaves, not at the next garbage
+                # collection (NOTE [memory after an address-space error] in recursion/api.py)
+                heads[:] = []
+                raise
             # the outputs of all nodes, their biases added once
             total = F.sum(F.slice_axis(F.concat(*heads, dim=0), axis=1, begin=0,
                                        end=cell.output_size), axis=0, keepdims=True)

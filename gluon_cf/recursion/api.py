@@ -20,6 +20,7 @@ NOTE [recursion design]
     inferred contributes "unknown", ``cond`` takes the shapes of the branch that is known, and
     inference is repeated until the function's output shapes are known and consistent.
 """
+import gc
 import itertools
 import os
 import sys
@@ -37,7 +38,7 @@ from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
-from . import remat_calls
+from . import malloc_arenas, remat_calls
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
@@ -116,7 +117,11 @@ class RecursiveFunction:
                             and outer and not exc.args[0].startswith(outer):   # (nested)
                         exc.args = ("%s: %s%s" % (outer, exc.args[0], "" if outer == where else
                                                   " (the recursion's call: %s)" % where),)
-                    raise exc.with_traceback(None) from None
+                    exc = exc.with_traceback(None)
+                    if isinstance(exc, AddressSpaceError):
+                        # free what the calls held (NOTE [memory after an address-space error])
+                        gc.collect()
+                    raise exc from None
                 _cut_traceback(exc)
             raise
 
@@ -245,7 +250,8 @@ def invoke(fn: Union[RecursiveFunction, Callable[..., Arrays]], *args: Arrays) -
 #     address-space limit (tests/test_no_crash.py). This is why gluon_cf depends on greenlet.
 
 # depth: eager calls in progress; hub, base: see _serve_hops; address_space_limit: RLIMIT_AS in
-# bytes during an outermost eager call, if one is set (NOTE [address-space headroom])
+# bytes during an outermost eager call, if one is set (NOTE [address-space headroom]);
+# free_credit: see _freed_memory_covers
 _eager = threading.local()
 _HEADROOM = 400             # frames of the recursion limit left to the code between two calls
 _TRACEBACK_ENDS = 12        # frames kept at each end of a traceback cut at the outermost call
@@ -290,6 +296,9 @@ def _serve_hops(fn, args):
     every hop of the calls below, from here (NOTE [eager recursion stack])."""
     _eager.hub, _eager.base = greenlet.getcurrent(), _frame_depth()
     _eager.address_space_limit = _address_space_limit()
+    _eager.free_credit = None
+    if _eager.address_space_limit is not None:
+        malloc_arenas.cap_arenas()   # NOTE [malloc arenas under a limit]
     try:
         message = _start_segment(fn, args, 1, _eager.hub.gr_context, None)
         while True:
@@ -305,6 +314,7 @@ def _serve_hops(fn, args):
         _eager.hub = None
         _eager.depth = 0
         _eager.address_space_limit = None
+        _eager.free_credit = None
     ok, value = what
     if not ok:
         raise value
@@ -355,8 +365,29 @@ def _hop(fn, args, depth):
 #     check is only a guard: ``backward``, which needs about as much again as the forward
 #     recorded, runs inside MXNet, which then fails with its own ``MXNetError`` (bad_alloc),
 #     the process alive (measured: TreeLSTM, RNTN, ChildSumTreeLSTM chains under 2 GiB).
+#
+# NOTE [memory after an address-space error]
+#     The error must leave the process able to run a recursion that fits. A TopDownTreeLSTM
+#     chain (H = 256) stopped at depth ~15,200 with 946 MB still allocated after the error had
+#     reached the user: its tree's record sat in a reference cycle (a recursive function
+#     defined in ``hybrid_forward`` holds itself through its closure, and the closure held
+#     the tree's heads), freed only at Python's next full collection, so the next call, of
+#     10,000 levels, stopped at depth 443. The model now empties what its closure holds when
+#     a call fails, and the outermost call runs ``gc.collect()`` before raising an
+#     ``AddressSpaceError`` (a user's recursive function may hold as much in a cycle): 59 MB
+#     allocated after it. glibc keeps the address space it reserved (VmSize ~1,960 of
+#     2,048 MiB: ``malloc_trim`` returned 1 MiB, a live chunk pins each arena's heaps), and
+#     the next call's allocations reuse the freed memory inside it. But VmSize alone would
+#     stop the next call at once where it stayed within the headroom of the limit. So when
+#     the address space lacks the headroom, the check counts what malloc holds free
+#     (``mallinfo2``, glibc's; ~5 ms with 70,000 free chunks, so read again only after as
+#     many checks as the slack has 2 MiB, or when VmSize has grown), and never lets VmSize
+#     come within ``ADDRESS_SPACE_FLOOR`` of the limit (malloc may need fresh space for a
+#     size its free chunks do not fit). Where it cannot be read (not glibc) only VmSize
+#     counts, as before. Tests: tests/test_eager_depth_memory.py.
 
 ADDRESS_SPACE_HEADROOM = 64 << 20
+ADDRESS_SPACE_FLOOR = 16 << 20    # left unreserved whatever malloc holds free
 
 
 def _address_space_limit():
@@ -380,21 +411,40 @@ def _address_space():
 
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+if _address_space_limit() is not None:   # before MXNet's first operator starts its threads
+    malloc_arenas.cap_arenas()   # NOTE [malloc arenas under a limit]
 
 
 def _check_headroom(fn, depth):
     """``AddressSpaceError`` if less than ``ADDRESS_SPACE_HEADROOM`` of the address-space
     limit is left (NOTE [address-space headroom])."""
     used, limit = _address_space(), _eager.address_space_limit
-    if used + ADDRESS_SPACE_HEADROOM > limit:
+    if used + ADDRESS_SPACE_HEADROOM > limit and not _freed_memory_covers(used, limit):
         raise AddressSpaceError(
             "gluon_cf.recursive: %r stopped at depth %d of nested calls: the process's address "
             "space is %d MiB, within %d MiB of its limit of %d MiB (RLIMIT_AS, ulimit -v), and "
             "MXNet aborts the process when an operator runs out of it; the calls are "
             "unwound and what they hold is released. This recursion needs a higher limit, or less address space "
-            "reserved before it (OMP_NUM_THREADS=1 and MALLOC_ARENA_MAX=2 in the environment "
-            "save ~500 MiB with 2 cores)" % (fn.name, depth, used >> 20,
+            "reserved before it (OMP_NUM_THREADS=1 in the environment saves 128 MiB a "
+            "core; import gluon_cf before MXNet's first operator: it caps glibc's malloc "
+            "arenas under a limit, ~256 MiB with 2 cores)" % (fn.name, depth, used >> 20,
                                              ADDRESS_SPACE_HEADROOM >> 20, limit >> 20))
+
+
+def _freed_memory_covers(used, limit):
+    """Whether memory free inside malloc's heaps makes up the headroom that the address
+    space lacks (NOTE [memory after an address-space error])."""
+    if used + ADDRESS_SPACE_FLOOR > limit:
+        return False
+    credit = _eager.free_credit   # (address space when read, checks it covers unread)
+    if credit is not None and used <= credit[0] and credit[1] > 0:
+        _eager.free_credit = (credit[0], credit[1] - 1)
+        return True
+    free = malloc_arenas.free_bytes()
+    slack = -1 if free is None else limit - ADDRESS_SPACE_HEADROOM - (used - free)
+    # a check's level allocates well under 2 MiB: the next checks cannot use up the slack
+    _eager.free_credit = (used, slack >> 21) if slack > 0 else None
+    return slack > 0
 
 
 def _cut_traceback(exc):
