@@ -6,7 +6,7 @@ ONNX name, and every name prefixed with the graph's (``renaming.py``)."""
 import json
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -235,7 +235,7 @@ def _head_shapes(mx_nodes, entry_specs, heads):
         shape = entry_specs.get(entry, (None,))[0]
         return shape is None or None in shape
 
-    unsure = set()      # entries computed from a value of unknown size
+    unsure: Set[Tuple[int, int]] = set()   # entries computed from a value of unknown size
     for idx, node in enumerate(mx_nodes):
         if node["op"] != "null" and any(
                 tuple(e[:2]) in unsure or unknown(tuple(e[:2])) for e in node["inputs"]):
