@@ -36,15 +36,19 @@ class CallTreesConverter(Converter):
                                                       ast.Constant(func.attr)])
         self.generic_visit(node)
         starred = [a for a in node.args if isinstance(a, ast.Starred)]
-        if len(node.args) == 1 and starred and isinstance(starred[0].value, ast.Name) and \
+        if len(starred) == 1 and isinstance(starred[0].value, ast.Name) and \
                 starred[0].value.id in self.collected_names:
-            # F.stack(*outs, ...) of a list a tensor loop collected (NOTE [autograph lists])
+            # F.stack(*outs, ...), F.concat(h0, *outs, dim=0) of a list a tensor loop
+            # collected (NOTE [autograph lists])
             keywords = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
                                 values=[k.value for k in node.keywords])
             if any(k.arg is None for k in node.keywords):
                 return node
+            at = node.args.index(starred[0])
             return ast.copy_location(runtime_call("unpacked", [
-                node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
+                node.func, starred[0].value, keywords, ast.Constant(self.where(node)),
+                ast.Tuple(elts=node.args[:at], ctx=ast.Load()),
+                ast.Tuple(elts=node.args[at + 1:], ctx=ast.Load())]), node)
         # The functions and methods it calls, `helper(x)`, `self.method(x)`, `obj.step(h)`,
         # are converted when called if they are user code (NOTE [autograph calls]).
         if isinstance(node.func, ast.Name) and node.func.id in ITERATING:
