@@ -1066,3 +1066,143 @@ class EnumerateZipInWhile(HybridBlock):
                 h = h * g + b * (k + 1)
             i = i + 1
         return h
+
+
+# ------------------------------------------------------------------------- third batch: gluonnlp
+# length ops, class-level dicts, helpers reading shapes, nonlocal outside loops, deferred layers
+
+
+@program(*LENGTHS)
+class SoftmaxWithLengthInLoop(HybridBlock):
+    """F.softmax(score, length=lengths, use_length=True) per step of a Python loop."""
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, x, lengths):
+        h = F.zeros_like(x[:, 0, :])
+        for t in range(2):
+            score = F.batch_dot(x, h.expand_dims(2) + 1).reshape((0, -1))
+            att = F.softmax(score, length=lengths, use_length=True, axis=-1)
+            h = F.batch_dot(att.expand_dims(1), x).reshape((0, -1))
+        return h
+
+
+@program(*LENGTHS)
+class SequenceLastThenTensorIf(HybridBlock):
+    """F.SequenceLast by lengths (a length 0 row reads row -1), then a tensor if."""
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, x, lengths):
+        last = F.SequenceLast(x.swapaxes(0, 1), sequence_length=F.maximum(lengths, 1),
+                              use_sequence_length=True)
+        if F.sum(last) > 0:
+            last = last * 2
+        return last
+
+
+@program(*ROWS)
+class ClassDictConstantInLoop(HybridBlock):
+    """A class-level dict of coefficients read by key in a tensor for."""
+    COEF = {"decay": 0.5, "gain": 2.0}
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for r in x:
+            h = h * self.COEF["decay"] + r * self.COEF.get("gain", 1.0)
+        return h
+
+
+@program(*ROWS)
+class NoneStateSetInTensorIf(HybridBlock):
+    """best = None, then set under a tensor if in a Python loop (None in one branch)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        best = x[0] * 0
+        for k in range(2):
+            if F.sum(x[k % x.shape[0]]) > 0:
+                best = best + x[k % x.shape[0]]
+        return best
+
+
+@program(*ROWS)
+class HelperReadsShapeOfArgument(HybridBlock):
+    """A helper computing a mean with v.shape[0] on its argument, called in a tensor while."""
+
+    def mean_rows(self, v):
+        return v.sum(axis=0) / v.shape[0]
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = self.mean_rows(x)
+        i = F.zeros((1,))
+        while i < 2:
+            h = h * 0.5 + self.mean_rows(x * h)
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class ContinueAndBreakOverShapeRange(HybridBlock):
+    """for t in range(x.shape[0]) with a tensor continue and a tensor break."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for t in range(x.shape[0]):
+            if F.sum(x[t]) < 0:
+                continue
+            h = h + x[t]
+            if F.sum(h) > 2:
+                break
+        return h
+
+
+@program(*ROWS)
+class NestedHelperNonlocalCounterOutsideLoops(HybridBlock):
+    """A nested function with nonlocal, called outside any tensor loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        total = x[0] * 0
+
+        def add(v):
+            nonlocal total
+            total = total + v
+        add(x[0])
+        add(x[-1] * 2)
+        if F.sum(total) > 0:
+            total = total * 3
+        return total
+
+
+@program(*ROWS)
+class ArangeLikeInWhile(HybridBlock):
+    """F.contrib.arange_like of a row as a position weight inside a while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        pos = F.contrib.arange_like(x[0])
+        h = F.zeros_like(x[0])
+        i = F.zeros((1,))
+        while i < 3:
+            h = h + F.take(x, F.minimum(i, 0))[0] * (pos + i)
+            i = i + 1
+        return h
+
+
+@program(*BATCHED)
+class DenseDeferredInForBody(HybridBlock):
+    """A deferred Dense (flatten=False) in a tensor for over steps (B, 4), states where'd."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, steps, h):
+        for step in steps:
+            h = F.where(F.sum(step, axis=1) > 0, F.tanh(self.fc(h) + step), h)
+        return h
