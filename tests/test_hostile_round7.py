@@ -277,3 +277,16 @@ def test_a_batchnorm_using_its_global_statistics_trains_in_a_body():
     assert proc is not None, "the process hung"
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
+
+
+def test_a_shape_read_inside_a_loop_body_says_why_it_is_unknown():
+    """``v.shape[0]`` in a helper called inside a tensor while: the value's shape is not one
+    the traced inputs give (the same helper works before the loop). The message said "a
+    Symbol has no shape", though the block reads shapes elsewhere."""
+    result = _classified(programs.HelperReadsShapeOfArgument)
+    line = _line_of("return v.sum(axis=0) / v.shape[0]", programs.HelperReadsShapeOfArgument)
+    assert result["eager"][0] == "equal" and result["hybrid"][0] == "refused", result
+    assert result["hybrid"][1].startswith(
+        "AutographError: %s:%d: return v.sum(axis=0) / v.shape[0]: .shape of a tensor while "
+        "hybridizing, whose shape the inputs the block's graph is traced for do not give (a "
+        "value inside the body of a loop or if on a tensor" % (programs.__file__, line)), result
