@@ -14,6 +14,9 @@ from .base import Converter
 # of their attributes are library calls, left as they are (converted() would return them);
 # __ag__ is the run-time operators.
 _LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd", "__ag__"}
+# F's functions that join a list's items with other arrays (F.concat(start, *items, dim=0)):
+# computed from a collected list's rows (NOTE [autograph lists])
+_JOINING = {"concat", "Concat", "stack", "add_n", "ElementWiseSum"}
 
 
 class CallTreesConverter(Converter):
@@ -37,7 +40,8 @@ class CallTreesConverter(Converter):
         self.generic_visit(node)
         starred = [a for a in node.args if isinstance(a, ast.Starred)]
         if len(starred) == 1 and isinstance(starred[0].value, ast.Name) and \
-                starred[0].value.id in self.collected_names:
+                starred[0].value.id in self.collected_names and (
+                    len(node.args) == 1 or getattr(node.func, "attr", None) in _JOINING):
             # F.stack(*outs, ...), F.concat(h0, *outs, dim=0) of a list a tensor loop
             # collected (NOTE [autograph lists])
             keywords = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
