@@ -429,7 +429,7 @@ class _NodeOperator(mx.operator.CustomOp):
             write_like_assign(self, dst, r, value)
 
     def _refuse_training(self):
-        if self.node.aux_state_nodes:   # see AUX_STATE_OPS in operators.py
+        if self.node.aux_state_nodes:   # see updates_aux_state in operators.py
             raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.node.aux_state_nodes))
         if self.node.user_custom_ops:

@@ -35,6 +35,14 @@ DYNAMIC_SHAPE_RANKS = {"_contrib_boolean_mask": "data", "_npi_boolean_mask": "da
 AUX_STATE_OPS = frozenset({"BatchNorm", "BatchNorm_v1", "SyncBatchNorm", "_contrib_SyncBatchNorm",
                            "_contrib_BatchNormWithReLU"})
 
+
+def updates_aux_state(node):
+    """Whether a JSON node updates auxiliary state in training: an operator of AUX_STATE_OPS
+    not told ``use_global_stats`` (which normalizes by the running statistics and leaves them
+    as they are, eagerly too: a frozen BatchNorm in a loop body trains hybridized)."""
+    return node["op"] in AUX_STATE_OPS and node.get("attrs", {}).get(
+        "use_global_stats", "False") not in ("True", "true", "1")
+
 # Operators whose listed inputs are indices, with no gradient defined (MXNet refuses to compute
 # one).
 INDEX_INPUTS = {"Embedding": (0,), "_contrib_SparseEmbedding": (0,), "take": (1,),

@@ -43,7 +43,7 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 
 from . import _custom_ops, registry
 from ._structure import flatten
-from .operators import (AUX_STATE_OPS, SOURCE_ATTR, aux_state_error, describe_node,
+from .operators import (SOURCE_ATTR, aux_state_error, describe_node, updates_aux_state,
                         user_custom_op_error, user_location)
 
 _TAG = "__subgraph_name__"
@@ -168,7 +168,7 @@ def _refuse_unsupported_ops(group, op, role):
                 "MXNet cannot infer inside a gluon_cf node; call gluon_cf.%s instead (the same "
                 "signature and results), or write a Python if/while under @gluon_cf.autograph"
                 % (where + ": " if where else "", op, role, public, node["name"], public))
-        if node["op"] in AUX_STATE_OPS and training:
+        if updates_aux_state(node) and training:
             raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
         if recording and registry.is_user_custom(node):
             raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (

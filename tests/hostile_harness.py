@@ -16,6 +16,12 @@ INTERNAL = re.compile(r"MXNetError|PendingShape|Check failed|Traceback|mxnet/src
                       r"Operator _|__ag|gluon_cf/|\.cc:\d+")
 
 
+# plain MXNet's errors differentiating a value that reads no input (a loop that stopped before
+# reading one): where it runs, the gradients are zeros
+_NO_GRAPH = ("Cannot differentiate node because it is not in a computational graph",
+             "There are no inputs in computation graph that require gradients")
+
+
 def _make(cls):
     mx.random.seed(0)
     np.random.seed(0)
@@ -86,8 +92,7 @@ def classify_pair(want, got, files, plain_fails=None):
     if got[0] == "value":
         if want[0] == "value" and _compare(want[1], got[1]):
             return "equal"
-        if want[0] == "error" and "Cannot differentiate node because it is not in a " \
-                "computational graph" in str(want[1]) and \
+        if want[0] == "error" and any(text in str(want[1]) for text in _NO_GRAPH) and \
                 all(not np.any(g) for g in got[1][-len(got[1]) // 2:]):
             return "equal"    # plain MXNet cannot differentiate a value of no input: zeros
         if want[0] == "error" and isinstance(want[1], mx.MXNetError) and \

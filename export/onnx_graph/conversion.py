@@ -6,7 +6,7 @@ ONNX name, and every name prefixed with the graph's (``renaming.py``)."""
 import json
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -220,8 +220,31 @@ def _convert_nodes(sym, sources, opset):
     return _Converted(
         nodes, initializers,
         heads=[outputs_lookup[i][k] for i, k in heads],
-        head_shapes=[entry_specs.get(head, (None, None))[0] for head in heads],
+        head_shapes=_head_shapes(mx_nodes, entry_specs, heads),
         outer_names=outer_names, outer_used=outer_used)
+
+
+def _head_shapes(mx_nodes, entry_specs, heads):
+    """MXNet's inferred shapes of the heads, only the rank kept for a head computed from a
+    value of unknown size (a gluon_cf node's output of run-time shape, a dynamic axis):
+    MXNet's partial inference may take such a size as none, so ``concat(start, items)`` of
+    ``items`` of (unknown,) came out as (1,), declared as an If branch's output, and
+    onnxruntime refused every run with items ("has shape {1} but the computed output shape
+    for this run is {3}"). ONNX's inference, where it knows a dim, still gives it."""
+    def unknown(entry):
+        shape = entry_specs.get(entry, (None,))[0]
+        return shape is None or None in shape
+
+    unsure: Set[Tuple[int, int]] = set()   # entries computed from a value of unknown size
+    for idx, node in enumerate(mx_nodes):
+        if node["op"] != "null" and any(
+                tuple(e[:2]) in unsure or unknown(tuple(e[:2])) for e in node["inputs"]):
+            unsure.update(entry for entry in entry_specs if entry[0] == idx)
+    shapes = []
+    for head in heads:
+        shape = entry_specs.get(head, (None, None))[0]
+        shapes.append((None,) * len(shape) if shape is not None and head in unsure else shape)
+    return shapes
 
 
 def _conversion_name(node, idx, seen_names):

@@ -583,6 +583,40 @@ def _convert_broadcast_to(node, **kwargs):
             helper.make_node("Expand", [input_names[0], name + "_shape"], [name], name=name)]
 
 
+def _convert_where(node, **kwargs):
+    """``where(cond, x, y)``: MXNet's x and y have one shape, and cond either that shape or
+    (x.shape[0],), picking rows. mx2onnx reshaped cond to x's rank by a shape built with
+    ``Pad``, which ONNX's shape inference cannot follow: the result had no shape, and a loop
+    body's state computed by ``where`` made onnxruntime refuse the Scan ("Subgraph must have
+    the shape set for all outputs"). Here cond's rank decides, as MXNet inferred it: x's rank,
+    a plain Where; 1, cond reshaped to (-1, 1, ..., 1); unknown, Where over the three
+    transposed (axes reversed: a 1-D cond then broadcasts along x's first axis, a cond of
+    x's shape stays aligned) and the result transposed back."""
+    name, (cond, x, y), _ = _op_translations_opset12.get_inputs(node, kwargs)
+    specs = kwargs.get(_ENTRY_SPECS_KWARG) or {}
+    cond_rank, x_rank = (len(shape) if shape else None for shape in (
+        (specs.get(tuple(entry[:2])) or (None, None))[0] for entry in node["inputs"][:2]))
+    nodes = []
+    if cond_rank == 1 and x_rank is not None and x_rank > 1:
+        nodes.append(helper.make_node("Constant", [], [name + "_rows"],
+                                      value=numpy_helper.from_array(
+                                          np.array([-1] + [1] * (x_rank - 1), np.int64),
+                                          name + "_rows")))
+        nodes.append(helper.make_node("Reshape", [cond, name + "_rows"], [name + "_cond"]))
+        cond = name + "_cond"
+    transposed = cond_rank is None or x_rank is None
+    if transposed:
+        for value in (cond, x, y):
+            nodes.append(helper.make_node("Transpose", [value], [f"{value}_{name}_t"]))
+        cond, x, y = (f"{value}_{name}_t" for value in (cond, x, y))
+    nodes.append(helper.make_node("Cast", [cond], [name + "_bool"], to=onnx.TensorProto.BOOL))
+    out = name + "_t" if transposed else name
+    nodes.append(helper.make_node("Where", [name + "_bool", x, y], [out], name=out))
+    if transposed:
+        nodes.append(helper.make_node("Transpose", [out], [name], name=name))
+    return nodes
+
+
 _MX2ONNX_ONE_HOT = MXNetGraph.registry_[12]["one_hot"]
 _MX2ONNX_EMBEDDING = MXNetGraph.registry_[12]["Embedding"]
 _MX2ONNX_BROADCAST_TO = MXNetGraph.registry_[12]["broadcast_to"]
@@ -623,6 +657,7 @@ def _register_missing_ops():
     for version in (12, 13):
         MXNetGraph.register("SequenceMask", opset_version=version)(_convert_sequence_mask)
     MXNetGraph.register("broadcast_to", opset_version=12)(_convert_broadcast_to)
+    MXNetGraph.register("where", opset_version=12)(_convert_where)
     for version in (12, 13):
         for op in ("sum", "mean", "prod", "max", "min"):
             if op in MXNetGraph.registry_.get(version, {}):

@@ -6,7 +6,7 @@ per spec, and registered as the registry's decoder, through which the layers bel
 import json
 
 from .. import registry
-from ..operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, is_random_op
+from ..operators import DYNAMIC_SHAPE_OPS, is_random_op, updates_aux_state
 from ..symbol_entries import check_node_spec
 from .runtime import Graph
 
@@ -17,9 +17,10 @@ def user_custom_op_types(spec):
                    for n in _nodes_of(spec) if registry.is_user_custom(n)})
 
 
-def aux_state_nodes(spec, ops):
-    """The JSON nodes of a node's subgraphs (nested included) whose operator is in ``ops``."""
-    return [n for n in _nodes_of(spec) if n["op"] in ops]
+def aux_state_nodes(spec):
+    """The JSON nodes of a node's subgraphs (nested included) that update auxiliary state in
+    training (:func:`operators.updates_aux_state`)."""
+    return [n for n in _nodes_of(spec) if updates_aux_state(n)]
 
 
 def holds_random_ops(spec):
@@ -55,7 +56,7 @@ class Node:
         self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
         self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
         self.user_custom_ops = user_custom_op_types(spec)
-        self.aux_state_nodes = aux_state_nodes(spec, AUX_STATE_OPS)
+        self.aux_state_nodes = aux_state_nodes(spec)
         # Whether its subgraphs may compute values of run-time shape (NOTE [run-time shapes]):
         # an operator of DYNAMIC_SHAPE_OPS or a nested node (a cond may change sizes, a
         # while_loop may have exact length). Conservative: it only adds run-time checks.

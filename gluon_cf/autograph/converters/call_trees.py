@@ -14,6 +14,9 @@ from .base import Converter
 # of their attributes are library calls, left as they are (converted() would return them);
 # __ag__ is the run-time operators.
 _LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd", "__ag__"}
+# F's functions that join a list's items with other arrays (F.concat(start, *items, dim=0)):
+# computed from a collected list's rows (NOTE [autograph lists])
+_JOINING = {"concat", "Concat", "stack", "add_n", "ElementWiseSum"}
 
 
 class CallTreesConverter(Converter):
@@ -36,15 +39,20 @@ class CallTreesConverter(Converter):
                                                       ast.Constant(func.attr)])
         self.generic_visit(node)
         starred = [a for a in node.args if isinstance(a, ast.Starred)]
-        if len(node.args) == 1 and starred and isinstance(starred[0].value, ast.Name) and \
-                starred[0].value.id in self.collected_names:
-            # F.stack(*outs, ...) of a list a tensor loop collected (NOTE [autograph lists])
+        if len(starred) == 1 and isinstance(starred[0].value, ast.Name) and \
+                starred[0].value.id in self.collected_names and (
+                    len(node.args) == 1 or getattr(node.func, "attr", None) in _JOINING):
+            # F.stack(*outs, ...), F.concat(h0, *outs, dim=0) of a list a tensor loop
+            # collected (NOTE [autograph lists])
             keywords = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
                                 values=[k.value for k in node.keywords])
             if any(k.arg is None for k in node.keywords):
                 return node
+            at = node.args.index(starred[0])
             return ast.copy_location(runtime_call("unpacked", [
-                node.func, starred[0].value, keywords, ast.Constant(self.where(node))]), node)
+                node.func, starred[0].value, keywords, ast.Constant(self.where(node)),
+                ast.Tuple(elts=node.args[:at], ctx=ast.Load()),
+                ast.Tuple(elts=node.args[at + 1:], ctx=ast.Load())]), node)
         # The functions and methods it calls, `helper(x)`, `self.method(x)`, `obj.step(h)`,
         # are converted when called if they are user code (NOTE [autograph calls]).
         if isinstance(node.func, ast.Name) and node.func.id in ITERATING:

@@ -53,7 +53,8 @@ class ConditionalsConverter(Converter):
                 node.test, ast.Name(id=then_fn.name, ctx=ast.Load()),
                 ast.Name(id=else_fn.name, ctx=ast.Load()), self._current(assigned, where),
                 ast.Constant(where),
-                ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load())])
+                ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
+                ast.Constant(getattr(node, "ag_loop_return", False))])
             statements = [then_fn, else_fn, ast.Return(value=call)]
             return located(statements, node)
         live = self.live[node]

@@ -93,10 +93,11 @@ def _lower_block(statements, loop):
             if orelse:
                 returns.extend(inner)
             if loop is None:         # the outermost loop: return after it
-                out.extend(ast.copy_location(ast.If(
-                    test=ast.Name(id=f, ctx=ast.Load()),
-                    body=[ast.copy_location(ast.Return(value=value), value)], orelse=[]), value)
-                    for f, value in inner_returns)
+                for f, value in inner_returns:
+                    after = ast.If(test=ast.Name(id=f, ctx=ast.Load()), body=[
+                        ast.copy_location(ast.Return(value=value), value)], orelse=[])
+                    setattr(after, "ag_loop_return", True)    # messages say so
+                    out.append(ast.copy_location(after, value))
             else:
                 returns.extend(inner_returns)
         elif isinstance(statement, (ast.While, ast.For, ast.AsyncFor)):

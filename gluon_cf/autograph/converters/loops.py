@@ -112,24 +112,29 @@ class LoopsConverter(Converter):
 
     def _closures_of_one_step(self, node, item):
         """Whether every closure reading the for loop ``node``'s ``item`` is made in its body
-        and used there only: a lambda passed to a call (not kept by a container's method), or
-        a lambda or def whose name is only called, in the body (NOTE [autograph closures]).
+        and used there only: a lambda or generator expression passed to a call (not kept by a
+        container's method: ``sum(w * r for w in ws)``), or a lambda or def whose name is only
+        called, in the body (NOTE [autograph closures]).
         Then each reads the step's item, as in Python, and none outlives the step."""
         scope = self._scope(node)
         inside = {id(n) for statement in node.body for n in ast.walk(statement)}
         readers = [c for c in scope.closures if item in free_names(c)]
         own = {id(n) for n in in_scope(self._function_of(node).body)[0]}
         for closure in readers:
-            if id(closure) not in inside or isinstance(closure, (ast.ClassDef,
-                                                                 ast.GeneratorExp)):
+            if id(closure) not in inside or isinstance(closure, ast.ClassDef):
                 return False
-            parent = self.parents.get(closure)
-            if isinstance(closure, ast.Lambda) and isinstance(parent, ast.Call) and \
-                    closure in parent.args + [k.value for k in parent.keywords]:
+            parent, argument = self.parents.get(closure), closure
+            if isinstance(parent, ast.Starred):     # f(*(r * w for w in ws))
+                parent, argument = self.parents.get(parent), parent
+            if isinstance(closure, (ast.Lambda, ast.GeneratorExp)) and \
+                    isinstance(parent, ast.Call) and \
+                    argument in parent.args + [k.value for k in parent.keywords]:
                 if isinstance(parent.func, ast.Attribute) and \
                         parent.func.attr in MUTATORS | {"__setitem__"}:
                     return False
                 continue
+            if isinstance(closure, ast.GeneratorExp):
+                return False        # (kept: a later step would read the row it moved to)
             if isinstance(closure, ast.Lambda):
                 if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and
                         isinstance(parent.targets[0], ast.Name)):

@@ -202,10 +202,12 @@ def if_exp(test, then_value, else_value, where):
     return then_value() if truth(test, where, "conditional expression") else else_value()
 
 
-def if_return(pred, then_fn, else_fn, values, where, names=()):
+def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False):
     """Run a converted ``if`` both of whose branches return: returns the returned value.
     ``names``: the variables the branches start from (the function ends in them, so a
-    closure's nonlocal write of one is part of the value)."""
+    closure's nonlocal write of one is part of the value). ``loop_return``: the ``if`` is
+    ``if flag: return value`` after a loop whose body returns (NOTE [autograph jumps]), the
+    user's ``return`` at ``where``."""
     if not isinstance(pred, mx.sym.Symbol):
         return then_fn(*values) if truth(pred, where, "if") else else_fn(*values)
     kinds = {}
@@ -214,6 +216,14 @@ def if_return(pred, then_fn, else_fn, values, where, names=()):
         def run():
             with graph_region(where, "if", names):
                 value = fn(*values)
+            if not _arrays_only(value) and loop_return and key == "else":
+                what = "nothing (None)" if value is None else repr(value)
+                raise AutographError(
+                    f"{where}: this return is inside a loop that runs as a graph, and the "
+                    f"loop may also end without it (its condition, a break, or the loop's "
+                    f"max_iterations bound), after which the function returns {what}; a "
+                    f"graph returns one structure of arrays either way, so end the function "
+                    f"after the loop with a return of arrays of the same structure")
             if not _arrays_only(value):
                 raise AutographError(
                     f"{where}: the {key} branch of this if returns {value!r}; with a tensor "

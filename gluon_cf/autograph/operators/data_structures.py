@@ -9,8 +9,9 @@ NOTE [autograph lists]
     after each step; as a graph loop (an exact-length ``while_loop`` when bounded, whose rows
     are the steps that ran), the rows become a :class:`StepList` bound to ``items``: one array
     (after the list's earlier items) whose number of rows is known only when the graph runs.
-    ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and ``F.add_n(*items)`` (rewritten
-    into :func:`unpacked`), ``items[i]`` and ``items.append(x)`` compute from it; ``len`` and
+    ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and ``F.add_n(*items)``, also with
+    other arrays before or after the items (rewritten into :func:`unpacked`), ``items[i]``
+    and ``items.append(x)`` compute from it; ``len`` and
     iteration are AutographErrors; ``items[i]`` past what bounded loops can have appended is
     an IndexError at its line. In a ``for`` over a Python iterable with a ``break`` under a
     tensor ``if`` (a decoder over ``range(n)``), a step after the flag became a tensor runs
@@ -210,11 +211,13 @@ def item(items, index, where):
     return items[index]
 
 
-def unpacked(func, items, keywords, where):
-    """A converted ``func(*items, **keywords)``: for a :class:`StepList`, the same value
-    computed from its rows; otherwise the call itself."""
+def unpacked(func, items, keywords, where, before=(), after=()):
+    """A converted ``func(*before, *items, *after, **keywords)``: for a :class:`StepList`,
+    the same value computed from its rows; otherwise the call itself."""
     if not isinstance(items, StepList):
-        return func(*items, **keywords)
+        return func(*before, *items, *after, **keywords)
+    if before or after:
+        return _unpacked_among(func, items, keywords, where, before, after)
     computed = _computed(getattr(func, "__name__", ""), items.rows, keywords)
     if computed is not None and (items.stale or items.least == 0 and
                                  isinstance(items.count, mx.sym.Symbol)):
@@ -230,6 +233,32 @@ def unpacked(func, items, keywords, where):
                          f"its items are the rows of one array known only when the graph "
                          f"runs, and only F.stack(*items, axis=0 or 1), F.concat(*items, dim=0 "
                          f"or 1) and F.add_n(*items) are computed from them")
+
+
+def _unpacked_among(func, items, keywords, where, before, after):
+    """``F.stack(h0, *items)``, ``F.add_n(x, *items)``, ``F.concat(start, *items, end,
+    dim=0)``: the arrays before and after the list are items of one list with it (stack,
+    add_n: they have the items' shape), or concatenated with what the items' rows give, a
+    cond leaving those out where the list holds none (the call has other arrays: no error,
+    as in Python)."""
+    name = getattr(func, "__name__", "")
+    computed = _computed(name, items.rows, keywords)
+    if computed is None:
+        unpacked(func, items, keywords, where)        # (its error)
+    if name in ("concat", "Concat"):
+        def with_items():    # (where the list holds an item: its rows are all items)
+            return func(*before, computed(), *after, **keywords)
+        if items.least > 0 or not isinstance(items.count, mx.sym.Symbol):
+            return with_items() if items.least > 0 or items.count else \
+                func(*before, *after, **keywords)
+        return cond(items.count > 0, with_items, lambda: func(*before, *after, **keywords),
+                    name=node_name(where, "rows"))
+    whole = StepList(mx.sym.stack(*before, axis=0), len(before), where) if before else None
+    whole = items if whole is None else whole.joined(items.rows, items.count, items.most,
+                                                     maybe_stale=items.stale)
+    for value in after:
+        whole = whole.joined(mx.sym.expand_dims(value, axis=0), 1)
+    return unpacked(func, whole, keywords, where)
 
 
 def _computed(name, rows, keywords):

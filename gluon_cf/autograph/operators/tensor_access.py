@@ -94,6 +94,12 @@ def attribute(value, name, where):
             shape = static_shape(value, where)
             if shape is not None:
                 return shape if name == "shape" else len(shape)
+            raise AutographError(
+                f"{where}: .{name} of a tensor while hybridizing, whose shape the inputs the "
+                f"block's graph is traced for do not give (a value inside the body of a loop "
+                f"or if on a tensor, or of a size known only when the graph runs, as a "
+                f"boolean_mask's); read it before the loop or if (n = x.shape[0]), or use "
+                f"{NDARRAY_ONLY[name]}")
         instead = NDARRAY_ONLY.get(name)
         if instead is not None:
             raise AutographError(

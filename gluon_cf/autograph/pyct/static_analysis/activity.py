@@ -51,7 +51,8 @@ def assigned_names(statements):
 
 
 def loaded_names(node):
-    """The names ``node`` reads (a comprehension's own variables are not read outside it)."""
+    """The names ``node`` reads (a comprehension's own variables and a lambda's parameters
+    are not read outside it)."""
     names: Set[str] = set()
     stack: List[Tuple[ast.AST, FrozenSet[str]]] = [(node, frozenset())]
     while stack:
@@ -59,6 +60,13 @@ def loaded_names(node):
         if isinstance(node, COMPREHENSIONS):
             inner = hidden | _comprehension_targets(node)
             stack.extend((child, inner) for child in comprehension_parts(node))
+            continue
+        if isinstance(node, ast.Lambda):    # its defaults read here; its parameters are its own
+            args = node.args
+            stack.extend((d, hidden) for d in args.defaults + args.kw_defaults if d is not None)
+            stack.append((node.body, hidden | {a.arg for a in [
+                *args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+                if a is not None}))
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
                 node.id not in hidden:
