@@ -40,7 +40,7 @@ from .errors import SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
-from .checks import LoopVarShapeChange
+from .checks import LoopVarShapeChange, MismatchError
 from .operators import aux_state_error, describe_node, user_custom_op_error
 
 # NOTE [error messages]
@@ -206,8 +206,8 @@ def _quiet_print(*args, **kwargs):
 
 def _name_node(exc, node):
     """Add the name of the graph node to a user-facing error raised while running it."""
-    if node is None or isinstance(exc, mx.MXNetError) or not isinstance(
-            exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
+    if node is None or isinstance(exc, mx.MXNetError) and not isinstance(exc, MismatchError) \
+            or not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
         return
     name = node.spec.get("node")
     if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \

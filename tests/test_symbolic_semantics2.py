@@ -224,3 +224,72 @@ def test_subgraph_names_are_counted_as_mxnets(monkeypatch):
         counts[name] = dict(AttrScope._subgraph_names)
     assert counts["gluon_cf"] == counts["mxnet"]
     assert counts["mxnet"]["my_cond_then"] == 2
+
+
+def _dtype_mismatches(ops):
+    x = mx.sym.var("x")
+    yield ops.cond(mx.sym.sum(x) > 0, lambda: x * 2, lambda: mx.sym.cast(x, "float64"))
+    yield ops.while_loop(lambda i, a: i < 3, lambda i, a: (a, [i + 1, mx.sym.cast(a, "float64")]),
+                         [mx.sym.sum(x) * 0, x], max_iterations=4)[1][1]
+
+
+def test_disagreeing_dtypes_raise_the_error_types_mxnet_raises(capfd):
+    """infer_type, bind and simple_bind: MXNet raises MXNetError (simple_bind: RuntimeError);
+    gluon_cf's error is an MXNetError too (and a ValueError), naming the node."""
+    for ours, theirs in zip(_dtype_mismatches(gluon_cf), _dtype_mismatches(mx.sym.contrib)):
+        for sym in (ours, theirs):
+            with pytest.raises(mx.MXNetError):
+                sym.infer_type(x="float32")
+            with pytest.raises(RuntimeError, match="simple_bind error"):
+                sym.simple_bind(mx.cpu(), x=(1, 2))
+        with pytest.raises(ValueError, match=r"(?s)dtypes .* differ.*in gluon_cf node"):
+            ours.infer_type(x="float32")
+        with pytest.raises(mx.MXNetError, match=r"(?s)dtypes .* differ.*in gluon_cf node"):
+            ours.bind(mx.cpu(), {"x": nd.ones((1, 2))}).forward()
+
+
+INDEX_OF = {   # indices computed from x, which needs a gradient: MXNet refuses only "cast"
+    "round": lambda F, x: F.round(F.sum(x, axis=1)),
+    "argmax": lambda F, x: F.argmax(x, axis=1),
+    "topk_indices": lambda F, x: F.topk(x, k=1, axis=1, ret_typ="both")[1].reshape((-1,)),
+    "greater": lambda F, x: F.sum(x, axis=1) > 1,
+    "cast": lambda F, x: F.cast(F.sum(x, axis=1) * 3, "int32"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(INDEX_OF))
+def test_indices_computed_from_a_value_needing_a_gradient_as_mxnet_decides(how):
+    """Through ops that pass no gradient back (round, argmax, topk's indices, comparisons)
+    the indices need none and the block runs as eagerly; through ``cast`` MXNet refuses, and
+    so does the node."""
+    class Indexed(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.emb = gluon.nn.Embedding(10, 3)
+
+        def hybrid_forward(self, F, x):
+            return gluon_cf.cond(F.sum(x) > 0, lambda: self.emb(INDEX_OF[how](F, x)) * x,
+                                 lambda: x)
+
+    results = []
+    for hybrid in (False, True):
+        net = Indexed()
+        net.initialize(mx.init.Uniform(0.5))
+        net.emb.weight.set_data(nd.array(np.arange(30).reshape(10, 3) / 10.0))
+        if hybrid:
+            net.hybridize()
+        x = nd.array([[0.1, 0.5, 0.2], [0.3, 0.1, 0.9]])
+        x.attach_grad()
+        try:
+            with autograd.record():
+                y = net(x)
+            y.backward()
+            results.append((y.asnumpy(), x.grad.asnumpy()))
+        except mx.MXNetError as err:
+            results.append(type(err))
+    if how == "cast":
+        assert results == [mx.MXNetError, IndexGradientError]
+        return
+    for got, want in zip(*results[::-1]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -10,8 +10,10 @@ NOTE [gradients asked of indices]
     ``Embedding``'s indices, MXNet 1.9.1 refuses, eagerly and hybridized, and so does the node,
     naming the Embedding and the user's line, instead of a gradient of 0. What reaches what is
     followed through the subgraphs, nested nodes, and loop states (a state reaches what its
-    step's new value reaches). ``take``, ``pick`` and the others are not refused: MXNet gives
-    their indices a gradient of 0.
+    step's new value reaches), but not through operators that pass no gradient back (``round``,
+    ``argmax``, comparisons, ``topk``'s indices: ``_STOPS``), where MXNet asks none either: a
+    beam search feeding ``topk``'s indices back as its next input trains. ``take``, ``pick``
+    and the others are not refused: MXNet gives their indices a gradient of 0.
 """
 import json
 
@@ -22,7 +24,17 @@ from ..operators import describe_node
 
 # The operators MXNet refuses to differentiate with respect to their indices (input 0).
 REFUSING_INDEX_GRADIENT = frozenset({"Embedding", "_contrib_SparseEmbedding"})
-_STOPS = frozenset({"BlockGrad", "stop_gradient", "zeros_like", "ones_like"})
+# Operators whose inputs MXNet asks no gradient of through their outputs (no FGradient using
+# the output's gradient): an index computed through one needs none, as MXNet decides. Each was
+# checked against MXNet 1.9.1 (``Embedding(op(x))`` with ``x`` needing a gradient runs); ``sign``
+# and ``cast`` are not among them (MXNet refuses). ``topk`` below, by output.
+_COMPARISONS = [p + op + q for op in ("equal", "not_equal", "greater", "greater_equal", "lesser",
+                                      "lesser_equal", "logical_and", "logical_or", "logical_xor")
+                for p, q in (("_", ""), ("_", "_scalar"), ("broadcast_", ""))]
+_STOPS = frozenset(_COMPARISONS + [
+    "BlockGrad", "stop_gradient", "zeros_like", "ones_like", "shape_array", "size_array",
+    "argmax", "argmin", "argsort", "round", "rint", "floor", "ceil", "trunc", "fix",
+    "one_hot", "logical_not", "_contrib_arange_like", "_contrib_index_array"])
 
 
 class IndexGradientError(mx.MXNetError):
@@ -79,13 +91,13 @@ def _reaching(decoded, slots):
 def _graph_reaching(js, names):
     """In a subgraph's JSON whose inputs ``names`` (name -> wanted slot) are tainted: (the
     Embedding reached, slot) or None, and for each head the wanted slot it depends on or None."""
-    taint = {}      # node id -> the wanted slot its outputs depend on
+    taint = {}      # node id -> (the wanted slot it depends on, its outputs that do or None: all)
     for nid, n in enumerate(js["nodes"]):
         if n["op"] == "null":
             if n["name"] in names:
-                taint[nid] = names[n["name"]]
+                taint[nid] = (names[n["name"]], None)
             continue
-        ins = [taint.get(i[0]) for i in n["inputs"]]
+        ins = [_source(taint, i) for i in n["inputs"]]
         if n["op"] in REFUSING_INDEX_GRADIENT and ins and ins[0] is not None:
             return (n, ins[0]), None
         kind = registry.kind_of(n)
@@ -96,5 +108,13 @@ def _graph_reaching(js, names):
                 return (found[0], inner[found[1]]), None
         source = next((s for s in ins if s is not None), None)
         if source is not None and n["op"] not in _STOPS:
-            taint[nid] = source
-    return None, [taint.get(h[0]) for h in js["heads"]]
+            # topk: the values carry a gradient (output 0 of "value" and "both"), indices not
+            taint[nid] = (source, None if n["op"] != "topk" else
+                          {0} if n.get("attrs", {}).get("ret_typ") in ("value", "both") else set())
+    return None, [_source(taint, h) for h in js["heads"]]
+
+
+def _source(taint, entry):
+    """The wanted slot graph entry ``[node, output, version]`` depends on, or None."""
+    source, outputs = taint.get(entry[0], (None, None))
+    return source if outputs is None or entry[1] in outputs else None
