@@ -16,6 +16,7 @@ NOTE [gradients asked of indices]
     and the others are not refused: MXNet gives their indices a gradient of 0.
 """
 import json
+from typing import Dict, Optional, Set, Tuple
 
 import mxnet as mx
 
@@ -91,7 +92,8 @@ def _reaching(decoded, slots):
 def _graph_reaching(js, names):
     """In a subgraph's JSON whose inputs ``names`` (name -> wanted slot) are tainted: (the
     Embedding reached, slot) or None, and for each head the wanted slot it depends on or None."""
-    taint = {}      # node id -> (the wanted slot it depends on, its outputs that do or None: all)
+    # node id -> (the wanted slot it depends on, its outputs that do, or None: all of them)
+    taint: Dict[int, Tuple[int, Optional[Set[int]]]] = {}
     for nid, n in enumerate(js["nodes"]):
         if n["op"] == "null":
             if n["name"] in names:
