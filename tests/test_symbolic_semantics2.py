@@ -293,3 +293,56 @@ def test_indices_computed_from_a_value_needing_a_gradient_as_mxnet_decides(how):
         return
     for got, want in zip(*results[::-1]):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_eager_foreach_returns_the_states_its_body_returned_as_mxnet(remat):
+    """MXNet's eager foreach returns the body's last states object: a tuple stays a tuple."""
+    x, h = nd.array([[1.0, 2.0], [3.0, 4.0]]), nd.ones((2,))
+    for init in ((h, h * 2), [h, h * 2]):
+        for returned in (tuple, list):
+            def body(d, s, returned=returned):
+                return d, returned([s[0] + d, s[1] * d])
+            ours = gluon_cf.foreach(body, x, init, remat=remat)[1]
+            theirs = mx.nd.contrib.foreach(body, x, init)[1]
+            assert type(ours) is type(theirs) is returned
+            for a, b in zip(ours, theirs):
+                np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+
+
+def test_bind_with_mixed_grad_req_equals_eager_autograd():
+    """grad_req 'write', 'null' and 'add' in one bind, through a while_loop: 'add' adds the
+    eager gradient to what the buffer held, 'null' leaves it. (MXNet's own while_loop bound
+    this way gives 1e20s: its oracle here is eager autograd.)"""
+    rng = np.random.RandomState(0)
+    values = {"x": rng.uniform(-1, 1, (2, 3)), "h": rng.uniform(-1, 1, (2, 3)),
+              "w": rng.uniform(-1, 1, (3, 3))}
+    heads = [rng.uniform(-1, 1, (3, 2, 3)), rng.uniform(-1, 1, (2, 3))]
+
+    def step(F, s, w, x):
+        return F.tanh(F.broadcast_add(F.dot(s, w), x * 0.5))
+
+    x, h, w = (mx.sym.var(n) for n in ("x", "h", "w"))
+    outs, (_, last) = gluon_cf.while_loop(
+        lambda i, s: i < 3, lambda i, s: ([mx.sym.dot(s, w)], [i + 1, step(mx.sym, s, w, x)]),
+        [mx.sym.sum(h) * 0, h], max_iterations=3)
+    grads = {k: nd.ones(v.shape) for k, v in values.items()}
+    ex = mx.sym.Group([outs[0], last]).bind(
+        mx.cpu(), {k: nd.array(v) for k, v in values.items()}, args_grad=grads,
+        grad_req={"x": "write", "h": "null", "w": "add"})
+    ex.forward(is_train=True)
+    ex.backward([nd.array(g) for g in heads])
+
+    arrays = {k: nd.array(v) for k, v in values.items()}
+    for a in arrays.values():
+        a.attach_grad()
+    with autograd.record():
+        s, rows = arrays["h"], []
+        for _ in range(3):
+            rows.append(nd.dot(s, arrays["w"]))
+            s = step(nd, s, arrays["w"], arrays["x"])
+        loss = (nd.stack(*rows) * nd.array(heads[0])).sum() + (s * nd.array(heads[1])).sum()
+    loss.backward()
+    np.testing.assert_allclose(grads["x"].asnumpy(), arrays["x"].grad.asnumpy(), rtol=1e-5)
+    np.testing.assert_array_equal(grads["h"].asnumpy(), np.ones((2, 3)))
+    np.testing.assert_allclose(grads["w"].asnumpy(), 1 + arrays["w"].grad.asnumpy(), rtol=1e-5)
