@@ -47,6 +47,33 @@ def _regroup(flat, fmt):
     return out, flat
 
 
+def containers_of(value):
+    """The lists and tuples of structure ``value`` with None for each array: what
+    :func:`regroup_like` needs, keeping no array alive (remat checks that none outlives a step)."""
+    if isinstance(value, (list, tuple)):
+        built = [containers_of(v) for v in value]
+        if isinstance(value, list):
+            return built
+        return type(value)(*built) if hasattr(value, "_fields") else type(value)(built)
+    return None
+
+
+def regroup_like(flat, like):
+    """``flat`` in the containers of structure ``like`` (from :func:`containers_of`), tuples
+    kept tuples (``regroup`` makes lists): MXNet 1.9.1's eager ``foreach`` returns the very
+    states object its body returned last, a tuple if the body returned one."""
+    items = iter(flat)
+
+    def build(value):
+        if isinstance(value, (list, tuple)):
+            built = [build(v) for v in value]
+            if isinstance(value, list):
+                return built
+            return type(value)(*built) if hasattr(value, "_fields") else type(value)(built)
+        return next(items)
+    return build(like)
+
+
 def describe(fmt):
     """Human-readable form of a format, for error messages: ``array`` or ``[array, [array]]``."""
     if fmt == 0:

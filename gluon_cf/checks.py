@@ -61,15 +61,28 @@ def pred_value(op, what, pred, eager=False):
                     % (_op_at(op) if eager else "gluon_cf." + op, what, type(pred).__name__))
 
 
-def mismatch(op, what, left_name, left, right_name, right):
-    """ValueError listing two sides that should agree, position by position."""
+class MismatchError(ValueError, mx.MXNetError):
+    """Two sides that must agree do not (the dtypes of a cond's branches, a loop's state
+    before and after a step): a ValueError listing both, and an MXNetError, the type MXNet
+    1.9.1 raises for its own ops' disagreeing sides (``infer_type``, ``bind``, ``forward``)."""
+
+
+class LoopVarShapeChange(MismatchError):
+    """A ``while_loop``'s func changes a loop variable's shape. MXNet 1.9.1 infers no shapes
+    through its own ``while_loop`` (it refuses such a loop when it runs), so ``Symbol.infer_shape``
+    answers as MXNet does for it (``node._infer_shape_impl``); elsewhere it is this error."""
+
+
+def mismatch(op, what, left_name, left, right_name, right, error=MismatchError):
+    """A MismatchError (or ``error``) listing two sides that should agree, position by
+    position."""
     lines = ["gluon_cf.%s: %s differ:" % (op, what)]
     for i in range(max(len(left), len(right))):
         a = left[i] if i < len(left) else "<missing>"
         b = right[i] if i < len(right) else "<missing>"
         mark = "" if a == b else "   <-- differs"
         lines.append("  output %d: %s %s, %s %s%s" % (i, left_name, a, right_name, b, mark))
-    return ValueError("\n".join(lines))
+    return error("\n".join(lines))
 
 
 def check_same_dtypes(op, what, before_name, before, after_name, after):

@@ -39,6 +39,8 @@ from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
 from .errors import SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
+from .graph.index_gradients import check_index_gradients
+from .checks import LoopVarShapeChange, MismatchError
 from .operators import aux_state_error, describe_node, user_custom_op_error
 
 # NOTE [error messages]
@@ -169,18 +171,15 @@ def created_at(name):
 def _explain_unknown_dims(err, text):
     """MXNet's "Shape inconsistent" for a node given a shape with a 0 dimension, in our words.
 
-    MXNet 1.x's legacy shape semantics read a 0 in a shape as "unknown", so an actual zero-size
-    array reaches a hybridized node as a partial shape (``(0, 2)`` arrives as ``[-1, 2]``), just
-    like a dimension not known yet. gluon_cf's shape rules need complete input shapes (handing
-    MXNet back its partial shape crashes MXNet's Custom-op callback while exporting with dynamic
-    axes), so MXNet reports "Shape inconsistent, Provided = [-1,2], inferred shape=[]", naming
-    only the graph node. For zero-size arrays an error is the right answer (MXNet's own
-    hybridized ``x + 1`` refuses them too); an unknown dimension reaches here only when MXNet
-    itself infers a graph holding the node (a Symbol executor given a partial shape):
-    ``Symbol.infer_shape_partial`` is gluon_cf's own and passes unknown dimensions through
-    (NOTE [run-time shapes] in ``graph/``). This error names the op, the node and the input,
-    and says both.
-    """
+    MXNet 1.x's legacy shapes read a 0 as "unknown": a zero-size array reaches a hybridized
+    node as a partial shape (``(0, 2)`` as ``[-1, 2]``), like a dimension not known yet. Our
+    shape rules need complete input shapes (handing MXNet back its partial shape crashes its
+    Custom-op callback while exporting with dynamic axes), so MXNet reports "Shape inconsistent,
+    Provided = [-1,2], inferred shape=[]", naming only the node. For zero-size arrays an error
+    is right (MXNet's hybridized ``x + 1`` refuses them too); an unknown dimension reaches here
+    only from a Symbol executor given a partial shape (``Symbol.infer_shape_partial`` is ours
+    and passes unknown dimensions through, NOTE [run-time shapes] in ``graph/``). This error
+    names the op, the node and the input, and says both."""
     table = getattr(_unknown_dims, "value", None) or {}
     for name, (kind, partial) in table.items():
         if name and _names_node(text, name):
@@ -207,8 +206,8 @@ def _quiet_print(*args, **kwargs):
 
 def _name_node(exc, node):
     """Add the name of the graph node to a user-facing error raised while running it."""
-    if node is None or isinstance(exc, mx.MXNetError) or not isinstance(
-            exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
+    if node is None or isinstance(exc, mx.MXNetError) and not isinstance(exc, MismatchError) \
+            or not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
         return
     name = node.spec.get("node")
     if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \
@@ -224,25 +223,25 @@ _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 
 
 def _infer_shape_impl(self, partial, *args, **kwargs):
-    """``Symbol.infer_shape``/``infer_shape_partial`` of a graph holding gluon_cf nodes: inferred
-    in Python (NOTE [run-time shapes] in ``graph/``), so unknown dimensions pass through nodes
-    and an output known only at run time is reported with 0 for its unknown dimensions (MXNet
-    reports ``boolean_mask``'s as wholly unknown). ``infer_shape`` counts such an output as
-    inferred (every argument being known is what Gluon's deferred initialisation needs)."""
+    """``Symbol.infer_shape``/``_partial`` of a graph holding gluon_cf nodes, in Python (NOTE
+    [run-time shapes] in ``graph/``): unknown dimensions pass through nodes; an output known
+    only at run time has 0 for its unknown dimensions (MXNet: wholly unknown) and counts as
+    inferred (Gluon's deferred initialisation needs the arguments)."""
     text = self.tojson()
     if not holds_gluon_cf_nodes(text):
         return _original_infer_shape_impl(self, partial, *args, **kwargs)
     arg_names = self.list_arguments()
     known = {n: tuple(s) for n, s in zip(arg_names, args) if s is not None}
     known.update((n, tuple(s)) for n, s in kwargs.items() if s is not None)
-    unknown_names = set(known) - set(self.list_inputs())
-    if unknown_names:
-        raise ValueError("infer_shape: %s %s not an input of this symbol (its inputs: %s)"
-                         % (", ".join(sorted(unknown_names)),
-                            "is" if len(unknown_names) == 1 else "are", self.list_inputs()))
-    graph = inference_graph(text)
     names = self.list_inputs()
-    ins, outs = graph.infer_shape([known.get(n) for n in names])
+    unknown_names = set(known) - set(names)
+    if unknown_names:
+        raise ValueError("infer_shape: %s %s not an input of this symbol (its inputs: %s)" % (
+            ", ".join(sorted(unknown_names)), "is" if len(unknown_names) == 1 else "are", names))
+    try:
+        ins, outs = inference_graph(text).infer_shape([known.get(n) for n in names])
+    except LoopVarShapeChange:   # MXNet's answer: it infers nothing through a while_loop
+        ins, outs = [known.get(n) for n in names], [None] * len(self.list_outputs())
     by_name = dict(zip(names, ins))
 
     def mxnet_form(shape):   # MXNet's legacy form: 0 for an unknown dim, () unknown rank
@@ -445,6 +444,7 @@ class _NodeOperator(mx.operator.CustomOp):
         # Integer inputs too: NOTE [integer inputs needing a gradient]
         wanted = tuple(i for i, r in enumerate(req) if r != "null")
         self.node.wanted = wanted
+        check_index_gradients(self.node, wanted)   # NOTE: [gradients asked of indices]
         saved, self.saved = self.saved, None
         dropped = saved is None and self.remat   # NOTE [hybridized remat recursion]
         if saved is None or saved[2] != wanted:

@@ -119,6 +119,15 @@ class Traced:
                 "num_outputs": self.num_outputs}
 
 
+def count_subgraph_names(*names):
+    """Count ``names`` in ``AttrScope._subgraph_names`` as MXNet 1.9.1's symbolic ``foreach``,
+    ``while_loop`` and ``cond`` count their subgraphs' names (``name``; ``name_cond``,
+    ``name_func``; ``name_pred``, ``name_then``, ``name_else``): code reading the count, as
+    MXNet's own tests do, sees the same after gluon_cf's ops."""
+    for name in names:
+        mx.symbol.contrib._get_unique_subgraph_name(name)
+
+
 def trace(op, role, num_inputs, call):
     """Trace ``call(fresh_vars) -> structure`` into a :class:`Traced` graph.
 

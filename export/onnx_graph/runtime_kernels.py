@@ -41,7 +41,10 @@ from .specs import NODE_OF_ERROR
 #       convolutions, pools, resizing and the recurrent layers have no exact float64
 #       decomposition here: compute them in float32.
 #     Ops onnxruntime runs by expanding their ONNX function (no kernel registered) are let
-#     through. Without the registry (an onnxruntime that lacks it) nothing is checked.
+#     through. Without the registry (an onnxruntime that lacks it) nothing is refused, but the
+#     float64 rewrites are still made: they are exact, where ONNX's own ops computed as
+#     log(1 + u) or exp(x) - 1 (by any runtime) lose the digits MXNet keeps, and the model
+#     must not depend on which onnxruntime exported it.
 
 _STAMP = "gluon_cf.export:"
 _INF = 2 ** 31 - 1
@@ -180,15 +183,18 @@ def _missing_kernel(node, opset, types):
     """None when onnxruntime has a CPU kernel for ``node`` with its dtypes, else (the dtypes
     it binds that no kernel takes, the dtypes onnxruntime has for those type parameters)."""
     table = _kernels()
-    if table is None or node.domain not in ("", "ai.onnx"):
+    if node.domain not in ("", "ai.onnx") or (table is None and node.op_type not in
+                                              _DOUBLE_REWRITES):
         return None
     try:
         schema = onnx.defs.get_schema(node.op_type, opset, "")
     except onnx.defs.SchemaError:
         return None
+    bound = _bound_types(node, schema, types)
+    if table is None:   # only the exact float64 rewrites (NOTE [onnxruntime kernels])
+        return (bound, {}) if set(bound.values()) == {"tensor(double)"} else None
     if node.op_type not in table:     # Constant, ops run as their ONNX function
         return None
-    bound = _bound_types(node, schema, types)
     failing = {t for op, t in _FAILS_AT_RUN_TIME if op == node.op_type}
     # onnxruntime casts float16 nodes it has no kernel for to float32 itself
     kernels = [{t: dtypes - failing | ({"tensor(float16)"} if "tensor(float)" in dtypes else set())
@@ -211,8 +217,6 @@ def check_runtime_kernels(model):
     """Replace, in ``model`` (checked, any opset), each float64 node onnxruntime has no kernel
     for by an exact decomposition, and refuse any other node it has no kernel for, at the
     user's line (NOTE [onnxruntime kernels]). Returns whether a node was replaced."""
-    if _kernels() is None:
-        return False
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     return _check_graph(model.graph, inferred.graph, opset, {})
@@ -251,6 +255,9 @@ def _check_graph(graph, inferred, opset, outer):
                 nodes += replacement.nodes
                 replaced = True
                 continue
+        if _kernels() is None:     # nothing to check against: kept as it is
+            nodes.append(node)
+            continue
         has = "; ".join(f"{t}: {', '.join(sorted(d))}" for t, d in sorted(available.items()))
         mx_name = _origin(node)[0] or node.name
         raise _located(

@@ -8,8 +8,8 @@ import numpy as np
 from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
-from ..tracing import (PendingShape, PendingSignature, merge_captures, pending_shapes, trace,
-                       user_location)
+from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, merge_captures,
+                       pending_shapes, trace, user_location)
 from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
@@ -61,6 +61,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
     if len(pred.list_outputs()) != 1:
         raise ValueError("gluon_cf.cond: pred must be a single Symbol, got a group of %d"
                          % len(pred.list_outputs()))
+    count_subgraph_names(name + "_pred", name + "_then", name + "_else")
     then_g = _trace_branch("then_func", then_func)
     else_g = _trace_branch("else_func", else_func)
     for pending, other in ((then_g, else_g), (else_g, then_g)):
@@ -106,16 +107,11 @@ def _branch_shapes(graph, in_shapes):
 
 def _merge_branch_shapes(then_out, else_out):
     """The output shapes of a cond whose branches give these: equal shapes are that shape;
-    shapes of one rank but different sizes are known only at run time (the branch taken
-    decides); different ranks are an error. One side unknown: unknown, not the other side's
-    (the branches may differ)."""
-    ranks = [(registry.rank_of(a), registry.rank_of(b)) for a, b in zip(then_out, else_out)]
-    if any(a is not None and b is not None and a != b for a, b in ranks):
-        raise mismatch(OP, "ranks of the outputs of then_func and else_func (branches may return "
-                       "different sizes, not different ranks)", "then_func", then_out,
-                       "else_func", else_out)
+    different shapes are known only at run time (the branch taken decides; what is known is
+    the dimensions they agree on, if their ranks agree), as MXNet 1.9.1's ``cond`` runs them.
+    One side unknown: unknown, not the other side's (the branches may differ)."""
     merged = []
-    for (a, b), (rank_a, rank_b) in zip(zip(then_out, else_out), ranks):
+    for a, b in zip(then_out, else_out):
         if a == b or a is None or b is None:
             merged.append(a if a == b else None)
         else:   # what the branches agree on; the rest is decided by the branch taken

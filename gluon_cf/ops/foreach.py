@@ -8,8 +8,8 @@ import numpy as np
 from .. import executor, node as _node, registry, remat as _remat, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
-from .._structure import describe, flatten, regroup
-from ..tracing import merge_captures, trace, user_location
+from .._structure import containers_of, describe, flatten, regroup, regroup_like
+from ..tracing import count_subgraph_names, merge_captures, trace, user_location
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
@@ -79,13 +79,13 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
                                                                    nd_)),
                             eager=True, length=lengths[0])
         outputs, states = _remat_outputs(loop_, executor.run(loop_.forward()))
-        return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
+        return regroup(outputs, step.out_fmt), step.regroup_states(states)
 
     def run_step(slots):     # the user's body, as an eager body (NOTE [eager zero-size values])
         return done(eagerly(step.eager, slots, len(flat_data)))
     outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0],
                                         run_step, flat_states, []))
-    return regroup(outputs, step.out_fmt), regroup(states, states_fmt)
+    return regroup(outputs, step.out_fmt), step.regroup_states(states)
 
 
 class _Step:
@@ -94,6 +94,14 @@ class _Step:
     def __init__(self, body, data_fmt, states_fmt):
         self.body, self.data_fmt, self.states_fmt = body, data_fmt, states_fmt
         self.out_fmt = None
+        self.returned_states = None   # the containers of what body returned last
+
+    def regroup_states(self, flat):
+        """The final states as MXNet's eager foreach returns them: in the containers of what
+        body returned last (a tuple stays a tuple)."""
+        if self.returned_states is None:
+            return regroup(flat, self.states_fmt)
+        return regroup_like(flat, self.returned_states)
 
     def __call__(self, values, num_data):
         outputs, states = check_pair(OP, "body", "outputs, new_states", self.body(
@@ -105,6 +113,7 @@ class _Step:
             raise ValueError("gluon_cf.foreach: body returned outputs structured as %s, earlier "
                              "steps returned %s" % (describe(out_fmt), describe(self.out_fmt)))
         self.out_fmt = out_fmt
+        self.returned_states = containers_of(states)
         return [outputs, states]
 
     def eager(self, slots, num_data):
@@ -176,6 +185,7 @@ def _check_lengths(lengths, where=None, num_out=None):
 
 def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_ok=False):
     num_data, num_states = len(flat_data), len(flat_states)
+    count_subgraph_names(name)
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
     num_out = body_g.num_outputs - num_states
     captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)

@@ -9,10 +9,10 @@ from .. import executor, node as _node, registry, remat as _remat
 from ..executor import done
 from ..graph import Graph
 from .._structure import describe, flatten, regroup
-from ..tracing import (PendingShape, PendingSignature, merge_captures, pending_shapes, trace,
-                       user_location)
-from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
-                      check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
+from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, merge_captures,
+                       pending_shapes, trace, user_location)
+from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
+                      check_same_dtypes, check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
@@ -341,6 +341,7 @@ def warn_truncation(where, bound, advice=None):
 def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_truncation=None,
                     truncation_advice=None, remat=False):
     nv = len(flat_vars)
+    count_subgraph_names(name + "_cond", name + "_func")
     cond_g = trace(OP, "cond", nv, step.cond)
     if cond_g.num_outputs != 1:
         raise ValueError("gluon_cf.while_loop: cond must return one Symbol, got %d outputs"
@@ -411,7 +412,7 @@ class WhileLoopRule(registry.Rule):
         new_vars, old_vars = func_out[num_out:], shapes[:nv]
         if _static(new_vars) and _static(old_vars) and new_vars != old_vars:
             raise mismatch(OP, "loop variable shapes before and after func", "loop_vars",
-                           old_vars, "new_loop_vars", new_vars)
+                           old_vars, "new_loop_vars", new_vars, LoopVarShapeChange)
         pad_to = _pad_to(node.spec)
         rows = registry.Dynamic() if pad_to is None else pad_to   # exact length: as steps run
         stacked = [None if s is None else stacked_shape(rows, s) for s in func_out[:num_out]]
