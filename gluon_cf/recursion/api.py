@@ -20,6 +20,7 @@ NOTE [recursion design]
     inferred contributes "unknown", ``cond`` takes the shapes of the branch that is known, and
     inference is repeated until the function's output shapes are known and consistent.
 """
+import inspect
 import itertools
 import os
 import sys
@@ -70,9 +71,15 @@ class RecursiveFunction:
         self.remat = remat
         self.uid = next(self._ids)
 
-    def __call__(self, *args: Arrays) -> Arrays:
-        """The call, same as ``invoke(self, *args)`` (which calls this)."""
-        flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % self.name)
+    def __call__(self, *args: Arrays, **kwargs: Arrays) -> Arrays:
+        """The call, same as ``invoke(self, *args)`` (which calls this). Arguments passed by
+        name are bound to the function's parameters as Python binds them."""
+        if kwargs:
+            args = self._bind(args, kwargs)
+        try:
+            flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % self.name)
+        except TypeError:
+            raise self._not_arrays(args) from None
         mode = mode_of("invoke", flat, "the arguments of %r" % self.name)
         if mode == "symbol":   # remat: NOTE [hybridized remat recursion] in planned_backward.py
             return _invoke_symbolic(self, flat, fmt)
@@ -122,6 +129,39 @@ class RecursiveFunction:
 
     def __repr__(self):
         return "<gluon_cf.recursive %s>" % self.name
+
+    def _bind(self, args, kwargs):
+        """``args`` and ``kwargs`` as positional arguments of the user's function: Python's
+        own binding (its TypeError, at the user's call, when they do not fit)."""
+        where = user_location()
+        try:
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        except (TypeError, ValueError) as err:
+            raise TypeError("%sgluon_cf.recursive: %r: %s" % (
+                "%s: " % where if where else "", self.name, err)) from None
+        if bound.kwargs:   # keyword-only parameters: the graph's arguments are positional
+            raise TypeError("%sgluon_cf.recursive: %r takes %s by keyword only; a recursive "
+                            "function's arguments are positional: make %s positional" % (
+                                "%s: " % where if where else "", self.name,
+                                ", ".join(map(repr, bound.kwargs)),
+                                "it" if len(bound.kwargs) == 1 else "them"))
+        return bound.args
+
+    def _not_arrays(self, args):
+        """The ValueError, at the user's call, for an argument that is no array (a Python
+        number would have to be a constant of the traced function, which differs per call)."""
+        where = user_location()
+        for k, arg in enumerate(args):
+            try:
+                flatten(arg, "gluon_cf.invoke", "")
+            except TypeError:
+                break
+        return ValueError(
+            "%sgluon_cf.recursive: argument #%d of %r is of type %s (%.40r), not an NDArray/Symbol "
+            "or a (nested) list of them: a recursive function's arguments are arrays. Pass a "
+            "number as an array (e.g. F.ones_like(idx) * value) or read it from the enclosing "
+            "scope instead of passing it" % ("%s: " % where if where else "", k, self.name,
+                                              type(arg).__name__, arg))
 
 
 @overload
@@ -438,9 +478,11 @@ class _Table:
         sig = self.signatures.get(fn)
         if sig is not None:
             if sig[:2] != (num_args, arg_fmt):
-                raise TypeError("gluon_cf.invoke: %r is called with arguments %s here, but with "
-                                "%s elsewhere; every call must pass the same structure"
-                                % (fn.name, describe(arg_fmt), describe(sig[1])))
+                where = user_location()
+                raise TypeError("%sgluon_cf.invoke: %r is called with arguments %s here, but "
+                                "with %s elsewhere; every call must pass the same structure"
+                                % ("%s: " % where if where else "", fn.name, describe(arg_fmt),
+                                   describe(sig[1])))
             return sig
         if fn in self.discovering:
             raise PendingSignature(fn)
@@ -449,10 +491,11 @@ class _Table:
             traced = self._trace(fn, num_args, arg_fmt, "discover")
         except PendingSignature as pending:
             if pending.key is fn:
-                raise ValueError("gluon_cf.recursive: %r has no base case: every path through its "
-                                 "body calls %r again. Put the recursive call in a gluon_cf.cond "
-                                 "branch and return without recursing in the other" %
-                                 (fn.name, fn.name)) from None
+                raise ValueError("%sgluon_cf.recursive: %r has no base case: every path "
+                                 "through its body calls %r again. Put the recursive call in a "
+                                 "gluon_cf.cond branch and return without recursing in the "
+                                 "other (F.where computes both sides)" %
+                                 (_located(fn), fn.name, fn.name)) from None
             raise
         finally:
             self.discovering.remove(fn)
@@ -468,9 +511,16 @@ class _Table:
             num_args, arg_fmt, out_fmt, _ = self.signatures[fn]
             traced = self._trace(fn, num_args, arg_fmt, "body")
             if traced.out_fmt != out_fmt:
-                raise ValueError("gluon_cf.recursive: %r returns %s on one path and %s on another"
-                                 % (fn.name, describe(out_fmt), describe(traced.out_fmt)))
+                raise ValueError("%sgluon_cf.recursive: %r returns %s on one path and %s on "
+                                 "another" % (_located(fn), fn.name, describe(out_fmt),
+                                              describe(traced.out_fmt)))
             self.traced[fn] = traced
+
+
+def _located(fn):
+    """``"file:line: "`` of the user's ``def`` of recursive function ``fn`` (or "")."""
+    where = _source(fn.fn)
+    return "%s: " % where if where else ""
 
 
 def _source(fn):
