@@ -61,6 +61,37 @@ def test_keyword_call_of_a_recursive_function_binds_like_python():
                     str(refused.value)), str(refused.value)
 
 
+def test_keyword_only_parameters_and_a_function_returning_none_name_the_users_lines():
+    """A function returning None (a forgotten ``return``) named the trace
+    ('the value returned by node_discover ...') and no line, hybridized; eagerly cond's
+    refusal named no line either."""
+    class ReturnsNone(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x, left, right, roots):
+            @gluon_cf.recursive
+            def node(idx):
+                gluon_cf.cond(F.take(left, idx) < 0, lambda: F.take(x, idx),
+                              lambda: node(F.take(left, idx)))
+            return programs._foreach_roots(F, node, roots)
+
+    for hybridize, said in ((False, "gluon_cf.cond: the value returned by a branch must be"),
+                            (True, "gluon_cf.recursive: 'node' returned None, not an")):
+        net = ReturnsNone()
+        if hybridize:
+            net.hybridize()
+        with pytest.raises(TypeError) as refused:
+            net(*_nd(programs.DEEPER))
+        assert re.match(re.escape(__file__) + r":\d+: " + re.escape(said),
+                        str(refused.value)), str(refused.value)
+
+    @gluon_cf.recursive
+    def scaled(i, *, scale):
+        return gluon_cf.cond(i < 1, lambda: i, lambda: scaled(i - 1, scale=scale) * scale)
+    with pytest.raises(TypeError, match="'scaled' takes 'scale' by keyword only; a recursive "
+                       "function's arguments are positional") as refused:
+        scaled(mx.nd.array([2]), scale=mx.nd.array([3]))
+    assert str(refused.value).startswith(__file__ + ":"), str(refused.value)
+
+
 def test_a_python_number_argument_is_refused_at_the_users_line_in_both_modes():
     """Was a TypeError naming no line (``must be an NDArray/Symbol ..., got int``)."""
     for hybridize in (False, True):

@@ -471,8 +471,17 @@ class _Table:
         return self.qnames[fn]
 
     def _trace(self, fn, num_args, arg_fmt, role):
-        return trace("recursive", "%s_%s" % (fn.name, role), num_args,
-                     lambda vs: fn.fn(*regroup(vs, arg_fmt)))
+        def body(values):
+            value = fn.fn(*regroup(values, arg_fmt))
+            try:
+                flatten(value, "gluon_cf.recursive", "")
+            except TypeError:   # (named by the trace's role, 'node_discover', otherwise)
+                raise TypeError("%sgluon_cf.recursive: %r returned %s, not an NDArray/Symbol "
+                                "or a (nested) list of them: every path through its body must "
+                                "return its value" % (_located(fn), fn.name,
+                                                      _described(value))) from None
+            return value
+        return trace("recursive", "%s_%s" % (fn.name, role), num_args, body)
 
     def signature(self, fn, num_args, arg_fmt):
         sig = self.signatures.get(fn)
@@ -515,6 +524,14 @@ class _Table:
                                  "another" % (_located(fn), fn.name, describe(out_fmt),
                                               describe(traced.out_fmt)))
             self.traced[fn] = traced
+
+
+def _described(value):
+    """What a returned value is, for an error: ``None``, ``a list holding None``..."""
+    if isinstance(value, (list, tuple)):
+        return "a %s holding %s" % (type(value).__name__, ", ".join(
+            sorted({type(v).__name__ for v in value})))
+    return "None" if value is None else "a %s" % type(value).__name__
 
 
 def _located(fn):
