@@ -115,12 +115,11 @@ def test_no_base_case_names_the_functions_definition():
         str(refused.value)
 
 
-@pytest.mark.parametrize("block_class", [programs.BooleanMaskInLeaf, programs.VeryWideCsrNodes,
-                                         programs.Float64Everything],
+@pytest.mark.parametrize("block_class", [programs.BooleanMaskInLeaf, programs.VeryWideCsrNodes],
                          ids=lambda c: c.__name__)
 def test_what_standard_onnx_refuses_runs_as_an_artifact(block_class, tmp_path):
-    """A mask in a leaf, a loop reshaping per call, float64 index arrays: export_onnx refuses
-    at the user's line, naming save_artifact; the artifact equals Gluon on every forest."""
+    """A mask in a leaf, a loop reshaping per call: export_onnx refuses at the user's line,
+    naming save_artifact; the artifact equals Gluon on every forest."""
     net = _hybridized(block_class)
     inputs = programs.PROGRAMS[block_class]
     with pytest.raises(NotImplementedError, match="save_artifact") as refused:
@@ -135,6 +134,18 @@ def test_what_standard_onnx_refuses_runs_as_an_artifact(block_class, tmp_path):
         assert [g.dtype for g in got] == [w.dtype for w in want]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_float64_index_arrays_lower_to_standard_onnx():
+    """float64 features and index arrays: the lowering was refused ("its outputs (shapes
+    [(1, 3)], dtypes [None]) are not one row per call of one dtype"): the function table
+    answered no dtype to np.dtype objects. onnxruntime equals Gluon (the programs' test) and
+    the model is standard ONNX."""
+    net = _hybridized(programs.Float64Everything)
+    model = export_onnx(net, _nd(programs.PROGRAMS[programs.Float64Everything][0]),
+                        dynamic_axes=TREE_AXES)
+    assert {o.domain for o in model.opset_import} == {""}
+    assert model.graph.output[0].type.tensor_type.elem_type == 11      # DOUBLE
 
 
 def test_float16_recursion_exports_within_float16_rounding():
