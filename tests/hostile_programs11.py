@@ -591,3 +591,70 @@ class WhereInsteadOfCond(HybridBlock):
             here = F.take(x, F.array([i]))
             return F.where(F.ones_like(here) * (lt[i] < 0), here, here + node(lt[i], depth + 1))
         return F.concat(*[node(r) for r in _ids(roots)], dim=0)
+
+
+KIDS = [X7, _f(1, 2, 3, -1, 4, -1, 5, 6, -1, -1, -1, -1, -1, -1).reshape(7, 2), _f(0)]
+KIDS2 = [X7, _f(-1, -1, 0, 3, -1, -1, 4, 5, -1, -1, -1, -1, 1, -1).reshape(7, 2), _f(2, 6, 4)]
+KIDS_LEAF = [X7[:1], _f(-1, -1).reshape(1, 2), _f(0)]
+
+
+@program(KIDS, KIDS2, KIDS_LEAF)
+class ForeachOverChildrenCallsTheFunction(HybridBlock):
+    """Children as a padded (n, 2) matrix: a foreach over a node's children row calls the
+    function in a cond for each real child (recursion inside foreach inside recursion)."""
+    NO_GRAD = (1, 2)
+
+    def hybrid_forward(self, F, x, kids, roots):
+        @gluon_cf.recursive
+        def node(idx):
+            here = F.take(x, idx)
+
+            def step(child, total):
+                value = gluon_cf.cond(child < 0, lambda: F.zeros_like(here),
+                                      lambda: node(child))
+                return value, total + value
+            _, total = gluon_cf.foreach(step, F.reshape(F.take(kids, idx), (-1, 1)),
+                                        F.zeros_like(here))
+            return F.tanh(here + total * 0.5)
+        return _foreach_roots(F, node, roots)
+
+    def plain_forward(self, F, x, kids, roots):
+        table, n = [[int(v) for v in row] for row in kids.asnumpy()], x.shape[0]
+
+        def node(i):
+            i = _row(i, n)
+            here = F.take(x, F.array([i]))
+            total = F.zeros_like(here)
+            for c in table[i]:
+                if c >= 0:
+                    total = total + node(c)
+            return F.tanh(here + total * 0.5)
+        return F.concat(*[node(r) for r in _ids(roots)], dim=0)
+
+
+@program(*FORESTS)
+class NestedListArgument(HybridBlock):
+    """The argument is a nested list ``[idx, [h]]``: a hidden state passed down with the
+    index; leaves return their state."""
+    NO_GRAD = (1, 2, 3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(args):
+            idx, (h,) = args
+            h = F.tanh(h + F.take(x, idx))
+            return gluon_cf.cond(F.take(left, idx) < 0, lambda: h,
+                                 lambda: node([F.take(left, idx), [h * 0.5]]) -
+                                 node([F.take(right, idx), [h]]))
+        return _foreach_roots(F, lambda r: node([r, [F.zeros_like(F.take(x, r))]]), roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        lt, rt, n = _ids(left), _ids(right), x.shape[0]
+
+        def node(i, h):
+            i = _row(i, n)
+            h = F.tanh(h + F.take(x, F.array([i])))
+            if lt[i] < 0:
+                return h
+            return node(lt[i], h * 0.5) - node(rt[i], h)
+        return F.concat(*[node(r, F.zeros((1, 3))) for r in _ids(roots)], dim=0)

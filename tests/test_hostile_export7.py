@@ -115,18 +115,21 @@ def test_no_base_case_names_the_functions_definition():
         str(refused.value)
 
 
-@pytest.mark.parametrize("block_class", [programs.BooleanMaskInLeaf, programs.VeryWideCsrNodes],
+@pytest.mark.parametrize("block_class", [programs.BooleanMaskInLeaf, programs.VeryWideCsrNodes,
+                                         programs.ForeachOverChildrenCallsTheFunction],
                          ids=lambda c: c.__name__)
 def test_what_standard_onnx_refuses_runs_as_an_artifact(block_class, tmp_path):
-    """A mask in a leaf, a loop reshaping per call: export_onnx refuses at the user's line,
-    naming save_artifact; the artifact equals Gluon on every forest."""
+    """A mask in a leaf, a loop reshaping per call, a foreach whose steps call the function:
+    export_onnx refuses at the user's line, naming save_artifact; the artifact equals Gluon
+    on every forest."""
     net = _hybridized(block_class)
     inputs = programs.PROGRAMS[block_class]
+    axes = {k: [0] for k in range(len(inputs[0]))}
     with pytest.raises(NotImplementedError, match="save_artifact") as refused:
-        export_onnx(net, _nd(inputs[0]), dynamic_axes=TREE_AXES)
+        export_onnx(net, _nd(inputs[0]), dynamic_axes=axes)
     assert str(refused.value).startswith(programs.__file__ + ":"), str(refused.value)
     path = str(tmp_path / "model.onnx")
-    save_artifact(net, _nd(inputs[0]), path, dynamic_axes=TREE_AXES)
+    save_artifact(net, _nd(inputs[0]), path, dynamic_axes=axes)
     model = load(path)
     for arrays in inputs:
         want = _outputs(net(*_nd(arrays)))
