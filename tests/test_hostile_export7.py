@@ -274,6 +274,17 @@ def _three_dtypes(F, self, x):
     return h, F.argmax(h, axis=1).astype("int32"), F.cast(h > 0, "float64")
 
 
+def _size_changing_cond(F, self, x):
+    grown = gluon_cf.cond(F.sum(x) > 0, lambda: F.concat(x, x, dim=0), lambda: x * 3)
+    return grown, F.sum(grown, axis=0)
+
+
+def _exact_length_while(F, self, x, n):
+    outs, _ = gluon_cf.while_loop(lambda i: i < n, lambda i: ([F.take(x, i) * 2], [i + 1]),
+                                  [F.zeros((1,))], max_iterations=6)
+    return outs
+
+
 def _int(*values):
     return np.array(values, np.int32)
 
@@ -303,6 +314,13 @@ EXPORTS = {
     "float32, int32 and float64 outputs of one model": (
         _three_dtypes, {"d": dense(4, 3)}, None, [randn(2, 3)], [[randn(6, 3, seed=4)]],
         {0: [0]}),
+    "a cond whose branches differ in rows, then a reduction": (
+        _size_changing_cond, {}, None, [randn(2, 3)],
+        [[-np.abs(randn(4, 3))], [np.abs(randn(1, 3))]], {0: [0]}),
+    "a while_loop of a run-time number of steps, outputs padded to max_iterations": (
+        _exact_length_while, {}, None, [randn(6, 3), np.array([2.0], np.float32)],
+        [[randn(6, 3, seed=5), np.array([6.0], np.float32)],
+         [randn(6, 3, seed=6), np.array([0.0], np.float32)]], None),
 }
 
 
