@@ -70,6 +70,7 @@ class RecursiveFunction:
         self.max_depth = max_depth
         self.remat = remat
         self.uid = next(self._ids)
+        self._signature: Optional[inspect.Signature] = None   # (for keyword arguments)
 
     def __call__(self, *args: Arrays, **kwargs: Arrays) -> Arrays:
         """The call, same as ``invoke(self, *args)`` (which calls this). Arguments passed by
@@ -133,13 +134,16 @@ class RecursiveFunction:
     def _bind(self, args, kwargs):
         """``args`` and ``kwargs`` as positional arguments of the user's function: Python's
         own binding (its TypeError, at the user's call, when they do not fit)."""
-        where = user_location()
         try:
-            bound = inspect.signature(self.fn).bind(*args, **kwargs)
-        except (TypeError, ValueError) as err:
+            if self._signature is None:
+                self._signature = inspect.signature(self.fn)
+            bound = self._signature.bind(*args, **kwargs)
+        except (TypeError, ValueError) as err:   # (ValueError: a callable of no signature)
+            where = user_location()
             raise TypeError("%sgluon_cf.recursive: %r: %s" % (
                 "%s: " % where if where else "", self.name, err)) from None
         if bound.kwargs:   # keyword-only parameters: the graph's arguments are positional
+            where = user_location()
             raise TypeError("%sgluon_cf.recursive: %r takes %s by keyword only; a recursive "
                             "function's arguments are positional: make %s positional" % (
                                 "%s: " % where if where else "", self.name,
