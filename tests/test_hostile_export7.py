@@ -409,3 +409,13 @@ def test_tampered_recursion_specs_are_one_line_each(tmp_path):
         assert not os.path.exists(argv[-1])
     assert_same_as_a_real_process(cases["an invoke of no function"],
                                   ran["an invoke of no function"])
+
+
+def test_max_depth_past_a_c_long_is_refused_where_the_function_is_declared():
+    """A symbol file may not declare max_depth past 2^31 - 1 (test above); the decorator
+    refuses it too, so that a model's own export is never refused on loading."""
+    with pytest.raises(ValueError, match=r"max_depth must be an int from 1 to 2147483647, "
+                       r"got 2147483648") as refused:
+        gluon_cf.recursive(max_depth=2 ** 31)(lambda i: i)
+    assert str(refused.value).startswith(__file__ + ":"), str(refused.value)
+    assert gluon_cf.recursive(max_depth=2 ** 31 - 1)(lambda i: i).max_depth == 2 ** 31 - 1

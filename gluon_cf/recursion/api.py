@@ -42,6 +42,9 @@ from . import remat_calls
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
+# The largest max_depth (a depth is a C long in places: export's attributes, a symbol file's
+# check); no recursion runs 2^31 nested calls.
+MAX_DEPTH = 2 ** 31 - 1
 
 
 class RecursiveFunction:
@@ -62,9 +65,11 @@ class RecursiveFunction:
     def __init__(self, fn: Callable[..., Arrays], name: Optional[str] = None,
                  max_depth: int = DEFAULT_MAX_DEPTH, remat: bool = False) -> None:
         check_callable("recursive", fn=fn)
-        if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 1:
-            raise ValueError("gluon_cf.recursive: max_depth must be a positive int, got %r"
-                             % (max_depth,))
+        if not isinstance(max_depth, int) or isinstance(max_depth, bool) or \
+                not 1 <= max_depth <= MAX_DEPTH:
+            where = user_location()
+            raise ValueError("%sgluon_cf.recursive: max_depth must be an int from 1 to %d, got "
+                             "%r" % ("%s: " % where if where else "", MAX_DEPTH, max_depth))
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "recursive")
         self.max_depth = max_depth

@@ -19,16 +19,12 @@ import numpy as np
 
 from .. import node as _node, registry, remat as _remat, rowwise
 from ..graph.decoded import random_ops
+from .api import MAX_DEPTH
 from .invocation import RecursionContext
 from .table import table as _table
 
 def _namespace_of(qname):
     return qname.rsplit("@", 1)[1]
-
-
-# The largest max_depth a symbol file may declare (a depth counter is a C long in places;
-# gluon_cf.recursive takes any positive int, but no recursion runs 2^31 nested calls).
-MAX_DEPTH_IN_FILES = 2 ** 31 - 1
 
 
 class RecursionRule(registry.Rule):
@@ -74,9 +70,9 @@ class RecursionRule(registry.Rule):
             if not isinstance(graph, dict):
                 continue                       # (checked as a subgraph next)
             depth, args = graph.get("max_depth"), graph.get("num_args")
-            if isinstance(depth, int) and not 1 <= depth <= MAX_DEPTH_IN_FILES:
+            if isinstance(depth, int) and not 1 <= depth <= MAX_DEPTH:
                 return "function %r: field 'max_depth' must be from 1 to %d, got %s" % (
-                    qname, MAX_DEPTH_IN_FILES, depth)
+                    qname, MAX_DEPTH, depth)
             if qname == entry and isinstance(args, int) and args != spec["num_args"]:
                 return "the entry function %r takes %d arguments, but the node passes %d" % (
                     qname, args, spec["num_args"])
