@@ -39,12 +39,10 @@ from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
 from . import remat_calls
+from .table import MAX_DEPTH
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
-# The largest max_depth (a depth is a C long in places: export's attributes, a symbol file's
-# check); no recursion runs 2^31 nested calls.
-MAX_DEPTH = 2 ** 31 - 1
 
 
 class RecursiveFunction:

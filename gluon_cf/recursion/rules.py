@@ -19,9 +19,8 @@ import numpy as np
 
 from .. import node as _node, registry, remat as _remat, rowwise
 from ..graph.decoded import random_ops
-from .api import MAX_DEPTH
 from .invocation import RecursionContext
-from .table import table as _table
+from .table import MAX_DEPTH, table as _table
 
 def _namespace_of(qname):
     return qname.rsplit("@", 1)[1]

@@ -7,6 +7,10 @@ import numpy as np
 
 from ..tracing import PendingShape
 
+# The largest max_depth of a recursive function (a depth is a C long in places: export's
+# attributes, a symbol file's check); no recursion runs 2^31 nested calls.
+MAX_DEPTH = 2 ** 31 - 1
+
 _TABLES: dict = {}
 # One lock for every table's dtype inference (a function's may enter another table's): a
 # thread waits for another's answer instead of reading its guess (NOTE below).
