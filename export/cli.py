@@ -88,8 +88,11 @@ def _one_line(err):
     """The message of ``err`` on one line (MXNet's errors carry a C++ traceback)."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     useful = [line for line in lines if not line.startswith(("Traceback", "File \"", "["))]
-    return (useful or lines or [type(err).__name__])[-1 if lines and lines[0].startswith(
-        "Traceback") else 0][:500]
+    line = (useful or lines or [type(err).__name__])[-1 if lines and lines[0].startswith(
+        "Traceback") else 0]
+    # A long line keeps its start (the file, the node) and its end (what is wrong with it: a
+    # node nested in subgraphs is named by a path of several hundred characters).
+    return line if len(line) <= 800 else line[:300] + " ... " + line[-480:]
 
 
 def _check_readable(path, what):
@@ -215,6 +218,9 @@ def _convert(args):
     return 0
 
 
+MAX_EXAMPLE_ELEMENTS = 1 << 28   # the largest tensor load() accepts declared in a file
+
+
 def _parse_input(text):
     """``NAME:SHAPE[:DTYPE]`` -> ``((name, example shape, dtype), {axis: dim name})``."""
     parts = text.split(":")
@@ -235,6 +241,11 @@ def _parse_input(text):
         shape.append(int(match.group(2)))
         if match.group(1):
             dims[axis] = match.group(1)
+    size = int(np.prod(shape, dtype=object))
+    if size > MAX_EXAMPLE_ELEMENTS:   # (convert makes an example array of this shape)
+        raise _UsageError(f"--input {text!r}: an example of {size:,} elements; at most "
+                          f"{MAX_EXAMPLE_ELEMENTS:,} (2^28): give small example sizes (a "
+                          f"named dim, n=45, may change size when the model runs)")
     return (name, tuple(shape), dtype), dims
 
 

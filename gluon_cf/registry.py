@@ -119,6 +119,11 @@ class Rule:
     # tampered count made MXNet read past the node's outputs), or None.
     outputs_graph: Optional[str] = None
 
+    def spec_problem(self, spec):
+        """What is wrong with a spec whose fields have the right kinds, beyond what every op
+        checks (a field naming a subgraph it does not hold...), or None."""
+        return None
+
     def num_slots(self, spec, graph):
         """How many slots (NOTE [slots]) subgraph ``graph`` of a (checked) ``spec`` may read:
         most ops' subgraphs read the node's inputs."""

@@ -81,9 +81,11 @@ def decode_symbol_file(data, path):
 
 def check_symbol_json(text, where="symbol JSON"):
     """Check a symbol's JSON text and every gluon_cf node in it, nested ones included."""
-    stack = [(text, where, 0)]
+    # (each text with the function table of the recursion node it is inside, if any: an
+    # invoke node must call one of its functions, with its number of arguments and outputs)
+    stack = [(text, where, 0, None)]
     while stack:
-        text, where, depth = stack.pop()
+        text, where, depth, functions = stack.pop()
         for kind, node_where, spec_text, num_inputs in _gluon_cf_nodes(text, where):
             if depth >= MAX_NESTING:
                 raise SymbolFileError("%s: gluon_cf nodes nested more than %d deep"
@@ -93,8 +95,27 @@ def check_symbol_json(text, where="symbol JSON"):
                 raise SymbolFileError("%s: its spec attribute is invalid: the node has %d "
                                       "inputs, but its num_inputs is %d"
                                       % (node_where, num_inputs, spec["num_inputs"]))
+            if kind == "invoke" and functions is not None:
+                _check_call(spec, functions, node_where)
+            inner = spec["graphs"] if kind == "recursion" else functions
             for role, graph in spec["graphs"].items():
-                stack.append((graph["json"], "%s, subgraph %r" % (node_where, role), depth + 1))
+                stack.append((graph["json"], "%s, subgraph %r" % (node_where, role), depth + 1,
+                              inner))
+
+
+def _check_call(spec, functions, where):
+    """An invoke node's spec against the function table of its recursion node."""
+    callee = functions.get(spec.get("function"))
+    if callee is None:
+        raise SymbolFileError("%s: its spec attribute is invalid: it calls function %r, which "
+                              "its recursion node does not define (it defines %s)"
+                              % (where, spec.get("function"), sorted(functions)))
+    for what, here, there in (("arguments", spec["num_inputs"], callee.get("num_args")),
+                              ("outputs", spec["num_outputs"], callee.get("num_outputs"))):
+        if here != there:
+            raise SymbolFileError("%s: its spec attribute is invalid: it has %d %s, but the "
+                                  "function %r it calls has %s" % (where, here, what,
+                                                                   spec["function"], there))
 
 
 def check_spec(kind, spec_text, where=None):
@@ -120,6 +141,9 @@ def check_spec(kind, spec_text, where=None):
     if not isinstance(graphs, dict):
         raise fail("field 'graphs' must be an object of subgraphs, got %s"
                    % _kind_of_value(graphs))
+    problem = rule.spec_problem(spec)
+    if problem is not None:
+        raise fail(problem)
     if not 1 <= spec["num_outputs"] <= MAX_NODE_OUTPUTS:
         raise fail("field 'num_outputs' must be from 1 to %d, got %s"
                    % (MAX_NODE_OUTPUTS, spec["num_outputs"]))

@@ -48,7 +48,11 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
         return _cond_symbolic(pred, then_func, else_func, name)
     branch = then_func if pred_value(OP, "pred", pred, eager=True) else else_func
     value = eagerly(branch)     # (NOTE [eager zero-size values])
-    flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
+    try:
+        flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
+    except TypeError as err:     # (a branch returning None: the user's cond, not ours)
+        where = user_location()
+        raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
     # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.
     if isinstance(pred, mx.nd.NDArray) and \
             mode_of(OP, flat, "the values returned by a branch") == "symbol":

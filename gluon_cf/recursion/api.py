@@ -21,6 +21,7 @@ NOTE [recursion design]
     inference is repeated until the function's output shapes are known and consistent.
 """
 import gc
+import inspect
 import itertools
 import os
 import sys
@@ -39,6 +40,7 @@ from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
 from . import malloc_arenas, remat_calls
+from .table import MAX_DEPTH
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
@@ -62,18 +64,27 @@ class RecursiveFunction:
     def __init__(self, fn: Callable[..., Arrays], name: Optional[str] = None,
                  max_depth: int = DEFAULT_MAX_DEPTH, remat: bool = False) -> None:
         check_callable("recursive", fn=fn)
-        if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 1:
-            raise ValueError("gluon_cf.recursive: max_depth must be a positive int, got %r"
-                             % (max_depth,))
+        if not isinstance(max_depth, int) or isinstance(max_depth, bool) or \
+                not 1 <= max_depth <= MAX_DEPTH:
+            where = user_location()
+            raise ValueError("%sgluon_cf.recursive: max_depth must be an int from 1 to %d, got "
+                             "%r" % ("%s: " % where if where else "", MAX_DEPTH, max_depth))
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "recursive")
         self.max_depth = max_depth
         self.remat = remat
         self.uid = next(self._ids)
+        self._signature: Optional[inspect.Signature] = None   # (for keyword arguments)
 
-    def __call__(self, *args: Arrays) -> Arrays:
-        """The call, same as ``invoke(self, *args)`` (which calls this)."""
-        flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % self.name)
+    def __call__(self, *args: Arrays, **kwargs: Arrays) -> Arrays:
+        """The call, same as ``invoke(self, *args)`` (which calls this). Arguments passed by
+        name are bound to the function's parameters as Python binds them."""
+        if kwargs:
+            args = self._bind(args, kwargs)
+        try:
+            flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % self.name)
+        except TypeError:
+            raise self._not_arrays(args) from None
         mode = mode_of("invoke", flat, "the arguments of %r" % self.name)
         if mode == "symbol":   # remat: NOTE [hybridized remat recursion] in planned_backward.py
             return _invoke_symbolic(self, flat, fmt)
@@ -127,6 +138,42 @@ class RecursiveFunction:
 
     def __repr__(self):
         return "<gluon_cf.recursive %s>" % self.name
+
+    def _bind(self, args, kwargs):
+        """``args`` and ``kwargs`` as positional arguments of the user's function: Python's
+        own binding (its TypeError, at the user's call, when they do not fit)."""
+        try:
+            if self._signature is None:
+                self._signature = inspect.signature(self.fn)
+            bound = self._signature.bind(*args, **kwargs)
+        except (TypeError, ValueError) as err:   # (ValueError: a callable of no signature)
+            where = user_location()
+            raise TypeError("%sgluon_cf.recursive: %r: %s" % (
+                "%s: " % where if where else "", self.name, err)) from None
+        if bound.kwargs:   # keyword-only parameters: the graph's arguments are positional
+            where = user_location()
+            raise TypeError("%sgluon_cf.recursive: %r takes %s by keyword only; a recursive "
+                            "function's arguments are positional: make %s positional" % (
+                                "%s: " % where if where else "", self.name,
+                                ", ".join(map(repr, bound.kwargs)),
+                                "it" if len(bound.kwargs) == 1 else "them"))
+        return bound.args
+
+    def _not_arrays(self, args):
+        """The ValueError, at the user's call, for an argument that is no array (a Python
+        number would have to be a constant of the traced function, which differs per call)."""
+        where = user_location()
+        for k, arg in enumerate(args):
+            try:
+                flatten(arg, "gluon_cf.invoke", "")
+            except TypeError:
+                break
+        return ValueError(
+            "%sgluon_cf.recursive: argument #%d of %r is of type %s (%.40r), not an NDArray/Symbol "
+            "or a (nested) list of them: a recursive function's arguments are arrays. Pass a "
+            "number as an array (e.g. F.ones_like(idx) * value) or read it from the enclosing "
+            "scope instead of passing it" % ("%s: " % where if where else "", k, self.name,
+                                              type(arg).__name__, arg))
 
 
 @overload
@@ -481,16 +528,27 @@ class _Table:
         return self.qnames[fn]
 
     def _trace(self, fn, num_args, arg_fmt, role):
-        return trace("recursive", "%s_%s" % (fn.name, role), num_args,
-                     lambda vs: fn.fn(*regroup(vs, arg_fmt)))
+        def body(values):
+            value = fn.fn(*regroup(values, arg_fmt))
+            try:
+                flatten(value, "gluon_cf.recursive", "")
+            except TypeError:   # (named by the trace's role, 'node_discover', otherwise)
+                raise TypeError("%sgluon_cf.recursive: %r returned %s, not an NDArray/Symbol "
+                                "or a (nested) list of them: every path through its body must "
+                                "return its value" % (_located(fn), fn.name,
+                                                      _described(value))) from None
+            return value
+        return trace("recursive", "%s_%s" % (fn.name, role), num_args, body)
 
     def signature(self, fn, num_args, arg_fmt):
         sig = self.signatures.get(fn)
         if sig is not None:
             if sig[:2] != (num_args, arg_fmt):
-                raise TypeError("gluon_cf.invoke: %r is called with arguments %s here, but with "
-                                "%s elsewhere; every call must pass the same structure"
-                                % (fn.name, describe(arg_fmt), describe(sig[1])))
+                where = user_location()
+                raise TypeError("%sgluon_cf.invoke: %r is called with arguments %s here, but "
+                                "with %s elsewhere; every call must pass the same structure"
+                                % ("%s: " % where if where else "", fn.name, describe(arg_fmt),
+                                   describe(sig[1])))
             return sig
         if fn in self.discovering:
             raise PendingSignature(fn)
@@ -499,10 +557,11 @@ class _Table:
             traced = self._trace(fn, num_args, arg_fmt, "discover")
         except PendingSignature as pending:
             if pending.key is fn:
-                raise ValueError("gluon_cf.recursive: %r has no base case: every path through its "
-                                 "body calls %r again. Put the recursive call in a gluon_cf.cond "
-                                 "branch and return without recursing in the other" %
-                                 (fn.name, fn.name)) from None
+                raise ValueError("%sgluon_cf.recursive: %r has no base case: every path "
+                                 "through its body calls %r again. Put the recursive call in a "
+                                 "gluon_cf.cond branch and return without recursing in the "
+                                 "other (F.where computes both sides)" %
+                                 (_located(fn), fn.name, fn.name)) from None
             raise
         finally:
             self.discovering.remove(fn)
@@ -518,9 +577,24 @@ class _Table:
             num_args, arg_fmt, out_fmt, _ = self.signatures[fn]
             traced = self._trace(fn, num_args, arg_fmt, "body")
             if traced.out_fmt != out_fmt:
-                raise ValueError("gluon_cf.recursive: %r returns %s on one path and %s on another"
-                                 % (fn.name, describe(out_fmt), describe(traced.out_fmt)))
+                raise ValueError("%sgluon_cf.recursive: %r returns %s on one path and %s on "
+                                 "another" % (_located(fn), fn.name, describe(out_fmt),
+                                              describe(traced.out_fmt)))
             self.traced[fn] = traced
+
+
+def _described(value):
+    """What a returned value is, for an error: ``None``, ``a list holding None``..."""
+    if isinstance(value, (list, tuple)):
+        return "a %s holding %s" % (type(value).__name__, ", ".join(
+            sorted({type(v).__name__ for v in value})))
+    return "None" if value is None else "a %s" % type(value).__name__
+
+
+def _located(fn):
+    """``"file:line: "`` of the user's ``def`` of recursive function ``fn`` (or "")."""
+    where = _source(fn.fn)
+    return "%s: " % where if where else ""
 
 
 def _source(fn):

@@ -20,7 +20,7 @@ import numpy as np
 from .. import node as _node, registry, remat as _remat, rowwise
 from ..graph.decoded import random_ops
 from .invocation import RecursionContext
-from .table import table as _table
+from .table import MAX_DEPTH, table as _table
 
 def _namespace_of(qname):
     return qname.rsplit("@", 1)[1]
@@ -56,6 +56,26 @@ class RecursionRule(registry.Rule):
                     "gradient would not be the forward's. Use remat=False"
                     % (spec["graphs"][spec["entry"]]["name"],
                        _node.created_at(spec.get("node", "")), ", ".join(random_ops(spec))))
+
+    def spec_problem(self, spec):
+        graphs, entry = spec["graphs"], spec["entry"]
+        if not isinstance(graphs, dict) or entry not in graphs:
+            return "field 'entry' names function %r, which field 'graphs' does not hold" % (
+                entry,)
+        if spec["num_args"] > spec["num_inputs"]:
+            return "field 'num_args' is %d, more than the node's %d inputs" % (
+                spec["num_args"], spec["num_inputs"])
+        for qname, graph in graphs.items():
+            if not isinstance(graph, dict):
+                continue                       # (checked as a subgraph next)
+            depth, args = graph.get("max_depth"), graph.get("num_args")
+            if isinstance(depth, int) and not 1 <= depth <= MAX_DEPTH:
+                return "function %r: field 'max_depth' must be from 1 to %d, got %s" % (
+                    qname, MAX_DEPTH, depth)
+            if qname == entry and isinstance(args, int) and args != spec["num_args"]:
+                return "the entry function %r takes %d arguments, but the node passes %d" % (
+                    qname, args, spec["num_args"])
+        return None
 
     def num_slots(self, spec, graph):
         # A function reads its own arguments, then the environment, the node's inputs after

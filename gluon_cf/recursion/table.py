@@ -3,7 +3,13 @@ learnt during graph-build inference (NOTE [recursion design] in ``api.py``, last
 read by the rules and by the ahead-of-time schedules."""
 import threading
 
+import numpy as np
+
 from ..tracing import PendingShape
+
+# The largest max_depth of a recursive function (a depth is a C long in places: export's
+# attributes, a symbol file's check); no recursion runs 2^31 nested calls.
+MAX_DEPTH = 2 ** 31 - 1
 
 _TABLES: dict = {}
 # One lock for every table's dtype inference (a function's may enter another table's): a
@@ -133,7 +139,10 @@ class _FunctionTable:
                 return self.out_types(qname, arg_types)
             finally:
                 self._local.env_types = None
-        env = self.env_types
+        # numpy's type classes, as MXNet's callbacks pass them (export's plan passed np.dtype
+        # objects: of float64 arrays, the graphs' inference answered no dtype)
+        arg_types = _type_classes(arg_types)
+        env = None if self.env_types is None else _type_classes(self.env_types)
         key = (qname, tuple(str(t) for t in arg_types),
                None if env is None else tuple(str(t) for t in env))
         if key in self.types:
@@ -169,3 +178,7 @@ def table(namespace, node=None):
     if table is None and node is not None:
         table = _TABLES[namespace] = _FunctionTable(node)
     return table
+
+
+def _type_classes(types):
+    return [None if t is None else np.dtype(t).type for t in types]
