@@ -206,11 +206,14 @@ def _value_graph(plan, layouts, qname, vid, sources):
     by its rows gathered from ``sources[i]`` earlier outputs of callee i, or from callee i's
     table when ``sources`` is None (cached)."""
     # One CachedOp per thread: MXNet's CachedOp must not be entered by two threads at once.
-    key = (qname, vid, sources, threading.get_ident())
+    # The layouts are in the key: another batch's environment (an embedding of another
+    # width) gives the same function other output shapes, which a graph unpacks by them.
+    function = plan.functions[qname]
+    key = (qname, vid, sources, threading.get_ident(),
+           _shapes(layouts, [qname] + [callee for callee, _ in function.callees(vid)]))
     graph = plan.graphs.get(key)
     if graph is not None:
         return graph
-    function = plan.functions[qname]
     em = _Emitter()
     inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
               for name, (kind, k) in function.body.inputs.items()}
@@ -250,10 +253,15 @@ def _value_graph(plan, layouts, qname, vid, sources):
     return graph
 
 
+def _shapes(layouts, qnames):
+    """The output shapes of the layouts of ``qnames`` (a cache key)."""
+    return tuple(tuple(layouts[q]["shapes"]) for q in qnames)
+
+
 def _result_graph(plan, layouts, sources):
     """The roots' rows gathered from ``sources`` outputs (None: from the entry's table) and
     unpacked (cached)."""
-    key = ("result", sources, threading.get_ident())
+    key = ("result", sources, threading.get_ident(), _shapes(layouts, [plan.entry]))
     graph = plan.graphs.get(key)
     if graph is None:
         em = _Emitter()
