@@ -46,6 +46,7 @@ class Graph:
         self._row_checks = {}
         self._batched_outputs = {}
         self._take_tables = None
+        self._callees = None   # functions called by invoke nodes here or in nested branches
         self._json = None
         self._inference = None  # a PartitionedGraph for shape inference (partitioned graphs)
 
@@ -194,7 +195,7 @@ class Graph:
         from the body (this is what makes Gluon's deferred initialisation work through a node).
         """
         given = [slot_shapes[s] for s in self.slots]
-        key = tuple(given)
+        key = (tuple(given), self._callee_key("shapes"))
         if key in self._shape_cache:
             return self._shape_cache[key]
         if self.partitioned:
@@ -211,6 +212,25 @@ class Graph:
             self._shape_cache[key] = (inferred, outs)
         return inferred, outs
 
+    # NOTE [inference of graphs with calls]
+    #     A recursive function's body (and a ``cond`` branch in it) holds ``invoke`` nodes
+    #     whose output shapes and dtypes come from the function table and its environment
+    #     (the recursion node's inputs after the entry's arguments), not from this graph's
+    #     inputs: a branch reading no environment value has the same inputs for an embedding
+    #     of float32 and of float64, or of width 3 and 5. So the inference caches key with
+    #     the environment the called tables see (``InvokeRule.inference_key``); without it a
+    #     batch of another environment dtype than an earlier one's got the earlier dtypes (a
+    #     spurious cond dtype error), and one of another width ran row by row
+    #     (tests/test_schedule_environment.py).
+    def _callee_key(self, question):
+        """What inferring this graph depends on besides its inputs (NOTE [inference of
+        graphs with calls]): None for a graph without calls."""
+        if self._callees is None:
+            self._callees = tuple(sorted(_callees(self._symbol_json())))
+        if not self._callees:
+            return None
+        return registry.rule_of("invoke").inference_key(self._callees, question)
+
     def _infer_plain(self, given):
         """MXNet infers a graph without gluon_cf nodes (:func:`infer_by_mxnet`)."""
         inputs, outs = infer_by_mxnet(self.symbol, self._symbol_json(), self.input_names, given)
@@ -219,7 +239,7 @@ class Graph:
     def infer_type(self, slot_types):
         known = {n: slot_types[s] for n, s in zip(self.input_names, self.slots)
                  if slot_types[s] is not None}
-        key = tuple(sorted((k, str(v)) for k, v in known.items()))
+        key = (tuple(sorted((k, str(v)) for k, v in known.items())), self._callee_key("types"))
         if key in self._type_cache:
             args, outs = self._type_cache[key]
         else:
@@ -234,6 +254,23 @@ class Graph:
                 self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
         return inferred, list(outs) if outs else [None] * self.num_outputs
+
+
+def _callees(js):
+    """The functions ``invoke`` nodes of graph JSON ``js`` call, also inside the subgraphs
+    of its other nodes but a recursion node's (whose calls see its own inputs as their
+    environment: NOTE [inference of graphs with calls])."""
+    found = set()
+    for n in js["nodes"]:
+        kind = registry.kind_of(n)
+        if kind is None or kind == "recursion":
+            continue
+        decoded = registry.decode(kind, n["attrs"]["spec"])
+        if kind == "invoke":
+            found.add(decoded.spec["function"])
+        for graph in decoded.graphs.values():
+            found.update(_callees(graph._symbol_json()))
+    return found
 
 
 def _used_as_take_table(node, pos):

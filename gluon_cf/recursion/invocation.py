@@ -23,6 +23,7 @@ class RecursionContext:
         # Invocations of the same function with the same environment may share a batch.
         self.key = (id(self.graphs), tuple(id(e) for e in self.env))
         self.env_shapes = tuple(e.shape for e in self.env)   # read once: .shape is a C call
+        self.env_dtypes = tuple(e.dtype for e in self.env)
 
     def find(self, qname):
         context = self

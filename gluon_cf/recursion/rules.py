@@ -171,6 +171,21 @@ class InvokeRule(registry.Rule):
         return self._ask_table(node, in_types, "out_types")
 
     @staticmethod
+    def inference_key(qnames, question):
+        """What the answers of ``_ask_table`` for calls of ``qnames`` depend on besides
+        their arguments: their tables' environments as this thread's inference sees them,
+        shapes without the rows of take tables (``_env_key``) or dtypes (``question``:
+        "shapes", "types"). A graph holding calls keys its inference caches with it (NOTE
+        [inference of graphs with calls] in graph/runtime.py)."""
+        key = []
+        for qname in qnames:
+            table = _table(_namespace_of(qname))
+            env = None if table is None else getattr(table, "env_" + question)
+            key.append(None if env is None else table._env_key(env) if question == "shapes"
+                       else tuple(str(t) for t in env))
+        return tuple(key)
+
+    @staticmethod
     def _ask_table(node, values, question):
         """The callee's output shapes/types from its function table (unknown before the
         table's recursion node was inferred)."""

@@ -116,8 +116,10 @@ def _layout_key(plan, context, qname, arg_shapes, arg_dtypes):
         [rowwise.Shaped(s) for s in context.env_shapes]
     values, flags = ([values[s] for s in graph.slots],
                      [s < function.num_args for s in graph.slots])
+    # The outputs' dtypes may follow the environment's (an embedding matrix of float16):
+    # a layout of an earlier batch's dtypes would give tables of the wrong dtype.
     key = (qname, tuple(arg_shapes), tuple(str(d) for d in arg_dtypes),
-           graph.row_check_key(values, flags))
+           tuple(str(d) for d in context.env_dtypes), graph.row_check_key(values, flags))
     return key, values, flags
 
 
@@ -143,7 +145,7 @@ def _layout(plan, context, qname, arg_shapes, arg_dtypes):
     # This batch's environment, not the table's last seen (NOTE [one table, many threads])
     outs = table.out_shapes(qname, list(arg_shapes), context.env_shapes) \
         if table is not None else None
-    types = table.out_types(qname, list(arg_dtypes), [e.dtype for e in context.env]) \
+    types = table.out_types(qname, list(arg_dtypes), list(context.env_dtypes)) \
         if table is not None else None
     if not outs or None in outs or any(registry.is_dynamic(o) or not o or o[0] != 1
                                        for o in outs) \

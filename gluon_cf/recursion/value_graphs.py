@@ -54,7 +54,14 @@ NOTE [padded rows]
       group owning it wrote it: each padded write lands before the owner's write (the
       engine orders writes to one array as they were pushed).
     Larger groups, where padding would cost arithmetic, run unpadded as before; a sized call
-    that fails runs the group unpadded, so its error is the one it always was.
+    that fails runs the group unpadded, so its error is the one it always was. But a padding
+    row may read rows not yet written (whatever the memory held: the last site's padding
+    reads the next group's indices) and arguments of another variant: acting row by row, no
+    operator lets that change a real row, but one that checks values may fail or crash on it
+    (``take(mode="raise")``: "indices out of bound", where eager runs; ``SequenceLast`` given
+    a length out of range: a segfault), and a random draw would shift the real rows' draws.
+    Graphs holding such an operator (``_VALUE_CHECKED``) run unpadded
+    (tests/test_schedule_tables.py).
 """
 import json
 import threading
@@ -177,14 +184,14 @@ class _ValueGraph:
                                     int(site[0]) if site else 0))
         self.env = sorted({i for role, i, _, _ in self.inputs if role == "env"})
         self._env = (None,)
-
+        self.value_checked = _value_checked(json.loads(symbol.tojson()))
 
     def sized(self, rows, env_shapes):
         """This graph as a CachedOp with static shapes for calls of ``rows`` rows (NOTE
         [padded rows] above), one per row count, when the shapes of the environment values it
         reads (``env_shapes``, all of them) are those of its last call: else None, as for a
         graph without inputs (run by an executor, :class:`CachedOpPair`)."""
-        if self.op.constant:
+        if self.op.constant or self.value_checked:
             return None
         env = tuple(env_shapes[i] for i in self.env)
         if env != self._env:   # a forest's arrays change with every batch: not worth it
@@ -201,16 +208,43 @@ class _ValueGraph:
         self._sized.pop(rows, None)
 
 
+# Operators whose success, memory safety or values depend on the values of their inputs
+# beyond acting on each row (NOTE [padded rows] above): each checked on CPU with an index out
+# of range, or a sequence length, or a matrix, of a row not yet written.
+_VALUE_CHECKED = frozenset({
+    "gather_nd", "scatter_nd", "_scatter_set_nd", "_backward_gather_nd",   # IndexError
+    "SequenceLast", "SequenceMask", "SequenceReverse",   # a length out of range: segfault
+    "_contrib_index_copy", "_ravel_multi_index", "_unravel_index", "_histogram"})
+_VALUE_CHECKED_PREFIXES = ("_linalg_", "_random_", "_sample_", "_npi_random", "_np_")
+
+
+def _value_checked(js):
+    """The first operator of graph JSON ``js`` that a padding row could make fail, crash or
+    draw other numbers (NOTE [padded rows]), or None."""
+    for n in js["nodes"]:
+        op = n["op"]
+        if op == "null":
+            continue
+        if op in _VALUE_CHECKED or op.startswith(_VALUE_CHECKED_PREFIXES) \
+                or op == "Custom" or "random" in op.lower() \
+                or (op == "take" and n.get("attrs", {}).get("mode") == "raise"):
+            return op
+    return None
+
+
 def _value_graph(plan, layouts, qname, vid, sources):
     """The graph of one group: ``qname``'s body for variant ``vid`` with each invoke replaced
     by its rows gathered from ``sources[i]`` earlier outputs of callee i, or from callee i's
     table when ``sources`` is None (cached)."""
     # One CachedOp per thread: MXNet's CachedOp must not be entered by two threads at once.
-    key = (qname, vid, sources, threading.get_ident())
+    # The layouts are in the key: another batch's environment (an embedding of another
+    # width) gives the same function other output shapes, which a graph unpacks by them.
+    function = plan.functions[qname]
+    key = (qname, vid, sources, threading.get_ident(),
+           _shapes(layouts, [qname] + [callee for callee, _ in function.callees(vid)]))
     graph = plan.graphs.get(key)
     if graph is not None:
         return graph
-    function = plan.functions[qname]
     em = _Emitter()
     inputs = {name: em.var("%s%d" % (kind, k), kind == "arg")
               for name, (kind, k) in function.body.inputs.items()}
@@ -250,10 +284,15 @@ def _value_graph(plan, layouts, qname, vid, sources):
     return graph
 
 
+def _shapes(layouts, qnames):
+    """The output shapes of the layouts of ``qnames`` (a cache key)."""
+    return tuple(tuple(layouts[q]["shapes"]) for q in qnames)
+
+
 def _result_graph(plan, layouts, sources):
     """The roots' rows gathered from ``sources`` outputs (None: from the entry's table) and
     unpacked (cached)."""
-    key = ("result", sources, threading.get_ident())
+    key = ("result", sources, threading.get_ident(), _shapes(layouts, [plan.entry]))
     graph = plan.graphs.get(key)
     if graph is None:
         em = _Emitter()
