@@ -2,10 +2,12 @@
 the callee (NOTE [autograph augmented assignment]): MXNet's operators and the arrays' methods
 that are operators, Gluon's built-in layers; and :func:`checked`, which refuses, while
 hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
+import collections.abc
 import types
 from typing import FrozenSet, Optional, Set
 
 import mxnet as mx
+import numpy as np
 from mxnet.gluon import nn
 
 from ..errors import AutographError
@@ -30,7 +32,8 @@ def checked(fn, call, name, binds, where, sign, rewrite):
     something else holds."""
     def run(*args, **kwargs):
         result = fn(*args, **kwargs)
-        if (_has_symbol(result) or _has_symbol(args) or _has_symbol(kwargs) or
+        # (what is bound may be an attribute or item of the result: h = self.memory().h)
+        if (_holds_symbol(result, _DEPTH) or _has_symbol(args) or _has_symbol(kwargs) or
                 _has_symbol(getattr(fn, "__self__", None))) and \
                 not returns_new_arrays(fn, args, kwargs):
             how = f"it is what {call} returns" if binds else f"{call} is given it"
@@ -174,3 +177,34 @@ def _has_symbol(value):
     if isinstance(value, dict):
         return any(map(_has_symbol, value.values()))
     return False
+
+
+# how deep a call's result is searched for a Symbol: h = self.memory().cell.h
+_DEPTH = 4
+_LEAVES = (mx.nd.NDArray, str, bytes, int, float, complex, type(None), range, types.ModuleType,
+           type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def _holds_symbol(value, depth, seen=None):
+    """Whether ``value`` is a Symbol or holds one within ``depth`` levels: items of any
+    sequence, set or mapping (a deque, a UserList ...) and attributes of any object (a
+    dataclass, a SimpleNamespace, the user's class): an attribute or item of what a call
+    returns may be bound (``h = self.memory().h``), and a Symbol there means hybridizing.
+    Iterators and generators are not consumed."""
+    if isinstance(value, mx.sym.Symbol):
+        return True
+    if depth == 0 or isinstance(value, _LEAVES) or isinstance(value, np.ndarray):
+        return False
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    if isinstance(value, collections.abc.Mapping):
+        parts = list(value.values())
+    elif isinstance(value, (collections.abc.Sequence, collections.abc.Set)):
+        parts = list(value)
+    else:
+        parts = list(getattr(value, "__dict__", {}).values()) + [
+            getattr(value, name, None) for name in getattr(type(value), "__slots__", ())
+            if isinstance(name, str)]
+    return any(_holds_symbol(part, depth - 1, seen) for part in parts)

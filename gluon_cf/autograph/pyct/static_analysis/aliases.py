@@ -21,7 +21,8 @@ NOTE [autograph augmented assignment]
     from or to a name, item, attribute, view (``x[...]``, ``x.reshape``, ``x.detach``,
     ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a call
     (``F.relu(x, out=y)`` is y), a container display or comprehension, or one of several
-    targets (``h = h0 = ...``); appended, inserted or otherwise given to a container's method
+    targets (``h = h0 = ...``, ``y = (h := ...)``, ``outs.append(h := ...)``: a walrus's
+    target holds the array it passes on); appended, inserted or otherwise given to a container's method
     (the container then holds it too); yielded. A dict whose items the conversion rebinds
     (NOTE [autograph dict items]) may share them when a value put into it, or read from it
     to be kept, may share.
@@ -31,8 +32,10 @@ NOTE [autograph augmented assignment]
     to it, or an item, view, branch or element of that value: ``h = self.fc(x)``, ``h =
     f(x)[0]``, ``h = f(x) if c else g(x)``) or is given it (an argument, or the object of a
     method: ``y = helper(h)``, ``self.log(h)``) is checked (:func:`checked_calls`); while
-    hybridizing, unless the callee is proven to neither return nor keep an array something
-    else holds, eagerly on NDArrays as plain Python would run it, the call is an
+    hybridizing (a Symbol among its arguments, or in what it returns, searched a few levels
+    into containers and objects: ``h = self.memory().h`` binds an attribute), unless the
+    callee is proven to neither return nor keep an array something else holds, eagerly on
+    NDArrays as plain Python would run it, the call is an
     AutographError at the ``op=``'s line naming the call's line. Proven are: an operator
     generated for one of MXNet's registered operators (``F.relu``, ``nd.zeros``,
     ``F.contrib.box_nms``, the ``F.random`` samplers, ``nd.array``...) not given an ``out``
@@ -94,8 +97,8 @@ def existing(value) -> Optional[ast.Name]:
         return existing(value.body) or existing(value.orelse)
     if isinstance(value, ast.BoolOp):
         return next((n for n in map(existing, value.values) if n is not None), None)
-    if isinstance(value, ast.NamedExpr):
-        return existing(value.value)
+    if isinstance(value, ast.NamedExpr):     # (h := F.relu(x)) is h's array
+        return value.target
     return None
 
 
@@ -127,8 +130,10 @@ def _kept(value):
     """The variables ``value`` hands over to be kept (itself, or in a display)."""
     if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
         return [n for elt in value.elts for n in _kept(elt)]
-    if isinstance(value, (ast.Subscript, ast.Starred, ast.NamedExpr)):
-        return _kept(value.value)        # [a, b][i], (h := x): what the base holds
+    if isinstance(value, ast.NamedExpr):  # y = (h := x): h's array, also x's
+        return [value.target] + _kept(value.value)
+    if isinstance(value, (ast.Subscript, ast.Starred)):
+        return _kept(value.value)        # [a, b][i]: what the base holds
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
             _viewing(value):
         return _kept(value.func.value)
