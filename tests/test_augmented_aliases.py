@@ -65,6 +65,11 @@ def memory():
     return MEMORY
 
 
+def twice():
+    yield MEMORY.h
+    yield MEMORY.h
+
+
 class Mine(nn.Dense):
     def hybrid_forward(self, F, x, weight, bias=None):
         return x
@@ -205,6 +210,12 @@ def test_new_arrays_augmented_hybridized(lines, tmp_path):
     assert not _check(lines, tmp_path)
 
 
+# what a generator yields is known only as it is unpacked; locals() is the converted
+# function's (eagerly it was the check's own, a KeyError)
+_GENERATOR = ["MEMORY.h = F.relu(x)", "a1, a2 = twice()", "a1 += 1", "return a1 + a2"]
+_LOCALS = ["a2 = F.relu(x)", "a1 = locals()['a2']", "a1 += 1", "return a1 + a2"]
+
+
 @pytest.mark.parametrize("lines,why", [
     (["a1 = self.empty(x)", "a1 += 1", "return a1 + x"], "self.empty"),
     (["a1 = keep(x)", "a1 += 1", "return a1 + x"], "keep"),
@@ -229,9 +240,12 @@ def test_new_arrays_augmented_hybridized(lines, tmp_path):
      "a1 = memory().h"),
     (["MEMORY.items.clear()", "MEMORY.items.append(F.relu(x))", "a1 = memory().items[0]",
       "a1 += 1", "return a1 + MEMORY.items[0]"], "a1 = memory().items[0]"),
+    (_GENERATOR, "a1, a2 = twice()"),
+    (_LOCALS, "a1 = locals()"),
 ], ids=lambda v: v if isinstance(v, str) else v[0])
 def test_what_may_be_held_elsewhere_is_refused_at_its_line(lines, why, tmp_path):
     net, path = _block(lines, tmp_path)
+    np.testing.assert_allclose(net(mx.nd.array(X)).asnumpy(), _plain(net), rtol=1e-6)
     net.hybridize()
     line = len(_HEADER.splitlines()) + 1 + next(k for k, text in enumerate(lines)
                                                 if "+=" in text)

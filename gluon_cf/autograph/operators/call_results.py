@@ -30,20 +30,35 @@ def checked(fn, call, name, binds, where, sign, rewrite):
     ``where`` changes: while hybridizing, an AutographError at ``where`` unless
     :func:`returns_new_arrays` proves the call neither returns nor keeps an array
     something else holds."""
+    def refuse():
+        how = f"it is what {call} returns" if binds else f"{call} is given it"
+        return refusal(where, sign, f"{name!r} may hold an array something else holds too "
+                       f"({how}: a function, method or block may return or keep its "
+                       f"argument or an array it keeps; only MXNet's operators and Gluon's "
+                       f"built-in layers are known to return new arrays and keep none)",
+                       rewrite)
+
     def run(*args, **kwargs):
         result = fn(*args, **kwargs)
         # (what is bound may be an attribute or item of the result: h = self.memory().h)
         if (_holds_symbol(result, _DEPTH) or _has_symbol(args) or _has_symbol(kwargs) or
                 _has_symbol(getattr(fn, "__self__", None))) and \
                 not returns_new_arrays(fn, args, kwargs):
-            how = f"it is what {call} returns" if binds else f"{call} is given it"
-            raise refusal(where, sign, f"{name!r} may hold an array something else holds too "
-                          f"({how}: a function, method or block may return or keep its "
-                          f"argument or an array it keeps; only MXNet's operators and Gluon's "
-                          f"built-in layers are known to return new arrays and keep none)",
-                          rewrite)
+            raise refuse()
+        if binds and isinstance(result, collections.abc.Iterator) and \
+                not isinstance(result, (mx.nd.NDArray, mx.sym.Symbol)) and \
+                not returns_new_arrays(fn, args, kwargs):
+            # a, b = self.states(): what a generator yields is known only as it is unpacked
+            return _checked_items(result, refuse)
         return result
     return run
+
+
+def _checked_items(items, refuse):
+    for item in items:
+        if _holds_symbol(item, _DEPTH):
+            raise refuse()
+        yield item
 
 
 def returns_new_arrays(fn, args, kwargs) -> bool:

@@ -22,8 +22,9 @@ NOTE [autograph augmented assignment]
     ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a call
     (``F.relu(x, out=y)`` is y), a container display or comprehension, or one of several
     targets (``h = h0 = ...``, ``y = (h := ...)``, ``outs.append(h := ...)``: a walrus's
-    target holds the array it passes on); appended, inserted or otherwise given to a container's method
-    (the container then holds it too); yielded. A dict whose items the conversion rebinds
+    target holds the array it passes on), or bound from a frame's dict (``a =
+    locals()["h"]``); appended, inserted or otherwise given to a container's method (the
+    container then holds it too); yielded. A dict whose items the conversion rebinds
     (NOTE [autograph dict items]) may share them when a value put into it, or read from it
     to be kept, may share.
 
@@ -33,7 +34,8 @@ NOTE [autograph augmented assignment]
     f(x)[0]``, ``h = f(x) if c else g(x)``) or is given it (an argument, or the object of a
     method: ``y = helper(h)``, ``self.log(h)``) is checked (:func:`checked_calls`); while
     hybridizing (a Symbol among its arguments, or in what it returns, searched a few levels
-    into containers and objects: ``h = self.memory().h`` binds an attribute), unless the
+    into containers and objects: ``h = self.memory().h`` binds an attribute; what an
+    iterator it returns yields, as it is unpacked: ``a, b = self.states()``), unless the
     callee is proven to neither return nor keep an array something else holds, eagerly on
     NDArrays as plain Python would run it, the call is an
     AutographError at the ``op=``'s line naming the call's line. Proven are: an operator
@@ -186,7 +188,8 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                 node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             held = _kept(node.value)
-            if len(targets) > 1:
+            if len(targets) > 1 or any(map(_reads_frame, _result_calls(node.value))):
+                # a = locals()["h"]: what a frame's dict holds is any variable's array
                 # h = h0 = F.zeros(...): one array, two names (what calls return is decided
                 # when they run: checked_calls)
                 held = held + [n for t in targets for n in ast.walk(t)
@@ -241,6 +244,8 @@ def checked_calls(func):
                 names = [n.id for t in targets for n in ast.walk(t)
                          if isinstance(n, ast.Name) and n.id in changed]
                 for call in _result_calls(node.value) if names else ():
+                    if _reads_frame(call):
+                        continue         # (shared_arrays: it may be any variable's array)
                     seen.add(id(call))
                     found.append((call, names[0], True, changed[names[0]]))
         for call in _own_nodes(function):
@@ -253,6 +258,12 @@ def checked_calls(func):
             if given:
                 found.append((call, given[0], False, changed[given[0]]))
     return [entry for entry in found if hasattr(entry[0], "lineno")]
+
+
+def _reads_frame(call):
+    """Whether ``call`` is of a builtin reading its caller's frame (``locals()``,
+    ``super()``): it cannot be wrapped in a check, which would be its caller."""
+    return isinstance(call.func, ast.Name) and call.func.id in _FRAME_READERS
 
 
 def _result_calls(value):
@@ -277,8 +288,8 @@ def _result_calls(value):
 
 _IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod)
 # (builtins that read their caller's frame, and some that never return or keep an array)
-_UNCHECKED = {"super", "locals", "vars", "globals", "eval", "exec", "dir", "len", "isinstance",
-              "print", "max_iterations"}
+_FRAME_READERS = {"super", "locals", "vars", "globals", "eval", "exec", "dir"}
+_UNCHECKED = _FRAME_READERS | {"len", "isinstance", "print", "max_iterations"}
 
 
 def _own_nodes(func):
