@@ -205,6 +205,9 @@ def test_augmented_programs_equal_plain_python_or_are_refused_at_their_line(line
     ["if (a1 := F.relu(x)) is not None:", "    a1 = a1 * 2", "a1 += 1", "return a1 + x"],
     ["a2 = F.tanh(a1 := F.relu(x))", "a1 += 1", "return a1 + a2"],
     ["n = self.steps()", "n += 1", "a1 = F.relu(x)", "a1 *= n", "return a1 + x"],
+    # an array's shape is not its array
+    ["a1 = self.fc(x)", "n, c = a1.shape", "a1 *= c", "return a1 + x"],
+    ["a1 = F.relu(x)", "a2 = F.zeros(a1.shape)", "a1 += a1.shape[0]", "return a1 + a2"],
 ], ids=lambda lines: " ".join(lines[:2]))
 def test_new_arrays_augmented_hybridized(lines, tmp_path):
     assert not _check(lines, tmp_path)

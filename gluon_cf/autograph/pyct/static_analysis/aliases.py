@@ -26,7 +26,8 @@ NOTE [autograph augmented assignment]
     locals()["h"]``); appended, inserted or otherwise given to a container's method (the
     container then holds it too); yielded. A dict whose items the conversion rebinds
     (NOTE [autograph dict items]) may share them when a value put into it, or read from it
-    to be kept, may share.
+    to be kept, may share. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context``
+    and ``stype`` are not its array: ``n, c = h.shape`` shares nothing of ``h``.
 
     From the callee, when the call runs (``operators/call_results.py``): for each variable
     an in-place ``name op= v`` changes, every call that binds it (the value of an assignment
@@ -130,6 +131,8 @@ def _root(value):
 
 def _kept(value):
     """The variables ``value`` hands over to be kept (itself, or in a display)."""
+    if _metadata(value):
+        return []
     if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
         return [n for elt in value.elts for n in _kept(elt)]
     if isinstance(value, ast.NamedExpr):  # y = (h := x): h's array, also x's
@@ -157,6 +160,19 @@ def _kept(value):
                 for n in _kept(v)]
     found = existing(value)
     return [found] if found is not None else []
+
+
+# An array's attributes that are never an array (NDArray's; gluon_cf gives a Symbol's shape)
+_METADATA = {"shape", "dtype", "ndim", "size", "context", "ctx", "stype"}
+
+
+def _metadata(value):
+    """Whether ``value`` reads a variable's metadata, ``h.shape`` or ``h.shape[0]``: not the
+    variable's array when it has one (then its ``op=`` is plain Python's anyway)."""
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Attribute) and value.attr in _METADATA and \
+        isinstance(value.value, ast.Name)
 
 
 def shared_arrays(func) -> Dict[str, ast.AST]:
@@ -196,7 +212,7 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                                if isinstance(n, ast.Name)]
             for name in held:
                 mark(name.id, node)
-            for target in targets if held else ():
+            for target in targets if held or _metadata(node.value) else ():
                 for n in ast.walk(target):    # (d[k] = x: d holds x too)
                     if isinstance(n, ast.Name):
                         mark(n.id, node)
