@@ -20,7 +20,8 @@ NOTE [autograph augmented assignment]
     closure may return or keep it), or is bound or read where a reference is kept: assigned
     from or to a name, item, attribute, view (``x[...]``, ``x.reshape``, ``x.detach``,
     ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a call
-    (``F.relu(x, out=y)`` is y), a container display or comprehension, or one of several
+    (``F.relu(x, out=y)`` is y), a container display or comprehension, also as an operand
+    (``outs + [h]``, ``outs += [h]``, ``[h] * 2``), or one of several
     targets (``h = h0 = ...``, ``y = (h := ...)``, ``outs.append(h := ...)``: a walrus's
     target holds the array it passes on), or bound from a frame's dict (``a =
     locals()["h"]``); appended, inserted or otherwise given to a container's method (the
@@ -135,6 +136,8 @@ def _kept(value):
         return []
     if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
         return [n for elt in value.elts for n in _kept(elt)]
+    if isinstance(value, ast.BinOp):      # outs + [h], [h] * 2: the displays' items
+        return _displayed(value)
     if isinstance(value, ast.NamedExpr):  # y = (h := x): h's array, also x's
         return [value.target] + _kept(value.value)
     if isinstance(value, (ast.Subscript, ast.Starred)):
@@ -173,6 +176,19 @@ def _metadata(value):
         value = value.value
     return isinstance(value, ast.Attribute) and value.attr in _METADATA and \
         isinstance(value.value, ast.Name)
+
+
+_DISPLAYS = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp,
+             ast.GeneratorExp)
+
+
+def _displayed(value):
+    """The variables the container displays among the operands of ``value`` hold: ``outs +
+    [h]``, ``(h,) * 2``, ``{} | {"h": h}`` make containers holding ``h``'s array (not ``h *
+    2``: arithmetic on arrays makes a new one)."""
+    if isinstance(value, ast.BinOp):
+        return _displayed(value.left) + _displayed(value.right)
+    return _kept(value) if isinstance(value, _DISPLAYS) else []
 
 
 def shared_arrays(func) -> Dict[str, ast.AST]:
@@ -216,6 +232,11 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                 for n in ast.walk(target):    # (d[k] = x: d holds x too)
                     if isinstance(n, ast.Name):
                         mark(n.id, node)
+        elif isinstance(node, ast.AugAssign) and _displayed(node.value):
+            # outs += [h]: the list holds h's array too
+            for name in _displayed(node.value) + [
+                    n for n in ast.walk(node.target) if isinstance(n, ast.Name)]:
+                mark(name.id, node)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in _KEEPING_METHODS:
             held = [n for value in list(node.args) + [k.value for k in node.keywords]
