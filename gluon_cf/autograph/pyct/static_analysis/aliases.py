@@ -188,6 +188,13 @@ def _displayed(value):
     2``: arithmetic on arrays makes a new one)."""
     if isinstance(value, ast.BinOp):
         return _displayed(value.left) + _displayed(value.right)
+    if isinstance(value, ast.IfExp):
+        return _displayed(value.body) + _displayed(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return [n for v in value.values for n in _displayed(v)]
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id in _CONTAINER_BUILDERS:
+        return _kept(value)
     return _kept(value) if isinstance(value, _DISPLAYS) else []
 
 
