@@ -209,6 +209,9 @@ def test_augmented_programs_equal_plain_python_or_are_refused_at_their_line(line
     ["a1 = self.fc(x)", "n, c = a1.shape", "a1 *= c", "return a1 + x"],
     ["a1 = F.relu(x)", "a2 = F.zeros(a1.shape)", "a1 += a1.shape[0]", "return a1 + a2"],
     ["a1 = F.relu(x)", "a2 = a1 * 2 + (a1 if True else x)", "a1 += 1", "return a1 + a2"],
+    # Python's sum from 0: 0 + a + b is a new array, also of one item
+    ["a1 = sum([F.relu(x), F.tanh(x)])", "a1 += 1", "return a1 + x"],
+    ["outs = [F.relu(x)]", "a1 = sum(outs)", "a1 += 1", "return a1 + outs[0]"],
 ], ids=lambda lines: " ".join(lines[:2]))
 def test_new_arrays_augmented_hybridized(lines, tmp_path):
     assert not _check(lines, tmp_path)
@@ -254,6 +257,7 @@ _LOCALS = ["a2 = F.relu(x)", "a1 = locals()['a2']", "a1 += 1", "return a1 + a2"]
     (["a1 = F.relu(x)", "t = [x] + ([a1] if True else list((a1,)))", "a1 += 1",
       "return a1 + t[1]"], "t = [x] + ([a1] if"),
     (["a1 = F.relu(x)", "d = {} | {'a': a1}", "a1 += 1", "return a1 + d['a']"], "d = {} | {"),
+    (["a2 = F.relu(x)", "a1 = sum([], a2)", "a1 += 1", "return a1 + a2"], "a1 = sum([], a2)"),
     (_GENERATOR, "a1, a2 = twice()"),
     (_LOCALS, "a1 = locals()"),
 ], ids=lambda v: v if isinstance(v, str) else v[0])

@@ -2,7 +2,9 @@
 the callee (NOTE [autograph augmented assignment]): MXNet's operators and the arrays' methods
 that are operators, Gluon's built-in layers; and :func:`checked`, which refuses, while
 hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
+import builtins
 import collections.abc
+import numbers
 import types
 from typing import FrozenSet, Optional, Set
 
@@ -66,7 +68,8 @@ def returns_new_arrays(fn, args, kwargs) -> bool:
     arrays it allocated: an operator (``F.tanh``, ``nd.zeros``, ``F.contrib.box_nms``) with no
     ``out``; an array's method that is an operator (``x.sin()``, ``x.sum()``; not
     ``x.reshape``, a view, nor ``x.flatten(inplace=True)``), ``x.copy()``, ``x.astype(t)``
-    with ``copy`` left true; a Gluon built-in layer (:func:`block_returns_new_arrays`)."""
+    with ``copy`` left true; a Gluon built-in layer (:func:`block_returns_new_arrays`);
+    Python's ``sum`` with a number to start from."""
     if isinstance(fn, types.MethodType) and isinstance(fn.__self__, (mx.nd.NDArray,
                                                                      mx.sym.Symbol)):
         return _method_returns_new(fn.__name__, args, kwargs)
@@ -74,6 +77,10 @@ def returns_new_arrays(fn, args, kwargs) -> bool:
         return not _writes_out(fn, args, kwargs)
     if isinstance(fn, mx.gluon.Block):
         return block_returns_new_arrays(fn)
+    # sum: start + a + b ..., a new array, or start (a number here) if there are no items
+    if getattr(fn, "checked_builtin", fn) is builtins.sum:
+        start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+        return isinstance(start, numbers.Number)
     return False
 
 

@@ -46,7 +46,8 @@ NOTE [autograph augmented assignment]
     array, by keyword or position; an NDArray method named as a registered operator
     (derived from ``mx.nd.op``: ``x.sin()``, ``x.sum()``, ``x.transpose()``), less
     ``reshape`` (a view) and ``flatten``/``expand_dims``/``squeeze`` with ``inplace=True``
-    (views), again without ``out``; ``x.copy()``; ``x.astype(t)`` (copy left true); one of
+    (views), again without ``out``; ``x.copy()``; ``x.astype(t)`` (copy left true); Python's
+    ``sum(items)`` (``0 + a + b``: new unless no items, then the start, a number); one of
     Gluon's built-in layers whose forward ends in an operator of its input (``nn.Dense``,
     the convolutions and poolings, the norms, activations, ``Dropout``, ``Embedding``,
     ``Flatten``: exactly that class, a subclass may override forward), with no forward set
