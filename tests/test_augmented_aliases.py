@@ -209,6 +209,10 @@ def test_augmented_programs_equal_plain_python_or_are_refused_at_their_line(line
     ["a1 = self.fc(x)", "n, c = a1.shape", "a1 *= c", "return a1 + x"],
     ["a1 = F.relu(x)", "a2 = F.zeros(a1.shape)", "a1 += a1.shape[0]", "return a1 + a2"],
     ["a1 = F.relu(x)", "a2 = a1 * 2 + (a1 if True else x)", "a1 += 1", "return a1 + a2"],
+    # F.reshape is MXNet's operator (a new array), x.reshape a view
+    ["a1 = F.reshape(x, shape=(4, 2))", "a1 += 1", "return F.reshape(a1, shape=(2, 4)) + x"],
+    ["a1 = F.relu(x)", "a2 = F.reshape(a1, shape=(4, 2))", "a1 += 1",
+     "return a1 + F.reshape(a2, shape=(2, 4))"],
     # Python's sum from 0: 0 + a + b is a new array, also of one item
     ["a1 = sum([F.relu(x), F.tanh(x)])", "a1 += 1", "return a1 + x"],
     ["outs = [F.relu(x)]", "a1 = sum(outs)", "a1 += 1", "return a1 + outs[0]"],

@@ -19,7 +19,8 @@ NOTE [autograph augmented assignment]
     target (an item or view of the iterable), read by a nested function, lambda or class (a
     closure may return or keep it), or is bound or read where a reference is kept: assigned
     from or to a name, item, attribute, view (``x[...]``, ``x.reshape``, ``x.detach``,
-    ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a call
+    ``x.as_in_context``, ``x.astype(..., copy=False)``; not ``F.reshape(x, ...)``, an
+    operator), the ``out=`` of a call
     (``F.relu(x, out=y)`` is y), a container display or comprehension, also as an operand
     (``outs + [h]``, ``outs += [h]``, ``[h] * 2``), or one of several
     targets (``h = h0 = ...``, ``y = (h := ...)``, ``outs.append(h := ...)``: a walrus's
@@ -82,6 +83,9 @@ _KEEPING_METHODS = {"append", "extend", "insert", "add", "setdefault", "update",
                     "extendleft", "put", "push", "__setitem__"}
 _CONTAINER_BUILDERS = {"dict", "list", "tuple", "set", "frozenset", "zip", "enumerate",
                        "reversed", "sorted", "iter"}
+# Names of MXNet's operator modules, by convention (an array so named is still checked at
+# its calls: operators/call_results.py)
+_OPERATOR_MODULES = {"F", "nd", "mx.nd", "mx.ndarray", "sym", "mx.sym", "mx.symbol"}
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -112,6 +116,8 @@ def _viewing(value):
     itself): ``x.reshape(...)``, ``x.detach()``, ``x.astype(t, copy=False)`` ..."""
     if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
         return False
+    if ast.unparse(value.func.value) in _OPERATOR_MODULES:
+        return False         # F.reshape(x, ...) is MXNet's operator: checked when it runs
     if value.func.attr == "astype":        # a view only with copy=False
         return len(value.args) > 1 or any(k.arg in ("copy", None) for k in value.keywords)
     return value.func.attr in _VIEW_METHODS
