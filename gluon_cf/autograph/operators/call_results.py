@@ -2,10 +2,14 @@
 the callee (NOTE [autograph augmented assignment]): MXNet's operators and the arrays' methods
 that are operators, Gluon's built-in layers; and :func:`checked`, which refuses, while
 hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
+import builtins
+import collections.abc
+import numbers
 import types
 from typing import FrozenSet, Optional, Set
 
 import mxnet as mx
+import numpy as np
 from mxnet.gluon import nn
 
 from ..errors import AutographError
@@ -28,19 +32,35 @@ def checked(fn, call, name, binds, where, sign, rewrite):
     ``where`` changes: while hybridizing, an AutographError at ``where`` unless
     :func:`returns_new_arrays` proves the call neither returns nor keeps an array
     something else holds."""
+    def refuse():
+        how = f"it is what {call} returns" if binds else f"{call} is given it"
+        return refusal(where, sign, f"{name!r} may hold an array something else holds too "
+                       f"({how}: a function, method or block may return or keep its "
+                       f"argument or an array it keeps; only MXNet's operators and Gluon's "
+                       f"built-in layers are known to return new arrays and keep none)",
+                       rewrite)
+
     def run(*args, **kwargs):
         result = fn(*args, **kwargs)
-        if (_has_symbol(result) or _has_symbol(args) or _has_symbol(kwargs) or
+        # (what is bound may be an attribute or item of the result: h = self.memory().h)
+        if (_holds_symbol(result, _DEPTH) or _has_symbol(args) or _has_symbol(kwargs) or
                 _has_symbol(getattr(fn, "__self__", None))) and \
                 not returns_new_arrays(fn, args, kwargs):
-            how = f"it is what {call} returns" if binds else f"{call} is given it"
-            raise refusal(where, sign, f"{name!r} may hold an array something else holds too "
-                          f"({how}: a function, method or block may return or keep its "
-                          f"argument or an array it keeps; only MXNet's operators and Gluon's "
-                          f"built-in layers are known to return new arrays and keep none)",
-                          rewrite)
+            raise refuse()
+        if binds and isinstance(result, collections.abc.Iterator) and \
+                not isinstance(result, (mx.nd.NDArray, mx.sym.Symbol)) and \
+                not returns_new_arrays(fn, args, kwargs):
+            # a, b = self.states(): what a generator yields is known only as it is unpacked
+            return _checked_items(result, refuse)
         return result
     return run
+
+
+def _checked_items(items, refuse):
+    for item in items:
+        if _holds_symbol(item, _DEPTH):
+            raise refuse()
+        yield item
 
 
 def returns_new_arrays(fn, args, kwargs) -> bool:
@@ -48,7 +68,8 @@ def returns_new_arrays(fn, args, kwargs) -> bool:
     arrays it allocated: an operator (``F.tanh``, ``nd.zeros``, ``F.contrib.box_nms``) with no
     ``out``; an array's method that is an operator (``x.sin()``, ``x.sum()``; not
     ``x.reshape``, a view, nor ``x.flatten(inplace=True)``), ``x.copy()``, ``x.astype(t)``
-    with ``copy`` left true; a Gluon built-in layer (:func:`block_returns_new_arrays`)."""
+    with ``copy`` left true; a Gluon built-in layer (:func:`block_returns_new_arrays`);
+    Python's ``sum`` with a number to start from."""
     if isinstance(fn, types.MethodType) and isinstance(fn.__self__, (mx.nd.NDArray,
                                                                      mx.sym.Symbol)):
         return _method_returns_new(fn.__name__, args, kwargs)
@@ -56,6 +77,10 @@ def returns_new_arrays(fn, args, kwargs) -> bool:
         return not _writes_out(fn, args, kwargs)
     if isinstance(fn, mx.gluon.Block):
         return block_returns_new_arrays(fn)
+    # sum: start + a + b ..., a new array, or start (a number here) if there are no items
+    if getattr(fn, "checked_builtin", fn) is builtins.sum:
+        start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+        return isinstance(start, numbers.Number)
     return False
 
 
@@ -174,3 +199,34 @@ def _has_symbol(value):
     if isinstance(value, dict):
         return any(map(_has_symbol, value.values()))
     return False
+
+
+# how deep a call's result is searched for a Symbol: h = self.memory().cell.h
+_DEPTH = 4
+_LEAVES = (mx.nd.NDArray, str, bytes, int, float, complex, type(None), range, types.ModuleType,
+           type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def _holds_symbol(value, depth, seen=None):
+    """Whether ``value`` is a Symbol or holds one within ``depth`` levels: items of any
+    sequence, set or mapping (a deque, a UserList ...) and attributes of any object (a
+    dataclass, a SimpleNamespace, the user's class): an attribute or item of what a call
+    returns may be bound (``h = self.memory().h``), and a Symbol there means hybridizing.
+    Iterators and generators are not consumed."""
+    if isinstance(value, mx.sym.Symbol):
+        return True
+    if depth == 0 or isinstance(value, _LEAVES) or isinstance(value, np.ndarray):
+        return False
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    if isinstance(value, collections.abc.Mapping):
+        parts = list(value.values())
+    elif isinstance(value, (collections.abc.Sequence, collections.abc.Set)):
+        parts = list(value)
+    else:
+        parts = list(getattr(value, "__dict__", {}).values()) + [
+            getattr(value, name, None) for name in getattr(type(value), "__slots__", ())
+            if isinstance(name, str)]
+    return any(_holds_symbol(part, depth - 1, seen) for part in parts)

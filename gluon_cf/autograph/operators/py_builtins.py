@@ -92,6 +92,7 @@ def builtin(fn, where):
             if any(a is None for a in args):
                 _refuse_iteration(name, where)
         return the_builtin(*args, **kwargs)
+    checked.checked_builtin = the_builtin  # type: ignore[attr-defined]  # (call_results)
     return checked
 
 

@@ -19,27 +19,36 @@ NOTE [autograph augmented assignment]
     target (an item or view of the iterable), read by a nested function, lambda or class (a
     closure may return or keep it), or is bound or read where a reference is kept: assigned
     from or to a name, item, attribute, view (``x[...]``, ``x.reshape``, ``x.detach``,
-    ``x.as_in_context``, ``x.astype(..., copy=False)``), the ``out=`` of a call
-    (``F.relu(x, out=y)`` is y), a container display or comprehension, or one of several
-    targets (``h = h0 = ...``); appended, inserted or otherwise given to a container's method
-    (the container then holds it too); yielded. A dict whose items the conversion rebinds
+    ``x.as_in_context``, ``x.astype(..., copy=False)``; not ``F.reshape(x, ...)``, an
+    operator), the ``out=`` of a call
+    (``F.relu(x, out=y)`` is y), a container display or comprehension, also as an operand
+    (``outs + [h]``, ``outs += [h]``, ``[h] * 2``), or one of several
+    targets (``h = h0 = ...``, ``y = (h := ...)``, ``outs.append(h := ...)``: a walrus's
+    target holds the array it passes on), or bound from a frame's dict (``a =
+    locals()["h"]``); appended, inserted or otherwise given to a container's method (the
+    container then holds it too); yielded. A dict whose items the conversion rebinds
     (NOTE [autograph dict items]) may share them when a value put into it, or read from it
-    to be kept, may share.
+    to be kept, may share. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context``
+    and ``stype`` are not its array: ``n, c = h.shape`` shares nothing of ``h``.
 
     From the callee, when the call runs (``operators/call_results.py``): for each variable
     an in-place ``name op= v`` changes, every call that binds it (the value of an assignment
     to it, or an item, view, branch or element of that value: ``h = self.fc(x)``, ``h =
     f(x)[0]``, ``h = f(x) if c else g(x)``) or is given it (an argument, or the object of a
     method: ``y = helper(h)``, ``self.log(h)``) is checked (:func:`checked_calls`); while
-    hybridizing, unless the callee is proven to neither return nor keep an array something
-    else holds, eagerly on NDArrays as plain Python would run it, the call is an
+    hybridizing (a Symbol among its arguments, or in what it returns, searched a few levels
+    into containers and objects: ``h = self.memory().h`` binds an attribute; what an
+    iterator it returns yields, as it is unpacked: ``a, b = self.states()``), unless the
+    callee is proven to neither return nor keep an array something else holds, eagerly on
+    NDArrays as plain Python would run it, the call is an
     AutographError at the ``op=``'s line naming the call's line. Proven are: an operator
     generated for one of MXNet's registered operators (``F.relu``, ``nd.zeros``,
     ``F.contrib.box_nms``, the ``F.random`` samplers, ``nd.array``...) not given an ``out``
     array, by keyword or position; an NDArray method named as a registered operator
     (derived from ``mx.nd.op``: ``x.sin()``, ``x.sum()``, ``x.transpose()``), less
     ``reshape`` (a view) and ``flatten``/``expand_dims``/``squeeze`` with ``inplace=True``
-    (views), again without ``out``; ``x.copy()``; ``x.astype(t)`` (copy left true); one of
+    (views), again without ``out``; ``x.copy()``; ``x.astype(t)`` (copy left true); Python's
+    ``sum(items)`` (``0 + a + b``: new unless no items, then the start, a number); one of
     Gluon's built-in layers whose forward ends in an operator of its input (``nn.Dense``,
     the convolutions and poolings, the norms, activations, ``Dropout``, ``Embedding``,
     ``Flatten``: exactly that class, a subclass may override forward), with no forward set
@@ -74,6 +83,9 @@ _KEEPING_METHODS = {"append", "extend", "insert", "add", "setdefault", "update",
                     "extendleft", "put", "push", "__setitem__"}
 _CONTAINER_BUILDERS = {"dict", "list", "tuple", "set", "frozenset", "zip", "enumerate",
                        "reversed", "sorted", "iter"}
+# Names of MXNet's operator modules, by convention (an array so named is still checked at
+# its calls: operators/call_results.py)
+_OPERATOR_MODULES = {"F", "nd", "mx.nd", "mx.ndarray", "sym", "mx.sym", "mx.symbol"}
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -94,8 +106,8 @@ def existing(value) -> Optional[ast.Name]:
         return existing(value.body) or existing(value.orelse)
     if isinstance(value, ast.BoolOp):
         return next((n for n in map(existing, value.values) if n is not None), None)
-    if isinstance(value, ast.NamedExpr):
-        return existing(value.value)
+    if isinstance(value, ast.NamedExpr):     # (h := F.relu(x)) is h's array
+        return value.target
     return None
 
 
@@ -104,6 +116,8 @@ def _viewing(value):
     itself): ``x.reshape(...)``, ``x.detach()``, ``x.astype(t, copy=False)`` ..."""
     if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
         return False
+    if ast.unparse(value.func.value) in _OPERATOR_MODULES:
+        return False         # F.reshape(x, ...) is MXNet's operator: checked when it runs
     if value.func.attr == "astype":        # a view only with copy=False
         return len(value.args) > 1 or any(k.arg in ("copy", None) for k in value.keywords)
     return value.func.attr in _VIEW_METHODS
@@ -125,10 +139,16 @@ def _root(value):
 
 def _kept(value):
     """The variables ``value`` hands over to be kept (itself, or in a display)."""
+    if _metadata(value):
+        return []
     if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
         return [n for elt in value.elts for n in _kept(elt)]
-    if isinstance(value, (ast.Subscript, ast.Starred, ast.NamedExpr)):
-        return _kept(value.value)        # [a, b][i], (h := x): what the base holds
+    if isinstance(value, ast.BinOp):      # outs + [h], [h] * 2: the displays' items
+        return _displayed(value)
+    if isinstance(value, ast.NamedExpr):  # y = (h := x): h's array, also x's
+        return [value.target] + _kept(value.value)
+    if isinstance(value, (ast.Subscript, ast.Starred)):
+        return _kept(value.value)        # [a, b][i]: what the base holds
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
             _viewing(value):
         return _kept(value.func.value)
@@ -150,6 +170,39 @@ def _kept(value):
                 for n in _kept(v)]
     found = existing(value)
     return [found] if found is not None else []
+
+
+# An array's attributes that are never an array (NDArray's; gluon_cf gives a Symbol's shape)
+_METADATA = {"shape", "dtype", "ndim", "size", "context", "ctx", "stype"}
+
+
+def _metadata(value):
+    """Whether ``value`` reads a variable's metadata, ``h.shape`` or ``h.shape[0]``: not the
+    variable's array when it has one (then its ``op=`` is plain Python's anyway)."""
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Attribute) and value.attr in _METADATA and \
+        isinstance(value.value, ast.Name)
+
+
+_DISPLAYS = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp,
+             ast.GeneratorExp)
+
+
+def _displayed(value):
+    """The variables the container displays among the operands of ``value`` hold: ``outs +
+    [h]``, ``(h,) * 2``, ``{} | {"h": h}`` make containers holding ``h``'s array (not ``h *
+    2``: arithmetic on arrays makes a new one)."""
+    if isinstance(value, ast.BinOp):
+        return _displayed(value.left) + _displayed(value.right)
+    if isinstance(value, ast.IfExp):
+        return _displayed(value.body) + _displayed(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return [n for v in value.values for n in _displayed(v)]
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id in _CONTAINER_BUILDERS:
+        return _kept(value)
+    return _kept(value) if isinstance(value, _DISPLAYS) else []
 
 
 def shared_arrays(func) -> Dict[str, ast.AST]:
@@ -181,17 +234,23 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
                 node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             held = _kept(node.value)
-            if len(targets) > 1:
+            if len(targets) > 1 or any(map(_reads_frame, _result_calls(node.value))):
+                # a = locals()["h"]: what a frame's dict holds is any variable's array
                 # h = h0 = F.zeros(...): one array, two names (what calls return is decided
                 # when they run: checked_calls)
                 held = held + [n for t in targets for n in ast.walk(t)
                                if isinstance(n, ast.Name)]
             for name in held:
                 mark(name.id, node)
-            for target in targets if held else ():
+            for target in targets if held or _metadata(node.value) else ():
                 for n in ast.walk(target):    # (d[k] = x: d holds x too)
                     if isinstance(n, ast.Name):
                         mark(n.id, node)
+        elif isinstance(node, ast.AugAssign) and _displayed(node.value):
+            # outs += [h]: the list holds h's array too
+            for name in _displayed(node.value) + [
+                    n for n in ast.walk(node.target) if isinstance(n, ast.Name)]:
+                mark(name.id, node)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in _KEEPING_METHODS:
             held = [n for value in list(node.args) + [k.value for k in node.keywords]
@@ -236,6 +295,8 @@ def checked_calls(func):
                 names = [n.id for t in targets for n in ast.walk(t)
                          if isinstance(n, ast.Name) and n.id in changed]
                 for call in _result_calls(node.value) if names else ():
+                    if _reads_frame(call):
+                        continue         # (shared_arrays: it may be any variable's array)
                     seen.add(id(call))
                     found.append((call, names[0], True, changed[names[0]]))
         for call in _own_nodes(function):
@@ -248,6 +309,12 @@ def checked_calls(func):
             if given:
                 found.append((call, given[0], False, changed[given[0]]))
     return [entry for entry in found if hasattr(entry[0], "lineno")]
+
+
+def _reads_frame(call):
+    """Whether ``call`` is of a builtin reading its caller's frame (``locals()``,
+    ``super()``): it cannot be wrapped in a check, which would be its caller."""
+    return isinstance(call.func, ast.Name) and call.func.id in _FRAME_READERS
 
 
 def _result_calls(value):
@@ -272,8 +339,8 @@ def _result_calls(value):
 
 _IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod)
 # (builtins that read their caller's frame, and some that never return or keep an array)
-_UNCHECKED = {"super", "locals", "vars", "globals", "eval", "exec", "dir", "len", "isinstance",
-              "print", "max_iterations"}
+_FRAME_READERS = {"super", "locals", "vars", "globals", "eval", "exec", "dir"}
+_UNCHECKED = _FRAME_READERS | {"len", "isinstance", "print", "max_iterations"}
 
 
 def _own_nodes(func):
