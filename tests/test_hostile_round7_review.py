@@ -62,3 +62,47 @@ def test_a_users_function_named_add_n_or_concat_is_not_computed_as_mxnets(block_
     assert kind == "refused", result
     assert re.match(r"AutographError: %s:\d+: return (add_n|self\.concat)\(" % re.escape(
         __file__), detail), detail
+
+
+# ---- returns of different structures --------------------------------------------------
+
+class IfReturnsDifferentStructures(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            return x, x * 2
+        else:
+            return x
+
+
+class LoopReturnsOtherStructureThanAfter(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for r in x:
+            h = h + r
+            if F.sum(h) > 0.5:
+                return h, h
+        return h
+
+
+@pytest.mark.parametrize("block_class, line, message", [
+    (IfReturnsDifferentStructures, "if F.sum(x) > 0:",
+     "the then branch of this if returns (an array, an array) and the else branch an array;"),
+    (LoopReturnsOtherStructureThanAfter, "return h, h",
+     "this return is inside a loop that runs as a graph, and the function returns (an "
+     "array, an array) here and an array after the loop;")], ids=["if", "loop"])
+def test_returns_of_different_structures_are_refused_at_the_users_line(
+        block_class, line, message):
+    """A tensor if whose branches return different structures, or a return in a tensor loop
+    with another structure than the return after the loop: gluon_cf.cond's ValueError named
+    no line of the user's and spoke of then_func and else_func, which the user did not
+    write. Python's results differ by input (both are run eagerly)."""
+    inputs = [[hostile_harness.rand(3, 4)], [-np.abs(hostile_harness.rand(3, 4, seed=2))]]
+    result = hostile_harness.classify(block_class, inputs, FILES, export=False)
+    assert result["eager"][0] == "equal", result
+    number = next(k for k, text in enumerate(open(__file__), 1) if text.strip() == line)
+    kind, detail = result["hybrid"]
+    header = line if line.endswith(":") else line + ":"
+    assert kind == "refused" and detail.startswith("AutographError: %s:%d: %s %s" % (
+        __file__, number, header, message)), result
