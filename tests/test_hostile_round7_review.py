@@ -106,3 +106,85 @@ def test_returns_of_different_structures_are_refused_at_the_users_line(
     header = line if line.endswith(":") else line + ":"
     assert kind == "refused" and detail.startswith("AutographError: %s:%d: %s %s" % (
         __file__, number, header, message)), result
+
+
+# ---- a Python iterator made outside a tensor loop or if, consumed inside ----------------
+
+class NextOfGeneratorMadeBeforeTheLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0]) + 1
+        gen = (h * w for w in (1.0, 2.0, 3.0))
+        total = F.zeros_like(x[0])
+        for r in x:
+            h = h + r
+            total = total + next(gen)
+        return total
+
+
+class SumOfIteratorMadeBeforeTheLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        terms = iter([x[0], x[1] * 2])
+        h = F.zeros_like(x[0])
+        i = F.zeros((1,))
+        while F.sum(i) < 2:
+            h = h + F.take(x, i)[0] + sum(terms, h * 0)
+            i = i + 1
+        return h
+
+
+class NextInATensorIfThenAfter(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        it = iter([x[0], x[1]])
+        if F.sum(x) > 0:
+            h = next(it)
+        else:
+            h = x[2]
+        return h + next(it)
+
+
+class IteratorsMadeInTheStep(HybridBlock):
+    """Made in the step (or passed inline) and read there: each step makes its own."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        ws = [1.0, 2.0]
+        for r in x:
+            it = iter((r, r * 2))
+            if F.sum(r) > 1:
+                break
+            h = h + next(it) + next(it) + sum(r * w for w in ws) + max(ws)
+            for w, b in zip(ws, (r, r * 3)):
+                h = h + w * b
+        return h
+
+
+@pytest.mark.parametrize("block_class, line, name", [
+    (NextOfGeneratorMadeBeforeTheLoop, "total = total + next(gen)", "gen"),
+    (SumOfIteratorMadeBeforeTheLoop, "h = h + F.take(x, i)[0] + sum(terms, h * 0)", "terms"),
+    (NextInATensorIfThenAfter, "h = next(it)", "it")], ids=lambda v: getattr(v, "__name__", None))
+def test_an_iterator_from_outside_consumed_in_a_tensor_loop_or_if_is_refused(
+        block_class, line, name):
+    """``next(gen)``/``sum(it)`` inside a tensor loop's step or if's branch, the iterator made
+    before it: Python consumes it step by step (or only where the condition holds), a graph
+    traced once consumed it once: other values, silently (or a value where Python raises
+    StopIteration). Now refused at the call's line."""
+    inputs = [[hostile_harness.rand(3, 4)], [-np.abs(hostile_harness.rand(3, 4, seed=1))]]
+    result = hostile_harness.classify(block_class, inputs, FILES, export=False)
+    assert result["eager"][0] == "equal", result
+    number = next(k for k, text in enumerate(open(__file__), 1) if text.strip() == line)
+    kind, detail = result["hybrid"]
+    assert kind == "refused" and detail.startswith(
+        "AutographError: %s:%d: %s: this statement consumes the Python iterator %r" % (
+            __file__, number, line, name)), result
+
+
+def test_iterators_made_in_the_step_still_convert():
+    inputs = [[hostile_harness.rand(3, 4)], [-np.abs(hostile_harness.rand(3, 4, seed=1))],
+              [np.abs(hostile_harness.rand(3, 4, seed=1))]]
+    result = hostile_harness.classify(IteratorsMadeInTheStep, inputs, FILES)
+    assert {mode: kind for mode, (kind, _) in result.items()} == {
+        "eager": "equal", "hybrid": "equal", "export": "equal"}, result
