@@ -188,3 +188,61 @@ def test_iterators_made_in_the_step_still_convert():
     result = hostile_harness.classify(IteratorsMadeInTheStep, inputs, FILES)
     assert {mode: kind for mode, (kind, _) in result.items()} == {
         "eager": "equal", "hybrid": "equal", "export": "equal"}, result
+
+
+class ForOverIteratorMadeBeforeTheLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        ws = iter([1.0, 2.0])
+        for r in x:
+            for w in ws:
+                h = h + w * r
+        return h
+
+
+class ZipOfIteratorMadeBeforeTheLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        ws = iter([1.0, 2.0, 3.0])
+        for r in x:
+            for w, k in zip(ws, range(1)):
+                h = h + w * r
+        return h
+
+
+class IteratorMadeInTheStepReadByAnInnerFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for r in x:
+            ws = iter([1.0, 2.0])
+            for w, k in zip(ws, (r, r * 2)):
+                h = h + w * k
+            for w in ws:
+                h = h + w
+        return h
+
+
+@pytest.mark.parametrize("block_class, line", [
+    (ForOverIteratorMadeBeforeTheLoop, "for w in ws:"),
+    (ZipOfIteratorMadeBeforeTheLoop, "for w, k in zip(ws, range(1)):")],
+    ids=lambda v: getattr(v, "__name__", None))
+def test_a_python_for_over_an_iterator_from_outside_is_refused(block_class, line):
+    """A Python ``for`` (or zip) inside a tensor loop's step over an iterator made before
+    the loop: Python's first step emptied it, the graph's every step read all its items."""
+    inputs = [[hostile_harness.rand(3, 4)], [hostile_harness.rand(2, 4, seed=1)]]
+    result = hostile_harness.classify(block_class, inputs, FILES, export=False)
+    number = next(k for k, text in enumerate(open(__file__), 1) if text.strip() == line)
+    kind, detail = result["hybrid"]
+    assert kind == "refused" and detail.startswith(
+        "AutographError: %s:%d: %s this statement consumes the Python iterator 'ws'" % (
+            __file__, number, line)), result
+
+
+def test_an_iterator_made_in_the_step_read_by_an_inner_for_converts():
+    inputs = [[hostile_harness.rand(3, 4)], [hostile_harness.rand(2, 4, seed=1)]]
+    result = hostile_harness.classify(IteratorMadeInTheStepReadByAnInnerFor, inputs, FILES)
+    assert {mode: kind for mode, (kind, _) in result.items()} == {
+        "eager": "equal", "hybrid": "equal", "export": "equal"}, result

@@ -6,7 +6,7 @@ checked, and zero-argument ``super()`` and private names compile as the class bo
 import ast
 
 from ..operators.py_builtins import ITERATING
-from ..pyct.static_analysis.activity import MUTATORS, assigned_names, root_name
+from ..pyct.static_analysis.activity import MUTATORS, root_name
 from ..pyct.templates import runtime_call
 from .base import Converter
 
@@ -17,26 +17,14 @@ _LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd", 
 # F's functions that join a list's items with other arrays (F.concat(start, *items, dim=0)):
 # computed from a collected list's rows (NOTE [autograph lists])
 _JOINING = {"concat", "Concat", "stack", "add_n", "ElementWiseSum"}
-# builtins that read the iterable they are given: an iterator's items are consumed
+# builtins that read the iterables they are given (zip, map... as their results are read, in
+# the step): an iterator's items are consumed
 _CONSUMING = {"next", "sum", "list", "tuple", "sorted", "min", "max", "any", "all", "set",
-              "frozenset", "dict"}
+              "frozenset", "dict", "zip", "map", "filter", "enumerate"}
 
 
 class CallTreesConverter(Converter):
     """Calls, attributes (private names) and ``super()``."""
-
-    def _made_in_its_loop(self, node, name):
-        """Whether ``name`` is assigned in the innermost loop or if (the user's) around
-        ``node``: an iterator made in the step or branch and read there (each makes its own),
-        or with none around it, one made and read outside any."""
-        parent = self.parents.get(node)
-        while parent is not None and not isinstance(parent, (
-                ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            if isinstance(parent, (ast.For, ast.While)) or \
-                    isinstance(parent, ast.If) and not getattr(parent, "ag_guard", False):
-                return name in assigned_names(parent.body + parent.orelse)
-            parent = self.parents.get(parent)
-        return True
 
     # -- super() and private names, as the class body would have compiled them
     def visit_Call(self, node):
@@ -72,12 +60,9 @@ class CallTreesConverter(Converter):
         # The functions and methods it calls, `helper(x)`, `self.method(x)`, `obj.step(h)`,
         # are converted when called if they are user code (NOTE [autograph calls]).
         if isinstance(node.func, ast.Name) and node.func.id in ITERATING:
-            if node.func.id in _CONSUMING and node.args and \
-                    isinstance(node.args[0], ast.Name) and \
-                    not self._made_in_its_loop(node, node.args[0].id):
-                node.args[0] = runtime_call("consumed", [
-                    node.args[0], ast.Constant(self.where(node)),
-                    ast.Constant(node.args[0].id)])
+            if node.func.id in _CONSUMING:
+                node.args = [self._consumed(a, node) if isinstance(a, ast.Name) else a
+                             for a in node.args]
             node.func = runtime_call("builtin", [node.func, ast.Constant(self.where(node))])
             return node
         if isinstance(node.func, ast.Name) and node.func.id == "print":
