@@ -7,7 +7,7 @@ import linecache
 from typing import Dict, List, Optional, Set
 
 from ..errors import READERS
-from ..pyct.static_analysis.activity import Scope, scoped
+from ..pyct.static_analysis.activity import Scope, assigned_names, scoped
 from ..pyct.templates import runtime_call, thunk
 
 
@@ -97,6 +97,32 @@ class Converter(ast.NodeTransformer):
                     f"{closure.name!r}"
                 READERS[(where, name)] = \
                     f"{kind} at {self.filename}:{closure.lineno + self.offset}"
+
+    def _consumed(self, value, node):
+        """``value`` (a Name ``node`` reads all items of: a builtin's argument, a for's
+        iterable), checked at run time when no loop or if around ``node`` makes it: a Python
+        iterator made outside a graph region and consumed inside is an error
+        (``operators.consumed``)."""
+        if self._made_in_its_loop(node, value.id):
+            return value
+        return ast.copy_location(runtime_call("consumed", [
+            value, ast.Constant(self.where(node)), ast.Constant(value.id)]), value)
+
+    def _made_in_its_loop(self, node, name):
+        """Whether ``name`` is assigned in the innermost loop or if (the user's) around
+        ``node`` (a for's iterable and an if's test are outside theirs): an iterator made in
+        the step or branch and read there (each makes its own), or with none around it, one
+        made and read outside any."""
+        child, parent = node, self.parents.get(node)
+        while parent is not None and not isinstance(parent, (
+                ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            outside = child is getattr(parent, "iter" if isinstance(parent, ast.For) else
+                                       "test", None) and not isinstance(parent, ast.While)
+            if not outside and (isinstance(parent, (ast.For, ast.While)) or isinstance(
+                    parent, ast.If) and not getattr(parent, "ag_guard", False)):
+                return name in assigned_names(parent.body + parent.orelse)
+            child, parent = parent, self.parents.get(parent)
+        return True
 
     def _scope(self, node):
         """The Scope of the function ``node`` (of the code as written) is in."""

@@ -17,6 +17,10 @@ _LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd", 
 # F's functions that join a list's items with other arrays (F.concat(start, *items, dim=0)):
 # computed from a collected list's rows (NOTE [autograph lists])
 _JOINING = {"concat", "Concat", "stack", "add_n", "ElementWiseSum"}
+# builtins that read the iterables they are given (zip, map... as their results are read, in
+# the step): an iterator's items are consumed
+_CONSUMING = {"next", "sum", "list", "tuple", "sorted", "min", "max", "any", "all", "set",
+              "frozenset", "dict", "zip", "map", "filter", "enumerate"}
 
 
 class CallTreesConverter(Converter):
@@ -56,6 +60,9 @@ class CallTreesConverter(Converter):
         # The functions and methods it calls, `helper(x)`, `self.method(x)`, `obj.step(h)`,
         # are converted when called if they are user code (NOTE [autograph calls]).
         if isinstance(node.func, ast.Name) and node.func.id in ITERATING:
+            if node.func.id in _CONSUMING:
+                node.args = [self._consumed(a, node) if isinstance(a, ast.Name) else a
+                             for a in node.args]
             node.func = runtime_call("builtin", [node.func, ast.Constant(self.where(node))])
             return node
         if isinstance(node.func, ast.Name) and node.func.id == "print":

@@ -79,6 +79,8 @@ class LoopsConverter(Converter):
         lists, kept = collect_appends(node, self.collected.get(node, []))
         self.generic_visit(node)
         where = self.where(node)
+        if isinstance(node.iter, ast.Name):       # for w in gen: (an iterator from outside)
+            node.iter = self._consumed(node.iter, node)
         node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop")
         why = ("it has an else clause" if node.orelse else None) or \
             body_does(not_a_graph(node.body)) or \

@@ -210,7 +210,7 @@ def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False
     user's ``return`` at ``where``."""
     if not isinstance(pred, mx.sym.Symbol):
         return then_fn(*values) if truth(pred, where, "if") else else_fn(*values)
-    kinds = {}
+    kinds, structures = {}, {}
 
     def branch(fn, key):
         def run():
@@ -229,12 +229,31 @@ def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False
                     f"{where}: the {key} branch of this if returns {value!r}; with a tensor "
                     f"condition both branches run as one graph, so both must return arrays "
                     f"(or lists or tuples of arrays) of the same structure")
-            kinds[key] = type(value)
+            kinds[key], structures[key] = type(value), _structure(value)
+            if len(set(structures.values())) > 1:
+                # (gluon_cf.cond's own error named no line of the user's)
+                raise AutographError(
+                    f"{where}: " + ("this return is inside a loop that runs as a graph, and "
+                                    "the function returns " if loop_return else
+                                    "the then branch of this if returns ") +
+                    f"{structures['then']} " + ("here and " if loop_return else
+                                               "and the else branch ") +
+                    f"{structures['else']}" + (" after the loop" if loop_return else "") +
+                    "; with a tensor condition both run as one graph, which returns one "
+                    "structure of arrays: return as many arrays, in the same nesting, in both")
             return value
         return run
     result = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
                   name=node_name(where, "if"))
     return tuple(result) if kinds.get("then") is tuple else result
+
+
+def _structure(value):
+    """How a branch's returned value nests its arrays, in words: 'an array', '(an array, an
+    array)', a list's as a tuple's (the results are a tuple where the then branch's is)."""
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(_structure(v) for v in value) + ")"   # (a list alike)
+    return "an array"
 
 
 def _arrays_only(value):

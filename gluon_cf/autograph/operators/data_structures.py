@@ -218,7 +218,7 @@ def unpacked(func, items, keywords, where, before=(), after=()):
         return func(*before, *items, *after, **keywords)
     if before or after:
         return _unpacked_among(func, items, keywords, where, before, after)
-    computed = _computed(getattr(func, "__name__", ""), items.rows, keywords)
+    computed = _computed(_joining_name(func), items.rows, keywords)
     if computed is not None and (items.stale or items.least == 0 and
                                  isinstance(items.count, mx.sym.Symbol)):
         # holding no item, its rows are a row appended where a condition did not hold; or
@@ -232,7 +232,8 @@ def unpacked(func, items, keywords, where, before=(), after=()):
     raise AutographError(f"{where}: this call unpacks a list a loop on a tensor appended to; "
                          f"its items are the rows of one array known only when the graph "
                          f"runs, and only F.stack(*items, axis=0 or 1), F.concat(*items, dim=0 "
-                         f"or 1) and F.add_n(*items) are computed from them")
+                         f"or 1) and F.add_n(*items) (MXNet's own) are computed from them; to "
+                         f"a function of your own, pass the list itself")
 
 
 def _unpacked_among(func, items, keywords, where, before, after):
@@ -241,7 +242,7 @@ def _unpacked_among(func, items, keywords, where, before, after):
     add_n: they have the items' shape), or concatenated with what the items' rows give, a
     cond leaving those out where the list holds none (the call has other arrays: no error,
     as in Python)."""
-    name = getattr(func, "__name__", "")
+    name = _joining_name(func)
     computed = _computed(name, items.rows, keywords)
     if computed is None:
         unpacked(func, items, keywords, where)        # (its error)
@@ -259,6 +260,15 @@ def _unpacked_among(func, items, keywords, where, before, after):
     for value in after:
         whole = whole.joined(mx.sym.expand_dims(value, axis=0), 1)
     return unpacked(func, whole, keywords, where)
+
+
+def _joining_name(func):
+    """``func``'s name if it is MXNet's own stack, concat or add_n (F is mx.sym while
+    hybridizing), else "": a user's function or method named ``add_n`` or ``concat`` that the
+    items are passed to is not computed as MXNet's (it was, silently: issue 24)."""
+    name = getattr(func, "__name__", "")
+    return name if name in ("stack", "concat", "Concat", "add_n", "ElementWiseSum") and \
+        getattr(mx.sym, name, None) is func else ""
 
 
 def _computed(name, rows, keywords):

@@ -85,6 +85,18 @@ def mutable(receiver, where, method):
     return receiver
 
 
+def consumed(value, where, name):
+    """The argument ``name`` of ``next(name)`` or ``sum(name)`` (a builtin that reads what it
+    is given) in converted code, where no loop around the call makes ``name``: a Python
+    iterator (a generator, ``iter(...)``) is consumed by reading it, and inside a graph region,
+    traced once, it would be consumed once, not once per step or only where the condition
+    holds (silently other values: issue 24) -- an error (:func:`effect`). A list is not."""
+    if isinstance(value, collections.abc.Iterator):
+        effect(where, f"consumes the Python iterator {name!r} "
+                      f"({type(value).__name__}, made outside the if or loop around it)")
+    return value
+
+
 def changing(fn, where):
     """``setattr``/``delattr`` at a call of converted code on an object that may come from
     outside: an error inside a graph region (:func:`effect`)."""
