@@ -9,14 +9,18 @@ NOTE [gradients asked of indices]
     (``req`` not ``null``: the user's ``attach_grad``, a ``bind`` with ``args_grad``) reaches an
     ``Embedding``'s indices, MXNet 1.9.1 refuses, eagerly and hybridized, and so does the node,
     naming the Embedding and the user's line, instead of a gradient of 0. What reaches what is
-    followed through the subgraphs, nested nodes, and loop states (a state reaches what its
-    step's new value reaches), but not through operators that pass no gradient back (``round``,
-    ``argmax``, comparisons, ``topk``'s indices: ``_STOPS``), where MXNet asks none either: a
-    beam search feeding ``topk``'s indices back as its next input trains. ``take``, ``pick``
+    followed through the subgraphs, nested nodes output by output (a nested loop's counter
+    updated beside a state needing a gradient needs none, as eagerly), loop states (a state
+    reaches what its step's new value reaches) and a recursion's calls (an argument reaches
+    what its callee's parameter reaches; a call's outputs what its callee's do), but not
+    through operators that pass no gradient back (``round``, ``argmax``, comparisons,
+    ``topk``'s indices: ``_STOPS``; ``broadcast_like``'s shape source, ``where``'s condition:
+    ``_NO_GRADIENT_INPUTS``), where MXNet asks none either: a beam search feeding ``topk``'s
+    indices back as its next input trains. ``take``, ``pick``
     and the others are not refused: MXNet gives their indices a gradient of 0.
 """
 import json
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional, Tuple
 
 import mxnet as mx
 
@@ -37,6 +41,11 @@ _STOPS = frozenset(_COMPARISONS + [
     "argmax", "argmin", "argsort", "round", "rint", "floor", "ceil", "trunc", "fix",
     "one_hot", "logical_not", "_contrib_arange_like", "_contrib_index_array"])
 
+# Inputs MXNet asks no gradient of through the output (their gradient is zeros_like, checked
+# against MXNet 1.9.1 as above): a ``broadcast_like``'s or ``reshape_like``'s shape source
+# (``broadcast_like(zeros, x)`` as a loop counter), a ``where``'s condition.
+_NO_GRADIENT_INPUTS = {"broadcast_like": (1,), "reshape_like": (1,), "where": (0,)}
+
 
 class IndexGradientError(mx.MXNetError):
     """A gradient asked through an Embedding's indices, which MXNet does not define."""
@@ -48,7 +57,7 @@ def check_index_gradients(node, wanted):
     cache = node.__dict__.setdefault("_index_refusals", {})
     key = tuple(wanted)
     if key not in cache:
-        found = _reaching(node, set(wanted))
+        found, _ = _reaching(node, {w: w for w in wanted})
         cache[key] = None if found is None else (
             "gluon_cf.%s: a gradient was asked for input %d of this node (its Symbol was "
             "given args_grad, or its NDArray attach_grad()), and it reaches the indices of "
@@ -60,12 +69,19 @@ def check_index_gradients(node, wanted):
         raise IndexGradientError(cache[key])
 
 
-def _reaching(decoded, slots):
-    """(Embedding JSON node, slot) when a slot in ``slots`` of decoded node ``decoded`` reaches
-    its indices, else None."""
+def _reaching(decoded, slots, calls=None):
+    """For decoded node ``decoded`` whose input slots ``slots`` are tainted (slot -> the wanted
+    input of the outermost node it depends on): (Embedding JSON node, wanted input) when one
+    reaches its indices, else None; and for each of the node's outputs the wanted input it
+    depends on, or None (None for all of them: the node is not a control-flow node, read as
+    every output depending on every input)."""
     kind, spec = decoded.kind, decoded.spec
-    if kind not in ("cond", "foreach", "while_loop") or not slots:
-        return None
+    if kind == "recursion" and slots:
+        return _recursion_reaching(decoded, slots)
+    if kind not in ("cond", "foreach", "while_loop"):
+        return None, None
+    if not slots and calls is None:
+        return None, [None] * spec["num_outputs"]
     roles = [r for r in decoded.graphs if not (kind == "while_loop" and r == "cond")]
     feedback = {}   # state slot -> the body output giving its next value
     if kind == "foreach":
@@ -73,50 +89,103 @@ def _reaching(decoded, slots):
         feedback = {first + j: num_out + j for j in range(spec["num_states"])}
     elif kind == "while_loop":
         feedback = {j: spec["num_out_data"] + j for j in range(spec["num_vars"])}
-    origin = {s: s for s in slots}   # tainted slot -> the wanted slot it comes from
+    origin = dict(slots)   # tainted slot -> the wanted input it comes from
     while True:
-        grown = False
+        grown, heads = False, []
         for role in roles:
             graph = decoded.graphs[role]
             names = {n: origin[s] for n, s in zip(graph.input_names, graph.slots) if s in origin}
-            found, outs = _graph_reaching(json.loads(spec["graphs"][role]["json"]), names)
+            found, outs = _graph_reaching(json.loads(spec["graphs"][role]["json"]), names,
+                                          calls)
             if found is not None:
-                return found
+                return found, None
+            heads.append(outs)
             for slot, out in feedback.items():
                 if slot not in origin and outs[out] is not None:
                     origin[slot], grown = outs[out], True
-        if not grown:
-            return None
+        if not grown:   # a node's outputs are its graphs' heads (a cond's: either branch's)
+            return None, [next((s for s in outs if s is not None), None)
+                          for outs in zip(*heads)]
 
 
-def _graph_reaching(js, names):
+def _graph_reaching(js, names, calls=None):
     """In a subgraph's JSON whose inputs ``names`` (name -> wanted slot) are tainted: (the
-    Embedding reached, slot) or None, and for each head the wanted slot it depends on or None."""
-    # node id -> (the wanted slot it depends on, its outputs that do, or None: all of them)
-    taint: Dict[int, Tuple[int, Optional[Set[int]]]] = {}
+    Embedding reached, slot) or None, and for each head the wanted slot it depends on or None.
+    ``calls``: the :class:`_Calls` of the recursion whose function this graph is (its
+    ``invoke`` nodes taint their callees' arguments and read their outputs' taint)."""
+    # node id -> (the wanted slot all its outputs depend on, or None: those in the dict do)
+    taint: Dict[int, Tuple[Optional[int], Dict[int, int]]] = {}
     for nid, n in enumerate(js["nodes"]):
         if n["op"] == "null":
             if n["name"] in names:
-                taint[nid] = (names[n["name"]], None)
+                taint[nid] = (names[n["name"]], {})
             continue
         ins = [_source(taint, i) for i in n["inputs"]]
         if n["op"] in REFUSING_INDEX_GRADIENT and ins and ins[0] is not None:
             return (n, ins[0]), None
+        passing = [s for k, s in enumerate(ins) if k not in _NO_GRADIENT_INPUTS.get(n["op"], ())]
+        source = next((s for s in passing if s is not None), None)
         kind = registry.kind_of(n)
-        if kind is not None:
+        if kind == "invoke" and calls is not None:
+            callee = json.loads(n["attrs"]["spec"])["function"]
+            calls.taint(callee, {k: s for k, s in enumerate(ins) if s is not None})
+            taint[nid] = (None, {k: s for k, s in enumerate(calls.outs.get(callee, ()))
+                                 if s is not None})
+        elif kind is not None and (source is not None or calls is not None):   # (calls:
+            # an invoke inside may read its callee's tainted environment)
             inner = {k: s for k, s in enumerate(ins) if s is not None}
-            found = _reaching(registry.decode(kind, n["attrs"]["spec"]), set(inner))
+            found, outs = _reaching(registry.decode(kind, n["attrs"]["spec"]), inner, calls)
             if found is not None:
-                return (found[0], inner[found[1]]), None
-        source = next((s for s in ins if s is not None), None)
-        if source is not None and n["op"] not in _STOPS:
+                return found, None
+            taint[nid] = (source, {}) if outs is None else (
+                None, {k: s for k, s in enumerate(outs) if s is not None})
+        elif source is not None and n["op"] not in _STOPS:
             # topk: the values carry a gradient (output 0 of "value" and "both"), indices not
-            taint[nid] = (source, None if n["op"] != "topk" else
-                          {0} if n.get("attrs", {}).get("ret_typ") in ("value", "both") else set())
+            taint[nid] = (source, {}) if n["op"] != "topk" else (None, (
+                {0: source} if n.get("attrs", {}).get("ret_typ") in ("value", "both") else {}))
     return None, [_source(taint, h) for h in js["heads"]]
 
 
 def _source(taint, entry):
     """The wanted slot graph entry ``[node, output, version]`` depends on, or None."""
-    source, outputs = taint.get(entry[0], (None, None))
-    return source if outputs is None or entry[1] in outputs else None
+    every, some = taint.get(entry[0], (None, {}))
+    return every if every is not None else some.get(entry[1])
+
+
+class _Calls:
+    """A recursion node's functions, as far as taint goes: which of each function's slots (its
+    arguments, then the environment) are tainted, from which wanted slot, and each function's
+    outputs' taint; grown to a fixpoint by :func:`_recursion_reaching`."""
+
+    def __init__(self, decoded):
+        self.decoded, self.origin, self.outs, self.grown = decoded, {}, {}, False
+
+    def taint(self, qname, slots):
+        origin = self.origin.setdefault(qname, {})
+        for slot, source in slots.items():
+            if slot not in origin:
+                origin[slot], self.grown = source, True
+
+
+def _recursion_reaching(decoded, slots):
+    """``_reaching`` for a ``recursion`` node: taint follows the calls (``invoke`` nodes) from
+    the entry function through every function, to a fixpoint; the environment (the node's
+    inputs after the entry's arguments) is every function's, after its own arguments."""
+    spec, calls = decoded.spec, _Calls(decoded)
+    n = spec["num_args"]
+    for qname, graph in spec["graphs"].items():
+        calls.taint(qname, {graph["num_args"] + s - n: w for s, w in slots.items() if s >= n})
+    calls.taint(spec["entry"], {s: w for s, w in slots.items() if s < n})
+    while calls.grown:
+        calls.grown = False
+        for qname in spec["graphs"]:
+            graph, origin = decoded.graphs[qname], calls.origin.get(qname, {})
+            names = {name: origin[s] for name, s in zip(graph.input_names, graph.slots)
+                     if s in origin}
+            found, outs = _graph_reaching(json.loads(spec["graphs"][qname]["json"]), names,
+                                          calls)
+            if found is not None:
+                return found, None
+            if outs != calls.outs.get(qname):
+                calls.outs[qname], calls.grown = outs, True
+    return None, calls.outs.get(spec["entry"], [None] * spec["num_outputs"])

@@ -150,6 +150,19 @@ class RecursiveFunction:
             where = user_location()
             raise TypeError("%sgluon_cf.recursive: %r: %s" % (
                 "%s: " % where if where else "", self.name, err)) from None
+        skipped = [p.name for p in self._signature.parameters.values()
+                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                   and p.name not in bound.arguments]
+        if bound.kwargs and skipped and skipped[0] not in bound.kwargs and any(
+                self._signature.parameters[n].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+                for n in bound.kwargs):   # (a default left out before a parameter given)
+            where = user_location()
+            raise TypeError("%sgluon_cf.recursive: %r is called without %r, which comes before "
+                            "%s given by name: a recursive function's arguments are passed "
+                            "positionally, as arrays, so its parameters' defaults can be left "
+                            "out only at the end; pass %r too" % (
+                                "%s: " % where if where else "", self.name, skipped[0],
+                                ", ".join(map(repr, bound.kwargs)), skipped[0]))
         if bound.kwargs:   # keyword-only parameters: the graph's arguments are positional
             where = user_location()
             raise TypeError("%sgluon_cf.recursive: %r takes %s by keyword only; a recursive "
