@@ -78,9 +78,10 @@ EAGER = [
      lambda: gluon_cf.while_loop(lambda v: v < 3, lambda v: (v, v + 1), X, max_iterations=3),
      ValueError, f"gluon_cf.while_loop at {line_of('while_cond_not_one_element')}: the value "
                  "returned by cond must have exactly one element, got shape (2, 3)"),
-    ("cond_branch_returns_int", lambda: gluon_cf.cond(nd.ones(1), lambda: 3, lambda: X),
-     TypeError, "gluon_cf.cond: the value returned by a branch must be an NDArray/Symbol or a "
-     "(nested) list of them, got int"),
+    ("cond_branch_returns_int",
+     lambda: gluon_cf.cond(nd.ones(1), lambda: 3, lambda: X),
+     TypeError, f"{line_of('cond_branch_returns_int')}: gluon_cf.cond: the value returned by a "
+     "branch must be an NDArray/Symbol or a (nested) list of them, got int"),
     ("foreach_states_structure",
      lambda: gluon_cf.foreach(lambda d, s: (d, [s[0], s[0]]), nd.ones((3, 2)), [nd.ones(2)]),
      ValueError, f"gluon_cf.foreach at {line_of('foreach_states_structure')}: "
