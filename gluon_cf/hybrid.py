@@ -359,6 +359,34 @@ def _export(self, path, *args, **kwargs):
     return _original_export(self, path, *args, **kwargs)
 
 
+# NOTE [unknown rank]
+#     MXNet's ``Symbol.infer_shape`` answers None (with its warning) for a graph with an output
+#     of unknown rank, a ``cond`` whose branches return different ranks, and so does ours;
+#     ``infer_shape_partial`` gives () for it (MXNet's legacy "unknown"). Gluon's deferred
+#     initialisation asks ``infer_shape`` for the parameters' shapes, so MXNet's own cond fails
+#     there even when every parameter's shape is known; for a graph holding gluon_cf nodes the
+#     parameters' shapes are taken from ``infer_shape_partial`` when all of them are complete.
+
+
+def _infer_attrs(self, infer_fn, attr, *args):
+    """``HybridBlock._infer_attrs``: NOTE [unknown rank]."""
+    inputs, out = self._get_graph(*args)
+    if infer_fn == "infer_shape" and has_gluon_cf_nodes(json.loads(out.tojson())):
+        given = [a for a in _block._flatten(args, "input")[0] if a is not None]
+        arg_shapes, _, aux_shapes = out.infer_shape_partial(
+            **{i.name: a.shape for i, a in zip(inputs, given)})
+        shapes = dict(zip(out.list_arguments(), arg_shapes))
+        shapes.update(zip(out.list_auxiliary_states(), aux_shapes))
+        params = self.collect_params().values()
+        if all(registry.is_complete(shapes[p.name]) for p in params):
+            for param in params:
+                param.shape = shapes[param.name]
+            return None
+    return _original_infer_attrs(self, infer_fn, attr, *args)
+
+
+_original_infer_attrs = _block.HybridBlock._infer_attrs
+_block.HybridBlock._infer_attrs = _infer_attrs
 _block.HybridBlock._get_graph = _get_graph
 _block.HybridBlock._clear_cached_op = _clear_cached_op
 _block.HybridBlock.export = _export

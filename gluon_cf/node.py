@@ -226,7 +226,7 @@ def _infer_shape_impl(self, partial, *args, **kwargs):
     """``Symbol.infer_shape``/``_partial`` of a graph holding gluon_cf nodes, in Python (NOTE
     [run-time shapes] in ``graph/``): unknown dimensions pass through nodes; an output known
     only at run time has 0 for its unknown dimensions (MXNet: wholly unknown) and counts as
-    inferred (Gluon's deferred initialisation needs the arguments)."""
+    inferred (Gluon's deferred initialisation needs the arguments), but not one of unknown rank."""
     text = self.tojson()
     if not holds_gluon_cf_nodes(text):
         return _original_infer_shape_impl(self, partial, *args, **kwargs)
@@ -254,8 +254,8 @@ def _infer_shape_impl(self, partial, *args, **kwargs):
     out_shapes = [mxnet_form(o) for o in outs]
     inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes) and all(
         registry.is_dynamic(o) or registry.is_complete(s) for o, s in zip(outs, out_shapes))
-    if not partial and not inferred:
-        return None, None, None   # MXNet's answer; infer_shape then lists what is unknown
+    if not partial and not (inferred and all(registry.rank_of(o) is not None for o in outs)):
+        return None, None, None   # MXNet's answer, for an unknown rank too (NOTE: [unknown rank])
     return arg_shapes, out_shapes, aux_shapes
 
 
