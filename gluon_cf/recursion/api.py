@@ -66,9 +66,8 @@ class RecursiveFunction:
         check_callable("recursive", fn=fn)
         if not isinstance(max_depth, int) or isinstance(max_depth, bool) or \
                 not 1 <= max_depth <= MAX_DEPTH:
-            where = user_location()
             raise ValueError("%sgluon_cf.recursive: max_depth must be an int from 1 to %d, got "
-                             "%r" % ("%s: " % where if where else "", MAX_DEPTH, max_depth))
+                             "%r" % (_at_call(), MAX_DEPTH, max_depth))
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "recursive")
         self.max_depth = max_depth
@@ -147,27 +146,24 @@ class RecursiveFunction:
                 self._signature = inspect.signature(self.fn)
             bound = self._signature.bind(*args, **kwargs)
         except (TypeError, ValueError) as err:   # (ValueError: a callable of no signature)
-            where = user_location()
             raise TypeError("%sgluon_cf.recursive: %r: %s" % (
-                "%s: " % where if where else "", self.name, err)) from None
+                _at_call(), self.name, err)) from None
         skipped = [p.name for p in self._signature.parameters.values()
                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                    and p.name not in bound.arguments]
         if bound.kwargs and skipped and skipped[0] not in bound.kwargs and any(
                 self._signature.parameters[n].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
                 for n in bound.kwargs):   # (a default left out before a parameter given)
-            where = user_location()
             raise TypeError("%sgluon_cf.recursive: %r is called without %r, which comes before "
                             "%s given by name: a recursive function's arguments are passed "
                             "positionally, as arrays, so its parameters' defaults can be left "
                             "out only at the end; pass %r too" % (
-                                "%s: " % where if where else "", self.name, skipped[0],
+                                _at_call(), self.name, skipped[0],
                                 ", ".join(map(repr, bound.kwargs)), skipped[0]))
         if bound.kwargs:   # keyword-only parameters: the graph's arguments are positional
-            where = user_location()
             raise TypeError("%sgluon_cf.recursive: %r takes %s by keyword only; a recursive "
                             "function's arguments are positional: make %s positional" % (
-                                "%s: " % where if where else "", self.name,
+                                _at_call(), self.name,
                                 ", ".join(map(repr, bound.kwargs)),
                                 "it" if len(bound.kwargs) == 1 else "them"))
         return bound.args
@@ -175,7 +171,6 @@ class RecursiveFunction:
     def _not_arrays(self, args):
         """The ValueError, at the user's call, for an argument that is no array (a Python
         number would have to be a constant of the traced function, which differs per call)."""
-        where = user_location()
         for k, arg in enumerate(args):
             try:
                 flatten(arg, "gluon_cf.invoke", "")
@@ -185,7 +180,7 @@ class RecursiveFunction:
             "%sgluon_cf.recursive: argument #%d of %r is of type %s (%.40r), not an NDArray/Symbol "
             "or a (nested) list of them: a recursive function's arguments are arrays. Pass a "
             "number as an array (e.g. F.ones_like(idx) * value) or read it from the enclosing "
-            "scope instead of passing it" % ("%s: " % where if where else "", k, self.name,
+            "scope instead of passing it" % (_at_call(), k, self.name,
                                               type(arg).__name__, arg))
 
 
@@ -557,10 +552,9 @@ class _Table:
         sig = self.signatures.get(fn)
         if sig is not None:
             if sig[:2] != (num_args, arg_fmt):
-                where = user_location()
                 raise TypeError("%sgluon_cf.invoke: %r is called with arguments %s here, but "
                                 "with %s elsewhere; every call must pass the same structure"
-                                % ("%s: " % where if where else "", fn.name, describe(arg_fmt),
+                                % (_at_call(), fn.name, describe(arg_fmt),
                                    describe(sig[1])))
             return sig
         if fn in self.discovering:
@@ -602,6 +596,12 @@ def _described(value):
         return "a %s holding %s" % (type(value).__name__, ", ".join(
             sorted({type(v).__name__ for v in value})))
     return "None" if value is None else "a %s" % type(value).__name__
+
+
+def _at_call():
+    """``"file:line: "`` of the user's call being run (or "")."""
+    where = user_location()
+    return "%s: " % where if where else ""
 
 
 def _located(fn):
