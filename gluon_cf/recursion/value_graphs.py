@@ -172,7 +172,6 @@ class _ValueGraph:
         # the CachedOps without the check for one, which asks every input for its shape.
         self.nonempty = CachedOpPair.__call__.__get__(self.op)
         self._sized: Dict[int, mx.nd.CachedOp] = {}
-        self._env: tuple = ()   # the shapes of the environment values of the last sized call
         self.inputs = []
         for name in symbol.list_inputs():
             if name.startswith("arg") or name.startswith("env"):
@@ -183,7 +182,7 @@ class _ValueGraph:
                 self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0),
                                     int(site[0]) if site else 0))
         self.env = sorted({i for role, i, _, _ in self.inputs if role == "env"})
-        self._env = (None,)
+        self._env: tuple = (None,)   # the environment shapes of the last sized call
         self.value_checked = _value_checked(json.loads(symbol.tojson()))
 
     def sized(self, rows, env_shapes):
