@@ -12,7 +12,7 @@ import re
 import mxnet as mx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from mxnet import autograd
 from mxnet.gluon import HybridBlock, nn
 
@@ -33,6 +33,7 @@ BINDINGS = [("F.relu({s})", True), ("{s} * 2", True), ("{s}.sin()", True),
 
 _HEADER = '''
 import collections
+import contextlib
 
 import mxnet as mx
 from mxnet.gluon import HybridBlock, nn
@@ -84,6 +85,7 @@ class Program(HybridBlock):
             self.seq.add(nn.Dense(4, in_units=4, activation="tanh"), nn.LayerNorm(in_channels=4))
             self.empty = nn.HybridSequential()
             self.mine = Mine(4, in_units=4)
+            self.fcf = nn.Dense(4, in_units=4, flatten=False)
 
     def steps(self):
         return 2
@@ -144,7 +146,8 @@ def _with_gradient(net):
     with autograd.record():
         out = net(x)
         (out * mx.nd.array(np.arange(8).reshape(2, 4) + 1.0)).sum().backward()
-    return out.asnumpy(), x.grad.asnumpy(), net.fc.weight.grad().asnumpy()
+    return out.asnumpy(), x.grad.asnumpy(), net.fc.weight.grad().asnumpy(), \
+        net.fcf.weight.grad().asnumpy()
 
 
 def _check(lines, tmp_dir):
@@ -366,3 +369,221 @@ def test_operator_methods_call_their_operator():
     assert call_results.returns_new_arrays(mx.nd.relu, (x,), {})
     assert not call_results.returns_new_arrays(mx.nd.relu, (x, x), {})      # out=x
     assert not call_results.returns_new_arrays(mx.nd.contrib.cond, (x, None, None), {})
+
+
+# -- where the order matters: the bindings that reach an op=, and what may share the array
+# on the way (NOTE [autograph augmented assignment]; pyct/static_analysis/reaching.py)
+_FRESH = ["h = F.relu(r)", "h = self.fcf(r)", "h = r * 2", "h = h * 2"]
+_HELD = ["h = r", "h = keep(r)"]
+_CHANGES = ["h += r", "h *= 2", "h -= 0.5"]
+_SHARES = ["outs.append(h)", "g = h", "outs += [h]"]
+
+
+@st.composite
+def flow_programs(draw):
+    """A loop (over the tensor's rows, or a Python range) whose body binds, changes and
+    shares ``h`` in any order, maybe under an if, maybe an op= after it. Returns the lines
+    and, for a body without ifs, whether it must be refused (a binding not known new, or a
+    share, on some path from a binding that reaches an op= to it: computed here on the
+    straight-line body, independently of the conversion)."""
+    tensor_loop = draw(st.booleans())
+    init = draw(st.sampled_from(["F.relu(x[0])", "x[0] * 2", "self.fcf(x[0])", "x[0]"]))
+    lines = ["outs = []" if tensor_loop else "outs = [x[1] * 0]", "g = x[1] * 3",
+             f"h = {init}"]
+    lines += ["for r in x:"] if tensor_loop else ["for i in range(2):", "    r = x[i] + 0"]
+    shares = ["g = h"] if tensor_loop else _SHARES
+    body = draw(st.lists(st.sampled_from(_FRESH + _HELD + _CHANGES + shares), min_size=1,
+                         max_size=5))
+    if tensor_loop and not set(body) - set(shares):
+        # (a value a tensor loop appends but never changes is another matter: reported)
+        body.append("h *= 2")
+    if tensor_loop:           # (one append a step: the rows a tensor loop collects)
+        body.insert(draw(st.integers(0, len(body))), "outs.append(h)")
+    branched = draw(st.integers(0, 3)) == 0
+    if branched:               # an if around a run of binds and changes (no shares)
+        runs = [k for k, line in enumerate(body) if line not in _SHARES]
+        if runs:
+            k = draw(st.sampled_from(runs))
+            test = draw(st.sampled_from(["F.sum(r) > 0"] + ([] if tensor_loop else ["i == 0"])))
+            inside = ["if " + test + ":", "    " + body[k]]
+            if draw(st.booleans()):
+                inside += ["else:", "    " + draw(st.sampled_from(_FRESH + _CHANGES))]
+            body = body[:k] + inside + body[k + 1:]
+        else:
+            branched = False
+    lines += ["    " + line for line in body]
+    after = draw(st.sampled_from([None, "h *= 2", "h += g"]))   # (r is the loop's)
+    if after:
+        lines.append(after)
+    lines.append("return F.stack(*outs).sum(axis=0) + h + g")
+    if branched:
+        return lines, None
+    # may the array of h be held elsewhere ("dirty")? at the loop's start: before it, or
+    # after a step
+    start = {init != "x[0]"}            # {True}: new, {False}: held elsewhere
+    refused, end = False, start
+    for _ in range(3):                  # (to the fixed point: three passes suffice)
+        state = start | end
+        for line in body:
+            if line in _FRESH:
+                state = {True}
+            elif line in _HELD:
+                state = {False}
+            elif line in _SHARES:
+                state = {False}
+            elif line in _CHANGES and False in state:
+                refused = True
+        end = state
+    if after and False in (start | end):
+        refused = True
+    return lines, refused
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(program=flow_programs())
+def test_flow_programs_equal_plain_python_or_are_refused_where_the_order_shares(program,
+                                                                              tmp_path):
+    lines, must_refuse = program
+    refused = _check(lines, tmp_path)
+    event("refused" if refused else "accepted")
+    event("with an if" if must_refuse is None else "straight-line body")
+    if must_refuse is not None:
+        assert refused == must_refuse, lines
+
+
+class Unroll(HybridBlock):
+    """The commonest RNN unroll: each step binds h to Dense's new output, changes it, then
+    appends it; the next step rebinds h before its +=."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.fc = nn.Dense(3, flatten=False)
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, b):
+        outs = []
+        for row in x:
+            h = self.fc(row)
+            h += b
+            outs.append(h)
+        return F.stack(*outs)
+
+
+def _unroll_out_of_place(net, F, x, b):
+    """The same in plain Python, out of place (the oracle of gradients: plain MXNet refuses
+    the in-place += on an array autograd records)."""
+    outs = []
+    for row in x:
+        h = net.fc(row)
+        h = h + b
+        outs.append(h)
+    return F.stack(*outs)
+
+
+def test_the_rnn_unroll_hybridizes_with_plain_pythons_values_and_gradients():
+    rng = np.random.RandomState(2)
+    x_np, b_np = rng.uniform(-1, 1, (4, 2, 5)), rng.uniform(-1, 1, (3,))
+    head = mx.nd.array(rng.uniform(-1, 1, (4, 2, 3)))
+    net = Unroll()
+    net.initialize(mx.init.Xavier())
+    plain = inspect.unwrap(Unroll.hybrid_forward)(net, mx.nd, mx.nd.array(x_np),
+                                                  mx.nd.array(b_np)).asnumpy()
+
+    def run(fn):
+        x, b = mx.nd.array(x_np), mx.nd.array(b_np)
+        for a in (x, b):
+            a.attach_grad()
+        with autograd.record():
+            out = fn(x, b)
+            (out * head).sum().backward()
+        return [out.asnumpy(), x.grad.asnumpy(), b.grad.asnumpy(),
+                net.fc.weight.grad().asnumpy(), net.fc.bias.grad().asnumpy()]
+
+    want = run(lambda x, b: _unroll_out_of_place(net, mx.nd, x, b))
+    np.testing.assert_allclose(want[0], plain, rtol=1e-6)
+    for hybridized in (False, True):
+        if hybridized:
+            net.hybridize()
+        np.testing.assert_allclose(net(mx.nd.array(x_np), mx.nd.array(b_np)).asnumpy(), plain,
+                                   rtol=1e-5, atol=1e-6)
+        for got, expected in zip(run(net), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+# (lines, the op= refused (its index among the op= lines), what the message names)
+_REFUSED_ORDERS = [
+    # shared before its op= in the same step
+    (["outs = []", "for r in x:", "    h = self.fcf(r)", "    outs.append(h)", "    h += r",
+      "return F.stack(*outs)"], 0, "outs.append(h)"),
+    # a binding reaching the op= through the back edge, after the append
+    (["outs = [x[1] * 0]", "h = F.relu(x[0])", "for i in range(3):", "    if i % 2 == 0:",
+      "        h = self.fcf(x[i % 2])", "    h += x[0]", "    outs.append(h)",
+      "return F.stack(*outs).sum(axis=0) + h"], 0, "outs.append(h)"),
+    (["outs = []", "h = F.relu(x[0])", "for r in x:", "    h = self.fcf(r) if F.sum(r) > 0 else h",
+      "    h += r", "    outs.append(h)", "return F.stack(*outs).sum(axis=0) + h"], 0,
+     "h = self.fcf(r) if"),
+    (["h = self.fcf(x[0])", "g = h", "h += 1", "return h + g"], 0, "g = h"),
+    # an op= does not rebind: a share after the first still reaches the second
+    (["h = self.fcf(x[0])", "h += 1", "outs = [h]", "h *= 2", "return h + outs[0]"], 1,
+     "outs = [h]"),
+    # out of the loop by its break, after the append
+    (["outs = []", "for i in range(3):", "    h = self.fcf(x[i % 2])", "    h += 1",
+      "    outs.append(h)", "    if i == 1:", "        break", "h += 1",
+      "return h + F.stack(*outs).sum(axis=0)"], 1, "outs.append(h)"),
+    # a context manager suppressing an exception between the append and the binding
+    (["outs = []", "h = F.relu(x[0])", "with contextlib.suppress(KeyError):",
+      "    outs.append(h)", "    h = {}['k']", "h += 1", "return h + outs[0]"], 0,
+     "outs.append(h)"),
+    # try: not followed, today's answer (shared anywhere in the function)
+    (["outs = []", "for i in range(2):", "    try:", "        h = self.fcf(x[i])",
+      "    finally:", "        pass", "    h += 1", "    outs.append(h)",
+      "return F.stack(*outs).sum(axis=0)"], 0, "outs.append(h)"),
+    # what a frame's dict holds is every variable's array
+    (["a2 = F.relu(x)", "a1 = locals()['a2']", "a2 += 1", "return a1 + a2"], 0, "locals()"),
+    # the loop's iterable holds the array
+    (["outs = []", "h = F.relu(x)", "for v in (h,):", "    outs.append(v)", "h += 1",
+      "return h + outs[0]"], 0, "for v in (h,)"),
+    (["h = F.relu(x)", "outs = [v for v in (h,)]", "h += 1", "return h + outs[0]"], 0,
+     "outs = [v for v in (h,)]"),
+    # a generator expression kept for later reads h when it runs, whatever binds h then
+    (["g = (h for _ in range(1))", "h = F.relu(x)", "a1 = next(g)", "h += 1",
+      "return h + a1"], 0, "g = (h for"),
+]
+
+
+@pytest.mark.parametrize("lines,which,why", _REFUSED_ORDERS,
+                         ids=lambda v: v if isinstance(v, str) else None)
+def test_an_order_that_shares_the_array_is_refused_at_its_op(lines, which, why, tmp_path):
+    net, path = _block(lines, tmp_path)
+    np.testing.assert_allclose(net(mx.nd.array(X)).asnumpy(), _plain(net), rtol=1e-6)
+    net.hybridize()
+    line = len(_HEADER.splitlines()) + 1 + [
+        k for k, text in enumerate(lines) if re.match(r"\s*\w+ [-+*]= ", text)][which]
+    with pytest.raises(gluon_cf.AutographError, match=r"^%s:%d: .*%s" % (
+            re.escape(path), line, re.escape(why))):
+        net(mx.nd.array(X))
+
+
+@pytest.mark.parametrize("lines", [
+    # shared before it is rebound: the op= changes a new array
+    ["outs = [x[1] * 0]", "h = F.relu(x[0])", "for i in range(2):", "    outs.append(h)",
+     "    h = self.fcf(x[i])", "    h += 1", "return F.stack(*outs).sum(axis=0) + h"],
+    ["outs = []", "h = F.relu(x[0])", "for r in x:", "    h = self.fcf(r)", "    h *= 2",
+     "    h += r", "    outs.append(h)", "return F.stack(*outs).sum(axis=0) + h"],
+    # the share's path leaves by continue, not through the op=
+    ["outs = [x[1] * 0]", "for i in range(3):", "    h = self.fcf(x[i % 2])", "    if i == 1:",
+     "        outs.append(h)", "        continue", "    h += 1", "    outs.append(h)",
+     "return F.stack(*outs).sum(axis=0)"],
+    # a with's body, nothing shared
+    ["with contextlib.suppress(KeyError):", "    h = self.fcf(x)", "    h += 1", "return h + x"],
+    # bound by both branches of an if, both new
+    ["outs = [x[1] * 0]", "for i in range(2):", "    if i == 0:", "        h = F.relu(x[i])",
+     "    else:", "        h = x[i] * 2", "    h -= 0.5", "    outs.append(h)",
+     "return F.stack(*outs).sum(axis=0)"],
+    # a consumed generator expression keeps nothing
+    ["h = F.relu(x)", "s = sum(h * k for k in (1, 2))", "h += 1", "return h + s"],
+], ids=lambda lines: " ".join(lines[1:4]))
+def test_an_order_that_shares_nothing_hybridizes_as_plain_python(lines, tmp_path):
+    assert not _check(lines, tmp_path)

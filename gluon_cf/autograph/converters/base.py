@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Set
 
 from ..errors import READERS
 from ..pyct.static_analysis.activity import Scope, assigned_names, scoped
+from ..pyct.static_analysis.reaching import Position, position
 from ..pyct.templates import runtime_call, thunk
 
 
@@ -60,6 +61,7 @@ class Converter(ast.NodeTransformer):
         self.read_after: Dict[ast.AST, Set[str]] = {}     # ... by code, not closures
         self.exposed: Dict[ast.AST, Set[str]] = {}        # loop -> names its body reads first
         self.shared: Dict[ast.AST, Dict[str, ast.AST]] = {}   # function -> shared_arrays
+        self.augmented: Dict[Position, ast.AST] = {}    # op= (as written) -> why refused
 
     def where(self, node):
         line = node.lineno + self.offset
@@ -70,7 +72,11 @@ class Converter(ast.NodeTransformer):
     def shared_array(self, function, name, node):
         """What else may hold the array of ``function``'s variable ``name`` (NOTE [autograph
         augmented assignment]), said for the message of ``node``'s ``op=``; None if nothing."""
-        found = self.shared.get(function, {}).get(name)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            # (where it reaches: pyct/static_analysis/reaching.py)
+            found = self.augmented.get(position(node))
+        else:
+            found = self.shared.get(function, {}).get(name)
         if found is None:
             return None
         if found is function:

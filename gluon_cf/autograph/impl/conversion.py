@@ -140,7 +140,8 @@ from ..converters.loops import LoopsConverter
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
 from ..pyct.static_analysis.activity import Scope
-from ..pyct.static_analysis.aliases import checked_calls, shared_arrays
+from ..pyct.static_analysis.aliases import shared_arrays
+from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 from ..pyct.templates import runtime_call
 
@@ -606,6 +607,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         # (on the code as written: NOTE [autograph augmented assignment])
         self.shared = {fn: shared_arrays(fn) for fn in ast.walk(func)
                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
         for function in [n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]:
             lower_jumps(function)      # nested functions' own returns too
@@ -629,12 +631,16 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
                 self.live[node] = self.read_after[node] | self._scope(node).cells
                 self.exposed[node] = exposed_names(node.body)
         # what calls bind or are given is checked when they run (NOTE [autograph augmented
-        # assignment])
+        # assignment]; decided on the code as written, whose statements the jumps' rewrite
+        # may have copied)
         checked = [(call, [ast.Constant(self.where(call)), ast.Constant(name),
                            ast.Constant(binds), ast.Constant(self.where(augmented)),
                            ast.Constant(_SIGNS[type(augmented.op)]),
                            ast.Constant(rewrite(augmented))])
-                   for call, name, binds, augmented in checked_calls(func)]
+                   for call in ast.walk(func) if isinstance(call, ast.Call) and
+                   hasattr(call, "lineno") and position(call) in calls_to_check
+                   for written, name, binds, augmented in [calls_to_check[position(call)]]
+                   if ast.unparse(call.func) == ast.unparse(written.func)]
         self.generic_visit(func)
         for call, arguments in checked:
             call.func = runtime_call("checked", [call.func] + arguments)

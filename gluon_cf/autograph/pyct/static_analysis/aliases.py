@@ -12,30 +12,58 @@ NOTE [autograph augmented assignment]
     ``x op= v`` is out of place, which equals plain Python only when nothing else can see the
     array. Hybridized, ``x op= v`` is therefore accepted only when the array is provably new
     and given to nothing that may keep it, and otherwise an AutographError at its line naming
-    what else may hold the array, saying to write ``x = x op v``. Two rule sets decide it:
+    what else may hold the array, saying to write ``x = x op v``. Three rule sets decide it:
 
-    From the syntax, per function (here): a variable *may share* its array when it is a
-    parameter (the caller holds it), ``global`` or ``nonlocal``, a ``for`` or ``with``
-    target (an item or view of the iterable), read by a nested function, lambda or class (a
-    closure may return or keep it), or is bound or read where a reference is kept: assigned
-    from or to a name, item, attribute, view (``x[...]``, ``x.reshape``, ``x.detach``,
-    ``x.as_in_context``, ``x.astype(..., copy=False)``; not ``F.reshape(x, ...)``, an
-    operator), the ``out=`` of a call
-    (``F.relu(x, out=y)`` is y), a container display or comprehension, also as an operand
-    (``outs + [h]``, ``outs += [h]``, ``[h] * 2``), or one of several
-    targets (``h = h0 = ...``, ``y = (h := ...)``, ``outs.append(h := ...)``: a walrus's
-    target holds the array it passes on), or bound from a frame's dict (``a =
-    locals()["h"]``); appended, inserted or otherwise given to a container's method (the
-    container then holds it too); yielded. A dict whose items the conversion rebinds
-    (NOTE [autograph dict items]) may share them when a value put into it, or read from it
-    to be kept, may share. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context``
-    and ``stype`` are not its array: ``n, c = h.shape`` shares nothing of ``h``.
+    From the syntax (here): the *share events* of a variable, where its array may come to
+    be held by something else: it is ``global`` or ``nonlocal``, read by a nested function,
+    lambda or class or by a generator expression kept for later (a closure may return or
+    keep it, whatever the variable holds when it runs), held by a ``for``'s or a
+    comprehension's iterable (``for v in (h,)``: v, and what keeps v, is h's array), or read
+    where a reference is kept: assigned to a name, item or attribute (``g = h``, ``d[k] =
+    h``), as a view (``h[...]``, ``h.reshape``, ``h.detach``, ``h.as_in_context``,
+    ``h.astype(..., copy=False)``; not ``F.reshape(h, ...)``, an operator), the ``out=`` of
+    a call (``F.relu(x, out=h)`` is h), in a container display or comprehension, also as an
+    operand (``outs + [h]``, ``outs += [h]``, ``[h] * 2``), a walrus's value (``y = (h :=
+    ...)``, ``outs.append(h := ...)``); appended, inserted or otherwise given to a
+    container's method (the container then holds it too); yielded; in a frame's dict
+    (``locals()``, ``vars()``, ``eval``, ``exec``, ``f_locals`` share every variable). And
+    its *bindings*, each *new* or not: new is the value of an assignment to it (or of its
+    walrus, or ``h **= v``, ``h //= v``, which NDArray lacks and rebind) that is
+    arithmetic or a call (then checked when it runs, below) and holds no variable's array;
+    not new: a parameter (the caller holds it), a ``for`` or ``with`` target (an item or
+    view of the iterable), one of several targets (``h = h0 = ...``), bound where it is
+    shared (``y = h``: y; ``a = locals()["h"]``), a name of ``import``, ``def`` or
+    ``class``. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context`` and
+    ``stype`` are not its array: ``n, c = h.shape`` shares nothing of ``h``. A dict whose
+    items the conversion rebinds (NOTE [autograph dict items]) may share them when a value
+    put into it, or read from it to be kept, may share anywhere in the function.
 
-    From the callee, when the call runs (``operators/call_results.py``): for each variable
-    an in-place ``name op= v`` changes, every call that binds it (the value of an assignment
-    to it, or an item, view, branch or element of that value: ``h = self.fc(x)``, ``h =
-    f(x)[0]``, ``h = f(x) if c else g(x)``) or is given it (an argument, or the object of a
-    method: ``y = helper(h)``, ``self.log(h)``) is checked (:func:`checked_calls`); while
+    Where they happen (``reaching.py``): for each in-place ``name op= v``, the bindings of
+    ``name`` that *reach* it, in a control-flow graph of the function's statements (if and
+    else; ``for`` and ``while`` with their back edges, ``else``, ``break``, ``continue``;
+    ``return``, ``raise``; ``with``, whose context manager may suppress an exception
+    raised anywhere in its body, even halfway through a statement, so what reaches any
+    point of the body, shared by that statement, goes on after it), each with the share
+    events and the calls given ``name`` on some path from it to the ``op=`` (a
+    reaching-definitions analysis to a fixed point). The ``op=`` is refused when a reaching
+    binding is not new or a share event lies on such a path, including one before an earlier
+    ``op=`` (``h op= v`` rebinds nothing: the array stays the one shared). So the RNN unroll
+    ``for row in x: h = self.fc(row); h += b; outs.append(h)`` converts (each step's
+    ``+=`` changes the step's new array; its append comes after, and the next step rebinds
+    ``h`` first), while ``h = self.fc(r); outs.append(h); h += b``, or ``if c: h =
+    self.fc(r)`` before ``h += b; outs.append(h)`` in a loop (the back edge brings the
+    appended array) are refused. A variable that is ``global``, ``nonlocal`` or read by a
+    closure is shared everywhere; a function with ``try``, ``match`` or ``async`` statements
+    is not followed: there every share event, binding and call of the function reaches
+    every ``op=``, as before this analysis. (An ``op=`` no path reaches, after a ``return``,
+    never runs.)
+
+    From the callee, when the call runs (``operators/call_results.py``): for each in-place
+    ``name op= v``, every call of a binding that reaches it (the value of an assignment to
+    ``name``, or an item, view, branch or element of that value: ``h = self.fc(x)``, ``h =
+    f(x)[0]``, ``h = f(x) if c else g(x)``) and every call given ``name`` on a path from
+    one to the ``op=`` (an argument, or the object of a
+    method: ``y = helper(h)``, ``self.log(h)``) is checked; while
     hybridizing (a Symbol among its arguments, or in what it returns, searched a few levels
     into containers and objects: ``h = self.memory().h`` binds an attribute; what an
     iterator it returns yields, as it is unpacked: ``a, b = self.states()``), unless the
@@ -62,9 +90,8 @@ NOTE [autograph augmented assignment]
     gluon_cf's own (eagerly they return what a branch returns), ``dict.get``,
     ``x.as_in_context``, ``x.copyto`` and unknown callables. The check is at the call, not
     the ``op=``: a graph's ``cond`` or loop makes new Symbols of what its branches and steps
-    bind, so only the call knows its callee; like the syntax rules it holds for the whole
-    function (a call binding ``h`` is checked even if ``h`` is rebound before its ``op=``).
-    So ``h = self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y =
+    bind, so only the call knows its callee (a call checked for several ``op=`` is checked
+    once, as binding if it binds one, naming the first). So ``h = self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y =
     self.proj(x); y += 1`` converts when proj is a non-empty Sequential of built-in layers.
     (Eagerly nothing is refused: the NDArray runs plain Python's in place.)
 
@@ -75,7 +102,7 @@ NOTE [autograph augmented assignment]
     NotImplementedForSymbol, naming no line); other targets stay as written.
 """
 import ast
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 _VIEW_METHODS = {"reshape", "detach", "as_in_context", "as_in_ctx", "as_nd_ndarray",
                  "as_np_ndarray"}
@@ -86,7 +113,7 @@ _CONTAINER_BUILDERS = {"dict", "list", "tuple", "set", "frozenset", "zip", "enum
 # Names of MXNet's operator modules, by convention (an array so named is still checked at
 # its calls: operators/call_results.py)
 _OPERATOR_MODULES = {"F", "nd", "mx.nd", "mx.ndarray", "sym", "mx.sym", "mx.symbol"}
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def existing(value) -> Optional[ast.Name]:
@@ -207,147 +234,155 @@ def _displayed(value):
 
 def shared_arrays(func) -> Dict[str, ast.AST]:
     """``{variable: the statement or node where its array may be shared}`` for ``func``'s own
-    variables (NOTE [autograph augmented assignment]); nested functions are analysed on their
-    own."""
+    variables, anywhere in it (NOTE [autograph augmented assignment]; ``reaching.py`` says
+    where, for a variable's ``op=``); nested functions are analysed on their own."""
     shared: Dict[str, ast.AST] = {}
-
-    def mark(name, node):
-        shared.setdefault(name, node)
-
     args = func.args
     for arg in args.posonlyargs + args.args + args.kwonlyargs + \
             [a for a in (args.vararg, args.kwarg) if a is not None]:
-        mark(arg.arg, func)
-    for node in _own_nodes(func):
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                mark(name, node)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            for n in ast.walk(node.target):
-                if isinstance(n, ast.Name):
-                    mark(n.id, node)
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            for n in ast.walk(node.optional_vars):
-                if isinstance(n, ast.Name):
-                    mark(n.id, node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and \
-                node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            held = _kept(node.value)
-            if len(targets) > 1 or any(map(_reads_frame, _result_calls(node.value))):
-                # a = locals()["h"]: what a frame's dict holds is any variable's array
-                # h = h0 = F.zeros(...): one array, two names (what calls return is decided
-                # when they run: checked_calls)
-                held = held + [n for t in targets for n in ast.walk(t)
-                               if isinstance(n, ast.Name)]
-            for name in held:
-                mark(name.id, node)
-            for target in targets if held or _metadata(node.value) else ():
-                for n in ast.walk(target):    # (d[k] = x: d holds x too)
-                    if isinstance(n, ast.Name):
-                        mark(n.id, node)
-        elif isinstance(node, ast.AugAssign) and _displayed(node.value):
-            # outs += [h]: the list holds h's array too
-            for name in _displayed(node.value) + [
-                    n for n in ast.walk(node.target) if isinstance(n, ast.Name)]:
-                mark(name.id, node)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in _KEEPING_METHODS:
-            held = [n for value in list(node.args) + [k.value for k in node.keywords]
-                    for n in _kept(value)]
-            receiver = _root(node.func.value)
-            for name in held + ([receiver] if held and receiver is not None else []):
-                mark(name.id, node)
-        elif isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
-            for name in _kept(node.value):
-                mark(name.id, node)
-        elif isinstance(node, _NESTED):
-            # a closure reading the variable may return or keep its array (or a view)
-            for n in ast.walk(node):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                    mark(n.id, node)
+        shared.setdefault(arg.arg, func)
+    for node in own_nodes(func):
+        for name in node_shares(node):
+            # (for v in (h,): h's array is what the loop's iterable holds)
+            iterated = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and \
+                name not in [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+            shared.setdefault(name, node.iter if iterated else node)
     return shared
 
 
-def checked_calls(func):
-    """``[(call, name, binds, augmented)]``: in each function nested in ``func`` (itself too),
-    the calls that bind (``binds``: the call is the value, or what a view or item of it
-    reads, of an assignment to ``name``) or are given (as an argument, or as the object of
-    the method) a variable ``name`` that an in-place ``name op= v`` (the first,
+def node_shares(node) -> List[str]:
+    """The variables whose array may be shared at ``node`` (this node, not its children):
+    kept by a name, item, attribute, view, container or closure, or bound where one is
+    (NOTE [autograph augmented assignment])."""
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        # (for v in (h,): v is h's array, and so is what keeps v)
+        return [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)] + \
+            [n.id for n in _kept(node.iter)]
+    if isinstance(node, ast.withitem):
+        return [n.id for n in ast.walk(node.optional_vars) if isinstance(n, ast.Name)] \
+            if node.optional_vars is not None else []
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+        if node.value is None:
+            return []
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        held = [n.id for n in _kept(node.value)]
+        if len(targets) > 1 or any(map(reads_frame, result_calls(node.value))):
+            # a = locals()["h"]: what a frame's dict holds is any variable's array
+            # h = h0 = F.zeros(...): one array, two names (what calls return is decided
+            # when they run: checked_calls)
+            held = held + [n.id for t in targets for n in ast.walk(t)
+                           if isinstance(n, ast.Name)]
+        if held or _metadata(node.value):
+            held = held + [n.id for t in targets for n in ast.walk(t)   # (d[k] = x: d
+                           if isinstance(n, ast.Name)]                   # holds x too)
+        return held
+    if isinstance(node, ast.AugAssign):
+        # outs += [h]: the list holds h's array too
+        displayed = _displayed(node.value)
+        return [n.id for n in displayed] + [n.id for n in ast.walk(node.target)
+                                            if isinstance(n, ast.Name)] if displayed else []
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in _KEEPING_METHODS:
+        held_names = [n for value in list(node.args) + [k.value for k in node.keywords]
+                      for n in _kept(value)]
+        receiver = _root(node.func.value)
+        return [n.id for n in held_names +
+                ([receiver] if held_names and receiver is not None else [])]
+    if isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
+        return [n.id for n in _kept(node.value)]
+    if isinstance(node, NESTED):
+        # a closure reading the variable may return or keep its array (or a view)
+        return [n.id for n in ast.walk(node)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    return []
+
+
+def given_names(call) -> List[str]:
+    """The variables whose arrays ``call`` is given (an argument, or the object of the
+    method), for the check when it runs (``operators/call_results.py``)."""
+    if isinstance(call.func, ast.Name) and call.func.id in _UNCHECKED:
+        return []
+    return [n.id for value in list(call.args) + [k.value for k in call.keywords] +
+            ([call.func.value] if isinstance(call.func, ast.Attribute) else [])
+            for n in _kept(value)]
+
+
+def checked_calls(function):
+    """``[(call, name, binds, augmented)]``, anywhere in ``function`` (not in the functions
+    nested in it): the calls that bind (``binds``: the call is the value, or what a view or
+    item of it reads, of an assignment to ``name``) or are given (as an argument, or as the
+    object of the method) a variable ``name`` that an in-place ``name op= v`` (the first,
     ``augmented``) changes: checked when they run (``operators/call_results.py``; NOTE
-    [autograph augmented assignment])."""
-    found = []
-    for function in ast.walk(func):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    [autograph augmented assignment]). ``reaching.py`` says which, for a function it can
+    follow."""
+    changed: Dict[str, ast.AugAssign] = {}
+    for n in sorted((n for n in own_nodes(function) if isinstance(n, ast.AugAssign) and
+                     isinstance(n.target, ast.Name) and isinstance(n.op, IN_PLACE_OPS)),
+                    key=lambda n: (n.lineno, n.col_offset)):
+        changed.setdefault(ast.unparse(n.target), n)
+    found: list = []
+    if not changed:
+        return found
+    seen = set()
+    for node in own_nodes(function):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and \
+                node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t)
+                     if isinstance(n, ast.Name) and n.id in changed]
+            for call in result_calls(node.value) if names else ():
+                if reads_frame(call):
+                    continue         # (shared_arrays: it may be any variable's array)
+                seen.add(id(call))
+                found.append((call, names[0], True, changed[names[0]]))
+    for call in own_nodes(function):
+        if not isinstance(call, ast.Call) or id(call) in seen:
             continue
-        changed: Dict[str, ast.AugAssign] = {}
-        for n in sorted((n for n in _own_nodes(function) if isinstance(n, ast.AugAssign) and
-                         isinstance(n.target, ast.Name) and isinstance(n.op, _IN_PLACE_OPS)),
-                        key=lambda n: (n.lineno, n.col_offset)):
-            changed.setdefault(ast.unparse(n.target), n)
-        if not changed:
-            continue
-        seen = set()
-        for node in _own_nodes(function):
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and \
-                    node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names = [n.id for t in targets for n in ast.walk(t)
-                         if isinstance(n, ast.Name) and n.id in changed]
-                for call in _result_calls(node.value) if names else ():
-                    if _reads_frame(call):
-                        continue         # (shared_arrays: it may be any variable's array)
-                    seen.add(id(call))
-                    found.append((call, names[0], True, changed[names[0]]))
-        for call in _own_nodes(function):
-            if not isinstance(call, ast.Call) or id(call) in seen or \
-                    isinstance(call.func, ast.Name) and call.func.id in _UNCHECKED:
-                continue
-            given = [n.id for value in list(call.args) + [k.value for k in call.keywords] +
-                     ([call.func.value] if isinstance(call.func, ast.Attribute) else [])
-                     for n in _kept(value) if n.id in changed]
-            if given:
-                found.append((call, given[0], False, changed[given[0]]))
+        given = [name for name in given_names(call) if name in changed]
+        if given:
+            found.append((call, given[0], False, changed[given[0]]))
     return [entry for entry in found if hasattr(entry[0], "lineno")]
 
 
-def _reads_frame(call):
+def reads_frame(call):
     """Whether ``call`` is of a builtin reading its caller's frame (``locals()``,
     ``super()``): it cannot be wrapped in a check, which would be its caller."""
     return isinstance(call.func, ast.Name) and call.func.id in _FRAME_READERS
 
 
-def _result_calls(value):
+def result_calls(value):
     """The calls whose result, or an item or view of it, ``value`` may be."""
     if isinstance(value, ast.Call):
         if isinstance(value.func, ast.Attribute) and _viewing(value):
-            return _result_calls(value.func.value)
+            return result_calls(value.func.value)
         return [value]
     if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred, ast.NamedExpr,
                           ast.Await)):
-        return _result_calls(value.value)
+        return result_calls(value.value)
     if isinstance(value, ast.IfExp):
-        return _result_calls(value.body) + _result_calls(value.orelse)
+        return result_calls(value.body) + result_calls(value.orelse)
     if isinstance(value, ast.BoolOp):
-        return [c for v in value.values for c in _result_calls(v)]
+        return [c for v in value.values for c in result_calls(v)]
     if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
-        return [c for v in value.elts for c in _result_calls(v)]
+        return [c for v in value.elts for c in result_calls(v)]
     if isinstance(value, ast.Dict):
-        return [c for v in value.values for c in _result_calls(v)]
+        return [c for v in value.values for c in result_calls(v)]
     return []
 
 
-_IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod)
+IN_PLACE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod)
 # (builtins that read their caller's frame, and some that never return or keep an array)
 _FRAME_READERS = {"super", "locals", "vars", "globals", "eval", "exec", "dir"}
 _UNCHECKED = _FRAME_READERS | {"len", "isinstance", "print", "max_iterations"}
 
 
-def _own_nodes(func):
+def own_nodes(func):
     """The nodes of ``func``'s body, not those of the functions and classes nested in it."""
     stack = list(ast.iter_child_nodes(func))
     while stack:
         node = stack.pop()
         yield node
-        if not isinstance(node, _NESTED):
+        if not isinstance(node, NESTED):
             stack.extend(ast.iter_child_nodes(node))
