@@ -382,10 +382,11 @@ _SHARES = ["outs.append(h)", "g = h", "outs += [h]"]
 @st.composite
 def flow_programs(draw):
     """A loop (over the tensor's rows, or a Python range) whose body binds, changes and
-    shares ``h`` in any order, maybe under an if, maybe an op= after it. Returns the lines
-    and, for a body without ifs, whether it must be refused (a binding not known new, or a
-    share, on some path from a binding that reaches an op= to it: computed here on the
-    straight-line body, independently of the conversion)."""
+    shares ``h`` in any order, maybe under an if, maybe left by continue or break, maybe an
+    op= after it. Returns the lines and, for a straight-line body, whether it must be
+    refused (a binding not known new, or a share, on some path from a binding that reaches
+    an op= to it: computed here on the straight-line body, independently of the
+    conversion)."""
     tensor_loop = draw(st.booleans())
     init = draw(st.sampled_from(["F.relu(x[0])", "x[0] * 2", "self.fcf(x[0])", "x[0]"]))
     lines = ["outs = []" if tensor_loop else "outs = [x[1] * 0]", "g = x[1] * 3",
@@ -399,24 +400,33 @@ def flow_programs(draw):
         body.append("h *= 2")
     if tensor_loop:           # (one append a step: the rows a tensor loop collects)
         body.insert(draw(st.integers(0, len(body))), "outs.append(h)")
-    branched = draw(st.integers(0, 3)) == 0
-    if branched:               # an if around a run of binds and changes (no shares)
-        runs = [k for k, line in enumerate(body) if line not in _SHARES]
-        if runs:
-            k = draw(st.sampled_from(runs))
-            test = draw(st.sampled_from(["F.sum(r) > 0"] + ([] if tensor_loop else ["i == 0"])))
-            inside = ["if " + test + ":", "    " + body[k]]
+    branched = draw(st.integers(0, 2)) == 0
+    if branched:
+        # an if around a statement: a tensor if around a bind or change (a tensor if's
+        # branch cannot append to a list made outside it), a Python one around any
+        python_if = not tensor_loop and draw(st.booleans())
+        inside = [k for k, line in enumerate(body) if python_if or line not in _SHARES]
+        if inside:
+            k = draw(st.sampled_from(inside))
+            test = "i == 0" if python_if else "F.sum(r) > 0"
+            branch = ["if " + test + ":", "    " + body[k]]
             if draw(st.booleans()):
-                inside += ["else:", "    " + draw(st.sampled_from(_FRESH + _CHANGES))]
-            body = body[:k] + inside + body[k + 1:]
+                branch += ["else:", "    " + draw(st.sampled_from(
+                    _FRESH + _CHANGES + (shares if python_if else [])))]
+            body = body[:k] + branch + body[k + 1:]
         else:
             branched = False
+    if not tensor_loop and draw(st.integers(0, 2)) == 0:
+        # a step left early: what it shared before reaches the next step, or after the loop
+        body.insert(draw(st.integers(0, len(body))), draw(st.sampled_from(
+            ["if i == 0:", "if i == 1:"])) + " " + draw(st.sampled_from(["continue", "break"])))
+        branched = True
     lines += ["    " + line for line in body]
     after = draw(st.sampled_from([None, "h *= 2", "h += g"]))   # (r is the loop's)
     if after:
         lines.append(after)
     lines.append("return F.stack(*outs).sum(axis=0) + h + g")
-    if branched:
+    if branched:                       # (no oracle of refusal)
         return lines, None
     # may the array of h be held elsewhere ("dirty")? at the loop's start: before it, or
     # after a step
@@ -525,6 +535,9 @@ _REFUSED_ORDERS = [
       "    h += r", "    outs.append(h)", "return F.stack(*outs).sum(axis=0) + h"], 0,
      "h = self.fcf(r) if"),
     (["h = self.fcf(x[0])", "g = h", "h += 1", "return h + g"], 0, "g = h"),
+    (["outs = [x[1] * 0]", "h = self.fcf(x[0])", "i = 0", "while i < 2:", "    h += 1",
+      "    outs.append(h)", "    i += 1", "return F.stack(*outs).sum(axis=0) + h"], 0,
+     "outs.append(h)"),
     # an op= does not rebind: a share after the first still reaches the second
     (["h = self.fcf(x[0])", "h += 1", "outs = [h]", "h *= 2", "return h + outs[0]"], 1,
      "outs = [h]"),
@@ -547,6 +560,9 @@ _REFUSED_ORDERS = [
       "return h + outs[0]"], 0, "for v in (h,)"),
     (["h = F.relu(x)", "outs = [v for v in (h,)]", "h += 1", "return h + outs[0]"], 0,
      "outs = [v for v in (h,)]"),
+    # a nested function may rebind h when it runs (nonlocal), to an array held elsewhere
+    (["outs = [F.relu(x)]", "h = F.relu(x)", "def rebind():", "    nonlocal h",
+      "    h = outs[0]", "rebind()", "h += 1", "return h + outs[0]"], 0, "def rebind"),
     # a generator expression kept for later reads h when it runs, whatever binds h then
     (["g = (h for _ in range(1))", "h = F.relu(x)", "a1 = next(g)", "h += 1",
       "return h + a1"], 0, "g = (h for"),
@@ -572,6 +588,8 @@ def test_an_order_that_shares_the_array_is_refused_at_its_op(lines, which, why, 
      "    h = self.fcf(x[i])", "    h += 1", "return F.stack(*outs).sum(axis=0) + h"],
     ["outs = []", "h = F.relu(x[0])", "for r in x:", "    h = self.fcf(r)", "    h *= 2",
      "    h += r", "    outs.append(h)", "return F.stack(*outs).sum(axis=0) + h"],
+    ["outs = [x[1] * 0]", "i = 0", "while i < 2:", "    h = self.fcf(x[i])", "    h += 1",
+     "    outs.append(h)", "    i += 1", "return F.stack(*outs).sum(axis=0) + h"],
     # the share's path leaves by continue, not through the op=
     ["outs = [x[1] * 0]", "for i in range(3):", "    h = self.fcf(x[i % 2])", "    if i == 1:",
      "        outs.append(h)", "        continue", "    h += 1", "    outs.append(h)",

@@ -61,7 +61,7 @@ class Converter(ast.NodeTransformer):
         self.read_after: Dict[ast.AST, Set[str]] = {}     # ... by code, not closures
         self.exposed: Dict[ast.AST, Set[str]] = {}        # loop -> names its body reads first
         self.shared: Dict[ast.AST, Dict[str, ast.AST]] = {}   # function -> shared_arrays
-        self.augmented: Dict[Position, ast.AST] = {}    # op= (as written) -> why refused
+        self.augmented: Dict[Position, Optional[ast.AST]] = {}   # op= -> why refused
 
     def where(self, node):
         line = node.lineno + self.offset
@@ -72,9 +72,9 @@ class Converter(ast.NodeTransformer):
     def shared_array(self, function, name, node):
         """What else may hold the array of ``function``'s variable ``name`` (NOTE [autograph
         augmented assignment]), said for the message of ``node``'s ``op=``; None if nothing."""
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            # (where it reaches: pyct/static_analysis/reaching.py)
-            found = self.augmented.get(position(node))
+        if isinstance(node, ast.AugAssign) and position(node) in self.augmented:
+            # (what reaches it: pyct/static_analysis/reaching.py)
+            found = self.augmented[position(node)]
         else:
             found = self.shared.get(function, {}).get(name)
         if found is None:

@@ -8,7 +8,7 @@ from .aliases import (IN_PLACE_OPS, NESTED, checked_calls, given_names, node_sha
                       own_nodes, reads_frame, result_calls, shared_arrays)
 
 Position = Tuple[int, int, int, int]
-# (what a variable's op= needs checked when it runs: call -> (name, binds, the op=))
+# the calls an op= needs checked when they run: call -> (call, name, binds, the op=)
 Checks = Dict[Position, Tuple[ast.Call, str, bool, ast.AugAssign]]
 
 
@@ -18,13 +18,13 @@ def position(node) -> Position:
     return (node.lineno, node.col_offset, node.end_lineno or 0, node.end_col_offset or 0)
 
 
-def augmented_assignments(func) -> Tuple[Dict[Position, ast.AST], Checks]:
+def augmented_assignments(func) -> Tuple[Dict[Position, Optional[ast.AST]], Checks]:
     """For ``func`` and the functions nested in it, as written: ``({op=: the node saying why
-    its array may be held elsewhere}, {call: (name, binds, op=)})`` (NOTE [autograph
-    augmented assignment]): each in-place ``name op= v`` of a variable found in the first is
-    refused hybridized; each call in the second is checked when it runs, as binding
+    its array may be held elsewhere, or None}, {call: (name, binds, op=)})`` (NOTE
+    [autograph augmented assignment]): each in-place ``name op= v`` with a node in the first
+    is refused hybridized; each call in the second is checked when it runs, as binding
     (``binds``) or given the variable ``name`` of that ``op=``."""
-    refused: Dict[Position, ast.AST] = {}
+    refused: Dict[Position, Optional[ast.AST]] = {}     # (None: accepted)
     checks: Checks = {}
     for function in ast.walk(func):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -36,19 +36,16 @@ def augmented_assignments(func) -> Tuple[Dict[Position, ast.AST], Checks]:
         try:
             graph = _Graph(function, {n.target.id for n in changes})     # type: ignore
         except _NotFollowed:
-            # today's answer for the whole function: what may happen anywhere reaches
+            # the whole-function rule: what happens anywhere in it reaches every op=
             shared = shared_arrays(function)
             for change in changes:
-                name = change.target.id                                  # type: ignore
-                if name in shared:
-                    refused[position(change)] = shared[name]
+                refused[position(change)] = shared.get(change.target.id)  # type: ignore
             for call, name, binds, change in checked_calls(function):
                 checks.setdefault(position(call), (call, name, binds, change))
             continue
         for change in sorted(changes, key=position):
             reason, binding, given = graph.reaching(change)
-            if reason is not None:
-                refused[position(change)] = reason
+            refused[position(change)] = reason
             name = change.target.id                                      # type: ignore
             for call in sorted(binding, key=position):
                 checks.setdefault(position(call), (call, name, True, change))
@@ -60,7 +57,7 @@ def augmented_assignments(func) -> Tuple[Dict[Position, ast.AST], Checks]:
 
 
 class _NotFollowed(Exception):
-    """A statement the graph does not model (try, match, async): today's answer."""
+    """A statement the graph does not model (try, match, async): the whole-function rule."""
 
 
 class _Def:
@@ -230,7 +227,7 @@ class _Graph:
                 node.kills.add(name)
                 node.binds.setdefault(name, []).append(_Def(reason, calls))
             for n in ast.walk(target) if reason is not None else ():
-                # (for d[k] in ...: as today, all its names)
+                # (for d[k] in ...: d holds the iterable's items)
                 if isinstance(n, ast.Name) and n.id not in _target_names(target):
                     node.shares.setdefault(n.id, reason)
 
@@ -338,11 +335,12 @@ def _target_names(target) -> List[str]:
 
 
 def _lazily_read(node) -> List[str]:
-    """The variables a closure (or global, nonlocal) may read or keep whenever it runs."""
+    """The variables a closure (or global, nonlocal) may read, keep or rebind (``nonlocal
+    h; h = ...``) whenever it runs."""
     if isinstance(node, (ast.Global, ast.Nonlocal)):
         return list(node.names)
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and
-            isinstance(n.ctx, ast.Load)]
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)] + [
+        name for n in ast.walk(node) if isinstance(n, ast.Nonlocal) for name in n.names]
 
 
 # builtins that use up a generator expression before they return
