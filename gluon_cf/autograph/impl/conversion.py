@@ -140,7 +140,7 @@ from ..converters.loops import LoopsConverter
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
 from ..pyct.static_analysis.activity import Scope
-from ..pyct.static_analysis.aliases import shared_arrays
+from ..pyct.static_analysis.aliases import given_as_receiver, shared_arrays
 from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 from ..pyct.templates import runtime_call
@@ -636,7 +636,8 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         checked = [(call, [ast.Constant(self.where(call)), ast.Constant(name),
                            ast.Constant(binds), ast.Constant(self.where(augmented)),
                            ast.Constant(_SIGNS[type(augmented.op)]),
-                           ast.Constant(rewrite(augmented))])
+                           ast.Constant(rewrite(augmented)),
+                           ast.Constant(not binds and given_as_receiver(call, name))])
                    for call in ast.walk(func) if isinstance(call, ast.Call) and
                    hasattr(call, "lineno") and position(call) in calls_to_check
                    for written, name, binds, augmented in [calls_to_check[position(call)]]

@@ -26,12 +26,17 @@ def refusal(where, sign, shared, rewrite):
         f"change")
 
 
-def checked(fn, call, name, binds, where, sign, rewrite):
+def checked(fn, call, name, binds, where, sign, rewrite, receiver=False):
     """``fn``, called as converted code calls it at ``call`` (``file:line: source``), where
     the call binds (``binds``) or is given the variable ``name`` that ``name op= v`` at
     ``where`` changes: while hybridizing, an AutographError at ``where`` unless
     :func:`returns_new_arrays` proves the call neither returns nor keeps an array
-    something else holds."""
+    something else holds. ``receiver``: the variable is given only as the method's object
+    (``outs.append(h)``), so none of this when it is no array (a list's ``op=`` is in
+    place, and the variable keeps its type until it is rebound)."""
+    if receiver and not isinstance(getattr(fn, "__self__", None), (mx.nd.NDArray,
+                                                                   mx.sym.Symbol)):
+        return fn
     def refuse():
         how = f"it is what {call} returns" if binds else f"{call} is given it"
         return refusal(where, sign, f"{name!r} may hold an array something else holds too "

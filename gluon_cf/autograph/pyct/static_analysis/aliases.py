@@ -309,6 +309,15 @@ def given_names(call) -> List[str]:
             for n in _kept(value)]
 
 
+def given_as_receiver(call, name) -> bool:
+    """Whether ``call`` is given the variable ``name`` only as its method's object
+    (``outs.append(h)`` for ``outs``)."""
+    return isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
+        and call.func.value.id == name and name not in [
+            n.id for value in list(call.args) + [k.value for k in call.keywords]
+            for n in _kept(value)]
+
+
 def checked_calls(function):
     """``[(call, name, binds, augmented)]``, anywhere in ``function`` (not in the functions
     nested in it): the calls that bind (``binds``: the call is the value, or what a view or
