@@ -91,7 +91,10 @@ NOTE [autograph augmented assignment]
     ``x.as_in_context``, ``x.copyto`` and unknown callables. The check is at the call, not
     the ``op=``: a graph's ``cond`` or loop makes new Symbols of what its branches and steps
     bind, so only the call knows its callee (a call checked for several ``op=`` is checked
-    once, as binding if it binds one, naming the first). So ``h = self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y =
+    once, as binding if it binds one, naming the first). A call given the variable only as
+    its method's object is not checked when that object is no array (``outs.append(h)``
+    for a list ``outs``: a list's ``op=`` is in place, and a variable keeps its type until
+    rebound). So ``h = self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y =
     self.proj(x); y += 1`` converts when proj is a non-empty Sequential of built-in layers.
     (Eagerly nothing is refused: the NDArray runs plain Python's in place.)
 
