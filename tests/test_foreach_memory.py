@@ -96,8 +96,18 @@ def _one_d_data(F, cf, net, p, x, s):             # steps see (1,) slices
                       x.reshape((-1,)), [s])
 
 
+def _output_of_no_step(F, cf, net, p, x, s):      # every step outputs what came before it
+    h = F.tanh(s) * 3                             # (NOTE [outputs MXNet would merge])
+    return cf.foreach(lambda xt, st: (F.identity(h), [st[0] + xt]), x, [s])
+
+
+def _outputs_alike(F, cf, net, p, x, s):          # two outputs of one value, and a copy
+    h = F.tanh(s)
+    return cf.foreach(lambda xt, st: ([h * 2, h * 2, st[0] * xt], [st[0] + xt]), x, [s])
+
+
 @pytest.mark.parametrize("fn", [_state_is_output, _state_unchanged, _sum_passed_through,
-                                _one_d_data])
+                                _one_d_data, _output_of_no_step, _outputs_alike])
 @pytest.mark.parametrize("mode", ["hybrid", "static"])
 @pytest.mark.parametrize("grad", [True, False])
 def test_bodies_equal_python(fn, mode, grad, per_call):

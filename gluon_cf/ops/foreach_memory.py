@@ -299,4 +299,25 @@ def passthrough_guarded(symbol):
         guard = entry in seen or reaches[head[0]]
         seen.add(entry)
         outputs.append(symbol[k] * 1 if guard else symbol[k])
-    return mx.sym.Group(outputs)
+    return _heads_kept_apart(mx.sym.Group(outputs))
+
+
+# NOTE [outputs MXNet would merge]
+#     A CachedOp eliminates common expressions (MXNET_ELIMINATE_COMMON_EXPR, on by default):
+#     nodes of one operator, attributes and inputs become one, and outputs that then name one
+#     entry get ``_copy`` nodes inserted. Steps of an unrolled graph whose output does not
+#     depend on the step (a loop appending a value computed before it, ``outs.append(h)``)
+#     are such nodes, and the ``is_dynamic`` CachedOp, writing into rows of one output array
+#     (``out=`` views), wrote the first row only, leaving the others as they were: garbage
+#     (review, session 19). A hidden attribute of its own on every output's node (``__x__``
+#     attributes are kept by MXNet and ignored by operators) keeps them apart: no output
+#     shares its node with another output's, so none is merged or copied.
+def _heads_kept_apart(symbol):
+    """``symbol`` with every output's node marked by an attribute of its own (NOTE [outputs
+    MXNet would merge])."""
+    js = json.loads(symbol.tojson())
+    for k, head in enumerate(js["heads"]):
+        node = js["nodes"][head[0]]
+        if node["op"] != "null":
+            node.setdefault("attrs", {})["__gluon_cf_output__"] = str(k)
+    return mx.sym.load_json(json.dumps(js))
