@@ -427,8 +427,8 @@ class _NodeOperator(mx.operator.CustomOp):
                     "hybridized graphs yet" % (self.node.kind, k, value.shape, dst.shape))
             write_like_assign(self, dst, r, value)
 
-    def _refuse_training(self):
-        if self.node.aux_state_nodes:   # see updates_aux_state in operators.py
+    def _refuse_training(self, is_train=True):   # is_train: the forward's
+        if is_train and self.node.aux_state_nodes:   # updates_aux_state in operators.py
             raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.node.aux_state_nodes))
         if self.node.user_custom_ops:
@@ -440,9 +440,9 @@ class _NodeOperator(mx.operator.CustomOp):
         done, self.forward_done = self.forward_done, False
         if not done and not self.backward_done:   # (NOTE [backward of a failed forward])
             return
-        self._refuse_training()
-        # Integer inputs too: NOTE [integer inputs needing a gradient]
-        wanted = tuple(i for i, r in enumerate(req) if r != "null")
+        self._refuse_training(self.is_train)   # NOTE [the mode of a node's backward]
+        backward_train = autograd.is_training()   # (the same NOTE)
+        wanted = tuple(i for i, r in enumerate(req) if r != "null")   # NOTE [integer inputs needing a gradient]
         self.node.wanted = wanted
         check_index_gradients(self.node, wanted)   # NOTE: [gradients asked of indices]
         saved, self.saved = self.saved, None
@@ -469,13 +469,13 @@ class _NodeOperator(mx.operator.CustomOp):
             # retain_graph: NOTE [autograd on MXNet's worker threads]
             try:
                 autograd.backward([o for o, _ in heads], [g for _, g in heads],
-                                  retain_graph=True, train_mode=self.is_train)
+                                  retain_graph=True, train_mode=backward_train)
             except mx.MXNetError as err:   # NOTE [outputs of no differentiable input]
                 if _NOT_CONNECTED not in str(err):
                     raise
         if wanted:   # NOTE [planned backward] in recursion/planned_backward.py
             for backward in reversed(planned or []):
-                backward(self.is_train)
+                backward(backward_train)
         for i, (dst, r) in enumerate(zip(in_grad, req)):
             if r == "null":
                 continue

@@ -16,7 +16,8 @@ from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, che
                       stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
-from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
+from .loops import (keeping_shapes, located, loop_batching_rule, per_row, stacked_shape,
+                    unread_inputs)
 
 OP = "while_loop"
 
@@ -352,6 +353,12 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         # Discovering a recursive function that func calls: zero steps is the loop's path
         # without the call (NOTE [loops of no step]); this graph is thrown away.
         return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
+    unread = unread_inputs(step.func_fn, func_g, 0, nv)
+    if unread:      # NOTE [loop inputs a symbolic body must read]
+        raise ValueError("%s: The %d-th loop_var doesn't involve into the computation (MXNet "
+                         "1.9.1's symbolic while_loop requires func to read every loop "
+                         "variable): func does not read loop_vars[%d] (flattened)"
+                         % (located(OP), unread[0] + 1, unread[0]))
     captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
