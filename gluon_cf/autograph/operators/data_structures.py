@@ -307,6 +307,7 @@ def no_outer_lists(value, names, values, where, what):
                     f"built once, so it cannot change a Python {type(current).__name__} (in a "
                     f"loop, append once per step, as a statement of the loop's body, to "
                     f"collect rows: in a while loop before any break, in a for over a Python "
-                    f"range before a break or last in the step after it; in an if, assign an "
-                    f"array in both branches)")
+                    f"range before a break or last in the step after it, to a list the "
+                    f"function makes and gives to no other name, object or call before the "
+                    f"loop; in an if, assign an array in both branches)")
     return value
