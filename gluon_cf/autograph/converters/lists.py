@@ -82,8 +82,9 @@ def _aliased_before(func, name, loop):
         parent = parents.get(node)
         if _no_alias(node, parent):
             continue
-        if isinstance(parent, ast.Attribute) and isinstance(parents.get(parent), ast.Call) \
-                and parents[parent].func is parent:
+        call = parents.get(parent) if parent is not None else None
+        if isinstance(parent, ast.Attribute) and isinstance(call, ast.Call) and \
+                call.func is parent:
             continue            # outs.append(v): the method called, not kept
         if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and \
                 parent.func.id == "len":
