@@ -1772,3 +1772,119 @@ class RecursiveCalledFromAutographForOverRoots(HybridBlock):
     def plain_forward(self, F, x, left, right, roots):
         return _plain_tree(F, x, left, right, roots,
                            lambda F, here, a, b: here * 0.5 + a * b, lambda F, h: h)
+
+
+# ------------------------------------------------------------------ last batch: mixed idioms
+
+@program(*ROWS)
+class CollectedListTruthAfterLoop(HybridBlock):
+    """last = outs[-1] if outs else x[0] after a tensor loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(F.tanh(row))
+        last = outs[-1] if outs else x[0]
+        return last * 2
+
+
+@program(*ROWS)
+class CollectedInsideOuterPythonLoop(HybridBlock):
+    """Two passes (a Python range) each collecting a tensor loop's rows into a fresh list."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        results = []
+        for scale in (1.0, 2.0):
+            outs = []
+            for row in x:
+                outs.append(row * scale)
+            results.append(F.stack(*outs))
+        return results[0] + results[1]
+
+
+@program(*STATE_ROWS)
+class DictStateWhereUpdateInWhile(HybridBlock):
+    """state = {"h": ..., "n": ...} rebuilt each step of a tensor while with where."""
+
+    @autograph
+    def hybrid_forward(self, F, h, x):
+        state = {"h": h, "n": F.zeros((1,))}
+        while state["n"] < 2:
+            row = F.take(x, state["n"])[0]
+            new_h = F.where(row > 0, state["h"] + row, state["h"])
+            state = {"h": new_h, "n": state["n"] + 1}
+        return state["h"]
+
+
+@program(*LOGITS)
+class GreedyWithFinishedFlagAndOr(HybridBlock):
+    """A greedy loop whose stop test is `finished or t >= 3` (tensor or tensor)."""
+
+    @autograph
+    def hybrid_forward(self, F, logits):
+        t = F.zeros((1,))
+        finished = F.zeros((1,))
+        total = F.zeros((1,))
+        while not (finished or t >= 3):
+            row = F.take(logits, t)[0]
+            total = total + F.max(row, axis=0, keepdims=True)
+            finished = F.argmax(row, axis=0) == 0
+            t = t + 1
+        return total, t
+
+
+@program(*ROWS)
+class LambdaOfAndOrAppliedInLoop(HybridBlock):
+    """gate = lambda v: (F.sum(v) > 0) and v (Python's value: v or 0) in a tensor loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        gate = lambda v: (F.sum(v) > 0) and v      # noqa: E731
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + gate(row)
+        return h
+
+
+@program(*ROWS)
+class OrDefaultOnOptionalTensor(HybridBlock):
+    """scale = self.scale or 1.0 (a Python None attribute), used in a tensor loop."""
+    scale = None
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        scale = self.scale or 0.5
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h * scale + row
+        return h
+
+
+@program(*ROWS)
+class EnumerateCollectedAfterLoop(HybridBlock):
+    """for k, o in enumerate(outs): weighted after a tensor loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        acc = F.zeros_like(x[0])
+        for k, o in enumerate(outs):
+            acc = acc + o * (k + 1)
+        return acc
+
+
+@program(*ROWS)
+class ListCompOverRangeOfShapeInsideLoopBody(HybridBlock):
+    """[row[j] for j in range(3)] (a Python range) inside a tensor loop's body."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            parts = [row[j] * (j + 1) for j in range(3)]
+            h = h + F.add_n(*parts)
+        return h

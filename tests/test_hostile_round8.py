@@ -79,7 +79,7 @@ def _refused_at(block_class, text, message, mode="hybrid"):
     programs.TensorAndPythonZeroInWhile,
     # `(F.sum(row) > 0) or row * 0.5` is the fallback's value where Python's is: it was the
     # logical or (1 or 0), eagerly and hybridized -- silently other values
-    programs.ValueOfOrWithTensorFallback,
+    programs.ValueOfOrWithTensorFallback, programs.LambdaOfAndOrAppliedInLoop,
     # an f-string whose expression quotes a string, the call given end="\r": decorating
     # raised ast's "Unable to avoid backslash in f-string expression part"
     programs.PrintFStringInTensorLoop],
