@@ -292,3 +292,26 @@ def test_unary_plus_of_a_tensor_is_refused_at_its_line():
     (eagerly plain Python's own TypeError, as before)."""
     _refused_at(programs.UnaryPlusAndNegInLoop, "h = -h * 0.5 + (+row)",
                 "unary + of a tensor: MXNet's arrays (NDArray and Symbol) have no unary plus")
+
+
+@pytest.mark.parametrize("block_class, reading, what", [
+    (programs.CollectedListTruthAfterLoop, "last = outs[-1] if outs else x[0]",
+     "tested for truth (if items: is len(items) > 0)"),
+    (programs.ReversedCollectedStacked, "return F.stack(*reversed(outs))",
+     "measured with len()"),
+    (programs.EnumerateCollectedAfterLoop, "for k, o in enumerate(outs):", "iterated over")],
+    ids=lambda v: getattr(v, "__name__", None))
+def test_a_collected_list_of_unknown_length_names_the_line_reading_it(block_class, reading,
+                                                                       what):
+    """The refusal named only the loop's line, and ``if outs:`` was "measured with len()"
+    (Python falls back on __len__ for truth), a call the user did not write."""
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError) as refused:
+        net(mx.nd.array(programs.ROWS[0][0]))
+    assert str(refused.value) == (
+        "%s:%d: for row in x: a list this loop on a tensor appended to is %s, but how many "
+        "items it holds is known only when the graph runs; use F.stack(*items), "
+        "F.concat(*items, dim=...), F.add_n(*items) or items[i] (at %s:%d)" % (
+            programs.__file__, _line_of("for row in x:", block_class), what,
+            programs.__file__, _line_of(reading, block_class)))

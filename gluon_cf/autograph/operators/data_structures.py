@@ -34,6 +34,7 @@ NOTE [autograph lists]
 import mxnet as mx
 
 from ...ops.cond import cond
+from ...operators import user_location
 from ..errors import AutographError, node_name, op_name, one_colon, python_value, region_at
 from .item_check import checked_item
 
@@ -181,13 +182,18 @@ class StepList:
                             f"the loop at {region_at(self.where)} appended them")
 
     def _unknown_length(self, what):
+        # (the line reading the list: the converted code's frame, under the user's file)
+        here = user_location(2)
         raise AutographError(f"{self.where}: a list this loop on a tensor appended to is "
                              f"{what}, but how many items it holds is known only when the graph "
                              f"runs; use F.stack(*items), F.concat(*items, dim=...), "
-                             f"F.add_n(*items) or items[i]")
+                             f"F.add_n(*items) or items[i]" + (f" (at {here})" if here else ""))
 
     def __len__(self):
         self._unknown_length("measured with len()")
+
+    def __bool__(self):
+        self._unknown_length("tested for truth (if items: is len(items) > 0)")
 
     def __getattr__(self, name):
         # list's other methods (pop, insert, extend, index, sort ...): the user's call names
