@@ -138,7 +138,11 @@ def trace(op, role, num_inputs, call):
     with _TraceScope(**{_TAG: uid}):
         fresh = [mx.sym.var("%s_in%d" % (uid, k)) for k in range(num_inputs)]
         value = call(fresh)
-        flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
+        try:
+            flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
+        except TypeError as err:    # (a branch returning a dict: the user's value, not ours)
+            where = user_location()
+            raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
         for out in flat:
             if not isinstance(out, mx.sym.Symbol):
                 raise TypeError("gluon_cf.%s: %s returned an NDArray in symbolic mode; return "

@@ -342,13 +342,6 @@ class PythonSideOfIfExp(Base):
         return x * (2 if x.sum() > 1 else 0)
 
 
-class MixedAnd(Base):
-    @gluon_cf.autograph
-    def hybrid_forward(self, F, x):
-        both = (x.sum() > 1) and 3
-        return x * both
-
-
 class ReturnsTheItem(Base):
     @gluon_cf.autograph
     def hybrid_forward(self, F, x):
@@ -402,8 +395,6 @@ class AppendsSomeSteps(Base):
     (PythonSideOfIfExp, "return x * (2 if x.sum() > 1 else 0)",
      r"the if side of this conditional expression is the Python value 2; with a tensor "
      r"condition both sides must be arrays"),
-    (MixedAnd, "both = (x.sum() > 1) and 3", r"this and/or mixes a tensor with the Python value "
-                                              r"3; make both tensors"),
     (PythonCounter, "while x.sum() > 1:", r"variable 'steps' changes in this while loop on a "
                                          r"tensor but is the Python value 0"),
     (ItemAfterLoop, "for row in x:", r"this for loop is on a tensor and its item is read after "

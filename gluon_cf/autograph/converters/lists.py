@@ -24,6 +24,7 @@ def collected_lists(func):
     """For each loop whose jumps became flags: the names its body appends to by a statement
     of the body itself (once per step), that the body neither assigns nor reads otherwise."""
     collected = {}
+    local = _own_lists(func)
     for loop in scoped(func.body):
         if not isinstance(loop, (ast.While, ast.For)) or not lowerable(loop):
             continue
@@ -35,11 +36,61 @@ def collected_lists(func):
         for name in sorted({n for n in appended if n is not None}):
             reads = sum(1 for n in scoped(loop.body) if isinstance(n, ast.Name) and
                         n.id == name and isinstance(n.ctx, ast.Load))
-            if reads == appended.count(name) == 1 and name not in assigned_names(loop.body):
+            if reads == appended.count(name) == 1 and name not in assigned_names(loop.body) \
+                    and name in local and not _aliased_before(func, name, loop):
                 names.append(name)
         if names:
             collected[loop] = names
     return collected
+
+
+def _own_lists(func):
+    """The names the function binds itself (not its parameters, globals, ``nonlocal``
+    names or free variables): a list a loop collects is rebound to the collected rows, which
+    the caller's list, a global or an enclosing function's would never see."""
+    declared = {name for n in scoped(func.body) if isinstance(n, (ast.Global, ast.Nonlocal))
+                for name in n.names}
+    args = func.args
+    parameters = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                  args.vararg, args.kwarg] if a is not None}
+    return assigned_names(func.body) - declared - parameters
+
+
+# where a list's name is read without another name, object or container being given the
+# list: an item or attribute of it (``outs[0]``, ``outs.append(v)``: the method called),
+# its items (``*outs``, ``for o in outs``), ``len(outs)``
+def _no_alias(node, parent):
+    if isinstance(parent, ast.Subscript) and parent.value is node or \
+            isinstance(parent, ast.Starred) or \
+            isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node or \
+            isinstance(parent, ast.Compare):
+        return True
+    return False
+
+
+def _aliased_before(func, name, loop):
+    """Whether ``func`` may give the list ``name`` to another name, object, container or
+    call before ``loop`` (``history = outs``, ``helper(outs)``, ``self.trace = outs``,
+    ``push = outs.append``): that one would keep the list the loop never appends to."""
+    parents = {child: parent for parent in ast.walk(func)
+               for child in ast.iter_child_nodes(parent)}
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Name) and node.id == name and
+                isinstance(node.ctx, ast.Load)) or not hasattr(node, "lineno") or \
+                (node.lineno, node.col_offset) >= (loop.lineno, loop.col_offset):
+            continue
+        parent = parents.get(node)
+        if _no_alias(node, parent):
+            continue
+        call = parents.get(parent) if parent is not None else None
+        if isinstance(parent, ast.Attribute) and isinstance(call, ast.Call) and \
+                call.func is parent:
+            continue            # outs.append(v): the method called, not kept
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and \
+                parent.func.id == "len":
+            continue
+        return True
+    return False
 
 
 def step_statements(loop):

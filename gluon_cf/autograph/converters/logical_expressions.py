@@ -69,4 +69,8 @@ class LogicalConverter(Converter):
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):
             return ast.copy_location(runtime_call("not_", [node.operand]), node)
+        if isinstance(node.op, ast.UAdd) and node in self.parents and \
+                not isinstance(node.operand, ast.Constant):
+            return ast.copy_location(runtime_call("positive", [
+                node.operand, ast.Constant(self.where(node))]), node)
         return node

@@ -109,8 +109,9 @@ NOTE [autograph calls]
 
     Expressions: ``a if test else b`` becomes ``if_exp`` (``cond`` on a Symbol test),
     ``and``/``or``/``not`` become ``and_``/``or_``/``not_``, which keep Python's
-    short-circuit semantics on Python values and are the elementwise logical operations on
-    tensors (0 or 1; every operand evaluated, as a graph must).
+    short-circuit semantics on Python values and are elementwise on tensors, Python's value
+    at each element (``a and b`` is ``b`` where ``a`` is true, else ``a``; ``not`` 0 or 1;
+    every operand evaluated, as a graph must).
 """
 import ast
 import contextlib
@@ -139,11 +140,11 @@ from ..converters.logical_expressions import LogicalConverter
 from ..converters.loops import LoopsConverter
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
-from ..pyct.static_analysis.activity import Scope
+from ..pyct.static_analysis.activity import MUTATORS, Scope
 from ..pyct.static_analysis.aliases import given_as_receiver, shared_arrays
 from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
-from ..pyct.templates import runtime_call
+from ..pyct.templates import runtime_call, unparse
 
 
 def convert_function(fn, max_iterations=None):
@@ -187,7 +188,7 @@ def convert_function(fn, max_iterations=None):
     module = ast.Module(body=[factory], type_ignores=[])
     ast.fix_missing_locations(module)
     ast.increment_lineno(module, first - 1)
-    code_text = ast.unparse(func)
+    code_text = unparse(func)
     # The converted function shares the original's globals (names defined later in the module
     # stay visible; the runtime is reachable as __ag__) and its closure cells, so a method's
     # __class__ cell, filled only once the class exists, serves super() in both.
@@ -309,7 +310,8 @@ def converted(fn, where=None):
     if isinstance(fn, functools.partial):
         inner = converted(fn.func, where)
         return fn if inner is fn.func else functools.partial(inner, *fn.args, **fn.keywords)
-    output = side_effects.output(fn, where)
+    output = side_effects.output(fn, where) or side_effects.container_method(
+        fn, where, MUTATORS)
     if output is not None:
         return output
     iterating = py_builtins.library_iterating(fn, str(where))

@@ -34,6 +34,7 @@ NOTE [autograph lists]
 import mxnet as mx
 
 from ...ops.cond import cond
+from ...operators import user_location
 from ..errors import AutographError, node_name, op_name, one_colon, python_value, region_at
 from .item_check import checked_item
 
@@ -181,13 +182,18 @@ class StepList:
                             f"the loop at {region_at(self.where)} appended them")
 
     def _unknown_length(self, what):
+        # (the line reading the list: the converted code's frame, under the user's file)
+        here = user_location(2)
         raise AutographError(f"{self.where}: a list this loop on a tensor appended to is "
                              f"{what}, but how many items it holds is known only when the graph "
                              f"runs; use F.stack(*items), F.concat(*items, dim=...), "
-                             f"F.add_n(*items) or items[i]")
+                             f"F.add_n(*items) or items[i]" + (f" (at {here})" if here else ""))
 
     def __len__(self):
         self._unknown_length("measured with len()")
+
+    def __bool__(self):
+        self._unknown_length("tested for truth (if items: is len(items) > 0)")
 
     def __getattr__(self, name):
         # list's other methods (pop, insert, extend, index, sort ...): the user's call names
@@ -307,6 +313,7 @@ def no_outer_lists(value, names, values, where, what):
                     f"built once, so it cannot change a Python {type(current).__name__} (in a "
                     f"loop, append once per step, as a statement of the loop's body, to "
                     f"collect rows: in a while loop before any break, in a for over a Python "
-                    f"range before a break or last in the step after it; in an if, assign an "
-                    f"array in both branches)")
+                    f"range before a break or last in the step after it, to a list the "
+                    f"function makes and gives to no other name, object or call before the "
+                    f"loop; in an if, assign an array in both branches)")
     return value

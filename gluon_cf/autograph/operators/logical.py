@@ -1,6 +1,7 @@
 """Boolean operators of converted code at run time: ``and``/``or``/``not`` keep Python's
-short-circuit semantics on Python values and are the elementwise logical operations on tensors
-(0 or 1; every operand evaluated, as a graph must)."""
+short-circuit semantics on Python values and are elementwise on tensors, Python's value at each
+element (``and``/``or`` the operand Python would return, ``not`` 0 or 1; every operand
+evaluated, as a graph must)."""
 import mxnet as mx
 
 from ..errors import AutographError
@@ -21,12 +22,12 @@ def asserted(test, where):
 
 def and_(values, where):
     """A converted ``a and b and ...`` (each operand a function, evaluated left to right): on
-    tensors, the elementwise logical and of all operands (each evaluated); else Python's."""
+    tensors elementwise Python's (:func:`_logical`, each operand evaluated); else Python's."""
     return _bool_op(values, where, stop_on=False, op="broadcast_logical_and")
 
 
 def or_(values, where):
-    """A converted ``a or b or ...``: on tensors the elementwise logical or; else Python's."""
+    """A converted ``a or b or ...``: on tensors elementwise Python's; else Python's."""
     return _bool_op(values, where, stop_on=True, op="broadcast_logical_or")
 
 
@@ -71,12 +72,34 @@ def not_(value):
     return not value
 
 
+def positive(value, where):
+    """A converted ``+x``: Python's; on a Symbol (which, as an NDArray, has no unary plus:
+    Python's TypeError names no line of the user's) an error at the user's line."""
+    if isinstance(value, mx.sym.Symbol):
+        raise AutographError(f"{where}: unary + of a tensor: MXNet's arrays (NDArray and "
+                             f"Symbol) have no unary plus; write the value itself")
+    return +value
+
+
 def _logical(op, a, b, where):
-    if isinstance(a, mx.sym.Symbol) or isinstance(b, mx.sym.Symbol):
+    """``a and b`` (``op`` the logical and) or ``a or b`` of a tensor ``a``, elementwise as
+    Python's on one element: ``b`` where ``a`` is true (``a`` where it is false) for and, ``a``
+    where ``a`` is true (else ``b``) for or -- so 0 or 1 for comparisons, and the operands'
+    own values otherwise (``(x.sum() > 1) and 3`` is 3 where Python's is, not 1); a Python
+    number ``b`` an array of ``a``'s shape."""
+    symbolic = isinstance(a, mx.sym.Symbol) or isinstance(b, mx.sym.Symbol)
+    if symbolic and not is_tensor(b) and isinstance(b, (bool, int, float)):
+        b = mx.sym.ones_like(a) * float(b)
+    if symbolic:
         if not (is_tensor(a) and is_tensor(b)):
             raise AutographError(f"{where}: this and/or mixes a tensor with the Python value "
                                  f"{b if is_tensor(a) else a!r}; make both tensors")
-        return getattr(mx.sym, op)(a, b)
-    if not isinstance(b, mx.nd.NDArray):
-        b = mx.nd.array([b], ctx=a.context, dtype=a.dtype)
-    return getattr(mx.nd, op)(a, b)
+        F = mx.sym
+    else:
+        F = mx.nd
+        if not isinstance(b, mx.nd.NDArray):
+            b = mx.nd.array([b], ctx=a.context, dtype=a.dtype)
+    common = F.broadcast_add(F.zeros_like(a), F.zeros_like(b))
+    a, b = F.broadcast_add(a, common), F.broadcast_add(b, common)
+    true = a != 0
+    return F.where(true, b, a) if op == "broadcast_logical_and" else F.where(true, a, b)

@@ -91,9 +91,22 @@ def builtin(fn, where):
                          for k, a in enumerate(args))
             if any(a is None for a in args):
                 _refuse_iteration(name, where)
+        if name == "filter" and len(args) == 2:
+            args = (_truth_checked(args[0], where), args[1])
         return the_builtin(*args, **kwargs)
     checked.checked_builtin = the_builtin  # type: ignore[attr-defined]  # (call_results)
     return checked
+
+
+def _truth_checked(predicate, where):
+    """filter's predicate (None: the items themselves), whose results filter takes the
+    truth of: a Symbol's is an error naming the call."""
+    def test(item):
+        result = item if predicate is None else predicate(item)
+        if isinstance(result, mx.sym.Symbol):
+            _refuse_truth("filter", where)
+        return result
+    return test
 
 
 def _refuse_iteration(name, where):

@@ -85,6 +85,24 @@ def mutable(receiver, where, method):
     return receiver
 
 
+def container_method(fn, where, mutators):
+    """``fn`` checked as :func:`mutable` checks ``items.append(x)`` when it is a mutating
+    method (one of ``mutators``) of a Python container called through another name
+    (``push = outs.append`` ... ``push(h)``), else None."""
+    receiver = getattr(fn, "__self__", None)
+    name = getattr(fn, "__name__", None)
+    if name not in mutators or isinstance(receiver, type) or not isinstance(
+            receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
+                       collections.abc.MutableMapping, collections.abc.MutableSet)):
+        return None
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        mutable(receiver, str(where), name)
+        return fn(*args, **kwargs)
+    return checked
+
+
 def consumed(value, where, name):
     """The argument ``name`` of ``next(name)`` or ``sum(name)`` (a builtin that reads what it
     is given) in converted code, where no loop around the call makes ``name``: a Python

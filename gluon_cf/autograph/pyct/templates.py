@@ -1,6 +1,7 @@
 """The pieces of syntax the converters build: calls of the run-time operators (``__ag__.name``),
 thunks, tuples of names, flag assignments, and the numbers that keep generated names unique."""
 import ast
+import copy
 import itertools
 
 
@@ -39,3 +40,36 @@ def assign_constant(name, value):
 
 def running_test(flags):
     return runtime_call("running", [ast.Name(id=f, ctx=ast.Load()) for f in flags])
+
+
+def unparse(tree):
+    """The source of ``tree``, as ``ast.unparse``; where that fails (before Python 3.12 an
+    f-string's expression cannot hold a backslash, and the converted code's located strings
+    quote the user's line, ``end="\\r"`` and all) its f-strings are written as the
+    ``"".join(format(...))`` they compute."""
+    try:
+        return ast.unparse(tree)
+    except ValueError:
+        return ast.unparse(_FormattedAsCalls().visit(copy.deepcopy(tree)))
+
+
+class _FormattedAsCalls(ast.NodeTransformer):
+    """``f"a{v!r:>4}"`` as ``"".join(("a", format(repr(v), ">4")))``: the value of each
+    piece, converted (``!s``/``!r``/``!a``) and then formatted with its spec."""
+    _CONVERSIONS = {ord("s"): "str", ord("r"): "repr", ord("a"): "ascii"}
+
+    def visit_JoinedStr(self, node):
+        self.generic_visit(node)
+        return ast.Call(func=ast.Attribute(value=ast.Constant(""), attr="join",
+                                           ctx=ast.Load()),
+                        args=[ast.Tuple(elts=list(node.values), ctx=ast.Load())], keywords=[])
+
+    def visit_FormattedValue(self, node):
+        self.generic_visit(node)
+        value = node.value
+        if node.conversion in self._CONVERSIONS:
+            value = ast.Call(func=ast.Name(id=self._CONVERSIONS[node.conversion],
+                                           ctx=ast.Load()), args=[value], keywords=[])
+        spec = [node.format_spec] if node.format_spec is not None else []
+        return ast.Call(func=ast.Name(id="format", ctx=ast.Load()), args=[value] + spec,
+                        keywords=[])

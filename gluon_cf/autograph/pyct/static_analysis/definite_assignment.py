@@ -24,6 +24,24 @@ def definitely_assigned(statement):
     return set.intersection(*sides)
 
 
+def try_assigned(statement):
+    """The names a ``try`` assigns on every path that goes on after it: its body and else
+    clause completing, or each handler that does not always return or raise (after any part
+    of the body), and in every case its finally clause."""
+    def block(statements):
+        names: Set[str] = set()
+        for inner in statements:
+            names |= definitely_assigned(inner) if isinstance(inner, ast.If) else \
+                try_assigned(inner) if isinstance(inner, ast.Try) else \
+                set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor, ast.With)) \
+                else assigned_names([inner])
+        return names
+    sides = [block(statement.body + statement.orelse)] + [
+        block(handler.body) - ({handler.name} if handler.name else set())
+        for handler in statement.handlers if not always_returns(handler.body)]
+    return set.intersection(*sides) | block(statement.finalbody)
+
+
 def always_returns(block):
     if not block:
         return False

@@ -5,7 +5,7 @@ import ast
 from typing import Set
 
 from .activity import assigned_names, loaded_names
-from .definite_assignment import definitely_assigned
+from .definite_assignment import definitely_assigned, try_assigned
 
 
 def exposed_names(statements):
@@ -36,6 +36,13 @@ def exposed_names(statements):
             exposed |= (loaded_names(statement.iter) | exposed_names(statement.body) -
                         assigned_names([statement.target]) |
                         exposed_names(statement.orelse)) - assigned
+        elif isinstance(statement, ast.Try):
+            # a handler or the finally clause may run after any part of the body
+            exposed |= (exposed_names(statement.body + statement.orelse) |
+                        exposed_names(statement.finalbody) |
+                        set().union(*[exposed_names(h.body) | loaded_names(h.type or ast.Pass())
+                                      for h in statement.handlers])) - assigned
+            assigned |= try_assigned(statement)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             # a def reads its decorators and defaults (and bases) where written, binds its
             # name; its body reads when called (a closure's variables are cells: NOTE
