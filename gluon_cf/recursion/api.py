@@ -39,7 +39,7 @@ from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
-from . import malloc_arenas, remat_calls
+from . import malloc_arenas, refusals, remat_calls
 from .table import MAX_DEPTH
 from .._typing import Arrays
 
@@ -564,6 +564,7 @@ class _Table:
             traced = self._trace(fn, num_args, arg_fmt, "discover")
         except PendingSignature as pending:
             if pending.key is fn:
+                refusals.refuse_mxnet_control_flow(fn, pending.__traceback__, _located(fn))
                 raise ValueError("%sgluon_cf.recursive: %r has no base case: every path "
                                  "through its body calls %r again. Put the recursive call in a "
                                  "gluon_cf.cond branch and return without recursing in the "
@@ -630,6 +631,7 @@ def _invoke_symbolic(fn, flat, fmt):
     finally:
         _Table.current.value = None
     fns = list(table.traced)
+    refusals.refuse_captured_invocation_values(table.traced, _located)
     env, slot_of = merge_captures("recursive", [table.traced[f] for f in fns], first_slot=0)
     functions = {}
     for f in fns:
