@@ -1381,3 +1381,43 @@ class RecursionDefinedInForeachBodyClosingOverStep(HybridBlock):
             hs.append(h)
             memory = memory * 0.5 + h * 0.1
         return F.concat(*hs, dim=0)
+
+
+@program(*[[f[0], f[1], f[2], f[3].astype(np.int32)] for f in BINARY])
+class RootsInt32ChildrenFloat32(NonCommutativeDenseCombine):
+    """The outermost calls pass int32 roots, the inner calls float32 children (take of a
+    float32 left/right): one function, its argument of two dtypes."""
+
+
+@program(*BINARY)
+class SecondRecursionClosesOverFirstsResult(HybridBlock):
+    """Two outermost calls: the second function closes over the first one's result."""
+    NO_GRAD = (1, 2, 3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def up(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i),
+                                 lambda: F.tanh(up(F.take(left, i)) + up(F.take(right, i))))
+        summary = up(F.slice_axis(roots, 0, 0, 1))
+
+        @gluon_cf.recursive
+        def down(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i) * summary,
+                                 lambda: down(F.take(left, i)) - down(F.take(right, i)))
+        return _rows_of(F, down, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        lt, rt, n = _ids(left), _ids(right), x.shape[0]
+
+        def up(i):
+            i = _row(i, n)
+            here = F.take(x, F.array([i]))
+            return here if lt[i] < 0 else F.tanh(up(lt[i]) + up(rt[i]))
+        summary = up(_ids(roots)[0])
+
+        def down(i):
+            i = _row(i, n)
+            here = F.take(x, F.array([i]))
+            return here * summary if lt[i] < 0 else down(lt[i]) - down(rt[i])
+        return F.concat(*[down(r) for r in _ids(roots)], dim=0)
