@@ -1421,3 +1421,42 @@ class SecondRecursionClosesOverFirstsResult(HybridBlock):
             here = F.take(x, F.array([i]))
             return here * summary if lt[i] < 0 else down(lt[i]) - down(rt[i])
         return F.concat(*[down(r) for r in _ids(roots)], dim=0)
+
+
+class ContribForeachOverChildren(HybridBlock):
+    """MXNet's own F.contrib.foreach over the two children, calling the function in its body
+    (the base case in a gluon_cf.cond): runs eagerly; refused hybridized."""
+    NO_GRAD = (1, 2, 3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i):
+            def internal():
+                kids = F.stack(F.take(left, i), F.take(right, i), axis=0)
+                outs, _ = F.contrib.foreach(lambda k, s: (node(k), s), kids, [])
+                return F.tanh(F.sum(outs, axis=0) + F.take(x, i))
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), internal)
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        return _plain_binary(F, x, left, right, roots, lambda h: h,
+                             lambda h, a, b: F.tanh(a + b + h))
+
+
+@program(*BINARY)
+class ContribForeachOverRootsAroundRecursion(HybridBlock):
+    """MXNet's own F.contrib.foreach over the roots around the outermost call (allowed)."""
+    NO_GRAD = (1, 2, 3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i),
+                                 lambda: F.tanh(node(F.take(left, i)) + node(F.take(right, i)) +
+                                                F.take(x, i)))
+        hs, _ = F.contrib.foreach(lambda r, s: (node(r), s), roots, [])
+        return F.reshape(hs, (-3, -2))
+
+    def plain_forward(self, F, x, left, right, roots):
+        return _plain_binary(F, x, left, right, roots, lambda h: h,
+                             lambda h, a, b: F.tanh(a + b + h))

@@ -218,12 +218,14 @@ def test_batchnorm_in_a_cell_predicts_as_eager_and_hybridized_training_is_refuse
 def test_mxnet_contrib_cond_holding_the_recursive_call_is_refused_by_name():
     """F.contrib.cond around the recursive call runs eagerly; hybridized it was refused as
     "'node' has no base case: every path through its body calls 'node' again", which the
-    code does not do; now the refusal names MXNet's op, the user's line and gluon_cf.cond."""
+    code does not do (and with a base case found, the call inside MXNet's op failed at run
+    time: "call of 'node_0@...' outside of its recursion node"); now the refusal names
+    MXNet's op, the call's line and gluon_cf.cond."""
     cls = programs.ContribCondInsideRecursion
     arrays = programs.MIXED
     assert_same(run(make(cls), arrays), run(make(cls), arrays, plain=True), "eager")
     line = next(k for k, text in enumerate(open(programs.__file__), 1)
-                if "return F.contrib.cond(F.take(left, i) < 0" in text)
+                if "return F.contrib.cond(F.take(left, i) < 0" in text) + 1   # (the call)
     for mode in MODES[1:]:
         net = make(cls)
         net.hybridize()
@@ -365,3 +367,25 @@ def test_invocations_with_arguments_of_two_dtypes_batch_apart():
     concatenate."""
     for mode in ("batched", "dynamic"):
         check_program(programs.RootsInt32ChildrenFloat32, mode)
+
+
+def test_a_recursive_call_inside_mxnet_contrib_foreach_is_refused_at_its_line():
+    """F.contrib.foreach over the children inside a recursive function ran eagerly but
+    failed hybridized at run time with "gluon_cf.invoke: call of 'node_0@a36793cb3b' outside
+    of its recursion node" (MXNet runs its foreach's body itself); now a NotImplementedError
+    at the call's line says to call gluon_cf.foreach. Around the outermost call it works
+    (ContribForeachOverRootsAroundRecursion)."""
+    cls = programs.ContribForeachOverChildren
+    arrays = programs.MIXED
+    assert_same(run(make(cls), arrays), run(make(cls), arrays, plain=True), "eager")
+    line = next(k for k, text in enumerate(open(programs.__file__), 1)
+                if "F.contrib.foreach(lambda k, s: (node(k), s)" in text)
+    for mode in MODES[1:]:
+        net = make(cls)
+        net.hybridize()
+        with pytest.raises(NotImplementedError) as refused:
+            with_mode(mode, lambda: run(net, arrays))
+        text = str(refused.value)
+        assert text.startswith("%s:%d: " % (programs.__file__, line)), text
+        assert "F.contrib.foreach" in text and "gluon_cf.foreach instead" in text, text
+        assert "@" not in text, text

@@ -26,6 +26,7 @@ import itertools
 import os
 import sys
 import threading
+import types
 import uuid
 import weakref
 from typing import Callable, Optional, Union, overload
@@ -564,7 +565,6 @@ class _Table:
             traced = self._trace(fn, num_args, arg_fmt, "discover")
         except PendingSignature as pending:
             if pending.key is fn:
-                refusals.refuse_mxnet_control_flow(fn, pending.__traceback__, _located(fn))
                 raise ValueError("%sgluon_cf.recursive: %r has no base case: every path "
                                  "through its body calls %r again. Put the recursive call in a "
                                  "gluon_cf.cond branch and return without recursing in the "
@@ -589,6 +589,11 @@ class _Table:
                                  "another" % (_located(fn), fn.name, describe(out_fmt),
                                               describe(traced.out_fmt)))
             self.traced[fn] = traced
+
+
+# the code of _Table._trace's body: a call's walk up the stack ends at its function's trace
+_BODY_CODE = next(c for c in _Table._trace.__code__.co_consts
+                  if isinstance(c, types.CodeType) and c.co_name == "body")
 
 
 def _described(value):
@@ -620,6 +625,7 @@ def _source(fn):
 def _invoke_symbolic(fn, flat, fmt):
     table = getattr(_Table.current, "value", None)
     if table is not None:
+        refusals.refuse_call_inside_mxnet_control_flow(fn, _BODY_CODE)
         _, _, out_fmt, num_outputs = table.signature(fn, len(flat), fmt)
         spec = {"graphs": {}, "function": table.qname(fn), "num_outputs": num_outputs}
         return regroup(_node.make_node("invoke", flat, spec, fn.name, user_location()), out_fmt)

@@ -3,28 +3,11 @@ misleading or internal error (issue 24): a recursive call inside MXNet's own con
 function closing over a value of another's invocation."""
 import os
 import re
+import sys
 
-from ..operators import SOURCE_ATTR
+from ..operators import SOURCE_ATTR, user_location
 
-
-def refuse_mxnet_control_flow(fn, tb, located):
-    """A recursive call inside MXNet's own ``F.contrib.cond``/``while_loop`` (which MXNet traces
-    itself, so gluon_cf's ``cond`` never sees the call to pick the base case) reads as "no base
-    case"; say what it is, at the user's line calling the MXNet op."""
-    user_line = None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_filename.endswith(os.path.join("mxnet", "symbol", "contrib.py")) and \
-                code.co_name in ("cond", "while_loop"):
-            raise NotImplementedError(
-                "%sgluon_cf.recursive: %r calls itself inside MXNet's F.contrib.%s, which "
-                "cannot hold a recursive call (gluon_cf never sees its base case); call "
-                "gluon_cf.%s instead (the same signature and results)"
-                % (user_line + ": " if user_line else located, fn.name, code.co_name,
-                   code.co_name)) from None
-        if not tb.tb_frame.f_globals.get("__name__", "").startswith(("mxnet", "gluon_cf")):
-            user_line = "%s:%d" % (code.co_filename, tb.tb_lineno)
-        tb = tb.tb_next
+_MXNET_CONTRIB = os.path.join("mxnet", "symbol", "contrib.py")
 
 
 # the fresh variables of a recursive function's trace (tracing.trace, _Table._trace)
@@ -48,3 +31,23 @@ def refuse_captured_invocation_values(traced_functions, located):
                 "it to %r as an argument" % (
                     located(fn), fn.name, owners[0], " at %s" % made if made else "",
                     owners[0], fn.name))
+
+
+def refuse_call_inside_mxnet_control_flow(fn, body_code):
+    """A recursive call traced inside MXNet's own ``F.contrib.foreach``/``cond``/``while_loop``
+    in a recursive function's body: MXNet runs that subgraph itself, outside the recursion
+    node that gives the call its functions (it failed at run time with "call of 'node_0@...'
+    outside of its recursion node"). ``body_code``: the code of the function body's trace,
+    where the walk up the stack stops."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code is not body_code:
+        code = frame.f_code
+        if code.co_filename.endswith(_MXNET_CONTRIB) and \
+                code.co_name in ("foreach", "cond", "while_loop"):
+            where = user_location()
+            raise NotImplementedError(
+                "%sgluon_cf.recursive: a call of %r inside MXNet's F.contrib.%s, whose body "
+                "MXNet runs on its own, outside the recursion; call gluon_cf.%s instead (the "
+                "same signature and results)" % (where + ": " if where else "", fn.name,
+                                                 code.co_name, code.co_name))
+        frame = frame.f_back
