@@ -138,7 +138,11 @@ def trace(op, role, num_inputs, call):
     with _TraceScope(**{_TAG: uid}):
         fresh = [mx.sym.var("%s_in%d" % (uid, k)) for k in range(num_inputs)]
         value = call(fresh)
-        flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
+        try:
+            flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
+        except TypeError as err:   # (a dict, None ...: at the user's call, as eagerly)
+            where = user_location()
+            raise TypeError("%s: %s" % (where, err) if where else str(err)) from None
         for out in flat:
             if not isinstance(out, mx.sym.Symbol):
                 raise TypeError("gluon_cf.%s: %s returned an NDArray in symbolic mode; return "

@@ -389,3 +389,41 @@ def test_a_recursive_call_inside_mxnet_contrib_foreach_is_refused_at_its_line():
         assert text.startswith("%s:%d: " % (programs.__file__, line)), text
         assert "F.contrib.foreach" in text and "gluon_cf.foreach instead" in text, text
         assert "@" not in text, text
+
+
+class _BranchReturnsDict(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: {"h": F.take(x, i)},  # LINE
+                                 lambda: {"h": node(F.take(left, i))["h"]})
+        return programs._rows_of(F, lambda r: node(r)["h"], roots)
+
+
+def test_a_branch_returning_a_dict_is_refused_at_the_users_line_in_every_mode():
+    """A cond branch returning a dict in a recursive function: eagerly the error named the
+    user's line, hybridized it was 'gluon_cf.cond: the value returned by then_func must be
+    ...' with no line (any traced body: tracing.trace's check)."""
+    line = next(k for k, text in enumerate(open(__file__), 1) if text.rstrip().endswith(
+        "# LINE"))
+    for mode in MODES:
+        net = _BranchReturnsDict()
+        if mode != "eager":
+            net.hybridize()
+        with pytest.raises(TypeError, match="^%s:%d: gluon_cf.cond: the value returned by "
+                           "(a branch|then_func) must be an NDArray/Symbol or a \\(nested\\) "
+                           "list of them, got dict$" % (re.escape(__file__), line)):
+            with_mode(mode, lambda: run(net, programs.MIXED))
+
+
+def test_an_eager_foreach_body_returning_none_names_the_users_line():
+    """Eagerly 'gluon_cf.foreach: the outputs returned by body must be ... got NoneType'
+    named no line (a recursive function falling off its end, called in a foreach)."""
+    with pytest.raises(TypeError, match="^%s:%d: gluon_cf.foreach: the outputs returned by "
+                       "body must be" % (re.escape(__file__), _line_after_this() + 1)):
+        gluon_cf.foreach(lambda r, s: (None, s), mx.nd.ones((2, 3)), [])
+
+
+def _line_after_this():
+    import inspect
+    return inspect.currentframe().f_back.f_lineno
