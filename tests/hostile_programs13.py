@@ -1460,3 +1460,37 @@ class ContribForeachOverRootsAroundRecursion(HybridBlock):
     def plain_forward(self, F, x, left, right, roots):
         return _plain_binary(F, x, left, right, roots, lambda h: h,
                              lambda h, a, b: F.tanh(a + b + h))
+
+
+@program(*[f[:4] + [np.minimum(f[4] + 1, 4)] for f in (STEPS_MIXED, STEPS_CHAIN)])
+class WhileLoopStepOutputsSummedInBody(HybridBlock):
+    """Every node runs its own number of loop steps (1 to 4), collecting step outputs that
+    it sums (eagerly as many rows as steps; hybridized padded to max_iterations with zeros).
+    (A loop of no step returns [] eagerly, as MXNet 1.9.1: NOTE [loops of no step].)"""
+    NO_GRAD = (1, 2, 3, 4)
+
+    def hybrid_forward(self, F, x, left, right, roots, steps):
+        @gluon_cf.recursive
+        def node(i):
+            outs, (_, h) = gluon_cf.while_loop(
+                lambda k, h: k < F.take(steps, i),
+                lambda k, h: (h * 2, [k + 1, F.tanh(h + 0.5)]),
+                [F.zeros_like(i), F.take(x, i)], max_iterations=4)
+            total = F.sum(outs, axis=0) + h
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: total,
+                                 lambda: total * node(F.take(left, i)) - node(F.take(right, i)))
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots, steps):
+        st, lt, rt, n = _ids(steps), _ids(left), _ids(right), x.shape[0]
+
+        def node(i):
+            i = _row(i, n)
+            h, total = F.take(x, F.array([i])), F.zeros((1, 3))
+            for _ in range(st[i]):
+                total, h = total + h * 2, F.tanh(h + 0.5)
+            total = total + h
+            if lt[i] < 0:
+                return total
+            return total * node(lt[i]) - node(rt[i])
+        return F.concat(*[node(r) for r in _ids(roots)], dim=0)

@@ -239,7 +239,8 @@ def test_mxnet_contrib_cond_holding_the_recursive_call_is_refused_by_name():
 
 def test_dropout_in_leaves_draws_a_mask_per_leaf():
     """In training every leaf's Dropout keeps each value (times 2) or drops it: the gradient
-    of x is that mask, and the output is the sum of the masked leaves it reaches."""
+    of x is that mask, and the output is the sum of the masked leaves it reaches; in
+    prediction Dropout is the identity, as plain Python."""
     cls = programs.DropoutInLeaves
     forest = [programs.X14[:7], programs._f(1, -1, -1, 4, -1, -1, -1),
               programs._f(2, -1, -1, 5, -1, -1, -1), programs._f(0, 3, 6)]
@@ -261,6 +262,8 @@ def test_dropout_in_leaves_draws_a_mask_per_leaf():
             want = np.stack([reach(int(r)) for r in roots])
             np.testing.assert_allclose(out, want, err_msg=mode, **TOL)
             assert 0 < (grad > 0).mean() < 1, mode
+            assert_same(with_mode(mode, lambda: run(net, forest, record=False)),
+                        run(make(cls), forest, plain=True, record=False), "predict " + mode)
 
 
 def test_a_recursive_function_closing_over_another_invocations_value_is_refused_by_name():
@@ -427,3 +430,16 @@ def test_an_eager_foreach_body_returning_none_names_the_users_line():
 def _line_after_this():
     import inspect
     return inspect.currentframe().f_back.f_lineno
+
+
+def test_the_recursion_called_on_all_roots_at_once_is_refused_alike():
+    """node(roots) with roots of B rows: its cond's predicate has B elements, a ValueError at
+    the user's file in every mode, as eager gluon_cf.cond (and MXNet's) refuses it."""
+    for mode in MODES:
+        net = make(programs.RowsOfAllRootsAtOnce)
+        if mode != "eager":
+            net.hybridize()
+        with pytest.raises(ValueError, match="pred must have exactly one element, got shape "
+                           "\\(6,\\)") as refused:
+            with_mode(mode, lambda: run(net, programs.MIXED))
+        assert programs.__file__ + ":" in str(refused.value), (mode, str(refused.value))

@@ -4,6 +4,8 @@ function closing over a value of another's invocation."""
 import os
 import re
 import sys
+import types
+from typing import Optional
 
 from ..operators import SOURCE_ATTR, user_location
 
@@ -39,7 +41,7 @@ def refuse_call_inside_mxnet_control_flow(fn, body_code):
     node that gives the call its functions (it failed at run time with "call of 'node_0@...'
     outside of its recursion node"). ``body_code``: the code of the function body's trace,
     where the walk up the stack stops."""
-    frame = sys._getframe(1)
+    frame: Optional[types.FrameType] = sys._getframe(1)
     while frame is not None and frame.f_code is not body_code:
         code = frame.f_code
         if code.co_filename.endswith(_MXNET_CONTRIB) and \
