@@ -305,9 +305,12 @@ class GraphCall:
         self.graph, self.args, self.flags, self.rows = graph, args, flags, rows
 
     def key(self):
-        """Calls with equal keys may run as one: same graph, same shared (unbatched) inputs."""
+        """Calls with equal keys may run as one: same graph, same shared (unbatched) inputs,
+        batched inputs that concatenate (equal dtypes and shapes past axis 0: a function's
+        argument may be int32 at one call site and float32 at another)."""
         return (id(self.graph.symbol), self.flags,
-                tuple(id(a) for a, f in zip(self.args, self.flags) if not f))
+                tuple(id(a) if not f else (a.dtype, a.shape[1:])
+                      for a, f in zip(self.args, self.flags)))
 
     def unbatched(self):
         out = self.graph.cached_op()(*self.args)

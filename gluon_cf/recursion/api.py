@@ -26,6 +26,7 @@ import itertools
 import os
 import sys
 import threading
+import types
 import uuid
 import weakref
 from typing import Callable, Optional, Union, overload
@@ -39,7 +40,7 @@ from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, user_location
-from . import malloc_arenas, remat_calls
+from . import malloc_arenas, refusals, remat_calls
 from .table import MAX_DEPTH
 from .._typing import Arrays
 
@@ -590,6 +591,11 @@ class _Table:
             self.traced[fn] = traced
 
 
+# the code of _Table._trace's body: a call's walk up the stack ends at its function's trace
+_BODY_CODE = next(c for c in _Table._trace.__code__.co_consts
+                  if isinstance(c, types.CodeType) and c.co_name == "body")
+
+
 def _described(value):
     """What a returned value is, for an error: ``None``, ``a list holding None``..."""
     if isinstance(value, (list, tuple)):
@@ -619,6 +625,7 @@ def _source(fn):
 def _invoke_symbolic(fn, flat, fmt):
     table = getattr(_Table.current, "value", None)
     if table is not None:
+        refusals.refuse_call_inside_mxnet_control_flow(fn, _BODY_CODE)
         _, _, out_fmt, num_outputs = table.signature(fn, len(flat), fmt)
         spec = {"graphs": {}, "function": table.qname(fn), "num_outputs": num_outputs}
         return regroup(_node.make_node("invoke", flat, spec, fn.name, user_location()), out_fmt)
@@ -630,6 +637,7 @@ def _invoke_symbolic(fn, flat, fmt):
     finally:
         _Table.current.value = None
     fns = list(table.traced)
+    refusals.refuse_captured_invocation_values(table.traced, _located)
     env, slot_of = merge_captures("recursive", [table.traced[f] for f in fns], first_slot=0)
     functions = {}
     for f in fns:

@@ -67,7 +67,7 @@ def run_batched(gen):
     """Run ``gen`` with dynamic batching of the recursive invocations it (transitively) makes."""
     root = _Task(gen)
     ready = [root]
-    pending: Dict[tuple, List[Tuple[_Task, Invocation]]] = {}   # (context key, qname) -> ...
+    pending: Dict[tuple, List[Tuple[_Task, Invocation]]] = {}   # (context, qname, args) -> ...
     calls: Dict[tuple, List[Tuple[_Task, GraphCall]]] = {}      # GraphCall.key() -> ...
     outcome = []
 
@@ -112,7 +112,10 @@ def run_batched(gen):
                 ready.append(_Task(request.works[i], join, i))
         elif isinstance(request, Invocation):
             if _batchable(request):
-                key = (request.context.key, request.qname)
+                # invocations whose arguments concatenate (a function's argument may be int32
+                # at one call site, float32 at another: each runs as its own batch)
+                key = (request.context.key, request.qname,
+                       tuple((a.dtype, a.shape[1:]) for a in request.args))
                 pending.setdefault(key, []).append((task, request))
             else:
                 ready.append(_Task(request.unbatched(), task))
