@@ -432,6 +432,7 @@ class ForeachRule(registry.Rule):
         body = node.convert("body", f"{node.name}_body", formal=state_slots + data_slots,
                             outer_slots=captured,
                             output_order=list(range(num_out, num_body_out)) + list(range(num_out)))
+        _declare_step_shapes(body.graph.output[num_states:], node.out_shapes[:num_out])
         outs = custom_node.outputs
         dtypes = [v.dtype for v in body.outputs]
         states = [custom_node.inputs[k] for k in state_slots]
@@ -441,6 +442,20 @@ class ForeachRule(registry.Rule):
         node.add("Scan", states + data, outs[num_out:] + outs[:num_out], body=body.graph,
                  num_scan_inputs=num_data)
         return node.nodes, dtypes[num_states:] + dtypes[:num_states]
+
+
+def _declare_step_shapes(step_outputs, out_shapes):
+    """The body's step outputs declare the dims the shape plan knows of one step (the rows of
+    the node's outputs): with no step, an artifact's Scan makes its empty outputs from them
+    (a step's dims unknown there were 0: (0, 0) where Gluon's graph computes (0, 3))."""
+    for info, shape in zip(step_outputs, out_shapes):
+        dims = info.type.tensor_type.shape.dim
+        if shape is None or not info.type.tensor_type.HasField("shape") or \
+                len(dims) != len(shape) - 1:
+            continue
+        for dim, size in zip(dims, shape[1:]):
+            if size is not None and not dim.HasField("dim_value"):
+                dim.dim_value = size
 
 
 def _states_scan_of_any_length(node, states, data, body, dtypes):
