@@ -436,11 +436,13 @@ class ForeachRule(registry.Rule):
         outs = custom_node.outputs
         dtypes = [v.dtype for v in body.outputs]
         states = [custom_node.inputs[k] for k in state_slots]
-        if num_out == 0 and (node.in_shapes[0] is None or node.in_shapes[0][0] is None):
-            _states_scan_of_any_length(node, states, data, body.graph, dtypes)
-            return node.nodes, dtypes
-        node.add("Scan", states + data, outs[num_out:] + outs[:num_out], body=body.graph,
-                 num_scan_inputs=num_data)
+        steps = [None if s is None else s[1:] for s in node.out_shapes[:num_out]]
+        if (node.in_shapes[0] is None or node.in_shapes[0][0] is None) and \
+                all(s is not None and None not in s for s in steps):
+            _scan_of_any_length(node, states, data, body.graph, dtypes, steps)
+        else:
+            node.add("Scan", states + data, outs[num_out:] + outs[:num_out], body=body.graph,
+                     num_scan_inputs=num_data)
         return node.nodes, dtypes[num_states:] + dtypes[:num_states]
 
 
@@ -458,27 +460,34 @@ def _declare_step_shapes(step_outputs, out_shapes):
                 dim.dim_value = size
 
 
-def _states_scan_of_any_length(node, states, data, body, dtypes):
-    """The Scan of a loop of states only over data whose length is known at run time, under
-    an If that passes the states through when there is no row: onnxruntime's Scan fails on
-    empty data ('Invalid dim0_offset of 0'), where the hybridized loop runs no step (a
-    converted ``for r in F.contrib.boolean_mask(x, m)``, issue 24)."""
+def _scan_of_any_length(node, states, data, body, dtypes, steps):
+    """The Scan of a loop over data whose length is known at run time, under an If that, when
+    there is no row, passes the states through and gives each step output its rows of none
+    (``steps``: the dims of one step, all known): onnxruntime's Scan fails on empty data
+    ('Invalid dim0_offset of 0'), where the loop runs no step (a converted ``for r in
+    F.contrib.boolean_mask(x, m)``, issue 24). (Step dims known only at run time keep the bare
+    Scan: no step gives nothing to take them from.)"""
     from onnx import helper
 
     from gluon_cf.export.onnx_graph import value_info
     from gluon_cf.export.onnx_kit import Emitter
 
-    ranks = [None if s is None else len(s) for s in node.out_shapes]
+    num_out = len(steps)
+    shapes = node.out_shapes[num_out:] + node.out_shapes[:num_out]     # (the Scan's order)
+    ranks = [None if s is None else len(s) for s in shapes]
     rows = node.add("Slice", [node.add("Shape", [data[0]]), node.const([0]), node.const([1])])
     has_rows = node.truth(node.add("Greater", [rows, node.const([0])]))
     scan, none = Emitter(f"{node.name}_steps"), Emitter(f"{node.name}_no_step")
-    scanned = [scan.fresh("state") for _ in states]
+    scanned = [scan.fresh("value") for _ in shapes]
     scan.add("Scan", states + data, scanned, body=body, num_scan_inputs=len(data))
-    kept = [none.add("Identity", [s]) for s in states]
+    kept = [none.add("Identity", [s]) for s in states] + [
+        none.const(np.zeros((0,) + tuple(step), dtype), dtype)
+        for step, dtype in zip(steps, dtypes[len(states):])]
     branches = [helper.make_graph(emitter.nodes, emitter.prefix, [], [
         value_info(name, dtype, rank) for name, dtype, rank in zip(names, dtypes, ranks)])
         for emitter, names in ((scan, scanned), (none, kept))]
-    node.add("If", [has_rows], node.node.outputs, then_branch=branches[0],
+    outs = node.node.outputs
+    node.add("If", [has_rows], outs[num_out:] + outs[:num_out], then_branch=branches[0],
              else_branch=branches[1])
 
 
