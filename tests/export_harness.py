@@ -33,10 +33,10 @@ def dynamic_axes(inputs_list):
     return {k: v for k, v in axes.items() if v} or None
 
 
-def _onnx_runner(net, first, axes):
+def _onnx_runner(net, first, axes, opset=13):
     import onnxruntime as ort
     from gluon_cf.export import export_onnx
-    model = export_onnx(net, _nd(first), dynamic_axes=axes)
+    model = export_onnx(net, _nd(first), dynamic_axes=axes, opset=opset)
     session = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]

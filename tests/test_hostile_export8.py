@@ -196,3 +196,22 @@ def test_float64_ops_without_an_onnxruntime_kernel_are_refused_naming_op_node_an
                                   f"for ONNX's {op} (converted from node '") +
                         r"\w+'\) of T=tensor\(double\) .*: compute it in a dtype onnxruntime "
                         r"has", str(refused.value)), str(refused.value)
+
+
+@pytest.mark.parametrize("block_class", [programs.TreeRecursionRoots,
+                                         programs.LinearRecursionSumTo],
+                         ids=lambda c: c.__name__)
+def test_recursion_lowers_at_opset_12(block_class):
+    """The lowering's Unsqueeze took its axes as an input (opset 13's form): at opset 12 ONNX's
+    checker refused every lowered recursion ('Unsqueeze:11 has input size 2'), a message naming
+    no line of the user's."""
+    inputs = programs.PROGRAMS[block_class]
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    run = export_harness._onnx_runner(net, inputs[0], export_harness.dynamic_axes(inputs),
+                                      opset=12)
+    for arrays in inputs:
+        want = net(*_nd(arrays)).asnumpy()
+        got, = run(arrays)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
