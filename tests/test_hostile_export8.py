@@ -215,3 +215,27 @@ def test_recursion_lowers_at_opset_12(block_class):
         got, = run(arrays)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_an_item_of_a_list_holding_too_few_fails_in_onnxruntime_at_the_users_line(tmp_path):
+    """``F.stack(*outs)`` of a while that appended nothing: Python and the hybridized block
+    raise IndexError at the line; the exported model gave (0, 4) rows, a value no mode gives.
+    Now onnxruntime fails in a node named after that line (both exports)."""
+    block_class = programs.WhileCollectsRows
+    inputs = programs.PROGRAMS[block_class]
+    none = inputs[2]
+    assert none[1][0] == 0
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    with pytest.raises(IndexError, match="holds 0 items this call"):
+        net(*_nd(none))
+    line = [k for k, text in enumerate(open(programs.__file__), 1)
+            if "return F.stack(*outs)" in text][0]
+    axes = export_harness.dynamic_axes(inputs)
+    for run in (export_harness._onnx_runner(net, inputs[0], axes),
+                export_harness._artifact_runner(net, inputs[0], axes, str(tmp_path))):
+        np.testing.assert_allclose(run(inputs[0])[0], net(*_nd(inputs[0])).asnumpy(),
+                                   rtol=1e-6)
+        with pytest.raises(Exception, match=re.escape(
+                f"index_out_of_range ({programs.__file__}:{line})")):
+            run(none)
