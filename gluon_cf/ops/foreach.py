@@ -438,7 +438,8 @@ class ForeachRule(registry.Rule):
         states = [custom_node.inputs[k] for k in state_slots]
         steps = [None if s is None else s[1:] for s in node.out_shapes[:num_out]]
         if (node.in_shapes[0] is None or node.in_shapes[0][0] is None) and \
-                all(s is not None and None not in s for s in steps):
+                all(s is not None and None not in s for s in steps) and \
+                _standard_nodes_only(body.graph):
             _scan_of_any_length(node, states, data, body.graph, dtypes, steps)
         else:
             node.add("Scan", states + data, outs[num_out:] + outs[:num_out], body=body.graph,
@@ -458,6 +459,19 @@ def _declare_step_shapes(step_outputs, out_shapes):
         for dim, size in zip(dims, shape[1:]):
             if size is not None and not dim.HasField("dim_value"):
                 dim.dim_value = size
+
+
+def _standard_nodes_only(graph):
+    """Whether ``graph`` and its subgraphs hold ONNX's own nodes only: a Scan whose body holds
+    an artifact's Recursion runs in the artifact's interpreter, which runs no step itself."""
+    for onnx_node in graph.node:
+        if onnx_node.domain not in ("", "ai.onnx"):
+            return False
+        for attr in onnx_node.attribute:
+            if any(not _standard_nodes_only(g) for g in
+                   ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)):
+                return False
+    return True
 
 
 def _scan_of_any_length(node, states, data, body, dtypes, steps):
