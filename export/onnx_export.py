@@ -306,7 +306,9 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
 
 
 def _refuse_varying_rank(name, conds, opset):
-    """NOTE [outputs of varying rank]
+    """Refuses model output ``name``, computed from ``conds`` (branches of different ranks).
+
+    NOTE [outputs of varying rank]
     A cond whose branches return different ranks runs (as MXNet's), and ONNX's If may too
     (its branches' outputs need not agree in shape, and a subgraph's outputs need declare
     none); a value computed from it inside the model exports as a value of unknown rank. But a

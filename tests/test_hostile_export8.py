@@ -12,6 +12,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
+import gluon_cf
 from gluon_cf.export import export_onnx, load, save_artifact
 from gluon_cf.models.recursive import TreeRNN
 
@@ -238,4 +239,36 @@ def test_an_item_of_a_list_holding_too_few_fails_in_onnxruntime_at_the_users_lin
                                    rtol=1e-6)
         with pytest.raises(Exception, match=re.escape(
                 f"index_out_of_range ({programs.__file__}:{line})")):
+            run(none)
+
+
+class _StepsOfInputWidth(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, mask):
+        kept = F.contrib.boolean_mask(x, mask)
+        return gluon_cf.foreach(lambda r, h: (r * 2, h + F.sum(r)), kept, F.zeros((1,)))
+
+
+def test_a_loop_of_no_step_whose_step_width_is_known_at_run_time_fails_at_the_users_line(
+        tmp_path):
+    """Its steps' width is the input's (dynamic): with no row kept there is no step to take the
+    outputs' shape from. The hybridized foreach refuses data of no row; onnxruntime's Scan
+    failed with 'Invalid dim0_offset of 0' (no line); now the exports fail in a node named
+    after the foreach's line, and equal Gluon where rows are kept."""
+    inputs = [[hostile_harness.rand(4, 3), hostile_harness.floats(1, 0, 1, 1)],
+              [hostile_harness.rand(3, 5, seed=1), hostile_harness.floats(0, 1, 1)]]
+    none = [hostile_harness.rand(2, 2, seed=2), hostile_harness.floats(0, 0)]
+    net = hostile_harness._make(_StepsOfInputWidth)
+    net.hybridize()
+    with pytest.raises(ValueError, match="data has length 0"):
+        net(*_nd(none))
+    line = [k for k, text in enumerate(open(__file__), 1)
+            if "return gluon_cf.foreach(lambda r, h: (r * 2, h + F.sum(r))" in text][0]
+    axes = export_harness.dynamic_axes(inputs)
+    for run in (export_harness._onnx_runner(net, inputs[0], axes),
+                export_harness._artifact_runner(net, inputs[0], axes, str(tmp_path))):
+        for arrays in inputs:
+            for got, want in zip(run(arrays), net(*_nd(arrays))):
+                np.testing.assert_allclose(got, want.asnumpy(), rtol=1e-6)
+        with pytest.raises(Exception, match=re.escape(
+                f"no_step_gives_no_output_shape ({__file__}:{line})")):
             run(none)

@@ -438,8 +438,8 @@ class ForeachRule(registry.Rule):
         states = [custom_node.inputs[k] for k in state_slots]
         steps = [None if s is None else s[1:] for s in node.out_shapes[:num_out]]
         if (node.in_shapes[0] is None or node.in_shapes[0][0] is None) and \
-                all(s is not None and None not in s for s in steps) and \
-                _standard_nodes_only(body.graph):
+                all(s is not None for s in steps) and _standard_nodes_only(body.graph) and \
+                all(np.dtype(d).kind in "iuf" for d in dtypes[num_states:]):
             _scan_of_any_length(node, states, data, body.graph, dtypes, steps)
         else:
             node.add("Scan", states + data, outs[num_out:] + outs[:num_out], body=body.graph,
@@ -461,6 +461,11 @@ def _declare_step_shapes(step_outputs, out_shapes):
                 dim.dim_value = size
 
 
+def _onnx_dtype(dtype):
+    from onnx import helper
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
 def _standard_nodes_only(graph):
     """Whether ``graph`` and its subgraphs hold ONNX's own nodes only: a Scan whose body holds
     an artifact's Recursion runs in the artifact's interpreter, which runs no step itself."""
@@ -477,10 +482,11 @@ def _standard_nodes_only(graph):
 def _scan_of_any_length(node, states, data, body, dtypes, steps):
     """The Scan of a loop over data whose length is known at run time, under an If that, when
     there is no row, passes the states through and gives each step output its rows of none
-    (``steps``: the dims of one step, all known): onnxruntime's Scan fails on empty data
-    ('Invalid dim0_offset of 0'), where the loop runs no step (a converted ``for r in
-    F.contrib.boolean_mask(x, m)``, issue 24). (Step dims known only at run time keep the bare
-    Scan: no step gives nothing to take them from.)"""
+    (``steps``: the dims of one step): onnxruntime's Scan fails on empty data ('Invalid
+    dim0_offset of 0'), where the loop runs no step (a converted ``for r in
+    F.contrib.boolean_mask(x, m)``, issue 24). A step dim known only at run time has no step
+    to be taken from: then the no-step branch fails in a Gather named after the user's line,
+    as the hybridized foreach refuses data of no row."""
     from onnx import helper
 
     from gluon_cf.export.onnx_graph import value_info
@@ -494,9 +500,19 @@ def _scan_of_any_length(node, states, data, body, dtypes, steps):
     scan, none = Emitter(f"{node.name}_steps"), Emitter(f"{node.name}_no_step")
     scanned = [scan.fresh("value") for _ in shapes]
     scan.add("Scan", states + data, scanned, body=body, num_scan_inputs=len(data))
-    kept = [none.add("Identity", [s]) for s in states] + [
-        none.const(np.zeros((0,) + tuple(step), dtype), dtype)
-        for step, dtype in zip(steps, dtypes[len(states):])]
+    kept = [none.add("Identity", [s]) for s in states]
+    guard = None
+    if any(None in step for step in steps):
+        where = node.where().rstrip(": ")
+        guard = f"{node.name}/no_step_gives_no_output_shape" + (f" ({where})" if where else "")
+        past = none.add("Sub", [rows, none.add("Sub", [rows, none.const([1])])])
+        none.nodes.append(helper.make_node(
+            "Gather", [none.const(np.zeros(1, np.int64)), past], [guard], name=guard))
+    for step, dtype in zip(steps, dtypes[len(states):]):
+        empty = none.const(np.zeros((0,) + tuple(d or 0 for d in step), dtype), dtype)
+        kept.append(empty if guard is None else
+                    none.add("Add", [empty, none.add("Cast", [guard],
+                                                      to=_onnx_dtype(dtype))]))
     branches = [helper.make_graph(emitter.nodes, emitter.prefix, [], [
         value_info(name, dtype, rank) for name, dtype, rank in zip(names, dtypes, ranks)])
         for emitter, names in ((scan, scanned), (none, kept))]
