@@ -990,7 +990,8 @@ class TakeWrapInLoop(HybridBlock):
         return h
 
 
-@program([rand(3, 4), floats(2).astype(np.int64)], [rand(5, 4, seed=23), floats(4).astype(np.int64)],
+@program([rand(3, 4), floats(2).astype(np.int64)],
+         [rand(5, 4, seed=23), floats(4).astype(np.int64)],
          [rand(2, 4, seed=24), floats(0).astype(np.int64)])
 class Int64CountWhile(HybridBlock):
     """An int64 count compared with a float counter cast to int64."""
@@ -1017,3 +1018,109 @@ class CondOfDifferentRanksAsOutput(HybridBlock):
 
     def plain_forward(self, F, x):
         return x * 2 if F.sum(x).asscalar() > 0 else F.sum(x, axis=0)
+
+
+# ------------------------------------------------------------------------- round four
+
+@program(*ROWS)
+class ListInIfInLoop(HybridBlock):
+    """A tensor if inside a for sets the row a list collects."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            if F.sum(row) > 0:
+                v = row * 2
+            else:
+                v = row - 1
+            outs.append(v.expand_dims(0))
+        return F.concat(*outs, dim=0)
+
+
+@program(*ROWS)
+class InnerLoopCollects(HybridBlock):
+    """An inner for's result collected by the outer for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            s = F.zeros((1,))
+            for v in row:
+                s = s + v * v
+            outs.append(s)
+        return F.concat(*outs, dim=0)
+
+
+@program(*ROWS)
+class WhileBreakCollect(HybridBlock):
+    """A while True collecting rows after a tensor break: refused at the append's line
+    (autograph's rule), in every mode."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        outs = [F.zeros((4,))]
+        while True:
+            gluon_cf.max_iterations(6)
+            row = F.take(x, i).reshape((-1,))
+            if F.sum(row) < 0:
+                break
+            outs.append(row)
+            i = i + 1
+            if F.sum(i >= 3) > 0:
+                break
+        return F.stack(*outs), i
+
+
+@program(*ROWS)
+class LastItem(HybridBlock):
+    """outs[-1] + outs[0] of a collected list (checked items, exported under an If)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(F.tanh(row))
+        return outs[-1] + outs[0]
+
+
+@program(*ROWS)
+class TupleState(HybridBlock):
+    """A tuple of states unpacked and rebuilt each step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = (F.zeros((4,)), F.ones((4,)))
+        for row in x:
+            a, b = state
+            state = (a + row * b, b * 0.5)
+        return state[0], state[1]
+
+
+@program(*ROWS)
+class DictState(HybridBlock):
+    """A dict of states updated by key each step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"h": F.zeros((4,)), "n": F.zeros((1,))}
+        for row in x:
+            d["h"] = d["h"] + row
+            d["n"] = d["n"] + 1
+        return d["h"] / d["n"]
+
+
+@program(*ROWS)
+class ReturnInLoop(HybridBlock):
+    """A return under a tensor if inside a for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((4,))
+        for row in x:
+            h = h + row
+            if F.sum(h) > 1:
+                return h * 10
+        return h

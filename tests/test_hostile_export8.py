@@ -45,6 +45,8 @@ REFUSED = {
                                    for api in ("onnx", "artifact")},
     programs.MxnetContribCond: {api: "call gluon_cf.cond instead"
                                 for api in ("onnx", "artifact")},
+    programs.WhileBreakCollect: {api: "runs after a break, continue or return under a tensor if"
+                                 for api in ("onnx", "artifact")},
 }
 
 
