@@ -1124,3 +1124,57 @@ class ReturnInLoop(HybridBlock):
             if F.sum(h) > 1:
                 return h * 10
         return h
+
+
+# ------------------------------------------------------------------------- round five
+
+@program(*MASKS)
+class MaskAsOutput(HybridBlock):
+    """boolean_mask's rows as an output (a rank MXNet infers as unknown) and their sum."""
+
+    def hybrid_forward(self, F, x, mask):
+        kept = F.contrib.boolean_mask(x, mask)
+        return kept * 2, F.sum(kept, axis=0)
+
+    def plain_forward(self, F, x, mask):
+        kept = F.contrib.boolean_mask(x, mask)
+        return kept * 2, F.sum(kept, axis=0)
+
+
+@program(*MASKS)
+class CondOfMaskOrRows(HybridBlock):
+    """A cond between a mask's rows and all rows (branches of different sizes)."""
+
+    def hybrid_forward(self, F, x, mask):
+        return gluon_cf.cond(F.sum(mask) > 2, lambda: F.contrib.boolean_mask(x, mask),
+                             lambda: x * 3)
+
+    def plain_forward(self, F, x, mask):
+        return F.contrib.boolean_mask(x, mask) if F.sum(mask).asscalar() > 2 else x * 3
+
+
+@program(*MASKS)
+class IntCond(HybridBlock):
+    """A cond on int32 values giving int32 outputs, beside a float output."""
+    NO_GRAD = (1,)
+
+    def hybrid_forward(self, F, x, mask):
+        m = mask.astype("int32")
+        y = gluon_cf.cond(F.sum(m) > 1, lambda: m * 2, lambda: m - 1)
+        return y, x * 1
+
+    def plain_forward(self, F, x, mask):
+        m = mask.astype("int32")
+        return (m * 2 if F.sum(m).asscalar() > 1 else m - 1), x * 1
+
+
+@program(*MASKS)
+class ComparisonsInLoop(HybridBlock):
+    """Comparisons summed in a loop, and a comparison as an output."""
+
+    @autograph
+    def hybrid_forward(self, F, x, mask):
+        c = F.zeros((3,))
+        for row in x:
+            c = c + (row > 0)
+        return c, (x > 0.5)
