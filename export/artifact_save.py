@@ -134,7 +134,8 @@ def convert(sym, params, inputs, opset=DEFAULT_OPSET, *, dynamic_axes=None, inpu
     token = SIGNATURES.set(signatures)
     try:
         graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
-                                output_names, artifact_kinds(), output_ranks)
+                                output_names, artifact_kinds(), output_ranks,
+                                varying_ranks=True)
     finally:
         SIGNATURES.reset(token)
     for qname, node_name, dtypes in signatures.calls:

@@ -249,9 +249,11 @@ def _has_recursion(graph_json):
 
 
 def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, output_names,
-                    kinds, output_ranks=None):
+                    kinds, output_ranks=None, varying_ranks=False):
     """The main ONNX graph of :func:`export_onnx_symbol` (gluon_cf nodes of ``kinds`` allowed;
-    their converters must be registered)."""
+    their converters must be registered). ``varying_ranks``: an output whose rank depends on a
+    cond's branch declares the example's (save_artifact's runtime runs any rank); else it is
+    refused (NOTE [outputs of varying rank])."""
     mx_names = [name for name, _, _ in inputs]
     onnx_names = list(input_names) if input_names is not None else list(mx_names)
     if len(onnx_names) != len(mx_names):
@@ -270,7 +272,7 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
     params = {name.split(":", 1)[-1]: value for name, value in (params or {}).items()}
     _check_convertible(json.loads(sym.tojson()), "the model", opset, kinds)
 
-    plan, out_shapes = shape_plan(sym, params, examples, dims)
+    plan, out_shapes, conds_read = shape_plan(sym, params, examples, dims)
     _check_dtypes(sym, params, examples)
     specs = [(name, tuple(dims[name].get(axis, d) for axis, d in enumerate(shape)), dtype)
              for name, (shape, dtype) in examples.items()]
@@ -285,9 +287,11 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
     finally:
         PLAN.reset(token)
     ranks = output_ranks or [None] * len(out_shapes)
-    for output_info, spec, planned, rank in zip(converted.graph.output, converted.outputs,
-                                                out_shapes, ranks):
+    for output_info, spec, planned, rank, conds in zip(
+            converted.graph.output, converted.outputs, out_shapes, ranks, conds_read):
         shape = merge_dims(spec.shape, planned)
+        if shape is None and conds and not varying_ranks:
+            _refuse_varying_rank(spec.name, conds, opset)
         if shape is None and rank is not None:   # a run-time shape: the example run's rank
             shape = (None,) * rank
         if shape is None:
@@ -299,6 +303,32 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
         output_info.CopyFrom(helper.make_tensor_value_info(
             spec.name, helper.np_dtype_to_tensor_dtype(spec.dtype), shape))
     return converted.graph
+
+
+def _refuse_varying_rank(name, conds, opset):
+    """Refuses model output ``name``, computed from ``conds`` (branches of different ranks).
+
+    NOTE [outputs of varying rank]
+    A cond whose branches return different ranks runs (as MXNet's), and ONNX's If may too
+    (its branches' outputs need not agree in shape, and a subgraph's outputs need declare
+    none); a value computed from it inside the model exports as a value of unknown rank. But a
+    model output must declare a rank: onnx.checker requires a shape on every tensor output of
+    the main graph (its dims may be unknown, its rank may not), and the one type of unknown
+    rank it accepts there, optional(tensor), needs opset 15 (mx2onnx converts 12 and 13).
+    Declaring the example's rank made onnxruntime warn on every run taking the other branch
+    and told every other consumer of the model a wrong rank, so such an output is refused at
+    the cond's line; save_artifact's outputs may change rank, and export it."""
+    source, node_name, k, then_rank, else_rank = conds[0]
+    where = f"{source}: " if source else ""
+    refusal = NotImplementedError(
+        f"{where}export_onnx: model output {name!r} has a rank that depends on which branch "
+        f"of this cond runs (its then_func returns output {k} of rank {then_rank}, its "
+        f"else_func of rank {else_rank}), and an ONNX model output must declare one rank "
+        f"(onnx.checker requires it at opset {opset}); make both branches return the same "
+        f"rank (e.g. reshape one of them), or export with save_artifact, whose outputs may "
+        f"change rank")
+    setattr(refusal, NODE_OF_ERROR, node_name)   # export_onnx finds a top-level cond's line
+    raise refusal
 
 
 def _check_dtypes(sym, params, examples):

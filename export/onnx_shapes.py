@@ -35,13 +35,19 @@ Shape = Optional[Tuple[Optional[int], ...]]
 # function, -> (its input shapes, its output shapes).
 ShapePlan = Dict[Union[str, Tuple[str, str]], Tuple[List[Shape], List[Shape]]]
 
+# Per top-level node of a model (its name), the conds in it (at any nesting level) whose
+# branches return different ranks: (the cond's source line or "", its name, output index, then
+# rank, else rank).
+RankVarying = Dict[str, List[Tuple[str, str, int, int, int]]]
+
 PLAN: "contextvars.ContextVar[Optional[ShapePlan]]" = contextvars.ContextVar(
     "gluon_cf_onnx_shape_plan", default=None)
 
 
 def shape_plan(sym, params, examples, dims):
-    """NOTE [shape plan]: ``({spec text: (input shapes, output shapes)}, model output shapes)``
-    with ``None`` for dims that depend on the dynamic axes.
+    """NOTE [shape plan]: ``({spec text: (input shapes, output shapes)}, model output shapes,
+    per model output the conds of branches of different ranks it reads, NOTE [outputs of
+    varying rank])`` with ``None`` for dims that depend on the dynamic axes.
 
     Unnamed dynamic axes all grow by the same amount (they may have to stay equal); each dim
     name grows by its own, so that model outputs can be given the names of the input dims
@@ -58,11 +64,12 @@ def shape_plan(sym, params, examples, dims):
              if dims[name].get(axis) is not None}
     param_shapes = {name: tuple(value.shape) for name, value in params.items()}
     plan: ShapePlan = {}
+    varying: RankVarying = {}
     runs = []
     for run, shapes in (("example", base), ("grown", grown)):
         try:
             arg_shapes = {**param_shapes, **shapes}
-            _collect_shapes(sym, arg_shapes, plan, "the model")
+            _collect_shapes(sym, arg_shapes, plan, "the model", varying=varying)
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
         except (mx.MXNetError, ValueError) as err:
             if run == "example":
@@ -77,8 +84,26 @@ def shape_plan(sym, params, examples, dims):
     outputs = [None if None in pair or len(pair[0]) != len(pair[1]) else
                tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
                for pair in zip(*runs)]
-    return plan, outputs
+    return plan, outputs, _conds_read_by_outputs(sym, varying)
 
+
+def _conds_read_by_outputs(sym, varying):
+    """Per output of ``sym``: the conds of branches of different ranks (``varying``) in the
+    top-level nodes it is computed from."""
+    graph = json.loads(sym.tojson())
+    found = []
+    for head in graph["heads"]:
+        conds, stack, seen = [], [head[0]], set()
+        while stack:
+            idx = stack.pop()
+            if idx in seen:
+                continue
+            seen.add(idx)
+            node = graph["nodes"][idx]
+            conds += varying.get(node["name"], [])
+            stack += [src for src, *_ in node["inputs"]]
+        found.append(sorted(set(conds)))
+    return found
 
 def _source_of_failing_node(sym, err):
     """``"file:line: "`` of the user's code that made the node MXNet's error ``err`` names
@@ -98,9 +123,10 @@ def _source_of_failing_node(sym, err):
     return ""
 
 
-def _collect_shapes(sym, arg_shapes, plan, where):
+def _collect_shapes(sym, arg_shapes, plan, where, owner=None, varying=None):
     """Concrete shapes of every gluon_cf node in ``sym`` and, recursively, in its subgraphs,
-    merged into ``plan``."""
+    merged into ``plan``; the conds of branches of different ranks in ``varying`` under the
+    top-level node (``owner``) holding them."""
     internals = sym.get_internals()
     graph = json.loads(internals.tojson())  # its heads are every entry, in order
     entry_shapes = _infer_shapes(internals, arg_shapes, where)
@@ -121,17 +147,38 @@ def _collect_shapes(sym, arg_shapes, plan, where):
                                [_merge_concrete(a, b) for a, b in zip(old_outs, outs)])
         else:
             plan[spec_text] = (ins, outs)
+        top = node["name"] if owner is None else owner
         if kind == "invoke":  # the call's argument shapes, for _collect_function_shapes
             plan.setdefault(("calls", spec["function"]), set()).add(tuple(ins))
         if kind == "recursion":
-            _collect_function_shapes(spec, ins, plan, node["name"])
+            _collect_function_shapes(spec, ins, plan, node["name"], top, varying)
             continue
         slots = registry.rule_of(kind).slot_shapes(spec, ins)
+        branch_outs = {}
         for graph_name, sub in spec["graphs"].items():
             sub_sym = mx.sym.load_json(sub["json"])
-            _collect_shapes(sub_sym, {name: slots[slot] for name, slot
-                                      in zip(sub_sym.list_inputs(), sub["inputs"])},
-                            plan, f"the {graph_name!r} graph of node {node['name']!r}")
+            sub_shapes = {name: slots[slot] for name, slot
+                          in zip(sub_sym.list_inputs(), sub["inputs"])}
+            sub_where = f"the {graph_name!r} graph of node {node['name']!r}"
+            _collect_shapes(sub_sym, sub_shapes, plan, sub_where, top, varying)
+            if kind == "cond" and varying is not None:
+                branch_outs[graph_name] = [
+                    s if s is None else len(s)
+                    for s in _branch_ranks(sub_sym, sub_shapes, sub_where)]
+        if branch_outs and varying is not None:
+            varying.setdefault(top, []).extend(
+                (node["attrs"].get(SOURCE_ATTR, ""), node["name"], k, a, b)
+                for k, (a, b) in enumerate(zip(branch_outs["then"], branch_outs["else"]))
+                if a is not None and b is not None and a != b)
+
+
+def _branch_ranks(sym, arg_shapes, where):
+    """The output shapes of a cond's branch as the plan infers them; None where a branch
+    needs what is inferred only at run time."""
+    try:
+        return _infer_shapes(sym, arg_shapes, where)
+    except (mx.MXNetError, ValueError):
+        return [None] * len(sym.list_outputs())
 
 
 # A recursive function whose argument shapes change from call to call gets this many
@@ -139,7 +186,7 @@ def _collect_shapes(sym, arg_shapes, plan, where):
 _MAX_SIGNATURES = 32
 
 
-def _collect_function_shapes(spec, in_shapes, plan, node_name):
+def _collect_function_shapes(spec, in_shapes, plan, node_name, owner=None, varying=None):
     """The functions of a ``recursion`` node (NOTE [recursion design]): the entry function on
     the node's arguments, every other function on the argument shapes its call sites pass,
     until no new signature appears.  ``plan[("function", qname)]`` gets ``(argument shapes,
@@ -160,7 +207,7 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name):
         arg_shapes = {name: slots[slot] for name, slot in zip(sym.list_inputs(),
                                                                function["inputs"])}
         where = f"function {function['name']!r} of recursion node {node_name!r}"
-        _collect_shapes(sym, arg_shapes, plan, where)
+        _collect_shapes(sym, arg_shapes, plan, where, owner, varying)
         outs = _infer_shapes(sym, arg_shapes, where)
         key = ("function", qname)
         if key in plan:

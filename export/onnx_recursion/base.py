@@ -45,6 +45,13 @@ class LoweringBase:
             helper.np_dtype_to_tensor_dtype(np.dtype(spec_or_dtype))
         return helper.make_tensor_value_info(name, dtype, shape)
 
+    def _unsqueeze(self, em, value, axis):
+        """``value`` with a new axis ``axis``: Unsqueeze takes its axes as an input from
+        opset 13, as an attribute before (an input at opset 12 failed ONNX's checker)."""
+        if self.custom.opset >= 13:
+            return em.add("Unsqueeze", [value, em.const([axis])])
+        return em.add("Unsqueeze", [value], axes=[axis])
+
     def _elem(self, q):
         return helper.np_dtype_to_tensor_dtype(self.layouts[q]["dtype"])
 

@@ -67,8 +67,8 @@ class ExpansionLoop(LoweringBase):
                 parts[callee].append([em.add("Compress", [a, reached], axis=0)
                                       for a in site_args])
             if children:
-                kids[q] = em.add("Concat", [em.add("Unsqueeze", [c, em.const([1])])
-                                            for c in children], axis=1)
+                kids[q] = em.add("Concat", [self._unsqueeze(em, c, 1) for c in children],
+                                 axis=1)
             else:
                 kids[q] = self._filled(em, counts[q], 0, TensorProto.INT64, rest=[0])
         count = count_in

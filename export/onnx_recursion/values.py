@@ -127,8 +127,7 @@ class ValuesLoop(LoweringBase):
         else:
             sym = sym_em.symbol([self._packed(sym_em, q, pre_heads)])
         packed = self._convert(em, sym, f"{em.prefix}/body", outer)[0]
-        return em.add("ScatterND", [values, em.add("Unsqueeze", [picked, em.const([1])]),
-                                    packed])
+        return em.add("ScatterND", [values, self._unsqueeze(em, picked, 1), packed])
 
     def _variant_heads(self, q, key, sites, loop_outputs, em=None):
         """Variant ``key`` of ``q`` inlined as an MXNet graph over ``arg<k>``, ``env<i>`` and

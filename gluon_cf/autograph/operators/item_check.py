@@ -11,8 +11,9 @@ NOTE [checked items]
     range, as Python does, before running the subgraph; where the rows' length is known at
     shape inference (a loop over an input of fixed length) an ``i`` past it is that
     IndexError already there (the slice would fail MXNet's inference, naming no line). It has no batching rule (it runs once
-    per call). Exported, it is an ONNX ``If`` on the count whose branches both slice the row:
-    onnxruntime fails on an index out of range (no silent value), without this message.
+    per call). Exported, it is an ONNX ``If`` on the count whose branches both slice the row,
+    the else branch (out of range) through a ``Gather`` that fails, named after the user's
+    line: onnxruntime fails where Python raises (no silent value), without this message.
     Where the items the list surely holds cover ``i`` (``StepList.least``: items before the
     loops and appended after them), the item is a plain slice, no node.
 """
@@ -75,17 +76,43 @@ class ItemRule(registry.Rule):
 
 
 def _to_onnx(self, custom_node):
-    """Export rule: an ONNX ``If`` on the count, both branches the ``value`` subgraph
-    (NOTE [gluon_cf ops as ONNX control flow] in ``export/onnx_kit.py``)."""
+    """Export rule: an ONNX ``If`` on whether the count covers the index (NOTE [gluon_cf ops
+    as ONNX control flow] in ``export/onnx_kit.py``); its else branch adds to the item a
+    ``Gather`` out of range, named after the user's line, so onnxruntime fails where Python
+    raises (a slice past the rows was no error in ONNX: ``F.stack(*items)`` of no item gave
+    (0, ...) rows)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
     from gluon_cf.export.onnx_kit import ConverterNode
 
     node = ConverterNode(custom_node, OP)
-    count = node.truth(custom_node.inputs[0])
+    index = int(node.spec["index"])
+    count = node.add("Cast", [node.add("Reshape", [custom_node.inputs[0], node.const([-1])])],
+                     to=TensorProto.INT64)
+    covered = node.add("Greater", [count, node.const([index if index >= 0 else -index - 1])])
     captured = range(1, len(custom_node.inputs))
     branches = [node.convert("value", f"{node.name}_{key}", outer_slots=captured)
                 for key in ("then", "else")]
-    node.add("If", [count], custom_node.outputs, then_branch=branches[0].graph,
-             else_branch=branches[1].graph)
+    out_of_range = branches[1]
+    dtype = out_of_range.outputs[0].dtype
+    if np.dtype(dtype).kind in "iuf":      # (a bool item keeps the plain slice)
+        graph, first = out_of_range.graph, out_of_range.graph.output[0]
+        where = node.where().rstrip(": ")
+        guard = f"{node.name}/index_out_of_range" + (f" ({where})" if where else "")
+        zeros, past, guarded = (f"{node.name}_else/{n}" for n in ("zeros", "past", "item"))
+        graph.node.extend([
+            helper.make_node("Constant", [], [zeros], name=zeros, value=numpy_helper.from_array(
+                np.zeros(1, np.dtype(dtype)), zeros)),
+            # an index computed from the count (a constant one would be folded, and fail,
+            # when onnxruntime loads the model)
+            helper.make_node("Sub", [count, node.add("Sub", [count, node.const([1])])],
+                             [past], name=past),
+            helper.make_node("Gather", [zeros, past], [guard], name=guard),
+            helper.make_node("Add", [first.name, guard], [guarded], name=guarded)])
+        first.name = guarded
+    node.add("If", [node.truth(covered)], custom_node.outputs,
+             then_branch=branches[0].graph, else_branch=branches[1].graph)
     return node.nodes, [spec.dtype for spec in branches[0].outputs]
 
 
