@@ -17,7 +17,7 @@ import mxnet as mx
 import pytest
 
 import gluon_cf
-from common import FULL_SIZE
+from mxnet_suite.common import FULL_SIZE
 
 OPS = ("foreach", "while_loop", "cond")
 SUBSTITUTIONS = {"gluon_cf": (mx.nd.contrib, mx.sym.contrib), "symbolic": (mx.sym.contrib,),

@@ -32,8 +32,8 @@ from collections import defaultdict
 from mxnet.test_utils import *
 from mxnet.base import _as_list
 from mxnet.attribute import AttrScope
-from common import with_seed  # gluon_cf: tests/mxnet_suite/common.py
-from common import cond_combinations, step_subset  # gluon_cf: reduced sizes
+from mxnet_suite.common import with_seed  # gluon_cf: tests/mxnet_suite/common.py
+from mxnet_suite.common import cond_combinations, step_subset  # gluon_cf: reduced sizes
 
 
 @with_seed()

@@ -29,7 +29,7 @@ from numpy.testing import assert_allclose
 
 from gluonnlp import model
 
-from common import FULL_SIZE  # gluon_cf: reduced size unless GLUON_CF_FULL_MXNET_SUITE=1
+from mxnet_suite.common import FULL_SIZE  # gluon_cf: reduced size unless GLUON_CF_FULL_MXNET_SUITE=1
 
 
 # gluon_cf: not skipped; seeded in the test (upstream's conftest reads the seed marker);
