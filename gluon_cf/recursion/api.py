@@ -455,9 +455,10 @@ def _hop(fn, args, depth):
 #     nothing of the recursion's size in one block after it: TopDownTreeLSTM's one
 #     ``concat`` of all heads was 78 MiB at H = 256 and 10,000 levels, more than the
 #     headroom itself, and failed that test's second call about 1 run in 8 (VmSize before it
-#     1,898-1,962 MiB from run to run, under 2,048; it now sums them in 1 MiB pieces, NOTE
-#     [eager top-down tree]); the second call itself reused the first's freed memory, more
-#     than the headroom below the limit, and never read mallinfo2.
+#     1,642-1,962 MiB from run to run, under 2,048; 3 of 5 runs peaked within 0.4 MiB of the
+#     limit). It now sums them in 1 MiB pieces (NOTE [eager top-down tree]): VmSize does not
+#     grow past the start of the sum (15 runs). The second call itself reused the first's
+#     freed memory, more than the headroom below the limit, and never read mallinfo2.
 
 ADDRESS_SPACE_HEADROOM = 64 << 20
 ADDRESS_SPACE_FLOOR = 16 << 20    # left unreserved whatever malloc holds free
