@@ -185,15 +185,30 @@ def test_topdown_generator_matches_reference_and_shapes_differ(hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
+@pytest.mark.parametrize("piece_bytes", [None, 600])
 @pytest.mark.parametrize("seed, bias", [(1, 0.1), (0, 0.2)])   # (0, 0.2): max_depth binds
-def test_topdown_eager_equals_its_cells_operator_by_operator(executor, seed, bias):
+def test_topdown_eager_equals_its_cells_operator_by_operator(executor, seed, bias,
+                                                            piece_bytes, monkeypatch):
     """NOTE [eager top-down tree]: the eager model grows both children of a node as one
     two-row LSTM step on gates precomputed per tree and adds the biases of the outputs and
     logits once; its totals, node counts and the gradients of every parameter and of ``z``
     equal the cell's own blocks called node by node (``reference.topdown_eager``) to 1e-5,
-    for 8 rows of trees up to max_depth 6 (H = 5, O = 3; 1 to 127 nodes)."""
+    for 8 rows of trees up to max_depth 6 (H = 5, O = 3; 1 to 127 nodes). With pieces of
+    600 bytes (3 heads of 2 x 24 float32) the heads are summed in up to 22 pieces, and no
+    ``concat`` is larger than a piece."""
     if executor != "batched":
         pytest.skip("eager: the executor of hybridized recursion plays no part")
+    from gluon_cf.models import recursive as recursive_models
+    largest_concat = [0]
+    if piece_bytes is not None:
+        monkeypatch.setattr(recursive_models, "_HEADS_PIECE_BYTES", piece_bytes)
+        concat = nd.concat
+
+        def measured_concat(*args, **kwargs):
+            out = concat(*args, **kwargs)
+            largest_concat[0] = max(largest_concat[0], out.size * np.dtype(out.dtype).itemsize)
+            return out
+        monkeypatch.setattr(nd, "concat", measured_concat)
     mx.random.seed(seed)
     net = TopDownTreeLSTM(input_size=3, hidden_size=5, output_size=3, max_depth=6)
     net.initialize(mx.init.Xavier())
@@ -202,9 +217,12 @@ def test_topdown_eager_equals_its_cells_operator_by_operator(executor, seed, bia
     z.attach_grad()
     expected, counts, _, expected_grads = _topdown_reference(net, z)
     expected_z_grad = z.grad.asnumpy().copy()
+    largest_concat[0] = 0   # (the model's, not the reference's)
     (got, got_counts), grads = _run(net, [z], hybridize=False)
     np.testing.assert_array_equal(got_counts[:, 0], counts)
     assert len(set(counts)) > 1 and max(counts) > 20, counts
+    if piece_bytes is not None:
+        assert 0 < largest_concat[0] <= piece_bytes, largest_concat
     np.testing.assert_allclose(got, expected, **TOL)
     # float32 sums of per-node terms in another order: 1e-5 of each gradient's largest value
     for name, want in list(expected_grads.items()) + [("z", expected_z_grad)]:

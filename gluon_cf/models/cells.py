@@ -191,7 +191,11 @@ class _TreeCell(gluon.HybridBlock):
 #     heads. ~15 values a level and two tensors read per call, instead of ~40 and ten. The
 #     biases the heads leave out are added once: the logit's on the host (the growth is
 #     read there anyway), the output's as ``count * output.bias`` to the sum of all heads'
-#     outputs, one ``sum`` over their ``concat`` (no per-level ``out + l_out + r_out``).
+#     outputs, one ``sum`` over their ``concat`` (no per-level ``out + l_out + r_out``), in
+#     pieces of at most 1 MiB of heads: one ``concat`` of all of them is a block of the
+#     tree's size after the recursion's last address-space check (78 MiB at H = 256 and
+#     10,000 levels), which may not fit under a limit (NOTE [memory after an address-space
+#     error] in recursion/api.py).
 #     Same equations, other float32 rounding: values and gradients equal the cells' blocks
 #     called node by node to 1e-5 of each gradient's scale (tests/test_recursion.py).
 #     Measured on the 19,999-level chain (H = 4) with gradients, fresh process, no

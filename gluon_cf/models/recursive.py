@@ -261,6 +261,22 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
         return self.out(self.encode(F, tokens, child_ptr, child_idx, roots))
 
 
+# bytes of heads concatenated at once (NOTE [eager top-down tree]): one level's allocations
+_HEADS_PIECE_BYTES = 1 << 20
+
+
+def _sum_of_outputs(F, heads, output_size):
+    """The sum over the rows of ``heads`` (arrays of one or two rows each) of their first
+    ``output_size`` columns, (1, output_size), concatenated in pieces of at most
+    ``_HEADS_PIECE_BYTES`` (NOTE [eager top-down tree])."""
+    row_bytes = heads[0].shape[1] * np.dtype(heads[0].dtype).itemsize
+    per_piece = max(1, _HEADS_PIECE_BYTES // (2 * row_bytes))
+    sums = [F.sum(F.slice_axis(F.concat(*heads[k:k + per_piece], dim=0), axis=1, begin=0,
+                               end=output_size), axis=0, keepdims=True)
+            for k in range(0, len(heads), per_piece)]
+    return sums[0] if len(sums) == 1 else F.sum(F.concat(*sums, dim=0), axis=0, keepdims=True)
+
+
 class TopDownTreeLSTM(gluon.HybridBlock):
     """Top-down TreeLSTM generator: the tree's shape is decided at run time by the model.
 
@@ -353,8 +369,7 @@ class TopDownTreeLSTM(gluon.HybridBlock):
                 heads[:] = []
                 raise
             # the outputs of all nodes, their biases added once
-            total = F.sum(F.slice_axis(F.concat(*heads, dim=0), axis=1, begin=0,
-                                       end=cell.output_size), axis=0, keepdims=True)
+            total = _sum_of_outputs(F, heads, cell.output_size)
             total = F.broadcast_add(total, num_nodes * cell.output.bias.data(z_row.context))
             heads[:] = []
             return [total, F.full((1, 1), num_nodes, ctx=total.context, dtype=total.dtype)], []

@@ -441,6 +441,25 @@ def _hop(fn, args, depth):
 #     come within ``ADDRESS_SPACE_FLOOR`` of the limit (malloc may need fresh space for a
 #     size its free chunks do not fit). Where it cannot be read (not glibc) only VmSize
 #     counts, as before. Tests: tests/test_eager_depth_memory.py.
+#
+#     What a check that passes guarantees: ``ADDRESS_SPACE_FLOOR`` of fresh address space,
+#     and ``ADDRESS_SPACE_HEADROOM`` of fresh space and free chunks together. The free bytes
+#     are not all reusable: small fragments stay free while VmSize grows (in that test's
+#     first call, mallinfo2 read ~20.4 MiB free at every reading while VmSize grew 20 MiB
+#     into the headroom, to 44 MiB below the limit), so the credit moves the stop by at most
+#     the headroom less the floor, and what is sure is the floor: 16 MiB, where one level
+#     allocates < 1 MiB between two checks, is what MXNet needs to finish the operators in
+#     flight and, after an error, to free the record (the unwinding allocates little).
+#     After the outermost call returns no check runs, so what the caller allocates next must
+#     fit in what is left (the floor at worst); a block larger than that is MXNet's bad_alloc
+#     ("Failed to allocate CPU Memory"), the process alive. So gluon_cf's models allocate
+#     nothing of the recursion's size in one block after it: TopDownTreeLSTM's one
+#     ``concat`` of all heads was 78 MiB at H = 256 and 10,000 levels, more than the
+#     headroom itself, and failed that test's second call about 1 run in 8 (VmSize before it
+#     1,642-1,962 MiB from run to run, under 2,048; 3 of 5 runs peaked within 0.4 MiB of the
+#     limit). It now sums them in 1 MiB pieces (NOTE [eager top-down tree]): VmSize does not
+#     grow past the start of the sum (15 runs). The second call itself reused the first's
+#     freed memory, more than the headroom below the limit, and never read mallinfo2.
 
 ADDRESS_SPACE_HEADROOM = 64 << 20
 ADDRESS_SPACE_FLOOR = 16 << 20    # left unreserved whatever malloc holds free
