@@ -291,3 +291,16 @@ def test_gradient_passing_through_keeps_the_multiplication(name):
     assert passes == (name in ("add of an input", "an input as output", "an output twice")), name
     if name in ("add of an input", "an input as output"):   # why the check exists
         assert not right
+
+
+def test_long_schedules_keep_dynamic_recorded_groups():
+    """A schedule of more than STATIC_GROUPS groups (a chain, one group per level) runs its
+    recorded groups by the dynamic CachedOp (a static one keeps a state per outstanding call
+    for good, NOTE [static recorded groups]); its gradients are eager's all the same."""
+    vocab, inputs = _forest([_linear_tree(planned_backward.STATIC_GROUPS + 10)])
+    before = planned_backward.STATIC_CALLS[0]
+    _three_ways(_tree_lstm(vocab), inputs)
+    assert planned_backward.STATIC_CALLS[0] == before
+    vocab, inputs = _forest([_linear_tree(planned_backward.STATIC_GROUPS // 2 - 2)])
+    _three_ways(_tree_lstm(vocab), inputs)
+    assert planned_backward.STATIC_CALLS[0] > before

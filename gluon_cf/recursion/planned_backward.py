@@ -50,9 +50,12 @@ NOTE [static recorded groups]
     holds (``i.unique()``): a recorded call's autograd node keeps its state, with its
     buffers, until its backward is done and its outputs are gone, so the ~20 calls of one
     graph in a batch have ~20 states, each reused by a later batch; ``StaticBackward``
-    reads the forward's buffers of its own state. Only where the planned backward runs
-    (:func:`run`, not with remat, whose groups are recomputed inside the backward: those keep
-    the dynamic CachedOp). Each output is multiplied by 1 as before
+    reads the forward's buffers of its own state. A CachedOp keeps its states for good and
+    looks for a free one by scanning them all, so only schedules of at most
+    ``STATIC_GROUPS`` groups run this way (a 2,500-level chain, one group per level, took
+    1.4x the time and 120 MB more with a state per level). Only where the planned backward
+    runs (:func:`run`, not with remat, whose groups are recomputed inside the backward: those
+    keep the dynamic CachedOp). Each output is multiplied by 1 as before
     (:func:`gluon_cf._cachedop._no_gradient_passthrough`) unless
     :func:`_gradient_passes_through` proves that no input of the graph gets an output's
     gradient as is: when one does, MXNet's CachedOp backward replaces the input's gradient
@@ -117,6 +120,7 @@ SEEDED = [0]       # group runs seeded instead (for tests)
 SEED_GROUPS = [True]   # NOTE [replayed draws] in group_draws.py: tests switch it off
 STATIC = [True]    # NOTE [static recorded groups]: tests compare both
 STATIC_CALLS = [0]   # recorded group calls run by a static CachedOp (for tests)
+STATIC_GROUPS = 64   # the most groups of a schedule run by static CachedOps (NOTE above)
 # Operators whose gradient (FGradient in MXNet 1.9.1) is a node of its own reading the output
 # gradient: ActivationGrad, FullyConnectedGrad, ConcatGrad (MakeGradNode), ElemwiseGradUseIn /
 # ElemwiseGradUseOut (MakeNonlossGradNode: a node, or zeros). NOTE [static recorded groups]
@@ -171,6 +175,7 @@ def run(schedule, ctx, upload):
     nonempty = schedule.nonempty()
     training = mx.autograd.is_training()
     remat = any(spec.get("remat") for spec in schedule.context.specs.values())
+    static = not remat and len(schedule.groups) <= STATIC_GROUPS   # NOTE [static recorded groups]
     seed: List[int] = []   # drawn once, for seeded groups (NOTE [replayed draws])
 
     def call_group(number, q, vid, first, rows, calls, out, kept=None):
@@ -196,7 +201,7 @@ def run(schedule, ctx, upload):
                                             for role, i, _, _ in graph.inputs)
         draws = group_draws(graph, training) if remat else None
         if draws is None:
-            return _call(graph, nonempty, values, out, static=not remat), taped_inputs, None
+            return _call(graph, nonempty, values, out, static=static), taped_inputs, None
         if draws == SEED:
             if SEED_GROUPS[0]:
                 if not seed:
