@@ -42,6 +42,34 @@ NOTE [planned backward]
     remat, an environment value computed on the tape) keeps the recorded run. :data:`ENABLED`
     switches it off (tests compare both).
 
+NOTE [static recorded groups]
+    A recorded group call runs a CachedOp with ``static_alloc``, one per group graph, as g's
+    floor does, instead of :class:`CachedOpPair`'s dynamic one (which plans memory and
+    creates every operator's state anew on each call, and multiplies every output by 1). MXNet
+    1.9.1's ``CachedOp::GetCachedOpState`` hands a static CachedOp's call a state no one else
+    holds (``i.unique()``): a recorded call's autograd node keeps its state, with its
+    buffers, until its backward is done and its outputs are gone, so the ~20 calls of one
+    graph in a batch have ~20 states, each reused by a later batch; ``StaticBackward``
+    reads the forward's buffers of its own state. A CachedOp keeps its states for good and
+    looks for a free one by scanning them all, so only schedules of at most
+    ``STATIC_GROUPS`` groups run this way (a 2,500-level chain, one group per level, took
+    1.4x the time and 120 MB more with a state per level). Only where the planned backward
+    runs (:func:`run`, not with remat, whose groups are recomputed inside the backward: those
+    keep the dynamic CachedOp). Each output is multiplied by 1 as before
+    (:func:`gluon_cf._cachedop._no_gradient_passthrough`) unless
+    :func:`_gradient_passes_through` proves that no input of the graph gets an output's
+    gradient as is: when one does, MXNet's CachedOp backward replaces the input's gradient
+    array (the gradient table, or a parameter's buffer, with ``grad_req="add"``) by the
+    output's gradient instead of adding into it (``*outputs[i] = arrays[eid]->Detach()`` in
+    ``CachedOp::DynamicBackward`` and ``StaticBackward``), and an output that is an input, or
+    two outputs of one entry, would not be written into its table. The proof walks from every
+    output towards the inputs, stopping at operators whose gradient is a node of its own
+    reading the output gradient (``_GRADIENT_NODE_OPS``, each checked in MXNet 1.9.1's
+    ``FGradient`` registrations); reaching an input through any other operator
+    (``elemwise_add``'s ``CloneGradient`` hands the output gradient to both inputs, ``take``,
+    ``BlockGrad``, ...) keeps the multiplication. A static call that fails is dropped and the
+    group runs as before, raising what it always raised.
+
 NOTE [hybridized remat recursion]
     ``@recursive(remat=True)`` in a hybridized block: the unit is the outermost call's
     ``recursion`` node, rematerialised when any function of its table has ``remat=True``
@@ -72,13 +100,14 @@ NOTE [hybridized remat recursion]
       ``remat=False`` unless its schedule is planned (a remat loop around it recomputes it).
 """
 import contextlib
+import json
 from typing import List
 
 import mxnet as mx
 
 from .. import node as _node, remat as _remat
 from ..graph.decoded import random_ops
-from .._cachedop import CachedOpPair
+from .._cachedop import CachedOpPair, _no_gradient_passthrough
 from .group_draws import SEED, group_draws
 from .value_graphs import _result_graph, _value_graph
 from .views import rows as rows_of
@@ -89,6 +118,14 @@ RECOMPUTED = [0]   # groups recomputed by a remat recursion's planned backward (
 REPLAYED = [0]     # groups recomputed from their kept draws (NOTE [replayed draws])
 SEEDED = [0]       # group runs seeded instead (for tests)
 SEED_GROUPS = [True]   # NOTE [replayed draws] in group_draws.py: tests switch it off
+STATIC = [True]    # NOTE [static recorded groups]: tests compare both
+STATIC_CALLS = [0]   # recorded group calls run by a static CachedOp (for tests)
+STATIC_GROUPS = 64   # the most groups of a schedule run by static CachedOps (NOTE above)
+# Operators whose gradient (FGradient in MXNet 1.9.1) is a node of its own reading the output
+# gradient: ActivationGrad, FullyConnectedGrad, ConcatGrad (MakeGradNode), ElemwiseGradUseIn /
+# ElemwiseGradUseOut (MakeNonlossGradNode: a node, or zeros). NOTE [static recorded groups]
+_GRADIENT_NODE_OPS = frozenset({"Activation", "FullyConnected", "Concat", "elemwise_mul",
+                                "broadcast_mul", "tanh", "sigmoid"})
 
 
 def applies(context, depth):
@@ -138,6 +175,7 @@ def run(schedule, ctx, upload):
     nonempty = schedule.nonempty()
     training = mx.autograd.is_training()
     remat = any(spec.get("remat") for spec in schedule.context.specs.values())
+    static = not remat and len(schedule.groups) <= STATIC_GROUPS   # NOTE [static recorded groups]
     seed: List[int] = []   # drawn once, for seeded groups (NOTE [replayed draws])
 
     def call_group(number, q, vid, first, rows, calls, out, kept=None):
@@ -163,7 +201,7 @@ def run(schedule, ctx, upload):
                                             for role, i, _, _ in graph.inputs)
         draws = group_draws(graph, training) if remat else None
         if draws is None:
-            return _call(graph, nonempty, values, out), taped_inputs, None
+            return _call(graph, nonempty, values, out, static=static), taped_inputs, None
         if draws == SEED:
             if SEED_GROUPS[0]:
                 if not seed:
@@ -226,13 +264,48 @@ def run(schedule, ctx, upload):
     return outputs
 
 
-def _call(graph, nonempty, values, out):
+def _call(graph, nonempty, values, out, static=False):
     """``graph`` (a ``_ValueGraph`` or a :class:`CachedGraph`) on ``values``; the check for a
-    zero-size input is skipped when the schedule has none."""
+    zero-size input is skipped when the schedule has none. ``static``: a recorded call of the
+    planned backward's forward, run by a static CachedOp (NOTE [static recorded groups])."""
     op = graph.op if hasattr(graph, "op") else graph
     if nonempty:
+        if static and STATIC[0] and not op.constant and mx.autograd.is_recording():
+            recorded = getattr(op, "planned_static", None)
+            if recorded is None:
+                symbol = op.symbol
+                if _gradient_passes_through(json.loads(symbol.tojson())):
+                    symbol = _no_gradient_passthrough(symbol)
+                recorded = op.planned_static = mx.nd.CachedOp(symbol,
+                                                              flags=[("static_alloc", True)])
+            try:
+                outputs = recorded(*values, out=out)
+            except mx.MXNetError:   # dropped (it keeps half its state); the error as always
+                op.planned_static = None
+            else:
+                STATIC_CALLS[0] += 1
+                return outputs
         return CachedOpPair.__call__(op, *values, out=out)
     return op(*values, out=out)
+
+
+def _gradient_passes_through(js):
+    """Whether an input of graph JSON ``js`` may get an output's gradient as is, or an output
+    is an input or another output (NOTE [static recorded groups])."""
+    nodes, heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
+    if len(set(heads)) < len(heads):
+        return True
+    seen, todo = set(), [nid for nid, _ in heads]
+    while todo:
+        nid = todo.pop()
+        if nid in seen:
+            continue
+        seen.add(nid)
+        if nodes[nid]["op"] == "null":
+            return True
+        if nodes[nid]["op"] not in _GRADIENT_NODE_OPS:
+            todo.extend(entry[0] for entry in nodes[nid]["inputs"])
+    return False
 
 
 def _refuse_different(node):
