@@ -182,8 +182,12 @@ class _ValueGraph:
                 self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0),
                                     int(site[0]) if site else 0))
         self.env = sorted({i for role, i, _, _ in self.inputs if role == "env"})
-        self._env: tuple = (None,)   # the environment shapes of the last sized call
-        self.value_checked = _value_checked(json.loads(symbol.tojson()))
+        # The environment shapes of the last sized call, shared by the graph's copies of all
+        # threads (set by _value_graph): batches take turns on MXNet's custom-op threads.
+        self.last_env: list = [(None,)]
+        js = json.loads(symbol.tojson())
+        self.value_checked = _value_checked(js)
+        self.clip_tables = _clip_tables(js)   # sized calls read these edged (NOTE [padded rows])
 
     def sized(self, rows, env_shapes):
         """This graph as a CachedOp with static shapes for calls of ``rows`` rows (NOTE
@@ -192,9 +196,10 @@ class _ValueGraph:
         graph without inputs (run by an executor, :class:`CachedOpPair`)."""
         if self.op.constant or self.value_checked:
             return None
-        env = tuple(env_shapes[i] for i in self.env)
-        if env != self._env:   # a forest's arrays change with every batch: not worth it
-            self._env = env
+        env = tuple((_edged_rows(env_shapes[i][0]),) + tuple(env_shapes[i][1:])
+                    if i in self.clip_tables else env_shapes[i] for i in self.env)
+        if env != self.last_env[0]:   # a forest's arrays change with every batch: not worth it
+            self.last_env[0] = env
             return None
         op = self._sized.get(rows)
         if op is None:
@@ -229,6 +234,31 @@ def _value_checked(js):
                 or (op == "take" and n.get("attrs", {}).get("mode") == "raise"):
             return op
     return None
+
+
+def _clip_tables(js):
+    """The environment values (numbers) graph JSON ``js`` reads only as the table of ``take``
+    along axis 0 in mode ``clip``, which reads the same from the value followed by copies of
+    its last row, whatever the index (NOTE [padded rows])."""
+    nodes = js["nodes"]
+    only = {nid: True for nid, n in enumerate(nodes)
+            if n["op"] == "null" and n["name"].startswith("env")}
+    for head in js["heads"]:
+        if head[0] in only:
+            only[head[0]] = False
+    for n in nodes:
+        attrs = n.get("attrs", {})
+        for pos, (src, *_) in enumerate(n["inputs"]):
+            if only.get(src):
+                only[src] = n["op"] == "take" and pos == 0 \
+                    and int(attrs.get("axis", "0")) == 0 and attrs.get("mode", "clip") == "clip"
+    return frozenset(int(nodes[nid]["name"][3:]) for nid, good in only.items() if good)
+
+
+def _edged_rows(rows):
+    """The rows an environment value read only by ``take`` in mode ``clip`` is given to sized
+    calls: the next power of two (NOTE [padded rows])."""
+    return 1 << (rows - 1).bit_length() if rows > 1 else 1
 
 
 def _value_graph(plan, layouts, qname, vid, sources):
@@ -276,6 +306,7 @@ def _value_graph(plan, layouts, qname, vid, sources):
         packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
     if sources is None:
         graph = plan.graphs[key] = _ValueGraph(em.symbol(packed))
+        graph.last_env = plan.graphs.setdefault(("last env",) + key[:3] + key[4:], [(None,)])
         return graph
     out = packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
                                                     num_args=len(packed))
