@@ -356,11 +356,14 @@ class _Schedule:
             self.sorted_args[q] = [a[order] for a in args[q]]
             orders[q] = order
         groups.sort(key=lambda g: g[:3])
-        group_of = {q: np.empty(counts[q], np.int64) for q in live}
-        row_of = {q: np.empty(counts[q], np.int64) for q in live}
-        for g, (_, _, _, q, ids, _) in enumerate(groups):
-            group_of[q][ids] = g
-            row_of[q][ids] = np.arange(len(ids))
+        group_of: Dict[str, np.ndarray] = {}   # gathers from source groups' outputs only
+        row_of: Dict[str, np.ndarray] = {}
+        if not in_place:
+            group_of = {q: np.empty(counts[q], np.int64) for q in live}
+            row_of = {q: np.empty(counts[q], np.int64) for q in live}
+            for g, (_, _, _, q, ids, _) in enumerate(groups):
+                group_of[q][ids] = g
+                row_of[q][ids] = np.arange(len(ids))
 
         indices: List[np.ndarray] = []
         self.offset = 0
@@ -483,19 +486,25 @@ class _Schedule:
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return _rows(index, a, b)
 
+        graphs: Dict[Any, Any] = {}   # (function, variant) -> its graph and callees, in place
         for q, vid, first, rows, calls in self.groups:
             if self.in_place:
-                callees[q] = [callee for callee, _ in plan.functions[q].callees(vid)]
-                sources = None
+                found = graphs.get((q, vid))
+                if found is None:
+                    found = graphs[(q, vid)] = (
+                        _value_graph(plan, self.layouts, q, vid, None),
+                        [callee for callee, _ in plan.functions[q].callees(vid)])
+                graph, callees[q] = found
             else:
-                sources = tuple(len(sources) for sources, _, _ in calls)
-            graph = _value_graph(plan, self.layouts, q, vid, sources)
+                graph = _value_graph(plan, self.layouts, q, vid,
+                                     tuple(len(sources) for sources, _, _ in calls))
             sized = graph.sized(_padded(rows), self.context.env_shapes) \
                 if padding and rows <= PADDED_ROWS else None
             if sized is not None:
                 size = _padded(rows)
                 try:
-                    sized(*[edged(i) if role == "env" and i in graph.clip_tables
+                    edges = graph.edged()
+                    sized(*[edged(i) if role == "env" and i in edges
                             else value(role, i, j, q, first, rows, calls, size)
                             for role, i, j, _ in graph.inputs],
                           out=[_rows(t, first, first + size) for t in tables[q]])
