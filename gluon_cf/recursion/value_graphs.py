@@ -34,15 +34,21 @@ NOTE [padded rows]
     memory and sets up its operators again, and without ``static_shape`` creates every
     stateful operator's state anew on each call (the cell's own ``SliceChannel``, a legacy
     operator whose state is deleted through the engine): most of a small group's call. So in
-    inference (tables written in place) a group of at most ``PADDED_ROWS`` rows runs on
-    ``_padded(rows)`` rows (the next power of two) by a CachedOp with ``static_shape`` kept
-    per row count (:meth:`_ValueGraph.sized`), which sets itself up once per shape. Its other
-    inputs keep their shapes from batch to batch too: the tables' rows are rounded up to a
-    multiple of ``PADDED_TABLE_BYTES`` (4 MiB), and a graph reading an environment value whose
-    shape changed since its last call (the forest's tokens, read by the leaves) runs unpadded
-    until two calls see the same shapes. (Tried first: tables of exactly the rows needed, the
-    tables' shapes changing with every batch, saved nothing in the benchmark.) This is exact
-    because
+    inference (tables written in place) a group of at most ``PADDED_ROWS`` (512) rows runs on
+    ``_padded(rows)`` rows (up to 16 the next power of two, then four size classes per
+    doubling: at most a quarter more rows) by a CachedOp with ``static_shape`` kept per row
+    count (:meth:`_ValueGraph.sized`), which sets itself up once per shape. Its other inputs
+    keep their shapes from batch to batch too: the tables' rows are rounded up to a multiple
+    of ``PADDED_TABLE_BYTES`` (4 MiB); an environment value the graph reads only as the table
+    of ``take`` along axis 0 in mode ``clip`` (the forest's tokens, read by the leaves:
+    ``_clip_tables``) is given to it *edged*, followed by copies of its last row up to the
+    next power of two of rows (``schedule._edged``, one ``take`` per batch), which ``take``
+    reads exactly as the value itself whatever the index, since it clips an index past the
+    end to the last row, whose copies the extra rows are ("wrap" would read other rows, so it
+    is not edged); and a graph reading any other environment value whose shape changed since
+    the last sized call of the graph (on any thread) runs unpadded until two calls see the
+    same shapes. (Tried first: tables of exactly the rows needed, the tables' shapes changing
+    with every batch, saved nothing in the benchmark.) This is exact because
     * the body is proven to act row by row for these argument shapes (its layout exists,
       ``schedule._layout``), so the padding rows change no real row;
     * the padding rows read what follows the group's rows in the argument and index arrays
@@ -61,7 +67,8 @@ NOTE [padded rows]
     (``take(mode="raise")``: "indices out of bound", where eager runs; ``SequenceLast`` given
     a length out of range: a segfault), and a random draw would shift the real rows' draws.
     Graphs holding such an operator (``_VALUE_CHECKED``) run unpadded
-    (tests/test_schedule_tables.py).
+    (tests/test_schedule_tables.py; size classes and edged values: tests/test_schedule_sizes.py,
+    whose tables start as NaN).
 """
 import json
 import threading
