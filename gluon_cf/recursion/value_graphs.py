@@ -198,6 +198,7 @@ class _ValueGraph:
         js = json.loads(symbol.tojson())
         self.value_checked = _value_checked(js)
         self._clip_tables = _clip_tables(js)
+        self._seen: tuple = (None, None)   # the last environment shapes asked and their key
 
     def sized(self, rows, env_shapes):
         """This graph as a CachedOp with static shapes for calls of ``rows`` rows (NOTE
@@ -206,9 +207,12 @@ class _ValueGraph:
         graph without inputs (run by an executor, :class:`CachedOpPair`)."""
         if self.op.constant or self.value_checked:
             return None
-        edged = self.edged()
-        env = tuple((_edged_rows(env_shapes[i][0]),) + tuple(env_shapes[i][1:])
-                    if i in edged else env_shapes[i] for i in self.env)
+        seen, env = self._seen
+        if seen is not env_shapes:   # once per batch, not per group (the tuple is kept)
+            edged = self.edged()
+            env = tuple((_edged_rows(env_shapes[i][0]),) + tuple(env_shapes[i][1:])
+                        if i in edged else env_shapes[i] for i in self.env)
+            self._seen = (env_shapes, env)
         if env != self.last_env[0]:   # a forest's arrays change with every batch: not worth it
             self.last_env[0] = env
             return None
