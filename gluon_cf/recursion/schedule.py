@@ -59,7 +59,7 @@ from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public
 from . import skeleton_tables
 from .skeleton_tables import SkeletonTable
 from .table import table as _table
-from .value_graphs import _result_graph, _value_graph
+from .value_graphs import _edged_rows, _result_graph, _value_graph
 from .views import rows as _rows
 
 # Invocations one schedule may hold: beyond, the call tree is refused with CallTreeTooLargeError
@@ -73,7 +73,7 @@ CHAINED = [True]           # NOTE [chained expansion]: tests compare with lookup
 # (numpy calls dominate both), so a long array read by few calls is not tabulated at once.
 TABLE_ROWS_PER_LEVEL = 512
 PADDED = [True]   # NOTE [padded rows] in recursion/value_graphs.py (tests compare with eager)
-PADDED_ROWS = 16   # larger groups run unpadded: padding would cost them arithmetic
+PADDED_ROWS = 512   # larger groups run unpadded: their arithmetic outweighs a call's set-up
 PADDED_TABLE_BYTES = 1 << 22   # padded, a table's rows are a multiple of this many bytes' worth
 RUNS: collections.Counter = collections.Counter()   # function name -> batches run on a schedule (for tests, tools)
 
@@ -356,11 +356,14 @@ class _Schedule:
             self.sorted_args[q] = [a[order] for a in args[q]]
             orders[q] = order
         groups.sort(key=lambda g: g[:3])
-        group_of = {q: np.empty(counts[q], np.int64) for q in live}
-        row_of = {q: np.empty(counts[q], np.int64) for q in live}
-        for g, (_, _, _, q, ids, _) in enumerate(groups):
-            group_of[q][ids] = g
-            row_of[q][ids] = np.arange(len(ids))
+        group_of: Dict[str, np.ndarray] = {}   # gathers from source groups' outputs only
+        row_of: Dict[str, np.ndarray] = {}
+        if not in_place:
+            group_of = {q: np.empty(counts[q], np.int64) for q in live}
+            row_of = {q: np.empty(counts[q], np.int64) for q in live}
+            for g, (_, _, _, q, ids, _) in enumerate(groups):
+                group_of[q][ids] = g
+                row_of[q][ids] = np.arange(len(ids))
 
         indices: List[np.ndarray] = []
         self.offset = 0
@@ -456,6 +459,14 @@ class _Schedule:
         # batches of very different sizes.
         tables = self.tables(ctx, slack, padding) if self.in_place else {}
         callees: Dict[Optional[str], List[str]] = {}
+        edged_env: Dict[int, mx.nd.NDArray] = {}
+
+        def edged(i: int) -> mx.nd.NDArray:
+            """Environment value i with copies of its last row up to ``_edged_rows`` rows (NOTE
+            [padded rows]: read only by ``take`` in mode ``clip``), once per batch."""
+            if i not in edged_env:
+                edged_env[i] = _edged(env[i], ctx)
+            return edged_env[i]
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
                   calls, size: int = 0) -> mx.nd.NDArray:
@@ -475,19 +486,26 @@ class _Schedule:
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return _rows(index, a, b)
 
+        graphs: Dict[Any, Any] = {}   # (function, variant) -> its graph and callees, in place
         for q, vid, first, rows, calls in self.groups:
             if self.in_place:
-                callees[q] = [callee for callee, _ in plan.functions[q].callees(vid)]
-                sources = None
+                found = graphs.get((q, vid))
+                if found is None:
+                    found = graphs[(q, vid)] = (
+                        _value_graph(plan, self.layouts, q, vid, None),
+                        [callee for callee, _ in plan.functions[q].callees(vid)])
+                graph, callees[q] = found
             else:
-                sources = tuple(len(sources) for sources, _, _ in calls)
-            graph = _value_graph(plan, self.layouts, q, vid, sources)
+                graph = _value_graph(plan, self.layouts, q, vid,
+                                     tuple(len(sources) for sources, _, _ in calls))
             sized = graph.sized(_padded(rows), self.context.env_shapes) \
                 if padding and rows <= PADDED_ROWS else None
             if sized is not None:
                 size = _padded(rows)
                 try:
-                    sized(*[value(role, i, j, q, first, rows, calls, size)
+                    edges = graph.edged()
+                    sized(*[edged(i) if role == "env" and i in edges
+                            else value(role, i, j, q, first, rows, calls, size)
                             for role, i, j, _ in graph.inputs],
                           out=[_rows(t, first, first + size) for t in tables[q]])
                     continue
@@ -517,8 +535,31 @@ class _Schedule:
 
 
 def _padded(rows):
-    """The rows a group of ``rows`` runs on (NOTE [padded rows] in recursion/value_graphs.py)."""
-    return 1 << (rows - 1).bit_length() if rows <= PADDED_ROWS else rows
+    """The rows a group of ``rows`` runs on (NOTE [padded rows] in recursion/value_graphs.py):
+    up to 16 the next power of two, then four size classes per doubling (at most a quarter
+    more rows), above ``PADDED_ROWS`` the rows themselves."""
+    if rows <= 16:
+        return 1 << (rows - 1).bit_length()
+    if rows > PADDED_ROWS:
+        return rows
+    step = 1 << ((rows - 1).bit_length() - 3)
+    return -(-rows // step) * step
+
+
+def _edged(array, ctx):
+    """``array`` followed by copies of its last row up to ``_edged_rows`` rows: one ``take``
+    in mode ``clip`` of an index cached per size (NOTE [padded rows])."""
+    rows = array.shape[0]
+    want = _edged_rows(rows)
+    if want == rows:
+        return array
+    index = _EDGE_INDEX.get((want, ctx))
+    if index is None:
+        index = _EDGE_INDEX[(want, ctx)] = mx.nd.arange(want, ctx=ctx, dtype="int32")
+    return mx.nd.take(array, index, axis=0, mode="clip")
+
+
+_EDGE_INDEX: Dict[Any, mx.nd.NDArray] = {}   # (rows, context) -> arange(rows), read only
 
 
 def _round_up(rows, row):

@@ -34,15 +34,21 @@ NOTE [padded rows]
     memory and sets up its operators again, and without ``static_shape`` creates every
     stateful operator's state anew on each call (the cell's own ``SliceChannel``, a legacy
     operator whose state is deleted through the engine): most of a small group's call. So in
-    inference (tables written in place) a group of at most ``PADDED_ROWS`` rows runs on
-    ``_padded(rows)`` rows (the next power of two) by a CachedOp with ``static_shape`` kept
-    per row count (:meth:`_ValueGraph.sized`), which sets itself up once per shape. Its other
-    inputs keep their shapes from batch to batch too: the tables' rows are rounded up to a
-    multiple of ``PADDED_TABLE_BYTES`` (4 MiB), and a graph reading an environment value whose
-    shape changed since its last call (the forest's tokens, read by the leaves) runs unpadded
-    until two calls see the same shapes. (Tried first: tables of exactly the rows needed, the
-    tables' shapes changing with every batch, saved nothing in the benchmark.) This is exact
-    because
+    inference (tables written in place) a group of at most ``PADDED_ROWS`` (512) rows runs on
+    ``_padded(rows)`` rows (up to 16 the next power of two, then four size classes per
+    doubling: at most a quarter more rows) by a CachedOp with ``static_shape`` kept per row
+    count (:meth:`_ValueGraph.sized`), which sets itself up once per shape. Its other inputs
+    keep their shapes from batch to batch too: the tables' rows are rounded up to a multiple
+    of ``PADDED_TABLE_BYTES`` (4 MiB); an environment value the graph reads only as the table
+    of ``take`` along axis 0 in mode ``clip`` (the forest's tokens, read by the leaves:
+    ``_clip_tables``) is given to it *edged*, followed by copies of its last row up to the
+    next power of two of rows (``schedule._edged``, one ``take`` per batch), which ``take``
+    reads exactly as the value itself whatever the index, since it clips an index past the
+    end to the last row, whose copies the extra rows are ("wrap" would read other rows, so it
+    is not edged); and a graph reading any other environment value whose shape changed since
+    the last sized call of the graph (on any thread) runs unpadded until two calls see the
+    same shapes. (Tried first: tables of exactly the rows needed, the tables' shapes changing
+    with every batch, saved nothing in the benchmark.) This is exact because
     * the body is proven to act row by row for these argument shapes (its layout exists,
       ``schedule._layout``), so the padding rows change no real row;
     * the padding rows read what follows the group's rows in the argument and index arrays
@@ -61,7 +67,8 @@ NOTE [padded rows]
     (``take(mode="raise")``: "indices out of bound", where eager runs; ``SequenceLast`` given
     a length out of range: a segfault), and a random draw would shift the real rows' draws.
     Graphs holding such an operator (``_VALUE_CHECKED``) run unpadded
-    (tests/test_schedule_tables.py).
+    (tests/test_schedule_tables.py; size classes and edged values: tests/test_schedule_sizes.py,
+    whose tables start as NaN).
 """
 import json
 import threading
@@ -159,6 +166,9 @@ class _Emitter:
         return mx.sym.load_json(blocked if blocked is not None else json.dumps(graph))
 
 
+EDGED = [True]   # NOTE [padded rows]: tests compare with eager
+
+
 class _ValueGraph:
     """A CachedOp and what each of its inputs is: ``(role, i, j, site)`` with role ``arg`` (the
     group's argument i), ``env`` (environment value i), ``src``/``idx`` (callee i's source
@@ -182,8 +192,13 @@ class _ValueGraph:
                 self.inputs.append((kind, int(callee[1:]), int(role[len(kind):] or 0),
                                     int(site[0]) if site else 0))
         self.env = sorted({i for role, i, _, _ in self.inputs if role == "env"})
-        self._env: tuple = (None,)   # the environment shapes of the last sized call
-        self.value_checked = _value_checked(json.loads(symbol.tojson()))
+        # The environment shapes of the last sized call, shared by the graph's copies of all
+        # threads (set by _value_graph): batches take turns on MXNet's custom-op threads.
+        self.last_env: list = [(None,)]
+        js = json.loads(symbol.tojson())
+        self.value_checked = _value_checked(js)
+        self._clip_tables = _clip_tables(js)
+        self._seen: tuple = (None, None)   # the last environment shapes asked and their key
 
     def sized(self, rows, env_shapes):
         """This graph as a CachedOp with static shapes for calls of ``rows`` rows (NOTE
@@ -192,15 +207,24 @@ class _ValueGraph:
         graph without inputs (run by an executor, :class:`CachedOpPair`)."""
         if self.op.constant or self.value_checked:
             return None
-        env = tuple(env_shapes[i] for i in self.env)
-        if env != self._env:   # a forest's arrays change with every batch: not worth it
-            self._env = env
+        seen, env = self._seen
+        if seen is not env_shapes:   # once per batch, not per group (the tuple is kept)
+            edged = self.edged()
+            env = tuple((_edged_rows(env_shapes[i][0]),) + tuple(env_shapes[i][1:])
+                        if i in edged else env_shapes[i] for i in self.env)
+            self._seen = (env_shapes, env)
+        if env != self.last_env[0]:   # a forest's arrays change with every batch: not worth it
+            self.last_env[0] = env
             return None
         op = self._sized.get(rows)
         if op is None:
             op = self._sized[rows] = mx.nd.CachedOp(
                 self.op.symbol, flags=[("static_alloc", True), ("static_shape", True)])
         return op
+
+    def edged(self):
+        """The environment values a sized call reads edged (NOTE [padded rows] above)."""
+        return self._clip_tables if EDGED[0] else frozenset()
 
     def forget(self, rows):
         """Drop the CachedOp of ``rows`` rows (one whose call failed keeps half its state)."""
@@ -229,6 +253,31 @@ def _value_checked(js):
                 or (op == "take" and n.get("attrs", {}).get("mode") == "raise"):
             return op
     return None
+
+
+def _clip_tables(js):
+    """The environment values (numbers) graph JSON ``js`` reads only as the table of ``take``
+    along axis 0 in mode ``clip``, which reads the same from the value followed by copies of
+    its last row, whatever the index (NOTE [padded rows])."""
+    nodes = js["nodes"]
+    only = {nid: True for nid, n in enumerate(nodes)
+            if n["op"] == "null" and n["name"].startswith("env")}
+    for head in js["heads"]:
+        if head[0] in only:
+            only[head[0]] = False
+    for n in nodes:
+        attrs = n.get("attrs", {})
+        for pos, (src, *_) in enumerate(n["inputs"]):
+            if only.get(src):
+                only[src] = n["op"] == "take" and pos == 0 \
+                    and int(attrs.get("axis", "0")) == 0 and attrs.get("mode", "clip") == "clip"
+    return frozenset(int(nodes[nid]["name"][3:]) for nid, good in only.items() if good)
+
+
+def _edged_rows(rows):
+    """The rows an environment value read only by ``take`` in mode ``clip`` is given to sized
+    calls: the next power of two (NOTE [padded rows])."""
+    return 1 << (rows - 1).bit_length() if rows > 1 else 1
 
 
 def _value_graph(plan, layouts, qname, vid, sources):
@@ -276,6 +325,7 @@ def _value_graph(plan, layouts, qname, vid, sources):
         packed.append(head if len(shape) == 1 else em.op("Reshape", [head], shape=(0, -1)))
     if sources is None:
         graph = plan.graphs[key] = _ValueGraph(em.symbol(packed))
+        graph.last_env = plan.graphs.setdefault(("last env",) + key[:3] + key[4:], [(None,)])
         return graph
     out = packed[0] if len(packed) == 1 else em.op("Concat", packed, dim=1,
                                                     num_args=len(packed))
