@@ -178,7 +178,9 @@ def _kept(value):
     if isinstance(value, ast.NamedExpr):  # y = (h := x): h's array, also x's
         return [value.target] + _kept(value.value)
     if isinstance(value, (ast.Subscript, ast.Starred)):
-        return _kept(value.value)        # [a, b][i]: what the base holds
+        # [a, b][i]: what the base holds; (outs + rest)[0], *(pair * 2): what the operands
+        # hold (arithmetic on containers keeps their items)
+        return _operands(value.value)
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
             _viewing(value):
         return _kept(value.func.value)
@@ -191,15 +193,41 @@ def _kept(value):
     if isinstance(value, ast.DictComp):
         return _kept(value.value)
     if isinstance(value, ast.Dict):
-        # (``{**d, ...}`` copies d's items: the values are kept, not d)
-        return [n for k, v in zip(value.keys, value.values) if k is not None
-                for n in _kept(v)]
+        # ({**d, ...} holds d's items: what d holds)
+        return [n for v in value.values for n in _kept(v)]
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
             value.func.id in _CONTAINER_BUILDERS:     # dict(h=x), list(xs): the items kept
         return [n for v in list(value.args) + [k.value for k in value.keywords]
                 for n in _kept(v)]
     found = existing(value)
     return [found] if found is not None else []
+
+
+def _operands(value):
+    """The variables whose arrays (or items) ``value``'s items may be: an item of ``outs +
+    rest`` or ``pair * 2`` is an item of ``outs``, ``rest`` or ``pair`` (not known to be lists:
+    an array's item, a view of a new array, is refused with them)."""
+    if isinstance(value, ast.BinOp):
+        return _operands(value.left) + _operands(value.right)
+    return _kept(value)
+
+
+def _repeated(value):
+    """Whether unpacking ``value`` may bind one array to several names: items of arithmetic
+    on containers (``h, c = [F.zeros(s)] * 2``: one array, twice)."""
+    if isinstance(value, ast.IfExp):
+        return _repeated(value.body) or _repeated(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return any(map(_repeated, value.values))
+    if isinstance(value, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+        return _repeated(value.value)
+    return isinstance(value, ast.BinOp)
+
+
+def _received(value):
+    """Whether ``value`` may be (an item or view of) what a generator's caller sent (``h =
+    yield``): the caller holds it."""
+    return any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(value))
 
 
 # An array's attributes that are never an array (NDArray's; gluon_cf gives a Symbol's shape)
@@ -266,13 +294,22 @@ def node_shares(node) -> List[str]:
     if isinstance(node, ast.withitem):
         return [n.id for n in ast.walk(node.optional_vars) if isinstance(n, ast.Name)] \
             if node.optional_vars is not None else []
+    if isinstance(node, ast.Match):         # (case [v]: v is an item of the subject)
+        return [n.id for n in _kept(node.subject)]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.MatchMapping)):
+        # a name a pattern captures is the subject, an item of it or a part (**rest)
+        name = node.rest if isinstance(node, ast.MatchMapping) else node.name
+        return [name] if name else []
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         if node.value is None:
             return []
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         held = [n.id for n in _kept(node.value)]
-        if len(targets) > 1 or any(map(reads_frame, result_calls(node.value))):
+        unpacked = any(isinstance(t, (ast.Tuple, ast.List)) for t in targets)
+        if len(targets) > 1 or any(map(reads_frame, result_calls(node.value))) or \
+                unpacked and _repeated(node.value) or _received(node.value):
             # a = locals()["h"]: what a frame's dict holds is any variable's array
+            # h, c = [F.zeros(s)] * 2: one array, two names; h = yield: the sender's
             # h = h0 = F.zeros(...): one array, two names (what calls return is decided
             # when they run: checked_calls)
             held = held + [n.id for t in targets for n in ast.walk(t)
