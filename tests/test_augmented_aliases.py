@@ -584,6 +584,16 @@ _REFUSED_ORDERS = [
     # what a generator's caller sends, the caller holds
     (["def gen():", "    h = yield", "    h *= 2", "    yield h", "g = gen()", "next(g)",
       "a1 = x * 1", "a2 = g.send(a1)", "return a1 + a2"], 0, "h = yield"),
+    # a refusal (a ValueError) the user's try or with catches is raised when the function
+    # returns: caught, the call's result was not bound, or the op= not done
+    (["h = F.relu(x)", "try:", "    h = keep(x)", "except ValueError:", "    pass", "h += 1",
+      "return h + x"], 0, "keep(x)"),
+    (["h = x * 1", "g = h", "try:", "    h += 1", "except Exception:", "    pass",
+      "return h + g"], 0, "g = h"),
+    (["h = x * 1", "g = h", "with contextlib.suppress(ValueError):", "    h += 1",
+      "return h + g"], 0, "g = h"),
+    (["h = x * 1", "g = h", "try:", "    h += 1", "except Exception:", "    raise KeyError()",
+      "return h + g"], 0, "g = h"),
 ]
 
 
