@@ -26,14 +26,18 @@ NOTE [autograph augmented assignment]
     operand (``outs + [h]``, ``outs += [h]``, ``[h] * 2``), a walrus's value (``y = (h :=
     ...)``, ``outs.append(h := ...)``); appended, inserted or otherwise given to a
     container's method (the container then holds it too); yielded; in a frame's dict
-    (``locals()``, ``vars()``, ``eval``, ``exec``, ``f_locals`` share every variable). And
+    (``locals()``, ``vars()``, ``eval``, ``exec``, ``f_locals`` share every variable);
+    captured by a ``match`` pattern (an item of the subject). An item of arithmetic on
+    containers is an item of its operands (``(outs + rest)[0]``; ``{**d}["a"]`` is d's),
+    and unpacking it may bind one array to several names (``h, c = [F.zeros(s)] * 2``:
+    both targets shared). And
     its *bindings*, each *new* or not: new is the value of an assignment to it (or of its
     walrus, or ``h **= v``, ``h //= v``, which NDArray lacks and rebind) that is
     arithmetic or a call (then checked when it runs, below) and holds no variable's array;
     not new: a parameter (the caller holds it), a ``for`` or ``with`` target (an item or
     view of the iterable), one of several targets (``h = h0 = ...``), bound where it is
-    shared (``y = h``: y; ``a = locals()["h"]``), a name of ``import``, ``def`` or
-    ``class``. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context`` and
+    shared (``y = h``: y; ``a = locals()["h"]``), what a generator's caller sends (``h =
+    yield``), a name of ``import``, ``def`` or ``class``. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context`` and
     ``stype`` are not its array: ``n, c = h.shape`` shares nothing of ``h``. A dict whose
     items the conversion rebinds (NOTE [autograph dict items]) may share them when a value
     put into it, or read from it to be kept, may share anywhere in the function.
@@ -96,7 +100,12 @@ NOTE [autograph augmented assignment]
     for a list ``outs``: a list's ``op=`` is in place, and a variable keeps its type until
     rebound). So ``h = self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y =
     self.proj(x); y += 1`` converts when proj is a non-empty Sequential of built-in layers.
-    (Eagerly nothing is refused: the NDArray runs plain Python's in place.)
+    (Eagerly nothing is refused: the NDArray runs plain Python's in place.) A refusal is an
+    AutographError, a ValueError: the user's ``try: ... except Exception`` or
+    ``contextlib.suppress`` may catch it and run on, on another path than plain Python's (the
+    call's result not bound, the ``op=`` not done), so the function ``@autograph`` gives
+    raises the first refusal made while it ran when it returns (or in place of what the
+    handler raised instead).
 
     An item or attribute (``outs[0] += v``, ``self.total += v``) is always held by its
     container: with plain names and constants for its parts it runs as ``outs[0] =
