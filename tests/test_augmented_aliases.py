@@ -584,6 +584,11 @@ _REFUSED_ORDERS = [
     # what a generator's caller sends, the caller holds
     (["def gen():", "    h = yield", "    h *= 2", "    yield h", "g = gen()", "next(g)",
       "a1 = x * 1", "a2 = g.send(a1)", "return a1 + a2"], 0, "h = yield"),
+    # a view of its own array, shared before
+    (["h = self.fcf(x)", "outs = [h]", "h = h.reshape((4, 2))", "h += 1",
+      "return h.reshape((2, 4)) + outs[0]"], 0, "outs = [h]"),
+    (["outs = [x[1] * 0]", "h = self.fcf(x[0])", "for i in range(2):", "    h = h[0:2]",
+      "    h += 1", "    outs.append(h)", "return h + outs[-1]"], 0, "outs.append(h)"),
     # a refusal (a ValueError) the user's try or with catches is raised when the function
     # returns: caught, the call's result was not bound, or the op= not done
     (["h = F.relu(x)", "try:", "    h = keep(x)", "except ValueError:", "    pass", "h += 1",
@@ -631,6 +636,9 @@ def test_an_order_that_shares_the_array_is_refused_at_its_op(lines, which, why, 
     # a list's += after its append: the list is no array (the call given it is not checked)
     ["outs = [x[1] * 0]", "h = F.relu(x[0])", "outs.append(h)", "outs += [h]",
      "return F.stack(*outs).sum(axis=0) + h"],
+    # rebound to a view or item of its own new array: nothing else holds it
+    ["h = self.fcf(x)", "h = h.reshape((4, 2))", "h += 1", "return h.reshape((2, 4)) + x"],
+    ["h = self.fcf(x)", "h = h[0]", "h *= 2", "return h + x"],
     # unpacking new arrays (not arithmetic on containers)
     ["h, c = F.relu(x), F.tanh(x)", "h += c", "c *= 2", "return h + c"],
     ["h, c = F.split(x, num_outputs=2, axis=0)", "h += 1", "return F.concat(h, c, dim=0)"],

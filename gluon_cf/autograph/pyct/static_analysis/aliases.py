@@ -51,7 +51,9 @@ NOTE [autograph augmented assignment]
     events and the calls given ``name`` on some path from it to the ``op=`` (a
     reaching-definitions analysis to a fixed point). The ``op=`` is refused when a reaching
     binding is not new or a share event lies on such a path, including one before an earlier
-    ``op=`` (``h op= v`` rebinds nothing: the array stays the one shared). So the RNN unroll
+    ``op=`` (``h op= v`` rebinds nothing: the array stays the one shared; nor does ``h =
+    h.reshape(s)``, ``h = h[0]``, a view or item of its own array and nothing else: the
+    bindings reaching it reach on, with what they shared). So the RNN unroll
     ``for row in x: h = self.fc(row); h += b; outs.append(h)`` converts (each step's
     ``+=`` changes the step's new array; its append comes after, and the next step rebinds
     ``h`` first), while ``h = self.fc(r); outs.append(h); h += b``, or ``if c: h =
@@ -346,6 +348,32 @@ def node_shares(node) -> List[str]:
         return [n.id for n in ast.walk(node)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     return []
+
+
+def own_view(statement) -> Optional[List[ast.Call]]:
+    """When ``statement`` rebinds a variable to its own array, an item, view or attribute of
+    it and nothing else (``h = h.reshape(s)``, ``h = h[0]``: no other holder; the array stays
+    the one the variable's bindings made, ``reaching.py`` lets them reach on): the calls
+    making the views (given the variable, and keeping none of it); None otherwise."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        target = statement.target
+    else:
+        return None
+    if not isinstance(target, ast.Name) or result_calls(statement.value) or \
+            _metadata(statement.value) or \
+            {n.id for n in _kept(statement.value)} != {target.id}:
+        return None
+    views, value = [], statement.value
+    while True:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            views.append(value)               # (result_calls: only views here)
+            value = value.func.value
+        elif isinstance(value, (ast.Subscript, ast.Attribute)):
+            value = value.value
+        else:
+            return views
 
 
 def given_names(call) -> List[str]:
