@@ -567,6 +567,38 @@ _REFUSED_ORDERS = [
     # a generator expression kept for later reads h when it runs, whatever binds h then
     (["g = (h for _ in range(1))", "h = F.relu(x)", "a1 = next(g)", "h += 1",
       "return h + a1"], 0, "g = (h for"),
+    # arithmetic on containers repeats or keeps their items: one array, two names
+    (["h, g = [F.relu(x)] * 2", "h += 1", "return h + g"], 0, "h, g = [F.relu(x)] * 2"),
+    (["a1, *rest = 2 * (self.fcf(x),)", "a1 *= 2", "return a1 + rest[0]"], 0,
+     "a1, *rest = 2 * (self.fcf(x),)"),
+    (["pair = [F.relu(x)]", "h, g = pair * 2", "h += 1", "return h + g"], 0,
+     "h, g = pair * 2"),
+    (["outs = [F.relu(x)]", "h = (outs + [])[-1]", "h += 1", "return h + outs[0]"], 0,
+     "h = (outs + [])[-1]"),
+    # a dict display's ** keeps d's items
+    (["d = {'a': F.relu(x)}", "h = {**d}['a']", "h += 1", "return h + d['a']"], 0,
+     "h = {**d}['a']"),
+    # a match pattern's capture is the subject's item
+    (["outs = [F.relu(x)]", "match outs:", "    case [h]:", "        pass", "h += 1",
+      "return h + outs[0]"], 0, "case [h]"),
+    # what a generator's caller sends, the caller holds
+    (["def gen():", "    h = yield", "    h *= 2", "    yield h", "g = gen()", "next(g)",
+      "a1 = x * 1", "a2 = g.send(a1)", "return a1 + a2"], 0, "h = yield"),
+    # a view of its own array, shared before
+    (["h = self.fcf(x)", "outs = [h]", "h = h.reshape((4, 2))", "h += 1",
+      "return h.reshape((2, 4)) + outs[0]"], 0, "outs = [h]"),
+    (["outs = [x[1] * 0]", "h = self.fcf(x[0])", "for i in range(2):", "    h = h[0:2]",
+      "    h += 1", "    outs.append(h)", "return h + outs[-1]"], 0, "outs.append(h)"),
+    # a refusal (a ValueError) the user's try or with catches is raised when the function
+    # returns: caught, the call's result was not bound, or the op= not done
+    (["h = F.relu(x)", "try:", "    h = keep(x)", "except ValueError:", "    pass", "h += 1",
+      "return h + x"], 0, "keep(x)"),
+    (["h = x * 1", "g = h", "try:", "    h += 1", "except Exception:", "    pass",
+      "return h + g"], 0, "g = h"),
+    (["h = x * 1", "g = h", "with contextlib.suppress(ValueError):", "    h += 1",
+      "return h + g"], 0, "g = h"),
+    (["h = x * 1", "g = h", "try:", "    h += 1", "except Exception:", "    raise KeyError()",
+      "return h + g"], 0, "g = h"),
 ]
 
 
@@ -604,6 +636,12 @@ def test_an_order_that_shares_the_array_is_refused_at_its_op(lines, which, why, 
     # a list's += after its append: the list is no array (the call given it is not checked)
     ["outs = [x[1] * 0]", "h = F.relu(x[0])", "outs.append(h)", "outs += [h]",
      "return F.stack(*outs).sum(axis=0) + h"],
+    # rebound to a view or item of its own new array: nothing else holds it
+    ["h = self.fcf(x)", "h = h.reshape((4, 2))", "h += 1", "return h.reshape((2, 4)) + x"],
+    ["h = self.fcf(x)", "h = h[0]", "h *= 2", "return h + x"],
+    # unpacking new arrays (not arithmetic on containers)
+    ["h, c = F.relu(x), F.tanh(x)", "h += c", "c *= 2", "return h + c"],
+    ["h, c = F.split(x, num_outputs=2, axis=0)", "h += 1", "return F.concat(h, c, dim=0)"],
     # a consumed generator expression keeps nothing
     ["h = F.relu(x)", "s = sum(h * k for k in (1, 2))", "h += 1", "return h + s"],
 ], ids=lambda lines: " ".join(lines[1:4]))

@@ -4,7 +4,7 @@ import functools
 import types
 from typing import Callable, Optional
 
-from .conversion import convert_function
+from .conversion import convert_function, entry
 
 
 def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = None
@@ -49,7 +49,7 @@ def autograph(fn: Optional[Callable] = None, *, max_iterations: Optional[int] = 
         return types.MethodType(autograph(fn.__func__, max_iterations=max_iterations),
                                 fn.__self__)
     converted, code = convert_function(fn, max_iterations)
-    converted = functools.wraps(fn)(converted)
+    converted = functools.wraps(fn)(entry(converted))
     setattr(converted, "__wrapped__", fn)
     setattr(converted, "__gluon_cf_autograph_code__", code)
     return converted

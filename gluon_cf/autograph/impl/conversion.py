@@ -130,6 +130,7 @@ import mxnet as mx
 
 from .. import operators
 from ..operators import py_builtins, side_effects, tensor_access
+from ..operators.call_results import surfacing_refusals
 from ..converters.assignments import AssignmentsConverter, rewrite
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
@@ -202,6 +203,14 @@ def convert_function(fn, max_iterations=None):
                                    closure or None)
     converted.__kwdefaults__ = fn.__kwdefaults__
     return converted, code_text
+
+
+def entry(function):
+    """The converted ``function`` as ``@autograph`` gives it: raising a refusal of an ``op=``
+    made while it runs, also one the user's code caught (:func:`surfacing_refusals`)."""
+    run = surfacing_refusals(function)
+    _CONVERTED_CODE[id(run.__code__)] = run.__code__     # (converted code calls it as is)
+    return run
 
 
 def _cannot_convert(where, why):
@@ -328,6 +337,9 @@ def converted(fn, where=None):
     if _entered_name_scope(fn):
         return contextlib.nullcontext
     call = getattr(type(fn), "__call__", None)
+    if isinstance(target, types.FunctionType) and \
+            _CONVERTED_CODE.get(id(target.__code__)) is target.__code__:
+        return fn                   # (converted: a nested function, or @autograph's entry)
     if not isinstance(target, (types.FunctionType, type, mx.gluon.Block)) and \
             isinstance(call, types.FunctionType) and not _is_library(call):
         return converted(types.MethodType(call, fn), where)     # an object of a user class

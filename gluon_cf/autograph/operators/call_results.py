@@ -5,8 +5,9 @@ hybridizing, a call not proven so that binds or is given a variable an ``op=`` c
 import builtins
 import collections.abc
 import numbers
+import threading
 import types
-from typing import FrozenSet, Optional, Set
+from typing import FrozenSet, List, Optional, Set
 
 import mxnet as mx
 import numpy as np
@@ -17,13 +18,50 @@ from ..errors import AutographError
 
 def refusal(where, sign, shared, rewrite):
     """The AutographError of a hybridized ``x op= v`` (at ``where``) whose array ``shared``
-    says what else may hold."""
-    return AutographError(
+    says what else may hold (made known to :func:`surfacing_refusals`)."""
+    err = AutographError(
         f"{where}: on an NDArray this {sign}= changes the array in place, and {shared}, which "
         f"would see the change; a graph cannot change an array in place (its value would "
         f"differ from plain Python's). Write it out of place, {rewrite} (what else holds the "
         f"array keeps the old value), or keep a copy there (F.identity(...)) if it must not "
         f"change")
+    for made in _RUNNING.refusals:
+        made.append(err)
+    return err
+
+
+class _Running(threading.local):
+    """For each decorated function running in this thread (innermost last): the refusals
+    made while it runs."""
+
+    def __init__(self):
+        self.refusals: List[List[AutographError]] = []
+
+
+_RUNNING = _Running()
+
+
+def surfacing_refusals(fn):
+    """``fn`` (a converted function, as ``@autograph`` gives it) raising the first refusal of
+    an ``op=`` made while it ran, also when the user's code caught it: an AutographError is
+    a ValueError, and a ``try: ... except Exception`` (or ``contextlib.suppress``) around the
+    call or the ``op=`` would run on, on another path than plain Python's (the call's result
+    not bound, the ``op=`` not done) and silently give other values."""
+    def run(*args, **kwargs):
+        made: List[AutographError] = []
+        _RUNNING.refusals.append(made)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as err:
+            if made and all(err is not refused for refused in made):
+                raise made[0] from err     # (what the user's code raised having caught it)
+            raise
+        finally:
+            _RUNNING.refusals.pop()
+        if made:
+            raise made[0]
+        return result
+    return run
 
 
 def checked(fn, call, name, binds, where, sign, rewrite, receiver=False):

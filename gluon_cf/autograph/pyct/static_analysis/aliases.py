@@ -26,14 +26,18 @@ NOTE [autograph augmented assignment]
     operand (``outs + [h]``, ``outs += [h]``, ``[h] * 2``), a walrus's value (``y = (h :=
     ...)``, ``outs.append(h := ...)``); appended, inserted or otherwise given to a
     container's method (the container then holds it too); yielded; in a frame's dict
-    (``locals()``, ``vars()``, ``eval``, ``exec``, ``f_locals`` share every variable). And
+    (``locals()``, ``vars()``, ``eval``, ``exec``, ``f_locals`` share every variable);
+    captured by a ``match`` pattern (an item of the subject). An item of arithmetic on
+    containers is an item of its operands (``(outs + rest)[0]``; ``{**d}["a"]`` is d's),
+    and unpacking it may bind one array to several names (``h, c = [F.zeros(s)] * 2``:
+    both targets shared). And
     its *bindings*, each *new* or not: new is the value of an assignment to it (or of its
     walrus, or ``h **= v``, ``h //= v``, which NDArray lacks and rebind) that is
     arithmetic or a call (then checked when it runs, below) and holds no variable's array;
     not new: a parameter (the caller holds it), a ``for`` or ``with`` target (an item or
     view of the iterable), one of several targets (``h = h0 = ...``), bound where it is
-    shared (``y = h``: y; ``a = locals()["h"]``), a name of ``import``, ``def`` or
-    ``class``. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context`` and
+    shared (``y = h``: y; ``a = locals()["h"]``), what a generator's caller sends (``h =
+    yield``), a name of ``import``, ``def`` or ``class``. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context`` and
     ``stype`` are not its array: ``n, c = h.shape`` shares nothing of ``h``. A dict whose
     items the conversion rebinds (NOTE [autograph dict items]) may share them when a value
     put into it, or read from it to be kept, may share anywhere in the function.
@@ -47,7 +51,9 @@ NOTE [autograph augmented assignment]
     events and the calls given ``name`` on some path from it to the ``op=`` (a
     reaching-definitions analysis to a fixed point). The ``op=`` is refused when a reaching
     binding is not new or a share event lies on such a path, including one before an earlier
-    ``op=`` (``h op= v`` rebinds nothing: the array stays the one shared). So the RNN unroll
+    ``op=`` (``h op= v`` rebinds nothing: the array stays the one shared; nor does ``h =
+    h.reshape(s)``, ``h = h[0]``, a view or item of its own array and nothing else: the
+    bindings reaching it reach on, with what they shared). So the RNN unroll
     ``for row in x: h = self.fc(row); h += b; outs.append(h)`` converts (each step's
     ``+=`` changes the step's new array; its append comes after, and the next step rebinds
     ``h`` first), while ``h = self.fc(r); outs.append(h); h += b``, or ``if c: h =
@@ -96,7 +102,12 @@ NOTE [autograph augmented assignment]
     for a list ``outs``: a list's ``op=`` is in place, and a variable keeps its type until
     rebound). So ``h = self.fc(x); h += b`` and ``out = F.relu(x); out *= 2`` convert; ``y =
     self.proj(x); y += 1`` converts when proj is a non-empty Sequential of built-in layers.
-    (Eagerly nothing is refused: the NDArray runs plain Python's in place.)
+    (Eagerly nothing is refused: the NDArray runs plain Python's in place.) A refusal is an
+    AutographError, a ValueError: the user's ``try: ... except Exception`` or
+    ``contextlib.suppress`` may catch it and run on, on another path than plain Python's (the
+    call's result not bound, the ``op=`` not done), so the function ``@autograph`` gives
+    raises the first refusal made while it ran when it returns (or in place of what the
+    handler raised instead).
 
     An item or attribute (``outs[0] += v``, ``self.total += v``) is always held by its
     container: with plain names and constants for its parts it runs as ``outs[0] =
@@ -178,7 +189,9 @@ def _kept(value):
     if isinstance(value, ast.NamedExpr):  # y = (h := x): h's array, also x's
         return [value.target] + _kept(value.value)
     if isinstance(value, (ast.Subscript, ast.Starred)):
-        return _kept(value.value)        # [a, b][i]: what the base holds
+        # [a, b][i]: what the base holds; (outs + rest)[0], *(pair * 2): what the operands
+        # hold (arithmetic on containers keeps their items)
+        return _operands(value.value)
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
             _viewing(value):
         return _kept(value.func.value)
@@ -191,15 +204,41 @@ def _kept(value):
     if isinstance(value, ast.DictComp):
         return _kept(value.value)
     if isinstance(value, ast.Dict):
-        # (``{**d, ...}`` copies d's items: the values are kept, not d)
-        return [n for k, v in zip(value.keys, value.values) if k is not None
-                for n in _kept(v)]
+        # ({**d, ...} holds d's items: what d holds)
+        return [n for v in value.values for n in _kept(v)]
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
             value.func.id in _CONTAINER_BUILDERS:     # dict(h=x), list(xs): the items kept
         return [n for v in list(value.args) + [k.value for k in value.keywords]
                 for n in _kept(v)]
     found = existing(value)
     return [found] if found is not None else []
+
+
+def _operands(value):
+    """The variables whose arrays (or items) ``value``'s items may be: an item of ``outs +
+    rest`` or ``pair * 2`` is an item of ``outs``, ``rest`` or ``pair`` (not known to be lists:
+    an array's item, a view of a new array, is refused with them)."""
+    if isinstance(value, ast.BinOp):
+        return _operands(value.left) + _operands(value.right)
+    return _kept(value)
+
+
+def _repeated(value):
+    """Whether unpacking ``value`` may bind one array to several names: items of arithmetic
+    on containers (``h, c = [F.zeros(s)] * 2``: one array, twice)."""
+    if isinstance(value, ast.IfExp):
+        return _repeated(value.body) or _repeated(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return any(map(_repeated, value.values))
+    if isinstance(value, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+        return _repeated(value.value)
+    return isinstance(value, ast.BinOp)
+
+
+def _received(value):
+    """Whether ``value`` may be (an item or view of) what a generator's caller sent (``h =
+    yield``): the caller holds it."""
+    return any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(value))
 
 
 # An array's attributes that are never an array (NDArray's; gluon_cf gives a Symbol's shape)
@@ -266,13 +305,22 @@ def node_shares(node) -> List[str]:
     if isinstance(node, ast.withitem):
         return [n.id for n in ast.walk(node.optional_vars) if isinstance(n, ast.Name)] \
             if node.optional_vars is not None else []
+    if isinstance(node, ast.Match):         # (case [v]: v is an item of the subject)
+        return [n.id for n in _kept(node.subject)]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.MatchMapping)):
+        # a name a pattern captures is the subject, an item of it or a part (**rest)
+        name = node.rest if isinstance(node, ast.MatchMapping) else node.name
+        return [name] if name else []
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         if node.value is None:
             return []
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         held = [n.id for n in _kept(node.value)]
-        if len(targets) > 1 or any(map(reads_frame, result_calls(node.value))):
+        unpacked = any(isinstance(t, (ast.Tuple, ast.List)) for t in targets)
+        if len(targets) > 1 or any(map(reads_frame, result_calls(node.value))) or \
+                unpacked and _repeated(node.value) or _received(node.value):
             # a = locals()["h"]: what a frame's dict holds is any variable's array
+            # h, c = [F.zeros(s)] * 2: one array, two names; h = yield: the sender's
             # h = h0 = F.zeros(...): one array, two names (what calls return is decided
             # when they run: checked_calls)
             held = held + [n.id for t in targets for n in ast.walk(t)
@@ -300,6 +348,32 @@ def node_shares(node) -> List[str]:
         return [n.id for n in ast.walk(node)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     return []
+
+
+def own_view(statement) -> Optional[List[ast.Call]]:
+    """When ``statement`` rebinds a variable to its own array, an item, view or attribute of
+    it and nothing else (``h = h.reshape(s)``, ``h = h[0]``: no other holder; the array stays
+    the one the variable's bindings made, ``reaching.py`` lets them reach on): the calls
+    making the views (given the variable, and keeping none of it); None otherwise."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        target = statement.target
+    else:
+        return None
+    if not isinstance(target, ast.Name) or result_calls(statement.value) or \
+            _metadata(statement.value) or \
+            {n.id for n in _kept(statement.value)} != {target.id}:
+        return None
+    views, value = [], statement.value
+    while True:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            views.append(value)               # (result_calls: only views here)
+            value = value.func.value
+        elif isinstance(value, (ast.Subscript, ast.Attribute)):
+            value = value.value
+        else:
+            return views
 
 
 def given_names(call) -> List[str]:

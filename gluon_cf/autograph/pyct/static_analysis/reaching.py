@@ -5,7 +5,7 @@ import ast
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from .aliases import (IN_PLACE_OPS, NESTED, checked_calls, given_names, node_shares,
-                      own_nodes, reads_frame, result_calls, shared_arrays)
+                      own_nodes, own_view, reads_frame, result_calls, shared_arrays)
 
 Position = Tuple[int, int, int, int]
 # the calls an op= needs checked when they run: call -> (call, name, binds, the op=)
@@ -192,6 +192,14 @@ class _Graph:
             raise _NotFollowed()
         if isinstance(s, NESTED):        # (what it reads: self.everywhere)
             return [self._node(preds, [], statement=s)]
+        views = own_view(s)
+        if views is not None:
+            # h = h.reshape(s): the bindings reaching it reach on, with what they share (its
+            # value's parts may share, give or bind by walrus; the views keep nothing)
+            node = self._node(preds, [s.value])
+            for calls in node.given.values():
+                calls.difference_update(views)
+            return [node]
         return [self._node(preds, [s], statement=s)]
 
     def _read(self, node, part):
