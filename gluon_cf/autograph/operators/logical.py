@@ -31,26 +31,37 @@ def asserted(test, where):
     return test
 
 
-def and_(values, where):
-    """A converted ``a and b and ...`` (each operand a function, evaluated left to right):
-    Python's ``b if a else a`` (:func:`_bool_op`)."""
-    return _bool_op(values, where, stop_on=False)
+def and_(first, rest, where):
+    """A converted ``a and b and ...`` (``first`` the value of ``a``, ``rest`` the other
+    operands as functions, evaluated left to right): Python's ``b if a else a``
+    (:func:`_bool_op`)."""
+    return _bool_op(first, rest, where, stop_on=False)
 
 
-def or_(values, where):
+def or_(first, rest, where):
     """A converted ``a or b or ...``: Python's ``a if a else b`` (:func:`_bool_op`)."""
-    return _bool_op(values, where, stop_on=True)
+    return _bool_op(first, rest, where, stop_on=True)
 
 
-def _bool_op(values, where, stop_on):
+def python_operand(value, where):
+    """The first operand of an and/or left as Python's (a ``:=`` in a later operand): a
+    Symbol refused at the user's line (Python would take its truth, which exists only when
+    the graph runs)."""
+    if isinstance(value, mx.sym.Symbol):
+        raise AutographError(f"{where}: this and/or on a tensor has a := in an operand after "
+                             f"the first, which gluon_cf cannot run as a graph's cond; assign "
+                             f"that value in a statement before the and/or")
+    return value
+
+
+def _bool_op(result, rest, where, stop_on):
     """Python's short circuit: stop at the first operand whose truth is ``stop_on``, returning
     that operand itself, else the last; a later operand is evaluated only when Python would
     evaluate it (its side effects, errors and cost, and the gradient of what it computes).
     An NDArray's truth is Python's (one element; more is ambiguous: refused at the user's
     line, where Python raises ValueError); a Symbol's is known only when the graph runs, so
     the rest is a cond on it (NOTE [autograph and/or])."""
-    result = values[0]()
-    for value in values[1:]:
+    for value in rest:
         if isinstance(result, mx.sym.Symbol):
             result = _symbolic(result, value, stop_on, where)
             continue
