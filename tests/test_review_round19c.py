@@ -235,3 +235,39 @@ def test_lists_the_function_makes_are_still_collected():
     result = _classified(NewListsStillCollected)
     assert {m: k for m, (k, _) in result.items()} == {
         "eager": "equal", "hybrid": "equal", "export": "equal"}, result
+
+
+# ---- not: Python's bool eagerly ----------------------------------------------------------
+
+class NotPicksFromAList(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return [x * 2, x * 3][not (x.sum() > 0)]
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0], [-1.0, -2.0]])
+def test_not_of_an_ndarray_is_pythons_bool_eagerly(values):
+    """``[a, b][not c]``: Python's bool indexes the list (an NDArray of 0 or 1 did not)."""
+    import mxnet as mx
+    x = mx.nd.array(values)
+    want = NotPicksFromAList.hybrid_forward.__wrapped__(None, mx.nd, x)
+    got = NotPicksFromAList()(x)
+    assert np.allclose(want.asnumpy(), got.asnumpy())
+
+
+@program(*ROWS)
+class NotOfARow(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        if x.sum() > 100:
+            h = x[1]
+        return h * (not h)
+
+
+def test_not_of_an_ndarray_of_several_elements_is_refused_eagerly():
+    """Python raises ValueError; it was the elementwise logical not. (Hybridized a Symbol's
+    ``not`` stays the elementwise logical not: its size is known only when the graph runs.)"""
+    result = _classified(NotOfARow)
+    assert result["eager"][0] == "refused" and "return h * (not h)" in result["eager"][1], \
+        result

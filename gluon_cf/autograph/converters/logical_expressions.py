@@ -73,7 +73,8 @@ class LogicalConverter(Converter):
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):
-            return ast.copy_location(runtime_call("not_", [node.operand]), node)
+            return ast.copy_location(runtime_call("not_", [
+                node.operand, ast.Constant(self.where(node))]), node)
         if isinstance(node.op, ast.UAdd) and node in self.parents and \
                 not isinstance(node.operand, ast.Constant):
             return ast.copy_location(runtime_call("positive", [

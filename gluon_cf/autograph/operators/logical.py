@@ -8,8 +8,8 @@ NOTE [autograph and/or]
     element, more refused at the user's line (Python's ValueError). A Symbol's truth exists
     only when the graph runs: the rest of the expression is a ``cond`` on it (one element at
     run time, both sides of the same shape and dtype, as a cond's branches; a Python number
-    side an array of the tensor's shape). ``not`` of a tensor is its elementwise logical not
-    (eagerly too: an NDArray of 0 or 1 where Python's is a bool of the same value).
+    side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol its
+    elementwise logical not (0 or 1).
 """
 import mxnet as mx
 
@@ -71,13 +71,13 @@ def _bool_op(result, rest, where, stop_on):
     return result
 
 
-def _truth(value, where):
+def _truth(value, where, what="and/or"):
     if isinstance(value, mx.nd.NDArray) and value.size != 1:
         raise AutographError(
-            f"{where}: this and/or takes the truth of an array of shape {value.shape}, which "
+            f"{where}: this {what} takes the truth of an array of shape {value.shape}, which "
             f"Python cannot (its ValueError: the truth value of an NDArray with multiple "
-            f"elements is ambiguous); for elementwise values write F.where(a, b, a) (and) or "
-            f"F.where(a, a, b) (or), for 0/1 F.broadcast_logical_and / _or")
+            f"elements is ambiguous); elementwise, write F.where(a, b, a) for a and b, "
+            f"F.where(a, a, b) for a or b, F.logical_not(a) for not a")
     return bool(value.asscalar()) if isinstance(value, mx.nd.NDArray) else bool(value)
 
 
@@ -124,13 +124,13 @@ def compare_chain(operands, ops, where):
     return result
 
 
-def not_(value):
-    """A converted ``not x``: on a tensor the elementwise logical not; else Python's."""
+def not_(value, where):
+    """A converted ``not x``: Python's (an NDArray's truth: one element, else refused at the
+    user's line where Python raises ValueError); on a Symbol, whose truth exists only when
+    the graph runs, the elementwise logical not (0 or 1: Python's bool as a number)."""
     if isinstance(value, mx.sym.Symbol):
         return mx.sym.logical_not(value)
-    if isinstance(value, mx.nd.NDArray):
-        return mx.nd.logical_not(value)
-    return not value
+    return not _truth(value, where, "not")
 
 
 def positive(value, where):
