@@ -271,3 +271,23 @@ def test_not_of_an_ndarray_of_several_elements_is_refused_eagerly():
     result = _classified(NotOfARow)
     assert result["eager"][0] == "refused" and "return h * (not h)" in result["eager"][1], \
         result
+
+
+# ---- a Python number side in an integer tensor's dtype ------------------------------------
+
+@program([np.array([1, 2, 3], np.int32), hostile_harness.floats(0.5, 0.5, 1)],
+         [np.array([0, 0, 0], np.int32), hostile_harness.floats(0.5, 0.5, 1)])
+class IntTestAndHalf(HybridBlock):
+    """``(ids.sum() > 0) and 2.5`` on int32 ids: hybridized 2.5 became an int32 array, 2
+    (silently x * 2); now refused at its line (a graph's output has one dtype, Python's value
+    is an int array or a float)."""
+    NO_GRAD = (0,)
+
+    @autograph
+    def hybrid_forward(self, F, ids, x):
+        k = (ids.sum() > 0) and 2.5
+        return x * (k if isinstance(k, float) else k.astype("float32"))
+
+
+def test_a_fractional_python_number_side_of_an_integer_test_is_refused():
+    _refused_at(IntTestAndHalf, "k = (ids.sum() > 0) and 2.5")

@@ -90,7 +90,11 @@ def _symbolic(a, rest, stop_on, where):
         with graph_region(where, "and/or"):
             b = rest()
         if isinstance(b, (bool, int, float)) and not isinstance(b, mx.sym.Symbol):
-            b = mx.sym.ones_like(a) * float(b)
+            # an integral number is exact in a's dtype; another (0.5) only in a float one: the
+            # float32 array meets a's dtype in the cond, which refuses an integer a's (Python
+            # would give an int array or a float, which no graph output is)
+            b = mx.sym.ones_like(a) * float(b) if float(b).is_integer() else \
+                mx.sym.ones_like(a).astype("float32") * float(b)
         if not isinstance(b, mx.sym.Symbol):
             raise AutographError(f"{where}: this and/or mixes a tensor with the Python "
                                  f"value {python_value(b)}; make both tensors (or Python "
