@@ -204,7 +204,7 @@ def _quiet_print(*args, **kwargs):
     builtins.print(*args, **kwargs)
 
 
-def _name_node(exc, node):
+def name_node(exc, node):
     """Add the name of the graph node to a user-facing error raised while running it."""
     if node is None or isinstance(exc, mx.MXNetError) and not isinstance(exc, MismatchError) \
             or not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
@@ -280,7 +280,7 @@ def _reporting(method):
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            _name_node(exc, self.node)
+            name_node(exc, self.node)
             _remember(method.__name__, exc, self.node)
             raise _Reported() from None
     wrapper.__name__ = method.__name__

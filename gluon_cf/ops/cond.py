@@ -159,7 +159,12 @@ class CondRule(registry.Rule):
         return types, [a if a is not None else b for a, b in zip(then_out, else_out)]
 
     def forward(self, node, inputs, out_shapes, frame):
-        taken = "then" if pred_value(OP, "pred", inputs[0]) else "else"
+        try:
+            taken = "then" if pred_value(OP, "pred", inputs[0]) else "else"
+        except ValueError as err:
+            # (a graph of run-time shapes runs this outside MXNet's callbacks, which name it)
+            _node.name_node(err, node)
+            raise
         return (yield node.graphs[taken].run(inputs, frame))
 
     def forward_batched(self, node, inputs, frame):

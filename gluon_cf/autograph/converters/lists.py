@@ -37,7 +37,8 @@ def collected_lists(func):
             reads = sum(1 for n in scoped(loop.body) if isinstance(n, ast.Name) and
                         n.id == name and isinstance(n.ctx, ast.Load))
             if reads == appended.count(name) == 1 and name not in assigned_names(loop.body) \
-                    and name in local and not _aliased_before(func, name, loop):
+                    and name in local and _made_here(func, name, loop) and \
+                    not _aliased_before(func, name, loop):
                 names.append(name)
         if names:
             collected[loop] = names
@@ -54,6 +55,67 @@ def _own_lists(func):
     parameters = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
                                   args.vararg, args.kwarg] if a is not None}
     return assigned_names(func.body) - declared - parameters
+
+
+def _fresh(value):
+    """Whether ``value`` makes a new list no other name holds: a display or comprehension,
+    ``list(...)``, a slice (``prefix[:]``), ``.copy()``, ``+`` or ``*`` of lists."""
+    if isinstance(value, (ast.List, ast.ListComp)):
+        return True
+    if isinstance(value, ast.Call):
+        return isinstance(value.func, ast.Name) and value.func.id == "list" or \
+            isinstance(value.func, ast.Attribute) and value.func.attr == "copy" and \
+            not value.args
+    if isinstance(value, ast.Subscript):
+        return isinstance(value.slice, ast.Slice)
+    if isinstance(value, ast.IfExp):
+        return _fresh(value.body) and _fresh(value.orelse)
+    return isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult))
+
+
+def _made_here(func, name, loop):
+    """Whether every binding of ``name`` before ``loop`` is ``name = <a new list>`` with no
+    other target: ``outs = self.outs = []``, ``outs = history`` or ``outs = self.cache`` give
+    the list another name (or take one that has it), which would keep the list the loop never
+    appends to (Python's appends reach it)."""
+    for node in scoped(func.body):
+        if not hasattr(node, "lineno") or \
+                (node.lineno, node.col_offset) >= (loop.lineno, loop.col_offset):
+            continue
+        if isinstance(node, ast.Assign):
+            pairs = [(t, node.value) for t in node.targets]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pairs = [(node.target, node.value)]
+        else:
+            if isinstance(node, ast.Name) and node.id == name and \
+                    isinstance(node.ctx, ast.Store) and not _assigned_by_statement(func, node):
+                return False    # a for target, with ... as, :=, import, del
+            continue
+        for target, value in pairs:
+            if isinstance(target, (ast.Tuple, ast.List)) and \
+                    isinstance(value, (ast.Tuple, ast.List)) and \
+                    len(target.elts) == len(value.elts) and \
+                    not any(isinstance(e, ast.Starred) for e in target.elts + value.elts):
+                pairs_in = list(zip(target.elts, value.elts))
+            else:
+                pairs_in = [(target, value)]
+            for t, v in pairs_in:
+                binds = any(isinstance(n, ast.Name) and n.id == name and
+                            isinstance(n.ctx, ast.Store) for n in ast.walk(t))
+                if binds and not (isinstance(t, ast.Name) and len(pairs) == 1 and _fresh(v)):
+                    return False
+    return True
+
+
+def _assigned_by_statement(func, name_node):
+    """Whether the store ``name_node`` is a target of an assignment statement (checked by
+    :func:`_made_here` itself) or ``op=`` (which changes the list in place)."""
+    for node in scoped(func.body):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(name_node is n for t in targets for n in ast.walk(t)):
+                return True
+    return False
 
 
 # where a list's name is read without another name, object or container being given the

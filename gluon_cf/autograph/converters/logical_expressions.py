@@ -58,17 +58,23 @@ class LogicalConverter(Converter):
 
     def visit_BoolOp(self, node):
         self.generic_visit(node)
-        if has_walrus(node):
+        where = ast.Constant(self.where(node))
+        if any(has_walrus(v) for v in node.values[1:]):
+            # (a function of the operand would bind the := name in its own scope): Python's
+            # and/or, its first operand refused when a Symbol, whose truth Python cannot take
+            node.values[0] = runtime_call("python_operand", [node.values[0], where])
             return node
+        # the first operand a value (a := in it binds the function's name), the rest functions
         name = "and_" if isinstance(node.op, ast.And) else "or_"
         return ast.copy_location(runtime_call(name, [
-            ast.List(elts=[thunk(v) for v in node.values], ctx=ast.Load()),
-            ast.Constant(self.where(node))]), node)
+            node.values[0],
+            ast.List(elts=[thunk(v) for v in node.values[1:]], ctx=ast.Load()), where]), node)
 
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):
-            return ast.copy_location(runtime_call("not_", [node.operand]), node)
+            return ast.copy_location(runtime_call("not_", [
+                node.operand, ast.Constant(self.where(node))]), node)
         if isinstance(node.op, ast.UAdd) and node in self.parents and \
                 not isinstance(node.operand, ast.Constant):
             return ast.copy_location(runtime_call("positive", [

@@ -1,10 +1,21 @@
-"""Boolean operators of converted code at run time: ``and``/``or``/``not`` keep Python's
-short-circuit semantics on Python values and are elementwise on tensors, Python's value at each
-element (``and``/``or`` the operand Python would return, ``not`` 0 or 1; every operand
-evaluated, as a graph must)."""
+"""Boolean operators of converted code at run time: ``and``/``or``/``not`` as Python's.
+
+NOTE [autograph and/or]
+    ``a and b`` is Python's ``b if a else a``, ``a or b`` Python's ``a if a else b``: the
+    operand itself (its shape and dtype, a Python number stays one), the right side evaluated
+    only when Python evaluates it (its side effects, errors, cost; a ``(n > 0) and total / n``
+    has no NaN gradient where ``n`` is 0). Eagerly an NDArray's truth is Python's: one
+    element, more refused at the user's line (Python's ValueError). A Symbol's truth exists
+    only when the graph runs: the rest of the expression is a ``cond`` on it (one element at
+    run time, both sides of the same shape and dtype, as a cond's branches; a Python number
+    side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol its
+    elementwise logical not (0 or 1).
+"""
 import mxnet as mx
 
-from ..errors import AutographError
+from ...ops.cond import cond
+from ..errors import AutographError, node_name, python_value
+from .side_effects import graph_region
 from .variables import is_tensor
 
 
@@ -20,27 +31,81 @@ def asserted(test, where):
     return test
 
 
-def and_(values, where):
-    """A converted ``a and b and ...`` (each operand a function, evaluated left to right): on
-    tensors elementwise Python's (:func:`_logical`, each operand evaluated); else Python's."""
-    return _bool_op(values, where, stop_on=False, op="broadcast_logical_and")
+def and_(first, rest, where):
+    """A converted ``a and b and ...`` (``first`` the value of ``a``, ``rest`` the other
+    operands as functions, evaluated left to right): Python's ``b if a else a``
+    (:func:`_bool_op`)."""
+    return _bool_op(first, rest, where, stop_on=False)
 
 
-def or_(values, where):
-    """A converted ``a or b or ...``: on tensors elementwise Python's; else Python's."""
-    return _bool_op(values, where, stop_on=True, op="broadcast_logical_or")
+def or_(first, rest, where):
+    """A converted ``a or b or ...``: Python's ``a if a else b`` (:func:`_bool_op`)."""
+    return _bool_op(first, rest, where, stop_on=True)
 
 
-def _bool_op(values, where, stop_on, op):
-    """Python's short circuit (stop at the first operand whose truth is ``stop_on``) while the
-    first operand is a Python value; else ``op`` over every operand."""
-    result = values[0]()
-    tensor = is_tensor(result)
-    for value in values[1:]:
-        if not tensor and bool(result) == stop_on:
+def python_operand(value, where):
+    """The first operand of an and/or left as Python's (a ``:=`` in a later operand): a
+    Symbol refused at the user's line (Python would take its truth, which exists only when
+    the graph runs)."""
+    if isinstance(value, mx.sym.Symbol):
+        raise AutographError(f"{where}: this and/or on a tensor has a := in an operand after "
+                             f"the first, which gluon_cf cannot run as a graph's cond; assign "
+                             f"that value in a statement before the and/or")
+    return value
+
+
+def _bool_op(result, rest, where, stop_on):
+    """Python's short circuit: stop at the first operand whose truth is ``stop_on``, returning
+    that operand itself, else the last; a later operand is evaluated only when Python would
+    evaluate it (its side effects, errors and cost, and the gradient of what it computes).
+    An NDArray's truth is Python's (one element; more is ambiguous: refused at the user's
+    line, where Python raises ValueError); a Symbol's is known only when the graph runs, so
+    the rest is a cond on it (NOTE [autograph and/or])."""
+    for value in rest:
+        if isinstance(result, mx.sym.Symbol):
+            result = _symbolic(result, value, stop_on, where)
+            continue
+        if _truth(result, where) == stop_on:
             return result
-        result = _logical(op, result, value(), where) if tensor else value()
+        result = value()
     return result
+
+
+def _truth(value, where, what="and/or"):
+    if isinstance(value, mx.nd.NDArray) and value.size != 1:
+        raise AutographError(
+            f"{where}: this {what} takes the truth of an array of shape {value.shape}, which "
+            f"Python cannot (its ValueError: the truth value of an NDArray with multiple "
+            f"elements is ambiguous); elementwise, write F.where(a, b, a) for a and b, "
+            f"F.where(a, a, b) for a or b, F.logical_not(a) for not a")
+    return bool(value.asscalar()) if isinstance(value, mx.nd.NDArray) else bool(value)
+
+
+def _symbolic(a, rest, stop_on, where):
+    """``a and rest()`` (``stop_on`` false) or ``a or rest()`` of a Symbol ``a``: a cond on
+    ``a`` whose branch evaluating ``rest`` runs only when Python would evaluate it; a Python
+    number ``rest()`` an array of ``a``'s shape and dtype (Python's number where it is
+    chosen)."""
+    def other():
+        with graph_region(where, "and/or"):
+            b = rest()
+        if isinstance(b, (bool, int, float)) and not isinstance(b, mx.sym.Symbol):
+            # an integral number is exact in a's dtype; another (0.5) only in a float one: the
+            # float32 array meets a's dtype in the cond, which refuses an integer a's (Python
+            # would give an int array or a float, which no graph output is)
+            b = mx.sym.ones_like(a) * float(b) if float(b).is_integer() else \
+                mx.sym.ones_like(a).astype("float32") * float(b)
+        if not isinstance(b, mx.sym.Symbol):
+            raise AutographError(f"{where}: this and/or mixes a tensor with the Python "
+                                 f"value {python_value(b)}; make both tensors (or Python "
+                                 f"numbers)")
+        return b
+
+    def itself():
+        return mx.sym.identity(a)
+
+    then_func, else_func = (itself, other) if stop_on else (other, itself)
+    return cond(a, then_func, else_func, name=node_name(where, "andor"))
 
 
 def compare_chain(operands, ops, where):
@@ -63,13 +128,13 @@ def compare_chain(operands, ops, where):
     return result
 
 
-def not_(value):
-    """A converted ``not x``: on a tensor the elementwise logical not; else Python's."""
+def not_(value, where):
+    """A converted ``not x``: Python's (an NDArray's truth: one element, else refused at the
+    user's line where Python raises ValueError); on a Symbol, whose truth exists only when
+    the graph runs, the elementwise logical not (0 or 1: Python's bool as a number)."""
     if isinstance(value, mx.sym.Symbol):
         return mx.sym.logical_not(value)
-    if isinstance(value, mx.nd.NDArray):
-        return mx.nd.logical_not(value)
-    return not value
+    return not _truth(value, where, "not")
 
 
 def positive(value, where):
