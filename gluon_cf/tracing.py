@@ -50,6 +50,12 @@ _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
 
 
+def trace_mark():
+    """A number below the id of every trace started after this call (the ``<id>`` of their
+    inputs' names, ``_gcf<id>_<op>_<role>_in<k>``): which traces ran inside a piece of code."""
+    return next(_trace_ids)
+
+
 class _TraceScope(AttrScope):
     """The trace's AttrScope: the trace's mark plus the user's source line on every node."""
 
