@@ -131,3 +131,66 @@ def test_a_recursion_in_a_loop_body_inside_a_recursion_reading_inputs_only_runs(
         out.backward()
         np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
         assert np.abs(args[0].grad.asnumpy()).sum() > 0
+
+
+# ---- export_onnx: an output computed from a cond of two ranks, of one rank either way ------
+
+_ONE_RANK_TAILS = {
+    "reshape_-4": lambda F, c, x: F.reshape(F.reshape(c, (-1,)), (-4, 1, -1)),
+    "max_of_rows": lambda F, c, x: F.max(F.reshape(c, (-1, 3)), axis=1),
+    "dot": lambda F, c, x: F.dot(F.reshape(c, (-1, 3)), x, transpose_b=True),
+}
+
+
+class _OneRankOfTwoRanks(gluon.HybridBlock):
+    """A cond of branches of ranks 2 and 1, made of one rank (``TAIL``) before it is output."""
+    TAIL = "reshape_-4"
+
+    def hybrid_forward(self, F, x):
+        c = gluon_cf.cond(F.sum(x) > 0, lambda: x * 2, lambda: F.sum(x, axis=0))
+        return _ONE_RANK_TAILS[self.TAIL](F, c, x)
+
+
+@pytest.mark.parametrize("tail", sorted(_ONE_RANK_TAILS))
+def test_an_output_of_one_rank_computed_from_a_cond_of_two_ranks_exports(tail, capfd):
+    """Was refused: 'model output ... has a rank that depends on which branch of this cond
+    runs' (any output whose shape MXNet could not infer, reading such a cond, was refused).
+    Now the rank is inferred with each branch's outputs (NOTE [outputs of varying rank]); the
+    model runs in onnxruntime equal to Gluon on both branches and several lengths, warning
+    of no shape."""
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+
+    net = type("Net", (_OneRankOfTwoRanks,), {"TAIL": tail})()
+    net.hybridize()
+    example = np.ones((2, 3), np.float32)
+    model = export_onnx(net, [mx.nd.array(example)], dynamic_axes={0: [0]})
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    rng = np.random.RandomState(0)
+    branches = set()
+    for x in (example, -example, np.abs(rng.randn(5, 3)).astype(np.float32),
+              -np.abs(rng.randn(1, 3)).astype(np.float32), rng.randn(4, 3).astype(np.float32)):
+        want = net(mx.nd.array(x)).asnumpy()
+        got, = session.run(None, {name: x})
+        assert got.shape == want.shape and got.dtype == want.dtype, (x.shape, got.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        branches.add(bool(x.sum() > 0))
+    assert branches == {True, False}
+    assert "onnxruntime" not in capfd.readouterr().err
+
+
+class _RankFollowsTheBranch(gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        c = gluon_cf.cond(F.sum(x) > 0, lambda: x * 2, lambda: F.sum(x, axis=0))
+        return F.relu(F.expand_dims(c, 0))
+
+
+def test_an_output_whose_rank_follows_the_branch_is_still_refused():
+    from gluon_cf.export import export_onnx
+
+    net = _RankFollowsTheBranch()
+    net.hybridize()
+    with pytest.raises(NotImplementedError, match="has a rank that depends on which branch"):
+        export_onnx(net, [mx.nd.ones((2, 3))], dynamic_axes={0: [0]})

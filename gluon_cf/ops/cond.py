@@ -142,6 +142,9 @@ class CondRule(registry.Rule):
         for inferred in (then_in, else_in):
             for slot, shape in inferred.items():
                 shapes[slot] = shapes[slot] or shape
+        forced = registry.COND_BRANCH_SHAPES.get()
+        if forced is not None:
+            return shapes, list(then_out if forced == "then" else else_out)
         return shapes, _merge_branch_shapes(then_out, else_out)
 
     def infer_type(self, node, in_types):
