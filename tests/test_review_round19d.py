@@ -1,6 +1,8 @@
 """Found while reviewing the merges of h19rec (batching keys, recursion refusals) and h19export
 (rank-varying cond outputs, Scans of run-time length, recursion at opset 12), each against an
 oracle (plain numpy, or the eager block)."""
+import re
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -194,3 +196,22 @@ def test_an_output_whose_rank_follows_the_branch_is_still_refused():
     net.hybridize()
     with pytest.raises(NotImplementedError, match="has a rank that depends on which branch"):
         export_onnx(net, [mx.nd.ones((2, 3))], dynamic_axes={0: [0]})
+
+
+def test_save_artifact_of_a_function_called_with_two_dtypes_is_refused_at_the_call():
+    """h19rec runs a function whose argument is int32 at one call (the roots) and float32 at
+    another (the children); an artifact's function has one signature. save_artifact said
+    "call '..._node0' passes arguments of dtypes ['float32'] to 'node_0@243392cf8d', another
+    call ['int32']" (a ValueError naming gluon_cf's qualified name, no line of the user's)."""
+    import export_harness
+    import hostile_programs14 as programs
+
+    block_class = programs.RootsInt32ChildrenFloat32
+    result = export_harness.export_outcomes(block_class, programs.PROGRAMS[block_class],
+                                            [programs.__file__])
+    kind, detail = result["artifact"]
+    assert kind == "refused", detail
+    assert re.match(r"NotImplementedError: %s:\d+: save_artifact: this call of 'node' \(node "
+                    % re.escape(programs.__file__), detail), detail
+    assert "passes arguments of dtypes ['float32'], another call (or the outermost) " \
+           "['int32']" in detail, detail
