@@ -215,3 +215,70 @@ def test_save_artifact_of_a_function_called_with_two_dtypes_is_refused_at_the_ca
                     % re.escape(programs.__file__), detail), detail
     assert "passes arguments of dtypes ['float32'], another call (or the outermost) " \
            "['int32']" in detail, detail
+
+
+class _LoopOverChildrenCallsTheFunction(gluon.HybridBlock):
+    """A node's children as a row of a padded table; a loop over that row calls the function
+    in a cond for each real child (recursion in a loop in recursion): ``LOOP`` foreach, or a
+    while_loop over the row's two positions."""
+    LOOP = "foreach"
+
+    def hybrid_forward(self, F, x, kids, roots):
+        @gluon_cf.recursive
+        def node(idx):
+            here = F.take(x, idx)
+            row = F.reshape(F.take(kids, idx), (-1, 1))
+
+            def child_value(child):
+                return gluon_cf.cond(child < 0, lambda: F.zeros_like(here), lambda: node(child))
+            if self.LOOP == "foreach":
+                _, total = gluon_cf.foreach(
+                    lambda child, t: (t, t + child_value(child)), row, F.zeros_like(here))
+            else:
+                def child_at(k):
+                    return F.reshape(F.take(row, F.minimum(k, 1)), (1,))
+                # (the child is a loop variable read only by the cond calling the function)
+                _, (_, _, total) = gluon_cf.while_loop(
+                    lambda k, child, t: k < 2,
+                    lambda k, child, t: (None, (k + 1, child_at(k + 1),
+                                                t + child_value(child))),
+                    [F.zeros((1,)), child_at(F.zeros((1,))), F.zeros_like(here)],
+                    max_iterations=2)
+            return F.tanh(here + total * 0.5)
+        return _rows_of(F, node, roots)
+
+
+class _WhileOverChildrenCallsTheFunction(_LoopOverChildrenCallsTheFunction):
+    LOOP = "while_loop"
+
+
+@pytest.mark.parametrize("block_class", [_LoopOverChildrenCallsTheFunction,
+                                         _WhileOverChildrenCallsTheFunction])
+def test_a_loop_calling_the_function_in_a_cond_inside_a_recursion_hybridizes(block_class):
+    """Was refused hybridized with MXNet's AssertionError 'the data arrays have to be used in
+    the loop body ... body does not read data [0]' (foreach) or 'The 1-th loop_var doesn't
+    involve into the computation' (while_loop): while discovering the function's signature, the
+    cond keeps its branch without the call and drops the node reading the child (a graph
+    thrown away), and the loop's check judged that graph. Equal to numpy, eager and
+    hybridized, with the input's gradient."""
+    kids = np.array([[1, 2], [-1, -1], [3, -1], [-1, -1], [0, 3]], np.float32)
+    x = np.random.RandomState(5).randn(5, 3).astype(np.float32)
+    roots = np.array([0, 4, 3], np.float32)
+
+    def node(i):
+        total = sum((node(int(c)) for c in kids[i] if c >= 0), np.zeros((1, 3), np.float32))
+        return np.tanh(x[i:i + 1] + total * 0.5)
+    want = np.concatenate([node(int(r)) for r in roots], axis=0)
+    grads = []
+    for hybrid in (False, True):
+        net = block_class()
+        if hybrid:
+            net.hybridize()
+        args = [mx.nd.array(a) for a in (x, kids, roots)]
+        args[0].attach_grad()
+        with autograd.record():
+            out = net(*args)
+        out.backward()
+        np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
+        grads.append(args[0].grad.asnumpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
