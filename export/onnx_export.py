@@ -317,7 +317,10 @@ def _refuse_varying_rank(name, conds, opset):
     rank it accepts there, optional(tensor), needs opset 15 (mx2onnx converts 12 and 13).
     Declaring the example's rank made onnxruntime warn on every run taking the other branch
     and told every other consumer of the model a wrong rank, so such an output is refused at
-    the cond's line; save_artifact's outputs may change rank, and export it."""
+    the cond's line; save_artifact's outputs may change rank, and export it. An output MXNet
+    cannot infer but of one rank whichever branch runs (``F.max(F.reshape(c, (-1, 3)),
+    axis=1)``) is not refused: its shape is inferred with the cond's outputs taken from each
+    branch in turn (``registry.COND_BRANCH_SHAPES``; one top-level cond, else refused)."""
     source, node_name, k, then_rank, else_rank = conds[0]
     where = f"{source}: " if source else ""
     refusal = NotImplementedError(

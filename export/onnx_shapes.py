@@ -84,7 +84,37 @@ def shape_plan(sym, params, examples, dims):
     outputs = [None if None in pair or len(pair[0]) != len(pair[1]) else
                tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
                for pair in zip(*runs)]
-    return plan, outputs, _conds_read_by_outputs(sym, varying)
+    conds_read = _conds_read_by_outputs(sym, varying)
+    for k, conds in enumerate(conds_read):
+        if conds and outputs[k] is None and \
+                _rank_follows_no_branch(sym, {**param_shapes, **base}, conds, k):
+            conds_read[k] = []
+    return plan, outputs, conds_read
+
+
+def _rank_follows_no_branch(sym, arg_shapes, conds, k):
+    """Whether output ``k`` of ``sym`` has one rank whichever branch of ``conds`` (one
+    top-level cond) runs: inferred with the cond's outputs taken from each branch in turn
+    (``F.reshape(c, (-4, 1, -1))`` of a cond of ranks 2 and 1 is of rank 2 either way). Of
+    several conds, or one nested in another node, the ranks of every mix are not probed:
+    False (refused)."""
+    names = {name for _, name, *_ in conds}
+    if len(names) != 1:
+        return False
+    name = names.pop()
+    if name not in {node["name"] for node in json.loads(sym.tojson())["nodes"]}:
+        return False       # (only a top-level cond: a nested one may run per step)
+    ranks = set()
+    for branch in ("then", "else"):
+        token = registry.COND_BRANCH_SHAPES.set(branch)
+        try:
+            shape = _infer_shapes(sym, arg_shapes, "the model")[k]
+        except (mx.MXNetError, ValueError):
+            return False
+        finally:
+            registry.COND_BRANCH_SHAPES.reset(token)
+        ranks.add(None if shape is None else len(shape))
+    return None not in ranks and len(ranks) == 1
 
 
 def _conds_read_by_outputs(sym, varying):

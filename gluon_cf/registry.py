@@ -9,6 +9,7 @@ bridge in ``node.py`` registers a Custom operator per kind) instead of importing
 
 Pure Python: the artifact loader and export's JSON analyses use it without MXNet.
 """
+import contextvars
 from typing import Any, Callable, Optional, Tuple
 
 OP_PREFIX = "_gluon_cf_"
@@ -91,6 +92,12 @@ def dims_of(shape):
     if shape is None:
         return None
     return shape.dims if isinstance(shape, Dynamic) else tuple(shape)
+
+
+# While "then" or "else": every cond infers its outputs as that branch's (export_onnx asks
+# whether a model output's rank follows a cond's branch, NOTE [outputs of varying rank]).
+COND_BRANCH_SHAPES: "contextvars.ContextVar[Optional[str]]" = contextvars.ContextVar(
+    "gluon_cf_cond_branch_shapes", default=None)
 
 
 def common_dims(a, b):

@@ -50,6 +50,12 @@ _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
 
 
+def trace_mark():
+    """A number below the id of every trace started after this call (the ``<id>`` of their
+    inputs' names, ``_gcf<id>_<op>_<role>_in<k>``): which traces ran inside a piece of code."""
+    return next(_trace_ids)
+
+
 class _TraceScope(AttrScope):
     """The trace's AttrScope: the trace's mark plus the user's source line on every node."""
 
@@ -91,6 +97,21 @@ class PendingShape(Exception):
 
 def pending_shapes():
     return getattr(PendingShape._count, "value", 0)
+
+
+_discarded = threading.local()
+
+
+def discard_trace():
+    """Count a graph being traced as thrown away: a cond discovering a recursive function's
+    signature used its other branch (NOTE [recursion design]); checks of what the enclosing
+    traces read would judge a graph missing the recursive branch's reads."""
+    _discarded.count = discarded_traces() + 1
+
+
+def discarded_traces():
+    """How many :func:`discard_trace` calls this thread has made."""
+    return getattr(_discarded, "count", 0)
 
 
 class Traced:

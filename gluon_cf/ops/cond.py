@@ -8,8 +8,8 @@ import numpy as np
 from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
-from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, merge_captures,
-                       pending_shapes, trace, user_location)
+from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, discard_trace,
+                       merge_captures, pending_shapes, trace, user_location)
 from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
@@ -74,6 +74,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
                 raise pending
             # Discovering a recursive function's signature: the branch that does not recurse
             # decides the structure (NOTE [recursion design]); this graph is thrown away.
+            discard_trace()
             return other.out_value
     if then_g.out_fmt != else_g.out_fmt:
         raise ValueError("gluon_cf.cond: then_func and else_func return different structures: "
@@ -142,6 +143,9 @@ class CondRule(registry.Rule):
         for inferred in (then_in, else_in):
             for slot, shape in inferred.items():
                 shapes[slot] = shapes[slot] or shape
+        forced = registry.COND_BRANCH_SHAPES.get()
+        if forced is not None:
+            return shapes, list(then_out if forced == "then" else else_out)
         return shapes, _merge_branch_shapes(then_out, else_out)
 
     def infer_type(self, node, in_types):

@@ -9,7 +9,7 @@ from .. import executor, node as _node, registry, remat as _remat, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
-from ..tracing import count_subgraph_names, merge_captures, trace, user_location
+from ..tracing import count_subgraph_names, discarded_traces, merge_captures, trace, user_location
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
@@ -187,8 +187,10 @@ def _check_lengths(lengths, where=None, num_out=None):
 def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_ok=False):
     num_data, num_states = len(flat_data), len(flat_states)
     count_subgraph_names(name)
+    discarded = discarded_traces()
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
-    _refuse_unread(step.body, body_g, num_data, num_states)
+    if discarded_traces() == discarded:   # (else the body's real trace is checked later)
+        _refuse_unread(step.body, body_g, num_data, num_states)
     num_out = body_g.num_outputs - num_states
     captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},

@@ -10,7 +10,7 @@ from ..executor import done
 from ..graph import Graph
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, merge_captures,
-                       pending_shapes, trace, user_location)
+                       discarded_traces, pending_shapes, trace, user_location)
 from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
                       check_same_dtypes, check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
@@ -347,6 +347,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
     if cond_g.num_outputs != 1:
         raise ValueError("gluon_cf.while_loop: cond must return one Symbol, got %d outputs"
                          % cond_g.num_outputs)
+    discarded = discarded_traces()
     try:
         func_g = trace(OP, "func", nv, lambda vs: list(step.func(vs)))
     except PendingSignature as pending:
@@ -354,7 +355,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         # without the call (NOTE [loops of no step]); this graph is thrown away.
         return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
     unread = unread_inputs(step.func_fn, func_g, 0, nv)
-    if unread:      # NOTE [loop inputs a symbolic body must read]
+    if unread and discarded_traces() == discarded:   # NOTE [loop inputs a symbolic body must read]
         raise ValueError("%s: The %d-th loop_var doesn't involve into the computation (MXNet "
                          "1.9.1's symbolic while_loop requires func to read every loop "
                          "variable): func does not read loop_vars[%d] (flattened)"

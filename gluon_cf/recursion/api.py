@@ -39,7 +39,7 @@ from .._structure import describe, flatten, regroup
 from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
-from ..tracing import PendingSignature, merge_captures, trace, user_location
+from ..tracing import PendingSignature, merge_captures, trace, trace_mark, user_location
 from . import malloc_arenas, refusals, remat_calls
 from .table import MAX_DEPTH
 from .._typing import Arrays
@@ -549,6 +549,7 @@ class _Table:
         self.discovering = []
         self.traced = {}        # RecursiveFunction -> Traced (real trace)
         self.pending = []
+        self.first_trace = trace_mark()   # the traces of the table's functions come after
 
     def qname(self, fn):
         if fn not in self.qnames:
@@ -656,7 +657,7 @@ def _invoke_symbolic(fn, flat, fmt):
     finally:
         _Table.current.value = None
     fns = list(table.traced)
-    refusals.refuse_captured_invocation_values(table.traced, _located)
+    refusals.refuse_captured_invocation_values(table.traced, _located, table.first_trace)
     env, slot_of = merge_captures("recursive", [table.traced[f] for f in fns], first_slot=0)
     functions = {}
     for f in fns:

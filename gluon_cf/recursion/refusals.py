@@ -12,27 +12,41 @@ from ..operators import SOURCE_ATTR, user_location
 _MXNET_CONTRIB = os.path.join("mxnet", "symbol", "contrib.py")
 
 
-# the fresh variables of a recursive function's trace (tracing.trace, _Table._trace)
-_TRACE_INPUT = re.compile(r"_gcf\d+_recursive_(.+)_(?:discover|body)_in\d+$")
+# the fresh variables of a trace (tracing.trace): a recursive function's (_Table._trace), a
+# foreach body's, a while_loop's cond or func
+_TRACE_INPUT = re.compile(r"_gcf(\d+)_(recursive|foreach|while_loop)_(.+)_in\d+$")
+_RECURSIVE_ROLE = re.compile(r"(.+)_(?:discover|body)$")
 
 
-def refuse_captured_invocation_values(traced_functions, located):
+def refuse_captured_invocation_values(traced_functions, located, first_trace):
     """A function of the table closing over a value computed in another's body (a recursive
-    function defined inside a recursive function, reading the enclosing invocation's values):
-    that value differs per invocation, while a function's environment is one value for the
-    whole recursion; MXNet would fail on an unknown input of the block. Refuse it by name."""
+    function defined inside a recursive function, reading the enclosing invocation's values),
+    or in a foreach/while_loop body inside the recursion (reading a step's values): that
+    value differs per invocation (or step), while a function's environment is one value for
+    the whole recursion; MXNet failed on an unknown input of the block (the loop's input).
+    Refuse it by name. ``first_trace``: traces of larger ids ran inside the recursion (a
+    recursion called in an outer foreach body may capture that body's values)."""
     for fn, traced in traced_functions.items():
         for _, sym in traced.captured:
-            owners = [m.group(1) for m in map(_TRACE_INPUT.match, sym.list_inputs()) if m]
-            if not owners:
+            inner = [m for m in map(_TRACE_INPUT.match, sym.list_inputs())
+                     if m and int(m.group(1)) > first_trace]
+            if not inner:
                 continue
             made = sym.attr(SOURCE_ATTR)
+            at = " at %s" % made if made else ""
+            owner = _RECURSIVE_ROLE.match(inner[0].group(3))
+            if inner[0].group(2) == "recursive" and owner:
+                name = owner.group(1)
+                raise NotImplementedError(
+                    "%sgluon_cf.recursive: %r reads a value computed in the body of %r%s (one "
+                    "value per invocation of %r), which a recursive function cannot capture: "
+                    "pass it to %r as an argument" % (located(fn), fn.name, name, at, name,
+                                                      fn.name))
             raise NotImplementedError(
-                "%sgluon_cf.recursive: %r reads a value computed in the body of %r%s (one "
-                "value per invocation of %r), which a recursive function cannot capture: pass "
-                "it to %r as an argument" % (
-                    located(fn), fn.name, owners[0], " at %s" % made if made else "",
-                    owners[0], fn.name))
+                "%sgluon_cf.recursive: %r reads a value computed in a gluon_cf.%s %s inside "
+                "the recursion%s (one value per step), which a recursive function cannot "
+                "capture: pass it to %r as an argument" % (
+                    located(fn), fn.name, inner[0].group(2), inner[0].group(3), at, fn.name))
 
 
 def refuse_call_inside_mxnet_control_flow(fn, body_code):

@@ -18,6 +18,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import node as _node, registry, remat as _remat, rowwise
+from ..operators import SOURCE_ATTR
 from ..graph.decoded import random_ops
 from .invocation import RecursionContext
 from .table import MAX_DEPTH, table as _table
@@ -227,9 +228,16 @@ class InvokeRule(registry.Rule):
         dtypes = list(custom_node.input_dtypes)
         known = signatures.arg_dtypes.setdefault(qname, dtypes)
         if [np.dtype(d) for d in known] != [np.dtype(d) for d in dtypes]:
-            raise ValueError(f"save_artifact: call {custom_node.name!r} passes arguments of dtypes "
-                             f"{[str(d) for d in dtypes]} to {qname!r}, another call "
-                             f"{[str(d) for d in known]}; every call must pass the same dtypes")
+            # (the executors run each dtype as its own batch; an artifact's function has one
+            # signature, its Invoke one per call of the whole recursion)
+            where = custom_node.attrs.get(SOURCE_ATTR)
+            name = signatures.names.get(qname, qname)
+            raise NotImplementedError(
+                f"{where + ': ' if where else ''}save_artifact: this call of {name!r} (node "
+                f"{custom_node.name!r}) passes arguments of dtypes {[str(d) for d in dtypes]}, "
+                f"another call (or the outermost) {[str(d) for d in known]}: a function of an "
+                f"artifact takes one dtype per argument; cast the arguments to one dtype (e.g. "
+                f"F.cast(i, {str(known[0])!r})) where the function is called")
         out_dtypes = custom_node.output_dtypes
         if out_dtypes is None or any(d is None for d in out_dtypes):
             out_dtypes = signatures.outputs.get(qname)
