@@ -402,12 +402,9 @@ class _NodeOperator(mx.operator.CustomOp):
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         caller_seed, self.caller_seed = self.caller_seed, None   # (a kept operator: drawn here)
-        if is_train:
-            self.seed = _replay_seed(self.node, caller_seed)
-        else:   # nothing to replay: only the caller's seed (NOTE [the caller's seed])
-            self.seed = None
-            if caller_seed is not None:
-                mx.random.seed(caller_seed)
+        # Predict mode too: a forward recorded with train_mode=False is re-run by backward,
+        # which must draw the forward's numbers (``random.uniform`` draws in either mode).
+        self.seed = _replay_seed(self.node, caller_seed)
         rematerialised = getattr(self.rule, "rematerialised", None)
         self.remat = bool(is_train and rematerialised is not None and rematerialised(self.node))
         heads, written, planned = self._run(inputs, is_train, marks,

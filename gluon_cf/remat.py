@@ -533,7 +533,7 @@ class Loop:
                 used = [x for x in variables if _leaf_name(x) in reached]
                 if used:
                     values = autograd.grad([h for h, _ in keep], used, [g for _, g in keep],
-                                           train_mode=self.training)
+                                           train_mode=autograd.is_training())
                     grads = {id(x): g for x, g in zip(used, values)}
             _throttle(state_grads)
             state_grads = [grads.get(id(s)) if id(s) in grads else mx.nd.zeros_like(s)
