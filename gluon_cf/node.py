@@ -41,7 +41,7 @@ from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
 from .checks import LoopVarShapeChange, MismatchError
-from .operators import aux_state_error, describe_node, user_custom_op_error
+from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -425,6 +425,8 @@ class _NodeOperator(mx.operator.CustomOp):
             write_like_assign(self, dst, r, value)
 
     def _refuse_training(self, is_train=True):   # is_train: the forward's
+        if self.node.remat_aux_nodes:   # NOTE [auxiliary state under remat], whatever the mode
+            raise remat_aux_error(self.node.kind, self.node.remat_aux_nodes)
         if is_train and self.node.aux_state_nodes:   # updates_aux_state in operators.py
             raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.node.aux_state_nodes))

@@ -64,6 +64,20 @@ def aux_state_error(op, what):
         "without hybridize()" % (op, what))
 
 
+# NOTE [auxiliary state under remat]
+#     A hybridized loop with remat whose body holds a BatchNorm (its running statistics are
+#     auxiliary inputs, whether or not it uses them) deadlocks MXNet 1.9.1's engine when the
+#     loop is recomputed in its backward: every engine thread idle, the gradient never written
+#     (found in review, session 19: use_global_stats=True always, and a BatchNorm recorded with
+#     train_mode=False once its backward was allowed). So its backward is refused in every
+#     mode, and its forward in training, before MXNet can hang.
+def remat_aux_error(op, nodes):
+    return NotImplementedError(
+        "gluon_cf.%s: %s inside a loop with remat: MXNet 1.9.1's engine deadlocks when the loop "
+        "is recomputed in backward, so its gradient is refused; use remat=False for this loop, "
+        "or LayerNorm in place of BatchNorm" % (op, ", ".join(describe_node(n) for n in nodes)))
+
+
 def user_custom_op_error(op, what):
     return NotImplementedError(
         "gluon_cf.%s: %s; differentiating through a user CustomOp inside a "

@@ -6,7 +6,7 @@ per spec, and registered as the registry's decoder, through which the layers bel
 import json
 
 from .. import registry
-from ..operators import DYNAMIC_SHAPE_OPS, is_random_op, updates_aux_state
+from ..operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, is_random_op, updates_aux_state
 from ..symbol_entries import check_node_spec
 from .runtime import Graph
 
@@ -21,6 +21,20 @@ def aux_state_nodes(spec):
     """The JSON nodes of a node's subgraphs (nested included) that update auxiliary state in
     training (:func:`operators.updates_aux_state`)."""
     return [n for n in _nodes_of(spec) if updates_aux_state(n)]
+
+
+def remat_aux_nodes(spec, in_remat=False):
+    """The JSON nodes of AUX_STATE_OPS (``use_global_stats`` or not) inside a rematerialised
+    loop of a node, itself or nested (NOTE [auxiliary state under remat] in ``node.py``)."""
+    in_remat = in_remat or spec.get("remat") not in (None, "", "False", "0", "None")
+    found = []
+    for graph in spec.get("graphs", {}).values():
+        for n in json.loads(graph["json"])["nodes"]:
+            if in_remat and n["op"] in AUX_STATE_OPS:
+                found.append(n)
+            if registry.kind_of(n):
+                found.extend(remat_aux_nodes(json.loads(n["attrs"]["spec"]), in_remat))
+    return found
 
 
 def holds_random_ops(spec):
@@ -57,6 +71,7 @@ class Node:
         self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
         self.user_custom_ops = user_custom_op_types(spec)
         self.aux_state_nodes = aux_state_nodes(spec)
+        self.remat_aux_nodes = remat_aux_nodes(spec)
         # Whether its subgraphs may compute values of run-time shape (NOTE [run-time shapes]):
         # an operator of DYNAMIC_SHAPE_OPS or a nested node (a cond may change sizes, a
         # while_loop may have exact length). Conservative: it only adds run-time checks.
