@@ -99,21 +99,6 @@ def pending_shapes():
     return getattr(PendingShape._count, "value", 0)
 
 
-_discarded = threading.local()
-
-
-def discard_trace():
-    """Count a graph being traced as thrown away: a cond discovering a recursive function's
-    signature used its other branch (NOTE [recursion design]); checks of what the enclosing
-    traces read would judge a graph missing the recursive branch's reads."""
-    _discarded.count = discarded_traces() + 1
-
-
-def discarded_traces():
-    """How many :func:`discard_trace` calls this thread has made."""
-    return getattr(_discarded, "count", 0)
-
-
 class Traced:
     """A body function traced into a Symbol, still linked to the outer graph by ``captured``.
 

@@ -274,7 +274,7 @@ SHAPES = [
      "gluon_cf.while_loop: the value returned by cond must have exactly one element, got shape "
      "(2, 3)"),
     ("foreach_data_lengths",
-     lambda F, x, y, h: gluon_cf.foreach(lambda d, s: (d[0] + d[1], s), [x, y], [h]),
+     lambda F, x, y, h: gluon_cf.foreach(lambda d, s: (d[0], s), [x, y], [h]),
      [(3, 2), (4, 2), (2,)],
      f"gluon_cf.foreach at {line_of('foreach_data_lengths', 1)}: all data arrays must have the "
      f"same length along axis 0, got data[0]: 3, data[1]: 4"),

@@ -8,7 +8,7 @@ import numpy as np
 from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
-from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, discard_trace,
+from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
                        merge_captures, pending_shapes, trace, user_location)
 from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
 from .._typing import Array, Arrays
@@ -74,7 +74,6 @@ def _cond_symbolic(pred, then_func, else_func, name):
                 raise pending
             # Discovering a recursive function's signature: the branch that does not recurse
             # decides the structure (NOTE [recursion design]); this graph is thrown away.
-            discard_trace()
             return other.out_value
     if then_g.out_fmt != else_g.out_fmt:
         raise ValueError("gluon_cf.cond: then_func and else_func return different structures: "

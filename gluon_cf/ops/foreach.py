@@ -9,15 +9,14 @@ from .. import executor, node as _node, registry, remat as _remat, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
-from ..tracing import count_subgraph_names, discarded_traces, merge_captures, trace, user_location
+from ..tracing import count_subgraph_names, merge_captures, trace, user_location
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
 from .foreach_memory import forward_into as _forward_into
 from .foreach_remat import forward_into as _remat_forward_into
-from .loops import (keeping_shapes, located, loop_batching_rule, per_row, stacked_shape,
-                    unread_inputs)
+from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
 
@@ -187,10 +186,7 @@ def _check_lengths(lengths, where=None, num_out=None):
 def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_ok=False):
     num_data, num_states = len(flat_data), len(flat_states)
     count_subgraph_names(name)
-    discarded = discarded_traces()
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
-    if discarded_traces() == discarded:   # (else the body's real trace is checked later)
-        _refuse_unread(step.body, body_g, num_data, num_states)
     num_out = body_g.num_outputs - num_states
     captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
@@ -205,19 +201,6 @@ def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_
                               user_location())
     return (regroup(outputs[:num_out], step.out_fmt),
             regroup(outputs[num_out:], step.states_fmt))
-
-
-def _refuse_unread(body, body_g, num_data, num_states):
-    """MXNet's AssertionError for a body not reading a data array or a state (NOTE [loop
-    inputs a symbolic body must read])."""
-    for noun, first, count in (("data", 0, num_data), ("state", num_data, num_states)):
-        unread = unread_inputs(body, body_g, first, count)
-        if unread:
-            raise AssertionError(
-                "%s: the %s arrays have to be used in the loop body (MXNet 1.9.1's symbolic "
-                "foreach requires it): body does not read %s %s (flattened)"
-                % (located(OP), noun, "data" if noun == "data" else "init_states",
-                   ", ".join("[%d]" % k for k in unread)))
 
 
 # NOTE [unrolled steps]

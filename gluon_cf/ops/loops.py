@@ -6,7 +6,6 @@ from .. import registry, rowwise
 from ..checks import check_kept_shapes
 from ..executor import Frame, Parallel
 from ..graph import decode
-from ..tracing import user_location
 
 
 def stacked_shape(rows, shape):
@@ -62,34 +61,3 @@ def loop_batching_rule(rule, node, in_flags, in_shapes, used):
                 "invocations cannot be told apart" % (shape,),
                 "Return per-invocation values with a leading axis of 1 from the loop (e.g. the "
                 "final states), or reshape its outputs to (1, ...)")
-
-
-# NOTE [loop inputs a symbolic body must read]
-#     MXNet 1.9.1's symbolic foreach refuses a body that does not read every data array and
-#     every state (AssertionError "the data arrays / the state arrays have to be used in the
-#     loop body"), its symbolic while_loop a func that does not read every loop variable
-#     (ValueError "The i-th loop_var doesn't involve into the computation"; reading it in cond
-#     only does not count). A hybridized block calling F.contrib.X takes that path too. Code
-#     switched by import keeps these errors: MXNet's own test_foreach depends on them (its
-#     step12 leaves a state unread, then calls backward with one head gradient too few, which
-#     only the AssertionError keeps from running). Returning an input unchanged reads it, as
-#     in MXNet. Eager calls run, as MXNet's eager ops do. The loops @autograph writes carry
-#     every variable a Python loop assigns, read or not (`for x in xs: last = x`): they are
-#     marked UNREAD_INPUTS_OK and run.
-UNREAD_INPUTS_OK = "may_leave_loop_inputs_unread"
-
-
-def unread_inputs(fn, traced, first, count):
-    """The positions in ``range(count)`` of the traced inputs ``first + k`` that the graph of
-    ``fn`` does not read (NOTE [loop inputs a symbolic body must read]); none when ``fn`` is
-    marked UNREAD_INPUTS_OK."""
-    if getattr(fn, UNREAD_INPUTS_OK, False):
-        return []
-    read = set(traced.symbol.list_inputs())
-    return [k for k in range(count) if traced.input_names[first + k] not in read]
-
-
-def located(op):
-    """``"gluon_cf.<op> at <the user's file:line>"`` for messages."""
-    where = user_location()
-    return "gluon_cf.%s%s" % (op, " at %s" % where if where else "")

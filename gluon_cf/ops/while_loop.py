@@ -10,14 +10,13 @@ from ..executor import done
 from ..graph import Graph
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, merge_captures,
-                       discarded_traces, pending_shapes, trace, user_location)
+                       pending_shapes, trace, user_location)
 from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
                       check_same_dtypes, check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
                       stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
-from .loops import (keeping_shapes, located, loop_batching_rule, per_row, stacked_shape,
-                    unread_inputs)
+from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "while_loop"
 
@@ -347,19 +346,12 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
     if cond_g.num_outputs != 1:
         raise ValueError("gluon_cf.while_loop: cond must return one Symbol, got %d outputs"
                          % cond_g.num_outputs)
-    discarded = discarded_traces()
     try:
         func_g = trace(OP, "func", nv, lambda vs: list(step.func(vs)))
     except PendingSignature as pending:
         # Discovering a recursive function that func calls: zero steps is the loop's path
         # without the call (NOTE [loops of no step]); this graph is thrown away.
         return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
-    unread = unread_inputs(step.func_fn, func_g, 0, nv)
-    if unread and discarded_traces() == discarded:   # NOTE [loop inputs a symbolic body must read]
-        raise ValueError("%s: The %d-th loop_var doesn't involve into the computation (MXNet "
-                         "1.9.1's symbolic while_loop requires func to read every loop "
-                         "variable): func does not read loop_vars[%d] (flattened)"
-                         % (located(OP), unread[0] + 1, unread[0]))
     captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),

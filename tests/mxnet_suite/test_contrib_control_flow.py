@@ -1496,11 +1496,10 @@ def test_foreach():
         return (in1, [states[0] + 1, states[0] + 2])
     states = [mx.nd.random.uniform(shape=(2)), mx.nd.random.uniform(shape=(2))]
     frees = []
-    try:
-        verify_foreach(step12, v3, [v4, v5], [], arrs, states, frees, out_grads)
-        verify_foreach(step12, v3, [v4, v5], [], arrs, states, frees, out_grads, False)
-    except AssertionError:
-        print("the states have to be used")
+    # gluon_cf: step12 leaves a state unread, which MXNet's symbolic foreach refuses with an
+    # AssertionError and gluon_cf runs (a deliberate difference, README: counted loops such as
+    # foreach(lambda _, s: ..., steps, ...) run); the test then calls backward with one head
+    # gradient too few, which only that AssertionError stops. Not run here.
 
     # test without free variables.
     def step13(in1, states, free):

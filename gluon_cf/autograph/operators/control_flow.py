@@ -23,7 +23,6 @@ import mxnet as mx
 
 from ...ops.cond import cond
 from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
-from ...ops.loops import UNREAD_INPUTS_OK
 from ...ops.while_loop import warn_truncation, while_loop
 from ..errors import AutographError, node_name, python_value, read_by
 from .carried import Carried, described, holds_arrays, spec_of
@@ -312,7 +311,6 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
     def condition(*vs):
         with graph_region(where, "while loop", names):
             return test(*full(vs[:len(arrays)]))
-    setattr(step, UNREAD_INPUTS_OK, True)   # NOTE [loop inputs a symbolic body must read]
     rows, final = while_loop(condition, step,
                              arrays + ([mx.sym.zeros((1,))] if counted else []),
                              max_iterations=bound, name=node_name(where, "while"),
@@ -391,7 +389,6 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         return step_rows(result[count:], where), carried.arrays(new) + \
             ([states[-1] + 1] if counted else [])
     setattr(step, NO_STEP_ON_EMPTY_DATA, True)   # NOTE [a foreach of no step]
-    setattr(step, UNREAD_INPUTS_OK, True)   # NOTE [loop inputs a symbolic body must read]
     rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
                           name=node_name(where, "for"))
     final = list(final)
