@@ -183,6 +183,24 @@ def _finish_pending_work():
         mx.nd.waitall()
     except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
         pass
+    _keep_operators_to_the_end()
+
+
+# NOTE [Custom operators alive at exit]
+#     A recorded output of a hybridized gluon_cf node still alive when the script ends (``out``
+#     at module level) keeps its Custom operator, whose ctypes callbacks MXNet holds only through
+#     ``mx.operator._registry.ref_holder``. With a class defined in the script, ``__main__``'s
+#     globals are freed by the interpreter's last garbage collection, which may clear the
+#     operator's callbacks (a cycle) before the output: freeing the output then called a freed
+#     callback, SIGSEGV at exit (review, session 19). At exit, the operators alive are given a
+#     reference nothing releases: their callbacks outlive every array (the process's memory is
+#     returned to the system anyway).
+def _keep_operators_to_the_end():
+    holder = getattr(getattr(mx.operator, "_registry", None), "ref_holder", None)
+    if not isinstance(holder, dict):
+        return
+    for op in [holder] + list(holder.values()):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(op))
 
 
 atexit.register(_finish_pending_work)
