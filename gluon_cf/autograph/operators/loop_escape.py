@@ -4,20 +4,26 @@ from .data_structures import append_rows
 from .variables import Undefined
 
 # NOTE [an exception leaving a loop]
-# A converted loop's body is a function returning the loop's variables, which the statement
-# `names = for_stmt(...)` rebinds when the loop ends. An exception leaving the loop partway
-# (a raise in the body, a helper it calls, an iterator or a while condition) skips that
-# assignment; where the user's own try/except (contextlib.suppress, a `with` suppressing it)
-# catches it, plain Python's variables hold what the steps run so far made, and its lists
-# the rows appended so far. So when the loop runs as Python (its iterable or condition is no
-# tensor, eagerly or while tracing), for_stmt and while_stmt record on the exception the
-# variables' current values: those of the body's frame (its locals when the exception left
-# it, an unbound one absent) when it came from the body, else the last step's; and append to
-# the collected lists the rows the failing step appended before the exception (a kept row,
-# appended at the end of its step, was not). The code around the loop statement rebinds the
-# variables recorded and re-raises the same exception object (`raise`: its traceback
-# unchanged). A loop on a tensor is one graph op: an exception while it is traced is no step
-# of it, and the variables keep their values before it (the op never ran).
+# A converted loop's body (and an if's branch) is a function returning the variables it
+# assigns, which the statement `names = for_stmt(...)` (while_stmt, if_stmt, `return
+# if_return(...)`) rebinds when it returns. An exception leaving it partway (a raise in the
+# body, a helper it calls, an iterator, a while condition) skips that assignment; where the
+# user's own try/except (contextlib.suppress, a `with` suppressing it) catches it, plain
+# Python's variables hold what ran before the exception made, and its lists the rows
+# appended so far. So when the loop or if runs as Python (its iterable or condition is no
+# tensor: eagerly, or while tracing), the operator records on the exception the variables'
+# current values: the body's or branch's frame's (its locals when the exception left it; an
+# unbound one absent) when it came from there, else the last step's; and appends to the
+# collected lists the rows the failing step appended before it (a kept row is appended at
+# the end of its step, which the exception did not reach). The code around the statement
+# (`except BaseException`) rebinds the variables recorded, innermost first, and re-raises
+# the same exception object (a bare `raise`: its traceback unchanged).
+# A loop or if on a tensor is one graph op: an exception leaving it while it is traced is no
+# run-time event, and a user's except around it would run on with the values before it.
+# Such an exception (an AutographError, or any but gluon_cf's own signals) is made known to
+# surfacing_refusals (call_results.surfaced): if the user's code catches it, the decorated
+# function raises the refusal when it returns (an AutographError as is, another exception as
+# the AutographError at the loop's line); if it propagates, it leaves as it is.
 
 _VALUES = "_gluon_cf_loop_values"
 
