@@ -30,7 +30,7 @@ from .carried import Carried, described, holds_arrays, spec_of
 from .py_builtins import one_output
 from .data_structures import append_rows, appended_where, extended, item, step_rows
 from .call_results import surfaced
-from .loop_escape import record
+from .loop_escape import escaped, record
 from .side_effects import graph_region
 from .tensor_access import subscript
 from .variables import Undefined, holds_symbols, is_tensor, truth
@@ -44,6 +44,7 @@ def if_stmt(pred, then_fn, else_fn, values, names, live, where, guard=False):
         try:
             return _symbolic_if(pred, then_fn, else_fn, values, names, live, where, guard)
         except Exception as exc:      # NOTE [an exception leaving a loop]
+            escaped(exc)        # (what a loop inside recorded: not this if's)
             surfaced(exc, where, "if")
             raise
     if isinstance(pred, mx.nd.NDArray):
@@ -263,6 +264,7 @@ def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False
         result = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
                       name=node_name(where, "if"))
     except Exception as exc:      # NOTE [an exception leaving a loop]
+        escaped(exc)        # (what a loop inside recorded: not this if's)
         surfaced(exc, where, "if")
         raise
     return tuple(result) if kinds.get("then") is tuple else result
@@ -345,6 +347,7 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
         ran = final.pop() if counted else None
         return tuple(full(final)) + extended(lists, rows, ran, where, most=bound)
     except Exception as exc:
+        escaped(exc)        # (what a loop inside recorded: not this loop's)
         surfaced(exc, where)
         raise
 
@@ -434,6 +437,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         steps = final.pop() if counted else None
         return carried.rebuild(final) + extended(lists, rows, steps, where)
     except Exception as exc:
+        escaped(exc)        # (what a loop inside recorded: not this loop's)
         surfaced(exc, where)
         raise
 
