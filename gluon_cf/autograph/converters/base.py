@@ -197,7 +197,9 @@ class Converter(ast.NodeTransformer):
                              value=runtime_call("escaped", [ast.Name(id=caught,
                                                                      ctx=ast.Load())]))] +
             rebind + [ast.Raise(exc=None, cause=None)])
-        return ast.Try(body=[statement], handlers=[handler], orelse=[], finalbody=[])
+        escaping = ast.Try(body=[statement], handlers=[handler], orelse=[], finalbody=[])
+        setattr(escaping, "ag_escaping", True)     # (returns if its statement does)
+        return escaping
 
     @staticmethod
     def _assign(names, call):
