@@ -44,8 +44,8 @@ def surfaced(exc, where, what="loop"):
             f"{where}: {type(exc).__name__}({exc}) left this {what} on a tensor while it was "
             f"traced, and the code around it caught it; a graph's {what} runs whole (the "
             f"variables would keep their values before the {what}, where plain Python's hold "
-            f"what ran before the exception made), so catch it inside the {what}'s body or "
-            f"outside the function")
+            f"what the code before the exception made), so catch it inside the {what}'s body "
+            f"or outside the function")
         setattr(err, "left_loop", exc)
     for made in _RUNNING.refusals:
         if all(err is not known for known in made):
