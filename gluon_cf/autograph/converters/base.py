@@ -173,6 +173,35 @@ class Converter(ast.NodeTransformer):
             self._current(names, where), ast.Constant(where), ast.Constant(what)])
 
     @staticmethod
+    def _names(names):
+        return ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load())
+
+    @staticmethod
+    def _escaping(statement, names, number):
+        """``try: statement / except BaseException as e: <rebind names>; raise``: the
+        variables an exception leaving the loop (or if) carries (NOTE [an exception leaving a
+        loop])."""
+        if not names:
+            return statement
+        caught, carried = f"__ag_exc_{number}", f"__ag_esc_{number}"
+        rebind = [ast.If(
+            test=ast.Compare(left=ast.Constant(n), ops=[ast.In()],
+                             comparators=[ast.Name(id=carried, ctx=ast.Load())]),
+            body=[ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())],
+                             value=ast.Subscript(value=ast.Name(id=carried, ctx=ast.Load()),
+                                                 slice=ast.Constant(n), ctx=ast.Load()))],
+            orelse=[]) for n in names]
+        handler = ast.ExceptHandler(
+            type=ast.Name(id="BaseException", ctx=ast.Load()), name=caught,
+            body=[ast.Assign(targets=[ast.Name(id=carried, ctx=ast.Store())],
+                             value=runtime_call("escaped", [ast.Name(id=caught,
+                                                                     ctx=ast.Load())]))] +
+            rebind + [ast.Raise(exc=None, cause=None)])
+        escaping = ast.Try(body=[statement], handlers=[handler], orelse=[], finalbody=[])
+        setattr(escaping, "ag_escaping", True)     # (returns if its statement does)
+        return escaping
+
+    @staticmethod
     def _assign(names, call):
         if not names:
             return ast.Expr(value=call)

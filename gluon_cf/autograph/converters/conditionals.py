@@ -55,7 +55,8 @@ class ConditionalsConverter(Converter):
                 ast.Constant(where),
                 ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
                 ast.Constant(getattr(node, "ag_loop_return", False))])
-            statements = [then_fn, else_fn, ast.Return(value=call)]
+            statements = [then_fn, else_fn, self._escaping(ast.Return(value=call), assigned,
+                                                           number)]
             return located(statements, node)
         live = self.live[node]
         self._record_readers(node, assigned)
@@ -69,7 +70,8 @@ class ConditionalsConverter(Converter):
             ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
             ast.Tuple(elts=[ast.Constant(n in live) for n in assigned], ctx=ast.Load()),
             ast.Constant(where), ast.Constant(getattr(node, "ag_guard", False))])
-        statements = [then_fn, else_fn, self._assign(assigned, call)]
+        statements = [then_fn, else_fn, self._escaping(self._assign(assigned, call), assigned,
+                                                       number)]
         return located(statements, node)
 
     # -- expressions: conditional expressions and boolean operators

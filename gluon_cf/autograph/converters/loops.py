@@ -59,8 +59,9 @@ class LoopsConverter(Converter):
             self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             ast.Constant(where), bound, self._current(lists, where), ast.Constant(hinted),
-            ast.Constant(is_forever(node.test))])
-        statements = [test_fn, body_fn, self._assign(names + lists, call)]
+            ast.Constant(is_forever(node.test)), self._names(lists)])
+        statements = [test_fn, body_fn, self._escaping(self._assign(names + lists, call),
+                                                       names + lists, number)]
         return located(statements, node)
 
     def visit_For(self, node):
@@ -107,9 +108,11 @@ class LoopsConverter(Converter):
             self._current(lists, where),
             ast.Tuple(elts=[ast.Constant(f) for f in getattr(node, "ag_stop", [])],
                       ctx=ast.Load()),
-            ast.Tuple(elts=[ast.Constant(n in kept) for n in lists], ctx=ast.Load())])
-        statements = [body_fn, self._assign(names + lists + ([item] if keep_item else []),
-                                            call)]
+            ast.Tuple(elts=[ast.Constant(n in kept) for n in lists], ctx=ast.Load()),
+            self._names(lists)])
+        bound_names = names + lists + ([item] if keep_item else [])
+        statements = [body_fn, self._escaping(self._assign(bound_names, call), bound_names,
+                                              number)]
         return located(statements, node)
 
     def _closures_of_one_step(self, node, item):

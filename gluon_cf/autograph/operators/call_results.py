@@ -30,6 +30,28 @@ def refusal(where, sign, shared, rewrite):
     return err
 
 
+def surfaced(exc, where, what="loop"):
+    """Make ``exc``, which leaves a loop (``what``: or an if) on a tensor (at ``where``) while
+    it is traced, known to :func:`surfacing_refusals`: an AutographError as is, another
+    exception as the AutographError saying a graph's loop cannot stop partway (NOTE [an
+    exception leaving a loop]). Raised when the function returns if the user's code caught
+    ``exc``."""
+    if not isinstance(exc, AutographError) and type(exc).__module__.startswith("gluon_cf"):
+        return        # (gluon_cf's own signals, a recursive function's pending signature)
+    err = exc
+    if not isinstance(exc, AutographError):
+        err = AutographError(
+            f"{where}: {type(exc).__name__}({exc}) left this {what} on a tensor while it was "
+            f"traced, and the code around it caught it; a graph's {what} runs whole (the "
+            f"variables would keep their values before the {what}, where plain Python's hold "
+            f"what the code before the exception made), so catch it inside the {what}'s body "
+            f"or outside the function")
+        setattr(err, "left_loop", exc)
+    for made in _RUNNING.refusals:
+        if all(err is not known for known in made):
+            made.append(err)
+
+
 class _Running(threading.local):
     """For each decorated function running in this thread (innermost last): the refusals
     made while it runs."""
@@ -53,7 +75,8 @@ def surfacing_refusals(fn):
         try:
             result = fn(*args, **kwargs)
         except BaseException as err:
-            if made and all(err is not refused for refused in made):
+            if made and all(err is not refused and getattr(refused, "left_loop", None) is
+                            not err for refused in made):
                 raise made[0] from err     # (what the user's code raised having caught it)
             raise
         finally:

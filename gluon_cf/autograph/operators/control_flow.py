@@ -28,6 +28,8 @@ from ..errors import AutographError, node_name, python_value, read_by
 from .carried import Carried, described, holds_arrays, spec_of
 from .py_builtins import one_output
 from .data_structures import append_rows, appended_where, extended, item, step_rows
+from .call_results import surfaced
+from .loop_escape import escaped, record
 from .side_effects import graph_region
 from .tensor_access import subscript
 from .variables import Undefined, holds_symbols, is_tensor, truth
@@ -38,13 +40,27 @@ def if_stmt(pred, then_fn, else_fn, values, names, live, where, guard=False):
     ``guard``: the ``if`` is not the user's but runs the rest of a loop's step after a
     ``break``, ``continue`` or ``return`` (NOTE [autograph jumps])."""
     if isinstance(pred, mx.sym.Symbol):
-        return _symbolic_if(pred, then_fn, else_fn, values, names, live, where, guard)
+        try:
+            return _symbolic_if(pred, then_fn, else_fn, values, names, live, where, guard)
+        except Exception as exc:      # NOTE [an exception leaving a loop]
+            escaped(exc)        # (what a loop inside recorded: not this if's)
+            surfaced(exc, where, "if")
+            raise
     if isinstance(pred, mx.nd.NDArray):
         if pred.size != 1:
             raise AutographError(f"{where}: the if's condition is an array of shape "
                                  f"{pred.shape}; a tensor condition must have one element")
         pred = bool(pred.asscalar())
-    return then_fn(*values) if pred else else_fn(*values)
+    return _python_branch(then_fn if pred else else_fn, values, names)
+
+
+def _python_branch(fn, values, names):
+    """``fn(*values)``, an if's branch run as Python (NOTE [an exception leaving a loop])."""
+    try:
+        return fn(*values)
+    except BaseException as exc:
+        record(exc, exc.__traceback__, fn, names, values)
+        raise
 
 
 def _symbolic_if(pred, then_fn, else_fn, values, names, live, where, guard):
@@ -209,7 +225,7 @@ def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False
     ``if flag: return value`` after a loop whose body returns (NOTE [autograph jumps]), the
     user's ``return`` at ``where``."""
     if not isinstance(pred, mx.sym.Symbol):
-        return then_fn(*values) if truth(pred, where, "if") else else_fn(*values)
+        return _python_branch(then_fn if truth(pred, where, "if") else else_fn, values, names)
     kinds, structures = {}, {}
 
     def branch(fn, key):
@@ -243,8 +259,13 @@ def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False
                     "structure of arrays: return as many arrays, in the same nesting, in both")
             return value
         return run
-    result = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
-                  name=node_name(where, "if"))
+    try:
+        result = cond(pred, branch(then_fn, "then"), branch(else_fn, "else"),
+                      name=node_name(where, "if"))
+    except Exception as exc:      # NOTE [an exception leaving a loop]
+        escaped(exc)        # (what a loop inside recorded: not this if's)
+        surfaced(exc, where, "if")
+        raise
     return tuple(result) if kinds.get("then") is tuple else result
 
 
@@ -263,7 +284,7 @@ def _arrays_only(value):
 
 
 def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
-               forever=False):
+               forever=False, list_names=()):
     """Run a converted ``while`` (NOTE [autograph loops]): returns its variables' final values,
     then the lists it appended to. ``hinted``: the bound is the loop's own
     ``max_iterations(N)``, which holds whatever its condition; the decorator's holds for a
@@ -272,128 +293,156 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
     lists, count = list(lists), len(values)
     if forever and any(isinstance(v, mx.sym.Symbol) for v in values):
         values = flags_as_arrays(values, names)    # while True ended by a break: one graph
-    first = test(*values)
     steps = 0
-    while not isinstance(first, mx.sym.Symbol):
-        if not truth(first, where, "while"):
-            return values + tuple(lists)
-        if bound is not None and (hinted or is_tensor(first)) and steps >= bound:
-            warn_truncation(where, bound)
-            return values + tuple(lists)
-        result = tuple(body(*values))
-        values = result[:count]
-        append_rows(lists, result[count:], where)
+    try:
         first = test(*values)
-        steps += 1
-    # A Symbol condition, from the start or after Python steps (a break under a tensor if in
-    # a `while True`): the remaining steps are one graph loop.
-    if bound is not None:
-        bound -= steps
-        if bound < 1:
-            return values + tuple(lists)
-    values = flags_as_arrays(values, names)
-    _loop_arrays(values, names, where, "while")
-    carried = Carried(values, names, where, "while loop on a tensor")
-    arrays = carried.arrays(values)
+        while not isinstance(first, mx.sym.Symbol):
+            if not truth(first, where, "while"):
+                return values + tuple(lists)
+            if bound is not None and (hinted or is_tensor(first)) and steps >= bound:
+                warn_truncation(where, bound)
+                return values + tuple(lists)
+            result = tuple(body(*values))
+            values = result[:count]
+            append_rows(lists, result[count:], where)
+            first = test(*values)
+            steps += 1
+    except BaseException as exc:      # NOTE [an exception leaving a loop]
+        record(exc, exc.__traceback__, body, names, values, lists, list_names)
+        raise
+    try:      # NOTE [an exception leaving a loop]
+        # A Symbol condition, from the start or after Python steps (a break under a tensor if
+        # in a `while True`): the remaining steps are one graph loop.
+        if bound is not None:
+            bound -= steps
+            if bound < 1:
+                return values + tuple(lists)
+        values = flags_as_arrays(values, names)
+        _loop_arrays(values, names, where, "while")
+        carried = Carried(values, names, where, "while loop on a tensor")
+        arrays = carried.arrays(values)
 
-    def full(vs):
-        return carried.rebuild(vs)
+        def full(vs):
+            return carried.rebuild(vs)
 
-    counted = bool(lists)     # the collected rows' number, to join them to other rows
+        counted = bool(lists)     # the collected rows' number, to join them to other rows
 
-    def step(*vs):
-        with graph_region(where, "while loop", names):
-            result = tuple(body(*full(vs[:len(arrays)])))
-        new = flags_as_arrays(result[:count], names)
-        _check_loop_vars(values, new, names, where, "while")
-        return step_rows(result[count:], where), carried.arrays(new) + \
-            ([vs[-1] + 1] if counted else [])
-    def condition(*vs):
-        with graph_region(where, "while loop", names):
-            return test(*full(vs[:len(arrays)]))
-    rows, final = while_loop(condition, step,
-                             arrays + ([mx.sym.zeros((1,))] if counted else []),
-                             max_iterations=bound, name=node_name(where, "while"),
-                             report_truncation=where, exact_length=counted)
-    final = list(final) if isinstance(final, (list, tuple)) else [final]
-    ran = final.pop() if counted else None
-    return tuple(full(final)) + extended(lists, rows, ran, where, most=bound)
+        def step(*vs):
+            with graph_region(where, "while loop", names):
+                result = tuple(body(*full(vs[:len(arrays)])))
+            new = flags_as_arrays(result[:count], names)
+            _check_loop_vars(values, new, names, where, "while")
+            return step_rows(result[count:], where), carried.arrays(new) + \
+                ([vs[-1] + 1] if counted else [])
+        def condition(*vs):
+            with graph_region(where, "while loop", names):
+                return test(*full(vs[:len(arrays)]))
+        rows, final = while_loop(condition, step,
+                                 arrays + ([mx.sym.zeros((1,))] if counted else []),
+                                 max_iterations=bound, name=node_name(where, "while"),
+                                 report_truncation=where, exact_length=counted)
+        final = list(final) if isinstance(final, (list, tuple)) else [final]
+        ran = final.pop() if counted else None
+        return tuple(full(final)) + extended(lists, rows, ran, where, most=bound)
+    except Exception as exc:
+        escaped(exc)        # (what a loop inside recorded: not this loop's)
+        surfaced(exc, where)
+        raise
 
 
-def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(), kept=()):
+def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(), kept=(),
+             list_names=()):
     """Run a converted ``for`` (NOTE [autograph loops]): returns its variables' final values, the
     lists it appended to, and the last item when ``item`` holds the current value of a loop
     variable read after the loop. ``stop``: the names of its break and return flags.
     ``kept``: for each list, whether its append ends the step after a break (its step output
     is a function of no argument, whose value is appended where no flag is set after the
-    step: NOTE [autograph lists])."""
+    step: NOTE [autograph lists]). ``list_names``: the lists' names (NOTE [an exception
+    leaving a loop])."""
     keep_item, lists, count = item is not None, list(lists), len(values)
     stop = [names.index(name) for name in stop if name in names]
     kept = list(kept) or [False] * len(lists)
     if not one_output(iterable):
         # (a Symbol of several outputs, F.split's, iterates over them as the eager list does)
         last = item[0] if keep_item else None
-        for last in iterable:
-            going = running(*[values[k] for k in stop])
-            if lists and isinstance(going, mx.sym.Symbol):
-                # a tensor break ended it or not: the step runs as a graph, its results count
-                # where `going` holds, and what it appends is one row or none
-                cleared = tuple(False if k in stop else v for k, v in enumerate(values))
-                result = tuple(body(last, *cleared))
-                new = flags_as_arrays(result[:count], names)
-                lists = _appended_after_step(lists, result[count:], kept, going,
-                                             running(*[new[k] for k in stop]), where)
-                values = _where(going, new, flags_as_arrays(values, names), names, where)
-                continue
-            result = tuple(body(last, *values))
-            values = result[:count]
-            lists = _appended_after_step(lists, result[count:], kept, True,
-                                         running(*[values[k] for k in stop]), where)
-            if any(not is_tensor(values[k]) and values[k] for k in stop):
-                break        # a break or return (under a Python condition) ends the loop
-        if keep_item and any(isinstance(values[k], mx.sym.Symbol) for k in stop):
-            # the later steps ran as no-ops under a tensor flag, but the item moved on
+        try:
+            for last in iterable:
+                going = running(*[values[k] for k in stop])
+                if lists and isinstance(going, mx.sym.Symbol):
+                    # a tensor break ended it or not: the step runs as a graph, its results
+                    # count where `going` holds, and what it appends is one row or none
+                    cleared = tuple(False if k in stop else v for k, v in enumerate(values))
+                    result = tuple(body(last, *cleared))
+                    new = flags_as_arrays(result[:count], names)
+                    lists = _appended_after_step(lists, result[count:], kept, going,
+                                                 running(*[new[k] for k in stop]), where)
+                    values = _where(going, new, flags_as_arrays(values, names), names, where)
+                    continue
+                result = tuple(body(last, *values))
+                values = result[:count]
+                lists = _appended_after_step(lists, result[count:], kept, True,
+                                             running(*[values[k] for k in stop]), where)
+                if any(not is_tensor(values[k]) and values[k] for k in stop):
+                    break        # a break or return (under a Python condition) ends the loop
+            if keep_item and any(isinstance(values[k], mx.sym.Symbol) for k in stop):
+                # the later steps ran as no-ops under a tensor flag, but the item moved on
+                raise AutographError(
+                    f"{where}: this for loop may end under a tensor condition (a break or "
+                    f"return under a tensor if) and its item is read after it (or by the "
+                    f"return); which item it stopped at is known only when the graph runs, so "
+                    f"assign what you need to a variable that has a value before the loop, "
+                    f"then break")
+            return values + tuple(lists) + ((last,) if keep_item else ())
+        except BaseException as exc:      # NOTE [an exception leaving a loop]
+            record(exc, exc.__traceback__, body, (_item_name(body),) + tuple(names),
+                   (last,) + tuple(values), lists, list_names, kept)
+            raise
+    try:      # NOTE [an exception leaving a loop]
+        if lists and stop:
             raise AutographError(
-                f"{where}: this for loop may end under a tensor condition (a break or return "
-                f"under a tensor if) and its item is read after it (or by the return); which "
-                f"item it stopped at is known only when the graph runs, so assign what you "
-                f"need to a variable that has a value before the loop, then break")
-        return values + tuple(lists) + ((last,) if keep_item else ())
-    if lists and stop:
-        raise AutographError(f"{where}: this for loop over a tensor appends to a list and may "
-                             f"end under a tensor condition (a break or return under a tensor "
-                             f"if); a graph's for runs every row, so write it as a while loop "
-                             f"over a counter (i = F.zeros((1,)); while i < n: ... i = i + 1), "
-                             f"which stops where the break is")
-    if keep_item:
-        raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
-                             f"after the loop (or by a closure defined in the function); a "
-                             f"graph's loop does not keep its last row, so "
-                             f"assign what you need to a variable (given a value before the "
-                             f"loop) inside it")
-    values = flags_as_arrays(values, names)
-    _loop_arrays(values, names, where, "for")
-    carried = Carried(values, names, where, "for loop on a tensor")
-    arrays = carried.arrays(values)
+                f"{where}: this for loop over a tensor appends to a list and may end under a "
+                f"tensor condition (a break or return under a tensor if); a graph's for runs "
+                f"every row, so write it as a while loop over a counter (i = F.zeros((1,)); "
+                f"while i < n: ... i = i + 1), which stops where the break is")
+        if keep_item:
+            raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
+                                 f"after the loop (or by a closure defined in the function); a "
+                                 f"graph's loop does not keep its last row, so "
+                                 f"assign what you need to a variable (given a value before the "
+                                 f"loop) inside it")
+        values = flags_as_arrays(values, names)
+        _loop_arrays(values, names, where, "for")
+        carried = Carried(values, names, where, "for loop on a tensor")
+        arrays = carried.arrays(values)
 
-    # (a loop carrying and collecting nothing, a print of each row, counts its steps: a
-    # graph's loop needs one value to carry)
-    counted = bool(lists) or not arrays
+        # (a loop carrying and collecting nothing, a print of each row, counts its steps: a
+        # graph's loop needs one value to carry)
+        counted = bool(lists) or not arrays
 
-    def step(row, states):
-        current = carried.rebuild(states[:len(arrays)])
-        with graph_region(where, "for loop", names):
-            result = tuple(body(row, *current))
-        new = flags_as_arrays(result[:count], names)
-        _check_loop_vars(values, new, names, where, "for")
-        return step_rows(result[count:], where), carried.arrays(new) + \
-            ([states[-1] + 1] if counted else [])
-    setattr(step, NO_STEP_ON_EMPTY_DATA, True)   # NOTE [a foreach of no step]
-    rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
-                          name=node_name(where, "for"))
-    final = list(final)
-    steps = final.pop() if counted else None
-    return carried.rebuild(final) + extended(lists, rows, steps, where)
+        def step(row, states):
+            current = carried.rebuild(states[:len(arrays)])
+            with graph_region(where, "for loop", names):
+                result = tuple(body(row, *current))
+            new = flags_as_arrays(result[:count], names)
+            _check_loop_vars(values, new, names, where, "for")
+            return step_rows(result[count:], where), carried.arrays(new) + \
+                ([states[-1] + 1] if counted else [])
+        setattr(step, NO_STEP_ON_EMPTY_DATA, True)   # NOTE [a foreach of no step]
+        rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
+                              name=node_name(where, "for"))
+        final = list(final)
+        steps = final.pop() if counted else None
+        return carried.rebuild(final) + extended(lists, rows, steps, where)
+    except Exception as exc:
+        escaped(exc)        # (what a loop inside recorded: not this loop's)
+        surfaced(exc, where)
+        raise
+
+
+def _item_name(body):
+    """The name of a converted for loop's item: its body's first parameter."""
+    name = body.__code__.co_varnames[0]
+    return name[len("__agv_"):] if name.startswith("__agv_") else name
 
 
 def _appended_after_step(lists, rows, kept, going, clear, where):

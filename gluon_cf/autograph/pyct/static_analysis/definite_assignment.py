@@ -50,4 +50,6 @@ def always_returns(block):
         return True
     if isinstance(last, ast.If):
         return always_returns(last.body) and always_returns(last.orelse)
+    if isinstance(last, ast.Try) and getattr(last, "ag_escaping", False):
+        return always_returns(last.body)  # (a converted statement: its handler re-raises)
     return False
