@@ -13,6 +13,7 @@ AutographError (a refusal); never another value. ``test_autograph.py`` checks ea
 """
 import collections
 import importlib.util
+import inspect
 import itertools
 import re
 
@@ -445,8 +446,8 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
         body = "\n".join("        " + "    " * d + t for d, t in lines)
         source = CLOSURE_MODULE.format(body=body)
         net = _load(source, tmp_path, "Net")()
-        path = type(net).hybrid_forward.__code__.co_filename
-        log = type(net).hybrid_forward.__globals__["LOG"]
+        path = inspect.unwrap(type(net).hybrid_forward).__code__.co_filename
+        log = inspect.unwrap(type(net).hybrid_forward).__globals__["LOG"]
         programs.append(source)
         x, y = np.array([x0], np.float32), np.array([y0], np.float32)
         seq = np.array([[0.5], [-0.3], [0.2]], np.float32)

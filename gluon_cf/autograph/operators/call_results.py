@@ -4,6 +4,7 @@ that are operators, Gluon's built-in layers; and :func:`checked`, which refuses,
 hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
 import builtins
 import collections.abc
+import functools
 import numbers
 import threading
 import types
@@ -69,6 +70,7 @@ def surfacing_refusals(fn):
     a ValueError, and a ``try: ... except Exception`` (or ``contextlib.suppress``) around the
     call or the ``op=`` would run on, on another path than plain Python's (the call's result
     not bound, the ``op=`` not done) and silently give other values."""
+    @functools.wraps(fn)     # (its name, docstring, signature and __wrapped__: the user's)
     def run(*args, **kwargs):
         made: List[AutographError] = []
         _RUNNING.refusals.append(made)
