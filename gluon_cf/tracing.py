@@ -134,6 +134,16 @@ def count_subgraph_names(*names):
         mx.symbol.contrib._get_unique_subgraph_name(name)
 
 
+def flatten_returned(value, owner, what):
+    """``flatten`` of what a user's function returned: a None, a dict... is the user's value,
+    not ours, so its TypeError names the user's line."""
+    try:
+        return flatten(value, owner, what)
+    except TypeError as err:
+        where = user_location()
+        raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
+
+
 def trace(op, role, num_inputs, call):
     """Trace ``call(fresh_vars) -> structure`` into a :class:`Traced` graph.
 
@@ -144,11 +154,7 @@ def trace(op, role, num_inputs, call):
     with _TraceScope(**{_TAG: uid}):
         fresh = [mx.sym.var("%s_in%d" % (uid, k)) for k in range(num_inputs)]
         value = call(fresh)
-        try:
-            flat, fmt = flatten(value, "gluon_cf." + op, "the value returned by %s" % role)
-        except TypeError as err:    # (a branch returning a dict: the user's value, not ours)
-            where = user_location()
-            raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
+        flat, fmt = flatten_returned(value, "gluon_cf." + op, "the value returned by %s" % role)
         for out in flat:
             if not isinstance(out, mx.sym.Symbol):
                 raise TypeError("gluon_cf.%s: %s returned an NDArray in symbolic mode; return "

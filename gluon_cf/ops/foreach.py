@@ -9,7 +9,8 @@ from .. import executor, node as _node, registry, remat as _remat, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
-from ..tracing import count_subgraph_names, merge_captures, trace, user_location
+from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
+                       user_location)
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
                       check_structure, mismatch, mode_of, stack_steps)
 from .._typing import Arrays
@@ -106,9 +107,11 @@ class _Step:
     def __call__(self, values, num_data):
         outputs, states = check_pair(OP, "body", "outputs, new_states", self.body(
             regroup(values[:num_data], self.data_fmt), regroup(values[num_data:], self.states_fmt)))
-        flat_states, states_fmt = _flatten_returned(states, "the states returned by body")
+        flat_states, states_fmt = flatten_returned(states, "gluon_cf.foreach",
+                                                   "the states returned by body")
         check_structure(OP, "body returned states", states_fmt, "init_states", self.states_fmt)
-        flat_out, out_fmt = _flatten_returned(outputs, "the outputs returned by body")
+        flat_out, out_fmt = flatten_returned(outputs, "gluon_cf.foreach",
+                                             "the outputs returned by body")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
             raise ValueError("gluon_cf.foreach: body returned outputs structured as %s, earlier "
                              "steps returned %s" % (describe(out_fmt), describe(self.out_fmt)))
@@ -641,12 +644,3 @@ def _run_steps_as_rows(body, slots, flags, length, step_shapes, frame):
 
 registry.register(ForeachRule())
 
-
-def _flatten_returned(value, what):
-    """``flatten`` of what the user's body returned; a None or a dict is the user's error, at
-    the user's foreach (as eager cond says it)."""
-    try:
-        return flatten(value, "gluon_cf.foreach", what)
-    except TypeError as err:
-        where = user_location()
-        raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
