@@ -373,8 +373,9 @@ def _infer_attrs(self, infer_fn, attr, *args):
     inputs, out = self._get_graph(*args)
     if infer_fn == "infer_shape" and has_gluon_cf_nodes(json.loads(out.tojson())):
         given = [a for a in _block._flatten(args, "input")[0] if a is not None]
-        arg_shapes, _, aux_shapes = out.infer_shape_partial(
-            **{i.name: a.shape for i, a in zip(inputs, given)})
+        used = set(out.list_inputs())     # (an input the graph does not read: no shape to give;
+        arg_shapes, _, aux_shapes = out.infer_shape_partial(   # MXNet's own fails on its name)
+            **{i.name: a.shape for i, a in zip(inputs, given) if i.name in used})
         shapes = dict(zip(out.list_arguments(), arg_shapes))
         shapes.update(zip(out.list_auxiliary_states(), aux_shapes))
         params = self.collect_params().values()

@@ -641,3 +641,163 @@ class AutographRecursiveWithForInside(HybridBlock):
                 h = h * 0.9 + r * 0.01
             return h
         return reduce(F.sum(x, axis=0))
+
+
+# ------------------------------------------------------------------------ more of each kind
+
+@program(*COUNTS)
+class ParameterOnlyInsideLoopOfCount(HybridBlock):
+    """A Dense used only inside a while of n steps (none: the Dense gets no gradient)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        h = F.sum(x, axis=0)
+        i = F.zeros((1,))
+        while i < n:
+            gluon_cf.max_iterations(7)
+            h = F.tanh(self.fc(h))
+            i = i + 1
+        return h
+
+
+@program(*BATCH)
+class DeferredDenseInForeachBody(HybridBlock):
+    """A Dense of deferred in_units used in a foreach body over time, batch sizes vary."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, flatten=False)
+
+    def hybrid_forward(self, F, x, lengths):
+        outs, h = gluon_cf.foreach(lambda xt, h: (self.fc(xt) + h, F.tanh(self.fc(xt) + h)),
+                                   F.transpose(x, axes=(1, 0, 2)), F.sum(x, axis=1) * 0)
+        return outs, h
+
+    def plain_forward(self, F, x, lengths, **params):
+        h, outs = F.sum(x, axis=1) * 0, []
+        for t in range(x.shape[1]):
+            outs.append(self.fc(x[:, t]) + h)
+            h = F.tanh(self.fc(x[:, t]) + h)
+        return F.stack(*outs), h
+
+
+@program(*COUNTS)
+class AutographInt32CounterTakesRows(HybridBlock):
+    """An int32 counter in a tensor while indexes the rows with take (mixed loop variables)."""
+
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        i = F.zeros((1,), dtype="int32")
+        stop = F.cast(n, "int32")
+        h = F.zeros_like(x[0])
+        while i < stop:
+            gluon_cf.max_iterations(7)
+            h = h * 0.5 + F.take(x, i).reshape((-1,))
+            i = i + 1
+        return h, F.cast(i, "float32")
+
+
+@program(*ROWS)
+class RecursiveFunctionReadsLoopRow(HybridBlock):
+    """A recursive function defined before a tensor for, called in its body with the row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        @gluon_cf.recursive
+        def shrink(v, row):
+            if F.norm(v) > 1:
+                return shrink(v * 0.5 + row * 0.01, row)
+            return v
+        h = F.ones_like(x[0])
+        for row in x:
+            h = shrink(h * 3 + row, row)
+        return h
+
+
+@program(*ROWS)
+class BreakInInnerForOfWhile(HybridBlock):
+    """A tensor break in a for nested in a tensor while: only the inner loop stops."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        k = F.zeros((1,))
+        while k < 2:
+            for row in x:
+                if F.sum(row * h) < -0.1:
+                    break
+                h = h + row * (k + 1)
+            k = k + 1
+        return h
+
+
+@program(*ROWS)
+class ListOfListsStateInForeach(HybridBlock):
+    """Nested list states in foreach: [[h, c], [g]]."""
+
+    def hybrid_forward(self, F, x):
+        def body(r, states):
+            (h, c), (g,) = states
+            c = c * 0.5 + r
+            h = F.tanh(c) + g
+            return [h, c * 2], [[h, c], [g + r * 0.1]]
+        z = F.sum(x, axis=0) * 0
+        (hs, cs), ((h, c), (g,)) = gluon_cf.foreach(body, x, [[z, z + 1], [z - 1]])
+        return hs, cs, h, c, g
+
+    def plain_forward(self, F, x):
+        z = F.sum(x, axis=0) * 0
+        h, c, g, hs, cs = z, z + 1, z - 1, [], []
+        for r in x:
+            c = c * 0.5 + r
+            h = F.tanh(c) + g
+            hs.append(h)
+            cs.append(c * 2)
+            g = g + r * 0.1
+        return F.stack(*hs), F.stack(*cs), h, c, g
+
+
+@program(*MASKS)
+class WhileOverKeptRowsCount(HybridBlock):
+    """A while whose bound is how many rows a mask keeps (none: no step), reading them."""
+
+    NO_GRAD = MASK_NO_GRAD
+
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        n = F.sum(m)
+        i = F.zeros((1,))
+        h = F.zeros_like(x[0])
+        while i < n:
+            gluon_cf.max_iterations(5)
+            h = h + F.take(kept, i).reshape((-1,)) * (i + 1)
+            i = i + 1
+        return h
+
+
+@program(*FLOAT16_ROWS)
+class Float16ForCollectsAndIf(HybridBlock):
+    """float16 rows: a for collecting rows under a tensor if, stacked."""
+
+    TOL = FP16_TOL
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        outs = []
+        for row in x:
+            if F.sum(row) > 0:
+                h = h + row
+            else:
+                h = h * 0.5
+            outs.append(h * 2)
+        return F.stack(*outs), h
