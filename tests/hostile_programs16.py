@@ -801,3 +801,107 @@ class Float16ForCollectsAndIf(HybridBlock):
                 h = h * 0.5
             outs.append(h * 2)
         return F.stack(*outs), h
+
+
+@program([rand(4, 3, seed=20)], [rand(2, 3, seed=21)], [-np.abs(rand(3, 3, seed=22))],
+         [rand(5, 3, seed=23)])
+class CallsAfterAnIndexError(HybridBlock):
+    """``x[2]`` of two rows is Python's IndexError (at the line, hybridized); the block's
+    later calls are unaffected."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            if F.sum(row) > 0:
+                h = self.fc(h + row)
+            else:
+                h = h - row
+        return h + x[2]
+
+
+@program(*ROWS)
+class LambdaWithDefaultOfLoopRow(HybridBlock):
+    """A lambda made each step with the row as a default argument, applied in the step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones_like(x[0])
+        for row in x:
+            f = lambda v, r=row: F.tanh(v * r + 1)  # noqa: E731
+            h = f(h)
+        return h
+
+
+@program(*COUNTS)
+class ClosureMadeInLoopCalledAfter(HybridBlock):
+    """A closure made in a tensor while's body reads the carry and counter; called after the
+    loop it sees their final values (late binding), as Python does."""
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        h = F.sum(x, axis=0)
+        i = F.zeros((1,))
+        last = lambda: h * 0  # noqa: E731
+        while i < n:
+            gluon_cf.max_iterations(7)
+            h = F.tanh(h) + 0.5
+            i = i + 1
+            last = lambda: h * i  # noqa: E731
+        return last()
+
+
+@program(*ROWS)
+class NestedFunctionReadsCarryBeforeAssignment(HybridBlock):
+    """A nested function defined before the loop reads the carry the loop reassigns."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        def double():
+            return h * 2
+        h = F.ones_like(x[0]) * 0.1
+        for row in x:
+            h = F.tanh(double() + row)
+        return h
+
+
+@program(*[[rand(len(t[0]) - 1, 3, seed=30 + k)] + t
+           for k, t in enumerate((_TREE_A, _TREE_B, _TREE_C))])
+class RecursiveDenseOverChildrenLoop(HybridBlock):
+    """A child-sum recursion with a Dense: each node's state is a Dense of its row plus the
+    sum of its children's (a while_loop over the children; none at a leaf)."""
+
+    NO_GRAD = (1, 2)
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=3)
+            self.scale = self.params.get("scale", shape=(1, 3), init=mx.init.Constant(0.5))
+
+    def hybrid_forward(self, F, v, ptr, cidx, scale):
+        @gluon_cf.recursive
+        def node(k):
+            start, stop = F.take(ptr, k), F.take(ptr, k + 1)
+
+            def func(j, acc):
+                return [], [j + 1, acc + node(F.take(cidx, j))]
+            _, (_, acc) = gluon_cf.while_loop(lambda j, acc: j < stop, func,
+                                              [start, F.zeros((1, 3))], max_iterations=4)
+            return F.tanh(self.fc(F.take(v, k)) + F.broadcast_mul(acc, scale))
+        return node(F.zeros((1,)))
+
+    def plain_forward(self, F, v, ptr, cidx, scale):
+        p, c = ptr.asnumpy().astype(int), cidx.asnumpy().astype(int)
+
+        def node(k):
+            acc = F.zeros((1, 3))
+            for j in range(p[k], p[k + 1]):
+                acc = acc + node(c[j])
+            return F.tanh(self.fc(F.take(v, F.array([k]))) + acc * scale)
+        return node(0)

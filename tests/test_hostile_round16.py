@@ -41,7 +41,8 @@ DYNAMIC = [programs.ForOverMaskedRows, programs.MaskedRowsReducedInIf,
            programs.CondInForeachInWhile, programs.AutographNestedWhileForIf,
            programs.RecursiveHalvingWithWhileInside, programs.RecursiveSumOverChildrenLoop,
            programs.ParameterOnlyInsideLoopOfCount, programs.DeferredDenseInForeachBody,
-           programs.AutographInt32CounterTakesRows, programs.WhileOverKeptRowsCount]
+           programs.AutographInt32CounterTakesRows, programs.WhileOverKeptRowsCount,
+           programs.CallsAfterAnIndexError, programs.RecursiveDenseOverChildrenLoop]
 
 
 def _bad_inputs(arrays):
@@ -159,7 +160,11 @@ TRAINING = [(programs.ParameterInOneBranchOnly, "adam", "write"),
             (programs.DetachedCarryIntoDense, "sgd", "write"),
             (programs.FrozenBatchNormInLoopBody, "adam", "write"),
             (programs.DropoutZeroRateInWhile, "sgd", "add"),
-            (programs.LengthMaskedRecurrenceOverBatch, "adam", "write")]
+            (programs.LengthMaskedRecurrenceOverBatch, "adam", "write"),
+            (programs.RecursiveDenseOverChildrenLoop, "sgd", "add"),
+            (programs.RecursiveDenseOverChildrenLoop, "adam", "write"),
+            (programs.ParameterOnlyInsideLoopOfCount, "adam", "add"),
+            (programs.CallsAfterAnIndexError, "sgd", "write")]
 _OPTIMIZERS = {"adam": {"learning_rate": 0.05},
                "sgd": {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01}}
 
@@ -184,12 +189,16 @@ def _train(block_class, mode, optimizer, grad_req, steps=4):
     if mode == "hybrid":
         net.hybridize()
     trainer = gluon.Trainer(params, optimizer, dict(_OPTIMIZERS[optimizer]))
-    inputs = programs.PROGRAMS[block_class]
+    # (the calls plain MXNet differentiates: not a loop of no step, nor x[2] of two rows)
+    inputs = [arrays for arrays in programs.PROGRAMS[block_class]
+              if _oracle(block_class, arrays)[0] == "value"]
     calls = 2 if grad_req == "add" else 1
     for step in range(steps):
         for call in range(calls):
             xs = [mx.nd.array(a, dtype=a.dtype) for a in inputs[(step * calls + call) %
                                                                  len(inputs)]]
+            for x in xs[:1]:
+                x.attach_grad()     # (a call using no parameter: the loss is still recorded)
             with autograd.record():
                 if mode.startswith("plain"):
                     out = _plain_function(block_class)(
