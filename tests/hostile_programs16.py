@@ -905,3 +905,82 @@ class RecursiveDenseOverChildrenLoop(HybridBlock):
                 acc = acc + node(c[j])
             return F.tanh(self.fc(F.take(v, F.array([k]))) + acc * scale)
         return node(0)
+
+
+@program(*FLOAT64_COUNTS)
+class Float64RecursionWithLoopInside(HybridBlock):
+    """float64 through a recursive function whose body runs a while_loop; constants below
+    float32's resolution."""
+
+    TOL = (1e-12, 1e-12)
+    NO_GRAD = (1,)
+
+    def hybrid_forward(self, F, x, n):
+        n = F.cast(n, "float64")
+
+        @gluon_cf.recursive
+        def shrink(v):
+            def func(u, i):
+                return [], [u * 0.75 + 1e-9, i + 1]
+            _, (u, _) = gluon_cf.while_loop(lambda u, i: i < n, func,
+                                            [v, F.zeros((1,), dtype="float64")], max_iterations=7)
+            return gluon_cf.cond(F.norm(u) < 1, lambda: u * (1 + 1e-10),
+                                 lambda: shrink(u * 0.5))
+        return shrink(F.sum(x, axis=0) * 3)
+
+    def plain_forward(self, F, x, n):
+        n = F.cast(n, "float64")
+
+        def shrink(v):
+            u = _plain_while(lambda u, i: i < n, lambda u, i: [u * 0.75 + 1e-9, i + 1],
+                             [v, F.zeros((1,), dtype="float64")], 7)[0]
+            return u * (1 + 1e-10) if (F.norm(u) < 1).asscalar() else shrink(u * 0.5)
+        return shrink(F.sum(x, axis=0) * 3)
+
+
+@program(*FLOAT16_ROWS)
+class Float16AutographRecursion(HybridBlock):
+    """float16 through an autograph recursive function with a tensor if."""
+
+    TOL = FP16_TOL
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        @gluon_cf.recursive
+        def halve(h):
+            if F.sum(F.abs(h)) > 1:
+                return halve(h * 0.5)
+            return h + 0.125
+        return halve(F.sum(x, axis=0) * 4)
+
+
+@program(*[[rand(len(t[0]) - 1, 3, seed=40 + k).astype(np.float64)] + t
+           for k, t in enumerate((_TREE_A, _TREE_B, _TREE_C))])
+class Float64ChildSumOverTree(HybridBlock):
+    """A child-sum over a CSR tree in float64 (the tree arrays float32)."""
+
+    TOL = (1e-12, 1e-12)
+    NO_GRAD = (1, 2)
+
+    def hybrid_forward(self, F, v, ptr, cidx):
+        @gluon_cf.recursive
+        def node(k):
+            start, stop = F.take(ptr, k), F.take(ptr, k + 1)
+
+            def func(j, acc):
+                return [], [j + 1, acc + node(F.take(cidx, j))]
+            _, (_, acc) = gluon_cf.while_loop(lambda j, acc: j < stop, func,
+                                              [start, F.zeros((1, 3), dtype="float64")],
+                                              max_iterations=4)
+            return F.tanh(F.take(v, k) * (1 + 1e-9)) + acc * 0.5
+        return node(F.zeros((1,)))
+
+    def plain_forward(self, F, v, ptr, cidx):
+        p, c = ptr.asnumpy().astype(int), cidx.asnumpy().astype(int)
+
+        def node(k):
+            acc = F.zeros((1, 3), dtype="float64")
+            for j in range(p[k], p[k + 1]):
+                acc = acc + node(c[j])
+            return F.tanh(F.take(v, F.array([k])) * (1 + 1e-9)) + acc * 0.5
+        return node(0)

@@ -377,3 +377,33 @@ def test_loops_of_float16_float64_int32_equal_mxnets_contrib_ops(dtype, count_dt
             results.append([o.asnumpy() for o in outs] + [x.grad.asnumpy()])
         for got, want in zip(*results):
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+# ---- what export_onnx refuses (recursion it cannot lower) exports as an artifact --------------
+
+ARTIFACTS = [programs.RecursiveHalvingWithWhileInside, programs.RecursiveSumOverChildrenLoop,
+             programs.AutographRecursiveWithForInside, programs.RecursiveDenseOverChildrenLoop,
+             programs.Float64RecursionWithLoopInside, programs.Float16AutographRecursion,
+             programs.Float64ChildSumOverTree, programs.RecursiveFunctionReadsLoopRow]
+
+
+@pytest.mark.parametrize("block_class", ARTIFACTS, ids=lambda c: c.__name__)
+def test_an_artifact_of_a_recursive_program_equals_the_hybridized_block(block_class, tmp_path):
+    from gluon_cf.export import load, save_artifact
+    inputs = programs.PROGRAMS[block_class]
+    assert _classified(block_class)["export"][0] == "refused"
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    dynamic = {k: [axis for axis in range(a.ndim)
+                   if len({arrays[k].shape[axis] for arrays in inputs}) > 1]
+               for k, a in enumerate(inputs[0])}
+    path = str(tmp_path / "model.onnx")
+    save_artifact(net, [mx.nd.array(a, dtype=a.dtype) for a in inputs[0]], path,
+                  dynamic_axes={k: v for k, v in dynamic.items() if v} or None)
+    model = load(path)
+    for arrays in inputs:
+        want = net(*[mx.nd.array(a, dtype=a.dtype) for a in arrays])
+        want = [o.asnumpy() for o in (want if isinstance(want, (list, tuple)) else [want])]
+        got = list(model(*arrays))
+        assert hostile_harness._compare(want, got, getattr(block_class, "TOL", None)), \
+            (want, got)
