@@ -407,3 +407,18 @@ def test_an_artifact_of_a_recursive_program_equals_the_hybridized_block(block_cl
         got = list(model(*arrays))
         assert hostile_harness._compare(want, got, getattr(block_class, "TOL", None)), \
             (want, got)
+
+
+def test_the_row_by_row_warning_quotes_mxnets_message_cut_at_a_word():
+    """It quoted the first 300 characters: '... expected [3,3], got [1,3]). Che). Build ...'."""
+    import warnings
+    block_class = programs.RecursiveDenseOverChildrenLoop
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for arrays in programs.PROGRAMS[block_class]:
+            hostile_harness._run(net, arrays, False)
+    text = next(str(w.message) for w in record if "row by row" in str(w.message))
+    quoted = re.search(r"invocations at once \((.*)\)\. Build", text).group(1)
+    assert quoted.endswith("got [1,3]). ..."), text
