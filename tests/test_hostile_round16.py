@@ -422,3 +422,59 @@ def test_the_row_by_row_warning_quotes_mxnets_message_cut_at_a_word():
     text = next(str(w.message) for w in record if "row by row" in str(w.message))
     quoted = re.search(r"invocations at once \((.*)\)\. Build", text).group(1)
     assert quoted.endswith("got [1,3]). ..."), text
+
+
+# ---- autograd.is_training() in converted code follows each call's mode ------------------------
+
+class TrainingBranch(HybridBlock):
+    """PyTorch's ``if self.training:`` ported as ``autograd.is_training()``, in a tensor for and
+    at the top, and ``mx.autograd.is_recording()``: hybridized, the graph read the mode once,
+    when traced (a block trained, then called under predict_mode, kept the training branch)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            if autograd.is_training():
+                h = F.tanh(self.fc(h) + row * 2)
+            else:
+                h = h + row
+        if mx.autograd.is_recording():
+            h = h * 3
+        return h
+
+
+def _call_in_mode(net, x0, mode, plain):
+    x = mx.nd.array(x0)
+    x.attach_grad()
+    forward = (lambda: TrainingBranch.hybrid_forward.__wrapped__(net, mx.nd, x)) if plain \
+        else (lambda: net(x))
+    if mode in ("predict", "train"):
+        with (autograd.predict_mode() if mode == "predict" else autograd.train_mode()):
+            return [forward().asnumpy()]
+    with autograd.record(train_mode=mode == "record"):
+        out = forward()
+        loss = (out * 1.5).sum()
+    loss.backward()
+    return [out.asnumpy(), x.grad.asnumpy()]
+
+
+@pytest.mark.parametrize("hybridize", [{}, {"static_alloc": True, "static_shape": True}],
+                         ids=["dynamic", "static_alloc"])
+def test_autograd_is_training_in_converted_code_follows_each_calls_mode(hybridize):
+    modes = ["predict", "record", "predict", "record_predict", "train", "record", "predict"]
+    rng = np.random.RandomState(7)
+    net = hostile_harness._make(TrainingBranch)
+    net.hybridize(**hybridize)
+    oracle = hostile_harness._make(TrainingBranch)
+    for k, mode in enumerate(modes):
+        x0 = rng.uniform(-1, 1, (1 + k % 3, 3)).astype("f")
+        want = _call_in_mode(oracle, x0, mode, True)
+        got = _call_in_mode(net, x0, mode, False)
+        for w, g in zip(want, got):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{k} {mode}")

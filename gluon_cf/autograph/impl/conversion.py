@@ -333,6 +333,8 @@ def converted(fn, where=None):
         # is (NOTE [autograph indexing]), not MXNet's NotImplementedForSymbol; x.detach()
         # is BlockGrad
         return tensor_access.attribute(fn.__self__, fn.__name__, str(where))
+    if tensor_access.autograd_mode(fn, str(where)):
+        return fn               # (autograd.is_training(): the graph is one for the mode)
     if isinstance(fn, type):
         return _constructor(fn, where)
     if _entered_name_scope(fn):

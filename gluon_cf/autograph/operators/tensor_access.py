@@ -51,12 +51,13 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ...hybrid import static_shape
+from ...hybrid import autograd_mode_read, static_shape
 from ..errors import AutographError, op_name
 from .py_builtins import one_output
 from .variables import BROADCAST, binary
 
-__all__ = ["attribute", "binary", "BROADCAST", "item_target", "py_slice", "subscript"]
+__all__ = ["attribute", "autograd_mode", "binary", "BROADCAST", "item_target", "py_slice",
+           "subscript"]
 
 py_slice = builtins.slice      # (converted code's a:b, whatever the user's ``slice`` is)
 
@@ -114,6 +115,19 @@ def attribute(value, name, where):
                 f"{where}: .{name} of a tensor while hybridizing: a Symbol has no {name} "
                 f"(its values and shape exist only when the graph runs); use {instead}")
     return getattr(value, name)
+
+
+_MODE_READERS = (mx.autograd.is_training, mx.autograd.is_recording)
+
+
+def autograd_mode(fn, where):
+    """``fn`` called by converted code: ``autograd.is_training``/``is_recording`` mark the
+    block's graph being traced as one for the call's autograd mode (NOTE [graphs traced for
+    input shapes] in ``gluon_cf/hybrid.py``); True for them, None for anything else."""
+    if any(fn is reader for reader in _MODE_READERS):
+        autograd_mode_read(where)
+        return True
+    return None
 
 
 def subscript(value, index, where):
