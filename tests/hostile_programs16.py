@@ -984,3 +984,54 @@ class Float64ChildSumOverTree(HybridBlock):
                 acc = acc + node(c[j])
             return F.tanh(F.take(v, F.array([k])) * (1 + 1e-9)) + acc * 0.5
         return node(0)
+
+
+@program(*ROWS)
+class Int32CountPlusFloatComparison(HybridBlock):
+    """An int32 count plus a float comparison (MXNet does not promote: an error at the line,
+    eagerly and hybridized alike)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        count = F.zeros((1,), dtype="int32")
+        h = F.zeros_like(x[0])
+        for row in x:
+            count = count + (F.sum(row) > 0)
+            h = h + row
+        return h, F.cast(count, "float32")
+
+
+@program(*ROWS)
+class Int32CountCastInLoop(HybridBlock):
+    """The same count cast to int32 each step, read as float after the loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        count = F.zeros((1,), dtype="int32")
+        h = F.zeros_like(x[0])
+        for row in x:
+            count = count + F.cast(F.sum(row) > 0, "int32")
+            h = h * 0.5 + row * F.cast(count, "float32")
+        return h, F.cast(count, "float32")
+
+
+@program(*FLOAT16_ROWS)
+class Float16WhileTruncatedAtBound(HybridBlock):
+    """A float16 while stopped by its bound while the condition still holds (warns)."""
+
+    TOL = FP16_TOL
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0) + 10
+        while F.sum(h) > 0:
+            gluon_cf.max_iterations(3)
+            h = h - 1
+        return h
+
+    def plain_forward(self, F, x):
+        """The bound holds eagerly too (the README): three steps at most."""
+        h, steps = F.sum(x, axis=0) + 10, 0
+        while steps < 3 and (F.sum(h) > 0).asscalar():
+            h, steps = h - 1, steps + 1
+        return h
