@@ -107,7 +107,8 @@ def _run_cached_op(self, *args):
         _graph_for_shapes(self, args)
         if self._cached_op is None:
             self._build_cache(*args)
-        if "_gluon_cf_traced_shapes" in self.__dict__:
+        if "_gluon_cf_traced_shapes" in self.__dict__ or \
+                "_gluon_cf_traced_mode" in self.__dict__:
             # a graph for these input shapes: the whole call under the lock (an RLock), or
             # another thread's call could switch graphs before this one runs (NOTE [graphs
             # traced for input shapes])
@@ -255,6 +256,12 @@ _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitio
 #     time (:func:`_graph_for_shapes`; up to ``_MAX_GRAPHS`` kept, as a CachedOp keeps one
 #     plan per shape). ``export`` of such a graph is refused (the symbol file would run it on
 #     any shape). ``hybridize()`` again, ``cast`` and the like clear them all.
+#     Likewise converted code reading ``autograd.is_training()`` or ``is_recording()`` (a
+#     PyTorch ``if self.training:``) while the graph is traced makes it a graph for that
+#     mode (``_gluon_cf_traced_mode``, :func:`autograd_mode_read`): a call in another mode
+#     switches to the graph traced in it, as eager code reads the mode on every call (the
+#     trace read it once: a block trained, then called under ``predict_mode``, kept the
+#     training branch).
 _traced = threading.local()
 _MAX_GRAPHS = 16
 _original_get_graph = _block.HybridBlock._get_graph
@@ -274,7 +281,7 @@ def _get_graph(self, *args):
     shapes = _input_shapes(args)
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(_traced, "trace", None)
-    _traced.trace = trace = {"shapes": dict(zip(names, shapes)), "read": None}
+    _traced.trace = trace = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None}
     try:
         graph = _original_get_graph(self, *args)
     finally:
@@ -283,7 +290,24 @@ def _get_graph(self, *args):
         self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"])
     else:
         self.__dict__.pop("_gluon_cf_traced_shapes", None)
+    if trace["mode"] is not None:
+        self.__dict__["_gluon_cf_traced_mode"] = (_autograd_mode(), trace["mode"])
+    else:
+        self.__dict__.pop("_gluon_cf_traced_mode", None)
     return graph
+
+
+def _autograd_mode():
+    return mx.autograd.is_training(), mx.autograd.is_recording()
+
+
+def autograd_mode_read(where):
+    """Converted code read ``autograd.is_training()`` or ``is_recording()`` at ``where``: while
+    a block's graph is traced, the graph is one for the autograd mode of the call that traced
+    it (NOTE [graphs traced for input shapes])."""
+    trace = getattr(_traced, "trace", None)
+    if trace is not None and trace["mode"] is None:
+        trace["mode"] = where
 
 
 def static_shape(symbol, where):
@@ -313,19 +337,23 @@ def _graph_for_shapes(block, args):
     """Before a call: the graph traced for these input shapes, where the block's graph holds
     the shapes it was traced for (NOTE [graphs traced for input shapes])."""
     traced = block.__dict__.get("_gluon_cf_traced_shapes")
-    if traced is None:
+    moded = block.__dict__.get("_gluon_cf_traced_mode")
+    if traced is None and moded is None:
         return
-    shapes = _input_shapes(args)
-    if shapes == traced[0]:
+    current = (None if traced is None else traced[0], None if moded is None else moded[0])
+    key = (None if traced is None else _input_shapes(args),
+           None if moded is None else _autograd_mode())
+    if key == current:
         return
     graphs = block.__dict__.setdefault("_gluon_cf_graphs", {})
     if len(graphs) >= _MAX_GRAPHS:
         graphs.clear()
-    graphs[traced[0]] = _graph_state(block)
-    saved = graphs.pop(shapes, None)
+    graphs[current] = _graph_state(block)
+    saved = graphs.pop(key, None)
     if saved is None:       # traced on this call (by _build_cache)
         block._cached_graph, block._cached_op, block._cached_op_args = (), None, []
         block.__dict__.pop("_gluon_cf_traced_shapes", None)
+        block.__dict__.pop("_gluon_cf_traced_mode", None)
     else:
         for name, value in saved.items():
             setattr(block, name, value)
@@ -334,12 +362,13 @@ def _graph_for_shapes(block, args):
 def _graph_state(block):
     return {name: getattr(block, name, None) for name in (
         "_cached_graph", "_cached_op", "_cached_op_args", "_in_format", "_out_format",
-        "_gluon_cf_traced_shapes", "_gluon_cf_plan")}
+        "_gluon_cf_traced_shapes", "_gluon_cf_traced_mode", "_gluon_cf_plan")}
 
 
 def _clear_cached_op(self):
     _original_clear_cached_op(self)
     self.__dict__.pop("_gluon_cf_traced_shapes", None)
+    self.__dict__.pop("_gluon_cf_traced_mode", None)
     self.__dict__.pop("_gluon_cf_graphs", None)
 
 
@@ -373,8 +402,9 @@ def _infer_attrs(self, infer_fn, attr, *args):
     inputs, out = self._get_graph(*args)
     if infer_fn == "infer_shape" and has_gluon_cf_nodes(json.loads(out.tojson())):
         given = [a for a in _block._flatten(args, "input")[0] if a is not None]
-        arg_shapes, _, aux_shapes = out.infer_shape_partial(
-            **{i.name: a.shape for i, a in zip(inputs, given)})
+        used = set(out.list_inputs())     # (an input the graph does not read: no shape to give;
+        arg_shapes, _, aux_shapes = out.infer_shape_partial(   # MXNet's own fails on its name)
+            **{i.name: a.shape for i, a in zip(inputs, given) if i.name in used})
         shapes = dict(zip(out.list_arguments(), arg_shapes))
         shapes.update(zip(out.list_auxiliary_states(), aux_shapes))
         params = self.collect_params().values()

@@ -498,8 +498,10 @@ def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
         # as users read MXNet's words: no C++ source location, no C++ condition
         first = errors.mxnet_message(str(err).strip().splitlines()[0]) if str(err).strip() \
             else type(err).__name__
+        if len(first) > 300:      # (cut at a word: the warning quotes it mid-sentence)
+            first = first[:300].rsplit(" ", 1)[0] + " ..."
         raise Rejected({"name": "its shape inference"},
-                       "fails for %d invocations at once (%s)" % (ROWS, first[:300]),
+                       "fails for %d invocations at once (%s)" % (ROWS, first),
                        HINT_SHARED) from None
     try:
         _walk(graph_json, flags, by_entry, ROWS)

@@ -79,20 +79,22 @@ def _without_quoted_source(text, files):
     return text
 
 
-def _compare(want, got):
+def _compare(want, got, tol=None):
+    """Each of ``got`` equals ``want``'s within ``tol`` (rtol, atol; a program's ``TOL``)."""
+    rtol, atol = tol or (1e-4, 1e-5)
     if len(want) != len(got):
         return False
     for w, g in zip(want, got):
-        if w.shape != g.shape or not np.allclose(w, g, rtol=1e-4, atol=1e-5):
+        if w.shape != g.shape or not np.allclose(w, g, rtol=rtol, atol=atol):
             return False
     return True
 
 
-def classify_pair(want, got, files, plain_fails=None):
+def classify_pair(want, got, files, plain_fails=None, tol=None):
     """'equal', 'refused' (a located AutographError or the same error Python raises, located),
     'internal' (any other error) or 'SILENT' (another value, or a value where Python fails)."""
     if got[0] == "value":
-        if want[0] == "value" and _compare(want[1], got[1]):
+        if want[0] == "value" and _compare(want[1], got[1], tol):
             return "equal"
         if want[0] == "error" and any(text in str(want[1]) for text in _NO_GRAPH) and \
                 all(not np.any(g) for g in got[1][-len(got[1]) // 2:]):
@@ -139,9 +141,10 @@ def classify(cls, inputs_list, files, export=True):
             worst = ("equal", "")
             for arrays, want, oracle in zip(inputs_list, wants, oracles):
                 got = _outcome(lambda: _run(net, arrays, False))
-                kind = classify_pair(want, got, files, getattr(cls, 'plain_fails', None))
+                kind = classify_pair(want, got, files, getattr(cls, 'plain_fails', None),
+                                     getattr(cls, "TOL", None))
                 if kind != "equal" and oracle is not None and \
-                        classify_pair(oracle, got, files) == "equal":
+                        classify_pair(oracle, got, files, tol=getattr(cls, "TOL", None)) == "equal":
                     kind = "equal"
                 detail = "" if got[0] == "value" else \
                     f"{type(got[1]).__name__}: {str(got[1])[:300]}"
@@ -192,7 +195,7 @@ def _export(cls, inputs_list, files):
             got = session.run(None, dict(zip(names, arrays)))
         except Exception as err:
             return ("internal", f"ort {type(err).__name__}: {str(err)[:300]}")
-        if not _compare(want, got):
+        if not _compare(want, got, getattr(cls, "TOL", None)):
             return ("SILENT", f"ort {[g.shape for g in got]} vs {[w.shape for w in want]}")
     return ("equal", "")
 

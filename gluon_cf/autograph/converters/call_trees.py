@@ -14,6 +14,9 @@ from .base import Converter
 # of their attributes are library calls, left as they are (converted() would return them);
 # __ag__ is the run-time operators.
 _LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd", "__ag__"}
+# autograd.is_training() and is_recording(): the graph being traced is one for the call's
+# mode (NOTE [graphs traced for input shapes] in gluon_cf/hybrid.py)
+_MODE_READERS = {"is_training", "is_recording"}
 # F's functions that join a list's items with other arrays (F.concat(start, *items, dim=0)):
 # computed from a collected list's rows (NOTE [autograph lists])
 _JOINING = {"concat", "Concat", "stack", "add_n", "ElementWiseSum"}
@@ -73,7 +76,8 @@ class CallTreesConverter(Converter):
             isinstance(node.func, ast.Attribute) and \
             root_name(node.func.value) not in _LIBRARY_NAMES and \
             root_name(node.func.value) not in self.collected_names or \
-            not isinstance(node.func, (ast.Name, ast.Attribute, ast.Lambda))  # fns[0](x) ...
+            not isinstance(node.func, (ast.Name, ast.Attribute, ast.Lambda)) or \
+            isinstance(node.func, ast.Attribute) and node.func.attr in _MODE_READERS
         if named:
             node.func = runtime_call("converted", [node.func])
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \

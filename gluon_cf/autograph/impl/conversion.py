@@ -328,10 +328,13 @@ def converted(fn, where=None):
         return iterating
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if isinstance(fn, types.MethodType) and isinstance(fn.__self__, mx.sym.Symbol) and \
-            fn.__name__ in tensor_access.NDARRAY_ONLY:
+            (fn.__name__ in tensor_access.NDARRAY_ONLY or fn.__name__ == "detach"):
         # x.asscalar(), x.asnumpy() ... on a Symbol: refused at the call as the attribute
-        # is (NOTE [autograph indexing]), not MXNet's NotImplementedForSymbol
-        tensor_access.attribute(fn.__self__, fn.__name__, str(where))
+        # is (NOTE [autograph indexing]), not MXNet's NotImplementedForSymbol; x.detach()
+        # is BlockGrad
+        return tensor_access.attribute(fn.__self__, fn.__name__, str(where))
+    if tensor_access.autograd_mode(fn, str(where)):
+        return fn               # (autograd.is_training(): the graph is one for the mode)
     if isinstance(fn, type):
         return _constructor(fn, where)
     if _entered_name_scope(fn):

@@ -41,7 +41,8 @@ NOTE [autograph indexing]
     where the shapes of the inputs a block's graph is traced for give them (NOTE [graphs
     traced for input shapes] in ``gluon_cf/hybrid.py``), and so are calls of those
     methods (``x.sum().asscalar()``: MXNet's NotImplementedForSymbol named no line);
-    ``x.T`` on a Symbol is ``transpose`` (what ``NDArray.T`` computes). A property of a user class (not library
+    ``x.T`` on a Symbol is ``transpose`` (what ``NDArray.T`` computes), ``x.detach()``
+    ``BlockGrad`` (an NDArray's ``detach`` stops gradients as ``F.stop_gradient`` does). A property of a user class (not library
     code) read by converted code runs its getter converted (NOTE [autograph calls]).
 """
 import builtins
@@ -50,12 +51,13 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ...hybrid import static_shape
+from ...hybrid import autograd_mode_read, static_shape
 from ..errors import AutographError, op_name
 from .py_builtins import one_output
 from .variables import BROADCAST, binary
 
-__all__ = ["attribute", "binary", "BROADCAST", "item_target", "py_slice", "subscript"]
+__all__ = ["attribute", "autograd_mode", "binary", "BROADCAST", "item_target", "py_slice",
+           "subscript"]
 
 py_slice = builtins.slice      # (converted code's a:b, whatever the user's ``slice`` is)
 
@@ -79,6 +81,10 @@ NDARRAY_ONLY = {
     "copyto": "F.identity(x)",
     "tostype": "F.cast_storage",
     "wait_to_read": "nothing (a graph has no asynchronous values to wait for)",
+    "copy": "F.identity(x)",
+    "as_in_context": "nothing (a graph runs where its inputs are), or F.zeros_like(x) and "
+                     "F.ones_like(x) for new arrays",
+    "backward": "autograd outside the block",
 }
 
 
@@ -88,6 +94,9 @@ def attribute(value, name, where):
     if isinstance(value, mx.sym.Symbol):
         if name == "T":
             return mx.sym.transpose(value, name=op_name(where, "T"))
+        if name == "detach":
+            # (MXNet's Symbol.detach raises NotImplementedForSymbol, naming no line)
+            return lambda: mx.sym.BlockGrad(value, name=op_name(where, "detach"))
         if name in ("shape", "ndim"):
             # while a block's graph is traced: the shape the traced inputs give it, the graph
             # then one for those input shapes (NOTE [graphs traced for input shapes])
@@ -106,6 +115,19 @@ def attribute(value, name, where):
                 f"{where}: .{name} of a tensor while hybridizing: a Symbol has no {name} "
                 f"(its values and shape exist only when the graph runs); use {instead}")
     return getattr(value, name)
+
+
+_MODE_READERS = (mx.autograd.is_training, mx.autograd.is_recording)
+
+
+def autograd_mode(fn, where):
+    """``fn`` called by converted code: ``autograd.is_training``/``is_recording`` mark the
+    block's graph being traced as one for the call's autograd mode (NOTE [graphs traced for
+    input shapes] in ``gluon_cf/hybrid.py``); True for them, None for anything else."""
+    if any(fn is reader for reader in _MODE_READERS):
+        autograd_mode_read(where)
+        return True
+    return None
 
 
 def subscript(value, index, where):
