@@ -265,3 +265,63 @@ def test_dropout_gradient_is_that_of_the_forward_masks(kind, hybridize, remat):
     want_x, want_w = _dropout_oracle(net, dx.reshape(7, 1, H), hs.reshape(7, 1, H))
     np.testing.assert_allclose(x_grad, want_x, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(w_grad, want_w, rtol=1e-5, atol=1e-4)
+
+
+class _DropoutTrees(gluon.HybridBlock):
+    """Leaves ``drop(x_i)``, internal nodes ``drop(tanh(c([left; right])))``."""
+
+    def __init__(self, remat):
+        super().__init__()
+        self.remat = remat
+        with self.name_scope():
+            self.c = gluon.nn.Dense(8, in_units=16, prefix="c_")
+            self.drop = gluon.nn.Dropout(0.5)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive(remat=self.remat)
+        def node(i):
+            def internal():
+                h = F.concat(node(F.take(left, i)), node(F.take(right, i)), dim=1)
+                return self.drop(F.tanh(self.c(h)))
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: self.drop(F.take(x, i)),
+                                 internal)
+        return gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])[0]
+
+
+# leaves 0-5; 6 = (0, 1), 7 = (2, 3), 8 = (6, 7), 9 = (4, 5), 10 = (8, 9)
+_LEFT, _RIGHT = [-1] * 6 + [0, 2, 6, 4, 8], [-1] * 6 + [1, 3, 7, 5, 9]
+
+
+def _trees_run(remat, roots, mode):
+    mx.random.seed(0)
+    net = _DropoutTrees(remat)
+    net.initialize(mx.init.Uniform(0.5))
+    net.hybridize()
+    x = mx.nd.array(np.random.RandomState(0).randn(11, 8))
+    x.attach_grad()
+    gluon_cf.set_executor(mode[0], ahead_of_time=mode[1])
+    try:
+        mx.random.seed(3)
+        with autograd.record():
+            y = net(x, mx.nd.array(_LEFT), mx.nd.array(_RIGHT), mx.nd.array(roots))
+        y.backward(mx.nd.ones_like(y))
+        return y.asnumpy(), x.grad.asnumpy(), net.c.weight.grad().asnumpy()
+    finally:
+        gluon_cf.set_executor("batched")
+
+
+@pytest.mark.parametrize("mode", [("batched", True), ("batched", False), ("unbatched", True)],
+                         ids=str)
+def test_recursion_dropout_under_remat(mode):
+    """Hybridized remat recursion with Dropout in every call: leaves' gradients are the
+    forward's masks (2 where a root leaf's output is kept, else 0, exactly), and a tree's
+    outputs and gradients are remat=False's with the same seed (each draw replayed)."""
+    y, x_grad, _ = _trees_run(True, [0, 3], mode)
+    want = np.zeros_like(x_grad)
+    want[[0, 3]] = 2 * (y[:, 0] != 0)
+    assert 0 < (y == 0).sum() < y.size
+    np.testing.assert_array_equal(x_grad, want)
+    got, plain = _trees_run(True, [10], mode), _trees_run(False, [10], mode)
+    assert 0 < (got[0] == 0).sum() < got[0].size
+    for g, e in zip(got, plain):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)
