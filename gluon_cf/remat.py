@@ -414,6 +414,8 @@ class Loop:
     def _check_states_needing_gradients(self, current, marked):
         """Refuse if a state found to need no gradient (NOTE [loop states needing no
         gradient]) was recomputed from ``marked`` arrays (needing one) after all."""
+        if all(self.live_states):
+            return
         names = {_leaf_name(x) for x in marked if x.grad is not None}
         for j, state in enumerate(current):
             if (not self.live_states[j] and _float(state) and _node.recorded(state) and
