@@ -75,8 +75,9 @@ from .executor import run
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
                            SEGMENTS_ALIVE, working_bytes)
-from .remat_record import (_leaf_name, closure_arrays, fresh, live,   # noqa: F401 (re-exported)
-                           live_integer, record_handed, record_node)
+from .remat_record import (_leaf_name, closure_arrays, fresh, gradient_leaves,  # noqa: F401
+                           live, live_integer, record_handed, record_node,
+                           states_needing_gradients)
 
 
 class MemoryBudget:
@@ -266,6 +267,10 @@ class Loop:
         # Data needing no gradient stay unmarked in the recomputation (Embedding's indices).
         self.live_data = [live(d) for d in self.data]
         self.live_closure = [live(c) for c in self.closure]
+        # which states may need a gradient; an eager body's, from its step 0 (NOTE [loop
+        # states needing no gradient])
+        self.live_init = [live(s) for s in self.init]
+        self.live_states = [True] * len(self.init)
         self.step, self.eager, self.random = step, eager, random
         self.step_bytes, self.length = step_bytes, length
         self.training = autograd.is_training()
@@ -367,6 +372,7 @@ class Loop:
         first_node = next_recorded_node()
         result = self._eager_step(0, marked[:len(slices)], marked[len(slices):], watches)
         self._refuse_live_integers(result)
+        self.live_states = self._states_needing_gradients(marked, len(slices), result)
         heads = [r for r in result if _node.recorded(r)]
         if heads:
             sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
@@ -395,6 +401,30 @@ class Loop:
         else:
             self.random = False
         return [r.detach() for r in result]
+
+    def _states_needing_gradients(self, marked, num_data, result):
+        """Which states are marked in backward (NOTE [loop states needing no gradient]):
+        ``marked``, step 0's data and states, marked; ``result``, its outputs and new
+        states."""
+        slots = {_leaf_name(x): ("data", j) if j < num_data else ("state", j - num_data)
+                 for j, x in enumerate(marked) if x.grad is not None}
+        closure = {_leaf_name(c) for c in self.closure if c.grad is not None}
+        return states_needing_gradients(slots, closure, result, self.live_init, self.live_data)
+
+    def _check_states_needing_gradients(self, current, marked):
+        """Refuse if a state found to need no gradient (NOTE [loop states needing no
+        gradient]) was recomputed from ``marked`` arrays (needing one) after all."""
+        if all(self.live_states):
+            return
+        names = {_leaf_name(x) for x in marked if x.grad is not None}
+        for j, state in enumerate(current):
+            if (not self.live_states[j] and _float(state) and _node.recorded(state) and
+                    gradient_leaves(json.loads(autograd.get_symbol(state).tojson())) & names):
+                raise NotImplementedError(
+                    "gluon_cf.%s%s: with remat, loop state %d needed no gradient in step 0 and "
+                    "needs one in a later step (its step-0 value was computed without the "
+                    "values needing a gradient that a later step uses); use remat=False, or "
+                    "make step 0 compute it as the later steps do" % (self.op, self._at(), j))
 
     def _refuse_live_integers(self, result):
         """NOTE [integers computed from values needing a gradient] in ``remat_record.py``."""
@@ -498,7 +528,8 @@ class Loop:
             e = min(b + self.k, self.steps)
             states = [s.copy() for s in self.checkpoints[b]]
             blocks = [d[b:e].copy() for d in self.data]
-            for x in states + [blk for blk, w in zip(blocks, self.live_data) if w]:
+            for x in ([s for s, w in zip(states, self.live_states) if w] +
+                      [blk for blk, w in zip(blocks, self.live_data) if w]):
                 if _float(x):
                     x.attach_grad()
             heads, head_grads = [], []
@@ -517,6 +548,7 @@ class Loop:
                         head_grads.append(step_grads[j][t])
                     current = result[cut:]
             recomputed.add(e - b)
+            self._check_states_needing_gradients(current, states + blocks + closure)
             after = self.checkpoints.get(e) if e < self.steps else self.final
             if after is not None:
                 mismatches.extend(_differs(o, kept) for o, kept in zip(current, after))

@@ -17,9 +17,11 @@ NOTE [integers computed from values needing a gradient]
     from a marked array (its step 0 at the forward, any step when recomputed). Integers
     computed from integers, and integer arrays not recorded, are fine."""
 import ctypes
+import json
 import functools
 import itertools
 import types
+from typing import List, Tuple, Union
 
 import mxnet as mx
 import numpy as np
@@ -27,6 +29,8 @@ from mxnet import autograd
 from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
 from . import node as _node
+from .graph.index_gradients import _NO_GRADIENT_INPUTS, _STOPS
+from .operators import INDEX_INPUTS
 
 # ---------------------------------------------------------------------------------------------
 # One autograd node with its own backward
@@ -263,3 +267,102 @@ def record_handed(inputs, outputs, backward, where):
 
     run.variables = floats   # type: ignore[attr-defined]
     _node.hand_backward(run)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loop states needing a gradient
+
+# NOTE [loop states needing no gradient]
+#     A remat loop's backward recomputes a segment from its checkpoint's states, marked as
+#     needing a gradient: the forward ran unrecorded, so it cannot tell which do. Marking a
+#     float loop counter that a step reads as ``take``'s indices (``take(xs, i)``, the usual
+#     ``while_loop``) asked MXNet for the indices' gradient while ``xs`` needed none, and its
+#     backward failed ("wrong req"); an ``Embedding`` of a counter or of a fed-back token failed
+#     too ("doesn't support calculate data gradient"), where ``remat=False`` runs (such a state
+#     is not recorded there). So an eager body's step 0, run recorded with its data and states
+#     marked, tells which new states a gradient reaches from which data and states
+#     (:func:`gradient_leaves`: not through ``take``'s indices and its kin, nor through
+#     operators passing no gradient back, as MXNet decides: NOTE [gradients asked of
+#     indices]); from the states and data needing one at the start and the closure, those
+#     needing one follow (a fixpoint). A state that step 0 reads as indices and that needs no
+#     gradient is not marked in backward (its gradient is exactly 0); every other state is, as
+#     before (a state that step 0 computes without the parameters, ``h = x``, and later steps
+#     with them is marked). A state left unmarked that a later step computes from values
+#     needing a gradient after all (Python branching on the step) is refused when its segment
+#     is recomputed, never a lost gradient. Hybridized bodies block index gradients in their
+#     graphs (NOTE [gradients asked of indices]) and mark every state.
+
+
+def _float(a):
+    return isinstance(a, mx.nd.NDArray) and np.issubdtype(a.dtype, np.floating)
+
+
+def gradient_leaves(js):
+    """The names of the variables of recorded graph ``js`` a gradient reaches from its heads:
+    not through ``take``'s indices and its kin, nor through an operator passing none back
+    (NOTE [loop states needing no gradient])."""
+    nodes, found = js["nodes"], set()
+    seen, todo = set(), [h[0] for h in js["heads"]]
+    while todo:
+        nid = todo.pop()
+        if nid in seen:
+            continue
+        seen.add(nid)
+        node = nodes[nid]
+        op = node["op"]
+        if op == "null":
+            found.add(node["name"])
+        elif op not in _STOPS:
+            skip = set(INDEX_INPUTS.get(op, ())) | set(_NO_GRADIENT_INPUTS.get(op, ()))
+            todo.extend(e[0] for k, e in enumerate(node["inputs"]) if k not in skip)
+    return found
+
+
+def _index_leaves(js):
+    """The names of the variables of recorded graph ``js`` that an index input reads."""
+    nodes = js["nodes"]
+    todo = [n["inputs"][k][0] for n in nodes for k in INDEX_INPUTS.get(n["op"], ())
+            if k < len(n["inputs"])]
+    found, seen = set(), set()
+    while todo:
+        nid = todo.pop()
+        if nid in seen:
+            continue
+        seen.add(nid)
+        if nodes[nid]["op"] == "null":
+            found.add(nodes[nid]["name"])
+        todo.extend(e[0] for e in nodes[nid]["inputs"])
+    return found
+
+
+def states_needing_gradients(slots, closure, result, live_states, live_data):
+    """Per loop state, whether a remat loop's backward marks it (NOTE [loop states needing no
+    gradient]). ``slots``: name -> ("data" | "state", position) of step 0's marked leaves;
+    ``closure``: the names of the closure's arrays needing a gradient; ``result``: step 0's
+    outputs and new states; ``live_states``, ``live_data``: which initial states and data
+    need one."""
+    new_states = result[len(result) - len(live_states):]
+    recorded = [s for s in result if _float(s) and _node.recorded(s)]
+    if not recorded:
+        return [True] * len(new_states)
+    index_read = _index_leaves(json.loads(mx.sym.Group(
+        [autograd.get_symbol(s) for s in recorded]).tojson()))
+    reads: List[Union[bool, List[Tuple[str, int]]]] = []   # per new state: the data and states
+    for state in new_states:                              # its gradient reaches, or True
+        if not (_float(state) and _node.recorded(state)):
+            reads.append([])
+            continue
+        names = gradient_leaves(json.loads(autograd.get_symbol(state).tojson()))
+        reads.append(True if names & closure else [slots[n] for n in names if n in slots])
+    needs = list(live_states)
+    grown = True
+    while grown:
+        grown = False
+        for j, read in enumerate(reads):
+            if not needs[j] and (read is True or any(
+                    live_data[k] if kind == "data" else needs[k]
+                    for kind, k in (read if isinstance(read, list) else []))):
+                needs[j] = grown = True
+    read_as_index = {k for name, (kind, k) in slots.items()
+                     if kind == "state" and name in index_read}
+    return [need or j not in read_as_index for j, need in enumerate(needs)]

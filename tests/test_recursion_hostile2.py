@@ -151,8 +151,9 @@ def test_call_history_of_program(cls):
 def _train(cls, mode, batches, steps=3):
     """Parameters after ``steps`` Trainer steps (SGD) over ``batches`` in ``mode``. (Not
     Adam: a step whose trees reach no Dense leaves its gradient stale eagerly, skipped by the
-    Trainer, while hybridized the node writes zeros, as MXNet's own hybridized control flow
-    does, and Adam's momentum moves the parameter.)"""
+    Trainer, while hybridized the node writes zeros, and Adam's momentum moves the parameter;
+    MXNet's own hybridized F.contrib.cond leaves the old gradient instead. README: "Parameters
+    a step does not reach", tests/test_unused_parameters.py.)"""
     net = make(cls)
     if mode != "eager":
         net.hybridize()
