@@ -418,18 +418,20 @@ class _Schedule:
         shapes += [value.shape for value in self.context.env]
         return not any(0 in shape for shape in shapes)
 
-    def tables(self, ctx, slack=0, round_up=False):
+    def tables(self, ctx, slack=0, round_up=False, whole=False):
         """Per function, one table per output (NOTE [one table per output] in
         recursion/value_graphs.py): its invocations' rows in run order, then ``slack`` rows;
         ``round_up``: and more, to a multiple of ``PADDED_TABLE_BYTES`` (NOTE [padded rows]
-        there)."""
+        there); ``whole``: to a power of two (NOTE [sized recorded groups] in
+        recursion/planned_backward.py)."""
         tables = {}
         for q, n in self.counts.items():
             if n:
                 layout = self.layouts[q]
                 dtype = layout["dtype"]
                 tables[q] = [mx.nd.empty((_round_up(n + slack, size * dtype.itemsize)
-                                          if round_up else n + slack,) + shape,
+                                          if round_up else planned_backward.whole_rows(n + slack)
+                                          if whole else n + slack,) + shape,
                                          ctx=ctx, dtype=dtype)
                              for shape, size in zip(layout["shapes"], layout["sizes"])]
         return tables
@@ -487,38 +489,39 @@ class _Schedule:
             return _rows(index, a, b)
 
         graphs: Dict[Any, Any] = {}   # (function, variant) -> its graph and callees, in place
-        for q, vid, first, rows, calls in self.groups:
-            if self.in_place:
-                found = graphs.get((q, vid))
-                if found is None:
-                    found = graphs[(q, vid)] = (
-                        _value_graph(plan, self.layouts, q, vid, None),
-                        [callee for callee, _ in plan.functions[q].callees(vid)])
-                graph, callees[q] = found
-            else:
-                graph = _value_graph(plan, self.layouts, q, vid,
-                                     tuple(len(sources) for sources, _, _ in calls))
-            sized = graph.sized(_padded(rows), self.context.env_shapes) \
-                if padding and rows <= PADDED_ROWS else None
-            if sized is not None:
-                size = _padded(rows)
-                try:
-                    edges = graph.edged()
-                    sized(*[edged(i) if role == "env" and i in edges
-                            else value(role, i, j, q, first, rows, calls, size)
-                            for role, i, j, _ in graph.inputs],
-                          out=[_rows(t, first, first + size) for t in tables[q]])
-                    continue
-                except mx.MXNetError:   # its error, if any, as an unpadded call gives it
-                    graph.forget(size)
-            values = [value(role, i, j, q, first, rows, calls)
-                      for role, i, j, _ in graph.inputs]
-            call = graph.nonempty if nonempty else graph.op
-            if self.in_place:   # written into its rows of the tables (views): no copy
-                call(*values, out=[_rows(t, first, first + rows) for t in tables[q]])
-            else:
-                out = call(*values)
-                outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
+        with planned_backward.bulk():   # NOTE [bulked groups] in planned_backward.py
+            for q, vid, first, rows, calls in self.groups:
+                if self.in_place:
+                    found = graphs.get((q, vid))
+                    if found is None:
+                        found = graphs[(q, vid)] = (
+                            _value_graph(plan, self.layouts, q, vid, None),
+                            [callee for callee, _ in plan.functions[q].callees(vid)])
+                    graph, callees[q] = found
+                else:
+                    graph = _value_graph(plan, self.layouts, q, vid,
+                                         tuple(len(sources) for sources, _, _ in calls))
+                sized = graph.sized(_padded(rows), self.context.env_shapes) \
+                    if padding and rows <= PADDED_ROWS else None
+                if sized is not None:
+                    size = _padded(rows)
+                    try:
+                        edges = graph.edged()
+                        sized(*[edged(i) if role == "env" and i in edges
+                                else value(role, i, j, q, first, rows, calls, size)
+                                for role, i, j, _ in graph.inputs],
+                              out=[_rows(t, first, first + size) for t in tables[q]])
+                        continue
+                    except mx.MXNetError:   # its error, if any, as an unpadded call gives it
+                        graph.forget(size)
+                values = [value(role, i, j, q, first, rows, calls)
+                          for role, i, j, _ in graph.inputs]
+                call = graph.nonempty if nonempty else graph.op
+                if self.in_place:   # written into its rows of the tables (views): no copy
+                    call(*values, out=[_rows(t, first, first + rows) for t in tables[q]])
+                else:
+                    out = call(*values)
+                    outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
         if self.in_place and self.indices is not None:
             # The roots' rows in run order, one after the other: views, no result graph.
