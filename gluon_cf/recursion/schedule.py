@@ -489,39 +489,38 @@ class _Schedule:
             return _rows(index, a, b)
 
         graphs: Dict[Any, Any] = {}   # (function, variant) -> its graph and callees, in place
-        with planned_backward.bulk():   # NOTE [bulked groups] in planned_backward.py
-            for q, vid, first, rows, calls in self.groups:
-                if self.in_place:
-                    found = graphs.get((q, vid))
-                    if found is None:
-                        found = graphs[(q, vid)] = (
-                            _value_graph(plan, self.layouts, q, vid, None),
-                            [callee for callee, _ in plan.functions[q].callees(vid)])
-                    graph, callees[q] = found
-                else:
-                    graph = _value_graph(plan, self.layouts, q, vid,
-                                         tuple(len(sources) for sources, _, _ in calls))
-                sized = graph.sized(_padded(rows), self.context.env_shapes) \
-                    if padding and rows <= PADDED_ROWS else None
-                if sized is not None:
-                    size = _padded(rows)
-                    try:
-                        edges = graph.edged()
-                        sized(*[edged(i) if role == "env" and i in edges
-                                else value(role, i, j, q, first, rows, calls, size)
-                                for role, i, j, _ in graph.inputs],
-                              out=[_rows(t, first, first + size) for t in tables[q]])
-                        continue
-                    except mx.MXNetError:   # its error, if any, as an unpadded call gives it
-                        graph.forget(size)
-                values = [value(role, i, j, q, first, rows, calls)
-                          for role, i, j, _ in graph.inputs]
-                call = graph.nonempty if nonempty else graph.op
-                if self.in_place:   # written into its rows of the tables (views): no copy
-                    call(*values, out=[_rows(t, first, first + rows) for t in tables[q]])
-                else:
-                    out = call(*values)
-                    outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
+        for q, vid, first, rows, calls in self.groups:
+            if self.in_place:
+                found = graphs.get((q, vid))
+                if found is None:
+                    found = graphs[(q, vid)] = (
+                        _value_graph(plan, self.layouts, q, vid, None),
+                        [callee for callee, _ in plan.functions[q].callees(vid)])
+                graph, callees[q] = found
+            else:
+                graph = _value_graph(plan, self.layouts, q, vid,
+                                     tuple(len(sources) for sources, _, _ in calls))
+            sized = graph.sized(_padded(rows), self.context.env_shapes) \
+                if padding and rows <= PADDED_ROWS else None
+            if sized is not None:
+                size = _padded(rows)
+                try:
+                    edges = graph.edged()
+                    sized(*[edged(i) if role == "env" and i in edges
+                            else value(role, i, j, q, first, rows, calls, size)
+                            for role, i, j, _ in graph.inputs],
+                          out=[_rows(t, first, first + size) for t in tables[q]])
+                    continue
+                except mx.MXNetError:   # its error, if any, as an unpadded call gives it
+                    graph.forget(size)
+            values = [value(role, i, j, q, first, rows, calls)
+                      for role, i, j, _ in graph.inputs]
+            call = graph.nonempty if nonempty else graph.op
+            if self.in_place:   # written into its rows of the tables (views): no copy
+                call(*values, out=[_rows(t, first, first + rows) for t in tables[q]])
+            else:
+                out = call(*values)
+                outputs.append(out[0] if isinstance(out, (list, tuple)) else out)
         callees[None] = [plan.entry]
         if self.in_place and self.indices is not None:
             # The roots' rows in run order, one after the other: views, no result graph.
