@@ -88,10 +88,11 @@ NOTE [bulked groups]
     The planned run's group loops, forward and backward, run inside ``mx.engine.bulk(BULK)``:
     MXNet's engine then pushes this thread's synchronous operators in bulks (in order, one
     engine operation of their joined variables) instead of waking a worker for each
-    CachedOp's flush (1-3% of e's CPU time per training batch, alone). Values are unchanged:
-    the engine still orders every bulk after the writes it reads; a wait, a non-bulkable push
-    (a variable's deletion) or leaving the scope flushes the pending bulk, so nothing is left
-    pending when the node returns. Not in inference's loop (measured as nothing there).
+    CachedOp's flush (1-3% less CPU per training batch, batch by batch; within noise against
+    g across processes). Values are unchanged: the engine still orders every bulk after the
+    writes it reads; a wait, a non-bulkable push (a variable's deletion) or leaving the scope
+    flushes the pending bulk, so nothing is left pending when the node returns. Not in
+    inference's loop (measured as nothing there).
 
 NOTE [hybridized remat recursion]
     ``@recursive(remat=True)`` in a hybridized block: the unit is the outermost call's
