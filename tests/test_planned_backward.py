@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from mxnet import gluon, nd
 
 import gluon_cf
-from gluon_cf.data.trees import parse_tree, synthetic_treebank
+from gluon_cf.data.trees import (batchify_forest, build_vocab, encode_tree, parse_tree,
+                                  synthetic_treebank)
 from gluon_cf.models.recursive import TopDownTreeLSTM, TreeLSTM, TreeRNN
 from gluon_cf.recursion import planned_backward, schedule
 from test_schedule import (FORESTS, TOL, _EvenOdd, _ValueArgument, _assert_same, _forest,
@@ -304,3 +305,33 @@ def test_long_schedules_keep_dynamic_recorded_groups():
     vocab, inputs = _forest([_linear_tree(planned_backward.STATIC_GROUPS // 2 - 2)])
     _three_ways(_tree_lstm(vocab), inputs)
     assert planned_backward.STATIC_CALLS[0] > before
+
+
+@pytest.mark.parametrize("model", [TreeLSTM, TreeRNN])
+def test_sized_and_bulked_recorded_groups_across_batches(model):
+    """NOTE [sized recorded groups], NOTE [bulked groups]: forests of one vocabulary in
+    sequence through one net, so that the CachedOps of a row count and their states are reused
+    by later forests on other tables; each forest's outputs and gradients are eager
+    recursion's, and those of the planned run with one CachedOp per graph and no bulking."""
+    forests = [FORESTS[name]() for name in ("sst", "mixed", "balanced", "sst")]
+    forests.append(synthetic_treebank(9, shape="sst", seed=5, max_length=12))
+    vocab = build_vocab([t for trees in forests for t in trees])
+    mx.random.seed(4)
+    net = model(len(vocab), embed_size=4, hidden_size=3, num_classes=2)
+    net.initialize(mx.init.Xavier())
+    before = planned_backward.SIZED_CALLS[0]
+    for trees in forests:
+        forest = batchify_forest([encode_tree(t, vocab) for t in trees])
+        inputs = [nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")]
+        sized, runs = _trained(net, inputs, True)
+        assert runs == 1
+        _assert_same(sized, _run(net, inputs, None))
+        planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 0, 0
+        try:
+            calls = planned_backward.SIZED_CALLS[0]
+            plain, _ = _trained(net, inputs, True)
+            assert planned_backward.SIZED_CALLS[0] == calls
+        finally:
+            planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 64, 64
+        _assert_same(sized, plain)
+    assert planned_backward.SIZED_CALLS[0] > before

@@ -418,18 +418,20 @@ class _Schedule:
         shapes += [value.shape for value in self.context.env]
         return not any(0 in shape for shape in shapes)
 
-    def tables(self, ctx, slack=0, round_up=False):
+    def tables(self, ctx, slack=0, round_up=False, whole=False):
         """Per function, one table per output (NOTE [one table per output] in
         recursion/value_graphs.py): its invocations' rows in run order, then ``slack`` rows;
         ``round_up``: and more, to a multiple of ``PADDED_TABLE_BYTES`` (NOTE [padded rows]
-        there)."""
+        there); ``whole``: to a power of two (NOTE [sized recorded groups] in
+        recursion/planned_backward.py)."""
         tables = {}
         for q, n in self.counts.items():
             if n:
                 layout = self.layouts[q]
                 dtype = layout["dtype"]
                 tables[q] = [mx.nd.empty((_round_up(n + slack, size * dtype.itemsize)
-                                          if round_up else n + slack,) + shape,
+                                          if round_up else planned_backward.whole_rows(n + slack)
+                                          if whole else n + slack,) + shape,
                                          ctx=ctx, dtype=dtype)
                              for shape, size in zip(layout["shapes"], layout["sizes"])]
         return tables
