@@ -156,7 +156,8 @@ def train(names, kvstore, rank=0, num_workers=1, die_at=None, steps=STEPS, fail_
         if die_at is not None and step == die_at and os.environ.get("DMLC_TASK_ID") == "1":
             print("worker task 1 kills itself at step %d" % step, flush=True)
             os.kill(os.getpid(), 9)
-        if fail_at is not None and step == fail_at and os.environ.get("DMLC_TASK_ID") == "1":
+        if fail_at is not None and step == fail_at and os.environ.get("DMLC_TASK_ID") == "1" \
+                and fail_at_how != "pending":
             print("worker task 1 fails at step %d" % step, flush=True)
             if fail_at_how == "exit":
                 sys.exit(3)
@@ -172,6 +173,13 @@ def train(names, kvstore, rank=0, num_workers=1, die_at=None, steps=STEPS, fail_
             loss.backward()
         trainer.step(1)
         print("step %d" % step, flush=True)
+        if fail_at_how == "pending" and step == fail_at \
+                and os.environ.get("DMLC_TASK_ID") == "1":
+            for net, _, _ in models.values():          # this step's push and pull are done
+                [p.data().asnumpy() for p in net.collect_params().values()]
+            trainer.step(1)      # a push no other worker matches: it never completes
+            print("worker task 1 fails at step %d with a push pending" % step, flush=True)
+            sys.exit(3)
     gluon_cf.set_executor("batched")
     return {name: [p.data().asnumpy() for p in net.collect_params().values()]
             for name, (net, _, _) in models.items()}
@@ -184,9 +192,11 @@ def main():
     parser.add_argument("--models", default="treelstm,treelstm_unbatched,decoder,lstm,masked")
     parser.add_argument("--die-at", type=int, help="worker task 1 kills itself (SIGKILL) here")
     parser.add_argument("--fail-at", type=int, help="worker task 1's script fails here")
-    parser.add_argument("--fail-how", choices=["exit", "raise", "return"], default="exit",
-                        help="sys.exit(3), an uncaught RuntimeError, or the script ends "
-                             "(status 0) before the other workers")
+    parser.add_argument("--fail-how", choices=["exit", "raise", "return", "pending"],
+                        default="exit",
+                        help="sys.exit(3), an uncaught RuntimeError, the script ends "
+                             "(status 0) before the other workers, or sys.exit(3) after "
+                             "step --fail-at with a push no other worker matches pending")
     parser.add_argument("--spawn-child", action="store_true",
                         help="leave a long sleep running as a child (the launcher must end it)")
     args = parser.parse_args()

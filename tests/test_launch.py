@@ -30,8 +30,9 @@ from gluon_cf.data.split import balanced_shards, count_shards, shard_loss_scale,
 from gluon_cf.launch import cli, job
 from gluon_cf.launch.job import ProcessSpec
 from gluon_cf.launch.supervisor import Supervisor
+from gluon_cf.launch import supervisor
 from gluon_cf.launch.worker import (HEARTBEAT_ENV, HEARTBEAT_MARKER, SCRIPT_ENDED_MARKER,
-                                     heartbeat)
+                                     SCRIPT_FAILED_MARKER, heartbeat)
 from gluon_cf.models import TreeLSTM
 from gluon_cf.models.train import demo_splits
 
@@ -72,8 +73,8 @@ def _leftovers(value):
     return found
 
 
-def _launch(marker, args, timeout=JOB_TIMEOUT):
-    env = dict(os.environ, GLUON_CF_TEST_JOB=marker)
+def _launch(marker, args, timeout=JOB_TIMEOUT, **env_vars):
+    env = dict(os.environ, GLUON_CF_TEST_JOB=marker, **env_vars)
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "gluon_cf.launch"] + args, cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -132,19 +133,24 @@ def test_a_killed_worker_stops_the_job_with_one_line_and_no_process_left(tmp_pat
     assert _leftovers(marker) == []                     # the sleep each worker left too
 
 
-@pytest.mark.parametrize("how, status, last_words", [
-    ("exit", 3, "worker task 1 fails at step 1"),
-    ("raise", 1, "RuntimeError: worker task 1 raises at step 1")])
-def test_a_worker_whose_script_fails_stops_the_job_with_its_status(tmp_path, marker, how,
+@pytest.mark.parametrize("how, at, status, last_words", [
+    ("exit", 1, 3, "worker task 1 fails at step 1"),
+    ("raise", 1, 1, "RuntimeError: worker task 1 raises at step 1"),
+    ("pending", dist_training.STEPS - 1, 3, "worker task 1 fails at step 2 with a push pending")])
+def test_a_worker_whose_script_fails_stops_the_job_with_its_status(tmp_path, marker, how, at,
                                                                     status, last_words):
     """``sys.exit(3)`` or an uncaught exception in worker 1's script: without NOTE [a failed
     worker exits at once] that worker waited in ps-lite's shutdown barrier, and the launcher
-    stopped the job at the progress timeout with status 1."""
+    stopped the job at the progress timeout with status 1. ``pending``: worker 1 exits with a
+    kvstore push its peer never matches, so MXNet's exit functions wait for ever (as a push
+    or pull still in flight did under load, status 1 again): NOTE [a failed worker's bounded
+    exit] cuts them short (after 2 s here)."""
     timeout = 60
     proc, seconds = _launch(marker, ["-n", "2", "-s", "1", "--progress-timeout", str(timeout)]
                             + _worker_command("--kvstore", "dist_sync", "--out", str(tmp_path),
-                                              "--models", "lstm", "--fail-at", "1",
-                                              "--fail-how", how))
+                                              "--models", "lstm", "--fail-at", str(at),
+                                              "--fail-how", how),
+                            GLUON_CF_LAUNCH_FAILED_EXIT_WAIT="2")
     assert proc.returncode == status, proc.stdout + proc.stderr
     reports = [line for line in proc.stderr.splitlines() if line.startswith("gluon_cf.launch")]
     assert len(reports) == 1, proc.stderr
@@ -180,8 +186,10 @@ def test_the_script_ended_marker_is_the_same_in_both_files():
     with open(os.path.join(job.EXIT_REPORT_DIR, "sitecustomize.py")) as f:
         source = f.read()
     exec(compile(source.split("\ndef _install")[0], "sitecustomize.py", "exec"), namespace)
-    from gluon_cf.launch.worker import SCRIPT_ENDED_MARKER
+    from gluon_cf.launch.worker import FAILED_EXIT_WAIT, SCRIPT_FAILED_MARKER
     assert namespace["SCRIPT_ENDED_MARKER"] == SCRIPT_ENDED_MARKER
+    assert namespace["SCRIPT_FAILED_MARKER"] == SCRIPT_FAILED_MARKER
+    assert namespace["FAILED_EXIT_WAIT"] == FAILED_EXIT_WAIT
 
 
 _FAILING_SCRIPT = """
@@ -218,6 +226,26 @@ def test_exit_report_leaves_a_failed_worker_before_teardown_and_chains_sitecusto
     assert lines.count("user sitecustomize") == 2         # this process and its child
     assert "child status 5" in lines and "atexit ran" in lines
     assert ("freed at teardown" in lines) == (role is None)
+
+
+@pytest.mark.parametrize("fail, status", [("sys.exit(3)", 3), ("raise RuntimeError('x')", 1)])
+def test_a_failed_worker_whose_exit_functions_wait_for_ever_still_exits_with_its_status(
+        tmp_path, fail, status):
+    """NOTE [a failed worker's bounded exit]: an ``atexit`` function that never returns (as
+    MXNet's ``waitall`` waiting for a push its peers never answer did, under load) is cut short
+    after the wait (1 s here); the status is the script's, announced on standard error first."""
+    script = ("import atexit, sys, time\natexit.register(lambda: time.sleep(600))\n"
+              "print('failing', flush=True)\n%s\n" % fail)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "GLUON_CF_"))}
+    env.update(PYTHONPATH=job.EXIT_REPORT_DIR, DMLC_ROLE="worker",
+               GLUON_CF_LAUNCH_FAILED_EXIT_WAIT="1")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == status, proc.stderr
+    assert time.monotonic() - start < 60
+    assert proc.stdout == "failing\n"
+    assert "%s%d>" % (SCRIPT_FAILED_MARKER, status) in proc.stderr.splitlines()
 
 
 @pytest.mark.parametrize("kvstore", ["dist_sync", "dist_async"])
@@ -290,6 +318,27 @@ def test_workers_that_all_ended_their_scripts_but_never_exit_are_stopped():
     assert re.search(r"ended its script but has not exited for \d+ s \(--progress-timeout\): "
                      r"ps-lite's shutdown did not finish; stopped", outcome.report)
     assert out == "" and err == ""                      # markers are not forwarded
+
+
+def test_a_failed_worker_is_the_one_blamed_while_its_exit_is_awaited(monkeypatch):
+    """Worker 1 announced its script's failure (status 3) and then does not exit; worker 0 is
+    silent past the progress timeout, as a peer of a failed worker is: the job waits for worker
+    1's exit (NOTE [a failed worker's bounded exit]; 0.5 s here, plus the grace period), then
+    reports worker 1 with its status, not worker 0's silence."""
+    monkeypatch.setattr(supervisor, "FAILED_EXIT_WAIT", 0.5)
+    failed = "import sys, time\nprint('failing', flush=True)\n" \
+        "sys.stderr.write(%r + '3>\\n'); sys.stderr.flush()\ntime.sleep(60)\n" \
+        % SCRIPT_FAILED_MARKER
+    start = time.monotonic()
+    outcome, out, err = _supervise([_python_worker("import time; time.sleep(60)"),
+                                    _python_worker(failed, 1)], 1.0)
+    assert 0.5 + 2 * 1.0 < time.monotonic() - start < 30
+    assert outcome.status == 3, outcome.report
+    assert outcome.report.startswith("gluon_cf.launch: worker 1 (pid ")
+    assert re.search(r"ended its script with status 3 but had not exited \d+ s later; "
+                     r"stopped the job's other processes; last output: failing$",
+                     outcome.report), outcome.report
+    assert out == "[worker 1] failing\n" and err == ""   # the marker is not forwarded
 
 
 def test_heartbeats_keep_a_worker_alive_and_a_failure_quotes_its_last_lines():

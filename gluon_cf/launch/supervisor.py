@@ -10,10 +10,15 @@ grace period, and the processes' descendants found before (which may have left t
 get SIGKILL too. The launcher then prints one line naming the process, how it failed and its
 last lines of output. The first failure is the one reported; the others follow from stopping.
 A worker whose script fails exits with its script's status at once rather than waiting in
-ps-lite's shutdown (NOTE [a failed worker exits at once]), so that failure is the first.
+ps-lite's shutdown (NOTE [a failed worker exits at once]), so that failure is the first; it
+says so on standard error before its exit functions run, and from then on no silent peer is
+blamed: the job waits for that worker's exit, which comes within `FAILED_EXIT_WAIT` seconds
+(NOTE [a failed worker's bounded exit]), and stops it after that plus the grace period if it
+has still not come.
 """
 import collections
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,12 +29,14 @@ from typing import Deque, Dict, List, Optional, TextIO
 import psutil
 
 from .job import ProcessSpec
-from .worker import HEARTBEAT_MARKER, SCRIPT_ENDED_MARKER
+from .worker import FAILED_EXIT_WAIT, HEARTBEAT_MARKER, SCRIPT_ENDED_MARKER, \
+    SCRIPT_FAILED_MARKER
 
 __all__ = ["Supervisor", "Outcome"]
 
 _POLL = 0.05
 _LAST_LINES = 3
+_FAILED = re.compile(re.escape(SCRIPT_FAILED_MARKER) + r"(\d+)>")
 
 
 class _Running:
@@ -41,6 +48,8 @@ class _Running:
         self.last_lines: Deque[str] = collections.deque(maxlen=_LAST_LINES)
         self.last_progress = time.monotonic()
         self.script_ended = False       # a worker whose script returned, now in ps-lite's exit
+        self.failed_at: Optional[float] = None   # when its script failed, with this status:
+        self.failed_status = 0                   # NOTE [a failed worker's bounded exit]
         self.readers: List[threading.Thread] = []
 
 
@@ -93,6 +102,13 @@ class Supervisor:
             for marker in markers:
                 line = line.replace(marker, "")
             proc.script_ended |= SCRIPT_ENDED_MARKER in markers
+            failed = _FAILED.search(line)
+            if failed:
+                line = line[:failed.start()] + line[failed.end():]
+                markers.append(SCRIPT_FAILED_MARKER)
+                proc.failed_status = int(failed.group(1))
+                if proc.failed_at is None:
+                    proc.failed_at = proc.last_progress
             if markers and not line.strip():
                 continue
             proc.last_lines.append(line)
@@ -188,6 +204,16 @@ class Supervisor:
             code = proc.popen.poll()
             if code is not None and code != 0:
                 return Outcome(_exit_status(code), self._report(proc, _describe_status(code)))
+        failed = [(p.failed_at, i) for i, p in enumerate(self.running)
+                  if p.failed_at is not None]
+        if failed:                      # its exit is coming: NOTE [a failed worker's bounded exit]
+            since, first = min(failed)
+            if now - since <= FAILED_EXIT_WAIT + 2 * self.grace:
+                return None
+            proc = self.running[first]
+            return Outcome(proc.failed_status, self._report(
+                proc, "ended its script with status %d but had not exited %.0f s later"
+                % (proc.failed_status, now - since)))
         if self.progress_timeout:
             workers = [p for p in self.running if p.spec.role == "worker"]
             # A worker whose script ended waits in ps-lite's shutdown for its peers: silent,

@@ -17,6 +17,18 @@ others leaves them waiting in a push for ever), the launcher's progress-timeout 
 so. ``raise SystemExit(3)`` bypasses ``sys.exit`` and is seen as a success here (the progress
 timeout stops the job).
 
+NOTE [a failed worker's bounded exit]: the ``atexit`` functions a failed worker runs may
+themselves wait for its peers: MXNet's (``mx.nd.waitall``, the engine's ``WaitForAll``) wait
+for every pushed operation, and a kvstore push or pull of a distributed kvstore completes only
+once the other workers have pushed too (measured under load: the failed worker, its script
+ended with ``sys.exit(3)``, never exited; the launcher stopped the job at the progress timeout
+with status 1, naming a peer). So before running them the worker writes `SCRIPT_FAILED_MARKER`
+with its status on standard error (the launcher then knows the job has failed, and blames no
+silent peer), and starts a thread that leaves with ``os._exit(status)`` after
+`FAILED_EXIT_WAIT` seconds (``GLUON_CF_LAUNCH_FAILED_EXIT_WAIT`` overrides it) if they have
+not returned: the worker always ends with its script's status, in bounded time, whatever the
+load.
+
 This file imports only the standard library (never MXNet: a server's ``import mxnet`` would
 start it), then hands over to any ``sitecustomize`` it hides.
 """
@@ -26,9 +38,33 @@ import sys
 #: Written on standard error by a worker whose script ended with status 0 (equal to
 #: gluon_cf.launch.worker.SCRIPT_ENDED_MARKER; this file cannot import it).
 SCRIPT_ENDED_MARKER = "<gluon_cf.launch script ended>"
+#: Written on standard error, followed by the status and ">", by a worker whose script failed
+#: (equal to gluon_cf.launch.worker.SCRIPT_FAILED_MARKER).
+SCRIPT_FAILED_MARKER = "<gluon_cf.launch script failed with status "
+#: Seconds a failed worker's ``atexit`` functions may take (equal to
+#: gluon_cf.launch.worker.FAILED_EXIT_WAIT; NOTE [a failed worker's bounded exit]).
+FAILED_EXIT_WAIT = 10.0
+FAILED_EXIT_WAIT_ENV = "GLUON_CF_LAUNCH_FAILED_EXIT_WAIT"
+
+
+def _wait() -> float:
+    try:
+        return max(0.0, float(os.environ.get(FAILED_EXIT_WAIT_ENV) or FAILED_EXIT_WAIT))
+    except ValueError:
+        return FAILED_EXIT_WAIT
+
+
+def leave_after(status: int, seconds: float) -> None:
+    """NOTE [a failed worker's bounded exit]: ``atexit`` functions still running after
+    ``seconds`` are cut short. No stream is flushed here: the main thread may hold a stream's
+    lock where it waits (the launcher runs its workers unbuffered, PYTHONUNBUFFERED)."""
+    import time
+    time.sleep(seconds)
+    os._exit(status)
 
 
 def _install() -> None:
+    import _thread
     import atexit
     import threading
 
@@ -64,6 +100,13 @@ def _install() -> None:
             except (OSError, ValueError, AttributeError):
                 pass
             return
+        status = failed[0] & 0xFF
+        try:
+            sys.stderr.write("%s%d>\n" % (SCRIPT_FAILED_MARKER, status))
+            sys.stderr.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+        _thread.start_new_thread(leave_after, (status, _wait()))
         try:
             atexit._run_exitfuncs()
         finally:
@@ -72,7 +115,7 @@ def _install() -> None:
                     stream.flush()
                 except (OSError, ValueError, AttributeError):
                     pass
-            os._exit(failed[0] & 0xFF)
+            os._exit(status)
 
     threading._register_atexit(leave_if_failed)   # type: ignore[attr-defined]
 
