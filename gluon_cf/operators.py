@@ -64,7 +64,7 @@ SAME_WHEN_EMPTY = frozenset({"_copy", "identity", "reverse", "flip", "BlockGrad"
 # MXNetError: the zero-size calls of a graph and the eager bodies of gluon_cf's ops refuse
 # them before MXNet runs them (a ZeroSizeError naming the operator and the user's line).
 CRASHES_ON_ZERO_SIZE = {"take": (0,), "slice_like": (1,), "Embedding": (1,),
-                        "SequenceMask": (0,), "SequenceLast": (0,)}
+                        "SequenceMask": (0,), "SequenceLast": (0,), "InstanceNorm": (0,)}
 
 
 def crashing_zero_size(op, shapes):
