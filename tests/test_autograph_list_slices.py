@@ -116,6 +116,22 @@ class LoopOverItems(_While):
         return acc
 
 
+class BoundedLastTwoReversed(_While):
+    """A bounded while (exact length: its rows are the steps that ran, not the bound)."""
+
+    @gluon_cf.autograph(max_iterations=5)
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < F.sum(n):
+            outs.append(F.broadcast_mul(x, i + 1))
+            i = i + 1
+        acc = x * 0
+        for o in reversed(outs):
+            acc = acc * 3 + o
+        return F.concat(F.stack(*outs[-2:]), F.expand_dims(acc, axis=0), dim=0)
+
+
 class OverInput(gluon.HybridBlock):
     """A for over an input: the number of items is the input's rows (the graph traced for
     its shape)."""
@@ -181,7 +197,7 @@ def _plain(block_class):
 
 
 WHILE_BLOCKS = [LastTwo, AllButFirst, FirstThree, AllButLast, Middle, ReversedStack,
-                ReversedLoop, LoopOverItems]
+                ReversedLoop, LoopOverItems, BoundedLastTwoReversed]
 
 
 @pytest.mark.parametrize("mode", MODES)
