@@ -49,6 +49,33 @@ INDEX_INPUTS = {"Embedding": (0,), "_contrib_SparseEmbedding": (0,), "take": (1,
                 "batch_take": (1,), "pick": (1,), "gather_nd": (1,), "one_hot": (0,)}
 
 
+# Operators that return their (first) input unchanged in shape: given a zero-size array (no
+# element), their result is that array itself. MXNet 1.x refuses to run them on one (its
+# legacy shapes read 0 as unknown: "Operator _copy inferring shapes failed"), so the zero-size
+# calls of a graph (NOTE [zero-size calls] in graph/cached_graph.py) pass the array through:
+# a cond branch returning an outer zero-size value (an identity), the rows of a loop of no
+# step reversed for ``for o in reversed(items)``.
+SAME_WHEN_EMPTY = frozenset({"_copy", "identity", "reverse", "flip", "BlockGrad",
+                             "stop_gradient", "_NoGradient"})
+
+
+# Inputs that, zero-size, make MXNet 1.9.1's operator take the process down (measured: a
+# segmentation fault, or SIGFPE from a division by the zero rows) where others raise an
+# MXNetError: the zero-size calls of a graph and the eager bodies of gluon_cf's ops refuse
+# them before MXNet runs them (a ZeroSizeError naming the operator and the user's line).
+CRASHES_ON_ZERO_SIZE = {"take": (0,), "slice_like": (1,), "Embedding": (1,),
+                        "SequenceMask": (0,), "SequenceLast": (0,), "InstanceNorm": (0,)}
+
+
+def crashing_zero_size(op, shapes):
+    """The positions among ``shapes`` (an operator's input shapes) whose zero-size input
+    would crash MXNet's ``op`` (CRASHES_ON_ZERO_SIZE)."""
+    return [k for k in CRASHES_ON_ZERO_SIZE.get(op, ()) if k < len(shapes) and 0 in shapes[k]]
+
+
+CRASH_DETAIL = "MXNet 1.9.1 would end the process on it: a segmentation fault or SIGFPE"
+
+
 def describe_node(node):
     """``op at file:line (node 'name')`` for error messages (NOTE [source locations])."""
     where = node.get("attrs", {}).get(SOURCE_ATTR)

@@ -26,7 +26,7 @@ import mxnet as mx
 from mxnet.ndarray import register as _register
 
 from .errors import ZeroSizeError, no_element_error, note_no_element
-from .operators import user_location
+from .operators import CRASH_DETAIL, crashing_zero_size, user_location
 
 __all__ = ["eager_body"]
 
@@ -43,6 +43,11 @@ def _invoke(handle, ndargs, *rest):
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
     empty = [k for k, a in enumerate(ndargs) if 0 in shape_or_no_element(a)]
+    crashing = crashing_zero_size(sys._getframe(1).f_code.co_name,
+                                  [a.shape for a in ndargs]) if empty else []
+    if crashing:
+        raise _refused(sys._getframe(1).f_code.co_name, user_location(),
+                       [(k, ndargs[k].shape) for k in crashing], CRASH_DETAIL)
     try:
         if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
@@ -86,7 +91,7 @@ def shape_or_no_element(array):
 def _refused(op, where, empty, err):
     detail = next((line.strip() for line in str(err).splitlines()
                    if line.strip().startswith("MXNetError") or "Check failed" in line),
-                  "").rstrip(".")
+                  str(err).strip().splitlines()[-1] if str(err).strip() else "").rstrip(".")
     return ZeroSizeError(
         "gluon_cf: %s%s was given a zero-size array (%s) in an op's body run eagerly; MXNet "
         "1.x reads a 0 in a shape as an unknown size, and this operator cannot compute on it "

@@ -626,11 +626,14 @@ class CollectWhile(Base):
 
 
 class CollectedLength(Base):
+    """(A for over an input gives len() its rows' number: test_autograph_list_slices.py.)"""
     @gluon_cf.autograph
     def hybrid_forward(self, F, x):
         outs = []
-        for row in x:
-            outs.append(row)
+        h = x
+        while F.norm(h) > 0.5:
+            h = h * 0.7
+            outs.append(h)
         return x * len(outs)
 
 
@@ -666,8 +669,8 @@ class CollectedStackAxis2(Base):
 def test_collected_list_errors(model, header, message):
     net = model()
     net.hybridize()
-    line = line_of(model, "for row in x:") if model in (CollectedLength, CollectedPop) else \
-        line_of(model, header)
+    line = line_of(model, "while F.norm(h) > 0.5:") if model is CollectedLength else \
+        line_of(model, "for row in x:") if model is CollectedPop else line_of(model, header)
     where = re.escape(f"{HERE}:{line}: ")
     with pytest.raises(AutographError, match=where + ".*" + message):
         net(mx.nd.array(INPUTS[0]))

@@ -17,7 +17,8 @@ from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
 from ..errors import ZeroSizeError
 from ..zero_size import shape_or_no_element
-from ..operators import INDEX_INPUTS, SOURCE_ATTR, describe_node
+from ..operators import (CRASH_DETAIL, INDEX_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR,
+                         crashing_zero_size, describe_node)
 from .operator_errors import graph_operator_error, operator_error
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
@@ -95,6 +96,13 @@ class CachedGraph(CachedOpPair):
                 continue
             entries = [tuple(i[:2]) for i in n["inputs"]]
             inputs = [values[e] for e in entries]
+            if n["op"] in SAME_WHEN_EMPTY and len(inputs) == 1 and 0 in inputs[0].shape:
+                values[(nid, 0)], origin[(nid, 0)] = inputs[0], origin[entries[0]]
+                continue        # (no element to copy or reverse: the array itself)
+            crashing = crashing_zero_size(n["op"], [x.shape for x in inputs])
+            if crashing:
+                raise _zero_size_error(n, inputs, [(k, origin[entries[k]]) for k in crashing],
+                                       CRASH_DETAIL)
             try:
                 unrecorded = inputs and all(0 in x.shape for x in inputs) and \
                     mx.autograd.is_recording()

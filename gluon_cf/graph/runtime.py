@@ -236,15 +236,20 @@ class Graph:
         inputs, outs = infer_by_mxnet(self.symbol, self._symbol_json(), self.input_names, given)
         return [inputs.get(n) for n in self.input_names], outs
 
-    def infer_type(self, slot_types):
+    def infer_type(self, slot_types, out_types=None):
+        """``({slot: dtype}, [output dtypes])`` from the dtypes known of the slots, and of the
+        outputs (``out_types``, None where unknown: a cond's other branch decided them, which
+        MXNet's ``CondType`` also infers each branch's inputs from)."""
         known = {n: slot_types[s] for n, s in zip(self.input_names, self.slots)
                  if slot_types[s] is not None}
-        key = (tuple(sorted((k, str(v)) for k, v in known.items())), self._callee_key("types"))
+        hints = {i: t for i, t in enumerate(out_types or ()) if t is not None}
+        key = (tuple(sorted((k, str(v)) for k, v in known.items())), self._callee_key("types"),
+               tuple(sorted((i, str(t)) for i, t in hints.items())))
         if key in self._type_cache:
             args, outs = self._type_cache[key]
         else:
             try:
-                args, outs, _ = self.symbol.infer_type_partial(**known)
+                args, outs = self._infer_type_hinted(known, hints)
             except mx.MXNetError as err:   # NOTE [operators refusing shapes at run time]
                 ours = graph_operator_error(self._symbol_json()["nodes"], err)
                 if ours is None:
@@ -254,6 +259,24 @@ class Graph:
                 self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
         return inferred, list(outs) if outs else [None] * self.num_outputs
+
+    def _infer_type_hinted(self, known, hints):
+        """MXNet's partial type inference, each output of a known dtype (``hints``) first
+        added to a variable of that dtype: the addition's dtype rule makes them one, and the
+        pass carries it back into the graph's inputs. Argument dtypes in ``input_names``'
+        order."""
+        if not hints:
+            args, outs, _ = self.symbol.infer_type_partial(**known)
+            return args, outs
+        outputs = [self.symbol[i] for i in range(self.num_outputs)]
+        for i in hints:
+            outputs[i] = mx.sym.elemwise_add(outputs[i],
+                                             mx.sym.var(f"__gluon_cf_output_type{i}"))
+        hinted = mx.sym.Group(outputs)
+        given = dict(known, **{f"__gluon_cf_output_type{i}": t for i, t in hints.items()})
+        args, outs, _ = hinted.infer_type_partial(**given)
+        by_name = dict(zip(hinted.list_arguments(), args or []))
+        return [by_name.get(n) for n in self.input_names], outs
 
 
 def _callees(js):

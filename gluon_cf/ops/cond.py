@@ -150,6 +150,16 @@ class CondRule(registry.Rule):
     def infer_type(self, node, in_types):
         then_in, then_out = node.graphs["then"].infer_type(in_types)
         else_in, else_out = node.graphs["else"].infer_type(in_types)
+        # The branches' outputs are one set of dtypes: what one branch decides, the other's
+        # inputs are inferred from (MXNet 1.9.1's CondType infers both branches into one
+        # out_type: then_func's x * 2 of a float64 x makes else_func's y + 1 read a float64 y)
+        for role, outs, other in (("then", then_out, else_out), ("else", else_out, then_out)):
+            if any(a is None and b is not None for a, b in zip(outs, other)):
+                inferred, outs = node.graphs[role].infer_type(in_types, out_types=other)
+                if role == "then":
+                    then_in, then_out = inferred, outs
+                else:
+                    else_in, else_out = inferred, outs
         if None not in then_out and None not in else_out and \
                 [dtype_name(t) for t in then_out] != [dtype_name(t) for t in else_out]:
             raise mismatch(OP, "output dtypes of then_func and else_func", "then_func",

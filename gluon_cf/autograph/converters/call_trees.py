@@ -44,11 +44,14 @@ class CallTreesConverter(Converter):
                     (root is None or self._scope(node).outer(root)):
                 func.value = runtime_call("mutable", [func.value, ast.Constant(self.where(node)),
                                                       ast.Constant(func.attr)])
-        self.generic_visit(node)
         starred = [a for a in node.args if isinstance(a, ast.Starred)]
-        if len(starred) == 1 and isinstance(starred[0].value, ast.Name) and \
-                starred[0].value.id in self.collected_names and (
-                    len(node.args) == 1 or getattr(node.func, "attr", None) in _JOINING):
+        collected = len(starred) == 1 and self._collected(starred[0].value)
+        self.generic_visit(node)
+        if collected and isinstance(starred[0].value, ast.Call) and \
+                getattr(starred[0].value.func, "attr", None) == "iterated":
+            starred[0].value = starred[0].value.args[0]   # (the list itself: unpacked's)
+        if collected and (
+                len(node.args) == 1 or getattr(node.func, "attr", None) in _JOINING):
             # F.stack(*outs, ...), F.concat(h0, *outs, dim=0) of a list a tensor loop
             # collected (NOTE [autograph lists])
             keywords = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
@@ -85,6 +88,16 @@ class CallTreesConverter(Converter):
             node.args = [ast.Name(id="__class__", ctx=ast.Load()),
                          ast.Name(id=self.self_name, ctx=ast.Load())]
         return node
+
+    def _collected(self, expr):
+        """Whether ``expr`` is a list a tensor loop collected, a slice of it or ``reversed``
+        of it (``F.stack(*outs[-2:])``, ``F.stack(*reversed(outs))``)."""
+        if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and \
+                expr.func.id == "reversed" and len(expr.args) == 1 and not expr.keywords:
+            expr = expr.args[0]
+        return isinstance(expr, ast.Name) and expr.id in self.collected_names
 
     def _mangle(self, name):
         if self.owner and name.startswith("__") and not name.endswith("__"):

@@ -27,7 +27,7 @@ from ...ops.while_loop import warn_truncation, while_loop
 from ..errors import AutographError, node_name, python_value, read_by
 from .carried import Carried, described, holds_arrays, spec_of
 from .py_builtins import one_output
-from .data_structures import append_rows, appended_where, extended, item, step_rows
+from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
 from .call_results import surfaced
 from .loop_escape import escaped, record
 from .side_effects import graph_region
@@ -360,6 +360,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
     step: NOTE [autograph lists]). ``list_names``: the lists' names (NOTE [an exception
     leaving a loop])."""
     keep_item, lists, count = item is not None, list(lists), len(values)
+    if isinstance(iterable, StepList):    # (its items, or its rows: NOTE [autograph lists])
+        iterable = iterable.iterable(where)
     stop = [names.index(name) for name in stop if name in names]
     kept = list(kept) or [False] * len(lists)
     if not one_output(iterable):

@@ -10,10 +10,16 @@ NOTE [autograph lists]
     are the steps that ran), the rows become a :class:`StepList` bound to ``items``: one array
     (after the list's earlier items) whose number of rows is known only when the graph runs.
     ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and ``F.add_n(*items)``, also with
-    other arrays before or after the items (rewritten into :func:`unpacked`), ``items[i]``
-    and ``items.append(x)`` compute from it; ``len`` and
-    iteration are AutographErrors; ``items[i]`` past what bounded loops can have appended is
-    an IndexError at its line. In a ``for`` over a Python iterable with a ``break`` under a
+    other arrays before or after the items (rewritten into :func:`unpacked`; also of
+    ``items[a:b]`` and ``reversed(items)``), ``items[i]`` and ``items.append(x)`` compute from
+    it. Where the number of items is known while tracing (loops of a Python count, or rows of
+    a shape the input shapes give: NOTE [graphs traced for input shapes]), ``len``, truth,
+    slices, ``reversed`` and iteration are Python's on the list of its rows; otherwise a slice
+    of step 1 whose bounds are both from the start or both from the end is a StepList of the
+    rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
+    ``reversed`` the rows reversed, a ``for`` over it a graph loop over its rows, and ``len``,
+    truth and other slices are AutographErrors at the line reading it; ``items[i]`` past what
+    bounded loops can have appended is an IndexError at its line. In a ``for`` over a Python iterable with a ``break`` under a
     tensor ``if`` (a decoder over ``range(n)``), a step after the flag became a tensor runs
     with its flags cleared, its results count where no flag is set (a cond picks them or the
     values before the step) and its append is one row or none (``control_flow._where``,
@@ -34,6 +40,7 @@ NOTE [autograph lists]
 import mxnet as mx
 
 from ...ops.cond import cond
+from ...hybrid import static_shape
 from ...operators import user_location
 from ..errors import AutographError, node_name, op_name, one_colon, python_value, region_at
 from .item_check import checked_item
@@ -109,8 +116,9 @@ class StepList:
     one array (the loop's stacked step outputs), their number ``count`` (an int, or a
     one-element array) known only when the graph runs, and at most ``most`` (an int where
     the loops that appended are bounded, else None). ``F.stack(*items)``,
-    ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]`` and
-    ``items.append(x)`` work as on the list; ``len`` and iteration cannot."""
+    ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]``, ``items[a:b]``,
+    ``reversed(items)``, ``for`` and ``items.append(x)`` work as on the list; ``len`` only
+    where the number of items is known while tracing (NOTE [autograph lists])."""
 
     def __init__(self, rows, count, where, most=None, least=0, stale=False):
         self.rows, self.count, self.where = rows, count, where
@@ -156,6 +164,8 @@ class StepList:
         """``items[index]`` at ``where``: an IndexError there when the loops that appended
         are bounded and cannot have appended that many items; else, unless the list surely
         holds that item, checked when the graph runs (NOTE [checked items])."""
+        if isinstance(index, slice):
+            return self._sliced(index, where)
         if not isinstance(index, int) or isinstance(index, bool):
             if where == self.where:
                 self._unknown_length(f"indexed with {index!r}")
@@ -181,6 +191,118 @@ class StepList:
                             f"{where}: list index {index} out of range: the list",
                             f"the loop at {region_at(self.where)} appended them")
 
+    def known_length(self, where):
+        """How many items the list holds, where the graph being traced knows it: loops of a
+        Python count, or rows of a shape the block's input shapes give (NOTE [graphs traced
+        for input shapes]); else None. (A list that may hold a row appended where a
+        condition did not hold has rows that are not its items.)"""
+        if isinstance(self.count, int):
+            return self.count
+        shape = None if self.stale else static_shape(self.rows, where)
+        return shape[0] if shape else None
+
+    def rows_list(self, n, indices, where):
+        """The items at ``indices`` (of the ``n`` the list holds) as a Python list."""
+        shape = static_shape(self.rows, where) if not isinstance(self.count, int) else None
+        out = []
+        for k in indices:
+            row = mx.sym.slice_axis(self.rows, axis=0, begin=k, end=k + 1,
+                                    name=op_name(where, "item"))
+            out.append(mx.sym.reshape(row, shape=shape[1:], name=op_name(where, "item"))
+                       if shape and len(shape) > 1 else mx.sym.squeeze(row, axis=0))
+        return out
+
+    def _sliced(self, index, where):
+        """``items[a:b]`` (NOTE [autograph lists]): Python's list of the items where the
+        number of items is known while tracing; else, for a step of 1, a list of the rows
+        Python's slice keeps, however many the list holds when the graph runs (a cond on
+        its count where it may hold fewer than the slice's bound)."""
+        n = self.known_length(where)
+        if n is not None:
+            return self.rows_list(n, range(n)[index], where)
+        start, stop = index.start, index.stop
+        if index.step not in (None, 1) or start is not None and stop is not None and \
+                (start < 0) != (stop < 0):
+            raise AutographError(
+                f"{where}: this slices a list that the loop on a tensor at "
+                f"{region_at(self.where)} appended to with [{_slice_text(index)}], but how "
+                f"many items it holds is known only when the graph runs; slices of a step of "
+                f"1 whose bounds are both from the start or both from the end are computed "
+                f"(items[-2:], items[1:], items[:3], items[:-1]), else index the stacked "
+                f"rows (F.stack(*items))")
+        out = self
+        if start is not None and start < 0:       # the last -start items, or all of them
+            out = out._kept(-start, last=True, where=where)
+            start = None
+        if stop is not None and stop < 0:         # all but the last -stop items
+            out = out._dropped(-stop, last=True, where=where)
+            stop = None
+        if start:
+            out = out._dropped(start, last=False, where=where)
+            stop = None if stop is None else max(stop - start, 0)
+        if stop is not None:
+            out = out._kept(stop, last=False, where=where)
+        return out
+
+    def _kept(self, k, last, where):
+        """The first (last) ``k`` items, all where the list holds fewer."""
+        count = self.count
+        if k == 0:
+            return []
+        rows = self.rows
+
+        def part():
+            return mx.sym.slice_axis(rows, axis=0, begin=-k if last else 0,
+                                     end=None if last else k, name=op_name(where, "items"))
+        if self.least >= k:
+            kept = part()
+        else:
+            kept = cond(count >= k, part, lambda: rows,
+                        name=node_name(where, "items"))
+        return StepList(kept, mx.sym.clip(count, 0, k), self.where,
+                        None if self.most is None else min(self.most, k),
+                        min(self.least, k), self.stale)
+
+    def _dropped(self, k, last, where):
+        """All but the first (last) ``k`` items: where the list holds no more than ``k``,
+        none (its rows then stand for no item, as a row appended where a condition did not
+        hold: unpacking it is checked, NOTE [checked items])."""
+        count, rows = self.count, self.rows
+
+        def part():
+            return mx.sym.slice_axis(rows, axis=0, begin=0 if last else k,
+                                     end=-k if last else None, name=op_name(where, "items"))
+        dropped = part() if self.least > k else cond(
+            count > k, part, lambda: rows, name=node_name(where, "items"))
+        least = max(self.least - k, 0)
+        return StepList(dropped, mx.sym.relu(count - k), self.where,
+                        None if self.most is None else max(self.most - k, 0), least,
+                        self.stale or least == 0)
+
+    def __reversed__(self):
+        """``reversed(items)``: the items backwards, the rows reversed (a list holding a row
+        appended where a condition did not hold keeps that mark: its count is unchanged)."""
+        where = user_location(2) or self.where
+        n = self.known_length(where)
+        if n is not None:
+            return iter(self.rows_list(n, reversed(range(n)), where))
+        return StepList(mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed")),
+                        self.count, self.where, self.most, self.least, self.stale)
+
+    def iterable(self, where):
+        """What a ``for`` over the list iterates: its items where their number is known while
+        tracing, else its rows (a graph loop over them, as over a tensor)."""
+        n = self.known_length(where)
+        if n is not None:
+            return self.rows_list(n, range(n), where)
+        if self.stale:
+            raise AutographError(
+                f"{where}: this loops over a list that the loop at {region_at(self.where)} "
+                f"appended to under a tensor condition; how many items it holds is known only "
+                f"when the graph runs, and may be none, which a graph's loop over its rows "
+                f"cannot tell; loop over F.stack(*items) where it surely holds an item")
+        return self.rows
+
     def _unknown_length(self, what):
         # (the line reading the list: the converted code's frame, under the user's file)
         here = user_location(2)
@@ -190,10 +312,16 @@ class StepList:
                              f"F.add_n(*items) or items[i]" + (f" (at {here})" if here else ""))
 
     def __len__(self):
-        self._unknown_length("measured with len()")
+        n = self.known_length(user_location(2) or self.where)
+        if n is None:
+            self._unknown_length("measured with len()")
+        return n
 
     def __bool__(self):
-        self._unknown_length("tested for truth (if items: is len(items) > 0)")
+        n = self.known_length(user_location(2) or self.where)
+        if n is None:
+            self._unknown_length("tested for truth (if items: is len(items) > 0)")
+        return n > 0
 
     def __getattr__(self, name):
         # list's other methods (pop, insert, extend, index, sort ...): the user's call names
@@ -204,10 +332,18 @@ class StepList:
         raise AttributeError(name)
 
     def __iter__(self):
-        self._unknown_length("iterated over")
+        n = self.known_length(user_location(2) or self.where)
+        if n is None:
+            self._unknown_length("iterated over")
+        return iter(self.rows_list(n, range(n), self.where))
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+def _slice_text(index):
+    return ":".join("" if v is None else str(v) for v in (index.start, index.stop)) + \
+        ("" if index.step is None else f":{index.step}")
 
 
 def item(items, index, where):

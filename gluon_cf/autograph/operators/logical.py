@@ -8,8 +8,8 @@ NOTE [autograph and/or]
     element, more refused at the user's line (Python's ValueError). A Symbol's truth exists
     only when the graph runs: the rest of the expression is a ``cond`` on it (one element at
     run time, both sides of the same shape and dtype, as a cond's branches; a Python number
-    side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol its
-    elementwise logical not (0 or 1).
+    side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol a
+    cond on it (one element at run time) giving 0 or 1 in its shape and dtype.
 """
 import mxnet as mx
 
@@ -131,9 +131,12 @@ def compare_chain(operands, ops, where):
 def not_(value, where):
     """A converted ``not x``: Python's (an NDArray's truth: one element, else refused at the
     user's line where Python raises ValueError); on a Symbol, whose truth exists only when
-    the graph runs, the elementwise logical not (0 or 1: Python's bool as a number)."""
+    the graph runs, a cond on it giving 0 or 1 (Python's bool as a number, in its shape and
+    dtype): one element when the graph runs, as eagerly, not an elementwise not that Python
+    never computes (issue 24: ``not x`` of two elements was silently elementwise)."""
     if isinstance(value, mx.sym.Symbol):
-        return mx.sym.logical_not(value)
+        return cond(value, lambda: mx.sym.zeros_like(value), lambda: mx.sym.ones_like(value),
+                    name=node_name(where, "not"))
     return not _truth(value, where, "not")
 
 
