@@ -76,7 +76,7 @@ from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
                            SEGMENTS_ALIVE, working_bytes)
 from .remat_record import (_leaf_name, closure_arrays, fresh, gradient_leaves,  # noqa: F401
-                           live, live_integer, record_handed, record_node,
+                           live, live_integer, needs_gradient, record_handed, record_node,
                            states_needing_gradients)
 
 
@@ -265,11 +265,12 @@ class Loop:
         self.data, self.init = _escapes.aliases(data), _escapes.aliases(states)
         self.closure = list(closure)
         # Data needing no gradient stay unmarked in the recomputation (Embedding's indices).
-        self.live_data = [live(d) for d in self.data]
+        # (not those a gradient reaches only through operators passing none back: an argmax)
+        self.live_data = [needs_gradient(d) for d in self.data]
         self.live_closure = [live(c) for c in self.closure]
         # which states may need a gradient; an eager body's, from its step 0 (NOTE [loop
         # states needing no gradient])
-        self.live_init = [live(s) for s in self.init]
+        self.live_init = [needs_gradient(s) for s in self.init]
         self.live_states = [True] * len(self.init)
         self.step, self.eager, self.random = step, eager, random
         self.step_bytes, self.length = step_bytes, length

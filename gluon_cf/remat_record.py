@@ -204,6 +204,19 @@ def live_integer(a):
     return _from_marked(a)
 
 
+def needs_gradient(a):
+    """Whether a gradient reaches a marked array from ``a``: :func:`live`, and not only through
+    operators passing none back (a greedy decoder's first token, ``argmax`` of logits computed
+    from parameters, is recorded from marked arrays and needs none; marked, an ``Embedding`` of
+    it failed in backward: NOTE [loop states needing no gradient])."""
+    if not live(a):
+        return False
+    if a.grad is not None:
+        return True
+    leaves = gradient_leaves(json.loads(autograd.get_symbol(a).tojson()))
+    return any(name.startswith("var") for name in leaves)
+
+
 def _from_marked(a):
     if a.grad is not None:
         return True
