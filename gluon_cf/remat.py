@@ -265,12 +265,11 @@ class Loop:
         self.data, self.init = _escapes.aliases(data), _escapes.aliases(states)
         self.closure = list(closure)
         # Data needing no gradient stay unmarked in the recomputation (Embedding's indices).
-        # (not those a gradient reaches only through operators passing none back: an argmax)
-        self.live_data = [needs_gradient(d) for d in self.data]
+        self.live_data = [live(d) for d in self.data]
         self.live_closure = [live(c) for c in self.closure]
         # which states may need a gradient; an eager body's, from its step 0 (NOTE [loop
         # states needing no gradient])
-        self.live_init = [needs_gradient(s) for s in self.init]
+        self.live_init = [live(s) for s in self.init]
         self.live_states = [True] * len(self.init)
         self.step, self.eager, self.random = step, eager, random
         self.step_bytes, self.length = step_bytes, length
@@ -410,7 +409,12 @@ class Loop:
         slots = {_leaf_name(x): ("data", j) if j < num_data else ("state", j - num_data)
                  for j, x in enumerate(marked) if x.grad is not None}
         closure = {_leaf_name(c) for c in self.closure if c.grad is not None}
-        return states_needing_gradients(slots, closure, result, self.live_init, self.live_data)
+        # (data and initial states recorded from marked arrays read as indices: those that a
+        # gradient reaches only through operators passing none back, an argmax, need none)
+        live_states, self.live_data = states_needing_gradients(
+            slots, closure, result, self.live_init, self.live_data,
+            lambda kind, k: needs_gradient((self.data if kind == "data" else self.init)[k]))
+        return live_states
 
     def _check_states_needing_gradients(self, current, marked):
         """Refuse if a state found to need no gradient (NOTE [loop states needing no
