@@ -76,7 +76,7 @@ from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
                            SEGMENTS_ALIVE, working_bytes)
 from .remat_record import (_leaf_name, closure_arrays, fresh, gradient_leaves,  # noqa: F401
-                           live, live_integer, record_handed, record_node,
+                           live, live_integer, needs_gradient, record_handed, record_node,
                            states_needing_gradients)
 
 
@@ -409,7 +409,12 @@ class Loop:
         slots = {_leaf_name(x): ("data", j) if j < num_data else ("state", j - num_data)
                  for j, x in enumerate(marked) if x.grad is not None}
         closure = {_leaf_name(c) for c in self.closure if c.grad is not None}
-        return states_needing_gradients(slots, closure, result, self.live_init, self.live_data)
+        # (data and initial states recorded from marked arrays read as indices: those that a
+        # gradient reaches only through operators passing none back, an argmax, need none)
+        live_states, self.live_data = states_needing_gradients(
+            slots, closure, result, self.live_init, self.live_data,
+            lambda kind, k: needs_gradient((self.data if kind == "data" else self.init)[k]))
+        return live_states
 
     def _check_states_needing_gradients(self, current, marked):
         """Refuse if a state found to need no gradient (NOTE [loop states needing no

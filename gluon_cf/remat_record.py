@@ -204,6 +204,19 @@ def live_integer(a):
     return _from_marked(a)
 
 
+def needs_gradient(a):
+    """Whether a gradient reaches a marked array from ``a``: :func:`live`, and not only through
+    operators passing none back (a greedy decoder's first token, ``argmax`` of logits computed
+    from parameters, is recorded from marked arrays and needs none; marked, an ``Embedding`` of
+    it failed in backward: NOTE [loop states needing no gradient])."""
+    if not live(a):
+        return False
+    if a.grad is not None:
+        return True
+    leaves = gradient_leaves(json.loads(autograd.get_symbol(a).tojson()))
+    return any(name.startswith("var") for name in leaves)
+
+
 def _from_marked(a):
     if a.grad is not None:
         return True
@@ -284,7 +297,10 @@ def record_handed(inputs, outputs, backward, where):
 #     (:func:`gradient_leaves`: not through ``take``'s indices and its kin, nor through
 #     operators passing no gradient back, as MXNet decides: NOTE [gradients asked of
 #     indices]); from the states and data needing one at the start and the closure, those
-#     needing one follow (a fixpoint). A state that step 0 reads as indices and that needs no
+#     needing one follow (a fixpoint); an initial state or data recorded from marked arrays and
+#     read as indices needs none if a gradient reaches those only through operators passing
+#     none back (a greedy decoder's first token, an ``argmax`` of logits: :func:`needs_gradient`).
+#     A state that step 0 reads as indices and that needs no
 #     gradient is not marked in backward (its gradient is exactly 0); every other state is, as
 #     before (a state that step 0 computes without the parameters, ``h = x``, and later steps
 #     with them is marked). A state left unmarked that a later step computes from values
@@ -335,18 +351,25 @@ def _index_leaves(js):
     return found
 
 
-def states_needing_gradients(slots, closure, result, live_states, live_data):
+def states_needing_gradients(slots, closure, result, live_states, live_data, refine):
     """Per loop state, whether a remat loop's backward marks it (NOTE [loop states needing no
-    gradient]). ``slots``: name -> ("data" | "state", position) of step 0's marked leaves;
-    ``closure``: the names of the closure's arrays needing a gradient; ``result``: step 0's
-    outputs and new states; ``live_states``, ``live_data``: which initial states and data
-    need one."""
+    gradient]), and per data, whether it needs a gradient. ``slots``: name -> ("data" |
+    "state", position) of step 0's marked leaves; ``closure``: the names of the closure's
+    arrays needing a gradient; ``result``: step 0's outputs and new states; ``live_states``,
+    ``live_data``: which initial states and data are recorded from marked arrays;
+    ``refine(kind, position)``: whether one of those, read as indices, needs a gradient
+    (:func:`needs_gradient`, asked only then: it reads the array's whole recorded graph)."""
     new_states = result[len(result) - len(live_states):]
     recorded = [s for s in result if _float(s) and _node.recorded(s)]
     if not recorded:
-        return [True] * len(new_states)
+        return [True] * len(new_states), live_data
     index_read = _index_leaves(json.loads(mx.sym.Group(
         [autograd.get_symbol(s) for s in recorded]).tojson()))
+    read_slots = {slots[n] for n in index_read if n in slots}
+    live_states = [w and (("state", k) not in read_slots or refine("state", k))
+                   for k, w in enumerate(live_states)]
+    live_data = [w and (("data", k) not in read_slots or refine("data", k))
+                 for k, w in enumerate(live_data)]
     reads: List[Union[bool, List[Tuple[str, int]]]] = []   # per new state: the data and states
     for state in new_states:                              # its gradient reaches, or True
         if not (_float(state) and _node.recorded(state)):
@@ -363,6 +386,5 @@ def states_needing_gradients(slots, closure, result, live_states, live_data):
                     live_data[k] if kind == "data" else needs[k]
                     for kind, k in (read if isinstance(read, list) else []))):
                 needs[j] = grown = True
-    read_as_index = {k for name, (kind, k) in slots.items()
-                     if kind == "state" and name in index_read}
-    return [need or j not in read_as_index for j, need in enumerate(needs)]
+    return ([need or ("state", j) not in read_slots for j, need in enumerate(needs)],
+            live_data)
