@@ -1,0 +1,123 @@
+"""Review of round 20's changes, as a user porting code: ``autograd.is_training()`` read by
+converted code (a graph per autograd mode) and deferred initialisation with an input the graph
+does not read. Found: (a) ``export`` after training calls wrote the graph of the last call's
+mode, the training branch of ``if autograd.is_training():``, silently, where an exported model
+is run for inference (``SymbolBlock.imports``, ONNX): it now writes predict mode's; (b) a
+graph without gluon_cf nodes (``x.shape`` read, no loop) that does not read an input failed
+deferred initialisation with MXNet's "InferShapeKeyword argument name data1 not found",
+where eager Python ran. The oracle is the plain Python of ``hybrid_forward`` on NDArrays."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+from mxnet.gluon import HybridBlock, nn
+
+from gluon_cf import autograph
+
+
+class TrainingScale(HybridBlock):
+    """A training-only branch (PyTorch's ``if self.training:``) after a Dense layer."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(2, in_units=2)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = self.fc(x)
+        for row in x:
+            if autograd.is_training():
+                h = h * 3 + row
+            else:
+                h = h - row
+        return h
+
+
+def _plain(net, x):
+    return TrainingScale.hybrid_forward.__wrapped__(net, mx.nd, x)
+
+
+def _recorded(f, net, x0):
+    x = mx.nd.array(x0)
+    x.attach_grad()
+    with autograd.record():
+        y = f(x)
+    y.backward()
+    return [y.asnumpy(), x.grad.asnumpy(), net.fc.weight.grad().asnumpy()]
+
+
+@pytest.mark.parametrize("predict_first", [False, True], ids=["trained only", "predict first"])
+@pytest.mark.parametrize("hybridize", [{}, {"static_alloc": True, "static_shape": True}],
+                         ids=["dynamic", "static_alloc"])
+def test_export_after_training_calls_writes_predict_modes_graph(tmp_path, predict_first,
+                                                                hybridize):
+    x0 = np.array([[1.0, 2.0], [-1.0, 0.5]], "f")
+    net = TrainingScale()
+    net.initialize(mx.init.Uniform(1.0))
+    net.hybridize(**hybridize)
+    oracle = TrainingScale()
+    oracle.initialize()
+    oracle.fc.weight.set_data(net.fc.weight.data())
+    oracle.fc.bias.set_data(net.fc.bias.data())
+    if predict_first:
+        net(mx.nd.array(x0))
+    for got, want in zip(_recorded(net, net, x0), _recorded(lambda x: _plain(oracle, x),
+                                                            oracle, x0)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    net.export(str(tmp_path / "m"))
+    imported = gluon.SymbolBlock.imports(str(tmp_path / "m-symbol.json"), ["data"],
+                                         str(tmp_path / "m-0000.params"))
+    want = _plain(oracle, mx.nd.array(x0)).asnumpy()       # (predict mode: no record)
+    np.testing.assert_allclose(imported(mx.nd.array(x0)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    # the block goes on following each call's mode after the export
+    for got, want in zip(_recorded(net, net, x0), _recorded(lambda x: _plain(oracle, x),
+                                                            oracle, x0)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(net(mx.nd.array(x0)).asnumpy(), _plain(oracle, mx.nd.array(x0))
+                               .asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+class MaskReadForLongInputs(HybridBlock):
+    """``mask`` read only for inputs of more than two rows: the graph of two rows (no gluon_cf
+    node: a shape read and a Python if) does not read it, and initialises the Dense."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x, mask):
+        h = self.fc(x)
+        if x.shape[0] > 2:
+            h = h + F.sum(mask)
+        return h
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_deferred_init_with_an_unread_input_in_a_graph_without_gluon_cf_nodes(dtype):
+    net = MaskReadForLongInputs()
+    net.initialize(mx.init.Constant(0.25))
+    net.cast(dtype)
+    net.hybridize()
+    oracle = MaskReadForLongInputs()
+    oracle.initialize(mx.init.Constant(0.25))
+    oracle.cast(dtype)
+    for rows in (2, 3, 2):
+        x0 = np.arange(rows * 2, dtype=dtype).reshape(rows, 2) / 4
+        outs = []
+        plain = MaskReadForLongInputs.hybrid_forward.__wrapped__
+        for block, f in ((net, net), (oracle, lambda x, m: plain(oracle, mx.nd, x, m))):
+            x = mx.nd.array(x0, dtype=dtype)
+            m = mx.nd.array([1.0, 2.0], dtype=dtype)
+            x.attach_grad()
+            m.attach_grad()
+            with autograd.record():
+                y = f(x, m)
+            y.backward()
+            outs.append([y.asnumpy(), x.grad.asnumpy(), m.grad.asnumpy(),
+                         block.fc.weight.grad().asnumpy()])
+        for got, want in zip(*outs):
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(rows))
