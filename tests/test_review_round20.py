@@ -5,13 +5,16 @@ mode, the training branch of ``if autograd.is_training():``, silently, where an 
 is run for inference (``SymbolBlock.imports``, ONNX): it now writes predict mode's; (b) a
 graph without gluon_cf nodes (``x.shape`` read, no loop) that does not read an input failed
 deferred initialisation with MXNet's "InferShapeKeyword argument name data1 not found",
-where eager Python ran. The oracle is the plain Python of ``hybrid_forward`` on NDArrays."""
+where eager Python ran; (c) ``.detach()`` or ``.T`` of a value of several outputs
+(``F.split``'s: eagerly a list, an AttributeError) was nnvm's "Keyword Argument data is a
+tuple", naming no line. The oracle is the plain Python of ``hybrid_forward`` on NDArrays."""
 import mxnet as mx
 import numpy as np
 import pytest
 from mxnet import autograd, gluon
 from mxnet.gluon import HybridBlock, nn
 
+import gluon_cf
 from gluon_cf import autograph
 
 
@@ -121,3 +124,34 @@ def test_deferred_init_with_an_unread_input_in_a_graph_without_gluon_cf_nodes(dt
         for got, want in zip(*outs):
             assert got.dtype == want.dtype
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(rows))
+
+
+class DetachOfSplit(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        parts = F.split(x, num_outputs=2, axis=0)
+        return parts.detach()[0] + x
+
+
+class TransposeOfSplit(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.split(x, num_outputs=2, axis=0).T[0] + x
+
+
+@pytest.mark.parametrize("block_class", [DetachOfSplit, TransposeOfSplit],
+                         ids=lambda c: c.__name__)
+def test_detach_or_T_of_several_outputs_is_refused_at_the_users_line(block_class):
+    """Eagerly F.split gives a list, which has no detach or T (AttributeError); hybridized it
+    was nnvm's "Keyword Argument data is a tuple, single value is required", naming no line."""
+    x = mx.nd.array([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(AttributeError):
+        block_class()(x)
+    net = block_class()
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError) as info:
+        net(x)
+    source = "parts.detach()" if block_class is DetachOfSplit else ".T[0]"
+    line = next(k for k, text in enumerate(open(__file__), 1) if source in text)
+    assert f"{__file__}:{line}:" in str(info.value), str(info.value)
+    assert "2 outputs" in str(info.value)

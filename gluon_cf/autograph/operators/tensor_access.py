@@ -92,6 +92,13 @@ def attribute(value, name, where):
     """``value.name`` read by converted code (NOTE [autograph indexing]; a user property is
     read through ``impl.conversion.attribute``, which calls this for anything else)."""
     if isinstance(value, mx.sym.Symbol):
+        if name in ("T", "detach") and not one_output(value):
+            # (nnvm's "Keyword Argument data is a tuple, single value is required", no line)
+            count = len(value.list_outputs())
+            raise AutographError(
+                f"{where}: .{name} of a value of {count} outputs (as F.split's with "
+                f"num_outputs): eagerly a list, which has no {name}; take it of each item "
+                f"([v.{name}{'()' if name == 'detach' else ''} for v in ...])")
         if name == "T":
             return mx.sym.transpose(value, name=op_name(where, "T"))
         if name == "detach":
