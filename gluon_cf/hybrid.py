@@ -427,17 +427,18 @@ def _infer_attrs(self, infer_fn, attr, *args):
             **{i.name: a.shape for i, a in zip(inputs, given) if i.name in used})
         shapes = dict(zip(out.list_arguments(), arg_shapes))
         shapes.update(zip(out.list_auxiliary_states(), aux_shapes))
-        params = self.collect_params().values()
+        params = [p for p in self.collect_params().values() if p.name in shapes]
         if all(registry.is_complete(shapes[p.name]) for p in params):
             for param in params:
                 param.shape = shapes[param.name]
             return None
-    if set(i.name for i in inputs) <= set(out.list_inputs()):
+    used = set(out.list_inputs())
+    if used >= set(i.name for i in inputs) | set(self.collect_params().keys()):
         return _original_infer_attrs(self, infer_fn, attr, *args)
     # MXNet's own, but an input the graph does not read gets no shape or dtype to give (MXNet
-    # failed on its name, "InferShapeKeyword argument name data1 not found": eager ran)
+    # failed on its name, "InferShapeKeyword argument name data1 not found"), and a parameter
+    # it does not read stays deferred, as eagerly, until a graph reads it (MXNet's KeyError)
     given = [a for a in _block._flatten(args, "input")[0] if a is not None]
-    used = set(out.list_inputs())
     with warnings.catch_warnings(record=True) as caught:
         arg_attrs, _, aux_attrs = getattr(out, infer_fn)(
             **{i.name: getattr(a, attr) for i, a in zip(inputs, given) if i.name in used})
@@ -446,7 +447,8 @@ def _infer_attrs(self, infer_fn, attr, *args):
     found = dict(zip(out.list_arguments(), arg_attrs))
     found.update(zip(out.list_auxiliary_states(), aux_attrs))
     for param in self.collect_params().values():
-        setattr(param, attr, found[param.name])
+        if param.name in found:
+            setattr(param, attr, found[param.name])
     return None
 
 

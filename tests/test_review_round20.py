@@ -155,3 +155,54 @@ def test_detach_or_T_of_several_outputs_is_refused_at_the_users_line(block_class
     line = next(k for k, text in enumerate(open(__file__), 1) if source in text)
     assert f"{__file__}:{line}:" in str(info.value), str(info.value)
     assert "2 outputs" in str(info.value)
+
+
+class DenseOnlyForLongInputs(HybridBlock):
+    """``fc2`` (deferred shape) in the graphs of more than two rows only: the first graph, of
+    two rows, cannot give its shape; eagerly it stays deferred until a call reads it."""
+
+    def __init__(self, loop):
+        super().__init__()
+        self.loop = loop
+        with self.name_scope():
+            self.fc = nn.Dense(3, flatten=False)
+            self.fc2 = nn.Dense(3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x, mask):
+        h = self.fc(x)
+        if self.loop:                       # (a gluon_cf node in the graph, or none)
+            for row in x:
+                h = h + F.sum(row) * 0.5
+        if x.shape[0] > 2:
+            h = h + self.fc2(mask)
+        return h
+
+
+@pytest.mark.parametrize("loop", [False, True], ids=["no node", "foreach node"])
+def test_a_parameter_the_first_graph_does_not_read_stays_deferred(loop):
+    """It was "Deferred initialization failed because shape cannot be inferred.
+    '<fc2's weight>'" (MXNet's KeyError) on the first call."""
+    net = DenseOnlyForLongInputs(loop)
+    net.initialize(mx.init.Constant(0.2))
+    net.hybridize()
+    oracle = DenseOnlyForLongInputs(loop)
+    oracle.initialize(mx.init.Constant(0.2))
+    plain = DenseOnlyForLongInputs.hybrid_forward.__wrapped__
+    for rows in (2, 3, 2, 4):
+        x0 = np.arange(rows * 2, dtype="f").reshape(rows, 2) / 5
+        outs = []
+        for block, f in ((net, net), (oracle, lambda x, m: plain(oracle, mx.nd, x, m))):
+            x = mx.nd.array(x0)
+            m = mx.nd.array([[1.0, -1.0, 0.5, 2.0]])
+            x.attach_grad()
+            m.attach_grad()
+            with autograd.record():
+                y = f(x, m)
+            y.backward()
+            grads = [p.grad().asnumpy() for p in block.collect_params().values()
+                     if p._data is not None]
+            outs.append([y.asnumpy(), x.grad.asnumpy(), m.grad.asnumpy()] + grads)
+        assert len(outs[0]) == len(outs[1]), rows
+        for got, want in zip(*outs):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(rows))
