@@ -206,3 +206,28 @@ def test_a_parameter_the_first_graph_does_not_read_stays_deferred(loop):
         assert len(outs[0]) == len(outs[1]), rows
         for got, want in zip(*outs):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(rows))
+
+
+class _Site:
+    """A call site whose text must not be made (as ``_CallSite``: text only for a message)."""
+
+    made = 0
+
+    def __str__(self):
+        _Site.made += 1
+        return __file__ + ":1: x"
+
+
+def test_converted_makes_no_call_site_text_for_calls_that_are_not_mode_readers():
+    """Every call in converted code goes through ``converted``; round 20 made each one read
+    its source line (``str(where)``) for the autograd-mode check: 24 against 7.5 us a call."""
+    from gluon_cf.autograph.impl.conversion import converted
+
+    def user_function(x):
+        return x
+
+    site = _Site()
+    converted(user_function, site)
+    converted(mx.nd.relu, site)
+    assert _Site.made == 0
+    assert converted(autograd.is_training, site) is autograd.is_training

@@ -323,7 +323,7 @@ def converted(fn, where=None):
         fn, where, MUTATORS)
     if output is not None:
         return output
-    iterating = py_builtins.library_iterating(fn, str(where))
+    iterating = py_builtins.library_iterating(fn, where)     # (made text when refused)
     if iterating is not None:
         return iterating
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -333,7 +333,7 @@ def converted(fn, where=None):
         # is (NOTE [autograph indexing]), not MXNet's NotImplementedForSymbol; x.detach()
         # is BlockGrad
         return tensor_access.attribute(fn.__self__, fn.__name__, str(where))
-    if tensor_access.autograd_mode(fn, str(where)):
+    if tensor_access.autograd_mode(fn, where):
         return fn               # (autograd.is_training(): the graph is one for the mode)
     if isinstance(fn, type):
         return _constructor(fn, where)
