@@ -440,6 +440,7 @@ def _infer_attrs(self, infer_fn, attr, *args):
     # it does not read stays deferred, as eagerly, until a graph reads it (MXNet's KeyError)
     given = [a for a in _block._flatten(args, "input")[0] if a is not None]
     with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")     # (a user's "ignore" would leave none to raise)
         arg_attrs, _, aux_attrs = getattr(out, infer_fn)(
             **{i.name: getattr(a, attr) for i, a in zip(inputs, given) if i.name in used})
         if arg_attrs is None:

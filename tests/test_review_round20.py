@@ -8,6 +8,8 @@ deferred initialisation with MXNet's "InferShapeKeyword argument name data1 not 
 where eager Python ran; (c) ``.detach()`` or ``.T`` of a value of several outputs
 (``F.split``'s: eagerly a list, an AttributeError) was nnvm's "Keyword Argument data is a
 tuple", naming no line. The oracle is the plain Python of ``hybrid_forward`` on NDArrays."""
+import warnings
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -231,3 +233,26 @@ def test_converted_makes_no_call_site_text_for_calls_that_are_not_mode_readers()
     converted(mx.nd.relu, site)
     assert _Site.made == 0
     assert converted(autograd.is_training, site) is autograd.is_training
+
+
+class MaskedDenseWithUnreadInput(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(2)
+
+    def hybrid_forward(self, F, x, m, unused):
+        return self.fc(F.contrib.boolean_mask(x, m))
+
+
+def test_deferred_init_that_cannot_infer_says_so_under_a_users_ignore_filter():
+    """A graph of a size known only when it runs (MXNet cannot initialise the Dense behind it:
+    its own error) with an unread input, warnings ignored by the user: MXNet's words, not
+    "list index out of range" (the message is the warning inference gives)."""
+    net = MaskedDenseWithUnreadInput()
+    net.initialize()
+    net.hybridize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="Cannot decide shape for the following"):
+            net(mx.nd.ones((3, 2)), mx.nd.array([1, 0, 1]), mx.nd.ones((1,)))
