@@ -7,7 +7,8 @@ graph without gluon_cf nodes (``x.shape`` read, no loop) that does not read an i
 deferred initialisation with MXNet's "InferShapeKeyword argument name data1 not found",
 where eager Python ran; (c) ``.detach()`` or ``.T`` of a value of several outputs
 (``F.split``'s: eagerly a list, an AttributeError) was nnvm's "Keyword Argument data is a
-tuple", naming no line. The oracle is the plain Python of ``hybrid_forward`` on NDArrays."""
+tuple", naming no line; (d) a recursive function defined after an ``if`` that returns was
+refused hybridized (its returns not lowered). The oracle is the plain Python of ``hybrid_forward`` on NDArrays."""
 import warnings
 
 import mxnet as mx
@@ -256,3 +257,54 @@ def test_deferred_init_that_cannot_infer_says_so_under_a_users_ignore_filter():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="Cannot decide shape for the following"):
             net(mx.nd.ones((3, 2)), mx.nd.array([1, 0, 1]), mx.nd.ones((1,)))
+
+
+KIND = "recursive"
+
+
+class RecursionAfterAReturningIf(HybridBlock):
+    """A recursive function (its own ``if`` on a tensor that returns) defined after an ``if``
+    that returns: lowering the outer function's returns copied the code after that ``if``,
+    the nested def with it, into the branches before the def's own returns were lowered, so
+    its copy kept them: hybridized "this if has a tensor condition, but its branches use
+    return" where eager Python ran (found porting round 20's mode readers into a helper)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(2, in_units=2)
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        if KIND == "loop":
+            return x * 2
+        if KIND == "recursive":
+            @gluon_cf.recursive
+            def halve(h, n):
+                if F.sum(n) > 0:
+                    if autograd.is_training():
+                        return halve(F.tanh(self.fc(h)), n - 1)
+                    return halve(h * 0.5, n - 1)
+                return h
+            return halve(x, n)
+        return x
+
+
+@pytest.mark.parametrize("mode", ["record", "predict"])
+def test_a_recursive_function_after_a_returning_if_converts(mode):
+    plain = RecursionAfterAReturningIf.hybrid_forward.__wrapped__
+    outs = []
+    for hybridize in (False, True):
+        net = RecursionAfterAReturningIf()
+        net.initialize(mx.init.Constant(0.3))
+        if hybridize:
+            net.hybridize()
+        f = net if hybridize else (lambda x, n, net=net: plain(net, mx.nd, x, n))
+        x = mx.nd.array([[1.0, 2.0]])
+        x.attach_grad()
+        with autograd.record(train_mode=mode == "record"):
+            y = f(x, mx.nd.array([2.0]))
+        y.backward()
+        outs.append([y.asnumpy(), x.grad.asnumpy(), net.fc.weight.grad().asnumpy()])
+    for got, want in zip(outs[1], outs[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -626,8 +626,10 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
-        for function in [n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]:
-            lower_jumps(function)      # nested functions' own returns too
+        # nested functions' own returns too, innermost first: an outer function's lowering
+        # copies the code after a returning if into its branches, nested defs included
+        for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):
+            lower_jumps(function)
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
         for parent in ast.walk(func):
