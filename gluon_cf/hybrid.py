@@ -261,7 +261,8 @@ _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitio
 #     mode (``_gluon_cf_traced_mode``, :func:`autograd_mode_read`): a call in another mode
 #     switches to the graph traced in it, as eager code reads the mode on every call (the
 #     trace read it once: a block trained, then called under ``predict_mode``, kept the
-#     training branch).
+#     training branch). ``export`` writes predict mode's graph (:func:`_predict_mode_graph`),
+#     what an exported model runs, whatever the mode of the block's last call.
 _traced = threading.local()
 _MAX_GRAPHS = 16
 _original_get_graph = _block.HybridBlock._get_graph
@@ -290,8 +291,10 @@ def _get_graph(self, *args):
         self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"])
     else:
         self.__dict__.pop("_gluon_cf_traced_shapes", None)
-    if trace["mode"] is not None:
-        self.__dict__["_gluon_cf_traced_mode"] = (_autograd_mode(), trace["mode"])
+    if trace["mode"] is not None:     # (and the inputs, for export to trace predict mode's)
+        flat, fmt = _block._flatten(args, "input")
+        spec = [None if a is None else (a.shape, a.dtype, a.context) for a in flat]
+        self.__dict__["_gluon_cf_traced_mode"] = (_autograd_mode(), trace["mode"], spec, fmt)
     else:
         self.__dict__.pop("_gluon_cf_traced_mode", None)
     return graph
@@ -359,6 +362,21 @@ def _graph_for_shapes(block, args):
             setattr(block, name, value)
 
 
+def _predict_mode_graph(block):
+    """Before ``export``: a graph for the autograd mode of its last call is switched to the one
+    for predict mode (traced for the inputs of that call), what an exported graph runs (it
+    wrote the training branch of ``if autograd.is_training():`` after a training step)."""
+    moded = block.__dict__.get("_gluon_cf_traced_mode")
+    if moded is None or moded[0] == (False, False):
+        return
+    arrays = [None if a is None else mx.nd.zeros(a[0], ctx=a[2], dtype=a[1]) for a in moded[2]]
+    args = _block._regroup(arrays, moded[3])
+    with mx.autograd.pause(train_mode=False):
+        _graph_for_shapes(block, args)
+        if block._cached_op is None:
+            block._build_cache(*args)     # (export saves the parameters its CachedOp reads)
+
+
 def _graph_state(block):
     return {name: getattr(block, name, None) for name in (
         "_cached_graph", "_cached_op", "_cached_op_args", "_in_format", "_out_format",
@@ -373,8 +391,10 @@ def _clear_cached_op(self):
 
 
 def _export(self, path, *args, **kwargs):
-    """``HybridBlock.export``, refused for a graph traced for its input shapes (NOTE
-    [graphs traced for input shapes])."""
+    """``HybridBlock.export``, of predict mode's graph, refused for a graph traced for its
+    input shapes (NOTE [graphs traced for input shapes])."""
+    with _lock_of(self):
+        _predict_mode_graph(self)
     traced = self.__dict__.get("_gluon_cf_traced_shapes")
     if traced is not None:
         where = traced[1][:-1] if traced[1].endswith(":") else traced[1]   # (no "::")
@@ -407,12 +427,30 @@ def _infer_attrs(self, infer_fn, attr, *args):
             **{i.name: a.shape for i, a in zip(inputs, given) if i.name in used})
         shapes = dict(zip(out.list_arguments(), arg_shapes))
         shapes.update(zip(out.list_auxiliary_states(), aux_shapes))
-        params = self.collect_params().values()
+        params = [p for p in self.collect_params().values() if p.name in shapes]
         if all(registry.is_complete(shapes[p.name]) for p in params):
             for param in params:
                 param.shape = shapes[param.name]
             return None
-    return _original_infer_attrs(self, infer_fn, attr, *args)
+    used = set(out.list_inputs())
+    if used >= set(i.name for i in inputs) | set(self.collect_params().keys()):
+        return _original_infer_attrs(self, infer_fn, attr, *args)
+    # MXNet's own, but an input the graph does not read gets no shape or dtype to give (MXNet
+    # failed on its name, "InferShapeKeyword argument name data1 not found"), and a parameter
+    # it does not read stays deferred, as eagerly, until a graph reads it (MXNet's KeyError)
+    given = [a for a in _block._flatten(args, "input")[0] if a is not None]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")     # (a user's "ignore" would leave none to raise)
+        arg_attrs, _, aux_attrs = getattr(out, infer_fn)(
+            **{i.name: getattr(a, attr) for i, a in zip(inputs, given) if i.name in used})
+        if arg_attrs is None:
+            raise ValueError(caught[0].message)
+    found = dict(zip(out.list_arguments(), arg_attrs))
+    found.update(zip(out.list_auxiliary_states(), aux_attrs))
+    for param in self.collect_params().values():
+        if param.name in found:
+            setattr(param, attr, found[param.name])
+    return None
 
 
 _original_infer_attrs = _block.HybridBlock._infer_attrs

@@ -323,7 +323,7 @@ def converted(fn, where=None):
         fn, where, MUTATORS)
     if output is not None:
         return output
-    iterating = py_builtins.library_iterating(fn, str(where))
+    iterating = py_builtins.library_iterating(fn, where)     # (made text when refused)
     if iterating is not None:
         return iterating
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -333,7 +333,7 @@ def converted(fn, where=None):
         # is (NOTE [autograph indexing]), not MXNet's NotImplementedForSymbol; x.detach()
         # is BlockGrad
         return tensor_access.attribute(fn.__self__, fn.__name__, str(where))
-    if tensor_access.autograd_mode(fn, str(where)):
+    if tensor_access.autograd_mode(fn, where):
         return fn               # (autograd.is_training(): the graph is one for the mode)
     if isinstance(fn, type):
         return _constructor(fn, where)
@@ -626,8 +626,10 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
-        for function in [n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]:
-            lower_jumps(function)      # nested functions' own returns too
+        # nested functions' own returns too, innermost first: an outer function's lowering
+        # copies the code after a returning if into its branches, nested defs included
+        for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):
+            lower_jumps(function)
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
         for parent in ast.walk(func):

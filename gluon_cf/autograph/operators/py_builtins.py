@@ -148,7 +148,7 @@ def library_iterating(fn, where):
     @functools.wraps(fn)
     def checked(*args, **kwargs):
         if any(one_output(a) for a in args[iterated]):
-            _refuse_iteration(name, where)
+            _refuse_iteration(name, str(where))
         return fn(*args, **kwargs)
     return checked
 

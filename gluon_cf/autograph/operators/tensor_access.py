@@ -92,6 +92,13 @@ def attribute(value, name, where):
     """``value.name`` read by converted code (NOTE [autograph indexing]; a user property is
     read through ``impl.conversion.attribute``, which calls this for anything else)."""
     if isinstance(value, mx.sym.Symbol):
+        if name in ("T", "detach") and not one_output(value):
+            # (nnvm's "Keyword Argument data is a tuple, single value is required", no line)
+            count = len(value.list_outputs())
+            raise AutographError(
+                f"{where}: .{name} of a value of {count} outputs (as F.split's with "
+                f"num_outputs): eagerly a list, which has no {name}; take it of each item "
+                f"([v.{name}{'()' if name == 'detach' else ''} for v in ...])")
         if name == "T":
             return mx.sym.transpose(value, name=op_name(where, "T"))
         if name == "detach":
@@ -117,15 +124,13 @@ def attribute(value, name, where):
     return getattr(value, name)
 
 
-_MODE_READERS = (mx.autograd.is_training, mx.autograd.is_recording)
-
-
 def autograd_mode(fn, where):
-    """``fn`` called by converted code: ``autograd.is_training``/``is_recording`` mark the
-    block's graph being traced as one for the call's autograd mode (NOTE [graphs traced for
-    input shapes] in ``gluon_cf/hybrid.py``); True for them, None for anything else."""
-    if any(fn is reader for reader in _MODE_READERS):
-        autograd_mode_read(where)
+    """``fn`` called by converted code (at ``where``, made text only when it is one):
+    ``autograd.is_training``/``is_recording`` mark the block's graph being traced as one for
+    the call's autograd mode (NOTE [graphs traced for input shapes] in
+    ``gluon_cf/hybrid.py``); True for them, None for anything else."""
+    if fn is mx.autograd.is_training or fn is mx.autograd.is_recording:
+        autograd_mode_read(str(where))
         return True
     return None
 
