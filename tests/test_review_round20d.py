@@ -32,7 +32,9 @@ class PastTheEnds(gluon.HybridBlock):
                         F.concat(x * 0, *outs[3:], dim=0) * 3,
                         F.concat(x * 0, *outs[-4:-2], dim=0) * 5,
                         F.concat(x * 0, *outs[:-3], dim=0) * 7,
-                        F.concat(x * 0, *reversed(outs[1:]), dim=0) * 11, dim=0)
+                        F.concat(x * 0, *reversed(outs[1:]), dim=0) * 11,
+                        F.concat(x * 0, *reversed(outs[1:][-2:]), dim=0) * 13,
+                        F.concat(x * 0, *outs[1:][-3:][:-1], dim=0) * 17, dim=0)
 
 class Prefixed(gluon.HybridBlock):
     """Items before the loop: slices across them and the loop's rows."""
