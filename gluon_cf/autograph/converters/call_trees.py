@@ -91,12 +91,16 @@ class CallTreesConverter(Converter):
 
     def _collected(self, expr):
         """Whether ``expr`` is a list a tensor loop collected, a slice of it or ``reversed``
-        of it (``F.stack(*outs[-2:])``, ``F.stack(*reversed(outs))``)."""
-        if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
-            expr = expr.value
-        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and \
-                expr.func.id == "reversed" and len(expr.args) == 1 and not expr.keywords:
-            expr = expr.args[0]
+        of it, ``reversed`` of it, or these of those (``F.stack(*outs[-2:])``,
+        ``F.stack(*reversed(outs))``, ``F.stack(*reversed(outs[1:]))``, ``outs[1:][-2:]``)."""
+        while True:
+            if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and \
+                    expr.func.id == "reversed" and len(expr.args) == 1 and not expr.keywords:
+                expr = expr.args[0]
+            elif isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+                expr = expr.value
+            else:
+                break
         return isinstance(expr, ast.Name) and expr.id in self.collected_names
 
     def _mangle(self, name):

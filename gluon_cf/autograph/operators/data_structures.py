@@ -298,9 +298,10 @@ class StepList:
         if self.stale:
             raise AutographError(
                 f"{where}: this loops over a list that the loop at {region_at(self.where)} "
-                f"appended to under a tensor condition; how many items it holds is known only "
-                f"when the graph runs, and may be none, which a graph's loop over its rows "
-                f"cannot tell; loop over F.stack(*items) where it surely holds an item")
+                f"appended to (under a tensor condition, or a slice of it dropping items); how "
+                f"many items it holds is known only when the graph runs, and may be none, "
+                f"which a graph's loop over its rows cannot tell; loop over F.stack(*items) "
+                f"where it surely holds an item")
         return self.rows
 
     def _unknown_length(self, what):
