@@ -79,7 +79,11 @@ NOTE [sized recorded groups]
     never of values), and where they are used the tables (and their gradient tables) have a
     power of two of rows, so that their shapes, inputs of every group, repeat from batch to
     batch; the rows after a function's last invocation are never read (every index is a row
-    of an invocation) and their gradients stay zero. At most ``SIZED_ROWS`` CachedOps per
+    of an invocation) and their gradients stay zero. The plan keeps each function's rows
+    (:func:`whole_rows`) while a batch needs at least a quarter of them: the benchmark's
+    forests of 25 trees have 750-1,080 nodes, and rounding each batch's own count flipped the
+    tables between 1,024 and 2,048 rows in 12 batches of 42, each flip re-planning every
+    state of every sized CachedOp, forward and backward. At most ``SIZED_ROWS`` CachedOps per
     graph, each keeping a state per outstanding call (about 50 MB more peak memory in the
     benchmark's TreeLSTM training at H = 150). An input shape that still differs (an
     environment value the size of the forest) is re-inferred as before.
@@ -239,6 +243,7 @@ def run(schedule, ctx, upload):
             return _call(graph, nonempty, values, out), taped_inputs, True
         if kept is None:   # the forward: outputs into the tables, draws kept
             outputs = _call(draws.forward, nonempty, values, None)
+            assert out is not None   # the forward runs into the tables
             for value, dst in zip(outputs, out):
                 value.copyto(dst)
             return out, taped_inputs, outputs[draws.outputs:]
