@@ -310,22 +310,37 @@ def test_long_schedules_keep_dynamic_recorded_groups():
 @pytest.mark.parametrize("model", [TreeLSTM, TreeRNN])
 def test_sized_and_bulked_recorded_groups_across_batches(model):
     """NOTE [sized recorded groups], NOTE [bulked groups]: forests of one vocabulary in
-    sequence through one net, so that the CachedOps of a row count and their states are reused
-    by later forests on other tables; each forest's outputs and gradients are eager
-    recursion's, and those of the planned run with one CachedOp per graph and no bulking."""
+    sequence through one hybridized net, so that the CachedOps of a row count and their states
+    are reused by later forests on other tables, and a smaller forest runs on the rows kept
+    from a larger one; each forest's outputs and gradients are eager recursion's, and those of
+    the planned run with one CachedOp per graph and no bulking."""
     forests = [FORESTS[name]() for name in ("sst", "mixed", "balanced", "sst")]
     forests.append(synthetic_treebank(9, shape="sst", seed=5, max_length=12))
     vocab = build_vocab([t for trees in forests for t in trees])
     mx.random.seed(4)
     net = model(len(vocab), embed_size=4, hidden_size=3, num_classes=2)
     net.initialize(mx.init.Xavier())
-    before = planned_backward.SIZED_CALLS[0]
+    every = []
     for trees in forests:
         forest = batchify_forest([encode_tree(t, vocab) for t in trees])
-        inputs = [nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")]
-        sized, runs = _trained(net, inputs, True)
-        assert runs == 1
-        _assert_same(sized, _run(net, inputs, None))
+        every.append([nd.array(getattr(forest, n)) for n in ("tokens", "left", "right", "roots")])
+    before, kept = planned_backward.SIZED_CALLS[0], planned_backward.KEPT_TABLES[0]
+    gluon_cf.set_executor("batched", ahead_of_time=True)
+    net.hybridize()   # once: one trace, so one plan keeps its tables' rows
+    planned_backward.ENABLED[0] = True
+    runs, sized = planned_backward.RUNS[0], []
+    for inputs in every:
+        with mx.autograd.record():
+            out = net(*inputs)
+            loss = (out * out).sum()
+        loss.backward()
+        sized.append(([out.asnumpy()], {k: p.grad().asnumpy().copy()
+                                        for k, p in net.collect_params().items()}))
+    assert planned_backward.RUNS[0] - runs == len(every)
+    assert planned_backward.SIZED_CALLS[0] > before
+    assert planned_backward.KEPT_TABLES[0] > kept   # a forest on an earlier one's tables
+    for inputs, got in zip(every, sized):
+        _assert_same(got, _run(net, inputs, None))
         planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 0, 0
         try:
             calls = planned_backward.SIZED_CALLS[0]
@@ -333,5 +348,25 @@ def test_sized_and_bulked_recorded_groups_across_batches(model):
             assert planned_backward.SIZED_CALLS[0] == calls
         finally:
             planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 64, 64
-        _assert_same(sized, plain)
-    assert planned_backward.SIZED_CALLS[0] > before
+        _assert_same(got, plain)
+
+
+def test_views_off_the_tape_restore_recording():
+    """NOTE [views off the tape]: recording is off inside ``Unrecorded`` and back as it was
+    after it (also after an exception, and when it was off); a view made inside reads the
+    array's rows."""
+    from gluon_cf.recursion.views import Unrecorded, rows
+    table = nd.arange(12).reshape((4, 3))
+    with mx.autograd.record():
+        with Unrecorded():
+            assert not mx.autograd.is_recording()
+            view = rows(table, 1, 3)
+        assert mx.autograd.is_recording()
+        with pytest.raises(ZeroDivisionError):
+            with Unrecorded():
+                1 / 0
+        assert mx.autograd.is_recording()
+    with Unrecorded():
+        assert not mx.autograd.is_recording()
+    assert not mx.autograd.is_recording()
+    np.testing.assert_array_equal(view.asnumpy(), table.asnumpy()[1:3])

@@ -79,7 +79,11 @@ NOTE [sized recorded groups]
     never of values), and where they are used the tables (and their gradient tables) have a
     power of two of rows, so that their shapes, inputs of every group, repeat from batch to
     batch; the rows after a function's last invocation are never read (every index is a row
-    of an invocation) and their gradients stay zero. At most ``SIZED_ROWS`` CachedOps per
+    of an invocation) and their gradients stay zero. The plan keeps each function's rows
+    (:func:`whole_rows`) while a batch needs at least a quarter of them: the benchmark's
+    forests of 25 trees have 750-1,080 nodes, and rounding each batch's own count flipped the
+    tables between 1,024 and 2,048 rows in 12 batches of 42, each flip re-planning every
+    state of every sized CachedOp, forward and backward. At most ``SIZED_ROWS`` CachedOps per
     graph, each keeping a state per outstanding call (about 50 MB more peak memory in the
     benchmark's TreeLSTM training at H = 150). An input shape that still differs (an
     environment value the size of the forest) is re-inferred as before.
@@ -134,7 +138,7 @@ from ..graph.decoded import random_ops
 from .._cachedop import CachedOpPair, _no_gradient_passthrough
 from .group_draws import SEED, group_draws
 from .value_graphs import _result_graph, _value_graph
-from .views import rows as rows_of
+from .views import Unrecorded, rows as rows_of
 
 ENABLED = [True]   # NOTE above: tests compare the planned and the recorded backward
 RUNS = [0]         # schedules run with a planned backward (for tests, tools)
@@ -147,6 +151,7 @@ STATIC_CALLS = [0]   # recorded group calls run by a static CachedOp (for tests)
 STATIC_GROUPS = 64   # the most groups of a schedule run by static CachedOps (NOTE above)
 SIZED_ROWS = [64]   # NOTE [sized recorded groups]: groups of at most this many rows; 0: none
 SIZED_CALLS = [0]  # recorded group calls run by the static CachedOp of their row count (tests)
+KEPT_TABLES = [0]  # tables given more rows than their power of two, kept from a batch before
 BULK = [64]   # NOTE [bulked groups]: operators per engine push; 0: MXNet's own (tests compare)
 # Operators whose gradient (FGradient in MXNet 1.9.1) is a node of its own reading the output
 # gradient: ActivationGrad, FullyConnectedGrad, ConcatGrad (MakeGradNode), ElemwiseGradUseIn /
@@ -182,8 +187,6 @@ def run(schedule, ctx, upload):
     sized = static and STATIC[0] and SIZED_ROWS[0] > 0   # NOTE [sized recorded groups]
     # NOTE [one table per output] in value_graphs.py
     tables = schedule.tables(ctx, whole=sized)
-    grads = {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
-             for q, ts in tables.items()}
     # Aliases of the tables are variables whose gradients add up in ``grads``: a group's
     # graph takes its children's rows from them, and take's backward adds into the rows it
     # took (NOTE above). The groups write into the tables themselves (autograd refuses a
@@ -196,9 +199,6 @@ def run(schedule, ctx, upload):
             sites[callee] = max(sites[callee], len(at))
     sources = {q: [[t.detach() for t in ts] for _ in range(sites[q])]
                for q, ts in tables.items()}
-    mx.autograd.mark_variables([a for q in sources for s in sources[q] for a in s],
-                               [g for q in sources for _ in sources[q] for g in grads[q]],
-                               grad_reqs="add")
     index = upload(schedule.indices, ctx)
     uploaded = {q: [upload(a, ctx) for a in args] for q, args in schedule.sorted_args.items()}
     taped: List[tuple] = []   # per group: (number, qname, vid, first, rows, calls, kept)
@@ -207,24 +207,26 @@ def run(schedule, ctx, upload):
     remat = remat_run(schedule)
     seed: List[int] = []   # drawn once, for seeded groups (NOTE [replayed draws])
 
-    def call_group(number, q, vid, first, rows, calls, out, kept=None):
-        """Group ``number``'s graph on its inputs (``out``: into its rows of the tables),
-        whether it reads an array needing a gradient, and what it keeps for its
-        recomputation: its draws, or True for a seeded group (remat only). ``kept``: the
-        forward's, when recomputing."""
+    def call_group(number, q, vid, first, rows, calls, into_tables, kept=None):
+        """Group ``number``'s graph on its inputs (``into_tables``: into its rows of the
+        tables), the outputs, whether it reads an array needing a gradient, and what it keeps
+        for its recomputation: its draws, or True for a seeded group (remat only). ``kept``:
+        the forward's, when recomputing."""
         callees = [callee for callee, _ in plan.functions[q].callees(vid)]
         graph = _value_graph(plan, layouts, q, vid, None)
         values = []
-        for role, i, j, site in graph.inputs:
-            if role == "arg":   # (a view of rows, no general indexing)
-                values.append(rows_of(uploaded[q][i], first, first + rows))
-            elif role == "env":
-                values.append(env[i])
-            elif role == "table":
-                values.append(sources[callees[i]][site][j])
-            else:   # call site j's rows of the site-major indices
-                a = calls[i][1][0][0] + j * rows
-                values.append(rows_of(index, a, a + rows))
+        with Unrecorded():   # See NOTE [views off the tape] in views.py
+            out = [rows_of(t, first, first + rows) for t in tables[q]] if into_tables else None
+            for role, i, j, site in graph.inputs:
+                if role == "arg":   # (a view of rows, no general indexing)
+                    values.append(rows_of(uploaded[q][i], first, first + rows))
+                elif role == "env":
+                    values.append(env[i])
+                elif role == "table":
+                    values.append(sources[callees[i]][site][j])
+                else:   # call site j's rows of the site-major indices
+                    a = calls[i][1][0][0] + j * rows
+                    values.append(rows_of(index, a, a + rows))
         # A group of leaves reading no marked array is a constant to autograd: nothing to do.
         taped_inputs = bool(callees) or any(role == "env" and env[i].grad is not None
                                             for role, i, _, _ in graph.inputs)
@@ -241,6 +243,7 @@ def run(schedule, ctx, upload):
             return _call(graph, nonempty, values, out), taped_inputs, True
         if kept is None:   # the forward: outputs into the tables, draws kept
             outputs = _call(draws.forward, nonempty, values, None)
+            assert out is not None   # the forward runs into the tables
             for value, dst in zip(outputs, out):
                 value.copyto(dst)
             return out, taped_inputs, outputs[draws.outputs:]
@@ -250,12 +253,15 @@ def run(schedule, ctx, upload):
                      None), taped_inputs, kept
 
     with bulk():   # NOTE [bulked groups]
+        grads = {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
+                 for q, ts in tables.items()}
+        mx.autograd.mark_variables([a for q in sources for s in sources[q] for a in s],
+                                   [g for q in sources for _ in sources[q] for g in grads[q]],
+                                   grad_reqs="add")
         for number, (q, vid, first, rows, calls) in enumerate(schedule.groups):
             # Written in place, each output into its rows of its table; unrecorded with remat.
             with mx.autograd.pause(train_mode=training) if remat else contextlib.nullcontext():
-                out, taped_inputs, kept = call_group(
-                    number, q, vid, first, rows, calls,
-                    [rows_of(t, first, first + rows) for t in tables[q]])
+                out, taped_inputs, kept = call_group(number, q, vid, first, rows, calls, True)
             if taped_inputs:
                 taped.append((number, q, vid, first, rows, calls, kept if remat else out))
     graph = _result_graph(plan, layouts, None)
@@ -274,7 +280,7 @@ def run(schedule, ctx, upload):
             for number, q, vid, first, rows, calls, kept in reversed(taped):
                 if remat:   # recomputed now, alone (NOTE [hybridized remat recursion])
                     with mx.autograd.record(train_mode=train_mode):
-                        out, _, kept = call_group(number, q, vid, first, rows, calls, None, kept)
+                        out, _, kept = call_group(number, q, vid, first, rows, calls, False, kept)
                     out = list(out) if isinstance(out, (list, tuple)) else [out]
                     if kept is True:   # seeded: the draws replayed, or the backward fails
                         differ += [d for d in (_remat._differs(o, rows_of(t, first, first + rows))
@@ -336,9 +342,16 @@ def _call(graph, nonempty, values, out, static=False, key=None):
     return op(*values, out=out)
 
 
-def whole_rows(rows):
-    """``rows`` rounded up to a power of two: a table's rows (NOTE [sized recorded groups])."""
-    return 1 << (rows - 1).bit_length()
+def whole_rows(plan, q, rows):
+    """The rows of function ``q``'s tables holding ``rows`` rows: a power of two, kept from
+    batch to batch while it is at most four times ``rows`` rounded up (NOTE [sized recorded
+    groups])."""
+    need = 1 << (rows - 1).bit_length()
+    kept = plan.table_rows.get(q, 0)
+    if not need <= kept <= 4 * need:
+        kept = plan.table_rows[q] = need
+    KEPT_TABLES[0] += kept > need
+    return kept
 
 
 def remat_run(schedule):

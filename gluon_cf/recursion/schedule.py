@@ -422,15 +422,16 @@ class _Schedule:
         """Per function, one table per output (NOTE [one table per output] in
         recursion/value_graphs.py): its invocations' rows in run order, then ``slack`` rows;
         ``round_up``: and more, to a multiple of ``PADDED_TABLE_BYTES`` (NOTE [padded rows]
-        there); ``whole``: to a power of two (NOTE [sized recorded groups] in
-        recursion/planned_backward.py)."""
+        there); ``whole``: to the rows kept for the function, a power of two (NOTE [sized
+        recorded groups] in recursion/planned_backward.py)."""
         tables = {}
         for q, n in self.counts.items():
             if n:
                 layout = self.layouts[q]
                 dtype = layout["dtype"]
                 tables[q] = [mx.nd.empty((_round_up(n + slack, size * dtype.itemsize)
-                                          if round_up else planned_backward.whole_rows(n + slack)
+                                          if round_up else
+                                          planned_backward.whole_rows(self.plan, q, n + slack)
                                           if whole else n + slack,) + shape,
                                          ctx=ctx, dtype=dtype)
                              for shape, size in zip(layout["shapes"], layout["sizes"])]

@@ -390,6 +390,7 @@ class _Plan:
         self.order = {q: i for i, q in enumerate(sorted(self.functions))}
         self.graphs = {}      # (qname, variant, sources per callee) -> _ValueGraph
         self.layouts = {}     # (qname, argument shapes and dtypes, env shapes) -> layout
+        self.table_rows = {}  # qname -> its tables' rows (NOTE [sized recorded groups])
 
 
 def analyse(context, qname):

@@ -1,4 +1,14 @@
-"""Views of rows of NDArrays, the inputs and outputs of a schedule's group calls."""
+"""Views of rows of NDArrays, the inputs and outputs of a schedule's group calls.
+
+NOTE [views off the tape]
+    ``MXNDArraySlice`` (``NDArray::SliceWithRecord`` in MXNet 1.9.1) parses a fake ``slice``
+    operator's parameters (strings into a ``SliceParam``) whenever recording is on, and then
+    ``Imperative::RecordOp`` records nothing when the sliced array has no autograd entry: for
+    a group of a few operators (TreeRNN's cell) that parsing was about 4% of the planned run's
+    thread. A view of an array on no tape is the same either way, so the planned run
+    (recursion/planned_backward.py) makes its views of the tables, the uploaded arguments and
+    the indices (arrays it created, never recorded) inside :class:`Unrecorded`.
+"""
 import ctypes
 
 from mxnet.base import _LIB, NDArrayHandle, check_call, mx_uint
@@ -19,3 +29,19 @@ def rows(array, start, stop):
     check_call(_LIB.MXNDArraySlice(array.handle, mx_uint(start), mx_uint(stop),
                                    ctypes.byref(handle)))
     return NDArray(handle=handle, writable=array.writable)
+
+
+class Unrecorded:
+    """Autograd's recording off, for views of arrays on no tape.
+    See NOTE [views off the tape]."""
+
+    __slots__ = ("recording",)
+
+    def __enter__(self):
+        recording = ctypes.c_int()
+        check_call(_LIB.MXAutogradSetIsRecording(ctypes.c_int(0), ctypes.byref(recording)))
+        self.recording = recording.value
+
+    def __exit__(self, *_):
+        check_call(_LIB.MXAutogradSetIsRecording(ctypes.c_int(self.recording),
+                                                 ctypes.byref(ctypes.c_int())))
