@@ -23,8 +23,8 @@ __all__ = ["heartbeat", "HEARTBEAT_MARKER", "HEARTBEAT_ENV", "SCRIPT_ENDED_MARKE
 HEARTBEAT_MARKER = "<gluon_cf.launch heartbeat>"
 #: A worker's line when its script ended with status 0 (NOTE [a failed worker exits at once]).
 SCRIPT_ENDED_MARKER = "<gluon_cf.launch script ended>"
-#: A worker's line, followed by its status and ">", when its script failed (NOTE [a failed
-#: worker's bounded exit]).
+#: A worker's line, followed by its status and ">", when its script failed
+#: (NOTE [a failed worker's bounded exit]).
 SCRIPT_FAILED_MARKER = "<gluon_cf.launch script failed with status "
 #: Seconds a failed worker's exit functions may take before it leaves anyway.
 FAILED_EXIT_WAIT = 10.0
