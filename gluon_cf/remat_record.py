@@ -29,6 +29,7 @@ from mxnet import autograd
 from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
 from . import node as _node
+from ._graph_json import reached_ids
 from .graph.index_gradients import _NO_GRADIENT_INPUTS, _STOPS
 from .operators import INDEX_INPUTS
 
@@ -317,21 +318,17 @@ def gradient_leaves(js):
     """The names of the variables of recorded graph ``js`` a gradient reaches from its heads:
     not through ``take``'s indices and its kin, nor through an operator passing none back
     (NOTE [loop states needing no gradient])."""
-    nodes, found = js["nodes"], set()
-    seen, todo = set(), [h[0] for h in js["heads"]]
-    while todo:
-        nid = todo.pop()
-        if nid in seen:
-            continue
-        seen.add(nid)
-        node = nodes[nid]
+    nodes = js["nodes"]
+
+    def passing(node):
         op = node["op"]
-        if op == "null":
-            found.add(node["name"])
-        elif op not in _STOPS:
-            skip = set(INDEX_INPUTS.get(op, ())) | set(_NO_GRADIENT_INPUTS.get(op, ()))
-            todo.extend(e[0] for k, e in enumerate(node["inputs"]) if k not in skip)
-    return found
+        if op == "null" or op in _STOPS:
+            return ()
+        skip = set(INDEX_INPUTS.get(op, ())) | set(_NO_GRADIENT_INPUTS.get(op, ()))
+        return [e[0] for k, e in enumerate(node["inputs"]) if k not in skip]
+    heads = [h[0] for h in js["heads"]]
+    return {nodes[nid]["name"] for nid in reached_ids(nodes, heads, passing)
+            if nodes[nid]["op"] == "null"}
 
 
 def _index_leaves(js):
@@ -339,16 +336,7 @@ def _index_leaves(js):
     nodes = js["nodes"]
     todo = [n["inputs"][k][0] for n in nodes for k in INDEX_INPUTS.get(n["op"], ())
             if k < len(n["inputs"])]
-    found, seen = set(), set()
-    while todo:
-        nid = todo.pop()
-        if nid in seen:
-            continue
-        seen.add(nid)
-        if nodes[nid]["op"] == "null":
-            found.add(nodes[nid]["name"])
-        todo.extend(e[0] for e in nodes[nid]["inputs"])
-    return found
+    return {nodes[nid]["name"] for nid in reached_ids(nodes, todo) if nodes[nid]["op"] == "null"}
 
 
 def states_needing_gradients(slots, closure, result, live_states, live_data, refine):

@@ -30,6 +30,7 @@ NOTE [files are checked before MXNet reads them]
 import json
 
 from . import registry
+from ._graph_json import reached_ids
 from .errors import SymbolFileError
 
 MAX_NODE_OUTPUTS = 65536   # a node's outputs: MXNet allocates per output when it loads one
@@ -401,17 +402,9 @@ def _attrs_of(node):
 
 def _reachable_variables(graph):
     """How many variables a graph's heads read: MXNet's inputs of a subgraph."""
-    nodes, seen, stack = graph["nodes"], set(), [h[0] for h in graph["heads"]]
-    variables = 0
-    while stack:
-        i = stack.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        if nodes[i]["op"] == "null":
-            variables += 1
-        stack.extend(entry[0] for entry in nodes[i].get("inputs", []))
-    return variables
+    nodes = graph["nodes"]
+    heads = [h[0] for h in graph["heads"]]
+    return sum(nodes[i]["op"] == "null" for i in reached_ids(nodes, heads))
 
 
 def _is_entry(entry):

@@ -134,6 +134,7 @@ from typing import List
 import mxnet as mx
 
 from .. import node as _node, remat as _remat
+from .._graph_json import reached_ids
 from ..graph.decoded import random_ops
 from .._cachedop import CachedOpPair, _no_gradient_passthrough
 from .group_draws import SEED, group_draws
@@ -366,17 +367,11 @@ def _gradient_passes_through(js):
     nodes, heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
     if len(set(heads)) < len(heads):
         return True
-    seen, todo = set(), [nid for nid, _ in heads]
-    while todo:
-        nid = todo.pop()
-        if nid in seen:
-            continue
-        seen.add(nid)
-        if nodes[nid]["op"] == "null":
-            return True
-        if nodes[nid]["op"] not in _GRADIENT_NODE_OPS:
-            todo.extend(entry[0] for entry in nodes[nid]["inputs"])
-    return False
+
+    def passing(node):
+        return () if node["op"] in _GRADIENT_NODE_OPS else [e[0] for e in node["inputs"]]
+    return any(nodes[nid]["op"] == "null"
+               for nid in reached_ids(nodes, [nid for nid, _ in heads], passing))
 
 
 def _refuse_different(node):

@@ -91,6 +91,7 @@ from mxnet import autograd
 
 from .. import node as _node
 from .. import remat as _remat, remat_escapes as _escapes
+from .._graph_json import reached_ids
 from .._structure import flatten, regroup
 from ..operators import user_location
 from ..remat_record import live_integer
@@ -282,22 +283,18 @@ class Call:
             return
         graph = json.loads(mx.sym.Group([autograd.get_symbol(h) for h in heads]).tojson())
         nodes = graph["nodes"]
-        outside, seen, todo = [], set(), [h[0] for h in graph["heads"]]
-        while todo:
-            i = todo.pop()
-            if i in seen:
-                continue
-            seen.add(i)
-            n = nodes[i]
+
+        def before(n):
             k = _operator_number(n)
-            if n["op"] == "null" or k is None:
-                continue
-            if k < first_node:
-                outside.append(n)
-                continue
-            if n["op"] == "_CustomFunction":   # a call below: its inputs are its own
-                continue
-            todo.extend(e[0] for e in n["inputs"])
+            return n["op"] != "null" and k is not None and k < first_node
+
+        def entering(n):
+            if n["op"] == "null" or _operator_number(n) is None or before(n) or \
+                    n["op"] == "_CustomFunction":   # a call below: its inputs are its own
+                return ()
+            return [e[0] for e in n["inputs"]]
+        outside = [nodes[i] for i in reached_ids(nodes, [h[0] for h in graph["heads"]], entering)
+                   if before(nodes[i])]
         if outside:
             raise NotImplementedError(
                 "gluon_cf.recursive%s: with remat, %r reads an array computed under "

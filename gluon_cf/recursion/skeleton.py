@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from .. import registry
+from .._graph_json import reached_ids
 from ..operators import DYNAMIC_SHAPE_OPS, INDEX_INPUTS
 from .host_rules import HOST_RULES, _NotPlannable
 
@@ -218,13 +219,7 @@ def _calls_inside(node):
 
 def _reached(nodes, heads):
     """The node ids ``heads`` (entries) are computed from, inputs included."""
-    seen, stack = set(), [h[0] for h in heads]
-    while stack:
-        nid = stack.pop()
-        if nid not in seen:
-            seen.add(nid)
-            stack += [i[0] for i in nodes[nid]["inputs"]]
-    return seen
+    return set(reached_ids(nodes, [h[0] for h in heads]))
 
 
 class _Loop:
