@@ -41,6 +41,7 @@ from .graph.operator_errors import OperatorShapeError
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS
+from .shared_handles import own_handles
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
                              parameter_file_error)
 
@@ -125,8 +126,8 @@ def _run_built(self, args, lock):
             plan = self._gluon_cf_plan = _Plan(self)
     if not plan.has_nodes:
         return _original_call_cached_op(self, *args)
-    if mx.autograd.is_recording():   # NOTE [inputs shared between threads]
-        args = tuple(_own_handles(a) for a in args)
+    if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]
+        args = own_handles(args)
     flat, fmt = _block._flatten(args, "input")
     flat = [a for a in flat if a is not None]
     key = tuple(a.shape for a in flat)   # the data's shapes: the parameters' are fixed
@@ -173,34 +174,6 @@ def _run_built(self, args, lock):
 #     CachedOp only pushes work to MXNet's engine, which runs it in parallel as before). The
 #     partitioned runs keep one PartitionedGraph per thread (``_Plan.run_partitioned``) and
 #     run unlocked.
-# NOTE [inputs shared between threads]
-#     MXNet 1.9.1 keeps an array's autograd history on the array's handle: recording an
-#     operator on an array in no graph attaches a fresh variable node to its handle
-#     (``Imperative::RecordOp``), and every ``backward`` without ``retain_graph`` empties the
-#     nodes of the graph it walked that need no gradient (``AGInfo::Clear``), with no lock.
-#     Two threads recording on one array (the same batch of data fed to two nets) share that
-#     node: one thread's ``loss.backward()`` empties it under the other's recording or
-#     backward - "The any container is empty requested=...AGInfo", "shape_num_unknown_nodes
-#     (8 vs. 0)", or a segmentation fault, "pure virtual method called", "double free" (4 runs
-#     in 6 of two threads training hybridized TreeRNNs on the same batches; plain Gluon fails
-#     alike, eager or hybridized). So a recorded call of a block with gluon_cf nodes passes an
-#     input that needs no gradient (in no graph, or a leaf of one that asks none: MXNet names
-#     those variables "null<n>") as a handle of its own on the same memory (``detach``): its
-#     history is this call's alone. Nothing changes but the handle: no gradient ever reached
-#     such an input. Inputs with gradients (``attach_grad``, or outputs of recorded operators)
-#     are passed as they are. The user's own operators on a shared array stay MXNet's.
-def _own_handles(value):
-    if isinstance(value, (list, tuple)):
-        return type(value)(_own_handles(v) for v in value)
-    if not isinstance(value, mx.nd.NDArray):
-        return value
-    try:
-        name = mx.autograd.get_symbol(value).name
-    except mx.MXNetError:   # in no graph
-        return value.detach()
-    return value.detach() if name is not None and name.startswith("null") else value
-
-
 def _lock_of(block):
     lock = block.__dict__.get("_gluon_cf_lock")
     if lock is None:   # dict.setdefault is atomic: one lock per block, whoever comes first
