@@ -41,6 +41,7 @@ from .graph.operator_errors import OperatorShapeError
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS
+from .shared_handles import own_handles
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
                              parameter_file_error)
 
@@ -125,6 +126,8 @@ def _run_built(self, args, lock):
             plan = self._gluon_cf_plan = _Plan(self)
     if not plan.has_nodes:
         return _original_call_cached_op(self, *args)
+    if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]
+        args = own_handles(args)
     flat, fmt = _block._flatten(args, "input")
     flat = [a for a in flat if a is not None]
     key = tuple(a.shape for a in flat)   # the data's shapes: the parameters' are fixed

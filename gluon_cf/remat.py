@@ -71,6 +71,7 @@ from . import node as _node, remat_escapes as _escapes
 from .graph.decoded import holds_random_ops  # noqa: F401 (remat.holds_random_ops)
 from .operators import is_random_op
 from .executor import run
+from .shared_handles import private_leaves
 # The interval for "auto"/a budget (NOTE [remat budgets]); these names are remat's too.
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
@@ -538,7 +539,8 @@ class Loop:
                 if _float(x):
                     x.attach_grad()
             heads, head_grads = [], []
-            with autograd.record(train_mode=self.training):
+            # See NOTE [inputs shared between threads]
+            with autograd.record(train_mode=self.training), private_leaves():
                 if self.random and self.seed_base is not None:
                     mx.random.seed(self.seed_base + segment, ctx=self.ctx)
                 current = states

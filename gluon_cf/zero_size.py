@@ -27,6 +27,7 @@ from mxnet.ndarray import register as _register
 
 from .errors import ZeroSizeError, no_element_error, note_no_element
 from .operators import CRASH_DETAIL, crashing_zero_size, user_location
+from . import shared_handles
 
 __all__ = ["eager_body"]
 
@@ -40,20 +41,28 @@ def _invoke(handle, ndargs, *rest):
     refuses a zero-size input is a ZeroSizeError at the user's line (NOTE above); so is a
     ``boolean_mask`` of 1-D data keeping nothing (NOTE [a one-dimensional result of no
     element] in ``graph/partitioned.py``)."""
+    if shared_handles.active():   # See NOTE [inputs shared between threads]
+        out = _invoke_unshared(handle, shared_handles.own_inputs(ndargs), *rest)
+        shared_handles.produced(out)
+        return out
+    return _invoke_unshared(handle, ndargs, *rest)
+
+
+def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operator is 2 up)
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
     empty = [k for k, a in enumerate(ndargs) if 0 in shape_or_no_element(a)]
-    crashing = crashing_zero_size(sys._getframe(1).f_code.co_name,
+    crashing = crashing_zero_size(sys._getframe(2).f_code.co_name,
                                   [a.shape for a in ndargs]) if empty else []
     if crashing:
-        raise _refused(sys._getframe(1).f_code.co_name, user_location(),
+        raise _refused(sys._getframe(2).f_code.co_name, user_location(),
                        [(k, ndargs[k].shape) for k in crashing], CRASH_DETAIL)
     try:
         if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 return _original_invoke(handle, ndargs, *rest)
         out = _original_invoke(handle, ndargs, *rest)
-        if sys._getframe(1).f_code.co_name == "boolean_mask":
+        if sys._getframe(2).f_code.co_name == "boolean_mask":
             try:
                 out.shape   # noqa: B018 - read for MXNet's error
             except mx.MXNetError:
@@ -71,7 +80,7 @@ def _invoke(handle, ndargs, *rest):
     except mx.MXNetError as err:
         if not empty:
             raise
-        op = sys._getframe(1).f_code.co_name        # MXNet's generated function: the op
+        op = sys._getframe(2).f_code.co_name        # MXNet's generated function: the op
         raise _refused(op, user_location(), [(k, ndargs[k].shape) for k in empty], err) \
             from None
 

@@ -7,8 +7,9 @@ the new values), groups of 1, 63, 64, 65 and 128 rows and tables across powers o
 mutual recursion, grad_req toggled between 'write', 'null' and 'add', a gradient asked of an
 input, several forwards of one net before one backward (one state per outstanding call).
 No defect of the change was found; these keep it so. (Two threads training two hybridized
-recursive nets at once fail or crash with or without the change, planned backward or not:
-left for its own fix.)"""
+recursive nets at once on the same batches failed or crashed with or without the change,
+planned backward or not: MXNet's history on the shared input arrays, fixed since, see
+tests/test_threads_shared_inputs.py.)"""
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd

@@ -95,6 +95,7 @@ from .._graph_json import reached_ids
 from .._structure import flatten, regroup
 from ..operators import user_location
 from ..remat_record import live_integer
+from ..shared_handles import private_leaves
 
 _CHECK_EVERY = 256
 _state = threading.local()   # .call: the Call whose body runs now; .replaying: in its backward
@@ -335,8 +336,8 @@ class Call:
             "loop"))
         _state.call, _state.replaying = self, True
         _remat._inside.loop = "gluon_cf.recursive %r%s" % (self.fn.name, self.root.at())
-        try:
-            with autograd.record(train_mode=self.root.training):
+        try:   # See NOTE [inputs shared between threads]
+            with autograd.record(train_mode=self.root.training), private_leaves():
                 result = self.fn.fn(*regroup(args, self.fmt))
         finally:
             _state.call, _state.replaying, _remat._inside.loop = saved_state
