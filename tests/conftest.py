@@ -42,10 +42,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #     has them marked by name, and its other tests (values, gradients, reports) run shared:
 #     test_foreach_memory.py's equality tests (~40 s under load) and test_bench_memory.py's
 #     quick preset (fresh processes; it asserts only that memory grows somewhere) beside them.
+#     The name parts say what a test measures: a run "in_a_fresh_process" alone is not a
+#     measurement (an import or a run in a fresh process checking values), nor is a refused
+#     "--timeout" argument; they ran alone, ~25 s of the other worker idle, until session 20.
 ALONE_FILES = ("test_launch.py", "test_eager_depth_memory.py", "test_artifact_limits.py",
                "test_bench_loops.py")
-ALONE_NAME_PARTS = ("2_gib", "memory_in_a_fresh_process", "in_a_fresh_process", "peak_rss",
-                    "wall_time", "timeout")
+ALONE_NAME_PARTS = ("2_gib", "memory_in_a_fresh_process", "foreach_in_a_fresh_process",
+                    "peak_rss", "wall_time", "test_timeout")
 
 
 def pytest_configure(config):
@@ -53,11 +56,23 @@ def pytest_configure(config):
                             "(NOTE [tests that run alone])")
 
 
+# The longest files first (quiet CI, session 20): ``--dist loadfile`` hands out files in
+# collection order, so one of these started last kept one worker busy for a minute or two
+# while the other had nothing left (longest first is the classic bound for such a schedule).
+# Only the order of whole files changes; each still runs on one worker, its tests in order.
+FIRST_FILES = ("test_recursion_hostile2.py", "test_recursion.py", "test_remat_escapes.py",
+               "test_autograph_programs.py", "test_hostile_round16.py", "test_autograph.py",
+               "test_export_cli.py", "test_hostile_export7.py", "test_call_history.py",
+               "test_autograph_hostile.py", "test_notebooks.py", "test_export_recursive_onnx.py")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if os.path.basename(str(item.fspath)) in ALONE_FILES or any(
                 part in item.name for part in ALONE_NAME_PARTS):
             item.add_marker(pytest.mark.alone)
+    rank = {name: k for k, name in enumerate(FIRST_FILES)}
+    items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
 
 
 class _RunLock:
