@@ -12,7 +12,8 @@ from mxnet import autograd, gluon
 
 import gluon_cf
 
-from conftest import MODES, run_python, set_mode
+from conftest import MODES, set_mode
+from test_zero_size_crashes import check_refused_or_expected
 
 HERE = __file__
 COUNTS = (3, 1, 0, 2, 5, 4, 1, 0, 6)
@@ -163,21 +164,5 @@ def _expected(variant, mask):
     ("SequenceReverse", "got = F.SequenceReverse(kept)"),
     ("pick", "got = F.pick(kept, F.zeros((3, 2)), axis=0, keepdims=True)")])
 def test_zero_size_sequence_reverse_and_pick_are_refused_not_a_crash(variant, line):
-    code = SCENARIO % {"variant": variant}
-    done = run_python(code, timeout=240)
-    assert done is not None, "hung"
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = [t for t in done.stdout.splitlines() if t.startswith(("VALUE", "REFUSED"))]
-    assert len(lines) == 8, done.stdout
-    number = [t.strip() for t in code.splitlines()].index(line) + 1
-    for text in lines:
-        kind, hybrid, rest = text.split(" ", 2)
-        mask = [float(v) for v in rest[1:rest.index("]")].split(", ")]
-        if sum(mask) == 0:
-            assert kind == "REFUSED", text
-            assert f"gluon_cf: {variant} at <string>:{number}" in text and \
-                "end the process" in text, text
-        else:
-            assert kind == "VALUE", text
-            value, grad = _expected(variant, mask)
-            assert rest.endswith(f"{value} {grad}"), (text, value, grad)
+    check_refused_or_expected(SCENARIO % {"variant": variant}, variant, line,
+                              lambda mask: _expected(variant, mask))
