@@ -51,18 +51,18 @@ def _invoke(handle, ndargs, *rest):
 def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operator is 2 up)
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
+    op = sys._getframe(2).f_code.co_name        # MXNet's generated function: the op
     empty = [k for k, a in enumerate(ndargs) if 0 in shape_or_no_element(a)]
-    crashing = crashing_zero_size(sys._getframe(2).f_code.co_name,
-                                  [a.shape for a in ndargs]) if empty else []
+    crashing = crashing_zero_size(op, [a.shape for a in ndargs]) if empty else []
     if crashing:
-        raise _refused(sys._getframe(2).f_code.co_name, user_location(),
+        raise _refused(op, user_location(),
                        [(k, ndargs[k].shape) for k in crashing], CRASH_DETAIL)
     try:
         if empty and len(empty) == len(ndargs) and mx.autograd.is_recording():
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 return _original_invoke(handle, ndargs, *rest)
         out = _original_invoke(handle, ndargs, *rest)
-        if sys._getframe(2).f_code.co_name == "boolean_mask":
+        if op == "boolean_mask":
             try:
                 out.shape   # noqa: B018 - read for MXNet's error
             except mx.MXNetError:
@@ -80,7 +80,6 @@ def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operato
     except mx.MXNetError as err:
         if not empty:
             raise
-        op = sys._getframe(2).f_code.co_name        # MXNet's generated function: the op
         raise _refused(op, user_location(), [(k, ndargs[k].shape) for k in empty], err) \
             from None
 
