@@ -43,6 +43,7 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 
 from . import _custom_ops, registry
 from ._structure import flatten
+from .checks import ArrayTypeError, op_at
 from .operators import (SOURCE_ATTR, aux_state_error, describe_node, updates_aux_state,
                         user_custom_op_error, user_location)
 
@@ -141,7 +142,7 @@ def flatten_returned(value, owner, what):
         return flatten(value, owner, what)
     except TypeError as err:
         where = user_location()
-        raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
+        raise ArrayTypeError("%s%s" % ("%s: " % where if where else "", err)) from None
 
 
 def trace(op, role, num_inputs, call):
@@ -157,8 +158,8 @@ def trace(op, role, num_inputs, call):
         flat, fmt = flatten_returned(value, "gluon_cf." + op, "the value returned by %s" % role)
         for out in flat:
             if not isinstance(out, mx.sym.Symbol):
-                raise TypeError("gluon_cf.%s: %s returned an NDArray in symbolic mode; return "
-                                "Symbols computed from its inputs" % (op, role))
+                raise ArrayTypeError("%s: %s returned an NDArray in symbolic mode; return "
+                                     "Symbols computed from its inputs" % (op_at(op), role))
         # MXSymbolCutSubgraph needs every head to be a marked op node, and a head may not be an
         # input: copy inputs, outer values and variables through an identity inside the scope.
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]

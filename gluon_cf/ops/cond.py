@@ -10,7 +10,8 @@ from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
                        merge_captures, pending_shapes, trace, user_location)
-from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
+from ..checks import (ArgumentValueError, ArrayTypeError, check_callable, check_scalar_pred,
+                      dtype_name, mismatch, mode_of, op_at, pred_value)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 
@@ -56,15 +57,15 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.
     if isinstance(pred, mx.nd.NDArray) and \
             mode_of(OP, flat, "the values returned by a branch") == "symbol":
-        raise TypeError("gluon_cf.cond: pred is an NDArray (eager mode) but the branch returned "
-                        "Symbols; in eager mode branches must compute NDArrays")
+        raise ArrayTypeError("%s: pred is an NDArray (eager mode) but the branch returned "
+                             "Symbols; in eager mode branches must compute NDArrays" % op_at(OP))
     return value
 
 
 def _cond_symbolic(pred, then_func, else_func, name):
     if len(pred.list_outputs()) != 1:
-        raise ValueError("gluon_cf.cond: pred must be a single Symbol, got a group of %d"
-                         % len(pred.list_outputs()))
+        raise ArgumentValueError("%s: pred must be a single Symbol, got a group of %d"
+                                 % (op_at(OP), len(pred.list_outputs())))
     count_subgraph_names(name + "_pred", name + "_then", name + "_else")
     then_g = _trace_branch("then_func", then_func)
     else_g = _trace_branch("else_func", else_func)
@@ -76,9 +77,9 @@ def _cond_symbolic(pred, then_func, else_func, name):
             # decides the structure (NOTE [recursion design]); this graph is thrown away.
             return other.out_value
     if then_g.out_fmt != else_g.out_fmt:
-        raise ValueError("gluon_cf.cond: then_func and else_func return different structures: "
+        raise ValueError("%s: then_func and else_func return different structures: "
                          "then_func returns %s, else_func returns %s"
-                         % (describe(then_g.out_fmt), describe(else_g.out_fmt)))
+                         % (op_at(OP), describe(then_g.out_fmt), describe(else_g.out_fmt)))
     captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
             "num_outputs": then_g.num_outputs}
