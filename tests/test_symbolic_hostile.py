@@ -13,6 +13,8 @@ ops cannot bind (nested loops whose shapes it cannot infer, a ``while_loop`` of 
 backward, ``cond`` of float64/float16/int32), and a free variable added to a step's output in
 ``foreach`` (MXNet's symbolic backward gives it the gradient of one step only).
 """
+import re
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -385,3 +387,411 @@ def test_executor_reshape_forward_kwargs_and_predict_mode_as_mxnet():
         results[k + " names"] = list(bigger.output_dict)
     _assert_arrays(results["gluon_cf"], results["mxnet"])
     assert results["gluon_cf names"] == results["mxnet names"]
+
+
+def _nested_cond_in_foreach_in_while(ops, a):
+    """A while_loop whose step runs a foreach whose step runs a cond (MXNet's symbolic ops
+    cannot bind it: the oracle is MXNet's eager ops)."""
+    total = S.sum if ops is gluon_cf else (lambda v: v.sum())
+
+    def step(i, s):
+        outs, state = ops.foreach(lambda d, q: (ops.cond(total(d) > 3.5, lambda: d * q,
+                                                         lambda: d + q), q * 0.5 + d),
+                                  a["x"], s)
+        return outs, [i + 1, state]
+
+    outs, final = ops.while_loop(lambda i, s: i < 2, step, [a["i"], a["h"]], max_iterations=2)
+    return [outs] + final
+
+
+def _nested_while_in_foreach(ops, a):
+    total = S.sum if ops is gluon_cf else (lambda v: v.sum())
+
+    def step(d, s):
+        inner, last = ops.while_loop(
+            lambda j, v: j < 2, lambda j, v: (ops.cond(total(v) > 4, lambda: v * 0.5,
+                                                       lambda: v + d), [j + 1, v * d]),
+            [a["i"], s], max_iterations=2)
+        return inner, last[1]
+
+    return list(ops.foreach(step, a["x"], a["h"]))
+
+
+@pytest.mark.parametrize("program", [_nested_cond_in_foreach_in_while, _nested_while_in_foreach])
+def test_nested_loops_and_cond_bind_as_eager_mxnet(program):
+    shapes = {"x": ((4, 3), F32), "h": ((3,), F32), "i": ((1,), F32)}
+    values = _values(shapes)
+    sym = S.Group(program(gluon_cf, {"x": X, "h": H, "i": I}))
+    outs, grads = _bind_run(sym, values)
+    want_outs, want_grads = _eager(program, values)
+    _assert_arrays(outs, want_outs)
+    for k in ("x", "h"):
+        _assert_arrays([grads[k]], [want_grads[k]], what=k)
+    reloaded = mx.sym.load_json(sym.tojson())
+    _assert_arrays(_bind_run(reloaded, values)[0], want_outs)
+
+
+# A symbolic RNN unrolled with foreach, trained with mx.mod.Module (SGD, two epochs)
+
+def _module_rnn(ops):
+    data, label = S.var("data"), S.var("softmax_label")
+    weight, bias = S.var("cell_weight"), S.var("cell_bias")
+
+    def body(d, state):
+        new = S.tanh(S.FullyConnected(d, weight=weight, bias=bias, num_hidden=3) + state)
+        return new, new
+
+    outs, final = ops.foreach(body, S.swapaxes(data, 0, 1), S.zeros((2, 3)))
+    logits = S.FullyConnected(final + S.mean(outs, axis=0), num_hidden=4, name="cls")
+    return S.SoftmaxOutput(logits, label, name="softmax")
+
+
+def test_symbolic_rnn_trains_with_module_as_mxnet():
+    results = {}
+    rng = np.random.RandomState(3)
+    inputs, labels = rng.uniform(-1, 1, (8, 5, 3)).astype(F32), np.arange(8) % 4
+    for k, ops in OPS.items():
+        mod = mx.mod.Module(_build(ops, _module_rnn), data_names=["data"],
+                            label_names=["softmax_label"])
+        batches = mx.io.NDArrayIter(inputs, labels, batch_size=2)
+        mod.bind(batches.provide_data, batches.provide_label)
+        mx.random.seed(0)
+        mod.init_params(mx.init.Uniform(0.5))
+        mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.5})
+        for _ in range(2):
+            batches.reset()
+            for batch in batches:
+                mod.forward(batch, is_train=True)
+                mod.backward()
+                mod.update()
+        params = mod.get_params()[0]
+        results[k] = ({n: p.asnumpy() for n, p in params.items()}, mod.output_names,
+                      mod.score(batches, "acc"))
+    assert results["gluon_cf"][1] == results["mxnet"][1]
+    assert results["gluon_cf"][2] == results["mxnet"][2]
+    assert sorted(results["gluon_cf"][0]) == sorted(results["mxnet"][0])
+    for n in results["mxnet"][0]:
+        _assert_arrays([results["gluon_cf"][0][n]], [results["mxnet"][0][n]], what=n)
+
+
+class _AttentionDecoder(gluon.HybridBlock):
+    """A seq2seq decoder in the style of gluonnlp 0.10.0's: dot attention over the encoder's
+    outputs at every step of a foreach (``ops`` None: MXNet's ``F.contrib``)."""
+
+    def __init__(self, ops, hidden=4, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+        with self.name_scope():
+            self.cell = gluon.rnn.GRUCell(hidden, input_size=2 * hidden)
+            self.proj = gluon.nn.Dense(hidden, in_units=2 * hidden, flatten=False)
+
+    def hybrid_forward(self, F, targets, memory, h0):
+        ops = self.ops or F.contrib
+
+        def step(token, states):
+            h = states[0]
+            scores = F.batch_dot(memory, F.expand_dims(h, axis=2))     # (B, T, 1)
+            weights = F.softmax(scores, axis=1)
+            context = F.sum(F.broadcast_mul(weights, memory), axis=1)   # (B, H)
+            out, new = self.cell(F.concat(token, context, dim=1), [h])
+            return self.proj(F.concat(out, context, dim=1)), new
+
+        outs, final = ops.foreach(step, targets, [h0])
+        return outs, final[0]
+
+
+class _BeamStep(gluon.HybridBlock):
+    """A greedy/beam-style search loop in the style of gluonnlp's HybridBeamSearchSampler:
+    while_loop over (step, scores, token, done) with max_iterations, an embedding and
+    projection read from the closure, beams expanded by topk (``ops`` None: ``F.contrib``)."""
+
+    def __init__(self, ops, vocab=7, hidden=4, beam=2, max_length=5, **kwargs):
+        super().__init__(**kwargs)
+        self.ops, self.beam, self.max_length = ops, beam, max_length
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(vocab, hidden)
+            self.proj = gluon.nn.Dense(vocab, in_units=hidden, flatten=False)
+
+    def hybrid_forward(self, F, tokens, scores):
+        ops = self.ops or F.contrib
+
+        def cond(i, scores, tokens, done):
+            return (i < self.max_length) * (F.sum(done) < 1)   # until a beam ends
+
+        def body(i, scores, tokens, done):
+            logp = F.log_softmax(self.proj(F.tanh(self.embed(tokens))), axis=-1)   # (B, V)
+            total = F.broadcast_add(logp, F.expand_dims(scores, axis=1))
+            flat = F.reshape(total, (1, -1))
+            best, where = F.topk(flat, k=self.beam, ret_typ="both")
+            new_tokens = F.reshape(F.cast(where, "float32") % 7, (-1,))
+            new_done = F.broadcast_logical_or(done, new_tokens == 2)   # (2: the end)
+            return [F.reshape(best, (-1,)), new_tokens], [i + 1, F.reshape(best, (-1,)),
+                                                         new_tokens, new_done]
+
+        outs, final = ops.while_loop(cond, body, [F.zeros((1,)), scores, tokens,
+                                                 F.zeros_like(scores)],
+                                     max_iterations=self.max_length)
+        return outs[0], outs[1], final[0], final[1]
+
+
+def _train_call(net, arrays, grad_inputs):
+    for k in grad_inputs:
+        arrays[k].attach_grad()
+    with autograd.record():
+        outs = net(*arrays)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        loss = sum((o.astype(F32) * (k + 1.5)).sum() for k, o in enumerate(outs))
+    loss.backward()
+    grads = {n: p.grad().asnumpy() for n, p in sorted(net.collect_params().items())
+             if p.grad_req != "null"}
+    return [o.asnumpy() for o in outs], [arrays[k].grad.asnumpy() for k in grad_inputs], grads
+
+
+@pytest.mark.parametrize("hybridize", [None, {}, {"static_alloc": True, "static_shape": True}],
+                         ids=["eager", "hybridized", "static"])
+def test_attention_decoder_with_foreach_trains_as_mxnets(hybridize):
+    rng = np.random.RandomState(0)
+    data = [rng.uniform(-1, 1, s).astype(F32) for s in ((5, 2, 4), (2, 3, 4), (2, 4))]
+    results = {}
+    for k, ops in (("mxnet", None), ("gluon_cf", gluon_cf)):
+        mx.random.seed(0)
+        net = _AttentionDecoder(ops, prefix="dec_")
+        net.initialize(mx.init.Xavier())
+        if hybridize is not None:
+            net.hybridize(**hybridize)
+        calls = [_train_call(net, [nd.array(a) for a in data], (0, 1, 2)) for _ in range(2)]
+        results[k] = calls, sorted(net.collect_params())
+    assert results["gluon_cf"][1] == results["mxnet"][1]
+    for got, want in zip(results["gluon_cf"][0], results["mxnet"][0]):
+        _assert_arrays(got[0] + got[1], want[0] + want[1])
+        for n in want[2]:
+            _assert_arrays([got[2][n]], [want[2][n]], what=n)
+
+
+@pytest.mark.parametrize("hybridize", [None, {"static_alloc": True, "static_shape": True}],
+                         ids=["eager", "static"])
+def test_beam_search_with_while_loop_as_mxnets(hybridize):
+    """Hybridized, MXNet's while_loop leaves rows past the last step uninitialised and gluon_cf
+    writes zeros (README): the rows compared are the steps taken (final[0])."""
+    results = {}
+    for k, ops in (("mxnet", None), ("gluon_cf", gluon_cf)):
+        mx.random.seed(0)
+        net = _BeamStep(ops, prefix="beam_")
+        net.initialize(mx.init.Xavier())
+        if hybridize is not None:
+            net.hybridize(**hybridize)
+        runs = []
+        for tokens in ([3.0, 5.0], [1.0, 6.0], [0.0, 2.0]):
+            outs = net(nd.array(tokens), nd.zeros(2))
+            runs.append([o.asnumpy() for o in outs])
+        results[k] = runs
+    for got, want in zip(results["gluon_cf"], results["mxnet"]):
+        steps = int(want[2][0])
+        assert int(got[2][0]) == steps
+        _assert_arrays([got[0][:steps], got[1][:steps]] + got[2:],
+                       [want[0][:steps], want[1][:steps]] + want[2:])
+
+
+def test_exported_decoder_imports_as_a_symbol_block_and_trains_as_mxnets(tmp_path):
+    """``export`` then ``SymbolBlock.imports`` (hybridized with static_alloc): the file's
+    arguments and outputs are named as MXNet's own export names them, and the imported block
+    computes MXNet's values and gradients."""
+    rng = np.random.RandomState(0)
+    data = [rng.uniform(-1, 1, s).astype(F32) for s in ((5, 2, 4), (2, 3, 4), (2, 4))]
+    files, results = {}, {}
+    for k, ops in (("mxnet", None), ("gluon_cf", gluon_cf)):
+        mx.random.seed(0)
+        net = _AttentionDecoder(ops, prefix="dec_")
+        net.initialize(mx.init.Xavier())
+        net.hybridize()
+        results[k] = _train_call(net, [nd.array(a) for a in data], (0, 1, 2))
+        net.export(str(tmp_path / k))
+        files[k] = mx.sym.load(str(tmp_path / ("%s-symbol.json" % k)))
+    assert files["gluon_cf"].list_arguments() == files["mxnet"].list_arguments()
+    assert files["gluon_cf"].list_outputs() == files["mxnet"].list_outputs()
+    block = gluon.SymbolBlock.imports(str(tmp_path / "gluon_cf-symbol.json"),
+                                      ["data0", "data1", "data2"],
+                                      str(tmp_path / "gluon_cf-0000.params"))
+    block.hybridize(static_alloc=True, static_shape=True)
+    for _ in range(2):
+        got = _train_call(block, [nd.array(a) for a in data], (0, 1, 2))
+        _assert_arrays(got[0] + got[1], results["mxnet"][0] + results["mxnet"][1])
+        for n, g in results["mxnet"][2].items():
+            _assert_arrays([got[2][n]], [g], what=n)
+
+
+# Errors: (name, call(ops)). MXNet's and gluon_cf's are raised by the same call, gluon_cf's is an
+# instance of MXNet's type and names this file's line.
+ERRORS = [
+    ("body_not_callable", lambda ops: ops.foreach(3, X, H)),
+    ("pred_of_two_outputs", lambda ops: ops.cond(S.Group([X, H]), lambda: X, lambda: X)),
+    ("max_iterations_0", lambda ops: ops.while_loop(
+        lambda i: i < 3, lambda i: (i, [i + 1]), [I], max_iterations=0)),
+    ("branch_returns_an_int", lambda ops: ops.cond(S.sum(X) > 0, lambda: 1, lambda: 2)),
+    ("branch_returns_none", lambda ops: ops.cond(S.sum(X) > 0, lambda: None, lambda: None)),
+    ("body_returns_none", lambda ops: ops.foreach(lambda d, s: None, X, H)),
+    ("body_takes_one_argument", lambda ops: ops.foreach(lambda d: (d, d), X, H)),
+    ("body_returns_more_states", lambda ops: ops.foreach(lambda d, s: (d, [s, s]), X, [H])),
+    ("func_returns_more_vars", lambda ops: ops.while_loop(
+        lambda i: i < 3, lambda i: (i, [i + 1, i]), [I], max_iterations=3)),
+    ("func_returns_one_value", lambda ops: ops.while_loop(
+        lambda i: i < 3, lambda i: (i + 1,), [I], max_iterations=3)),
+    ("branches_return_different_structures", lambda ops: ops.cond(
+        S.sum(X) > 0, lambda: [X, X], lambda: X)),
+    ("data_an_ndarray", lambda ops: ops.foreach(lambda d, s: (d, s), nd.ones((2, 2)), H)),
+    ("state_an_ndarray", lambda ops: ops.foreach(lambda d, s: (d, s), X, nd.ones(2))),
+    ("ndarray_pred_symbol_branches", lambda ops: ops.cond(nd.ones(1), lambda: X, lambda: X)),
+    ("no_loop_vars", lambda ops: ops.while_loop(lambda: S.ones(1) > 0, lambda: ([], []), [],
+                                                max_iterations=3)),
+]
+
+
+def _raised(call):
+    try:
+        call()
+    except Exception as err:        # noqa: BLE001 - the type is what is compared
+        return err
+    return None
+
+
+@pytest.mark.parametrize("name", [e[0] for e in ERRORS])
+def test_errors_are_raised_as_mxnet_raises_them_at_the_users_line(name):
+    call = dict(ERRORS)[name]
+    want = _raised(lambda: _build(mx.sym.contrib, call))
+    got = _raised(lambda: _build(gluon_cf, call))
+    assert want is not None and got is not None
+    assert isinstance(got, type(want)), (type(got).__mro__, type(want))
+    if name != "body_takes_one_argument":       # (Python's own TypeError, the lambda's)
+        assert re.search(r"(^| at )%s:\d+: " % re.escape(__file__), str(got)), str(got)
+
+
+def test_a_while_cond_returning_a_python_bool_is_refused_at_the_line():
+    """The one type left apart: MXNet raises ValueError ("Return of cond must be a Symbol"),
+    gluon_cf the TypeError (and AssertionError) of every value that must be arrays."""
+    got = _raised(lambda: gluon_cf.while_loop(lambda i: True, lambda i: (i, [i + 1]), [I],
+                                              max_iterations=3))
+    assert isinstance(got, TypeError) and str(got).startswith(__file__)
+    assert isinstance(_raised(lambda: mx.sym.contrib.while_loop(
+        lambda i: True, lambda i: (i, [i + 1]), [I], max_iterations=3)), ValueError)
+
+
+def _outputs(ex_or_outputs):
+    outputs = getattr(ex_or_outputs, "outputs", ex_or_outputs)
+    return [o.asnumpy() for o in outputs]
+
+
+def _bound(sym, **kwargs):
+    values = _values(XHW)
+    return sym.bind(mx.cpu(), {k: nd.array(v) for k, v in values.items()},
+                    args_grad={k: nd.zeros(v.shape) for k, v in values.items()}, **kwargs)
+
+
+def _trained(ex, heads=None):
+    for _ in range(2):
+        ex.forward(is_train=True)
+        ex.backward(heads)
+    return _outputs(ex) + [g.asnumpy() for g in ex.grad_arrays]
+
+
+# name -> observation(symbol of _scan) compared between MXNet and gluon_cf
+API = {
+    "infer_shape": lambda s: s.infer_shape(x=(4, 3), h=(3,), w=(3,)),
+    "infer_shape_partial_of_the_data": lambda s: s.infer_shape_partial(x=(4, 3)),
+    "infer_type_partial": lambda s: s.infer_type_partial(x="float64"),
+    "list_inputs_and_children": lambda s: (s.list_inputs(),
+                                           s[0].get_children().list_outputs()),
+    "composed_with_a_new_input": lambda s: (lambda c: (c.list_arguments(), _outputs(c.bind(
+        mx.cpu(), {"y": nd.ones((4, 3)), "h": nd.ones(3), "w": nd.ones(3)}).forward())))(
+        s(x=S.var("y") * 2)),
+    "deepcopy_and_pickle": lambda s: [_bind_run(c, _values(XHW)) for c in (
+        __import__("copy").deepcopy(s), __import__("pickle").loads(__import__("pickle").dumps(s)))],
+    "an_internal_output_bound": lambda s: (lambda inner: (inner.list_outputs(), _bind_run(
+        inner, _values(XHW))))(s.get_internals()["_foreach0_output1"]),
+    "eval": lambda s: [o.asnumpy() for o in s.eval(
+        mx.cpu(), **{k: nd.array(v) for k, v in _values(XHW).items()})],
+    "backward_without_head_gradients": lambda s: _raised(lambda: _trained(_bound(s[1]))),
+    "make_loss": lambda s: _trained(_bound(S.MakeLoss(S.sum(s[0])))),
+    "bind_grad_req_add": lambda s: _trained(_bound(s, grad_req="add"),
+                                            [nd.ones((4, 3)), nd.ones(3)]),
+    "copy_params_from": lambda s: (lambda ex: (ex.copy_params_from(
+        {k: nd.array(v) for k, v in _values(XHW).items()}), _outputs(ex.forward()))[1])(
+        s.simple_bind(mx.cpu(), x=(4, 3), h=(3,), w=(3,))),
+    "symbol_gradient": lambda s: _raised(lambda: s.gradient(["w"])),
+}
+
+
+def _same(got, want, what):
+    if isinstance(want, np.ndarray):
+        _assert_arrays([got], [want], what=what)
+    elif isinstance(want, dict):
+        assert sorted(got) == sorted(want), what
+        for k in want:
+            _same(got[k], want[k], "%s[%s]" % (what, k))
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), what
+        for k, (g, w) in enumerate(zip(got, want)):
+            _same(g, w, "%s[%d]" % (what, k))
+    elif isinstance(want, Exception):
+        stamp = re.compile(r"\[\d\d:\d\d:\d\d\] ")     # (MXNet's messages hold the time)
+        assert isinstance(got, type(want)), (what, got, want)
+        assert stamp.sub("", str(got)) == stamp.sub("", str(want)), what
+    else:
+        assert got == want, what
+
+
+@pytest.mark.parametrize("name", sorted(API))
+def test_symbol_and_executor_api_observes_as_mxnet(name):
+    want, got = (API[name](_build(ops, _scan)) for ops in (mx.sym.contrib, gluon_cf))
+    _same(got, want, name)
+
+
+def test_infer_shape_partial_without_the_data_answers_where_mxnet_fails():
+    """MXNet's foreach fails inferring with its data's shape unknown (a Check failed in its own
+    shape code); gluon_cf answers what it knows."""
+    sym = _build(gluon_cf, _scan)
+    assert sym.infer_shape_partial(h=(3,)) == ([(), (3,), (3,)], [(), (3,)], [])
+    with pytest.raises(mx.MXNetError):
+        _build(mx.sym.contrib, _scan).infer_shape_partial(h=(3,))
+
+
+A, B = S.var("a"), S.var("b")
+# name -> program: the order of list_arguments (what positional bind/infer_shape/arg_arrays
+# follow). MXNet orders a node's inputs by a depth-first walk of its subgraphs (a while_loop:
+# cond's inputs, then func's, loop variables among them); gluon_cf's nodes take loop
+# variables (data, states) first, then what the bodies read, in the order they read it.
+ARGUMENT_ORDERS = {
+    "foreach_free_variables_read_in_order": lambda ops: _group(*ops.foreach(
+        lambda d, s: (d * A + B, s * B + A), X, H)),
+    "while_cond_reads_the_first_variable": lambda ops: _group(*ops.while_loop(
+        lambda i, s: i < 3, lambda i, s: (s * A, [i + 1, s * B]), [I, H], max_iterations=3)),
+    "cond_branches_read_free_variables": lambda ops: ops.cond(
+        S.sum(H) > 0, lambda: X * A, lambda: B * X),
+    "cond_pred_reads_a_free_variable": lambda ops: ops.cond(
+        S.sum(A) > 0, lambda: H * B, lambda: X),
+}
+ARGUMENT_ORDERS_APART = {
+    "foreach_free_variables_read_out_of_order": lambda ops: _group(*ops.foreach(
+        lambda d, s: (B * (d + A), s * 2), X, H)),
+    "while_cond_reads_a_later_variable": lambda ops: _group(*ops.while_loop(
+        lambda s, i: i < 3, lambda s, i: (s, [s * B, i + 1]), [H, I], max_iterations=3)),
+    "while_cond_reads_a_free_variable": lambda ops: _group(*ops.while_loop(
+        lambda i, s: i < A, lambda i, s: (s, [i + 1, s * B]), [I, H], max_iterations=3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARGUMENT_ORDERS))
+def test_argument_order_is_mxnets(name):
+    program = ARGUMENT_ORDERS[name]
+    assert _build(gluon_cf, program).list_arguments() == \
+        _build(mx.sym.contrib, program).list_arguments()
+
+
+@pytest.mark.xfail(strict=True, reason="gluon_cf's node inputs are loop variables first "
+                   "(not fixed in session 21: every reader of a node's inputs would need the "
+                   "permutation); the names are MXNet's, only the order differs")
+@pytest.mark.parametrize("name", sorted(ARGUMENT_ORDERS_APART))
+def test_argument_order_apart_from_mxnets(name):
+    program = ARGUMENT_ORDERS_APART[name]
+    got, want = (_build(ops, program).list_arguments() for ops in (gluon_cf, mx.sym.contrib))
+    assert sorted(got) == sorted(want)
+    assert got == want
