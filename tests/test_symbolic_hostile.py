@@ -153,6 +153,9 @@ PROGRAMS = {
     "while_exact_bound": (lambda ops: _group(*ops.while_loop(
         lambda i, s: i < 3, lambda i, s: (s * 2, [i + 1, s * W]), [I, H], max_iterations=3)),
         IHW, None),
+    "while_truncated_by_max_iterations": (lambda ops: _group(*ops.while_loop(
+        lambda i, s: i < 10, lambda i, s: (s * 2, [i + 1, s * W]), [I, H],
+        max_iterations=np.int64(3))), IHW, None),
     "while_list_outputs": (lambda ops: _group(*ops.while_loop(
         lambda i, s: i < 3, lambda i, s: ([s * 2, s + 1], [i + 1, s * W]), [I, H],
         max_iterations=4)), IHW, {0: 3, 1: 3}),
@@ -550,8 +553,7 @@ def _train_call(net, arrays, grad_inputs):
 @pytest.mark.parametrize("hybridize", [None, {}, {"static_alloc": True, "static_shape": True}],
                          ids=["eager", "hybridized", "static"])
 def test_attention_decoder_with_foreach_trains_as_mxnets(hybridize):
-    rng = np.random.RandomState(0)
-    data = [rng.uniform(-1, 1, s).astype(F32) for s in ((5, 2, 4), (2, 3, 4), (2, 4))]
+    """Calls of several lengths, batch and memory sizes, then the first shapes again."""
     results = {}
     for k, ops in (("mxnet", None), ("gluon_cf", gluon_cf)):
         mx.random.seed(0)
@@ -559,7 +561,12 @@ def test_attention_decoder_with_foreach_trains_as_mxnets(hybridize):
         net.initialize(mx.init.Xavier())
         if hybridize is not None:
             net.hybridize(**hybridize)
-        calls = [_train_call(net, [nd.array(a) for a in data], (0, 1, 2)) for _ in range(2)]
+        calls = []
+        for length, batch, memory in ((5, 2, 3), (3, 2, 3), (5, 1, 4), (5, 2, 3)):
+            rng = np.random.RandomState(length * 10 + batch)
+            data = [rng.uniform(-1, 1, s).astype(F32)
+                    for s in ((length, batch, 4), (batch, memory, 4), (batch, 4))]
+            calls.append(_train_call(net, [nd.array(a) for a in data], (0, 1, 2)))
         results[k] = calls, sorted(net.collect_params())
     assert results["gluon_cf"][1] == results["mxnet"][1]
     for got, want in zip(results["gluon_cf"][0], results["mxnet"][0]):
@@ -795,3 +802,30 @@ def test_argument_order_apart_from_mxnets(name):
     got, want = (_build(ops, program).list_arguments() for ops in (gluon_cf, mx.sym.contrib))
     assert sorted(got) == sorted(want)
     assert got == want
+
+
+def test_symbolic_rnn_trains_with_bucketing_module_as_mxnet():
+    """A BucketingModule binds one executor per sequence length, sharing memory with the
+    default bucket's (``simple_bind(shared_exec=...)``)."""
+    results = {}
+    for k, ops in OPS.items():
+        def sym_gen(length, ops=ops):
+            return _build(ops, _module_rnn), ["data"], ["softmax_label"]
+
+        mod = mx.mod.BucketingModule(sym_gen, default_bucket_key=6)
+        mod.bind(data_shapes=[("data", (2, 6, 3))], label_shapes=[("softmax_label", (2,))])
+        mx.random.seed(0)
+        mod.init_params(mx.init.Uniform(0.5))
+        mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.5})
+        rng = np.random.RandomState(0)
+        for length in (6, 3, 4, 6, 3):
+            mod.forward(mx.io.DataBatch(
+                [nd.array(rng.uniform(-1, 1, (2, length, 3)))], [nd.array([1, 2])],
+                bucket_key=length, provide_data=[mx.io.DataDesc("data", (2, length, 3))],
+                provide_label=[mx.io.DataDesc("softmax_label", (2,))]), is_train=True)
+            mod.backward()
+            mod.update()
+        results[k] = {n: p.asnumpy() for n, p in mod.get_params()[0].items()}
+    assert sorted(results["gluon_cf"]) == sorted(results["mxnet"])
+    for n, want in results["mxnet"].items():
+        _assert_arrays([results["gluon_cf"][n]], [want], what=n)
