@@ -289,11 +289,9 @@ def _reporting(method):
 
 
 def make_node(kind, inputs, spec, name, where=None):
-    """Create the Symbol for a node of ``kind``; returns the list of its outputs. ``where``:
-    ``"file:line"`` of the user's call that made it, for the messages about the node.
-
-    The node of an op MXNet has is named as MXNet names its own (See NOTE [node names])."""
-    hint = name if name in NAMED_AT else MXNET_NODE_NAMES.get(kind) or name or kind
+    """The outputs of a new node of ``kind``, named as MXNet names its own (NOTE [node names]).
+    ``where``: ``"file:line"`` of the user's call that made it, for messages about the node."""
+    hint = name if name in NAMED_AT else registry.mxnet_node_name(kind) or name or kind
     name = mx.name.NameManager._current.value.get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
     if where is not None:
@@ -302,22 +300,8 @@ def make_node(kind, inputs, spec, name, where=None):
                 del _CREATED_AT[old]
         _CREATED_AT[name] = where
     with mx.name.NameManager():     # the name is final: an enclosing Prefix is in it already
-        sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec),
-                            name=name)
+        sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec), name=name)
     return [sym[i] for i in range(spec["num_outputs"])]
-
-
-# NOTE [node names]
-#     Client code of MXNet's ``F.contrib`` ops finds their outputs by name
-#     (``sym.get_internals()["_foreach0_output0"]``, ``Executor.output_dict``), so a node of
-#     ``cond``, ``foreach`` or ``while_loop`` is named as MXNet 1.9.1 names its ``_cond``,
-#     ``_foreach``, ``_while_loop``: by the op, counted by the NameManager, under the enclosing
-#     Prefix (a Gluon block's ``net0_``) once; the ops' ``name=`` names their subgraphs only, as
-#     MXNet's does, but for the names autograph makes from source lines (``NAMED_AT``:
-#     ``model_line12_if``, which map MXNet's errors back to the line). Outputs are nnvm's default names: ``output`` for a node of one output, else
-#     ``output0``, ``output1``... Before, ``mx.sym.Custom(name=...)`` applied the Prefix a second
-#     time (``net0_net0_foreach0_out0``).
-MXNET_NODE_NAMES = {"cond": "_cond", "foreach": "_foreach", "while_loop": "_while_loop"}
 
 
 def is_float(dtype):
@@ -661,8 +645,7 @@ def _prop_class(rule):
 
         @_reporting
         def list_outputs(self):
-            count = self._decoded().num_outputs   # nnvm's names (NOTE [node names])
-            return ["output"] if count == 1 else ["output%d" % i for i in range(count)]
+            return registry.output_names(self._decoded().num_outputs)
 
         @_reporting
         def infer_shape(self, in_shape):

@@ -13,6 +13,8 @@ ops cannot bind (nested loops whose shapes it cannot infer, a ``while_loop`` of 
 backward, ``cond`` of float64/float16/int32), and a free variable added to a step's output in
 ``foreach`` (MXNet's symbolic backward gives it the gradient of one step only).
 """
+import copy
+import pickle
 import re
 
 import mxnet as mx
@@ -711,7 +713,7 @@ API = {
         mx.cpu(), {"y": nd.ones((4, 3)), "h": nd.ones(3), "w": nd.ones(3)}).forward())))(
         s(x=S.var("y") * 2)),
     "deepcopy_and_pickle": lambda s: [_bind_run(c, _values(XHW)) for c in (
-        __import__("copy").deepcopy(s), __import__("pickle").loads(__import__("pickle").dumps(s)))],
+        copy.deepcopy(s), pickle.loads(pickle.dumps(s)))],
     "an_internal_output_bound": lambda s: (lambda inner: (inner.list_outputs(), _bind_run(
         inner, _values(XHW))))(s.get_internals()["_foreach0_output1"]),
     "eval": lambda s: [o.asnumpy() for o in s.eval(

@@ -53,7 +53,7 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
         flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
     except TypeError as err:     # (a branch returning None: the user's cond, not ours)
         where = user_location()
-        raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
+        raise ArrayTypeError("%s%s" % ("%s: " % where if where else "", err)) from None
     # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.
     if isinstance(pred, mx.nd.NDArray) and \
             mode_of(OP, flat, "the values returned by a branch") == "symbol":
