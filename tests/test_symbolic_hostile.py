@@ -831,3 +831,32 @@ def test_symbolic_rnn_trains_with_bucketing_module_as_mxnet():
     assert sorted(results["gluon_cf"]) == sorted(results["mxnet"])
     for n, want in results["mxnet"].items():
         _assert_arrays([results["gluon_cf"][n]], [want], what=n)
+
+
+def _float_pred_cond(ops, a):
+    total = S.sum if ops is gluon_cf else (lambda v: v.sum())
+    return [ops.cond(total(a["h"]) - 10, lambda: a["h"] * 2, lambda: a["h"] - 1)]
+
+
+def _data_also_a_state(ops, a):
+    return list(ops.foreach(lambda d, s: (d + s[0], [s[0] * d, s[1]]), a["x"],
+                            [a["h"], a["x"]]))
+
+
+@pytest.mark.parametrize("program", [_float_pred_cond, _data_also_a_state])
+def test_programs_mxnets_symbolic_ops_get_wrong_or_refuse_run_as_eager_mxnet(program):
+    """A pred that is a float (not a comparison): MXNet's symbolic backward gives the branch's
+    input NaN gradients. One symbol as data and as a state: MXNet's symbolic foreach refuses
+    it ("The inputs of the subgraph don't have unique names"). Eager MXNet is the oracle."""
+    values = _values(XHW)
+    outs, grads = _bind_run(_group(*program(gluon_cf, {"x": X, "h": H})), values)
+    want_outs, want_grads = _eager(lambda ops, a: _flat(program(ops, a)),
+                                   {k: values[k] for k in ("x", "h")})
+    _assert_arrays(outs, want_outs)
+    assert grads and set(grads) <= set(want_grads)
+    for k in grads:
+        _assert_arrays([grads[k]], [want_grads[k]], what=k)
+
+
+def _flat(parts):
+    return [a for p in parts for a in (p if isinstance(p, (list, tuple)) else [p])]
