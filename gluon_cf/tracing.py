@@ -226,15 +226,22 @@ def _cut(group, uid, op):
     return captured
 
 
-def merge_captures(op, traced_graphs, first_slot):
+def merge_captures(op, traced_graphs, first_slot, walk_order=False):
     """Pool the captured values of several graphs of one node.
 
     Returns ``(outer_symbols, slot_of_name)``: the node's captured inputs in slot order, and the
-    slot (``first_slot`` + position) of each captured name.
+    slot (``first_slot`` + position) of each captured name. ``walk_order``: each graph's in the
+    order of a depth-first walk of it (else the order they were read in), as MXNet 1.9.1's own
+    ``foreach``, ``while_loop`` and ``cond`` order their nodes' inputs, so that
+    ``list_arguments`` (what a positional ``bind`` follows) is MXNet's.
     """
     pooled: Dict[str, mx.sym.Symbol] = {}
     for graph in traced_graphs:
-        for name, sym in graph.captured:
+        captured = graph.captured
+        if walk_order:
+            walk = {name: k for k, name in enumerate(graph.symbol.list_inputs())}
+            captured = sorted(captured, key=lambda item: walk.get(item[0], len(walk)))
+        for name, sym in captured:
             if name in pooled:
                 if pooled[name] is not sym and pooled[name].tojson() != sym.tojson():
                     raise ValueError("gluon_cf.%s: two different outer values are both named %r;"

@@ -777,10 +777,14 @@ ARGUMENT_ORDERS = {
         S.sum(H) > 0, lambda: X * A, lambda: B * X),
     "cond_pred_reads_a_free_variable": lambda ops: ops.cond(
         S.sum(A) > 0, lambda: H * B, lambda: X),
-}
-ARGUMENT_ORDERS_APART = {
+    # (gluon_cf ordered what a body reads by when it read it: b * (d + a) read a first)
     "foreach_free_variables_read_out_of_order": lambda ops: _group(*ops.foreach(
         lambda d, s: (B * (d + A), s * 2), X, H)),
+    "while_func_reads_free_variables_out_of_order": lambda ops: _group(*ops.while_loop(
+        lambda i, s: i < 3, lambda i, s: (s * 2, [i + 1, B * (s + A)]), [I, H],
+        max_iterations=3)),
+}
+ARGUMENT_ORDERS_APART = {
     "while_cond_reads_a_later_variable": lambda ops: _group(*ops.while_loop(
         lambda s, i: i < 3, lambda s, i: (s, [s * B, i + 1]), [H, I], max_iterations=3)),
     "while_cond_reads_a_free_variable": lambda ops: _group(*ops.while_loop(

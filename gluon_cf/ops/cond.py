@@ -80,7 +80,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
         raise ValueError("%s: then_func and else_func return different structures: "
                          "then_func returns %s, else_func returns %s"
                          % (op_at(OP), describe(then_g.out_fmt), describe(else_g.out_fmt)))
-    captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
+    captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1, walk_order=True)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
             "num_outputs": then_g.num_outputs}
     outputs = _node.make_node(OP, [pred] + captured, spec, name, user_location())

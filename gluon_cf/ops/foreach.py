@@ -191,7 +191,8 @@ def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_
     count_subgraph_names(name)
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
     num_out = body_g.num_outputs - num_states
-    captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)
+    captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states,
+                                       walk_order=True)
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
             "num_data": num_data, "num_states": num_states, "num_out_data": num_out,
             "num_outputs": body_g.num_outputs}

@@ -353,7 +353,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         # Discovering a recursive function that func calls: zero steps is the loop's path
         # without the call (NOTE [loops of no step]); this graph is thrown away.
         return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
-    captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv)
+    captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv, walk_order=True)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
                        "func": func_g.spec(range(nv), slot_of)},
