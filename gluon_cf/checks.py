@@ -3,15 +3,45 @@ import numpy as np
 import mxnet as mx
 
 from . import registry, rowwise
-from ._structure import describe
+from ._structure import describe, flatten
 from .operators import user_location
 
 
 def check_callable(op, **funcs):
     for what, fn in funcs.items():
         if not callable(fn):
-            raise TypeError("gluon_cf.%s: %s must be callable, got %s"
-                            % (op, what, type(fn).__name__))
+            raise TypeError("%s: %s must be callable, got %s"
+                            % (op_at(op), what, type(fn).__name__))
+
+
+class ArrayTypeError(TypeError, AssertionError):
+    """A value that must be arrays (an op's data, states, what a branch returns) is not, or
+    mixes NDArrays and Symbols: a TypeError, and the AssertionError MXNet 1.9.1's own ops
+    raise there ("must be (nested) list of Symbol")."""
+
+
+class StructureError(ValueError, AssertionError):
+    """A step returned states structured otherwise than the states it was given: a ValueError
+    (MXNet's ``while_loop`` raises one), and the AssertionError of MXNet's ``foreach``."""
+
+
+class PairError(TypeError, ValueError):
+    """A step function returned something other than a pair: a TypeError, and the ValueError
+    MXNet 1.9.1's ops raise unpacking it ("not enough values to unpack")."""
+
+
+class ArgumentValueError(ValueError, mx.MXNetError):
+    """An argument MXNet 1.9.1's operator refuses itself (a ``cond``'s pred of several
+    outputs, ``max_iterations`` below 1): a ValueError, and the MXNetError MXNet raises."""
+
+
+def flatten_argument(op, value, what):
+    """``flatten`` of an argument of a public op; an ArrayTypeError at the user's call."""
+    try:
+        return flatten(value, "gluon_cf." + op, what)
+    except TypeError as err:
+        raise ArrayTypeError(str(err).replace("gluon_cf.%s:" % op, op_at(op) + ":", 1)) \
+            from None
 
 
 def mode_of(op, arrays, what):
@@ -23,10 +53,10 @@ def mode_of(op, arrays, what):
         elif isinstance(a, mx.nd.NDArray):
             kinds.add("ndarray")
         else:
-            raise TypeError("gluon_cf.%s: %s must be NDArrays or Symbols, got %s"
-                            % (op, what, type(a).__name__))
+            raise ArrayTypeError("%s: %s must be NDArrays or Symbols, got %s"
+                                 % (op_at(op), what, type(a).__name__))
     if len(kinds) > 1:
-        raise TypeError("gluon_cf.%s: %s mix NDArrays and Symbols" % (op, what))
+        raise ArrayTypeError("%s: %s mix NDArrays and Symbols" % (op_at(op), what))
     return kinds.pop() if kinds else None
 
 
@@ -52,13 +82,13 @@ def pred_value(op, what, pred, eager=False):
         except ValueError as err:
             if not eager:
                 raise
-            raise ValueError(str(err).replace("gluon_cf.%s:" % op, _op_at(op) + ":", 1)) \
+            raise ValueError(str(err).replace("gluon_cf.%s:" % op, op_at(op) + ":", 1)) \
                 from None
         return bool(pred.asscalar())
     if isinstance(pred, (bool, int, float, np.bool_, np.number)):
         return bool(pred)
     raise TypeError("%s: %s must be a one-element NDArray/Symbol or a Python scalar, got %s"
-                    % (_op_at(op) if eager else "gluon_cf." + op, what, type(pred).__name__))
+                    % (op_at(op) if eager else "gluon_cf." + op, what, type(pred).__name__))
 
 
 class MismatchError(ValueError, mx.MXNetError):
@@ -102,8 +132,8 @@ def dtype_name(t):
 def check_pair(op, fn_name, names, result):
     """``(first, second)`` of a step function's result, or TypeError if it is not a pair."""
     if not isinstance(result, (list, tuple)) or len(result) != 2:
-        raise TypeError("%s: %s must return a pair (%s), got %s"
-                        % (_op_at(op), fn_name, names, type(result).__name__))
+        raise PairError("%s: %s must return a pair (%s), got %s"
+                        % (op_at(op), fn_name, names, type(result).__name__))
     return result
 
 
@@ -116,12 +146,12 @@ def check_structure(op, returned, fmt, expected_name, expected_fmt):
             # (tf.while_loop's body returns the loop variables only)
             hint = "; func returns a pair (step outputs, new loop_vars): ([], loop_vars) " \
                    "for no step outputs"
-        raise ValueError("%s: %s structured as %s, but %s is structured as %s%s"
-                         % (_op_at(op), returned, describe(fmt), expected_name,
+        raise StructureError("%s: %s structured as %s, but %s is structured as %s%s"
+                         % (op_at(op), returned, describe(fmt), expected_name,
                             describe(expected_fmt), hint))
 
 
-def _op_at(op):
+def op_at(op):
     """``gluon_cf.op at file:line`` of the user's call (while it traces or runs it)."""
     where = user_location(2)
     return "gluon_cf.%s%s" % (op, " at %s" % where if where else "")

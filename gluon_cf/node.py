@@ -36,7 +36,7 @@ from mxnet import autograd
 
 from . import executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
-from .errors import SymbolFileError
+from .errors import NAMED_AT, SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
@@ -289,9 +289,9 @@ def _reporting(method):
 
 
 def make_node(kind, inputs, spec, name, where=None):
-    """Create the Symbol for a node of ``kind``; returns the list of its outputs. ``where``:
-    ``"file:line"`` of the user's call that made it, for the messages about the node."""
-    hint = name or kind
+    """The outputs of a new node of ``kind``, named as MXNet names its own (NOTE [node names]).
+    ``where``: ``"file:line"`` of the user's call that made it, for messages about the node."""
+    hint = name if name in NAMED_AT else registry.mxnet_node_name(kind) or name or kind
     name = mx.name.NameManager._current.value.get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
     if where is not None:
@@ -299,7 +299,8 @@ def make_node(kind, inputs, spec, name, where=None):
             for old in list(itertools.islice(_CREATED_AT, _MAX_CREATED_AT // 2)):
                 del _CREATED_AT[old]
         _CREATED_AT[name] = where
-    sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec), name=name)
+    with mx.name.NameManager():     # the name is final: an enclosing Prefix is in it already
+        sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec), name=name)
     return [sym[i] for i in range(spec["num_outputs"])]
 
 
@@ -644,7 +645,7 @@ def _prop_class(rule):
 
         @_reporting
         def list_outputs(self):
-            return ["out%d" % i for i in range(self._decoded().num_outputs)]
+            return registry.output_names(self._decoded().num_outputs)
 
         @_reporting
         def infer_shape(self, in_shape):

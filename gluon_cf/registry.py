@@ -23,6 +23,31 @@ def op_type(kind):
     return OP_PREFIX + kind
 
 
+def mxnet_node_name(kind):
+    """The name MXNet 1.9.1 gives the node of its own op ``kind`` (``_foreach``), or None
+    (NOTE [node names])."""
+    return _MXNET_NODE_NAMES.get(kind)
+
+
+# NOTE [node names]
+#     Client code of MXNet's ``F.contrib`` ops finds their outputs by name
+#     (``sym.get_internals()["_foreach0_output0"]``, ``Executor.output_dict``), so a node of
+#     ``cond``, ``foreach`` or ``while_loop`` is named as MXNet 1.9.1 names its ``_cond``,
+#     ``_foreach``, ``_while_loop``: by the op, counted by the NameManager, under the enclosing
+#     Prefix (a Gluon block's ``net0_``) once; the ops' ``name=`` names their subgraphs only, as
+#     MXNet's does, but for the names autograph makes from source lines (``NAMED_AT``:
+#     ``model_line12_if``, which map MXNet's errors back to the line). Outputs are nnvm's
+#     default names: ``output`` for a node of one output, else ``output0``, ``output1``...
+#     Before, ``mx.sym.Custom(name=...)`` applied the Prefix a second time
+#     (``net0_net0_foreach0_out0``).
+_MXNET_NODE_NAMES = {"cond": "_cond", "foreach": "_foreach", "while_loop": "_while_loop"}
+
+
+def output_names(count):
+    """A node's output names, nnvm's defaults (NOTE [node names])."""
+    return ["output"] if count == 1 else ["output%d" % i for i in range(count)]
+
+
 def kind_of_op_type(text):
     """The op kind named by an MXNet ``op_type``, or None if it is not a gluon_cf op."""
     return text[len(OP_PREFIX):] if text.startswith(OP_PREFIX) else None

@@ -43,6 +43,7 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 
 from . import _custom_ops, registry
 from ._structure import flatten
+from .checks import ArrayTypeError, op_at
 from .operators import (SOURCE_ATTR, aux_state_error, describe_node, updates_aux_state,
                         user_custom_op_error, user_location)
 
@@ -141,7 +142,7 @@ def flatten_returned(value, owner, what):
         return flatten(value, owner, what)
     except TypeError as err:
         where = user_location()
-        raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
+        raise ArrayTypeError("%s%s" % ("%s: " % where if where else "", err)) from None
 
 
 def trace(op, role, num_inputs, call):
@@ -157,8 +158,8 @@ def trace(op, role, num_inputs, call):
         flat, fmt = flatten_returned(value, "gluon_cf." + op, "the value returned by %s" % role)
         for out in flat:
             if not isinstance(out, mx.sym.Symbol):
-                raise TypeError("gluon_cf.%s: %s returned an NDArray in symbolic mode; return "
-                                "Symbols computed from its inputs" % (op, role))
+                raise ArrayTypeError("%s: %s returned an NDArray in symbolic mode; return "
+                                     "Symbols computed from its inputs" % (op_at(op), role))
         # MXSymbolCutSubgraph needs every head to be a marked op node, and a head may not be an
         # input: copy inputs, outer values and variables through an identity inside the scope.
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
@@ -225,15 +226,22 @@ def _cut(group, uid, op):
     return captured
 
 
-def merge_captures(op, traced_graphs, first_slot):
+def merge_captures(op, traced_graphs, first_slot, walk_order=False):
     """Pool the captured values of several graphs of one node.
 
     Returns ``(outer_symbols, slot_of_name)``: the node's captured inputs in slot order, and the
-    slot (``first_slot`` + position) of each captured name.
+    slot (``first_slot`` + position) of each captured name. ``walk_order``: each graph's in the
+    order of a depth-first walk of it (else the order they were read in), as MXNet 1.9.1's own
+    ``foreach``, ``while_loop`` and ``cond`` order their nodes' inputs, so that
+    ``list_arguments`` (what a positional ``bind`` follows) is MXNet's.
     """
     pooled: Dict[str, mx.sym.Symbol] = {}
     for graph in traced_graphs:
-        for name, sym in graph.captured:
+        captured = graph.captured
+        if walk_order:
+            walk = {name: k for k, name in enumerate(graph.symbol.list_inputs())}
+            captured = sorted(captured, key=lambda item: walk.get(item[0], len(walk)))
+        for name, sym in captured:
             if name in pooled:
                 if pooled[name] is not sym and pooled[name].tojson() != sym.tojson():
                     raise ValueError("gluon_cf.%s: two different outer values are both named %r;"

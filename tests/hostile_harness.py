@@ -10,7 +10,8 @@ from mxnet import autograd
 
 import gluon_cf
 from gluon_cf.graph.operator_errors import OperatorShapeError
-from gluon_cf.checks import MismatchError
+from gluon_cf.checks import (ArgumentValueError, ArrayTypeError, MismatchError, PairError,
+                             StructureError)
 from gluon_cf.graph.index_gradients import IndexGradientError
 
 INTERNAL = re.compile(r"MXNetError|PendingShape|Check failed|Traceback|mxnet/src|"
@@ -112,7 +113,9 @@ def classify_pair(want, got, files, plain_fails=None, tol=None):
         return "equal"        # plain Python's own error (its traceback names the line)
     if isinstance(err, (TypeError, AttributeError, KeyError, mx.MXNetError)) and \
             not isinstance(err, (gluon_cf.AutographError, gluon_cf.IncompleteShapeError,
-                                 OperatorShapeError, MismatchError, IndexGradientError)):
+                                 OperatorShapeError, MismatchError, IndexGradientError,
+                                 ArgumentValueError, ArrayTypeError, PairError,
+                                 StructureError)):
         return "internal"     # (from the library's plumbing, whatever the message)
     if isinstance(err, gluon_cf.ZeroSizeError) and want[0] == "error" and \
             any(re.search(r"\bat " + re.escape(f) + r":\d+\b", str(err)) for f in files) and \

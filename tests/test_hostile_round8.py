@@ -46,7 +46,7 @@ def test_a_recursive_function_returning_a_dict_is_refused_at_the_users_line():
     line = _line_of("return gluon_cf.cond(F.take(left, idx) < 0,", _DICT_STATES)
     for mode, role in (("eager", "a branch"), ("hybrid", "then_func")):
         assert result[mode][1] == (
-            "TypeError: %s:%d: gluon_cf.cond: the value returned by %s must be an "
+            "ArrayTypeError: %s:%d: gluon_cf.cond: the value returned by %s must be an "
             "NDArray/Symbol or a (nested) list of them, got dict" % (programs.__file__, line,
                                                                     role)), result
 

@@ -215,6 +215,6 @@ def test_tampered_mxnet_foreach_inside_a_gluon_cf_body_is_refused_by_sym_load():
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
         proc.returncode, proc.stderr[-4000:])
     lines = proc.stdout.splitlines()[-2:]
-    assert lines == ["a gluon_cf.cond node 'net0_cond0', subgraph 'then': node 2 "
+    assert lines == ["a gluon_cf.cond node 'net0__cond0', subgraph 'then': node 2 "
                      "('net0__foreach0', _foreach), subgraph 0: its output 0 is output 5 of node "
                      "2 ('net0__plus0'), which has 1 output"] * 2, proc.stdout + proc.stderr[-3000:]

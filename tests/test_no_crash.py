@@ -1038,7 +1038,7 @@ _TAMPERINGS = {
     "more_inputs": "inputs, but its num_inputs is",
     "attribute_named_self": None,   # not ours to interpret: ignored, the model runs
     # the contents of subgraphs (NOTE [subgraph contents are checked before MXNet runs them])
-    "sub_unknown_op": "a gluon_cf.cond node 'net0_cond1', subgraph 'else': node 1 "
+    "sub_unknown_op": "a gluon_cf.cond node 'net0__cond1', subgraph 'else': node 1 "
                       "('net0__minusscalar0', NoSuchOp): MXNet has no operator 'NoSuchOp'",
     "sub_bad_attribute": "subgraph 'else': node 1 ('net0__minusscalar0', _minus_scalar): MXNet "
                          "refuses it: Invalid Parameter format for scalar expect double but "
@@ -1048,18 +1048,18 @@ _TAMPERINGS = {
     "sub_extra_inputs": "has 3 inputs, but _minus_scalar with its attributes takes 1",
     "sub_input_out_of_range": "subgraph 'else': node 1 ('net0__minusscalar0', _minus_scalar) "
                               "reads output 3 of node 0 ('data'), which has 1 output",
-    "sub_head_out_of_range": "a gluon_cf.cond node 'net0_cond1', subgraph 'else': its output 0 "
+    "sub_head_out_of_range": "a gluon_cf.cond node 'net0__cond1', subgraph 'else': its output 0 "
                              "is output 5 of node 1 ('net0__minusscalar0'), which has 1 output",
     "sub_unregistered_custom": "subgraph 'else': node 1 ('net0__minusscalar0', Custom): MXNet "
                                "refuses it: Cannot find custom operator no_such_custom_op",
-    "nested_sub_head_out_of_range": "a gluon_cf.cond node 'net0_cond0', subgraph 'then': its "
+    "nested_sub_head_out_of_range": "a gluon_cf.cond node 'net0__cond0', subgraph 'then': its "
                                     "output 0 is output 5 of node 1",
     # the file's own nodes, where gluon_cf loads the file (both segfaulted on the first call)
     "file_head_out_of_range": "bad-symbol.json: its output 0 is output 4 of node 3 "
-                              "('net0_net0_cond1'), which has 1 output",
-    "file_input_out_of_range": "bad-symbol.json: node 3 ('net0_net0_cond1', Custom) reads output "
+                              "('net0__cond1'), which has 1 output",
+    "file_input_out_of_range": "bad-symbol.json: node 3 ('net0__cond1', Custom) reads output "
                                "2 of node 2",
-    "nested_sub_unknown_op": "a gluon_cf.cond node 'net0_cond0', subgraph 'then': node 1 ",
+    "nested_sub_unknown_op": "a gluon_cf.cond node 'net0__cond0', subgraph 'then': node 1 ",
 }
 
 

@@ -40,6 +40,13 @@ def line_of(case, nth=0):
     return "%s:%d" % (__file__, named[nth] + 2)
 
 
+def line_named(case):
+    """``file:line`` of the table entry named ``case`` whose call is on the line of its name."""
+    lines = open(__file__).read().splitlines()
+    named = [k for k, line in enumerate(lines) if line.startswith('    ("%s", ' % case)]
+    return "%s:%d" % (__file__, named[0] + 1)
+
+
 # (the while_vars_structure cases: fewer loop variables than loop_vars, tf.while_loop's body)
 WHILE_PAIR_HINT = "; func returns a pair (step outputs, new loop_vars): ([], loop_vars) for " \
     "no step outputs"
@@ -59,17 +66,22 @@ def step_output_grows(i):
 
 EAGER = [
     ("cond_then_not_callable", lambda: gluon_cf.cond(X.sum() > 0, 1, lambda: X), TypeError,
-     "gluon_cf.cond: then_func must be callable, got int"),
+     f"gluon_cf.cond at {line_named('cond_then_not_callable')}: "
+     "then_func must be callable, got int"),
     ("cond_else_not_callable", lambda: gluon_cf.cond(X.sum() > 0, lambda: X, None), TypeError,
-     "gluon_cf.cond: else_func must be callable, got NoneType"),
+     f"gluon_cf.cond at {line_named('cond_else_not_callable')}: "
+     "else_func must be callable, got NoneType"),
     ("foreach_body_not_callable", lambda: gluon_cf.foreach("body", X, X), TypeError,
-     "gluon_cf.foreach: body must be callable, got str"),
+     f"gluon_cf.foreach at {line_named('foreach_body_not_callable')}: "
+     "body must be callable, got str"),
     ("while_cond_not_callable", lambda: gluon_cf.while_loop(True, lambda v: (v, v), X,
                                                             max_iterations=2), TypeError,
-     "gluon_cf.while_loop: cond must be callable, got bool"),
+     f"gluon_cf.while_loop at {line_named('while_cond_not_callable')}: "
+     "cond must be callable, got bool"),
     ("while_func_not_callable", lambda: gluon_cf.while_loop(lambda v: v.sum() < 9, [], X,
                                                             max_iterations=2), TypeError,
-     "gluon_cf.while_loop: func must be callable, got list"),
+     f"gluon_cf.while_loop at {line_named('while_func_not_callable')}: "
+     "func must be callable, got list"),
     ("cond_pred_not_one_element",
      lambda: gluon_cf.cond(X > 0, lambda: X, lambda: X),
      ValueError, f"gluon_cf.cond at {line_of('cond_pred_not_one_element')}: pred must have "
@@ -147,38 +159,47 @@ EAGER = [
       "body must return a pair (outputs, new_states), got NDArray"),
     ("while_empty_loop_vars",
      lambda: gluon_cf.while_loop(lambda: True, lambda: ([], []), [], max_iterations=3),
-     ValueError, "gluon_cf.while_loop: loop_vars must contain at least one array"),
+     ValueError, f"gluon_cf.while_loop at {line_of('while_empty_loop_vars')}: "
+                 "loop_vars must contain at least one array"),
     ("while_max_iterations_float",
      lambda: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), X,
                                  max_iterations=2.5),
-     TypeError, "gluon_cf.while_loop: max_iterations must be an integer, got 2.5"),
+     TypeError, f"gluon_cf.while_loop at {line_of('while_max_iterations_float')}: "
+                "max_iterations must be an integer, got 2.5"),
     ("while_max_iterations_negative",
      lambda: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), X,
                                  max_iterations=-1),
-     ValueError, "gluon_cf.while_loop: max_iterations must be >= 0, got -1"),
+     ValueError, f"gluon_cf.while_loop at {line_of('while_max_iterations_negative')}: "
+                 "max_iterations must be >= 0, got -1"),
     ("foreach_data_not_array",
      lambda: gluon_cf.foreach(lambda d, s: (d, s), [np.ones((3, 2))], nd.ones(2)),
-     TypeError, "gluon_cf.foreach: data must be an NDArray/Symbol or a (nested) list of them, "
+     TypeError, f"gluon_cf.foreach at {line_of('foreach_data_not_array')}: "
+                "data must be an NDArray/Symbol or a (nested) list of them, "
                 "got ndarray"),
     # Mixing NDArrays and Symbols.
     ("foreach_mixes_ndarray_and_symbol",
      lambda: gluon_cf.foreach(lambda d, s: (d, s), mx.sym.var("x"), [nd.ones(2)]),
-     TypeError, "gluon_cf.foreach: data and init_states mix NDArrays and Symbols"),
+     TypeError, f"gluon_cf.foreach at {line_of('foreach_mixes_ndarray_and_symbol')}: "
+                "data and init_states mix NDArrays and Symbols"),
     ("while_mixes_ndarray_and_symbol",
      lambda: gluon_cf.while_loop(lambda a, b: a < 3, lambda a, b: (a, [a, b]),
                                  [mx.sym.var("x"), nd.ones(2)], max_iterations=2),
-     TypeError, "gluon_cf.while_loop: loop_vars mix NDArrays and Symbols"),
+     TypeError, f"gluon_cf.while_loop at {line_of('while_mixes_ndarray_and_symbol')}: "
+                "loop_vars mix NDArrays and Symbols"),
     ("cond_symbol_pred_ndarray_branch",
      lambda: gluon_cf.cond(mx.sym.var("p"), lambda: X, lambda: X),
-     TypeError, "gluon_cf.cond: then_func returned an NDArray in symbolic mode; return Symbols "
+     TypeError, f"gluon_cf.cond at {line_of('cond_symbol_pred_ndarray_branch')}: "
+                "then_func returned an NDArray in symbolic mode; return Symbols "
                 "computed from its inputs"),
     ("cond_ndarray_pred_symbol_branch",
      lambda: gluon_cf.cond(nd.ones(1), lambda: mx.sym.var("x"), lambda: mx.sym.var("x")),
-     TypeError, "gluon_cf.cond: pred is an NDArray (eager mode) but the branch returned Symbols; "
+     TypeError, f"gluon_cf.cond at {line_of('cond_ndarray_pred_symbol_branch')}: "
+                "pred is an NDArray (eager mode) but the branch returned Symbols; "
                 "in eager mode branches must compute NDArrays"),
     ("cond_branch_mixes",
      lambda: gluon_cf.cond(nd.ones(1), lambda: [X, mx.sym.var("y")], lambda: [X, X]),
-     TypeError, "gluon_cf.cond: the values returned by a branch mix NDArrays and Symbols"),
+     TypeError, f"gluon_cf.cond at {line_of('cond_branch_mixes')}: "
+                "the values returned by a branch mix NDArrays and Symbols"),
 ]
 
 
@@ -194,27 +215,33 @@ def test_eager_error(call, exc, message):
 TRACE = [
     ("foreach_body_not_callable",
      lambda F, x, h: gluon_cf.foreach(3, x, h), [(3, 2), (2,)], TypeError,
-     "gluon_cf.foreach: body must be callable, got int"),
+     f"gluon_cf.foreach at {line_of('foreach_body_not_callable')}: "
+     "body must be callable, got int"),
     ("foreach_body_returns_ndarray",
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (nd.ones(1), s), x, h), [(3, 2), (2,)],
-     TypeError, "gluon_cf.foreach: body returned an NDArray in symbolic mode; return Symbols "
+     TypeError, f"gluon_cf.foreach at {line_of('foreach_body_returns_ndarray')}: "
+                "body returned an NDArray in symbolic mode; return Symbols "
                 "computed from its inputs"),
     ("while_func_returns_ndarray",
      lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, nd.ones(2)), x,
                                       max_iterations=2), [(2,)],
-     TypeError, "gluon_cf.while_loop: func returned an NDArray in symbolic mode; return Symbols "
+     TypeError, f"gluon_cf.while_loop at {line_of('while_func_returns_ndarray')}: "
+                "func returned an NDArray in symbolic mode; return Symbols "
                 "computed from its inputs"),
     ("cond_branch_counts",
      lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: [x, x], lambda: x), [(2, 3)], ValueError,
-     "gluon_cf.cond: then_func and else_func return different structures: then_func returns "
+     f"gluon_cf.cond at {line_of('cond_branch_counts')}: "
+     "then_func and else_func return different structures: then_func returns "
      "[array, array], else_func returns array"),
     ("cond_branch_nesting",
      lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: [x, [x]], lambda: [x, x]), [(2, 3)],
-     ValueError, "gluon_cf.cond: then_func and else_func return different structures: then_func "
+     ValueError, f"gluon_cf.cond at {line_of('cond_branch_nesting')}: "
+                 "then_func and else_func return different structures: then_func "
                  "returns [array, [array]], else_func returns [array, array]"),
     ("cond_branch_returns_ndarray",
      lambda F, x: gluon_cf.cond(x.sum() > 0, lambda: nd.ones(1), lambda: x), [(1,)], TypeError,
-     "gluon_cf.cond: then_func returned an NDArray in symbolic mode; return Symbols computed "
+     f"gluon_cf.cond at {line_of('cond_branch_returns_ndarray')}: "
+     "then_func returned an NDArray in symbolic mode; return Symbols computed "
      "from its inputs"),
     ("foreach_states_structure",
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, [s[0], s[0]]), x, [h]), [(3, 2), (2,)],
@@ -228,7 +255,8 @@ TRACE = [
     ("while_max_iterations_zero",
      lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 3, lambda v: (v, v + 1), x,
                                       max_iterations=0), [(2,)],
-     ValueError, "gluon_cf.while_loop: max_iterations must be >= 1 in hybridized mode, got 0"),
+     ValueError, f"gluon_cf.while_loop at {line_of('while_max_iterations_zero')}: "
+                 "max_iterations must be >= 1 in hybridized mode, got 0"),
     ("while_func_not_pair",
      lambda F, x: gluon_cf.while_loop(lambda v: v.sum() < 30, lambda v: v + 1, x,
                                       max_iterations=3), [(2, 3)], TypeError,
@@ -243,7 +271,8 @@ TRACE = [
     ("while_cond_returns_two",
      lambda F, x: gluon_cf.while_loop(lambda v: [v.sum() < 3, v.sum() < 4],
                                       lambda v: (v, v + 1), x, max_iterations=3), [(2,)],
-     ValueError, "gluon_cf.while_loop: cond must return one Symbol, got 2 outputs"),
+     ValueError, f"gluon_cf.while_loop at {line_of('while_cond_returns_two')}: "
+                 "cond must return one Symbol, got 2 outputs"),
 ]
 
 
@@ -299,7 +328,7 @@ def test_shape_error_is_reported_once_and_quietly(fn, shapes, message, capfd):
     with pytest.raises(ValueError) as raised:
         call_hybridized(fn, *shapes)
     assert type(raised.value) is not mx.MXNetError
-    assert re.search(r"\n\(in gluon_cf node 'block\d+_(cond|foreach|while_loop)\d+' at "
+    assert re.search(r"\n\(in gluon_cf node 'block\d+__(cond|foreach|while_loop)\d+' at "
                      r"[^:]+test_ops_errors.py:\d+\)$", str(raised.value)), str(raised.value)
     printed = capfd.readouterr()
     assert printed.out == "" and printed.err == ""
@@ -425,7 +454,7 @@ def test_hybridized_zero_size_input_is_our_error_naming_op_node_and_input(fn, sh
     with pytest.raises(gluon_cf.IncompleteShapeError) as raised:
         net(nd.array(np.zeros(shape))).wait_to_read()
     assert isinstance(raised.value, ValueError) and isinstance(raised.value, mx.MXNetError)
-    node = "_halve_until_small" if kind == "recursion" else kind
+    node = "_halve_until_small" if kind == "recursion" else "_" + kind   # MXNet's names
     at = r" at %s:\d+" % re.escape(__file__)        # the user's call that made the node
     assert re.match(r"gluon_cf\.%s%s \(node 'block\d+_%s\d+'\): input %d has shape %s, with a 0 "
                     r"dimension: a zero-size array, which a hybridized MXNet 1\.9\.1 graph "

@@ -10,7 +10,8 @@ from ..executor import Frame, Parallel
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
                        merge_captures, pending_shapes, trace, user_location)
-from ..checks import check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, pred_value
+from ..checks import (ArgumentValueError, ArrayTypeError, check_callable, check_scalar_pred,
+                      dtype_name, mismatch, mode_of, op_at, pred_value)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 
@@ -52,19 +53,19 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
         flat, _ = flatten(value, "gluon_cf.cond", "the value returned by a branch")
     except TypeError as err:     # (a branch returning None: the user's cond, not ours)
         where = user_location()
-        raise TypeError("%s%s" % ("%s: " % where if where else "", err)) from None
+        raise ArrayTypeError("%s%s" % ("%s: " % where if where else "", err)) from None
     # A Python scalar pred is decided now, in either mode: the graph holds the chosen branch.
     if isinstance(pred, mx.nd.NDArray) and \
             mode_of(OP, flat, "the values returned by a branch") == "symbol":
-        raise TypeError("gluon_cf.cond: pred is an NDArray (eager mode) but the branch returned "
-                        "Symbols; in eager mode branches must compute NDArrays")
+        raise ArrayTypeError("%s: pred is an NDArray (eager mode) but the branch returned "
+                             "Symbols; in eager mode branches must compute NDArrays" % op_at(OP))
     return value
 
 
 def _cond_symbolic(pred, then_func, else_func, name):
     if len(pred.list_outputs()) != 1:
-        raise ValueError("gluon_cf.cond: pred must be a single Symbol, got a group of %d"
-                         % len(pred.list_outputs()))
+        raise ArgumentValueError("%s: pred must be a single Symbol, got a group of %d"
+                                 % (op_at(OP), len(pred.list_outputs())))
     count_subgraph_names(name + "_pred", name + "_then", name + "_else")
     then_g = _trace_branch("then_func", then_func)
     else_g = _trace_branch("else_func", else_func)
@@ -76,10 +77,10 @@ def _cond_symbolic(pred, then_func, else_func, name):
             # decides the structure (NOTE [recursion design]); this graph is thrown away.
             return other.out_value
     if then_g.out_fmt != else_g.out_fmt:
-        raise ValueError("gluon_cf.cond: then_func and else_func return different structures: "
+        raise ValueError("%s: then_func and else_func return different structures: "
                          "then_func returns %s, else_func returns %s"
-                         % (describe(then_g.out_fmt), describe(else_g.out_fmt)))
-    captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1)
+                         % (op_at(OP), describe(then_g.out_fmt), describe(else_g.out_fmt)))
+    captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1, walk_order=True)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
             "num_outputs": then_g.num_outputs}
     outputs = _node.make_node(OP, [pred] + captured, spec, name, user_location())
@@ -109,6 +110,34 @@ def _branch_shapes(graph, in_shapes):
         raise
 
 
+def _branch_shapes_or_error(graph, in_shapes):
+    """``(inputs, outputs, None)`` of ``_branch_shapes``, or ``({}, None, error)`` for a branch
+    refusing inputs of known shapes: MXNet 1.9.1's ``_cond`` infers no shapes (it has no
+    FInferShape) and runs the taken branch only, so a branch that cannot run on these inputs
+    is an error only if it is taken (its run raises the same error then); the outputs are
+    the other branch's. NOTE [a branch refusing its inputs]"""
+    known = all(s is not None and not registry.is_dynamic(s) for s in in_shapes)
+    try:
+        inputs, outputs = _branch_shapes(graph, in_shapes)
+    except (mx.MXNetError, ValueError) as error:
+        if not known or isinstance(error, PendingShape):
+            raise
+        return {}, None, error
+    return inputs, outputs, None
+
+
+# NOTE [a branch refusing its inputs]
+#     ``cond(F.sum(x) > 0, lambda: x * 2, lambda: x - w)`` with ``x`` of shape (4, 3) and ``w``
+#     of shape (3,): the else branch cannot run (a Symbol's ``-`` needs equal shapes), and MXNet
+#     1.9.1 binds and runs the cond while the then branch is taken. gluon_cf infers both
+#     branches' shapes; it refused the whole node. Now a branch that shape inference refuses
+#     with every input shape known takes no part in the node's output shapes: it can never
+#     run on these inputs (running it raises that error: MXNet raises when it runs too), so
+#     declaring the other branch's shapes is never wrong. With an input shape unknown the
+#     error may be an artefact of the unknown dimension, and it is raised as before; both
+#     branches refusing is the then branch's error.
+
+
 def _merge_branch_shapes(then_out, else_out):
     """The output shapes of a cond whose branches give these: equal shapes are that shape;
     different shapes are known only at run time (the branch taken decides; what is known is
@@ -132,8 +161,13 @@ class CondRule(registry.Rule):
 
     def infer_shape(self, node, in_shapes):
         check_scalar_pred(OP, "pred", in_shapes[0])
-        then_in, then_out = _branch_shapes(node.graphs["then"], in_shapes)
-        else_in, else_out = _branch_shapes(node.graphs["else"], in_shapes)
+        then_in, then_out, then_error = _branch_shapes_or_error(node.graphs["then"], in_shapes)
+        else_in, else_out, else_error = _branch_shapes_or_error(node.graphs["else"], in_shapes)
+        forced = registry.COND_BRANCH_SHAPES.get()
+        if then_error is not None and (else_error is not None or forced == "then"):
+            raise then_error
+        if else_error is not None and forced == "else":
+            raise else_error
         if then_out is None and else_out is None:
             raise PendingShape("both branches of cond")
         then_out = then_out or else_out
@@ -142,7 +176,6 @@ class CondRule(registry.Rule):
         for inferred in (then_in, else_in):
             for slot, shape in inferred.items():
                 shapes[slot] = shapes[slot] or shape
-        forced = registry.COND_BRANCH_SHAPES.get()
         if forced is not None:
             return shapes, list(then_out if forced == "then" else else_out)
         return shapes, _merge_branch_shapes(then_out, else_out)

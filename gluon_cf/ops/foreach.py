@@ -12,7 +12,7 @@ from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
 from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
-                      check_structure, mismatch, mode_of, stack_steps)
+                      check_structure, flatten_argument, mismatch, mode_of, op_at, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
 from .foreach_memory import forward_into as _forward_into
@@ -60,10 +60,10 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
            [ 9., 12.]], dtype=float32)
     """
     check_callable(OP, body=body)
-    flat_data, data_fmt = flatten(data, "gluon_cf.foreach", "data")
-    flat_states, states_fmt = flatten(init_states, "gluon_cf.foreach", "init_states")
+    flat_data, data_fmt = flatten_argument(OP, data, "data")
+    flat_states, states_fmt = flatten_argument(OP, init_states, "init_states")
     if not flat_data:
-        raise ValueError("gluon_cf.foreach: data must contain at least one array")
+        raise ValueError("%s: data must contain at least one array" % op_at(OP))
     mode = mode_of(OP, flat_data + flat_states, "data and init_states")
     remat = _remat.check_remat(OP, remat)
     step = _Step(body, data_fmt, states_fmt)
@@ -191,7 +191,8 @@ def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_
     count_subgraph_names(name)
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
     num_out = body_g.num_outputs - num_states
-    captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states)
+    captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states,
+                                       walk_order=True)
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
             "num_data": num_data, "num_states": num_states, "num_out_data": num_out,
             "num_outputs": body_g.num_outputs}

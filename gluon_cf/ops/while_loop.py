@@ -11,9 +11,9 @@ from ..graph import Graph
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, merge_captures,
                        pending_shapes, trace, user_location)
-from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
-                      check_same_dtypes, check_scalar_pred, check_structure, mismatch, mode_of, pred_value,
-                      stack_steps)
+from ..checks import (ArgumentValueError, LoopVarShapeChange, check_callable, check_kept_shapes,
+                      check_pair, check_same_dtypes, check_scalar_pred, check_structure,
+                      flatten_argument, mismatch, mode_of, op_at, pred_value, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
@@ -78,8 +78,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     """
     check_callable(OP, cond=cond, func=func)
     if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 0:
-        raise ValueError("gluon_cf.while_loop: loop_vars must contain at least one array")
-    flat_vars, vars_fmt = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
+        raise ValueError("%s: loop_vars must contain at least one array" % op_at(OP))
+    flat_vars, vars_fmt = flatten_argument(OP, loop_vars, "loop_vars")
     mode = mode_of(OP, flat_vars, "loop_vars")
     max_iterations = _check_max_iterations(max_iterations, mode)
     remat = _remat.check_remat(OP, remat)
@@ -186,14 +186,15 @@ def _check_max_iterations(max_iterations, mode):
         max_iterations = max_iterations.asscalar()
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, numbers.Integral) and \
             not (isinstance(max_iterations, numbers.Real) and float(max_iterations).is_integer()):
-        raise TypeError("gluon_cf.while_loop: max_iterations must be an integer, got %r"
-                        % (max_iterations,))
+        raise TypeError("%s: max_iterations must be an integer, got %r"
+                        % (op_at(OP), max_iterations))
     max_iterations = int(max_iterations) if isinstance(max_iterations, numbers.Integral) \
         else int(float(max_iterations))
     lowest = 1 if mode == "symbol" else 0
     if max_iterations < lowest:
-        raise ValueError("gluon_cf.while_loop: max_iterations must be >= %d%s, got %d"
-                         % (lowest, " in hybridized mode" if lowest else "", max_iterations))
+        raise (ArgumentValueError if lowest else ValueError)(
+            "%s: max_iterations must be >= %d%s, got %d"
+            % (op_at(OP), lowest, " in hybridized mode" if lowest else "", max_iterations))
     return max_iterations
 
 
@@ -344,15 +345,15 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
     count_subgraph_names(name + "_cond", name + "_func")
     cond_g = trace(OP, "cond", nv, step.cond)
     if cond_g.num_outputs != 1:
-        raise ValueError("gluon_cf.while_loop: cond must return one Symbol, got %d outputs"
-                         % cond_g.num_outputs)
+        raise ValueError("%s: cond must return one Symbol, got %d outputs"
+                         % (op_at(OP), cond_g.num_outputs))
     try:
         func_g = trace(OP, "func", nv, lambda vs: list(step.func(vs)))
     except PendingSignature as pending:
         # Discovering a recursive function that func calls: zero steps is the loop's path
         # without the call (NOTE [loops of no step]); this graph is thrown away.
         return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
-    captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv)
+    captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv, walk_order=True)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
                        "func": func_g.spec(range(nv), slot_of)},
