@@ -53,6 +53,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import executor, node, registry, rowwise
+from ..uploads import from_numpy
 from ..errors import CallTreeTooLargeError, RecursionDepthError
 from . import planned_backward
 from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public entry)
@@ -585,6 +586,6 @@ def _check_depth(function, depth):
 
 def _upload(array, ctx):
     """An NDArray of a fresh numpy array: without a copy on the CPU (the NDArray keeps it)."""
-    value = mx.nd.from_numpy(np.ascontiguousarray(array), zero_copy=True)
+    value = from_numpy(np.ascontiguousarray(array))   # See NOTE [lean DLPack uploads]
     return value if value.context == ctx else value.as_in_context(ctx)
 
