@@ -256,31 +256,51 @@ class _Schedule:
         qname = function.qname
         sites, chain = table.chain
         every_site = list(sites) == list(range(len(function.sites)))   # in the sites' order
-        levels = []
+        levels, kids = [], []   # per frontier: its rows' table indices, their children's
         while len(index):
             _check_depth(function, depth)
-            rows, first = len(index), counts[qname]
-            kids = chain[index].T    # (calls, rows): call-major, as the frontier numbers them
-            reached = kids >= 0
-            following = int(np.count_nonzero(reached))
-            numbered = np.full(kids.shape, -1, np.int64)
-            numbered[reached] = np.arange(first + rows, first + rows + following)
-            if every_site:
-                children = numbered.T
-            else:
-                children = np.full((rows, len(function.sites)), -1, np.int64)
-                children[:, sites] = numbered.T
-            self.steps.append([(qname, first, table.variants[index], children)])
+            found = chain[index].T    # (calls, rows): call-major, as the frontier numbers them
             levels.append(index)
-            counts[qname] += rows
-            total += rows
+            kids.append(found)
+            total += len(index)
             skeleton_tables.LOOKUPS[0] += 1
-            if total + following > MAX_INVOCATIONS:
+            index = found[found >= 0]
+            if total + len(index) > MAX_INVOCATIONS:
+                self._chain_steps(function, table, every_site, levels, kids, counts)
                 self._too_large({function.name})
-            index = kids[reached]
             depth += 1
+        self._chain_steps(function, table, every_site, levels, kids, counts)
         self.args[qname].append([table.rows[np.concatenate(levels)]])
         return total
+
+    def _chain_steps(self, function, table, every_site, levels, kids, counts):
+        """The steps of the frontiers ``levels`` expanded by :meth:`_expand_chain`, their
+        children numbered at once: each frontier's reached calls are the next frontier, whose
+        invocations are numbered on from the frontier's own, so the reached calls of all the
+        frontiers, in order, are numbered by one count from the first frontier's end."""
+        if not levels:
+            return
+        qname = function.qname
+        first = counts[qname]
+        flat = np.concatenate([k.reshape(-1) for k in kids])
+        reached = flat >= 0
+        numbered = np.full(len(flat), -1, np.int64)
+        start = first + len(levels[0])
+        numbered[reached] = np.arange(start, start + int(np.count_nonzero(reached)))
+        variants = table.variants[np.concatenate(levels)]
+        at = row = 0
+        for index, found in zip(levels, kids):
+            rows = len(index)
+            mine = numbered[at:at + found.size].reshape(found.shape).T
+            at += found.size
+            if every_site:
+                children = mine
+            else:
+                children = np.full((rows, len(function.sites)), -1, np.int64)
+                children[:, table.chain[0]] = mine
+            self.steps.append([(qname, first + row, variants[row:row + rows], children)])
+            row += rows
+        counts[qname] += row
 
     def _too_large(self, names):
         raise CallTreeTooLargeError(
