@@ -61,7 +61,7 @@ from . import skeleton_tables
 from .skeleton_tables import SkeletonTable
 from .table import table as _table
 from .value_graphs import _edged_rows, _result_graph, _value_graph
-from .views import rows as _rows
+from .views import call_on_rows, rows as _rows
 
 # Invocations one schedule may hold: beyond, the call tree is refused with CallTreeTooLargeError
 # before any value is computed (a cycle in the tree arrays doubles it at every level, and the
@@ -493,10 +493,11 @@ class _Schedule:
             return edged_env[i]
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
-                  calls, size: int = 0) -> mx.nd.NDArray:
+                  calls, size: int = 0, view=_rows) -> Any:
+            """Input ``role`` of a group's graph; ``view``: how rows of an array are given."""
             size = size or rows   # rows read: ``rows`` and the padding after them
             if role == "arg":
-                return _rows(uploaded[q][i], first, first + size)
+                return view(uploaded[q][i], first, first + size)
             if role == "env":
                 return env[i]
             if role == "src":
@@ -506,7 +507,7 @@ class _Schedule:
             assert index is not None, "a gather without an index buffer"
             if self.in_place:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                return _rows(index, a, a + size)
+                return view(index, a, a + size)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return _rows(index, a, b)
 
@@ -528,10 +529,12 @@ class _Schedule:
                 size = _padded(rows)
                 try:
                     edges = graph.edged()
-                    sized(*[edged(i) if role == "env" and i in edges
-                            else value(role, i, j, q, first, rows, calls, size)
-                            for role, i, j, _ in graph.inputs],
-                          out=[_rows(t, first, first + size) for t in tables[q]])
+                    # See NOTE [group calls on raw views] in views.py
+                    call_on_rows(sized, [edged(i) if role == "env" and i in edges
+                                         else value(role, i, j, q, first, rows, calls, size,
+                                                    _span)
+                                         for role, i, j, _ in graph.inputs],
+                                 [(t, first, first + size) for t in tables[q]])
                     continue
                 except mx.MXNetError:   # its error, if any, as an unpadded call gives it
                     graph.forget(size)
@@ -556,6 +559,11 @@ class _Schedule:
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
                          for role, i, j, _ in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _span(array, start, stop):
+    """Rows ``start:stop`` of ``array`` for :func:`views.call_on_rows`."""
+    return (array, start, stop)
 
 
 def _padded(rows):
