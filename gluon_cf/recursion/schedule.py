@@ -72,7 +72,10 @@ CHAINED = [True]           # NOTE [chained expansion]: tests compare with lookup
 # A skeleton table of n indices is built once a function's frontiers evaluated directly number
 # n / TABLE_ROWS_PER_LEVEL: a frontier costs about as much as tabulating this many indices
 # (numpy calls dominate both), so a long array read by few calls is not tabulated at once.
-TABLE_ROWS_PER_LEVEL = 512
+# 1024, not 512: a table also lets every later frontier of a tree fold be chained (NOTE [chained
+# expansion]), so the benchmark's forests of 25 trees (750-1,080 nodes) are tabulated at their
+# first frontier instead of evaluating it directly (~120 us of host time per batch).
+TABLE_ROWS_PER_LEVEL = 1024
 PADDED = [True]   # NOTE [padded rows] in recursion/value_graphs.py (tests compare with eager)
 PADDED_ROWS = 512   # larger groups run unpadded: their arithmetic outweighs a call's set-up
 PADDED_TABLE_BYTES = 1 << 22   # padded, a table's rows are a multiple of this many bytes' worth
