@@ -356,14 +356,16 @@ class _Schedule:
         heights = {q: np.zeros(counts[q] + 1, np.int64) for q in live}
         for q in live:
             heights[q][-1] = -1
+        reads = {q: [(heights[callee], columns)
+                     for callee, columns in plan.functions[q].site_columns() if counts[callee]]
+                 for q in live}
         for step in reversed(self.steps):
             for qname, first, _, kids in step:
                 mine = heights[qname][first:first + len(kids)]
-                for callee, columns in plan.functions[qname].site_columns():
-                    if not counts[callee]:
-                        continue
-                    below = heights[callee][kids if columns is None else kids[:, columns]]
-                    np.maximum(mine, below.max(axis=1) + 1, out=mine)
+                for below, columns in reads[qname]:
+                    highest = below[kids if columns is None else kids[:, columns]].max(axis=1)
+                    highest += 1
+                    np.maximum(mine, highest, out=mine)
         heights = {q: h[:-1] for q, h in heights.items()}
 
         groups = []   # (height, function order, variant, qname, ids, first position)
@@ -421,13 +423,27 @@ class _Schedule:
 
         self.groups = []
         kids = {q: children[q][orders[q]] for q in live}   # a group's: one slice
+        # In place, per (function, callee): each row's children's positions in the callee's
+        # table, so that a group's site-major indices are one slice of it. Entries no group
+        # takes (a call the row does not make: -1; a site calling another function, whose ids
+        # are clipped into range) read some position.
+        placed: Dict[Any, np.ndarray] = {}
         for height, _, vid, q, ids, first in groups:
             calls = []
-            mine = kids[q][first:first + len(ids)]
+            rows = len(ids)
             for callee, sites in plan.functions[q].callees(vid):
-                wanted = mine[:, sites].T.reshape(-1)   # site-major
-                calls.append(gather(callee, wanted))
-            self.groups.append((q, vid, first, len(ids), calls))
+                if self.in_place:
+                    found = placed.get((q, callee))
+                    if found is None:
+                        found = placed[(q, callee)] = position[callee][
+                            np.minimum(kids[q], counts[callee] - 1)]
+                    columns = _columns(sites)
+                    block = found[first:first + rows, columns].T.reshape(-1)   # site-major
+                    calls.append((None, [self._push(indices, block)], None))
+                else:
+                    wanted = kids[q][first:first + rows][:, sites].T.reshape(-1)   # site-major
+                    calls.append(gather(callee, wanted))
+            self.groups.append((q, vid, first, rows, calls))
         self.result = gather(plan.entry, np.arange(self.roots))
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
         return True
@@ -562,6 +578,14 @@ class _Schedule:
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
                          for role, i, j, _ in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _columns(sites):
+    """``sites`` (column numbers, ascending) as a slice when they are consecutive (a view, not
+    numpy's fancy indexing)."""
+    if sites == list(range(sites[0], sites[-1] + 1)):
+        return slice(sites[0], sites[-1] + 1)
+    return sites
 
 
 def _span(array, start, stop):
