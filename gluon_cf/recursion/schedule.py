@@ -455,7 +455,7 @@ class _Schedule:
         environment value's shape makes one."""
         shapes = [s for layout in self.layouts.values() for s in layout["shapes"]]
         shapes += [a.shape[1:] for args in self.sorted_args.values() for a in args]
-        shapes += [value.shape for value in self.context.env]
+        shapes += list(self.context.env_shapes)   # (read once per batch: .shape is a C call)
         return not any(0 in shape for shape in shapes)
 
     def tables(self, ctx, slack=0, round_up=False, whole=False):
