@@ -15,7 +15,7 @@ from mxnet import gluon, nd
 
 import gluon_cf
 from gluon_cf.data.trees import batchify_forest, encode_tree, synthetic_treebank
-from gluon_cf.recursion import planned_backward, schedule, skeleton, value_graphs
+from gluon_cf.recursion import planned_backward, schedule, skeleton, value_graphs, views
 from test_planned_backward import _three_ways
 from test_schedule import FORESTS, _assert_same, _forest, _run
 
@@ -154,6 +154,29 @@ def test_row_views_equal_slices_and_refuse_rows_out_of_range():
     for start, stop in ((-1, 2), (-3, 0)):
         with pytest.raises(IndexError, match="rows %d:%d of an array of 4 rows" % (start, stop)):
             schedule._rows(table, start, stop)
+
+
+def test_group_calls_on_raw_views_equal_calls_on_views():
+    """``views.call_on_rows`` (NOTE [group calls on raw views]): a CachedOp on bare view handles
+    writes what the same call on NDArray views writes, into the same rows; rows out of range
+    are MXNet's error or an IndexError as for ``_rows``, and the arrays are whole after."""
+    x, idx = mx.sym.var("x"), mx.sym.var("idx")
+    graph = mx.sym.tanh(mx.sym.take(x, idx, axis=0, mode="clip") * 2)
+    op = mx.nd.CachedOp(graph, flags=[("static_alloc", True), ("static_shape", True)])
+    table = mx.nd.array(np.random.RandomState(0).uniform(-1, 1, (6, 3)))
+    index = mx.nd.array([5, 0, 2, 1, 4, 3, 0, 1], dtype="int32")
+    want, got = mx.nd.full((8, 3), 7.0), mx.nd.full((8, 3), 7.0)
+    op(table, schedule._rows(index, 2, 6), out=[schedule._rows(want, 3, 7)])
+    views.call_on_rows(op, [table, (index, 2, 6)], [(got, 3, 7)])
+    np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
+    assert (got.asnumpy()[[0, 1, 2, 7]] == 7).all()
+    np.testing.assert_allclose(got.asnumpy()[3:7], np.tanh(2 * table.asnumpy()[[2, 1, 4, 3]]),
+                               rtol=1e-6)
+    with pytest.raises(mx.MXNetError, match="Slice end index out of range|Invalid slicing"):
+        views.call_on_rows(op, [table, (index, 6, 10)], [(got, 3, 7)])
+    with pytest.raises(IndexError, match="rows -1:3 of an array of 8 rows"):
+        views.call_on_rows(op, [table, (index, -1, 3)], [(got, 3, 7)])
+    np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
 
 
 @settings(max_examples=6, deadline=None,

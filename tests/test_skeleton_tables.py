@@ -206,8 +206,9 @@ def test_trees_are_looked_up(tree_rnn):
 
 
 def test_a_long_chain_is_looked_up_after_some_frontiers():
-    """601 nodes: the table is built at the second frontier (n / TABLE_ROWS_PER_LEVEL)."""
-    vocab, inputs = _forest([_linear_tree(301)])
+    """1,201 nodes: the table is built at the second frontier (n / TABLE_ROWS_PER_LEVEL)."""
+    assert schedule.TABLE_ROWS_PER_LEVEL < 1201 <= 2 * schedule.TABLE_ROWS_PER_LEVEL
+    vocab, inputs = _forest([_linear_tree(601)])
     mx.random.seed(0)
     net = TreeRNN(len(vocab), embed_size=3, hidden_size=3, num_classes=2)
     net.initialize(mx.init.Xavier())

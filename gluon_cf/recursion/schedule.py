@@ -53,6 +53,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import executor, node, registry, rowwise
+from ..uploads import from_numpy
 from ..errors import CallTreeTooLargeError, RecursionDepthError
 from . import planned_backward
 from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public entry)
@@ -60,7 +61,7 @@ from . import skeleton_tables
 from .skeleton_tables import SkeletonTable
 from .table import table as _table
 from .value_graphs import _edged_rows, _result_graph, _value_graph
-from .views import rows as _rows
+from .views import call_on_rows, rows as _rows
 
 # Invocations one schedule may hold: beyond, the call tree is refused with CallTreeTooLargeError
 # before any value is computed (a cycle in the tree arrays doubles it at every level, and the
@@ -71,7 +72,10 @@ CHAINED = [True]           # NOTE [chained expansion]: tests compare with lookup
 # A skeleton table of n indices is built once a function's frontiers evaluated directly number
 # n / TABLE_ROWS_PER_LEVEL: a frontier costs about as much as tabulating this many indices
 # (numpy calls dominate both), so a long array read by few calls is not tabulated at once.
-TABLE_ROWS_PER_LEVEL = 512
+# 1024, not 512: a table also lets every later frontier of a tree fold be chained (NOTE [chained
+# expansion]), so the benchmark's forests of 25 trees (750-1,080 nodes) are tabulated at their
+# first frontier instead of evaluating it directly (~120 us of host time per batch).
+TABLE_ROWS_PER_LEVEL = 1024
 PADDED = [True]   # NOTE [padded rows] in recursion/value_graphs.py (tests compare with eager)
 PADDED_ROWS = 512   # larger groups run unpadded: their arithmetic outweighs a call's set-up
 PADDED_TABLE_BYTES = 1 << 22   # padded, a table's rows are a multiple of this many bytes' worth
@@ -255,31 +259,51 @@ class _Schedule:
         qname = function.qname
         sites, chain = table.chain
         every_site = list(sites) == list(range(len(function.sites)))   # in the sites' order
-        levels = []
+        levels, kids = [], []   # per frontier: its rows' table indices, their children's
         while len(index):
             _check_depth(function, depth)
-            rows, first = len(index), counts[qname]
-            kids = chain[index].T    # (calls, rows): call-major, as the frontier numbers them
-            reached = kids >= 0
-            following = int(np.count_nonzero(reached))
-            numbered = np.full(kids.shape, -1, np.int64)
-            numbered[reached] = np.arange(first + rows, first + rows + following)
-            if every_site:
-                children = numbered.T
-            else:
-                children = np.full((rows, len(function.sites)), -1, np.int64)
-                children[:, sites] = numbered.T
-            self.steps.append([(qname, first, table.variants[index], children)])
+            found = chain[index].T    # (calls, rows): call-major, as the frontier numbers them
             levels.append(index)
-            counts[qname] += rows
-            total += rows
+            kids.append(found)
+            total += len(index)
             skeleton_tables.LOOKUPS[0] += 1
-            if total + following > MAX_INVOCATIONS:
+            index = found[found >= 0]
+            if total + len(index) > MAX_INVOCATIONS:
+                self._chain_steps(function, table, every_site, levels, kids, counts)
                 self._too_large({function.name})
-            index = kids[reached]
             depth += 1
+        self._chain_steps(function, table, every_site, levels, kids, counts)
         self.args[qname].append([table.rows[np.concatenate(levels)]])
         return total
+
+    def _chain_steps(self, function, table, every_site, levels, kids, counts):
+        """The steps of the frontiers ``levels`` expanded by :meth:`_expand_chain`, their
+        children numbered at once: each frontier's reached calls are the next frontier, whose
+        invocations are numbered on from the frontier's own, so the reached calls of all the
+        frontiers, in order, are numbered by one count from the first frontier's end."""
+        if not levels:
+            return
+        qname = function.qname
+        first = counts[qname]
+        flat = np.concatenate([k.reshape(-1) for k in kids])
+        reached = flat >= 0
+        numbered = np.full(len(flat), -1, np.int64)
+        start = first + len(levels[0])
+        numbered[reached] = np.arange(start, start + int(np.count_nonzero(reached)))
+        variants = table.variants[np.concatenate(levels)]
+        at = row = 0
+        for index, found in zip(levels, kids):
+            rows = len(index)
+            mine = numbered[at:at + found.size].reshape(found.shape).T
+            at += found.size
+            if every_site:
+                children = mine
+            else:
+                children = np.full((rows, len(function.sites)), -1, np.int64)
+                children[:, table.chain[0]] = mine
+            self.steps.append([(qname, first + row, variants[row:row + rows], children)])
+            row += rows
+        counts[qname] += row
 
     def _too_large(self, names):
         raise CallTreeTooLargeError(
@@ -332,14 +356,16 @@ class _Schedule:
         heights = {q: np.zeros(counts[q] + 1, np.int64) for q in live}
         for q in live:
             heights[q][-1] = -1
+        reads = {q: [(heights[callee], columns)
+                     for callee, columns in plan.functions[q].site_columns() if counts[callee]]
+                 for q in live}
         for step in reversed(self.steps):
             for qname, first, _, kids in step:
                 mine = heights[qname][first:first + len(kids)]
-                for callee, columns in plan.functions[qname].site_columns():
-                    if not counts[callee]:
-                        continue
-                    below = heights[callee][kids if columns is None else kids[:, columns]]
-                    np.maximum(mine, below.max(axis=1) + 1, out=mine)
+                for below, columns in reads[qname]:
+                    highest = below[kids if columns is None else kids[:, columns]].max(axis=1)
+                    highest += 1
+                    np.maximum(mine, highest, out=mine)
         heights = {q: h[:-1] for q, h in heights.items()}
 
         groups = []   # (height, function order, variant, qname, ids, first position)
@@ -397,13 +423,27 @@ class _Schedule:
 
         self.groups = []
         kids = {q: children[q][orders[q]] for q in live}   # a group's: one slice
+        # In place, per (function, callee): each row's children's positions in the callee's
+        # table, so that a group's site-major indices are one slice of it. Entries no group
+        # takes (a call the row does not make: -1; a site calling another function, whose ids
+        # are clipped into range) read some position.
+        placed: Dict[Any, np.ndarray] = {}
         for height, _, vid, q, ids, first in groups:
             calls = []
-            mine = kids[q][first:first + len(ids)]
+            rows = len(ids)
             for callee, sites in plan.functions[q].callees(vid):
-                wanted = mine[:, sites].T.reshape(-1)   # site-major
-                calls.append(gather(callee, wanted))
-            self.groups.append((q, vid, first, len(ids), calls))
+                if self.in_place:
+                    found = placed.get((q, callee))
+                    if found is None:
+                        found = placed[(q, callee)] = position[callee][
+                            np.minimum(kids[q], counts[callee] - 1)]
+                    columns = _columns(sites)
+                    block = found[first:first + rows, columns].T.reshape(-1)   # site-major
+                    calls.append((None, [self._push(indices, block)], None))
+                else:
+                    wanted = kids[q][first:first + rows][:, sites].T.reshape(-1)   # site-major
+                    calls.append(gather(callee, wanted))
+            self.groups.append((q, vid, first, rows, calls))
         self.result = gather(plan.entry, np.arange(self.roots))
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
         return True
@@ -415,7 +455,7 @@ class _Schedule:
         environment value's shape makes one."""
         shapes = [s for layout in self.layouts.values() for s in layout["shapes"]]
         shapes += [a.shape[1:] for args in self.sorted_args.values() for a in args]
-        shapes += [value.shape for value in self.context.env]
+        shapes += list(self.context.env_shapes)   # (read once per batch: .shape is a C call)
         return not any(0 in shape for shape in shapes)
 
     def tables(self, ctx, slack=0, round_up=False, whole=False):
@@ -472,10 +512,11 @@ class _Schedule:
             return edged_env[i]
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
-                  calls, size: int = 0) -> mx.nd.NDArray:
+                  calls, size: int = 0, view=_rows) -> Any:
+            """Input ``role`` of a group's graph; ``view``: how rows of an array are given."""
             size = size or rows   # rows read: ``rows`` and the padding after them
             if role == "arg":
-                return _rows(uploaded[q][i], first, first + size)
+                return view(uploaded[q][i], first, first + size)
             if role == "env":
                 return env[i]
             if role == "src":
@@ -485,7 +526,7 @@ class _Schedule:
             assert index is not None, "a gather without an index buffer"
             if self.in_place:   # call site j's rows of the site-major indices
                 a = calls[i][1][0][0] + j * rows
-                return _rows(index, a, a + size)
+                return view(index, a, a + size)
             a, b = calls[i][2] if role == "perm" else calls[i][1][j]
             return _rows(index, a, b)
 
@@ -507,10 +548,12 @@ class _Schedule:
                 size = _padded(rows)
                 try:
                     edges = graph.edged()
-                    sized(*[edged(i) if role == "env" and i in edges
-                            else value(role, i, j, q, first, rows, calls, size)
-                            for role, i, j, _ in graph.inputs],
-                          out=[_rows(t, first, first + size) for t in tables[q]])
+                    # See NOTE [group calls on raw views] in views.py
+                    call_on_rows(sized, [edged(i) if role == "env" and i in edges
+                                         else value(role, i, j, q, first, rows, calls, size,
+                                                    _span)
+                                         for role, i, j, _ in graph.inputs],
+                                 [(t, first, first + size) for t in tables[q]])
                     continue
                 except mx.MXNetError:   # its error, if any, as an unpadded call gives it
                     graph.forget(size)
@@ -535,6 +578,19 @@ class _Schedule:
         out = graph.op(*[value(role, i, j, None, 0, self.roots, [self.result])
                          for role, i, j, _ in graph.inputs])
         return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _columns(sites):
+    """``sites`` (column numbers, ascending) as a slice when they are consecutive (a view, not
+    numpy's fancy indexing)."""
+    if sites == list(range(sites[0], sites[-1] + 1)):
+        return slice(sites[0], sites[-1] + 1)
+    return sites
+
+
+def _span(array, start, stop):
+    """Rows ``start:stop`` of ``array`` for :func:`views.call_on_rows`."""
+    return (array, start, stop)
 
 
 def _padded(rows):
@@ -585,6 +641,6 @@ def _check_depth(function, depth):
 
 def _upload(array, ctx):
     """An NDArray of a fresh numpy array: without a copy on the CPU (the NDArray keeps it)."""
-    value = mx.nd.from_numpy(np.ascontiguousarray(array), zero_copy=True)
+    value = from_numpy(np.ascontiguousarray(array))   # See NOTE [lean DLPack uploads]
     return value if value.context == ctx else value.as_in_context(ctx)
 
