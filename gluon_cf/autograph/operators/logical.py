@@ -9,14 +9,14 @@ NOTE [autograph and/or]
     only when the graph runs: the rest of the expression is a ``cond`` on it (one element at
     run time, both sides of the same shape and dtype, as a cond's branches; a Python number
     side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol a
-    cond on it (one element at run time) giving 0 or 1 in its shape and dtype.
+    cond on it (one element at run time) giving 0 or 1 in its shape and dtype. A chained
+    comparison ``a < b < c`` is Python's ``a < b and b < c``, ``b`` evaluated once.
 """
 import mxnet as mx
 
 from ...ops.cond import cond
 from ..errors import AutographError, node_name, python_value
 from .side_effects import graph_region
-from .variables import is_tensor
 
 
 def asserted(test, where):
@@ -54,7 +54,7 @@ def python_operand(value, where):
     return value
 
 
-def _bool_op(result, rest, where, stop_on):
+def _bool_op(result, rest, where, stop_on, what="and/or"):
     """Python's short circuit: stop at the first operand whose truth is ``stop_on``, returning
     that operand itself, else the last; a later operand is evaluated only when Python would
     evaluate it (its side effects, errors and cost, and the gradient of what it computes).
@@ -65,7 +65,7 @@ def _bool_op(result, rest, where, stop_on):
         if isinstance(result, mx.sym.Symbol):
             result = _symbolic(result, value, stop_on, where)
             continue
-        if _truth(result, where) == stop_on:
+        if _truth(result, where, what) == stop_on:
             return result
         result = value()
     return result
@@ -76,8 +76,11 @@ def _truth(value, where, what="and/or"):
         raise AutographError(
             f"{where}: this {what} takes the truth of an array of shape {value.shape}, which "
             f"Python cannot (its ValueError: the truth value of an NDArray with multiple "
-            f"elements is ambiguous); elementwise, write F.where(a, b, a) for a and b, "
-            f"F.where(a, a, b) for a or b, F.logical_not(a) for not a")
+            f"elements is ambiguous); elementwise, " +
+            ("write F.broadcast_logical_and(a < b, b < c) for a < b < c"
+             if what == "chained comparison" else
+             "write F.where(a, b, a) for a and b, F.where(a, a, b) for a or b, "
+             "F.logical_not(a) for not a"))
     return bool(value.asscalar()) if isinstance(value, mx.nd.NDArray) else bool(value)
 
 
@@ -110,22 +113,19 @@ def _symbolic(a, rest, stop_on, where):
 
 def compare_chain(operands, ops, where):
     """A converted chained comparison ``a < b <= c ...`` (each operand a function, evaluated
-    once, left to right; ``ops`` names of BROADCAST): Python's ``a < b and b <= c ...``, so on
-    tensors the elementwise logical and of the comparisons (a Symbol has no truth for
-    Python's chain to take)."""
+    once, left to right; ``ops`` names of BROADCAST): Python's ``a < b and (b <= c ...)``, the
+    rest of the chain evaluated only where Python evaluates it, with and's truth
+    (:func:`_bool_op`): an NDArray of one element, more refused at the user's line where
+    Python raises ValueError; on a Symbol a cond (one element when the graph runs). Issue 24:
+    it was the elementwise logical and, a value where Python raises."""
     from .variables import binary
-    left = operands[0]()
-    result = None
-    for op, operand in zip(ops, operands[1:]):
-        right = operand()
-        step = binary(left, right, op)
-        result = step if result is None else _logical("broadcast_logical_and", result, step,
-                                                      where) \
-            if is_tensor(result) or is_tensor(step) else step
-        if not is_tensor(result) and not result:
-            return result
-        left = right
-    return result
+    left, right = operands[0](), operands[1]()
+    first = binary(left, right, ops[0])
+    if len(ops) == 1:
+        return first
+    return _bool_op(first, [lambda: compare_chain([lambda: right] + operands[2:], ops[1:],
+                                                  where)],
+                    where, stop_on=False, what="chained comparison")
 
 
 def not_(value, where):
@@ -147,27 +147,3 @@ def positive(value, where):
         raise AutographError(f"{where}: unary + of a tensor: MXNet's arrays (NDArray and "
                              f"Symbol) have no unary plus; write the value itself")
     return +value
-
-
-def _logical(op, a, b, where):
-    """``a and b`` (``op`` the logical and) or ``a or b`` of a tensor ``a``, elementwise as
-    Python's on one element: ``b`` where ``a`` is true (``a`` where it is false) for and, ``a``
-    where ``a`` is true (else ``b``) for or -- so 0 or 1 for comparisons, and the operands'
-    own values otherwise (``(x.sum() > 1) and 3`` is 3 where Python's is, not 1); a Python
-    number ``b`` an array of ``a``'s shape."""
-    symbolic = isinstance(a, mx.sym.Symbol) or isinstance(b, mx.sym.Symbol)
-    if symbolic and not is_tensor(b) and isinstance(b, (bool, int, float)):
-        b = mx.sym.ones_like(a) * float(b)
-    if symbolic:
-        if not (is_tensor(a) and is_tensor(b)):
-            raise AutographError(f"{where}: this and/or mixes a tensor with the Python value "
-                                 f"{b if is_tensor(a) else a!r}; make both tensors")
-        F = mx.sym
-    else:
-        F = mx.nd
-        if not isinstance(b, mx.nd.NDArray):
-            b = mx.nd.array([b], ctx=a.context, dtype=a.dtype)
-    common = F.broadcast_add(F.zeros_like(a), F.zeros_like(b))
-    a, b = F.broadcast_add(a, common), F.broadcast_add(b, common)
-    true = a != 0
-    return F.where(true, b, a) if op == "broadcast_logical_and" else F.where(true, a, b)

@@ -30,9 +30,9 @@ NOTE [autograph indexing]
     with a shape-inference error naming no line of the user's. A bool with a Symbol is its
     number, as an NDArray takes it (a Symbol hands MXNet ``scalar="True"``); an NDArray
     with a Symbol (``mx.nd.ones`` written in ``hybrid_forward``) is refused at the line
-    (MXNet's TypeError names none); a chained comparison ``a < s < b`` is the ``and`` of its
-    comparisons (``logical.compare_chain``), each operand evaluated once, short-circuiting
-    on Python values as Python does.
+    (MXNet's TypeError names none); a chained comparison ``a < s < b`` is Python's ``and`` of
+    its comparisons (``logical.compare_chain``, NOTE [autograph and/or]), each operand
+    evaluated once, where Python evaluates it.
 
     Attributes only an NDArray has (``shape``, ``ndim``, ``size``, ``dtype``, ``context``,
     ``ctx``, ``grad``, ``stype``, ``asnumpy``, ``asscalar``, ``attach_grad`` ...) read on a

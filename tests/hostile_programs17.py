@@ -1,0 +1,1046 @@
+"""Issue 24, seventeenth round: autograph blocks written the way people port PyTorch,
+TensorFlow and MXNet code, aimed at Python constructs earlier rounds hit less: ``match``
+statements, ``:=``, ``assert``, ``try``/``except``/``finally`` and ``with`` around and inside
+tensor loops, augmented assignment of items and attributes, dict and tuple carries, starred
+unpacking, chained comparisons, ``and``/``or`` of tensors and Python values, several returns,
+``continue``, nested loops, ``range`` of Python ints, ``while True``, generators, recursion,
+decorators, globals, default arguments, class attributes, helpers in another module,
+``functools.partial``, ``getattr`` of child blocks, ``print`` and closures made in loops.
+``PROGRAMS`` maps each block class to its input lists; the oracle is the plain Python function
+on NDArrays (``hybrid_forward.__wrapped__``)."""
+import functools
+import logging
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd
+from mxnet.gluon import HybridBlock, nn
+
+import gluon_cf
+from gluon_cf import autograph
+
+import hostile_harness
+import hostile_helpers17 as helpers
+
+PROGRAMS, program = hostile_harness.program_registry()
+rand, floats = hostile_harness.rand, hostile_harness.floats
+
+# rows (T, 3) of several lengths, one of them a single row, one all negative
+ROWS = ([rand(4, 3, seed=170)], [rand(1, 3, seed=171) * 2], [-np.abs(rand(5, 3, seed=172))],
+        [rand(2, 3, seed=173) + 1])
+# rows and a count n of steps (0: a loop of no step)
+COUNTS = ([rand(5, 3, seed=174), floats(3)], [rand(5, 3, seed=175), floats(0)],
+          [rand(2, 3, seed=176), floats(2)], [rand(4, 3, seed=177), floats(1)])
+
+_LOG = logging.getLogger("hostile17")
+_STEPS_SEEN = 0
+_GAIN = 1.5
+
+
+# ------------------------------------------------------------------------------ match
+
+@program(*ROWS)
+class MatchOnPythonModeAroundLoop(HybridBlock):
+    """``match`` on a Python attribute choosing the reduction of a tensor loop."""
+
+    mode = "decay"
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            match self.mode:
+                case "sum":
+                    h = h + row
+                case "decay":
+                    h = h * 0.5 + F.tanh(row)
+                case _:
+                    h = row
+        return h
+
+
+@program(*ROWS)
+class MatchOnTensorLiteral(HybridBlock):
+    """``match`` whose subject is a one-element tensor: a literal pattern compares with ``==``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        n = F.sum(x > 0)
+        match n:
+            case 0:
+                y = x * 2
+            case _:
+                y = x - 1
+        return y
+
+
+@program(*ROWS)
+class MatchSequenceOfSplitOutputs(HybridBlock):
+    """``match`` on the Python list ``F.split`` gives: a sequence pattern binds its items."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        parts = list(F.split(x, num_outputs=3, axis=1))
+        match parts:
+            case [a, b, c]:
+                y = a * b + c
+            case _:
+                y = x
+        if F.sum(y) > 0:
+            y = y * 2
+        return y
+
+
+@program(*ROWS)
+class MatchGuardOnTensor(HybridBlock):
+    """A ``case`` guard that is a tensor condition."""
+
+    kind = "scaled"
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        match self.kind:
+            case "scaled" if F.sum(x) > 0:
+                y = x * 3
+            case _:
+                y = x + 1
+        return y
+
+
+@program(*ROWS)
+class MatchMappingOnConfigInLoop(HybridBlock):
+    """``match`` on a dict of Python settings, inside a tensor for (the pattern binds a rate)."""
+
+    config = {"cell": "leaky", "rate": 0.25}
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            match self.config:
+                case {"cell": "leaky", "rate": rate}:
+                    h = h * (1 - rate) + row * rate
+                case _:
+                    h = row
+        return h
+
+
+# ------------------------------------------------------------------------------ walrus
+
+@program(*ROWS)
+class WalrusInTensorWhileCondition(HybridBlock):
+    """``while (s := F.sum(h)) < 4``: ``s`` after the loop is the value that ended it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.abs(x[0]) + 0.1
+        while (s := F.sum(h)) < 4:
+            gluon_cf.max_iterations(10)
+            h = h * 1.7
+        return h, s
+
+
+@program(*ROWS)
+class WalrusInTensorIfCondition(HybridBlock):
+    """``if (m := F.max(x)) > 0``: ``m`` read in the branch and after it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if (m := F.max(x)) > 0:
+            y = x / (m + 1)
+        else:
+            y = x * m
+        return y + m
+
+
+@program(*ROWS)
+class WalrusInLoopBodyIf(HybridBlock):
+    """``:=`` inside an ``if`` inside a tensor for, the name read later in the step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        t = F.zeros((1,))
+        for row in x:
+            if (t := F.sum(row)) > 0:
+                h = h + row
+            h = h + t * 0.1
+        return h, t
+
+
+# ------------------------------------------------------------------------------ assert
+
+@program(*ROWS)
+class AssertOnPythonShapeInLoop(HybridBlock):
+    """``assert`` on a Python value (the row width from ``x.shape``) inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            assert x.shape[-1] == 3, "rows of three"
+            h = h + row * 0.5
+        return h
+
+
+@program(*ROWS)
+class AssertOnTensorAtTop(HybridBlock):
+    """``assert F.sum(x) > -100`` (as ported from PyTorch): holds for every input."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        assert F.sum(x * x) >= 0
+        return x * 2
+
+
+# ------------------------------------------------------------------------------ try / with
+
+@program(*ROWS)
+class TryFinallyAroundTensorLoop(HybridBlock):
+    """``try: for row in x ... finally: h = h * 2``: the finally runs after the loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        try:
+            for row in x:
+                h = h * 0.5 + row
+        finally:
+            h = h * 2
+        return h
+
+
+@program(*ROWS)
+class TryExceptInsideTensorLoop(HybridBlock):
+    """A ``try``/``except`` inside a tensor for whose body raises nothing."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            try:
+                h = h + F.tanh(row)
+            except ValueError:
+                h = h - row
+        return h
+
+
+@program(*ROWS)
+class TryExceptKeyErrorOnPythonDict(HybridBlock):
+    """``except KeyError`` on a Python dict lookup, around a tensor if."""
+
+    weights = {"a": 2.0}
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            w = self.weights["b"]
+        except KeyError:
+            w = 0.5
+        if F.sum(x) > 0:
+            y = x * w
+        else:
+            y = x + w
+        return y
+
+
+@program(*COUNTS)
+class TryExceptIndexErrorOnCollectedList(HybridBlock):
+    """``items[2]`` in ``try`` after a tensor while collected a run-time number of rows,
+    ``except IndexError`` falling back to the first (Python catches it; a graph cannot)."""
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        items = [x[0]]
+        i = F.zeros((1,))
+        while i < n:
+            gluon_cf.max_iterations(5)
+            items.append(F.take(x, i).reshape((3,)) * 2)
+            i = i + 1
+        try:
+            y = items[2]
+        except IndexError:
+            y = items[0] - 1
+        return y
+
+
+@program(*ROWS)
+class WithNameScopeInsideLoop(HybridBlock):
+    """``with self.name_scope():`` around a tensor loop's body (no parameter made in it)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            with self.name_scope():
+                h = F.tanh(self.fc(row) + h)
+        return h
+
+
+@program(*ROWS)
+class WithPauseInsideTensorLoop(HybridBlock):
+    """``with autograd.pause():`` in a tensor for (ported from ``torch.no_grad()``): the paused
+    product gets no gradient eagerly."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            with autograd.pause():
+                c = row * 2
+            h = h + c * row
+        return h
+
+
+@program(*ROWS)
+class WithNullContextInTensorIf(HybridBlock):
+    """A ``with`` of a Python context manager inside a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import contextlib
+        if F.sum(x) > 0:
+            with contextlib.nullcontext(2.0) as k:
+                y = x * k
+        else:
+            y = x - 1
+        return y
+
+
+# ------------------------------------------------------------------------------ assignment forms
+
+@program(*ROWS)
+class AugmentedItemOfStateList(HybridBlock):
+    """``state[0] += row`` on a list of two arrays carried by a tensor for (PyTorch style)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = [F.zeros_like(x[0]), F.ones_like(x[0])]
+        for row in x:
+            state[0] += row
+            state[1] = state[1] * 0.5 + state[0]
+        return state[0], state[1]
+
+    def oracle_where_plain_fails(self, F, x):
+        """Plain MXNet refuses ``+=`` on a recorded array; gluon_cf runs it out of place."""
+        state = [F.zeros_like(x[0]), F.ones_like(x[0])]
+        for row in x:
+            state[0] = state[0] + row
+            state[1] = state[1] * 0.5 + state[0]
+        return state[0], state[1]
+
+
+@program(*ROWS)
+class AugmentedAttributeInTensorLoop(HybridBlock):
+    """``self.acc += row`` in a tensor for (an accumulator on the block)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        self.acc = F.zeros_like(x[0])
+        for row in x:
+            self.acc += row
+        return self.acc * 2
+
+    def oracle_where_plain_fails(self, F, x):
+        """Plain MXNet refuses ``+=`` on a recorded array; gluon_cf runs it out of place."""
+        acc = F.zeros_like(x[0])
+        for row in x:
+            acc = acc + row
+        return acc * 2
+
+
+@program(*ROWS)
+class DictCarryTwoKeys(HybridBlock):
+    """``d['h']``, ``d['c']`` assigned in a tensor for (an LSTM-ish state dict)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"h": F.zeros_like(x[0]), "c": F.ones_like(x[0])}
+        for row in x:
+            d["c"] = d["c"] * 0.5 + row
+            d["h"] = F.tanh(d["c"]) * d["h"] + row
+        return d["h"], d["c"]
+
+
+@program(*ROWS)
+class DictAugmentedInTensorIf(HybridBlock):
+    """``d['h'] *= 2`` in one branch of a tensor if, ``d['h'] -= x`` in the other."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"h": x * 1.0, "n": 3}
+        if F.sum(x) > 0:
+            d["h"] *= 2
+        else:
+            d["h"] -= x
+        return d["h"] * d["n"]
+
+    def oracle_where_plain_fails(self, F, x):
+        """Plain MXNet refuses ``*=`` on a recorded array; gluon_cf runs it out of place."""
+        h = x * 1.0
+        h = h * 2 if F.sum(x).asscalar() > 0 else h - x
+        return h * 3
+
+
+@program(*ROWS)
+class TupleSwapOfCarries(HybridBlock):
+    """``a, b = b, a + row``: a Fibonacci-like swap of two carries."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a, b = F.zeros_like(x[0]), F.ones_like(x[0])
+        for row in x:
+            a, b = b, a * 0.5 + row
+        return a, b
+
+
+@program(*ROWS)
+class StarredUnpackOfSplitInLoop(HybridBlock):
+    """``first, *rest = F.split(row, 3)`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            first, *rest = F.split(row, num_outputs=3, axis=0)
+            h = h * 0.5 + first * rest[-1] + rest[0]
+        return h
+
+
+@program(*ROWS)
+class NestedTupleCarry(HybridBlock):
+    """``(h, (c, m))`` carried and unpacked in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = (F.zeros_like(x[0]), (F.ones_like(x[0]), x[0] * 0))
+        for row in x:
+            h, (c, m) = state
+            c = c * 0.5 + row
+            state = (F.tanh(c) + h * 0.1, (c, F.maximum(m, row)))
+        return state[0], state[1][0], state[1][1]
+
+
+@program(*ROWS)
+class PowerAndFloorDivAugmented(HybridBlock):
+    """``h **= 2`` and ``h //= 1``-free forms: ``**=`` on a carry in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones_like(x[0])
+        for row in x:
+            h = h * 0.5 + F.sigmoid(row)
+            h **= 2
+        return h
+
+
+@program(*ROWS)
+class DelOfTemporaryInLoop(HybridBlock):
+    """``del t`` at the end of each step of a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            t = row * 2
+            h = h + t * t
+            del t
+        return h
+
+
+# ------------------------------------------------------------------------------ expressions
+
+@program(*ROWS)
+class ChainedComparisonOfSum(HybridBlock):
+    """``if -1 < F.sum(x) < 1`` on a one-element sum."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if -1 < F.sum(x) < 1:
+            y = x * 10
+        else:
+            y = x
+        return y
+
+
+@program(*ROWS)
+class ChainedComparisonOfRowsAsMask(HybridBlock):
+    """``-0.5 < x < 0.5`` of a many-element array (Python: an ambiguous truth value)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        m = -0.5 < x < 0.5
+        return x * m
+
+
+@program(*ROWS)
+class AndOfPythonFlagAndTensor(HybridBlock):
+    """``if self.use_gate and F.sum(x) > 0``: the Python flag first (False: not evaluated)."""
+
+    use_gate = True
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if self.use_gate and F.sum(x) > 0:
+            y = F.sigmoid(x)
+        else:
+            y = x
+        return y
+
+
+@program(*ROWS)
+class OrOfTensorAndPythonNumber(HybridBlock):
+    """``scale = F.max(x) > 0 or 0.25``: a tensor first, a Python number second."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        scale = (F.max(x) > 0) or 0.25
+        return x * scale
+
+
+@program(*ROWS)
+class TernaryInTensorLoop(HybridBlock):
+    """``h = h * 2 if F.sum(h) < 1 else h - row`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones_like(x[0]) * 0.1
+        for row in x:
+            h = h * 2 if F.sum(h) < 1 else h - row
+        return h
+
+
+@program(*ROWS)
+class NotOfTensorInWhile(HybridBlock):
+    """``while not F.sum(h) > 3`` (negated tensor condition)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.abs(x[0]) + 0.2
+        while not F.sum(h) > 3:
+            gluon_cf.max_iterations(8)
+            h = h * 1.5
+        return h
+
+
+@program(*ROWS)
+class AbsAndNegOfTensorBuiltin(HybridBlock):
+    """``abs(x)`` and ``-h`` (Python builtins and operators on tensors) in a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            y = abs(x) * 2
+        else:
+            y = -abs(x)
+        return y
+
+
+# ------------------------------------------------------------------------------ jumps
+
+@program(*ROWS)
+class EarlyReturnInLoopTwoStructures(HybridBlock):
+    """``return row, h`` in a tensor for, ``return h, h * 0`` after it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row
+            if F.sum(h) > 1.5:
+                return row, h
+        return h, h * 0
+
+
+@program(*ROWS)
+class ReturnsOfDifferentArity(HybridBlock):
+    """One branch returns two arrays, the other one (refused or Python's)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            return x, x * 2
+        return x
+
+
+@program(*ROWS)
+class ContinueSkipsNegativeRows(HybridBlock):
+    """``continue`` on rows of negative sum."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        n = F.zeros((1,))
+        for row in x:
+            if F.sum(row) < 0:
+                continue
+            h = h + row
+            n = n + 1
+        return h, n
+
+
+@program(*ROWS)
+class NestedForInnerBreak(HybridBlock):
+    """A tensor for over the rows, an inner tensor for over each row's items with a break."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            for v in row:
+                if v > 0.5:
+                    break
+                h = h + v
+        return h
+
+
+@program(*ROWS)
+class RangeOfPythonIntWithTensorIf(HybridBlock):
+    """``for i in range(self.steps)`` (a Python int) with a tensor if in it."""
+
+    steps = 3
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for i in range(self.steps):
+            if F.sum(h) > 0:
+                h = h * 0.5 - i
+            else:
+                h = h + x[-1]
+        return h
+
+
+@program(*COUNTS)
+class RangeOfTensorCount(HybridBlock):
+    """``for i in range(n)`` with ``n`` a one-element tensor."""
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        h = F.zeros_like(x[0])
+        for i in range(n):
+            h = h + x[0]
+        return h
+
+
+@program(*ROWS)
+class WhileTrueWithTensorBreak(HybridBlock):
+    """``while True:`` bounded, doubling until the sum passes 4."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.abs(x[0]) + 0.05
+        steps = F.zeros((1,))
+        while True:
+            gluon_cf.max_iterations(9)
+            h = h * 2
+            steps = steps + 1
+            if F.sum(h) > 4:
+                break
+        return h, steps
+
+
+@program(*COUNTS)
+class WhileElseWithoutBreak(HybridBlock):
+    """``while i < n: ... else: h = h * 3`` (no break: the else always runs)."""
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        h = x[0] * 1.0
+        i = F.zeros((1,))
+        while i < n:
+            gluon_cf.max_iterations(5)
+            h = F.tanh(h + x[1])
+            i = i + 1
+        else:
+            h = h * 3
+        return h
+
+
+# ------------------------------------------------------------------------------ helpers
+
+def _rows_of(x, n):
+    """A generator of the user's (yield) over Python indices."""
+    for i in range(n):
+        yield x[i]
+
+
+def _double(h):
+    return h * 2
+
+
+def _scaled(h, row, scale):
+    return h * scale + row
+
+
+@functools.lru_cache(maxsize=None)
+def _coefficient(k):
+    return 0.5 ** k
+
+
+@program(*ROWS)
+class GeneratorOfPythonIndices(HybridBlock):
+    """A user generator over Python indices drives a Python for around a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for r in _rows_of(x, 1):
+            if F.sum(r) > 0:
+                h = h + r
+            else:
+                h = h - r
+        return h
+
+
+@program(*ROWS)
+class PythonRecursionInTensorBranches(HybridBlock):
+    """A recursive Python helper (another module) called with different depths per branch."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            y = helpers.power(x, 3)
+        else:
+            y = helpers.power(x, 2)
+        return y
+
+
+@program(*ROWS)
+class WrapsDecoratedHelperInLoop(HybridBlock):
+    """A helper under the user's functools.wraps decorator (another module), in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        step = helpers.counted(_double)
+        h = F.ones_like(x[0]) * 0.1
+        for row in x:
+            h = step(h) * 0.3 + row
+        return h
+
+
+@program(*ROWS)
+class LruCachedCoefficientInLoop(HybridBlock):
+    """An ``lru_cache`` helper of a Python int, inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h * _coefficient(1) + row * _coefficient(2)
+        return h
+
+
+@program(*ROWS)
+class GlobalReadInTensorLoop(HybridBlock):
+    """A module global read (not written) inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row * _GAIN
+        return h
+
+
+@program(*ROWS)
+class GlobalCounterInTensorLoop(HybridBlock):
+    """``global _STEPS_SEEN; _STEPS_SEEN += 1`` in a tensor for (refused: Python state)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        global _STEPS_SEEN
+        h = F.zeros_like(x[0])
+        for row in x:
+            _STEPS_SEEN += 1
+            h = h + row
+        return h
+
+
+@program(*ROWS)
+class DefaultArgumentClosures(HybridBlock):
+    """``[lambda v, k=k: v * k for k in range(3)]`` applied in a tensor for (the defaults)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        scales = [lambda v, k=k: v * (k + 1) for k in range(3)]
+        h = F.zeros_like(x[0])
+        for row in x:
+            for f in scales:
+                h = f(h) * 0.2 + row
+        return h
+
+
+@program(*ROWS)
+class LateBindingLambdas(HybridBlock):
+    """``[lambda v: v * k for k in range(3)]``: every lambda sees k = 2 (Python's late binding)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        scales = [lambda v: v * (k + 1) for k in range(3)]
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = scales[0](h) * 0.2 + row
+        return h
+
+
+@program(*ROWS)
+class LambdaDefaultCapturesBeforeIf(HybridBlock):
+    """``f = lambda v, s=scale: v * s`` then a tensor if reassigns ``scale``: the default keeps
+    the value at creation, the closure ``g`` sees the new one."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        scale = x[0] * 0 + 2
+        f = lambda v, s=scale: v * s      # noqa: E731
+        g = lambda v: v * scale           # noqa: E731
+        if F.sum(x) > 0:
+            scale = scale * 3
+        else:
+            scale = scale - 5
+        return f(x), g(x)
+
+
+@program(*ROWS)
+class ClosureMadeInLoopCalledInStep(HybridBlock):
+    """A lambda over the loop item, made and called in the same step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            f = lambda v: v * 0.5 + row      # noqa: E731
+            h = f(h)
+        return h
+
+
+@program(*ROWS)
+class ClosureMadeInLoopCalledAfter(HybridBlock):
+    """A lambda over the loop carry made in each step, called after the loop (sees the last)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        f = lambda v: v          # noqa: E731
+        for row in x:
+            h = h * 0.5 + row
+            f = lambda v: v + h  # noqa: E731
+        return f(x[0])
+
+
+@program(*ROWS)
+class ClassAttributeInTensorLoop(HybridBlock):
+    """A class-level constant and a class-level list of rates, read in a tensor for."""
+
+    RATE = 0.3
+    RATES = (0.1, 0.2)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h * self.RATE + row * type(self).RATES[1]
+        return h
+
+
+@program(*ROWS)
+class HelperFromOtherModuleInLoop(HybridBlock):
+    """A step helper in another module (its own tensor if) called in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones_like(x[0])
+        for row in x:
+            h = helpers.decay(h, row)
+        return h
+
+
+@program(*ROWS)
+class PartialOfHelperInLoop(HybridBlock):
+    """``functools.partial(_scaled, scale=0.4)`` called in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        step = functools.partial(_scaled, scale=0.4)
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = step(h, row)
+        return h
+
+
+class _Layers(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            for k in range(3):
+                setattr(self, f"fc{k}", nn.Dense(3, in_units=3, flatten=False))
+            self.layers = nn.HybridSequential()
+            for _ in range(2):
+                self.layers.add(nn.Dense(3, in_units=3, flatten=False, activation="tanh"))
+
+
+@program(*ROWS)
+class GetattrChildBlocksInTensorIf(_Layers):
+    """``getattr(self, f'fc{i}')`` over Python ``i`` inside a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            h = x
+            for i in range(3):
+                h = getattr(self, f"fc{i}")(h)
+        else:
+            h = self.fc0(x) * 0.5
+        return h
+
+
+@program(*ROWS)
+class LayersIndexedInTensorLoop(_Layers):
+    """``self.layers[i](h)`` for Python ``i`` inside a tensor for over rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            for i in range(len(self.layers)):
+                h = self.layers[i](h + row)
+        return h
+
+
+@program(*ROWS)
+class EnumerateLayersInTensorWhile(_Layers):
+    """``for k, layer in enumerate(self.layers)`` inside a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        while F.sum(F.abs(h)) < 5:
+            gluon_cf.max_iterations(4)
+            for k, layer in enumerate(self.layers):
+                h = layer(h) * (k + 2)
+        return h
+
+
+@program(*ROWS)
+class PrintAndLogInTensorLoop(HybridBlock):
+    """``print`` and ``logger.debug`` with an f-string of a tensor inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            _LOG.debug(f"row {row}")
+            h = h + row
+        return h
+
+
+@program(*ROWS)
+class IsinstanceOfStateInLoop(HybridBlock):
+    """``isinstance(state, (list, tuple))`` on a Python structure inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = [F.zeros_like(x[0])]
+        for row in x:
+            if isinstance(state, (list, tuple)):
+                state = [state[0] * 0.5 + row]
+            else:
+                state = state + row
+        return state[0]
+
+
+@program(*ROWS)
+class ShapeOfInputInsideLoop(HybridBlock):
+    """``x.shape[0]`` read in each step of a tensor for (a mean over the rows)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row / x.shape[0]
+        return h
+
+
+@program(*ROWS)
+class RangeOfShapeIndexing(HybridBlock):
+    """``for i in range(x.shape[0])`` with ``x[i]`` and a tensor if (PyTorch's time loop)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for i in range(x.shape[0]):
+            if F.sum(x[i]) > 0:
+                h = h + x[i]
+            else:
+                h = h * 0.5
+        return h
+
+
+@program(*ROWS)
+class SumBuiltinOfPythonListAfterLoop(HybridBlock):
+    """``sum([...])`` of a Python list of arrays made after a tensor loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h * 0.5 + row
+        return sum([h * k for k in range(1, 4)])
+
+
+@program(*ROWS)
+class ClassDefinedInForward(HybridBlock):
+    """A small class defined in ``hybrid_forward`` whose method has a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        class Gate:
+            def __init__(self, k):
+                self.k = k
+
+            def __call__(self, v):
+                if F.sum(v) > 0:
+                    v = v * self.k
+                return v
+        gate = Gate(3.0)
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = gate(h + row)
+        return h
+
+
+@program(*ROWS)
+class NestedFunctionNonlocalInTensorIf(HybridBlock):
+    """A nested function with ``nonlocal total`` called in both branches of a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        total = F.zeros_like(x[0])
+
+        def add(v):
+            nonlocal total
+            total = total + v
+
+        if F.sum(x) > 0:
+            add(x[0])
+        else:
+            add(x[-1] * 2)
+        return total
+
+
+@program(*ROWS)
+class MinOfPythonIntsInLoop(HybridBlock):
+    """``min(k, 2)`` of a Python counter in a Python for around a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for k in range(4):
+            for row in x:
+                h = h * 0.5 + row * min(k, 2)
+        return h

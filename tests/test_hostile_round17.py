@@ -1,0 +1,83 @@
+"""Issue 24, seventeenth round: the autograph blocks of ``hostile_programs17.py`` (``match``,
+``:=``, ``assert``, ``try``/``with`` around tensor loops, augmented items and attributes, dict
+and tuple carries, chained comparisons, several returns, generators, decorators, closures made
+in loops ...) run as plain Python on NDArrays (the oracle), eagerly, hybridized with gradients
+and exported (``hostile_harness.classify``). And what this round fixed, each on its own."""
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf import autograph
+
+import hostile_harness
+import hostile_programs17 as programs
+
+FILES = [programs.__file__, __file__, programs.helpers.__file__]
+
+
+def _line(text, path=__file__):
+    return next(k for k, line in enumerate(open(path), 1) if text in line)
+
+
+# ---- a chained comparison is Python's and of its comparisons ---------------------------------
+
+class ChainOfRows(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x * (-0.5 < x < 0.5)
+
+
+class ChainShortCircuits(HybridBlock):
+    """The last operand is a user function: Python calls it only where ``lo < s`` holds."""
+
+    calls = 0
+
+    def _hi(self, s):
+        type(self).calls += 1
+        return s * 0 + 1
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        s = F.sum(x)
+        return x * (0 < s < self._hi(s))
+
+
+class ChainOfSum(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        s = F.sum(x)
+        return x * (0 < s < F.ones_like(s))
+
+
+def test_a_chained_comparison_of_many_elements_is_refused_where_python_raises():
+    """It was the elementwise logical and: a value where Python raises ValueError."""
+    x = mx.nd.array([[0.1, 0.9], [-0.2, -0.7]])
+    with pytest.raises(ValueError, match="ambiguous"):
+        ChainOfRows.hybrid_forward.__wrapped__(ChainOfRows(), mx.nd, x)
+    line = _line("return x * (-0.5 < x < 0.5)")
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{__file__}:{line}: return x * (-0.5 < x < 0.5): this chained comparison takes "
+            f"the truth of an array of shape (2, 2)")):
+        ChainOfRows()(x)
+    net = ChainOfRows()
+    net.hybridize()
+    with pytest.raises(ValueError, match=re.escape(f"at {__file__}:{line})")):
+        net(x)
+
+
+@pytest.mark.parametrize("values", [[0.2, 0.3], [-0.2, -0.3], [0.7, 0.6]])
+def test_a_chained_comparison_of_one_element_equals_python_and_evaluates_as_it(values):
+    x = mx.nd.array(values)
+    ChainShortCircuits.calls = 0
+    want = ChainShortCircuits.hybrid_forward.__wrapped__(ChainShortCircuits(), mx.nd, x)
+    want_calls, ChainShortCircuits.calls = ChainShortCircuits.calls, 0
+    got = ChainShortCircuits()(x)
+    assert ChainShortCircuits.calls == want_calls == (1 if sum(values) > 0 else 0)
+    np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
+    net = ChainOfSum()
+    net.hybridize()
+    np.testing.assert_array_equal(net(x).asnumpy(), want.asnumpy())
