@@ -316,6 +316,11 @@ def autograd_mode_read(where):
         trace["mode"] = where
 
 
+def graph_traced():
+    """Whether a block's graph is being traced on this thread (converted code hybridizing)."""
+    return getattr(_traced, "trace", None) is not None
+
+
 def static_shape(symbol, where):
     """The shape of ``symbol`` (one output) in the block's graph being traced, inferred from
     the shapes of the inputs it is traced for, or None (NOTE [graphs traced for input

@@ -81,3 +81,36 @@ def test_a_chained_comparison_of_one_element_equals_python_and_evaluates_as_it(v
     net = ChainOfSum()
     net.hybridize()
     np.testing.assert_array_equal(net(x).asnumpy(), want.asnumpy())
+
+
+# ---- autograd scopes while hybridizing ----------------------------------------------------
+
+class ScopeInForward(HybridBlock):
+    """``with autograd.<scope>():`` around a product (PyTorch's ``with torch.no_grad():``)."""
+
+    def __init__(self, scope):
+        super().__init__()
+        self.scope = scope
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        with getattr(mx.autograd, self.scope)():
+            c = x * 2
+        return c * x
+
+
+@pytest.mark.parametrize("scope", ["pause", "predict_mode", "train_mode", "record"])
+def test_an_autograd_scope_while_hybridizing_is_refused_at_its_line(scope):
+    """Hybridized, ``autograd.pause()`` changed nothing: x's gradient was 4x, eagerly 2x."""
+    x0 = np.array([1.0, -2.0], "f")
+    want = hostile_harness._run(ScopeInForward(scope), [x0], lambda net, F, x: (
+        ScopeInForward.hybrid_forward.__wrapped__(net, F, x)))
+    assert hostile_harness._compare(want, hostile_harness._run(ScopeInForward(scope), [x0],
+                                                               False))
+    net = ScopeInForward(scope)
+    net.hybridize()
+    line = _line("with getattr(mx.autograd, self.scope)():")
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{__file__}:{line}: with getattr(mx.autograd, self.scope)(): autograd.{scope}() "
+            f"while hybridizing")):
+        hostile_harness._run(net, [x0], False)
