@@ -283,6 +283,42 @@ class WithNameScopeInsideLoop(HybridBlock):
 
 
 @program(*ROWS)
+class WithScopeTemporaryInLoop(HybridBlock):
+    """A temporary assigned inside a ``with`` in each step of a tensor for, read after the
+    ``with`` (no value before the loop: it is the step's own)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            with self.name_scope():
+                t = self.fc(row)
+            h = F.tanh(t + h)
+        return h
+
+
+@program(*ROWS)
+class WithAsInBothBranches(HybridBlock):
+    """``with ... as k:`` assigning the branch's output in both branches of a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import contextlib
+        if F.sum(x) > 0:
+            with contextlib.nullcontext(3.0) as k:
+                y = x * k
+        else:
+            with contextlib.nullcontext(3.0) as k:
+                y = x - k
+        return y * k
+
+
+@program(*ROWS)
 class WithPauseInsideTensorLoop(HybridBlock):
     """``with autograd.pause():`` in a tensor for (ported from ``torch.no_grad()``): the paused
     product gets no gradient eagerly."""

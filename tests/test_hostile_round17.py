@@ -83,6 +83,17 @@ def test_a_chained_comparison_of_one_element_equals_python_and_evaluates_as_it(v
     np.testing.assert_array_equal(net(x).asnumpy(), want.asnumpy())
 
 
+# ---- a with statement's body assigns for liveness -------------------------------------------
+
+def test_a_temporary_assigned_in_a_with_inside_a_tensor_loop_is_the_steps_own():
+    """``with self.name_scope(): t = self.fc(row)`` then ``h = F.tanh(t + h)``: refused as a
+    loop variable with no value before the loop (the with's body counted as not assigning)."""
+    for block_class in (programs.WithScopeTemporaryInLoop, programs.WithAsInBothBranches):
+        result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], FILES)
+        assert {mode: kind for mode, (kind, _) in result.items()} == {
+            "eager": "equal", "hybrid": "equal", "export": "equal"}, result
+
+
 # ---- autograd scopes while hybridizing ----------------------------------------------------
 
 class ScopeInForward(HybridBlock):

@@ -16,7 +16,8 @@ def definitely_assigned(statement):
         names: Set[str] = set()
         for inner in branch:
             names |= definitely_assigned(inner) if isinstance(inner, ast.If) else \
-                set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor, ast.With,
+                with_assigned(inner) if isinstance(inner, ast.With) else \
+                set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor,
                                             ast.Try)) else assigned_names([inner])
         sides.append(names)
     if not sides:
@@ -28,18 +29,30 @@ def try_assigned(statement):
     """The names a ``try`` assigns on every path that goes on after it: its body and else
     clause completing, or each handler that does not always return or raise (after any part
     of the body), and in every case its finally clause."""
-    def block(statements):
-        names: Set[str] = set()
-        for inner in statements:
-            names |= definitely_assigned(inner) if isinstance(inner, ast.If) else \
-                try_assigned(inner) if isinstance(inner, ast.Try) else \
-                set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor, ast.With)) \
-                else assigned_names([inner])
-        return names
-    sides = [block(statement.body + statement.orelse)] + [
-        block(handler.body) - ({handler.name} if handler.name else set())
+    sides = [_block_assigned(statement.body + statement.orelse)] + [
+        _block_assigned(handler.body) - ({handler.name} if handler.name else set())
         for handler in statement.handlers if not always_returns(handler.body)]
-    return set.intersection(*sides) | block(statement.finalbody)
+    return set.intersection(*sides) | _block_assigned(statement.finalbody)
+
+
+def with_assigned(statement):
+    """The names a ``with`` assigns on the path that goes on after it: its ``as`` targets and
+    what its body assigns (the body runs whole; a context manager that suppresses an
+    exception leaves the rest unassigned, and Python's read of one raises)."""
+    targets = [item.optional_vars for item in statement.items if item.optional_vars]
+    return assigned_names(targets) | _block_assigned(statement.body)
+
+
+def _block_assigned(statements):
+    """The names a block of statements run in order assigns on every path through it."""
+    names: Set[str] = set()
+    for inner in statements:
+        names |= definitely_assigned(inner) if isinstance(inner, ast.If) else \
+            try_assigned(inner) if isinstance(inner, ast.Try) else \
+            with_assigned(inner) if isinstance(inner, ast.With) else \
+            set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor)) \
+            else assigned_names([inner])
+    return names
 
 
 def always_returns(block):

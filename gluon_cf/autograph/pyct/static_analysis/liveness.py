@@ -5,7 +5,7 @@ import ast
 from typing import Set
 
 from .activity import assigned_names, loaded_names
-from .definite_assignment import definitely_assigned, try_assigned
+from .definite_assignment import definitely_assigned, try_assigned, with_assigned
 
 
 def exposed_names(statements):
@@ -43,6 +43,11 @@ def exposed_names(statements):
                         set().union(*[exposed_names(h.body) | loaded_names(h.type or ast.Pass())
                                       for h in statement.handlers])) - assigned
             assigned |= try_assigned(statement)
+        elif isinstance(statement, ast.With):   # its items, then its body, in order
+            exposed |= (set().union(*[loaded_names(item.context_expr)
+                                      for item in statement.items]) |
+                        exposed_names(statement.body)) - assigned
+            assigned |= with_assigned(statement)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             # a def reads its decorators and defaults (and bases) where written, binds its
             # name; its body reads when called (a closure's variables are cells: NOTE
