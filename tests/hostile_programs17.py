@@ -125,6 +125,54 @@ class MatchMappingOnConfigInLoop(HybridBlock):
         return h
 
 
+@program(*ROWS)
+class MatchAssignsTemporaryInLoop(HybridBlock):
+    """Every case of a ``match`` (one irrefutable) assigns the step's temporary ``t``, read after
+    the ``match`` in the same step of a tensor for."""
+
+    mode = "half"
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            match self.mode:
+                case "half":
+                    t = row * 0.5
+                case other:
+                    t = row if other else -row
+            h = F.tanh(h + t)
+        return h
+
+
+@program(*ROWS)
+class MatchCaptureInTensorIf(HybridBlock):
+    """A ``case [a]:`` pattern rebinding ``a`` inside a tensor if; ``a`` read after the if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a = x * 0
+        if F.sum(x) > 0:
+            match [x * 2]:
+                case [a]:
+                    pass
+        return a
+
+
+@program(*ROWS)
+class MatchCaptureTemporaryInLoop(HybridBlock):
+    """``case [b, *rest]:`` binding the step's temporaries in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a = x[0] * 0
+        for row in x:
+            match [row * 2, row, 1.5]:
+                case [b, *rest]:
+                    a = a * 0.5 + b * rest[-1]
+        return a
+
+
 # ------------------------------------------------------------------------------ walrus
 
 @program(*ROWS)

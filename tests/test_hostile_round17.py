@@ -125,3 +125,38 @@ def test_an_autograd_scope_while_hybridizing_is_refused_at_its_line(scope):
             f"{__file__}:{line}: with getattr(mx.autograd, self.scope)(): autograd.{scope}() "
             f"while hybridizing")):
         hostile_harness._run(net, [x0], False)
+
+
+# ---- match statements ---------------------------------------------------------------------
+
+def _modes(block_class):
+    result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], FILES)
+    return {mode: kind for mode, (kind, _) in result.items()}, result
+
+
+@pytest.mark.parametrize("block_class", [programs.MatchCaptureInTensorIf,
+                                         programs.MatchAssignsTemporaryInLoop,
+                                         programs.MatchCaptureTemporaryInLoop],
+                         ids=lambda c: c.__name__)
+def test_names_a_match_pattern_binds_are_assigned_for_ifs_and_loops(block_class):
+    """``case [a]:`` in a tensor if rebinding ``a``: the if's outputs missed it (the branch's
+    own local), so ``a`` after the if kept its old value, eagerly and hybridized; a temporary
+    every case assigns was refused as a loop variable with no value before the loop."""
+    modes, result = _modes(block_class)
+    assert modes == {"eager": "equal", "hybrid": "equal", "export": "equal"}, result
+
+
+@pytest.mark.parametrize("block_class,text,message", [
+    (programs.MatchOnTensorLiteral, "match n:",
+     "this match compares a tensor with a literal pattern (case 0:) while hybridizing"),
+    (programs.MatchGuardOnTensor, 'case "scaled" if F.sum(x) > 0:',
+     "this case's guard is a tensor condition while hybridizing")], ids=["literal", "guard"])
+def test_a_match_on_a_tensors_truth_is_refused_at_its_line(block_class, text, message):
+    """MXNet's NotImplementedForSymbol (Symbol.__bool__), naming no line of the user's."""
+    modes, result = _modes(block_class)
+    assert modes == {"eager": "equal", "hybrid": "refused"}, result
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{programs.__file__}:{_line(text, programs.__file__)}: {text} {message}")):
+        hostile_harness._run(net, programs.PROGRAMS[block_class][0], False)

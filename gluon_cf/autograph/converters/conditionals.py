@@ -11,7 +11,21 @@ from .base import Converter, not_a_graph
 
 
 class ConditionalsConverter(Converter):
-    """``if`` statements and conditional expressions."""
+    """``if`` statements, ``match`` statements and conditional expressions."""
+
+    # -- match statements: Python's, a tensor's truth refused (NOTE [autograph match])
+    def visit_Match(self, node):
+        self.generic_visit(node)
+        compares = any(isinstance(part, ast.MatchValue) for case in node.cases
+                       for part in ast.walk(case.pattern))
+        node.subject = ast.copy_location(runtime_call("match_subject", [
+            node.subject, ast.Constant(self.where(node)), ast.Constant(compares)]),
+            node.subject)
+        for case in node.cases:
+            if case.guard is not None:
+                case.guard = ast.copy_location(runtime_call("match_guard", [
+                    case.guard, ast.Constant(self.where(case.guard))]), case.guard)
+        return node
 
     # -- if statements
     def visit_If(self, node):

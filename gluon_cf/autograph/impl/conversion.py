@@ -58,7 +58,9 @@ NOTE [autograph]
     [graphs traced for input shapes] (``gluon_cf/hybrid.py``: ``x.shape`` while hybridizing)
     and NOTE [autograph indexing]
     (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
-    attributes, ``assert``, properties).
+    attributes, ``assert``, properties), NOTE [autograph match] and NOTE [autograph and/or]
+    (``operators/logical.py``), NOTE [autograd scopes in a graph]
+    (``operators/tensor_access.py``).
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,

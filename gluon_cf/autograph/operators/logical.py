@@ -31,6 +31,46 @@ def asserted(test, where):
     return test
 
 
+# NOTE [autograph match]
+#     A ``match`` statement runs as Python's: its patterns bind and compare Python values and
+#     NDArrays as plain Python does (a literal pattern ``case 0:`` takes the truth of
+#     ``subject == 0``, one element). A Symbol has no truth while the graph is traced, so a
+#     literal pattern compared with a subject that is or holds a Symbol (MXNet's
+#     NotImplementedForSymbol naming no line), or a guard ``case ... if F.sum(x) > 0:`` that
+#     is one, is refused at the user's line: an ``if``/``elif`` on the tensor converts (a
+#     cond). Capture, wildcard, class, sequence and mapping patterns of a Symbol compare
+#     nothing and run as Python.
+def match_subject(subject, where, compares):
+    """The subject of a converted ``match`` (NOTE [autograph match]): itself, a Symbol in it
+    refused when a literal pattern would compare it."""
+    if compares and _holds_symbol(subject):
+        raise AutographError(
+            f"{where}: this match compares a tensor with a literal pattern (case 0:) while "
+            f"hybridizing; its value exists only when the graph runs, so no case can be "
+            f"chosen while tracing. Write an if/elif on the tensor (a graph's cond)")
+    return subject
+
+
+def match_guard(guard, where):
+    """The guard of a ``case ... if guard:`` (NOTE [autograph match]): a Symbol refused."""
+    if isinstance(guard, mx.sym.Symbol):
+        raise AutographError(
+            f"{where}: this case's guard is a tensor condition while hybridizing; its value "
+            f"exists only when the graph runs, so no case can be chosen while tracing. Write "
+            f"an if/elif on the tensor inside the case (a graph's cond)")
+    return guard
+
+
+def _holds_symbol(value, depth=0):
+    if isinstance(value, mx.sym.Symbol):
+        return True
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return any(_holds_symbol(v, depth + 1) for v in value)
+    if depth < 8 and isinstance(value, dict):
+        return any(_holds_symbol(v, depth + 1) for v in value.values())
+    return False
+
+
 def and_(first, rest, where):
     """A converted ``a and b and ...`` (``first`` the value of ``a``, ``rest`` the other
     operands as functions, evaluated left to right): Python's ``b if a else a``

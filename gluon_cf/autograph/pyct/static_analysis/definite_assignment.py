@@ -3,7 +3,7 @@ whether a block always returns (or raises)."""
 import ast
 from typing import Set
 
-from .activity import assigned_names
+from .activity import assigned_names, captured_names
 
 
 def definitely_assigned(statement):
@@ -17,6 +17,7 @@ def definitely_assigned(statement):
         for inner in branch:
             names |= definitely_assigned(inner) if isinstance(inner, ast.If) else \
                 with_assigned(inner) if isinstance(inner, ast.With) else \
+                match_assigned(inner) if isinstance(inner, ast.Match) else \
                 set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor,
                                             ast.Try)) else assigned_names([inner])
         sides.append(names)
@@ -43,6 +44,19 @@ def with_assigned(statement):
     return assigned_names(targets) | _block_assigned(statement.body)
 
 
+def match_assigned(statement):
+    """The names a ``match`` assigns on every path that goes on after it: with an irrefutable
+    last case (``case _:``, ``case name:``, no guard), what the pattern and body of each case
+    that does not always return or raise assign; else nothing (no case may match)."""
+    last = statement.cases[-1]
+    if not (isinstance(last.pattern, ast.MatchAs) and last.pattern.pattern is None and
+            last.guard is None):
+        return set()
+    sides = [captured_names(list(ast.walk(case.pattern))) | _block_assigned(case.body)
+             for case in statement.cases if not always_returns(case.body)]
+    return set.intersection(*sides) if sides else set()
+
+
 def _block_assigned(statements):
     """The names a block of statements run in order assigns on every path through it."""
     names: Set[str] = set()
@@ -50,6 +64,7 @@ def _block_assigned(statements):
         names |= definitely_assigned(inner) if isinstance(inner, ast.If) else \
             try_assigned(inner) if isinstance(inner, ast.Try) else \
             with_assigned(inner) if isinstance(inner, ast.With) else \
+            match_assigned(inner) if isinstance(inner, ast.Match) else \
             set() if isinstance(inner, (ast.For, ast.While, ast.AsyncFor)) \
             else assigned_names([inner])
     return names
