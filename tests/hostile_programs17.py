@@ -1128,3 +1128,218 @@ class MinOfPythonIntsInLoop(HybridBlock):
             for row in x:
                 h = h * 0.5 + row * min(k, 2)
         return h
+
+
+# ------------------------------------------------------------------------------ more forms
+
+@program(*ROWS)
+class ForElseWithTensorBreak(HybridBlock):
+    """``for row in x: if F.sum(row) > 1: break`` with an ``else`` that runs without a break."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            if F.sum(h + row) > 1:
+                break
+            h = h + row
+        else:
+            h = h * -1
+        return h
+
+
+@program(*COUNTS)
+class WhileWithContinueOnParity(HybridBlock):
+    """A tensor while whose body ``continue``s on odd counts."""
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        i = F.zeros((1,))
+        h = x[0] * 1
+        while i < n:
+            gluon_cf.max_iterations(6)
+            i = i + 1
+            if F.sum(F.round(i / 2) * 2 - i) != 0:
+                continue
+            h = F.tanh(h + x[1])
+        return h, i
+
+
+@program(*ROWS)
+class TernaryWithPythonNumberBranch(HybridBlock):
+    """``y = x * 2 if F.sum(x) > 0 else 0.0`` (a Python number in one branch)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = x * 2 if F.sum(x) > 0 else 0.0
+        return x + y
+
+
+@program(*ROWS)
+class ReturnInWhileTrue(HybridBlock):
+    """``while True:`` whose only exit is a ``return`` inside a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.abs(x[0]) + 0.1
+        while True:
+            gluon_cf.max_iterations(8)
+            h = h * 1.5
+            if F.sum(h) > 3:
+                return h
+        return h * 0
+
+
+@program(*ROWS)
+class StaticAndClassMethodHelpersInLoop(HybridBlock):
+    """A staticmethod and a classmethod helper (each with a tensor if) in a tensor for."""
+
+    GAIN = 0.7
+
+    @staticmethod
+    def _clip(v):
+        if F_sum(v) > 2:
+            v = v * 0.5
+        return v
+
+    @classmethod
+    def _gain(cls, v):
+        return v * cls.GAIN
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = self._clip(self._gain(h) + row)
+        return h
+
+
+def F_sum(v):
+    """``v.sum()`` of an NDArray or a Symbol (a helper's F-less reduction)."""
+    return v.sum()
+
+
+@program(*ROWS)
+class LambdaAttributeFromInit(HybridBlock):
+    """``self.act = lambda v: ...`` set in ``__init__``, called in a tensor for."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = lambda v: v * 0.5 + 0.1      # noqa: E731
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = self.act(h) + row
+        return h
+
+
+@program(*ROWS)
+class NamedTupleStateReplaced(HybridBlock):
+    """A namedtuple state rebuilt with ``_replace`` in each step of a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import collections
+        State = collections.namedtuple("State", "h c")
+        s = State(F.zeros_like(x[0]), F.ones_like(x[0]))
+        for row in x:
+            s = s._replace(c=s.c * 0.5 + row)
+            s = s._replace(h=F.tanh(s.c) + s.h * 0.1)
+        return s.h, s.c
+
+
+@program(*ROWS)
+class ZipOfLayersAndScalesInLoop(_Layers):
+    """``for layer, k in zip(self.layers, (1.0, 0.5))`` inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            for layer, k in zip(self.layers, (1.0, 0.5)):
+                h = layer(h + row) * k
+        return h
+
+
+@program(*ROWS)
+class ReduceOverLayersInTensorIf(_Layers):
+    """``functools.reduce(lambda h, f: f(h), self.layers, x)`` in a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            y = functools.reduce(lambda h, f: f(h), self.layers, x)
+        else:
+            y = x * 0.5
+        return y
+
+
+@program(*ROWS)
+class DataclassStateAttributeInLoop(HybridBlock):
+    """A dataclass-like state whose attribute is assigned in a tensor for (Python state)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        class State:
+            pass
+        state = State()
+        state.h = F.zeros_like(x[0])
+        for row in x:
+            state.h = state.h * 0.5 + row
+        return state.h
+
+
+@program(*ROWS)
+class ListOfStatesIndexAssignedInIf(HybridBlock):
+    """``hs[0] = ...`` in a tensor if on a list the function made."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        hs = [x[0], x[-1]]
+        if F.sum(x) > 0:
+            hs[0] = hs[0] * 3
+        return hs[0] + hs[1]
+
+
+@program(*ROWS)
+class TryFinallyWithReturnInTensorIf(HybridBlock):
+    """A tensor if that returns, inside ``try:`` with a ``finally`` reading nothing."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = x * 1
+        try:
+            if F.sum(x) > 0:
+                return y * 2
+            y = y - 1
+        finally:
+            pass
+        return y
+
+
+@program(*ROWS)
+class RecursiveHelperDepthFromShape(HybridBlock):
+    """A recursive Python helper whose depth is ``x.shape[0]``, called in a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            y = helpers.power(x[0], x.shape[0])
+        else:
+            y = x[0] * 2
+        return y
+
+
+@program(*ROWS)
+class IteratorMadeInsideLoopStep(HybridBlock):
+    """``it = iter([row, row * 2])`` made and consumed with ``next`` in the same step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            it = iter([row, row * 2])
+            h = h * 0.5 + next(it) + next(it)
+        return h

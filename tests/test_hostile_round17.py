@@ -17,6 +17,13 @@ import hostile_harness
 import hostile_programs17 as programs
 
 FILES = [programs.__file__, __file__, programs.helpers.__file__]
+_classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES)
+
+
+@pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
+def test_hostile_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
+    bad = hostile_harness.not_equal_or_refused(_classified(block_class))
+    assert not bad, bad
 
 
 def _line(text, path=__file__):
@@ -89,7 +96,7 @@ def test_a_temporary_assigned_in_a_with_inside_a_tensor_loop_is_the_steps_own():
     """``with self.name_scope(): t = self.fc(row)`` then ``h = F.tanh(t + h)``: refused as a
     loop variable with no value before the loop (the with's body counted as not assigning)."""
     for block_class in (programs.WithScopeTemporaryInLoop, programs.WithAsInBothBranches):
-        result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], FILES)
+        result = _classified(block_class)
         assert {mode: kind for mode, (kind, _) in result.items()} == {
             "eager": "equal", "hybrid": "equal", "export": "equal"}, result
 
@@ -130,7 +137,7 @@ def test_an_autograd_scope_while_hybridizing_is_refused_at_its_line(scope):
 # ---- match statements ---------------------------------------------------------------------
 
 def _modes(block_class):
-    result = hostile_harness.classify(block_class, programs.PROGRAMS[block_class], FILES)
+    result = _classified(block_class)
     return {mode: kind for mode, (kind, _) in result.items()}, result
 
 
