@@ -1343,3 +1343,55 @@ class IteratorMadeInsideLoopStep(HybridBlock):
             it = iter([row, row * 2])
             h = h * 0.5 + next(it) + next(it)
         return h
+
+
+@program(*ROWS)
+class DelInOneBranch(HybridBlock):
+    """``del a`` in one branch of a tensor if after reading it (``a`` not read afterwards)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a = x[0] * 2
+        b = x[1 % x.shape[0]]
+        if F.sum(x) > 0:
+            b = a * b
+            del a
+        else:
+            b = b * 3
+        return b
+
+
+@program(*ROWS)
+class DelThenReadAfterIf(HybridBlock):
+    """``del a`` in one branch, ``a`` read after the if: Python's NameError on that path."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a = x[0] * 2
+        if F.sum(x) > 0:
+            del a
+            a2 = x * 1
+        else:
+            a2 = x * 2
+        return a2 + a
+
+
+@program(*ROWS)
+class WalrusInTernarySide(HybridBlock):
+    """``y = (m := x[0] * 2) if F.sum(x) > 0 else x[0] - m`` (a := in a side)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        m = x[0] * 0
+        y = (m := x[0] * 2) if F.sum(x) > 0 else x[0] - m
+        return y + m
+
+
+@program(*ROWS)
+class WalrusInTernaryTest(HybridBlock):
+    """``y = x * 2 if (s := F.sum(x)) > 0 else x - s`` (a := in the test only)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = x * 2 if (s := F.sum(x)) > 0 else x - s
+        return y * s

@@ -91,9 +91,13 @@ class ConditionalsConverter(Converter):
     # -- expressions: conditional expressions and boolean operators
     def visit_IfExp(self, node):
         self.generic_visit(node)
-        if has_walrus(node):                 # its operands become lambdas: x := would bind there
-            return node
         where = self.where(node)
+        if has_walrus(node.body) or has_walrus(node.orelse):
+            # its sides would become lambdas, where x := would bind: Python's, a Symbol test
+            # refused at the line (Python would take its truth)
+            node.test = runtime_call("python_operand", [node.test, ast.Constant(where),
+                                                        ast.Constant("conditional expression")])
+            return node
         return ast.copy_location(runtime_call("if_exp", [node.test, thunk(node.body),
                                                          thunk(node.orelse), ast.Constant(where)]),
                                  node)

@@ -11,10 +11,10 @@ from .logical import (and_, asserted, compare_chain, match_guard, match_subject,
 from .py_builtins import builtin, iterated, reversed_rows
 from .side_effects import changing, consumed, effect, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
-from .variables import augmented, ld, without
+from .variables import augmented, deleted, ld, without
 
 __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if", "python_loop", "running",
            "running_and", "while_stmt", "no_outer_lists", "unpacked",
            "and_", "asserted", "compare_chain", "match_guard", "match_subject", "not_", "or_", "positive", "python_operand", "builtin", "iterated", "reversed_rows", "changing", "consumed", "effect", "mutable", "printing",
            "binary", "item_target", "py_slice", "subscript",
-           "augmented", "ld", "without", "checked", "escaped"]
+           "augmented", "deleted", "ld", "without", "checked", "escaped"]

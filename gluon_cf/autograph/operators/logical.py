@@ -83,14 +83,15 @@ def or_(first, rest, where):
     return _bool_op(first, rest, where, stop_on=True)
 
 
-def python_operand(value, where):
-    """The first operand of an and/or left as Python's (a ``:=`` in a later operand): a
-    Symbol refused at the user's line (Python would take its truth, which exists only when
-    the graph runs)."""
+def python_operand(value, where, what="and/or"):
+    """The first operand of an and/or (or the test of a conditional expression) left as
+    Python's (a ``:=`` in a later operand or a side): a Symbol refused at the user's line
+    (Python would take its truth, which exists only when the graph runs)."""
     if isinstance(value, mx.sym.Symbol):
-        raise AutographError(f"{where}: this and/or on a tensor has a := in an operand after "
-                             f"the first, which gluon_cf cannot run as a graph's cond; assign "
-                             f"that value in a statement before the and/or")
+        part = "an operand after the first" if what == "and/or" else "a side"
+        raise AutographError(f"{where}: this {what} on a tensor has a := in {part}, which "
+                             f"gluon_cf cannot run as a graph's cond; assign that value in a "
+                             f"statement before the {what}")
     return value
 
 
