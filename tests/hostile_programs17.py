@@ -1395,3 +1395,162 @@ class WalrusInTernaryTest(HybridBlock):
     def hybrid_forward(self, F, x):
         y = x * 2 if (s := F.sum(x)) > 0 else x - s
         return y * s
+
+
+@program(*ROWS)
+class DefaultArgumentCapturesRow(HybridBlock):
+    """``f = lambda v, r=row: ...`` made in each step of a tensor for (the default: this row)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            f = lambda v, r=row: v * 0.5 + r      # noqa: E731
+            h = f(h)
+        return h
+
+
+@program(*ROWS)
+class ReturnInsideWithInTensorIf(HybridBlock):
+    """``return`` inside a ``with`` inside a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import contextlib
+        if F.sum(x) > 0:
+            with contextlib.nullcontext():
+                return x * 2
+        return x - 1
+
+
+@program(*ROWS)
+class ChildrenItemsInTensorLoop(HybridBlock):
+    """``for name, child in self._children.items()`` inside a tensor for."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.a = nn.Dense(3, in_units=3, flatten=False)
+            self.b = nn.Dense(3, in_units=3, flatten=False)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            for name, child in self._children.items():
+                h = F.tanh(child(h + row))
+        return h
+
+
+@program(*ROWS)
+class NestedRecursiveHelperWithTensorIf(HybridBlock):
+    """A nested recursive function on a Python depth, with a tensor if at each level."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        def down(h, k):
+            if k == 0:
+                return h
+            if F.sum(h) > 0:
+                h = h * 0.5
+            else:
+                h = h + 1
+            return down(h, k - 1)
+        return down(x, 3)
+
+
+@program(*ROWS)
+class TwoReturnsInTensorFor(HybridBlock):
+    """Two tensor ifs in a tensor for, each returning a different value."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row
+            if F.sum(h) > 2:
+                return h * 10
+            if F.sum(h) < -2:
+                return h * -10
+        return h
+
+
+@program(*ROWS)
+class BreakInWhileNestedInFor(HybridBlock):
+    """A tensor while with a break, nested in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            i = F.zeros((1,))
+            while i < 3:
+                gluon_cf.max_iterations(3)
+                h = h + row * 0.5
+                i = i + 1
+                if F.sum(h) > 1:
+                    break
+        return h
+
+
+@program(*ROWS)
+class ContinueAndBreakInWhileTrue(HybridBlock):
+    """``while True:`` with a tensor ``continue`` and a tensor ``break``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        i = F.zeros((1,))
+        while True:
+            gluon_cf.max_iterations(6)
+            i = i + 1
+            if F.sum(h) < 0:
+                h = h + 1
+                continue
+            h = h * 1.5
+            if i > 3:
+                break
+        return h, i
+
+
+@program(*ROWS)
+class WalrusInComprehensionInTensorIf(HybridBlock):
+    """``[(last := x[i] * 2) for i in range(2)]`` in a tensor if: ``last`` read after it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        last = x[0] * 0
+        if F.sum(x) > 0:
+            ys = [(last := x[i % x.shape[0]] * (i + 2)) for i in range(2)]
+            y = ys[0]
+        else:
+            y = x[0]
+        return y + last
+
+
+@program(*ROWS)
+class NestedDefReadsCarryAfterLoop(HybridBlock):
+    """A nested function reading the carry, defined before a tensor for and called after it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+
+        def doubled():
+            return h * 2
+        for row in x:
+            h = h * 0.5 + row
+        return doubled()
+
+
+@program(*ROWS)
+class RowShapePrintedInLoop(HybridBlock):
+    """``print(row.shape)`` in a tensor for (the row's shape while hybridizing)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            _LOG.debug("%s", row.shape)
+            h = h + row
+        return h
