@@ -2,6 +2,7 @@
 call (NOTE [autograph side effects]), ``x op= y`` out of place on tensors (``augmented``), and
 unpacking checked against iterating a tensor."""
 import ast
+from typing import List
 
 from ..pyct.static_analysis.activity import root_name
 from ..pyct.templates import runtime_call, thunk
@@ -109,8 +110,9 @@ class AssignmentsConverter(Converter):
         # or step function then passes v in and out as any variable it assigns; a del made
         # v that function's own unbound local: UnboundLocalError on the branch's first read)
         scope, where = self._scope(node), ast.Constant(self.where(node))
-        statements = []
+        statements: List[ast.stmt] = []
         for target in node.targets:       # (in order, as Python deletes them)
+            statement: ast.stmt
             if isinstance(target, ast.Name) and target.id not in scope.globals and \
                     target.id not in scope.nonlocals:
                 statement = ast.Assign(

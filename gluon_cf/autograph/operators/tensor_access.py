@@ -133,7 +133,7 @@ def autograd_mode(fn, where):
         autograd_mode_read(str(where))
         return True
     if fn in _AUTOGRAD_SCOPES and graph_traced():
-        # NOTE [autograd scopes in a graph]
+        # See NOTE [autograd scopes in a graph]
         raise AutographError(
             f"{where}: autograd.{fn.__name__}() while hybridizing: a block's graph is "
             f"recorded and run as one, in the autograd mode of its call, so the scope would "
