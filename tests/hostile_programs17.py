@@ -1554,3 +1554,45 @@ class RowShapePrintedInLoop(HybridBlock):
             _LOG.debug("%s", row.shape)
             h = h + row
         return h
+
+
+@program(*ROWS)
+class TryAsscalarWithFallback(HybridBlock):
+    """``try: s = x.sum().asscalar() except Exception: s = 0.0`` (a fast path with a fallback):
+    hybridized the refusal of ``asscalar`` must reach the user, not the fallback."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            s = x.sum().asscalar()
+        except Exception:
+            s = 0.0
+        return x * 2 + s
+
+
+@program(*ROWS)
+class TryFloatInLoopWithFallback(HybridBlock):
+    """``except ValueError:`` around ``float(...)`` of a tensor inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            try:
+                h = h + row * float(F.sum(row))
+            except ValueError:
+                h = h + row
+        return h
+
+
+@program(*ROWS)
+class TryFallbackOnAutographErrorNamed(HybridBlock):
+    """``except gluon_cf.AutographError:`` written by the user: the fallback they chose."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            s = x.sum().asscalar()
+        except gluon_cf.AutographError:
+            s = F.stop_gradient(F.sum(x))
+        return x * 2 + s

@@ -60,7 +60,8 @@ NOTE [autograph]
     (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties), NOTE [autograph match] and NOTE [autograph and/or]
     (``operators/logical.py``), NOTE [autograd scopes in a graph]
-    (``operators/tensor_access.py``).
+    (``operators/tensor_access.py``), NOTE [a refusal the user's code catches]
+    (``converters/exceptions.py``).
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,
@@ -137,6 +138,7 @@ from ..converters.assignments import AssignmentsConverter, rewrite
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
 from ..converters.dict_items import rebind_dict_items
+from ..converters.exceptions import ExceptionsConverter
 from ..converters.iteration import IterationConverter
 from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
@@ -619,7 +621,7 @@ def _in_library_file(filename: str) -> bool:
 
 
 class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, IterationConverter,
-                CallTreesConverter, AssignmentsConverter, LogicalConverter):
+                CallTreesConverter, AssignmentsConverter, LogicalConverter, ExceptionsConverter):
     """Rewrites one function (NOTE [autograph])."""
 
     def convert(self, func):

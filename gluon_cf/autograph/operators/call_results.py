@@ -31,6 +31,13 @@ def refusal(where, sign, shared, rewrite):
     return err
 
 
+def refusal_caught(exc):
+    """Run first in the user's ``except`` clause that caught ``exc``: an AutographError goes
+    on (NOTE [a refusal the user's code catches])."""
+    if isinstance(exc, AutographError):
+        raise exc
+
+
 def surfaced(exc, where, what="loop"):
     """Make ``exc``, which leaves a loop (``what``: or an if) on a tensor (at ``where``) while
     it is traced, known to :func:`surfacing_refusals`: an AutographError as is, another
