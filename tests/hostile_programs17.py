@@ -1596,3 +1596,16 @@ class TryFallbackOnAutographErrorNamed(HybridBlock):
         except gluon_cf.AutographError:
             s = F.stop_gradient(F.sum(x))
         return x * 2 + s
+
+
+@program(*ROWS)
+class SuppressAroundAsscalar(HybridBlock):
+    """``with contextlib.suppress(Exception): s = x.sum().asscalar()`` after ``s = 0.0``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import contextlib
+        s = 0.0
+        with contextlib.suppress(Exception):
+            s = x.sum().asscalar()
+        return x * 2 + s

@@ -14,7 +14,8 @@ from .base import Converter
 #     ``try: s = x.sum().asscalar() / except Exception: s = 0.0`` silently computed with 0.0
 #     where eager code uses the sum. Each ``except`` clause the user wrote in converted code
 #     re-raises an AutographError first (``__ag__.refusal_caught``), unless it names
-#     ``AutographError`` itself (a fallback the user chose). The refusals of ``x op= v`` and
+#     ``AutographError`` itself (a fallback the user chose); ``contextlib.suppress`` called by
+#     converted code is one that does not suppress it. The refusals of ``x op= v`` and
 #     of an exception leaving a tensor loop also surface when the function returns
 #     (``call_results.surfacing_refusals``), whatever caught them.
 _NAMES = itertools.count(1)

@@ -132,7 +132,7 @@ from typing import Dict, List, Optional, Tuple
 import mxnet as mx
 
 from .. import operators
-from ..operators import py_builtins, side_effects, tensor_access
+from ..operators import call_results, py_builtins, side_effects, tensor_access
 from ..operators.call_results import surfacing_refusals
 from ..converters.assignments import AssignmentsConverter, rewrite
 from ..converters.call_trees import CallTreesConverter
@@ -339,6 +339,8 @@ def converted(fn, where=None):
         return tensor_access.attribute(fn.__self__, fn.__name__, str(where))
     if tensor_access.autograd_mode(fn, where):
         return fn               # (autograd.is_training(): the graph is one for the mode)
+    if fn is contextlib.suppress:   # NOTE [a refusal the user's code catches]
+        return call_results.RefusalsNotSuppressed
     if isinstance(fn, type):
         return _constructor(fn, where)
     if _entered_name_scope(fn):

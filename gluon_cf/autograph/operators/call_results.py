@@ -4,6 +4,7 @@ that are operators, Gluon's built-in layers; and :func:`checked`, which refuses,
 hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
 import builtins
 import collections.abc
+import contextlib
 import functools
 import numbers
 import threading
@@ -36,6 +37,16 @@ def refusal_caught(exc):
     on (NOTE [a refusal the user's code catches])."""
     if isinstance(exc, AutographError):
         raise exc
+
+
+class RefusalsNotSuppressed(contextlib.suppress):
+    """``contextlib.suppress(...)`` called by converted code: an AutographError goes on
+    (NOTE [a refusal the user's code catches])."""
+
+    def __exit__(self, exctype, excinst, exctb):
+        if isinstance(excinst, AutographError):
+            return False
+        return super().__exit__(exctype, excinst, exctb)
 
 
 def surfaced(exc, where, what="loop"):
