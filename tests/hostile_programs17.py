@@ -11,7 +11,6 @@ on NDArrays (``hybrid_forward.__wrapped__``)."""
 import functools
 import logging
 
-import mxnet as mx
 import numpy as np
 from mxnet import autograd
 from mxnet.gluon import HybridBlock, nn
@@ -1609,3 +1608,104 @@ class SuppressAroundAsscalar(HybridBlock):
         with contextlib.suppress(Exception):
             s = x.sum().asscalar()
         return x * 2 + s
+
+
+
+@program(*ROWS)
+class StarredCarryList(HybridBlock):
+    """``h, *rest = states`` and ``states = [h + row, *rest]`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        states = [x[0] * 0, x[0] * 1, x[0] * 2]
+        for row in x:
+            h, *rest = states
+            states = [h + row, *rest]
+        return states[0] + states[2]
+
+
+@program(*ROWS)
+class DictRebuiltWithDictCall(HybridBlock):
+    """``d = dict(d, h=...)`` rebuilding a dict carry in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"h": x[0] * 0, "c": x[0] * 1}
+        for row in x:
+            d = dict(d, h=d["h"] * 0.5 + row)
+        return d["h"] + d["c"]
+
+
+@program(*ROWS)
+class DictUpdateInLoop(HybridBlock):
+    """``d.update(h=...)`` on a dict the function made, in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"h": x[0] * 0}
+        for row in x:
+            d.update(h=d["h"] * 0.5 + row)
+        return d["h"]
+
+
+@program(*ROWS)
+class TupleCarryGrowsRefused(HybridBlock):
+    """A tuple carry that grows each step (refused: its structure changes)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        t = (x[0],)
+        for row in x:
+            t = t + (row,)
+        return t[-1]
+
+
+@program(*ROWS)
+class SwapThroughTempInIf(HybridBlock):
+    """A swap through a temporary in a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a, b = x[0], x[-1]
+        if F.sum(x) > 0:
+            tmp = a
+            a = b
+            b = tmp
+        return a - b
+
+
+@program(*ROWS)
+class AugAssignTupleElem(HybridBlock):
+    """``h, c = c * 0.5, h + row`` then ``c = c * 2`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, c = x[0] * 0, x[0] * 1
+        for row in x:
+            h, c = c * 0.5, h + row
+            c = c * 2
+        return h, c
+
+
+@program(*ROWS)
+class ListCarryReassignedItemwise(HybridBlock):
+    """``hs = [hs[1] + row, hs[0] * 0.5]`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        hs = [x[0] * 0, x[0] * 0]
+        for row in x:
+            hs = [hs[1] + row, hs[0] * 0.5]
+        return hs[0], hs[1]
+
+
+@program(*ROWS)
+class NestedDictCarry(HybridBlock):
+    """A dict of a dict and an array carried by a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        st = {"enc": {"h": x[0] * 0}, "dec": x[0] * 1}
+        for row in x:
+            st = {"enc": {"h": st["enc"]["h"] + row}, "dec": st["dec"] * 0.5}
+        return st["enc"]["h"] + st["dec"]
