@@ -1709,3 +1709,15 @@ class NestedDictCarry(HybridBlock):
         for row in x:
             st = {"enc": {"h": st["enc"]["h"] + row}, "dec": st["dec"] * 0.5}
         return st["enc"]["h"] + st["dec"]
+
+
+@program(*ROWS)
+class WithPauseAroundTarget(HybridBlock):
+    """A target computed under ``with autograd.pause():`` (PyTorch's ``torch.no_grad()``):
+    eagerly it gets no gradient; hybridized the pause changed nothing in the graph."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        with autograd.pause():
+            target = F.tanh(x) * 2
+        return (x - target) ** 2
