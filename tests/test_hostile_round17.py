@@ -66,12 +66,17 @@ def test_a_chained_comparison_of_many_elements_is_refused_where_python_raises():
     with pytest.raises(ValueError, match="ambiguous"):
         ChainOfRows.hybrid_forward.__wrapped__(ChainOfRows(), mx.nd, x)
     line = _line("return x * (-0.5 < x < 0.5)")
-    with pytest.raises(gluon_cf.AutographError, match=re.escape(
-            f"{__file__}:{line}: return x * (-0.5 < x < 0.5): this chained comparison takes "
-            f"the truth of an array of shape (2, 2)")):
+    message = re.escape(f"{__file__}:{line}: return x * (-0.5 < x < 0.5): this chained "
+                        f"comparison takes the truth of an array of shape (2, 2)")
+    with pytest.raises(gluon_cf.AutographError, match=message):
         ChainOfRows()(x)
     net = ChainOfRows()
     net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match=message):     # (the same, traced)
+        net(x)
+    net = ChainOfRows()
+    net.hybridize()
+    net(mx.nd.array([[0.1]]))     # (traced for one element: the graph's cond says it)
     with pytest.raises(ValueError, match=re.escape(f"at {__file__}:{line})")):
         net(x)
 

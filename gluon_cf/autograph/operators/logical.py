@@ -13,7 +13,9 @@ NOTE [autograph and/or]
     comparison ``a < b < c`` is Python's ``a < b and b < c``, ``b`` evaluated once.
 """
 import mxnet as mx
+import numpy as np
 
+from ...hybrid import static_shape
 from ...ops.cond import cond
 from ..errors import AutographError, node_name, python_value
 from .side_effects import graph_region
@@ -104,12 +106,22 @@ def _bool_op(result, rest, where, stop_on, what="and/or"):
     the rest is a cond on it (NOTE [autograph and/or])."""
     for value in rest:
         if isinstance(result, mx.sym.Symbol):
+            _one_element(result, where, what)
             result = _symbolic(result, value, stop_on, where)
             continue
         if _truth(result, where, what) == stop_on:
             return result
         result = value()
     return result
+
+
+def _one_element(symbol, where, what):
+    """A Symbol whose truth a cond takes: refused as an NDArray's is (:func:`_truth`) where
+    the shapes of the inputs the graph is traced for give it more than one element (the
+    cond would fail on every call with them, naming no remedy)."""
+    shape = static_shape(symbol, where, marks=False)
+    if shape is not None and int(np.prod(shape)) != 1:
+        _truth(mx.nd.zeros(shape), where, what)
 
 
 def _truth(value, where, what="and/or"):
@@ -176,6 +188,7 @@ def not_(value, where):
     dtype): one element when the graph runs, as eagerly, not an elementwise not that Python
     never computes (issue 24: ``not x`` of two elements was silently elementwise)."""
     if isinstance(value, mx.sym.Symbol):
+        _one_element(value, where, "not")
         return cond(value, lambda: mx.sym.zeros_like(value), lambda: mx.sym.ones_like(value),
                     name=node_name(where, "not"))
     return not _truth(value, where, "not")
