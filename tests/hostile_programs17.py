@@ -1721,3 +1721,49 @@ class WithPauseAroundTarget(HybridBlock):
         with autograd.pause():
             target = F.tanh(x) * 2
         return (x - target) ** 2
+
+
+
+@program(*ROWS)
+class DelCollectedList(HybridBlock):
+    """``del items`` after ``F.stack(*items)`` of a list a tensor for collected."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for row in x:
+            items.append(row * 2)
+        y = F.stack(*items)
+        del items
+        return y
+
+
+@program(*ROWS)
+class DelCarryThenReassign(HybridBlock):
+    """``del h`` then ``h = ...`` in each step of a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            t = h + row
+            del h
+            h = t * 0.5
+        return h
+
+
+@program(*ROWS)
+class DelInWhileBody(HybridBlock):
+    """``del t`` then ``t = ...`` in the body of a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        t = h * 0
+        while F.sum(h) < 4:
+            gluon_cf.max_iterations(5)
+            t = F.abs(h) * 2
+            h = t + 0.5
+            del t
+            t = h * 0
+        return h
