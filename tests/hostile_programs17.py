@@ -1767,3 +1767,38 @@ class DelInWhileBody(HybridBlock):
             del t
             t = h * 0
         return h
+
+
+
+@program(*ROWS)
+class ClosureInMatchCase(HybridBlock):
+    """A lambda made in a ``match`` case reads a variable a later tensor if reassigns."""
+
+    mode = "a"
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        scale = x * 0 + 2
+        match self.mode:
+            case "a":
+                f = lambda v: v * scale      # noqa: E731
+            case _:
+                f = lambda v: v      # noqa: E731
+        if F.sum(x) > 0:
+            scale = scale * 3
+        return f(x)
+
+
+@program(*ROWS)
+class ClosureAssignedInWith(HybridBlock):
+    """A lambda reads a variable a ``with`` inside a tensor for reassigns."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import contextlib
+        scale = x * 0 + 2
+        f = lambda v: v * scale      # noqa: E731
+        for row in x:
+            with contextlib.nullcontext():
+                scale = scale * 0.5 + row
+        return f(x[0])
