@@ -316,10 +316,16 @@ def autograd_mode_read(where):
         trace["mode"] = where
 
 
-def static_shape(symbol, where):
+def graph_traced():
+    """Whether a block's graph is being traced on this thread (converted code hybridizing)."""
+    return getattr(_traced, "trace", None) is not None
+
+
+def static_shape(symbol, where, marks=True):
     """The shape of ``symbol`` (one output) in the block's graph being traced, inferred from
     the shapes of the inputs it is traced for, or None (NOTE [graphs traced for input
-    shapes]); a shape given makes the graph one for those input shapes (``where`` read it)."""
+    shapes]); a shape given makes the graph one for those input shapes (``where`` read it),
+    unless ``marks`` is false (a shape read only to refuse the trace)."""
     trace = getattr(_traced, "trace", None)
     if trace is None or len(symbol.list_outputs()) != 1:
         return None
@@ -334,7 +340,7 @@ def static_shape(symbol, where):
     shape = shapes[0] if shapes else None
     if not shape or any(d <= 0 for d in shape):   # (0: unknown in MXNet's legacy shapes)
         return None
-    if trace["read"] is None:
+    if marks and trace["read"] is None:
         trace["read"] = where
     return tuple(shape)
 

@@ -2,9 +2,10 @@
 call (NOTE [autograph side effects]), ``x op= y`` out of place on tensors (``augmented``), and
 unpacking checked against iterating a tensor."""
 import ast
+from typing import List
 
 from ..pyct.static_analysis.activity import root_name
-from ..pyct.templates import runtime_call
+from ..pyct.templates import runtime_call, thunk
 from .base import Converter
 
 
@@ -103,7 +104,26 @@ class AssignmentsConverter(Converter):
     def visit_Delete(self, node):
         checks = self._effects(node, node.targets)
         self.generic_visit(node)
-        return checks + [node] if checks else node
+        if node not in self.parents:
+            return checks + [node] if checks else node
+        # del v: v bound to a value whose every use fails, as Python's NameError (a branch
+        # or step function then passes v in and out as any variable it assigns; a del made
+        # v that function's own unbound local: UnboundLocalError on the branch's first read)
+        scope, where = self._scope(node), ast.Constant(self.where(node))
+        statements: List[ast.stmt] = []
+        for target in node.targets:       # (in order, as Python deletes them)
+            statement: ast.stmt
+            if isinstance(target, ast.Name) and target.id not in scope.globals and \
+                    target.id not in scope.nonlocals:
+                statement = ast.Assign(
+                    targets=[ast.Name(id=target.id, ctx=ast.Store())],
+                    value=runtime_call("deleted", [thunk(ast.Name(id=target.id,
+                                                                  ctx=ast.Load())),
+                                                   ast.Constant(target.id), where]))
+            else:
+                statement = ast.Delete(targets=[target])
+            statements.append(ast.copy_location(statement, node))
+        return checks + statements
 
     # -- x op= value: out of place on tensors (NOTE [autograph])
     def visit_AugAssign(self, node):

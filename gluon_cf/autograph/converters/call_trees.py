@@ -17,6 +17,8 @@ _LIBRARY_NAMES = {"F", "mx", "nd", "sym", "np", "math", "gluon_cf", "autograd", 
 # autograd.is_training() and is_recording(): the graph being traced is one for the call's
 # mode (NOTE [graphs traced for input shapes] in gluon_cf/hybrid.py)
 _MODE_READERS = {"is_training", "is_recording"}
+# autograd's scopes: refused while a graph is traced (NOTE [autograd scopes in a graph])
+_MODE_SCOPES = {"pause", "predict_mode", "train_mode", "record"}
 # F's functions that join a list's items with other arrays (F.concat(start, *items, dim=0)):
 # computed from a collected list's rows (NOTE [autograph lists])
 _JOINING = {"concat", "Concat", "stack", "add_n", "ElementWiseSum"}
@@ -80,7 +82,8 @@ class CallTreesConverter(Converter):
             root_name(node.func.value) not in _LIBRARY_NAMES and \
             root_name(node.func.value) not in self.collected_names or \
             not isinstance(node.func, (ast.Name, ast.Attribute, ast.Lambda)) or \
-            isinstance(node.func, ast.Attribute) and node.func.attr in _MODE_READERS
+            isinstance(node.func, ast.Attribute) and \
+            node.func.attr in _MODE_READERS | _MODE_SCOPES
         if named:
             node.func = runtime_call("converted", [node.func])
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \

@@ -11,7 +11,21 @@ from .base import Converter, not_a_graph
 
 
 class ConditionalsConverter(Converter):
-    """``if`` statements and conditional expressions."""
+    """``if`` statements, ``match`` statements and conditional expressions."""
+
+    # -- match statements: Python's, a tensor's truth refused (NOTE [autograph match])
+    def visit_Match(self, node):
+        self.generic_visit(node)
+        compares = any(isinstance(part, ast.MatchValue) for case in node.cases
+                       for part in ast.walk(case.pattern))
+        node.subject = ast.copy_location(runtime_call("match_subject", [
+            node.subject, ast.Constant(self.where(node)), ast.Constant(compares)]),
+            node.subject)
+        for case in node.cases:
+            if case.guard is not None:
+                case.guard = ast.copy_location(runtime_call("match_guard", [
+                    case.guard, ast.Constant(self.where(case.guard))]), case.guard)
+        return node
 
     # -- if statements
     def visit_If(self, node):
@@ -77,9 +91,13 @@ class ConditionalsConverter(Converter):
     # -- expressions: conditional expressions and boolean operators
     def visit_IfExp(self, node):
         self.generic_visit(node)
-        if has_walrus(node):                 # its operands become lambdas: x := would bind there
-            return node
         where = self.where(node)
+        if has_walrus(node.body) or has_walrus(node.orelse):
+            # its sides would become lambdas, where x := would bind: Python's, a Symbol test
+            # refused at the line (Python would take its truth)
+            node.test = runtime_call("python_operand", [node.test, ast.Constant(where),
+                                                        ast.Constant("conditional expression")])
+            return node
         return ast.copy_location(runtime_call("if_exp", [node.test, thunk(node.body),
                                                          thunk(node.orelse), ast.Constant(where)]),
                                  node)

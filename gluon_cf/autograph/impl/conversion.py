@@ -58,7 +58,10 @@ NOTE [autograph]
     [graphs traced for input shapes] (``gluon_cf/hybrid.py``: ``x.shape`` while hybridizing)
     and NOTE [autograph indexing]
     (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
-    attributes, ``assert``, properties).
+    attributes, ``assert``, properties), NOTE [autograph match] and NOTE [autograph and/or]
+    (``operators/logical.py``), NOTE [autograd scopes in a graph]
+    (``operators/tensor_access.py``), NOTE [a refusal the user's code catches]
+    (``converters/exceptions.py``).
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,
@@ -129,12 +132,13 @@ from typing import Dict, List, Optional, Tuple
 import mxnet as mx
 
 from .. import operators
-from ..operators import py_builtins, side_effects, tensor_access
+from ..operators import call_results, py_builtins, side_effects, tensor_access
 from ..operators.call_results import surfacing_refusals
 from ..converters.assignments import AssignmentsConverter, rewrite
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
 from ..converters.dict_items import rebind_dict_items
+from ..converters.exceptions import ExceptionsConverter
 from ..converters.iteration import IterationConverter
 from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
@@ -335,6 +339,8 @@ def converted(fn, where=None):
         return tensor_access.attribute(fn.__self__, fn.__name__, str(where))
     if tensor_access.autograd_mode(fn, where):
         return fn               # (autograd.is_training(): the graph is one for the mode)
+    if fn is contextlib.suppress:   # NOTE [a refusal the user's code catches]
+        return call_results.RefusalsNotSuppressed
     if isinstance(fn, type):
         return _constructor(fn, where)
     if _entered_name_scope(fn):
@@ -617,7 +623,7 @@ def _in_library_file(filename: str) -> bool:
 
 
 class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, IterationConverter,
-                CallTreesConverter, AssignmentsConverter, LogicalConverter):
+                CallTreesConverter, AssignmentsConverter, LogicalConverter, ExceptionsConverter):
     """Rewrites one function (NOTE [autograph])."""
 
     def convert(self, func):

@@ -1,19 +1,20 @@
 """What converted code calls at run time (as ``__ag__.<name>``): the control flow, boolean
 operators, variables, side-effect checks, iteration checks and collected lists of
 ``@autograph``'s rewritten functions."""
-from .call_results import checked
+from .call_results import checked, refusal_caught
 from .control_flow import (collected_item, for_stmt, if_exp, if_return, if_stmt, python_if,
                            python_loop, running, running_and, while_stmt)
 from .data_structures import no_outer_lists, unpacked
 from .loop_escape import escaped
-from .logical import and_, asserted, compare_chain, not_, or_, positive, python_operand
+from .logical import (and_, asserted, compare_chain, match_guard, match_subject, not_, or_,
+                      positive, python_operand)
 from .py_builtins import builtin, iterated, reversed_rows
 from .side_effects import changing, consumed, effect, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
-from .variables import augmented, ld, without
+from .variables import augmented, deleted, ld, without
 
 __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if", "python_loop", "running",
            "running_and", "while_stmt", "no_outer_lists", "unpacked",
-           "and_", "asserted", "compare_chain", "not_", "or_", "positive", "python_operand", "builtin", "iterated", "reversed_rows", "changing", "consumed", "effect", "mutable", "printing",
+           "and_", "asserted", "compare_chain", "match_guard", "match_subject", "not_", "or_", "positive", "python_operand", "builtin", "iterated", "reversed_rows", "changing", "consumed", "effect", "mutable", "printing",
            "binary", "item_target", "py_slice", "subscript",
-           "augmented", "ld", "without", "checked", "escaped"]
+           "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught"]

@@ -4,6 +4,7 @@ that are operators, Gluon's built-in layers; and :func:`checked`, which refuses,
 hybridizing, a call not proven so that binds or is given a variable an ``op=`` changes."""
 import builtins
 import collections.abc
+import contextlib
 import functools
 import numbers
 import threading
@@ -29,6 +30,23 @@ def refusal(where, sign, shared, rewrite):
     for made in _RUNNING.refusals:
         made.append(err)
     return err
+
+
+def refusal_caught(exc):
+    """Run first in the user's ``except`` clause that caught ``exc``: an AutographError goes
+    on (NOTE [a refusal the user's code catches])."""
+    if isinstance(exc, AutographError):
+        raise exc
+
+
+class RefusalsNotSuppressed(contextlib.suppress):
+    """``contextlib.suppress(...)`` called by converted code: an AutographError goes on
+    (NOTE [a refusal the user's code catches])."""
+
+    def __exit__(self, exctype, excinst, exctb):
+        if isinstance(excinst, AutographError):
+            return False
+        return super().__exit__(exctype, excinst, exctb)
 
 
 def surfaced(exc, where, what="loop"):

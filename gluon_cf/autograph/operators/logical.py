@@ -9,14 +9,16 @@ NOTE [autograph and/or]
     only when the graph runs: the rest of the expression is a ``cond`` on it (one element at
     run time, both sides of the same shape and dtype, as a cond's branches; a Python number
     side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol a
-    cond on it (one element at run time) giving 0 or 1 in its shape and dtype.
+    cond on it (one element at run time) giving 0 or 1 in its shape and dtype. A chained
+    comparison ``a < b < c`` is Python's ``a < b and b < c``, ``b`` evaluated once.
 """
 import mxnet as mx
+import numpy as np
 
+from ...hybrid import static_shape
 from ...ops.cond import cond
 from ..errors import AutographError, node_name, python_value
 from .side_effects import graph_region
-from .variables import is_tensor
 
 
 def asserted(test, where):
@@ -31,6 +33,46 @@ def asserted(test, where):
     return test
 
 
+# NOTE [autograph match]
+#     A ``match`` statement runs as Python's: its patterns bind and compare Python values and
+#     NDArrays as plain Python does (a literal pattern ``case 0:`` takes the truth of
+#     ``subject == 0``, one element). A Symbol has no truth while the graph is traced, so a
+#     literal pattern compared with a subject that is or holds a Symbol (MXNet's
+#     NotImplementedForSymbol naming no line), or a guard ``case ... if F.sum(x) > 0:`` that
+#     is one, is refused at the user's line: an ``if``/``elif`` on the tensor converts (a
+#     cond). Capture, wildcard, class, sequence and mapping patterns of a Symbol compare
+#     nothing and run as Python.
+def match_subject(subject, where, compares):
+    """The subject of a converted ``match`` (NOTE [autograph match]): itself, a Symbol in it
+    refused when a literal pattern would compare it."""
+    if compares and _holds_symbol(subject):
+        raise AutographError(
+            f"{where}: this match compares a tensor with a literal pattern (case 0:) while "
+            f"hybridizing; its value exists only when the graph runs, so no case can be "
+            f"chosen while tracing. Write an if/elif on the tensor (a graph's cond)")
+    return subject
+
+
+def match_guard(guard, where):
+    """The guard of a ``case ... if guard:`` (NOTE [autograph match]): a Symbol refused."""
+    if isinstance(guard, mx.sym.Symbol):
+        raise AutographError(
+            f"{where}: this case's guard is a tensor condition while hybridizing; its value "
+            f"exists only when the graph runs, so no case can be chosen while tracing. Write "
+            f"an if/elif on the tensor inside the case (a graph's cond)")
+    return guard
+
+
+def _holds_symbol(value, depth=0):
+    if isinstance(value, mx.sym.Symbol):
+        return True
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return any(_holds_symbol(v, depth + 1) for v in value)
+    if depth < 8 and isinstance(value, dict):
+        return any(_holds_symbol(v, depth + 1) for v in value.values())
+    return False
+
+
 def and_(first, rest, where):
     """A converted ``a and b and ...`` (``first`` the value of ``a``, ``rest`` the other
     operands as functions, evaluated left to right): Python's ``b if a else a``
@@ -43,18 +85,19 @@ def or_(first, rest, where):
     return _bool_op(first, rest, where, stop_on=True)
 
 
-def python_operand(value, where):
-    """The first operand of an and/or left as Python's (a ``:=`` in a later operand): a
-    Symbol refused at the user's line (Python would take its truth, which exists only when
-    the graph runs)."""
+def python_operand(value, where, what="and/or"):
+    """The first operand of an and/or (or the test of a conditional expression) left as
+    Python's (a ``:=`` in a later operand or a side): a Symbol refused at the user's line
+    (Python would take its truth, which exists only when the graph runs)."""
     if isinstance(value, mx.sym.Symbol):
-        raise AutographError(f"{where}: this and/or on a tensor has a := in an operand after "
-                             f"the first, which gluon_cf cannot run as a graph's cond; assign "
-                             f"that value in a statement before the and/or")
+        part = "an operand after the first" if what == "and/or" else "a side"
+        raise AutographError(f"{where}: this {what} on a tensor has a := in {part}, which "
+                             f"gluon_cf cannot run as a graph's cond; assign that value in a "
+                             f"statement before the {what}")
     return value
 
 
-def _bool_op(result, rest, where, stop_on):
+def _bool_op(result, rest, where, stop_on, what="and/or"):
     """Python's short circuit: stop at the first operand whose truth is ``stop_on``, returning
     that operand itself, else the last; a later operand is evaluated only when Python would
     evaluate it (its side effects, errors and cost, and the gradient of what it computes).
@@ -63,12 +106,22 @@ def _bool_op(result, rest, where, stop_on):
     the rest is a cond on it (NOTE [autograph and/or])."""
     for value in rest:
         if isinstance(result, mx.sym.Symbol):
+            _one_element(result, where, what)
             result = _symbolic(result, value, stop_on, where)
             continue
-        if _truth(result, where) == stop_on:
+        if _truth(result, where, what) == stop_on:
             return result
         result = value()
     return result
+
+
+def _one_element(symbol, where, what):
+    """A Symbol whose truth a cond takes: refused as an NDArray's is (:func:`_truth`) where
+    the shapes of the inputs the graph is traced for give it more than one element (the
+    cond would fail on every call with them, naming no remedy)."""
+    shape = static_shape(symbol, where, marks=False)
+    if shape is not None and int(np.prod(shape)) != 1:
+        _truth(mx.nd.zeros(shape), where, what)
 
 
 def _truth(value, where, what="and/or"):
@@ -76,8 +129,11 @@ def _truth(value, where, what="and/or"):
         raise AutographError(
             f"{where}: this {what} takes the truth of an array of shape {value.shape}, which "
             f"Python cannot (its ValueError: the truth value of an NDArray with multiple "
-            f"elements is ambiguous); elementwise, write F.where(a, b, a) for a and b, "
-            f"F.where(a, a, b) for a or b, F.logical_not(a) for not a")
+            f"elements is ambiguous); elementwise, " +
+            ("write F.broadcast_logical_and(a < b, b < c) for a < b < c"
+             if what == "chained comparison" else
+             "write F.where(a, b, a) for a and b, F.where(a, a, b) for a or b, "
+             "F.logical_not(a) for not a"))
     return bool(value.asscalar()) if isinstance(value, mx.nd.NDArray) else bool(value)
 
 
@@ -110,22 +166,19 @@ def _symbolic(a, rest, stop_on, where):
 
 def compare_chain(operands, ops, where):
     """A converted chained comparison ``a < b <= c ...`` (each operand a function, evaluated
-    once, left to right; ``ops`` names of BROADCAST): Python's ``a < b and b <= c ...``, so on
-    tensors the elementwise logical and of the comparisons (a Symbol has no truth for
-    Python's chain to take)."""
+    once, left to right; ``ops`` names of BROADCAST): Python's ``a < b and (b <= c ...)``, the
+    rest of the chain evaluated only where Python evaluates it, with and's truth
+    (:func:`_bool_op`): an NDArray of one element, more refused at the user's line where
+    Python raises ValueError; on a Symbol a cond (one element when the graph runs). Issue 24:
+    it was the elementwise logical and, a value where Python raises."""
     from .variables import binary
-    left = operands[0]()
-    result = None
-    for op, operand in zip(ops, operands[1:]):
-        right = operand()
-        step = binary(left, right, op)
-        result = step if result is None else _logical("broadcast_logical_and", result, step,
-                                                      where) \
-            if is_tensor(result) or is_tensor(step) else step
-        if not is_tensor(result) and not result:
-            return result
-        left = right
-    return result
+    left, right = operands[0](), operands[1]()
+    first = binary(left, right, ops[0])
+    if len(ops) == 1:
+        return first
+    return _bool_op(first, [lambda: compare_chain([lambda: right] + operands[2:], ops[1:],
+                                                  where)],
+                    where, stop_on=False, what="chained comparison")
 
 
 def not_(value, where):
@@ -135,6 +188,7 @@ def not_(value, where):
     dtype): one element when the graph runs, as eagerly, not an elementwise not that Python
     never computes (issue 24: ``not x`` of two elements was silently elementwise)."""
     if isinstance(value, mx.sym.Symbol):
+        _one_element(value, where, "not")
         return cond(value, lambda: mx.sym.zeros_like(value), lambda: mx.sym.ones_like(value),
                     name=node_name(where, "not"))
     return not _truth(value, where, "not")
@@ -147,27 +201,3 @@ def positive(value, where):
         raise AutographError(f"{where}: unary + of a tensor: MXNet's arrays (NDArray and "
                              f"Symbol) have no unary plus; write the value itself")
     return +value
-
-
-def _logical(op, a, b, where):
-    """``a and b`` (``op`` the logical and) or ``a or b`` of a tensor ``a``, elementwise as
-    Python's on one element: ``b`` where ``a`` is true (``a`` where it is false) for and, ``a``
-    where ``a`` is true (else ``b``) for or -- so 0 or 1 for comparisons, and the operands'
-    own values otherwise (``(x.sum() > 1) and 3`` is 3 where Python's is, not 1); a Python
-    number ``b`` an array of ``a``'s shape."""
-    symbolic = isinstance(a, mx.sym.Symbol) or isinstance(b, mx.sym.Symbol)
-    if symbolic and not is_tensor(b) and isinstance(b, (bool, int, float)):
-        b = mx.sym.ones_like(a) * float(b)
-    if symbolic:
-        if not (is_tensor(a) and is_tensor(b)):
-            raise AutographError(f"{where}: this and/or mixes a tensor with the Python value "
-                                 f"{b if is_tensor(a) else a!r}; make both tensors")
-        F = mx.sym
-    else:
-        F = mx.nd
-        if not isinstance(b, mx.nd.NDArray):
-            b = mx.nd.array([b], ctx=a.context, dtype=a.dtype)
-    common = F.broadcast_add(F.zeros_like(a), F.zeros_like(b))
-    a, b = F.broadcast_add(a, common), F.broadcast_add(b, common)
-    true = a != 0
-    return F.where(true, b, a) if op == "broadcast_logical_and" else F.where(true, a, b)

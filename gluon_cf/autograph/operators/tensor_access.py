@@ -30,9 +30,9 @@ NOTE [autograph indexing]
     with a shape-inference error naming no line of the user's. A bool with a Symbol is its
     number, as an NDArray takes it (a Symbol hands MXNet ``scalar="True"``); an NDArray
     with a Symbol (``mx.nd.ones`` written in ``hybrid_forward``) is refused at the line
-    (MXNet's TypeError names none); a chained comparison ``a < s < b`` is the ``and`` of its
-    comparisons (``logical.compare_chain``), each operand evaluated once, short-circuiting
-    on Python values as Python does.
+    (MXNet's TypeError names none); a chained comparison ``a < s < b`` is Python's ``and`` of
+    its comparisons (``logical.compare_chain``, NOTE [autograph and/or]), each operand
+    evaluated once, where Python evaluates it.
 
     Attributes only an NDArray has (``shape``, ``ndim``, ``size``, ``dtype``, ``context``,
     ``ctx``, ``grad``, ``stype``, ``asnumpy``, ``asscalar``, ``attach_grad`` ...) read on a
@@ -51,7 +51,7 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ...hybrid import autograd_mode_read, static_shape
+from ...hybrid import autograd_mode_read, graph_traced, static_shape
 from ..errors import AutographError, op_name
 from .py_builtins import one_output
 from .variables import BROADCAST, binary
@@ -132,7 +132,28 @@ def autograd_mode(fn, where):
     if fn is mx.autograd.is_training or fn is mx.autograd.is_recording:
         autograd_mode_read(str(where))
         return True
+    if fn in _AUTOGRAD_SCOPES and graph_traced():
+        # See NOTE [autograd scopes in a graph]
+        raise AutographError(
+            f"{where}: autograd.{fn.__name__}() while hybridizing: a block's graph is "
+            f"recorded and run as one, in the autograd mode of its call, so the scope would "
+            f"change nothing in it (eagerly what it encloses "
+            f"{_AUTOGRAD_SCOPES[fn]}); write F.stop_gradient(v) for what should get no "
+            f"gradient, and leave the mode of layers (Dropout, BatchNorm) to the call")
     return None
+
+
+# NOTE [autograd scopes in a graph]
+#     ``with autograd.pause():`` (PyTorch's ``torch.no_grad()``), ``predict_mode()``,
+#     ``train_mode()`` or ``record()`` in converted code change what eager code computes: no
+#     gradient for what ``pause`` encloses, Dropout off under ``predict_mode``. A graph being
+#     traced is recorded and run as one operator in its call's mode (MXNet's own hybridized
+#     blocks ignore such a scope), so the block would silently differ hybridized from eager,
+#     in gradients or values: entering one while a block's graph is traced is refused.
+_AUTOGRAD_SCOPES = {mx.autograd.pause: "is not recorded and runs in predict mode",
+                    mx.autograd.predict_mode: "runs in predict mode",
+                    mx.autograd.train_mode: "runs in training mode",
+                    mx.autograd.record: "is recorded, in training mode by default"}
 
 
 def subscript(value, index, where):

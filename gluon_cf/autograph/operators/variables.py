@@ -18,19 +18,34 @@ class Undefined:
     """The value of a variable an ``if`` did not assign on the branch it took: any use of it
     raises an AutographError naming the variable."""
 
-    def __init__(self, name, where):
-        self._name, self._where = name, where
+    def __init__(self, name, where, deleted=False):
+        self._name, self._where, self._deleted = name, where, deleted
 
     def _fail(self, *args, **kwargs):
+        if self._deleted:
+            raise AutographError(f"{self._where}: variable {self._name!r} is used after this "
+                                 f"del removed it (Python's NameError); assign it again "
+                                 f"before using it")
         raise AutographError(f"{self._where}: variable {self._name!r} is used here without a "
                              f"value (the branch taken, or the steps run so far, did not assign "
                              f"it); assign it before this statement or on every path")
 
     __getattr__ = __call__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = _fail
-    __rsub__ = __truediv__ = __getitem__ = __bool__ = __iter__ = __neg__ = _fail
+    __rsub__ = __truediv__ = __rtruediv__ = __getitem__ = __bool__ = __iter__ = _fail
+    __neg__ = __pow__ = __rpow__ = __mod__ = __rmod__ = __floordiv__ = __rfloordiv__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = _fail
 
     def __repr__(self):
         return f"<undefined {self._name}>"
+
+
+def deleted(read, name, where):
+    """A converted ``del name`` (at ``where``): the variable's new value, an :class:`Undefined`
+    whose every use fails; a variable without a value is Python's NameError."""
+    value = read()
+    if isinstance(value, Undefined):
+        value._fail()
+    return Undefined(name, where, deleted=True)
 
 
 def ld(read, name, where):
@@ -125,6 +140,8 @@ def binary(left, right, op):
             f"NDArray (mx.nd...) and a tensor of the graph while hybridizing; a graph holds "
             f"Symbols only, so make the constant with F (F.ones((4,)), F.full(...)) or pass "
             f"it to the block as an input or a parameter")
+    if isinstance(right, Undefined):
+        right._fail()                     # (an NDArray's + would raise MXNet's TypeError)
     return getattr(operator, op)(left, right)
 
 

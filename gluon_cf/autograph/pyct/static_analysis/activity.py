@@ -46,8 +46,18 @@ def scoped(statements):
 
 
 def assigned_names(statements):
-    return {n.id for n in scoped(statements) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Store) and not n.id.startswith("__ag_")}
+    nodes = list(scoped(statements))
+    return {n.id for n in nodes if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store) and not n.id.startswith("__ag_")} | \
+        captured_names(nodes)
+
+
+def captured_names(nodes):
+    """The names the ``match`` patterns among ``nodes`` bind (``case [a, *rest]:``, ``case
+    {"k": v, **more}:``, ``case P as name:``): assigned as a ``Name`` store is."""
+    return {name for n in nodes for name in (
+        [n.name] if isinstance(n, (ast.MatchAs, ast.MatchStar)) else
+        [n.rest] if isinstance(n, ast.MatchMapping) else []) if name}
 
 
 def loaded_names(node):
@@ -122,7 +132,7 @@ def mutated_names(statements):
                if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
     augmented = set(targets.values())
     bound = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-             and id(n) not in targets}
+             and id(n) not in targets} | captured_names(nodes)
     return (called - assigned_names(statements)) | (augmented - bound)
 
 
@@ -167,7 +177,7 @@ class Scope:
         self.globals = _declared(inside, ast.Global)
         self.nonlocals = _declared(inside, ast.Nonlocal)
         stored = {n.id for n in inside if isinstance(n, ast.Name) and
-                  isinstance(n.ctx, (ast.Store, ast.Del))} | \
+                  isinstance(n.ctx, (ast.Store, ast.Del))} | captured_names(inside) | \
             {c.name for c in self.closures if not isinstance(c, (ast.Lambda, ast.GeneratorExp))}
         self.used = {n.id for n in inside if isinstance(n, ast.Name)}
         self.bound = (self.params | stored) - self.globals - self.nonlocals

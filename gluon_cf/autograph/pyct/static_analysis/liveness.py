@@ -4,8 +4,9 @@ every enclosing loop)."""
 import ast
 from typing import Set
 
-from .activity import assigned_names, loaded_names
-from .definite_assignment import definitely_assigned, try_assigned
+from .activity import assigned_names, captured_names, loaded_names
+from .definite_assignment import definitely_assigned, match_assigned, try_assigned, \
+    with_assigned
 
 
 def exposed_names(statements):
@@ -43,6 +44,20 @@ def exposed_names(statements):
                         set().union(*[exposed_names(h.body) | loaded_names(h.type or ast.Pass())
                                       for h in statement.handlers])) - assigned
             assigned |= try_assigned(statement)
+        elif isinstance(statement, ast.Match):  # its subject, then a case's pattern, guard, body
+            reads = loaded_names(statement.subject)
+            for case in statement.cases:
+                bound = captured_names(list(ast.walk(case.pattern)))
+                reads |= loaded_names(case.pattern) | (
+                    (loaded_names(case.guard or ast.Pass()) |
+                     exposed_names(case.body)) - bound)
+            exposed |= reads - assigned
+            assigned |= match_assigned(statement)
+        elif isinstance(statement, ast.With):   # its items, then its body, in order
+            exposed |= (set().union(*[loaded_names(item.context_expr)
+                                      for item in statement.items]) |
+                        exposed_names(statement.body)) - assigned
+            assigned |= with_assigned(statement)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             # a def reads its decorators and defaults (and bases) where written, binds its
             # name; its body reads when called (a closure's variables are cells: NOTE

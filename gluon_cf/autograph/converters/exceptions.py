@@ -1,0 +1,36 @@
+"""Converts the user's ``except`` clauses: a refusal (an AutographError) raised in their
+``try`` goes on to the user instead of being caught (NOTE [a refusal the user's code
+catches])."""
+import ast
+import itertools
+
+from ..pyct.templates import runtime_call
+from .base import Converter
+
+# NOTE [a refusal the user's code catches]
+#     An AutographError is a ValueError (what a construct that cannot run as a graph, or a use
+#     of a variable without a value, would be in Python), so the user's ``except Exception:``
+#     or ``except ValueError:`` around it would catch it and run the fallback: hybridized,
+#     ``try: s = x.sum().asscalar() / except Exception: s = 0.0`` silently computed with 0.0
+#     where eager code uses the sum. Each ``except`` clause the user wrote in converted code
+#     re-raises an AutographError first (``__ag__.refusal_caught``), unless it names
+#     ``AutographError`` itself (a fallback the user chose); ``contextlib.suppress`` called by
+#     converted code is one that does not suppress it. The refusals of ``x op= v`` and
+#     of an exception leaving a tensor loop also surface when the function returns
+#     (``call_results.surfacing_refusals``), whatever caught them.
+_NAMES = itertools.count(1)
+
+
+class ExceptionsConverter(Converter):
+    """The user's ``except`` clauses."""
+
+    def visit_ExceptHandler(self, node):
+        self.generic_visit(node)
+        if node not in self.parents or node.type is not None and \
+                "AutographError" in ast.unparse(node.type):
+            return node
+        if node.name is None:
+            node.name = f"__ag_caught_{next(_NAMES)}"
+        node.body.insert(0, ast.copy_location(ast.Expr(value=runtime_call(
+            "refusal_caught", [ast.Name(id=node.name, ctx=ast.Load())])), node))
+        return node
