@@ -27,6 +27,8 @@ import mxnet as mx
 
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
+from .data_structures import StepList
+from .list_parts import summed
 
 
 def iterated(value, where, what):
@@ -63,6 +65,11 @@ def builtin(fn, where):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
+        if name in ("list", "tuple", "sum") and len(args) == 1 and not kwargs and \
+                isinstance(args[0], StepList) and args[0].known_length(where) is None:
+            # a list a tensor loop collected, its length known when the graph runs: a new
+            # list of its items; their sum (NOTE [autograph lists])
+            return summed(args[0], where) if name == "sum" else args[0].copy()
         if name in _COMPARING and len(args) == 1 and not isinstance(
                 args[0], (mx.sym.Symbol, str, bytes, dict)):
             # (checked item by item as the builtin reads them: any() and all() stop early)
