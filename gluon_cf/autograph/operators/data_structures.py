@@ -331,6 +331,14 @@ class StepList:
 
     __rmul__ = __mul__
 
+    def builtin_of_rows(self, name, where):
+        """``list(items)``, ``tuple(items)``: a new list of its items; ``sum(items)``: their
+        sum; where their number is known only when the graph runs (else NotImplemented:
+        Python's builtin iterates the items)."""
+        if name not in ("list", "tuple", "sum") or self.known_length(where) is not None:
+            return NotImplemented
+        return summed(self, where) if name == "sum" else self.copy()
+
     def __reversed__(self):
         """``reversed(items)``: the items backwards, the rows reversed (a list holding a row
         appended where a condition did not hold keeps that mark: its count is unchanged)."""
@@ -392,6 +400,20 @@ class StepList:
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+def summed(items, where):
+    """``sum(items)`` of a collected list whose length only the graph's run knows: Python's
+    ``0 + item + item ...``, the rows summed. Where the list may hold no item (Python's 0, an
+    int, where a graph gives an array), it is checked when the graph runs."""
+    rows = items.rows
+    if items.least > 0:
+        return mx.sym.sum(rows, axis=0)
+    return checked_item(items.count, lambda: mx.sym.sum(rows, axis=0), 0,
+                        f"{where}: sum() of a list that may hold no item (Python's 0, an int; "
+                        f"a graph gives an array): the list",
+                        f"the loop at {region_at(items.where)} appended them; add the first "
+                        f"item outside the loop or use F.add_n(*items) where it holds one")
 
 
 def _as_step_list(value, where):

@@ -1,10 +1,10 @@
 """Calls unpacking several lists, or a list bound to another name, where one of them is a list
 a tensor loop collected (``F.concat(*a, *b, dim=0)``, ``tail = outs[-2:]; F.stack(*tail)``),
-and ``sum`` of such a list, computed from the lists' rows (NOTE [autograph lists])."""
+computed from the lists' rows (NOTE [autograph lists])."""
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import node_name, region_at
+from ..errors import node_name
 from .data_structures import StepList, _computed, _joining_name, unpacked
 from .item_check import checked_item
 
@@ -80,17 +80,3 @@ def _concatenated(func, pieces, keywords, where):
                         f"{where}: this unpacks lists that may all be empty (Python's "
                         f"F.concat() of no item fails): the list of the call's items",
                         "the loops appending to them")
-
-
-def summed(items, where):
-    """``sum(items)`` of a collected list whose length only the graph's run knows: Python's
-    ``0 + item + item ...``, the rows summed. Where the list may hold no item (Python's 0, an
-    int, where a graph gives an array), it is checked when the graph runs."""
-    rows = items.rows
-    if items.least > 0:
-        return mx.sym.sum(rows, axis=0)
-    return checked_item(items.count, lambda: mx.sym.sum(rows, axis=0), 0,
-                        f"{where}: sum() of a list that may hold no item (Python's 0, an int; "
-                        f"a graph gives an array): the list",
-                        f"the loop at {region_at(items.where)} appended them; add the first "
-                        f"item outside the loop or use F.add_n(*items) where it holds one")

@@ -27,8 +27,6 @@ import mxnet as mx
 
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
-from .data_structures import StepList
-from .list_parts import summed
 
 
 def iterated(value, where, what):
@@ -65,11 +63,15 @@ def builtin(fn, where):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
-        if name in ("list", "tuple", "sum") and len(args) == 1 and not kwargs and \
-                isinstance(args[0], StepList) and args[0].known_length(where) is None:
+        # (looked up on the type: a user's object answering any attribute is no such list)
+        own = getattr(type(args[0]), "builtin_of_rows", None) if len(args) == 1 and \
+            not kwargs else None
+        if own is not None:
             # a list a tensor loop collected, its length known when the graph runs: a new
-            # list of its items; their sum (NOTE [autograph lists])
-            return summed(args[0], where) if name == "sum" else args[0].copy()
+            # list of its items, their sum (NOTE [autograph lists])
+            result = own(args[0], name, where)
+            if result is not NotImplemented:
+                return result
         if name in _COMPARING and len(args) == 1 and not isinstance(
                 args[0], (mx.sym.Symbol, str, bytes, dict)):
             # (checked item by item as the builtin reads them: any() and all() stop early)
