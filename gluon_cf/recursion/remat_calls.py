@@ -146,6 +146,8 @@ class _Gate:
         if gate is None or gate.training != training or \
                 any(a is not b for a, b in zip(gate.closure, closure)) or \
                 not all(_node.recorded(o) for o in gate.outputs):
+            if len(gates) >= 16:   # (they hold parameters: those of old blocks go)
+                gates.clear()
             gate = gates[key] = cls(closure, training)
         return gate
 
