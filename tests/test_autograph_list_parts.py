@@ -105,6 +105,19 @@ class CopiesAndAliases(_While):
         return F.concat(F.stack(*copy), F.stack(*other), F.stack(*outs), dim=0)
 
 
+class Extended(_While):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < F.sum(n):
+            outs.append(F.broadcast_mul(x, i + 1))
+            i = i + 1
+        outs.extend([x * 4, x * 5])
+        outs.extend(outs[-3:])
+        return F.stack(*outs)
+
+
 class Summed(_While):
     @gluon_cf.autograph
     def hybrid_forward(self, F, x, n):
@@ -116,7 +129,8 @@ class Summed(_While):
         return sum(outs) * x
 
 
-BLOCKS = [ForOverTail, NamedSlice, TwoListsConcat, TwoListsStack, Joined, CopiesAndAliases]
+BLOCKS = [ForOverTail, NamedSlice, TwoListsConcat, TwoListsStack, Joined, CopiesAndAliases,
+          Extended]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -214,6 +228,40 @@ class Truth(_While):
         return x * (2 if outs else 3)
 
 
+class Compared(_While):
+    """(``outs == []`` was object identity hybridized: False whatever the loop appended.)"""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < F.sum(n):
+            outs.append(F.broadcast_mul(x, i + 1))
+            i = i + 1
+        return x * (2 if outs == [] else 3)
+
+
+class ComparedOverInput(_While):
+    """A for over an input: its number of items is known while tracing, == is Python's."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        for row in n:
+            outs.append(F.broadcast_mul(x, row))
+        return x * (2 if outs == [] else 3) * (5 if outs != [] else 7)
+
+
+def test_equality_of_a_list_of_known_length_is_pythons():
+    for n in (1, 2):
+        net = ComparedOverInput()
+        net.hybridize()
+        want = ComparedOverInput.hybrid_forward.__wrapped__(None, mx.nd, mx.nd.array([1.0, 2.0]),
+                                                            mx.nd.ones((n,)))
+        got = net(mx.nd.array([1.0, 2.0]), mx.nd.ones((n,)))
+        np.testing.assert_allclose(got.asnumpy(), want.asnumpy())
+
+
 def _line(text):
     with open(HERE) as f:
         return next(k for k, line in enumerate(f, 1) if line.strip() == text)
@@ -222,8 +270,9 @@ def _line(text):
 @pytest.mark.parametrize("block_class, text, words", [
     (Zipped, "for o, p in zip(outs, outs):", "iterated over"),
     (Enumerated, "for k, o in enumerate(outs):", "iterated over"),
-    (Truth, "return x * (2 if outs else 3)", "tested for truth")],
-    ids=["zip", "enumerate", "truth"])
+    (Truth, "return x * (2 if outs else 3)", "tested for truth"),
+    (Compared, "return x * (2 if outs == [] else 3)", "compared with ==")],
+    ids=["zip", "enumerate", "truth", "equality"])
 def test_what_only_the_run_measures_is_refused_at_the_users_line(block_class, text, words):
     assert not isinstance(_run(_plain(block_class), [1.0, 2.0], 3), type)
     net = block_class()

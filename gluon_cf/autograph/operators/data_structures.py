@@ -384,6 +384,27 @@ class StepList:
             self._unknown_length("tested for truth (if items: is len(items) > 0)")
         return n > 0
 
+    def __eq__(self, other):
+        # (a list's ==: lengths first, then the items; it was identity: `outs == []` was
+        # False hybridized whatever the loop appended, silently)
+        where = user_location(2) or self.where
+        n = self.known_length(where)
+        if n is None:
+            self._unknown_length("compared with == or !=")
+        return self.rows_list(n, range(n), where) == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
+
+    def extend(self, other):
+        """``items.extend(other)``: in place, as a list's, for a list of arrays or a collected
+        list (other iterables as ``list`` methods are: refused where unknown)."""
+        if _as_step_list(other, self.where) is None:
+            self._unknown_length("extended by something other than a list of arrays")
+        self += other
+
     def __getattr__(self, name):
         # list's other methods (pop, insert, extend, index, sort ...): the user's call names
         # the list's method, not this class (its name used to reach users: no attribute
