@@ -90,8 +90,9 @@ class CachedGraph(CachedOpPair):
         known = self._zero_size_nodes.get(shapes)
         if known is None:
             known = frozenset()
-            if not any(n["op"] == "Custom" or n["op"] in DYNAMIC_SHAPE_OPS
-                       for n in self._json_nodes()):
+            ops = [n["op"] for n in self._json_nodes()]
+            if any(_may_make_zero_size(op) for op in ops) and \
+                    not any(op == "Custom" or op in DYNAMIC_SHAPE_OPS for op in ops):
                 names = set(self.symbol.list_arguments())
                 try:
                     internals = self.symbol.get_internals()
@@ -102,7 +103,7 @@ class CachedGraph(CachedOpPair):
                                       if shape and 0 in shape)
                 except mx.MXNetError:
                     pass
-            if len(self._zero_size_nodes) >= 64:
+            if len(self._zero_size_nodes) >= 1024:
                 self._zero_size_nodes.clear()
             self._zero_size_nodes[shapes] = known
         return known
@@ -201,8 +202,20 @@ def origin_of(node):
 #     the graph's operators run one by one as for a zero-size input (NOTE [zero-size calls]),
 #     as eager code does: the operator making the array (MXNet makes its shape, then fails
 #     computing it: "delay_alloc") is a ZeroSizeError naming it and the user's line, on
-#     every call. Inferred once per input shapes; graphs
-#     holding Custom operators (gluon_cf nodes) are not inferred here.
+#     every call. Inferred once per input shapes, and only for graphs holding an operator
+#     that can make such an array (``_ZERO_SIZE_MAKERS``: a slice ...; the rest cost no
+#     inference); graphs holding Custom operators (gluon_cf nodes) are not inferred here.
+
+
+# Words in the names of the operators that can make an array with a zero dimension from
+# arrays of some size (slices, crops, splits, tiles, repeats, pads, reshapes, broadcasts): a
+# graph holding none is not inferred for it (a graph per call shape costs an inference)
+_ZERO_SIZE_MAKERS = ("slice", "crop", "split", "tile", "repeat", "pad", "reshape", "broadcast")
+
+
+def _may_make_zero_size(op):
+    name = op.lower()
+    return any(word in name for word in _ZERO_SIZE_MAKERS)
 
 
 def _zero_size_made(node, inputs):
