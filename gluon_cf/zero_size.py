@@ -67,13 +67,13 @@ def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operato
         out = _original_invoke(handle, ndargs, *rest)
         outs = out if isinstance(out, (list, tuple)) else [out]
         if not empty and op not in _VALUE_SHAPED and any(0 in o.shape for o in outs):
-            # (NOTE [zero-size values computed inside a graph] in graph/cached_graph.py)
-            for o in outs:    # MXNet's own failure, read here: pending, it would surface later
-                try:
+            # (NOTE [zero-size values computed inside a graph] in graph/cached_graph.py): read
+            # here, MXNet's failure to compute it would surface later, naming nothing
+            try:
+                for o in outs:
                     o.wait_to_read()
-                except mx.MXNetError:
-                    pass
-            raise _made(op, user_location(), [a.shape for a in ndargs])
+            except mx.MXNetError:
+                raise _made(op, user_location(), [a.shape for a in ndargs]) from None
         if op == "boolean_mask":
             try:
                 out.shape   # noqa: B018 - read for MXNet's error

@@ -98,3 +98,26 @@ def test_an_empty_slice_is_a_clear_error_at_the_users_line(block_class, shapes, 
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
     for g, w in zip(got[1], want[1]):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+class RepeatNone(gluon.HybridBlock):
+    """``repeat`` of 0 makes a zero-size array MXNet computes: it works, as eagerly."""
+
+    def hybrid_forward(self, F, x):
+        first = F.slice_axis(x, axis=0, begin=0, end=1)
+        return gluon_cf.cond(F.sum(x) > -100,
+                             lambda: F.broadcast_add(F.sum(F.repeat(x * 3, repeats=0, axis=0)),
+                                                     first * 5),
+                             lambda: first * 2)
+
+
+@pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybrid"])
+def test_a_zero_size_array_mxnet_computes_works(hybridize):
+    net = RepeatNone()
+    if hybridize:
+        net.hybridize()
+    x = mx.nd.array(np.arange(6).reshape(3, 2))
+    for _ in range(2):
+        value, (grad,) = _run(net, [x.copy()])
+        np.testing.assert_allclose(value, x[0:1].asnumpy() * 5)
+        np.testing.assert_allclose(grad, [[5, 5], [0, 0], [0, 0]])

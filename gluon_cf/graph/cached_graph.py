@@ -133,15 +133,19 @@ class CachedGraph(CachedOpPair):
             if crashing:
                 raise _zero_size_error(n, inputs, [(k, origin[entries[k]]) for k in crashing],
                                        CRASH_DETAIL)
-            if n["name"] in made_here and not any(0 in x.shape for x in inputs):
-                # (MXNet makes its shape, then fails computing it, "delay_alloc", later)
-                raise _zero_size_made(n, inputs)
             try:
                 unrecorded = inputs and all(0 in x.shape for x in inputs) and \
                     mx.autograd.is_recording()
                 with mx.autograd.pause(train_mode=mx.autograd.is_training()) if unrecorded \
                         else contextlib.nullcontext():
                     out = invoke(n["op"], inputs, visible_attrs(n))
+                if n["name"] in made_here and not any(0 in x.shape for x in inputs):
+                    # (MXNet makes its shape, and computes it or fails, "delay_alloc", later)
+                    try:
+                        for o in out:
+                            o.wait_to_read()
+                    except mx.MXNetError:
+                        raise _zero_size_made(n, inputs) from None
             except mx.MXNetError as err:
                 empty = [(k, e) for k, e in enumerate(entries) if 0 in values[e].shape]
                 if not empty:
@@ -200,9 +204,9 @@ def origin_of(node):
 #     be planned ("shape_num_unknown_nodes"), MXNet's raw messages. Where MXNet's shape
 #     inference gives a node of the graph a zero-size output for the call's input shapes,
 #     the graph's operators run one by one as for a zero-size input (NOTE [zero-size calls]),
-#     as eager code does: the operator making the array (MXNet makes its shape, then fails
-#     computing it: "delay_alloc") is a ZeroSizeError naming it and the user's line, on
-#     every call. Inferred once per input shapes, and only for graphs holding an operator
+#     as eager code does: MXNet computes the array (``repeat`` of 0) or fails ("delay_alloc",
+#     a slice: its MKLDNN kernel), and then the operator making it is a ZeroSizeError naming
+#     it and the user's line, on every call. Inferred once per input shapes, and only for graphs holding an operator
 #     that can make such an array (``_ZERO_SIZE_MAKERS``: a slice ...; the rest cost no
 #     inference); graphs holding Custom operators (gluon_cf nodes) are not inferred here.
 
