@@ -118,6 +118,55 @@ class Extended(_While):
         return F.stack(*outs)
 
 
+class Backwards(_While):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < F.sum(n):
+            outs.append(F.broadcast_mul(x, i + 1))
+            i = i + 1
+        back = outs[::-1]
+        back.append(x * 9)
+        return F.concat(F.stack(*back), F.stack(*outs, x * 8), dim=0)
+
+
+class Replaced(_While):
+    """What the refusal of ``outs[1] = x`` says to write; ``outs[2:]`` may keep nothing."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < F.sum(n):
+            outs.append(F.broadcast_mul(x, i + 1))
+            i = i + 1
+        outs = outs[:1] + [x * 4] + outs[2:]
+        return F.stack(*outs)
+
+
+class Assigned(_While):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, n):
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < F.sum(n):
+            outs.append(F.broadcast_mul(x, i + 1))
+            i = i + 1
+        outs[1] = x * 4
+        return F.stack(*outs)
+
+
+def test_item_assignment_is_refused_saying_what_to_write():
+    net = Assigned()
+    net.hybridize()
+    with pytest.raises(ValueError) as info:
+        net(mx.nd.array([1.0, 2.0]), mx.nd.array([3]))
+    text = "outs[1] = x * 4"
+    assert str(info.value).startswith(f"{HERE}:{_line(text)}: {text}:"), str(info.value)
+    assert "items = items[:i] + [v] + items[i + 1:]" in str(info.value)
+
+
 class Summed(_While):
     @gluon_cf.autograph
     def hybrid_forward(self, F, x, n):
@@ -130,7 +179,7 @@ class Summed(_While):
 
 
 BLOCKS = [ForOverTail, NamedSlice, TwoListsConcat, TwoListsStack, Joined, CopiesAndAliases,
-          Extended]
+          Extended, Backwards, Replaced]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -229,6 +229,10 @@ class StepList:
         n = self.known_length(where)
         if n is not None:
             return self.rows_list(n, range(n)[index], where)
+        if index.step == -1 and index.start is None and index.stop is None:
+            # items[::-1]: a new list of the items backwards
+            return StepList(mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed")),
+                            self.count, self.where, self.most, self.least, self.stale)
         start, stop = index.start, index.stop
         if index.step not in (None, 1) or start is not None and stop is not None and \
                 (start < 0) != (stop < 0):
@@ -397,6 +401,22 @@ class StepList:
         return not self.__eq__(other)
 
     __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
+
+    def __setitem__(self, index, value):
+        self._changed_in_place("items[i] = v", "items = items[:i] + [v] + items[i + 1:]")
+
+    def __delitem__(self, index):
+        self._changed_in_place("del items[i]", "items = items[:i] + items[i + 1:]")
+
+    def _changed_in_place(self, what, instead):
+        here = user_location(3)
+        if here:
+            path, _, line = here.rpartition(":")
+            here = f"{here}: {linecache.getline(path, int(line)).strip()}"
+        raise AutographError(
+            f"{here or self.where}: a list the loop on a tensor at {region_at(self.where)} "
+            f"appended to is changed in place by {what}, which its rows (one array) cannot "
+            f"be; make a new list: {instead}")
 
     def extend(self, other):
         """``items.extend(other)``: in place, as a list's, for a list of arrays or a collected
