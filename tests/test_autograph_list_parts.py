@@ -28,10 +28,11 @@ class ForOverTail(_While):
         while F.sum(i) < F.sum(n):
             outs.append(F.broadcast_mul(x, i + 1))
             i = i + 1
-        acc = x
+        acc, total = x, x * 0
         for o in outs[1:]:
             acc = acc * 2 + o * o
-        return acc
+            total = total + o
+        return acc + total * 10
 
 
 class NamedSlice(_While):
