@@ -36,7 +36,7 @@ from mxnet import autograd
 
 from . import executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
-from .errors import SymbolFileError, ZeroSizeError
+from .errors import SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
@@ -470,8 +470,6 @@ class _NodeOperator(mx.operator.CustomOp):
                 autograd.backward([o for o, _ in heads], [g for _, g in heads],
                                   retain_graph=True, train_mode=backward_train)
             except mx.MXNetError as err:   # NOTE [outputs of no differentiable input]
-                if _UNKNOWN_IN_BACKWARD in str(err):
-                    raise _zero_size_backward(self.node) from None
                 if _NOT_CONNECTED not in str(err):
                     raise
         if wanted:   # NOTE [planned backward] in recursion/planned_backward.py
@@ -495,25 +493,6 @@ class _NodeOperator(mx.operator.CustomOp):
 #     require gradients'), which reached the user from their own `backward()` (issue 24). Such
 #     inputs' gradients are zero: they stay as attach_grad made them.
 _NOT_CONNECTED = "There are no inputs in computation graph that require gradients"
-# NOTE [zero-size values in a node's backward]
-#     A slice that keeps nothing (``F.slice(x, begin=(3,), end=(None,))`` of 3 rows) computes a
-#     (0, ...) array in a node's graph, whose forward MXNet runs (a sum over it is 0); its
-#     backward graph cannot be planned: MXNet 1.x reads the 0 as an unknown size and failed
-#     with its raw "Check failed: g.GetAttr<size_t>("shape_num_unknown_nodes") == 0U",
-#     naming nothing of the user's (eagerly MXNet refuses the slice itself). It is a
-#     ZeroSizeError naming the node and the user's line of the call that made it.
-_UNKNOWN_IN_BACKWARD = "shape_num_unknown_nodes"
-
-
-def _zero_size_backward(node):
-    kind, name = getattr(node, "kind", ""), node.spec.get("node") or ""
-    return ZeroSizeError(
-        "gluon_cf%s%s: its backward cannot pass through a value of zero size that its graph "
-        "computes (a slice or mask keeping nothing, as F.slice(x, begin=(3,), end=(None,)) of "
-        "3 rows): MXNet 1.x reads a 0 in a shape as an unknown size and cannot plan that "
-        "backward, eagerly either. Guard the computation with gluon_cf.cond on the number of "
-        "rows, or keep at least one row" % ("." + kind if kind else "", created_at(name)),
-        located=bool(created_at(name)))
 # NOTE [backward of a failed forward]
 #     MXNet's threaded engine skips an operation whose inputs carry a pending exception (an
 #     earlier operation's failure, not yet read) and passes that exception on to its outputs.
