@@ -76,7 +76,7 @@ from .shared_handles import private_leaves
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
                            graph_bytes_of, graph_step_bytes, nbytes as _nbytes, peak_bytes,
                            SEGMENTS_ALIVE, working_bytes)
-from .remat_record import (_leaf_name, closure_arrays, fresh, gradient_leaves,  # noqa: F401
+from .remat_record import (UNREAD, _leaf_name, closure_arrays, fresh, gradient_leaves,  # noqa: F401
                            live, live_integer, needs_gradient, record_handed, record_node,
                            states_needing_gradients)
 
@@ -586,7 +586,11 @@ class Loop:
                     prev = closure_grads[id(c)]
                     closure_grads[id(c)] = g if prev is None else prev + g
         self._check_mismatches(mismatches)
-        return data_grads + state_grads + [closure_grads.get(id(c)) for c in self.closure]
+        # (a parameter no step of an eager body read: NOTE [parameters no step reads] in
+        # remat_record.py; a node's inputs are its own arrays, whose gradient it passes on)
+        return data_grads + state_grads + [
+            UNREAD if self.eager and id(c) in closure_grads and closure_grads[id(c)] is None
+            else closure_grads.get(id(c)) for c in self.closure]
 
     def _check_leaves(self, reached, variables, names):
         refuse_unknown_leaves(reached, {_leaf_name(x) for x in variables} | set(names),

@@ -45,15 +45,52 @@ _alive: dict = {}
 _keys = itertools.count()
 
 
+class _Unread:
+    """What a remat backward gives for an input of its node that nothing it recomputed read
+    (NOTE [parameters no step reads])."""
+
+    def __repr__(self):
+        return "UNREAD"
+
+
+UNREAD = _Unread()
+
+# NOTE [parameters no step reads]
+#     Plain eager MXNet leaves the gradient of a marked array no recorded operator between it
+#     and the heads reads as it was, and its "fresh" flag too (``Trainer.step`` then warns,
+#     or skips it with ``ignore_stale_grad=True``). A remat node lists as inputs every array
+#     its body may read from its closure (``closure_arrays``: all of a block's parameters),
+#     and MXNet's backward marks every input variable fresh before it runs and hands each
+#     node a buffer for each input: a parameter no step (no call) read was written 0 and
+#     marked fresh, unlike the same code without remat. So a remat backward gives
+#     :data:`UNREAD` for such an input, and where the buffer MXNet hands is the array's own
+#     gradient buffer (the node is its only reader in the graph: MXNet sums several readers'
+#     buffers into it), :func:`record_node` leaves it unwritten and puts back the fresh flag
+#     the array had when the node was recorded; elsewhere it writes 0 (another reader writes
+#     the array's gradient, which is then fresh anyway). Hybridized, every parameter of the
+#     block's graph is written and fresh whatever reads it (MXNet's CachedOp), so gluon_cf
+#     writes 0 there (README, Recursion: "Parameters a step does not reach").
+
+
+def _data_pointer(array):
+    pointer = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
+    return pointer.value
+
+
 def record_node(inputs, outputs, backward):
     """Record ``outputs = f(inputs)`` as one autograd node whose gradient is
-    ``backward(out_grads)``: a list with one NDArray or None (zero) per input.
+    ``backward(out_grads)``: a list with one NDArray, None (zero) or :data:`UNREAD` (an input
+    nothing read: NOTE [parameters no step reads]) per input.
 
     MXNet's ``autograd.Function`` does this too, but its callback stops at the first input that
     needs no gradient (later inputs get none) and ignores ``grad_req='add'``; and its errors
     are printed rather than raised. Here an error reaches the user as its own exception
     (NOTE [error messages] in ``node.py``). ``outputs`` must not be recorded already."""
     key = next(_keys)
+    inputs = list(inputs)
+    # (an input's fresh flag when recorded: put back where nothing read it)
+    was_fresh = [x._fresh_grad if x.grad is not None else None for x in inputs]
 
     def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
         try:
@@ -63,9 +100,17 @@ def record_node(inputs, outputs, backward):
                                       writable=True) for i in range(num_igrads)]
             with autograd.pause(train_mode=bool(is_train)):
                 grads = backward(out_grads)
-                for dst, grad, req in zip(in_grads, grads, [reqs[i] for i in range(num_igrads)]):
+                for k, (dst, grad, req) in enumerate(
+                        zip(in_grads, grads, [reqs[i] for i in range(num_igrads)])):
                     if req == 0:          # null
                         continue
+                    if grad is UNREAD:
+                        x = inputs[k]
+                        if x.grad is not None and \
+                                _data_pointer(dst) == _data_pointer(x.grad):
+                            x._fresh_grad = was_fresh[k]
+                            continue
+                        grad = None
                     if grad is None:
                         if req != 3:
                             dst[:] = 0
@@ -255,7 +300,8 @@ def record_handed(inputs, outputs, backward, where):
                      for o in outputs]
         with autograd.pause(train_mode=train_mode):
             grads = backward(out_grads)
-        pairs = [(x, g) for x, g, w in zip(inputs, grads, wanted) if w and g is not None]
+        pairs = [(x, g) for x, g, w in zip(inputs, grads, wanted)
+                 if w and g is not None and g is not UNREAD]
         for x, g in pairs:
             if x.grad is not None:
                 x.grad[:] += g

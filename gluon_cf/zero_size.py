@@ -51,7 +51,10 @@ def _invoke(handle, ndargs, *rest):
 def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operator is 2 up)
     if not getattr(_state, "depth", 0) or not ndargs:
         return _original_invoke(handle, ndargs, *rest)
-    op = sys._getframe(2).f_code.co_name        # MXNet's generated function: the op
+    frame = sys._getframe(2)       # MXNet's generated function: the op (past wrappers of
+    while frame.f_code.co_name == "_invoke" and frame.f_back is not None:   # _invoke's)
+        frame = frame.f_back
+    op = frame.f_code.co_name
     empty = [k for k, a in enumerate(ndargs) if 0 in shape_or_no_element(a)]
     crashing = crashing_zero_size(op, [a.shape for a in ndargs]) if empty else []
     if crashing:
@@ -62,6 +65,15 @@ def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operato
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 return _original_invoke(handle, ndargs, *rest)
         out = _original_invoke(handle, ndargs, *rest)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        if not empty and op not in _VALUE_SHAPED and any(0 in o.shape for o in outs):
+            # (NOTE [zero-size values computed inside a graph] in graph/cached_graph.py): read
+            # here, MXNet's failure to compute it would surface later, naming nothing
+            try:
+                for o in outs:
+                    o.wait_to_read()
+            except mx.MXNetError:
+                raise _made(op, user_location(), [a.shape for a in ndargs]) from None
         if op == "boolean_mask":
             try:
                 out.shape   # noqa: B018 - read for MXNet's error
@@ -94,6 +106,21 @@ def shape_or_no_element(array):
         if error is None:
             raise
         raise error from None
+
+
+# The generated functions of the operators whose output shape depends on values: a zero-size
+# result of theirs is computed (a boolean_mask keeping no row)
+_VALUE_SHAPED = {"boolean_mask", "nonzero", "unique"}
+
+
+def _made(op, where, shapes):
+    return ZeroSizeError(
+        "gluon_cf: %s%s computes a zero-size array from inputs of shapes %s in an op's body "
+        "run eagerly; MXNet 1.x reads a 0 in a shape as an unknown size and cannot compute it "
+        "(\"Check failed: delay_alloc\", at the next read), nor its backward. Guard the "
+        "computation with gluon_cf.cond on the number of rows, or keep at least one row"
+        % (op, " at %s" % where if where else "", ", ".join(str(s) for s in shapes)),
+        located=where is not None)
 
 
 def _refused(op, where, empty, err):

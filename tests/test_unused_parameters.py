@@ -3,7 +3,8 @@ eager Python recursion (README: Recursion, "Parameters a step does not reach").
 
 MXNet 1.9.1's ``Trainer.step`` raises a ``UserWarning`` for a parameter whose gradient
 ``backward`` did not write since the last step (``ignore_stale_grad=True`` skips it). Eagerly
-a parameter the step's calls never read is such a one, as in plain Python. Hybridized, every
+a parameter the step's calls never read is such a one, as in plain Python, with remat too
+(NOTE [parameters no step reads]); also an eager remat loop's. Hybridized, every
 parameter of the block's graph is written by ``backward`` (MXNet marks every variable of the
 recorded graph): gluon_cf writes 0 into those no call read (``add``: adds nothing), which is
 their gradient; so SGD steps equal eager ones, and Adam's (whose momentum moves a parameter
@@ -144,17 +145,87 @@ def test_hybridized_unread_parameters_get_a_zero_gradient(mode, remat):
 @pytest.mark.parametrize("remat", [False, True])
 def test_eager_unread_parameters_are_stale_as_in_plain_python(remat):
     """Eagerly a parameter no call reads is left as plain Python leaves it: not written, and
-    Trainer.step refuses it unless told to skip it. (remat=True: every parameter the body may
-    read is an input of each call's node, so it is written, 0, as hybridized.)"""
-    net = make(remat)
+    Trainer.step refuses it unless told to skip it; with remat=True too (every parameter the
+    body may read is an input of the calls' nodes: it was written 0 and marked fresh, NOTE
+    [parameters no step reads]). Buffers filled with 7 before each backward; batches of
+    several trees (outermost calls) and of one."""
+    net, want = make(remat), make()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
-    _step(net, ("batched", True), [1, 2])
-    fresh = {_short(k): p.list_data()[0]._fresh_grad for k, p in net.collect_params().items()}
-    assert fresh == {"leaf_weight": True, "leaf_bias": True, "c0_weight": remat,
-                     "c0_bias": remat, "c1_weight": remat, "c1_bias": remat}
-    if not remat:
-        with pytest.raises(UserWarning, match="has not been updated by backward"):
-            trainer.step(1)
+    for roots in BATCHES:
+        for p in list(net.collect_params().values()) + list(want.collect_params().values()):
+            p.grad()[:] = 7
+        _step(net, ("batched", True), roots)
+        _step(want, None, roots)
+        for (k, p), q in zip(net.collect_params().items(), want.collect_params().values()):
+            fresh = q.list_data()[0]._fresh_grad
+            assert p.list_data()[0]._fresh_grad == fresh, (roots, k)
+            np.testing.assert_allclose(p.grad().asnumpy(), q.grad().asnumpy(), rtol=1e-5,
+                                       atol=1e-6, err_msg="%s %s" % (roots, k))
+        if roots == [1, 2]:
+            assert not net.c0.weight.list_data()[0]._fresh_grad
+            assert (net.c0.weight.grad().asnumpy() == 7).all()
+            with pytest.raises(UserWarning, match="has not been updated by backward"):
+                trainer.step(1)
+        for p in list(net.collect_params().values()) + list(want.collect_params().values()):
+            p.list_data()[0]._fresh_grad = False   # (as step)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_eager_remat_steps_equal_plain_python(optimizer):
+    """Adam skips a stale parameter (ignore_stale_grad) and moves a fresh one whose gradient
+    is 0: eager remat takes plain Python's steps, which differ from those reading every
+    parameter (checked)."""
+    want = train(None, optimizer)
+    if optimizer == "adam":
+        every = train(None, optimizer, read_all=True)
+        assert np.abs(want["c1_weight"] - every["c1_weight"]).max() > 1e-3
+    assert_same(train("eager", optimizer, remat=True), want, "eager remat")
+
+
+class RematLoop(gluon.Block):
+    """An eager remat foreach whose steps read ``b`` only where the row's sum is over 100."""
+
+    def __init__(self, remat, **kwargs):
+        super().__init__(**kwargs)
+        self.remat = remat
+        with self.name_scope():
+            self.a = gluon.nn.Dense(2, in_units=2, prefix="a_")
+            self.b = gluon.nn.Dense(2, in_units=2, prefix="b_")
+
+    def forward(self, xs, h, extra):
+        def step(x, states):
+            layer = self.b if float(x.sum().asscalar()) > 100 else self.a
+            h = mx.nd.tanh(layer(states[0]) + x)
+            return h, [h]
+        outs, _ = gluon_cf.foreach(step, xs, [h], remat=self.remat)
+        return outs.sum() + (self.b(h + 1).sum() if extra else 0)
+
+
+@pytest.mark.parametrize("extra", [False, True], ids=["b_unread", "b_read_after"])
+@pytest.mark.parametrize("big", [False, True], ids=["small_rows", "a_big_row"])
+def test_eager_remat_loop_leaves_unread_parameters_as_plain_python(big, extra):
+    """A parameter no step reads: left as it was and not fresh, as without remat; read by a
+    step or after the loop: the same gradient as without remat, fresh."""
+    xs = np.random.RandomState(1).rand(3, 1, 2).astype("float32")
+    if big:
+        xs[1] += 200
+    grads = []
+    for remat in (False, True):
+        mx.random.seed(0)
+        net = RematLoop(remat)
+        net.initialize(mx.init.Uniform(0.5))
+        for p in net.collect_params().values():
+            p.grad()[:] = 7
+        with autograd.record():
+            y = net(mx.nd.array(xs), mx.nd.zeros((1, 2)), extra)
+        y.backward()
+        grads.append({_short(k): (p.grad().asnumpy(), p.list_data()[0]._fresh_grad)
+                      for k, p in net.collect_params().items()})
+    plain, remat = grads
+    assert plain["b_weight"][1] == (big or extra)
+    for k in plain:
+        assert remat[k][1] == plain[k][1], k
+        np.testing.assert_allclose(remat[k][0], plain[k][0], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 @pytest.mark.parametrize("mode", ["eager"] + MODES, ids=str)

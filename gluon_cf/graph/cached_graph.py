@@ -17,8 +17,8 @@ from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
 from ..errors import ZeroSizeError
 from ..zero_size import shape_or_no_element
-from ..operators import (CRASH_DETAIL, INDEX_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR,
-                         crashing_zero_size, describe_node)
+from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, SAME_WHEN_EMPTY,
+                         SOURCE_ATTR, crashing_zero_size, describe_node)
 from .operator_errors import graph_operator_error, operator_error
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
@@ -62,9 +62,14 @@ class CachedGraph(CachedOpPair):
         super().__init__(symbol)
         self.origins = origins or {}
         self._nodes = None
+        # input shapes -> the names of the nodes computing a zero-size array from them
+        # (NOTE [zero-size values computed inside a graph])
+        self._zero_size_nodes: Dict[tuple, frozenset] = {}
 
     def __call__(self, *args, out=None):
-        if not self.constant and any(0 in shape_or_no_element(a) for a in args):
+        shapes = () if self.constant else tuple(shape_or_no_element(a) for a in args)
+        if not self.constant and (any(0 in s for s in shapes) or
+                                  self.zero_size_nodes(shapes)):
             outputs = self._op_by_op(args)
             if out is None:
                 return outputs
@@ -79,6 +84,30 @@ class CachedGraph(CachedOpPair):
                 raise
             raise ours from None
 
+    def zero_size_nodes(self, shapes):
+        """The names of the nodes that compute a zero-size array from inputs of ``shapes``
+        (none of them zero-size), by MXNet's shape inference, once per shapes."""
+        known = self._zero_size_nodes.get(shapes)
+        if known is None:
+            known = frozenset()
+            ops = [n["op"] for n in self._json_nodes()]
+            if any(_may_make_zero_size(op) for op in ops) and \
+                    not any(op == "Custom" or op in DYNAMIC_SHAPE_OPS for op in ops):
+                names = set(self.symbol.list_arguments())
+                try:
+                    internals = self.symbol.get_internals()
+                    _, outs, _ = internals.infer_shape_partial(**{
+                        n: s for n, s in zip(self.symbol.list_inputs(), shapes) if n in names})
+                    known = frozenset(name[:-len("_output")] for name, shape in
+                                      zip(internals.list_outputs(), outs or ())
+                                      if shape and 0 in shape)
+                except mx.MXNetError:
+                    pass
+            if len(self._zero_size_nodes) >= 1024:
+                self._zero_size_nodes.clear()
+            self._zero_size_nodes[shapes] = known
+        return known
+
     def _json_nodes(self):
         if self._nodes is None:
             js = json.loads(self.symbol.tojson())
@@ -89,6 +118,7 @@ class CachedGraph(CachedOpPair):
         nodes = self._json_nodes()
         by_name = dict(zip(self.symbol.list_inputs(), args))
         values, origin = {}, {}   # entry -> NDArray; entry -> what made it zero-size
+        made_here = self.zero_size_nodes(tuple(shape_or_no_element(a) for a in args))
         for nid, n in enumerate(nodes):
             if n["op"] == "null":
                 values[(nid, 0)] = by_name[n["name"]]
@@ -109,6 +139,13 @@ class CachedGraph(CachedOpPair):
                 with mx.autograd.pause(train_mode=mx.autograd.is_training()) if unrecorded \
                         else contextlib.nullcontext():
                     out = invoke(n["op"], inputs, visible_attrs(n))
+                if n["name"] in made_here and not any(0 in x.shape for x in inputs):
+                    # (MXNet makes its shape, and computes it or fails, "delay_alloc", later)
+                    try:
+                        for o in out:
+                            o.wait_to_read()
+                    except mx.MXNetError:
+                        raise _zero_size_made(n, inputs) from None
             except mx.MXNetError as err:
                 empty = [(k, e) for k, e in enumerate(entries) if 0 in values[e].shape]
                 if not empty:
@@ -123,6 +160,8 @@ class CachedGraph(CachedOpPair):
                 values[(nid, k)] = o
                 if made is not None:
                     origin[(nid, k)] = made
+                elif 0 in o.shape:     # (made here from inputs of some size: a slice)
+                    origin[(nid, k)] = origin_of(n)
         return [values[h] for h in self._heads]
 
 
@@ -156,6 +195,43 @@ def origin_of(node):
     if node["op"] == "null":
         return "input %r" % node["name"]
     return "the result of %s%s" % (node["op"], at)
+
+
+# NOTE [zero-size values computed inside a graph]
+#     A slice keeping nothing (``F.slice(x, begin=(3,), end=(None,))`` of 3 rows) makes a
+#     zero-size array inside a graph whose inputs are not: a CachedOp ran it or failed
+#     ("Check failed: delay_alloc") depending on the calls before, and its backward could not
+#     be planned ("shape_num_unknown_nodes"), MXNet's raw messages. Where MXNet's shape
+#     inference gives a node of the graph a zero-size output for the call's input shapes,
+#     the graph's operators run one by one as for a zero-size input (NOTE [zero-size calls]),
+#     as eager code does: MXNet computes the array (``repeat`` of 0) or fails ("delay_alloc",
+#     a slice: its MKLDNN kernel), and then the operator making it is a ZeroSizeError naming
+#     it and the user's line, on every call. Inferred once per input shapes, and only for graphs holding an operator
+#     that can make such an array (``_ZERO_SIZE_MAKERS``: a slice ...; the rest cost no
+#     inference); graphs holding Custom operators (gluon_cf nodes) are not inferred here.
+
+
+# Words in the names of the operators that can make an array with a zero dimension from
+# arrays of some size (slices, crops, splits, tiles, repeats, pads, reshapes, broadcasts): a
+# graph holding none is not inferred for it (a graph per call shape costs an inference)
+_ZERO_SIZE_MAKERS = ("slice", "crop", "split", "tile", "repeat", "pad", "reshape", "broadcast")
+
+
+def _may_make_zero_size(op):
+    name = op.lower()
+    return any(word in name for word in _ZERO_SIZE_MAKERS)
+
+
+def _zero_size_made(node, inputs):
+    """ZeroSizeError for operator ``node`` (a JSON node) making a zero-size array from
+    ``inputs`` of some size (NOTE [zero-size values computed inside a graph])."""
+    return ZeroSizeError(
+        "gluon_cf: %s computes a zero-size array from inputs of shapes %s; MXNet 1.x reads a "
+        "0 in a shape as an unknown size and cannot compute it, eagerly either (\"Check "
+        "failed: delay_alloc\"), nor its backward. Guard the computation with gluon_cf.cond "
+        "on the number of rows, or keep at least one row"
+        % (describe_node(node), ", ".join(str(x.shape) for x in inputs)),
+        located=SOURCE_ATTR in node.get("attrs", {}))
 
 
 def _zero_size_error(node, inputs, empty, err):

@@ -181,6 +181,11 @@ class CondRule(registry.Rule):
         return shapes, _merge_branch_shapes(then_out, else_out)
 
     def infer_type(self, node, in_types):
+        if in_types[0] is None:
+            # An unknown predicate is float32, as MXNet 1.9.1's CondType makes its cond_func's
+            # output (``cond_out_type = {0}``: inferred back into the predicate's inputs). A
+            # known one keeps its dtype: MXNet refuses all but float32, gluon_cf takes any.
+            in_types = [np.float32] + list(in_types[1:])
         then_in, then_out = node.graphs["then"].infer_type(in_types)
         else_in, else_out = node.graphs["else"].infer_type(in_types)
         # The branches' outputs are one set of dtypes: what one branch decides, the other's

@@ -104,6 +104,11 @@ def forward_into(node, inputs, out_data, is_train):
             any(0 in a.shape for a in inputs):
         return None   # checked and reported by the rule's forward
     row_shapes = [d.shape[1:] for d in data]
+    slot_shapes = row_shapes + [a.shape for a in inputs[nd_:]]
+    if body.cached_op().zero_size_nodes(tuple(slot_shapes[s] for s in body.slots)):
+        # a step computes a zero-size array: the rule's forward runs it operator by operator
+        # (NOTE [zero-size values computed inside a graph] in graph/cached_graph.py)
+        return None
     recording = mx.autograd.is_recording()
     # Which slot values autograd recorded (marked inputs; a view of one is too): a call is
     # recorded when one of its inputs is, and then so are all its outputs. Asked of the inputs

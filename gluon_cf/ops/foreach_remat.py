@@ -74,6 +74,9 @@ def forward_into(node, inputs, out_data, is_train):
     if length == 0 or any(d.shape[0] != length for d in inputs[:nd_]) or \
             any(0 in a.shape for a in inputs):
         return None   # checked and reported by the rule's forward
+    slot_shapes = [d.shape[1:] for d in inputs[:nd_]] + [a.shape for a in inputs[nd_:]]
+    if body.cached_op().zero_size_nodes(tuple(slot_shapes[s] for s in body.slots)):
+        return None   # (NOTE [zero-size values computed inside a graph] in graph/cached_graph.py)
     loop = IntoLoop(node, inputs, out_data)
     loop.run_forward(is_train)
     outputs = _remat.fresh(out_data)

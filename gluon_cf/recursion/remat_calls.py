@@ -121,6 +121,41 @@ def wanted(fn) -> bool:
                                is not None) and getattr(_remat._inside, "loop", None) is None
 
 
+class _Gate:
+    """One node recorded before the remat calls' nodes, whose outputs they take for the
+    closure arrays, so that its backward runs after theirs: it gives a closure array no call
+    read :data:`UNREAD` (NOTE [parameters no step reads] in ``remat_record.py``: its gradient
+    is then left as plain Python leaves it, where the calls' nodes would have written 0).
+    The outermost calls of one thread share it while its outputs are on the tape (a batch's
+    trees, each an outermost call: one reader of each parameter)."""
+
+    _cache = threading.local()
+
+    def __init__(self, closure, training):
+        self.closure, self.training, self.read = closure, training, set()
+        self.outputs = _remat.fresh(closure)
+        if closure:
+            with autograd.record(train_mode=training):
+                _remat.record_node(closure, self.outputs, self.backward)
+
+    @classmethod
+    def of(cls, closure, training):
+        gates = cls._cache.__dict__.setdefault("gates", {})
+        key = tuple(id(c) for c in closure)
+        gate = gates.get(key)
+        if gate is None or gate.training != training or \
+                any(a is not b for a, b in zip(gate.closure, closure)) or \
+                not all(_node.recorded(o) for o in gate.outputs):
+            if len(gates) >= 16:   # (they hold parameters: those of old blocks go)
+                gates.clear()
+            gate = gates[key] = cls(closure, training)
+        return gate
+
+    def backward(self, out_grads):
+        read, self.read = self.read, set()   # (the calls' backward runs again first)
+        return [g if id(c) in read else _remat.UNREAD for c, g in zip(self.closure, out_grads)]
+
+
 class _Root:
     """What the calls below one outermost remat call share."""
 
@@ -128,6 +163,7 @@ class _Root:
         self.where = where
         self.training = autograd.is_training()
         self.closures: dict = {}   # RecursiveFunction -> its closure arrays
+        self.gates: dict = {}      # RecursiveFunction -> _Gate: what its calls take for them
         self.checked: set = set()  # functions whose recomputed graph's operators were checked
         self.pending = 0           # calls whose backward has not run
         self.flags: list = []      # comparisons not checked yet (Call._check_values)
@@ -137,6 +173,12 @@ class _Root:
         if fn not in self.closures:
             self.closures[fn] = _remat.closure_arrays(fn.fn)
         return self.closures[fn]
+
+    def gated(self, fn):
+        """What the calls' nodes of ``fn`` take for its closure arrays (:class:`_Gate`)."""
+        if fn not in self.gates:
+            self.gates[fn] = _Gate.of(self.closure(fn), self.training)
+        return self.gates[fn]
 
     def at(self):
         return " at %s" % self.where if self.where else ""
@@ -308,7 +350,8 @@ class Call:
         """The node's inputs: live arguments, closure arrays, nested calls' results (unique)."""
         seen, inputs = set(), []
         for a in ([a for a, live in zip(self.args, self.live) if live] +
-                  self.root.closure(self.fn) + [o for c in self.children for o in c.outputs]):
+                  self.root.gated(self.fn).outputs +
+                  [o for c in self.children for o in c.outputs]):
             if id(a) not in seen:
                 seen.add(id(a))
                 inputs.append(a)
@@ -323,8 +366,8 @@ class Call:
             if live:
                 copy.attach_grad()
                 pairs.append((real, copy))
-        closure = self.root.closure(self.fn)
-        pairs += [(c, c) for c in closure]
+        gate = self.root.gated(self.fn)
+        pairs += list(zip(gate.outputs, gate.closure))
         for child in self.children:
             child.leaves = [o.copy() for o in child.saved]
             for real, leaf in zip(child.outputs, child.leaves):
@@ -361,6 +404,7 @@ class Call:
             _remat.refuse_unknown_leaves(reached, leaves, "gluon_cf.recursive%s" % self.root.at(),
                                          repr(self.fn.name), "Pass them as arguments")
             used = [leaves[n] for n in sorted(reached) if n in leaves]
+            gate.read.update(id(leaf) for _, leaf in used)
             if used:
                 values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
                                        [g for _, g in keep], train_mode=self.root.training)

@@ -65,6 +65,19 @@ class CallTreesConverter(Converter):
                 node.func, starred[0].value, keywords, ast.Constant(self.where(node)),
                 ast.Tuple(elts=node.args[:at], ctx=ast.Load()),
                 ast.Tuple(elts=node.args[at + 1:], ctx=ast.Load())]), node)
+        if starred and getattr(node.func, "attr", None) in _JOINING and \
+                all(k.arg is not None for k in node.keywords):
+            # F.concat(*a, *b, dim=0), F.stack(*tail) of a list bound to another name: which
+            # parts are collected lists is known at run time (NOTE [autograph lists])
+            keywords = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
+                                values=[k.value for k in node.keywords])
+            return ast.copy_location(runtime_call("unpacked_parts", [
+                node.func,
+                ast.Tuple(elts=[a.value if isinstance(a, ast.Starred) else a
+                                for a in node.args], ctx=ast.Load()),
+                ast.Tuple(elts=[ast.Constant(isinstance(a, ast.Starred)) for a in node.args],
+                          ctx=ast.Load()),
+                keywords, ast.Constant(self.where(node))]), node)
         # The functions and methods it calls, `helper(x)`, `self.method(x)`, `obj.step(h)`,
         # are converted when called if they are user code (NOTE [autograph calls]).
         if isinstance(node.func, ast.Name) and node.func.id in ITERATING:

@@ -360,8 +360,9 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
     step: NOTE [autograph lists]). ``list_names``: the lists' names (NOTE [an exception
     leaving a loop])."""
     keep_item, lists, count = item is not None, list(lists), len(values)
+    items_count = None
     if isinstance(iterable, StepList):    # (its items, or its rows: NOTE [autograph lists])
-        iterable = iterable.iterable(where)
+        iterable, items_count = iterable.iterable(where)
     stop = [names.index(name) for name in stop if name in names]
     kept = list(kept) or [False] * len(lists)
     if not one_output(iterable):
@@ -430,6 +431,20 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
             return step_rows(result[count:], where), carried.arrays(new) + \
                 ([states[-1] + 1] if counted else [])
         setattr(step, NO_STEP_ON_EMPTY_DATA, True)   # NOTE [a foreach of no step]
+        if items_count is not None:
+            # a collected list that may hold no item while its rows are one (a slice
+            # dropping items, appends under a tensor condition): the loop runs where it holds
+            # one, else its variables keep their values (NOTE [autograph lists])
+            if counted:
+                raise AutographError(
+                    f"{where}: this loops over a list a loop on a tensor appended to, which "
+                    f"may hold no item (how many is known only when the graph runs), and "
+                    f"{'appends to a list' if lists else 'carries no array'}; loop over "
+                    f"F.stack(*items) where it surely holds an item")
+            final = cond(items_count > 0, lambda: list(foreach(
+                step, iterable, arrays, name=node_name(where, "for"))[1]),
+                lambda: list(arrays), name=node_name(where, "for_items"))
+            return carried.rebuild(list(final))
         rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
                               name=node_name(where, "for"))
         final = list(final)

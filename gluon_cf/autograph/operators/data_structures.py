@@ -17,8 +17,15 @@ NOTE [autograph lists]
     slices, ``reversed`` and iteration are Python's on the list of its rows; otherwise a slice
     of step 1 whose bounds are both from the start or both from the end is a StepList of the
     rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
-    ``reversed`` the rows reversed, a ``for`` over it a graph loop over its rows, and ``len``,
-    truth and other slices are AutographErrors at the line reading it; ``items[i]`` past what
+    a new StepList as Python's slice is a new list, ``reversed`` the rows reversed, a ``for``
+    over it a graph loop over its rows (under a cond on the count where its rows may stand
+    for no item), ``items + other``, ``items * k``, ``list(items)`` and ``items[:]`` new
+    StepLists, ``sum(items)`` the rows summed (checked when it may hold no item: Python's 0
+    is an int), and ``len``, truth and other slices are AutographErrors at the line reading
+    it (:meth:`StepList._unknown_length`). A call of ``F.stack``, ``F.concat`` or
+    ``F.add_n`` unpacking a list bound to another name or several lists
+    (``F.concat(*a, *b, dim=0)``) goes through ``list_parts.unpacked_parts``, which finds
+    the StepLists at run time; ``items[i]`` past what
     bounded loops can have appended is an IndexError at its line. In a ``for`` over a Python iterable with a ``break`` under a
     tensor ``if`` (a decoder over ``range(n)``), a step after the flag became a tensor runs
     with its flags cleared, its results count where no flag is set (a cond picks them or the
@@ -37,6 +44,8 @@ NOTE [autograph lists]
     AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
     condition.
 """
+import linecache
+
 import mxnet as mx
 
 from ...ops.cond import cond
@@ -220,6 +229,10 @@ class StepList:
         n = self.known_length(where)
         if n is not None:
             return self.rows_list(n, range(n)[index], where)
+        if index.step == -1 and index.start is None and index.stop is None:
+            # items[::-1]: a new list of the items backwards
+            return StepList(mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed")),
+                            self.count, self.where, self.most, self.least, self.stale)
         start, stop = index.start, index.stop
         if index.step not in (None, 1) or start is not None and stop is not None and \
                 (start < 0) != (stop < 0):
@@ -230,7 +243,7 @@ class StepList:
                 f"1 whose bounds are both from the start or both from the end are computed "
                 f"(items[-2:], items[1:], items[:3], items[:-1]), else index the stacked "
                 f"rows (F.stack(*items))")
-        out = self
+        out = self.copy()        # (a new list, as Python's slice: appending to it leaves this)
         if start is not None and start < 0:       # the last -start items, or all of them
             out = out._kept(-start, last=True, where=where)
             start = None
@@ -279,6 +292,57 @@ class StepList:
                         None if self.most is None else max(self.most - k, 0), least,
                         self.stale or least == 0)
 
+    def copy(self):
+        """A new list of the same items (``items[:]``, ``list(items)``, ``items.copy()``):
+        appending to it leaves this one as it is."""
+        return StepList(self.rows, self.count, self.where, self.most, self.least, self.stale)
+
+    def __add__(self, other):
+        """``items + other``: a new list of these items then ``other``'s (a collected list or
+        a list of arrays)."""
+        other = _as_step_list(other, self.where)
+        if other is None:
+            return NotImplemented
+        if isinstance(other, list):                 # (no item)
+            return self.copy()
+        return self.joined(other.rows, other.count, other.most, maybe_stale=other.stale)
+
+    def __iadd__(self, other):
+        """``items += other``: in place, as a list's (every name holding it sees it)."""
+        joined = self + other
+        if joined is NotImplemented:
+            return NotImplemented
+        self.rows, self.count, self.most = joined.rows, joined.count, joined.most
+        self.least, self.stale = joined.least, joined.stale
+        return self
+
+    def __radd__(self, other):
+        mine = _as_step_list(other, self.where)
+        if mine is None:
+            return NotImplemented
+        return self.copy() if isinstance(mine, list) else mine + self
+
+    def __mul__(self, times):
+        """``items * k``: the items k times over (no item for k <= 0, as Python's)."""
+        if not isinstance(times, int) or isinstance(times, bool):
+            return NotImplemented
+        if times <= 0:
+            return []
+        out = self.copy()
+        for _ in range(times - 1):
+            out = out + self
+        return out
+
+    __rmul__ = __mul__
+
+    def builtin_of_rows(self, name, where):
+        """``list(items)``, ``tuple(items)``: a new list of its items; ``sum(items)``: their
+        sum; where their number is known only when the graph runs (else NotImplemented:
+        Python's builtin iterates the items)."""
+        if name not in ("list", "tuple", "sum") or self.known_length(where) is not None:
+            return NotImplemented
+        return summed(self, where) if name == "sum" else self.copy()
+
     def __reversed__(self):
         """``reversed(items)``: the items backwards, the rows reversed (a list holding a row
         appended where a condition did not hold keeps that mark: its count is unchanged)."""
@@ -291,26 +355,26 @@ class StepList:
 
     def iterable(self, where):
         """What a ``for`` over the list iterates: its items where their number is known while
-        tracing, else its rows (a graph loop over them, as over a tensor)."""
+        tracing, else its rows (a graph loop over them, as over a tensor) and, where the
+        list may hold no item though its rows are one (``stale``), the count that
+        tells (the loop then runs under a cond on it)."""
         n = self.known_length(where)
         if n is not None:
-            return self.rows_list(n, range(n), where)
-        if self.stale:
-            raise AutographError(
-                f"{where}: this loops over a list that the loop at {region_at(self.where)} "
-                f"appended to (under a tensor condition, or a slice of it dropping items); how "
-                f"many items it holds is known only when the graph runs, and may be none, "
-                f"which a graph's loop over its rows cannot tell; loop over F.stack(*items) "
-                f"where it surely holds an item")
-        return self.rows
+            return self.rows_list(n, range(n), where), None
+        return self.rows, self.count if self.stale else None
 
     def _unknown_length(self, what):
         # (the line reading the list: the converted code's frame, under the user's file)
         here = user_location(2)
-        raise AutographError(f"{self.where}: a list this loop on a tensor appended to is "
-                             f"{what}, but how many items it holds is known only when the graph "
-                             f"runs; use F.stack(*items), F.concat(*items, dim=...), "
-                             f"F.add_n(*items) or items[i]" + (f" (at {here})" if here else ""))
+        if here:
+            path, _, line = here.rpartition(":")
+            here = f"{here}: {linecache.getline(path, int(line)).strip()}"
+        raise AutographError(
+            f"{here or self.where}: a list the loop on a tensor at {region_at(self.where)} "
+            f"appended to is {what}, but how many items it holds is known only when the "
+            f"graph runs; use F.stack(*items), F.concat(*items, dim=...), F.add_n(*items), "
+            f"sum(items), items[i] or a for over it, and for its length count the steps as "
+            f"an array in the loop (n = F.zeros((1,)) before it, n = n + 1 in it)")
 
     def __len__(self):
         n = self.known_length(user_location(2) or self.where)
@@ -323,6 +387,43 @@ class StepList:
         if n is None:
             self._unknown_length("tested for truth (if items: is len(items) > 0)")
         return n > 0
+
+    def __eq__(self, other):
+        # (a list's ==: lengths first, then the items; it was identity: `outs == []` was
+        # False hybridized whatever the loop appended, silently)
+        where = user_location(2) or self.where
+        n = self.known_length(where)
+        if n is None:
+            self._unknown_length("compared with == or !=")
+        return self.rows_list(n, range(n), where) == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
+
+    def __setitem__(self, index, value):
+        self._changed_in_place("items[i] = v", "items = items[:i] + [v] + items[i + 1:]")
+
+    def __delitem__(self, index):
+        self._changed_in_place("del items[i]", "items = items[:i] + items[i + 1:]")
+
+    def _changed_in_place(self, what, instead):
+        here = user_location(3)
+        if here:
+            path, _, line = here.rpartition(":")
+            here = f"{here}: {linecache.getline(path, int(line)).strip()}"
+        raise AutographError(
+            f"{here or self.where}: a list the loop on a tensor at {region_at(self.where)} "
+            f"appended to is changed in place by {what}, which its rows (one array) cannot "
+            f"be; make a new list: {instead}")
+
+    def extend(self, other):
+        """``items.extend(other)``: in place, as a list's, for a list of arrays or a collected
+        list (other iterables as ``list`` methods are: refused where unknown)."""
+        if _as_step_list(other, self.where) is None:
+            self._unknown_length("extended by something other than a list of arrays")
+        self += other
 
     def __getattr__(self, name):
         # list's other methods (pop, insert, extend, index, sort ...): the user's call names
@@ -340,6 +441,30 @@ class StepList:
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+def summed(items, where):
+    """``sum(items)`` of a collected list whose length only the graph's run knows: Python's
+    ``0 + item + item ...``, the rows summed. Where the list may hold no item (Python's 0, an
+    int, where a graph gives an array), it is checked when the graph runs."""
+    rows = items.rows
+    if items.least > 0:
+        return mx.sym.sum(rows, axis=0)
+    return checked_item(items.count, lambda: mx.sym.sum(rows, axis=0), 0,
+                        f"{where}: sum() of a list that may hold no item (Python's 0, an int; "
+                        f"a graph gives an array): the list",
+                        f"the loop at {region_at(items.where)} appended them; add the first "
+                        f"item outside the loop or use F.add_n(*items) where it holds one")
+
+
+def _as_step_list(value, where):
+    """``value`` as a StepList (a list of arrays stacked as its rows), ``[]`` for an empty
+    list, None for what is neither."""
+    if isinstance(value, StepList):
+        return value
+    if isinstance(value, list) and all(isinstance(v, mx.sym.Symbol) for v in value):
+        return StepList(mx.sym.stack(*value, axis=0), len(value), where) if value else []
+    return None
 
 
 def _slice_text(index):

@@ -63,6 +63,15 @@ def builtin(fn, where):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
+        # (looked up on the type: a user's object answering any attribute is no such list)
+        own = getattr(type(args[0]), "builtin_of_rows", None) if len(args) == 1 and \
+            not kwargs else None
+        if own is not None:
+            # a list a tensor loop collected, its length known when the graph runs: a new
+            # list of its items, their sum (NOTE [autograph lists])
+            result = own(args[0], name, where)
+            if result is not NotImplemented:
+                return result
         if name in _COMPARING and len(args) == 1 and not isinstance(
                 args[0], (mx.sym.Symbol, str, bytes, dict)):
             # (checked item by item as the builtin reads them: any() and all() stop early)
