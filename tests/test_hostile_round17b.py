@@ -2,6 +2,7 @@
 the round fixed, each on its own."""
 import mxnet as mx
 import numpy as np
+import pytest
 from mxnet import autograd, gluon
 
 import gluon_cf
@@ -44,3 +45,43 @@ def test_the_gradient_of_a_mask_also_summed_is_zero_not_uninitialised_memory():
             np.testing.assert_array_equal(x.grad.asnumpy(), want)
             np.testing.assert_allclose(y.asnumpy()[0], x.asnumpy()[np.array(mask) > 0].sum(0),
                                        rtol=1e-6)
+
+
+# ---- fixed: a mask of another length than the data, hybridized -------------------------------
+
+class MaskOfOtherLength(gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m, c):
+        kept = F.contrib.boolean_mask(x, m)
+
+        def body(row, states):
+            picked = F.contrib.boolean_mask(F.reshape(row, (-1, 1)), c)
+            return F.sum(picked, keepdims=True), [states[0] + F.sum(picked)]
+        outs, _ = gluon_cf.foreach(body, kept, [F.zeros((1,))])
+        return outs
+
+
+def test_a_mask_of_another_length_names_the_users_line():
+    """Was MXNet's own "Check failed: data.shape()[axis] == idx.shape()[0] (1 vs. 4)", no
+    line: gluon_cf runs a boolean_mask between the CachedOps of a graph on its own. Now at
+    the block's hybrid_forward (an operator of the block's own graph) or, in a body, at the
+    mask's line, on every such call."""
+    net = MaskOfOtherLength()
+    net.hybridize()
+    x = mx.nd.array(np.arange(12).reshape(4, 3))
+    ok = [mx.nd.array([1, 0, 1, 1]), mx.nd.array([0, 1, 1])]
+    want = np.array([[3.], [15.], [21.]])       # columns 1 and 2 of rows 0, 2 and 3
+    np.testing.assert_array_equal(net(x, *ok).asnumpy().reshape(3, 1), want)
+    line = next(k for k, text in enumerate(open(__file__), 1)
+                if "picked = F.contrib.boolean_mask(F.reshape(row" in text)
+    for _ in range(2):
+        with pytest.raises(ValueError) as outer:
+            net(x, mx.nd.array([1, 0, 1, 1, 0]), ok[1])
+        assert str(outer.value).startswith(__file__ + ":%d: hybrid_forward of block" % (
+            line - 4)) and "the mask (shape (5,)) must be 1-D with one element per row of the " \
+            "data (shape (4, 3)) along axis 0" in str(outer.value), outer.value
+        with pytest.raises(ValueError) as inner:
+            net(x, ok[0], mx.nd.array([1, 0, 0, 1]))
+        assert str(inner.value).startswith(__file__ + ":%d: _contrib_boolean_mask" % line) \
+            and "the mask (shape (4,)) must be 1-D with one element per row of the data " \
+            "(shape (3, 1))" in str(inner.value), inner.value
+    np.testing.assert_array_equal(net(x, *ok).asnumpy().reshape(3, 1), want)
