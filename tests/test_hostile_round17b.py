@@ -1,11 +1,16 @@
 """Issue 24 (items 2, 3, 4, 6, 7), seventeenth round (b): recursion, export and files; here what
 the round fixed, each on its own."""
+import warnings
+
 import mxnet as mx
 import numpy as np
 import pytest
 from mxnet import autograd, gluon
 
 import gluon_cf
+
+import hostile_harness
+from test_recursion_hostile2 import make, with_mode
 
 
 # ---- fixed: the gradient of a mask also used elsewhere ---------------------------------------
@@ -45,6 +50,50 @@ def test_the_gradient_of_a_mask_also_summed_is_zero_not_uninitialised_memory():
             np.testing.assert_array_equal(x.grad.asnumpy(), want)
             np.testing.assert_allclose(y.asnumpy()[0], x.asnumpy()[np.array(mask) > 0].sum(0),
                                        rtol=1e-6)
+
+
+# ---- fixed: a failed call of other shapes left the recursion's environment behind ----------
+
+class ChildLoopOverRoots(gluon.HybridBlock):
+    """A recursive function looping over a CSR node's children, mapped over the roots."""
+
+    def hybrid_forward(self, F, v, ptr, cidx, roots):
+        @gluon_cf.recursive(max_depth=12)
+        def node(k):
+            def func(j, acc):
+                return [], [j + 1, acc + node(F.take(cidx, j))]
+            _, (_, acc) = gluon_cf.while_loop(lambda j, acc: j < F.take(ptr, k + 1), func,
+                                              [F.take(ptr, k), F.zeros((1, 2))],
+                                              max_iterations=5)
+            return F.take(v, k) + F.tanh(acc)
+        hs, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+        return hs
+
+
+@pytest.mark.parametrize("executor", ["batched", "unbatched"])
+def test_a_call_failing_on_other_shapes_leaves_the_recursion_usable(executor):
+    """Was: after a call whose data had one more axis (refused at the user's line), the next
+    call of the shapes seen before recursed until RecursionDepthError (with the default
+    max_depth, 80 s): the function table's last-seen environment was the failed call's, and
+    the cached call's bodies were inferred with it. A call's recursion node now sets it."""
+    # node 0's children are 1 to 4; roots 0, 3, 0
+    arrays = [np.random.RandomState(13).uniform(-1, 1, (5, 2)).astype(np.float32),
+              np.array([0, 4, 4, 4, 4, 4], np.float32), np.array([1, 2, 3, 4], np.float32),
+              np.array([0, 3, 0], np.float32)]
+    want = make(ChildLoopOverRoots)(*[mx.nd.array(a) for a in arrays]).asnumpy()
+    net = make(ChildLoopOverRoots)
+    net.hybridize()
+    deeper = [arrays[0][None]] + arrays[1:]
+    for call in (arrays, deeper, arrays, deeper, deeper, arrays, arrays):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # (row by row: a shared (1, 2) zeros per call)
+            got = hostile_harness._outcome(lambda: with_mode(executor, lambda: net(
+                *[mx.nd.array(a) for a in call]).asnumpy()))
+        if call is deeper:
+            assert isinstance(got[1], ValueError) and str(got[1]).startswith(__file__), got
+        else:
+            assert got[0] == "value", got
+            np.testing.assert_allclose(got[1], want, rtol=1e-6)
 
 
 # ---- fixed: a mask of another length than the data, hybridized -------------------------------
