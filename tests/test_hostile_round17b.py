@@ -524,6 +524,37 @@ def test_a_call_failing_on_other_shapes_leaves_the_recursion_usable(executor):
             np.testing.assert_allclose(got[1], want, rtol=1e-6)
 
 
+class ChildLoopOfRowWidth(gluon.HybridBlock):
+    """ChildLoopOverRoots with a carry as wide as the node's row: any width runs."""
+
+    def hybrid_forward(self, F, v, ptr, cidx, roots):
+        @gluon_cf.recursive(max_depth=12)
+        def node(k):
+            def func(j, acc):
+                return [], [j + 1, acc + node(F.take(cidx, j))]
+            _, (_, acc) = gluon_cf.while_loop(lambda j, acc: j < F.take(ptr, k + 1), func,
+                                              [F.take(ptr, k), F.zeros_like(F.take(v, k))],
+                                              max_iterations=5)
+            return F.take(v, k) + F.tanh(acc)
+        hs, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+        return hs
+
+
+def test_calls_of_two_environment_widths_in_turn_equal_eager():
+    """Was: rows of width 2, then 3, then 2 again: the third call (its inference cached)
+    recursed until RecursionDepthError, its bodies inferred with the width-3 environment."""
+    rng = np.random.RandomState(5)
+    tree = [np.array(a, np.float32) for a in ([0, 4, 4, 4, 4, 4], [1, 2, 3, 4], [0, 3, 0])]
+    net = ChildLoopOfRowWidth()
+    net.hybridize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for width in (2, 3, 2, 3, 2):
+            args = [mx.nd.array(a) for a in [rng.rand(5, width).astype(np.float32)] + tree]
+            np.testing.assert_allclose(net(*args).asnumpy(),
+                                       ChildLoopOfRowWidth()(*args).asnumpy(), rtol=1e-6)
+
+
 # ---- fixed: a mask of another length than the data, hybridized -------------------------------
 
 class MaskOfOtherLength(gluon.HybridBlock):
