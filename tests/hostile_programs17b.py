@@ -834,3 +834,224 @@ class NestedLoopsCollectInner(HybridBlock):
                 acc = acc * 0.5 + v
             outs.append(acc)
         return F.concat(*outs, dim=0)
+
+
+# ---- (a) more recursion ---------------------------------------------------------------------
+
+INT_FORESTS = tuple([f[0]] + [a.astype(np.int32) for a in f[1:]] for f in FORESTS)
+
+
+@program(*INT_FORESTS)
+class Int32IndexArrays(HybridBlock):
+    """left, right and roots as int32 arrays; a Dense combines."""
+
+    NO_GRAD = (1, 2, 3)
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.d = nn.Dense(3, in_units=3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i),
+                                 lambda: F.tanh(self.d(node(F.take(left, i)) -
+                                                       node(F.take(right, i)))))
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        return _plain_tree(F, x, left, right, roots, lambda h: h,
+                           lambda h, a, b: F.tanh(self.d(a - b)))
+
+
+@program(*FORESTS)
+class KeywordArgumentsOutOfOrder(HybridBlock):
+    """The recursive call passes its arguments by name, in another order than declared."""
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i, scale):
+            return gluon_cf.cond(
+                F.take(left, i) < 0, lambda: F.broadcast_mul(F.take(x, i), scale),
+                lambda: node(scale=scale * 0.5, i=F.take(left, i)) +
+                node(scale=scale * 2, i=F.take(right, i)))
+        return _rows_of(F, lambda r: node(scale=F.ones_like(F.reshape(r, (1,))), i=r), roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        lt, rt, n = _ids(left), _ids(right), x.shape[0]
+
+        def node(i, scale):
+            i = _row(i, n)
+            if lt[i] < 0:
+                return F.take(x, F.array([i])) * scale
+            return node(lt[i], scale * 0.5) + node(rt[i], scale * 2)
+        return F.concat(*[node(r, 1.0) for r in _ids(roots)], dim=0)
+
+
+@program(*FORESTS)
+class ArgumentReturnedAsIs(HybridBlock):
+    """A leaf returns its argument h unchanged (passed down from the root), so gradients
+    reach the roots' rows through the calls' arguments alone."""
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i, h):
+            return gluon_cf.cond(
+                F.take(left, i) < 0, lambda: h,
+                lambda: node(F.take(left, i), F.tanh(h + F.take(x, i))) *
+                node(F.take(right, i), h * 0.5))
+        return _rows_of(F, lambda r: node(r, F.take(x, r)), roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        lt, rt, n = _ids(left), _ids(right), x.shape[0]
+
+        def node(i, h):
+            i = _row(i, n)
+            if lt[i] < 0:
+                return h
+            return node(lt[i], F.tanh(h + F.take(x, F.array([i])))) * node(rt[i], h * 0.5)
+        return F.concat(*[node(r, F.take(x, F.array([_row(r, n)]))) for r in _ids(roots)],
+                        dim=0)
+
+
+@program(*FORESTS)
+class ForeachInsideEachCall(HybridBlock):
+    """Every call runs a stateful foreach over its node's three features."""
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i):
+            row = F.take(x, i)
+
+            def leaf():
+                def body(v, states):
+                    s = states[0] * 0.5 + v
+                    return s, [s]
+                outs, (s,) = gluon_cf.foreach(body, F.transpose(row), [F.zeros((1,))])
+                return F.broadcast_add(F.transpose(outs), s)
+            return gluon_cf.cond(F.take(left, i) < 0, leaf,
+                                 lambda: node(F.take(left, i)) - node(F.take(right, i)) * 0.5)
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        def leaf(h):
+            s, outs = F.zeros((1,)), []
+            for c in range(h.shape[1]):
+                s = s * 0.5 + h[0, c:c + 1]
+                outs.append(s)
+            return F.reshape(F.concat(*outs, dim=0), (1, -1)) + s
+        return _plain_tree(F, x, left, right, roots, leaf, lambda h, a, b: a - b * 0.5)
+
+
+@program(*FORESTS)
+class ThreeLeafKindsByValue(HybridBlock):
+    """Nested conds pick one of three leaf computations by the node's first value."""
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def node(i):
+            h = F.take(x, i)
+            first = F.slice_axis(h, axis=1, begin=0, end=1)
+
+            def leaf():
+                return gluon_cf.cond(
+                    F.sum(first) > 0.3, lambda: h * 3,
+                    lambda: gluon_cf.cond(F.sum(first) < -0.3, lambda: F.abs(h), lambda: h - 1))
+            return gluon_cf.cond(F.take(left, i) < 0, leaf,
+                                 lambda: F.maximum(node(F.take(left, i)), node(F.take(right, i))))
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        def leaf(h):
+            first = _scalar(h[0, 0])
+            return h * 3 if first > 0.3 else F.abs(h) if first < -0.3 else h - 1
+        return _plain_tree(F, x, left, right, roots, leaf, lambda h, a, b: F.maximum(a, b))
+
+
+@program(*FORESTS)
+class HelperFunctionWithoutRecursion(HybridBlock):
+    """A recursive function calls a second @recursive function that never recurses."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.d = nn.Dense(3, in_units=3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def squash(h):
+            return F.tanh(self.d(h))
+
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: squash(F.take(x, i)),
+                                 lambda: squash(node(F.take(left, i)) + node(F.take(right, i))))
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        return _plain_tree(F, x, left, right, roots, lambda h: F.tanh(self.d(h)),
+                           lambda h, a, b: F.tanh(self.d(a + b)))
+
+
+@program(*H0)
+class DecoderWithPerCallCounter(HybridBlock):
+    """A top-down decoder whose depth counter is built from the state (zeros_like): values
+    decide the tree and every operator acts row by row, so it batches."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.l = nn.Dense(4, in_units=4)
+
+    def hybrid_forward(self, F, h0):
+        @gluon_cf.recursive
+        def grow(h, depth):
+            score = F.sum(h, axis=1)
+
+            def expand():
+                a = grow(F.tanh(self.l(h)), depth + 1)
+                b = grow(F.tanh(self.l(h) * -1), depth + 1)
+                return h + a * 0.5 + b * 0.25
+            return gluon_cf.cond((score > -0.5) * (depth < 3), expand, lambda: h * 2)
+        hs, _ = gluon_cf.foreach(
+            lambda row, _: (grow(F.expand_dims(row, 0),
+                                 F.zeros_like(F.slice_axis(row, axis=0, begin=0, end=1))), []),
+            h0, [])
+        return F.reshape(hs, (-3, -2))
+
+    def plain_forward(self, F, h0):
+        def grow(h, depth):
+            if _scalar(F.sum(h)) > -0.5 and depth < 3:
+                return h + grow(F.tanh(self.l(h)), depth + 1) * 0.5 + \
+                    grow(F.tanh(self.l(h) * -1), depth + 1) * 0.25
+            return h * 2
+        return F.concat(*[grow(h0[k:k + 1], 0) for k in range(h0.shape[0])], dim=0)
+
+
+@program(*FORESTS)
+class LeafKeepsRowsAboveItsValue(HybridBlock):
+    """Each leaf keeps the rows of x whose first value exceeds its own (none for the
+    largest) and sums them into its row."""
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        first = F.slice_axis(x, axis=1, begin=0, end=1)
+
+        @gluon_cf.recursive
+        def node(i):
+            def leaf():
+                mine = F.take(first, i)
+                mask = F.reshape(F.broadcast_greater(first, mine), (-1,))
+                kept = F.contrib.boolean_mask(x, mask)
+                return F.take(x, i) + F.sum(kept, axis=0, keepdims=True) * 0.01
+            return gluon_cf.cond(F.take(left, i) < 0, leaf,
+                                 lambda: node(F.take(left, i)) + node(F.take(right, i)))
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        values = x.asnumpy()[:, 0]
+
+        def leaf(h):
+            keep = (values > _scalar(h[0, 0])).astype("float32").reshape(-1, 1)
+            return h + F.sum(x * F.array(keep), axis=0, keepdims=True) * 0.01
+        return _plain_tree(F, x, left, right, roots, leaf, lambda h, a, b: a + b)

@@ -119,7 +119,8 @@ EXPORTED = [programs.CollectedConcatOnAxisOne, programs.TwoEarlierItemsThenStack
             programs.MaskThenWhileOverKept, programs.ForeachMasksEachStepRow,
             programs.ThreeFunctionsInTurn, programs.RecursionUnderOuterCond,
             programs.Float64TreeWithDense, programs.DecoderCountsItsNodes,
-            programs.EvenOddLevelsOverChildLoop]
+            programs.EvenOddLevelsOverChildLoop, programs.Int32IndexArrays,
+            programs.ArgumentReturnedAsIs]
 
 
 @pytest.mark.parametrize("cls", EXPORTED, ids=lambda c: c.__name__)
@@ -241,6 +242,39 @@ def test_grad_req_add_accumulates_as_plain_python(cls):
         warnings.simplefilter("ignore")
         for mode in MODES:
             assert_same(_accumulated(cls, mode, calls), want, mode)
+
+
+def test_parameters_set_between_calls_are_read_by_the_next_call():
+    """``set_data`` on a Dense both recursive functions share, between hybridized calls:
+    each call equals a fresh eager block given the same weights."""
+    cls = programs.TwoFunctionsShareOneDense
+    args = [mx.nd.array(a) for a in programs.MIXED]
+    for mode in ("batched", "unbatched"):
+        net, eager = make(cls), make(cls)
+        net.hybridize()
+        for _ in range(3):
+            np.testing.assert_allclose(with_mode(mode, lambda: net(*args)).asnumpy(),
+                                       eager(*args).asnumpy(), rtol=1e-5, atol=1e-6)
+            weight = net.d.weight.data() * 0.5 + 0.1
+            net.d.weight.set_data(weight)
+            eager.d.weight.set_data(weight)
+
+
+def test_a_forest_of_no_tree_is_refused_at_the_users_line_and_the_block_goes_on():
+    cls = programs.TwoFunctionsShareOneDense
+    args = [mx.nd.array(a) for a in programs.MIXED]
+    empty = args[:3] + [mx.nd.array(np.zeros((0,), np.float32))]
+    for hybrid in (False, True):
+        net = make(cls)
+        if hybrid:
+            net.hybridize()
+        want = net(*args).asnumpy()
+        for _ in range(2):
+            with pytest.raises(ValueError, match="^gluon_cf.foreach at " +
+                               re.escape(hostile_programs14.__file__) + r":\d+.*(length 0|"
+                               r"zero-size array)"):
+                net(*empty)
+            np.testing.assert_array_equal(net(*args).asnumpy(), want)
 
 
 # ---- fixed: the gradient of a mask also used elsewhere ---------------------------------------
