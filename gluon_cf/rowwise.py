@@ -32,7 +32,7 @@ import ast
 import contextlib
 import json
 import threading
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import errors, registry
 from .operators import SOURCE_ATTR
@@ -529,15 +529,33 @@ def _internal_shapes(symbol, graph_json, shapes, rows):
     with batch_rows(rows if rows > 1 else None):
         _, out_shapes, _ = internals.infer_shape_partial(**shapes)
     by_entry: Dict[Tuple[int, int], Optional[Tuple[int, ...]]] = {}
-    seen: Dict[str, int] = {}   # name -> outputs of that node seen so far
-    node_id = {n["name"]: nid for nid, n in enumerate(graph_json["nodes"])}
-    for i, shape in enumerate(out_shapes or []):
-        name = internals[i].name
-        k = seen.get(name, 0)
-        seen[name] = k + 1
-        by_entry[(node_id[name], k)] = tuple(shape) if shape and all(d > 0 for d in shape) \
-            else None
+    for entry, shape in zip(_internal_entries(internals, graph_json["nodes"]), out_shapes or []):
+        by_entry[entry] = tuple(shape) if shape and all(d > 0 for d in shape) else None
     return by_entry
+
+
+def _internal_entries(internals, nodes):
+    """The entry ``(node id, output)`` of each output of ``internals``, in their order.
+
+    Names do not tell nodes apart: a Gluon block called twice in one body (``self.l(h)`` in
+    both children's calls of a decoder) makes two nodes of one name (``..._dense0_fwd``), so
+    the outputs are matched to the graph's nodes in order (MXNet lists internals in the
+    order of the graph's JSON), a node's next output being one of a name it has not given
+    yet. Were the two orders ever to disagree, the shapes are not used (unknown: the body
+    is not proved row-wise)."""
+    names = internals.list_outputs()
+    entries: List[Tuple[int, int]] = []
+    nid, given = -1, []
+    for i, output in enumerate(names):
+        name = internals[i].name
+        if nid < 0 or nodes[nid]["name"] != name or output in given:
+            nid = next((k for k in range(nid + 1, len(nodes)) if nodes[k]["name"] == name), None)
+            if nid is None:
+                return []
+            given = []
+        given.append(output)
+        entries.append((nid, len(given) - 1))
+    return entries
 
 
 def _walk(graph_json, flags, by_entry, rows):

@@ -120,7 +120,7 @@ EXPORTED = [programs.CollectedConcatOnAxisOne, programs.TwoEarlierItemsThenStack
             programs.ThreeFunctionsInTurn, programs.RecursionUnderOuterCond,
             programs.Float64TreeWithDense, programs.DecoderCountsItsNodes,
             programs.EvenOddLevelsOverChildLoop, programs.Int32IndexArrays,
-            programs.ArgumentReturnedAsIs]
+            programs.ArgumentReturnedAsIs, programs.DecoderWithPerCallCounter]
 
 
 @pytest.mark.parametrize("cls", EXPORTED, ids=lambda c: c.__name__)
@@ -587,6 +587,25 @@ def test_calls_of_two_environment_widths_in_turn_equal_eager():
             args = [mx.nd.array(a) for a in [rng.rand(5, width).astype(np.float32)] + tree]
             np.testing.assert_allclose(net(*args).asnumpy(),
                                        ChildLoopOfRowWidth()(*args).asnumpy(), rtol=1e-6)
+
+
+# ---- fixed: a block called twice in a body ------------------------------------------------
+
+def test_a_dense_called_for_both_children_batches():
+    """Was: "runs unbatched, row by row: operator FullyConnected ... has shapes that cannot
+    be inferred for a batch" (and export_onnx refused it): ``self.l(h)`` called for each
+    child makes two nodes named ``..._dense0_fwd``, and the batching check matched shapes
+    to nodes by name, leaving the first unknown. Now it batches, equal to plain Python."""
+    cls = programs.DecoderWithPerCallCounter
+    for k, arrays in enumerate(programs.PROGRAMS[cls]):
+        net = make(cls)
+        net.hybridize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = run(net, arrays)
+        assert not [w for w in caught if "row by row" in str(w.message)], \
+            [str(w.message) for w in caught]
+        assert_same(got, oracle(cls, k)[0][1], "input %d" % k)
 
 
 # ---- fixed: a mask of another length than the data, hybridized -------------------------------
