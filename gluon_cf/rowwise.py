@@ -32,7 +32,7 @@ import ast
 import contextlib
 import json
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from . import errors, registry
 from .operators import SOURCE_ATTR
@@ -539,23 +539,13 @@ def _internal_entries(internals, nodes):
 
     Names do not tell nodes apart: a Gluon block called twice in one body (``self.l(h)`` in
     both children's calls of a decoder) makes two nodes of one name (``..._dense0_fwd``), so
-    the outputs are matched to the graph's nodes in order (MXNet lists internals in the
-    order of the graph's JSON), a node's next output being one of a name it has not given
-    yet. Were the two orders ever to disagree, the shapes are not used (unknown: the body
-    is not proved row-wise)."""
-    names = internals.list_outputs()
-    entries: List[Tuple[int, int]] = []
-    nid, given = -1, []
-    for i, output in enumerate(names):
-        name = internals[i].name
-        if nid < 0 or nodes[nid]["name"] != name or output in given:
-            nid = next((k for k in range(nid + 1, len(nodes)) if nodes[k]["name"] == name), None)
-            if nid is None:
-                return []
-            given = []
-        given.append(output)
-        entries.append((nid, len(given) - 1))
-    return entries
+    the entries are the heads of the internals' own JSON (as export's ``_collect_shapes``
+    reads them), whose nodes are the graph's when their names are; otherwise none (the
+    shapes unknown: the body is not proved row-wise)."""
+    graph = json.loads(internals.tojson())
+    if [n["name"] for n in graph["nodes"]] != [n["name"] for n in nodes]:
+        return []
+    return [(nid, k) for nid, k, *_ in graph["heads"]]
 
 
 def _walk(graph_json, flags, by_entry, rows):
