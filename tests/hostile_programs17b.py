@@ -53,7 +53,7 @@ BAL = ((None, None), (None, (None, None)))
 # a forest mixing a single node, a balanced tree, a deep comb and a pair
 MIXED = forest([None, BAL, comb(25), (None, None)], seed=1)
 SINGLES = forest([None, None, None], seed=2)
-DEEP = forest([comb(60)], seed=3)
+DEEP = forest([comb(30)], seed=3)
 FORESTS = (MIXED, SINGLES, DEEP)
 
 
