@@ -21,6 +21,13 @@ SOURCE_ATTR = "__gcf_src__"
 DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_npi_nonzero",
                                "_npx_nonzero", "_npi_unique"})
 
+# Inputs of such operators that carry no gradient (a mask's values only select rows). MXNet
+# 1.9.1's boolean_mask backward never writes its index's gradient: where that index is also
+# used elsewhere (``count = F.sum(m)``), autograd adds the unwritten buffer, so eagerly (and
+# when gluon_cf runs the operator on its own) the mask's gradient is uninitialised memory,
+# where the hybridized graph gives 0. gluon_cf hands them over detached.
+NO_GRADIENT_INPUTS = {"_contrib_boolean_mask": (1,), "_npi_boolean_mask": (1,)}
+
 # The rank of such an operator's output: that of its input "data", or a fixed number. Lets a
 # shape rule catch cond branches that disagree in rank before anything runs.
 DYNAMIC_SHAPE_RANKS = {"_contrib_boolean_mask": "data", "_npi_boolean_mask": "data",

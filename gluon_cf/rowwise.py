@@ -529,15 +529,23 @@ def _internal_shapes(symbol, graph_json, shapes, rows):
     with batch_rows(rows if rows > 1 else None):
         _, out_shapes, _ = internals.infer_shape_partial(**shapes)
     by_entry: Dict[Tuple[int, int], Optional[Tuple[int, ...]]] = {}
-    seen: Dict[str, int] = {}   # name -> outputs of that node seen so far
-    node_id = {n["name"]: nid for nid, n in enumerate(graph_json["nodes"])}
-    for i, shape in enumerate(out_shapes or []):
-        name = internals[i].name
-        k = seen.get(name, 0)
-        seen[name] = k + 1
-        by_entry[(node_id[name], k)] = tuple(shape) if shape and all(d > 0 for d in shape) \
-            else None
+    for entry, shape in zip(_internal_entries(internals, graph_json["nodes"]), out_shapes or []):
+        by_entry[entry] = tuple(shape) if shape and all(d > 0 for d in shape) else None
     return by_entry
+
+
+def _internal_entries(internals, nodes):
+    """The entry ``(node id, output)`` of each output of ``internals``, in their order.
+
+    Names do not tell nodes apart: a Gluon block called twice in one body (``self.l(h)`` in
+    both children's calls of a decoder) makes two nodes of one name (``..._dense0_fwd``), so
+    the entries are the heads of the internals' own JSON (as export's ``_collect_shapes``
+    reads them), whose nodes are the graph's when their names are; otherwise none (the
+    shapes unknown: the body is not proved row-wise)."""
+    graph = json.loads(internals.tojson())
+    if [n["name"] for n in graph["nodes"]] != [n["name"] for n in nodes]:
+        return []
+    return [(nid, k) for nid, k, *_ in graph["heads"]]
 
 
 def _walk(graph_json, flags, by_entry, rows):

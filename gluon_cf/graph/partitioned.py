@@ -27,6 +27,7 @@ from ..executor import Parallel, done
 from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node
 from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin_of,
                            visible_attrs)
+from .operator_errors import operator_error
 from .shape_inference import (for_rule, infer_by_mxnet, learn, mxnet_infer_shape_partial,
                               run_time_dims)
 
@@ -168,7 +169,16 @@ class _RunTimeShapeCall(_OperatorCall):
             learn(shapes, e, registry.Dynamic(dims))
 
     def run(self, values, frame):
-        return done(list(invoke(self.op, [values[e] for e in self.in_entries], self.attrs)))
+        inputs = [values[e] for e in self.in_entries]
+        refused = _mask_refusal(self.op, self.attrs, inputs)
+        if refused is not None:
+            # in MXNet's words for a shape refused ("Error in operator n: Shape inconsistent"),
+            # which gluon_cf turns into an error at the user's line (a body's operator) or at
+            # the block's hybrid_forward; invoked on its own, MXNet's own check names no node
+            err = mx.MXNetError("Error in operator %s: Shape inconsistent, %s"
+                                % (self.node["name"], refused))
+            raise operator_error(self.node, inputs, err) or err
+        return done(list(invoke(self.op, inputs, self.attrs)))
 
     def no_element(self, values):
         """The ZeroSizeError of using an output that MXNet cannot hold, or None (NOTE [a
@@ -181,6 +191,19 @@ class _RunTimeShapeCall(_OperatorCall):
                 note_no_element(values[e].handle.value, str(error), error.located)
                 return error
         return None
+
+
+def _mask_refusal(op, attrs, inputs):
+    """What is wrong with a boolean_mask's data and mask of other lengths, or None."""
+    if op != "_contrib_boolean_mask" or len(inputs) != 2:
+        return None
+    data, mask = inputs
+    axis = int(attrs.get("axis", 0))
+    rows = data.shape[axis] if -len(data.shape) <= axis < len(data.shape) else None
+    if len(mask.shape) == 1 and rows == mask.shape[0]:
+        return None
+    return "the mask (shape %s) must be 1-D with one element per row of the data (shape %s) " \
+        "along axis %d" % (mask.shape, data.shape, axis)
 
 
 # NOTE [a one-dimensional result of no element]

@@ -103,6 +103,14 @@ class RecursionRule(registry.Rule):
     def forward(self, node, inputs, out_shapes, frame):
         n = node.spec["num_args"]
         context = RecursionContext(node, inputs[n:], frame.recursion if frame else None)
+        # This call's environment is the table's last seen from now on: a body inferred at
+        # run time keys its caches with it (InvokeRule.inference_key), and a call whose
+        # inference is cached (the block's signature seen before) infers the recursion node
+        # no more. Left as an earlier call of other shapes set it (one that failed), the
+        # next call's bodies were inferred for those shapes: calls with no base case reached.
+        table = _table(node.spec["namespace"], node)
+        table.env_shapes = list(context.env_shapes)
+        table.env_types = [np.dtype(t).type for t in context.env_dtypes]
         return (yield context.request(node.spec["entry"], inputs[:n], frame, 1))
 
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
