@@ -31,12 +31,9 @@ from test_recursion_hostile2 import _train, assert_same, make, run, with_mode
 FILES = [programs.__file__, hostile_programs14.__file__]   # (14: the foreach over the roots)
 MODES = ("eager", "batched", "unbatched")
 
-# Refused where it could run (found by this round, not fixed here): autograph's ``for t in
-# range(6)`` with a tensor ``break`` slices rows 0..5 of every input while hybridizing, so a
-# five-row input that breaks at step 3 fails in MXNet's shape check of slice_axis (end=6),
-# blaming "the shapes it combines".
-KNOWN = {programs.RangeOfTensorCollectsWithBreak: "range(6) with a tensor break slices all six "
-                                                   "rows while hybridizing"}
+# Refused where it could run, by program (none left: autograph's ``for t in range(6)`` with a
+# tensor ``break`` on five-row data, found by this round, runs since round 17's list changes).
+KNOWN: dict = {}
 
 
 def _plain(cls):

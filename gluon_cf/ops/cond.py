@@ -135,7 +135,10 @@ def _branch_shapes_or_error(graph, in_shapes):
 #     run on these inputs (running it raises that error: MXNet raises when it runs too), so
 #     declaring the other branch's shapes is never wrong. With an input shape unknown the
 #     error may be an artefact of the unknown dimension, and it is raised as before; both
-#     branches refusing is the then branch's error.
+#     branches refusing is the then branch's error. A branch refusing is raised, too, when
+#     the other's shapes are not known yet (its recursive call still being inferred): the
+#     refusing branch is then the base case, and setting it aside left the recursion with
+#     no path to a shape and an error naming no line of the user's.
 
 
 def _merge_branch_shapes(then_out, else_out):
@@ -164,9 +167,11 @@ class CondRule(registry.Rule):
         then_in, then_out, then_error = _branch_shapes_or_error(node.graphs["then"], in_shapes)
         else_in, else_out, else_error = _branch_shapes_or_error(node.graphs["else"], in_shapes)
         forced = registry.COND_BRANCH_SHAPES.get()
-        if then_error is not None and (else_error is not None or forced == "then"):
+        # A refusing branch is set aside only for a sibling whose shapes are known: one
+        # still pending (its recursive call being inferred) cannot stand in for it.
+        if then_error is not None and (else_out is None or forced == "then"):
             raise then_error
-        if else_error is not None and forced == "else":
+        if else_error is not None and (then_out is None or forced == "else"):
             raise else_error
         if then_out is None and else_out is None:
             raise PendingShape("both branches of cond")
