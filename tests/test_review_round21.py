@@ -1,0 +1,47 @@
+"""Review of round 17b (h21b): boolean_mask's mask gradient, per-call environments of a
+recursion, row-wise shapes by position."""
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+import gluon_cf
+
+
+def _masked_by_first_column(F, x):
+    m = F.reshape(F.slice_axis(x, axis=1, begin=0, end=1), (-1,))
+    kept = F.contrib.boolean_mask(x, m)
+    spread = F.broadcast_mul(F.expand_dims(m, 1), x * 3 + 1)   # the mask read elsewhere too
+    return (F.sum(kept) + F.sum(spread) * 0).reshape((1,))
+
+
+class MaskBesideACond(gluon.HybridBlock):
+    """A boolean_mask no gluon_cf node reads: the block ran as one CachedOp."""
+
+    def hybrid_forward(self, F, x):
+        c = gluon_cf.cond(F.sum(x) > 0, lambda: F.sum(x, keepdims=True).reshape((1,)),
+                          lambda: F.zeros((1,)))
+        return _masked_by_first_column(F, x) + c
+
+
+def test_a_mask_read_elsewhere_beside_a_node_gets_no_uninitialised_gradient():
+    """A hybridized block with a gluon_cf node that MXNet ran as one CachedOp added
+    boolean_mask's never-written mask gradient into x's column 0 (-1.04e34, 3.0 where 2.0):
+    a recorded call now runs partitioned, the mask detached, as numpy: x.grad is 1 + 1 on
+    the kept rows."""
+    rng = np.random.RandomState(0)
+    net = MaskBesideACond()
+    net.hybridize()
+    for _ in range(4):
+        xn = rng.rand(6, 4)
+        xn[[1, 4], 0] = 0
+        x = mx.nd.array(xn)
+        x.attach_grad()
+        with autograd.record():
+            y = net(x)
+        y.backward()
+        want = np.ones_like(xn)
+        want[xn[:, 0] != 0] += 1
+        np.testing.assert_array_equal(x.grad.asnumpy(), want)
+        np.testing.assert_allclose(y.asnumpy(), [xn[xn[:, 0] != 0].sum() + xn.sum()],
+                                   rtol=1e-5)
+        np.testing.assert_allclose(net(x).asnumpy(), y.asnumpy(), rtol=1e-6)   # (not recorded)
