@@ -45,3 +45,41 @@ def test_a_mask_read_elsewhere_beside_a_node_gets_no_uninitialised_gradient():
         np.testing.assert_allclose(y.asnumpy(), [xn[xn[:, 0] != 0].sum() + xn.sum()],
                                    rtol=1e-5)
         np.testing.assert_allclose(net(x).asnumpy(), y.asnumpy(), rtol=1e-6)   # (not recorded)
+
+
+class MaskedSumOfParameter(gluon.HybridBlock):
+    """The data of a boolean_mask is a leaf (a parameter), beside a while_loop counting."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.w = self.params.get("w", shape=(5, 3), init=mx.init.Uniform())
+
+    def hybrid_forward(self, F, x, m, w):
+        kept = F.contrib.boolean_mask(w, m)
+        count = F.sum(m, keepdims=True)
+        _, (_, h) = gluon_cf.while_loop(
+            lambda k, h: k < count, lambda k, h: ([], [k + 1, h + F.take(kept, k)]),
+            [F.zeros((1,)), F.zeros((1, 3))], max_iterations=6)
+        return h * x
+
+
+def test_a_masked_leaf_accumulates_its_gradient_on_every_row():
+    """grad_req='add' on the data of a boolean_mask gluon_cf runs: MXNet 1.9.1's kAddTo
+    kernel runs once per row, reading one element each, so w.grad was [[3, 0, 0], [0, 0, 0],
+    ...] after 3 steps where numpy says 3 on every kept row (row 0 alone, partly)."""
+    net = MaskedSumOfParameter()
+    net.initialize()
+    net.hybridize()
+    net.w.grad_req = "add"
+    mask = np.array([1, 0, 1, 0, 1])
+    x = mx.nd.array([[1.0, 2.0, 3.0]])
+    for _ in range(3):
+        with autograd.record():
+            y = net(x, mx.nd.array(mask))
+        y.backward()
+    w = net.w.data().asnumpy()
+    np.testing.assert_allclose(y.asnumpy(), w[mask > 0].sum(0, keepdims=True) * [1, 2, 3],
+                               rtol=1e-5)
+    want = np.zeros((5, 3))
+    want[mask > 0] = 3 * np.array([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(net.w.grad().asnumpy(), want)
