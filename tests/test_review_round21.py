@@ -83,3 +83,45 @@ def test_a_masked_leaf_accumulates_its_gradient_on_every_row():
     want = np.zeros((5, 3))
     want[mask > 0] = 3 * np.array([1.0, 2.0, 3.0])
     np.testing.assert_array_equal(net.w.grad().asnumpy(), want)
+
+
+def test_two_threads_calling_one_recursion_with_two_environment_widths():
+    """Was RecursionDepthError ("does it reach a base case?") in either thread: a call's
+    bodies inferred at run time read the table's last-seen environment, which the other
+    thread's call of another width had set meanwhile. Each call equals the eager block's,
+    forward and gradient."""
+    import threading
+    import warnings
+
+    from test_hostile_round17b import ChildLoopOfRowWidth
+    tree = [mx.nd.array(a) for a in ([0, 4, 4, 4, 4, 4], [1, 2, 3, 4], [0, 3, 0])]
+    inputs = {w: mx.nd.array(np.random.RandomState(w).rand(5, w)) for w in (2, 3)}
+
+    def call(net, v):
+        v = v.copy()
+        v.attach_grad()
+        with autograd.record():
+            y = net(v, *tree)
+        y.backward()
+        return y.asnumpy(), v.grad.asnumpy()
+
+    want = {w: call(ChildLoopOfRowWidth(), v) for w, v in inputs.items()}
+    net = ChildLoopOfRowWidth()
+    net.hybridize()
+    failures = []
+
+    def worker(width):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(6):
+                    for got, expected in zip(call(net, inputs[width]), want[width]):
+                        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        except Exception as err:    # (reported below, from the main thread)
+            failures.append("width %d: %s: %s" % (width, type(err).__name__, err))
+    threads = [threading.Thread(target=worker, args=(w,)) for w in (2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
