@@ -40,7 +40,7 @@ from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
-from .operators import DYNAMIC_SHAPE_OPS
+from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS
 from .shared_handles import own_handles
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
                              parameter_file_error)
@@ -59,6 +59,11 @@ class _Plan:
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.partitioned_shapes = set()   # data shapes for which a node refused
         self.always = self.has_nodes and self._fed_by_run_time_shapes()
+        # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
+        # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf
+        # hands the mask over detached (operators.NO_GRADIENT_INPUTS).
+        self.unwritten_gradients = self.has_nodes and any(
+            n["op"] in NO_GRADIENT_INPUTS for n in self.js["nodes"])
         self.partitioned = {}   # thread id -> PartitionedGraph
 
     def _fed_by_run_time_shapes(self):
@@ -135,8 +140,9 @@ def _run_built(self, args, lock):
     # hangs MXNet (NOTE [nested custom backward] in tests/test_remat_nesting.py).
     inline = _remat.running_body()
     with lock:
-        if (not plan.always and key not in plan.partitioned_shapes and not inline) or \
-                fmt != self._in_format:
+        partitioned = plan.always or key in plan.partitioned_shapes or inline or (
+            plan.unwritten_gradients and mx.autograd.is_recording())
+        if not partitioned or fmt != self._in_format:
             try:   # the CachedOp, as long as every node can declare its output shapes
                 return _original_call_cached_op(self, *args)
             except Exception as err:

@@ -28,6 +28,13 @@ DYNAMIC_SHAPE_OPS = frozenset({"_contrib_boolean_mask", "_npi_boolean_mask", "_n
 # where the hybridized graph gives 0. gluon_cf hands them over detached.
 NO_GRADIENT_INPUTS = {"_contrib_boolean_mask": (1,), "_npi_boolean_mask": (1,)}
 
+# Inputs whose gradient such an operator gets wrong when added into (grad_req 'add' on the
+# array passed): MXNet 1.9.1's boolean_mask backward launches its kAddTo kernel once per row
+# where it reads one element per thread, so only the first rows' first elements are added
+# (x.grad [1, 0, 0, 0, 0] where [1, 0, 1, 0, 1]). gluon_cf hands them over through a copy,
+# whose gradient the operator writes and the copy adds.
+NO_ADDED_GRADIENT_INPUTS = {"_contrib_boolean_mask": (0,), "_npi_boolean_mask": (0,)}
+
 # The rank of such an operator's output: that of its input "data", or a fixed number. Lets a
 # shape rule catch cond branches that disagree in rank before anything runs.
 DYNAMIC_SHAPE_RANKS = {"_contrib_boolean_mask": "data", "_npi_boolean_mask": "data",

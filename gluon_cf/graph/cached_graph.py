@@ -17,8 +17,9 @@ from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
 from ..errors import ZeroSizeError
 from ..zero_size import shape_or_no_element
-from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_GRADIENT_INPUTS,
-                         SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size, describe_node)
+from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_ADDED_GRADIENT_INPUTS,
+                         NO_GRADIENT_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size,
+                         describe_node)
 from .operator_errors import graph_operator_error, operator_error
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
@@ -45,6 +46,9 @@ def invoke(op, inputs, attrs):
         handle = _OP_HANDLES[op] = handle.value
     if op in NO_GRADIENT_INPUTS and mx.autograd.is_recording():
         inputs = [a.detach() if k in NO_GRADIENT_INPUTS[op] else a for k, a in enumerate(inputs)]
+    if op in NO_ADDED_GRADIENT_INPUTS and mx.autograd.is_recording():
+        inputs = [invoke("_copy", [a], {})[0] if k in NO_ADDED_GRADIENT_INPUTS[op] and
+                  0 not in a.shape else a for k, a in enumerate(inputs)]   # (SAME_WHEN_EMPTY)
     return _imperative_invoke(handle, inputs, list(attrs), list(attrs.values()), None, 0, 1)
 
 

@@ -47,7 +47,10 @@ _TYPES_LOCK = threading.RLock()
 #     * the environment's shapes and dtypes are given with the question by the recursion
 #       node's inference and by a schedule (each its own batch's), not read from the table's
 #       "last seen", which the other thread's batch may have set meanwhile; nested calls of
-#       the same inference read them from their thread.
+#       the same inference read them from their thread. What a call's bodies infer at run
+#       time reads the last environment its own thread set (its recursion node's forward):
+#       read from the table's, two threads calling one block with rows of widths 2 and 3
+#       inferred each other's bodies, recursing until RecursionDepthError.
 
 
 class _FunctionTable:
@@ -65,13 +68,22 @@ class _FunctionTable:
         self._take_env = None   # environment indices every function uses as take's table only
 
     env_shapes = property(lambda self: self._env("shapes"),
-                          lambda self, value: setattr(self, "_env_shapes", value))
+                          lambda self, value: self._see_env("shapes", value))
     env_types = property(lambda self: self._env("types"),
-                         lambda self, value: setattr(self, "_env_types", value))
+                         lambda self, value: self._see_env("types", value))
+
+    def _see_env(self, what, value):
+        # The last seen of all threads, and of this thread's calls: a thread reads its own
+        # (NOTE [one table, many threads]).
+        setattr(self, "_env_" + what, value)
+        setattr(self._local, "seen_" + what, value)
 
     def _env(self, what):
-        mine = getattr(self._local, "env_" + what, None)
-        return mine if mine is not None else getattr(self, "_env_" + what)
+        for mine in (getattr(self._local, "env_" + what, None),
+                     getattr(self._local, "seen_" + what, None)):
+            if mine is not None:
+                return mine
+        return getattr(self, "_env_" + what)
 
     def out_shapes(self, qname, arg_shapes, env=None):
         """Output shapes of ``qname`` for ``arg_shapes`` (``None`` entries while unknown), with
