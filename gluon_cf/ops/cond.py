@@ -1,5 +1,7 @@
 """``gluon_cf.cond``: run one of two functions depending on a one-element predicate."""
+import copy
 import json
+import weakref
 from typing import Callable
 
 import mxnet as mx
@@ -136,6 +138,51 @@ def _branch_shapes_or_error(graph, in_shapes):
 #     declaring the other branch's shapes is never wrong. With an input shape unknown the
 #     error may be an artefact of the unknown dimension, and it is raised as before; both
 #     branches refusing is the then branch's error.
+#     The refused branch's error is kept (per decoded node and input shapes) and raised when
+#     that branch is taken, before it runs: its run alone does not always fail. A nested
+#     node's checks are made by shape inference only (a ``while_loop`` whose loop variable
+#     grows: its run in the branch's graph of run-time shapes grew it, and the cond failed
+#     later with "output 0 has shape (32, 3) at run time", or, had the branch sliced it back
+#     to the declared shape, returned the values of a loop eager gluon_cf refuses).
+
+
+# decoded cond node -> {(branch, input shapes): the error its shape inference raised}
+_REFUSALS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_MAX_REFUSALS = 64      # per node (input shapes a graph was inferred for); the oldest goes
+
+
+def _shapes_key(shapes):
+    return tuple(None if s is None else tuple(s) for s in shapes)
+
+
+def _remember_refusals(node, in_shapes, errors):
+    """Keep the error of a branch that shape inference refused for these input shapes, for
+    its run: a nested node's checks (a ``while_loop``'s loop variable changing shape) are
+    made by shape inference only, and a run of the branch would not repeat them. NOTE [a
+    branch refusing its inputs]"""
+    table = _REFUSALS.get(node)
+    key = _shapes_key(in_shapes)
+    for role, error in errors.items():
+        if error is None:
+            if table is not None:
+                table.pop((role, key), None)
+            continue
+        if table is None:
+            table = _REFUSALS.setdefault(node, {})
+        if len(table) >= _MAX_REFUSALS:
+            del table[next(iter(table))]
+        table[(role, key)] = error
+
+
+def _refusal(node, role, shapes):
+    """A fresh copy of the error shape inference raised for branch ``role`` on inputs of
+    these ``shapes`` (it is raised when the branch is taken), or None."""
+    error = (_REFUSALS.get(node) or {}).get((role, _shapes_key(shapes)))
+    if error is None:
+        return None
+    fresh = copy.copy(error)
+    fresh.__traceback__ = None
+    return fresh
 
 
 def _merge_branch_shapes(then_out, else_out):
@@ -168,6 +215,7 @@ class CondRule(registry.Rule):
             raise then_error
         if else_error is not None and forced == "else":
             raise else_error
+        _remember_refusals(node, in_shapes, {"then": then_error, "else": else_error})
         if then_out is None and else_out is None:
             raise PendingShape("both branches of cond")
         then_out = then_out or else_out
@@ -211,6 +259,9 @@ class CondRule(registry.Rule):
             # (a graph of run-time shapes runs this outside MXNet's callbacks, which name it)
             _node.name_node(err, node)
             raise
+        refused = _refusal(node, taken, [x.shape for x in inputs])
+        if refused is not None:
+            raise refused
         return (yield node.graphs[taken].run(inputs, frame))
 
     def forward_batched(self, node, inputs, frame):

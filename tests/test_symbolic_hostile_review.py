@@ -1,0 +1,71 @@
+"""Review of the symbolic API round (session 21, h21r1): a ``cond`` whose untaken branch shape
+inference refuses (NOTE [a branch refusing its inputs]), checked against eager gluon_cf and
+MXNet's own ops."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_cf
+
+
+def _grown_while(F, x):
+    """A while_loop whose loop variable doubles its rows, sliced back to x's rows."""
+    grown = gluon_cf.while_loop(lambda s: F.sum(s) > -100,
+                                lambda s: ([], [F.concat(s, s, dim=0)]), [x],
+                                max_iterations=3)[1][0]
+    return F.slice_axis(grown, axis=0, begin=0, end=4)
+
+
+def _grown_foreach(F, x):
+    """A foreach whose state doubles its rows, sliced back to x's rows."""
+    grown = gluon_cf.foreach(lambda d, s: (d, F.concat(s, s, dim=0)), x, x)[1]
+    return F.slice_axis(grown, axis=0, begin=0, end=4)
+
+
+class _CondOverGrowth(gluon.HybridBlock):
+    def __init__(self, grow):
+        super().__init__()
+        self.grow = grow
+
+    def hybrid_forward(self, F, x):
+        return gluon_cf.cond(F.sum(x) > 0, lambda: x * 2, lambda: self.grow(F, x))
+
+
+@pytest.mark.parametrize("grow", [_grown_while, _grown_foreach])
+@pytest.mark.parametrize("record", [False, True])
+def test_a_taken_branch_whose_nested_loop_changes_shape_raises_as_eagerly(grow, record):
+    """The else branch's loop changes its variable's shape: shape inference refuses the
+    branch, eager gluon_cf refuses the loop. Taken, the hybridized branch ran the loop and
+    returned its sliced values ([-1, -1, -1]); it raises the loop's error now, on every call
+    taking it, while calls taking the then branch run as eagerly (the predicate flips)."""
+    net = _CondOverGrowth(grow)
+    net.hybridize(static_alloc=True)
+    x = mx.nd.ones((4, 3))
+    with pytest.raises(ValueError, match="changed from shape"):
+        _CondOverGrowth(grow)(-x)
+    for sign in (1, -1, 1, -1):
+        x = mx.nd.ones((4, 3)) * sign
+        x.attach_grad()
+        if sign < 0:
+            with pytest.raises(ValueError, match=r"\(4, 3\).*\(8, 3\)"):
+                with autograd.record(record):
+                    net(x).asnumpy()
+            continue
+        with autograd.record(record):
+            y = net(x)
+        np.testing.assert_array_equal(y.asnumpy(), x.asnumpy() * 2)
+        if record:
+            y.backward()
+            np.testing.assert_array_equal(x.grad.asnumpy(), np.full((4, 3), 2, np.float32))
+
+
+def test_a_symbol_executor_raises_the_refused_branchs_error_when_it_is_taken():
+    sym = _CondOverGrowth(_grown_while)(mx.sym.var("x"))
+    ex = sym.bind(mx.cpu(), {"x": mx.nd.ones((4, 3))})
+    np.testing.assert_array_equal(ex.forward()[0].asnumpy(), np.full((4, 3), 2, np.float32))
+    ex.arg_dict["x"][:] = -1
+    with pytest.raises(ValueError, match="loop variable"):
+        ex.forward()[0].asnumpy()
+    ex.arg_dict["x"][:] = 1
+    np.testing.assert_array_equal(ex.forward()[0].asnumpy(), np.full((4, 3), 2, np.float32))
