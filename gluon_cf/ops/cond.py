@@ -174,10 +174,10 @@ def _remember_refusals(node, in_shapes, errors):
         table[(role, key)] = error
 
 
-def _refusal(node, role, shapes):
+def _refusal(node, role, inputs):
     """A fresh copy of the error shape inference raised for branch ``role`` on inputs of
-    these ``shapes`` (it is raised when the branch is taken), or None."""
-    error = (_REFUSALS.get(node) or {}).get((role, _shapes_key(shapes)))
+    the shapes of ``inputs`` (it is raised when the branch is taken), or None."""
+    error = (_REFUSALS.get(node) or {}).get((role, _shapes_key([x.shape for x in inputs])))
     if error is None:
         return None
     fresh = copy.copy(error)
@@ -259,7 +259,7 @@ class CondRule(registry.Rule):
             # (a graph of run-time shapes runs this outside MXNet's callbacks, which name it)
             _node.name_node(err, node)
             raise
-        refused = _refusal(node, taken, [x.shape for x in inputs])
+        refused = _refusal(node, taken, inputs) if node in _REFUSALS else None
         if refused is not None:
             raise refused
         return (yield node.graphs[taken].run(inputs, frame))
