@@ -69,3 +69,34 @@ def test_a_symbol_executor_raises_the_refused_branchs_error_when_it_is_taken():
         ex.forward()[0].asnumpy()
     ex.arg_dict["x"][:] = 1
     np.testing.assert_array_equal(ex.forward()[0].asnumpy(), np.full((4, 3), 2, np.float32))
+
+
+class _DenseOrRefused(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, flatten=False)
+
+    def hybrid_forward(self, F, x, w):
+        return gluon_cf.cond(F.sum(x) > 0, lambda: self.dense(x), lambda: x - w)
+
+
+def test_a_refused_branch_leaves_a_deferred_parameter_of_the_other_branch_initialised():
+    """The else branch cannot run on x (4, 3) and w (3,); the then branch's Dense has a
+    deferred weight. The else branch's inputs are all known, so its refusal is kept and the
+    weight is inferred from the then branch (it failed: 'elemwise_sub refused its inputs');
+    the values are the eager block's, and taking the else branch raises its error."""
+    x, w = mx.nd.ones((4, 3)), mx.nd.ones(3)
+    net = _DenseOrRefused()
+    net.initialize(mx.init.Uniform(0.5))
+    net.hybridize()
+    got = net(x, w).asnumpy()
+    assert net.dense.weight.shape == (3, 3)
+    eager = _DenseOrRefused()
+    eager.initialize()
+    eager(x, w)
+    eager.dense.weight.set_data(net.dense.weight.data())
+    eager.dense.bias.set_data(net.dense.bias.data())
+    np.testing.assert_allclose(got, eager(x, w).asnumpy(), rtol=1e-6)
+    with pytest.raises(mx.MXNetError, match="refused its inputs"):
+        net(-x, w).asnumpy()

@@ -118,7 +118,9 @@ def _branch_shapes_or_error(graph, in_shapes):
     FInferShape) and runs the taken branch only, so a branch that cannot run on these inputs
     is an error only if it is taken (its run raises the same error then); the outputs are
     the other branch's. NOTE [a branch refusing its inputs]"""
-    known = all(s is not None and not registry.is_dynamic(s) for s in in_shapes)
+    # (only what the branch reads: the deferred weight of a Dense in the other branch is not)
+    known = all(in_shapes[k] is not None and not registry.is_dynamic(in_shapes[k])
+                for k in graph.slot_set)
     try:
         inputs, outputs = _branch_shapes(graph, in_shapes)
     except (mx.MXNetError, ValueError) as error:
@@ -135,8 +137,10 @@ def _branch_shapes_or_error(graph, in_shapes):
 #     branches' shapes; it refused the whole node. Now a branch that shape inference refuses
 #     with every input shape known takes no part in the node's output shapes: it can never
 #     run on these inputs (running it raises that error: MXNet raises when it runs too), so
-#     declaring the other branch's shapes is never wrong. With an input shape unknown the
-#     error may be an artefact of the unknown dimension, and it is raised as before; both
+#     declaring the other branch's shapes is never wrong. With the shape of an input the
+#     branch reads unknown the error may be an artefact of the unknown dimension, and it is
+#     raised as before (an unknown input the branch does not read, the deferred weight of a
+#     Dense in the other branch, leaves its error kept: Gluon initialises that weight); both
 #     branches refusing is the then branch's error.
 #     The refused branch's error is kept (per decoded node and input shapes) and raised when
 #     that branch is taken, before it runs: its run alone does not always fail. A nested
