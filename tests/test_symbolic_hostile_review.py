@@ -100,3 +100,40 @@ def test_a_refused_branch_leaves_a_deferred_parameter_of_the_other_branch_initia
     np.testing.assert_allclose(got, eager(x, w).asnumpy(), rtol=1e-6)
     with pytest.raises(mx.MXNetError, match="refused its inputs"):
         net(-x, w).asnumpy()
+
+
+S = mx.sym
+_X, _H, _W, _I = (S.var(n) for n in "xhwi")
+# programs whose nodes after the control flow are named by counters MXNet's ops also advance
+COUNTED_NAMES = {
+    "cond": lambda ops: ops.cond(S.sum(_H) > 0, lambda: _H * 2, lambda: _H),
+    "cond_reading_outer_values": lambda ops: ops.cond(S.sum(_H) > 0, lambda: _W * 2,
+                                                      lambda: _H * _W),
+    "cond_in_foreach": lambda ops: ops.foreach(
+        lambda d, s: (ops.cond(S.sum(d) > 0, lambda: d * s, lambda: d), s + 1), _X, _H),
+    "cond_in_while_loop": lambda ops: ops.while_loop(
+        lambda i, s: i < 3, lambda i, s: (s, [i + 1, ops.cond(S.sum(s) > 1, lambda: s * _W,
+                                                              lambda: s)]),
+        [_I, _H], max_iterations=3),
+}
+
+
+def _flat(value):
+    if isinstance(value, (list, tuple)):
+        return [s for item in value for s in _flat(item)]
+    return [value]
+
+
+@pytest.mark.parametrize("name", sorted(COUNTED_NAMES))
+def test_nodes_made_after_a_cond_are_named_as_after_mxnets(name):
+    """MXNet's cond copies its pred through an identity, which gluon_cf's did not count: the
+    user's ``identity`` after a cond was ``identity0`` where MXNet's is ``identity1``, so
+    ``get_internals()["identity1_output"]`` picked another node (or none)."""
+    observed = []
+    for ops in (mx.sym.contrib, gluon_cf):
+        with mx.name.NameManager() as names:
+            out = _flat(COUNTED_NAMES[name](ops))
+            tail = S.identity(out[0]) * 2
+            graph = S.Group(out + [tail])
+            observed.append((dict(names._counter), graph.get_internals().list_outputs()))
+    assert observed[0] == observed[1]

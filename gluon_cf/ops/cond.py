@@ -69,6 +69,9 @@ def _cond_symbolic(pred, then_func, else_func, name):
         raise ArgumentValueError("%s: pred must be a single Symbol, got a group of %d"
                                  % (op_at(OP), len(pred.list_outputs())))
     count_subgraph_names(name + "_pred", name + "_then", name + "_else")
+    # MXNet's cond copies pred into its subgraph through an identity: counted, so that the
+    # nodes made after it are named as MXNet names them (NOTE [node names])
+    mx.name.NameManager.current.get(None, "identity")
     then_g = _trace_branch("then_func", then_func)
     else_g = _trace_branch("else_func", else_func)
     for pending, other in ((then_g, else_g), (else_g, then_g)):
