@@ -111,6 +111,14 @@ COUNTED_NAMES = {
                                                       lambda: _H * _W),
     "cond_in_foreach": lambda ops: ops.foreach(
         lambda d, s: (ops.cond(S.sum(d) > 0, lambda: d * s, lambda: d), s + 1), _X, _H),
+    # (MXNet's foreach copies a state that is also an output through an identity)
+    "foreach_state_is_the_output": lambda ops: ops.foreach(
+        lambda d, s: (lambda h: (h, h))(S.tanh(d + s)), _X, _H),
+    "foreach_outputs_of_one_split": lambda ops: ops.foreach(
+        lambda d, s: (lambda parts: (parts[0], parts[1]))(S.split(S.concat(d, s, dim=0),
+                                                                  num_outputs=2, axis=0)),
+        _X, _H),
+    "foreach_of_inputs_swapped": lambda ops: ops.foreach(lambda d, s: (s, d), _X, _H),
     "cond_in_while_loop": lambda ops: ops.while_loop(
         lambda i, s: i < 3, lambda i, s: (s, [i + 1, ops.cond(S.sum(s) > 1, lambda: s * _W,
                                                               lambda: s)]),
@@ -126,9 +134,10 @@ def _flat(value):
 
 @pytest.mark.parametrize("name", sorted(COUNTED_NAMES))
 def test_nodes_made_after_a_cond_are_named_as_after_mxnets(name):
-    """MXNet's cond copies its pred through an identity, which gluon_cf's did not count: the
-    user's ``identity`` after a cond was ``identity0`` where MXNet's is ``identity1``, so
-    ``get_internals()["identity1_output"]`` picked another node (or none)."""
+    """MXNet's cond copies its pred through an identity, and its foreach a state that is also
+    an output, which gluon_cf's did not count: the user's ``identity`` after a cond was
+    ``identity0`` where MXNet's is ``identity1``, so ``get_internals()["identity1_output"]``
+    picked another node (or none)."""
     observed = []
     for ops in (mx.sym.contrib, gluon_cf):
         with mx.name.NameManager() as names:
