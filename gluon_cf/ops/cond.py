@@ -178,7 +178,7 @@ def _remember_refusals(node, in_shapes, errors):
             table = _REFUSALS.setdefault(node, {})
         if len(table) >= _MAX_REFUSALS:
             del table[next(iter(table))]
-        table[(role, key)] = error
+        table[(role, key)] = error.with_traceback(None)     # (its frames are not kept alive)
 
 
 def _refusal(node, role, inputs):
