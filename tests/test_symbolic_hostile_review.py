@@ -1,6 +1,9 @@
-"""Review of the symbolic API round (session 21, h21r1): a ``cond`` whose untaken branch shape
-inference refuses (NOTE [a branch refusing its inputs]), checked against eager gluon_cf and
-MXNet's own ops."""
+"""Review of the symbolic API round (session 21, h21r1), against eager gluon_cf and MXNet's own
+ops: a ``cond`` whose untaken branch shape inference refuses (NOTE [a branch refusing its
+inputs]), the names of the nodes made after a control-flow node (NOTE [node names]), and a
+Symbol given where a function is expected."""
+import re
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -146,3 +149,20 @@ def test_nodes_made_after_a_cond_are_named_as_after_mxnets(name):
             graph = S.Group(out + [tail])
             observed.append((dict(names._counter), graph.get_internals().list_outputs()))
     assert observed[0] == observed[1]
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_a_symbol_given_for_a_function_is_refused_at_the_line_as_an_ndarray(hybridize):
+    """``cond(p, x, lambda: x)`` (a forgotten lambda): eagerly 'then_func must be callable';
+    hybridized, x is a Symbol, callable to compose graphs: gluon_cf called it and said 'two
+    different outer values are both named 'data'' (MXNet's own cond: "key `data` is missing")."""
+    class Net(gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return gluon_cf.cond(F.sum(x) > 0, x, lambda: x)
+
+    net = Net()
+    if hybridize:
+        net.hybridize()
+    with pytest.raises(TypeError, match=r"at %s:\d+: then_func must be callable, got "
+                       r"(NDArray|Symbol); pass a function" % re.escape(__file__)):
+        net(mx.nd.ones((2, 3)))
