@@ -166,3 +166,23 @@ def test_a_symbol_given_for_a_function_is_refused_at_the_line_as_an_ndarray(hybr
     with pytest.raises(TypeError, match=r"at %s:\d+: then_func must be callable, got "
                        r"(NDArray|Symbol); pass a function" % re.escape(__file__)):
         net(mx.nd.ones((2, 3)))
+
+
+def test_exporting_a_cond_whose_branch_cannot_run_names_the_branchs_line():
+    """Gluon runs the cond while its then branch is taken; ONNX's If holds both branches, so
+    the export refuses, leading with the line of the branch that cannot run (it named only
+    MXNet's node, 'c0__minus0')."""
+    from gluon_cf.export import export_onnx
+
+    class Net(gluon.HybridBlock):
+        def hybrid_forward(self, F, x, w):
+            return gluon_cf.cond(F.sum(x) > 0, lambda: x * 2,
+                                 lambda: x - w)     # (4, 3) - (3,): a Symbol's - refuses
+
+    net = Net()
+    net.hybridize()
+    example = [np.ones((4, 3), np.float32), np.ones(3, np.float32)]
+    np.testing.assert_array_equal(net(*map(mx.nd.array, example)).asnumpy(), example[0] * 2)
+    with pytest.raises(ValueError, match=r"^%s:\d+: export_onnx: MXNet cannot infer the "
+                       r"model's shapes.*Incompatible attr" % re.escape(__file__)):
+        export_onnx(net, example)
