@@ -159,7 +159,7 @@ _MAX_REFUSALS = 64      # per node (input shapes a graph was inferred for); the 
 
 
 def _shapes_key(shapes):
-    return tuple(None if s is None else tuple(s) for s in shapes)
+    return tuple(s if s is None or registry.is_dynamic(s) else tuple(s) for s in shapes)
 
 
 def _remember_refusals(node, in_shapes, errors):
