@@ -187,9 +187,10 @@ def _refusal(node, role, inputs):
     error = (_REFUSALS.get(node) or {}).get((role, _shapes_key([x.shape for x in inputs])))
     if error is None:
         return None
-    fresh = copy.copy(error)
-    fresh.__traceback__ = None
-    return fresh
+    try:
+        return copy.copy(error)     # (each raise its own: name_node adds to its message)
+    except Exception:  # noqa: BLE001 - an exception type that cannot be copied: itself
+        return error
 
 
 def _merge_branch_shapes(then_out, else_out):
