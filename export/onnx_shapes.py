@@ -73,7 +73,10 @@ def shape_plan(sym, params, examples, dims):
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
         except (mx.MXNetError, ValueError) as err:
             if run == "example":
-                raise ValueError(f"export_onnx: MXNet cannot infer the model's shapes for the "
+                # (a cond's branch that cannot run on these inputs, run by Gluon until taken,
+                # is an error here: ONNX's If holds both branches; its line leads)
+                raise ValueError(f"{_source_of_failing_node(sym, err)}export_onnx: MXNet "
+                                 f"cannot infer the model's shapes for the "
                                  f"example inputs {base}: {mxnet_message(first_line(err))}") from None
             raise ValueError(
                 f"{_source_of_failing_node(sym, err)}export_onnx: the model's shapes do not "

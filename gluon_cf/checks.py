@@ -9,9 +9,13 @@ from .operators import user_location
 
 def check_callable(op, **funcs):
     for what, fn in funcs.items():
-        if not callable(fn):
-            raise TypeError("%s: %s must be callable, got %s"
-                            % (op_at(op), what, type(fn).__name__))
+        # (a Symbol is callable, to compose graphs: cond(p, x, ...) called x() and failed far
+        # away, "two different outer values are both named 'x'"; an NDArray is refused here)
+        if not callable(fn) or isinstance(fn, mx.sym.Symbol):
+            raise TypeError("%s: %s must be callable, got %s%s"
+                            % (op_at(op), what, type(fn).__name__,
+                               "; pass a function (lambda: x for a branch returning x)"
+                               if isinstance(fn, (mx.sym.Symbol, mx.nd.NDArray)) else ""))
 
 
 class ArrayTypeError(TypeError, AssertionError):

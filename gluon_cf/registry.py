@@ -40,6 +40,9 @@ def mxnet_node_name(kind):
 #     default names: ``output`` for a node of one output, else ``output0``, ``output1``...
 #     Before, ``mx.sym.Custom(name=...)`` applied the Prefix a second time
 #     (``net0_net0_foreach0_out0``).
+#     The identities MXNet's ops put in their subgraphs and gluon_cf's need not (a cond's pred; a
+#     foreach state that is also an output) are counted all the same, so that the nodes made
+#     after a control-flow node are named as after MXNet's (``identity1``, not ``identity0``).
 _MXNET_NODE_NAMES = {"cond": "_cond", "foreach": "_foreach", "while_loop": "_while_loop"}
 
 

@@ -1,5 +1,7 @@
 """``gluon_cf.cond``: run one of two functions depending on a one-element predicate."""
+import copy
 import json
+import weakref
 from typing import Callable
 
 import mxnet as mx
@@ -67,6 +69,9 @@ def _cond_symbolic(pred, then_func, else_func, name):
         raise ArgumentValueError("%s: pred must be a single Symbol, got a group of %d"
                                  % (op_at(OP), len(pred.list_outputs())))
     count_subgraph_names(name + "_pred", name + "_then", name + "_else")
+    # MXNet's cond copies pred into its subgraph through an identity: counted, so that the
+    # nodes made after it are named as MXNet names them (NOTE [node names])
+    mx.name.NameManager.current.get(None, "identity")
     then_g = _trace_branch("then_func", then_func)
     else_g = _trace_branch("else_func", else_func)
     for pending, other in ((then_g, else_g), (else_g, then_g)):
@@ -116,7 +121,9 @@ def _branch_shapes_or_error(graph, in_shapes):
     FInferShape) and runs the taken branch only, so a branch that cannot run on these inputs
     is an error only if it is taken (its run raises the same error then); the outputs are
     the other branch's. NOTE [a branch refusing its inputs]"""
-    known = all(s is not None and not registry.is_dynamic(s) for s in in_shapes)
+    # (only what the branch reads: the deferred weight of a Dense in the other branch is not)
+    known = all(in_shapes[k] is not None and not registry.is_dynamic(in_shapes[k])
+                for k in graph.slot_set)
     try:
         inputs, outputs = _branch_shapes(graph, in_shapes)
     except (mx.MXNetError, ValueError) as error:
@@ -133,12 +140,60 @@ def _branch_shapes_or_error(graph, in_shapes):
 #     branches' shapes; it refused the whole node. Now a branch that shape inference refuses
 #     with every input shape known takes no part in the node's output shapes: it can never
 #     run on these inputs (running it raises that error: MXNet raises when it runs too), so
-#     declaring the other branch's shapes is never wrong. With an input shape unknown the
-#     error may be an artefact of the unknown dimension, and it is raised as before; both
+#     declaring the other branch's shapes is never wrong. With the shape of an input the
+#     branch reads unknown the error may be an artefact of the unknown dimension, and it is
+#     raised as before (an unknown input the branch does not read, the deferred weight of a
+#     Dense in the other branch, leaves its error kept: Gluon initialises that weight); both
 #     branches refusing is the then branch's error. A branch refusing is raised, too, when
 #     the other's shapes are not known yet (its recursive call still being inferred): the
 #     refusing branch is then the base case, and setting it aside left the recursion with
 #     no path to a shape and an error naming no line of the user's.
+#     The refused branch's error is kept (per decoded node and input shapes) and raised when
+#     that branch is taken, before it runs: its run alone does not always fail. A nested
+#     node's checks are made by shape inference only (a ``while_loop`` whose loop variable
+#     grows: its run in the branch's graph of run-time shapes grew it, and the cond failed
+#     later with "output 0 has shape (32, 3) at run time", or, had the branch sliced it back
+#     to the declared shape, returned the values of a loop eager gluon_cf refuses).
+
+
+# decoded cond node -> {(branch, input shapes): the error its shape inference raised}
+_REFUSALS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_MAX_REFUSALS = 64      # per node (input shapes a graph was inferred for); the oldest goes
+
+
+def _shapes_key(shapes):
+    return tuple(s if s is None or registry.is_dynamic(s) else tuple(s) for s in shapes)
+
+
+def _remember_refusals(node, in_shapes, errors):
+    """Keep the error of a branch that shape inference refused for these input shapes, for
+    its run: a nested node's checks (a ``while_loop``'s loop variable changing shape) are
+    made by shape inference only, and a run of the branch would not repeat them. NOTE [a
+    branch refusing its inputs]"""
+    table = _REFUSALS.get(node)
+    key = _shapes_key(in_shapes)
+    for role, error in errors.items():
+        if error is None:
+            if table is not None:
+                table.pop((role, key), None)
+            continue
+        if table is None:
+            table = _REFUSALS.setdefault(node, {})
+        if len(table) >= _MAX_REFUSALS:
+            del table[next(iter(table))]
+        table[(role, key)] = error.with_traceback(None)     # (its frames are not kept alive)
+
+
+def _refusal(node, role, inputs):
+    """A fresh copy of the error shape inference raised for branch ``role`` on inputs of
+    the shapes of ``inputs`` (it is raised when the branch is taken), or None."""
+    error = (_REFUSALS.get(node) or {}).get((role, _shapes_key([x.shape for x in inputs])))
+    if error is None:
+        return None
+    try:
+        return copy.copy(error)     # (each raise its own: name_node adds to its message)
+    except Exception:  # noqa: BLE001 - an exception type that cannot be copied: itself
+        return error
 
 
 def _merge_branch_shapes(then_out, else_out):
@@ -173,6 +228,7 @@ class CondRule(registry.Rule):
             raise then_error
         if else_error is not None and (then_out is None or forced == "else"):
             raise else_error
+        _remember_refusals(node, in_shapes, {"then": then_error, "else": else_error})
         if then_out is None and else_out is None:
             raise PendingShape("both branches of cond")
         then_out = then_out or else_out
@@ -221,6 +277,9 @@ class CondRule(registry.Rule):
             # (a graph of run-time shapes runs this outside MXNet's callbacks, which name it)
             _node.name_node(err, node)
             raise
+        refused = _refusal(node, taken, inputs) if node in _REFUSALS else None
+        if refused is not None:
+            raise refused
         return (yield node.graphs[taken].run(inputs, frame))
 
     def forward_batched(self, node, inputs, frame):

@@ -186,11 +186,23 @@ def _check_lengths(lengths, where=None, num_out=None):
 #     F.contrib.boolean_mask(x, m)`` whose mask keeps nothing).
 
 
+def _count_state_copies(body_g, num_out):
+    """Count the identity MXNet 1.9.1's foreach copies a new state through when it is also an
+    output (``return h, [h]``), as gluon_cf's body needs none: the nodes made after the loop
+    are named as MXNet names them (NOTE [node names])."""
+    outputs, states = body_g.out_value
+    out_names = {o.name for o in flatten(outputs, "gluon_cf.foreach", "outputs")[0]}
+    for k, state in enumerate(flatten(states, "gluon_cf.foreach", "states")[0]):
+        if state.name in out_names and body_g.symbol[num_out + k].name == state.name:
+            mx.name.NameManager.current.get(None, "identity")
+
+
 def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_ok=False):
     num_data, num_states = len(flat_data), len(flat_states)
     count_subgraph_names(name)
     body_g = trace(OP, "body", num_data + num_states, lambda vs: step(vs, num_data))
     num_out = body_g.num_outputs - num_states
+    _count_state_copies(body_g, num_out)
     captured, slot_of = merge_captures(OP, [body_g], first_slot=num_data + num_states,
                                        walk_order=True)
     spec = {"graphs": {"body": body_g.spec(range(num_data + num_states), slot_of)},
