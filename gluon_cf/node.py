@@ -34,7 +34,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
-from . import executor, registry
+from . import _names, executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
 from .errors import NAMED_AT, SymbolFileError
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
@@ -292,7 +292,7 @@ def make_node(kind, inputs, spec, name, where=None):
     """The outputs of a new node of ``kind``, named as MXNet names its own (NOTE [node names]).
     ``where``: ``"file:line"`` of the user's call that made it, for messages about the node."""
     hint = name if name in NAMED_AT else registry.mxnet_node_name(kind) or name or kind
-    name = mx.name.NameManager._current.value.get(None, hint)
+    name = _names.name_manager().get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
     if where is not None:
         if len(_CREATED_AT) >= _MAX_CREATED_AT:     # the oldest half goes (a bounded memory)

@@ -5,8 +5,8 @@ import os
 import re
 from typing import Dict, Tuple
 
-import mxnet as mx
 
+from .._names import name_manager
 from ..errors import NAMED_AT
 
 
@@ -65,7 +65,7 @@ def op_name(where, kind):
     values both named' one name (issue 24). The count is the trace's own (a block's name
     scope starts a new one), so a graph's names are the same on every trace."""
     hint = node_name(where, kind)
-    counter = mx.name.NameManager.current._counter     # NameManager.get(None, hint)'s count
+    counter = name_manager()._counter     # NameManager.get(None, hint)'s count
     count = counter.get(hint, 0)
     counter[hint] = count + 1
     return f"{hint}{count}"

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import node as _node, registry, rowwise
 from ..executor import Frame, Parallel
+from .._names import name_manager
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
                        merge_captures, pending_shapes, trace, user_location)
@@ -71,7 +72,7 @@ def _cond_symbolic(pred, then_func, else_func, name):
     count_subgraph_names(name + "_pred", name + "_then", name + "_else")
     # MXNet's cond copies pred into its subgraph through an identity: counted, so that the
     # nodes made after it are named as MXNet names them (NOTE [node names])
-    mx.name.NameManager.current.get(None, "identity")
+    name_manager().get(None, "identity")
     then_g = _trace_branch("then_func", then_func)
     else_g = _trace_branch("else_func", else_func)
     for pending, other in ((then_g, else_g), (else_g, then_g)):

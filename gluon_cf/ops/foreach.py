@@ -8,6 +8,7 @@ import numpy as np
 from .. import executor, node as _node, registry, remat as _remat, rowwise
 from ..executor import Parallel, done
 from ..graph import Graph, decode
+from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
@@ -194,7 +195,7 @@ def _count_state_copies(body_g, num_out):
     out_names = {o.name for o in flatten(outputs, "gluon_cf.foreach", "outputs")[0]}
     for k, state in enumerate(flatten(states, "gluon_cf.foreach", "states")[0]):
         if state.name in out_names and body_g.symbol[num_out + k].name == state.name:
-            mx.name.NameManager.current.get(None, "identity")
+            name_manager().get(None, "identity")
 
 
 def _foreach_symbolic(step, flat_data, flat_states, name, remat=False, no_steps_ok=False):
