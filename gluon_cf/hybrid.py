@@ -285,7 +285,9 @@ def _get_graph(self, *args):
     shapes = _input_shapes(args)
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(_traced, "trace", None)
-    _traced.trace = trace = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None}
+    # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
+    _traced.trace = trace = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
+                             "hybridized": bool(getattr(self, "_active", False))}
     try:
         graph = _original_get_graph(self, *args)
     finally:
@@ -317,8 +319,11 @@ def autograd_mode_read(where):
 
 
 def graph_traced():
-    """Whether a block's graph is being traced on this thread (converted code hybridizing)."""
-    return getattr(_traced, "trace", None) is not None
+    """Whether a hybridized block's graph is being traced on this thread (converted code
+    hybridizing), not a block's traced only to infer its deferred parameters' shapes
+    (eagerly, its code runs again on arrays)."""
+    trace = getattr(_traced, "trace", None)
+    return trace is not None and trace["hybridized"]
 
 
 def static_shape(symbol, where, marks=True):

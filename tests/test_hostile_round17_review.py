@@ -1,0 +1,60 @@
+"""Issue 24, hostile review of the seventeenth round (h21r3): what the round's refusals
+refused that runs correctly (an autograd scope in a block not hybridized) and refusals the
+user's code could still swallow (a context manager that suppresses, ``except*``). Each against
+plain Python on NDArrays, the oracle."""
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf import autograph
+
+import hostile_harness
+
+
+def _line(text, path=__file__):
+    return next(k for k, line in enumerate(open(path), 1) if text in line)
+
+
+# ---- an autograd scope in a block not hybridized ------------------------------------------
+
+class PausedWithDeferredWeight(HybridBlock):
+    """A custom layer with a deferred weight (``shape=(1, 0)``, set from the input as Dense's
+    ``in_units``): eagerly its first call traces the graph only to infer that shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = self.params.get("w", shape=(1, 0), allow_deferred_init=True)
+
+    def infer_shape(self, x):
+        self.w.shape = (1, x.shape[-1])
+        super().infer_shape(x)
+
+    @autograph
+    def hybrid_forward(self, F, x, w):
+        h = F.broadcast_mul(x, w)
+        with mx.autograd.pause():
+            c = h * 2
+        return c * h
+
+
+def test_an_autograd_scope_in_a_block_not_hybridized_runs_as_eager_code():
+    """It was refused as "while hybridizing" (wrapped in MXNet's "Deferred initialization
+    failed") on the first call of a block never hybridized: the trace inferring the deferred
+    weight's shape counted as one of a graph."""
+    x0 = np.array([[1.0, -2.0, 0.5]], "f")
+    net = hostile_harness._make(PausedWithDeferredWeight)
+    got = hostile_harness._run(net, [x0], False)
+    want = hostile_harness._run(net, [x0], True)          # (plain Python, the same weights)
+    assert hostile_harness._compare(want, got)
+    w = net.w.data().asnumpy()
+    np.testing.assert_allclose(got[-1], 2 * x0 * w * w * 1.5, rtol=1e-5)   # (pause: not 4x)
+    net = hostile_harness._make(PausedWithDeferredWeight)
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{__file__}:{_line('with mx.autograd.pause():')}: with mx.autograd.pause(): "
+            f"autograd.pause() while hybridizing")):
+        hostile_harness._run(net, [x0], False)
