@@ -15,8 +15,8 @@ from gluon_cf import autograph
 import hostile_harness
 
 
-def _line(text, path=__file__):
-    return next(k for k, line in enumerate(open(path), 1) if text in line)
+def _line(text, path=__file__, after=0):
+    return next(k for k, line in enumerate(open(path), 1) if text in line and k > after)
 
 
 # ---- an autograd scope in a block not hybridized ------------------------------------------
@@ -58,3 +58,89 @@ def test_an_autograd_scope_in_a_block_not_hybridized_runs_as_eager_code():
             f"{__file__}:{_line('with mx.autograd.pause():')}: with mx.autograd.pause(): "
             f"autograd.pause() while hybridizing")):
         hostile_harness._run(net, [x0], False)
+
+
+# ---- refusals a context manager or except* swallowed --------------------------------------
+
+class Quiet:
+    """A user's context manager that suppresses whatever its body raises."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return True
+
+
+@__import__("contextlib").contextmanager
+def guarded():
+    """The same written as a generator (``@contextlib.contextmanager``)."""
+    try:
+        yield
+    except Exception:
+        pass
+
+
+class SumInQuiet(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        k = 0.0
+        with Quiet():
+            k = x.sum().asscalar()
+        return x * k
+
+
+class SumInGuarded(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        k = 0.0
+        with guarded():
+            k = x.sum().asscalar()
+        return x * k
+
+
+class SumInExceptStar(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        k = 0.0
+        try:
+            k = x.sum().asscalar()
+        except* ValueError:
+            pass
+        return x * k
+
+
+@pytest.mark.parametrize("block_class", [SumInQuiet, SumInGuarded, SumInExceptStar],
+                         ids=lambda c: c.__name__)
+def test_a_refusal_a_with_or_except_star_would_swallow_reaches_the_caller(block_class):
+    """Hybridized they silently computed with ``k = 0.0`` (x's gradient 0) where eager code
+    uses the sum: the asscalar refusal was suppressed like any exception."""
+    x0 = np.array([1.0, 2.0, 3.0], "f")
+    want = hostile_harness._run(hostile_harness._make(block_class), [x0], True)
+    assert hostile_harness._compare(want, hostile_harness._run(
+        hostile_harness._make(block_class), [x0], False))
+    np.testing.assert_allclose(want[0], x0 * 6)
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{__file__}:{_line('k = x.sum().asscalar()', after=_line(block_class.__name__))}: "
+            f"k = x.sum().asscalar(): "
+            f".asscalar of a tensor while hybridizing")):
+        hostile_harness._run(net, [x0], False)
+
+
+class WithWithoutProtocol(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        with 3:
+            x = x + 1
+        return x
+
+
+def test_a_with_on_what_is_no_context_manager_raises_pythons_error():
+    with pytest.raises(TypeError, match="context manager"):
+        WithWithoutProtocol.hybrid_forward.__wrapped__(WithWithoutProtocol(), mx.nd,
+                                                       mx.nd.ones(2))
+    with pytest.raises(TypeError, match="context manager"):
+        hostile_harness._run(hostile_harness._make(WithWithoutProtocol),
+                             [np.ones(2, "f")], False)

@@ -34,9 +34,40 @@ def refusal(where, sign, shared, rewrite):
 
 def refusal_caught(exc):
     """Run first in the user's ``except`` clause that caught ``exc``: an AutographError goes
-    on (NOTE [a refusal the user's code catches])."""
+    on (NOTE [a refusal the user's code catches]); ``except*`` catches a group holding it."""
     if isinstance(exc, AutographError):
         raise exc
+    if isinstance(exc, BaseExceptionGroup):
+        refused = exc.subgroup(lambda e: isinstance(e, AutographError))
+        while isinstance(refused, BaseExceptionGroup):
+            refused = refused.exceptions[0]
+        if refused is not None:
+            raise refused
+
+
+def refusals_kept(manager):
+    """The context manager of a ``with`` in converted code: ``manager`` itself, its
+    ``__exit__`` not suppressing an AutographError (NOTE [a refusal the user's code catches])
+    when it suppresses what it is given (a class's returning True, a
+    ``@contextlib.contextmanager`` catching in its generator)."""
+    kind = type(manager)
+    if not (hasattr(kind, "__enter__") and hasattr(kind, "__exit__")):
+        return manager                  # (Python's TypeError at the with)
+    return _RefusalsKept(manager)
+
+
+class _RefusalsKept:
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager):
+        self._manager = manager
+
+    def __enter__(self):
+        return type(self._manager).__enter__(self._manager)
+
+    def __exit__(self, exctype, excinst, exctb):
+        suppressed = type(self._manager).__exit__(self._manager, exctype, excinst, exctb)
+        return suppressed and not isinstance(excinst, AutographError)
 
 
 class RefusalsNotSuppressed(contextlib.suppress):
