@@ -144,3 +144,49 @@ def test_a_with_on_what_is_no_context_manager_raises_pythons_error():
     with pytest.raises(TypeError, match="context manager"):
         hostile_harness._run(hostile_harness._make(WithWithoutProtocol),
                              [np.ones(2, "f")], False)
+
+
+# ---- the truth of an NDArray of several elements: Python's ValueError, caught as Python's ----
+
+class CaughtAmbiguousIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            if x > 0:
+                y = x * 2
+            else:
+                y = -x
+        except ValueError:
+            y = F.abs(x)
+        return y
+
+
+class CaughtAmbiguousAnd(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            y = (x > 0) and x * 2
+        except Exception:
+            y = F.abs(x)
+        return y
+
+
+@pytest.mark.parametrize("block_class", [CaughtAmbiguousIf, CaughtAmbiguousAnd],
+                         ids=lambda c: c.__name__)
+def test_the_users_except_catches_an_ndarrays_ambiguous_truth_as_python_does(block_class):
+    """Eagerly plain Python raises ValueError on ``if x > 0:`` of three elements and the
+    user's ``except`` runs its fallback; the round's re-raise made it an AutographError at the
+    caller. Hybridized, the truth of a Symbol of three elements is still refused, not caught
+    (the fallback would be the graph for every input shape)."""
+    x0 = np.array([1.0, -2.0, 3.0], "f")
+    want = hostile_harness._run(hostile_harness._make(block_class), [x0], True)
+    np.testing.assert_allclose(want[0], np.abs(x0))
+    got = hostile_harness._run(hostile_harness._make(block_class), [x0], False)
+    assert hostile_harness._compare(want, got)
+    if block_class is CaughtAmbiguousAnd:
+        net = hostile_harness._make(block_class)
+        net.hybridize()
+        with pytest.raises(gluon_cf.AutographError, match=re.escape(
+                f"{__file__}:{_line('y = (x > 0) and x * 2')}: y = (x > 0) and x * 2: this "
+                f"and/or takes the truth of an array of shape (3,)")):
+            hostile_harness._run(net, [x0], False)

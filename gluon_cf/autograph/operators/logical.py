@@ -17,7 +17,7 @@ import numpy as np
 
 from ...hybrid import static_shape
 from ...ops.cond import cond
-from ..errors import AutographError, node_name, python_value
+from ..errors import AmbiguousTruthError, AutographError, node_name, python_value
 from .side_effects import graph_region
 
 
@@ -121,12 +121,13 @@ def _one_element(symbol, where, what):
     cond would fail on every call with them, naming no remedy)."""
     shape = static_shape(symbol, where, marks=False)
     if shape is not None and int(np.prod(shape)) != 1:
-        _truth(mx.nd.zeros(shape), where, what)
+        # (not Python's own error: caught, its fallback would be the graph for all shapes)
+        _truth(mx.nd.zeros(shape), where, what, AutographError)
 
 
-def _truth(value, where, what="and/or"):
+def _truth(value, where, what="and/or", error=AmbiguousTruthError):
     if isinstance(value, mx.nd.NDArray) and value.size != 1:
-        raise AutographError(
+        raise error(
             f"{where}: this {what} takes the truth of an array of shape {value.shape}, which "
             f"Python cannot (its ValueError: the truth value of an NDArray with multiple "
             f"elements is ambiguous); elementwise, " +

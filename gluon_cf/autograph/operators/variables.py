@@ -10,7 +10,7 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from ..errors import AutographError
+from ..errors import AmbiguousTruthError, AutographError
 from .call_results import refusal
 
 
@@ -152,7 +152,7 @@ def is_tensor(value):
 def truth(value, where, what):
     if isinstance(value, mx.nd.NDArray):
         if value.size != 1:
-            raise AutographError(f"{where}: the {what}'s condition is an array of shape "
+            raise AmbiguousTruthError(f"{where}: the {what}'s condition is an array of shape "
                                  f"{value.shape}; a tensor condition must have one element")
         return bool(value.asscalar())
     return value
