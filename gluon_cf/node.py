@@ -292,6 +292,10 @@ def make_node(kind, inputs, spec, name, where=None):
     """The outputs of a new node of ``kind``, named as MXNet names its own (NOTE [node names]).
     ``where``: ``"file:line"`` of the user's call that made it, for messages about the node."""
     hint = name if name in NAMED_AT else registry.mxnet_node_name(kind) or name or kind
+    if name in NAMED_AT:
+        # converted code's construct (an if's cond): its own line, not the line the caller's
+        # frame reached once it had traced the branches (an if's else branch's last)
+        where = re.match(r"(.*?:\d+)(: |$)", NAMED_AT[name]).group(1)
     name = mx.name.NameManager._current.value.get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
     if where is not None:

@@ -190,3 +190,35 @@ def test_the_users_except_catches_an_ndarrays_ambiguous_truth_as_python_does(blo
                 f"{__file__}:{_line('y = (x > 0) and x * 2')}: y = (x > 0) and x * 2: this "
                 f"and/or takes the truth of an array of shape (3,)")):
             hostile_harness._run(net, [x0], False)
+
+
+# ---- a tensor if on several elements, hybridized: its own line, and what to write ------------
+
+class IfOnRows(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if x > 0:
+            y = x * 2
+        else:
+            y = x * 3
+            y = y - 1
+        return y
+
+
+def test_a_tensor_if_on_several_elements_names_its_line_and_eagerly_the_remedy():
+    """Hybridized, the cond's error named the else branch's last line (the line the converted
+    function's frame had reached when the cond node was made); eagerly, no remedy."""
+    x0 = np.array([1.0, -2.0, 3.0], "f")
+    with pytest.raises(ValueError, match="ambiguous"):
+        IfOnRows.hybrid_forward.__wrapped__(IfOnRows(), mx.nd, mx.nd.array(x0))
+    line = _line("        if x > 0:", after=_line("class IfOnRows"))
+    remedy = re.escape("or choose elementwise with F.where(c, a, b)")
+    with pytest.raises(ValueError, match=re.escape(f"{__file__}:{line}: if x > 0: the if's "
+                                                   f"condition is an array of shape (3,)") +
+                       ".*" + remedy):
+        IfOnRows()(mx.nd.array(x0))
+    net = IfOnRows()
+    net.hybridize()
+    with pytest.raises(ValueError, match="(?s)" + re.escape("pred must have exactly one element") +
+                       r".*ifonrows.*" + re.escape(f" at {__file__}:{line})")):
+        net(mx.nd.array(x0))
