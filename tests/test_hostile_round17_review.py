@@ -222,3 +222,44 @@ def test_a_tensor_if_on_several_elements_names_its_line_and_eagerly_the_remedy()
     with pytest.raises(ValueError, match="(?s)" + re.escape("pred must have exactly one element") +
                        r".*ifonrows.*" + re.escape(f" at {__file__}:{line})")):
         net(mx.nd.array(x0))
+
+
+# ---- and/or's one-element check: one shape inference per trace, not one per and/or ---------
+
+class ManyAnds(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        for _ in range(20):
+            c = (F.sum(h) > 0) and (F.sum(h) < 1e6) or (F.sum(h) < -5)
+            h = h * 0.9 + c
+        return h
+
+
+def test_the_and_or_checks_infer_the_graphs_shapes_once_per_trace(monkeypatch):
+    """Each ``and``/``or``/``not`` on a Symbol inferred the shapes of the whole graph so far
+    (to refuse one of several elements): a trace of this loop ran 40 inferences, quadratic in
+    its length (100 steps traced five times slower). The node count is linear (a cond per
+    and/or)."""
+    calls = []
+    infer = mx.sym.Symbol.infer_shape_partial
+    monkeypatch.setattr(mx.sym.Symbol, "infer_shape_partial",
+                        lambda self, *a, **k: calls.append(1) or infer(self, *a, **k))
+    x0 = np.array([[0.5, -0.25, 1.0]], "f")
+    want = ManyAnds.hybrid_forward.__wrapped__(ManyAnds(), mx.nd, mx.nd.array(x0))
+    net = ManyAnds()
+    net.hybridize()
+    np.testing.assert_allclose(net(mx.nd.array(x0)).asnumpy(), want.asnumpy(), rtol=1e-6)
+    assert len(calls) <= 2, len(calls)
+    nodes = net._cached_graph[1].get_internals().list_outputs()
+    assert sum("andor" in n for n in nodes) == 40, nodes
+
+
+def test_a_refused_and_or_refuses_every_call_not_a_graph_kept_from_the_first():
+    """The check runs when the trace ends: the graph traced is dropped with the refusal."""
+    net = CaughtAmbiguousAnd()
+    net.hybridize()
+    for _ in range(2):
+        with pytest.raises(gluon_cf.AutographError, match="takes the truth of an array of "
+                                                          "shape \\(3,\\)"):
+            net(mx.nd.array([1.0, -2.0, 3.0]))
