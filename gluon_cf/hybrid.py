@@ -29,7 +29,7 @@ import re
 import threading
 import warnings
 
-from typing import List
+from typing import Any, Dict, List
 
 import mxnet as mx
 import numpy as np
@@ -286,8 +286,9 @@ def _get_graph(self, *args):
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(_traced, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
-    _traced.trace = trace = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
+    trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
+    _traced.trace = trace
     try:
         graph = _original_get_graph(self, *args)
     finally:
