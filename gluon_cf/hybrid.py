@@ -348,18 +348,27 @@ def _check_shapes(trace):
     steps made the trace five times slower, each inferring the graph so far)."""
     if not trace["checks"]:
         return
-    group = mx.sym.Group([symbol for symbol, _ in trace["checks"]])
+    shapes = _inferred([symbol for symbol, _ in trace["checks"]], trace["shapes"])
+    if shapes is None:      # (one cannot tell, a branch's or step's own: each on its own)
+        shapes = [(_inferred([symbol], trace["shapes"]) or [None])[0]
+                  for symbol, _ in trace["checks"]]
+    for (_, check), shape in zip(trace["checks"], shapes):
+        if shape and all(d > 0 for d in shape):
+            check(tuple(shape))
+
+
+def _inferred(symbols, inputs):
+    """The shapes of ``symbols`` from those of the graph's ``inputs``, or None."""
+    group = mx.sym.Group(symbols)
     arguments = set(group.list_arguments())
-    known = {n: s for n, s in trace["shapes"].items() if n in arguments}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, shapes, _ = group.infer_shape_partial(**known)
-    except Exception:       # (a node that cannot tell: each checks its input when it runs)
-        return
-    for (_, check), shape in zip(trace["checks"], shapes or []):
-        if shape and all(d > 0 for d in shape):
-            check(tuple(shape))
+            _, shapes, _ = group.infer_shape_partial(
+                **{n: s for n, s in inputs.items() if n in arguments})
+    except Exception:       # (a node that cannot tell: checked when it runs)
+        return None
+    return shapes
 
 
 def static_shape(symbol, where):

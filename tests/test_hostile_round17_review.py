@@ -263,3 +263,22 @@ def test_a_refused_and_or_refuses_every_call_not_a_graph_kept_from_the_first():
         with pytest.raises(gluon_cf.AutographError, match="takes the truth of an array of "
                                                           "shape \\(3,\\)"):
             net(mx.nd.array([1.0, -2.0, 3.0]))
+
+
+class AndInStepAndOnRows(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def step(h, acc):
+            c = (F.sum(h) > 0) and (F.sum(h) < 9)       # (a step's own: its shape unknown)
+            return h * 0.5, [acc[0] + c]
+        _, _ = gluon_cf.foreach(step, x, [F.zeros((1,))])
+        return (x > 0) and x
+
+
+def test_an_and_or_of_several_elements_is_refused_beside_one_of_unknown_shape():
+    net = AndInStepAndOnRows()
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match=re.escape(
+            f"{__file__}:{_line('return (x > 0) and x')}: return (x > 0) and x: this and/or "
+            f"takes the truth of an array of shape (1, 3)")):
+        net(mx.nd.array([[1.0, 2.0, 3.0]]))
