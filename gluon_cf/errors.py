@@ -99,6 +99,14 @@ _PAST_THE_AXIS = ("cannot select an axis to squeeze out which has size=0", "Inva
                   "Invalid end")
 
 
+def own_line(name, where):
+    """``file:line`` of the converted construct node ``name`` is named after (autograph's
+    ``model_line12_if``): its own line, not the one the caller's frame had reached once the
+    branches were traced (an if's else branch's last); else ``where``."""
+    match = re.match(r"(.*?:\d+)(: |$)", NAMED_AT.get(name, ""))
+    return match.group(1) if match else where
+
+
 def index_error_of(err):
     """The IndexError, at the user's line, for MXNet's error ``err`` about a node that indexes
     a tensor with an int past its axis (converted code's ``x[5]`` of 3 rows: eagerly Python's

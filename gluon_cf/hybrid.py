@@ -29,7 +29,7 @@ import re
 import threading
 import warnings
 
-from typing import List
+from typing import Any, Dict, List
 
 import mxnet as mx
 import numpy as np
@@ -291,11 +291,19 @@ def _get_graph(self, *args):
     shapes = _input_shapes(args)
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(_traced, "trace", None)
-    _traced.trace = trace = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None}
+    # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
+    trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
+                             "hybridized": bool(getattr(self, "_active", False)), "checks": []}
+    _traced.trace = trace
     try:
         graph = _original_get_graph(self, *args)
     finally:
         _traced.trace = outer
+    try:
+        _check_shapes(trace)
+    except BaseException:
+        self._cached_graph = ()         # (refused: the next call traces again)
+        raise
     if trace["read"] is not None:
         self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"])
     else:
@@ -323,15 +331,56 @@ def autograd_mode_read(where):
 
 
 def graph_traced():
-    """Whether a block's graph is being traced on this thread (converted code hybridizing)."""
-    return getattr(_traced, "trace", None) is not None
+    """Whether a hybridized block's graph is being traced on this thread (converted code
+    hybridizing), not a block's traced only to infer its deferred parameters' shapes
+    (eagerly, its code runs again on arrays)."""
+    trace = getattr(_traced, "trace", None)
+    return trace is not None and trace["hybridized"]
 
 
-def static_shape(symbol, where, marks=True):
+def shape_checked(symbol, check):
+    """``check(shape)`` called with the shape of ``symbol`` (one output) in the hybridized
+    block's graph being traced, where the shapes of the inputs it is traced for give it, once
+    the trace ends (:func:`_check_shapes`); an error it raises refuses the trace. The graph
+    stays one for any input shapes."""
+    trace = getattr(_traced, "trace", None)
+    if trace is not None and trace["hybridized"] and len(symbol.list_outputs()) == 1:
+        trace["checks"].append((symbol, check))
+
+
+def _check_shapes(trace):
+    """The checks of :func:`shape_checked`, their symbols' shapes inferred together: one
+    inference over the graph, not one per check (a check per ``and`` in a loop of a hundred
+    steps made the trace five times slower, each inferring the graph so far)."""
+    if not trace["checks"]:
+        return
+    shapes = _inferred([symbol for symbol, _ in trace["checks"]], trace["shapes"])
+    if shapes is None:      # (one cannot tell, a branch's or step's own: each on its own)
+        shapes = [(_inferred([symbol], trace["shapes"]) or [None])[0]
+                  for symbol, _ in trace["checks"]]
+    for (_, check), shape in zip(trace["checks"], shapes):
+        if shape and all(d > 0 for d in shape):
+            check(tuple(shape))
+
+
+def _inferred(symbols, inputs):
+    """The shapes of ``symbols`` from those of the graph's ``inputs``, or None."""
+    group = mx.sym.Group(symbols)
+    arguments = set(group.list_arguments())
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, shapes, _ = group.infer_shape_partial(
+                **{n: s for n, s in inputs.items() if n in arguments})
+    except Exception:       # (a node that cannot tell: checked when it runs)
+        return None
+    return shapes
+
+
+def static_shape(symbol, where):
     """The shape of ``symbol`` (one output) in the block's graph being traced, inferred from
     the shapes of the inputs it is traced for, or None (NOTE [graphs traced for input
-    shapes]); a shape given makes the graph one for those input shapes (``where`` read it),
-    unless ``marks`` is false (a shape read only to refuse the trace)."""
+    shapes]); a shape given makes the graph one for those input shapes (``where`` read it)."""
     trace = getattr(_traced, "trace", None)
     if trace is None or len(symbol.list_outputs()) != 1:
         return None
@@ -346,7 +395,7 @@ def static_shape(symbol, where, marks=True):
     shape = shapes[0] if shapes else None
     if not shape or any(d <= 0 for d in shape):   # (0: unknown in MXNet's legacy shapes)
         return None
-    if marks and trace["read"] is None:
+    if trace["read"] is None:
         trace["read"] = where
     return tuple(shape)
 

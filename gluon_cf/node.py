@@ -36,7 +36,7 @@ from mxnet import autograd
 
 from . import _names, executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
-from .errors import NAMED_AT, SymbolFileError
+from .errors import NAMED_AT, SymbolFileError, own_line
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
@@ -164,8 +164,7 @@ def where_created(name):
 
 def created_at(name):
     """`` at file:line`` of the user's call that made graph node ``name`` (or "")."""
-    where = _CREATED_AT.get(name)
-    return " at %s" % where if where else ""
+    return " at %s" % _CREATED_AT[name] if _CREATED_AT.get(name) else ""
 
 
 def _explain_unknown_dims(err, text):
@@ -292,6 +291,7 @@ def make_node(kind, inputs, spec, name, where=None):
     """The outputs of a new node of ``kind``, named as MXNet names its own (NOTE [node names]).
     ``where``: ``"file:line"`` of the user's call that made it, for messages about the node."""
     hint = name if name in NAMED_AT else registry.mxnet_node_name(kind) or name or kind
+    where = own_line(name, where)
     name = _names.name_manager().get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
     if where is not None:

@@ -18,6 +18,13 @@ class AutographError(ValueError):
         super().__init__(one_colon(message))
 
 
+class AmbiguousTruthError(AutographError):
+    """The truth of an NDArray of more than one element (an ``if``, ``while``, ``and``/``or``,
+    ``not``, a chained comparison on it): plain Python's ``bool`` raises ValueError on the
+    same values, so the user's ``except ValueError:`` (or ``Exception``) catches it as it
+    catches Python's (NOTE [a refusal the user's code catches])."""
+
+
 class AutographWarning(UserWarning):
     """Converted code that runs, but not as it would eagerly: a ``print`` inside a tensor
     ``if`` or loop prints once, while tracing. The message begins with the file and line."""

@@ -1,6 +1,6 @@
-"""Converts the user's ``except`` clauses: a refusal (an AutographError) raised in their
-``try`` goes on to the user instead of being caught (NOTE [a refusal the user's code
-catches])."""
+"""Converts the user's ``except`` clauses and ``with`` statements: a refusal (an
+AutographError) raised in their ``try`` or ``with`` goes on to the user instead of being
+caught (NOTE [a refusal the user's code catches])."""
 import ast
 import itertools
 
@@ -14,15 +14,29 @@ from .base import Converter
 #     ``try: s = x.sum().asscalar() / except Exception: s = 0.0`` silently computed with 0.0
 #     where eager code uses the sum. Each ``except`` clause the user wrote in converted code
 #     re-raises an AutographError first (``__ag__.refusal_caught``), unless it names
-#     ``AutographError`` itself (a fallback the user chose); ``contextlib.suppress`` called by
-#     converted code is one that does not suppress it. The refusals of ``x op= v`` and
+#     ``AutographError`` itself (a fallback the user chose), and an ``except*`` clause one in
+#     the group it caught; ``contextlib.suppress`` called by converted code is one that does
+#     not suppress it, and the context manager of a ``with`` (a user's class whose
+#     ``__exit__`` returns True, a ``@contextlib.contextmanager`` whose generator catches)
+#     does not suppress it either (``__ag__.refusals_kept``). Except an AmbiguousTruthError:
+#     the truth of an NDArray of several elements, where plain Python raises its own
+#     ValueError on the same values; catching that one is Python's (a Symbol's is refused
+#     as an AutographError, which goes on: its fallback would be the graph for every shape). The refusals of ``x op= v`` and
 #     of an exception leaving a tensor loop also surface when the function returns
 #     (``call_results.surfacing_refusals``), whatever caught them.
 _NAMES = itertools.count(1)
 
 
 class ExceptionsConverter(Converter):
-    """The user's ``except`` clauses."""
+    """The user's ``except`` clauses and ``with`` statements."""
+
+    def visit_With(self, node):
+        self.generic_visit(node)
+        if node in self.parents:
+            for item in node.items:
+                item.context_expr = ast.copy_location(
+                    runtime_call("refusals_kept", [item.context_expr]), item.context_expr)
+        return node
 
     def visit_ExceptHandler(self, node):
         self.generic_visit(node)

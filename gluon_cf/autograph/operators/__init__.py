@@ -1,7 +1,7 @@
 """What converted code calls at run time (as ``__ag__.<name>``): the control flow, boolean
 operators, variables, side-effect checks, iteration checks and collected lists of
 ``@autograph``'s rewritten functions."""
-from .call_results import checked, refusal_caught
+from .call_results import checked, refusal_caught, refusals_kept
 from .control_flow import (collected_item, for_stmt, if_exp, if_return, if_stmt, python_if,
                            python_loop, running, running_and, while_stmt)
 from .data_structures import no_outer_lists, unpacked
@@ -18,4 +18,5 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "running_and", "while_stmt", "no_outer_lists", "unpacked", "unpacked_parts",
            "and_", "asserted", "compare_chain", "match_guard", "match_subject", "not_", "or_", "positive", "python_operand", "builtin", "iterated", "reversed_rows", "changing", "consumed", "effect", "mutable", "printing",
            "binary", "item_target", "py_slice", "subscript",
-           "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught"]
+           "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
+           "refusals_kept"]

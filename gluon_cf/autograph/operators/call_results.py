@@ -15,7 +15,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import nn
 
-from ..errors import AutographError
+from ..errors import AmbiguousTruthError, AutographError
 
 
 def refusal(where, sign, shared, rewrite):
@@ -32,11 +32,48 @@ def refusal(where, sign, shared, rewrite):
     return err
 
 
+def _goes_on(exc):
+    """Whether ``exc`` is a refusal the user's code cannot catch: an AutographError, but not
+    one where plain Python raises its own ValueError on the same values."""
+    return isinstance(exc, AutographError) and not isinstance(exc, AmbiguousTruthError)
+
+
 def refusal_caught(exc):
     """Run first in the user's ``except`` clause that caught ``exc``: an AutographError goes
-    on (NOTE [a refusal the user's code catches])."""
-    if isinstance(exc, AutographError):
+    on (NOTE [a refusal the user's code catches]); ``except*`` catches a group holding it."""
+    if _goes_on(exc):
         raise exc
+    if isinstance(exc, BaseExceptionGroup):
+        refused = exc.subgroup(_goes_on)
+        while isinstance(refused, BaseExceptionGroup):
+            refused = refused.exceptions[0]
+        if refused is not None:
+            raise refused
+
+
+def refusals_kept(manager):
+    """The context manager of a ``with`` in converted code: ``manager`` itself, its
+    ``__exit__`` not suppressing an AutographError (NOTE [a refusal the user's code catches])
+    when it suppresses what it is given (a class's returning True, a
+    ``@contextlib.contextmanager`` catching in its generator)."""
+    kind = type(manager)
+    if not (hasattr(kind, "__enter__") and hasattr(kind, "__exit__")):
+        return manager                  # (Python's TypeError at the with)
+    return _RefusalsKept(manager)
+
+
+class _RefusalsKept:
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager):
+        self._manager = manager
+
+    def __enter__(self):
+        return type(self._manager).__enter__(self._manager)
+
+    def __exit__(self, exctype, excinst, exctb):
+        suppressed = type(self._manager).__exit__(self._manager, exctype, excinst, exctb)
+        return suppressed and not _goes_on(excinst)
 
 
 class RefusalsNotSuppressed(contextlib.suppress):
@@ -44,7 +81,7 @@ class RefusalsNotSuppressed(contextlib.suppress):
     (NOTE [a refusal the user's code catches])."""
 
     def __exit__(self, exctype, excinst, exctb):
-        if isinstance(excinst, AutographError):
+        if _goes_on(excinst):
             return False
         return super().__exit__(exctype, excinst, exctb)
 

@@ -24,7 +24,7 @@ import mxnet as mx
 from ...ops.cond import cond
 from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
 from ...ops.while_loop import warn_truncation, while_loop
-from ..errors import AutographError, node_name, python_value, read_by
+from ..errors import AmbiguousTruthError, AutographError, node_name, python_value, read_by
 from .carried import Carried, described, holds_arrays, spec_of
 from .py_builtins import one_output
 from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
@@ -32,7 +32,7 @@ from .call_results import surfaced
 from .loop_escape import escaped, record
 from .side_effects import graph_region
 from .tensor_access import subscript
-from .variables import Undefined, holds_symbols, is_tensor, truth
+from .variables import Undefined, holds_symbols, is_tensor, several_elements, truth
 
 
 def if_stmt(pred, then_fn, else_fn, values, names, live, where, guard=False):
@@ -48,8 +48,7 @@ def if_stmt(pred, then_fn, else_fn, values, names, live, where, guard=False):
             raise
     if isinstance(pred, mx.nd.NDArray):
         if pred.size != 1:
-            raise AutographError(f"{where}: the if's condition is an array of shape "
-                                 f"{pred.shape}; a tensor condition must have one element")
+            raise AmbiguousTruthError(several_elements(where, "if", pred.shape))
         pred = bool(pred.asscalar())
     return _python_branch(then_fn if pred else else_fn, values, names)
 

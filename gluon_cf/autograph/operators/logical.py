@@ -15,9 +15,9 @@ NOTE [autograph and/or]
 import mxnet as mx
 import numpy as np
 
-from ...hybrid import static_shape
+from ...hybrid import shape_checked
 from ...ops.cond import cond
-from ..errors import AutographError, node_name, python_value
+from ..errors import AmbiguousTruthError, AutographError, node_name, python_value
 from .side_effects import graph_region
 
 
@@ -118,15 +118,18 @@ def _bool_op(result, rest, where, stop_on, what="and/or"):
 def _one_element(symbol, where, what):
     """A Symbol whose truth a cond takes: refused as an NDArray's is (:func:`_truth`) where
     the shapes of the inputs the graph is traced for give it more than one element (the
-    cond would fail on every call with them, naming no remedy)."""
-    shape = static_shape(symbol, where, marks=False)
-    if shape is not None and int(np.prod(shape)) != 1:
-        _truth(mx.nd.zeros(shape), where, what)
+    cond would fail on every call with them, naming no remedy); checked when the trace ends
+    (``shape_checked``)."""
+    def check(shape):
+        if int(np.prod(shape)) != 1:
+            # (not Python's own error: the user's except cannot catch it after the trace)
+            _truth(mx.nd.zeros(shape), where, what, AutographError)
+    shape_checked(symbol, check)
 
 
-def _truth(value, where, what="and/or"):
+def _truth(value, where, what="and/or", error=AmbiguousTruthError):
     if isinstance(value, mx.nd.NDArray) and value.size != 1:
-        raise AutographError(
+        raise error(
             f"{where}: this {what} takes the truth of an array of shape {value.shape}, which "
             f"Python cannot (its ValueError: the truth value of an NDArray with multiple "
             f"elements is ambiguous); elementwise, " +

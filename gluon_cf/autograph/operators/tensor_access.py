@@ -149,7 +149,9 @@ def autograd_mode(fn, where):
 #     gradient for what ``pause`` encloses, Dropout off under ``predict_mode``. A graph being
 #     traced is recorded and run as one operator in its call's mode (MXNet's own hybridized
 #     blocks ignore such a scope), so the block would silently differ hybridized from eager,
-#     in gradients or values: entering one while a block's graph is traced is refused.
+#     in gradients or values: entering one while a hybridized block's graph is traced is
+#     refused (a block not hybridized traces its graph only to infer the shapes of deferred
+#     parameters, then runs its code on arrays: its scopes are eager code's).
 _AUTOGRAD_SCOPES = {mx.autograd.pause: "is not recorded and runs in predict mode",
                     mx.autograd.predict_mode: "runs in predict mode",
                     mx.autograd.train_mode: "runs in training mode",

@@ -10,7 +10,7 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from ..errors import AutographError
+from ..errors import AmbiguousTruthError, AutographError
 from .call_results import refusal
 
 
@@ -152,10 +152,17 @@ def is_tensor(value):
 def truth(value, where, what):
     if isinstance(value, mx.nd.NDArray):
         if value.size != 1:
-            raise AutographError(f"{where}: the {what}'s condition is an array of shape "
-                                 f"{value.shape}; a tensor condition must have one element")
+            raise AmbiguousTruthError(several_elements(where, what, value.shape))
         return bool(value.asscalar())
     return value
+
+
+def several_elements(where, what, shape):
+    """The message of an ``if`` (``what``) on an array of ``shape``, not of one element."""
+    return (f"{where}: the {what}'s condition is an array of shape {tuple(shape)}; a tensor "
+            f"condition must have one element (Python's ValueError: the truth value of an "
+            f"array with several elements is ambiguous): reduce it to one (F.sum(c) > 0, "
+            f"F.max(c) > 0), or choose elementwise with F.where(c, a, b)")
 
 
 def holds_symbols(value):
