@@ -13,6 +13,7 @@ from mxnet import autograd, gluon
 import gluon_cf
 
 from conftest import MODES, set_mode
+from test_autograph_list_slices import assert_counts_are_pythons
 from test_zero_size_crashes import check_refused_or_expected
 
 HERE = __file__
@@ -70,17 +71,7 @@ def test_slices_past_the_ends_are_pythons(mode, block_class):
     net = block_class()
     set_mode(net, mode)
     plain = lambda x, n: block_class.hybrid_forward.__wrapped__(None, mx.nd, x, n)  # noqa
-    compared = 0
-    for n in COUNTS:
-        want, got = _run(plain, [1.5, -2.0], n), _run(net, [1.5, -2.0], n)
-        if isinstance(want, type):
-            assert isinstance(got, type), (n, got)
-            continue
-        assert not isinstance(got, type), (n, got)
-        for a, b in zip(got, want):
-            np.testing.assert_allclose(a, b, rtol=1e-5, err_msg=f"n={n}")
-        compared += 1
-    assert compared >= 7
+    assert_counts_are_pythons(plain, net, [1.5, -2.0], COUNTS, rtol=1e-5, at_least=7, run=_run)
 
 
 class LoopOverDropped(gluon.HybridBlock):
