@@ -131,6 +131,57 @@ def test_lookup_equals_evaluation_on_random_forests(tree_rnn, nodes, data):
         schedule.MAX_INVOCATIONS = limit
 
 
+
+def _arrays_around_the_threshold(data, nodes):
+    """Child arrays of ``nodes`` entries: a forest (children after their parent, shared
+    subtrees), a chain, a bushy tree, or arbitrary entries (cycles, out of range)."""
+    kind = data.draw(st.sampled_from(["forest", "chain", "bushy", "arbitrary"]))
+    seed = data.draw(st.integers(0, 2 ** 31 - 1))
+    rng = np.random.RandomState(seed)
+    left, right = np.full(nodes, -1, np.float32), np.full(nodes, -1, np.float32)
+    at = np.arange(nodes)
+    if kind == "forest":
+        inner = (rng.rand(nodes) < 0.5) & (at + 2 < nodes)
+        left[inner] = [rng.randint(i + 1, nodes) for i in at[inner]]
+        right[inner] = [rng.randint(i + 1, nodes) for i in at[inner]]
+    elif kind == "chain":
+        left[:-1] = at[1:]
+    elif kind == "bushy":
+        inner = 2 * at + 2 < nodes
+        left[inner], right[inner] = 2 * at[inner] + 1, 2 * at[inner] + 2
+    else:
+        left = rng.randint(-2, nodes + 2, nodes).astype(np.float32)
+        right = rng.randint(-2, nodes + 2, nodes).astype(np.float32)
+    return left, right
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_lookup_equals_evaluation_around_the_table_threshold(tree_rnn, data):
+    """Review (session 21, TABLE_ROWS_PER_LEVEL 512 -> 1024, chained expansion numbered at the
+    end): arrays of about one or two thresholds' rows, so the table is built at the first,
+    second or third frontier and the rest chained: the same schedule (or error) as evaluated
+    frontier by frontier, and as looked up without chaining."""
+    plan, context, _, depth = tree_rnn
+    per_level = schedule.TABLE_ROWS_PER_LEVEL
+    nodes = data.draw(st.sampled_from([per_level - 1, per_level, per_level + 1,
+                                       2 * per_level + 1]))
+    arrays = _arrays_around_the_threshold(data, nodes)
+    roots = np.array(data.draw(st.lists(st.integers(0, nodes - 1), min_size=1, max_size=6)),
+                     np.float32)
+    if data.draw(st.booleans()):
+        roots[:] = roots[0]   # the same root repeated
+    other = _with_env(context, plan, [arrays[k % 2] for k in range(len(plan.env_needs))])
+    limit = schedule.MAX_INVOCATIONS
+    schedule.MAX_INVOCATIONS = 20000
+    try:
+        expected = _laid_out(plan, other, [roots], depth, tables=False)
+        _assert_same_schedule(_laid_out(plan, other, [roots], depth, tables=True), expected)
+        _assert_same_schedule(_laid_out(plan, other, [roots], depth, tables=True,
+                                        chained=False), expected)
+    finally:
+        schedule.MAX_INVOCATIONS = limit
+
 @pytest.mark.parametrize("tables, chained", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("record", [False, True])
 def test_an_empty_batch_gives_outputs_of_no_rows(tree_rnn, tables, chained, record):
