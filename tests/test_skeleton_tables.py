@@ -353,3 +353,28 @@ def test_fractional_roots_equal_eager(tables):
         np.testing.assert_allclose(got, out.asnumpy(), **TOL)
     for k, p in net.collect_params().items():
         np.testing.assert_allclose(grads[k], p.grad().asnumpy(), err_msg=k, **TOL)
+
+
+def test_a_chain_refused_as_too_large_builds_no_steps(tree_rnn, monkeypatch):
+    """Review (session 21): a chained expansion refused at MAX_INVOCATIONS numbered and built
+    the steps of all its frontiers first, only for the message's level count (a cycle that
+    doubles, 4M calls: 1.3 s and +115 MB, where frontier by frontier took 0.4 s). It raises the
+    error the frontier by frontier expansion raises, without building them."""
+    plan, context, _, depth = tree_rnn
+    nodes = np.arange(40, dtype=np.float32)   # every node calls itself twice: a cycle
+    other = _with_env(context, plan, [nodes] * len(plan.env_needs))
+    roots = np.array([3, 7], np.float32)
+    limit = schedule.MAX_INVOCATIONS
+    schedule.MAX_INVOCATIONS = 5000
+    try:
+        expected = _laid_out(plan, other, [roots], depth, tables=False)
+        assert expected[0] is CallTreeTooLargeError and "(11 levels deep so far)" in expected[1]
+        built = []
+        chain_steps = schedule._Schedule._chain_steps
+        monkeypatch.setattr(schedule._Schedule, "_chain_steps",
+                            lambda self, *a: built.append(1) or chain_steps(self, *a))
+        entered = _chains(monkeypatch)
+        assert _laid_out(plan, other, [roots], depth, tables=True) == expected
+        assert len(entered) == 1 and built == []
+    finally:
+        schedule.MAX_INVOCATIONS = limit
