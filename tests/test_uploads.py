@@ -88,3 +88,19 @@ def test_python_apis_function_shared_by_the_process_left_alone():
         np.testing.assert_array_equal(got.asnumpy(), np.arange(5))
     finally:
         shared.argtypes = None
+
+
+def test_exit_guard_independent_of_the_shared_py_incref():
+    """Review (session 21): NOTE [Custom operators alive at exit]'s guard called the shared
+    ``ctypes.pythonapi.Py_IncRef``: with ``argtypes = [c_void_p]`` set by another library it
+    raised at exit ("Exception ignored in atexit callback") and kept no operator alive."""
+    from gluon_cf import _custom_ops
+    holder = mx.operator._registry.ref_holder
+    shared = ctypes.pythonapi.Py_IncRef
+    shared.argtypes = [ctypes.c_void_p]   # as another library may
+    try:
+        before = sys.getrefcount(holder)
+        _custom_ops._keep_operators_to_the_end()   # (a reference kept for ever, as at exit)
+        assert sys.getrefcount(holder) == before + 1
+    finally:
+        shared.argtypes = None
