@@ -199,8 +199,12 @@ def _keep_operators_to_the_end():
     holder = getattr(getattr(mx.operator, "_registry", None), "ref_holder", None)
     if not isinstance(holder, dict):
         return
+    # A function object of our own: another library may have set argtypes on the one
+    # ctypes.pythonapi caches for the process (``[c_void_p]``: this call would then raise).
+    incref = ctypes.pythonapi["Py_IncRef"]
+    incref.argtypes = [ctypes.py_object]
     for op in [holder] + list(holder.values()):
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(op))
+        incref(op)
 
 
 atexit.register(_finish_pending_work)

@@ -34,7 +34,10 @@ __all__ = ['to_nd', 'from_numpy']
 _DL_TYPES = {np.dtype(name): code for name, code in _ndarray.DLDataType.TYPE_MAP.items()}
 _SHAPE_TYPES: dict = {}   # ndim -> ctypes.c_int64 * ndim
 _CPU = _ndarray.DLContext(1, 0)
-_incref = ctypes.pythonapi.Py_IncRef
+# A function object of our own (indexing makes a new one; attribute access returns the one
+# ctypes.pythonapi caches for the whole process): its argtypes neither change how other code's
+# ``ctypes.pythonapi.Py_IncRef(c_void_p(address))`` counts, nor are changed by that code.
+_incref = ctypes.pythonapi["Py_IncRef"]
 _incref.argtypes = [ctypes.py_object]
 
 

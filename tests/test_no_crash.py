@@ -1285,3 +1285,44 @@ def test_export_of_mutual_recursion_never_raises_pending_shape():
     """Was: PendingShape from export_onnx on 3-way mutual recursion (intermittently), and from
     save_artifact after export_onnx refused the same block."""
     assert run_case(EXPORT_AFTER_FAILED_INFERENCE, timeout=420).stdout.split() == ["ok"]
+
+
+# ---- review, session 21: a cycle in the tree arrays under autograd ----------------------------
+
+CYCLE_RECORDED = """
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))   # a failure: MemoryError, not OOM
+    import numpy as np
+    from mxnet import autograd, nd
+    import gluon_cf
+    from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, synthetic_treebank
+    from gluon_cf.models.recursive import TreeRNN
+    from gluon_cf.recursion import schedule
+    schedule.MAX_INVOCATIONS = 5000
+    trees = synthetic_treebank(3, shape="sst", seed=1, max_length=30)
+    vocab = build_vocab(trees)
+    f = batchify_forest([encode_tree(t, vocab) for t in trees])
+    left = np.where(f.left >= 0, np.arange(len(f.left)), -1)   # each internal node its own child
+    net = TreeRNN(len(vocab), embed_size=3, hidden_size=3, num_classes=2)
+    net.initialize()
+    gluon_cf.set_executor("batched")
+    net.hybridize()
+    for record in (False, True):
+        try:
+            with autograd.record() if record else autograd.pause():
+                out = net(nd.array(f.tokens), nd.array(left), nd.array(f.right), nd.array(f.roots))
+            out.asnumpy()
+            print("computed", record)
+        except gluon_cf.CallTreeTooLargeError as err:
+            assert "'node' would make more than 5000 calls for one batch" in str(err), str(err)
+            print("refused", record)
+"""
+
+
+def test_a_cycle_in_the_tree_arrays_is_refused_under_autograd_too():
+    """Was: recorded, the environment's arrays have gradients, so no ahead-of-time schedule
+    (which refuses more than MAX_INVOCATIONS calls) runs: the dynamic executor, breadth first,
+    doubled the calls every level until memory ran out (SIGKILL by the OOM killer after
+    minutes; MemoryError under a 4 GiB limit). Now it refuses them as the schedule does."""
+    got = run_case(CYCLE_RECORDED).stdout.split("\n")
+    assert [line for line in got if line] == ["refused False", "refused True"]

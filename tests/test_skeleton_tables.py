@@ -131,6 +131,57 @@ def test_lookup_equals_evaluation_on_random_forests(tree_rnn, nodes, data):
         schedule.MAX_INVOCATIONS = limit
 
 
+
+def _arrays_around_the_threshold(data, nodes):
+    """Child arrays of ``nodes`` entries: a forest (children after their parent, shared
+    subtrees), a chain, a bushy tree, or arbitrary entries (cycles, out of range)."""
+    kind = data.draw(st.sampled_from(["forest", "chain", "bushy", "arbitrary"]))
+    seed = data.draw(st.integers(0, 2 ** 31 - 1))
+    rng = np.random.RandomState(seed)
+    left, right = np.full(nodes, -1, np.float32), np.full(nodes, -1, np.float32)
+    at = np.arange(nodes)
+    if kind == "forest":
+        inner = (rng.rand(nodes) < 0.5) & (at + 2 < nodes)
+        left[inner] = [rng.randint(i + 1, nodes) for i in at[inner]]
+        right[inner] = [rng.randint(i + 1, nodes) for i in at[inner]]
+    elif kind == "chain":
+        left[:-1] = at[1:]
+    elif kind == "bushy":
+        inner = 2 * at + 2 < nodes
+        left[inner], right[inner] = 2 * at[inner] + 1, 2 * at[inner] + 2
+    else:
+        left = rng.randint(-2, nodes + 2, nodes).astype(np.float32)
+        right = rng.randint(-2, nodes + 2, nodes).astype(np.float32)
+    return left, right
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_lookup_equals_evaluation_around_the_table_threshold(tree_rnn, data):
+    """Review (session 21, TABLE_ROWS_PER_LEVEL 512 -> 1024, chained expansion numbered at the
+    end): arrays of about one or two thresholds' rows, so the table is built at the first,
+    second or third frontier and the rest chained: the same schedule (or error) as evaluated
+    frontier by frontier, and as looked up without chaining."""
+    plan, context, _, depth = tree_rnn
+    per_level = schedule.TABLE_ROWS_PER_LEVEL
+    nodes = data.draw(st.sampled_from([per_level - 1, per_level, per_level + 1,
+                                       2 * per_level + 1]))
+    arrays = _arrays_around_the_threshold(data, nodes)
+    roots = np.array(data.draw(st.lists(st.integers(0, nodes - 1), min_size=1, max_size=6)),
+                     np.float32)
+    if data.draw(st.booleans()):
+        roots[:] = roots[0]   # the same root repeated
+    other = _with_env(context, plan, [arrays[k % 2] for k in range(len(plan.env_needs))])
+    limit = schedule.MAX_INVOCATIONS
+    schedule.MAX_INVOCATIONS = 20000
+    try:
+        expected = _laid_out(plan, other, [roots], depth, tables=False)
+        _assert_same_schedule(_laid_out(plan, other, [roots], depth, tables=True), expected)
+        _assert_same_schedule(_laid_out(plan, other, [roots], depth, tables=True,
+                                        chained=False), expected)
+    finally:
+        schedule.MAX_INVOCATIONS = limit
+
 @pytest.mark.parametrize("tables, chained", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("record", [False, True])
 def test_an_empty_batch_gives_outputs_of_no_rows(tree_rnn, tables, chained, record):
@@ -302,3 +353,28 @@ def test_fractional_roots_equal_eager(tables):
         np.testing.assert_allclose(got, out.asnumpy(), **TOL)
     for k, p in net.collect_params().items():
         np.testing.assert_allclose(grads[k], p.grad().asnumpy(), err_msg=k, **TOL)
+
+
+def test_a_chain_refused_as_too_large_builds_no_steps(tree_rnn, monkeypatch):
+    """Review (session 21): a chained expansion refused at MAX_INVOCATIONS numbered and built
+    the steps of all its frontiers first, only for the message's level count (a cycle that
+    doubles, 4M calls: 1.3 s and +115 MB, where frontier by frontier took 0.4 s). It raises the
+    error the frontier by frontier expansion raises, without building them."""
+    plan, context, _, depth = tree_rnn
+    nodes = np.arange(40, dtype=np.float32)   # every node calls itself twice: a cycle
+    other = _with_env(context, plan, [nodes] * len(plan.env_needs))
+    roots = np.array([3, 7], np.float32)
+    limit = schedule.MAX_INVOCATIONS
+    schedule.MAX_INVOCATIONS = 5000
+    try:
+        expected = _laid_out(plan, other, [roots], depth, tables=False)
+        assert expected[0] is CallTreeTooLargeError and "(11 levels deep so far)" in expected[1]
+        built = []
+        chain_steps = schedule._Schedule._chain_steps
+        monkeypatch.setattr(schedule._Schedule, "_chain_steps",
+                            lambda self, *a: built.append(1) or chain_steps(self, *a))
+        entered = _chains(monkeypatch)
+        assert _laid_out(plan, other, [roots], depth, tables=True) == expected
+        assert len(entered) == 1 and built == []
+    finally:
+        schedule.MAX_INVOCATIONS = limit

@@ -1,7 +1,9 @@
 """gluon_cf.uploads.from_numpy (NOTE [lean DLPack uploads]) against MXNet's own
 ``mx.nd.from_numpy``: the same values, dtype and shape for every dtype DLPack codes here,
 the array kept alive and read-only, and what it does not cover handed to MXNet's."""
+import ctypes
 import gc
+import sys
 
 import mxnet as mx
 import numpy as np
@@ -63,3 +65,42 @@ def test_to_nd_copies():
     host = np.arange(4.0)
     to_nd(host, dtype="float64")
     assert host.flags.writeable   # the caller's array untouched
+
+
+def test_python_apis_function_shared_by_the_process_left_alone():
+    """Review (session 21): ``from_numpy`` set ``argtypes`` on ``ctypes.pythonapi.Py_IncRef``,
+    the one function object ctypes hands every caller: after ``import gluon_cf``, another
+    library's ``Py_IncRef(c_void_p(id(x)))`` counted the c_void_p, not ``x`` (a silent
+    refcount error), and a library setting ``argtypes = [c_void_p]`` made from_numpy raise."""
+    shared = ctypes.pythonapi.Py_IncRef
+    assert shared.argtypes is None   # not set by gluon_cf's import
+    x = object()
+    before = sys.getrefcount(x)
+    shared(ctypes.c_void_p(id(x)))
+    assert sys.getrefcount(x) == before + 1
+    ctypes.pythonapi.Py_DecRef(ctypes.c_void_p(id(x)))
+    shared.argtypes = [ctypes.c_void_p]   # as another library may
+    try:
+        host = np.arange(5, dtype=np.float32)
+        before = sys.getrefcount(host)
+        got = from_numpy(host)
+        assert sys.getrefcount(host) == before + 1   # the NDArray's
+        np.testing.assert_array_equal(got.asnumpy(), np.arange(5))
+    finally:
+        shared.argtypes = None
+
+
+def test_exit_guard_independent_of_the_shared_py_incref():
+    """Review (session 21): NOTE [Custom operators alive at exit]'s guard called the shared
+    ``ctypes.pythonapi.Py_IncRef``: with ``argtypes = [c_void_p]`` set by another library it
+    raised at exit ("Exception ignored in atexit callback") and kept no operator alive."""
+    from gluon_cf import _custom_ops
+    holder = mx.operator._registry.ref_holder
+    shared = ctypes.pythonapi.Py_IncRef
+    shared.argtypes = [ctypes.c_void_p]   # as another library may
+    try:
+        before = sys.getrefcount(holder)
+        _custom_ops._keep_operators_to_the_end()   # (a reference kept for ever, as at exit)
+        assert sys.getrefcount(holder) == before + 1
+    finally:
+        shared.argtypes = None

@@ -40,6 +40,7 @@ from typing import Dict, List, Tuple
 import mxnet as mx
 
 from .. import executor, rowwise
+from ..errors import CallTreeTooLargeError
 from ..executor import Parallel
 from ..graph import GraphCall
 from . import schedule
@@ -70,6 +71,7 @@ def run_batched(gen):
     pending: Dict[tuple, List[Tuple[_Task, Invocation]]] = {}   # (context, qname, args) -> ...
     calls: Dict[tuple, List[Tuple[_Task, GraphCall]]] = {}      # GraphCall.key() -> ...
     outcome = []
+    invocations = [0]   # batched so far: a cycle in the tree arrays doubles them every level
 
     def deliver(task, value):
         """``task`` finished with ``value``: resume whoever waits for it."""
@@ -91,7 +93,7 @@ def run_batched(gen):
     while ready or pending or calls:
         if not ready:
             if pending:
-                ready.append(_batch(pending, deliver))
+                ready.append(_batch(pending, deliver, invocations))
             else:
                 _run_calls(calls, deliver)
             continue
@@ -126,14 +128,23 @@ def run_batched(gen):
     return outcome[0]
 
 
-def _batch(pending, deliver):
-    """Take the largest pending group; return a task that runs it as one batched invocation."""
+def _batch(pending, deliver, invocations):
+    """Take the largest pending group; return a task that runs it as one batched invocation.
+    ``invocations``: ``[count]`` of this run's batched invocations, refused beyond
+    ``schedule.MAX_INVOCATIONS`` as an ahead-of-time schedule refuses them (breadth first, a
+    cycle in the tree arrays exhausted memory long before max_depth: a review found it)."""
     key = max(pending, key=lambda k: sum(r.rows for _, r in pending[k]))
     group = pending.pop(key)
     first = group[0][1]
-    args = _concat_rows(group, [True] * len(first.args))
     rows = sum(r.rows for _, r in group)
     depth = max(r.depth for _, r in group)
+    invocations[0] += rows
+    if invocations[0] > schedule.MAX_INVOCATIONS:
+        raise CallTreeTooLargeError(
+            "gluon_cf.recursive: %r would make more than %d calls for one batch (%d levels "
+            "deep so far); does it reach a base case, or do the tree arrays hold a cycle?"
+            % (first.context.specs[first.qname]["name"], schedule.MAX_INVOCATIONS, depth))
+    args = _concat_rows(group, [True] * len(first.args))
 
     def batched():
         outputs = schedule.run(first.context, first.qname, args, rows, depth)

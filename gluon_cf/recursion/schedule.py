@@ -268,9 +268,8 @@ class _Schedule:
             total += len(index)
             skeleton_tables.LOOKUPS[0] += 1
             index = found[found >= 0]
-            if total + len(index) > MAX_INVOCATIONS:
-                self._chain_steps(function, table, every_site, levels, kids, counts)
-                self._too_large({function.name})
+            if total + len(index) > MAX_INVOCATIONS:   # (its steps not built: unused)
+                self._too_large({function.name}, len(self.steps) + len(levels))
             depth += 1
         self._chain_steps(function, table, every_site, levels, kids, counts)
         self.args[qname].append([table.rows[np.concatenate(levels)]])
@@ -305,12 +304,12 @@ class _Schedule:
             row += rows
         counts[qname] += row
 
-    def _too_large(self, names):
+    def _too_large(self, names, levels=None):
         raise CallTreeTooLargeError(
             "gluon_cf.recursive: %s would make more than %d calls for one batch (%d "
             "levels deep so far); does it reach a base case, or do the tree arrays "
             "hold a cycle?" % (", ".join(map(repr, sorted(names))), MAX_INVOCATIONS,
-                               len(self.steps)))
+                               len(self.steps) if levels is None else levels))
 
     def _skeleton_table(self, function, args, env, levels):
         """``function``'s skeleton on every index of its environment's arrays (NOTE
