@@ -19,6 +19,7 @@ NOTE [integers computed from values needing a gradient]
 import ctypes
 import functools
 import itertools
+import threading
 import types
 from typing import List, Optional, Tuple, Union
 
@@ -92,6 +93,7 @@ def record_node(inputs, outputs, backward):
     was_fresh = [x._fresh_grad if x.grad is not None else None for x in inputs]
 
     def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
+        _callback.depth = getattr(_callback, "depth", 0) + 1
         try:
             out_grads = [mx.nd.NDArray(ctypes.cast(ptrs[i], NDArrayHandle), writable=False)
                          for i in range(num_ograds)]
@@ -120,6 +122,8 @@ def record_node(inputs, outputs, backward):
         except Exception as exc:  # noqa: BLE001 - reported through node.py (NOTE there)
             _node._remember("backward", exc, None)
             return False
+        finally:
+            _callback.depth -= 1
         return True
 
     def delete_entry(_):
@@ -187,6 +191,40 @@ def _entry_of(line):
 #     Eager remat recursion read its recorded graphs so on every call: every training step
 #     kept all its calls (a 6-deep recursion of 256 x 512 arrays: 4 MB a step). gluon_cf reads
 #     recorded graphs from ``debug_str`` instead (:func:`recorded_graph`), which keeps nothing.
+
+
+_callback = threading.local()   # .depth: record_node backwards running in this thread
+
+
+def _synchronised(backward):
+    """``backward`` (MXNet's ``NDArray.backward``, ``autograd.backward``) waiting for the
+    backward it pushed where record_node's nodes may be in it (NOTE [a remat backward reads
+    what it recomputes from])."""
+    @functools.wraps(backward)
+    def run(*args, **kwargs):
+        result = backward(*args, **kwargs)
+        # (not on MXNet's threads: a Custom operator's or record_node's backward runs there,
+        # and waiting there for the engine would wait for itself)
+        if _alive and not getattr(_callback, "depth", 0) and \
+                not isinstance(threading.current_thread(), threading._DummyThread):
+            mx.nd.waitall()
+        return result
+    return run
+
+
+mx.nd.NDArray.backward = _synchronised(mx.nd.NDArray.backward)
+autograd.backward = _synchronised(autograd.backward)
+
+# NOTE [a remat backward reads what it recomputes from]
+#     MXNet's ``backward()`` returns once it pushed the backward's operators; a record_node
+#     node's backward (a remat call's, a remat loop's) runs later on an engine thread and
+#     recomputes from the parameters, pushing operators that read them then. A
+#     ``Trainer.step`` (or any write of a parameter) pushed right after ``backward()`` comes
+#     first in the parameter's queue: the recomputation waited for the update, which waited for
+#     the gradient the recomputation computes. MXNet hung there (eager remat recursion with a
+#     Trainer and no ``waitall`` between: the second step never started; found by a hostile
+#     review). So ``backward()`` waits for the engine where record_node's nodes are alive
+#     (not inside one's backward, nor a Custom operator's: they run on the engine's threads).
 
 
 def fresh(values):

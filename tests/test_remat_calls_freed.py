@@ -14,6 +14,8 @@ from mxnet import autograd, gluon
 import gluon_cf
 from gluon_cf import remat_record
 
+from conftest import run_python
+
 
 class Chain(gluon.Block):
     def __init__(self):
@@ -82,3 +84,42 @@ def _by_name(graph):
     names = [n["name"] for n in graph["nodes"]]
     return ({n["name"]: (n["op"], [(names[e[0]], e[1]) for e in n["inputs"]])
              for n in graph["nodes"]}, [(names[e[0]], e[1]) for e in graph["heads"]])
+
+
+TRAINER_RIGHT_AFTER_BACKWARD = r'''
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+import gluon_cf
+
+
+def train(remat):
+    mx.random.seed(0)
+    net = gluon.nn.Dense(4, in_units=4)
+    net.initialize(mx.init.Uniform(0.5))
+    trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.1})
+
+    @gluon_cf.recursive(remat=remat)
+    def f(x, n):
+        if float(n.asscalar()) == 0:
+            return x
+        return mx.nd.tanh(net(f(x, n - 1)))
+    for step in range(4):
+        with autograd.record():
+            y = f(mx.nd.ones((2, 4)) * (step + 1), mx.nd.array([3])).sum()
+        y.backward() if step % 2 else autograd.backward([y])
+        trainer.step(1)          # (no waitall between)
+    return net.weight.data().asnumpy()
+
+
+np.testing.assert_allclose(train(True), train(False), rtol=1e-5, atol=1e-6)
+'''
+
+
+def test_a_trainer_step_right_after_backward_does_not_hang():
+    """NOTE [a remat backward reads what it recomputes from]: the recomputation, run by the
+    engine after ``backward()`` returned, read the parameters behind the update waiting for
+    its gradient: the second step hung (a subprocess with a timeout: a hang fails)."""
+    done = run_python(TRAINER_RIGHT_AFTER_BACKWARD, timeout=120)
+    assert done is not None, "hung"
+    assert done.returncode == 0, done.stderr[-2000:]
