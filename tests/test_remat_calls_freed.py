@@ -112,13 +112,33 @@ def train(remat):
     return net.weight.data().asnumpy()
 
 
+def train_loop(remat):
+    mx.random.seed(0)
+    net = gluon.nn.Dense(4, in_units=4)
+    net.initialize(mx.init.Uniform(0.5))
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+
+    def step(x, states):
+        h = mx.nd.tanh(net(states[0]) + x)
+        return h, [h]
+    for k in range(4):
+        with autograd.record():
+            outs, _ = gluon_cf.foreach(step, mx.nd.ones((3, 2, 4)) * (k + 1),
+                                       [mx.nd.zeros((2, 4))], remat=remat)
+            y = outs.sum()
+        y.backward()
+        trainer.step(1)
+    return net.weight.data().asnumpy()
+
+
 np.testing.assert_allclose(train(True), train(False), rtol=1e-5, atol=1e-6)
+np.testing.assert_allclose(train_loop(True), train_loop(False), rtol=1e-5, atol=1e-6)
 '''
 
 
 def test_a_trainer_step_right_after_backward_does_not_hang():
-    """NOTE [a remat backward reads what it recomputes from]: the recomputation, run by the
-    engine after ``backward()`` returned, read the parameters behind the update waiting for
+    """NOTE [a remat backward reads what it recomputes from]: recursion and a loop; the
+    recomputation, run by the engine after ``backward()`` returned, read the parameters behind the update waiting for
     its gradient: the second step hung (a subprocess with a timeout: a hang fails)."""
     done = run_python(TRAINER_RIGHT_AFTER_BACKWARD, timeout=120)
     assert done is not None, "hung"
