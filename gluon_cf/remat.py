@@ -57,7 +57,6 @@ NOTE [rematerialisation]
     (``nested_in_node``, ``remat_record.record_handed``), its backward run by the node's.
 """
 import contextlib
-import json
 import math
 import numbers
 import threading
@@ -78,7 +77,7 @@ from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa
                            SEGMENTS_ALIVE, working_bytes)
 from .remat_record import (UNREAD, _leaf_name, closure_arrays, fresh, gradient_leaves,  # noqa: F401
                            live, live_integer, needs_gradient, record_handed, record_node,
-                           states_needing_gradients)
+                           recorded_graph, states_needing_gradients)
 
 
 class MemoryBudget:
@@ -194,8 +193,8 @@ def next_recorded_node():
     probe = mx.nd.zeros((1,))
     probe.attach_grad()
     with autograd.record():
-        name = autograd.get_symbol(probe.copy()).tojson()
-    last = [n["name"] for n in json.loads(name)["nodes"] if n["op"] != "null"][-1]
+        copied = probe.copy()
+    last = [n["name"] for n in recorded_graph(copied)["nodes"] if n["op"] != "null"][-1]
     return int(last[5:]) + 1
 
 
@@ -377,7 +376,7 @@ class Loop:
         heads = [r for r in result if _node.recorded(r)]
         if heads:
             sym = mx.sym.Group([autograd.get_symbol(h) for h in heads])
-            nodes = json.loads(sym.tojson())["nodes"]
+            nodes = recorded_graph(*heads)["nodes"]
             self._refuse_recorded_before(nodes, first_node)
             ops = {n["op"] for n in nodes}
             from .operators import AUX_STATE_OPS
@@ -425,7 +424,7 @@ class Loop:
         names = {_leaf_name(x) for x in marked if x.grad is not None}
         for j, state in enumerate(current):
             if (not self.live_states[j] and _float(state) and _node.recorded(state) and
-                    gradient_leaves(json.loads(autograd.get_symbol(state).tojson())) & names):
+                    gradient_leaves(recorded_graph(state)) & names):
                 raise NotImplementedError(
                     "gluon_cf.%s%s: with remat, loop state %d needed no gradient in step 0 and "
                     "needs one in a later step (its step-0 value was computed without the "

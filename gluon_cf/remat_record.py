@@ -17,11 +17,11 @@ NOTE [integers computed from values needing a gradient]
     from a marked array (its step 0 at the forward, any step when recomputed). Integers
     computed from integers, and integer arrays not recorded, are fine."""
 import ctypes
-import json
 import functools
 import itertools
+import threading
 import types
-from typing import List, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import mxnet as mx
 import numpy as np
@@ -93,6 +93,7 @@ def record_node(inputs, outputs, backward):
     was_fresh = [x._fresh_grad if x.grad is not None else None for x in inputs]
 
     def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
+        _callback.depth = getattr(_callback, "depth", 0) + 1
         try:
             out_grads = [mx.nd.NDArray(ctypes.cast(ptrs[i], NDArrayHandle), writable=False)
                          for i in range(num_ograds)]
@@ -121,6 +122,8 @@ def record_node(inputs, outputs, backward):
         except Exception as exc:  # noqa: BLE001 - reported through node.py (NOTE there)
             _node._remember("backward", exc, None)
             return False
+        finally:
+            _callback.depth -= 1
         return True
 
     def delete_entry(_):
@@ -143,6 +146,85 @@ def record_node(inputs, outputs, backward):
 def _leaf_name(array):
     """The name autograd gave a marked array (``attach_grad``): ``var<N>``."""
     return autograd.get_symbol(array).list_inputs()[0]
+
+
+def recorded_graph(*arrays):
+    """The recorded graph of ``arrays`` as ``json.loads(Group(...).tojson())`` gives it: nodes
+    (``op``, ``name``, ``inputs``) inputs first, and ``heads``; read from ``debug_str``
+    (NOTE [tojson keeps custom nodes alive])."""
+    symbol = autograd.get_symbol(arrays[0]) if len(arrays) == 1 else \
+        mx.sym.Group([autograd.get_symbol(a) for a in arrays])
+    nodes: List[dict] = []
+    index: dict = {}
+    outputs: List[tuple] = []
+    inputs: Optional[list] = None
+    for line in symbol.debug_str().splitlines():
+        if line.startswith("Variable:"):
+            index[line[9:]] = len(nodes)
+            nodes.append({"op": "null", "name": line[9:], "inputs": []})
+            inputs = None
+        elif line.startswith("Op:"):
+            op, _, name = line[3:].partition(", Name=")
+            index[name] = len(nodes)
+            inputs = []
+            nodes.append({"op": op, "name": name, "inputs": inputs})
+        elif line.startswith("\toutput["):
+            outputs.append(_entry_of(line))
+        elif line.startswith("\targ[") and inputs is not None:
+            name, k = _entry_of(line)
+            inputs.append([index[name], k, 0])
+        elif not line.startswith("\t"):   # (Attrs:, Control deps:, a separator)
+            inputs = None if line != "Inputs:" else inputs
+    return {"nodes": nodes, "heads": [[index[name], k, 0] for name, k in outputs]}
+
+
+def _entry_of(line):
+    """``\targ[0]=node_3(1) version=0`` -> ("node_3", 1)."""
+    name, _, k = line.split("=", 1)[1].split(" ")[0].rpartition("(")
+    return name, int(k[:-1])
+
+
+# NOTE [tojson keeps custom nodes alive]
+#     In MXNet 1.9.1, ``tojson()`` of a symbol holding a recorded ``_CustomFunction`` node
+#     (:func:`record_node`'s) keeps that node alive for good: its delete callback never runs,
+#     and its backward, holding a remat call (its saved results, its arguments), with it.
+#     Eager remat recursion read its recorded graphs so on every call: every training step
+#     kept all its calls (a 6-deep recursion of 256 x 512 arrays: 4 MB a step). gluon_cf reads
+#     recorded graphs from ``debug_str`` instead (:func:`recorded_graph`), which keeps nothing.
+
+
+_callback = threading.local()   # .depth: record_node backwards running in this thread
+
+
+def _synchronised(backward):
+    """``backward`` (MXNet's ``NDArray.backward``, ``autograd.backward``) waiting for the
+    backward it pushed where record_node's nodes may be in it (NOTE [a remat backward reads
+    what it recomputes from])."""
+    @functools.wraps(backward)
+    def run(*args, **kwargs):
+        result = backward(*args, **kwargs)
+        # (not on MXNet's threads: a Custom operator's or record_node's backward runs there,
+        # and waiting there for the engine would wait for itself)
+        if _alive and not getattr(_callback, "depth", 0) and \
+                not isinstance(threading.current_thread(), threading._DummyThread):
+            mx.nd.waitall()
+        return result
+    return run
+
+
+mx.nd.NDArray.backward = _synchronised(mx.nd.NDArray.backward)
+autograd.backward = _synchronised(autograd.backward)
+
+# NOTE [a remat backward reads what it recomputes from]
+#     MXNet's ``backward()`` returns once it pushed the backward's operators; a record_node
+#     node's backward (a remat call's, a remat loop's) runs later on an engine thread and
+#     recomputes from the parameters, pushing operators that read them then. A
+#     ``Trainer.step`` (or any write of a parameter) pushed right after ``backward()`` comes
+#     first in the parameter's queue: the recomputation waited for the update, which waited for
+#     the gradient the recomputation computes. MXNet hung there (eager remat recursion with a
+#     Trainer and no ``waitall`` between: the second step never started; found by a hostile
+#     review). So ``backward()`` waits for the engine where record_node's nodes are alive
+#     (not inside one's backward, nor a Custom operator's: they run on the engine's threads).
 
 
 def fresh(values):
@@ -259,7 +341,7 @@ def needs_gradient(a):
         return False
     if a.grad is not None:
         return True
-    leaves = gradient_leaves(json.loads(autograd.get_symbol(a).tojson()))
+    leaves = gradient_leaves(recorded_graph(a))
     return any(name.startswith("var") for name in leaves)
 
 
@@ -397,8 +479,7 @@ def states_needing_gradients(slots, closure, result, live_states, live_data, ref
     recorded = [s for s in result if _float(s) and _node.recorded(s)]
     if not recorded:
         return [True] * len(new_states), live_data
-    index_read = _index_leaves(json.loads(mx.sym.Group(
-        [autograd.get_symbol(s) for s in recorded]).tojson()))
+    index_read = _index_leaves(recorded_graph(*recorded))
     read_slots = {slots[n] for n in index_read if n in slots}
     live_states = [w and (("state", k) not in read_slots or refine("state", k))
                    for k, w in enumerate(live_states)]
@@ -409,7 +490,7 @@ def states_needing_gradients(slots, closure, result, live_states, live_data, ref
         if not (_float(state) and _node.recorded(state)):
             reads.append([])
             continue
-        names = gradient_leaves(json.loads(autograd.get_symbol(state).tojson()))
+        names = gradient_leaves(recorded_graph(state))
         reads.append(True if names & closure else [slots[n] for n in names if n in slots])
     needs = list(live_states)
     grown = True

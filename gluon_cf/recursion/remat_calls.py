@@ -82,7 +82,6 @@ NOTE [values recorded before a remat call]
     are not inspected (as a loop's steps after step 0): a read only on a path neither
     inspected call took, or inside a user's ``autograd.Function`` in the body, is not found.
 """
-import json
 import threading
 from typing import Optional
 
@@ -132,11 +131,14 @@ class _Gate:
     _cache = threading.local()
 
     def __init__(self, closure, training):
-        self.closure, self.training, self.read = closure, training, set()
+        self.closure, self.training = closure, training
+        self.read: set = set()
         self.outputs = _remat.fresh(closure)
         if closure:
             with autograd.record(train_mode=training):
-                _remat.record_node(closure, self.outputs, self.backward)
+                # (its callback holds what its backward reads, not this gate, whose
+                # outputs hold the node: the cycle would keep both for good)
+                _remat.record_node(closure, self.outputs, _gate_backward(closure, self.read))
 
     @classmethod
     def of(cls, closure, training):
@@ -144,16 +146,29 @@ class _Gate:
         key = tuple(id(c) for c in closure)
         gate = gates.get(key)
         if gate is None or gate.training != training or \
-                any(a is not b for a, b in zip(gate.closure, closure)) or \
-                not all(_node.recorded(o) for o in gate.outputs):
-            if len(gates) >= 16:   # (they hold parameters: those of old blocks go)
+                any(a is not b for a, b in zip(gate.closure, closure)) or not gate.on_tape():
+            # (they hold parameters: the gates off the tape go, and those of deleted blocks
+            # with them)
+            for old in [k for k, g in gates.items() if not g.on_tape()]:
+                del gates[old]
+            if len(gates) >= 16:
                 gates.clear()
             gate = gates[key] = cls(closure, training)
         return gate
 
-    def backward(self, out_grads):
-        read, self.read = self.read, set()   # (the calls' backward runs again first)
-        return [g if id(c) in read else _remat.UNREAD for c, g in zip(self.closure, out_grads)]
+    def on_tape(self):
+        return all(_node.recorded(o) for o in self.outputs)
+
+
+def _gate_backward(closure, read):
+    """The backward of a :class:`_Gate`'s node: ``read``, the ids of the closure arrays the
+    calls' backward read (filled before it runs), emptied as it runs (the calls' backward
+    runs again first with ``retain_graph``)."""
+    def backward(out_grads):
+        seen = set(read)
+        read.clear()
+        return [g if id(c) in seen else _remat.UNREAD for c, g in zip(closure, out_grads)]
+    return backward
 
 
 class _Root:
@@ -208,7 +223,9 @@ class Call:
         self.live = [_needs_grad(a) and not (parent is not None and parent.computed(a))
                      for a in args]
         self.children: list = []
-        self.outputs: list = []
+        # the children's outputs: this call's node's inputs; a call does not hold its own
+        # (its node's callback holds the call: the cycle would keep both for good)
+        self.child_outputs: list = []
         self.out_fmt = None
         self.next_child = 0
         self.leaves: list = []
@@ -257,13 +274,13 @@ class Call:
         self.inputs = self._pairs_inputs()
         with autograd.record(train_mode=self.root.training):
             _remat.record_node(self.inputs, outputs, self.backward)
-        self.outputs = outputs
         del flat   # the body's own results: what is alive now escaped
         for watch in watches:
             watch.check(self._refuse_escape)
         _escapes.keep(self.args + outputs + self.saved)   # (from the parent's body)
         if parent is not None:
             parent.children.append(self)
+            parent.child_outputs.append(outputs)
         return regroup(outputs, self.out_fmt)[0]
 
     def _refuse_escape(self, what, where):
@@ -312,7 +329,7 @@ class Call:
         reads), from an array needing a gradient: an operator recorded by the body made it."""
         if self.first_node is None or array.grad is not None:
             return False
-        graph = json.loads(autograd.get_symbol(array).tojson())
+        graph = _remat.recorded_graph(array)
         number = _operator_number(graph["nodes"][graph["heads"][0][0]])
         return number is not None and number >= self.first_node
 
@@ -324,7 +341,7 @@ class Call:
         heads = [h for h in flat if _float(h) and _node.recorded(h)]
         if not heads:
             return
-        graph = json.loads(mx.sym.Group([autograd.get_symbol(h) for h in heads]).tojson())
+        graph = _remat.recorded_graph(*heads)   # (NOTE [tojson keeps custom nodes alive])
         nodes = graph["nodes"]
 
         def before(n):
@@ -351,7 +368,7 @@ class Call:
         seen, inputs = set(), []
         for a in ([a for a, live in zip(self.args, self.live) if live] +
                   self.root.gated(self.fn).outputs +
-                  [o for c in self.children for o in c.outputs]):
+                  [o for outs in self.child_outputs for o in outs]):
             if id(a) not in seen:
                 seen.add(id(a))
                 inputs.append(a)
@@ -368,9 +385,9 @@ class Call:
                 pairs.append((real, copy))
         gate = self.root.gated(self.fn)
         pairs += list(zip(gate.outputs, gate.closure))
-        for child in self.children:
+        for child, outputs in zip(self.children, self.child_outputs):
             child.leaves = [o.copy() for o in child.saved]
-            for real, leaf in zip(child.outputs, child.leaves):
+            for real, leaf in zip(outputs, child.leaves):
                 if _float(leaf):
                     leaf.attach_grad()
                     pairs.append((real, leaf))
@@ -388,7 +405,7 @@ class Call:
         flat, _ = flatten([result], "gluon_cf.recursive", "the results of %r" % self.fn.name)
         recorded = [h for h in flat if _float(h) and _node.recorded(h)]
         if recorded and self.fn not in self.root.checked:
-            self._check_operators(mx.sym.Group([autograd.get_symbol(h) for h in recorded]))
+            self._check_operators(_remat.recorded_graph(*recorded))
         if self.next_child != len(self.children):
             self._differ()
         if len(flat) != len(self.saved):
@@ -445,11 +462,11 @@ class Call:
             if mx.nd.add_n(*flags).asscalar() > 0:
                 self._differ()
 
-    def _check_operators(self, sym):
+    def _check_operators(self, graph):
         """Refuse randomness and auxiliary state, once per function and outermost call (the
         comparison with the forward's results catches any other difference)."""
         self.root.checked.add(self.fn)
-        ops = {n["op"] for n in json.loads(sym.tojson())["nodes"]}
+        ops = {n["op"] for n in graph["nodes"]}
         from ..operators import AUX_STATE_OPS
         bad = sorted(op for op in ops if _remat.is_random_op(op))
         if self.root.training:
