@@ -38,13 +38,19 @@ def rows(array, start, stop):
     MXNDArraySlice checks the bounds itself ("Slice end index out of range",
     tests/test_schedule_tables.py), but not a negative start, which mx_uint wraps into a view
     of the memory before the array (a review found it)."""
+    return NDArray(handle=_view_handle(array, start, stop), writable=array.writable)
+
+
+def _view_handle(array, start, stop):
+    """A new handle of rows ``start:stop`` of ``array`` (freed by its owner): the bounds as
+    :func:`rows` says."""
     if start < 0:
         raise IndexError("gluon_cf schedule: rows %d:%d of an array of %d rows"
                          % (start, stop, array.shape[0]))
     handle = NDArrayHandle()
     check_call(_LIB.MXNDArraySlice(array.handle, mx_uint(start), mx_uint(stop),
                                    ctypes.byref(handle)))
-    return NDArray(handle=handle, writable=array.writable)
+    return handle
 
 
 class Unrecorded:
@@ -77,13 +83,7 @@ def call_on_rows(op, inputs, outputs):
             array = kind()
             for k, value in enumerate(group):
                 if type(value) is tuple:
-                    source, start, stop = value
-                    if start < 0:
-                        raise IndexError("gluon_cf schedule: rows %d:%d of an array of %d rows"
-                                         % (start, stop, source.shape[0]))
-                    view = NDArrayHandle()
-                    check_call(_LIB.MXNDArraySlice(source.handle, mx_uint(start), mx_uint(stop),
-                                                   ctypes.byref(view)))
+                    view = _view_handle(*value)
                     made.append(view)
                     array[k] = view.value
                 else:
