@@ -76,7 +76,7 @@ class CachedGraph(CachedOpPair):
         shapes = () if self.constant else tuple(shape_or_no_element(a) for a in args)
         if not self.constant and (any(0 in s for s in shapes) or
                                   self.zero_size_nodes(shapes)):
-            outputs = self._op_by_op(args)
+            outputs = self._op_by_op(args, shapes)
             if out is None:
                 return outputs
             for dst, value in zip(out, outputs):
@@ -120,11 +120,11 @@ class CachedGraph(CachedOpPair):
             self._nodes, self._heads = js["nodes"], [tuple(h[:2]) for h in js["heads"]]
         return self._nodes
 
-    def _op_by_op(self, args):
+    def _op_by_op(self, args, shapes):
         nodes = self._json_nodes()
         by_name = dict(zip(self.symbol.list_inputs(), args))
         values, origin = {}, {}   # entry -> NDArray; entry -> what made it zero-size
-        made_here = self.zero_size_nodes(tuple(shape_or_no_element(a) for a in args))
+        made_here = self.zero_size_nodes(shapes)   # (as __call__ read them)
         for nid, n in enumerate(nodes):
             if n["op"] == "null":
                 values[(nid, 0)] = by_name[n["name"]]
