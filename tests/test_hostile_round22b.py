@@ -1,0 +1,230 @@
+"""Issue 24, twenty-second round (b): the blocks of ``hostile_programs22b.py``, ported code.
+
+* ``F.contrib`` semantics (``ContribBlock``): each block runs on gluon_cf eagerly and
+  hybridized, and its oracle is the same code on MXNet's own ``mx.nd.contrib`` ops (values and
+  input and parameter gradients at 1e-5); hybridized, the forward also equals MXNet's own
+  ``mx.sym.contrib`` ops wherever MXNet's graph runs it (MXNet 1.9.1's symbolic ``while_loop``
+  fails in backward, and its symbolic ``cond`` returns garbage gradients for branches that
+  return inputs or read a Dense: gradients there are checked against its eager ops only).
+* Dynamic shapes inside bodies and recursion: against plain Python on NDArrays, eagerly and
+  hybridized on the batching executor and, for recursion, the unbatched one.
+* A random sequence of calls on one hybridized block (shapes, batch sizes, predict and
+  record, ``grad_req`` 'write' and 'add', calls that fail) equals each call on a fresh block.
+* What this round fixed: the run-time checks of a loop (a state changing shape, step outputs
+  of different shapes, an eager body returning another structure) name the user's line.
+"""
+import random
+import re
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+import gluon_cf
+
+import hostile_harness
+import hostile_programs22b as programs
+from test_recursion_hostile2 import make, run, with_mode
+
+FILES = [programs.__file__]
+CONTRIB = [c for c in programs.PROGRAMS if issubclass(c, programs.ContribBlock)]
+OTHERS = [c for c in programs.PROGRAMS if c not in CONTRIB]
+RECURSIVE = {programs.DepthPassedDownAsArgument, programs.MutualEvenOddLevels,
+             programs.ModelDecidesTheTree, programs.RecursionReturnsSumAndCount,
+             programs.LeafRunsForeachOverItsFeatures, programs.SharedSubtrees,
+             programs.BranchesChooseWhichChildToVisit, programs.RecursionOverMaskedRowsCount,
+             programs.RecursionCallsWhileWithArgumentBound,
+             programs.RecursionFrozenDenseTrainedDense}
+
+# Refused at the user's line, by (program, input): a foreach over zero rows called by the user
+# (MXNet's own foreach fails on no step too; README, "foreach over zero-length data").
+REFUSED = {(programs.TakeLeadingRowsThenForeach, 1): "data has length 0 along axis 0"}
+# Eagerly, a while_loop of no step returns [] as its step outputs, as MXNet 1.9.1's eager
+# while_loop does (README: read step outputs of a loop that may run no step hybridized).
+EAGER_NO_STEP = {(programs.WhilePaddedOutputsAreZeros, 2): "list index out of range"}
+# Eagerly, a sum of the rows of a mask keeping none is not in MXNet's autograd graph (eager
+# MXNet's own foreach fails on it too, with a shape error)
+EAGER_NO_GRAPH = {(programs.ForeachMaskCountsAndSums, 1):
+                  "no inputs in computation graph that require gradients"}
+
+
+def _check(cls, mode, k, got, want):
+    key = (cls, k)
+    if key in REFUSED:
+        assert got[0] == "error" and re.search(REFUSED[key], str(got[1])) and \
+            hostile_harness.located(got[1], FILES), (mode, k, got)
+        return
+    for known in (EAGER_NO_STEP, EAGER_NO_GRAPH):
+        if mode == "eager" and key in known:
+            assert got[0] == "error" and known[key] in str(got[1]), (mode, k, got)
+            return
+    kind = hostile_harness.classify_pair(want, got, FILES, tol=(1e-5, 1e-5))
+    assert kind == "equal", (mode, k, kind, got[1] if got[0] == "error" else "another value")
+
+
+def _plain(cls, arrays, record=True):
+    return hostile_harness._outcome(lambda: run(make(cls), arrays, plain=True, record=record))
+
+
+@pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
+def test_program_equals_its_oracle_eager_and_hybridized(cls):
+    modes = ("eager", "batched", "unbatched") if cls in RECURSIVE else ("eager", "batched")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k, arrays in enumerate(programs.PROGRAMS[cls]):
+            want = _plain(cls, arrays)
+            for mode in modes:
+                net = make(cls)
+                if mode != "eager":
+                    net.hybridize()
+                got = hostile_harness._outcome(lambda: with_mode(mode, lambda: run(net, arrays)))
+                _check(cls, mode, k, got, want)
+
+
+# MXNet 1.9.1's symbolic ops cannot run these forward (its _foreach infers no shape through a
+# nested cond or while_loop)
+MXNET_SYMBOLIC_FAILS = {programs.CondInsideForeachBody, programs.WhileInsideForeachBody}
+
+
+@pytest.mark.parametrize("cls", [c for c in CONTRIB if c not in MXNET_SYMBOLIC_FAILS],
+                         ids=lambda c: c.__name__)
+def test_hybridized_forward_equals_mxnets_own_symbolic_ops(cls):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for arrays in programs.PROGRAMS[cls]:
+            theirs = make(cls)
+            theirs.use_mxnet = True
+            theirs.hybridize()
+            want = run(theirs, arrays, record=False)
+            ours = make(cls)
+            ours.hybridize()
+            got = run(ours, arrays, record=False)
+            assert hostile_harness._compare(want, got, (1e-5, 1e-5)), cls.__name__
+
+
+# ---- (a) call history ------------------------------------------------------------------------
+
+HISTORY = [programs.ForeachMaskCountsAndSums, programs.TakeLeadingRowsThenForeach,
+           programs.WhileOverComputedLength, programs.ReshapeMinus4InWhileBody,
+           programs.WhilePaddedOutputsAreZeros, programs.RecursionOverMaskedRowsCount,
+           programs.RecursionCallsWhileWithArgumentBound, programs.ModelDecidesTheTree,
+           programs.ForeachTwoStatesLSTMish, programs.CondNestedListOutputs]
+
+
+def _bad(arrays, how):
+    first = arrays[0]
+    if how == "wider":
+        first = np.concatenate([first, first[..., :1]], axis=-1)
+    elif how == "rank":
+        first = first[None]
+    else:                                               # another dtype
+        first = first.astype(np.float64)
+    return [first] + list(arrays[1:])
+
+
+def _same(want, got):
+    if want[0] != got[0]:
+        return False
+    if want[0] == "value":
+        return hostile_harness._compare(want[1], got[1], (1e-5, 1e-5))
+    strip = lambda err: (type(err), re.sub(r"\d+", "#", str(err)))   # noqa: E731 (node names)
+    return strip(want[1]) == strip(got[1])
+
+
+def _grad_req(net, req):
+    for p in net.collect_params().values():
+        if p.grad_req != "null":
+            p.grad_req = req
+
+
+@pytest.mark.parametrize("cls", HISTORY, ids=lambda c: c.__name__)
+def test_a_random_call_sequence_equals_each_call_on_a_fresh_block(cls):
+    inputs = programs.PROGRAMS[cls]
+    rng = random.Random(cls.__name__)
+    calls = [rng.randrange(len(inputs)) for _ in range(3)] + ["wider", "rank", "float64"]
+    rng.shuffle(calls)
+    calls += range(len(inputs))                       # each after the failed calls
+    mode = "unbatched" if cls in RECURSIVE and rng.random() < 0.5 else "batched"
+    net = make(cls)
+    net.hybridize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step, k in enumerate(calls):
+            arrays = _bad(inputs[0], k) if isinstance(k, str) else inputs[k]
+            record, req = rng.random() < 0.6, rng.choice(["write", "add"])
+            _grad_req(net, req)
+            got = hostile_harness._outcome(
+                lambda: with_mode(mode, lambda: run(net, arrays, record=record)))
+            fresh = make(cls)
+            fresh.hybridize()
+            _grad_req(fresh, req)
+            want = hostile_harness._outcome(
+                lambda: with_mode(mode, lambda: run(fresh, arrays, record=record)))
+            assert _same(want, got), (step, k, record, req, want, got)
+            if got[0] == "error" and not isinstance(got[1], mx.MXNetError):
+                assert hostile_harness.located(got[1], FILES), (step, k, got[1])
+
+
+# ---- what this round fixed -----------------------------------------------------------------------
+
+F = mx.nd
+X3, IDX = mx.nd.ones((3, 3)), mx.nd.array([0, 1, 2])
+M2 = mx.nd.array([[1, 1, 0], [1, 0, 0]])
+
+
+class _Outputs(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        return gluon_cf.foreach(lambda ts, s: (F.contrib.boolean_mask(ts[0], ts[1]), [s[0] + 1]),
+                                [x, m], [F.zeros((1,))])[0]
+
+
+class _States(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        return gluon_cf.foreach(lambda ts, s: (ts[0], [F.contrib.boolean_mask(ts[0], ts[1])]),
+                                [x, m], [F.zeros((2,))])[0]
+
+
+class _Vars(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        return gluon_cf.while_loop(lambda v: F.sum(v) > -1, lambda v: (
+            [], [F.contrib.boolean_mask(v, F.sum(m, axis=0) > 1)]), [F.sum(x, axis=0)],
+            max_iterations=2)[1][0]
+
+
+_EAGER = [
+    lambda: gluon_cf.foreach(lambda i, s: (i, [s[0] + F.take(X3, i)]), IDX, [F.zeros((3,))]),
+    lambda: gluon_cf.while_loop(lambda s: F.sum(s) < 5, lambda s: ([], [s.astype("float64")]),
+                                [F.zeros((3,))], max_iterations=3),
+    lambda: gluon_cf.foreach(lambda i, s: ([i, i] if F.sum(s[0]) > 0 else [i], [s[0] + 1]),
+                             IDX, [F.zeros((3,))]),
+    lambda: gluon_cf.while_loop(lambda s: F.sum(s) < 50, lambda s: (
+        [s] if F.sum(s) > 3 else [s, s], [s + 1]), [F.zeros((3,))], max_iterations=5),
+    lambda: gluon_cf.while_loop(lambda s: F.sum(s) < 50, lambda s: (
+        [s[0:1]] if F.sum(s) > 3 else [s], [s + 1]), [F.zeros((3,))], max_iterations=5),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_EAGER)))
+def test_a_loops_run_time_checks_name_the_users_line_eagerly(case):
+    """A state changing shape or dtype, step outputs of different shapes or structures are
+    found only as a loop runs: the error names the loop's line (it named none, NOTE [run-time
+    loop checks name the user's line])."""
+    fn = _EAGER[case]
+    with pytest.raises(ValueError, match=r"^gluon_cf\.(foreach|while_loop) at %s:%d: " % (
+            re.escape(__file__), fn.__code__.co_firstlineno)):
+        fn()
+
+
+@pytest.mark.parametrize("cls", [_Outputs, _States, _Vars], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_a_loops_run_time_checks_name_the_users_line_in_blocks(cls, hybridize):
+    """The same in bodies of run-time shape (boolean_mask), hybridized too: the node's line,
+    not the ``net(x)`` that ran it."""
+    net = cls()
+    if hybridize:
+        net.hybridize()
+    with pytest.raises(ValueError, match=r"^gluon_cf\.(foreach|while_loop) at %s:%d: .*(changed "
+                       r"from shape|changes shape across steps)" % (
+                           re.escape(__file__), cls.hybrid_forward.__code__.co_firstlineno + 1)):
+        net(X3[:2], M2)
