@@ -934,3 +934,58 @@ class RecursionFrozenDenseTrainedDense(HybridBlock):
                 return F.tanh(self.frozen(x[i:i + 1]))
             return self.trained(F.concat(node(lt[i]), node(rt[i]), dim=1))
         return F.concat(*[node(r) for r in _ids(roots)], dim=0)
+
+
+@program(forest([BAL, None, comb(4), (BAL, (None, BAL))], seed=161), forest([None], seed=162))
+class MutualRecursionOfTwoArities(HybridBlock):
+    """f(i, [h, c]) returns [h, c] and g(i, scale) one array: f calls g on its left child and
+    itself on its right with a new state list; g calls itself and f."""
+
+    NO_GRAD = (1, 2, 3)
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.d = nn.Dense(3, in_units=3)
+
+    def hybrid_forward(self, F, x, left, right, roots):
+        @gluon_cf.recursive
+        def f(i, st):
+            h, c = st
+
+            def inner():
+                gl = g(F.take(left, i), h + 1)
+                nh, nc = f(F.take(right, i), [gl, c * 0.5])
+                return [nh + gl, nc]
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: [F.take(x, i) * h, c + 1], inner)
+
+        @gluon_cf.recursive
+        def g(i, scale):
+            return gluon_cf.cond(F.take(left, i) < 0,
+                                 lambda: F.tanh(self.d(F.take(x, i))) * scale,
+                                 lambda: g(F.take(left, i), scale * 0.5) -
+                                 f(F.take(right, i), [scale, scale])[0])
+
+        def root(r):
+            h, c = f(r, [F.ones((1, 3)), F.zeros((1, 3))])
+            return h + c
+        return _rows_of(F, root, roots)
+
+    def plain_forward(self, F, x, left, right, roots):
+        lt, rt, n = _ids(left), _ids(right), x.shape[0]
+
+        def f(i, h, c):
+            i = _row(i, n)
+            if lt[i] < 0:
+                return x[i:i + 1] * h, c + 1
+            gl = g(lt[i], h + 1)
+            nh, nc = f(rt[i], gl, c * 0.5)
+            return nh + gl, nc
+
+        def g(i, scale):
+            i = _row(i, n)
+            if lt[i] < 0:
+                return F.tanh(self.d(x[i:i + 1])) * scale
+            return g(lt[i], scale * 0.5) - f(rt[i], scale, scale)[0]
+        outs = [sum(f(r, F.ones((1, 3)), F.zeros((1, 3)))) for r in _ids(roots)]
+        return F.concat(*outs, dim=0)

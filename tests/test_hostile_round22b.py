@@ -36,7 +36,7 @@ RECURSIVE = {programs.DepthPassedDownAsArgument, programs.MutualEvenOddLevels,
              programs.LeafRunsForeachOverItsFeatures, programs.SharedSubtrees,
              programs.BranchesChooseWhichChildToVisit, programs.RecursionOverMaskedRowsCount,
              programs.RecursionCallsWhileWithArgumentBound,
-             programs.RecursionFrozenDenseTrainedDense}
+             programs.RecursionFrozenDenseTrainedDense, programs.MutualRecursionOfTwoArities}
 
 # Refused at the user's line, by (program, input): a foreach over zero rows called by the user
 # (MXNet's own foreach fails on no step too; README, "foreach over zero-length data").
@@ -146,9 +146,21 @@ def test_program_equals_its_oracle_whatever_came_before(cls):
 MXNET_SYMBOLIC_FAILS = {programs.CondInsideForeachBody, programs.WhileInsideForeachBody}
 
 
+# MXNet 1.9.1's symbolic backward fails (its while_loop's: a CachedOp output count check) or
+# returns uninitialised memory (its cond's, for branches returning inputs or reading a Dense)
+MXNET_SYMBOLIC_BACKWARD_FAILS = {
+    programs.WhileHitsMaxIterationsExactly, programs.WhileLoopVarsOnlyAnyStepCount,
+    programs.WhileNestedListOutputs, programs.WhileSingleLoopVarNotAList,
+    programs.ForeachOverWhileOutputs, programs.CondInWhileBodyWithDense,
+    programs.WhileMaxIterationsOne, programs.CondPredFromDense,
+    programs.CondBothBranchesReturnInputs}
+
+
 @pytest.mark.parametrize("cls", [c for c in CONTRIB if c not in MXNET_SYMBOLIC_FAILS],
                          ids=lambda c: c.__name__)
-def test_hybridized_forward_equals_mxnets_own_symbolic_ops(cls):
+def test_hybridized_equals_mxnets_own_symbolic_ops(cls):
+    """Forward, and where MXNet's own symbolic backward works, the gradients too."""
+    record = cls not in MXNET_SYMBOLIC_BACKWARD_FAILS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs, ours = make(cls), make(cls)
@@ -156,8 +168,8 @@ def test_hybridized_forward_equals_mxnets_own_symbolic_ops(cls):
         theirs.hybridize()
         ours.hybridize()
         for arrays in programs.PROGRAMS[cls]:
-            want = run(theirs, arrays, record=False)
-            got = run(ours, arrays, record=False)
+            want = run(theirs, arrays, record=record)
+            got = run(ours, arrays, record=record)
             assert hostile_harness._compare(want, got, (1e-5, 1e-5)), cls.__name__
 
 
