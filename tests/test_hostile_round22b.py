@@ -93,13 +93,14 @@ def _oracle(cls, k):
 
 
 def _calls(cls, mode):
-    """(a) call history: every input, in a random order, with calls that fail (a wider or
-    higher-rank input, float64) mixed in, then the first again."""
+    """(a) call history: every input, in a random order, with a call that most programs
+    refuse (a wider or higher-rank input, float64) mixed in, then the first again."""
     rng = random.Random(cls.__name__ + mode)
     calls = list(range(len(programs.PROGRAMS[cls])))
     rng.shuffle(calls)
-    for bad in rng.sample(["wider", "rank", "float64"], 2):
-        calls.insert(rng.randrange(len(calls) + 1), bad)
+    # (not one more axis for a recursion over a forest: every row then reads all of x)
+    bad = ["wider", "float64"] + ([] if cls in RECURSIVE else ["rank"])
+    calls.insert(rng.randrange(len(calls) + 1), rng.choice(bad))
     return rng, calls + [0]
 
 
