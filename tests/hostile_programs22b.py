@@ -300,7 +300,8 @@ class ForeachOverWhileOutputs(ContribBlock):
 
     def hybrid_forward(self, F, x, v):
         C = self.cf(F)
-        outs, _ = C.while_loop(lambda i, s: i < 3, lambda i, s: ([F.broadcast_mul(s, i)], [i + 1, s + v]),
+        outs, _ = C.while_loop(lambda i, s: i < 3,
+                               lambda i, s: ([F.broadcast_mul(s, i)], [i + 1, s + v]),
                                [F.zeros((1,)), F.sum(x, axis=0)], max_iterations=3)
         ys, (acc,) = C.foreach(lambda r, s: (r - s[0], [s[0] + r]), outs[0], [v])
         return ys, acc
