@@ -161,23 +161,42 @@ def op_at(op):
     return "gluon_cf.%s%s" % (op, " at %s" % where if where else "")
 
 
-def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values):
+def _op_where(op, where):
+    """``gluon_cf.op at file:line``: ``where`` (a node's user line, given while a graph runs
+    it), else the user's line that called the op eagerly (NOTE [run-time loop checks name the
+    user's line])."""
+    return "gluon_cf.%s at %s" % (op, where) if where else op_at(op)
+
+
+# NOTE [run-time loop checks name the user's line]
+#     What a loop checks as it runs (a state or loop variable changing shape or dtype, step
+#     outputs of different shapes, an eager body returning another structure) can only fail
+#     where values are computed at run time: eagerly, and hybridized in bodies of run-time
+#     shape (boolean_mask). Both name the user's loop call: eagerly, the innermost user frame
+#     calling the op (``op_at``); hybridized, the line the node was made at, passed as ``where``
+#     (the frames then are the user's ``net(x)``, not the loop's line). Once these named no
+#     line at all (issue 24's hostile round 22).
+
+
+def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values, where=None):
     """Eagerly, loop state must keep its shape and dtype from one step to the next."""
     for i, (new, old) in enumerate(zip(new_values, old_values)):
         if new.shape != old.shape or new.dtype != old.dtype:
-            raise ValueError("gluon_cf.%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
-                             "keep their shape and dtype" % (op, noun, i, old.shape,
+            raise ValueError("%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
+                             "keep their shape and dtype" % (_op_where(op, where), noun, i,
+                                                            old.shape,
                                                             old.dtype.__name__, new.shape,
                                                             new.dtype.__name__, fn_name, plural))
 
 
-def stack_steps(op, k, column):
+def stack_steps(op, k, column, where=None):
     """``mx.nd.stack`` of step output ``k`` of every step, after checking that the steps agree
     in shape: MXNet's stack does not check (it returns garbage), and a body that computes
     values of run-time shape may return different shapes at different steps."""
     first = column[0].shape
     if any(x.shape != first for x in column):
-        raise ValueError("\n".join(["gluon_cf.%s: step output %d changes shape across steps:"
-                                     % (op, k)] + ["  step %d: %s" % (t, x.shape)
-                                                   for t, x in enumerate(column)]))
+        raise ValueError("\n".join(["%s: step output %d changes shape across steps:"
+                                     % (_op_where(op, where), k)] +
+                                    ["  step %d: %s" % (t, x.shape)
+                                     for t, x in enumerate(column)]))
     return mx.nd.stack(*column, axis=0)

@@ -5,6 +5,8 @@ Oracle: the same block run eagerly (plain NDArray code, where these shapes are o
 numpy for the masked computations. Each position runs eager, hybridized, and hybridized with
 ``static_alloc``/``static_shape``, forward and backward.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -306,13 +308,16 @@ def test_foreach_steps_of_different_shapes_is_a_clear_error():
                 keep = F.broadcast_lesser(F.arange(5), t.reshape((1,)))
                 return _mask(F, x, keep), states
             return gluon_cf.foreach(body, F.arange(1, 4), [F.zeros((1,))])[0]
+    line = Bad.hybrid_forward.__code__.co_firstlineno + 4
 
     for hybridize in (False, True):
         block = Bad()
         if hybridize:
             block.hybridize()
-        with pytest.raises(ValueError, match=r"gluon_cf\.foreach: step output 0 changes shape "
-                           r"across steps:\n  step 0: \(1, 3\)\n  step 1: \(2, 3\)"):
+        # (named at the foreach's line: NOTE [run-time loop checks name the user's line])
+        with pytest.raises(ValueError, match=r"gluon_cf\.foreach at %s:%d: step output 0 changes "
+                           r"shape across steps:\n  step 0: \(1, 3\)\n  step 1: \(2, 3\)"
+                           % (re.escape(__file__), line)):
             block(X, MASK)
 
 
@@ -436,8 +441,9 @@ def test_loop_variable_changing_shape_is_refused_as_eagerly():
             return gluon_cf.while_loop(lambda v: v.sum() > -1, lambda v: (v.sum(), _mask(F, v, m)),
                                        x, max_iterations=3)[1]
 
-    message = (r"gluon_cf\.while_loop: loop variable 0 changed from shape \(5, 3\) float32 to "
-               r"\(3, 3\) float32 in func")
+    message = (r"gluon_cf\.while_loop at %s:%d: loop variable 0 changed from shape \(5, 3\) "
+               r"float32 to \(3, 3\) float32 in func"
+               % (re.escape(__file__), Bad.hybrid_forward.__code__.co_firstlineno + 1))
     for hybridize in (False, True):
         block = Bad()
         if hybridize:

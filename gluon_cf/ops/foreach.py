@@ -114,8 +114,9 @@ class _Step:
         flat_out, out_fmt = flatten_returned(outputs, "gluon_cf.foreach",
                                              "the outputs returned by body")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
-            raise ValueError("gluon_cf.foreach: body returned outputs structured as %s, earlier "
-                             "steps returned %s" % (describe(out_fmt), describe(self.out_fmt)))
+            raise ValueError("%s: body returned outputs structured as %s, earlier steps "
+                             "returned %s" % (op_at(OP), describe(out_fmt),
+                                              describe(self.out_fmt)))
         self.out_fmt = out_fmt
         self.returned_states = containers_of(states)
         return [outputs, states]
@@ -128,11 +129,12 @@ class _Step:
         return flat_out + flat_states
 
 
-def loop(data_at, length, body, states, captured):
+def loop(data_at, length, body, states, captured, where=None):
     """The loop itself, shared by eager mode and the node: returns ``(flat_outputs, states)``.
 
     A generator (NOTE [trampoline]). ``data_at(t)`` gives the data slices of step ``t``;
     ``body(slots)`` is a generator returning the flat outputs followed by the flat new states.
+    ``where``: the node's user line (NOTE [run-time loop checks name the user's line]).
     """
     per_step = []
     num_states = len(states)
@@ -142,16 +144,16 @@ def loop(data_at, length, body, states, captured):
         per_step.append(result[:cut])
         states = result[cut:]
         if per_step and len(per_step[-1]) != len(per_step[0]):  # eager bodies may vary
-            raise ValueError("gluon_cf.foreach: body returned %d outputs at step %d but %d at "
-                             "step 0" % (len(per_step[-1]), t, len(per_step[0])))
-    outputs = [stack_steps(OP, k, column) for k, column in enumerate(zip(*per_step))]
+            raise ValueError("%s: body returned %d outputs at step %d but %d at step 0"
+                             % (op_at(OP), len(per_step[-1]), t, len(per_step[0])))
+    outputs = [stack_steps(OP, k, column, where) for k, column in enumerate(zip(*per_step))]
     return outputs, list(states)
 
 
-def _remat_outputs(loop_, result):
+def _remat_outputs(loop_, result, where=None):
     """The outputs of a loop run by :class:`remat.Loop`, stacked, recorded as one node."""
     per_step, states = result
-    outputs = [stack_steps(OP, k, column) for k, column in enumerate(zip(*per_step))]
+    outputs = [stack_steps(OP, k, column, where) for k, column in enumerate(zip(*per_step))]
     flat = loop_.record(outputs + list(states), per_step)
     return flat[:len(outputs)], flat[len(outputs):]
 
@@ -297,11 +299,13 @@ def _remat_forward(node, data, states, captured, frame):
     """Generator: the node's loop with rematerialisation (NOTE [rematerialisation])."""
     nd_, ns = node.spec["num_data"], node.spec["num_states"]
     body = node.graphs["body"]
+    where = _node.where_created(node.spec.get("node"))
 
     def step(t, slices, states):
         if node.run_time_shapes:
             return keeping_shapes(OP, "state", "states", "body",
-                                  body.run(slices + states + loop_.closure, frame), states)
+                                  body.run(slices + states + loop_.closure, frame), states,
+                                  where)
         return body.run(slices + states + loop_.closure, frame)   # (Loop.backward_segments)
 
     _remat.refuse_wanted_integers(OP, node, list(data) + list(states) + list(captured))
@@ -311,7 +315,7 @@ def _remat_forward(node, data, states, captured, frame):
                         eager=False, random=_remat.holds_random_ops(node.spec),
                         step_bytes=_remat.graph_bytes_of(body, slots), length=data[0].shape[0])
     _remat.nested_in_node(loop_, node)
-    outputs, states = _remat_outputs(loop_, (yield from loop_.forward()))
+    outputs, states = _remat_outputs(loop_, (yield from loop_.forward()), where)
     return outputs + states
 
 
@@ -379,9 +383,10 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         length = data[0].shape[0]
+        where = _node.where_created(node.spec.get("node"))
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
-            _check_lengths([d.shape[0] for d in data], _node.where_created(node.spec.get("node")),
+            _check_lengths([d.shape[0] for d in data], where,
                            node.spec["num_out_data"] if node.spec.get("no_steps_ok") else None)
         if length == 0 and ns:    # no step: the states as they came in, computed as copies
             return [mx.nd.identity(s) for s in states]
@@ -393,7 +398,8 @@ class ForeachRule(registry.Rule):
             # lets the batching executor batch what they invoke (e.g. one tree per step).
             results = yield Parallel(body.run([d[t] for d in data] + captured, frame)
                                      for t in range(length))
-            return [stack_steps(OP, k, column) for k, column in enumerate(zip(*results))]
+            return [stack_steps(OP, k, column, where)
+                    for k, column in enumerate(zip(*results))]
         if _remat.applies(node.spec.get("remat")):
             return (yield from _remat_forward(node, data, states, captured, frame))
         if not node.run_time_shapes and not body.partitioned and \
@@ -402,9 +408,10 @@ class ForeachRule(registry.Rule):
         step = lambda slots: body.run(slots, frame)  # noqa: E731
         if node.run_time_shapes:
             step = lambda slots: keeping_shapes(OP, "state", "states", "body",  # noqa: E731
-                                                body.run(slots, frame), slots[nd_:nd_ + ns])
+                                                body.run(slots, frame), slots[nd_:nd_ + ns],
+                                                where)
         outputs, states = yield loop(lambda t: [d[t] for d in data], length, step, states,
-                                     captured)
+                                     captured, where)
         return outputs + states
 
     def forward_into(self, node, inputs, out_data, is_train):

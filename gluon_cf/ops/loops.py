@@ -18,13 +18,14 @@ def stacked_shape(rows, shape):
     return (rows,) + shape if shape is not None and rows is not None else None
 
 
-def keeping_shapes(op, noun, plural, fn_name, run, old_values):
+def keeping_shapes(op, noun, plural, fn_name, run, old_values, where=None):
     """Generator: the result of the step ``run``, after checking that the loop state it
     returns last (``old_values`` before the step) kept its shapes and dtypes, as eager mode
-    does (for bodies that may compute values of run-time shape)."""
+    does (for bodies that may compute values of run-time shape; ``where``: the node's user
+    line, NOTE [run-time loop checks name the user's line] in ``checks.py``)."""
     result = yield run
     check_kept_shapes(op, noun, plural, fn_name, old_values,
-                      result[len(result) - len(old_values):])
+                      result[len(result) - len(old_values):], where)
     return result
 
 

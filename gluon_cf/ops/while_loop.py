@@ -156,7 +156,7 @@ class _PendingStepOutputs(list):
     __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
 
 
-def _remat_loop(loop_, more, pad_to):
+def _remat_loop(loop_, more, pad_to, where=None):
     """Generator: a loop run by :class:`remat.Loop`, its step outputs stacked and padded to
     ``pad_to`` rows, recorded as one node; ``(None, initial vars)`` if no step ran."""
     per_step, final = yield from loop_.forward(more)
@@ -164,7 +164,7 @@ def _remat_loop(loop_, more, pad_to):
         return None, loop_.init
     outputs = []
     for i, column in enumerate(zip(*per_step)):
-        stacked = stack_steps(OP, i, column)
+        stacked = stack_steps(OP, i, column, where)
         pad = (pad_to or 0) - len(column)
         if pad > 0:
             stacked = mx.nd.concat(stacked, mx.nd.zeros((pad,) + column[0].shape,
@@ -225,9 +225,9 @@ class _Step:
         check_structure(OP, "func returned new_loop_vars", fmt, "loop_vars", self.vars_fmt)
         flat_out, out_fmt = flatten(outputs, "gluon_cf.while_loop", "step_output")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
-            raise ValueError("gluon_cf.while_loop: func returned step_output structured as %s at "
-                             "one step and %s at another" % (describe(out_fmt),
-                                                             describe(self.out_fmt)))
+            raise ValueError("%s: func returned step_output structured as %s at one step "
+                             "and %s at another" % (op_at(OP), describe(out_fmt),
+                                                    describe(self.out_fmt)))
         self.out_fmt = out_fmt
         return flat_out, flat_vars
 
@@ -255,13 +255,14 @@ def zero_rows(rows_like, pad_to):
     return [mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in rows_like]
 
 
-def loop(pred, func, loop_vars, captured, max_iterations, pad_to, zero_outputs):
+def loop(pred, func, loop_vars, captured, max_iterations, pad_to, zero_outputs, where=None):
     """The loop itself, shared by eager mode and the node: returns ``(flat_outputs, loop_vars)``.
 
     A generator (NOTE [trampoline]): ``pred(slots)`` is a generator returning a bool,
     ``func(slots)`` one returning the flat step outputs then the new loop vars. Outputs are
     padded with zero rows to ``pad_to`` rows (None: exact length).
-    ``zero_outputs()`` gives the outputs of a loop that ran no step.
+    ``zero_outputs()`` gives the outputs of a loop that ran no step. ``where``: the node's user
+    line (NOTE [run-time loop checks name the user's line] in ``checks.py``).
     """
     num_vars = len(loop_vars)
     per_step: List[list] = []   # per step, its flat outputs
@@ -275,7 +276,7 @@ def loop(pred, func, loop_vars, captured, max_iterations, pad_to, zero_outputs):
         return zero_outputs(), list(loop_vars)
     outputs = []
     for i, column in enumerate(zip(*per_step)):
-        stacked = stack_steps(OP, i, column)
+        stacked = stack_steps(OP, i, column, where)
         pad = (pad_to or 0) - len(column)
         if pad > 0:
             zeros = mx.nd.zeros((pad,) + column[0].shape, ctx=stacked.context,
@@ -438,6 +439,7 @@ class WhileLoopRule(registry.Rule):
         if _remat.applies(node.spec.get("remat")):
             return (yield from self._remat_forward(node, inputs, frame))
         fused = _func_then_cond(node)
+        where_made = _node.where_created(node.spec.get("node"))
         next_pred: list = []   # the predicate the last fused step computed on its new loop vars
 
         def pred(slots):
@@ -458,10 +460,11 @@ class WhileLoopRule(registry.Rule):
         step = fused_step
         if node.run_time_shapes:
             step = lambda slots: keeping_shapes(  # noqa: E731
-                OP, "loop variable", "loop variables", "func", fused_step(slots), slots[:nv])
+                OP, "loop variable", "loop variables", "func", fused_step(slots), slots[:nv],
+                where_made)
         per_step = yield loop(pred, step, loop_vars,
                               captured, node.spec["max_iterations"], pad_to,
-                              zero_outputs=lambda: None)
+                              zero_outputs=lambda: None, where=where_made)
         outputs, final = per_step
         where, bound = node.spec.get("report_truncation"), node.spec["max_iterations"]
         if where is not None and len(steps) == bound and \
@@ -482,6 +485,7 @@ class WhileLoopRule(registry.Rule):
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         bound, pad_to = node.spec["max_iterations"], _pad_to(node.spec)
+        where_made = _node.where_created(node.spec.get("node"))
 
         def more(vs):
             value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
@@ -490,7 +494,8 @@ class WhileLoopRule(registry.Rule):
         def step(t, slices, vs):
             run = func_g.run(list(vs) + loop_.closure, frame)   # (Loop.backward_segments)
             if node.run_time_shapes:
-                return keeping_shapes(OP, "loop variable", "loop variables", "func", run, vs)
+                return keeping_shapes(OP, "loop variable", "loop variables", "func", run, vs,
+                                      where_made)
             return run
 
         loop_ = _remat.Loop(OP, _remat.from_text(OP, node.spec["remat"]),
@@ -498,7 +503,7 @@ class WhileLoopRule(registry.Rule):
                             eager=False, random=_remat.holds_random_ops(node.spec),
                             step_bytes=_remat.graph_bytes_of(func_g, inputs), length=bound)
         _remat.nested_in_node(loop_, node)
-        outputs, final = yield from _remat_loop(loop_, more, pad_to)
+        outputs, final = yield from _remat_loop(loop_, more, pad_to, where_made)
         where = node.spec.get("report_truncation")
         if where is not None and loop_.steps == bound and (yield from more(final)):
             warn_truncation(where, bound, node.spec.get("truncation_advice"))
