@@ -110,13 +110,13 @@ TWO_BLOCKS = [[(0, 2, 1)], [(1, 0, 2)]]       # y2's block reads only its leaf
 
 
 @pytest.mark.parametrize("req", ["write", "add"])
-@pytest.mark.parametrize("heads", [TWO_CALLS, TWO_BLOCKS], ids=["one_block", "two_blocks"])
-@pytest.mark.parametrize("retain", [False, True], ids=["", "retain"])
-def test_two_calls_one_record_two_backward_passes(heads, retain, req):
-    """The reported failure: ``y1.backward(retain_graph=...)``, then ``y2.backward()``; then
-    the other order, with an Adam step after, twice (a record per iteration)."""
-    assert_same([(heads, [([0], retain), ([1], False)], True),
-                 (heads, [([1], False), ([0], False)], True)], req)
+def test_two_calls_one_record_two_backward_passes(req):
+    """The reported failure: ``y1.backward(retain_graph=...)``, then ``y2.backward()``, then
+    an Adam step; the calls of one block and of two (``y2``'s reads only its leaf), the
+    other order too, a record per iteration."""
+    assert_same([(heads, [([first], retain), ([1 - first], False)], True)
+                 for heads in (TWO_CALLS, TWO_BLOCKS) for retain in (False, True)
+                 for first in (0, 1)], req)
 
 
 @pytest.mark.parametrize("req", ["write", "add"])
@@ -204,7 +204,7 @@ def records(draw):
     return heads, passes, draw(st.booleans())
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(st.lists(records(), min_size=1, max_size=2), st.sampled_from(["write", "add"]))
 def test_programs_of_calls_and_passes_equal_plain_mxnet(program, req):
     assert_same(program, req)
