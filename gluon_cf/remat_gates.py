@@ -62,6 +62,9 @@ class Gate:
         self.closure = list(closure)
         self.variables = _record.fresh(self.closure)
         self.read: set = set()   # ids of the closure arrays the calls' backward read
+        # ids of those with a gradient of a storage type other than dense: remat carries
+        # dense gradients only, a call reading one is refused (Call.backward)
+        self.sparse = {id(c) for c in self.closure if c.grad.stype != "default"}
         if self.closure:
             # (not filled: a pass reaching them writes them, and only such a pass reads them)
             autograd.mark_variables(self.variables, [mx.nd.empty(c.shape, c.context, c.dtype)

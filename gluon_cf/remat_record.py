@@ -70,9 +70,10 @@ UNREAD = _Unread()
 #     the array's gradient, which is then fresh anyway). Eager remat recursive calls read
 #     their closure through variables of their own and leave the parameters' gradients to
 #     the backward pass around them (NOTE [closure gradients per backward pass] in
-#     ``remat_gates.py``): a batch of several outermost calls is one reader. Hybridized, every parameter of the
-#     block's graph is written and fresh whatever reads it (MXNet's CachedOp), so gluon_cf
-#     writes 0 there (README, Recursion: "Parameters a step does not reach").
+#     ``remat_gates.py``): a batch of several outermost calls is one reader. Hybridized,
+#     every parameter of the block's graph is written and fresh whatever reads it (MXNet's
+#     CachedOp), so gluon_cf writes 0 there (README, Recursion: "Parameters a step does not
+#     reach").
 
 
 def _data_pointer(array):

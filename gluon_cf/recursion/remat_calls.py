@@ -374,6 +374,13 @@ class Call:
             _remat.refuse_unknown_leaves(reached, leaves, "gluon_cf.recursive%s" % self.root.at(),
                                          repr(self.fn.name), "Pass them as arguments")
             used = [leaves[n] for n in sorted(reached) if n in leaves]
+            if gate.sparse and any(id(leaf) in gate.sparse for _, leaf in used):
+                raise NotImplementedError(
+                    "gluon_cf.recursive%s: remat=True for %r whose body reads an array with a "
+                    "gradient of storage type %r (an Embedding with sparse_grad=True?): remat "
+                    "carries dense gradients only. Use sparse_grad=False or remat=False"
+                    % (self.root.at(), self.fn.name, next(
+                        leaf.grad.stype for _, leaf in used if id(leaf) in gate.sparse)))
             gate.reading([leaf for _, leaf in used])
             if used:
                 values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
