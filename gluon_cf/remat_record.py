@@ -67,9 +67,13 @@ UNREAD = _Unread()
 #     gradient buffer (the node is its only reader in the graph: MXNet sums several readers'
 #     buffers into it), :func:`record_node` leaves it unwritten and puts back the fresh flag
 #     the array had when the node was recorded; elsewhere it writes 0 (another reader writes
-#     the array's gradient, which is then fresh anyway). Hybridized, every parameter of the
-#     block's graph is written and fresh whatever reads it (MXNet's CachedOp), so gluon_cf
-#     writes 0 there (README, Recursion: "Parameters a step does not reach").
+#     the array's gradient, which is then fresh anyway). Eager remat recursive calls read
+#     their closure through variables of their own and leave the parameters' gradients to
+#     the backward pass around them (NOTE [closure gradients per backward pass] in
+#     ``remat_gates.py``): a batch of several outermost calls is one reader. Hybridized,
+#     every parameter of the block's graph is written and fresh whatever reads it (MXNet's
+#     CachedOp), so gluon_cf writes 0 there (README, Recursion: "Parameters a step does not
+#     reach").
 
 
 def _data_pointer(array):
@@ -196,22 +200,41 @@ def _entry_of(line):
 _callback = threading.local()   # .depth: record_node backwards running in this thread
 
 
+def on_mxnet_thread():
+    """Whether this is one of MXNet's threads (a Custom operator's or record_node's backward
+    runs there: waiting there for the engine would wait for itself)."""
+    return bool(getattr(_callback, "depth", 0)) or \
+        isinstance(threading.current_thread(), threading._DummyThread)
+
+
+# (before, after(what before returned, failed)) around each backward pass not on MXNet's
+# threads (NOTE [closure gradients per backward pass] in remat_gates.py)
+pass_hooks: list = []
+
+
 def _synchronised(backward):
     """``backward`` (MXNet's ``NDArray.backward``, ``autograd.backward``) waiting for the
     backward it pushed where record_node's nodes may be in it (NOTE [a remat backward reads
-    what it recomputes from])."""
+    what it recomputes from]), with :data:`pass_hooks` around it."""
     @functools.wraps(backward)
     def run(*args, **kwargs):
-        result = backward(*args, **kwargs)
-        # (not on MXNet's threads: a Custom operator's or record_node's backward runs there,
-        # and waiting there for the engine would wait for itself)
-        if _alive and not getattr(_callback, "depth", 0) and \
-                not isinstance(threading.current_thread(), threading._DummyThread):
-            mx.nd.waitall()
+        if on_mxnet_thread():
+            return backward(*args, **kwargs)
+        states = [before() for before, _ in pass_hooks]
+        failed = True
+        try:
+            result = backward(*args, **kwargs)
+            if _alive:
+                mx.nd.waitall()
+            failed = False
+        finally:
+            for (_, after), state in zip(pass_hooks, states):
+                after(state, failed)
         return result
     return run
 
 
+unsynchronised_backward = autograd.backward
 mx.nd.NDArray.backward = _synchronised(mx.nd.NDArray.backward)
 autograd.backward = _synchronised(autograd.backward)
 

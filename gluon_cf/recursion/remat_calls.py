@@ -11,7 +11,9 @@ NOTE [rematerialised recursive calls]
     * as inputs: the arguments that were recorded already when the call was made (passed
       through from outside the unrecorded body: the outermost call's arguments, parameters,
       another call's results), the arrays its body reads from its closure
-      (``remat.closure_arrays``), and the results of the nested calls it made.
+      (``remat.closure_arrays``, through variables standing for them: NOTE [closure
+      gradients per backward pass] in ``remat_gates.py``), and the results of the nested
+      calls it made.
 
     Its backward re-runs the body under ``record()`` from the saved arguments, with every
     nested remat call answered, in order, by a fresh leaf (``attach_grad``) holding that call's
@@ -93,6 +95,7 @@ from .. import remat as _remat, remat_escapes as _escapes
 from .._graph_json import reached_ids
 from .._structure import flatten, regroup
 from ..operators import user_location
+from ..remat_gates import Gate
 from ..remat_record import live_integer
 from ..shared_handles import private_leaves
 
@@ -120,57 +123,6 @@ def wanted(fn) -> bool:
                                is not None) and getattr(_remat._inside, "loop", None) is None
 
 
-class _Gate:
-    """One node recorded before the remat calls' nodes, whose outputs they take for the
-    closure arrays, so that its backward runs after theirs: it gives a closure array no call
-    read :data:`UNREAD` (NOTE [parameters no step reads] in ``remat_record.py``: its gradient
-    is then left as plain Python leaves it, where the calls' nodes would have written 0).
-    The outermost calls of one thread share it while its outputs are on the tape (a batch's
-    trees, each an outermost call: one reader of each parameter)."""
-
-    _cache = threading.local()
-
-    def __init__(self, closure, training):
-        self.closure, self.training = closure, training
-        self.read: set = set()
-        self.outputs = _remat.fresh(closure)
-        if closure:
-            with autograd.record(train_mode=training):
-                # (its callback holds what its backward reads, not this gate, whose
-                # outputs hold the node: the cycle would keep both for good)
-                _remat.record_node(closure, self.outputs, _gate_backward(closure, self.read))
-
-    @classmethod
-    def of(cls, closure, training):
-        gates = cls._cache.__dict__.setdefault("gates", {})
-        key = tuple(id(c) for c in closure)
-        gate = gates.get(key)
-        if gate is None or gate.training != training or \
-                any(a is not b for a, b in zip(gate.closure, closure)) or not gate.on_tape():
-            # (they hold parameters: the gates off the tape go, and those of deleted blocks
-            # with them)
-            for old in [k for k, g in gates.items() if not g.on_tape()]:
-                del gates[old]
-            if len(gates) >= 16:
-                gates.clear()
-            gate = gates[key] = cls(closure, training)
-        return gate
-
-    def on_tape(self):
-        return all(_node.recorded(o) for o in self.outputs)
-
-
-def _gate_backward(closure, read):
-    """The backward of a :class:`_Gate`'s node: ``read``, the ids of the closure arrays the
-    calls' backward read (filled before it runs), emptied as it runs (the calls' backward
-    runs again first with ``retain_graph``)."""
-    def backward(out_grads):
-        seen = set(read)
-        read.clear()
-        return [g if id(c) in seen else _remat.UNREAD for c, g in zip(closure, out_grads)]
-    return backward
-
-
 class _Root:
     """What the calls below one outermost remat call share."""
 
@@ -178,7 +130,7 @@ class _Root:
         self.where = where
         self.training = autograd.is_training()
         self.closures: dict = {}   # RecursiveFunction -> its closure arrays
-        self.gates: dict = {}      # RecursiveFunction -> _Gate: what its calls take for them
+        self.gates: dict = {}      # RecursiveFunction -> the Gate its calls read for them
         self.checked: set = set()  # functions whose recomputed graph's operators were checked
         self.pending = 0           # calls whose backward has not run
         self.flags: list = []      # comparisons not checked yet (Call._check_values)
@@ -190,9 +142,10 @@ class _Root:
         return self.closures[fn]
 
     def gated(self, fn):
-        """What the calls' nodes of ``fn`` take for its closure arrays (:class:`_Gate`)."""
+        """The variables the calls' nodes of ``fn`` read for its closure arrays (NOTE [closure
+        gradients per backward pass] in ``remat_gates.py``)."""
         if fn not in self.gates:
-            self.gates[fn] = _Gate.of(self.closure(fn), self.training)
+            self.gates[fn] = Gate.of(self.closure(fn))
         return self.gates[fn]
 
     def at(self):
@@ -367,7 +320,7 @@ class Call:
         """The node's inputs: live arguments, closure arrays, nested calls' results (unique)."""
         seen, inputs = set(), []
         for a in ([a for a, live in zip(self.args, self.live) if live] +
-                  self.root.gated(self.fn).outputs +
+                  self.root.gated(self.fn).variables +
                   [o for outs in self.child_outputs for o in outs]):
             if id(a) not in seen:
                 seen.add(id(a))
@@ -384,7 +337,7 @@ class Call:
                 copy.attach_grad()
                 pairs.append((real, copy))
         gate = self.root.gated(self.fn)
-        pairs += list(zip(gate.outputs, gate.closure))
+        pairs += list(zip(gate.variables, gate.closure))
         for child, outputs in zip(self.children, self.child_outputs):
             child.leaves = [o.copy() for o in child.saved]
             for real, leaf in zip(outputs, child.leaves):
@@ -421,7 +374,14 @@ class Call:
             _remat.refuse_unknown_leaves(reached, leaves, "gluon_cf.recursive%s" % self.root.at(),
                                          repr(self.fn.name), "Pass them as arguments")
             used = [leaves[n] for n in sorted(reached) if n in leaves]
-            gate.read.update(id(leaf) for _, leaf in used)
+            if gate.sparse and any(id(leaf) in gate.sparse for _, leaf in used):
+                raise NotImplementedError(
+                    "gluon_cf.recursive%s: remat=True for %r whose body reads an array with a "
+                    "gradient of storage type %r (an Embedding with sparse_grad=True?): remat "
+                    "carries dense gradients only. Use sparse_grad=False or remat=False"
+                    % (self.root.at(), self.fn.name, next(
+                        leaf.grad.stype for _, leaf in used if id(leaf) in gate.sparse)))
+            gate.reading([leaf for _, leaf in used])
             if used:
                 values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
                                        [g for _, g in keep], train_mode=self.root.training)
@@ -484,8 +444,11 @@ class Call:
         raise RuntimeError(
             "gluon_cf.recursive%s: with remat, recomputing a call of %r in backward gave "
             "different values or made different recursive calls than the forward (randomness, "
-            "or a body that is not deterministic), so its gradient would not be that of the "
-            "forward: use remat=False" % (self.root.at(), self.fn.name))
+            "a body that is not deterministic, or parameters or arrays it reads written "
+            "between the forward and this backward (a Trainer.step between two backward "
+            "passes of one record(): backpropagate the heads before the step, together or "
+            "one by one), so its gradient would not be that of the forward: use remat=False"
+            % (self.root.at(), self.fn.name))
 
 
 def _operator_number(n):
