@@ -64,6 +64,12 @@ def mode_of(op, arrays, what):
     return kinds.pop() if kinds else None
 
 
+class PredShapeError(ValueError, mx.MXNetError):
+    """A predicate of more than one element: a ValueError, and the MXNetError MXNet 1.9.1's
+    symbolic ops raise for it when they run (its eager ones: "The current array is not a
+    scalar", a ValueError)."""
+
+
 def check_scalar_pred(op, what, shape):
     """A predicate must hold exactly one element (one per row when checking a batch)."""
     if registry.is_dynamic(shape):   # checked when it runs (pred_value)
@@ -72,8 +78,8 @@ def check_scalar_pred(op, what, shape):
     if shape is not None and rows and shape[0] == rows and int(np.prod(shape[1:])) == 1:
         return
     if shape is not None and int(np.prod(shape)) != 1:
-        raise ValueError("gluon_cf.%s: %s must have exactly one element, got shape %s"
-                         % (op, what, tuple(shape)))
+        raise PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
+                             % (op, what, tuple(shape)))
 
 
 def pred_value(op, what, pred, eager=False):
@@ -89,10 +95,28 @@ def pred_value(op, what, pred, eager=False):
             raise ValueError(str(err).replace("gluon_cf.%s:" % op, op_at(op) + ":", 1)) \
                 from None
         return bool(pred.asscalar())
-    if isinstance(pred, (bool, int, float, np.bool_, np.number)):
+    if isinstance(pred, (bool, int, float, np.bool_, np.number)) or \
+            isinstance(pred, np.ndarray) and pred.size == 1:   # (MXNet's eager ops: bool(pred))
         return bool(pred)
-    raise TypeError("%s: %s must be a one-element NDArray/Symbol or a Python scalar, got %s"
-                    % (op_at(op) if eager else "gluon_cf." + op, what, type(pred).__name__))
+    # MXNet's eager ops take bool() of anything else: a list of one array, None, a string are
+    # always true or false whatever the values, so they are refused.
+    raise PredValueError("%s: %s must be a one-element NDArray/Symbol or a Python scalar, got "
+                         "%s" % (op_at(op) if eager else "gluon_cf." + op, what,
+                                 describe_pred(pred)))
+
+
+def describe_pred(pred):
+    if isinstance(pred, np.ndarray):
+        return "a numpy array of shape %s" % (pred.shape,)
+    if isinstance(pred, (list, tuple)):
+        return "a %s of %d item%s" % (type(pred).__name__, len(pred), "" if len(pred) == 1 else "s")
+    return type(pred).__name__
+
+
+class PredValueError(TypeError, ValueError):
+    """A predicate (a ``while_loop``'s ``cond`` result, a ``cond``'s ``pred``) that is none:
+    a ValueError, the type MXNet 1.9.1 raises ("Return of cond must be a Symbol", "Cannot
+    convert Return value of cond to python bool"), and the TypeError gluon_cf raised before."""
 
 
 class MismatchError(ValueError, mx.MXNetError):
