@@ -349,7 +349,7 @@ class ForeachRule(registry.Rule):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
         if all(registry.is_complete(s) for s in data):
-            _check_lengths([s[0] for s in data], _node.where_created(node.spec.get("node")))
+            _check_lengths([s[0] for s in data], _node.where_created(node))
         inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
@@ -381,7 +381,7 @@ class ForeachRule(registry.Rule):
         length = data[0].shape[0]
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
-            _check_lengths([d.shape[0] for d in data], _node.where_created(node.spec.get("node")),
+            _check_lengths([d.shape[0] for d in data], _node.where_created(node),
                            node.spec["num_out_data"] if node.spec.get("no_steps_ok") else None)
         if length == 0 and ns:    # no step: the states as they came in, computed as copies
             return [mx.nd.identity(s) for s in states]
