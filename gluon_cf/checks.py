@@ -186,13 +186,15 @@ def op_at(op):
 
 
 def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values):
-    """Eagerly, loop state must keep its shape and dtype from one step to the next."""
+    """Eagerly, loop state must keep its shape and dtype from one step to the next (a
+    MismatchError: MXNet's eager loops fail stacking such steps with an MXNetError)."""
     for i, (new, old) in enumerate(zip(new_values, old_values)):
         if new.shape != old.shape or new.dtype != old.dtype:
-            raise ValueError("gluon_cf.%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
-                             "keep their shape and dtype" % (op, noun, i, old.shape,
-                                                            old.dtype.__name__, new.shape,
-                                                            new.dtype.__name__, fn_name, plural))
+            raise MismatchError("%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
+                                "keep their shape and dtype" % (op_at(op), noun, i, old.shape,
+                                                               old.dtype.__name__, new.shape,
+                                                               new.dtype.__name__, fn_name,
+                                                               plural))
 
 
 def stack_steps(op, k, column):
@@ -200,8 +202,8 @@ def stack_steps(op, k, column):
     in shape: MXNet's stack does not check (it returns garbage), and a body that computes
     values of run-time shape may return different shapes at different steps."""
     first = column[0].shape
-    if any(x.shape != first for x in column):
-        raise ValueError("\n".join(["gluon_cf.%s: step output %d changes shape across steps:"
-                                     % (op, k)] + ["  step %d: %s" % (t, x.shape)
-                                                   for t, x in enumerate(column)]))
+    if any(x.shape != first for x in column):   # (MXNet's eager loops: an MXNetError)
+        raise MismatchError("\n".join(["%s: step output %d changes shape across steps:"
+                                        % (op_at(op), k)] + ["  step %d: %s" % (t, x.shape)
+                                                             for t, x in enumerate(column)]))
     return mx.nd.stack(*column, axis=0)

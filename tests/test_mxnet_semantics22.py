@@ -348,3 +348,24 @@ def test_failed_calls_read_later_carry_gluon_cf_messages():
 
 
 warnings.filterwarnings("ignore", message="Cannot decide type")
+
+
+# ------------------------------------------------------------------ cond's structures
+@pytest.mark.parametrize("then_first", [True, False])
+def test_cond_branches_nested_otherwise_return_then_funcs_structure_as_mxnet(then_first):
+    """As many arrays nested otherwise ([h] and h, [h, [g]] and [[h], g]): MXNet's symbolic
+    cond returns then_func's structure, whichever branch runs; gluon_cf's too."""
+    results = {}
+    for k, ops in OPS.items():
+        with mx.name.NameManager():
+            h, g = S.var("h"), S.var("g")
+            pred = (S.sum(h) > 0) if then_first else (S.sum(h) < 0)
+            one = ops.cond(pred, lambda: [h * 2], lambda: h * 3)
+            two = ops.cond(pred, lambda: [h * 2, [g + 1]], lambda: [[h - 1], g * 2])
+        assert isinstance(one, list) and len(one) == 1
+        assert isinstance(two, list) and isinstance(two[1], list) and len(two[1]) == 1
+        ex = S.Group([one[0], two[0], two[1][0]]).bind(
+            mx.cpu(), {"h": nd.array([1.0, 2.0]), "g": nd.array([3.0])})
+        results[k] = [o.asnumpy() for o in ex.forward()]
+    for got, want in zip(results["gluon_cf"], results["mxnet"]):
+        np.testing.assert_allclose(got, want)
