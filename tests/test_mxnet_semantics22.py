@@ -369,3 +369,69 @@ def test_cond_branches_nested_otherwise_return_then_funcs_structure_as_mxnet(the
         results[k] = [o.asnumpy() for o in ex.forward()]
     for got, want in zip(results["gluon_cf"], results["mxnet"]):
         np.testing.assert_allclose(got, want)
+
+
+# ------------------------------------- readers of a while_loop's inputs in MXNet's order
+class _ReadsParameterInCond(gluon.HybridBlock):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.w = self.params.get("w", shape=(1,), init=mx.init.Constant(0.9))
+            self.v = self.params.get("v", shape=(1,), init=mx.init.Constant(2.5))
+
+    def hybrid_forward(self, F, x, i, w, v):
+        out, (s, j) = gluon_cf.while_loop(lambda s, i: F.broadcast_lesser(i, v),
+                                          lambda s, i: (s * w, [s * w, i + 1]), [x, i],
+                                          max_iterations=4)
+        return out, s, j
+
+
+def test_export_and_imports_of_a_loop_whose_inputs_are_permuted(tmp_path):
+    """ONNX export and export + SymbolBlock.imports read the loop variables where they are
+    (NOTE [while_loop input order]): onnxruntime and the imported block equal the block."""
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+
+    net = _ReadsParameterInCond(prefix="net_")
+    net.initialize()
+    net.hybridize()
+    x, i = nd.array([1.5]), nd.zeros((1,))
+    want = [o.asnumpy() for o in net(x, i)]
+    assert net._cached_graph[1].list_inputs()[:2] == ["data1", "net_v"]
+    session = ort.InferenceSession(export_onnx(net, [x, i]).SerializeToString())
+    got = session.run(None, dict(zip([s.name for s in session.get_inputs()],
+                                     [x.asnumpy(), i.asnumpy()])))
+    net.export(str(tmp_path / "m"))
+    imported = gluon.SymbolBlock.imports(str(tmp_path / "m-symbol.json"), ["data0", "data1"],
+                                         str(tmp_path / "m-0000.params"))
+    for outs in (got, [o.asnumpy() for o in imported(x, i)]):
+        for g, w in zip(outs, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+def test_gradients_asked_of_indices_name_the_input_in_mxnets_order():
+    """``idx`` (loop variable 1) is the node's input 0: asking its gradient is refused naming
+    input 0; asking the others' trains (the refusal read input positions as slots)."""
+    with mx.name.NameManager():
+        w, idx, h, n = S.var("w"), S.var("idx"), S.var("h"), S.var("n")
+        _, (final, _) = gluon_cf.while_loop(
+            lambda h, i: S.sum(i) < S.sum(n),
+            lambda h, i: (h, [h + S.Embedding(i, w, input_dim=5, output_dim=2).reshape((2,)),
+                              i + 1]), [h, idx], max_iterations=3)
+    assert final.list_arguments() == ["idx", "n", "h", "w"]
+    args = {"w": nd.ones((5, 2)), "idx": nd.array([0.0]), "h": nd.zeros((2,)),
+            "n": nd.array([2.0])}
+    for asked in (["h", "w"], ["h", "w", "idx"]):
+        grads = {k: nd.zeros(args[k].shape) for k in asked}
+        ex = final.bind(mx.cpu(), args, args_grad=grads,
+                        grad_req={k: "write" if k in asked else "null" for k in args})
+        ex.forward(is_train=True)
+        if "idx" in asked:
+            with pytest.raises(mx.MXNetError, match="a gradient was asked for input 0 of this "
+                                                    "node"):
+                ex.backward([nd.ones((2,))])
+                grads["h"].asnumpy()
+            continue
+        ex.backward([nd.ones((2,))])
+        np.testing.assert_allclose(grads["h"].asnumpy(), [1.0, 1.0])
+        np.testing.assert_allclose(grads["w"].asnumpy()[:2], [[1.0, 1.0], [1.0, 1.0]])
