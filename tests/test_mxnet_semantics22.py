@@ -1,8 +1,11 @@
 """MXNet 1.9.1's own contrib ops as the oracle (session 22): a symbolic ``while_loop``'s input
 order (NOTE [while_loop input order]), ``max_iterations`` read as MXNet reads it (NOTE
 [max_iterations]), the exception types of a ``cond`` returning no predicate, where an error
-says a node was made when two nodes share a name (NOTE [where a node was made]), and failed
-calls whose outputs are read later (NOTE [failed calls read later])."""
+says a node was made when two nodes share a name (NOTE [where a node was made]), failed
+calls whose outputs are read later (NOTE [failed calls read later]), the structures ``cond``
+and an eager ``while_loop`` of no step return. MXNet's symbolic ``while_loop`` runs forward
+only (no backward, no shape inference): gluon_cf's backward by position is checked against
+its bind by name, and hybridized gradients against its eager loop."""
 import textwrap
 import warnings
 
@@ -435,3 +438,18 @@ def test_gradients_asked_of_indices_name_the_input_in_mxnets_order():
         ex.backward([nd.ones((2,))])
         np.testing.assert_allclose(grads["h"].asnumpy(), [1.0, 1.0])
         np.testing.assert_allclose(grads["w"].asnumpy()[:2], [[1.0, 1.0], [1.0, 1.0]])
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_eager_loop_vars_come_back_as_mxnets(steps):
+    """A tuple of loop_vars: after steps a list (func's new_loop_vars), after none the tuple
+    itself, as MXNet's eager while_loop."""
+    h = nd.array([1.0, 1.0])
+    results = {}
+    for k, wl in (("mxnet", nd.contrib.while_loop), ("gluon_cf", gluon_cf.while_loop)):
+        loop_vars = (h, h * 2)
+        outs, final = wl(lambda a, b: a.sum() < 2 * steps + 1, lambda a, b: (a, (a + 1, b)),
+                         loop_vars, max_iterations=3)
+        results[k] = (type(final), final is loop_vars, [v.asnumpy().tolist() for v in final],
+                      type(outs), len(outs))
+    assert results["gluon_cf"] == results["mxnet"]

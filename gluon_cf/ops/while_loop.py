@@ -98,7 +98,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
             loop_, lambda vs: done(pred_value(OP, "the value returned by cond",
                                               eagerly(step.cond, vs), eager=True)), pad_to))
         if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-            return [], regroup(final, vars_fmt)
+            return [], _unchanged(loop_vars, final, vars_fmt)
         return _result(outputs, final, step.out_fmt, vars_fmt)
     outputs, final = executor.run(loop(
         # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
@@ -107,8 +107,17 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-        return [], regroup(final, vars_fmt)
+        return [], _unchanged(loop_vars, final, vars_fmt)
     return _result(outputs, final, step.out_fmt, vars_fmt)
+
+
+def _unchanged(loop_vars, final, vars_fmt):
+    """The final loop vars of an eager loop of no step: ``loop_vars`` itself, as MXNet 1.9.1's
+    eager while_loop returns it (a tuple stays a tuple), when its arrays are ``final``."""
+    flat, _ = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
+    if len(flat) == len(final) and all(a is b for a, b in zip(flat, final)):
+        return loop_vars
+    return regroup(final, vars_fmt)
 
 
 # NOTE [loops of no step]
