@@ -99,7 +99,11 @@ class ConverterNode(Emitter):
         else:  # called outside export_onnx: MXNet's partial shapes
             self.in_shapes = node.input_shapes or [None] * len(node.inputs)
             self.out_shapes = node.output_shapes or [None] * len(node.outputs)
-        self.slot_shapes = registry.rule_of(kind).slot_shapes(self.spec, self.in_shapes)
+        rule = registry.rule_of(kind)
+        self.slot_shapes = rule.slot_shapes(self.spec, self.in_shapes)
+        # node inputs in slot order (NOTE [while_loop input order] in ops/while_loop.py)
+        self.slot_names = rule.slot_order(self.spec, node.inputs)
+        self.slot_dtypes = rule.slot_order(self.spec, node.input_dtypes)
 
     def where(self):
         """``"file:line: "`` of the user's code in the node's subgraphs (the node itself
@@ -116,8 +120,8 @@ class ConverterNode(Emitter):
 
     def slot(self, k, onnx_name=None):
         """ValueSpec of slot ``k``, named as the node input or ``onnx_name``."""
-        return ValueSpec(onnx_name or self.node.inputs[k], self.slot_shapes[k],
-                         self.node.input_dtypes[k])
+        return ValueSpec(onnx_name or self.slot_names[k], self.slot_shapes[k],
+                         self.slot_dtypes[k])
 
     def convert(self, key, graph_name, formal=(), outer_slots=(), outer_values=None,
                 output_order=None):

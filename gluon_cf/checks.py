@@ -64,6 +64,12 @@ def mode_of(op, arrays, what):
     return kinds.pop() if kinds else None
 
 
+class PredShapeError(ValueError, mx.MXNetError):
+    """A predicate of more than one element: a ValueError, and the MXNetError MXNet 1.9.1's
+    symbolic ops raise for it when they run (its eager ones: "The current array is not a
+    scalar", a ValueError)."""
+
+
 def check_scalar_pred(op, what, shape):
     """A predicate must hold exactly one element (one per row when checking a batch)."""
     if registry.is_dynamic(shape):   # checked when it runs (pred_value)
@@ -72,8 +78,8 @@ def check_scalar_pred(op, what, shape):
     if shape is not None and rows and shape[0] == rows and int(np.prod(shape[1:])) == 1:
         return
     if shape is not None and int(np.prod(shape)) != 1:
-        raise ValueError("gluon_cf.%s: %s must have exactly one element, got shape %s"
-                         % (op, what, tuple(shape)))
+        raise PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
+                             % (op, what, tuple(shape)))
 
 
 def pred_value(op, what, pred, eager=False):
@@ -89,10 +95,28 @@ def pred_value(op, what, pred, eager=False):
             raise ValueError(str(err).replace("gluon_cf.%s:" % op, op_at(op) + ":", 1)) \
                 from None
         return bool(pred.asscalar())
-    if isinstance(pred, (bool, int, float, np.bool_, np.number)):
+    if isinstance(pred, (bool, int, float, np.bool_, np.number)) or \
+            isinstance(pred, np.ndarray) and pred.size == 1:   # (MXNet's eager ops: bool(pred))
         return bool(pred)
-    raise TypeError("%s: %s must be a one-element NDArray/Symbol or a Python scalar, got %s"
-                    % (op_at(op) if eager else "gluon_cf." + op, what, type(pred).__name__))
+    # MXNet's eager ops take bool() of anything else: a list of one array, None, a string are
+    # always true or false whatever the values, so they are refused.
+    raise PredValueError("%s: %s must be a one-element NDArray/Symbol or a Python scalar, got "
+                         "%s" % (op_at(op) if eager else "gluon_cf." + op, what,
+                                 describe_pred(pred)))
+
+
+def describe_pred(pred):
+    if isinstance(pred, np.ndarray):
+        return "a numpy array of shape %s" % (pred.shape,)
+    if isinstance(pred, (list, tuple)):
+        return "a %s of %d item%s" % (type(pred).__name__, len(pred), "" if len(pred) == 1 else "s")
+    return type(pred).__name__
+
+
+class PredValueError(TypeError, ValueError):
+    """A predicate (a ``while_loop``'s ``cond`` result, a ``cond``'s ``pred``) that is none:
+    a ValueError, the type MXNet 1.9.1 raises ("Return of cond must be a Symbol", "Cannot
+    convert Return value of cond to python bool"), and the TypeError gluon_cf raised before."""
 
 
 class MismatchError(ValueError, mx.MXNetError):
@@ -179,14 +203,15 @@ def _op_where(op, where):
 
 
 def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values, where=None):
-    """Eagerly, loop state must keep its shape and dtype from one step to the next."""
+    """Eagerly, loop state must keep its shape and dtype from one step to the next (a
+    MismatchError: MXNet's eager loops fail stacking such steps with an MXNetError)."""
     for i, (new, old) in enumerate(zip(new_values, old_values)):
         if new.shape != old.shape or new.dtype != old.dtype:
-            raise ValueError("%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
-                             "keep their shape and dtype" % (_op_where(op, where), noun, i,
-                                                            old.shape,
-                                                            old.dtype.__name__, new.shape,
-                                                            new.dtype.__name__, fn_name, plural))
+            raise MismatchError("%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
+                                "keep their shape and dtype" % (_op_where(op, where), noun, i,
+                                                               old.shape, old.dtype.__name__,
+                                                               new.shape, new.dtype.__name__,
+                                                               fn_name, plural))
 
 
 def stack_steps(op, k, column, where=None):
@@ -194,9 +219,9 @@ def stack_steps(op, k, column, where=None):
     in shape: MXNet's stack does not check (it returns garbage), and a body that computes
     values of run-time shape may return different shapes at different steps."""
     first = column[0].shape
-    if any(x.shape != first for x in column):
-        raise ValueError("\n".join(["%s: step output %d changes shape across steps:"
-                                     % (_op_where(op, where), k)] +
-                                    ["  step %d: %s" % (t, x.shape)
-                                     for t, x in enumerate(column)]))
+    if any(x.shape != first for x in column):   # (MXNet's eager loops: an MXNetError)
+        raise MismatchError("\n".join(["%s: step output %d changes shape across steps:"
+                                        % (_op_where(op, where), k)] +
+                                       ["  step %d: %s" % (t, x.shape)
+                                        for t, x in enumerate(column)]))
     return mx.nd.stack(*column, axis=0)

@@ -1,5 +1,9 @@
 """gluon_cf's own exception types that need no MXNet (the artifact runtime raises them too)."""
+import copy
+import hashlib
+import itertools
 import re
+import threading
 from typing import Dict, Optional, Tuple
 
 
@@ -123,3 +127,99 @@ def index_error_of(err):
     return IndexError(re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ",
                              "%s: index out of range: an int in this index is past the size of "
                              "its axis of the tensor" % where, count=1))
+
+
+# NOTE [where a node was made]
+#     A node's spec text -> "file:line" of the user's call that made it, in this process (not
+#     in the spec: saved files stay as they were), keyed by a digest of the spec text: the
+#     node's identity as MXNet hands it to our callbacks. Node names are not unique: two
+#     blocks' name scopes, or fresh ``mx.name.NameManager()`` contexts, each make a
+#     ``_foreach0``, and a lookup by name named the other node's line. A node's spec holds its
+#     subgraphs, each traced under a name unique in the process, so specs differ; should two
+#     specs made at different lines be equal (the same traced function twice), the later one
+#     gets an ``instance`` number, which no rule reads.
+_CREATED_AT: Dict[bytes, str] = {}
+_MAX_CREATED_AT = 100_000
+_instances = itertools.count(1)
+
+
+def spec_key(spec_text) -> bytes:
+    """A digest of a node's spec text, its identity (NOTE [where a node was made])."""
+    return hashlib.sha1(spec_text.encode("utf-8", "surrogatepass")).digest()
+
+
+def remember_where(spec_text, where, with_instance):
+    """Remember that the node of ``spec_text`` was made at ``where``; returns its spec text
+    (``with_instance(n)``'s when another node of the same text was made elsewhere)."""
+    if len(_CREATED_AT) >= _MAX_CREATED_AT:     # the oldest half goes (a bounded memory)
+        for old in list(itertools.islice(_CREATED_AT, _MAX_CREATED_AT // 2)):
+            del _CREATED_AT[old]
+    key = spec_key(spec_text)
+    if _CREATED_AT.get(key, where) != where:
+        spec_text = with_instance(next(_instances))
+        key = spec_key(spec_text)
+    _CREATED_AT[key] = where
+    return spec_text
+
+
+def where_created(node):
+    """``file:line`` of the user's call that made decoded ``node`` here, or None."""
+    key = getattr(node, "spec_key", None)
+    return _CREATED_AT.get(key) if key is not None else None
+
+
+def created_at(node):
+    """`` at file:line`` of the user's call that made decoded ``node`` (or "")."""
+    where = where_created(node)
+    return " at %s" % where if where else ""
+
+
+# NOTE [failed calls read later]
+#     A node's forward that fails on MXNet's worker thread is raised when its outputs are read,
+#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures; MXNet's
+#     error then names only its Custom-op callback (custom.cc), not which call failed. Every
+#     such failure is kept, oldest first (a single slot kept only the last: a block called
+#     twice with unread outputs raised our message once, and MXNet's custom.cc text at the
+#     next waitall), and each of MXNet's errors is replaced by the oldest kept. Calls failing
+#     in the same way (the same node and error) read in any order get their own message; when
+#     different ones are pending, the message says that it is the oldest of them. MXNet keeps
+#     one failure of its Custom operators at a time, so of two failing at once one is lost
+#     (its outputs are left unwritten, as for MXNet's own Custom ops): a ``waitall()`` that
+#     returns drops what is kept (``node.py``).
+class PendingFailures:
+    """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
+    (NOTE [failed calls read later])."""
+
+    LIMIT = 64
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._kept: list = []
+
+    def add(self, exc):
+        with self._lock:
+            self._kept.append(exc)
+            del self._kept[:-self.LIMIT]
+
+    def clear(self):
+        with self._lock:
+            del self._kept[:]
+
+    def __len__(self):
+        return len(self._kept)
+
+    def oldest(self):
+        """The oldest failure kept (None if none), said to be one of several when other,
+        different ones are pending."""
+        with self._lock:
+            if not self._kept:
+                return None
+            exc = self._kept.pop(0)
+            others = {str(e) for e in self._kept} - {str(exc)}
+            pending = len(self._kept) + 1
+        if others and len(exc.args) == 1 and isinstance(exc.args[0], str):
+            exc = copy.copy(exc)
+            exc.args = ("%s\n(one of %d failed gluon_cf node calls not reported yet, the "
+                        "oldest: MXNet's error does not say which; the others are raised when "
+                        "their outputs are read or at mx.nd.waitall())" % (exc.args[0], pending),)
+        return exc

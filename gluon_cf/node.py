@@ -23,7 +23,6 @@ NOTE [gradients through a node]
     forward with ``is_train=False``), the forward is recomputed under recording first.
 """
 import builtins
-import itertools
 import json
 import re
 import threading
@@ -36,11 +35,12 @@ from mxnet import autograd
 
 from . import _names, executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
-from .errors import NAMED_AT, SymbolFileError, own_line
+from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
+                     remember_where, where_created)
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
-from .checks import LoopVarShapeChange, MismatchError
+from .checks import LoopVarShapeChange, MismatchError, PredShapeError
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
@@ -57,9 +57,8 @@ from .operators import aux_state_error, describe_node, remat_aux_error, user_cus
 #     node, once, with a traceback that starts at the user's call rather than in a worker thread.
 _kept_inference = threading.local()   # (exception, node name): shape/type inference, same thread
 _kept_listing = threading.local()     # exception: list_arguments/list_outputs, same thread
-_kept_run: list = []                         # [exception]: forward/backward, on MXNet's worker threads
+_kept_run = PendingFailures()         # forward/backward, on MXNet's worker threads
 _unknown_dims = threading.local()      # {node name: [(input, shape)]}: see _explain_unknown_dims
-_kept_lock = threading.Lock()
 _original_get_last_ffi_error = mx.base.get_last_ffi_error
 _MARKER = "gluon_cf: error reported to the caller"
 
@@ -80,8 +79,7 @@ def _remember(callback, exc, node):
         # MXNet calls inference synchronously and raises its error in this same thread.
         _kept_inference.value = (exc, node.spec.get("node") or "")
     else:
-        with _kept_lock:
-            _kept_run[:] = [exc]
+        _kept_run.add(exc)   # NOTE [failed calls read later] in errors.py
 
 
 def _get_last_ffi_error():
@@ -98,9 +96,9 @@ def _get_last_ffi_error():
         return kept.with_traceback(None)
     elif any(k in text for k in ("kCustomOpForward", "kCustomOpBackward", "kCustomOpPropCreate",
                                  "kCustomFunctionBackward")):   # the last: remat.record_node
-        with _kept_lock:
-            if _kept_run:
-                return _kept_run.pop().with_traceback(None)
+        kept = _kept_run.oldest()
+        if kept is not None:
+            return kept.with_traceback(None)
     elif "Shape inconsistent" in text:
         return _explain_unknown_dims(err, text)
     return err
@@ -146,25 +144,9 @@ def _note_unknown_dims(node, in_shapes):
         table = _unknown_dims.value = {}
     name = node.spec.get("node") or ""
     if partial:
-        table[name] = (node.kind, partial)
+        table[name] = (node, partial)
     else:
         table.pop(name, None)
-
-
-# node name -> "file:line" of the user's call that made it, in this process (not in the spec:
-# saved files stay as they were); names are unique per process (MXNet's NameManager)
-_CREATED_AT: dict = {}
-_MAX_CREATED_AT = 100_000
-
-
-def where_created(name):
-    """``file:line`` of the user's call that made graph node ``name`` here, or None."""
-    return _CREATED_AT.get(name)
-
-
-def created_at(name):
-    """`` at file:line`` of the user's call that made graph node ``name`` (or "")."""
-    return " at %s" % _CREATED_AT[name] if _CREATED_AT.get(name) else ""
 
 
 def _explain_unknown_dims(err, text):
@@ -180,7 +162,7 @@ def _explain_unknown_dims(err, text):
     and passes unknown dimensions through, NOTE [run-time shapes] in ``graph/``). This error
     names the op, the node and the input, and says both."""
     table = getattr(_unknown_dims, "value", None) or {}
-    for name, (kind, partial) in table.items():
+    for name, (node, partial) in table.items():
         if name and _names_node(text, name):
             del table[name]
             inputs = ", ".join("input %d has shape %s" % (i, tuple(d if d > 0 else 0 for d in s))
@@ -192,7 +174,7 @@ def _explain_unknown_dims(err, text):
                 "yet, which a graph MXNet runs itself (a Symbol executor) needs. Skip the call "
                 "for empty inputs or run the block without hybridize(); give complete shapes to "
                 "bind/simple_bind"
-                % (kind, created_at(name), name, inputs))
+                % (node.kind, created_at(node), name, inputs))
     return err
 
 
@@ -205,18 +187,31 @@ def _quiet_print(*args, **kwargs):
 
 def name_node(exc, node):
     """Add the name of the graph node to a user-facing error raised while running it."""
-    if node is None or isinstance(exc, mx.MXNetError) and not isinstance(exc, MismatchError) \
+    if node is None or isinstance(exc, mx.MXNetError) and \
+            not isinstance(exc, (MismatchError, PredShapeError)) \
             or not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError)):
         return
     name = node.spec.get("node")
     if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \
             and not getattr(exc, "_gluon_cf_node", None):
-        exc.args = ("%s\n(in gluon_cf node %r%s)" % (exc.args[0], name, created_at(name)),)
+        exc.args = ("%s\n(in gluon_cf node %r%s)" % (exc.args[0], name, created_at(node)),)
         setattr(exc, "_gluon_cf_node", name)   # read back by getattr above
 
 
 mx.base.get_last_ffi_error = _get_last_ffi_error
 mx.operator.print = _quiet_print
+_original_waitall = mx.nd.ndarray.waitall
+
+
+def _waitall():
+    """``mx.nd.waitall()``; once it returns, no failure is pending in MXNet: what is kept
+    is stale (NOTE [failed calls read later])."""
+    _original_waitall()
+    _kept_run.clear()
+
+
+_waitall.__doc__ = _original_waitall.__doc__
+mx.nd.ndarray.waitall = mx.nd.waitall = _waitall
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 
@@ -294,13 +289,11 @@ def make_node(kind, inputs, spec, name, where=None):
     where = own_line(name, where)
     name = _names.name_manager().get(None, hint)
     spec = dict(spec, num_inputs=len(inputs), node=name)
+    text = dumps(spec)
     if where is not None:
-        if len(_CREATED_AT) >= _MAX_CREATED_AT:     # the oldest half goes (a bounded memory)
-            for old in list(itertools.islice(_CREATED_AT, _MAX_CREATED_AT // 2)):
-                del _CREATED_AT[old]
-        _CREATED_AT[name] = where
+        text = remember_where(text, where, lambda instance: dumps(dict(spec, instance=instance)))
     with mx.name.NameManager():     # the name is final: an enclosing Prefix is in it already
-        sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=dumps(spec), name=name)
+        sym = mx.sym.Custom(*inputs, op_type=registry.op_type(kind), spec=text, name=name)
     return [sym[i] for i in range(spec["num_outputs"])]
 
 

@@ -175,7 +175,17 @@ class Rule:
     def slot_shapes(self, spec, in_shapes):
         """The shapes the node's subgraphs see in its slots (NOTE [slots]), from the node's
         input shapes; most ops pass inputs through as slots."""
-        return list(in_shapes)
+        return self.slot_order(spec, in_shapes)
+
+    def slot_order(self, spec, items):
+        """Per-input ``items`` of a node (arrays, shapes, names, input positions) in the order
+        of the slots they feed (NOTE [slots]); most ops' inputs are their slots, in order (a
+        ``while_loop``'s are not: NOTE [while_loop input order])."""
+        return list(items)
+
+    def input_order(self, spec, items):
+        """The inverse of :meth:`slot_order`: per-slot ``items`` in the node's input order."""
+        return list(items)
 
     def forward(self, node, inputs, out_shapes, frame):
         """Generator computing the node's outputs (list of NDArrays) from its inputs.

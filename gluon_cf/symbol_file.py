@@ -44,6 +44,9 @@ _FIELD_CHECKS = {
                       and v >= 0, "a count (an int >= 0) or null"),
     "text": (lambda v: isinstance(v, str), "a string"),
     "flag": (lambda v: isinstance(v, bool), "true or false"),
+    "positions": (lambda v: isinstance(v, list) and len(v) <= 100_000 and all(
+        isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in v),
+        "a list of input positions (ints >= 0)"),
 }
 _COMMON_FIELDS = {"graphs": None, "num_inputs": "count", "num_outputs": "count"}
 _GRAPH_FIELDS = {"json": "text", "inputs": None, "num_outputs": "count"}

@@ -195,6 +195,6 @@ def _emit_skeleton(body, inputs, em, preds, site_args, path, loops=None):
             site_args[body.site_of[nid]] = [get(i) for i in n["inputs"]]
         elif nid in body.loops and loops is not None:
             loop = body.loops[nid]
-            loops[loop.calls[0][0]] = (loop, [get(i) for i in n["inputs"]])
+            loops[loop.calls[0][0]] = (loop, loop.in_slot_order([get(i) for i in n["inputs"]]))
     return emitted
 

@@ -6,6 +6,7 @@ per spec, and registered as the registry's decoder, through which the layers bel
 import json
 
 from .. import registry
+from ..errors import spec_key
 from ..operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, is_random_op, updates_aux_state
 from ..symbol_entries import check_node_spec
 from .runtime import Graph
@@ -69,6 +70,7 @@ class Node:
         self.num_outputs = spec["num_outputs"]
         self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
         self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
+        self.spec_key = b""  # set by decode
         self.user_custom_ops = user_custom_op_types(spec)
         self.aux_state_nodes = aux_state_nodes(spec)
         self.remat_aux_nodes = remat_aux_nodes(spec)
@@ -86,7 +88,10 @@ def decode(kind, spec_text) -> Node:
     if node is None:
         spec = check_node_spec(kind, spec_text)  # NOTE [files are checked before MXNet reads them]
         node = _SPECS[key] = Node(kind, spec)
+        # (where the node was made, if in this process: NOTE [where a node was made] in errors.py)
+        node.spec_key = spec_key(spec_text)
     return node
+
 
 
 registry.set_decoder(decode)

@@ -82,6 +82,9 @@ def _reaching(decoded, slots, calls=None):
         return None, None
     if not slots and calls is None:
         return None, [None] * spec["num_outputs"]
+    # input positions -> slots (NOTE [while_loop input order] in ops/while_loop.py)
+    positions = registry.rule_of(kind).slot_order(spec, range(spec["num_inputs"]))
+    slots = {s: slots[p] for s, p in enumerate(positions) if p in slots}
     roles = [r for r in decoded.graphs if not (kind == "while_loop" and r == "cond")]
     feedback = {}   # state slot -> the body output giving its next value
     if kind == "foreach":

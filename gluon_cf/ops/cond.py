@@ -34,9 +34,10 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
         def cond(pred, then_func, else_func):
             return then_func() if bool(pred.asscalar()) else else_func()
 
-    Both branches must return the same structure (an array or a nested list of arrays) with the
+    Both branches must return as many arrays (an array or a nested list of arrays) with the
     same shapes and dtypes; in hybridized mode this is checked when shapes are known, and the
-    error lists both sides. Branches may return values that do not depend on any input (MXNet
+    error lists both sides. Nested otherwise, hybridized the result has then_func's structure
+    (as MXNet's symbolic cond), eagerly the branch's that ran (as MXNet's eager cond). Branches may return values that do not depend on any input (MXNet
     issue 12154), and the ops inside them need no special backward support (issue 16188): the
     gradient is taken by autograd through the branch that ran.
 
@@ -82,7 +83,10 @@ def _cond_symbolic(pred, then_func, else_func, name):
             # Discovering a recursive function's signature: the branch that does not recurse
             # decides the structure (NOTE [recursion design]); this graph is thrown away.
             return other.out_value
-    if then_g.out_fmt != else_g.out_fmt:
+    if then_g.num_outputs != else_g.num_outputs:
+        # (MXNet 1.9.1: "Number of outputs differs between then-branch and else-branch"; of
+        # as many arrays nested otherwise, its symbolic cond returns then_func's structure, as
+        # gluon_cf's does)
         raise ValueError("%s: then_func and else_func return different structures: "
                          "then_func returns %s, else_func returns %s"
                          % (op_at(OP), describe(then_g.out_fmt), describe(else_g.out_fmt)))

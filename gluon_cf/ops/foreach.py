@@ -299,7 +299,7 @@ def _remat_forward(node, data, states, captured, frame):
     """Generator: the node's loop with rematerialisation (NOTE [rematerialisation])."""
     nd_, ns = node.spec["num_data"], node.spec["num_states"]
     body = node.graphs["body"]
-    where = _node.where_created(node.spec.get("node"))
+    where = _node.where_created(node)
 
     def step(t, slices, states):
         if node.run_time_shapes:
@@ -353,7 +353,7 @@ class ForeachRule(registry.Rule):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
         if all(registry.is_complete(s) for s in data):
-            _check_lengths([s[0] for s in data], _node.where_created(node.spec.get("node")))
+            _check_lengths([s[0] for s in data], _node.where_created(node))
         inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
@@ -383,7 +383,7 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         length = data[0].shape[0]
-        where = _node.where_created(node.spec.get("node"))
+        where = _node.where_created(node)
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
             _check_lengths([d.shape[0] for d in data], where,

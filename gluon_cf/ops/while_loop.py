@@ -1,5 +1,4 @@
 """``gluon_cf.while_loop``: repeat a function while a condition holds, collecting step outputs."""
-import numbers
 from typing import Callable, List, Optional, Tuple
 
 import mxnet as mx
@@ -9,14 +8,16 @@ from .. import executor, node as _node, registry, remat as _remat
 from ..executor import done
 from ..graph import Graph
 from .._structure import describe, flatten, regroup
-from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, merge_captures,
-                       pending_shapes, trace, user_location)
-from ..checks import (ArgumentValueError, LoopVarShapeChange, check_callable, check_kept_shapes,
+from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, pending_shapes,
+                       trace, user_location)
+from ..checks import (LoopVarShapeChange, PredValueError, check_callable, check_kept_shapes,
                       check_pair, check_same_dtypes, check_scalar_pred, check_structure,
-                      flatten_argument, mismatch, mode_of, op_at, pred_value, stack_steps)
+                      describe_pred, flatten_argument, mismatch, mode_of, op_at, pred_value,
+                      stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
+from .while_loop_arguments import check_max_iterations, input_order, mxnet_input_order, slot_order
 
 OP = "while_loop"
 
@@ -81,7 +82,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         raise ValueError("%s: loop_vars must contain at least one array" % op_at(OP))
     flat_vars, vars_fmt = flatten_argument(OP, loop_vars, "loop_vars")
     mode = mode_of(OP, flat_vars, "loop_vars")
-    max_iterations = _check_max_iterations(max_iterations, mode)
+    max_iterations = check_max_iterations(max_iterations, mode)
     remat = _remat.check_remat(OP, remat)
     pad_to = None if exact_length else max_iterations
     step = _Step(cond, func, vars_fmt)
@@ -97,7 +98,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
             loop_, lambda vs: done(pred_value(OP, "the value returned by cond",
                                               eagerly(step.cond, vs), eager=True)), pad_to))
         if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-            return [], regroup(final, vars_fmt)
+            return [], _unchanged(loop_vars, final, vars_fmt)
         return _result(outputs, final, step.out_fmt, vars_fmt)
     outputs, final = executor.run(loop(
         # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
@@ -106,8 +107,17 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-        return [], regroup(final, vars_fmt)
+        return [], _unchanged(loop_vars, final, vars_fmt)
     return _result(outputs, final, step.out_fmt, vars_fmt)
+
+
+def _unchanged(loop_vars, final, vars_fmt):
+    """The final loop vars of an eager loop of no step: ``loop_vars`` itself, as MXNet 1.9.1's
+    eager while_loop returns it (a tuple stays a tuple), when its arrays are ``final``."""
+    flat, _ = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
+    if len(flat) == len(final) and all(a is b for a, b in zip(flat, final)):
+        return loop_vars
+    return regroup(final, vars_fmt)
 
 
 # NOTE [loops of no step]
@@ -177,25 +187,6 @@ def _remat_loop(loop_, more, pad_to, where=None):
 
 def _result(outputs, final, out_fmt, vars_fmt):
     return regroup(outputs, out_fmt), regroup(final, vars_fmt)
-
-
-def _check_max_iterations(max_iterations, mode):
-    if max_iterations is None:
-        return None
-    if isinstance(max_iterations, mx.nd.NDArray) and max_iterations.size == 1:
-        max_iterations = max_iterations.asscalar()
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, numbers.Integral) and \
-            not (isinstance(max_iterations, numbers.Real) and float(max_iterations).is_integer()):
-        raise TypeError("%s: max_iterations must be an integer, got %r"
-                        % (op_at(OP), max_iterations))
-    max_iterations = int(max_iterations) if isinstance(max_iterations, numbers.Integral) \
-        else int(float(max_iterations))
-    lowest = 1 if mode == "symbol" else 0
-    if max_iterations < lowest:
-        raise (ArgumentValueError if lowest else ValueError)(
-            "%s: max_iterations must be >= %d%s, got %d"
-            % (op_at(OP), lowest, " in hybridized mode" if lowest else "", max_iterations))
-    return max_iterations
 
 
 class _Step:
@@ -344,7 +335,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
                     truncation_advice=None, remat=False):
     nv = len(flat_vars)
     count_subgraph_names(name + "_cond", name + "_func")
-    cond_g = trace(OP, "cond", nv, step.cond)
+    cond_g = trace(OP, "cond", nv, lambda vs: _symbolic_pred(step.cond(vs)))
     if cond_g.num_outputs != 1:
         raise ValueError("%s: cond must return one Symbol, got %d outputs"
                          % (op_at(OP), cond_g.num_outputs))
@@ -354,12 +345,14 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         # Discovering a recursive function that func calls: zero steps is the loop's path
         # without the call (NOTE [loops of no step]); this graph is thrown away.
         return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
-    captured, slot_of = merge_captures(OP, [cond_g, func_g], first_slot=nv, walk_order=True)
+    inputs, var_inputs, slot_of = mxnet_input_order(flat_vars, cond_g, func_g)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
                        "func": func_g.spec(range(nv), slot_of)},
             "num_vars": nv, "num_out_data": num_out, "max_iterations": max_iterations,
             "num_outputs": func_g.num_outputs}
+    if var_inputs != list(range(nv)):   # NOTE [while_loop input order]
+        spec["var_inputs"] = var_inputs
     if pad_to is None:
         spec["exact_length"] = True   # absent in graphs saved before exact length existed
     if remat:
@@ -369,8 +362,19 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
         spec["report_truncation"] = report_truncation
         if truncation_advice is not None:
             spec["truncation_advice"] = truncation_advice
-    outputs = _node.make_node(OP, flat_vars + captured, spec, name, user_location())
+    outputs = _node.make_node(OP, inputs, spec, name, user_location())
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
+
+
+def _symbolic_pred(value):
+    """What cond returned while tracing: a Symbol (or a list of one, gluon_cf's), else the
+    ValueError of MXNet 1.9.1's symbolic while_loop ("Return of cond must be a Symbol")."""
+    if isinstance(value, mx.sym.Symbol) or isinstance(value, (list, tuple)) and \
+            len(value) == 1 and isinstance(value[0], mx.sym.Symbol):
+        return value
+    raise PredValueError("%s: cond must return a Symbol (a one-element predicate computed from "
+                         "the loop variables) in symbolic mode, got %s"
+                         % (op_at(OP), describe_pred(value)))
 
 
 def _func_shapes(node, in_shapes):
@@ -388,7 +392,8 @@ def _func_shapes(node, in_shapes):
 
 
 class WhileLoopRule(registry.Rule):
-    """Node inputs and slots: ``[*loop_vars, *captured]``.
+    """Slots: ``[*loop_vars, *captured]``; node inputs: the same values in MXNet's order
+    (NOTE [while_loop input order]), put in slot order by each entry point.
 
     Outputs: ``[*step_outputs, *final_loop_vars]``; step outputs have one row per step
     (``exact_length``, or ``max_iterations`` None) or are padded to ``max_iterations`` rows.
@@ -398,11 +403,30 @@ class WhileLoopRule(registry.Rule):
     spec_fields = {"num_vars": "count", "num_out_data": "count",
                    "max_iterations": "count or null", "exact_length": "optional flag",
                    "report_truncation": "optional text", "remat": "optional text",
-                   "remat_where": "optional text"}
+                   "remat_where": "optional text", "var_inputs": "optional positions"}
     graph_roles = ("cond", "func")
     outputs_graph = "func"
 
+    def spec_problem(self, spec):
+        var_inputs = spec.get("var_inputs")
+        if var_inputs is not None and (
+                len(var_inputs) != spec["num_vars"] or len(set(var_inputs)) != len(var_inputs)
+                or any(p >= spec["num_inputs"] for p in var_inputs)):
+            return ("field 'var_inputs' must list %d distinct input positions below %d, got %s"
+                    % (spec["num_vars"], spec["num_inputs"], var_inputs))
+        return None
+
+    def slot_order(self, spec, items):
+        return slot_order(spec, items)
+
+    def input_order(self, spec, items):
+        return input_order(spec, items)
+
     def infer_shape(self, node, in_shapes):
+        ins, outs = self._infer_shape(node, self.slot_order(node.spec, in_shapes))
+        return self.input_order(node.spec, ins), outs
+
+    def _infer_shape(self, node, in_shapes):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         cond_in, cond_out = node.graphs["cond"].infer_shape(in_shapes)
         check_scalar_pred(OP, "the value returned by cond", cond_out[0])
@@ -421,6 +445,10 @@ class WhileLoopRule(registry.Rule):
         return shapes, stacked + func_out[num_out:]
 
     def infer_type(self, node, in_types):
+        ins, outs = self._infer_type(node, self.slot_order(node.spec, in_types))
+        return self.input_order(node.spec, ins), outs
+
+    def _infer_type(self, node, in_types):
         types = list(in_types)
         for name in ("cond", "func"):
             inferred, outs = node.graphs[name].infer_type(types)
@@ -431,15 +459,16 @@ class WhileLoopRule(registry.Rule):
         return types, outs
 
     def forward(self, node, inputs, out_shapes, frame):
+        given, inputs = inputs, self.slot_order(node.spec, inputs)
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         pad_to = _pad_to(node.spec)
 
         if _remat.applies(node.spec.get("remat")):
-            return (yield from self._remat_forward(node, inputs, frame))
+            return (yield from self._remat_forward(node, inputs, frame, given))
         fused = _func_then_cond(node)
-        where_made = _node.where_created(node.spec.get("node"))
+        where_made = _node.where_created(node)
         next_pred: list = []   # the predicate the last fused step computed on its new loop vars
 
         def pred(slots):
@@ -478,14 +507,15 @@ class WhileLoopRule(registry.Rule):
             outputs = zero_rows(probe[:num_out], pad_to)
         return outputs + final
 
-    def _remat_forward(self, node, inputs, frame):
-        """Generator: the loop with rematerialisation (NOTE [rematerialisation])."""
-        _remat.refuse_wanted_integers(OP, node, inputs)
+    def _remat_forward(self, node, inputs, frame, given):
+        """Generator: the loop with rematerialisation (NOTE [rematerialisation]); ``inputs``
+        in slot order, ``given`` in the node's."""
+        _remat.refuse_wanted_integers(OP, node, given)
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         bound, pad_to = node.spec["max_iterations"], _pad_to(node.spec)
-        where_made = _node.where_created(node.spec.get("node"))
+        where_made = _node.where_created(node)
 
         def more(vs):
             value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
@@ -521,7 +551,7 @@ class WhileLoopRule(registry.Rule):
         num_out = node.spec["num_out_data"]
         try:
             _, row_shapes = node.graphs["func"].infer_shape([x.shape for x in inputs])
-            _, out_types = self.infer_type(node, [x.dtype for x in inputs])
+            _, out_types = self._infer_type(node, [x.dtype for x in inputs])
         except (mx.MXNetError, ValueError):
             return None
         rows, dtypes = row_shapes[:num_out], out_types[:num_out]
@@ -547,7 +577,7 @@ class WhileLoopRule(registry.Rule):
         spec = node.spec
         num_vars, num_out = spec["num_vars"], spec["num_out_data"]
         var_slots = list(range(num_vars))
-        captured = range(num_vars, len(custom_node.inputs))
+        captured = range(num_vars, len(custom_node.inputs))   # slots
 
         # The condition before the first step, on the initial loop vars.
         first_cond = node.convert("cond", f"{node.name}_cond_init",
@@ -578,7 +608,7 @@ class WhileLoopRule(registry.Rule):
         refuse = spec.get("truncation_advice") is not None and spec["max_iterations"] is not None
         if refuse:   # the first loop var passes through the guard below
             finals[0] = node.fresh("final")
-        node.add("Loop", [bound, keep_going] + [custom_node.inputs[k] for k in var_slots],
+        node.add("Loop", [bound, keep_going] + [node.slot(k).name for k in var_slots],
                  finals + stacked, body=body.graph)
         if refuse:
             _onnx_bound_guard(node, custom_node, finals)
@@ -606,7 +636,7 @@ def _onnx_bound_guard(node, custom_node, finals):
     node.nodes.append(helper.make_node(
         "Gather", [node.const(np.zeros(1, np.int64)),
                    node.add("Reshape", [still, node.const([1])])], [guard], name=guard))
-    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(custom_node.input_dtypes[0]))
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(node.slot(0).dtype))
     node.add("Add", [finals[0], node.add("Cast", [guard], to=dtype)],
              [custom_node.outputs[num_out]])
 

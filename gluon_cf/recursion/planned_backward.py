@@ -380,5 +380,5 @@ def _refuse_different(node):
         "gluon_cf.recursive %r%s: with remat=True, a group of calls recomputed in backward gave "
         "other values than in the forward (random operators: %s), so its gradient would not be "
         "the forward's; use remat=False" % (
-            spec["graphs"][spec["entry"]]["name"], _node.created_at(spec.get("node", "")),
+            spec["graphs"][spec["entry"]]["name"], _node.created_at(node),
             ", ".join(random_ops(spec)) or "none"))

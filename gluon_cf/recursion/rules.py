@@ -56,7 +56,7 @@ class RecursionRule(registry.Rule):
                     "drew other numbers (the re-run took another executor path), so its "
                     "gradient would not be the forward's. Use remat=False"
                     % (spec["graphs"][spec["entry"]]["name"],
-                       _node.created_at(spec.get("node", "")), ", ".join(random_ops(spec))))
+                       _node.created_at(node), ", ".join(random_ops(spec))))
 
     def spec_problem(self, spec):
         graphs, entry = spec["graphs"], spec["entry"]

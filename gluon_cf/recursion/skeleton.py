@@ -232,10 +232,10 @@ class _Loop:
 
     def __init__(self, node, ins, sites):
         from ..graph import decode
-        spec = json.loads(node["attrs"]["spec"])
+        spec = self.spec = json.loads(node["attrs"]["spec"])
         decoded = decode("while_loop", node["attrs"]["spec"])
         where = "while_loop (node %r)" % node["name"]
-        self.ins, self.nv = ins, spec["num_vars"]
+        self.ins, self.nv = self.in_slot_order(ins), spec["num_vars"]
         self.max_iterations = spec.get("max_iterations")
         if not isinstance(self.max_iterations, int) or spec["num_out_data"]:
             raise _NotPlannable("its %s makes recursive calls, and has no max_iterations or "
@@ -284,6 +284,11 @@ class _Loop:
                 break
             skeleton = grown
         self.skeleton_vars = sorted(skeleton)
+
+    def in_slot_order(self, items):
+        """The node's per-input ``items`` in slot order: loop variables first (NOTE
+        [while_loop input order] in ops/while_loop.py)."""
+        return registry.rule_of("while_loop").slot_order(self.spec, items)
 
     def columns(self):
         return [first + j for first, _, _ in self.calls for j in range(self.max_iterations)]

@@ -376,7 +376,8 @@ def _inline(body, key, inputs, em, site_outputs, loop_outputs=None):
         elif nid in body.site_of:
             emitted.update(((nid, k), e) for k, e in enumerate(site_outputs[body.site_of[nid]]))
         elif nid in body.loops:
-            outs = loop_outputs(body.loops[nid], [get(i) for i in n["inputs"]])
+            loop = body.loops[nid]
+            outs = loop_outputs(loop, loop.in_slot_order([get(i) for i in n["inputs"]]))
             emitted.update(((nid, k), e) for k, e in enumerate(outs))
         else:
             copied[nid] = em.copy(n, [get(i) for i in n["inputs"]])
