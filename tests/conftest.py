@@ -63,11 +63,7 @@ def pytest_configure(config):
 # collection order, so one of these started last kept one worker busy for a minute or two
 # while the other had nothing left (longest first is the classic bound for such a schedule).
 # Only the order of whole files changes; each still runs on one worker, its tests in order.
-# test_remat_escapes.py comes first, into a fresh worker: every refusal there runs a full
-# gc.collect() (NOTE [arrays escaping a remat body]), which passes over the worker's whole
-# heap; after test_recursion_hostile2.py (~1.5 million objects) each took ~2 s, and the file
-# 47 s of a CI run where it takes ~8 s first.
-FIRST_FILES = ("test_remat_escapes.py", "test_recursion_hostile2.py", "test_recursion.py",
+FIRST_FILES = ("test_recursion_hostile2.py", "test_recursion.py", "test_remat_escapes.py",
                "test_autograph_programs.py", "test_hostile_round16.py", "test_autograph.py",
                "test_export_cli.py", "test_hostile_export7.py", "test_call_history.py",
                "test_autograph_hostile.py", "test_notebooks.py", "test_export_recursive_onnx.py")
