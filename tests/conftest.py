@@ -45,6 +45,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #     The name parts say what a test measures: a run "in_a_fresh_process" alone is not a
 #     measurement (an import or a run in a fresh process checking values), nor is a refused
 #     "--timeout" argument; they ran alone, ~25 s of the other worker idle, until session 20.
+#     An ``alone`` test followed by another (test_no_crash.py's five 2 GiB runs) keeps the lock
+#     for it: given back between them, the other worker ran one test there, and the next
+#     ``alone`` test waited for that test's end with its own worker idle too.
 ALONE_FILES = ("test_launch.py", "test_eager_depth_memory.py", "test_artifact_limits.py",
                "test_bench_loops.py")
 ALONE_NAME_PARTS = ("2_gib", "memory_in_a_fresh_process", "foreach_in_a_fresh_process",
@@ -78,6 +81,7 @@ def pytest_collection_modifyitems(items):
 class _RunLock:
     """One run's lock shared by its xdist workers (NOTE [tests that run alone])."""
     held_alone = False
+    kept = False   # held exclusively past an ``alone`` test, for the next one
 
     def __init__(self):
         run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
@@ -116,16 +120,40 @@ def _alone_module(request):
         _RUN_LOCK.give()
 
 
+def _alone_by_test(item):
+    """Whether ``item`` takes the lock exclusively itself (not through its ``alone`` file)."""
+    return item is not None and item.get_closest_marker("alone") is not None \
+        and os.path.basename(str(item.fspath)) not in ALONE_FILES
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.stash[_NEXT_ALONE] = _alone_by_test(nextitem)
+    yield
+    if _RUN_LOCK.kept and not _alone_by_test(nextitem):   # (the next test never took it:
+        _RUN_LOCK.kept = False                               # skipped before its fixtures)
+        _RUN_LOCK.give()
+
+
+_NEXT_ALONE = pytest.StashKey[bool]()
+
+
 @pytest.fixture(autouse=True)
 def _alone_or_shared(request, _alone_module):
     if not _RUN_LOCK.active or _RUN_LOCK.held_alone:
         yield
         return
-    _RUN_LOCK.take(alone=request.node.get_closest_marker("alone") is not None)
+    alone = request.node.get_closest_marker("alone") is not None
+    if not _RUN_LOCK.kept:
+        _RUN_LOCK.take(alone=alone)
+    _RUN_LOCK.kept = False
     try:
         yield
     finally:
-        _RUN_LOCK.give()
+        if alone and request.node.stash.get(_NEXT_ALONE, False):
+            _RUN_LOCK.kept = True
+        else:
+            _RUN_LOCK.give()
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,8 @@
 the user's line that made it; with remat=False the same programs give the oracle gradient (the
 plain recorded program), and what is harmless passes. Before, remat gave a silently wrong
 gradient for each route. ~6 s."""
+import gc
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -10,6 +12,22 @@ from conftest import run_python
 from mxnet import autograd, gluon
 
 import gluon_cf
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _young_heap():
+    """Each refusal runs a full ``gc.collect()`` (NOTE [arrays escaping a remat body]): over a
+    test worker's heap, which earlier files grew to millions of objects, ~2 s each. What was
+    alive before this file is set aside (``gc.freeze``) while it runs: the arrays, lists, dicts
+    and cycles its tests make are all younger, so every check sees them as before; after the
+    file the older objects are collectable again (``gc.unfreeze``)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 ROUTES = ["list", "attribute", "dict", "global", "view", "reshape", "result", "result_view",
