@@ -108,3 +108,37 @@ def test_cli_convert_and_run_equal_gluon(block_class, spec, tmp_path, capfd):
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.shape == w.shape, (g, w)
             np.testing.assert_allclose(g, w.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_onnxruntime_rejection_of_a_tampered_file_is_one_line_without_cpp(tmp_path, capfd):
+    """A Constant node stripped of its value inside a loop body: onnxruntime's message named
+    C++ files, lines and a 300-character function signature ("graph.cc:1357
+    onnxruntime::Graph::Graph(const onnxruntime::Model&, ...)"), and the CLI's line kept its
+    end, losing our start; now the one line names the piece's nodes and what is wrong."""
+    import onnx
+    net = hostile_harness._make(programs.BeamSearchForeachBacktrack)
+    net.hybridize()
+    arrays = programs.PROGRAMS[programs.BeamSearchForeachBacktrack][0]
+    model = onnx.ModelProto()      # (a copy: conftest checks the exported model itself)
+    model.CopyFrom(export_onnx(net, _nd(arrays), dynamic_axes={0: [0]}))
+
+    def constants(graph):
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from (n for n in attr.g.node if n.op_type == "Constant")
+                    yield from constants(attr.g)
+    stripped = next(iter(constants(model.graph)))
+    del stripped.attribute[:]
+    (tmp_path / "bad.onnx").write_bytes(model.SerializeToString())   # (not checked: invalid)
+    paths = []
+    for k, a in enumerate(arrays):
+        paths.append(tmp_path / f"in{k}.npy")
+        np.save(paths[-1], a)
+    capfd.readouterr()
+    assert _cli("run", tmp_path / "bad.onnx", "--input", *paths, "-o", tmp_path / "o") == 1
+    err = capfd.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("gluon-cf-export: error: the ") and \
+        f"Constant node: {stripped.name} has no data attributes" in err, err
+    assert not re.search(r"\.cc:\d|onnxruntime::|ONNXRuntimeError", err), err
