@@ -58,19 +58,20 @@ def test_autograph_model_equals_plain_python_eager_and_hybridized(block_class):
     assert all(kind == "equal" for kind, _ in result.values()), result
 
 
-def test_constant_base_case_warning_names_the_call_not_the_operator_after_it():
-    """Before: '_plus_scalar ... returns 1 rows for 3 invocations. gluon_cf has no batching
-    rule for this operator' blamed `+ 1`, which acts row by row."""
-    net = hostile_harness._make(programs.ParentChainRecursionWithLoopAfter)
+def test_constant_base_case_warning_names_the_call_not_the_operator_after_it(recwarn):
+    """Before: 'operator _maximum ... returns 1 rows for 3 invocations. gluon_cf has no
+    batching rule for this operator' blamed `F.maximum(ld, rd) + 1`, which acts row by row;
+    the cause is the leaf's `F.ones((1,))`."""
+    net = hostile_harness._make(programs.TreeMaxPoolWithDepth)
     net.hybridize()
-    arrays = programs.PROGRAMS[programs.ParentChainRecursionWithLoopAfter][2]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        d, v = net(*_nd(arrays))
-    assert d.asnumpy().tolist() == [2.0] and v.asnumpy().tolist() == [4.0]
-    texts = [str(w.message) for w in caught if "runs unbatched" in str(w.message)]
-    assert texts and "gives one row for 3 invocations" in texts[0], texts
-    assert "no batching rule" not in texts[0] and "_plus_scalar" not in texts[0], texts
+    arrays = programs.PROGRAMS[programs.TreeMaxPoolWithDepth][0]   # 2 calls on a level
+    warnings.simplefilter("always")
+    _, depths = net(*_nd(arrays))
+    assert depths.asnumpy().ravel().tolist() == [3.0]
+    texts = [str(w.message) for w in recwarn.list if "runs unbatched" in str(w.message)]
+    assert texts and re.search(r"gluon_cf\.invoke .* gives one row for 3 invocations",
+                               texts[0]), texts
+    assert "no batching rule" not in texts[0] and "_maximum" not in texts[0], texts
 
 
 def _cli(*argv):
