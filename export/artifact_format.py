@@ -44,6 +44,7 @@ NOTE [artifact format]
             ctx.depth -= 1
             return outputs
 """
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,6 +116,22 @@ def describe_value_info(value_info):
     return value_info.name, shape, ELEM_TYPES[tensor.elem_type]
 
 
+# onnxruntime's "[ONNXRuntimeError] : 1 : FAIL : " prefix, and the C++ location its messages
+# carry: "/onnxruntime_src/.../graph.cc:1357 onnxruntime::Graph::Graph(<signature>) " or
+# "tensorprotoutils.cc:2678 ConstantNodeProtoToTensorProto " (file:line, then the function)
+_ORT_PREFIX = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_CPP_WHERE = re.compile(r"(?:/\S*/)?[\w.-]+\.(?:cc|cpp|h):\d+ "
+                        r"(?:(?:[\w:<>*&]+ )*?[\w:~<>]+::[\w~<>]+\((?:[^()]|\([^()]*\))*\)"
+                        r"(?: const)?(?: \[with [^\]]*\])? "
+                        r"|[A-Z]\w+ )?")
+
+
 def first_line(err):
+    """The first line of ``err``'s message; of onnxruntime's, its last message without the
+    error-code prefixes and the C++ files, lines and function signatures (what a user of a
+    file can act on: "Constant node: 'x' has no data attributes")."""
     text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+    line = text.splitlines()[0] if text else type(err).__name__
+    if _ORT_PREFIX.search(line):
+        line = _CPP_WHERE.sub("", _ORT_PREFIX.split(line)[-1]).strip() or line
+    return line

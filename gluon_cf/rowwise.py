@@ -25,7 +25,10 @@ NOTE [row-wise rules]
     Anything else - an unknown operator, a user CustomOp, ``BatchNorm``, a reduction over axis 0
     or over all axes, ``reshape`` that moves rows - rejects the graph, with a reason naming the
     operator, the node and the user's line (NOTE [source locations] in ``tracing.py``), and the
-    executor runs it row by row. Shapes are used only to read attributes (which axis is the
+    executor runs it row by row. A value of one row for all invocations coming out of a call or a
+    ``cond`` (a base case returning a constant such as ``F.zeros((1,))``: the function's value
+    is inferred with one row whatever the number of calls) is blamed on that call's node and
+    line, saying so, not on the row-wise operator that reads it. Shapes are used only to read attributes (which axis is the
     batch axis, which side of a broadcast has a batch axis of 1), never to decide by comparison.
 """
 import ast
@@ -108,6 +111,8 @@ HINT_RESHAPE = ("Keep axis 0 as it is: reshape with 0 or -1 first, e.g. x.reshap
                  "x.reshape((-1, 4)), not x.reshape((1, 4))")
 HINT_SHARED = ("Build per-invocation values from the batched inputs (F.zeros_like, "
                 "F.broadcast_like) so that they carry one row per invocation")
+HINT_ONE_ROW = ("Compute such a value from an argument (F.zeros_like(idx), idx * 0 + 1) so "
+                "that each call has a row of its own")
 HINT_UNKNOWN = ("gluon_cf has no batching rule for this operator; if it acts on each row "
                  "independently, write the body with operators that do (or accept row-by-row "
                  "execution)")
@@ -479,6 +484,21 @@ def rows_being_checked():
 
 
 _UNINFERRED = "has shapes that cannot be inferred for a batch"
+_ONE_ROW = ("gives one row for %d invocations: the value a call returns has one row whatever "
+            "the number of calls, as when a branch of the function returns a value that reads "
+            "none of its arguments (a constant such as F.zeros((1,)))")
+
+
+def _blame_one_row_call(nodes, ins, in_flags, in_shapes, rows):
+    """A node that gives too few rows because its batched input from a call or a cond has one
+    row (a base case returning a constant: NOTE [row-wise rules]) blames that input's node,
+    whose line is the call's, not the operator after it, which acts row by row."""
+    for (src, _), batched, shape in zip(ins, in_flags, in_shapes):
+        producer = nodes[src]
+        kind = registry.kind_of(producer)
+        if batched and shape and shape[0] == 1 and kind is not None:
+            raise Rejected(dict(producer, op="gluon_cf.%s" % kind), _ONE_ROW % rows,
+                           HINT_ONE_ROW)
 
 
 def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
@@ -602,5 +622,6 @@ def check_nodes(nodes, heads, flags_by_entry, shapes_by_entry, own_node_rule, ro
             raise Rejected(node, *verdict)
         for e, shape in zip(outs, out_shapes):
             if rows > 1 and e in consumed and shape[0] != rows:
+                _blame_one_row_call(nodes, ins, in_flags, in_shapes, rows)
                 raise Rejected(node, "returns %d rows for %d invocations" % (shape[0], ROWS),
                                HINT_UNKNOWN)
