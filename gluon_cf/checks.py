@@ -187,8 +187,10 @@ def op_at(op):
 
 def _op_where(op, where):
     """``gluon_cf.op at file:line``: ``where`` (a node's user line, given while a graph runs
-    it), else the user's line that called the op eagerly (NOTE [run-time loop checks name the
-    user's line])."""
+    it; "" where none is known), else (None) the user's line that called the op eagerly
+    (NOTE [run-time loop checks name the user's line])."""
+    if where == "":
+        return "gluon_cf.%s" % op
     return "gluon_cf.%s at %s" % (op, where) if where else op_at(op)
 
 
@@ -197,8 +199,11 @@ def _op_where(op, where):
 #     outputs of different shapes, an eager body returning another structure) can only fail
 #     where values are computed at run time: eagerly, and hybridized in bodies of run-time
 #     shape (boolean_mask). Both name the user's loop call: eagerly, the innermost user frame
-#     calling the op (``op_at``); hybridized, the line the node was made at, passed as ``where``
-#     (the frames then are the user's ``net(x)``, not the loop's line). Once these named no
+#     calling the op (``op_at``; for a remat step recomputed in backward, which has no user
+#     frame, the call's line kept in ``_Step.where``); hybridized, the line the node was made
+#     at, passed as ``where`` (the frames then are the user's ``net(x)``, not the loop's line),
+#     or "" when none is known (a graph loaded from a file in another process): no line rather
+#     than ``net(x)``'s (NOTE [where a node was made] in ``errors.py``). Once these named no
 #     line at all (issue 24's hostile round 22).
 
 

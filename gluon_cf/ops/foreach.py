@@ -75,7 +75,8 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     _check_lengths(lengths, user_location())
     if _remat.applies(remat):
         nd_ = len(flat_data)
-        loop_ = _remat.Loop(OP, remat, user_location(), flat_data, flat_states,
+        step.where = user_location()   # (a step recomputed in backward has no user frame)
+        loop_ = _remat.Loop(OP, remat, step.where, flat_data, flat_states,
                             _remat.closure_arrays(body),
                             lambda t, slices, states: done(eagerly(step.eager, slices + states,
                                                                    nd_)),
@@ -97,6 +98,7 @@ class _Step:
         self.body, self.data_fmt, self.states_fmt = body, data_fmt, states_fmt
         self.out_fmt = None
         self.returned_states = None   # the containers of what body returned last
+        self.where = None   # the user's call, for checks run with no user frame (remat)
 
     def regroup_states(self, flat):
         """The final states as MXNet's eager foreach returns them: in the containers of what
@@ -125,7 +127,8 @@ class _Step:
         outputs, states = self(slots, num_data)
         flat_out = flatten(outputs, "gluon_cf.foreach", "outputs")[0]
         flat_states = flatten(states, "gluon_cf.foreach", "states")[0]
-        check_kept_shapes(OP, "state", "states", "body", slots[num_data:], flat_states)
+        check_kept_shapes(OP, "state", "states", "body", slots[num_data:], flat_states,
+                          self.where)
         return flat_out + flat_states
 
 
@@ -299,7 +302,7 @@ def _remat_forward(node, data, states, captured, frame):
     """Generator: the node's loop with rematerialisation (NOTE [rematerialisation])."""
     nd_, ns = node.spec["num_data"], node.spec["num_states"]
     body = node.graphs["body"]
-    where = _node.where_created(node)
+    where = _node.where_created(node) or ""   # ("": no line known, not net(x)'s)
 
     def step(t, slices, states):
         if node.run_time_shapes:
@@ -383,7 +386,7 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         length = data[0].shape[0]
-        where = _node.where_created(node)
+        where = _node.where_created(node) or ""   # ("": no line known, not net(x)'s)
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
             _check_lengths([d.shape[0] for d in data], where,

@@ -90,7 +90,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         return _while_symbolic(step, flat_vars, max_iterations, pad_to, name,
                                report_truncation, truncation_advice, remat)
     if _remat.applies(remat):
-        loop_ = _remat.Loop(OP, remat, user_location(), [], flat_vars,
+        step.where = user_location()   # (a step recomputed in backward has no user frame)
+        loop_ = _remat.Loop(OP, remat, step.where, [], flat_vars,
                             _remat.closure_arrays([cond, func]),
                             lambda t, slices, vs: done(eagerly(step.eager, vs)), eager=True,
                             length=max_iterations)
@@ -195,6 +196,7 @@ class _Step:
     def __init__(self, cond, func, vars_fmt):
         self.cond_fn, self.func_fn, self.vars_fmt = cond, func, vars_fmt
         self.out_fmt = None
+        self.where = None   # the user's call, for checks run with no user frame (remat)
 
     def _args(self, values):
         return regroup(values, self.vars_fmt) if self.vars_fmt != 0 else [values[0]]
@@ -224,7 +226,8 @@ class _Step:
 
     def eager(self, values):
         flat_out, flat_vars = self.func(values)
-        check_kept_shapes(OP, "loop variable", "loop variables", "func", values, flat_vars)
+        check_kept_shapes(OP, "loop variable", "loop variables", "func", values, flat_vars,
+                          self.where)
         return flat_out + flat_vars
 
 
@@ -468,7 +471,7 @@ class WhileLoopRule(registry.Rule):
         if _remat.applies(node.spec.get("remat")):
             return (yield from self._remat_forward(node, inputs, frame, given))
         fused = _func_then_cond(node)
-        where_made = _node.where_created(node)
+        where_made = _node.where_created(node) or ""   # ("": no line known)
         next_pred: list = []   # the predicate the last fused step computed on its new loop vars
 
         def pred(slots):
@@ -515,7 +518,7 @@ class WhileLoopRule(registry.Rule):
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
         bound, pad_to = node.spec["max_iterations"], _pad_to(node.spec)
-        where_made = _node.where_created(node)
+        where_made = _node.where_created(node) or ""   # ("": no line known)
 
         def more(vs):
             value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
