@@ -206,7 +206,17 @@ def if_exp(test, then_value, else_value, where):
                 with graph_region(where, "conditional expression"):
                     value = fn()
                 if not isinstance(value, mx.sym.Symbol):
+                    # (Python gives that value itself, a number where the other side
+                    # gives an array: no graph output is; NOTE [autograph and/or])
                     raise AutographError(f"{where}: the {which} side of this conditional "
+                                         f"expression is the Python value "
+                                         f"{python_value(value)}; with a tensor condition "
+                                         f"both sides must be arrays (plain Python gives "
+                                         f"that value itself where it is chosen, which no "
+                                         f"graph gives): write it as an array of the other "
+                                         f"side's shape, F.ones_like(a) * {value!r}" if
+                                         isinstance(value, (int, float)) else
+                                         f"{where}: the {which} side of this conditional "
                                          f"expression is the Python value "
                                          f"{python_value(value)}; with a tensor condition "
                                          f"both sides must be arrays")

@@ -16,7 +16,7 @@ import mxnet as mx
 import numpy as np
 
 from ...hybrid import shape_checked
-from ...ops.cond import cond
+from ...ops.cond import cond, describe_sides
 from ..errors import AmbiguousTruthError, AutographError, node_name, python_value
 from .side_effects import graph_region
 
@@ -164,7 +164,20 @@ def _symbolic(a, rest, stop_on, where):
         return mx.sym.identity(a)
 
     then_func, else_func = (itself, other) if stop_on else (other, itself)
-    return cond(a, then_func, else_func, name=node_name(where, "andor"))
+    sides = ("the left operand", "the right operand")
+    then_side, else_side = sides if stop_on else sides[::-1]
+
+    def mismatch(then_dtypes, else_dtypes):
+        return AutographError(
+            f"{where}: this {'or' if stop_on else 'and'} on a tensor gives one of its "
+            f"operands itself (Python's a and b is b if a else a; a or b is a if a else b), "
+            f"which hybridized is a graph's cond whose result has one dtype, but {then_side} "
+            f"is {', '.join(map(str, then_dtypes))} and {else_side} is "
+            f"{', '.join(map(str, else_dtypes))}; cast one to the other's dtype (F.cast(b, "
+            f"dtype={str((then_dtypes if stop_on else else_dtypes)[0])!r})), or for the "
+            f"truth of both write F.broadcast_logical_and(a != 0, b != 0) (or _or)")
+    return describe_sides(cond(a, then_func, else_func, name=node_name(where, "andor")),
+                          mismatch)
 
 
 def compare_chain(operands, ops, where):
