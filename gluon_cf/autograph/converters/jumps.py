@@ -17,7 +17,11 @@ NOTE [autograph jumps]
     arrays from the start while tracing (one graph loop). A loop's ``else`` clause runs after
     it under ``if not (break or return flag)`` (unguarded when the loop has neither), a
     tensor ``if`` when the flags are arrays. A ``for`` that unpacks its items keeps its jumps
-    as Python.
+    as Python. A ``while`` whose test assigns (``while (s := F.sum(h)) < 4:``, no ``else``)
+    tests a variable holding the test's value, assigned before the loop and again last in
+    each step unless a break or return flag is set (also after a ``continue``): the test runs
+    exactly where Python runs it, and what it assigns is a loop variable with Python's value
+    after the loop.
 """
 import ast
 import copy
@@ -142,8 +146,8 @@ def _test_in_a_variable(loop, body, stop, out):
     test, loop.test = loop.test, ast.copy_location(ast.Name(id=name, ctx=ast.Load()), loop.test)
     out.append(ast.copy_location(ast.Assign(
         targets=[ast.Name(id=name, ctx=ast.Store())], value=test), loop))
-    again = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
-                                         value=copy.deepcopy(test)), loop)
+    again: ast.stmt = ast.copy_location(ast.Assign(
+        targets=[ast.Name(id=name, ctx=ast.Store())], value=copy.deepcopy(test)), loop)
     if stop:
         again = ast.copy_location(ast.If(test=running_test(stop), body=[again], orelse=[]),
                                   loop)

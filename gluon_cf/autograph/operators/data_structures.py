@@ -17,7 +17,8 @@ NOTE [autograph lists]
     slices, ``reversed`` and iteration are Python's on the list of its rows; otherwise a slice
     of step 1 whose bounds are both from the start or both from the end is a StepList of the
     rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
-    a new StepList as Python's slice is a new list, ``reversed`` the rows reversed, a ``for``
+    a new StepList as Python's slice is a new list, ``reversed`` the rows reversed (a
+    :class:`ReversedItems`: Python's iterator, used once, not subscriptable), a ``for``
     over it a graph loop over its rows (under a cond on the count where its rows may stand
     for no item), ``items + other``, ``items * k``, ``list(items)`` and ``items[:]`` new
     StepLists, ``sum(items)`` the rows summed (checked when it may hold no item: Python's 0
@@ -481,17 +482,17 @@ class ReversedItems(StepList):
     def _not_a_list(self, *args, **kwargs):
         return NotImplemented
 
-    __add__ = __radd__ = __mul__ = __rmul__ = __iadd__ = _not_a_list    # type: ignore
+    __add__ = __radd__ = __mul__ = __rmul__ = __iadd__ = _not_a_list
 
     def __getattr__(self, name):
         if name in _LIST_METHODS or name == "append":
             raise AttributeError(f"'list_reverseiterator' object has no attribute '{name}'")
         raise AttributeError(name)
 
-    def append(self, value):        # type: ignore[override]
+    def append(self, value):
         raise AttributeError("'list_reverseiterator' object has no attribute 'append'")
 
-    def extend(self, other):        # type: ignore[override]
+    def extend(self, other):
         raise AttributeError("'list_reverseiterator' object has no attribute 'extend'")
 
     def copy(self):

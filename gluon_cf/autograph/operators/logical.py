@@ -8,7 +8,12 @@ NOTE [autograph and/or]
     element, more refused at the user's line (Python's ValueError). A Symbol's truth exists
     only when the graph runs: the rest of the expression is a ``cond`` on it (one element at
     run time, both sides of the same shape and dtype, as a cond's branches; a Python number
-    side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol a
+    side an array of the tensor's shape; operands of different dtypes are an AutographError
+    naming the and/or, its operands' dtypes and the cast to write, not the cond's branches:
+    ``ops.cond.describe_sides``). A conditional expression ``a if t else 1.0`` on a tensor
+    ``t`` is refused where a side is a Python value (Python gives the number itself where it
+    is chosen and an array where the other side is, which no graph output is; the message
+    says to write ``F.ones_like(a) * 1.0``). ``not`` is Python's eagerly (a bool), on a Symbol a
     cond on it (one element at run time) giving 0 or 1 in its shape and dtype. A chained
     comparison ``a < b < c`` is Python's ``a < b and b < c``, ``b`` evaluated once.
 """
