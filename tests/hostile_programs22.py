@@ -137,6 +137,37 @@ class ReturnPairFromWhile(HybridBlock):
         return h * 0.5, c - 1
 
 
+@program(*ROWS)
+class ReturnRowFromFor(HybridBlock):
+    """``return row, h`` inside a tensor ``for``: which row it stopped at is known only when
+    the graph runs (a foreach keeps no row); refused, saying to keep it in a variable."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row
+            if F.sum(h) > 1:
+                return row, h
+        return x[0], h
+
+
+@program(*ROWS)
+class ReturnLastFromFor(HybridBlock):
+    """The same written as the message says: the row kept in a variable."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        last = F.zeros_like(x[0])
+        for row in x:
+            h = h + row
+            last = row
+            if F.sum(h) > 1:
+                return last, h
+        return x[0], h
+
+
 @program(*STATES)
 class ReturnInsideTryUnderIf(HybridBlock):
     """A ``try`` around the early return of a tensor ``if``."""

@@ -19,7 +19,7 @@ _RESULTS: dict = {}
 
 # converted, equal to plain Python eagerly and hybridized (the rest: refused at the line)
 CONVERTED = set(programs.PROGRAMS) - {programs.MixedDtypeAnd, programs.TernaryWithNumberSide,
-                                        programs.ReversedUsedTwice}
+                                        programs.ReversedUsedTwice, programs.ReturnRowFromFor}
 
 
 def _classified(block_class):

@@ -418,10 +418,12 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                 f"while i < n: ... i = i + 1), which stops where the break is")
         if keep_item:
             raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
-                                 f"after the loop (or by a closure defined in the function); a "
+                                 f"after the loop (or by a return inside it, such as return "
+                                 f"row, h, or by a closure defined in the function); a "
                                  f"graph's loop does not keep its last row, so "
                                  f"assign what you need to a variable (given a value before the "
-                                 f"loop) inside it")
+                                 f"loop) inside it: last = F.zeros_like(x[0]) before the loop, "
+                                 f"last = row in it, and read or return last")
         values = flags_as_arrays(values, names)
         _loop_arrays(values, names, where, "for")
         carried = Carried(values, names, where, "for loop on a tensor")
