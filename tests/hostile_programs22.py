@@ -234,6 +234,72 @@ class ZipCollectedListsOverInput(_Cell):
         return total
 
 
+class _WhileCollected(HybridBlock):
+    """A decoder's states collected by a tensor while: their count is known only when the
+    graph runs."""
+
+    def states(self, F, x):
+        outs, doubled = [], []
+        h = x
+        while F.sum(h) < 10:
+            gluon_cf.max_iterations(20)
+            h = F.abs(h) * 2 + 1
+            outs.append(h)
+            doubled.append(h * 2)
+        return outs, doubled
+
+
+@program(*STATES)
+class EnumerateWhileList(_WhileCollected):
+    """``for i, o in enumerate(outs)``: refused (a graph gives no Python int per item)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs, _ = self.states(F, x)
+        acc = F.zeros_like(x)
+        for i, o in enumerate(outs):
+            acc = acc + o * i
+        return acc
+
+
+@program(*STATES)
+class EnumerateWrittenWithCounter(_WhileCollected):
+    """The same written as the message says: a for over the list with a counter array."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs, _ = self.states(F, x)
+        acc = F.zeros_like(x)
+        i = F.zeros((1,))
+        for o in outs:
+            acc = acc + o * i
+            i = i + 1
+        return acc
+
+
+@program(*STATES)
+class ZipWhileLists(_WhileCollected):
+    """``for a, b in zip(outs, doubled)``: refused at its line."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs, doubled = self.states(F, x)
+        acc = F.zeros_like(x)
+        for a, b in zip(outs, doubled):
+            acc = acc + a * b
+        return acc
+
+
+@program(*STATES)
+class LenOfWhileList(_WhileCollected):
+    """``len(outs)``: refused (Python's int is known only when the graph runs)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs, _ = self.states(F, x)
+        return F.add_n(x, *outs) / (len(outs) + 1)
+
+
 @program(*STATES)
 class ReversedIndexOfWhileList(HybridBlock):
     """``reversed(outs)[0]``: Python's TypeError (the iterator is not subscriptable)."""

@@ -19,7 +19,9 @@ _RESULTS: dict = {}
 
 # converted, equal to plain Python eagerly and hybridized (the rest: refused at the line)
 CONVERTED = set(programs.PROGRAMS) - {programs.MixedDtypeAnd, programs.TernaryWithNumberSide,
-                                        programs.ReversedUsedTwice, programs.ReturnRowFromFor}
+                                        programs.ReversedUsedTwice, programs.ReturnRowFromFor,
+                                        programs.EnumerateWhileList, programs.ZipWhileLists,
+                                        programs.LenOfWhileList}
 
 
 def _classified(block_class):

@@ -440,7 +440,11 @@ class StepList:
     def __iter__(self):
         n = self.known_length(user_location(2) or self.where)
         if n is None:
-            self._unknown_length("iterated over")
+            self._unknown_length(
+                "iterated over (by zip, enumerate, map, a comprehension or unpacking: for "
+                "enumerate write a for over the list with a counter array, i = F.zeros((1,)) "
+                "before it and i = i + 1 in it; for zip, append what a step needs to one list, "
+                "F.concat(a, b, dim=0), in the loop that collects it, and loop over that)")
         return iter(self.rows_list(n, range(n), self.where))
 
     def __repr__(self):
