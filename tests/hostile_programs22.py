@@ -362,6 +362,17 @@ class ReversedUsedTwice(HybridBlock):
 
 
 @program(*STATES)
+class ListOfReversedWhileList(_WhileCollected):
+    """``list(reversed(outs))``: a new list, indexed and unpacked; ``sum`` of another."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs, doubled = self.states(F, x)
+        back = list(reversed(outs))
+        return F.stack(*back) + back[0] + sum(reversed(doubled))
+
+
+@program(*STATES)
 class ReversedLoopOfWhileList(HybridBlock):
     """A backward RNN over the states a forward loop collected."""
 

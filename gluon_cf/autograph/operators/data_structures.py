@@ -343,7 +343,8 @@ class StepList:
         if name not in ("list", "tuple", "sum") or self.known_length(where) is not None:
             return NotImplemented
         taken(self, where)
-        return summed(self, where) if name == "sum" else self.copy()
+        # (StepList's copy: a reversed iterator's own copy is Python's AttributeError)
+        return summed(self, where) if name == "sum" else StepList.copy(self)
 
     def __reversed__(self):
         """``reversed(items)``: the items backwards, the rows reversed (a list holding a row
