@@ -1044,7 +1044,7 @@ def extend_in_place(items, more):
 def walrus(xs):
     out = []
     i = 0
-    while (n := len(xs) - i) > 0:     # := in a condition: the loop stays Python
+    while (n := len(xs) - i) > 0:     # := in a condition: Python values, Python's loop
         out.append(n)
         i += 1
     m = 7

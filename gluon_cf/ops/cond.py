@@ -163,6 +163,22 @@ def _branch_shapes_or_error(graph, in_shapes):
 
 # decoded cond node -> {(branch, input shapes): the error its shape inference raised}
 _REFUSALS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+# The conds converted code makes for a construct of the user's (an ``and``/``or``: NOTE
+# [autograph and/or]), by node name: ``error(then_dtypes, else_dtypes)`` is the error of
+# branches whose dtypes differ, in the construct's words, not then_func's and else_func's.
+SIDES: dict = {}
+
+
+def describe_sides(outputs, error):
+    """Says the dtype mismatch of the cond node whose ``outputs`` (a Symbol) these are with
+    ``error`` (:data:`SIDES`; bounded: the oldest half goes)."""
+    if len(SIDES) >= 10_000:
+        for old in list(SIDES)[:5_000]:
+            del SIDES[old]
+    SIDES[outputs.name] = error
+    return outputs
+
 _MAX_REFUSALS = 64      # per node (input shapes a graph was inferred for); the oldest goes
 
 
@@ -266,6 +282,10 @@ class CondRule(registry.Rule):
                     else_in, else_out = inferred, outs
         if None not in then_out and None not in else_out and \
                 [dtype_name(t) for t in then_out] != [dtype_name(t) for t in else_out]:
+            sides = SIDES.get(node.spec.get("node"))
+            if sides is not None:    # (a cond of converted code: said in the user's words)
+                raise sides([dtype_name(t) for t in then_out],
+                            [dtype_name(t) for t in else_out])
             raise mismatch(OP, "output dtypes of then_func and else_func", "then_func",
                            [dtype_name(t) for t in then_out], "else_func",
                            [dtype_name(t) for t in else_out])

@@ -17,13 +17,17 @@ NOTE [autograph jumps]
     arrays from the start while tracing (one graph loop). A loop's ``else`` clause runs after
     it under ``if not (break or return flag)`` (unguarded when the loop has neither), a
     tensor ``if`` when the flags are arrays. A ``for`` that unpacks its items keeps its jumps
-    as Python.
+    as Python. A ``while`` whose test assigns (``while (s := F.sum(h)) < 4:``, no ``else``)
+    tests a variable holding the test's value, assigned before the loop and again last in
+    each step unless a break or return flag is set (also after a ``continue``): the test runs
+    exactly where Python runs it, and what it assigns is a loop variable with Python's value
+    after the loop.
 """
 import ast
 import copy
 from typing import List, Tuple
 
-from ..pyct.static_analysis.activity import assigned_names, contains, scoped
+from ..pyct.static_analysis.activity import assigned_names, contains, has_walrus, scoped
 from ..pyct.static_analysis.definite_assignment import always_returns
 from ..pyct.templates import assign_constant, counter, running_test, runtime_call, thunk
 
@@ -66,6 +70,9 @@ def _lower_block(statements, loop):
             stop = ([flags.brk] if flags.used_break else []) + [f for f, _ in inner_returns]
             guards = stop + ([flags.cont] if flags.used_continue else [])
             body = _guard(body, guards)
+            if isinstance(statement, ast.While) and has_walrus(statement.test) and \
+                    not statement.orelse:
+                body = _test_in_a_variable(statement, body, stop, out)
             if stop and isinstance(statement, ast.For):
                 wrapper = ast.If(test=running_test(stop), body=body, orelse=[])
                 setattr(wrapper, "ag_guard", True)
@@ -127,6 +134,25 @@ def _lower_block(statements, loop):
                     returns.extend(inner)
             out.append(statement)
     return out, returns
+
+
+def _test_in_a_variable(loop, body, stop, out):
+    """A ``while`` whose test assigns (``while (s := F.sum(h)) < 4:``) tests a variable the
+    test's value is assigned to before the loop (appended to ``out``) and again at the end
+    of each step unless a break or return flag is set (after a ``continue`` too), as Python
+    evaluates the test, so the names it assigns are the loop's variables with Python's
+    values (NOTE [autograph jumps]); returns the body."""
+    name = f"__agw_test_{next(counter)}"
+    test, loop.test = loop.test, ast.copy_location(ast.Name(id=name, ctx=ast.Load()), loop.test)
+    out.append(ast.copy_location(ast.Assign(
+        targets=[ast.Name(id=name, ctx=ast.Store())], value=test), loop))
+    again: ast.stmt = ast.copy_location(ast.Assign(
+        targets=[ast.Name(id=name, ctx=ast.Store())], value=copy.deepcopy(test)), loop)
+    if stop:
+        again = ast.copy_location(ast.If(test=running_test(stop), body=[again], orelse=[]),
+                                  loop)
+        setattr(again, "ag_guard", True)
+    return body + [again]
 
 
 def _guard(block, flags):

@@ -206,7 +206,17 @@ def if_exp(test, then_value, else_value, where):
                 with graph_region(where, "conditional expression"):
                     value = fn()
                 if not isinstance(value, mx.sym.Symbol):
+                    # (Python gives that value itself, a number where the other side
+                    # gives an array: no graph output is; NOTE [autograph and/or])
                     raise AutographError(f"{where}: the {which} side of this conditional "
+                                         f"expression is the Python value "
+                                         f"{python_value(value)}; with a tensor condition "
+                                         f"both sides must be arrays (plain Python gives "
+                                         f"that value itself where it is chosen, which no "
+                                         f"graph gives): write it as an array of the other "
+                                         f"side's shape, F.ones_like(a) * {value!r}" if
+                                         isinstance(value, (int, float)) else
+                                         f"{where}: the {which} side of this conditional "
                                          f"expression is the Python value "
                                          f"{python_value(value)}; with a tensor condition "
                                          f"both sides must be arrays")
@@ -408,10 +418,12 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                 f"while i < n: ... i = i + 1), which stops where the break is")
         if keep_item:
             raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
-                                 f"after the loop (or by a closure defined in the function); a "
+                                 f"after the loop (or by a return inside it, such as return "
+                                 f"row, h, or by a closure defined in the function); a "
                                  f"graph's loop does not keep its last row, so "
                                  f"assign what you need to a variable (given a value before the "
-                                 f"loop) inside it")
+                                 f"loop) inside it: last = F.zeros_like(x[0]) before the loop, "
+                                 f"last = row in it, and read or return last")
         values = flags_as_arrays(values, names)
         _loop_arrays(values, names, where, "for")
         carried = Carried(values, names, where, "for loop on a tensor")

@@ -17,7 +17,8 @@ NOTE [autograph lists]
     slices, ``reversed`` and iteration are Python's on the list of its rows; otherwise a slice
     of step 1 whose bounds are both from the start or both from the end is a StepList of the
     rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
-    a new StepList as Python's slice is a new list, ``reversed`` the rows reversed, a ``for``
+    a new StepList as Python's slice is a new list, ``reversed`` the rows reversed (a
+    :class:`ReversedItems`: Python's iterator, used once, not subscriptable), a ``for``
     over it a graph loop over its rows (under a cond on the count where its rows may stand
     for no item), ``items + other``, ``items * k``, ``list(items)`` and ``items[:]`` new
     StepLists, ``sum(items)`` the rows summed (checked when it may hold no item: Python's 0
@@ -341,23 +342,27 @@ class StepList:
         Python's builtin iterates the items)."""
         if name not in ("list", "tuple", "sum") or self.known_length(where) is not None:
             return NotImplemented
-        return summed(self, where) if name == "sum" else self.copy()
+        taken(self, where)
+        # (StepList's copy: a reversed iterator's own copy is Python's AttributeError)
+        return summed(self, where) if name == "sum" else StepList.copy(self)
 
     def __reversed__(self):
         """``reversed(items)``: the items backwards, the rows reversed (a list holding a row
         appended where a condition did not hold keeps that mark: its count is unchanged)."""
         where = user_location(2) or self.where
         n = self.known_length(where)
-        if n is not None:
-            return iter(self.rows_list(n, reversed(range(n)), where))
-        return StepList(mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed")),
-                        self.count, self.where, self.most, self.least, self.stale)
+        if n is not None:       # (Python's own list_reverseiterator)
+            return reversed(self.rows_list(n, range(n), where))
+        return ReversedItems(mx.sym.reverse(self.rows, axis=0,
+                                            name=op_name(where, "reversed")),
+                             self.count, self.where, self.most, self.least, self.stale)
 
     def iterable(self, where):
         """What a ``for`` over the list iterates: its items where their number is known while
         tracing, else its rows (a graph loop over them, as over a tensor) and, where the
         list may hold no item though its rows are one (``stale``), the count that
         tells (the loop then runs under a cond on it)."""
+        taken(self, where)
         n = self.known_length(where)
         if n is not None:
             return self.rows_list(n, range(n), where), None
@@ -436,11 +441,89 @@ class StepList:
     def __iter__(self):
         n = self.known_length(user_location(2) or self.where)
         if n is None:
-            self._unknown_length("iterated over")
+            self._unknown_length(
+                "iterated over (by zip, enumerate, map, a comprehension or unpacking: for "
+                "enumerate write a for over the list with a counter array, i = F.zeros((1,)) "
+                "before it and i = i + 1 in it; for zip, append what a step needs to one list, "
+                "F.concat(a, b, dim=0), in the loop that collects it, and loop over that)")
         return iter(self.rows_list(n, range(n), self.where))
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+class ReversedItems(StepList):
+    """``reversed(items)`` of a collected list whose length only the graph's run knows: the
+    rows backwards, but what Python's ``list_reverseiterator`` is (NOTE [autograph lists]):
+    unpacked (``F.stack(*reversed(items))``), iterated by a ``for``, or made a list
+    (``list(...)``, ``sum(...)``) once, as an iterator is consumed (a second use is an
+    AutographError: Python's would see no item); indexing, ``len``, ``reversed``, ``+``,
+    ``*`` and the list's methods are Python's TypeError or AttributeError for the iterator
+    (``reversed(items)[0]`` gave the last item, where Python raises TypeError); its truth
+    is True and ``==`` identity, as an iterator's."""
+
+    consumed = False
+
+    def item(self, index, where):
+        raise TypeError("'list_reverseiterator' object is not subscriptable")
+
+    def __len__(self):
+        raise TypeError("object of type 'list_reverseiterator' has no len()")
+
+    def __bool__(self):
+        return True
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    __hash__ = object.__hash__      # type: ignore[assignment]
+
+    def __reversed__(self):
+        raise TypeError("'list_reverseiterator' object is not reversible")
+
+    def _not_a_list(self, *args, **kwargs):
+        return NotImplemented
+
+    __add__ = __radd__ = __mul__ = __rmul__ = __iadd__ = _not_a_list
+
+    def __getattr__(self, name):
+        if name in _LIST_METHODS or name == "append":
+            raise AttributeError(f"'list_reverseiterator' object has no attribute '{name}'")
+        raise AttributeError(name)
+
+    def append(self, value):
+        raise AttributeError("'list_reverseiterator' object has no attribute 'append'")
+
+    def extend(self, other):
+        raise AttributeError("'list_reverseiterator' object has no attribute 'extend'")
+
+    def copy(self):
+        raise AttributeError("'list_reverseiterator' object has no attribute 'copy'")
+
+    def __next__(self):
+        raise AutographError(
+            f"{user_location(2) or self.where}: next() of reversed(items), a list a loop on a "
+            f"tensor appended to whose length is known only when the graph runs, is not "
+            f"converted; use items[-1] (and items[-2] ...) instead")
+
+    def __repr__(self):
+        return f"<list_reverseiterator of the rows of {self.rows.name}>"
+
+
+def taken(items, where):
+    """Marks ``reversed(items)`` consumed by its first use; a second use is an error (Python's
+    exhausted iterator would give no item: a value where Python's call fails or loop does
+    nothing)."""
+    if isinstance(items, ReversedItems):
+        if items.consumed:
+            raise AutographError(
+                f"{where}: this uses reversed(items) a second time; Python's iterator is "
+                f"consumed by its first use and gives no item again, which a graph cannot "
+                f"express: call reversed(items) again where it is used")
+        items.consumed = True
 
 
 def summed(items, where):
@@ -484,6 +567,12 @@ def unpacked(func, items, keywords, where, before=(), after=()):
     the same value computed from its rows; otherwise the call itself."""
     if not isinstance(items, StepList):
         return func(*before, *items, *after, **keywords)
+    taken(items, where)
+    return rows_unpacked(func, items, keywords, where, before, after)
+
+
+def rows_unpacked(func, items, keywords, where, before=(), after=()):
+    """:func:`unpacked` of a StepList (already taken: :func:`taken`)."""
     if before or after:
         return _unpacked_among(func, items, keywords, where, before, after)
     computed = _computed(_joining_name(func), items.rows, keywords)
@@ -513,7 +602,7 @@ def _unpacked_among(func, items, keywords, where, before, after):
     name = _joining_name(func)
     computed = _computed(name, items.rows, keywords)
     if computed is None:
-        unpacked(func, items, keywords, where)        # (its error)
+        rows_unpacked(func, items, keywords, where)        # (its error)
     if name in ("concat", "Concat"):
         def with_items():    # (where the list holds an item: its rows are all items)
             return func(*before, computed(), *after, **keywords)
@@ -527,7 +616,7 @@ def _unpacked_among(func, items, keywords, where, before, after):
                                                      maybe_stale=items.stale)
     for value in after:
         whole = whole.joined(mx.sym.expand_dims(value, axis=0), 1)
-    return unpacked(func, whole, keywords, where)
+    return rows_unpacked(func, whole, keywords, where)
 
 
 def _joining_name(func):

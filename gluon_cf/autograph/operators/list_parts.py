@@ -5,7 +5,7 @@ import mxnet as mx
 
 from ...ops.cond import cond
 from ..errors import node_name
-from .data_structures import StepList, _computed, _joining_name, unpacked
+from .data_structures import StepList, _computed, _joining_name, rows_unpacked, taken
 from .item_check import checked_item
 
 
@@ -16,6 +16,7 @@ def unpacked_parts(func, parts, starred, keywords, where):
     lists and arrays in their order."""
     pieces, lists = [], 0
     for part, star in zip(parts, starred):
+        taken(part, where)
         if star and not isinstance(part, StepList):
             pieces.extend(part)
         else:
@@ -25,12 +26,12 @@ def unpacked_parts(func, parts, starred, keywords, where):
         return func(*pieces, **keywords)
     if lists == 1:
         at = next(k for k, p in enumerate(pieces) if isinstance(p, StepList))
-        return unpacked(func, pieces[at], keywords, where, tuple(pieces[:at]),
+        return rows_unpacked(func, pieces[at], keywords, where, tuple(pieces[:at]),
                         tuple(pieces[at + 1:]))
     first = next(p for p in pieces if isinstance(p, StepList))
     name = _joining_name(func)
     if _computed(name, first.rows, keywords) is None:
-        return unpacked(func, first, keywords, where)       # (its error)
+        return rows_unpacked(func, first, keywords, where)       # (its error)
     if name in ("concat", "Concat"):
         return _concatenated(func, pieces, keywords, where)
     whole = None     # stack, add_n: the items of one list (they have one shape)
@@ -39,7 +40,7 @@ def unpacked_parts(func, parts, starred, keywords, where):
             piece = StepList(mx.sym.expand_dims(piece, axis=0), 1, where)
         whole = piece if whole is None else \
             whole.joined(piece.rows, piece.count, piece.most, maybe_stale=piece.stale)
-    return unpacked(func, whole, keywords, where)
+    return rows_unpacked(func, whole, keywords, where)
 
 
 def _concatenated(func, pieces, keywords, where):

@@ -8,7 +8,12 @@ NOTE [autograph and/or]
     element, more refused at the user's line (Python's ValueError). A Symbol's truth exists
     only when the graph runs: the rest of the expression is a ``cond`` on it (one element at
     run time, both sides of the same shape and dtype, as a cond's branches; a Python number
-    side an array of the tensor's shape). ``not`` is Python's eagerly (a bool), on a Symbol a
+    side an array of the tensor's shape; operands of different dtypes are an AutographError
+    naming the and/or, its operands' dtypes and the cast to write, not the cond's branches:
+    ``ops.cond.describe_sides``). A conditional expression ``a if t else 1.0`` on a tensor
+    ``t`` is refused where a side is a Python value (Python gives the number itself where it
+    is chosen and an array where the other side is, which no graph output is; the message
+    says to write ``F.ones_like(a) * 1.0``). ``not`` is Python's eagerly (a bool), on a Symbol a
     cond on it (one element at run time) giving 0 or 1 in its shape and dtype. A chained
     comparison ``a < b < c`` is Python's ``a < b and b < c``, ``b`` evaluated once.
 """
@@ -16,7 +21,7 @@ import mxnet as mx
 import numpy as np
 
 from ...hybrid import shape_checked
-from ...ops.cond import cond
+from ...ops.cond import cond, describe_sides
 from ..errors import AmbiguousTruthError, AutographError, node_name, python_value
 from .side_effects import graph_region
 
@@ -164,7 +169,20 @@ def _symbolic(a, rest, stop_on, where):
         return mx.sym.identity(a)
 
     then_func, else_func = (itself, other) if stop_on else (other, itself)
-    return cond(a, then_func, else_func, name=node_name(where, "andor"))
+    sides = ("the left operand", "the right operand")
+    then_side, else_side = sides if stop_on else sides[::-1]
+
+    def mismatch(then_dtypes, else_dtypes):
+        return AutographError(
+            f"{where}: this {'or' if stop_on else 'and'} on a tensor gives one of its "
+            f"operands itself (Python's a and b is b if a else a; a or b is a if a else b), "
+            f"which hybridized is a graph's cond whose result has one dtype, but {then_side} "
+            f"is {', '.join(map(str, then_dtypes))} and {else_side} is "
+            f"{', '.join(map(str, else_dtypes))}; cast one to the other's dtype (F.cast(b, "
+            f"dtype={str((then_dtypes if stop_on else else_dtypes)[0])!r})), or for the "
+            f"truth of both write F.broadcast_logical_and(a != 0, b != 0) (or _or)")
+    return describe_sides(cond(a, then_func, else_func, name=node_name(where, "andor")),
+                          mismatch)
 
 
 def compare_chain(operands, ops, where):
