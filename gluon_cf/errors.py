@@ -185,7 +185,8 @@ def created_at(node):
 #     different ones are pending, the message says that it is the oldest of them. MXNet keeps
 #     one failure of its Custom operators at a time, so of two failing at once one is lost
 #     (its outputs are left unwritten, as for MXNet's own Custom ops): a ``waitall()`` that
-#     returns drops what is kept (``node.py``).
+#     returns or raises (MXNet's WaitForAll raises the first of its pending failures
+#     and forgets the others) drops what is kept (``node.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""

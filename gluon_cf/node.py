@@ -204,10 +204,13 @@ _original_waitall = mx.nd.ndarray.waitall
 
 
 def _waitall():
-    """``mx.nd.waitall()``; once it returns, no failure is pending in MXNet: what is kept
-    is stale (NOTE [failed calls read later])."""
-    _original_waitall()
-    _kept_run.clear()
+    """``mx.nd.waitall()``; once it returns or raises, no failure is pending in MXNet (its
+    WaitForAll raises the first and forgets all): what is kept is stale (NOTE [failed calls
+    read later])."""
+    try:
+        _original_waitall()
+    finally:
+        _kept_run.clear()
 
 
 _waitall.__doc__ = _original_waitall.__doc__

@@ -350,6 +350,48 @@ def test_failed_calls_read_later_carry_gluon_cf_messages():
     assert lines[-1] == "kept after waitall: 0"
 
 
+def test_a_waitall_that_raises_leaves_no_stale_failure():
+    """Calls failing as depth 2 and 3 unread; ``waitall()`` raises the first and MXNet forgets
+    both: a third call failing (depth 4) is reported as itself (it was reported as the
+    forgotten depth-3 failure, "one of 2 ... the oldest", when the raising waitall kept it)."""
+    code = textwrap.dedent("""
+        import time, warnings
+        warnings.simplefilter("ignore")
+        import mxnet as mx, gluon_cf
+        from gluon_cf import node as N
+        from mxnet import gluon, nd
+
+        def make(depth):
+            @gluon_cf.recursive(max_depth=depth)
+            def f(n):
+                return gluon_cf.cond(n > 0, lambda: f(n - 1) + 1, lambda: n)
+            class Net(gluon.HybridBlock):
+                def hybrid_forward(self, F, x):
+                    return f(x)
+            net = Net(); net.hybridize(); return net
+
+        nets = [make(d) for d in (2, 3, 4)]
+        outs = []
+        for k in range(2):
+            outs.append(nets[k](nd.array([10.0])))
+            deadline = time.time() + 30
+            while len(N._kept_run) < k + 1 and time.time() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)
+        for read in (nd.waitall, lambda: nets[2](nd.array([10.0])).asnumpy()):
+            try:
+                read()
+                print("no error")
+            except Exception as err:
+                print(str(err).splitlines()[0])
+    """)
+    result = run_python(code, timeout=120)
+    assert result is not None, "timed out"
+    want = "gluon_cf.recursive: 'f' exceeded max_depth=%d nested calls; does it reach a base case?"
+    assert result.stdout.strip().splitlines() == [want % 2, want % 4], \
+        result.stdout + result.stderr
+
+
 warnings.filterwarnings("ignore", message="Cannot decide type")
 
 
