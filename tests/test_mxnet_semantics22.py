@@ -495,3 +495,68 @@ def test_eager_loop_vars_come_back_as_mxnets(steps):
         results[k] = (type(final), final is loop_vars, [v.asnumpy().tolist() for v in final],
                       type(outs), len(outs))
     assert results["gluon_cf"] == results["mxnet"]
+
+
+class _BatchedLoopInRecursion(gluon.HybridBlock):
+    """A while_loop whose cond reads a parameter first, in a recursion the batched executor
+    runs as rows: its node's inputs are ``[lim, y, k, w]``, its slots ``[y, k, lim, w]``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.lim = self.params.get("lim", shape=(1, 1), init=mx.init.Constant(4.0))
+            self.w = self.params.get("w", shape=(1, 2), init=mx.init.Constant(1.3))
+
+    def hybrid_forward(self, F, x, n, lim, w):
+        @gluon_cf.recursive(max_depth=6)
+        def f(x, n):
+            def deeper():
+                _, (y, _k) = gluon_cf.while_loop(
+                    lambda y, k: F.broadcast_greater(lim, F.sum(y, axis=1, keepdims=True) + k),
+                    lambda y, k: (y, [F.broadcast_add(F.broadcast_mul(y, w), k * 0.1), k + 1]),
+                    [x, n * 0], max_iterations=4)
+                return f(y, n - 1) + f(y * -0.5 + 0.2, n - 1)
+            return gluon_cf.cond(n > 0, deeper, lambda: x)
+        return f(x, n)
+
+
+def test_batched_rows_of_a_permuted_loop_are_flagged_per_slot(monkeypatch):
+    """The loop's subgraphs see which slots hold per-invocation rows (the loop vars) and which
+    are shared (the parameters): they were given the flags of the node's inputs by slot index
+    (``lim`` batched, ``y`` shared), which lost the batching of the loop's steps; outputs and
+    gradients equal the eager recursion's."""
+    from gluon_cf.graph import runtime
+    from gluon_cf.ops.while_loop import WhileLoopRule
+
+    seen = []
+    forward, run = WhileLoopRule.forward, runtime.Graph.run
+
+    def spying_forward(self, node, inputs, out_shapes, frame):
+        monkeypatch.setattr(runtime.Graph, "run", spying_run)
+        try:
+            return (yield from forward(self, node, inputs, out_shapes, frame))
+        finally:
+            monkeypatch.setattr(runtime.Graph, "run", run)
+
+    def spying_run(graph, slots, frame=None, record=True):
+        if frame is not None and frame.flags is not None and len(slots) == 4:
+            seen.append(list(frame.flags))
+        return run(graph, slots, frame, record)
+
+    monkeypatch.setattr(WhileLoopRule, "forward", spying_forward)
+    results = []
+    for hybridize in (False, True):
+        net = _BatchedLoopInRecursion(prefix="rows_")
+        net.initialize()
+        if hybridize:
+            net.hybridize()
+        x, n = nd.array([[0.3, 0.1]]), nd.array([[3.0]])
+        x.attach_grad()
+        with mx.autograd.record():
+            y = net(x, n)
+        y.backward()
+        results.append([y.asnumpy(), x.grad.asnumpy()] +
+                       [p.grad().asnumpy() for p in net.collect_params().values()])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert seen and all(flags == [True, True, False, False] for flags in seen), seen[:3]
