@@ -560,3 +560,40 @@ def test_batched_rows_of_a_permuted_loop_are_flagged_per_slot(monkeypatch):
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert seen and all(flags == [True, True, False, False] for flags in seen), seen[:3]
+
+
+def test_threads_making_nodes_at_once_keep_the_location_map_bounded(monkeypatch):
+    """Threads remembering where nodes were made while the map is full (NOTE [where a node was
+    made]): each one's evicting the oldest half raced the others' (a KeyError or "dictionary
+    changed size during iteration" out of make_node); the map stays within its bound."""
+    import sys
+    import threading
+    from gluon_cf import errors
+
+    monkeypatch.setattr(errors, "_MAX_CREATED_AT", 200)
+    monkeypatch.setattr(errors, "_CREATED_AT", {})
+    failures = []
+
+    def make(t):
+        try:
+            for i in range(5000):
+                errors.remember_where("spec %d %d" % (t, i), "user.py:%d" % t,
+                                      lambda n: "instance %d" % n)
+        except Exception as err:  # noqa: BLE001 - any is the failure tested
+            failures.append(repr(err))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=make, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert len(errors._CREATED_AT) <= 200
+    assert errors.remember_where("spec 0 0", "user.py:7", lambda n: "instance %d" % n) == \
+        "spec 0 0"   # (evicted: no other line known for it)
+    assert errors._CREATED_AT[errors.spec_key("spec 0 0")] == "user.py:7"
