@@ -188,7 +188,7 @@ def created_at(node):
 #     one failure of its Custom operators at a time, so of two failing at once one is lost
 #     (its outputs are left unwritten, as for MXNet's own Custom ops): a ``waitall()`` that
 #     returns or raises (MXNet's WaitForAll raises the first of its pending failures
-#     and forgets the others) drops what is kept (``node.py``).
+#     and forgets the others) drops what is kept (``node.py``; ``mx.npx.waitall`` too).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""

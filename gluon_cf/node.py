@@ -214,7 +214,9 @@ def _waitall():
 
 
 _waitall.__doc__ = _original_waitall.__doc__
-mx.nd.ndarray.waitall = mx.nd.waitall = _waitall
+for _module in (mx.nd.ndarray, mx.nd, getattr(mx, "npx", None)):   # (mx.npx.waitall: the same)
+    if getattr(_module, "waitall", None) is _original_waitall:
+        setattr(_module, "waitall", _waitall)
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 
