@@ -141,6 +141,7 @@ def index_error_of(err):
 _CREATED_AT: Dict[bytes, str] = {}
 _MAX_CREATED_AT = 100_000
 _instances = itertools.count(1)
+_created_lock = threading.Lock()
 
 
 def spec_key(spec_text) -> bytes:
@@ -151,14 +152,15 @@ def spec_key(spec_text) -> bytes:
 def remember_where(spec_text, where, with_instance):
     """Remember that the node of ``spec_text`` was made at ``where``; returns its spec text
     (``with_instance(n)``'s when another node of the same text was made elsewhere)."""
-    if len(_CREATED_AT) >= _MAX_CREATED_AT:     # the oldest half goes (a bounded memory)
-        for old in list(itertools.islice(_CREATED_AT, _MAX_CREATED_AT // 2)):
-            del _CREATED_AT[old]
     key = spec_key(spec_text)
-    if _CREATED_AT.get(key, where) != where:
-        spec_text = with_instance(next(_instances))
-        key = spec_key(spec_text)
-    _CREATED_AT[key] = where
+    with _created_lock:   # (threads making nodes at once evicted the same keys: a KeyError)
+        if len(_CREATED_AT) >= _MAX_CREATED_AT:     # the oldest half goes (a bounded memory)
+            for old in list(itertools.islice(_CREATED_AT, _MAX_CREATED_AT // 2)):
+                del _CREATED_AT[old]
+        if _CREATED_AT.get(key, where) != where:
+            spec_text = with_instance(next(_instances))
+            key = spec_key(spec_text)
+        _CREATED_AT[key] = where
     return spec_text
 
 
@@ -185,7 +187,8 @@ def created_at(node):
 #     different ones are pending, the message says that it is the oldest of them. MXNet keeps
 #     one failure of its Custom operators at a time, so of two failing at once one is lost
 #     (its outputs are left unwritten, as for MXNet's own Custom ops): a ``waitall()`` that
-#     returns drops what is kept (``node.py``).
+#     returns or raises (MXNet's WaitForAll raises the first of its pending failures
+#     and forgets the others) drops what is kept (``node.py``; ``mx.npx.waitall`` too).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""

@@ -204,14 +204,19 @@ _original_waitall = mx.nd.ndarray.waitall
 
 
 def _waitall():
-    """``mx.nd.waitall()``; once it returns, no failure is pending in MXNet: what is kept
-    is stale (NOTE [failed calls read later])."""
-    _original_waitall()
-    _kept_run.clear()
+    """``mx.nd.waitall()``; once it returns or raises, no failure is pending in MXNet (its
+    WaitForAll raises the first and forgets all): what is kept is stale (NOTE [failed calls
+    read later])."""
+    try:
+        _original_waitall()
+    finally:
+        _kept_run.clear()
 
 
 _waitall.__doc__ = _original_waitall.__doc__
-mx.nd.ndarray.waitall = mx.nd.waitall = _waitall
+for _module in (mx.nd.ndarray, mx.nd, getattr(mx, "npx", None)):   # (mx.npx.waitall: the same)
+    if getattr(_module, "waitall", None) is _original_waitall:
+        setattr(_module, "waitall", _waitall)
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 

@@ -350,6 +350,50 @@ def test_failed_calls_read_later_carry_gluon_cf_messages():
     assert lines[-1] == "kept after waitall: 0"
 
 
+def test_a_waitall_that_raises_leaves_no_stale_failure():
+    """Calls failing as depth 2 and 3 unread; ``waitall()`` raises the first and MXNet forgets
+    both: a third call failing (depth 4) is reported as itself (it was reported as the
+    forgotten depth-3 failure, "one of 2 ... the oldest", when the raising waitall kept it);
+    the same with ``mx.npx.waitall`` (MXNet's same function, which kept them even returning)."""
+    code = textwrap.dedent("""
+        import time, warnings
+        warnings.simplefilter("ignore")
+        import mxnet as mx, gluon_cf
+        from gluon_cf import node as N
+        from mxnet import gluon, nd
+
+        def make(depth):
+            @gluon_cf.recursive(max_depth=depth)
+            def f(n):
+                return gluon_cf.cond(n > 0, lambda: f(n - 1) + 1, lambda: n)
+            class Net(gluon.HybridBlock):
+                def hybrid_forward(self, F, x):
+                    return f(x)
+            net = Net(); net.hybridize(); return net
+
+        nets = [make(d) for d in (2, 3, 4)]
+        for waitall in (nd.waitall, mx.npx.waitall):
+            outs = []
+            for k in range(2):
+                outs.append(nets[k](nd.array([10.0])))
+                deadline = time.time() + 30
+                while len(N._kept_run) < k + 1 and time.time() < deadline:
+                    time.sleep(0.01)
+                time.sleep(0.3)
+            for read in (waitall, lambda: nets[2](nd.array([10.0])).asnumpy()):
+                try:
+                    read()
+                    print("no error")
+                except Exception as err:
+                    print(str(err).splitlines()[0])
+    """)
+    result = run_python(code, timeout=120)
+    assert result is not None, "timed out"
+    want = "gluon_cf.recursive: 'f' exceeded max_depth=%d nested calls; does it reach a base case?"
+    assert result.stdout.strip().splitlines() == [want % 2, want % 4] * 2, \
+        result.stdout + result.stderr
+
+
 warnings.filterwarnings("ignore", message="Cannot decide type")
 
 
@@ -453,3 +497,105 @@ def test_eager_loop_vars_come_back_as_mxnets(steps):
         results[k] = (type(final), final is loop_vars, [v.asnumpy().tolist() for v in final],
                       type(outs), len(outs))
     assert results["gluon_cf"] == results["mxnet"]
+
+
+class _BatchedLoopInRecursion(gluon.HybridBlock):
+    """A while_loop whose cond reads a parameter first, in a recursion the batched executor
+    runs as rows: its node's inputs are ``[lim, y, k, w]``, its slots ``[y, k, lim, w]``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.lim = self.params.get("lim", shape=(1, 1), init=mx.init.Constant(4.0))
+            self.w = self.params.get("w", shape=(1, 2), init=mx.init.Constant(1.3))
+
+    def hybrid_forward(self, F, x, n, lim, w):
+        @gluon_cf.recursive(max_depth=6)
+        def f(x, n):
+            def deeper():
+                _, (y, _k) = gluon_cf.while_loop(
+                    lambda y, k: F.broadcast_greater(lim, F.sum(y, axis=1, keepdims=True) + k),
+                    lambda y, k: (y, [F.broadcast_add(F.broadcast_mul(y, w), k * 0.1), k + 1]),
+                    [x, n * 0], max_iterations=4)
+                return f(y, n - 1) + f(y * -0.5 + 0.2, n - 1)
+            return gluon_cf.cond(n > 0, deeper, lambda: x)
+        return f(x, n)
+
+
+def test_batched_rows_of_a_permuted_loop_are_flagged_per_slot(monkeypatch):
+    """The loop's subgraphs see which slots hold per-invocation rows (the loop vars) and which
+    are shared (the parameters): they were given the flags of the node's inputs by slot index
+    (``lim`` batched, ``y`` shared), which lost the batching of the loop's steps; outputs and
+    gradients equal the eager recursion's."""
+    from gluon_cf.graph import runtime
+    from gluon_cf.ops.while_loop import WhileLoopRule
+
+    seen = []
+    forward, run = WhileLoopRule.forward, runtime.Graph.run
+
+    def spying_forward(self, node, inputs, out_shapes, frame):
+        monkeypatch.setattr(runtime.Graph, "run", spying_run)
+        try:
+            return (yield from forward(self, node, inputs, out_shapes, frame))
+        finally:
+            monkeypatch.setattr(runtime.Graph, "run", run)
+
+    def spying_run(graph, slots, frame=None, record=True):
+        if frame is not None and frame.flags is not None and len(slots) == 4:
+            seen.append(list(frame.flags))
+        return run(graph, slots, frame, record)
+
+    monkeypatch.setattr(WhileLoopRule, "forward", spying_forward)
+    results = []
+    for hybridize in (False, True):
+        net = _BatchedLoopInRecursion(prefix="rows_")
+        net.initialize()
+        if hybridize:
+            net.hybridize()
+        x, n = nd.array([[0.3, 0.1]]), nd.array([[3.0]])
+        x.attach_grad()
+        with mx.autograd.record():
+            y = net(x, n)
+        y.backward()
+        results.append([y.asnumpy(), x.grad.asnumpy()] +
+                       [p.grad().asnumpy() for p in net.collect_params().values()])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert seen and all(flags == [True, True, False, False] for flags in seen), seen[:3]
+
+
+def test_threads_making_nodes_at_once_keep_the_location_map_bounded(monkeypatch):
+    """Threads remembering where nodes were made while the map is full (NOTE [where a node was
+    made]): each one's evicting the oldest half raced the others' (a KeyError or "dictionary
+    changed size during iteration" out of make_node); the map stays within its bound."""
+    import sys
+    import threading
+    from gluon_cf import errors
+
+    monkeypatch.setattr(errors, "_MAX_CREATED_AT", 200)
+    monkeypatch.setattr(errors, "_CREATED_AT", {})
+    failures = []
+
+    def make(t):
+        try:
+            for i in range(5000):
+                errors.remember_where("spec %d %d" % (t, i), "user.py:%d" % t,
+                                      lambda n: "instance %d" % n)
+        except Exception as err:  # noqa: BLE001 - any is the failure tested
+            failures.append(repr(err))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=make, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert len(errors._CREATED_AT) <= 200
+    assert errors.remember_where("spec 0 0", "user.py:7", lambda n: "instance %d" % n) == \
+        "spec 0 0"   # (evicted: no other line known for it)
+    assert errors._CREATED_AT[errors.spec_key("spec 0 0")] == "user.py:7"

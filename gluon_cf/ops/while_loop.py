@@ -463,6 +463,8 @@ class WhileLoopRule(registry.Rule):
 
     def forward(self, node, inputs, out_shapes, frame):
         given, inputs = inputs, self.slot_order(node.spec, inputs)
+        if frame is not None and frame.flags is not None:   # batched inputs, per slot too
+            frame = frame.with_flags(self.slot_order(node.spec, frame.flags))
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
         cond_g, func_g = node.graphs["cond"], node.graphs["func"]
