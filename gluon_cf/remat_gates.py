@@ -34,10 +34,20 @@ NOTE [closure gradients per backward pass]
     results in ``autograd.backward([y1, y2])``, one of two calls, again with
     ``retain_graph``) is one gate pass, and the parameters' gradients and fresh flags are
     plain MXNet's. ``autograd.grad`` asked for a closure array also asks for its gates'
-    variables and adds theirs. A gate lives while a call's node reads it (the cache holds it
-    weakly); its buffers are the size of the closure arrays. Backward passes on MXNet's own
-    threads (inside a Custom operator's or a remat node's backward) are left as they are;
-    the user's pass around them moves what they wrote.
+    variables and adds theirs; asked for other arrays only, what its calls read is dropped
+    (before, the next pass of the process, plain code's too, added those stale gradients).
+    A gate lives while a call's node reads it (the cache holds it weakly); its buffers are
+    the size of the closure arrays. Backward passes on MXNet's own threads (inside a Custom
+    operator's or a remat node's backward) are left as they are; the user's pass around them
+    moves what they wrote.
+
+    Gates belong to the thread that recorded their calls, and a pass clears the flags of and
+    moves only its own thread's (a plain pass in another thread cleared this thread's
+    parameters' flags while it ran, for a ``Trainer.step`` there to refuse as stale, and
+    took the gates this thread's calls had read). A call whose backward runs outside a pass
+    of its gate's thread (MXNet's ``autograd.backward`` bound before gluon_cf was imported,
+    ``from mxnet.autograd import backward``, or a backward in another thread than the
+    record) is refused (``Call.backward``): nothing would move its gradients.
 """
 import threading
 import weakref
@@ -51,6 +61,27 @@ from .node import _NOT_CONNECTED
 _live: "weakref.WeakSet[Gate]" = weakref.WeakSet()   # gates whose variables calls read
 _passed: dict = {}   # id(gate) -> gate: gates some call's backward read through since the last pass
 _lock = threading.Lock()   # (calls' backward run on MXNet's threads)
+_running: dict = {}   # thread id -> the passes through the wrappers it is running
+
+
+def _count(step):
+    me = threading.get_ident()
+    with _lock:
+        _running[me] = _running.get(me, 0) + step
+        if not _running[me]:
+            del _running[me]
+
+
+def in_pass(gate):
+    """Whether the thread that recorded ``gate``'s calls is running a backward pass through
+    the wrappers (which moves what the calls' backward reads): not one of MXNet's functions
+    bound before gluon_cf was imported, nor a pass in another thread."""
+    return gate.owner in _running
+
+
+def _mine():
+    me = threading.get_ident()
+    return [gate for gate in list(_live) if gate.owner == me]
 
 
 class Gate:
@@ -62,6 +93,7 @@ class Gate:
         self.closure = list(closure)
         self.variables = _record.fresh(self.closure)
         self.read: set = set()   # ids of the closure arrays the calls' backward read
+        self.owner = threading.get_ident()   # (the cache is per thread: so are passes)
         # ids of those with a gradient of a storage type other than dense: remat carries
         # dense gradients only, a call reading one is refused (Call.backward)
         self.sparse = {id(c) for c in self.closure if c.grad.stype != "default"}
@@ -89,10 +121,13 @@ class Gate:
 
 
 def _taken():
-    """The gates read through since the last pass, and their read sets, emptied."""
+    """The gates of this thread read through since its last pass, and their read sets,
+    emptied."""
+    me = threading.get_ident()
     with _lock:
-        gates = list(_passed.values())
-        _passed.clear()
+        gates = [gate for gate in _passed.values() if gate.owner == me]
+        for gate in gates:
+            del _passed[id(gate)]
         reads = [(gate, gate.read) for gate in gates]
         for gate in gates:
             gate.read = set()
@@ -100,8 +135,9 @@ def _taken():
 
 
 def _before():
+    _count(1)
     saved = {}
-    for gate in list(_live):
+    for gate in _mine():
         for c in gate.closure:
             if id(c) not in saved:
                 saved[id(c)] = (c, c._fresh_grad)
@@ -110,6 +146,7 @@ def _before():
 
 
 def _after(saved, failed):
+    _count(-1)
     reads = _taken()
     if failed:
         for c, was in saved.values():
@@ -159,8 +196,17 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
     """MXNet's ``autograd.grad``, a closure array's gradient through the gates' variables added
     to the one MXNet gives (NOTE [closure gradients per backward pass]); an array neither read
     directly nor by a call refused as MXNet refuses one it cannot reach."""
-    if not _live or _record.on_mxnet_thread():
+    if not _live or _record.on_mxnet_thread() or not _mine():
         return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
+
+    def plain():   # (the calls' backward it runs read gates: not this pass's to move, and
+        _count(1)  # not the next pass's either)
+        try:
+            return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
+        finally:
+            mx.nd.waitall()
+            _count(-1)
+            _taken()
     single = isinstance(variables, mx.nd.NDArray)
     xs = [variables] if single else list(variables)
     hs = [heads] if isinstance(heads, mx.nd.NDArray) else list(heads)
@@ -169,18 +215,20 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
             raise mx.MXNetError("not a variable")
         reached = set(mx.sym.Group([autograd.get_symbol(h) for h in hs]).list_inputs())
     except (mx.MXNetError, AttributeError):   # MXNet's own refusal, from MXNet
-        return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
+        return plain()
     position = {id(x): k for k, x in enumerate(xs)}
-    standing = [(gate, c, v) for gate in list(_live) for c, v in zip(gate.closure, gate.variables)
+    standing = [(gate, c, v) for gate in _mine() for c, v in zip(gate.closure, gate.variables)
                 if id(c) in position and _record._leaf_name(v) in reached]
     direct = [x for x in xs if _record._leaf_name(x) in reached]
     if not standing:
-        return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
+        return plain()
+    _count(1)
     try:
         got = _grad(heads, direct + [v for _, _, v in standing], head_grads, retain_graph,
                     create_graph, train_mode)
         mx.nd.waitall()   # (the calls' backward, which read the gates)
     finally:
+        _count(-1)
         read = {id(gate): r for gate, r in _taken()}
     out: list = [None] * len(xs)
     for x, g in zip(direct, got):

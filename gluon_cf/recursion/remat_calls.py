@@ -95,7 +95,7 @@ from .. import remat as _remat, remat_escapes as _escapes
 from .._graph_json import reached_ids
 from .._structure import flatten, regroup
 from ..operators import user_location
-from ..remat_gates import Gate
+from ..remat_gates import Gate, in_pass
 from ..remat_record import live_integer
 from ..shared_handles import private_leaves
 
@@ -381,6 +381,16 @@ class Call:
                     "carries dense gradients only. Use sparse_grad=False or remat=False"
                     % (self.root.at(), self.fn.name, next(
                         leaf.grad.stype for _, leaf in used if id(leaf) in gate.sparse)))
+            if gate.closure and not in_pass(gate):
+                raise RuntimeError(
+                    "gluon_cf.recursive%s: remat=True for %r is differentiated by a backward "
+                    "gluon_cf does not see (MXNet's autograd.backward, autograd.grad or "
+                    "NDArray.backward bound before gluon_cf was imported, e.g. `from "
+                    "mxnet.autograd import backward`, or a backward in another thread than "
+                    "the record), which would leave its parameters' gradients unwritten: "
+                    "import gluon_cf first and call autograd.backward / autograd.grad "
+                    "through the module, in the thread of the record" % (self.root.at(),
+                                                                         self.fn.name))
             gate.reading([leaf for _, leaf in used])
             if used:
                 values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
