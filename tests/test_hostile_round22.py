@@ -21,7 +21,8 @@ _RESULTS: dict = {}
 CONVERTED = set(programs.PROGRAMS) - {programs.MixedDtypeAnd, programs.TernaryWithNumberSide,
                                         programs.ReversedUsedTwice, programs.ReturnRowFromFor,
                                         programs.EnumerateWhileList, programs.ZipWhileLists,
-                                        programs.LenOfWhileList}
+                                        programs.LenOfWhileList,
+                                        programs.WalrusLateInChainedComparison}
 
 
 def _classified(block_class):
@@ -92,3 +93,13 @@ def test_a_conditional_expression_with_a_number_side_says_what_to_write():
     assert re.match(re.escape(f"{programs.__file__}:{line}: return x * (a if F.sum(x) > 0 "
                               f"else 1.0): the else side"), str(err)), err
     assert "F.ones_like(a) * 1.0" in str(err)
+
+
+def test_a_late_walrus_in_a_chained_comparison_is_refused_at_its_line():
+    """Python's chain is kept (a function of the operand would bind the name in its own
+    scope): its Symbol operands, whose truth Python takes, are refused at the user's line."""
+    err = _hybridized_error(programs.WalrusLateInChainedComparison, mx.nd.array([0.5, 0.25]))
+    line = _line("while -10 < F.sum(h) < (s := F.sum(h) * 0 + 4):")
+    assert isinstance(err, gluon_cf.AutographError)
+    assert str(err).startswith(f"{programs.__file__}:{line}: "), err
+    assert "a := in an operand after the second" in str(err)
