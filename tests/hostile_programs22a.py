@@ -478,3 +478,51 @@ class GreedyDecoderWalrusStop(_Cell):
             outs.append(h * best)
             n = n + 1
         return F.add_n(h, *outs) * best
+
+
+# ---- review h22rev4: := with a break and an else; := in a chained comparison ---------------
+
+@program(*STATES)
+class WalrusBreakElse(HybridBlock):
+    """A := test, a break and an else: Python's NameError eagerly (the := sat in a function
+    of the break's test, binding its own name)."""
+
+    @autograph
+    def hybrid_forward(self, F, h):
+        k = F.zeros((1,))
+        while (s := F.sum(h)) < 6:
+            gluon_cf.max_iterations(20)
+            h = h + 1
+            k = k + 1
+            if k > 2:
+                break
+        else:
+            h = h * 3
+        return h * s + k
+
+
+@program(*STATES)
+class WalrusInChainedComparison(HybridBlock):
+    """A := in a chain's first two operands (it was left Python's chain: MXNet's
+    NotImplementedForSymbol hybridized)."""
+
+    @autograph
+    def hybrid_forward(self, F, h):
+        while -10 < (s := F.sum(h)) < 4:
+            gluon_cf.max_iterations(20)
+            h = h + 1
+        if 0 < 1 < (k := 3) < 5:
+            h = h * k
+        return h * s
+
+
+@program(*STATES)
+class WalrusLateInChainedComparison(HybridBlock):
+    """A := in a chain's third operand: Python's chain, refused at the line hybridized."""
+
+    @autograph
+    def hybrid_forward(self, F, h):
+        while -10 < F.sum(h) < (s := F.sum(h) * 0 + 4):
+            gluon_cf.max_iterations(20)
+            h = h + 1
+        return h * s

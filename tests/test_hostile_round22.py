@@ -21,7 +21,8 @@ _RESULTS: dict = {}
 CONVERTED = set(programs.PROGRAMS) - {programs.MixedDtypeAnd, programs.TernaryWithNumberSide,
                                         programs.ReversedUsedTwice, programs.ReturnRowFromFor,
                                         programs.EnumerateWhileList, programs.ZipWhileLists,
-                                        programs.LenOfWhileList}
+                                        programs.LenOfWhileList,
+                                        programs.WalrusLateInChainedComparison}
 
 
 def _classified(block_class):
@@ -92,3 +93,35 @@ def test_a_conditional_expression_with_a_number_side_says_what_to_write():
     assert re.match(re.escape(f"{programs.__file__}:{line}: return x * (a if F.sum(x) > 0 "
                               f"else 1.0): the else side"), str(err)), err
     assert "F.ones_like(a) * 1.0" in str(err)
+
+
+def test_a_late_walrus_in_a_chained_comparison_is_refused_at_its_line():
+    """Python's chain is kept (a function of the operand would bind the name in its own
+    scope): its Symbol operands, whose truth Python takes, are refused at the user's line."""
+    err = _hybridized_error(programs.WalrusLateInChainedComparison, mx.nd.array([0.5, 0.25]))
+    line = _line("while -10 < F.sum(h) < (s := F.sum(h) * 0 + 4):")
+    assert isinstance(err, gluon_cf.AutographError)
+    assert str(err).startswith(f"{programs.__file__}:{line}: "), err
+    assert "a := in an operand after the second" in str(err)
+
+
+def test_a_mixed_dtype_message_is_the_nodes_own_not_one_of_the_same_name():
+    """The and/or's words were kept by node name: a user's own cond of that name under the
+    same prefix (two blocks' prefixes, fresh NameManagers) was said as the and/or's, at its
+    line; they are kept by the node's identity (NOTE [where a node was made])."""
+    net = programs.MixedDtypeAnd(prefix="same_")
+    net.initialize()
+    net.hybridize()
+    x = mx.nd.array([0.5, -0.25])
+    with pytest.raises(gluon_cf.AutographError):
+        net(x)
+    name = "hostile_programs22a_line%d_andor" % _line("return a and b")
+
+    class OwnCond(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            a = F.sum(x)
+            return gluon_cf.cond(a > 0, lambda: a, lambda: F.cast(a, "int32"), name=name)
+
+    err = _hybridized_error(lambda: OwnCond(prefix="same_"), x)
+    assert not isinstance(err, gluon_cf.AutographError), err
+    assert "then_func float32, else_func int32" in str(err), err

@@ -8,6 +8,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import node as _node, registry, rowwise
+from ..errors import spec_key
 from ..executor import Frame, Parallel
 from .._names import name_manager
 from .._structure import describe, flatten, regroup
@@ -165,8 +166,11 @@ def _branch_shapes_or_error(graph, in_shapes):
 _REFUSALS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 # The conds converted code makes for a construct of the user's (an ``and``/``or``: NOTE
-# [autograph and/or]), by node name: ``error(then_dtypes, else_dtypes)`` is the error of
-# branches whose dtypes differ, in the construct's words, not then_func's and else_func's.
+# [autograph and/or]), by the digest of the node's spec text, its identity (NOTE [where a node
+# was made]; not its name: two blocks of one prefix, or fresh NameManagers, give one name, and a
+# user's own cond of that name, in another file, was said as the other file's and/or):
+# ``error(then_dtypes, else_dtypes)`` is the error of branches whose dtypes differ, in the
+# construct's words, not then_func's and else_func's.
 SIDES: dict = {}
 
 
@@ -175,9 +179,10 @@ def describe_sides(outputs, error):
     ``error`` (:data:`SIDES`; bounded: the oldest half goes)."""
     if len(SIDES) >= 10_000:
         for old in list(SIDES)[:5_000]:
-            del SIDES[old]
-    SIDES[outputs.name] = error
+            SIDES.pop(old, None)     # (another thread may have taken it)
+    SIDES[spec_key(outputs.attr("spec"))] = error
     return outputs
+
 
 _MAX_REFUSALS = 64      # per node (input shapes a graph was inferred for); the oldest goes
 
@@ -282,7 +287,7 @@ class CondRule(registry.Rule):
                     else_in, else_out = inferred, outs
         if None not in then_out and None not in else_out and \
                 [dtype_name(t) for t in then_out] != [dtype_name(t) for t in else_out]:
-            sides = SIDES.get(node.spec.get("node"))
+            sides = SIDES.get(node.spec_key)
             if sides is not None:    # (a cond of converted code: said in the user's words)
                 raise sides([dtype_name(t) for t in then_out],
                             [dtype_name(t) for t in else_out])

@@ -17,8 +17,8 @@ NOTE [autograph jumps]
     arrays from the start while tracing (one graph loop). A loop's ``else`` clause runs after
     it under ``if not (break or return flag)`` (unguarded when the loop has neither), a
     tensor ``if`` when the flags are arrays. A ``for`` that unpacks its items keeps its jumps
-    as Python. A ``while`` whose test assigns (``while (s := F.sum(h)) < 4:``, no ``else``)
-    tests a variable holding the test's value, assigned before the loop and again last in
+    as Python. A ``while`` whose test assigns (``while (s := F.sum(h)) < 4:``, with an
+    ``else`` or not) tests a variable holding the test's value, assigned before the loop and again last in
     each step unless a break or return flag is set (also after a ``continue``): the test runs
     exactly where Python runs it, and what it assigns is a loop variable with Python's value
     after the loop.
@@ -70,8 +70,9 @@ def _lower_block(statements, loop):
             stop = ([flags.brk] if flags.used_break else []) + [f for f, _ in inner_returns]
             guards = stop + ([flags.cont] if flags.used_continue else [])
             body = _guard(body, guards)
-            if isinstance(statement, ast.While) and has_walrus(statement.test) and \
-                    not statement.orelse:
+            if isinstance(statement, ast.While) and has_walrus(statement.test):
+                # (with an else clause too: a := in the running_and's function below bound
+                # its own name, Python's NameError after a loop with a break and an else)
                 body = _test_in_a_variable(statement, body, stop, out)
             if stop and isinstance(statement, ast.For):
                 wrapper = ast.If(test=running_test(stop), body=body, orelse=[])

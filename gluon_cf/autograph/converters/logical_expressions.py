@@ -34,15 +34,26 @@ class LogicalConverter(Converter):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
-        if len(node.ops) > 1 and node in self.parents and not has_walrus(node) and \
+        if len(node.ops) > 1 and node in self.parents and \
                 all(type(op) in _BINARY for op in node.ops):
             # a < b < c: Python takes the truth of a < b, which a Symbol has not
+            where = ast.Constant(self.where(node))
+            operands = [node.left] + node.comparators
+            if any(has_walrus(v) for v in operands[2:]):
+                # (a function of the operand would bind the := name in its own scope):
+                # Python's chain, an operand of a comparison whose truth Python takes (all
+                # but the last) refused when a Symbol
+                node.left = runtime_call("python_operand", [
+                    node.left, where, ast.Constant("chained comparison")])
+                node.comparators[:-1] = [runtime_call("python_operand", [
+                    v, where, ast.Constant("chained comparison")]) for v in node.comparators[:-1]]
+                return node
+            # the first two operands values (a := in them binds the function's name)
             return ast.copy_location(runtime_call("compare_chain", [
-                ast.List(elts=[thunk(v) for v in [node.left] + node.comparators],
-                         ctx=ast.Load()),
+                operands[0], operands[1],
+                ast.List(elts=[thunk(v) for v in operands[2:]], ctx=ast.Load()),
                 ast.List(elts=[ast.Constant(_BINARY[type(op)]) for op in node.ops],
-                         ctx=ast.Load()),
-                ast.Constant(self.where(node))]), node)
+                         ctx=ast.Load()), where]), node)
         op = _BINARY.get(type(node.ops[0]))
         if len(node.ops) != 1 or op is None or node not in self.parents or \
                 _constant(node.left) or _constant(node.comparators[0]):

@@ -95,7 +95,8 @@ def python_operand(value, where, what="and/or"):
     Python's (a ``:=`` in a later operand or a side): a Symbol refused at the user's line
     (Python would take its truth, which exists only when the graph runs)."""
     if isinstance(value, mx.sym.Symbol):
-        part = "an operand after the first" if what == "and/or" else "a side"
+        part = {"and/or": "an operand after the first",
+                "chained comparison": "an operand after the second"}.get(what, "a side")
         raise AutographError(f"{where}: this {what} on a tensor has a := in {part}, which "
                              f"gluon_cf cannot run as a graph's cond; assign that value in a "
                              f"statement before the {what}")
@@ -185,20 +186,21 @@ def _symbolic(a, rest, stop_on, where):
                           mismatch)
 
 
-def compare_chain(operands, ops, where):
-    """A converted chained comparison ``a < b <= c ...`` (each operand a function, evaluated
-    once, left to right; ``ops`` names of BROADCAST): Python's ``a < b and (b <= c ...)``, the
-    rest of the chain evaluated only where Python evaluates it, with and's truth
-    (:func:`_bool_op`): an NDArray of one element, more refused at the user's line where
-    Python raises ValueError; on a Symbol a cond (one element when the graph runs). Issue 24:
-    it was the elementwise logical and, a value where Python raises."""
+def compare_chain(left, right, rest, ops, where):
+    """A converted chained comparison ``a < b <= c ...`` (``left`` and ``right`` its first two
+    operands' values, ``rest`` functions of the others, evaluated once, left to right; ``ops``
+    names of BROADCAST): Python's ``a < b and (b <= c ...)``, the rest of the chain evaluated
+    only where Python evaluates it, with and's truth (:func:`_bool_op`): an NDArray of one
+    element, more refused at the user's line where Python raises ValueError; on a Symbol a
+    cond (one element when the graph runs). Issue 24: it was the elementwise logical and, a
+    value where Python raises. The first two are values, not functions, so that a ``:=`` in
+    them binds the user's name (``while -9 < (s := F.sum(h)) < 4:``: it was left Python's
+    chain, MXNet's NotImplementedForSymbol hybridized)."""
     from .variables import binary
-    left, right = operands[0](), operands[1]()
     first = binary(left, right, ops[0])
-    if len(ops) == 1:
+    if not rest:
         return first
-    return _bool_op(first, [lambda: compare_chain([lambda: right] + operands[2:], ops[1:],
-                                                  where)],
+    return _bool_op(first, [lambda: compare_chain(right, rest[0](), rest[1:], ops[1:], where)],
                     where, stop_on=False, what="chained comparison")
 
 
