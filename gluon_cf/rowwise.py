@@ -452,15 +452,16 @@ RULES.update({
 
 # ---- the check -----------------------------------------------------------------------------
 
-_symbols: dict = {}   # JSON text -> (parsed JSON, Symbol): branch graphs met again and again
-
-
-def load_graph(graph_json_text):
-    found = _symbols.get(graph_json_text)
+def load_graph(graph_json_text, cache):
+    """``(parsed JSON, Symbol)`` of a graph's JSON text, kept in ``cache`` (a dict): branch
+    graphs are met again and again. The caller's ``cache`` lives with the decoded node that
+    holds the graph: a Symbol holds its gluon_cf nodes' decoded nodes (NOTE [decoded nodes live
+    as long as their users] in graph/decoded.py), so a process-wide one kept them all."""
+    found = cache.get(graph_json_text)
     if found is None:
         import mxnet as mx
-        found = _symbols[graph_json_text] = (json.loads(graph_json_text),
-                                             mx.sym.load_json(graph_json_text))
+        found = cache[graph_json_text] = (json.loads(graph_json_text),
+                                          mx.sym.load_json(graph_json_text))
     return found
 
 

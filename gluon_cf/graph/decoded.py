@@ -4,6 +4,7 @@ its subgraphs hold (user CustomOps, operators with auxiliary states, run-time sh
 per spec, and registered as the registry's decoder, through which the layers below reach it.
 """
 import json
+import weakref
 
 from .. import registry
 from ..errors import spec_key
@@ -57,7 +58,20 @@ def _nodes_of(spec):
                 yield from _nodes_of(json.loads(n["attrs"]["spec"]))
 
 
-_SPECS: dict = {}
+# NOTE [decoded nodes live as long as their users]
+#     A decoded node (and its Graphs, each with a CachedOp per thread holding nested nodes'
+#     MXNet Custom operators) is cached per spec text, weakly: it lives while something uses
+#     it, and then only. Its users hold it: the ``_NodeProp`` of each MXNet Custom node of that
+#     spec (a Symbol, a block's CachedOp, a loaded symbol file: MXNet's operator registry keeps
+#     the prop until the C++ node is freed), a PartitionedGraph running it, a caller. The spec
+#     text carries every parameter name, so each block built adds specs: kept for the process
+#     (a dict), 30 blocks built and deleted left 30 blocks' graphs, CachedOps and registry
+#     entries behind (hyperparameter search, cross-validation, serving leaked without bound).
+#     Decoding is a pure function of the spec text (what is learnt later, inferred shapes and
+#     dtypes, which gradients backward asked for, is learnt again), so a node decoded again
+#     after its users went is the same node; Graph's cache (runtime.py) and the recursion
+#     function tables (recursion/table.py) are weak alike.
+_SPECS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
 
 class Node:

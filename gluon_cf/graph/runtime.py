@@ -5,6 +5,7 @@ scheduler asks of it; :class:`GraphCall` is a request to run it on batched rows.
 """
 import json
 import threading
+import weakref
 
 import mxnet as mx
 
@@ -27,7 +28,9 @@ class Graph:
     ``threading.local``) on every callback, which rebuilt every CachedOp on every node call.
     """
 
-    _cache: dict = {}
+    # Weak (NOTE [decoded nodes live as long as their users] in decoded.py): a Graph lives
+    # while a decoded node (or a clone with other slots, an unrolled loop's cache) holds it.
+    _cache: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
     _cache_lock = threading.Lock()
 
     def __init__(self, spec):
@@ -49,6 +52,7 @@ class Graph:
         self._callees = None   # functions called by invoke nodes here or in nested branches
         self._json = None
         self._inference = None  # a PartitionedGraph for shape inference (partitioned graphs)
+        self._base: "Graph | None" = None  # a clone's cached Graph (see _with_slots)
 
     @classmethod
     def from_spec(cls, spec):
@@ -70,6 +74,7 @@ class Graph:
         clone.__dict__.update(self.__dict__)
         clone.slots = list(slots)
         clone.slot_set = frozenset(slots)
+        clone._base = self   # keeps the cached Graph (whose dicts it shares) alive with it
         return clone
 
     def _symbol_json(self):

@@ -375,9 +375,12 @@ def _branches_act_row_by_row(node, in_flags, in_shapes, rows):
     """Batching rule (NOTE [row-wise rules]): both branches must act row by row, as graphs,
     on the rows the batched split hands them."""
     spec = json.loads(node["attrs"]["spec"])
+    # (decoded: a dict hit, the graph holding this node holds it; its loaded branches live
+    # with it, NOTE [decoded nodes live as long as their users])
+    loaded = registry.decode(OP, node["attrs"]["spec"]).__dict__.setdefault("rowwise_graphs", {})
     for role in ("then", "else"):
         graph = spec["graphs"][role]
-        graph_json, symbol = rowwise.load_graph(graph["json"])
+        graph_json, symbol = rowwise.load_graph(graph["json"], loaded)
         names = symbol.list_inputs()
         try:
             rowwise.check_symbol(symbol, graph_json,

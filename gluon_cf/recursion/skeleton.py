@@ -9,6 +9,7 @@ lowering reuses it with ``export=True`` (``_Loop``: recursive calls inside a ``w
 from typing import Dict, List, Optional
 import json
 import threading
+import weakref
 
 import numpy as np
 
@@ -363,6 +364,10 @@ class _Function:
 
 
 _ANALYSES: dict = {}   # (id of the function graphs, entry qname) -> _Plan or the reason it is refused
+# id of the function graphs -> their entries' qnames analysed: dropped with the recursion node
+# that holds the graphs (NOTE [decoded nodes live as long as their users] in
+# graph/decoded.py), before the id may be another node's
+_ANALYSED: Dict[int, set] = {}
 _REPORT: dict = {}     # function name -> None (ahead of time) or why not
 
 
@@ -406,7 +411,18 @@ def analyse(context, qname):
             plan = str(why)
             _REPORT[_label(context.specs[qname])] = plan
         _ANALYSES[key] = plan
+        qnames = _ANALYSED.get(key[0])
+        if qnames is None:
+            qnames = _ANALYSED[key[0]] = set()
+            weakref.finalize(context.node, _forget, key[0])
+        qnames.add(qname)
     return plan if isinstance(plan, _Plan) else None
+
+
+def _forget(graphs_id):
+    """Drop the analyses of a recursion node's function graphs (the node is being freed)."""
+    for qname in _ANALYSED.pop(graphs_id, ()):
+        _ANALYSES.pop((graphs_id, qname), None)
 
 
 def report() -> Dict[str, Optional[str]]:

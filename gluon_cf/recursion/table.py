@@ -2,6 +2,7 @@
 learnt during graph-build inference (NOTE [recursion design] in ``api.py``, last paragraph) and
 read by the rules and by the ahead-of-time schedules."""
 import threading
+import weakref
 
 import numpy as np
 
@@ -11,7 +12,10 @@ from ..tracing import PendingShape
 # attributes, a symbol file's check); no recursion runs 2^31 nested calls.
 MAX_DEPTH = 2 ** 31 - 1
 
-_TABLES: dict = {}
+# Weak (NOTE [decoded nodes live as long as their users] in graph/decoded.py): a table lives
+# while a decoded recursion node of its namespace holds it (``function_table``); its
+# functions' graphs hold the CachedOps and nested nodes of every body.
+_TABLES: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 # One lock for every table's dtype inference (a function's may enter another table's): a
 # thread waits for another's answer instead of reading its guess (NOTE below).
 _TYPES_LOCK = threading.RLock()
@@ -189,6 +193,8 @@ def table(namespace, node=None):
     table = _TABLES.get(namespace)
     if table is None and node is not None:
         table = _TABLES[namespace] = _FunctionTable(node)
+    if node is not None and getattr(node, "function_table", None) is not table:
+        node.function_table = table   # keeps it (see _TABLES)
     return table
 
 
