@@ -42,12 +42,20 @@ NOTE [closure gradients per backward pass]
     moves what they wrote.
 
     Gates belong to the thread that recorded their calls, and a pass clears the flags of and
-    moves only its own thread's (a plain pass in another thread cleared this thread's
-    parameters' flags while it ran, for a ``Trainer.step`` there to refuse as stale, and
-    took the gates this thread's calls had read). A call whose backward runs outside a pass
-    of its gate's thread (MXNet's ``autograd.backward`` bound before gluon_cf was imported,
-    ``from mxnet.autograd import backward``, or a backward in another thread than the
-    record) is refused (``Call.backward``): nothing would move its gradients.
+    moves its own thread's (a plain pass in another thread cleared this thread's parameters'
+    flags while it ran, for a ``Trainer.step`` there to refuse as stale, and took the gates
+    this thread's calls had read), and, where another thread's gates are alive, those of
+    them its heads reach (the variables of its recorded graph, ``list_inputs``: never
+    ``tojson``, NOTE [tojson keeps custom nodes alive]): so a ``backward`` or
+    ``autograd.grad`` in a worker thread of a ``record()`` in this one is plain MXNet's. Each
+    thread has a lock its passes hold, and a pass reaching other threads' gates holds their
+    owners' too (taken in one order), so it never interleaves with the owners' passes over
+    the same gates' flags and read sets. (A pass of this thread whose backward waits for
+    another thread's pass reaching this thread's gates, from inside a Custom operator,
+    would wait for good: not a program met so far.) A call whose backward runs outside such
+    a pass (MXNet's ``autograd.backward`` bound before gluon_cf was imported, ``from
+    mxnet.autograd import backward``) is refused (``Call.backward``): nothing would move its
+    gradients.
 """
 import threading
 import weakref
@@ -62,26 +70,58 @@ _live: "weakref.WeakSet[Gate]" = weakref.WeakSet()   # gates whose variables cal
 _passed: dict = {}   # id(gate) -> gate: gates some call's backward read through since the last pass
 _lock = threading.Lock()   # (calls' backward run on MXNet's threads)
 _running: dict = {}   # thread id -> the passes through the wrappers it is running
-
-
-def _count(step):
-    me = threading.get_ident()
-    with _lock:
-        _running[me] = _running.get(me, 0) + step
-        if not _running[me]:
-            del _running[me]
+_owners: dict = {}   # thread id -> the lock its passes and others' passes on its gates hold
 
 
 def in_pass(gate):
-    """Whether the thread that recorded ``gate``'s calls is running a backward pass through
-    the wrappers (which moves what the calls' backward reads): not one of MXNet's functions
-    bound before gluon_cf was imported, nor a pass in another thread."""
-    return gate.owner in _running
+    """Whether a backward pass through the wrappers moves what ``gate``'s calls' backward
+    reads: one of the thread that recorded them, or one in another thread reaching them (not
+    one of MXNet's functions bound before gluon_cf was imported)."""
+    return gate.owner in _running or gate.adopted > 0
 
 
-def _mine():
+def _inputs_of(heads):
+    return set(mx.sym.Group([autograd.get_symbol(h) for h in heads]).list_inputs())
+
+
+def _enter(heads=None, reached=None):
+    """Start a pass of this thread whose heads are ``heads()`` (or whose graph's variables
+    are ``reached``): its gates are this thread's and those of other threads it reaches
+    (NOTE [closure gradients per backward pass]). Returns (gates, adopted, locks held)."""
     me = threading.get_ident()
-    return [gate for gate in list(_live) if gate.owner == me]
+    mine: "list[Gate]" = []
+    foreign: "list[Gate]" = []
+    for gate in list(_live):
+        (mine if gate.owner == me else foreign).append(gate)
+    if foreign:
+        if reached is None and heads is not None:
+            try:
+                reached = _inputs_of(heads())
+            except (mx.MXNetError, AttributeError, TypeError, KeyError, IndexError):
+                reached = set()   # (MXNet refuses such heads itself)
+        foreign = [gate for gate in foreign if reached and gate.reached_by(reached)]
+    with _lock:
+        held = [_owners.setdefault(owner, threading.RLock())
+                for owner in sorted({me} | {gate.owner for gate in foreign})]
+    for lock in held:   # (in one order: no two passes wait for each other)
+        lock.acquire()
+    with _lock:
+        _running[me] = _running.get(me, 0) + 1
+        for gate in foreign:
+            gate.adopted += 1
+    return mine + foreign, foreign, held
+
+
+def _leave(adopted, held):
+    me = threading.get_ident()
+    with _lock:
+        _running[me] -= 1
+        if not _running[me]:
+            del _running[me]
+        for gate in adopted:
+            gate.adopted -= 1
+    for lock in reversed(held):
+        lock.release()
 
 
 class Gate:
@@ -94,6 +134,8 @@ class Gate:
         self.variables = _record.fresh(self.closure)
         self.read: set = set()   # ids of the closure arrays the calls' backward read
         self.owner = threading.get_ident()   # (the cache is per thread: so are passes)
+        self.adopted = 0   # passes of other threads reaching its calls running
+        self.names: list = []   # its variables' names in recorded graphs
         # ids of those with a gradient of a storage type other than dense: remat carries
         # dense gradients only, a call reading one is refused (Call.backward)
         self.sparse = {id(c) for c in self.closure if c.grad.stype != "default"}
@@ -113,6 +155,12 @@ class Gate:
             gate = gates[key] = cls(closure)
         return gate
 
+    def reached_by(self, reached):
+        """Whether a graph whose variables are named ``reached`` reads this gate."""
+        if not self.names:
+            self.names = [_record._leaf_name(v) for v in self.variables]
+        return any(name in reached for name in self.names)
+
     def reading(self, arrays):
         """A call's backward read ``arrays`` (closure arrays) from its recomputation."""
         with _lock:
@@ -120,12 +168,13 @@ class Gate:
             _passed[id(self)] = self
 
 
-def _taken():
-    """The gates of this thread read through since its last pass, and their read sets,
-    emptied."""
+def _taken(adopted=()):
+    """The gates of this thread and ``adopted`` read through since its last pass, and their
+    read sets, emptied."""
     me = threading.get_ident()
+    others = {id(gate) for gate in adopted}
     with _lock:
-        gates = [gate for gate in _passed.values() if gate.owner == me]
+        gates = [gate for gate in _passed.values() if gate.owner == me or id(gate) in others]
         for gate in gates:
             del _passed[id(gate)]
         reads = [(gate, gate.read) for gate in gates]
@@ -134,20 +183,26 @@ def _taken():
     return reads
 
 
-def _before():
-    _count(1)
+def _before(heads):
+    gates, adopted, held = _enter(heads)
     saved = {}
-    for gate in _mine():
+    for gate in gates:
         for c in gate.closure:
             if id(c) not in saved:
                 saved[id(c)] = (c, c._fresh_grad)
                 c._fresh_grad = False
-    return saved
+    return saved, adopted, held
 
 
-def _after(saved, failed):
-    _count(-1)
-    reads = _taken()
+def _after(state, failed):
+    saved, adopted, held = state
+    try:
+        _move(saved, _taken(adopted), failed)
+    finally:
+        _leave(adopted, held)
+
+
+def _move(saved, reads, failed):
     if failed:
         for c, was in saved.values():
             if not c._fresh_grad:
@@ -196,40 +251,41 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
     """MXNet's ``autograd.grad``, a closure array's gradient through the gates' variables added
     to the one MXNet gives (NOTE [closure gradients per backward pass]); an array neither read
     directly nor by a call refused as MXNet refuses one it cannot reach."""
-    if not _live or _record.on_mxnet_thread() or not _mine():
+    if not _live or _record.on_mxnet_thread():
         return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
-
-    def plain():   # (the calls' backward it runs read gates: not this pass's to move, and
-        _count(1)  # not the next pass's either)
-        try:
-            return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
-        finally:
-            mx.nd.waitall()
-            _count(-1)
-            _taken()
     single = isinstance(variables, mx.nd.NDArray)
     xs = [variables] if single else list(variables)
     hs = [heads] if isinstance(heads, mx.nd.NDArray) else list(heads)
     try:
         if any(x.grad is None for x in xs):
             raise mx.MXNetError("not a variable")
-        reached = set(mx.sym.Group([autograd.get_symbol(h) for h in hs]).list_inputs())
+        reached = _inputs_of(hs)
     except (mx.MXNetError, AttributeError):   # MXNet's own refusal, from MXNet
-        return plain()
-    position = {id(x): k for k, x in enumerate(xs)}
-    standing = [(gate, c, v) for gate in _mine() for c, v in zip(gate.closure, gate.variables)
-                if id(c) in position and _record._leaf_name(v) in reached]
-    direct = [x for x in xs if _record._leaf_name(x) in reached]
-    if not standing:
-        return plain()
-    _count(1)
+        reached = set()
+        xs = []
+    gates, adopted, held = _enter(reached=reached)
     try:
-        got = _grad(heads, direct + [v for _, _, v in standing], head_grads, retain_graph,
-                    create_graph, train_mode)
-        mx.nd.waitall()   # (the calls' backward, which read the gates)
+        position = {id(x): k for k, x in enumerate(xs)}
+        standing = [(gate, c, v) for gate in gates for c, v in zip(gate.closure, gate.variables)
+                    if id(c) in position and _record._leaf_name(v) in reached]
+        direct = [x for x in xs if _record._leaf_name(x) in reached]
+        if not gates:
+            return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
+        if not standing:   # (the calls' backward it runs read gates: not this pass's to
+            try:           # move, and not the next pass's either)
+                return _grad(heads, variables, head_grads, retain_graph, create_graph,
+                             train_mode)
+            finally:
+                mx.nd.waitall()
+                _taken(adopted)
+        try:
+            got = _grad(heads, direct + [v for _, _, v in standing], head_grads, retain_graph,
+                        create_graph, train_mode)
+            mx.nd.waitall()   # (the calls' backward, which read the gates)
+        finally:
+            read = {id(gate): r for gate, r in _taken(adopted)}
     finally:
-        _count(-1)
-        read = {id(gate): r for gate, r in _taken()}
+        _leave(adopted, held)
     out: list = [None] * len(xs)
     for x, g in zip(direct, got):
         out[position[id(x)]] = g

@@ -207,20 +207,21 @@ def on_mxnet_thread():
         isinstance(threading.current_thread(), threading._DummyThread)
 
 
-# (before, after(what before returned, failed)) around each backward pass not on MXNet's
+# (before(heads: a callable giving the pass's heads), after(what before returned, failed)) around each backward pass not on MXNet's
 # threads (NOTE [closure gradients per backward pass] in remat_gates.py)
 pass_hooks: list = []
 
 
-def _synchronised(backward):
+def _synchronised(backward, heads_of):
     """``backward`` (MXNet's ``NDArray.backward``, ``autograd.backward``) waiting for the
     backward it pushed where record_node's nodes may be in it (NOTE [a remat backward reads
-    what it recomputes from]), with :data:`pass_hooks` around it."""
+    what it recomputes from]), with :data:`pass_hooks` around it (``before`` is given the
+    pass's heads, ``heads_of(args, kwargs)``)."""
     @functools.wraps(backward)
     def run(*args, **kwargs):
         if on_mxnet_thread():
             return backward(*args, **kwargs)
-        states = [before() for before, _ in pass_hooks]
+        states = [before(lambda: heads_of(args, kwargs)) for before, _ in pass_hooks]
         failed = True
         try:
             result = backward(*args, **kwargs)
@@ -235,8 +236,15 @@ def _synchronised(backward):
 
 
 unsynchronised_backward = autograd.backward
-mx.nd.NDArray.backward = _synchronised(mx.nd.NDArray.backward)
-autograd.backward = _synchronised(autograd.backward)
+
+
+def _heads_of_backward(args, kwargs):
+    heads = args[0] if args else kwargs["heads"]
+    return [heads] if isinstance(heads, mx.nd.NDArray) else list(heads)
+
+
+mx.nd.NDArray.backward = _synchronised(mx.nd.NDArray.backward, lambda args, _: [args[0]])
+autograd.backward = _synchronised(autograd.backward, _heads_of_backward)
 
 # NOTE [a remat backward reads what it recomputes from]
 #     MXNet's ``backward()`` returns once it pushed the backward's operators; a record_node

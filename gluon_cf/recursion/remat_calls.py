@@ -386,11 +386,9 @@ class Call:
                     "gluon_cf.recursive%s: remat=True for %r is differentiated by a backward "
                     "gluon_cf does not see (MXNet's autograd.backward, autograd.grad or "
                     "NDArray.backward bound before gluon_cf was imported, e.g. `from "
-                    "mxnet.autograd import backward`, or a backward in another thread than "
-                    "the record), which would leave its parameters' gradients unwritten: "
-                    "import gluon_cf first and call autograd.backward / autograd.grad "
-                    "through the module, in the thread of the record" % (self.root.at(),
-                                                                         self.fn.name))
+                    "mxnet.autograd import backward`), which would leave its parameters' "
+                    "gradients unwritten: import gluon_cf first and call autograd.backward "
+                    "/ autograd.grad through the module" % (self.root.at(), self.fn.name))
             gate.reading([leaf for _, leaf in used])
             if used:
                 values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
