@@ -207,8 +207,9 @@ def on_mxnet_thread():
         isinstance(threading.current_thread(), threading._DummyThread)
 
 
-# (before(heads: a callable giving the pass's heads), after(what before returned, failed)) around each backward pass not on MXNet's
-# threads (NOTE [closure gradients per backward pass] in remat_gates.py)
+# (before(heads: a callable giving the pass's heads), after(what before returned, failed))
+# around each backward pass not on MXNet's threads (NOTE [closure gradients per backward pass]
+# in remat_gates.py)
 pass_hooks: list = []
 
 

@@ -28,8 +28,9 @@ NOTE [row-wise rules]
     executor runs it row by row. A value of one row for all invocations coming out of a call or a
     ``cond`` (a base case returning a constant such as ``F.zeros((1,))``: the function's value
     is inferred with one row whatever the number of calls) is blamed on that call's node and
-    line, saying so, not on the row-wise operator that reads it. Shapes are used only to read attributes (which axis is the
-    batch axis, which side of a broadcast has a batch axis of 1), never to decide by comparison.
+    line, saying so, not on the row-wise operator that reads it. Shapes are used only to read
+    attributes (which axis is the batch axis, which side of a broadcast has a batch axis of 1),
+    never to decide by comparison.
 """
 import ast
 import contextlib

@@ -38,9 +38,10 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     Both branches must return as many arrays (an array or a nested list of arrays) with the
     same shapes and dtypes; in hybridized mode this is checked when shapes are known, and the
     error lists both sides. Nested otherwise, hybridized the result has then_func's structure
-    (as MXNet's symbolic cond), eagerly the branch's that ran (as MXNet's eager cond). Branches may return values that do not depend on any input (MXNet
-    issue 12154), and the ops inside them need no special backward support (issue 16188): the
-    gradient is taken by autograd through the branch that ran.
+    (as MXNet's symbolic cond), eagerly the branch's that ran (as MXNet's eager cond). Branches
+    may return values that do not depend on any input (MXNet issue 12154), and the ops inside
+    them need no special backward support (issue 16188): the gradient is taken by autograd
+    through the branch that ran.
 
     Example, eager (inside ``hybrid_forward`` the same call builds a graph node):
 

@@ -54,8 +54,8 @@ def check_max_iterations(max_iterations, mode):
 #     graphs saved before), and the captured values follow in input order. The rule's entry
 #     points take node inputs and put them in slot order (``slot_order``/``input_order``,
 #     which readers of a node's inputs outside the rule use as well: gradients asked of
-#     indices, the ONNX export), the batched executor's flags of inputs holding rows too. A loop variable neither graph reads (MXNet refuses it)
-#     comes after the others.
+#     indices, the ONNX export), the batched executor's flags of inputs holding rows too. A loop
+#     variable neither graph reads (MXNet refuses it) comes after the others.
 
 
 def mxnet_input_order(flat_vars, cond_g, func_g):

@@ -18,10 +18,10 @@ NOTE [autograph jumps]
     it under ``if not (break or return flag)`` (unguarded when the loop has neither), a
     tensor ``if`` when the flags are arrays. A ``for`` that unpacks its items keeps its jumps
     as Python. A ``while`` whose test assigns (``while (s := F.sum(h)) < 4:``, with an
-    ``else`` or not) tests a variable holding the test's value, assigned before the loop and again last in
-    each step unless a break or return flag is set (also after a ``continue``): the test runs
-    exactly where Python runs it, and what it assigns is a loop variable with Python's value
-    after the loop.
+    ``else`` or not) tests a variable holding the test's value, assigned before the loop and
+    again last in each step unless a break or return flag is set (also after a ``continue``):
+    the test runs exactly where Python runs it, and what it assigns is a loop variable with
+    Python's value after the loop.
 """
 import ast
 import copy
