@@ -4,6 +4,7 @@ input list it runs, at 1e-5: ``{api: (class, detail)}`` with class 'equal', 'ref
 NotImplementedError or ValueError at the user's line), 'internal' (any other error) or
 'SILENT' (another value or shape)."""
 import os
+import re
 import tempfile
 import traceback
 import warnings
@@ -74,6 +75,16 @@ def export_outcomes(cls, inputs_list, files):
                 continue
             result[api] = _compare_runs(net, run, inputs_list, first)
     return result
+
+
+def assert_equal_or_refused(result, refused):
+    """Each API's outcome in ``result`` (:func:`export_outcomes`) is "equal", or "refused"
+    with a detail matching ``refused[api]`` where the API is expected to refuse."""
+    for api, (kind, detail) in result.items():
+        if api in refused:
+            assert kind == "refused" and re.search(refused[api], detail), (api, detail)
+        else:
+            assert kind == "equal", (api, detail)
 
 
 def _compare_runs(net, run, inputs_list, first):

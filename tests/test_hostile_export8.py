@@ -68,12 +68,7 @@ def test_program_equals_plain_python_or_is_refused_at_its_line(block_class):
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_program_exports_equal_to_gluon_or_is_refused_at_its_line(block_class, capfd):
     result = export_harness.export_outcomes(block_class, programs.PROGRAMS[block_class], FILES)
-    refused = REFUSED.get(block_class, {})
-    for api, (kind, detail) in result.items():
-        if api in refused:
-            assert kind == "refused" and re.search(refused[api], detail), (api, detail)
-        else:
-            assert kind == "equal", (api, detail)
+    export_harness.assert_equal_or_refused(result, REFUSED.get(block_class, {}))
     printed = capfd.readouterr().err
     assert "onnxruntime" not in printed, printed       # no warning from a declared shape
 

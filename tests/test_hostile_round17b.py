@@ -130,11 +130,8 @@ EXPORTED = [programs.CollectedConcatOnAxisOne, programs.TwoLoopsSecondOverMasked
 @pytest.mark.parametrize("cls", EXPORTED, ids=lambda c: c.__name__)
 def test_program_exports_equal_to_gluon_or_is_refused_at_its_line(cls, capfd):
     result = export_harness.export_outcomes(cls, programs.PROGRAMS[cls], FILES)
-    for api, (kind, detail) in result.items():
-        if api == "onnx" and cls in REFUSED_ONNX:
-            assert kind == "refused" and re.search(REFUSED_ONNX[cls], detail), detail
-        else:
-            assert kind == "equal", (api, detail)
+    export_harness.assert_equal_or_refused(
+        result, {"onnx": REFUSED_ONNX[cls]} if cls in REFUSED_ONNX else {})
     assert "[E:onnxruntime" not in capfd.readouterr().err
 
 
