@@ -409,5 +409,44 @@ def _subgraphs(attr):
     return []
 
 
+# ----------------------------------------------------------------------------- onnxruntime
+
+def session_disabled_optimizers(nodes):
+    """The onnxruntime graph optimizers to disable for a piece of ``nodes``
+    (NOTE [onnxruntime folding nested If])."""
+    disabled = ["NoopElimination"]   # see Piece._session in artifact.py
+    if _control_flow_inside_if(nodes):
+        disabled.append("ConstantFolding")
+    return disabled
 
 
+def _control_flow_inside_if(nodes):
+    """Whether a node with a subgraph (If / Loop / Scan) sits anywhere inside an ``If``
+    branch of ``nodes``, at any depth: an explicit stack, as nesting comes from the file."""
+    stack = [(list(nodes), False)]
+    while stack:
+        graph_nodes, inside_if = stack.pop()
+        for node in graph_nodes:
+            for attr in node.attribute:
+                for sub in _subgraphs(attr):
+                    if inside_if:
+                        return True
+                    stack.append((list(sub.node), node.op_type == "If"))
+    return False
+
+
+# NOTE [onnxruntime folding nested If]
+#     onnxruntime 1.32's ConstantFolding inlines an ``If`` whose condition folds to a constant
+#     (its branch's nodes and initializers move into the enclosing graph).  When the inlined
+#     branch itself holds control flow, the inlining breaks: two nested ``If``s on constant
+#     conditions whose inner branch holds a constant (an initializer or a ``Constant``) and a
+#     ``Loop`` / ``Scan`` whose body reads a main-graph input segfault while the session is
+#     built (the process dies); an ``If`` on a constant around a ``Loop`` around a ``Loop``
+#     fails with "vector::reserve".  No other optimizer is involved (every such file loads and
+#     runs with ConstantFolding off, and with it on at ORT_ENABLE_BASIC it crashes).  Which
+#     conditions fold is decided by onnxruntime's folding, not something we can mirror
+#     statically, so a piece where any node with a subgraph sits inside an ``If`` branch (at
+#     any depth) gets its session without ConstantFolding: such files load and run, with the
+#     same results (folding only precomputes what the session would compute), instead of
+#     taking the process down.  Pieces without control flow inside an ``If``, which is most of
+#     what the exporter writes, keep the folding.
