@@ -397,8 +397,7 @@ class _Piece:
                 # ConstantFolding may go too (NOTE [onnxruntime folding nested If])
                 return ort.InferenceSession(model.SerializeToString(), options,
                                             providers=["CPUExecutionProvider"],
-                                            disabled_optimizers=session_disabled_optimizers(
-                                                self.nodes))
+                                            disabled_optimizers=session_disabled_optimizers(model))
         except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
             raise ArtifactError(f"{self.describe()}: onnxruntime rejects them: "
                                 f"{first_line(err)}") from None

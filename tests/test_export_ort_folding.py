@@ -93,8 +93,8 @@ def _graph(nodes, name="g"):
     return h.make_graph(nodes, name, [], [h.make_tensor_value_info("y", T.FLOAT, None)])
 
 
-def _if(inner, name="if"):
-    return h.make_node("If", ["t"], ["y"], name=name, then_branch=_graph(inner),
+def _if(inner, cond="t"):
+    return h.make_node("If", [cond], ["y"], then_branch=_graph(inner),
                        else_branch=_graph([h.make_node("Identity", ["x"], ["y"])]))
 
 
@@ -102,17 +102,43 @@ def _loop(inner):
     return h.make_node("Loop", ["n", ""], ["y"], body=_graph(inner))
 
 
-def test_constant_folding_is_disabled_exactly_for_control_flow_inside_an_if():
+def _disabled(nodes, inits=("t",)):
+    """What load() disables for a piece of ``nodes`` with input ``x`` (dims unknown, as load()
+    declares them) and boolean initializers ``inits``."""
+    graph = h.make_graph(nodes, "piece", [h.make_tensor_value_info("x", T.FLOAT, [None, None])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)],
+                         [h.make_tensor(name, T.BOOL, [], [True]) for name in inits])
+    return session_disabled_optimizers(h.make_model(graph))
+
+
+def test_constant_folding_is_disabled_exactly_when_it_may_inline_control_flow():
     plain = [h.make_node("Relu", ["x"], ["y"])]
     keep, drop = ["NoopElimination"], ["NoopElimination", "ConstantFolding"]
-    assert session_disabled_optimizers(plain) == keep
-    assert session_disabled_optimizers([_if(plain)]) == keep              # one If: folds
-    assert session_disabled_optimizers([_loop([_loop(plain)])]) == keep   # no If
-    assert session_disabled_optimizers([_loop([_if(plain)])]) == keep
-    assert session_disabled_optimizers([_if([_if(plain)])]) == drop
-    assert session_disabled_optimizers([_if([_loop(plain)])]) == drop
-    assert session_disabled_optimizers([_loop([_if([_loop(plain)])])]) == drop
-    # the else branch counts as much as the then branch
-    node = _if(plain)
+    assert _disabled(plain) == keep
+    assert _disabled([_if(plain)]) == keep                       # no control flow inlined
+    assert _disabled([_loop([_loop(plain)])]) == keep            # no If
+    assert _disabled([_loop([_if(plain)])]) == keep
+    assert _disabled([_if([_if(plain)])]) == drop
+    assert _disabled([_if([_loop(plain)])]) == drop
+    assert _disabled([_loop([_if([_loop(plain)])])]) == drop     # at any depth
+    assert _disabled([_if([_loop(plain)])], inits=()) == keep    # t is a runtime input
+    node = _if(plain)                                            # the else branch counts
     node.attribute[1].g.node[0].CopyFrom(_loop(plain))
-    assert session_disabled_optimizers([plain[0], node]) == drop
+    assert _disabled([plain[0], node]) == drop
+    # a condition computed from constants folds too
+    assert _disabled([h.make_node("Not", ["t"], ["u"]), h.make_node("Not", ["u"], ["v"]),
+                      _if([_loop(plain)], "v")]) == drop
+    # foreach's guard Shape(x)[0] > 0 on a runtime dim keeps the folding (not a constant) ...
+    guard = [h.make_node("Shape", ["x"], ["s"], start=0, end=1),
+             h.make_node("Constant", [], ["z"], value=h.make_tensor("z", T.INT64, [1], [0])),
+             h.make_node("Greater", ["s", "z"], ["g1"]),
+             h.make_node("Squeeze", ["g1"], ["g"]), _if([_loop(plain)], "g")]
+    assert _disabled(guard) == keep
+    # ... but not on a dim known before the run, or known once folding made a value constant
+    assert _disabled([h.make_node("Constant", [], ["w"], value=h.make_tensor(
+        "w", T.FLOAT, [2, 3], [0] * 6)), h.make_node("Add", ["x", "w"], ["x2"])]
+        + [h.make_node("Shape", ["x2"], ["s"], start=1, end=2)] + guard[1:]) == drop
+    later = [h.make_node("Constant", [], ["c"], value=h.make_tensor("c", T.INT64, [2], [-2, -3])),
+             h.make_node("Abs", ["c"], ["c2"]), h.make_node("Reshape", ["x", "c2"], ["x2"]),
+             h.make_node("Shape", ["x2"], ["s"], start=0, end=1)]
+    assert _disabled(later + guard[1:]) == drop
