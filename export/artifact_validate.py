@@ -34,7 +34,7 @@ NOTE [artifact safety]
 """
 import os
 
-from typing import Dict, Set
+from typing import Dict, List, Set, Tuple
 
 import onnx
 
@@ -427,7 +427,8 @@ def _folding_may_inline_control_flow(model):
     if not _control_flow_inside_if(model.graph.node):
         return False
     shapes = _LazyShapes(model)
-    stack = [(list(model.graph.node), {t.name for t in model.graph.initializer}, set())]
+    stack: List[Tuple[list, Set[str], Set[str]]] = [
+        (list(model.graph.node), {t.name for t in model.graph.initializer}, set())]
     while stack:
         graph_nodes, folds, later = stack.pop()   # later: values folded by onnxruntime, or
         for node in graph_nodes:                  # computed from one (see the NOTE)
