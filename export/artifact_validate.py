@@ -34,7 +34,7 @@ NOTE [artifact safety]
 """
 import os
 
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import onnx
 
@@ -451,7 +451,8 @@ def _folding_may_inline_control_flow(model):
             outputs = [name for name in node.output if name]
             if constant:
                 folds.update(outputs)
-            if (constant and node.op_type != "Constant") or any(n in later for n in inputs):
+            if (constant and node.op_type not in ("Constant", "Shape", "Size")) or any(
+                    n in later for n in inputs):
                 later.update(outputs)
     return False
 
@@ -474,17 +475,21 @@ class _LazyShapes:
 
     def __init__(self, model):
         self.model = model
-        self.dims = None
+        self.dims: Optional[Dict[str, List[bool]]] = None
+        self.failed = False
 
     def static(self, node):
         """Whether the dims a ``Shape`` / ``Size`` node reads may be known before the run."""
+        if self.failed:
+            return True
         if self.dims is None:
             self.dims = {}
             try:
                 inferred = onnx.shape_inference.infer_shapes(self.model, data_prop=True)
             except Exception:   # noqa: BLE001 -- any failure: assume the dims are known
-                inferred = None
-            graphs = [inferred.graph] if inferred is not None else []
+                self.failed = True
+                return True
+            graphs = [inferred.graph]
             while graphs:
                 graph = graphs.pop()
                 for info in list(graph.value_info) + list(graph.input) + list(graph.output):
@@ -494,8 +499,8 @@ class _LazyShapes:
                 graphs.extend(sub for n in graph.node for a in n.attribute
                               for sub in _subgraphs(a))
         known = self.dims.get(node.input[0])
-        if known is None:
-            return True
+        if known is None:   # no shape inferred: onnxruntime infers no more (but see `later`)
+            return False
         if node.op_type == "Shape":
             attrs = {a.name: a.i for a in node.attribute}
             known = known[attrs.get("start", 0):attrs.get("end", len(known))]
@@ -517,10 +522,12 @@ class _LazyShapes:
 #     a branch.  May fold, an over-approximation of onnxruntime's folding: an initializer, the
 #     output of a node (not control flow) whose inputs all may fold, of an ``If`` on a
 #     condition that may fold, and of a ``Shape`` / ``Size`` unless the dims it reads are
-#     unknown to onnx's shape inference (with data propagation) and do not depend on a value
+#     unknown to onnx's shape inference (with data propagation; onnxruntime runs the same
+#     inference functions; if it fails, they count as known) and do not depend on a value
 #     that only folding makes constant (onnxruntime re-infers shapes after folding: a
-#     ``Reshape`` to ``Abs(c)`` gets a static shape only then); a subgraph's formal inputs
-#     never fold.  Such files load and run with the same results (folding only precomputes
+#     ``Reshape`` to ``Abs(c)`` gets a static shape only then; a static ``Shape`` is known to
+#     data propagation, what is computed from it is not); a subgraph's formal inputs never
+#     fold.  Such files load and run with the same results (folding only precomputes
 #     what the session computes) instead of taking the process down.  The exporter's ``If``s
 #     (the empty-sequence guard of ``foreach``: ``Shape(data)[0] > 0``) test runtime dims, so
 #     its pieces keep the folding: a ViterbiCrf export ran 1.0-1.3 ms a call with it, 2-4 ms

@@ -6,6 +6,8 @@ failed with "vector::reserve".  Such pieces get their session without ConstantFo
 (NOTE [onnxruntime folding nested If]): the files load and run, equal to numpy."""
 import json
 
+import onnx
+
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -142,3 +144,18 @@ def test_constant_folding_is_disabled_exactly_when_it_may_inline_control_flow():
              h.make_node("Abs", ["c"], ["c2"]), h.make_node("Reshape", ["x", "c2"], ["x2"]),
              h.make_node("Shape", ["x2"], ["s"], start=0, end=1)]
     assert _disabled(later + guard[1:]) == drop
+    # a value of no inferred shape (Reshape to a runtime shape) is not known before the run
+    runtime = [h.make_node("Shape", ["x"], ["sx"]), h.make_node("Reshape", ["x", "sx"], ["x3"]),
+               h.make_node("Shape", ["x3"], ["s"], start=0, end=1)]
+    assert _disabled(runtime + guard[1:]) == keep
+
+
+def test_constant_folding_is_disabled_when_shape_inference_fails(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("inference failed")
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fail)
+    guard = [h.make_node("Shape", ["x"], ["s"], start=0, end=1),
+             h.make_node("Constant", [], ["z"], value=h.make_tensor("z", T.INT64, [1], [0])),
+             h.make_node("Greater", ["s", "z"], ["g1"]), h.make_node("Squeeze", ["g1"], ["g"]),
+             _if([_loop([h.make_node("Relu", ["x"], ["y"])])], "g")]
+    assert _disabled(guard) == ["NoopElimination", "ConstantFolding"]
