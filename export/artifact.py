@@ -27,7 +27,7 @@ from . import index_bounds
 from .artifact_format import (DEFAULT_DOMAINS, DOMAIN, ELEM_TYPES, TENSOR_OF_DTYPE,
                               ArtifactDepthError, ArtifactError, Limits, describe_value_info,
                               first_line, is_artifact)
-from .artifact_validate import check_model, read_model, sub_where
+from .artifact_validate import check_model, read_model, session_disabled_optimizers, sub_where
 
 __all__ = ["load", "Artifact", "ArtifactError", "ArtifactDepthError", "Limits", "is_artifact",
            "DOMAIN"]
@@ -393,10 +393,11 @@ class _Piece:
                     ort.OrtArenaCfg({"max_mem": self.artifact.limits.max_tensor_bytes,
                                      "arena_extend_strategy": 1}))   # kSameAsRequested
                 # NoopElimination drops a float64 x * c, x / c (c within float32's rounding
-                # of 1) and x + c, x - c (c rounding to float32's 0): x * 1.00000005 was x
+                # of 1) and x + c, x - c (c rounding to float32's 0): x * 1.00000005 was x;
+                # ConstantFolding may go too (NOTE [onnxruntime folding nested If])
                 return ort.InferenceSession(model.SerializeToString(), options,
                                             providers=["CPUExecutionProvider"],
-                                            disabled_optimizers=["NoopElimination"])
+                                            disabled_optimizers=session_disabled_optimizers(model))
         except Exception as err:  # noqa: BLE001 -- onnxruntime's error classes
             raise ArtifactError(f"{self.describe()}: onnxruntime rejects them: "
                                 f"{first_line(err)}") from None

@@ -34,7 +34,7 @@ NOTE [artifact safety]
 """
 import os
 
-from typing import Dict, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import onnx
 
@@ -409,5 +409,126 @@ def _subgraphs(attr):
     return []
 
 
+# ----------------------------------------------------------------------------- onnxruntime
+
+def session_disabled_optimizers(model):
+    """The onnxruntime graph optimizers to disable for a piece's ``model``
+    (NOTE [onnxruntime folding nested If])."""
+    disabled = ["NoopElimination"]   # see Piece._session in artifact.py
+    if _folding_may_inline_control_flow(model):
+        disabled.append("ConstantFolding")
+    return disabled
 
 
+def _folding_may_inline_control_flow(model):
+    """Whether an ``If`` whose condition may fold to a constant has a node with a subgraph
+    directly in one of its branches (NOTE [onnxruntime folding nested If]).  An explicit
+    stack, as nesting comes from the file; nodes come in order (``load`` checked it)."""
+    if not _control_flow_inside_if(model.graph.node):
+        return False
+    shapes = _LazyShapes(model)
+    stack: List[Tuple[list, Set[str], Set[str]]] = [
+        (list(model.graph.node), {t.name for t in model.graph.initializer}, set())]
+    while stack:
+        graph_nodes, folds, later = stack.pop()   # later: values folded by onnxruntime, or
+        for node in graph_nodes:                  # computed from one (see the NOTE)
+            inputs = [name for name in node.input if name]
+            subs = [sub for attr in node.attribute for sub in _subgraphs(attr)]
+            if node.op_type == "If":
+                constant = bool(inputs) and inputs[0] in folds
+                if constant and any(_subgraphs(attr) for sub in subs for n in sub.node
+                                    for attr in n.attribute):
+                    return True
+            elif node.op_type in ("Shape", "Size") and inputs:
+                constant = inputs[0] in folds or inputs[0] in later or shapes.static(node)
+            else:
+                constant = not subs and all(name in folds for name in inputs)
+            for sub in subs:
+                formal = {v.name for v in sub.input}
+                stack.append((list(sub.node),
+                              (folds | {t.name for t in sub.initializer}) - formal,
+                              set(later) - formal))
+            outputs = [name for name in node.output if name]
+            if constant:
+                folds.update(outputs)
+            if (constant and node.op_type not in ("Constant", "Shape", "Size")) or any(
+                    n in later for n in inputs):
+                later.update(outputs)
+    return False
+
+
+def _control_flow_inside_if(nodes):
+    """Whether any ``If`` of ``nodes``, at any depth, has a node with a subgraph in a branch."""
+    stack = [list(nodes)]
+    while stack:
+        for node in stack.pop():
+            subs = [sub for attr in node.attribute for sub in _subgraphs(attr)]
+            if node.op_type == "If" and any(_subgraphs(attr) for sub in subs
+                                            for n in sub.node for attr in n.attribute):
+                return True
+            stack.extend(list(sub.node) for sub in subs)
+    return False
+
+
+class _LazyShapes:
+    """onnx's shape inference (with data propagation) of a model, run on first use."""
+
+    def __init__(self, model):
+        self.model = model
+        self.dims: Optional[Dict[str, List[bool]]] = None
+        self.failed = False
+
+    def static(self, node):
+        """Whether the dims a ``Shape`` / ``Size`` node reads may be known before the run."""
+        if self.failed:
+            return True
+        if self.dims is None:
+            self.dims = {}
+            try:
+                inferred = onnx.shape_inference.infer_shapes(self.model, data_prop=True)
+            except Exception:   # noqa: BLE001 -- any failure: assume the dims are known
+                self.failed = True
+                return True
+            graphs = [inferred.graph]
+            while graphs:
+                graph = graphs.pop()
+                for info in list(graph.value_info) + list(graph.input) + list(graph.output):
+                    shape = info.type.tensor_type.shape
+                    if info.type.tensor_type.HasField("shape"):
+                        self.dims[info.name] = [d.HasField("dim_value") for d in shape.dim]
+                graphs.extend(sub for n in graph.node for a in n.attribute
+                              for sub in _subgraphs(a))
+        known = self.dims.get(node.input[0])
+        if known is None:   # no shape inferred: onnxruntime infers no more (but see `later`)
+            return False
+        if node.op_type == "Shape":
+            attrs = {a.name: a.i for a in node.attribute}
+            known = known[attrs.get("start", 0):attrs.get("end", len(known))]
+        return all(known)
+
+
+# NOTE [onnxruntime folding nested If]
+#     onnxruntime 1.32's ConstantFolding inlines an ``If`` whose condition folds to a constant
+#     (its branch's nodes and initializers move into the enclosing graph).  When the inlined
+#     branch itself holds control flow, the inlining breaks: two nested ``If``s on constant
+#     conditions whose inner branch holds a constant (an initializer or a ``Constant``) and a
+#     ``Loop`` / ``Scan`` whose body reads a main-graph input segfault while the session is
+#     built (the process dies); an ``If`` on a constant around a ``Loop`` around a ``Loop``
+#     fails with "vector::reserve".  No other optimizer is involved (such files load and run
+#     with ConstantFolding off, and crash with only it on, at ORT_ENABLE_BASIC), and an ``If``
+#     on a runtime condition is never inlined, so never crashes.  The condition need not be an
+#     initializer (``Not(Not(t))`` folds too), so a piece gets its session without
+#     ConstantFolding when an ``If`` whose condition *may fold* has a node with a subgraph in
+#     a branch.  May fold, an over-approximation of onnxruntime's folding: an initializer, the
+#     output of a node (not control flow) whose inputs all may fold, of an ``If`` on a
+#     condition that may fold, and of a ``Shape`` / ``Size`` unless the dims it reads are
+#     unknown to onnx's shape inference (with data propagation; onnxruntime runs the same
+#     inference functions; if it fails, they count as known) and do not depend on a value
+#     that only folding makes constant (onnxruntime re-infers shapes after folding: a
+#     ``Reshape`` to ``Abs(c)`` gets a static shape only then; a static ``Shape`` is known to
+#     data propagation, what is computed from it is not); a subgraph's formal inputs never
+#     fold.  Such files load and run with the same results (folding only precomputes
+#     what the session computes) instead of taking the process down.  The exporter's ``If``s
+#     (the empty-sequence guard of ``foreach``: ``Shape(data)[0] > 0``) test runtime dims, so
+#     its pieces keep the folding: a ViterbiCrf export ran 1.0-1.3 ms a call with it, 2-4 ms
+#     without.
