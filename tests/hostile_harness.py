@@ -11,7 +11,7 @@ from mxnet import autograd
 import gluon_cf
 from gluon_cf.graph.operator_errors import OperatorShapeError
 from gluon_cf.checks import (ArgumentValueError, ArrayTypeError, MismatchError, PairError,
-                             StructureError)
+                             PredShapeError, PredValueError, StructureError)
 from gluon_cf.graph.index_gradients import IndexGradientError
 
 INTERNAL = re.compile(r"MXNetError|PendingShape|Check failed|Traceback|mxnet/src|"
@@ -115,7 +115,9 @@ def classify_pair(want, got, files, plain_fails=None, tol=None):
             not isinstance(err, (gluon_cf.AutographError, gluon_cf.IncompleteShapeError,
                                  OperatorShapeError, MismatchError, IndexGradientError,
                                  ArgumentValueError, ArrayTypeError, PairError,
-                                 StructureError)):
+                                 StructureError, PredShapeError, PredValueError)):
+        # (PredShapeError and PredValueError: gluon_cf's own, also MXNet's types, as MXNet's
+        # ops raise them)
         return "internal"     # (from the library's plumbing, whatever the message)
     if isinstance(err, gluon_cf.ZeroSizeError) and want[0] == "error" and \
             any(re.search(r"\bat " + re.escape(f) + r":\d+\b", str(err)) for f in files) and \

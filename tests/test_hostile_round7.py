@@ -213,7 +213,8 @@ def test_a_generator_kept_past_its_step_is_still_refused():
     line = _line_of("for r in x:", GeneratorKeptForTheNextStep, inspect.getmodule(
         GeneratorKeptForTheNextStep))
     with pytest.raises(gluon_cf.AutographError, match=r"^%s:%d: for r in x: this for loop is "
-                       r"on a tensor and its item is read after the loop \(or by a closure"
+                       r"on a tensor and its item is read after the loop \(or by a return inside it, "
+                       r"such as return row, h, or by a closure"
                        % (re.escape(__file__), line)):
         net(mx.nd.ones((3, 2)))
 
