@@ -368,6 +368,9 @@ _ANALYSES: dict = {}   # (id of the function graphs, entry qname) -> _Plan or th
 # that holds the graphs (NOTE [decoded nodes live as long as their users] in
 # graph/decoded.py), before the id may be another node's
 _ANALYSED: Dict[int, set] = {}
+# (one thread's set replaced by another's left its analyses behind the node, for an id
+# reused later; _forget runs in gc, in any thread, and takes no lock: dict.pop is atomic)
+_ANALYSED_LOCK = threading.Lock()
 _REPORT: dict = {}     # function name -> None (ahead of time) or why not
 
 
@@ -410,12 +413,13 @@ def analyse(context, qname):
         except _NotPlannable as why:
             plan = str(why)
             _REPORT[_label(context.specs[qname])] = plan
-        _ANALYSES[key] = plan
-        qnames = _ANALYSED.get(key[0])
-        if qnames is None:
-            qnames = _ANALYSED[key[0]] = set()
-            weakref.finalize(context.node, _forget, key[0])
-        qnames.add(qname)
+        with _ANALYSED_LOCK:   # two threads' first analyses of one node: both recorded
+            _ANALYSES[key] = plan
+            qnames = _ANALYSED.get(key[0])
+            if qnames is None:
+                qnames = _ANALYSED[key[0]] = set()
+                weakref.finalize(context.node, _forget, key[0])
+            qnames.add(qname)
     return plan if isinstance(plan, _Plan) else None
 
 
