@@ -207,8 +207,9 @@ def on_mxnet_thread():
         isinstance(threading.current_thread(), threading._DummyThread)
 
 
-# (before(heads: a callable giving the pass's heads), after(what before returned, failed)) around each backward pass not on MXNet's
-# threads (NOTE [closure gradients per backward pass] in remat_gates.py)
+# (before(heads: a callable giving the pass's heads), after(what before returned, failed))
+# around each backward pass not on MXNet's threads (NOTE [closure gradients per backward
+# pass] in remat_gates.py)
 pass_hooks: list = []
 
 
@@ -221,9 +222,11 @@ def _synchronised(backward, heads_of):
     def run(*args, **kwargs):
         if on_mxnet_thread():
             return backward(*args, **kwargs)
-        states = [before(lambda: heads_of(args, kwargs)) for before, _ in pass_hooks]
+        states: list = []
         failed = True
-        try:
+        try:   # (hooks that started are ended however the pass ends: they hold locks)
+            for before, _ in pass_hooks:
+                states.append(before(lambda: heads_of(args, kwargs)))
             result = backward(*args, **kwargs)
             if _alive:
                 mx.nd.waitall()
