@@ -103,8 +103,15 @@ def _enter(heads=None, reached=None):
     with _lock:
         held = [_owners.setdefault(owner, threading.RLock())
                 for owner in sorted({me} | {gate.owner for gate in foreign})]
-    for lock in held:   # (in one order: no two passes wait for each other)
-        lock.acquire()
+    taken = 0
+    try:
+        for lock in held:   # (in one order: no two passes wait for each other)
+            lock.acquire()
+            taken += 1
+    except BaseException:   # (KeyboardInterrupt while waiting: a lock kept would hang
+        for lock in reversed(held[:taken]):   # its owner's next pass for good)
+            lock.release()
+        raise
     with _lock:
         _running[me] = _running.get(me, 0) + 1
         for gate in foreign:

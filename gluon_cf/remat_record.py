@@ -222,9 +222,11 @@ def _synchronised(backward, heads_of):
     def run(*args, **kwargs):
         if on_mxnet_thread():
             return backward(*args, **kwargs)
-        states = [before(lambda: heads_of(args, kwargs)) for before, _ in pass_hooks]
+        states: list = []
         failed = True
-        try:
+        try:   # (hooks that started are ended however the pass ends: they hold locks)
+            for before, _ in pass_hooks:
+                states.append(before(lambda: heads_of(args, kwargs)))
             result = backward(*args, **kwargs)
             if _alive:
                 mx.nd.waitall()

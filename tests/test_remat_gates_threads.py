@@ -13,6 +13,7 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from gluon_cf import remat_gates
+from conftest import run_python
 from test_remat_gates_review import assert_same, inputs, net_of, state
 
 
@@ -166,3 +167,64 @@ def test_threads_recording_and_one_backpropagating_for_them():
         assert not errors and not helper.is_alive()
         got[remat] = [state(net) for net in nets]
     assert_same(got[True], got[False])
+
+
+INTERRUPTED_WHILE_WAITING = r'''
+import linecache, os, signal, sys, threading, time
+sys.path.insert(0, "tests")
+from mxnet import autograd
+from gluon_cf import remat_gates
+from test_remat_gates_review import inputs, net_of
+net = net_of(True)
+ys, roles = {}, {}
+recorded, assigned, held, go = threading.Barrier(3), *(threading.Event() for _ in range(3))
+def worker(k):
+    with autograd.record():
+        ys[k] = net(inputs(k), 2).sum()
+    recorded.wait(); assigned.wait()
+    if roles[k] == "hold":   # its lock held, as by a long pass of its own
+        with remat_gates._owners.setdefault(threading.get_ident(), threading.RLock()):
+            held.set(); go.wait()
+        return
+    go.wait()
+    with autograd.record():
+        z = net(inputs(7), 2).sum()
+    z.backward()            # its own record: its lock
+    ys["main"].backward()   # main's record: main's lock
+    roles[k] = "done"
+ts = [threading.Thread(target=worker, args=(k,), daemon=True) for k in (0, 1)]
+for t in ts: t.start()
+with autograd.record():
+    ys["main"] = net(inputs(5), 2).sum()
+recorded.wait()
+hold = max((0, 1), key=lambda k: ts[k].ident)   # (main's or the other's lock comes first)
+roles[hold], roles[1 - hold] = "hold", "free"
+assigned.set(); held.wait()
+main = threading.main_thread().ident
+def interrupt():   # once this thread waits for the held lock
+    while True:
+        f = sys._current_frames()[main]
+        if f.f_code.co_name == "_enter" and \
+                "acquire" in linecache.getline(f.f_code.co_filename, f.f_lineno):
+            break
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    autograd.backward([ys[0], ys[1]], retain_graph=True)   # reaches both workers' gates
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+go.set()
+ts[1 - hold].join(30)
+print(roles[1 - hold], flush=True)
+os._exit(0)
+'''
+
+
+def test_interrupted_while_waiting_for_another_threads_lock_keeps_no_lock():
+    """``KeyboardInterrupt`` while a pass waits for another thread's lock (one held by a pass
+    there): the locks it took before are released (before, they stayed held, and the next
+    pass of their threads waited for good)."""
+    done = run_python(INTERRUPTED_WHILE_WAITING, timeout=90)
+    assert done is not None and done.stdout.split() == ["interrupted", "done"], \
+        done and done.stdout + done.stderr
