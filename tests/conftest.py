@@ -60,10 +60,8 @@ def pytest_configure(config):
 
 
 # The longest files first (quiet CI, session 20): ``--dist loadfile`` hands out files in
-# collection order (with ``--no-loadscope-reorder`` in setup.cfg: pytest-xdist 3.8 otherwise
-# reorders files by their number of tests, and this list had no effect), so one of these
-# started last kept one worker busy for a minute or two while the other had nothing left
-# (longest first is the classic bound for such a schedule).
+# collection order, so one of these started last kept one worker busy for a minute or two
+# while the other had nothing left (longest first is the classic bound for such a schedule).
 # Only the order of whole files changes; each still runs on one worker, its tests in order.
 FIRST_FILES = ("test_recursion_hostile2.py", "test_recursion.py", "test_remat_escapes.py",
                "test_autograph_programs.py", "test_hostile_round16.py", "test_autograph.py",
