@@ -31,13 +31,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #     a second worker beside them changes: peak memory ratios in fresh processes (MXNet's
 #     threaded engine holds more work in flight under load; a ratio once measured 0.72
 #     against a bound of 0.7 beside another job), 2 GiB address-space runs, launch jobs
-#     whose workers must print within a progress timeout. Those are marked ``alone`` (the
-#     files and name parts below, or ``@pytest.mark.alone``) and run with the other worker
-#     idle: every test holds a lock shared, an ``alone`` test (or every test of an ``alone``
-#     file, from before its module's fixtures) holds it exclusively. A turnstile taken
-#     before the lock keeps a waiting ``alone`` test from being starved by the other
-#     worker's stream of shared holders. With ``-n 0`` (one process, no workers) the
-#     locks are not taken.
+#     whose workers must print within a progress timeout. Those are ``alone`` (the files
+#     and name parts below: a pure function of the test's node id, so that xdist's
+#     controller, which collects nothing, can tell them too) and run with the other worker
+#     idle: every test holds a run-wide lock shared, an ``alone`` test holds it
+#     exclusively, from before its module's fixtures to after their teardown. A turnstile
+#     taken before the lock keeps a waiting ``alone`` test from being starved by the other
+#     worker's stream of shared holders. With ``-n 0`` (one process, no workers) the locks
+#     are not taken.
+#     The ``alone`` tests are one work unit, handed out first (``pytest_xdist_make_scheduler``):
+#     until session 22 each ``alone`` file or test took the lock on its own, a dozen times a
+#     run, and each time its worker first waited, idle, for the other's current test to end
+#     (up to 40 s). Now the lock changes hands once or twice a run, and an ``alone`` test
+#     followed by another keeps it.
 #     A file is ``alone`` when most of its tests measure; a file whose measuring tests are few
 #     has them marked by name, and its other tests (values, gradients, reports) run shared:
 #     test_foreach_memory.py's equality tests (~40 s under load) and test_bench_memory.py's
@@ -45,18 +51,40 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #     The name parts say what a test measures: a run "in_a_fresh_process" alone is not a
 #     measurement (an import or a run in a fresh process checking values), nor is a refused
 #     "--timeout" argument; they ran alone, ~25 s of the other worker idle, until session 20.
-#     An ``alone`` test followed by another (test_no_crash.py's five 2 GiB runs) keeps the lock
-#     for it: given back between them, the other worker ran one test there, and the next
-#     ``alone`` test waited for that test's end with its own worker idle too.
 ALONE_FILES = ("test_launch.py", "test_eager_depth_memory.py", "test_artifact_limits.py",
                "test_bench_loops.py")
 ALONE_NAME_PARTS = ("2_gib", "memory_in_a_fresh_process", "foreach_in_a_fresh_process",
                     "peak_rss", "wall_time", "test_timeout")
+ALONE_UNIT = "tests that run alone"
+
+
+def is_alone(nodeid):
+    """Whether the test ``nodeid`` runs alone (NOTE [tests that run alone])."""
+    path, _, name = nodeid.partition("::")
+    return os.path.basename(path) in ALONE_FILES or any(part in name for part in ALONE_NAME_PARTS)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "alone: run with no other test beside it "
                             "(NOTE [tests that run alone])")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (setup.cfg), except that the ``alone`` tests of every file are one
+    work unit, handed out first (NOTE [tests that run alone])."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class AloneFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return ALONE_UNIT if is_alone(nodeid) else super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node):
+            if ALONE_UNIT in self.workqueue:
+                self.workqueue.move_to_end(ALONE_UNIT, last=False)
+            super()._assign_work_unit(node)
+    return AloneFirst(config, log)
 
 
 # The longest files first (quiet CI, session 20): ``--dist loadfile`` hands out files in
@@ -75,8 +103,7 @@ FIRST_FILES = ("test_recursion_hostile2.py", "test_recursion.py", "test_remat_es
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if os.path.basename(str(item.fspath)) in ALONE_FILES or any(
-                part in item.name for part in ALONE_NAME_PARTS):
+        if is_alone(item.nodeid):
             item.add_marker(pytest.mark.alone)
     rank = {name: k for k, name in enumerate(FIRST_FILES)}
     items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
@@ -84,8 +111,7 @@ def pytest_collection_modifyitems(items):
 
 class _RunLock:
     """One run's lock shared by its xdist workers (NOTE [tests that run alone])."""
-    held_alone = False
-    kept = False   # held exclusively past an ``alone`` test, for the next one
+    held = None   # None, or whether this worker holds it exclusively
 
     def __init__(self):
         run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
@@ -96,67 +122,39 @@ class _RunLock:
             self.lock = open(base + ".lock", "a")
 
     def take(self, alone):
+        if self.held is not None:
+            if self.held == alone:
+                return
+            self.give()
         fcntl.flock(self.turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(self.lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         finally:
             fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.held = alone
 
     def give(self):
         fcntl.flock(self.lock, fcntl.LOCK_UN)
+        self.held = None
 
 
 _RUN_LOCK = _RunLock()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _alone_module(request):
-    """An ``alone`` file holds the lock exclusively from before its module's fixtures."""
-    if not _RUN_LOCK.active or os.path.basename(str(request.node.fspath)) not in ALONE_FILES:
-        yield
-        return
-    _RUN_LOCK.take(alone=True)
-    _RUN_LOCK.held_alone = True
-    try:
-        yield
-    finally:
-        _RUN_LOCK.held_alone = False
-        _RUN_LOCK.give()
-
-
-def _alone_by_test(item):
-    """Whether ``item`` takes the lock exclusively itself (not through its ``alone`` file)."""
-    return item is not None and item.get_closest_marker("alone") is not None \
-        and os.path.basename(str(item.fspath)) not in ALONE_FILES
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    item.stash[_NEXT_ALONE] = _alone_by_test(nextitem)
-    yield
-    if _RUN_LOCK.kept and not _alone_by_test(nextitem):   # (the next test never took it:
-        _RUN_LOCK.kept = False                               # skipped before its fixtures)
-        _RUN_LOCK.give()
-
-
-_NEXT_ALONE = pytest.StashKey[bool]()
-
-
-@pytest.fixture(autouse=True)
-def _alone_or_shared(request, _alone_module):
-    if not _RUN_LOCK.active or _RUN_LOCK.held_alone:
+    """Each test holds the run's lock from before its fixtures' setup (a module's fixtures
+    are set up in its first test's) to after their teardown; an ``alone`` test followed by
+    another keeps it for that one (NOTE [tests that run alone])."""
+    if not _RUN_LOCK.active:
         yield
         return
-    alone = request.node.get_closest_marker("alone") is not None
-    if not _RUN_LOCK.kept:
-        _RUN_LOCK.take(alone=alone)
-    _RUN_LOCK.kept = False
+    alone = is_alone(item.nodeid)
+    _RUN_LOCK.take(alone=alone)
     try:
         yield
     finally:
-        if alone and request.node.stash.get(_NEXT_ALONE, False):
-            _RUN_LOCK.kept = True
-        else:
+        if not (alone and nextitem is not None and is_alone(nextitem.nodeid)):
             _RUN_LOCK.give()
 
 
