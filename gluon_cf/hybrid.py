@@ -109,7 +109,17 @@ def _call_cached_op(self, *args):
 
 def _run_cached_op(self, *args):
     lock = _lock_of(self)
-    with lock:   # NOTE [a block called from many threads]
+    with lock:   # NOTE [zero-size block inputs]
+#     A block's own CachedOp keeps what it inferred and planned for the input shapes it last
+#     saw, as a subgraph's does (NOTE [zero-size calls] in graph/cached_graph.py): after a
+#     call on (4, 2), the (0, 2) rows of an empty batch failed with MXNet's "Cannot find
+#     attribute forward_mem_plan in the graph", while a fresh block computed them. A call with
+#     a zero-size input runs partitioned: the segments between gluon_cf nodes are CachedGraphs,
+#     which run a call with a zero-size input operator by operator, as eager code does, so the
+#     call works, or fails with the same ZeroSizeError, whatever came before.
+
+
+# NOTE [a block called from many threads]
         _graph_for_shapes(self, args)
         if self._cached_op is None:
             self._build_cache(*args)
@@ -140,8 +150,10 @@ def _run_built(self, args, lock):
     # hangs MXNet (NOTE [nested custom backward] in tests/test_remat_nesting.py).
     inline = _remat.running_body()
     with lock:
+        # (a zero-size input: NOTE [zero-size block inputs])
         partitioned = plan.always or key in plan.partitioned_shapes or inline or (
-            plan.unwritten_gradients and mx.autograd.is_recording())
+            plan.unwritten_gradients and mx.autograd.is_recording()) or \
+            any(0 in shape for shape in key)
         if not partitioned or fmt != self._in_format:
             try:   # the CachedOp, as long as every node can declare its output shapes
                 return _original_call_cached_op(self, *args)
