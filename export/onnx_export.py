@@ -169,7 +169,10 @@ def _net_symbol(net, example_inputs, api):
     ranks of that run are what ONNX is told for outputs of run-time shape."""
     if not isinstance(net, mx.gluon.HybridBlock):
         raise TypeError(f"{api}: net must be a gluon HybridBlock, got {type(net).__name__}")
-    if not net._active:
+    # (a SymbolBlock, as SymbolBlock.imports returns, always runs its graph: hybridize() or
+    # not, MXNet 1.9.1 calls its CachedOp, so it needs no hybridize() to be exported)
+    symbol_block = isinstance(net, mx.gluon.SymbolBlock)
+    if not net._active and not symbol_block:
         raise ValueError(f"{api}: net is not hybridized; call net.hybridize() first (the "
                          f"exported model is made from the hybridized graph)")
     flat_inputs = [_as_numpy(x) for x in _flatten_inputs(example_inputs)]
@@ -185,6 +188,8 @@ def _net_symbol(net, example_inputs, api):
         params = mx.nd.load(prefix + "-0000.params")
     mx_names = ["data"] if len(flat_inputs) == 1 else \
         [f"data{k}" for k in range(len(flat_inputs))]
+    if symbol_block:   # (its inputs keep the names its file gave them)
+        mx_names = [s.name for s in net._cached_graph[0]]
     return (sym, params, [(name, x.shape, x.dtype) for name, x in zip(mx_names, flat_inputs)],
             [len(o.shape) for o in outputs])
 
