@@ -392,3 +392,49 @@ def test_load_refuses_malformed_metadata_with_an_artifact_error(tmp_path):
             got = loaded(*programs.PROGRAMS[cls][0])
             np.testing.assert_allclose(got[0], want.asnumpy(), rtol=1e-5, atol=1e-6)
     assert tried, keys
+
+
+_FAILED_BACKWARD_THEN_EXIT = """
+import mxnet as mx, numpy as np
+from mxnet import autograd
+import gluon_cf
+
+
+class Gate(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        return gluon_cf.cond(F.sum(x) > 0, lambda: x * 2, lambda: x * 3)
+
+
+net = Gate()
+net.hybridize()
+x = mx.nd.array(np.ones((4, 2), np.float32))
+x.attach_grad()
+with autograd.record():
+    out = net(x)
+try:
+    out.sum().backward()       # (the sum outside record: MXNet refuses the backward)
+except mx.MXNetError:
+    print("refused")
+del out
+print("end")
+"""
+
+
+def test_exit_after_a_failed_backward_does_not_abort():
+    """A recorded call of a hybridized gluon_cf node, ``out.sum().backward()`` written outside
+    ``autograd.record()`` (MXNet's "not in a computational graph"), ``out`` dropped, then the
+    script ends: the process aborted at exit in about half the runs ("terminate called without
+    an active exception", NOTE [operations released after waitall]). Four processes, at
+    once."""
+    procs = [subprocess.Popen([sys.executable, "-c", _FAILED_BACKWARD_THEN_EXIT], cwd=HERE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("hung at exit")
+        assert proc.returncode == 0 and out.split() == ["refused", "end"], \
+            (proc.returncode, err[-1500:])
