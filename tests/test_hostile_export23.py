@@ -438,3 +438,137 @@ def test_exit_after_a_failed_backward_does_not_abort():
             pytest.fail("hung at exit")
         assert proc.returncode == 0 and out.split() == ["refused", "end"], \
             (proc.returncode, err[-1500:])
+
+
+# ---- item 6: load()'s limits inside onnxruntime pieces, control flow nested --------------------
+
+_NESTED_LIMITS = """
+import resource, sys, time
+sys.path.insert(0, "tests")
+import numpy as np
+from onnx import TensorProto, helper
+from test_artifact_limits import _model, _vi
+from gluon_cf.export import ArtifactError, Limits, load
+F, I, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+cap = 3 << 30       # address space: a 6 GiB intermediate cannot even be reserved
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def counting_body():
+    return helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Add", ["v", "one"], ["v_out"])], "inner",
+        [_vi("i", I, []), _vi("c", B, []), _vi("v", F, [1])],
+        [_vi("c_out", B, []), _vi("v_out", F, [1])],
+        [helper.make_tensor("one", F, [1], [1.0])])
+
+
+# a Scan over x whose body runs a Loop of x[k] steps
+scan_body = helper.make_graph(
+    [helper.make_node("Cast", ["xk"], ["n"], to=I),
+     helper.make_node("Loop", ["n", "", "s"], ["s2"], body=counting_body()),
+     helper.make_node("Identity", ["s2"], ["out"])], "scanbody",
+    [_vi("s", F, [1]), _vi("xk", F, [])], [_vi("s2", F, [1]), _vi("out", F, [1])])
+scan_loop = _model(helper.make_graph(
+    [helper.make_node("Scan", ["s0", "x"], ["s", "outs"], body=scan_body, num_scan_inputs=1)],
+    "main", [_vi("s0", F, [1]), _vi("x", F, [None])],
+    [_vi("s", F, [1]), _vi("outs", F, [None, 1])]))
+# an If whose taken branch runs a Loop of x steps
+if_loop = _model(helper.make_graph(
+    [helper.make_node("Greater", ["x", "zero"], ["p"]),
+     helper.make_node("If", ["p"], ["y"], then_branch=helper.make_graph(
+         [helper.make_node("Cast", ["x"], ["n"], to=I),
+          helper.make_node("Loop", ["n", "", "v0"], ["v"], body=counting_body())], "then",
+         [], [_vi("v", F, [1])]), else_branch=helper.make_graph(
+         [helper.make_node("Identity", ["v0"], ["w"])], "else", [], [_vi("w", F, [1])]))],
+    "main", [_vi("x", F, []), _vi("v0", F, [1])], [_vi("y", F, [1])],
+    [helper.make_tensor("zero", F, [], [0.0])]))
+# an If whose taken branch sums ConstantOfShape(n)
+if_big = _model(helper.make_graph(
+    [helper.make_node("Greater", ["x", "zero"], ["p"]),
+     helper.make_node("If", ["p"], ["y"], then_branch=helper.make_graph(
+         [helper.make_node("ConstantOfShape", ["n"], ["big"]),
+          helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0)], "then", [],
+         [_vi("s", F, [])]), else_branch=helper.make_graph(
+         [helper.make_node("Identity", ["z"], ["s2"])], "else", [], [_vi("s2", F, [])]))],
+    "main", [_vi("x", F, []), _vi("n", I, [1])], [_vi("y", F, [])],
+    [helper.make_tensor("zero", F, [], [0.0]), helper.make_tensor("z", F, [], [0.0])]))
+f32 = lambda *v: np.array(v, np.float32)
+for name, model, inputs in [
+        ("scan small", scan_loop, [f32(0), f32(2, 3)]),
+        ("scan 1e12", scan_loop, [f32(0), f32(2, 1e12)]),
+        ("if 1e12", if_loop, [np.array(1e12, np.float32), f32(0)]),
+        ("big small", if_big, [np.array(1.0, np.float32), np.array([10], np.int64)]),
+        ("big 6GiB", if_big, [np.array(1.0, np.float32), np.array([3 << 29], np.int64)])]:
+    f = load(model.SerializeToString(), limits=Limits(timeout=2.0, max_tensor_bytes=16 << 20))
+    start = time.monotonic()
+    try:
+        print(name, "|", [o.ravel().tolist() for o in f(*inputs)], flush=True)
+    except ArtifactError as err:
+        print(name, "|", time.monotonic() - start < 30, err, flush=True)
+"""
+
+
+def test_limits_hold_for_control_flow_nested_inside_an_onnxruntime_piece():
+    """Item 6: a Loop of 1e12 computed steps inside a Scan's body and inside an If's branch
+    stops at the time limit; a 6 GiB ConstantOfShape inside an If's branch is refused at the
+    per-tensor limit (address space capped at 3 GiB); small inputs run."""
+    from conftest import run_python
+    proc = run_python(_NESTED_LIMITS, timeout=120, cwd=os.path.dirname(HERE))
+    assert proc is not None, "hung"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" | ", 1) for line in proc.stdout.strip().splitlines())
+    assert lines["scan small"] == "[[5.0], [2.0, 5.0]]" and lines["big small"] == "[[0.0]]"
+    stopped = "True the main graph: nodes %s: stopped inside onnxruntime: the artifact ran " \
+              "longer than timeout=2.0 s"
+    assert lines["scan 1e12"] == stopped % "'Scan'", lines
+    assert lines["if 1e12"] == stopped % "'Greater', 'If'", lines
+    assert lines["big 6GiB"] == (
+        "True the main graph: nodes 'Greater', 'If': onnxruntime needed more than "
+        "max_tensor_bytes=16777216 bytes for the tensors inside this piece (a tensor over the "
+        "limit, or tensors alive together over it)"), lines
+
+
+# ---- item 7 ----------------------------------------------------------------------------------
+
+def test_eager_while_loop_of_no_step_never_calls_its_body():
+    calls = []
+
+    def func(i, s):
+        calls.append(1)
+        return [s * 2], [i + 1, s + 1]
+    outs, (i, s) = gluon_cf.while_loop(lambda i, s: i < 0, func,
+                                       [mx.nd.zeros((1,)), mx.nd.ones((2, 3))],
+                                       max_iterations=3)
+    assert not calls and outs == [] and i.shape == (1,) and s.shape == (2, 3)
+    assert s.asnumpy().tolist() == [[1.0] * 3] * 2
+
+
+def test_childsum_past_max_children_raises_or_warns_in_every_mode(tmp_path):
+    """Item 7: a node of 4 children under max_children=3: eagerly a ValueError naming the
+    node; hybridized inside a user's block (no check sees the values) a TruncationWarning on
+    every call; the exported ONNX model and the artifact refuse to run it."""
+    import onnxruntime as ort
+    from gluon_cf.export import ArtifactError, export_onnx, load, save_artifact
+    cls = programs.GluonCfChildSumTreeLstmModel
+    wide = programs._nary_tokens([[1, 2, 3, 4], [], [], [], []], [0], 9)
+    with pytest.raises(ValueError, match=r"node 0 has 4 children, more than max_children=3"):
+        make(cls)(*_nd(wide))
+    net = make(cls)
+    net.hybridize()
+    for _ in range(2):
+        with pytest.warns(gluon_cf.TruncationWarning, match=r"max_children=3.*stopped at its "
+                          r"bound of 3 iterations"):
+            net(*_nd(wide)).asnumpy()
+    first = programs.PROGRAMS[cls][0]
+    axes = {k: [0] for k in range(4)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = export_onnx(net, _nd(first), dynamic_axes=axes)
+        save_artifact(net, _nd(first), str(tmp_path / "a.onnx"), dynamic_axes=axes)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = dict(zip([i.name for i in session.get_inputs()], wide))
+    with pytest.raises(Exception, match="max_iterations_exceeded"):
+        session.run(None, feeds)
+    with pytest.raises(ArtifactError):
+        load(str(tmp_path / "a.onnx"))(*wide)
