@@ -109,17 +109,7 @@ def _call_cached_op(self, *args):
 
 def _run_cached_op(self, *args):
     lock = _lock_of(self)
-    with lock:   # NOTE [zero-size block inputs]
-#     A block's own CachedOp keeps what it inferred and planned for the input shapes it last
-#     saw, as a subgraph's does (NOTE [zero-size calls] in graph/cached_graph.py): after a
-#     call on (4, 2), the (0, 2) rows of an empty batch failed with MXNet's "Cannot find
-#     attribute forward_mem_plan in the graph", while a fresh block computed them. A call with
-#     a zero-size input runs partitioned: the segments between gluon_cf nodes are CachedGraphs,
-#     which run a call with a zero-size input operator by operator, as eager code does, so the
-#     call works, or fails with the same ZeroSizeError, whatever came before.
-
-
-# NOTE [a block called from many threads]
+    with lock:   # NOTE [a block called from many threads]
         _graph_for_shapes(self, args)
         if self._cached_op is None:
             self._build_cache(*args)
@@ -176,6 +166,16 @@ def _run_built(self, args, lock):
             raise
         raise ZeroSizeError("%s (in %s)" % (err, _forward_of(self)), located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+# NOTE [zero-size block inputs]
+#     A block's own CachedOp keeps what it inferred and planned for the input shapes it last
+#     saw, as a subgraph's does (NOTE [zero-size calls] in graph/cached_graph.py): after a
+#     call on (4, 2), the (0, 2) rows of an empty batch failed with MXNet's "Cannot find
+#     attribute forward_mem_plan in the graph", while a fresh block computed them. A call with
+#     a zero-size input runs partitioned: the segments between gluon_cf nodes are CachedGraphs,
+#     which run a call with a zero-size input operator by operator, as eager code does, so the
+#     call works, or fails with the same ZeroSizeError, whatever came before.
 
 
 # NOTE [a block called from many threads]

@@ -54,7 +54,8 @@ EAGER_NO_STEP = {(programs.GreedyWhileCondOnEos, 2), (programs.BeamSearchWhileTw
 EAGER_NO_GRAPH = {(programs.BooleanMaskInForeachBodyEmptySteps, 1)}
 # MXNet 1.x's zero-size limit (a product of (0, 1) arrays, kept by a boolean_mask keeping none
 # inside a while_loop body): refused, eagerly and hybridized, at the product's line.
-ZERO_SIZE = {(programs.BooleanMaskInWhileBodyShrinks, 1), (programs.BooleanMaskInWhileBodyShrinks, 2)}
+ZERO_SIZE = {(programs.BooleanMaskInWhileBodyShrinks, 1),
+             (programs.BooleanMaskInWhileBodyShrinks, 2)}
 
 
 def _plain(cls):
@@ -160,7 +161,7 @@ def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
     hybridized block (a failing call fails the same way, and leaves the block usable)."""
     rng = random.Random(cls.__name__)
     inputs = programs.PROGRAMS[cls]
-    calls = [rng.randrange(len(inputs)) for _ in range(2 * len(inputs))] + \
+    calls = [rng.randrange(len(inputs)) for _ in range(len(inputs))] + \
         list(range(len(inputs)))[::-1]
     for how in ("wider", "rank", "float64"):
         calls.insert(rng.randrange(len(calls)), how)
@@ -173,6 +174,11 @@ def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
             record = rng.random() < 0.6
             arrays = _bad(inputs[0], k) if isinstance(k, str) else inputs[k]
             got = hostile_harness._outcome(lambda: _run(net, arrays, record=record))
+            if got[0] == "value" and not isinstance(k, str) and _oracle(cls, k)[0] == "value":
+                # (the oracle, which a fresh hybridized block equals: the first test)
+                want = _oracle(cls, k)[1][:len(got[1])] if not record else _oracle(cls, k)[1]
+                assert hostile_harness._compare(want, got[1], TOL), (k, record)
+                continue
             if (k, record) not in fresh:
                 other = make(cls)
                 other.hybridize()
@@ -442,11 +448,11 @@ def test_exit_after_a_failed_backward_does_not_abort():
     """A recorded call of a hybridized gluon_cf node, ``out.sum().backward()`` written outside
     ``autograd.record()`` (MXNet's "not in a computational graph"), ``out`` dropped, then the
     script ends: the process aborted at exit in about half the runs ("terminate called without
-    an active exception", NOTE [operations released after waitall]). Four processes, at
+    an active exception", NOTE [operations released after waitall]). Three processes, at
     once."""
     procs = [subprocess.Popen([sys.executable, "-c", _FAILED_BACKWARD_THEN_EXIT], cwd=HERE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+             for _ in range(3)]
     for proc in procs:
         try:
             out, err = proc.communicate(timeout=120)
@@ -465,9 +471,17 @@ import resource, sys, time
 sys.path.insert(0, "tests")
 import numpy as np
 from onnx import TensorProto, helper
-from test_artifact_limits import _model, _vi
-from gluon_cf.export import ArtifactError, Limits, load
+from gluon_cf.export import ArtifactError, Limits, load   # (no MXNet: a fast start)
 F, I, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+_vi = helper.make_tensor_value_info
+
+
+def _model(graph):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("ai.gluon_cf", 1)])
+    model.ir_version = 7
+    helper.set_model_props(model, {"format": "gluon_cf.artifact", "format_version": "1"})
+    return model
 cap = 3 << 30       # address space: a 6 GiB intermediate cannot even be reserved
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
@@ -518,7 +532,7 @@ for name, model, inputs in [
         ("if 1e12", if_loop, [np.array(1e12, np.float32), f32(0)]),
         ("big small", if_big, [np.array(1.0, np.float32), np.array([10], np.int64)]),
         ("big 6GiB", if_big, [np.array(1.0, np.float32), np.array([3 << 29], np.int64)])]:
-    f = load(model.SerializeToString(), limits=Limits(timeout=2.0, max_tensor_bytes=16 << 20))
+    f = load(model.SerializeToString(), limits=Limits(timeout=1.0, max_tensor_bytes=16 << 20))
     start = time.monotonic()
     try:
         print(name, "|", [o.ravel().tolist() for o in f(*inputs)], flush=True)
@@ -538,7 +552,7 @@ def test_limits_hold_for_control_flow_nested_inside_an_onnxruntime_piece():
     lines = dict(line.split(" | ", 1) for line in proc.stdout.strip().splitlines())
     assert lines["scan small"] == "[[5.0], [2.0, 5.0]]" and lines["big small"] == "[[0.0]]"
     stopped = "True the main graph: nodes %s: stopped inside onnxruntime: the artifact ran " \
-              "longer than timeout=2.0 s"
+              "longer than timeout=1.0 s"
     assert lines["scan 1e12"] == stopped % "'Scan'", lines
     assert lines["if 1e12"] == stopped % "'Greater', 'If'", lines
     assert lines["big 6GiB"] == (
