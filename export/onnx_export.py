@@ -36,8 +36,9 @@ from gluon_cf.tracing import user_location
 from . import index_bounds
 from .artifact_format import RECURSION_KEY
 from .artifact_kit import SIGNATURES
-from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, ExportTieWarning, make_onnx_model,
-                         register_custom_converter, source_prefix, symbol_to_onnx_graph)
+from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, SUPPORTED_OPSETS, ExportTieWarning,
+                         make_onnx_model, register_custom_converter, source_prefix,
+                         symbol_to_onnx_graph)
 from .onnx_shapes import PLAN, merge_dims, shape_plan
 
 __all__ = ["export_onnx", "export_onnx_symbol"]
@@ -82,6 +83,7 @@ def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
     array([[1., 1., 1.],
            [1., 1., 1.]], dtype=float32)
     """
+    check_opset("export_onnx", opset)
     sym, params, inputs, ranks = _net_symbol(net, example_inputs, "export_onnx")
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -163,6 +165,15 @@ class _StampingScope(AttrScope):
         return attrs
 
 
+def check_opset(api, opset):
+    """A ValueError naming ``api`` unless mx2onnx converts to ``opset``: before anything runs
+    (at opset 11 it blamed the model's first node, "mx2onnx has no converter for '_zeros' at
+    opset 11", and at 15 named an inner function, symbol_to_onnx_graph)."""
+    if opset not in SUPPORTED_OPSETS:
+        raise ValueError(f"{api}: opset {opset} is not supported; mx2onnx has converters for "
+                         f"opsets {list(SUPPORTED_OPSETS)} only (default {DEFAULT_OPSET})")
+
+
 def _net_symbol(net, example_inputs, api):
     """Run the hybridized ``net`` once on ``example_inputs`` and return its exported graph:
     ``(symbol, params, [(mxnet_name, shape, dtype) per data input], output ranks)``; the
@@ -223,6 +234,7 @@ def export_onnx_symbol(sym: Any, params: Optional[Dict[str, Any]], inputs: Seque
     >>> [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     ['rows', 3]
     """
+    check_opset("export_onnx_symbol", opset)
     graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
                             output_names, onnx_kinds(), _output_ranks)
     model = make_onnx_model(graph, opset)

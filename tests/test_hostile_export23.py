@@ -604,3 +604,34 @@ def test_childsum_past_max_children_raises_or_warns_in_every_mode(tmp_path):
         session.run(None, feeds)
     with pytest.raises(ArtifactError):
         load(str(tmp_path / "a.onnx"))(*wide)
+
+
+@pytest.mark.parametrize("opset", [7, 11, 15])
+@pytest.mark.parametrize("api", ["export_onnx", "save_artifact"])
+def test_an_opset_mx2onnx_does_not_convert_is_refused_before_anything_runs(api, opset,
+                                                                          tmp_path):
+    """At opset 11 export_onnx blamed the model's first node ("node '..._zeros0' (MXNet op
+    '_zeros') in the model cannot be converted: mx2onnx has no converter for '_zeros' at opset
+    11"), and at 15 named an internal function (symbol_to_onnx_graph): the opset is refused
+    by the API the user called, naming the opsets there are."""
+    import gluon_cf.export as export
+    cls = programs.ZeroStepWhileReadsFinalVarsOnly
+    net = make(cls)
+    net.hybridize()
+    args = (str(tmp_path / "m.onnx"),) if api == "save_artifact" else ()
+    with pytest.raises(ValueError, match=r"^%s: opset %d is not supported; mx2onnx has "
+                       r"converters for opsets \[12, 13\] only \(default 13\)$" % (api, opset)):
+        getattr(export, api)(net, _nd(programs.PROGRAMS[cls][0]), *args, opset=opset)
+
+
+@pytest.mark.parametrize("fmt", ["auto", "artifact"])
+def test_cli_convert_refuses_an_opset_it_cannot_write_as_usage(fmt, tmp_path, cli):
+    """``convert --opset 11 --format artifact`` blamed the model's first node (mx2onnx has no
+    converter for '_zeros' at opset 11): a usage error, one line, exit status 2."""
+    _exported(programs.ZeroStepWhileReadsFinalVarsOnly, tmp_path)
+    status, _, err = cli("convert", tmp_path / "net-symbol.json", tmp_path / "net-0000.params",
+                         "--input", "data:r=4,2", "--opset", "11", "--format", fmt,
+                         "-o", tmp_path / "m.onnx")
+    assert status == 2 and err.strip() == (
+        "gluon-cf-export: error: argument --opset: invalid choice: 11 (choose from 12, 13) "
+        "(see gluon-cf-export convert --help)"), err
