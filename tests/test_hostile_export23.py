@@ -635,3 +635,40 @@ def test_cli_convert_refuses_an_opset_it_cannot_write_as_usage(fmt, tmp_path, cl
     assert status == 2 and err.strip() == (
         "gluon-cf-export: error: argument --opset: invalid choice: 11 (choose from 12, 13) "
         "(see gluon-cf-export convert --help)"), err
+
+
+class _PlainMaskedMean(mx.gluon.HybridBlock):
+    """No gluon_cf node: a Dense over a sum of rows (none, for an empty batch)."""
+
+    NO_GRAD = (0,)     # (MXNet cannot attach a gradient to a zero-size array)
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = mx.gluon.nn.Dense(3, in_units=2)
+
+    def hybrid_forward(self, F, x):
+        return F.broadcast_add(self.fc(F.sum(x, axis=0, keepdims=True)), F.sum(x))
+
+
+def test_a_block_without_nodes_runs_an_empty_batch_whatever_came_before():
+    """The same history in a block of plain MXNet operators: after a recorded call on (4, 2),
+    a recorded call on (0, 2) failed ("Cannot find attribute full_mem_plan in the graph") and
+    a fresh block failed otherwise ("shape_num_unknown_nodes"); both now compute what eager
+    code computes, with the Dense's gradients."""
+    mx.random.seed(0)
+    net = _PlainMaskedMean()
+    net.initialize()
+    eager = _PlainMaskedMean()
+    eager.initialize()
+    eager.fc.weight.set_data(net.fc.weight.data())
+    eager.fc.bias.set_data(net.fc.bias.data())
+    net.hybridize()
+    for rows, record in ((4, True), (0, True), (0, False), (3, False), (0, True)):
+        got = _run(net, [np.ones((rows, 2), np.float32)], record=record)
+        # (no row: the output is the bias; the gradients of 1.5 * its sum: 1.5 for the bias,
+        # none for the weight, which multiplies a sum of no row)
+        want = _run(eager, [np.ones((rows, 2), np.float32)], record=record) if rows else \
+            [eager.fc.bias.data().asnumpy().reshape((1, 3))] + \
+            ([np.full(3, 1.5, np.float32), np.zeros((3, 2), np.float32)] if record else [])
+        assert hostile_harness._compare(want, got, TOL), (rows, record, got)
