@@ -615,6 +615,46 @@ class NaryMutualNodeAndChildList(HybridBlock):
         return F.concat(*[node(r) for r in _ids(roots)], dim=0)
 
 
+@program(*NARY)
+class NaryForeachOverMaskedChildren(HybridBlock):
+    """n-ary recursion whose internal nodes run a foreach over their children, taken from cidx
+    by a boolean_mask of the range ptr[i]..ptr[i+1] (a run-time-length foreach inside the
+    recursion); a leaf (no child) is a cond's other branch."""
+
+    NO_GRAD = (1, 2, 3)
+
+    def hybrid_forward(self, F, x, ptr, cidx, roots):
+        positions = F.arange(0, 4096).slice_like(cidx, axes=(0,))
+
+        @gluon_cf.recursive(max_depth=16)
+        def node(i):
+            start, end = F.take(ptr, i), F.take(ptr, i + 1)
+
+            def internal():
+                keep = F.broadcast_greater_equal(positions, start) * \
+                    F.broadcast_lesser(positions, end)
+                kids = F.contrib.boolean_mask(cidx, keep)
+                _, (acc,) = gluon_cf.foreach(
+                    lambda k, s: ([], [s[0] + node(k.reshape((1,)))]), kids,
+                    [F.zeros_like(F.take(x, i))])
+                return F.tanh(F.take(x, i) + acc)
+            return gluon_cf.cond(end - start < 1, lambda: F.take(x, i) * 2, internal)
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, ptr, cidx, roots):
+        p, c, n = _ids(ptr), _ids(cidx), x.shape[0]
+
+        def node(i):
+            i = _row(i, n)
+            if p[i + 1] - p[i] < 1:
+                return x[i:i + 1] * 2
+            acc = F.zeros((1, H))
+            for k in range(p[i], p[i + 1]):
+                acc = acc + node(c[k])
+            return F.tanh(x[i:i + 1] + acc)
+        return F.concat(*[node(r) for r in _ids(roots)], dim=0)
+
+
 def _binary_tokens(trees, seed):
     x, left, right, roots = forest(trees, seed=seed, features=1)
     return [tokens(len(left), seed=seed), left, right, roots]

@@ -206,6 +206,10 @@ REFUSED = {
                                                   r"at once.*F\.zeros_like.*save_artifact"},
     # F.sum(self.score(h)) > -0.3: a sum over every axis, the invocations' too
     programs.TopDownTreeDecoderMaxDepth: {"onnx": _ROWS.replace(".*at", ".*operator sum .*at")},
+    programs.NaryForeachOverMaskedChildren: {
+        "onnx": r"hostile_programs14\.py:\d+: export_onnx: .*its body holds "
+                r"_contrib_boolean_mask .*which the schedule does not inline\. Export the model "
+                r"with gluon_cf\.export\.save_artifact"},
     programs.RecursionLeafRunsWhileCondInside: {
         "onnx": r"hostile_programs14\.py:\d+: export_onnx: .*its body holds while_loop .*"
                 r"which the schedule does not inline\. Export the model with "
