@@ -20,7 +20,8 @@ from gluon_cf.symbol_entries import check_symbol_file_contents, load_parameter_f
 
 from .artifact_format import DOMAIN, DOMAIN_VERSION, FORMAT, FORMAT_VERSION
 from .artifact_kit import SIGNATURES, Signatures
-from .onnx_export import _convert_symbol, _net_symbol, _node_location, record_index_bounds
+from .onnx_export import (_convert_symbol, _net_symbol, _node_location, check_opset,
+                          record_index_bounds)
 from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, check_exported_model,
                          remove_unused_initializers, unstamp)
 
@@ -68,6 +69,7 @@ def save_artifact(net_or_symbol_files: Any, example_inputs: Any, path: Path, *,
     >>> load("sum_to.onnx")(np.array([1, 2, 3, 4], np.float32), np.array([2], np.float32))
     [array([6.], dtype=float32)]
     """
+    check_opset("save_artifact", opset)
     ranks = None
     if isinstance(net_or_symbol_files, (tuple, list)):
         sym, params, inputs = _symbol_files(net_or_symbol_files, example_inputs)

@@ -132,7 +132,8 @@ def _parser():
     convert.add_argument("--format", choices=_FORMATS, default="auto",
                          help="onnx: standard ONNX (no recursion); artifact: gluon_cf "
                               "artifact; auto (default): artifact iff the model recurses")
-    convert.add_argument("--opset", type=int, default=13, help="ONNX opset (12 or 13)")
+    convert.add_argument("--opset", type=int, default=13, choices=(12, 13),
+                         help="ONNX opset (12 or 13)")
     convert.add_argument("--output-name", action="append", metavar="NAME",
                          help="name of a model output (repeat for each, in order)")
     convert.set_defaults(command=_convert)

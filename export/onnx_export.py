@@ -36,8 +36,9 @@ from gluon_cf.tracing import user_location
 from . import index_bounds
 from .artifact_format import RECURSION_KEY
 from .artifact_kit import SIGNATURES
-from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, ExportTieWarning, make_onnx_model,
-                         register_custom_converter, source_prefix, symbol_to_onnx_graph)
+from .onnx_graph import (DEFAULT_OPSET, NODE_OF_ERROR, SUPPORTED_OPSETS, ExportTieWarning,
+                         make_onnx_model, register_custom_converter, source_prefix,
+                         symbol_to_onnx_graph)
 from .onnx_shapes import PLAN, merge_dims, shape_plan
 
 __all__ = ["export_onnx", "export_onnx_symbol"]
@@ -82,6 +83,7 @@ def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
     array([[1., 1., 1.],
            [1., 1., 1.]], dtype=float32)
     """
+    check_opset("export_onnx", opset)
     sym, params, inputs, ranks = _net_symbol(net, example_inputs, "export_onnx")
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -163,13 +165,25 @@ class _StampingScope(AttrScope):
         return attrs
 
 
+def check_opset(api, opset):
+    """A ValueError naming ``api`` unless mx2onnx converts to ``opset``: before anything runs
+    (at opset 11 it blamed the model's first node, "mx2onnx has no converter for '_zeros' at
+    opset 11", and at 15 named an inner function, symbol_to_onnx_graph)."""
+    if opset not in SUPPORTED_OPSETS:
+        raise ValueError(f"{api}: opset {opset} is not supported; mx2onnx has converters for "
+                         f"opsets {list(SUPPORTED_OPSETS)} only (default {DEFAULT_OPSET})")
+
+
 def _net_symbol(net, example_inputs, api):
     """Run the hybridized ``net`` once on ``example_inputs`` and return its exported graph:
     ``(symbol, params, [(mxnet_name, shape, dtype) per data input], output ranks)``; the
     ranks of that run are what ONNX is told for outputs of run-time shape."""
     if not isinstance(net, mx.gluon.HybridBlock):
         raise TypeError(f"{api}: net must be a gluon HybridBlock, got {type(net).__name__}")
-    if not net._active:
+    # (a SymbolBlock, as SymbolBlock.imports returns, always runs its graph: hybridize() or
+    # not, MXNet 1.9.1 calls its CachedOp, so it needs no hybridize() to be exported)
+    symbol_block = isinstance(net, mx.gluon.SymbolBlock)
+    if not net._active and not symbol_block:
         raise ValueError(f"{api}: net is not hybridized; call net.hybridize() first (the "
                          f"exported model is made from the hybridized graph)")
     flat_inputs = [_as_numpy(x) for x in _flatten_inputs(example_inputs)]
@@ -185,6 +199,8 @@ def _net_symbol(net, example_inputs, api):
         params = mx.nd.load(prefix + "-0000.params")
     mx_names = ["data"] if len(flat_inputs) == 1 else \
         [f"data{k}" for k in range(len(flat_inputs))]
+    if symbol_block:   # (its inputs keep the names its file gave them)
+        mx_names = [s.name for s in net._cached_graph[0]]
     return (sym, params, [(name, x.shape, x.dtype) for name, x in zip(mx_names, flat_inputs)],
             [len(o.shape) for o in outputs])
 
@@ -218,6 +234,7 @@ def export_onnx_symbol(sym: Any, params: Optional[Dict[str, Any]], inputs: Seque
     >>> [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     ['rows', 3]
     """
+    check_opset("export_onnx_symbol", opset)
     graph = _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names,
                             output_names, onnx_kinds(), _output_ranks)
     model = make_onnx_model(graph, opset)

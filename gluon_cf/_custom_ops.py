@@ -183,7 +183,36 @@ def _finish_pending_work():
         mx.nd.waitall()
     except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
         pass
+    _let_workers_release_their_last_operations()
     _keep_operators_to_the_end()
+
+
+# NOTE [operations released after waitall]
+#     MXNet's engine tells ``waitall`` that its last operation is done before the worker thread
+#     that ran it frees the operation's closure, with the arrays it holds. When that closure
+#     holds the last reference to a recorded output of a hybridized gluon_cf node (a script that
+#     computed ``out.sum()`` outside ``autograd.record()``, whose ``backward()`` then failed, and
+#     dropped ``out``), freeing it frees the node's Custom-operator state, whose destructor calls
+#     back into Python: if the interpreter is finalizing by then, the callback cannot take the
+#     GIL, its thread exits inside a C++ destructor, and the process aborts ("terminate called
+#     without an active exception": 8 runs of 16; gdb shows an engine worker in OnComplete
+#     freeing a PushFCompute closure's arrays, down to CustomParam's state deleter and
+#     PyGILState_Ensure). A worker frees a closure before it takes its next operation: at exit,
+#     the workers are given a few more operations, each waited for, so that the closures before
+#     them are gone before Python finalizes (0 runs of 28 aborted after).
+def _let_workers_release_their_last_operations():
+    try:
+        for _ in range(_ENGINE_WORKERS):
+            done = [mx.nd.zeros((1,)) + k for k in range(_ENGINE_WORKERS)]
+            for d in done:
+                d.wait_to_read()
+    except Exception:  # noqa: BLE001 - at exit: nobody is left to read it
+        pass
+
+
+# CPU worker threads MXNet's threaded engine may run an operation on (its normal, copy and
+# priority workers, MXNET_CPU_WORKER_NTHREADS each, and 1 by default)
+_ENGINE_WORKERS = 4
 
 
 # NOTE [Custom operators alive at exit]

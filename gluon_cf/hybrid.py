@@ -17,7 +17,8 @@ NOTE [partitioned blocks]
     dynamic-shape operator of the block's own graph is not even asked by MXNet, so such a
     graph always runs partitioned (``_Plan.always``, found once). Graphs with static shapes
     keep the single CachedOp and its speed, with no inference of ours added (tree models see
-    new shapes with every forest); blocks without gluon_cf nodes are MXNet's business alone.
+    new shapes with every forest); blocks without gluon_cf nodes are MXNet's business alone,
+    but for calls with a zero-size input (NOTE [zero-size block inputs]).
 
     ``HybridBlock._call_cached_op`` is MXNet 1.9.1's one entry to running a hybridized block
     (``SymbolBlock``, which ``SymbolBlock.imports`` returns for an exported model, included);
@@ -129,8 +130,8 @@ def _run_built(self, args, lock):
         plan = getattr(self, "_gluon_cf_plan", None)
         if plan is None or plan.symbol is not self._cached_graph[1]:
             plan = self._gluon_cf_plan = _Plan(self)
-    if not plan.has_nodes:
-        return _original_call_cached_op(self, *args)
+    if not plan.has_nodes and not _has_zero_size_input(args):
+        return _original_call_cached_op(self, *args)   # (NOTE [zero-size block inputs])
     if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]
         args = own_handles(args)
     flat, fmt = _block._flatten(args, "input")
@@ -140,8 +141,10 @@ def _run_built(self, args, lock):
     # hangs MXNet (NOTE [nested custom backward] in tests/test_remat_nesting.py).
     inline = _remat.running_body()
     with lock:
+        # (a zero-size input: NOTE [zero-size block inputs])
         partitioned = plan.always or key in plan.partitioned_shapes or inline or (
-            plan.unwritten_gradients and mx.autograd.is_recording())
+            plan.unwritten_gradients and mx.autograd.is_recording()) or \
+            any(0 in shape for shape in key)
         if not partitioned or fmt != self._in_format:
             try:   # the CachedOp, as long as every node can declare its output shapes
                 return _original_call_cached_op(self, *args)
@@ -164,6 +167,24 @@ def _run_built(self, args, lock):
             raise
         raise ZeroSizeError("%s (in %s)" % (err, _forward_of(self)), located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+def _has_zero_size_input(args):
+    flat, _ = _block._flatten(args, "input")
+    return any(a is not None and 0 in a.shape for a in flat)
+
+
+# NOTE [zero-size block inputs]
+#     A block's own CachedOp keeps what it inferred and planned for the input shapes it last
+#     saw, as a subgraph's does (NOTE [zero-size calls] in graph/cached_graph.py): after a
+#     call on (4, 2), the (0, 2) rows of an empty batch failed with MXNet's "Cannot find
+#     attribute forward_mem_plan in the graph" (recorded: "full_mem_plan"), while a fresh block
+#     computed them (or, recorded, failed otherwise: "shape_num_unknown_nodes"). A call with
+#     a zero-size input runs partitioned: the segments between gluon_cf nodes are CachedGraphs,
+#     which run a call with a zero-size input operator by operator, as eager code does, so the
+#     call works, or fails with the same ZeroSizeError, whatever came before. Blocks without
+#     gluon_cf nodes too (a masked mean over an empty batch is the same history): their graph
+#     is one segment.
 
 
 # NOTE [a block called from many threads]
