@@ -7,7 +7,7 @@ import numpy as np
 from .. import executor, node as _node, registry, remat as _remat
 from ..executor import done
 from ..graph import Graph
-from .._structure import describe, flatten, regroup
+from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, pending_shapes,
                        trace, user_location)
 from ..checks import (LoopVarShapeChange, PredValueError, check_callable, check_kept_shapes,
@@ -100,7 +100,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
                                               eagerly(step.cond, vs), eager=True)), pad_to))
         if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
             return [], _unchanged(loop_vars, final, vars_fmt)
-        return _result(outputs, final, step.out_fmt, vars_fmt)
+        return regroup(outputs, step.out_fmt), step.last_vars(final)
     outputs, final = executor.run(loop(
         # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
         lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs),
@@ -109,7 +109,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
         return [], _unchanged(loop_vars, final, vars_fmt)
-    return _result(outputs, final, step.out_fmt, vars_fmt)
+    return regroup(outputs, step.out_fmt), step.last_vars(final)
 
 
 def _unchanged(loop_vars, final, vars_fmt):
@@ -197,6 +197,15 @@ class _Step:
         self.cond_fn, self.func_fn, self.vars_fmt = cond, func, vars_fmt
         self.out_fmt = None
         self.where = None   # the user's call, for checks run with no user frame (remat)
+        self.vars_like = None   # the containers of what func last returned as new_loop_vars
+
+    def last_vars(self, final):
+        """An eager loop's final loop vars in the containers func last returned them in
+        (its top level a list): MXNet 1.9.1's eager while_loop returns func's last
+        ``new_loop_vars`` object, a tuple nested in it kept a tuple (regroup made lists)."""
+        if self.vars_like is None or self.vars_fmt == 0:
+            return regroup(final, self.vars_fmt)
+        return regroup_like(final, self.vars_like)
 
     def _args(self, values):
         return regroup(values, self.vars_fmt) if self.vars_fmt != 0 else [values[0]]
@@ -216,6 +225,7 @@ class _Step:
             new_vars = new_vars[0]
         flat_vars, fmt = flatten(new_vars, "gluon_cf.while_loop", "new_loop_vars")
         check_structure(OP, "func returned new_loop_vars", fmt, "loop_vars", self.vars_fmt)
+        self.vars_like = containers_of(new_vars)
         flat_out, out_fmt = flatten(outputs, "gluon_cf.while_loop", "step_output")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
             raise ValueError("%s: func returned step_output structured as %s at one step "
@@ -370,10 +380,12 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
 
 
 def _symbolic_pred(value):
-    """What cond returned while tracing: a Symbol (or a list of one, gluon_cf's), else the
-    ValueError of MXNet 1.9.1's symbolic while_loop ("Return of cond must be a Symbol")."""
-    if isinstance(value, mx.sym.Symbol) or isinstance(value, (list, tuple)) and \
-            len(value) == 1 and isinstance(value[0], mx.sym.Symbol):
+    """What cond returned while tracing: a Symbol, else the ValueError of MXNet 1.9.1's
+    symbolic while_loop ("Return of cond must be a Symbol"). A list of one Symbol too: MXNet's
+    eager while_loop takes it as always true (``bool([x])``), which gluon_cf's eager loop
+    refuses; reading the Symbol in it gave other values than that (NOTE [what gluon_cf
+    accepts beyond MXNet's symbolic ops] in tests/test_mxnet_semantics23.py)."""
+    if isinstance(value, mx.sym.Symbol):
         return value
     raise PredValueError("%s: cond must return a Symbol (a one-element predicate computed from "
                          "the loop variables) in symbolic mode, got %s"
