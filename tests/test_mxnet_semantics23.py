@@ -452,6 +452,8 @@ def _call(net, arrays, train):
         return [o.asnumpy() for o in net(*arrays)], []
     for a in arrays[1:]:
         a.attach_grad()
+    # (eagerly a parameter no branch taken reads keeps its last gradient; a graph writes 0)
+    net.collect_params().zero_grad()
     with autograd.record():
         outs = net(*arrays)
         loss = sum((o * (k + 1.5)).sum() for k, o in enumerate(outs))
@@ -656,3 +658,45 @@ def test_errors_raised_as_mxnet_raises_them(name):
     assert raised["mxnet"] is not None, name
     assert isinstance(raised["gluon_cf"], type(raised["mxnet"])), (
         type(raised["gluon_cf"]).__mro__, raised["mxnet"])
+
+
+class _StatesOnly(gluon.HybridBlock):
+    """A cond returning a tuple nested otherwise than the other branch's list, a Dense and a
+    Parameter in its branch; a foreach and a while_loop returning ([], states)."""
+
+    def __init__(self, ops, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=3, flatten=False)
+            self.w = self.params.get("w", shape=(3,), init=mx.init.Constant(0.5))
+
+    def hybrid_forward(self, F, x, h, w):
+        ops = self.ops or F.contrib
+        picked = ops.cond(F.sum(x) > 0, lambda: (self.dense(x), (F.broadcast_mul(h, w),)),
+                          lambda: [x * 2, [h + 1]])
+        _, states = ops.foreach(lambda d, s: ([], [s[0] + d, s[1] * 2]), x, [h, h * 2])
+        _, final = ops.while_loop(lambda i, s: i < 2,
+                                  lambda i, s: ([], (i + 1, F.broadcast_mul(s, w))),
+                                  (F.zeros((1,)), h), max_iterations=2)
+        return picked[0], picked[1][0], states[0], states[1], final[1]
+
+
+def test_states_only_loops_and_a_nested_cond_hybridized_static_as_mxnets():
+    """Forward against MXNet's hybridized block; gradients against MXNet's eager block (its
+    hybridized backward fails on a foreach of no step outputs: "storage_type_num_unknown")."""
+    nets = {}
+    for k, ops, hybridize in (("mxnet", None, True), ("gluon_cf", gluon_cf, True),
+                              ("mxnet_eager", None, False)):
+        mx.random.seed(1)
+        nets[k] = _StatesOnly(ops, prefix="states_")
+        nets[k].initialize(mx.init.Xavier())
+        if hybridize:
+            nets[k].hybridize(**STATIC)
+    for sign in (1.0, -1.0, 1.0):
+        data = [np.zeros(1, F32), np.full((4, 3), 0.3 * sign, F32), np.full(3, 0.7, F32)]
+        want = [o.asnumpy() for o in nets["mxnet"](*[nd.array(a) for a in data[1:]])]
+        got = _call(_Skip(nets["gluon_cf"]), data, train=True)
+        eager = _call(_Skip(nets["mxnet_eager"]), data, train=True)
+        _assert_close(got[0], want, "outputs")
+        _assert_close(got[0] + got[1], eager[0] + eager[1], "eager")

@@ -10,14 +10,14 @@ from ..graph import Graph
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, pending_shapes,
                        trace, user_location)
-from ..checks import (LoopVarShapeChange, PredValueError, check_callable, check_kept_shapes,
-                      check_pair, check_same_dtypes, check_scalar_pred, check_structure,
-                      describe_pred, flatten_argument, mismatch, mode_of, op_at, pred_value,
-                      stack_steps)
+from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
+                      check_same_dtypes, check_scalar_pred, check_structure, flatten_argument,
+                      mismatch, mode_of, op_at, pred_value, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
-from .while_loop_arguments import check_max_iterations, input_order, mxnet_input_order, slot_order
+from .while_loop_arguments import (check_max_iterations, input_order, mxnet_input_order,
+                                   slot_order, symbolic_pred, unchanged_vars)
 
 OP = "while_loop"
 
@@ -99,7 +99,7 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
             loop_, lambda vs: done(pred_value(OP, "the value returned by cond",
                                               eagerly(step.cond, vs), eager=True)), pad_to))
         if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-            return [], _unchanged(loop_vars, final, vars_fmt)
+            return [], unchanged_vars(loop_vars, final, vars_fmt)
         return regroup(outputs, step.out_fmt), step.last_vars(final)
     outputs, final = executor.run(loop(
         # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
@@ -108,17 +108,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-        return [], _unchanged(loop_vars, final, vars_fmt)
+        return [], unchanged_vars(loop_vars, final, vars_fmt)
     return regroup(outputs, step.out_fmt), step.last_vars(final)
-
-
-def _unchanged(loop_vars, final, vars_fmt):
-    """The final loop vars of an eager loop of no step: ``loop_vars`` itself, as MXNet 1.9.1's
-    eager while_loop returns it (a tuple stays a tuple), when its arrays are ``final``."""
-    flat, _ = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
-    if len(flat) == len(final) and all(a is b for a, b in zip(flat, final)):
-        return loop_vars
-    return regroup(final, vars_fmt)
 
 
 # NOTE [loops of no step]
@@ -348,7 +339,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
                     truncation_advice=None, remat=False):
     nv = len(flat_vars)
     count_subgraph_names(name + "_cond", name + "_func")
-    cond_g = trace(OP, "cond", nv, lambda vs: _symbolic_pred(step.cond(vs)))
+    cond_g = trace(OP, "cond", nv, lambda vs: symbolic_pred(step.cond(vs)))
     if cond_g.num_outputs != 1:
         raise ValueError("%s: cond must return one Symbol, got %d outputs"
                          % (op_at(OP), cond_g.num_outputs))
@@ -377,19 +368,6 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
             spec["truncation_advice"] = truncation_advice
     outputs = _node.make_node(OP, inputs, spec, name, user_location())
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
-
-
-def _symbolic_pred(value):
-    """What cond returned while tracing: a Symbol, else the ValueError of MXNet 1.9.1's
-    symbolic while_loop ("Return of cond must be a Symbol"). A list of one Symbol too: MXNet's
-    eager while_loop takes it as always true (``bool([x])``), which gluon_cf's eager loop
-    refuses; reading the Symbol in it gave other values than that (NOTE [what gluon_cf
-    accepts beyond MXNet's symbolic ops] in tests/test_mxnet_semantics23.py)."""
-    if isinstance(value, mx.sym.Symbol):
-        return value
-    raise PredValueError("%s: cond must return a Symbol (a one-element predicate computed from "
-                         "the loop variables) in symbolic mode, got %s"
-                         % (op_at(OP), describe_pred(value)))
 
 
 def _func_shapes(node, in_shapes):
