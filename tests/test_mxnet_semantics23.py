@@ -17,6 +17,9 @@ MXNet 1.9.1's symbolic ops refuse some programs its eager ops run. gluon_cf deci
   (values and gradients checked against eager MXNet below). MXNet's own
   test_contrib_control_flow.py wraps such calls in ``try/except AssertionError`` and compares
   what runs with its eager loop: accepting passes it.
+- ``cond`` of a Python bool (or number) ``pred``: MXNet's symbolic cond fails flattening it
+  (AssertionError); its eager cond takes ``bool(pred)``. gluon_cf decides the branch at once,
+  in either mode (the graph holds the branch taken): eager MXNet's values. Harmless.
 - ``max_iterations=None``: MXNet raises ValueError ("max_iterations should be specified"),
   eagerly and symbolically; gluon_cf runs the loop until cond fails (its documented exact
   length). Harmless: MXNet runs no such program.
@@ -304,6 +307,11 @@ PROGRAMS = {
     "while_grad_req_add_to_captured": (lambda ops, F, v: ops.while_loop(
         lambda i, s: i < 2, lambda i, s: (s * v["v"], [i + 1, s * v["w"] * v["v"]]),
         [v["i"], v["h"]], max_iterations=2), IHW, {"grad_req": "add"}),
+    "foreach_grad_req_null_everywhere": (lambda ops, F, v: ops.foreach(
+        lambda d, s: (d * s * v["w"], s + d), v["x"], v["h"]), XHW, {"grad_req": "null"}),
+    "while_loop_vars_tuple_of_one": (lambda ops, F, v: ops.while_loop(
+        lambda s: F.sum(s) < 1e9, lambda s: ([s * v["w"]], (s * v["w"] + 1,)), (v["h"],),
+        max_iterations=2), IHW, {}),
     "cond_tuples_of_different_nesting": (lambda ops, F, v: ops.cond(
         F.sum(v["x"]) > 5, lambda: (v["x"] * 2, (v["h"] + 1, v["c"] * v["w"])),
         lambda: [[v["x"] - 1], v["h"] * v["c"], [v["w"] * 1]]), XHW, {}),
@@ -349,6 +357,8 @@ ACCEPTED = {   # name -> (program, what MXNet's symbolic op raises)
         AssertionError),
     "foreach_datum_unused": (lambda ops, F, v: ops.foreach(
         lambda d, s: (d[0] * s, s + v["w"]), [v["x"], v["y"]], v["h"]), AssertionError),
+    "cond_of_a_python_bool": (lambda ops, F, v: ops.cond(
+        False, lambda: v["x"] * v["w"], lambda: [v["x"] * 3]), AssertionError),
     "foreach_one_symbol_twice_as_states": (lambda ops, F, v: ops.foreach(
         lambda d, s: (d * s[0], [s[0] + d, s[1] * d]), v["x"], [v["h"], v["h"]]),
         AssertionError),
@@ -700,3 +710,32 @@ def test_states_only_loops_and_a_nested_cond_hybridized_static_as_mxnets():
         eager = _call(_Skip(nets["mxnet_eager"]), data, train=True)
         _assert_close(got[0], want, "outputs")
         _assert_close(got[0] + got[1], eager[0] + eager[1], "eager")
+
+
+def test_greedy_sampler_accumulates_gradients_as_mxnets():
+    """grad_req 'add' on the parameters and the begin state (one parameter 'null'), two
+    backward passes a call, static hybridized, against MXNet's eager while_loop."""
+    results = {}
+    for k, ops, hybridize in (("gluon_cf", gluon_cf, True), ("mxnet_eager", None, False)):
+        mx.random.seed(3)
+        net = _GreedySampler(ops, prefix="sampler_")
+        net.initialize(mx.init.Xavier())
+        net.collect_params().setattr("grad_req", "add")
+        net.scale.grad_req = "null"
+        if hybridize:
+            net.hybridize(**STATIC)
+        seen = []
+        for batch, seed in ((2, 0), (3, 1), (2, 2)):
+            data = [nd.array(a) for a in _sampler_inputs(batch, seed)]
+            data[1].attach_grad(grad_req="add")
+            for _ in range(2):
+                with autograd.record():
+                    outs = net(*data)
+                    loss = sum((o * (j + 1.5)).sum() for j, o in enumerate(outs))
+                loss.backward()
+            seen.append([data[1].grad.asnumpy()] + [
+                p.grad().asnumpy() for _, p in sorted(net.collect_params().items())
+                if p.grad_req != "null"])
+        results[k] = seen
+    for k, (got, want) in enumerate(zip(results["gluon_cf"], results["mxnet_eager"])):
+        _assert_close(got, want, "call %d" % k)
