@@ -291,7 +291,8 @@ PROGRAMS = {
         lambda d, s: (d * s * v["w"], s + d * v["v"]), v["x"], v["h"]), XHW,
         {"grad_req": {"x": "null", "h": "add", "w": "write", "v": "null"}}),
     # (MXNet's symbolic while_loop compares func's flat new_loop_vars with len(loop_vars):
-    # ValueError; its eager op runs it, NOTE [what gluon_cf accepts beyond MXNet's ...])
+    # ValueError; its eager op runs it, NOTE [what gluon_cf accepts beyond MXNet's
+    # symbolic ops])
     "while_nested_loop_vars_tuple": (_while_nested_loop_vars_tuple, IHW,
                                      {"mxnet_symbolic": False}),
     "while_single_loop_var": (lambda ops, F, v: ops.while_loop(
@@ -312,6 +313,14 @@ PROGRAMS = {
     "while_loop_vars_tuple_of_one": (lambda ops, F, v: ops.while_loop(
         lambda s: F.sum(s) < 1e9, lambda s: ([s * v["w"]], (s * v["w"] + 1,)), (v["h"],),
         max_iterations=2), IHW, {}),
+    # (what a body returns is its input itself: MXNet copies it through an identity)
+    "foreach_passes_data_and_states_through": (lambda ops, F, v: ops.foreach(
+        lambda d, s: ([d, s[1]], [s[0], s[1]]), v["x"], [v["h"], v["c"]]), XHW, {}),
+    "while_returns_its_loop_vars_as_outputs": (lambda ops, F, v: ops.while_loop(
+        lambda i, s: i < 2, lambda i, s: ([s, i], [i + 1, s * v["w"]]), [v["i"], v["h"]],
+        max_iterations=2), IHW, {}),
+    "cond_returns_captured_variables": (lambda ops, F, v: ops.cond(
+        F.sum(v["x"]) > 1, lambda: [v["h"], v["x"]], lambda: [v["c"], v["x"] * 2]), XHW, {}),
     "cond_tuples_of_different_nesting": (lambda ops, F, v: ops.cond(
         F.sum(v["x"]) > 5, lambda: (v["x"] * 2, (v["h"] + 1, v["c"] * v["w"])),
         lambda: [[v["x"] - 1], v["h"] * v["c"], [v["w"] * 1]]), XHW, {}),
