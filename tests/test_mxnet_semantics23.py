@@ -57,6 +57,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 from mxnet import autograd, gluon, nd
+from mxnet.base import py_str
 
 import gluon_cf
 
@@ -140,8 +141,20 @@ def _observe(ops, program, shapes, grad_req="write", train=True):
             "partial_shapes": _quiet(lambda: sym.infer_shape_partial(
                 **{k: known[k] for k in list(known)[:2]})),
             "reloaded": (reloaded.list_arguments(), reloaded.list_outputs()),
+            "monitored": _monitored(sym, known),
             "runs": _run(sym, known, grad_req, train),
             "reloaded_runs": _run(reloaded, known, "write", False)}
+
+
+def _monitored(sym, shapes):
+    """The outputs an executor's monitor callback sees (MXNet's own ``monitor_all=True`` fails
+    on its foreach: "in_array.size() == input_names.size()")."""
+    seen = []
+    ex = sym.bind(mx.cpu(), {k: nd.array(v) for k, v in _values(shapes, 0).items()})
+    ex.set_monitor_callback(lambda name, _: seen.append(py_str(name)))
+    ex.forward()
+    nd.waitall()
+    return seen
 
 
 def _quiet(infer):
@@ -321,6 +334,9 @@ PROGRAMS = {
         max_iterations=2), IHW, {}),
     "cond_returns_captured_variables": (lambda ops, F, v: ops.cond(
         F.sum(v["x"]) > 1, lambda: [v["h"], v["x"]], lambda: [v["c"], v["x"] * 2]), XHW, {}),
+    "while_step_output_none": (lambda ops, F, v: ops.while_loop(
+        lambda i, s: i < 2, lambda i, s: (None, [i + 1, s * v["w"]]), [v["i"], v["h"]],
+        max_iterations=2), IHW, {}),
     "cond_tuples_of_different_nesting": (lambda ops, F, v: ops.cond(
         F.sum(v["x"]) > 5, lambda: (v["x"] * 2, (v["h"] + 1, v["c"] * v["w"])),
         lambda: [[v["x"] - 1], v["h"] * v["c"], [v["w"] * 1]]), XHW, {}),
