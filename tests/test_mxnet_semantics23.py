@@ -764,3 +764,41 @@ def test_greedy_sampler_accumulates_gradients_as_mxnets():
         results[k] = seen
     for k, (got, want) in enumerate(zip(results["gluon_cf"], results["mxnet_eager"])):
         _assert_close(got, want, "call %d" % k)
+
+
+def _bilm_calls(hybridize):
+    from gluonnlp.model.bilm_encoder import BiLMEncoder
+    mx.random.seed(0)
+    enc = BiLMEncoder("lstmpc", 2, 4, 5, proj_size=4, cell_clip=1, proj_clip=1, prefix="bilm_")
+    enc.initialize(mx.init.Xavier())
+    if hybridize is not None:
+        enc.hybridize(**hybridize)
+    calls = []
+    for length, batch in ((5, 2), (3, 3), (5, 2)):
+        rng = np.random.RandomState(length * batch)
+        x = nd.array(rng.uniform(-1, 1, (length, batch, 4)))
+        mask = nd.array((rng.uniform(0, 1, (batch, length)) > 0.2).astype(F32))
+        mask[:, 0] = 1
+        states = enc.begin_state(func=mx.nd.zeros, batch_size=batch)
+        x.attach_grad()
+        with autograd.record():
+            out, final = enc(x, states, mask)
+            loss = (out * 1.5).sum() + sum((s * 2).sum() for s in _flat(final))
+        loss.backward()
+        calls.append([out.asnumpy(), x.grad.asnumpy()] + [
+            p.grad().asnumpy() for _, p in sorted(enc.collect_params().items())])
+    return calls
+
+
+@pytest.mark.parametrize("hybridize", [None, {}, STATIC], ids=["eager", "hybridized", "static"])
+def test_gluonnlp_bilm_encoder_runs_as_with_mxnets_foreach(hybridize, monkeypatch):
+    """gluonnlp 0.10.0's BiLMEncoder (F.contrib.foreach over LSTMPCellWithClip cells given as
+    the body, begin_state lists per layer, masks through SequenceReverse), its F.contrib's
+    foreach replaced by gluon_cf's: outputs, final states and gradients as MXNet's, over calls
+    of other lengths and batch sizes."""
+    pytest.importorskip("gluonnlp")
+    want = _bilm_calls(hybridize)
+    monkeypatch.setattr(mx.nd.contrib, "foreach", gluon_cf.foreach)
+    monkeypatch.setattr(mx.sym.contrib, "foreach", gluon_cf.foreach)
+    for k, (got, expected) in enumerate(zip(_bilm_calls(hybridize), want)):
+        _assert_close(got, expected, "call %d" % k)
