@@ -802,3 +802,23 @@ def test_gluonnlp_bilm_encoder_runs_as_with_mxnets_foreach(hybridize, monkeypatc
     monkeypatch.setattr(mx.sym.contrib, "foreach", gluon_cf.foreach)
     for k, (got, expected) in enumerate(zip(_bilm_calls(hybridize), want)):
         _assert_close(got, expected, "call %d" % k)
+
+
+class _ListPred(gluon.HybridBlock):
+    def __init__(self, ops, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+
+    def hybrid_forward(self, F, x):
+        return (self.ops or F.contrib).cond([F.sum(x) > 0], lambda: x * 2, lambda: x * 3)
+
+
+def test_a_cond_pred_in_a_list_of_one_runs_hybridized_as_mxnets():
+    results = {}
+    for k, ops in (("mxnet", None), ("gluon_cf", gluon_cf)):
+        net = _ListPred(ops)
+        net.hybridize(**STATIC)
+        results[k] = [_call(_Skip(net), [np.zeros(1, F32), np.full(3, sign, F32)], train=True)
+                      for sign in (1.0, -1.0)]
+    for got, want in zip(results["gluon_cf"], results["mxnet"]):
+        _assert_close(got[0] + got[1], want[0] + want[1], "list pred")
