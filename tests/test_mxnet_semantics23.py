@@ -42,6 +42,13 @@ whose branches return different shapes, bound by a Symbol executor: MXNet runs i
 takes the taken branch's shape), gluon_cf raises DynamicShapeError (the executor needs shapes
 before it runs) and runs it in a SymbolBlock (tests/test_symbolic_semantics2.py).
 
+Left as it was too: eager loops whose state changes shape or dtype from one step to the next
+(a decoder growing a sequence with ``concat``), or whose body returns more states than it was
+given. MXNet's eager ops run them (their states are not stacked; a foreach's extra state is
+returned), its symbolic ops cannot; gluon_cf refuses them eagerly (MismatchError naming the
+state and both shapes, StructureError) as hybridized, so that a block behaves alike in both
+modes (the README's semantics table; tests/test_ops_errors.py). Checked below to stay loud.
+
 NOTE [shapes gluon_cf infers beyond MXNet's]
 MXNet 1.9.1 infers no shape through its own ``cond`` and ``while_loop`` (``infer_shape`` answers
 None with its warning, ``infer_shape_partial`` leaves every output unknown, so ``simple_bind``
@@ -822,3 +829,30 @@ def test_a_cond_pred_in_a_list_of_one_runs_hybridized_as_mxnets():
                       for sign in (1.0, -1.0)]
     for got, want in zip(results["gluon_cf"], results["mxnet"]):
         _assert_close(got[0] + got[1], want[0] + want[1], "list pred")
+
+
+EAGER_REFUSED = {   # name -> (program(ops), gluon_cf's error type): eager MXNet runs each
+    "while_state_grows": (lambda ops: ops.while_loop(
+        lambda i, s: i < 3, lambda i, s: ([], [i + 1, nd.concat(s, s, dim=0)]),
+        [nd.zeros(1), nd.ones(2)], max_iterations=3), "MismatchError"),
+    "while_state_changes_dtype": (lambda ops: ops.while_loop(
+        lambda i, s: i < 2, lambda i, s: ([], [i + 1, s.astype("float64")]),
+        [nd.zeros(1), nd.ones(2)], max_iterations=2), "MismatchError"),
+    "foreach_state_grows": (lambda ops: ops.foreach(
+        lambda d, s: (d, nd.concat(s, d, dim=0)), nd.ones((3, 2)), nd.ones(2)),
+        "MismatchError"),
+    "foreach_body_returns_more_states": (lambda ops: ops.foreach(
+        lambda d, s: (d, [s[0] + d, s[0]]), nd.ones((3, 2)), [nd.ones(2)]), "StructureError"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EAGER_REFUSED))
+def test_eager_loops_mxnet_runs_are_refused_loudly(name):
+    """The programs the module's docstring leaves refused: MXNet's eager op runs them,
+    gluon_cf's raises its error (a ValueError) at the user's line, never a value."""
+    program, error = EAGER_REFUSED[name]
+    program(mx.nd.contrib)
+    with pytest.raises(ValueError, match=r"^gluon_cf\.\w+ at .*test_mxnet_semantics23\.py:\d+"
+                                         r": ") as raised:
+        program(gluon_cf)
+    assert type(raised.value).__name__ == error
