@@ -344,6 +344,16 @@ PROGRAMS = {
     "while_step_output_none": (lambda ops, F, v: ops.while_loop(
         lambda i, s: i < 2, lambda i, s: (None, [i + 1, s * v["w"]]), [v["i"], v["h"]],
         max_iterations=2), IHW, {}),
+    # (values computed outside the body, read inside: cut from the graph as MXNet cuts them)
+    "foreach_reads_computed_outer_values": (lambda ops, F, v: (lambda a, b: ops.foreach(
+        lambda d, s: (d * a + s, s * b + d), v["x"], v["h"]))(
+        F.tanh(v["w"] * 2), F.sum(v["y"], axis=0) * 0.1), XHW, {}),
+    "while_reads_computed_outer_values": (lambda ops, F, v: (lambda a: ops.while_loop(
+        lambda i, s: i < 3, lambda i, s: ([s * a], [i + 1, F.sin(s) + a]),
+        [v["i"], v["h"] * 2], max_iterations=3))(F.tanh(v["w"] + v["v"])), IHW, {}),
+    "cond_reads_computed_outer_values": (lambda ops, F, v: (lambda a: ops.cond(
+        F.sum(a) > 1, lambda: [F.broadcast_mul(a, v["x"]), a], lambda: [v["x"], a * 2]))(
+        F.sigmoid(v["w"]) * 3), XHW, {}),
     "cond_tuples_of_different_nesting": (lambda ops, F, v: ops.cond(
         F.sum(v["x"]) > 5, lambda: (v["x"] * 2, (v["h"] + 1, v["c"] * v["w"])),
         lambda: [[v["x"] - 1], v["h"] * v["c"], [v["w"] * 1]]), XHW, {}),
@@ -856,3 +866,34 @@ def test_eager_loops_mxnet_runs_are_refused_loudly(name):
                                          r": ") as raised:
         program(gluon_cf)
     assert type(raised.value).__name__ == error
+
+
+class _DeferredScale(gluon.HybridBlock):
+    """A parameter of deferred shape (0,), read in the body through ``tanh`` computed outside
+    it: its shape comes only from what the body needs (MXNet's foreach infers it)."""
+
+    def __init__(self, ops, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+        with self.name_scope():
+            self.scale = self.params.get("scale", shape=(0,), allow_deferred_init=True,
+                                         init=mx.init.Constant(0.4))
+
+    def hybrid_forward(self, F, x, h, scale):
+        a = F.tanh(scale * 2)
+        return (self.ops or F.contrib).foreach(lambda d, s: (d * a + s, s + d), x, h)
+
+
+def test_a_deferred_parameter_shaped_by_a_body_through_outer_operators_as_mxnets():
+    """gluon_cf's Python shape walk went forwards only: the parameter stayed of unknown shape
+    where MXNet's foreach gives it (3,) (also ``infer_shape_partial`` above)."""
+    results = {}
+    for k, ops in (("mxnet", None), ("gluon_cf", gluon_cf)):
+        net = _DeferredScale(ops, prefix="deferred_")
+        net.initialize()
+        net.hybridize(**STATIC)
+        data = [np.zeros(1, F32), np.full((4, 3), 0.5, F32), np.ones(3, F32)]
+        results[k] = _call(_Skip(net), data, train=True)
+        assert net.scale.shape == (3,)
+    _assert_close(results["gluon_cf"][0] + results["gluon_cf"][1],
+                  results["mxnet"][0] + results["mxnet"][1], "deferred")
