@@ -203,7 +203,8 @@ def _eager(ops, program, shapes, names, seeds=(0, 7)):
     return _structure(returned), seen
 
 
-def _compare(program, shapes, grad_req="write", train=True, mxnet_symbolic=True):
+def _compare(program, shapes, grad_req="write", train=True, mxnet_symbolic=True,
+             mxnet_values=True):
     """gluon_cf's symbol against MXNet's (``mxnet_symbolic`` False: MXNet's symbolic op fails
     on it, said where the program is listed), and both against eager MXNet, whose structure
     gluon_cf's eager op returns too."""
@@ -214,6 +215,8 @@ def _compare(program, shapes, grad_req="write", train=True, mxnet_symbolic=True)
             if key in ("shapes", "partial_shapes"):
                 _assert_knows_what_mxnet_knows(got[key], want[key], key)
             elif key.endswith("runs"):
+                if not mxnet_values:
+                    continue
                 for k, (g, w) in enumerate(zip(got[key], want[key])):
                     _assert_close(g, w, "%s %d" % (key, k))
             else:
@@ -351,9 +354,11 @@ PROGRAMS = {
     "while_reads_computed_outer_values": (lambda ops, F, v: (lambda a: ops.while_loop(
         lambda i, s: i < 3, lambda i, s: ([s * a], [i + 1, F.sin(s) + a]),
         [v["i"], v["h"] * 2], max_iterations=3))(F.tanh(v["w"] + v["v"])), IHW, {}),
+    # (MXNet's symbolic cond gives w a wrong gradient about 2 runs in 3 here, its branch
+    # returning a value from outside it: eager MXNet is the oracle of the values)
     "cond_reads_computed_outer_values": (lambda ops, F, v: (lambda a: ops.cond(
         F.sum(a) > 1, lambda: [F.broadcast_mul(a, v["x"]), a], lambda: [v["x"], a * 2]))(
-        F.sigmoid(v["w"]) * 3), XHW, {}),
+        F.sigmoid(v["w"]) * 3), XHW, {"mxnet_values": False}),
     "cond_tuples_of_different_nesting": (lambda ops, F, v: ops.cond(
         F.sum(v["x"]) > 5, lambda: (v["x"] * 2, (v["h"] + 1, v["c"] * v["w"])),
         lambda: [[v["x"] - 1], v["h"] * v["c"], [v["w"] * 1]]), XHW, {}),
