@@ -43,11 +43,13 @@ takes the taken branch's shape), gluon_cf raises DynamicShapeError (the executor
 before it runs) and runs it in a SymbolBlock (tests/test_symbolic_semantics2.py).
 
 Left as it was too: eager loops whose state changes shape or dtype from one step to the next
-(a decoder growing a sequence with ``concat``), or whose body returns more states than it was
-given. MXNet's eager ops run them (their states are not stacked; a foreach's extra state is
-returned), its symbolic ops cannot; gluon_cf refuses them eagerly (MismatchError naming the
-state and both shapes, StructureError) as hybridized, so that a block behaves alike in both
-modes (the README's semantics table; tests/test_ops_errors.py). Checked below to stay loud.
+(a decoder growing a sequence with ``concat``), whose body returns more states than it was
+given, or a foreach over data of different lengths. MXNet's eager ops run them (states are not
+stacked; a foreach's extra state is returned; the first datum's length is taken, rows of the
+others dropped), its symbolic ops cannot; gluon_cf refuses them eagerly (MismatchError naming
+the state and both shapes, StructureError) as hybridized, so that a block behaves alike in
+both modes and drops no data (the README's semantics table; tests/test_ops_errors.py).
+Checked below to stay loud.
 
 NOTE [shapes gluon_cf infers beyond MXNet's]
 MXNet 1.9.1 infers no shape through its own ``cond`` and ``while_loop`` (``infer_shape`` answers
@@ -859,6 +861,11 @@ EAGER_REFUSED = {   # name -> (program(ops), gluon_cf's error type): eager MXNet
         [nd.zeros(1), nd.ones(2)], max_iterations=2), "MismatchError"),
     "foreach_state_grows": (lambda ops: ops.foreach(
         lambda d, s: (d, nd.concat(s, d, dim=0)), nd.ones((3, 2)), nd.ones(2)),
+        "MismatchError"),
+    # (MXNet's eager foreach runs as many steps as its first datum has rows, dropping the
+    # other's last row silently)
+    "foreach_data_of_two_lengths": (lambda ops: ops.foreach(
+        lambda d, s: (d[0] + d[1], s), [nd.ones((3, 2)), nd.ones((4, 2))], nd.ones(2)),
         "MismatchError"),
     "foreach_body_returns_more_states": (lambda ops: ops.foreach(
         lambda d, s: (d, [s[0] + d, s[0]]), nd.ones((3, 2)), [nd.ones(2)]), "StructureError"),
