@@ -87,6 +87,32 @@ class _Segment:
             learn(shapes, e, inputs.get(name))
         for e, shape in zip(self.out_entries, outs):
             learn(shapes, e, shape)
+        self._infer_backwards(shapes)
+
+    def _infer_backwards(self, shapes):
+        """Inputs left unknown, from the shapes the segment's outputs must have (learned from
+        the gluon_cf nodes reading them): MXNet infers backwards through operators, and its
+        own foreach tells what its body needs of a value computed outside it (``tanh(w)``
+        read in the body gives ``w``'s shape); the walk went forwards only. Each such output
+        is added to a variable of its shape (``elemwise_add`` infers either way)."""
+        complete = registry.is_complete
+        missing = [n for n, e in zip(self.names, self.in_entries) if not complete(shapes.get(e))]
+        wanted = {k: tuple(shapes[e]) for k, e in enumerate(self.out_entries)
+                  if complete(shapes.get(e))}
+        if not missing or not wanted:
+            return
+        known = {n: tuple(shapes[e]) for n, e in zip(self.names, self.in_entries)
+                 if complete(shapes.get(e))}
+        known.update(("__gluon_cf_shape%d" % k, shape) for k, shape in wanted.items())
+        constrained = mx.sym.Group([mx.sym.elemwise_add(
+            self.symbol[k], mx.sym.var("__gluon_cf_shape%d" % k)) for k in wanted])
+        try:
+            inputs, _ = mxnet_infer_shape_partial(constrained, known)
+        except mx.MXNetError:
+            return   # (shapes that disagree: the forward inference or the run says where)
+        for name, e in zip(self.names, self.in_entries):
+            if name in missing:
+                learn(shapes, e, inputs.get(name))
 
 
 class _CfCall:

@@ -51,6 +51,7 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     array([-1.,  3.], dtype=float32)
     """
     check_callable(OP, then_func=then_func, else_func=else_func)
+    pred = _one_symbol(pred)
     if isinstance(pred, mx.sym.Symbol):
         return _cond_symbolic(pred, then_func, else_func, name)
     branch = then_func if pred_value(OP, "pred", pred, eager=True) else else_func
@@ -66,6 +67,19 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
         raise ArrayTypeError("%s: pred is an NDArray (eager mode) but the branch returned "
                              "Symbols; in eager mode branches must compute NDArrays" % op_at(OP))
     return value
+
+
+def _one_symbol(pred):
+    """A (nested) list holding one Symbol is that Symbol, as MXNet 1.9.1's symbolic cond reads
+    it (it flattens pred and asks for one output). A list of one NDArray stays refused: MXNet's
+    eager cond takes ``bool()`` of the list, true whatever the array holds."""
+    if not isinstance(pred, (list, tuple)):
+        return pred
+    try:
+        flat, _ = flatten(pred, "gluon_cf.cond", "pred")
+    except TypeError:
+        return pred
+    return flat[0] if len(flat) == 1 and isinstance(flat[0], mx.sym.Symbol) else pred
 
 
 def _cond_symbolic(pred, then_func, else_func, name):

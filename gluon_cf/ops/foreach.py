@@ -12,8 +12,9 @@ from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
-from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
-                      check_structure, flatten_argument, mismatch, mode_of, op_at, stack_steps)
+from ..checks import (MismatchError, check_callable, check_kept_shapes, check_pair,
+                      check_same_dtypes, check_structure, flatten_argument, mismatch, mode_of,
+                      op_at, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
 from .foreach_memory import forward_into as _forward_into
@@ -170,9 +171,10 @@ def _check_lengths(lengths, where=None, num_out=None):
     of no step])."""
     at = " at %s" % where if where else ""
     if len(set(lengths)) > 1:
-        raise ValueError("gluon_cf.foreach%s: all data arrays must have the same length along "
-                         "axis 0, got %s" % (at, ", ".join("data[%d]: %d" % (i, n)
-                                                           for i, n in enumerate(lengths))))
+        # (an MXNetError too: MXNet 1.9.1's foreach raises one from infer_shape, bind, forward)
+        raise MismatchError("gluon_cf.foreach%s: all data arrays must have the same length "
+                            "along axis 0, got %s" % (at, ", ".join(
+                                "data[%d]: %d" % (i, n) for i, n in enumerate(lengths))))
     if lengths[0] == 0 and num_out != 0:
         raise ValueError("gluon_cf.foreach%s: data has length 0 along axis 0; at least one step "
                          "is required (its outputs would have no step to take their shape "

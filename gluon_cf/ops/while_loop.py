@@ -7,17 +7,17 @@ import numpy as np
 from .. import executor, node as _node, registry, remat as _remat
 from ..executor import done
 from ..graph import Graph
-from .._structure import describe, flatten, regroup
+from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, pending_shapes,
                        trace, user_location)
-from ..checks import (LoopVarShapeChange, PredValueError, check_callable, check_kept_shapes,
-                      check_pair, check_same_dtypes, check_scalar_pred, check_structure,
-                      describe_pred, flatten_argument, mismatch, mode_of, op_at, pred_value,
-                      stack_steps)
+from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
+                      check_same_dtypes, check_scalar_pred, check_structure, flatten_argument,
+                      mismatch, mode_of, op_at, pred_value, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
-from .while_loop_arguments import check_max_iterations, input_order, mxnet_input_order, slot_order
+from .while_loop_arguments import (check_max_iterations, input_order, mxnet_input_order,
+                                   slot_order, symbolic_pred, unchanged_vars)
 
 OP = "while_loop"
 
@@ -99,8 +99,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
             loop_, lambda vs: done(pred_value(OP, "the value returned by cond",
                                               eagerly(step.cond, vs), eager=True)), pad_to))
         if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-            return [], _unchanged(loop_vars, final, vars_fmt)
-        return _result(outputs, final, step.out_fmt, vars_fmt)
+            return [], unchanged_vars(loop_vars, final, vars_fmt)
+        return regroup(outputs, step.out_fmt), step.last_vars(final)
     outputs, final = executor.run(loop(
         # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
         lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs),
@@ -108,17 +108,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
         zero_outputs=lambda: None))
     if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-        return [], _unchanged(loop_vars, final, vars_fmt)
-    return _result(outputs, final, step.out_fmt, vars_fmt)
-
-
-def _unchanged(loop_vars, final, vars_fmt):
-    """The final loop vars of an eager loop of no step: ``loop_vars`` itself, as MXNet 1.9.1's
-    eager while_loop returns it (a tuple stays a tuple), when its arrays are ``final``."""
-    flat, _ = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
-    if len(flat) == len(final) and all(a is b for a, b in zip(flat, final)):
-        return loop_vars
-    return regroup(final, vars_fmt)
+        return [], unchanged_vars(loop_vars, final, vars_fmt)
+    return regroup(outputs, step.out_fmt), step.last_vars(final)
 
 
 # NOTE [loops of no step]
@@ -197,6 +188,15 @@ class _Step:
         self.cond_fn, self.func_fn, self.vars_fmt = cond, func, vars_fmt
         self.out_fmt = None
         self.where = None   # the user's call, for checks run with no user frame (remat)
+        self.vars_like = None   # the containers of what func last returned as new_loop_vars
+
+    def last_vars(self, final):
+        """An eager loop's final loop vars in the containers func last returned them in
+        (its top level a list): MXNet 1.9.1's eager while_loop returns func's last
+        ``new_loop_vars`` object, a tuple nested in it kept a tuple (regroup made lists)."""
+        if self.vars_like is None or self.vars_fmt == 0:
+            return regroup(final, self.vars_fmt)
+        return regroup_like(final, self.vars_like)
 
     def _args(self, values):
         return regroup(values, self.vars_fmt) if self.vars_fmt != 0 else [values[0]]
@@ -216,6 +216,7 @@ class _Step:
             new_vars = new_vars[0]
         flat_vars, fmt = flatten(new_vars, "gluon_cf.while_loop", "new_loop_vars")
         check_structure(OP, "func returned new_loop_vars", fmt, "loop_vars", self.vars_fmt)
+        self.vars_like = containers_of(new_vars)
         flat_out, out_fmt = flatten(outputs, "gluon_cf.while_loop", "step_output")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
             raise ValueError("%s: func returned step_output structured as %s at one step "
@@ -338,7 +339,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
                     truncation_advice=None, remat=False):
     nv = len(flat_vars)
     count_subgraph_names(name + "_cond", name + "_func")
-    cond_g = trace(OP, "cond", nv, lambda vs: _symbolic_pred(step.cond(vs)))
+    cond_g = trace(OP, "cond", nv, lambda vs: symbolic_pred(step.cond(vs)))
     if cond_g.num_outputs != 1:
         raise ValueError("%s: cond must return one Symbol, got %d outputs"
                          % (op_at(OP), cond_g.num_outputs))
@@ -367,17 +368,6 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
             spec["truncation_advice"] = truncation_advice
     outputs = _node.make_node(OP, inputs, spec, name, user_location())
     return _result(outputs[:num_out], outputs[num_out:], step.out_fmt, step.vars_fmt)
-
-
-def _symbolic_pred(value):
-    """What cond returned while tracing: a Symbol (or a list of one, gluon_cf's), else the
-    ValueError of MXNet 1.9.1's symbolic while_loop ("Return of cond must be a Symbol")."""
-    if isinstance(value, mx.sym.Symbol) or isinstance(value, (list, tuple)) and \
-            len(value) == 1 and isinstance(value[0], mx.sym.Symbol):
-        return value
-    raise PredValueError("%s: cond must return a Symbol (a one-element predicate computed from "
-                         "the loop variables) in symbolic mode, got %s"
-                         % (op_at(OP), describe_pred(value)))
 
 
 def _func_shapes(node, in_shapes):

@@ -1,9 +1,12 @@
 """How ``while_loop`` reads its arguments and lays out its node as MXNet 1.9.1's does: the
-bound ``max_iterations`` (NOTE [max_iterations]), and the order of its node's inputs (NOTE
-[while_loop input order])."""
+bound ``max_iterations`` (NOTE [max_iterations]), the order of its node's inputs (NOTE
+[while_loop input order]), what cond returns symbolically, the loop vars of no step."""
 from typing import Dict
 
-from ..checks import ArgumentValueError, op_at
+import mxnet as mx
+
+from .._structure import flatten, regroup
+from ..checks import ArgumentValueError, PredValueError, describe_pred, op_at
 from ..tracing import merge_captures
 
 OP = "while_loop"
@@ -108,3 +111,25 @@ def input_order(spec, items):
     for slot, position in enumerate(positions):
         out[position] = items[slot]
     return out
+
+
+def symbolic_pred(value):
+    """What cond returned while tracing: a Symbol, else the ValueError of MXNet 1.9.1's
+    symbolic while_loop ("Return of cond must be a Symbol"). A list of one Symbol too: MXNet's
+    eager while_loop takes it as always true (``bool([x])``), which gluon_cf's eager loop
+    refuses; reading the Symbol in it gave other values than that (NOTE [what gluon_cf
+    accepts beyond MXNet's symbolic ops] in tests/test_mxnet_semantics23.py)."""
+    if isinstance(value, mx.sym.Symbol):
+        return value
+    raise PredValueError("%s: cond must return a Symbol (a one-element predicate computed from "
+                         "the loop variables) in symbolic mode, got %s"
+                         % (op_at(OP), describe_pred(value)))
+
+
+def unchanged_vars(loop_vars, final, vars_fmt):
+    """The final loop vars of an eager loop of no step: ``loop_vars`` itself, as MXNet 1.9.1's
+    eager while_loop returns it (a tuple stays a tuple), when its arrays are ``final``."""
+    flat, _ = flatten(loop_vars, "gluon_cf.while_loop", "loop_vars")
+    if len(flat) == len(final) and all(a is b for a, b in zip(flat, final)):
+        return loop_vars
+    return regroup(final, vars_fmt)
