@@ -38,8 +38,9 @@ NOTE [closure gradients per backward pass]
     (before, the next pass of the process, plain code's too, added those stale gradients).
     A gate lives while a call's node reads it (the cache holds it weakly); its buffers are
     the size of the closure arrays. Backward passes on MXNet's own threads (inside a Custom
-    operator's or a remat node's backward) are left as they are; the user's pass around them
-    moves what they wrote.
+    operator's or a remat node's backward) are left as they are, the user's pass around them
+    moving what they wrote, except one reaching live gates from a Custom operator's backward
+    (NOTE [a backward inside a Custom operator's backward]).
 
     Gates belong to the thread that recorded their calls, and a pass clears the flags of and
     moves its own thread's (a plain pass in another thread cleared this thread's parameters'
@@ -50,13 +51,16 @@ NOTE [closure gradients per backward pass]
     ``autograd.grad`` in a worker thread of a ``record()`` in this one is plain MXNet's. Each
     thread has a lock its passes hold, and a pass reaching other threads' gates holds their
     owners' too (taken in one order), so it never interleaves with the owners' passes over
-    the same gates' flags and read sets. (A pass of this thread whose backward waits for
-    another thread's pass reaching this thread's gates, from inside a Custom operator,
-    would wait for good: not a program met so far. A pass started on MXNet's threads never
-    waits for a lock: NOTE [a backward inside a Custom operator's backward].) A call whose
-    backward runs outside such a pass (MXNet's ``autograd.backward`` bound before gluon_cf
-    was imported, ``from mxnet.autograd import backward``) is refused (``Call.backward``):
-    nothing would move its gradients. The table of the threads' locks forgets a thread that
+    the same gates' flags and read sets. (A pass of this thread whose backward waits, from
+    inside a Custom operator's or ``autograd.Function``'s backward, for an ordinary thread
+    whose pass reaches this thread's gates waits for good: that pass waits for this thread's
+    lock, held by the pass waiting for the Custom operator. Reproduced: a Function whose
+    backward runs ``y.backward()`` of this thread's calls in a ``threading.Thread`` and joins
+    it; not fixed: that thread cannot tell it is waited for. A pass started on MXNet's
+    threads never waits for a lock: NOTE [a backward inside a Custom operator's
+    backward].) A call whose backward runs outside such a pass (MXNet's ``autograd.backward``
+    bound before gluon_cf was imported, ``from mxnet.autograd import backward``) is refused
+    (``Call.backward``): nothing would move its gradients. The table of the threads' locks forgets a thread that
     ended once no gate of it is alive and no pass holds its lock (``_prune_owners``).
 
 NOTE [a backward inside a Custom operator's backward]
