@@ -60,8 +60,9 @@ NOTE [closure gradients per backward pass]
     threads never waits for a lock: NOTE [a backward inside a Custom operator's
     backward].) A call whose backward runs outside such a pass (MXNet's ``autograd.backward``
     bound before gluon_cf was imported, ``from mxnet.autograd import backward``) is refused
-    (``Call.backward``): nothing would move its gradients. The table of the threads' locks forgets a thread that
-    ended once no gate of it is alive and no pass holds its lock (``_prune_owners``).
+    (``Call.backward``): nothing would move its gradients. The table of the threads' locks
+    forgets a thread that ended once no gate of it is alive and no pass holds its lock
+    (``_prune_owners``).
 
 NOTE [a backward inside a Custom operator's backward]
     MXNet runs an ``autograd.Function``'s (or a Custom operator's) backward on one of its
