@@ -200,6 +200,12 @@ def _entry_of(line):
 _callback = threading.local()   # .depth: record_node backwards running in this thread
 
 
+def in_node_backward():
+    """Whether record_node's backward runs in this thread (a pass it starts reaches none of
+    record_node's nodes: its recomputed graph reads the nodes below as leaves)."""
+    return bool(getattr(_callback, "depth", 0))
+
+
 def on_mxnet_thread():
     """Whether this is one of MXNet's threads (a Custom operator's or record_node's backward
     runs there: waiting there for the engine would wait for itself)."""
@@ -221,7 +227,8 @@ def _synchronised(backward, heads_of):
     @functools.wraps(backward)
     def run(*args, **kwargs):
         if on_mxnet_thread():
-            return backward(*args, **kwargs)
+            return pass_on_mxnet_thread(lambda: backward(*args, **kwargs),
+                                        lambda: heads_of(args, kwargs))
         states: list = []
         failed = True
         try:   # (hooks that started are ended however the pass ends: they hold locks)
@@ -239,6 +246,38 @@ def _synchronised(backward, heads_of):
 
 
 unsynchronised_backward = autograd.backward
+
+# (run, heads) -> the result of the pass ``run()`` started on MXNet's threads, whose heads are
+# ``heads()``: NOTE [a backward inside a Custom operator's backward] in remat_gates.py
+nested_passes: list = []
+
+
+def pass_on_mxnet_thread(run, heads):
+    """A backward pass (``run()``) started on one of MXNet's threads: as it is inside
+    record_node's backward (its recomputed graph holds none of record_node's nodes), else as
+    :data:`nested_passes` runs it."""
+    if in_node_backward() or not nested_passes:
+        return run()
+    return nested_passes[0](run, heads)
+
+
+def in_own_thread(run):
+    """``run()`` in a new thread, waited for; its exception raised here."""
+    out: list = []
+
+    def target():
+        try:
+            out.append((True, run()))
+        except BaseException as err:   # noqa: BLE001 - raised again in the caller's thread
+            out.append((False, err))
+    thread = threading.Thread(target=target, name="gluon_cf pass off MXNet's thread",
+                              daemon=True)
+    thread.start()
+    thread.join()
+    done, value = out[0]
+    if not done:
+        raise value
+    return value
 
 
 def _heads_of_backward(args, kwargs):

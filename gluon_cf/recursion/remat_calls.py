@@ -95,7 +95,7 @@ from .. import remat as _remat, remat_escapes as _escapes
 from .._graph_json import reached_ids
 from .._structure import flatten, regroup
 from ..operators import user_location
-from ..remat_gates import Gate, in_pass
+from ..remat_gates import Gate, in_pass, reached_on_mxnet_thread
 from ..remat_record import live_integer
 from ..shared_handles import private_leaves
 
@@ -382,13 +382,7 @@ class Call:
                     % (self.root.at(), self.fn.name, next(
                         leaf.grad.stype for _, leaf in used if id(leaf) in gate.sparse)))
             if gate.closure and not in_pass(gate):
-                raise RuntimeError(
-                    "gluon_cf.recursive%s: remat=True for %r is differentiated by a backward "
-                    "gluon_cf does not see (MXNet's autograd.backward, autograd.grad or "
-                    "NDArray.backward bound before gluon_cf was imported, e.g. `from "
-                    "mxnet.autograd import backward`), which would leave its parameters' "
-                    "gradients unwritten: import gluon_cf first and call autograd.backward "
-                    "/ autograd.grad through the module" % (self.root.at(), self.fn.name))
+                self._refuse_unseen_pass(gate)
             gate.reading([leaf for _, leaf in used])
             if used:
                 values = autograd.grad([h for h, _ in keep], [leaf for _, leaf in used],
@@ -398,6 +392,25 @@ class Call:
         for child in self.children:   # the saved leaves go with this backward
             child.leaves = []
         return [grads.get(id(a)) for a in self.inputs]
+
+    def _refuse_unseen_pass(self, gate):
+        """No pass moves what this backward reads (NOTE [closure gradients per backward
+        pass] in ``remat_gates.py``)."""
+        if reached_on_mxnet_thread(gate):   # (its pass had ended: NOTE [a backward inside a
+            raise RuntimeError(             # Custom operator's backward])
+                "gluon_cf.recursive%s: remat=True for %r is differentiated by a backward "
+                "started inside a Custom operator's or autograd.Function's backward, and "
+                "the backward pass that held these calls' thread's lock when it started (the "
+                "recording thread's, or one reaching the calls) has ended, which would leave "
+                "their parameters' gradients unwritten: backpropagate them outside that "
+                "backward, or use remat=False" % (self.root.at(), self.fn.name))
+        raise RuntimeError(
+            "gluon_cf.recursive%s: remat=True for %r is differentiated by a backward "
+            "gluon_cf does not see (MXNet's autograd.backward, autograd.grad or "
+            "NDArray.backward bound before gluon_cf was imported, e.g. `from "
+            "mxnet.autograd import backward`), which would leave its parameters' "
+            "gradients unwritten: import gluon_cf first and call autograd.backward "
+            "/ autograd.grad through the module" % (self.root.at(), self.fn.name))
 
     def replay(self, fn, args):
         """A nested remat call met while recomputing this call's body: its saved results."""
