@@ -396,8 +396,9 @@ class Call:
     def _refuse_unseen_pass(self, gate):
         """No pass moves what this backward reads (NOTE [closure gradients per backward
         pass] in ``remat_gates.py``)."""
-        if reached_on_mxnet_thread(gate):   # (its pass had ended: NOTE [a backward inside a
-            raise RuntimeError(             # Custom operator's backward])
+        # Its pass had ended (NOTE [a backward inside a Custom operator's backward]).
+        if reached_on_mxnet_thread(gate):
+            raise RuntimeError(
                 "gluon_cf.recursive%s: remat=True for %r is differentiated by a backward "
                 "started inside a Custom operator's or autograd.Function's backward, and "
                 "the backward pass that held these calls' thread's lock when it started (the "
