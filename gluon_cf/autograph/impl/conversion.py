@@ -279,7 +279,19 @@ def _runtime():
         _RUNTIME.__dict__.update({name: getattr(operators, name) for name in operators.__all__})
         _RUNTIME.__dict__["converted"] = converted
         _RUNTIME.__dict__["attribute"] = attribute
+        _RUNTIME.__dict__["refusals_kept"] = _managed
     return _RUNTIME
+
+
+def _managed(manager):
+    """The context manager of a ``with`` in converted code (``call_results.refusals_kept``):
+    its ``__enter__`` and ``__exit__`` called as converted code calls a method (NOTE
+    [autograph calls]), so a user class's converts and its Python state changed inside a
+    tensor ``if`` or loop is refused at its line (``self.entered += 1`` ran once while
+    tracing a tensor for: hybridized, the count was 1 for any number of rows)."""
+    caller = sys._getframe(1)
+    where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
+    return call_results.refusals_kept(manager, lambda method: converted(method, where))
 
 
 _RUNTIME: Optional[types.ModuleType] = None

@@ -4,7 +4,8 @@
 NOTE [autograph iteration]
     MXNet's ``Symbol.__iter__`` yields the whole symbol once, so everything that iterates a
     Symbol as Python would is refused at its line: comprehensions and generator expressions
-    (:func:`iterated`), ``*x`` in a call, and the builtins ``enumerate``, ``zip``, ``range``,
+    (:func:`iterated`; an ``if`` of theirs on a Symbol, :func:`filtered`), ``*x`` in a
+    call, and the builtins ``enumerate``, ``zip``, ``range``,
     ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`), except where the
     shapes of the inputs a block's graph is traced for give the Symbol's shape (NOTE [graphs
     traced for input shapes] in ``gluon_cf/hybrid.py``): there ``len`` is its first axis,
@@ -42,6 +43,19 @@ def iterated(value, where, what):
             f"rows to iterate (MXNet would yield the whole array once), so write a for "
             f"statement over it (a graph loop, appending the rows to a list), or index it")
     return value
+
+
+def filtered(test, where):
+    """The test of a comprehension's ``if``, whose truth Python takes: a Symbol's is known
+    only when the graph runs (NOTE [autograph iteration]), and how many items pass with it,
+    so it is refused at the line (MXNet's NotImplementedForSymbol named no line)."""
+    if isinstance(test, mx.sym.Symbol):
+        raise AutographError(
+            f"{where}: this comprehension's if tests a tensor; while hybridizing its truth "
+            f"exists only when the graph runs, and so does how many items pass. Keep every "
+            f"item and weigh it by the test (F.where(test, item, F.zeros_like(item)), or "
+            f"item * test), or write a for statement with an if on the tensor")
+    return test
 
 
 # Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
