@@ -321,6 +321,22 @@ def _entered_name_scope(fn):
 
 
 def converted(fn, where=None):
+    """:func:`_converted` of ``fn``; library code called inside a graph region (a tensor
+    ``if``'s branch or loop's step being traced) is checked not to change a Python container
+    it is given (``side_effects.lent``: ``heapq.heappush(heap, h)``, ``operator.setitem(d,
+    k, v)`` ran once while tracing, silently; NOTE [autograph side effects])."""
+    if where is None:
+        caller = sys._getframe(1)          # converted code runs under the user's lines
+        where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
+    result = _converted(fn, where)
+    if result is fn and side_effects.in_graph_region() and not (
+            isinstance(fn, types.FunctionType) and
+            _CONVERTED_CODE.get(id(fn.__code__)) is fn.__code__):
+        return side_effects.lent(fn, where)
+    return result
+
+
+def _converted(fn, where):
     """``fn`` converted (once, cached on it) when it is a plain function, lambda or method of
     user code (NOTE [autograph calls]), called from converted code at ``where`` (the call's
     ``file:line: source``; by default the caller's line); ``fn`` itself otherwise: builtins,
@@ -329,9 +345,6 @@ def converted(fn, where=None):
     of a user class is its ``__call__``, converted. A user function that cannot be converted
     is an AutographError naming it and the call; one run through a library's decorator, and
     a generator function, run as they are eagerly and are refused while hybridizing."""
-    if where is None:
-        caller = sys._getframe(1)          # converted code runs under the user's lines
-        where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
     if isinstance(fn, functools.partial):
         inner = converted(fn.func, where)
         return fn if inner is fn.func else functools.partial(inner, *fn.args, **fn.keywords)

@@ -336,15 +336,16 @@ class StepList:
 
     __rmul__ = __mul__
 
-    def builtin_of_rows(self, name, where):
+    def builtin_of_rows(self, name, where, *start):
         """``list(items)``, ``tuple(items)``: a new list of its items; ``sum(items)``: their
-        sum; where their number is known only when the graph runs (else NotImplemented:
-        Python's builtin iterates the items)."""
-        if name not in ("list", "tuple", "sum") or self.known_length(where) is not None:
+        sum, ``sum(items, start)`` (``start``) start's; where their number is known only
+        when the graph runs (else NotImplemented: Python's builtin iterates the items)."""
+        if name not in ("list", "tuple", "sum") or self.known_length(where) is not None or \
+                start and name != "sum":
             return NotImplemented
         taken(self, where)
         # (StepList's copy: a reversed iterator's own copy is Python's AttributeError)
-        return summed(self, where) if name == "sum" else StepList.copy(self)
+        return summed(self, where, *start) if name == "sum" else StepList.copy(self)
 
     def __reversed__(self):
         """``reversed(items)``: the items backwards, the rows reversed (a list holding a row
@@ -526,15 +527,27 @@ def taken(items, where):
         items.consumed = True
 
 
-def summed(items, where):
-    """``sum(items)`` of a collected list whose length only the graph's run knows: Python's
-    ``0 + item + item ...``, the rows summed. Where the list may hold no item (Python's 0, an
-    int, where a graph gives an array), it is checked when the graph runs."""
+def summed(items, where, *start):
+    """``sum(items, start)`` of a collected list whose length only the graph's run knows:
+    Python's ``start + item + item ...``, the rows summed (added to ``start``, broadcasting
+    as NDArrays add). Where the list may hold no item, Python gives ``start`` itself: an
+    array ``start`` is chosen by a cond on the count; a Python number (0: ``sum(items)``),
+    where a graph gives an array, is checked when the graph runs."""
     rows = items.rows
+    first = start[0] if start else 0
+
+    def total():
+        added = mx.sym.sum(rows, axis=0)
+        if isinstance(first, mx.sym.Symbol):
+            return mx.sym.broadcast_add(first, added, name=op_name(where, "sum"))
+        return added + first if start else added
     if items.least > 0:
-        return mx.sym.sum(rows, axis=0)
-    return checked_item(items.count, lambda: mx.sym.sum(rows, axis=0), 0,
-                        f"{where}: sum() of a list that may hold no item (Python's 0, an int; "
+        return total()
+    if isinstance(first, mx.sym.Symbol):
+        return cond(items.count > 0, total, lambda: first, name=node_name(where, "sum"))
+    said = f"{python_value(first)}, a number" if start else "0, an int"
+    return checked_item(items.count, total, 0,
+                        f"{where}: sum() of a list that may hold no item (Python's {said}; "
                         f"a graph gives an array): the list",
                         f"the loop at {region_at(items.where)} appended them; add the first "
                         f"item outside the loop or use F.add_n(*items) where it holds one")

@@ -78,12 +78,15 @@ def builtin(fn, where):
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
         # (looked up on the type: a user's object answering any attribute is no such list)
-        own = getattr(type(args[0]), "builtin_of_rows", None) if len(args) == 1 and \
-            not kwargs else None
+        # (sum's start: sum(items, start) or sum(items, start=...))
+        start = _sum_start(args, kwargs) if name == "sum" else None
+        own = getattr(type(args[0]), "builtin_of_rows", None) if args and (
+            len(args) == 1 and not kwargs or start is not None) else None
         if own is not None:
             # a list a tensor loop collected, its length known when the graph runs: a new
             # list of its items, their sum (NOTE [autograph lists])
-            result = own(args[0], name, where)
+            result = own(args[0], name, where) if start is None else \
+                own(args[0], name, where, start[0])
             if result is not NotImplemented:
                 return result
         if name in _COMPARING and len(args) == 1 and not isinstance(
@@ -119,6 +122,16 @@ def builtin(fn, where):
         return the_builtin(*args, **kwargs)
     checked.checked_builtin = the_builtin  # type: ignore[attr-defined]  # (call_results)
     return checked
+
+
+def _sum_start(args, kwargs):
+    """``(start,)`` of a call ``sum(items, start)`` or ``sum(items, start=start)``, else
+    None."""
+    if len(args) == 2 and not kwargs:
+        return (args[1],)
+    if len(args) == 1 and set(kwargs) == {"start"}:
+        return (kwargs["start"],)
+    return None
 
 
 def _truth_checked(predicate, where):

@@ -11,7 +11,9 @@ NOTE [autograph side effects]
     :func:`effect` before assigning an attribute or item of an object that may come from
     outside the call (a parameter, a global, a free variable, or a local not bound to a new
     object), a ``global`` or ``nonlocal`` variable, and :func:`mutable` around the receiver of
-    a mutating method (``append``, ``add``, ``update`` ...). While a tensor ``if``'s branch or
+    a mutating method (``append``, ``add``, ``update`` ...), and library code it calls in a
+    graph region is checked not to change a container given to it (:func:`lent`: it is not
+    converted, so only its effect can be seen). While a tensor ``if``'s branch or
     a tensor loop's step is traced (:func:`graph_region`) these are AutographErrors naming the
     statement's line and the ``if``'s or loop's line, except a closure's ``nonlocal`` write of
     a variable that region carries out (NOTE [autograph closures]). Run as Python (eagerly, or
@@ -100,6 +102,40 @@ def container_method(fn, where, mutators):
     def checked(*args, **kwargs):
         mutable(receiver, str(where), name)
         return fn(*args, **kwargs)
+    return checked
+
+
+_CONTAINERS = (list, dict, set, bytearray, collections.abc.MutableSequence,
+               collections.abc.MutableMapping, collections.abc.MutableSet)
+
+
+def _contents(value):
+    """What a Python container holds, by identity and order (None: no container, or a list
+    a tensor loop collected, whose items the graph gives)."""
+    if not isinstance(value, _CONTAINERS) or \
+            getattr(type(value), "builtin_of_rows", None) is not None:
+        return None
+    if isinstance(value, collections.abc.Mapping):
+        return [(key, id(item)) for key, item in value.items()]
+    return [id(item) for item in value]
+
+
+def lent(fn, where):
+    """``fn``, library code called by converted code inside a graph region, checked not to
+    change a Python container among its arguments (``heapq.heappush(heap, h)``,
+    ``operator.setitem(d, k, v)``, ``random.shuffle(items)``): traced once, the change would
+    happen once whatever the condition or the number of steps -- an error (:func:`effect`).
+    What it does not change runs as it is."""
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        given = [a for a in (*args, *kwargs.values()) if isinstance(a, _CONTAINERS)]
+        before = [_contents(a) for a in given]
+        result = fn(*args, **kwargs)
+        for value, contents in zip(given, before):
+            if contents is not None and _contents(value) != contents:
+                effect(where, f"changes a Python {type(value).__name__} it gives to "
+                              f"{getattr(fn, '__qualname__', None) or repr(fn)}, library code")
+        return result
     return checked
 
 
