@@ -1019,3 +1019,18 @@ class SumWithStartKeyword(HybridBlock):
             h = F.abs(h) * 2 + 1
             outs.append(h * 0.5)
         return sum(outs[1:], start=h)
+
+
+@program(*ROWS)
+class LibraryReadsListInLoop(HybridBlock):
+    """``bisect.bisect(edges, 1.5)`` of a Python list in a tensor for: library code that only
+    reads what it is given runs as it is."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import bisect
+        edges = [0.5, 1.0, 2.0]
+        h = x[0] * 0
+        for row in x:
+            h = h + row * bisect.bisect(edges, 1.5)
+        return h + len(edges)
