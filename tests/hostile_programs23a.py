@@ -1034,3 +1034,145 @@ class LibraryReadsListInLoop(HybridBlock):
         for row in x:
             h = h + row * bisect.bisect(edges, 1.5)
         return h + len(edges)
+
+
+@program(*ROWS)
+class ReturnScaledRowFromFor(_Cell):
+    """``return self.fc(row) * 2`` from inside a tensor for: the row of the step that
+    returned, through a Dense (gradients to its parameters)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = F.tanh(h + row)
+            if F.max(h) > 0.6:
+                return self.fc(row) * 2 + h
+        return h
+
+
+@program(*ROWS)
+class ReturnRowWithValueBefore(HybridBlock):
+    """``row`` given a value before the loop, then returned from inside it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        row = x[0] * 0 - 1
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row
+            if F.sum(h) < -0.5:
+                return row * h
+        return h
+
+
+@program(*ROWS)
+class ReturnRowOfMaskedRows(HybridBlock):
+    """``return row`` in a for over ``boolean_mask`` rows, whose count only the run knows
+    and no value before: refused (a loop of no step would leave no row)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in F.contrib.boolean_mask(x, F.sum(x, axis=1) > -10):
+            h = h + row
+            if F.sum(h) > 1:
+                return row
+        return h
+
+
+@program(*ROWS)
+class ItemReadAfterAndReturned(HybridBlock):
+    """``return row`` in the loop and ``row`` read after it: refused as before (the last
+    row is read where no return ran)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row
+            if F.sum(h) > 100:
+                return row
+        return h + row
+
+
+# ---- library code iterating a tensor ---------------------------------------------------------
+
+@program(*ROWS)
+class ReduceOverRows(HybridBlock):
+    """``functools.reduce(lambda a, b: a * 0.5 + b, x)``: a fold over the rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return functools.reduce(lambda a, b: a * 0.5 + b, x)
+
+
+@program(*ROWS)
+class AccumulateOverRows(HybridBlock):
+    """``list(itertools.accumulate(x))`` stacked: running sums of the rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import itertools
+        return F.stack(*list(itertools.accumulate(x)))
+
+
+@program(*ROWS)
+class ChainRowsAndExtra(HybridBlock):
+    """``itertools.chain(x, [x[0]])`` unpacked into add_n."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import itertools
+        return F.add_n(*itertools.chain(x, [x[0] * 2]))
+
+
+@program(*ROWS)
+class TupleUnpackOfTensor(HybridBlock):
+    """``first, *rest = x`` of a tensor's rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        first, *rest = x
+        return first * 2 + sum(rest, first * 0)
+
+
+@program(*ROWS)
+class DequeOfRows(HybridBlock):
+    """``collections.deque(x, maxlen=2)``: the last two rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import collections
+        last = collections.deque(x, maxlen=2)
+        return F.add_n(*last)
+
+
+@program(*ROWS)
+class MapLambdaOverRows(HybridBlock):
+    """``list(map(lambda r: r * 2, x))`` stacked."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.stack(*list(map(lambda r: r * 2, x)))
+
+
+@program(*ROWS)
+class RandomChoiceOfRows(HybridBlock):
+    """``random.Random(0).choice(x)``: ``len`` and an index of the tensor in library code
+    (hybridized, MXNet's len of a Symbol is its outputs: refused at the line)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import random
+        return random.Random(0).choice(x) * 2
+
+
+@program(*ROWS)
+class NlargestOfRowSums(HybridBlock):
+    """``heapq.nlargest(2, x, key=...)``: compares rows (their truth: refused hybridized)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import heapq
+        return F.add_n(*heapq.nlargest(1, x, key=lambda r: F.sum(r).asscalar()))

@@ -33,8 +33,12 @@ REFUSED = {
     programs.VarsDictWriteInIf, programs.NonlocalListAppendInHelper, programs.ListSortInIf,
     # a tensor's truth while tracing, a count known only when the graph runs
     programs.ListCompWithTensorFilter, programs.AnyOverRows, programs.ListCompOverWhileList,
-    programs.LenOfWhileListDivides, programs.EnumerateZipWhileList,
-    programs.ReturnRowAndStateFromFor, programs.TernaryOfNumbers,
+    programs.LenOfWhileListDivides, programs.EnumerateZipWhileList, programs.TernaryOfNumbers,
+    # a tensor for's item read after it where no graph keeps it
+    programs.ReturnRowOfMaskedRows, programs.ItemReadAfterAndReturned,
+    # library code iterating (or measuring, comparing) a tensor while hybridizing
+    programs.ReduceOverRows, programs.AccumulateOverRows, programs.ChainRowsAndExtra,
+    programs.RandomChoiceOfRows, programs.NlargestOfRowSums,
     # Python's 1.0 where the while appended nothing: checked when the graph runs
     programs.SumWithNumberStart}
 
@@ -127,3 +131,49 @@ def test_sum_with_a_number_start_where_nothing_was_appended_is_checked_at_the_li
     assert str(err).startswith(f"{programs.__file__}:{_line(text)}: {text}: sum() of a list "
                                f"that may hold no item (Python's 1.0, a number"), err
     assert re.search(r"holds 0 items this call", str(err)), err
+
+
+@pytest.mark.parametrize("block_class", [programs.ReturnRowAndStateFromFor,
+                                         programs.ReturnScaledRowFromFor,
+                                         programs.ReturnRowWithValueBefore],
+                         ids=lambda c: c.__name__)
+def test_return_of_a_tensor_fors_item_inside_it_is_one_graph_loop(block_class):
+    """``return row, h`` inside a tensor for was refused (a graph's loop kept no row); the
+    loop carries the row of the step that returned, one foreach."""
+    result = _classified(block_class)
+    assert {mode: kind for mode, (kind, _) in result.items()} == {
+        "eager": "equal", "hybrid": "equal"}, result
+    net = hostile_harness._make(block_class)
+    net.hybridize()
+    net(mx.nd.array(programs.ROWS[0][0]))
+    assert "foreach" in net._cached_graph[1].tojson()
+
+
+def test_a_returned_item_of_rows_that_may_not_exist_is_refused_at_the_for():
+    err = _hybridized_error(programs.ReturnRowOfMaskedRows, programs.ROWS[0][0])
+    text = "for row in F.contrib.boolean_mask(x, F.sum(x, axis=1) > -10):"
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    assert str(err).startswith(f"{programs.__file__}:{_line(text)}: {text} this for loop is "
+                               f"on a tensor and its item is read by a return inside it"), err
+    assert "last = row in it" in str(err)
+    err = _hybridized_error(programs.ItemReadAfterAndReturned, programs.ROWS[0][0])
+    text = "for row in x:"
+    line = _line(text, programs.ItemReadAfterAndReturned)
+    assert str(err).startswith(f"{programs.__file__}:{line}: {text} this for loop is on a "
+                               f"tensor and its item is read after the loop"), err
+
+
+def test_library_code_iterating_a_tensor_sees_its_rows_or_is_refused_at_the_call():
+    """``collections.deque(x, maxlen=2)`` iterated MXNet's Symbol, one item (the whole
+    array), silently; it iterates the rows the input shapes give (NOTE [a tensor iterated by
+    library code]). ``random.choice(x)`` measured it, ``len`` 1: refused at the call."""
+    result = _classified(programs.DequeOfRows)
+    assert {mode: kind for mode, (kind, _) in result.items()} == {
+        "eager": "equal", "hybrid": "equal"}, result
+    err = _hybridized_error(programs.RandomChoiceOfRows, programs.ROWS[0][0])
+    text = "return random.Random(0).choice(x) * 2"
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    assert str(err).startswith(f"{programs.__file__}:{_line(text)}: {text}: Random.choice() "
+                               f"of a tensor"), err
+    # outside such a call MXNet's own behaviour stands
+    assert len(mx.sym.var("x")) == 1 and list(mx.sym.var("x"))[0].name == "x"

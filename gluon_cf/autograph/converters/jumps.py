@@ -22,6 +22,8 @@ NOTE [autograph jumps]
     again last in each step unless a break or return flag is set (also after a ``continue``):
     the test runs exactly where Python runs it, and what it assigns is a loop variable with
     Python's value after the loop.
+    ``return row, h`` inside a ``for`` over a tensor reads the loop's item after it: the
+    loop carries the item (NOTE [autograph loops]).
 """
 import ast
 import copy

@@ -324,16 +324,25 @@ def converted(fn, where=None):
     """:func:`_converted` of ``fn``; library code called inside a graph region (a tensor
     ``if``'s branch or loop's step being traced) is checked not to change a Python container
     it is given (``side_effects.lent``: ``heapq.heappush(heap, h)``, ``operator.setitem(d,
-    k, v)`` ran once while tracing, silently; NOTE [autograph side effects])."""
+    k, v)`` ran once while tracing, silently; NOTE [autograph side effects]), and, given a
+    Symbol, not to iterate it as MXNet does (NOTE [a tensor iterated by library code])."""
     if where is None:
         caller = sys._getframe(1)          # converted code runs under the user's lines
         where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
     result = _converted(fn, where)
-    if result is fn and side_effects.in_graph_region() and not (
+    if result is fn and not (
             isinstance(fn, types.FunctionType) and
-            _CONVERTED_CODE.get(id(fn.__code__)) is fn.__code__):
-        return side_effects.lent(fn, where)
+            _CONVERTED_CODE.get(id(fn.__code__)) is fn.__code__) and \
+            not isinstance(fn, mx.gluon.Block) and not _of_mxnet(fn):
+        # (and a Symbol it iterates: NOTE [a tensor iterated by library code])
+        return side_effects.lent(fn, where, py_builtins.library_call)
     return result
+
+
+def _of_mxnet(fn):
+    """Whether ``fn`` is MXNet's or gluon_cf's own (they take Symbols as Symbols)."""
+    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None) or ""
+    return module.split(".")[0] in ("mxnet", "gluon_cf")
 
 
 def _converted(fn, where):

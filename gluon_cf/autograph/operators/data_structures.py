@@ -23,7 +23,13 @@ NOTE [autograph lists]
     for no item), ``items + other``, ``items * k``, ``list(items)`` and ``items[:]`` new
     StepLists, ``sum(items)`` the rows summed (checked when it may hold no item: Python's 0
     is an int), and ``len``, truth and other slices are AutographErrors at the line reading
-    it (:meth:`StepList._unknown_length`). A call of ``F.stack``, ``F.concat`` or
+    it (:meth:`StepList._unknown_length`): the count exists only as a one-element array,
+    and giving it where Python gives an int changes what the int does next (``range(n)``,
+    ``[0] * n``, ``n // 2``, an index, a shape), so ``len``, ``enumerate`` and ``zip`` of
+    such a list stay refused, saying to count the steps as an array in the loop (``i = i +
+    1``: the array is then the user's, and so are its uses). ``sum(items, start)`` is
+    ``start`` plus the rows' sum, ``start`` itself by a cond where the loop appended none (a
+    number ``start`` there is checked, as ``sum(items)``'s 0). A call of ``F.stack``, ``F.concat`` or
     ``F.add_n`` unpacking a list bound to another name or several lists
     (``F.concat(*a, *b, dim=0)``) goes through ``list_parts.unpacked_parts``, which finds
     the StepLists at run time; ``items[i]`` past what

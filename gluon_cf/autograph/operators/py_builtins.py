@@ -21,8 +21,12 @@ NOTE [autograph iteration]
     NOTE [autograph loops]); over a Symbol of several outputs (``F.split``'s) it is Python's loop over them, as over
     the eager list.
 """
+import contextlib
 import functools
 import itertools
+import os
+import sys
+import threading
 
 import mxnet as mx
 
@@ -167,6 +171,70 @@ _LIBRARY_ITERATING = {
     itertools.pairwise: slice(0, 1), itertools.compress: slice(None),
     itertools.dropwhile: slice(1, 2), itertools.takewhile: slice(1, 2),
     itertools.filterfalse: slice(1, 2)}
+
+
+# NOTE [a tensor iterated by library code]
+#     Library code converted code calls (not converted: NOTE [autograph calls]) may iterate a
+#     tensor it is given: ``collections.deque(x, maxlen=2)``, ``random.choice(x)``,
+#     ``heapq.nlargest(2, x)``. MXNet's ``Symbol.__iter__`` yields the whole one-output
+#     Symbol once and ``len`` is its number of outputs, 1, so hybridized such a call silently
+#     saw one item (a deque of the last two rows was the whole array). While a library call
+#     with a one-output Symbol among its arguments runs (:func:`library_call`), iterating a
+#     one-output Symbol yields its rows where the input shapes give them (as an NDArray's
+#     iteration, :func:`static_rows`; NOTE [graphs traced for input shapes]) and is refused
+#     at the call's line otherwise; its ``len`` is refused (MXNet's indexing by an int picks
+#     an output, not a row). Outside such calls MXNet's own behaviour stands.
+_library = threading.local()
+
+
+@contextlib.contextmanager
+def library_call(name, where):
+    """While library code ``name`` called by converted code at ``where`` runs with a tensor
+    argument: its iteration of a Symbol is checked (NOTE [a tensor iterated by library
+    code])."""
+    stack = _library.__dict__.setdefault("calls", [])
+    stack.append((name, where))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _by_library(depth=2):
+    """Whether the code iterating (measuring) a Symbol, ``depth`` frames up, is neither
+    MXNet's nor gluon_cf's own (they take a Symbol as MXNet does); the checking call itself
+    (``side_effects``) stands for C library code such as ``collections.deque``."""
+    filename = sys._getframe(depth).f_code.co_filename
+    if filename.startswith(_MXNET_DIR):
+        return False
+    return not filename.startswith(_GLUON_CF_DIR) or \
+        os.path.basename(filename) == "side_effects.py"
+
+
+_MXNET_DIR = os.path.dirname(mx.__file__) + os.sep
+_GLUON_CF_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
+
+
+def _checked_iter(symbol):
+    calls = getattr(_library, "calls", None)
+    if calls and one_output(symbol) and _by_library():
+        name, where = calls[-1]
+        rows = static_rows(symbol, str(where))
+        if rows is None:
+            _refuse_iteration(name, str(where))
+        return iter(rows)
+    return _SYMBOL_ITER(symbol)
+
+
+def _checked_len(symbol):
+    calls = getattr(_library, "calls", None)
+    if calls and one_output(symbol) and _by_library():
+        _refuse_iteration(calls[-1][0], str(calls[-1][1]))
+    return _SYMBOL_LEN(symbol)
+
+
+_SYMBOL_ITER, _SYMBOL_LEN = mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__
+mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__ = _checked_iter, _checked_len
 
 
 def library_iterating(fn, where):

@@ -27,6 +27,8 @@ import threading
 import warnings
 from typing import Set
 
+import mxnet as mx
+
 from ..errors import AutographError, AutographWarning, region_at
 
 
@@ -120,23 +122,38 @@ def _contents(value):
     return [id(item) for item in value]
 
 
-def lent(fn, where):
-    """``fn``, library code called by converted code inside a graph region, checked not to
+def lent(fn, where, symbol_call=None):
+    """``fn``, library code called by converted code, checked inside a graph region not to
     change a Python container among its arguments (``heapq.heappush(heap, h)``,
     ``operator.setitem(d, k, v)``, ``random.shuffle(items)``): traced once, the change would
     happen once whatever the condition or the number of steps -- an error (:func:`effect`).
-    What it does not change runs as it is."""
+    What it does not change runs as it is. ``symbol_call(name, where)``: the context a call
+    with a Symbol argument runs in (``py_builtins.library_call``)."""
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        given = [a for a in (*args, *kwargs.values()) if isinstance(a, _CONTAINERS)]
-        before = [_contents(a) for a in given]
-        result = fn(*args, **kwargs)
-        for value, contents in zip(given, before):
-            if contents is not None and _contents(value) != contents:
-                effect(where, f"changes a Python {type(value).__name__} it gives to "
-                              f"{getattr(fn, '__qualname__', None) or repr(fn)}, library code")
-        return result
+        if symbol_call is not None and any(
+                isinstance(a, mx.sym.Symbol) for a in (*args, *kwargs.values())):
+            with symbol_call(name, where):
+                return _unchanged(fn, args, kwargs, where, name)
+        return _unchanged(fn, args, kwargs, where, name)
     return checked
+
+
+def _unchanged(fn, args, kwargs, where, name):
+    """``fn(*args, **kwargs)``, an error inside a graph region if it changed a Python
+    container among its arguments (:func:`lent`)."""
+    if not in_graph_region():
+        return fn(*args, **kwargs)
+    given = [a for a in (*args, *kwargs.values()) if isinstance(a, _CONTAINERS)]
+    before = [_contents(a) for a in given]
+    result = fn(*args, **kwargs)
+    for value, contents in zip(given, before):
+        if contents is not None and _contents(value) != contents:
+            effect(where, f"changes a Python {type(value).__name__} it gives to {name}, "
+                          f"library code")
+    return result
 
 
 def consumed(value, where, name):
