@@ -277,7 +277,7 @@ def _runtime():
     if _RUNTIME is None:
         _RUNTIME = types.ModuleType("gluon_cf.autograph.__ag__", _runtime.__doc__)
         _RUNTIME.__dict__.update({name: getattr(operators, name) for name in operators.__all__})
-        _RUNTIME.__dict__["converted"] = converted
+        _RUNTIME.__dict__["converted"] = called
         _RUNTIME.__dict__["attribute"] = attribute
         _RUNTIME.__dict__["refusals_kept"] = _managed
     return _RUNTIME
@@ -291,7 +291,7 @@ def _managed(manager):
     tracing a tensor for: hybridized, the count was 1 for any number of rows)."""
     caller = sys._getframe(1)
     where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
-    return call_results.refusals_kept(manager, lambda method: converted(method, where))
+    return call_results.refusals_kept(manager, lambda method: called(method, where))
 
 
 _RUNTIME: Optional[types.ModuleType] = None
@@ -320,16 +320,17 @@ def _entered_name_scope(fn):
         getattr(mx.gluon.block._BlockScope._current, "value", None) is scope
 
 
-def converted(fn, where=None):
-    """:func:`_converted` of ``fn``; library code called inside a graph region (a tensor
-    ``if``'s branch or loop's step being traced) is checked not to change a Python container
-    it is given (``side_effects.lent``: ``heapq.heappush(heap, h)``, ``operator.setitem(d,
-    k, v)`` ran once while tracing, silently; NOTE [autograph side effects]), and, given a
-    Symbol, not to iterate it as MXNet does (NOTE [a tensor iterated by library code])."""
+def called(fn, where=None):
+    """What converted code calls for ``fn`` (``__ag__.converted``): :func:`converted` of it;
+    library code is checked, inside a graph region (a tensor ``if``'s branch or loop's step
+    being traced), not to change a Python container it is given (``side_effects.lent``:
+    ``heapq.heappush(heap, h)``, ``operator.setitem(d, k, v)`` ran once while tracing,
+    silently; NOTE [autograph side effects]) and, given a Symbol, not to iterate it as MXNet
+    does (NOTE [a tensor iterated by library code])."""
     if where is None:
         caller = sys._getframe(1)          # converted code runs under the user's lines
         where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
-    result = _converted(fn, where)
+    result = converted(fn, where)
     if result is fn and not (
             isinstance(fn, types.FunctionType) and
             _CONVERTED_CODE.get(id(fn.__code__)) is fn.__code__) and \
@@ -345,7 +346,7 @@ def _of_mxnet(fn):
     return module.split(".")[0] in ("mxnet", "gluon_cf")
 
 
-def _converted(fn, where):
+def converted(fn, where=None):
     """``fn`` converted (once, cached on it) when it is a plain function, lambda or method of
     user code (NOTE [autograph calls]), called from converted code at ``where`` (the call's
     ``file:line: source``; by default the caller's line); ``fn`` itself otherwise: builtins,
@@ -354,6 +355,9 @@ def _converted(fn, where):
     of a user class is its ``__call__``, converted. A user function that cannot be converted
     is an AutographError naming it and the call; one run through a library's decorator, and
     a generator function, run as they are eagerly and are refused while hybridizing."""
+    if where is None:
+        caller = sys._getframe(1)          # converted code runs under the user's lines
+        where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
     if isinstance(fn, functools.partial):
         inner = converted(fn.func, where)
         return fn if inner is fn.func else functools.partial(inner, *fn.args, **fn.keywords)
