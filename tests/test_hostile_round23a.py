@@ -83,7 +83,8 @@ def test_a_with_statements_user_context_manager_runs_converted():
     tracing, so hybridized it was 1 for any number of rows (silently); refused at the
     ``__enter__``'s line, naming the for."""
     err = _hybridized_error(programs.CountingContextInFor, programs.ROWS[0][0])
-    _says(err, programs.CountingContextInFor, "self.entered += 1", "for row in x:", "assigns self.entered")
+    _says(err, programs.CountingContextInFor, "self.entered += 1", "for row in x:",
+          "assigns self.entered")
 
 
 def test_library_code_changing_a_container_it_is_given_is_refused_in_a_graph_region():

@@ -284,11 +284,8 @@ def _runtime():
 
 
 def _managed(manager):
-    """The context manager of a ``with`` in converted code (``call_results.refusals_kept``):
-    its ``__enter__`` and ``__exit__`` called as converted code calls a method (NOTE
-    [autograph calls]), so a user class's converts and its Python state changed inside a
-    tensor ``if`` or loop is refused at its line (``self.entered += 1`` ran once while
-    tracing a tensor for: hybridized, the count was 1 for any number of rows)."""
+    """A ``with``'s context manager, its ``__enter__``/``__exit__`` called as converted code
+    calls a method (``call_results.refusals_kept``: their side effects are checked)."""
     caller = sys._getframe(1)
     where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
     return call_results.refusals_kept(manager, lambda method: called(method, where))
@@ -321,29 +318,14 @@ def _entered_name_scope(fn):
 
 
 def called(fn, where=None):
-    """What converted code calls for ``fn`` (``__ag__.converted``): :func:`converted` of it;
-    library code is checked, inside a graph region (a tensor ``if``'s branch or loop's step
-    being traced), not to change a Python container it is given (``side_effects.lent``:
-    ``heapq.heappush(heap, h)``, ``operator.setitem(d, k, v)`` ran once while tracing,
-    silently; NOTE [autograph side effects]) and, given a Symbol, not to iterate it as MXNet
-    does (NOTE [a tensor iterated by library code])."""
-    if where is None:
-        caller = sys._getframe(1)          # converted code runs under the user's lines
-        where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
+    """What converted code calls for ``fn`` (``__ag__.converted``): :func:`converted` of it,
+    library code checked as ``side_effects.lent`` says (NOTE [autograph side effects])."""
+    where = where or _CallSite(sys._getframe(1).f_code.co_filename, sys._getframe(1).f_lineno)
     result = converted(fn, where)
-    if result is fn and not (
-            isinstance(fn, types.FunctionType) and
-            _CONVERTED_CODE.get(id(fn.__code__)) is fn.__code__) and \
-            not isinstance(fn, mx.gluon.Block) and not _of_mxnet(fn):
-        # (and a Symbol it iterates: NOTE [a tensor iterated by library code])
-        return side_effects.lent(fn, where, py_builtins.library_call)
-    return result
-
-
-def _of_mxnet(fn):
-    """Whether ``fn`` is MXNet's or gluon_cf's own (they take Symbols as Symbols)."""
-    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None) or ""
-    return module.split(".")[0] in ("mxnet", "gluon_cf")
+    if result is not fn or isinstance(fn, types.FunctionType) and \
+            _CONVERTED_CODE.get(id(fn.__code__)) is fn.__code__:
+        return result
+    return side_effects.lent(fn, where, py_builtins.library_call)
 
 
 def converted(fn, where=None):

@@ -128,7 +128,12 @@ def lent(fn, where, symbol_call=None):
     ``operator.setitem(d, k, v)``, ``random.shuffle(items)``): traced once, the change would
     happen once whatever the condition or the number of steps -- an error (:func:`effect`).
     What it does not change runs as it is. ``symbol_call(name, where)``: the context a call
-    with a Symbol argument runs in (``py_builtins.library_call``)."""
+    with a Symbol argument runs in (``py_builtins.library_call``: NOTE [a tensor iterated by
+    library code]). Gluon blocks and MXNet's and gluon_cf's own code run as they are (they
+    take Symbols as Symbols)."""
+    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None) or ""
+    if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in ("mxnet", "gluon_cf"):
+        return fn
     name = getattr(fn, "__qualname__", None) or repr(fn)
 
     @functools.wraps(fn)
