@@ -1176,3 +1176,211 @@ class NlargestOfRowSums(HybridBlock):
     def hybrid_forward(self, F, x):
         import heapq
         return F.add_n(*heapq.nlargest(1, x, key=lambda r: F.sum(r).asscalar()))
+
+
+# ---- names bound by walrus in comprehensions, defs in branches, named tuples ----------------
+
+@program(*ROWS)
+class WalrusInComprehensionUnderIf(HybridBlock):
+    """``[last := r * 2 for r in x]`` in a tensor if's branch: the := binds ``last`` in the
+    function (read after the if)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        last = x[0] * 0
+        if F.sum(x) > 0:
+            doubled = [last := r * 2 for r in x]
+            last = last + doubled[0]
+        else:
+            last = last - 1
+        return last
+
+
+@program(*ROWS)
+class WalrusInComprehensionOnlyBinding(HybridBlock):
+    """The := in the comprehension is the branch's only assignment of ``y``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = x[0]
+        if F.sum(x) > 0:
+            F.stack(*[y := r * 3 for r in x])
+        return y
+
+
+@program(*STATES)
+class DefInEachBranch(HybridBlock):
+    """``def f`` written differently in each branch of a tensor if, called after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            def f(v):
+                return v * 2
+        else:
+            def f(v):
+                return v * 3
+        return f(x)
+
+
+@program(*STATES)
+class LambdaReassignedInBranch(HybridBlock):
+    """A lambda reassigned in one branch of a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        f = lambda v: v + 1  # noqa: E731
+        if F.sum(x) > 0:
+            f = lambda v: v * 2  # noqa: E731
+        return f(x)
+
+
+@program(*ROWS)
+class NamedTupleStateInFor(HybridBlock):
+    """An LSTM-like state as a namedtuple, ``_replace``d each step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import collections
+        State = collections.namedtuple("State", "h c")
+        st = State(x[0] * 0, x[0] * 0 + 1)
+        for row in x:
+            st = st._replace(h=F.tanh(st.h + row * st.c), c=st.c * 0.5)
+        return st.h + st.c
+
+
+@program(*ROWS)
+class StarUnpackSplit(HybridBlock):
+    """``first, *rest = F.split(x, 3, axis=1)``: a Symbol of several outputs."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        first, *rest = F.split(x, 3, axis=1)
+        return first * 2 + F.add_n(*rest)
+
+
+@program(*STATES)
+class NonlocalArrayInIf(HybridBlock):
+    """A nested def writing a ``nonlocal`` array, called in one branch of a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        acc = x * 0
+
+        def add(v):
+            nonlocal acc
+            acc = acc + v
+        if F.sum(x) > 0:
+            add(x * 2)
+        else:
+            add(x - 1)
+        return acc
+
+
+@program(*STATES)
+class DelInOneBranch(HybridBlock):
+    """``del tmp`` in one branch of a tensor if, ``tmp`` not read after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        tmp = x * 2
+        if F.sum(x) > 0:
+            y = tmp + 1
+            del tmp
+        else:
+            y = tmp - 1
+        return y
+
+
+# ---- jumps through try/finally and with inside tensor loops ---------------------------------
+
+@program(*ROWS)
+class ReturnThroughFinallyInFor(HybridBlock):
+    """``return h`` inside ``try`` whose ``finally`` rebinds ``h``: Python returns the value
+    before the finally."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            try:
+                h = h + row
+                if F.sum(h) > 0.5:
+                    return h
+            finally:
+                h = h * 2
+        return h - 1
+
+
+@program(*STATES)
+class ContinueThroughFinallyInWhile(HybridBlock):
+    """``continue`` inside ``try`` in a tensor while: the finally still runs."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        n = F.zeros((1,))
+        while F.sum(h) < 8:
+            gluon_cf.max_iterations(12)
+            try:
+                h = h + 1
+                if F.max(h) > 2:
+                    continue
+                h = h * 1.5
+            finally:
+                n = n + 1
+        return h * n
+
+
+@program(*STATES)
+class BreakThroughFinallyInWhile(HybridBlock):
+    """``break`` inside ``try`` in a tensor while: the finally runs on the way out."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        n = F.zeros((1,))
+        while F.sum(h) < 8:
+            gluon_cf.max_iterations(12)
+            try:
+                h = F.abs(h) + 1
+                if F.max(h) > 3:
+                    break
+            finally:
+                n = n + 2
+        return h + n
+
+
+@program(*ROWS)
+class ReturnInsideWithInFor(HybridBlock):
+    """``return`` inside a ``with contextlib.suppress(...)`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            with contextlib.suppress(KeyError):
+                h = h + row
+                if F.sum(h) > 0.5:
+                    return h * 3
+        return h
+
+
+@program(*ROWS)
+class ReturnKeptBeforeFinally(HybridBlock):
+    """The same written as the message says: the value kept in a variable the finally
+    leaves alone."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        out = x[0] * 0
+        for row in x:
+            try:
+                h = h + row
+                out = h
+                if F.sum(h) > 0.5:
+                    return out
+            finally:
+                h = h * 2
+        return h - 1

@@ -284,8 +284,7 @@ def _runtime():
 
 
 def _managed(manager):
-    """A ``with``'s context manager, its ``__enter__``/``__exit__`` called as converted code
-    calls a method (``call_results.refusals_kept``: their side effects are checked)."""
+    """A ``with``'s context manager, its ``__enter__``/``__exit__`` called as methods are."""
     caller = sys._getframe(1)
     where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
     return call_results.refusals_kept(manager, lambda method: called(method, where))
@@ -318,8 +317,7 @@ def _entered_name_scope(fn):
 
 
 def called(fn, where=None):
-    """What converted code calls for ``fn`` (``__ag__.converted``): :func:`converted` of it,
-    library code checked as ``side_effects.lent`` says (NOTE [autograph side effects])."""
+    """``__ag__.converted``: :func:`converted`, library code checked (``side_effects.lent``)."""
     where = where or _CallSite(sys._getframe(1).f_code.co_filename, sys._getframe(1).f_lineno)
     result = converted(fn, where)
     if result is not fn or isinstance(fn, types.FunctionType) and \
@@ -656,6 +654,9 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         # copies the code after a returning if into its branches, nested defs included
         for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):
             lower_jumps(function)
+        for node in ast.walk(func):       # (a refusal the lowering made: its user's line)
+            if getattr(node, "ag_where_needed", False):
+                node.args.insert(0, ast.Constant(self.where(node)))
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
         for parent in ast.walk(func):
