@@ -1384,3 +1384,21 @@ class ReturnKeptBeforeFinally(HybridBlock):
             finally:
                 h = h * 2
         return h - 1
+
+
+@program(*ROWS)
+class ReturnClosureThroughFinally(HybridBlock):
+    """``return get()`` where the lambda ``get`` reads ``h``, which the finally reassigns."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        get = lambda: h * 1  # noqa: E731
+        for row in x:
+            try:
+                h = h + row
+                if F.sum(h) > 0.5:
+                    return get()
+            finally:
+                h = h * 2
+        return h - 1

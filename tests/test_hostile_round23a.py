@@ -46,7 +46,7 @@ REFUSED = {
 
 
 # refused eagerly too (the converted code itself would differ from Python's)
-REFUSED_EAGERLY = {programs.ReturnThroughFinallyInFor}
+REFUSED_EAGERLY = {programs.ReturnThroughFinallyInFor, programs.ReturnClosureThroughFinally}
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -204,6 +204,9 @@ def test_a_return_whose_value_a_finally_in_the_loop_reassigns_is_refused_where_i
         assert str(info.value).startswith(
             f"{programs.__file__}:{line}: {text}: this return is inside a try whose finally "
             f"assigns 'h', which the returned value reads"), info.value
+    err = _hybridized_error(programs.ReturnClosureThroughFinally, programs.ROWS[0][0])
+    assert "finally assigns 'h', which the returned value reads (through get(), which " \
+        "may)" in str(err), err
     result = _classified(programs.ReturnKeptBeforeFinally)
     assert {mode: kind for mode, (kind, _) in result.items()} == {
         "eager": "equal", "hybrid": "equal"}, result

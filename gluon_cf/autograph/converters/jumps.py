@@ -29,6 +29,7 @@ NOTE [autograph jumps]
     finally ran, and evaluated after the loop it would read what the finally assigned.
 """
 import ast
+import builtins
 import copy
 from typing import List, Tuple
 
@@ -155,9 +156,16 @@ def _through_finally(returns, rebound):
     out = []
     for flag, value in returns:
         clash = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & rebound)
+        # a function the value calls may be a closure reading them (return get())
+        callees = sorted({n.func.id for n in ast.walk(value) if isinstance(n, ast.Call) and
+                          isinstance(n.func, ast.Name) and not hasattr(builtins, n.func.id)})
+        via = ""
+        if rebound and callees and not clash:
+            clash = sorted(rebound)
+            via = " (through " + ", ".join(f"{c}()" for c in callees) + ", which may)"
         if clash:
             value = ast.copy_location(runtime_call("returned_through_finally", [
-                ast.Constant(", ".join(repr(n) for n in clash))]), value)
+                ast.Constant(", ".join(repr(n) for n in clash)), ast.Constant(via)]), value)
             setattr(value, "ag_where_needed", True)
         out.append((flag, value))
     return out

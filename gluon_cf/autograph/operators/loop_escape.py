@@ -5,12 +5,13 @@ from .data_structures import append_rows
 from .variables import Undefined
 
 
-def returned_through_finally(where, names):
+def returned_through_finally(where, names, via=""):
     """A return inside a loop, inside a ``try`` whose ``finally`` assigns ``names`` that
-    its value reads: refused where it returns (NOTE [autograph jumps])."""
+    its value reads (``via``: through the functions it calls): refused where it returns
+    (NOTE [autograph jumps])."""
     raise AutographError(
         f"{where}: this return is inside a try whose finally assigns {names}, which the "
-        f"returned value reads; Python returns the value computed here, before the finally "
+        f"returned value reads{via}; Python returns the value computed here, before the finally "
         f"runs, but a return inside a loop returns after the loop, where the finally has "
         f"run. Assign the value to a variable the finally does not assign, given a value "
         f"before the loop, and return that (out = F.zeros_like(h) before the loop; out = h; "
