@@ -1402,3 +1402,88 @@ class ReturnClosureThroughFinally(HybridBlock):
             finally:
                 h = h * 2
         return h - 1
+
+
+# ---- more decoders -----------------------------------------------------------------------------
+
+@program(*ROWS)
+class DecoderRangeBreakClosureReadsStep(_Cell):
+    """``for t in range(5)`` with a tensor break; a lambda reads ``t`` in the step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        outs = []
+        for t in range(5):
+            scale = lambda v: v * (t + 1) * 0.1  # noqa: E731
+            h = F.tanh(self.fc(h)) + scale(x[-1])
+            outs.append(h)
+            if F.sum(h) > 1.0:
+                break
+        return F.stack(*outs).sum(axis=0)
+
+
+@program(*STATES)
+class WhileTrueReturnInside(HybridBlock):
+    """``while True:`` whose only exit is a return under a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        while True:
+            gluon_cf.max_iterations(30)
+            h = F.abs(h) * 1.5 + 0.5
+            if F.sum(h) > 7:
+                return h * 2
+
+
+@program(*ROWS)
+class ForElseOverTensor(HybridBlock):
+    """``for ... else`` over a tensor with a tensor break."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            h = h + row
+            if F.sum(h) > 1:
+                break
+        else:
+            h = h * 10
+        return h
+
+
+@program(*STATES)
+class NestedTensorIfEarlyReturns(HybridBlock):
+    """Returns from both levels of nested tensor ifs and after them."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            y = x * 2
+            if F.max(y) > 3:
+                return y - 1
+            y = y + 1
+        else:
+            y = -x
+            if F.min(y) > 2.5:
+                return y * 0.5
+        return y * 3
+
+
+@program(*ROWS)
+class GeneratorHelperInLoop(HybridBlock):
+    """A user generator function iterated inside a tensor for."""
+
+    @staticmethod
+    def _weights(n):
+        for k in range(n):
+            yield 0.5 ** k
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            for w in self._weights(2):
+                h = h + row * w
+        return h

@@ -36,6 +36,8 @@ REFUSED = {
     programs.LenOfWhileListDivides, programs.EnumerateZipWhileList, programs.TernaryOfNumbers,
     # a tensor for's item read after it where no graph keeps it
     programs.ReturnRowOfMaskedRows, programs.ItemReadAfterAndReturned,
+    # a return that a graph's loop may end without; a user generator called while tracing
+    programs.WhileTrueReturnInside, programs.GeneratorHelperInLoop,
     # functions that differ between a tensor if's branches (a Python value)
     programs.DefInEachBranch, programs.LambdaReassignedInBranch,
     # library code iterating (or measuring, comparing) a tensor while hybridizing
