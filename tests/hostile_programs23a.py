@@ -1487,3 +1487,44 @@ class GeneratorHelperInLoop(HybridBlock):
             for w in self._weights(2):
                 h = h + row * w
         return h
+
+
+# ---- class bodies and dict comprehensions ------------------------------------------------
+
+@program(*STATES)
+class ClassBodyAttributeReadsLocal(HybridBlock):
+    """A class body reads a local when the class statement runs (before a tensor if
+    reassigns it): its attribute keeps that value."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        scale = x * 2
+
+        class Config:
+            factor = scale
+        if F.sum(x) > 0:
+            scale = scale * 10
+        return Config.factor + scale
+
+
+@program(*ROWS)
+class DictComprehensionOfRows(HybridBlock):
+    """``{i: r for i, r in enumerate(x)}``, its first and last entries."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = {i: r * (i + 1) for i, r in enumerate(x)}
+        return rows[0] + rows[len(rows) - 1]
+
+
+@program(*ROWS)
+class DefaultArgLambdasInComprehension(HybridBlock):
+    """``[lambda v, k=k: v * k for k in (1.0, 2.0)]`` applied in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        fs = [lambda v, k=k: v * k for k in (1.0, 2.0)]
+        h = x[0] * 0
+        for row in x:
+            h = fs[1](h * 0.5) + fs[0](row)
+        return h

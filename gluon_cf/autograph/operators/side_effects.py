@@ -13,7 +13,9 @@ NOTE [autograph side effects]
     object), a ``global`` or ``nonlocal`` variable, and :func:`mutable` around the receiver of
     a mutating method (``append``, ``add``, ``update`` ...), and library code it calls in a
     graph region is checked not to change a container given to it (:func:`lent`: it is not
-    converted, so only its effect can be seen). While a tensor ``if``'s branch or
+    converted, so only its effect can be seen; a container the step itself made is refused
+    too, which the check cannot tell apart: a refusal, never a value that differs). While a
+    tensor ``if``'s branch or
     a tensor loop's step is traced (:func:`graph_region`) these are AutographErrors naming the
     statement's line and the ``if``'s or loop's line, except a closure's ``nonlocal`` write of
     a variable that region carries out (NOTE [autograph closures]). Run as Python (eagerly, or
