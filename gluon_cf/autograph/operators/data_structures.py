@@ -25,9 +25,14 @@ NOTE [autograph lists]
     is an int), and ``len``, truth and other slices are AutographErrors at the line reading
     it (:meth:`StepList._unknown_length`): the count exists only as a one-element array,
     and giving it where Python gives an int changes what the int does next (``range(n)``,
-    ``[0] * n``, ``n // 2``, an index, a shape), so ``len``, ``enumerate`` and ``zip`` of
-    such a list stay refused, saying to count the steps as an array in the loop (``i = i +
-    1``: the array is then the user's, and so are its uses). ``sum(items, start)`` is
+    ``[0] * n``, ``n // 2``, an index, a shape), so ``len`` and ``enumerate`` of such a
+    list stay refused, saying to count the steps as an array in the loop (``i = i + 1``:
+    the array is then the user's, and so are its uses). ``for a, b in zip(outs, other)``
+    stays refused too: a ``for`` that unpacks its items runs as Python's loop (its jumps
+    stay Python), which has no rows to iterate here; one graph loop over several lists'
+    rows would need the lists' counts to agree, which only the run knows unless one loop
+    appended them all (the message says to append what a step needs to one list, and loop
+    over that). ``sum(items, start)`` is
     ``start`` plus the rows' sum, ``start`` itself by a cond where the loop appended none (a
     number ``start`` there is checked, as ``sum(items)``'s 0). A call of ``F.stack``, ``F.concat`` or
     ``F.add_n`` unpacking a list bound to another name or several lists
