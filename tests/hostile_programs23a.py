@@ -1528,3 +1528,56 @@ class DefaultArgLambdasInComprehension(HybridBlock):
         for row in x:
             h = fs[1](h * 0.5) + fs[0](row)
         return h
+
+
+# ---- user callbacks that library code and builtins call -------------------------------------
+
+class _KeyCounting(HybridBlock):
+    def _key(self, v):
+        self.calls += 1
+        return -v
+
+
+@program(*ROWS)
+class SortedKeyCountsInFor(_KeyCounting):
+    """``sorted(ws, key=self._key)`` in a tensor for, the key method counting its calls."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        self.calls = 0
+        h = x[0] * 0
+        for row in x:
+            order = sorted([3.0, 1.0, 2.0], key=self._key)
+            h = h * 0.5 + row * order[0]
+        return h * self.calls
+
+
+@program(*ROWS)
+class MapCallbackCountsInFor(_KeyCounting):
+    """``list(map(self._key, ws))`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        self.calls = 0
+        h = x[0] * 0
+        for row in x:
+            ws = list(map(self._key, [1.0, 2.0]))
+            h = h + row * ws[1]
+        return h * self.calls
+
+
+@program(*ROWS)
+class ReduceCallbackCountsInFor(_KeyCounting):
+    """``functools.reduce(self._add, ws)`` in a tensor for, the callback counting."""
+
+    def _add(self, a, b):
+        self.calls += 1
+        return a + b
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        self.calls = 0
+        h = x[0] * 0
+        for row in x:
+            h = h + row * functools.reduce(self._add, [1.0, 2.0, 3.0])
+        return h * self.calls

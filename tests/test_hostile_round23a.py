@@ -38,6 +38,9 @@ REFUSED = {
     programs.ReturnRowOfMaskedRows, programs.ItemReadAfterAndReturned,
     # a return that a graph's loop may end without; a user generator called while tracing
     programs.WhileTrueReturnInside, programs.GeneratorHelperInLoop,
+    # the user's callbacks (sorted's key, map's function, reduce's) counting calls
+    programs.SortedKeyCountsInFor, programs.MapCallbackCountsInFor,
+    programs.ReduceCallbackCountsInFor,
     # functions that differ between a tensor if's branches (a Python value)
     programs.DefInEachBranch, programs.LambdaReassignedInBranch,
     # library code iterating (or measuring, comparing) a tensor while hybridizing
@@ -212,3 +215,22 @@ def test_a_return_whose_value_a_finally_in_the_loop_reassigns_is_refused_where_i
     result = _classified(programs.ReturnKeptBeforeFinally)
     assert {mode: kind for mode, (kind, _) in result.items()} == {
         "eager": "equal", "hybrid": "equal"}, result
+
+
+@pytest.mark.parametrize("block_class,call", [
+    (programs.SortedKeyCountsInFor, "sorted([3.0, 1.0, 2.0], key=self._key)"),
+    (programs.MapCallbackCountsInFor, "list(map(self._key, [1.0, 2.0]))"),
+    (programs.ReduceCallbackCountsInFor, "functools.reduce(self._add, [1.0, 2.0, 3.0])")],
+    ids=lambda v: getattr(v, "__name__", None))
+def test_a_callback_given_to_a_builtin_or_library_code_runs_converted(block_class, call):
+    """The user's function given to ``sorted``/``map``/``functools.reduce`` in a tensor
+    for ran unconverted: its ``self.calls += 1`` ran once while tracing, the count silently
+    3 (or 1, 2) for any row count. Converted, its side effect is refused at its line."""
+    err = _hybridized_error(block_class, programs.ROWS[0][0])
+    owner = block_class if "_add" in call else programs._KeyCounting
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    line = _line("self.calls += 1", owner)
+    assert str(err).startswith(f"{programs.__file__}:{line}: self.calls "
+                               f"+= 1: this statement assigns self.calls, inside the for "
+                               f"loop on a tensor"), err
+    assert call in open(programs.__file__).read()

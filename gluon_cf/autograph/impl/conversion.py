@@ -280,13 +280,13 @@ def _runtime():
         _RUNTIME.__dict__["converted"] = called
         _RUNTIME.__dict__["attribute"] = attribute
         _RUNTIME.__dict__["refusals_kept"] = _managed
+        _RUNTIME.__dict__["builtin"] = functools.partial(py_builtins.builtin, convert=converted)
     return _RUNTIME
 
 
 def _managed(manager):
     """A ``with``'s context manager, its ``__enter__``/``__exit__`` called as methods are."""
-    caller = sys._getframe(1)
-    where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
+    where = _CallSite(sys._getframe(1).f_code.co_filename, sys._getframe(1).f_lineno)
     return call_results.refusals_kept(manager, lambda method: called(method, where))
 
 
@@ -319,11 +319,11 @@ def _entered_name_scope(fn):
 def called(fn, where=None):
     """``__ag__.converted``: :func:`converted`, library code checked (``side_effects.lent``)."""
     where = where or _CallSite(sys._getframe(1).f_code.co_filename, sys._getframe(1).f_lineno)
-    result = converted(fn, where)
-    if result is not fn or isinstance(fn, types.FunctionType) and \
-            _CONVERTED_CODE.get(id(fn.__code__)) is fn.__code__:
+    result, code = converted(fn, where), getattr(fn, "__code__", None)
+    if result is not fn and getattr(result, "library_checked", None) is not fn or \
+            isinstance(code, types.CodeType) and _CONVERTED_CODE.get(id(code)) is code:
         return result
-    return side_effects.lent(fn, where, py_builtins.library_call)
+    return side_effects.lent(result, where, py_builtins.library_call, convert=converted)
 
 
 def converted(fn, where=None):

@@ -32,6 +32,7 @@ import mxnet as mx
 
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
+from .side_effects import callbacks_converted
 
 
 def iterated(value, where, what):
@@ -70,9 +71,11 @@ ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", 
 _VALUE = {"float", "int", "bool", "round"}
 
 
-def builtin(fn, where):
+def builtin(fn, where, convert=None):
     """``fn`` (a name in ITERATING at a call of converted code): when it is the builtin, a
-    call with a Symbol argument is an error naming the call."""
+    call with a Symbol argument is an error naming the call. ``convert``: what the user's
+    functions it is given (``key=``, ``map``'s) are converted by
+    (``side_effects.callbacks_converted``)."""
     import builtins
     name = getattr(fn, "__name__", None)
     the_builtin = getattr(builtins, name, None) if name in ITERATING else None
@@ -81,6 +84,7 @@ def builtin(fn, where):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
+        args, kwargs = callbacks_converted(args, kwargs, convert, where)
         # (looked up on the type: a user's object answering any attribute is no such list)
         # (sum's start: sum(items, start) or sum(items, start=...))
         start = _sum_start(args, kwargs) if name == "sum" else None
@@ -254,6 +258,7 @@ def library_iterating(fn, where):
         if any(one_output(a) for a in args[iterated]):
             _refuse_iteration(name, str(where))
         return fn(*args, **kwargs)
+    checked.library_checked = fn  # type: ignore[attr-defined]  # (still library code)
     return checked
 
 
