@@ -139,8 +139,8 @@ def _lower_block(statements, loop):
                     setattr(statement, field, new)
                     returns.extend(inner if field == "finalbody" else
                                    _through_finally(inner, rebound))
-            if isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-                for handler in statement.handlers:
+            if isinstance(statement, ast.Try) or type(statement).__name__ == "TryStar":
+                for handler in getattr(statement, "handlers", []):
                     handler.body, inner = _lower_block(handler.body, loop)
                     returns.extend(_through_finally(inner, rebound))
             out.append(statement)

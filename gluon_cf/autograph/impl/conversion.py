@@ -656,7 +656,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
             lower_jumps(function)
         for node in ast.walk(func):       # (a refusal the lowering made: its user's line)
             if getattr(node, "ag_where_needed", False):
-                node.args.insert(0, ast.Constant(self.where(node)))
+                getattr(node, "args").insert(0, ast.Constant(self.where(node)))
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
         for parent in ast.walk(func):

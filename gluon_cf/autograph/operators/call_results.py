@@ -360,3 +360,19 @@ def _holds_symbol(value, depth, seen=None):
             getattr(value, name, None) for name in getattr(type(value), "__slots__", ())
             if isinstance(name, str)]
     return any(_holds_symbol(part, depth - 1, seen) for part in parts)
+
+
+def callbacks_converted(args, kwargs, convert, where):
+    """``args`` and ``kwargs`` of a call of library code or a builtin by converted code, the
+    user's functions among them (``sorted(ws, key=self._key)``, ``map(f, ws)``,
+    ``functools.reduce(self._add, ws)``) converted by ``convert`` (NOTE [autograph calls]):
+    run unconverted, their side effects inside a tensor ``if`` or loop ran once while
+    tracing, unchecked. Classes and other objects are given as they are."""
+    if convert is None:
+        return args, kwargs
+
+    def one(value):
+        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+            return convert(value, where)
+        return value
+    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}

@@ -32,7 +32,7 @@ import mxnet as mx
 
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
-from .side_effects import callbacks_converted
+from .call_results import callbacks_converted
 
 
 def iterated(value, where, what):
@@ -75,7 +75,7 @@ def builtin(fn, where, convert=None):
     """``fn`` (a name in ITERATING at a call of converted code): when it is the builtin, a
     call with a Symbol argument is an error naming the call. ``convert``: what the user's
     functions it is given (``key=``, ``map``'s) are converted by
-    (``side_effects.callbacks_converted``)."""
+    (``call_results.callbacks_converted``)."""
     import builtins
     name = getattr(fn, "__name__", None)
     the_builtin = getattr(builtins, name, None) if name in ITERATING else None

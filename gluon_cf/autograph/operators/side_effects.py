@@ -26,13 +26,13 @@ import contextlib
 import functools
 import sys
 import threading
-import types
 import warnings
 from typing import Set
 
 import mxnet as mx
 
 from ..errors import AutographError, AutographWarning, region_at
+from .call_results import callbacks_converted
 
 
 _state = threading.local()
@@ -125,22 +125,6 @@ def _contents(value):
     return [id(item) for item in value]
 
 
-def callbacks_converted(args, kwargs, convert, where):
-    """``args`` and ``kwargs`` of a call of library code or a builtin by converted code, the
-    user's functions among them (``sorted(ws, key=self._key)``, ``map(f, ws)``,
-    ``functools.reduce(self._add, ws)``) converted by ``convert`` (NOTE [autograph calls]):
-    run unconverted, their side effects inside a tensor ``if`` or loop ran once while
-    tracing, unchecked. Classes and other objects are given as they are."""
-    if convert is None:
-        return args, kwargs
-
-    def one(value):
-        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
-            return convert(value, where)
-        return value
-    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
-
-
 def lent(fn, where, symbol_call=None, convert=None):
     """``fn``, library code called by converted code, checked inside a graph region not to
     change a Python container among its arguments (``heapq.heappush(heap, h)``,
@@ -149,7 +133,7 @@ def lent(fn, where, symbol_call=None, convert=None):
     What it does not change runs as it is. ``symbol_call(name, where)``: the context a call
     with a Symbol argument runs in (``py_builtins.library_call``: NOTE [a tensor iterated by
     library code]); ``convert``: what the user's functions it is given are converted by
-    (:func:`callbacks_converted`). Gluon blocks and MXNet's and gluon_cf's own code run as
+    (``call_results.callbacks_converted``). Gluon blocks and MXNet's and gluon_cf's own code run as
     they are (they take Symbols as Symbols)."""
     module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None) or ""
     if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in ("mxnet", "gluon_cf"):
