@@ -234,3 +234,20 @@ def test_a_callback_given_to_a_builtin_or_library_code_runs_converted(block_clas
                                f"+= 1: this statement assigns self.calls, inside the for "
                                f"loop on a tensor"), err
     assert call in open(programs.__file__).read()
+
+
+def test_frame_reading_library_calls_see_the_users_frame():
+    """The check of library calls (a wrapper) must not stand between the user's code and
+    what reads its caller's frame: ``locals()`` and ``warnings.warn`` name the user's."""
+    import warnings
+
+    @gluon_cf.autograph
+    def f(x):
+        y = x * 2
+        warnings.warn("from the user's line")
+        return locals()["y"] + 1
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = f(mx.nd.array([1.0, 2.0]))
+    assert (out.asnumpy() == [3.0, 5.0]).all()
+    assert [w.filename for w in record if "user's line" in str(w.message)] == [__file__]

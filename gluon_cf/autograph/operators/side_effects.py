@@ -125,6 +125,9 @@ def _contents(value):
     return [id(item) for item in value]
 
 
+_AS_THEY_ARE = {"mxnet", "gluon_cf", "builtins", "sys", "inspect", "warnings", "_warnings"}
+
+
 def lent(fn, where, symbol_call=None, convert=None):
     """``fn``, library code called by converted code, checked inside a graph region not to
     change a Python container among its arguments (``heapq.heappush(heap, h)``,
@@ -133,10 +136,12 @@ def lent(fn, where, symbol_call=None, convert=None):
     What it does not change runs as it is. ``symbol_call(name, where)``: the context a call
     with a Symbol argument runs in (``py_builtins.library_call``: NOTE [a tensor iterated by
     library code]); ``convert``: what the user's functions it is given are converted by
-    (``call_results.callbacks_converted``). Gluon blocks and MXNet's and gluon_cf's own code run as
-    they are (they take Symbols as Symbols)."""
+    (``call_results.callbacks_converted``). Gluon blocks and MXNet's and gluon_cf's own code
+    run as they are (they take Symbols as Symbols), and so do the builtins, ``sys``,
+    ``inspect`` and ``warnings`` (``locals()``, ``sys._getframe()``, ``warnings.warn``'s
+    stacklevel read their caller's frame: a wrapper's would be read)."""
     module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None) or ""
-    if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in ("mxnet", "gluon_cf"):
+    if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in _AS_THEY_ARE:
         return fn
     name = getattr(fn, "__qualname__", None) or repr(fn)
 
