@@ -218,14 +218,15 @@ def program_registry():
     return programs, program
 
 
-def cached_classifier(programs, files):
+def cached_classifier(programs, files, export=True):
     """``classified(block_class)``: :func:`classify` of a program of ``programs`` (its refusals
-    located in ``files``), once per test session."""
+    located in ``files``; exported too unless ``export`` is false), once per test session."""
     results = {}
 
     def classified(block_class):
         if block_class not in results:
-            results[block_class] = classify(block_class, programs[block_class], files)
+            results[block_class] = classify(block_class, programs[block_class], files,
+                                            export=export)
         return results[block_class]
     return classified
 

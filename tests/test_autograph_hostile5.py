@@ -21,14 +21,9 @@ import hostile_harness
 import hostile_programs10 as programs
 
 FILES = [programs.__file__, __file__]
-_results: dict = {}
 
 
-def _classified(block_class):
-    if block_class not in _results:
-        _results[block_class] = hostile_harness.classify(
-            block_class, programs.PROGRAMS[block_class], FILES, export=False)
-    return _results[block_class]
+_classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export=False)
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)

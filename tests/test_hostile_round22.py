@@ -15,7 +15,6 @@ import hostile_harness
 import hostile_programs22a as programs
 
 FILES = [programs.__file__]
-_RESULTS: dict = {}
 
 # converted, equal to plain Python eagerly and hybridized (the rest: refused at the line)
 CONVERTED = set(programs.PROGRAMS) - {programs.MixedDtypeAnd, programs.TernaryWithNumberSide,
@@ -25,11 +24,7 @@ CONVERTED = set(programs.PROGRAMS) - {programs.MixedDtypeAnd, programs.TernaryWi
                                         programs.WalrusLateInChainedComparison}
 
 
-def _classified(block_class):
-    if block_class not in _RESULTS:
-        _RESULTS[block_class] = hostile_harness.classify(
-            block_class, programs.PROGRAMS[block_class], FILES, export=False)
-    return _RESULTS[block_class]
+_classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export=False)
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)

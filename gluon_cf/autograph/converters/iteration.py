@@ -15,6 +15,9 @@ class IterationConverter(Converter):
         for generator in node.generators:
             generator.iter = runtime_call("iterated", [
                 generator.iter, ast.Constant(self.where(node)), ast.Constant("comprehension")])
+            # (its ifs take their tests' truth: a Symbol's is refused at the line)
+            generator.ifs = [ast.copy_location(runtime_call("filtered", [
+                test, ast.Constant(self.where(node))]), test) for test in generator.ifs]
         return node
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension

@@ -22,8 +22,14 @@ NOTE [autograph jumps]
     again last in each step unless a break or return flag is set (also after a ``continue``):
     the test runs exactly where Python runs it, and what it assigns is a loop variable with
     Python's value after the loop.
+    ``return row, h`` inside a ``for`` over a tensor reads the loop's item after it: the
+    loop carries the item (NOTE [autograph loops]). A return inside a ``try`` whose
+    ``finally`` (inside the loop) assigns a name the returned value reads is refused when it
+    runs (``returned_through_finally``): Python returns the value computed before the
+    finally ran, and evaluated after the loop it would read what the finally assigned.
 """
 import ast
+import builtins
 import copy
 from typing import List, Tuple
 
@@ -122,19 +128,47 @@ def _lower_block(statements, loop):
                             ast.copy_location(ast.Constant(None), statement)))
             out.append(ast.copy_location(assign_constant(flag, True), statement))
         else:
+            # what a finally around a return assigns (NOTE [autograph jumps])
+            rebound = {n for n in assigned_names(getattr(statement, "finalbody", None) or [])
+                       if not n.startswith("__ag")}
             for field in ("body", "orelse", "finalbody"):
                 block = getattr(statement, field, None)
                 if isinstance(block, list) and not isinstance(
                         statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     new, inner = _lower_block(block, loop)
                     setattr(statement, field, new)
-                    returns.extend(inner)
-            if isinstance(statement, ast.Try):
-                for handler in statement.handlers:
+                    returns.extend(inner if field == "finalbody" else
+                                   _through_finally(inner, rebound))
+            if isinstance(statement, ast.Try) or type(statement).__name__ == "TryStar":
+                for handler in getattr(statement, "handlers", []):
                     handler.body, inner = _lower_block(handler.body, loop)
-                    returns.extend(inner)
+                    returns.extend(_through_finally(inner, rebound))
             out.append(statement)
     return out, returns
+
+
+def _through_finally(returns, rebound):
+    """The ``(flag, value)`` of returns inside a loop, each ``value`` reading a name in
+    ``rebound`` (what a ``finally`` between the return and the loop assigns) replaced by the
+    refusal ``returned_through_finally`` (its ``file:line`` filled in by the rewrite:
+    ``ag_where_needed``): evaluated after the loop, the value would read what the finally
+    assigned, where Python returns the value computed before it ran."""
+    out = []
+    for flag, value in returns:
+        clash = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & rebound)
+        # a function the value calls may be a closure reading them (return get())
+        callees = sorted({n.func.id for n in ast.walk(value) if isinstance(n, ast.Call) and
+                          isinstance(n.func, ast.Name) and not hasattr(builtins, n.func.id)})
+        via = ""
+        if rebound and callees and not clash:
+            clash = sorted(rebound)
+            via = " (through " + ", ".join(f"{c}()" for c in callees) + ", which may)"
+        if clash:
+            value = ast.copy_location(runtime_call("returned_through_finally", [
+                ast.Constant(", ".join(repr(n) for n in clash)), ast.Constant(via)]), value)
+            setattr(value, "ag_where_needed", True)
+        out.append((flag, value))
+    return out
 
 
 def _test_in_a_variable(loop, body, stop, out):

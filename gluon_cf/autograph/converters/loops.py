@@ -109,11 +109,36 @@ class LoopsConverter(Converter):
             ast.Tuple(elts=[ast.Constant(f) for f in getattr(node, "ag_stop", [])],
                       ctx=ast.Load()),
             ast.Tuple(elts=[ast.Constant(n in kept) for n in lists], ctx=ast.Load()),
-            self._names(lists)])
+            self._names(lists),
+            ast.Constant(keep_item and item not in cells and self._read_by_returns(node, item))])
         bound_names = names + lists + ([item] if keep_item else [])
         statements = [body_fn, self._escaping(self._assign(bound_names, call), bound_names,
                                               number)]
         return located(statements, node)
+
+    def _read_by_returns(self, node, item):
+        """Whether the for loop ``node``, a statement of the function's own body, has its
+        ``item`` read after it only by the ``if flag: return value`` its returns became
+        (NOTE [autograph jumps]): ``return row, h`` inside it, which a graph's loop carries
+        (the row of the step that returned; ``control_flow.for_stmt``)."""
+        flags = {f for f in getattr(node, "ag_stop", []) if f.startswith("__agf_return_")}
+        parent = self.parents.get(node)
+        if not flags or not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+                node not in parent.body:
+            return False
+
+        def reads(statements):
+            for statement in statements:
+                if isinstance(statement, ast.If) and isinstance(statement.test, ast.Name) and \
+                        statement.test.id in flags:
+                    if reads(statement.orelse):
+                        return True
+                    continue
+                if any(isinstance(n, ast.Name) and n.id == item
+                       for n in ast.walk(statement)):
+                    return True
+            return False
+        return not reads(parent.body[parent.body.index(node) + 1:])
 
     def _closures_of_one_step(self, node, item):
         """Whether every closure reading the for loop ``node``'s ``item`` is made in its body

@@ -277,9 +277,17 @@ def _runtime():
     if _RUNTIME is None:
         _RUNTIME = types.ModuleType("gluon_cf.autograph.__ag__", _runtime.__doc__)
         _RUNTIME.__dict__.update({name: getattr(operators, name) for name in operators.__all__})
-        _RUNTIME.__dict__["converted"] = converted
+        _RUNTIME.__dict__["converted"] = called
         _RUNTIME.__dict__["attribute"] = attribute
+        _RUNTIME.__dict__["refusals_kept"] = _managed
+        _RUNTIME.__dict__["builtin"] = functools.partial(py_builtins.builtin, convert=converted)
     return _RUNTIME
+
+
+def _managed(manager):
+    """A ``with``'s context manager, its ``__enter__``/``__exit__`` called as methods are."""
+    where = _CallSite(sys._getframe(1).f_code.co_filename, sys._getframe(1).f_lineno)
+    return call_results.refusals_kept(manager, lambda method: called(method, where))
 
 
 _RUNTIME: Optional[types.ModuleType] = None
@@ -306,6 +314,16 @@ def _entered_name_scope(fn):
     scope = getattr(fn.__self__, "_scope", None)
     return scope is not None and \
         getattr(mx.gluon.block._BlockScope._current, "value", None) is scope
+
+
+def called(fn, where=None):
+    """``__ag__.converted``: :func:`converted`, library code checked (``side_effects.lent``)."""
+    where = where or _CallSite(sys._getframe(1).f_code.co_filename, sys._getframe(1).f_lineno)
+    result, code = converted(fn, where), getattr(fn, "__code__", None)
+    if result is not fn and getattr(result, "library_checked", None) is not fn or \
+            isinstance(code, types.CodeType) and _CONVERTED_CODE.get(id(code)) is code:
+        return result
+    return side_effects.lent(result, where, py_builtins.library_call, convert=converted)
 
 
 def converted(fn, where=None):
@@ -636,6 +654,9 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         # copies the code after a returning if into its branches, nested defs included
         for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):
             lower_jumps(function)
+        for node in ast.walk(func):       # (a refusal the lowering made: its user's line)
+            if getattr(node, "ag_where_needed", False):
+                getattr(node, "args").insert(0, ast.Constant(self.where(node)))
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
         for parent in ast.walk(func):

@@ -51,28 +51,35 @@ def refusal_caught(exc):
             raise refused
 
 
-def refusals_kept(manager):
+def refusals_kept(manager, convert=None):
     """The context manager of a ``with`` in converted code: ``manager`` itself, its
     ``__exit__`` not suppressing an AutographError (NOTE [a refusal the user's code catches])
     when it suppresses what it is given (a class's returning True, a
-    ``@contextlib.contextmanager`` catching in its generator)."""
+    ``@contextlib.contextmanager`` catching in its generator). ``convert``: what a bound
+    ``__enter__``/``__exit__`` is called through (the conversion's ``converted``: a user
+    class's run converted, so their side effects inside a tensor ``if`` or loop are refused,
+    NOTE [autograph side effects], not run once while tracing)."""
     kind = type(manager)
     if not (hasattr(kind, "__enter__") and hasattr(kind, "__exit__")):
         return manager                  # (Python's TypeError at the with)
-    return _RefusalsKept(manager)
+    return _RefusalsKept(manager, convert)
 
 
 class _RefusalsKept:
-    __slots__ = ("_manager",)
+    __slots__ = ("_manager", "_convert")
 
-    def __init__(self, manager):
+    def __init__(self, manager, convert):
         self._manager = manager
+        self._convert = convert or (lambda method: method)
+
+    def _method(self, name):
+        return self._convert(getattr(type(self._manager), name).__get__(self._manager))
 
     def __enter__(self):
-        return type(self._manager).__enter__(self._manager)
+        return self._method("__enter__")()
 
     def __exit__(self, exctype, excinst, exctb):
-        suppressed = type(self._manager).__exit__(self._manager, exctype, excinst, exctb)
+        suppressed = self._method("__exit__")(exctype, excinst, exctb)
         return suppressed and not _goes_on(excinst)
 
 
@@ -353,3 +360,19 @@ def _holds_symbol(value, depth, seen=None):
             getattr(value, name, None) for name in getattr(type(value), "__slots__", ())
             if isinstance(name, str)]
     return any(_holds_symbol(part, depth - 1, seen) for part in parts)
+
+
+def callbacks_converted(args, kwargs, convert, where):
+    """``args`` and ``kwargs`` of a call of library code or a builtin by converted code, the
+    user's functions among them (``sorted(ws, key=self._key)``, ``map(f, ws)``,
+    ``functools.reduce(self._add, ws)``) converted by ``convert`` (NOTE [autograph calls]):
+    run unconverted, their side effects inside a tensor ``if`` or loop ran once while
+    tracing, unchecked. Classes and other objects are given as they are."""
+    if convert is None:
+        return args, kwargs
+
+    def one(value):
+        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+            return convert(value, where)
+        return value
+    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}

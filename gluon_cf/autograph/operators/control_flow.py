@@ -17,13 +17,22 @@ NOTE [autograph loops]
     Python value a tensor loop changes, or a loop variable without a value before the loop,
     is an AutographError. Flags of jumps (NOTE [autograph jumps]) are Python bools until a
     tensor ``if`` or loop carries them, where they become one-element arrays
-    (:func:`flags_as_arrays`).
+    (:func:`flags_as_arrays`). A tensor ``for`` whose item is read only by a ``return``
+    inside it (``return row, h``: ``if flag: return value`` after the loop) carries the
+    item: each step that runs (no flag set when it starts) keeps its row, a step after the
+    return keeps the one before (a cond on the flags), and it starts from the item's value
+    before the loop, or, where it has none, from the first row when the input shapes say
+    rows exist (a loop of no step then never returns). Where neither holds it is refused
+    (no graph gives what Python's unbound name would be). An item read after the loop
+    otherwise, or by a closure, stays refused: a loop of no step would leave Python's
+    earlier value or none, and a closure made in one step may read it in the next.
 """
 import mxnet as mx
 
 from ...ops.cond import cond
 from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
 from ...ops.while_loop import warn_truncation, while_loop
+from ...hybrid import static_shape
 from ..errors import AmbiguousTruthError, AutographError, node_name, python_value, read_by
 from .carried import Carried, described, holds_arrays, spec_of
 from .py_builtins import one_output
@@ -199,7 +208,12 @@ def python_if(pred, where, why):
 
 
 def if_exp(test, then_value, else_value, where):
-    """A converted conditional expression ``a if test else b`` (each side a function)."""
+    """A converted conditional expression ``a if test else b`` (each side a function).
+    On a Symbol test both sides must be arrays: ``2.0 if F.sum(x) > 0 else 0.5`` stays
+    refused, since Python gives a float there and a graph only an array of the test's
+    shape, whose uses differ from the number's (``range``, a shape, ``[0] * k``, a
+    float16 array's dtype, broadcasting against a row): the message says to write the
+    number as an array of the other side's shape, whose uses are then the user's."""
     if isinstance(test, mx.sym.Symbol):
         def side(fn, which):
             def run():
@@ -360,14 +374,15 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
 
 
 def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(), kept=(),
-             list_names=()):
+             list_names=(), returned_item=False):
     """Run a converted ``for`` (NOTE [autograph loops]): returns its variables' final values, the
     lists it appended to, and the last item when ``item`` holds the current value of a loop
     variable read after the loop. ``stop``: the names of its break and return flags.
     ``kept``: for each list, whether its append ends the step after a break (its step output
     is a function of no argument, whose value is appended where no flag is set after the
     step: NOTE [autograph lists]). ``list_names``: the lists' names (NOTE [an exception
-    leaving a loop])."""
+    leaving a loop]). ``returned_item``: the item is read only by a ``return`` inside the
+    loop (``return row, h``), which a graph's loop carries (NOTE [autograph loops])."""
     keep_item, lists, count = item is not None, list(lists), len(values)
     items_count = None
     if isinstance(iterable, StepList):    # (its items, or its rows: NOTE [autograph lists])
@@ -416,7 +431,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                 f"tensor condition (a break or return under a tensor if); a graph's for runs "
                 f"every row, so write it as a while loop over a counter (i = F.zeros((1,)); "
                 f"while i < n: ... i = i + 1), which stops where the break is")
-        if keep_item:
+        if keep_item and not returned_item:
             raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
                                  f"after the loop (or by a return inside it, such as return "
                                  f"row, h, or by a closure defined in the function); a "
@@ -424,14 +439,19 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                                  f"assign what you need to a variable (given a value before the "
                                  f"loop) inside it: last = F.zeros_like(x[0]) before the loop, "
                                  f"last = row in it, and read or return last")
+        first_item = _first_item(iterable, item[0], items_count, where) if keep_item \
+            else None
         values = flags_as_arrays(values, names)
         _loop_arrays(values, names, where, "for")
         carried = Carried(values, names, where, "for loop on a tensor")
         arrays = carried.arrays(values)
+        # the item read after the loop (or by a return in it): carried, the row of each step
+        # that runs (NOTE [autograph loops])
+        items = [first_item] if keep_item else []
 
         # (a loop carrying and collecting nothing, a print of each row, counts its steps: a
         # graph's loop needs one value to carry)
-        counted = bool(lists) or not arrays
+        counted = bool(lists) or not arrays and not keep_item
 
         def step(row, states):
             current = carried.rebuild(states[:len(arrays)])
@@ -439,7 +459,13 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                 result = tuple(body(row, *current))
             new = flags_as_arrays(result[:count], names)
             _check_loop_vars(values, new, names, where, "for")
-            return step_rows(result[count:], where), carried.arrays(new) + \
+            kept_item = []
+            if keep_item:
+                going = running(*[current[k] for k in stop])
+                last = states[len(arrays)]
+                kept_item = [row if going is True else cond(
+                    going, lambda: row, lambda: last, name=node_name(where, "item"))]
+            return step_rows(result[count:], where), carried.arrays(new) + kept_item + \
                 ([states[-1] + 1] if counted else [])
         setattr(step, NO_STEP_ON_EMPTY_DATA, True)   # NOTE [a foreach of no step]
         if items_count is not None:
@@ -456,11 +482,13 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                 step, iterable, arrays, name=node_name(where, "for"))[1]),
                 lambda: list(arrays), name=node_name(where, "for_items"))
             return carried.rebuild(list(final))
-        rows, final = foreach(step, iterable, arrays + ([mx.sym.zeros((1,))] if counted else []),
+        rows, final = foreach(step, iterable, arrays + items +
+                              ([mx.sym.zeros((1,))] if counted else []),
                               name=node_name(where, "for"))
         final = list(final)
         steps = final.pop() if counted else None
-        return carried.rebuild(final) + extended(lists, rows, steps, where)
+        last = (final.pop(),) if keep_item else ()
+        return carried.rebuild(final) + extended(lists, rows, steps, where) + last
     except Exception as exc:
         escaped(exc)        # (what a loop inside recorded: not this loop's)
         surfaced(exc, where)
@@ -494,6 +522,28 @@ def _appended_after_step(lists, rows, kept, going, clear, where):
         else:
             out.extend(appended_where(when, [items], [row], where))
     return out
+
+
+def _first_item(data, before, items_count, where):
+    """What a tensor ``for``'s carried item starts from: its value before the loop, an array
+    of the row's shape (a loop of no step keeps it, as Python's name keeps it), or, where it
+    had none, the first row when the rows surely exist (the first step replaces it; what
+    Python's unbound name would be after a loop of no step no graph gives). Else the
+    AutographError saying to keep what is needed in a variable."""
+    if isinstance(before, mx.sym.Symbol) and one_output(before):
+        return before
+    shape = static_shape(data, where) if items_count is None else None
+    if isinstance(before, Undefined) and shape and shape[0] > 0:
+        return mx.sym.squeeze(mx.sym.slice_axis(data, axis=0, begin=0, end=1,
+                                                name=node_name(where, "first")), axis=0)
+    raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
+                         f"by a return inside it, such as return row, h; a graph's loop "
+                         f"keeps the row only where the item has a value before the loop "
+                         f"or the rows surely exist (how many there are is known only when "
+                         f"the graph runs here), so "
+                         f"assign what you need to a variable (given a value before the "
+                         f"loop) inside it: last = F.zeros_like(x[0]) before the loop, "
+                         f"last = row in it, and read or return last")
 
 
 def _where(going, new, old, names, where):

@@ -23,7 +23,18 @@ NOTE [autograph lists]
     for no item), ``items + other``, ``items * k``, ``list(items)`` and ``items[:]`` new
     StepLists, ``sum(items)`` the rows summed (checked when it may hold no item: Python's 0
     is an int), and ``len``, truth and other slices are AutographErrors at the line reading
-    it (:meth:`StepList._unknown_length`). A call of ``F.stack``, ``F.concat`` or
+    it (:meth:`StepList._unknown_length`): the count exists only as a one-element array,
+    and giving it where Python gives an int changes what the int does next (``range(n)``,
+    ``[0] * n``, ``n // 2``, an index, a shape), so ``len`` and ``enumerate`` of such a
+    list stay refused, saying to count the steps as an array in the loop (``i = i + 1``:
+    the array is then the user's, and so are its uses). ``for a, b in zip(outs, other)``
+    stays refused too: a ``for`` that unpacks its items runs as Python's loop (its jumps
+    stay Python), which has no rows to iterate here; one graph loop over several lists'
+    rows would need the lists' counts to agree, which only the run knows unless one loop
+    appended them all (the message says to append what a step needs to one list, and loop
+    over that). ``sum(items, start)`` is
+    ``start`` plus the rows' sum, ``start`` itself by a cond where the loop appended none (a
+    number ``start`` there is checked, as ``sum(items)``'s 0). A call of ``F.stack``, ``F.concat`` or
     ``F.add_n`` unpacking a list bound to another name or several lists
     (``F.concat(*a, *b, dim=0)``) goes through ``list_parts.unpacked_parts``, which finds
     the StepLists at run time; ``items[i]`` past what
@@ -336,15 +347,16 @@ class StepList:
 
     __rmul__ = __mul__
 
-    def builtin_of_rows(self, name, where):
+    def builtin_of_rows(self, name, where, *start):
         """``list(items)``, ``tuple(items)``: a new list of its items; ``sum(items)``: their
-        sum; where their number is known only when the graph runs (else NotImplemented:
-        Python's builtin iterates the items)."""
-        if name not in ("list", "tuple", "sum") or self.known_length(where) is not None:
+        sum, ``sum(items, start)`` (``start``) start's; where their number is known only
+        when the graph runs (else NotImplemented: Python's builtin iterates the items)."""
+        if name not in ("list", "tuple", "sum") or self.known_length(where) is not None or \
+                start and name != "sum":
             return NotImplemented
         taken(self, where)
         # (StepList's copy: a reversed iterator's own copy is Python's AttributeError)
-        return summed(self, where) if name == "sum" else StepList.copy(self)
+        return summed(self, where, *start) if name == "sum" else StepList.copy(self)
 
     def __reversed__(self):
         """``reversed(items)``: the items backwards, the rows reversed (a list holding a row
@@ -526,15 +538,27 @@ def taken(items, where):
         items.consumed = True
 
 
-def summed(items, where):
-    """``sum(items)`` of a collected list whose length only the graph's run knows: Python's
-    ``0 + item + item ...``, the rows summed. Where the list may hold no item (Python's 0, an
-    int, where a graph gives an array), it is checked when the graph runs."""
+def summed(items, where, *start):
+    """``sum(items, start)`` of a collected list whose length only the graph's run knows:
+    Python's ``start + item + item ...``, the rows summed (added to ``start``, broadcasting
+    as NDArrays add). Where the list may hold no item, Python gives ``start`` itself: an
+    array ``start`` is chosen by a cond on the count; a Python number (0: ``sum(items)``),
+    where a graph gives an array, is checked when the graph runs."""
     rows = items.rows
+    first = start[0] if start else 0
+
+    def total():
+        added = mx.sym.sum(rows, axis=0)
+        if isinstance(first, mx.sym.Symbol):
+            return mx.sym.broadcast_add(first, added, name=op_name(where, "sum"))
+        return added + first if start else added
     if items.least > 0:
-        return mx.sym.sum(rows, axis=0)
-    return checked_item(items.count, lambda: mx.sym.sum(rows, axis=0), 0,
-                        f"{where}: sum() of a list that may hold no item (Python's 0, an int; "
+        return total()
+    if isinstance(first, mx.sym.Symbol):
+        return cond(items.count > 0, total, lambda: first, name=node_name(where, "sum"))
+    said = f"{python_value(first)}, a number" if start else "0, an int"
+    return checked_item(items.count, total, 0,
+                        f"{where}: sum() of a list that may hold no item (Python's {said}; "
                         f"a graph gives an array): the list",
                         f"the loop at {region_at(items.where)} appended them; add the first "
                         f"item outside the loop or use F.add_n(*items) where it holds one")

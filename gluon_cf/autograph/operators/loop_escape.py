@@ -1,7 +1,21 @@
 """An exception leaving a converted loop run as Python carries the loop's variables out
 (NOTE [an exception leaving a loop])."""
+from ..errors import AutographError
 from .data_structures import append_rows
 from .variables import Undefined
+
+
+def returned_through_finally(where, names, via=""):
+    """A return inside a loop, inside a ``try`` whose ``finally`` assigns ``names`` that
+    its value reads (``via``: through the functions it calls): refused where it returns
+    (NOTE [autograph jumps])."""
+    raise AutographError(
+        f"{where}: this return is inside a try whose finally assigns {names}, which the "
+        f"returned value reads{via}; Python returns the value computed here, before the finally "
+        f"runs, but a return inside a loop returns after the loop, where the finally has "
+        f"run. Assign the value to a variable the finally does not assign, given a value "
+        f"before the loop, and return that (out = F.zeros_like(h) before the loop; out = h; "
+        f"return out)")
 
 # NOTE [an exception leaving a loop]
 # A converted loop's body (and an if's branch) is a function returning the variables it

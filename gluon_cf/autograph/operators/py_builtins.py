@@ -4,7 +4,8 @@
 NOTE [autograph iteration]
     MXNet's ``Symbol.__iter__`` yields the whole symbol once, so everything that iterates a
     Symbol as Python would is refused at its line: comprehensions and generator expressions
-    (:func:`iterated`), ``*x`` in a call, and the builtins ``enumerate``, ``zip``, ``range``,
+    (:func:`iterated`; an ``if`` of theirs on a Symbol, :func:`filtered`), ``*x`` in a
+    call, and the builtins ``enumerate``, ``zip``, ``range``,
     ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`), except where the
     shapes of the inputs a block's graph is traced for give the Symbol's shape (NOTE [graphs
     traced for input shapes] in ``gluon_cf/hybrid.py``): there ``len`` is its first axis,
@@ -20,13 +21,18 @@ NOTE [autograph iteration]
     NOTE [autograph loops]); over a Symbol of several outputs (``F.split``'s) it is Python's loop over them, as over
     the eager list.
 """
+import contextlib
 import functools
 import itertools
+import os
+import sys
+import threading
 
 import mxnet as mx
 
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
+from .call_results import callbacks_converted
 
 
 def iterated(value, where, what):
@@ -44,6 +50,19 @@ def iterated(value, where, what):
     return value
 
 
+def filtered(test, where):
+    """The test of a comprehension's ``if``, whose truth Python takes: a Symbol's is known
+    only when the graph runs (NOTE [autograph iteration]), and how many items pass with it,
+    so it is refused at the line (MXNet's NotImplementedForSymbol named no line)."""
+    if isinstance(test, mx.sym.Symbol):
+        raise AutographError(
+            f"{where}: this comprehension's if tests a tensor; while hybridizing its truth "
+            f"exists only when the graph runs, and so does how many items pass. Keep every "
+            f"item and weigh it by the test (F.where(test, item, F.zeros_like(item)), or "
+            f"item * test), or write a for statement with an if on the tensor")
+    return test
+
+
 # Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
 ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
               "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
@@ -52,9 +71,11 @@ ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", 
 _VALUE = {"float", "int", "bool", "round"}
 
 
-def builtin(fn, where):
+def builtin(fn, where, convert=None):
     """``fn`` (a name in ITERATING at a call of converted code): when it is the builtin, a
-    call with a Symbol argument is an error naming the call."""
+    call with a Symbol argument is an error naming the call. ``convert``: what the user's
+    functions it is given (``key=``, ``map``'s) are converted by
+    (``call_results.callbacks_converted``)."""
     import builtins
     name = getattr(fn, "__name__", None)
     the_builtin = getattr(builtins, name, None) if name in ITERATING else None
@@ -63,13 +84,17 @@ def builtin(fn, where):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
+        args, kwargs = callbacks_converted(args, kwargs, convert, where)
         # (looked up on the type: a user's object answering any attribute is no such list)
-        own = getattr(type(args[0]), "builtin_of_rows", None) if len(args) == 1 and \
-            not kwargs else None
+        # (sum's start: sum(items, start) or sum(items, start=...))
+        start = _sum_start(args, kwargs) if name == "sum" else None
+        own = getattr(type(args[0]), "builtin_of_rows", None) if args and (
+            len(args) == 1 and not kwargs or start is not None) else None
         if own is not None:
             # a list a tensor loop collected, its length known when the graph runs: a new
             # list of its items, their sum (NOTE [autograph lists])
-            result = own(args[0], name, where)
+            result = own(args[0], name, where) if start is None else \
+                own(args[0], name, where, start[0])
             if result is not NotImplemented:
                 return result
         if name in _COMPARING and len(args) == 1 and not isinstance(
@@ -107,6 +132,16 @@ def builtin(fn, where):
     return checked
 
 
+def _sum_start(args, kwargs):
+    """``(start,)`` of a call ``sum(items, start)`` or ``sum(items, start=start)``, else
+    None."""
+    if len(args) == 2 and not kwargs:
+        return (args[1],)
+    if len(args) == 1 and set(kwargs) == {"start"}:
+        return (kwargs["start"],)
+    return None
+
+
 def _truth_checked(predicate, where):
     """filter's predicate (None: the items themselves), whose results filter takes the
     truth of: a Symbol's is an error naming the call."""
@@ -142,6 +177,70 @@ _LIBRARY_ITERATING = {
     itertools.filterfalse: slice(1, 2)}
 
 
+# NOTE [a tensor iterated by library code]
+#     Library code converted code calls (not converted: NOTE [autograph calls]) may iterate a
+#     tensor it is given: ``collections.deque(x, maxlen=2)``, ``random.choice(x)``,
+#     ``heapq.nlargest(2, x)``. MXNet's ``Symbol.__iter__`` yields the whole one-output
+#     Symbol once and ``len`` is its number of outputs, 1, so hybridized such a call silently
+#     saw one item (a deque of the last two rows was the whole array). While a library call
+#     with a one-output Symbol among its arguments runs (:func:`library_call`), iterating a
+#     one-output Symbol yields its rows where the input shapes give them (as an NDArray's
+#     iteration, :func:`static_rows`; NOTE [graphs traced for input shapes]) and is refused
+#     at the call's line otherwise; its ``len`` is refused (MXNet's indexing by an int picks
+#     an output, not a row). Outside such calls MXNet's own behaviour stands.
+_library = threading.local()
+
+
+@contextlib.contextmanager
+def library_call(name, where):
+    """While library code ``name`` called by converted code at ``where`` runs with a tensor
+    argument: its iteration of a Symbol is checked (NOTE [a tensor iterated by library
+    code])."""
+    stack = _library.__dict__.setdefault("calls", [])
+    stack.append((name, where))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _by_library(depth=2):
+    """Whether the code iterating (measuring) a Symbol, ``depth`` frames up, is neither
+    MXNet's nor gluon_cf's own (they take a Symbol as MXNet does); the checking call itself
+    (``side_effects``) stands for C library code such as ``collections.deque``."""
+    filename = sys._getframe(depth).f_code.co_filename
+    if filename.startswith(_MXNET_DIR):
+        return False
+    return not filename.startswith(_GLUON_CF_DIR) or \
+        os.path.basename(filename) == "side_effects.py"
+
+
+_MXNET_DIR = os.path.dirname(mx.__file__) + os.sep
+_GLUON_CF_DIR = os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep
+
+
+def _checked_iter(symbol):
+    calls = getattr(_library, "calls", None)
+    if calls and one_output(symbol) and _by_library():
+        name, where = calls[-1]
+        rows = static_rows(symbol, str(where))
+        if rows is None:
+            _refuse_iteration(name, str(where))
+        return iter(rows)
+    return _SYMBOL_ITER(symbol)
+
+
+def _checked_len(symbol):
+    calls = getattr(_library, "calls", None)
+    if calls and one_output(symbol) and _by_library():
+        _refuse_iteration(calls[-1][0], str(calls[-1][1]))
+    return _SYMBOL_LEN(symbol)
+
+
+_SYMBOL_ITER, _SYMBOL_LEN = mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__
+mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__ = _checked_iter, _checked_len
+
+
 def library_iterating(fn, where):
     """``fn`` checked as :func:`builtin` checks the builtins when it is one of the standard
     library's functions that iterate their arguments (``functools.reduce``, ``itertools``'),
@@ -159,6 +258,7 @@ def library_iterating(fn, where):
         if any(one_output(a) for a in args[iterated]):
             _refuse_iteration(name, str(where))
         return fn(*args, **kwargs)
+    checked.library_checked = fn  # type: ignore[attr-defined]  # (still library code)
     return checked
 
 

@@ -11,7 +11,11 @@ NOTE [autograph side effects]
     :func:`effect` before assigning an attribute or item of an object that may come from
     outside the call (a parameter, a global, a free variable, or a local not bound to a new
     object), a ``global`` or ``nonlocal`` variable, and :func:`mutable` around the receiver of
-    a mutating method (``append``, ``add``, ``update`` ...). While a tensor ``if``'s branch or
+    a mutating method (``append``, ``add``, ``update`` ...), and library code it calls in a
+    graph region is checked not to change a container given to it (:func:`lent`: it is not
+    converted, so only its effect can be seen; a container the step itself made is refused
+    too, which the check cannot tell apart: a refusal, never a value that differs). While a
+    tensor ``if``'s branch or
     a tensor loop's step is traced (:func:`graph_region`) these are AutographErrors naming the
     statement's line and the ``if``'s or loop's line, except a closure's ``nonlocal`` write of
     a variable that region carries out (NOTE [autograph closures]). Run as Python (eagerly, or
@@ -25,7 +29,10 @@ import threading
 import warnings
 from typing import Set
 
+import mxnet as mx
+
 from ..errors import AutographError, AutographWarning, region_at
+from .call_results import callbacks_converted
 
 
 _state = threading.local()
@@ -101,6 +108,67 @@ def container_method(fn, where, mutators):
         mutable(receiver, str(where), name)
         return fn(*args, **kwargs)
     return checked
+
+
+_CONTAINERS = (list, dict, set, bytearray, collections.abc.MutableSequence,
+               collections.abc.MutableMapping, collections.abc.MutableSet)
+
+
+def _contents(value):
+    """What a Python container holds, by identity and order (None: no container, or a list
+    a tensor loop collected, whose items the graph gives)."""
+    if not isinstance(value, _CONTAINERS) or \
+            getattr(type(value), "builtin_of_rows", None) is not None:
+        return None
+    if isinstance(value, collections.abc.Mapping):
+        return [(key, id(item)) for key, item in value.items()]
+    return [id(item) for item in value]
+
+
+_AS_THEY_ARE = {"mxnet", "gluon_cf", "builtins", "sys", "inspect", "warnings", "_warnings"}
+
+
+def lent(fn, where, symbol_call=None, convert=None):
+    """``fn``, library code called by converted code, checked inside a graph region not to
+    change a Python container among its arguments (``heapq.heappush(heap, h)``,
+    ``operator.setitem(d, k, v)``, ``random.shuffle(items)``): traced once, the change would
+    happen once whatever the condition or the number of steps -- an error (:func:`effect`).
+    What it does not change runs as it is. ``symbol_call(name, where)``: the context a call
+    with a Symbol argument runs in (``py_builtins.library_call``: NOTE [a tensor iterated by
+    library code]); ``convert``: what the user's functions it is given are converted by
+    (``call_results.callbacks_converted``). Gluon blocks and MXNet's and gluon_cf's own code
+    run as they are (they take Symbols as Symbols), and so do the builtins, ``sys``,
+    ``inspect`` and ``warnings`` (``locals()``, ``sys._getframe()``, ``warnings.warn``'s
+    stacklevel read their caller's frame: a wrapper's would be read)."""
+    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None) or ""
+    if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in _AS_THEY_ARE:
+        return fn
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        args, kwargs = callbacks_converted(args, kwargs, convert, where)
+        if symbol_call is not None and any(
+                isinstance(a, mx.sym.Symbol) for a in (*args, *kwargs.values())):
+            with symbol_call(name, where):
+                return _unchanged(fn, args, kwargs, where, name)
+        return _unchanged(fn, args, kwargs, where, name)
+    return checked
+
+
+def _unchanged(fn, args, kwargs, where, name):
+    """``fn(*args, **kwargs)``, an error inside a graph region if it changed a Python
+    container among its arguments (:func:`lent`)."""
+    if not in_graph_region():
+        return fn(*args, **kwargs)
+    given = [a for a in (*args, *kwargs.values()) if isinstance(a, _CONTAINERS)]
+    before = [_contents(a) for a in given]
+    result = fn(*args, **kwargs)
+    for value, contents in zip(given, before):
+        if contents is not None and _contents(value) != contents:
+            effect(where, f"changes a Python {type(value).__name__} it gives to {name}, "
+                          f"library code")
+    return result
 
 
 def consumed(value, where, name):
