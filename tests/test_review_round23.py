@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from mxnet import autograd
 
+import gluon_cf
 from gluon_cf import hybrid
 from conftest import run_python
 from test_remat_gates_review import inputs, net_of, state
@@ -110,6 +111,48 @@ def test_an_empty_array_in_a_list_input_after_a_full_call():
     for rows in (3, 0, 2):
         xs = [mx.nd.array(np.full((rows, 2), 2.0)), mx.nd.ones((4, 2))]
         np.testing.assert_allclose(net(xs).asnumpy(), _Listed()(xs).asnumpy())
+
+
+_READS = {   # how a body reads a parameter of deferred shape, computed outside it
+    "expand_dims, reshape(-1)": (lambda F, w: F.expand_dims(w, axis=0).reshape((-1,)), (0,)),
+    "transpose, reshape(-1)": (lambda F, w: F.transpose(w).reshape((-1,)), (0, 1)),
+    "tanh": (lambda F, w: F.tanh(w), (0,)),
+}
+
+
+class _DeferredRead(mx.gluon.HybridBlock):
+    def __init__(self, ours, read, **kwargs):
+        super().__init__(**kwargs)
+        self.ours, self.read = ours, read
+        with self.name_scope():
+            self.w = self.params.get("w", shape=_READS[read][1], allow_deferred_init=True)
+
+    def hybrid_forward(self, F, x, w):
+        v = _READS[self.read][0](F, w)
+        loop = gluon_cf.foreach if self.ours else F.contrib.foreach
+        out, states = loop(lambda d, s: (d * v, [s[0] + d * v]), x, [F.zeros((3,))])
+        return out, states[0]
+
+
+@pytest.mark.parametrize("read", sorted(_READS))
+def test_a_deferred_parameter_read_in_a_body_gets_mxnets_shape(read):
+    """A parameter declared of shape (0,) (or (0, 1)) read in a foreach body through
+    expand_dims or transpose and a reshape(-1): MXNet's foreach infers its shape (its
+    declared rank known, the reshape inferred backwards); gluon_cf's backward inference left
+    it unknown (Deferred initialization failed: "Cannot decide shape"), as it passed MXNet
+    only the complete shapes of the segment's inputs."""
+    got = []
+    for ours in (False, True):
+        net = _DeferredRead(ours, read, prefix="n_")
+        net.initialize(mx.init.Uniform(0.5))
+        net.hybridize()
+        mx.random.seed(0)
+        out, state = net(mx.nd.array(np.arange(6).reshape(2, 3) / 5.))
+        got.append((net.w.shape, net.w.data().asnumpy(), out.asnumpy(), state.asnumpy()))
+    (shape, *want), (got_shape, *values) = got
+    assert got_shape == shape
+    for w, g in zip(want, values):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
 
 
 NESTED = r'''
