@@ -101,8 +101,11 @@ class _Segment:
                   if complete(shapes.get(e))}
         if not missing or not wanted:
             return
+        # (partial shapes too, 0 for an unknown dimension: a parameter's declared (0,) gives
+        # its rank, which MXNet's whole-graph pass has; without it, expand_dims or transpose
+        # before a reshape(-1) inferred nothing backwards)
         known = {n: tuple(shapes[e]) for n, e in zip(self.names, self.in_entries)
-                 if complete(shapes.get(e))}
+                 if isinstance(shapes.get(e), (tuple, list)) and len(shapes[e]) > 0}
         known.update(("__gluon_cf_shape%d" % k, shape) for k, shape in wanted.items())
         constrained = mx.sym.Group([mx.sym.elemwise_add(
             self.symbol[k], mx.sym.var("__gluon_cf_shape%d" % k)) for k in wanted])
