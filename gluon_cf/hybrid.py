@@ -165,21 +165,19 @@ def _run_built(self, args, lock):
     try:
         out = plan.run_partitioned(cargs)
     except ZeroSizeError as err:
-        if not plan.has_nodes:   # (MXNet's business alone, but for this: its error type too)
-            raise PlainBlockZeroSizeError(
-                str(err) if err.located else "%s (in %s)" % (err, _forward_of(self)),
-                located=True) from None
-        if err.located:
-            raise
-        raise ZeroSizeError("%s (in %s)" % (err, _forward_of(self)), located=True) from None
+        raise BlockZeroSizeError(
+            str(err) if err.located else "%s (in %s)" % (err, _forward_of(self)),
+            located=True) from None
     return _block._regroup(out, self._out_format)
 
 
-class PlainBlockZeroSizeError(ZeroSizeError, mx.MXNetError):
-    """The ZeroSizeError of a block without gluon_cf nodes (NOTE [zero-size block inputs]),
-    an MXNetError too: such a block's call, run by MXNet's CachedOp until round 23, raised
-    MXNet's own error for an operator refusing a zero-size array (as eager code does), and
-    code catching ``mx.MXNetError`` around it must still catch it."""
+class BlockZeroSizeError(ZeroSizeError, mx.MXNetError):
+    """The ZeroSizeError of a hybridized block's call (NOTE [zero-size block inputs]), an
+    MXNetError too: such a call, run by the block's CachedOp until round 23, raised MXNet's
+    own error for an operator refusing a zero-size array (as eager MXNet does), or gluon_cf's
+    IncompleteShapeError (an MXNetError) at a gluon_cf node, and code catching
+    ``mx.MXNetError`` around it must still catch it. (``errors.py`` needs no MXNet, so
+    ZeroSizeError itself is not one.)"""
 
 
 def _has_zero_size_input(args):
@@ -210,11 +208,11 @@ def _has_zero_size_input(args):
 #     computed them (or, recorded, failed otherwise: "shape_num_unknown_nodes"). A call with
 #     a zero-size input runs partitioned: the segments between gluon_cf nodes are CachedGraphs,
 #     which run a call with a zero-size input operator by operator, as eager code does, so the
-#     call works, or fails with the same ZeroSizeError, whatever came before. Blocks without
-#     gluon_cf nodes too (a masked mean over an empty batch is the same history): their graph
-#     is one segment, and an operator refusing the empty array raises PlainBlockZeroSizeError,
-#     an MXNetError as MXNet's CachedOp raised before (``except mx.MXNetError`` still catches
-#     it). The check runs on every call of such a block: ``_has_zero_size_input`` reads dense
+#     call works, or fails with the same ZeroSizeError, whatever came before: the error eager
+#     gluon_cf gives, raised as a BlockZeroSizeError, an MXNetError as the CachedOp's errors
+#     were (``except mx.MXNetError`` still catches it). Blocks without gluon_cf nodes too (a
+#     masked mean over an empty batch is the same history): their graph is one segment. The
+#     check runs on every call of such a block: ``_has_zero_size_input`` reads dense
 #     arguments' shapes straight from MXNet.
 
 

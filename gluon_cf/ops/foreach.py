@@ -6,6 +6,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import executor, node as _node, registry, remat as _remat, rowwise
+from ..errors import ZeroSizeError
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._names import name_manager
@@ -176,10 +177,10 @@ def _check_lengths(lengths, where=None, num_out=None):
                             "along axis 0, got %s" % (at, ", ".join(
                                 "data[%d]: %d" % (i, n) for i, n in enumerate(lengths))))
     if lengths[0] == 0 and num_out != 0:
-        raise ValueError("gluon_cf.foreach%s: data has length 0 along axis 0; at least one step "
-                         "is required (its outputs would have no step to take their shape "
-                         "from, and MXNet's own foreach fails on no step too): skip the call "
-                         "for empty data" % at)
+        raise ZeroSizeError("gluon_cf.foreach%s: data has length 0 along axis 0; at least one "
+                            "step is required (its outputs would have no step to take their "
+                            "shape from, and MXNet's own foreach fails on no step too): skip "
+                            "the call for empty data" % at, located=bool(where))
 
 
 # NOTE [a foreach of no step]
