@@ -115,9 +115,10 @@ def classify_pair(want, got, files, plain_fails=None, tol=None):
             not isinstance(err, (gluon_cf.AutographError, gluon_cf.IncompleteShapeError,
                                  OperatorShapeError, MismatchError, IndexGradientError,
                                  ArgumentValueError, ArrayTypeError, PairError,
-                                 StructureError, PredShapeError, PredValueError)):
-        # (PredShapeError and PredValueError: gluon_cf's own, also MXNet's types, as MXNet's
-        # ops raise them)
+                                 StructureError, PredShapeError, PredValueError,
+                                 gluon_cf.ZeroSizeError)):
+        # (PredShapeError, PredValueError and a hybridized call's ZeroSizeError: gluon_cf's
+        # own, also MXNet's types, as MXNet's ops raise them)
         return "internal"     # (from the library's plumbing, whatever the message)
     if isinstance(err, gluon_cf.ZeroSizeError) and want[0] == "error" and \
             any(re.search(r"\bat " + re.escape(f) + r":\d+\b", str(err)) for f in files) and \
