@@ -1,0 +1,95 @@
+"""Issue 24, twenty-third round, review b: library code converted code calls with a tensor it
+iterates (NOTE [a tensor iterated by library code]) where the Symbol is not one of the call's
+own arguments: held by a ``functools.partial``, an item of a list argument
+(``itertools.chain.from_iterable([x, y])``, a C class's method), or iterated lazily after
+the call returned (``heapq.merge(x)``, a generator). Hybridized each silently saw the whole
+array as one item; now rows as eagerly (or refused at the line). Oracle: the plain Python
+function on NDArrays (``hybrid_forward.__wrapped__``), eager and hybridized with gradients
+(``hostile_harness.classify``). And that MXNet's own iteration of Symbols, with gluon_cf
+imported, is MXNet's."""
+import functools
+import heapq
+import itertools
+
+import mxnet as mx
+import pytest
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf import autograph
+
+import hostile_harness
+
+PROGRAMS, program = hostile_harness.program_registry()
+ROWS = ([hostile_harness.rand(4, 3, seed=2301)], [hostile_harness.rand(2, 3, seed=2302) + 1])
+COLUMN = ([hostile_harness.rand(4, 1, seed=2303)], [hostile_harness.rand(2, 1, seed=2304)])
+
+
+@program(*ROWS)
+class ChainFromIterableOfTensors(HybridBlock):
+    """``itertools.chain.from_iterable([x, y])``: the Symbols are items of a list argument,
+    and chain iterates them lazily, after the call (hybridized: 2 items, not 2 T rows)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = list(itertools.chain.from_iterable([x, x * 2]))
+        return F.stack(*rows[-3:]) * len(rows)
+
+
+@program(*COLUMN)
+class HeapqMergeOfRows(HybridBlock):
+    """``heapq.merge(x)``, a library generator: it iterates ``x`` when consumed, after the
+    call returned (hybridized: the whole array as one item)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = list(heapq.merge(x))
+        return F.stack(*rows[-2:]) * len(rows)
+
+
+@program(*ROWS)
+class PartialHoldingTheTensor(HybridBlock):
+    """``functools.partial(list, x)()``: the Symbol is in the partial, the call has no
+    argument (hybridized: a list of one item). ``list`` measures it: refused at the line."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = functools.partial(list, x)()
+        return F.stack(*rows[-2:]) * len(rows)
+
+
+EQUAL = [ChainFromIterableOfTensors, HeapqMergeOfRows]
+
+
+@pytest.mark.parametrize("block_class", EQUAL, ids=lambda c: c.__name__)
+def test_library_code_iterating_a_tensor_lazily_or_in_a_list_sees_its_rows(block_class):
+    result = hostile_harness.classify(block_class, PROGRAMS[block_class], [__file__],
+                                      export=False)
+    assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result
+
+
+def test_a_partial_holding_the_tensor_is_refused_at_the_line():
+    result = hostile_harness.classify(PartialHoldingTheTensor,
+                                      PROGRAMS[PartialHoldingTheTensor], [__file__],
+                                      export=False)
+    assert result["eager"] == ("equal", ""), result
+    assert result["hybrid"][0] == "refused", result
+    net = PartialHoldingTheTensor()
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError) as info:
+        net(mx.nd.array(ROWS[0][0]))
+    line = PartialHoldingTheTensor.hybrid_forward.__wrapped__.__code__.co_firstlineno + 2
+    assert str(info.value).startswith(
+        f"{__file__}:{line}: rows = functools.partial(list, x)(): "), info.value
+
+
+def test_mxnet_symbol_iteration_is_mxnets_outside_converted_code():
+    """The patched ``Symbol.__iter__``/``__len__`` (py_builtins) change nothing for code that
+    is not a library call from converted code: a Group's outputs, a split's, one output."""
+    a, b = mx.sym.var("a"), mx.sym.var("b")
+    group = mx.sym.Group([a, b * 2, a + b])
+    assert [s.list_outputs()[0] for s in group] == group.list_outputs() and len(group) == 3
+    split = mx.sym.split(a, num_outputs=3)
+    assert len(split) == 3 and len(list(split)) == 3
+    assert len(a) == 1 and [s.name for s in a] == ["a"]
+    assert list(heapq.merge(a))[0].name == "a"        # library code, not from converted code
