@@ -5,11 +5,15 @@ own arguments: held by a ``functools.partial``, an item of a list argument
 the call returned (``heapq.merge(x)``, a generator). Hybridized each silently saw the whole
 array as one item; now rows as eagerly (or refused at the line). Oracle: the plain Python
 function on NDArrays (``hybrid_forward.__wrapped__``), eager and hybridized with gradients
-(``hostile_harness.classify``). And that MXNet's own iteration of Symbols, with gluon_cf
+(``hostile_harness.classify``). The user's functions given to library code that takes them
+as values (``pickle.dumps``, ``copy.copy``, ``functools.wraps``) are given unconverted (the
+converted one failed to pickle, was not ``is`` the function: eagerly too). And that MXNet's own iteration of Symbols, with gluon_cf
 imported, is MXNet's."""
+import copy
 import functools
 import heapq
 import itertools
+import pickle
 
 import mxnet as mx
 import pytest
@@ -58,11 +62,37 @@ class PartialHoldingTheTensor(HybridBlock):
         return F.stack(*rows[-2:]) * len(rows)
 
 
-EQUAL = [ChainFromIterableOfTensors, HeapqMergeOfRows]
+def _doubled(v):
+    return v * 2
+
+
+@program(*ROWS)
+class PickledHelper(HybridBlock):
+    """``pickle.dumps(helper)``: the converted helper was pickled, "not the same object as
+    ..._doubled" (PicklingError, eagerly too)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return _doubled(x) * (len(pickle.dumps(_doubled)) > 0)
+
+
+@program(*ROWS)
+class CopiedHelperIsItself(HybridBlock):
+    """``copy.copy(f) is f`` and ``functools.wraps(f)(g).__wrapped__ is f``: False, eagerly
+    too (the library was given the converted function)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        same = copy.copy(_doubled) is _doubled
+        wrapper = functools.wraps(_doubled)(lambda v: v + 1)
+        return _doubled(x) * float(same) + wrapper(x) * float(wrapper.__wrapped__ is _doubled)
+
+
+EQUAL = [ChainFromIterableOfTensors, HeapqMergeOfRows, PickledHelper, CopiedHelperIsItself]
 
 
 @pytest.mark.parametrize("block_class", EQUAL, ids=lambda c: c.__name__)
-def test_library_code_iterating_a_tensor_lazily_or_in_a_list_sees_its_rows(block_class):
+def test_library_code_given_a_tensor_or_a_function_as_a_value_is_plain_pythons(block_class):
     result = hostile_harness.classify(block_class, PROGRAMS[block_class], [__file__],
                                       export=False)
     assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result

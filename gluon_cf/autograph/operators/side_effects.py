@@ -149,7 +149,7 @@ def lent(fn, where, symbol_call=None, convert=None):
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        args, kwargs = callbacks_converted(args, kwargs, convert, where)
+        args, kwargs = callbacks_converted(args, kwargs, convert, where, fn)
         if symbol_call is not None and _gives_symbol(fn, args, kwargs):
             with symbol_call(name, where):
                 result = _unchanged(fn, args, kwargs, where, name)
