@@ -145,19 +145,25 @@ def lent(fn, where, symbol_call=None, convert=None):
         owner.__module__ or getattr(type(fn), "__module__", None) or ""
     if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in _AS_THEY_ARE:
         return fn
-    name = getattr(fn, "__qualname__", None) or repr(fn)
 
-    @functools.wraps(fn)
+    # (no functools.wraps: called at once, never kept; copying its attributes per call cost
+    # microseconds per library call eagerly)
     def checked(*args, **kwargs):
         args, kwargs = callbacks_converted(args, kwargs, convert, where, fn)
         if symbol_call is not None and _gives_symbol(fn, args, kwargs):
-            with symbol_call(name, where):
-                result = _unchanged(fn, args, kwargs, where, name)
+            with symbol_call(_name(fn), where):
+                result = _unchanged(fn, args, kwargs, where)
             if isinstance(result, collections.abc.Iterator):
-                return _IteratedInCall(result, functools.partial(symbol_call, name, where))
+                return _IteratedInCall(result, functools.partial(symbol_call, _name(fn), where))
             return result
-        return _unchanged(fn, args, kwargs, where, name)
+        return _unchanged(fn, args, kwargs, where)
     return checked
+
+
+def _name(fn):
+    """What a refusal calls library code ``fn``: its repr only when it has no name (made when
+    refused: a ``functools.partial``'s repr holding an NDArray reads the array, every call)."""
+    return getattr(fn, "__qualname__", None) or repr(fn)
 
 
 def _gives_symbol(fn, args, kwargs):
@@ -195,7 +201,7 @@ class _IteratedInCall:
         return getattr(self._iterator, name)
 
 
-def _unchanged(fn, args, kwargs, where, name):
+def _unchanged(fn, args, kwargs, where):
     """``fn(*args, **kwargs)``, an error inside a graph region if it changed a Python
     container among its arguments (:func:`lent`)."""
     if not in_graph_region():
@@ -205,7 +211,7 @@ def _unchanged(fn, args, kwargs, where, name):
     result = fn(*args, **kwargs)
     for value, contents in zip(given, before):
         if contents is not None and _contents(value) != contents:
-            effect(where, f"changes a Python {type(value).__name__} it gives to {name}, "
+            effect(where, f"changes a Python {type(value).__name__} it gives to {_name(fn)}, "
                           f"library code")
     return result
 
