@@ -143,3 +143,69 @@ def test_a_library_call_from_converted_code_does_not_read_its_partials_arrays(mo
     got = autograph(_added)(mx.nd, x, 3)
     assert reads == []
     assert (got.asnumpy() == _added(mx.nd, x, 3).asnumpy()).all()
+
+
+class _CountingKey:
+    """A key of a user class that counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, v):
+        self.calls += 1
+        return -v
+
+
+@program(*ROWS)
+class CallableObjectKeyCountsInFor(HybridBlock):
+    """``sorted(..., key=counting_object)`` in a tensor for: its count ran while tracing only
+    (hybridized silently 2 for any row count; eagerly 2 per row). Refused at its line."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        key = _CountingKey()
+        h = F.zeros_like(x[0])
+        for row in x:
+            h = h + row * sorted([3, 1], key=key)[0]
+        return h * key.calls
+
+
+class _Scaled:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, v):
+        return v * self.k
+
+
+@program(*ROWS)
+class CallableObjectsMappedAndKeyed(HybridBlock):
+    """A user callable object given to map and as max's key, without side effects: equal."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        parts = list(map(_Scaled(2.0), [x, x + 1]))
+        best = max([(1.0, parts[0]), (3.0, parts[1])], key=_First())
+        return best[1] + sum(map(_Scaled(3.0), [x]))
+
+
+class _First:
+    def __call__(self, pair):
+        return pair[0]
+
+
+def test_a_user_callable_object_given_as_a_key_runs_converted():
+    result = hostile_harness.classify(CallableObjectKeyCountsInFor,
+                                      PROGRAMS[CallableObjectKeyCountsInFor], [__file__],
+                                      export=False)
+    assert result["eager"] == ("equal", ""), result
+    net = CallableObjectKeyCountsInFor()
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError) as info:
+        net(mx.nd.array(ROWS[0][0]))
+    line = _CountingKey.__call__.__code__.co_firstlineno + 1
+    assert str(info.value).startswith(f"{__file__}:{line}: self.calls += 1: "), info.value
+    result = hostile_harness.classify(CallableObjectsMappedAndKeyed,
+                                      PROGRAMS[CallableObjectsMappedAndKeyed], [__file__],
+                                      export=False)
+    assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result

@@ -84,7 +84,7 @@ def builtin(fn, where, convert=None):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
-        args, kwargs = callbacks_converted(args, kwargs, convert, where)
+        args, kwargs = callbacks_converted(args, kwargs, convert, where, the_builtin)
         # (looked up on the type: a user's object answering any attribute is no such list)
         # (sum's start: sum(items, start) or sum(items, start=...))
         start = _sum_start(args, kwargs) if name == "sum" else None
