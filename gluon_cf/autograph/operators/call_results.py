@@ -5,10 +5,14 @@ hybridizing, a call not proven so that binds or is given a variable an ``op=`` c
 import builtins
 import collections.abc
 import contextlib
+import copy
 import functools
+import itertools
 import numbers
+import pickle
 import threading
 import types
+import weakref
 from typing import FrozenSet, List, Optional, Set
 
 import mxnet as mx
@@ -362,17 +366,38 @@ def _holds_symbol(value, depth, seen=None):
     return any(_holds_symbol(part, depth - 1, seen) for part in parts)
 
 
-def callbacks_converted(args, kwargs, convert, where):
+def callbacks_converted(args, kwargs, convert, where, callee=None):
     """``args`` and ``kwargs`` of a call of library code or a builtin by converted code, the
     user's functions among them (``sorted(ws, key=self._key)``, ``map(f, ws)``,
     ``functools.reduce(self._add, ws)``) converted by ``convert`` (NOTE [autograph calls]):
     run unconverted, their side effects inside a tensor ``if`` or loop ran once while
-    tracing, unchecked. Classes and other objects are given as they are."""
-    if convert is None:
+    tracing, unchecked. Classes and other objects are given as they are, and so is every
+    argument of ``callee`` when it takes functions as values, never calling them
+    (``pickle.dumps(f)`` refused the converted function, not the module's; ``copy.copy(f)
+    is f`` and ``functools.wraps(f)(g).__wrapped__ is f`` were False: eagerly too)."""
+    if convert is None or any(callee is f for f in _FUNCTIONS_AS_VALUES):
         return args, kwargs
+    callee = getattr(callee, "library_checked", callee)     # (py_builtins.library_iterating)
 
-    def one(value):
-        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+    def one(value, called):
+        # an object of a user class is converted (its __call__) where it is surely called: a
+        # key= (sorted's, max's, heapq's ...), map's, filter's, reduce's, itertools'
+        # function; elsewhere it may be data (a callable config given to json, dataclasses)
+        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or \
+                called and not isinstance(value, type) and \
+                isinstance(getattr(type(value), "__call__", None), types.FunctionType):
             return convert(value, where)
         return value
-    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
+    first = any(callee is f for f in _CALLING_FIRST)
+    return tuple(one(a, first and k == 0) for k, a in enumerate(args)), \
+        {k: one(v, k == "key") for k, v in kwargs.items()}
+
+
+# library functions given the user's functions as values (pickled, copied, stored as
+# ``__wrapped__``, referred to weakly), not to call: callbacks_converted gives them as they are
+_FUNCTIONS_AS_VALUES = (pickle.dumps, pickle.dump, copy.copy, copy.deepcopy, functools.wraps,
+                        functools.update_wrapper, weakref.ref, weakref.proxy, weakref.WeakMethod,
+                        weakref.WeakSet, weakref.WeakKeyDictionary, weakref.WeakValueDictionary)
+# ... and those that call their first argument
+_CALLING_FIRST = (map, filter, functools.reduce, itertools.starmap, itertools.filterfalse,
+                  itertools.takewhile, itertools.dropwhile)

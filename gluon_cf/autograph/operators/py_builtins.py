@@ -84,7 +84,7 @@ def builtin(fn, where, convert=None):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
-        args, kwargs = callbacks_converted(args, kwargs, convert, where)
+        args, kwargs = callbacks_converted(args, kwargs, convert, where, the_builtin)
         # (looked up on the type: a user's object answering any attribute is no such list)
         # (sum's start: sum(items, start) or sum(items, start=...))
         start = _sum_start(args, kwargs) if name == "sum" else None
@@ -187,7 +187,11 @@ _LIBRARY_ITERATING = {
 #     one-output Symbol yields its rows where the input shapes give them (as an NDArray's
 #     iteration, :func:`static_rows`; NOTE [graphs traced for input shapes]) and is refused
 #     at the call's line otherwise; its ``len`` is refused (MXNet's indexing by an int picks
-#     an output, not a row). Outside such calls MXNet's own behaviour stands.
+#     an output, not a row). Outside such calls MXNet's own behaviour stands. A Symbol the
+#     call is given counts as an argument, an item of a list, tuple or dict argument or held
+#     by a ``functools.partial`` (``itertools.chain.from_iterable([x, y])``, a C class's
+#     method: ``side_effects.lent``), and an iterator the call returns runs each step as the
+#     call did (``heapq.merge(x)``, a library's generator: they iterate ``x`` lazily).
 _library = threading.local()
 
 

@@ -140,23 +140,68 @@ def lent(fn, where, symbol_call=None, convert=None):
     run as they are (they take Symbols as Symbols), and so do the builtins, ``sys``,
     ``inspect`` and ``warnings`` (``locals()``, ``sys._getframe()``, ``warnings.warn``'s
     stacklevel read their caller's frame: a wrapper's would be read)."""
-    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None) or ""
+    owner = getattr(fn, "__self__", None)   # (a C class's method: chain.from_iterable's None)
+    module = getattr(fn, "__module__", None) or isinstance(owner, type) and \
+        owner.__module__ or getattr(type(fn), "__module__", None) or ""
     if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in _AS_THEY_ARE:
         return fn
-    name = getattr(fn, "__qualname__", None) or repr(fn)
 
-    @functools.wraps(fn)
+    # (no functools.wraps: called at once, never kept; copying its attributes per call cost
+    # microseconds per library call eagerly)
     def checked(*args, **kwargs):
-        args, kwargs = callbacks_converted(args, kwargs, convert, where)
-        if symbol_call is not None and any(
-                isinstance(a, mx.sym.Symbol) for a in (*args, *kwargs.values())):
-            with symbol_call(name, where):
-                return _unchanged(fn, args, kwargs, where, name)
-        return _unchanged(fn, args, kwargs, where, name)
+        args, kwargs = callbacks_converted(args, kwargs, convert, where, fn)
+        if symbol_call is not None and _gives_symbol(fn, args, kwargs):
+            with symbol_call(_name(fn), where):
+                result = _unchanged(fn, args, kwargs, where)
+            if isinstance(result, collections.abc.Iterator):
+                return _IteratedInCall(result, functools.partial(symbol_call, _name(fn), where))
+            return result
+        return _unchanged(fn, args, kwargs, where)
     return checked
 
 
-def _unchanged(fn, args, kwargs, where, name):
+def _name(fn):
+    """What a refusal calls library code ``fn``: its repr only when it has no name (made when
+    refused: a ``functools.partial``'s repr holding an NDArray reads the array, every call)."""
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _gives_symbol(fn, args, kwargs):
+    """Whether a library call is given a Symbol: an argument, an item of a list, tuple or
+    dict argument (``itertools.chain.from_iterable([x, y])``) or what a
+    ``functools.partial`` holds (``functools.partial(list, x)()``) -- NOTE [a tensor iterated
+    by library code]."""
+    given = [*args, *kwargs.values()]
+    while isinstance(fn, functools.partial):
+        given += [*fn.args, *fn.keywords.values()]
+        fn = fn.func
+    return any(isinstance(a, mx.sym.Symbol) or isinstance(a, (list, tuple, dict)) and any(
+        isinstance(b, mx.sym.Symbol) for b in (a.values() if isinstance(a, dict) else a))
+        for a in given)
+
+
+class _IteratedInCall:
+    """The iterator a library call given a Symbol returns (``heapq.merge(x)``, a library's
+    generator, ``itertools.chain.from_iterable``), each step run as the call was: it iterates
+    what it was given lazily, after the call returned (NOTE [a tensor iterated by library
+    code])."""
+    __slots__ = ("_iterator", "_context")
+
+    def __init__(self, iterator, context):
+        self._iterator, self._context = iterator, context
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        with self._context():
+            return next(self._iterator)
+
+    def __getattr__(self, name):        # (a generator's send, throw, close ...)
+        return getattr(self._iterator, name)
+
+
+def _unchanged(fn, args, kwargs, where):
     """``fn(*args, **kwargs)``, an error inside a graph region if it changed a Python
     container among its arguments (:func:`lent`)."""
     if not in_graph_region():
@@ -166,7 +211,7 @@ def _unchanged(fn, args, kwargs, where, name):
     result = fn(*args, **kwargs)
     for value, contents in zip(given, before):
         if contents is not None and _contents(value) != contents:
-            effect(where, f"changes a Python {type(value).__name__} it gives to {name}, "
+            effect(where, f"changes a Python {type(value).__name__} it gives to {_name(fn)}, "
                           f"library code")
     return result
 
