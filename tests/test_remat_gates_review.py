@@ -47,6 +47,22 @@ def net_of(remat, seed=0):
     return net
 
 
+class ThenTwice(autograd.Function):
+    """2 x, whose backward first runs ``then()`` (a backward inside a Function's backward:
+    tests/test_remat_hangs23.py, tests/test_review_round23.py)."""
+
+    def __init__(self, then):
+        super().__init__()
+        self.then = then
+
+    def forward(self, x):
+        return x * 2
+
+    def backward(self, dy):
+        self.then()
+        return dy * 2
+
+
 def inputs(seed):
     return mx.nd.array(np.random.RandomState(seed).uniform(-1, 1, (2, 3)))
 

@@ -27,22 +27,7 @@ sys.path.insert(0, "tests")
 import mxnet as mx
 from mxnet import autograd
 from gluon_cf import remat_gates
-from test_remat_gates_review import inputs, net_of, state
-
-
-class Inner(autograd.Function):
-    """2 x, whose backward first runs ``then()``."""
-
-    def __init__(self, then):
-        super().__init__()
-        self.then = then
-
-    def forward(self, x):
-        return x * 2
-
-    def backward(self, dy):
-        self.then()
-        return dy * 2
+from test_remat_gates_review import ThenTwice as Inner, inputs, net_of, state
 
 
 def in_thread(fn):

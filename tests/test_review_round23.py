@@ -161,22 +161,9 @@ faulthandler.dump_traceback_later(%(limit)d, exit=True)
 sys.path.insert(0, "tests")
 import mxnet as mx
 from mxnet import autograd
-from test_remat_gates_review import inputs, net_of, state
+from test_remat_gates_review import ThenTwice as Inner, inputs, net_of, state
 
 MODE = %(mode)r
-
-
-class Inner(autograd.Function):
-    def __init__(self, then):
-        super().__init__()
-        self.then = then
-
-    def forward(self, x):
-        return x * 2
-
-    def backward(self, dy):
-        self.then()
-        return dy * 2
 
 
 def run(remat):
