@@ -239,6 +239,19 @@ def not_equal_or_refused(result):
             if kind not in ("equal", "refused")}
 
 
+def malformed_call(arrays, how):
+    """A call's arrays with the first one column wider (``how`` "wider"), of one more axis
+    ("rank") or float64 (anything else): calls most programs refuse, for call histories."""
+    first = arrays[0]
+    if how == "wider":
+        first = np.concatenate([first, first[..., :1]], axis=-1)
+    elif how == "rank":
+        first = first[None]
+    else:
+        first = first.astype(np.float64)
+    return [first] + list(arrays[1:])
+
+
 def rand(*shape, seed=0, low=-1.0, high=1.0):
     """A program's float32 input: uniform in [low, high), fixed by ``seed``."""
     return np.random.RandomState(seed).uniform(low, high, shape).astype(np.float32)

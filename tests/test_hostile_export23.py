@@ -141,18 +141,6 @@ def _unnamed(err):
     return re.sub(r"\b[a-z][a-z0-9]*?\d+_", "<block>_", text)     # (unquoted node names)
 
 
-def _bad(arrays, how):
-    """The call with its first input one column wider, of one more axis, or float64."""
-    first = arrays[0]
-    if how == "wider":
-        first = np.concatenate([first, first[..., :1]], axis=-1)
-    elif how == "rank":
-        first = first[None]
-    else:
-        first = first.astype(np.float64)
-    return [first] + list(arrays[1:])
-
-
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
     """Item 2: every input (empty masks, zero-step loops), in a random order with repeats and
@@ -172,7 +160,8 @@ def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
         fresh = {}
         for k in calls:
             record = rng.random() < 0.6
-            arrays = _bad(inputs[0], k) if isinstance(k, str) else inputs[k]
+            arrays = hostile_harness.malformed_call(inputs[0], k) if isinstance(k, str) \
+                else inputs[k]
             got = hostile_harness._outcome(lambda: _run(net, arrays, record=record))
             if got[0] == "value" and not isinstance(k, str) and _oracle(cls, k)[0] == "value":
                 # (the oracle, which a fresh hybridized block equals: the first test)

@@ -144,15 +144,6 @@ HISTORY = [programs.RecursionMasksItsRow, programs.ForeachMasksEachStepRow,
            programs.EvenOddLevelsOverChildLoop]
 
 
-def _bad(arrays, how):
-    """The call with its first input one column wider or of one more axis (most programs
-    refuse these)."""
-    first = arrays[0]
-    first = np.concatenate([first, first[..., :1]], axis=-1) if how == "wider" else \
-        first[None]
-    return [first] + list(arrays[1:])
-
-
 def _same(want, got):
     if want[0] != got[0]:
         return False
@@ -175,7 +166,8 @@ def test_a_random_call_sequence_equals_each_call_on_a_fresh_block(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for step, k in enumerate(calls):
-            arrays = _bad(inputs[0], k) if k in ("wider", "rank") else inputs[k]
+            arrays = hostile_harness.malformed_call(inputs[0], k) if k in ("wider", "rank") \
+                else inputs[k]
             record = rng.random() < 0.7
             got = hostile_harness._outcome(lambda: run(net, arrays, record=record))
             if k in ("wider", "rank"):

@@ -64,18 +64,6 @@ def _check(cls, mode, k, got, want):
     assert kind == "equal", (mode, k, kind, got[1] if got[0] == "error" else "another value")
 
 
-def _bad(arrays, how):
-    """The call with its first input one column wider, of one more axis, or float64."""
-    first = arrays[0]
-    if how == "wider":
-        first = np.concatenate([first, first[..., :1]], axis=-1)
-    elif how == "rank":
-        first = first[None]
-    else:
-        first = first.astype(np.float64)
-    return [first] + list(arrays[1:])
-
-
 def _grad_req(net, req):
     for p in net.collect_params().values():
         if p.grad_req != "null":
@@ -122,8 +110,8 @@ def test_program_equals_its_oracle_whatever_came_before(cls):
             for k in calls:
                 record = mode == "eager" or rng.random() < 0.7
                 _grad_req(net, rng.choice(["write", "add"]))
-                arrays = _bad(programs.PROGRAMS[cls][0], k) if isinstance(k, str) else \
-                    programs.PROGRAMS[cls][k]
+                arrays = hostile_harness.malformed_call(programs.PROGRAMS[cls][0], k) \
+                    if isinstance(k, str) else programs.PROGRAMS[cls][k]
                 got = hostile_harness._outcome(
                     lambda: with_mode(mode, lambda: run(net, arrays, record=record)))
                 if isinstance(k, str):
