@@ -33,6 +33,7 @@ import gluon_cf
 
 import export_harness
 import hostile_harness
+from hostile_harness import run_with_gradients
 import hostile_programs14
 import hostile_programs23x as programs
 from test_recursion_hostile2 import make
@@ -66,39 +67,13 @@ def _plain(cls):
     return cls.hybrid_forward.__wrapped__
 
 
-def _run(net, arrays, plain=None, record=True):
-    """Outputs, then (recorded) the gradients of the inputs and of every parameter."""
-    inputs = [mx.nd.array(a, dtype=a.dtype) for a in arrays]
-    for k, a in enumerate(inputs):
-        if record and k not in getattr(type(net), "NO_GRAD", ()):
-            a.attach_grad()
-    params = [p for _, p in sorted(net.collect_params().items()) if p.grad_req != "null"]
-    for p in params:
-        p.zero_grad()
-    with autograd.record() if record else autograd.predict_mode():
-        if plain is not None:
-            out = plain(net, mx.nd, *inputs, **{k: v.data() for k, v in net._reg_params.items()})
-        else:
-            out = net(*inputs)
-        outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        if record:
-            total = sum((o.astype("float64") * (i + 1.5)).sum().astype("float32")
-                        for i, o in enumerate(outs))
-    if not record:
-        return [o.asnumpy() for o in outs]
-    total.backward()
-    return [o.asnumpy() for o in outs] + [a.grad.asnumpy() for a in inputs
-                                          if a.grad is not None] + \
-        [p.grad().asnumpy() for p in params]
-
-
 _ORACLES: dict = {}
 
 
 def _oracle(cls, k):
     if (cls, k) not in _ORACLES:
         _ORACLES[cls, k] = hostile_harness._outcome(
-            lambda: _run(make(cls), programs.PROGRAMS[cls][k], _plain(cls)))
+            lambda: run_with_gradients(make(cls), programs.PROGRAMS[cls][k], _plain(cls)))
     return _ORACLES[cls, k]
 
 
@@ -130,7 +105,7 @@ def test_eager_and_hybridized_equal_the_oracle_with_gradients(cls):
             if mode == "hybrid":
                 net.hybridize()
             for k, arrays in enumerate(programs.PROGRAMS[cls]):
-                got = hostile_harness._outcome(lambda: _run(net, arrays))
+                got = hostile_harness._outcome(lambda: run_with_gradients(net, arrays))
                 _check(cls, mode, k, got, _oracle(cls, k))
 
 
@@ -162,7 +137,7 @@ def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
             record = rng.random() < 0.6
             arrays = hostile_harness.malformed_call(inputs[0], k) if isinstance(k, str) \
                 else inputs[k]
-            got = hostile_harness._outcome(lambda: _run(net, arrays, record=record))
+            got = hostile_harness._outcome(lambda: run_with_gradients(net, arrays, record=record))
             if got[0] == "value" and not isinstance(k, str) and _oracle(cls, k)[0] == "value":
                 # (the oracle, which a fresh hybridized block equals: the first test)
                 want = _oracle(cls, k)[1][:len(got[1])] if not record else _oracle(cls, k)[1]
@@ -172,7 +147,7 @@ def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
                 other = make(cls)
                 other.hybridize()
                 fresh[k, record] = hostile_harness._outcome(
-                    lambda: _run(other, arrays, record=record))
+                    lambda: run_with_gradients(other, arrays, record=record))
             want = fresh[k, record]
             if want[0] == "error":
                 assert got[0] == "error" and type(got[1]) is type(want[1]) and \
@@ -658,10 +633,11 @@ def test_a_block_without_nodes_runs_an_empty_batch_whatever_came_before():
     eager.fc.bias.set_data(net.fc.bias.data())
     net.hybridize()
     for rows, record in ((4, True), (0, True), (0, False), (3, False), (0, True)):
-        got = _run(net, [np.ones((rows, 2), np.float32)], record=record)
+        got = run_with_gradients(net, [np.ones((rows, 2), np.float32)], record=record)
         # (no row: the output is the bias; the gradients of 1.5 * its sum: 1.5 for the bias,
         # none for the weight, which multiplies a sum of no row)
-        want = _run(eager, [np.ones((rows, 2), np.float32)], record=record) if rows else \
+        want = run_with_gradients(eager, [np.ones((rows, 2), np.float32)], record=record) \
+            if rows else \
             [eager.fc.bias.data().asnumpy().reshape((1, 3))] + \
             ([np.full(3, 1.5, np.float32), np.zeros((3, 2), np.float32)] if record else [])
         assert hostile_harness._compare(want, got, TOL), (rows, record, got)

@@ -17,6 +17,7 @@ from mxnet import autograd
 
 import gluon_cf
 
+import hostile_harness
 import hostile_programs14 as programs
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -40,31 +41,10 @@ def _copy_parameters(net, source):
 
 
 def run(net, arrays, plain=False, record=True):
-    """Outputs, then (recorded) the gradients of the inputs and of every parameter."""
-    inputs = [mx.nd.array(a, dtype=a.dtype) for a in arrays]
-    for k, a in enumerate(inputs):
-        if record and k not in getattr(type(net), "NO_GRAD", ()):
-            a.attach_grad()
-    params = [(name, p) for name, p in sorted(net.collect_params().items())
-              if p.grad_req != "null"]
-    for _, p in params:
-        p.zero_grad()
-    with autograd.record() if record else autograd.predict_mode():
-        if plain:
-            kwargs = {k: v.data() for k, v in net._reg_params.items()}
-            out = type(net).plain_forward(net, mx.nd, *inputs, **kwargs)
-        else:
-            out = net(*inputs)
-        outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        if record:
-            total = sum((o.astype("float64") * (i + 1.5)).sum().astype("float32")
-                        for i, o in enumerate(outs))
-    if not record:
-        return [o.asnumpy() for o in outs]
-    total.backward()
-    return [o.asnumpy() for o in outs] + [a.grad.asnumpy() for a in inputs
-                                          if a.grad is not None] + \
-        [p.grad().asnumpy() for _, p in params]
+    """Outputs, then (recorded) the gradients of the inputs and of every parameter; ``plain``:
+    of the program's ``plain_forward``."""
+    return hostile_harness.run_with_gradients(
+        net, arrays, type(net).plain_forward if plain else None, record)
 
 
 def with_mode(mode, fn):
