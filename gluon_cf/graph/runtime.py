@@ -268,19 +268,19 @@ class Graph:
     def _infer_type_hinted(self, known, hints):
         """MXNet's partial type inference, each output of a known dtype (``hints``) first
         added to a variable of that dtype: the addition's dtype rule makes them one, and the
-        pass carries it back into the graph's inputs. Argument dtypes in ``input_names``'
-        order."""
-        if not hints:
-            args, outs, _ = self.symbol.infer_type_partial(**known)
-            return args, outs
+        pass carries it back into the graph's inputs. Input dtypes in ``input_names``' order
+        (``list_inputs``: the auxiliary states of a body's BatchNorm among them, which MXNet
+        answers apart from the arguments; zipping its arguments' answer with ``input_names``
+        gave a slot another's dtype, and a float16 body's BatchNorm then a float16 mean)."""
         outputs = [self.symbol[i] for i in range(self.num_outputs)]
         for i in hints:
             outputs[i] = mx.sym.elemwise_add(outputs[i],
                                              mx.sym.var(f"__gluon_cf_output_type{i}"))
-        hinted = mx.sym.Group(outputs)
+        hinted = mx.sym.Group(outputs) if hints else self.symbol
         given = dict(known, **{f"__gluon_cf_output_type{i}": t for i, t in hints.items()})
-        args, outs, _ = hinted.infer_type_partial(**given)
+        args, outs, aux = hinted.infer_type_partial(**given)
         by_name = dict(zip(hinted.list_arguments(), args or []))
+        by_name.update(zip(hinted.list_auxiliary_states(), aux or []))
         return [by_name.get(n) for n in self.input_names], outs
 
 
