@@ -13,9 +13,9 @@ from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
-from ..checks import (MismatchError, check_callable, check_kept_shapes, check_pair,
-                      check_same_dtypes, check_structure, flatten_argument, mismatch, mode_of,
-                      op_at, stack_steps)
+from ..checks import (ArrayTypeError, MismatchError, check_callable, check_kept_shapes,
+                      check_pair, check_same_dtypes, check_structure, flatten_argument, mismatch,
+                      mode_of, op_at, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
 from .foreach_memory import forward_into as _forward_into
@@ -73,6 +73,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     if mode == "symbol":
         return _foreach_symbolic(step, flat_data, flat_states, name, remat,
                                  getattr(body, NO_STEP_ON_EMPTY_DATA, False))
+    _check_sliceable(flat_data)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
     if _remat.applies(remat):
@@ -165,6 +166,16 @@ def _remat_outputs(loop_, result, where=None):
 
 # The attribute a converted for's body carries (NOTE [a foreach of no step])
 NO_STEP_ON_EMPTY_DATA = "runs_no_step_on_empty_data"
+
+
+def _check_sliceable(flat_data):
+    """A RowSparseNDArray gives no row by an integer index (MXNet's eager foreach fails on it
+    with its bare Exception "__getitem__ with int key is not implemented")."""
+    for k, d in enumerate(flat_data):
+        if d.stype == "row_sparse":
+            raise ArrayTypeError("%s: data[%d] is a RowSparseNDArray, whose rows MXNet cannot "
+                                 "take one step at a time; convert it with "
+                                 ".tostype('default') (or 'csr')" % (op_at(OP), k))
 
 
 def _check_lengths(lengths, where=None, num_out=None):
