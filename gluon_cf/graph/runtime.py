@@ -192,15 +192,17 @@ class Graph:
                                           if good)
         return self._take_tables
 
-    def infer_shape(self, slot_shapes):
+    def infer_shape(self, slot_shapes, keep_partial=False):
         """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``,
         shapes known only at run time :class:`registry.Dynamic` (NOTE [run-time shapes]).
+        ``keep_partial``: shapes MXNet knows in part (its 0 for an unknown dimension) are
+        answered as such, not as None (a foreach's rule, as MXNet's foreach answers them).
 
         Uses partial inference so that shapes of captured parameters can be inferred backwards
         from the body (this is what makes Gluon's deferred initialisation work through a node).
         """
         given = [slot_shapes[s] for s in self.slots]
-        key = (tuple(given), self._callee_key("shapes"))
+        key = (tuple(given), self._callee_key("shapes"), keep_partial)
         if key in self._shape_cache:
             return self._shape_cache[key]
         if self.partitioned:
@@ -209,11 +211,14 @@ class Graph:
             ins, outs = self._inference.infer_shape(given)
         else:
             ins, outs = self._infer_plain(given)
-        inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if registry.is_complete(x)}
-        outs = [o if registry.is_dynamic(o) or registry.is_complete(o) else None for o in outs]
+        def known(shape):
+            return registry.is_complete(shape) or keep_partial and isinstance(
+                shape, tuple) and len(shape) > 0
+        inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if known(x)}
+        outs = [o if registry.is_dynamic(o) or known(o) else None for o in outs]
         # Cache only complete answers: a partial one may be completed later (a recursive
         # function's shapes become known during inference, NOTE [recursion design]).
-        if None not in outs:
+        if all(registry.is_dynamic(o) or registry.is_complete(o) for o in outs):
             self._shape_cache[key] = (inferred, outs)
         return inferred, outs
 

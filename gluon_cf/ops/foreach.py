@@ -371,7 +371,8 @@ class ForeachRule(registry.Rule):
         data = in_shapes[:nd_]
         if all(registry.is_complete(s) for s in data):
             _check_lengths([s[0] for s in data], _node.where_created(node))
-        inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
+        inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes),
+                                                         keep_partial=True)
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
             if slot >= nd_ and (shapes[slot] is None or
