@@ -172,6 +172,31 @@ def test_training_a_body_holding_batchnorm_is_refused_where_mxnet_fails_inside()
     assert __file__ in str(errors[1])
 
 
+def _module_outputs(ops):
+    def body(d, s):
+        y = S.BatchNorm(S.FullyConnected(d, num_hidden=4, name="fc"), name="bn",
+                        fix_gamma=False) + s
+        return y, y
+    module = mx.mod.Module(_build(ops, lambda o: _group(o.foreach(body, X, H))),
+                           data_names=("x", "h"), label_names=None)
+    module.bind([mx.io.DataDesc("x", (3, 2, 4), layout="TNC"), mx.io.DataDesc("h", (2, 4))],
+                for_training=False)
+    mx.random.seed(0)
+    module.init_params(mx.init.Uniform(0.5))
+    module.forward(mx.io.DataBatch([nd.array(np.random.RandomState(0).uniform(
+        -1, 1, (3, 2, 4))), nd.ones((2, 4))]), is_train=False)
+    args, aux = module.get_params()
+    return sorted(args), sorted(aux), _numpy(module.get_outputs())
+
+
+def test_a_module_over_a_batchnorm_body_predicts_as_mxnets():
+    """Module.bind (simple_bind, for prediction), init_params, forward: the same parameters
+    (running statistics are arguments of MXNet's foreach node too) and outputs."""
+    want, got = (_module_outputs(ops) for ops in OPS.values())
+    assert got[:2] == want[:2]
+    _close(got[2], want[2])
+
+
 # ------------------------------------------------- arguments no given shape decides
 def _scan(ops):
     return _group(ops.foreach(lambda d, s: (S.tanh(S.broadcast_mul(d, W) + s),
@@ -548,6 +573,58 @@ def test_a_counted_while_with_a_nested_cond_trains_across_shapes_as_mxnets_eager
     hybridized block fails in backward ("outputs.size() == num_forward_outputs"): the oracle
     is its eager F.contrib."""
     _close(_counted_calls(gluon_cf, hybridize), _counted_calls(None, None))
+
+
+def _normed_program(ops, F, x, h, w, gamma, beta, mean, var):
+    """A foreach whose body normalises ``broadcast_mul(d, w)`` then a cond (``F``: mx.sym
+    on Symbols, mx.nd on NDArrays)."""
+    def body(d, s):
+        y = F.BatchNorm(F.broadcast_mul(d, w), gamma, beta, mean, var, name="bn",
+                        fix_gamma=False) + s[0]
+        return [y, F.tanh(y)], [y]
+    outs, states = ops.foreach(body, x, [h])
+    return outs + [ops.cond(F.sum(states[0]) > 0, lambda: states[0] * 2,
+                            lambda: states[0] - 1)]
+
+
+PARAMS = ("w", "bn_gamma", "bn_beta", "bn_moving_mean", "bn_moving_var")
+
+
+def test_a_symbol_block_over_a_batchnorm_body_trains_in_predict_mode_as_mxnets_eager_ops():
+    """``gluon.SymbolBlock`` over the Symbol, hybridized static, sequence lengths 3 and 5:
+    its parameters (the running statistics among them, arguments of the node as of MXNet's
+    foreach) and their grad_req are MXNet's SymbolBlock's; outputs and gradients recorded in
+    predict mode are MXNet's eager ops'. MXNet's own SymbolBlock fails in backward (NOTE
+    [where MXNet 1.9.1's symbolic control flow is wrong])."""
+    blocks = {}
+    for name, ops in OPS.items():
+        inputs = [S.var(n) for n in ("x", "h") + PARAMS]
+        sym = _group(_build(ops, lambda o: _normed_program(o, S, *inputs)))
+        blocks[name] = gluon.SymbolBlock(sym, inputs[:2])
+        for p_name, p in blocks[name].collect_params().items():
+            p.shape = (4,)
+            p.initialize()
+            p.set_data(nd.array(np.random.RandomState(len(p_name)).uniform(0.5, 1.5, (4,))))
+    assert [(k, p.grad_req) for k, p in sorted(blocks["gluon_cf"].collect_params().items())] \
+        == [(k, p.grad_req) for k, p in sorted(blocks["mxnet"].collect_params().items())]
+    ours = blocks["gluon_cf"]
+    assert sorted(ours.collect_params()) == sorted(PARAMS)
+    ours.hybridize(**STATIC)
+    params = [ours.collect_params()[k] for k in PARAMS]
+    for steps in (3, 5):
+        x, h = (nd.array(a) for a in _normed_inputs(steps))
+        ins = [x.copy(), h.copy()] + [p.data().copy() for p in params]
+        for a in ins[:1] + ins[2:5]:
+            a.attach_grad()
+        x.attach_grad()
+        with autograd.record(train_mode=False):
+            outs = ours(x, h)
+            want = _normed_program(mx.nd.contrib, nd, *ins)
+            loss = sum((o * (k + 1)).sum() for both in (outs, want) for k, o in enumerate(both))
+        loss.backward()
+        _close(_numpy(outs) + _numpy([x.grad] + [p.grad() for p in params[:3]]),
+               _numpy(want) + _numpy([ins[0].grad] + [a.grad for a in ins[2:5]]),
+               "steps %d" % steps)
 
 
 # --------------------------------------------- outputs repeated or passed through
