@@ -772,6 +772,42 @@ def test_eager_calls_raise_mxnets_exception_types_at_the_users_line(name):
     assert str(got).startswith("gluon_cf.") and __file__ in str(got), str(got)
 
 
+SYMBOLIC_ERRORS = {
+    "foreach_state_a_number": lambda ops: ops.foreach(lambda d, s: (d, s), X, 1.0),
+    "while_max_iterations_negative": lambda ops: ops.while_loop(
+        lambda i: S.sum(i) < 3, lambda i: (i, [i + 1]), [I], max_iterations=-1),
+    "cond_pred_of_two_elements_bound": lambda ops: _numpy(ops.cond(
+        H > 0, lambda: H * 2, lambda: H).bind(mx.cpu(), {"h": nd.ones(2)}).forward()),
+    "while_cond_of_two_elements_bound": lambda ops: _numpy(_group(ops.while_loop(
+        lambda i: i < 3, lambda i: (i, [i + 1]), [I], max_iterations=3)).bind(
+        mx.cpu(), {"i": nd.zeros(2)}).forward()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_ERRORS))
+def test_symbolic_calls_raise_mxnets_exception_types_at_the_users_line(name):
+    want, got = (_raised(lambda: _build(ops, SYMBOLIC_ERRORS[name])) for ops in OPS.values())
+    assert isinstance(got, type(want)), (got, want)
+    assert "gluon_cf." in str(got) and __file__ in str(got), str(got)
+
+
+def test_a_foreach_of_no_data_is_refused_where_mxnet_builds_a_node_it_cannot_run():
+    """MXNet's symbolic foreach of ``data=[]`` builds a node whose infer_shape answers an
+    output of the state's shape stacked on itself ((2, 2) of a state (2,)) and whose forward
+    fails its own check ("in_data_locs.ndim() > 0"); eagerly an IndexError. gluon_cf refuses
+    the call, in both modes."""
+    def no_data(ops, state):
+        return ops.foreach(lambda d, s: (s * 2, s + 1), [], state)
+    sym = _group(_build(mx.sym.contrib, lambda ops: no_data(ops, H)))
+    assert sym.infer_shape(h=(2,))[1] == [(2, 2), (2,)]
+    assert isinstance(_raised(lambda: sym.bind(mx.cpu(), {"h": nd.ones(2)}).forward()),
+                      mx.MXNetError)
+    for state in (H, nd.ones(2)):
+        err = _raised(lambda: no_data(gluon_cf, state))
+        assert isinstance(err, ValueError) and "data must contain at least one array" in str(err)
+        assert __file__ in str(err)
+
+
 # ------------------------------------------ dtypes of loop counters, symbolically
 COUNTED = [{"i": "int64", "h": "float64"}, {"i": "int32"}, {"h": "float16"}]
 
