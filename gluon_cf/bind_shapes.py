@@ -1,5 +1,8 @@
-"""``Symbol.simple_bind`` and ``Executor.reshape`` of a graph holding gluon_cf nodes refuse an
-argument whose shape the given shapes do not decide, as MXNet refuses it for its own graphs.
+"""Shape inference and binding of Symbols holding gluon_cf nodes: ``Symbol.infer_shape`` and
+``infer_shape_partial`` answered in Python (NOTE [run-time shapes] in ``graph/``), the
+arguments they take checked as MXNet checks them; ``Symbol.simple_bind`` and
+``Executor.reshape`` refusing an argument whose shape the given shapes do not decide, as MXNet
+refuses it for its own graphs.
 
 NOTE [arguments of undecided shape]
     MXNet's shape pass calls a gluon_cf node's shape callback (a Custom operator's) with an
@@ -16,8 +19,77 @@ NOTE [arguments of undecided shape]
 """
 import mxnet as mx
 
-from .graph import holds_gluon_cf_nodes
+from . import registry
+from .checks import ArgumentValueError, LoopVarShapeChange
+from .graph import holds_gluon_cf_nodes, inference_graph
 from .node import IncompleteShapeError
+
+_original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
+
+
+def _infer_shape_impl(self, partial, *args, **kwargs):
+    """``Symbol.infer_shape``/``_partial`` of a graph holding gluon_cf nodes, in Python (NOTE
+    [run-time shapes] in ``graph/``): unknown dimensions pass through nodes; an output known
+    only at run time has 0 for its unknown dimensions (MXNet: wholly unknown) and counts as
+    inferred (Gluon's deferred initialisation needs the arguments), but not one of unknown rank."""
+    text = self.tojson()
+    if not holds_gluon_cf_nodes(text):
+        return _original_infer_shape_impl(self, partial, *args, **kwargs)
+    arg_names = self.list_arguments()
+    _check_shape_arguments(args, kwargs, arg_names)
+    # (MXNet 1.9.1's legacy shapes: -1 and 0 both say "unknown"; its answers write 0)
+    known = {n: tuple(0 if d == -1 else d for d in s) for n, s in zip(arg_names, args)
+             if s is not None}
+    known.update((n, tuple(0 if d == -1 else d for d in s)) for n, s in kwargs.items())
+    names = self.list_inputs()
+    unknown_names = set(known) - set(names)
+    if unknown_names:
+        # (an MXNetError as MXNet's "InferShapeKeyword argument name ... not found")
+        raise ArgumentValueError("infer_shape: %s %s not an input of this symbol (its "
+                                 "inputs: %s)" % (", ".join(sorted(unknown_names)), "is" if len(
+                                     unknown_names) == 1 else "are", names))
+    try:
+        ins, outs = inference_graph(text).infer_shape([known.get(n) for n in names])
+    except LoopVarShapeChange:   # MXNet's answer: it infers nothing through a while_loop
+        ins, outs = [known.get(n) for n in names], [None] * len(self.list_outputs())
+    by_name = dict(zip(names, ins))
+
+    def mxnet_form(shape):   # MXNet's legacy form: 0 for an unknown dim, () unknown rank
+        if registry.is_dynamic(shape):
+            return tuple(0 if d is None else d for d in shape.dims or ())
+        return () if shape is None else tuple(shape)
+
+    arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
+    aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]
+    out_shapes = [mxnet_form(o) for o in outs]
+    inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes) and all(
+        registry.is_dynamic(o) or registry.is_complete(s) for o, s in zip(outs, out_shapes))
+    if not partial and not (inferred and all(registry.rank_of(o) is not None for o in outs)):
+        return None, None, None   # MXNet's answer, for an unknown rank too (NOTE: [unknown rank])
+    return arg_shapes, out_shapes, aux_shapes
+
+
+mx.sym.Symbol._infer_shape_impl = _infer_shape_impl
+
+def _check_shape_arguments(args, kwargs, arg_names):
+    """The checks MXNet's own ``_infer_shape_impl`` makes in Python before its C call, with
+    its exception types; and more shapes given by position than there are arguments (MXNet
+    1.9.1 answers any positional shapes with a C++ "basic_string" error)."""
+    if args and kwargs:
+        raise ValueError("Can only specify known argument shapes either by positional or "
+                         "kwargs way.")
+    for i, s in enumerate(args):
+        if s is not None and not isinstance(s, tuple):
+            raise TypeError("Arguments need to be shapes (tuple), but argument %d is %s."
+                            % (i, type(s)))
+    for k, v in kwargs.items():
+        if not isinstance(v, tuple):
+            raise TypeError("Arguments need to be shapes (tuple), but '%s' is %s." % (k, type(v)))
+    if len(args) > len(arg_names):
+        raise ArgumentValueError("infer_shape: %d shapes given by position for the %d "
+                                 "arguments of this symbol (%s)" % (
+                                     len(args), len(arg_names), arg_names))
+
 
 _original_simple_bind = mx.sym.Symbol.simple_bind
 _original_reshape = mx.executor.Executor.reshape

@@ -37,10 +37,10 @@ from . import _names, executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
-from .graph import decode, holds_gluon_cf_nodes, inference_graph
+from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
-from .checks import LoopVarShapeChange, MismatchError, PredShapeError
+from .checks import MismatchError, PredShapeError
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
@@ -218,47 +218,6 @@ for _module in (mx.nd.ndarray, mx.nd, getattr(mx, "npx", None)):   # (mx.npx.wai
     if getattr(_module, "waitall", None) is _original_waitall:
         setattr(_module, "waitall", _waitall)
 
-_original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
-
-
-def _infer_shape_impl(self, partial, *args, **kwargs):
-    """``Symbol.infer_shape``/``_partial`` of a graph holding gluon_cf nodes, in Python (NOTE
-    [run-time shapes] in ``graph/``): unknown dimensions pass through nodes; an output known
-    only at run time has 0 for its unknown dimensions (MXNet: wholly unknown) and counts as
-    inferred (Gluon's deferred initialisation needs the arguments), but not one of unknown rank."""
-    text = self.tojson()
-    if not holds_gluon_cf_nodes(text):
-        return _original_infer_shape_impl(self, partial, *args, **kwargs)
-    arg_names = self.list_arguments()
-    known = {n: tuple(s) for n, s in zip(arg_names, args) if s is not None}
-    known.update((n, tuple(s)) for n, s in kwargs.items() if s is not None)
-    names = self.list_inputs()
-    unknown_names = set(known) - set(names)
-    if unknown_names:
-        raise ValueError("infer_shape: %s %s not an input of this symbol (its inputs: %s)" % (
-            ", ".join(sorted(unknown_names)), "is" if len(unknown_names) == 1 else "are", names))
-    try:
-        ins, outs = inference_graph(text).infer_shape([known.get(n) for n in names])
-    except LoopVarShapeChange:   # MXNet's answer: it infers nothing through a while_loop
-        ins, outs = [known.get(n) for n in names], [None] * len(self.list_outputs())
-    by_name = dict(zip(names, ins))
-
-    def mxnet_form(shape):   # MXNet's legacy form: 0 for an unknown dim, () unknown rank
-        if registry.is_dynamic(shape):
-            return tuple(0 if d is None else d for d in shape.dims or ())
-        return () if shape is None else tuple(shape)
-
-    arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
-    aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]
-    out_shapes = [mxnet_form(o) for o in outs]
-    inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes) and all(
-        registry.is_dynamic(o) or registry.is_complete(s) for o, s in zip(outs, out_shapes))
-    if not partial and not (inferred and all(registry.rank_of(o) is not None for o in outs)):
-        return None, None, None   # MXNet's answer, for an unknown rank too (NOTE: [unknown rank])
-    return arg_shapes, out_shapes, aux_shapes
-
-
-mx.sym.Symbol._infer_shape_impl = _infer_shape_impl
 
 # NOTE [callbacks never take the process down]
 #     MXNet's ``mx.operator.register`` runs every callback of a CustomOpProp inside a ``try`` that

@@ -69,6 +69,13 @@ def _raised(call):
     raise AssertionError("no exception")
 
 
+def _outcome(call):
+    try:
+        return call()
+    except Exception as err:      # compared by type below
+        return err
+
+
 def _fill(executor, seed=0):
     for name, array in executor.arg_dict.items():
         array[:] = np.random.RandomState(seed + len(name)).uniform(-1, 1, array.shape)
@@ -286,6 +293,51 @@ def test_infer_shape_partial_of_unknown_batch_dimensions_as_mxnet(program, given
     a state the body shapes from the data."""
     want, got = (_build(ops, program).infer_shape_partial(**given) for ops in OPS.values())
     assert got == want
+
+
+def _times_state(ops):
+    return _group(ops.foreach(lambda d, s: (d * s, s + d), X, H))
+
+
+INFER_CALLS = {
+    "a_name_not_an_argument": lambda s: s.infer_shape(zz=(1,), x=(2, 3)),
+    "a_name_not_an_argument_partial": lambda s: s.infer_shape_partial(zz=(1,)),
+    "positional_and_keyword_shapes": lambda s: s.infer_shape((2, 3), h=(3,)),
+    "a_list_for_a_shape": lambda s: s.infer_shape(x=[2, 3], h=[3]),
+    "none_for_a_keyword_shape": lambda s: s.infer_shape(x=(2, 3), h=None),
+    "minus_one_for_an_unknown_dimension": lambda s: s.infer_shape(x=(2, -1), h=(3,)),
+    "minus_one_for_an_unknown_dimension_partial": lambda s: s.infer_shape_partial(x=(2, -1)),
+    "zero_for_an_unknown_dimension": lambda s: s.infer_shape(x=(2, 0), h=(3,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INFER_CALLS))
+def test_infer_shape_reads_its_arguments_as_mxnet(name):
+    """gluon_cf answers infer_shape of its graphs in Python, which skipped MXNet's checks of
+    the arguments (a list for a shape, positional and keyword shapes together were read),
+    raised ValueError where MXNet raises MXNetError (a name not an argument), read -1 as a
+    dimension, and completed no data shape from what the body infers ((2, 0) stayed so:
+    MXNet's foreach answers (2, 3))."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want, got = (_outcome(lambda: INFER_CALLS[name](_build(ops, _times_state)))
+                     for ops in OPS.values())
+    if isinstance(want, Exception):
+        assert isinstance(got, type(want)), (got, want)
+    else:
+        assert got == want
+
+
+def test_more_positional_shapes_than_arguments_are_refused():
+    """MXNet 1.9.1 answers any positional shapes with its C++ "basic_string: _S_construct
+    null not valid" (an MXNetError); gluon_cf reads them, and ignored those beyond the
+    arguments."""
+    sym = _build(gluon_cf, _times_state)
+    assert sym.infer_shape((2, 3), (3,))[1] == [(2, 3), (3,)]
+    err = _raised(lambda: sym.infer_shape((2, 3), (3,), (4,)))
+    assert isinstance(err, mx.MXNetError) and "3 shapes given by position" in str(err)
+    assert isinstance(_raised(lambda: _build(mx.sym.contrib, _times_state).infer_shape(
+        (2, 3), (3,))), mx.MXNetError)
 
 
 BROADCAST = {

@@ -168,6 +168,15 @@ def _remat_outputs(loop_, result, where=None):
 NO_STEP_ON_EMPTY_DATA = "runs_no_step_on_empty_data"
 
 
+def _completes_rows(data_shape, step_shape):
+    """Whether a step's shape the body inferred tells more of the rows of data of partly
+    known ``data_shape`` (a dimension after the first unknown: MXNet's 0)."""
+    return isinstance(data_shape, tuple) and len(data_shape) >= 2 and \
+        not registry.is_complete(data_shape[1:]) and isinstance(step_shape, tuple) and \
+        len(step_shape) == len(data_shape) - 1 and registry.is_complete(step_shape) and \
+        all(d in (0, s) for d, s in zip(data_shape[1:], step_shape))
+
+
 def _check_sliceable(flat_data):
     """A RowSparseNDArray gives no row by an integer index (MXNet's eager foreach fails on it
     with its bare Exception "__getitem__ with int key is not implemented")."""
@@ -379,6 +388,8 @@ class ForeachRule(registry.Rule):
                                 isinstance(shapes[slot], tuple)
                                 and not registry.is_complete(shapes[slot])):
                 shapes[slot] = shape
+            elif slot < nd_ and _completes_rows(shapes[slot], shape):
+                shapes[slot] = shapes[slot][:1] + tuple(shape)   # (MXNet's foreach does too)
         num_out = node.spec["num_out_data"]
         new_states, old_states = outs[num_out:], shapes[nd_:nd_ + ns]
         if all(registry.is_complete(s) for s in new_states + old_states) and \
