@@ -720,6 +720,42 @@ def test_repeated_and_passed_through_outputs_train_as_mxnets_eager_ops(program, 
     assert sym.list_outputs() == _build(mx.sym.contrib, program).list_outputs()
 
 
+PASSED_THROUGH = {
+    "cond_returning_an_input_also_an_output": lambda ops: _group([ops.cond(
+        S.sum(H) > 0, lambda: X, lambda: H), X]),
+    "cond_returning_one_symbol_twice": lambda ops: (lambda y: _group(ops.cond(
+        S.sum(H) > 0, lambda: [y, y], lambda: [H, H])))(X * 2),
+    "cond_returning_equal_expressions": lambda ops: _group(ops.cond(
+        S.sum(H) > 0, lambda: [X * 2, X * 2], lambda: [H, H])),
+    "while_outputting_a_free_variable_and_a_loop_var": lambda ops: _group(ops.while_loop(
+        lambda i, s: S.sum(i) < 2, lambda i, s: ([s, X], [i + 1, s]), [I, H],
+        max_iterations=2)),
+    "while_outputting_its_loop_var": lambda ops: _group(ops.while_loop(
+        lambda i, s: S.sum(i) < 2, lambda i, s: (s, [i + 1, s * X]), [I, H],
+        max_iterations=2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PASSED_THROUGH))
+def test_inputs_passed_through_and_repeated_outputs_bind_as_mxnet(name):
+    """Bound with every array given (MXNet cannot simple_bind cond or while_loop), forward
+    and backward with random head gradients."""
+    seen = []
+    for ops in OPS.values():
+        sym = _build(ops, PASSED_THROUGH[name])
+        arrays = {k: nd.array(np.random.RandomState(len(k)).uniform(
+            0.5, 1.5, (1,) if k == "i" else (2, 3))) for k in sym.list_arguments()}
+        if "i" in arrays:
+            arrays["i"][:] = 0
+        ex = sym.bind(mx.cpu(), arrays,
+                      args_grad={k: nd.zeros(v.shape) for k, v in arrays.items()})
+        outs = ex.forward(is_train=True)
+        ex.backward([nd.array(np.random.RandomState(k).uniform(-1, 1, o.shape))
+                     for k, o in enumerate(outs)])
+        seen.append(_numpy(ex.outputs) + _numpy(ex.grad_arrays))
+    _close(seen[1], seen[0])
+
+
 def test_a_free_variable_read_by_nested_cond_branches_and_the_body_as_mxnets_eager_ops():
     """``w`` read in both branches of a cond inside a foreach body and by the body itself;
     MXNet's symbolic executor cannot infer the nested cond's shapes at forward."""
