@@ -40,7 +40,7 @@ from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own
 from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
-from .checks import MismatchError, PredShapeError
+from .checks import ArgumentValueError, MismatchError, PredShapeError
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
@@ -75,7 +75,7 @@ def _remember(callback, exc, node):
         # Called synchronously while MXNet reads the node (NOTE [callbacks never take the
         # process down]), which raises its error in this same thread.
         _kept_listing.value = exc
-    elif callback in ("infer_shape", "infer_type"):
+    elif callback in ("infer_shape", "infer_type", "infer_storage_type"):
         # MXNet calls inference synchronously and raises its error in this same thread.
         _kept_inference.value = (exc, node.spec.get("node") or "")
     else:
@@ -623,6 +623,22 @@ def _prop_class(rule):
             # refused as inconsistent where MXNet knows better (see _explain_unknown_dims).
             return ([s if s is not None else () for s in ins],
                     [s if s is not None else () for s in outs], [])
+
+        @_reporting
+        def infer_storage_type(self, in_stype):
+            # A node computes on dense arrays; "undefined" (MXNet has not decided yet) is
+            # dense. A sparse input is refused (MXNet's default answer printed a traceback,
+            # then a shape error was reported), as MXNet's own control-flow operators do.
+            sparse = ["input %d is %s" % (k, s) for k, s in enumerate(in_stype)
+                      if s not in ("default", "undefined")]
+            if sparse:
+                raise ArgumentValueError(
+                    "gluon_cf.%s%s (node %r): %s; a gluon_cf node takes dense arrays in a "
+                    "graph (MXNet 1.9.1's own control-flow operators refuse sparse ones too): "
+                    "convert it with .tostype('default') before the call"
+                    % (rule.kind, created_at(self.node), self.node.spec.get("node"),
+                       ", ".join(sparse)))
+            return (["default"] * len(in_stype), ["default"] * self._decoded().num_outputs, [])
 
         @_reporting
         def infer_type(self, in_type):
