@@ -629,6 +629,7 @@ def _prop_class(rule):
             # A node computes on dense arrays; "undefined" (MXNet has not decided yet) is
             # dense. A sparse input is refused (MXNet's default answer printed a traceback,
             # then a shape error was reported), as MXNet's own control-flow operators do.
+            node = self._decoded()
             sparse = ["input %d is %s" % (k, s) for k, s in enumerate(in_stype)
                       if s not in ("default", "undefined")]
             if sparse:
@@ -636,9 +637,8 @@ def _prop_class(rule):
                     "gluon_cf.%s%s (node %r): %s; a gluon_cf node takes dense arrays in a "
                     "graph (MXNet 1.9.1's own control-flow operators refuse sparse ones too): "
                     "convert it with .tostype('default') before the call"
-                    % (rule.kind, created_at(self.node), self.node.spec.get("node"),
-                       ", ".join(sparse)))
-            return (["default"] * len(in_stype), ["default"] * self._decoded().num_outputs, [])
+                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
+            return ["default"] * len(in_stype), ["default"] * node.num_outputs, []
 
         @_reporting
         def infer_type(self, in_type):
