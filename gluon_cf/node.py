@@ -75,7 +75,8 @@ def _remember(callback, exc, node):
         # Called synchronously while MXNet reads the node (NOTE [callbacks never take the
         # process down]), which raises its error in this same thread.
         _kept_listing.value = exc
-    elif callback in ("infer_shape", "infer_type", "infer_storage_type"):
+    elif callback in ("infer_shape", "infer_type", "infer_storage_type",
+                      "infer_storage_type_backward"):
         # MXNet calls inference synchronously and raises its error in this same thread.
         _kept_inference.value = (exc, node.spec.get("node") or "")
     else:
@@ -86,10 +87,11 @@ def _get_last_ffi_error():
     """MXNet's error, or the exception one of our callbacks kept for it (NOTE above)."""
     err = _original_get_last_ffi_error()
     text = str(err)
-    if "kCustomOpPropInfer" in text:
+    if "kCustomOpPropInfer" in text or "kCustomOpPropBackwardInfer" in text:
         kept = getattr(_kept_inference, "value", None)
         _kept_inference.value = None
-        if kept is not None and _names_node(text, kept[1]):  # only the node whose callback failed
+        # only the node whose callback failed (MXNet names a backward node by its own name)
+        if kept is not None and (_names_node(text, kept[1]) or "PropBackward" in text):
             return kept[0].with_traceback(None)
     elif "callbacks[Type]" in text and getattr(_kept_listing, "value", None) is not None:
         kept, _kept_listing.value = _kept_listing.value, None
@@ -639,6 +641,21 @@ def _prop_class(rule):
                     "convert it with .tostype('default') before the call"
                     % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
             return ["default"] * len(in_stype), ["default"] * node.num_outputs, []
+
+        @_reporting
+        def infer_storage_type_backward(self, ograd_stype, in_stype, out_stype, igrad_stype,
+                                        aux_stype):
+            node = self._decoded()
+            sparse = ["input %d's is %s" % (k, s) for k, s in enumerate(igrad_stype)
+                      if s not in ("default", "undefined")]
+            if sparse:   # (an Embedding(sparse_grad=True) read in a body)
+                raise ArgumentValueError(
+                    "gluon_cf.%s%s (node %r): a sparse gradient is asked of it (%s); a gluon_cf "
+                    "node gives dense gradients (MXNet 1.9.1's own control-flow operators "
+                    "refuse sparse ones too): use Embedding(..., sparse_grad=False) in the body"
+                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
+            return tuple(["default"] * len(x) for x in (
+                ograd_stype, in_stype, out_stype, igrad_stype, aux_stype))
 
         @_reporting
         def infer_type(self, in_type):

@@ -938,6 +938,46 @@ def test_simple_bind_of_storage_types_as_mxnet_or_where_it_fails_as_dense():
     _close(_numpy(given.forward()), _numpy(plain.forward()))
 
 
+class _SparseEmbeddingScan(gluon.HybridBlock):
+    def __init__(self, ops, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+        with self.name_scope():
+            self.emb = gluon.nn.Embedding(10, 3, sparse_grad=True)
+
+    def hybrid_forward(self, F, tokens, h):
+        return (self.ops or F.contrib).foreach(lambda t, s: (self.emb(t) + s, s + 1),
+                                               tokens, h)[0]
+
+
+@pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybridized"])
+def test_a_sparse_gradient_embedding_in_a_body_trains_or_is_refused_as_mxnet(hybridize, capfd):
+    """``Embedding(sparse_grad=True)`` read in a body: eagerly both give its row_sparse
+    gradient; hybridized MXNet raises MXNetError ("doesn't support the sparse format"),
+    gluon_cf printed MXNet's Custom-operator traceback and raised its internal check."""
+    seen = []
+    for ops in (None, gluon_cf):
+        net = _SparseEmbeddingScan(ops)
+        net.initialize(mx.init.Uniform(1))
+        if hybridize:
+            net.hybridize()
+
+        def train():
+            with autograd.record():
+                loss = net(nd.array([[1, 2], [3, 1]]), nd.ones((2, 3))).sum()
+            loss.backward()
+            grad = net.emb.weight.grad()
+            return grad.stype, grad.asnumpy()
+        seen.append(_raised(train) if hybridize else train())
+    if not hybridize:
+        assert seen[0][0] == seen[1][0] == "row_sparse"
+        np.testing.assert_allclose(seen[1][1], seen[0][1])
+        return
+    assert all(isinstance(e, mx.MXNetError) for e in seen), seen
+    assert "sparse_grad=False" in str(seen[1]) and __file__ in str(seen[1]), str(seen[1])
+    assert "infer_storage_type" not in capfd.readouterr().err
+
+
 # ------------------------------------------ dtypes of loop counters, symbolically
 COUNTED = [{"i": "int64", "h": "float64"}, {"i": "int32"}, {"h": "float16"}]
 
