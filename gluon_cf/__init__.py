@@ -31,6 +31,7 @@ else:
     from .executor import get_executor, set_executor
     from .node import DynamicShapeError, IncompleteShapeError
     from . import hybrid  # noqa: F401 - runs hybridized blocks with run-time shapes
+    from . import bind_shapes  # noqa: F401 - simple_bind refuses arguments of undecided shape
     from .recursion import invoke, recursive
     from .autograph import AutographError, autograph, max_iterations, to_code
 

@@ -128,7 +128,7 @@ class MismatchError(ValueError, mx.MXNetError):
 class LoopVarShapeChange(MismatchError):
     """A ``while_loop``'s func changes a loop variable's shape. MXNet 1.9.1 infers no shapes
     through its own ``while_loop`` (it refuses such a loop when it runs), so ``Symbol.infer_shape``
-    answers as MXNet does for it (``node._infer_shape_impl``); elsewhere it is this error."""
+    answers as MXNet does for it (``bind_shapes._infer_shape_impl``); elsewhere it is this error."""
 
 
 def mismatch(op, what, left_name, left, right_name, right, error=MismatchError):

@@ -37,10 +37,10 @@ from . import _names, executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
-from .graph import decode, holds_gluon_cf_nodes, inference_graph
+from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
-from .checks import LoopVarShapeChange, MismatchError, PredShapeError
+from .checks import ArgumentValueError, MismatchError, PredShapeError
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
@@ -75,7 +75,8 @@ def _remember(callback, exc, node):
         # Called synchronously while MXNet reads the node (NOTE [callbacks never take the
         # process down]), which raises its error in this same thread.
         _kept_listing.value = exc
-    elif callback in ("infer_shape", "infer_type"):
+    elif callback in ("infer_shape", "infer_type", "infer_storage_type",
+                      "infer_storage_type_backward"):
         # MXNet calls inference synchronously and raises its error in this same thread.
         _kept_inference.value = (exc, node.spec.get("node") or "")
     else:
@@ -86,10 +87,11 @@ def _get_last_ffi_error():
     """MXNet's error, or the exception one of our callbacks kept for it (NOTE above)."""
     err = _original_get_last_ffi_error()
     text = str(err)
-    if "kCustomOpPropInfer" in text:
+    if "kCustomOpPropInfer" in text or "kCustomOpPropBackwardInfer" in text:
         kept = getattr(_kept_inference, "value", None)
         _kept_inference.value = None
-        if kept is not None and _names_node(text, kept[1]):  # only the node whose callback failed
+        # only the node whose callback failed (MXNet names a backward node by its own name)
+        if kept is not None and (_names_node(text, kept[1]) or "PropBackward" in text):
             return kept[0].with_traceback(None)
     elif "callbacks[Type]" in text and getattr(_kept_listing, "value", None) is not None:
         kept, _kept_listing.value = _kept_listing.value, None
@@ -218,47 +220,6 @@ for _module in (mx.nd.ndarray, mx.nd, getattr(mx, "npx", None)):   # (mx.npx.wai
     if getattr(_module, "waitall", None) is _original_waitall:
         setattr(_module, "waitall", _waitall)
 
-_original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
-
-
-def _infer_shape_impl(self, partial, *args, **kwargs):
-    """``Symbol.infer_shape``/``_partial`` of a graph holding gluon_cf nodes, in Python (NOTE
-    [run-time shapes] in ``graph/``): unknown dimensions pass through nodes; an output known
-    only at run time has 0 for its unknown dimensions (MXNet: wholly unknown) and counts as
-    inferred (Gluon's deferred initialisation needs the arguments), but not one of unknown rank."""
-    text = self.tojson()
-    if not holds_gluon_cf_nodes(text):
-        return _original_infer_shape_impl(self, partial, *args, **kwargs)
-    arg_names = self.list_arguments()
-    known = {n: tuple(s) for n, s in zip(arg_names, args) if s is not None}
-    known.update((n, tuple(s)) for n, s in kwargs.items() if s is not None)
-    names = self.list_inputs()
-    unknown_names = set(known) - set(names)
-    if unknown_names:
-        raise ValueError("infer_shape: %s %s not an input of this symbol (its inputs: %s)" % (
-            ", ".join(sorted(unknown_names)), "is" if len(unknown_names) == 1 else "are", names))
-    try:
-        ins, outs = inference_graph(text).infer_shape([known.get(n) for n in names])
-    except LoopVarShapeChange:   # MXNet's answer: it infers nothing through a while_loop
-        ins, outs = [known.get(n) for n in names], [None] * len(self.list_outputs())
-    by_name = dict(zip(names, ins))
-
-    def mxnet_form(shape):   # MXNet's legacy form: 0 for an unknown dim, () unknown rank
-        if registry.is_dynamic(shape):
-            return tuple(0 if d is None else d for d in shape.dims or ())
-        return () if shape is None else tuple(shape)
-
-    arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
-    aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]
-    out_shapes = [mxnet_form(o) for o in outs]
-    inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes) and all(
-        registry.is_dynamic(o) or registry.is_complete(s) for o, s in zip(outs, out_shapes))
-    if not partial and not (inferred and all(registry.rank_of(o) is not None for o in outs)):
-        return None, None, None   # MXNet's answer, for an unknown rank too (NOTE: [unknown rank])
-    return arg_shapes, out_shapes, aux_shapes
-
-
-mx.sym.Symbol._infer_shape_impl = _infer_shape_impl
 
 # NOTE [callbacks never take the process down]
 #     MXNet's ``mx.operator.register`` runs every callback of a CustomOpProp inside a ``try`` that
@@ -664,6 +625,37 @@ def _prop_class(rule):
             # refused as inconsistent where MXNet knows better (see _explain_unknown_dims).
             return ([s if s is not None else () for s in ins],
                     [s if s is not None else () for s in outs], [])
+
+        @_reporting
+        def infer_storage_type(self, in_stype):
+            # A node computes on dense arrays; "undefined" (MXNet has not decided yet) is
+            # dense. A sparse input is refused (MXNet's default answer printed a traceback,
+            # then a shape error was reported), as MXNet's own control-flow operators do.
+            node = self._decoded()
+            sparse = ["input %d is %s" % (k, s) for k, s in enumerate(in_stype)
+                      if s not in ("default", "undefined")]
+            if sparse:
+                raise ArgumentValueError(
+                    "gluon_cf.%s%s (node %r): %s; a gluon_cf node takes dense arrays in a "
+                    "graph (MXNet 1.9.1's own control-flow operators refuse sparse ones too): "
+                    "convert it with .tostype('default') before the call"
+                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
+            return ["default"] * len(in_stype), ["default"] * node.num_outputs, []
+
+        @_reporting
+        def infer_storage_type_backward(self, ograd_stype, in_stype, out_stype, igrad_stype,
+                                        aux_stype):
+            node = self._decoded()
+            sparse = ["input %d's is %s" % (k, s) for k, s in enumerate(igrad_stype)
+                      if s not in ("default", "undefined")]
+            if sparse:   # (an Embedding(sparse_grad=True) read in a body)
+                raise ArgumentValueError(
+                    "gluon_cf.%s%s (node %r): a sparse gradient is asked of it (%s); a gluon_cf "
+                    "node gives dense gradients (MXNet 1.9.1's own control-flow operators "
+                    "refuse sparse ones too): use Embedding(..., sparse_grad=False) in the body"
+                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
+            return tuple(["default"] * len(x) for x in (
+                ograd_stype, in_stype, out_stype, igrad_stype, aux_stype))
 
         @_reporting
         def infer_type(self, in_type):

@@ -22,7 +22,8 @@ from ..operators import SOURCE_ATTR
 OPERATOR_NAMED = re.compile(r"Error in operator (\S+?):")
 # MXNet's words for an operator refusing its inputs' shapes or dtypes
 _REFUSED = re.compile(r"Incompatible attr|Shape inconsistent|inferring shapes failed|"
-                      r"shape error|[Ii]nfer ?[Ss]hape|[Ii]nfer ?[Tt]ype|type inconsistent")
+                      r"shape error|[Ii]nfer ?[Ss]hape|[Ii]nfer ?[Tt]ype|type inconsistent|"
+                      r"could not be broadcast together|dim size must be known")
 
 
 # MXNet's words for a dtype mismatch (type inference: "expected float64, got float32")

@@ -192,15 +192,17 @@ class Graph:
                                           if good)
         return self._take_tables
 
-    def infer_shape(self, slot_shapes):
+    def infer_shape(self, slot_shapes, keep_partial=False):
         """Return ``(input_shapes_by_slot, output_shapes)``; unknown shapes are ``None``,
         shapes known only at run time :class:`registry.Dynamic` (NOTE [run-time shapes]).
+        ``keep_partial``: shapes MXNet knows in part (its 0 for an unknown dimension) are
+        answered as such, not as None (a foreach's rule, as MXNet's foreach answers them).
 
         Uses partial inference so that shapes of captured parameters can be inferred backwards
         from the body (this is what makes Gluon's deferred initialisation work through a node).
         """
         given = [slot_shapes[s] for s in self.slots]
-        key = (tuple(given), self._callee_key("shapes"))
+        key = (tuple(given), self._callee_key("shapes"), keep_partial)
         if key in self._shape_cache:
             return self._shape_cache[key]
         if self.partitioned:
@@ -209,11 +211,14 @@ class Graph:
             ins, outs = self._inference.infer_shape(given)
         else:
             ins, outs = self._infer_plain(given)
-        inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if registry.is_complete(x)}
-        outs = [o if registry.is_dynamic(o) or registry.is_complete(o) else None for o in outs]
+        def known(shape):
+            return registry.is_complete(shape) or keep_partial and isinstance(
+                shape, tuple) and len(shape) > 0
+        inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if known(x)}
+        outs = [o if registry.is_dynamic(o) or known(o) else None for o in outs]
         # Cache only complete answers: a partial one may be completed later (a recursive
         # function's shapes become known during inference, NOTE [recursion design]).
-        if None not in outs:
+        if all(registry.is_dynamic(o) or registry.is_complete(o) for o in outs):
             self._shape_cache[key] = (inferred, outs)
         return inferred, outs
 
@@ -268,19 +273,19 @@ class Graph:
     def _infer_type_hinted(self, known, hints):
         """MXNet's partial type inference, each output of a known dtype (``hints``) first
         added to a variable of that dtype: the addition's dtype rule makes them one, and the
-        pass carries it back into the graph's inputs. Argument dtypes in ``input_names``'
-        order."""
-        if not hints:
-            args, outs, _ = self.symbol.infer_type_partial(**known)
-            return args, outs
+        pass carries it back into the graph's inputs. Input dtypes in ``input_names``' order
+        (``list_inputs``: the auxiliary states of a body's BatchNorm among them, which MXNet
+        answers apart from the arguments; zipping its arguments' answer with ``input_names``
+        gave a slot another's dtype, and a float16 body's BatchNorm then a float16 mean)."""
         outputs = [self.symbol[i] for i in range(self.num_outputs)]
         for i in hints:
             outputs[i] = mx.sym.elemwise_add(outputs[i],
                                              mx.sym.var(f"__gluon_cf_output_type{i}"))
-        hinted = mx.sym.Group(outputs)
+        hinted = mx.sym.Group(outputs) if hints else self.symbol
         given = dict(known, **{f"__gluon_cf_output_type{i}": t for i, t in hints.items()})
-        args, outs, _ = hinted.infer_type_partial(**given)
+        args, outs, aux = hinted.infer_type_partial(**given)
         by_name = dict(zip(hinted.list_arguments(), args or []))
+        by_name.update(zip(hinted.list_auxiliary_states(), aux or []))
         return [by_name.get(n) for n in self.input_names], outs
 
 

@@ -25,7 +25,7 @@ from .operator_errors import graph_operator_error
 #     run-time shape (Dynamic) from one not inferable yet (None)), the nodes and the
 #     dynamic-shape operators (``_RunTimeShapeCall``) by their own rules.
 #     ``Symbol.infer_shape`` and ``infer_shape_partial`` of such graphs take the same path
-#     (node.py), which is also how unknown dimensions (MXNet's 0 placeholder) pass through
+#     (bind_shapes.py), which is also how unknown dimensions (MXNet's 0 placeholder) pass through
 #     nodes. Where MXNet itself must run a node as a Custom operator (a Symbol executor), a
 #     Dynamic output is refused with DynamicShapeError; a hybridized block runs such a graph
 #     partitioned instead (NOTE [partitioned blocks] in ``hybrid.py``).

@@ -13,9 +13,9 @@ from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
-from ..checks import (MismatchError, check_callable, check_kept_shapes, check_pair,
-                      check_same_dtypes, check_structure, flatten_argument, mismatch, mode_of,
-                      op_at, stack_steps)
+from ..checks import (ArrayTypeError, MismatchError, check_callable, check_kept_shapes,
+                      check_pair, check_same_dtypes, check_structure, flatten_argument, mismatch,
+                      mode_of, op_at, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
 from .foreach_memory import forward_into as _forward_into
@@ -73,6 +73,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     if mode == "symbol":
         return _foreach_symbolic(step, flat_data, flat_states, name, remat,
                                  getattr(body, NO_STEP_ON_EMPTY_DATA, False))
+    _check_sliceable(flat_data)
     lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
     _check_lengths(lengths, user_location())
     if _remat.applies(remat):
@@ -165,6 +166,25 @@ def _remat_outputs(loop_, result, where=None):
 
 # The attribute a converted for's body carries (NOTE [a foreach of no step])
 NO_STEP_ON_EMPTY_DATA = "runs_no_step_on_empty_data"
+
+
+def _completes_rows(data_shape, step_shape):
+    """Whether a step's shape the body inferred tells more of the rows of data of partly
+    known ``data_shape`` (a dimension after the first unknown: MXNet's 0)."""
+    return isinstance(data_shape, tuple) and len(data_shape) >= 2 and \
+        not registry.is_complete(data_shape[1:]) and isinstance(step_shape, tuple) and \
+        len(step_shape) == len(data_shape) - 1 and registry.is_complete(step_shape) and \
+        all(d in (0, s) for d, s in zip(data_shape[1:], step_shape))
+
+
+def _check_sliceable(flat_data):
+    """A RowSparseNDArray gives no row by an integer index (MXNet's eager foreach fails on it
+    with its bare Exception "__getitem__ with int key is not implemented")."""
+    for k, d in enumerate(flat_data):
+        if d.stype == "row_sparse":
+            raise ArrayTypeError("%s: data[%d] is a RowSparseNDArray, whose rows MXNet cannot "
+                                 "take one step at a time; convert it with "
+                                 ".tostype('default') (or 'csr')" % (op_at(OP), k))
 
 
 def _check_lengths(lengths, where=None, num_out=None):
@@ -360,13 +380,16 @@ class ForeachRule(registry.Rule):
         data = in_shapes[:nd_]
         if all(registry.is_complete(s) for s in data):
             _check_lengths([s[0] for s in data], _node.where_created(node))
-        inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes))
+        inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes),
+                                                         keep_partial=True)
         shapes = list(in_shapes)
         for slot, shape in inferred.items():
             if slot >= nd_ and (shapes[slot] is None or
                                 isinstance(shapes[slot], tuple)
                                 and not registry.is_complete(shapes[slot])):
                 shapes[slot] = shape
+            elif slot < nd_ and _completes_rows(shapes[slot], shape):
+                shapes[slot] = shapes[slot][:1] + tuple(shape)   # (MXNet's foreach does too)
         num_out = node.spec["num_out_data"]
         new_states, old_states = outs[num_out:], shapes[nd_:nd_ + ns]
         if all(registry.is_complete(s) for s in new_states + old_states) and \

@@ -1,0 +1,137 @@
+"""Shape inference and binding of Symbols holding gluon_cf nodes: ``Symbol.infer_shape`` and
+``infer_shape_partial`` answered in Python (NOTE [run-time shapes] in ``graph/``), the
+arguments they take checked as MXNet checks them; ``Symbol.simple_bind`` and
+``Executor.reshape`` refusing an argument whose shape the given shapes do not decide, as MXNet
+refuses it for its own graphs.
+
+NOTE [arguments of undecided shape]
+    MXNet's shape pass calls a gluon_cf node's shape callback (a Custom operator's) with an
+    input of unknown shape as with any; the callback answers () for what it cannot infer, the
+    only "unknown" a Python Custom operator can write back (node.py). MXNet 1.9.1 reads that
+    () as a known shape of no dimensions (a scalar): ``simple_bind(x=..., h=...)`` of a loop
+    whose body reads a ``w`` nothing else shapes bound ``w`` as a 0-d array, and a reshaped
+    executor (``partial_shaping=True``) did too, where MXNet's own ``foreach`` (and any graph
+    of its own operators) refuses: simple_bind raises RuntimeError ("InferShape pass cannot
+    decide shapes for the following arguments"), reshape MXNetError ("Shape is unknown").
+    An argument or auxiliary state bound 0-d is never what the user gave (MXNet's legacy
+    shapes read a given () as "unknown" too), so an executor holding one is refused here, with
+    the arguments named, the error types MXNet raises.
+"""
+import mxnet as mx
+
+from . import registry
+from .checks import ArgumentValueError, LoopVarShapeChange
+from .graph import holds_gluon_cf_nodes, inference_graph
+from .node import IncompleteShapeError
+
+_original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
+
+
+def _infer_shape_impl(self, partial, *args, **kwargs):
+    """``Symbol.infer_shape``/``_partial`` of a graph holding gluon_cf nodes, in Python (NOTE
+    [run-time shapes] in ``graph/``): unknown dimensions pass through nodes; an output known
+    only at run time has 0 for its unknown dimensions (MXNet: wholly unknown) and counts as
+    inferred (Gluon's deferred initialisation needs the arguments), but not one of unknown rank."""
+    text = self.tojson()
+    if not holds_gluon_cf_nodes(text):
+        return _original_infer_shape_impl(self, partial, *args, **kwargs)
+    arg_names = self.list_arguments()
+    _check_shape_arguments(args, kwargs, arg_names)
+    # (MXNet 1.9.1's legacy shapes: -1 and 0 both say "unknown"; its answers write 0)
+    known = {n: tuple(0 if d == -1 else d for d in s) for n, s in zip(arg_names, args)
+             if s is not None}
+    known.update((n, tuple(0 if d == -1 else d for d in s)) for n, s in kwargs.items())
+    names = self.list_inputs()
+    unknown_names = set(known) - set(names)
+    if unknown_names:
+        # (an MXNetError as MXNet's "InferShapeKeyword argument name ... not found")
+        raise ArgumentValueError("infer_shape: %s %s not an input of this symbol (its "
+                                 "inputs: %s)" % (", ".join(sorted(unknown_names)), "is" if len(
+                                     unknown_names) == 1 else "are", names))
+    try:
+        ins, outs = inference_graph(text).infer_shape([known.get(n) for n in names])
+    except LoopVarShapeChange:   # MXNet's answer: it infers nothing through a while_loop
+        ins, outs = [known.get(n) for n in names], [None] * len(self.list_outputs())
+    by_name = dict(zip(names, ins))
+
+    def mxnet_form(shape):   # MXNet's legacy form: 0 for an unknown dim, () unknown rank
+        if registry.is_dynamic(shape):
+            return tuple(0 if d is None else d for d in shape.dims or ())
+        return () if shape is None else tuple(shape)
+
+    arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
+    aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]
+    out_shapes = [mxnet_form(o) for o in outs]
+    inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes) and all(
+        registry.is_dynamic(o) or registry.is_complete(s) for o, s in zip(outs, out_shapes))
+    if not partial and not (inferred and all(registry.rank_of(o) is not None for o in outs)):
+        return None, None, None   # MXNet's answer, for an unknown rank too (NOTE: [unknown rank])
+    return arg_shapes, out_shapes, aux_shapes
+
+
+mx.sym.Symbol._infer_shape_impl = _infer_shape_impl
+
+def _check_shape_arguments(args, kwargs, arg_names):
+    """The checks MXNet's own ``_infer_shape_impl`` makes in Python before its C call, with
+    its exception types; and more shapes given by position than there are arguments (MXNet
+    1.9.1 answers any positional shapes with a C++ "basic_string" error)."""
+    if args and kwargs:
+        raise ValueError("Can only specify known argument shapes either by positional or "
+                         "kwargs way.")
+    for i, s in enumerate(args):
+        if s is not None and not isinstance(s, tuple):
+            raise TypeError("Arguments need to be shapes (tuple), but argument %d is %s."
+                            % (i, type(s)))
+    for k, v in kwargs.items():
+        if not isinstance(v, tuple):
+            raise TypeError("Arguments need to be shapes (tuple), but '%s' is %s." % (k, type(v)))
+    if len(args) > len(arg_names):
+        raise ArgumentValueError("infer_shape: %d shapes given by position for the %d "
+                                 "arguments of this symbol (%s)" % (
+                                     len(args), len(arg_names), arg_names))
+
+
+_original_simple_bind = mx.sym.Symbol.simple_bind
+_original_reshape = mx.executor.Executor.reshape
+
+
+def _undecided(executor):
+    """Names of the arguments and auxiliary states ``executor`` bound 0-d, if its symbol
+    holds gluon_cf nodes (NOTE [arguments of undecided shape])."""
+    symbol = executor._symbol
+    names = symbol.list_arguments() + symbol.list_auxiliary_states()
+    arrays = list(executor.arg_arrays) + list(executor.aux_arrays)
+    undecided = [n for n, a in zip(names, arrays) if a is not None and a.shape == ()]
+    if not undecided or not holds_gluon_cf_nodes(symbol.tojson()):
+        return []
+    return undecided
+
+
+def _message(undecided):
+    return ("InferShape pass cannot decide shapes for the following arguments: %s (read "
+            "inside gluon_cf control-flow nodes, and shaped by nothing given). Please consider "
+            "providing them as inputs" % ", ".join(undecided))
+
+
+def _simple_bind(self, *args, **kwargs):
+    executor = _original_simple_bind(self, *args, **kwargs)
+    undecided = _undecided(executor)
+    if undecided:
+        given = "".join("%s: %s\n" % (k, v) for k, v in kwargs.items()
+                        if isinstance(v, tuple))
+        raise RuntimeError("simple_bind error. Arguments:\n%s%s" % (given, _message(undecided)))
+    return executor
+
+
+def _reshape(self, *args, **kwargs):
+    executor = _original_reshape(self, *args, **kwargs)
+    undecided = _undecided(executor)
+    if undecided:
+        raise IncompleteShapeError("Executor.reshape: " + _message(undecided) + " to reshape")
+    return executor
+
+
+_simple_bind.__doc__ = _original_simple_bind.__doc__
+_reshape.__doc__ = _original_reshape.__doc__
+mx.sym.Symbol.simple_bind = _simple_bind
+mx.executor.Executor.reshape = _reshape
