@@ -1912,3 +1912,97 @@ class FreshListOfStepStoredInOuterDict(HybridBlock):
             keep["last"] = parts
             h = h + parts[0]
         return h
+
+
+# ---- the rows library code and keyed builtins now see ---------------------------------------
+
+@program(*STATES)
+class ReduceOverOneDimensionalTensor(HybridBlock):
+    """``functools.reduce(lambda a, b: a * 0.5 + b, x)`` over a 1-D tensor's items."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x + functools.reduce(lambda a, b: a * 0.5 + b, x)
+
+
+@program(*ROWS)
+class IsliceAndPairwiseOfRows(HybridBlock):
+    """``itertools.islice(x, 2)`` and ``itertools.pairwise(x)`` of a tensor's rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        first = sum(itertools.islice(x, 2))
+        steps = [b - a for a, b in itertools.pairwise(x)]
+        return first + sum(steps, x[0] * 0)
+
+
+@program(*ROWS)
+class ReduceOverRowInsideTensorFor(HybridBlock):
+    """``functools.reduce`` over each row inside a tensor for (its items only the body
+    knows)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            h = h + functools.reduce(lambda a, b: a + b, row)
+        return h
+
+
+@program(*STATES)
+class MaxOfItemsByConstantKey(HybridBlock):
+    """``max(x, key=lambda v: 1)``: the first item (all keys equal)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x * max(x, key=lambda v: 1)
+
+
+@program(*WHILE_STATES)
+class WalrusCarriedThroughWhileIf(HybridBlock):
+    """``s`` given a value before a tensor while, rebound by a ``:=`` in an if's test inside
+    it, read after the loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        s = x * 0
+        while F.sum(h) < 10:
+            gluon_cf.max_iterations(20)
+            h = F.abs(h) * 2 + 1
+            if F.sum(s := h * 0.5) > 2:
+                h = h + s
+        return h + s
+
+
+@program(*ROWS)
+class OwnListPassedToHelperInStep(HybridBlock):
+    """A list the step makes, given to a helper that appends to it."""
+
+    @staticmethod
+    def _fill(items, v):
+        items.append(v * 2)
+        return items
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            parts = [row]
+            self._fill(parts, h)
+            h = F.add_n(*parts) * 0.5
+        return h
+
+
+@program(*ROWS)
+class OwnDictSetdefaultInStep(HybridBlock):
+    """A dict the step makes, ``setdefault`` and ``pop`` on it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            d = {"r": row}
+            d.setdefault("h", h * 0.5)
+            h = d.pop("r") + d["h"]
+        return h

@@ -53,7 +53,10 @@ REFUSED = {
     programs.StarUnpackWhileList,
     programs.ReduceOperatorAddOverWhileList, programs.TernaryOfNumbersAssigned,
     programs.TernaryOfNumbersAsRangeBound, programs.IfAssigningNumbersThenArithmetic,
-    programs.ReduceOverMaskedRows,
+    programs.ReduceOverMaskedRows, programs.ReduceOverRowInsideTensorFor,
+    # a helper appending to a list the step made (the check cannot tell it from an outside
+    # one: NOTE [autograph side effects])
+    programs.OwnListPassedToHelperInStep,
     # a generator function called while hybridizing; MXNet's dtypes (float32 < int64)
     programs.YieldFromGeneratorOverTensor, programs.TfRangeWithIndexedRead}
 
