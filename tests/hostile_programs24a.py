@@ -2006,3 +2006,39 @@ class OwnDictSetdefaultInStep(HybridBlock):
             d.setdefault("h", h * 0.5)
             h = d.pop("r") + d["h"]
         return h
+
+
+@program(*ROWS)
+class CompressRowsByTensorMask(HybridBlock):
+    """``itertools.compress(x, x[:, 0] > 0)``: each row kept by a tensor's truth."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.stack(*itertools.compress(x, x[:, 0] > -5))
+
+
+@program(*ROWS)
+class TakewhileWithTensorPredicate(HybridBlock):
+    """``itertools.takewhile(lambda r: F.sum(r) > -5, x)``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.stack(*itertools.takewhile(lambda r: F.sum(r) > -5, x))
+
+
+@program(*STATES)
+class AccumulateWithBuiltinMax(HybridBlock):
+    """``itertools.accumulate(x, max)``: the running maximum, by comparing items."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.concat(*itertools.accumulate(x, max), dim=0)
+
+
+@program(*STATES)
+class GroupbyOfItems(HybridBlock):
+    """``itertools.groupby(x)``: neighbouring items compared."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.concat(*[k for k, _ in itertools.groupby(x)], dim=0)

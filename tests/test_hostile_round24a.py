@@ -57,6 +57,9 @@ REFUSED = {
     # a helper appending to a list the step made (the check cannot tell it from an outside
     # one: NOTE [autograph side effects])
     programs.OwnListPassedToHelperInStep,
+    # library code taking the truth of the rows it iterates (compress, takewhile, max, groupby)
+    programs.CompressRowsByTensorMask, programs.TakewhileWithTensorPredicate,
+    programs.AccumulateWithBuiltinMax, programs.GroupbyOfItems,
     # a generator function called while hybridizing; MXNet's dtypes (float32 < int64)
     programs.YieldFromGeneratorOverTensor, programs.TfRangeWithIndexedRead}
 
@@ -141,6 +144,23 @@ def test_library_functions_iterating_a_tensor_see_its_rows(block_class):
                                       [module.__file__], export=False)
     assert {mode: kind for mode, (kind, _) in result.items()} == {
         "eager": "equal", "hybrid": "equal"}, result
+
+
+@pytest.mark.parametrize("block_class,call", [
+    (programs.CompressRowsByTensorMask, "itertools.compress"),
+    (programs.TakewhileWithTensorPredicate, "itertools.takewhile"),
+    (programs.AccumulateWithBuiltinMax, "itertools.accumulate"),
+    (programs.GroupbyOfItems, "itertools.groupby")], ids=lambda v: getattr(v, "__name__", v))
+def test_library_code_taking_the_truth_of_rows_is_refused_at_the_call(block_class, call):
+    """Once the rows are given to library code, what it tests of them (a row's truth, a
+    predicate's tensor, ``max`` comparing two) was MXNet's NotImplementedForSymbol naming no
+    line, raised as the lazy iterator ran: refused at the call, also while iterated."""
+    err = _hybridized_error(block_class, programs.PROGRAMS[block_class][0][0])
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    line = _line("        return F.", block_class)
+    assert str(err).startswith(f"{programs.__file__}:{line}: "), err
+    assert f"{call}() of tensors while hybridizing: it compares them or takes their " \
+        f"truth" in str(err), err
 
 
 def test_a_library_function_over_rows_of_a_run_time_count_is_refused_at_the_call():

@@ -25,6 +25,7 @@ NOTE [autograph iteration]
     NOTE [autograph loops]); over a Symbol of several outputs (``F.split``'s) it is Python's loop over them, as over
     the eager list.
 """
+import collections.abc
 import contextlib
 import functools
 import itertools
@@ -135,7 +136,8 @@ def builtin(fn, where, convert=None):
                 _refuse_iteration(name, where)
         if name == "filter" and len(args) == 2:
             args = (_truth_checked(args[0], where), args[1])
-        return the_builtin(*args, **kwargs)
+        with _truth_refused(name, where):
+            return the_builtin(*args, **kwargs)
     checked.checked_builtin = the_builtin  # type: ignore[attr-defined]  # (call_results)
     return checked
 
@@ -268,15 +270,20 @@ def library_iterating(fn, where):
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        if any(one_output(a) for a in args[iterated]):
-            # the rows of the traced input's shape, as the NDArray's iteration yields them
-            # (functools.reduce(f, x) folds them, unrolled), as the builtins iterate them
-            positions = range(len(args))[iterated]
-            args = tuple(static_rows(a, str(where)) if k in positions and one_output(a)
-                         else a for k, a in enumerate(args))
-            if any(a is None for a in args):
-                _refuse_iteration(name, str(where))
-        return fn(*args, **kwargs)
+        if not any(one_output(a) for a in args[iterated]):
+            return fn(*args, **kwargs)
+        # the rows of the traced input's shape, as the NDArray's iteration yields them
+        # (functools.reduce(f, x) folds them, unrolled), as the builtins iterate them
+        positions = range(len(args))[iterated]
+        args = tuple(static_rows(a, str(where)) if k in positions and one_output(a)
+                     else a for k, a in enumerate(args))
+        if any(a is None for a in args):
+            _refuse_iteration(name, str(where))
+        with _truth_refused(name, str(where)):
+            result = fn(*args, **kwargs)
+        # (itertools' are lazy: what they test, they test as they are iterated)
+        return _truth_refused_each(result, name, str(where)) if \
+            isinstance(result, collections.abc.Iterator) else result
     checked.library_checked = fn  # type: ignore[attr-defined]  # (still library code)
     return checked
 
@@ -308,6 +315,27 @@ def _no_symbols(iterable, name, where):
     for item in iterable:
         if isinstance(item, mx.sym.Symbol):
             _refuse_truth(name, where)
+        yield item
+
+
+@contextlib.contextmanager
+def _truth_refused(name, where):
+    """While a builtin or library function runs on tensors: its truth of a Symbol (a row it
+    tests, ``itertools.takewhile``'s predicate, ``max`` comparing two) is refused at the
+    call, not MXNet's NotImplementedForSymbol naming no line."""
+    try:
+        yield
+    except mx.base.NotImplementedForSymbol:
+        _refuse_truth(name, where)
+
+
+def _truth_refused_each(iterator, name, where):
+    while True:
+        with _truth_refused(name, where):
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
         yield item
 
 
