@@ -1,5 +1,6 @@
 """Runs the programs of hostile_programs.py (or any block class with its inputs) plain, eager,
 hybridized and exported, and classifies each result (see hostile_programs' docstring)."""
+import inspect
 import re
 import traceback
 import warnings
@@ -265,6 +266,28 @@ def not_equal_or_refused(result):
     refusal at the user's line."""
     return {mode: detail for mode, (kind, detail) in result.items()
             if kind not in ("equal", "refused")}
+
+
+def line_in(path, text, block_class=None):
+    """The first line of the file ``path`` holding ``text`` (within ``block_class``'s source
+    when given)."""
+    first, count = (inspect.getsourcelines(block_class)[1],
+                    len(inspect.getsourcelines(block_class)[0])) if block_class else (1, 10**6)
+    with open(path) as source:
+        return next(k for k, line in enumerate(source, 1)
+                    if first <= k < first + count and text in line)
+
+
+def hybridized_error(block_class, *arrays):
+    """What a block of ``block_class`` (made as :func:`classify` makes it), hybridized,
+    raises called on ``arrays``."""
+    net = _make(block_class)
+    net.hybridize()
+    try:
+        net(*[mx.nd.array(a) for a in arrays])
+    except Exception as err:        # (the caller checks what it is)
+        return err
+    raise AssertionError(f"{block_class.__name__} raised nothing")
 
 
 def malformed_call(arrays, how):

@@ -9,7 +9,9 @@ statement runs as Python, so the two must agree to the letter: this checks the r
 itself (flags and guards, code moved into branches, loop variables), which the tensor paths
 share. The second test writes Gluon blocks whose conditions and loops are on tensors and
 requires of each, eager and hybridized, plain Python's value and gradients or a located
-AutographError (a refusal); never another value. ``test_autograph.py`` checks each construct.
+AutographError (a refusal); never another value. The third and fourth add closures, helpers
+and side effects, and ``with`` blocks of user context managers, ``try``/``finally`` and
+library calls given the user's callbacks. ``test_autograph.py`` checks each construct.
 """
 import collections
 import importlib.util
@@ -479,3 +481,169 @@ def test_random_programs_with_closures_helpers_and_side_effects(tmp_path_factory
     assert CLOSURE_OUTCOMES.get(("hybrid", "value", "value"), 0) > len(programs) * 0.5, \
         (CLOSURE_OUTCOMES, REFUSALS[-20:])
     assert CLOSURE_OUTCOMES.get(("eager", "value", "value"), 0) > len(programs) * 0.8
+
+
+# ---------------------------------------------------------------------------- with blocks,
+# try/finally, library calls with the user's callbacks (NOTE [autograph calls], NOTE
+# [autograph side effects])
+
+# Statements calling library functions with callbacks (sorted's key, map's function,
+# functools.reduce's, max's key), pure or counting their calls in an attribute, and one-line
+# with blocks of user context managers: one that only wraps, one counting entries, one
+# suppressing an exception, and contextlib's.
+LIBRARY_STATEMENTS = (
+    "x = sorted([x, y], key=lambda v: 0)[0] * 0.5",
+    "y = functools.reduce(lambda a, b: a * 0.5 + b, [x, y, z])",
+    "x = sum(map(lambda v: v * 0.5, (x, y)))",
+    "y = functools.reduce(operator.add, [x * 0.1, y])",
+    "x = x + sorted([0.3, 0.1, 0.2], key=self.key)[0]",
+    "y = y * functools.reduce(self.mul, [1.0, 1.1])",
+    "x = list(map(self.half, [x, y]))[1]",
+    "y = y + max([0.1, 0.5], key=lambda c: -c)",
+    "x = x * min(map(abs, [-0.5, 0.75]))",
+    "with Wrap(): x = x * 0.9",
+    "with Counted(self): y = y + 0.1",
+    "with Quiet(): x = x + 0.2",
+    "with contextlib.suppress(KeyError): y = y * 0.8",
+    "with contextlib.nullcontext(): x = F.tanh(x)",
+)
+
+
+@st.composite
+def library_programs(draw):
+    """tensor_blocks drawing from LIBRARY_STATEMENTS, with one region (a with block of a user
+    context manager, a try/finally, or a library call) inside a tensor if or loop, a Python
+    range loop, or at the top."""
+    inner = [(d + 1, t) for d, t in draw(tensor_blocks(1, extra=LIBRARY_STATEMENTS))]
+    statement = draw(st.sampled_from(LIBRARY_STATEMENTS))
+    last = draw(st.sampled_from(["y = y * 0.5", "x = self.count(x)", "acc = []"]))
+    wrapped = draw(st.sampled_from([
+        [(0, statement)],
+        [(0, "with Wrap():")] + inner,
+        [(0, "with Counted(self):")] + inner,
+        [(0, "try:")] + inner + [(0, "finally:"), (1, last)],
+        [(0, "try:"), (1, statement), (0, "finally:"), (1, last)]]))
+    region = draw(st.sampled_from([
+        [(0, "if x.sum() > y.sum():")] + [(d + 1, t) for d, t in wrapped],
+        [(0, "for r9 in seq:"), (1, "x = x + r9 * 0.3")] + [(d + 1, t) for d, t in wrapped],
+        [(0, "w9 = F.zeros((1,))"), (0, "while w9 < 2:"), (1, "w9 = w9 + 1")] +
+        [(d + 1, t) for d, t in wrapped],
+        [(0, "for i9 in range(2):")] + [(d + 1, t) for d, t in wrapped],
+        wrapped]))
+    lines = draw(tensor_blocks(extra=LIBRARY_STATEMENTS))
+    if draw(st.booleans()) and not any(t.startswith("return") for _, t in lines):
+        return lines + region
+    return region + lines
+
+
+LIBRARY_MODULE = """\
+import contextlib
+import functools
+import operator
+import mxnet as mx, gluon_cf
+
+
+class Wrap:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Counted:
+    def __init__(self, owner):
+        self.owner = owner
+
+    def __enter__(self):
+        self.owner.n = self.owner.n + 1
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Quiet:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, kind, value, tb):
+        return kind is ZeroDivisionError
+
+
+class Net(mx.gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def key(self, c):
+        self.n = self.n + 1
+        return c
+
+    def mul(self, a, b):
+        self.n = self.n + 1
+        return a * b
+
+    def half(self, v):
+        return v * 0.5
+
+    def count(self, v):
+        self.n = self.n + 1
+        return v * (1 + 0.1 * self.n)
+
+    @gluon_cf.autograph(max_iterations=8)
+    def hybrid_forward(self, F, x, y, seq):
+        acc = []
+        z = x
+{body}
+        return x + y + self.n * 0.25
+"""
+
+LIBRARY_OUTCOMES = {}
+
+
+def test_random_programs_with_context_managers_finally_and_library_callbacks(
+        tmp_path_factory):
+    """Blocks with user context managers (pure, counting entries, suppressing), try/finally
+    and library calls given the user's callbacks (sorted, map, functools.reduce, max), inside
+    tensor ifs and loops: eager and hybridized, plain Python's value and gradients or an
+    AutographError at a line of the program; never another value."""
+    import numpy as np
+    import warnings
+    tmp_path = tmp_path_factory.mktemp("library_programs")
+    programs = []
+    first_refusal = len(REFUSALS)
+
+    @settings(max_examples=120, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(library_programs(), st.floats(-1, 1, width=32), st.floats(-1, 1, width=32))
+    def check(lines, x0, y0):
+        body = "\n".join("        " + "    " * d + t for d, t in lines)
+        source = LIBRARY_MODULE.format(body=body)
+        net = _load(source, tmp_path, "Net")()
+        path = inspect.unwrap(type(net).hybrid_forward).__code__.co_filename
+        programs.append(source)
+        x, y = np.array([x0], np.float32), np.array([y0], np.float32)
+        seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
+        outcome = {}
+        for mode in ("plain", "eager", "hybrid"):
+            net.n = 0                        # the side effects start afresh in each mode
+            if mode == "hybrid":
+                net.hybridize()
+            outcome[mode] = _run(net, mode == "plain", x, y, seq, located=(path,))
+        for mode in ("eager", "hybrid"):
+            _same_outcome(LIBRARY_OUTCOMES, source, mode, outcome["plain"], outcome[mode])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check()
+    print(f"{len(programs)} programs; outcomes (mode, plain, converted):", LIBRARY_OUTCOMES)
+    print("refusals:", collections.Counter(r[:70] for r in REFUSALS[first_refusal:])
+          .most_common(12))
+    regions = sum(any(s in p for s in ("with Wrap", "with Counted", "finally:")) for p in
+                  programs)
+    callbacks = sum(any(s in p for s in ("sorted(", "map(", "reduce(")) for p in programs)
+    print(f"{regions} with a with block or finally, {callbacks} calling library functions")
+    assert regions > len(programs) * 0.4 and callbacks > len(programs) * 0.3, \
+        (regions, callbacks)
+    # the comparison is not vacuous: most programs run hybridized and are compared
+    assert LIBRARY_OUTCOMES.get(("hybrid", "value", "value"), 0) > len(programs) * 0.4, \
+        (LIBRARY_OUTCOMES, REFUSALS[-20:])

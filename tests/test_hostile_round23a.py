@@ -5,7 +5,6 @@ methods with side effects, closures over reassigned variables, comprehensions,
 nested loops, early returns, ``global``/``nonlocal``/``del``) run as plain Python on NDArrays
 (the oracle), eagerly and hybridized with gradients (``hostile_harness.classify``, in this
 process). And what this round fixed, each on its own."""
-import inspect
 import re
 
 import mxnet as mx
@@ -44,7 +43,7 @@ REFUSED = {
     # functions that differ between a tensor if's branches (a Python value)
     programs.DefInEachBranch, programs.LambdaReassignedInBranch,
     # library code iterating (or measuring, comparing) a tensor while hybridizing
-    programs.ReduceOverRows, programs.AccumulateOverRows, programs.ChainRowsAndExtra,
+    # (functools.reduce, itertools.accumulate and chain of the rows convert since round 24a)
     programs.RandomChoiceOfRows, programs.NlargestOfRowSums,
     # Python's 1.0 where the while appended nothing: checked when the graph runs
     programs.SumWithNumberStart}
@@ -69,18 +68,10 @@ def test_hostile_program_equals_its_oracle_or_is_refused_at_its_line(block_class
 
 def _line(text, block_class=None):
     """The line of ``text`` (in ``block_class``'s source when given)."""
-    first, count = (inspect.getsourcelines(block_class)[1],
-                    len(inspect.getsourcelines(block_class)[0])) if block_class else (1, 10**6)
-    return next(k for k, line in enumerate(open(programs.__file__), 1)
-                if first <= k < first + count and text in line)
+    return hostile_harness.line_in(programs.__file__, text, block_class)
 
 
-def _hybridized_error(block_class, *arrays):
-    net = hostile_harness._make(block_class)
-    net.hybridize()
-    with pytest.raises(Exception) as info:
-        net(*[mx.nd.array(a) for a in arrays])
-    return info.value
+_hybridized_error = hostile_harness.hybridized_error
 
 
 def _says(err, block_class, line_text, region_text, what):

@@ -42,6 +42,12 @@ def python_value(value):
     if code is not None:
         what = "a lambda" if value.__name__ == "<lambda>" else f"the function {value.__name__!r}"
         return f"{what} (defined at {code.co_filename}:{code.co_firstlineno})"
+    if type(value).__name__ == "Symbol":
+        return "an array"           # (not MXNet's repr, which names an internal node)
+    if isinstance(value, (tuple, list)) and any(type(v).__name__ == "Symbol" for v in value):
+        if all(type(v).__name__ == "Symbol" for v in value):
+            return f"a {type(value).__name__} of {len(value)} arrays"
+        return f"a {type(value).__name__} ({', '.join(python_value(v) for v in value)})"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

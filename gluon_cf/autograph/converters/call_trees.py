@@ -4,6 +4,7 @@ checked and ``print`` warns in a graph region, ``F.stack(*items)`` of a collecte
 computed from its rows, ``setattr``/``delattr`` and mutating methods on outside objects are
 checked, and zero-argument ``super()`` and private names compile as the class body would."""
 import ast
+import copy
 
 from ..operators.py_builtins import ITERATING
 from ..pyct.static_analysis.activity import MUTATORS, root_name
@@ -97,7 +98,16 @@ class CallTreesConverter(Converter):
             not isinstance(node.func, (ast.Name, ast.Attribute, ast.Lambda)) or \
             isinstance(node.func, ast.Attribute) and \
             node.func.attr in _MODE_READERS | _MODE_SCOPES
-        if named:
+        own = isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and \
+            isinstance(node.func.value, ast.Name) and node in self.parents and \
+            not self._scope(node).outer(node.func.value.id)
+        if named and own:
+            # (parts = [] ... parts.append(r): a container this call made, changed as it is;
+            # NOTE [autograph side effects])
+            node.func = ast.BoolOp(op=ast.Or(), values=[
+                runtime_call("own_method", [node.func]),
+                runtime_call("converted", [copy.deepcopy(node.func)])])
+        elif named:
             node.func = runtime_call("converted", [node.func])
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \
                 and self.self_name is not None:

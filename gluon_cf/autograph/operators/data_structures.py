@@ -101,7 +101,9 @@ def step_rows(values, where):
             raise AutographError(f"{where}: this loop on a tensor appends the Python value "
                                  f"{python_value(value)} to a list at each step; the steps "
                                  f"of a graph's loop are collected as rows of an array, so "
-                                 f"append arrays")
+                                 f"append arrays" + (
+                                     " (one list for each: hs.append(h); cs.append(c))"
+                                     if isinstance(value, (tuple, list)) else ""))
     return list(values)
 
 

@@ -9,18 +9,23 @@ NOTE [autograph iteration]
     ``sum``, ``len``, ``list`` ... called with a Symbol (:func:`builtin`), except where the
     shapes of the inputs a block's graph is traced for give the Symbol's shape (NOTE [graphs
     traced for input shapes] in ``gluon_cf/hybrid.py``): there ``len`` is its first axis,
-    and comprehensions, unpacking and the builtins but ``range``, ``reversed`` and the
-    comparing ones iterate its rows (:func:`static_rows`, as an NDArray yields them: the
-    loop unrolled, a graph per input shape). ``any``, ``all``,
+    and comprehensions, unpacking, the builtins but ``range``, ``reversed`` and the
+    comparing ones (but those given a ``key=``), and the standard library's functions that
+    iterate their arguments (``functools.reduce(f, x)``, ``itertools.accumulate(x)``:
+    :func:`library_iterating`) iterate its rows (:func:`static_rows`, as an NDArray yields
+    them: the loop unrolled, a graph per input shape). ``any``, ``all``,
     ``min``, ``max`` and ``sorted`` of Symbols (a list or generator of them) would take their
     truth or compare them, which MXNet refuses with no line of the user's: refused at the
-    call; so are ``float``, ``int``, ``bool`` and ``round`` of a Symbol (a Python number
+    call (with a ``key=``, ``min``, ``max`` and ``sorted`` compare only the keys: a key that
+    is a Symbol is refused, Python numbers sort the Symbols); so are ``float``, ``int``,
+    ``bool`` and ``round`` of a Symbol (a Python number
     of a value the graph computes later). ``for row in reversed(x)`` on a tensor is the
     ``for`` over ``F.reverse(x, axis=0)`` (:func:`reversed_rows`): the rows backwards, as
     ``reversed`` yields an NDArray's. A ``for`` statement over a tensor converts (``foreach``,
     NOTE [autograph loops]); over a Symbol of several outputs (``F.split``'s) it is Python's loop over them, as over
     the eager list.
 """
+import collections.abc
 import contextlib
 import functools
 import itertools
@@ -97,7 +102,11 @@ def builtin(fn, where, convert=None):
                 own(args[0], name, where, start[0])
             if result is not NotImplemented:
                 return result
-        if name in _COMPARING and len(args) == 1 and not isinstance(
+        keyed = name in _KEYED and kwargs.get("key") is not None
+        if keyed:
+            # (sorted(rows, key=lambda r: 0): the keys are compared, never the items)
+            kwargs = dict(kwargs, key=_symbol_free_key(kwargs["key"], name, where))
+        elif name in _COMPARING and len(args) == 1 and not isinstance(
                 args[0], (mx.sym.Symbol, str, bytes, dict)):
             # (checked item by item as the builtin reads them: any() and all() stop early)
             args = (_no_symbols(args[0], name, where),)
@@ -117,7 +126,7 @@ def builtin(fn, where, convert=None):
                 return shape[0]
         iterated_args = _ITERATED_ARGS.get(str(name), slice(None))
         if any(one_output(a) for a in args[iterated_args]):
-            if name in _COMPARING or name in ("range", "reversed"):
+            if name in _COMPARING and not keyed or name in ("range", "reversed"):
                 _refuse_iteration(name, where)
             # the rows of the traced input's shape, as the NDArray's iteration yields them
             positions = range(len(args))[iterated_args]
@@ -127,7 +136,8 @@ def builtin(fn, where, convert=None):
                 _refuse_iteration(name, where)
         if name == "filter" and len(args) == 2:
             args = (_truth_checked(args[0], where), args[1])
-        return the_builtin(*args, **kwargs)
+        with _truth_refused(name, where):
+            return the_builtin(*args, **kwargs)
     checked.checked_builtin = the_builtin  # type: ignore[attr-defined]  # (call_results)
     return checked
 
@@ -247,8 +257,9 @@ mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__ = _checked_iter, _checked_len
 
 def library_iterating(fn, where):
     """``fn`` checked as :func:`builtin` checks the builtins when it is one of the standard
-    library's functions that iterate their arguments (``functools.reduce``, ``itertools``'),
-    else None."""
+    library's functions that iterate their arguments (``functools.reduce``, ``itertools``'):
+    a Symbol it iterates is its rows where the input shapes give them, else refused; else
+    None."""
     try:
         iterated = _LIBRARY_ITERATING.get(fn)
     except TypeError:       # (an unhashable callable)
@@ -259,9 +270,20 @@ def library_iterating(fn, where):
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        if any(one_output(a) for a in args[iterated]):
+        if not any(one_output(a) for a in args[iterated]):
+            return fn(*args, **kwargs)
+        # the rows of the traced input's shape, as the NDArray's iteration yields them
+        # (functools.reduce(f, x) folds them, unrolled), as the builtins iterate them
+        positions = range(len(args))[iterated]
+        args = tuple(static_rows(a, str(where)) if k in positions and one_output(a)
+                     else a for k, a in enumerate(args))
+        if any(a is None for a in args):
             _refuse_iteration(name, str(where))
-        return fn(*args, **kwargs)
+        with _truth_refused(name, str(where)):
+            result = fn(*args, **kwargs)
+        # (itertools' are lazy: what they test, they test as they are iterated)
+        return _truth_refused_each(result, name, str(where)) if \
+            isinstance(result, collections.abc.Iterator) else result
     checked.library_checked = fn  # type: ignore[attr-defined]  # (still library code)
     return checked
 
@@ -275,10 +297,45 @@ _ITERATED_ARGS = {"sum": slice(0, 1), "enumerate": slice(0, 1), "next": slice(0,
 _COMPARING = {"any", "all", "min", "max", "sorted"}
 
 
+# ... of which these compare what their key= gives, when given one
+_KEYED = {"min", "max", "sorted"}
+
+
+def _symbol_free_key(key, name, where):
+    def checked_key(item):
+        value = key(item)
+        if isinstance(value, mx.sym.Symbol) or isinstance(value, (list, tuple)) and \
+                any(isinstance(v, mx.sym.Symbol) for v in value):
+            _refuse_truth(name, where)
+        return value
+    return checked_key
+
+
 def _no_symbols(iterable, name, where):
     for item in iterable:
         if isinstance(item, mx.sym.Symbol):
             _refuse_truth(name, where)
+        yield item
+
+
+@contextlib.contextmanager
+def _truth_refused(name, where):
+    """While a builtin or library function runs on tensors: its truth of a Symbol (a row it
+    tests, ``itertools.takewhile``'s predicate, ``max`` comparing two) is refused at the
+    call, not MXNet's NotImplementedForSymbol naming no line."""
+    try:
+        yield
+    except mx.base.NotImplementedForSymbol:
+        _refuse_truth(name, where)
+
+
+def _truth_refused_each(iterator, name, where):
+    while True:
+        with _truth_refused(name, where):
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
         yield item
 
 

@@ -11,10 +11,13 @@ NOTE [autograph side effects]
     :func:`effect` before assigning an attribute or item of an object that may come from
     outside the call (a parameter, a global, a free variable, or a local not bound to a new
     object), a ``global`` or ``nonlocal`` variable, and :func:`mutable` around the receiver of
-    a mutating method (``append``, ``add``, ``update`` ...), and library code it calls in a
-    graph region is checked not to change a container given to it (:func:`lent`: it is not
-    converted, so only its effect can be seen; a container the step itself made is refused
-    too, which the check cannot tell apart: a refusal, never a value that differs). While a
+    a mutating method (``append``, ``add``, ``update`` ...; of a local every binding of which
+    is a new object, ``parts = []`` ... ``parts.append(r)`` in a loop's step, a Python
+    container's runs as it is: :func:`own_method`), and library code it
+    calls in a graph region is checked not to change a container given to it (:func:`lent`:
+    it is not converted, so only its effect can be seen; a container the step itself made is
+    refused too, which the check cannot tell apart: a refusal, never a value that differs).
+    While a
     tensor ``if``'s branch or
     a tensor loop's step is traced (:func:`graph_region`) these are AutographErrors naming the
     statement's line and the ``if``'s or loop's line, except a closure's ``nonlocal`` write of
@@ -90,6 +93,14 @@ def mutable(receiver, where, method):
                              collections.abc.MutableMapping, collections.abc.MutableSet)):
         effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
     return receiver
+
+
+def own_method(fn):
+    """``parts.append`` where every binding of ``parts`` in the calling function is a new
+    object (``parts = []`` in a loop's step): the method as it is when a Python container's
+    (the change is of an object nothing outside the call holds), else None (the call is
+    converted as any other)."""
+    return fn if type(getattr(fn, "__self__", None)) in (list, dict, set, bytearray) else None
 
 
 def container_method(fn, where, mutators):

@@ -108,6 +108,25 @@ def has_walrus(node):
     return any(isinstance(n, ast.NamedExpr) for n in ast.walk(node))
 
 
+def walrus_bound(node):
+    """Names a ``:=`` in the expression ``node`` surely binds when it is evaluated: not in a
+    short-circuited operand (``a and (s := b)``), a conditional expression's side, a lambda
+    or a comprehension (its own scope, or maybe no item)."""
+    bound, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.NamedExpr):
+            bound.add(n.target.id)
+        if isinstance(n, ast.BoolOp):
+            stack.append(n.values[0])
+        elif isinstance(n, ast.IfExp):
+            stack.append(n.test)
+        elif not isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                                ast.GeneratorExp)):
+            stack.extend(ast.iter_child_nodes(n))
+    return bound
+
+
 def root_name(target):
     """The variable an attribute or item target (``self.a.b[i]``) hangs from, or None."""
     while isinstance(target, (ast.Attribute, ast.Subscript)):

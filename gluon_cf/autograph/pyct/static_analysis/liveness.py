@@ -4,7 +4,7 @@ every enclosing loop)."""
 import ast
 from typing import Set
 
-from .activity import assigned_names, captured_names, loaded_names
+from .activity import assigned_names, captured_names, loaded_names, walrus_bound
 from .definite_assignment import definitely_assigned, match_assigned, try_assigned, \
     with_assigned
 
@@ -27,12 +27,16 @@ def exposed_names(statements):
             exposed |= reads - assigned
             assigned |= assigned_names([statement])
         elif isinstance(statement, ast.If):     # assigns what both branches assign
-            exposed |= (loaded_names(statement.test) | exposed_names(statement.body) |
-                        exposed_names(statement.orelse)) - assigned
-            assigned |= definitely_assigned(statement)
+            # (if (s := F.sum(r)) > 0: the branches read the s the test binds)
+            exposed |= (loaded_names(statement.test) | (
+                exposed_names(statement.body) | exposed_names(statement.orelse)) -
+                walrus_bound(statement.test)) - assigned
+            assigned |= definitely_assigned(statement) | walrus_bound(statement.test)
         elif isinstance(statement, ast.While):
-            exposed |= (loaded_names(statement.test) | exposed_names(statement.body) |
-                        exposed_names(statement.orelse)) - assigned
+            exposed |= (loaded_names(statement.test) | (
+                exposed_names(statement.body) | exposed_names(statement.orelse)) -
+                walrus_bound(statement.test)) - assigned
+            assigned |= walrus_bound(statement.test)
         elif isinstance(statement, ast.For):    # its body reads its item after assigning it
             exposed |= (loaded_names(statement.iter) | exposed_names(statement.body) -
                         assigned_names([statement.target]) |
