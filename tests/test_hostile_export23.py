@@ -18,7 +18,6 @@ export them:
 """
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -109,52 +108,14 @@ def test_eager_and_hybridized_equal_the_oracle_with_gradients(cls):
                 _check(cls, mode, k, got, _oracle(cls, k))
 
 
-def _unnamed(err):
-    """``err``'s message without node names (a fresh block's have another prefix)."""
-    text = re.sub(r"\[\d\d:\d\d:\d\d\] ", "", str(err))     # (MXNet's time stamps)
-    text = re.sub(r"'[a-z0-9_]+'", "'<node>'", text)
-    return re.sub(r"\b[a-z][a-z0-9]*?\d+_", "<block>_", text)     # (unquoted node names)
-
-
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
     """Item 2: every input (empty masks, zero-step loops), in a random order with repeats and
     calls most programs refuse (an input one column wider, of one more axis, float64),
     recorded or not, on one hybridized block: each call equals the same call on a fresh
     hybridized block (a failing call fails the same way, and leaves the block usable)."""
-    rng = random.Random(cls.__name__)
-    inputs = programs.PROGRAMS[cls]
-    calls = [rng.randrange(len(inputs)) for _ in range(len(inputs))] + \
-        list(range(len(inputs)))[::-1]
-    for how in ("wider", "rank", "float64"):
-        calls.insert(rng.randrange(len(calls)), how)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        net = make(cls)
-        net.hybridize()
-        fresh = {}
-        for k in calls:
-            record = rng.random() < 0.6
-            arrays = hostile_harness.malformed_call(inputs[0], k) if isinstance(k, str) \
-                else inputs[k]
-            got = hostile_harness._outcome(lambda: run_with_gradients(net, arrays, record=record))
-            if got[0] == "value" and not isinstance(k, str) and _oracle(cls, k)[0] == "value":
-                # (the oracle, which a fresh hybridized block equals: the first test)
-                want = _oracle(cls, k)[1][:len(got[1])] if not record else _oracle(cls, k)[1]
-                assert hostile_harness._compare(want, got[1], TOL), (k, record)
-                continue
-            if (k, record) not in fresh:
-                other = make(cls)
-                other.hybridize()
-                fresh[k, record] = hostile_harness._outcome(
-                    lambda: run_with_gradients(other, arrays, record=record))
-            want = fresh[k, record]
-            if want[0] == "error":
-                assert got[0] == "error" and type(got[1]) is type(want[1]) and \
-                    _unnamed(got[1]) == _unnamed(want[1]), (k, got, want)
-            else:
-                assert got[0] == "value" and hostile_harness._compare(want[1], got[1], TOL), \
-                    (k, record, got[1] if got[0] == "error" else "another value")
+    hostile_harness.check_call_history(cls, programs.PROGRAMS[cls], make,
+                                       lambda k: _oracle(cls, k), TOL)
 
 
 # export_onnx refuses recursions whose body does not act row by row (NOTE [row-wise rules]),
