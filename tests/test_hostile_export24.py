@@ -247,3 +247,80 @@ def test_foreach_over_a_1d_mask_keeping_nothing_is_refused_at_the_users_line(hyb
             assert hostile_harness.located(got[1], [__file__]) or \
                 re.search(r"at %s:\d+" % re.escape(__file__), str(got[1])), str(got[1])
             assert "Shape is unknown" not in str(got[1])
+
+
+_RESHAPE_SCRIPT = r'''
+import sys
+import mxnet as mx
+import gluon_cf
+where, record = sys.argv[1], sys.argv[2] == "1"
+
+
+def first(F, x):
+    return F.slice_axis(x, axis=0, begin=0, end=1).reshape((1, 4))
+
+
+class Block(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        if where == "foreach":
+            return gluon_cf.foreach(lambda a, s: ([], [a.reshape((1, 4)) + s[0]]), x,
+                                    [F.zeros((1, 4))])[1][0]
+        if where == "foreach of no state":
+            return gluon_cf.foreach(lambda a, s: (a.reshape((1, 4)) * 2, []), x, [])[0]
+        if where == "while_loop":
+            return gluon_cf.while_loop(
+                lambda i, h: i < 2, lambda i, h: ([], [i + 1, h + first(F, x)]),
+                [F.zeros((1,)), F.zeros((1, 4))], max_iterations=2)[1][1]
+        if where == "cond":
+            return gluon_cf.cond(F.sum(x) > 0, lambda: first(F, x) * 2,
+                                 lambda: F.zeros((1, 4)))
+        if where == "recursion":
+            @gluon_cf.recursive
+            def f(i):
+                return gluon_cf.cond(i < 0.5, lambda: F.take(x, i).reshape((1, 4)),
+                                     lambda: f(i - 1) * 0.5)
+            return f(F.ones((1,)))
+        y = first(F, x)      # in the block's own graph, which holds a gluon_cf node
+        return gluon_cf.cond(F.sum(y) > 0, lambda: y * 2, lambda: y)
+
+
+net = Block()
+net.hybridize()
+for shape in ((2, 3, 4), (2, 1, 4), (2, 3, 4), (2, 1, 4)):
+    x = mx.nd.ones(shape)
+    x.attach_grad()
+    try:
+        with mx.autograd.record(record):
+            y = net(x)
+        print("value", y.asnumpy().tolist(), flush=True)
+    except Exception as err:
+        print("error", type(err).__name__, str(err).replace("\n", " "), flush=True)
+'''
+
+
+@pytest.mark.parametrize("record", [False, True])
+@pytest.mark.parametrize("where", ["foreach", "foreach of no state", "while_loop", "cond",
+                                   "recursion", "block"])
+def test_a_reshape_to_another_size_is_refused_at_the_users_line_not_a_crash(where, record,
+                                                                           tmp_path):
+    """NOTE [a reshape to another size]: MXNet 1.9.1 compiled out Reshape's size check, so a
+    loop body's ``row.reshape((1, 4))`` given rows of 12 elements returned a value made of
+    the first 4 and corrupted the heap: the process aborted ("double free or corruption",
+    found by the call history of OneDenseSharedByForeachWhileAndCond with an input of one
+    more axis). Now an error naming the user's line and both sizes, on every such call; the
+    calls of the right size between them work."""
+    import subprocess
+    import sys
+    script = tmp_path / "reshape.py"
+    script.write_text(_RESHAPE_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), where, str(int(record))],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(("value", "error"))]
+    assert len(lines) == 4, proc.stdout
+    for line in lines[0::2]:
+        assert line.startswith("error") and re.search(
+            r"%s:\d+: .*the target shape \(1, 4\) has 4 elements, the source \([\d, ]+\) "
+            r"has 12" % re.escape(str(script)), line), line
+    for line in lines[1::2]:
+        assert line.startswith("value"), line
