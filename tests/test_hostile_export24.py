@@ -101,12 +101,6 @@ _ROWS = r"cannot be lowered to standard ONNX loops: function '\w+': its body doe
 _RESHAPE = _ROWS.replace(".*hostile", r".*Reshape .*at .*hostile")
 # What export refuses, at the user's line, with the reason and what to do.
 REFUSED = {
-    # softmax(length=...) in a while_loop body: ONNX needs the rank, which the body's graph
-    # knows only at run time
-    P.UniversalTransformerLayersInWhile: dict.fromkeys(
-        ("onnx", "artifact"), r"hostile_programs24x\.py:\d+: mx2onnx cannot convert node .* "
-                              r"softmax with use_length=True of an input whose rank is known "
-                              r"only at run time"),
     # a split read as one element (reshape((1,))): not row by row
     P.SpanRecursionModelDecidesSplit: {"onnx": _RESHAPE},
     P.TopDownDecoderReturnsLeafSumAndCount: {"onnx": _RESHAPE},
