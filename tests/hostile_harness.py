@@ -298,6 +298,20 @@ def _unnamed(err):
     return re.sub(r"\b[a-z][a-z0-9]*?\d+_", "<block>_", text)     # (unquoted node names)
 
 
+def run_eager_and_hybridized(cls, inputs, make, check):
+    """Every input list of ``cls``, on one eager ``make(cls)`` then one hybridized, recorded
+    (:func:`run_with_gradients`): ``check(mode, k, outcome)`` ("eager" or "hybrid", the
+    input's index, its :func:`_outcome`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for mode in ("eager", "hybrid"):
+            net = make(cls)
+            if mode == "hybrid":
+                net.hybridize()
+            for k, arrays in enumerate(inputs):
+                check(mode, k, _outcome(lambda: run_with_gradients(net, arrays)))
+
+
 def check_call_history(cls, inputs, make, oracle, tol):
     """Item 2 of issue 24: ``inputs`` in a random order with repeats and malformed calls
     (:func:`malformed_call`), recorded or not, on one hybridized ``make(cls)``: each call

@@ -172,7 +172,7 @@ class BidirectionalSharedCellSequenceReverse(_Gru):
         return self.fc(F.concat(*rows, dim=0))
 
 
-# ---- decoders --------------------------------------------------------------------------------------
+# ---- decoders -----------------------------------------------------------------------------------
 
 class _Decoder(HybridBlock):
     def __init__(self):
@@ -362,7 +362,7 @@ class StackedTwoLayerGruDecoderInWhile(_Decoder):
         return _stack_padded(F, out, 4, (1, V)), h1, h2
 
 
-# ---- boolean_mask feeding loops and reductions -----------------------------------------------------
+# ---- boolean_mask feeding loops and reductions --------------------------------------------------
 
 MASKED = ([rand(5, H), floats(1, 0, 1, 1, 0)], [rand(3, H, seed=1), floats(0, 0, 0)],
           [rand(4, H, seed=2), floats(1, 1, 1, 1)], [rand(1, H, seed=3), floats(1)])
@@ -557,7 +557,7 @@ class ForeachOverPairsOfFlatData(HybridBlock):
         return F.stack(*outs), s
 
 
-# ---- conds whose branches differ in shape, then more ops ---------------------------------------------
+# ---- conds whose branches differ in shape, then more ops ----------------------------------------
 
 @program([rand(3, H)], [rand(4, H, seed=1) - 1], [rand(2, H, seed=2) + 1])
 class CondRowsDifferThenDenseAndForeach(_Gru):
@@ -622,7 +622,7 @@ class CondSwapsTupleShapesThenDot(HybridBlock):
         return F.softmax(F.dot(a, b, transpose_b=True)), F.sum(a) + F.sum(b)
 
 
-# ---- recursion ----------------------------------------------------------------------------------------
+# ---- recursion ----------------------------------------------------------------------------------
 
 TREES = (forest([BAL, (None, None)], seed=241, features=H),
          forest([None, None], seed=242, features=H),
@@ -937,7 +937,7 @@ class NaryMaxPoolChildrenInWhile(HybridBlock):
         return F.concat(*[node(r) for r in _ids(roots)], dim=0)
 
 
-# ---- nested loops, dtypes, shared parameters, all three ops -----------------------------------------
+# ---- nested loops, dtypes, shared parameters, all three ops -------------------------------------
 
 @program([rand(3, 2), floats(3), floats(2, 0, 1)], [rand(3, 2, seed=1), floats(1), floats(0, 3, 3)],
          [rand(3, 2, seed=2), floats(0), floats(1, 1, 1)])

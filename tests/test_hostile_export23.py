@@ -97,15 +97,9 @@ def _check(cls, mode, k, got, want):
 
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_eager_and_hybridized_equal_the_oracle_with_gradients(cls):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for mode in ("eager", "hybrid"):
-            net = make(cls)
-            if mode == "hybrid":
-                net.hybridize()
-            for k, arrays in enumerate(programs.PROGRAMS[cls]):
-                got = hostile_harness._outcome(lambda: run_with_gradients(net, arrays))
-                _check(cls, mode, k, got, _oracle(cls, k))
+    hostile_harness.run_eager_and_hybridized(
+        cls, programs.PROGRAMS[cls], make,
+        lambda mode, k, got: _check(cls, mode, k, got, _oracle(cls, k)))
 
 
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -248,21 +242,8 @@ def test_cli_converts_and_runs_a_recursive_nary_model_equal_to_gluon(tmp_path, c
                           "--input", "data2:c=9", "--input", "data3:r=3",
                           "-o", tmp_path / "m.onnx")
     assert status == 0, err
-    from gluon_cf.export import load
-    model = load(str(tmp_path / "m.onnx"))
-    for k, arrays in enumerate(programs.PROGRAMS[cls]):
-        paths = []
-        for j, a in enumerate(arrays):
-            paths.append(tmp_path / f"in{k}_{j}.npy")
-            np.save(paths[-1], a)
-        status, _, err = cli("run", tmp_path / "m.onnx", "--input", *paths,
-                              "-o", tmp_path / f"o{k}")
-        assert status == 0, err
-        want = net(*_nd(arrays))
-        for (name, _, _), w in zip(model.outputs, want):
-            got = np.load(tmp_path / f"o{k}" / (name + ".npy"))
-            assert got.shape == w.shape, (got.shape, w.shape)
-            np.testing.assert_allclose(got, w.asnumpy(), rtol=1e-5, atol=1e-6)
+    export_harness.assert_cli_runs_equal(cli, tmp_path, tmp_path / "m.onnx", net,
+                                         programs.PROGRAMS[cls])
 
 
 @pytest.mark.parametrize("how", ["missing input", "wrong dtype", "metadata", "truncated",

@@ -14,7 +14,6 @@ between loop bodies), run the way users port and then export them:
   user's line, eager and hybridized, not MXNet's "Shape is unknown".
 """
 import re
-import warnings
 
 import mxnet as mx
 import numpy as np
@@ -28,6 +27,7 @@ from hostile_harness import run_with_gradients
 import hostile_programs14
 import hostile_programs24x as programs
 from test_recursion_hostile2 import make
+from test_hostile_export23 import cli  # noqa: F401 - the CLI's main, a fixture
 
 FILES = [programs.__file__, hostile_programs14.__file__]
 TOL = (1e-5, 1e-5)
@@ -79,15 +79,8 @@ def _check(cls, mode, k, got):
 
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_eager_and_hybridized_equal_the_oracle_with_gradients(cls):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for mode in ("eager", "hybrid"):
-            net = make(cls)
-            if mode == "hybrid":
-                net.hybridize()
-            for k, arrays in enumerate(programs.PROGRAMS[cls]):
-                _check(cls, mode, k,
-                       hostile_harness._outcome(lambda: run_with_gradients(net, arrays)))
+    hostile_harness.run_eager_and_hybridized(
+        cls, programs.PROGRAMS[cls], make, lambda mode, k, got: _check(cls, mode, k, got))
 
 
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -149,19 +142,6 @@ def test_float16_export_equals_gluon_to_float16_resolution(tmp_path):
                                            rtol=2e-3, atol=1e-3)
 
 
-@pytest.fixture
-def cli(capfd):
-    """The CLI's ``main``: (status, stdout, stderr), stderr read at the file descriptor."""
-    from gluon_cf.export.cli import main
-
-    def run(*argv):
-        capfd.readouterr()
-        status = main([str(a) for a in argv])
-        out, err = capfd.readouterr()
-        return status, out, err
-    return run
-
-
 CLI_MODELS = [P.GruEncoderSequenceMaskMeanAndLast, P.BeamSearchThreeBeamsFinishedFlags,
               P.SpanRecursionBalancedOverRuntimeLength, P.BinaryTreeLstmReturnsHAndC,
               P.CondSwapsTupleShapesThenDot, P.Int32CountersWhileLoop]
@@ -171,7 +151,6 @@ CLI_MODELS = [P.GruEncoderSequenceMaskMeanAndLast, P.BeamSearchThreeBeamsFinishe
 def test_cli_converts_and_runs_equal_to_gluon(cls, tmp_path, cli):
     """A model exported to a symbol file, ``convert``ed by the CLI (its run-time axes named)
     and ``run`` on every input list: equal to Gluon."""
-    from gluon_cf.export import load
     inputs = programs.PROGRAMS[cls]
     net = make(cls)
     net.hybridize()
@@ -188,21 +167,7 @@ def test_cli_converts_and_runs_equal_to_gluon(cls, tmp_path, cli):
     status, _, err = cli("convert", tmp_path / "net-symbol.json", tmp_path / "net-0000.params",
                          *specs, "-o", tmp_path / "m.onnx")
     assert status == 0, err
-    model = load(str(tmp_path / "m.onnx"))
-    for k, arrays in enumerate(inputs):
-        paths = []
-        for j, a in enumerate(arrays):
-            paths.append(tmp_path / f"in{k}_{j}.npy")
-            np.save(paths[-1], a)
-        status, _, err = cli("run", tmp_path / "m.onnx", "--input", *paths,
-                             "-o", tmp_path / f"o{k}")
-        assert status == 0, err
-        want = net(*_nd(arrays))
-        want = want if isinstance(want, (list, tuple)) else [want]
-        for (name, _, _), w in zip(model.outputs, want):
-            got = np.load(tmp_path / f"o{k}" / (name + ".npy"))
-            assert got.shape == w.shape and got.dtype == w.dtype, (got.shape, w.shape)
-            np.testing.assert_allclose(got, w.asnumpy(), rtol=1e-5, atol=1e-6)
+    export_harness.assert_cli_runs_equal(cli, tmp_path, tmp_path / "m.onnx", net, inputs)
 
 
 # ---- what this round fixed ----------------------------------------------------------------------
