@@ -156,6 +156,14 @@ def classify_pair(want, got, files, plain_fails=None, tol=None):
     return "refused" if located(err, files) else "internal"
 
 
+def assert_equal_to_oracle(want, got, files, tol, where):
+    """:func:`classify_pair` of the oracle's ``want`` and ``got`` is "equal"; the message
+    names ``where`` (the mode and input), the class and the error or value that differs."""
+    kind = classify_pair(want, got, files, tol=tol)
+    assert kind == "equal", (where, kind, got[1] if got[0] == "error" else
+                             (want[1] if want[0] == "error" else "another value"))
+
+
 def classify(cls, inputs_list, files, export=True):
     """{mode: (class, detail)} for modes eager, hybrid, export, over every input list."""
     result = {}

@@ -18,7 +18,8 @@ import gluon_cf
 import hostile_harness
 from hostile_programs4 import _ids, _row
 from hostile_programs14 import _rows_of, _scalar
-from hostile_programs17b import BAL, comb, forest
+from hostile_programs17b import BAL, _plain_tree, comb, forest
+from hostile_programs23x import csr
 
 PROGRAMS, program = hostile_harness.program_registry()
 rand, floats = hostile_harness.rand, hostile_harness.floats
@@ -806,14 +807,8 @@ class TreeRnnFloat64Parameters(HybridBlock):
         return _rows_of(F, node, roots)
 
     def plain_forward(self, F, x, left, right, roots):
-        lt, rt, n = _ids(left), _ids(right), x.shape[0]
-
-        def node(i):
-            i = _row(i, n)
-            if lt[i] < 0:
-                return x[i:i + 1] * 1.5
-            return F.tanh(self.combine(F.concat(node(lt[i]), node(rt[i]), dim=1)))
-        return F.concat(*[node(r) for r in _ids(roots)], dim=0)
+        return _plain_tree(F, x, left, right, roots, lambda row: row * 1.5,
+                           lambda row, a, b: F.tanh(self.combine(F.concat(a, b, dim=1))))
 
 
 def _sentence_tree(trees, seed):
@@ -845,14 +840,8 @@ class ForeachEncoderThenTreeRnnOverItsOutputs(_Gru):
         for t in range(x.shape[0]):
             out, (h,) = self.cell(x[t], [h])
             enc.append(out)
-        lt, rt, n = _ids(left), _ids(right), x.shape[0]
-
-        def node(i):
-            i = _row(i, n)
-            if lt[i] < 0:
-                return self.fc(enc[i])
-            return F.tanh(self.fc(node(lt[i]) - node(rt[i])))
-        return F.concat(*[node(r) for r in _ids(roots)], dim=0)
+        return _plain_tree(F, F.concat(*enc, dim=0), left, right, roots, self.fc,
+                           lambda row, a, b: F.tanh(self.fc(a - b)))
 
 
 @program(*TREES)
@@ -887,16 +876,6 @@ class RecursionCalledFromWhileOverRoots(HybridBlock):
         for r in _ids(roots)[:4]:
             acc = acc * 0.5 + node(r)
         return acc
-
-
-def csr(children, roots, seed):
-    """``[x, ptr, cidx, roots]`` of an n-ary forest: ``children[i]`` lists node i's children."""
-    ptr, cidx = [0], []
-    for kids in children:
-        cidx.extend(kids)
-        ptr.append(len(cidx))
-    return [rand(len(children), H, seed=seed), floats(*ptr), floats(*(cidx or [0])),
-            floats(*roots)]
 
 
 @program(csr([[1, 2, 3], [], [4], [], [5, 6], [], []], [0], 261), csr([[]], [0], 262),
@@ -1136,11 +1115,5 @@ class MaskedForeachThenCondThenTree(HybridBlock):
             if m:
                 s = s * 0.5 + x[k]
         ctx = s.reshape((1, H)) if sum(_ids(mask)) else F.ones((1, H))
-        lt, rt, n = _ids(left), _ids(right), x.shape[0]
-
-        def node(i):
-            i = _row(i, n)
-            if lt[i] < 0:
-                return x[i:i + 1] * ctx
-            return F.tanh(node(lt[i]) + node(rt[i]))
-        return F.concat(*[node(r) for r in _ids(roots)], dim=0)
+        return _plain_tree(F, x, left, right, roots, lambda row: row * ctx,
+                           lambda row, a, b: F.tanh(a + b))
