@@ -250,6 +250,9 @@ class Block(mx.gluon.HybridBlock):
         if where == "foreach":
             return gluon_cf.foreach(lambda a, s: ([], [a.reshape((1, 4)) + s[0]]), x,
                                     [F.zeros((1, 4))])[1][0]
+        if where == "eager foreach":     # (F.reshape: MXNet's operator, not NDArray's method)
+            return gluon_cf.foreach(lambda a, s: ([], [F.reshape(a, (1, 4)) + s[0]]), x,
+                                    [F.zeros((1, 4))])[1][0]
         if where == "foreach of no state":
             return gluon_cf.foreach(lambda a, s: (a.reshape((1, 4)) * 2, []), x, [])[0]
         if where == "while_loop":
@@ -270,7 +273,8 @@ class Block(mx.gluon.HybridBlock):
 
 
 net = Block()
-net.hybridize()
+if where != "eager foreach":
+    net.hybridize()
 for shape in ((2, 3, 4), (2, 1, 4), (2, 3, 4), (2, 1, 4)):
     x = mx.nd.ones(shape)
     x.attach_grad()
@@ -285,7 +289,7 @@ for shape in ((2, 3, 4), (2, 1, 4), (2, 3, 4), (2, 1, 4)):
 
 @pytest.mark.parametrize("record", [False, True])
 @pytest.mark.parametrize("where", ["foreach", "foreach of no state", "while_loop", "cond",
-                                   "recursion", "block"])
+                                   "recursion", "block", "eager foreach"])
 def test_a_reshape_to_another_size_is_refused_at_the_users_line_not_a_crash(where, record,
                                                                            tmp_path):
     """NOTE [a reshape to another size]: MXNet 1.9.1 compiled out Reshape's size check, so a

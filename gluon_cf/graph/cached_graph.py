@@ -6,12 +6,10 @@ one operator imperatively (shared with the partitioned execution); and
 """
 import contextlib
 import ctypes
-import functools
 import json
 from typing import Any, Dict, List, Tuple
 
 import mxnet as mx
-import numpy as np
 from mxnet._ctypes.ndarray import _imperative_invoke
 
 from .. import registry
@@ -21,7 +19,7 @@ from ..errors import ZeroSizeError
 from ..zero_size import shape_or_no_element
 from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_ADDED_GRADIENT_INPUTS,
                          NO_GRADIENT_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size,
-                         describe_node)
+                         describe_node, reshape_to_another_size)
 from .operator_errors import graph_operator_error, operator_error
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
@@ -62,18 +60,17 @@ def invoke(op, inputs, attrs):
 #     body's ``row.reshape((1, H))`` given rows of another width). The graphs gluon_cf runs
 #     check every Reshape once per input shapes, and an operator it invokes alone before it
 #     runs: an OperatorShapeError at the user's line, with the shapes, as MXNet's check said.
+#     In an op's body run eagerly, ``F.reshape`` (MXNet's operator; NDArray's ``reshape``
+#     method checks) is a ValueError at the user's line, as the method's own error is.
 
 
 def reshape_error(node, source, target):
     """The error of JSON node ``node``, a Reshape of a ``source``-shaped value to ``target``,
     when their sizes differ (NOTE [a reshape to another size]); None otherwise or unknown."""
-    if not source or not target or 0 in source or 0 in target or \
-            int(np.prod(source)) == int(np.prod(target)):
+    wrong = reshape_to_another_size(source, target)
+    if wrong is None:
         return None
-    err = mx.MXNetError("Error in operator %s: Shape inconsistent, the target shape %s has "
-                        "%d elements, the source %s has %d" % (
-                            node["name"], target, int(np.prod(target)), source,
-                            int(np.prod(source))))
+    err = mx.MXNetError("Error in operator %s: Shape inconsistent, %s" % (node["name"], wrong))
     return operator_error(node, None, err) or err
 
 
@@ -96,21 +93,6 @@ def check_reshapes(symbol, nodes, shapes):
                                   shape_of.get((nid, 0)))
             if error is not None:
                 raise error
-
-
-def reshaped_shape(attrs, source):
-    """The shape MXNet's Reshape with ``attrs`` gives a value of shape ``source``."""
-    return _reshaped_shape(tuple(sorted(attrs.items())), tuple(source))
-
-
-@functools.lru_cache(maxsize=1024)
-def _reshaped_shape(attrs, source):
-    try:
-        _, outs, _ = mx.sym.Reshape(mx.sym.var("data"), **dict(attrs)).infer_shape_partial(
-            data=source)
-    except mx.MXNetError:
-        return None     # (MXNet's own error follows, where the operator runs)
-    return tuple(outs[0]) if outs else None
 
 
 def as_list(out):

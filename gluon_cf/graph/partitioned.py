@@ -24,9 +24,9 @@ import mxnet as mx
 from .. import registry, staging
 from ..errors import ZeroSizeError, note_no_element
 from ..executor import Parallel, done
-from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node
+from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node, reshaped_shape
 from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin_of,
-                           reshape_error, reshaped_shape, visible_attrs)
+                           reshape_error, visible_attrs)
 from .operator_errors import operator_error
 from .shape_inference import (for_rule, infer_by_mxnet, learn, mxnet_infer_shape_partial,
                               run_time_dims)
