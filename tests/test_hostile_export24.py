@@ -141,7 +141,9 @@ def test_float16_export_equals_gluon_to_float16_resolution(tmp_path):
 
 CLI_MODELS = [P.GruEncoderSequenceMaskMeanAndLast, P.BeamSearchThreeBeamsFinishedFlags,
               P.SpanRecursionBalancedOverRuntimeLength, P.BinaryTreeLstmReturnsHAndC,
-              P.CondSwapsTupleShapesThenDot, P.Int32CountersWhileLoop]
+              P.CondSwapsTupleShapesThenDot, P.Int32CountersWhileLoop,
+              P.GreedyDecoderInt32Tokens, P.AttentionDecoderOverMaskedEncoderRows,
+              P.UniversalTransformerLayersInWhile, P.TreeRnnFloat64Parameters]
 
 
 @pytest.mark.parametrize("cls", CLI_MODELS, ids=lambda c: c.__name__)
