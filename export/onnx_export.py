@@ -191,7 +191,10 @@ def _net_symbol(net, example_inputs, api):
         call_args = example_inputs if isinstance(example_inputs, (list, tuple)) \
             else [example_inputs]
         outputs = _flatten_inputs(net(*[_to_nd(x) for x in call_args]))
-    mx.nd.waitall()
+    # (the example call's own outputs: mx.nd.waitall() raised the failure of any earlier
+    # call whose result was never read, so export depended on the block's history)
+    for output in outputs:
+        output.wait_to_read()
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "net")
         net.export(prefix)

@@ -262,7 +262,13 @@ def _infer_shapes(sym, arg_shapes, where):
     known = set(sym.list_inputs())
     given = {name: tuple(0 if d is None else d for d in shape)
              for name, shape in arg_shapes.items() if name in known and shape}
-    args, out_shapes, _ = sym.infer_shape_partial(**given)
+    try:
+        args, out_shapes, _ = sym.infer_shape_partial(**given)
+    except mx.MXNetError:
+        probed = _probed_shapes(sym, arg_shapes, known)
+        if probed is None:
+            raise
+        return probed
     # (a slot of no known shape, not even its rank, reads a value of run-time shape: the
     # max over boolean_mask's rows; MXNet infers boolean_mask's output as rank unknown)
     run_time_inputs = any(not registry.is_complete(s) for s in given.values()) or \
@@ -271,6 +277,35 @@ def _infer_shapes(sym, arg_shapes, where):
             and not _run_time_shapes(sym):
         raise ValueError(f"shapes in {where} are not fully determined by the inputs")
     return [_planned(s) for s in out_shapes]
+
+
+# NOTE [probing run-time dims]
+#     MXNet's legacy inference reads a 0 as an unknown dim but not every operator carries one
+#     through: ``F.dot(mem, h)`` of a ``mem`` of (0, 4) gives (0,), whose ``reshape((1, -1))``
+#     then fails ("Shape dim size cannot be a negative value -1"), though the graph runs for
+#     every size (a loop body reading boolean_mask's rows). Where MXNet refuses 0, the run-time
+#     dims are given two concrete sizes in turn and the dims that agree are kept (None where
+#     they differ), as the shape plan does for dynamic axes (NOTE [shape plan]); the sizes are
+#     primes, so that a dim agreeing by chance is unlikely.
+_PROBE_SIZES = (7, 11)
+
+
+def _probed_shapes(sym, arg_shapes, known):
+    """Output shapes of ``sym`` with the run-time dims (None) of ``arg_shapes`` given each of
+    ``_PROBE_SIZES``: the dims that agree, None elsewhere; None if there are no such dims or a
+    probe fails too (NOTE [probing run-time dims])."""
+    if not any(shape and None in shape for name, shape in arg_shapes.items() if name in known):
+        return None
+    runs = []
+    for size in _PROBE_SIZES:
+        given = {name: tuple(size if d is None else d for d in shape)
+                 for name, shape in arg_shapes.items() if name in known and shape}
+        try:
+            _, out_shapes, _ = sym.infer_shape_partial(**given)
+        except mx.MXNetError:
+            return None
+        runs.append([_planned(s) for s in out_shapes])
+    return [_merge_concrete(a, b) for a, b in zip(*runs)]
 
 
 def _planned(shape):

@@ -41,6 +41,7 @@ from mxnet.gluon import block as _block
 from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError
+from .graph.cached_graph import check_reshapes
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS
@@ -61,6 +62,7 @@ class _Plan:
         self.js = json.loads(self.text)
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.partitioned_shapes = set()   # data shapes for which a node refused
+        self.reshapes_checked = set()   # data shapes (NOTE [a reshape to another size])
         self.always = self.has_nodes and self._fed_by_run_time_shapes()
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
         # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf
@@ -148,6 +150,10 @@ def _run_built(self, args, lock):
             plan.unwritten_gradients and mx.autograd.is_recording()) or \
             any(0 in shape for shape in key)
         if not partitioned or fmt != self._in_format:
+            if key not in plan.reshapes_checked:   # NOTE [a reshape to another size]
+                check_reshapes(plan.symbol, plan.js["nodes"], [
+                    flat[x].shape if is_arg else x.shape for is_arg, x in self._cached_op_args])
+                plan.reshapes_checked.add(key)
             try:   # the CachedOp, as long as every node can declare its output shapes
                 return _original_call_cached_op(self, *args)
             except Exception as err:

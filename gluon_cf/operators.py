@@ -6,6 +6,7 @@ locations] in ``tracing.py``) and how that place is found (``user_location``), a
 messages that name an operator. Per-operator row rules
 for batching are in ``rowwise.py``.
 """
+import functools
 import os
 import sys
 import types
@@ -155,3 +156,40 @@ def is_random_op(op):
     """Whether MXNet operator ``op`` draws random numbers (a node holding one is seeded so that
     a re-run forward or a remat recomputation draws the same numbers)."""
     return op in ("Dropout", "_contrib_dropout") or "random" in op or op.startswith("_sample")
+
+
+def reshape_to_another_size(source, target):
+    """What is wrong with a Reshape of a ``source``-shaped value to ``target`` when their
+    numbers of elements differ (NOTE [a reshape to another size] in graph/cached_graph.py),
+    else (or either unknown) None."""
+    if not source or not target or 0 in source or 0 in target:
+        return None
+    have, want = _size(source), _size(target)
+    if have == want:
+        return None
+    return "the target shape %s has %d elements, the source %s has %d" % (
+        tuple(target), want, tuple(source), have)
+
+
+def _size(shape):
+    size = 1
+    for d in shape:
+        size *= int(d)
+    return size
+
+
+def reshaped_shape(attrs, source):
+    """The shape MXNet's Reshape with ``attrs`` gives a value of shape ``source``; None when
+    MXNet refuses it (its own error follows where the operator runs)."""
+    return _reshaped_shape(tuple(sorted((str(k), str(v)) for k, v in attrs.items())),
+                           tuple(source))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reshaped_shape(attrs, source):
+    try:
+        _, outs, _ = mx.sym.Reshape(mx.sym.var("data"), **dict(attrs)).infer_shape_partial(
+            data=source)
+    except mx.MXNetError:
+        return None
+    return tuple(outs[0]) if outs else None

@@ -26,7 +26,8 @@ import mxnet as mx
 from mxnet.ndarray import register as _register
 
 from .errors import ZeroSizeError, no_element_error, note_no_element
-from .operators import CRASH_DETAIL, crashing_zero_size, user_location
+from .operators import (CRASH_DETAIL, crashing_zero_size, reshape_to_another_size,
+                        reshaped_shape, user_location)
 from . import shared_handles
 
 __all__ = ["eager_body"]
@@ -55,6 +56,13 @@ def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operato
     while frame.f_code.co_name == "_invoke" and frame.f_back is not None:   # _invoke's)
         frame = frame.f_back
     op = frame.f_code.co_name
+    if op in ("reshape", "Reshape") and rest:   # NOTE [a reshape to another size]
+        wrong = reshape_to_another_size(ndargs[0].shape, reshaped_shape(
+            dict(zip(rest[0], rest[1])), ndargs[0].shape))
+        if wrong is not None:
+            where = user_location()
+            raise ValueError("gluon_cf: reshape%s: %s" % (" at %s" % where if where else "",
+                                                          wrong))
     empty = [k for k, a in enumerate(ndargs) if 0 in shape_or_no_element(a)]
     crashing = crashing_zero_size(op, [a.shape for a in ndargs]) if empty else []
     if crashing:

@@ -107,3 +107,22 @@ def _compare_runs(net, run, inputs_list, first):
                 return ("SILENT", f"got {g.dtype}{g.shape} {g.ravel()[:4]}, Gluon "
                                   f"{w.dtype}{w.shape} {w.ravel()[:4]} on {arrays}")
     return ("equal", "")
+
+
+def assert_cli_runs_equal(cli, directory, model_path, net, inputs_list):
+    """``cli("run", model_path, ...)`` (the CLI's ``main``, as test_hostile_export23's
+    fixture gives it) on every input list, each written as .npy files into ``directory``:
+    exit status 0 and every output equal to ``net``'s (shape, dtype and values at 1e-5)."""
+    from gluon_cf.export import load
+    model = load(str(model_path))
+    for k, arrays in enumerate(inputs_list):
+        paths = []
+        for j, a in enumerate(arrays):
+            paths.append(directory / f"in{k}_{j}.npy")
+            np.save(paths[-1], a)
+        status, _, err = cli("run", model_path, "--input", *paths, "-o", directory / f"o{k}")
+        assert status == 0, err
+        for (name, _, _), w in zip(model.outputs, _outputs(net(*_nd(arrays)))):
+            got = np.load(directory / f"o{k}" / (name + ".npy"))
+            assert got.shape == w.shape and got.dtype == w.dtype, (got.shape, w.shape)
+            np.testing.assert_allclose(got, w, rtol=RTOL, atol=ATOL)

@@ -1,6 +1,7 @@
 """Runs the programs of hostile_programs.py (or any block class with its inputs) plain, eager,
 hybridized and exported, and classifies each result (see hostile_programs' docstring)."""
 import inspect
+import random
 import re
 import traceback
 import warnings
@@ -154,6 +155,14 @@ def classify_pair(want, got, files, plain_fails=None, tol=None):
             "::" not in str(err):
         return "refused"      # MXNet's zero-size limit, as plain MXNet fails, at the user's line
     return "refused" if located(err, files) else "internal"
+
+
+def assert_equal_to_oracle(want, got, files, tol, where):
+    """:func:`classify_pair` of the oracle's ``want`` and ``got`` is "equal"; the message
+    names ``where`` (the mode and input), the class and the error or value that differs."""
+    kind = classify_pair(want, got, files, tol=tol)
+    assert kind == "equal", (where, kind, got[1] if got[0] == "error" else
+                             (want[1] if want[0] == "error" else "another value"))
 
 
 def classify(cls, inputs_list, files, export=True):
@@ -311,3 +320,65 @@ def rand(*shape, seed=0, low=-1.0, high=1.0):
 def floats(*values):
     """A program's float32 input of these values."""
     return np.array(values, np.float32)
+
+
+def _unnamed(err):
+    """``err``'s message without node names (a fresh block's have another prefix)."""
+    text = re.sub(r"\[\d\d:\d\d:\d\d\] ", "", str(err))     # (MXNet's time stamps)
+    text = re.sub(r"'[a-z0-9_]+'", "'<node>'", text)
+    return re.sub(r"\b[a-z][a-z0-9]*?\d+_", "<block>_", text)     # (unquoted node names)
+
+
+def run_eager_and_hybridized(cls, inputs, make, check):
+    """Every input list of ``cls``, on one eager ``make(cls)`` then one hybridized, recorded
+    (:func:`run_with_gradients`): ``check(mode, k, outcome)`` ("eager" or "hybrid", the
+    input's index, its :func:`_outcome`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for mode in ("eager", "hybrid"):
+            net = make(cls)
+            if mode == "hybrid":
+                net.hybridize()
+            for k, arrays in enumerate(inputs):
+                check(mode, k, _outcome(lambda: run_with_gradients(net, arrays)))
+
+
+def check_call_history(cls, inputs, make, oracle, tol):
+    """Item 2 of issue 24: ``inputs`` in a random order with repeats and malformed calls
+    (:func:`malformed_call`), recorded or not, on one hybridized ``make(cls)``: each call
+    equals ``oracle(k)`` (an :func:`_outcome` of :func:`run_with_gradients`) where both are
+    values, else the same call on a fresh hybridized block (a failing call fails the same
+    way, and leaves the block usable)."""
+    rng = random.Random(cls.__name__)
+    calls = [rng.randrange(len(inputs)) for _ in range(len(inputs))] + \
+        list(range(len(inputs)))[::-1]
+    for how in ("wider", "rank", "float64"):
+        calls.insert(rng.randrange(len(calls)), how)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net = make(cls)
+        net.hybridize()
+        fresh = {}
+        for k in calls:
+            record = rng.random() < 0.6
+            arrays = malformed_call(inputs[0], k) if isinstance(k, str) else inputs[k]
+            got = _outcome(lambda: run_with_gradients(net, arrays, record=record))
+            if got[0] == "value" and not isinstance(k, str) and oracle(k)[0] == "value":
+                # (the oracle, which a fresh hybridized block equals: the first test)
+                want = oracle(k)[1][:len(got[1])] if not record else oracle(k)[1]
+                assert _compare(want, got[1], tol), (k, record)
+                continue
+            if (k, record) not in fresh:
+                other = make(cls)
+                other.hybridize()
+                fresh[k, record] = _outcome(
+                    lambda: run_with_gradients(other, arrays, record=record))
+            want = fresh[k, record]
+            if want[0] == "error":
+                assert got[0] == "error" and type(got[1]) is type(want[1]) and \
+                    _unnamed(got[1]) == _unnamed(want[1]), (k, got, want)
+            else:
+                assert got[0] == "value" and _compare(want[1], got[1], tol), \
+                    (k, record, got[1] if got[0] == "error" else "another value")
+
+

@@ -18,7 +18,6 @@ export them:
 """
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -91,29 +90,14 @@ def _check(cls, mode, k, got, want):
         assert got[0] == "error" and "no inputs in computation graph that require " \
             "gradients" in str(got[1]), (k, got)
         return
-    kind = hostile_harness.classify_pair(want, got, FILES, tol=TOL)
-    assert kind == "equal", (mode, k, kind, got[1] if got[0] == "error" else
-                             (want[1] if want[0] == "error" else "another value"))
+    hostile_harness.assert_equal_to_oracle(want, got, FILES, TOL, (mode, k))
 
 
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_eager_and_hybridized_equal_the_oracle_with_gradients(cls):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for mode in ("eager", "hybrid"):
-            net = make(cls)
-            if mode == "hybrid":
-                net.hybridize()
-            for k, arrays in enumerate(programs.PROGRAMS[cls]):
-                got = hostile_harness._outcome(lambda: run_with_gradients(net, arrays))
-                _check(cls, mode, k, got, _oracle(cls, k))
-
-
-def _unnamed(err):
-    """``err``'s message without node names (a fresh block's have another prefix)."""
-    text = re.sub(r"\[\d\d:\d\d:\d\d\] ", "", str(err))     # (MXNet's time stamps)
-    text = re.sub(r"'[a-z0-9_]+'", "'<node>'", text)
-    return re.sub(r"\b[a-z][a-z0-9]*?\d+_", "<block>_", text)     # (unquoted node names)
+    hostile_harness.run_eager_and_hybridized(
+        cls, programs.PROGRAMS[cls], make,
+        lambda mode, k, got: _check(cls, mode, k, got, _oracle(cls, k)))
 
 
 @pytest.mark.parametrize("cls", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -122,39 +106,8 @@ def test_one_block_over_a_random_history_equals_fresh_blocks(cls):
     calls most programs refuse (an input one column wider, of one more axis, float64),
     recorded or not, on one hybridized block: each call equals the same call on a fresh
     hybridized block (a failing call fails the same way, and leaves the block usable)."""
-    rng = random.Random(cls.__name__)
-    inputs = programs.PROGRAMS[cls]
-    calls = [rng.randrange(len(inputs)) for _ in range(len(inputs))] + \
-        list(range(len(inputs)))[::-1]
-    for how in ("wider", "rank", "float64"):
-        calls.insert(rng.randrange(len(calls)), how)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        net = make(cls)
-        net.hybridize()
-        fresh = {}
-        for k in calls:
-            record = rng.random() < 0.6
-            arrays = hostile_harness.malformed_call(inputs[0], k) if isinstance(k, str) \
-                else inputs[k]
-            got = hostile_harness._outcome(lambda: run_with_gradients(net, arrays, record=record))
-            if got[0] == "value" and not isinstance(k, str) and _oracle(cls, k)[0] == "value":
-                # (the oracle, which a fresh hybridized block equals: the first test)
-                want = _oracle(cls, k)[1][:len(got[1])] if not record else _oracle(cls, k)[1]
-                assert hostile_harness._compare(want, got[1], TOL), (k, record)
-                continue
-            if (k, record) not in fresh:
-                other = make(cls)
-                other.hybridize()
-                fresh[k, record] = hostile_harness._outcome(
-                    lambda: run_with_gradients(other, arrays, record=record))
-            want = fresh[k, record]
-            if want[0] == "error":
-                assert got[0] == "error" and type(got[1]) is type(want[1]) and \
-                    _unnamed(got[1]) == _unnamed(want[1]), (k, got, want)
-            else:
-                assert got[0] == "value" and hostile_harness._compare(want[1], got[1], TOL), \
-                    (k, record, got[1] if got[0] == "error" else "another value")
+    hostile_harness.check_call_history(cls, programs.PROGRAMS[cls], make,
+                                       lambda k: _oracle(cls, k), TOL)
 
 
 # export_onnx refuses recursions whose body does not act row by row (NOTE [row-wise rules]),
@@ -287,21 +240,8 @@ def test_cli_converts_and_runs_a_recursive_nary_model_equal_to_gluon(tmp_path, c
                           "--input", "data2:c=9", "--input", "data3:r=3",
                           "-o", tmp_path / "m.onnx")
     assert status == 0, err
-    from gluon_cf.export import load
-    model = load(str(tmp_path / "m.onnx"))
-    for k, arrays in enumerate(programs.PROGRAMS[cls]):
-        paths = []
-        for j, a in enumerate(arrays):
-            paths.append(tmp_path / f"in{k}_{j}.npy")
-            np.save(paths[-1], a)
-        status, _, err = cli("run", tmp_path / "m.onnx", "--input", *paths,
-                              "-o", tmp_path / f"o{k}")
-        assert status == 0, err
-        want = net(*_nd(arrays))
-        for (name, _, _), w in zip(model.outputs, want):
-            got = np.load(tmp_path / f"o{k}" / (name + ".npy"))
-            assert got.shape == w.shape, (got.shape, w.shape)
-            np.testing.assert_allclose(got, w.asnumpy(), rtol=1e-5, atol=1e-6)
+    export_harness.assert_cli_runs_equal(cli, tmp_path, tmp_path / "m.onnx", net,
+                                         programs.PROGRAMS[cls])
 
 
 @pytest.mark.parametrize("how", ["missing input", "wrong dtype", "metadata", "truncated",

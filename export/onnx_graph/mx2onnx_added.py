@@ -347,15 +347,22 @@ def _convert_softmax(node, **kwargs):
     keep = None
     if use_length:
         shape = _shape_of_input(node, kwargs)
-        if shape is None:
+        if shape is not None:
+            axis %= len(shape)
+            trailing = len(shape) - axis - 1
+        elif axis < 0 and opset >= 11:
+            # (a loop body's value of run-time rank: an axis counted from the end needs no
+            # rank, ONNX's axes counting from the end too)
+            trailing = -axis - 1
+        else:
             raise NotImplementedError(f"{node['op']} with use_length=True of an input whose "
-                                      f"rank is known only at run time")
-        axis %= len(shape)
+                                      f"rank is known only at run time, over axis {axis}: "
+                                      f"count the axis from the end (axis=-1 is the last), "
+                                      f"and export with opset 11 or later")
         positions = out.add("Range", [out.const(0), out.add("Squeeze", [out.dim(x, axis)],
                                                             **_squeeze_axes(kwargs)),
                                       out.const(1)])
-        positions = out.add("Reshape", [positions,
-                                        out.const([-1] + [1] * (len(shape) - axis - 1))])
+        positions = out.add("Reshape", [positions, out.const([-1] + [1] * trailing)])
         length = out.add("Cast", [inputs[1]], to=onnx.TensorProto.INT64)
         length = out.add("Unsqueeze", [length, out.const([axis])]) if opset >= 13 else \
             out.add("Unsqueeze", [length], axes=[axis])

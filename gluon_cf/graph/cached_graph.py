@@ -19,7 +19,7 @@ from ..errors import ZeroSizeError
 from ..zero_size import shape_or_no_element
 from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_ADDED_GRADIENT_INPUTS,
                          NO_GRADIENT_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size,
-                         describe_node)
+                         describe_node, reshape_to_another_size)
 from .operator_errors import graph_operator_error, operator_error
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
@@ -52,6 +52,49 @@ def invoke(op, inputs, attrs):
     return _imperative_invoke(handle, inputs, list(attrs), list(attrs.values()), None, 0, 1)
 
 
+# NOTE [a reshape to another size]
+#     MXNet 1.9.1 compiles out Reshape's check that the target shape has as many elements as
+#     the source (``#if 0`` in ReshapeShape, src/operator/tensor/matrix_op-inl.h): reshaping a
+#     (3, 4) value to (1, 4) copies 12 elements into 4 and corrupts the heap, so the process
+#     aborts later ("double free or corruption"), in a graph and imperatively alike (a loop
+#     body's ``row.reshape((1, H))`` given rows of another width). The graphs gluon_cf runs
+#     check every Reshape once per input shapes, and an operator it invokes alone before it
+#     runs: an OperatorShapeError at the user's line, with the shapes, as MXNet's check said.
+#     In an op's body run eagerly, ``F.reshape`` (MXNet's operator; NDArray's ``reshape``
+#     method checks) is a ValueError at the user's line, as the method's own error is.
+
+
+def reshape_error(node, source, target):
+    """The error of JSON node ``node``, a Reshape of a ``source``-shaped value to ``target``,
+    when their sizes differ (NOTE [a reshape to another size]); None otherwise or unknown."""
+    wrong = reshape_to_another_size(source, target)
+    if wrong is None:
+        return None
+    err = mx.MXNetError("Error in operator %s: Shape inconsistent, %s" % (node["name"], wrong))
+    return operator_error(node, None, err) or err
+
+
+def check_reshapes(symbol, nodes, shapes):
+    """Raise the error of a Reshape among JSON ``nodes`` (``symbol``'s) changing the size of
+    its value, for inputs (``symbol.list_inputs()``) of ``shapes`` (NOTE [a reshape to another
+    size])."""
+    if not any(n["op"] == "Reshape" for n in nodes):
+        return
+    internals = symbol.get_internals()
+    try:
+        _, outs, _ = internals.infer_shape_partial(**dict(zip(symbol.list_inputs(), shapes)))
+    except mx.MXNetError:
+        return      # (MXNet's own error follows, where the graph runs)
+    heads = json.loads(internals.tojson())["heads"]
+    shape_of = {tuple(h[:2]): tuple(o) for h, o in zip(heads, outs or ())}
+    for nid, n in enumerate(nodes):
+        if n["op"] == "Reshape" and n["inputs"]:
+            error = reshape_error(n, shape_of.get(tuple(n["inputs"][0][:2])),
+                                  shape_of.get((nid, 0)))
+            if error is not None:
+                raise error
+
+
 def as_list(out):
     """A CachedOp's outputs as a list (it returns a graph's only output alone)."""
     return list(out) if isinstance(out, (list, tuple)) else [out]
@@ -82,6 +125,8 @@ class CachedGraph(CachedOpPair):
             for dst, value in zip(out, outputs):
                 dst[:] = value
             return out
+        if not self.constant:
+            self.check_reshapes(shapes)
         try:
             return super().__call__(*args, out=out)
         except mx.MXNetError as err:   # NOTE [operators refusing shapes at run time]
@@ -113,6 +158,16 @@ class CachedGraph(CachedOpPair):
                 self._zero_size_nodes.clear()
             self._zero_size_nodes[shapes] = known
         return known
+
+    def check_reshapes(self, shapes):
+        """Raise the error of a Reshape of another size in the graph, for inputs of ``shapes``
+        (NOTE [a reshape to another size]), checked once per shapes."""
+        checked = self.__dict__.setdefault("_reshapes_checked", set())
+        if shapes not in checked:
+            check_reshapes(self.symbol, self._json_nodes(), shapes)
+            if len(checked) >= 1024:
+                checked.clear()
+            checked.add(shapes)
 
     def _json_nodes(self):
         if self._nodes is None:

@@ -24,9 +24,9 @@ import mxnet as mx
 from .. import registry, staging
 from ..errors import ZeroSizeError, note_no_element
 from ..executor import Parallel, done
-from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node
+from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node, reshaped_shape
 from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin_of,
-                           visible_attrs)
+                           reshape_error, visible_attrs)
 from .operator_errors import operator_error
 from .shape_inference import (for_rule, infer_by_mxnet, learn, mxnet_infer_shape_partial,
                               run_time_dims)
@@ -207,6 +207,11 @@ class _RunTimeShapeCall(_OperatorCall):
             err = mx.MXNetError("Error in operator %s: Shape inconsistent, %s"
                                 % (self.node["name"], refused))
             raise operator_error(self.node, inputs, err) or err
+        if self.op == "Reshape" and inputs:   # NOTE [a reshape to another size]
+            error = reshape_error(self.node, inputs[0].shape,
+                                  reshaped_shape(self.attrs, inputs[0].shape))
+            if error is not None:
+                raise error
         return done(list(invoke(self.op, inputs, self.attrs)))
 
     def no_element(self, values):

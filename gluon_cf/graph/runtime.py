@@ -12,7 +12,7 @@ import mxnet as mx
 from .. import registry, rowwise
 from ..executor import done
 from ..operators import DYNAMIC_SHAPE_OPS
-from .cached_graph import CachedGraph, as_list, block_index_gradients
+from .cached_graph import CachedGraph, as_list, block_index_gradients, check_reshapes
 from .partitioned import PartitionedGraph, has_gluon_cf_nodes
 from .operator_errors import graph_operator_error
 from .shape_inference import dynamic_outputs, infer_by_mxnet
@@ -211,6 +211,11 @@ class Graph:
             ins, outs = self._inference.infer_shape(given)
         else:
             ins, outs = self._infer_plain(given)
+            if all(registry.is_complete(g) for g in given):
+                # raised here, when MXNet asks the node's shapes, and not as the body runs on
+                # MXNet's engine, where the error would wait for the next read of anything
+                check_reshapes(self.symbol, self._symbol_json()["nodes"], given)
+
         def known(shape):
             return registry.is_complete(shape) or keep_partial and isinstance(
                 shape, tuple) and len(shape) > 0

@@ -17,7 +17,7 @@ from ..checks import (ArrayTypeError, MismatchError, check_callable, check_kept_
                       check_pair, check_same_dtypes, check_structure, flatten_argument, mismatch,
                       mode_of, op_at, stack_steps)
 from .._typing import Arrays
-from ..zero_size import eagerly
+from ..zero_size import eagerly, shape_or_no_element
 from .foreach_memory import forward_into as _forward_into
 from .foreach_remat import forward_into as _remat_forward_into
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
@@ -74,7 +74,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
         return _foreach_symbolic(step, flat_data, flat_states, name, remat,
                                  getattr(body, NO_STEP_ON_EMPTY_DATA, False))
     _check_sliceable(flat_data)
-    lengths = [d.shape[0] if d.ndim else 0 for d in flat_data]
+    lengths = [_length(d, user_location()) for d in flat_data]
     _check_lengths(lengths, user_location())
     if _remat.applies(remat):
         nd_ = len(flat_data)
@@ -185,6 +185,23 @@ def _check_sliceable(flat_data):
             raise ArrayTypeError("%s: data[%d] is a RowSparseNDArray, whose rows MXNet cannot "
                                  "take one step at a time; convert it with "
                                  ".tostype('default') (or 'csr')" % (op_at(OP), k))
+
+
+def _length(array, where):
+    """The length of data ``array`` along axis 0 (0 for a scalar); a ZeroSizeError at the
+    user's line for a 1-D array of no element, whose shape MXNet 1.x cannot read (NOTE [a
+    one-dimensional result of no element] in ``graph/partitioned.py``)."""
+    try:
+        shape = shape_or_no_element(array)
+    except mx.MXNetError:
+        raise ZeroSizeError(
+            "gluon_cf.foreach%s: data is a one-dimensional array of no element (a boolean_mask "
+            "of 1-D data that kept nothing), which MXNet 1.x cannot hold (its legacy shapes "
+            "read (0,) as unknown), eagerly either. Give the data a trailing axis "
+            "(x.reshape((-1, 1)), then (0, 1) rows are possible) or guard the loop with "
+            "gluon_cf.cond on the mask's sum" % (" at %s" % where if where else ""),
+            located=bool(where)) from None
+    return shape[0] if shape else 0
 
 
 def _check_lengths(lengths, where=None, num_out=None):
@@ -411,8 +428,8 @@ class ForeachRule(registry.Rule):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
-        length = data[0].shape[0]
         where = _node.where_created(node) or ""   # ("": no line known, not net(x)'s)
+        length = _length(data[0], where)
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
             _check_lengths([d.shape[0] for d in data], where,

@@ -105,6 +105,7 @@ def forward_into(node, inputs, out_data, is_train):
         return None   # checked and reported by the rule's forward
     row_shapes = [d.shape[1:] for d in data]
     slot_shapes = row_shapes + [a.shape for a in inputs[nd_:]]
+    body.cached_op().check_reshapes(tuple(slot_shapes[s] for s in body.slots))
     if body.cached_op().zero_size_nodes(tuple(slot_shapes[s] for s in body.slots)):
         # a step computes a zero-size array: the rule's forward runs it operator by operator
         # (NOTE [zero-size values computed inside a graph] in graph/cached_graph.py)
