@@ -6,18 +6,17 @@ import mxnet as mx
 import numpy as np
 
 from .. import executor, node as _node, registry, remat as _remat, rowwise
-from ..errors import ZeroSizeError
 from ..executor import Parallel, done
 from ..graph import Graph, decode
 from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
-from ..checks import (ArrayTypeError, MismatchError, check_callable, check_kept_shapes,
-                      check_pair, check_same_dtypes, check_structure, flatten_argument, mismatch,
-                      mode_of, op_at, stack_steps)
+from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
+                      check_structure, flatten_argument, mismatch, mode_of, op_at, stack_steps)
 from .._typing import Arrays
-from ..zero_size import eagerly, shape_or_no_element
+from ..zero_size import eagerly
+from .foreach_data import check_lengths, check_sliceable, length_of
 from .foreach_memory import forward_into as _forward_into
 from .foreach_remat import forward_into as _remat_forward_into
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
@@ -73,9 +72,9 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     if mode == "symbol":
         return _foreach_symbolic(step, flat_data, flat_states, name, remat,
                                  getattr(body, NO_STEP_ON_EMPTY_DATA, False))
-    _check_sliceable(flat_data)
-    lengths = [_length(d, user_location()) for d in flat_data]
-    _check_lengths(lengths, user_location())
+    check_sliceable(flat_data)
+    lengths = [length_of(d, user_location()) for d in flat_data]
+    check_lengths(lengths, user_location())
     if _remat.applies(remat):
         nd_ = len(flat_data)
         step.where = user_location()   # (a step recomputed in backward has no user frame)
@@ -175,49 +174,6 @@ def _completes_rows(data_shape, step_shape):
         not registry.is_complete(data_shape[1:]) and isinstance(step_shape, tuple) and \
         len(step_shape) == len(data_shape) - 1 and registry.is_complete(step_shape) and \
         all(d in (0, s) for d, s in zip(data_shape[1:], step_shape))
-
-
-def _check_sliceable(flat_data):
-    """A RowSparseNDArray gives no row by an integer index (MXNet's eager foreach fails on it
-    with its bare Exception "__getitem__ with int key is not implemented")."""
-    for k, d in enumerate(flat_data):
-        if d.stype == "row_sparse":
-            raise ArrayTypeError("%s: data[%d] is a RowSparseNDArray, whose rows MXNet cannot "
-                                 "take one step at a time; convert it with "
-                                 ".tostype('default') (or 'csr')" % (op_at(OP), k))
-
-
-def _length(array, where):
-    """The length of data ``array`` along axis 0 (0 for a scalar); a ZeroSizeError at the
-    user's line for a 1-D array of no element, whose shape MXNet 1.x cannot read (NOTE [a
-    one-dimensional result of no element] in ``graph/partitioned.py``)."""
-    try:
-        shape = shape_or_no_element(array)
-    except mx.MXNetError:
-        raise ZeroSizeError(
-            "gluon_cf.foreach%s: data is a one-dimensional array of no element (a boolean_mask "
-            "of 1-D data that kept nothing), which MXNet 1.x cannot hold (its legacy shapes "
-            "read (0,) as unknown), eagerly either. Give the data a trailing axis "
-            "(x.reshape((-1, 1)), then (0, 1) rows are possible) or guard the loop with "
-            "gluon_cf.cond on the mask's sum" % (" at %s" % where if where else ""),
-            located=bool(where)) from None
-    return shape[0] if shape else 0
-
-
-def _check_lengths(lengths, where=None, num_out=None):
-    """``num_out``: the body's per-step outputs, given for a converted ``for`` (NOTE [a foreach
-    of no step])."""
-    at = " at %s" % where if where else ""
-    if len(set(lengths)) > 1:
-        # (an MXNetError too: MXNet 1.9.1's foreach raises one from infer_shape, bind, forward)
-        raise MismatchError("gluon_cf.foreach%s: all data arrays must have the same length "
-                            "along axis 0, got %s" % (at, ", ".join(
-                                "data[%d]: %d" % (i, n) for i, n in enumerate(lengths))))
-    if lengths[0] == 0 and num_out != 0:
-        raise ZeroSizeError("gluon_cf.foreach%s: data has length 0 along axis 0; at least one "
-                            "step is required (its outputs would have no step to take their "
-                            "shape from, and MXNet's own foreach fails on no step too): skip "
-                            "the call for empty data" % at, located=bool(where))
 
 
 # NOTE [a foreach of no step]
@@ -396,7 +352,7 @@ class ForeachRule(registry.Rule):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
         if all(registry.is_complete(s) for s in data):
-            _check_lengths([s[0] for s in data], _node.where_created(node))
+            check_lengths([s[0] for s in data], _node.where_created(node))
         inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes),
                                                          keep_partial=True)
         shapes = list(in_shapes)
@@ -429,10 +385,10 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         where = _node.where_created(node) or ""   # ("": no line known, not net(x)'s)
-        length = _length(data[0], where)
+        length = length_of(data[0], where)
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
-            _check_lengths([d.shape[0] for d in data], where,
+            check_lengths([d.shape[0] for d in data], where,
                            node.spec["num_out_data"] if node.spec.get("no_steps_ok") else None)
         if length == 0 and ns:    # no step: the states as they came in, computed as copies
             return [mx.nd.identity(s) for s in states]
