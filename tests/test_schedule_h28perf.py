@@ -11,37 +11,24 @@ import json
 
 import mxnet as mx
 import numpy as np
-import pytest
-from mxnet import gluon, nd
+from mxnet import nd
 
 import gluon_cf
 from gluon_cf.data.trees import synthetic_treebank
 from gluon_cf.models import TreeRNN
-from gluon_cf.recursion import first_group, schedule, skeleton, value_graphs
+from gluon_cf.recursion import first_group, schedule, value_graphs
 from test_schedule import _assert_same, _forest, _run
-from test_schedule_sizes import _nan_tables
+from test_schedule_sizes import _FarLeaves, _nan_tables, fresh_plans  # noqa: F401
 from test_schedule_tables import _forest_in
 
 
-@pytest.fixture(autouse=True)
-def fresh_plans(monkeypatch):
-    previous = gluon_cf.get_executor()
-    monkeypatch.setattr(skeleton, "_ANALYSES", {})
-    yield
-    gluon_cf.set_executor(previous)
+class _StoppedRight(_FarLeaves):
+    """TreeRNN-like (``_FarLeaves``' parameters), with ``stop_gradient`` inside the body (the
+    right child's term) and as a leaf's output: a recorded call that skipped it would give
+    ``b`` and the embedding other gradients than eager's."""
 
-
-class _StoppedRight(gluon.HybridBlock):
-    """TreeRNN-like, with ``stop_gradient`` inside the body (the right child's term) and as a
-    leaf's output: a recorded call that skipped it would give ``b`` and the embedding other
-    gradients than eager's."""
-
-    def __init__(self, vocab_size, hidden=3, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.embed = gluon.nn.Embedding(vocab_size, hidden)
-            self.a = gluon.nn.Dense(hidden, in_units=hidden, flatten=False)
-            self.b = gluon.nn.Dense(hidden, in_units=hidden, flatten=False)
+    def __init__(self, vocab_size):
+        super().__init__(vocab_size, "clip")
 
     def hybrid_forward(self, F, tokens, left, right, roots):
         @gluon_cf.recursive
@@ -96,14 +83,9 @@ def test_sized_calls_skip_block_grad_and_equal_eager(monkeypatch):
     eager = [_run(net, x, None, train=False) for x in inputs]
     _nan_tables(monkeypatch)
     sized = _sized_symbols(monkeypatch)
-    gluon_cf.set_executor("batched")
-    net.hybridize()
-    runs = schedule.RUNS["node"]
-    for x, want in zip(inputs, eager):
-        got = net(*x).asnumpy()
+    for got, want in zip(_scheduled(net, inputs), eager):
         assert not np.isnan(got).any()
         _assert_same(([got], {}), want)
-    assert schedule.RUNS["node"] == runs + len(inputs), schedule.report()
     assert sized, "no group ran sized"
     ops = [{n["op"] for n in js["nodes"]} for js in sized]
     assert any("Embedding" in o for o in ops) and any("FullyConnected" in o for o in ops)

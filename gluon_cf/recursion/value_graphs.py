@@ -213,7 +213,8 @@ class _ValueGraph:
         self.value_checked = _value_checked(js)
         self._clip_tables = _clip_tables(js)
         self._seen: tuple = (None, None)   # the last environment shapes asked and their key
-        self._forward = None   # the symbol of the sized calls (NOTE [sized calls without BlockGrad])
+        # The symbol of the sized calls (NOTE [sized calls without BlockGrad])
+        self._forward = None
 
     def sized(self, rows, env_shapes):
         """This graph as a CachedOp with static shapes for calls of ``rows`` rows (NOTE
