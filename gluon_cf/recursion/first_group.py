@@ -14,13 +14,18 @@ NOTE [the first group before the layout]
     [padded rows] in recursion/value_graphs.py) is pushed before the layout is computed, on
     its own rows' arguments, into tables made with room for any group's padding (``SLACK``),
     and the group loop skips it (``_Schedule.push_first``): the engine computes the leaves
-    while the host lays out the rest. The values are those of the group's call in the loop,
-    the same graph on the same rows; its padding rows, as in the loop, are written into rows
-    of later groups, which write them before any group reads them.
+    while the host lays out the rest. A group the loop would call unpadded (more than 512
+    rows, or a graph not sized this batch) is called unpadded here too. The values are those
+    of the group's call in the loop, the same graph on the same rows; its padding rows, as in
+    the loop, are written into rows of later groups, which write them before any group reads
+    them. The loop runs the group again if its rows differ from those pushed.
 """
 from typing import Dict, Optional, Tuple
 
+import mxnet as mx
 import numpy as np
+
+from .views import call_on_rows, rows
 
 # Rows a schedule's padded groups may add past a table's invocations: ``_padded(rows) - rows``
 # is below 64 for every group of at most 512 rows (``schedule.PADDED_ROWS``).
@@ -57,3 +62,20 @@ def inputs(graph, args, env, edged) -> Optional[list]:
             return None
     return values
 
+
+
+def call(graph, sized, size, values, tables) -> bool:
+    """The first group's call on ``values`` into rows ``0:size`` of ``tables`` (its outputs'):
+    by ``sized`` (NOTE [padded rows] in recursion/value_graphs.py), or by the graph's own
+    CachedOp when None, as the loop would call it; False on MXNet's error (the loop's call
+    of the group then gives it)."""
+    try:
+        if sized is None:
+            graph.nonempty(*values, out=[rows(t, 0, size) for t in tables])
+        else:
+            call_on_rows(sized, values, [(t, 0, size) for t in tables])
+    except mx.MXNetError:
+        if sized is not None:
+            graph.forget(size)
+        return False
+    return True

@@ -476,22 +476,21 @@ class _Schedule:
         if not self._layouts(args) or not self.nonempty(args):
             return
         found = first_group.find(self.plan, variants, children)
-        if found is None or len(found[2]) > PADDED_ROWS:
+        if found is None:
             return
         q, vid, ids = found
-        rows, size = len(ids), _padded(len(ids))
         graph = _value_graph(self.plan, self.layouts, q, vid, None)
-        sized = graph.sized(size, self.context.env_shapes)
-        values = None if sized is None else first_group.inputs(
-            graph, [_upload(_pad(a[ids], size - rows), ctx) for a in args[q]],
-            self.context.env, lambda i: self._edged(i, ctx))
+        rows = len(ids)   # padded when sized, as the loop calls it (NOTE [padded rows])
+        sized = graph.sized(_padded(rows), self.context.env_shapes) \
+            if rows <= PADDED_ROWS else None
+        size = rows if sized is None else _padded(rows)
+        values = first_group.inputs(
+            graph, [_upload(_pad(a[ids], size - rows), ctx) for a in args[q]], self.context.env,
+            self.context.env.__getitem__ if sized is None else lambda i: self._edged(i, ctx))
         if values is None:
             return
         tables = self.tables(ctx, first_group.SLACK, True)
-        try:
-            call_on_rows(sized, values, [(t, 0, size) for t in tables[q]])
-        except mx.MXNetError:   # its error, if any, as the loop's call gives it
-            graph.forget(size)
+        if not first_group.call(graph, sized, size, values, tables[q]):
             return
         self.early = ((q, vid, 0, rows, ids), tables)
         first_group.PUSHED[0] += 1
