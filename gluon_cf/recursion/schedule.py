@@ -55,7 +55,7 @@ import numpy as np
 from .. import executor, node, registry, rowwise
 from ..uploads import from_numpy
 from ..errors import CallTreeTooLargeError, RecursionDepthError
-from . import planned_backward
+from . import first_group, planned_backward
 from .skeleton import _REPORT, analyse, report  # noqa: F401 (report: the public entry)
 from . import skeleton_tables
 from .skeleton_tables import SkeletonTable
@@ -98,6 +98,8 @@ def run(context, qname, args, rows, depth):
     schedule = _Schedule(plan, context)
     schedule.expand([a.asnumpy() for a in args], depth)
     planned = planned_backward.applies(context, depth)
+    if not recording and not planned:   # NOTE [the first group before the layout]
+        schedule.push_first(args[0].context)
     if not schedule.lay_out(in_place=planned or not recording):
         return None
     if planned and not all(node.is_float(layout["dtype"])
@@ -178,6 +180,10 @@ class _Schedule:
         self.sorted_args: Dict[Any, list] = {}   # per function: its arguments in run order
         self.indices: Optional[np.ndarray] = None
         self.result: Any = None   # where the roots' rows are (lay_out's gather)
+        self.flat: Optional[tuple] = None   # per function: variants, children, arguments
+        self.early: Optional[tuple] = None   # the group pushed by push_first, its tables
+        self.edged_env: Dict[int, mx.nd.NDArray] = {}
+        self.layouts: Dict[str, Any] = {}   # per function called: how its outputs are stored
 
     def expand(self, root_args, depth):
         """Evaluate the skeleton frontier by frontier from the root calls."""
@@ -338,18 +344,9 @@ class _Schedule:
             self.layouts = {plan.entry: layout}
             return layout is not None
         live = [q for q in plan.functions if counts[q]]
-        variants = {q: np.concatenate([s[2] for step in self.steps for s in step if s[0] == q])
-                    for q in live}
-        children = {q: np.concatenate([s[3] for step in self.steps for s in step if s[0] == q])
-                    for q in live}
-        args = {q: [np.concatenate(parts) for parts in zip(*self.args[q])] for q in live}
-        self.layouts = {}
-        for q in live:
-            layout = _layout(plan, self.context, q, [(1,) + a.shape[1:] for a in args[q]],
-                             [a.dtype for a in args[q]])
-            if layout is None:
-                return False
-            self.layouts[q] = layout
+        variants, children, args = self._flat()
+        if not self._layouts(args):
+            return False
         # A level's height: 1 + its children's highest. Each array ends with a -1 that a call
         # not made (child -1) reads: its "child" then counts 0, as a leaf's height.
         heights = {q: np.zeros(counts[q] + 1, np.int64) for q in live}
@@ -381,6 +378,7 @@ class _Schedule:
             self.sorted_args[q] = [a[order] for a in args[q]]
             orders[q] = order
         groups.sort(key=lambda g: g[:3])
+        self.first_ids = groups[0][4]
         group_of: Dict[str, np.ndarray] = {}   # gathers from source groups' outputs only
         row_of: Dict[str, np.ndarray] = {}
         if not in_place:
@@ -447,13 +445,71 @@ class _Schedule:
         self.indices = np.concatenate(indices).astype(np.int32) if indices else None
         return True
 
-    def nonempty(self):
+    def _flat(self):
+        """Per function called: its invocations' variants, children and arguments, by id."""
+        if self.flat is None:
+            live = [q for q in self.plan.functions if self.counts[q]]
+            self.flat = tuple({q: np.concatenate(parts(q)) for q in live} for parts in (
+                lambda q: [s[2] for step in self.steps for s in step if s[0] == q],
+                lambda q: [s[3] for step in self.steps for s in step if s[0] == q]))
+            self.flat += ({q: [np.concatenate(a) for a in zip(*self.args[q])] for q in live},)
+        return self.flat
+
+    def _layouts(self, args):
+        """``self.layouts`` of the functions called (``args``: their arguments), once; False
+        when some function's outputs cannot be packed."""
+        if not self.layouts:
+            layouts = {q: _layout(self.plan, self.context, q,
+                                  [(1,) + a.shape[1:] for a in arrays], [a.dtype for a in arrays])
+                       for q, arrays in args.items()}
+            if None in layouts.values():
+                return False
+            self.layouts = layouts
+        return True
+
+    def push_first(self, ctx):
+        """The layout's first group, called before the layout when it gathers nothing (NOTE
+        [the first group before the layout] in recursion/first_group.py)."""
+        if not self.roots or not PADDED[0] or not first_group.EARLY[0]:
+            return
+        variants, children, args = self._flat()
+        if not self._layouts(args) or not self.nonempty(args):
+            return
+        found = first_group.find(self.plan, variants, children)
+        if found is None:
+            return
+        q, vid, ids = found
+        graph = _value_graph(self.plan, self.layouts, q, vid, None)
+        rows = len(ids)   # padded when sized, as the loop calls it (NOTE [padded rows])
+        sized = graph.sized(_padded(rows), self.context.env_shapes) \
+            if rows <= PADDED_ROWS else None
+        size = rows if sized is None else _padded(rows)
+        values = first_group.inputs(
+            graph, [_upload(_pad(a[ids], size - rows), ctx) for a in args[q]], self.context.env,
+            self.context.env.__getitem__ if sized is None else lambda i: self._edged(i, ctx))
+        if values is None:
+            return
+        tables = self.tables(ctx, first_group.SLACK, True)
+        if not first_group.call(graph, sized, size, values, tables[q]):
+            return
+        self.early = ((q, vid, 0, rows, ids), tables)
+        first_group.PUSHED[0] += 1
+
+    def _edged(self, i, ctx):
+        """Environment value i with copies of its last row up to ``_edged_rows`` rows (NOTE
+        [padded rows]: read only by ``take`` in mode ``clip``), once per batch."""
+        if i not in self.edged_env:
+            self.edged_env[i] = _edged(self.context.env[i], ctx)
+        return self.edged_env[i]
+
+    def nonempty(self, args=None):
         """Whether no input of a group's graph can be a zero-size array (which the CachedOps
         must not be given, NOTE [zero-size calls] in graph/cached_graph.py): every group and
         call site has rows, so only a zero in a row shape (arguments, outputs) or in an
         environment value's shape makes one."""
         shapes = [s for layout in self.layouts.values() for s in layout["shapes"]]
-        shapes += [a.shape[1:] for args in self.sorted_args.values() for a in args]
+        shapes += [a.shape[1:] for arrays in (args or self.sorted_args).values()
+                   for a in arrays]
         shapes += list(self.context.env_shapes)   # (read once per batch: .shape is a C call)
         return not any(0 in shape for shape in shapes)
 
@@ -499,16 +555,10 @@ class _Schedule:
         outputs: List[mx.nd.NDArray] = []
         # Padded, the tables' shapes, inputs of the sized CachedOps, change only between
         # batches of very different sizes.
-        tables = self.tables(ctx, slack, padding) if self.in_place else {}
+        early, tables = self.early if padding and self.early is not None else (None, None)
+        if tables is None or slack > first_group.SLACK:
+            early, tables = None, self.tables(ctx, slack, padding) if self.in_place else {}
         callees: Dict[Optional[str], List[str]] = {}
-        edged_env: Dict[int, mx.nd.NDArray] = {}
-
-        def edged(i: int) -> mx.nd.NDArray:
-            """Environment value i with copies of its last row up to ``_edged_rows`` rows (NOTE
-            [padded rows]: read only by ``take`` in mode ``clip``), once per batch."""
-            if i not in edged_env:
-                edged_env[i] = _edged(env[i], ctx)
-            return edged_env[i]
 
         def value(role: str, i: int, j: int, q: Optional[str], first: int, rows: int,
                   calls, size: int = 0, view=_rows) -> Any:
@@ -531,6 +581,10 @@ class _Schedule:
 
         graphs: Dict[Any, Any] = {}   # (function, variant) -> its graph and callees, in place
         for q, vid, first, rows, calls in self.groups:
+            if early is not None and early[:4] == (q, vid, first, rows) \
+                    and np.array_equal(early[4], self.first_ids):   # pushed: the same call
+                early = None
+                continue
             if self.in_place:
                 found = graphs.get((q, vid))
                 if found is None:
@@ -548,7 +602,7 @@ class _Schedule:
                 try:
                     edges = graph.edged()
                     # See NOTE [group calls on raw views] in views.py
-                    call_on_rows(sized, [edged(i) if role == "env" and i in edges
+                    call_on_rows(sized, [self._edged(i, ctx) if role == "env" and i in edges
                                          else value(role, i, j, q, first, rows, calls, size,
                                                     _span)
                                          for role, i, j, _ in graph.inputs],
