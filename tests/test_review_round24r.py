@@ -26,6 +26,7 @@ from mxnet import autograd, gluon, nd
 import gluon_cf
 from gluon_cf.recursion import first_group, schedule
 from test_schedule import _EvenOdd, _assert_same, _run
+from test_schedule_h28perf import stopped_right_fold
 from test_schedule_sizes import _nan_tables, fresh_plans  # noqa: F401
 
 VOCAB, HIDDEN = 7, 3
@@ -45,22 +46,13 @@ class _Variants(gluon.HybridBlock):
             self.scale = self.params.get("scale", shape=(1, HIDDEN))
 
     def hybrid_forward(self, F, tokens, left, right, roots, extra, scale):
-        @gluon_cf.recursive
-        def node(idx):
-            def leaf():
-                x = self.embed(F.take(tokens, idx))
-                return gluon_cf.cond(F.take(tokens, idx) > 3,
-                                     lambda: F.tanh(x) * F.broadcast_like(scale, x),
-                                     lambda: F.BlockGrad(x) * 2 + F.broadcast_like(extra, x))
+        def leaf(idx):
+            x = self.embed(F.take(tokens, idx))
+            return gluon_cf.cond(F.take(tokens, idx) > 3,
+                                 lambda: F.tanh(x) * F.broadcast_like(scale, x),
+                                 lambda: F.BlockGrad(x) * 2 + F.broadcast_like(extra, x))
 
-            def internal():
-                return F.tanh(self.a(node(F.take(left, idx)))
-                              + F.BlockGrad(self.b(node(F.take(right, idx)))))
-
-            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
-
-        h, _ = gluon_cf.foreach(lambda root, _: (node(root), []), roots, [])
-        return h
+        return stopped_right_fold(F, self, leaf, left, right, roots)
 
 
 class _NeverLeaf(gluon.HybridBlock):
