@@ -122,7 +122,7 @@ def test_first_group_pushed_early_equals_eager_and_unbatched(seed, nodes, leaf_s
                                                              cls):
     """Every inference batch pushes its first group before the layout, twice per forest
     (the second call sized): the outputs equal eager and unbatched ones, the tables starting
-    as NaN."""
+    as NaN, and bit for bit those of the group called in the loop."""
     net = _NETS.get(cls) or _NETS.setdefault(cls, _net(cls))
     arrays = _inputs(net, _dag(seed, nodes, leaf_share, roots))
     eager = _run(net, arrays, None, train=False)
@@ -134,6 +134,9 @@ def test_first_group_pushed_early_equals_eager_and_unbatched(seed, nodes, leaf_s
             got = ([_inferred(net, arrays)], {})
             _assert_same(got, eager, TOL)
             _assert_same(got, unbatched, TOL)
+        assert first_group.PUSHED[0] == pushed + 2
+        patch.setattr(first_group, "EARLY", [False])   # the group called in the loop instead
+        np.testing.assert_array_equal(_inferred(net, arrays), got[0][0])
     assert first_group.PUSHED[0] == pushed + 2
 
 
