@@ -31,19 +31,25 @@ class _StoppedRight(_FarLeaves):
         super().__init__(vocab_size, "clip")
 
     def hybrid_forward(self, F, tokens, left, right, roots):
-        @gluon_cf.recursive
-        def node(idx):
-            def leaf():
-                return F.stop_gradient(F.tanh(self.embed(F.take(tokens, idx))))
+        return stopped_right_fold(
+            F, self, lambda idx: F.stop_gradient(F.tanh(self.embed(F.take(tokens, idx)))),
+            left, right, roots)
 
-            def internal():
-                return F.tanh(self.a(node(F.take(left, idx)))
-                              + F.BlockGrad(self.b(node(F.take(right, idx)))))
 
-            return gluon_cf.cond(F.take(left, idx) < 0, leaf, internal)
+def stopped_right_fold(F, block, leaf, left, right, roots):
+    """The roots' states of a tree fold (recursive function ``node``) whose leaves are
+    ``leaf(idx)`` and whose nodes are ``tanh(a(left) + BlockGrad(b(right)))``, ``a`` and ``b``
+    the layers of ``block``."""
+    @gluon_cf.recursive
+    def node(idx):
+        def internal():
+            return F.tanh(block.a(node(F.take(left, idx)))
+                          + F.BlockGrad(block.b(node(F.take(right, idx)))))
 
-        h, _ = gluon_cf.foreach(lambda root, _: (node(root), []), roots, [])
-        return h
+        return gluon_cf.cond(F.take(left, idx) < 0, lambda: leaf(idx), internal)
+
+    h, _ = gluon_cf.foreach(lambda root, _: (node(root), []), roots, [])
+    return h
 
 
 def _sized_symbols(monkeypatch):

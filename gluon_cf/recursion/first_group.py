@@ -63,7 +63,6 @@ def inputs(graph, args, env, edged) -> Optional[list]:
     return values
 
 
-
 def call(graph, sized, size, values, tables) -> bool:
     """The first group's call on ``values`` into rows ``0:size`` of ``tables`` (its outputs'):
     by ``sized`` (NOTE [padded rows] in recursion/value_graphs.py), or by the graph's own
