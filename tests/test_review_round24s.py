@@ -1,0 +1,115 @@
+"""Hostile review of round 24's MXNet semantics change (helper r24sym), MXNet 1.9.1's own
+contrib ops as the oracle: sparse inputs MXNet's control flow runs, partial shapes
+``infer_shape_partial`` answers for a foreach's data, Embedding(sparse_grad=True) in a
+hybridized body."""
+import os
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+
+S = mx.sym
+OPS = {"mxnet": mx.sym.contrib, "gluon_cf": gluon_cf}
+X, H, W, A = S.var("x"), S.var("h"), S.var("w"), S.var("a")
+
+warnings.filterwarnings("ignore", message="Cannot decide type")
+os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
+
+
+def _build(ops, program):
+    with mx.name.NameManager():
+        return program(ops)
+
+
+def _csr():
+    return nd.array([[1, 0, 2], [0, 0, 0], [0, 3, 0]]).tostype("csr")
+
+
+# ------------------------------------------- sparse inputs MXNet's cond/while/foreach run
+def _cond_reading_csr(ops):
+    return ops.cond(S.sum(H) > 0, lambda: S.dot(A, W) * 2, lambda: S.dot(A, W) - 1)
+
+
+def _while_reading_csr(ops):
+    out, state = ops.while_loop(lambda s: S.sum(s) < 200, lambda s: (s * 1, [S.dot(A, s) + 1]),
+                                [W], max_iterations=4)
+    return S.Group([out, state[0]])
+
+
+def _while_carrying_csr(ops):
+    out, state = ops.while_loop(lambda a, s: S.sum(s) < 200,
+                                lambda a, s: (S.dot(a, s), [a, S.dot(a, s) + 1]),
+                                [A, W], max_iterations=4)
+    return S.Group([out, state[1]])
+
+
+def _foreach_reading_csr(ops):
+    out, state = ops.foreach(lambda d, s: (S.dot(A, d) + s, s + 1), X, W)
+    return S.Group([out, state])
+
+
+SPARSE_READERS = [_cond_reading_csr, _while_reading_csr, _while_carrying_csr,
+                  _foreach_reading_csr]
+
+
+@pytest.mark.parametrize("program", SPARSE_READERS, ids=lambda p: p.__name__[1:])
+def test_a_csr_array_read_by_a_body_bound_runs_as_mxnet(program):
+    """MXNet's cond, while_loop (a free variable or a loop variable) and foreach (a free
+    variable) run a body reading a csr array (``dot(csr, dense)``); gluon_cf refused it
+    ("MXNet 1.9.1's own control-flow operators refuse sparse ones too", untrue)."""
+    args = {"a": _csr(), "h": nd.ones(2), "w": nd.array(np.arange(6).reshape(3, 2)),
+            "x": nd.array(np.arange(24).reshape(4, 3, 2))}
+    got = []
+    for ops in OPS.values():
+        sym = _build(ops, program)
+        executor = sym.bind(mx.cpu(), {n: args[n] for n in sym.list_arguments()})
+        got.append([o.asnumpy() for o in executor.forward()])
+    for g, w in zip(got[1], got[0]):
+        np.testing.assert_allclose(g, w)
+
+
+class _CsrCond(gluon.HybridBlock):
+    def __init__(self, ops, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+        with self.name_scope():
+            self.w = self.params.get("w", shape=(3, 2), init=mx.init.Uniform(1))
+
+    def hybrid_forward(self, F, h, a, w):
+        return (self.ops or F.contrib).cond(F.sum(h) > 0, lambda: F.dot(a, w) * h,
+                                            lambda: F.dot(a, w) * 2)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["plain", "static"])
+def test_a_csr_input_of_a_hybridized_cond_trains_as_mxnets(static):
+    """A hybridized block passing a csr batch into ``cond`` (gluonnlp-style sparse features):
+    MXNet's cond runs it, forward and the parameter's gradient; gluon_cf refused it."""
+    seen = []
+    for ops in (None, gluon_cf):
+        mx.random.seed(3)
+        net = _CsrCond(ops)
+        net.initialize()
+        net.hybridize(static_alloc=static, static_shape=static)
+        h = nd.array([[1, 2], [3, 4], [5, 6]])
+        with autograd.record():
+            out = net(h, _csr())
+        out.backward()
+        seen.append((out.asnumpy(), net.w.grad().asnumpy()))
+    for g, w in zip(seen[1], seen[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+def test_a_csr_state_of_a_foreach_is_still_refused_naming_mxnets_rule():
+    """MXNet's foreach refuses sparse data and states ("doesn't support the sparse format");
+    gluon_cf refuses them naming the input, without claiming every control-flow operator
+    of MXNet refuses sparse arrays."""
+    sym = _build(gluon_cf, lambda ops: S.Group(list(ops.foreach(
+        lambda d, s: (S.dot(d, s), s * 2), X, H))))
+    with pytest.raises(mx.MXNetError) as err:
+        sym.bind(mx.cpu(), {"x": nd.ones((2, 3, 3)), "h": _csr()}).forward()[0].asnumpy()
+    assert "input 1 is csr" in str(err.value) and __file__ in str(err.value)
+    assert "own control-flow operators refuse" not in str(err.value)
