@@ -113,3 +113,38 @@ def test_a_csr_state_of_a_foreach_is_still_refused_naming_mxnets_rule():
         sym.bind(mx.cpu(), {"x": nd.ones((2, 3, 3)), "h": _csr()}).forward()[0].asnumpy()
     assert "input 1 is csr" in str(err.value) and __file__ in str(err.value)
     assert "own control-flow operators refuse" not in str(err.value)
+
+
+# ------------------------------------------- infer_shape_partial of a foreach's partial data
+def _scan_mul(ops):
+    return S.Group(list(ops.foreach(lambda d, s: (d * s, s + 1), X, H)))
+
+
+def _scan_concat(ops):
+    return S.Group(list(ops.foreach(lambda d, s: (S.concat(d, s, dim=-1), s * 2), X, H)))
+
+
+def _scan_nested(ops):
+    return S.Group(list(ops.foreach(
+        lambda d, s: ops.foreach(lambda dd, ss: (dd * ss, ss + dd), d, s), X, H)))
+
+
+PARTIAL_DATA = [(_scan_mul, {"x": (0, 0, 4), "h": (2, 4)}),
+                (_scan_mul, {"x": (0, 0, 4), "h": (2, 0)}),
+                (_scan_mul, {"x": (3, 0, 0), "h": (0, 4)}),
+                (_scan_mul, {"x": (3, 0, 0), "h": (2, 0)}),
+                (_scan_concat, {"x": (0, 0, 4), "h": (2, 5)}),
+                (_scan_concat, {"x": (3, 0, 0), "h": (2, 5)}),
+                (_scan_nested, {"x": (3, 0, 0), "h": (2,)})]
+
+
+@pytest.mark.parametrize("program, given", PARTIAL_DATA, ids=[
+    "%s-%s" % (p.__name__[6:], "-".join("%s%s" % kv for kv in g.items()))
+    for p, g in PARTIAL_DATA])
+def test_infer_shape_partial_completes_a_foreachs_data_as_mxnet(program, given):
+    """The body tells the data's unknown dimensions after the first: MXNet's foreach answers
+    them for the data argument ((3, 0, 0) with a state (0, 4) -> (3, 0, 4)); gluon_cf
+    answered the data as given (only a complete step shape with a known length was read, and
+    a partial answer never replaced a partial shape in the enclosing graph)."""
+    want, got = (_build(ops, program).infer_shape_partial(**given) for ops in OPS.values())
+    assert got == want
