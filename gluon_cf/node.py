@@ -297,6 +297,17 @@ def recorded(array):
 #     foreach refuses them ("doesn't support the sparse format"): its outputs hold them.
 
 
+# NOTE [sparse gradients of a node]
+#     An Embedding(sparse_grad=True) read in a body asks the node for a row_sparse gradient of
+#     its weight (MXNet's backward storage inference). MXNet's foreach refuses it, and its
+#     while_loop fails inside (SparseEmbedding's "req != write"), but its cond gives it. A
+#     node cannot: a Custom operator's backward hands its sparse input gradients back to
+#     MXNet by counting only the sparse ones (custom-inl.h, ``outputs[out_idx]``), so one
+#     after a dense one lands on the wrong array (a shape check fails, or, of one shape,
+#     the value goes to another input's gradient). It is refused naming the node, with
+#     ``sparse_grad=False`` as the way out (the same values, a dense gradient).
+
+
 def _carried_inputs(node):
     """The inputs of ``node`` that must be dense (NOTE [sparse inputs of a node])."""
     if node.kind != "foreach":
@@ -674,8 +685,8 @@ def _prop_class(rule):
                 node = self._decoded()
                 raise ArgumentValueError(
                     "gluon_cf.%s%s (node %r): a sparse gradient is asked of it (%s); a gluon_cf "
-                    "node gives dense gradients (MXNet 1.9.1's own control-flow operators "
-                    "refuse sparse ones too): use Embedding(..., sparse_grad=False) in the body"
+                    "node gives dense gradients (NOTE [sparse gradients of a node]): use "
+                    "Embedding(..., sparse_grad=False) in the body"
                     % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
             # the inputs' as given (NOTE [sparse inputs of a node]), the rest dense
             return (["default"] * len(ograd_stype),

@@ -148,3 +148,55 @@ def test_infer_shape_partial_completes_a_foreachs_data_as_mxnet(program, given):
     a partial answer never replaced a partial shape in the enclosing graph)."""
     want, got = (_build(ops, program).infer_shape_partial(**given) for ops in OPS.values())
     assert got == want
+
+
+# ------------------------------------------- Embedding(sparse_grad=True) in a hybridized body
+class _SparseEmbeddingBranches(gluon.HybridBlock):
+    def __init__(self, ops, kind, **kwargs):
+        super().__init__(**kwargs)
+        self.ops, self.kind = ops, kind
+        with self.name_scope():
+            self.emb = gluon.nn.Embedding(10, 3, sparse_grad=True)
+
+    def hybrid_forward(self, F, tokens, h):
+        ops = self.ops or F.contrib
+        if self.kind == "cond":
+            return ops.cond(F.sum(h) > 0, lambda: self.emb(tokens) * h,
+                            lambda: self.emb(tokens))
+        return ops.while_loop(lambda i, s: F.sum(i) < 2,
+                              lambda i, s: (s, [i + 1, s * h + self.emb(tokens)]),
+                              [F.zeros((1,)), h], max_iterations=3)[1][1]
+
+
+def _train_sparse_embedding(ops, kind, hybridize):
+    mx.random.seed(7)
+    net = _SparseEmbeddingBranches(ops, kind)
+    net.initialize(mx.init.Uniform(1))
+    if hybridize:
+        net.hybridize()
+    tokens, h = nd.array([[1, 2], [3, 1]]), nd.array(np.arange(12).reshape(2, 2, 3) / 10)
+    with autograd.record():
+        loss = net(tokens, h).sum()
+    loss.backward()
+    grad = net.emb.weight.grad()
+    return loss.asnumpy(), grad.stype, grad.asnumpy(), sorted(grad.indices.asnumpy().tolist())
+
+
+@pytest.mark.parametrize("kind", ["cond", "while_loop"])
+def test_a_sparse_gradient_embedding_in_a_hybridized_branch_is_refused_honestly(kind):
+    """An Embedding(sparse_grad=True) read in a hybridized cond branch: MXNet's cond trains it
+    (its while_loop fails inside, "req != write"); gluon_cf's node cannot give a sparse
+    gradient (NOTE [sparse gradients of a node] in gluon_cf/node.py) and refuses it, naming
+    the node and the user's line. It claimed MXNet's own control-flow operators refuse it
+    too, untrue of cond. Eagerly gluon_cf gives MXNet's row_sparse gradient."""
+    want = _train_sparse_embedding(None, kind, hybridize=False)
+    got = _train_sparse_embedding(gluon_cf, kind, hybridize=False)
+    assert got[1] == want[1] == "row_sparse" and got[3] == want[3] == [1, 2, 3]
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
+    if kind == "cond":
+        assert _train_sparse_embedding(None, kind, hybridize=True)[1] == "row_sparse"
+    with pytest.raises(mx.MXNetError) as err:
+        _train_sparse_embedding(gluon_cf, kind, hybridize=True)
+    message = str(err.value)
+    assert "sparse_grad=False" in message and __file__ in message, message
+    assert "own control-flow operators refuse" not in message, message
