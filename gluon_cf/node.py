@@ -657,8 +657,12 @@ def _prop_class(rule):
             # MXNet its own partial shape, e.g. (-1, 3) while exporting with dynamic axes,
             # allocated that and crashed) and no length means ndim -1. () is at least
             # refused as inconsistent where MXNet knows better (see _explain_unknown_dims).
-            return ([s if s is not None else () for s in ins],
-                    [s if s is not None else () for s in outs], [])
+            # A partial shape (a foreach's, MXNet's 0 for an unknown dimension) is () too:
+            # MXNet reads a 0 a Custom op answers as a known empty dimension, and bound a state
+            # the body shapes only in part as an empty array (NOTE [arguments of undecided
+            # shape] in bind_shapes.py).
+            return ([s if registry.is_complete(s) else () for s in ins],
+                    [s if registry.is_complete(s) else () for s in outs], [])
 
         @_reporting
         def infer_storage_type(self, in_stype):

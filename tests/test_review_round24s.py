@@ -200,3 +200,27 @@ def test_a_sparse_gradient_embedding_in_a_hybridized_branch_is_refused_honestly(
     message = str(err.value)
     assert "sparse_grad=False" in message and __file__ in message, message
     assert "own control-flow operators refuse" not in message, message
+
+
+# ------------------------------------------- partial shapes never reach MXNet's shape pass
+def _scan_concatenating_its_state(ops):
+    return S.Group(list(ops.foreach(lambda d, s: (S.concat(d, s, dim=-1), s * 1), X, H)))
+
+
+@pytest.mark.parametrize("bind", ["simple_bind", "module"])
+def test_a_state_the_body_shapes_in_part_is_refused_not_bound_empty_as_mxnet(bind):
+    """``simple_bind(x=(3, 2, 4))`` of a body concatenating its state: the body tells the
+    state's rows (2, ?) but not its width. MXNet refuses ("cannot decide shapes ... h:
+    [2,-1]"); gluon_cf's node answered MXNet's shape pass the partial (2, 0), which MXNet
+    reads as a known empty dimension: h was bound as a (2, 0) array and the loop ran on it."""
+    def bound(ops):
+        sym = _build(ops, _scan_concatenating_its_state)
+        if bind == "simple_bind":
+            return sym.simple_bind(mx.cpu(), x=(3, 2, 4))
+        module = mx.mod.Module(sym, data_names=["x"], label_names=None)
+        module.bind(data_shapes=[("x", (3, 2, 4))], for_training=False)
+        return module
+    for ops in OPS.values():
+        with pytest.raises(RuntimeError) as err:
+            bound(ops)
+        assert "cannot decide shapes" in str(err.value) and "h" in str(err.value)
