@@ -32,7 +32,6 @@ import numpy as np
 
 import mxnet as mx
 from mxnet import autograd
-from mxnet.ndarray.sparse import BaseSparseNDArray
 
 from . import _names, executor, registry
 from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
@@ -41,7 +40,8 @@ from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own
 from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
-from .checks import ArgumentValueError, MismatchError, PredShapeError
+from .checks import MismatchError, PredShapeError
+from .node_storage import backward_storage_types, dense_copies, forward_storage_types
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
@@ -287,39 +287,6 @@ def recorded(array):
         return False
 
 
-# NOTE [sparse inputs of a node]
-#     MXNet 1.9.1's cond and while_loop (a free variable or a loop variable) and foreach (a
-#     free variable) run a body reading a csr or row_sparse array (``dot(csr, w)``: sparse
-#     features): their storage inference passes the storage type into the body. A node keeps
-#     the input's storage type (a Custom operator's answer must agree with MXNet's, which
-#     refused otherwise) and gives the body a dense copy: the same values, and gradients
-#     of the dense inputs as MXNet's. Only a foreach's data and states are refused, as MXNet's
-#     foreach refuses them ("doesn't support the sparse format"): its outputs hold them.
-
-
-# NOTE [sparse gradients of a node]
-#     An Embedding(sparse_grad=True) read in a body asks the node for a row_sparse gradient of
-#     its weight (MXNet's backward storage inference). MXNet's foreach refuses it, and its
-#     while_loop fails inside (SparseEmbedding's "req != write"), but its cond gives it. A
-#     node cannot: a Custom operator's backward hands its sparse input gradients back to
-#     MXNet by counting only the sparse ones (custom-inl.h, ``outputs[out_idx]``), so one
-#     after a dense one lands on the wrong array (a shape check fails, or, of one shape,
-#     the value goes to another input's gradient). It is refused naming the node, with
-#     ``sparse_grad=False`` as the way out (the same values, a dense gradient).
-
-
-def _carried_inputs(node):
-    """The inputs of ``node`` that must be dense (NOTE [sparse inputs of a node])."""
-    if node.kind != "foreach":
-        return range(0)
-    return range(node.spec["num_data"] + node.spec["num_states"])
-
-
-def _dense(arrays):
-    """``arrays`` as a list, each sparse one as a dense copy (NOTE [sparse inputs of a node])."""
-    return [a.tostype("default") if isinstance(a, BaseSparseNDArray) else a for a in arrays]
-
-
 class _NodeOperator(mx.operator.CustomOp):
     """Runs a node (NOTE [gradients through a node]).
 
@@ -392,7 +359,7 @@ class _NodeOperator(mx.operator.CustomOp):
         if is_train:
             self._refuse_training()
         self.is_train = is_train
-        inputs = _dense(in_data)
+        inputs = dense_copies(in_data)
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         caller_seed, self.caller_seed = self.caller_seed, None   # (a kept operator: drawn here)
@@ -441,7 +408,7 @@ class _NodeOperator(mx.operator.CustomOp):
         saved, self.saved = self.saved, None
         dropped = saved is None and self.remat   # NOTE [hybridized remat recursion]
         if saved is None or saved[2] != wanted:
-            inputs = _dense(in_data)
+            inputs = dense_copies(in_data)
             if self.seed is not None:   # the forward's random draws again
                 mx.random.seed(self.seed, ctx=inputs[0].context)
             # Into arrays of its own: MXNet's outputs may be read meanwhile.
@@ -666,37 +633,13 @@ def _prop_class(rule):
 
         @_reporting
         def infer_storage_type(self, in_stype):
-            # NOTE [sparse inputs of a node]. "undefined" (MXNet has not decided yet) is dense.
-            node = self._decoded()
-            carried = _carried_inputs(node)
-            sparse = ["input %d is %s" % (k, s) for k, s in enumerate(in_stype)
-                      if k in carried and s not in ("default", "undefined")]
-            if sparse:
-                raise ArgumentValueError(
-                    "gluon_cf.%s%s (node %r): %s; a loop's data and states are dense arrays "
-                    "in a graph (MXNet 1.9.1's foreach refuses sparse ones too): convert it "
-                    "with .tostype('default') before the call"
-                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
-            return ([s if s != "undefined" else "default" for s in in_stype],
-                    ["default"] * node.num_outputs, [])
+            return forward_storage_types(self._decoded(), in_stype)
 
         @_reporting
         def infer_storage_type_backward(self, ograd_stype, in_stype, out_stype, igrad_stype,
                                         aux_stype):
-            sparse = ["input %d's is %s" % (k, s) for k, s in enumerate(igrad_stype)
-                      if s not in ("default", "undefined")]
-            if sparse:   # (an Embedding(sparse_grad=True) read in a body)
-                node = self._decoded()
-                raise ArgumentValueError(
-                    "gluon_cf.%s%s (node %r): a sparse gradient is asked of it (%s); a gluon_cf "
-                    "node gives dense gradients (NOTE [sparse gradients of a node]): use "
-                    "Embedding(..., sparse_grad=False) in the body"
-                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
-            # the inputs' as given (NOTE [sparse inputs of a node]), the rest dense
-            return (["default"] * len(ograd_stype),
-                    [s if s != "undefined" else "default" for s in in_stype],
-                    ["default"] * len(out_stype), ["default"] * len(igrad_stype),
-                    ["default"] * len(aux_stype))
+            return backward_storage_types(self._decoded, ograd_stype, in_stype, out_stype,
+                                          igrad_stype, aux_stype)
 
         @_reporting
         def infer_type(self, in_type):

@@ -925,7 +925,7 @@ def test_simple_bind_of_storage_types_as_mxnet_or_where_it_fails_as_dense():
     """A storage type given for one argument: MXNet's foreach fails on the others' undecided
     ones ("Operator not implemented", even for 'default'); gluon_cf's failed alike, through
     MXNet's Custom-operator default. Dense, and a row_sparse free variable of the body
-    (NOTE [sparse inputs of a node] in gluon_cf/node.py; review round 24s), bind and run as
+    (NOTE [sparse inputs of a node] in gluon_cf/node_storage.py; review round 24s), bind and run as
     without storage types; a row_sparse state is refused naming the input (RuntimeError, as
     simple_bind's errors)."""
     for ops in OPS.values():

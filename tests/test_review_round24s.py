@@ -186,7 +186,7 @@ def _train_sparse_embedding(ops, kind, hybridize):
 def test_a_sparse_gradient_embedding_in_a_hybridized_branch_is_refused_honestly(kind):
     """An Embedding(sparse_grad=True) read in a hybridized cond branch: MXNet's cond trains it
     (its while_loop fails inside, "req != write"); gluon_cf's node cannot give a sparse
-    gradient (NOTE [sparse gradients of a node] in gluon_cf/node.py) and refuses it, naming
+    gradient (NOTE [sparse gradients of a node] in gluon_cf/node_storage.py) and refuses it, naming
     the node and the user's line. It claimed MXNet's own control-flow operators refuse it
     too, untrue of cond. Eagerly gluon_cf gives MXNet's row_sparse gradient."""
     want = _train_sparse_embedding(None, kind, hybridize=False)
