@@ -400,6 +400,7 @@ class _NodeOperator(mx.operator.CustomOp):
         done, self.forward_done = self.forward_done, False
         if not done and not self.backward_done:   # (NOTE [backward of a failed forward])
             return
+        out_grad = dense_copies(out_grad)   # (NOTE [sparse inputs of a node])
         self._refuse_training(self.is_train)   # NOTE [the mode of a node's backward]
         backward_train = autograd.is_training()   # (the same NOTE)
         wanted = tuple(i for i, r in enumerate(req) if r != "null")   # NOTE [integer inputs needing a gradient]

@@ -12,7 +12,9 @@ from .errors import created_at
 #     the input's storage type (a Custom operator's answer must agree with MXNet's, which
 #     refused otherwise) and gives the body a dense copy: the same values, and gradients
 #     of the dense inputs as MXNet's. Only a foreach's data and states are refused, as MXNet's
-#     foreach refuses them ("doesn't support the sparse format"): its outputs hold them.
+#     foreach refuses them ("doesn't support the sparse format"): its outputs hold them. A
+#     sparse head gradient (an output read as an Embedding(sparse_grad=True)'s table) is
+#     likewise kept as MXNet gives it and read as a dense copy.
 
 
 # NOTE [sparse gradients of a node]
@@ -56,8 +58,10 @@ def forward_storage_types(node, in_stype):
 
 def backward_storage_types(decoded, ograd_stype, in_stype, out_stype, igrad_stype, aux_stype):
     """MXNet's ``infer_storage_type_backward`` of the node ``decoded()`` gives (decoded only
-    to name it: this runs on every recorded call): dense gradients, the inputs' as given; a
-    sparse gradient asked of it refused (NOTE [sparse gradients of a node])."""
+    to name it: this runs on every recorded call): dense gradients, the inputs' and head
+    gradients' as given (a row_sparse head gradient: its output read by an
+    Embedding(sparse_grad=True)); a sparse gradient asked of it refused (NOTE [sparse
+    gradients of a node])."""
     sparse = ["input %d's is %s" % (k, s) for k, s in enumerate(igrad_stype)
               if s not in ("default", "undefined")]
     if sparse:   # (an Embedding(sparse_grad=True) read in a body)
@@ -67,7 +71,7 @@ def backward_storage_types(decoded, ograd_stype, in_stype, out_stype, igrad_styp
             "gives dense gradients (NOTE [sparse gradients of a node]): use "
             "Embedding(..., sparse_grad=False) in the body"
             % (node.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
-    return (["default"] * len(ograd_stype),
+    return ([s if s != "undefined" else "default" for s in ograd_stype],
             [s if s != "undefined" else "default" for s in in_stype],
             ["default"] * len(out_stype), ["default"] * len(igrad_stype),
             ["default"] * len(aux_stype))

@@ -224,3 +224,32 @@ def test_a_state_the_body_shapes_in_part_is_refused_not_bound_empty_as_mxnet(bin
         with pytest.raises(RuntimeError) as err:
             bound(ops)
         assert "cannot decide shapes" in str(err.value) and "h" in str(err.value)
+
+
+# ------------------------------------------- a sparse head gradient of a node's output
+class _SparseTable(gluon.HybridBlock):
+    def __init__(self, ops, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+
+    def hybrid_forward(self, F, tokens, h, w):
+        table = (self.ops or F.contrib).cond(F.sum(h) > 0, lambda: w * 2, lambda: w)
+        return F.Embedding(tokens, table, input_dim=5, output_dim=3, sparse_grad=True)
+
+
+def test_an_output_read_by_a_sparse_gradient_embedding_trains_as_mxnets_cond():
+    """A cond's output used as the table of an Embedding(sparse_grad=True): its backward hands
+    the node a row_sparse head gradient. MXNet's hybridized cond trains it; gluon_cf failed
+    with MXNet's internal "Storage type inconsistent, Provided = row_sparse"."""
+    seen = []
+    for ops in (None, gluon_cf):
+        net = _SparseTable(ops)
+        net.hybridize()
+        w = nd.array(np.arange(15).reshape(5, 3))
+        w.attach_grad()
+        with autograd.record():
+            out = net(nd.array([1, 3]), nd.ones(2), w)
+        out.backward()
+        seen.append((out.asnumpy(), w.grad.asnumpy()))
+    for g, w in zip(seen[1], seen[0]):
+        np.testing.assert_allclose(g, w)
