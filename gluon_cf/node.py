@@ -40,7 +40,8 @@ from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own
 from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
-from .checks import ArgumentValueError, MismatchError, PredShapeError
+from .checks import MismatchError, PredShapeError
+from .node_storage import backward_storage_types, dense_copies, forward_storage_types
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
@@ -358,7 +359,7 @@ class _NodeOperator(mx.operator.CustomOp):
         if is_train:
             self._refuse_training()
         self.is_train = is_train
-        inputs = list(in_data)
+        inputs = dense_copies(in_data)
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         caller_seed, self.caller_seed = self.caller_seed, None   # (a kept operator: drawn here)
@@ -399,6 +400,7 @@ class _NodeOperator(mx.operator.CustomOp):
         done, self.forward_done = self.forward_done, False
         if not done and not self.backward_done:   # (NOTE [backward of a failed forward])
             return
+        out_grad = dense_copies(out_grad)   # (NOTE [sparse inputs of a node])
         self._refuse_training(self.is_train)   # NOTE [the mode of a node's backward]
         backward_train = autograd.is_training()   # (the same NOTE)
         wanted = tuple(i for i, r in enumerate(req) if r != "null")   # NOTE [integer inputs needing a gradient]
@@ -407,7 +409,7 @@ class _NodeOperator(mx.operator.CustomOp):
         saved, self.saved = self.saved, None
         dropped = saved is None and self.remat   # NOTE [hybridized remat recursion]
         if saved is None or saved[2] != wanted:
-            inputs = list(in_data)
+            inputs = dense_copies(in_data)
             if self.seed is not None:   # the forward's random draws again
                 mx.random.seed(self.seed, ctx=inputs[0].context)
             # Into arrays of its own: MXNet's outputs may be read meanwhile.
@@ -623,39 +625,22 @@ def _prop_class(rule):
             # MXNet its own partial shape, e.g. (-1, 3) while exporting with dynamic axes,
             # allocated that and crashed) and no length means ndim -1. () is at least
             # refused as inconsistent where MXNet knows better (see _explain_unknown_dims).
-            return ([s if s is not None else () for s in ins],
-                    [s if s is not None else () for s in outs], [])
+            # A partial shape (a foreach's, MXNet's 0 for an unknown dimension) is () too:
+            # MXNet reads a 0 a Custom op answers as a known empty dimension, and bound a state
+            # the body shapes only in part as an empty array (NOTE [arguments of undecided
+            # shape] in bind_shapes.py).
+            return ([s if registry.is_complete(s) else () for s in ins],
+                    [s if registry.is_complete(s) else () for s in outs], [])
 
         @_reporting
         def infer_storage_type(self, in_stype):
-            # A node computes on dense arrays; "undefined" (MXNet has not decided yet) is
-            # dense. A sparse input is refused (MXNet's default answer printed a traceback,
-            # then a shape error was reported), as MXNet's own control-flow operators do.
-            node = self._decoded()
-            sparse = ["input %d is %s" % (k, s) for k, s in enumerate(in_stype)
-                      if s not in ("default", "undefined")]
-            if sparse:
-                raise ArgumentValueError(
-                    "gluon_cf.%s%s (node %r): %s; a gluon_cf node takes dense arrays in a "
-                    "graph (MXNet 1.9.1's own control-flow operators refuse sparse ones too): "
-                    "convert it with .tostype('default') before the call"
-                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
-            return ["default"] * len(in_stype), ["default"] * node.num_outputs, []
+            return forward_storage_types(self._decoded(), in_stype)
 
         @_reporting
         def infer_storage_type_backward(self, ograd_stype, in_stype, out_stype, igrad_stype,
                                         aux_stype):
-            node = self._decoded()
-            sparse = ["input %d's is %s" % (k, s) for k, s in enumerate(igrad_stype)
-                      if s not in ("default", "undefined")]
-            if sparse:   # (an Embedding(sparse_grad=True) read in a body)
-                raise ArgumentValueError(
-                    "gluon_cf.%s%s (node %r): a sparse gradient is asked of it (%s); a gluon_cf "
-                    "node gives dense gradients (MXNet 1.9.1's own control-flow operators "
-                    "refuse sparse ones too): use Embedding(..., sparse_grad=False) in the body"
-                    % (rule.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
-            return tuple(["default"] * len(x) for x in (
-                ograd_stype, in_stype, out_stype, igrad_stype, aux_stype))
+            return backward_storage_types(self._decoded, ograd_stype, in_stype, out_stype,
+                                          igrad_stype, aux_stype)
 
         @_reporting
         def infer_type(self, in_type):

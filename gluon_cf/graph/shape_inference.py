@@ -32,13 +32,18 @@ from .operator_errors import graph_operator_error
 
 
 def learn(shapes, entry, shape):
-    """Record ``shape`` for ``entry`` unless it tells less than what is known."""
+    """Record ``shape`` for ``entry`` unless it tells less than what is known; a partial
+    shape (MXNet's 0 for an unknown dimension) adds the dimensions it knows to a partial one
+    of its rank (a foreach's data completed by its body, as MXNet answers it)."""
     if shape is None or (isinstance(shape, tuple) and not shape):
         return
     old = shapes.get(entry)
     if old is None or (isinstance(shape, tuple) and registry.is_complete(shape)
                        and not registry.is_complete(old)):
         shapes[entry] = tuple(shape) if isinstance(shape, (tuple, list)) else shape
+    elif type(shape) is tuple and type(old) is tuple and len(old) == len(shape) and \
+            all(not o or not d or o == d for o, d in zip(old, shape)):
+        shapes[entry] = tuple(o or d for o, d in zip(old, shape))
 
 
 def for_rule(shape, partial_ok):

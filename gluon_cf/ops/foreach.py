@@ -167,13 +167,16 @@ def _remat_outputs(loop_, result, where=None):
 NO_STEP_ON_EMPTY_DATA = "runs_no_step_on_empty_data"
 
 
-def _completes_rows(data_shape, step_shape):
-    """Whether a step's shape the body inferred tells more of the rows of data of partly
-    known ``data_shape`` (a dimension after the first unknown: MXNet's 0)."""
-    return isinstance(data_shape, tuple) and len(data_shape) >= 2 and \
-        not registry.is_complete(data_shape[1:]) and isinstance(step_shape, tuple) and \
-        len(step_shape) == len(data_shape) - 1 and registry.is_complete(step_shape) and \
-        all(d in (0, s) for d, s in zip(data_shape[1:], step_shape))
+def _rows_told(data_shape, step_shape):
+    """``data_shape`` (partly known: MXNet's 0) with its unknown dimensions after the first
+    taken from a step's shape the body inferred, as MXNet's foreach answers them; None when
+    that tells nothing more."""
+    if not (isinstance(data_shape, tuple) and len(data_shape) >= 2 and
+            isinstance(step_shape, tuple) and len(step_shape) == len(data_shape) - 1) or \
+            any(d and s and d != s for d, s in zip(data_shape[1:], step_shape)):
+        return None
+    told = data_shape[:1] + tuple(d or s for d, s in zip(data_shape[1:], step_shape))
+    return told if told != data_shape else None
 
 
 # NOTE [a foreach of no step]
@@ -361,8 +364,8 @@ class ForeachRule(registry.Rule):
                                 isinstance(shapes[slot], tuple)
                                 and not registry.is_complete(shapes[slot])):
                 shapes[slot] = shape
-            elif slot < nd_ and _completes_rows(shapes[slot], shape):
-                shapes[slot] = shapes[slot][:1] + tuple(shape)   # (MXNet's foreach does too)
+            elif slot < nd_ and _rows_told(shapes[slot], shape) is not None:
+                shapes[slot] = _rows_told(shapes[slot], shape)   # (MXNet's foreach does too)
         num_out = node.spec["num_out_data"]
         new_states, old_states = outs[num_out:], shapes[nd_:nd_ + ns]
         if all(registry.is_complete(s) for s in new_states + old_states) and \
