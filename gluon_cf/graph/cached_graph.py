@@ -82,7 +82,10 @@ def check_reshapes(symbol, nodes, shapes):
         return
     internals = symbol.get_internals()
     try:
-        _, outs, _ = internals.infer_shape_partial(**dict(zip(symbol.list_inputs(), shapes)))
+        # (a parameter not yet initialized, SymbolBlock.imports's, has no shape: left unknown)
+        _, outs, _ = internals.infer_shape_partial(**{
+            name: tuple(shape) for name, shape in zip(symbol.list_inputs(), shapes)
+            if shape is not None})
     except mx.MXNetError:
         return      # (MXNet's own error follows, where the graph runs)
     heads = json.loads(internals.tojson())["heads"]
