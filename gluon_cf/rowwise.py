@@ -521,7 +521,8 @@ def check_symbol(symbol, graph_json, flags, shapes, rows=ROWS):
         first = errors.mxnet_message(str(err).strip().splitlines()[0]) if str(err).strip() \
             else type(err).__name__
         if len(first) > 300:      # (cut at a word: the warning quotes it mid-sentence)
-            first = first[:300].rsplit(" ", 1)[0] + " ..."
+            # (to 301: a word ending at the 300th character is whole, the space after it)
+            first = first[:301].rsplit(" ", 1)[0] + " ..."
         raise Rejected({"name": "its shape inference"},
                        "fails for %d invocations at once (%s)" % (ROWS, first),
                        HINT_SHARED) from None
