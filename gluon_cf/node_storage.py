@@ -40,6 +40,11 @@ def dense_copies(arrays):
     return [a.tostype("default") if isinstance(a, BaseSparseNDArray) else a for a in arrays]
 
 
+def _as_given(stypes):
+    """Storage types as MXNet gave them, "undefined" (not decided yet) read as dense."""
+    return [s if s != "undefined" else "default" for s in stypes]
+
+
 def forward_storage_types(node, in_stype):
     """MXNet's ``infer_storage_type`` of ``node``: the inputs' as given ("undefined", not
     decided yet, as dense), dense outputs; a foreach's sparse data or state refused."""
@@ -52,7 +57,7 @@ def forward_storage_types(node, in_stype):
             "graph (MXNet 1.9.1's foreach refuses sparse ones too): convert it with "
             ".tostype('default') before the call"
             % (node.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
-    return ([s if s != "undefined" else "default" for s in in_stype],
+    return (_as_given(in_stype),
             ["default"] * node.num_outputs, [])
 
 
@@ -71,7 +76,7 @@ def backward_storage_types(decoded, ograd_stype, in_stype, out_stype, igrad_styp
             "gives dense gradients (NOTE [sparse gradients of a node]): use "
             "Embedding(..., sparse_grad=False) in the body"
             % (node.kind, created_at(node), node.spec.get("node"), ", ".join(sparse)))
-    return ([s if s != "undefined" else "default" for s in ograd_stype],
-            [s if s != "undefined" else "default" for s in in_stype],
+    return (_as_given(ograd_stype),
+            _as_given(in_stype),
             ["default"] * len(out_stype), ["default"] * len(igrad_stype),
             ["default"] * len(aux_stype))
