@@ -99,14 +99,17 @@ def own_method(fn):
     """``parts.append`` where every binding of ``parts`` in the calling function is a new
     object (``parts = []`` in a loop's step): the method as it is when a Python container's
     (the change is of an object nothing outside the call holds), else None (the call is
-    converted as any other)."""
-    return fn if type(getattr(fn, "__self__", None)) in (list, dict, set, bytearray) else None
+    converted as any other). Not ``sort`` and ``remove``, which compare the items (as
+    tensors while hybridizing) and call a key the user gives: converted as any other."""
+    return fn if type(getattr(fn, "__self__", None)) in (list, dict, set, bytearray) and \
+        getattr(fn, "__name__", None) not in ("sort", "remove") else None
 
 
-def container_method(fn, where, mutators):
+def container_method(fn, where, mutators, convert=None):
     """``fn`` checked as :func:`mutable` checks ``items.append(x)`` when it is a mutating
     method (one of ``mutators``) of a Python container called through another name
-    (``push = outs.append`` ... ``push(h)``), else None."""
+    (``push = outs.append`` ... ``push(h)``), else None. ``convert``: what a ``sort``'s
+    ``key=`` is converted by (``key=len`` measures a tensor's rows, as ``len(x)`` does)."""
     receiver = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", None)
     if name not in mutators or isinstance(receiver, type) or not isinstance(
@@ -117,7 +120,19 @@ def container_method(fn, where, mutators):
     @functools.wraps(fn)
     def checked(*args, **kwargs):
         mutable(receiver, str(where), name)
-        return fn(*args, **kwargs)
+        if name == "sort" and convert is not None and kwargs.get("key") is not None:
+            kwargs = dict(kwargs, key=convert(kwargs["key"], where))
+        try:
+            return fn(*args, **kwargs)
+        except mx.base.NotImplementedForSymbol:
+            # (parts.sort(), parts.remove(a): Python compares the items, tensors while
+            # hybridizing, whose truth exists only when the graph runs)
+            raise AutographError(
+                f"{where}: .{name}() of a {type(receiver).__name__} of tensors while "
+                f"hybridizing: it compares them (or their keys), and a comparison of "
+                f"tensors is known only when the graph runs. Compare with F ops (F.topk, "
+                f"F.argsort, F.where), or by Python values (key=lambda a: a.shape[0])") \
+                from None
     return checked
 
 
