@@ -225,9 +225,37 @@ class ReduceWithInitializerAndKeyedMin(HybridBlock):
         return functools.reduce(lambda a, b: a * 0.5 + b, x, short[0] * 3)
 
 
+# ---- a list's extend given a tensor: its rows, as an NDArray's --------------------------------
+
+@program(*TALL)
+class ListExtendedByTensor(HybridBlock):
+    """``parts.extend(x)``: the rows of ``x``, counted after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        parts = [x[0]]
+        parts.extend(x)
+        return F.stack(*parts) * len(parts)
+
+
+@program(*ROWS)
+class StepListExtendedByTensor(HybridBlock):
+    """``parts = []; parts.extend(F.stack(row, h * 0.5))`` in a tensor loop's step (the
+    step's values have no shape the traced inputs give: refused, as ``sum`` of one is)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            parts = []
+            parts.extend(F.stack(row, h * 0.5))
+            h = F.add_n(*parts) + h * 0.1
+        return h
+
+
 REFUSED = {StepListSortedByTensorKey, StepListRemove, StepListExtendedByOuterGenerator,
            StepListExtendedByIsliceOfOuterIterator, StepDictUpdatedFromOuterIterator,
-           HelperReadsOuterIteratorInStep, MatchCaptureOfOuterList}
+           HelperReadsOuterIteratorInStep, MatchCaptureOfOuterList, StepListExtendedByTensor}
 
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
@@ -238,8 +266,8 @@ def test_review_program_equals_its_oracle_or_is_refused_at_its_line(block_class)
     outputs, 1, hybridized: another order or sum; a step's ``parts.sort()``/``.remove()``
     raised MXNet's NotImplementedForSymbol; a step's own container read a Python iterator
     made before the loop, once while tracing, and so did library code and helpers given it;
-    a ``match`` capture counted as a new list; ``accumulate(iterable=x)`` saw the whole
-    Symbol as one item; ``islice(x, 1, None)`` was refused. Now each equals plain Python or
+    a ``match`` capture counted as a new list; ``accumulate(iterable=x)`` and
+    ``parts.extend(x)`` saw the whole Symbol as one item; ``islice(x, 1, None)`` was refused. Now each equals plain Python or
     is refused at its line."""
     result = _classified(block_class)
     assert not hostile_harness.not_equal_or_refused(result), result
@@ -265,3 +293,12 @@ def test_a_lists_sort_of_tensors_outside_a_region_names_the_line():
     line = hostile_harness.line_in(__file__, "        parts.sort()", TopLevelSortOfTensors)
     assert str(err).startswith(f"{__file__}:{line}: parts.sort(): .sort() of a list of "
                                f"tensors while hybridizing: it compares them"), err
+
+
+def test_a_steps_list_extended_by_a_tensor_is_refused_at_the_call():
+    """(It was gluon_cf.foreach's state shapes differing: the list held the whole Symbol.)"""
+    err = hostile_harness.hybridized_error(StepListExtendedByTensor, ROWS[0][0])
+    line = hostile_harness.line_in(__file__, "            parts.extend(F.stack(",
+                                     StepListExtendedByTensor)
+    assert str(err).startswith(f"{__file__}:{line}: parts.extend(F.stack(row, h * 0.5)): "
+                               f"list.extend() of a tensor: while hybridizing"), err

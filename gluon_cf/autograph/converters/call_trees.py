@@ -114,7 +114,7 @@ class CallTreesConverter(Converter):
             # (parts = [] ... parts.append(r): a container this call made, changed as it is;
             # NOTE [autograph side effects])
             node.func = ast.BoolOp(op=ast.Or(), values=[
-                runtime_call("own_method", [node.func]),
+                runtime_call("own_method", [node.func, ast.Constant(self.where(node))]),
                 runtime_call("converted", [copy.deepcopy(node.func)])])
         elif named:
             node.func = runtime_call("converted", [node.func])

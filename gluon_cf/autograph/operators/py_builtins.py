@@ -390,5 +390,37 @@ def static_rows(symbol, where):
     return rows
 
 
+def own_method(fn, where):
+    """``parts.append`` where every binding of ``parts`` in the calling function is a new
+    object (``parts = []`` in a loop's step): the method as it is when a Python container's
+    (the change is of an object nothing outside the call holds; :func:`rows_extended`), else
+    None (the call is converted as any other). Not ``sort`` and ``remove``, which compare the
+    items (as tensors while hybridizing) and call a key the user gives: converted as any
+    other (NOTE [autograph side effects])."""
+    if type(getattr(fn, "__self__", None)) not in (list, dict, set, bytearray) or \
+            fn.__name__ in ("sort", "remove"):
+        return None
+    return rows_extended(fn, where)
+
+
+def rows_extended(fn, where):
+    """``fn``, a container's method; its ``extend`` or ``update`` given a tensor (which
+    iterate it: ``parts.extend(x)``) is given its rows as an NDArray's iteration yields them,
+    where the input shapes give them, else refused (MXNet's Symbol is one item)."""
+    if getattr(fn, "__name__", None) not in ("extend", "update"):
+        return fn
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        given = [one_output(a) for a in args]
+        if any(given):
+            args = tuple(static_rows(a, str(where)) if symbol else a
+                         for a, symbol in zip(args, given))
+            if any(a is None for a, symbol in zip(args, given) if symbol):
+                _refuse_iteration(f"{type(fn.__self__).__name__}.{fn.__name__}", str(where))
+        return fn(*args, **kwargs)
+    return checked
+
+
 def one_output(value):
     return isinstance(value, mx.sym.Symbol) and len(value.list_outputs()) == 1
