@@ -253,9 +253,38 @@ class StepListExtendedByTensor(HybridBlock):
         return h
 
 
+# ---- a set a step makes, given tensors to hash -------------------------------------------------
+
+@program(*ROWS)
+class StepSetOfRows(HybridBlock):
+    """``seen = set(); seen.add(row); seen.add(h)`` (NDArrays hash by identity)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            seen = set()
+            seen.add(row)
+            seen.add(h)
+            h = h + row * len(seen)
+        return h
+
+
+@program(*TALL)
+class SetUpdatedByTensor(HybridBlock):
+    """``seen = set(); seen.update(x)``: one item per row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        seen = set()
+        seen.update(x)
+        return x * len(seen)
+
+
 REFUSED = {StepListSortedByTensorKey, StepListRemove, StepListExtendedByOuterGenerator,
            StepListExtendedByIsliceOfOuterIterator, StepDictUpdatedFromOuterIterator,
-           HelperReadsOuterIteratorInStep, MatchCaptureOfOuterList, StepListExtendedByTensor}
+           HelperReadsOuterIteratorInStep, MatchCaptureOfOuterList, StepListExtendedByTensor,
+           StepSetOfRows, SetUpdatedByTensor}
 
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
@@ -267,7 +296,8 @@ def test_review_program_equals_its_oracle_or_is_refused_at_its_line(block_class)
     raised MXNet's NotImplementedForSymbol; a step's own container read a Python iterator
     made before the loop, once while tracing, and so did library code and helpers given it;
     a ``match`` capture counted as a new list; ``accumulate(iterable=x)`` and
-    ``parts.extend(x)`` saw the whole Symbol as one item; ``islice(x, 1, None)`` was refused. Now each equals plain Python or
+    ``parts.extend(x)`` saw the whole Symbol as one item; a set given a tensor raised
+    ``TypeError: unhashable type: 'Symbol'``; ``islice(x, 1, None)`` was refused. Now each equals plain Python or
     is refused at its line."""
     result = _classified(block_class)
     assert not hostile_harness.not_equal_or_refused(result), result

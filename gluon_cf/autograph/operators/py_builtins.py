@@ -393,32 +393,44 @@ def static_rows(symbol, where):
 def own_method(fn, where):
     """``parts.append`` where every binding of ``parts`` in the calling function is a new
     object (``parts = []`` in a loop's step): the method as it is when a Python container's
-    (the change is of an object nothing outside the call holds; :func:`rows_extended`), else
+    (the change is of an object nothing outside the call holds; :func:`container_call`), else
     None (the call is converted as any other). Not ``sort`` and ``remove``, which compare the
     items (as tensors while hybridizing) and call a key the user gives: converted as any
     other (NOTE [autograph side effects])."""
     if type(getattr(fn, "__self__", None)) not in (list, dict, set, bytearray) or \
             fn.__name__ in ("sort", "remove"):
         return None
-    return rows_extended(fn, where)
+    return container_call(fn, where)
 
 
-def rows_extended(fn, where):
-    """``fn``, a container's method; its ``extend`` or ``update`` given a tensor (which
-    iterate it: ``parts.extend(x)``) is given its rows as an NDArray's iteration yields them,
-    where the input shapes give them, else refused (MXNet's Symbol is one item)."""
-    if getattr(fn, "__name__", None) not in ("extend", "update"):
+def container_call(fn, where):
+    """``fn``, a Python container's method, as converted code calls it: its ``extend`` or
+    ``update`` given a tensor (which iterate it: ``parts.extend(x)``) is given its rows as an
+    NDArray's iteration yields them, where the input shapes give them, else refused (MXNet's
+    Symbol is one item); a set's or dict's given a tensor to hash (``seen.add(h)``) is
+    refused at the call (an NDArray hashes by identity; a Symbol is unhashable)."""
+    name, receiver = getattr(fn, "__name__", None), getattr(fn, "__self__", None)
+    if name not in ("extend", "update") and not isinstance(receiver, (set, dict)):
         return fn
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
         given = [one_output(a) for a in args]
-        if any(given):
+        if any(given) and name in ("extend", "update"):
             args = tuple(static_rows(a, str(where)) if symbol else a
                          for a, symbol in zip(args, given))
             if any(a is None for a, symbol in zip(args, given) if symbol):
-                _refuse_iteration(f"{type(fn.__self__).__name__}.{fn.__name__}", str(where))
-        return fn(*args, **kwargs)
+                _refuse_iteration(f"{type(receiver).__name__}.{name}", str(where))
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as err:
+            if "unhashable type: 'Symbol'" not in str(err):
+                raise
+            raise AutographError(
+                f"{where}: .{name}() of a {type(receiver).__name__} given a tensor while "
+                f"hybridizing: it hashes it, and MXNet's Symbol has no hash (an NDArray's "
+                f"is its identity). Keep the tensors in a list, or key them by a Python "
+                f"value (a name, an index)") from None
     return checked
 
 

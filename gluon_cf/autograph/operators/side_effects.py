@@ -95,13 +95,13 @@ def mutable(receiver, where, method):
     return receiver
 
 
-def container_method(fn, where, mutators, convert=None, rows=None):
+def container_method(fn, where, mutators, convert=None, call_as=None):
     """``fn`` checked as :func:`mutable` checks ``items.append(x)`` when it is a mutating
     method (one of ``mutators``) of a Python container called through another name
     (``push = outs.append`` ... ``push(h)``), else None. ``convert``: what a ``sort``'s
     ``key=`` is converted by (``key=len`` measures a tensor's rows, as ``len(x)`` does);
-    ``rows(fn, where)``: ``fn`` given a tensor's rows where it iterates one
-    (``py_builtins.rows_extended``)."""
+    ``call_as(fn, where)``: ``fn`` as it is called (``py_builtins.container_call``: a
+    tensor's rows where it iterates one, a tensor it hashes refused)."""
     receiver = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", None)
     if name not in mutators or isinstance(receiver, type) or not isinstance(
@@ -109,7 +109,7 @@ def container_method(fn, where, mutators, convert=None, rows=None):
                        collections.abc.MutableMapping, collections.abc.MutableSet)):
         return None
 
-    call = fn if rows is None else rows(fn, where)
+    call = fn if call_as is None else call_as(fn, where)
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
