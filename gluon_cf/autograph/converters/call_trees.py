@@ -28,6 +28,10 @@ _JOINING = {"concat", "Concat", "stack", "add_n", "ElementWiseSum"}
 _CONSUMING = {"next", "sum", "list", "tuple", "sorted", "min", "max", "any", "all", "set",
               "frozenset", "dict", "zip", "map", "filter", "enumerate"}
 
+# builtins that look at what they are given without reading its items
+_INSPECTING = {"isinstance", "issubclass", "type", "id", "hasattr", "getattr", "callable",
+               "repr", "str", "hash", "vars", "dir", "setattr", "delattr"}
+
 
 class CallTreesConverter(Converter):
     """Calls, attributes (private names) and ``super()``."""
@@ -101,11 +105,16 @@ class CallTreesConverter(Converter):
         own = isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and \
             isinstance(node.func.value, ast.Name) and node in self.parents and \
             not self._scope(node).outer(node.func.value.id)
+        if named and not (isinstance(node.func, ast.Name) and node.func.id in _INSPECTING):
+            # a Python iterator given to a call (parts.extend(it), itertools.islice(it, 1), a
+            # helper's next(it)) is consumed as a builtin's argument is
+            node.args = [self._consumed(a, node) if isinstance(a, ast.Name) else a
+                         for a in node.args]
         if named and own:
             # (parts = [] ... parts.append(r): a container this call made, changed as it is;
             # NOTE [autograph side effects])
             node.func = ast.BoolOp(op=ast.Or(), values=[
-                runtime_call("own_method", [node.func]),
+                runtime_call("own_method", [node.func, ast.Constant(self.where(node))]),
                 runtime_call("converted", [copy.deepcopy(node.func)])])
         elif named:
             node.func = runtime_call("converted", [node.func])

@@ -342,10 +342,10 @@ def converted(fn, where=None):
         inner = converted(fn.func, where)
         return fn if inner is fn.func else functools.partial(inner, *fn.args, **fn.keywords)
     output = side_effects.output(fn, where) or side_effects.container_method(
-        fn, where, MUTATORS)
+        fn, where, MUTATORS, converted, py_builtins.container_call)
     if output is not None:
         return output
-    iterating = py_builtins.library_iterating(fn, where)     # (made text when refused)
+    iterating = py_builtins.library_iterating(fn, where, converted)   # (text when refused)
     if iterating is not None:
         return iterating
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn

@@ -9,8 +9,8 @@ from .list_parts import unpacked_parts
 from .loop_escape import escaped, returned_through_finally
 from .logical import (and_, asserted, compare_chain, match_guard, match_subject, not_, or_,
                       positive, python_operand)
-from .py_builtins import builtin, filtered, iterated, reversed_rows
-from .side_effects import changing, consumed, effect, mutable, own_method, printing
+from .py_builtins import builtin, filtered, iterated, own_method, reversed_rows
+from .side_effects import changing, consumed, effect, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
 from .variables import augmented, deleted, ld, without
 

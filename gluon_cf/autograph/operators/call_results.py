@@ -385,7 +385,8 @@ def callbacks_converted(args, kwargs, convert, where, callee=None):
         # function; elsewhere it may be data (a callable config given to json, dataclasses)
         if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or \
                 called and not isinstance(value, type) and \
-                isinstance(getattr(type(value), "__call__", None), types.FunctionType):
+                isinstance(getattr(type(value), "__call__", None), types.FunctionType) or \
+                called and isinstance(value, types.BuiltinFunctionType):
             return convert(value, where)
         return value
     first = any(callee is f for f in _CALLING_FIRST)

@@ -32,6 +32,7 @@ import itertools
 import os
 import sys
 import threading
+import types
 
 import mxnet as mx
 
@@ -172,6 +173,10 @@ def _refuse_iteration(name, where):
         f"(i = F.zeros((1,)) ... i = i + 1), or use F ops (F.shape_array, F.sum)")
 
 
+# ... and the keyword arguments they iterate (itertools.compress(data=x, selectors=m))
+_ITERATED_KEYWORDS = ("iterable", "data", "selectors")
+
+
 # The standard library's functions that iterate their arguments as the builtins above do
 # (functools.reduce(f, x) over a Symbol would return the Symbol itself): the positional
 # arguments they iterate
@@ -255,11 +260,16 @@ _SYMBOL_ITER, _SYMBOL_LEN = mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__
 mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__ = _checked_iter, _checked_len
 
 
-def library_iterating(fn, where):
+def library_iterating(fn, where, convert=None):
     """``fn`` checked as :func:`builtin` checks the builtins when it is one of the standard
     library's functions that iterate their arguments (``functools.reduce``, ``itertools``'):
-    a Symbol it iterates is its rows where the input shapes give them, else refused; else
-    None."""
+    a Symbol it iterates is its rows where the input shapes give them, else refused; one of
+    those builtins given as a value (``sorted(parts, key=len)``, ``map(len, parts)``,
+    ``count = len``) is :func:`builtin`'s check (``convert``: as there); else None."""
+    measured = builtin(fn, where, convert) if isinstance(fn, types.BuiltinFunctionType) \
+        else fn
+    if measured is not fn:
+        return measured
     try:
         iterated = _LIBRARY_ITERATING.get(fn)
     except TypeError:       # (an unhashable callable)
@@ -270,14 +280,21 @@ def library_iterating(fn, where):
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        if not any(one_output(a) for a in args[iterated]):
+        if any(one_output(kwargs.get(k)) for k in _ITERATED_KEYWORDS):
+            # (itertools.accumulate(iterable=x): the rows, as given by position)
+            kwargs = {k: static_rows(v, str(where)) if k in _ITERATED_KEYWORDS and
+                      one_output(v) else v for k, v in kwargs.items()}
+            if any(kwargs.get(k, ()) is None for k in _ITERATED_KEYWORDS):
+                _refuse_iteration(name, str(where))
+        elif not any(one_output(a) for a in args[iterated]):
             return fn(*args, **kwargs)
         # the rows of the traced input's shape, as the NDArray's iteration yields them
         # (functools.reduce(f, x) folds them, unrolled), as the builtins iterate them
         positions = range(len(args))[iterated]
         args = tuple(static_rows(a, str(where)) if k in positions and one_output(a)
                      else a for k, a in enumerate(args))
-        if any(a is None for a in args):
+        # (a None among the others is the caller's: itertools.islice(x, 1, None))
+        if any(args[k] is None for k in positions):
             _refuse_iteration(name, str(where))
         with _truth_refused(name, str(where)):
             result = fn(*args, **kwargs)
@@ -371,6 +388,50 @@ def static_rows(symbol, where):
         rows.append(mx.sym.reshape(row, shape=shape[1:], name=op_name(where, "row"))
                     if len(shape) > 1 else row)
     return rows
+
+
+def own_method(fn, where):
+    """``parts.append`` where every binding of ``parts`` in the calling function is a new
+    object (``parts = []`` in a loop's step): the method as it is when a Python container's
+    (the change is of an object nothing outside the call holds; :func:`container_call`), else
+    None (the call is converted as any other). Not ``sort`` and ``remove``, which compare the
+    items (as tensors while hybridizing) and call a key the user gives: converted as any
+    other (NOTE [autograph side effects])."""
+    if type(getattr(fn, "__self__", None)) not in (list, dict, set, bytearray) or \
+            fn.__name__ in ("sort", "remove"):
+        return None
+    return container_call(fn, where)
+
+
+def container_call(fn, where):
+    """``fn``, a Python container's method, as converted code calls it: its ``extend`` or
+    ``update`` given a tensor (which iterate it: ``parts.extend(x)``) is given its rows as an
+    NDArray's iteration yields them, where the input shapes give them, else refused (MXNet's
+    Symbol is one item); a set's or dict's given a tensor to hash (``seen.add(h)``) is
+    refused at the call (an NDArray hashes by identity; a Symbol is unhashable)."""
+    name, receiver = getattr(fn, "__name__", None), getattr(fn, "__self__", None)
+    if name not in ("extend", "update") and not isinstance(receiver, (set, dict)):
+        return fn
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        given = [one_output(a) for a in args]
+        if any(given) and name in ("extend", "update"):
+            args = tuple(static_rows(a, str(where)) if symbol else a
+                         for a, symbol in zip(args, given))
+            if any(a is None for a, symbol in zip(args, given) if symbol):
+                _refuse_iteration(f"{type(receiver).__name__}.{name}", str(where))
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as err:
+            if "unhashable type: 'Symbol'" not in str(err):
+                raise
+            raise AutographError(
+                f"{where}: .{name}() of a {type(receiver).__name__} given a tensor while "
+                f"hybridizing: it hashes it, and MXNet's Symbol has no hash (an NDArray's "
+                f"is its identity). Keep the tensors in a list, or key them by a Python "
+                f"value (a name, an index)") from None
+    return checked
 
 
 def one_output(value):

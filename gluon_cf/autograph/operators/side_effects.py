@@ -13,7 +13,7 @@ NOTE [autograph side effects]
     object), a ``global`` or ``nonlocal`` variable, and :func:`mutable` around the receiver of
     a mutating method (``append``, ``add``, ``update`` ...; of a local every binding of which
     is a new object, ``parts = []`` ... ``parts.append(r)`` in a loop's step, a Python
-    container's runs as it is: :func:`own_method`), and library code it
+    container's runs as it is: ``py_builtins.own_method``), and library code it
     calls in a graph region is checked not to change a container given to it (:func:`lent`:
     it is not converted, so only its effect can be seen; a container the step itself made is
     refused too, which the check cannot tell apart: a refusal, never a value that differs).
@@ -95,18 +95,13 @@ def mutable(receiver, where, method):
     return receiver
 
 
-def own_method(fn):
-    """``parts.append`` where every binding of ``parts`` in the calling function is a new
-    object (``parts = []`` in a loop's step): the method as it is when a Python container's
-    (the change is of an object nothing outside the call holds), else None (the call is
-    converted as any other)."""
-    return fn if type(getattr(fn, "__self__", None)) in (list, dict, set, bytearray) else None
-
-
-def container_method(fn, where, mutators):
+def container_method(fn, where, mutators, convert=None, call_as=None):
     """``fn`` checked as :func:`mutable` checks ``items.append(x)`` when it is a mutating
     method (one of ``mutators``) of a Python container called through another name
-    (``push = outs.append`` ... ``push(h)``), else None."""
+    (``push = outs.append`` ... ``push(h)``), else None. ``convert``: what a ``sort``'s
+    ``key=`` is converted by (``key=len`` measures a tensor's rows, as ``len(x)`` does);
+    ``call_as(fn, where)``: ``fn`` as it is called (``py_builtins.container_call``: a
+    tensor's rows where it iterates one, a tensor it hashes refused)."""
     receiver = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", None)
     if name not in mutators or isinstance(receiver, type) or not isinstance(
@@ -114,10 +109,24 @@ def container_method(fn, where, mutators):
                        collections.abc.MutableMapping, collections.abc.MutableSet)):
         return None
 
+    call = fn if call_as is None else call_as(fn, where)
+
     @functools.wraps(fn)
     def checked(*args, **kwargs):
         mutable(receiver, str(where), name)
-        return fn(*args, **kwargs)
+        if name == "sort" and convert is not None and kwargs.get("key") is not None:
+            kwargs = dict(kwargs, key=convert(kwargs["key"], where))
+        try:
+            return call(*args, **kwargs)
+        except mx.base.NotImplementedForSymbol:
+            # (parts.sort(), parts.remove(a): Python compares the items, tensors while
+            # hybridizing, whose truth exists only when the graph runs)
+            raise AutographError(
+                f"{where}: .{name}() of a {type(receiver).__name__} of tensors while "
+                f"hybridizing: it compares them (or their keys), and a comparison of "
+                f"tensors is known only when the graph runs. Compare with F ops (F.topk, "
+                f"F.argsort, F.where), or by Python values (key=lambda a: a.shape[0])") \
+                from None
     return checked
 
 

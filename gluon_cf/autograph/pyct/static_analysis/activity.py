@@ -205,8 +205,9 @@ class Scope:
         new = {id(n.targets[0]) for n in inside if isinstance(n, ast.Assign) and
                len(n.targets) == 1 and _new_object(n.value)}
         stores = [n for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        # (a match pattern's capture binds whatever the subject holds: case {"buf": parts})
         self.fresh = {n.id for n in stores} - {n.id for n in stores if id(n) not in new} - \
-            self.params - self.globals - self.nonlocals
+            self.params - self.globals - self.nonlocals - captured_names(inside)
         if isinstance(fn, ast.FunctionDef) and fn.name == "__init__" and fn.args.args and \
                 fn.args.args[0].arg not in {n.id for n in stores}:
             # __init__'s self is the object being made (NOTE [autograph side effects])
