@@ -56,3 +56,78 @@ def test_take_out_of_bounds_in_a_hybridized_body_names_the_users_line(program):
         assert "%s:%d: take" % (__file__, _line_of_take(program)) in text, text
         assert "mode='clip'" in text and "::" not in text and "indexing_op" not in text
     np.testing.assert_allclose(net(x, nd.array([1])).asnumpy(), within)
+
+
+# ------------------------------------------------- MXNet's numpy-shape mode (NOTE [numpy-shape mode])
+S = mx.sym
+_X, _W = S.var("x"), S.var("w")
+
+
+def _sym_cond(ops):
+    return ops.cond(S.sum(_X) > 0, lambda: S.broadcast_mul(_X, _W), lambda: _X)
+
+
+def _sym_foreach(ops):
+    outs, states = ops.foreach(lambda d, s: (S.broadcast_mul(d, s[0]), [s[0] + d]), _X, [_W])
+    return S.Group([outs, states[0]])
+
+
+def _sym_while(ops):
+    outs, states = ops.while_loop(lambda i: S.sum(i) < 3, lambda i: (i * 2, [i + 1]), [_W],
+                                  max_iterations=4)
+    return S.Group([outs, states[0]])
+
+
+def _bound(symbol, **shapes):
+    executor = symbol.simple_bind(mx.cpu(), **shapes)
+    for k, array in enumerate(executor.arg_arrays):
+        array[:] = nd.arange(array.size).reshape(array.shape) + k
+    return [o.asnumpy() for o in executor.forward()]
+
+
+@pytest.mark.parametrize("program", [_sym_cond, _sym_foreach, _sym_while])
+def test_a_scalar_under_numpy_shape_mode_is_refused_at_the_users_line(program):
+    with mx.util.np_shape(True):
+        with mx.name.NameManager():
+            symbol = program(gluon_cf)
+        with pytest.raises(Exception) as info:   # (MXNet's own ops refuse it too)
+            _bound(symbol, x=(3,), w=())
+    text = str(info.value)
+    line = inspect.getsourcelines(program)[1] + 1
+    assert "\n%s:%d: gluon_cf." % (__file__, line) in text, text   # (after MXNet's bind text)
+    assert "numpy-shape mode" in text and "(1,)" in text and "NoneType" not in text
+
+
+def test_values_of_one_dimension_under_numpy_shape_mode_run_as_mxnets_foreach():
+    with mx.util.np_shape(True):
+        ours, theirs = [_bound(_sym_foreach(ops), x=(3, 2), w=(2,))
+                        for ops in (gluon_cf, mx.sym.contrib)]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b)
+
+
+class _ScalarState(gluon.HybridBlock):
+    def hybrid_forward(self, F, x, w):
+        outs, _ = gluon_cf.foreach(lambda d, s: (F.broadcast_mul(d, s[0]), [s[0] + d]), x, [w])
+        return outs
+
+
+def test_a_hybridized_block_reading_a_scalar_under_numpy_shape_mode_is_refused():
+    net = _ScalarState()
+    net.hybridize()
+    with mx.util.np_shape(True):
+        eager = _ScalarState()(nd.ones((3,)), nd.ones(()))   # (runs eagerly, as MXNet's)
+        np.testing.assert_allclose(eager.asnumpy(), [1, 2, 3])
+        with pytest.raises(ValueError) as info:
+            net(nd.ones((3,)), nd.ones(())).asnumpy()
+    line = inspect.getsourcelines(_ScalarState)[1] + 2
+    assert str(info.value).startswith("%s:%d: gluon_cf.foreach" % (__file__, line)), info.value
+
+
+def test_infer_shape_of_a_scalar_under_numpy_shape_mode_answers_as_mxnets_cond():
+    with mx.util.np_shape(True), pytest.warns(UserWarning, match="Cannot decide shape"):
+        answers = []
+        for ops in (gluon_cf, mx.sym.contrib):
+            with mx.name.NameManager():
+                answers.append(_sym_cond(ops).infer_shape(x=(3,), w=()))
+    assert answers[0] == answers[1] == (None, None, None)

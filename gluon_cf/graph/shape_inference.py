@@ -63,7 +63,8 @@ def mxnet_infer_shape_partial(symbol, known) -> Tuple[Dict[str, tuple], List[tup
     args, outs, aux = _mxnet_infer_shape_impl(symbol, True, **known)
     inputs = dict(zip(symbol.list_arguments(), args or []))
     inputs.update(zip(symbol.list_auxiliary_states(), aux or []))
-    return inputs, [tuple(o) for o in outs] if outs else [()] * len(symbol.list_outputs())
+    return inputs, [() if o is None else tuple(o) for o in outs] if outs \
+        else [()] * len(symbol.list_outputs())
 
 
 def infer_by_mxnet(symbol, js, names, given):
