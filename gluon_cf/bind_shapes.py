@@ -17,11 +17,14 @@ NOTE [arguments of undecided shape]
     shapes read a given () as "unknown" too), so an executor holding one is refused here, with
     the arguments named, the error types MXNet raises.
 """
+import json
+
 import mxnet as mx
 
 from . import registry
 from .checks import ArgumentValueError, LoopVarShapeChange
 from .graph import holds_gluon_cf_nodes, inference_graph
+from .graph.cached_graph import check_reshapes
 from .node import IncompleteShapeError
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
@@ -92,6 +95,7 @@ def _check_shape_arguments(args, kwargs, arg_names):
 
 
 _original_simple_bind = mx.sym.Symbol.simple_bind
+_original_bind = mx.sym.Symbol.bind
 _original_reshape = mx.executor.Executor.reshape
 
 
@@ -107,6 +111,22 @@ def _undecided(executor):
     return undecided
 
 
+def _check_reshapes(executor):
+    """Raise the error of a Reshape in ``executor``'s graph, if it holds gluon_cf nodes,
+    changing the size of its value (NOTE [a reshape to another size]: a gluon_cf node's
+    output reshaped to another size bound and ran, reading past the array, where MXNet's own
+    cond refuses the graph as undecided)."""
+    symbol = executor._symbol
+    text = symbol.tojson()
+    if '"Reshape"' not in text or not holds_gluon_cf_nodes(text):
+        return
+    shapes = {n: a.shape for n, a in zip(symbol.list_arguments(), executor.arg_arrays)}
+    shapes.update((n, a.shape) for n, a in zip(symbol.list_auxiliary_states(),
+                                                executor.aux_arrays))
+    check_reshapes(symbol, json.loads(text)["nodes"],
+                   [shapes.get(n) for n in symbol.list_inputs()])
+
+
 def _message(undecided):
     return ("InferShape pass cannot decide shapes for the following arguments: %s (read "
             "inside gluon_cf control-flow nodes, and shaped by nothing given). Please consider "
@@ -115,6 +135,7 @@ def _message(undecided):
 
 def _simple_bind(self, *args, **kwargs):
     executor = _original_simple_bind(self, *args, **kwargs)
+    _check_reshapes(executor)
     undecided = _undecided(executor)
     if undecided:
         given = "".join("%s: %s\n" % (k, v) for k, v in kwargs.items()
@@ -123,8 +144,15 @@ def _simple_bind(self, *args, **kwargs):
     return executor
 
 
+def _bind(self, *args, **kwargs):
+    executor = _original_bind(self, *args, **kwargs)
+    _check_reshapes(executor)
+    return executor
+
+
 def _reshape(self, *args, **kwargs):
     executor = _original_reshape(self, *args, **kwargs)
+    _check_reshapes(executor)
     undecided = _undecided(executor)
     if undecided:
         raise IncompleteShapeError("Executor.reshape: " + _message(undecided) + " to reshape")
@@ -133,5 +161,7 @@ def _reshape(self, *args, **kwargs):
 
 _simple_bind.__doc__ = _original_simple_bind.__doc__
 _reshape.__doc__ = _original_reshape.__doc__
+_bind.__doc__ = _original_bind.__doc__
+mx.sym.Symbol.bind = _bind
 mx.sym.Symbol.simple_bind = _simple_bind
 mx.executor.Executor.reshape = _reshape

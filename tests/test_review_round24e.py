@@ -131,3 +131,30 @@ def test_infer_shape_of_a_scalar_under_numpy_shape_mode_answers_as_mxnets_cond()
             with mx.name.NameManager():
                 answers.append(_sym_cond(ops).infer_shape(x=(3,), w=()))
     assert answers[0] == answers[1] == (None, None, None)
+
+
+# ------------------------------------ a node's output reshaped to another size in a Symbol executor
+def _reshaped_cond(ops):
+    cond = ops.cond(S.sum(_X) > 0, lambda: _X * 2, lambda: _X - 1)
+    return S.reshape(cond, shape=(2, 2))
+
+
+@pytest.mark.parametrize("how", ["simple_bind", "bind", "reshape"])
+def test_a_nodes_output_reshaped_to_another_size_is_refused_at_bind(how):
+    # MXNet 1.9.1 compiles out Reshape's size check (NOTE [a reshape to another size]): the
+    # executor bound and read past the 3 elements; MXNet's own cond refuses the graph
+    with mx.name.NameManager():
+        symbol = _reshaped_cond(gluon_cf)
+    with pytest.raises(mx.MXNetError, match=r"reshape0: Shape inconsistent, the target shape "
+                       r"\(2, 2\) has 4 elements, the source \(3,\) has 3"):
+        if how == "simple_bind":
+            symbol.simple_bind(mx.cpu(), x=(3,))
+        elif how == "bind":
+            symbol.bind(mx.cpu(), {"x": nd.array([1, 2, 3])})
+        else:
+            fine = S.reshape(gluon_cf.cond(S.sum(_X) > 0, lambda: _X * 2, lambda: _X - 1),
+                             shape=(2, 2), name="reshape0").simple_bind(mx.cpu(), x=(4,))
+            fine.reshape(x=(3,), allow_up_sizing=True)
+    with mx.name.NameManager():
+        with pytest.raises(RuntimeError, match="cannot decide"):   # (the oracle refuses too)
+            _reshaped_cond(mx.sym.contrib).simple_bind(mx.cpu(), x=(3,))
