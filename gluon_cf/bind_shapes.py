@@ -18,12 +18,14 @@ NOTE [arguments of undecided shape]
     the arguments named, the error types MXNet raises.
 """
 import json
+import re
 
 import mxnet as mx
 
 from . import registry
 from .checks import ArgumentValueError, LoopVarShapeChange
-from .graph import holds_gluon_cf_nodes, inference_graph
+from .errors import where_created
+from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.cached_graph import check_reshapes
 from .node import IncompleteShapeError
 
@@ -133,8 +135,56 @@ def _message(undecided):
             "providing them as inputs" % ", ".join(undecided))
 
 
+# NOTE [an argument shaped only after a node]
+#     MXNet's shape pass visits nodes in order, once forward: a gluon_cf node reading an
+#     argument that no given shape decides yet answers () for it (node.py), and an operator
+#     after the node that does decide it (``w + y`` given y) then finds the two disagreeing:
+#     "Incompatible attr in node _plus3 at 1-th input: expected [], got [3]", naming only
+#     that operator. MXNet's own control-flow ops refuse such a graph too ("cannot decide
+#     shapes"): so does simple_bind, naming the argument, the node, the user's line that made
+#     it and the shape to give (what gluon_cf's own inference finds, when it does).
+_SHAPED_AFTER = re.compile(r"expected \[\], got \[|inferred shape=\[\]")
+
+
+def _shaped_after_node(symbol, given, err):
+    """simple_bind's error for MXNet's ``err`` about an argument read by a gluon_cf node
+    before any ``given`` shape decided it (NOTE [an argument shaped only after a node]); None
+    for other errors."""
+    if not _SHAPED_AFTER.search(str(err)):
+        return None
+    text = symbol.tojson()
+    if not holds_gluon_cf_nodes(text):
+        return None
+    nodes = json.loads(text)["nodes"]
+    read = [(nodes[i]["name"], n) for n in nodes if registry.kind_of(n)
+            for i, *_ in n["inputs"] if nodes[i]["op"] == "null" and nodes[i]["name"] not in given]
+    if not read:
+        return None
+    try:
+        inferred = dict(zip(symbol.list_arguments(), symbol.infer_shape_partial(**given)[0]))
+    except mx.MXNetError:
+        inferred = {}
+    name, node = read[0]
+    decoded = decode(registry.kind_of(node), node["attrs"]["spec"])
+    shape = inferred.get(name)
+    advice = "%s=%s" % (name, shape) if shape and registry.is_complete(shape) else \
+        "%s=<its shape>" % name
+    return RuntimeError(
+        "%s: simple_bind cannot decide the shape of argument %r, read by gluon_cf.%s (node %r): "
+        "only an operator after the node shapes it, and MXNet infers shapes in order (MXNet "
+        "1.9.1's own control-flow ops refuse it too). Give it to simple_bind (%s)"
+        % (where_created(decoded) or "<unknown>", name, decoded.kind, node["name"], advice))
+
+
 def _simple_bind(self, *args, **kwargs):
-    executor = _original_simple_bind(self, *args, **kwargs)
+    try:
+        executor = _original_simple_bind(self, *args, **kwargs)
+    except (RuntimeError, mx.MXNetError) as err:
+        ours = _shaped_after_node(self, {k: v for k, v in kwargs.items()
+                                         if isinstance(v, tuple)}, err)
+        if ours is None:
+            raise
+        raise ours from None
     _check_reshapes(executor)
     undecided = _undecided(executor)
     if undecided:

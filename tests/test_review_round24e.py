@@ -158,3 +158,36 @@ def test_a_nodes_output_reshaped_to_another_size_is_refused_at_bind(how):
     with mx.name.NameManager():
         with pytest.raises(RuntimeError, match="cannot decide"):   # (the oracle refuses too)
             _reshaped_cond(mx.sym.contrib).simple_bind(mx.cpu(), x=(3,))
+
+
+# ------------------------- an argument a node reads, shaped only by an operator after it
+def _loop_then_outer_use(ops):
+    outs, states = ops.while_loop(lambda i: S.sum(i) < 3, lambda i: (i * 2, [i + 1]), [_W],
+                                  max_iterations=4)
+    return S.Group([outs, states[0], _W + S.var("y")])
+
+
+def test_an_argument_shaped_only_after_a_node_is_refused_naming_it_and_the_line():
+    with mx.name.NameManager():
+        symbol = _loop_then_outer_use(gluon_cf)
+    with pytest.raises(RuntimeError) as info:   # (was "Incompatible attr ... expected []")
+        symbol.simple_bind(mx.cpu(), y=(3,))
+    line = inspect.getsourcelines(_loop_then_outer_use)[1] + 1
+    assert str(info.value).startswith(
+        "%s:%d: simple_bind cannot decide the shape of argument 'w', read by "
+        "gluon_cf.while_loop" % (__file__, line)), info.value
+    assert str(info.value).endswith("Give it to simple_bind (w=(3,))")
+    with mx.name.NameManager(), pytest.raises(RuntimeError, match="cannot decide"):
+        _loop_then_outer_use(mx.sym.contrib).simple_bind(mx.cpu(), y=(3,))   # (the oracle)
+    with mx.name.NameManager():
+        executor = _loop_then_outer_use(gluon_cf).simple_bind(mx.cpu(), w=(3,), y=(3,))
+    executor.arg_dict["w"][:] = nd.array([-1, 0, 1])
+    executor.arg_dict["y"][:] = nd.array([1, 2, 3])
+    outs, state, total = [o.asnumpy() for o in executor.forward()]
+    rows, i = [], np.array([-1., 0, 1])      # (plain Python, the oracle)
+    while i.sum() < 3:
+        rows.append(i * 2)
+        i = i + 1
+    np.testing.assert_allclose(outs, np.array(rows + [np.zeros(3)] * (4 - len(rows))))
+    np.testing.assert_allclose(state, i)
+    np.testing.assert_allclose(total, [0, 2, 4])
