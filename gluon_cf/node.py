@@ -40,6 +40,7 @@ from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own
 from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
+from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
 from .node_storage import backward_storage_types, dense_copies, forward_storage_types
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
@@ -137,40 +138,6 @@ def _refuse_run_time_shapes(node, outs):
         "gluon.SymbolBlock(outputs, inputs)), which runs such graphs partitioned"
         % (node.kind, node.spec.get("node") or "", outputs,
            "has" if outputs.count(",") == 0 else "have"))
-
-
-class NumpyShapeError(ValueError, mx.MXNetError):
-    """A gluon_cf node read a 0-d value under MXNet's numpy-shape mode (NOTE [numpy-shape
-    mode])."""
-
-
-# NOTE [numpy-shape mode]
-#     gluon_cf's shapes are MXNet 1.9.1's legacy ones, where () means "not known yet". Under
-#     numpy-shape mode (``mx.util.set_np_shape(True)``, ``@mx.util.use_np_shape``) () is a 0-d
-#     array, a scalar: a node reading one as a body's value (not only as a cond's predicate)
-#     could not infer its outputs, and answered MXNet () for them, which that mode reads as
-#     "a scalar" (a bind raised a TypeError from our plumbing, or MXNet's "inferring shapes
-#     failed" naming an internal node), or inferred it of shape (1,) (MXNet's "Provided = [],
-#     inferred shape=[1]"). MXNet 1.9.1's own contrib control-flow ops refuse such
-#     values in that mode too (foreach: "[1] vs. []"; cond, while_loop: "cannot decide
-#     shapes"); eagerly both run them. So the node refuses them, naming itself and the user's
-#     line. Values of one or more dimensions work in that mode, as MXNet's ops do.
-def _refuse_numpy_scalars(node, in_shapes, ins, outs):
-    """The error of ``node`` given 0-d ``in_shapes`` in numpy-shape mode, when its rule could
-    not infer its outputs (``outs``) or inferred such an input (``ins``) of other shape; None
-    otherwise (a cond's 0-d predicate)."""
-    scalars = [i for i, s in enumerate(in_shapes) if s is not None and len(s) == 0]
-    if not mx.util.is_np_shape() or not scalars or (
-            all(registry.is_complete(o) for o in outs) and
-            not any(registry.is_complete(ins[i]) for i in scalars if i < len(ins))):
-        return None
-    return NumpyShapeError(
-        "%s: gluon_cf.%s (node %r) reads %s of shape () (0-d, a scalar) under MXNet's "
-        "numpy-shape mode (mx.util.set_np_shape(True) or @mx.util.use_np_shape), which gluon_cf "
-        "nodes do not support in a graph (MXNet 1.9.1's own contrib control-flow ops refuse it "
-        "too). Give the value shape (1,) (x.reshape((1,))), or turn numpy-shape mode off"
-        % ((where_created(node) or "<unknown>"), node.kind, node.spec.get("node") or "",
-           ", ".join("input %d" % i for i in scalars)))
 
 
 def _note_unknown_dims(node, in_shapes):
@@ -647,7 +614,7 @@ def _prop_class(rule):
             _note_unknown_dims(self.node, in_shape)
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
-            refused = _refuse_numpy_scalars(self.node, in_shape, ins, outs)
+            refused = refuse_numpy_scalars(self.node, in_shape, ins, outs)
             if refused is not None:
                 raise refused
             if any(registry.is_dynamic(s) for s in outs):
