@@ -28,6 +28,22 @@ def _take_in_while(F, x, i):
     return outs
 
 
+def _take_in_recursion(F, x, i):
+    @gluon_cf.recursive
+    def node(k):
+        here = F.take(x, k, mode="raise")
+        return gluon_cf.cond(F.sum(k) <= 0, lambda: here, lambda: here + node(k - 1))
+    return node(i)
+
+
+def _take_after_a_mask_in_foreach(F, x, i):   # (run-time shapes: the graph runs partitioned)
+    def body(row, s):
+        kept = F.contrib.boolean_mask(x, F.sum(x, axis=1) > 0)
+        return F.broadcast_add(F.take(kept, i, mode="raise"), row), s
+    outs, _ = gluon_cf.foreach(body, x, [x])
+    return outs
+
+
 class _Net(gluon.HybridBlock):
     def __init__(self, program):
         super().__init__()
@@ -42,7 +58,8 @@ def _line_of_take(program):
     return first + next(k for k, text in enumerate(lines) if "F.take" in text)
 
 
-@pytest.mark.parametrize("program", [_take_in_cond, _take_in_foreach, _take_in_while])
+@pytest.mark.parametrize("program", [_take_in_cond, _take_in_foreach, _take_in_while,
+                                     _take_in_recursion, _take_after_a_mask_in_foreach])
 def test_take_out_of_bounds_in_a_hybridized_body_names_the_users_line(program):
     x = nd.array([[1., 2, 3], [4, 5, 6]])
     net = _Net(program)
