@@ -24,7 +24,7 @@ import mxnet as mx
 
 from . import registry
 from .checks import ArgumentValueError, LoopVarShapeChange
-from .errors import where_created
+from .errors import mxnet_message, where_created
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.cached_graph import check_reshapes
 from .node import IncompleteShapeError
@@ -176,12 +176,47 @@ def _shaped_after_node(symbol, given, err):
         % (where_created(decoded) or "<unknown>", name, decoded.kind, node["name"], advice))
 
 
+def _refused_node_output(symbol, err):
+    """simple_bind's error for MXNet's ``err`` about an operator of ``symbol`` outside gluon_cf
+    nodes refusing the shapes of its inputs, one of them a gluon_cf node's output: named at
+    the user's line that made that node (the operator, a ``mx.sym`` call, has none); None
+    for other errors."""
+    text = str(err)
+    match = _REFUSING_OPERATOR.search(text)
+    if match is None or not holds_gluon_cf_nodes(symbol.tojson()):
+        return None
+    nodes = json.loads(symbol.tojson())["nodes"]
+    refusing = next((n for n in nodes if n["name"] == match.group(1)), None)
+    if refusing is None or registry.kind_of(refusing):
+        return None
+    read = [i for i, *_ in refusing["inputs"]]
+    fed = [(nodes[i], "the output of") for i in read if registry.kind_of(nodes[i])] + [
+        (n, "argument %r, which is read by" % nodes[i]["name"]) for i in read
+        if nodes[i]["op"] == "null" for n in nodes
+        if registry.kind_of(n) and any(j == i for j, *_ in n["inputs"])]
+    if not fed:
+        return None
+    node, what = fed[0]
+    decoded = decode(registry.kind_of(node), node["attrs"]["spec"])
+    detail = next(mxnet_message(line) for line in text.splitlines() if match.group(0) in line)
+    return RuntimeError(
+        "%s: %s (node %r), reading %s gluon_cf.%s (node %r) made at this line, refused its "
+        "inputs' shapes (%s). Check the shapes it combines with that value"
+        % (where_created(decoded) or "<unknown>", refusing["op"], refusing["name"], what,
+           decoded.kind, node["name"], detail))
+
+
+_REFUSING_OPERATOR = re.compile(r"Error in operator (\S+?): .*(?:Incompatible attr|"
+                                r"Shape inconsistent)")
+
+
 def _simple_bind(self, *args, **kwargs):
     try:
         executor = _original_simple_bind(self, *args, **kwargs)
     except (RuntimeError, mx.MXNetError) as err:
         ours = _shaped_after_node(self, {k: v for k, v in kwargs.items()
-                                         if isinstance(v, tuple)}, err)
+                                         if isinstance(v, tuple)}, err) or \
+            _refused_node_output(self, err)
         if ours is None:
             raise
         raise ours from None

@@ -2,6 +2,7 @@
 messages with no line of theirs. ``F.take(..., mode='raise')`` with an index out of bounds
 in a hybridized body (NOTE [an index out of bounds at run time])."""
 import inspect
+import re
 
 import mxnet as mx
 import numpy as np
@@ -208,3 +209,27 @@ def test_an_argument_shaped_only_after_a_node_is_refused_naming_it_and_the_line(
     np.testing.assert_allclose(outs, np.array(rows + [np.zeros(3)] * (4 - len(rows))))
     np.testing.assert_allclose(state, i)
     np.testing.assert_allclose(total, [0, 2, 4])
+
+
+# ---------------------- an operator outside the nodes refusing a node's output or argument
+def _foreach_then_outer_ops(ops):
+    outs, _ = ops.foreach(lambda d, s: (d + s[0], [s[0] * 2]), _X, [_W])
+    return S.Group([outs + S.var("y"), _W + S.var("z")])
+
+
+@pytest.mark.parametrize("shapes, what, detail", [
+    (dict(x=(3, 2), w=(2,), y=(3, 4), z=(2,)), "the output of", "expected [3,2], got [3,4]"),
+    (dict(x=(3, 2), y=(3, 2), z=(4,)), "argument 'w', which is read by",
+     "expected [2], got [4]")])
+def test_an_operator_refusing_a_nodes_value_names_the_nodes_line(shapes, what, detail):
+    with mx.name.NameManager():
+        symbol = _foreach_then_outer_ops(gluon_cf)
+    with pytest.raises(RuntimeError) as info:
+        symbol.simple_bind(mx.cpu(), **shapes)
+    text = str(info.value)
+    line = inspect.getsourcelines(_foreach_then_outer_ops)[1] + 1
+    assert text.startswith("%s:%d: elemwise_add (node " % (__file__, line)), text
+    assert ("reading %s gluon_cf.foreach (node '_foreach0')" % what) in text, text
+    assert detail in text and "elemwise_op_common" not in text and "::" not in text
+    with mx.name.NameManager(), pytest.raises(RuntimeError, match=re.escape(detail)):
+        _foreach_then_outer_ops(mx.sym.contrib).simple_bind(mx.cpu(), **shapes)   # (oracle)
