@@ -77,7 +77,7 @@ def test_take_out_of_bounds_in_a_hybridized_body_names_the_users_line(program):
     np.testing.assert_allclose(net(x, nd.array([1])).asnumpy(), within)
 
 
-# ------------------------------------------------- MXNet's numpy-shape mode (NOTE [numpy-shape mode])
+# ------------------------------------ MXNet's numpy-shape mode (NOTE [numpy-shape mode])
 S = mx.sym
 _X, _W = S.var("x"), S.var("w")
 
