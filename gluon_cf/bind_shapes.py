@@ -17,11 +17,16 @@ NOTE [arguments of undecided shape]
     shapes read a given () as "unknown" too), so an executor holding one is refused here, with
     the arguments named, the error types MXNet raises.
 """
+import json
+import re
+
 import mxnet as mx
 
 from . import registry
 from .checks import ArgumentValueError, LoopVarShapeChange
-from .graph import holds_gluon_cf_nodes, inference_graph
+from .errors import mxnet_message, where_created
+from .graph import decode, holds_gluon_cf_nodes, inference_graph
+from .graph.cached_graph import check_reshapes
 from .node import IncompleteShapeError
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
@@ -92,6 +97,7 @@ def _check_shape_arguments(args, kwargs, arg_names):
 
 
 _original_simple_bind = mx.sym.Symbol.simple_bind
+_original_bind = mx.sym.Symbol.bind
 _original_reshape = mx.executor.Executor.reshape
 
 
@@ -107,14 +113,114 @@ def _undecided(executor):
     return undecided
 
 
+def _check_reshapes(executor):
+    """Raise the error of a Reshape in ``executor``'s graph, if it holds gluon_cf nodes,
+    changing the size of its value (NOTE [a reshape to another size]: a gluon_cf node's
+    output reshaped to another size bound and ran, reading past the array, where MXNet's own
+    cond refuses the graph as undecided)."""
+    symbol = executor._symbol
+    text = symbol.tojson()
+    if '"Reshape"' not in text or not holds_gluon_cf_nodes(text):
+        return
+    shapes = {n: a.shape for n, a in zip(symbol.list_arguments(), executor.arg_arrays)}
+    shapes.update((n, a.shape) for n, a in zip(symbol.list_auxiliary_states(),
+                                                executor.aux_arrays))
+    check_reshapes(symbol, json.loads(text)["nodes"],
+                   [shapes.get(n) for n in symbol.list_inputs()])
+
+
 def _message(undecided):
     return ("InferShape pass cannot decide shapes for the following arguments: %s (read "
             "inside gluon_cf control-flow nodes, and shaped by nothing given). Please consider "
             "providing them as inputs" % ", ".join(undecided))
 
 
+# NOTE [an argument shaped only after a node]
+#     MXNet's shape pass visits nodes in order, once forward: a gluon_cf node reading an
+#     argument that no given shape decides yet answers () for it (node.py), and an operator
+#     after the node that does decide it (``w + y`` given y) then finds the two disagreeing:
+#     "Incompatible attr in node _plus3 at 1-th input: expected [], got [3]", naming only
+#     that operator. MXNet's own control-flow ops refuse such a graph too ("cannot decide
+#     shapes"): so does simple_bind, naming the argument, the node, the user's line that made
+#     it and the shape to give (what gluon_cf's own inference finds, when it does).
+_SHAPED_AFTER = re.compile(r"expected \[\], got \[|inferred shape=\[\]")
+
+
+def _shaped_after_node(symbol, given, err):
+    """simple_bind's error for MXNet's ``err`` about an argument read by a gluon_cf node
+    before any ``given`` shape decided it (NOTE [an argument shaped only after a node]); None
+    for other errors."""
+    if not _SHAPED_AFTER.search(str(err)):
+        return None
+    text = symbol.tojson()
+    if not holds_gluon_cf_nodes(text):
+        return None
+    nodes = json.loads(text)["nodes"]
+    read = [(nodes[i]["name"], n) for n in nodes if registry.kind_of(n)
+            for i, *_ in n["inputs"] if nodes[i]["op"] == "null" and nodes[i]["name"] not in given]
+    if not read:
+        return None
+    try:
+        inferred = dict(zip(symbol.list_arguments(), symbol.infer_shape_partial(**given)[0]))
+    except mx.MXNetError:
+        inferred = {}
+    name, node = read[0]
+    decoded = decode(registry.kind_of(node), node["attrs"]["spec"])
+    shape = inferred.get(name)
+    advice = "%s=%s" % (name, shape) if shape and registry.is_complete(shape) else \
+        "%s=<its shape>" % name
+    return RuntimeError(
+        "%s: simple_bind cannot decide the shape of argument %r, read by gluon_cf.%s (node %r): "
+        "only an operator after the node shapes it, and MXNet infers shapes in order (MXNet "
+        "1.9.1's own control-flow ops refuse it too). Give it to simple_bind (%s)"
+        % (where_created(decoded) or "<unknown>", name, decoded.kind, node["name"], advice))
+
+
+def _refused_node_output(symbol, err):
+    """simple_bind's error for MXNet's ``err`` about an operator of ``symbol`` outside gluon_cf
+    nodes refusing the shapes of its inputs, one of them a gluon_cf node's output: named at
+    the user's line that made that node (the operator, a ``mx.sym`` call, has none); None
+    for other errors."""
+    text = str(err)
+    match = _REFUSING_OPERATOR.search(text)
+    if match is None or not holds_gluon_cf_nodes(symbol.tojson()):
+        return None
+    nodes = json.loads(symbol.tojson())["nodes"]
+    refusing = next((n for n in nodes if n["name"] == match.group(1)), None)
+    if refusing is None or registry.kind_of(refusing):
+        return None
+    read = [i for i, *_ in refusing["inputs"]]
+    fed = [(nodes[i], "the output of") for i in read if registry.kind_of(nodes[i])] + [
+        (n, "argument %r, which is read by" % nodes[i]["name"]) for i in read
+        if nodes[i]["op"] == "null" for n in nodes
+        if registry.kind_of(n) and any(j == i for j, *_ in n["inputs"])]
+    if not fed:
+        return None
+    node, what = fed[0]
+    decoded = decode(registry.kind_of(node), node["attrs"]["spec"])
+    detail = next(mxnet_message(line) for line in text.splitlines() if match.group(0) in line)
+    return RuntimeError(
+        "%s: %s (node %r), reading %s gluon_cf.%s (node %r) made at this line, refused its "
+        "inputs' shapes (%s). Check the shapes it combines with that value"
+        % (where_created(decoded) or "<unknown>", refusing["op"], refusing["name"], what,
+           decoded.kind, node["name"], detail))
+
+
+_REFUSING_OPERATOR = re.compile(r"Error in operator (\S+?): .*(?:Incompatible attr|"
+                                r"Shape inconsistent)")
+
+
 def _simple_bind(self, *args, **kwargs):
-    executor = _original_simple_bind(self, *args, **kwargs)
+    try:
+        executor = _original_simple_bind(self, *args, **kwargs)
+    except (RuntimeError, mx.MXNetError) as err:
+        ours = _shaped_after_node(self, {k: v for k, v in kwargs.items()
+                                         if isinstance(v, tuple)}, err) or \
+            _refused_node_output(self, err)
+        if ours is None:
+            raise
+        raise ours from None
+    _check_reshapes(executor)
     undecided = _undecided(executor)
     if undecided:
         given = "".join("%s: %s\n" % (k, v) for k, v in kwargs.items()
@@ -123,8 +229,15 @@ def _simple_bind(self, *args, **kwargs):
     return executor
 
 
+def _bind(self, *args, **kwargs):
+    executor = _original_bind(self, *args, **kwargs)
+    _check_reshapes(executor)
+    return executor
+
+
 def _reshape(self, *args, **kwargs):
     executor = _original_reshape(self, *args, **kwargs)
+    _check_reshapes(executor)
     undecided = _undecided(executor)
     if undecided:
         raise IncompleteShapeError("Executor.reshape: " + _message(undecided) + " to reshape")
@@ -133,5 +246,7 @@ def _reshape(self, *args, **kwargs):
 
 _simple_bind.__doc__ = _original_simple_bind.__doc__
 _reshape.__doc__ = _original_reshape.__doc__
+_bind.__doc__ = _original_bind.__doc__
+mx.sym.Symbol.bind = _bind
 mx.sym.Symbol.simple_bind = _simple_bind
 mx.executor.Executor.reshape = _reshape

@@ -40,6 +40,7 @@ from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own
 from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
+from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
 from .node_storage import backward_storage_types, dense_copies, forward_storage_types
 from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
@@ -613,6 +614,9 @@ def _prop_class(rule):
             _note_unknown_dims(self.node, in_shape)
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
+            refused = refuse_numpy_scalars(self.node, in_shape, ins, outs)
+            if refused is not None:
+                raise refused
             if any(registry.is_dynamic(s) for s in outs):
                 # Only MXNet calls this (gluon_cf infers its graphs itself, NOTE [run-time
                 # shapes]): a graph it runs needs static shapes.

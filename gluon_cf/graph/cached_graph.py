@@ -20,7 +20,8 @@ from ..zero_size import shape_or_no_element
 from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_ADDED_GRADIENT_INPUTS,
                          NO_GRADIENT_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size,
                          describe_node, reshape_to_another_size)
-from .operator_errors import graph_operator_error, operator_error
+from .operator_errors import (bounds_checking_nodes, bounds_error, graph_operator_error,
+                              operator_error)
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
 # fields' types depend on the field, so it stays a plain dict. An entry is one output of a
@@ -114,6 +115,7 @@ class CachedGraph(CachedOpPair):
         super().__init__(symbol)
         self.origins = origins or {}
         self._nodes = None
+        self._checking = None
         # input shapes -> the names of the nodes computing a zero-size array from them
         # (NOTE [zero-size values computed inside a graph])
         self._zero_size_nodes: Dict[tuple, frozenset] = {}
@@ -130,13 +132,25 @@ class CachedGraph(CachedOpPair):
             return out
         if not self.constant:
             self.check_reshapes(shapes)
+        checking = self._bounds_checking()
         try:
-            return super().__call__(*args, out=out)
+            outputs = super().__call__(*args, out=out)
+            if checking:   # NOTE [an index out of bounds at run time]
+                for o in as_list(outputs):
+                    o.wait_to_read()
+            return outputs
         except mx.MXNetError as err:   # NOTE [operators refusing shapes at run time]
-            ours = graph_operator_error(self._json_nodes(), err)
+            ours = bounds_error(checking, err) or graph_operator_error(self._json_nodes(), err)
             if ours is None:
                 raise
             raise ours from None
+
+    def _bounds_checking(self):
+        """The nodes of this graph that check their indices when they run (NOTE [an index
+        out of bounds at run time]), found once."""
+        if self._checking is None:
+            self._checking = bounds_checking_nodes(self._json_nodes())
+        return self._checking
 
     def zero_size_nodes(self, shapes):
         """The names of the nodes that compute a zero-size array from inputs of ``shapes``

@@ -1,7 +1,7 @@
 """Errors of operators of a traced body that refuse the shapes or dtypes they are given, at the
 user's line that made them (NOTE [operators refusing shapes at run time])."""
 import re
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import mxnet as mx
 import numpy as np
@@ -62,6 +62,44 @@ def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
                   "shapes where an NDArray's broadcast: F.broadcast_add, F.broadcast_mul ...)")
     return OperatorShapeError("%s: %s (node %r) refused its inputs%s (%s). %s"
                               % (where, node["op"], node["name"], given, detail, advice))
+
+
+# NOTE [an index out of bounds at run time]
+#     ``F.take(..., mode='raise')`` checks its indices when it runs, and MXNet's error ("take
+#     operator contains indices out of bound") names no node: in a body, raised on a worker
+#     thread, it reached the user at the next read of any output with no line of theirs. A
+#     graph holding such a node waits for its outputs where it runs (the check reads every
+#     index on the host anyway: only graphs that ask for it pay) and raises an IndexError
+#     naming the operator and the user's line that made it (an MXNetError too, as MXNet's
+#     was); graphs without one stay async.
+_OUT_OF_BOUNDS = {"take": "take operator contains indices out of bound"}
+
+
+def bounds_checking_nodes(nodes: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The JSON ``nodes`` that check their indices when they run, made at a user's line
+    (NOTE [an index out of bounds at run time])."""
+    return [n for n in nodes if n["op"] in _OUT_OF_BOUNDS and SOURCE_ATTR in n.get("attrs", {})
+            and n["attrs"].get("mode") == "raise"]
+
+
+class IndexOutOfBoundsError(IndexError, mx.MXNetError):
+    """An operator of a body found an index out of bounds when it ran (NOTE [an index out of
+    bounds at run time]); an MXNetError too, as what it replaces."""
+
+
+def bounds_error(nodes: Sequence[Dict[str, Any]],
+                 err: Exception) -> Optional[IndexOutOfBoundsError]:
+    """The IndexError, at the user's line, for MXNet's error ``err`` that one of the
+    ``bounds_checking_nodes`` found an index out of bounds; None for other errors."""
+    text = str(err)
+    found = [n for n in nodes if _OUT_OF_BOUNDS[n["op"]] in text]
+    if not found:
+        return None
+    return IndexOutOfBoundsError(
+        "%s: %s: an index is out of bounds for axis %s of the array it indexes (mode='raise'). "
+        "Keep the indices below that axis's size, or use mode='clip' or mode='wrap'"
+        % (" or ".join(sorted({n["attrs"][SOURCE_ATTR] for n in found})), found[0]["op"],
+           found[0]["attrs"].get("axis", "0")))
 
 
 def graph_operator_error(nodes: Sequence[Dict[str, Any]], err: Exception

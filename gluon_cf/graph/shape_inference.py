@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Tuple
 import mxnet as mx
 
 from .. import registry
+from ..errors import where_created
 from ..operators import DYNAMIC_SHAPE_RANKS
 from .operator_errors import graph_operator_error
 
@@ -63,7 +64,8 @@ def mxnet_infer_shape_partial(symbol, known) -> Tuple[Dict[str, tuple], List[tup
     args, outs, aux = _mxnet_infer_shape_impl(symbol, True, **known)
     inputs = dict(zip(symbol.list_arguments(), args or []))
     inputs.update(zip(symbol.list_auxiliary_states(), aux or []))
-    return inputs, [tuple(o) for o in outs] if outs else [()] * len(symbol.list_outputs())
+    return inputs, [() if o is None else tuple(o) for o in outs] if outs \
+        else [()] * len(symbol.list_outputs())
 
 
 def infer_by_mxnet(symbol, js, names, given):
@@ -140,3 +142,37 @@ def run_time_dims(op, attrs, data):
     if op in ("_npi_nonzero", "_npx_nonzero"):   # (number of non-zeros, rank of data)
         return (None, None if data is None else len(data))
     return (None,) * rule if isinstance(rule, int) else None
+
+
+class NumpyShapeError(ValueError, mx.MXNetError):
+    """A gluon_cf node read a 0-d value under MXNet's numpy-shape mode (NOTE [numpy-shape
+    mode])."""
+
+
+# NOTE [numpy-shape mode]
+#     gluon_cf's shapes are MXNet 1.9.1's legacy ones, where () means "not known yet". Under
+#     numpy-shape mode (``mx.util.set_np_shape(True)``, ``@mx.util.use_np_shape``) () is a 0-d
+#     array, a scalar: a node reading one as a body's value (not only as a cond's predicate)
+#     could not infer its outputs, and answered MXNet () for them, which that mode reads as
+#     "a scalar" (a bind raised a TypeError from our plumbing, or MXNet's "inferring shapes
+#     failed" naming an internal node), or inferred it of shape (1,) (MXNet's "Provided = [],
+#     inferred shape=[1]"). MXNet 1.9.1's own contrib control-flow ops refuse such
+#     values in that mode too (foreach: "[1] vs. []"; cond, while_loop: "cannot decide
+#     shapes"); eagerly both run them. So the node refuses them, naming itself and the user's
+#     line. Values of one or more dimensions work in that mode, as MXNet's ops do.
+def refuse_numpy_scalars(node, in_shapes, ins, outs):
+    """The error of ``node`` given 0-d ``in_shapes`` in numpy-shape mode, when its rule could
+    not infer its outputs (``outs``) or inferred such an input (``ins``) of other shape; None
+    otherwise (a cond's 0-d predicate)."""
+    scalars = [i for i, s in enumerate(in_shapes) if s is not None and len(s) == 0]
+    if not mx.util.is_np_shape() or not scalars or (
+            all(registry.is_complete(o) for o in outs) and
+            not any(registry.is_complete(ins[i]) for i in scalars if i < len(ins))):
+        return None
+    return NumpyShapeError(
+        "%s: gluon_cf.%s (node %r) reads %s of shape () (0-d, a scalar) under MXNet's "
+        "numpy-shape mode (mx.util.set_np_shape(True) or @mx.util.use_np_shape), which gluon_cf "
+        "nodes do not support in a graph (MXNet 1.9.1's own contrib control-flow ops refuse it "
+        "too). Give the value shape (1,) (x.reshape((1,))), or turn numpy-shape mode off"
+        % ((where_created(node) or "<unknown>"), node.kind, node.spec.get("node") or "",
+           ", ".join("input %d" % i for i in scalars)))
