@@ -63,6 +63,7 @@ class _Plan:
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.partitioned_shapes = set()   # data shapes for which a node refused
         self.reshapes_checked = set()   # data shapes (NOTE [a reshape to another size])
+        self.reshape_checks: set = set()   # the checks' own keys (ranks or shapes)
         self.always = self.has_nodes and self._fed_by_run_time_shapes()
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
         # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf
@@ -152,7 +153,8 @@ def _run_built(self, args, lock):
         if not partitioned or fmt != self._in_format:
             if key not in plan.reshapes_checked:   # NOTE [a reshape to another size]
                 check_reshapes(plan.symbol, plan.js["nodes"], [
-                    flat[x].shape if is_arg else x.shape for is_arg, x in self._cached_op_args])
+                    flat[x].shape if is_arg else x.shape for is_arg, x in self._cached_op_args],
+                    plan.reshape_checks)
                 plan.reshapes_checked.add(key)
             try:   # the CachedOp, as long as every node can declare its output shapes
                 return _original_call_cached_op(self, *args)

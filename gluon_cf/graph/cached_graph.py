@@ -63,6 +63,16 @@ def invoke(op, inputs, attrs):
 #     runs: an OperatorShapeError at the user's line, with the shapes, as MXNet's check said.
 #     In an op's body run eagerly, ``F.reshape`` (MXNet's operator; NDArray's ``reshape``
 #     method checks) is a ValueError at the user's line, as the method's own error is.
+#     The check is MXNet's shape inference of the whole graph, which for a block holding a
+#     recursion node runs its shape rules in Python (~ms): run for every new input shape, it
+#     cost TreeRNN's batching executor 35% of its inference speed at batch 25 (each batch
+#     is a forest of another size). What a Reshape's ``shape`` codes decide (ReshapeShape in
+#     matrix_op-inl.h) makes the check rarer: without a positive number (a given dimension)
+#     and with a -1 (the size divided by the other dimensions, all copied from the source) or
+#     a -2 (the rest of the source), the size is kept for any input (-4's split is checked by
+#     MXNet); without a positive number, with neither, only the source's rank decides whether
+#     dimensions are dropped, so it is checked once per input ranks; otherwise (a given
+#     dimension, a legacy ``target_shape``) once per input shapes.
 
 
 def reshape_error(node, source, target):
@@ -75,12 +85,52 @@ def reshape_error(node, source, target):
     return operator_error(node, None, err) or err
 
 
-def check_reshapes(symbol, nodes, shapes):
+def _reshape_kind(node):
+    """What decides whether JSON Reshape ``node`` keeps its value's size (NOTE [a reshape to
+    another size]): "kept" (always), "ranks" (the source's rank) or "shapes"."""
+    attrs = node.get("attrs", {})
+    if attrs.get("target_shape", "()") not in ("()", "[]", "(,)"):
+        return "shapes"
+    try:
+        codes = [int(c) for c in attrs.get("shape", "()").strip("()[] ").replace(
+            "L", "").split(",") if c.strip()]
+    except ValueError:
+        return "shapes"
+    kept, k = [], 0
+    while k < len(codes):
+        kept.append(codes[k])
+        k += 3 if codes[k] == -4 else 1   # (-4's two split dimensions: MXNet checks them)
+    if any(c > 0 for c in kept):
+        return "shapes"
+    return "kept" if -1 in kept or -2 in kept else "ranks"
+
+
+def _reshape_check_key(nodes, shapes):
+    """The key under which a check of ``nodes``' Reshapes for inputs of ``shapes`` holds for
+    other inputs too; None when no check is needed."""
+    kinds = {_reshape_kind(n) for n in nodes if n["op"] == "Reshape"}
+    if kinds <= {"kept"}:
+        return None
+    if "shapes" in kinds:
+        return ("shapes", tuple(shapes))
+    return ("ranks", tuple(None if s is None else len(s) for s in shapes))
+
+
+def check_reshapes(symbol, nodes, shapes, checked=None):
     """Raise the error of a Reshape among JSON ``nodes`` (``symbol``'s) changing the size of
     its value, for inputs (``symbol.list_inputs()``) of ``shapes`` (NOTE [a reshape to another
-    size])."""
-    if not any(n["op"] == "Reshape" for n in nodes):
+    size]). ``checked``: a set of the keys of checks already made for this graph."""
+    key = _reshape_check_key(nodes, shapes)
+    if key is None or checked is not None and key in checked:
         return
+    _check_reshapes(symbol, nodes, shapes)
+    if checked is not None:   # (after the check: a failing one fails again)
+        if len(checked) >= 1024:
+            checked.clear()
+        checked.add(key)
+
+
+def _check_reshapes(symbol, nodes, shapes):
     internals = symbol.get_internals()
     try:
         # (a parameter not yet initialized, SymbolBlock.imports's, has no shape: left unknown)
@@ -116,6 +166,7 @@ class CachedGraph(CachedOpPair):
         self.origins = origins or {}
         self._nodes = None
         self._checking = None
+        self._reshapes_checked: set = set()   # NOTE [a reshape to another size]
         # input shapes -> the names of the nodes computing a zero-size array from them
         # (NOTE [zero-size values computed inside a graph])
         self._zero_size_nodes: Dict[tuple, frozenset] = {}
@@ -178,13 +229,8 @@ class CachedGraph(CachedOpPair):
 
     def check_reshapes(self, shapes):
         """Raise the error of a Reshape of another size in the graph, for inputs of ``shapes``
-        (NOTE [a reshape to another size]), checked once per shapes."""
-        checked = self.__dict__.setdefault("_reshapes_checked", set())
-        if shapes not in checked:
-            check_reshapes(self.symbol, self._json_nodes(), shapes)
-            if len(checked) >= 1024:
-                checked.clear()
-            checked.add(shapes)
+        (NOTE [a reshape to another size])."""
+        check_reshapes(self.symbol, self._json_nodes(), shapes, self._reshapes_checked)
 
     def _json_nodes(self):
         if self._nodes is None:

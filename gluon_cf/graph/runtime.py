@@ -45,6 +45,7 @@ class Graph:
         self.num_outputs = spec["num_outputs"]
         self._ops = {}  # thread id -> CachedGraph or PartitionedGraph
         self._shape_cache = {}
+        self._reshape_checks: set = set()   # NOTE [a reshape to another size]
         self._type_cache = {}
         self._row_checks = {}
         self._batched_outputs = {}
@@ -214,7 +215,8 @@ class Graph:
             if all(registry.is_complete(g) for g in given):
                 # raised here, when MXNet asks the node's shapes, and not as the body runs on
                 # MXNet's engine, where the error would wait for the next read of anything
-                check_reshapes(self.symbol, self._symbol_json()["nodes"], given)
+                check_reshapes(self.symbol, self._symbol_json()["nodes"], given,
+                               self._reshape_checks)
 
         def known(shape):
             return registry.is_complete(shape) or keep_partial and isinstance(
