@@ -41,7 +41,7 @@ from mxnet.gluon import block as _block
 from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError
-from .graph.cached_graph import check_reshapes
+from .graph.cached_graph import ReshapeChecks, check_reshapes
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS
@@ -63,7 +63,7 @@ class _Plan:
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.partitioned_shapes = set()   # data shapes for which a node refused
         self.reshapes_checked = set()   # data shapes (NOTE [a reshape to another size])
-        self.reshape_checks: set = set()   # the checks' own keys (ranks or shapes)
+        self.reshape_checks = ReshapeChecks()   # the checks' own (ranks or shapes)
         self.always = self.has_nodes and self._fed_by_run_time_shapes()
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
         # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf

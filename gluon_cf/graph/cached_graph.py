@@ -7,7 +7,7 @@ one operator imperatively (shared with the partitioned execution); and
 import contextlib
 import ctypes
 import json
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import mxnet as mx
 from mxnet._ctypes.ndarray import _imperative_invoke
@@ -105,10 +105,22 @@ def _reshape_kind(node):
     return "kept" if -1 in kept or -2 in kept else "ranks"
 
 
-def _reshape_check_key(nodes, shapes):
-    """The key under which a check of ``nodes``' Reshapes for inputs of ``shapes`` holds for
+class ReshapeChecks:
+    """What a graph's Reshape checks know (NOTE [a reshape to another size]): the kinds of its
+    Reshapes, read once, and the keys of the checks made."""
+
+    def __init__(self) -> None:
+        self.kinds: Optional[frozenset] = None
+        self.keys: set = set()
+
+
+def _reshape_kinds(nodes):
+    return frozenset(_reshape_kind(n) for n in nodes if n["op"] == "Reshape")
+
+
+def _reshape_check_key(kinds, shapes):
+    """The key under which a check of Reshapes of ``kinds`` for inputs of ``shapes`` holds for
     other inputs too; None when no check is needed."""
-    kinds = {_reshape_kind(n) for n in nodes if n["op"] == "Reshape"}
     if kinds <= {"kept"}:
         return None
     if "shapes" in kinds:
@@ -116,18 +128,24 @@ def _reshape_check_key(nodes, shapes):
     return ("ranks", tuple(None if s is None else len(s) for s in shapes))
 
 
-def check_reshapes(symbol, nodes, shapes, checked=None):
+def check_reshapes(symbol, nodes, shapes, checks=None):
     """Raise the error of a Reshape among JSON ``nodes`` (``symbol``'s) changing the size of
     its value, for inputs (``symbol.list_inputs()``) of ``shapes`` (NOTE [a reshape to another
-    size]). ``checked``: a set of the keys of checks already made for this graph."""
-    key = _reshape_check_key(nodes, shapes)
-    if key is None or checked is not None and key in checked:
+    size]). ``checks``: the graph's :class:`ReshapeChecks`, kept across calls."""
+    if checks is None:
+        kinds = _reshape_kinds(nodes)
+    else:
+        if checks.kinds is None:   # (read once: a graph's call runs this on every call)
+            checks.kinds = _reshape_kinds(nodes)
+        kinds = checks.kinds
+    key = _reshape_check_key(kinds, shapes)
+    if key is None or checks is not None and key in checks.keys:
         return
     _check_reshapes(symbol, nodes, shapes)
-    if checked is not None:   # (after the check: a failing one fails again)
-        if len(checked) >= 1024:
-            checked.clear()
-        checked.add(key)
+    if checks is not None:   # (after the check: a failing one fails again)
+        if len(checks.keys) >= 1024:
+            checks.keys.clear()
+        checks.keys.add(key)
 
 
 def _check_reshapes(symbol, nodes, shapes):
@@ -166,7 +184,7 @@ class CachedGraph(CachedOpPair):
         self.origins = origins or {}
         self._nodes = None
         self._checking = None
-        self._reshapes_checked: set = set()   # NOTE [a reshape to another size]
+        self._reshape_checks = ReshapeChecks()   # NOTE [a reshape to another size]
         # input shapes -> the names of the nodes computing a zero-size array from them
         # (NOTE [zero-size values computed inside a graph])
         self._zero_size_nodes: Dict[tuple, frozenset] = {}
@@ -230,7 +248,7 @@ class CachedGraph(CachedOpPair):
     def check_reshapes(self, shapes):
         """Raise the error of a Reshape of another size in the graph, for inputs of ``shapes``
         (NOTE [a reshape to another size])."""
-        check_reshapes(self.symbol, self._json_nodes(), shapes, self._reshapes_checked)
+        check_reshapes(self.symbol, self._json_nodes(), shapes, self._reshape_checks)
 
     def _json_nodes(self):
         if self._nodes is None:

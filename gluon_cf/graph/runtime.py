@@ -12,7 +12,8 @@ import mxnet as mx
 from .. import registry, rowwise
 from ..executor import done
 from ..operators import DYNAMIC_SHAPE_OPS
-from .cached_graph import CachedGraph, as_list, block_index_gradients, check_reshapes
+from .cached_graph import (CachedGraph, ReshapeChecks, as_list, block_index_gradients,
+                           check_reshapes)
 from .partitioned import PartitionedGraph, has_gluon_cf_nodes
 from .operator_errors import graph_operator_error
 from .shape_inference import dynamic_outputs, infer_by_mxnet
@@ -45,7 +46,7 @@ class Graph:
         self.num_outputs = spec["num_outputs"]
         self._ops = {}  # thread id -> CachedGraph or PartitionedGraph
         self._shape_cache = {}
-        self._reshape_checks: set = set()   # NOTE [a reshape to another size]
+        self._reshape_checks = ReshapeChecks()   # NOTE [a reshape to another size]
         self._type_cache = {}
         self._row_checks = {}
         self._batched_outputs = {}
