@@ -40,13 +40,7 @@ def _line(text):
     return next(k for k, line in enumerate(open(programs.__file__), 1) if text in line)
 
 
-def _hybridized_error(block_class, x):
-    net = block_class()
-    net.initialize()
-    net.hybridize()
-    with pytest.raises(Exception) as info:
-        net(x)
-    return info.value
+_hybridized_error = hostile_harness.hybridized_error
 
 
 def test_a_walrus_in_a_tensor_while_test_converts_and_keeps_pythons_last_value():
