@@ -186,9 +186,9 @@ def measure_step_bytes(run_steps: Callable[[int], list], steps: int,
                        inputs: Sequence) -> Optional[int]:
     """What one step keeps, measured: ``run_steps(steps)`` records ``steps`` steps and returns
     what holds them (their outputs, flat); the heap bytes they leave allocated, per step, after
-    one step run the same way (NOTE [remat budgets]). ``inputs``: the arrays they read, waited for first (this may run
-    inside an operator MXNet's engine runs, where ``waitall`` would wait for itself). None
-    when the heap cannot be measured or the measure is not positive."""
+    one step run the same way (NOTE [remat budgets]). ``inputs``: the arrays they read, waited for
+    first (this may run inside an operator MXNet's engine runs, where ``waitall`` would wait for
+    itself). None when the heap cannot be measured or the measure is not positive."""
     if _MALLINFO2 is None or steps < 1:
         return None
     warm = run_steps(1)   # a graph's first recorded call allocates what every call shares

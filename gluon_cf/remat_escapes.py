@@ -137,11 +137,11 @@ def _site(frame):
 
 def keep(arrays):
     """Mark ``arrays`` as kept by gluon_cf (a nested call's arguments and results, the views
-    a recorded remat loop holds of its data and initial states): not escapes of the body that made them, whichever watch
-    that was, and with history: a nested node's outputs are made by ``detach`` (no history)
-    and recorded afterwards, so what the body computes from them has history (before,
-    ``f(n - 1) * 2`` kept outside a remat body passed as made from constants: x's gradient
-    0.53 off, silently)."""
+    a recorded remat loop holds of its data and initial states): not escapes of the body that made
+    them, whichever watch that was, and with history: a nested node's outputs are made by ``detach``
+    (no history) and recorded afterwards, so what the body computes from them has history (before,
+    ``f(n - 1) * 2`` kept outside a remat body passed as made from constants: x's gradient 0.53 off,
+    silently)."""
     _mark(arrays, True)
 
 
@@ -162,11 +162,11 @@ def _mark(arrays, kept):
 
 def aliases(arrays):
     """What a recorded remat loop holds of ``arrays`` (its data and initial states): for an
-    array a running body made (this one or one enclosing it), a view of it (recorded when the body is), which gluon_cf
-    keeps (:func:`keep`), so that the user's own array is watched like any other (before, the
-    loop's references hid it: an initial state also appended to a list by a remat recursive
-    call's body, x's gradient silently 8 off); other arrays as they are. A marked leaf made
-    in the body (``attach_grad``) stays itself: a view of it would not be marked."""
+    array a running body made (this one or one enclosing it), a view of it (recorded when the body
+    is), which gluon_cf keeps (:func:`keep`), so that the user's own array is watched like any other
+    (before, the loop's references hid it: an initial state also appended to a list by a remat
+    recursive call's body, x's gradient silently 8 off); other arrays as they are. A marked leaf
+    made in the body (``attach_grad``) stays itself: a view of it would not be marked."""
     if getattr(_state, "watch", None) is None:
         return list(arrays)
     held = [a.reshape(a.shape) if id(a) in _owner and a.grad is None else a for a in arrays]

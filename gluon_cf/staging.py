@@ -39,7 +39,8 @@ def stages(predecessors: Sequence[Collection[int]],
     for k in reversed(range(len(stage))):   # readers come later: already final
         if not special[k] and readers[k]:
             stage[k] = min(stage[r] for r in readers[k])
-    grouped: List[Tuple[List[int], List[int]]] = [([], []) for _ in range(max(stage, default=-1) + 1)]
+    levels = max(stage, default=-1) + 1
+    grouped: List[Tuple[List[int], List[int]]] = [([], []) for _ in range(levels)]
     for k, s in enumerate(stage):
         grouped[s][1 if special[k] else 0].append(k)
     return grouped

@@ -18,9 +18,10 @@ NOTE [subgraph contents are checked before MXNet runs them]
     ``_foreach``, ``_while_loop`` and ``_cond`` are checked by ``symbol_file``'s
     ``control_flow_outputs`` instead (NOTE [MXNet's control-flow nodes]), and their subgraphs
     like any; another operator's subgraphs (a backend's) are MXNet's: their outputs are not
-    counted. Where gluon_cf loads a file holding gluon_cf nodes or subgraphs itself (``SymbolBlock.imports``, ``save_artifact`` from files, the CLI's
-    ``convert``), the file's own nodes are checked the same way: an input reading output 3 of
-    a one-output node there segfaulted too.
+    counted. Where gluon_cf loads a file holding gluon_cf nodes or subgraphs itself
+    (``SymbolBlock.imports``, ``save_artifact`` from files, the CLI's ``convert``), the file's own
+    nodes are checked the same way: an input reading output 3 of a one-output node there segfaulted
+    too.
 """
 import ctypes
 import json

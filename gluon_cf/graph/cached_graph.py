@@ -348,9 +348,9 @@ def origin_of(node):
 #     the graph's operators run one by one as for a zero-size input (NOTE [zero-size calls]),
 #     as eager code does: MXNet computes the array (``repeat`` of 0) or fails ("delay_alloc",
 #     a slice: its MKLDNN kernel), and then the operator making it is a ZeroSizeError naming
-#     it and the user's line, on every call. Inferred once per input shapes, and only for graphs holding an operator
-#     that can make such an array (``_ZERO_SIZE_MAKERS``: a slice ...; the rest cost no
-#     inference); graphs holding Custom operators (gluon_cf nodes) are not inferred here.
+#     it and the user's line, on every call. Inferred once per input shapes, and only for graphs
+#     holding an operator that can make such an array (``_ZERO_SIZE_MAKERS``: a slice ...; the rest
+#     cost no inference); graphs holding Custom operators (gluon_cf nodes) are not inferred here.
 
 
 # Words in the names of the operators that can make an array with a zero dimension from

@@ -25,8 +25,10 @@ OP = "foreach"
 
 
 def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Arrays,
-            init_states: Arrays, name: str = "foreach", remat: _remat.Remat = False) -> Tuple[Arrays, Arrays]:
-    """Scan ``body`` over axis 0 of ``data``, as ``mx.nd.contrib.foreach``/``mx.sym.contrib.foreach``.
+            init_states: Arrays, name: str = "foreach",
+            remat: _remat.Remat = False) -> Tuple[Arrays, Arrays]:
+    """Scan ``body`` over axis 0 of ``data``, as ``mx.nd.contrib.foreach`` /
+    ``mx.sym.contrib.foreach``.
 
     ``data`` and ``init_states`` are an array or a (nested) list of arrays; ``body(data_t, states)``
     returns ``(outputs, new_states)`` with ``new_states`` structured like ``init_states``. The

@@ -41,10 +41,10 @@ NOTE [where a loop's memory goes]
     training keeps 0.40-0.43 MB per step with one step per recorded call (NOTE [one recorded
     step per call]; seven runs at T=1,600 gave 644-651 MB four times and 691-694 MB three
     times, ``_foreach`` 686-688 MB every time: about the outputs' 50 MB, alive at the peak or
-    not depending on when MXNet's engine frees what), 0.48 with ten: the forward of ten-step calls holds what a
-    Python loop of the hybridized cell holds (660 against 658 MB at T=1,600: what MXNet's
-    CachedOp keeps for a recorded call, every buffer of its forward planned together with its
-    backward; ``_foreach`` 590 MB) and their backward adds 105 MB (the Python loop 66 MB,
+    not depending on when MXNet's engine frees what), 0.48 with ten: the forward of ten-step calls
+    holds what a Python loop of the hybridized cell holds (660 against 658 MB at T=1,600: what
+    MXNet's CachedOp keeps for a recorded call, every buffer of its forward planned together with
+    its backward; ``_foreach`` 590 MB) and their backward adds 105 MB (the Python loop 66 MB,
     ``_foreach`` 69 MB), whatever the number of heads. Later, recorded calls run op by op
     (NOTE [recorded calls run op by op]): 0.40-0.41 MB per step at T=1,600, below ``_foreach``.
 """
@@ -76,13 +76,13 @@ ONE_STEP_STATE_BYTES = 64 * 1024
 #     planned for its forward and backward together, and keeps them until its backward: an
 #     LSTM step (H=256, B=32) kept its gates before the split (128 KB, the FullyConnected
 #     outputs summed in place), which no backward reads: 288 KB per step against _foreach's
-#     219 (MXNet's profiler, storage allocated per step, NaiveEngine). MXNet's own flag ``is_dynamic`` (CachedOpConfig:
-#     "the graph contains dynamic shape operators") runs the graph op by op instead
-#     (``NaiveRunGraph``), each output allocated as its operator runs and dropped after its
-#     last reader unless the backward reads it, as ``_foreach`` runs its body. Same operators,
-#     same order, same values. Measured (peak RSS growth, forward + backward, fresh process per
-#     run, three runs alternating with the old form and ``_foreach``, other jobs running):
-#     T=1,600 647-655 MB against 660-699 before and ``_foreach``'s 689-690; T=400 159-166
+#     219 (MXNet's profiler, storage allocated per step, NaiveEngine). MXNet's own flag
+#     ``is_dynamic`` (CachedOpConfig: "the graph contains dynamic shape operators") runs the graph
+#     op by op instead (``NaiveRunGraph``), each output allocated as its operator runs and dropped
+#     after its last reader unless the backward reads it, as ``_foreach`` runs its body. Same
+#     operators, same order, same values. Measured (peak RSS growth, forward + backward, fresh
+#     process per run, three runs alternating with the old form and ``_foreach``, other jobs
+#     running): T=1,600 647-655 MB against 660-699 before and ``_foreach``'s 689-690; T=400 159-166
 #     against 168-177 and 171.
 RECORDED_FLAGS = [("is_dynamic", "true")]
 

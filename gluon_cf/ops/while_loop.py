@@ -28,7 +28,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
                truncation_advice: Optional[str] = None,
                remat: _remat.Remat = False
                ) -> Tuple[Arrays, Arrays]:
-    """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop``/``mx.sym.contrib.while_loop``.
+    """Loop ``func`` while ``cond`` holds, as ``mx.nd.contrib.while_loop`` /
+    ``mx.sym.contrib.while_loop``.
 
     ``cond(*loop_vars)`` returns a one-element predicate; ``func(*loop_vars)`` returns
     ``(step_output, new_loop_vars)``, where ``step_output`` may be ``None``/``[]`` and

@@ -95,7 +95,8 @@ def encode_tree(tree: Tree, vocab: Any, binary: bool = True) -> EncodedTree:
         >>> tree = parse_tree("(3 (2 not) (1 bad))")
         >>> encoded = encode_tree(tree, build_vocab([tree]))
         >>> encoded.left, encoded.right, encoded.labels, encoded.root
-        (array([-1, -1,  0], dtype=int32), array([-1, -1,  1], dtype=int32), array([2, 1, 3], dtype=int32), 2)
+        (array([-1, -1,  0], dtype=int32), array([-1, -1,  1], dtype=int32),
+         array([2, 1, 3], dtype=int32), 2)
     """
     if getattr(vocab, "padding_token", None) is None:
         raise ValueError("encode_tree: vocab has no padding_token, which internal nodes use; "
@@ -201,7 +202,8 @@ def batchify_forest(encoded_trees: Sequence[EncodedTree]) -> EncodedForest:
         >>> vocab = build_vocab(trees)
         >>> forest = batchify_forest([encode_tree(tree, vocab) for tree in trees])
         >>> forest.roots, forest.left, forest.root_labels
-        (array([2, 3], dtype=int32), array([-1, -1,  0, -1], dtype=int32), array([3, 4], dtype=int32))
+        (array([2, 3], dtype=int32), array([-1, -1,  0, -1], dtype=int32),
+         array([3, 4], dtype=int32))
     """
     trees = list(encoded_trees)
     if not trees:
