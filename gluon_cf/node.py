@@ -404,7 +404,7 @@ class _NodeOperator(mx.operator.CustomOp):
         out_grad = dense_copies(out_grad)   # (NOTE [sparse inputs of a node])
         self._refuse_training(self.is_train)   # NOTE [the mode of a node's backward]
         backward_train = autograd.is_training()   # (the same NOTE)
-        # NOTE [integer inputs needing a gradient]
+        # the inputs asked a gradient (NOTE [integer inputs needing a gradient])
         wanted = tuple(i for i, r in enumerate(req) if r != "null")
         self.node.wanted = wanted
         check_index_gradients(self.node, wanted)   # NOTE: [gradients asked of indices]
