@@ -433,14 +433,7 @@ class _NodeOperator(mx.operator.CustomOp):
             try:
                 autograd.backward([o for o, _ in heads], [g for _, g in heads],
                                   retain_graph=True, train_mode=backward_train)
-            except mx.MXNetError as err:   # NOTE [arrays of a node on another context]
-#     MXNet hands a Custom operator its arrays labelled with its engine run context's device
-#     id, 0 for every CPU (custom.cc): a node of a block run on ``mx.cpu(1)`` (data-parallel
-#     training over ``[cpu(0), cpu(1)]``) sees ``cpu(0)`` arrays, while the current context
-#     is the caller's ``cpu(1)``. An array a node makes for itself is made on the context of
-#     the arrays it goes with, never the current one: mixed, one CachedOp refused them ("all
-#     inputs to live on the same context") or autograd's backward failed its shape check.
-# NOTE [outputs of no differentiable input]
+            except mx.MXNetError as err:   # NOTE [outputs of no differentiable input]
                 if _NOT_CONNECTED not in str(err):
                     raise
         if wanted:   # NOTE [planned backward] in recursion/planned_backward.py
