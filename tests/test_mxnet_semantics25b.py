@@ -90,14 +90,18 @@ def test_nested_control_flow_bound_trains_as_mxnets_eager_ops(grad_req):
     assert [o.shape for o in reshaped.forward()] == [(4, 3, 4), (1,), (3, 4)]
 
 
-class _NestedNet(gluon.HybridBlock):
-    """``_nested`` with a Dense in the cond's branch: a parameter read three levels down."""
+class DenseBlock(gluon.HybridBlock):
+    """A block reading a Dense of 4 units, running ``ops`` (None: MXNet's F.contrib)."""
 
     def __init__(self, ops, **kwargs):
         super().__init__(**kwargs)
         self.ops = ops
         with self.name_scope():
             self.dense = gluon.nn.Dense(4, in_units=4, flatten=False)
+
+
+class _NestedNet(DenseBlock):
+    """``_nested`` with a Dense in the cond's branch: a parameter read three levels down."""
 
     def hybrid_forward(self, F, x, h, i):
         ops = self.ops or F.contrib
@@ -172,12 +176,10 @@ def test_a_nested_block_exported_imports_as_mxnets_eager_ops(tmp_path):
             _close(_trained(block, steps), _trained(eager, steps), steps)
 
 
-class _Scan(gluon.HybridBlock):
+class _Scan(DenseBlock):
     def __init__(self, ops, **kwargs):
-        super().__init__(**kwargs)
-        self.ops = ops
+        super().__init__(ops, **kwargs)
         with self.name_scope():
-            self.dense = gluon.nn.Dense(4, in_units=4, flatten=False)
             self.bn = gluon.nn.BatchNorm(axis=2, in_channels=4)
 
     def hybrid_forward(self, F, x, h):

@@ -10,6 +10,7 @@ import pytest
 from mxnet import autograd, gluon, nd
 
 import gluon_cf
+from test_mxnet_semantics25b import DenseBlock
 
 os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
 STATIC = {"static_alloc": True, "static_shape": True}
@@ -66,13 +67,7 @@ def test_a_hybridized_foreach_on_the_second_cpu_trains_as_mxnets_eager_foreach(
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-class _Model(gluon.HybridBlock):
-    def __init__(self, ops, **kwargs):
-        super().__init__(**kwargs)
-        self.ops = ops
-        with self.name_scope():
-            self.dense = gluon.nn.Dense(4, in_units=4, flatten=False)
-
+class _Model(DenseBlock):
     def hybrid_forward(self, F, x, h):
         ops = self.ops or F.contrib
 
