@@ -356,3 +356,38 @@ def test_a_while_funcs_value_of_no_array_is_refused_at_the_users_line(hybridize)
     assert str(info.value) == (
         "%s:%d: gluon_cf.while_loop: the new_loop_vars returned by func must be an "
         "NDArray/Symbol or a (nested) list of them, got int" % (__file__, line))
+
+
+ARITY = {   # name: (program of ops, F, the message's end)
+    "while_cond_of_two_given_one": (lambda ops: ops.while_loop(
+        lambda i, j: S.sum(i) < 3, lambda i: (i, [i + 1]), [I], max_iterations=3), S,
+        "cond cannot be called as cond(loop_vars[0]): missing a required argument: 'j'"),
+    "while_func_of_one_given_two": (lambda ops: ops.while_loop(
+        lambda i, s: nd.sum(i) < 3, lambda i: (i, [i + 1]), [ZERO, nd.ones(2)],
+        max_iterations=3), nd,
+        "func cannot be called as func(loop_vars[0], loop_vars[1]): too many positional "
+        "arguments"),
+    "foreach_body_of_one": (lambda ops: ops.foreach(lambda d: (d, d), X, [H]), S,
+                            "body cannot be called as body(data, states): too many positional "
+                            "arguments"),
+    "eager_foreach_body_of_three": (lambda ops: ops.foreach(
+        lambda d, s, t: (d, s), nd.ones((2, 3)), nd.ones(3)), nd,
+        "body cannot be called as body(data, states): missing a required argument: 't'"),
+    "cond_branch_taking_an_argument": (lambda ops: ops.cond(
+        S.sum(X) > 0, lambda x: x, lambda: X), S,
+        "then_func cannot be called as then_func(): missing a required argument: 'x'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARITY))
+def test_a_function_of_the_wrong_arity_is_refused_at_the_users_line(name):
+    """MXNet raises Python's TypeError from its own frames ("<lambda>() takes 1 positional
+    argument but 2 were given"), naming no line of the user's; gluon_cf's was the same."""
+    program, F, end = ARITY[name]
+    with mx.name.NameManager():
+        want = _raised(lambda: program(mx.sym.contrib if F is S else mx.nd.contrib))
+        got = _raised(lambda: program(gluon_cf))
+    assert isinstance(want, TypeError) and type(got) is TypeError, (want, got)
+    line = program.__code__.co_firstlineno
+    op = "cond" if "then_func" in end else "foreach" if "body" in end else "while_loop"
+    assert str(got) == "gluon_cf.%s at %s:%d: %s" % (op, __file__, line, end), str(got)

@@ -10,9 +10,9 @@ from ..graph import Graph
 from .._structure import containers_of, describe, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, flatten_returned,
                        pending_shapes, trace, user_location)
-from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
-                      check_same_dtypes, check_scalar_pred, check_structure, flatten_argument,
-                      mismatch, mode_of, op_at, pred_value, stack_steps)
+from ..checks import (LoopVarShapeChange, check_arity, check_callable, check_kept_shapes,
+                      check_pair, check_same_dtypes, check_scalar_pred, check_structure,
+                      flatten_argument, mismatch, mode_of, op_at, pred_value, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
@@ -81,6 +81,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 0:
         raise ValueError("%s: loop_vars must contain at least one array" % op_at(OP))
     flat_vars, vars_fmt = flatten_argument(OP, loop_vars, "loop_vars")
+    check_arity(OP, ["loop_vars[%d]" % k for k in range(len(vars_fmt))] if vars_fmt != 0 else
+                ["loop_vars"], cond=cond, func=func)
     mode = mode_of(OP, flat_vars, "loop_vars")
     max_iterations = check_max_iterations(max_iterations, mode)
     remat = _remat.check_remat(OP, remat)
