@@ -146,10 +146,10 @@ def _message(undecided):
 _SHAPED_AFTER = re.compile(r"expected \[\], got \[|inferred shape=\[\]")
 
 
-def _shaped_after_node(symbol, given, err):
-    """simple_bind's error for MXNet's ``err`` about an argument read by a gluon_cf node
-    before any ``given`` shape decided it (NOTE [an argument shaped only after a node]); None
-    for other errors."""
+def _shaped_after_node(symbol, given, err, call="simple_bind"):
+    """``call``'s error (simple_bind or reshape) for MXNet's ``err`` about an argument read by
+    a gluon_cf node before any ``given`` shape decided it (NOTE [an argument shaped only after
+    a node]); None for other errors."""
     if not _SHAPED_AFTER.search(str(err)):
         return None
     text = symbol.tojson()
@@ -160,6 +160,11 @@ def _shaped_after_node(symbol, given, err):
             for i, *_ in n["inputs"] if nodes[i]["op"] == "null" and nodes[i]["name"] not in given]
     if not read:
         return None
+    failing = re.search(r"Error in operator (\S+?):", str(err))
+    refusing = next((n for n in nodes if failing and n["name"] == failing.group(1)), None)
+    if refusing is not None:   # the argument the refusing operator reads first, if one is
+        names = {nodes[i]["name"] for i, *_ in refusing["inputs"]}
+        read.sort(key=lambda pair: pair[0] not in names)
     try:
         inferred = dict(zip(symbol.list_arguments(), symbol.infer_shape_partial(**given)[0]))
     except mx.MXNetError:
@@ -169,15 +174,16 @@ def _shaped_after_node(symbol, given, err):
     shape = inferred.get(name)
     advice = "%s=%s" % (name, shape) if shape and registry.is_complete(shape) else \
         "%s=<its shape>" % name
-    return RuntimeError(
-        "%s: simple_bind cannot decide the shape of argument %r, read by gluon_cf.%s (node %r): "
+    return _ERROR_OF[call](
+        "%s: %s cannot decide the shape of argument %r, read by gluon_cf.%s (node %r): "
         "only an operator after the node shapes it, and MXNet infers shapes in order (MXNet "
-        "1.9.1's own control-flow ops refuse it too). Give it to simple_bind (%s)"
-        % (where_created(decoded) or "<unknown>", name, decoded.kind, node["name"], advice))
+        "1.9.1's own control-flow ops refuse it too). Give it to %s (%s)"
+        % (where_created(decoded) or "<unknown>", call, name, decoded.kind, node["name"],
+           call, advice))
 
 
-def _refused_node_output(symbol, err):
-    """simple_bind's error for MXNet's ``err`` about an operator of ``symbol`` outside gluon_cf
+def _refused_node_output(symbol, err, call="simple_bind"):
+    """``call``'s error for MXNet's ``err`` about an operator of ``symbol`` outside gluon_cf
     nodes refusing the shapes of its inputs, one of them a gluon_cf node's output: named at
     the user's line that made that node (the operator, a ``mx.sym`` call, has none); None
     for other errors."""
@@ -199,7 +205,7 @@ def _refused_node_output(symbol, err):
     node, what = fed[0]
     decoded = decode(registry.kind_of(node), node["attrs"]["spec"])
     detail = next(mxnet_message(line) for line in text.splitlines() if match.group(0) in line)
-    return RuntimeError(
+    return _ERROR_OF[call](
         "%s: %s (node %r), reading %s gluon_cf.%s (node %r) made at this line, refused its "
         "inputs' shapes (%s). Check the shapes it combines with that value"
         % (where_created(decoded) or "<unknown>", refusing["op"], refusing["name"], what,
@@ -210,13 +216,29 @@ _REFUSING_OPERATOR = re.compile(r"Error in operator (\S+?): .*(?:Incompatible at
                                 r"Shape inconsistent)")
 
 
+# NOTE [shape conflicts named alike by simple_bind, bind and reshape]
+#     The two errors above are MXNet's shape pass failing at an operator outside gluon_cf
+#     nodes; simple_bind, bind with arrays and Executor.reshape run that same pass, so each
+#     maps it alike (once only simple_bind did: bind and reshape showed MXNet's raw text,
+#     "Incompatible attr in node _plus1 ... elemwise_op_common.h"). Each keeps the type MXNet
+#     raises from it: simple_bind a RuntimeError, bind and reshape an MXNetError (a
+#     RuntimeError too).
+_ERROR_OF = {"simple_bind": RuntimeError, "bind": mx.MXNetError, "reshape": mx.MXNetError}
+
+
+def _shape_error(symbol, given, err, call):
+    """gluon_cf's error for MXNet's shape error ``err`` in ``call`` of ``symbol`` given the
+    shapes ``given``, or None where it is not about a gluon_cf node's value."""
+    return _shaped_after_node(symbol, given, err, call) or \
+        _refused_node_output(symbol, err, call)
+
+
 def _simple_bind(self, *args, **kwargs):
     try:
         executor = _original_simple_bind(self, *args, **kwargs)
     except (RuntimeError, mx.MXNetError) as err:
-        ours = _shaped_after_node(self, {k: v for k, v in kwargs.items()
-                                         if isinstance(v, tuple)}, err) or \
-            _refused_node_output(self, err)
+        ours = _shape_error(self, {k: v for k, v in kwargs.items() if isinstance(v, tuple)},
+                            err, "simple_bind")
         if ours is None:
             raise
         raise ours from None
@@ -230,13 +252,38 @@ def _simple_bind(self, *args, **kwargs):
 
 
 def _bind(self, *args, **kwargs):
-    executor = _original_bind(self, *args, **kwargs)
+    try:
+        executor = _original_bind(self, *args, **kwargs)
+    except mx.MXNetError as err:
+        ours = _shape_error(self, _bound_shapes(self, args[1:2] or [kwargs.get("args")]), err,
+                            "bind")
+        if ours is None:
+            raise
+        raise ours from None
     _check_reshapes(executor)
     return executor
 
 
+def _bound_shapes(symbol, given):
+    """The shapes of the arrays given to ``bind`` (``args``: a list or a dict)."""
+    arrays = given[0] if given else None
+    if isinstance(arrays, dict):
+        return {k: v.shape for k, v in arrays.items() if hasattr(v, "shape")}
+    if isinstance(arrays, (list, tuple)):
+        return {k: v.shape for k, v in zip(symbol.list_arguments(), arrays)
+                if hasattr(v, "shape")}
+    return {}
+
+
 def _reshape(self, *args, **kwargs):
-    executor = _original_reshape(self, *args, **kwargs)
+    try:
+        executor = _original_reshape(self, *args, **kwargs)
+    except mx.MXNetError as err:
+        ours = _shape_error(self._symbol, {k: v for k, v in kwargs.items()
+                                           if isinstance(v, tuple)}, err, "reshape")
+        if ours is None:
+            raise
+        raise ours from None
     _check_reshapes(executor)
     undecided = _undecided(executor)
     if undecided:

@@ -1,4 +1,6 @@
 """Checks of user input shared by every op, recursion included (user-facing errors, once)."""
+import inspect
+
 import numpy as np
 import mxnet as mx
 
@@ -16,6 +18,23 @@ def check_callable(op, **funcs):
                             % (op_at(op), what, type(fn).__name__,
                                "; pass a function (lambda: x for a branch returning x)"
                                if isinstance(fn, (mx.sym.Symbol, mx.nd.NDArray)) else ""))
+
+
+def check_arity(op, arguments, **funcs):
+    """A user's function that cannot take the positional ``arguments`` (names) the op calls it
+    with: the TypeError calling it raises (MXNet's ops raise it, "<lambda>() takes 1
+    positional argument but 2 were given", with no line of the user's), at the user's call
+    and naming the function's role, before anything is traced or run."""
+    for what, fn in funcs.items():
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):   # (no signature, a builtin's: its call tells)
+            continue
+        try:
+            signature.bind(*arguments)
+        except TypeError as err:
+            raise TypeError("%s: %s cannot be called as %s(%s): %s"
+                            % (op_at(op), what, what, ", ".join(arguments), err)) from None
 
 
 class ArrayTypeError(TypeError, AssertionError):

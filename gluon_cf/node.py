@@ -414,8 +414,9 @@ class _NodeOperator(mx.operator.CustomOp):
             inputs = dense_copies(in_data)
             if self.seed is not None:   # the forward's random draws again
                 mx.random.seed(self.seed, ctx=inputs[0].context)
-            # Into arrays of its own: MXNet's outputs may be read meanwhile.
-            scratch = [mx.nd.empty(o.shape, dtype=o.dtype) for o in out_data]
+            # Into arrays of its own: MXNet's outputs may be read meanwhile (on their
+            # context: NOTE [arrays of a node on another context]).
+            scratch = [mx.nd.empty(o.shape, o.context, o.dtype) for o in out_data]
             heads, written, planned = self._run(inputs, self.is_train, wanted, scratch)
             saved = (inputs, heads, wanted, written, planned)
             if self.remat:
@@ -449,6 +450,13 @@ class _NodeOperator(mx.operator.CustomOp):
         self.backward_done = True
 
 
+# NOTE [arrays of a node on another context]
+#     MXNet hands a Custom operator its arrays labelled with its engine run context's device
+#     id, 0 for every CPU (custom.cc): a node of a block run on ``mx.cpu(1)`` (data-parallel
+#     training over ``[cpu(0), cpu(1)]``) sees ``cpu(0)`` arrays, while the current context
+#     is the caller's ``cpu(1)``. An array a node makes for itself is made on the context of
+#     the arrays it goes with, never the current one: mixed, one CachedOp refused them ("all
+#     inputs to live on the same context") or autograd's backward failed its shape check.
 # NOTE [outputs of no differentiable input]
 #     A node's recorded outputs may reach none of its marked inputs by a differentiable path:
 #     a loop whose states are a counter and a flag set under an `if` whose condition reads

@@ -634,7 +634,8 @@ def _differs(a, b):
     """An NDArray holding 1.0 when ``a`` and ``b`` differ beyond rounding, else 0.0 (None for
     values that cannot be compared)."""
     if a.shape != b.shape:
-        return mx.nd.ones((1,))
+        # (on cpu() as the others: NOTE [arrays of a node on another context] in node.py)
+        return mx.nd.ones((1,), ctx=mx.cpu())
     if a.size == 0:
         return None
     a32, b32 = a.astype("float32"), b.astype("float32")

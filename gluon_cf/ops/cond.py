@@ -14,8 +14,8 @@ from .._names import name_manager
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
                        merge_captures, pending_shapes, trace, user_location)
-from ..checks import (ArgumentValueError, ArrayTypeError, check_callable, check_scalar_pred,
-                      dtype_name, mismatch, mode_of, op_at, pred_value)
+from ..checks import (ArgumentValueError, ArrayTypeError, check_arity, check_callable,
+                      check_scalar_pred, dtype_name, mismatch, mode_of, op_at, pred_value)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 
@@ -51,6 +51,7 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     array([-1.,  3.], dtype=float32)
     """
     check_callable(OP, then_func=then_func, else_func=else_func)
+    check_arity(OP, (), then_func=then_func, else_func=else_func)
     pred = _one_symbol(pred)
     if isinstance(pred, mx.sym.Symbol):
         return _cond_symbolic(pred, then_func, else_func, name)

@@ -12,8 +12,9 @@ from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
-from ..checks import (check_callable, check_kept_shapes, check_pair, check_same_dtypes,
-                      check_structure, flatten_argument, mismatch, mode_of, op_at, stack_steps)
+from ..checks import (check_arity, check_callable, check_kept_shapes, check_pair,
+                      check_same_dtypes, check_structure, flatten_argument, mismatch, mode_of,
+                      op_at, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
 from .foreach_data import check_lengths, check_sliceable, length_of
@@ -68,6 +69,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
     flat_states, states_fmt = flatten_argument(OP, init_states, "init_states")
     if not flat_data:
         raise ValueError("%s: data must contain at least one array" % op_at(OP))
+    check_arity(OP, ("data", "states"), body=body)
     mode = mode_of(OP, flat_data + flat_states, "data and init_states")
     remat = _remat.check_remat(OP, remat)
     step = _Step(body, data_fmt, states_fmt)

@@ -132,10 +132,11 @@ def forward_into(node, inputs, out_data, is_train):
         graph = _step_graph(node, steps, row_shapes, stacked=not recording)
         op = graph.cached_op()
         step_data = [d[begin + t] for t in range(steps) for d in data]
+        # (arrays on the states' context: NOTE [arrays of a node on another context])
         if recording:
             rows = [out_data[k][begin + t] for k in range(num_out) for t in range(steps)]
             result = graph.recorded()(*_args(op, step_data, states, captured),
-                                      out=rows + [mx.nd.empty(s.shape, dtype=s.dtype)
+                                      out=rows + [mx.nd.empty(s.shape, s.context, s.dtype)
                                                   for k, s in enumerate(states)
                                                   if k not in graph.aliases])
             result = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -158,7 +159,7 @@ def forward_into(node, inputs, out_data, is_train):
                 targets = list(out_data[num_out:])
             else:
                 if buffers is None:
-                    buffers = [[mx.nd.empty(s.shape, dtype=s.dtype) for s in states]
+                    buffers = [[mx.nd.empty(s.shape, s.context, s.dtype) for s in states]
                                for _ in range(2)]
                 targets = buffers[(begin // per_call) % 2]
             outs = [out_data[k][begin:begin + steps] for k in range(num_out)] + targets

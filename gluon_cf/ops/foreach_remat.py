@@ -121,8 +121,10 @@ class IntoLoop(_remat.Loop):
         k = self.remat if isinstance(self.remat, int) else self._measured_interval(own)
         self.k, self.steps = k, length
         # checkpoints[i][s]: state own[i] entering step s * k (row 0: the initial state)
+        # (on the states' context: NOTE [arrays of a node on another context])
         segments = math.ceil(length / k)
-        self.buffers = [mx.nd.empty((segments,) + self.init[i].shape, dtype=self.init[i].dtype)
+        self.buffers = [mx.nd.empty((segments,) + self.init[i].shape, self.init[i].context,
+                                    self.init[i].dtype)
                         for i in own]
         for buf, i in zip(self.buffers, own):
             buf[0] = self.init[i]
@@ -141,7 +143,8 @@ class IntoLoop(_remat.Loop):
                 targets = [buf[(t + 1) // k] for buf in self.buffers]
             else:
                 if scratch is None:
-                    scratch = [[mx.nd.empty(self.init[i].shape, dtype=self.init[i].dtype)
+                    scratch = [[mx.nd.empty(self.init[i].shape, self.init[i].context,
+                                         self.init[i].dtype)
                                 for i in own] for _ in range(2)]
                 targets = scratch[t % 2]
             rows = [self.out_data[j][t] for j in range(num_out)]

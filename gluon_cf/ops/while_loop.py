@@ -7,12 +7,12 @@ import numpy as np
 from .. import executor, node as _node, registry, remat as _remat
 from ..executor import done
 from ..graph import Graph
-from .._structure import containers_of, describe, flatten, regroup, regroup_like
-from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, pending_shapes,
-                       trace, user_location)
-from ..checks import (LoopVarShapeChange, check_callable, check_kept_shapes, check_pair,
-                      check_same_dtypes, check_scalar_pred, check_structure, flatten_argument,
-                      mismatch, mode_of, op_at, pred_value, stack_steps)
+from .._structure import containers_of, describe, regroup, regroup_like
+from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, flatten_returned,
+                       pending_shapes, trace, user_location)
+from ..checks import (LoopVarShapeChange, check_arity, check_callable, check_kept_shapes,
+                      check_pair, check_same_dtypes, check_scalar_pred, check_structure,
+                      flatten_argument, mismatch, mode_of, op_at, pred_value, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
@@ -82,6 +82,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 0:
         raise ValueError("%s: loop_vars must contain at least one array" % op_at(OP))
     flat_vars, vars_fmt = flatten_argument(OP, loop_vars, "loop_vars")
+    check_arity(OP, ["loop_vars[%d]" % k for k in range(len(vars_fmt))] if vars_fmt != 0 else
+                ["loop_vars"], cond=cond, func=func)
     mode = mode_of(OP, flat_vars, "loop_vars")
     max_iterations = check_max_iterations(max_iterations, mode)
     remat = _remat.check_remat(OP, remat)
@@ -215,10 +217,14 @@ class _Step:
             new_vars = [new_vars]
         if self.vars_fmt == 0 and isinstance(new_vars, (list, tuple)) and len(new_vars) == 1:
             new_vars = new_vars[0]
-        flat_vars, fmt = flatten(new_vars, "gluon_cf.while_loop", "new_loop_vars")
+        # (flatten_returned: the user's value, named at the user's line as foreach's and
+        # cond's are, an ArrayTypeError (an AssertionError too, as MXNet's while_loop raises))
+        flat_vars, fmt = flatten_returned(new_vars, "gluon_cf.while_loop",
+                                          "the new_loop_vars returned by func")
         check_structure(OP, "func returned new_loop_vars", fmt, "loop_vars", self.vars_fmt)
         self.vars_like = containers_of(new_vars)
-        flat_out, out_fmt = flatten(outputs, "gluon_cf.while_loop", "step_output")
+        flat_out, out_fmt = flatten_returned(outputs, "gluon_cf.while_loop",
+                                             "the step_output returned by func")
         if self.out_fmt is not None and out_fmt != self.out_fmt:
             raise ValueError("%s: func returned step_output structured as %s at one step "
                              "and %s at another" % (op_at(OP), describe(out_fmt),
