@@ -49,6 +49,11 @@ def random_ops(spec):
     return sorted({n["op"] for n in _nodes_of(spec) if is_random_op(n["op"])})
 
 
+def nodes_of_spec(spec):
+    """Every JSON node of a node's subgraphs, nested gluon_cf nodes' subgraphs included."""
+    return _nodes_of(spec)
+
+
 def _nodes_of(spec):
     """Every JSON node of a node's subgraphs, nested gluon_cf nodes' subgraphs included."""
     for graph in spec.get("graphs", {}).values():
