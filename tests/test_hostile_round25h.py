@@ -253,3 +253,46 @@ def test_no_program_hangs_in_a_fresh_process():
                 __import__("pathlib").Path(__file__).parent)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+class _BatchDotInCondInWhile(HybridBlock):
+    """A Luong attention step (batch_dot of the state and the memory) in a cond's branch per
+    step of a while_loop, given a query of one more axis (batch_dot takes 3-D arrays)."""
+
+    def hybrid_forward(self, F, q, mem):
+        def body(i, h):
+            h2 = gluon_cf.cond(F.sum(h) > 0, lambda: F.batch_dot(h, mem) + h,  # the step
+                               lambda: h * 0.5)
+            return [], [i + 1, h2]
+        _, (i, h) = gluon_cf.while_loop(lambda i, h: i < 3, body, [F.zeros((1,)), q],
+                                        max_iterations=3)
+        return h
+
+
+class _BatchDotInCond(HybridBlock):
+    def hybrid_forward(self, F, q, mem):
+        return gluon_cf.cond(F.sum(q) > 0, lambda: F.batch_dot(q, mem) + q,  # the step
+                             lambda: q * 0.5)
+
+
+@pytest.mark.parametrize("first_good", [False, True], ids=["fresh", "after a good call"])
+@pytest.mark.parametrize("cls", [_BatchDotInCondInWhile, _BatchDotInCond],
+                         ids=lambda c: c.__name__)
+def test_an_operators_own_shape_check_in_a_branch_names_the_users_line(cls, first_good):
+    """An operator refusing its inputs with words of its own ("batch_dot currently only
+    support N-D*N-D array", not "Incompatible attr"), in a cond's branch: it was MXNet's
+    "MXNetError: Error in operator ..._batch_dot0: ... ../src/operator/tensor/./dot-inl.h:1448"
+    with no line of the user's (and, through gluonnlp's deferred layers on a first call,
+    wrapped in "Deferred initialization failed"); now an OperatorShapeError at the line that
+    made the batch_dot, on every call, whatever came before."""
+    net = cls()
+    net.initialize()
+    net.hybridize()
+    mem = mx.nd.ones((2, 4, 4)) * 0.1
+    if first_good:
+        net(mx.nd.ones((2, 1, 4)), mem).wait_to_read()
+    with pytest.raises(mx.MXNetError) as caught:
+        net(mx.nd.ones((1, 2, 1, 4)), mem).wait_to_read()
+    line = hostile_harness.line_in(__file__, "# the step", cls)
+    assert str(caught.value).startswith(f"{__file__}:{line}: batch_dot (node "), caught.value
+    assert hostile_harness.located(caught.value, [__file__]), caught.value

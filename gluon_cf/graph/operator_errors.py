@@ -45,7 +45,12 @@ def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
     errors or nodes."""
     text = str(err)
     where = node.get("attrs", {}).get(SOURCE_ATTR)
-    if where is None or not _REFUSED.search(text) or \
+    # (MXNet writes "Error in operator <node>: ..." only where it infers a node's shapes or
+    # dtypes: that node refused its inputs, whatever words its own check used, as batch_dot's
+    # "batch_dot currently only support N-D*N-D array": NOTE [operators refusing shapes at
+    # run time])
+    inferred = "Error in operator %s:" % node.get("name") in text
+    if where is None or not (_REFUSED.search(text) or inferred) or \
             type(err).__module__.startswith("gluon_cf"):   # (ours says what it is already)
         return None
     detail = next((mxnet_message(line) for line in text.splitlines() if "Check failed" in line
