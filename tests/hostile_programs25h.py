@@ -24,6 +24,7 @@ from gluon_cf import autograph
 
 import hostile_harness
 from hostile_programs22b import ContribBlock
+from hostile_programs24a import _Dense
 
 PROGRAMS, program = hostile_harness.program_registry()
 rand, floats = hostile_harness.rand, hostile_harness.floats
@@ -35,13 +36,6 @@ SEQ = ([rand(4, 2, 3, seed=2504), rand(2, 3, seed=2505)],
        [rand(5, 1, 3, seed=2508), rand(1, 3, seed=2509)])
 MASKS = ([rand(4, 3, seed=2510), floats(1, 0, 1, 1)], [rand(4, 3, seed=2511), floats(0, 0, 0, 0)],
          [rand(4, 3, seed=2512), floats(1, 1, 1, 1)], [rand(2, 3, seed=2513), floats(0, 1)])
-
-
-class _Dense(HybridBlock):
-    def __init__(self, units=3):
-        super().__init__()
-        with self.name_scope():
-            self.fc = nn.Dense(units, in_units=units, flatten=False)
 
 
 # ---- tf.while_loop ports: tuples of tuples, nested lists (against MXNet's own ops) ----------
