@@ -72,8 +72,18 @@ def _plain(cls):
     return getattr(cls, "plain_forward", None) or cls.hybrid_forward.__wrapped__
 
 
-@pytest.mark.parametrize("cls", DYNAMIC, ids=lambda c: c.__name__)
-def test_dynamic_program_whatever_came_before_equals_a_fresh_block(cls):
+# (and every other program but those whose layers infer their weights' shapes on a first call:
+# gluonnlp's deferred Dense layers take a wider first input on a fresh block, as in plain
+# Gluon, and refuse it after a narrower one)
+DEFERRED = {programs.NlpMultiHeadAttentionInWhile, programs.NlpPositionwiseFFNInForeach,
+            programs.NlpUniversalTransformerEncoderCell,
+            programs.NlpDotAttentionMaskedInCondInWhile}
+HISTORIES = DYNAMIC + [c for c in programs.PROGRAMS
+                       if c not in DYNAMIC and c not in DEFERRED | BATCHNORM]
+
+
+@pytest.mark.parametrize("cls", HISTORIES, ids=lambda c: c.__name__)
+def test_program_whatever_came_before_equals_a_fresh_block(cls):
     inputs = programs.PROGRAMS[cls]
     oracles = {}
 
