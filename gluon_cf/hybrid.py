@@ -638,7 +638,27 @@ def _infer_attrs(self, infer_fn, attr, *args):
     return None
 
 
+def _deferred_infer_shape(self, *args):
+    """``HybridBlock._deferred_infer_shape``: NOTE [errors through deferred initialisation]."""
+    # NOTE [errors through deferred initialisation]
+    #     A block with a deferred parameter (a Dense without ``in_units``: gluonnlp's layers
+    #     make them all so) infers its shapes from its graph on its first call, and MXNet
+    #     wraps whatever that raises in "ValueError: Deferred initialization failed because
+    #     shape cannot be inferred. ...". An error of gluon_cf's own there (an operator of a
+    #     body refusing its shapes, an autograph refusal) already names the user's line and
+    #     what to change, and is of the type the same block without deferred parameters
+    #     raises: it reaches the user as it is. MXNet's own errors keep MXNet's wrapping.
+    try:
+        self.infer_shape(*args)
+    except Exception as err:
+        if type(err).__module__.partition(".")[0] == "gluon_cf":
+            raise
+        raise ValueError("Deferred initialization failed because shape cannot be inferred. "
+                         "{}".format(err))
+
+
 _original_infer_attrs = _block.HybridBlock._infer_attrs
+_block.HybridBlock._deferred_infer_shape = _deferred_infer_shape
 _block.HybridBlock._infer_attrs = _infer_attrs
 _block.HybridBlock._get_graph = _get_graph
 _block.HybridBlock._clear_cached_op = _clear_cached_op
