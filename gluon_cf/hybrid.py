@@ -40,20 +40,17 @@ from mxnet.gluon import block as _block
 
 from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
-from .graph.decoded import holds_random_ops, nodes_of_spec
 from .graph.operator_errors import OperatorShapeError
 from .graph.cached_graph import ReshapeChecks, check_reshapes
+from .hybrid_inline import INLINE_FAILED, INLINE_RUNS, inference_inline, inline_inference_graph
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
-from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, is_random_op
+from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS
 from .shared_handles import own_handles
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
                              parameter_file_error)
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
-INLINE = [True]   # NOTE [recursion inference in the calling thread] (False: to measure)
-INLINE_RUNS = [0]     # calls run in the calling thread (for tests, tools)
-INLINE_FAILED = [0]   # of which failed and were run again by the CachedOp (for tests)
 
 
 class _Plan:
@@ -75,7 +72,7 @@ class _Plan:
         self.unwritten_gradients = self.has_nodes and any(
             n["op"] in NO_GRADIENT_INPUTS for n in self.js["nodes"])
         self.partitioned = {}   # thread id -> PartitionedGraph
-        self.inline_inference = self.has_nodes and _inline_inference_graph(self.js)
+        self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
 
     def _fed_by_run_time_shapes(self):
         """Whether a gluon_cf node of the graph reads a value computed from a dynamic-shape
@@ -157,7 +154,7 @@ def _run_built(self, args, lock):
             any(0 in shape for shape in key)
         # See NOTE [recursion inference in the calling thread]
         first_inline = not partitioned and fmt == self._in_format and \
-            plan.inline_inference and _inference_inline()
+            plan.inline_inference and inference_inline()
         cached_op_args = list(self._cached_op_args)
     if first_inline:
         try:
@@ -195,51 +192,6 @@ def _run_built(self, args, lock):
             str(err) if err.located else "%s (in %s)" % (err, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
-
-
-# NOTE [recursion inference in the calling thread]
-#     Run as the block's CachedOp, a graph's outermost gluon_cf node is an MXNet Custom
-#     operator: MXNet infers the whole graph's shapes for every new input shape (tree models see
-#     one with every forest: our Python shape rules called back), plans its static memory
-#     again, creates the operator (Python again) and hands its forward to a Custom-op thread,
-#     which copies the node's outputs into MXNet's arrays; that thread and the caller then take
-#     turns holding Python's GIL. For a recursion, this host time comes before its first group
-#     call, while MXNet's engine has nothing to compute (README, issue 28, session 25: TreeLSTM
-#     batch 1 inference, ~1 ms of CPU per batch of ~5). So a call that records nothing, in
-#     predict mode, with the batching executor, of a graph holding a recursion node and drawing
-#     no random numbers (a node's thread draws them from the caller's seed, NOTE [the caller's
-#     seed] in node.py) and holding no user CustomOp, runs partitioned (NOTE [partitioned
-#     blocks]): the ordinary operators as CachedOp segments, the nodes by their rules in the
-#     calling thread, as a graph of run-time shapes always runs. The values are the rules' own
-#     either way. Errors are left to the CachedOp: a call that raises anything runs again as
-#     the CachedOp (nothing recorded, nothing random: the same values or the same error, at
-#     the user's line, in its words). Training keeps the Custom operator, whose forward the
-#     planned backward needs (NOTE [planned backward] in recursion/planned_backward.py).
-def _inline_inference_graph(js):
-    """Whether a block's graph runs its nodes in the calling thread in inference (NOTE
-    [recursion inference in the calling thread]): it holds a recursion node (at the top or in a
-    node's subgraphs), and neither it nor a node's subgraph draws random numbers or holds a
-    user's CustomOp."""
-    nodes = js["nodes"]
-    if any(registry.is_user_custom(n) or is_random_op(n["op"]) for n in nodes):
-        return False
-    found = False
-    for n in nodes:
-        if registry.kind_of(n):
-            spec = json.loads(n["attrs"]["spec"])
-            if holds_random_ops(spec) or any(registry.is_user_custom(m)
-                                             for m in nodes_of_spec(spec)):
-                return False
-            found = found or registry.kind_of(n) == "recursion" or any(
-                registry.kind_of(m) == "recursion" for m in nodes_of_spec(spec))
-    return found
-
-
-def _inference_inline():
-    """Whether this call is an inference the batching executor runs (NOTE [recursion
-    inference in the calling thread]): nothing recorded, predict mode."""
-    return not mx.autograd.is_recording() and not mx.autograd.is_training() \
-        and executor.get_executor() == "batched" and INLINE[0]
 
 
 class BlockZeroSizeError(ZeroSizeError, mx.MXNetError):

@@ -1,5 +1,5 @@
 """Recursion inference in the calling thread (issue 28, session 25; NOTE [recursion inference in
-the calling thread] in gluon_cf/hybrid.py): an inference call of a hybridized block holding a
+the calling thread] in gluon_cf/hybrid_inline.py): an inference call of a hybridized block holding a
 recursion runs its nodes by their rules in the caller's thread, not as a Custom operator on
 MXNet's Custom-op thread. Its outputs equal the Custom operator's (1e-6) and eager ones
 (random forests, chains, single nodes, repeated roots, mutual recursion, forests of equal sizes
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from mxnet import autograd, gluon, nd
 
 import gluon_cf
-from gluon_cf import hybrid
+from gluon_cf import hybrid_inline
 from gluon_cf.data.trees import parse_tree, synthetic_treebank
 from gluon_cf.models import TreeLSTM, TreeRNN
 from gluon_cf.recursion import schedule
@@ -28,7 +28,7 @@ def batched_executor():
     gluon_cf.set_executor("batched", ahead_of_time=True)
     yield
     gluon_cf.set_executor(previous)
-    hybrid.INLINE[0] = True
+    hybrid_inline.INLINE[0] = True
 
 
 def _threads(monkeypatch):
@@ -54,11 +54,11 @@ def _net(model, vocab, seed=0):
 
 def _both(net, inputs):
     """(outputs in the calling thread, outputs by the Custom operator) of an inference call."""
-    hybrid.INLINE[0] = True
+    hybrid_inline.INLINE[0] = True
     inline = [o.asnumpy() for o in _outputs(net(*inputs))]
-    hybrid.INLINE[0] = False
+    hybrid_inline.INLINE[0] = False
     custom = [o.asnumpy() for o in _outputs(net(*inputs))]
-    hybrid.INLINE[0] = True
+    hybrid_inline.INLINE[0] = True
     return inline, custom
 
 
@@ -88,10 +88,10 @@ def test_inference_runs_in_the_calling_thread(monkeypatch):
     vocab, inputs = _forest(synthetic_treebank(4, shape="sst", seed=5, max_length=12))
     net = _net(TreeLSTM, vocab)
     seen = _threads(monkeypatch)
-    runs = hybrid.INLINE_RUNS[0]
+    runs = hybrid_inline.INLINE_RUNS[0]
     net(*inputs)[0].wait_to_read()
     assert seen == [threading.get_ident()]
-    assert hybrid.INLINE_RUNS[0] == runs + 1
+    assert hybrid_inline.INLINE_RUNS[0] == runs + 1
 
 
 @pytest.mark.parametrize("model", [TreeLSTM, TreeRNN])
@@ -167,13 +167,13 @@ def test_training_keeps_the_custom_operator_and_eager_gradients(monkeypatch):
     net = _net(TreeLSTM, vocab)
     eager = _run(net, inputs, None)
     seen = _threads(monkeypatch)
-    runs = hybrid.INLINE_RUNS[0]
+    runs = hybrid_inline.INLINE_RUNS[0]
     trained = _run(net, inputs, "batched")
     assert seen and threading.get_ident() not in seen
-    assert hybrid.INLINE_RUNS[0] == runs
+    assert hybrid_inline.INLINE_RUNS[0] == runs
     _assert_same(trained, eager)
     net(*inputs)[0].wait_to_read()
-    assert hybrid.INLINE_RUNS[0] == runs + 1
+    assert hybrid_inline.INLINE_RUNS[0] == runs + 1
 
 
 def test_train_mode_and_random_graphs_keep_the_custom_operator():
@@ -181,10 +181,10 @@ def test_train_mode_and_random_graphs_keep_the_custom_operator():
     operator's thread draws from the caller's seed) are not run in the calling thread."""
     vocab, inputs = _forest(synthetic_treebank(3, shape="sst", seed=6, max_length=10))
     net = _net(TreeRNN, vocab)
-    runs = hybrid.INLINE_RUNS[0]
+    runs = hybrid_inline.INLINE_RUNS[0]
     with autograd.train_mode():
         net(*inputs)[0].wait_to_read()
-    assert hybrid.INLINE_RUNS[0] == runs
+    assert hybrid_inline.INLINE_RUNS[0] == runs
 
     class Noisy(gluon.HybridBlock):
         def __init__(self, inner):
@@ -197,7 +197,7 @@ def test_train_mode_and_random_graphs_keep_the_custom_operator():
     noisy = Noisy(net)
     noisy.hybridize()
     noisy(*inputs).wait_to_read()
-    assert hybrid.INLINE_RUNS[0] == runs
+    assert hybrid_inline.INLINE_RUNS[0] == runs
 
 
 def test_a_failing_call_gives_the_custom_operators_error():
@@ -216,9 +216,9 @@ def test_a_failing_call_gives_the_custom_operators_error():
     net = Shallow()
     net.hybridize()
     deep = nd.array([1, 2, 3, 4, 5, -1])
-    failed = hybrid.INLINE_FAILED[0]
+    failed = hybrid_inline.INLINE_FAILED[0]
     with pytest.raises(gluon_cf.RecursionDepthError, match="max_depth=3") as raised:
         net(deep, nd.array([0])).asnumpy()
-    assert hybrid.INLINE_FAILED[0] == failed + 1
+    assert hybrid_inline.INLINE_FAILED[0] == failed + 1
     assert "test_schedule_h28b1.py:" in str(raised.value), str(raised.value)
     np.testing.assert_array_equal(net(nd.array([1, -1]), nd.array([0])).asnumpy(), [[2]])
