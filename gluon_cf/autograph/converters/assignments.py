@@ -46,6 +46,18 @@ def _pure(node):
     return False
 
 
+def _container(value):
+    """Whether ``value`` makes a new Python container: a display, a comprehension or a call
+    of ``list``, ``dict``, ``set``, ``bytearray`` (converted: a call of ``__ag__``)."""
+    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+                          ast.SetComp)):
+        return True
+    func = value.func if isinstance(value, ast.Call) else None
+    if isinstance(func, ast.Call) and func.args:      # (__ag__.builtin(list, where))
+        func = func.args[0]
+    return isinstance(func, ast.Name) and func.id in ("list", "dict", "set", "bytearray")
+
+
 def _loaded(target):
     """The target ``target`` (a Store) as an expression reading it."""
     node = ast.parse(ast.unparse(target), mode="eval").body
@@ -90,6 +102,11 @@ class AssignmentsConverter(Converter):
     def visit_Assign(self, node):
         checks = self._effects(node, node.targets)
         self.generic_visit(node)
+        if node in self.parents and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and _container(node.value):
+            # parts = [row]: a container the graph region being traced made is its own
+            # (NOTE [autograph side effects])
+            node.value = runtime_call("made", [node.value])
         if node in self.parents and any(isinstance(t, (ast.Tuple, ast.List))
                                         for t in node.targets):
             node.value = runtime_call("iterated", [node.value, ast.Constant(self.where(node)),

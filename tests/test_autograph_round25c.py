@@ -1,0 +1,150 @@
+"""Issue 24 item 1, round 25c: ``for a, b in x`` over a tensor (each row unpacked; NOTE
+[autograph unpacking loops]) converts, and so does a helper appending to a list the step made
+(NOTE [autograph side effects]): the blocks of ``hostile_programs25c.py`` equal plain
+Python on NDArrays (the oracle), eagerly and hybridized, values and gradients, over 0, 1 and
+several rows; the variants that cannot convert are refused at the user's line. And random
+programs of unpacking loops (the hypothesis generator of ``test_autograph_programs``)."""
+import re
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gluon_cf
+
+import hostile_harness
+import hostile_programs25c as programs
+import test_autograph
+import test_autograph_programs as generated
+
+FILES = [programs.__file__]
+_classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export=False)
+
+REFUSED = {programs.UnpackTooFewNames, programs.UnpackedNameWithoutValueReadAfter,
+           programs.UnpackStarredTarget, programs.UnpackAppendAndBreak,
+           programs.EnumerateOfWhileList, programs.HelperAppendsToTheStepsListUnderTensorIf,
+           programs.HelperAppendsToAListMadeBeforeTheLoop}
+
+
+@pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
+def test_unpacking_loop_equals_its_oracle_or_is_refused_at_its_line(block_class):
+    result = _classified(block_class)
+    assert not hostile_harness.not_equal_or_refused(result), result
+    kinds = {mode: kind for mode, (kind, _) in result.items()}
+    if block_class in REFUSED:
+        assert kinds == {"eager": "equal", "hybrid": "refused"}, result
+    else:
+        assert kinds == {"eager": "equal", "hybrid": "equal"}, result
+
+
+def _line(text, block_class=None):
+    return hostile_harness.line_in(programs.__file__, text, block_class)
+
+
+def test_a_tensor_for_unpacking_its_rows_is_one_foreach():
+    """``for a, b in x`` was refused ("it unpacks its items, which a graph's loop cannot
+    express yet"); it is one foreach whose steps unpack the row."""
+    net = hostile_harness._make(programs.UnpackEachRow)
+    net.hybridize()
+    net(mx.nd.array(programs.PAIRS[0][0]))
+    graph = net._cached_graph[1].tojson()
+    assert "foreach" in graph and graph.count('"op": "_foreach"') + \
+        graph.count("gluon_cf") >= 1, graph[:300]
+
+
+def test_the_unpacking_loop_of_test_autograph_converts():
+    """test_autograph's ``ForUnpacks`` (``for a, b in F.stack(x, x, axis=1)``), its refusal
+    example until this round, equals plain Python hybridized."""
+    inputs = [test_autograph.INPUTS[0] * 4]
+    result = hostile_harness.classify(test_autograph.ForUnpacks, [[np.asarray(
+        inputs[0], np.float32)]], [test_autograph.__file__], export=False)
+    assert {m: k for m, (k, _) in result.items()} == {"eager": "equal", "hybrid": "equal"}, \
+        result
+
+
+def test_rows_of_another_length_are_pythons_value_error_at_the_line():
+    err = hostile_harness.hybridized_error(programs.UnpackTooFewNames, programs.TRIPLES[0][0])
+    text = "for a, b in x:"
+    assert isinstance(err, gluon_cf.AutographError) and isinstance(err, ValueError), repr(err)
+    assert str(err).startswith(
+        f"{programs.__file__}:{_line(text, programs.UnpackTooFewNames)}: {text} too many "
+        f"values to unpack (expected 2): each row of this for loop's tensor holds 3 "
+        f"items"), err
+
+
+@pytest.mark.parametrize("block_class,text,message", [
+    (programs.UnpackedNameWithoutValueReadAfter, "for a, b in x:",
+     "variable 'a' is assigned in this for loop on a tensor but has no value before it"),
+    (programs.UnpackStarredTarget, "for a, *rest in x:",
+     "this for loop is on a tensor, but it unpacks its items, which a graph's loop cannot "
+     "express yet"),
+    (programs.UnpackAppendAndBreak, "for a, b in x:",
+     "this for loop over a tensor appends to a list and may end under a tensor condition"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_unpacking_variants_that_stay_refused_name_the_line(block_class, text, message):
+    err = hostile_harness.hybridized_error(block_class, programs.PAIRS[0][0])
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    # (the line's own colon ends its quote: file:12: for a, b in x: message)
+    assert str(err).startswith(f"{programs.__file__}:{_line(text, block_class)}: {text} "
+                               f"{message}"), err
+
+
+@pytest.mark.parametrize("block_class,region", [
+    (programs.HelperAppendsToTheStepsListUnderTensorIf, "if F.sum(row) > 0:"),
+    (programs.HelperAppendsToAListMadeBeforeTheLoop, "for row in x:")],
+    ids=lambda v: getattr(v, "__name__", None))
+def test_a_helper_changing_a_list_of_another_region_is_refused_at_its_line(block_class,
+                                                                          region):
+    """A helper's ``items.append(v)`` of a list the step made converts (it was refused: the
+    check could not tell it from an outside list); a list made outside the innermost tensor
+    if or loop being traced stays refused, naming the helper's line and the region's."""
+    err = hostile_harness.hybridized_error(block_class, programs.ROWS[0][0])
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    assert str(err).startswith(
+        f"{programs.__file__}:{_line('    items.append(v)')}: items.append(v): this "
+        f"statement changes a Python list (.append), inside the "), err
+    assert f"{programs.__file__}:{_line(region, block_class)} ({region})" in str(err), err
+
+
+def test_random_programs_of_unpacking_loops_equal_plain_python_or_are_refused(
+        tmp_path_factory):
+    """``tensor_blocks(unpack=True)``: the generator of test_autograph_programs with loops
+    unpacking their items (over a tensor's rows, reversed, a slice, enumerate, zip) among
+    its ifs, loops, breaks and appends; fixed seed (derandomized)."""
+    tmp_path = tmp_path_factory.mktemp("unpacking_programs")
+    counts = {}
+    sources = []
+
+    @settings(max_examples=120, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(generated.tensor_blocks(unpack=True), st.floats(-1, 1, width=32),
+           st.floats(-1, 1, width=32))
+    def check(lines, x0, y0):
+        body = "\n".join("        " + "    " * d + t for d, t in lines)
+        source = ("import mxnet as mx, gluon_cf\n"
+                  "class Net(mx.gluon.HybridBlock):\n"
+                  "    @gluon_cf.autograph(max_iterations=8)\n"
+                  "    def hybrid_forward(self, F, x, y, seq):\n"
+                  "        acc = []\n        z = x\n"
+                  f"{body}\n        return x + y\n")
+        sources.append(source)
+        cls = generated._load(source, tmp_path, "Net")
+        net, path = cls(), cls.hybrid_forward.__wrapped__.__code__.co_filename
+        x, y = np.array([x0], np.float32), np.array([y0], np.float32)
+        seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
+        want = generated._run(net, True, x, y, seq)
+        for mode in ("eager", "hybrid"):
+            if mode == "hybrid":
+                net.hybridize()
+            got = generated._run(net, False, x, y, seq, located=[path])
+            generated._same_outcome(counts, source, mode, want, got)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check()
+    print("programs:", len(sources), "outcomes (mode, plain, converted):", counts)
+    unpacking = [s for s in sources if re.search(r"for a\d, b\d in ", s)]
+    assert len(unpacking) > 60, len(unpacking)
+    # most run hybridized and are compared with plain Python
+    assert counts.get(("hybrid", "value", "value"), 0) > 70, counts
