@@ -385,3 +385,72 @@ class HelperAppendsToAListMadeBeforeTheLoop(HybridBlock):
             _add(parts, row)
             h = h + row
         return h + parts[0]
+
+
+# ---- a ternary of numbers on a tensor test (item 6: stays refused, saying what to write) --
+
+@program(*STATES)
+class TernaryOfTwoNumbers(HybridBlock):
+    """``k = 2 if F.sum(x) > 0 else 3``: an int in Python, only an array in a graph."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        k = 2 if F.sum(x) > 0 else 3
+        return x * k
+
+
+@program(*STATES)
+class TernaryOfTwoNumbersAsTheMessageSays(HybridBlock):
+    """The refusal's suggestion, written out: the choice as an array, used as one."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        k = F.where(F.sum(x) > 0, F.full((1,), 2), F.full((1,), 3))
+        return x * k
+
+
+# ---- nested unpacking of a tensor's rows (a Symbol yields itself once, not its rows) -----
+
+@program(*PAIRS[:3])
+class EnumerateWithNestedTarget(HybridBlock):
+    """``for i, (a, b) in enumerate(x)``: the inner target unpacks a row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for i, (a, b) in enumerate(x):
+            h = F.tanh(h + a * b * (i + 1))
+        return h
+
+
+@program(*PAIRS[:3])
+class NestedUnpackingAssignment(HybridBlock):
+    """``i, (a, b) = 2, x[0]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        i, (a, b) = 2, x[0]
+        return a * b + i
+
+
+@program(*PAIRS[:3])
+class NestedUnpackingOfOneRow(HybridBlock):
+    """``(a,), c = x[0:1], x[0]``: ``a`` is the one row of ``x[0:1]``, not ``x[0:1]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        (a,), c = x[0:1], x[0]
+        return a * 2 + c
+
+
+@program(*PAIRS[:3])
+class NestedUnpackingInATensorStep(HybridBlock):
+    """``(a, b), c = row, h`` in a tensor for: the step's row has no shape while traced."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            (a, b), c = row, h
+            h = F.tanh(c + a * b)
+        return h

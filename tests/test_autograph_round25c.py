@@ -1,7 +1,7 @@
 """Issue 24 item 1, round 25c: ``for a, b in x`` over a tensor (each row unpacked; NOTE
 [autograph unpacking loops]) converts, and so does a helper appending to a list the step made
-(NOTE [autograph side effects]): the blocks of ``hostile_programs25c.py`` equal plain
-Python on NDArrays (the oracle), eagerly and hybridized, values and gradients, over 0, 1 and
+(NOTE [autograph side effects]); each level of a nested unpacking is a tensor's rows. The
+blocks of ``hostile_programs25c.py`` equal plain Python on NDArrays (the oracle), eagerly and hybridized, values and gradients, over 0, 1 and
 several rows; the variants that cannot convert are refused at the user's line. And random
 programs of unpacking loops (the hypothesis generator of ``test_autograph_programs``)."""
 import re
@@ -10,7 +10,7 @@ import warnings
 import mxnet as mx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, seed, settings, strategies as st
 
 import gluon_cf
 
@@ -25,7 +25,8 @@ _classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export
 REFUSED = {programs.UnpackTooFewNames, programs.UnpackedNameWithoutValueReadAfter,
            programs.UnpackStarredTarget, programs.UnpackAppendAndBreak,
            programs.EnumerateOfWhileList, programs.HelperAppendsToTheStepsListUnderTensorIf,
-           programs.HelperAppendsToAListMadeBeforeTheLoop}
+           programs.HelperAppendsToAListMadeBeforeTheLoop, programs.TernaryOfTwoNumbers,
+           programs.NestedUnpackingInATensorStep}
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -108,16 +109,50 @@ def test_a_helper_changing_a_list_of_another_region_is_refused_at_its_line(block
     assert f"{programs.__file__}:{_line(region, block_class)} ({region})" in str(err), err
 
 
+def test_a_ternary_of_two_numbers_on_a_tensor_says_to_write_the_choice_as_an_array():
+    """``k = 2 if F.sum(x) > 0 else 3`` stays refused (a graph gives no int; an array's uses
+    differ from it: range(k), shapes, indexes); the message said "write it as an array of
+    the other side's shape, F.ones_like(a) * 2", naming a side that is a number too. It
+    names the F.where of the test on the two numbers, which converts
+    (TernaryOfTwoNumbersAsTheMessageSays)."""
+    err = hostile_harness.hybridized_error(programs.TernaryOfTwoNumbers,
+                                           programs.STATES[0][0])
+    text = "k = 2 if F.sum(x) > 0 else 3"
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    line = _line("        " + text, programs.TernaryOfTwoNumbers)
+    assert str(err).startswith(f"{programs.__file__}:{line}: {text}: the if side of "
+                               f"this conditional expression is the Python value 2; with a "
+                               f"tensor condition both sides must be arrays"), err
+    assert "range(n), a shape, an index" in str(err), err
+    assert "write the choice as an array, F.where(F.sum(x) > 0, F.full((1,), 2), " \
+        "F.full((1,), 3)), and use it as one" in str(err), err
+
+
+def test_a_nested_unpacking_of_a_step_row_is_refused_at_its_line():
+    """``(a, b), c = row, h`` in a tensor for: each level is unpacked as checked; the inner
+    one was MXNet's Symbol iterated as one item, Python's ValueError naming no line of the
+    user's (of a target of one name, ``(a,), c = x[0:1], x[0]``, the whole array silently:
+    NestedUnpackingOfOneRow converts now)."""
+    err = hostile_harness.hybridized_error(programs.NestedUnpackingInATensorStep,
+                                           programs.PAIRS[0][0])
+    text = "(a, b), c = row, h"
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    line = _line("            " + text, programs.NestedUnpackingInATensorStep)
+    assert str(err).startswith(f"{programs.__file__}:{line}: {text}: this unpacking "
+                               f"assignment iterates over a tensor"), err
+
+
 def test_random_programs_of_unpacking_loops_equal_plain_python_or_are_refused(
         tmp_path_factory):
     """``tensor_blocks(unpack=True)``: the generator of test_autograph_programs with loops
     unpacking their items (over a tensor's rows, reversed, a slice, enumerate, zip) among
-    its ifs, loops, breaks and appends; fixed seed (derandomized)."""
+    its ifs, loops, breaks and appends; a fixed seed."""
     tmp_path = tmp_path_factory.mktemp("unpacking_programs")
     counts = {}
     sources = []
 
-    @settings(max_examples=120, deadline=None, derandomize=True,
+    @seed(2525)
+    @settings(max_examples=150, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(generated.tensor_blocks(unpack=True), st.floats(-1, 1, width=32),
            st.floats(-1, 1, width=32))
@@ -145,6 +180,6 @@ def test_random_programs_of_unpacking_loops_equal_plain_python_or_are_refused(
         check()
     print("programs:", len(sources), "outcomes (mode, plain, converted):", counts)
     unpacking = [s for s in sources if re.search(r"for a\d, b\d in ", s)]
-    assert len(unpacking) > 60, len(unpacking)
+    assert len(unpacking) > 45, len(unpacking)
     # most run hybridized and are compared with plain Python
-    assert counts.get(("hybrid", "value", "value"), 0) > 70, counts
+    assert counts.get(("hybrid", "value", "value"), 0) > 90, counts

@@ -5,7 +5,7 @@ import ast
 from typing import List
 
 from ..pyct.static_analysis.activity import root_name
-from ..pyct.templates import runtime_call, thunk
+from ..pyct.templates import counter, runtime_call, thunk, unpacked_levels
 from .base import Converter
 
 
@@ -111,6 +111,19 @@ class AssignmentsConverter(Converter):
                                         for t in node.targets):
             node.value = runtime_call("iterated", [node.value, ast.Constant(self.where(node)),
                                                    ast.Constant("unpacking assignment")])
+            target = node.targets[0]
+            if len(node.targets) == 1 and isinstance(target, (ast.Tuple, ast.List)) and \
+                    any(isinstance(t, (ast.Tuple, ast.List)) for t in target.elts):
+                # (i, (a, b)) = v: each level unpacked as checked (a Symbol's rows)
+                temp = f"__agn_{next(counter)}"
+                levels = unpacked_levels(target, temp, node)
+                for level in levels[1:]:
+                    level.value = runtime_call("iterated", [
+                        level.value, ast.Constant(self.where(node)),
+                        ast.Constant("unpacking assignment")])
+                node.targets = [ast.Name(id=temp, ctx=ast.Store())]
+                levels[0].value = ast.Name(id=temp, ctx=ast.Load())
+                return checks + [node] + levels
         return checks + [node] if checks else node
 
     def visit_AnnAssign(self, node):

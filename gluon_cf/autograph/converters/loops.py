@@ -5,7 +5,7 @@ import ast
 
 from ..pyct.static_analysis.activity import (MUTATORS, assigned_names, free_names,
                                              has_walrus, in_scope, loaded_names, mutated_names)
-from ..pyct.templates import counter, located, names_tuple, runtime_call
+from ..pyct.templates import counter, located, names_tuple, runtime_call, unpacked_levels
 from .base import Converter, body_does, not_a_graph
 from .lists import collect_appends
 
@@ -21,10 +21,9 @@ def unpacked_targets(func):
         if isinstance(loop, ast.AsyncFor) or not isinstance(structure, tuple):
             continue
         name = f"__agu_{next(counter)}"
-        assign = ast.copy_location(ast.Assign(targets=[loop.target], value=ast.Name(
-            id=name, ctx=ast.Load())), loop.target)
-        loop.target = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), loop.target)
-        loop.body.insert(0, assign)
+        located_at = loop.target
+        loop.body[:0] = unpacked_levels(loop.target, name, located_at)
+        loop.target = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), located_at)
         setattr(loop, "ag_unpack", structure)
 
 

@@ -209,13 +209,15 @@ def python_if(pred, where, why):
     return pred
 
 
-def if_exp(test, then_value, else_value, where):
+def if_exp(test, then_value, else_value, where, sources=None):
     """A converted conditional expression ``a if test else b`` (each side a function).
     On a Symbol test both sides must be arrays: ``2.0 if F.sum(x) > 0 else 0.5`` stays
     refused, since Python gives a float there and a graph only an array of the test's
     shape, whose uses differ from the number's (``range``, a shape, ``[0] * k``, a
     float16 array's dtype, broadcasting against a row): the message says to write the
-    number as an array of the other side's shape, whose uses are then the user's."""
+    number as an array of the other side's shape (both numbers: ``F.where`` of the test on
+    two ``F.full``), whose uses are then the user's. ``sources``: the test's, the sides'
+    source and whether both are numbers as written."""
     if isinstance(test, mx.sym.Symbol):
         def side(fn, which):
             def run():
@@ -227,20 +229,27 @@ def if_exp(test, then_value, else_value, where):
                     raise AutographError(f"{where}: the {which} side of this conditional "
                                          f"expression is the Python value "
                                          f"{python_value(value)}; with a tensor condition "
-                                         f"both sides must be arrays (plain Python gives "
-                                         f"that value itself where it is chosen, which no "
-                                         f"graph gives): write it as an array of the other "
-                                         f"side's shape, F.ones_like(a) * {value!r}" if
-                                         isinstance(value, (int, float)) else
-                                         f"{where}: the {which} side of this conditional "
-                                         f"expression is the Python value "
-                                         f"{python_value(value)}; with a tensor condition "
-                                         f"both sides must be arrays")
+                                         f"both sides must be arrays" + (_number_side(
+                                             value, which, sources) if isinstance(
+                                                 value, (int, float)) else ""))
                 return value
             return run
         return cond(test, side(then_value, "if"), side(else_value, "else"),
                     name=node_name(where, "ifexp"))
     return then_value() if truth(test, where, "conditional expression") else else_value()
+
+
+def _number_side(value, which, sources):
+    """What the message of a number side on a tensor test says to write."""
+    test, then, other, numbers = sources or ("cond", "a", "a", False)
+    if which == "else":
+        then, other = other, then
+    write = f"F.where({test}, F.full((1,), {then}), F.full((1,), {other}))" if numbers \
+        else f"F.ones_like({other}) * {value!r}"
+    return (f" (plain Python gives that number itself where it is chosen, a graph only an "
+            f"array, whose uses differ from a number's: range(n), a shape, an index, a "
+            f"float16 array's dtype): write the choice as an array, {write}, and use it as "
+            f"one")
 
 
 def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False):

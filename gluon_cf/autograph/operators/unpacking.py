@@ -7,10 +7,14 @@ NOTE [autograph unpacking loops]
     flags, a tensor ``break`` under NOTE [autograph lists]' rules), and ``a`` and ``b`` are
     variables its body assigns (carried where read after it, so they need a value before a
     graph's loop, as any). Over a tensor, a graph's ``foreach`` has no shape for a step's row,
-    so Python's unpacking of it could not run: :func:`row_items` gives the ``foreach`` the
-    items' columns as its data (``x[:, 0]`` and ``x[:, 1]``, as iterating an NDArray's row
-    yields them: a 1-D row's items of shape (1,)), and each step the tuple of its items, which
-    the unpacking assignment unpacks as Python's (nested targets: ``for (a, b), c in x``).
+    so Python's unpacking of it could not run: :func:`row_items` makes each step's row the
+    tuple of its items (``row[0]``, ``row[1]``, as iterating an NDArray's row yields them: a
+    1-D row's items of shape (1,)), sliced in the step (a loop of no step slices nothing),
+    which the unpacking assignment unpacks as Python's (nested: ``for (a, b), c in x``).
+    Every level of a nested target is an assignment of its own (``i, (a, b) = v`` is ``i,
+    t = v; a, b = t``: ``templates.unpacked_levels``, in assignments too), each unpacking a
+    tensor as its rows (NOTE [autograph iteration]), not as MXNet's Symbol iterates (itself,
+    once: ``(a,), c = x[0:1], h`` gave ``a`` the whole array).
     The rows' shape after the first axis must be given by the input shapes the graph is traced
     for (NOTE [graphs traced for input shapes]), else refused at the line; a target of other
     length than the rows is Python's ValueError, raised at the line where the rows surely
@@ -46,8 +50,6 @@ def row_items(data, structure, where):
 
     def items(row, row_shape, target):
         # (a step's slices: made in the loop's body, which a loop of no step never runs)
-        if len(shape) == 1:
-            row = mx.sym.reshape(row, shape=(1,), name=op_name(where, "item"))
         out = []
         for k, sub in enumerate(target):
             part = mx.sym.slice_axis(row, axis=0, begin=k, end=k + 1,
@@ -57,7 +59,11 @@ def row_items(data, structure, where):
                 part = mx.sym.reshape(part, shape=inner, name=op_name(where, "item"))
             out.append(part if sub is None else items(part, inner or (1,), sub))
         return tuple(out)
-    return lambda row: items(row, row_shape, structure)
+    def step_items(row):
+        if len(shape) == 1:     # (a 1-D array's row is its item of shape (1,))
+            row = mx.sym.reshape(row, shape=(1,), name=op_name(where, "item"))
+        return items(row, row_shape, structure)
+    return step_items
 
 
 def _wrong_count(count, expected, rows, where):
