@@ -454,3 +454,124 @@ class NestedUnpackingInATensorStep(HybridBlock):
             (a, b), c = row, h
             h = F.tanh(c + a * b)
         return h
+
+
+# ---- rows of a preallocated array written by index (item 3: NOTE [autograph item
+# assignment]); plain MXNet refuses the in-place write of a recorded array, so the oracle
+# under autograd is the same loop collecting the rows (``oracle_where_plain_fails``) ----
+
+TIMES = ([rand(3, 4, seed=261)], [rand(1, 4, seed=262)], [rand(4, 2, seed=263) * 2])
+# (two rows or more: the oracles below concatenate the rows after the first)
+TIMES2 = (TIMES[0], TIMES[2])
+
+
+def _steps(F, x):
+    h = x[0] * 0
+    hs = []
+    for t in range(len(x)):
+        h = F.tanh(h * 0.5 + x[t] * (t + 1))
+        hs.append(h)
+    return hs
+
+
+@program(*TIMES)
+class PreallocatedRowsWrittenByIndex(HybridBlock):
+    """PyTorch's ``outputs = zeros(T, H); for t in range(T): outputs[t] = h``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        h = x[0] * 0
+        for t in range(len(x)):
+            h = F.tanh(h * 0.5 + x[t] * (t + 1))
+            outputs[t] = h
+        return outputs + x
+
+    @staticmethod
+    def oracle_where_plain_fails(net, F, x):
+        return F.stack(*_steps(F, x)) + x
+
+
+@program(*TIMES)
+class PreallocatedRowsWrittenBySlice(HybridBlock):
+    """``outputs[t:t + 1] = h.reshape((1, -1))``, the last row written first."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        h = x[0] * 0
+        for t in range(len(x)):
+            h = F.tanh(h * 0.5 + x[t] * (t + 1))
+            outputs[len(x) - 1 - t:len(x) - t] = h.reshape((1, -1))
+        return outputs * 2
+
+    @staticmethod
+    def oracle_where_plain_fails(net, F, x):
+        return F.stack(*reversed(_steps(F, x))) * 2
+
+
+@program(*TIMES2)
+class PreallocatedColumnsAndNumbers(HybridBlock):
+    """``outputs[:, 0] = s`` (a column), ``outputs[-1] = 1.5`` (a number fills a row) and a
+    value broadcast along the row (``outputs[0] = x[0, 0:1]``)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = x * 1
+        outputs[0] = x[0, 0:1] * 3
+        outputs[:, 0] = F.sum(x, axis=1)
+        outputs[-1] = 1.5
+        return outputs * x
+
+    @staticmethod
+    def oracle_where_plain_fails(net, F, x):
+        rows = [F.broadcast_to(x[0, 0:1] * 3, shape=(x.shape[1],))] + \
+            [x[k] * 1 for k in range(1, len(x))]
+        out = F.stack(*rows)
+        out = F.concat(F.sum(x, axis=1).reshape((-1, 1)), out[:, 1:], dim=1)
+        out = F.concat(out[:-1], F.ones((1, x.shape[1])) * 1.5, dim=0)
+        return out * x
+
+
+@program(*TIMES)
+class PreallocatedRowWrittenAtATensorIndex(HybridBlock):
+    """``outputs[i] = h`` with ``i`` an array: refused (the index only the graph knows)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        i = F.argmax(F.sum(x, axis=1), axis=0)
+        outputs[i] = x[0]
+        return outputs + x
+
+
+@program(*TIMES2)
+class PreallocatedRowsWithAnAlias(HybridBlock):
+    """``keep = outputs`` then ``outputs[0] = ...``: the alias sees the change in Python."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        keep = outputs
+        outputs[0] = x[0] * 2
+        return keep + outputs
+
+    @staticmethod
+    def oracle_where_plain_fails(net, F, x):
+        return F.zeros_like(x) + F.concat(x[0:1] * 2, F.zeros_like(x)[1:], dim=0)
+
+
+@program(*TIMES2)
+class PreallocatedRowWrittenInATensorLoop(HybridBlock):
+    """``outputs[0] = outputs[0] + row`` in a tensor for: refused (a graph's loop)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        for row in x:
+            outputs[0] = outputs[0] + row
+        return outputs * 2
+
+    @staticmethod
+    def oracle_where_plain_fails(net, F, x):
+        return F.concat(F.sum(x, axis=0, keepdims=True), F.zeros_like(x)[1:], dim=0) * 2

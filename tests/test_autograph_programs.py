@@ -268,10 +268,34 @@ def _same_outcome(counts, source, mode, want, got):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{mode}\n{source}")
 
 
+def check_tensor_program(lines, x0, y0, tmp_path, counts, located=False):
+    """The block of ``tensor_blocks``' ``lines`` on x0, y0 and a seq of three rows, eager and
+    hybridized, against plain Python (:func:`_same_outcome`, counted in ``counts``); with
+    ``located``, a refusal must name the program's file. Returns the program's source."""
+    import numpy as np
+    body = "\n".join("        " + "    " * d + t for d, t in lines)
+    source = ("import mxnet as mx, gluon_cf\n"
+              "class Net(mx.gluon.HybridBlock):\n"
+              "    @gluon_cf.autograph(max_iterations=8)\n"
+              "    def hybrid_forward(self, F, x, y, seq):\n"
+              "        acc = []\n        z = x\n"
+              f"{body}\n        return x + y\n")
+    cls = _load(source, tmp_path, "Net")
+    net, path = cls(), cls.hybrid_forward.__wrapped__.__code__.co_filename
+    x, y = np.array([x0], np.float32), np.array([y0], np.float32)
+    seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
+    want = _run(net, True, x, y, seq)
+    for mode in ("eager", "hybrid"):
+        if mode == "hybrid":
+            net.hybridize()
+        _same_outcome(counts, source, mode, want,
+                      _run(net, False, x, y, seq, located=[path] if located else None))
+    return source
+
+
 def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_factory):
     """On tensors, a converted block hybridized (and eager) gives plain Python's value and
     gradients, or refuses with an AutographError naming the line: never another value."""
-    import numpy as np
     import warnings
     tmp_path = tmp_path_factory.mktemp("tensor_programs")
 
@@ -279,21 +303,7 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
               suppress_health_check=list(HealthCheck))
     @given(tensor_blocks(), st.floats(-1, 1, width=32), st.floats(-1, 1, width=32))
     def check(lines, x0, y0):
-        body = "\n".join("        " + "    " * d + t for d, t in lines)
-        source = ("import mxnet as mx, gluon_cf\n"
-                  "class Net(mx.gluon.HybridBlock):\n"
-                  "    @gluon_cf.autograph(max_iterations=8)\n"
-                  "    def hybrid_forward(self, F, x, y, seq):\n"
-                  "        acc = []\n        z = x\n"
-                  f"{body}\n        return x + y\n")
-        net = _load(source, tmp_path, "Net")()
-        x, y = np.array([x0], np.float32), np.array([y0], np.float32)
-        seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
-        want = _run(net, True, x, y, seq)
-        for mode in ("eager", "hybrid"):
-            if mode == "hybrid":
-                net.hybridize()
-            _same_outcome(OUTCOMES, source, mode, want, _run(net, False, x, y, seq))
+        check_tensor_program(lines, x0, y0, tmp_path, OUTCOMES)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check()

@@ -1,9 +1,11 @@
 """Issue 24 item 1, round 25c: ``for a, b in x`` over a tensor (each row unpacked; NOTE
-[autograph unpacking loops]) converts, and so does a helper appending to a list the step made
-(NOTE [autograph side effects]); each level of a nested unpacking is a tensor's rows. The
-blocks of ``hostile_programs25c.py`` equal plain Python on NDArrays (the oracle), eagerly and hybridized, values and gradients, over 0, 1 and
-several rows; the variants that cannot convert are refused at the user's line. And random
-programs of unpacking loops (the hypothesis generator of ``test_autograph_programs``)."""
+[autograph unpacking loops]) converts, so does a helper appending to a list the step made
+(NOTE [autograph side effects]) and ``outputs[t] = h`` on a tensor (NOTE [autograph item
+assignment]); each level of a nested unpacking is a tensor's rows. The blocks of
+``hostile_programs25c.py`` equal plain Python on NDArrays (the oracle), eagerly and
+hybridized, values and gradients, over 0, 1 and several rows; the variants that cannot
+convert are refused at the user's line. And random programs of unpacking loops (the
+hypothesis generator of ``test_autograph_programs``)."""
 import re
 import warnings
 
@@ -17,6 +19,7 @@ import gluon_cf
 import hostile_harness
 import hostile_programs25c as programs
 import test_autograph
+import test_autograph_ported
 import test_autograph_programs as generated
 
 FILES = [programs.__file__]
@@ -26,7 +29,8 @@ REFUSED = {programs.UnpackTooFewNames, programs.UnpackedNameWithoutValueReadAfte
            programs.UnpackStarredTarget, programs.UnpackAppendAndBreak,
            programs.EnumerateOfWhileList, programs.HelperAppendsToTheStepsListUnderTensorIf,
            programs.HelperAppendsToAListMadeBeforeTheLoop, programs.TernaryOfTwoNumbers,
-           programs.NestedUnpackingInATensorStep}
+           programs.NestedUnpackingInATensorStep, programs.PreallocatedRowWrittenAtATensorIndex,
+           programs.PreallocatedRowsWithAnAlias, programs.PreallocatedRowWrittenInATensorLoop}
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -142,6 +146,71 @@ def test_a_nested_unpacking_of_a_step_row_is_refused_at_its_line():
                                f"assignment iterates over a tensor"), err
 
 
+def test_zip_of_a_while_list_says_to_collect_pairs_and_unpack_them():
+    """``zip``/``enumerate`` of a list a while collected stay refused (its count is known only
+    when the graph runs); the advice for zip was to append ``F.concat(a, b, dim=0)`` and loop
+    over that, whose halves then had to be sliced by hand: it says to collect
+    ``F.stack(a, b)`` and unpack the rows, which converts (UnpackWhileCollectedRows)."""
+    err = hostile_harness.hybridized_error(programs.EnumerateOfWhileList,
+                                           programs.STATES[0][0])
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    assert "for zip, append what a step needs to one list in the loop that collects it, " \
+        "pairs.append(F.stack(a, b)), and unpack its rows: for a, b in pairs" in str(err), err
+
+
+PREALLOCATED = [programs.PreallocatedRowsWrittenByIndex, programs.PreallocatedRowsWrittenBySlice,
+                programs.PreallocatedColumnsAndNumbers, test_autograph_ported.AssignsItems]
+
+
+@pytest.mark.parametrize("block_class", PREALLOCATED, ids=lambda c: c.__name__)
+def test_items_written_by_index_equal_plain_pythons_in_place_writes(block_class):
+    """``outputs[t] = h`` on a Symbol was refused ("this assigns items of a tensor while
+    hybridizing"); it is the new array (NOTE [autograph item assignment]). Outside
+    autograd, where plain MXNet writes in place, the hybridized block equals plain Python
+    (under autograd plain MXNet refuses the write: the oracle collects the same rows)."""
+    plain = type(hostile_harness._make(block_class)).hybrid_forward.__wrapped__
+    # (test_autograph_ported's AssignsItems, y[:] = x * 3, was its refusal example)
+    for arrays in programs.PROGRAMS.get(block_class, programs.TIMES):
+        net = hostile_harness._make(block_class)
+        want = hostile_harness.run_with_gradients(net, arrays, forward=plain, record=False)
+        net.hybridize()
+        got = hostile_harness.run_with_gradients(net, arrays, record=False)
+        for w, g in zip(want, got):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_an_item_written_where_something_else_holds_the_array_is_refused_at_its_line():
+    err = hostile_harness.hybridized_error(programs.PreallocatedRowsWithAnAlias,
+                                           programs.TIMES[0][0])
+    text = "outputs[0] = x[0] * 2"
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    line = _line("        " + text, programs.PreallocatedRowsWithAnAlias)
+    assert str(err).startswith(f"{programs.__file__}:{line}: {text}: on an NDArray this "
+                               f"assignment changes the array in place, and 'outputs' may "
+                               f"hold an array something else holds too"), err
+
+
+@pytest.mark.timeout(300)
+def test_writing_items_with_gradients_does_not_crash_mxnet():
+    """A number written into a slice of an array that an earlier write made (``outputs[:,
+    0] = s`` then ``outputs[-1] = 1.5``) as ones_like of a slice of it crashed MXNet's
+    backward (a segmentation fault, eagerly, while this round's code was written): the
+    hybridized block, with gradients, in a subprocess."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.path[:0] = [%r]\n"
+            "import hostile_harness as H, hostile_programs25c as P\n"
+            "c = P.PreallocatedColumnsAndNumbers\n"
+            "for a in P.PROGRAMS[c] + [[P.rand(2, 3, seed=9)]]:\n"
+            "    net = H._make(c); net.hybridize()\n"
+            "    H.run_with_gradients(net, a)\n"
+            "print('done')\n" % str(hostile_harness.__file__.rsplit("/", 1)[0]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=280)
+    assert proc.returncode == 0 and "done" in proc.stdout, (proc.returncode,
+                                                           proc.stderr[-2000:])
+
+
 def test_random_programs_of_unpacking_loops_equal_plain_python_or_are_refused(
         tmp_path_factory):
     """``tensor_blocks(unpack=True)``: the generator of test_autograph_programs with loops
@@ -157,24 +226,8 @@ def test_random_programs_of_unpacking_loops_equal_plain_python_or_are_refused(
     @given(generated.tensor_blocks(unpack=True), st.floats(-1, 1, width=32),
            st.floats(-1, 1, width=32))
     def check(lines, x0, y0):
-        body = "\n".join("        " + "    " * d + t for d, t in lines)
-        source = ("import mxnet as mx, gluon_cf\n"
-                  "class Net(mx.gluon.HybridBlock):\n"
-                  "    @gluon_cf.autograph(max_iterations=8)\n"
-                  "    def hybrid_forward(self, F, x, y, seq):\n"
-                  "        acc = []\n        z = x\n"
-                  f"{body}\n        return x + y\n")
-        sources.append(source)
-        cls = generated._load(source, tmp_path, "Net")
-        net, path = cls(), cls.hybrid_forward.__wrapped__.__code__.co_filename
-        x, y = np.array([x0], np.float32), np.array([y0], np.float32)
-        seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
-        want = generated._run(net, True, x, y, seq)
-        for mode in ("eager", "hybrid"):
-            if mode == "hybrid":
-                net.hybridize()
-            got = generated._run(net, False, x, y, seq, located=[path])
-            generated._same_outcome(counts, source, mode, want, got)
+        sources.append(generated.check_tensor_program(lines, x0, y0, tmp_path, counts,
+                                                      located=True))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check()

@@ -7,6 +7,7 @@ from typing import List
 from ..pyct.static_analysis.activity import root_name
 from ..pyct.templates import counter, runtime_call, thunk, unpacked_levels
 from .base import Converter
+from .lists import index_value
 
 
 _AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -101,6 +102,29 @@ class AssignmentsConverter(Converter):
 
     def visit_Assign(self, node):
         checks = self._effects(node, node.targets)
+        target = node.targets[0]
+        if node in self.parents and len(node.targets) == 1 and \
+                isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
+                target.value.id in self._scope(node).bound:
+            # (a local: rebinding a global, nonlocal or free name would make it the
+            # function's own, unbound)
+            # name[i] = v: name = item_assigned(v, name, i) (NOTE [autograph item
+            # assignment]; Python's order: the value, the object, the index)
+            name = target.value.id
+            function = self.parents.get(node)
+            while function is not None and not isinstance(function, (ast.FunctionDef,
+                                                                     ast.AsyncFunctionDef)):
+                function = self.parents.get(function)
+            function = function or self.func
+            call = runtime_call("item_assigned", [
+                node.value, ast.Name(id=name, ctx=ast.Load()), index_value(target.slice),
+                ast.Constant(self.where(node)),
+                ast.Constant(self.shared_array(function, name, node))])
+            node = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                                value=call), node)
+            setattr(node, "ag_item_assignment", True)    # (not in a graph's if or loop)
+            self.generic_visit(node)
+            return checks + [node] if checks else node
         self.generic_visit(node)
         if node in self.parents and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name) and _container(node.value):

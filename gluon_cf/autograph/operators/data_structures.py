@@ -458,8 +458,9 @@ class StepList:
             self._unknown_length(
                 "iterated over (by zip, enumerate, map, a comprehension or unpacking: for "
                 "enumerate write a for over the list with a counter array, i = F.zeros((1,)) "
-                "before it and i = i + 1 in it; for zip, append what a step needs to one list, "
-                "F.concat(a, b, dim=0), in the loop that collects it, and loop over that)")
+                "before it and i = i + 1 in it; for zip, append what a step needs to one list "
+                "in the loop that collects it, pairs.append(F.stack(a, b)), and unpack its "
+                "rows: for a, b in pairs)")
         return iter(self.rows_list(n, range(n), self.where))
 
     def __repr__(self):

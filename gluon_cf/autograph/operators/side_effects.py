@@ -86,7 +86,7 @@ def made(value):
     return value
 
 
-def _made_here(value):
+def made_here(value):
     """Whether ``value`` was made by converted code in the innermost graph region."""
     regions = getattr(_state, "made", None) or [[]]
     return any(v is value for v in regions[-1])
@@ -115,7 +115,7 @@ def mutable(receiver, where, method):
     error (:func:`effect`)."""
     if isinstance(receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
                              collections.abc.MutableMapping, collections.abc.MutableSet)) \
-            and not _made_here(receiver):
+            and not made_here(receiver):
         effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
     return receiver
 
