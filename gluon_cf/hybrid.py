@@ -450,10 +450,12 @@ def _inferred(symbols, inputs):
     return shapes
 
 
-def static_shape(symbol, where):
+def static_shape(symbol, where, trailing=False):
     """The shape of ``symbol`` (one output) in the block's graph being traced, inferred from
     the shapes of the inputs it is traced for, or None (NOTE [graphs traced for input
-    shapes]); a shape given makes the graph one for those input shapes (``where`` read it)."""
+    shapes]); a shape given makes the graph one for those input shapes (``where`` read it).
+    ``trailing``: only the axes after the first must be known (the first may be 0: no rows,
+    or unknown, as MXNet's legacy shapes write both)."""
     trace = getattr(_traced, "trace", None)
     if trace is None or len(symbol.list_outputs()) != 1:
         return None
@@ -466,7 +468,8 @@ def static_shape(symbol, where):
     except Exception:           # (a node that cannot tell: the shape is not static)
         return None
     shape = shapes[0] if shapes else None
-    if not shape or any(d <= 0 for d in shape):   # (0: unknown in MXNet's legacy shapes)
+    if not shape or any(d <= 0 for d in shape[1 if trailing else 0:]):
+        # (0: unknown in MXNet's legacy shapes)
         return None
     if trace["read"] is None:
         trace["read"] = where

@@ -189,6 +189,16 @@ class PreallocatedOutputsWrittenByIndex(HybridBlock):
             outputs[t:t + 1] = h.reshape((1, -1))
         return outputs + x
 
+    @staticmethod
+    def oracle_where_plain_fails(net, F, x):
+        """(Plain MXNet refuses the in-place write of a recorded array: the same rows
+        stacked; round 25c, NOTE [autograph item assignment].)"""
+        h, rows = x[0] * 0, []
+        for t in range(3):
+            h = F.tanh(h + x[0] * (t + 1))
+            rows.append(h)
+        return F.stack(*(rows + [x[0] * 0] * (len(x) - 3))[:len(x)]) + x
+
 
 @program(*WHILE_STATES)
 class ClipAndReluMethodsInWhile(HybridBlock):

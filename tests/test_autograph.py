@@ -309,6 +309,14 @@ class ForUnpacks(Base):
         return x
 
 
+class ForUnpacksStarred(Base):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        for a, *rest in F.stack(x, x, axis=1):
+            x = x + a
+        return x
+
+
 class AssignsAttribute(Base):
     @gluon_cf.autograph
     def hybrid_forward(self, F, x):
@@ -382,7 +390,8 @@ class AppendsSomeSteps(Base):
     (ReturnsTheItem, "for i in range(3):", r"this for loop may end under a tensor condition "
                                            r"\(a break or return under a tensor if\) and its "
                                            r"item is read after it"),
-    (ForUnpacks, "for a, b in F.stack(x, x, axis=1):",
+    # (ForUnpacks converts: tests/test_autograph_round25c.py)
+    (ForUnpacksStarred, "for a, *rest in F.stack(x, x, axis=1):",
      r"this for loop is on a tensor, but it unpacks its items, which a graph's loop "
      r"cannot express yet"),
     (AssignsAttribute, "if x.sum() > 1:", r"this if has a tensor condition, but its branches "

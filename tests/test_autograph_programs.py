@@ -142,10 +142,12 @@ def test_random_programs_keep_their_meaning(tmp_path_factory):
 # ---------------------------------------------------------------------------- on tensors
 
 @st.composite
-def tensor_blocks(draw, depth=0, loops=(), loop_body=False, extra=()):
+def tensor_blocks(draw, depth=0, loops=(), loop_body=False, extra=(), unpack=False):
     """Lines of a hybrid_forward block on arrays x, y of shape (1,) and seq of shape (3, 1):
     conditions are tensors, loops are over a tensor, a tensor counter or a Python range.
-    ``extra``: more statements to draw from (closures, helpers, side effects)."""
+    ``extra``: more statements to draw from (closures, helpers, side effects). ``unpack``:
+    also loops unpacking their items (``for a, b in F.concat(seq, seq, dim=1)``, over
+    ``enumerate``/``zip``: NOTE [autograph unpacking loops])."""
     lines = []
     for _ in range(draw(st.integers(1, 3))):
         # (no +=: plain Python's is in place on NDArrays and fails under autograd; its own
@@ -153,7 +155,8 @@ def tensor_blocks(draw, depth=0, loops=(), loop_body=False, extra=()):
         kinds = ["assign", "assign", "ifexp"] + (["append"] if loop_body else []) + \
             ["extra"] * (6 if extra else 0)
         if depth < 2:
-            kinds += ["if", "if", "for_tensor", "for_range", "while"]
+            kinds += ["if", "if", "for_tensor", "for_range", "while"] + \
+                (["for_unpack", "for_unpack"] if unpack else [])
         if loops:
             kinds += ["break", "continue"]
         if not loops:
@@ -179,29 +182,39 @@ def tensor_blocks(draw, depth=0, loops=(), loop_body=False, extra=()):
                                          f"not (x.sum() > {k})", "x.sum() > y.sum()"]))
             lines.append((0, f"if {test}:"))
             lines += [(d + 1, t) for d, t in draw(tensor_blocks(
-                depth + 1, loops, extra=extra))]
+                depth + 1, loops, extra=extra, unpack=unpack))]
             if draw(st.booleans()):
                 lines.append((0, "else:"))
                 lines += [(d + 1, t) for d, t in draw(tensor_blocks(
-                    depth + 1, loops, extra=extra))]
+                    depth + 1, loops, extra=extra, unpack=unpack))]
         elif kind == "for_tensor":
             name = f"r{depth}"
             lines.append((0, f"for {name} in seq:"))
             lines.append((1, f"x = x + {name} * {k}"))
             lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops + (name,),
-                                                                True, extra))]
+                                                                True, extra, unpack))]
+        elif kind == "for_unpack":
+            a, b = f"a{depth}", f"b{depth}"
+            rows = draw(st.sampled_from([
+                "F.concat(seq, seq * 0.5, dim=1)", "F.stack(seq, seq - 0.1, axis=1)",
+                "reversed(F.concat(seq, -seq, dim=1))", "enumerate(seq)", "zip(seq, seq * 2)",
+                "F.concat(seq, seq, dim=1)[1:]"]))
+            lines.append((0, f"for {a}, {b} in {rows}:"))
+            lines.append((1, f"x = x + {a} * {k} - {b} * 0.1"))
+            lines += [(d + 1, t) for d, t in draw(tensor_blocks(
+                depth + 1, loops + (a,), True, extra, unpack))]
         elif kind == "for_range":
             name = f"i{depth}"
             lines.append((0, f"for {name} in range({int(k * 10) % 3}):"))
             lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops + (name,),
-                                                                True, extra))]
+                                                                True, extra, unpack))]
         elif kind == "while":
             name = f"w{depth}"
             lines.append((0, f"{name} = F.zeros((1,))"))
             lines.append((0, f"while {name} < {int(k * 10) % 4}:"))
             lines.append((1, f"{name} = {name} + 1"))
             lines += [(d + 1, t) for d, t in draw(tensor_blocks(depth + 1, loops + (name,),
-                                                                True, extra))]
+                                                                True, extra, unpack))]
     return lines
 
 
@@ -255,10 +268,34 @@ def _same_outcome(counts, source, mode, want, got):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{mode}\n{source}")
 
 
+def check_tensor_program(lines, x0, y0, tmp_path, counts, located=False):
+    """The block of ``tensor_blocks``' ``lines`` on x0, y0 and a seq of three rows, eager and
+    hybridized, against plain Python (:func:`_same_outcome`, counted in ``counts``); with
+    ``located``, a refusal must name the program's file. Returns the program's source."""
+    import numpy as np
+    body = "\n".join("        " + "    " * d + t for d, t in lines)
+    source = ("import mxnet as mx, gluon_cf\n"
+              "class Net(mx.gluon.HybridBlock):\n"
+              "    @gluon_cf.autograph(max_iterations=8)\n"
+              "    def hybrid_forward(self, F, x, y, seq):\n"
+              "        acc = []\n        z = x\n"
+              f"{body}\n        return x + y\n")
+    cls = _load(source, tmp_path, "Net")
+    net, path = cls(), cls.hybrid_forward.__wrapped__.__code__.co_filename
+    x, y = np.array([x0], np.float32), np.array([y0], np.float32)
+    seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
+    want = _run(net, True, x, y, seq)
+    for mode in ("eager", "hybrid"):
+        if mode == "hybrid":
+            net.hybridize()
+        _same_outcome(counts, source, mode, want,
+                      _run(net, False, x, y, seq, located=[path] if located else None))
+    return source
+
+
 def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_factory):
     """On tensors, a converted block hybridized (and eager) gives plain Python's value and
     gradients, or refuses with an AutographError naming the line: never another value."""
-    import numpy as np
     import warnings
     tmp_path = tmp_path_factory.mktemp("tensor_programs")
 
@@ -266,21 +303,7 @@ def test_random_tensor_programs_equal_plain_python_or_are_refused(tmp_path_facto
               suppress_health_check=list(HealthCheck))
     @given(tensor_blocks(), st.floats(-1, 1, width=32), st.floats(-1, 1, width=32))
     def check(lines, x0, y0):
-        body = "\n".join("        " + "    " * d + t for d, t in lines)
-        source = ("import mxnet as mx, gluon_cf\n"
-                  "class Net(mx.gluon.HybridBlock):\n"
-                  "    @gluon_cf.autograph(max_iterations=8)\n"
-                  "    def hybrid_forward(self, F, x, y, seq):\n"
-                  "        acc = []\n        z = x\n"
-                  f"{body}\n        return x + y\n")
-        net = _load(source, tmp_path, "Net")()
-        x, y = np.array([x0], np.float32), np.array([y0], np.float32)
-        seq = np.array([[0.5], [-0.3], [0.2]], np.float32)
-        want = _run(net, True, x, y, seq)
-        for mode in ("eager", "hybrid"):
-            if mode == "hybrid":
-                net.hybridize()
-            _same_outcome(OUTCOMES, source, mode, want, _run(net, False, x, y, seq))
+        check_tensor_program(lines, x0, y0, tmp_path, OUTCOMES)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check()

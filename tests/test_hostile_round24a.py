@@ -36,7 +36,7 @@ REFUSED = {
     programs.MutableDataclassAttributeInFor, programs.SliceAugmentedAssignOnLocalArray,
     programs.ItemAugmentedOnListOfTensors, programs.PreallocatedOutputsWrittenByIndex,
     programs.FreshListOfStepStoredInOuterDict, programs.LambdaListBuiltInTensorLoop,
-    programs.ZipStarOfCollectedPairs, programs.UnpackEachRowIntoTwo,
+    programs.ZipStarOfCollectedPairs,
     programs.ClassDefinedInLoopBody, programs.WalrusInShortCircuitInsideTensorFor,
     # a tensor's value as a Python one (asscalar, float, min, max, all; an except catching
     # the refusal does not hide it: NOTE [a refusal the user's code catches])
@@ -54,9 +54,8 @@ REFUSED = {
     programs.ReduceOperatorAddOverWhileList, programs.TernaryOfNumbersAssigned,
     programs.TernaryOfNumbersAsRangeBound, programs.IfAssigningNumbersThenArithmetic,
     programs.ReduceOverMaskedRows, programs.ReduceOverRowInsideTensorFor,
-    # a helper appending to a list the step made (the check cannot tell it from an outside
-    # one: NOTE [autograph side effects])
-    programs.OwnListPassedToHelperInStep,
+    # (UnpackEachRowIntoTwo and OwnListPassedToHelperInStep convert since round 25c:
+    # tests/test_autograph_round25c.py)
     # library code taking the truth of the rows it iterates (compress, takewhile, max, groupby)
     programs.CompressRowsByTensorMask, programs.TakewhileWithTensorPredicate,
     programs.AccumulateWithBuiltinMax, programs.GroupbyOfItems,

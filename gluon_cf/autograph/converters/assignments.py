@@ -5,8 +5,9 @@ import ast
 from typing import List
 
 from ..pyct.static_analysis.activity import root_name
-from ..pyct.templates import runtime_call, thunk
+from ..pyct.templates import counter, runtime_call, thunk, unpacked_levels
 from .base import Converter
+from .lists import index_value
 
 
 _AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -44,6 +45,18 @@ def _pure(node):
     if isinstance(node, ast.Tuple):
         return all(_pure(e) for e in node.elts)
     return False
+
+
+def _container(value):
+    """Whether ``value`` makes a new Python container: a display, a comprehension or a call
+    of ``list``, ``dict``, ``set``, ``bytearray`` (converted: a call of ``__ag__``)."""
+    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+                          ast.SetComp)):
+        return True
+    func = value.func if isinstance(value, ast.Call) else None
+    if isinstance(func, ast.Call) and func.args:      # (__ag__.builtin(list, where))
+        func = func.args[0]
+    return isinstance(func, ast.Name) and func.id in ("list", "dict", "set", "bytearray")
 
 
 def _loaded(target):
@@ -89,11 +102,52 @@ class AssignmentsConverter(Converter):
 
     def visit_Assign(self, node):
         checks = self._effects(node, node.targets)
+        target = node.targets[0]
+        if node in self.parents and len(node.targets) == 1 and \
+                isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
+                target.value.id in self._scope(node).bound:
+            # (a local: rebinding a global, nonlocal or free name would make it the
+            # function's own, unbound)
+            # name[i] = v: name = item_assigned(v, name, i) (NOTE [autograph item
+            # assignment]; Python's order: the value, the object, the index)
+            name = target.value.id
+            function = self.parents.get(node)
+            while function is not None and not isinstance(function, (ast.FunctionDef,
+                                                                     ast.AsyncFunctionDef)):
+                function = self.parents.get(function)
+            function = function or self.func
+            call = runtime_call("item_assigned", [
+                node.value, ast.Name(id=name, ctx=ast.Load()), index_value(target.slice),
+                ast.Constant(self.where(node)),
+                ast.Constant(self.shared_array(function, name, node))])
+            node = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                                value=call), node)
+            setattr(node, "ag_item_assignment", True)    # (not in a graph's if or loop)
+            self.generic_visit(node)
+            return checks + [node] if checks else node
         self.generic_visit(node)
+        if node in self.parents and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and _container(node.value):
+            # parts = [row]: a container the graph region being traced made is its own
+            # (NOTE [autograph side effects])
+            node.value = runtime_call("made", [node.value])
         if node in self.parents and any(isinstance(t, (ast.Tuple, ast.List))
                                         for t in node.targets):
             node.value = runtime_call("iterated", [node.value, ast.Constant(self.where(node)),
                                                    ast.Constant("unpacking assignment")])
+            target = node.targets[0]
+            if len(node.targets) == 1 and isinstance(target, (ast.Tuple, ast.List)) and \
+                    any(isinstance(t, (ast.Tuple, ast.List)) for t in target.elts):
+                # (i, (a, b)) = v: each level unpacked as checked (a Symbol's rows)
+                temp = f"__agn_{next(counter)}"
+                levels = unpacked_levels(target, temp, node)
+                for level in levels[1:]:
+                    level.value = runtime_call("iterated", [
+                        level.value, ast.Constant(self.where(node)),
+                        ast.Constant("unpacking assignment")])
+                node.targets = [ast.Name(id=temp, ctx=ast.Store())]
+                levels[0].value = ast.Name(id=temp, ctx=ast.Load())
+                return checks + [node] + levels
         return checks + [node] if checks else node
 
     def visit_AnnAssign(self, node):

@@ -24,6 +24,8 @@ def not_a_graph(statements, allow_return=False):
             continue
         if isinstance(node, _NOT_A_GRAPH):
             return "use %s" % type(node).__name__.lower()
+        if getattr(node, "ag_item_assignment", False):
+            return "assign attributes or items"     # (x[i] = v, rewritten as x = ...)
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:

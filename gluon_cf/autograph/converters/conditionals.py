@@ -1,6 +1,7 @@
 """Converts ``if`` statements (into ``if_stmt``, ``if_return`` or a checked Python ``if``) and
 conditional expressions (into ``if_exp``), NOTE [autograph]."""
 import ast
+from typing import List
 
 from ..operators.control_flow import RAISES
 from ..pyct.static_analysis.activity import assigned_names, has_walrus, mutated_names, \
@@ -90,6 +91,11 @@ class ConditionalsConverter(Converter):
 
     # -- expressions: conditional expressions and boolean operators
     def visit_IfExp(self, node):
+        # (as written, for the message of a number side on a tensor test)
+        texts: List[ast.expr] = [ast.Constant(ast.unparse(part)) for part in (
+            node.test, node.body, node.orelse)]
+        sources = ast.Tuple(elts=texts + [ast.Constant(all(
+            _number(part) for part in (node.body, node.orelse)))], ctx=ast.Load())
         self.generic_visit(node)
         where = self.where(node)
         if has_walrus(node.body) or has_walrus(node.orelse):
@@ -98,6 +104,14 @@ class ConditionalsConverter(Converter):
             node.test = runtime_call("python_operand", [node.test, ast.Constant(where),
                                                         ast.Constant("conditional expression")])
             return node
-        return ast.copy_location(runtime_call("if_exp", [node.test, thunk(node.body),
-                                                         thunk(node.orelse), ast.Constant(where)]),
-                                 node)
+        return ast.copy_location(runtime_call("if_exp", [
+            node.test, thunk(node.body), thunk(node.orelse), ast.Constant(where), sources]),
+            node)
+
+
+def _number(node):
+    """Whether ``node`` is a number written as one (``2``, ``-0.5``)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and \
+        not isinstance(node.value, bool)

@@ -216,18 +216,18 @@ class ListsConverter(Converter):
         if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
                 node.value.id in self.collected_names:
             return ast.copy_location(runtime_call("collected_item", [
-                node.value, _index_value(node.slice), ast.Constant(self.where(node))]), node)
+                node.value, index_value(node.slice), ast.Constant(self.where(node))]), node)
         if node not in self.parents:
             return node                      # written by the conversion
         # any other subscript: tensors index as NDArrays do (NOTE [autograph indexing])
         if isinstance(node.ctx, ast.Load):
             return ast.copy_location(runtime_call("subscript", [
-                node.value, _index_value(node.slice), ast.Constant(self.where(node))]), node)
+                node.value, index_value(node.slice), ast.Constant(self.where(node))]), node)
         node.value = runtime_call("item_target", [node.value, ast.Constant(self.where(node))])
         return node
 
 
-def _index_value(index):
+def index_value(index):
     """A subscript's index as an expression (``a:b`` is ``slice(a, b)``, built by the
     runtime's own reference to the builtin: the user may rebind ``slice``)."""
     if isinstance(index, ast.Slice):
@@ -235,6 +235,6 @@ def _index_value(index):
         return ast.copy_location(runtime_call("py_slice", [
             index.lower or none, index.upper or none, index.step or none]), index)
     if isinstance(index, ast.Tuple):
-        return ast.copy_location(ast.Tuple(elts=[_index_value(e) for e in index.elts],
+        return ast.copy_location(ast.Tuple(elts=[index_value(e) for e in index.elts],
                                            ctx=ast.Load()), index)
     return index

@@ -5,9 +5,37 @@ import ast
 
 from ..pyct.static_analysis.activity import (MUTATORS, assigned_names, free_names,
                                              has_walrus, in_scope, loaded_names, mutated_names)
-from ..pyct.templates import counter, located, names_tuple, runtime_call
+from ..pyct.templates import counter, located, names_tuple, runtime_call, unpacked_levels
 from .base import Converter, body_does, not_a_graph
 from .lists import collect_appends
+
+
+def unpacked_targets(func):
+    """Each ``for a, b in it:`` of ``func`` (a target of names, nested tuples or lists of
+    names; no ``*rest``) as ``for __agu_N in it: a, b = __agu_N`` (the same Python), the
+    loop marked with the target's structure (``ag_unpack``: a tuple, per item ``None`` for a
+    name or the structure of a nested target) for ``for_stmt`` to give a graph's steps their
+    rows' items (NOTE [autograph unpacking loops])."""
+    for loop in [n for n in ast.walk(func) if isinstance(n, (ast.For, ast.AsyncFor))]:
+        structure = _structure(loop.target)
+        if isinstance(loop, ast.AsyncFor) or not isinstance(structure, tuple):
+            continue
+        name = f"__agu_{next(counter)}"
+        located_at = loop.target
+        loop.body[:0] = unpacked_levels(loop.target, name, located_at)
+        loop.target = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), located_at)
+        setattr(loop, "ag_unpack", structure)
+
+
+def _structure(target):
+    """None for a name, a tuple of the items' structures for a tuple or list of them, else
+    False (``*rest``, an attribute or item target: left as written)."""
+    if isinstance(target, ast.Name):
+        return None
+    if isinstance(target, (ast.Tuple, ast.List)):
+        items = tuple(_structure(t) for t in target.elts)
+        return items if items and all(i is not False for i in items) else False
+    return False
 
 
 def is_forever(test):
@@ -110,7 +138,8 @@ class LoopsConverter(Converter):
                       ctx=ast.Load()),
             ast.Tuple(elts=[ast.Constant(n in kept) for n in lists], ctx=ast.Load()),
             self._names(lists),
-            ast.Constant(keep_item and item not in cells and self._read_by_returns(node, item))])
+            ast.Constant(keep_item and item not in cells and self._read_by_returns(node, item)),
+            ast.Constant(getattr(node, "ag_unpack", None))])
         bound_names = names + lists + ([item] if keep_item else [])
         statements = [body_fn, self._escaping(self._assign(bound_names, call), bound_names,
                                               number)]

@@ -49,19 +49,17 @@ NOTE [autograph]
     code say what converts; everything on a tensor that a graph traced once cannot express is
     refused, and the refusals are listed where they arise: NOTE [autograph closures]
     (``pyct/static_analysis/activity.py``), NOTE [autograph side effects]
-    (``operators/side_effects.py``), NOTE [autograph iteration] (``operators/py_builtins.py``),
-    NOTE [autograph jumps] (``converters/jumps.py``), NOTE [autograph loops]
-    (``operators/control_flow.py``), NOTE [autograph lists]
-    (``operators/data_structures.py``), NOTE [autograph carried structures]
-    (``operators/carried.py``), NOTE [autograph dict items] (``converters/dict_items.py``),
-    NOTE [autograph augmented assignment] (``pyct/static_analysis/aliases.py``), NOTE
-    [graphs traced for input shapes] (``gluon_cf/hybrid.py``: ``x.shape`` while hybridizing)
-    and NOTE [autograph indexing]
-    (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
+    (``operators/side_effects.py``), NOTE [autograph iteration] (``operators/py_builtins.py``), NOTE
+    [autograph jumps] (``converters/jumps.py``), NOTE [autograph loops]
+    (``operators/control_flow.py``), NOTE [autograph unpacking loops] (``operators/unpacking.py``),
+    NOTE [autograph lists] (``operators/data_structures.py``), NOTE [autograph carried structures]
+    (``operators/carried.py``), NOTE [autograph dict items] (``converters/dict_items.py``), NOTE
+    [autograph augmented assignment] (``pyct/static_analysis/aliases.py``), NOTE [graphs traced for
+    input shapes] (``gluon_cf/hybrid.py``: ``x.shape`` while hybridizing) and NOTE [autograph
+    indexing] (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties), NOTE [autograph match] and NOTE [autograph and/or]
-    (``operators/logical.py``), NOTE [autograd scopes in a graph]
-    (``operators/tensor_access.py``), NOTE [a refusal the user's code catches]
-    (``converters/exceptions.py``).
+    (``operators/logical.py``), NOTE [autograd scopes in a graph] (``operators/tensor_access.py``),
+    NOTE [a refusal the user's code catches] (``converters/exceptions.py``).
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,
@@ -142,7 +140,7 @@ from ..converters.exceptions import ExceptionsConverter
 from ..converters.iteration import IterationConverter
 from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
-from ..converters.loops import LoopsConverter
+from ..converters.loops import LoopsConverter, unpacked_targets
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
 from ..pyct.static_analysis.activity import MUTATORS, Scope
@@ -650,6 +648,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
+        unpacked_targets(func)     # for a, b in x: NOTE [autograph unpacking loops]
         # nested functions' own returns too, innermost first: an outer function's lowering
         # copies the code after a returning if into its branches, nested defs included
         for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):

@@ -13,7 +13,8 @@ NOTE [autograph loops]
     ``max_iterations(N)`` whatever its condition (a ``while True`` ended by a tensor ``break``
     is Python eagerly), the decorator's for a tensor condition. Stopping at the bound while
     the condition holds warns (``TruncationWarning``). ``for name in iterable`` becomes
-    :func:`for_stmt`: ``gluon_cf.foreach`` over a Symbol's rows, plain Python otherwise. A
+    :func:`for_stmt`: ``gluon_cf.foreach`` over a Symbol's rows, plain Python otherwise
+    (``for a, b in x``: each row unpacked, NOTE [autograph unpacking loops]). A
     Python value a tensor loop changes, or a loop variable without a value before the loop,
     is an AutographError. Flags of jumps (NOTE [autograph jumps]) are Python bools until a
     tensor ``if`` or loop carries them, where they become one-element arrays
@@ -39,6 +40,7 @@ from .py_builtins import one_output
 from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
 from .call_results import surfaced
 from .loop_escape import escaped, record
+from .unpacking import row_items
 from .side_effects import graph_region
 from .tensor_access import subscript
 from .variables import Undefined, holds_symbols, is_tensor, several_elements, truth
@@ -207,13 +209,15 @@ def python_if(pred, where, why):
     return pred
 
 
-def if_exp(test, then_value, else_value, where):
+def if_exp(test, then_value, else_value, where, sources=None):
     """A converted conditional expression ``a if test else b`` (each side a function).
     On a Symbol test both sides must be arrays: ``2.0 if F.sum(x) > 0 else 0.5`` stays
     refused, since Python gives a float there and a graph only an array of the test's
     shape, whose uses differ from the number's (``range``, a shape, ``[0] * k``, a
     float16 array's dtype, broadcasting against a row): the message says to write the
-    number as an array of the other side's shape, whose uses are then the user's."""
+    number as an array of the other side's shape (both numbers: ``F.where`` of the test on
+    two ``F.full``), whose uses are then the user's. ``sources``: the test's, the sides'
+    source and whether both are numbers as written."""
     if isinstance(test, mx.sym.Symbol):
         def side(fn, which):
             def run():
@@ -225,20 +229,27 @@ def if_exp(test, then_value, else_value, where):
                     raise AutographError(f"{where}: the {which} side of this conditional "
                                          f"expression is the Python value "
                                          f"{python_value(value)}; with a tensor condition "
-                                         f"both sides must be arrays (plain Python gives "
-                                         f"that value itself where it is chosen, which no "
-                                         f"graph gives): write it as an array of the other "
-                                         f"side's shape, F.ones_like(a) * {value!r}" if
-                                         isinstance(value, (int, float)) else
-                                         f"{where}: the {which} side of this conditional "
-                                         f"expression is the Python value "
-                                         f"{python_value(value)}; with a tensor condition "
-                                         f"both sides must be arrays")
+                                         f"both sides must be arrays" + (_number_side(
+                                             value, which, sources) if isinstance(
+                                                 value, (int, float)) else ""))
                 return value
             return run
         return cond(test, side(then_value, "if"), side(else_value, "else"),
                     name=node_name(where, "ifexp"))
     return then_value() if truth(test, where, "conditional expression") else else_value()
+
+
+def _number_side(value, which, sources):
+    """What the message of a number side on a tensor test says to write."""
+    test, then, other, numbers = sources or ("cond", "a", "a", False)
+    if which == "else":
+        then, other = other, then
+    write = f"F.where({test}, F.full((1,), {then}), F.full((1,), {other}))" if numbers \
+        else f"F.ones_like({other}) * {value!r}"
+    return (f" (plain Python gives that number itself where it is chosen, a graph only an "
+            f"array, whose uses differ from a number's: range(n), a shape, an index, a "
+            f"float16 array's dtype): write the choice as an array, {write}, and use it as "
+            f"one")
 
 
 def if_return(pred, then_fn, else_fn, values, where, names=(), loop_return=False):
@@ -374,7 +385,7 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
 
 
 def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(), kept=(),
-             list_names=(), returned_item=False):
+             list_names=(), returned_item=False, unpack=None):
     """Run a converted ``for`` (NOTE [autograph loops]): returns its variables' final values, the
     lists it appended to, and the last item when ``item`` holds the current value of a loop
     variable read after the loop. ``stop``: the names of its break and return flags.
@@ -382,7 +393,9 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
     is a function of no argument, whose value is appended where no flag is set after the
     step: NOTE [autograph lists]). ``list_names``: the lists' names (NOTE [an exception
     leaving a loop]). ``returned_item``: the item is read only by a ``return`` inside the
-    loop (``return row, h``), which a graph's loop carries (NOTE [autograph loops])."""
+    loop (``return row, h``), which a graph's loop carries (NOTE [autograph loops]).
+    ``unpack``: the structure of the loop's target where it unpacks its items (``for a, b in
+    x``: NOTE [autograph unpacking loops])."""
     keep_item, lists, count = item is not None, list(lists), len(values)
     items_count = None
     if isinstance(iterable, StepList):    # (its items, or its rows: NOTE [autograph lists])
@@ -443,6 +456,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
             else None
         values = flags_as_arrays(values, names)
         _loop_arrays(values, names, where, "for")
+        items_of = None if unpack is None else row_items(iterable, unpack, where)
         carried = Carried(values, names, where, "for loop on a tensor")
         arrays = carried.arrays(values)
         # the item read after the loop (or by a return in it): carried, the row of each step
@@ -454,6 +468,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         counted = bool(lists) or not arrays and not keep_item
 
         def step(row, states):
+            row = row if items_of is None else items_of(row)
             current = carried.rebuild(states[:len(arrays)])
             with graph_region(where, "for loop", names):
                 result = tuple(body(row, *current))

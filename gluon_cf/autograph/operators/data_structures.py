@@ -28,11 +28,11 @@ NOTE [autograph lists]
     ``[0] * n``, ``n // 2``, an index, a shape), so ``len`` and ``enumerate`` of such a
     list stay refused, saying to count the steps as an array in the loop (``i = i + 1``:
     the array is then the user's, and so are its uses). ``for a, b in zip(outs, other)``
-    stays refused too: a ``for`` that unpacks its items runs as Python's loop (its jumps
-    stay Python), which has no rows to iterate here; one graph loop over several lists'
-    rows would need the lists' counts to agree, which only the run knows unless one loop
-    appended them all (the message says to append what a step needs to one list, and loop
-    over that). ``sum(items, start)`` is
+    stays refused too: ``zip`` is Python's, which has no rows to iterate here; one graph
+    loop over several lists' rows would need the lists' counts to agree, which only the run
+    knows unless one loop appended them all (the message says to append what a step needs
+    to one list, and loop over that: ``for a, b in outs`` over a list of stacked pairs
+    converts, NOTE [autograph unpacking loops]). ``sum(items, start)`` is
     ``start`` plus the rows' sum, ``start`` itself by a cond where the loop appended none (a
     number ``start`` there is checked, as ``sum(items)``'s 0). A call of ``F.stack``, ``F.concat`` or
     ``F.add_n`` unpacking a list bound to another name or several lists
@@ -458,8 +458,9 @@ class StepList:
             self._unknown_length(
                 "iterated over (by zip, enumerate, map, a comprehension or unpacking: for "
                 "enumerate write a for over the list with a counter array, i = F.zeros((1,)) "
-                "before it and i = i + 1 in it; for zip, append what a step needs to one list, "
-                "F.concat(a, b, dim=0), in the loop that collects it, and loop over that)")
+                "before it and i = i + 1 in it; for zip, append what a step needs to one list "
+                "in the loop that collects it, pairs.append(F.stack(a, b)), and unpack its "
+                "rows: for a, b in pairs)")
         return iter(self.rows_list(n, range(n), self.where))
 
     def __repr__(self):

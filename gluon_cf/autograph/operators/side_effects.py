@@ -13,7 +13,13 @@ NOTE [autograph side effects]
     object), a ``global`` or ``nonlocal`` variable, and :func:`mutable` around the receiver of
     a mutating method (``append``, ``add``, ``update`` ...; of a local every binding of which
     is a new object, ``parts = []`` ... ``parts.append(r)`` in a loop's step, a Python
-    container's runs as it is: ``py_builtins.own_method``), and library code it
+    container's runs as it is: ``py_builtins.own_method``; a container converted code made
+    by an assignment, ``parts = [row]``, while the innermost region was traced is that
+    region's own (:func:`made`), so a helper given it may change it there: the region's
+    trace is one step's run, and nothing outside the step holds it unless an assignment or
+    a container's change already refused put it there; one made outside that region, an
+    enclosing step's list changed under a tensor if in it included, stays refused), and
+    library code it
     calls in a graph region is checked not to change a container given to it (:func:`lent`:
     it is not converted, so only its effect can be seen; a container the step itself made is
     refused too, which the check cannot tell apart: a refusal, never a value that differs).
@@ -50,6 +56,7 @@ def graph_region(where, kind, owned=()):
     stack = _state.__dict__.setdefault("regions", [])
     outermost = all(w != where for w, _, _ in stack)
     stack.append((where, kind, frozenset(owned)))
+    _state.__dict__.setdefault("made", []).append([])
     try:
         yield
     except RecursionError:
@@ -66,6 +73,23 @@ def graph_region(where, kind, owned=()):
             f"Python value (a depth argument)") from None
     finally:
         stack.pop()
+        _state.made.pop()
+
+
+def made(value):
+    """A new container converted code binds (``parts = [row]``): inside a graph region, the
+    region's own, which converted code may change there (a helper's ``lst.append(v)`` given
+    it: NOTE [autograph side effects]); held until the region ends (no id reused)."""
+    regions = getattr(_state, "made", None)
+    if regions:
+        regions[-1].append(value)
+    return value
+
+
+def made_here(value):
+    """Whether ``value`` was made by converted code in the innermost graph region."""
+    regions = getattr(_state, "made", None) or [[]]
+    return any(v is value for v in regions[-1])
 
 
 def effect(where, what, name=None):
@@ -90,7 +114,8 @@ def mutable(receiver, where, method):
     object may come from outside: a Python container changed inside a graph region is an
     error (:func:`effect`)."""
     if isinstance(receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
-                             collections.abc.MutableMapping, collections.abc.MutableSet)):
+                             collections.abc.MutableMapping, collections.abc.MutableSet)) \
+            and not made_here(receiver):
         effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
     return receiver
 

@@ -34,6 +34,26 @@ def located(statements, node):
     return statements
 
 
+def unpacked_levels(target, name, located_at):
+    """``target = name`` (``target`` a tuple or list) as one assignment per level of it
+    (``i, (a, b) = v``: ``i, v_0 = v; a, b = v_0``), each of which converted code checks as
+    it unpacks a tensor (a Symbol yields itself once, not its rows)."""
+    items: list = []
+    inner: list = []
+    for item in target.elts:
+        if isinstance(item, (ast.Tuple, ast.List)):
+            temp = f"{name}_{len(inner)}"
+            inner.append((item, temp))
+            item = ast.Name(id=temp, ctx=ast.Store())
+        items.append(item)
+    flat = type(target)(elts=items, ctx=ast.Store())
+    statements = [ast.copy_location(ast.Assign(targets=[flat], value=ast.Name(
+        id=name, ctx=ast.Load())), located_at)]
+    for item, temp in inner:
+        statements += unpacked_levels(item, temp, located_at)
+    return statements
+
+
 def assign_constant(name, value):
     return ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Constant(value))
 

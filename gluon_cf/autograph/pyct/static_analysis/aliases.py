@@ -292,6 +292,15 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
     return shared
 
 
+def _holder(target):
+    """What holds the value assigned to ``target``: ``x[i] = v`` of a variable's array is
+    out of place on a Symbol, a copy into it on an NDArray (NOTE [autograph item
+    assignment]), so ``x`` holds no array of ``v``'s: its index alone; else the target."""
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return target.slice
+    return target
+
+
 def node_shares(node) -> List[str]:
     """The variables whose array may be shared at ``node`` (this node, not its children):
     kept by a name, item, attribute, view, container or closure, or bound where one is
@@ -326,8 +335,8 @@ def node_shares(node) -> List[str]:
             held = held + [n.id for t in targets for n in ast.walk(t)
                            if isinstance(n, ast.Name)]
         if held or _metadata(node.value):
-            held = held + [n.id for t in targets for n in ast.walk(t)   # (d[k] = x: d
-                           if isinstance(n, ast.Name)]                   # holds x too)
+            held = held + [n.id for t in targets for n in ast.walk(_holder(t))   # (d[k] = x:
+                           if isinstance(n, ast.Name)]                  # d holds x too)
         return held
     if isinstance(node, ast.AugAssign):
         # outs += [h]: the list holds h's array too
