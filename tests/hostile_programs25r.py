@@ -678,28 +678,3 @@ class DepthArgumentAndKeywordCall(_Net):
                 return x[i:i + 1] * d
             return F.tanh(self.w(F.concat(node(lt, d + 1), node(rt, d + 1), dim=1))) + d * 0.1
         return cat(F, walk(F, left, right, roots, x.shape[0], body, 1.0))
-
-
-@program(*BIN)
-class SameFunctionOnRootsAndLeftChildren(_Net):
-    """One recursive function called twice per root: on the root and on its left child (a
-    leaf root's is row 0, MXNet's take clipping -1)."""
-
-    def hybrid_forward(self, F, x, left, right, roots, **kw):
-        @gluon_cf.recursive
-        def node(i):
-            return gluon_cf.cond(
-                F.take(left, i) < 0, lambda: F.take(x, i),
-                lambda: F.tanh(self.u(node(F.take(left, i))) + node(F.take(right, i))))
-        hs, _ = gluon_cf.foreach(
-            lambda r, _: ([node(r), node(F.take(left, r))], []), roots, [])
-        return F.reshape(hs[0], (-3, -2)) - F.reshape(hs[1], (-3, -2))
-
-    def plain_forward(self, F, x, left, right, roots, **kw):
-        lt = _ids(left)
-
-        def body(node, i, l, r):
-            return x[i:i + 1] if l < 0 else F.tanh(self.u(node(l)) + node(r))
-        a = cat(F, walk(F, left, right, roots, x.shape[0], body))
-        kids = floats(*[lt[_row(r, x.shape[0])] for r in _ids(roots)])
-        return a - cat(F, walk(F, left, right, F.array(kids), x.shape[0], body))

@@ -1,7 +1,7 @@
-"""Issue 24, hostile recursion round 25r. The blocks of ``hostile_programs25r.py`` and
-``hostile_programs25r_b.py`` run plain (their ``plain_forward``: Python recursion on NDArrays,
-the oracle), eagerly, and hybridized on each executor (batched with ahead-of-time schedules,
-batched dynamically, unbatched), recorded: outputs, input and parameter gradients equal the
+"""Issue 24, hostile recursion round 25r. The blocks of ``hostile_programs25r.py``, ``_b.py``
+and ``_c.py`` run plain (their ``plain_forward``: Python recursion on NDArrays, the oracle),
+eagerly, and hybridized on each executor (batched with ahead-of-time schedules, batched
+dynamically, unbatched), recorded: outputs, input and parameter gradients equal the
 oracle's (float32: rtol 1e-4, atol 1e-5); warnings name the programs' files. Then a random
 sequence of calls on one hybridized block (recorded or not, malformed calls among them) equals
 the oracle call by call; ``grad_req='add'`` over several calls, Dropout in predict and train
@@ -19,13 +19,14 @@ import gluon_cf
 import hostile_harness
 import hostile_programs25r as programs_a
 import hostile_programs25r_b as programs_b
+import hostile_programs25r_c as programs_c
 from conftest import run_python
 from test_recursion_hostile2 import make, run, with_mode
 
-FILES = [programs_a.__file__, programs_b.__file__]
+FILES = [programs_a.__file__, programs_b.__file__, programs_c.__file__]
 MODES = ("eager", "batched", "dynamic", "unbatched")
 TOL = (1e-4, 1e-5)
-PROGRAMS = {**programs_a.PROGRAMS, **programs_b.PROGRAMS}
+PROGRAMS = {**programs_a.PROGRAMS, **programs_b.PROGRAMS, **programs_c.PROGRAMS}
 
 _ORACLES: dict = {}
 
@@ -41,10 +42,11 @@ def oracle(cls, k, record=True):
 def _cases():
     """(program, mode): every program eagerly and on the batched executor with schedules; the
     dynamic and the unbatched executor each on every other program (the suite's time: the
-    round ran every program on all four); the chain of 3,000 nodes eagerly and batched."""
+    round ran every program on all four); the chain of 3,000 nodes batched, the forest of 500
+    trees eagerly, batched and dynamically."""
     for k, cls in enumerate(PROGRAMS):
-        modes = MODES[:2] if cls is programs_b.ChainOfThreeThousand else \
-            MODES[:2] + (MODES[2 + k % 2],)
+        modes = ("batched",) if cls is programs_b.ChainOfThreeThousand else \
+            MODES[:3] if cls is programs_b.FiveHundredTrees else MODES[:2] + (MODES[2 + k % 2],)
         yield from (pytest.param(cls, m, id="%s-%s" % (cls.__name__, m)) for m in modes)
 
 
@@ -56,7 +58,8 @@ HISTORY = [programs_a.TreeLstmReturnsHAndC, programs_a.SizeHeightAndVectorDtypes
            programs_b.RematThreeFunctionsInTurn, programs_b.TopDownDecoderSumsAndCounts,
            programs_b.ForeachRootsCarriesPreviousTreeIntoRecursion,
            programs_b.ChildMaxPoolOverMaskedForeach, programs_b.NaryDepthPassedDownAndLeafCount,
-           programs_b.NaryThreeFunctionsNodeRangeChild]
+           programs_b.NaryThreeFunctionsNodeRangeChild, programs_c.Int32IndexArrays,
+           programs_c.NaryDecoderChildCountFromValue]
 
 
 @pytest.mark.parametrize("cls,mode", list(_cases()))
@@ -82,7 +85,7 @@ def test_a_random_call_sequence_equals_the_oracle(cls):
         cls, PROGRAMS[cls], make, lambda k: oracle(cls, k), TOL)
 
 
-# ---- training: grad_req='add' over calls, Dropout in predict and train mode -----------------------
+# ---- training: grad_req='add' over calls, Dropout in predict and train mode ------------------
 
 def _accumulated(cls, mode, calls):
     """Parameter gradients after ``calls`` recorded calls and backward passes, grad_req 'add'."""
@@ -107,11 +110,12 @@ def _accumulated(cls, mode, calls):
 
 
 @pytest.mark.parametrize("cls", [programs_a.TreeLstmReturnsHAndC, programs_a.RematTreeLstmHAndC,
-                                 programs_b.NaryThreeFunctionsNodeRangeChild],
+                                 programs_b.NaryThreeFunctionsNodeRangeChild,
+                                 programs_c.NaryDecoderChildCountFromValue],
                          ids=lambda c: c.__name__)
 def test_grad_req_add_accumulates_as_plain_python(cls):
     inputs = PROGRAMS[cls]
-    calls = [inputs[0], inputs[-1], inputs[0]]       # (the last two: one size, two shapes)
+    calls = [inputs[0], inputs[-1], inputs[0]]       # (another forest between two equal ones)
     want = _accumulated(cls, "plain", calls)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
