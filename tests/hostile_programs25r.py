@@ -205,10 +205,27 @@ class NestedListReturnedAndArgmaxLabel(_Net):
 
 # ---- static attributes, closures, constants ------------------------------------------------
 
-class _Pooled(_Net):
+class _Combining(_Net):
+    """A TreeRNN whose leaves are their rows and whose internal nodes ``_combine`` children."""
+
+    def hybrid_forward(self, F, x, left, right, roots, **kw):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(
+                F.take(left, i) < 0, lambda: F.take(x, i),
+                lambda: self._combine(F, node(F.take(left, i)), node(F.take(right, i))))
+        return _rows_of(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots, **kw):
+        def body(node, i, lt, rt):
+            return x[i:i + 1] if lt < 0 else self._combine(F, node(lt), node(rt))
+        return cat(F, walk(F, left, right, roots, x.shape[0], body))
+
+
+class _Pooled(_Combining):
     POOL = "sum"
 
-    def combine(self, F, hl, hr):
+    def _combine(self, F, hl, hr):
         if self.POOL == "max":                 # a Python branch on a static attribute
             pooled = F.maximum(hl, hr)
         elif self.POOL == "mean":
@@ -216,19 +233,6 @@ class _Pooled(_Net):
         else:
             pooled = hl + hr
         return F.tanh(self.u(pooled))
-
-    def hybrid_forward(self, F, x, left, right, roots, **kw):
-        @gluon_cf.recursive
-        def node(i):
-            return gluon_cf.cond(
-                F.take(left, i) < 0, lambda: F.take(x, i),
-                lambda: self.combine(F, node(F.take(left, i)), node(F.take(right, i))))
-        return _rows_of(F, node, roots)
-
-    def plain_forward(self, F, x, left, right, roots, **kw):
-        def body(node, i, lt, rt):
-            return x[i:i + 1] if lt < 0 else self.combine(F, node(lt), node(rt))
-        return cat(F, walk(F, left, right, roots, x.shape[0], body))
 
 
 @program(*BIN)
@@ -549,7 +553,7 @@ class InternalForeachRnnOverChildren(_Net):
 
 
 @program(*BIN)
-class GruCellSplitAndWhere(_Net):
+class GruCellSplitAndWhere(_Combining):
     """A GRUCell combining the children, a split of a Dense into two gates and an F.where
     choosing per element."""
 
@@ -561,19 +565,6 @@ class GruCellSplitAndWhere(_Net):
         out, _ = self.cell(hl, [hr])
         a, b = F.split(self.gates(out), num_outputs=2, axis=1)
         return F.where(a > b, F.tanh(a), F.sigmoid(b) * 0.5)
-
-    def hybrid_forward(self, F, x, left, right, roots, **kw):
-        @gluon_cf.recursive
-        def node(i):
-            return gluon_cf.cond(
-                F.take(left, i) < 0, lambda: F.take(x, i),
-                lambda: self._combine(F, node(F.take(left, i)), node(F.take(right, i))))
-        return _rows_of(F, node, roots)
-
-    def plain_forward(self, F, x, left, right, roots, **kw):
-        def body(node, i, lt, rt):
-            return x[i:i + 1] if lt < 0 else self._combine(F, node(lt), node(rt))
-        return cat(F, walk(F, left, right, roots, x.shape[0], body))
 
 
 @program(*BIN)

@@ -12,8 +12,8 @@ import gluon_cf
 import hostile_harness
 from hostile_programs4 import _ids, _row
 from hostile_programs14 import _rows_of
-from hostile_programs25r import BIN, H, TOKENS, V, _Net, cat, rows_tuple, walk
-from hostile_programs25r_b import STARTS
+from hostile_programs25r import BIN, H, TOKENS, V, _Combining, _Net, cat, rows_tuple, walk
+from hostile_programs25r_b import STARTS, DagSharedSubtreesRepeatedRoots
 
 PROGRAMS, program = hostile_harness.program_registry()
 floats = hostile_harness.floats
@@ -66,25 +66,12 @@ class SortedChildrenFeaturesIntoDense(_Net):
 
 
 @program(*BIN)
-class StackTransposeReshapeChildren(_Net):
+class StackTransposeReshapeChildren(_Combining):
     """Children stacked on a new axis 2, transposed (0, 2, 1), reshaped (0, -1) into w."""
 
     def _combine(self, F, hl, hr):
         both = F.stack(hl, hr, axis=2).transpose((0, 2, 1)).reshape((0, -1))
         return F.tanh(self.w(both))
-
-    def hybrid_forward(self, F, x, left, right, roots, **kw):
-        @gluon_cf.recursive
-        def node(i):
-            return gluon_cf.cond(
-                F.take(left, i) < 0, lambda: F.take(x, i),
-                lambda: self._combine(F, node(F.take(left, i)), node(F.take(right, i))))
-        return _rows_of(F, node, roots)
-
-    def plain_forward(self, F, x, left, right, roots, **kw):
-        def body(node, i, lt, rt):
-            return x[i:i + 1] if lt < 0 else self._combine(F, node(lt), node(rt))
-        return cat(F, walk(F, left, right, roots, x.shape[0], body))
 
 
 @program(*BIN)
@@ -209,22 +196,8 @@ class TwoFunctionsOfOneFactoryStaticFlag(_Net):
 
 
 @program(*[[a[0]] + [v.astype(np.int32) for v in a[1:]] for a in BIN])
-class Int32IndexArrays(_Net):
-    """left, right and roots as int32 arrays (the indices' dtype)."""
-
-    def hybrid_forward(self, F, x, left, right, roots, **kw):
-        @gluon_cf.recursive
-        def node(i):
-            return gluon_cf.cond(
-                F.take(left, i) < 0, lambda: F.take(x, i),
-                lambda: F.tanh(self.w(F.concat(node(F.take(left, i)), node(F.take(right, i)),
-                                               dim=1))))
-        return _rows_of(F, node, roots)
-
-    def plain_forward(self, F, x, left, right, roots, **kw):
-        def body(node, i, lt, rt):
-            return x[i:i + 1] if lt < 0 else F.tanh(self.w(F.concat(node(lt), node(rt), dim=1)))
-        return cat(F, walk(F, left, right, roots, x.shape[0], body))
+class Int32IndexArrays(DagSharedSubtreesRepeatedRoots):
+    """The TreeRNN with left, right and roots as int32 arrays (the indices' dtype)."""
 
 
 @program(*STARTS)

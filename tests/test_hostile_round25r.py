@@ -12,9 +12,6 @@ import mxnet as mx
 import numpy as np
 import pytest
 from mxnet import autograd
-from mxnet.gluon import HybridBlock
-
-import gluon_cf
 
 import hostile_harness
 import hostile_programs25r as programs_a
@@ -207,29 +204,6 @@ def test_backward_through_three_functions_in_turn_each_with_its_own_dense_ends()
     assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
 
 
-class _ConstantLeafCount(HybridBlock):
-    """n-ary recursion whose leaf returns the constant ``F.ones((1, 1))`` as its count, summed
-    by a while_loop over the children; depth passed down."""
-
-    def hybrid_forward(self, F, x, ptr, cidx, roots):
-        @gluon_cf.recursive
-        def node(i, d):
-            start, end = F.take(ptr, i), F.take(ptr, i + 1)
-
-            def internal():
-                def step(k, h, n):
-                    hk, nk = node(F.take(cidx, k), d + 1)
-                    return [], [k + 1, h + hk, n + nk]
-                _, (_, h, n) = gluon_cf.while_loop(
-                    lambda k, h, n: k < end, step,
-                    [start, F.zeros_like(F.take(x, i)), F.zeros((1, 1))], max_iterations=4)
-                return [h, n]
-            return gluon_cf.cond(end - start < 1, lambda: [F.take(x, i), F.ones((1, 1))],
-                                 internal)
-        outs, _ = gluon_cf.foreach(lambda r, _: (list(node(r, F.ones_like(r))), []), roots, [])
-        return outs[1]
-
-
 @pytest.mark.parametrize("mode", ["batched", "dynamic", "unbatched"])
 def test_a_branch_constant_taken_by_every_row_of_a_batch_is_each_rows(mode):
     """Round 25r: when every row of a batch took the cond branch returning ``F.ones((1, 1))``,
@@ -237,10 +211,9 @@ def test_a_branch_constant_taken_by_every_row_of_a_batch_is_each_rows(mode):
     MKL-DNN's 'could not create a primitive descriptor for a sum primitive' (no user line)
     where the unbatched executor and eager Python count the leaves."""
     arrays = [mx.nd.array(a) for a in programs_b.NARY[0]]
-    net = _ConstantLeafCount()
-    net.initialize()
-    want = net(*arrays).asnumpy()
+    net = make(programs_b.NaryDepthPassedDownAndLeafCount)   # (its leaf count F.ones((1, 1)))
+    want = net(*arrays)[1].asnumpy()
     np.testing.assert_array_equal(want.ravel(), [6, 1, 5, 6])    # (leaves under each root)
     net.hybridize()
     for _ in range(2):
-        np.testing.assert_array_equal(with_mode(mode, lambda: net(*arrays)).asnumpy(), want)
+        np.testing.assert_array_equal(with_mode(mode, lambda: net(*arrays))[1].asnumpy(), want)
