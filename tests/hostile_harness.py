@@ -326,6 +326,7 @@ def _unnamed(err):
     """``err``'s message without node names (a fresh block's have another prefix)."""
     text = re.sub(r"\[\d\d:\d\d:\d\d\] ", "", str(err))     # (MXNet's time stamps)
     text = re.sub(r"'[a-z0-9_]+'", "'<node>'", text)
+    text = re.sub(r"\b([a-z]+_[a-z_]*?)\d+\b", r"\1#", text)   # (MXNet's names: elemwise_add9)
     return re.sub(r"\b[a-z][a-z0-9]*?\d+_", "<block>_", text)     # (unquoted node names)
 
 

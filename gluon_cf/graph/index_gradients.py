@@ -158,10 +158,30 @@ def _source(taint, entry):
 class _Calls:
     """A recursion node's functions, as far as taint goes: which of each function's slots (its
     arguments, then the environment) are tainted, from which wanted slot, and each function's
-    outputs' taint; grown to a fixpoint by :func:`_recursion_reaching`."""
+    outputs' taint; grown to a fixpoint by :func:`_recursion_reaching`.
+
+    NOTE [taint through a cycle of calls]: a value tainted by several wanted slots is labelled
+    with one of them (the first its graph meets), which only names the input in the error. In
+    a cycle of calls (a -> b -> c -> a, each output combining its callee's with its own
+    environment) that label can move round the cycle for ever: a's output labelled by b's,
+    b's by c's, c's by a's, each pass changing the next. Only whether a slot is tainted decides
+    what is refused, and that only grows (finitely), so a label, once given, is kept: the
+    fixpoint is reached when no slot or output becomes tainted (round 25r: three functions in
+    turn, each reading a Dense of its own, hung ``backward``)."""
 
     def __init__(self, decoded):
         self.decoded, self.origin, self.outs, self.grown = decoded, {}, {}, False
+
+    def merge_outs(self, qname, outs):
+        """Function ``qname``'s outputs' taint grown by ``outs``: an output tainted keeps the
+        wanted slot it first had (NOTE [taint through a cycle of calls])."""
+        old = self.outs.get(qname)
+        if old is None:
+            self.outs[qname], self.grown = list(outs), True
+            return
+        for k, (was, now) in enumerate(zip(old, outs)):
+            if was is None and now is not None:
+                old[k], self.grown = now, True
 
     def taint(self, qname, slots):
         origin = self.origin.setdefault(qname, {})
@@ -189,6 +209,5 @@ def _recursion_reaching(decoded, slots):
                                           calls)
             if found is not None:
                 return found, None
-            if outs != calls.outs.get(qname):
-                calls.outs[qname], calls.grown = outs, True
+            calls.merge_outs(qname, outs)
     return None, calls.outs.get(spec["entry"], [None] * spec["num_outputs"])

@@ -361,10 +361,10 @@ def from_batch(node, inputs, frame):
     # permutation is computed (a few small device ops cost more than this round trip).
     taken = inputs[0].asnumpy().reshape(rows, -1)[:, 0] != 0
     num_taken = int(taken.sum())
-    if num_taken == rows:
-        return (yield node.graphs["then"].run(inputs, frame))
-    if num_taken == 0:
-        return (yield node.graphs["else"].run(inputs, frame))
+    if num_taken in (0, rows):   # one branch for every row: its shared outputs repeated too
+        outs = yield node.graphs["then" if num_taken else "else"].run(inputs, frame)
+        return [mx.nd.repeat(v, rows, axis=0) if v.ndim and v.shape[0] == 1 < rows else v
+                for v in outs]
     # perm puts the rows taking "then" first (each side in order); inverse undoes it.
     perm = np.argsort(~taken, kind="stable")
     inverse = np.empty_like(perm)
