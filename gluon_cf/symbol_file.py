@@ -14,8 +14,8 @@ NOTE [files are checked before MXNet reads them]
       down] there), and it checks the spec with :func:`check_spec` first, so that what is
       wrong is said in words (the field, what it must hold, what it holds);
     * where gluon_cf itself loads a file (``SymbolBlock.imports``, ``export_onnx`` from files,
-      the CLI's ``convert``), :func:`symbol_entries.check_symbol_file_contents` checks the whole file first,
-      nested specs included, and names the file, the node and what is wrong.
+      the CLI's ``convert``), :func:`symbol_entries.check_symbol_file_contents` checks the whole
+      file first, nested specs included, and names the file, the node and what is wrong.
 
     The checks are structural: valid JSON of the right shape, nodes in topological order (each
     input an earlier node, as MXNet writes them: no cycle), heads and arguments that exist,

@@ -3,20 +3,20 @@
 NOTE [eager zero-size values]
     Hybridized, an operator whose every input is zero-size runs unrecorded (NOTE [zero-size
     calls] in ``graph/cached_graph.py``): what it computes (a sum over no rows) depends on no
-    element of anything, so its gradient is zero, and MXNet 1.x's backward cannot pass through a zero-size
-    array at all. Eagerly, a body of an op (foreach's body, while_loop's cond and func, the
-    branch cond runs) is the user's Python, each MXNet operator recorded as it runs, and the
+    element of anything, so its gradient is zero, and MXNet 1.x's backward cannot pass through a
+    zero-size array at all. Eagerly, a body of an op (foreach's body, while_loop's cond and func,
+    the branch cond runs) is the user's Python, each MXNet operator recorded as it runs, and the
     same body made backward fail: "Shape dim size cannot be a negative value -1", raised
     asynchronously at the next read of a gradient, naming no line of the user's (the body
-    ``lambda r, s: (r, s + F.contrib.boolean_mask(x, m).sum())`` with a mask that keeps no
-    row worked hybridized and not eagerly). So while gluon_cf runs an op's body eagerly
-    (:func:`eager_body`, per thread), MXNet's generated operators run one whose every array
-    input is zero-size unrecorded, as the graph does: eager and hybridized give the same values
-    and gradients; and an operator that refuses a zero-size input (scalar arithmetic, concat
-    with other rows) is a ZeroSizeError naming it and the user's line, as hybridized (MXNet's
-    own message named no line of the user's). Outside those bodies MXNet's eager code runs as
-    MXNet runs it (plain ``boolean_mask(x, m).sum()`` under autograd fails at backward there
-    too); the check costs a thread-local read per operator outside them.
+    ``lambda r, s: (r, s + F.contrib.boolean_mask(x, m).sum())`` with a mask that keeps no row
+    worked hybridized and not eagerly). So while gluon_cf runs an op's body eagerly
+    (:func:`eager_body`, per thread), MXNet's generated operators run one whose every array input is
+    zero-size unrecorded, as the graph does: eager and hybridized give the same values and
+    gradients; and an operator that refuses a zero-size input (scalar arithmetic, concat with other
+    rows) is a ZeroSizeError naming it and the user's line, as hybridized (MXNet's own message named
+    no line of the user's). Outside those bodies MXNet's eager code runs as MXNet runs it (plain
+    ``boolean_mask(x, m).sum()`` under autograd fails at backward there too); the check costs a
+    thread-local read per operator outside them.
 """
 import contextlib
 import sys

@@ -499,11 +499,11 @@ def _check_headroom(fn, depth):
             "gluon_cf.recursive: %r stopped at depth %d of nested calls: the process's address "
             "space is %d MiB, within %d MiB of its limit of %d MiB (RLIMIT_AS, ulimit -v), and "
             "MXNet aborts the process when an operator runs out of it; the calls are "
-            "unwound and what they hold is released. This recursion needs a higher limit, or less address space "
-            "reserved before it (OMP_NUM_THREADS=1 in the environment saves 128 MiB a "
-            "core; import gluon_cf before MXNet's first operator: it caps glibc's malloc "
-            "arenas under a limit, ~256 MiB with 2 cores)" % (fn.name, depth, used >> 20,
-                                             ADDRESS_SPACE_HEADROOM >> 20, limit >> 20))
+            "unwound and what they hold is released. This recursion needs a higher limit, "
+            "or less address space reserved before it (OMP_NUM_THREADS=1 in the environment "
+            "saves 128 MiB a core; import gluon_cf before MXNet's first operator: it caps "
+            "glibc's malloc arenas under a limit, ~256 MiB with 2 cores)"
+            % (fn.name, depth, used >> 20, ADDRESS_SPACE_HEADROOM >> 20, limit >> 20))
 
 
 def _freed_memory_covers(used, limit):

@@ -150,8 +150,9 @@ class RecursionRule(registry.Rule):
             ready = [q for q in functions if q not in graphs and q in signatures.arg_dtypes]
             if not ready:
                 missing = [functions[q]["name"] for q in functions if q not in graphs]
-                raise ValueError(f"save_artifact: recursion node {node.name!r}: functions {missing} "
-                                 f"are in its table but no converted call reaches them")
+                raise ValueError(f"save_artifact: recursion node {node.name!r}: functions "
+                                 f"{missing} are in its table but no converted call reaches "
+                                 f"them")
             for qname in ready:
                 graphs[qname] = _function_to_artifact(custom_node, qname, functions[qname], env,
                                                   signatures)

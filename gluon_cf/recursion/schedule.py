@@ -79,7 +79,7 @@ TABLE_ROWS_PER_LEVEL = 1024
 PADDED = [True]   # NOTE [padded rows] in recursion/value_graphs.py (tests compare with eager)
 PADDED_ROWS = 512   # larger groups run unpadded: their arithmetic outweighs a call's set-up
 PADDED_TABLE_BYTES = 1 << 22   # padded, a table's rows are a multiple of this many bytes' worth
-RUNS: collections.Counter = collections.Counter()   # function name -> batches run on a schedule (for tests, tools)
+RUNS: collections.Counter = collections.Counter()   # function name -> batches on a schedule
 
 
 def run(context, qname, args, rows, depth):

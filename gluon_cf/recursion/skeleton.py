@@ -363,7 +363,8 @@ class _Function:
         return found
 
 
-_ANALYSES: dict = {}   # (id of the function graphs, entry qname) -> _Plan or the reason it is refused
+# (id of the function graphs, entry qname) -> _Plan or the reason it is refused
+_ANALYSES: dict = {}
 # id of the function graphs -> their entries' qnames analysed: dropped with the recursion node
 # that holds the graphs (NOTE [decoded nodes live as long as their users] in
 # graph/decoded.py), before the id may be another node's

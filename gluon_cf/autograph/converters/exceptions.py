@@ -21,9 +21,9 @@ from .base import Converter
 #     does not suppress it either (``__ag__.refusals_kept``). Except an AmbiguousTruthError:
 #     the truth of an NDArray of several elements, where plain Python raises its own
 #     ValueError on the same values; catching that one is Python's (a Symbol's is refused
-#     as an AutographError, which goes on: its fallback would be the graph for every shape). The refusals of ``x op= v`` and
-#     of an exception leaving a tensor loop also surface when the function returns
-#     (``call_results.surfacing_refusals``), whatever caught them.
+#     as an AutographError, which goes on: its fallback would be the graph for every shape). The
+#     refusals of ``x op= v`` and of an exception leaving a tensor loop also surface when the
+#     function returns (``call_results.surfacing_refusals``), whatever caught them.
 _NAMES = itertools.count(1)
 
 

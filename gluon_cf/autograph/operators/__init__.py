@@ -15,11 +15,11 @@ from .side_effects import changing, consumed, effect, made, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
 from .variables import augmented, deleted, ld, without
 
-__all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if", "python_loop", "running",
-           "running_and", "while_stmt", "no_outer_lists", "unpacked", "unpacked_parts",
-           "and_", "asserted", "compare_chain", "match_guard", "match_subject", "not_", "or_", "positive", "python_operand", "builtin", "filtered", "iterated", "reversed_rows", "changing", "consumed", "effect", "made", "mutable",
-           "own_method", "printing",
-           "binary", "item_assigned", "item_target", "py_slice", "subscript",
+__all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if",
+           "python_loop", "running", "running_and", "while_stmt", "no_outer_lists", "unpacked",
+           "unpacked_parts", "and_", "asserted", "compare_chain", "match_guard", "match_subject",
+           "not_", "or_", "positive", "python_operand", "builtin", "filtered", "iterated",
+           "reversed_rows", "changing", "consumed", "effect", "made", "mutable", "own_method",
+           "printing", "binary", "item_assigned", "item_target", "py_slice", "subscript",
            "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
-           "returned_through_finally",
-           "refusals_kept"]
+           "returned_through_finally", "refusals_kept"]

@@ -34,26 +34,25 @@ NOTE [autograph lists]
     to one list, and loop over that: ``for a, b in outs`` over a list of stacked pairs
     converts, NOTE [autograph unpacking loops]). ``sum(items, start)`` is
     ``start`` plus the rows' sum, ``start`` itself by a cond where the loop appended none (a
-    number ``start`` there is checked, as ``sum(items)``'s 0). A call of ``F.stack``, ``F.concat`` or
-    ``F.add_n`` unpacking a list bound to another name or several lists
-    (``F.concat(*a, *b, dim=0)``) goes through ``list_parts.unpacked_parts``, which finds
-    the StepLists at run time; ``items[i]`` past what
-    bounded loops can have appended is an IndexError at its line. In a ``for`` over a Python iterable with a ``break`` under a
-    tensor ``if`` (a decoder over ``range(n)``), a step after the flag became a tensor runs
-    with its flags cleared, its results count where no flag is set (a cond picks them or the
-    values before the step) and its append is one row or none (``control_flow._where``,
-    :func:`appended_where`; a list of arrays such as an RNN cell's ``state`` is chosen item
-    by item, while a graph loop or cond that changes one is an AutographError saying to
-    unpack it); a ``for`` over a tensor that appends and may break is an AutographError
-    (write a ``while``). In such a ``for`` over a Python iterable, an append that ends the
-    step after the ``if`` that breaks (only while no break or return flag is set: the guards
-    of NOTE [autograph jumps]) is collected too: its value is computed at the end of the step
-    (``__agc_items = lambda: value`` first in the step) and appended where no flag is set
-    after the step, one row or none; a list that may then hold no item is checked when
-    unpacked (NOTE [checked items]). In a graph's ``while`` the step that breaks would still
-    give its row, so an append after a break there stays refused. Any other change of an outside list, dict or set by a method call
-    (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is an
-    AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
+    number ``start`` there is checked, as ``sum(items)``'s 0). A call of ``F.stack``, ``F.concat``
+    or ``F.add_n`` unpacking a list bound to another name or several lists
+    (``F.concat(*a, *b, dim=0)``) goes through ``list_parts.unpacked_parts``, which finds the
+    StepLists at run time; ``items[i]`` past what bounded loops can have appended is an IndexError
+    at its line. In a ``for`` over a Python iterable with a ``break`` under a tensor ``if`` (a
+    decoder over ``range(n)``), a step after the flag became a tensor runs with its flags cleared,
+    its results count where no flag is set (a cond picks them or the values before the step) and its
+    append is one row or none (``control_flow._where``, :func:`appended_where`; a list of arrays
+    such as an RNN cell's ``state`` is chosen item by item, while a graph loop or cond that changes
+    one is an AutographError saying to unpack it); a ``for`` over a tensor that appends and may
+    break is an AutographError (write a ``while``). In such a ``for`` over a Python iterable, an
+    append that ends the step after the ``if`` that breaks (only while no break or return flag is
+    set: the guards of NOTE [autograph jumps]) is collected too: its value is computed at the end of
+    the step (``__agc_items = lambda: value`` first in the step) and appended where no flag is set
+    after the step, one row or none; a list that may then hold no item is checked when unpacked
+    (NOTE [checked items]). In a graph's ``while`` the step that breaks would still give its row, so
+    an append after a break there stays refused. Any other change of an outside list, dict or set by
+    a method call (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is
+    an AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
     condition.
 """
 import linecache

@@ -10,12 +10,12 @@ NOTE [checked items]
     slices the row; its forward raises IndexError naming the user's line when ``i`` is out of
     range, as Python does, before running the subgraph; where the rows' length is known at
     shape inference (a loop over an input of fixed length) an ``i`` past it is that
-    IndexError already there (the slice would fail MXNet's inference, naming no line). It has no batching rule (it runs once
-    per call). Exported, it is an ONNX ``If`` on the count whose branches both slice the row,
-    the else branch (out of range) through a ``Gather`` that fails, named after the user's
-    line: onnxruntime fails where Python raises (no silent value), without this message.
-    Where the items the list surely holds cover ``i`` (``StepList.least``: items before the
-    loops and appended after them), the item is a plain slice, no node.
+    IndexError already there (the slice would fail MXNet's inference, naming no line). It has no
+    batching rule (it runs once per call). Exported, it is an ONNX ``If`` on the count whose
+    branches both slice the row, the else branch (out of range) through a ``Gather`` that fails,
+    named after the user's line: onnxruntime fails where Python raises (no silent value), without
+    this message. Where the items the list surely holds cover ``i`` (``StepList.least``: items
+    before the loops and appended after them), the item is a plain slice, no node.
 """
 from ... import node as _node, registry
 from ...tracing import merge_captures, trace

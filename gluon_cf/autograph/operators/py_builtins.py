@@ -22,8 +22,8 @@ NOTE [autograph iteration]
     of a value the graph computes later). ``for row in reversed(x)`` on a tensor is the
     ``for`` over ``F.reverse(x, axis=0)`` (:func:`reversed_rows`): the rows backwards, as
     ``reversed`` yields an NDArray's. A ``for`` statement over a tensor converts (``foreach``,
-    NOTE [autograph loops]); over a Symbol of several outputs (``F.split``'s) it is Python's loop over them, as over
-    the eager list.
+    NOTE [autograph loops]); over a Symbol of several outputs (``F.split``'s) it is Python's loop
+    over them, as over the eager list.
 """
 import collections.abc
 import contextlib

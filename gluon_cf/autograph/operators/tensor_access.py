@@ -18,11 +18,11 @@ NOTE [autograph indexing]
     code raises, at the user's line, on every call (``gluon_cf.errors.index_error_of``,
     called by ``hybrid.py``; the failed CachedOp is dropped). ``None`` (a new axis), a step
     after ``...``, and an index that is itself a tensor, list or array (advanced indexing)
-    are refused at the user's line with what to write (``F.expand_dims``, ``F.take``, ``F.pick``, ``F.gather_nd``).
-    The outputs of a multi-output Symbol (``F.split``'s) are selected as they were.
-    Item assignment (``x[i] = v``) on a Symbol is refused (a graph's values cannot be
-    changed in place: ``F.where`` or ``F.concat`` make the new value); ``x += v`` on a
-    tensor is ``x = x + v`` (NOTE [autograph]).
+    are refused at the user's line with what to write (``F.expand_dims``, ``F.take``, ``F.pick``,
+    ``F.gather_nd``). The outputs of a multi-output Symbol (``F.split``'s) are selected as they
+    were. Item assignment (``x[i] = v``) on a Symbol is refused (a graph's values cannot be changed
+    in place: ``F.where`` or ``F.concat`` make the new value); ``x += v`` on a tensor is
+    ``x = x + v`` (NOTE [autograph]).
 
     Arithmetic and comparisons of two Symbols in converted code (``a + b``, ``a > b`` ...)
     are MXNet's ``broadcast_*`` operators (:func:`binary`), as an NDArray's are: a Symbol's
@@ -42,8 +42,9 @@ NOTE [autograph indexing]
     traced for input shapes] in ``gluon_cf/hybrid.py``), and so are calls of those
     methods (``x.sum().asscalar()``: MXNet's NotImplementedForSymbol named no line);
     ``x.T`` on a Symbol is ``transpose`` (what ``NDArray.T`` computes), ``x.detach()``
-    ``BlockGrad`` (an NDArray's ``detach`` stops gradients as ``F.stop_gradient`` does). A property of a user class (not library
-    code) read by converted code runs its getter converted (NOTE [autograph calls]).
+    ``BlockGrad`` (an NDArray's ``detach`` stops gradients as ``F.stop_gradient`` does). A property
+    of a user class (not library code) read by converted code runs its getter converted
+    (NOTE [autograph calls]).
 """
 import builtins
 import numbers

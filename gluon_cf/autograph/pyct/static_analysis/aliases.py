@@ -36,11 +36,12 @@ NOTE [autograph augmented assignment]
     arithmetic or a call (then checked when it runs, below) and holds no variable's array;
     not new: a parameter (the caller holds it), a ``for`` or ``with`` target (an item or
     view of the iterable), one of several targets (``h = h0 = ...``), bound where it is
-    shared (``y = h``: y; ``a = locals()["h"]``), what a generator's caller sends (``h =
-    yield``), a name of ``import``, ``def`` or ``class``. An array's ``shape``, ``ndim``, ``size``, ``dtype``, ``context`` and
-    ``stype`` are not its array: ``n, c = h.shape`` shares nothing of ``h``. A dict whose
-    items the conversion rebinds (NOTE [autograph dict items]) may share them when a value
-    put into it, or read from it to be kept, may share anywhere in the function.
+    shared (``y = h``: y; ``a = locals()["h"]``), what a generator's caller sends
+    (``h = yield``), a name of ``import``, ``def`` or ``class``. An array's ``shape``,
+    ``ndim``, ``size``, ``dtype``, ``context`` and ``stype`` are not its array:
+    ``n, c = h.shape`` shares nothing of ``h``. A dict whose items the conversion rebinds
+    (NOTE [autograph dict items]) may share them when a value put into it, or read from it to be
+    kept, may share anywhere in the function.
 
     Where they happen (``reaching.py``): for each in-place ``name op= v``, the bindings of
     ``name`` that *reach* it, in a control-flow graph of the function's statements (if and
