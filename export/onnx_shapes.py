@@ -265,7 +265,7 @@ def _infer_shapes(sym, arg_shapes, where):
     try:
         args, out_shapes, _ = sym.infer_shape_partial(**given)
     except mx.MXNetError:
-        probed = _probed_shapes(sym, arg_shapes, known)
+        probed = probed_shapes(sym, arg_shapes, known)
         if probed is None:
             raise
         return probed
@@ -290,7 +290,7 @@ def _infer_shapes(sym, arg_shapes, where):
 _PROBE_SIZES = (7, 11)
 
 
-def _probed_shapes(sym, arg_shapes, known):
+def probed_shapes(sym, arg_shapes, known):
     """Output shapes of ``sym`` with the run-time dims (None) of ``arg_shapes`` given each of
     ``_PROBE_SIZES``: the dims that agree, None elsewhere; None if there are no such dims or a
     probe fails too (NOTE [probing run-time dims])."""
