@@ -286,7 +286,10 @@ def _infer_shapes(sym, arg_shapes, where):
 #     every size (a loop body reading boolean_mask's rows). Where MXNet refuses 0, the run-time
 #     dims are given two concrete sizes in turn and the dims that agree are kept (None where
 #     they differ), as the shape plan does for dynamic axes (NOTE [shape plan]); the sizes are
-#     primes, so that a dim agreeing by chance is unlikely.
+#     primes, so that a dim agreeing by chance is unlikely. The converters' per-graph shapes
+#     (``onnx_graph/conversion.py``'s entry specs, of loop bodies above all) are probed the same
+#     way where MXNet refuses the 0 or loses a value's rank to it (``F.dot`` of a (0,) and a
+#     (0, 3) has none): a converter needing the rank refused, a Scan body's output had no shape.
 _PROBE_SIZES = (7, 11)
 
 

@@ -275,6 +275,25 @@ class BooleanMaskMemoryThenWhileAttention(_Attend):
         return outs, h, i
 
 
+@program([rand(4, H)], [rand(2, H, seed=1)], [rand(7, H, seed=2)])
+class CausalSelfAttentionByArangeInForeach(HybridBlock):
+    """Causal self-attention written as a loop: a foreach over (row, position) pairs, each
+    step attending over the rows up to its position (arange_like, where -1e9), its state a
+    step count."""
+
+    def hybrid_forward(self, F, x):
+        pos = F.contrib.arange_like(x, axis=0)
+
+        def func(step, states):
+            row, p = step
+            scores = F.dot(x, row)
+            keep = F.broadcast_lesser_equal(pos, p)
+            w = F.softmax(F.where(keep, scores, F.ones_like(scores) * -1e9))
+            return [F.dot(w, x)], [states[0] + 1]
+        (outs,), (k,) = gluon_cf.foreach(func, [x, pos], [F.zeros((1,))])
+        return outs, k
+
+
 # ---- foreach with states of several shapes and dtypes -----------------------------------------
 
 @program([rand(5, H)], [rand(1, H, seed=1)], [rand(8, H, seed=2)])

@@ -117,3 +117,15 @@ def test_softmax_by_length_over_memory_of_run_time_rows_in_a_loop_body_exports()
         got = session.run(None, dict(zip(names, arrays)))
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("api", ["onnx", "artifact"])
+def test_a_scan_output_whose_rank_mxnet_loses_runs_in_onnxruntime(api):
+    """A foreach step attending over all rows (``F.dot(w, x)`` of a (T,) ``w`` and a (T, H)
+    ``x``, T run-time) exported, but every run failed in onnxruntime ("Subgraph must have the
+    shape set for all outputs"): MXNet's partial inference gives ``F.dot`` of a (0,) and a
+    (0, H) no rank at all, so the Scan body's output was declared without a shape. Such
+    entries' shapes are now probed too (NOTE [probing run-time dims]); equal to Gluon."""
+    cls = A.CausalSelfAttentionByArangeInForeach
+    result = export_harness.export_outcomes(cls, PROGRAMS[cls], FILES)
+    assert result[api] == ("equal", ""), result[api]
