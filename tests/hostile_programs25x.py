@@ -179,6 +179,40 @@ class PointerNetworkMasksPickedRows(HybridBlock):
         return picks, probs, used, q
 
 
+@program([rand(1, H), floats(3)], [rand(1, H, seed=1), floats(0)], [rand(1, H, seed=2),
+                                                                    floats(5)])
+class GreedyWritesTokensIntoBufferByIndexCopy(_Decoder):
+    """A greedy decoder writing step i's token into row i of a (5, 1) buffer of -1s with
+    index_copy (the loop's state), n steps (max 5); the buffer and the step count returned."""
+
+    def hybrid_forward(self, F, h, n, **kw):
+        def func(i, tok, h, buf):
+            logits, (h,) = self.logits(F, tok, [h])
+            tok = F.argmax(logits, axis=-1)
+            buf = F.contrib.index_copy(buf, i.astype("int64"), tok.reshape((1, 1)))
+            return [], [i + 1, tok, h, buf]
+        _, (i, _, _, buf) = gluon_cf.while_loop(
+            lambda i, *_: i < n, func, [F.zeros((1,)), F.ones((1,)), h, F.ones((5, 1)) * -1],
+            max_iterations=5)
+        return buf, i
+
+
+@program([rand(1, H), floats(2)], [rand(1, H, seed=1), floats(0)], [rand(1, H, seed=2) * 3,
+                                                                    floats(5)])
+class GreedyOutputsCutToStepsByBooleanMask(_Decoder):
+    """A greedy decoder's per-step logits (padded to max_iterations 5) cut to the steps run
+    by a boolean_mask of arange_like < i: a result of run-time rows, none for n = 0."""
+
+    def hybrid_forward(self, F, h, n, **kw):
+        def func(i, tok, h):
+            logits, (h,) = self.logits(F, tok, [h])
+            return [logits], [i + 1, F.argmax(logits, axis=-1), h]
+        (logits,), (i, _, h) = gluon_cf.while_loop(
+            lambda i, *_: i < n, func, [F.zeros((1,)), F.ones((1,)), h], max_iterations=5)
+        keep = F.broadcast_lesser(F.contrib.arange_like(logits, axis=0), i)
+        return F.contrib.boolean_mask(logits.reshape((-3, -2)), keep), h
+
+
 # ---- attention decoders over memory of run-time length ------------------------------------------
 
 class _Attend(HybridBlock):

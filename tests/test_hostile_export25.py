@@ -22,19 +22,24 @@ import gluon_cf
 
 import export_harness
 import hostile_programs25x as A
+import hostile_programs25x_more as D
 import hostile_programs25x_nested as B
 import hostile_programs25x_trees as C
 from hostile_harness import _make as make
 from test_hostile_export23 import cli  # noqa: F401 - the CLI's main, a fixture
 
-FILES = [A.__file__, B.__file__, C.__file__]
-PROGRAMS = {**A.PROGRAMS, **B.PROGRAMS, **C.PROGRAMS}
+FILES = [A.__file__, B.__file__, C.__file__, D.__file__]
+PROGRAMS = {**A.PROGRAMS, **B.PROGRAMS, **C.PROGRAMS, **D.PROGRAMS}
 
 _LOWERING = r"cannot be lowered to standard ONNX loops: .*hostile_programs25x_trees\.py:\d+" \
     r".*save_artifact"
 # What export_onnx refuses, at the user's line, with the reason and what to do (save_artifact
 # runs them).
 REFUSED = {
+    # MXNet's own foreach: the refusal says to call gluon_cf.foreach, which exports as Scan
+    D.MxnetContribForeachInBlock: {api: r"hostile_programs25x_more\.py:\d+: .*F\.contrib\."
+                                        r"foreach: call gluon_cf\.foreach instead"
+                                   for api in ("onnx", "artifact")},
     # a leaf returning constants (F.ones((1,))): one row for all of a level's calls; the
     # refusal says to compute them from an argument (UserRecursionSumCountDepthOfArgument)
     C.UserRecursionSumCountDepth: {"onnx": _LOWERING.replace(
@@ -51,7 +56,7 @@ def test_export_equals_gluon_or_refuses_at_the_users_line(cls):
     export_harness.assert_equal_or_refused(result, REFUSED.get(cls, {}))
 
 
-CLI_MODELS = [A.GreedyEosFlagInt64Tokens, A.BeamSearchBackpointersThenBacktrack,
+CLI_MODELS = [A.GreedyEosFlagInt64Tokens, A.GreedyWritesTokensIntoBufferByIndexCopy, A.BeamSearchBackpointersThenBacktrack,
               A.PointerNetworkMasksPickedRows, A.AttentionDecoderSequenceMaskOnScores,
               A.TeacherForcedAttentionSoftmaxLength, A.ForeachStatesOfFiveShapes,
               A.ViterbiBackpointersThenBacktrack, B.ForeachInWhileInCond,
@@ -129,3 +134,13 @@ def test_a_scan_output_whose_rank_mxnet_loses_runs_in_onnxruntime(api):
     cls = A.CausalSelfAttentionByArangeInForeach
     result = export_harness.export_outcomes(cls, PROGRAMS[cls], FILES)
     assert result[api] == ("equal", ""), result[api]
+
+
+def test_index_copy_of_a_decoders_token_buffer_exports():
+    """A greedy decoder writing each step's token into a buffer with F.contrib.index_copy
+    was refused by export_onnx and save_artifact (mx2onnx has no converter for
+    '_contrib_index_copy'); it lowers to ScatterND of the rows: equal to Gluon for 0, 3 and
+    5 steps."""
+    cls = A.GreedyWritesTokensIntoBufferByIndexCopy
+    result = export_harness.export_outcomes(cls, PROGRAMS[cls], FILES)
+    assert result == {"onnx": ("equal", ""), "artifact": ("equal", "")}, result
