@@ -14,6 +14,14 @@ rand, floats = hostile_harness.rand, hostile_harness.floats
 H, V = 4, 5
 
 
+def _i32(*values):
+    return np.array(values, np.int32)
+
+
+def _i64(*values):
+    return np.array(values, np.int64)
+
+
 @program([rand(2, 5, H), floats(3, 5), floats(2)], [rand(2, 3, H, seed=1), floats(1, 2), floats(0)],
          [rand(2, 6, H, seed=2), floats(6, 1), floats(3)])
 class BatchDotAttentionMaskAxis1(HybridBlock):
@@ -211,3 +219,111 @@ class GatherNdInWhileState(HybridBlock):
         (o,), (i, acc) = gluon_cf.while_loop(lambda i, acc: i < n, func,
                                              [F.zeros((1,)), F.zeros((1,))], max_iterations=3)
         return o, acc
+
+
+@program([_i32(7, -7, 5), _i32(3)], [_i32(-9, 4, 0), _i32(2)], [_i32(1, -1, 100), _i32(0)])
+class Int32DivModInWhile(HybridBlock):
+    """int32 division and modulo by scalars and by negative arrays (MXNet's truncation and
+    sign rules) in a while_loop of run-time steps (max 3)."""
+
+    def hybrid_forward(self, F, x, n):
+        def func(i, v):
+            a = v / 2
+            b = v % 3
+            c = F.broadcast_div(v, F.ones_like(v) * -3)
+            d = F.broadcast_mod(v, F.ones_like(v) * -4)
+            return [a, b, c, d, v], [i + 1, a + b - c + d]
+        (a, b, c, d, e), (i, v) = gluon_cf.while_loop(
+            lambda i, v: i < n, func, [F.zeros((1,), dtype="int32"), x], max_iterations=3)
+        return a, b, c, d, e, v
+
+
+@program([rand(6, 3) * 5, floats(3)], [rand(2, 3, seed=1) * 5, floats(0)])
+class FloatRoundFloorModInForeach(HybridBlock):
+    """round/fix/trunc/rint/sign and modulo by a negative divisor on float rows in a foreach."""
+
+    def hybrid_forward(self, F, x, n):
+        def func(r, s):
+            a = F.round(r * 2) / 2
+            b = F.broadcast_mod(r, F.ones_like(r) * -1.5)
+            c = r % 1.25
+            d = F.fix(r) + F.trunc(-r) + F.rint(r + 0.5)
+            return [a, b, c, d], [s[0] + F.sign(r)]
+        (a, b, c, d), (s,) = gluon_cf.foreach(func, x, [F.zeros((3,))])
+        return a, b, c, d, s
+
+
+@program([rand(5, 4)], [rand(3, 4, seed=1)])
+class TiesInTopkArgmaxSortInForeach(HybridBlock):
+    """topk, argmax and argsort of rounded rows (many ties) in a foreach: the tie order is
+    MXNet's."""
+
+    def hybrid_forward(self, F, x):
+        def func(r, s):
+            q = F.round(r)   # many ties
+            v, idx = F.topk(q, k=2, ret_typ="both")
+            am = F.argmax(q, axis=0)
+            srt = F.argsort(q)
+            return [v, idx, am, srt], [s[0] + q]
+        outs, (s,) = gluon_cf.foreach(func, x, [F.zeros((4,))])
+        return list(outs) + [s]
+
+
+@program([_i32(3, 1, 2), _i32(2)], [_i32(0, 0, 0), _i32(1)])
+class Int32ClipCastAndComparisons(HybridBlock):
+    """clip, float casts and comparisons of int32 values in a while_loop; maximum with a
+    fractional scalar."""
+
+    def hybrid_forward(self, F, x, n):
+        def func(i, v):
+            w = F.clip(v * 7 - 5, -4, 9)
+            f = (w.astype("float32") / 3).astype("int32")
+            g = F.maximum(w, 2.5)
+            h = (w > 1) + (w <= 0)
+            return [w, f, g, h], [i + 1, w + f]
+        outs, (i, v) = gluon_cf.while_loop(
+            lambda i, v: i < n, func, [F.zeros((1,), dtype="int32"), x], max_iterations=2)
+        return list(outs) + [v]
+
+
+@program([_i64(2**40 + 1, -(2**41) + 3, 7), _i64(3)], [_i64(2**52 + 1, 1, -1), _i64(1)])
+class Int64LargeValuesInWhile(HybridBlock):
+    """int64 states beyond float precision (2**52 + 1) through scalar ops in a while_loop."""
+
+    def hybrid_forward(self, F, x, n):
+        def func(i, v):
+            w = v + 1
+            w = w * 3 - 5
+            w = F.maximum(w, v - 7)
+            return [w], [i + 1, w]
+        (o,), (i, v) = gluon_cf.while_loop(
+            lambda i, v: i < n, func, [F.zeros((1,), dtype="int64"), x], max_iterations=3)
+        return o, v
+
+
+@program([rand(4, 5), floats(1, 0, 1, 1, 0)], [rand(2, 5, seed=1), floats(1, 1, 1, 1, 1)])
+class NegInfMaskSoftmaxInForeach(HybridBlock):
+    """Scores masked to -inf by where before softmax and log_softmax in a foreach."""
+
+    def hybrid_forward(self, F, x, keep):
+        def func(r, s):
+            sc = F.where(keep, r, F.ones_like(r) * -np.inf)
+            w = F.softmax(sc)
+            lw = F.log_softmax(sc + s[0])
+            return [w, F.where(keep, lw, F.zeros_like(lw))], [s[0] + w]
+        (w, lw), (s,) = gluon_cf.foreach(func, x, [F.zeros((5,))])
+        return w, lw, s
+
+
+@program([rand(3, 4).astype(np.float64), floats(3)],
+         [rand(5, 4, seed=1).astype(np.float64), floats(1)])
+class Float64ScalarsAccumulate(HybridBlock):
+    """float64 states of 1e8 accumulating float64 scalar ops in a while_loop."""
+
+    def hybrid_forward(self, F, x, n):
+        def func(i, v):
+            return [v * 0.1], [i + 1, v * 1.0000001 + 0.1 - 1e-9 + F.sum(x, axis=0) / 3.3]
+        (o,), (i, v) = gluon_cf.while_loop(
+            lambda i, v: i < n, func, [F.zeros((1,)), F.ones((4,), dtype="float64") * 1e8],
+            max_iterations=3)
+        return o, v
