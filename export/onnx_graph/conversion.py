@@ -17,8 +17,8 @@ from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 from . import mx2onnx_fixes  # noqa: F401 -- mx2onnx's converters work only once it has run
 from . import mx2onnx_added  # noqa: F401 -- converters mx2onnx lacks (NOTE [added converters])
 from . import mx2onnx_layers  # noqa: F401 -- layer ops mx2onnx gets wrong (same NOTE)
-from ..onnx_shapes import probed_shapes
 from .custom import _ENTRY_SPECS_KWARG
+from .probing import probed_shapes
 from .renaming import _prefix_names
 from .runtime_kernels import stamp
 from .specs import (DEFAULT_OPSET, NODE_OF_ERROR, SOURCE_ATTR, OnnxGraph, ValueSpec,
