@@ -87,7 +87,10 @@ class GluonCfTopDownTreeLstmDepth3(_ModelOf):
 @program(*TREES)
 class UserRecursionSumCountDepth(HybridBlock):
     """A user's recursive function returning three values: the subtree's decayed sum of rows,
-    its node count and its depth."""
+    its node count and its depth (a leaf's count and depth constants)."""
+
+    def leaf_count(self, F, i):
+        return F.ones((1,))
 
     def hybrid_forward(self, F, x, left, right, roots):
         @gluon_cf.recursive
@@ -96,31 +99,20 @@ class UserRecursionSumCountDepth(HybridBlock):
                 sl, nl, dl = node(F.take(left, i))
                 sr, nr, dr = node(F.take(right, i))
                 return (sl + sr) * 0.5 + F.take(x, i), nl + nr + 1, F.maximum(dl, dr) + 1
-            return gluon_cf.cond(F.take(left, i) < 0,
-                                 lambda: (F.take(x, i), F.ones((1,)), F.ones((1,))), internal)
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: (
+                F.take(x, i), self.leaf_count(F, i), self.leaf_count(F, i)), internal)
         (s, n, d), _ = gluon_cf.foreach(lambda r, _: (list(node(r.reshape((1,)))), []),
                                         roots, [])
         return s.reshape((-3, -2)), n, d
 
 
 @program(*TREES)
-class UserRecursionSumCountDepthOfArgument(HybridBlock):
+class UserRecursionSumCountDepthOfArgument(UserRecursionSumCountDepth):
     """UserRecursionSumCountDepth as export's refusal advises: the leaf's count and depth
     computed from the argument (F.ones_like(i)), so that each call has a row of its own."""
 
-    def hybrid_forward(self, F, x, left, right, roots):
-        @gluon_cf.recursive
-        def node(i):
-            def internal():
-                sl, nl, dl = node(F.take(left, i))
-                sr, nr, dr = node(F.take(right, i))
-                return (sl + sr) * 0.5 + F.take(x, i), nl + nr + 1, F.maximum(dl, dr) + 1
-            return gluon_cf.cond(F.take(left, i) < 0,
-                                 lambda: (F.take(x, i), F.ones_like(i), F.ones_like(i)),
-                                 internal)
-        (s, n, d), _ = gluon_cf.foreach(lambda r, _: (list(node(r.reshape((1,)))), []),
-                                        roots, [])
-        return s.reshape((-3, -2)), n, d
+    def leaf_count(self, F, i):
+        return F.ones_like(i)
 
 
 @program(*TREES)
