@@ -28,6 +28,7 @@ from gluon_cf.errors import mxnet_message
 from gluon_cf.operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR
 
 from .artifact_format import first_line
+from .onnx_graph.probing import merge_concrete, planned_shape, probed_shapes
 
 # A shape: per axis its size or None (unknown); None for an unknown rank.
 Shape = Optional[Tuple[Optional[int], ...]]
@@ -176,8 +177,8 @@ def _collect_shapes(sym, arg_shapes, plan, where, owner=None, varying=None):
             outs = _run_time_ranks(kind, spec_text, ins, outs)
         if spec_text in plan:  # seen in the other run (or elsewhere): keep what agrees
             old_ins, old_outs = plan[spec_text]
-            plan[spec_text] = ([_merge_concrete(a, b) for a, b in zip(old_ins, ins)],
-                               [_merge_concrete(a, b) for a, b in zip(old_outs, outs)])
+            plan[spec_text] = ([merge_concrete(a, b) for a, b in zip(old_ins, ins)],
+                               [merge_concrete(a, b) for a, b in zip(old_outs, outs)])
         else:
             plan[spec_text] = (ins, outs)
         top = node["name"] if owner is None else owner
@@ -245,8 +246,8 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name, owner=None, varyi
         key = ("function", qname)
         if key in plan:
             old_args, old_outs = plan[key]
-            plan[key] = ([_merge_concrete(a, b) for a, b in zip(old_args, args)],
-                         [_merge_concrete(a, b) for a, b in zip(old_outs, outs)])
+            plan[key] = ([merge_concrete(a, b) for a, b in zip(old_args, args)],
+                         [merge_concrete(a, b) for a, b in zip(old_outs, outs)])
         else:
             plan[key] = (list(args), outs)
         for callee in spec["graphs"]:
@@ -265,7 +266,7 @@ def _infer_shapes(sym, arg_shapes, where):
     try:
         args, out_shapes, _ = sym.infer_shape_partial(**given)
     except mx.MXNetError:
-        probed = _probed_shapes(sym, arg_shapes, known)
+        probed = probed_shapes(sym, arg_shapes, known)
         if probed is None:
             raise
         return probed
@@ -276,44 +277,7 @@ def _infer_shapes(sym, arg_shapes, where):
     if any(not registry.is_complete(s) for s in args or []) and not run_time_inputs \
             and not _run_time_shapes(sym):
         raise ValueError(f"shapes in {where} are not fully determined by the inputs")
-    return [_planned(s) for s in out_shapes]
-
-
-# NOTE [probing run-time dims]
-#     MXNet's legacy inference reads a 0 as an unknown dim but not every operator carries one
-#     through: ``F.dot(mem, h)`` of a ``mem`` of (0, 4) gives (0,), whose ``reshape((1, -1))``
-#     then fails ("Shape dim size cannot be a negative value -1"), though the graph runs for
-#     every size (a loop body reading boolean_mask's rows). Where MXNet refuses 0, the run-time
-#     dims are given two concrete sizes in turn and the dims that agree are kept (None where
-#     they differ), as the shape plan does for dynamic axes (NOTE [shape plan]); the sizes are
-#     primes, so that a dim agreeing by chance is unlikely.
-_PROBE_SIZES = (7, 11)
-
-
-def _probed_shapes(sym, arg_shapes, known):
-    """Output shapes of ``sym`` with the run-time dims (None) of ``arg_shapes`` given each of
-    ``_PROBE_SIZES``: the dims that agree, None elsewhere; None if there are no such dims or a
-    probe fails too (NOTE [probing run-time dims])."""
-    if not any(shape and None in shape for name, shape in arg_shapes.items() if name in known):
-        return None
-    runs = []
-    for size in _PROBE_SIZES:
-        given = {name: tuple(size if d is None else d for d in shape)
-                 for name, shape in arg_shapes.items() if name in known and shape}
-        try:
-            _, out_shapes, _ = sym.infer_shape_partial(**given)
-        except mx.MXNetError:
-            return None
-        runs.append([_planned(s) for s in out_shapes])
-    return [_merge_concrete(a, b) for a, b in zip(*runs)]
-
-
-def _planned(shape):
-    """A shape in MXNet's legacy form (0: unknown dim, (): unknown rank) as the plan keeps
-    it: None for an unknown dim, None for an unknown rank."""
-    if not shape:
-        return None
-    return tuple(None if d == 0 else d for d in shape)
+    return [planned_shape(s) for s in out_shapes]
 
 
 def _run_time_ranks(kind, spec_text, ins, outs):
@@ -334,10 +298,6 @@ def _run_time_shapes(sym):
     return any(op in text for op in DYNAMIC_SHAPE_OPS) or registry.OP_PREFIX in text
 
 
-def _merge_concrete(a, b):
-    if a is None or b is None or len(a) != len(b):
-        return None
-    return tuple(x if x == y else None for x, y in zip(a, b))
 
 
 def merge_dims(converted_shape, planned):
@@ -353,5 +313,3 @@ def merge_dims(converted_shape, planned):
         return planned
     return tuple(p if o is None or (p is None and isinstance(o, int)) else o
                  for o, p in zip(converted_shape, planned))
-
-

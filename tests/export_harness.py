@@ -126,3 +126,28 @@ def assert_cli_runs_equal(cli, directory, model_path, net, inputs_list):
             got = np.load(directory / f"o{k}" / (name + ".npy"))
             assert got.shape == w.shape and got.dtype == w.dtype, (got.shape, w.shape)
             np.testing.assert_allclose(got, w, rtol=RTOL, atol=ATOL)
+
+
+def cli_convert(cli, directory, net, inputs_list):
+    """``net`` (hybridized, called) exported by ``net.export`` into ``directory`` and
+    ``convert``ed by the CLI (``cli`` as in :func:`assert_cli_runs_equal`), each input's axes
+    that change between ``inputs_list``'s lists named (``--input data0:n0=5,4``; one name for
+    axes of the same sizes in every list), its dtype
+    given unless float32: the path of the model written."""
+    net(*_nd(inputs_list[0]))
+    net.export(str(directory / "net"))
+    axes = dynamic_axes(inputs_list) or {}
+    first = inputs_list[0]
+    names = ["data%d" % k for k in range(len(first))] if len(first) > 1 else ["data"]
+    specs, dim_names = [], {}    # (axes of the same sizes in every list: one name)
+    for k, (name, a) in enumerate(zip(names, first)):
+        dims = ["%s=%d" % (dim_names.setdefault(tuple(arrays[k].shape[axis]
+                                                      for arrays in inputs_list),
+                                                "n%d" % len(dim_names)), n)
+                if axis in axes.get(k, ()) else str(n) for axis, n in enumerate(a.shape)]
+        specs += ["--input", "%s:%s" % (name, ",".join(dims)) +
+                  ("" if a.dtype == np.float32 else ":%s" % a.dtype)]
+    status, _, err = cli("convert", directory / "net-symbol.json",
+                         directory / "net-0000.params", *specs, "-o", directory / "m.onnx")
+    assert status == 0, err
+    return directory / "m.onnx"

@@ -153,20 +153,8 @@ def test_cli_converts_and_runs_equal_to_gluon(cls, tmp_path, cli):
     inputs = programs.PROGRAMS[cls]
     net = make(cls)
     net.hybridize()
-    net(*_nd(inputs[0]))
-    net.export(str(tmp_path / "net"))
-    axes = export_harness.dynamic_axes(inputs) or {}
-    names = ["data%d" % k for k in range(len(inputs[0]))] if len(inputs[0]) > 1 else ["data"]
-    specs = []
-    for k, (name, a) in enumerate(zip(names, inputs[0])):
-        dims = ["d%d_%d=%d" % (k, axis, n) if axis in axes.get(k, ()) else str(n)
-                for axis, n in enumerate(a.shape)]
-        specs += ["--input", "%s:%s" % (name, ",".join(dims)) +
-                  ("" if a.dtype == np.float32 else ":%s" % a.dtype)]
-    status, _, err = cli("convert", tmp_path / "net-symbol.json", tmp_path / "net-0000.params",
-                         *specs, "-o", tmp_path / "m.onnx")
-    assert status == 0, err
-    export_harness.assert_cli_runs_equal(cli, tmp_path, tmp_path / "m.onnx", net, inputs)
+    model = export_harness.cli_convert(cli, tmp_path, net, inputs)
+    export_harness.assert_cli_runs_equal(cli, tmp_path, model, net, inputs)
 
 
 # ---- what this round fixed ----------------------------------------------------------------------

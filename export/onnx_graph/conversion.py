@@ -18,6 +18,7 @@ from . import mx2onnx_fixes  # noqa: F401 -- mx2onnx's converters work only once
 from . import mx2onnx_added  # noqa: F401 -- converters mx2onnx lacks (NOTE [added converters])
 from . import mx2onnx_layers  # noqa: F401 -- layer ops mx2onnx gets wrong (same NOTE)
 from .custom import _ENTRY_SPECS_KWARG
+from .probing import probed_shapes
 from .renaming import _prefix_names
 from .runtime_kernels import stamp
 from .specs import (DEFAULT_OPSET, NODE_OF_ERROR, SOURCE_ATTR, OnnxGraph, ValueSpec,
@@ -299,8 +300,23 @@ def _infer_entry_specs(sym, mx_nodes, sources):
               for name, shape, _ in known if shape is not None}
     try:
         _, out_shapes, _ = internals.infer_shape_partial(**shapes)
+        out_shapes = [_onnx_shape(s) for s in out_shapes]
     except mx.base.MXNetError:
         out_shapes = None
+    if out_shapes is None or None in out_shapes:
+        # Where MXNet refuses the unknown dims' 0 (F.dot of a (1, 0) and a (0, 4) in a loop
+        # body reading a value of run-time rows) or loses a rank to it (F.dot of a (0,) and a
+        # (0, 3) has none), the shapes are probed, as the shape plan does: NOTE [probing
+        # run-time dims]. Without it converters needing a rank (a softmax by length over
+        # axis 1) refused the graph, and a Scan body's output had no shape, which
+        # onnxruntime refuses at run time ("Subgraph must have the shape set for all
+        # outputs").
+        probed = probed_shapes(internals, {
+            name: tuple(d if isinstance(d, (int, np.integer)) else None for d in shape)
+            for name, shape, _ in known if shape is not None}, variables)
+        if probed is not None:
+            out_shapes = probed if out_shapes is None else \
+                [p if s is None else s for s, p in zip(out_shapes, probed)]
     try:
         _, out_types, _ = internals.infer_type(**{name: dtype for name, _, dtype in known})
     except mx.base.MXNetError:
@@ -308,7 +324,7 @@ def _infer_entry_specs(sym, mx_nodes, sources):
 
     specs = {}
     for k, entry in enumerate(entries):
-        shape = _onnx_shape(out_shapes[k]) if out_shapes else None
+        shape = out_shapes[k] if out_shapes else None
         dtype = np.dtype(out_types[k]) if out_types and out_types[k] is not None else None
         specs[entry] = (shape, dtype)
     return specs

@@ -500,7 +500,20 @@ def _convert_arange_like(node, **kwargs):
     return _original("_contrib_arange_like", kwargs)(node, **kwargs)
 
 
+def _convert_index_copy(node, **kwargs):
+    """``_contrib_index_copy(old, index, new)``: ``old`` with its rows ``index[k]`` replaced by
+    the rows ``new[k]`` (a decoder writing each step's token into a buffer), a ScatterND of
+    the rows. MXNet truncates the index to an integer, as Cast does, and checks no bounds (a
+    row out of range writes outside the array); onnxruntime refuses such a row."""
+    out, (old, index, new), _, _ = _start(node, kwargs)
+    rows = out.add("Reshape", [out.add("Cast", [index], to=onnx.TensorProto.INT64),
+                               out.const([-1, 1])])
+    out.add("ScatterND", [old, rows, new], final=True)
+    return out
+
+
 register({
+    "_contrib_index_copy": _convert_index_copy,
     "_contrib_arange_like": _convert_arange_like, "relu": _convert_relu,
     **{op: _integer_identity(convert) for op, convert in (
         ("round", _convert_round), ("rint", _convert_round), ("trunc", _convert_trunc),

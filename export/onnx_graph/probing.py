@@ -1,0 +1,52 @@
+"""Shapes of a graph's values where MXNet's legacy inference cannot carry an unknown dim:
+probed with two concrete sizes (NOTE [probing run-time dims]); used by the export's shape plan
+(``onnx_shapes.py``) and by the converters' per-graph shapes (``conversion.py``)."""
+import mxnet as mx
+
+# NOTE [probing run-time dims]
+#     MXNet's legacy inference reads a 0 as an unknown dim but not every operator carries one
+#     through: ``F.dot(mem, h)`` of a ``mem`` of (0, 4) gives (0,), whose ``reshape((1, -1))``
+#     then fails ("Shape dim size cannot be a negative value -1"), though the graph runs for
+#     every size (a loop body reading boolean_mask's rows). Where MXNet refuses 0, the run-time
+#     dims are given two concrete sizes in turn and the dims that agree are kept (None where
+#     they differ), as the shape plan does for dynamic axes (NOTE [shape plan] in
+#     ``onnx_shapes.py``); the sizes are primes, so that a dim agreeing by chance is unlikely.
+#     The converters' per-graph shapes (``conversion.py``'s entry specs, of loop bodies above
+#     all) are probed the same way where MXNet refuses the 0 or loses a value's rank to it
+#     (``F.dot`` of a (0,) and a (0, 3) has none): without it a converter needing the rank
+#     refused the graph, and a Scan body's output had no shape, which onnxruntime refuses.
+_PROBE_SIZES = (7, 11)
+
+
+def probed_shapes(sym, arg_shapes, known):
+    """Output shapes of ``sym`` with the run-time dims (None) of ``arg_shapes`` given each of
+    ``_PROBE_SIZES``: the dims that agree, None elsewhere; None if there are no such dims or a
+    probe fails too (NOTE [probing run-time dims])."""
+    if not any(shape and None in shape for name, shape in arg_shapes.items() if name in known):
+        return None
+    runs = []
+    for size in _PROBE_SIZES:
+        given = {name: tuple(size if d is None else d for d in shape)
+                 for name, shape in arg_shapes.items() if name in known and shape}
+        try:
+            _, out_shapes, _ = sym.infer_shape_partial(**given)
+        except mx.MXNetError:
+            return None
+        runs.append([planned_shape(s) for s in out_shapes])
+    return [merge_concrete(a, b) for a, b in zip(*runs)]
+
+
+def planned_shape(shape):
+    """A shape in MXNet's legacy form (0: unknown dim, (): unknown rank) as the plan keeps
+    it: None for an unknown dim, None for an unknown rank."""
+    if not shape:
+        return None
+    return tuple(None if d == 0 else d for d in shape)
+
+
+def merge_concrete(a, b):
+    """Two shapes' dims where they agree, None where they differ; None unless both are shapes
+    of one rank."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
