@@ -9,11 +9,11 @@ NOTE [shape plan]
     changed is dynamic: None; a model output's dim that changed exactly like a named input dim
     gets its name).  A run that fails means an axis declared dynamic is not.  A shape known
     only at run time (NOTE [run-time shapes] in gluon_cf/graph/shape_inference.py:
-    boolean_mask, exact-length loops, cond branches of different sizes) is kept as what is known of it, None for each
-    unknown dim, and a subgraph reading it (a loop over it, a body capturing it) is inferred
-    from that, MXNet seeing its unknown dim, 0.  gluon_cf nodes
-    are looked up in the plan by their `spec` text (unique per traced call).  Converters called
-    outside export_onnx (no plan) fall back to MXNet's partial shapes.
+    boolean_mask, exact-length loops, cond branches of different sizes) is kept as what is known of
+    it, None for each unknown dim, and a subgraph reading it (a loop over it, a body capturing it)
+    is inferred from that, MXNet seeing its unknown dim, 0.  gluon_cf nodes are looked up in the
+    plan by their `spec` text (unique per traced call).  Converters called outside export_onnx (no
+    plan) fall back to MXNet's partial shapes.
 """
 import contextvars
 import json
@@ -78,13 +78,14 @@ def shape_plan(sym, params, examples, dims):
                 # is an error here: ONNX's If holds both branches; its line leads)
                 raise ValueError(f"{_source_of_failing_node(sym, err)}export_onnx: MXNet "
                                  f"cannot infer the model's shapes for the "
-                                 f"example inputs {base}: {mxnet_message(first_line(err))}") from None
+                                 f"example inputs {base}: "
+                                 f"{mxnet_message(first_line(err))}") from None
             raise ValueError(
                 f"{_source_of_failing_node(sym, err)}export_onnx: the model's shapes do not "
                 f"allow the dynamic axes "
                 f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
-                f"fail: {mxnet_message(first_line(err))}); remove those axes from dynamic_axes, or give "
-                f"axes that must stay equal the same dim name") from None
+                f"fail: {mxnet_message(first_line(err))}); remove those axes from dynamic_axes, "
+                f"or give axes that must stay equal the same dim name") from None
     outputs = [None if None in pair or len(pair[0]) != len(pair[1]) else
                tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
                for pair in zip(*runs)]
@@ -257,9 +258,10 @@ def _collect_function_shapes(spec, in_shapes, plan, node_name, owner=None, varyi
 def _infer_shapes(sym, arg_shapes, where):
     """Output shapes of ``sym``, None for a dim known only at run time, or for a whole shape
     whose rank is not known either (NOTE [run-time shapes] in
-    gluon_cf/graph/shape_inference.py: what depends on boolean_mask, exact-length loops, cond branches of different sizes).  ``arg_shapes``
-    may hold such dims too (the slots of a loop reading a value of run-time shape): MXNet is
-    given them as its unknown dim, 0, and infers the rest."""
+    gluon_cf/graph/shape_inference.py: what depends on boolean_mask, exact-length loops, cond
+    branches of different sizes).  ``arg_shapes`` may hold such dims too (the slots of a loop
+    reading a value of run-time shape): MXNet is given them as its unknown dim, 0, and infers the
+    rest."""
     known = set(sym.list_inputs())
     given = {name: tuple(0 if d is None else d for d in shape)
              for name, shape in arg_shapes.items() if name in known and shape}

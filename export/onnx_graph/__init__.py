@@ -13,11 +13,12 @@ with :func:`register_custom_converter` and are reached through mx2onnx's own dis
     graph.outputs          # [ValueSpec("y", (None, 4), float32)]
     graph.outer_inputs     # names the graph reads from an enclosing scope
 
-See NOTE [mx2onnx pitfalls] (``mx2onnx_fixes.py``) before writing a converter. The rooms: ``specs`` (the public types), ``variables`` (where each input variable comes from),
-``conversion`` (node by node through mx2onnx), ``renaming`` (per-graph prefixes), ``custom``
-(Custom nodes), ``mx2onnx_fixes`` (what mx2onnx lacks), ``mx2onnx_added`` and ``mx2onnx_layers``
-(ops mx2onnx lacks or gets silently wrong, over ``mx2onnx_kit``), ``runtime_kernels`` (each
-node's MXNet node and line, onnxruntime's kernels), ``model`` (checked ONNX models).
+See NOTE [mx2onnx pitfalls] (``mx2onnx_fixes.py``) before writing a converter. The rooms: ``specs``
+(the public types), ``variables`` (where each input variable comes from), ``conversion`` (node by
+node through mx2onnx), ``renaming`` (per-graph prefixes), ``custom`` (Custom nodes),
+``mx2onnx_fixes`` (what mx2onnx lacks), ``mx2onnx_added`` and ``mx2onnx_layers`` (ops mx2onnx lacks
+or gets silently wrong, over ``mx2onnx_kit``), ``runtime_kernels`` (each node's MXNet node and line,
+onnxruntime's kernels), ``model`` (checked ONNX models).
 """
 from .conversion import symbol_to_onnx_graph
 from .custom import register_custom_converter

@@ -65,8 +65,9 @@ def check_exported_model(model):
 def remove_unused_initializers(graph):
     """Drop, in ``graph`` and every subgraph, the initializers and ``Constant`` nodes no node,
     nested subgraph or output reads (constant folding in mx2onnx's converters leaves the folded
-    parameter behind, and onnxruntime warns about each one).  An initializer that is also a graph input stays: it
-    is that input's default value.  Returns the names removed, as ``graph/...:name``."""
+    parameter behind, and onnxruntime warns about each one).  An initializer that is also a graph
+    input stays: it is that input's default value.  Returns the names removed, as
+    ``graph/...:name``."""
     return _remove_unused(graph, graph.name)
 
 

@@ -14,9 +14,9 @@ from .mx2onnx_kit import (_SCALAR_OPS, _flag, _original, _output_dtype,
 from .specs import source_prefix
 
 # NOTE [added converters]
-#     Each converter here and in mx2onnx_layers.py was checked against MXNet on onnxruntime at 1e-5, on ties, negative
-#     values, halves and lengths (tests/test_export_ops.py). MXNet's arithmetic, which ONNX's
-#     nearest ops do not share:
+#     Each converter here and in mx2onnx_layers.py was checked against MXNet on onnxruntime at 1e-5,
+#     on ties, negative values, halves and lengths (tests/test_export_ops.py). MXNet's arithmetic,
+#     which ONNX's nearest ops do not share:
 #     * `round` rounds halves away from zero (C's roundf), ONNX's Round to even; `rint`
 #       rounds halves *down* (mshadow's rint: floor unless x - floor(x) > ceil(x) - x), not to
 #       even. Both are built from Floor and Ceil with MXNet's own comparisons.

@@ -1,7 +1,7 @@
 """Converters of MXNet's layer ops (LeakyReLU's prelu and rrelu, L2Normalization, 1-D
-convolutions, Pooling, BatchNorm, GroupNorm, BilinearResize2D, RNN, box_nms) where mx2onnx's are silently wrong, refuse
-what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at import (NOTE [added
-converters] in ``mx2onnx_added.py``)."""
+convolutions, Pooling, BatchNorm, GroupNorm, BilinearResize2D, RNN, box_nms) where mx2onnx's are
+silently wrong, refuse what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at
+import (NOTE [added converters] in ``mx2onnx_added.py``)."""
 import numpy as np
 from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx

@@ -21,11 +21,11 @@ from .specs import NODE_OF_ERROR
 #     kernel for many of them: nothing in float64 for Erf, Sinh, Cosh, Asinh, Acosh, Atanh,
 #     Softsign, Softplus, Elu, Selu, LeakyRelu, PRelu, HardSigmoid, Conv, ConvTranspose,
 #     AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, Resize, RNN; LSTM and GRU
-#     register float64 kernels that fail at run time ("does not support double yet"). A session of such a model fails
-#     to load or to run, far from the user's code. So after ONNX's checker, every node of the
-#     default domain (loop bodies included) is matched against onnxruntime's own kernel
-#     registry (``get_all_opkernel_def``) with the dtypes ONNX's type inference gives its
-#     inputs and outputs:
+#     register float64 kernels that fail at run time ("does not support double yet"). A session of
+#     such a model fails to load or to run, far from the user's code. So after ONNX's checker, every
+#     node of the default domain (loop bodies included) is matched against onnxruntime's own kernel
+#     registry (``get_all_opkernel_def``) with the dtypes ONNX's type inference gives its inputs and
+#     outputs:
 #     * float64 nodes with an exact decomposition into ops that have float64 kernels are
 #       replaced by it (``_DOUBLE_REWRITES``): sinh and cosh from Exp (e^|x|/2 as
 #       exp(|x|/2)^2/2: finite up to 710.47 as MXNet's), asinh/acosh/atanh from Log and Sqrt
@@ -172,7 +172,8 @@ def _bound_types(node, schema, types):
             if not formals or not name:
                 continue
             formal = formals[min(k, len(formals) - 1)]
-            if k >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+            if k >= len(formals) and formal.option != variadic:
                 continue
             if name in types and types[name] is not None:
                 bound.setdefault(formal.type_str, types[name])

@@ -4,12 +4,12 @@ Loop, guard its depth, emit the values Loop and unpack the roots' rows into the 
 NOTE [recursion as ONNX loops]
     ONNX has no calls, so a recursion node becomes loops over the levels of its call trees. It
     reuses the analysis of the ahead-of-time schedules (NOTE [ahead-of-time schedules] in
-    gluon_cf/recursion/schedule.py; the analysis is in skeleton.py) with two rules relaxed, since an exported model is run by
-    ONNX operators and has no gradients: the *skeleton* (what computes every ``cond`` predicate
-    and every recursive call's argument) may use any operator, so arguments may carry values
-    (the top-down generator's ``h``, ``c``); the function's body must hold only ordinary
-    operators, ``cond`` and its own recursive calls, act row by row (checked), and return one
-    row per call of one dtype. Then:
+    gluon_cf/recursion/schedule.py; the analysis is in skeleton.py) with two rules relaxed, since an
+    exported model is run by ONNX operators and has no gradients: the *skeleton* (what computes
+    every ``cond`` predicate and every recursive call's argument) may use any operator, so arguments
+    may carry values (the top-down generator's ``h``, ``c``); the function's body must hold only
+    ordinary operators, ``cond`` and its own recursive calls, act row by row (checked), and return
+    one row per call of one dtype. Then:
 
     1. **Expansion** (a ``Loop`` over call depths). The frontier holds the arguments of the
        calls at one depth, one row each. The skeleton of the body runs on all of them at once,
