@@ -365,7 +365,9 @@ def _get_graph(self, *args):
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(_traced, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
+    dtypes = tuple(a.dtype for a in _block._flatten(args, "input")[0] if a is not None)
     trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
+                             "dtypes": dict(zip(names, dtypes)),
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
     _traced.trace = trace
     try:
@@ -474,6 +476,24 @@ def static_shape(symbol, where, trailing=False):
     if trace["read"] is None:
         trace["read"] = where
     return tuple(shape)
+
+
+def static_dtypes(symbols):
+    """The dtypes of ``symbols`` (one output each) in the graph being traced, inferred from
+    those of the inputs of the call tracing it, or None where one is not known."""
+    trace = getattr(_traced, "trace", None)
+    if trace is None or any(len(s.list_outputs()) != 1 for s in symbols):
+        return None
+    group = mx.sym.Group(symbols)
+    arguments = set(group.list_arguments())
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, types, _ = group.infer_type_partial(
+                **{n: t for n, t in trace.get("dtypes", {}).items() if n in arguments})
+    except Exception:           # (a node that cannot tell)
+        return None
+    return None if not types or any(t is None for t in types) else list(types)
 
 
 def _graph_for_shapes(block, args):

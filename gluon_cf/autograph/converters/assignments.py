@@ -119,7 +119,8 @@ class AssignmentsConverter(Converter):
             call = runtime_call("item_assigned", [
                 node.value, ast.Name(id=name, ctx=ast.Load()), index_value(target.slice),
                 ast.Constant(self.where(node)),
-                ast.Constant(self.shared_array(function, name, node))])
+                ast.Constant(self.shared_array(function, name, node) or
+                             self._given_to_calls(function, name))])
             node = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
                                                 value=call), node)
             setattr(node, "ag_item_assignment", True)    # (not in a graph's if or loop)
@@ -149,6 +150,14 @@ class AssignmentsConverter(Converter):
                 levels[0].value = ast.Name(id=temp, ctx=ast.Load())
                 return checks + [node] + levels
         return checks + [node] if checks else node
+
+    def _given_to_calls(self, function, name):
+        """What the message of an item assignment says of a call that may hold the array
+        of ``name`` (NOTE [autograph item assignment]); None if none."""
+        found = self.given.get(function, {}).get(name)
+        return None if found is None else \
+            f"{name!r} may hold an array something else holds too: a call may return or " \
+            f"keep it ({self.where(found)})"
 
     def visit_AnnAssign(self, node):
         checks = self._effects(node, [node.target]) if node.value is not None else []

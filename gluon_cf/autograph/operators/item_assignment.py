@@ -14,10 +14,16 @@ NOTE [autograph item assignment]
     to the name, which converts only where nothing else may hold the array (the same
     analysis as ``x += y``'s: a parameter, an alias, a view, a container, a closure refuse,
     naming what holds it: plain Python's in-place change would reach them, a graph's value
-    cannot). The index is one axis's: an int or a slice of step 1 (``outputs[t]``,
+    cannot), nor where the name is bound to what a call other than an operator's
+    returns (``outputs = helper(x)`` may be ``x``) or given to one (``keep =
+    helper(outputs)``, ``self.log(outputs)`` may keep it): ``aliases.given_to_calls``, on
+    the code as written, since no call is checked when it runs as an ``op=``'s are. The
+    index is one axis's: an int or a slice of step 1 (``outputs[t]``,
     ``outputs[t:t + 1]``, ``outputs[:, t]``), of Python ints, on an array whose shape the
     input shapes give (NOTE [graphs traced for input shapes]); an int past the axis is the
-    IndexError an NDArray raises. Any other index (a tensor, a step, several axes), a value
+    IndexError an NDArray raises. A value of another dtype than the array's (inferred from
+    the call's inputs' dtypes) is refused, saying to cast it (an NDArray casts it; a graph's
+    concat refuses two dtypes). Any other index (a tensor, a step, several axes), a value
     whose shape does not broadcast to the part, or an unknown shape is refused at the
     line."""
 import numbers
@@ -25,7 +31,7 @@ import numbers
 import mxnet as mx
 import numpy as np
 
-from ...hybrid import static_shape
+from ...hybrid import static_dtypes, static_shape
 from ..errors import AutographError, op_name
 from .side_effects import effect, in_graph_region, made_here
 
@@ -83,6 +89,12 @@ def _with_item(F, target, shape, index, value, where):
                              begin=start, end=stop, **_named(F, where)) * value
     else:
         block = _broadcast(F, value, part, where)
+        dtypes = static_dtypes([target, value])
+        if dtypes is not None and np.dtype(dtypes[0]) != np.dtype(dtypes[1]):
+            # (an NDArray casts the value to its dtype; a graph's concat refuses two)
+            _refuse(where, f"its value is {np.dtype(dtypes[1]).name} and the array "
+                           f"{np.dtype(dtypes[0]).name} (an NDArray casts the value: write "
+                           f"F.cast(value, '{np.dtype(dtypes[0]).name}'))")
         if not isinstance(item, slice):
             block = F.expand_dims(block, axis=axis, **_named(F, where))
     pieces = []
