@@ -438,18 +438,19 @@ def _check_shapes(trace):
             check(tuple(shape))
 
 
-def _inferred(symbols, inputs):
-    """The shapes of ``symbols`` from those of the graph's ``inputs``, or None."""
+def _inferred(symbols, inputs, what="shape"):
+    """The shapes (``what`` "type": dtypes) of ``symbols`` from those of the graph's
+    ``inputs``, or None."""
     group = mx.sym.Group(symbols)
     arguments = set(group.list_arguments())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, shapes, _ = group.infer_shape_partial(
+            _, found, _ = getattr(group, f"infer_{what}_partial")(
                 **{n: s for n, s in inputs.items() if n in arguments})
     except Exception:       # (a node that cannot tell: checked when it runs)
         return None
-    return shapes
+    return found
 
 
 def static_shape(symbol, where, trailing=False):
@@ -484,15 +485,7 @@ def static_dtypes(symbols):
     trace = getattr(_traced, "trace", None)
     if trace is None or any(len(s.list_outputs()) != 1 for s in symbols):
         return None
-    group = mx.sym.Group(symbols)
-    arguments = set(group.list_arguments())
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _, types, _ = group.infer_type_partial(
-                **{n: t for n, t in trace.get("dtypes", {}).items() if n in arguments})
-    except Exception:           # (a node that cannot tell)
-        return None
+    types = _inferred(symbols, trace.get("dtypes", {}), "type")
     return None if not types or any(t is None for t in types) else list(types)
 
 

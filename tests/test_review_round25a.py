@@ -33,15 +33,8 @@ REFUSED_EAGERLY = {programs.UnpackEmptyThenNameUnbound}
                          ids=lambda c: c.__name__)
 def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     """Recorded, values and gradients (an item write's against its oracle's)."""
-    result = _classified(block_class)
-    assert not hostile_harness.not_equal_or_refused(result), result
-    kinds = {mode: kind for mode, (kind, _) in result.items()}
-    if block_class in REFUSED_EAGERLY:
-        assert kinds == {"eager": "refused", "hybrid": "refused"}, result
-    elif block_class in REFUSED:
-        assert kinds == {"eager": "equal", "hybrid": "refused"}, result
-    else:
-        assert kinds == {"eager": "equal", "hybrid": "equal"}, result
+    hostile_harness.assert_kinds(_classified(block_class), block_class in REFUSED_EAGERLY,
+                                 block_class in REFUSED)
 
 
 @pytest.mark.parametrize("block_class", WRITES, ids=lambda c: c.__name__)
