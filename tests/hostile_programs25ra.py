@@ -732,3 +732,35 @@ class ItemWriteOfThePreviousRow(HybridBlock):
         for t in range(1, len(x)):
             outputs[t] = outputs[t - 1] * 0.5 + x[t]
         return outputs
+
+
+@program(*PAIRS)
+class UnpackTensorContinueSkipsTryElse(HybridBlock):
+    """A tensor ``continue`` inside a try's body in a tensor loop skips its else clause."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for a, b in x:
+            try:
+                if F.sum(a) > 0:
+                    continue
+            except ZeroDivisionError:
+                h = h - 1
+            else:
+                h = h + b
+            h = h * 0.9
+        return h
+
+
+@program(*TIMES)
+class ItemWriteInATupleTarget(HybridBlock):
+    """``outputs[t], h = h, x[t]``: an item among several targets."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        h = x[0] * 0
+        for t in range(len(x)):
+            outputs[t], h = h, x[t] * 2
+        return outputs
