@@ -764,3 +764,29 @@ class ItemWriteInATupleTarget(HybridBlock):
         for t in range(len(x)):
             outputs[t], h = h, x[t] * 2
         return outputs
+
+
+@program(*TIMES)
+class ItemWriteOfACollectedList(HybridBlock):
+    """``outs[0] = x[0]`` after a tensor loop collected ``outs``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        outs[0] = x[0]
+        return F.stack(*outs)
+
+
+@program(*TIMES)
+class ItemWriteOfANumpyBuffer(HybridBlock):
+    """A numpy buffer written by index while hybridizing (Python values)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import numpy
+        scale = numpy.ones(3, numpy.float32)
+        for t in range(3):
+            scale[t] = t + 1
+        return x * float(scale.sum())
