@@ -790,3 +790,37 @@ class ItemWriteOfANumpyBuffer(HybridBlock):
         for t in range(3):
             scale[t] = t + 1
         return x * float(scale.sum())
+
+
+class _Projected(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        from mxnet.gluon import nn
+        with self.name_scope():
+            self.proj = nn.Dense(2, flatten=False)
+
+
+@program(*TIMES)
+class ItemWritesThenALayer(_Projected):
+    """A buffer written by index, then given to a layer (after every write: converts)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        for t in range(len(x)):
+            outputs[t] = x[t] * (t + 1)
+        return self.proj(outputs)
+
+
+@program(*TIMES)
+class ItemWritesAroundALayerInALoop(_Projected):
+    """A layer given the buffer in the loop that writes it (before the next write)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        total = F.zeros((len(x), 2))
+        for t in range(len(x)):
+            total = total + self.proj(outputs)
+            outputs[t] = x[t] * (t + 1)
+        return total

@@ -17,8 +17,9 @@ NOTE [autograph item assignment]
     cannot), nor where the name is bound to what a call other than an operator's
     returns (``outputs = helper(x)`` may be ``x``) or given to one (``keep =
     helper(outputs)``, ``self.log(outputs)`` may keep it): ``aliases.given_to_calls``, on
-    the code as written, since no call is checked when it runs as an ``op=``'s are. The
-    index is one axis's: an int or a slice of step 1 (``outputs[t]``,
+    the code as written, since no call is checked when it runs as an ``op=``'s are (a call
+    after the writes, on a later line outside any loop around them, sees their values in
+    both: ``return self.proj(outputs)``). The index is one axis's: an int or a slice of step 1 (``outputs[t]``,
     ``outputs[t:t + 1]``, ``outputs[:, t]``), of Python ints, on an array whose shape the
     input shapes give (NOTE [graphs traced for input shapes]); an int past the axis is the
     IndexError an NDArray raises. A value of another dtype than the array's (inferred from

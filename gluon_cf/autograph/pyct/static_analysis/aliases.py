@@ -307,13 +307,13 @@ def _operator_call(call):
         isinstance(call.func, ast.Attribute) and call.func.attr == "copy" and not call.args
 
 
-def given_to_calls(func) -> Dict[str, ast.AST]:
-    """``{variable: the first statement of func}`` that binds it to what a call other than
+def given_to_calls(func) -> Dict[str, List[ast.stmt]]:
+    """``{variable: the statements of func}`` that bind it to what a call other than
     an operator's returns (``outputs = helper(x)``: it may return ``x``) or gives it to one
     (``keep = helper(outputs)``, ``self.log(outputs)``: it may keep or return it): for an
     item assignment, which no call is checked for when it runs (NOTE [autograph item
     assignment]); on the code as written."""
-    found: Dict[str, ast.AST] = {}
+    found: Dict[str, List[ast.stmt]] = {}
     for node in own_nodes(func):
         if not isinstance(node, ast.stmt):
             continue
@@ -325,13 +325,13 @@ def given_to_calls(func) -> Dict[str, ast.AST]:
                 if not isinstance(target, ast.Subscript):
                     for n in ast.walk(target):
                         if isinstance(n, ast.Name):
-                            found.setdefault(n.id, node)
+                            found.setdefault(n.id, []).append(node)
         for call in _own_calls(node):
             if not _operator_call(call):
                 for part in list(call.args) + [k.value for k in call.keywords]:
                     for n in ast.walk(part):
                         if isinstance(n, ast.Name):
-                            found.setdefault(n.id, node)
+                            found.setdefault(n.id, []).append(node)
     return found
 
 
