@@ -365,7 +365,9 @@ def _get_graph(self, *args):
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(_traced, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
+    dtypes = tuple(a.dtype for a in _block._flatten(args, "input")[0] if a is not None)
     trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
+                             "dtypes": dict(zip(names, dtypes)),
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
     _traced.trace = trace
     try:
@@ -436,18 +438,19 @@ def _check_shapes(trace):
             check(tuple(shape))
 
 
-def _inferred(symbols, inputs):
-    """The shapes of ``symbols`` from those of the graph's ``inputs``, or None."""
+def _inferred(symbols, inputs, what="shape"):
+    """The shapes (``what`` "type": dtypes) of ``symbols`` from those of the graph's
+    ``inputs``, or None."""
     group = mx.sym.Group(symbols)
     arguments = set(group.list_arguments())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, shapes, _ = group.infer_shape_partial(
+            _, found, _ = getattr(group, f"infer_{what}_partial")(
                 **{n: s for n, s in inputs.items() if n in arguments})
     except Exception:       # (a node that cannot tell: checked when it runs)
         return None
-    return shapes
+    return found
 
 
 def static_shape(symbol, where, trailing=False):
@@ -474,6 +477,16 @@ def static_shape(symbol, where, trailing=False):
     if trace["read"] is None:
         trace["read"] = where
     return tuple(shape)
+
+
+def static_dtypes(symbols):
+    """The dtypes of ``symbols`` (one output each) in the graph being traced, inferred from
+    those of the inputs of the call tracing it, or None where one is not known."""
+    trace = getattr(_traced, "trace", None)
+    if trace is None or any(len(s.list_outputs()) != 1 for s in symbols):
+        return None
+    types = _inferred(symbols, trace.get("dtypes", {}), "type")
+    return None if not types or any(t is None for t in types) else list(types)
 
 
 def _graph_for_shapes(block, args):

@@ -270,6 +270,16 @@ def cached_classifier(programs, files, export=True):
     return classified
 
 
+def assert_kinds(result, refused_eagerly=False, refused=False):
+    """A :func:`classify` result (no export) equals the oracle in both modes, or is refused
+    hybridized (``refused``) or in both (``refused_eagerly``) at the user's line."""
+    assert not not_equal_or_refused(result), result
+    kinds = {mode: kind for mode, (kind, _) in result.items()}
+    want = "refused" if refused_eagerly else "equal"
+    assert kinds == {"eager": want, "hybrid": "refused" if refused or refused_eagerly
+                     else "equal"}, result
+
+
 def not_equal_or_refused(result):
     """The modes of a :func:`classify` result that neither equal the oracle nor are a clean
     refusal at the user's line."""

@@ -119,7 +119,8 @@ class AssignmentsConverter(Converter):
             call = runtime_call("item_assigned", [
                 node.value, ast.Name(id=name, ctx=ast.Load()), index_value(target.slice),
                 ast.Constant(self.where(node)),
-                ast.Constant(self.shared_array(function, name, node))])
+                ast.Constant(self.shared_array(function, name, node) or
+                             self._given_to_calls(function, name, node))])
             node = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
                                                 value=call), node)
             setattr(node, "ag_item_assignment", True)    # (not in a graph's if or loop)
@@ -149,6 +150,23 @@ class AssignmentsConverter(Converter):
                 levels[0].value = ast.Name(id=temp, ctx=ast.Load())
                 return checks + [node] + levels
         return checks + [node] if checks else node
+
+    def _given_to_calls(self, function, name, node):
+        """What the message of the item assignment ``node`` says of a call that may hold the
+        array of ``name`` before it (NOTE [autograph item assignment]: on an earlier line, or
+        in a loop around it); None if none (``return self.proj(outputs)`` after the writes
+        sees their values in both)."""
+        loops, parent = [], self.parents.get(node)
+        while parent is not None and parent is not function:
+            if isinstance(parent, (ast.For, ast.While, ast.AsyncFor)):
+                loops.append((parent.lineno, getattr(parent, "end_lineno", None) or 10**9))
+            parent = self.parents.get(parent)
+        found = next((s for s in self.given.get(function, {}).get(name, [])
+                      if s.lineno <= node.lineno or any(
+                          start <= s.lineno <= end for start, end in loops)), None)
+        return None if found is None else \
+            f"{name!r} may hold an array something else holds too: a call may return or " \
+            f"keep it ({self.where(found)})"
 
     def visit_AnnAssign(self, node):
         checks = self._effects(node, [node.target]) if node.value is not None else []

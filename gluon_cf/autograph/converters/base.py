@@ -63,6 +63,7 @@ class Converter(ast.NodeTransformer):
         self.read_after: Dict[ast.AST, Set[str]] = {}     # ... by code, not closures
         self.exposed: Dict[ast.AST, Set[str]] = {}        # loop -> names its body reads first
         self.shared: Dict[ast.AST, Dict[str, ast.AST]] = {}   # function -> shared_arrays
+        self.given: Dict[ast.AST, Dict[str, List[ast.stmt]]] = {}   # -> given_to_calls
         self.augmented: Dict[Position, Optional[ast.AST]] = {}   # op= -> why refused
 
     def where(self, node):

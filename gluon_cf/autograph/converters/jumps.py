@@ -23,10 +23,17 @@ NOTE [autograph jumps]
     the test runs exactly where Python runs it, and what it assigns is a loop variable with
     Python's value after the loop.
     ``return row, h`` inside a ``for`` over a tensor reads the loop's item after it: the
-    loop carries the item (NOTE [autograph loops]). A return inside a ``try`` whose
-    ``finally`` (inside the loop) assigns a name the returned value reads is refused when it
-    runs (``returned_through_finally``): Python returns the value computed before the
-    finally ran, and evaluated after the loop it would read what the finally assigned.
+    loop carries the item (NOTE [autograph loops]). A return inside a ``with`` or ``try``
+    in the loop is computed where it returns (``keep_return`` into a box made before the
+    outermost loop, ``kept_return`` after it) wherever the loop runs as Python: after the
+    loop it would run outside the context manager (``autograd.pause()``: a gradient plain
+    Python has not), outside the handler that would catch its error, and after a finally
+    that changed what it reads (``log.append(k)``). A graph's step is traced once and
+    cannot keep it: there it is computed after the loop, and a return inside a ``try``
+    whose ``finally`` (inside the loop) assigns a name the returned value reads is refused
+    when it runs (``returned_through_finally``). A jump leaving a ``try``'s body skips its
+    ``else`` clause, as in Python: the clause runs under ``if not flag`` of the flags its
+    body sets.
 """
 import ast
 import builtins
@@ -36,6 +43,11 @@ from typing import List, Tuple
 from ..pyct.static_analysis.activity import assigned_names, contains, has_walrus, scoped
 from ..pyct.static_analysis.definite_assignment import always_returns
 from ..pyct.templates import assign_constant, counter, running_test, runtime_call, thunk
+
+
+# Statements whose blocks run code when left (a context manager's exit, a handler, a finally)
+_HOLDING = (ast.With, ast.AsyncWith, ast.Try) + tuple(
+    getattr(ast, n) for n in ("TryStar",) if hasattr(ast, n))
 
 
 class _LoopFlags:
@@ -63,16 +75,18 @@ def lower_jumps(func):
         func.body = _returns_into_branches(func.body)
 
 
-def _lower_block(statements, loop):
+def _lower_block(statements, loop, held=False):
     """``statements`` with the jumps belonging to ``loop`` (a _LoopFlags, None outside loops)
     replaced by flag assignments; returns them and the ``(flag, value)`` of each ``return``
-    inside a loop that the enclosing loops still have to pass on."""
+    inside a loop that the enclosing loops still have to pass on. ``held``: inside a
+    ``with`` or ``try`` in a loop, where a return's value is computed where it returns
+    (NOTE [autograph jumps])."""
     out: List[ast.stmt] = []
     returns: List[Tuple[str, ast.expr]] = []
     for statement in statements:
         if isinstance(statement, (ast.While, ast.For)) and lowerable(statement):
             flags = _LoopFlags(next(counter))
-            body, inner_returns = _lower_block(statement.body, flags)
+            body, inner_returns = _lower_block(statement.body, flags, held)
             stop = ([flags.brk] if flags.used_break else []) + [f for f, _ in inner_returns]
             guards = stop + ([flags.cont] if flags.used_continue else [])
             body = _guard(body, guards)
@@ -95,13 +109,18 @@ def _lower_block(statements, loop):
             # the else clause: after the loop, run unless a break or return left it
             orelse, statement.orelse = statement.orelse, []
             if orelse:
-                orelse, inner = _lower_block(orelse, loop)
+                orelse, inner = _lower_block(orelse, loop, held)
                 if stop:
                     guard = ast.If(test=running_test(stop), body=orelse, orelse=[])
                     orelse = [ast.copy_location(guard, orelse[0])]
             # a return's flag starts False once, before the outermost loop it leaves
             out.extend(ast.copy_location(assign_constant(f, False), statement) for f in stop
                        if loop is None or not f.startswith("__agf_return_"))
+            if loop is None:          # (and the boxes of values returned inside a with or try)
+                out.extend(ast.copy_location(ast.Assign(
+                    targets=[ast.Name(id=value.ag_box, ctx=ast.Store())],
+                    value=runtime_call("return_box", [])), statement)
+                    for _, value in inner_returns if hasattr(value, "ag_box"))
             out.append(statement)
             out.extend(orelse)
             if orelse:
@@ -124,8 +143,18 @@ def _lower_block(statements, loop):
             out.append(ast.copy_location(assign_constant(loop.cont, True), statement))
         elif loop is not None and isinstance(statement, ast.Return):
             flag = f"__agf_return_{next(counter)}"
-            returns.append((flag, statement.value or
-                            ast.copy_location(ast.Constant(None), statement)))
+            value = statement.value or ast.copy_location(ast.Constant(None), statement)
+            if held:
+                # inside a with or try: computed here, as Python does, where the loop runs
+                # as Python (not after it, outside the context manager or the handler, after
+                # the finally); a graph's step keeps it for after the loop
+                box = f"__agr_box_{next(counter)}"
+                out.append(ast.copy_location(ast.Expr(value=runtime_call("keep_return", [
+                    ast.Name(id=box, ctx=ast.Load()), thunk(value)])), statement))
+                value = ast.copy_location(runtime_call("kept_return", [
+                    ast.Name(id=box, ctx=ast.Load()), thunk(copy.deepcopy(value))]), value)
+                setattr(value, "ag_box", box)
+            returns.append((flag, value))
             out.append(ast.copy_location(assign_constant(flag, True), statement))
         else:
             # what a finally around a return assigns (NOTE [autograph jumps])
@@ -135,13 +164,15 @@ def _lower_block(statements, loop):
                 block = getattr(statement, field, None)
                 if isinstance(block, list) and not isinstance(
                         statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    new, inner = _lower_block(block, loop)
+                    new, inner = _lower_block(block, loop, held or loop is not None and
+                                              isinstance(statement, _HOLDING))
                     setattr(statement, field, new)
                     returns.extend(inner if field == "finalbody" else
                                    _through_finally(inner, rebound))
             if isinstance(statement, ast.Try) or type(statement).__name__ == "TryStar":
                 for handler in getattr(statement, "handlers", []):
-                    handler.body, inner = _lower_block(handler.body, loop)
+                    handler.body, inner = _lower_block(handler.body, loop,
+                                                       held or loop is not None)
                     returns.extend(_through_finally(inner, rebound))
             out.append(statement)
     return out, returns
@@ -155,6 +186,9 @@ def _through_finally(returns, rebound):
     assigned, where Python returns the value computed before it ran."""
     out = []
     for flag, value in returns:
+        kept = value
+        if hasattr(value, "ag_box"):   # (what a graph's step evaluates after the loop)
+            value = kept.args[1].body
         clash = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & rebound)
         # a function the value calls may be a closure reading them (return get())
         callees = sorted({n.func.id for n in ast.walk(value) if isinstance(n, ast.Call) and
@@ -167,6 +201,9 @@ def _through_finally(returns, rebound):
             value = ast.copy_location(runtime_call("returned_through_finally", [
                 ast.Constant(", ".join(repr(n) for n in clash)), ast.Constant(via)]), value)
             setattr(value, "ag_where_needed", True)
+        if hasattr(kept, "ag_box"):
+            kept.args[1].body = value
+            value = kept
         out.append((flag, value))
     return out
 
@@ -204,6 +241,13 @@ def _guard(block, flags):
                     setattr(statement, field, _guard(inner, flags))
             for handler in getattr(statement, "handlers", []):
                 handler.body = _guard(handler.body, flags)
+            left = sorted(assigned_names(statement.body) & set(flags)) if isinstance(
+                statement, _HOLDING[2:]) and statement.orelse else []
+            if left:
+                # a try's else runs only where its body ran to its end (no jump left it)
+                guard = ast.If(test=running_test(left), body=statement.orelse, orelse=[])
+                setattr(guard, "ag_guard", True)
+                statement.orelse = [ast.copy_location(guard, statement.orelse[0])]
         set_here = sorted(assigned_names([statement]) & set(flags))
         if set_here and k + 1 < len(block):
             rest = _guard(block[k + 1:], flags)

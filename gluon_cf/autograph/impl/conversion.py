@@ -144,7 +144,7 @@ from ..converters.loops import LoopsConverter, unpacked_targets
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError
 from ..pyct.static_analysis.activity import MUTATORS, Scope
-from ..pyct.static_analysis.aliases import given_as_receiver, shared_arrays
+from ..pyct.static_analysis.aliases import given_as_receiver, given_to_calls, shared_arrays
 from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 from ..pyct.templates import runtime_call, unparse
@@ -646,6 +646,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         # (on the code as written: NOTE [autograph augmented assignment])
         self.shared = {fn: shared_arrays(fn) for fn in ast.walk(func)
                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.given = {fn: given_to_calls(fn) for fn in self.shared}   # (item assignment)
         self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
         unpacked_targets(func)     # for a, b in x: NOTE [autograph unpacking loops]

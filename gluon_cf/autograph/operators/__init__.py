@@ -7,7 +7,8 @@ from .control_flow import (collected_item, for_stmt, if_exp, if_return, if_stmt,
 from .data_structures import no_outer_lists, unpacked
 from .list_parts import unpacked_parts
 from .item_assignment import item_assigned
-from .loop_escape import escaped, returned_through_finally
+from .loop_escape import (escaped, keep_return, kept_return, return_box,
+                          returned_through_finally)
 from .logical import (and_, asserted, compare_chain, match_guard, match_subject, not_, or_,
                       positive, python_operand)
 from .py_builtins import builtin, filtered, iterated, own_method, reversed_rows
@@ -22,4 +23,4 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "reversed_rows", "changing", "consumed", "effect", "made", "mutable", "own_method",
            "printing", "binary", "item_assigned", "item_target", "py_slice", "subscript",
            "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
-           "returned_through_finally", "refusals_kept"]
+           "returned_through_finally", "keep_return", "kept_return", "return_box", "refusals_kept"]

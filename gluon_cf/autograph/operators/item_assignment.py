@@ -2,30 +2,35 @@
 
 NOTE [autograph item assignment]
     ``name[index] = value`` (a variable's item; not ``self.x[i]`` or ``a[0][1]``) is written
-    ``name = item_assigned(value, name, index, ...)`` (``converters/assignments.py``): a
-    Python container's item is assigned as Python does (inside a tensor if's branch or loop's
-    step being traced, of a container that region made only: NOTE [autograph side
-    effects]); an NDArray's in place, as plain Python does, so every alias sees it (and under
-    ``autograd.record()`` on an array autograd recorded, MXNet's error, as plain Python's:
-    the preallocated ``outputs = F.zeros_like(x); outputs[t] = h`` of a PyTorch port trains
-    hybridized only). A Symbol's is the new array
-    (the parts before and after the index along its axis and the value, broadcast as an
-    NDArray's assignment broadcasts it, concatenated: values and gradients of both), bound
-    to the name, which converts only where nothing else may hold the array (the same
-    analysis as ``x += y``'s: a parameter, an alias, a view, a container, a closure refuse,
-    naming what holds it: plain Python's in-place change would reach them, a graph's value
-    cannot). The index is one axis's: an int or a slice of step 1 (``outputs[t]``,
-    ``outputs[t:t + 1]``, ``outputs[:, t]``), of Python ints, on an array whose shape the
-    input shapes give (NOTE [graphs traced for input shapes]); an int past the axis is the
-    IndexError an NDArray raises. Any other index (a tensor, a step, several axes), a value
-    whose shape does not broadcast to the part, or an unknown shape is refused at the
-    line."""
+    ``name = item_assigned(value, name, index, ...)`` (``converters/assignments.py``): a Python
+    container's item is assigned as Python does (inside a tensor if's branch or loop's step
+    being traced, of a container that region made only: NOTE [autograph side effects]); an
+    NDArray's in place, as plain Python does, so every alias sees it (and under
+    ``autograd.record()`` on an array autograd recorded, MXNet's error, as plain Python's: the
+    preallocated ``outputs = F.zeros_like(x); outputs[t] = h`` of a PyTorch port trains
+    hybridized only). A Symbol's is the new array (the parts before and after the index along
+    its axis and the value, broadcast as an NDArray's assignment broadcasts it, concatenated:
+    values and gradients of both), bound to the name, which converts only where nothing else may
+    hold the array (the same analysis as ``x += y``'s: a parameter, an alias, a view, a
+    container, a closure refuse, naming what holds it: plain Python's in-place change would
+    reach them, a graph's value cannot), nor where the name is bound to what a call other than
+    an operator's returns (``outputs = helper(x)`` may be ``x``) or given to one (``keep =
+    helper(outputs)``, ``self.log(outputs)`` may keep it): ``aliases.given_to_calls``, on the
+    code as written, since no call is checked when it runs as an ``op=``'s are (a call after the
+    writes, on a later line outside any loop around them, sees their values in both: ``return
+    self.proj(outputs)``). The index is one axis's: an int or a slice of step 1 (``outputs[t]``,
+    ``outputs[t:t + 1]``, ``outputs[:, t]``), of Python ints, on an array whose shape the input
+    shapes give (NOTE [graphs traced for input shapes]); an int past the axis is the IndexError
+    an NDArray raises. A value of another dtype than the array's (inferred from the call's
+    inputs' dtypes) is refused, saying to cast it (an NDArray casts it; a graph's concat refuses
+    two dtypes). Any other index (a tensor, a step, several axes), a value whose shape does not
+    broadcast to the part, or an unknown shape is refused at the line."""
 import numbers
 
 import mxnet as mx
 import numpy as np
 
-from ...hybrid import static_shape
+from ...hybrid import static_dtypes, static_shape
 from ..errors import AutographError, op_name
 from .side_effects import effect, in_graph_region, made_here
 
@@ -83,6 +88,12 @@ def _with_item(F, target, shape, index, value, where):
                              begin=start, end=stop, **_named(F, where)) * value
     else:
         block = _broadcast(F, value, part, where)
+        dtypes = static_dtypes([target, value])
+        if dtypes is not None and np.dtype(dtypes[0]) != np.dtype(dtypes[1]):
+            # (an NDArray casts the value to its dtype; a graph's concat refuses two)
+            _refuse(where, f"its value is {np.dtype(dtypes[1]).name} and the array "
+                           f"{np.dtype(dtypes[0]).name} (an NDArray casts the value: write "
+                           f"F.cast(value, '{np.dtype(dtypes[0]).name}'))")
         if not isinstance(item, slice):
             block = F.expand_dims(block, axis=axis, **_named(F, where))
     pieces = []

@@ -4,6 +4,33 @@ from ..errors import AutographError
 from .data_structures import append_rows
 from .variables import Undefined
 
+from .side_effects import in_graph_region
+
+
+class _ReturnBox:
+    """The value of a return inside a ``with`` or ``try`` in a loop, computed where it
+    returns (NOTE [autograph jumps])."""
+    __slots__ = ("value", "kept")
+
+    def __init__(self):
+        self.value, self.kept = None, False
+
+
+def return_box():
+    return _ReturnBox()
+
+
+def keep_return(box, value):
+    """At a return inside a ``with`` or ``try`` in a loop: its value, computed now where the
+    loop runs as Python (a graph's step, traced once, leaves it for after the loop)."""
+    if not in_graph_region():
+        box.value, box.kept = value(), True
+
+
+def kept_return(box, value):
+    """After the loop: the value kept where it returned, else ``value()``."""
+    return box.value if box.kept else value()
+
 
 def returned_through_finally(where, names, via=""):
     """A return inside a loop, inside a ``try`` whose ``finally`` assigns ``names`` that

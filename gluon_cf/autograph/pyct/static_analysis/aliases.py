@@ -293,6 +293,64 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
     return shared
 
 
+# Builtins given an array keep nothing of it and return no view of it
+_KEEPS_NOTHING = {"len", "print", "isinstance", "repr", "str", "id", "type", "hash", "bool",
+                  "hasattr", "callable"}
+
+
+def _operator_call(call):
+    """Whether ``call`` is of one of MXNet's operators (``F.relu(...)``, ``mx.nd.zeros``):
+    its result is a new array, and it keeps none of its arguments."""
+    func = ast.unparse(call.func)
+    return any(func.startswith(m + ".") for m in _OPERATOR_MODULES) or \
+        func in _KEEPS_NOTHING and isinstance(call.func, ast.Name) or \
+        isinstance(call.func, ast.Attribute) and call.func.attr == "copy" and not call.args
+
+
+def given_to_calls(func) -> Dict[str, List[ast.stmt]]:
+    """``{variable: the statements of func}`` that bind it to what a call other than
+    an operator's returns (``outputs = helper(x)``: it may return ``x``) or gives it to one
+    (``keep = helper(outputs)``, ``self.log(outputs)``: it may keep or return it): for an
+    item assignment, which no call is checked for when it runs (NOTE [autograph item
+    assignment]); on the code as written."""
+    found: Dict[str, List[ast.stmt]] = {}
+    for node in own_nodes(func):
+        if not isinstance(node, ast.stmt):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call) and not _operator_call(value):
+            for target in targets:
+                if not isinstance(target, ast.Subscript):
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name):
+                            found.setdefault(n.id, []).append(node)
+        for call in _own_calls(node):
+            if not _operator_call(call):
+                for part in list(call.args) + [k.value for k in call.keywords]:
+                    for n in ast.walk(part):
+                        if isinstance(n, ast.Name):
+                            found.setdefault(n.id, []).append(node)
+    return found
+
+
+def _own_calls(statement):
+    """The calls of ``statement`` itself (not of the statements in its blocks)."""
+    stack = [c for field, c in ast.iter_fields(statement)
+             if field not in ("body", "orelse", "finalbody", "handlers", "cases")]
+    while stack:
+        part = stack.pop()
+        if isinstance(part, list):
+            stack.extend(part)
+            continue
+        if not isinstance(part, ast.AST) or isinstance(part, (ast.stmt,) + NESTED):
+            continue
+        if isinstance(part, ast.Call):
+            yield part
+        stack.extend(ast.iter_child_nodes(part))
+
+
 def _holder(target):
     """What holds the value assigned to ``target``: ``x[i] = v`` of a variable's array is
     out of place on a Symbol, a copy into it on an NDArray (NOTE [autograph item

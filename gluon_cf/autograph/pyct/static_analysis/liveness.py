@@ -96,4 +96,19 @@ def live_after(node, parents, func):
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             break
         child, parent = parent, parents.get(parent)
+    # a global or nonlocal name is read after the function returns (a nested function's loop
+    # assigning its enclosing function's variable: nonlocal n; for n in items)
+    function = node
+    while function is not None and not isinstance(function, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef)):
+        function = parents.get(function)
+    if function is not None:
+        stack: list = list(function.body)
+        while stack:
+            statement = stack.pop()
+            if isinstance(statement, (ast.Global, ast.Nonlocal)):
+                names |= set(statement.names)
+            elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                            ast.ClassDef, ast.Lambda)):
+                stack.extend(ast.iter_child_nodes(statement))
     return names
