@@ -287,17 +287,6 @@ def not_equal_or_refused(result):
             if kind not in ("equal", "refused")}
 
 
-def assert_classified(result, hybrid_refused=False, eager_refused=False):
-    """A :func:`classify` result is what a round expects of its program: each mode equal to
-    the oracle or, where expected, refused at the user's line (a refusal eagerly is one
-    hybridized too)."""
-    assert not not_equal_or_refused(result), result
-    kinds = {mode: kind for mode, (kind, _) in result.items()}
-    hybrid_refused = hybrid_refused or eager_refused
-    assert kinds == {"eager": "refused" if eager_refused else "equal",
-                     "hybrid": "refused" if hybrid_refused else "equal"}, result
-
-
 def line_in(path, text, block_class=None):
     """The first line of the file ``path`` holding ``text`` (within ``block_class``'s source
     when given)."""
