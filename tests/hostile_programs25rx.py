@@ -121,3 +121,17 @@ class TakeRaiseInForeach(HybridBlock):
             return [], [F.broadcast_add(states[0], F.take(states[0], idx, mode="raise"))]
         _, (out,) = gluon_cf.foreach(body, rows, [buf])
         return out
+
+
+class SliceClippedInLoop(HybridBlock):
+    """A foreach step's first four scores over memory of run-time rows, ``F.slice`` clipping
+    the end to the length: min(n, 4) columns, 4 for every n from 4 on."""
+
+    def hybrid_forward(self, F, mem, targets):
+        def body(y, states):
+            scores = F.dot(states[0], mem, transpose_b=True)        # (1, n)
+            first = F.slice(scores, begin=(0, 0), end=(1, 4))
+            h = states[0] + F.broadcast_mul(F.sum(first), y.reshape((1, -1)))
+            return first, [h]
+        outs, (h,) = gluon_cf.foreach(body, targets, [F.ones((1, 3))])
+        return outs, h
