@@ -86,15 +86,53 @@ def shape_plan(sym, params, examples, dims):
                 f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
                 f"fail: {mxnet_message(first_line(err))}); remove those axes from dynamic_axes, "
                 f"or give axes that must stay equal the same dim name") from None
-    outputs = [None if None in pair or len(pair[0]) != len(pair[1]) else
-               tuple(a if a == b else named.get((a, b)) for a, b in zip(*pair))
-               for pair in zip(*runs)]
+    for far in (1, _FAR):     # NOTE [dims agreeing by chance]
+        shapes = {name: tuple(far if axis in dims[name] else d for axis, d in enumerate(shape))
+                  for name, shape in base.items()}
+        more: ShapePlan = {}
+        try:
+            arg_shapes = {**param_shapes, **shapes}
+            _collect_shapes(sym, arg_shapes, more, "the model")
+            runs.append(_infer_shapes(sym, arg_shapes, "the model"))
+        except (mx.MXNetError, ValueError):
+            continue         # (sizes the model does not take: a table of 512 positions)
+        _merge_plans(plan, more)
+    outputs = [None if None in shapes or len({len(s) for s in shapes}) > 1 else
+               tuple(dims_[0] if len(set(dims_)) == 1 else named.get(dims_[:2])
+                     for dims_ in zip(*shapes))
+               for shapes in zip(*runs)]
     conds_read = _conds_read_by_outputs(sym, varying)
     for k, conds in enumerate(conds_read):
         if conds and outputs[k] is None and \
                 _rank_follows_no_branch(sym, {**param_shapes, **base}, conds, k):
             conds_read[k] = []
     return plan, outputs, conds_read
+
+
+def _merge_plans(plan, more):
+    """``plan`` keeping of each entry's shapes only the dims that agree with ``more``'s."""
+    for key, entry in more.items():
+        if key in plan and isinstance(entry, tuple):
+            plan[key] = tuple([merge_concrete(a, b) for a, b in zip(old, new)]
+                              for old, new in zip(plan[key], entry))
+
+
+# NOTE [dims agreeing by chance]
+#     A dim that agrees between the example and the grown run is declared static (NOTE [shape
+#     plan]), but a dim may depend on a dynamic axis and still agree at two near sizes: a
+#     Pooling's or a strided slice's output length ((n - 1) // 20 + 1 is 1 for n = 5 and 8,
+#     2 for n = 30), a slice clipped to a length (``F.slice(x, end=(4,))``: min(n, 4), 4 for
+#     5 and 8, 2 for 2). Declared static, it was the dim of a loop body's output, and
+#     onnxruntime failed every run of another length ("has shape {1,1,1} but the computed
+#     output shape for this run is {1,1,2}"). Two more runs give every dynamic axis the size
+#     1 and a size over a thousand (shape inference allocates nothing): a dim of a division by
+#     less than that, or of a clip to a constant, differs there. A run the model refuses (a
+#     table of 512 positions sliced to the length; an operator needing two rows) is left out
+#     whole, its shapes kept apart until it completes. Dims agreeing at all runs are static,
+#     as MXNet's inference with the unknown dim (0) cannot tell them (it loses most shapes to
+#     it): a dim depending on the length only through a division by more than a thousand
+#     still agrees by chance.
+_FAR = 1031
 
 
 def _rank_follows_no_branch(sym, arg_shapes, conds, k):

@@ -504,10 +504,16 @@ def _convert_index_copy(node, **kwargs):
     """``_contrib_index_copy(old, index, new)``: ``old`` with its rows ``index[k]`` replaced by
     the rows ``new[k]`` (a decoder writing each step's token into a buffer), a ScatterND of
     the rows. MXNet truncates the index to an integer, as Cast does, and checks no bounds (a
-    row out of range writes outside the array); onnxruntime refuses such a row."""
+    row out of range writes outside the array; gluon_cf's graphs refuse it, NOTE [index_copy
+    out of bounds] in gluon_cf/graph/cached_graph.py); onnxruntime refuses a row past the
+    end, and a negative one is made one it refuses too (ScatterND would count it from the
+    end: silently another row). Of rows given twice MXNet's kernel (parallel) writes either,
+    onnxruntime's the last."""
     out, (old, index, new), _, _ = _start(node, kwargs)
     rows = out.add("Reshape", [out.add("Cast", [index], to=onnx.TensorProto.INT64),
                                out.const([-1, 1])])
+    rows = out.add("Where", [out.add("Less", [rows, out.const([0])]), out.const([-2 ** 62]),
+                             rows])
     out.add("ScatterND", [old, rows, new], final=True)
     return out
 

@@ -20,8 +20,8 @@ from ..zero_size import shape_or_no_element
 from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_ADDED_GRADIENT_INPUTS,
                          NO_GRADIENT_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size,
                          describe_node, reshape_to_another_size)
-from .operator_errors import (bounds_checking_nodes, bounds_error, graph_operator_error,
-                              operator_error)
+from .operator_errors import (CHECKS_ATTR, bounds_checking_nodes, bounds_error,
+                              graph_operator_error, operator_error)
 
 # A node of a symbol's JSON, as MXNet writes it (``op``, ``name``, ``inputs``, ``attrs``): its
 # fields' types depend on the field, so it stays a plain dict. An entry is one output of a
@@ -201,7 +201,7 @@ class CachedGraph(CachedOpPair):
             return out
         if not self.constant:
             self.check_reshapes(shapes)
-        checking = self._bounds_checking()
+        checking = self.bounds_checking()
         try:
             outputs = super().__call__(*args, out=out)
             if checking:   # NOTE [an index out of bounds at run time]
@@ -214,7 +214,7 @@ class CachedGraph(CachedOpPair):
                 raise
             raise ours from None
 
-    def _bounds_checking(self):
+    def bounds_checking(self):
         """The nodes of this graph that check their indices when they run (NOTE [an index
         out of bounds at run time]), found once."""
         if self._checking is None:
@@ -393,7 +393,8 @@ def _zero_size_error(node, inputs, empty, err):
 
 
 def block_index_gradients(js):
-    """Put a ``BlockGrad`` on the index inputs of ops like ``Embedding``.
+    """Put a ``BlockGrad`` on the index inputs of ops like ``Embedding``, and the bounds check
+    of NOTE [index_copy out of bounds] on ``index_copy``'s rows.
 
     ``js`` is a parsed symbol JSON (left unchanged); returns the new JSON text, or ``None`` when
     the graph has no such op.
@@ -406,12 +407,14 @@ def block_index_gradients(js):
     its indices' gradient).
     """
     nodes = js["nodes"]
-    if not any(n["op"] in INDEX_INPUTS for n in nodes):
+    if not any(n["op"] in INDEX_INPUTS or n["op"] == INDEX_COPY for n in nodes):
         return None
     new_nodes: List[JsonNode] = []
     new_id: Dict[int, int] = {}   # old node id -> new
     for nid, n in enumerate(nodes):
         n = dict(n, inputs=[[new_id[i[0]], i[1], 0] for i in n["inputs"]])
+        if n["op"] == INDEX_COPY and len(n["inputs"]) == 3:
+            n["inputs"][1] = _checked_rows(new_nodes, n)
         for k in INDEX_INPUTS.get(n["op"], ()):
             new_nodes.append({"op": "BlockGrad", "name": "%s_index%d_blockgrad" % (n["name"], k),
                               "inputs": [n["inputs"][k]]})
@@ -423,3 +426,40 @@ def block_index_gradients(js):
     blocked["arg_nodes"] = [i for i, n in enumerate(new_nodes) if n["op"] == "null"]
     blocked["heads"] = [[new_id[h[0]], h[1], 0] for h in js["heads"]]
     return json.dumps(blocked)
+
+
+# NOTE [index_copy out of bounds]
+#     MXNet 1.9.1's ``index_copy`` kernel checks no row it writes (index_copy.cc: a memcpy to
+#     ``out + idx[i] * row size``): an index out of range, or negative, writes outside the
+#     array, and the process aborts later ("terminate called without an active exception"),
+#     in a loop body or a cond branch as eagerly. In the graphs gluon_cf runs (as
+#     ``block_index_gradients`` rewrites them: bodies, branches, recursions' functions) the
+#     rows it writes are checked first, by ``take(arange_like(old, axis=0), fix(index),
+#     mode='raise')`` (``fix``: the kernel's truncation of a float index), which reads the
+#     indices on the host and fails when one is outside [0, rows); the index reaches
+#     index_copy through ``where(checked, index, index)``, so that MXNet's engine skips the
+#     copy when the check failed. The take carries the index_copy's source line and
+#     ``CHECKS_ATTR``: the error is an IndexOutOfBoundsError at the user's line naming
+#     index_copy (NOTE [an index out of bounds at run time]). Only graphs holding index_copy
+#     pay (a take of one element per row copied). Eager MXNet outside gluon_cf's graphs, and
+#     MXNet's own CachedOp of a block's top-level graph, are MXNet's own.
+INDEX_COPY = "_contrib_index_copy"
+
+
+def _checked_rows(new_nodes, node):
+    """Append to ``new_nodes`` the check of the rows JSON ``index_copy`` ``node`` writes (its
+    inputs already renumbered); the entry of its checked index (NOTE [index_copy out of
+    bounds])."""
+    old, index = node["inputs"][0], node["inputs"][1]
+    attrs = {key: value for key, value in node.get("attrs", {}).items() if key == SOURCE_ATTR}
+    prefix = "%s_index_bounds" % node["name"]
+
+    def add(op, inputs, **op_attrs):
+        new_nodes.append({"op": op, "name": "%s_%s" % (prefix, op.strip("_")),
+                          "attrs": {k: str(v) for k, v in op_attrs.items()}, "inputs": inputs})
+        return [len(new_nodes) - 1, 0, 0]
+
+    rows = add("_contrib_arange_like", [old], axis=0)
+    checked = add("take", [rows, add("fix", [index])], mode="raise", axis=0,
+                  **attrs, **{CHECKS_ATTR: INDEX_COPY})
+    return add("BlockGrad", [add("where", [checked, index, index])])

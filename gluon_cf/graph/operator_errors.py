@@ -78,6 +78,9 @@ def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
 #     naming the operator and the user's line that made it (an MXNetError too, as MXNet's
 #     was); graphs without one stay async.
 _OUT_OF_BOUNDS = {"take": "take operator contains indices out of bound"}
+# On a take checking the rows of an index_copy (NOTE [index_copy out of bounds] in
+# cached_graph.py): the op it checks.
+CHECKS_ATTR = "__gcf_checks__"
 
 
 def bounds_checking_nodes(nodes: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -100,6 +103,12 @@ def bounds_error(nodes: Sequence[Dict[str, Any]],
     found = [n for n in nodes if _OUT_OF_BOUNDS[n["op"]] in text]
     if not found:
         return None
+    checked = [n for n in found if CHECKS_ATTR in n["attrs"]]
+    if checked:    # NOTE [index_copy out of bounds] in cached_graph.py
+        return IndexOutOfBoundsError(
+            "%s: index_copy: an index is out of bounds for the rows of the array it copies "
+            "into (MXNet 1.9.1 checks none and writes outside the array). Keep each index in "
+            "[0, rows)" % " or ".join(sorted({n["attrs"][SOURCE_ATTR] for n in checked})))
     return IndexOutOfBoundsError(
         "%s: %s: an index is out of bounds for axis %s of the array it indexes (mode='raise'). "
         "Keep the indices below that axis's size, or use mode='clip' or mode='wrap'"

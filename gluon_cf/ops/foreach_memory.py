@@ -58,6 +58,7 @@ import numpy as np
 from .._cachedop import CachedOpPair
 from ..node import recorded as _recorded
 from ..graph import Graph
+from ..graph.operator_errors import bounds_error
 from . import foreach as _foreach
 
 
@@ -92,7 +93,27 @@ def forward_into(node, inputs, out_data, is_train):
     loop's memory goes]). Returns the heads for backward, ``[(array, output index, row)]``
     (``row``: the step whose row of that output it is, or None for all of it), recorded
     arrays only; or None when this node does not run here (the caller then runs the rule's
-    ``forward``)."""
+    ``forward``). A body checking its indices when it runs (take(mode='raise'), index_copy's
+    rows) is waited for, its error at the user's line (NOTE [an index out of bounds at run
+    time]): the steps' CachedOps are called here, not through the graph's own call."""
+    body = node.graphs["body"]
+    checking = [] if body.partitioned else body.cached_op().bounds_checking()
+    if not checking:
+        return _forward_steps_into(node, inputs, out_data, is_train)
+    try:
+        heads = _forward_steps_into(node, inputs, out_data, is_train)
+        if heads is not None:
+            for array in out_data:
+                array.wait_to_read()
+        return heads
+    except mx.MXNetError as err:
+        ours = bounds_error(checking, err)
+        if ours is None:
+            raise
+        raise ours from None
+
+
+def _forward_steps_into(node, inputs, out_data, is_train):
     spec = node.spec
     nd_, ns, num_out = spec["num_data"], spec["num_states"], spec["num_out_data"]
     body = node.graphs["body"]
