@@ -146,6 +146,20 @@ class _CfCall:
             _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
         return self.rule.forward(self.node, inputs, out_shapes, frame)
 
+    def check_declared(self, values):
+        """Raise :class:`UndeclaredShape` when an output's shape is not the one the node's shape
+        rule declares for its inputs' shapes, which MXNet's CachedOp would have allocated and
+        refused it against (NOTE [declared shapes in the calling thread])."""
+        _, outs = self.rule.infer_shape(self.node, [values[e].shape for e in self.in_entries])
+        for e, shape in zip(self.out_entries, outs):
+            if shape is None or tuple(shape) != values[e].shape:
+                raise UndeclaredShape(self.node.kind, e, shape, values[e].shape)
+
+
+class UndeclaredShape(Exception):
+    """A gluon_cf node's output of a shape other than its rule declared, on the inline path
+    (NOTE [declared shapes in the calling thread]): the call is run again as the CachedOp."""
+
 
 class _OperatorCall:
     """An MXNet operator of a partitioned graph called on its own, imperatively, between its
@@ -395,8 +409,10 @@ class PartitionedGraph:
                 break
         return ([shapes.get(e) for e in self.input_entries], [shapes.get(h) for h in self.heads])
 
-    def run(self, inputs, frame):
-        """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
+    def run(self, inputs, frame, declared=False):
+        """Generator: run the steps in order; gluon_cf nodes are yielded to the executor.
+        ``declared``: check the nodes' outputs against their rules' declared shapes (NOTE
+        [declared shapes in the calling thread])."""
         values = dict(zip(self.input_entries, inputs))
         flags = self._entry_flags(frame.flags) if frame is not None and frame.flags is not None \
             else None
@@ -420,6 +436,8 @@ class PartitionedGraph:
             results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
             for call, outputs in zip(step.calls, [results] if len(works) == 1 else results):
                 values.update(zip(call.out_entries, outputs))
+                if declared and frame is None and isinstance(call, _CfCall):
+                    call.check_declared(values)
                 error = call.no_element(values) if isinstance(call, _RunTimeShapeCall) else None
                 if error is not None:
                     no_element.update((e, error) for e in call.out_entries)

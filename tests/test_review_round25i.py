@@ -1,0 +1,184 @@
+"""Hostile review of recursion inference in the calling thread (round 25i; NOTE [recursion
+inference in the calling thread] in gluon_cf/hybrid_inline.py). A node's output of another
+shape than its rule declared ran inline to a value while training and the CachedOp refused it
+(NOTE [declared shapes in the calling thread]); results kept across calls, hybridize flags,
+autograd modes, executors switched between calls, threads, dtypes and a failing call's
+warnings agree with the Custom operator's path and eager code."""
+import threading
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+import hostile_harness
+import hostile_programs4 as programs
+from gluon_cf import hybrid_inline
+
+
+@pytest.fixture(autouse=True)
+def batched_executor():
+    previous = gluon_cf.get_executor()
+    gluon_cf.set_executor("batched", ahead_of_time=True)
+    yield
+    gluon_cf.set_executor(previous)
+    hybrid_inline.INLINE[0] = True
+
+
+class _Depth(gluon.HybridBlock):
+    """Each root's depth (a recursion in a foreach), fed to a Dense head, softmax, argmax."""
+
+    def __init__(self, warn=False, **kwargs):
+        super().__init__(**kwargs)
+        self.warn = warn
+        with self.name_scope():
+            self.head = gluon.nn.Dense(3, flatten=False)
+
+    def hybrid_forward(self, F, left, roots):
+        @gluon_cf.recursive(max_depth=4)
+        def depth(idx):
+            if self.warn:
+                warnings.warn("traced")
+            return gluon_cf.cond(F.take(left, idx) < 0, lambda: F.ones_like(idx),
+                                 lambda: depth(F.take(left, idx)) + 1)
+
+        out, _ = gluon_cf.foreach(lambda root, _: (depth(root), []), roots, [])
+        h = self.head(out.expand_dims(-1))
+        return out, F.softmax(h), F.argmax(h, axis=-1)
+
+
+FORESTS = [(nd.array([1, 2, -1, -1]), nd.array([0, 3, 1])),
+           (nd.array([-1, 0, 1]), nd.array([2, 0])),
+           (nd.array([1, 2, 3, -1]), nd.array([0]))]
+
+
+def _numpy(out):
+    return [o.asnumpy() for o in out]
+
+
+def _eager(net, args):
+    net.hybridize(active=False)
+    try:
+        return _numpy(net(*args))
+    finally:
+        net.hybridize()
+
+
+def _depth_net(**flags):
+    mx.random.seed(3)
+    net = _Depth()
+    net.initialize()   # (deferred: the first call, an inference, shapes the head)
+    net.hybridize(**flags)
+    return net
+
+
+def _same(got, want):
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_an_output_of_another_shape_than_declared_is_refused_in_inference_too():
+    """Before: one root's recursion whose output grows with the tree ran inline to a value,
+    while the CachedOp (and training) refused it; now the inference raises the same error."""
+    net = hostile_harness._make(programs.OutputWidthGrowsWithDepth)
+    net.hybridize()
+    args = [nd.array(a, dtype=a.dtype)
+            for a in programs.PROGRAMS[programs.OutputWidthGrowsWithDepth][0]]
+    errors = []
+    for inline in (True, False):
+        hybrid_inline.INLINE[0] = inline
+        with pytest.raises(ValueError, match="at run time, but its shape rule declared") as err:
+            net(*args).asnumpy()
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
+    with pytest.raises(ValueError, match="at run time, but its shape rule declared"):
+        with autograd.record():
+            net(*args).asnumpy()
+
+
+@pytest.mark.parametrize("flags", [{}, dict(static_alloc=True),
+                                   dict(static_alloc=True, static_shape=True)],
+                         ids=["plain", "static_alloc", "static_shape"])
+def test_results_kept_across_calls_are_not_overwritten(flags):
+    net = _depth_net(**flags)
+    first = net(*FORESTS[0])
+    kept = _numpy(first)
+    later = [net(*f) for f in FORESTS[1:] + FORESTS[:1]]
+    _same(_numpy(first), kept)
+    for f, out in zip(FORESTS[1:] + FORESTS[:1], later):
+        _same(_numpy(out), _eager(net, f))
+    assert hybrid_inline.INLINE_RUNS[0] > 0
+
+
+def test_modes_and_executors_between_calls_equal_eager():
+    net = _depth_net()
+    want = _eager(net, FORESTS[0])
+    runs = hybrid_inline.INLINE_RUNS[0]
+    outs = [net(*FORESTS[0])]
+    with autograd.record(train_mode=False):
+        outs.append(net(*FORESTS[0]))
+    with autograd.record():
+        with autograd.predict_mode():
+            outs.append(net(*FORESTS[0]))
+        with autograd.pause():
+            outs.append(net(*FORESTS[0]))
+    with autograd.train_mode():
+        outs.append(net(*FORESTS[0]))
+    gluon_cf.set_executor("unbatched")
+    outs.append(net(*FORESTS[0]))
+    gluon_cf.set_executor("batched", ahead_of_time=True)
+    outs.append(net(*FORESTS[0]))
+    for out in outs:
+        _same(_numpy(out), want)
+    assert hybrid_inline.INLINE_RUNS[0] == runs + 3   # (first, pause()'s, last)
+
+
+def test_threads_get_their_own_forests_values():
+    net = _depth_net()
+    want = [_eager(net, f) for f in FORESTS]
+    bad = []
+
+    def work(k):
+        for i in range(20):
+            j = (k + i) % len(FORESTS)
+            got = _numpy(net(*FORESTS[j]))
+            if not all(np.allclose(a, b) for a, b in zip(got, want[j])):
+                bad.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+def test_float64_inline_equals_the_custom_operator():
+    net = _depth_net()
+    net.cast("float64")
+    args = [a.astype("float64") for a in FORESTS[0]]
+    inline = _numpy(net(*args))
+    hybrid_inline.INLINE[0] = False
+    custom = _numpy(net(*args))
+    assert inline[1].dtype == np.float64
+    _same(inline, custom)
+
+
+def test_a_failing_call_warns_as_the_custom_operators_and_leaves_the_block_usable():
+    """Too deep for max_depth: the inline attempt fails and the CachedOp's run gives the
+    error; the trace's warnings are given as often as with the Custom operator alone."""
+    counts = []
+    for inline in (True, False):
+        hybrid_inline.INLINE[0] = inline
+        net = _Depth(warn=True)
+        net.initialize()
+        net.hybridize()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with pytest.raises(gluon_cf.RecursionDepthError, match="max_depth=4"):
+                _numpy(net(nd.array([1, 2, 3, 4, 5, -1]), nd.array([0])))
+        counts.append(len([w for w in seen if str(w.message) == "traced"]))
+        _same(_numpy(net(*FORESTS[1])), _eager(net, FORESTS[1]))
+    assert counts[0] == counts[1]
