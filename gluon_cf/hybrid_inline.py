@@ -34,17 +34,20 @@ INLINE_FAILED = [0]   # of which failed and were run again by the CachedOp (for 
 #     planned backward needs (NOTE [planned backward] in recursion/planned_backward.py).
 #
 # NOTE [declared shapes in the calling thread]
-#     The CachedOp allocates a node's outputs in the shapes its rule declared for the shapes
-#     MXNet inferred, and the node's forward refuses a value of another shape ("output 0 has
-#     shape (1, 1, 12) at run time, but its shape rule declared (1, 1, 3)": a recursion whose
-#     output grows with the tree). Run in the calling thread, nothing allocated them: one
-#     root's call gave the (eager) value while training, the Custom operator and a forest of
-#     two roots refused it (review round 25i). So each node of the block's own graph has its
-#     outputs checked against its rule's declared shapes for its inputs' shapes (TreeLSTM
-#     batch 5 inference: ~0.2 ms of CPU a batch, of ~2.5); a difference (``UndeclaredShape``)
-#     fails the attempt and the CachedOp's run gives its error. With every node's outputs as
-#     declared, the segments see the shapes MXNet's whole-graph inference would have given
-#     them, so a call that inference refuses fails inline too (in a segment's inference).
+#     The CachedOp infers every node's output shapes and dtypes from its rules (for the whole
+#     graph, statically: both branches of a cond, whichever runs), allocates the outputs so,
+#     and the node's forward refuses a value of another shape ("output 0 has shape (1, 1, 12)
+#     at run time, but its shape rule declared (1, 1, 3)": a recursion whose output grows with
+#     the tree). Run in the calling thread, nothing inferred or allocated them: one root's call
+#     gave the eager value while training and the Custom operator refused it, and a float64
+#     forest of leaves alone (float32 parameters) its float64 value where they refused the
+#     cond's branches' dtypes (review round 25i). So each node of the block's own graph has
+#     its outputs checked against its rules' shapes and dtypes for its inputs' (TreeLSTM batch
+#     5 inference: ~0.15 ms of the calling thread's CPU a batch, of ~3.5); a rule's refusal
+#     or a difference (``UndeclaredShape``) fails the attempt and the CachedOp's run gives its
+#     error (or, for a dtype, its cast value). With every node's outputs as declared, the
+#     segments see the shapes and dtypes MXNet's whole-graph inference would have given them,
+#     so a call that inference refuses fails inline too (in a segment's inference).
 def inline_inference_graph(js):
     """Whether a block's graph runs its nodes in the calling thread in inference (NOTE
     [recursion inference in the calling thread]): it holds a recursion node (at the top or in a

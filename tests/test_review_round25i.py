@@ -16,6 +16,7 @@ import gluon_cf
 import hostile_harness
 import hostile_programs4 as programs
 from gluon_cf import hybrid_inline
+from gluon_cf.checks import MismatchError
 
 
 @pytest.fixture(autouse=True)
@@ -182,3 +183,44 @@ def test_a_failing_call_warns_as_the_custom_operators_and_leaves_the_block_usabl
         counts.append(len([w for w in seen if str(w.message) == "traced"]))
         _same(_numpy(net(*FORESTS[1])), _eager(net, FORESTS[1]))
     assert counts[0] == counts[1]
+
+
+class _Float64Leaves(gluon.HybridBlock):
+    """float64 features, float32 parameters: the internal branch's Dense is float32, the
+    leaves' float64; a forest of one leaf never runs the internal branch."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.proj = gluon.nn.Dense(3, in_units=3, flatten=False)
+
+    def hybrid_forward(self, F, x, left, roots):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i),
+                                 lambda: F.tanh(self.proj(node(F.take(left, i)))))
+
+        out, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+        return out
+
+
+def test_a_node_typed_otherwise_than_declared_is_refused_in_inference_too():
+    """Before: one leaf's forest ran inline to its (eager) float64 value, while the CachedOp
+    and training refused the graph's types (the cond's branches: float64 and float32); now
+    the inference raises the same error."""
+    net = _Float64Leaves()
+    net.initialize()
+    args = [nd.array([[0.5, -1.0, 2.0]], dtype="float64"), nd.array([-1.0]), nd.array([0.0])]
+    np.testing.assert_array_equal(net(*args).asnumpy(), [[[0.5, -1.0, 2.0]]])   # eager
+    net.hybridize()
+    errors = []
+    for inline in (True, False):
+        hybrid_inline.INLINE[0] = inline
+        with pytest.raises(MismatchError, match="then_func float64, else_func float32"
+                           ) as err:
+            net(*args).asnumpy()
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
+    with pytest.raises(MismatchError):
+        with autograd.record():
+            net(*args).asnumpy()

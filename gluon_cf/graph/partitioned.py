@@ -20,6 +20,7 @@ import json
 from typing import Dict, List, Set, Union
 
 import mxnet as mx
+import numpy as np
 
 from .. import registry, staging
 from ..errors import ZeroSizeError, note_no_element
@@ -147,12 +148,14 @@ class _CfCall:
         return self.rule.forward(self.node, inputs, out_shapes, frame)
 
     def check_declared(self, values):
-        """Raise :class:`UndeclaredShape` when an output's shape is not the one the node's shape
-        rule declares for its inputs' shapes, which MXNet's CachedOp would have allocated and
-        refused it against (NOTE [declared shapes in the calling thread])."""
+        """Raise :class:`UndeclaredShape` when an output's shape or dtype is not the one the
+        node's rules declare for its inputs', which MXNet's CachedOp would have inferred (and
+        refused) and allocated (NOTE [declared shapes in the calling thread])."""
+        _, types = self.rule.infer_type(self.node, [values[e].dtype for e in self.in_entries])
         _, outs = self.rule.infer_shape(self.node, [values[e].shape for e in self.in_entries])
-        for e, shape in zip(self.out_entries, outs):
-            if shape is None or tuple(shape) != values[e].shape:
+        for e, shape, dtype in zip(self.out_entries, outs, types):
+            if not registry.is_complete(shape) or tuple(shape) != values[e].shape or \
+                    dtype is None or np.dtype(dtype) != np.dtype(values[e].dtype):
                 raise UndeclaredShape(self.node.kind, e, shape, values[e].shape)
 
 
