@@ -224,3 +224,74 @@ def test_a_node_typed_otherwise_than_declared_is_refused_in_inference_too():
     with pytest.raises(MismatchError):
         with autograd.record():
             net(*args).asnumpy()
+
+
+def test_keyboard_interrupt_inline_propagates_and_leaves_the_block_usable(monkeypatch):
+    """A KeyboardInterrupt is not an error to run again as the CachedOp: it reaches the
+    caller, once; the next call runs inline with the eager values."""
+    from gluon_cf.graph import partitioned
+    net = _depth_net()
+    want = _eager(net, FORESTS[0])
+    original = partitioned._CfCall.run
+    interrupted = []
+
+    def interrupting(self, values, frame):
+        if frame is None and not interrupted:
+            interrupted.append(1)
+            raise KeyboardInterrupt
+        return original(self, values, frame)
+
+    monkeypatch.setattr(partitioned._CfCall, "run", interrupting)
+    failed = hybrid_inline.INLINE_FAILED[0]
+    with pytest.raises(KeyboardInterrupt):
+        net(*FORESTS[0])
+    monkeypatch.setattr(partitioned._CfCall, "run", original)
+    runs = hybrid_inline.INLINE_RUNS[0]
+    _same(_numpy(net(*FORESTS[0])), want)
+    assert hybrid_inline.INLINE_RUNS[0] == runs + 1
+    assert hybrid_inline.INLINE_FAILED[0] == failed
+
+
+def test_exported_model_imported_runs_inline_with_the_blocks_values(tmp_path):
+    net = _depth_net()
+    want = _numpy(net(*FORESTS[0]))
+    net.export(str(tmp_path / "depth"))
+    imported = gluon.SymbolBlock.imports(str(tmp_path / "depth-symbol.json"), ["data0", "data1"],
+                                         str(tmp_path / "depth-0000.params"))
+    runs = hybrid_inline.INLINE_RUNS[0]
+    for forest in FORESTS:
+        _same(_numpy(imported(*forest)), _numpy(net(*forest)))
+    _same(_numpy(imported(*FORESTS[0])), want)
+    assert hybrid_inline.INLINE_RUNS[0] >= runs + 4
+
+
+class _InLoops(gluon.HybridBlock):
+    """The recursion inside the block's while_loop and cond."""
+
+    def hybrid_forward(self, F, left, roots, x):
+        @gluon_cf.recursive(max_depth=20)
+        def depth(idx):
+            return gluon_cf.cond(F.take(left, idx) < 0, lambda: F.ones_like(idx),
+                                 lambda: depth(F.take(left, idx)) + 1)
+
+        def body(i, acc):
+            return [], [i + 1, acc + depth(F.take(roots, i))]
+
+        _, (_, acc) = gluon_cf.while_loop(lambda i, acc: i < 3, body,
+                                          [F.zeros((1,)), F.zeros((1,))], max_iterations=5)
+        return acc, gluon_cf.cond(x.sum() > 0, lambda: depth(F.take(roots, F.zeros((1,)))) * 10,
+                                  lambda: acc)
+
+
+def test_recursion_in_the_blocks_while_loop_and_cond_equals_eager():
+    net = _InLoops()
+    net.initialize()
+    left, roots = nd.array([1, 2, -1, -1, 3]), nd.array([0, 3, 4])
+    calls = [(left, roots, nd.ones((1,))), (left, roots, -nd.ones((1,)))]
+    want = [_numpy(net(*c)) for c in calls]
+    net.hybridize()
+    runs = hybrid_inline.INLINE_RUNS[0]
+    for c, w in zip(calls, want):
+        _same(_numpy(net(*c)), w)
+    assert hybrid_inline.INLINE_RUNS[0] == runs + 2
+    np.testing.assert_array_equal(want[0][1], [30])
