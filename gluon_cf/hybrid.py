@@ -157,9 +157,12 @@ def _run_built(self, args, lock):
             plan.inline_inference and inference_inline()
         cached_op_args = list(self._cached_op_args)
     if first_inline:
+        cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
+        # (a sparse one: as the Custom operator gives a node, NOTE [sparse inputs of a node])
+        first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
+    if first_inline:
         try:
-            out = plan.run_partitioned([flat[x] if is_arg else x.data()
-                                        for is_arg, x in cached_op_args], declared=True)
+            out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
             return _block._regroup(out, self._out_format)
         except Exception:   # noqa: BLE001 - the CachedOp's call below gives its own error

@@ -31,7 +31,10 @@ INLINE_FAILED = [0]   # of which failed and were run again by the CachedOp (for 
 #     either way. Errors are left to the CachedOp: a call that raises anything runs again as
 #     the CachedOp (nothing recorded, nothing random: the same values or the same error, at
 #     the user's line, in its words). Training keeps the Custom operator, whose forward the
-#     planned backward needs (NOTE [planned backward] in recursion/planned_backward.py).
+#     planned backward needs (NOTE [planned backward] in recursion/planned_backward.py), and
+#     so does a call with a sparse input or parameter, of which the Custom operator gives a
+#     node dense copies (NOTE [sparse inputs of a node]; inline, a csr array reached the
+#     rules and failed on every call, each run twice).
 #
 # NOTE [declared shapes in the calling thread]
 #     The CachedOp infers every node's output shapes and dtypes from its rules (for the whole

@@ -295,3 +295,31 @@ def test_recursion_in_the_blocks_while_loop_and_cond_equals_eager():
         _same(_numpy(net(*c)), w)
     assert hybrid_inline.INLINE_RUNS[0] == runs + 2
     np.testing.assert_array_equal(want[0][1], [30])
+
+
+class _SparseFeatures(gluon.HybridBlock):
+    def hybrid_forward(self, F, x, left, roots):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i),
+                                 lambda: node(F.take(left, i)) * 2)
+
+        out, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+        return out
+
+
+def test_a_sparse_input_is_not_run_twice():
+    """Before: a sparse feature array (a foreach's free variable) reached the node's rule
+    sparse in the calling thread, which failed ("reshape ... not supported for
+    SparseNDArray") on every call, each then run again as the CachedOp: twice the work. The
+    Custom operator gives a node dense copies; such a call is not tried inline."""
+    x = nd.array([[1., 0.], [0., 4.], [5., 6.]]).tostype("csr")
+    args = [x, nd.array([-1, 0, 1]), nd.array([0, 2])]
+    net = _SparseFeatures()
+    want = net(*args).asnumpy()
+    net.hybridize()
+    failed = hybrid_inline.INLINE_FAILED[0]
+    for _ in range(3):
+        np.testing.assert_array_equal(net(*args).asnumpy(), want)
+    assert hybrid_inline.INLINE_FAILED[0] == failed
+    np.testing.assert_array_equal(want, [[[1, 0]], [[4, 0]]])
