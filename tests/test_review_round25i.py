@@ -1,15 +1,20 @@
 """Hostile review of recursion inference in the calling thread (round 25i; NOTE [recursion
 inference in the calling thread] in gluon_cf/hybrid_inline.py). A node's output of another
-shape than its rule declared ran inline to a value while training and the CachedOp refused it
-(NOTE [declared shapes in the calling thread]); results kept across calls, hybridize flags,
-autograd modes, executors switched between calls, threads, dtypes and a failing call's
-warnings agree with the Custom operator's path and eager code."""
+shape or dtype than its rules declared ran inline to a value while training and the CachedOp
+refused it (NOTE [declared shapes in the calling thread]); a csr input failed inline on every
+call and ran twice. Results kept across calls, hybridize flags, autograd modes, executors
+switched between calls, threads, dtypes, a KeyboardInterrupt, SymbolBlock.imports, the block's
+own loops, random call histories and a failing call's warnings agree with the Custom
+operator's path and eager code."""
+import contextlib
 import threading
 import warnings
 
+import hypothesis.strategies as st
 import mxnet as mx
 import numpy as np
 import pytest
+from hypothesis import given, settings
 from mxnet import autograd, gluon, nd
 
 import gluon_cf
@@ -323,3 +328,31 @@ def test_a_sparse_input_is_not_run_twice():
         np.testing.assert_array_equal(net(*args).asnumpy(), want)
     assert hybrid_inline.INLINE_FAILED[0] == failed
     np.testing.assert_array_equal(want, [[[1, 0]], [[4, 0]]])
+
+
+TOO_DEEP = (nd.array([1, 2, 3, 4, 5, -1]), nd.array([0]))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["inline", "custom", "record", "train", "flags"]),
+                          st.integers(0, len(FORESTS))), min_size=1, max_size=8))
+def test_call_histories_equal_eager(calls):
+    """Random histories of one block (inline, by the Custom operator, recorded, train mode,
+    hybridized again with other flags; forests and a too-deep one): each call's outputs are
+    the eager ones, or the eager error."""
+    net = _depth_net()
+    eager = {k: _eager(net, f) for k, f in enumerate(FORESTS)}
+    for how, k in calls:
+        hybrid_inline.INLINE[0] = how != "custom"
+        if how == "flags":
+            net.hybridize(static_alloc=k % 2 == 0, static_shape=k % 2 == 0)
+        args = FORESTS[k] if k < len(FORESTS) else TOO_DEEP
+        with autograd.record() if how == "record" else \
+                autograd.train_mode() if how == "train" else contextlib.nullcontext():
+            if k == len(FORESTS):
+                with pytest.raises(gluon_cf.RecursionDepthError, match="max_depth=4"):
+                    _numpy(net(*args))
+                continue
+            out = net(*args)
+        _same(_numpy(out), eager[k])
+    hybrid_inline.INLINE[0] = True
