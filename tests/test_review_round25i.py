@@ -22,15 +22,7 @@ import hostile_harness
 import hostile_programs4 as programs
 from gluon_cf import hybrid_inline
 from gluon_cf.checks import MismatchError
-
-
-@pytest.fixture(autouse=True)
-def batched_executor():
-    previous = gluon_cf.get_executor()
-    gluon_cf.set_executor("batched", ahead_of_time=True)
-    yield
-    gluon_cf.set_executor(previous)
-    hybrid_inline.INLINE[0] = True
+from test_schedule_h28b1 import batched_executor  # noqa: F401 - its autouse fixture
 
 
 class _Depth(gluon.HybridBlock):
