@@ -86,7 +86,7 @@ class _Plan:
             dynamic.append(fed or n["op"] in DYNAMIC_SHAPE_OPS)
         return False
 
-    def run_partitioned(self, cargs):
+    def run_partitioned(self, cargs, declared=False):
         # One PartitionedGraph (its CachedOps) per thread: a CachedOp must not be entered by
         # two threads at once (as in graph.Graph).
         thread = threading.get_ident()
@@ -95,7 +95,7 @@ class _Plan:
             blocked = block_index_gradients(self.js)  # as in Graph: one CachedOp per segment
             partitioned = self.partitioned[thread] = PartitionedGraph(
                 self.symbol if blocked is None else mx.sym.load_json(blocked))
-        return executor.run_node(partitioned.run(cargs, None))
+        return executor.run_node(partitioned.run(cargs, None, declared))
 
 
 def _call_cached_op(self, *args):
@@ -157,9 +157,12 @@ def _run_built(self, args, lock):
             plan.inline_inference and inference_inline()
         cached_op_args = list(self._cached_op_args)
     if first_inline:
+        cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
+        # (a sparse one: as the Custom operator gives a node, NOTE [sparse inputs of a node])
+        first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
+    if first_inline:
         try:
-            out = plan.run_partitioned([flat[x] if is_arg else x.data()
-                                        for is_arg, x in cached_op_args])
+            out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
             return _block._regroup(out, self._out_format)
         except Exception:   # noqa: BLE001 - the CachedOp's call below gives its own error

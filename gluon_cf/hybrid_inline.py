@@ -31,7 +31,26 @@ INLINE_FAILED = [0]   # of which failed and were run again by the CachedOp (for 
 #     either way. Errors are left to the CachedOp: a call that raises anything runs again as
 #     the CachedOp (nothing recorded, nothing random: the same values or the same error, at
 #     the user's line, in its words). Training keeps the Custom operator, whose forward the
-#     planned backward needs (NOTE [planned backward] in recursion/planned_backward.py).
+#     planned backward needs (NOTE [planned backward] in recursion/planned_backward.py), and
+#     so does a call with a sparse input or parameter, of which the Custom operator gives a
+#     node dense copies (NOTE [sparse inputs of a node]; inline, a csr array reached the
+#     rules and failed on every call, each run twice).
+#
+# NOTE [declared shapes in the calling thread]
+#     The CachedOp infers every node's output shapes and dtypes from its rules (for the whole
+#     graph, statically: both branches of a cond, whichever runs), allocates the outputs so,
+#     and the node's forward refuses a value of another shape ("output 0 has shape (1, 1, 12)
+#     at run time, but its shape rule declared (1, 1, 3)": a recursion whose output grows with
+#     the tree). Run in the calling thread, nothing inferred or allocated them: one root's call
+#     gave the eager value while training and the Custom operator refused it, and a float64
+#     forest of leaves alone (float32 parameters) its float64 value where they refused the
+#     cond's branches' dtypes (review round 25i). So each node of the block's own graph has
+#     its outputs checked against its rules' shapes and dtypes for its inputs' (TreeLSTM batch
+#     5 inference: ~0.15 ms of the calling thread's CPU a batch, of ~3.5); a rule's refusal
+#     or a difference (``UndeclaredShape``) fails the attempt and the CachedOp's run gives its
+#     error (or, for a dtype, its cast value). With every node's outputs as declared, the
+#     segments see the shapes and dtypes MXNet's whole-graph inference would have given them,
+#     so a call that inference refuses fails inline too (in a segment's inference).
 def inline_inference_graph(js):
     """Whether a block's graph runs its nodes in the calling thread in inference (NOTE
     [recursion inference in the calling thread]): it holds a recursion node (at the top or in a

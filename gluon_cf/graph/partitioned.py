@@ -20,6 +20,7 @@ import json
 from typing import Dict, List, Set, Union
 
 import mxnet as mx
+import numpy as np
 
 from .. import registry, staging
 from ..errors import ZeroSizeError, note_no_element
@@ -145,6 +146,22 @@ class _CfCall:
         if self.rule.needs_out_shapes and (frame is None or frame.rows == 1):
             _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
         return self.rule.forward(self.node, inputs, out_shapes, frame)
+
+    def check_declared(self, values):
+        """Raise :class:`UndeclaredShape` when an output's shape or dtype is not the one the
+        node's rules declare for its inputs', which MXNet's CachedOp would have inferred (and
+        refused) and allocated (NOTE [declared shapes in the calling thread])."""
+        _, types = self.rule.infer_type(self.node, [values[e].dtype for e in self.in_entries])
+        _, outs = self.rule.infer_shape(self.node, [values[e].shape for e in self.in_entries])
+        for e, shape, dtype in zip(self.out_entries, outs, types):
+            if not registry.is_complete(shape) or tuple(shape) != values[e].shape or \
+                    dtype is None or np.dtype(dtype) != np.dtype(values[e].dtype):
+                raise UndeclaredShape(self.node.kind, e, shape, values[e].shape)
+
+
+class UndeclaredShape(Exception):
+    """A gluon_cf node's output of a shape other than its rule declared, on the inline path
+    (NOTE [declared shapes in the calling thread]): the call is run again as the CachedOp."""
 
 
 class _OperatorCall:
@@ -395,8 +412,10 @@ class PartitionedGraph:
                 break
         return ([shapes.get(e) for e in self.input_entries], [shapes.get(h) for h in self.heads])
 
-    def run(self, inputs, frame):
-        """Generator: run the steps in order; gluon_cf nodes are yielded to the executor."""
+    def run(self, inputs, frame, declared=False):
+        """Generator: run the steps in order; gluon_cf nodes are yielded to the executor.
+        ``declared``: check the nodes' outputs against their rules' declared shapes (NOTE
+        [declared shapes in the calling thread])."""
         values = dict(zip(self.input_entries, inputs))
         flags = self._entry_flags(frame.flags) if frame is not None and frame.flags is not None \
             else None
@@ -420,6 +439,8 @@ class PartitionedGraph:
             results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
             for call, outputs in zip(step.calls, [results] if len(works) == 1 else results):
                 values.update(zip(call.out_entries, outputs))
+                if declared and frame is None and isinstance(call, _CfCall):
+                    call.check_declared(values)
                 error = call.no_element(values) if isinstance(call, _RunTimeShapeCall) else None
                 if error is not None:
                     no_element.update((e, error) for e in call.out_entries)
