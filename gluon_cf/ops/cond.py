@@ -363,8 +363,8 @@ def from_batch(node, inputs, frame):
     num_taken = int(taken.sum())
     if num_taken in (0, rows):   # one branch for every row: its shared outputs repeated too
         outs = yield node.graphs["then" if num_taken else "else"].run(inputs, frame)
-        return [mx.nd.repeat(v, rows, axis=0) if v.ndim and v.shape[0] == 1 < rows else v
-                for v in outs]
+        return [_rows(v, rows, k) if v.ndim and v.shape[0] == 1 else v
+                for k, v in enumerate(outs)]
     # perm puts the rows taking "then" first (each side in order); inverse undoes it.
     perm = np.argsort(~taken, kind="stable")
     inverse = np.empty_like(perm)
