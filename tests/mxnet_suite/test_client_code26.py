@@ -255,3 +255,61 @@ def test_tvm_scan_cached_graph_binds():
         want = [o.asnumpy() for o in graphs["mxnet"].bind(mx.cpu(), {"data": data}).forward()]
     got = [o.asnumpy() for o in graphs["gluon_cf"].bind(mx.cpu(), {"data": data}).forward()]
     _assert_same(want, got, "cached graph")
+
+
+class _ZoneoutTwice(gluon.HybridBlock):
+    """MXNet's ZoneoutCell run by two foreach loops: the second body reads the cell's
+    ``_prev_output``, a value of the first loop's last step (NOTE [a step's value read outside
+    its body] in gluon_cf/errors.py)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.cell = rnn.ZoneoutCell(rnn.RNNCell(4, input_size=4), zoneout_outputs=0.5)
+
+    def hybrid_forward(self, F, x, h):
+        out, states = F.contrib.foreach(self.cell, x, [h])
+        out, states = F.contrib.foreach(self.cell, out, states)
+        return out
+
+
+class _KeptStates(gluon.HybridBlock):
+    """A while_loop func appending its state to a list read after the loop."""
+
+    def hybrid_forward(self, F, x, h):
+        kept = []
+
+        def func(i, s):
+            s = s * 2   # the line the error names
+            kept.append(s)
+            return s, [i + 1, s]
+        out, _ = F.contrib.while_loop(lambda i, s: i < 3, func, [F.zeros((1,)), h],
+                                      max_iterations=3)
+        return out + kept[0]
+
+
+@pytest.mark.substitutions("gluon_cf")
+@pytest.mark.parametrize("block", [_ZoneoutTwice, _KeptStates])
+def test_step_value_kept_outside_its_loop(block):
+    """Hybridized, MXNet's ops and gluon_cf's both refuse the graph with an AssertionError;
+    gluon_cf's names the line and what to change, not its internal variable."""
+    arrays = [mx.nd.array(_normal(3, 2, 4)), mx.nd.array(_normal(2, 4))]
+    errors = []
+    for context in (mxnet_ops(), contextlib.nullcontext()):
+        with context:
+            net = block()
+            net.initialize()
+            net.hybridize()
+            with pytest.raises(AssertionError) as info:
+                net(*arrays)
+            errors.append(str(info.value))
+    assert "Unknown input to HybridBlock" in errors[0]
+    assert "_gcf" not in errors[1] and "as a step output or a loop state" in errors[1]
+    line = "s = s * 2" if block is _KeptStates else "F.contrib.foreach(self.cell, x, [h])"
+    assert errors[1].startswith("%s:%d: " % (__file__, _line_of(block, line))), errors[1]
+
+
+def _line_of(block, text):
+    import inspect
+    lines, first = inspect.getsourcelines(block)
+    return first + next(k for k, line in enumerate(lines) if text in line)
