@@ -235,9 +235,14 @@ def keras_multi_hot_ce():
                         * mx.sym.log(outputs), axis=-1)
 
 
-def keras_rnn_masked():
+def keras_rnn_masked(units=None):
+    """``units`` ``(input, hidden)``: the weights declared with their shapes and an
+    initializer, as Keras' variables are (what ``Module.bind`` needs)."""
     inputs, mask, h0 = mx.sym.var("inputs"), mx.sym.var("mask"), mx.sym.var("h0")
-    kernel, recurrent, bias = mx.sym.var("W"), mx.sym.var("U"), mx.sym.var("b")
+    shapes = {} if units is None else {"W": units, "U": units[1:] * 2, "b": units[1:]}
+    kernel, recurrent, bias = [
+        mx.sym.var(n, shape=shapes.get(n), init=mx.init.Uniform(0.5) if shapes else None)
+        for n in ("W", "U", "b")]
 
     def _step(data, states):
         h_tm1 = states[0]

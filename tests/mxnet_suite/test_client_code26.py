@@ -238,6 +238,40 @@ def test_client_symbol(name):
             _assert_same(want_grads, grads, "gradients (simple_bind=%s)" % simple)
 
 
+def _module_steps():
+    """Three SGD steps of a ``Module`` (keras-mxnet trains its symbols so) on the masked RNN,
+    reshaped to batch 3 and back to 2: losses, then the trained weights."""
+    loss = programs.keras_rnn_masked(units=(5, 3))
+    loss = mx.sym.MakeLoss(mx.sym.sum(loss[0]) + mx.sym.sum(loss[1] * 2))
+    module = mx.mod.Module(loss, data_names=["inputs", "mask", "h0"], label_names=None)
+    shapes = lambda b: [("inputs", (b, 4, 5)), ("mask", (b, 4, 3)), ("h0", (b, 3))]  # noqa
+    module.bind(data_shapes=shapes(2))
+    mx.random.seed(0)
+    module.init_params()
+    module.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.1})
+    losses = []
+    for batch in (2, 3, 2):
+        module.reshape(data_shapes=shapes(batch))
+        mask = np.ones((batch, 4, 3), "float32")
+        mask[-1, 2:] = 0
+        module.forward(mx.io.DataBatch([mx.nd.array(_normal(batch, 4, 5, seed=batch)),
+                                        mx.nd.array(mask),
+                                        mx.nd.array(_normal(batch, 3, seed=batch))]),
+                       is_train=True)
+        losses.append(module.get_outputs()[0].asnumpy())
+        module.backward()
+        module.update()
+    weights = module.get_params()[0]
+    return losses + [weights[k].asnumpy() for k in sorted(weights)]
+
+
+@pytest.mark.substitutions("gluon_cf")
+def test_keras_symbol_trained_by_module():
+    with mxnet_ops():
+        want = _module_steps()
+    _assert_same(want, _module_steps(), "Module steps")
+
+
 @pytest.mark.substitutions("gluon_cf")
 def test_tvm_scan_cached_graph_binds():
     """TVM's frontend imports a hybridized block's ``_cached_graph[1]``: with gluon_cf's ops
