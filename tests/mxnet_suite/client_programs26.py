@@ -255,3 +255,38 @@ def keras_rnn_masked(units=None):
     data = [mx.sym.transpose(inputs, axes=axes), mx.sym.transpose(mask, axes=axes)]
     outputs, states = mx.symbol.contrib.foreach(_step, data, [h0])
     return mx.sym.Group([mx.sym.transpose(outputs, axes), states[0]])
+
+
+# --------------------------------------------------------------------------------------------
+# dmlc/gluon-nlp v0.10.0, tests/unittest/test_sequence_sampler.py (test_beam_search's
+# RNNDecoder, the decoder its HybridBeamSearchSampler runs; the sampler is gluonnlp's, its
+# F.contrib.while_loop and F.contrib.cond switched)
+# https://github.com/dmlc/gluon-nlp/blob/v0.10.0/tests/unittest/test_sequence_sampler.py
+# Apache License, Version 2.0. gluon_cf: log_softmax added (upstream's comment says a real
+# decoder has one).
+
+
+class RNNDecoder(gluon.HybridBlock):
+    def __init__(self, vocab_size, hidden_size, prefix=None, params=None):
+        super(RNNDecoder, self).__init__(prefix=prefix, params=params)
+        self._vocab_size = vocab_size
+        with self.name_scope():
+            self._embed = nn.Embedding(input_dim=vocab_size, output_dim=hidden_size)
+            self._rnn = gluon.rnn.RNNCell(input_size=hidden_size, hidden_size=hidden_size)
+            self._map_to_vocab = nn.Dense(vocab_size, in_units=hidden_size)
+
+    def hybrid_forward(self, F, inputs, states):
+        out, states = self._rnn(self._embed(inputs), states)
+        log_probs = self._map_to_vocab(out).log_softmax()
+        return log_probs, states
+
+
+def beam_search_sampler(vocab_size=5, batch_size=2):
+    """gluonnlp's HybridBeamSearchSampler over :class:`RNNDecoder`, initialised alike."""
+    mx.random.seed(0)
+    decoder = RNNDecoder(vocab_size, 3)
+    decoder.initialize(mx.init.Xavier())
+    return gluonnlp.model.HybridBeamSearchSampler(
+        beam_size=2, decoder=decoder, eos_id=vocab_size - 1,
+        scorer=gluonnlp.model.BeamSearchScorer(alpha=0, K=1.0), max_length=4,
+        vocab_size=vocab_size, batch_size=batch_size)

@@ -177,6 +177,23 @@ def test_client_block(name, tmp_path):
     _assert_same(want, [(o.shape, np.dtype(o.dtype), o.asnumpy()) for o in outs], "exported")
 
 
+@pytest.mark.substitutions("gluon_cf")
+def test_gluonnlp_beam_search_exported(tmp_path):
+    """gluonnlp's hybridized beam search (MXNet's own ops fail on it: gluon-nlp issue 1020)
+    gives MXNet's eager samples, scores and lengths, and so does its exported file."""
+    inputs, states = mx.nd.array([1, 2]), mx.nd.array(_normal(2, 3))
+    with mxnet_ops():
+        want = [o.asnumpy() for o in programs.beam_search_sampler()(inputs, [states])]
+    sampler = programs.beam_search_sampler()
+    sampler.hybridize()
+    _assert_same(want, [o.asnumpy() for o in sampler(inputs, [states])], "hybridized")
+    path = os.path.join(str(tmp_path), "sampler")
+    sampler.export(path)
+    loaded = gluon.SymbolBlock.imports(path + "-symbol.json", ["data0", "data1"],
+                                       path + "-0000.params")
+    _assert_same(want, [o.asnumpy() for o in loaded(inputs, states)], "exported")
+
+
 def _bind(symbol, args, grad_req, simple):
     """Outputs and gradients of ``symbol`` bound to ``args``, head gradients 1.5, 2.5..."""
     if simple:
