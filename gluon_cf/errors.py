@@ -226,3 +226,38 @@ class PendingFailures:
                         "oldest: MXNet's error does not say which; the others are raised when "
                         "their outputs are read or at mx.nd.waitall())" % (exc.args[0], pending),)
         return exc
+
+
+# a fresh input variable of a gluon_cf trace (tracing.trace): a foreach body's, a while_loop's
+# cond or func, a recursive function's, in Gluon's "Unknown input to HybridBlock" error
+_UNKNOWN_TRACE_INPUT = re.compile(
+    r"^Unknown input to HybridBlock: (_gcf\d+_(foreach|while_loop|recursive)_(.+)_in\d+)$")
+
+
+# NOTE [a step's value read outside its body]
+#     A body that keeps a value of a step in Python (appends it to a list, stores it on
+#     ``self``, or ZoneoutCell keeping its previous output between two foreach loops) hands the
+#     block's graph a Symbol computed from the body's own input variables; Gluon then refused
+#     the graph naming that variable, gluon_cf's internal name, with no line (MXNet's own ops
+#     fail alike with "data1-0"). The error names the line of the body that computed the value
+#     (the first node reading the variable) and what to do; an AssertionError still, as Gluon's.
+
+
+def body_value_outside_error(message, nodes, source_attr, forward):
+    """The AssertionError for Gluon's "Unknown input to HybridBlock: _gcf3_foreach_body_in0"
+    (``message``; ``nodes``: the block's graph's), or None for other errors (NOTE [a step's
+    value read outside its body])."""
+    match = _UNKNOWN_TRACE_INPUT.match(str(message))
+    if match is None:
+        return None
+    name, op, role = match.groups()
+    ids = {k for k, node in enumerate(nodes) if node["op"] == "null" and node["name"] == name}
+    lines = [node.get("attrs", {}).get(source_attr) for node in nodes
+             if any(entry[0] in ids for entry in node.get("inputs", ()))]
+    where = next((line for line in lines if line), None)
+    return AssertionError(
+        "%s%s reads a value computed in a gluon_cf.%s %s%s from the step's inputs, kept by "
+        "Python code (appended to a list, stored on self or in a cell's state): a step's "
+        "values exist only inside its loop. Return it from the %s as a step output or a loop "
+        "state and read that instead" % ("%s: " % where if where else "", forward, op, role,
+                                         "" if where else " (unknown line)", role))

@@ -43,9 +43,9 @@ from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError
 from .graph.cached_graph import ReshapeChecks, check_reshapes
 from .hybrid_inline import INLINE_FAILED, INLINE_RUNS, inference_inline, inline_inference_graph
-from .errors import ZeroSizeError, index_error_of, mxnet_message
+from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
-from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS
+from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
 from .shared_handles import own_handles
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
                              parameter_file_error)
@@ -112,6 +112,12 @@ def _call_cached_op(self, *args):
         # shape is required by pass MXPlanMemory": the next call builds a fresh one)
         with _lock_of(self):
             self._cached_op = None
+        raise ours from None
+    except AssertionError as err:  # NOTE [a step's value read outside its body] in errors.py
+        ours = body_value_outside_error(err, json.loads(self._cached_graph[1].tojson())[
+            "nodes"], SOURCE_ATTR, _forward_of(self)) if self._cached_graph else None
+        if ours is None:
+            raise
         raise ours from None
 
 

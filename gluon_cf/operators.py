@@ -136,6 +136,12 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our own "user" code
 
 
+# NOTE [modules named like MXNet]
+#     MXNet's modules are ``mxnet`` and ``mxnet.*``; a user's module whose name merely starts
+#     with "mxnet" (``mxnet_utils``, a test package ``mxnet_suite``) is the user's code. Read as
+#     MXNet's, its frames were skipped and errors named the line that called it (pytest's).
+
+
 def user_location(skip: int = 1, models_are_user: bool = True) -> Optional[str]:
     """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None.
     ``models_are_user=False``: outside all of gluon_cf, its models and benchmark too (the
@@ -145,7 +151,9 @@ def user_location(skip: int = 1, models_are_user: bool = True) -> Optional[str]:
         path = frame.f_code.co_filename
         # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
         module = frame.f_globals.get("__name__") or ""
-        if not module.startswith("mxnet") and not path.startswith(_MXNET_DIR) and (
+        # (a user's module named mxnet_* is the user's: NOTE [modules named like MXNet])
+        mxnet_module = module == "mxnet" or module.startswith("mxnet.")
+        if not mxnet_module and not path.startswith(_MXNET_DIR) and (
                 not path.startswith(_OWN_DIR) or (models_are_user and path.startswith(_USER_DIRS))):
             return "%s:%d" % (path, frame.f_lineno)
         frame = frame.f_back
