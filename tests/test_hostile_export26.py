@@ -1,0 +1,79 @@
+"""Hostile round 26x (issue 24 items 2, 4-6) on export and dynamic shapes: the models of
+``hostile_programs26x.py`` run plain, eager, hybridized and exported (``export_onnx`` through
+onnxruntime and ``save_artifact`` through ``load``), call histories on blocks with values of
+run-time length, and what the round fixed:
+
+* a length clipped to a constant (a sequence truncated to 8 steps) before an operator that
+  refuses the size 1 (a width-3 convolution) was declared static by the shape plan: an output
+  declared (1, 2, 6) for every length, and a loop body reading such a value failed in
+  onnxruntime (NOTE [dims agreeing by chance]);
+* a model taking even lengths only (rows two by two) was refused, "the model's shapes do not
+  allow the dynamic axes to change"; the refusal of a model that takes no other length named
+  no line of the user's (NOTE [growths a model takes]).
+"""
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+import export_harness
+import hostile_harness
+import hostile_programs26x as P
+
+FILES = [P.__file__]
+
+
+def _export(net, arrays, axes):
+    from gluon_cf.export import export_onnx
+    return export_onnx(net, [mx.nd.array(a, dtype=a.dtype) for a in arrays], dynamic_axes=axes)
+
+
+def _dims(values):
+    return [[d.dim_value if d.HasField("dim_value") else None
+             for d in v.type.tensor_type.shape.dim] for v in values]
+
+
+# ---- what this round fixed ----------------------------------------------------------------
+
+def test_a_length_clipped_before_an_operator_refusing_one_step_is_not_declared_static():
+    """Truncated to 8 steps then convolved (width 3): the plan's runs at 10, 13 and 1031
+    steps all give 6 steps out and the run at 1 step fails, so the output was declared
+    (1, 2, 6); onnxruntime gave 3 steps for 5 ("Expected shape from model of {1,2,6} does
+    not match"). The smallest length the model takes (3) now shows the clip."""
+    net = hostile_harness._make(P.TruncateToEightThenConv)
+    net.hybridize()
+    model = _export(net, P.PROGRAMS[P.TruncateToEightThenConv][0], {0: [2]})
+    assert _dims(model.graph.output) == [[1, 2, None]]
+
+
+@pytest.mark.parametrize("cls", [P.TruncatedMemoryPooledInForeach, P.EvenPairsReshape],
+                         ids=lambda c: c.__name__)
+def test_export_equals_gluon_where_it_failed(cls):
+    """A foreach step pooling (width 3) its scores over memory truncated to 8 rows: its
+    output was declared 6 columns and onnxruntime failed on 5 rows of memory; rows taken
+    two by two (an even length) were refused. Both equal Gluon on every length now."""
+    result = export_harness.export_outcomes(cls, P.PROGRAMS[cls], FILES)
+    assert result == {"onnx": ("equal", ""), "artifact": ("equal", "")}, result
+
+
+class _AddsAFixedTable(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        return x + F.ones((5, 2))
+
+
+@pytest.mark.parametrize("api", ["onnx", "artifact"])
+def test_a_model_taking_no_other_length_is_refused_at_the_users_line(api, tmp_path):
+    """A (5, 2) input added to a (5, 2) table, exported with its rows dynamic: refused (no
+    growth runs), the message now led by the user's line of the add."""
+    from gluon_cf.export import export_onnx, save_artifact
+    net = _AddsAFixedTable()
+    net.hybridize()
+    with pytest.raises(ValueError) as err:
+        if api == "onnx":
+            export_onnx(net, [mx.nd.ones((5, 2))], dynamic_axes={0: [0]})
+        else:
+            save_artifact(net, [mx.nd.ones((5, 2))], str(tmp_path / "m.onnx"),
+                          dynamic_axes={0: [0]})
+    assert re.match(re.escape(__file__) + r":\d+: export_onnx: the model's shapes do not "
+                    r"allow the dynamic axes", str(err.value)), str(err.value)
