@@ -77,3 +77,40 @@ def test_a_model_taking_no_other_length_is_refused_at_the_users_line(api, tmp_pa
                           dynamic_axes={0: [0]})
     assert re.match(re.escape(__file__) + r":\d+: export_onnx: the model's shapes do not "
                     r"allow the dynamic axes", str(err.value)), str(err.value)
+
+
+class _TopkOfKeptRows(mx.gluon.HybridBlock):
+    def __init__(self, ret_typ, ascend):
+        super().__init__()
+        self.ret_typ, self.ascend = ret_typ, ascend
+
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        out = F.topk(kept, axis=0, k=0, ret_typ=self.ret_typ, is_ascend=self.ascend,
+                     dtype="int32" if self.ascend else "float32")
+        return out if self.ret_typ == "both" else [out]
+
+
+@pytest.mark.parametrize("ascend", [False, True])
+@pytest.mark.parametrize("ret_typ", ["value", "indices", "both", "mask"])
+def test_topk_of_every_kept_row_exports(ret_typ, ascend):
+    """topk with k=0 (every element, sorted) over boolean_mask's rows, a length known at
+    run time: refused ("topk with k < 1 (all elements) along an axis whose length is known
+    only at run time"); now TopK with K read at run time, equal to Gluon (values, int32 and
+    float32 indices, masks) for 5, 1 and 6 rows kept."""
+    import onnxruntime as ort
+    net = _TopkOfKeptRows(ret_typ, ascend)
+    net.hybridize()
+    rng = np.random.RandomState(0)
+    calls = [[rng.rand(6, 3).astype(np.float32), np.array(m, np.float32)]
+             for m in ([1, 0, 1, 1, 1, 1], [0, 0, 1, 0, 0, 0], [1] * 6)]
+    model = _export(net, calls[0], None)
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    for arrays in calls:
+        want = [w.asnumpy() for w in net(*[mx.nd.array(a) for a in arrays])]
+        got = session.run(None, dict(zip(names, arrays)))
+        assert [(g.dtype, g.shape) for g in got] == [(w.dtype, w.shape) for w in want]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
