@@ -372,5 +372,123 @@ class Int64SequenceKeepAbove(HybridBlock):
         return outs, s
 
 
+# ---- more clips, codes and dtypes ------------------------------------------------------------------
+
+@program([rand(1, 1, 40)], [rand(1, 1, 25, seed=1)], [rand(1, 1, 33, seed=2)],
+         [rand(1, 1, 20, seed=3)])
+class TruncateTo32ThenWideConv(HybridBlock):
+    """Truncated to 32 steps, then a width-20 convolution (20 steps at least): 13 steps out
+    for every length over 32, fewer below."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.conv = nn.Conv1D(1, 20, in_channels=1)
+
+    def hybrid_forward(self, F, x):
+        return self.conv(F.slice(x, begin=(None, None, 0), end=(None, None, 32)))
+
+
+@program([rand(9, H), floats(4)], [rand(5, H, seed=1), floats(9)], [rand(3, H, seed=2),
+                                                                    floats(1)])
+class WindowOfRunTimeLengthInForeach(HybridBlock):
+    """A foreach over the rows attending to the previous rows within a window of n (a
+    SequenceMask of the scores by min(t + 1, n))."""
+    NO_GRAD = (1,)
+
+    def hybrid_forward(self, F, x, n):
+        pos = F.contrib.arange_like(x, axis=0)
+
+        def body(data, states):
+            row, t = data
+            scores = F.dot(x, row.reshape((-1, 1))).reshape((1, -1))
+            valid = F.minimum(t + 1, n)
+            masked = F.SequenceMask(scores.expand_dims(-1), valid, use_sequence_length=True,
+                                    axis=1, value=-1e4).reshape((1, -1))
+            return [F.softmax(masked)], [states[0] + F.sum(masked > -1e3)]
+        (ws,), (c,) = gluon_cf.foreach(body, [x, pos], [F.zeros((1,))])
+        return ws, c
+
+
+@program([rand(4, 6)], [rand(7, 6, seed=1)], [rand(1, 6, seed=2)])
+class ReshapeMinusThreeMinusTwoInWhile(HybridBlock):
+    """A while_loop body reshaping a captured (n, 6) value with (-3,), (-1, 3) and (0, -4, 2,
+    3) codes and summing: each step sees n rows (a run-time dim)."""
+
+    def hybrid_forward(self, F, x):
+        def func(i, s):
+            a = x.reshape((-3,))
+            b = x.reshape((-1, 3))
+            c = x.reshape((0, -4, 2, 3))
+            return [F.sum(b, axis=0)], [i + 1, s + F.sum(a) + F.sum(c)]
+        (bs,), (_, s) = gluon_cf.while_loop(lambda i, s: i < 2, func, [F.zeros((1,)),
+                                                                      F.zeros((1,))],
+                                            max_iterations=2)
+        return bs, s
+
+
+@program([rand(3, 4).astype(np.float16), floats(2).astype(np.float16)],
+         [rand(3, 4, seed=1).astype(np.float16), floats(0).astype(np.float16)])
+class Float16WhileHalving(HybridBlock):
+    """A float16 while_loop halving a matrix n times (max 3)."""
+    TOL = (2e-3, 2e-3)
+    NO_GRAD = (1,)
+
+    def hybrid_forward(self, F, x, n):
+        _, (i, v) = gluon_cf.while_loop(lambda i, v: i < n, lambda i, v: ([], [i + 1, v * 0.5]),
+                                        [F.zeros((1,), dtype="float16"), x], max_iterations=3)
+        return v, i
+
+
+@program([rand(5, H), ints(4, 0, 2, dtype=np.int64)], [rand(5, H, seed=1),
+                                                        ints(1, 1, 1, dtype=np.int64)])
+class Int64IndicesPickInCondInForeach(HybridBlock):
+    """A foreach over int64 indices: a cond on the index's parity picks the row or its
+    negation."""
+    NO_GRAD = (1,)
+
+    def hybrid_forward(self, F, table, idx):
+        def body(i, states):
+            row = F.take(table, i)
+            odd = F.broadcast_mod(i.astype("float32"), F.ones((1,)) * 2)
+            v = gluon_cf.cond(F.sum(odd) > 0, lambda: row * -1, lambda: row)
+            return [v], [states[0] + v]
+        (vs,), (s,) = gluon_cf.foreach(body, idx, [F.zeros((1, H))])
+        return vs, s
+
+
+@program([rand(6, H), mask(1, 0, 1, 1, 0, 1), floats(2)],
+         [rand(6, H, seed=1), mask(1, 1, 1, 1, 1, 1), floats(3)],
+         [rand(6, H, seed=2), mask(0, 1, 0, 0, 0, 0), floats(1)])
+class WhileOverKeptRowsByIndex(HybridBlock):
+    """A while_loop reading the kept rows one by one (take by its counter, mode clip), n
+    steps (max 4)."""
+    NO_GRAD = (1, 2)
+
+    def hybrid_forward(self, F, x, m, n):
+        kept = F.contrib.boolean_mask(x, m)
+
+        def func(i, h):
+            row = F.take(kept, i, mode="clip")
+            h = F.tanh(h + row)
+            return [h], [i + 1, h]
+        (hs,), (_, h) = gluon_cf.while_loop(lambda i, h: i < n, func,
+                                            [F.zeros((1,)), F.zeros((1, H))], max_iterations=4)
+        return hs, h
+
+
+@program([rand(8, H)], [rand(5, H, seed=1)], [rand(3, H, seed=2)])
+class LastThreeRowsNegativeSlice(HybridBlock):
+    """The last three rows (slice_axis begin=-3) and every row but the last (end=-1), in a
+    foreach step each."""
+
+    def hybrid_forward(self, F, x):
+        last = F.slice_axis(x, axis=0, begin=-3, end=None)
+        most = F.slice_axis(x, axis=0, begin=0, end=-1)
+        outs, (h,) = gluon_cf.foreach(lambda r, s: (F.broadcast_add(r, F.sum(last)), [s[0] + r]), most,
+                                      [F.zeros((H,))])
+        return outs, h, last
+
+
 for _cls in PROGRAMS:         # (the oracle: the same code run eagerly on NDArrays)
     _cls.plain_forward = _cls.hybrid_forward

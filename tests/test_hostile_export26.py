@@ -20,8 +20,9 @@ import pytest
 import export_harness
 import hostile_harness
 import hostile_programs26x as P
+import hostile_programs26x_b as B
 
-FILES = [P.__file__]
+FILES = [P.__file__, B.__file__]
 
 
 def _export(net, arrays, axes):
@@ -36,15 +37,21 @@ def _dims(values):
 
 # ---- what this round fixed ----------------------------------------------------------------
 
-def test_a_length_clipped_before_an_operator_refusing_one_step_is_not_declared_static():
+@pytest.mark.parametrize("cls", [P.TruncateToEightThenConv, B.TruncateTo32ThenWideConv],
+                         ids=lambda c: c.__name__)
+def test_a_length_clipped_before_an_operator_refusing_one_step_is_not_declared_static(cls):
     """Truncated to 8 steps then convolved (width 3): the plan's runs at 10, 13 and 1031
     steps all give 6 steps out and the run at 1 step fails, so the output was declared
     (1, 2, 6); onnxruntime gave 3 steps for 5 ("Expected shape from model of {1,2,6} does
-    not match"). The smallest length the model takes (3) now shows the clip."""
-    net = hostile_harness._make(P.TruncateToEightThenConv)
+    not match"). The smallest length the model takes (3) now shows the clip; so does 24 for
+    a clip to 32 before a width-20 convolution."""
+    net = hostile_harness._make(cls)
     net.hybridize()
-    model = _export(net, P.PROGRAMS[P.TruncateToEightThenConv][0], {0: [2]})
-    assert _dims(model.graph.output) == [[1, 2, None]]
+    model = _export(net, (P.PROGRAMS.get(cls) or B.PROGRAMS[cls])[0], {0: [2]})
+    assert [dims[:2] for dims in _dims(model.graph.output)] == [[1, 2 if cls is
+                                                                P.TruncateToEightThenConv
+                                                                else 1]]
+    assert _dims(model.graph.output)[0][2] is None
 
 
 @pytest.mark.parametrize("cls", [P.TruncatedMemoryPooledInForeach, P.EvenPairsReshape],

@@ -21,7 +21,7 @@ _PROBE_SIZES = (7, 11)
 # Two more sizes, the smallest the graph takes and one far from both: a dim agreeing at 7 and 11
 # by chance (a Pooling of stride 20, a slice clipped to 4) differs there (NOTE [dims agreeing
 # by chance] in ``onnx_shapes.py``); a size the graph refuses is left out.
-SMALL_SIZES = tuple(range(1, 17))
+SMALL_SIZES = tuple(range(1, 17)) + (24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 FAR_SIZE = 1031
 
 
