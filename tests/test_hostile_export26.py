@@ -17,10 +17,13 @@ import mxnet as mx
 import numpy as np
 import pytest
 
+import gluon_cf
+
 import export_harness
 import hostile_harness
 import hostile_programs26x as P
 import hostile_programs26x_b as B
+from test_hostile_export23 import cli  # noqa: F401 - the CLI's main, a fixture
 
 FILES = [P.__file__, B.__file__]
 
@@ -187,3 +190,41 @@ def test_call_history_never_changes_a_result(cls):
         return cache[k]
     hostile_harness.check_call_history(cls, inputs, hostile_harness._make, oracle,
                                        getattr(cls, "TOL", (1e-4, 1e-5)))
+
+
+@pytest.mark.parametrize("cls", [P.TruncateToEightThenConv, P.IndexCopyOfMaskedRows,
+                                 B.WindowOfRunTimeLengthInForeach], ids=lambda c: c.__name__)
+def test_cli_converts_and_runs_equal_to_gluon(cls, tmp_path, cli):
+    """Symbol files ``convert``ed by the CLI (run-time axes named) and ``run`` on every input
+    list: equal to Gluon."""
+    inputs = P.PROGRAMS.get(cls) or B.PROGRAMS[cls]
+    net = hostile_harness._make(cls)
+    net.hybridize()
+    model = export_harness.cli_convert(cli, tmp_path, net, inputs)
+    export_harness.assert_cli_runs_equal(cli, tmp_path, model, net, inputs)
+
+
+class _ReshapeCodePastTheAxes(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        outs, _ = gluon_cf.foreach(lambda r, s: (r.reshape((-3, 0)), s), x, [F.zeros((1,))])
+        return outs
+
+
+def test_a_body_operators_failed_check_names_its_line_and_what_failed():
+    """A foreach step's ``r.reshape((-3, 0))`` of 2-D rows (a 0 code past the merged axes):
+    a ValueError at the block's hybrid_forward quoting "(Error in operator
+    _reshapecodepasttheaxes0_reshape0:)", with nothing after it (MXNet's check carries only
+    its condition). Now the OperatorShapeError at the step's line naming Reshape and the
+    check, on every call; then 3-D rows run (NOTE [a body's operator named by a block's
+    error])."""
+    from gluon_cf.graph.operator_errors import OperatorShapeError
+    net = _ReshapeCodePastTheAxes()
+    net.hybridize()
+    line = hostile_harness.line_in(__file__, "r.reshape((-3, 0))")
+    for _ in range(2):
+        with pytest.raises(OperatorShapeError) as err:
+            net(mx.nd.ones((2, 6, 4)))
+        assert re.match(re.escape(__file__) + r":%d: Reshape \(node '\w+'\) refused its "
+                        r"inputs \(Error in operator \w+: its check src_idx < dshape_len "
+                        r"\(2 vs\. 2\) failed\)" % line, str(err.value)), str(err.value)
+    assert net(mx.nd.ones((2, 3, 4, 5))).shape == (2, 12, 5)
