@@ -83,19 +83,19 @@ def shape_plan(sym, params, examples, dims):
             arg_shapes = {**param_shapes, **grown}
             _collect_shapes(sym, arg_shapes, trial, "the model", varying=trial_varying)
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
-        except (mx.MXNetError, ValueError) as err:
-            first_error = first_error or (err, grown)
+        except (mx.MXNetError, ValueError) as error:
+            first_error = first_error or (error, grown)
             continue
         plan, varying, first_error = trial, trial_varying, None
         break
     if first_error is not None:
-        err, grown = first_error
+        failed, grown = first_error
         raise _located(ValueError(
-            f"{_source_of_failing_node(sym, err)}export_onnx: the model's shapes do not allow "
-            f"the dynamic axes {dict((n, sorted(a)) for n, a in dims.items() if a)} to "
-            f"change (inputs {grown} fail: {mxnet_message(first_line(err))}); remove those "
-            f"axes from dynamic_axes, or give axes that must stay equal the same dim name"),
-            err) from None
+            f"{_source_of_failing_node(sym, failed)}export_onnx: the model's shapes do not "
+            f"allow the dynamic axes {dict((n, sorted(a)) for n, a in dims.items() if a)} to "
+            f"change (inputs {grown} fail: {mxnet_message(first_line(failed))}); remove "
+            f"those axes from dynamic_axes, or give axes that must stay equal the same dim "
+            f"name"), failed) from None
     named = {(d, d + growth[dims[name][axis]]): dims[name][axis]
              for name, shape in base.items() for axis, d in enumerate(shape)
              if dims[name].get(axis) is not None}

@@ -358,7 +358,7 @@ class Float16BooleanMaskInCond(HybridBlock):
 # ---- nesting ------------------------------------------------------------------------------------
 
 @program([rand(4, H), floats(2)], [rand(3, H, seed=1) - 1, floats(3)],
-         [rand(2, H, seed=2), floats(0)])
+         [rand(2, H, seed=2), floats(1)])
 class CondInForeachInWhile(HybridBlock):
     """n passes (max 3) each a foreach whose step picks tanh or doubling by the row's sign."""
 
@@ -405,7 +405,7 @@ class ForeachOverMaskedRowsWithCond(HybridBlock):
         return outs, h
 
 
-@program([rand(5, H), floats(2)], [rand(3, H, seed=1), floats(0)], [rand(7, H, seed=2),
+@program([rand(5, H), floats(2)], [rand(3, H, seed=1), floats(1)], [rand(7, H, seed=2),
                                                                     floats(3)])
 class WhileInForeachExactInner(HybridBlock):
     """A foreach over rows whose step runs an exact-length while_loop of n steps (max 3) and

@@ -37,13 +37,14 @@ def more_sizes(runs):
 
 def probed_shapes(sym, arg_shapes, known):
     """Output shapes of ``sym`` with the run-time dims (None) of ``arg_shapes`` given each of
-    ``_PROBE_SIZES``: the dims that agree, None elsewhere; None if there are no such dims or a
-    probe fails too (NOTE [probing run-time dims])."""
+    ``_PROBE_SIZES`` and the sizes of :func:`more_sizes` it takes: the dims that agree,
+    None elsewhere; None if there are no such dims or one of ``_PROBE_SIZES`` fails too (NOTE
+    [probing run-time dims])."""
     if not any(shape and None in shape for name, shape in arg_shapes.items() if name in known):
         return None
     runs = []
 
-    def run(size):
+    def probe(size):
         given = {name: tuple(size if d is None else d for d in shape)
                  for name, shape in arg_shapes.items() if name in known and shape}
         try:
@@ -52,12 +53,12 @@ def probed_shapes(sym, arg_shapes, known):
             return False
         runs.append([planned_shape(s) for s in out_shapes])
         return True
-    if not all(run(size) for size in _PROBE_SIZES):
+    if not all(probe(size) for size in _PROBE_SIZES):
         return None
-    more_sizes(run)
+    more_sizes(probe)
     merged = runs[0]
-    for run in runs[1:]:
-        merged = [merge_concrete(a, b) for a, b in zip(merged, run)]
+    for shapes in runs[1:]:
+        merged = [merge_concrete(a, b) for a, b in zip(merged, shapes)]
     return merged
 
 

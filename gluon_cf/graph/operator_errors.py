@@ -83,7 +83,9 @@ def body_operator_error(js: Dict[str, Any], err: Exception) -> Optional[Operator
     from .. import registry   # (the registry's decoders import this module's package)
     import json
     named = OPERATOR_NAMED.search(str(err))
-    graphs = [js] if named else []
+    if named is None:
+        return None
+    graphs = [js]
     while graphs:
         for node in graphs.pop()["nodes"]:
             if node["name"] == named.group(1) and node.get("attrs", {}).get(SOURCE_ATTR):
