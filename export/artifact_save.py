@@ -80,13 +80,14 @@ def save_artifact(net_or_symbol_files: Any, example_inputs: Any, path: Path, *,
         model = convert(sym, params, inputs, opset, dynamic_axes=dynamic_axes,
                         input_names=input_names, output_names=output_names,
                         output_ranks=ranks)
-    except NotImplementedError as err:
+    except (NotImplementedError, ValueError) as err:
         # the user's line that made the node, as export_onnx names it
-        where = None if isinstance(net_or_symbol_files, (tuple, list)) else _node_location(
-            net_or_symbol_files, example_inputs, getattr(err, NODE_OF_ERROR, None))
+        where = None if isinstance(net_or_symbol_files, (tuple, list)) or \
+            type(err) not in (NotImplementedError, ValueError) else _node_location(
+                net_or_symbol_files, example_inputs, getattr(err, NODE_OF_ERROR, None))
         if where is None or str(err).startswith(where):
             raise
-        raise NotImplementedError(f"{where}: {err}") from None
+        raise type(err)(f"{where}: {err}") from None
     onnx.save(model, os.fspath(path))
     return model
 

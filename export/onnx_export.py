@@ -91,11 +91,13 @@ def export_onnx(net: Any, example_inputs: Any, path: Optional[Path] = None,
             return export_onnx_symbol(sym, params, inputs, path, opset,
                                       dynamic_axes=dynamic_axes, input_names=input_names,
                                       output_names=output_names, _output_ranks=ranks)
-    except NotImplementedError as err:
-        where = _node_location(net, example_inputs, getattr(err, NODE_OF_ERROR, None))
+    except (NotImplementedError, ValueError) as err:
+        # (a ValueError of the shape plan names a node too: NOTE [growths a model takes])
+        where = None if type(err) not in (NotImplementedError, ValueError) else \
+            _node_location(net, example_inputs, getattr(err, NODE_OF_ERROR, None))
         if where is None or str(err).startswith(where):
             raise
-        raise NotImplementedError(f"{where}: {err}") from None
+        raise type(err)(f"{where}: {err}") from None
     finally:
         _warn_again(caught, net, example_inputs)
 

@@ -28,7 +28,8 @@ from gluon_cf.errors import mxnet_message
 from gluon_cf.operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR
 
 from .artifact_format import first_line
-from .onnx_graph.probing import merge_concrete, planned_shape, probed_shapes
+from .onnx_graph.probing import merge_concrete, more_sizes, planned_shape, probed_shapes
+from .onnx_graph.specs import NODE_OF_ERROR
 
 # A shape: per axis its size or None (unknown); None for an unknown rank.
 Shape = Optional[Tuple[Optional[int], ...]]
@@ -55,38 +56,51 @@ def shape_plan(sym, params, examples, dims):
     they follow.
     """
     names = sorted({d for axes in dims.values() for d in axes.values() if d is not None})
-    growth = {None: 3, **{name: 4 + k for k, name in enumerate(names)}}
     base = {name: shape for name, (shape, _) in examples.items()}
-    grown = {name: tuple(d + growth[dims[name][axis]] if axis in dims[name] else d
-                         for axis, d in enumerate(shape))
-             for name, shape in base.items()}
-    named = {(d, d + growth[dims[name][axis]]): dims[name][axis]
-             for name, shape in base.items() for axis, d in enumerate(shape)
-             if dims[name].get(axis) is not None}
     param_shapes = {name: tuple(value.shape) for name, value in params.items()}
     plan: ShapePlan = {}
     varying: RankVarying = {}
     runs = []
-    for run, shapes in (("example", base), ("grown", grown)):
+    try:
+        arg_shapes = {**param_shapes, **base}
+        _collect_shapes(sym, arg_shapes, plan, "the model", varying=varying)
+        runs.append(_infer_shapes(sym, arg_shapes, "the model"))
+    except (mx.MXNetError, ValueError) as err:
+        # (a cond's branch that cannot run on these inputs, run by Gluon until taken, is an
+        # error here: ONNX's If holds both branches; its line leads)
+        raise _located(ValueError(
+            f"{_source_of_failing_node(sym, err)}export_onnx: MXNet cannot infer the model's "
+            f"shapes for the example inputs {base}: {mxnet_message(first_line(err))}"),
+            err) from None
+    first_error = None
+    for times in _GROWTHS:     # NOTE [growths a model takes]
+        growth = {None: 3 * times, **{name: (4 + k) * times for k, name in enumerate(names)}}
+        grown = {name: tuple(d + growth[dims[name][axis]] if axis in dims[name] else d
+                             for axis, d in enumerate(shape))
+                 for name, shape in base.items()}
+        trial, trial_varying = dict(plan), {key: list(v) for key, v in varying.items()}
         try:
-            arg_shapes = {**param_shapes, **shapes}
-            _collect_shapes(sym, arg_shapes, plan, "the model", varying=varying)
+            arg_shapes = {**param_shapes, **grown}
+            _collect_shapes(sym, arg_shapes, trial, "the model", varying=trial_varying)
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
-        except (mx.MXNetError, ValueError) as err:
-            if run == "example":
-                # (a cond's branch that cannot run on these inputs, run by Gluon until taken,
-                # is an error here: ONNX's If holds both branches; its line leads)
-                raise ValueError(f"{_source_of_failing_node(sym, err)}export_onnx: MXNet "
-                                 f"cannot infer the model's shapes for the "
-                                 f"example inputs {base}: "
-                                 f"{mxnet_message(first_line(err))}") from None
-            raise ValueError(
-                f"{_source_of_failing_node(sym, err)}export_onnx: the model's shapes do not "
-                f"allow the dynamic axes "
-                f"{ {n: sorted(a) for n, a in dims.items() if a} } to change (inputs {grown} "
-                f"fail: {mxnet_message(first_line(err))}); remove those axes from dynamic_axes, "
-                f"or give axes that must stay equal the same dim name") from None
-    for far in (1, _FAR):     # NOTE [dims agreeing by chance]
+        except (mx.MXNetError, ValueError) as error:
+            first_error = first_error or (error, grown)
+            continue
+        plan, varying, first_error = trial, trial_varying, None
+        break
+    if first_error is not None:
+        failed, grown = first_error
+        raise _located(ValueError(
+            f"{_source_of_failing_node(sym, failed)}export_onnx: the model's shapes do not "
+            f"allow the dynamic axes {dict((n, sorted(a)) for n, a in dims.items() if a)} to "
+            f"change (inputs {grown} fail: {mxnet_message(first_line(failed))}); remove "
+            f"those axes from dynamic_axes, or give axes that must stay equal the same dim "
+            f"name"), failed) from None
+    named = {(d, d + growth[dims[name][axis]]): dims[name][axis]
+             for name, shape in base.items() for axis, d in enumerate(shape)
+             if dims[name].get(axis) is not None}
+
+    def run_at(far):     # NOTE [dims agreeing by chance]
         shapes = {name: tuple(far if axis in dims[name] else d for axis, d in enumerate(shape))
                   for name, shape in base.items()}
         more: ShapePlan = {}
@@ -95,8 +109,11 @@ def shape_plan(sym, params, examples, dims):
             _collect_shapes(sym, arg_shapes, more, "the model")
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
         except (mx.MXNetError, ValueError):
-            continue         # (sizes the model does not take: a table of 512 positions)
+            return False     # (sizes the model does not take: a table of 512 positions)
         _merge_plans(plan, more)
+        return True
+    if any(dims.values()):
+        more_sizes(run_at)
     outputs = [None if None in shapes or len({len(s) for s in shapes}) > 1 else
                tuple(dims_[0] if len(set(dims_)) == 1 else named.get(dims_[:2])
                      for dims_ in zip(*shapes))
@@ -107,6 +124,26 @@ def shape_plan(sym, params, examples, dims):
                 _rank_follows_no_branch(sym, {**param_shapes, **base}, conds, k):
             conds_read[k] = []
     return plan, outputs, conds_read
+
+
+# NOTE [growths a model takes]
+#     The grown run adds 3 to every unnamed dynamic axis (4, 5, ... to named ones), but a
+#     model may take only some lengths: rows taken two by two (``reshape((-4, -1, 2, 0))``)
+#     need an even count, and with an example of 8 rows the grown 11 failed, refused as "the
+#     model's shapes do not allow the dynamic axes to change" though every even length runs.
+#     Where the grown run fails, twice and four times the growths are tried (6 and 12 keep
+#     every length a multiple of 2, 3, 4 or 6 that the example is) before refusing.
+_GROWTHS = (1, 2, 4)
+
+
+def _located(error, mxnet_error):
+    """``error`` carrying the name of the node MXNet's ``mxnet_error`` names, so that
+    export_onnx leads it with the user's line that made the node where the node carries none
+    (a top-level operator of the block's own graph)."""
+    named = re.search(r"Error in operator (\S+?):", str(mxnet_error))
+    if named is not None and not re.match(r"\S+:\d+: ", str(error)):
+        setattr(error, NODE_OF_ERROR, named.group(1))
+    return error
 
 
 def _merge_plans(plan, more):
@@ -124,15 +161,22 @@ def _merge_plans(plan, more):
 #     2 for n = 30), a slice clipped to a length (``F.slice(x, end=(4,))``: min(n, 4), 4 for
 #     5 and 8, 2 for 2). Declared static, it was the dim of a loop body's output, and
 #     onnxruntime failed every run of another length ("has shape {1,1,1} but the computed
-#     output shape for this run is {1,1,2}"). Two more runs give every dynamic axis the size
-#     1 and a size over a thousand (shape inference allocates nothing): a dim of a division by
-#     less than that, or of a clip to a constant, differs there. A run the model refuses (a
-#     table of 512 positions sliced to the length; an operator needing two rows) is left out
-#     whole, its shapes kept apart until it completes. Dims agreeing at all runs are static,
-#     as MXNet's inference with the unknown dim (0) cannot tell them (it loses most shapes to
-#     it): a dim depending on the length only through a division by more than a thousand
-#     still agrees by chance.
-_FAR = 1031
+#     output shape for this run is {1,1,2}"). Two more runs give every dynamic axis the
+#     smallest size the model takes (1, else 2, 3, ... 16, then 24, 32, 48 ... 512: a clip
+#     is found wherever the model takes a size under 2/3 of the clip's constant) and a size
+#     over a thousand
+#     (shape inference allocates nothing): a dim of a division by less than that, or of a clip
+#     to a constant, differs there. The smallest size, not 1 alone: a sequence truncated to 8
+#     steps then convolved with a width of 3 refuses 1 and 2 steps, and with 1 alone the
+#     truncated length agreed at 8 for the example's 10, the grown 13 and 1031 and was
+#     declared static (an output declared (1, 2, 6) for 3 steps out; a loop body reading it
+#     failed in onnxruntime). The first size the model takes below a clip's constant shows
+#     the clip; one at or over it shows that every size the model takes gives the constant.
+#     A run the model refuses (a table of 512 positions sliced to the length; an operator
+#     needing two rows) is left out whole, its shapes kept apart until it completes. Dims
+#     agreeing at all runs are static, as MXNet's inference with the unknown dim (0) cannot
+#     tell them (it loses most shapes to it): a dim depending on the length only through a
+#     division by more than a thousand still agrees by chance.
 
 
 def _rank_follows_no_branch(sym, arg_shapes, conds, k):

@@ -91,7 +91,13 @@ def mxnet_message(line: str) -> str:
     while line.startswith("MXNetError: "):
         line = line[len("MXNetError: "):]
     line = re.sub(r"\[\d\d:\d\d:\d\d\] \S+:\d+: ", "", line)
-    return re.sub(r"Check failed: [^:]*?: ", "", line).strip()
+    without = re.sub(r"Check failed: [^:]*?: ", "", line).strip()
+    if without.endswith(":") or not without:
+        # a check that says nothing but its condition (Reshape's "Check failed: src_idx <
+        # dshape_len (2 vs. 2) : " for a 0 code past the input's axes): the condition is all
+        # there is to read
+        return re.sub(r"Check failed: ([^:]*?)\s*:\s*$", r"its check \1 failed", line).strip()
+    return without
 
 
 # Graph nodes named after the user's line (autograph's ``model_line12_index``): name -> the

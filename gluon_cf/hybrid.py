@@ -40,7 +40,7 @@ from mxnet.gluon import block as _block
 
 from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
-from .graph.operator_errors import OperatorShapeError
+from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import ReshapeChecks, check_reshapes
 from .hybrid_inline import INLINE_FAILED, INLINE_RUNS, inference_inline, inline_inference_graph
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
@@ -294,6 +294,11 @@ def _graph_error_of(err, block, args):
     if code is None:
         return None
     flat, _ = _block._flatten(args, "input")
+    if not any(0 in a.shape for a in flat if isinstance(a, mx.nd.NDArray)):
+        # NOTE [a body's operator named by a block's error] in graph/operator_errors.py
+        body = body_operator_error(plan.js, err)
+        if body is not None:
+            return body
     arrays = [a for a in flat if isinstance(a, mx.nd.NDArray)]
     empty = [(k, a.shape) for k, a in enumerate(arrays) if 0 in a.shape]
     detail = mxnet_message(next(line for line in text.splitlines()

@@ -271,8 +271,7 @@ def _convert_topk(node, **kwargs):
     if int(attrs.get("k", "1")) < 1:     # MXNet: every element, sorted (ONNX's TopK: none)
         shape = _shape_of_input(node, kwargs)
         if shape is None or shape[int(axis)] is None:
-            raise NotImplementedError("topk with k < 1 (all elements) along an axis whose "
-                                      "length is known only at run time: use sort/argsort")
+            return _topk_of_every_element(node, kwargs, int(axis))
         node = dict(node, attrs=dict(attrs, k=str(shape[int(axis)])))
         attrs = node["attrs"]
     if attrs.get("ret_typ", "indices") != "value":
@@ -289,6 +288,32 @@ def _convert_topk(node, **kwargs):
     ones = out.add("ConstantOfShape", [out.add("Shape", [out.name + "_indices"])],
                    value=numpy_helper.from_array(np.ones(1, dtype)))
     out.add("ScatterElements", [zeros, out.name + "_indices", ones], final=True, axis=int(axis))
+    return out
+
+
+def _topk_of_every_element(node, kwargs, axis):
+    """``topk`` with k < 1 (every element, sorted) along an axis whose length is known only at
+    run time (a sequence truncated to a length, a boolean_mask's rows): ONNX's TopK with K
+    the axis's length read at run time, as ``sort`` is converted (it was refused); a mask of
+    every element is all ones."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    ret_typ = attrs.get("ret_typ", "indices")
+    if ret_typ == "mask":
+        out.add("ConstantOfShape", [out.add("Shape", [x])], final=True,
+                value=numpy_helper.from_array(np.ones(1, dtype)))
+        return out
+    if ret_typ != "value":
+        _warn_ties(node, kwargs, axis)
+    largest = 0 if _flag(attrs, "is_ascend") else 1
+    names = {"value": [f"{out.name}0", f"{out.name}_indices"],
+             "both": [f"{out.name}0", f"{out.name}_indices"]}.get(
+                 ret_typ, [f"{out.name}_values", f"{out.name}_indices"])
+    out.append(helper.make_node("TopK", [x, out.dim(x, axis)], names, axis=axis,
+                                largest=largest, sorted=1))
+    if ret_typ != "value":
+        index_type = _tensor_type(attrs.get("dtype", "float32"))
+        out.append(helper.make_node("Cast", [names[1]], [f"{out.name}1" if ret_typ == "both"
+                                                         else out.name], to=index_type))
     return out
 
 

@@ -10,39 +10,55 @@ import mxnet as mx
 #     every size (a loop body reading boolean_mask's rows). Where MXNet refuses 0, the run-time
 #     dims are given two concrete sizes in turn and the dims that agree are kept (None where
 #     they differ), as the shape plan does for dynamic axes (NOTE [shape plan] in
-#     ``onnx_shapes.py``); the sizes are primes, and 1 and a size far from both are tried too
-#     (NOTE [dims agreeing by chance] there), so that a dim agreeing by chance is unlikely.
+#     ``onnx_shapes.py``); the sizes are primes, and the smallest size the graph takes (1, else
+#     2, 3, ...) and a size far from both are tried too (NOTE [dims agreeing by chance]
+#     there), so that a dim agreeing by chance is unlikely.
 #     The converters' per-graph shapes (``conversion.py``'s entry specs, of loop bodies above
 #     all) are probed the same way where MXNet refuses the 0 or loses a value's rank to it
 #     (``F.dot`` of a (0,) and a (0, 3) has none): without it a converter needing the rank
 #     refused the graph, and a Scan body's output had no shape, which onnxruntime refuses.
 _PROBE_SIZES = (7, 11)
-# Two more sizes, 1 and one far from both: a dim agreeing at 7 and 11 by chance (a Pooling of
-# stride 20, a slice clipped to 4) differs there (NOTE [dims agreeing by chance] in
-# ``onnx_shapes.py``); a size the graph refuses is left out.
-_MORE_SIZES = (1, 1031)
+# Two more sizes, the smallest the graph takes and one far from both: a dim agreeing at 7 and 11
+# by chance (a Pooling of stride 20, a slice clipped to 4) differs there (NOTE [dims agreeing
+# by chance] in ``onnx_shapes.py``); a size the graph refuses is left out.
+SMALL_SIZES = tuple(range(1, 17)) + (24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+FAR_SIZE = 1031
+
+
+def more_sizes(runs):
+    """The sizes ``runs(size)`` is tried at after the two first (NOTE [dims agreeing by
+    chance] in ``onnx_shapes.py``): the smallest of ``SMALL_SIZES`` it takes (it returns True),
+    then ``FAR_SIZE``."""
+    for size in SMALL_SIZES:
+        if runs(size):
+            break
+    runs(FAR_SIZE)
 
 
 def probed_shapes(sym, arg_shapes, known):
     """Output shapes of ``sym`` with the run-time dims (None) of ``arg_shapes`` given each of
-    ``_PROBE_SIZES``: the dims that agree, None elsewhere; None if there are no such dims or a
-    probe fails too (NOTE [probing run-time dims])."""
+    ``_PROBE_SIZES`` and the sizes of :func:`more_sizes` it takes: the dims that agree,
+    None elsewhere; None if there are no such dims or one of ``_PROBE_SIZES`` fails too (NOTE
+    [probing run-time dims])."""
     if not any(shape and None in shape for name, shape in arg_shapes.items() if name in known):
         return None
     runs = []
-    for size in _PROBE_SIZES + _MORE_SIZES:
+
+    def probe(size):
         given = {name: tuple(size if d is None else d for d in shape)
                  for name, shape in arg_shapes.items() if name in known and shape}
         try:
             _, out_shapes, _ = sym.infer_shape_partial(**given)
         except mx.MXNetError:
-            if size in _MORE_SIZES:
-                continue
-            return None
+            return False
         runs.append([planned_shape(s) for s in out_shapes])
+        return True
+    if not all(probe(size) for size in _PROBE_SIZES):
+        return None
+    more_sizes(probe)
     merged = runs[0]
-    for run in runs[1:]:
-        merged = [merge_concrete(a, b) for a, b in zip(merged, run)]
+    for shapes in runs[1:]:
+        merged = [merge_concrete(a, b) for a, b in zip(merged, shapes)]
     return merged
 
 

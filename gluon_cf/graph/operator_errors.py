@@ -43,14 +43,15 @@ class OperatorShapeError(ValueError, mx.MXNetError):
 
 
 def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
-                   err: Exception) -> Optional[OperatorShapeError]:
+                   err: Exception, any_check: bool = False) -> Optional[OperatorShapeError]:
     """The OperatorShapeError for MXNet's error ``err`` about JSON node ``node`` (of a body
     traced by gluon_cf, so with the user's line) refusing the shapes or dtypes of
     its NDArrays ``inputs`` (None: not known, the node ran inside a CachedOp); None for other
-    errors or nodes."""
+    errors or nodes (``any_check``: every MXNet check of the node's, NOTE [a body's operator
+    named by a block's error])."""
     text = str(err)
     where = node.get("attrs", {}).get(SOURCE_ATTR)
-    if where is None or not _REFUSED.search(text) or \
+    if where is None or not (any_check or _REFUSED.search(text)) or \
             type(err).__module__.startswith("gluon_cf"):   # (ours says what it is already)
         return None
     detail = next((mxnet_message(line) for line in text.splitlines() if "Check failed" in line
@@ -67,6 +68,32 @@ def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
                   "shapes where an NDArray's broadcast: F.broadcast_add, F.broadcast_mul ...)")
     return OperatorShapeError("%s: %s (node %r) refused its inputs%s (%s). %s"
                               % (where, node["op"], node["name"], given, detail, advice))
+
+
+# NOTE [a body's operator named by a block's error]
+#     MXNet's shape inference of a block's whole graph runs the bodies' (a foreach step's
+#     ``r.reshape((-3, 0))`` of a 2-D row: "Check failed: src_idx < dshape_len (2 vs. 2)"),
+#     and its error names the body's node only: it was the ValueError at the block's
+#     hybrid_forward, quoting "Error in operator r0_reshape0:" with nothing after it. The node
+#     is looked up in the graph's bodies, at any depth, and the error is its OperatorShapeError
+#     at the user's line of the operator, whatever MXNet's check said.
+def body_operator_error(js: Dict[str, Any], err: Exception) -> Optional[OperatorShapeError]:
+    """:func:`operator_error` of the node MXNet's ``err`` names, searched in the JSON graph
+    ``js`` and its gluon_cf nodes' subgraphs; None where none is named or has a line."""
+    from .. import registry   # (the registry's decoders import this module's package)
+    import json
+    named = OPERATOR_NAMED.search(str(err))
+    if named is None:
+        return None
+    graphs = [js]
+    while graphs:
+        for node in graphs.pop()["nodes"]:
+            if node["name"] == named.group(1) and node.get("attrs", {}).get(SOURCE_ATTR):
+                return operator_error(node, None, err, any_check=True)
+            if registry.kind_of(node) is not None:
+                graphs += [json.loads(g["json"]) for g in
+                           json.loads(node["attrs"]["spec"]).get("graphs", {}).values()]
+    return None
 
 
 # NOTE [an index out of bounds at run time]
