@@ -46,6 +46,7 @@ from .hybrid_inline import INLINE_FAILED, INLINE_RUNS, inference_inline, inline_
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS
+from ._cachedop import copied_variable_heads
 from .shared_handles import own_handles
 from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
                              parameter_file_error)
@@ -637,6 +638,22 @@ _block.HybridBlock.export = _export
 
 
 _block.HybridBlock._call_cached_op = _call_cached_op
+_original_build_cache = _block.HybridBlock._build_cache
+
+
+def _build_cache(self, *args):
+    """``HybridBlock._build_cache``: NOTE [an input returned as an output] in _cachedop.py."""
+    _original_build_cache(self, *args)
+    copied = copied_variable_heads(self._cached_graph[1]) if has_gluon_cf_nodes(
+        json.loads(self._cached_graph[1].tojson())) else None
+    if copied is not None:
+        indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]
+                   for kind in (True, False)]
+        self._cached_op = mx.nd.CachedOp(copied, [("data_indices", indices[0]),
+                                                  ("param_indices", indices[1])] + self._flags)
+
+
+_block.HybridBlock._build_cache = _build_cache
 _original_imports = _block.SymbolBlock.imports
 
 

@@ -164,8 +164,9 @@ def trace(op, role, num_inputs, call):
         # input: copy inputs, outer values and variables through an identity inside the scope.
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
         group = mx.sym.Group(flat)
-    _refuse_unsupported_ops(group, op, role)
     captured = _cut(group, uid, op)
+    # NOTE [what a body holds]: refused once the outer values are cut off
+    _refuse_unsupported_ops(group, op, role)
     fresh_names = {v.name for v in fresh}
     internals = None
     for name in group.list_inputs():
@@ -179,7 +180,14 @@ def trace(op, role, num_inputs, call):
 
 def _refuse_unsupported_ops(group, op, role):
     """Refuse operators a body cannot hold: auxiliary state in training, user CustomOps under
-    autograd, MXNet's own cond and while_loop."""
+    autograd, MXNet's own cond and while_loop.
+
+    NOTE [what a body holds]: ``group``, once cut (:func:`_cut`), holds the body's own
+    operators only; before the cut it also held every outer operator the body's captured
+    values were computed by, so a BatchNorm (or a user CustomOp, MXNet's own cond) applied
+    *before* a loop or recursion whose body reads its result refused hybridized training
+    ("body calls BatchNorm"), where it runs in the block's graph, outside every gluon_cf
+    node, and trains as eagerly (round 26r)."""
     training = mx.autograd.is_training()
     recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:

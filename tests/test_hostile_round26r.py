@@ -1,0 +1,120 @@
+"""Issue 24, hostile recursion round 26r. The blocks of ``hostile_programs26r.py`` run plain
+(their ``plain_forward``: Python recursion on NDArrays, the oracle), eagerly and hybridized on
+each executor (batched with ahead-of-time schedules, batched dynamically, unbatched), recorded
+and in prediction (a hybridized block's inference then runs in the calling thread, NOTE
+[recursion inference in the calling thread]); and what this round fixed."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+
+import gluon_cf
+import hostile_harness
+import hostile_programs26r as programs
+from gluon_cf import hybrid_inline
+from test_recursion_hostile2 import make, run, with_mode
+
+FILES = [programs.__file__]
+MODES = ("eager", "batched", "dynamic", "unbatched")
+PROGRAMS = programs.PROGRAMS
+
+
+# ---- what this round fixed -------------------------------------------------------------------
+
+class _NormBefore(gluon.HybridBlock):
+    """BatchNorm over x, then a loop (``foreach``) or a recursion whose body reads its
+    result, captured (the recursion sums the rows; "plain": its oracle)."""
+
+    def __init__(self, ops, recursion=False, **kwargs):
+        super().__init__(**kwargs)
+        self.ops, self.recursion = ops, recursion
+        with self.name_scope():
+            self.bn = gluon.nn.BatchNorm(in_channels=3)
+
+    def hybrid_forward(self, F, x, h):
+        y = self.bn(x)
+        if self.recursion == "plain":
+            return F.sum(y, axis=0, keepdims=True).expand_dims(0), h
+        if self.recursion:    # (each row: its own plus the next one's, the last alone)
+            n = F.sum(F.ones_like(F.slice_axis(x, axis=1, begin=0, end=1)))
+
+            @gluon_cf.recursive
+            def down(i):
+                return gluon_cf.cond(i + 1 < n, lambda: F.take(y, i) + down(i + 1),
+                                     lambda: F.take(y, i))
+            rows, _ = gluon_cf.foreach(lambda i, _: (down(i), []), F.zeros((1,)), [])
+            return rows, h
+        return (self.ops or F.contrib).foreach(
+            lambda d, s: (d * 2 + s, F.broadcast_add(s, F.sum(y))), x, h)
+
+
+def _trained(net, hybridize):
+    mx.random.seed(0)
+    net.initialize()
+    if hybridize:
+        net.hybridize()
+    x = nd.array(np.random.RandomState(0).uniform(-1, 1, (4, 3)))
+    h = nd.ones((3,))
+    x.attach_grad()
+    with autograd.record():
+        out, state = net(x, h)
+        loss = (out * out).sum() + state.sum()
+    loss.backward()
+    return [out.asnumpy(), state.asnumpy(), x.grad.asnumpy(),
+            net.bn.running_mean.data().asnumpy(), net.bn.running_var.data().asnumpy()]
+
+
+@pytest.mark.parametrize("recursion", [False, True], ids=["foreach", "recursion"])
+def test_a_batchnorm_before_a_body_reading_its_result_trains_hybridized(recursion):
+    """Round 26r: a BatchNorm applied before a loop (or a recursion) whose body reads its
+    result refused hybridized training ("gluon_cf.foreach: body calls BatchNorm ... training
+    is refused"): the check looked at the body's graph before the outer values were cut off
+    (NOTE [what a body holds] in tracing.py). Outputs, x's gradient and the running
+    statistics equal MXNet's own foreach (eager, hybridized) and eager gluon_cf."""
+    want = _trained(_NormBefore(None, "plain" if recursion else False), False)
+    for ops, hybridize in ((None, True), (gluon_cf, False), (gluon_cf, True)):
+        got = _trained(_NormBefore(ops, recursion), hybridize)
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=(ops, k))
+
+
+class _PassesStateThrough(gluon.HybridBlock):
+    """A cond (or MXNet's own ``F.contrib.cond``: ``ops`` None) on x, and the state h returned
+    as it came in: ``return out, h``."""
+
+    def __init__(self, ops, **kwargs):
+        super().__init__(**kwargs)
+        self.ops = ops
+
+    def hybrid_forward(self, F, x, h):
+        out = (self.ops or F.contrib).cond(F.sum(x) > 0, lambda: x * 2, lambda: x * 3)
+        return out, h
+
+
+def _passed_through(net, flags):
+    if flags is not None:
+        net.hybridize(**flags)
+    x = nd.array(np.random.RandomState(0).uniform(-1, 1, (4, 3)))
+    h = nd.ones((3,))     # (no gradient asked of h)
+    x.attach_grad()
+    with autograd.record():
+        out, state = net(x, h)
+        loss = (out * out).sum() + (state * 3).sum()
+    loss.backward()
+    return [out.asnumpy(), state.asnumpy(), x.grad.asnumpy()]
+
+
+@pytest.mark.parametrize("flags", [{}, {"static_alloc": True, "static_shape": True}],
+                         ids=["hybridized", "static"])
+def test_an_input_returned_as_an_output_trains_hybridized(flags):
+    """Round 26r: a hybridized block holding a gluon_cf node and returning an input that needs
+    no gradient as it came in (a state passed through), recorded: ``backward`` failed with
+    MXNet's "storage_type_num_unknown_nodes (1 vs. 0)" (MXNet's own F.contrib.cond fails so;
+    NOTE [an input returned as an output] in _cachedop.py). Values and x's gradient equal
+    MXNet's eager cond."""
+    want = _passed_through(_PassesStateThrough(None), None)
+    got = _passed_through(_PassesStateThrough(gluon_cf), flags)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
