@@ -227,11 +227,27 @@ def _cut(group, uid, op):
     for i in range(num.value):
         outer = mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle))
         name = outer.list_outputs()[0]
-        if name in captured and captured[name].tojson() != outer.tojson():
-            raise ValueError("gluon_cf.%s: two different outer values are both named %r; give "
-                             "them distinct names" % (op, name))
+        if name in captured and not _same_value(captured[name], outer):
+            raise _same_name_error(op, name)
         captured.setdefault(name, outer)
     return captured
+
+
+def _same_value(a, b):
+    """Whether two outer symbols of one name are one value: the same node, or variables.
+
+    NOTE [variables of one name]: MXNet binds arguments by name, so two variables of one name
+    are one argument (``S.FullyConnected(..., name="fc")`` in both branches of a cond creates
+    ``fc_weight`` twice, inside each branch's trace: MXNet 1.9.1's own cond lists it once and
+    binds it once). They were refused as "two different outer values" (round 26r); computed
+    values of one name still are: which one a body reads would be a guess."""
+    return a is b or (a.get_children() is None and b.get_children() is None) or \
+        a.tojson() == b.tojson()
+
+
+def _same_name_error(op, name):
+    return ValueError("%s: two different outer values are both named %r (computed by two "
+                      "operators); give them distinct names" % (op_at(op), name))
 
 
 def merge_captures(op, traced_graphs, first_slot, walk_order=False):
@@ -251,9 +267,8 @@ def merge_captures(op, traced_graphs, first_slot, walk_order=False):
             captured = sorted(captured, key=lambda item: walk.get(item[0], len(walk)))
         for name, sym in captured:
             if name in pooled:
-                if pooled[name] is not sym and pooled[name].tojson() != sym.tojson():
-                    raise ValueError("gluon_cf.%s: two different outer values are both named %r;"
-                                     " give them distinct names" % (op, name))
+                if not _same_value(pooled[name], sym):
+                    raise _same_name_error(op, name)
                 continue
             pooled[name] = sym
     names = list(pooled)
