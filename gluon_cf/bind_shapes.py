@@ -276,6 +276,7 @@ def _bound_shapes(symbol, given):
 
 
 def _reshape(self, *args, **kwargs):
+    kwargs.update(_kept_shapes(self, kwargs))
     try:
         executor = _original_reshape(self, *args, **kwargs)
     except mx.MXNetError as err:
@@ -289,6 +290,30 @@ def _reshape(self, *args, **kwargs):
     if undecided:
         raise IncompleteShapeError("Executor.reshape: " + _message(undecided) + " to reshape")
     return executor
+
+
+def _kept_shapes(executor, kwargs):
+    """NOTE [arguments a reshape leaves]: the bound shapes of the arguments ``reshape`` is not
+    given and cannot infer from those it is, for a symbol holding gluon_cf nodes.
+
+    MXNet's ``Executor.reshape`` infers every argument it is not given and refuses one that
+    comes out otherwise ("Shape of unspecifie arg: w changed"); a layer's weight inside a
+    recursion's function is not inferred from the data (the function's output shape is the
+    recursion's fixpoint), so ``reshape(x=..., roots=...)``, as ``Module.reshape`` and a
+    BucketingModule call it with the data's shapes alone, failed where it was bound with the
+    weight's shape. Such an argument keeps the shape it was bound with, as MXNet's inference
+    would have given it again (round 26r); one it infers otherwise still fails."""
+    symbol = executor._symbol
+    if not holds_gluon_cf_nodes(symbol.tojson()):
+        return {}
+    given = {k: v for k, v in kwargs.items() if isinstance(v, tuple)}
+    try:
+        inferred, _, _ = symbol.infer_shape_partial(**given)
+    except mx.MXNetError:
+        return {}    # (the reshape itself says what is wrong)
+    return {name: array.shape for name, shape, array in
+            zip(symbol.list_arguments(), inferred, executor.arg_arrays)
+            if name not in given and array is not None and not registry.is_complete(shape)}
 
 
 _simple_bind.__doc__ = _original_simple_bind.__doc__

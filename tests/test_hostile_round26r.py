@@ -201,3 +201,63 @@ def test_a_symbolic_recursion_of_two_functions_sharing_a_layer_binds_it_once():
     np.testing.assert_allclose(out.asnumpy(), want.asnumpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ex.grad_dict["cell_weight"].asnumpy(), w.grad.asnumpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def _symbolic_tree_rnn():
+    """A TreeRNN as a symbol: the weight w of its FullyConnected read inside the recursion."""
+    x, left, right, roots, w = (mx.sym.var(n) for n in ("x", "left", "right", "roots", "w"))
+
+    @gluon_cf.recursive
+    def node(i):
+        def internal():
+            both = mx.sym.concat(node(mx.sym.take(left, i)), node(mx.sym.take(right, i)), dim=1)
+            return mx.sym.tanh(mx.sym.FullyConnected(both, weight=w, no_bias=True, num_hidden=3))
+        return gluon_cf.cond(mx.sym.take(left, i) < 0, lambda: mx.sym.take(x, i), internal)
+    out, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+    return mx.sym.reshape(out, (-3, -2))
+
+
+def _plain_tree_rnn(arrays, w):
+    x, left, right, roots = arrays
+    lt, rt = [int(v) for v in left], [int(v) for v in right]
+
+    def node(i):
+        if lt[i] < 0:
+            return x[i:i + 1]
+        both = nd.concat(node(lt[i]), node(rt[i]), dim=1)
+        return nd.tanh(nd.FullyConnected(both, weight=w, no_bias=True, num_hidden=3))
+    return nd.concat(*[node(int(r)) for r in roots], dim=0)
+
+
+def test_executor_reshape_with_the_datas_shapes_keeps_a_weight_read_in_a_recursion():
+    """Round 26r: ``Executor.reshape`` given the data's shapes alone (as ``Module.reshape``
+    and a BucketingModule call it) of a symbol whose recursion reads a weight failed:
+    "Shape of unspecifie arg: w changed" (the weight is not inferred from the data; NOTE
+    [arguments a reshape leaves] in bind_shapes.py). It keeps its bound shape; values and x's
+    gradient as plain Python recursion, on a larger then a smaller forest."""
+    with mx.name.NameManager():
+        sym = _symbolic_tree_rnn()
+    w = nd.array(np.random.RandomState(5).uniform(-1, 1, (3, 6)))
+    forests = [programs.TWO_BAL, programs.MIXED, programs.COMB]
+    first = forests[0]
+    ex = sym.simple_bind(mx.cpu(), x=first[0].shape, left=first[1].shape, right=first[2].shape,
+                         roots=first[3].shape, w=(3, 6), grad_req={
+                             "x": "write", "w": "write", "left": "null", "right": "null",
+                             "roots": "null"})
+    ex.arg_dict["w"][:] = w
+    for arrays in forests:
+        ex = ex.reshape(allow_up_sizing=True, **dict(zip(("x", "left", "right", "roots"),
+                                                         (a.shape for a in arrays))))
+        for name, a in zip(("x", "left", "right", "roots"), arrays):
+            ex.arg_dict[name][:] = a
+        assert ex.arg_dict["w"].shape == (3, 6)
+        out = ex.forward(is_train=True)[0]
+        ex.backward(nd.ones_like(out))
+        x = nd.array(arrays[0])
+        x.attach_grad()
+        with autograd.record():
+            want = _plain_tree_rnn([x] + list(arrays[1:]), ex.arg_dict["w"].copy())
+        want.backward()
+        np.testing.assert_allclose(out.asnumpy(), want.asnumpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), x.grad.asnumpy(), rtol=1e-5,
+                                   atol=1e-6)
