@@ -27,6 +27,7 @@ from .checks import ArgumentValueError, LoopVarShapeChange
 from .errors import mxnet_message, where_created
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.cached_graph import check_reshapes
+from .graph.decoded import nodes_of_spec
 from .node import IncompleteShapeError
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
@@ -301,19 +302,42 @@ def _kept_shapes(executor, kwargs):
     recursion's function is not inferred from the data (the function's output shape is the
     recursion's fixpoint), so ``reshape(x=..., roots=...)``, as ``Module.reshape`` and a
     BucketingModule call it with the data's shapes alone, failed where it was bound with the
-    weight's shape. Such an argument keeps the shape it was bound with, as MXNet's inference
-    would have given it again (round 26r); one it infers otherwise still fails."""
+    weight's shape (MXNet's own foreach infers a layer's weight in its body). An argument read
+    by a node holding a recursion keeps the shape it was bound with (round 26r), unless the
+    given shapes contradict it (then the reshape's own error asks for it); others are left to
+    MXNet's inference, whose refusals its own control flow shares."""
     symbol = executor._symbol
-    if not holds_gluon_cf_nodes(symbol.tojson()):
+    text = symbol.tojson()
+    if not holds_gluon_cf_nodes(text):
         return {}
+    read = _read_by_recursions(json.loads(text))
     given = {k: v for k, v in kwargs.items() if isinstance(v, tuple)}
     try:
         inferred, _, _ = symbol.infer_shape_partial(**given)
     except mx.MXNetError:
         return {}    # (the reshape itself says what is wrong)
-    return {name: array.shape for name, shape, array in
+    kept = {name: array.shape for name, shape, array in
             zip(symbol.list_arguments(), inferred, executor.arg_arrays)
-            if name not in given and array is not None and not registry.is_complete(shape)}
+            if name in read and name not in given and array is not None and
+            not registry.is_complete(shape)}
+    try:   # (a kept shape the given ones contradict: the reshape's own error says which)
+        symbol.infer_shape_partial(**given, **kept)
+    except Exception:   # noqa: BLE001 - MXNet's or a gluon_cf rule's refusal alike
+        return {}
+    return kept
+
+
+def _read_by_recursions(graph_json):
+    """Names of the variables read by a gluon_cf node holding a recursion."""
+    nodes = graph_json["nodes"]
+    names = set()
+    for n in nodes:
+        if registry.kind_of(n) and (registry.kind_of(n) == "recursion" or any(
+                registry.kind_of(m) == "recursion"
+                for m in nodes_of_spec(json.loads(n["attrs"]["spec"])))):
+            names.update(nodes[src]["name"] for src, *_ in n["inputs"]
+                         if nodes[src]["op"] == "null")
+    return names
 
 
 _simple_bind.__doc__ = _original_simple_bind.__doc__

@@ -859,3 +859,228 @@ class LeafBranchOnAStaticFlagPerFunction(_Net):
                 self.plain_tree(F, x, left, right, roots,
                                 leaf=lambda i: F.max(x[i:i + 1], axis=1, keepdims=True) *
                                 F.ones((1, H)))]
+
+
+# ---- (F) more cells and heads ---------------------------------------------------------------
+
+@program(*BIN)
+class HeadRandomUniformTimesZero(_Tree):
+    """A random operator in the block's graph (its draw multiplied by 0): inference stays the
+    Custom operator's; the value is the rows'."""
+
+    def head(self, F, h, x, bias):
+        return F.broadcast_add(h, F.random.uniform(shape=(1, H)) * 0)
+
+
+@program(*BIN)
+class LeafRandomNormalTimesZero(_Net):
+    """A random operator inside the recursion's leaf (its draw multiplied by 0)."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        node = self.tree(F, x, left, right, leaf=lambda i: F.take(x, i) + F.random.normal(
+            shape=(1, H)) * 0)
+        return self.roots(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        return self.plain_tree(F, x, left, right, roots)
+
+
+@program(*BIN)
+class LstmCellCombine(_Net):
+    """An rnn.LSTMCell combines the children (its input their sum, its state the left's)."""
+
+    def extra(self):
+        self.cell = mx.gluon.rnn.LSTMCell(H, input_size=H)
+
+    def _combine(self, F, a, b):
+        out, _ = self.cell(a + b, [a, b])
+        return out
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        return self.roots(F, self.tree(F, x, left, right,
+                                       combine=lambda a, b, i: self._combine(F, a, b)), roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        return self.plain_tree(F, x, left, right, roots,
+                               combine=lambda a, b, i: self._combine(F, a, b))
+
+
+@program(*BIN)
+class GruCellAndLayerNormCombine(_Net):
+    """A GRUCell then LayerNorm combine the children."""
+
+    def extra(self):
+        self.cell = mx.gluon.rnn.GRUCell(H, input_size=H)
+        self.norm = nn.LayerNorm(in_channels=H)
+
+    def _combine(self, F, a, b):
+        out, _ = self.cell(a, [b])
+        return self.norm(out)
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        return self.roots(F, self.tree(F, x, left, right,
+                                       combine=lambda a, b, i: self._combine(F, a, b)), roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        return self.plain_tree(F, x, left, right, roots,
+                               combine=lambda a, b, i: self._combine(F, a, b))
+
+
+@program(*BIN)
+class MxnetForeachInsideTheCombine(_Net):
+    """MXNet's own F.contrib.foreach inside the combination (scans the two children)."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        def combine(a, b, i):
+            outs, last = F.contrib.foreach(lambda d, s: (F.tanh(self.u(d) + s),
+                                                         F.tanh(self.u(d) + s)),
+                                           F.stack(a, b), F.zeros_like(a))
+            return last + F.sum(outs, axis=0)
+        return self.roots(F, self.tree(F, x, left, right, combine=combine), roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        def combine(a, b, i):
+            s = F.zeros_like(a)
+            total = F.zeros_like(a)
+            for d in (a, b):
+                s = F.tanh(self.u(d) + s)
+                total = total + s
+            return s + total
+        return self.plain_tree(F, x, left, right, roots, combine=combine)
+
+
+@program(*BIN)
+class RematRecursionInPrediction(_Net):
+    """``remat=True`` on the recursion (recomputed in backward), a Dense head."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        def body(i):
+            return gluon_cf.cond(
+                F.take(left, i) < 0, lambda: F.take(x, i),
+                lambda: F.tanh(self.w(F.concat(node(F.take(left, i)), node(F.take(right, i)),
+                                               dim=1))))
+        node = gluon_cf.recursive(body, remat=True)
+        return self.u(self.roots(F, node, roots))
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        return self.u(self.plain_tree(F, x, left, right, roots))
+
+
+@program(*BIN)
+class SecondRecursionRootsFromTheFirstsArgmax(_Net):
+    """The second recursion's roots are computed from the first's rows (argmax of their
+    feature sums picks a root among the first's roots): data-decided roots."""
+    TOL = (1e-4, 1e-5)
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        a = self.roots(F, self.tree(F, x, left, right, "a"), roots)
+        pick = F.argmax(F.sum(a, axis=1), axis=0)
+        root2 = F.take(roots, pick)
+        b = self.roots(F, self.tree(F, x * -1, left, right, "b"), root2)
+        return a, b
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        a = self.plain_tree(F, x, left, right, roots)
+        pick = int(F.argmax(F.sum(a, axis=1), axis=0).asscalar())
+        return a, self.plain_tree(F, x * -1, left, right, roots[pick:pick + 1])
+
+
+@program(*BIN)
+class HeadReordersRowsByArgsort(_Tree):
+    """The rows reordered by the argsort of their first feature (take with the indices)."""
+
+    def head(self, F, h, x, bias):
+        order = F.argsort(F.slice_axis(h, axis=1, begin=0, end=1).reshape((-1,)))
+        return F.take(h, order), order
+
+
+@program(*BIN)
+class LeafBroadcastsTheBiasLikeItsRow(_Net):
+    """Leaves: zeros_like(row) + bias, as broadcast_like (one row per invocation)."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        node = self.tree(F, x, left, right, leaf=lambda i: F.zeros_like(F.take(x, i)) +
+                         F.broadcast_like(bias, F.take(x, i)))
+        return self.roots(F, node, roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        return self.plain_tree(F, x, left, right, roots, leaf=lambda i: bias)
+
+
+@program(*BIN)
+class ExplicitInvokeOfTheRecursiveFunction(_Net):
+    """``gluon_cf.invoke(fn, i)`` in place of calling the recursive function."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        def body(i):
+            return gluon_cf.cond(
+                F.take(left, i) < 0, lambda: F.take(x, i) * 3,
+                lambda: F.tanh(self.w(F.concat(gluon_cf.invoke(node, F.take(left, i)),
+                                               gluon_cf.invoke(node, F.take(right, i)),
+                                               dim=1))))
+        node = gluon_cf.recursive(body, name="invoked")
+        hs, _ = gluon_cf.foreach(lambda r, _: (gluon_cf.invoke(node, r), []), roots, [])
+        return F.reshape(hs, (-3, -2))
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        return self.plain_tree(F, x, left, right, roots, leaf=lambda i: x[i:i + 1] * 3)
+
+
+@program(*BIN)
+class OutputsSlicedAndReshapedAfterward(_Tree):
+    """The rows sliced to two features, flattened, reshaped to (-1, 1) and summed by row."""
+
+    def head(self, F, h, x, bias):
+        two = F.slice_axis(h, axis=1, begin=1, end=3)
+        flat = F.reshape(two, (-1, 1))
+        return flat, F.sum(two, axis=1, keepdims=True)
+
+
+@program(*BIN)
+class ChildrenAttentionSoftmax(_Net):
+    """Attention over the two children: a softmax of their v-scores weighs them."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        def combine(a, b, i):
+            scores = F.softmax(F.concat(self.v(a), self.v(b), dim=1), axis=1)
+            wa = F.slice_axis(scores, axis=1, begin=0, end=1)
+            wb = F.slice_axis(scores, axis=1, begin=1, end=2)
+            return F.tanh(self.u(F.broadcast_mul(a, wa) + F.broadcast_mul(b, wb)))
+        return self.roots(F, self.tree(F, x, left, right, combine=combine), roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        def combine(a, b, i):
+            scores = F.softmax(F.concat(self.v(a), self.v(b), dim=1), axis=1)
+            return F.tanh(self.u(a * scores[:, 0:1] + b * scores[:, 1:2]))
+        return self.plain_tree(F, x, left, right, roots, combine=combine)
+
+
+@program(*NARY)
+class NaryCountAndMeanFloat64Count(_Net):
+    """N-ary: the subtree's node count as float64 and the mean of the children's rows."""
+
+    def hybrid_forward(self, F, x, ptr, cidx, roots, bias):
+        @gluon_cf.recursive
+        def node(i):
+            start, end = F.take(ptr, i), F.take(ptr, i + 1)
+            _, (_, total, count) = gluon_cf.while_loop(
+                lambda k, t, c: k < end,
+                lambda k, t, c: (None, [k + 1, t + node(F.take(cidx, k))[0],
+                                        c + node(F.take(cidx, k))[1]]),
+                [start, F.zeros((1, H)), F.zeros((1, 1), dtype="float64")], max_iterations=6)
+            kids = F.reshape(end - start, (1, 1))
+            mean = F.broadcast_div(total, F.maximum(kids, F.ones_like(kids)))
+            return [F.tanh(self.u(F.take(x, i)) + mean), count + 1]
+        (h, c), _ = gluon_cf.foreach(lambda r, _: (list(node(r)), []), roots, [])
+        return F.reshape(h, (-3, -2)), c
+
+    def plain_forward(self, F, x, ptr, cidx, roots, bias):
+        def body(node, i, kids):
+            total, count = F.zeros((1, H)), F.zeros((1, 1), dtype="float64")
+            for c in kids:
+                h, n = node(c)
+                total, count = total + h, count + n
+            mean = total / max(len(kids), 1)
+            return [F.tanh(self.u(x[i:i + 1]) + mean), count + 1]
+        res = nary_walk(F, x, ptr, cidx, roots, body)
+        return F.concat(*[r[0] for r in res], dim=0), F.stack(*[r[1] for r in res])

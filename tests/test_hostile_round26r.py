@@ -261,3 +261,62 @@ def test_executor_reshape_with_the_datas_shapes_keeps_a_weight_read_in_a_recursi
         np.testing.assert_allclose(out.asnumpy(), want.asnumpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), x.grad.asnumpy(), rtol=1e-5,
                                    atol=1e-6)
+
+
+# ---- the programs: a sample run in CI (the round ran each on every mode) ---------------------
+
+# (program, the executor its recorded calls run on): prediction runs on the batched executor,
+# in the calling thread (NOTE [recursion inference in the calling thread])
+SAMPLE = [(programs.HeadSoftmaxArgmaxAndSum, "dynamic"),
+          (programs.TwoRecursionsMultiplied, "batched"),
+          (programs.LeafCountsAndSharedScalar, "unbatched"),
+          (programs.ThreeFunctionsInTurn, "batched"),
+          (programs.RecursionInsideBlockCond, "dynamic"),
+          (programs.InputThroughBatchNormThenRecursion, "batched"),
+          (programs.NaryLeafReturnsBiasMaxPool, "batched")]
+
+
+@pytest.mark.parametrize("cls,mode", SAMPLE, ids=[c.__name__ for c, _ in SAMPLE])
+def test_program_equals_plain_python_recorded_and_predicted(cls, mode):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for record in (True, False):
+            net = make(cls)
+            net.hybridize()
+            before = hybrid_inline.INLINE_RUNS[0]
+            for k, arrays in enumerate(PROGRAMS[cls]):
+                want = hostile_harness._outcome(
+                    lambda: run(make(cls), arrays, plain=True, record=record))
+                assert want[0] == "value", want[1]
+                got = hostile_harness._outcome(lambda: with_mode(
+                    mode if record else "batched", lambda: run(net, arrays, record=record)))
+                hostile_harness.assert_equal_to_oracle(want, got, FILES, None, (record, k))
+            if not record:
+                assert hybrid_inline.INLINE_RUNS[0] - before == len(PROGRAMS[cls])
+
+
+class _CustomOpBefore(gluon.HybridBlock):
+    """A user's CustomOp (doubling) applied to x before a foreach whose body reads it."""
+
+    def hybrid_forward(self, F, x, h):
+        y = F.Custom(x, op_type="hostile26r_scale2") if F is mx.sym else x * 2
+        return gluon_cf.foreach(lambda d, s: (d + s, F.broadcast_add(s, F.sum(y))), x, h)
+
+
+def test_a_user_custom_op_before_a_body_reading_its_result_trains_hybridized():
+    """Round 26r: as the BatchNorm above, "body calls the user CustomOp ... training is
+    refused" for a CustomOp outside the body; it trains as eager MXNet (x * 2 for it)."""
+    results = []
+    for hybridize in (False, True):
+        net = _CustomOpBefore()
+        if hybridize:
+            net.hybridize()
+        x = nd.array(np.random.RandomState(1).uniform(-1, 1, (4, 3)))
+        x.attach_grad()
+        with autograd.record():
+            out, state = net(x, nd.ones((3,)))
+            loss = (out * out).sum() + state.sum()
+        loss.backward()
+        results.append([out.asnumpy(), state.asnumpy(), x.grad.asnumpy()])
+    for g, w in zip(*results[::-1]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
