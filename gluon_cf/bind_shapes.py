@@ -19,6 +19,7 @@ NOTE [arguments of undecided shape]
 """
 import json
 import re
+from typing import Set
 
 import mxnet as mx
 
@@ -294,18 +295,19 @@ def _reshape(self, *args, **kwargs):
 
 
 def _kept_shapes(executor, kwargs):
-    """NOTE [arguments a reshape leaves]: the bound shapes of the arguments ``reshape`` is not
-    given and cannot infer from those it is, for a symbol holding gluon_cf nodes.
+    """The bound shapes of the arguments ``reshape`` is not given and cannot infer from those
+    it is, for a symbol holding gluon_cf nodes.
 
-    MXNet's ``Executor.reshape`` infers every argument it is not given and refuses one that
-    comes out otherwise ("Shape of unspecifie arg: w changed"); a layer's weight inside a
-    recursion's function is not inferred from the data (the function's output shape is the
-    recursion's fixpoint), so ``reshape(x=..., roots=...)``, as ``Module.reshape`` and a
-    BucketingModule call it with the data's shapes alone, failed where it was bound with the
-    weight's shape (MXNet's own foreach infers a layer's weight in its body). An argument read
-    by a node holding a recursion keeps the shape it was bound with (round 26r), unless the
-    given shapes contradict it (then the reshape's own error asks for it); others are left to
-    MXNet's inference, whose refusals its own control flow shares."""
+    NOTE [arguments a reshape leaves]: MXNet's ``Executor.reshape`` infers every argument it
+    is not given and refuses one that comes out otherwise ("Shape of unspecifie arg: w
+    changed"); a layer's weight inside a recursion's function is not inferred from the data
+    (the function's output shape is the recursion's fixpoint), so ``reshape(x=...,
+    roots=...)``, as ``Module.reshape`` and a BucketingModule call it with the data's shapes
+    alone, failed where it was bound with the weight's shape (MXNet's own foreach infers a
+    layer's weight in its body). An argument read by a node holding a recursion keeps the
+    shape it was bound with (round 26r), unless the given shapes contradict it (then the
+    reshape's own error asks for it); others are left to MXNet's inference, whose refusals
+    its own control flow shares."""
     symbol = executor._symbol
     text = symbol.tojson()
     if not holds_gluon_cf_nodes(text):
@@ -330,7 +332,7 @@ def _kept_shapes(executor, kwargs):
 def _read_by_recursions(graph_json):
     """Names of the variables read by a gluon_cf node holding a recursion."""
     nodes = graph_json["nodes"]
-    names = set()
+    names: Set[str] = set()
     for n in nodes:
         if registry.kind_of(n) and (registry.kind_of(n) == "recursion" or any(
                 registry.kind_of(m) == "recursion"

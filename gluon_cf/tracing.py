@@ -165,7 +165,7 @@ def trace(op, role, num_inputs, call):
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
         group = mx.sym.Group(flat)
     captured = _cut(group, uid, op)
-    # NOTE [what a body holds]: refused once the outer values are cut off
+    # (refused once the outer values are cut off: NOTE [what a body holds])
     _refuse_unsupported_ops(group, op, role)
     fresh_names = {v.name for v in fresh}
     internals = None

@@ -1084,3 +1084,35 @@ class NaryCountAndMeanFloat64Count(_Net):
             return [F.tanh(self.u(x[i:i + 1]) + mean), count + 1]
         res = nary_walk(F, x, ptr, cidx, roots, body)
         return F.concat(*[r[0] for r in res], dim=0), F.stack(*[r[1] for r in res])
+
+
+@program(*BIN)
+class LeafCondOnASharedPredicateReturnsTheBias(_Net):
+    """A leaf's cond whose predicate reads only the bias parameter (the same for every row of
+    a batch): the bias itself, or the leaf's row; the bias's sum decides."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        leaf = lambda i: gluon_cf.cond(F.sum(bias) > 0.3, lambda: bias,   # noqa: E731
+                                       lambda: F.take(x, i))
+        return self.roots(F, self.tree(F, x, left, right, leaf=leaf), roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        use = float(F.sum(bias).asscalar()) > 0.3
+        return self.plain_tree(F, x, left, right, roots,
+                               leaf=lambda i: bias if use else x[i:i + 1])
+
+
+@program(*BIN)
+class InternalCondOnASharedPredicateReturnsAConstant(_Net):
+    """An internal node's cond on the bias's sum: a constant ones((1, H)) or the combination."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        def combine(a, b, i):
+            return gluon_cf.cond(F.sum(bias) < 0.3, lambda: F.ones((1, H)) * 0.25,
+                                 lambda: F.tanh(self.w(F.concat(a, b, dim=1))))
+        return self.roots(F, self.tree(F, x, left, right, combine=combine), roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        const = float(F.sum(bias).asscalar()) < 0.3
+        return self.plain_tree(F, x, left, right, roots, combine=lambda a, b, i: F.ones(
+            (1, H)) * 0.25 if const else F.tanh(self.w(F.concat(a, b, dim=1))))
