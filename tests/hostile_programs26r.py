@@ -13,12 +13,13 @@ Each block's ``plain_forward`` is the oracle: plain Python recursion on NDArrays
 predicates read on the host)."""
 import mxnet as mx
 import numpy as np
-from mxnet.gluon import HybridBlock, nn
+from mxnet.gluon import nn
 
 import gluon_cf
 
 import hostile_harness
 from hostile_programs17b import BAL, comb, forest
+import hostile_programs25r
 from hostile_programs25r import H, cat, walk
 from hostile_programs25r_b import csr, nary_walk
 
@@ -39,21 +40,15 @@ NARY = (csr([[1, 2, 3], [], [4], [], [5, 6], [], []], [0, 2, 6], 2606),
         csr([[1], [2], [3], []], [0], 2608))
 
 
-class _Net(HybridBlock):
-    """Dense ``w`` (2H -> H), ``u`` (H -> H), ``v`` (H -> 1), a bias parameter (1, H)."""
-
-    NO_GRAD = (1, 2, 3)
-
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.w = nn.Dense(H, in_units=2 * H, flatten=False)
-            self.u = nn.Dense(H, in_units=H, flatten=False)
-            self.v = nn.Dense(1, in_units=H, flatten=False)
-            self.bias = self.params.get("bias", shape=(1, H), init=mx.init.Uniform(0.5))
-            self.extra()
+class _Net(hostile_programs25r._Net):
+    """Round 25r's layers (Dense ``w`` 2H -> H, ``u`` and ``u2`` H -> H, ``v`` H -> 1, an
+    embedding) and a bias parameter (1, H); ``more()`` adds a program's own."""
 
     def extra(self):
+        self.bias = self.params.get("bias", shape=(1, H), init=mx.init.Uniform(0.5))
+        self.more()
+
+    def more(self):
         pass
 
     # the TreeRNN cell every program shares: hybridized and plain
@@ -124,7 +119,7 @@ class HeadFloat16Cast(_Tree):
 class HeadBatchNorm(_Tree):
     """BatchNorm over the rows (running statistics in prediction, the batch's in training)."""
 
-    def extra(self):
+    def more(self):
         self.bn = nn.BatchNorm(in_channels=H)
 
     def head(self, F, h, x, bias):
@@ -136,7 +131,7 @@ class HeadDropout(_Tree):
     """Dropout over the rows: identity in prediction (a random operator in the graph)."""
     PREDICT_ONLY = True
 
-    def extra(self):
+    def more(self):
         self.drop = nn.Dropout(0.3)
 
     def head(self, F, h, x, bias):
@@ -266,7 +261,7 @@ class UserCustomOpInTheLeaf(_Net):
 class InputThroughBatchNormThenRecursion(_Net):
     """x through BatchNorm (aux states) and Dense before the recursion reads it."""
 
-    def extra(self):
+    def more(self):
         self.bn = nn.BatchNorm(in_channels=H)
 
     def hybrid_forward(self, F, x, left, right, roots, bias):
@@ -282,7 +277,7 @@ class EmbeddingOfRowIdsBeforeRecursion(_Net):
     """The leaves read an Embedding of their row index computed for all rows before."""
     NO_GRAD = (0, 1, 2, 3)
 
-    def extra(self):
+    def more(self):
         self.embed = nn.Embedding(40, H)
 
     def hybrid_forward(self, F, x, left, right, roots, bias):
@@ -594,7 +589,7 @@ class ThreeFunctionsInTurnEmbeddingLeaves(_Net):
     """Three functions in turn whose leaves embed their token (token ids need no gradient)."""
     NO_GRAD = (0, 1, 2, 3)
 
-    def extra(self):
+    def more(self):
         self.embed = nn.Embedding(8, H)
 
     def hybrid_forward(self, F, toks, left, right, roots, bias):
@@ -885,45 +880,41 @@ class LeafRandomNormalTimesZero(_Net):
         return self.plain_tree(F, x, left, right, roots)
 
 
+class _CellCombine(_Net):
+    """``_combine(F, a, b)`` (a program's cell) combines the children."""
+
+    def hybrid_forward(self, F, x, left, right, roots, bias):
+        return self.roots(F, self.tree(F, x, left, right,
+                                       combine=lambda a, b, i: self._combine(F, a, b)), roots)
+
+    def plain_forward(self, F, x, left, right, roots, bias):
+        return self.plain_tree(F, x, left, right, roots,
+                               combine=lambda a, b, i: self._combine(F, a, b))
+
+
 @program(*BIN)
-class LstmCellCombine(_Net):
+class LstmCellCombine(_CellCombine):
     """An rnn.LSTMCell combines the children (its input their sum, its state the left's)."""
 
-    def extra(self):
+    def more(self):
         self.cell = mx.gluon.rnn.LSTMCell(H, input_size=H)
 
     def _combine(self, F, a, b):
         out, _ = self.cell(a + b, [a, b])
         return out
 
-    def hybrid_forward(self, F, x, left, right, roots, bias):
-        return self.roots(F, self.tree(F, x, left, right,
-                                       combine=lambda a, b, i: self._combine(F, a, b)), roots)
-
-    def plain_forward(self, F, x, left, right, roots, bias):
-        return self.plain_tree(F, x, left, right, roots,
-                               combine=lambda a, b, i: self._combine(F, a, b))
-
 
 @program(*BIN)
-class GruCellAndLayerNormCombine(_Net):
+class GruCellAndLayerNormCombine(_CellCombine):
     """A GRUCell then LayerNorm combine the children."""
 
-    def extra(self):
+    def more(self):
         self.cell = mx.gluon.rnn.GRUCell(H, input_size=H)
         self.norm = nn.LayerNorm(in_channels=H)
 
     def _combine(self, F, a, b):
         out, _ = self.cell(a, [b])
         return self.norm(out)
-
-    def hybrid_forward(self, F, x, left, right, roots, bias):
-        return self.roots(F, self.tree(F, x, left, right,
-                                       combine=lambda a, b, i: self._combine(F, a, b)), roots)
-
-    def plain_forward(self, F, x, left, right, roots, bias):
-        return self.plain_tree(F, x, left, right, roots,
-                               combine=lambda a, b, i: self._combine(F, a, b))
 
 
 @program(*BIN)
