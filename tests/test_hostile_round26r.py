@@ -1,8 +1,9 @@
-"""Issue 24, hostile recursion round 26r. The blocks of ``hostile_programs26r.py`` run plain
-(their ``plain_forward``: Python recursion on NDArrays, the oracle), eagerly and hybridized on
-each executor (batched with ahead-of-time schedules, batched dynamically, unbatched), recorded
-and in prediction (a hybridized block's inference then runs in the calling thread, NOTE
-[recursion inference in the calling thread]); and what this round fixed."""
+"""Issue 24, hostile recursion round 26r. The blocks of ``hostile_programs26r.py`` and
+``hostile_programs26r_b.py`` run plain (their ``plain_forward``: Python recursion on NDArrays,
+the oracle), eagerly and hybridized on each executor (batched with ahead-of-time schedules,
+batched dynamically, unbatched), recorded and in prediction (a hybridized block's inference
+then runs in the calling thread, NOTE [recursion inference in the calling thread]); a sample
+runs here. And what this round fixed."""
 import warnings
 
 import mxnet as mx
@@ -13,12 +14,13 @@ from mxnet import autograd, gluon, nd
 import gluon_cf
 import hostile_harness
 import hostile_programs26r as programs
+import hostile_programs26r_b as programs_b
 from gluon_cf import hybrid_inline
 from test_recursion_hostile2 import make, run, with_mode
 
-FILES = [programs.__file__]
+FILES = [programs.__file__, programs_b.__file__]
 MODES = ("eager", "batched", "dynamic", "unbatched")
-PROGRAMS = programs.PROGRAMS
+PROGRAMS = {**programs.PROGRAMS, **programs_b.PROGRAMS}
 
 
 # ---- what this round fixed -------------------------------------------------------------------
@@ -270,10 +272,10 @@ def test_executor_reshape_with_the_datas_shapes_keeps_a_weight_read_in_a_recursi
 SAMPLE = [(programs.HeadSoftmaxArgmaxAndSum, "dynamic"),
           (programs.TwoRecursionsMultiplied, "batched"),
           (programs.LeafCountsAndSharedScalar, "unbatched"),
-          (programs.ThreeFunctionsInTurn, "batched"),
+          (programs_b.ThreeFunctionsInTurn, "batched"),
           (programs.RecursionInsideBlockCond, "dynamic"),
           (programs.InputThroughBatchNormThenRecursion, "batched"),
-          (programs.NaryLeafReturnsBiasMaxPool, "batched")]
+          (programs_b.NaryLeafReturnsBiasMaxPool, "batched")]
 
 
 @pytest.mark.parametrize("cls,mode", SAMPLE, ids=[c.__name__ for c, _ in SAMPLE])
