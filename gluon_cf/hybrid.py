@@ -42,7 +42,8 @@ from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError
 from .graph.cached_graph import ReshapeChecks, check_reshapes
-from .hybrid_inline import INLINE_FAILED, INLINE_RUNS, inference_inline, inline_inference_graph
+from .hybrid_inline import (INLINE_FAILED, INLINE_RUNS, inference_inline,
+                            inline_inference_graph, not_lost)
 from .errors import ZeroSizeError, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS
@@ -161,13 +162,15 @@ def _run_built(self, args, lock):
         cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
         # (a sparse one: as the Custom operator gives a node, NOTE [sparse inputs of a node])
         first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
+    inline_error = None
     if first_inline:
         try:
             out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
             return _block._regroup(out, self._out_format)
-        except Exception:   # noqa: BLE001 - the CachedOp's call below gives its own error
+        except Exception as err:   # noqa: BLE001 - the CachedOp's call below gives its own
             INLINE_FAILED[0] += 1
+            inline_error = err
     with lock:
         if not partitioned or fmt != self._in_format:
             if key not in plan.reshapes_checked:   # NOTE [a reshape to another size]
@@ -176,7 +179,7 @@ def _run_built(self, args, lock):
                     plan.reshape_checks)
                 plan.reshapes_checked.add(key)
             try:   # the CachedOp, as long as every node can declare its output shapes
-                return _original_call_cached_op(self, *args)
+                return not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
                 # attribute shape in the graph", whatever the inputs): the next call builds a
