@@ -270,7 +270,6 @@ def test_executor_reshape_with_the_datas_shapes_keeps_a_weight_read_in_a_recursi
 # (program, the executor its recorded calls run on): prediction runs on the batched executor,
 # in the calling thread (NOTE [recursion inference in the calling thread])
 SAMPLE = [(programs.HeadSoftmaxArgmaxAndSum, "dynamic"),
-          (programs.TwoRecursionsMultiplied, "batched"),
           (programs.LeafCountsAndSharedScalar, "unbatched"),
           (programs_b.ThreeFunctionsInTurn, "batched"),
           (programs.RecursionInsideBlockCond, "dynamic"),
@@ -286,7 +285,7 @@ def test_program_equals_plain_python_recorded_and_predicted(cls, mode):
             net = make(cls)
             net.hybridize()
             before = hybrid_inline.INLINE_RUNS[0]
-            for k, arrays in enumerate(PROGRAMS[cls]):
+            for k, arrays in enumerate(PROGRAMS[cls][:3]):   # (mixed, one node, leaves)
                 want = hostile_harness._outcome(
                     lambda: run(make(cls), arrays, plain=True, record=record))
                 assert want[0] == "value", want[1]
@@ -294,7 +293,7 @@ def test_program_equals_plain_python_recorded_and_predicted(cls, mode):
                     mode if record else "batched", lambda: run(net, arrays, record=record)))
                 hostile_harness.assert_equal_to_oracle(want, got, FILES, None, (record, k))
             if not record:
-                assert hybrid_inline.INLINE_RUNS[0] - before == len(PROGRAMS[cls])
+                assert hybrid_inline.INLINE_RUNS[0] - before == len(PROGRAMS[cls][:3])
 
 
 class _CustomOpBefore(gluon.HybridBlock):
