@@ -59,3 +59,23 @@ def _no_gradient_passthrough(symbol):
     """
     outputs = [symbol[i] for i in range(len(symbol.list_outputs()))]
     return mx.sym.Group([o * 1 for o in outputs])
+
+
+# NOTE [an input returned as an output]
+#     A hybridized block's graph holding a Custom operator (a gluon_cf node, MXNet's own
+#     ``F.contrib.cond`` as well) whose output is one of the block's inputs as it is
+#     (``return out, h``, a state passed through), recorded: when that output's gradient
+#     reaches backward and the input needs none, MXNet 1.9.1's CachedOp backward fails its
+#     own check ("storage_type_num_unknown_nodes (1 vs. 0)", naming no line), where the same
+#     block eagerly, or without the node, trains. The block's CachedOp is built from its graph
+#     with such heads copied (``identity``): a real operator between the input and the output,
+#     as MXNet's check needs; values and gradients unchanged (round 26r). Its graph, exported
+#     and inspected, stays the user's.
+def copied_variable_heads(symbol):
+    """``symbol`` with every output that is a variable copied through ``identity``, or None
+    when none is (NOTE [an input returned as an output])."""
+    outputs = [symbol[i] for i in range(len(symbol.list_outputs()))]
+    if not any(o.get_children() is None for o in outputs):
+        return None
+    return mx.sym.Group([mx.sym.identity(o) if o.get_children() is None else o
+                         for o in outputs])

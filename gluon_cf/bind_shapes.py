@@ -19,6 +19,7 @@ NOTE [arguments of undecided shape]
 """
 import json
 import re
+from typing import Set
 
 import mxnet as mx
 
@@ -27,6 +28,7 @@ from .checks import ArgumentValueError, LoopVarShapeChange
 from .errors import mxnet_message, where_created
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.cached_graph import check_reshapes
+from .graph.decoded import nodes_of_spec
 from .node import IncompleteShapeError
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
@@ -276,6 +278,7 @@ def _bound_shapes(symbol, given):
 
 
 def _reshape(self, *args, **kwargs):
+    kwargs.update(_kept_shapes(self, kwargs))
     try:
         executor = _original_reshape(self, *args, **kwargs)
     except mx.MXNetError as err:
@@ -289,6 +292,54 @@ def _reshape(self, *args, **kwargs):
     if undecided:
         raise IncompleteShapeError("Executor.reshape: " + _message(undecided) + " to reshape")
     return executor
+
+
+def _kept_shapes(executor, kwargs):
+    """The bound shapes of the arguments ``reshape`` is not given and cannot infer from those
+    it is, for a symbol holding gluon_cf nodes.
+
+    NOTE [arguments a reshape leaves]: MXNet's ``Executor.reshape`` infers every argument it
+    is not given and refuses one that comes out otherwise ("Shape of unspecifie arg: w
+    changed"); a layer's weight inside a recursion's function is not inferred from the data
+    (the function's output shape is the recursion's fixpoint), so ``reshape(x=...,
+    roots=...)``, as ``Module.reshape`` and a BucketingModule call it with the data's shapes
+    alone, failed where it was bound with the weight's shape (MXNet's own foreach infers a
+    layer's weight in its body). An argument read by a node holding a recursion keeps the
+    shape it was bound with (round 26r), unless the given shapes contradict it (then the
+    reshape's own error asks for it); others are left to MXNet's inference, whose refusals
+    its own control flow shares."""
+    symbol = executor._symbol
+    text = symbol.tojson()
+    if not holds_gluon_cf_nodes(text):
+        return {}
+    read = _read_by_recursions(json.loads(text))
+    given = {k: v for k, v in kwargs.items() if isinstance(v, tuple)}
+    try:
+        inferred, _, _ = symbol.infer_shape_partial(**given)
+    except mx.MXNetError:
+        return {}    # (the reshape itself says what is wrong)
+    kept = {name: array.shape for name, shape, array in
+            zip(symbol.list_arguments(), inferred, executor.arg_arrays)
+            if name in read and name not in given and array is not None and
+            not registry.is_complete(shape)}
+    try:   # (a kept shape the given ones contradict: the reshape's own error says which)
+        symbol.infer_shape_partial(**given, **kept)
+    except Exception:   # noqa: BLE001 - MXNet's or a gluon_cf rule's refusal alike
+        return {}
+    return kept
+
+
+def _read_by_recursions(graph_json):
+    """Names of the variables read by a gluon_cf node holding a recursion."""
+    nodes = graph_json["nodes"]
+    names: Set[str] = set()
+    for n in nodes:
+        if registry.kind_of(n) and (registry.kind_of(n) == "recursion" or any(
+                registry.kind_of(m) == "recursion"
+                for m in nodes_of_spec(json.loads(n["attrs"]["spec"])))):
+            names.update(nodes[src]["name"] for src, *_ in n["inputs"]
+                         if nodes[src]["op"] == "null")
+    return names
 
 
 _simple_bind.__doc__ = _original_simple_bind.__doc__

@@ -42,13 +42,14 @@ from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import ReshapeChecks, check_reshapes
-from .hybrid_inline import INLINE_FAILED, INLINE_RUNS, inference_inline, inline_inference_graph
+from .hybrid_inline import (INLINE_FAILED, INLINE_RUNS, inference_inline,
+                            inline_inference_graph, not_lost)
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
+from ._cachedop import copied_variable_heads
 from .shared_handles import own_handles
-from .symbol_entries import (check_parameter_shapes, check_symbol_file_contents,
-                             parameter_file_error)
+from . import symbol_loading  # noqa: F401  (SymbolBlock.imports and mx.sym.load, patched)
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -166,13 +167,15 @@ def _run_built(self, args, lock):
         cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
         # (a sparse one: as the Custom operator gives a node, NOTE [sparse inputs of a node])
         first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
+    inline_error = None
     if first_inline:
         try:
             out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
             return _block._regroup(out, self._out_format)
-        except Exception:   # noqa: BLE001 - the CachedOp's call below gives its own error
+        except Exception as err:   # noqa: BLE001 - the CachedOp's call below gives its own
             INLINE_FAILED[0] += 1
+            inline_error = err
     with lock:
         if not partitioned or fmt != self._in_format:
             if key not in plan.reshapes_checked:   # NOTE [a reshape to another size]
@@ -181,7 +184,7 @@ def _run_built(self, args, lock):
                     plan.reshape_checks)
                 plan.reshapes_checked.add(key)
             try:   # the CachedOp, as long as every node can declare its output shapes
-                return _original_call_cached_op(self, *args)
+                return not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
                 # attribute shape in the graph", whatever the inputs): the next call builds a
@@ -648,38 +651,19 @@ _block.HybridBlock.export = _export
 
 
 _block.HybridBlock._call_cached_op = _call_cached_op
-_original_imports = _block.SymbolBlock.imports
+_original_build_cache = _block.HybridBlock._build_cache
 
 
-def _imports(symbol_file, *args, **kwargs):
-    """``SymbolBlock.imports``, checking the file first (NOTE [files are checked before MXNet
-    reads them] in ``symbol_file.py``)."""
-    check_symbol_file_contents(symbol_file)
-    param_file = args[1] if len(args) > 1 else kwargs.get("param_file")
-    try:
-        block = _original_imports(symbol_file, *args, **kwargs)
-    except mx.MXNetError as err:   # the parameter file's, in our words
-        ours = param_file and parameter_file_error(err, param_file)
-        if not ours:
-            raise
-        raise ours from None
-    if param_file:
-        check_parameter_shapes(block, symbol_file, param_file)
-    return block
+def _build_cache(self, *args):
+    """``HybridBlock._build_cache``: NOTE [an input returned as an output] in _cachedop.py."""
+    _original_build_cache(self, *args)
+    copied = copied_variable_heads(self._cached_graph[1]) if has_gluon_cf_nodes(
+        json.loads(self._cached_graph[1].tojson())) else None
+    if copied is not None:
+        indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]
+                   for kind in (True, False)]
+        self._cached_op = mx.nd.CachedOp(copied, [("data_indices", indices[0]),
+                                                  ("param_indices", indices[1])] + self._flags)
 
 
-_imports.__doc__ = _original_imports.__doc__
-_original_load = mx.symbol.symbol.load
-
-
-def _load(fname):
-    """``mx.sym.load``, checking a file holding gluon_cf nodes or MXNet's own control-flow
-    nodes first (NOTE [MXNet's control-flow nodes] in ``symbol_file.py``): a tampered
-    ``_foreach`` loaded, then segfaulted its first run."""
-    check_symbol_file_contents(fname)
-    return _original_load(fname)
-
-
-_load.__doc__ = _original_load.__doc__
-mx.symbol.symbol.load = mx.symbol.load = mx.sym.load = _load
-_block.SymbolBlock.imports = staticmethod(_imports)
+_block.HybridBlock._build_cache = _build_cache

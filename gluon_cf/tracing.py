@@ -164,8 +164,9 @@ def trace(op, role, num_inputs, call):
         # input: copy inputs, outer values and variables through an identity inside the scope.
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
         group = mx.sym.Group(flat)
-    _refuse_unsupported_ops(group, op, role)
     captured = _cut(group, uid, op)
+    # (refused once the outer values are cut off: NOTE [what a body holds])
+    _refuse_unsupported_ops(group, op, role)
     fresh_names = {v.name for v in fresh}
     internals = None
     for name in group.list_inputs():
@@ -179,7 +180,14 @@ def trace(op, role, num_inputs, call):
 
 def _refuse_unsupported_ops(group, op, role):
     """Refuse operators a body cannot hold: auxiliary state in training, user CustomOps under
-    autograd, MXNet's own cond and while_loop."""
+    autograd, MXNet's own cond and while_loop.
+
+    NOTE [what a body holds]: ``group``, once cut (:func:`_cut`), holds the body's own
+    operators only; before the cut it also held every outer operator the body's captured
+    values were computed by, so a BatchNorm (or a user CustomOp, MXNet's own cond) applied
+    *before* a loop or recursion whose body reads its result refused hybridized training
+    ("body calls BatchNorm"), where it runs in the block's graph, outside every gluon_cf
+    node, and trains as eagerly (round 26r)."""
     training = mx.autograd.is_training()
     recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:
@@ -219,11 +227,27 @@ def _cut(group, uid, op):
     for i in range(num.value):
         outer = mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle))
         name = outer.list_outputs()[0]
-        if name in captured and captured[name].tojson() != outer.tojson():
-            raise ValueError("gluon_cf.%s: two different outer values are both named %r; give "
-                             "them distinct names" % (op, name))
+        if name in captured and not _same_value(captured[name], outer):
+            raise _same_name_error(op, name)
         captured.setdefault(name, outer)
     return captured
+
+
+def _same_value(a, b):
+    """Whether two outer symbols of one name are one value: the same node, or variables.
+
+    NOTE [variables of one name]: MXNet binds arguments by name, so two variables of one name
+    are one argument (``S.FullyConnected(..., name="fc")`` in both branches of a cond creates
+    ``fc_weight`` twice, inside each branch's trace: MXNet 1.9.1's own cond lists it once and
+    binds it once). They were refused as "two different outer values" (round 26r); computed
+    values of one name still are: which one a body reads would be a guess."""
+    return a is b or (a.get_children() is None and b.get_children() is None) or \
+        a.tojson() == b.tojson()
+
+
+def _same_name_error(op, name):
+    return ValueError("%s: two different outer values are both named %r (computed by two "
+                      "operators); give them distinct names" % (op_at(op), name))
 
 
 def merge_captures(op, traced_graphs, first_slot, walk_order=False):
@@ -243,9 +267,8 @@ def merge_captures(op, traced_graphs, first_slot, walk_order=False):
             captured = sorted(captured, key=lambda item: walk.get(item[0], len(walk)))
         for name, sym in captured:
             if name in pooled:
-                if pooled[name] is not sym and pooled[name].tojson() != sym.tojson():
-                    raise ValueError("gluon_cf.%s: two different outer values are both named %r;"
-                                     " give them distinct names" % (op, name))
+                if not _same_value(pooled[name], sym):
+                    raise _same_name_error(op, name)
                 continue
             pooled[name] = sym
     names = list(pooled)
