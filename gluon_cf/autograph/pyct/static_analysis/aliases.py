@@ -290,7 +290,25 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             iterated = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and \
                 name not in [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
             shared.setdefault(name, node.iter if iterated else node)
+    frame = next((node for node in own_nodes(func) if _frame_read(node)), None)
+    if frame is not None:
+        # NOTE [a frame's dict shares every variable]
+        #     ``keep = locals()["outputs"]`` (or vars(), eval, exec, f_locals) binds ``keep``
+        #     to any variable's array, with no name of it in the syntax: every variable is
+        #     shared there (an item write after it was the graph's new array while
+        #     ``keep`` saw plain Python's write).
+        for node in ast.walk(func):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                shared.setdefault(node.id, frame)
     return shared
+
+
+def _frame_read(node):
+    """Whether ``node`` reads its frame's variables (``locals()``, ``vars()``, ``eval``,
+    ``exec``, ``.f_locals``)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id in {"locals", "vars", "eval", "exec"} or \
+        isinstance(node, ast.Attribute) and node.attr == "f_locals"
 
 
 # Builtins given an array keep nothing of it and return no view of it
