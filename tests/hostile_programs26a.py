@@ -2096,3 +2096,178 @@ class WhileWithListOfTuplesAndStack(HybridBlock):
             h = h * 2
             pairs.append(h)
         return F.stack(*[p for p in pairs]).sum(axis=0) if pairs else h
+
+
+# ---------------------------------------------------------------- round two
+
+
+CUBES = ([rand(4, 2, 3, seed=2613)], [rand(4, 2, 3, seed=2614) * 2])
+
+
+@program(*PAIRS)
+class UnpackDuplicateTargetName(HybridBlock):
+    """``for a, a in x``: Python binds ``a`` to the second item."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for a, a in x:  # noqa: B007
+            h = h * 0.5 + a
+        return h
+
+
+@program(*PAIRS)
+class UnpackIntoAListTarget(HybridBlock):
+    """``for [a, b] in x`` and ``for _, b in x``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for [a, b] in x:
+            h = h + a * 2 - b
+        for _, b in x:
+            h = h * 0.5 + b
+        return h
+
+
+@program(*PAIRS)
+class UnpackIterableRebound(HybridBlock):
+    """``x = x * 0`` in the body: the iterable was evaluated once, before."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for a, b in x:
+            h = h + a * b
+            x = x * 0
+        return h + F.sum(x)
+
+
+@program(*PAIRS)
+class UnpackEnumerateIntoItemWrite(HybridBlock):
+    """``for t, (a, b) in enumerate(x)``, the pair's product collected and stacked."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [F.zeros((3,))]
+        for t, (a, b) in enumerate(x):
+            outs.append(a * b * t)
+        return F.stack(*outs)
+
+
+@program(*TIMES)
+class ItemWriteOneDimensionalSliceAndNegative(HybridBlock):
+    """A 1-D array: ``s[-1] = F.max(v)``, ``s[1:3] = v[:2]``, ``s[0] = 2.5``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        s = F.zeros((4,))
+        s[-1] = F.max(x[0])
+        s[1:3] = x[1, :2]
+        s[0] = 2.5
+        return s * x[2, 0]
+
+
+@program(*CUBES)
+class ItemWriteMiddleAxisWithColons(HybridBlock):
+    """``out[:, t, :] = s`` and ``out[..., t, :]`` of a (4, 2, 3) buffer."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        out = F.zeros_like(x)
+        out[:, 0, :] = x[:, 1, :] * 2
+        out[..., 1, :] = x[:, 0] - 1
+        out[3, ...] = x[0]
+        return out
+
+
+@program(*TIMES)
+class ItemWriteWrongBroadcastWithColon(HybridBlock):
+    """``outputs[t, :] = x`` (a (4, 3) value into a row): an NDArray's error."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        outputs[0, :] = x
+        return outputs
+
+
+@program(*TIMES)
+class ItemWriteTwoEllipses(HybridBlock):
+    """``outputs[..., ...] = 1``: numpy's and MXNet's error; refused."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        outputs[0, ..., ...] = 1.0
+        return outputs + x
+
+
+@program(*ROWS)
+class HelperSetsAKeyOfADictItMadeInStepWhile(HybridBlock):
+    """A tensor while's step makes a dict and a helper sets two keys."""
+
+    def fill(self, d, h):
+        d["a"] = h * 0.5
+        d["b"] = h + 1
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        i = F.zeros((1,))
+        while F.sum(i) < 3:
+            d = {}
+            self.fill(d, h)
+            h = d["a"] - d["b"] * 0.1
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class HelperDeletesAnItemOfTheStepsList(HybridBlock):
+    """``del items[0]`` in a helper on the step's list."""
+
+    def drop(self, items):
+        del items[0]
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            parts = [h, row, row * 2]
+            self.drop(parts)
+            h = F.tanh(parts[0] + parts[1])
+        return h
+
+
+@program(*ROWS)
+class HelperSetsAnItemOfAListHeldByTheStepsList(HybridBlock):
+    """``set_first(parts[0], v)``: the outer list held by the step's: refused."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outer = [F.zeros((3,))]
+        h = F.zeros((3,))
+        for row in x:
+            parts = [outer]
+            set_first(parts[0], row)
+            h = h + row
+        return h + outer[0]
+
+
+@program(*ROWS)
+class HelperSetsAnItemReturnedByAnotherHelper(HybridBlock):
+    """``parts = self.get()`` (an outer list returned) then ``set_first(parts, v)``."""
+
+    def get(self):
+        return self.store
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        self.store = [F.zeros((3,))]
+        h = F.zeros((3,))
+        for row in x:
+            parts = self.get()
+            set_first(parts, row)
+            h = h + row
+        return h + self.store[0]

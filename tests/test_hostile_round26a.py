@@ -25,7 +25,8 @@ WRITES_CONVERTED = {
     programs.ItemWriteTupleUnpackedBuffer, programs.ItemWriteOfSplitOutput,
     programs.ItemWriteOfAWhereResult, programs.ItemWriteAfterBroadcastToView,
     programs.ItemWriteSliceFromList, programs.ItemWriteAliasByAugmentedAssignOnAlias,
-    programs.ItemWriteCaughtIndexError}
+    programs.ItemWriteCaughtIndexError, programs.ItemWriteOneDimensionalSliceAndNegative,
+    programs.ItemWriteMiddleAxisWithColons}
 REFUSED = {
     programs.HelperAppendsToAListHeldByTheStepsList, programs.HelperAppendsToASliceCopy,
     programs.HelperAppendsToAnOuterListViaIf, programs.HelperAppendsToAnOuterListViaOr,
@@ -41,7 +42,9 @@ REFUSED = {
     programs.GlobalCounterInPythonLoopOverTensorRows, programs.HelperSetsAnItemOfAnOuterList,
     programs.HelperSetsAnItemOfTheStepsListUnderTensorIf, programs.ListOfTuplesCollected,
     programs.RangeOverRowsByIndex, programs.DictCarryWithNewKeyInLoop,
-    programs.MethodSideEffectCounterInTensorIf, programs.WhileWithListOfTuplesAndStack}
+    programs.MethodSideEffectCounterInTensorIf, programs.WhileWithListOfTuplesAndStack,
+    programs.HelperDeletesAnItemOfTheStepsList, programs.HelperSetsAnItemOfAListHeldByTheStepsList,
+    programs.HelperSetsAnItemReturnedByAnotherHelper}
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS if c not in WRITES],
@@ -110,3 +113,15 @@ def test_a_step_reading_the_list_it_appends_to_is_told_so():
     assert str(err).startswith(
         f"{programs.__file__}:{_line('for row in x:', block_class)}: for row in x: this for "
         f"loop is on a tensor and its step reads the list 'outs' it appends to; "), err
+
+
+def test_a_del_of_an_outside_item_in_a_tensor_loop_says_deletes():
+    """``del items[0]`` in a helper called from a tensor loop: refused, the message said it
+    "assigns items[0]"."""
+    err = hostile_harness.hybridized_error(programs.HelperDeletesAnItemOfTheStepsList,
+                                           programs.ROWS[0][0])
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    line = hostile_harness.line_in(programs.__file__, "        del items[0]",
+                                   programs.HelperDeletesAnItemOfTheStepsList)
+    assert str(err).startswith(f"{programs.__file__}:{line}: del items[0]: this statement "
+                               f"deletes items[0], inside the for loop on a tensor at "), err

@@ -88,7 +88,8 @@ class AssignmentsConverter(Converter):
                         isinstance(part.ctx, (ast.Store, ast.Del)):
                     root = root_name(part)
                     if root is None or scope.outer(root):
-                        what = f"assigns {ast.unparse(part)}"
+                        what = ("deletes " if isinstance(part.ctx, ast.Del) else
+                                "assigns ") + ast.unparse(part)
                 elif isinstance(part, ast.Name) and isinstance(part.ctx, (ast.Store, ast.Del)):
                     if part.id in scope.globals:
                         what = f"assigns the global variable {part.id!r}"

@@ -23,10 +23,11 @@ NOTE [autograph item assignment]
     NDArray reads them: ``outputs[t, :]``, ``outputs[..., t]``), of Python ints, on an array
     whose shape the input shapes give (NOTE [graphs traced for input shapes]); an int past
     the axis is the IndexError an NDArray raises. An int item of a 1-D array is of shape (1,),
-    as MXNet 1.x's ``scores[t]`` is (``scores[t] = F.sum(v)``, a (1,) value, converts). A value of another dtype than the array's (inferred from the call's
-    inputs' dtypes) is refused, saying to cast it (an NDArray casts it; a graph's concat refuses
-    two dtypes). Any other index (a tensor, a step, several axes), a value whose shape does not
-    broadcast to the part, or an unknown shape is refused at the line."""
+    as MXNet 1.x's ``scores[t]`` is (``scores[t] = F.sum(v)``, a (1,) value, converts). A
+    value of another dtype than the array's (inferred from the call's inputs' dtypes) is
+    refused, saying to cast it (an NDArray casts it; a graph's concat refuses two dtypes).
+    Any other index (a tensor, a step, several axes), a value whose shape does not broadcast
+    to the part, or an unknown shape is refused at the line."""
 import numbers
 
 import mxnet as mx
