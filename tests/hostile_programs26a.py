@@ -2271,3 +2271,186 @@ class HelperSetsAnItemReturnedByAnotherHelper(HybridBlock):
             set_first(parts, row)
             h = h + row
         return h + self.store[0]
+
+
+def _set_last(items):
+    global LAST
+    for LAST in items:
+        pass
+
+
+@program(*ROWS)
+class GlobalLoopTargetInHelperReadAfter(HybridBlock):
+    """A helper's ``global LAST; for LAST in items: pass``, ``LAST`` read after the call."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        _set_last([x[0], F.sum(x, axis=0) * 2])
+        return LAST * 1
+
+
+@program(*ROWS)
+class NonlocalTargetWithTensorBreakOverList(HybridBlock):
+    """``nonlocal last; for last in [...]:`` with a tensor break: the row at the break."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        last = F.zeros((3,))
+        h = F.sum(x, axis=0)
+
+        def scan():
+            nonlocal last
+            for last in [h * 0.5, h - 1, h * 3]:
+                if F.sum(last) > 0:
+                    break
+
+        scan()
+        return last
+
+
+@program(*ROWS)
+class LocalTargetWithTensorBreakOverList(HybridBlock):
+    """``for last in [...]:`` with a tensor break, ``last`` read after: the row at the
+    break."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        for last in [h * 0.5, h - 1, h * 3]:
+            if F.sum(last) > 0:
+                break
+        return last + h
+
+
+@program(*ROWS)
+class VariableReadOnlyThroughEvalAfterLoop(HybridBlock):
+    """``g`` assigned in a tensor loop, read after it only by ``eval("g")``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        g = F.ones((3,))
+        for row in x:
+            h = h + row
+            g = row * 2
+        return h + eval("g")
+
+
+@program(*ROWS)
+class VariableReadOnlyThroughLocalsAfterLoop(HybridBlock):
+    """``g`` assigned in a tensor loop, read after it only by ``locals()["g"]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        g = F.ones((3,))
+        for row in x:
+            h = h + row
+            g = row * 2
+        return h + locals()["g"]
+
+
+@program(*ROWS)
+class TryElseAfterTensorBreakInTensorLoop(HybridBlock):
+    """A tensor break inside a try's body in a tensor for: the else skipped on that step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            try:
+                h = h + row
+                if F.sum(h) > 0.5:
+                    break
+            except ValueError:
+                h = h * 0
+            else:
+                h = h * 0.5
+        return h
+
+
+@program(*ROWS)
+class TryElseAfterTensorReturnInRange(HybridBlock):
+    """A tensor return inside a try's body in a range loop: its else and later steps skipped."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        for k in range(3):
+            try:
+                h = h * 1.5 + k
+                if F.sum(h) > 2:
+                    return h
+            except ValueError:
+                h = h * 0
+            else:
+                h = h - 0.25
+        return -h
+
+
+@program(*ROWS)
+class EnumerateTensorBreakBothReadAfter(HybridBlock):
+    """``for i, row in enumerate(x)`` with a tensor break; ``i`` and ``row`` read after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        i, row = 0, h
+        for i, row in enumerate(x):
+            h = h + row
+            if F.sum(h) > 0.5:
+                break
+        return h + row * i
+
+
+@program(*ROWS)
+class ZipOfRowsAndShiftedRows(HybridBlock):
+    """``for a, b in zip(x, x[1:])``: the shorter length, as Python's zip."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for a, b in zip(x, x[1:]):
+            h = h + a * b
+        return h
+
+
+@program(*ROWS)
+class DictItemAugmentedInTensorWhile(HybridBlock):
+    """``d["h"] += v`` on a dict carried by a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"h": F.sum(x, axis=0), "n": F.zeros((1,))}
+        while F.sum(d["n"]) < 3:
+            d["h"] = d["h"] * 0.5 + 1
+            d["n"] = d["n"] + 1
+        return d["h"]
+
+
+@program(*TIMES)
+class VariableReadOnlyThroughEvalAfterTensorIf(HybridBlock):
+    """``g`` assigned by a tensor if's branches, read after it only by ``eval("g")``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        g = x[0]
+        if F.sum(x[1]) > 0:
+            g = x[1] * 2
+        else:
+            g = x[2] - 1
+        return x[3] + eval("g")
+
+
+@program(*STATES)
+class VariableReadOnlyThroughVarsAfterTensorWhile(HybridBlock):
+    """``g`` assigned in a tensor while, read after it only by ``vars()["g"]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        g = x * 0
+        while F.sum(F.abs(h)) < 10:
+            h = h * 2
+            g = h + 1
+        return h + vars()["g"]

@@ -44,7 +44,11 @@ REFUSED = {
     programs.RangeOverRowsByIndex, programs.DictCarryWithNewKeyInLoop,
     programs.MethodSideEffectCounterInTensorIf, programs.WhileWithListOfTuplesAndStack,
     programs.HelperDeletesAnItemOfTheStepsList, programs.HelperSetsAnItemOfAListHeldByTheStepsList,
-    programs.HelperSetsAnItemReturnedByAnotherHelper}
+    programs.HelperSetsAnItemReturnedByAnotherHelper,
+    programs.NonlocalTargetWithTensorBreakOverList, programs.LocalTargetWithTensorBreakOverList,
+    programs.VariableReadOnlyThroughEvalAfterLoop,
+    programs.VariableReadOnlyThroughLocalsAfterLoop,
+    programs.EnumerateTensorBreakBothReadAfter, programs.ZipOfRowsAndShiftedRows}
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS if c not in WRITES],
@@ -52,7 +56,10 @@ REFUSED = {
 def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     """Recorded, values and gradients. A helper's ``items[0] = v`` or ``d[k] = v`` of a
     container the step made (HelperSetsAnItemOfTheStepsList, HelperAppendsToDictOfStep)
-    converts, as its ``append`` does (it was refused as a side effect)."""
+    converts, as its ``append`` does (it was refused as a side effect). A variable a tensor
+    loop or if assigns, read after it only by ``eval("g")``, ``locals()["g"]`` or
+    ``vars()["g"]`` (VariableReadOnlyThrough...) was not carried out of it: silently its
+    value before, eagerly and hybridized."""
     hostile_harness.assert_kinds(_classified(block_class), refused=block_class in REFUSED)
 
 
@@ -125,3 +132,16 @@ def test_a_del_of_an_outside_item_in_a_tensor_loop_says_deletes():
                                    programs.HelperDeletesAnItemOfTheStepsList)
     assert str(err).startswith(f"{programs.__file__}:{line}: del items[0]: this statement "
                                f"deletes items[0], inside the for loop on a tensor at "), err
+
+
+def test_a_tensor_for_whose_item_locals_may_read_says_so():
+    """``return h + locals()["g"]`` after a tensor for: every variable is read there, the
+    loop's item too, which a graph's loop does not keep."""
+    block_class = programs.VariableReadOnlyThroughLocalsAfterLoop
+    err = hostile_harness.hybridized_error(block_class, programs.ROWS[0][0])
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    assert str(err).startswith(
+        f"{programs.__file__}:{_line('for row in x:', block_class)}: for row in x: this for "
+        f"loop is on a tensor and its item is read after the loop (or by a return inside it, "
+        f"such as return row, h, or by a closure, locals(), vars() or eval in the "
+        f"function)"), err

@@ -290,20 +290,21 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             iterated = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and \
                 name not in [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
             shared.setdefault(name, node.iter if iterated else node)
-    frame = next((node for node in own_nodes(func) if _frame_read(node)), None)
+    frame = next((node for node in own_nodes(func) if reads_its_frame(node)), None)
     if frame is not None:
         # NOTE [a frame's dict shares every variable]
         #     ``keep = locals()["outputs"]`` (or vars(), eval, exec, f_locals) binds ``keep``
         #     to any variable's array, with no name of it in the syntax: every variable is
         #     shared there (an item write after it was the graph's new array while
-        #     ``keep`` saw plain Python's write).
+        #     ``keep`` saw plain Python's write). Likewise every variable is read there
+        #     (``liveness.live_after``: ``return h + eval("g")`` after a loop assigning g).
         for node in ast.walk(func):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 shared.setdefault(node.id, frame)
     return shared
 
 
-def _frame_read(node):
+def reads_its_frame(node):
     """Whether ``node`` reads its frame's variables (``locals()``, ``vars()``, ``eval``,
     ``exec``, ``.f_locals``)."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
