@@ -2454,3 +2454,108 @@ class VariableReadOnlyThroughVarsAfterTensorWhile(HybridBlock):
             h = h * 2
             g = h + 1
         return h + vars()["g"]
+
+
+@program(*ROWS)
+class GeneratorKeptPastATensorLoop(HybridBlock):
+    """``gen = (r * h for r in [x[0]])`` made before a tensor loop reassigning ``h``,
+    consumed after it: the generator reads the last ``h``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones((3,))
+        gen = (r * h for r in [x[0], x[0] * 2])
+        for row in x:
+            h = F.tanh(h + row)
+        return sum(gen)
+
+
+@program(*ROWS)
+class DefaultArgumentOfTheStepsRow(HybridBlock):
+    """``def scale(v, s=row)`` defined in the tensor loop's step, called in it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones((3,))
+        for row in x:
+            def scale(v, s=row):
+                return v * s
+            h = F.tanh(scale(h) + row)
+        return h
+
+
+@program([rand(4, 2, 3, seed=2615).astype(np.float16)],
+         [rand(2, 2, 3, seed=2616).astype(np.float16)])
+class UnpackFloat16Rows(HybridBlock):
+    """``for a, b in x`` over float16 rows, a float16 carry."""
+
+    TOL = (1e-2, 1e-2)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros_like(x[0, 0])
+        for a, b in x:
+            h = h * 0.5 + a * b
+        return h
+
+
+@program(*ROWS)
+class ClassBodyReadsCarryAfterLoop(HybridBlock):
+    """A class body after a tensor loop reads its carry (runs where written)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+
+        class Holder:
+            value = h * 2
+        return Holder.value
+
+
+@program(*TIMES)
+class DictItemsLoopWithTensorBreak(HybridBlock):
+    """``for k, v in d.items()`` with a tensor break: the rows summed up to it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"a": x[0], "b": x[1] * 2, "c": x[2] - 1}
+        h = F.zeros((3,))
+        for k, v in d.items():
+            h = h + v
+            if F.sum(h) > 0.5:
+                break
+        return h
+
+
+@program(*TIMES)
+class DictItemsLoopWithTensorReturn(HybridBlock):
+    """``for k, v in d.items()`` with a tensor return of ``v``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {"a": x[0], "b": x[1] * 2, "c": x[2] - 1}
+        h = F.zeros((3,))
+        for k, v in d.items():
+            h = h * 0.5 + v
+            if F.sum(v) > 0:
+                return v * 3 + h
+        return h
+
+
+@program(*TIMES)
+class PairsListLoopWithTensorContinueAndAppend(HybridBlock):
+    """A list of pairs unpacked, a tensor continue, an append after it (collected)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        pairs = [(x[0], x[1]), (x[1], x[2]), (x[2], x[3])]
+        h = F.zeros((3,))
+        outs = []
+        for a, b in pairs:
+            h = h + a * b
+            if F.sum(a) < 0:
+                continue
+            outs.append(h)
+        return F.stack(*outs).sum(axis=0) if len(outs) == 3 else h
