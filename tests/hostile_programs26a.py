@@ -2559,3 +2559,93 @@ class PairsListLoopWithTensorContinueAndAppend(HybridBlock):
                 continue
             outs.append(h)
         return F.stack(*outs).sum(axis=0) if len(outs) == 3 else h
+
+
+@program(*ROWS)
+class StepsListStashedByNonlocalThenItemSet(HybridBlock):
+    """The step's list stashed by a closure's ``nonlocal`` write, then a helper sets its
+    item: the stashed list sees it, as in Python."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        keep = [F.zeros((3,))]
+
+        def stash(p):
+            nonlocal keep
+            keep = p
+
+        h = F.zeros((3,))
+        for row in x:
+            parts = [row * 1]
+            stash(parts)
+            set_first(parts, row * 3 + h)
+            h = h + parts[0]
+        return h + keep[0]
+
+
+@program(*TIMES)
+class ItemWriteAfterAGeneratorOverTheBuffer(HybridBlock):
+    """``gen = (r * 1 for r in outputs)`` made before a write, consumed after it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        gen = (r * 1 for r in outputs)
+        outputs[0] = x[1] + 5
+        return F.stack(*list(gen))
+
+
+@program(*TIMES)
+class ItemWriteAfterAMapOverTheBuffer(HybridBlock):
+    """``m = map(lambda r: r * 1, outputs)`` (lazy) before a write, consumed after it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        m = map(lambda r: r * 1, outputs)
+        outputs[0] = x[1] + 5
+        return F.stack(*list(m))
+
+
+@program(*ROWS)
+class CarryChangesDtypeInTensorLoop(HybridBlock):
+    """The carry becomes float16 in the first step (float32 before): refused hybridized."""
+
+    TOL = (1e-2, 1e-2)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = F.cast(F.cast(h, "float32") + row, "float16")
+        return F.cast(h, "float32")
+
+
+@program(*ROWS)
+class TensorIfBranchesOfTwoDtypes(HybridBlock):
+    """One branch float16, the other float32, cast back after."""
+
+    TOL = (1e-2, 1e-2)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        if F.sum(h) > 0:
+            h = F.cast(h * 2, "float16")
+        else:
+            h = h - 1
+        return F.cast(h, "float32")
+
+
+@program(*ROWS)
+class EvalReadsThePreviousStepsValue(HybridBlock):
+    """``h = h + eval("g"); g = row``: each step reads the row of the step before."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        g = F.zeros((3,))
+        h = F.zeros((3,))
+        for row in x:
+            h = h * 0.5 + eval("g")
+            g = row * 2
+        return h

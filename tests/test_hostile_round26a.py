@@ -49,7 +49,8 @@ REFUSED = {
     programs.VariableReadOnlyThroughEvalAfterLoop,
     programs.VariableReadOnlyThroughLocalsAfterLoop,
     programs.EnumerateTensorBreakBothReadAfter, programs.ZipOfRowsAndShiftedRows,
-    programs.PairsListLoopWithTensorContinueAndAppend}
+    programs.PairsListLoopWithTensorContinueAndAppend, programs.CarryChangesDtypeInTensorLoop,
+    programs.TensorIfBranchesOfTwoDtypes, programs.EvalReadsThePreviousStepsValue}
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS if c not in WRITES],
@@ -60,7 +61,8 @@ def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     converts, as its ``append`` does (it was refused as a side effect). A variable a tensor
     loop or if assigns, read after it only by ``eval("g")``, ``locals()["g"]`` or
     ``vars()["g"]`` (VariableReadOnlyThrough...) was not carried out of it: silently its
-    value before, eagerly and hybridized."""
+    value before, eagerly and hybridized; read by ``eval("g")`` in the next step
+    (EvalReadsThePreviousStepsValue), a NameError."""
     hostile_harness.assert_kinds(_classified(block_class), refused=block_class in REFUSED)
 
 
