@@ -2649,3 +2649,74 @@ class EvalReadsThePreviousStepsValue(HybridBlock):
             h = h * 0.5 + eval("g")
             g = row * 2
         return h
+
+
+@program(*ROWS)
+class FunctionsDefinedInTensorIfBranches(HybridBlock):
+    """``def f`` in each branch of a tensor if, called after it: a Python value per branch."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        if F.sum(h) > 0:
+            def f(v):
+                return v * 2
+        else:
+            def f(v):
+                return v * 3
+        return f(h)
+
+
+@program(*ROWS)
+class WalrusInComprehensionInTensorLoop(HybridBlock):
+    """``[y := row * k for k in (1, 2)]`` in a tensor for's step: ``y`` is the function's."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = F.zeros((3,))
+        h = F.zeros((3,))
+        for row in x:
+            _ = [y := row * k for k in (1, 2)]
+            h = h + y * 0.5
+        return h + y
+
+
+@program(*ROWS)
+class WalrusInComprehensionInTensorIf(HybridBlock):
+    """``[y := v for v in (h * 2,)]`` in one branch of a tensor if, ``y`` read after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        y = h - 1
+        if F.sum(h) > 0:
+            _ = [y := v for v in (h * 2,)]
+        return y + h
+
+
+@program(*STATES)
+class WalrusInGeneratorInTensorWhile(HybridBlock):
+    """``any((m := ...) is None for ...)`` in a tensor while's step binds ``m``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        m = x * 0
+        while F.sum(F.abs(h)) < 10:
+            h = h * 2
+            _ = [m := h + k for k in (1,)]
+        return h + m
+
+
+@program([floats(1.0, -2.0, 3.0, -1.0, -1.0, -1.0).reshape(2, 3)],
+         [floats(-1.0, -2.0, -3.0, 2.0, 1.0, -1.0).reshape(2, 3)])
+class BooleanMaskPerRowInTensorLoop(HybridBlock):
+    """``F.contrib.boolean_mask(row, row > 0)`` in a tensor for: some rows keep nothing."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            kept = F.contrib.boolean_mask(row, row > 0)
+            h = h + F.sum(kept)
+        return h

@@ -50,7 +50,8 @@ REFUSED = {
     programs.VariableReadOnlyThroughLocalsAfterLoop,
     programs.EnumerateTensorBreakBothReadAfter, programs.ZipOfRowsAndShiftedRows,
     programs.PairsListLoopWithTensorContinueAndAppend, programs.CarryChangesDtypeInTensorLoop,
-    programs.TensorIfBranchesOfTwoDtypes, programs.EvalReadsThePreviousStepsValue}
+    programs.TensorIfBranchesOfTwoDtypes, programs.EvalReadsThePreviousStepsValue,
+    programs.FunctionsDefinedInTensorIfBranches, programs.BooleanMaskPerRowInTensorLoop}
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS if c not in WRITES],
