@@ -2720,3 +2720,148 @@ class BooleanMaskPerRowInTensorLoop(HybridBlock):
             kept = F.contrib.boolean_mask(row, row > 0)
             h = h + F.sum(kept)
         return h
+
+
+@program(*ROWS)
+class TensorBreakInTryWithElseAndFinallyInRange(HybridBlock):
+    """A tensor break inside a try's body in a range loop: else skipped, finally run."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        for k in range(4):
+            try:
+                h = h * 1.5 + k
+                if F.sum(h) > 3:
+                    break
+            except ValueError:
+                h = h * 0
+            else:
+                h = h - 0.5
+            finally:
+                h = h + 0.125
+        return h
+
+
+@program(*ROWS)
+class TensorContinueInsideWithInRange(HybridBlock):
+    """A tensor continue inside ``with nullcontext():`` in a range loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        import contextlib
+        h = F.sum(x, axis=0)
+        for k in range(3):
+            with contextlib.nullcontext():
+                h = h * 0.5 + k
+                if F.sum(h) < 1:
+                    continue
+                h = h - 2
+        return h
+
+
+@program(*ROWS)
+class TensorReturnInsideFinallyLessTryInTensorWhile(HybridBlock):
+    """A tensor return inside try/except in a tensor while (nothing raised)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        i = F.zeros((1,))
+        while F.sum(i) < 4:
+            try:
+                h = h * 1.25 + 0.5
+                if F.sum(h) > 4:
+                    return h * 10
+            except ValueError:
+                h = h * 0
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class NonlocalAssignedInTensorIfOfNestedFunction(HybridBlock):
+    """A nested function's tensor if assigns its ``nonlocal best`` in both branches."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        best = h * 0
+
+        def pick():
+            nonlocal best
+            if F.sum(h) > 0:
+                best = h * 2
+            else:
+                best = h * 3
+
+        pick()
+        return best + h
+
+
+@program(*ROWS)
+class NonlocalAssignedInOneBranchOfNestedTensorIf(HybridBlock):
+    """``nonlocal best`` assigned in one branch only: the value before in the other."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        best = h - 1
+
+        def pick():
+            nonlocal best
+            if F.sum(h) > 0:
+                best = h * 2
+
+        pick()
+        return best + h
+
+
+@program(*FULL_PAIRS)
+class ComprehensionOverTheStepsRow(HybridBlock):
+    """``F.stack(*[r * 2 for r in pair])`` over a tensor for's (2, 3) row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((2, 3))
+        for pair in x:
+            h = h + F.stack(*[r * 2 for r in pair])
+        return h
+
+
+@program(*FULL_PAIRS)
+class SumOfGeneratorOverTheStepsRow(HybridBlock):
+    """``sum(r for r in pair)`` over a tensor for's (2, 3) row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for pair in x:
+            h = h + sum(r for r in pair)
+        return h
+
+
+@program(*FULL_PAIRS)
+class NestedForOverTheStepsRow(HybridBlock):
+    """``for r in pair:`` inside ``for pair in x:`` (a tensor loop in a tensor loop)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for pair in x:
+            for r in pair:
+                h = h * 0.5 + r
+        return h
+
+
+@program(*FULL_PAIRS)
+class ListOfTheStepsRow(HybridBlock):
+    """``a, b = list(pair)`` in a tensor for's step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for pair in x:
+            a, b = list(pair)
+            h = h + a * b
+        return h

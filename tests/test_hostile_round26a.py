@@ -51,7 +51,9 @@ REFUSED = {
     programs.EnumerateTensorBreakBothReadAfter, programs.ZipOfRowsAndShiftedRows,
     programs.PairsListLoopWithTensorContinueAndAppend, programs.CarryChangesDtypeInTensorLoop,
     programs.TensorIfBranchesOfTwoDtypes, programs.EvalReadsThePreviousStepsValue,
-    programs.FunctionsDefinedInTensorIfBranches, programs.BooleanMaskPerRowInTensorLoop}
+    programs.FunctionsDefinedInTensorIfBranches, programs.BooleanMaskPerRowInTensorLoop,
+    programs.ComprehensionOverTheStepsRow, programs.SumOfGeneratorOverTheStepsRow,
+    programs.ListOfTheStepsRow}
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS if c not in WRITES],
