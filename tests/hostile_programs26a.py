@@ -2865,3 +2865,46 @@ class ListOfTheStepsRow(HybridBlock):
             a, b = list(pair)
             h = h + a * b
         return h
+
+
+@program(*TIMES)
+class ItemWriteOfALoopsFloat16Output(HybridBlock):
+    """A float16 value a tensor loop computed, written into a float32 buffer."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.cast(x[0], "float16")
+        for row in x:
+            h = h * 0.5 + F.cast(row, "float16")
+        outputs = F.zeros_like(x)
+        outputs[0] = h
+        return outputs
+
+
+@program(*TIMES)
+class ItemWriteOfATensorIfsInt32Output(HybridBlock):
+    """An int32 value a tensor if chose, written into a float32 buffer."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            k = F.cast(x[1] * 10, "int32")
+        else:
+            k = F.cast(x[2] * 10, "int32")
+        outputs = F.zeros_like(x)
+        outputs[3] = k
+        return outputs
+
+
+@program(*ROWS)
+class HelperAppendsToAnAnnotatedStepList(HybridBlock):
+    """``parts: list = [row]`` (annotated) then a helper appends, in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            parts: list = [row]
+            add_to(parts, h)
+            h = F.tanh(parts[0] + parts[1])
+        return h

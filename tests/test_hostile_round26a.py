@@ -61,7 +61,8 @@ REFUSED = {
 def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     """Recorded, values and gradients. A helper's ``items[0] = v`` or ``d[k] = v`` of a
     container the step made (HelperSetsAnItemOfTheStepsList, HelperAppendsToDictOfStep)
-    converts, as its ``append`` does (it was refused as a side effect). A variable a tensor
+    converts, as its ``append`` does (it was refused as a side effect), and a helper's
+    append to ``parts: list = [row]`` (HelperAppendsToAnAnnotatedStepList). A variable a tensor
     loop or if assigns, read after it only by ``eval("g")``, ``locals()["g"]`` or
     ``vars()["g"]`` (VariableReadOnlyThrough...) was not carried out of it: silently its
     value before, eagerly and hybridized; read by ``eval("g")`` in the next step

@@ -176,6 +176,9 @@ class AssignmentsConverter(Converter):
     def visit_AnnAssign(self, node):
         checks = self._effects(node, [node.target]) if node.value is not None else []
         self.generic_visit(node)
+        if node in self.parents and isinstance(node.target, ast.Name) and \
+                node.value is not None and _container(node.value):
+            node.value = runtime_call("made", [node.value])     # (parts: list = [row])
         return checks + [node] if checks else node
 
     def visit_Delete(self, node):
