@@ -2908,3 +2908,31 @@ class HelperAppendsToAnAnnotatedStepList(HybridBlock):
             add_to(parts, h)
             h = F.tanh(parts[0] + parts[1])
         return h
+
+
+@program(*ROWS)
+class EvalInTensorIfBranchReadsAnOuterVariable(HybridBlock):
+    """``g = eval("h * 2")`` in a tensor if's branch, ``h`` named nowhere else in it."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.sum(x, axis=0)
+        s = F.sum(h)
+        if s > 0:
+            g = eval("h * 2")
+        else:
+            g = s - 1
+        return g
+
+
+@program(*ROWS)
+class EvalInTensorLoopReadsAnOuterVariable(HybridBlock):
+    """``acc = acc + eval("w")`` in a tensor for, ``w`` assigned only before the loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        w = F.sum(x, axis=0) * 0.5
+        acc = F.zeros((3,))
+        for row in x:
+            acc = acc + row * eval("w")
+        return acc

@@ -53,7 +53,8 @@ REFUSED = {
     programs.TensorIfBranchesOfTwoDtypes, programs.EvalReadsThePreviousStepsValue,
     programs.FunctionsDefinedInTensorIfBranches, programs.BooleanMaskPerRowInTensorLoop,
     programs.ComprehensionOverTheStepsRow, programs.SumOfGeneratorOverTheStepsRow,
-    programs.ListOfTheStepsRow}
+    programs.ListOfTheStepsRow, programs.EvalInTensorIfBranchReadsAnOuterVariable,
+    programs.EvalInTensorLoopReadsAnOuterVariable}
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS if c not in WRITES],
@@ -66,7 +67,9 @@ def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     loop or if assigns, read after it only by ``eval("g")``, ``locals()["g"]`` or
     ``vars()["g"]`` (VariableReadOnlyThrough...) was not carried out of it: silently its
     value before, eagerly and hybridized; read by ``eval("g")`` in the next step
-    (EvalReadsThePreviousStepsValue), a NameError."""
+    (EvalReadsThePreviousStepsValue), or ``eval("h")`` in an if's branch or a loop's step
+    (EvalIn...ReadsAnOuterVariable), a NameError from the converted branch or step: such an
+    if or loop runs as Python (refused on a tensor condition, at its line)."""
     hostile_harness.assert_kinds(_classified(block_class), refused=block_class in REFUSED)
 
 

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Set
 
 from ..errors import READERS
 from ..pyct.static_analysis.activity import Scope, assigned_names, scoped
+from ..pyct.static_analysis.aliases import reads_its_frame
 from ..pyct.static_analysis.reaching import Position, position
 from ..pyct.templates import runtime_call, thunk
 
@@ -26,6 +27,10 @@ def not_a_graph(statements, allow_return=False):
             return "use %s" % type(node).__name__.lower()
         if getattr(node, "ag_item_assignment", False):
             return "assign attributes or items"     # (x[i] = v, rewritten as x = ...)
+        if getattr(node, "ag_reads_frame", False) or reads_its_frame(node):
+            # (a branch or step made a function sees no variable of the user's by name:
+            # eval("h") there was a NameError; NOTE [a frame's dict shares every variable])
+            return "read variables by name (eval, exec, locals() or vars())"
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
