@@ -2936,3 +2936,42 @@ class EvalInTensorLoopReadsAnOuterVariable(HybridBlock):
         for row in x:
             acc = acc + row * eval("w")
         return acc
+
+
+@program(*ROWS)
+class ListAugmentedInTensorLoop(HybridBlock):
+    """``outs += [row * 2]`` in a tensor for (Python's extend)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [F.zeros((3,))]
+        for row in x:
+            outs += [row * 2]
+        return F.stack(*outs).sum(axis=0)
+
+
+@program(*ROWS)
+class ListRebuiltInTensorLoop(HybridBlock):
+    """``outs = outs + [row]`` in a tensor for: a list growing each step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [F.zeros((3,))]
+        for row in x:
+            outs = outs + [row]
+        return F.stack(*outs).sum(axis=0)
+
+
+@program(*ROWS)
+class TupleCarryRebuiltInTensorLoop(HybridBlock):
+    """``state = (h, c)`` rebuilt each step (same structure), unpacked after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = (F.zeros((3,)), F.ones((3,)))
+        for row in x:
+            h, c = state
+            c = c * 0.5 + row
+            state = (F.tanh(c) + h * 0.1, c)
+        h, c = state
+        return h + c

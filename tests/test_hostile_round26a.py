@@ -54,7 +54,8 @@ REFUSED = {
     programs.FunctionsDefinedInTensorIfBranches, programs.BooleanMaskPerRowInTensorLoop,
     programs.ComprehensionOverTheStepsRow, programs.SumOfGeneratorOverTheStepsRow,
     programs.ListOfTheStepsRow, programs.EvalInTensorIfBranchReadsAnOuterVariable,
-    programs.EvalInTensorLoopReadsAnOuterVariable}
+    programs.EvalInTensorLoopReadsAnOuterVariable, programs.ListAugmentedInTensorLoop,
+    programs.ListRebuiltInTensorLoop}
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS if c not in WRITES],
