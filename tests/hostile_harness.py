@@ -393,3 +393,24 @@ def check_call_history(cls, inputs, make, oracle, tol):
                     (k, record, got[1] if got[0] == "error" else "another value")
 
 
+
+
+def assert_unrecorded_write(block_class, inputs, files, converted):
+    """A program of item writes (which plain MXNet refuses under autograd), unrecorded,
+    eager and hybridized, on each of ``inputs``: the value of plain Python, or (hybridized,
+    unless ``converted``) an AutographError at the user's line."""
+    plain = block_class.hybrid_forward.__wrapped__
+    for hybridize in (False, True):
+        for arrays in inputs:
+            net = _make(block_class)
+            want = _outcome(lambda: run_with_gradients(net, arrays, forward=plain,
+                                                       record=False))
+            net = _make(block_class)
+            if hybridize:
+                net.hybridize()
+            got = _outcome(lambda: run_with_gradients(net, arrays, record=False))
+            kind = classify_pair(want, got, files)
+            expected = "equal" if not hybridize or converted else "refused"
+            assert kind == expected, (hybridize, kind, got[1] if got[0] == "error" else "")
+            if kind == "refused":
+                assert isinstance(got[1], gluon_cf.AutographError), repr(got[1])

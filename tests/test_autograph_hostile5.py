@@ -78,7 +78,7 @@ def _line_of(text, block_class):
      "plain Python's). Write it out of place, v = v + 1 (what else holds"),
     (programs.ClosuresKeptPastTheLoop, "for r in x:", "for r in x: this for loop is on a "
      "tensor and its item is read after the loop (or by a return inside it, such as return "
-     "row, h, or by a closure defined in the function)"),
+     "row, h, or by a closure, locals(), vars() or eval in the function)"),
     # a Symbol's += of an item or attribute was MXNet's NotImplementedForSymbol, no line
     (programs.ListItemAugmented, "outs[0] += x[1]", "outs[0] += x[1]: on an NDArray this += "
      "changes the array in place, and its container holds it, which would see the change"),

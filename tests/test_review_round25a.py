@@ -45,23 +45,8 @@ def test_item_writes_equal_plain_python_or_are_refused_at_the_line(block_class):
     keeping the array (``outputs = same(y)``, ``view = same(outputs)``, ``self.keep(
     outputs)``) was silently the graph's new array where plain Python's write reached the
     other name too; a value of another dtype was MXNet's concat error."""
-    plain = type(hostile_harness._make(block_class)).hybrid_forward.__wrapped__
-    for hybridize in (False, True):
-        for arrays in programs.PROGRAMS[block_class]:
-            net = hostile_harness._make(block_class)
-            want = hostile_harness._outcome(lambda: hostile_harness.run_with_gradients(
-                net, arrays, forward=plain, record=False))
-            net = hostile_harness._make(block_class)
-            if hybridize:
-                net.hybridize()
-            got = hostile_harness._outcome(
-                lambda: hostile_harness.run_with_gradients(net, arrays, record=False))
-            kind = hostile_harness.classify_pair(want, got, FILES)
-            expected = "equal" if not hybridize or block_class in WRITES_CONVERTED \
-                else "refused"
-            assert kind == expected, (hybridize, kind, got[1] if got[0] == "error" else "")
-            if kind == "refused":
-                assert isinstance(got[1], gluon_cf.AutographError), repr(got[1])
+    hostile_harness.assert_unrecorded_write(block_class, programs.PROGRAMS[block_class], FILES,
+                                            block_class in WRITES_CONVERTED)
 
 
 @pytest.mark.parametrize("block_class,written,holder", [

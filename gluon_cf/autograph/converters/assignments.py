@@ -88,7 +88,8 @@ class AssignmentsConverter(Converter):
                         isinstance(part.ctx, (ast.Store, ast.Del)):
                     root = root_name(part)
                     if root is None or scope.outer(root):
-                        what = f"assigns {ast.unparse(part)}"
+                        what = ("deletes " if isinstance(part.ctx, ast.Del) else
+                                "assigns ") + ast.unparse(part)
                 elif isinstance(part, ast.Name) and isinstance(part.ctx, (ast.Store, ast.Del)):
                     if part.id in scope.globals:
                         what = f"assigns the global variable {part.id!r}"
@@ -101,11 +102,14 @@ class AssignmentsConverter(Converter):
         return checks
 
     def visit_Assign(self, node):
-        checks = self._effects(node, node.targets)
         target = node.targets[0]
         if node in self.parents and len(node.targets) == 1 and \
                 isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
                 target.value.id in self._scope(node).bound:
+            # (no static effect check: item_assigned checks the container when it runs, so
+            # a helper's items[0] = v of a list the step made converts, as its append does:
+            # NOTE [autograph side effects])
+            checks: List[ast.stmt] = []
             # (a local: rebinding a global, nonlocal or free name would make it the
             # function's own, unbound)
             # name[i] = v: name = item_assigned(v, name, i) (NOTE [autograph item
@@ -126,6 +130,7 @@ class AssignmentsConverter(Converter):
             setattr(node, "ag_item_assignment", True)    # (not in a graph's if or loop)
             self.generic_visit(node)
             return checks + [node] if checks else node
+        checks = self._effects(node, node.targets)
         self.generic_visit(node)
         if node in self.parents and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name) and _container(node.value):
@@ -171,6 +176,9 @@ class AssignmentsConverter(Converter):
     def visit_AnnAssign(self, node):
         checks = self._effects(node, [node.target]) if node.value is not None else []
         self.generic_visit(node)
+        if node in self.parents and isinstance(node.target, ast.Name) and \
+                node.value is not None and _container(node.value):
+            node.value = runtime_call("made", [node.value])     # (parts: list = [row])
         return checks + [node] if checks else node
 
     def visit_Delete(self, node):

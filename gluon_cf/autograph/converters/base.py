@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Set
 
 from ..errors import READERS
 from ..pyct.static_analysis.activity import Scope, assigned_names, scoped
+from ..pyct.static_analysis.aliases import reads_its_frame
 from ..pyct.static_analysis.reaching import Position, position
 from ..pyct.templates import runtime_call, thunk
 
@@ -26,6 +27,10 @@ def not_a_graph(statements, allow_return=False):
             return "use %s" % type(node).__name__.lower()
         if getattr(node, "ag_item_assignment", False):
             return "assign attributes or items"     # (x[i] = v, rewritten as x = ...)
+        if getattr(node, "ag_reads_frame", False) or reads_its_frame(node):
+            # (a branch or step made a function sees no variable of the user's by name:
+            # eval("h") there was a NameError; NOTE [a frame's dict shares every variable])
+            return "read variables by name (eval, exec, locals() or vars())"
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
@@ -164,16 +169,17 @@ class Converter(ast.NodeTransformer):
                                 ast.Constant(where)]) for n in names],
             ctx=ast.Load())
 
-    def _no_outer_lists(self, value, names, where, what):
+    def _no_outer_lists(self, value, names, where, what, read=()):
         """``value`` (a condition or iterable), checked at run time: when it is a Symbol, the
         lists, dicts and sets the region mutates by method calls must not come from outside
-        it (NOTE [autograph lists])."""
+        it (NOTE [autograph lists]); ``read``: those a loop's step appends to and reads."""
         if not names:
             return value
         names = sorted(names)
         return runtime_call("no_outer_lists", [
             value, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
-            self._current(names, where), ast.Constant(where), ast.Constant(what)])
+            self._current(names, where), ast.Constant(where), ast.Constant(what),
+            ast.Tuple(elts=[ast.Constant(n) for n in read], ctx=ast.Load())])
 
     @staticmethod
     def _names(names):

@@ -45,6 +45,16 @@ def collected_lists(func):
     return collected
 
 
+def read_in_step(loop, names):
+    """The names of ``names`` a loop's step appends to by a statement of its own and also
+    reads (``outs.append(outs[-1] * 0.5 + row)``): not collected (a graph's step sees no
+    item an earlier step appended), refused with that reason (``no_outer_lists``)."""
+    appended = [appended_name(s) for s in step_statements(loop)]
+    return sorted(name for name in names if name in appended and sum(
+        1 for n in scoped(loop.body) if isinstance(n, ast.Name) and n.id == name and
+        isinstance(n.ctx, ast.Load)) > appended.count(name))
+
+
 def _own_lists(func):
     """The names the function binds itself (not its parameters, globals, ``nonlocal``
     names or free variables): a list a loop collects is rebound to the collected rows, which

@@ -7,7 +7,7 @@ from ..pyct.static_analysis.activity import (MUTATORS, assigned_names, free_name
                                              has_walrus, in_scope, loaded_names, mutated_names)
 from ..pyct.templates import counter, located, names_tuple, runtime_call, unpacked_levels
 from .base import Converter, body_does, not_a_graph
-from .lists import collect_appends
+from .lists import collect_appends, read_in_step
 
 
 def unpacked_targets(func):
@@ -63,9 +63,10 @@ class LoopsConverter(Converter):
 
     def visit_While(self, node):
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
+        read = read_in_step(node, mutated)       # (on the body as written)
         self.generic_visit(node)
         where = self.where(node)
-        node.test = self._no_outer_lists(node.test, mutated, where, "while loop")
+        node.test = self._no_outer_lists(node.test, mutated, where, "while loop", read)
         # the else clause first: it keeps the loop's break as Python (NOTE [autograph jumps])
         why = ("it has an else clause" if node.orelse else None) or \
             body_does(not_a_graph(node.body)) or \
@@ -101,6 +102,7 @@ class LoopsConverter(Converter):
             node.iter = ast.copy_location(runtime_call("reversed_rows", [
                 iterable.func, iterable.args[0]]), iterable)
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
+        read = read_in_step(node, mutated)
         # (on the body as written, before it converts)
         one_step = isinstance(node.target, ast.Name) and \
             self._closures_of_one_step(node, node.target.id)
@@ -110,7 +112,7 @@ class LoopsConverter(Converter):
         where = self.where(node)
         if isinstance(node.iter, ast.Name):       # for w in gen: (an iterator from outside)
             node.iter = self._consumed(node.iter, node)
-        node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop")
+        node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop", read)
         why = ("it has an else clause" if node.orelse else None) or \
             body_does(not_a_graph(node.body)) or \
             (None if isinstance(node.target, ast.Name) else "it unpacks its items")

@@ -447,8 +447,8 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         if keep_item and not returned_item:
             raise AutographError(f"{where}: this for loop is on a tensor and its item is read "
                                  f"after the loop (or by a return inside it, such as return "
-                                 f"row, h, or by a closure defined in the function); a "
-                                 f"graph's loop does not keep its last row, so "
+                                 f"row, h, or by a closure, locals(), vars() or eval in the "
+                                 f"function); a graph's loop does not keep its last row, so "
                                  f"assign what you need to a variable (given a value before the "
                                  f"loop) inside it: last = F.zeros_like(x[0]) before the loop, "
                                  f"last = row in it, and read or return last")

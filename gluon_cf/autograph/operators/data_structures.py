@@ -53,7 +53,7 @@ NOTE [autograph lists]
     an append after a break there stays refused. Any other change of an outside list, dict or set by
     a method call (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is
     an AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
-    condition.
+    condition; a step reading the list it appends to is told so (no step sees earlier items).
 """
 import linecache
 
@@ -583,9 +583,7 @@ def _slice_text(index):
 
 def item(items, index, where):
     """A converted ``items[index]`` of a list a loop collected (NOTE [autograph lists])."""
-    if isinstance(items, StepList):
-        return items.item(index, where)
-    return items[index]
+    return items.item(index, where) if isinstance(items, StepList) else items[index]
 
 
 def unpacked(func, items, keywords, where, before=(), after=()):
@@ -669,12 +667,18 @@ def _computed(name, rows, keywords):
     return None
 
 
-def no_outer_lists(value, names, values, where, what):
+def no_outer_lists(value, names, values, where, what, read=()):
     """A converted condition or iterable whose region mutates outside objects by method
     calls: on a Symbol, a list, dict or set among them is an error (a graph's branch or step
-    cannot change a Python object: the change would happen once, while tracing)."""
+    cannot change a Python object). ``read``: the lists its step appends to and reads."""
     if isinstance(value, mx.sym.Symbol):
         for name, current in zip(names, values):
+            if isinstance(current, list) and name in read:   # (outs.append(outs[-1] + r))
+                raise AutographError(
+                    f"{where}: this {what} is on a tensor and its step reads the list {name!r}"
+                    f" it appends to; a graph's loop is one step traced once, which sees no "
+                    f"item an earlier step appended. Carry what the step needs in a variable "
+                    f"(h = h * 0.5 + row; {name}.append(h)); read the list after the loop")
             if isinstance(current, (list, dict, set)) and what.startswith("code after"):
                 raise AutographError(
                     f"{where}: this statement runs after a break, continue or return under a "

@@ -19,12 +19,15 @@ NOTE [autograph item assignment]
     code as written, since no call is checked when it runs as an ``op=``'s are (a call after the
     writes, on a later line outside any loop around them, sees their values in both: ``return
     self.proj(outputs)``). The index is one axis's: an int or a slice of step 1 (``outputs[t]``,
-    ``outputs[t:t + 1]``, ``outputs[:, t]``), of Python ints, on an array whose shape the input
-    shapes give (NOTE [graphs traced for input shapes]); an int past the axis is the IndexError
-    an NDArray raises. A value of another dtype than the array's (inferred from the call's
-    inputs' dtypes) is refused, saying to cast it (an NDArray casts it; a graph's concat refuses
-    two dtypes). Any other index (a tensor, a step, several axes), a value whose shape does not
-    broadcast to the part, or an unknown shape is refused at the line."""
+    ``outputs[t:t + 1]``, ``outputs[:, t]``; trailing whole axes and an Ellipsis as an
+    NDArray reads them: ``outputs[t, :]``, ``outputs[..., t]``), of Python ints, on an array
+    whose shape the input shapes give (NOTE [graphs traced for input shapes]); an int past
+    the axis is the IndexError an NDArray raises. An int item of a 1-D array is of shape (1,),
+    as MXNet 1.x's ``scores[t]`` is (``scores[t] = F.sum(v)``, a (1,) value, converts). A
+    value of another dtype than the array's (inferred from the call's inputs' dtypes) is
+    refused, saying to cast it (an NDArray casts it; a graph's concat refuses two dtypes).
+    Any other index (a tensor, a step, several axes), a value whose shape does not broadcast
+    to the part, or an unknown shape is refused at the line."""
 import numbers
 
 import mxnet as mx
@@ -74,7 +77,8 @@ def _with_item(F, target, shape, index, value, where):
                              f"size {size}")
         start = item % size
         stop = start + 1
-        part = shape[:axis] + shape[axis + 1:]
+        # (an item of a 1-D NDArray is of shape (1,) in MXNet 1.x: scores[t] = F.sum(v))
+        part = shape[:axis] + shape[axis + 1:] or (1,)
     if stop == start:
         if isinstance(value, (mx.sym.Symbol, mx.nd.NDArray)):
             # (MXNet's NDArray raises "Shape inconsistent" for an array into no row)
@@ -94,7 +98,7 @@ def _with_item(F, target, shape, index, value, where):
             _refuse(where, f"its value is {np.dtype(dtypes[1]).name} and the array "
                            f"{np.dtype(dtypes[0]).name} (an NDArray casts the value: write "
                            f"F.cast(value, '{np.dtype(dtypes[0]).name}'))")
-        if not isinstance(item, slice):
+        if not isinstance(item, slice) and len(shape) > 1:
             block = F.expand_dims(block, axis=axis, **_named(F, where))
     pieces = []
     if start > 0:
@@ -116,6 +120,12 @@ def _axis_item(index, ndim, where):
     """``(axis, int or slice)`` of an index that selects along one axis: ``i``, ``a:b``,
     ``(:, ..., i)``."""
     parts = index if isinstance(index, tuple) else (index,)
+    if sum(p is Ellipsis for p in parts) == 1 and len(parts) <= ndim + 1:
+        # (x[..., t] is x[:, :, t]; x[t, ...] is x[t])
+        at = parts.index(Ellipsis)
+        parts = parts[:at] + (slice(None),) * (ndim + 1 - len(parts)) + parts[at + 1:]
+    while len(parts) > 1 and isinstance(parts[-1], slice) and parts[-1] == slice(None):
+        parts = parts[:-1]        # (x[t, :] = h is x[t] = h: the trailing axes whole)
     if not parts or len(parts) > ndim:
         _refuse(where, "its index is not one int or slice of one axis")
     *before, item = parts

@@ -15,7 +15,9 @@ NOTE [autograph side effects]
     is a new object, ``parts = []`` ... ``parts.append(r)`` in a loop's step, a Python
     container's runs as it is: ``py_builtins.own_method``; a container converted code made
     by an assignment, ``parts = [row]``, while the innermost region was traced is that
-    region's own (:func:`made`), so a helper given it may change it there: the region's
+    region's own (:func:`made`), so a helper given it may change it there (``lst.append(v)``,
+    ``lst[0] = v``, ``d[k] = v``: ``item_assigned`` checks the container when it runs): the
+    region's
     trace is one step's run, and nothing outside the step holds it unless an assignment or
     a container's change already refused put it there; one made outside that region, an
     enclosing step's list changed under a tensor if in it included, stays refused), and

@@ -290,7 +290,32 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             iterated = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and \
                 name not in [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
             shared.setdefault(name, node.iter if iterated else node)
+    frames = [node for node in own_nodes(func) if reads_its_frame(node)]
+    for node in frames:
+        # (marked on the code as written, for not_a_graph: the conversion rewrites the call)
+        setattr(node, "ag_reads_frame", True)
+    frame = frames[0] if frames else None
+    if frame is not None:
+        # NOTE [a frame's dict shares every variable]
+        #     ``keep = locals()["outputs"]`` (or vars(), eval, exec, f_locals) binds ``keep``
+        #     to any variable's array, with no name of it in the syntax: every variable is
+        #     shared there (an item write after it was the graph's new array while
+        #     ``keep`` saw plain Python's write). Likewise every variable is read there
+        #     (``liveness.live_after``: ``return h + eval("g")`` after a loop assigning g).
+        for node in ast.walk(func):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                shared.setdefault(node.id, frame)
     return shared
+
+
+def reads_its_frame(node):
+    """Whether ``node`` reads its frame's variables (``locals()``, ``vars()``, ``eval``,
+    ``exec``, ``.f_locals``)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        # (vars(obj) reads obj; eval(s, globals) reads no local)
+        return node.func.id in ("locals", "vars") and not node.args or \
+            node.func.id in ("eval", "exec") and len(node.args) < 2 and not node.keywords
+    return isinstance(node, ast.Attribute) and node.attr == "f_locals"
 
 
 # Builtins given an array keep nothing of it and return no view of it
