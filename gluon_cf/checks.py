@@ -200,6 +200,13 @@ def check_structure(op, returned, fmt, expected_name, expected_fmt):
             # (tf.while_loop's body returns the loop variables only)
             hint = "; func returns a pair (step outputs, new loop_vars): ([], loop_vars) " \
                    "for no step outputs"
+        elif op == "foreach" or isinstance(fmt, list) and isinstance(expected_fmt, list) \
+                and len(fmt) == len(expected_fmt):
+            # (only eager loops without remat run such steps: NOTE [eager loop states may
+            # change] in ops/eager_loops.py)
+            hint = "; a hybridized loop's (or a remat loop's) %s keep one structure across " \
+                   "steps (MXNet's eager %s lets it change: run it without hybridize() or " \
+                   "remat)" % ("states" if op == "foreach" else "loop variables", op)
         raise StructureError("%s: %s structured as %s, but %s is structured as %s%s"
                          % (op_at(op), returned, describe(fmt), expected_name,
                             describe(expected_fmt), hint))

@@ -234,7 +234,9 @@ TRACE = [
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (d, [s[0], s[0]]), x, [h]), [(3, 2), (2,)],
      ValueError, f"gluon_cf.foreach at {line_of('foreach_states_structure')}: "
       "body returned states structured as [array, array], but "
-                 "init_states is structured as [array]"),
+                 "init_states is structured as [array]; a hybridized loop's (or a remat "
+                 "loop's) states keep one structure across steps (MXNet's eager foreach lets "
+                 "it change: run it without hybridize() or remat)"),
     ("foreach_body_not_pair",
      lambda F, x, h: gluon_cf.foreach(lambda d, s: (d,), x, h), [(3, 2), (2,)], TypeError,
      f"gluon_cf.foreach at {line_of('foreach_body_not_pair', 1)}: "
