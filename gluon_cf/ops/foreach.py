@@ -43,8 +43,10 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
                 outputs.append(out)
             return stack(outputs, axis=0), states
 
-    All data arrays must share the same (non-zero) length along axis 0. Outputs and states keep
-    their shapes and dtypes from step to step. Values the body reads from its closure (outer
+    All data arrays must share the same (non-zero) length along axis 0. Outputs keep their
+    structure, shapes and dtypes from step to step. States do in hybridized mode and with
+    ``remat``; eagerly without it they may change, as in MXNet's eager foreach (NOTE [eager
+    loop states may change] in ``eager_loops.py``). Values the body reads from its closure (outer
     arrays, Gluon parameters) become explicit inputs of the graph node in hybridized mode, so
     gradients reach them.
 
