@@ -19,8 +19,10 @@ NOTE [eager loop states may change]
     that step. gluon_cf keeps its own decisions where MXNet's are vague (zero rows padding a
     while_loop's outputs, ``max_iterations=None``). What cannot follow: a hybridized loop (a
     graph node's states have one shape and dtype, so a state changing shape across steps
-    cannot be hybridized: refused, naming the line) and an eager loop with remat (its backward
-    recomputes steps from kept states of fixed shapes: refused, saying remat=False runs it).
+    cannot be hybridized: refused, naming the line) and an eager loop with remat under
+    ``autograd.record`` (its backward recomputes steps from kept states of fixed shapes:
+    refused, saying remat=False runs it; unrecorded, remat does not apply and the loop is
+    this one).
 """
 import mxnet as mx
 
@@ -36,7 +38,8 @@ def foreach(body, flat_data, data_fmt, init_states, length):
     states, out_fmt, per_step = init_states, None, []
     for t in range(length):
         slices = regroup([d[t] for d in flat_data], data_fmt)
-        outputs, states = eagerly(_call_body, body, slices, states)
+        outputs, states = _blaming("foreach", "body", t, "states", states,
+                                   _call_body, body, slices, states)
         flat_out, fmt = flatten_returned(outputs, "gluon_cf.foreach",
                                          "the outputs returned by body")
         if out_fmt is not None and fmt != out_fmt:
@@ -59,8 +62,11 @@ def while_loop(cond, func, loop_vars, max_iterations, pad_to):
     current = [loop_vars] if single else loop_vars
     out_fmt, per_step = None, []
     while (max_iterations is None or len(per_step) < max_iterations) and pred_value(
-            "while_loop", "the value returned by cond", eagerly(cond, *current), eager=True):
-        outputs, new_vars = eagerly(_call_func, func, current)
+            "while_loop", "the value returned by cond",
+            _blaming("while_loop", "cond", len(per_step), "loop_vars", current, cond, *current),
+            eager=True):
+        outputs, new_vars = _blaming("while_loop", "func", len(per_step), "loop_vars", current,
+                                     _call_func, func, current)
         flat_out, fmt = flatten_returned(outputs, "gluon_cf.while_loop",
                                          "the step_output returned by func")
         if out_fmt is not None and fmt != out_fmt:
@@ -72,6 +78,33 @@ def while_loop(cond, func, loop_vars, max_iterations, pad_to):
     if not per_step:   # (NOTE [loops of no step] in while_loop.py)
         return [], loop_vars
     return _stacked("while_loop", per_step, out_fmt, pad_to), current[0] if single else current
+
+
+def _blaming(op, role, step, name, states, fn, *args):
+    """``fn(*args)`` as an eager body (NOTE [eager zero-size values]). A state the previous
+    step returned that is no array (``3``), passed on as MXNet passes it, often fails in the
+    user's code with MXNet's AssertionError naming no line: the same type, naming the loop's
+    line and the state."""
+    try:
+        return eagerly(fn, *args)
+    except (AssertionError, TypeError, AttributeError) as err:
+        odd = _not_an_array(states, name) if step else None
+        if odd is None or type(err) not in (AssertionError, TypeError, AttributeError):
+            raise
+        raise type(err)("%s: %s failed at step %d on %s, of type %s as the step before "
+                        "returned it (MXNet's eager %s passes states on as returned): %s"
+                        % (op_at(op), role, step, odd[0], odd[1], op, err)) from err
+
+
+def _not_an_array(value, path):
+    """``(path, type name)`` of the first item of ``value`` that is no NDArray, or None."""
+    if isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            found = _not_an_array(item, "%s[%d]" % (path, k))
+            if found is not None:
+                return found
+        return None
+    return None if isinstance(value, mx.nd.NDArray) else (path, type(value).__name__)
 
 
 def _call_func(func, current):
