@@ -50,7 +50,7 @@ def _while_shrinks_to_list(loops, x):   # a single loop variable: an array, then
 
 def _while_dtype(loops, x):
     return loops.while_loop(lambda i, v: i < 2, lambda i, v: (
-        i, [i + 1, v.astype("float64") * v.astype("float64")]), [nd.zeros(1), x], 3)
+        i, [i + 1, v.astype("float64") * v.astype("float64")]), [nd.zeros(1), x], 2)
 
 
 PROGRAMS = [_fold, _growing_list, _pam, _dtype_and_int, _while_grows,
@@ -167,6 +167,9 @@ REFUSED = [   # (program, tag, what gluon_cf's message says after "gluon_cf.<op>
         a, [a + 1]), [nd.zeros(1), DATA], max_iterations=3), "# R_WL_VARS",
      "func returned new_loop_vars structured as [array], but loop_vars is structured as "
      "[array, array]"),
+    (lambda loops: loops.foreach(lambda d, s: (d, [s[1].sum(), 3]),   # R_FE_INT
+                                 DATA, [DATA[0], DATA[0]]), "# R_FE_INT",
+     "body failed at step 1 on states[1], of type int as the step before returned it"),
     (lambda loops: loops.while_loop(lambda i: i < 3, lambda i: (   # R_WL_OUTS
         [i] * int(i.asscalar() + 1), i + 1), nd.zeros(1), max_iterations=3), "# R_WL_OUTS",
      "func returned step_output structured as [array, array] at one step and [array]"),
