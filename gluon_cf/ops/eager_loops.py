@@ -24,6 +24,8 @@ NOTE [eager loop states may change]
     refused, saying remat=False runs it; unrecorded, remat does not apply and the loop is
     this one).
 """
+from typing import List
+
 import mxnet as mx
 
 from ..checks import StructureError, check_pair, op_at, pred_value, stack_steps
@@ -60,7 +62,8 @@ def while_loop(cond, func, loop_vars, max_iterations, pad_to):
     step ran), step outputs padded with zero rows to ``pad_to`` rows (None: as many as ran)."""
     single = is_array(loop_vars)
     current = [loop_vars] if single else loop_vars
-    out_fmt, per_step = None, []
+    out_fmt = None
+    per_step: List[list] = []   # per step, its flat outputs
     while (max_iterations is None or len(per_step) < max_iterations) and pred_value(
             "while_loop", "the value returned by cond",
             _blaming("while_loop", "cond", len(per_step), "loop_vars", current, cond, *current),
