@@ -150,24 +150,31 @@ class LoopVarShapeChange(MismatchError):
     answers as MXNet does for it (``bind_shapes._infer_shape_impl``); elsewhere it is this error."""
 
 
-def mismatch(op, what, left_name, left, right_name, right, error=MismatchError):
+def mismatch(op, what, left_name, left, right_name, right, error=MismatchError, hint=None):
     """A MismatchError (or ``error``) listing two sides that should agree, position by
-    position."""
+    position, then ``hint``."""
     lines = ["gluon_cf.%s: %s differ:" % (op, what)]
     for i in range(max(len(left), len(right))):
         a = left[i] if i < len(left) else "<missing>"
         b = right[i] if i < len(right) else "<missing>"
         mark = "" if a == b else "   <-- differs"
         lines.append("  output %d: %s %s, %s %s%s" % (i, left_name, a, right_name, b, mark))
-    return error("\n".join(lines))
+    return error("\n".join(lines + ([hint] if hint else [])))
 
 
-def check_same_dtypes(op, what, before_name, before, after_name, after):
+def not_hybridizable(op, plural):
+    """The last line of a hybridized loop's refusal of state changing across steps."""
+    return ("%s changing shape or dtype across steps cannot be hybridized (a graph's values "
+            "have one shape and dtype); run it without hybridize(), as MXNet's eager %s does"
+            % (plural, op))
+
+
+def check_same_dtypes(op, what, before_name, before, after_name, after, hint=None):
     """ValueError (a ``mismatch``) when known dtypes of loop state differ before and after."""
     before = [dtype_name(t) for t in before]
     after = [dtype_name(t) for t in after]
     if None not in before and None not in after and before != after:
-        raise mismatch(op, what, before_name, before, after_name, after)
+        raise mismatch(op, what, before_name, before, after_name, after, hint=hint)
 
 
 def dtype_name(t):
@@ -193,6 +200,13 @@ def check_structure(op, returned, fmt, expected_name, expected_fmt):
             # (tf.while_loop's body returns the loop variables only)
             hint = "; func returns a pair (step outputs, new loop_vars): ([], loop_vars) " \
                    "for no step outputs"
+        elif op == "foreach" or isinstance(fmt, list) and isinstance(expected_fmt, list) \
+                and len(fmt) == len(expected_fmt):
+            # (only eager loops without remat run such steps: NOTE [eager loop states may
+            # change] in ops/eager_loops.py)
+            hint = "; a hybridized loop's (or a remat loop's) %s keep one structure across " \
+                   "steps (MXNet's eager %s lets it change: run it without hybridize() or " \
+                   "remat)" % ("states" if op == "foreach" else "loop variables", op)
         raise StructureError("%s: %s structured as %s, but %s is structured as %s%s"
                          % (op_at(op), returned, describe(fmt), expected_name,
                             describe(expected_fmt), hint))
@@ -226,16 +240,23 @@ def _op_where(op, where):
 #     line at all (issue 24's hostile round 22).
 
 
-def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values, where=None):
-    """Eagerly, loop state must keep its shape and dtype from one step to the next (a
-    MismatchError: MXNet's eager loops fail stacking such steps with an MXNetError)."""
+def check_kept_shapes(op, noun, plural, fn_name, old_values, new_values, where=None,
+                      remat=False):
+    """Loop state must keep its shape and dtype from one step to the next in a hybridized loop
+    (a graph node's values have one shape) and in an eager loop with ``remat`` (its backward
+    recomputes steps from kept states); a MismatchError. Eagerly without remat it may change,
+    as in MXNet's eager loops (NOTE [eager loop states may change] in ``ops/eager_loops.py``).
+    """
     for i, (new, old) in enumerate(zip(new_values, old_values)):
         if new.shape != old.shape or new.dtype != old.dtype:
-            raise MismatchError("%s: %s %d changed from shape %s %s to %s %s in %s; %s must "
-                                "keep their shape and dtype" % (_op_where(op, where), noun, i,
-                                                               old.shape, old.dtype.__name__,
-                                                               new.shape, new.dtype.__name__,
-                                                               fn_name, plural))
+            why = ("with remat, %s must keep their shape and dtype across steps (backward "
+                   "recomputes steps from kept ones); remat=False runs such a loop, as MXNet's "
+                   "eager %s" % (plural, op)) if remat else (
+                not_hybridizable(op, plural))
+            raise MismatchError("%s: %s %d changed from shape %s %s to %s %s in %s; %s"
+                                % (_op_where(op, where), noun, i, old.shape,
+                                   old.dtype.__name__, new.shape, new.dtype.__name__,
+                                   fn_name, why))
 
 
 def stack_steps(op, k, column, where=None):
@@ -247,5 +268,10 @@ def stack_steps(op, k, column, where=None):
         raise MismatchError("\n".join(["%s: step output %d changes shape across steps:"
                                         % (_op_where(op, where), k)] +
                                        ["  step %d: %s" % (t, x.shape)
+                                        for t, x in enumerate(column)]))
+    if any(x.dtype != column[0].dtype for x in column):   # (MXNet's: an MXNetError too)
+        raise MismatchError("\n".join(["%s: step output %d changes dtype across steps:"
+                                        % (_op_where(op, where), k)] +
+                                       ["  step %d: %s" % (t, np.dtype(x.dtype).name)
                                         for t, x in enumerate(column)]))
     return mx.nd.stack(*column, axis=0)

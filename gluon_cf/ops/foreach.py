@@ -14,9 +14,10 @@ from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, t
                        user_location)
 from ..checks import (check_arity, check_callable, check_kept_shapes, check_pair,
                       check_same_dtypes, check_structure, flatten_argument, mismatch, mode_of,
-                      op_at, stack_steps)
+                      not_hybridizable, op_at, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
+from . import eager_loops
 from .foreach_data import check_lengths, check_sliceable, length_of
 from .foreach_memory import forward_into as _forward_into
 from .foreach_remat import forward_into as _remat_forward_into
@@ -42,8 +43,10 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
                 outputs.append(out)
             return stack(outputs, axis=0), states
 
-    All data arrays must share the same (non-zero) length along axis 0. Outputs and states keep
-    their shapes and dtypes from step to step. Values the body reads from its closure (outer
+    All data arrays must share the same (non-zero) length along axis 0. Outputs keep their
+    structure, shapes and dtypes from step to step. States do in hybridized mode and with
+    ``remat``; eagerly without it they may change, as in MXNet's eager foreach (NOTE [eager
+    loop states may change] in ``eager_loops.py``). Values the body reads from its closure (outer
     arrays, Gluon parameters) become explicit inputs of the graph node in hybridized mode, so
     gradients reach them.
 
@@ -90,11 +93,8 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
         outputs, states = _remat_outputs(loop_, executor.run(loop_.forward()))
         return regroup(outputs, step.out_fmt), step.regroup_states(states)
 
-    def run_step(slots):     # the user's body, as an eager body (NOTE [eager zero-size values])
-        return done(eagerly(step.eager, slots, len(flat_data)))
-    outputs, states = executor.run(loop(lambda t: [d[t] for d in flat_data], lengths[0],
-                                        run_step, flat_states, []))
-    return regroup(outputs, step.out_fmt), step.regroup_states(states)
+    # (NOTE [eager loop states may change] in eager_loops.py)
+    return eager_loops.foreach(body, flat_data, data_fmt, init_states, lengths[0])
 
 
 class _Step:
@@ -134,7 +134,7 @@ class _Step:
         flat_out = flatten(outputs, "gluon_cf.foreach", "outputs")[0]
         flat_states = flatten(states, "gluon_cf.foreach", "states")[0]
         check_kept_shapes(OP, "state", "states", "body", slots[num_data:], flat_states,
-                          self.where)
+                          self.where, remat=True)
         return flat_out + flat_states
 
 
@@ -375,7 +375,7 @@ class ForeachRule(registry.Rule):
         if all(registry.is_complete(s) for s in new_states + old_states) and \
                 new_states != old_states:
             raise mismatch(OP, "state shapes before and after body", "init_states", old_states,
-                           "new_states", new_states)
+                           "new_states", new_states, hint=not_hybridizable(OP, "states"))
         length = data[0][0] if isinstance(data[0], tuple) else data[0]
         return shapes, [stacked_shape(length, s) for s in outs[:num_out]] + outs[num_out:]
 
@@ -384,7 +384,8 @@ class ForeachRule(registry.Rule):
         types = [t if t is not None else inferred.get(i) for i, t in enumerate(in_types)]
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         check_same_dtypes(OP, "state dtypes before and after body", "init_states",
-                          types[nd_:nd_ + ns], "new_states", outs[node.spec["num_out_data"]:])
+                          types[nd_:nd_ + ns], "new_states", outs[node.spec["num_out_data"]:],
+                          hint=not_hybridizable(OP, "states"))
         return types, outs
 
     def forward(self, node, inputs, out_shapes, frame):

@@ -12,9 +12,11 @@ from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, fla
                        pending_shapes, trace, user_location)
 from ..checks import (LoopVarShapeChange, check_arity, check_callable, check_kept_shapes,
                       check_pair, check_same_dtypes, check_scalar_pred, check_structure,
-                      flatten_argument, mismatch, mode_of, op_at, pred_value, stack_steps)
+                      flatten_argument, mismatch, mode_of, not_hybridizable, op_at, pred_value,
+                      stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
+from . import eager_loops
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 from .while_loop_arguments import (check_max_iterations, input_order, mxnet_input_order,
                                    slot_order, symbolic_pred, unchanged_vars)
@@ -33,8 +35,10 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 
     ``cond(*loop_vars)`` returns a one-element predicate; ``func(*loop_vars)`` returns
     ``(step_output, new_loop_vars)``, where ``step_output`` may be ``None``/``[]`` and
-    ``new_loop_vars`` has the structure, shapes and dtypes of ``loop_vars``. The semantics are
-    those of this Python function::
+    ``new_loop_vars`` has the structure, shapes and dtypes of ``loop_vars`` in hybridized mode
+    and with ``remat`` (eagerly without it, as many items, which may change otherwise, as in
+    MXNet's eager while_loop: NOTE [eager loop states may change] in ``eager_loops.py``). The
+    semantics are those of this Python function::
 
         def while_loop(cond, func, loop_vars, max_iterations):
             steps, outputs = 0, []
@@ -104,15 +108,8 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
         if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
             return [], unchanged_vars(loop_vars, final, vars_fmt)
         return regroup(outputs, step.out_fmt), step.last_vars(final)
-    outputs, final = executor.run(loop(
-        # (the user's cond and func as eager bodies: NOTE [eager zero-size values])
-        lambda vs: done(pred_value(OP, "the value returned by cond", eagerly(step.cond, vs),
-                                   eager=True)),
-        lambda vs: done(eagerly(step.eager, vs)), flat_vars, [], max_iterations, pad_to,
-        zero_outputs=lambda: None))
-    if outputs is None:   # no step ran: func is not called (NOTE [loops of no step])
-        return [], unchanged_vars(loop_vars, final, vars_fmt)
-    return regroup(outputs, step.out_fmt), step.last_vars(final)
+    # (NOTE [eager loop states may change] in eager_loops.py)
+    return eager_loops.while_loop(cond, func, loop_vars, max_iterations, pad_to)
 
 
 # NOTE [loops of no step]
@@ -235,7 +232,7 @@ class _Step:
     def eager(self, values):
         flat_out, flat_vars = self.func(values)
         check_kept_shapes(OP, "loop variable", "loop variables", "func", values, flat_vars,
-                          self.where)
+                          self.where, remat=True)
         return flat_out + flat_vars
 
 
@@ -438,7 +435,8 @@ class WhileLoopRule(registry.Rule):
         new_vars, old_vars = func_out[num_out:], shapes[:nv]
         if _static(new_vars) and _static(old_vars) and new_vars != old_vars:
             raise mismatch(OP, "loop variable shapes before and after func", "loop_vars",
-                           old_vars, "new_loop_vars", new_vars, LoopVarShapeChange)
+                           old_vars, "new_loop_vars", new_vars, LoopVarShapeChange,
+                           hint=not_hybridizable(OP, "loop variables"))
         pad_to = _pad_to(node.spec)
         rows = registry.Dynamic() if pad_to is None else pad_to   # exact length: as steps run
         stacked = [None if s is None else stacked_shape(rows, s) for s in func_out[:num_out]]
@@ -455,7 +453,8 @@ class WhileLoopRule(registry.Rule):
             types = [t if t is not None else inferred.get(i) for i, t in enumerate(types)]
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         check_same_dtypes(OP, "loop variable dtypes before and after func", "loop_vars",
-                          types[:nv], "new_loop_vars", outs[num_out:])
+                          types[:nv], "new_loop_vars", outs[num_out:],
+                          hint=not_hybridizable(OP, "loop variables"))
         return types, outs
 
     def forward(self, node, inputs, out_shapes, frame):
