@@ -290,7 +290,7 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             iterated = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and \
                 name not in [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
             shared.setdefault(name, node.iter if iterated else node)
-    frames = [node for node in own_nodes(func) if reads_its_frame(node)]
+    frames = frame_reads(func)
     for node in frames:
         # (marked on the code as written, for not_a_graph: the conversion rewrites the call)
         setattr(node, "ag_reads_frame", True)
@@ -302,20 +302,45 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
         #     shared there (an item write after it was the graph's new array while
         #     ``keep`` saw plain Python's write). Likewise every variable is read there
         #     (``liveness.live_after``: ``return h + eval("g")`` after a loop assigning g).
+        #     An alias reads it as well (``L = locals`` ... ``L()["outputs"]``), and so do
+        #     eval and exec given None for a dict (the frame's): ``frame_reads``.
         for node in ast.walk(func):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 shared.setdefault(node.id, frame)
     return shared
 
 
-def reads_its_frame(node):
+_VARIABLE_READERS = ("locals", "vars", "eval", "exec")
+
+
+def reads_its_frame(node, aliases=()):
     """Whether ``node`` reads its frame's variables (``locals()``, ``vars()``, ``eval``,
-    ``exec``, ``.f_locals``)."""
+    ``exec``, ``.f_locals``; a call of one of ``aliases``, names bound to one of them)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        # (vars(obj) reads obj; eval(s, globals) reads no local)
-        return node.func.id in ("locals", "vars") and not node.args or \
-            node.func.id in ("eval", "exec") and len(node.args) < 2 and not node.keywords
+        # (vars(obj) reads obj; eval(s, globals) reads no local, eval(s, None) the frame's:
+        # None is the frame's globals and locals)
+        return node.func.id in aliases or \
+            node.func.id in ("locals", "vars") and not node.args or \
+            node.func.id in ("eval", "exec") and not node.keywords and (
+                len(node.args) < 2 or any(isinstance(a, ast.Constant) and a.value is None
+                                          for a in node.args[1:3]))
     return isinstance(node, ast.Attribute) and node.attr == "f_locals"
+
+
+def frame_reads(func):
+    """The nodes of ``func``'s own body that read its frame's variables: those of
+    :func:`reads_its_frame`, calls of a name bound to ``locals``, ``vars``, ``eval`` or
+    ``exec`` (``L = locals`` ... ``L()["g"]``), and any other use of those as a value (given
+    to a call, it may be called with the frame's dict: NOTE [a frame's dict shares every
+    variable])."""
+    nodes = list(own_nodes(func))
+    aliases = {target.id for node in nodes if isinstance(node, ast.Assign) and
+               isinstance(node.value, ast.Name) and node.value.id in _VARIABLE_READERS
+               for target in node.targets if isinstance(target, ast.Name)}
+    called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    return [node for node in nodes if reads_its_frame(node, aliases) or (
+        isinstance(node, ast.Name) and node.id in _VARIABLE_READERS and
+        isinstance(node.ctx, ast.Load) and id(node) not in called)]
 
 
 # Builtins given an array keep nothing of it and return no view of it
