@@ -3,6 +3,8 @@ loops and helpers: item writes of the new index forms (``outputs[t, :]``, ``[...
 array's item), helpers' item writes on the step's containers, and reads of the frame's
 variables. ``PROGRAMS`` maps each block class to its input lists; the oracle is the plain
 Python function on NDArrays (``hybrid_forward.__wrapped__``)."""
+import builtins
+import inspect
 import sys
 
 import numpy as np
@@ -488,3 +490,128 @@ class StepReadsTheListAHelperAppendsTo(HybridBlock):
             self.add_to(outs, row + h)
             h = h + outs[-1] * 0.5
         return h
+
+
+# ---------------------------------------------------------------- more frames and writes
+
+
+@program(*ROWS)
+class FrameReadByGetattrOfTheFrame(HybridBlock):
+    """``getattr(sys._getframe(), "f_locals")["g"]`` after a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        g = F.ones((3,))
+        for row in x:
+            h = h + row
+            g = row * 2
+        return h + getattr(sys._getframe(), "f_locals")["g"]
+
+
+@program(*ROWS)
+class FrameReadByArgvalues(HybridBlock):
+    """``inspect.getargvalues(inspect.currentframe()).locals["g"]`` after a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        g = F.ones((3,))
+        for row in x:
+            h = h + row
+            g = row * 2
+        return h + inspect.getargvalues(inspect.currentframe()).locals["g"]
+
+
+@program(*ROWS)
+class FrameReadByBuiltinsLocals(HybridBlock):
+    """``builtins.locals()["g"]`` after a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        g = F.ones((3,))
+        for row in x:
+            h = h + row
+            g = row * 2
+        return h + builtins.locals()["g"]
+
+
+@program(*ROWS)
+class FrameReadByANestedFunctionsCallerFrame(HybridBlock):
+    """A nested ``peek("g")`` reading ``sys._getframe(1).f_locals``, its caller's."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        def peek(name):
+            return sys._getframe(1).f_locals[name]
+        h = F.zeros((3,))
+        g = F.ones((3,))
+        for row in x:
+            h = h + row
+            g = row * 2
+        return h + peek("g")
+
+
+@program(*TIMES)
+class ItemWriteAliasByBuiltinsVars(HybridBlock):
+    """``keep = builtins.vars()["outputs"]`` then a write."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        keep = builtins.vars()["outputs"]
+        outputs[0] = x[1] + 5
+        return keep
+
+
+@program(*TIMES)
+class ItemWriteFloat16BufferOfNumbers(HybridBlock):
+    """A float16 buffer given Python floats (an NDArray casts them)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        half = F.zeros((4, 3), dtype="float16")
+        for t in range(4):
+            half[t, :] = 0.1 * t + 1e-4
+        return x + F.cast(half, "float32")
+
+
+@program(*TIMES)
+class ItemWriteAfterAComprehensionOfRows(HybridBlock):
+    """``rows = [outputs[i] for i in range(2)]`` (NDArray views) then a write."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        rows = [outputs[i] for i in range(2)]
+        outputs[0] = x[1] + 5
+        return rows[0] * 2
+
+
+@program(*TIMES)
+class ItemWriteNestedPythonLoopsOverlapping(HybridBlock):
+    """Nested loops writing columns and rows of one buffer, each read back."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        out = F.zeros_like(x)
+        for i in range(4):
+            for j in range(3):
+                out[..., j] = out[:, j] + x[:, j] * (i + 1)
+                out[i, :] = out[i] * 0.5
+        return out
+
+
+@program(*TIMES)
+class ItemWriteReturnedMidLoop(HybridBlock):
+    """``outputs`` (``x * 1``) written by numpy ints and returned inside the loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = x * 1
+        for t in np.arange(4):
+            outputs[t, :] = outputs[t - 1] * 2
+            if t == 2:
+                return outputs
+        return outputs

@@ -24,7 +24,8 @@ WRITES_REFUSED = {
     programs.ItemWriteFloat16BufferOfAFloat32Value,
     programs.ItemWriteOfAOneByOneIntoAOneDimensionalItem,
     programs.ItemWriteThroughAnItemOfAnItem, programs.ItemWriteAliasOfTheFramesDictByName,
-    programs.ItemWriteAliasByEvalWithNone}
+    programs.ItemWriteAliasByEvalWithNone, programs.ItemWriteAliasByBuiltinsVars,
+    programs.ItemWriteAfterAComprehensionOfRows}
 EQUAL = {programs.FrameReadByANestedFunctionAfterLoop,
          programs.StepListWrittenThenReadAfterTheLoop}
 
@@ -36,7 +37,9 @@ def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     """Recorded, values and gradients. ``L = locals`` ... ``L()["g"]`` or ``eval("g", None,
     None)`` after a tensor for (FrameReadThroughAnAliasOfLocalsAfterLoop,
     FrameReadThroughEvalWithNoneAfterLoop) read g's value before the loop, eagerly and
-    hybridized; ``V()["h"]`` (``V = vars``) in a tensor if's branch was a KeyError; a
+    hybridized, and so were ``getattr(sys._getframe(), "f_locals")``,
+    ``inspect.getargvalues(inspect.currentframe())``, ``builtins.locals()`` and a nested
+    function's ``sys._getframe(1).f_locals``; ``V()["h"]`` (``V = vars``) in a tensor if's branch was a KeyError; a
     helper's ``d[row] = v`` on the step's dict was a TypeError naming no line."""
     hostile_harness.assert_kinds(_classified(block_class), refused=block_class not in EQUAL)
 
@@ -45,7 +48,8 @@ def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
 def test_item_writes_equal_plain_python_or_are_refused_at_the_line(block_class):
     """Unrecorded, eager and hybridized. ``scores[t, :] = v`` on a 1-D array and
     a write after ``keep = L()["outputs"]`` (``L = locals``) or
-    ``keep = eval("outputs", None)`` was silently the graph's new array."""
+    ``keep = eval("outputs", None)`` (or ``builtins.vars()``) was silently the graph's new
+    array."""
     hostile_harness.assert_unrecorded_write(block_class, programs.PROGRAMS[block_class], FILES,
                                             block_class not in WRITES_REFUSED)
 
