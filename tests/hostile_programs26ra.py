@@ -615,3 +615,33 @@ class ItemWriteReturnedMidLoop(HybridBlock):
             if t == 2:
                 return outputs
         return outputs
+
+
+def peek_caller(name):
+    return sys._getframe(1).f_locals[name]
+
+
+@program(*ROWS)
+class FrameReadByACallersFrameAfterLoop(HybridBlock):
+    """``peek_caller("g")`` after a tensor for: a helper reading its caller's frame."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        g = F.ones((3,))
+        for row in x:
+            h = h + row
+            g = row * 2
+        return h + peek_caller("g")
+
+
+@program(*TIMES)
+class ItemWriteAliasByACallersFrame(HybridBlock):
+    """``keep = peek_caller("outputs")``: a helper reading its caller's frame."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outputs = F.zeros_like(x)
+        keep = peek_caller("outputs")
+        outputs[0] = x[1] + 5
+        return keep

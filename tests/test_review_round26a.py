@@ -16,8 +16,10 @@ _classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export
 # (an NDArray's IndexError, hybridized too: test_too_many_indices_...)
 TOO_MANY = [programs.ItemWriteOneDimensionalWithTrailingColon,
             programs.ItemWriteTwoTrailingColonsOnTwoAxes]
+# (a helper reading its caller's frame: refused eagerly too, test_a_callers_frame_...)
+CALLERS = [programs.FrameReadByACallersFrameAfterLoop, programs.ItemWriteAliasByACallersFrame]
 WRITES = [c for c in programs.PROGRAMS if c.__name__.startswith("ItemWrite") and
-          c not in TOO_MANY]
+          c not in TOO_MANY + CALLERS]
 WRITES_REFUSED = {
     programs.ItemWriteViewReadBeforeOverwrite,
     programs.ItemWriteSliceViewReadBeforeOverwrite,
@@ -31,17 +33,21 @@ EQUAL = {programs.FrameReadByANestedFunctionAfterLoop,
 
 
 @pytest.mark.parametrize("block_class", [c for c in programs.PROGRAMS
-                                        if not c.__name__.startswith("ItemWrite")],
+                                        if not c.__name__.startswith("ItemWrite") and
+                                        c not in CALLERS],
                          ids=lambda c: c.__name__)
 def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     """Recorded, values and gradients. ``L = locals`` ... ``L()["g"]`` or ``eval("g", None,
     None)`` after a tensor for (FrameReadThroughAnAliasOfLocalsAfterLoop,
     FrameReadThroughEvalWithNoneAfterLoop) read g's value before the loop, eagerly and
     hybridized, and so were ``getattr(sys._getframe(), "f_locals")``,
-    ``inspect.getargvalues(inspect.currentframe())``, ``builtins.locals()`` and a nested
-    function's ``sys._getframe(1).f_locals``; ``V()["h"]`` (``V = vars``) in a tensor if's branch was a KeyError; a
-    helper's ``d[row] = v`` on the step's dict was a TypeError naming no line."""
-    hostile_harness.assert_kinds(_classified(block_class), refused=block_class not in EQUAL)
+    ``inspect.getargvalues(inspect.currentframe())`` and ``builtins.locals()``; ``V()["h"]``
+    (``V = vars``) in a tensor if's branch was a KeyError; a helper's ``d[row] = v`` on the
+    step's dict was a TypeError naming no line."""
+    # (a nested function's sys._getframe(1).f_locals: refused eagerly too, at the read)
+    hostile_harness.assert_kinds(
+        _classified(block_class), refused=block_class not in EQUAL,
+        refused_eagerly=block_class is programs.FrameReadByANestedFunctionsCallerFrame)
 
 
 @pytest.mark.parametrize("block_class", WRITES, ids=lambda c: c.__name__)
@@ -80,3 +86,24 @@ def test_a_tensor_key_of_a_dict_is_refused_at_its_line():
     assert isinstance(err, gluon_cf.AutographError), repr(err)
     assert str(err).startswith(f"{programs.__file__}:{line}: d[k] = v: this assigns an item "
                                f"of a dict keyed by a tensor while hybridizing"), err
+
+
+@pytest.mark.parametrize("block_class", CALLERS, ids=lambda c: c.__name__)
+def test_a_callers_frame_read_of_converted_code_is_refused_at_the_line(block_class):
+    """``sys._getframe(1).f_locals["g"]`` in a helper called by
+    converted code, after a tensor loop assigning g or before a write of ``outputs``, was
+    silently g's value before the loop (eagerly too) or the graph's new array: converted
+    code keeps a variable as written only where its own code reads it. Refused, eagerly
+    and hybridized, at the read."""
+    line = hostile_harness.line_in(programs.__file__, "def peek_caller") + 1
+    arrays = (programs.TIMES if "ItemWrite" in block_class.__name__ else programs.ROWS)[0]
+    for hybridize in (False, True):
+        net = hostile_harness._make(block_class)
+        if hybridize:
+            net.hybridize()
+        err = hostile_harness._outcome(lambda: hostile_harness.run_with_gradients(
+            net, arrays, record=False))[1]
+        assert isinstance(err, gluon_cf.AutographError), repr(err)
+        assert str(err).startswith(
+            f"{programs.__file__}:{line}: return sys._getframe(1).f_locals[name]: this reads "
+            f"the variables of 'hybrid_forward' (at {programs.__file__}:"), err
