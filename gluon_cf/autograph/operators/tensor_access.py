@@ -138,7 +138,7 @@ def _no_converted_callers_variables(frame, where):
     that function is converted code (NOTE [a frame's dict shares every variable]: a helper's
     ``sys._getframe(1).f_locals["g"]`` cannot be seen where its caller is converted, which
     keeps a variable read by name only where its own code reads it so)."""
-    reader = sys._getframe(1)
+    reader: Optional[types.FrameType] = sys._getframe(1)
     while reader is not None and reader.f_code.co_filename.startswith(_AUTOGRAPH):
         reader = reader.f_back            # (through impl.conversion.attribute)
     if frame is reader or "__ag__" not in frame.f_code.co_names:

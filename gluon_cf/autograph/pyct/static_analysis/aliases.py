@@ -306,7 +306,8 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
         #     eval and exec given None for a dict (the frame's), any frame object
         #     (``getattr(sys._getframe(), "f_locals")``) and a nested function's caller's
         #     frame (``sys._getframe(1)``): ``frame_reads``. A helper defined elsewhere
-        #     reading its caller's frame is not seen.
+        #     reading its caller's frame is not seen here: its f_locals of a converted
+        #     function's frame is refused when it runs (``tensor_access.attribute``).
         for node in ast.walk(func):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 shared.setdefault(node.id, frame)
