@@ -55,6 +55,13 @@ def item_assigned(value, target, index, where, shared=None, rewrite=None):
         return _with_item(mx.sym, target, static_shape(target, where), index, value, where)
     if not made_here(target):
         effect(where, f"assigns an item of {_what(target)}")
+    if isinstance(index, mx.sym.Symbol) and isinstance(target, (dict, set)):
+        # (Python's TypeError "unhashable type: 'Symbol'" named no line)
+        raise AutographError(
+            f"{where}: this assigns an item of a {type(target).__name__} keyed by a tensor "
+            f"while hybridizing, and MXNet's Symbol has no hash (an NDArray's is its "
+            f"identity). Keep the tensors in a list, or key them by a Python value (a name, "
+            f"an index)")
     target[index] = value
     return target
 
@@ -120,9 +127,15 @@ def _axis_item(index, ndim, where):
     """``(axis, int or slice)`` of an index that selects along one axis: ``i``, ``a:b``,
     ``(:, ..., i)``."""
     parts = index if isinstance(index, tuple) else (index,)
+    given = len(parts) - sum(p is Ellipsis for p in parts)
+    if given > ndim:
+        # (before the trailing ':' are dropped: an NDArray's scores[t, :] of a 1-D array
+        # raises, it is no scores[t])
+        raise IndexError(f"{where}: too many indices ({given}) for array with {ndim} "
+                         f"dimensions")
     if sum(p is Ellipsis for p in parts) == 1 and len(parts) <= ndim + 1:
         # (x[..., t] is x[:, :, t]; x[t, ...] is x[t])
-        at = parts.index(Ellipsis)
+        at = next(k for k, p in enumerate(parts) if p is Ellipsis)
         parts = parts[:at] + (slice(None),) * (ndim + 1 - len(parts)) + parts[at + 1:]
     while len(parts) > 1 and isinstance(parts[-1], slice) and parts[-1] == slice(None):
         parts = parts[:-1]        # (x[t, :] = h is x[t] = h: the trailing axes whole)

@@ -48,6 +48,9 @@ NOTE [autograph indexing]
 """
 import builtins
 import numbers
+import os
+import sys
+import types
 from typing import List, Optional
 
 import mxnet as mx
@@ -122,7 +125,30 @@ def attribute(value, name, where):
             raise AutographError(
                 f"{where}: .{name} of a tensor while hybridizing: a Symbol has no {name} "
                 f"(its values and shape exist only when the graph runs); use {instead}")
+    if name == "f_locals" and isinstance(value, types.FrameType):
+        _no_converted_callers_variables(value, where)
     return getattr(value, name)
+
+
+_AUTOGRAPH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _no_converted_callers_variables(frame, where):
+    """``frame.f_locals`` read by converted code, of another function's frame: refused when
+    that function is converted code (NOTE [a frame's dict shares every variable]: a helper's
+    ``sys._getframe(1).f_locals["g"]`` cannot be seen where its caller is converted, which
+    keeps a variable read by name only where its own code reads it so)."""
+    reader: Optional[types.FrameType] = sys._getframe(1)
+    while reader is not None and reader.f_code.co_filename.startswith(_AUTOGRAPH):
+        reader = reader.f_back            # (through impl.conversion.attribute)
+    if frame is reader or "__ag__" not in frame.f_code.co_names:
+        return                            # (its own: analysed where it is converted)
+    raise AutographError(
+        f"{where}: this reads the variables of {frame.f_code.co_name!r} (at "
+        f"{frame.f_code.co_filename}:{frame.f_lineno}) through its frame's f_locals; "
+        f"gluon_cf.autograph converts that function, and converted code keeps a variable as "
+        f"written only where its own code reads it (a variable a tensor loop or if assigns "
+        f"may still hold its value before it). Give the values to this function as arguments")
 
 
 def autograd_mode(fn, where):

@@ -290,7 +290,7 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
             iterated = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and \
                 name not in [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
             shared.setdefault(name, node.iter if iterated else node)
-    frames = [node for node in own_nodes(func) if reads_its_frame(node)]
+    frames = frame_reads(func)
     for node in frames:
         # (marked on the code as written, for not_a_graph: the conversion rewrites the call)
         setattr(node, "ag_reads_frame", True)
@@ -302,20 +302,74 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
         #     shared there (an item write after it was the graph's new array while
         #     ``keep`` saw plain Python's write). Likewise every variable is read there
         #     (``liveness.live_after``: ``return h + eval("g")`` after a loop assigning g).
+        #     An alias reads it as well (``L = locals`` ... ``L()["outputs"]``), and so do
+        #     eval and exec given None for a dict (the frame's), any frame object
+        #     (``getattr(sys._getframe(), "f_locals")``) and a nested function's caller's
+        #     frame (``sys._getframe(1)``): ``frame_reads``. A helper defined elsewhere
+        #     reading its caller's frame is not seen here: its f_locals of a converted
+        #     function's frame is refused when it runs (``tensor_access.attribute``).
         for node in ast.walk(func):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 shared.setdefault(node.id, frame)
     return shared
 
 
-def reads_its_frame(node):
+_VARIABLE_READERS = ("locals", "vars", "eval", "exec")
+# (a frame object's: f_locals is its dict, f_back a caller's frame)
+_FRAME_GETTERS = ("_getframe", "currentframe", "f_locals", "f_back")
+
+
+def _reader(node):
+    """The builtin of ``_VARIABLE_READERS`` that ``node`` (read) names (``locals``,
+    ``builtins.locals``), else None."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        name = node.id
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id in ("builtins", "__builtins__"):
+        name = node.attr
+    else:
+        return None
+    return name if name in _VARIABLE_READERS else None
+
+
+def _frame_getter(node):
+    """Whether ``node`` names what gives a frame object or its dict (``sys._getframe``,
+    ``inspect.currentframe``, ``.f_locals``, ``.f_back``)."""
+    return isinstance(node, ast.Attribute) and node.attr in _FRAME_GETTERS or \
+        isinstance(node, ast.Name) and node.id in _FRAME_GETTERS
+
+
+def reads_its_frame(node, aliases=()):
     """Whether ``node`` reads its frame's variables (``locals()``, ``vars()``, ``eval``,
-    ``exec``, ``.f_locals``)."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        # (vars(obj) reads obj; eval(s, globals) reads no local)
-        return node.func.id in ("locals", "vars") and not node.args or \
-            node.func.id in ("eval", "exec") and len(node.args) < 2 and not node.keywords
-    return isinstance(node, ast.Attribute) and node.attr == "f_locals"
+    ``exec``, ``builtins.locals()``, a frame object: ``sys._getframe()``, ``.f_locals``; a
+    call of one of ``aliases``, names bound to one of them)."""
+    if isinstance(node, ast.Call):
+        # (vars(obj) reads obj; eval(s, globals) reads no local, eval(s, None) the frame's:
+        # None is the frame's globals and locals)
+        name = _reader(node.func)
+        return isinstance(node.func, ast.Name) and node.func.id in aliases or \
+            name in ("locals", "vars") and not node.args or \
+            name in ("eval", "exec") and not node.keywords and (
+                len(node.args) < 2 or any(isinstance(a, ast.Constant) and a.value is None
+                                          for a in node.args[1:3]))
+    return _frame_getter(node)
+
+
+def frame_reads(func):
+    """The nodes of ``func``'s own body that read its frame's variables: those of
+    :func:`reads_its_frame`, calls of a name bound to ``locals``, ``vars``, ``eval`` or
+    ``exec`` (``L = locals`` ... ``L()["g"]``), any other use of those as a value (given
+    to a call, it may be called with the frame's dict), and a frame object got in a nested
+    function (``sys._getframe(1).f_locals``, its caller's: NOTE [a frame's dict shares every
+    variable])."""
+    nodes = list(own_nodes(func))
+    aliases = {target.id for node in nodes if isinstance(node, ast.Assign) and
+               _reader(node.value) for target in node.targets if isinstance(target, ast.Name)}
+    called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    own = {id(node) for node in nodes}
+    return [node for node in nodes if reads_its_frame(node, aliases) or (
+        _reader(node) and id(node) not in called)] + \
+        [node for node in ast.walk(func) if id(node) not in own and _frame_getter(node)]
 
 
 # Builtins given an array keep nothing of it and return no view of it

@@ -5,7 +5,7 @@ import ast
 from typing import Set
 
 from .activity import assigned_names, captured_names, loaded_names, walrus_bound
-from .aliases import own_nodes, reads_its_frame
+from .aliases import frame_reads
 from .definite_assignment import definitely_assigned, match_assigned, try_assigned, \
     with_assigned
 
@@ -103,7 +103,7 @@ def live_after(node, parents, func):
     while function is not None and not isinstance(function, (ast.FunctionDef,
                                                              ast.AsyncFunctionDef)):
         function = parents.get(function)
-    if function is not None and any(reads_its_frame(n) for n in own_nodes(function)):
+    if function is not None and frame_reads(function):
         # (locals()["g"], eval("g"): any variable is read there, with no name of it in the
         # syntax: NOTE [a frame's dict shares every variable])
         args = function.args
