@@ -84,3 +84,42 @@ def test_declared_output_dims_hold_at_lengths_off_the_probes(cls):
         np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
         for dim, size in zip(declared[0], want.shape):
             assert dim in (None, size), (declared, want.shape)
+
+
+# ---- a cond branch's operator failing a bare check when it runs --------------------------
+
+class _CondBranchReshape(mx.gluon.HybridBlock):
+    def __init__(self, in_loop):
+        super().__init__()
+        self.in_loop = in_loop
+
+    def hybrid_forward(self, F, x):
+        import gluon_cf
+
+        def choose(v):
+            return gluon_cf.cond(F.sum(v) > 0, lambda: v.reshape((-3, 0)),  # the line
+                                 lambda: v * 2)
+        if not self.in_loop:
+            return choose(x)
+        return gluon_cf.foreach(lambda row, s: (choose(row), s), x, [F.zeros((1,))])[0]
+
+
+@pytest.mark.parametrize("in_loop", [False, True], ids=["top", "in_foreach"])
+def test_a_cond_branchs_operator_failing_a_bare_check_is_named_at_its_line(in_loop):
+    """A cond branch taken at run time whose ``reshape((-3, 0))`` fails MXNet's check
+    "src_idx < dshape_len (2 vs. 2) : " (nothing after the condition): the read of the
+    output raised that MXNetError raw, no line of the user's (the round's fix covered the
+    block's shape inference, not a branch run by the cond). It is the OperatorShapeError at
+    the branch's line on every such call; the other branch's calls between give MXNet's
+    values."""
+    from gluon_cf.graph.operator_errors import OperatorShapeError
+    net = _CondBranchReshape(in_loop)
+    net.hybridize()
+    line = next(k for k, text in enumerate(open(__file__), 1) if text.endswith("# the line\n"))
+    for _ in range(2):
+        with pytest.raises(OperatorShapeError) as err:
+            net(mx.nd.ones((2, 3))).asnumpy()
+        assert str(err.value).startswith("%s:%d: Reshape" % (__file__, line)), str(err.value)
+        assert "src_idx < dshape_len" in str(err.value) and "Check failed" not in str(err.value)
+        x = -mx.nd.arange(6).reshape((2, 3)) - 1
+        np.testing.assert_allclose(net(x).asnumpy(), (x * 2).asnumpy())
