@@ -60,7 +60,7 @@ def shape_plan(sym, params, examples, dims):
     param_shapes = {name: tuple(value.shape) for name, value in params.items()}
     plan: ShapePlan = {}
     varying: RankVarying = {}
-    runs = []
+    runs, given = [], [base]     # (each run's output shapes and input shapes)
     try:
         arg_shapes = {**param_shapes, **base}
         _collect_shapes(sym, arg_shapes, plan, "the model", varying=varying)
@@ -83,6 +83,7 @@ def shape_plan(sym, params, examples, dims):
             arg_shapes = {**param_shapes, **grown}
             _collect_shapes(sym, arg_shapes, trial, "the model", varying=trial_varying)
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
+            given.append(grown)
         except (mx.MXNetError, ValueError) as error:
             first_error = first_error or (error, grown)
             continue
@@ -96,10 +97,6 @@ def shape_plan(sym, params, examples, dims):
             f"change (inputs {grown} fail: {mxnet_message(first_line(failed))}); remove "
             f"those axes from dynamic_axes, or give axes that must stay equal the same dim "
             f"name"), failed) from None
-    named = {(d, d + growth[dims[name][axis]]): dims[name][axis]
-             for name, shape in base.items() for axis, d in enumerate(shape)
-             if dims[name].get(axis) is not None}
-
     sizes = [d for name, shape in base.items() for axis, d in enumerate(shape)
              if axis in dims[name]]
     low = min(sizes, default=0)
@@ -115,6 +112,7 @@ def shape_plan(sym, params, examples, dims):
             arg_shapes = {**param_shapes, **shapes}
             _collect_shapes(sym, arg_shapes, more, "the model")
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
+            given.append(shapes)
         except (mx.MXNetError, ValueError):
             return False     # (sizes the model does not take: a table of 512 positions)
         _merge_plans(plan, more)
@@ -123,7 +121,7 @@ def shape_plan(sym, params, examples, dims):
         spread[0] = 1        # (axes one apart: a target one step longer than its source)
         more_sizes(run_at, max(sizes))
     outputs = [None if None in shapes or len({len(s) for s in shapes}) > 1 else
-               tuple(dims_[0] if len(set(dims_)) == 1 else named.get(dims_[:2])
+               tuple(dims_[0] if len(set(dims_)) == 1 else _name_followed(dims_, given, dims)
                      for dims_ in zip(*shapes))
                for shapes in zip(*runs)]
     conds_read = _conds_read_by_outputs(sym, varying)
@@ -132,6 +130,20 @@ def shape_plan(sym, params, examples, dims):
                 _rank_follows_no_branch(sym, {**param_shapes, **base}, conds, k):
             conds_read[k] = []
     return plan, outputs, conds_read
+
+
+def _name_followed(sizes, given, dims):
+    """The dim name whose input axes had ``sizes`` in every run (``given``: the runs' input
+    shapes), else None: an output dim that changed like a named input dim between the example
+    and the grown run only (``x[:600]``, named like x's length: 1031 gives 600) is no copy of
+    it, and ONNX would read it as one."""
+    names = sorted({d for axes in dims.values() for d in axes.values() if d is not None})
+    for name in names:
+        if all({shape[axis] for input_name, shape in shapes.items()
+                for axis, named in dims[input_name].items() if named == name} == {size}
+               for size, shapes in zip(sizes, given)):
+            return name
+    return None
 
 
 # NOTE [growths a model takes]
@@ -196,7 +208,9 @@ def _merge_plans(plan, more):
 #     the example and the grown run were left, and a truncation to 8 agreed at both. Equal
 #     sizes come first: with the differences kept, the smallest axis's run could leave
 #     another axis over its clip. A dim depending on the lengths only through a division by
-#     more than four times the example and 1031 still agrees by chance.
+#     more than four times the example and 1031 still agrees by chance. An output dim is
+#     given an input dim's name only where it equals that dim in every run, not only in the
+#     example and the grown one (``x[:600]`` was declared x's "seq"; ``_name_followed``).
 
 
 def _rank_follows_no_branch(sym, arg_shapes, conds, k):
