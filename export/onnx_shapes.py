@@ -74,9 +74,10 @@ def shape_plan(sym, params, examples, dims):
             err) from None
     first_error = None
     for times in _GROWTHS:     # NOTE [growths a model takes]
-        growth = {None: 3 * times, **{name: (4 + k) * times for k, name in enumerate(names)}}
-        grown = {name: tuple(d + growth[dims[name][axis]] if axis in dims[name] else d
-                             for axis, d in enumerate(shape))
+        growth = {None: 3 * (times or 0),
+                  **{name: (4 + k) * (times or 0) for k, name in enumerate(names)}}
+        grown = {name: tuple((d * 2 if times is None else d + growth[dims[name][axis]])
+                             if axis in dims[name] else d for axis, d in enumerate(shape))
                  for name, shape in base.items()}
         trial, trial_varying = dict(plan), {key: list(v) for key, v in varying.items()}
         try:
@@ -138,12 +139,11 @@ def _name_followed(sizes, given, dims):
     and the grown run only (``x[:600]``, named like x's length: 1031 gives 600) is no copy of
     it, and ONNX would read it as one."""
     names = sorted({d for axes in dims.values() for d in axes.values() if d is not None})
-    for name in names:
-        if all({shape[axis] for input_name, shape in shapes.items()
-                for axis, named in dims[input_name].items() if named == name} == {size}
-               for size, shapes in zip(sizes, given)):
-            return name
-    return None
+    followed = [name for name in names
+                if all({shape[axis] for input_name, shape in shapes.items()
+                        for axis, named in dims[input_name].items() if named == name} == {size}
+                       for size, shapes in zip(sizes, given))]
+    return followed[0] if len(followed) == 1 else None
 
 
 # NOTE [growths a model takes]
@@ -152,8 +152,12 @@ def _name_followed(sizes, given, dims):
 #     need an even count, and with an example of 8 rows the grown 11 failed, refused as "the
 #     model's shapes do not allow the dynamic axes to change" though every even length runs.
 #     Where the grown run fails, twice and four times the growths are tried (6 and 12 keep
-#     every length a multiple of 2, 3, 4 or 6 that the example is) before refusing.
-_GROWTHS = (1, 2, 4)
+#     every length a multiple of 2, 3, 4 or 6 that the example is), then every dynamic axis
+#     doubled (``None``: a model taking multiples of 5 or 8 only, patches of 8 steps, was
+#     refused, "remove those axes from dynamic_axes", with an example of 16 steps), before
+#     refusing. Two names doubled alike may follow the same sizes: an output dim is named
+#     only where one name alone follows it (``_name_followed``).
+_GROWTHS = (1, 2, 4, None)
 
 
 def _located(error, mxnet_error):
