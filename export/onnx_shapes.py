@@ -60,7 +60,7 @@ def shape_plan(sym, params, examples, dims):
     param_shapes = {name: tuple(value.shape) for name, value in params.items()}
     plan: ShapePlan = {}
     varying: RankVarying = {}
-    runs = []
+    runs, given = [], [base]     # (each run's output shapes and input shapes)
     try:
         arg_shapes = {**param_shapes, **base}
         _collect_shapes(sym, arg_shapes, plan, "the model", varying=varying)
@@ -74,15 +74,17 @@ def shape_plan(sym, params, examples, dims):
             err) from None
     first_error = None
     for times in _GROWTHS:     # NOTE [growths a model takes]
-        growth = {None: 3 * times, **{name: (4 + k) * times for k, name in enumerate(names)}}
-        grown = {name: tuple(d + growth[dims[name][axis]] if axis in dims[name] else d
-                             for axis, d in enumerate(shape))
+        growth = {None: 3 * (times or 0),
+                  **{name: (4 + k) * (times or 0) for k, name in enumerate(names)}}
+        grown = {name: tuple((d * 2 if times is None else d + growth[dims[name][axis]])
+                             if axis in dims[name] else d for axis, d in enumerate(shape))
                  for name, shape in base.items()}
         trial, trial_varying = dict(plan), {key: list(v) for key, v in varying.items()}
         try:
             arg_shapes = {**param_shapes, **grown}
             _collect_shapes(sym, arg_shapes, trial, "the model", varying=trial_varying)
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
+            given.append(grown)
         except (mx.MXNetError, ValueError) as error:
             first_error = first_error or (error, grown)
             continue
@@ -96,26 +98,31 @@ def shape_plan(sym, params, examples, dims):
             f"change (inputs {grown} fail: {mxnet_message(first_line(failed))}); remove "
             f"those axes from dynamic_axes, or give axes that must stay equal the same dim "
             f"name"), failed) from None
-    named = {(d, d + growth[dims[name][axis]]): dims[name][axis]
-             for name, shape in base.items() for axis, d in enumerate(shape)
-             if dims[name].get(axis) is not None}
+    sizes = [d for name, shape in base.items() for axis, d in enumerate(shape)
+             if axis in dims[name]]
+    low = min(sizes, default=0)
+
+    spread = [0]
 
     def run_at(far):     # NOTE [dims agreeing by chance]
-        shapes = {name: tuple(far if axis in dims[name] else d for axis, d in enumerate(shape))
+        shapes = {name: tuple(far + spread[0] * (d - low) if axis in dims[name] else d
+                              for axis, d in enumerate(shape))
                   for name, shape in base.items()}
         more: ShapePlan = {}
         try:
             arg_shapes = {**param_shapes, **shapes}
             _collect_shapes(sym, arg_shapes, more, "the model")
             runs.append(_infer_shapes(sym, arg_shapes, "the model"))
+            given.append(shapes)
         except (mx.MXNetError, ValueError):
             return False     # (sizes the model does not take: a table of 512 positions)
         _merge_plans(plan, more)
         return True
-    if any(dims.values()):
-        more_sizes(run_at)
+    if sizes and not more_sizes(run_at, max(sizes)) and len(set(sizes)) > 1:
+        spread[0] = 1        # (axes one apart: a target one step longer than its source)
+        more_sizes(run_at, max(sizes))
     outputs = [None if None in shapes or len({len(s) for s in shapes}) > 1 else
-               tuple(dims_[0] if len(set(dims_)) == 1 else named.get(dims_[:2])
+               tuple(dims_[0] if len(set(dims_)) == 1 else _name_followed(dims_, given, dims)
                      for dims_ in zip(*shapes))
                for shapes in zip(*runs)]
     conds_read = _conds_read_by_outputs(sym, varying)
@@ -126,14 +133,31 @@ def shape_plan(sym, params, examples, dims):
     return plan, outputs, conds_read
 
 
+def _name_followed(sizes, given, dims):
+    """The dim name whose input axes had ``sizes`` in every run (``given``: the runs' input
+    shapes), else None: an output dim that changed like a named input dim between the example
+    and the grown run only (``x[:600]``, named like x's length: 1031 gives 600) is no copy of
+    it, and ONNX would read it as one."""
+    names = sorted({d for axes in dims.values() for d in axes.values() if d is not None})
+    followed = [name for name in names
+                if all({shape[axis] for input_name, shape in shapes.items()
+                        for axis, named in dims[input_name].items() if named == name} == {size}
+                       for size, shapes in zip(sizes, given))]
+    return followed[0] if len(followed) == 1 else None
+
+
 # NOTE [growths a model takes]
 #     The grown run adds 3 to every unnamed dynamic axis (4, 5, ... to named ones), but a
 #     model may take only some lengths: rows taken two by two (``reshape((-4, -1, 2, 0))``)
 #     need an even count, and with an example of 8 rows the grown 11 failed, refused as "the
 #     model's shapes do not allow the dynamic axes to change" though every even length runs.
 #     Where the grown run fails, twice and four times the growths are tried (6 and 12 keep
-#     every length a multiple of 2, 3, 4 or 6 that the example is) before refusing.
-_GROWTHS = (1, 2, 4)
+#     every length a multiple of 2, 3, 4 or 6 that the example is), then every dynamic axis
+#     doubled (``None``: a model taking multiples of 5 or 8 only, patches of 8 steps, was
+#     refused, "remove those axes from dynamic_axes", with an example of 16 steps), before
+#     refusing. Two names doubled alike may follow the same sizes: an output dim is named
+#     only where one name alone follows it (``_name_followed``).
+_GROWTHS = (1, 2, 4, None)
 
 
 def _located(error, mxnet_error):
@@ -175,8 +199,22 @@ def _merge_plans(plan, more):
 #     A run the model refuses (a table of 512 positions sliced to the length; an operator
 #     needing two rows) is left out whole, its shapes kept apart until it completes. Dims
 #     agreeing at all runs are static, as MXNet's inference with the unknown dim (0) cannot
-#     tell them (it loses most shapes to it): a dim depending on the length only through a
-#     division by more than a thousand still agrees by chance.
+#     tell them (it loses most shapes to it).
+#     Three holes of that search (review of round 26x), each an output declared static that
+#     onnxruntime computed otherwise: (1) the smallest size is found in the list, then
+#     bisected in the gap below it (a clip to 20 before a width-17 convolution: 24 was the
+#     first size taken, over the clip, and 17 to 23 were never tried); the list goes on to
+#     4096 (a pooling of width 1000 takes nothing under it). (2) Examples over 256 add a run at
+#     four times the largest (a pooling of stride 1000 over 1500 steps gave 1 at 1031 as at
+#     the example). (3) Where the model takes no size with every dynamic axis equal (a
+#     target one step longer than its source: ``src + tgt[1:]``), the search runs again with
+#     the axes keeping the example's differences (smallest axis at the size); before, only
+#     the example and the grown run were left, and a truncation to 8 agreed at both. Equal
+#     sizes come first: with the differences kept, the smallest axis's run could leave
+#     another axis over its clip. A dim depending on the lengths only through a division by
+#     more than four times the example and 1031 still agrees by chance. An output dim is
+#     given an input dim's name only where it equals that dim in every run, not only in the
+#     example and the grown one (``x[:600]`` was declared x's "seq"; ``_name_followed``).
 
 
 def _rank_follows_no_branch(sym, arg_shapes, conds, k):

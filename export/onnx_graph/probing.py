@@ -21,18 +21,30 @@ _PROBE_SIZES = (7, 11)
 # Two more sizes, the smallest the graph takes and one far from both: a dim agreeing at 7 and 11
 # by chance (a Pooling of stride 20, a slice clipped to 4) differs there (NOTE [dims agreeing
 # by chance] in ``onnx_shapes.py``); a size the graph refuses is left out.
-SMALL_SIZES = tuple(range(1, 17)) + (24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+SMALL_SIZES = tuple(range(1, 17)) + (24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+                                      1536, 2048, 3072, 4096)
 FAR_SIZE = 1031
 
 
-def more_sizes(runs):
+def more_sizes(runs, largest=0):
     """The sizes ``runs(size)`` is tried at after the two first (NOTE [dims agreeing by
-    chance] in ``onnx_shapes.py``): the smallest of ``SMALL_SIZES`` it takes (it returns True),
-    then ``FAR_SIZE``."""
+    chance] in ``onnx_shapes.py``): the smallest size it takes (it returns True), found in
+    ``SMALL_SIZES`` then bisected in the gap below it, then ``FAR_SIZE`` and, for examples
+    of ``largest`` over a quarter of it, a size four times theirs. Whether a small size was
+    taken."""
+    below, taken = 0, False
     for size in SMALL_SIZES:
         if runs(size):
+            while size - below > 1:   # (24 taken, 16 not: 17 to 23 were never tried)
+                middle = (below + size) // 2
+                below, size = (below, middle) if runs(middle) else (middle, size)
+            taken = True
             break
+        below = size
     runs(FAR_SIZE)
+    if 4 * largest + 7 > FAR_SIZE:
+        runs(4 * largest + 7)
+    return taken
 
 
 def probed_shapes(sym, arg_shapes, known):

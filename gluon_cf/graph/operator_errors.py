@@ -30,6 +30,10 @@ _REFUSED = re.compile(r"Incompatible attr|Shape inconsistent|inferring shapes fa
                       # shape, "Unexpected shape for bias", is no fault of the user's line)
                       r"currently only support \S+ array")
 
+# A check that says nothing but its condition (Reshape's "Check failed: src_idx < dshape_len
+# (2 vs. 2) : "): the operator refused what it was given, whatever the check (NOTE [a body's
+# operator named by a block's error])
+_BARE_CHECK = re.compile(r"Check failed: [^\n]*\)\s*:\s*$", re.M)
 
 # MXNet's words for a dtype mismatch (type inference: "expected float64, got float32")
 _DTYPES_DIFFER = re.compile(r"expected (?:float|int|uint|bool)\w*, got |type inconsistent|"
@@ -51,7 +55,7 @@ def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
     named by a block's error])."""
     text = str(err)
     where = node.get("attrs", {}).get(SOURCE_ATTR)
-    if where is None or not (any_check or _REFUSED.search(text)) or \
+    if where is None or not (any_check or _REFUSED.search(text) or _BARE_CHECK.search(text)) or \
             type(err).__module__.startswith("gluon_cf"):   # (ours says what it is already)
         return None
     detail = next((mxnet_message(line) for line in text.splitlines() if "Check failed" in line
@@ -76,7 +80,12 @@ def operator_error(node: Dict[str, Any], inputs: Optional[Sequence[Any]],
 #     and its error names the body's node only: it was the ValueError at the block's
 #     hybrid_forward, quoting "Error in operator r0_reshape0:" with nothing after it. The node
 #     is looked up in the graph's bodies, at any depth, and the error is its OperatorShapeError
-#     at the user's line of the operator, whatever MXNet's check said.
+#     at the user's line of the operator, whatever MXNet's check said. A body run on its own
+#     (a cond's branch taken at run time, its CachedOp inferring shapes on a worker thread)
+#     reached the same check raw, "Check failed: src_idx < dshape_len (2 vs. 2) : " and no
+#     line, at the read of the output: a check saying nothing but its condition is a refusal
+#     of the operator's inputs there too (``_BARE_CHECK``); other checks keep to _REFUSED's
+#     words (a parameter file's "Unexpected shape for bias" is no fault of the line).
 def body_operator_error(js: Dict[str, Any], err: Exception) -> Optional[OperatorShapeError]:
     """:func:`operator_error` of the node MXNet's ``err`` names, searched in the JSON graph
     ``js`` and its gluon_cf nodes' subgraphs; None where none is named or has a line."""
