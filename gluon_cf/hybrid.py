@@ -42,7 +42,7 @@ from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import ReshapeChecks, check_reshapes
-from .hybrid_inline import (INLINE_FAILED, INLINE_RUNS, inference_inline,
+from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, inference_inline,
                             inline_inference_graph, not_lost)
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
@@ -96,7 +96,13 @@ class _Plan:
             blocked = block_index_gradients(self.js)  # as in Graph: one CachedOp per segment
             partitioned = self.partitioned[thread] = PartitionedGraph(
                 self.symbol if blocked is None else mx.sym.load_json(blocked))
-        return executor.run_node(partitioned.run(cargs, None, declared))
+        running: list = []
+        try:
+            return executor.run_node(partitioned.run(cargs, None, declared, running))
+        except Exception as exc:   # NOTE [a failure lost to another thread]: its nodes
+            if running:
+                setattr(exc, FAILED_NODE, list(running))
+            raise
 
 
 def _call_cached_op(self, *args):
