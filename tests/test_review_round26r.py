@@ -10,7 +10,6 @@ from mxnet import autograd, gluon, nd
 
 import gluon_cf
 import hostile_harness
-from gluon_cf import hybrid
 import test_hostile_round26r as round26r
 from test_hostile_round26r import _chain, _Chain
 
@@ -90,23 +89,8 @@ def test_a_failure_lost_to_another_thread_in_a_graph_of_several_nodes_raises(cls
     memory as values (3 of 288 calls). Simulated deterministically (the Custom operator's
     failure swallowed, its outputs unwritten): the calling thread's RecursionDepthError,
     naming the node(s) and the user's line; valid forests give the eager block's values."""
-    net = cls()
-    net.initialize()
-    net.hybridize()
-    eager = cls()
-    eager.initialize()
-    for mine, theirs in zip(eager.collect_params().values(), net.collect_params().values()):
-        mine.set_data(theirs.data())
-    real = hybrid._original_call_cached_op
-
-    def losing(block, *args):
-        out = real(block, *args)
-        try:
-            out.wait_to_read()
-        except Exception:   # noqa: BLE001 - (its failure lost: its outputs never written)
-            return nd.empty(out.shape)
-        return out
-    monkeypatch.setattr(hybrid, "_original_call_cached_op", losing)
+    net, eager = round26r.hybridized_and_eager(cls)
+    round26r.lose_failures(monkeypatch)
     with pytest.raises(gluon_cf.RecursionDepthError) as info:
         net(*_chain(0)).asnumpy()
     try:   # (the other node's failure, kept by MXNet: NOTE [failed calls read later])
