@@ -2,6 +2,7 @@
 those rounds changed (the CachedOp's copies of variable outputs, failures lost to another
 thread, a step's value read outside its body)."""
 import re
+import textwrap
 
 import mxnet as mx
 import numpy as np
@@ -11,6 +12,7 @@ from mxnet import autograd, gluon, nd
 import gluon_cf
 import hostile_harness
 import test_hostile_round26r as round26r
+from conftest import run_python
 from test_hostile_round26r import _chain, _Chain
 
 
@@ -130,3 +132,33 @@ def test_a_recursive_functions_value_read_outside_names_the_function():
     assert "_discover" not in message and "loop state" not in message, message
     assert "recursive function 'down'" in message and "part of its result" in message, message
     assert hostile_harness.located(info.value, [__file__]), message
+
+
+def test_simple_bind_of_a_weight_read_only_in_a_recursion_then_reshaped_does_not_crash():
+    """Review round 26r: ``simple_bind`` given the data's shapes alone (as ``Module.bind``
+    does) of a symbolic TreeRNN whose weight is read only inside the recursion, its rows
+    merged by ``reshape(out, (-3, -2))``, killed the process (segmentation fault in MXNet's
+    Reshape shape function: the node's undecided output reads as 0-d to MXNet; NOTE
+    [undecided before MXNet's pass] in bind_shapes.py). It is the usual "cannot decide
+    shapes" RuntimeError naming the weight; given the weight, it binds."""
+    code = textwrap.dedent("""
+        import sys, warnings
+        sys.path.insert(0, "tests")
+        warnings.simplefilter("ignore")
+        import mxnet as mx
+        import gluon_cf
+        from test_hostile_round26r import _symbolic_tree_rnn
+        with mx.name.NameManager():
+            sym = _symbolic_tree_rnn()
+        shapes = dict(x=(14, 3), left=(14,), right=(14,), roots=(2,))
+        try:
+            sym.simple_bind(mx.cpu(), **shapes)
+        except RuntimeError as err:
+            print("refused", "cannot decide shapes" in str(err), "w (read inside" in str(err))
+        print("bound", sym.simple_bind(mx.cpu(), w=(3, 6), **shapes).arg_dict["w"].shape)
+    """)
+    result = run_python(code, timeout=120)
+    assert result is not None, "timed out"
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert result.stdout.split() == ["refused", "True", "True", "bound", "(3,", "6)"], \
+        result.stdout
