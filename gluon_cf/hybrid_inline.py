@@ -19,6 +19,9 @@ INLINE_FAILED = [0]   # of which failed and were run again by the CachedOp (for 
 # were running, one or those of a step run side by side (NOTE [a failure lost to another
 # thread]; set by hybrid.py's run_partitioned)
 FAILED_NODE = "_gluon_cf_failed_nodes"
+# the attribute of an error raised by not_lost: raised from the block's call, its traceback
+# starting there (as one read from the outputs starts at the user's read)
+RAISED_AT_CALL = "_gluon_cf_raised_at_call"
 
 
 # NOTE [recursion inference in the calling thread]
@@ -113,8 +116,13 @@ def not_lost(outputs, inline_error, graph_json):
         value = pending.pop()
         if isinstance(value, (list, tuple)):
             pending.extend(value)
-        else:
+            continue
+        try:
             value.wait_to_read()   # (the Custom operator's own error, if it reaches this call)
+        except Exception as err:
+            setattr(err, RAISED_AT_CALL, True)
+            raise
+    setattr(inline_error, RAISED_AT_CALL, True)
     # (named as the Custom operator's error names its node)
     failed = getattr(inline_error, FAILED_NODE, None) or (
         [registry.decode(registry.kind_of(nodes[0]), nodes[0]["attrs"]["spec"])]
