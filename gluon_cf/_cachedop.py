@@ -71,11 +71,18 @@ def _no_gradient_passthrough(symbol):
 #     with such heads copied (``identity``): a real operator between the input and the output,
 #     as MXNet's check needs; values and gradients unchanged (round 26r). Its graph, exported
 #     and inspected, stays the user's.
+#     An auxiliary state returned (``self.bn.running_mean``) is not copied: the copy is not
+#     ordered after the BatchNorm updating the state in place, and returned the value before
+#     the update, where eagerly and in MXNet's CachedOp it is the updated one (review round
+#     26r); an auxiliary state never needs a gradient, and MXNet's backward takes it as it is.
 def copied_variable_heads(symbol):
-    """``symbol`` with every output that is a variable copied through ``identity``, or None
-    when none is (NOTE [an input returned as an output])."""
+    """``symbol`` with every output that is a variable, but an auxiliary state, copied through
+    ``identity``, or None when none is (NOTE [an input returned as an output])."""
     outputs = [symbol[i] for i in range(len(symbol.list_outputs()))]
-    if not any(o.get_children() is None for o in outputs):
+    aux = set(symbol.list_auxiliary_states())
+
+    def copied(o):
+        return o.get_children() is None and o.name not in aux
+    if not any(copied(o) for o in outputs):
         return None
-    return mx.sym.Group([mx.sym.identity(o) if o.get_children() is None else o
-                         for o in outputs])
+    return mx.sym.Group([mx.sym.identity(o) if copied(o) else o for o in outputs])

@@ -235,7 +235,36 @@ def _shape_error(symbol, given, err, call):
         _refused_node_output(symbol, err, call)
 
 
+def _undecided_before(symbol, kwargs):
+    """Names of the arguments and auxiliary states of ``symbol`` (holding gluon_cf nodes) of
+    which gluon_cf's inference from the shapes in ``kwargs`` decides nothing.
+
+    NOTE [undecided before MXNet's pass]: a gluon_cf node's output that its rule cannot
+    shape (it reads such an argument) is answered to MXNet as () (NOTE [arguments of
+    undecided shape]), which MXNet's pass reads as a known 0-d shape: a ``reshape(out, (-3,
+    -2))`` after it (a TreeRNN's rows merged, the weight read only in the recursion, not
+    given) crashed the process in MXNet's Reshape shape function (segmentation fault), a
+    ``flatten`` raised MXNet's internal "index = 0 must be in range [0, 0)". Such a bind
+    can only end in "cannot decide shapes" (the argument would be bound 0-d, refused
+    after), so simple_bind says so before MXNet's pass runs (review round 26r)."""
+    if mx.util.is_np_shape() or not holds_gluon_cf_nodes(symbol.tojson()):
+        return []   # (under numpy shapes, () is a scalar's shape)
+    try:
+        args, _, aux = symbol.infer_shape_partial(
+            **{k: v for k, v in kwargs.items() if isinstance(v, tuple)})
+    except Exception:   # noqa: BLE001 - (MXNet's pass, then, says what is wrong)
+        return []
+    names = symbol.list_arguments() + symbol.list_auxiliary_states()
+    return [n for n, shape in zip(names, list(args or []) + list(aux or []))
+            if shape is not None and len(shape) == 0 and n not in kwargs]
+
+
 def _simple_bind(self, *args, **kwargs):
+    undecided = _undecided_before(self, kwargs)   # NOTE [undecided before MXNet's pass]
+    if undecided:
+        given = "".join("%s: %s\n" % (k, v) for k, v in kwargs.items()
+                        if isinstance(v, tuple))
+        raise RuntimeError("simple_bind error. Arguments:\n%s%s" % (given, _message(undecided)))
     try:
         executor = _original_simple_bind(self, *args, **kwargs)
     except (RuntimeError, mx.MXNetError) as err:

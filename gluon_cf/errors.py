@@ -261,9 +261,19 @@ def body_value_outside_error(message, nodes, source_attr, forward):
     lines = [node.get("attrs", {}).get(source_attr) for node in nodes
              if any(entry[0] in ids for entry in node.get("inputs", ()))]
     where = next((line for line in lines if line), None)
+    at = "%s: " % where if where else ""
+    unknown = "" if where else " (unknown line)"
+    function = re.match(r"(.+)_(?:discover|body)$", role)
+    if op == "recursive" and function:   # (its trace's role: "down_discover", "down_body")
+        # (review round 26r: the role, gluon_cf's trace name, was said, with a loop's advice)
+        return AssertionError(
+            "%s%s reads a value computed in the gluon_cf.recursive function %r%s from its "
+            "arguments, kept by Python code (appended to a list, stored on self): an "
+            "invocation's values exist only inside that invocation. Return it from the "
+            "function as part of its result and read that instead"
+            % (at, forward, function.group(1), unknown))
     return AssertionError(
         "%s%s reads a value computed in a gluon_cf.%s %s%s from the step's inputs, kept by "
         "Python code (appended to a list, stored on self or in a cell's state): a step's "
         "values exist only inside its loop. Return it from the %s as a step output or a loop "
-        "state and read that instead" % ("%s: " % where if where else "", forward, op, role,
-                                         "" if where else " (unknown line)", role))
+        "state and read that instead" % (at, forward, op, role, unknown, role))

@@ -42,8 +42,8 @@ from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import ReshapeChecks, check_reshapes
-from .hybrid_inline import (INLINE_FAILED, INLINE_RUNS, inference_inline,
-                            inline_inference_graph, not_lost)
+from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
+                            inference_inline, inline_inference_graph, not_lost)
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
@@ -96,7 +96,13 @@ class _Plan:
             blocked = block_index_gradients(self.js)  # as in Graph: one CachedOp per segment
             partitioned = self.partitioned[thread] = PartitionedGraph(
                 self.symbol if blocked is None else mx.sym.load_json(blocked))
-        return executor.run_node(partitioned.run(cargs, None, declared))
+        running: list = []
+        try:
+            return executor.run_node(partitioned.run(cargs, None, declared, running))
+        except Exception as exc:   # NOTE [a failure lost to another thread]: its nodes
+            if running:
+                setattr(exc, FAILED_NODE, list(running))
+            raise
 
 
 def _call_cached_op(self, *args):
@@ -105,7 +111,11 @@ def _call_cached_op(self, *args):
     user's line (:func:`errors.index_error_of`)."""
     try:
         return _run_cached_op(self, *args)
-    except mx.MXNetError as err:
+    except Exception as err:   # (one short: NOTE [a failure lost to another thread])
+        if getattr(err, RAISED_AT_CALL, False):
+            raise err.with_traceback(None) from None
+        if not isinstance(err, mx.MXNetError):
+            return _other_error(self, err)
         ours = index_error_of(err) or _graph_error_of(err, self, args)
         if ours is None:
             raise
@@ -114,12 +124,16 @@ def _call_cached_op(self, *args):
         with _lock_of(self):
             self._cached_op = None
         raise ours from None
-    except AssertionError as err:  # NOTE [a step's value read outside its body] in errors.py
+
+
+def _other_error(self, err):
+    """Raise ``err``, a hybridized call's error not MXNet's, or ours for it."""
+    if isinstance(err, AssertionError):  # NOTE [a step's value read outside its body]
         ours = body_value_outside_error(err, json.loads(self._cached_graph[1].tojson())[
             "nodes"], SOURCE_ATTR, _forward_of(self)) if self._cached_graph else None
-        if ours is None:
-            raise
-        raise ours from None
+        if ours is not None:
+            raise ours from None
+    raise err
 
 
 def _run_cached_op(self, *args):

@@ -8,12 +8,20 @@ import mxnet as mx
 from . import executor, registry
 from .graph.decoded import holds_random_ops, nodes_of_spec
 from .graph.partitioned import UndeclaredShape
+from .errors import created_at
 from .node import name_node
 from .operators import is_random_op
 
 INLINE = [True]   # NOTE [recursion inference in the calling thread] (False: to measure)
 INLINE_RUNS = [0]     # calls run in the calling thread (for tests, tools)
 INLINE_FAILED = [0]   # of which failed and were run again by the CachedOp (for tests)
+# the attribute of an error of a block's run in the calling thread: the gluon_cf nodes that
+# were running, one or those of a step run side by side (NOTE [a failure lost to another
+# thread]; set by hybrid.py's run_partitioned)
+FAILED_NODE = "_gluon_cf_failed_nodes"
+# the attribute of an error raised by not_lost: raised from the block's call, its traceback
+# starting there (as one read from the outputs starts at the user's read)
+RAISED_AT_CALL = "_gluon_cf_raised_at_call"
 
 
 # NOTE [recursion inference in the calling thread]
@@ -91,13 +99,16 @@ def not_lost(outputs, inline_error, graph_json):
     values (whatever the memory held), and the other's error may be raised by a third call
     (NOTE [failed calls read later] in errors.py). A call that failed in the calling thread
     with one of gluon_cf's own errors (not ``UndeclaredShape``, where the Custom operator
-    casts or refuses otherwise), in a graph of one gluon_cf node (the one the error names),
-    fails as the Custom operator too: its outputs are waited for here, so that the Custom
-    operator's error is raised by this call, and when none comes (the failure was lost, or
-    raised elsewhere), the error of the calling thread's run is raised, never the unwritten
-    outputs (round 26r: 3 of 48 calls of 6 threads returned values)."""
+    casts or refuses otherwise) fails as the Custom operator too: its outputs are waited for
+    here, so that the Custom operator's error is raised by this call, and when none comes (the
+    failure was lost, or raised elsewhere), the error of the calling thread's run is raised,
+    never the unwritten outputs (round 26r: 3 of 48 calls of 6 threads returned values). In a
+    graph of several gluon_cf nodes too (a cond after the recursion's loop, two recursions:
+    review round 26r, values of unwritten memory for 2 of 144 calls of 8 threads, where round
+    26r covered one node only); the error names the node that failed, as the Custom
+    operator's does (``FAILED_NODE``, set by the block's partitioned run)."""
     nodes = [n for n in graph_json["nodes"] if registry.kind_of(n)]
-    if inline_error is None or len(nodes) != 1 or isinstance(inline_error, UndeclaredShape) \
+    if inline_error is None or not nodes or isinstance(inline_error, UndeclaredShape) \
             or type(inline_error).__module__.partition(".")[0] != "gluon_cf":
         return outputs     # (none, or not known to fail alike: the Custom operator's outcome)
     pending = [outputs]
@@ -105,9 +116,21 @@ def not_lost(outputs, inline_error, graph_json):
         value = pending.pop()
         if isinstance(value, (list, tuple)):
             pending.extend(value)
-        else:
+            continue
+        try:
             value.wait_to_read()   # (the Custom operator's own error, if it reaches this call)
+        except Exception as err:
+            setattr(err, RAISED_AT_CALL, True)
+            raise
+    setattr(inline_error, RAISED_AT_CALL, True)
     # (named as the Custom operator's error names its node)
-    name_node(inline_error, registry.decode(registry.kind_of(nodes[0]),
-                                            nodes[0]["attrs"]["spec"]))
+    failed = getattr(inline_error, FAILED_NODE, None) or (
+        [registry.decode(registry.kind_of(nodes[0]), nodes[0]["attrs"]["spec"])]
+        if len(nodes) == 1 else [])
+    if len(failed) == 1:
+        name_node(inline_error, failed[0])
+    elif failed and len(inline_error.args) == 1 and isinstance(inline_error.args[0], str):
+        inline_error.args = ("%s\n(in one of the gluon_cf nodes run side by side: %s)" % (
+            inline_error.args[0], ", ".join("%r%s" % (n.spec.get("node"), created_at(n))
+                                            for n in failed)),)
     raise inline_error.with_traceback(None)

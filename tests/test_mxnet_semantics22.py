@@ -320,6 +320,10 @@ def test_failed_calls_read_later_carry_gluon_cf_messages():
             def hybrid_forward(self, F, x):
                 return f(x)
 
+        # (the Custom operator's runs: a call run in the calling thread first fails there,
+        # at the call, NOTE [a failure lost to another thread] in hybrid_inline.py)
+        from gluon_cf import hybrid_inline
+        hybrid_inline.INLINE[0] = False
         net = Net(); net.hybridize()
         outs = []
         for k in range(2):
@@ -371,6 +375,8 @@ def test_a_waitall_that_raises_leaves_no_stale_failure():
                     return f(x)
             net = Net(); net.hybridize(); return net
 
+        from gluon_cf import hybrid_inline   # (the Custom operator's runs, as above)
+        hybrid_inline.INLINE[0] = False
         nets = [make(d) for d in (2, 3, 4)]
         for waitall in (nd.waitall, mx.npx.waitall):
             outs = []

@@ -412,10 +412,12 @@ class PartitionedGraph:
                 break
         return ([shapes.get(e) for e in self.input_entries], [shapes.get(h) for h in self.heads])
 
-    def run(self, inputs, frame, declared=False):
+    def run(self, inputs, frame, declared=False, running=None):
         """Generator: run the steps in order; gluon_cf nodes are yielded to the executor.
         ``declared``: check the nodes' outputs against their rules' declared shapes (NOTE
-        [declared shapes in the calling thread])."""
+        [declared shapes in the calling thread]). ``running``: a list holding the gluon_cf nodes
+        running (those of one step), empty otherwise: where an error came from (the batching
+        executor raises it from a node's innermost work, not through this generator)."""
         values = dict(zip(self.input_entries, inputs))
         flags = self._entry_flags(frame.flags) if frame is not None and frame.flags is not None \
             else None
@@ -435,8 +437,12 @@ class PartitionedGraph:
             for call in step.calls:
                 if not isinstance(call, _CfCall):
                     check(call.in_entries)
+            if running is not None:   # (NOTE [a failure lost to another thread])
+                running[:] = [c.node for c in step.calls if isinstance(c, _CfCall)]
             works = [call.run(values, _call_frame(frame, flags, call)) for call in step.calls]
             results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
+            if running is not None:
+                running[:] = []
             for call, outputs in zip(step.calls, [results] if len(works) == 1 else results):
                 values.update(zip(call.out_entries, outputs))
                 if declared and frame is None and isinstance(call, _CfCall):
