@@ -42,14 +42,14 @@ whose branches return different shapes, bound by a Symbol executor: MXNet runs i
 takes the taken branch's shape), gluon_cf raises DynamicShapeError (the executor needs shapes
 before it runs) and runs it in a SymbolBlock (tests/test_symbolic_semantics2.py).
 
-Left as it was too: eager loops whose state changes shape or dtype from one step to the next
-(a decoder growing a sequence with ``concat``), whose body returns more states than it was
-given, or a foreach over data of different lengths. MXNet's eager ops run them (states are not
-stacked; a foreach's extra state is returned; the first datum's length is taken, rows of the
-others dropped), its symbolic ops cannot; gluon_cf refuses them eagerly (MismatchError naming
-the state and both shapes, StructureError) as hybridized, so that a block behaves alike in
-both modes and drops no data (the README's semantics table; tests/test_ops_errors.py).
-Checked below to stay loud.
+Eager loops whose state changes shape or dtype from one step to the next (a decoder growing a
+sequence with ``concat``) or whose body returns more states than it was given: MXNet's eager
+ops run them (states are not stacked; a foreach's extra state is returned), its symbolic ops
+cannot. gluon_cf refused them eagerly too until session 26; its eager loops now run them as
+MXNet's do (NOTE [eager loop states may change] in gluon_cf/ops/eager_loops.py), hybridized
+they stay refused, saying why. A foreach over data of different lengths (MXNet takes the first
+datum's length and drops the others' rows) stays refused eagerly: it would drop data. Both
+checked below.
 
 NOTE [shapes gluon_cf infers beyond MXNet's]
 MXNet 1.9.1 infers no shape through its own ``cond`` and ``while_loop`` (``infer_shape`` answers
@@ -853,22 +853,26 @@ def test_a_cond_pred_in_a_list_of_one_runs_hybridized_as_mxnets():
 
 
 EAGER_REFUSED = {   # name -> (program(ops), gluon_cf's error type): eager MXNet runs each
-    "while_state_grows": (lambda ops: ops.while_loop(
-        lambda i, s: i < 3, lambda i, s: ([], [i + 1, nd.concat(s, s, dim=0)]),
-        [nd.zeros(1), nd.ones(2)], max_iterations=3), "MismatchError"),
-    "while_state_changes_dtype": (lambda ops: ops.while_loop(
-        lambda i, s: i < 2, lambda i, s: ([], [i + 1, s.astype("float64")]),
-        [nd.zeros(1), nd.ones(2)], max_iterations=2), "MismatchError"),
-    "foreach_state_grows": (lambda ops: ops.foreach(
-        lambda d, s: (d, nd.concat(s, d, dim=0)), nd.ones((3, 2)), nd.ones(2)),
-        "MismatchError"),
     # (MXNet's eager foreach runs as many steps as its first datum has rows, dropping the
     # other's last row silently)
     "foreach_data_of_two_lengths": (lambda ops: ops.foreach(
         lambda d, s: (d[0] + d[1], s), [nd.ones((3, 2)), nd.ones((4, 2))], nd.ones(2)),
         "MismatchError"),
-    "foreach_body_returns_more_states": (lambda ops: ops.foreach(
-        lambda d, s: (d, [s[0] + d, s[0]]), nd.ones((3, 2)), [nd.ones(2)]), "StructureError"),
+}
+
+# States that change shape, dtype or structure: refused here once, run now as MXNet's eager
+# loops run them (NOTE [eager loop states may change] in gluon_cf/ops/eager_loops.py).
+EAGER_AS_MXNET = {
+    "while_state_grows": lambda ops: ops.while_loop(
+        lambda i, s: i < 3, lambda i, s: ([], [i + 1, nd.concat(s, s, dim=0)]),
+        [nd.zeros(1), nd.ones(2)], max_iterations=3),
+    "while_state_changes_dtype": lambda ops: ops.while_loop(
+        lambda i, s: i < 2, lambda i, s: ([], [i + 1, s.astype("float64")]),
+        [nd.zeros(1), nd.ones(2)], max_iterations=2),
+    "foreach_state_grows": lambda ops: ops.foreach(
+        lambda d, s: (d, nd.concat(s, d, dim=0)), nd.ones((3, 2)), nd.ones(2)),
+    "foreach_body_returns_more_states": lambda ops: ops.foreach(
+        lambda d, s: (d, [s[0] + d, s[0]]), nd.ones((3, 2)), [nd.ones(2)]),
 }
 
 
@@ -882,6 +886,19 @@ def test_eager_loops_mxnet_runs_are_refused_loudly(name):
                                          r": ") as raised:
         program(gluon_cf)
     assert type(raised.value).__name__ == error
+
+
+def _leaves(value):
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__] + [x for v in value for x in _leaves(v)]
+    return [(value.shape, str(value.dtype), value.asnumpy().tolist())]
+
+
+@pytest.mark.parametrize("name", sorted(EAGER_AS_MXNET))
+def test_eager_loops_whose_states_change_run_as_mxnets(name):
+    """Outputs and final states, their containers, shapes and dtypes, as MXNet's eager op's."""
+    assert _leaves(EAGER_AS_MXNET[name](gluon_cf)) == \
+        _leaves(EAGER_AS_MXNET[name](mx.nd.contrib))
 
 
 class _DeferredScale(gluon.HybridBlock):
