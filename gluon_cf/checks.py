@@ -170,6 +170,12 @@ def not_hybridizable(op, plural):
             % (plural, op))
 
 
+def arrays_only(op, plural):
+    """The end of the refusal of a non-array state by a hybridized or remat loop."""
+    return ("; a hybridized loop's (or a remat loop's) %s are arrays (MXNet's eager %s passes "
+            "other values on as returned: run it without hybridize() or remat)" % (plural, op))
+
+
 def check_same_dtypes(op, what, before_name, before, after_name, after, hint=None):
     """ValueError (a ``mismatch``) when known dtypes of loop state differ before and after."""
     before = [dtype_name(t) for t in before]

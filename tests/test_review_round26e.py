@@ -104,3 +104,26 @@ def test_zero_size_step_outputs_are_refused_at_the_line():
 def _tag_line(tag):
     lines = open(__file__).read().splitlines()
     return next(k for k, t in enumerate(lines) if t.endswith(tag)) + 1
+
+
+def _number_state(F, x):
+    return gluon_cf.foreach(lambda d, s: (d, [s[0], 3]), x, [x[0]])[0]   # NUM_STATE
+
+
+@pytest.mark.parametrize("how", ["hybridized", "remat"])
+def test_a_number_state_refused_saying_eagerly_it_runs(how):
+    from mxnet import autograd
+    from conftest import Block
+    x = nd.ones((3, 4))
+    _number_state(nd, x).wait_to_read()   # eagerly, as MXNet's eager foreach
+    with pytest.raises(AssertionError) as info:
+        if how == "remat":
+            with autograd.record():
+                gluon_cf.foreach(lambda d, s: (d, [s[0], 3]), x, [x[0]], remat=True)
+        else:
+            net = Block(_number_state)
+            net.hybridize()
+            net(x)
+    assert "run it without hybridize() or remat" in str(info.value), str(info.value)
+    if how == "hybridized":
+        assert "test_review_round26e.py:%d" % _tag_line("NUM_STATE") in str(info.value)
