@@ -6,6 +6,7 @@ import mxnet as mx
 
 from . import registry, rowwise
 from ._structure import describe, flatten
+from .errors import ZeroSizeError
 from .operators import user_location
 
 
@@ -169,6 +170,12 @@ def not_hybridizable(op, plural):
             % (plural, op))
 
 
+def arrays_only(op, plural):
+    """The end of the refusal of a non-array state by a hybridized or remat loop."""
+    return ("; a hybridized loop's (or a remat loop's) %s are arrays (MXNet's eager %s passes "
+            "other values on as returned: run it without hybridize() or remat)" % (plural, op))
+
+
 def check_same_dtypes(op, what, before_name, before, after_name, after, hint=None):
     """ValueError (a ``mismatch``) when known dtypes of loop state differ before and after."""
     before = [dtype_name(t) for t in before]
@@ -274,4 +281,18 @@ def stack_steps(op, k, column, where=None):
                                         % (_op_where(op, where), k)] +
                                        ["  step %d: %s" % (t, np.dtype(x.dtype).name)
                                         for t, x in enumerate(column)]))
+    if 0 in first and not mx.util.is_np_shape():   # NOTE [zero-size step outputs]
+        raise ZeroSizeError("%s: step output %d has shape %s, of no element, at every step; "
+                            "MXNet 1.x reads a 0 in a shape as an unknown size and cannot "
+                            "stack such outputs (nor can MXNet's own loops): return outputs "
+                            "of at least one element, or carry the value as a state instead"
+                            % (_op_where(op, where), k, first), located=where != "")
     return mx.nd.stack(*column, axis=0)
+
+
+# NOTE [zero-size step outputs]
+#     A step output of a zero-size shape ((0,), a ``d[:0]`` row slice) cannot be stacked by
+#     MXNet 1.x outside numpy shape semantics: ``stack`` reads the 0 as "unknown" and fails with
+#     an MXNetError about its own shape inference, naming no line (MXNet's eager loops do the
+#     same). The loop refuses it before stacking, naming the user's line and the output; under
+#     ``mx.npx.set_np()`` (numpy shapes), where 0 is a size, it stacks.

@@ -135,14 +135,14 @@ def count_subgraph_names(*names):
         mx.symbol.contrib._get_unique_subgraph_name(name)
 
 
-def flatten_returned(value, owner, what):
+def flatten_returned(value, owner, what, hint=""):
     """``flatten`` of what a user's function returned: a None, a dict... is the user's value,
-    not ours, so its TypeError names the user's line."""
+    not ours, so its TypeError names the user's line (then ``hint``)."""
     try:
         return flatten(value, owner, what)
     except TypeError as err:
         where = user_location()
-        raise ArrayTypeError("%s%s" % ("%s: " % where if where else "", err)) from None
+        raise ArrayTypeError("%s%s%s" % ("%s: " % where if where else "", err, hint)) from None
 
 
 def trace(op, role, num_inputs, call):

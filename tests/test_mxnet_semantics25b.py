@@ -363,7 +363,9 @@ def test_a_while_funcs_value_of_no_array_is_refused_at_the_users_line(hybridize)
         return
     assert str(info.value) == (
         "%s:%d: gluon_cf.while_loop: the new_loop_vars returned by func must be an "
-        "NDArray/Symbol or a (nested) list of them, got int" % (__file__, line))
+        "NDArray/Symbol or a (nested) list of them, got int; a hybridized loop's (or a remat "
+        "loop's) loop variables are arrays (MXNet's eager while_loop passes other values on "
+        "as returned: run it without hybridize() or remat)" % (__file__, line))
 
 
 ARITY = {   # name: (program of ops, F, the message's end)

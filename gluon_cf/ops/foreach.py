@@ -12,7 +12,7 @@ from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
-from ..checks import (check_arity, check_callable, check_kept_shapes, check_pair,
+from ..checks import (arrays_only, check_arity, check_callable, check_kept_shapes, check_pair,
                       check_same_dtypes, check_structure, flatten_argument, mismatch, mode_of,
                       not_hybridizable, op_at, stack_steps)
 from .._typing import Arrays
@@ -117,7 +117,8 @@ class _Step:
         outputs, states = check_pair(OP, "body", "outputs, new_states", self.body(
             regroup(values[:num_data], self.data_fmt), regroup(values[num_data:], self.states_fmt)))
         flat_states, states_fmt = flatten_returned(states, "gluon_cf.foreach",
-                                                   "the states returned by body")
+                                                   "the states returned by body",
+                                                   arrays_only(OP, "states"))
         check_structure(OP, "body returned states", states_fmt, "init_states", self.states_fmt)
         flat_out, out_fmt = flatten_returned(outputs, "gluon_cf.foreach",
                                              "the outputs returned by body")

@@ -10,10 +10,10 @@ from ..graph import Graph
 from .._structure import containers_of, describe, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, flatten_returned,
                        pending_shapes, trace, user_location)
-from ..checks import (LoopVarShapeChange, check_arity, check_callable, check_kept_shapes,
-                      check_pair, check_same_dtypes, check_scalar_pred, check_structure,
-                      flatten_argument, mismatch, mode_of, not_hybridizable, op_at, pred_value,
-                      stack_steps)
+from ..checks import (LoopVarShapeChange, arrays_only, check_arity, check_callable,
+                      check_kept_shapes, check_pair, check_same_dtypes, check_scalar_pred,
+                      check_structure, flatten_argument, mismatch, mode_of, not_hybridizable,
+                      op_at, pred_value, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from . import eager_loops
@@ -217,7 +217,8 @@ class _Step:
         # (flatten_returned: the user's value, named at the user's line as foreach's and
         # cond's are, an ArrayTypeError (an AssertionError too, as MXNet's while_loop raises))
         flat_vars, fmt = flatten_returned(new_vars, "gluon_cf.while_loop",
-                                          "the new_loop_vars returned by func")
+                                          "the new_loop_vars returned by func",
+                                          arrays_only(OP, "loop variables"))
         check_structure(OP, "func returned new_loop_vars", fmt, "loop_vars", self.vars_fmt)
         self.vars_like = containers_of(new_vars)
         flat_out, out_fmt = flatten_returned(outputs, "gluon_cf.while_loop",
