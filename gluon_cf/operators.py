@@ -142,6 +142,11 @@ _USER_DIRS = tuple(_OWN_DIR + d + os.sep for d in ("models", "bench"))  # our ow
 #     MXNet's, its frames were skipped and errors named the line that called it (pytest's).
 
 
+def is_mxnet_module(name: str) -> bool:
+    """Whether the module named ``name`` is MXNet's (NOTE [modules named like MXNet])."""
+    return name == "mxnet" or name.startswith("mxnet.")
+
+
 def user_location(skip: int = 1, models_are_user: bool = True) -> Optional[str]:
     """``"file:line"`` of the innermost caller outside MXNet and gluon_cf's core, or None.
     ``models_are_user=False``: outside all of gluon_cf, its models and benchmark too (the
@@ -152,8 +157,7 @@ def user_location(skip: int = 1, models_are_user: bool = True) -> Optional[str]:
         # MXNet's operator functions are generated with exec() (file "<string>") in its modules.
         module = frame.f_globals.get("__name__") or ""
         # (a user's module named mxnet_* is the user's: NOTE [modules named like MXNet])
-        mxnet_module = module == "mxnet" or module.startswith("mxnet.")
-        if not mxnet_module and not path.startswith(_MXNET_DIR) and (
+        if not is_mxnet_module(module) and not path.startswith(_MXNET_DIR) and (
                 not path.startswith(_OWN_DIR) or (models_are_user and path.startswith(_USER_DIRS))):
             return "%s:%d" % (path, frame.f_lineno)
         frame = frame.f_back

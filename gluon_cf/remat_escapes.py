@@ -64,7 +64,7 @@ from mxnet.ndarray import ndarray as _nd_module, register as _register
 
 from .errors import EscapedArrayError  # noqa: F401 (remat_escapes.EscapedArrayError)
 from .operators import _USER_DIRS   # gluon_cf's models and benchmarks: the user's code
-from .operators import is_random_op
+from .operators import is_mxnet_module, is_random_op
 
 _Base = mx.nd.NDArray.__mro__[1]   # NDArrayBase (mxnet/_ctypes/ndarray.py)
 _base_init, _base_del = _Base.__init__, _Base.__del__
@@ -124,7 +124,8 @@ def _site(frame):
         kind = _kind(frame.f_code)
         if kind == _EXECUTED:   # (before: a write by an exec'd body went unseen)
             module = frame.f_globals.get("__name__") or ""
-            kind = _LIBRARY if module.startswith("mxnet") else _USER
+            # (NOTE [modules named like MXNet] in operators.py: mxnet_* is the user's)
+            kind = _LIBRARY if is_mxnet_module(module) else _USER
         if kind == _USER:
             return no_history, direct, frame.f_code.co_filename, frame.f_lineno, False
         if kind == _NO_HISTORY:
