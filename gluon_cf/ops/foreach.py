@@ -45,10 +45,10 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
 
     All data arrays must share the same (non-zero) length along axis 0. Outputs keep their
     structure, shapes and dtypes from step to step. States do in hybridized mode and with
-    ``remat``; eagerly without it they may change, as in MXNet's eager foreach (NOTE [eager
-    loop states may change] in ``eager_loops.py``). Values the body reads from its closure (outer
-    arrays, Gluon parameters) become explicit inputs of the graph node in hybridized mode, so
-    gradients reach them.
+    ``remat``; eagerly without it they may change shape, dtype or structure from step to step,
+    as in MXNet's eager foreach, which hands whatever the body returned to the next step. Values
+    the body reads from its closure (outer arrays, Gluon parameters) become explicit inputs of
+    the graph node in hybridized mode, so gradients reach them.
 
     ``remat`` (training memory; the README's section on ``remat``): ``False`` keeps every
     step's intermediates for backward; ``True`` keeps only what each step receives and returns

@@ -36,9 +36,9 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     ``cond(*loop_vars)`` returns a one-element predicate; ``func(*loop_vars)`` returns
     ``(step_output, new_loop_vars)``, where ``step_output`` may be ``None``/``[]`` and
     ``new_loop_vars`` has the structure, shapes and dtypes of ``loop_vars`` in hybridized mode
-    and with ``remat`` (eagerly without it, as many items, which may change otherwise, as in
-    MXNet's eager while_loop: NOTE [eager loop states may change] in ``eager_loops.py``). The
-    semantics are those of this Python function::
+    and with ``remat`` (eagerly without it, as many items, which may change shape, dtype or
+    structure from step to step, as in MXNet's eager while_loop). The semantics are those of
+    this Python function::
 
         def while_loop(cond, func, loop_vars, max_iterations):
             steps, outputs = 0, []
