@@ -28,7 +28,7 @@ from .checks import ArgumentValueError, LoopVarShapeChange
 from .errors import mxnet_message, where_created
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
 from .graph.cached_graph import check_reshapes
-from .graph.decoded import nodes_of_spec
+from .graph.decoded import holds_recursion
 from .node import IncompleteShapeError
 
 _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
@@ -363,9 +363,7 @@ def _read_by_recursions(graph_json):
     nodes = graph_json["nodes"]
     names: Set[str] = set()
     for n in nodes:
-        if registry.kind_of(n) and (registry.kind_of(n) == "recursion" or any(
-                registry.kind_of(m) == "recursion"
-                for m in nodes_of_spec(json.loads(n["attrs"]["spec"])))):
+        if holds_recursion(n):
             names.update(nodes[src]["name"] for src, *_ in n["inputs"]
                          if nodes[src]["op"] == "null")
     return names

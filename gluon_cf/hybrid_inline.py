@@ -6,7 +6,7 @@ import json
 import mxnet as mx
 
 from . import executor, registry
-from .graph.decoded import holds_random_ops, nodes_of_spec
+from .graph.decoded import holds_random_ops, holds_recursion, nodes_of_spec
 from .graph.partitioned import UndeclaredShape
 from .errors import created_at
 from .node import name_node
@@ -76,8 +76,7 @@ def inline_inference_graph(js):
             if holds_random_ops(spec) or any(registry.is_user_custom(m)
                                              for m in nodes_of_spec(spec)):
                 return False
-            found = found or registry.kind_of(n) == "recursion" or any(
-                registry.kind_of(m) == "recursion" for m in nodes_of_spec(spec))
+            found = found or holds_recursion(n)
     return found
 
 

@@ -49,6 +49,15 @@ def random_ops(spec):
     return sorted({n["op"] for n in _nodes_of(spec) if is_random_op(n["op"])})
 
 
+def holds_recursion(node):
+    """Whether a graph's JSON node is a gluon_cf recursion node or a gluon_cf node whose
+    subgraphs (nested ones included) hold one."""
+    kind = registry.kind_of(node)
+    return bool(kind) and (kind == "recursion" or any(
+        registry.kind_of(m) == "recursion"
+        for m in _nodes_of(json.loads(node["attrs"]["spec"]))))
+
+
 def nodes_of_spec(spec):
     """Every JSON node of a node's subgraphs, nested gluon_cf nodes' subgraphs included."""
     return _nodes_of(spec)
