@@ -186,10 +186,9 @@ def _merge_plans(plan, more):
 #     5 and 8, 2 for 2). Declared static, it was the dim of a loop body's output, and
 #     onnxruntime failed every run of another length ("has shape {1,1,1} but the computed
 #     output shape for this run is {1,1,2}"). Two more runs give every dynamic axis the
-#     smallest size the model takes (1, else 2, 3, ... 16, then 24, 32, 48 ... 512: a clip
-#     is found wherever the model takes a size under 2/3 of the clip's constant) and a size
-#     over a thousand
-#     (shape inference allocates nothing): a dim of a division by less than that, or of a clip
+#     smallest size the model takes (1, else 2, 3, ... 16, then 24, 32, 48 ... 4096, the gap
+#     below the first taken bisected: see (1) below) and a size over a thousand (shape
+#     inference allocates nothing): a dim of a division by less than that, or of a clip
 #     to a constant, differs there. The smallest size, not 1 alone: a sequence truncated to 8
 #     steps then convolved with a width of 3 refuses 1 and 2 steps, and with 1 alone the
 #     truncated length agreed at 8 for the example's 10, the grown 13 and 1031 and was
