@@ -133,6 +133,28 @@ def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor
                         "FullyConnected", "sum"}
 
 
+@pytest.mark.parametrize("model", [TreeLSTM, TreeRNN, RNTN])
+def test_binary_models_eager_read_a_childs_row_without_waiting(model, executor, monkeypatch):
+    """Eagerly, a child's row is the one its parent read on the host: the child's index is
+    not read back from MXNet (``asscalar`` waits for MXNet's engine, ~150 us a node), only
+    the forest's ``left``/``right`` once and each root's index; values are checked by
+    test_binary_models_match_reference."""
+    if executor != "batched":
+        pytest.skip("eager: the executor plays no part")
+    vocab, encoded, forest = _forest(extra=["(1 (2 (3 (1 a) (2 b)) (0 c)) (4 d))"])
+    net = model(len(vocab), embed_size=6, hidden_size=5, num_classes=3)
+    net.initialize(mx.init.Xavier())
+    inputs = _arrays(forest, ["tokens", "left", "right", "roots"])
+    mx.nd.waitall()
+    reads = []
+    asnumpy = mx.nd.NDArray.asnumpy
+    monkeypatch.setattr(mx.nd.NDArray, "asnumpy", lambda self: reads.append(1) or asnumpy(self))
+    with autograd.record():
+        net(*inputs)
+    internal = int((forest.left >= 0).sum())
+    assert len(reads) == 2 + len(forest.roots) < internal, (len(reads), internal)
+
+
 def _childsum_case():
     """A ChildSumTreeLSTM and a forest with 1-, 2-, 3- and 4-child nodes."""
     vocab, encoded, forest = _forest(binary=False, extra=[

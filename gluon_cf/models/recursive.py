@@ -16,7 +16,7 @@ with ``gluon_cf.foreach`` over ``roots``, then classifies it.
   decided at run time by the model - the case TF Fold cannot express.
 """
 import sys
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -53,6 +53,10 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
     if eager:   # the children's positions, read on the host once (as ChildSumTreeLSTM's)
         left_rows, right_rows = left.asnumpy().ravel(), right.asnumpy().ravel()
         leaves = _eager_leaves(F, embed, cell, tokens, left_rows) if not remat else {}
+        # id(child index) -> (that NDArray, its row): the row a parent read on the host is
+        # its child's, where reading it back (asscalar) would wait for MXNet's engine, ~150 us
+        # a node, a third of a deep chain's eager forward; held while the child's call runs
+        child_rows: Dict[int, Tuple[Any, int]] = {}
 
     @gluon_cf.recursive(remat=remat)
     def node(idx):                        # idx: shape (1,) index of a tree node
@@ -75,7 +79,9 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
         leaf is a call of its own and an internal node's call computes its leaf children. A
         leaf child whose call would exceed ``max_depth`` is called. Rows are read as
         ``take`` reads them."""
-        i = _row(idx.asscalar(), left_rows)
+        known = child_rows.get(id(idx))
+        i = known[1] if known is not None and known[0] is idx else \
+            _row(idx.asscalar(), left_rows)
         if left_rows[i] < 0:
             return leaves[i] if leaves else cell.eager('leaf', F.take(tokens, idx), embed=embed)
         children: List[Any] = []
@@ -85,7 +91,11 @@ def encode_binary_trees(F, embed, cell, tokens, left, right, roots, remat=False)
             if left_rows[j] < 0 and eager_depth() < node.max_depth:
                 children.append(leaves[j] if leaves else LeafToken(F.take(tokens, child)))
             else:
-                children.append(node(child))
+                child_rows[id(child)] = (child, j)
+                try:
+                    children.append(node(child))
+                finally:
+                    del child_rows[id(child)]
         return cell.eager_combine(children, embed)
 
     hs, _ = gluon_cf.foreach(lambda root, _: (_state(node(root)), []), roots, [])
