@@ -54,10 +54,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #     The name parts say what a test measures: a run "in_a_fresh_process" alone is not a
 #     measurement (an import or a run in a fresh process checking values), nor is a refused
 #     "--timeout" argument; they ran alone, ~25 s of the other worker idle, until session 20.
-ALONE_FILES = ("test_launch.py", "test_eager_depth_memory.py", "test_artifact_limits.py",
-               "test_bench_loops.py")
-ALONE_NAME_PARTS = ("2_gib", "memory_in_a_fresh_process", "foreach_in_a_fresh_process",
-                    "peak_rss", "wall_time", "test_timeout")
+#     Nor are test_no_crash.py's 2 GiB chains of max_depth (~64 s) and the launch jobs
+#     (test_launch.py, ~60 s), alone until session 27: measured under a load of 4-7 (four
+#     other jobs), each chain peaked 16-40% under its limit (VmPeak 1,227-1,713 MiB, as quiet)
+#     and every launch test passed, twice; what is left of test_launch.py alone is the job
+#     whose stall report needs its workers started within a 15 s progress timeout.
+ALONE_FILES = ("test_eager_depth_memory.py", "test_artifact_limits.py", "test_bench_loops.py")
+ALONE_NAME_PARTS = ("memory_in_a_fresh_process", "foreach_in_a_fresh_process", "peak_rss",
+                    "wall_time", "test_timeout", "when_they_stall")
 ALONE_UNIT = "tests that run alone"
 
 
