@@ -2,8 +2,8 @@
 gluon_cf's graphs (a foreach body, a while_loop body, a cond branch, a recursive function),
 for ``tests/test_review_round25x.py``: given an index out of range, MXNet 1.9.1's kernel
 writes outside the array (NOTE [index_copy out of bounds] in gluon_cf/graph/cached_graph.py).
-Run as a script (``python hostile_programs25rx.py <block> <record> <index> ...``) it calls the
-block 5 times with each index, printing the error's type and text, then ``survived``."""
+Run as a script (``python hostile_programs25rx.py <block>:<record> ... <index> ...``) it calls
+each block 5 times with each index, printing the error's type and text, then ``survived``."""
 import sys
 
 import mxnet as mx
@@ -79,9 +79,13 @@ def call(cls, index, record, times=5):
     return None
 
 
-if __name__ == "__main__":
-    for index in sys.argv[3:]:
-        print(repr(call(globals()[sys.argv[1]], int(index), sys.argv[2] == "1")))
+if __name__ == "__main__":   # argv: "Block:record" cases, then the rows each case writes
+    cases = [a for a in sys.argv[1:] if ":" in a]
+    for case in cases:
+        name, record = case.split(":")
+        print("case", case, flush=True)
+        for index in sys.argv[1 + len(cases):]:
+            print(repr(call(globals()[name], int(index), record == "1")), flush=True)
     print("survived")
 
 

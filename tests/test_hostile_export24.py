@@ -228,7 +228,6 @@ _RESHAPE_SCRIPT = r'''
 import sys
 import mxnet as mx
 import gluon_cf
-where, record = sys.argv[1], sys.argv[2] == "1"
 
 
 def first(F, x):
@@ -262,47 +261,55 @@ class Block(mx.gluon.HybridBlock):
         return gluon_cf.cond(F.sum(y) > 0, lambda: y * 2, lambda: y)
 
 
-net = Block()
-if where != "eager foreach":
-    net.hybridize()
-for shape in ((2, 3, 4), (2, 1, 4), (2, 3, 4), (2, 1, 4)):
-    x = mx.nd.ones(shape)
-    x.attach_grad()
-    try:
-        with mx.autograd.record(record):
-            y = net(x)
-        print("value", y.asnumpy().tolist(), flush=True)
-    except Exception as err:
-        print("error", type(err).__name__, str(err).replace("\n", " "), flush=True)
+for case in sys.argv[1:]:      # "where:record", each on a block of its own
+    where, record = case.split(":")[0], case.split(":")[1] == "1"
+    print("case", case, flush=True)
+    net = Block()
+    if where != "eager foreach":
+        net.hybridize()
+    for shape in ((2, 3, 4), (2, 1, 4), (2, 3, 4), (2, 1, 4)):
+        x = mx.nd.ones(shape)
+        x.attach_grad()
+        try:
+            with mx.autograd.record(record):
+                y = net(x)
+            print("value", y.asnumpy().tolist(), flush=True)
+        except Exception as err:
+            print("error", type(err).__name__, str(err).replace("\n", " "), flush=True)
 '''
 
 
-@pytest.mark.parametrize("record", [False, True])
-@pytest.mark.parametrize("where", ["foreach", "foreach of no state", "while_loop", "cond",
-                                   "recursion", "block", "eager foreach"])
-def test_a_reshape_to_another_size_is_refused_at_the_users_line_not_a_crash(where, record,
-                                                                           tmp_path):
+_RESHAPE_CASES = ["%s:%d" % (where, record) for where in (
+    "foreach", "foreach of no state", "while_loop", "cond", "recursion", "block",
+    "eager foreach") for record in (0, 1)]
+
+
+def test_a_reshape_to_another_size_is_refused_at_the_users_line_not_a_crash(tmp_path):
     """NOTE [a reshape to another size]: MXNet 1.9.1 compiled out Reshape's size check, so a
     loop body's ``row.reshape((1, 4))`` given rows of 12 elements returned a value made of
     the first 4 and corrupted the heap: the process aborted ("double free or corruption",
     found by the call history of OneDenseSharedByForeachWhileAndCond with an input of one
     more axis). Now an error naming the user's line and both sizes, on every such call; the
-    calls of the right size between them work."""
+    calls of the right size between them work. Every place (a loop body, a branch, a
+    recursion, the block's own graph; recorded or not) in one process, a block each."""
     import subprocess
     import sys
     script = tmp_path / "reshape.py"
     script.write_text(_RESHAPE_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), where, str(int(record))],
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(("value", "error"))]
-    assert len(lines) == 4, proc.stdout
-    for line in lines[0::2]:
-        assert line.startswith("error") and re.search(
-            r"%s:\d+: .*the target shape \(1, 4\) has 4 elements, the source \([\d, ]+\) "
-            r"has 12" % re.escape(str(script)), line), line
-    for line in lines[1::2]:
-        assert line.startswith("value"), line
+    proc = subprocess.run([sys.executable, str(script)] + _RESHAPE_CASES,
+                          capture_output=True, text=True, timeout=300)
+    started = [line[5:] for line in proc.stdout.splitlines() if line.startswith("case ")]
+    assert proc.returncode == 0, (started[-1:], proc.returncode, proc.stderr[-2000:])
+    assert started == _RESHAPE_CASES, proc.stdout
+    for case, block in zip(_RESHAPE_CASES, re.split(r"^case ", proc.stdout, flags=re.M)[1:]):
+        lines = [line for line in block.splitlines() if line.startswith(("value", "error"))]
+        assert len(lines) == 4, (case, block)
+        for line in lines[0::2]:
+            assert line.startswith("error") and re.search(
+                r"%s:\d+: .*the target shape \(1, 4\) has 4 elements, the source \([\d, ]+\) "
+                r"has 12" % re.escape(str(script)), line), (case, line)
+        for line in lines[1::2]:
+            assert line.startswith("value"), (case, line)
 
 
 @pytest.mark.parametrize("cls", [P.OneDenseSharedByForeachWhileAndCond,
