@@ -109,6 +109,17 @@ def test_binary_models_match_reference(model, fold, hybridize):
         np.testing.assert_allclose(grads[name], expected_grads[name], err_msg=name, **TOL)
 
 
+def _eager_binary_case(model, executor, extra_tree):
+    """The forest (with ``extra_tree``), an initialized ``model`` and its input arrays, for
+    the eager tests (skipped but once: eagerly the executor plays no part)."""
+    if executor != "batched":
+        pytest.skip("eager: the executor plays no part")
+    vocab, encoded, forest = _forest(extra=[extra_tree])
+    net = model(len(vocab), embed_size=6, hidden_size=5, num_classes=3)
+    net.initialize(mx.init.Xavier())
+    return forest, net, _arrays(forest, ["tokens", "left", "right", "roots"])
+
+
 @pytest.mark.parametrize("model", [TreeLSTM, TreeRNN, RNTN])
 def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor):
     """Eagerly, each internal node is one ``_CachedOp`` on the tape, and all leaves of the
@@ -116,12 +127,7 @@ def test_binary_models_eager_tape_is_one_cached_op_per_cell_call(model, executor
     (``SliceChannel``; NOTE [eager cells]), not their operators one by one; values and
     gradients are checked against the reference by test_binary_models_match_reference."""
     import json
-    if executor != "batched":
-        pytest.skip("eager: the executor plays no part")
-    vocab, encoded, forest = _forest(extra=["(1 good)"])
-    net = model(len(vocab), embed_size=6, hidden_size=5, num_classes=3)
-    net.initialize(mx.init.Xavier())
-    inputs = _arrays(forest, ["tokens", "left", "right", "roots"])
+    forest, net, inputs = _eager_binary_case(model, executor, "(1 good)")
     with autograd.record():
         loss = net(*inputs).sum()
     ops = [n["op"] for n in json.loads(autograd.get_symbol(loss).tojson())["nodes"]]
@@ -139,12 +145,8 @@ def test_binary_models_eager_read_a_childs_row_without_waiting(model, executor, 
     not read back from MXNet (``asscalar`` waits for MXNet's engine, ~150 us a node), only
     the forest's ``left``/``right`` once and each root's index; values are checked by
     test_binary_models_match_reference."""
-    if executor != "batched":
-        pytest.skip("eager: the executor plays no part")
-    vocab, encoded, forest = _forest(extra=["(1 (2 (3 (1 a) (2 b)) (0 c)) (4 d))"])
-    net = model(len(vocab), embed_size=6, hidden_size=5, num_classes=3)
-    net.initialize(mx.init.Xavier())
-    inputs = _arrays(forest, ["tokens", "left", "right", "roots"])
+    forest, net, inputs = _eager_binary_case(model, executor,
+                                             "(1 (2 (3 (1 a) (2 b)) (0 c)) (4 d))")
     mx.nd.waitall()
     reads = []
     asnumpy = mx.nd.NDArray.asnumpy
