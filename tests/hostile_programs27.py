@@ -10,18 +10,10 @@ from mxnet.gluon import HybridBlock, nn, rnn
 import gluon_cf
 
 import hostile_harness
+from hostile_programs26x import H, ints, mask
 
 PROGRAMS, program = hostile_harness.program_registry()
 rand, floats = hostile_harness.rand, hostile_harness.floats
-H = 3
-
-
-def ints(*values, dtype=np.int32):
-    return np.array(values, dtype)
-
-
-def mask(*values):
-    return np.array(values, np.float32)
 
 
 # ---- indices whose meaning depends on the run-time length --------------------------------------
