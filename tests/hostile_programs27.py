@@ -875,3 +875,68 @@ class TopkOfMaskedScoresInCondInWhile(HybridBlock):
         _, (_, s) = gluon_cf.while_loop(lambda i, s: i < 2, func,
                                         [F.zeros((1,)), F.ones((1,))], max_iterations=2)
         return s
+
+
+# ---- the same with remat ------------------------------------------------------------------------
+
+@program([rand(6, H), mask(1, 0, 1, 1, 0, 1)], [rand(6, H, seed=1), mask(0, 0, 0, 0, 0, 0)],
+         [rand(6, H, seed=2), mask(0, 0, 0, 0, 0, 1)], [rand(6, H, seed=3), mask(*[1] * 6)])
+class RematWhileOverKeptRowsWithCond(HybridBlock):
+    """WhileOverKeptCountCondPicksRow's loop with remat=True and a GRUCell step."""
+    NO_GRAD = (1,)
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = rnn.GRUCell(H, input_size=H)
+
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        n = F.sum(m)
+
+        def func(i, h):
+            row = F.take(kept, i, axis=0).reshape((1, -1))
+            out, (h2,) = self.cell(row, [h])
+            v = gluon_cf.cond(F.sum(out) > 0, lambda: out, lambda: -out)
+            return [v], [i + 1, h2]
+        (vs,), (_, h) = gluon_cf.while_loop(lambda i, h: i < n, func,
+                                            [F.zeros((1,)), F.zeros((1, H))],
+                                            max_iterations=6, remat=True)
+        return vs, h
+
+
+@program([rand(5, H), mask(1, 0, 1, 0, 1)], [rand(5, H, seed=1), mask(0, 0, 0, 0, 1)],
+         [rand(5, H, seed=2), mask(1, 1, 1, 1, 1)])
+class RematForeachOverKeptRowsLstm(HybridBlock):
+    """An LSTMCell in a remat foreach over the kept rows (at least one)."""
+    NO_GRAD = (1,)
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = rnn.LSTMCell(H, input_size=H)
+
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m).expand_dims(1)
+        outs, (h, c) = gluon_cf.foreach(lambda d, s: self.cell(d, s), kept,
+                                        [F.zeros((1, H)), F.zeros((1, H))], remat=True)
+        return F.sum(outs, axis=0), h * c
+
+
+@program([rand(4, H), floats(2)], [rand(6, H, seed=1), floats(0)], [rand(2, H, seed=2),
+                                                                    floats(3)],
+         [rand(5, H, seed=3), floats(0)])
+class WhileStepOutputsOfPlannedAndRunTimeShapes(HybridBlock):
+    """A while_loop of n steps (max 3) emitting a row of fixed shape and the attention
+    weights over memory of run-time rows (1, m); n = 0 runs no step."""
+    NO_GRAD = (1,)
+
+    def hybrid_forward(self, F, mem, n):
+        def func(i, h):
+            att = F.softmax(F.dot(h, mem, transpose_b=True), axis=-1)      # (1, m)
+            ctx = F.dot(att, mem)                                          # (1, H)
+            return [ctx, att], [i + 1, F.tanh(h + ctx)]
+        (ctxs, atts), (_, h) = gluon_cf.while_loop(lambda i, h: i < n, func,
+                                                   [F.zeros((1,)), F.ones((1, H)) * 0.3],
+                                                   max_iterations=3)
+        return ctxs, atts, h

@@ -172,7 +172,8 @@ def test_a_slice_keeping_no_row_in_a_blocks_graph_is_an_error_not_a_crash(tmp_pa
 # exported (equal to the hybridized block on every input list, or refused at the user's line)
 EXPORTED = [P.TakeWrapInWhileBody, P.ReshapeCodesInWhileBody, P.PickWrapInForeachBody,
             P.WhereRowsInWhileBodySquareByChance, P.SequenceOpsInForeachOverBatch,
-            P.MaskedRowsGruCellInForeachInCond, P.GreedyAttentionDecoderMaxFromData]
+            P.MaskedRowsGruCellInForeachInCond, P.GreedyAttentionDecoderMaxFromData,
+            P.WhileStepOutputsOfPlannedAndRunTimeShapes]
 
 
 @pytest.mark.parametrize("cls", EXPORTED, ids=lambda c: c.__name__)
