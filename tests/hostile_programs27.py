@@ -133,12 +133,17 @@ class RepeatTileRunTimeRows(HybridBlock):
 
 @program([rand(2, 6, 4)], [rand(2, 10, 4, seed=1)], [rand(2, 2, 4, seed=2)])
 class ReshapeMinusFourSplitsRunTimeAxis(HybridBlock):
-    """(-4, ...) splitting the run-time time axis into pairs, (0, 0, -3) merging back."""
+    """(-4, ...) splitting the run-time time axis into pairs, (0, 0, -3) merging back, then
+    a running sum over the merged rows (foreach). (Without a gluon_cf node, the block is
+    MXNet's: an input of one more axis makes ``z.reshape((-3, 0))`` a reshape to fewer
+    elements, which MXNet 1.9.1 runs, corrupting the heap.)"""
 
     def hybrid_forward(self, F, x):
         y = x.reshape((0, -4, -1, 2, -2))               # (2, n/2, 2, 4)
         z = F.sum(y, axis=2)                            # (2, n/2, 4)
-        return z.reshape((-3, 0)), y.reshape((0, 0, -3))
+        outs, _ = gluon_cf.foreach(lambda r, s: (r + s[0], [r + s[0]]), z.reshape((-3, 0)),
+                                   [F.zeros((4,))])
+        return outs, y.reshape((0, 0, -3))
 
 
 @program([rand(3, 2, 4)], [rand(5, 2, 4, seed=1)], [rand(1, 2, 4, seed=2)])

@@ -12,6 +12,8 @@ on blocks with values of run-time length, and what the round fixed:
   initial loop vars even when their shapes were planned: a body reading a row of a value of
   no row (``F.take`` of the kept rows) failed in onnxruntime where Gluon runs no step (the
   artifact always; export_onnx's model without onnxruntime's constant folding);
+* ``take`` in mode 'raise' exported a Gather that counts a negative index from the end
+  (MXNet refuses it): a row -1 read the last row, silently;
 * a zero-size value computed in a block's own graph holding gluon_cf nodes (a slice keeping
   no row, summed) killed the process (SIGFPE in MXNet's CachedOp).
 """
@@ -118,6 +120,33 @@ def test_while_loop_of_no_step_never_runs_its_body_in_the_exported_model(tmp_pat
             for g, w in zip(got, want):
                 assert g.shape == w.shape
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+class _TakeRaiseInForeach(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, rows):
+        outs, _ = gluon_cf.foreach(lambda r, s: (F.take(x, r, mode="raise"), s), rows,
+                                   [F.zeros((1,))])
+        return outs
+
+
+def test_take_in_raise_mode_refuses_a_negative_index_as_mxnet():
+    """take(mode='raise') of row -1: MXNet refuses it ("take operator contains indices out
+    of bound"; the hybridized block at the user's line); the exported Gather read the last
+    row, silently. Now onnxruntime refuses it too; rows in range equal Gluon."""
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx
+    net = _TakeRaiseInForeach()
+    net.hybridize()
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    session = _session(export_onnx(net, [mx.nd.array(x), mx.nd.array([1, 2])],
+                                   dynamic_axes={0: [0], 1: [0]}))
+    got, = _run(session, [x, np.array([3, 0], np.float32)])
+    np.testing.assert_array_equal(got, net(mx.nd.array(x), mx.nd.array([3, 0])).asnumpy())
+    with pytest.raises(Exception):
+        net(mx.nd.array(x), mx.nd.array([-1, 0])).asnumpy()
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                       match="indices element out of data bounds"):
+        _run(session, [x, np.array([-1, 0], np.float32)])
 
 
 _ZERO_SIZE_SCRIPT = '''

@@ -572,6 +572,20 @@ def _convert_arange_like(node, **kwargs):
     return _original("_contrib_arange_like", kwargs)(node, **kwargs)
 
 
+def _convert_take(node, **kwargs):
+    """``take`` with mx2onnx's converter; in mode 'raise' a negative index made one
+    onnxruntime refuses, as MXNet refuses it ("take operator contains indices out of bound"):
+    mx2onnx's plain Gather counted it from the end, silently another row (-1: the last)."""
+    if str(node.get("attrs", {}).get("mode", "clip")) != "raise":
+        return _original("take", kwargs)(node, **kwargs)
+    out, (data, index), attrs, _ = _start(node, kwargs)
+    rows = out.add("Cast", [index], to=onnx.TensorProto.INT64)
+    rows = out.add("Where", [out.add("Less", [rows, out.const(0)]), out.const(-2 ** 62),
+                             rows])
+    out.add("Gather", [data, rows], final=True, axis=int(attrs.get("axis", 0)))
+    return out
+
+
 def _convert_index_copy(node, **kwargs):
     """``_contrib_index_copy(old, index, new)``: ``old`` with its rows ``index[k]`` replaced by
     the rows ``new[k]`` (a decoder writing each step's token into a buffer), a ScatterND of
@@ -591,7 +605,7 @@ def _convert_index_copy(node, **kwargs):
 
 
 register({
-    "_contrib_index_copy": _convert_index_copy,
+    "_contrib_index_copy": _convert_index_copy, "take": _convert_take,
     "_contrib_arange_like": _convert_arange_like, "relu": _convert_relu,
     **{op: _integer_identity(convert) for op, convert in (
         ("round", _convert_round), ("rint", _convert_round), ("trunc", _convert_trunc),
