@@ -636,10 +636,11 @@ class SortRowsInForeachOverColumns(HybridBlock):
 class TakeWrapInWhileBody(HybridBlock):
     """A while_loop (n steps, max 4) taking row 2 i + 3 of x, wrapped (run-time rows)."""
     NO_GRAD = (1,)
+    MODE, STRIDE = "wrap", 2
 
     def hybrid_forward(self, F, x, n):
         def func(i, s):
-            row = F.take(x, 2 * i + 3, axis=0, mode="wrap")
+            row = F.take(x, self.STRIDE * i + 3, axis=0, mode=self.MODE)
             return [row], [i + 1, s + row]
         (rows,), (_, s) = gluon_cf.while_loop(lambda i, s: i < n, func,
                                               [F.zeros((1,)), F.zeros((1, H))],
@@ -647,20 +648,10 @@ class TakeWrapInWhileBody(HybridBlock):
         return rows, s
 
 
-@program([rand(5, H), floats(3)], [rand(8, H, seed=1), floats(7)], [rand(2, H, seed=2),
-                                                                    floats(1)])
-class TakeClipPastRowsInWhileBody(HybridBlock):
+@program(*PROGRAMS[TakeWrapInWhileBody])
+class TakeClipPastRowsInWhileBody(TakeWrapInWhileBody):
     """A while_loop (n steps, max 4) taking row i + 3 of x, clipped (run-time rows)."""
-    NO_GRAD = (1,)
-
-    def hybrid_forward(self, F, x, n):
-        def func(i, s):
-            row = F.take(x, i + 3, axis=0)
-            return [row], [i + 1, s + row]
-        (rows,), (_, s) = gluon_cf.while_loop(lambda i, s: i < n, func,
-                                              [F.zeros((1,)), F.zeros((1, H))],
-                                              max_iterations=4)
-        return rows, s
+    MODE, STRIDE = "clip", 1
 
 
 @program([rand(2, 5), floats(7, 2)], [rand(2, 9, seed=1), floats(7, 2)],
