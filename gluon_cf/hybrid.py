@@ -41,7 +41,7 @@ from mxnet.gluon import block as _block
 from . import executor, registry, remat as _remat
 from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
 from .graph.operator_errors import OperatorShapeError, body_operator_error
-from .graph.cached_graph import ReshapeChecks, check_reshapes
+from .graph.cached_graph import ReshapeChecks, check_reshapes, makes_zero_size
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
                             inference_inline, inline_inference_graph, not_lost)
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
@@ -65,6 +65,7 @@ class _Plan:
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.partitioned_shapes = set()   # data shapes for which a node refused
         self.reshapes_checked = set()   # data shapes (NOTE [a reshape to another size])
+        self.zero_size = {}   # data shapes -> bool (NOTE [zero-size values in a block's own graph])
         self.reshape_checks = ReshapeChecks()   # the checks' own (ranks or shapes)
         self.always = self.has_nodes and self._fed_by_run_time_shapes()
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
@@ -172,7 +173,7 @@ def _run_built(self, args, lock):
         # (a zero-size input: NOTE [zero-size block inputs])
         partitioned = plan.always or key in plan.partitioned_shapes or inline or (
             plan.unwritten_gradients and mx.autograd.is_recording()) or \
-            any(0 in shape for shape in key)
+            any(0 in shape for shape in key) or _makes_zero_size(self, plan, key, flat)
         # See NOTE [recursion inference in the calling thread]
         first_inline = not partitioned and fmt == self._in_format and \
             plan.inline_inference and inference_inline()
@@ -218,6 +219,16 @@ def _run_built(self, args, lock):
             str(err) if err.located else "%s (in %s)" % (err, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+def _makes_zero_size(self, plan, key, flat):
+    """NOTE [zero-size values in a block's own graph], once per data shapes ``key``."""
+    if key not in plan.zero_size:
+        if len(plan.zero_size) >= 1024:
+            plan.zero_size.clear()
+        plan.zero_size[key] = plan.has_nodes and makes_zero_size(plan.symbol, plan.js["nodes"], [
+            flat[x].shape if is_arg else x.shape for is_arg, x in self._cached_op_args])
+    return plan.zero_size[key]
 
 
 class BlockZeroSizeError(ZeroSizeError, mx.MXNetError):

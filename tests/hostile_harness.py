@@ -354,6 +354,19 @@ def run_eager_and_hybridized(cls, inputs, make, check):
                 check(mode, k, _outcome(lambda: run_with_gradients(net, arrays)))
 
 
+def eager_oracle(cls, inputs):
+    """``oracle(k)`` for :func:`check_call_history`: the :func:`_outcome` of
+    :func:`run_with_gradients` of a fresh eager block of ``cls`` on ``inputs[k]``, once."""
+    cache = {}
+
+    def oracle(k):
+        if k not in cache:
+            net = _make(cls)
+            cache[k] = _outcome(lambda: run_with_gradients(net, inputs[k]))
+        return cache[k]
+    return oracle
+
+
 def check_call_history(cls, inputs, make, oracle, tol):
     """Item 2 of issue 24: ``inputs`` in a random order with repeats and malformed calls
     (:func:`malformed_call`), recorded or not, on one hybridized ``make(cls)``: each call

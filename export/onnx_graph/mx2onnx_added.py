@@ -51,6 +51,9 @@ from .specs import source_prefix
 #       beta per group (shape (num_groups,)).
 #     * `BatchNorm`: mx2onnx ignored fix_gamma (MXNet's default True reads gamma as 1; Gluon's
 #       BatchNorm(scale=False) sets it) and refused any axis but 1.
+#     * `squeeze` of no axis drops every axis of 1 but keeps one when all are ((1, 1) -> (1,));
+#       ONNX's Squeeze of no axes gives a scalar, at run time: the axes are taken from the
+#       input's dims, an axis of run-time size that may be 1 beside another refused.
 #     * `box_nms` by class (an id_index without force_suppress) is refused: ONNX's
 #       NonMaxSuppression suppresses across classes, which mx2onnx only logged.
 #     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,
@@ -483,6 +486,50 @@ def _convert_swap_axis(node, **kwargs):
     return _original("SwapAxis", kwargs)(node, **kwargs)
 
 
+def _convert_squeeze(node, **kwargs):
+    """``squeeze`` with no axis as MXNet's: every axis of size 1 dropped, but one kept when all
+    are (a (1, 1) gives (1,)). mx2onnx's Squeeze of no axes dropped them all, at run time: a
+    (n, 1) value of n = 1 became a scalar, so ``F.sum(F.squeeze(x), axis=0, keepdims=True)``
+    gave () for MXNet's (1,) and a concat of two failed in onnxruntime. Here the axes are the
+    input's dims of 1; an axis known only at run time is dropped when it is 1, so it is
+    refused beside another axis that stays (the rank would depend on the input: an exported
+    model declares one), and alone (a (n, 1) value) reshaped to (-1,)."""
+    attrs = node.get("attrs", {})
+    if attrs.get("axis", "None") not in ("None", "()", "[]"):
+        return _original("squeeze", kwargs)(node, **kwargs)
+    shape = _shape_of_input(node, kwargs)
+    out, (x,), _, _ = _start(node, kwargs)
+    if shape is None:   # (a rank known only at run time: MXNet's rule, computed then)
+        squeezed = out.add("Squeeze", [x])
+        dims = out.add("Shape", [squeezed])
+        rank = out.add("Reshape", [out.add("Size", [dims]), out.const([1])])
+        kept = out.add("Slice", [out.add("Concat", [dims, out.const([1])], axis=0),
+                                 out.const([0]), out.add("Max", [rank, out.const([1])])])
+        out.add("Reshape", [squeezed, kept], final=True)
+        return out
+    run_time = [k for k, d in enumerate(shape) if d is None]
+    stays = [k for k, d in enumerate(shape) if d is not None and d != 1]
+    if run_time and len(run_time) + len(stays) > 1:
+        raise NotImplementedError(
+            f"squeeze with no axis of a value of shape {_shown(shape)}: MXNet drops an axis "
+            f"known only at run time (axis {run_time[0]}) when it is 1, so the result's rank "
+            f"would depend on the input, and an exported model declares one; give squeeze "
+            f"the axes to drop (axis={tuple(k for k, d in enumerate(shape) if d == 1)})")
+    if run_time or not stays:   # (n, 1, ...) -> (n,); all ones -> (1,)
+        out.add("Reshape", [x, out.const([-1] if run_time else [1])], final=True)
+    elif kwargs.get("opset_version", 13) >= 13:
+        out.add("Squeeze", [x, out.const([k for k, d in enumerate(shape) if d == 1])],
+                final=True)
+    else:
+        out.add("Squeeze", [x], final=True, axes=[k for k, d in enumerate(shape) if d == 1])
+    return out
+
+
+def _shown(shape):
+    return "(%s)" % ", ".join("n" if d is None else str(d) for d in shape) + \
+        ("," if len(shape) == 1 else "")
+
+
 def _convert_clip(node, **kwargs):
     """``clip`` as MXNet's mshadow computes it: a_max above a_max, else a_min below a_min,
     else x (NaN stays NaN; with a_min > a_max the result differs from ONNX's Clip). MXNet's
@@ -525,6 +572,20 @@ def _convert_arange_like(node, **kwargs):
     return _original("_contrib_arange_like", kwargs)(node, **kwargs)
 
 
+def _convert_take(node, **kwargs):
+    """``take`` with mx2onnx's converter; in mode 'raise' a negative index made one
+    onnxruntime refuses, as MXNet refuses it ("take operator contains indices out of bound"):
+    mx2onnx's plain Gather counted it from the end, silently another row (-1: the last)."""
+    if str(node.get("attrs", {}).get("mode", "clip")) != "raise":
+        return _original("take", kwargs)(node, **kwargs)
+    out, (data, index), attrs, _ = _start(node, kwargs)
+    rows = out.add("Cast", [index], to=onnx.TensorProto.INT64)
+    rows = out.add("Where", [out.add("Less", [rows, out.const(0)]), out.const(-2 ** 62),
+                             rows])
+    out.add("Gather", [data, rows], final=True, axis=int(attrs.get("axis", 0)))
+    return out
+
+
 def _convert_index_copy(node, **kwargs):
     """``_contrib_index_copy(old, index, new)``: ``old`` with its rows ``index[k]`` replaced by
     the rows ``new[k]`` (a decoder writing each step's token into a buffer), a ScatterND of
@@ -544,7 +605,7 @@ def _convert_index_copy(node, **kwargs):
 
 
 register({
-    "_contrib_index_copy": _convert_index_copy,
+    "_contrib_index_copy": _convert_index_copy, "take": _convert_take,
     "_contrib_arange_like": _convert_arange_like, "relu": _convert_relu,
     **{op: _integer_identity(convert) for op, convert in (
         ("round", _convert_round), ("rint", _convert_round), ("trunc", _convert_trunc),
@@ -562,5 +623,5 @@ register({
     "softmax": _convert_softmax, "log_softmax": _convert_softmax, "softmin": _convert_softmax,
     "SoftmaxOutput": _convert_softmax_output,
     "_split_v2": _convert_split_v2, "reverse": _convert_reverse,
-    "SwapAxis": _convert_swap_axis, "clip": _convert_clip,
+    "SwapAxis": _convert_swap_axis, "clip": _convert_clip, "squeeze": _convert_squeeze,
 })

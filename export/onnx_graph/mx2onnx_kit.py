@@ -76,7 +76,8 @@ _SCALAR_OPS = {"_plus_scalar": "Add", "_minus_scalar": "Sub", "_rminus_scalar": 
 _ORIGINALS = {(version, op): MXNetGraph.registry_[version][op] for version in (12, 13)
               for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis",
                          "_contrib_BilinearResize2D", "_contrib_box_nms", "_split_v2", "RNN",
-                         "BatchNorm", "floor", "ceil", "_contrib_arange_like", "relu",
+                         "BatchNorm", "floor", "ceil", "_contrib_arange_like", "relu", "squeeze",
+                         "take",
                          *_SCALAR_OPS)
               if op in MXNetGraph.registry_.get(version, {})}
 

@@ -364,6 +364,42 @@ def _may_make_zero_size(op):
     return any(word in name for word in _ZERO_SIZE_MAKERS)
 
 
+# NOTE [zero-size values in a block's own graph]
+#     A block's graph holding gluon_cf nodes runs as MXNet's CachedOp, which does not look at
+#     what its operators make: a slice keeping no row (``F.slice(x, begin=(1,), end=(-1,))`` of
+#     2 rows) summed there killed the process (SIGFPE in the reduction, an allocated array of
+#     no element; the same graph without gluon_cf nodes fails with "Check failed:
+#     delay_alloc"). So a call whose input shapes make a slice, crop, split, tile or repeat of
+#     the graph give a zero-size output (MXNet's inference, once per input shapes, of those
+#     operators' outputs only) runs partitioned, where the segments are CachedGraphs (NOTE
+#     [zero-size values computed inside a graph]): its ZeroSizeError names the operator, on
+#     every call. A 0 that is an unknown dim (MXNet's legacy shapes: after a node of run-time
+#     shape) also runs it partitioned, which such graphs do anyway.
+_SIZE_CUTTERS = ("slice", "crop", "split", "tile", "repeat")
+
+
+def makes_zero_size(symbol, nodes, shapes):
+    """Whether a slice, crop, split, tile or repeat among JSON ``nodes`` (``symbol``'s) gives
+    a zero-size output for inputs (``symbol.list_inputs()``) of ``shapes`` (NOTE [zero-size
+    values in a block's own graph])."""
+    cutters = {n["name"] for n in nodes
+               if n["op"] != "null" and any(w in n["op"].lower() for w in _SIZE_CUTTERS)}
+    if not cutters:
+        return False
+    internals = symbol.get_internals()
+    outputs = [name for name in internals.list_outputs()
+               if name.rsplit("_output", 1)[0] in cutters]
+    group = mx.sym.Group([internals[name] for name in outputs])
+    known = set(group.list_inputs())
+    try:
+        _, outs, _ = group.infer_shape_partial(**{
+            name: tuple(shape) for name, shape in zip(symbol.list_inputs(), shapes)
+            if name in known and shape is not None})
+    except mx.MXNetError:
+        return False   # (MXNet's own error follows, where the graph runs)
+    return any(shape is not None and 0 in shape for shape in outs or ())
+
+
 def _zero_size_made(node, inputs):
     """ZeroSizeError for operator ``node`` (a JSON node) making a zero-size array from
     ``inputs`` of some size (NOTE [zero-size values computed inside a graph])."""

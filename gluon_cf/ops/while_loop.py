@@ -18,8 +18,8 @@ from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from . import eager_loops
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
-from .while_loop_arguments import (check_max_iterations, input_order, mxnet_input_order,
-                                   slot_order, symbolic_pred, unchanged_vars)
+from .while_loop_arguments import (PendingStepOutputs, check_max_iterations, input_order,
+                                   mxnet_input_order, slot_order, symbolic_pred, unchanged_vars)
 
 OP = "while_loop"
 
@@ -127,35 +127,6 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     While a recursive function's signature is discovered (NOTE [recursion design]), a body
 #     that calls the function being discovered is the loop's non-recursive path: the loop
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
-
-
-class _PendingStepOutputs(list):
-    """The step outputs of a loop on its path of no step while a recursive function's
-    signature is discovered (NOTE [loops of no step]): any use raises the PendingSignature
-    (the graph is thrown away)."""
-
-    __slots__ = ("pending",)
-
-    def __init__(self, pending: Exception) -> None:
-        super().__init__()
-        self.pending = pending
-
-    def refuse(self, *args, **kwargs):
-        raise self.pending
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return []
-        self.refuse()
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        self.refuse()
-
-    __add__ = __radd__ = __iadd__ = __mul__ = __rmul__ = __imul__ = __sub__ = __rsub__ = refuse
-    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = __array__ = refuse
-    __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
 
 
 def _remat_loop(loop_, more, pad_to, where=None):
@@ -353,7 +324,7 @@ def _while_symbolic(step, flat_vars, max_iterations, pad_to, name, report_trunca
     except PendingSignature as pending:
         # Discovering a recursive function that func calls: zero steps is the loop's path
         # without the call (NOTE [loops of no step]); this graph is thrown away.
-        return _PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
+        return PendingStepOutputs(pending), regroup(flat_vars, step.vars_fmt)
     inputs, var_inputs, slot_of = mxnet_input_order(flat_vars, cond_g, func_g)
     num_out = func_g.num_outputs - nv
     spec = {"graphs": {"cond": cond_g.spec(range(nv), slot_of),
@@ -647,8 +618,11 @@ def _onnx_pad_rows(node, stacked, dtypes):
     """Define the while_loop node's step outputs: ``stacked`` (one row per step taken) padded
     with zero rows to max_iterations rows.
 
-    After zero steps the runtime does not know the row shape; an If then takes it from one
-    probe call of func on the initial loop vars (NOTE [gluon_cf ops as ONNX control flow]).
+    After zero steps the rows of none are zeros of the step outputs' planned shapes; an output
+    whose shape the plan leaves open takes it from one probe call of func on the initial loop
+    vars, in an If (NOTE [gluon_cf ops as ONNX control flow]). A planned shape is never probed:
+    the loop that ran no step must not run func (NOTE [loops of no step]), whose operators may
+    fail on the initial vars (a take of a row of none) where Gluon runs none of them.
     """
     from onnx import helper, numpy_helper
 
@@ -663,18 +637,28 @@ def _onnx_pad_rows(node, stacked, dtypes):
 
     # then: zeros shaped (max_iterations, *shape of func's step outputs on the initial vars)
     probe_name = f"{node.name}_no_step"
+    planned = [s if s is not None and None not in s else None
+               for s in node.out_shapes[:len(stacked)]]
+    open_ = [k for k, s in enumerate(planned) if s is None]
     probe = node.convert("func", probe_name, outer_slots=range(len(node.node.inputs)),
-                         output_order=range(len(stacked)))
+                         output_order=open_) if open_ else None
     zeros = Emitter(f"{probe_name}/zeros")
-    rows_first = zeros.const([max_iterations])
+    probed = dict(zip(open_, probe.output_names if probe else ()))
     zero_outputs = [
-        zeros.add("ConstantOfShape",
-                  [zeros.add("Concat", [rows_first, zeros.add("Shape", [row])], axis=0)],
+        zeros.add("ConstantOfShape", [zeros.const(planned[k]) if planned[k] is not None else
+                                      zeros.add("Concat", [zeros.const([max_iterations]),
+                                                           zeros.add("Shape", [probed[k]])],
+                                                axis=0)],
                   value=numpy_helper.from_array(np.zeros((1,), dtype)))
-        for row, dtype in zip(probe.output_names, dtypes)]
-    probe.graph.node.extend(zeros.nodes)
-    set_outputs(probe.graph, [value_info(name, dtype, rank)
-                               for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)])
+        for k, dtype in enumerate(dtypes)]
+    then_outputs = [value_info(name, dtype, rank)
+                    for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
+    if probe is None:
+        then_graph = helper.make_graph(zeros.nodes, probe_name, [], then_outputs)
+    else:
+        then_graph = probe.graph
+        then_graph.node.extend(zeros.nodes)
+        set_outputs(then_graph, then_outputs)
 
     # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
     pad = Emitter(f"{node.name}_padded")
@@ -691,7 +675,7 @@ def _onnx_pad_rows(node, stacked, dtypes):
     pad_graph = helper.make_graph(pad.nodes, pad.prefix, [], [
         value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
 
-    node.add("If", [no_step], outputs, then_branch=probe.graph, else_branch=pad_graph)
+    node.add("If", [no_step], outputs, then_branch=then_graph, else_branch=pad_graph)
 
 
 registry.register(WhileLoopRule())

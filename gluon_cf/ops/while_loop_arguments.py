@@ -1,6 +1,7 @@
 """How ``while_loop`` reads its arguments and lays out its node as MXNet 1.9.1's does: the
 bound ``max_iterations`` (NOTE [max_iterations]), the order of its node's inputs (NOTE
-[while_loop input order]), what cond returns symbolically, the loop vars of no step."""
+[while_loop input order]), what cond returns symbolically, the loop vars and step outputs of
+no step."""
 from typing import Dict
 
 import mxnet as mx
@@ -133,3 +134,32 @@ def unchanged_vars(loop_vars, final, vars_fmt):
     if len(flat) == len(final) and all(a is b for a, b in zip(flat, final)):
         return loop_vars
     return regroup(final, vars_fmt)
+
+
+class PendingStepOutputs(list):
+    """The step outputs of a loop on its path of no step while a recursive function's
+    signature is discovered (NOTE [loops of no step]): any use raises the PendingSignature
+    (the graph is thrown away)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, pending: Exception) -> None:
+        super().__init__()
+        self.pending = pending
+
+    def refuse(self, *args, **kwargs):
+        raise self.pending
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return []
+        self.refuse()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self.refuse()
+
+    __add__ = __radd__ = __iadd__ = __mul__ = __rmul__ = __imul__ = __sub__ = __rsub__ = refuse
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = __array__ = refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
