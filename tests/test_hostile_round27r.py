@@ -82,6 +82,33 @@ def test_infer_shape_partial_infers_a_weight_read_only_inside_a_recursion():
     assert (found["w"], found["b"], outs) == ((3, 6), (3,), [(1, 3), (1, 3)])
 
 
+def test_a_weight_only_the_called_function_reads_is_inferred_on_every_inference():
+    """Round 27r: ``even`` calls ``odd``, whose layer alone reads ``w``: inferred on the first
+    inference, then not (the entry's graph answered from its cache, meeting no call), so
+    ``simple_bind`` after an ``infer_shape_partial`` refused it; dtypes likewise."""
+    x, left, right, w = (S.var(n) for n in ("x", "left", "right", "w"))
+
+    @gluon_cf.recursive
+    def even(i):
+        return gluon_cf.cond(S.take(left, i) < 0, lambda: S.take(x, i),
+                             lambda: odd(S.take(left, i)) + odd(S.take(right, i)))
+
+    @gluon_cf.recursive
+    def odd(i):
+        return gluon_cf.cond(S.take(left, i) < 0, lambda: S.take(x, i) * 2, lambda: S.tanh(
+            S.FullyConnected(S.concat(even(S.take(left, i)), even(S.take(right, i)), dim=1),
+                             weight=w, no_bias=True, num_hidden=3)))
+    sym = even(S.var("r"))
+    shapes = dict(x=(5, 3), left=(5,), right=(5,), r=(1,))
+    for _ in range(2):
+        assert sym.infer_shape_partial(**shapes)[0][-1] == (3, 6)
+        types = sym.infer_type_partial(x="float64", left="float32", right="float32", r="float32")
+        assert (types[0][-1], types[1]) == (np.float64, [np.float64])
+    executor = sym.simple_bind(mx.cpu(), type_dict=dict(
+        x="float64", left="float32", right="float32", r="float32"), **shapes)
+    assert (executor.arg_dict["w"].shape, executor.arg_dict["w"].dtype) == ((3, 6), np.float64)
+
+
 def _tree_program():
     """The leaf's row, or the children's sum scaled by sum(w): nothing shapes w."""
     x, left, right, roots, w = (S.var(n) for n in ("x", "left", "right", "roots", "w"))

@@ -51,13 +51,14 @@ _TYPES_LOCK = threading.RLock()
 #       MXNet's foreach infers a weight its body reads (its FullyConnected from its data):
 #       ``infer_environment`` infers the entry as the full environment does (a recursive call
 #       in progress is pending, its cond infers the other branch), keeping what it learns
-#       in that inference only; then infers each function learnt again, its calls' shapes
-#       now known, and takes the environment's shapes their inputs answer; until nothing
-#       more is found. ``Graph.infer_shape`` keeps no answer whose inputs it did not all
-#       infer, which the second pass completes. Dtypes: the entry's graph, its calls unknown
-#       (a cond's branches share their dtypes). An inference failing with part unknown
-#       (MXNet's take refuses a table of unknown rank) answers unknown, as before; the error,
-#       if any, is the full environment's to give.
+#       in that inference only; then infers each function learnt again (by this inference
+#       or an earlier one of this environment: a graph's cached answer meets no call), its
+#       calls' shapes now known, and takes the environment's shapes their inputs answer;
+#       until nothing more is found. ``Graph.infer_shape`` keeps no answer whose unknown
+#       inputs it did not all infer, which the second pass completes. Dtypes likewise
+#       (``out_types`` notes the calls met in ``_partial_calls``). An inference failing with
+#       part unknown (MXNet's take refuses a table of unknown rank) answers unknown, as
+#       before; the error, if any, is the full environment's to give.
 
 # NOTE [one table, many threads]
 #     A block's recursion nodes run on MXNet's Custom-operator worker threads, two batches at
@@ -90,6 +91,10 @@ class _FunctionTable:
         # environment of the inference this thread runs (NOTE [one table, many threads])
         self._local = threading.local()
         self._take_env = None   # environment indices every function uses as take's table only
+        # {environment known in part: {(function, argument shapes)}}: the calls its inferences
+        # met (a graph's answer cached, its calls are not met again: NOTE [an environment
+        # known in part])
+        self._partial_calls = {}
 
     env_shapes = property(lambda self: self._env("shapes"),
                           lambda self, value: self._see_env("shapes", value))
@@ -169,7 +174,9 @@ class _FunctionTable:
             try:
                 outs = self._partial_out_shapes(qname, arg_shapes, env)
                 found = list(env)
-                for (callee, args), _ in list(self._local.partial.items()):
+                calls = self._partial_calls.setdefault(self._env_key(env), set())
+                calls.update(k for k, v in self._local.partial.items() if v is not None)
+                for callee, args in list(calls):
                     num_args = self.specs[callee]["num_args"]
                     ins, _ = self.graphs[callee].infer_shape(list(args) + env)
                     for slot, shape in ins.items():
@@ -187,26 +194,35 @@ class _FunctionTable:
         return env, outs
 
     def infer_environment_types(self, qname, arg_types, env):
-        """``(environment, output dtypes)`` as ``infer_environment`` for shapes: what
-        ``qname``'s own graph infers of the environment (a layer's weight of its data's
-        dtype, through the base case's), then the outputs."""
-        env = list(env)
+        """``(environment, output dtypes)`` as ``infer_environment`` for shapes: the entry's
+        dtypes inferred with the environment known in part, then each function it met
+        inferred again for what its operators say of the environment's unknown dtypes."""
+        env, given = _type_classes(env), _type_classes(env)
+        n = self.specs[qname]["num_outputs"]
+        before = getattr(self._local, "env_types", None)
         for _ in range(len(env) + 1):
             if None not in env:
                 return env, self.out_types(qname, arg_types, env)
             if None in arg_types:
                 break
-            before, self._local.env_types = getattr(self._local, "env_types", None), env
-            try:   # (its calls: unknown, NOTE above)
-                ins, _ = self.graphs[qname].infer_type(_type_classes(arg_types) + env)
+            self._local.env_types = env
+            try:
+                outs = self.out_types(qname, arg_types)
+                found = list(env)
+                calls = self._partial_calls.get(("types",) + tuple(str(t) for t in env), ())
+                for callee, args in list(calls):
+                    ins, _ = self.graphs[callee].infer_type(list(args) + env)
+                    num_args = self.specs[callee]["num_args"]
+                    found = [t if t is not None else ins.get(num_args + k)
+                             for k, t in enumerate(found)]
+            except (mx.MXNetError, ValueError):   # (as infer_environment's)
+                return given, [None] * n
             finally:
                 self._local.env_types = before
-            num_args = self.specs[qname]["num_args"]
-            found = [t if t is not None else ins.get(num_args + k) for k, t in enumerate(env)]
             if found == env:
-                break
+                return env, outs
             env = found
-        return env, [None] * self.specs[qname]["num_outputs"]
+        return env, [None] * n
 
     def _partial_out_shapes(self, qname, arg_shapes, env):
         """``out_shapes`` with ``env`` known in part, inside ``infer_environment`` (unknown
@@ -261,6 +277,10 @@ class _FunctionTable:
         env = None if self.env_types is None else _type_classes(self.env_types)
         key = (qname, tuple(str(t) for t in arg_types),
                None if env is None else tuple(str(t) for t in env))
+        if env is not None and None in env and None not in arg_types:
+            # (the calls met, for infer_environment_types: NOTE [an environment known in part])
+            self._partial_calls.setdefault(("types",) + tuple(str(t) for t in env),
+                                           set()).add((qname, tuple(arg_types)))
         if key in self.types:
             return self.types[key]
         inferring = getattr(self._local, "types", None)
@@ -269,7 +289,7 @@ class _FunctionTable:
         if key in inferring:   # a recursive call, in this thread: what is known so far
             return inferring[key]
         n = self.specs[qname]["num_outputs"]
-        if env is None or None in env or None in arg_types:
+        if env is None or None in arg_types:
             return [None] * n
         graph = self.graphs[qname]
         with _TYPES_LOCK:   # another thread inferring the same types: its answer
