@@ -7,7 +7,7 @@ import weakref
 import mxnet as mx
 import numpy as np
 
-from ..tracing import PendingShape
+from ..tracing import PendingShape, note_pending_types
 
 # The largest max_depth of a recursive function (a depth is a C long in places: export's
 # attributes, a symbol file's check); no recursion runs 2^31 nested calls.
@@ -287,6 +287,8 @@ class _FunctionTable:
         if inferring is None:
             inferring = self._local.types = {}
         if key in inferring:   # a recursive call, in this thread: what is known so far
+            if None in inferring[key]:
+                note_pending_types()
             return inferring[key]
         n = self.specs[qname]["num_outputs"]
         if env is None or None in arg_types:
