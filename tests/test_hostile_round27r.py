@@ -17,18 +17,21 @@ LEFT, RIGHT, ROOTS = [1, -1, 3, -1, -1], [2, -1, 4, -1, -1], [0, 2]
 TOL = dict(rtol=1e-5, atol=1e-6)
 
 
-def _tree_rnn(head=False):
-    """A TreeRNN as a symbol whose weight ``w`` only the recursion reads (``head``: with a
-    classifier and a SoftmaxOutput after it, as a Module trains it)."""
-    x, left, right, roots, w = (S.var(n) for n in ("data", "left", "right", "roots", "w"))
-
+def _tree(F, x, left, right, roots, w, num_hidden=3):
     @gluon_cf.recursive
     def node(i):
         def internal():
-            both = S.concat(node(S.take(left, i)), node(S.take(right, i)), dim=1)
-            return S.tanh(S.FullyConnected(both, weight=w, no_bias=True, num_hidden=3))
-        return gluon_cf.cond(S.take(left, i) < 0, lambda: S.take(x, i), internal)
+            both = F.concat(node(F.take(left, i)), node(F.take(right, i)), dim=1)
+            return F.tanh(F.FullyConnected(both, weight=w, no_bias=True, num_hidden=num_hidden))
+        return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), internal)
     out, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+    return out
+
+
+def _tree_rnn(head=False):
+    """A TreeRNN as a symbol whose weight ``w`` only the recursion reads (``head``: with a
+    classifier and a SoftmaxOutput after it, as a Module trains it)."""
+    out = _tree(S, *(S.var(n) for n in ("data", "left", "right", "roots", "w")))
     if not head:
         return out
     out = S.FullyConnected(S.reshape(out, (-3, -2)), num_hidden=2, name="cls")
@@ -214,14 +217,7 @@ class _WidthByBranch(gluon.HybridBlock):
     result is of another width (a user's error)."""
 
     def hybrid_forward(self, F, x, left, right, roots, w):
-        @gluon_cf.recursive
-        def node(i):
-            def internal():
-                both = F.concat(node(F.take(left, i)), node(F.take(right, i)), dim=1)
-                return F.tanh(F.FullyConnected(both, weight=w, no_bias=True, num_hidden=4))
-            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), internal)
-        out, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
-        return out
+        return _tree(F, x, left, right, roots, w, num_hidden=4)
 
 
 def test_calls_run_row_by_row_returning_other_shapes_are_a_clear_error():
