@@ -329,8 +329,9 @@ def _kept_shapes(executor, kwargs):
 
     NOTE [arguments a reshape leaves]: MXNet's ``Executor.reshape`` infers every argument it
     is not given and refuses one that comes out otherwise ("Shape of unspecifie arg: w
-    changed"); a layer's weight inside a recursion's function is not inferred from the data
-    (the function's output shape is the recursion's fixpoint), so ``reshape(x=...,
+    changed"); a layer's weight inside a recursion's function was not inferred from the data
+    (round 27r infers what its layer's data decide, NOTE [an environment known in part] in
+    recursion/table.py), so ``reshape(x=...,
     roots=...)``, as ``Module.reshape`` and a BucketingModule call it with the data's shapes
     alone, failed where it was bound with the weight's shape (MXNet's own foreach infers a
     layer's weight in its body). An argument read by a node holding a recursion keeps the

@@ -225,8 +225,10 @@ class Graph:
         inferred = {s: tuple(x) for s, x in zip(self.slots, ins) if known(x)}
         outs = [o if registry.is_dynamic(o) or known(o) else None for o in outs]
         # Cache only complete answers: a partial one may be completed later (a recursive
-        # function's shapes become known during inference, NOTE [recursion design]).
-        if all(registry.is_dynamic(o) or registry.is_complete(o) for o in outs):
+        # function's shapes become known during inference, NOTE [recursion design]; a weight
+        # only its recursive branch shapes, NOTE [an environment known in part]).
+        if all(registry.is_dynamic(o) or registry.is_complete(o) for o in outs) and \
+                all(s in inferred for s, g in zip(self.slots, given) if g is None):
             self._shape_cache[key] = (inferred, outs)
         return inferred, outs
 

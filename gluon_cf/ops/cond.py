@@ -13,7 +13,7 @@ from ..executor import Frame, Parallel
 from .._names import name_manager
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
-                       merge_captures, pending_shapes, trace, user_location)
+                       merge_captures, pending_shapes, pending_types, trace, user_location)
 from ..checks import (ArgumentValueError, ArrayTypeError, check_arity, check_callable,
                       check_scalar_pred, dtype_name, mismatch, mode_of, op_at, pred_value)
 from .._typing import Array, Arrays
@@ -134,6 +134,26 @@ def _branch_shapes(graph, in_shapes):
     except (mx.MXNetError, PendingShape):
         if pending_shapes() > before:
             return {}, None
+        raise
+
+
+def _branch_types(graph, in_types, out_types=None):
+    """``graph.infer_type``, or unknown outputs where an operator refused the unknown dtype
+    of a recursive call being inferred.
+
+    NOTE [dtypes of a call being inferred]: a recursive function's dtypes are inferred to a
+    fixpoint, its recursive calls answering unknown dtypes at first (``out_types`` in
+    recursion/table.py), and MXNet's Dropout refuses an input of unknown dtype ("input type to
+    dropout is not specified") where other operators pass it on: a TreeLSTM's dropout on its
+    children's states failed hybridized. Such a branch answers unknown dtypes, as a branch
+    whose shapes are pending does (``_branch_shapes``); the base case decides them, and the
+    next round infers the branch with its calls' dtypes known."""
+    before = pending_types()
+    try:
+        return graph.infer_type(in_types, out_types)
+    except (mx.MXNetError, ValueError):
+        if pending_types() > before:
+            return {}, [None] * graph.num_outputs
         raise
 
 
@@ -289,14 +309,14 @@ class CondRule(registry.Rule):
             # output (``cond_out_type = {0}``: inferred back into the predicate's inputs). A
             # known one keeps its dtype: MXNet refuses all but float32, gluon_cf takes any.
             in_types = [np.float32] + list(in_types[1:])
-        then_in, then_out = node.graphs["then"].infer_type(in_types)
-        else_in, else_out = node.graphs["else"].infer_type(in_types)
+        then_in, then_out = _branch_types(node.graphs["then"], in_types)
+        else_in, else_out = _branch_types(node.graphs["else"], in_types)
         # The branches' outputs are one set of dtypes: what one branch decides, the other's
         # inputs are inferred from (MXNet 1.9.1's CondType infers both branches into one
         # out_type: then_func's x * 2 of a float64 x makes else_func's y + 1 read a float64 y)
         for role, outs, other in (("then", then_out, else_out), ("else", else_out, then_out)):
             if any(a is None and b is not None for a, b in zip(outs, other)):
-                inferred, outs = node.graphs[role].infer_type(in_types, out_types=other)
+                inferred, outs = _branch_types(node.graphs[role], in_types, other)
                 if role == "then":
                     then_in, then_out = inferred, outs
                 else:

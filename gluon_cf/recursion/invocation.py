@@ -6,6 +6,7 @@ to the scheduler (NOTE [trampoline] in ``executor.py``, NOTE [batching] in ``bat
 """
 import mxnet as mx
 
+from ..checks import MismatchError
 from ..errors import RecursionDepthError
 from ..executor import Frame, Parallel
 
@@ -78,4 +79,13 @@ class Invocation:
         parts = yield Parallel([
             Invocation(self.context, self.qname, [a[r:r + 1] for a in self.args], 1,
                        self.depth).unbatched() for r in range(self.rows)])
+        for k, column in enumerate(zip(*parts)):
+            shapes = sorted({v.shape for v in column})
+            if len({s[1:] for s in shapes}) > 1:   # (MXNet's concat fails at a later read)
+                raise MismatchError(
+                    "gluon_cf.recursive: calls of %r run row by row returned output %d of "
+                    "shapes %s: a recursive function's outputs have one shape, its base "
+                    "case's; make every path return that shape" % (
+                        self.context.specs[self.qname]["name"], k,
+                        " and ".join(str(s) for s in shapes)))
         return [mx.nd.concat(*column, dim=0) for column in zip(*parts)]

@@ -86,19 +86,22 @@ class RecursionRule(registry.Rule):
     def infer_shape(self, node, in_shapes):
         table = _table(node.spec["namespace"], node)
         n = node.spec["num_args"]
-        env = None
-        if None not in in_shapes[n:]:   # NOTE [one table, many threads] in table.py
-            env = table.env_shapes = list(in_shapes[n:])
-        outs = table.out_shapes(node.spec["entry"], in_shapes[:n], env)
-        return list(in_shapes), outs
+        env = list(in_shapes[n:])   # (in part unknown: NOTE [an environment known in part])
+        if None not in env:   # NOTE [one table, many threads] in table.py
+            table.env_shapes = env
+            return list(in_shapes), table.out_shapes(node.spec["entry"], in_shapes[:n], env)
+        env, outs = table.infer_environment(node.spec["entry"], in_shapes[:n], env)
+        return list(in_shapes[:n]) + env, outs
 
     def infer_type(self, node, in_types):
         table = _table(node.spec["namespace"], node)
         n = node.spec["num_args"]
-        env = None
-        if None not in in_types[n:]:
-            env = table.env_types = list(in_types[n:])
-        return list(in_types), table.out_types(node.spec["entry"], in_types[:n], env)
+        env = list(in_types[n:])
+        if None not in env:
+            table.env_types = env
+            return list(in_types), table.out_types(node.spec["entry"], in_types[:n], env)
+        env, outs = table.infer_environment_types(node.spec["entry"], in_types[:n], env)
+        return list(in_types[:n]) + env, outs
 
     def forward(self, node, inputs, out_shapes, frame):
         n = node.spec["num_args"]

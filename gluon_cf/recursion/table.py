@@ -4,9 +4,10 @@ read by the rules and by the ahead-of-time schedules."""
 import threading
 import weakref
 
+import mxnet as mx
 import numpy as np
 
-from ..tracing import PendingShape
+from ..tracing import PendingShape, note_pending_types
 
 # The largest max_depth of a recursive function (a depth is a C long in places: export's
 # attributes, a symbol file's check); no recursion runs 2^31 nested calls.
@@ -39,6 +40,26 @@ _TYPES_LOCK = threading.RLock()
 #       whose shapes are known, which is said in words.
 #     The shapes learnt are keyed by the environment's shapes too (a forest of another size).
 
+# NOTE [an environment known in part]
+#     ``infer_shape_partial``/``infer_type_partial``, MXNet's shape pass in ``simple_bind``
+#     and ``Module.bind``, and Gluon's deferred initialisation ask a recursion node's shapes
+#     with part of its environment unknown: a layer's weight that only the functions read.
+#     * Nothing is taken from the table's last seen environment (another inference's): its
+#       outputs came out (2, 1, 4) or float64 from the inference before, for data of width 3
+#       or of float16.
+#     * What the functions' operators infer of the unknown part is the node's answer, as
+#       MXNet's foreach infers a weight its body reads (its FullyConnected from its data):
+#       ``infer_environment`` infers the entry as the full environment does (a recursive call
+#       in progress is pending, its cond infers the other branch), keeping what it learns
+#       in that inference only; then infers each function learnt again (by this inference
+#       or an earlier one of this environment: a graph's cached answer meets no call), its
+#       calls' shapes now known, and takes the environment's shapes their inputs answer;
+#       until nothing more is found. ``Graph.infer_shape`` keeps no answer whose unknown
+#       inputs it did not all infer, which the second pass completes. Dtypes likewise
+#       (``out_types`` notes the calls met in ``_partial_calls``). An inference failing with
+#       part unknown (MXNet's take refuses a table of unknown rank) answers unknown, as
+#       before; the error, if any, is the full environment's to give.
+
 # NOTE [one table, many threads]
 #     A block's recursion nodes run on MXNet's Custom-operator worker threads, two batches at
 #     once when the caller does not wait between calls, and all share their function table.
@@ -70,6 +91,10 @@ class _FunctionTable:
         # environment of the inference this thread runs (NOTE [one table, many threads])
         self._local = threading.local()
         self._take_env = None   # environment indices every function uses as take's table only
+        # {environment known in part: {(function, argument shapes)}}: the calls its inferences
+        # met (a graph's answer cached, its calls are not met again: NOTE [an environment
+        # known in part])
+        self._partial_calls = {}
 
     env_shapes = property(lambda self: self._env("shapes"),
                           lambda self, value: self._see_env("shapes", value))
@@ -99,7 +124,12 @@ class _FunctionTable:
             finally:
                 self._local.env_shapes = None
         env = self.env_shapes
-        key = (qname, tuple(arg_shapes), None if env is None else self._env_key(env))
+        n = self.specs[qname]["num_outputs"]
+        if env is None:
+            return [None] * n
+        if None in env:   # NOTE [an environment known in part]
+            return self._partial_out_shapes(qname, arg_shapes, env)
+        key = (qname, tuple(arg_shapes), self._env_key(env))
         in_progress = getattr(self._local, "in_progress", None)
         if in_progress is None:
             in_progress = self._local.in_progress = set()
@@ -108,8 +138,7 @@ class _FunctionTable:
         outs = self.shapes.get(key)
         if outs is not None:
             return outs
-        n = self.specs[qname]["num_outputs"]
-        if env is None or None in arg_shapes:
+        if None in arg_shapes:
             return [None] * n
         outermost = not in_progress
         in_progress.add(key)
@@ -131,6 +160,93 @@ class _FunctionTable:
         self.shapes[key] = outs
         return outs
 
+    def infer_environment(self, qname, arg_shapes, env):
+        """``(environment, output shapes)`` of ``qname`` for ``arg_shapes`` and an environment
+        known in part (``None`` where unknown): what its functions' operators infer of the
+        unknown part (a weight's shape from its layer's data), then the outputs, unknown where
+        they depend on what stays unknown (NOTE [an environment known in part])."""
+        env, given = list(env), list(env)
+        before = (getattr(self._local, "partial", None), getattr(self._local, "env_shapes", None))
+        for _ in range(len(env) + 1):
+            if None not in env:
+                return env, self.out_shapes(qname, arg_shapes, env)
+            self._local.partial, self._local.env_shapes = {}, env
+            try:
+                outs = self._partial_out_shapes(qname, arg_shapes, env)
+                found = list(env)
+                calls = self._partial_calls.setdefault(self._env_key(env), set())
+                calls.update(k for k, v in self._local.partial.items() if v is not None)
+                for callee, args in list(calls):
+                    num_args = self.specs[callee]["num_args"]
+                    ins, _ = self.graphs[callee].infer_shape(list(args) + env)
+                    for slot, shape in ins.items():
+                        if slot >= num_args and found[slot - num_args] is None:
+                            found[slot - num_args] = shape
+            except (mx.MXNetError, ValueError):
+                # (MXNet's take refuses a table of unknown rank: unknown, as before; what is
+                # wrong is said by the inference of the whole environment)
+                return given, [None] * self.specs[qname]["num_outputs"]
+            finally:
+                self._local.partial, self._local.env_shapes = before
+            if found == env:
+                return env, outs
+            env = found
+        return env, outs
+
+    def infer_environment_types(self, qname, arg_types, env):
+        """``(environment, output dtypes)`` as ``infer_environment`` for shapes: the entry's
+        dtypes inferred with the environment known in part, then each function it met
+        inferred again for what its operators say of the environment's unknown dtypes."""
+        env, given = _type_classes(env), _type_classes(env)
+        n = self.specs[qname]["num_outputs"]
+        before = getattr(self._local, "env_types", None)
+        for _ in range(len(env) + 1):
+            if None not in env:
+                return env, self.out_types(qname, arg_types, env)
+            if None in arg_types:
+                break
+            self._local.env_types = env
+            try:
+                outs = self.out_types(qname, arg_types)
+                found = list(env)
+                calls = self._partial_calls.get(("types",) + tuple(str(t) for t in env), ())
+                for callee, args in list(calls):
+                    ins, _ = self.graphs[callee].infer_type(list(args) + env)
+                    num_args = self.specs[callee]["num_args"]
+                    found = [t if t is not None else ins.get(num_args + k)
+                             for k, t in enumerate(found)]
+            except (mx.MXNetError, ValueError):   # (as infer_environment's)
+                return given, [None] * n
+            finally:
+                self._local.env_types = before
+            if found == env:
+                return env, outs
+            env = found
+        return env, [None] * n
+
+    def _partial_out_shapes(self, qname, arg_shapes, env):
+        """``out_shapes`` with ``env`` known in part, inside ``infer_environment`` (unknown
+        outside it): the shapes learnt are kept by that inference only."""
+        n = self.specs[qname]["num_outputs"]
+        learnt = getattr(self._local, "partial", None)
+        key = (qname, tuple(arg_shapes))
+        if learnt is None or None in arg_shapes:
+            return [None] * n
+        if learnt.get(key) is not None:
+            return learnt[key]
+        if key in learnt:
+            raise PendingShape(qname)   # a recursive call: its cond infers the other branch
+        learnt[key] = None
+        try:
+            _, outs = self.graphs[qname].infer_shape(list(arg_shapes) + list(env))
+        except PendingShape:
+            outs = None
+        if outs is None or None in outs:
+            del learnt[key]
+            return [None] * n
+        learnt[key] = outs
+        return outs
+
     def _env_key(self, env):
         """The environment's shapes as far as output shapes depend on them: not the rows of
         an array every function uses only as the table of ``take`` along axis 0 (the
@@ -143,7 +259,7 @@ class _FunctionTable:
                        for name, slot in zip(graph.input_names, graph.slots)
                        if slot == self.specs[qname]["num_args"] + i))
         return tuple(("any rows",) + tuple(s[1:]) if i in self._take_env and s and s[0] > 0
-                     else tuple(s) for i, s in enumerate(env))
+                     else None if s is None else tuple(s) for i, s in enumerate(env))
 
     def out_types(self, qname, arg_types, env=None):
         # The environment's types are part of the key, as for shapes (parameters of another
@@ -161,12 +277,18 @@ class _FunctionTable:
         env = None if self.env_types is None else _type_classes(self.env_types)
         key = (qname, tuple(str(t) for t in arg_types),
                None if env is None else tuple(str(t) for t in env))
+        if env is not None and None in env and None not in arg_types:
+            # (the calls met, for infer_environment_types: NOTE [an environment known in part])
+            self._partial_calls.setdefault(("types",) + tuple(str(t) for t in env),
+                                           set()).add((qname, tuple(arg_types)))
         if key in self.types:
             return self.types[key]
         inferring = getattr(self._local, "types", None)
         if inferring is None:
             inferring = self._local.types = {}
         if key in inferring:   # a recursive call, in this thread: what is known so far
+            if None in inferring[key]:
+                note_pending_types()
             return inferring[key]
         n = self.specs[qname]["num_outputs"]
         if env is None or None in arg_types:
