@@ -15,6 +15,7 @@ import operator
 import numpy as np
 from mxnet.gluon import HybridBlock, nn
 
+import gluon_cf
 from gluon_cf import autograph
 
 import hostile_harness
@@ -25,6 +26,7 @@ rand, floats = hostile_harness.rand, hostile_harness.floats
 ROWS = ([rand(4, 3, seed=2701)], [rand(1, 3, seed=2702) + 1], [rand(3, 3, seed=2703) - 0.5])
 SEQ = ([rand(5, 2, seed=2704) * 2], [rand(2, 2, seed=2705) + 0.5])
 STATES = ([floats(1.0, 2.0)], [floats(5.0, 1.0)], [floats(-3.0, -2.0)], [floats(0.25, 0.1)])
+POSITIVE = ([floats(1.0, 2.0)], [floats(5.0, 1.0)], [floats(0.25, 0.1)])
 PAIR = ([rand(4, 3, seed=2706), rand(3, seed=2707)], [rand(2, 3, seed=2708), rand(3, seed=2709)])
 
 Pair = collections.namedtuple("Pair", "h c")
@@ -881,6 +883,32 @@ class DataclassReplaceInTensorWhile(HybridBlock):
         return st.h
 
 
+@program(*POSITIVE)
+class PythonCounterOnlyInTensorWhile(HybridBlock):
+    """``k = k + 1`` (a Python int, the while's only variable) under a tensor condition."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        k = 0
+        while F.sum(x) > k:
+            gluon_cf.max_iterations(40)
+            k = k + 1
+        return x * k
+
+
+@program(*POSITIVE)
+class DictWithPythonCountInTensorWhile(HybridBlock):
+    """``st = {"h": ..., "n": st["n"] + 1}`` (a Python count beside the array)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        st = {"h": x, "n": 0}
+        while F.sum(st["h"]) < 10:
+            gluon_cf.max_iterations(40)
+            st = {"h": st["h"] * 2, "n": st["n"] + 1}
+        return st["h"] * st["n"]
+
+
 @program(*ROWS)
 class TupleCarrySwappedAndUnpackedInFor(HybridBlock):
     """``state = (b, a + row)`` with ``a, b = state`` at the start of each step."""
@@ -1019,3 +1047,373 @@ def halve_until(F, h, limit=1.0):
     while F.norm(h) > limit:
         h = h * 0.5
     return h
+
+
+# ---------------------------------------------------------------- round two: appends, jumps
+
+
+@program(*ROWS)
+class TwoAppendsToOneListPerStep(HybridBlock):
+    """``outs.append(h); outs.append(c)`` in one step of a tensor for: interleaved rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            outs.append(h)
+            outs.append(row * 2)
+        return F.stack(*outs)
+
+
+@program(*ROWS)
+class AppendInPythonRangeInsideTensorFor(HybridBlock):
+    """``for k in range(2): outs.append(row * k)`` inside a tensor for (two rows a step)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            for k in range(2):
+                outs.append(row * (k + 1))
+        return F.stack(*outs)
+
+
+@program(*ROWS)
+class AppendThenLastItemInSameStep(HybridBlock):
+    """``outs.append(h)`` then ``outs[-1]`` read in the same step of a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0]]
+        h = F.zeros((3,))
+        for row in x:
+            outs.append(h + row)
+            h = outs[-1] * 0.5
+        return h
+
+
+@program(*ROWS)
+class BreakInsideMatchCaseInTensorFor(HybridBlock):
+    """``match self.mode: case "stop": if tensor: break`` in a tensor for."""
+
+    def __init__(self):
+        super().__init__()
+        self.mode = "stop"
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            match self.mode:
+                case "stop":
+                    if F.sum(h) > 1:
+                        break
+                case _:
+                    pass
+        return h
+
+
+@program(*ROWS)
+class ContinueInsideMatchCaseInTensorWhile(HybridBlock):
+    """``continue`` under a tensor if inside a match case, in a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        i = F.zeros((1,))
+        kind = 1
+        while F.sum(i) < 4:
+            i = i + 1
+            match kind:
+                case 1:
+                    if F.sum(i) < 3:
+                        continue
+            h = h * 2
+        return h, i
+
+
+@program(*ROWS)
+class ReturnInsideMatchCaseInTensorFor(HybridBlock):
+    """``return`` from a match case under a tensor if, in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            match (1, 2):
+                case (1, _):
+                    if F.max(h) > 1:
+                        return h * 3
+        return h - 1
+
+
+@program(*ROWS)
+class TernaryOfTuplesUnpackedInFor(HybridBlock):
+    """``a, b = (b, a) if F.sum(a) > 0 else (a * 2, b)`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a = F.ones((3,))
+        b = F.zeros((3,))
+        for row in x:
+            a, b = (b + row, a) if F.sum(a) > 0 else (a * 2, b - row)
+        return a, b
+
+
+@program(*ROWS)
+class AugmentedTensorCounterInWhileWithPythonLimit(HybridBlock):
+    """``i += 1`` on a tensor counter in ``while i < n`` (``n`` a Python int)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        n = 3
+        i = F.zeros((1,))
+        h = x[0]
+        while i < n:
+            h = F.tanh(h) + x[0]
+            i += 1
+        return h, i
+
+
+@program(*ROWS)
+class SortedDictItemsInTensorWhile(HybridBlock):
+    """``for k, v in sorted(weights.items())`` (a Python dict of arrays) in a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        weights = {"b": x[0] * 2, "a": x[0] - 1}
+        h = F.zeros((3,))
+        i = F.zeros((1,))
+        while F.sum(i) < 2:
+            for k, v in sorted(weights.items()):
+                h = h * 0.5 + v
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class WalrusPythonCounterInWhileCondition(HybridBlock):
+    """``while (n := n - 1) > 0 and F.sum(h) < 5:`` (a Python counter the condition changes)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.abs(x[0])
+        n = 4
+        while (n := n - 1) > 0 and F.sum(h) < 5:
+            h = h * 2
+        return h
+
+
+@program(*ROWS)
+class ReversedRangeWithTensorContinueAndCollect(HybridBlock):
+    """``for k in reversed(range(3)):`` with a tensor continue then an append."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = x[0]
+        for k in reversed(range(3)):
+            h = h * 0.5 + k
+            outs.append(h)
+            if F.sum(h) > 2:
+                continue
+            h = h - 1
+        return F.stack(*outs), h
+
+
+@program(*ROWS)
+class EnumerateZipOfPythonCollectedInTensorIf(HybridBlock):
+    """``for i, (a, b) in enumerate(zip(hs, cs))`` under a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        hs, cs = [], []
+        for k in range(2):
+            hs.append(x[0] * k)
+            cs.append(x[0] + k)
+        total = F.zeros((3,))
+        if F.sum(x) > 0:
+            for i, (a, b) in enumerate(zip(hs, cs)):
+                total = total + a * b * (i + 1)
+        else:
+            total = total - x[0]
+        return total
+
+
+@program(*ROWS)
+class MeanOfPythonCollectedBySumAndLen(HybridBlock):
+    """``sum(outs) / len(outs)`` of rows a Python range collected, then a tensor loop."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0] * k for k in range(1, 4)]
+        mean = sum(outs) / len(outs)
+        for row in x:
+            mean = mean * 0.5 + row
+        return mean
+
+
+@program(*ROWS)
+class StackEveryOtherOfTensorLoopCollected(HybridBlock):
+    """``F.stack(*outs[::2])`` of rows a tensor for collected."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            outs.append(h)
+        return F.stack(*outs[::2])
+
+
+@program(*ROWS)
+class TensorIfInsideWithInsideFor(HybridBlock):
+    """A tensor if inside ``with self.name_scope():`` inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            with self.name_scope():
+                if F.sum(row) > 0:
+                    h = h + row
+                else:
+                    h = h * 0.5
+        return h
+
+
+@program(*ROWS)
+class ReturnInForElseInsideTensorWhile(HybridBlock):
+    """``for ... else: return`` (a Python range) inside a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        i = F.zeros((1,))
+        while F.sum(i) < 3:
+            i = i + 1
+            for k in range(2):
+                h = h + k
+                if F.sum(h) > 4:
+                    break
+            else:
+                h = h * 0.5
+        return h
+
+
+@program(*ROWS)
+class ConditionOfIntDtypeSumInTensorFor(HybridBlock):
+    """``if F.sum(row > 0).astype("int32") >= 2:`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            if F.sum(row > 0).astype("int32") >= 2:
+                h = h + row
+            else:
+                h = h - row * 0.5
+        return h
+
+
+@program(*ROWS)
+class LambdaClosureOverCarryCalledInTernary(HybridBlock):
+    """``f = lambda: h * 2`` read by a ternary on a tensor condition in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones((3,))
+        f = lambda: h * 2
+        for row in x:
+            h = f() - row if F.sum(row) > 0 else h + row
+        return h
+
+
+@program(*ROWS)
+class PartialOfMethodBoundInLoop(HybridBlock):
+    """``functools.partial(self.step, scale=k)`` made in a Python range inside a tensor for."""
+
+    def step(self, F, h, row, scale):
+        if F.sum(h) > 0:
+            return h * scale + row
+        return h + row * scale
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            for k in (0.5, 2.0):
+                f = functools.partial(self.step, scale=k)
+                h = f(F, h, row)
+        return h
+
+
+@program(*ROWS)
+class GeneratorExpressionIntoAddNInTensorWhile(HybridBlock):
+    """``F.add_n(*(h * k for k in range(3)))`` inside a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        i = F.zeros((1,))
+        while F.sum(i) < 2:
+            h = F.tanh(F.add_n(*(h * k for k in range(1, 4))))
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class AnyOfPythonFlagsAndAllInTensorFor(HybridBlock):
+    """``if any(flags) and F.sum(row) > 0:`` with ``flags`` a Python list in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        flags = [False, True]
+        h = F.zeros((3,))
+        for row in x:
+            if any(flags) and F.sum(row) > 0:
+                h = h + row
+            elif all(flags):
+                h = h * 0
+        return h
+
+
+@program(*ROWS)
+class AttentionWithSequenceMaskPerStepAndCollect(HybridBlock):
+    """Attention each step over the rows so far (``F.SequenceMask`` by a tensor count)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        ctxs = []
+        n = F.zeros((1,))
+        q = F.ones((3,))
+        for row in x:
+            n = n + 1
+            scores = F.dot(x, q).reshape((-1, 1))
+            masked = F.SequenceMask(scores, sequence_length=n, use_sequence_length=True,
+                                    value=-1e4)
+            att = F.softmax(masked, axis=0)
+            ctx = F.sum(F.broadcast_mul(att, x), axis=0)
+            ctxs.append(ctx)
+            q = F.tanh(q + row + ctx)
+        return F.stack(*ctxs)
+
+
+@program(*ROWS)
+class NestedFunctionWithDefaultPythonIntInLoop(HybridBlock):
+    """``def f(v, k=k)`` made in a Python range inside a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            for k in range(2):
+                def f(v, k=k):
+                    return v * (k + 0.5)
+                h = f(h) + row
+        return h
