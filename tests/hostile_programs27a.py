@@ -1417,3 +1417,385 @@ class NestedFunctionWithDefaultPythonIntInLoop(HybridBlock):
                     return v * (k + 0.5)
                 h = f(h) + row
         return h
+
+
+# ---------------------------------------------------------------- round three: rebinding, filters
+
+TWO = ([rand(3, seed=2714), rand(3, seed=2715)], [rand(3, seed=2716) - 1, rand(3, seed=2717)])
+
+@program(*ROWS)
+class IterableReboundInTensorFor(HybridBlock):
+    """``x = x * 2`` in ``for row in x``: Python iterates the original rows."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            x = x * 2
+        return h, x
+
+
+@program(*ROWS)
+class IterableReboundByReluInTensorFor(HybridBlock):
+    """``x = F.relu(x - 0.25)`` in ``for row in x``, ``x`` read after."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h * 0.5 + row
+            x = F.relu(x - 0.25)
+        return h + F.sum(x)
+
+
+@program(*ROWS)
+class WalrusOrderInAddition(HybridBlock):
+    """``h = h + (h := h * 0.5 + row)``: the left ``h`` read before the walrus."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones((3,))
+        for row in x:
+            h = h + (h := h * 0.5 + row)
+        return h
+
+
+@program(*ROWS)
+class ChainedAssignmentAliasInLoop(HybridBlock):
+    """``a = b = a + row`` then ``b = b * 2`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        a = b = F.zeros((3,))
+        for row in x:
+            a = b = a + row
+            b = b * 2
+        return a, b
+
+
+@program(*ROWS)
+class TruthOfFloatSumInIf(HybridBlock):
+    """``if F.sum(row > 0):`` (the truth of a count, no comparison)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            if F.sum(row > 0):
+                h = h + row
+        return h
+
+
+@program(*ROWS)
+class AndReturnsFirstOperandInWhile(HybridBlock):
+    """``while F.sum(i) < 3 and F.sum(h * 0 + 1):`` (a float's truth)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        i = F.zeros((1,))
+        while F.sum(i) < 3 and F.sum(h * 0 + 1):
+            h = h * 2
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class BuiltinSumWithStartInTensorFor(HybridBlock):
+    """``sum([row, h * 0.5], F.ones((3,)))`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = sum([row, h * 0.5], F.ones((3,)))
+        return h
+
+
+@program(*ROWS)
+class InnerForOverRowItems(HybridBlock):
+    """``for v in row:`` (a 1-D row's items) with a tensor if, in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            for v in row:
+                if F.sum(v) > 0:
+                    h = h + v
+                else:
+                    h = h * 0.5
+        return h
+
+
+@program(*ROWS)
+class DelLoopItemInTensorFor(HybridBlock):
+    """``del row`` at the end of a tensor for's step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            del row
+        return h
+
+
+@program(*ROWS)
+class RaiseCaughtInSameStep(HybridBlock):
+    """A Python ``raise`` caught by the step's own ``except``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        k = 0
+        for row in x:
+            try:
+                if k == 0:
+                    raise ValueError("first")
+                h = h + row
+            except ValueError:
+                h = h - row
+        return h
+
+
+@program(*ROWS)
+class HelperMutableDefaultAccumulator(HybridBlock):
+    """``seen = [] if seen is None else seen; seen.append(row)``."""
+
+    def step(self, F, h, row, seen=None):
+        seen = [] if seen is None else seen
+        seen.append(row)
+        return h + F.add_n(*seen)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = self.step(F, h, row)
+        return h
+
+
+@program(*ROWS)
+class ReturnFromWithInTensorIf(HybridBlock):
+    """``return`` inside ``with self.name_scope():`` in a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        if F.sum(h) > 0:
+            with self.name_scope():
+                return h * 2
+        return h - 1
+
+
+@program(*ROWS)
+class LoopOverTransposeCollectReversedStack(HybridBlock):
+    """``for col in x.T``, ``reversed(outs)``, ``outs[-2:]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = F.zeros_like(x[:, 0])
+        for col in x.T:
+            h = F.tanh(h + col)
+            outs.append(h)
+        return F.stack(*reversed(outs)), F.concat(*outs[-2:], dim=0)
+
+
+@program(*ROWS)
+class NestedWhileInnerCounterReset(HybridBlock):
+    """``j = i * 0`` made in the outer while, read after both loops."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        i = F.zeros((1,))
+        while F.sum(i) < 2:
+            j = i * 0
+            while F.sum(j) < F.sum(i) + 1:
+                h = h + 0.5
+                j = j + 1
+            i = i + 1
+        return h, j
+
+
+@program(*ROWS)
+class ContinueThenAppendInTensorWhile(HybridBlock):
+    """An append before a tensor ``continue`` in a tensor while."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = x[0]
+        i = F.zeros((1,))
+        while F.sum(i) < 4:
+            gluon_cf.max_iterations(4)
+            i = i + 1
+            h = h * 0.5
+            outs.append(h)
+            if F.sum(i) < 2:
+                continue
+            h = h + 1
+        return F.stack(*outs), h
+
+
+@program(*ROWS)
+class GreedyWhileTrueBreakOnAllDone(HybridBlock):
+    """``while True`` with a batch's done flags and an ``or`` break."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        done = F.zeros_like(x[:, 0])
+        toks = []
+        i = F.zeros((1,))
+        while True:
+            gluon_cf.max_iterations(5)
+            i = i + 1
+            tok = F.argmax(h, axis=1)
+            done = F.maximum(done, tok == 0)
+            toks.append(tok * (1 - done))
+            if F.min(done) > 0 or F.sum(i) >= 4:
+                break
+            h = F.tanh(h + F.one_hot(tok, 3))
+        return F.stack(*toks)
+
+
+@program(*ROWS)
+class StaticmethodDecoratedByUserInLoop(HybridBlock):
+    """``@staticmethod @functools.lru_cache`` on Python numbers."""
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def coef(k):
+        return 1.0 / (k + 1)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            for k in range(2):
+                h = h * self.coef(k) + row
+        return h
+
+@program(*ROWS)
+class ComprehensionFilterOnTensorCondition(HybridBlock):
+    """``[r for r in rows if F.sum(r) > 0]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = [x[0], x[0] - 1, x[0] + 1]
+        kept = [r for r in rows if F.sum(r) > 0]
+        return F.add_n(*kept) if kept else x[0] * 0
+
+
+@program(*ROWS)
+class ComprehensionWalrusFilterOnTensor(HybridBlock):
+    """``[s for r in rows if (s := F.sum(r)) > 0]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = [x[0], x[0] - 1]
+        kept = [s for r in rows if (s := F.sum(r)) > 0]
+        return len(kept)
+
+
+@program(*ROWS)
+class FilterBuiltinWithTensorLambda(HybridBlock):
+    """``filter(lambda r: F.sum(r) > 0, rows)``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = [x[0], x[0] - 1, x[0] + 1]
+        kept = list(filter(lambda r: F.sum(r) > 0, rows))
+        return F.stack(*kept)
+
+
+@program(*ROWS)
+class TernaryInLambdaCalledInLoop(HybridBlock):
+    """A lambda holding a tensor ternary, called in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        f = lambda v: v * 2 if F.sum(v) > 0 else v - 1
+        h = F.zeros((3,))
+        for row in x:
+            h = f(h + row)
+        return h
+
+
+@program(*TWO)
+class StarInputsLoopedInPython(HybridBlock):
+    """``hybrid_forward(self, F, *xs)`` looped over with a tensor if."""
+
+    @autograph
+    def hybrid_forward(self, F, *xs):
+        h = F.zeros((3,))
+        for v in xs:
+            if F.sum(v) > 0:
+                h = h + v
+            else:
+                h = h - v * 0.5
+        return h
+
+
+@program(*ROWS)
+class GenexpAnyWithTensorInIf(HybridBlock):
+    """``if any(F.sum(r) > 0 for r in rows):``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = [x[0], x[0] - 1]
+        if any(F.sum(r) > 0 for r in rows):
+            return x[0] * 2
+        return x[0]
+
+
+@program(*ROWS)
+class ConditionalComprehensionInsideTensorFor(HybridBlock):
+    """``[row * k for k in range(3) if k != 1]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            parts = [row * k for k in range(3) if k != 1]
+            h = h + F.add_n(*parts)
+        return h
+
+
+@program(*ROWS)
+class NestedComprehensionOverPythonRanges(HybridBlock):
+    """Two ``for`` clauses over Python ranges in a step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + F.add_n(*[row * i * j for i in range(1, 3) for j in range(1, 3)])
+        return h
+
+
+@program(*ROWS)
+class IfExpTensorCondPythonBothSidesSameInLoop(HybridBlock):
+    """``w = row * 2 if F.sum(row) > 0 else row * 0.5``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            w = row * 2 if F.sum(row) > 0 else row * 0.5
+            h = h + w
+        return h
+
+
+@program(*ROWS)
+class SumOfGenexpWithTensorCondFilter(HybridBlock):
+    """``sum(r for r in rows if F.sum(r) > 0)``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        rows = [x[0], x[0] - 1, x[0] + 1]
+        return sum(r for r in rows if F.sum(r) > 0) * 1.0 + x[0] * 0

@@ -26,7 +26,10 @@ REFUSED = {
     programs.TwoAppendsToOneListPerStep, programs.AppendInPythonRangeInsideTensorFor,
     programs.AppendThenLastItemInSameStep, programs.TernaryOfTuplesUnpackedInFor,
     programs.WalrusPythonCounterInWhileCondition, programs.PythonCounterOnlyInTensorWhile,
-    programs.DictWithPythonCountInTensorWhile}
+    programs.DictWithPythonCountInTensorWhile, programs.HelperMutableDefaultAccumulator,
+    programs.NestedWhileInnerCounterReset, programs.ComprehensionFilterOnTensorCondition,
+    programs.ComprehensionWalrusFilterOnTensor, programs.FilterBuiltinWithTensorLambda,
+    programs.GenexpAnyWithTensorInIf, programs.SumOfGenexpWithTensorCondFilter}
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
