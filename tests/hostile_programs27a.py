@@ -1799,3 +1799,47 @@ class SumOfGenexpWithTensorCondFilter(HybridBlock):
     def hybrid_forward(self, F, x):
         rows = [x[0], x[0] - 1, x[0] + 1]
         return sum(r for r in rows if F.sum(r) > 0) * 1.0 + x[0] * 0
+
+
+# ---------------------------------------------------------------- match on collected lists
+
+
+@program(*POSITIVE)
+class MatchSequencePatternOnWhileCollected(HybridBlock):
+    """``match outs: case [a]: ... case [a, b, *rest]:`` on a list a tensor while collected:
+    hybridized no case matched (a collected list is no Sequence), silently ``return x``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = x
+        while F.sum(h) < 4:
+            gluon_cf.max_iterations(5)
+            h = h * 2
+            outs.append(h)
+        match outs:
+            case []:
+                return x
+            case [a]:
+                return a * 10
+            case [a, b, *rest]:
+                return a + b * 100
+        return x
+
+
+@program(*ROWS)
+class MatchSequencePatternOnForCollected(HybridBlock):
+    """``match outs: case [a, b]:`` on a list a tensor for over an input collected (its
+    length known while tracing): hybridized no case matched, silently ``return x[0]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        match outs:
+            case [a]:
+                return a * 10
+            case [a, b, *rest]:
+                return a + b * 3
+        return x[0]

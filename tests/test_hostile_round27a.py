@@ -29,12 +29,16 @@ REFUSED = {
     programs.DictWithPythonCountInTensorWhile, programs.HelperMutableDefaultAccumulator,
     programs.NestedWhileInnerCounterReset, programs.ComprehensionFilterOnTensorCondition,
     programs.ComprehensionWalrusFilterOnTensor, programs.FilterBuiltinWithTensorLambda,
-    programs.GenexpAnyWithTensorInIf, programs.SumOfGenexpWithTensorCondFilter}
+    programs.GenexpAnyWithTensorInIf, programs.SumOfGenexpWithTensorCondFilter,
+    programs.MatchSequencePatternOnWhileCollected}
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
 def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
-    """Recorded, values and gradients. ``break``, ``continue`` or ``return`` in a ``match``
+    """Recorded, values and gradients. ``match outs: case [a, b, *rest]:`` on a list a tensor
+    loop collected matched no sequence pattern hybridized: silently another case's value
+    (MatchSequencePatternOn...Collected); it matches as the list of its items where their
+    number is known while tracing, else is refused at the line. ``break``, ``continue`` or ``return`` in a ``match``
     case inside a tensor loop (BreakInsideMatchCaseInTensorFor, ...) was refused as a jump
     "a graph's loop cannot express yet"; a tensor ``while`` carrying only a dataclass holding
     a Python value (DataclassReplaceInTensorWhile, PythonCounterOnlyInTensorWhile, ...) named

@@ -134,7 +134,9 @@ def _build(spec, leaves):
 
 
 def carries_nothing(step, where):
-    """NOTE [a tensor while carrying no array]: a tensor ``while`` whose variables hold no
+    """Refuse a tensor ``while`` that carries no array, naming what its ``step`` changes.
+
+    NOTE [a tensor while carrying no array]: a tensor ``while`` whose variables hold no
     array (a Python counter ``k = k + 1``, a dataclass or a dict holding a Python number
     beside its arrays) would reach ``while_loop`` with no loop variable, whose error
     ("loop_vars must contain at least one array") names the library's parameter. One step
