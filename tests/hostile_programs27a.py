@@ -1843,3 +1843,67 @@ class MatchSequencePatternOnForCollected(HybridBlock):
             case [a, b, *rest]:
                 return a + b * 3
         return x[0]
+
+
+@program(*ROWS)
+class MatchMappingHoldingCollected(HybridBlock):
+    """``match {"o": outs}: case {"o": [a, b]}:``: hybridized no case matched, silently
+    ``return x[0]``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        match {"o": outs}:
+            case {"o": [a, b, *rest]}:
+                return a + b
+        return x[0]
+
+
+# ---------------------------------------------------------------- the type of a collected list
+
+
+@program(*POSITIVE)
+class IsinstanceOfWhileCollectedList(HybridBlock):
+    """``if isinstance(outs, (list, tuple)):`` on a list a tensor while collected: False
+    hybridized, silently the other branch (or a ValueError naming a library class)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x]
+        h = x
+        while F.sum(h) < 4:
+            gluon_cf.max_iterations(5)
+            h = h * 2
+            outs.append(h)
+        if isinstance(outs, (list, tuple)):
+            return F.stack(*outs).sum(axis=0)
+        return x * 0
+
+
+@program(*ROWS)
+class TypeOfForCollectedListComparedToList(HybridBlock):
+    """``F.stack(*outs) if type(outs) == list else x``: silently ``x`` hybridized."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        return F.stack(*outs) if type(outs) == list else x
+
+
+@program(*ROWS)
+class IsinstanceOfReversedCollected(HybridBlock):
+    """``isinstance(reversed(outs), list)``: False, as Python's iterator is no list."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            outs.append(h)
+        back = reversed(outs)
+        return (h * 2 if isinstance(back, list) else h - 1), F.stack(*back)

@@ -37,8 +37,10 @@ REFUSED = {
 def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     """Recorded, values and gradients. ``match outs: case [a, b, *rest]:`` on a list a tensor
     loop collected matched no sequence pattern hybridized: silently another case's value
-    (MatchSequencePatternOn...Collected); it matches as the list of its items where their
-    number is known while tracing, else is refused at the line. ``break``, ``continue`` or ``return`` in a ``match``
+    (MatchSequencePatternOn...Collected, MatchMappingHoldingCollected); it matches as the
+    list of its items where their number is known while tracing, else is refused at the
+    line. ``isinstance(outs, list)`` and ``type(outs) == list`` of such a list were False
+    (IsinstanceOfWhileCollectedList, TypeOfForCollectedListComparedToList). ``break``, ``continue`` or ``return`` in a ``match``
     case inside a tensor loop (BreakInsideMatchCaseInTensorFor, ...) was refused as a jump
     "a graph's loop cannot express yet"; a tensor ``while`` carrying only a dataclass holding
     a Python value (DataclassReplaceInTensorWhile, PythonCounterOnlyInTensorWhile, ...) named
