@@ -19,9 +19,9 @@ class ConditionalsConverter(Converter):
         self.generic_visit(node)
         compares = any(isinstance(part, ast.MatchValue) for case in node.cases
                        for part in ast.walk(case.pattern))
+        subject = runtime_call("match_items", [node.subject, ast.Constant(self.where(node))])
         node.subject = ast.copy_location(runtime_call("match_subject", [
-            node.subject, ast.Constant(self.where(node)), ast.Constant(compares)]),
-            node.subject)
+            subject, ast.Constant(self.where(node)), ast.Constant(compares)]), node.subject)
         for case in node.cases:
             if case.guard is not None:
                 case.guard = ast.copy_location(runtime_call("match_guard", [

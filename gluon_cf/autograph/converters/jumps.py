@@ -4,8 +4,9 @@ may return moves into its branches.
 
 NOTE [autograph jumps]
     Before the rewrite of ifs and loops, as TF AutoGraph does: in a loop, ``break``,
-    ``continue`` and ``return`` become assignments of flag variables (``__agf_break_N`` ...);
-    the statements after one run under ``if not flag``; a ``while`` tests ``not flag and
+    ``continue`` and ``return`` become assignments of flag variables (``__agf_break_N`` ...),
+    also inside an ``if``, ``with``, ``try`` or a ``match``'s cases (a ``match`` stays
+    Python's); the statements after one run under ``if not flag``; a ``while`` tests ``not flag and
     test`` (``running_and``), a ``for`` runs its later steps as no-ops (a Python iterable
     stops); a ``return`` inside loops becomes ``if flag: return value`` after the outermost
     one, so what ``value`` reads must be a loop variable. Then the statements after an ``if``
@@ -174,6 +175,9 @@ def _lower_block(statements, loop, held=False):
                     handler.body, inner = _lower_block(handler.body, loop,
                                                        held or loop is not None)
                     returns.extend(_through_finally(inner, rebound))
+            for case in getattr(statement, "cases", []):      # (a match statement's)
+                case.body, inner = _lower_block(case.body, loop, held)
+                returns.extend(inner)
             out.append(statement)
     return out, returns
 
@@ -239,8 +243,8 @@ def _guard(block, flags):
                 inner = getattr(statement, field, None)
                 if isinstance(inner, list) and inner:
                     setattr(statement, field, _guard(inner, flags))
-            for handler in getattr(statement, "handlers", []):
-                handler.body = _guard(handler.body, flags)
+            for part in getattr(statement, "handlers", []) + getattr(statement, "cases", []):
+                part.body = _guard(part.body, flags)
             left = sorted(assigned_names(statement.body) & set(flags)) if isinstance(
                 statement, _HOLDING[2:]) and statement.orelse else []
             if left:

@@ -131,3 +131,19 @@ def _build(spec, leaves):
     if kind is dict:
         return dict(zip(spec[1], built))
     return kind(*built) if kind not in (list, tuple) else kind(built)
+
+
+def carries_nothing(step, where):
+    """Refuse a tensor ``while`` that carries no array, naming what its ``step`` changes.
+
+    NOTE [a tensor while carrying no array]: a tensor ``while`` whose variables hold no
+    array (a Python counter ``k = k + 1``, a dataclass or a dict holding a Python number
+    beside its arrays) would reach ``while_loop`` with no loop variable, whose error
+    ("loop_vars must contain at least one array") names the library's parameter. One step
+    traced on its own (Symbols: nothing runs) finds the variable that changes and refuses it
+    as any step does (control_flow's ``_check_loop_vars``); a step changing nothing is
+    refused too, as its condition could never change."""
+    step()
+    raise AutographError(f"{where}: this while loop is on a tensor but its steps change no "
+                         f"array (its condition stays what it was), so it runs no step or "
+                         f"never ends; make what the step changes an array")

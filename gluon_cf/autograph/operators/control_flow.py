@@ -35,7 +35,7 @@ from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
 from ...ops.while_loop import warn_truncation, while_loop
 from ...hybrid import static_shape
 from ..errors import AmbiguousTruthError, AutographError, node_name, python_value, read_by
-from .carried import Carried, described, holds_arrays, spec_of
+from .carried import Carried, carries_nothing, described, holds_arrays, spec_of
 from .py_builtins import one_output
 from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
 from .call_results import surfaced
@@ -356,9 +356,7 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
         carried = Carried(values, names, where, "while loop on a tensor")
         arrays = carried.arrays(values)
 
-        def full(vs):
-            return carried.rebuild(vs)
-
+        full = carried.rebuild
         counted = bool(lists)     # the collected rows' number, to join them to other rows
 
         def step(*vs):
@@ -371,6 +369,8 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
         def condition(*vs):
             with graph_region(where, "while loop", names):
                 return test(*full(vs[:len(arrays)]))
+        if not arrays and not counted:
+            carries_nothing(step, where)     # NOTE [a tensor while carrying no array]
         rows, final = while_loop(condition, step,
                                  arrays + ([mx.sym.zeros((1,))] if counted else []),
                                  max_iterations=bound, name=node_name(where, "while"),

@@ -141,6 +141,7 @@ class StepList:
     ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]``, ``items[a:b]``,
     ``reversed(items)``, ``for`` and ``items.append(x)`` work as on the list; ``len`` only
     where the number of items is known while tracing (NOTE [autograph lists])."""
+    python_type: type = list      # NOTE [a collected list's type]
 
     def __init__(self, rows, count, where, most=None, least=0, stale=False):
         self.rows, self.count, self.where = rows, count, where
@@ -417,7 +418,6 @@ class StepList:
 
     def __ne__(self, other):
         return not self.__eq__(other)
-
     __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
 
     def __setitem__(self, index, value):
@@ -477,6 +477,7 @@ class ReversedItems(StepList):
     is True and ``==`` identity, as an iterator's."""
 
     consumed = False
+    python_type: type = type(reversed([]))
 
     def item(self, index, where):
         raise TypeError("'list_reverseiterator' object is not subscriptable")
@@ -492,7 +493,6 @@ class ReversedItems(StepList):
 
     def __ne__(self, other):
         return self is not other
-
     __hash__ = object.__hash__      # type: ignore[assignment]
 
     def __reversed__(self):

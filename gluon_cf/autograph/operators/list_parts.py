@@ -81,3 +81,21 @@ def _concatenated(func, pieces, keywords, where):
                         f"{where}: this unpacks lists that may all be empty (Python's "
                         f"F.concat() of no item fails): the list of the call's items",
                         "the loops appending to them")
+
+
+def match_items(value, where, depth=0):
+    """A ``match`` statement's subject, a list a tensor loop collected in it (or in a tuple,
+    list or dict it is) as the Python list of its items, where their number is known while tracing,
+    else refused at the line (NOTE [autograph match])."""
+    if type(value) is StepList:
+        n = value.known_length(where)
+        if n is None:
+            value._unknown_length("matched by a match statement's patterns")
+        return value.rows_list(n, range(n), where)
+    if depth < 8 and type(value) in (list, tuple, dict):
+        olds = list(value.values()) if type(value) is dict else value
+        items = [match_items(v, where, depth + 1) for v in olds]
+        if any(new is not old for new, old in zip(items, olds)):
+            # (else the same object: a pattern may capture it)
+            return dict(zip(value, items)) if type(value) is dict else type(value)(items)
+    return value

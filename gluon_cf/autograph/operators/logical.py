@@ -46,9 +46,14 @@ def asserted(test, where):
 #     NotImplementedForSymbol naming no line), or a guard ``case ... if F.sum(x) > 0:`` that
 #     is one, is refused at the user's line: an ``if``/``elif`` on the tensor converts (a
 #     cond). Capture, wildcard, class, sequence and mapping patterns of a Symbol compare
-#     nothing and run as Python.
+#     nothing and run as Python. A list a loop on a tensor collected (a ``StepList``, its
+#     items the rows of one array) is no Sequence to a pattern: ``case [a, b, *rest]:``
+#     matched nothing, silently another case than eagerly, so the subject (or a tuple's or
+#     list's item) is the Python list of its items where their number is known while
+#     tracing, else refused at the line (as ``len(items)`` is).
 def match_subject(subject, where, compares):
-    """The subject of a converted ``match`` (NOTE [autograph match]): itself, a Symbol in it
+    """The subject of a converted ``match`` (NOTE [autograph match]): itself (a collected
+    list given as the list of its items, by ``list_parts.match_items``), a Symbol in it
     refused when a literal pattern would compare it."""
     if compares and _holds_symbol(subject):
         raise AutographError(

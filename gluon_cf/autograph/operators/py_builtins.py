@@ -72,7 +72,7 @@ def filtered(test, where):
 # Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
 ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
               "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
-              "range", "next", "float", "int", "bool", "round"}
+              "range", "next", "float", "int", "bool", "round", "isinstance", "type"}
 # ... of which these take a Python number from their argument
 _VALUE = {"float", "int", "bool", "round"}
 
@@ -90,6 +90,8 @@ def builtin(fn, where, convert=None):
 
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
+        if name in ("isinstance", "type"):
+            return _type_of(the_builtin, args, kwargs)
         args, kwargs = callbacks_converted(args, kwargs, convert, where, the_builtin)
         # (looked up on the type: a user's object answering any attribute is no such list)
         # (sum's start: sum(items, start) or sum(items, start=...))
@@ -141,6 +143,23 @@ def builtin(fn, where, convert=None):
             return the_builtin(*args, **kwargs)
     checked.checked_builtin = the_builtin  # type: ignore[attr-defined]  # (call_results)
     return checked
+
+
+def _type_of(the_builtin, args, kwargs):
+    """``isinstance(v, kinds)`` and ``type(v)`` in converted code.
+
+    NOTE [a collected list's type]: a list a tensor loop collected is, while hybridizing, an
+    object of another class (its items the rows of one array: NOTE [autograph lists])
+    standing for the list;
+    ``isinstance(outs, list)`` and ``type(outs) == list`` were False, silently another branch
+    than eagerly. Its ``python_type`` answers for it (``list``; ``reversed(outs)``'s the
+    list_reverseiterator)."""
+    kind = getattr(type(args[0]), "python_type", None) if args and not kwargs else None
+    if kind is not None and the_builtin is isinstance and len(args) == 2:
+        return issubclass(kind, args[1]) or isinstance(*args)
+    if kind is not None and the_builtin is type and len(args) == 1:
+        return kind
+    return the_builtin(*args, **kwargs)
 
 
 def _sum_start(args, kwargs):
