@@ -53,7 +53,9 @@ from .specs import source_prefix
 #       BatchNorm(scale=False) sets it) and refused any axis but 1.
 #     * `squeeze` of no axis drops every axis of 1 but keeps one when all are ((1, 1) -> (1,));
 #       ONNX's Squeeze of no axes gives a scalar, at run time: the axes are taken from the
-#       input's dims, an axis of run-time size that may be 1 beside another refused.
+#       input's dims, an axis of run-time size that may be 1 beside another refused. Given
+#       axes dropping every axis keep one too, and `axis=()` drops none (ONNX's Squeeze of
+#       no axes dropped every axis of 1).
 #     * `box_nms` by class (an id_index without force_suppress) is refused: ONNX's
 #       NonMaxSuppression suppresses across classes, which mx2onnx only logged.
 #     * `Pooling`: `lp` with p 1 or 3 is the sum of x or the cube root of the sum of x**3,
@@ -494,19 +496,13 @@ def _convert_squeeze(node, **kwargs):
     input's dims of 1; an axis known only at run time is dropped when it is 1, so it is
     refused beside another axis that stays (the rank would depend on the input: an exported
     model declares one), and alone (a (n, 1) value) reshaped to (-1,)."""
-    attrs = node.get("attrs", {})
-    if attrs.get("axis", "None") not in ("None", "()", "[]"):
-        return _original("squeeze", kwargs)(node, **kwargs)
+    axis = str(node.get("attrs", {}).get("axis", "None"))
     shape = _shape_of_input(node, kwargs)
     out, (x,), _, _ = _start(node, kwargs)
+    if axis != "None":
+        return _squeeze_given_axes(node, kwargs, out, x, shape, axis)
     if shape is None:   # (a rank known only at run time: MXNet's rule, computed then)
-        squeezed = out.add("Squeeze", [x])
-        dims = out.add("Shape", [squeezed])
-        rank = out.add("Reshape", [out.add("Size", [dims]), out.const([1])])
-        kept = out.add("Slice", [out.add("Concat", [dims, out.const([1])], axis=0),
-                                 out.const([0]), out.add("Max", [rank, out.const([1])])])
-        out.add("Reshape", [squeezed, kept], final=True)
-        return out
+        return _keeping_one_axis(out, out.add("Squeeze", [x]))
     run_time = [k for k, d in enumerate(shape) if d is None]
     stays = [k for k, d in enumerate(shape) if d is not None and d != 1]
     if run_time and len(run_time) + len(stays) > 1:
@@ -517,12 +513,42 @@ def _convert_squeeze(node, **kwargs):
             f"the axes to drop (axis={tuple(k for k, d in enumerate(shape) if d == 1)})")
     if run_time or not stays:   # (n, 1, ...) -> (n,); all ones -> (1,)
         out.add("Reshape", [x, out.const([-1] if run_time else [1])], final=True)
-    elif kwargs.get("opset_version", 13) >= 13:
-        out.add("Squeeze", [x, out.const([k for k, d in enumerate(shape) if d == 1])],
-                final=True)
     else:
-        out.add("Squeeze", [x], final=True, axes=[k for k, d in enumerate(shape) if d == 1])
+        _squeeze(out, x, [k for k, d in enumerate(shape) if d == 1], kwargs, final=True)
     return out
+
+
+def _squeeze(out, x, axes, kwargs, final=False):
+    if kwargs.get("opset_version", 13) >= 13:
+        return out.add("Squeeze", [x, out.const(axes)], final=final)
+    return out.add("Squeeze", [x], final=final, axes=axes)
+
+
+def _keeping_one_axis(out, squeezed):
+    """``squeezed`` given the shape (1,) if it has none (MXNet's squeeze keeps one axis)."""
+    dims = out.add("Shape", [squeezed])
+    rank = out.add("Reshape", [out.add("Size", [dims]), out.const([1])])
+    kept = out.add("Slice", [out.add("Concat", [dims, out.const([1])], axis=0),
+                             out.const([0]), out.add("Max", [rank, out.const([1])])])
+    out.add("Reshape", [squeezed, kept], final=True)
+    return out
+
+
+def _squeeze_given_axes(node, kwargs, out, x, shape, axis):
+    """``squeeze`` of the given axes as MXNet's: ``axis=()`` drops none (the value itself;
+    ONNX's Squeeze of no axes dropped every axis of 1: (3, 1) + (1, 3) broadcast to (1, 3)
+    for MXNet's (3, 3), silently), and dropping every axis keeps one ((1, 1) -> (1,); ONNX's
+    Squeeze made a scalar, which the model's rank-1 declaration refused)."""
+    axes = {int(a) for a in _mx2onnx.convert_string_to_list(axis)}
+    if not axes:
+        out.add("Identity", [x], final=True)
+        return out
+    if shape is None:   # (every axis may be dropped)
+        return _keeping_one_axis(out, _squeeze(out, x, sorted(axes), kwargs))
+    if {a % len(shape) for a in axes} == set(range(len(shape))):
+        out.add("Reshape", [x, out.const([1])], final=True)
+        return out
+    return _original("squeeze", kwargs)(node, **kwargs)
 
 
 def _shown(shape):
@@ -573,16 +599,24 @@ def _convert_arange_like(node, **kwargs):
 
 
 def _convert_take(node, **kwargs):
-    """``take`` with mx2onnx's converter; in mode 'raise' a negative index made one
-    onnxruntime refuses, as MXNet refuses it ("take operator contains indices out of bound"):
-    mx2onnx's plain Gather counted it from the end, silently another row (-1: the last)."""
+    """``take`` with mx2onnx's converter; in mode 'raise' an index outside [0, size - 1]
+    made one onnxruntime refuses, as MXNet refuses it ("take operator contains indices out of
+    bound"): mx2onnx's plain Gather counted a negative one from the end, silently another row
+    (-1: the last), and read -0.5 or 3.5 (of 4 rows) as rows 0 and 3."""
     if str(node.get("attrs", {}).get("mode", "clip")) != "raise":
         return _original("take", kwargs)(node, **kwargs)
     out, (data, index), attrs, _ = _start(node, kwargs)
-    rows = out.add("Cast", [index], to=onnx.TensorProto.INT64)
-    rows = out.add("Where", [out.add("Less", [rows, out.const(0)]), out.const(-2 ** 62),
-                             rows])
-    out.add("Gather", [data, rows], final=True, axis=int(attrs.get("axis", 0)))
+    axis = int(attrs.get("axis", 0))
+    # (compared as MXNet does, in the index's dtype: -0.5 and 3.5 of 4 rows are refused;
+    # the bounds are scalars, so that a 0-d index stays one)
+    dtype = np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[1])
+    size = out.add("Gather", [out.add("Shape", [data]), out.const(axis)])
+    last = out.add("Cast", [out.add("Sub", [size, out.const(1)])], to=_tensor_type(dtype))
+    outside = out.add("Or", [out.add("Less", [index, out.const(0, dtype)]),
+                             out.add("Greater", [index, last])])
+    rows = out.add("Where", [outside, out.const(-2 ** 62),
+                             out.add("Cast", [index], to=onnx.TensorProto.INT64)])
+    out.add("Gather", [data, rows], final=True, axis=axis)
     return out
 
 
