@@ -226,24 +226,14 @@ _ENGINE_WORKERS = 4
 #     returned to the system anyway).
 def _keep_operators_to_the_end():
     holder = getattr(getattr(mx.operator, "_registry", None), "ref_holder", None)
-    if isinstance(holder, dict):
-        keep_to_the_end([holder] + list(holder.values()))
-    for kept in kept_at_exit:   # (record_node's nodes: the same, NOTE above)
-        keep_to_the_end([kept] + list(kept.values()))
-
-
-kept_at_exit: list = []   # dicts of callbacks MXNet holds, kept alive at exit (NOTE above)
-
-
-def keep_to_the_end(objects):
-    """A reference to each of ``objects`` nothing releases (NOTE [Custom operators alive at
-    exit])."""
+    if not isinstance(holder, dict):
+        return
     # A function object of our own: another library may have set argtypes on the one
     # ctypes.pythonapi caches for the process (``[c_void_p]``: this call would then raise).
     incref = ctypes.pythonapi["Py_IncRef"]
     incref.argtypes = [ctypes.py_object]
-    for obj in objects:
-        incref(obj)
+    for op in [holder] + list(holder.values()):
+        incref(op)
 
 
 atexit.register(_finish_pending_work)

@@ -44,7 +44,6 @@ from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import ReshapeChecks, check_reshapes
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
                             inference_inline, inline_inference_graph, not_lost)
-from .hybrid_training import run_recorded, training_graph, training_inline
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
@@ -75,7 +74,6 @@ class _Plan:
             n["op"] in NO_GRADIENT_INPUTS for n in self.js["nodes"])
         self.partitioned = {}   # thread id -> PartitionedGraph
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
-        self.inline_training = self.inline_inference and training_graph(self.js)
 
     def _fed_by_run_time_shapes(self):
         """Whether a gluon_cf node of the graph reads a value computed from a dynamic-shape
@@ -89,7 +87,7 @@ class _Plan:
             dynamic.append(fed or n["op"] in DYNAMIC_SHAPE_OPS)
         return False
 
-    def run_partitioned(self, cargs, declared=False, node_run=None):
+    def run_partitioned(self, cargs, declared=False):
         # One PartitionedGraph (its CachedOps) per thread: a CachedOp must not be entered by
         # two threads at once (as in graph.Graph).
         thread = threading.get_ident()
@@ -100,7 +98,7 @@ class _Plan:
                 self.symbol if blocked is None else mx.sym.load_json(blocked))
         running: list = []
         try:
-            return executor.run_node(partitioned.run(cargs, None, declared, running, node_run))
+            return executor.run_node(partitioned.run(cargs, None, declared, running))
         except Exception as exc:   # NOTE [a failure lost to another thread]: its nodes
             if running:
                 setattr(exc, FAILED_NODE, list(running))
@@ -175,11 +173,9 @@ def _run_built(self, args, lock):
         partitioned = plan.always or key in plan.partitioned_shapes or inline or (
             plan.unwritten_gradients and mx.autograd.is_recording()) or \
             any(0 in shape for shape in key)
-        # See NOTE [recursion inference in the calling thread] (and training's, in
-        # hybrid_training.py)
-        training = plan.inline_training and training_inline()
+        # See NOTE [recursion inference in the calling thread]
         first_inline = not partitioned and fmt == self._in_format and \
-            plan.inline_inference and (inference_inline() or training)
+            plan.inline_inference and inference_inline()
         cached_op_args = list(self._cached_op_args)
     if first_inline:
         cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
@@ -188,7 +184,7 @@ def _run_built(self, args, lock):
     inline_error = None
     if first_inline:
         try:
-            out = plan.run_partitioned(cargs, True, run_recorded if training else None)
+            out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
             return _block._regroup(out, self._out_format)
         except Exception as err:   # noqa: BLE001 - the CachedOp's call below gives its own

@@ -442,16 +442,7 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
          train_mode=True):
     """MXNet's ``autograd.grad``, a closure array's gradient through the gates' variables added
     to the one MXNet gives (NOTE [closure gradients per backward pass]); an array neither read
-    directly nor by a call refused as MXNet refuses one it cannot reach. Waits for the engine
-    where record_node's nodes are alive, as ``backward()`` (NOTE [a remat backward reads what
-    it recomputes from] in remat_record.py)."""
-    result = _gated_grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
-    if _record._alive and not _record.on_mxnet_thread():
-        mx.nd.waitall()
-    return result
-
-
-def _gated_grad(heads, variables, head_grads, retain_graph, create_graph, train_mode):
+    directly nor by a call refused as MXNet refuses one it cannot reach."""
     if not _live or _record.in_node_backward():   # (remat's own: plain)
         return _grad(heads, variables, head_grads, retain_graph, create_graph, train_mode)
     nested = None

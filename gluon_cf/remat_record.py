@@ -29,7 +29,6 @@ from mxnet import autograd
 from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
 from . import node as _node
-from ._custom_ops import kept_at_exit
 from ._graph_json import reached_ids
 from .graph.index_gradients import _NO_GRADIENT_INPUTS, _STOPS
 from .operators import INDEX_INPUTS
@@ -42,8 +41,7 @@ _BACKWARD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int,
                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
                              ctypes.c_int, ctypes.c_void_p)
 _DELETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-_alive: dict = {}   # record_node's nodes: their callbacks (kept at exit: _custom_ops.py)
-kept_at_exit.append(_alive)
+_alive: dict = {}
 _keys = itertools.count()
 
 
@@ -84,12 +82,10 @@ def _data_pointer(array):
     return pointer.value
 
 
-def record_node(inputs, outputs, backward, writes=False):
+def record_node(inputs, outputs, backward):
     """Record ``outputs = f(inputs)`` as one autograd node whose gradient is
     ``backward(out_grads)``: a list with one NDArray, None (zero) or :data:`UNREAD` (an input
-    nothing read: NOTE [parameters no step reads]) per input. ``writes``: ``backward(out_grads,
-    in_grads, reqs)`` writes the inputs' gradients itself, as MXNet requests (``reqs``: 0 null,
-    1 write, 2 inplace, 3 add).
+    nothing read: NOTE [parameters no step reads]) per input.
 
     MXNet's ``autograd.Function`` does this too, but its callback stops at the first input that
     needs no gradient (later inputs get none) and ignores ``grad_req='add'``; and its errors
@@ -108,9 +104,6 @@ def record_node(inputs, outputs, backward, writes=False):
             in_grads = [mx.nd.NDArray(ctypes.cast(ptrs[num_ograds + i], NDArrayHandle),
                                       writable=True) for i in range(num_igrads)]
             with autograd.pause(train_mode=bool(is_train)):
-                if writes:
-                    backward(out_grads, in_grads, [reqs[i] for i in range(num_igrads)])
-                    return True
                 grads = backward(out_grads)
                 for k, (dst, grad, req) in enumerate(
                         zip(in_grads, grads, [reqs[i] for i in range(num_igrads)])):
@@ -131,8 +124,7 @@ def record_node(inputs, outputs, backward, writes=False):
                     else:                 # write, inplace
                         dst[:] = grad
         except Exception as exc:  # noqa: BLE001 - reported through node.py (NOTE there)
-            if not isinstance(exc, _node._Reported):   # (a node's backward reported it)
-                _node._remember("backward", exc, None)
+            _node._remember("backward", exc, None)
             return False
         finally:
             _callback.depth -= 1

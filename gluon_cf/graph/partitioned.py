@@ -147,13 +147,6 @@ class _CfCall:
             _, out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])
         return self.rule.forward(self.node, inputs, out_shapes, frame)
 
-    def run_by(self, node_run, values):
-        """The node run by ``node_run`` at top level (see :meth:`PartitionedGraph.run`)."""
-        inputs = [values[e] for e in self.in_entries]
-        out_shapes = self.rule.infer_shape(self.node, [x.shape for x in inputs])[1] \
-            if self.rule.needs_out_shapes else None
-        return node_run(self.rule, self.node, inputs, out_shapes)
-
     def check_declared(self, values):
         """Raise :class:`UndeclaredShape` when an output's shape or dtype is not the one the
         node's rules declare for its inputs', which MXNet's CachedOp would have inferred (and
@@ -419,14 +412,12 @@ class PartitionedGraph:
                 break
         return ([shapes.get(e) for e in self.input_entries], [shapes.get(h) for h in self.heads])
 
-    def run(self, inputs, frame, declared=False, running=None, node_run=None):
+    def run(self, inputs, frame, declared=False, running=None):
         """Generator: run the steps in order; gluon_cf nodes are yielded to the executor.
         ``declared``: check the nodes' outputs against their rules' declared shapes (NOTE
         [declared shapes in the calling thread]). ``running``: a list holding the gluon_cf nodes
         running (those of one step), empty otherwise: where an error came from (the batching
-        executor raises it from a node's innermost work, not through this generator).
-        ``node_run(rule, node, inputs, out_shapes)``: runs a top-level node instead of its rule
-        (NOTE [recursion training in the calling thread] in ``hybrid_training.py``)."""
+        executor raises it from a node's innermost work, not through this generator)."""
         values = dict(zip(self.input_entries, inputs))
         flags = self._entry_flags(frame.flags) if frame is not None and frame.flags is not None \
             else None
@@ -448,9 +439,7 @@ class PartitionedGraph:
                     check(call.in_entries)
             if running is not None:   # (NOTE [a failure lost to another thread])
                 running[:] = [c.node for c in step.calls if isinstance(c, _CfCall)]
-            works = [call.run(values, _call_frame(frame, flags, call))
-                     if node_run is None or frame is not None or not isinstance(call, _CfCall)
-                     else call.run_by(node_run, values) for call in step.calls]
+            works = [call.run(values, _call_frame(frame, flags, call)) for call in step.calls]
             results = (yield works[0]) if len(works) == 1 else (yield Parallel(works))
             if running is not None:
                 running[:] = []
