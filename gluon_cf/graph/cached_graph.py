@@ -374,21 +374,30 @@ def _may_make_zero_size(op):
 #     operators' outputs only) runs partitioned, where the segments are CachedGraphs (NOTE
 #     [zero-size values computed inside a graph]): its ZeroSizeError names the operator, on
 #     every call. A 0 that is an unknown dim (MXNet's legacy shapes: after a node of run-time
-#     shape) also runs it partitioned, which such graphs do anyway.
+#     shape) also runs it partitioned, which such graphs do anyway. Only outputs that an
+#     ordinary operator reads count: one read by gluon_cf nodes alone is theirs to handle (a
+#     foreach over ``x[1:]`` of one row runs no step, and did as the CachedOp's before).
 _SIZE_CUTTERS = ("slice", "crop", "split", "tile", "repeat")
 
 
 def makes_zero_size(symbol, nodes, shapes):
     """Whether a slice, crop, split, tile or repeat among JSON ``nodes`` (``symbol``'s) gives
-    a zero-size output for inputs (``symbol.list_inputs()``) of ``shapes`` (NOTE [zero-size
-    values in a block's own graph])."""
-    cutters = {n["name"] for n in nodes
+    a zero-size output that an operator other than a gluon_cf node reads, for inputs
+    (``symbol.list_inputs()``) of ``shapes`` (NOTE [zero-size values in a block's own
+    graph])."""
+    cutters = {k for k, n in enumerate(nodes)
                if n["op"] != "null" and any(w in n["op"].lower() for w in _SIZE_CUTTERS)}
-    if not cutters:
+    read = {(nodes[node]["name"], index) for reader in nodes
+            if reader["op"] != "null" and not registry.kind_of(reader)
+            for node, index, *_ in reader["inputs"] if node in cutters}
+    if not read:
         return False
     internals = symbol.get_internals()
-    outputs = [name for name in internals.list_outputs()
-               if name.rsplit("_output", 1)[0] in cutters]
+    outputs = []
+    for name in internals.list_outputs():   # "<node>_output" or "<node>_output<k>"
+        node, _, index = name.rpartition("_output")
+        if (index == "" or index.isdigit()) and (node, int(index or 0)) in read:
+            outputs.append(name)
     group = mx.sym.Group([internals[name] for name in outputs])
     known = set(group.list_inputs())
     try:
