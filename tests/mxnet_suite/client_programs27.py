@@ -6,6 +6,8 @@ it; changes are marked "gluon_cf:". The code calls ``F.contrib.X`` / ``nd.contri
 client code switches by import.
 """
 import functools
+import math
+from typing import List, Union
 
 import mxnet as mx
 from mxnet import gluon, nd
@@ -254,6 +256,148 @@ class Crf(nn.HybridBlock):
              F.slice(mask, begin=(1, None), end=(None, None))],
             _slice(F, emissions, begin=(0, None), end=(1, None)))
         return log_sum_exp(F, log_probs, axis=1)
+
+
+# --------------------------------------------------------------------------------------------
+# An ELMo language model's adaptive softmax loss: per cluster of classes, an F.contrib.cond
+# whose branch runs boolean_mask, index_copy and a tail layer only when a label falls in the
+# cluster; a public GitHub file found by the library's code index (file id 19600174830; its
+# repository is not named there). gluon_cf: the docstring (Chinese) and the cutoffs' check
+# trimmed.
+HybridType = Union[mx.ndarray.NDArray, mx.symbol.Symbol]
+
+
+class AdaptiveSoftmax(nn.HybridBlock):
+    def __init__(
+        self, input_size: int, num_classes: int, cutoffs: List[int],
+        div_factor: int = 4, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        cutoffs = list(cutoffs)
+        self._num_clusters = len(cutoffs)
+        projection_sizes = [
+            max(1, input_size // div_factor ** (i + 1))
+            for i in range(self._num_clusters)
+        ]
+
+        if isinstance(cutoffs, list):
+            self._cutoffs = cutoffs
+        else:
+            self._cutoffs = list(cutoffs)
+        self._cutoffs.append(num_classes)
+
+        with self.name_scope():
+            head_size = self._cutoffs[0] + self._num_clusters
+            self.head_layer = nn.Dense(
+                head_size, flatten=False, use_bias=False,
+                weight_initializer=mx.init.Normal(1 / math.sqrt(input_size)),
+                prefix='head_', in_units=input_size
+            )
+            self.tail_layers: List[mx.gluon.HybridBlock] = []
+            for i in range(self._num_clusters):
+                tail_layer = nn.HybridSequential(prefix=f'tail{i}_')
+                with tail_layer.name_scope():
+                    tail_layer.add(nn.Dense(
+                        projection_sizes[i], flatten=False, use_bias=False,
+                        prefix='proj_', in_units=input_size
+                    ))
+                    tail_layer.add(nn.Dense(
+                        self._cutoffs[i + 1] - self._cutoffs[i],
+                        flatten=False, use_bias=False,
+                        prefix='w_', in_units=projection_sizes[i]
+                    ))
+                self.tail_layers.append(tail_layer)
+                # Note that Blocks inside the list, tuple or dict will
+                # not be registered automatically
+                self.register_child(tail_layer)
+            self.softmaxce = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def hybrid_forward(
+        self, F, input: HybridType, labels: HybridType, help_idx: HybridType,
+    ) -> HybridType:
+        def update_tail_loss(tail_loss, mask, tail_layer, offset):
+            # compute tail loss
+            # shape(sum(mask), num_classes)
+            tail_input = F.contrib.boolean_mask(input, mask)
+            # shape(batch_size, cutoffs[i + 1] - cutoffs[i])
+            tail_logits = tail_layer(tail_input)
+            # shape(sum(mask), )
+            tail_labels = F.contrib.boolean_mask(
+                labels - offset, mask
+            )
+            idx = F.contrib.boolean_mask(help_idx, mask)
+            pred = -F.log_softmax(tail_logits, axis=-1)
+            return F.contrib.index_copy(
+                tail_loss, idx, F.pick(pred, tail_labels)
+            )
+
+        head_labels = labels
+        ones = F.ones_like(labels)
+        tail_loss = F.zeros_like(labels)
+        for i in range(self._num_clusters):
+            mask = F.broadcast_logical_and(
+                F.broadcast_greater_equal(labels, ones * self._cutoffs[i]),
+                F.broadcast_lesser(labels, ones * self._cutoffs[i + 1])
+            )
+            # update head labels
+            head_labels = F.where(
+                mask, ones * (self._cutoffs[0] + i), head_labels
+            )
+            tail_loss = F.contrib.cond(
+                F.sum(mask) > 0,
+                functools.partial(
+                    update_tail_loss, tail_loss, mask,
+                    self.tail_layers[i], self._cutoffs[i]
+                ),
+                lambda: tail_loss
+            )
+
+        head_logits = self.head_layer(input)
+        head_loss = self.softmaxce(head_logits, head_labels)
+        return head_loss + tail_loss
+
+
+# --------------------------------------------------------------------------------------------
+# A Keras-like TimeDistributed layer of a Darknet (YOLO) backbone, its 'for' style: the model
+# applied by F.contrib.foreach over the time axis, returning a list when the model does; a
+# public GitHub file found by the library's code index (file id 31242122541; its repository
+# is not named there). gluon_cf: the 'reshape1'/'reshape2' styles left out; TwoOutputs (ours)
+# is a model returning two arrays.
+
+
+class TimeDistributed(gluon.HybridBlock):
+    def __init__(self, model, style='for', **kwargs):
+        super(TimeDistributed, self).__init__(**kwargs)
+        self._style = style
+        with self.name_scope():
+            self.model = model
+
+    def apply_model(self, x, _):
+        return self.model(x), []
+
+    def hybrid_forward(self, F, x):
+        if self._style == 'for':
+            # For loop style
+            x = F.swapaxes(x, 0, 1)  # swap batch and seqlen channels
+            x, _ = F.contrib.foreach(self.apply_model, x, [])  # runs on first channel
+            if isinstance(x, tuple):  # for handling multiple outputs
+                x = (F.swapaxes(xi, 0, 1) for xi in x)
+            elif isinstance(x, list):
+                x = [F.swapaxes(xi, 0, 1) for xi in x]
+            else:
+                x = F.swapaxes(x, 0, 1)  # swap seqlen and batch channels
+        return x
+
+
+class TwoOutputs(HybridBlock):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.dense = nn.Dense(3, in_units=4, flatten=False)
+
+    def hybrid_forward(self, F, x):
+        y = self.dense(x)
+        return [y, F.tanh(y)]
 
 
 # --------------------------------------------------------------------------------------------

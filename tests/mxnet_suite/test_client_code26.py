@@ -13,9 +13,10 @@ NOTE [other client code of F.contrib]
     hybridized block exported and loaded again (``mx.sym.load``, ``SymbolBlock.imports``);
     symbols through ``bind``, ``simple_bind`` and a JSON round trip. All agree. A second round
     (client_programs27.py: MXNet's control-flow tutorial, a CRF and Viterbi decoder of
-    ``functools.partial`` bodies, MXNet 2.0-alpha's RandomGray and HybridRandomApply,
-    ``mx.sym.contrib``'s docstring examples, an eager CRF of ``nd.contrib.foreach``) runs
-    through ``check_block`` too, and onnxruntime on the hybridized blocks' export.
+    ``functools.partial`` bodies, an adaptive softmax loss, a TimeDistributed layer, MXNet
+    2.0-alpha's RandomGray and HybridRandomApply, ``mx.sym.contrib``'s docstring examples, an
+    eager CRF of ``nd.contrib.foreach``) runs through ``check_block`` too, and onnxruntime on
+    the hybridized blocks' export.
 
     The oracle is MXNet's eager ops (for Symbols its ``bind``), because MXNet's own
     hybridized and symbolic ops fail or are wrong on some of this code, where gluon_cf gives

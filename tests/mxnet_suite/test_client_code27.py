@@ -1,10 +1,12 @@
 """A second round of real client code of MXNet's ``F.contrib`` control flow, switched to
 gluon_cf (client_programs27.py, each with its source; NOTE [other client code of F.contrib]):
 MXNet's control-flow tutorial, a CRF and its Viterbi decoder of ``functools.partial`` bodies,
+an adaptive softmax loss (boolean_mask and index_copy in a cond), a TimeDistributed layer,
 MXNet 2.0-alpha's RandomGray and HybridRandomApply, ``mx.sym.contrib``'s docstring examples and
 a CRF of eager ``nd.contrib.foreach``. MXNet's eager ops are the oracle (its hybridized ones
-fail on the tutorial's SkipRNN, the CRF's gradients and a static Scan); the hybridized blocks
-are also exported to ONNX and run by onnxruntime.
+fail on the tutorial's SkipRNN, the CRF's gradients and a static Scan, and give other gradients
+of the adaptive softmax when a cluster is empty); the hybridized blocks are also exported to
+ONNX and run by onnxruntime.
 """
 import contextlib
 import re
@@ -58,6 +60,16 @@ BLOCKS = {
         (0,), True),
     "crf_loss": (_crf, [EMISSIONS, TAGS, MASK], (1, 2), False),
     "crf_viterbi": (_viterbi, [EMISSIONS, np.ones_like(MASK)], (), True),
+    "adaptive_softmax_every_cluster": (
+        lambda: programs.AdaptiveSoftmax(8, 20, [4, 10]),
+        [_normal(6, 8), np.array([0, 5, 12, 3, 19, 1], "float32"), np.arange(6, dtype="float32")],
+        (1, 2), True),
+    "adaptive_softmax_empty_cluster": (   # (MXNet's hybridized gradients are wrong here)
+        lambda: programs.AdaptiveSoftmax(8, 20, [4, 10]),
+        [_normal(6, 8), np.array([5, 6, 7, 8, 9, 4], "float32"), np.arange(6, dtype="float32")],
+        (1, 2), False),
+    "time_distributed_two_outputs": (
+        lambda: programs.TimeDistributed(programs.TwoOutputs()), [_normal(2, 5, 4)], (), True),
     "random_gray_kept": (lambda: programs.RandomGray(0.0), [_normal(2, 3)], (), False),
     "random_gray_converted": (lambda: programs.RandomGray(1.0), [_normal(2, 3)], (), False),
 }
