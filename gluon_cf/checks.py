@@ -13,7 +13,8 @@ from .operators import user_location
 def check_callable(op, **funcs):
     for what, fn in funcs.items():
         # (a Symbol is callable, to compose graphs: cond(p, x, ...) called x() and failed far
-        # away, "two different outer values are both named 'x'"; an NDArray is refused here)
+        # away, "two different outer values are both named 'x'"; an NDArray is refused here;
+        # a symbolic cond's Symbol branch is the branch returning it, as MXNet's, before this)
         if not callable(fn) or isinstance(fn, mx.sym.Symbol):
             raise TypeError("%s: %s must be callable, got %s%s"
                             % (op_at(op), what, type(fn).__name__,

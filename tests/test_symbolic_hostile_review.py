@@ -159,21 +159,29 @@ def test_nodes_made_after_a_cond_are_named_as_after_mxnets(name):
     assert observed[0] == observed[1]
 
 
-@pytest.mark.parametrize("hybridize", [False, True])
-def test_a_symbol_given_for_a_function_is_refused_at_the_line_as_an_ndarray(hybridize):
-    """``cond(p, x, lambda: x)`` (a forgotten lambda): eagerly 'then_func must be callable';
-    hybridized, x is a Symbol, callable to compose graphs: gluon_cf called it and said 'two
-    different outer values are both named 'data'' (MXNet's own cond: "key `data` is missing")."""
+def test_an_array_given_for_a_branch_is_refused_eagerly_and_a_symbol_is_its_value():
+    """``cond(p, x, lambda: x)`` (a forgotten lambda): eagerly 'then_func must be callable',
+    as MXNet's eager cond fails calling an NDArray. Hybridized MXNet's cond calls the Symbol,
+    a copy of itself: its value, which gluon_cf's gives too (gluon_cf called it and said 'two
+    different outer values are both named 'data''; then refused it, a TypeError)."""
     class Net(gluon.HybridBlock):
-        def hybrid_forward(self, F, x):
-            return gluon_cf.cond(F.sum(x) > 0, x, lambda: x)
+        def __init__(self, op):
+            super().__init__()
+            self.op = op
 
-    net = Net()
-    if hybridize:
-        net.hybridize()
+        def hybrid_forward(self, F, x):
+            return self.op(F.sum(x) > 0, x, lambda: x) * 2 + self.op(F.sum(x) < 0, x - 1, x + 1)
+
     with pytest.raises(TypeError, match=r"at %s:\d+: then_func must be callable, got "
-                       r"(NDArray|Symbol); pass a function" % re.escape(__file__)):
-        net(mx.nd.ones((2, 3)))
+                       r"NDArray; pass a function" % re.escape(__file__)):
+        Net(gluon_cf.cond)(mx.nd.ones((2, 3)))
+    for sign in (1, -1):
+        outs = []
+        for op in (mx.sym.contrib.cond, gluon_cf.cond):
+            net = Net(op)
+            net.hybridize()
+            outs.append(net(mx.nd.ones((2, 3)) * sign).asnumpy())
+        np.testing.assert_array_equal(outs[1], outs[0])
 
 
 def test_exporting_a_cond_whose_branch_cannot_run_names_the_branchs_line():

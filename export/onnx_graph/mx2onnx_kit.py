@@ -77,7 +77,7 @@ _ORIGINALS = {(version, op): MXNetGraph.registry_[version][op] for version in (1
               for op in ("topk", "argsort", "LeakyReLU", "Convolution", "Pooling", "SwapAxis",
                          "_contrib_BilinearResize2D", "_contrib_box_nms", "_split_v2", "RNN",
                          "BatchNorm", "floor", "ceil", "_contrib_arange_like", "relu", "squeeze",
-                         "take",
+                         "take", "SequenceReverse",
                          *_SCALAR_OPS)
               if op in MXNetGraph.registry_.get(version, {})}
 

@@ -1,7 +1,7 @@
 """Converters of MXNet's layer ops (LeakyReLU's prelu and rrelu, L2Normalization, 1-D
 convolutions, Pooling, BatchNorm, GroupNorm, BilinearResize2D, RNN, box_nms) where mx2onnx's are
-silently wrong, refuse what ONNX cannot match, or lack a layout, registered for opsets 12 and 13 at
-import (NOTE [added converters] in ``mx2onnx_added.py``)."""
+silently wrong, refuse what ONNX cannot match, or lack a layout, SequenceReverse of any rank,
+registered for opsets 12 and 13 at import (NOTE [added converters] in ``mx2onnx_added.py``)."""
 import numpy as np
 from onnx import helper, numpy_helper
 from mxnet.onnx.mx2onnx._op_translations import _op_translations_opset12 as _mx2onnx
@@ -56,6 +56,19 @@ def _convert_leaky_relu(node, **kwargs):
     scaled = out.add("Mul", [out.add("Cast", [x], to=_FLOAT), out.add("Cast", [gamma], to=_FLOAT)])
     positive = out.add("Greater", [x, out.const([0], dtype)])
     out.add("Where", [positive, x, out.add("Cast", [scaled], to=_tensor_type(dtype))], final=True)
+    return out
+
+
+def _convert_sequence_reverse(node, **kwargs):
+    """``SequenceReverse`` without lengths reverses every sequence whole: ONNX ReverseSequence
+    with the time axis' length for each batch entry. mx2onnx's split the input's shape into
+    three, so a (time, batch) or 4-D input gave a model ONNX's checker refuses (a CRF's
+    Viterbi path is 2-D); with lengths its converter is rank-agnostic and is kept."""
+    if _flag(node.get("attrs", {}), "use_sequence_length"):
+        return _original("SequenceReverse", kwargs)(node, **kwargs)
+    out, inputs, _, _ = _start(node, kwargs)
+    lengths = out.add("Expand", [out.dim(inputs[0], 0), out.dim(inputs[0], 1)])
+    out.add("ReverseSequence", [inputs[0], lengths], final=True, batch_axis=1, time_axis=0)
     return out
 
 
@@ -374,5 +387,5 @@ register({
     "_contrib_BilinearResize2D": _convert_bilinear_resize, "_contrib_box_nms": _convert_box_nms,
     "RNN": _convert_rnn, "Convolution": _one_dimensional("Convolution"),
     "Pooling": _convert_pooling, "BatchNorm": _convert_batch_norm,
-    "GroupNorm": _convert_group_norm,
+    "GroupNorm": _convert_group_norm, "SequenceReverse": _convert_sequence_reverse,
 })

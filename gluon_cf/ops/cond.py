@@ -50,9 +50,11 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
     >>> gluon_cf.cond(x.sum() > 0, lambda: x * 2, lambda: -x).asnumpy()
     array([-1.,  3.], dtype=float32)
     """
+    pred = _one_symbol(pred)
+    if isinstance(pred, mx.sym.Symbol):
+        then_func, else_func = _symbol_as_branch(then_func), _symbol_as_branch(else_func)
     check_callable(OP, then_func=then_func, else_func=else_func)
     check_arity(OP, (), then_func=then_func, else_func=else_func)
-    pred = _one_symbol(pred)
     if isinstance(pred, mx.sym.Symbol):
         return _cond_symbolic(pred, then_func, else_func, name)
     branch = then_func if pred_value(OP, "pred", pred, eager=True) else else_func
@@ -68,6 +70,16 @@ def cond(pred: Array, then_func: Callable[[], Arrays], else_func: Callable[[], A
         raise ArrayTypeError("%s: pred is an NDArray (eager mode) but the branch returned "
                              "Symbols; in eager mode branches must compute NDArrays" % op_at(OP))
     return value
+
+
+def _symbol_as_branch(branch):
+    """A Symbol given for a branch of a symbolic cond is a branch returning it: MXNet 1.9.1's
+    symbolic cond calls it, and a Symbol called with no arguments is a copy of itself, whose
+    values the branch gives (``cond(p, x, self.transforms(x))``, MXNet 2.0-alpha's
+    HybridRandomApply). An NDArray stays refused: eagerly MXNet calls it, a TypeError."""
+    if isinstance(branch, mx.sym.Symbol):
+        return lambda: branch
+    return branch
 
 
 def _one_symbol(pred):

@@ -11,7 +11,12 @@ NOTE [other client code of F.contrib]
     substitution): values, shapes and dtypes of the outputs, gradients of the inputs and
     parameters, eager and hybridized (static_alloc/static_shape for half of them), the
     hybridized block exported and loaded again (``mx.sym.load``, ``SymbolBlock.imports``);
-    symbols through ``bind``, ``simple_bind`` and a JSON round trip. All agree.
+    symbols through ``bind``, ``simple_bind`` and a JSON round trip. All agree. A second round
+    (client_programs27.py: MXNet's control-flow tutorial, a CRF and Viterbi decoder of
+    ``functools.partial`` bodies, an adaptive softmax loss, a TimeDistributed layer, MXNet
+    2.0-alpha's RandomGray and HybridRandomApply, ``mx.sym.contrib``'s docstring examples, an
+    eager CRF of ``nd.contrib.foreach``) runs through ``check_block`` too, and onnxruntime on
+    the hybridized blocks' export.
 
     The oracle is MXNet's eager ops (for Symbols its ``bind``), because MXNet's own
     hybridized and symbolic ops fail or are wrong on some of this code, where gluon_cf gives
@@ -157,7 +162,13 @@ def _assert_same(want, got, what):
 @pytest.mark.substitutions("gluon_cf")
 @pytest.mark.parametrize("name", sorted(BLOCKS))
 def test_client_block(name, tmp_path):
-    make, arrays, no_grad, static = BLOCKS[name]
+    check_block(*BLOCKS[name], tmp_path)
+
+
+def check_block(make, arrays, no_grad, static, tmp_path):
+    """The block of ``make`` with gluon_cf's ops gives MXNet's eager outputs and gradients,
+    eager and hybridized, and so does its exported file; returns MXNet's outputs and the
+    hybridized block."""
     assert mx.nd.contrib.foreach is gluon_cf.foreach  # the conftest's substitution
     with mxnet_ops():
         want, want_grads, _ = _run(make, arrays, no_grad)
@@ -175,6 +186,7 @@ def test_client_block(name, tmp_path):
     loaded = gluon.SymbolBlock.imports(path + "-symbol.json", names, path + "-0000.params")
     outs = _flat(loaded(*[mx.nd.array(a, dtype=a.dtype) for a in arrays]))
     _assert_same(want, [(o.shape, np.dtype(o.dtype), o.asnumpy()) for o in outs], "exported")
+    return want, net
 
 
 @pytest.mark.substitutions("gluon_cf")
