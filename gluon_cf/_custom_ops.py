@@ -184,7 +184,7 @@ def _finish_pending_work():
     except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
         pass
     _let_workers_release_their_last_operations()
-    _keep_operators_to_the_end()
+    _keep_callbacks_to_the_end()
 
 
 # NOTE [operations released after waitall]
@@ -224,16 +224,41 @@ _ENGINE_WORKERS = 4
 #     callback, SIGSEGV at exit (review, session 19). At exit, the operators alive are given a
 #     reference nothing releases: their callbacks outlive every array (the process's memory is
 #     returned to the system anyway).
-def _keep_operators_to_the_end():
+#     The same holds for every other ctypes callback C++ calls when it frees an array. The
+#     interpreter's finalization sets the globals of every module still alive to None (mxnet's
+#     before those imported before it), then collects what that freed: an array held in a
+#     cycle reachable only from such a module (a suspended generator of a batched cond's split,
+#     its frame holding the index it uploaded, after a failed call) was freed after
+#     ``mxnet.ndarray.ndarray``'s DLPack deleter, SIGSEGV at exit (session 27: two tests in one
+#     pytest process, 2 runs of 2). gluon_cf's uploads now use a deleter of their own (NOTE
+#     [upload deleters at exit] in ``uploads.py``); MXNet's (``mx.nd.from_numpy``'s arrays: it
+#     then reports an AttributeError, its body reading ``ctypes`` from its cleared globals, and
+#     leaves the numpy array to the process's end) and its DLPack capsule destructor are kept
+#     for ever too, with the callbacks of remat's recorded nodes (``remat_record._alive``,
+#     passed to :func:`keep_to_the_end`).
+_kept_to_the_end: list = []
+
+
+def keep_to_the_end(obj):
+    """Keep ``obj`` (holding ctypes callbacks C++ may call while freeing arrays) alive through
+    the interpreter's finalization: NOTE [Custom operators alive at exit]."""
+    _kept_to_the_end.append(obj)
+
+
+def _keep_callbacks_to_the_end():
     holder = getattr(getattr(mx.operator, "_registry", None), "ref_holder", None)
-    if not isinstance(holder, dict):
-        return
+    kept = list(_kept_to_the_end)
+    if isinstance(holder, dict):
+        kept += [holder] + list(holder.values())
+    dlpack = mx.nd.ndarray
+    kept += [getattr(dlpack, name) for name in ("dl_managed_tensor_deleter", "_c_dlpack_deleter")
+             if hasattr(dlpack, name)]
     # A function object of our own: another library may have set argtypes on the one
     # ctypes.pythonapi caches for the process (``[c_void_p]``: this call would then raise).
     incref = ctypes.pythonapi["Py_IncRef"]
     incref.argtypes = [ctypes.py_object]
-    for op in [holder] + list(holder.values()):
-        incref(op)
+    for obj in kept:
+        incref(obj)
 
 
 atexit.register(_finish_pending_work)

@@ -29,6 +29,7 @@ from mxnet import autograd
 from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
 from . import node as _node
+from ._custom_ops import keep_to_the_end
 from ._graph_json import reached_ids
 from .graph.index_gradients import _NO_GRADIENT_INPUTS, _STOPS
 from .operators import INDEX_INPUTS
@@ -41,7 +42,8 @@ _BACKWARD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int,
                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
                              ctypes.c_int, ctypes.c_void_p)
 _DELETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-_alive: dict = {}
+_alive: dict = {}   # the callbacks of recorded nodes: NOTE [Custom operators alive at exit]
+keep_to_the_end(_alive)
 _keys = itertools.count()
 
 
@@ -130,8 +132,8 @@ def record_node(inputs, outputs, backward):
             _callback.depth -= 1
         return True
 
-    def delete_entry(_):
-        _alive.pop(key, None)
+    def delete_entry(_, forget=_alive.pop):   # (no module global: it may run at exit)
+        forget(key, None)
         return True
 
     callbacks = [ctypes.cast(_BACKWARD(backward_entry), ctypes.CFUNCTYPE(ctypes.c_int)),

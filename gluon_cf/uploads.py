@@ -21,6 +21,16 @@ filled directly: ~14 us. `MXNDArrayFromDLPackEx` with a transient handle copies 
 and the shape before it returns (`TBlob(DLTensor)`), so the shape buffer needs to live only
 through the call, as in MXNet's own. An array it does not cover (a dtype DLPack has no code
 for here, not C-contiguous) goes through `mx.nd.from_numpy`, which raises as it always did.
+
+NOTE [upload deleters at exit]
+MXNet frees an uploaded array by calling the deleter of its `DLManagedTensor`, a ctypes callback,
+whenever the last reference goes, which may be in the interpreter's last garbage collection. MXNet's
+own deleter (`dl_managed_tensor_deleter`) is a global of `mxnet.ndarray.ndarray`: finalization
+sets that module's globals to None, which freed the callback (SIGSEGV, or another callback called,
+when an array outlived it: NOTE [Custom operators alive at exit] in ``_custom_ops.py``), and its
+body reads `ctypes` from those globals. Uploads here are released by :data:`_RELEASE`, which reads
+no module global (the array's address goes straight to a `Py_DecRef` of its own) and is given a
+reference nothing releases: it works for as long as the process runs.
 """
 import ctypes
 
@@ -39,6 +49,19 @@ _CPU = _ndarray.DLContext(1, 0)
 # ``ctypes.pythonapi.Py_IncRef(c_void_p(address))`` counts, nor are changed by that code.
 _incref = ctypes.pythonapi["Py_IncRef"]
 _incref.argtypes = [ctypes.py_object]
+_decref = ctypes.pythonapi["Py_DecRef"]
+_decref.argtypes = [ctypes.c_void_p]
+_decref.restype = None
+
+
+def _release(managed, decref=_decref):
+    """The uploads' deleter: releases the reference taken on the array (NOTE [upload deleters
+    at exit]: no module global read, ``decref`` bound here)."""
+    decref(managed.contents.manager_ctx)
+
+
+_RELEASE = _ndarray.DeleterFunc(_release)
+_incref(_RELEASE)   # for the whole process: NOTE [upload deleters at exit]
 
 
 def from_numpy(array):
@@ -60,7 +83,7 @@ def from_numpy(array):
     tensor.shape = shape_type(*array.shape)   # (kept by ``managed`` through the call)
     _incref(array)   # released by the deleter when MXNet frees the array
     managed.manager_ctx = id(array)
-    managed.deleter = _ndarray.dl_managed_tensor_deleter
+    managed.deleter = _RELEASE
     handle = NDArrayHandle()
     check_call(_LIB.MXNDArrayFromDLPackEx(ctypes.byref(managed), True, ctypes.byref(handle)))
     return mx.nd.NDArray(handle=handle)

@@ -86,6 +86,10 @@ def test_python_apis_function_shared_by_the_process_left_alone():
         got = from_numpy(host)
         assert sys.getrefcount(host) == before + 1   # the NDArray's
         np.testing.assert_array_equal(got.asnumpy(), np.arange(5))
+        del got   # released by the uploads' own deleter (NOTE [upload deleters at exit])
+        mx.nd.waitall()
+        assert sys.getrefcount(host) == before
+        assert ctypes.pythonapi.Py_DecRef.argtypes is None
     finally:
         shared.argtypes = None
 
@@ -100,7 +104,7 @@ def test_exit_guard_independent_of_the_shared_py_incref():
     shared.argtypes = [ctypes.c_void_p]   # as another library may
     try:
         before = sys.getrefcount(holder)
-        _custom_ops._keep_operators_to_the_end()   # (a reference kept for ever, as at exit)
+        _custom_ops._keep_callbacks_to_the_end()   # (a reference kept for ever, as at exit)
         assert sys.getrefcount(holder) == before + 1
     finally:
         shared.argtypes = None

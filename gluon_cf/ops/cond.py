@@ -17,6 +17,7 @@ from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
 from ..checks import (ArgumentValueError, ArrayTypeError, check_arity, check_callable,
                       check_scalar_pred, dtype_name, mismatch, mode_of, op_at, pred_value)
 from .._typing import Array, Arrays
+from ..uploads import from_numpy
 from ..zero_size import eagerly
 
 OP = "cond"
@@ -401,7 +402,7 @@ def from_batch(node, inputs, frame):
     perm = np.argsort(~taken, kind="stable")
     inverse = np.empty_like(perm)
     inverse[perm] = np.arange(rows)
-    index = mx.nd.from_numpy(np.concatenate([perm, inverse]).astype(np.int32))  # no copy
+    index = from_numpy(np.concatenate([perm, inverse]).astype(np.int32))  # no copy
     if inputs[0].context != index.context:
         index = index.as_in_context(inputs[0].context)
     perm, inverse = index[:rows], index[rows:]
