@@ -23,6 +23,15 @@ class ConditionalsConverter(Converter):
         node.subject = ast.copy_location(runtime_call("match_subject", [
             subject, ast.Constant(self.where(node)), ast.Constant(compares)]), node.subject)
         for case in node.cases:
+            captured = sorted({part.name for part in ast.walk(case.pattern)
+                               if isinstance(part, ast.MatchAs) and part.name})
+            if captured:      # (the objects themselves where the subject's were copied)
+                case.body.insert(0, ast.copy_location(ast.Assign(
+                    targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in captured],
+                                       ast.Store())],
+                    value=runtime_call("match_originals", [ast.Tuple(
+                        [ast.Name(n, ast.Load()) for n in captured], ast.Load())])),
+                    case.body[0]))
             if case.guard is not None:
                 case.guard = ast.copy_location(runtime_call("match_guard", [
                     case.guard, ast.Constant(self.where(case.guard))]), case.guard)

@@ -39,6 +39,8 @@ import mxnet as mx
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
 from .call_results import callbacks_converted
+from .data_structures import StepList
+from .list_parts import MatchedItems
 
 
 def iterated(value, where, what):
@@ -154,9 +156,10 @@ def _type_of(the_builtin, args, kwargs):
     ``isinstance(outs, list)`` and ``type(outs) == list`` were False, silently another branch
     than eagerly. Its ``python_type`` answers for it (``list``; ``reversed(outs)``'s the
     list_reverseiterator)."""
-    kind = getattr(type(args[0]), "python_type", None) if args and not kwargs else None
+    kind = type(args[0]).python_type if args and not kwargs and isinstance(
+        args[0], (StepList, MatchedItems)) else None     # (a user's python_type is theirs)
     if kind is not None and the_builtin is isinstance and len(args) == 2:
-        return issubclass(kind, args[1]) or isinstance(*args)
+        return issubclass(kind, args[1])
     if kind is not None and the_builtin is type and len(args) == 1:
         return kind
     return the_builtin(*args, **kwargs)
