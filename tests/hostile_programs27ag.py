@@ -1,8 +1,13 @@
-"""Round 27ag: a hostile review of autograph round 27a."""
+"""Round 27ag: a hostile review of autograph round 27a (``isinstance``/``type`` of collected
+lists, ``match`` on them, tensor ``while`` loops carrying no array, jumps in ``match`` cases).
+``PROGRAMS`` maps each block class to its input lists; the oracle is the plain Python function
+on NDArrays (``hybrid_forward.__wrapped__``)."""
 import collections
+import copy
 import dataclasses
+import enum
+import functools
 
-import mxnet as mx
 from mxnet.gluon import HybridBlock
 
 import gluon_cf
@@ -39,32 +44,27 @@ class MyList(list):
 
 @program(*TWO)
 class MatchClassPatternNamedtupleHoldingCollected(HybridBlock):
+    """``case State(items=[a, b]):`` on a namedtuple holding a collected list."""
+    Holder = State
+
     @autograph
     def hybrid_forward(self, F, x):
         outs = []
         for row in x:
             outs.append(row * 2)
-        match State(outs, x[0]):
-            case State(items=[a, b]):
+        match self.Holder(outs, x[0]):
+            case self.Holder(items=[a, b]):
                 return a + b * 3
-            case State(items=[a, b, c]):
+            case self.Holder(items=[a, b, c]):
                 return a + b * 3 + c * 5
         return x[0]
 
 
 @program(*TWO)
-class MatchClassPatternDataclassHoldingCollected(HybridBlock):
-    @autograph
-    def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
-        match Box(outs, x[0]):
-            case Box(items=[a, b]):
-                return a + b * 3
-            case Box(items=[a, b, c]):
-                return a + b * 3 + c * 5
-        return x[0]
+class MatchClassPatternDataclassHoldingCollected(MatchClassPatternNamedtupleHoldingCollected):
+    """``case Box(items=[a, b]):`` on a dataclass holding a collected list."""
+    Holder = Box
+
 
 
 @program(*TWO)
@@ -218,15 +218,6 @@ class TupleCollectedByConcat(HybridBlock):
         return x[0] * 3 if isinstance(outs, tuple) else x[0] * 5
 
 
-@program(*ROWS)
-class IsinstanceNDArrayInLoop(HybridBlock):
-    @autograph
-    def hybrid_forward(self, F, x):
-        h = F.zeros((3,))
-        for row in x:
-            h = h + (row if isinstance(row, mx.nd.NDArray) else row * 2)
-        return h
-
 
 def _is_list(v):
     return isinstance(v, list)
@@ -242,15 +233,6 @@ class IsinstanceInHelperAndLambda(HybridBlock):
         f = lambda v: isinstance(v, list)    # noqa: E731
         return (x[0] * 3 if _is_list(outs) else x[0] * 5) + (x[0] if f(outs) else x[0] * 7)
 
-
-@program(*ROWS)
-class ClassAttrOfCollected(HybridBlock):
-    @autograph
-    def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
-        return x[0] * 3 if outs.__class__ is list else x[0] * 5
 
 
 @program(*ROWS)
@@ -440,22 +422,6 @@ class ReturnReadingCaptureInMatchInFor(HybridBlock):
         return h
 
 
-@program(*ROWS)
-class UnconditionalReturnInMatchInFor(HybridBlock):
-    mode = "stop"
-
-    @autograph
-    def hybrid_forward(self, F, x):
-        h = F.zeros((3,))
-        for row in x:
-            h = h + row
-            match self.mode:
-                case "stop":
-                    return h * 2
-                case _:
-                    pass
-        return h
-
 
 @program(*POSITIVE)
 class BreakInMatchAfterAppendInWhile(HybridBlock):
@@ -486,3 +452,125 @@ class MatchOnCollectedNamedtupleCaptured(HybridBlock):
             case State(items=[a, *rest], h=h) as s:
                 return a + h + F.stack(*s.items).sum(axis=0) + (x[0] if s is st else x[0] * 9)
         return x[0]
+
+
+@program(*BIG)
+class CarriesNothingRefusalCaughtByUser(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        log = [1]
+        try:
+            while F.sum(x) < 3:
+                gluon_cf.max_iterations(4)
+                log.append(2)
+        except Exception:
+            pass
+        return x * len(log)
+
+
+@program(*BIG)
+class CarriesNothingHelperSideEffect(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        seen = []
+
+        def note(v):
+            seen.append(1)
+            return v
+
+        k = 0
+        try:
+            while F.sum(note(x)) < 3:
+                gluon_cf.max_iterations(4)
+                k = k + 1
+        except Exception:
+            pass
+        return x * len(seen)
+
+
+@functools.singledispatch
+def _total(v, F):
+    return v * 100
+
+
+@_total.register
+def _(v: list, F):
+    return F.stack(*v).sum(axis=0)
+
+
+@program(*ROWS)
+class SingledispatchOnCollected(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        return _total(outs, F)
+
+
+def _plain_is_list(v):
+    return 3 if isinstance(v, list) else 5
+
+
+@program(*ROWS)
+class IsinstanceInUnconvertedLibraryHelper(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        return x[0] * _plain_is_list(outs)
+
+
+@program(*ROWS)
+class CopyOfCollected(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        c = copy.copy(outs)
+        c.append(x[0])
+        return F.stack(*c).sum(axis=0) + len(outs)
+
+
+
+@program(*ROWS)
+class MatchStarOfCollectedListsChanged(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs, sq = [], []
+        for row in x:
+            outs.append(row * 2)
+            sq.append(row * row)
+        match (x[0], outs, sq):
+            case (first, *others):
+                others[0].append(first)
+        return F.stack(*outs).sum(axis=0)
+
+
+class Mode(enum.Enum):
+    A = 1
+    B = 2
+
+
+@program(*ROWS)
+class MatchDottedValueAndClassPatternsInTensorFor(HybridBlock):
+    """``case Mode.A:`` and ``case self.Holder(h=h):`` in a tensor for: the conversion's
+    attribute reads in the patterns did not compile (a ValueError naming no line)."""
+    Holder = State
+    mode = Mode.B
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            match self.mode:
+                case Mode.A:
+                    h = h + row
+                case Mode.B:
+                    h = h + row * 3
+            match self.Holder([], h):
+                case self.Holder(h=g) if g is h:
+                    h = g * 0.5
+        return h

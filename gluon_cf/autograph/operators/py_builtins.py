@@ -39,8 +39,6 @@ import mxnet as mx
 from ...hybrid import static_shape
 from ..errors import AutographError, op_name
 from .call_results import callbacks_converted
-from .data_structures import StepList
-from .list_parts import MatchedItems
 
 
 def iterated(value, where, what):
@@ -155,9 +153,10 @@ def _type_of(the_builtin, args, kwargs):
     standing for the list;
     ``isinstance(outs, list)`` and ``type(outs) == list`` were False, silently another branch
     than eagerly. Its ``python_type`` answers for it (``list``; ``reversed(outs)``'s the
-    list_reverseiterator)."""
-    kind = type(args[0]).python_type if args and not kwargs and isinstance(
-        args[0], (StepList, MatchedItems)) else None     # (a user's python_type is theirs)
+    list_reverseiterator). Only gluon_cf's own stand-ins answer so: a user's class with a
+    ``python_type`` attribute is itself (``isinstance(spec, float)`` was True)."""
+    kind = getattr(type(args[0]), "python_type", None) if args and not kwargs and type(
+        args[0]).__module__.startswith("gluon_cf.") else None    # (a user's is theirs)
     if kind is not None and the_builtin is isinstance and len(args) == 2:
         return issubclass(kind, args[1])
     if kind is not None and the_builtin is type and len(args) == 1:
