@@ -574,3 +574,15 @@ class MatchDottedValueAndClassPatternsInTensorFor(HybridBlock):
                 case self.Holder(h=g) if g is h:
                     h = g * 0.5
         return h
+
+
+@program(*ROWS)
+class ClassAttributeOfCollected(HybridBlock):
+    """``outs.__class__ is list`` of a collected list: False hybridized (the stand-in's)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row * 2)
+        return x[0] * 3 if outs.__class__ is list else x[0] * 5
