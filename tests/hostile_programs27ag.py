@@ -42,6 +42,15 @@ class MyList(list):
     pass
 
 
+def doubled_rows(F, x):
+    """The rows of ``x`` times 2, collected by a tensor for (a list standing for its rows
+    while hybridizing)."""
+    outs = []
+    for row in x:
+        outs.append(row * 2)
+    return outs
+
+
 @program(*TWO)
 class MatchClassPatternNamedtupleHoldingCollected(HybridBlock):
     """``case State(items=[a, b]):`` on a namedtuple holding a collected list."""
@@ -49,9 +58,7 @@ class MatchClassPatternNamedtupleHoldingCollected(HybridBlock):
 
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         match self.Holder(outs, x[0]):
             case self.Holder(items=[a, b]):
                 return a + b * 3
@@ -71,9 +78,7 @@ class MatchClassPatternDataclassHoldingCollected(MatchClassPatternNamedtupleHold
 class MatchClassPatternListOnCollected(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         match outs:
             case list() if len(outs) == 2:
                 return outs[0] + 1
@@ -86,9 +91,7 @@ class MatchClassPatternListOnCollected(HybridBlock):
 class MatchGuardStarMiddleCollected(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         match outs:
             case [a, *mid, b] if len(mid) > 0:
                 return a + b * 3 + F.stack(*mid).sum(axis=0)
@@ -103,9 +106,7 @@ class MatchGuardStarMiddleCollected(HybridBlock):
 class MatchAsCaptureThenAppend(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         match outs:
             case [_, *_] as whole:
                 whole.append(x[0] * 10)
@@ -116,9 +117,7 @@ class MatchAsCaptureThenAppend(HybridBlock):
 class MatchCaptureWildcardThenAppend(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         match outs:
             case whole:
                 whole.append(x[0] * 10)
@@ -143,9 +142,7 @@ class MatchTupleOfCollected(HybridBlock):
 class MatchNestedLists(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         match [outs, [x[0]]]:
             case [[a, *_], [b]]:
                 return a + b
@@ -165,9 +162,7 @@ def _helper_match(F, outs, x):
 class MatchInHelperOnCollected(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         return _helper_match(F, outs, x)
 
 
@@ -191,9 +186,7 @@ class TypeOfUserClassWithPythonType(HybridBlock):
 class TypeOfCollectedAsConstructor(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         back = type(outs)(reversed(outs))
         return F.stack(*back)
 
@@ -227,9 +220,7 @@ def _is_list(v):
 class IsinstanceInHelperAndLambda(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         f = lambda v: isinstance(v, list)    # noqa: E731
         return (x[0] * 3 if _is_list(outs) else x[0] * 5) + (x[0] if f(outs) else x[0] * 7)
 
@@ -239,9 +230,7 @@ class IsinstanceInHelperAndLambda(HybridBlock):
 class IsinstanceSequenceAbc(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         back = reversed(outs)
         a = x[0] * 3 if isinstance(outs, collections.abc.Sequence) else x[0] * 5
         b = x[0] * 3 if isinstance(back, collections.abc.Sequence) else x[0] * 5
@@ -382,9 +371,7 @@ class BreakInMatchInNestedLoops(HybridBlock):
 class MatchOnCollectedThenBreakInLaterLoop(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         h = F.zeros((3,))
         for row in x:
             match outs:
@@ -444,9 +431,7 @@ class BreakInMatchAfterAppendInWhile(HybridBlock):
 class MatchOnCollectedNamedtupleCaptured(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         st = State(outs, x[0])
         match st:
             case State(items=[a, *rest], h=h) as s:
@@ -502,9 +487,7 @@ def _(v: list, F):
 class SingledispatchOnCollected(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         return _total(outs, F)
 
 
@@ -516,9 +499,7 @@ def _plain_is_list(v):
 class IsinstanceInUnconvertedLibraryHelper(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         return x[0] * _plain_is_list(outs)
 
 
@@ -526,9 +507,7 @@ class IsinstanceInUnconvertedLibraryHelper(HybridBlock):
 class CopyOfCollected(HybridBlock):
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         c = copy.copy(outs)
         c.append(x[0])
         return F.stack(*c).sum(axis=0) + len(outs)
@@ -582,7 +561,5 @@ class ClassAttributeOfCollected(HybridBlock):
 
     @autograph
     def hybrid_forward(self, F, x):
-        outs = []
-        for row in x:
-            outs.append(row * 2)
+        outs = doubled_rows(F, x)
         return x[0] * 3 if outs.__class__ is list else x[0] * 5

@@ -33,7 +33,9 @@ def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     and ``s is st`` False (MatchAsCaptureThenAppend, MatchCaptureWildcardThenAppend,
     MatchOnCollectedNamedtupleCaptured); a collected list given to a user function under
     ``functools.singledispatch`` ran it unconverted, dispatched as no list (a ValueError
-    naming a library class; SingledispatchOnCollected)."""
+    naming a library class; SingledispatchOnCollected); ``outs.__class__ is list`` was False
+    (ClassAttributeOfCollected); ``case Mode.A:`` and ``case self.Holder(h=g):`` did not
+    convert (MatchDottedValueAndClassPatternsInTensorFor)."""
     hostile_harness.assert_kinds(_classified(block_class), refused=block_class in REFUSED)
 
 
