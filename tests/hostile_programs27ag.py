@@ -563,3 +563,16 @@ class ClassAttributeOfCollected(HybridBlock):
     def hybrid_forward(self, F, x):
         outs = doubled_rows(F, x)
         return x[0] * 3 if outs.__class__ is list else x[0] * 5
+
+
+@program(*ROWS)
+class MatchGuardReadingCaptureIdentity(HybridBlock):
+    """``case [_, *_] as whole if whole is outs:``: the guard saw the copy (False)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled_rows(F, x)
+        match outs:
+            case [_, *_] as whole if whole is outs:
+                return F.stack(*whole).sum(axis=0)
+        return x[0]
