@@ -23,9 +23,25 @@ class ConditionalsConverter(Converter):
         node.subject = ast.copy_location(runtime_call("match_subject", [
             subject, ast.Constant(self.where(node)), ast.Constant(compares)]), node.subject)
         for case in node.cases:
+            captured = sorted({part.name for part in ast.walk(case.pattern)
+                               if isinstance(part, ast.MatchAs) and part.name})
+            if captured:      # (the objects themselves where the subject's were copied)
+                case.body.insert(0, ast.copy_location(ast.Assign(
+                    targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in captured],
+                                       ast.Store())],
+                    value=runtime_call("match_originals", [ast.Tuple(
+                        [ast.Name(n, ast.Load()) for n in captured], ast.Load())])),
+                    case.body[0]))
             if case.guard is not None:
+                # (the guard too: n := match_originals((n,))[0] for each, then the guard)
+                guard = ast.copy_location(ast.Subscript(ast.Tuple([ast.NamedExpr(
+                    ast.Name(n, ast.Store()), ast.Subscript(runtime_call("match_originals", [
+                        ast.Tuple([ast.Name(n, ast.Load())], ast.Load())]),
+                        ast.Constant(0), ast.Load())) for n in captured] + [case.guard],
+                    ast.Load()), ast.Constant(-1), ast.Load()), case.guard) \
+                    if captured else case.guard
                 case.guard = ast.copy_location(runtime_call("match_guard", [
-                    case.guard, ast.Constant(self.where(case.guard))]), case.guard)
+                    guard, ast.Constant(self.where(case.guard))]), case.guard)
         return node
 
     # -- if statements

@@ -130,7 +130,7 @@ from typing import Dict, List, Optional, Tuple
 import mxnet as mx
 
 from .. import operators
-from ..operators import call_results, py_builtins, side_effects, tensor_access
+from ..operators import call_results, data_structures, py_builtins, side_effects, tensor_access
 from ..operators.call_results import surfacing_refusals
 from ..converters.assignments import AssignmentsConverter, rewrite
 from ..converters.call_trees import CallTreesConverter
@@ -586,7 +586,7 @@ def _refused_while_hybridizing(fn, user_fn, where, how, advice):
 
 def _holds_symbol(values, depth=3):
     for value in values:
-        if isinstance(value, mx.sym.Symbol) or depth and isinstance(
+        if isinstance(value, (mx.sym.Symbol, data_structures.StepList)) or depth and isinstance(
                 value, (list, tuple)) and _holds_symbol(value, depth - 1):
             return True
     return False

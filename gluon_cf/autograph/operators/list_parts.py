@@ -1,12 +1,18 @@
 """Calls unpacking several lists, or a list bound to another name, where one of them is a list
 a tensor loop collected (``F.concat(*a, *b, dim=0)``, ``tail = outs[-2:]; F.stack(*tail)``),
 computed from the lists' rows (NOTE [autograph lists])."""
+import copy
+import threading
+import types
+
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import node_name
+from ..errors import AutographError, node_name
 from .data_structures import StepList, _computed, _joining_name, rows_unpacked, taken
 from .item_check import checked_item
+
+_MATCHED = threading.local()     # (match_items' copies, for match_originals)
 
 
 def unpacked_parts(func, parts, starred, keywords, where):
@@ -85,17 +91,76 @@ def _concatenated(func, pieces, keywords, where):
 
 def match_items(value, where, depth=0):
     """A ``match`` statement's subject, a list a tensor loop collected in it (or in a tuple,
-    list or dict it is) as the Python list of its items, where their number is known while tracing,
-    else refused at the line (NOTE [autograph match])."""
+    list or dict it is, or an attribute of an object, a namedtuple's or a dataclass's, a
+    class pattern reads) as the Python list of its items, where their number is known while
+    tracing, else refused at the line (NOTE [autograph match]). What it makes is kept beside
+    the objects it stands for, for ``match_originals``."""
+    if depth == 0:
+        _MATCHED.originals = {}
+    new = _match_items(value, where, depth)
+    if new is not value:
+        _MATCHED.originals[id(new)] = (new, value)
+    return new
+
+
+def match_originals(values):
+    """A case's captures (``case State(items=[a, b]) as s``), each the object the subject
+    held where ``match_items`` made a copy of it (a capture is that object in Python: ``s is
+    st``, and a change of ``s`` is one of ``st``)."""
+    originals = getattr(_MATCHED, "originals", {})
+    return tuple(originals[id(v)][1] if originals.get(id(v), (None,))[0] is v else v
+                 for v in values)
+
+
+def _match_items(value, where, depth):
     if type(value) is StepList:
         n = value.known_length(where)
         if n is None:
             value._unknown_length("matched by a match statement's patterns")
-        return value.rows_list(n, range(n), where)
-    if depth < 8 and type(value) in (list, tuple, dict):
-        olds = list(value.values()) if type(value) is dict else value
-        items = [match_items(v, where, depth + 1) for v in olds]
-        if any(new is not old for new, old in zip(items, olds)):
-            # (else the same object: a pattern may capture it)
-            return dict(zip(value, items)) if type(value) is dict else type(value)(items)
-    return value
+        return MatchedItems(value.rows_list(n, range(n), where), value, where)
+    if depth >= 8 or isinstance(value, (str, bytes, mx.sym.Symbol, mx.nd.NDArray)):
+        return value
+    if isinstance(value, (list, tuple, dict)):
+        olds = list(value.values()) if isinstance(value, dict) else list(value)
+    elif depth < 2 and not isinstance(value, (mx.gluon.Block, type, types.ModuleType)):
+        olds = list(getattr(value, "__dict__", {}).values())
+    else:
+        return value
+    items = [match_items(v, where, depth + 1) for v in olds]
+    if all(new is old for new, old in zip(items, olds)):
+        return value        # (the same object: a pattern may capture it)
+    if type(value) in (list, tuple):
+        return type(value)(items)
+    if type(value) is dict:
+        return dict(zip(value, items))
+    if isinstance(value, tuple) and hasattr(value, "_make"):       # (a namedtuple)
+        return value._make(items)
+    if isinstance(value, (list, tuple, dict)):
+        raise AutographError(
+            f"{where}: this match's subject holds a list a loop on a tensor collected in a "
+            f"{type(value).__name__}; match a list, tuple or dict holding it")
+    copied = copy.copy(value)          # (a class pattern reads its attributes)
+    for name, new in zip(vars(value), items):
+        object.__setattr__(copied, name, new)
+    return copied
+
+
+class MatchedItems(list):
+    """A list a tensor loop collected as a ``match`` statement's patterns see it, the Python
+    list of its items (``match_items``): a case's capture of it (``case [_, *_] as whole``,
+    ``case {"o": o}``) changing it in place would change a copy, not the collected list, so
+    that is refused at the match's line."""
+    python_type: type = list      # NOTE [a collected list's type]
+
+    def __init__(self, items, original, where):
+        super().__init__(items)
+        self.original, self.where = original, where
+
+    def _changed(self, *args, **kwargs):
+        raise AutographError(
+            f"{self.where}: a case of this match captured a list a loop on a tensor collected "
+            f"and changes it in place (the patterns see the list of its items, not the "
+            f"collected list); change the list by its own name after the match")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _changed
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _changed

@@ -153,13 +153,23 @@ def _type_of(the_builtin, args, kwargs):
     standing for the list;
     ``isinstance(outs, list)`` and ``type(outs) == list`` were False, silently another branch
     than eagerly. Its ``python_type`` answers for it (``list``; ``reversed(outs)``'s the
-    list_reverseiterator)."""
-    kind = getattr(type(args[0]), "python_type", None) if args and not kwargs else None
+    list_reverseiterator), and its ``outs.__class__`` (``tensor_access.attribute``). Only
+    gluon_cf's own stand-ins answer so: a user's class with a ``python_type`` attribute is
+    itself (``isinstance(spec, float)`` was True)."""
+    kind = python_type(args[0]) if args and not kwargs else None
     if kind is not None and the_builtin is isinstance and len(args) == 2:
-        return issubclass(kind, args[1]) or isinstance(*args)
+        return issubclass(kind, args[1])
     if kind is not None and the_builtin is type and len(args) == 1:
         return kind
     return the_builtin(*args, **kwargs)
+
+
+def python_type(value):
+    """The class gluon_cf's stand-in ``value`` answers for (NOTE [a collected list's type]),
+    else None (a user's class with a ``python_type`` attribute is itself)."""
+    kind = type(value)
+    return getattr(kind, "python_type", None) if kind.__module__.startswith("gluon_cf.") \
+        else None
 
 
 def _sum_start(args, kwargs):

@@ -57,7 +57,7 @@ import mxnet as mx
 
 from ...hybrid import autograd_mode_read, graph_traced, static_shape
 from ..errors import AutographError, op_name
-from .py_builtins import one_output
+from .py_builtins import one_output, python_type
 from .variables import BROADCAST, binary
 
 __all__ = ["attribute", "autograd_mode", "binary", "BROADCAST", "item_target", "py_slice",
@@ -125,6 +125,8 @@ def attribute(value, name, where):
             raise AutographError(
                 f"{where}: .{name} of a tensor while hybridizing: a Symbol has no {name} "
                 f"(its values and shape exist only when the graph runs); use {instead}")
+    if name == "__class__" and python_type(value) is not None:
+        return python_type(value)           # NOTE [a collected list's type]
     if name == "f_locals" and isinstance(value, types.FrameType):
         _no_converted_callers_variables(value, where)
     return getattr(value, name)
