@@ -23,23 +23,30 @@ class ConditionalsConverter(Converter):
         node.subject = ast.copy_location(runtime_call("match_subject", [
             subject, ast.Constant(self.where(node)), ast.Constant(compares)]), node.subject)
         for case in node.cases:
-            captured = sorted({part.name for part in ast.walk(case.pattern)
-                               if isinstance(part, ast.MatchAs) and part.name})
+            # (a star's list, a mapping's **rest: their items rebound, NOTE [autograph match])
+            rests = {n for part in ast.walk(case.pattern) for n in (
+                getattr(part, "name", None) if isinstance(part, ast.MatchStar) else
+                getattr(part, "rest", None) if isinstance(part, ast.MatchMapping) else None,)
+                if n}
+            captured = sorted(rests | {part.name for part in ast.walk(case.pattern)
+                                       if isinstance(part, ast.MatchAs) and part.name})
+
+            def originals(names):
+                return runtime_call("match_originals", [
+                    ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()),
+                    ast.Tuple([ast.Constant(n in rests) for n in names], ast.Load())])
             if captured:      # (the objects themselves where the subject's were copied)
                 case.body.insert(0, ast.copy_location(ast.Assign(
                     targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in captured],
                                        ast.Store())],
-                    value=runtime_call("match_originals", [ast.Tuple(
-                        [ast.Name(n, ast.Load()) for n in captured], ast.Load())])),
-                    case.body[0]))
+                    value=originals(captured)), case.body[0]))
             if case.guard is not None:
-                # (the guard too: n := match_originals((n,))[0] for each, then the guard)
+                # (the guard too: n := match_originals((n,), ...)[0] for each, then the guard)
                 guard = ast.copy_location(ast.Subscript(ast.Tuple([ast.NamedExpr(
-                    ast.Name(n, ast.Store()), ast.Subscript(runtime_call("match_originals", [
-                        ast.Tuple([ast.Name(n, ast.Load())], ast.Load())]),
-                        ast.Constant(0), ast.Load())) for n in captured] + [case.guard],
-                    ast.Load()), ast.Constant(-1), ast.Load()), case.guard) \
-                    if captured else case.guard
+                    ast.Name(n, ast.Store()), ast.Subscript(originals([n]),
+                                                            ast.Constant(0), ast.Load()))
+                    for n in captured] + [case.guard], ast.Load()), ast.Constant(-1),
+                    ast.Load()), case.guard) if captured else case.guard
                 case.guard = ast.copy_location(runtime_call("match_guard", [
                     guard, ast.Constant(self.where(case.guard))]), case.guard)
         return node

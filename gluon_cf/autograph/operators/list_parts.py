@@ -1,7 +1,6 @@
 """Calls unpacking several lists, or a list bound to another name, where one of them is a list
 a tensor loop collected (``F.concat(*a, *b, dim=0)``, ``tail = outs[-2:]; F.stack(*tail)``),
 computed from the lists' rows (NOTE [autograph lists])."""
-import copy
 import threading
 import types
 
@@ -89,30 +88,38 @@ def _concatenated(func, pieces, keywords, where):
                         "the loops appending to them")
 
 
-def match_items(value, where, depth=0):
+def match_items(value, where, depth=0, made=None):
     """A ``match`` statement's subject, a list a tensor loop collected in it (or in a tuple,
-    list or dict it is, or an attribute of an object, a namedtuple's or a dataclass's, a
-    class pattern reads) as the Python list of its items, where their number is known while
-    tracing, else refused at the line (NOTE [autograph match]). What it makes is kept beside
-    the objects it stands for, for ``match_originals``."""
+    list or dict it is, or in an attribute of an object a class pattern reads, a namedtuple's,
+    a dataclass's, a slotted one's) as the Python list of its items, where their number is
+    known while tracing, else refused at the line (NOTE [autograph match]). What it makes is
+    kept beside the objects it stands for, for ``match_originals``."""
     if depth == 0:
-        _MATCHED.originals = {}
-    new = _match_items(value, where, depth)
+        _MATCHED.originals, made = {}, {}
+    if id(value) in made:            # (an object held twice is one object: a is b)
+        return made[id(value)]
+    new = _match_items(value, where, depth, made)
+    made[id(value)] = new
     if new is not value:
         _MATCHED.originals[id(new)] = (new, value)
     return new
 
 
-def match_originals(values):
+def match_originals(values, rests=()):
     """A case's captures (``case State(items=[a, b]) as s``), each the object the subject
     held where ``match_items`` made a copy of it (a capture is that object in Python: ``s is
-    st``, and a change of ``s`` is one of ``st``)."""
+    st``, and a change of ``s`` is one of ``st``); where ``rests`` says, a star's list or a
+    mapping's ``**rest`` dict of such objects (``case (h, *others)``: ``others[0] is outs``)."""
     originals = getattr(_MATCHED, "originals", {})
-    return tuple(originals[id(v)][1] if originals.get(id(v), (None,))[0] is v else v
-                 for v in values)
+
+    def original(v):
+        return originals[id(v)][1] if originals.get(id(v), (None,))[0] is v else v
+    return tuple((dict(zip(v, map(original, v.values()))) if isinstance(v, dict) else
+                  list(map(original, v))) if rest else original(v)
+                 for v, rest in zip(values, tuple(rests) + (False,) * len(values)))
 
 
-def _match_items(value, where, depth):
+def _match_items(value, where, depth, made):
     if type(value) is StepList:
         n = value.known_length(where)
         if n is None:
@@ -122,11 +129,12 @@ def _match_items(value, where, depth):
         return value
     if isinstance(value, (list, tuple, dict)):
         olds = list(value.values()) if isinstance(value, dict) else list(value)
-    elif depth < 2 and not isinstance(value, (mx.gluon.Block, type, types.ModuleType)):
-        olds = list(getattr(value, "__dict__", {}).values())
+    elif not isinstance(value, (mx.gluon.Block, type, types.ModuleType)):
+        state = _state(value)
+        olds = list(state.values())
     else:
         return value
-    items = [match_items(v, where, depth + 1) for v in olds]
+    items = [match_items(v, where, depth + 1, made) for v in olds]
     if all(new is old for new, old in zip(items, olds)):
         return value        # (the same object: a pattern may capture it)
     if type(value) in (list, tuple):
@@ -139,10 +147,30 @@ def _match_items(value, where, depth):
         raise AutographError(
             f"{where}: this match's subject holds a list a loop on a tensor collected in a "
             f"{type(value).__name__}; match a list, tuple or dict holding it")
-    copied = copy.copy(value)          # (a class pattern reads its attributes)
-    for name, new in zip(vars(value), items):
+    # (a class pattern reads its attributes: an object of its class holding the same state,
+    # made running none of the user's code, no __copy__, __new__ or __init__)
+    try:
+        copied = object.__new__(type(value))
+    except TypeError:
+        raise AutographError(
+            f"{where}: this match's subject holds a list a loop on a tensor collected in a "
+            f"{type(value).__name__}; match a list, tuple or dict holding it") from None
+    for name, new in zip(state, items):
         object.__setattr__(copied, name, new)
     return copied
+
+
+def _state(value):
+    """An object's attributes by name: its ``__dict__``'s and its slots' that are set."""
+    state = dict(getattr(value, "__dict__", {}))
+    for kind in type(value).__mro__:
+        slots = kind.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            name = f"_{kind.__name__.lstrip('_')}{slot}" if slot.startswith("__") and \
+                not slot.endswith("__") else slot
+            if slot not in ("__dict__", "__weakref__") and hasattr(value, name):
+                state.setdefault(name, getattr(value, name))
+    return state
 
 
 class MatchedItems(list):

@@ -50,12 +50,14 @@ def asserted(test, where):
 #     items the rows of one array) is no Sequence to a pattern: ``case [a, b, *rest]:``
 #     matched nothing, silently another case than eagerly, so the subject (or a tuple's,
 #     list's or dict's item, or an attribute a class pattern reads: ``case State(items=[a,
-#     b])`` of a namedtuple or a dataclass, copied) is the Python list of its items where
-#     their number is known while tracing, else refused at the line (as ``len(items)`` is).
-#     A case's captures are then rebound, in its guard and body, to the objects the subject
-#     held (``case [*_] as whole: whole.append(v)`` changes ``outs``, ``s is st``:
-#     ``match_originals``); a copy reached otherwise (``case (x, *others):
-#     others[0].append(v)``) refuses changes.
+#     b])`` of a namedtuple, a dataclass, a slotted or nested object, copied running none of
+#     the user's code: no ``__copy__``) is the Python list of its items where their number
+#     is known while tracing, else refused at the line (as ``len(items)`` is). A case's
+#     captures, and the items of its star's list and ``**rest`` dict, are then rebound, in
+#     its guard and body, to the objects the subject held (``case [*_] as whole:
+#     whole.append(v)`` changes ``outs``, ``s is st``, ``case (h, *others)``: ``others[0] is
+#     outs``: ``match_originals``); a copy reached otherwise (``case (x, [*_] as o)`` where
+#     ``o`` is an item of a copy) refuses changes.
 def match_subject(subject, where, compares):
     """The subject of a converted ``match`` (NOTE [autograph match]): itself (a collected
     list given as the list of its items, by ``list_parts.match_items``), a Symbol in it

@@ -91,7 +91,7 @@ def builtin(fn, where, convert=None):
     @functools.wraps(the_builtin)
     def checked(*args, **kwargs):
         if name in ("isinstance", "type"):
-            return _type_of(the_builtin, args, kwargs)
+            return _type_of(the_builtin, args, kwargs, where)
         args, kwargs = callbacks_converted(args, kwargs, convert, where, the_builtin)
         # (looked up on the type: a user's object answering any attribute is no such list)
         # (sum's start: sum(items, start) or sum(items, start=...))
@@ -145,7 +145,7 @@ def builtin(fn, where, convert=None):
     return checked
 
 
-def _type_of(the_builtin, args, kwargs):
+def _type_of(the_builtin, args, kwargs, where):
     """``isinstance(v, kinds)`` and ``type(v)`` in converted code.
 
     NOTE [a collected list's type]: a list a tensor loop collected is, while hybridizing, an
@@ -155,13 +155,36 @@ def _type_of(the_builtin, args, kwargs):
     than eagerly. Its ``python_type`` answers for it (``list``; ``reversed(outs)``'s the
     list_reverseiterator), and its ``outs.__class__`` (``tensor_access.attribute``). Only
     gluon_cf's own stand-ins answer so: a user's class with a ``python_type`` attribute is
-    itself (``isinstance(spec, float)`` was True)."""
+    itself (``isinstance(spec, float)`` was True). A class whose metaclass checks instances
+    its own way (``__instancecheck__``, not ``abc``'s) is given the list's items as a Python
+    list, their number known while tracing, else refused: it may look at the object, not its
+    class (``type(obj) is list and len(obj) > 2`` was False)."""
     kind = python_type(args[0]) if args and not kwargs else None
     if kind is not None and the_builtin is isinstance and len(args) == 2:
-        return issubclass(kind, args[1])
+        if not _own_instancecheck(args[1]):
+            return issubclass(kind, args[1])
+        n = args[0].known_length(where) if hasattr(args[0], "rows_list") else None
+        if n is None:
+            raise AutographError(
+                f"{where}: isinstance() of a list a loop on a tensor collected, whose length "
+                f"is known only when the graph runs, with a class checking instances its own "
+                f"way (__instancecheck__); check isinstance(v, list) or the items instead")
+        return the_builtin(list(args[0].rows_list(n, range(n), where)), args[1])
     if kind is not None and the_builtin is type and len(args) == 1:
         return kind
     return the_builtin(*args, **kwargs)
+
+
+def _own_instancecheck(kinds):
+    """Whether a class of ``isinstance``'s ``kinds`` (a class, a tuple or union of them, a
+    typing alias) answers by an ``__instancecheck__`` of its own (not ``type``'s or
+    ``abc``'s, which answer as ``issubclass`` of the object's class does)."""
+    if isinstance(kinds, (tuple, types.UnionType)):
+        parts = kinds if isinstance(kinds, tuple) else kinds.__args__
+        return any(_own_instancecheck(k) for k in parts)
+    check = getattr(type(kinds), "__instancecheck__", None)
+    return check is not None and check is not type.__instancecheck__ and \
+        getattr(check, "__module__", None) not in ("abc", "_py_abc")
 
 
 def python_type(value):
