@@ -18,8 +18,9 @@ REFUSED = {
     programs.CarriesNothingAttributeWriteInStep, programs.CarriesNothingSelfCounterInStep,
     programs.CarriesNothingConditionReadsLogLength, programs.ReturnReadingCaptureInMatchInFor,
     programs.BreakInMatchAfterAppendInWhile, programs.CarriesNothingRefusalCaughtByUser,
-    programs.CarriesNothingHelperSideEffect, programs.SingledispatchOnCollected,
-    programs.MatchStarOfCollectedListsChanged}
+    programs.CarriesNothingHelperSideEffect, programs.SingledispatchOnCollected}
+# (MatchStarOfCollectedListsChanged: others[0] is outs since round 27's second review,
+# its append Python's)
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
