@@ -245,3 +245,24 @@ class MatchObjectStarOthersIs(HybridBlock):
                 r = x[0]
         return r
 
+
+
+class Found(Exception):
+    __match_args__ = ("items",)
+
+    def __init__(self, items):
+        super().__init__("found")
+        self.items = items
+
+
+@program(*TWO)
+class MatchExceptionHoldingCollected(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(F, x)
+        match Found(outs):
+            case Found([a, b]) as e if e.args == ("found",):
+                return a + b * 3
+            case Found([a, b, c]):
+                return a + b * 3 + c * 5
+        return x[0]

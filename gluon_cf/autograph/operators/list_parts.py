@@ -11,6 +11,7 @@ from ..errors import AutographError, node_name
 from .data_structures import StepList, _computed, _joining_name, rows_unpacked, taken
 from .item_check import checked_item
 
+_HEAP_TYPE = 1 << 9               # (Py_TPFLAGS_HEAPTYPE: a class written in Python)
 _MATCHED = threading.local()     # (match_items' copies, for match_originals)
 
 
@@ -149,12 +150,13 @@ def _match_items(value, where, depth, made):
             f"{type(value).__name__}; match a list, tuple or dict holding it")
     # (a class pattern reads its attributes: an object of its class holding the same state,
     # made running none of the user's code, no __copy__, __new__ or __init__)
-    try:
-        copied = object.__new__(type(value))
-    except TypeError:
+    # (the first class that is no Python class: object, an exception's, else refused)
+    base = next(k for k in type(value).__mro__ if not k.__flags__ & _HEAP_TYPE)
+    if base is not object and not issubclass(base, BaseException):
         raise AutographError(
             f"{where}: this match's subject holds a list a loop on a tensor collected in a "
-            f"{type(value).__name__}; match a list, tuple or dict holding it") from None
+            f"{type(value).__name__}; match a list, tuple or dict holding it")
+    copied = base.__new__(type(value))
     for name, new in zip(state, items):
         object.__setattr__(copied, name, new)
     return copied
