@@ -8,7 +8,8 @@ import weakref
 import mxnet as mx
 import numpy as np
 
-from ..tracing import PendingShape, note_pending_types
+from ..registry import note_pending_types, pending_types
+from ..tracing import PendingShape
 
 # The largest max_depth of a recursive function (a depth is a C long in places: export's
 # attributes, a symbol file's check); no recursion runs 2^31 nested calls.
@@ -340,6 +341,7 @@ class _FunctionTable:
             outs = inferring[key] = [None] * n
             try:
                 for _ in range(8):
+                    pending = pending_types()
                     with self._calling(scope, qname, tuple(arg_types)):
                         _, new = graph.infer_type(list(arg_types) + env)
                     new = [t if t is not None else o for t, o in zip(new, outs)]
@@ -348,7 +350,11 @@ class _FunctionTable:
                     outs = inferring[key] = new
             finally:
                 del inferring[key]
-            self.types[key] = outs
+            # Not kept if its last round waited for another call's dtypes (mutual recursion:
+            # the caller's, being inferred): the caller's next round infers it again, its
+            # branches then checked (NOTE [dtypes of a call being inferred] in ops/cond.py)
+            if pending_types() == pending:
+                self.types[key] = outs
         return outs
 
 
