@@ -10,12 +10,26 @@ bridge in ``node.py`` registers a Custom operator per kind) instead of importing
 Pure Python: the artifact loader and export's JSON analyses use it without MXNet.
 """
 import contextvars
+import threading
 from typing import Any, Callable, Optional, Tuple
 
 OP_PREFIX = "_gluon_cf_"
 
 _RULES: dict = {}
 _LISTENERS: list = []
+_PENDING_TYPES = threading.local()
+
+
+def note_pending_types():
+    """A recursive call answered dtypes still being inferred (unknown): an operator after it
+    refusing an unknown dtype (MXNet's Dropout: "input type to dropout is not specified") is
+    then no error, as for PendingShape, and an answer given meanwhile is no graph's to keep
+    (NOTE [dtypes of a call being inferred] in ops/cond.py); counted per thread."""
+    _PENDING_TYPES.value = pending_types() + 1
+
+
+def pending_types():
+    return getattr(_PENDING_TYPES, "value", 0)
 
 
 def op_type(kind):

@@ -100,21 +100,6 @@ def pending_shapes():
     return getattr(PendingShape._count, "value", 0)
 
 
-_PENDING_TYPES = threading.local()
-
-
-def note_pending_types():
-    """A recursive call answered dtypes still being inferred (unknown): an operator after it
-    refusing an unknown dtype (MXNet's Dropout: "input type to dropout is not specified") is
-    then no error, as for PendingShape (NOTE [dtypes of a call being inferred] in
-    ops/cond.py); counted per thread, as ``pending_shapes``."""
-    _PENDING_TYPES.value = pending_types() + 1
-
-
-def pending_types():
-    return getattr(_PENDING_TYPES, "value", 0)
-
-
 class Traced:
     """A body function traced into a Symbol, still linked to the outer graph by ``captured``.
 

@@ -268,6 +268,7 @@ class Graph:
         if key in self._type_cache:
             args, outs = self._type_cache[key]
         else:
+            pending = registry.pending_types()
             try:
                 args, outs = self._infer_type_hinted(known, hints)
             except mx.MXNetError as err:   # NOTE [operators refusing shapes at run time]
@@ -275,7 +276,10 @@ class Graph:
                 if ours is None:
                     raise
                 raise ours from None
-            if outs and all(o is not None for o in outs):
+            # (not an answer given while a recursive call's dtypes were pending: NOTE [dtypes
+            # of a call being inferred] in ops/cond.py)
+            if outs and all(o is not None for o in outs) and \
+                    registry.pending_types() == pending:
                 self._type_cache[key] = (args, outs)
         inferred = {s: t for s, t in zip(self.slots, args or []) if t is not None}
         return inferred, list(outs) if outs else [None] * self.num_outputs

@@ -13,7 +13,7 @@ from ..executor import Frame, Parallel
 from .._names import name_manager
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
-                       merge_captures, pending_shapes, pending_types, trace, user_location)
+                       merge_captures, pending_shapes, trace, user_location)
 from ..checks import (ArgumentValueError, ArrayTypeError, check_arity, check_callable,
                       check_scalar_pred, dtype_name, mismatch, mode_of, op_at, pred_value)
 from .._typing import Array, Arrays
@@ -160,12 +160,17 @@ def _branch_types(graph, in_types, out_types=None):
     dropout is not specified") where other operators pass it on: a TreeLSTM's dropout on its
     children's states failed hybridized. Such a branch answers unknown dtypes, as a branch
     whose shapes are pending does (``_branch_shapes``); the base case decides them, and the
-    next round infers the branch with its calls' dtypes known."""
-    before = pending_types()
+    next round infers the branch with its calls' dtypes known. An answer given while a call's
+    dtypes were pending is no graph's to keep (``Graph.infer_type``), nor a function's whose
+    last round waited for another's (``out_types``: mutual recursion): kept, the function's
+    graph answered the next round from its cache, the branch was never inferred again, and
+    one casting its calls' sum to float16 ran, its float16 values in a float32 result
+    (without the Dropout, the cond's MismatchError)."""
+    before = registry.pending_types()
     try:
         return graph.infer_type(in_types, out_types)
     except (mx.MXNetError, ValueError):
-        if pending_types() > before:
+        if registry.pending_types() > before:
             return {}, [None] * graph.num_outputs
         raise
 

@@ -1,13 +1,15 @@
 """The function tables: output shapes and dtypes of recursive functions, per table namespace,
 learnt during graph-build inference (NOTE [recursion design] in ``api.py``, last paragraph) and
 read by the rules and by the ahead-of-time schedules."""
+import contextlib
 import threading
 import weakref
 
 import mxnet as mx
 import numpy as np
 
-from ..tracing import PendingShape, note_pending_types
+from ..registry import note_pending_types, pending_types
+from ..tracing import PendingShape
 
 # The largest max_depth of a recursive function (a depth is a C long in places: export's
 # attributes, a symbol file's check); no recursion runs 2^31 nested calls.
@@ -51,14 +53,17 @@ _TYPES_LOCK = threading.RLock()
 #       MXNet's foreach infers a weight its body reads (its FullyConnected from its data):
 #       ``infer_environment`` infers the entry as the full environment does (a recursive call
 #       in progress is pending, its cond infers the other branch), keeping what it learns
-#       in that inference only; then infers each function learnt again (by this inference
-#       or an earlier one of this environment: a graph's cached answer meets no call), its
-#       calls' shapes now known, and takes the environment's shapes their inputs answer;
-#       until nothing more is found. ``Graph.infer_shape`` keeps no answer whose unknown
-#       inputs it did not all infer, which the second pass completes. Dtypes likewise
-#       (``out_types`` notes the calls met in ``_partial_calls``). An inference failing with
-#       part unknown (MXNet's take refuses a table of unknown rank) answers unknown, as
-#       before; the error, if any, is the full environment's to give.
+#       in that inference only; then infers each call it reaches again, its calls' shapes
+#       now known, and takes the environment's shapes their inputs answer; until nothing
+#       more is found. The calls a call meets are kept per environment, function and
+#       arguments (``_partial_calls``: a graph's cached answer meets no call), and only
+#       those the entry's arguments reach are taken: kept per environment alone, a call of
+#       data of width 4 from an earlier inference declared w (3, 4) for data of unknown
+#       shape, and refused data of width 5. ``Graph.infer_shape`` keeps no answer whose
+#       unknown inputs it did not all infer, which the second pass completes. Dtypes
+#       likewise (``out_types`` notes the calls met in ``_partial_calls``). An inference
+#       failing with part unknown (MXNet's take refuses a table of unknown rank) answers
+#       unknown, as before; the error, if any, is the full environment's to give.
 
 # NOTE [one table, many threads]
 #     A block's recursion nodes run on MXNet's Custom-operator worker threads, two batches at
@@ -91,9 +96,9 @@ class _FunctionTable:
         # environment of the inference this thread runs (NOTE [one table, many threads])
         self._local = threading.local()
         self._take_env = None   # environment indices every function uses as take's table only
-        # {environment known in part: {(function, argument shapes)}}: the calls its inferences
-        # met (a graph's answer cached, its calls are not met again: NOTE [an environment
-        # known in part])
+        # {(("shapes" or "types", environment known in part), function, arguments):
+        # {(function, arguments)}}: the calls an inference of a call met (a graph's answer
+        # cached, its calls are not met again: NOTE [an environment known in part])
         self._partial_calls = {}
 
     env_shapes = property(lambda self: self._env("shapes"),
@@ -174,11 +179,11 @@ class _FunctionTable:
             try:
                 outs = self._partial_out_shapes(qname, arg_shapes, env)
                 found = list(env)
-                calls = self._partial_calls.setdefault(self._env_key(env), set())
-                calls.update(k for k, v in self._local.partial.items() if v is not None)
-                for callee, args in list(calls):
+                for callee, args in self._calls_reached(("shapes", self._env_key(env)),
+                                                        qname, arg_shapes):
                     num_args = self.specs[callee]["num_args"]
-                    ins, _ = self.graphs[callee].infer_shape(list(args) + env)
+                    with self._calling(("shapes", self._env_key(env)), callee, args):
+                        ins, _ = self.graphs[callee].infer_shape(list(args) + env)
                     for slot, shape in ins.items():
                         if slot >= num_args and found[slot - num_args] is None:
                             found[slot - num_args] = shape
@@ -209,9 +214,10 @@ class _FunctionTable:
             try:
                 outs = self.out_types(qname, arg_types)
                 found = list(env)
-                calls = self._partial_calls.get(("types",) + tuple(str(t) for t in env), ())
-                for callee, args in list(calls):
-                    ins, _ = self.graphs[callee].infer_type(list(args) + env)
+                scope = ("types", tuple(str(t) for t in env))
+                for callee, args in self._calls_reached(scope, qname, _type_classes(arg_types)):
+                    with self._calling(scope, callee, args):
+                        ins, _ = self.graphs[callee].infer_type(list(args) + env)
                     num_args = self.specs[callee]["num_args"]
                     found = [t if t is not None else ins.get(num_args + k)
                              for k, t in enumerate(found)]
@@ -232,13 +238,16 @@ class _FunctionTable:
         key = (qname, tuple(arg_shapes))
         if learnt is None or None in arg_shapes:
             return [None] * n
+        scope = ("shapes", self._env_key(env))
+        self._note_call(scope, qname, key[1])
         if learnt.get(key) is not None:
             return learnt[key]
         if key in learnt:
             raise PendingShape(qname)   # a recursive call: its cond infers the other branch
         learnt[key] = None
         try:
-            _, outs = self.graphs[qname].infer_shape(list(arg_shapes) + list(env))
+            with self._calling(scope, qname, key[1]):
+                _, outs = self.graphs[qname].infer_shape(list(arg_shapes) + list(env))
         except PendingShape:
             outs = None
         if outs is None or None in outs:
@@ -246,6 +255,37 @@ class _FunctionTable:
             return [None] * n
         learnt[key] = outs
         return outs
+
+    def _note_call(self, scope, qname, args):
+        """A call of ``qname`` on ``args`` met in an inference of an environment known in part
+        (``scope``): an edge from the call being inferred in this thread, if any (NOTE [an
+        environment known in part])."""
+        caller = getattr(self._local, "caller", None)
+        if caller is not None and caller[0] == scope:
+            self._partial_calls.setdefault(caller, set()).add((qname, tuple(args)))
+
+    @contextlib.contextmanager
+    def _calling(self, scope, qname, args):
+        """The calls met meanwhile in this thread are ``qname``'s on ``args`` (``scope``:
+        ``_note_call``'s; None: none noted)."""
+        before = getattr(self._local, "caller", None)
+        self._local.caller = None if scope is None else (scope, qname, tuple(args))
+        try:
+            yield
+        finally:
+            self._local.caller = before
+
+    def _calls_reached(self, scope, qname, args):
+        """The calls (``(function, arguments)``) an inference of ``qname`` on ``args`` meets,
+        itself first, in this or an earlier inference of the environment ``scope`` (a graph's
+        answer cached, its calls are not met again): never another entry's or arguments'."""
+        reached, todo = [], [(qname, tuple(args))]
+        while todo:
+            call = todo.pop()
+            if call not in reached and None not in call[1]:
+                reached.append(call)
+                todo.extend(sorted(self._partial_calls.get((scope,) + call, ()), key=repr))
+        return reached
 
     def _env_key(self, env):
         """The environment's shapes as far as output shapes depend on them: not the rows of
@@ -277,10 +317,11 @@ class _FunctionTable:
         env = None if self.env_types is None else _type_classes(self.env_types)
         key = (qname, tuple(str(t) for t in arg_types),
                None if env is None else tuple(str(t) for t in env))
+        scope = None
         if env is not None and None in env and None not in arg_types:
             # (the calls met, for infer_environment_types: NOTE [an environment known in part])
-            self._partial_calls.setdefault(("types",) + tuple(str(t) for t in env),
-                                           set()).add((qname, tuple(arg_types)))
+            scope = ("types", tuple(str(t) for t in env))
+            self._note_call(scope, qname, tuple(arg_types))
         if key in self.types:
             return self.types[key]
         inferring = getattr(self._local, "types", None)
@@ -300,14 +341,20 @@ class _FunctionTable:
             outs = inferring[key] = [None] * n
             try:
                 for _ in range(8):
-                    _, new = graph.infer_type(list(arg_types) + env)
+                    pending = pending_types()
+                    with self._calling(scope, qname, tuple(arg_types)):
+                        _, new = graph.infer_type(list(arg_types) + env)
                     new = [t if t is not None else o for t, o in zip(new, outs)]
                     if new == outs:
                         break
                     outs = inferring[key] = new
             finally:
                 del inferring[key]
-            self.types[key] = outs
+            # Not kept if its last round waited for another call's dtypes (mutual recursion:
+            # the caller's, being inferred): the caller's next round infers it again, its
+            # branches then checked (NOTE [dtypes of a call being inferred] in ops/cond.py)
+            if pending_types() == pending:
+                self.types[key] = outs
         return outs
 
 
