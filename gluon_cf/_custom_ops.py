@@ -179,12 +179,34 @@ def write_like_assign(op, dst, req, value):
 
 
 def _finish_pending_work():
+    _EXITING.set()   # NOTE [daemon threads at exit]
     try:
         mx.nd.waitall()
     except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
         pass
     _let_workers_release_their_last_operations()
     _keep_callbacks_to_the_end()
+
+
+# NOTE [daemon threads at exit]
+#     atexit handlers run while daemon threads still run: one that keeps calling a hybridized
+#     block (a training loop in a daemon thread) kept pushing work, and the ``waitall`` above
+#     never returned: the process hung at exit (plain MXNet, having no such wait, exits). Once
+#     exit begins, a hybridized call from a thread threading made, other than the main thread,
+#     waits until the process ends (:func:`park_if_exiting`), as Python parks a daemon thread
+#     that asks for the interpreter after finalization; MXNet's own threads (a node's forward,
+#     run on a custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
+_EXITING = threading.Event()
+
+
+def park_if_exiting():
+    """Wait for the end of the process in a daemon thread calling a block at exit: NOTE
+    [daemon threads at exit]."""
+    if _EXITING.is_set():
+        thread = threading.current_thread()
+        if thread is not threading.main_thread() \
+                and not isinstance(thread, threading._DummyThread):
+            threading.Event().wait()
 
 
 # NOTE [operations released after waitall]

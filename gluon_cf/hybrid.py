@@ -48,6 +48,7 @@ from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxn
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
 from ._cachedop import copied_variable_heads
+from ._custom_ops import park_if_exiting
 from .shared_handles import own_handles
 from . import symbol_loading  # noqa: F401  (SymbolBlock.imports and mx.sym.load, patched)
 
@@ -138,6 +139,7 @@ def _other_error(self, err):
 
 
 def _run_cached_op(self, *args):
+    park_if_exiting()   # NOTE [daemon threads at exit]
     lock = _lock_of(self)
     with lock:   # NOTE [a block called from many threads]
         _graph_for_shapes(self, args)

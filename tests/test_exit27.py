@@ -52,7 +52,13 @@ def test_arrays_freed_after_mxnet_at_exit():
     """Was: the upload's deleter, freed with ``mxnet.ndarray.ndarray``'s globals, called
     another callback (SIGSEGV in the pytest run above); the remat node's delete callback read
     ``remat_record._alive``, None by then ("Exception ignored ... AttributeError")."""
-    proc = run_python(HELD_PAST_MXNET, timeout=120)
+    assert_quiet_exit(HELD_PAST_MXNET, timeout=120)
+
+
+def assert_quiet_exit(code, timeout):
+    """Run ``code`` in a fresh interpreter: it prints "ok" and exits 0 within ``timeout``
+    seconds, without a signal or "Exception ignored" on its stderr."""
+    proc = run_python(code, timeout=timeout)
     assert proc is not None, "the process hung"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
         proc.returncode, proc.stderr[-4000:])
