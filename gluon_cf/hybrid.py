@@ -225,10 +225,12 @@ def _run_built(self, args, lock):
 
 def _makes_zero_size(self, plan, key, flat):
     """NOTE [zero-size values in a block's own graph], once per data shapes ``key``."""
+    if not plan.has_nodes:   # (MXNet's CachedOp as it is: nothing kept per shapes)
+        return False
     if key not in plan.zero_size:
         if len(plan.zero_size) >= 1024:
             plan.zero_size.clear()
-        plan.zero_size[key] = plan.has_nodes and makes_zero_size(plan.symbol, plan.js["nodes"], [
+        plan.zero_size[key] = makes_zero_size(plan.symbol, plan.js["nodes"], [
             flat[x].shape if is_arg else x.shape for is_arg, x in self._cached_op_args])
     return plan.zero_size[key]
 
