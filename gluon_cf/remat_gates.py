@@ -380,6 +380,8 @@ _record.pass_hooks.append((_before, _after))
 def _reached_gates(heads):
     """The live gates whose calls a pass of ``heads()`` reaches (none where MXNet refuses the
     heads: it says why itself)."""
+    if not _live:   # (its length: no iteration guard, each group of a planned backward asks)
+        return []
     gates = list(_live)
     if not gates:
         return []

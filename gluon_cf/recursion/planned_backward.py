@@ -129,6 +129,7 @@ NOTE [hybridized remat recursion]
 """
 import contextlib
 import json
+import threading
 from typing import List
 
 import mxnet as mx
@@ -207,14 +208,28 @@ def run(schedule, ctx, upload):
     training = mx.autograd.is_training()
     remat = remat_run(schedule)
     seed: List[int] = []   # drawn once, for seeded groups (NOTE [replayed draws])
+    # (qname, vid, thread) -> its graph, callees and whether it reads an array needing a
+    # gradient: the same for every group of the variant while the plan, the layouts and the
+    # marks of this run hold (a remat recomputation runs on the backward's thread: its own)
+    variants: dict = {}
+
+    def variant(q, vid):
+        key = (q, vid, threading.get_ident())
+        found = variants.get(key)
+        if found is None:
+            callees = [callee for callee, _ in plan.functions[q].callees(vid)]
+            graph = _value_graph(plan, layouts, q, vid, None)
+            # A group of leaves reading no marked array is a constant to autograd.
+            found = variants[key] = graph, callees, bool(callees) or any(
+                role == "env" and env[i].grad is not None for role, i, _, _ in graph.inputs)
+        return found
 
     def call_group(number, q, vid, first, rows, calls, into_tables, kept=None):
         """Group ``number``'s graph on its inputs (``into_tables``: into its rows of the
         tables), the outputs, whether it reads an array needing a gradient, and what it keeps
         for its recomputation: its draws, or True for a seeded group (remat only). ``kept``:
         the forward's, when recomputing."""
-        callees = [callee for callee, _ in plan.functions[q].callees(vid)]
-        graph = _value_graph(plan, layouts, q, vid, None)
+        graph, callees, taped_inputs = variant(q, vid)
         values = []
         with Unrecorded():   # See NOTE [views off the tape] in views.py
             out = [rows_of(t, first, first + rows) for t in tables[q]] if into_tables else None
@@ -228,9 +243,6 @@ def run(schedule, ctx, upload):
                 else:   # call site j's rows of the site-major indices
                     a = calls[i][1][0][0] + j * rows
                     values.append(rows_of(index, a, a + rows))
-        # A group of leaves reading no marked array is a constant to autograd: nothing to do.
-        taped_inputs = bool(callees) or any(role == "env" and env[i].grad is not None
-                                            for role, i, _, _ in graph.inputs)
         draws = group_draws(graph, training) if remat else None
         if draws is None:
             key = rows if sized and rows <= SIZED_ROWS[0] else None
