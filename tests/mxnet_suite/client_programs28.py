@@ -556,3 +556,92 @@ def sym_while_loop_vars_nested_and_tuple():
     outs, (i, (u, v)) = mx.sym.contrib.while_loop(lambda i, uv: i < 3, _nested_step,
                                                   (a, [b, c]), max_iterations=3)
     return _bind(mx.sym.Group([outs[0], outs[1], i, u, v]), NESTED_ARGS)
+
+
+@program
+def sym_var_shape_and_dtype_attributes():
+    data = mx.sym.var("data", shape=(3, 2, 5), dtype="float64")
+    h0 = mx.sym.var("h0", shape=(2, 4), dtype="float64")
+    w, b = mx.sym.var("w", dtype="float64"), mx.sym.var("b", dtype="float64")
+
+    def step(x, states):
+        h = mx.sym.tanh(mx.sym.FullyConnected(mx.sym.concat(x, states[0], dim=1), weight=w,
+                                              bias=b, num_hidden=4))
+        return h, [h]
+    outs, states = mx.sym.contrib.foreach(step, data, [h0])
+    group = mx.sym.Group([outs, states[0]])
+    return [group.infer_shape(), group.infer_type()]
+
+
+@program
+def sym_makeloss_blockgrad_backward_without_heads():
+    sym = _rnn_symbol()
+    loss = mx.sym.MakeLoss(mx.sym.sum(sym[0]) + mx.sym.sum(mx.sym.BlockGrad(sym[1])))
+    executor = loss.simple_bind(mx.cpu(), data=(3, 2, 5), h0=(2, 4))
+    for k, value in RNN_ARGS.items():
+        executor.arg_dict[k][:] = value
+    executor.forward(is_train=True)
+    executor.backward()
+    return [executor.outputs[0], executor.grad_dict["w"], executor.grad_dict["h0"]]
+
+
+def _backward_twice(forward_again=False):
+    executor = _rnn_symbol().simple_bind(mx.cpu(), grad_req="add", data=(3, 2, 5), h0=(2, 4))
+    for k, value in RNN_ARGS.items():
+        executor.arg_dict[k][:] = value
+    for grad in executor.grad_dict.values():
+        grad[:] = 0
+    for k in range(2):
+        if k == 0 or forward_again:
+            executor.forward(is_train=True)
+        executor.backward([nd.ones((3, 2, 4)), nd.ones((2, 4)) * 2])
+    return [executor.grad_dict["w"], executor.grad_dict["data"], executor.grad_dict["h0"]]
+
+
+@program(oracle=lambda: _backward_twice(forward_again=True))
+def sym_backward_twice_after_one_forward():
+    """(MXNet's own foreach refuses a second backward: "We didn't record the computation for
+    iteration 2".)"""
+    return _backward_twice()
+
+
+def _in_ctx_group(group2ctx=True):
+    with mx.AttrScope(ctx_group="dev1"):
+        sym = _rnn_symbol()
+    executor = sym.bind(mx.cpu(0), {k: nd.array(v) for k, v in RNN_ARGS.items()},
+                        group2ctx={"dev1": mx.cpu(1)} if group2ctx else None)
+    return executor.forward()
+
+
+@program(oracle=lambda: _in_ctx_group(group2ctx=False))
+def sym_loop_placed_by_group2ctx():
+    """(MXNet's own foreach fails there: "CachedOp requires all inputs to live on the same
+    context".)"""
+    return _in_ctx_group()
+
+
+def _closure_shapes_eager():
+    """MXNet's symbolic foreach infers the captured w as (1,) and refuses it; the shapes are
+    those of its eager loop."""
+    data, w, s = nd.ones((3, 2)), nd.ones((2,)), nd.ones((2,))
+    outs, states = nd.contrib.foreach(lambda x, st: (x * w, [st[0] + x * w]), data, [s])
+    return [([data.shape, w.shape, s.shape], [outs.shape, states[0].shape], [])]
+
+
+@program(oracle=_closure_shapes_eager)
+def sym_closure_shape_inferred_from_data():
+    data, w = mx.sym.var("data"), mx.sym.var("w")
+    outs, states = mx.sym.contrib.foreach(lambda x, st: (x * w, [st[0] + x * w]), data,
+                                          [mx.sym.var("s")])
+    return [mx.sym.Group([outs, states[0]]).infer_shape_partial(data=(3, 2))]
+
+
+@program
+def sym_stop_gradient_in_body():
+    data, w = mx.sym.var("data"), mx.sym.var("w")
+
+    def step(x, st):
+        y = mx.sym.stop_gradient(x * w) + x * st[0]
+        return y, [st[0] + mx.sym.BlockGrad(y)]
+    outs, states = mx.sym.contrib.foreach(step, data, [w])
+    return _bind(mx.sym.Group([outs, states[0]]), {"data": _normal(3, 2), "w": _normal(2)})

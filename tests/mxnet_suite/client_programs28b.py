@@ -448,3 +448,87 @@ def sym_symbolblock_from_loop_symbol_trained():
     mx.random.seed(0)
     net.initialize(mx.init.Uniform())
     return _train(net, [RNN_ARGS["data"], RNN_ARGS["h0"]], {}, steps=2)
+
+
+@program
+def gluon_optimize_for_mkldnn():
+    net = ForeachCell(rnn.GRUCell(5, input_size=3))
+    mx.random.seed(0)
+    net.initialize()
+    x, h = nd.array(_normal(4, 2, 3)), nd.array(_normal(2, 5, seed=1))
+    net.hybridize()
+    net.optimize_for(x, h, backend="MKLDNN")
+    return net(x, h) + net(x * 2, h)
+
+
+@program
+def gluon_static_alloc_grad_req_add_three_backward():
+    net = ForeachCell(rnn.GRUCell(5, input_size=3))
+    mx.random.seed(0)
+    net.initialize()
+    net.collect_params().setattr("grad_req", "add")
+    net.hybridize(static_alloc=True, static_shape=True)
+    x, h = nd.array(_normal(4, 2, 3)), nd.array(_normal(2, 5, seed=1))
+    for k in range(3):
+        with autograd.record():
+            outs = net(x * (k + 1), h)
+            loss = outs[0].sum() + (outs[1] * 2).sum()
+        loss.backward()
+    params = net.collect_params()
+    return [params[k].grad() for k in sorted(params)]
+
+
+@program
+def gluon_cast_float64():
+    net = ForeachCell(rnn.LSTMCell(5, input_size=3))
+    mx.random.seed(0)
+    net.initialize()
+    net.cast("float64")
+    net.hybridize()
+    x = nd.array(_normal(4, 2, 3), dtype="float64")
+    h, c = (nd.array(_normal(2, 5, seed=k), dtype="float64") for k in (1, 2))
+    x.attach_grad()
+    with autograd.record():
+        outs = net(x, h, c)
+        loss = outs[0].sum() + outs[2].sum()
+    loss.backward()
+    return outs + [x.grad, net.cell.h2h_weight.grad()]
+
+
+@program
+def gluon_export_load_checkpoint_module():
+    net = ForeachCell(rnn.GRUCell(5, input_size=3))
+    mx.random.seed(0)
+    net.initialize()
+    net.hybridize()
+    x, h = nd.array(_normal(4, 2, 3)), nd.array(_normal(2, 5, seed=1))
+    want = net(x, h)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "gru")
+        net.export(path)
+        sym, args, aux = mx.model.load_checkpoint(path, 0)
+    module = mx.mod.Module(sym, data_names=["data0", "data1"], label_names=None)
+    module.bind(data_shapes=[mx.io.DataDesc("data0", (4, 2, 3), layout="TNC"),
+                             mx.io.DataDesc("data1", (2, 5))], for_training=False)
+    module.set_params(args, aux)
+    module.forward(mx.io.DataBatch([x, h]), is_train=False)
+    return want + module.get_outputs()
+
+
+class DropoutSteps(HybridBlock):
+    def hybrid_forward(self, F, x):
+        out, _ = F.contrib.foreach(
+            lambda d, st: (F.broadcast_add(F.Dropout(d, p=0.5), st[0]), st), x, [F.zeros((1,))])
+        return out
+
+
+@program
+def gluon_dropout_in_body_predict_mode_while_recording():
+    net = DropoutSteps()
+    net.hybridize()
+    x = nd.array(_normal(3, 4))
+    with autograd.record(train_mode=False):
+        recorded = net(x)
+    with autograd.predict_mode():
+        predicted = net(x)
+    return [recorded, predicted]
