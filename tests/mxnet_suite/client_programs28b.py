@@ -532,3 +532,65 @@ def gluon_dropout_in_body_predict_mode_while_recording():
     with autograd.predict_mode():
         predicted = net(x)
     return [recorded, predicted]
+
+
+def _data_parallel(make, arrays, hybridize=True):
+    """Two SGD steps of ``make()`` on cpu(0) and cpu(1), each half a batch (``arrays``: (value,
+    batch axis)): the losses, then the parameters."""
+    ctxs = [mx.cpu(0), mx.cpu(1)]
+    net = make()
+    mx.random.seed(0)
+    net.initialize(ctx=ctxs)
+    if hybridize:
+        net.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    result = []
+    for _ in range(2):
+        parts = [gluon.utils.split_and_load(nd.array(a), ctxs, batch_axis=axis)
+                 for a, axis in arrays]
+        with autograd.record():
+            outs = [net(*args) for args in zip(*parts)]
+            losses = [sum(o.sum() for o in (out if isinstance(out, (list, tuple)) else [out]))
+                      for out in outs]
+        autograd.backward(losses)
+        trainer.step(4)
+        result += [loss.as_in_context(mx.cpu()) for loss in losses]
+    params = net.collect_params()
+    return result + [params[k].data(mx.cpu(1)) for k in sorted(params)]
+
+
+@program
+def gluon_data_parallel_foreach_lstm():
+    return _data_parallel(lambda: ForeachCell(rnn.LSTMCell(5, input_size=3)),
+                          [(_normal(4, 4, 3), 1), (_normal(4, 5, seed=1), 0),
+                           (_normal(4, 5, seed=2), 0)])
+
+
+DP_WHILE = [(_normal(4, 3), 0), (np.array([4.0, 4.0]), 0)]
+
+
+@program(oracle=lambda: _data_parallel(WhileCount, DP_WHILE, hybridize=False))
+def gluon_data_parallel_while():
+    """(MXNet's hybridized while_loop fails in backward, as in ``_count_eager``.)"""
+    return _data_parallel(WhileCount, DP_WHILE)
+
+
+class SinSteps(HybridBlock):
+    def hybrid_forward(self, F, x, h):
+        out, states = F.contrib.foreach(lambda d, st: (F.sin(d * st[0]), [st[0] + F.sin(d)]),
+                                        x, [h])
+        return out, states[0]
+
+
+@program
+def error_second_order_gradient_hybridized():
+    net = SinSteps()
+    net.hybridize()
+    x, h = nd.array(_normal(3, 2)), nd.array(_normal(2, seed=1))
+    x.attach_grad()
+    with autograd.record():
+        loss = sum(o.sum() for o in net(x, h))
+        grad = autograd.grad(loss, [x], create_graph=True, retain_graph=True)[0]
+        penalty = (grad * grad).sum()
+    penalty.backward()
+    return [x.grad]
