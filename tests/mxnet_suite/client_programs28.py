@@ -387,15 +387,21 @@ def sym_foreach_in_module_training():
     module.bind(data_shapes=[("data", (2, 3, 5))], label_shapes=[("softmax_label", (2,))])
     mx.random.seed(0)
     module.init_params(mx.init.Xavier())
+    return _sgd_steps(module, [mx.io.DataBatch([nd.array(_normal(2, 3, 5, seed=k))],
+                                               [nd.array([1, 3])]) for k in range(3)],
+                      "fc_weight")
+
+
+def _sgd_steps(module, batches, weight):
+    """The outputs of a bound and initialised module's SGD steps, then its ``weight``."""
     module.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.5})
     result = []
-    for k in range(3):
-        module.forward(mx.io.DataBatch([nd.array(_normal(2, 3, 5, seed=k))],
-                                       [nd.array([1, 3])]), is_train=True)
+    for batch in batches:
+        module.forward(batch, is_train=True)
         result.append(module.get_outputs()[0].copy())
         module.backward()
         module.update()
-    return result + [module.get_params()[0]["fc_weight"]]
+    return result + [module.get_params()[0][weight]]
 
 
 @program
@@ -501,19 +507,12 @@ def sym_bucketing_module_two_lengths():
                 label_shapes=[("softmax_label", (2,))])
     mx.random.seed(0)
     module.init_params(mx.init.Xavier())
-    module.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.5})
-    result = []
-    for length in (5, 3, 5):
-        batch = mx.io.DataBatch([nd.array(_normal(length, 2, 4, seed=length))],
-                                [nd.array([0, 2])], bucket_key=length,
-                                provide_data=[mx.io.DataDesc("data", (length, 2, 4),
-                                                             layout="TNC")],
-                                provide_label=[mx.io.DataDesc("softmax_label", (2,))])
-        module.forward(batch, is_train=True)
-        result.append(module.get_outputs()[0].copy())
-        module.backward()
-        module.update()
-    return result + [module.get_params()[0]["w"]]
+    return _sgd_steps(module, [
+        mx.io.DataBatch([nd.array(_normal(length, 2, 4, seed=length))], [nd.array([0, 2])],
+                        bucket_key=length,
+                        provide_data=[mx.io.DataDesc("data", (length, 2, 4), layout="TNC")],
+                        provide_label=[mx.io.DataDesc("softmax_label", (2,))])
+        for length in (5, 3, 5)], "w")
 
 
 @program
