@@ -1,13 +1,14 @@
 """A third round of client code of MXNet's ``F.contrib`` control flow, switched to
 gluon_cf (client_programs28.py and 28b.py; NOTE [other client code of F.contrib] in
 test_client_code26.py): each program runs with MXNet's ops, then with gluon_cf's, and
-returns the same values, shapes, dtypes and names, or raises an exception of the type MXNet's raises. Where MXNet's own
-symbolic or hybridized ops fail or are wrong, a program's oracle (``ORACLES``) computes MXNet's
-answer otherwise, with its eager ops or its graph without control flow: its while_loop fails
-in backward when cond reads a value of the outer graph, its foreach of no state fails in
-backward, it infers no shape through while_loop or cond and no float64 through cond, refuses
-nested loop_vars symbolically, cannot infer a cond inside foreach, and its foreach computes the
-backward of an executor's second forward from the data of its first.
+returns the same values, shapes, dtypes and names, or raises an exception of the type
+MXNet's raises. Where MXNet's own symbolic or hybridized ops fail or are wrong, a program's
+oracle (``ORACLES``) computes MXNet's answer otherwise, with its eager ops or its graph
+without control flow: its while_loop fails in backward when cond reads a value of the outer
+graph, its foreach of no state fails in backward, it infers no shape through while_loop or
+cond and no float64 through cond, refuses nested loop_vars and variables of one name
+symbolically, cannot infer a cond inside foreach, and its foreach computes the backward of
+an executor's second forward from the data of its first.
 """
 import re
 
