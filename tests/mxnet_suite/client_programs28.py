@@ -644,3 +644,34 @@ def sym_stop_gradient_in_body():
         return y, [st[0] + mx.sym.BlockGrad(y)]
     outs, states = mx.sym.contrib.foreach(step, data, [w])
     return _bind(mx.sym.Group([outs, states[0]]), {"data": _normal(3, 2), "w": _normal(2)})
+
+
+def _rnn_classifier():
+    data, label = mx.sym.var("data"), mx.sym.var("softmax_label")
+    w = mx.sym.var("fc_weight")
+
+    def step(x, states):
+        h = mx.sym.tanh(mx.sym.FullyConnected(x, weight=w, no_bias=True, num_hidden=4)
+                        + states[0])
+        return h, [h]
+    zeros = mx.sym.zeros_like(mx.sym.slice_axis(mx.sym.sum(data, axis=1), axis=1, begin=0, end=4))
+    _, states = mx.sym.contrib.foreach(step, mx.sym.transpose(data, axes=(1, 0, 2)), [zeros])
+    return mx.sym.SoftmaxOutput(states[0], label)
+
+
+@program
+def sym_module_fit_score_predict():
+    x, y = _normal(10, 3, 4), np.arange(10) % 4
+    result = []
+    for last in ("pad", "roll_over"):
+        train = mx.io.NDArrayIter(x, y, batch_size=4, last_batch_handle=last)
+        module = mx.mod.Module(_rnn_classifier(), data_names=["data"],
+                               label_names=["softmax_label"])
+        mx.random.seed(0)
+        module.fit(train, num_epoch=2, optimizer="sgd", initializer=mx.init.Xavier(),
+                   optimizer_params={"learning_rate": 0.5}, eval_metric="acc")
+        train.reset()
+        score = module.score(train, "ce")[0][1]
+        predicted = module.predict(mx.io.NDArrayIter(x, y, batch_size=4, last_batch_handle="pad"))
+        result += [predicted, score, module.get_params()[0]["fc_weight"]]
+    return result
