@@ -62,6 +62,12 @@ class ArrayTypeError(TypeError, AssertionError):
     raise there ("must be (nested) list of Symbol")."""
 
 
+class NameClashError(ValueError, AssertionError):
+    """Two different outer values of one name read by a body (computed by two operators): a
+    ValueError, and the AssertionError of MXNet 1.9.1's foreach and while_loop ("The inputs of
+    the subgraph don't have unique names")."""
+
+
 class StructureError(ValueError, AssertionError):
     """A step returned states structured otherwise than the states it was given: a ValueError
     (MXNet's ``while_loop`` raises one), and the AssertionError of MXNet's ``foreach``."""

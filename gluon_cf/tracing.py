@@ -43,7 +43,7 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 
 from . import _custom_ops, registry
 from ._structure import flatten
-from .checks import ArrayTypeError, op_at
+from .checks import ArrayTypeError, NameClashError, op_at
 from .operators import (SOURCE_ATTR, aux_state_error, describe_node, updates_aux_state,
                         user_custom_op_error, user_location)
 
@@ -278,7 +278,7 @@ def _one_variable_per_name(group, captured, op):
 
 
 def _same_name_error(op, name):
-    return ValueError("%s: two different outer values are both named %r (computed by two "
+    return NameClashError("%s: two different outer values are both named %r (computed by two "
                       "operators); give them distinct names" % (op_at(op), name))
 
 

@@ -1,6 +1,5 @@
 """Client programs of ``test_client_code28.py``, continued from ``client_programs28.py`` (its
-docstring says what they are): Gluon blocks, eager ``nd.contrib`` code, misused ops, and
-symbolic bodies reading variables of one name.
+docstring says what they are): Gluon blocks, eager ``nd.contrib`` code and misused ops.
 """
 import os
 import tempfile
@@ -10,7 +9,7 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 from mxnet.gluon import HybridBlock, nn, rnn
 
-from mxnet_suite.client_programs28 import (COUNT_ARGS, RNN_ARGS, _bind, _count_symbol, _normal,
+from mxnet_suite.client_programs28 import (COUNT_ARGS, RNN_ARGS, _count_symbol, _normal,
                                            _rnn_symbol, program)
 
 # --------------------------------------------------------------------------------------------
@@ -596,61 +595,3 @@ def error_second_order_gradient_hybridized():
         penalty = (grad * grad).sum()
     penalty.backward()
     return [x.grad]
-
-
-# Variables of one name: one argument (NOTE [variables of one name] in gluon_cf/tracing.py)
-ONE_NAME_ARGS = {"x": _normal(3, 2), "s": _normal(2, seed=1), "w": _normal(2, seed=2)}
-
-
-def _foreach_of_w(first_w, second_w):
-    x, s = mx.sym.var("x"), mx.sym.var("s")
-    outs, states = mx.sym.contrib.foreach(
-        lambda d, st: (d * first_w(), [st[0] * second_w() + d]), x, [s])
-    return _bind(mx.sym.Group([outs, states[0]]), ONE_NAME_ARGS)
-
-
-@program(oracle=lambda: _foreach_of_w(*[lambda w=mx.sym.var("w"): w] * 2))
-def sym_foreach_two_variables_of_one_name():
-    """(MXNet's symbolic foreach refuses them: "The inputs of the subgraph don't have unique
-    names"; the oracle is one variable read twice.)"""
-    w1, w2 = mx.sym.var("w"), mx.sym.var("w")
-    return _foreach_of_w(lambda: w1, lambda: w2)
-
-
-@program(oracle=lambda: _foreach_of_w(*[lambda w=mx.sym.var("w"): w] * 2))
-def sym_foreach_body_variable_named_as_an_outer_one():
-    w = mx.sym.var("w")
-    return _foreach_of_w(lambda: mx.sym.var("w"), lambda: w)
-
-
-@program
-def sym_cond_branch_variable_named_as_an_outer_one():
-    a, w = mx.sym.var("x"), mx.sym.var("w")
-    out = mx.sym.contrib.cond(mx.sym.sum(a) > 0,
-                              lambda: mx.sym.broadcast_mul(a, mx.sym.var("w")),
-                              lambda: mx.sym.broadcast_sub(a, w))
-    x = np.abs(ONE_NAME_ARGS["x"])
-    return (_bind(out, {"x": x, "w": ONE_NAME_ARGS["w"]})
-            + _bind(out, {"x": -x, "w": ONE_NAME_ARGS["w"]}))
-
-
-def _while_of_w_eager():
-    """(MXNet's symbolic while_loop fails in backward, as in ``_count_eager``.)"""
-    i, w = nd.array([0]), nd.array([3])
-    for a in (i, w):
-        a.attach_grad()
-    with autograd.record():
-        outs, states = nd.contrib.while_loop(lambda i: i < w, lambda i: (i * w, [i + 1]), [i],
-                                             max_iterations=3)
-        loss = (outs * 1.5).sum() + (states[0] * 2.5).sum()
-    loss.backward()
-    return [outs, states[0], i.grad, w.grad]
-
-
-@program(oracle=_while_of_w_eager)
-def sym_while_cond_variable_named_as_a_func_one():
-    i, w = mx.sym.var("i"), mx.sym.var("w")
-    outs, states = mx.sym.contrib.while_loop(lambda i: i < mx.sym.var("w"),
-                                             lambda i: (i * w, [i + 1]), [i], max_iterations=3)
-    return _bind(mx.sym.Group([outs, states[0]]), {"i": np.array([0], "float32"),
-                                                   "w": np.array([3], "float32")})

@@ -1,5 +1,5 @@
 """A third round of client code of MXNet's ``F.contrib`` control flow, switched to
-gluon_cf (client_programs28.py and 28b.py; NOTE [other client code of F.contrib] in
+gluon_cf (client_programs28.py, 28b.py, 28c.py; NOTE [other client code of F.contrib] in
 test_client_code26.py): each program runs with MXNet's ops, then with gluon_cf's, and
 returns the same values, shapes, dtypes and names, or raises an exception of the type
 MXNet's raises. Where MXNet's own symbolic or hybridized ops fail or are wrong, a program's
@@ -7,8 +7,9 @@ oracle (``ORACLES``) computes MXNet's answer otherwise, with its eager ops or it
 without control flow: its while_loop fails in backward when cond reads a value of the outer
 graph, its foreach of no state fails in backward, it infers no shape through while_loop or
 cond and no float64 through cond, refuses nested loop_vars and variables of one name
-symbolically, cannot infer a cond inside foreach, and its foreach computes the backward of
-an executor's second forward from the data of its first.
+symbolically, cannot infer a cond inside foreach, its foreach computes the backward of an
+executor's second forward from the data of its first, and its cond leaves an element of a
+gradient unwritten when pred and a branch read one outer value.
 """
 import re
 
@@ -19,7 +20,7 @@ import pytest
 import gluon_cf
 
 from mxnet_suite import client_programs28 as programs
-from mxnet_suite import client_programs28b  # noqa: F401 (its programs join PROGRAMS)
+from mxnet_suite import client_programs28b, client_programs28c  # noqa: F401 (PROGRAMS)
 from mxnet_suite.test_client_code26 import TOL, mxnet_ops
 
 
