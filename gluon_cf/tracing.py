@@ -261,7 +261,8 @@ def _one_variable_per_name(group, captured, op):
     if len(set(names)) == len(names):
         return group
     graph = json.loads(group.tojson())
-    first, moved = {}, {}
+    first: Dict[str, int] = {}
+    moved: Dict[int, int] = {}
     for k, node in enumerate(graph["nodes"]):
         if node["op"] == "null":
             if node["name"] in first:
