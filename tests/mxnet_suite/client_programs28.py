@@ -322,19 +322,27 @@ def sym_while_inside_cond_branch():
     return result
 
 
-def _cond_inside_foreach_eager():
-    """MXNet's symbolic foreach cannot infer the shapes of a cond in its body."""
-    data, w = nd.array(_normal(4, 3)), nd.array(_normal(3))
-    for a in (data, w):
+def _eager(run, *arrays):
+    """``_bind``'s answer from MXNet's eager ops: the heads ``run(*arrays)`` returns, recorded,
+    then the arrays' gradients of head gradients 1.5, 2.5, ..."""
+    for a in arrays:
         a.attach_grad()
     with autograd.record():
+        heads = run(*arrays)
+        loss = sum((h * (k + 1.5)).sum() for k, h in enumerate(heads))
+    loss.backward()
+    return heads + [a.grad for a in arrays]
+
+
+def _cond_inside_foreach_eager():
+    """MXNet's symbolic foreach cannot infer the shapes of a cond in its body."""
+    def run(data, w):
         outs, states = nd.contrib.foreach(
             lambda x, st: (lambda y: (y, [st[0] + y]))(
                 nd.contrib.cond(nd.sum(x) > 0, lambda: x * w, lambda: x - w)),
             data, [nd.zeros((3,))])
-        loss = (outs * 1.5).sum() + (states[0] * 2.5).sum()
-    loss.backward()
-    return [outs, states[0], data.grad, w.grad]
+        return [outs, states[0]]
+    return _eager(run, nd.array(_normal(4, 3)), nd.array(_normal(3)))
 
 
 @program(oracle=_cond_inside_foreach_eager)
@@ -371,8 +379,8 @@ def sym_while_int32_counter_float64_state():
     return [(o.dtype, o.shape, o.asnumpy()[:3]) for o in executor.forward()]
 
 
-@program
-def sym_foreach_in_module_training():
+def _rnn_classifier(zeros=None):
+    """A softmax over the last state of a tanh RNN by foreach over ``data`` (N, T, C)."""
     data, label = mx.sym.var("data"), mx.sym.var("softmax_label")
     w = mx.sym.var("fc_weight")
 
@@ -380,9 +388,16 @@ def sym_foreach_in_module_training():
         h = mx.sym.tanh(mx.sym.FullyConnected(x, weight=w, no_bias=True, num_hidden=4)
                         + states[0])
         return h, [h]
-    _, states = mx.sym.contrib.foreach(step, mx.sym.transpose(data, axes=(1, 0, 2)),
-                                       [mx.sym.zeros((2, 4))])
-    loss = mx.sym.SoftmaxOutput(states[0], label)
+    if zeros is None:
+        zeros = mx.sym.zeros_like(mx.sym.slice_axis(mx.sym.sum(data, axis=1), axis=1, begin=0,
+                                                    end=4))
+    _, states = mx.sym.contrib.foreach(step, mx.sym.transpose(data, axes=(1, 0, 2)), [zeros])
+    return mx.sym.SoftmaxOutput(states[0], label)
+
+
+@program
+def sym_foreach_in_module_training():
+    loss = _rnn_classifier(mx.sym.zeros((2, 4)))
     module = mx.mod.Module(loss, data_names=["data"], label_names=["softmax_label"])
     module.bind(data_shapes=[("data", (2, 3, 5))], label_shapes=[("softmax_label", (2,))])
     mx.random.seed(0)
@@ -644,19 +659,6 @@ def sym_stop_gradient_in_body():
         return y, [st[0] + mx.sym.BlockGrad(y)]
     outs, states = mx.sym.contrib.foreach(step, data, [w])
     return _bind(mx.sym.Group([outs, states[0]]), {"data": _normal(3, 2), "w": _normal(2)})
-
-
-def _rnn_classifier():
-    data, label = mx.sym.var("data"), mx.sym.var("softmax_label")
-    w = mx.sym.var("fc_weight")
-
-    def step(x, states):
-        h = mx.sym.tanh(mx.sym.FullyConnected(x, weight=w, no_bias=True, num_hidden=4)
-                        + states[0])
-        return h, [h]
-    zeros = mx.sym.zeros_like(mx.sym.slice_axis(mx.sym.sum(data, axis=1), axis=1, begin=0, end=4))
-    _, states = mx.sym.contrib.foreach(step, mx.sym.transpose(data, axes=(1, 0, 2)), [zeros])
-    return mx.sym.SoftmaxOutput(states[0], label)
 
 
 @program
