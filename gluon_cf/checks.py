@@ -15,6 +15,13 @@ def check_callable(op, **funcs):
         # (a Symbol is callable, to compose graphs: cond(p, x, ...) called x() and failed far
         # away, "two different outer values are both named 'x'"; an NDArray is refused here;
         # a symbolic cond's Symbol branch is the branch returning it, as MXNet's, before this)
+        if isinstance(fn, mx.sym.Symbol) and op in ("foreach", "while_loop"):
+            raise SymbolAsFunctionError(
+                "%s: %s must be callable, got Symbol: MXNet 1.9.1's %s calls a Symbol with "
+                "the loop's values, composing them into it, which fails (a TypeError for a "
+                "list of values, an MXNetError for a graph of operators) or gives a graph "
+                "that cannot be bound; pass a function of the loop's values"
+                % (op_at(op), what, op))
         if not callable(fn) or isinstance(fn, mx.sym.Symbol):
             raise TypeError("%s: %s must be callable, got %s%s"
                             % (op_at(op), what, type(fn).__name__,
@@ -39,10 +46,26 @@ def check_arity(op, arguments, **funcs):
                             % (op_at(op), what, what, ", ".join(arguments), err)) from None
 
 
+class SymbolAsFunctionError(TypeError, ValueError, mx.MXNetError):
+    """A Symbol given for a loop's function (foreach's body, while_loop's cond or func). MXNet
+    1.9.1's loops call it with the loop's values, and calling a Symbol composes them into it:
+    a TypeError when a value is a list, an MXNetError when the Symbol is a graph of operators
+    ("General composition only support kwargs for now") or a variable given several values,
+    a ValueError unpacking a variable given one value as func, and as cond a graph whose
+    inputs cannot be bound (a variable fed by the loop variable). No Symbol makes a working
+    loop, so gluon_cf refuses it at the call with an error of each of these types."""
+
+
 class ArrayTypeError(TypeError, AssertionError):
     """A value that must be arrays (an op's data, states, what a branch returns) is not, or
     mixes NDArrays and Symbols: a TypeError, and the AssertionError MXNet 1.9.1's own ops
     raise there ("must be (nested) list of Symbol")."""
+
+
+class NameClashError(ValueError, AssertionError):
+    """Two different outer values of one name read by a body (computed by two operators): a
+    ValueError, and the AssertionError of MXNet 1.9.1's foreach and while_loop ("The inputs of
+    the subgraph don't have unique names")."""
 
 
 class StructureError(ValueError, AssertionError):

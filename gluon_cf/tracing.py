@@ -43,7 +43,7 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 
 from . import _custom_ops, registry
 from ._structure import flatten
-from .checks import ArrayTypeError, op_at
+from .checks import ArrayTypeError, NameClashError, op_at
 from .operators import (SOURCE_ATTR, aux_state_error, describe_node, updates_aux_state,
                         user_custom_op_error, user_location)
 
@@ -165,6 +165,7 @@ def trace(op, role, num_inputs, call):
         flat = [o if _is_own_op(o, uid) else mx.sym.identity(o) for o in flat]
         group = mx.sym.Group(flat)
     captured = _cut(group, uid, op)
+    group = _one_variable_per_name(group, captured, op)
     # (refused once the outer values are cut off: NOTE [what a body holds])
     _refuse_unsupported_ops(group, op, role)
     fresh_names = {v.name for v in fresh}
@@ -240,13 +241,45 @@ def _same_value(a, b):
     are one argument (``S.FullyConnected(..., name="fc")`` in both branches of a cond creates
     ``fc_weight`` twice, inside each branch's trace: MXNet 1.9.1's own cond lists it once and
     binds it once). They were refused as "two different outer values" (round 26r); computed
-    values of one name still are: which one a body reads would be a guess."""
+    values of one name still are: which one a body reads would be a guess. The body's graph
+    holds one node for them (:func:`_one_variable_per_name`)."""
     return a is b or (a.get_children() is None and b.get_children() is None) or \
         a.tojson() == b.tojson()
 
 
+def _one_variable_per_name(group, captured, op):
+    """``group`` with one variable node per input name (NOTE [variables of one name]).
+
+    Two variables of one name reach a body's graph as two nodes: two outer variables (each
+    edge cut into a variable of its own) or an outer one and one the body creates
+    (``mx.sym.var("w")`` inside it). Left apart, the graph had two inputs of one name, which
+    the node's slots (by name) cannot tell apart: its run failed inside the node with
+    "invalid literal for int()". They are one argument, as in MXNet 1.9.1's cond, so their
+    uses are joined on the first node. A name whose outer value is computed, not a variable,
+    is refused as two different values."""
+    names = group.list_inputs()
+    if len(set(names)) == len(names):
+        return group
+    graph = json.loads(group.tojson())
+    first: Dict[str, int] = {}
+    moved: Dict[int, int] = {}
+    for k, node in enumerate(graph["nodes"]):
+        if node["op"] == "null":
+            if node["name"] in first:
+                if captured.get(node["name"]) is not None and \
+                        captured[node["name"]].get_children() is not None:
+                    raise _same_name_error(op, node["name"])
+                moved[k] = first[node["name"]]
+            else:
+                first[node["name"]] = k
+    for node in graph["nodes"]:
+        node["inputs"] = [[moved.get(i[0], i[0])] + i[1:] for i in node["inputs"]]
+    graph["heads"] = [[moved.get(h[0], h[0])] + h[1:] for h in graph["heads"]]
+    return mx.sym.load_json(json.dumps(graph))
+
+
 def _same_name_error(op, name):
-    return ValueError("%s: two different outer values are both named %r (computed by two "
+    return NameClashError("%s: two different outer values are both named %r (computed by two "
                       "operators); give them distinct names" % (op_at(op), name))
 
 
