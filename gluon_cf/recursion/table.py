@@ -324,38 +324,96 @@ class _FunctionTable:
             self._note_call(scope, qname, tuple(arg_types))
         if key in self.types:
             return self.types[key]
-        inferring = getattr(self._local, "types", None)
-        if inferring is None:
-            inferring = self._local.types = {}
-        if key in inferring:   # a recursive call, in this thread: what is known so far
-            if None in inferring[key]:
-                note_pending_types()
-            return inferring[key]
         n = self.specs[qname]["num_outputs"]
         if env is None or None in arg_types:
             return [None] * n
-        graph = self.graphs[qname]
+        inference = getattr(self._local, "types", None)
+        if inference is not None:   # a call met by this thread's inference of dtypes
+            return inference.ask(key, (qname, arg_types, scope))
         with _TYPES_LOCK:   # another thread inferring the same types: its answer
             if key in self.types:
                 return self.types[key]
-            outs = inferring[key] = [None] * n
+            inference = self._local.types = _DtypesInference(self)
             try:
-                for _ in range(8):
-                    pending = pending_types()
-                    with self._calling(scope, qname, tuple(arg_types)):
-                        _, new = graph.infer_type(list(arg_types) + env)
-                    new = [t if t is not None else o for t, o in zip(new, outs)]
-                    if new == outs:
-                        break
-                    outs = inferring[key] = new
+                outs, kept = inference.run(key, (qname, arg_types, scope))
             finally:
-                del inferring[key]
-            # Not kept if its last round waited for another call's dtypes (mutual recursion:
-            # the caller's, being inferred): the caller's next round infers it again, its
-            # branches then checked (NOTE [dtypes of a call being inferred] in ops/cond.py)
-            if pending_types() == pending:
-                self.types[key] = outs
+                self._local.types = None
+            self.types.update(kept)
         return outs
+
+    def _infer_types_of(self, qname, arg_types, scope):
+        """One inference of the output dtypes of ``qname`` for ``arg_types`` by its graph,
+        the calls it meets answered by this thread's inference (``scope``: ``_calling``'s)."""
+        with self._calling(scope, qname, tuple(arg_types)):
+            _, outs = self.graphs[qname].infer_type(
+                list(arg_types) + _type_classes(self.env_types))
+        return outs
+
+
+# NOTE [dtypes of mutual recursion]
+#     A function's output dtypes are inferred to a fixpoint: its recursive calls answer what is
+#     known so far (unknown at first), and its graph is inferred again until its answer stands
+#     (NOTE [dtypes of a call being inferred] in ops/cond.py). With mutual recursion each call
+#     met was inferred the same way, inside each round of its caller, and not kept when it had
+#     waited for a caller's dtypes: f0 calling f1 ... f(K-1) calling f0 inferred f(K-1) 2^K
+#     times or more (K=8: 12 s on the first call of a hybridized block; K=11: minutes). So one
+#     thread's inference of a table's dtypes is one fixpoint over every call it meets
+#     (``_DtypesInference``): a round infers each call once, in the order met, a call met again
+#     in the same round (or being inferred: a recursive call) answering what is known of it so
+#     far; rounds repeat until one learns nothing, so in its last every call was inferred with
+#     its calls' final dtypes and every branch was checked against them. Dtypes only become
+#     known, so there are at most as many rounds as outputs, each inferring every call once.
+#     The answers kept are those of calls whose last inference waited for no unknown dtypes.
+
+
+class _DtypesInference:
+    """One thread's inference of the output dtypes of the calls of a table it meets
+    (NOTE [dtypes of mutual recursion])."""
+
+    def __init__(self, table):
+        self._table = table
+        self.outs = {}              # call (out_types' key) -> its output dtypes known so far
+        self.calls = {}             # call -> (function, argument dtypes, _calling's scope)
+        self.rounds = {}            # call -> the round it was last inferred in
+        self.waited = {}            # call -> whether that inference met unknown dtypes
+        self.now = 0
+        self.learnt = False
+
+    def ask(self, key, call):
+        """What is known of ``key``'s dtypes in this round: inferred once per round."""
+        if self.rounds.get(key) != self.now:
+            self._infer(key, call)
+        outs = self.outs[key]
+        if None in outs:   # waiting for dtypes being inferred
+            note_pending_types()
+        return list(outs)
+
+    def run(self, key, call):
+        """``(output dtypes of key, {key: dtypes to keep})``: ``call`` is ``(function,
+        argument dtypes, _calling's scope)``."""
+        self._infer(key, call)
+        while self.learnt and self.now <= sum(len(o) + 1 for o in self.outs.values()):
+            self.learnt, self.now = False, self.now + 1
+            for key_ in list(self.outs):
+                if self.rounds[key_] != self.now:
+                    self._infer(key_, self.calls[key_])
+        kept = {} if self.learnt else {
+            key_: outs for key_, outs in self.outs.items() if not self.waited[key_]}
+        return list(self.outs[key]), kept
+
+    def _infer(self, key, call):
+        old = self.outs.get(key)
+        if old is None:
+            old = self.outs[key] = [None] * self._table.specs[key[0]]["num_outputs"]
+            self.calls[key] = call
+            self.learnt = True
+        self.rounds[key] = self.now
+        pending = pending_types()
+        new = self._table._infer_types_of(*call)
+        self.waited[key] = pending_types() != pending
+        new = [t if t is not None else o for t, o in zip(new, old)]
+        if new != old:
+            self.outs[key], self.learnt = new, True
 
 
 def table(namespace, node=None):
