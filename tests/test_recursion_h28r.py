@@ -100,3 +100,124 @@ def test_a_cycle_of_twelve_functions_hybridizes_in_polynomial_time():
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["eager"] < 1e-5 and got["hybrid"] < 1e-5 and got["grad"] < 1e-5, got
     assert got["first"] < 30, got
+
+
+# ---------------------------------------------------------------------------------------------
+# Branches of different widths: a call's shape changes with its depth
+
+class ConcatChildren(HybridBlock):
+    """node(i) = x_i at a leaf, else concat(node(l), node(r)) * 2: width 3 at a leaf, 6 one
+    level up, 12 two levels up."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: F.concat(
+                node(F.take(left, i)), node(F.take(right, i)), dim=1) * 2)
+        return node(root)
+
+
+def concat_oracle(x, left, right, i):
+    if left[i] < 0:
+        return x[i:i + 1]
+    return np.concatenate([concat_oracle(x, left, right, int(left[i])),
+                           concat_oracle(x, left, right, int(right[i]))], axis=1) * 2
+
+
+TREES = {"leaf": ([-1], [-1]), "one level": ([1, -1, -1], [2, -1, -1]),
+         "unbalanced": ([1, 3, -1, -1, -1], [2, 4, -1, -1, -1])}
+
+
+@pytest.mark.parametrize("executor,ahead", [("batched", True), ("batched", False),
+                                            ("unbatched", True)])
+def test_branches_of_different_widths_give_each_depths_shape(executor, ahead):
+    """Before: declared (1, 3) for every call from the leaf's branch; a tree with an internal
+    node failed after it ran ("output 0 has shape (1, 6) at run time, but its shape rule
+    declared (1, 3)"). Now the calls' shapes are known at run time only (NOTE [one shape per
+    call]): values and gradients as the oracle, for trees of every shape, one block."""
+    net = ConcatChildren()
+    net.hybridize()
+    gluon_cf.set_executor(executor, ahead_of_time=ahead)
+    try:
+        for name, (left, right) in TREES.items():
+            n = len(left)
+            xs = np.random.RandomState(n).uniform(-1, 1, (n, 3)).astype("float32")
+            x = nd.array(xs)
+            x.attach_grad()
+            with autograd.record():
+                out = net(x, nd.array(left), nd.array(right), nd.array([0]))
+            want = concat_oracle(xs, left, right, 0)
+            np.testing.assert_allclose(out.asnumpy(), want, err_msg=name, **TOL)
+            head = np.random.RandomState(0).uniform(size=want.shape).astype("float32")
+            out.backward(nd.array(head))
+            grad = np.zeros_like(xs)       # d(sum(head * out))/dx: each leaf's row, scaled
+            _concat_grad(left, right, 0, head, grad, 1.0)
+            np.testing.assert_allclose(x.grad.asnumpy(), grad, err_msg=name, **TOL)
+    finally:
+        gluon_cf.set_executor("batched")
+
+
+def _concat_grad(left, right, i, head, grad, scale):
+    if left[i] < 0:
+        grad[i] += scale * head[0]
+        return
+    half = _width(left, right, int(left[i]))
+    _concat_grad(left, right, int(left[i]), head[:, :half], grad, scale * 2)
+    _concat_grad(left, right, int(right[i]), head[:, half:], grad, scale * 2)
+
+
+def _width(left, right, i):
+    return 3 if left[i] < 0 else _width(left, right, int(left[i])) + _width(left, right,
+                                                                               int(right[i]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes known in part (MXNet's 0 for an unknown dimension)
+
+S = mx.sym
+
+
+def test_cond_infers_a_table_of_unknown_rows_as_mxnets_take():
+    """Before: a table of unknown rows (0, 4) reached the branches as of unknown rank and
+    MXNet's take refused it ("Axis should be in the range of [-r, r-1]", an internal node),
+    where MXNet's own take answers (1, 4) (NOTE [shapes known in part in a cond])."""
+    x, i = S.var("x"), S.var("i")
+    out = gluon_cf.cond(S.sum(S.take(x, i)) > 0, lambda: S.take(x, i) * 2,
+                        lambda: S.take(x, i) * 3)
+    want = (S.take(x, i) * 2).infer_shape_partial(x=(0, 4), i=(1,))
+    assert out.infer_shape_partial(x=(0, 4), i=(1,)) == want == ([(0, 4), (1,)], [(1, 4)], [])
+
+
+def _tree_with_layers():
+    x, left, right, roots, w, b, wl = (S.var(n) for n in ("x", "left", "right", "roots", "w",
+                                                           "b", "wl"))
+
+    @gluon_cf.recursive
+    def node(i):
+        def internal():
+            both = S.concat(node(S.take(left, i)), node(S.take(right, i)), dim=1)
+            return S.tanh(S.FullyConnected(both, weight=w, bias=b, num_hidden=3))
+        return gluon_cf.cond(S.take(left, i) < 0, lambda: S.FullyConnected(
+            S.take(x, i), weight=wl, no_bias=True, num_hidden=3), internal)
+    out, _ = gluon_cf.foreach(lambda r, _: (node(r), []), roots, [])
+    return out
+
+
+def test_a_recursion_over_a_table_of_unknown_rows_infers_what_its_layers_decide():
+    """Before: an environment shape known in part was taken as unknown, so a TreeRNN over
+    node features of unknown count (x: (0, 4)) answered nothing, where MXNet's own foreach
+    over the same layers answers its outputs and weights. Now what the complete shapes give
+    (all but x's rows), as MXNet's foreach does."""
+    with mx.name.NameManager():
+        sym = _tree_with_layers()
+    names = sym.list_arguments()
+    given = dict(left=(5,), right=(5,), roots=(2,))
+    full, full_out, _ = sym.infer_shape_partial(x=(5, 4), **given)
+    part, part_out, _ = sym.infer_shape_partial(x=(0, 4), **dict(given, left=(0,), right=(0,)))
+    want = dict(zip(names, full))
+    want.update(x=(0, 4), left=(0,), right=(0,))
+    assert dict(zip(names, part)) == want and part_out == full_out == [(2, 1, 3)]
+    x = S.var("x")
+    theirs, _ = mx.sym.contrib.foreach(lambda r, _: (S.FullyConnected(
+        S.take(x, r), num_hidden=3, name="fc"), []), S.var("roots"), [])
+    assert theirs.infer_shape_partial(x=(0, 4), roots=(2,))[1] == part_out

@@ -8,6 +8,7 @@ import weakref
 import mxnet as mx
 import numpy as np
 
+from .. import registry
 from ..registry import note_pending_types, pending_types
 from ..tracing import PendingShape
 
@@ -132,7 +133,7 @@ class _FunctionTable:
         n = self.specs[qname]["num_outputs"]
         if env is None:
             return [None] * n
-        if None in env:   # NOTE [an environment known in part]
+        if known_in_part(env):   # NOTE [an environment known in part]
             return self._partial_out_shapes(qname, arg_shapes, env)
         key = (qname, tuple(arg_shapes), self._env_key(env))
         in_progress = getattr(self._local, "in_progress", None)
@@ -142,10 +143,14 @@ class _FunctionTable:
             raise PendingShape(qname)   # a recursive call: NOTE above
         outs = self.shapes.get(key)
         if outs is not None:
+            if key in (getattr(self._local, "settling", None) or ()):
+                registry.note_pending_shapes(provisional_only=True)   # (no graph keeps it)
             return outs
         if None in arg_shapes:
             return [None] * n
         outermost = not in_progress
+        if outermost:
+            self._local.learnt, pending = [], registry.pending_shapes()
         in_progress.add(key)
         try:
             _, outs = self.graphs[qname].infer_shape(list(arg_shapes) + list(env))
@@ -163,7 +168,36 @@ class _FunctionTable:
                                 "none: every path reaches a recursive call" if outs is None
                                 else outs))
         self.shapes[key] = outs
+        self._local.learnt.append((key, list(arg_shapes)))
+        if outermost and registry.pending_shapes() != pending:
+            try:
+                self._settle_shapes(self._local.learnt, env)
+            except BaseException:
+                for other, _ in self._local.learnt:   # (every inference of them fails alike)
+                    self.shapes.pop(other, None)
+                raise
+            return self.shapes[key]
         return outs
+
+    def _settle_shapes(self, learnt, env):
+        """The calls learnt while a recursive call's shapes were pending, inferred again with
+        every call's shapes known until none changes (NOTE [one shape per call])."""
+        self._local.settling = {key for key, _ in learnt}
+        try:
+            for _ in range(2 + sum(len(registry.dims_of(o) or ()) + 1
+                                   for key, _ in learnt for o in self.shapes[key])):
+                changed = False
+                for key, arg_shapes in learnt:
+                    _, again = self.graphs[key[0]].infer_shape(list(arg_shapes) + list(env))
+                    outs = self.shapes[key]
+                    settled = [o if a == o or a is None else registry.Dynamic(
+                        registry.common_dims(o, a)) for o, a in zip(outs, again)]
+                    if settled != outs:
+                        self.shapes[key], changed = settled, True
+                if not changed:
+                    return
+        finally:
+            self._local.settling = None
 
     def infer_environment(self, qname, arg_shapes, env):
         """``(environment, output shapes)`` of ``qname`` for ``arg_shapes`` and an environment
@@ -173,7 +207,7 @@ class _FunctionTable:
         env, given = list(env), list(env)
         before = (getattr(self._local, "partial", None), getattr(self._local, "env_shapes", None))
         for _ in range(len(env) + 1):
-            if None not in env:
+            if not known_in_part(env):
                 return env, self.out_shapes(qname, arg_shapes, env)
             self._local.partial, self._local.env_shapes = {}, env
             try:
@@ -185,7 +219,7 @@ class _FunctionTable:
                     with self._calling(("shapes", self._env_key(env)), callee, args):
                         ins, _ = self.graphs[callee].infer_shape(list(args) + env)
                     for slot, shape in ins.items():
-                        if slot >= num_args and found[slot - num_args] is None:
+                        if slot >= num_args and _unknown(found[slot - num_args]):
                             found[slot - num_args] = shape
             except (mx.MXNetError, ValueError):
                 # (MXNet's take refuses a table of unknown rank: unknown, as before; what is
@@ -423,6 +457,33 @@ def table(namespace, node=None):
     if node is not None and getattr(node, "function_table", None) is not table:
         node.function_table = table   # keeps it (see _TABLES)
     return table
+
+
+# NOTE [one shape per call]
+#     A recursive call's output shapes are learnt from the path that does not recurse: the
+#     recursive call raises PendingShape and its ``cond`` answers the other branch's shapes.
+#     ``node(i) = cond(leaf, x[i] (width 3), concat(node(l), node(r)))`` was declared (1, 3)
+#     for every call, though a call one level up returns (1, 6), eagerly and at run time:
+#     hybridized it failed at the first read of its output, after it ran ("output 0 has shape
+#     (1, 6) at run time, but its shape rule declared (1, 3)"), naming no branch. So the calls
+#     learnt while a call's shapes were pending are inferred again, every call's shapes now
+#     known and every branch inferred, until none changes: a call whose answer changes has no
+#     one shape whatever the depth, and is known at run time only (``registry.Dynamic``, what
+#     its shapes agree on), as a ``cond`` whose branches differ in size is (NOTE [run-time
+#     shapes]): the block runs partitioned, each call's shapes those its run gives, as eager
+#     mode's. Answers given meanwhile are no graph's to keep (``Graph.infer_shape``, counted by
+#     ``registry.note_pending_shapes``): the function's graph answered the second inference
+#     from its cache, the first's.
+
+
+def _unknown(shape):
+    """Unknown, or known in part (MXNet's 0 for an unknown dimension, ``()``)."""
+    return shape is None or isinstance(shape, (tuple, list)) and not registry.is_complete(shape)
+
+
+def known_in_part(env):
+    """Whether some of the environment's shapes are unknown, or known in part."""
+    return any(_unknown(s) for s in env)
 
 
 def _type_classes(types):
