@@ -221,3 +221,36 @@ def test_a_recursion_over_a_table_of_unknown_rows_infers_what_its_layers_decide(
     theirs, _ = mx.sym.contrib.foreach(lambda r, _: (S.FullyConnected(
         S.take(x, r), num_hidden=3, name="fc"), []), S.var("roots"), [])
     assert theirs.infer_shape_partial(x=(0, 4), roots=(2,))[1] == part_out
+
+
+class MutualConcat(HybridBlock):
+    """even/odd mutual recursion, each concatenating its children's rows: widths 3, 6, 9 ...
+    as the tree decides, the calls' shapes settled across both functions."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        def define(name, leaf, callee):
+            def f(i):
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: leaf(F.take(x, i)),
+                                     lambda: F.concat(callee()(F.take(left, i)),
+                                                      callee()(F.take(right, i)), dim=1))
+            f.__name__ = name
+            return gluon_cf.recursive(f)
+        even = define("even", lambda v: v, lambda: odd)
+        odd = define("odd", lambda v: v * 2, lambda: even)
+        return even(root)
+
+
+def test_mutual_recursion_whose_widths_change_with_depth_gives_eagers_values():
+    left, right = [1, 3, -1, -1, -1], [2, 4, -1, -1, -1]
+    xs = np.arange(15, dtype="float32").reshape(5, 3) / 10
+
+    def plain(i, odd):
+        if left[i] < 0:
+            return xs[i:i + 1] * (2 if odd else 1)
+        return np.concatenate([plain(left[i], not odd), plain(right[i], not odd)], axis=1)
+    eager, hybrid = MutualConcat(), MutualConcat()
+    hybrid.hybridize()
+    for root in (0, 1, 3):
+        args = [nd.array(xs), nd.array(left), nd.array(right), nd.array([root])]
+        for net in (eager, hybrid):
+            np.testing.assert_allclose(net(*args).asnumpy(), plain(root, False), **TOL)
