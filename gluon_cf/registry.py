@@ -32,6 +32,27 @@ def pending_types():
     return getattr(_PENDING_TYPES, "value", 0)
 
 
+_PENDING_SHAPES = threading.local()
+
+
+def note_pending_shapes(provisional_only=False):
+    """A recursive call's shapes were asked while being inferred (``tracing.PendingShape``),
+    or answered while still being settled (``provisional_only``): an answer given meanwhile is
+    no graph's to keep (NOTE [one shape per call] in recursion/table.py); counted per thread."""
+    pending, provisional = getattr(_PENDING_SHAPES, "value", (0, 0))
+    _PENDING_SHAPES.value = (pending + (not provisional_only), provisional + 1)
+
+
+def pending_shapes():
+    """How many PendingShape this thread raised."""
+    return getattr(_PENDING_SHAPES, "value", (0, 0))[0]
+
+
+def provisional_shapes():
+    """How many answers this thread gave of shapes pending or being settled."""
+    return getattr(_PENDING_SHAPES, "value", (0, 0))[1]
+
+
 def op_type(kind):
     """The MXNet ``op_type`` of a gluon_cf op kind."""
     return OP_PREFIX + kind

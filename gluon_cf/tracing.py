@@ -89,15 +89,13 @@ class PendingShape(Exception):
     wrapped them in an MXNetError.
     """
 
-    _count = threading.local()
-
     def __init__(self, what):
         super().__init__(what)
-        PendingShape._count.value = pending_shapes() + 1
+        registry.note_pending_shapes()
 
 
 def pending_shapes():
-    return getattr(PendingShape._count, "value", 0)
+    return registry.pending_shapes()
 
 
 class Traced:

@@ -207,6 +207,7 @@ class Graph:
         key = (tuple(given), self._callee_key("shapes"), keep_partial)
         if key in self._shape_cache:
             return self._shape_cache[key]
+        pending = registry.provisional_shapes()
         if self.partitioned:
             if self._inference is None:
                 self._inference = PartitionedGraph(self.symbol)
@@ -226,9 +227,13 @@ class Graph:
         outs = [o if registry.is_dynamic(o) or known(o) else None for o in outs]
         # Cache only complete answers: a partial one may be completed later (a recursive
         # function's shapes become known during inference, NOTE [recursion design]; a weight
-        # only its recursive branch shapes, NOTE [an environment known in part]).
-        if all(registry.is_dynamic(o) or registry.is_complete(o) for o in outs) and \
-                all(s in inferred for s, g in zip(self.slots, given) if g is None):
+        # only its recursive branch shapes, NOTE [an environment known in part], also one
+        # given in part, a Dense's (3, 0) before Gluon's deferred initialisation), nor one
+        # given while a recursive call's shapes were pending (NOTE [one shape per call]).
+        if registry.provisional_shapes() == pending and \
+                all(registry.is_dynamic(o) or registry.is_complete(o) for o in outs) and \
+                all(registry.is_complete(inferred.get(s)) for s, g in zip(self.slots, given)
+                    if not (registry.is_complete(g) or registry.is_dynamic(g))):
             self._shape_cache[key] = (inferred, outs)
         return inferred, outs
 

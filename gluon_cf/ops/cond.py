@@ -181,9 +181,9 @@ def _branch_shapes_or_error(graph, in_shapes):
     FInferShape) and runs the taken branch only, so a branch that cannot run on these inputs
     is an error only if it is taken (its run raises the same error then); the outputs are
     the other branch's. NOTE [a branch refusing its inputs]"""
-    # (only what the branch reads: the deferred weight of a Dense in the other branch is not)
-    known = all(in_shapes[k] is not None and not registry.is_dynamic(in_shapes[k])
-                for k in graph.slot_set)
+    # (only what the branch reads: the deferred weight of a Dense in the other branch is not;
+    # a shape known in part is not known: NOTE [shapes known in part in a cond])
+    known = all(registry.is_complete(in_shapes[k]) for k in graph.slot_set)
     try:
         inputs, outputs = _branch_shapes(graph, in_shapes)
     except (mx.MXNetError, ValueError) as error:
@@ -290,6 +290,11 @@ def _merge_branch_shapes(then_out, else_out):
     return merged
 
 
+def _known_at_all(shape):
+    """Whether ``shape`` is known whole, or known at run time only (Dynamic)."""
+    return registry.is_complete(shape) or registry.is_dynamic(shape)
+
+
 class CondRule(registry.Rule):
     """Node inputs: ``[pred, *captured]``; slots are the node inputs; outputs: the branch's."""
 
@@ -297,8 +302,18 @@ class CondRule(registry.Rule):
     graph_roles = ("then", "else")
     outputs_graph = "then"
 
+    # NOTE [shapes known in part in a cond]
+    #     ``infer_shape_partial`` hands a node MXNet's shape with a 0 for an unknown dimension
+    #     (a table of unknown rows, (0, 4)). Taken as unknown, the branches' ``take`` of a row
+    #     saw a table of unknown rank, and MXNet's take refused it ("Axis should be in the
+    #     range of [-r, r-1]", naming an internal node) where MXNet's own take answers (1, 4):
+    #     the branches are inferred with what is known, as MXNet's foreach infers its body,
+    #     and such a shape is unknown everywhere else (a predicate of unknown size is not
+    #     refused; a branch refusing it is not set aside as one that cannot run).
+    accepts_partial_shapes = True
+
     def infer_shape(self, node, in_shapes):
-        check_scalar_pred(OP, "pred", in_shapes[0])
+        check_scalar_pred(OP, "pred", in_shapes[0] if _known_at_all(in_shapes[0]) else None)
         then_in, then_out, then_error = _branch_shapes_or_error(node.graphs["then"], in_shapes)
         else_in, else_out, else_error = _branch_shapes_or_error(node.graphs["else"], in_shapes)
         forced = registry.COND_BRANCH_SHAPES.get()
@@ -316,7 +331,8 @@ class CondRule(registry.Rule):
         shapes = list(in_shapes)
         for inferred in (then_in, else_in):
             for slot, shape in inferred.items():
-                shapes[slot] = shapes[slot] or shape
+                if not _known_at_all(shapes[slot]):
+                    shapes[slot] = shape
         if forced is not None:
             return shapes, list(then_out if forced == "then" else else_out)
         return shapes, _merge_branch_shapes(then_out, else_out)

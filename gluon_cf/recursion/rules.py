@@ -21,7 +21,7 @@ from .. import node as _node, registry, remat as _remat, rowwise
 from ..operators import SOURCE_ATTR
 from ..graph.decoded import random_ops
 from .invocation import RecursionContext
-from .table import MAX_DEPTH, table as _table
+from .table import MAX_DEPTH, known_in_part, table as _table
 
 def _namespace_of(qname):
     return qname.rsplit("@", 1)[1]
@@ -83,15 +83,22 @@ class RecursionRule(registry.Rule):
         # the entry's arguments.
         return graph["num_args"] + spec["num_inputs"] - spec["num_args"]
 
+    # An environment's shape known in part (MXNet's 0 for an unknown dimension) is read as
+    # far as it is known (NOTE [an environment known in part] in table.py); an argument's is
+    # unknown.
+    accepts_partial_shapes = True
+
     def infer_shape(self, node, in_shapes):
         table = _table(node.spec["namespace"], node)
         n = node.spec["num_args"]
+        args = [s if registry.is_complete(s) or registry.is_dynamic(s) else None
+                for s in in_shapes[:n]]
         env = list(in_shapes[n:])   # (in part unknown: NOTE [an environment known in part])
-        if None not in env:   # NOTE [one table, many threads] in table.py
+        if not known_in_part(env):   # NOTE [one table, many threads] in table.py
             table.env_shapes = env
-            return list(in_shapes), table.out_shapes(node.spec["entry"], in_shapes[:n], env)
-        env, outs = table.infer_environment(node.spec["entry"], in_shapes[:n], env)
-        return list(in_shapes[:n]) + env, outs
+            return list(args) + env, table.out_shapes(node.spec["entry"], args, env)
+        env, outs = table.infer_environment(node.spec["entry"], args, env)
+        return list(args) + env, outs
 
     def infer_type(self, node, in_types):
         table = _table(node.spec["namespace"], node)

@@ -8,6 +8,7 @@ import weakref
 import mxnet as mx
 import numpy as np
 
+from .. import registry
 from ..registry import note_pending_types, pending_types
 from ..tracing import PendingShape
 
@@ -132,7 +133,7 @@ class _FunctionTable:
         n = self.specs[qname]["num_outputs"]
         if env is None:
             return [None] * n
-        if None in env:   # NOTE [an environment known in part]
+        if known_in_part(env):   # NOTE [an environment known in part]
             return self._partial_out_shapes(qname, arg_shapes, env)
         key = (qname, tuple(arg_shapes), self._env_key(env))
         in_progress = getattr(self._local, "in_progress", None)
@@ -142,10 +143,14 @@ class _FunctionTable:
             raise PendingShape(qname)   # a recursive call: NOTE above
         outs = self.shapes.get(key)
         if outs is not None:
+            if key in (getattr(self._local, "settling", None) or ()):
+                registry.note_pending_shapes(provisional_only=True)   # (no graph keeps it)
             return outs
         if None in arg_shapes:
             return [None] * n
         outermost = not in_progress
+        if outermost:
+            self._local.learnt, pending = [], registry.pending_shapes()
         in_progress.add(key)
         try:
             _, outs = self.graphs[qname].infer_shape(list(arg_shapes) + list(env))
@@ -163,7 +168,36 @@ class _FunctionTable:
                                 "none: every path reaches a recursive call" if outs is None
                                 else outs))
         self.shapes[key] = outs
+        self._local.learnt.append((key, list(arg_shapes)))
+        if outermost and registry.pending_shapes() != pending:
+            try:
+                self._settle_shapes(self._local.learnt, env)
+            except BaseException:
+                for other, _ in self._local.learnt:   # (every inference of them fails alike)
+                    self.shapes.pop(other, None)
+                raise
+            return self.shapes[key]
         return outs
+
+    def _settle_shapes(self, learnt, env):
+        """The calls learnt while a recursive call's shapes were pending, inferred again with
+        every call's shapes known until none changes (NOTE [one shape per call])."""
+        self._local.settling = {key for key, _ in learnt}
+        try:
+            for _ in range(2 + sum(len(registry.dims_of(o) or ()) + 1
+                                   for key, _ in learnt for o in self.shapes[key])):
+                changed = False
+                for key, arg_shapes in learnt:
+                    _, again = self.graphs[key[0]].infer_shape(list(arg_shapes) + list(env))
+                    outs = self.shapes[key]
+                    settled = [o if a == o or a is None else registry.Dynamic(
+                        registry.common_dims(o, a)) for o, a in zip(outs, again)]
+                    if settled != outs:
+                        self.shapes[key], changed = settled, True
+                if not changed:
+                    return
+        finally:
+            self._local.settling = None
 
     def infer_environment(self, qname, arg_shapes, env):
         """``(environment, output shapes)`` of ``qname`` for ``arg_shapes`` and an environment
@@ -173,7 +207,7 @@ class _FunctionTable:
         env, given = list(env), list(env)
         before = (getattr(self._local, "partial", None), getattr(self._local, "env_shapes", None))
         for _ in range(len(env) + 1):
-            if None not in env:
+            if not known_in_part(env):
                 return env, self.out_shapes(qname, arg_shapes, env)
             self._local.partial, self._local.env_shapes = {}, env
             try:
@@ -185,7 +219,7 @@ class _FunctionTable:
                     with self._calling(("shapes", self._env_key(env)), callee, args):
                         ins, _ = self.graphs[callee].infer_shape(list(args) + env)
                     for slot, shape in ins.items():
-                        if slot >= num_args and found[slot - num_args] is None:
+                        if slot >= num_args and _unknown(found[slot - num_args]):
                             found[slot - num_args] = shape
             except (mx.MXNetError, ValueError):
                 # (MXNet's take refuses a table of unknown rank: unknown, as before; what is
@@ -324,38 +358,96 @@ class _FunctionTable:
             self._note_call(scope, qname, tuple(arg_types))
         if key in self.types:
             return self.types[key]
-        inferring = getattr(self._local, "types", None)
-        if inferring is None:
-            inferring = self._local.types = {}
-        if key in inferring:   # a recursive call, in this thread: what is known so far
-            if None in inferring[key]:
-                note_pending_types()
-            return inferring[key]
         n = self.specs[qname]["num_outputs"]
         if env is None or None in arg_types:
             return [None] * n
-        graph = self.graphs[qname]
+        inference = getattr(self._local, "types", None)
+        if inference is not None:   # a call met by this thread's inference of dtypes
+            return inference.ask(key, (qname, arg_types, scope))
         with _TYPES_LOCK:   # another thread inferring the same types: its answer
             if key in self.types:
                 return self.types[key]
-            outs = inferring[key] = [None] * n
+            inference = self._local.types = _DtypesInference(self)
             try:
-                for _ in range(8):
-                    pending = pending_types()
-                    with self._calling(scope, qname, tuple(arg_types)):
-                        _, new = graph.infer_type(list(arg_types) + env)
-                    new = [t if t is not None else o for t, o in zip(new, outs)]
-                    if new == outs:
-                        break
-                    outs = inferring[key] = new
+                outs, kept = inference.run(key, (qname, arg_types, scope))
             finally:
-                del inferring[key]
-            # Not kept if its last round waited for another call's dtypes (mutual recursion:
-            # the caller's, being inferred): the caller's next round infers it again, its
-            # branches then checked (NOTE [dtypes of a call being inferred] in ops/cond.py)
-            if pending_types() == pending:
-                self.types[key] = outs
+                self._local.types = None
+            self.types.update(kept)
         return outs
+
+    def _infer_types_of(self, qname, arg_types, scope):
+        """One inference of the output dtypes of ``qname`` for ``arg_types`` by its graph,
+        the calls it meets answered by this thread's inference (``scope``: ``_calling``'s)."""
+        with self._calling(scope, qname, tuple(arg_types)):
+            _, outs = self.graphs[qname].infer_type(
+                list(arg_types) + _type_classes(self.env_types))
+        return outs
+
+
+# NOTE [dtypes of mutual recursion]
+#     A function's output dtypes are inferred to a fixpoint: its recursive calls answer what is
+#     known so far (unknown at first), and its graph is inferred again until its answer stands
+#     (NOTE [dtypes of a call being inferred] in ops/cond.py). With mutual recursion each call
+#     met was inferred the same way, inside each round of its caller, and not kept when it had
+#     waited for a caller's dtypes: f0 calling f1 ... f(K-1) calling f0 inferred f(K-1) 2^K
+#     times or more (K=8: 12 s on the first call of a hybridized block; K=11: minutes). So one
+#     thread's inference of a table's dtypes is one fixpoint over every call it meets
+#     (``_DtypesInference``): a round infers each call once, in the order met, a call met again
+#     in the same round (or being inferred: a recursive call) answering what is known of it so
+#     far; rounds repeat until one learns nothing, so in its last every call was inferred with
+#     its calls' final dtypes and every branch was checked against them. Dtypes only become
+#     known, so there are at most as many rounds as outputs, each inferring every call once.
+#     The answers kept are those of calls whose last inference waited for no unknown dtypes.
+
+
+class _DtypesInference:
+    """One thread's inference of the output dtypes of the calls of a table it meets
+    (NOTE [dtypes of mutual recursion])."""
+
+    def __init__(self, table):
+        self._table = table
+        self.outs = {}              # call (out_types' key) -> its output dtypes known so far
+        self.calls = {}             # call -> (function, argument dtypes, _calling's scope)
+        self.rounds = {}            # call -> the round it was last inferred in
+        self.waited = {}            # call -> whether that inference met unknown dtypes
+        self.now = 0
+        self.learnt = False
+
+    def ask(self, key, call):
+        """What is known of ``key``'s dtypes in this round: inferred once per round."""
+        if self.rounds.get(key) != self.now:
+            self._infer(key, call)
+        outs = self.outs[key]
+        if None in outs:   # waiting for dtypes being inferred
+            note_pending_types()
+        return list(outs)
+
+    def run(self, key, call):
+        """``(output dtypes of key, {key: dtypes to keep})``: ``call`` is ``(function,
+        argument dtypes, _calling's scope)``."""
+        self._infer(key, call)
+        while self.learnt and self.now <= sum(len(o) + 1 for o in self.outs.values()):
+            self.learnt, self.now = False, self.now + 1
+            for key_ in list(self.outs):
+                if self.rounds[key_] != self.now:
+                    self._infer(key_, self.calls[key_])
+        kept = {} if self.learnt else {
+            key_: outs for key_, outs in self.outs.items() if not self.waited[key_]}
+        return list(self.outs[key]), kept
+
+    def _infer(self, key, call):
+        old = self.outs.get(key)
+        if old is None:
+            old = self.outs[key] = [None] * self._table.specs[key[0]]["num_outputs"]
+            self.calls[key] = call
+            self.learnt = True
+        self.rounds[key] = self.now
+        pending = pending_types()
+        new = self._table._infer_types_of(*call)
+        self.waited[key] = pending_types() != pending
+        new = [t if t is not None else o for t, o in zip(new, old)]
+        if new != old:
+            self.outs[key], self.learnt = new, True
 
 
 def table(namespace, node=None):
@@ -365,6 +457,33 @@ def table(namespace, node=None):
     if node is not None and getattr(node, "function_table", None) is not table:
         node.function_table = table   # keeps it (see _TABLES)
     return table
+
+
+# NOTE [one shape per call]
+#     A recursive call's output shapes are learnt from the path that does not recurse: the
+#     recursive call raises PendingShape and its ``cond`` answers the other branch's shapes.
+#     ``node(i) = cond(leaf, x[i] (width 3), concat(node(l), node(r)))`` was declared (1, 3)
+#     for every call, though a call one level up returns (1, 6), eagerly and at run time:
+#     hybridized it failed at the first read of its output, after it ran ("output 0 has shape
+#     (1, 6) at run time, but its shape rule declared (1, 3)"), naming no branch. So the calls
+#     learnt while a call's shapes were pending are inferred again, every call's shapes now
+#     known and every branch inferred, until none changes: a call whose answer changes has no
+#     one shape whatever the depth, and is known at run time only (``registry.Dynamic``, what
+#     its shapes agree on), as a ``cond`` whose branches differ in size is (NOTE [run-time
+#     shapes]): the block runs partitioned, each call's shapes those its run gives, as eager
+#     mode's. Answers given meanwhile are no graph's to keep (``Graph.infer_shape``, counted by
+#     ``registry.note_pending_shapes``): the function's graph answered the second inference
+#     from its cache, the first's.
+
+
+def _unknown(shape):
+    """Unknown, or known in part (MXNet's 0 for an unknown dimension, ``()``)."""
+    return shape is None or isinstance(shape, (tuple, list)) and not registry.is_complete(shape)
+
+
+def known_in_part(env):
+    """Whether some of the environment's shapes are unknown, or known in part."""
+    return any(_unknown(s) for s in env)
 
 
 def _type_classes(types):
