@@ -191,11 +191,13 @@ def _finish_pending_work():
 # NOTE [daemon threads at exit]
 #     atexit handlers run while daemon threads still run: one that keeps calling a hybridized
 #     block (a training loop in a daemon thread) kept pushing work, and the ``waitall`` above
-#     never returned: the process hung at exit (plain MXNet, having no such wait, exits). Once
-#     exit begins, a hybridized call from a thread threading made, other than the main thread,
-#     waits until the process ends (:func:`park_if_exiting`), as Python parks a daemon thread
-#     that asks for the interpreter after finalization; MXNet's own threads (a node's forward,
-#     run on a custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
+#     never returned: the process hung at exit (plain MXNet, having no such wait, exits); so
+#     did one pushing plain MXNet operators (``mx.nd.dot`` in a loop, no block: 3 runs of 3).
+#     Once exit begins, a hybridized call or an MXNet operator (``_imperative_invoke``, wrapped
+#     in ``zero_size.py``) from a thread threading made, other than the main thread, waits
+#     until the process ends (:func:`park_if_exiting`), as Python parks a daemon thread that
+#     asks for the interpreter after finalization; MXNet's own threads (a node's forward, run
+#     on a custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
 _EXITING = threading.Event()
 
 
