@@ -24,6 +24,8 @@ import threading
 
 import mxnet as mx
 
+from ._interrupts import defer_interrupts_in
+
 _next_key = [0]   # registry keys below this one were looked at
 _lock = threading.Lock()
 _original_register = mx.operator.register
@@ -150,6 +152,10 @@ def register_guarded(op_type, prop_class):
         mx.operator.register(op_type)(prop_class)
     finally:
         mx.operator._LIB = lib
+
+
+# their callbacks: NOTE [no KeyboardInterrupt inside MXNet's callbacks] in _interrupts.py
+defer_interrupts_in(_original_register, _guarded)
 
 
 def write_like_assign(op, dst, req, value):

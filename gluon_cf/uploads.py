@@ -39,6 +39,8 @@ import numpy as np
 from mxnet.base import _LIB, NDArrayHandle, check_call
 from mxnet.ndarray import ndarray as _ndarray
 
+from ._interrupts import defer_interrupts_in
+
 __all__ = ['to_nd', 'from_numpy']
 
 _DL_TYPES = {np.dtype(name): code for name, code in _ndarray.DLDataType.TYPE_MAP.items()}
@@ -61,6 +63,7 @@ def _release(managed, decref=_decref):
 
 
 _RELEASE = _ndarray.DeleterFunc(_release)
+defer_interrupts_in(_release)   # NOTE [no KeyboardInterrupt inside MXNet's callbacks]
 _incref(_RELEASE)   # for the whole process: NOTE [upload deleters at exit]
 
 
