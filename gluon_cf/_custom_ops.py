@@ -198,10 +198,11 @@ def _finish_pending_work():
 #     atexit handlers run while daemon threads still run: one that keeps calling a hybridized
 #     block (a training loop in a daemon thread) kept pushing work, and the ``waitall`` above
 #     never returned: the process hung at exit (plain MXNet, having no such wait, exits); so
-#     did one pushing plain MXNet operators (``mx.nd.dot`` in a loop, no block: 3 runs of 3).
-#     Once exit begins, a hybridized call or an MXNet operator (``_imperative_invoke``, wrapped
-#     in ``zero_size.py``) from a thread threading made, other than the main thread, waits
-#     until the process ends (:func:`park_if_exiting`), as Python parks a daemon thread that
+#     did one pushing plain MXNet operators (``mx.nd.dot`` or ``mx.np.dot`` in a loop, no
+#     block: 3 runs of 3). Once exit begins, a hybridized call or an MXNet operator
+#     (``_imperative_invoke``, wrapped in ``zero_size.py``; ``mx.np``'s through MXNet's FFI,
+#     wrapped below) from a thread threading made, other than the main thread, waits until the
+#     process ends (:func:`park_if_exiting`), as Python parks a daemon thread that
 #     asks for the interpreter after finalization; MXNet's own threads (a node's forward, run
 #     on a custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
 _EXITING = threading.Event()
@@ -215,6 +216,19 @@ def park_if_exiting():
         if thread is not threading.main_thread() \
                 and not isinstance(thread, threading._DummyThread):
             threading.Event().wait()
+
+
+def _parking(ffi_call):
+    def call(self, *args):
+        park_if_exiting()   # NOTE [daemon threads at exit]
+        return ffi_call(self, *args)
+    call.__doc__ = ffi_call.__doc__
+    return call
+
+
+_ffi_function = mx._ffi.function._FunctionBase
+if _ffi_function.__module__ == "mxnet._ffi._ctypes.function":   # (a Cython build's is fixed)
+    _ffi_function.__call__ = _parking(_ffi_function.__call__)
 
 
 # NOTE [operations released after waitall]

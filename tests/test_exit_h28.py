@@ -109,16 +109,16 @@ import threading, time
 import mxnet as mx
 import gluon_cf
 
-pushed = threading.Event()
-
-def push_for_ever():
-    x = mx.nd.ones((200, 200))
-    while True:
-        y = mx.nd.dot(x, x) / 200   # never waited for
+def push_for_ever(pushed, numpy):
+    x = mx.np.ones((200, 200)) if numpy else mx.nd.ones((200, 200))
+    while True:   # never waited for
+        y = mx.np.tensordot(x, x) if numpy else mx.nd.dot(x, x) / 200   # (MXNet's FFI)
         pushed.set()
 
-threading.Thread(target=push_for_ever, daemon=True).start()
-pushed.wait()
+for numpy in (False, True):
+    pushed = threading.Event()
+    threading.Thread(target=push_for_ever, args=(pushed, numpy), daemon=True).start()
+    pushed.wait()
 time.sleep(0.2)
 print("ok", flush=True)
 """
@@ -126,7 +126,7 @@ print("ok", flush=True)
 
 def test_a_daemon_thread_pushing_operators_at_exit():
     """Was: the process never ended (gluon_cf's atexit ``waitall`` waited for the operators the
-    thread kept pushing; plain MXNet exits, in 3 s here)."""
+    threads kept pushing; plain MXNet exits, in 3 s here)."""
     proc = run_python(DAEMON_THREAD_PUSHING_OPERATORS, timeout=30)
     assert proc is not None, "the process hung"
     assert proc.returncode == 0, "exit %d\n%s" % (proc.returncode, proc.stderr[-4000:])
