@@ -61,8 +61,9 @@ def _in_callback(frame):
     return False
 
 
-def _interrupt_main(signum):
-    signal.pthread_kill(threading.main_thread().ident, signum)   # (wakes a sleep)
+def _interrupt_main(signum, main=threading.main_thread().ident):
+    if main is not None:
+        signal.pthread_kill(main, signum)   # (it wakes a sleep)
 
 
 def _guarded_handler(handler):
