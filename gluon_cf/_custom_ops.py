@@ -184,14 +184,32 @@ def write_like_assign(op, dst, req, value):
 #     unread output's to report; at exit it is dropped, as MXNet drops it for its own operators.
 
 
+#     Only a process in which gluon_cf gave MXNet's engine work that calls back into Python (a
+#     node's operator, a remat node, an upload's deleter: :func:`engine_calls_us`) waits: a
+#     daemon thread's backlog of plain operators (``mx.nd.dot`` of 600x600 arrays pushed for
+#     0.2 s) held a script that merely imported gluon_cf 37 s at exit; plain MXNet drops it.
+_engine_calls_us = [False]
+
+
+def engine_calls_us():
+    """Note that MXNet's engine may run gluon_cf's Python callbacks from now on (NOTE [exit
+    with work pending])."""
+    _engine_calls_us[0] = True
+
+
 def _finish_pending_work():
     _EXITING.set()   # NOTE [daemon threads at exit]
-    try:
-        mx.nd.waitall()
-    except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
-        pass
-    _let_workers_release_their_last_operations()
+    if _engine_calls_us[0]:
+        try:
+            mx.nd.waitall()
+        except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
+            pass
+        _let_workers_release_their_last_operations()
     _keep_callbacks_to_the_end()
+
+
+# (a Ctrl-C that lands here waits: NOTE [no KeyboardInterrupt inside MXNet's callbacks])
+defer_interrupts_in(_finish_pending_work)
 
 
 # NOTE [daemon threads at exit]

@@ -22,8 +22,9 @@ NOTE [no KeyboardInterrupt inside MXNet's callbacks]
     ``__del__`` is held the same way: Python drops an exception raised in one ("Exception
     ignored in: <function NDArrayBase.__del__ ...> KeyboardInterrupt"), so a Ctrl-C landing in
     MXNet's (1 run of 8 of a while_loop model, after the fix above) was lost, and training went
-    on. A handler the user installs after ``import gluon_cf`` replaces this one, as Python
-    replaces any handler.
+    on. So is gluon_cf's atexit handler: a Ctrl-C landing there (sent just before the script
+    ended, held in a callback) skipped what it keeps alive for the interpreter's end. A handler
+    the user installs after ``import gluon_cf`` replaces this one, as Python replaces any.
 """
 import signal
 import threading
