@@ -24,6 +24,8 @@ import threading
 
 import mxnet as mx
 
+from ._interrupts import defer_interrupts_in
+
 _next_key = [0]   # registry keys below this one were looked at
 _lock = threading.Lock()
 _original_register = mx.operator.register
@@ -152,6 +154,10 @@ def register_guarded(op_type, prop_class):
         mx.operator._LIB = lib
 
 
+# their callbacks: NOTE [no KeyboardInterrupt inside MXNet's callbacks] in _interrupts.py
+defer_interrupts_in(_original_register, _guarded)
+
+
 def write_like_assign(op, dst, req, value):
     """``op.assign(dst, req, value)`` (a ``CustomOp``'s output or input gradient): by
     ``value.copyto(dst)`` where assign's ``dst[:] = value`` is that same copy (plain NDArrays of
@@ -178,24 +184,45 @@ def write_like_assign(op, dst, req, value):
 #     unread output's to report; at exit it is dropped, as MXNet drops it for its own operators.
 
 
+#     Only a process in which gluon_cf gave MXNet's engine work that calls back into Python (a
+#     node's operator, a remat node, an upload's deleter: :func:`engine_calls_us`) waits: a
+#     daemon thread's backlog of plain operators (``mx.nd.dot`` of 600x600 arrays pushed for
+#     0.2 s) held a script that merely imported gluon_cf 37 s at exit; plain MXNet drops it.
+_engine_calls_us = [False]
+
+
+def engine_calls_us():
+    """Note that MXNet's engine may run gluon_cf's Python callbacks from now on (NOTE [exit
+    with work pending])."""
+    _engine_calls_us[0] = True
+
+
 def _finish_pending_work():
     _EXITING.set()   # NOTE [daemon threads at exit]
-    try:
-        mx.nd.waitall()
-    except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
-        pass
-    _let_workers_release_their_last_operations()
+    if _engine_calls_us[0]:
+        try:
+            mx.nd.waitall()
+        except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
+            pass
+        _let_workers_release_their_last_operations()
     _keep_callbacks_to_the_end()
+
+
+# (a Ctrl-C that lands here waits: NOTE [no KeyboardInterrupt inside MXNet's callbacks])
+defer_interrupts_in(_finish_pending_work)
 
 
 # NOTE [daemon threads at exit]
 #     atexit handlers run while daemon threads still run: one that keeps calling a hybridized
 #     block (a training loop in a daemon thread) kept pushing work, and the ``waitall`` above
-#     never returned: the process hung at exit (plain MXNet, having no such wait, exits). Once
-#     exit begins, a hybridized call from a thread threading made, other than the main thread,
-#     waits until the process ends (:func:`park_if_exiting`), as Python parks a daemon thread
-#     that asks for the interpreter after finalization; MXNet's own threads (a node's forward,
-#     run on a custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
+#     never returned: the process hung at exit (plain MXNet, having no such wait, exits); so
+#     did one pushing plain MXNet operators (``mx.nd.dot`` or ``mx.np.dot`` in a loop, no
+#     block: 3 runs of 3). Once exit begins, a hybridized call or an MXNet operator
+#     (``_imperative_invoke``, wrapped in ``zero_size.py``; ``mx.np``'s through MXNet's FFI,
+#     wrapped below) from a thread threading made, other than the main thread, waits until the
+#     process ends (:func:`park_if_exiting`), as Python parks a daemon thread that
+#     asks for the interpreter after finalization; MXNet's own threads (a node's forward, run
+#     on a custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
 _EXITING = threading.Event()
 
 
@@ -207,6 +234,19 @@ def park_if_exiting():
         if thread is not threading.main_thread() \
                 and not isinstance(thread, threading._DummyThread):
             threading.Event().wait()
+
+
+def _parking(ffi_call):
+    def call(self, *args):
+        park_if_exiting()   # NOTE [daemon threads at exit]
+        return ffi_call(self, *args)
+    call.__doc__ = ffi_call.__doc__
+    return call
+
+
+_ffi_function = mx._ffi.function._FunctionBase
+if _ffi_function.__module__ == "mxnet._ffi._ctypes.function":   # (a Cython build's is fixed)
+    _ffi_function.__call__ = _parking(_ffi_function.__call__)
 
 
 # NOTE [operations released after waitall]

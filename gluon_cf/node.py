@@ -34,7 +34,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import _names, executor, registry
-from ._custom_ops import NOT_UTF8, register_guarded, write_like_assign
+from ._custom_ops import NOT_UTF8, engine_calls_us, register_guarded, write_like_assign
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
 from .graph import decode
@@ -662,6 +662,7 @@ def _prop_class(rule):
 
         @_reporting
         def create_operator(self, ctx, in_shapes, in_dtypes):
+            engine_calls_us()   # NOTE [exit with work pending]
             shapes = [tuple(s) for s in in_shapes]
             inferred = self._inferred
             if inferred is not None and inferred[0] == tuple(shapes):

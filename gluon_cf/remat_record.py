@@ -29,7 +29,8 @@ from mxnet import autograd
 from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
 from . import node as _node
-from ._custom_ops import keep_to_the_end
+from ._custom_ops import engine_calls_us, keep_to_the_end
+from ._interrupts import defer_interrupts_in
 from ._graph_json import reached_ids
 from .graph.index_gradients import _NO_GRADIENT_INPUTS, _STOPS
 from .operators import INDEX_INPUTS
@@ -144,9 +145,14 @@ def record_node(inputs, outputs, backward):
                              ctypes.cast(c_array(ctypes.c_void_p, [None] * len(callbacks)),
                                          ctypes.POINTER(ctypes.c_void_p)))
     _alive[key] = (context, callbacks, backward_entry, delete_entry)
+    engine_calls_us()   # NOTE [exit with work pending]
     check_call(_LIB.MXCustomFunctionRecord(
         ctypes.c_int(len(inputs)), c_handle_array(inputs), ctypes.c_int(len(outputs)),
         c_handle_array(outputs), ctypes.byref(context)))
+
+
+# its callbacks: NOTE [no KeyboardInterrupt inside MXNet's callbacks] in _interrupts.py
+defer_interrupts_in(record_node)
 
 
 def _leaf_name(array):

@@ -39,6 +39,9 @@ import numpy as np
 from mxnet.base import _LIB, NDArrayHandle, check_call
 from mxnet.ndarray import ndarray as _ndarray
 
+from ._custom_ops import engine_calls_us
+from ._interrupts import defer_interrupts_in
+
 __all__ = ['to_nd', 'from_numpy']
 
 _DL_TYPES = {np.dtype(name): code for name, code in _ndarray.DLDataType.TYPE_MAP.items()}
@@ -61,12 +64,14 @@ def _release(managed, decref=_decref):
 
 
 _RELEASE = _ndarray.DeleterFunc(_release)
+defer_interrupts_in(_release)   # NOTE [no KeyboardInterrupt inside MXNet's callbacks]
 _incref(_RELEASE)   # for the whole process: NOTE [upload deleters at exit]
 
 
 def from_numpy(array):
     """``mx.nd.from_numpy(array, zero_copy=True)`` (CPU; ``array`` becomes read-only and is
     kept alive by the NDArray) without its per-call overhead (NOTE [lean DLPack uploads])."""
+    engine_calls_us()   # (its deleter, maybe on an engine thread)
     dtype = _DL_TYPES.get(array.dtype)
     if dtype is None or not array.flags.c_contiguous:
         return mx.nd.from_numpy(array, zero_copy=True)
