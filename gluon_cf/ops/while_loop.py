@@ -11,7 +11,8 @@ from .._structure import containers_of, describe, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, flatten_returned,
                        pending_shapes, trace, user_location)
 from ..checks import (LoopVarShapeChange, arrays_only, check_arity, check_callable,
-                      check_kept_shapes, check_pair, check_same_dtypes, check_scalar_pred,
+                      PredShapeError, check_kept_shapes, check_pair, check_same_dtypes,
+                      check_scalar_pred, scalar_pred_shape,
                       check_structure, flatten_argument, mismatch, mode_of, not_hybridizable,
                       op_at, pred_value, stack_steps)
 from .._typing import Array, Arrays
@@ -398,7 +399,8 @@ class WhileLoopRule(registry.Rule):
     def _infer_shape(self, node, in_shapes):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         cond_in, cond_out = node.graphs["cond"].infer_shape(in_shapes)
-        check_scalar_pred(OP, "the value returned by cond", cond_out[0])
+        if not scalar_pred_shape(cond_out[0]):    # NOTE [predicates of many elements]
+            return list(in_shapes), [registry.Dynamic() for _ in range(num_out + nv)]
         func_in, func_out = _func_shapes(node, in_shapes)
         shapes = list(in_shapes)
         for inferred in (cond_in, func_in):
@@ -413,6 +415,15 @@ class WhileLoopRule(registry.Rule):
         rows = registry.Dynamic() if pad_to is None else pad_to   # exact length: as steps run
         stacked = [None if s is None else stacked_shape(rows, s) for s in func_out[:num_out]]
         return shapes, stacked + func_out[num_out:]
+
+    def static_shape_error(self, node, in_shapes):
+        cond_out = node.graphs["cond"].infer_shape(self.slot_order(node.spec, in_shapes))[1]
+        try:
+            check_scalar_pred(OP, "the value returned by cond", cond_out[0])
+        except PredShapeError as err:
+            _node.name_node(err, node)
+            return err
+        return None
 
     def infer_type(self, node, in_types):
         ins, outs = self._infer_type(node, self.slot_order(node.spec, in_types))
@@ -449,7 +460,7 @@ class WhileLoopRule(registry.Rule):
                 value = next_pred.pop()
             else:
                 value = (yield cond_g.run(slots, frame, record=False))[0]
-            return pred_value(OP, "the value returned by cond", value)
+            return _pred_of(node, value)
 
         steps = []
 
@@ -492,7 +503,7 @@ class WhileLoopRule(registry.Rule):
 
         def more(vs):
             value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
-            return pred_value(OP, "the value returned by cond", value)
+            return _pred_of(node, value)
 
         def step(t, slices, vs):
             run = func_g.run(list(vs) + loop_.closure, frame)   # (Loop.backward_segments)
@@ -612,6 +623,18 @@ def _onnx_bound_guard(node, custom_node, finals):
     dtype = helper.np_dtype_to_tensor_dtype(np.dtype(node.slot(0).dtype))
     node.add("Add", [finals[0], node.add("Cast", [guard], to=dtype)],
              [custom_node.outputs[num_out]])
+
+
+def _pred_of(node, value):
+    """The Python bool of cond's ``value`` in ``node``'s forward; a value of many elements
+    is a PredShapeError naming the node and the user's line (NOTE [predicates of many
+    elements]: a graph of run-time shapes runs the node outside MXNet's callbacks, which
+    name it)."""
+    try:
+        return pred_value(OP, "the value returned by cond", value)
+    except ValueError as err:
+        _node.name_node(err, node)
+        raise
 
 
 def _onnx_pad_rows(node, stacked, dtypes):

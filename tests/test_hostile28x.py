@@ -1,0 +1,76 @@
+"""Hostile round 28x (issue 24) on export and dynamic shapes: the programs of
+``hostile_programs28x.py`` exported (``export_onnx`` through onnxruntime and ``save_artifact``
+through ``load``) at the example's shapes and at other lengths and batches, against the
+hybridized block, and what the round fixed:
+
+* ``infer_shape`` of a symbol holding a while_loop (or cond) whose predicate has more than one
+  element raised PredShapeError where MXNet 1.9.1's own ops answer (None, None, None) (their
+  check is at run time): now as MXNet, and the run (bind, a hybridized block, export) raises
+  PredShapeError naming the node and the user's line;
+"""
+import re
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+import gluon_cf
+from gluon_cf.checks import PredShapeError
+
+
+def _while_pred_of_many(F, i, x):
+    return gluon_cf.while_loop(lambda a, b: a < 3, lambda a, b: ([a * 2], [a + 1, b * 2]),
+                               [i, x], max_iterations=5)
+
+
+def _mxnet_while_pred_of_many(F, i, x):
+    return F.contrib.while_loop(lambda a, b: a < 3, lambda a, b: ([a * 2], [a + 1, b * 2]),
+                                [i, x], max_iterations=5)
+
+
+@pytest.mark.parametrize("op", ["while_loop", "cond"])
+def test_infer_shape_of_a_predicate_of_many_elements_answers_as_mxnet(op):
+    """MXNet's symbolic while_loop and cond check the predicate's size when they run:
+    infer_shape answers (None, None, None), infer_shape_partial leaves the outputs unknown.
+    gluon_cf's raised PredShapeError from shape inference; now the same answers, and running
+    the graph raises PredShapeError naming the node and the line that made it."""
+    i, x = mx.sym.var("i"), mx.sym.var("x")
+    if op == "while_loop":
+        ours = mx.sym.Group(sum(map(list, _while_pred_of_many(mx.sym, i, x)), []))
+        theirs = mx.sym.Group(sum(map(list, _mxnet_while_pred_of_many(mx.sym, i, x)), []))
+        line = _while_pred_of_many.__code__.co_firstlineno + 1
+    else:
+        ours = gluon_cf.cond(i < 3, lambda: x * 2, lambda: x * 3)
+        theirs = mx.sym.contrib.cond(i < 3, lambda: x * 2, lambda: x * 3)
+        line = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ours.infer_shape(i=(2,), x=(3,)) == theirs.infer_shape(i=(2,), x=(3,)) == \
+            (None, None, None)
+        partial = ours.infer_shape_partial(i=(2,), x=(3,))
+    assert partial[0] == [(2,), (3,)] and all(s == () for s in partial[1]), partial
+    if op == "while_loop":
+        assert partial == theirs.infer_shape_partial(i=(2,), x=(3,))
+    with pytest.raises(PredShapeError, match="must have exactly one element, got "
+                       r"shape \(2,\)\n\(in gluon_cf node '\w+' at %s:%s\)" % (
+                           re.escape(__file__), line or r"\d+")):
+        ours.bind(mx.cpu(), {"i": mx.nd.array([0, 1]), "x": mx.nd.ones(3)}).forward()
+
+
+class _WhilePredOfMany(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, i, x):
+        outs, vars_ = _while_pred_of_many(F, i, x)
+        return outs[0], vars_[1]
+
+
+def test_a_hybridized_predicate_of_many_elements_names_the_users_line():
+    net = _WhilePredOfMany()
+    net.hybridize()
+    line = _while_pred_of_many.__code__.co_firstlineno + 1
+    with pytest.raises(PredShapeError, match=r"\(in gluon_cf node '\w+' at %s:%d\)"
+                       % (re.escape(__file__), line)):
+        net(mx.nd.array([0, 1]), mx.nd.ones(3))
+    outs, x = net(mx.nd.array([0]), mx.nd.ones(3))
+    np.testing.assert_array_equal(x.asnumpy(), [8, 8, 8])
+    np.testing.assert_array_equal(outs.asnumpy()[:3, 0], [0, 2, 4])
