@@ -74,3 +74,48 @@ def test_a_hybridized_predicate_of_many_elements_names_the_users_line():
     outs, x = net(mx.nd.array([0]), mx.nd.ones(3))
     np.testing.assert_array_equal(x.asnumpy(), [8, 8, 8])
     np.testing.assert_array_equal(outs.asnumpy()[:3, 0], [0, 2, 4])
+
+
+class _WhileOverKeptRows(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, mask):
+        kept = F.contrib.boolean_mask(x, mask)
+        count = F.sum(mask).reshape((1,))
+        outs, _ = gluon_cf.while_loop(
+            lambda i: i < count, lambda i: (F.take(kept, i, mode="raise") * 2, [i + 1]),
+            [F.zeros((1,))], max_iterations=4)
+        return outs
+
+
+def _session(model, optimized=True):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return lambda *arrays: session.run(None, dict(zip(names, arrays)))
+
+
+def test_while_loop_of_no_step_with_step_shapes_of_dynamic_axes_exports(tmp_path):
+    """Step outputs (1, d), d a dynamic axis of x: with no row kept Gluon gives four zero
+    rows (4, 1, d); onnxruntime and the artifact failed in the body's Gather. Now equal to
+    Gluon on masks keeping 0, 1 and 2 rows at widths 3, 4 and 5."""
+    from gluon_cf.export import export_onnx, load, save_artifact
+    net = _WhileOverKeptRows()
+    net.hybridize()
+    example = [mx.nd.array(np.arange(12).reshape(3, 4)), mx.nd.array([1, 0, 1])]
+    axes = {0: [0, 1], 1: [0]}
+    model = export_onnx(net, example, dynamic_axes=axes)
+    save_artifact(net, example, str(tmp_path / "m.onnx"), dynamic_axes=axes)
+    runs = [_session(model), _session(model, optimized=False), load(str(tmp_path / "m.onnx"))]
+    rng = np.random.RandomState(0)
+    for n, d, mask in ((3, 3, [0, 0, 0]), (2, 5, [0, 1]), (3, 4, [1, 0, 1]), (1, 3, [0])):
+        x, m = rng.uniform(-1, 1, (n, d)).astype(np.float32), np.array(mask, np.float32)
+        want = net(mx.nd.array(x), mx.nd.array(m)).asnumpy()
+        assert want.shape == (4, 1, d)
+        for run in runs:
+            got, = run(x, m)
+            assert got.shape == want.shape, (mask, got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+

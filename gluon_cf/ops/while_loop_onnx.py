@@ -27,6 +27,67 @@ def onnx_bound_guard(node, custom_node, finals):
              [custom_node.outputs[num_out]])
 
 
+# NOTE [dims a loop's rows follow]
+#     A while_loop that ran no step gives max_iterations zero rows of its step outputs' shapes
+#     (NOTE [loops of no step]). A step shape the shape plan knows is a constant; a dim that
+#     changes with the dynamic axes was taken from one probe call of func on the initial loop
+#     vars, and func may fail there where Gluon runs nothing (a take of kept row i with no row
+#     kept: onnxruntime's Gather error, no user line). The plan keeps every run's concrete
+#     shapes per node (NOTE [shape plan]: the example, the grown run, the smallest and a large
+#     size): a step dim equal in every run (three at least, two sizes at least) to p * d + q,
+#     d a dim of one of the node's inputs, p and q integers (a copy of it, or ``concat(r, r)``
+#     of a row: twice it), is computed from that input's shape at run time, no probe. Only a
+#     dim that follows no input so (a row count of a mask in the body) is still probed.
+
+
+def _dims_followed(node, k):
+    """Per dim of step output ``k`` (its rows axis left out), its size, or ``(input position,
+    axis)`` of the node input whose dim it equals in every run of the shape plan; None when a
+    dim follows no input (NOTE [dims a loop's rows follow])."""
+    planned = node.out_shapes[k]
+    if planned is None:
+        return None
+    runs = [(ins, outs[k]) for ins, outs in node.runs
+            if outs[k] is not None and len(outs[k]) == len(planned) and None not in outs[k]]
+    if len(runs) < 3:
+        return None
+    dims = []
+    for j, size in enumerate(planned[1:], 1):
+        sizes = [out[j] for _, out in runs]
+        if size is not None or len(set(sizes)) < 2:
+            dims.append(size if size is not None else sizes[0])
+            continue
+        found = [(m, axis) + line for m, shape in enumerate(runs[0][0]) if shape is not None
+                 for axis in range(len(shape))
+                 for line in [_line_through([(ins[m][axis] if ins[m] is not None and
+                                              len(ins[m]) == len(shape) else None, out[j])
+                                             for ins, out in runs])] if line is not None]
+        if not found:
+            return None
+        dims.append(min(found, key=lambda f: (f[2:] != (1, 0), f)))   # (a copy first)
+    return dims
+
+
+def _affine(emitter, dim, p, q):
+    """``p * dim + q`` of a 1-D int64 ``dim``, in ``emitter``."""
+    if p != 1:
+        dim = emitter.add("Mul", [dim, emitter.const([p])])
+    return dim if q == 0 else emitter.add("Add", [dim, emitter.const([q])])
+
+
+def _line_through(points):
+    """``(p, q)``, integers with ``size == p * dim + q`` at every ``(dim, size)`` of
+    ``points`` (p nonzero: ``concat(r, r)`` has twice r's width), else None."""
+    if any(dim is None for dim, _ in points) or len({dim for dim, _ in points}) < 2:
+        return None
+    (d1, s1), (d2, s2) = sorted(set(points))[:2]
+    if d1 == d2 or (s2 - s1) % (d2 - d1):
+        return None
+    p = (s2 - s1) // (d2 - d1)
+    q = s1 - p * d1
+    return (p, q) if p and all(size == p * dim + q for dim, size in points) else None
+
+
 def onnx_pad_rows(node, stacked, dtypes):
     """Define the while_loop node's step outputs: ``stacked`` (one row per step taken) padded
     with zero rows to max_iterations rows.
@@ -52,18 +113,29 @@ def onnx_pad_rows(node, stacked, dtypes):
     probe_name = f"{node.name}_no_step"
     planned = [s if s is not None and None not in s else None
                for s in node.out_shapes[:len(stacked)]]
-    open_ = [k for k, s in enumerate(planned) if s is None]
+    followed = [None if s is not None else _dims_followed(node, k)
+                for k, s in enumerate(planned)]
+    open_ = [k for k, s in enumerate(planned) if s is None and followed[k] is None]
     probe = node.convert("func", probe_name, outer_slots=range(len(node.node.inputs)),
                          output_order=open_) if open_ else None
     zeros = Emitter(f"{probe_name}/zeros")
     probed = dict(zip(open_, probe.output_names if probe else ()))
-    zero_outputs = [
-        zeros.add("ConstantOfShape", [zeros.const(planned[k]) if planned[k] is not None else
-                                      zeros.add("Concat", [zeros.const([max_iterations]),
-                                                           zeros.add("Shape", [probed[k]])],
-                                                axis=0)],
-                  value=numpy_helper.from_array(np.zeros((1,), dtype)))
-        for k, dtype in enumerate(dtypes)]
+
+    def shape_of(k):
+        if planned[k] is not None:
+            return zeros.const(planned[k])
+        if followed[k] is None:
+            return zeros.add("Concat", [zeros.const([max_iterations]),
+                                        zeros.add("Shape", [probed[k]])], axis=0)
+        return zeros.add("Concat", [zeros.const([max_iterations])] + [
+            zeros.const([d]) if isinstance(d, int) else
+            _affine(zeros, zeros.add("Slice", [zeros.add("Shape", [node.node.inputs[d[0]]]),
+                                               zeros.const([d[1]]), zeros.const([d[1] + 1])]),
+                    *d[2:])
+            for d in followed[k]], axis=0)
+    zero_outputs = [zeros.add("ConstantOfShape", [shape_of(k)],
+                              value=numpy_helper.from_array(np.zeros((1,), dtype)))
+                    for k, dtype in enumerate(dtypes)]
     then_outputs = [value_info(name, dtype, rank)
                     for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
     if probe is None:
