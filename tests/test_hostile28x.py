@@ -119,3 +119,28 @@ def test_while_loop_of_no_step_with_step_shapes_of_dynamic_axes_exports(tmp_path
             assert got.shape == want.shape, (mask, got.shape, want.shape)
             np.testing.assert_allclose(got, want, rtol=1e-6)
 
+
+@pytest.mark.parametrize("axis", [-1, -2, 0, 1, 2])
+@pytest.mark.parametrize("start,step,dtype", [(0.0, 1.0, "float32"), (1.5, -0.5, "float32"),
+                                              (2.0, 3.0, "int32"), (0.0, 0.1, "float64")])
+def test_arange_like_along_a_negative_axis_exports_as_mxnet(axis, start, step, dtype):
+    """numpy's ``start + step * arange(n)`` along ``axis`` (MXNet's arange_like), exported
+    with every axis dynamic: equal at the example's shape and two others."""
+    from gluon_cf.export import export_onnx
+
+    class Positions(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return F.contrib.arange_like(x, start=start, step=step, axis=axis)
+
+    net = Positions()
+    net.hybridize()
+    run = _session(export_onnx(net, [mx.nd.ones((2, 3, 4), dtype=dtype)],
+                               dynamic_axes={0: [0, 1, 2]}))
+    for shape in ((2, 3, 4), (1, 5, 2), (3, 1, 6)):
+        x = np.ones(shape, dtype)
+        n = shape[axis]
+        want = (np.array(start, dtype) + np.array(step, dtype) * np.arange(n)).astype(dtype)
+        np.testing.assert_allclose(net(mx.nd.array(x, dtype=dtype)).asnumpy(), want, 1e-6)
+        got, = run(x)
+        assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
