@@ -144,3 +144,29 @@ def test_arange_like_along_a_negative_axis_exports_as_mxnet(axis, start, step, d
         got, = run(x)
         assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape)
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ---- the round's programs -------------------------------------------------------------------
+
+# A sample of hostile_programs28x's 90 programs (all of them, eager, hybridized and exported
+# both ways: ~22 s): each exported model equals the hybridized block at the example's shapes
+# and at the other lengths and batches (or refuses at the user's line where noted).
+EXPORTED = ["ClipThenTakeLastAxis", "ClipToLengthThenTakeRaise", "ClipInt32ThenTakeLastAxis",
+            "SliceStepMinusOne", "TopkBothLastAxis", "OneHotNegativeIndex",
+            "RoundRintFixHalves", "Int32ModAndDivNegative", "SequenceReverseZeroLength",
+            "MaskedDotAttention", "ArangeLikeLastAxisWeights", "ForeachMaskedStateUpdate",
+            "WhileOverKeptRowsTakeRaise", "WhileOverKeptRowsTwoStepOutputs",
+            "GreedyDecoderEmbeddingArgmax", "WhileExactLengthDecoderOverMaxLength",
+            "CondDifferentSizeThenForeach", "BooleanMaskThenForeachKept",
+            "ExampleOfBatchOneBroadcastsAgainstRows", "TreeSoftmaxAttentionOverChildren"]
+REFUSED = {"SmoothL1NormOrd1SoftmaxTemperature": {"onnx": "no converter for 'smooth_l1'",
+                                                  "artifact": "no converter for 'smooth_l1'"}}
+
+
+@pytest.mark.parametrize("name", EXPORTED + sorted(REFUSED))
+def test_round_28x_exports_equal_gluon(name):
+    import export_harness
+    import hostile_programs28x as P
+    cls = getattr(P, name)
+    result = export_harness.export_outcomes(cls, P.PROGRAMS[cls], [P.__file__])
+    export_harness.assert_equal_or_refused(result, REFUSED.get(name, {}))
