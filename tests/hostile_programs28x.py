@@ -889,3 +889,180 @@ class WhileExactLengthDecoderOverMaxLength(HybridBlock):
         outs, (_, h) = gluon_cf.while_loop(lambda t, h: t < steps, body,
                                            [F.zeros((1,)), F.zeros_like(F.sum(x, axis=0))])
         return F.sum(outs, axis=0), h
+
+
+# ---- more axes and normalizations -------------------------------------------------------
+
+I3 = ([rand(2, 3, 4)], [rand(3, 5, 4, seed=1)], [rand(1, 2, 4, seed=2)])
+
+
+@program(*I3)
+class BatchNormLastAxis(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm(axis=-1, in_channels=4)
+
+    def hybrid_forward(self, F, x):
+        return self.bn(x * 3 + 1)
+
+
+@program(*I3)
+class SoftmaxLogSoftmaxAxisMinus2(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.softmax(x, axis=-2), F.log_softmax(x, axis=-2), F.argmax(x, axis=-2)
+
+
+@program(*I3)
+class SliceLikeNegativeAxes(HybridBlock):
+    def hybrid_forward(self, F, x):
+        y = F.slice_axis(x, axis=-1, begin=0, end=2)
+        total = F.sum(x, axis=-1, keepdims=True)
+        return F.slice_like(x, y, axes=(-1,)), \
+            F.broadcast_like(total, x, lhs_axes=(-1,), rhs_axes=(-1,))
+
+
+@program(*I3)
+class MomentsNegativeAxes(HybridBlock):
+    """(no converter: refused at the line)"""
+    def hybrid_forward(self, F, x):
+        m, v = F.moments(x, axes=(-1,), keepdims=True)
+        return m, v
+
+
+@program(*I3)
+class ExpandDimsMinus2AndFlatten(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.expand_dims(x, axis=-2), F.flatten(x), F.Flatten(F.expand_dims(x, 1))
+
+
+@program(*I3)
+class SplitNegativeAxisSqueezeNo(HybridBlock):
+    def hybrid_forward(self, F, x):
+        a, b = F.split(x, num_outputs=2, axis=-1)
+        return a * b
+
+
+@program(*I3)
+class InstanceNormOverChannels(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.InstanceNorm(F.swapaxes(x, 1, 2), F.ones((4,)), F.zeros((4,)))
+
+
+@program(*I3)
+class DiagNegativeK(HybridBlock):
+    """(no converter: refused at the line)"""
+    def hybrid_forward(self, F, x):
+        return F.diag(F.sum(x, axis=0), k=-1)
+
+
+@program(*I3)
+class LayerNormAxisMinus2(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.LayerNorm(F.swapaxes(x, 1, 2), F.ones((4,)) * 2, F.ones((4,)), axis=-2)
+
+
+@program(*I3)
+class DotTransposeAndBatchDotTransposeA(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.batch_dot(x, x, transpose_a=True), F.dot(F.sum(x, axis=0), F.ones((4, 2)))
+
+
+@program(*I3)
+class MaxMinProdNegativeAxes(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.max(x, axis=-2, keepdims=True), F.min(x, axis=(-1, 0)), F.prod(x, axis=-1)
+
+
+@program(*I3)
+class PoolingGlobalAndFullOverLength(HybridBlock):
+    def hybrid_forward(self, F, x):
+        y = F.swapaxes(x, 1, 2)
+        return F.Pooling(y, kernel=(1,), pool_type="avg", global_pool=True), \
+            F.Pooling(y, kernel=(2,), stride=(2,), pool_type="max", pooling_convention="full")
+
+
+@program(*I3)
+class DropoutPredictAndActivations(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.Dropout(x, p=0.5), F.LeakyReLU(x, act_type="elu", slope=0.3), \
+            F.LeakyReLU(x, act_type="leaky", slope=0.1), F.Activation(x, act_type="softrelu"), \
+            F.sigmoid(x), F.hard_sigmoid(x)
+
+
+@program(*I3)
+class ErfGeluSelu(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.LeakyReLU(x, act_type="gelu"), F.LeakyReLU(x, act_type="selu"), F.erf(x)
+
+
+# ---- loops of no step nested, and step shapes of several dims ---------------------------
+
+@program([rand(2, 3, 4), floats(1, 0, 1)], [rand(3, 2, 5, seed=1), floats(0, 0)],
+         [rand(1, 4, 3, seed=2), floats(0, 1, 1, 0)])
+class ForeachBatchWhileOverKept(HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        count = F.sum(m).reshape((1,))
+
+        def row(xr, s):
+            kept = F.contrib.boolean_mask(xr, m)
+            outs, _ = gluon_cf.while_loop(
+                lambda i: i < count, lambda i: (F.take(kept, i, mode="raise") * 2, [i + 1]),
+                [F.zeros((1,))], max_iterations=3)
+            return outs, s
+        outs, _ = gluon_cf.foreach(row, x, [F.zeros((1,))])
+        return outs
+
+
+@program([rand(3, 4), floats(1, 0, 1)], [rand(2, 5, seed=1), floats(0, 0)],
+         [rand(4, 3, seed=2), floats(0, 1, 1, 0)])
+class CondThenWhileOverKept(HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        count = F.sum(m).reshape((1,))
+
+        def loop():
+            outs, _ = gluon_cf.while_loop(
+                lambda i: i < count,
+                lambda i: (F.broadcast_add(F.take(kept, i, mode="raise"), i), [i + 1]),
+                [F.zeros((1,))], max_iterations=3)
+            return F.sum(outs, axis=0)
+        return gluon_cf.cond(F.sum(x) > -100, loop,
+                             lambda: F.zeros_like(F.slice_axis(x, 0, 0, 1)))
+
+
+_NS = ([rand(3, 4), floats(2)], [rand(2, 5, seed=1), floats(0)],
+       [rand(4, 3, seed=2), floats(1)])
+
+
+@program(*_NS)
+class WhileNoStepStepIsPaddedRow(HybridBlock):
+    """step output: a row with two zeros after it (width + 2)."""
+    def hybrid_forward(self, F, x, n):
+        def body(i):
+            r = F.take(x, i, mode="clip")
+            return F.concat(r, F.zeros((1, 2)), dim=-1), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < n, body, [F.zeros((1,))],
+                                      max_iterations=3)
+        return outs
+
+
+@program(*_NS)
+class WhileNoStepOuterProductOfRow(HybridBlock):
+    """step output (w, w): both dims follow the width."""
+    def hybrid_forward(self, F, x, n):
+        def body(i):
+            r = F.take(x, i, mode="clip")
+            return F.dot(r, r, transpose_a=True), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < n, body, [F.zeros((1,))],
+                                      max_iterations=3)
+        return outs
+
+
+@program(*_NS)
+class WhileNoStepRowsOfX(HybridBlock):
+    """step output: x times i, (n, w): dims following two axes."""
+    def hybrid_forward(self, F, x, n):
+        outs, _ = gluon_cf.while_loop(lambda i: i < n, lambda i: (F.broadcast_mul(x, i),
+                                                                 [i + 1]),
+                                      [F.zeros((1,))], max_iterations=3)
+        return outs
