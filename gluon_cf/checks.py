@@ -111,11 +111,20 @@ def scalar_pred_shape(shape):
     return int(np.prod(shape)) == 1
 
 
+def pred_shape_error(op, what, shape):
+    """The PredShapeError of a predicate of ``shape`` that cannot hold exactly one element
+    (one per row when checking a batch), else None."""
+    if scalar_pred_shape(shape):
+        return None
+    return PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
+                          % (op, what, tuple(shape)))
+
+
 def check_scalar_pred(op, what, shape):
     """A predicate must hold exactly one element (one per row when checking a batch)."""
-    if not scalar_pred_shape(shape):
-        raise PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
-                             % (op, what, tuple(shape)))
+    error = pred_shape_error(op, what, shape)
+    if error is not None:
+        raise error
 
 
 def pred_value(op, what, pred, eager=False):

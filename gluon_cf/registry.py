@@ -189,7 +189,8 @@ class Rule:
     def static_shape_error(self, node, in_shapes):
         """The error a graph MXNet runs itself (bind) raises for the node's run-time output
         shapes, when they come from a mistake (a predicate of many elements, NOTE
-        [predicates of many elements] in checks.py) rather than from values; else None."""
+        [predicates of many elements] in checks.py) rather than from values; else None.
+        (Raised from MXNet's callback, which names the node.)"""
         return None
 
     def slot_shapes(self, spec, in_shapes):

@@ -76,16 +76,6 @@ def test_a_hybridized_predicate_of_many_elements_names_the_users_line():
     np.testing.assert_array_equal(outs.asnumpy()[:3, 0], [0, 2, 4])
 
 
-class _WhileOverKeptRows(mx.gluon.HybridBlock):
-    def hybrid_forward(self, F, x, mask):
-        kept = F.contrib.boolean_mask(x, mask)
-        count = F.sum(mask).reshape((1,))
-        outs, _ = gluon_cf.while_loop(
-            lambda i: i < count, lambda i: (F.take(kept, i, mode="raise") * 2, [i + 1]),
-            [F.zeros((1,))], max_iterations=4)
-        return outs
-
-
 def _session(model, optimized=True):
     import onnxruntime as ort
     options = ort.SessionOptions()
@@ -102,7 +92,8 @@ def test_while_loop_of_no_step_with_step_shapes_of_dynamic_axes_exports(tmp_path
     rows (4, 1, d); onnxruntime and the artifact failed in the body's Gather. Now equal to
     Gluon on masks keeping 0, 1 and 2 rows at widths 3, 4 and 5."""
     from gluon_cf.export import export_onnx, load, save_artifact
-    net = _WhileOverKeptRows()
+    import hostile_programs28x as P
+    net = P.WhileOverKeptRowsTakeRaise()
     net.hybridize()
     example = [mx.nd.array(np.arange(12).reshape(3, 4)), mx.nd.array([1, 0, 1])]
     axes = {0: [0, 1], 1: [0]}

@@ -14,9 +14,9 @@ from .._names import name_manager
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
                        merge_captures, pending_shapes, trace, user_location)
-from ..checks import (ArgumentValueError, ArrayTypeError, PredShapeError, check_arity,
-                      check_callable, check_scalar_pred, dtype_name, mismatch, mode_of, op_at,
-                      pred_value, scalar_pred_shape)
+from ..checks import (ArgumentValueError, ArrayTypeError, check_arity, check_callable,
+                      dtype_name, mismatch, mode_of, op_at, pred_shape_error, pred_value,
+                      scalar_pred_shape)
 from .._typing import Array, Arrays
 from ..uploads import from_numpy
 from ..zero_size import eagerly
@@ -324,12 +324,7 @@ class CondRule(registry.Rule):
         return shapes, _merge_branch_shapes(then_out, else_out)
 
     def static_shape_error(self, node, in_shapes):
-        try:
-            check_scalar_pred(OP, "pred", in_shapes[0])
-        except PredShapeError as err:
-            _node.name_node(err, node)
-            return err
-        return None
+        return pred_shape_error(OP, "pred", in_shapes[0])
 
     def infer_type(self, node, in_types):
         if in_types[0] is None:

@@ -11,10 +11,9 @@ from .._structure import containers_of, describe, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, flatten_returned,
                        pending_shapes, trace, user_location)
 from ..checks import (LoopVarShapeChange, arrays_only, check_arity, check_callable,
-                      PredShapeError, check_kept_shapes, check_pair, check_same_dtypes,
-                      check_scalar_pred, scalar_pred_shape,
-                      check_structure, flatten_argument, mismatch, mode_of, not_hybridizable,
-                      op_at, pred_value, stack_steps)
+                      check_kept_shapes, check_pair, check_same_dtypes, check_structure,
+                      flatten_argument, mismatch, mode_of, not_hybridizable, op_at,
+                      pred_shape_error, pred_value, scalar_pred_shape, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from . import eager_loops
@@ -418,12 +417,7 @@ class WhileLoopRule(registry.Rule):
 
     def static_shape_error(self, node, in_shapes):
         cond_out = node.graphs["cond"].infer_shape(self.slot_order(node.spec, in_shapes))[1]
-        try:
-            check_scalar_pred(OP, "the value returned by cond", cond_out[0])
-        except PredShapeError as err:
-            _node.name_node(err, node)
-            return err
-        return None
+        return pred_shape_error(OP, "the value returned by cond", cond_out[0])
 
     def infer_type(self, node, in_types):
         ins, outs = self._infer_type(node, self.slot_order(node.spec, in_types))
