@@ -137,6 +137,36 @@ def test_arange_like_along_a_negative_axis_exports_as_mxnet(axis, start, step, d
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_boolean_mask_of_another_length_than_the_rows_fails_the_exported_run(tmp_path):
+    """Masks of 2 and 4 flags for 3 rows: MXNet refuses both; the exported model ran the
+    first (rows 0 and 1 kept). Now both runs fail at the guard named for the mask's length;
+    a mask of 3 flags still equals Gluon."""
+    import onnxruntime as ort
+    from gluon_cf.export import ArtifactError, export_onnx, load, save_artifact
+    import hostile_programs28x as P
+    net = P.WhileOverKeptRowsTakeRaise()
+    net.hybridize()
+    example = [mx.nd.array(np.arange(12).reshape(3, 4)), mx.nd.array([1, 0, 1])]
+    axes = {0: [0, 1], 1: [0]}
+    run = _session(export_onnx(net, example, dynamic_axes=axes))
+    save_artifact(net, example, str(tmp_path / "m.onnx"), dynamic_axes=axes)
+    artifact = load(str(tmp_path / "m.onnx"))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for flags in ([1, 1], [0, 1, 1, 1]):
+        mask = np.array(flags, np.float32)
+        with pytest.raises(Exception, match="Shape inconsistent, the mask"):
+            net(mx.nd.array(x), mx.nd.array(mask))
+        with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                           match="mask_length_differs_from_rows"):
+            run(x, mask)
+        with pytest.raises(ArtifactError, match="mask_length_differs_from_rows"):
+            artifact(x, mask)
+    mask = np.array([0, 1, 1], np.float32)
+    want = net(mx.nd.array(x), mx.nd.array(mask)).asnumpy()
+    for got in (run(x, mask)[0], artifact(x, mask)[0]):
+        np.testing.assert_array_equal(got, want)
+
+
 # ---- the round's programs -------------------------------------------------------------------
 
 # A sample of hostile_programs28x's 90 programs (all of them, eager, hybridized and exported
