@@ -99,6 +99,9 @@ class ConverterNode(Emitter):
         else:  # called outside export_onnx: MXNet's partial shapes
             self.in_shapes = node.input_shapes or [None] * len(node.inputs)
             self.out_shapes = node.output_shapes or [None] * len(node.outputs)
+        # each run of the shape plan: (input shapes, output shapes), concrete where the
+        # inputs' are (NOTE [dims a loop's rows follow] in ops/while_loop.py)
+        self.runs = (PLAN.get() or {}).get(("runs", node.attrs["spec"]), ())
         rule = registry.rule_of(kind)
         self.slot_shapes = rule.slot_shapes(self.spec, self.in_shapes)
         # node inputs in slot order (NOTE [while_loop input order] in ops/while_loop.py)

@@ -173,7 +173,9 @@ def _located(error, mxnet_error):
 def _merge_plans(plan, more):
     """``plan`` keeping of each entry's shapes only the dims that agree with ``more``'s."""
     for key, entry in more.items():
-        if key in plan and isinstance(entry, tuple):
+        if isinstance(key, tuple) and key[0] == "runs":   # (every run's concrete shapes,
+            plan[key] = plan.get(key, ()) + entry          # NOTE [dims a loop's rows follow])
+        elif key in plan and isinstance(entry, tuple):
             plan[key] = tuple([merge_concrete(a, b) for a, b in zip(old, new)]
                               for old, new in zip(plan[key], entry))
 
@@ -301,6 +303,8 @@ def _collect_shapes(sym, arg_shapes, plan, where, owner=None, varying=None):
                                [merge_concrete(a, b) for a, b in zip(old_outs, outs)])
         else:
             plan[spec_text] = (ins, outs)
+        # (a tuple, not a list: a trial plan is a shallow copy left behind when its run fails)
+        plan[("runs", spec_text)] = plan.get(("runs", spec_text), ()) + ((ins, outs),)
         top = node["name"] if owner is None else owner
         if kind == "invoke":  # the call's argument shapes, for _collect_function_shapes
             plan.setdefault(("calls", spec["function"]), set()).add(tuple(ins))

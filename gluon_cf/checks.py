@@ -114,16 +114,40 @@ class PredShapeError(ValueError, mx.MXNetError):
     scalar", a ValueError)."""
 
 
+# NOTE [predicates of many elements]
+#     MXNet 1.9.1's symbolic cond and while_loop check that a predicate holds one element when
+#     they run (subgraph_op_common.cc: "Check failed: a.shape().Size() == 1U"), never in shape
+#     inference: ``infer_shape`` of such a symbol answers (None, None, None) with its "Cannot
+#     decide shape" warning, ``infer_shape_partial`` leaves the outputs unknown. gluon_cf's
+#     shape rules do the same (the outputs unknown, nothing raised), and the node's forward
+#     raises PredShapeError naming the node and the user's line (``pred_value``).
+
+
+def scalar_pred_shape(shape):
+    """Whether a predicate of ``shape`` may hold exactly one element (one per row when
+    checking a batch): unknown and run-time shapes may (checked when it runs)."""
+    if shape is None or registry.is_dynamic(shape):   # checked when it runs (pred_value)
+        return True
+    rows = rowwise.rows_being_checked()   # checking a batch for the batching executor
+    if rows and shape[0] == rows and int(np.prod(shape[1:])) == 1:
+        return True
+    return int(np.prod(shape)) == 1
+
+
+def pred_shape_error(op, what, shape):
+    """The PredShapeError of a predicate of ``shape`` that cannot hold exactly one element
+    (one per row when checking a batch), else None."""
+    if scalar_pred_shape(shape):
+        return None
+    return PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
+                          % (op, what, tuple(shape)))
+
+
 def check_scalar_pred(op, what, shape):
     """A predicate must hold exactly one element (one per row when checking a batch)."""
-    if registry.is_dynamic(shape):   # checked when it runs (pred_value)
-        return
-    rows = rowwise.rows_being_checked()   # checking a batch for the batching executor
-    if shape is not None and rows and shape[0] == rows and int(np.prod(shape[1:])) == 1:
-        return
-    if shape is not None and int(np.prod(shape)) != 1:
-        raise PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
-                             % (op, what, tuple(shape)))
+    error = pred_shape_error(op, what, shape)
+    if error is not None:
+        raise error
 
 
 def pred_value(op, what, pred, eager=False):

@@ -629,7 +629,8 @@ def _prop_class(rule):
             if any(registry.is_dynamic(s) for s in outs):
                 # Only MXNet calls this (gluon_cf infers its graphs itself, NOTE [run-time
                 # shapes]): a graph it runs needs static shapes.
-                raise _refuse_run_time_shapes(self.node, outs)
+                raise rule.static_shape_error(self.node, shapes) or \
+                    _refuse_run_time_shapes(self.node, outs)
             if None not in shapes:   # what create_operator asks next (a pure function of them)
                 self._inferred = (tuple(shapes), outs)
             # () for what we could not complete. A Python Custom op cannot say "unknown" in

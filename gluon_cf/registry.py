@@ -207,6 +207,13 @@ class Rule:
     def infer_type(self, node, in_types):
         raise NotImplementedError
 
+    def static_shape_error(self, node, in_shapes):
+        """The error a graph MXNet runs itself (bind) raises for the node's run-time output
+        shapes, when they come from a mistake (a predicate of many elements, NOTE
+        [predicates of many elements] in checks.py) rather than from values; else None.
+        (Raised from MXNet's callback, which names the node.)"""
+        return None
+
     def slot_shapes(self, spec, in_shapes):
         """The shapes the node's subgraphs see in its slots (NOTE [slots]), from the node's
         input shapes; most ops pass inputs through as slots."""

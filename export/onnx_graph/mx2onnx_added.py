@@ -590,12 +590,28 @@ def _convert_relu(node, **kwargs):
 
 
 def _convert_arange_like(node, **kwargs):
-    """``arange_like`` with mx2onnx's converter; of a float16 input refused (ONNX's Range has
-    no float16)."""
-    if np.dtype(_mx2onnx.get_input_dtypes(node, kwargs)[0]) == np.float16:
+    """``arange_like``: of a float16 input refused (ONNX's Range has no float16). Along an
+    axis, ``start + step * i`` for i below the axis's size, counted from the end when
+    negative (mx2onnx's converter sliced the shape from axis to axis + 1, nothing for -1: a
+    single 0, which broadcast silently); of the whole input, mx2onnx's converter."""
+    out, (x,), attrs, dtype = _start(node, kwargs)
+    if dtype == np.float16:
         raise NotImplementedError("arange_like of a float16 input (ONNX's Range has no "
                                   "float16): give it a float32 input of the same shape")
-    return _original("_contrib_arange_like", kwargs)(node, **kwargs)
+    axis = attrs.get("axis", "None")
+    if axis in (None, "None") or int(attrs.get("repeat", 1)) != 1:
+        return _original("_contrib_arange_like", kwargs)(node, **kwargs)
+    start, step = float(attrs.get("start", 0.0)), float(attrs.get("step", 1.0))
+    scalar = out.const(np.zeros(0, np.int64))
+    size = out.add("Cast", [out.add("Reshape", [out.dim(x, int(axis)), scalar])],
+                   to=_tensor_type(dtype))
+    first, delta = out.const(start, dtype), out.const(step, dtype)
+    # (the limit half a step short of the size-th value: Range counts ceil((limit - start) /
+    # delta) values, which rounding must not make one more, as mx2onnx's converter does)
+    limit = out.add("Add", [out.add("Mul", [size, delta]),
+                            out.const(start - step * 0.5, dtype)])
+    out.add("Range", [first, limit, delta], final=True)
+    return out
 
 
 def _convert_take(node, **kwargs):

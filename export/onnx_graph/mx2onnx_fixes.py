@@ -169,13 +169,35 @@ def _convert_scalar_comparison(node, **kwargs):
 
 def _convert_boolean_mask(node, **kwargs):
     """``boolean_mask(data, index, axis)`` -> ``Compress(data, index != 0, axis)``: the rows
-    whose index is non-zero, in order; a shape known only at run time, as in MXNet."""
-    name, input_names, attrs = _op_translations_opset12.get_inputs(node, kwargs)
+    whose index is non-zero, in order; a shape known only at run time, as in MXNet. MXNet
+    refuses an index of another length than data's axis; Compress took a shorter one as the
+    first rows' flags, silently (and a longer one failed further on): a Gather named
+    ``<node>/mask_length_differs_from_rows`` past its one-element table fails the run there."""
+    name, (data, index), attrs = _op_translations_opset12.get_inputs(node, kwargs)
     axis = int(attrs.get("axis", 0))
-    return [helper.make_node("Cast", [input_names[1]], [name + "_keep"],
+    dtype = helper.np_dtype_to_tensor_dtype(
+        np.dtype(_op_translations_opset12.get_input_dtypes(node, kwargs)[1]))
+
+    def const(suffix, value):
+        return helper.make_node("Constant", [], [name + suffix], value=numpy_helper.from_array(
+            np.array(value, np.int64), name + suffix))
+    guard = name + "/mask_length_differs_from_rows"
+    return [const("_axis", [axis]), const("_first", [0]), const("_table", [0]),
+            helper.make_node("Shape", [data], [name + "_data_shape"]),
+            helper.make_node("Gather", [name + "_data_shape", name + "_axis"], [name + "_rows"]),
+            helper.make_node("Shape", [index], [name + "_index_shape"]),
+            helper.make_node("Gather", [name + "_index_shape", name + "_first"],
+                             [name + "_flags"]),
+            helper.make_node("Equal", [name + "_rows", name + "_flags"], [name + "_agree"]),
+            helper.make_node("Not", [name + "_agree"], [name + "_differ"]),
+            helper.make_node("Cast", [name + "_differ"], [name + "_at"],
+                             to=onnx.TensorProto.INT64),
+            helper.make_node("Gather", [name + "_table", name + "_at"], [guard], name=guard),
+            helper.make_node("Cast", [guard], [name + "_zero"], to=dtype),
+            helper.make_node("Add", [index, name + "_zero"], [name + "_checked"]),
+            helper.make_node("Cast", [name + "_checked"], [name + "_keep"],
                              to=onnx.TensorProto.BOOL),
-            helper.make_node("Compress", [input_names[0], name + "_keep"], [name], name=name,
-                             axis=axis)]
+            helper.make_node("Compress", [data, name + "_keep"], [name], name=name, axis=axis)]
 
 
 def _convert_reshape(node, **kwargs):

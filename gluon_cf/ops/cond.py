@@ -15,7 +15,8 @@ from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
                        merge_captures, pending_shapes, trace, user_location)
 from ..checks import (ArgumentValueError, ArrayTypeError, check_arity, check_callable,
-                      check_scalar_pred, dtype_name, mismatch, mode_of, op_at, pred_value)
+                      dtype_name, mismatch, mode_of, op_at, pred_shape_error, pred_value,
+                      scalar_pred_shape)
 from .._typing import Array, Arrays
 from ..uploads import from_numpy
 from ..zero_size import eagerly
@@ -313,7 +314,9 @@ class CondRule(registry.Rule):
     accepts_partial_shapes = True
 
     def infer_shape(self, node, in_shapes):
-        check_scalar_pred(OP, "pred", in_shapes[0] if _known_at_all(in_shapes[0]) else None)
+        pred_shape = in_shapes[0] if _known_at_all(in_shapes[0]) else None
+        if not scalar_pred_shape(pred_shape):    # NOTE [predicates of many elements]
+            return list(in_shapes), [registry.Dynamic()] * node.spec["num_outputs"]
         then_in, then_out, then_error = _branch_shapes_or_error(node.graphs["then"], in_shapes)
         else_in, else_out, else_error = _branch_shapes_or_error(node.graphs["else"], in_shapes)
         forced = registry.COND_BRANCH_SHAPES.get()
@@ -336,6 +339,9 @@ class CondRule(registry.Rule):
         if forced is not None:
             return shapes, list(then_out if forced == "then" else else_out)
         return shapes, _merge_branch_shapes(then_out, else_out)
+
+    def static_shape_error(self, node, in_shapes):
+        return pred_shape_error(OP, "pred", in_shapes[0])
 
     def infer_type(self, node, in_types):
         if in_types[0] is None:

@@ -11,9 +11,9 @@ from .._structure import containers_of, describe, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, flatten_returned,
                        pending_shapes, trace, user_location)
 from ..checks import (LoopVarShapeChange, arrays_only, check_arity, check_callable,
-                      check_kept_shapes, check_pair, check_same_dtypes, check_scalar_pred,
-                      check_structure, flatten_argument, mismatch, mode_of, not_hybridizable,
-                      op_at, pred_value, stack_steps)
+                      check_kept_shapes, check_pair, check_same_dtypes, check_structure,
+                      flatten_argument, mismatch, mode_of, not_hybridizable, op_at,
+                      pred_shape_error, pred_value, scalar_pred_shape, stack_steps)
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from . import eager_loops
@@ -398,7 +398,8 @@ class WhileLoopRule(registry.Rule):
     def _infer_shape(self, node, in_shapes):
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         cond_in, cond_out = node.graphs["cond"].infer_shape(in_shapes)
-        check_scalar_pred(OP, "the value returned by cond", cond_out[0])
+        if not scalar_pred_shape(cond_out[0]):    # NOTE [predicates of many elements]
+            return list(in_shapes), [registry.Dynamic() for _ in range(num_out + nv)]
         func_in, func_out = _func_shapes(node, in_shapes)
         shapes = list(in_shapes)
         for inferred in (cond_in, func_in):
@@ -413,6 +414,10 @@ class WhileLoopRule(registry.Rule):
         rows = registry.Dynamic() if pad_to is None else pad_to   # exact length: as steps run
         stacked = [None if s is None else stacked_shape(rows, s) for s in func_out[:num_out]]
         return shapes, stacked + func_out[num_out:]
+
+    def static_shape_error(self, node, in_shapes):
+        cond_out = node.graphs["cond"].infer_shape(self.slot_order(node.spec, in_shapes))[1]
+        return pred_shape_error(OP, "the value returned by cond", cond_out[0])
 
     def infer_type(self, node, in_types):
         ins, outs = self._infer_type(node, self.slot_order(node.spec, in_types))
@@ -449,7 +454,7 @@ class WhileLoopRule(registry.Rule):
                 value = next_pred.pop()
             else:
                 value = (yield cond_g.run(slots, frame, record=False))[0]
-            return pred_value(OP, "the value returned by cond", value)
+            return _pred_of(node, value)
 
         steps = []
 
@@ -492,7 +497,7 @@ class WhileLoopRule(registry.Rule):
 
         def more(vs):
             value = (yield cond_g.run(list(vs) + captured, frame, record=False))[0]
-            return pred_value(OP, "the value returned by cond", value)
+            return _pred_of(node, value)
 
         def step(t, slices, vs):
             run = func_g.run(list(vs) + loop_.closure, frame)   # (Loop.backward_segments)
@@ -546,6 +551,7 @@ class WhileLoopRule(registry.Rule):
         from gluon_cf.export.onnx_graph import ValueSpec, value_info
         from gluon_cf.export.onnx_kit import ConverterNode, Emitter, set_outputs
 
+        from .while_loop_onnx import onnx_bound_guard, onnx_pad_rows
         node = ConverterNode(custom_node, OP)
         spec = node.spec
         num_vars, num_out = spec["num_vars"], spec["num_out_data"]
@@ -584,98 +590,23 @@ class WhileLoopRule(registry.Rule):
         node.add("Loop", [bound, keep_going] + [node.slot(k).name for k in var_slots],
                  finals + stacked, body=body.graph)
         if refuse:
-            _onnx_bound_guard(node, custom_node, finals)
+            onnx_bound_guard(node, custom_node, finals)
         dtypes = [v.dtype for v in body.outputs]
         if num_out and not exact:
-            _onnx_pad_rows(node, stacked, dtypes[num_vars:])
+            onnx_pad_rows(node, stacked, dtypes[num_vars:])
         return node.nodes, dtypes[num_vars:] + dtypes[:num_vars]
 
 
-def _onnx_bound_guard(node, custom_node, finals):
-    """A loop whose truncation drops data (``truncation_advice``: the child-sum TreeLSTM's
-    loop over a node's children) and whose ``cond`` still holds after max_iterations steps
-    fails the run at a ``Gather`` named ``.../max_iterations_exceeded``, which indexes past its
-    one-element table (ONNX has no error of its own). Its result (a zero) is added to the first
-    final loop var, so that no runtime prunes it."""
-    from onnx import TensorProto, helper
-
-    num_out, num_vars = node.spec["num_out_data"], node.spec["num_vars"]
-    captured = range(num_vars, len(custom_node.inputs))
-    values = {k: node.slot(k, name) for k, name in enumerate(finals)}
-    last_cond = node.convert("cond", f"{node.name}_cond_last", outer_slots=captured,
-                             outer_values=values)
-    still = node.add("Cast", [node.truth(node.inline(last_cond)[0])], to=TensorProto.INT64)
-    guard = f"{node.name}/max_iterations_exceeded"
-    node.nodes.append(helper.make_node(
-        "Gather", [node.const(np.zeros(1, np.int64)),
-                   node.add("Reshape", [still, node.const([1])])], [guard], name=guard))
-    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(node.slot(0).dtype))
-    node.add("Add", [finals[0], node.add("Cast", [guard], to=dtype)],
-             [custom_node.outputs[num_out]])
-
-
-def _onnx_pad_rows(node, stacked, dtypes):
-    """Define the while_loop node's step outputs: ``stacked`` (one row per step taken) padded
-    with zero rows to max_iterations rows.
-
-    After zero steps the rows of none are zeros of the step outputs' planned shapes; an output
-    whose shape the plan leaves open takes it from one probe call of func on the initial loop
-    vars, in an If (NOTE [gluon_cf ops as ONNX control flow]). A planned shape is never probed:
-    the loop that ran no step must not run func (NOTE [loops of no step]), whose operators may
-    fail on the initial vars (a take of a row of none) where Gluon runs none of them.
-    """
-    from onnx import helper, numpy_helper
-
-    from gluon_cf.export.onnx_graph import value_info
-    from gluon_cf.export.onnx_kit import Emitter, set_outputs
-
-    max_iterations = node.spec["max_iterations"]
-    outputs = node.node.outputs[:len(stacked)]
-    out_ranks = [None if s is None else len(s) for s in node.out_shapes[:len(stacked)]]
-    rows = node.add("Slice", [node.add("Shape", [stacked[0]]), node.const([0]), node.const([1])])
-    no_step = node.truth(node.add("Equal", [rows, node.const([0])]))
-
-    # then: zeros shaped (max_iterations, *shape of func's step outputs on the initial vars)
-    probe_name = f"{node.name}_no_step"
-    planned = [s if s is not None and None not in s else None
-               for s in node.out_shapes[:len(stacked)]]
-    open_ = [k for k, s in enumerate(planned) if s is None]
-    probe = node.convert("func", probe_name, outer_slots=range(len(node.node.inputs)),
-                         output_order=open_) if open_ else None
-    zeros = Emitter(f"{probe_name}/zeros")
-    probed = dict(zip(open_, probe.output_names if probe else ()))
-    zero_outputs = [
-        zeros.add("ConstantOfShape", [zeros.const(planned[k]) if planned[k] is not None else
-                                      zeros.add("Concat", [zeros.const([max_iterations]),
-                                                           zeros.add("Shape", [probed[k]])],
-                                                axis=0)],
-                  value=numpy_helper.from_array(np.zeros((1,), dtype)))
-        for k, dtype in enumerate(dtypes)]
-    then_outputs = [value_info(name, dtype, rank)
-                    for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
-    if probe is None:
-        then_graph = helper.make_graph(zeros.nodes, probe_name, [], then_outputs)
-    else:
-        then_graph = probe.graph
-        then_graph.node.extend(zeros.nodes)
-        set_outputs(then_graph, then_outputs)
-
-    # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
-    pad = Emitter(f"{node.name}_padded")
-    missing = pad.add("Sub", [pad.const([max_iterations]), rows])
-    padded = []
-    int_zero = numpy_helper.from_array(np.zeros((1,), np.int64))
-    for value in stacked:
-        rank = pad.add("Shape", [pad.add("Shape", [value])])
-        before = pad.add("ConstantOfShape", [rank], value=int_zero)
-        after = pad.add("ConstantOfShape", [pad.add("Sub", [rank, pad.const([1])])],
-                        value=int_zero)
-        pads = pad.add("Concat", [before, missing, after], axis=0)
-        padded.append(pad.add("Pad", [value, pads]))
-    pad_graph = helper.make_graph(pad.nodes, pad.prefix, [], [
-        value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
-
-    node.add("If", [no_step], outputs, then_branch=then_graph, else_branch=pad_graph)
+def _pred_of(node, value):
+    """The Python bool of cond's ``value`` in ``node``'s forward; a value of many elements
+    is a PredShapeError naming the node and the user's line (NOTE [predicates of many
+    elements]: a graph of run-time shapes runs the node outside MXNet's callbacks, which
+    name it)."""
+    try:
+        return pred_value(OP, "the value returned by cond", value)
+    except ValueError as err:
+        _node.name_node(err, node)
+        raise
 
 
 registry.register(WhileLoopRule())

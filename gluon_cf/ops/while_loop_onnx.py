@@ -1,0 +1,163 @@
+"""The ONNX export rules of ``while_loop`` that the rule's ``to_onnx`` (ops/while_loop.py) calls:
+the guard of a loop that must not be truncated, and the padding of its step outputs to
+max_iterations rows (NOTE [loops of no step] in ops/while_loop.py)."""
+import numpy as np
+
+
+def onnx_bound_guard(node, custom_node, finals):
+    """A loop whose truncation drops data (``truncation_advice``: the child-sum TreeLSTM's
+    loop over a node's children) and whose ``cond`` still holds after max_iterations steps
+    fails the run at a ``Gather`` named ``.../max_iterations_exceeded``, which indexes past its
+    one-element table (ONNX has no error of its own). Its result (a zero) is added to the first
+    final loop var, so that no runtime prunes it."""
+    from onnx import TensorProto, helper
+
+    num_out, num_vars = node.spec["num_out_data"], node.spec["num_vars"]
+    captured = range(num_vars, len(custom_node.inputs))
+    values = {k: node.slot(k, name) for k, name in enumerate(finals)}
+    last_cond = node.convert("cond", f"{node.name}_cond_last", outer_slots=captured,
+                             outer_values=values)
+    still = node.add("Cast", [node.truth(node.inline(last_cond)[0])], to=TensorProto.INT64)
+    guard = f"{node.name}/max_iterations_exceeded"
+    node.nodes.append(helper.make_node(
+        "Gather", [node.const(np.zeros(1, np.int64)),
+                   node.add("Reshape", [still, node.const([1])])], [guard], name=guard))
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(node.slot(0).dtype))
+    node.add("Add", [finals[0], node.add("Cast", [guard], to=dtype)],
+             [custom_node.outputs[num_out]])
+
+
+# NOTE [dims a loop's rows follow]
+#     A while_loop that ran no step gives max_iterations zero rows of its step outputs' shapes
+#     (NOTE [loops of no step]). A step shape the shape plan knows is a constant; a dim that
+#     changes with the dynamic axes was taken from one probe call of func on the initial loop
+#     vars, and func may fail there where Gluon runs nothing (a take of kept row i with no row
+#     kept: onnxruntime's Gather error, no user line). The plan keeps every run's concrete
+#     shapes per node (NOTE [shape plan]: the example, the grown run, the smallest and a large
+#     size): a step dim equal in every run (three at least, two sizes at least) to p * d + q,
+#     d a dim of one of the node's inputs, p and q integers (a copy of it, or ``concat(r, r)``
+#     of a row: twice it), is computed from that input's shape at run time, no probe. Only a
+#     dim that follows no input so (a row count of a mask in the body) is still probed.
+
+
+def _dims_followed(node, k):
+    """Per dim of step output ``k`` (its rows axis left out), its size, or ``(input position,
+    axis)`` of the node input whose dim it equals in every run of the shape plan; None when a
+    dim follows no input (NOTE [dims a loop's rows follow])."""
+    planned = node.out_shapes[k]
+    if planned is None:
+        return None
+    runs = [(ins, outs[k]) for ins, outs in node.runs
+            if outs[k] is not None and len(outs[k]) == len(planned) and None not in outs[k]]
+    if len(runs) < 3:
+        return None
+    dims = []
+    for j, size in enumerate(planned[1:], 1):
+        sizes = [out[j] for _, out in runs]
+        if size is not None or len(set(sizes)) < 2:
+            dims.append(size if size is not None else sizes[0])
+            continue
+        found = [(m, axis) + line for m, shape in enumerate(runs[0][0]) if shape is not None
+                 for axis in range(len(shape))
+                 for line in [_line_through([(ins[m][axis] if ins[m] is not None and
+                                              len(ins[m]) == len(shape) else None, out[j])
+                                             for ins, out in runs])] if line is not None]
+        if not found:
+            return None
+        dims.append(min(found, key=lambda f: (f[2:] != (1, 0), f)))   # (a copy first)
+    return dims
+
+
+def _affine(emitter, dim, p, q):
+    """``p * dim + q`` of a 1-D int64 ``dim``, in ``emitter``."""
+    if p != 1:
+        dim = emitter.add("Mul", [dim, emitter.const([p])])
+    return dim if q == 0 else emitter.add("Add", [dim, emitter.const([q])])
+
+
+def _line_through(points):
+    """``(p, q)``, integers with ``size == p * dim + q`` at every ``(dim, size)`` of
+    ``points`` (p nonzero: ``concat(r, r)`` has twice r's width), else None."""
+    if any(dim is None for dim, _ in points) or len({dim for dim, _ in points}) < 2:
+        return None
+    (d1, s1), (d2, s2) = sorted(set(points))[:2]
+    if d1 == d2 or (s2 - s1) % (d2 - d1):
+        return None
+    p = (s2 - s1) // (d2 - d1)
+    q = s1 - p * d1
+    return (p, q) if p and all(size == p * dim + q for dim, size in points) else None
+
+
+def onnx_pad_rows(node, stacked, dtypes):
+    """Define the while_loop node's step outputs: ``stacked`` (one row per step taken) padded
+    with zero rows to max_iterations rows.
+
+    After zero steps the rows of none are zeros of the step outputs' planned shapes; an output
+    whose shape the plan leaves open takes it from one probe call of func on the initial loop
+    vars, in an If (NOTE [gluon_cf ops as ONNX control flow]). A planned shape is never probed:
+    the loop that ran no step must not run func (NOTE [loops of no step]), whose operators may
+    fail on the initial vars (a take of a row of none) where Gluon runs none of them.
+    """
+    from onnx import helper, numpy_helper
+
+    from gluon_cf.export.onnx_graph import value_info
+    from gluon_cf.export.onnx_kit import Emitter, set_outputs
+
+    max_iterations = node.spec["max_iterations"]
+    outputs = node.node.outputs[:len(stacked)]
+    out_ranks = [None if s is None else len(s) for s in node.out_shapes[:len(stacked)]]
+    rows = node.add("Slice", [node.add("Shape", [stacked[0]]), node.const([0]), node.const([1])])
+    no_step = node.truth(node.add("Equal", [rows, node.const([0])]))
+
+    # then: zeros shaped (max_iterations, *shape of func's step outputs on the initial vars)
+    probe_name = f"{node.name}_no_step"
+    planned = [s if s is not None and None not in s else None
+               for s in node.out_shapes[:len(stacked)]]
+    followed = [None if s is not None else _dims_followed(node, k)
+                for k, s in enumerate(planned)]
+    open_ = [k for k, s in enumerate(planned) if s is None and followed[k] is None]
+    probe = node.convert("func", probe_name, outer_slots=range(len(node.node.inputs)),
+                         output_order=open_) if open_ else None
+    zeros = Emitter(f"{probe_name}/zeros")
+    probed = dict(zip(open_, probe.output_names if probe else ()))
+
+    def shape_of(k):
+        if planned[k] is not None:
+            return zeros.const(planned[k])
+        if followed[k] is None:
+            return zeros.add("Concat", [zeros.const([max_iterations]),
+                                        zeros.add("Shape", [probed[k]])], axis=0)
+        return zeros.add("Concat", [zeros.const([max_iterations])] + [
+            zeros.const([d]) if isinstance(d, int) else
+            _affine(zeros, zeros.add("Slice", [zeros.add("Shape", [node.node.inputs[d[0]]]),
+                                               zeros.const([d[1]]), zeros.const([d[1] + 1])]),
+                    *d[2:])
+            for d in followed[k]], axis=0)
+    zero_outputs = [zeros.add("ConstantOfShape", [shape_of(k)],
+                              value=numpy_helper.from_array(np.zeros((1,), dtype)))
+                    for k, dtype in enumerate(dtypes)]
+    then_outputs = [value_info(name, dtype, rank)
+                    for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
+    if probe is None:
+        then_graph = helper.make_graph(zeros.nodes, probe_name, [], then_outputs)
+    else:
+        then_graph = probe.graph
+        then_graph.node.extend(zeros.nodes)
+        set_outputs(then_graph, then_outputs)
+
+    # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
+    pad = Emitter(f"{node.name}_padded")
+    missing = pad.add("Sub", [pad.const([max_iterations]), rows])
+    padded = []
+    int_zero = numpy_helper.from_array(np.zeros((1,), np.int64))
+    for value in stacked:
+        rank = pad.add("Shape", [pad.add("Shape", [value])])
+        before = pad.add("ConstantOfShape", [rank], value=int_zero)
+        after = pad.add("ConstantOfShape", [pad.add("Sub", [rank, pad.const([1])])],
+                        value=int_zero)
+        pads = pad.add("Concat", [before, missing, after], axis=0)
+        padded.append(pad.add("Pad", [value, pads]))
+    pad_graph = helper.make_graph(pad.nodes, pad.prefix, [], [
+        value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
+
+    node.add("If", [no_step], outputs, then_branch=then_graph, else_branch=pad_graph)
