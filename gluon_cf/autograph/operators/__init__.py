@@ -9,8 +9,8 @@ from .list_parts import MatchValues, match_items, match_originals, unpacked_part
 from .item_assignment import item_assigned
 from .loop_escape import (escaped, keep_return, kept_return, return_box,
                           returned_through_finally)
-from .logical import (and_, asserted, compare_chain, match_guard, match_subject, not_, or_,
-                      positive, python_operand)
+from .logical import (and_, asserted, compare_chain, contains, match_guard, match_subject,
+                      not_, or_, positive, python_operand)
 from .py_builtins import (builtin, filtered, iterated, own_method, reversed_rows,
                           hashed)
 from .side_effects import changing, consumed, effect, made, mutable, printing
@@ -20,7 +20,7 @@ from .variables import augmented, deleted, ld, without
 __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if",
            "python_loop", "running", "running_and", "while_stmt", "no_outer_lists", "unpacked",
            "unpacked_parts", "MatchValues", "match_items", "match_originals", "and_", "asserted",
-           "compare_chain", "match_guard", "match_subject",
+           "compare_chain", "contains", "match_guard", "match_subject",
            "not_", "or_", "positive", "python_operand", "builtin", "filtered", "iterated",
            "reversed_rows", "hashed",
            "changing", "consumed", "effect", "made", "mutable", "own_method",

@@ -45,7 +45,7 @@ def unpacked_parts(func, parts, starred, keywords, where):
         if not isinstance(piece, StepList):
             piece = StepList(mx.sym.expand_dims(piece, axis=0), 1, where)
         whole = piece if whole is None else \
-            whole.joined(piece.rows, piece.count, piece.most, maybe_stale=piece.stale)
+            whole.joined(piece.rows, piece.n_items, piece.most, maybe_stale=piece.stale)
     return rows_unpacked(func, whole, keywords, where)
 
 
@@ -68,17 +68,17 @@ def _concatenated(func, pieces, keywords, where):
             return built(k + 1, arrays + [piece])
         with_items = lambda: built(k + 1, arrays + [   # noqa: E731
             _computed(name, piece.rows, keywords)()])
-        if piece.least > 0 or not isinstance(piece.count, mx.sym.Symbol) and \
-                piece.count > 0 and not piece.stale:
+        if piece.least > 0 or not isinstance(piece.n_items, mx.sym.Symbol) and \
+                piece.n_items > 0 and not piece.stale:
             return with_items()
-        if not isinstance(piece.count, mx.sym.Symbol):
+        if not isinstance(piece.n_items, mx.sym.Symbol):
             return built(k + 1, arrays)                 # (no item)
-        return cond(piece.count > 0, with_items, lambda: built(k + 1, arrays),
+        return cond(piece.n_items > 0, with_items, lambda: built(k + 1, arrays),
                     name=node_name(where, "rows"))
     if any(not isinstance(p, StepList) for p in pieces) or \
             any(p.least > 0 for p in pieces):
         return built(0, [])
-    total = sum((p.count for p in pieces[1:]), pieces[0].count)
+    total = sum((p.n_items for p in pieces[1:]), pieces[0].n_items)
     if not isinstance(total, mx.sym.Symbol):
         if total == 0:
             return func(**keywords)           # (MXNet's error, as Python's call gives)

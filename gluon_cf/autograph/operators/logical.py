@@ -22,7 +22,8 @@ import numpy as np
 
 from ...hybrid import shape_checked
 from ...ops.cond import cond, describe_sides
-from ..errors import AmbiguousTruthError, AutographError, node_name, python_value
+from ..errors import (AmbiguousTruthError, AutographError, node_name, python_value,
+                      refuse_hashed_symbol)
 from .side_effects import graph_region
 
 
@@ -218,6 +219,23 @@ def compare_chain(left, right, rest, ops, where):
         return first
     return _bool_op(first, [lambda: compare_chain(right, rest[0](), rest[1:], ops[1:], where)],
                     where, stop_on=False, what="chained comparison")
+
+
+def contains(item, container, negated, where):
+    """A converted ``item in container`` (``not in`` where ``negated``): Python's; where it
+    compares a tensor with the items (``==``, after identity) while hybridizing, or hashes
+    one (a dict's, a set's), refused at the user's line (MXNet's NotImplementedForSymbol,
+    Python's TypeError named none)."""
+    try:
+        found = item in container
+    except mx.base.NotImplementedForSymbol:
+        raise AutographError(
+            f"{where}: this 'in' compares a tensor with the items (==) while hybridizing; "
+            f"its truth exists only when the graph runs. Compare Python values (indices, "
+            f"names), or compute the test with F ops on the stacked items") from None
+    except TypeError as err:
+        refuse_hashed_symbol(err, where, "this 'in' of a tensor")
+    return not found if negated else found
 
 
 def not_(value, where):
