@@ -1526,3 +1526,252 @@ class SetComprehensionWithWalrusOfPythonValues(HybridBlock):
         outs = doubled(x)
         kinds = {(m := k * 2) for k in range(3)}
         return F.stack(*outs).sum(axis=0) * (len(kinds) + m)
+
+
+# ---------------------------------------------------------------- more reads of collected lists
+
+
+@program(*THREE, [rand(3, 1, seed=2810)])
+class ContainsOfCollected(HybridBlock):
+    """``outs[-1] in outs``: Python compares the items before it (==, one element: else
+    ValueError); hybridized MXNet's NotImplementedForSymbol named no line."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        last = outs[-1]
+        return last * (last in outs)
+
+
+@program(*THREE, [rand(3, 1, seed=2811)])
+class NotInPythonListOfRows(HybridBlock):
+    """``x[1] not in [x[0], x[2]]`` (== of one-element rows eagerly)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x[0] * (x[1] not in [x[0], x[2]])
+
+
+@program(*THREE, [rand(3, 1, seed=2812)])
+class CountOfCollected(HybridBlock):
+    """``outs.count(outs[0])``: the collected list's own ``count`` attribute (the number of
+    its rows, a Symbol) was called: ``TypeError: unhashable type: 'Symbol'``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        return x[0] * outs.count(outs[0])
+
+
+@program(*ROWS)
+class IndexOfCollected(HybridBlock):
+    """``outs.index(outs[0])``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        return outs[outs.index(outs[0])]
+
+
+@program(*ROWS)
+class InOfPythonStrings(HybridBlock):
+    """``if self.mode in ("a", "b")`` in a tensor for (Python's)."""
+    mode = "b"
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            if self.mode in ("a", "b") and "c" not in self.mode:
+                h = h + row
+        return h
+
+
+@program(*ROWS)
+class EnumerateStartOverCollected(HybridBlock):
+    """``for k, o in enumerate(outs, start=1)`` (a Python for over the list's items)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        h = x[0] * 0
+        for k, o in enumerate(outs, start=1):
+            h = h + o / k
+        return h
+
+
+@program(*ROWS)
+class ZipRowsWithReversedCollectedInTensorFor(HybridBlock):
+    """``for row, o in zip(x, reversed(outs))`` after the loop collecting ``outs``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        h = F.zeros((3,))
+        for row, o in zip(x, reversed(outs)):
+            h = F.tanh(h + row * o)
+        return h
+
+
+@program(*ROWS)
+class ForElseOverTensorWithoutBreak(HybridBlock):
+    """``for row in x: ... else: h = h * 2`` (no break: the else runs)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+        else:
+            h = h * 2
+        return h
+
+
+@program(*ROWS)
+class ForElseWithTensorBreak(HybridBlock):
+    """``for ... else`` with a tensor ``break``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = h + row
+            if F.sum(h) > 1:
+                break
+        else:
+            h = h * 0
+        return h
+
+
+@program(*PAIR)
+class EnumerateZipNestedUnpackInFor(HybridBlock):
+    """``for k, (a, b) in enumerate(zip(x, x * 2))``."""
+
+    @autograph
+    def hybrid_forward(self, F, x, y):
+        h = y
+        for k, (a, b) in enumerate(zip(x, x * 2)):
+            h = h * 0.5 + a * b * (k + 1)
+        return h
+
+
+@program(*ROWS)
+class RangeOfShapeInPythonLoop(HybridBlock):
+    """``for i in range(x.shape[0])`` (the traced input's shape)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for i in range(x.shape[0]):
+            h = h * 0.5 + x[i]
+        return h
+
+
+@program(*ROWS)
+class SplitOutputsZippedWithWeights(HybridBlock):
+    """``F.split`` of several outputs zipped with Python weights."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        parts = F.split(x.reshape((-1,)).slice_axis(axis=0, begin=0, end=3), num_outputs=3,
+                        axis=0)
+        h = x[0] * 0
+        for p, w in zip(parts, (0.5, 1.0, 2.0)):
+            h = h + p * w
+        return h
+
+
+@program(*ROWS)
+class LambdasStoredInTensorLoop(HybridBlock):
+    """``fns.append(lambda: row)`` per step (a Python list of closures, called after)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        fns = []
+        for row in x:
+            fns.append(lambda: row * 2)
+        return fns[-1]()
+
+
+@program(*ROWS)
+class ClassAttributeCounterInTensorLoop(HybridBlock):
+    """``type(self).steps += 1`` in a tensor for."""
+    steps = 0
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        type(self).steps = 0
+        h = F.zeros((3,))
+        for row in x:
+            type(self).steps += 1
+            h = h + row
+        return h * type(self).steps
+
+
+@program(*ROWS)
+class HelperAppendsToOuterListInTensorLoop(HybridBlock):
+    """A nested helper appending to the enclosing function's list, called per step."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        log = []
+
+        def step(h, row):
+            log.append(1)
+            return h + row
+        h = F.zeros((3,))
+        for row in x:
+            h = step(h, row)
+        return h * len(log)
+
+
+@program(*ROWS)
+class HelperMutableDefaultInPythonLoop(HybridBlock):
+    """``def f(v, acc=[])`` called in a Python range: the default list grows per call."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        def f(v, acc=[]):
+            acc.append(v)
+            return F.add_n(*acc), len(acc)
+        total, n = f(x[0])
+        total, n = f(x[-1])
+        return total / n
+
+
+@dataclasses.dataclass
+class Decoder:
+    scale: float
+
+    def __post_init__(self):
+        self.shift = self.scale * 2
+
+
+@program(*ROWS)
+class DataclassPostInitConfigInLoop(HybridBlock):
+    """A dataclass config (``__post_init__``) read in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        cfg = Decoder(0.25)
+        h = F.zeros((3,))
+        for row in x:
+            h = h * cfg.scale + row - cfg.shift
+        return h
+
+
+@program(*STATES)
+class WhileTrueReturnWithPythonCounter(HybridBlock):
+    """``while True:`` with a tensor return and a Python step bound."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x
+        k = F.zeros((1,))
+        while True:
+            h = h * 0.5 + 1
+            k = k + 1
+            if F.sum(k) >= 4:
+                return h + k
+            if F.max(h) < 1.5:
+                return h * 10

@@ -45,7 +45,15 @@ REFUSED = {
     programs.TryFinallyCountingPythonSteps: "variable 'n' changes in this for loop on a tensor",
     programs.MatchTupleOfPythonIndexAndRow: "compares a tensor with a literal or value",
     programs.DequeSlidingWindowAppendedInTensorLoop: "changes a Python deque (.append)",
-    programs.PartialHoldingListAppendedByLaterLoop: "changes the list 'outs' from outside it"}
+    programs.PartialHoldingListAppendedByLaterLoop: "changes the list 'outs' from outside it",
+    programs.ContainsOfCollected: "this 'in' compares a tensor with the items (==)",
+    programs.NotInPythonListOfRows: "this 'in' compares a tensor with the items (==)",
+    programs.CountOfCollected: "changed or searched with .count()",
+    programs.IndexOfCollected: "changed or searched with .index()",
+    programs.LambdasStoredInTensorLoop: "its item is read after the loop",
+    programs.ClassAttributeCounterInTensorLoop: "its body assigns attributes or items",
+    programs.HelperAppendsToOuterListInTensorLoop: "changes a Python list (.append)",
+    programs.WhileTrueReturnWithPythonCounter: "the loop may also end without it"}
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -56,7 +64,9 @@ def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     (MatchDottedValue...); ``set(outs)``, ``{*outs}``, ``Counter(outs)``,
     ``dict.fromkeys(outs)``, ``{o: k for ...}`` of a collected list were Python's TypeError
     "unhashable type: 'Symbol'" naming no line; ``case {Reg.key: [a, *_]}:`` did not
-    compile (a ValueError naming no line when the class was defined)."""
+    compile (a ValueError naming no line when the class was defined); ``item in outs`` and
+    ``x[1] not in [x[0], x[2]]`` were MXNet's NotImplementedForSymbol naming no line, and
+    ``outs.count(v)`` called the collected list's own ``count`` (a Symbol): TypeError."""
     result = _classified(block_class)
     hostile_harness.assert_kinds(result, refused=block_class in REFUSED)
     if block_class in REFUSED:
