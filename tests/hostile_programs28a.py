@@ -1775,3 +1775,209 @@ class WhileTrueReturnWithPythonCounter(HybridBlock):
                 return h + k
             if F.max(h) < 1.5:
                 return h * 10
+
+
+# ---------------------------------------------------------------- more helpers and patterns
+
+
+@program(*ROWS)
+class MatchPositionalClassPatternOnDataclassHoldingCollected(HybridBlock):
+    """``case Held(items, h) if len(items) > 1:`` (``__match_args__`` of a dataclass)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        match Held(outs, x[0]):
+            case Held([first, *_], h) if len(outs) > 1:
+                return first + h
+            case Held(items, h):
+                return F.add_n(*items) - h
+        return x[0]
+
+
+@program(*ROWS)
+class NonlocalBumpOutsideLoops(HybridBlock):
+    """A nested ``bump()`` with ``nonlocal h`` called twice (no tensor loop around it)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+
+        def bump():
+            nonlocal h
+            h = h * 2 + 1
+        bump()
+        bump()
+        return h
+
+
+@program(*ROWS)
+class LambdaDefaultsCaptureEachK(HybridBlock):
+    """``[lambda v, k=k: v * k for k in range(3)]`` applied in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        fns = [lambda v, k=k: v * (k + 1) for k in range(3)]
+        h = F.zeros((3,))
+        for row in x:
+            for f in fns:
+                h = F.tanh(h + f(row))
+        return h
+
+
+@program(*ROWS)
+class MapAndPairwiseOverCollected(HybridBlock):
+    """``list(map(F.relu, outs))`` and ``itertools.pairwise(outs)``."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x - 0.5)
+        relued = list(map(F.relu, outs))
+        diffs = [b - a for a, b in itertools.pairwise(relued)]
+        return F.add_n(*relued, *diffs)
+
+
+@program(*ROWS)
+class ZipStarOfPythonPairs(HybridBlock):
+    """``hs, cs = zip(*pairs)`` of tuples built in a Python range."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        pairs = [(x[0] * k, x[-1] + k) for k in range(3)]
+        hs, cs = zip(*pairs)
+        return F.add_n(*hs) + F.stack(*cs).sum(axis=0)
+
+
+@program(*ROWS)
+class MethodReturningTupleInTensorWhile(HybridBlock):
+    """``h, c = self._cell(F, h, c)`` in a tensor while."""
+
+    def _cell(self, F, h, c):
+        c = c * 0.5 + F.tanh(h)
+        return F.tanh(c), c
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, c = x[0], x[0] * 0
+        i = F.zeros((1,))
+        while F.sum(i) < 3:
+            h, c = self._cell(F, h, c)
+            i = i + 1
+        return h + c
+
+
+def apply(f, *a, **kw):
+    return f(*a, **kw)
+
+
+@program(*ROWS)
+class ForwardingHelperStarArgsInLoop(HybridBlock):
+    """``apply(F.broadcast_add, h, row)`` forwarding ``*a``/``**kw`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            h = apply(F.tanh, apply(F.broadcast_add, h, row))
+            h = apply(F.clip, h, a_min=-0.5, a_max=0.5)
+        return h
+
+
+@program(*ROWS)
+class DelTemporaryInTensorLoop(HybridBlock):
+    """``tmp = ...; h = h + tmp; del tmp`` in a tensor for."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            tmp = row * 2
+            h = h + tmp
+            del tmp
+        return h
+
+
+@program(*ROWS)
+class DataclassesReplaceOutsideLoop(HybridBlock):
+    """``dataclasses.replace(st, h=...)`` of a dataclass holding a collected list."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        st = Held(outs, x[0])
+        st2 = dataclasses.replace(st, h=st.h * 3)
+        return F.stack(*st2.items).sum(axis=0) + st2.h
+
+
+@program(*ROWS)
+class WithUserContextManagerInTensorLoop(HybridBlock):
+    """A user's context manager (a no-op) around the step of a tensor for."""
+
+    class Scope:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for row in x:
+            with self.Scope():
+                h = F.tanh(h + row)
+        return h
+
+
+@program(*ROWS)
+class SortedIndicesByPythonScores(HybridBlock):
+    """``sorted(range(n), key=lambda i: scores[i])`` of Python scores picking items."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        scores = [(k * 7) % 5 for k in range(len(outs))]
+        order = sorted(range(len(outs)), key=lambda i: scores[i])
+        return F.stack(*[outs[i] * (r + 1) for r, i in enumerate(order)]).sum(axis=0)
+
+
+@program(*ROWS)
+class MatchClassKeywordValueIsSameCollected(HybridBlock):
+    """``case Plain(items=Reg.outs):`` where ``Reg.outs`` is the list the object holds."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        Reg.outs = outs
+        match Plain(outs, 1.0):
+            case Plain(items=Reg.outs, h=h):
+                return F.add_n(*outs) * h
+        return x[0]
+
+
+@program(*THREE, [rand(3, 1, seed=2813)])
+class MatchClassKeywordValueIsOtherCollected(HybridBlock):
+    """``case Plain(items=Reg.other):`` of another collected list: Python compares the items
+    (==, one element: else ValueError)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = doubled(x)
+        Reg.other = doubled(x * 1)
+        match Plain(outs, 1.0):
+            case Plain(items=Reg.other):
+                return F.add_n(*outs)
+        return x[0]
+
+
+@program([rand(3, 1, seed=2814)], [rand(2, 1, seed=2815) * 0])
+class MatchLiteralOnTensorHeldByObject(HybridBlock):
+    """``case Plain(h=0):`` where ``h`` is a one-element tensor (Python takes the truth of
+    ``h == 0``): MXNet's NotImplementedForSymbol named no line hybridized."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        match Plain([], x[0]):
+            case Plain(h=0):
+                return x[0] + 1
+        return x[0] * 2
