@@ -1981,3 +1981,29 @@ class MatchLiteralOnTensorHeldByObject(HybridBlock):
             case Plain(h=0):
                 return x[0] + 1
         return x[0] * 2
+
+
+@program(*ROWS)
+class DictDisplayKeyedByTensor(HybridBlock):
+    """``{x[0]: 1, "n": 2}``: NDArray keys hash by identity; a Symbol has no hash."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        d = {x[0]: 1, "n": 2}
+        return x[0] * len(d)
+
+
+@program(*ROWS)
+class DisplaysMadeInTensorLoopChanged(HybridBlock):
+    """A set and a dict comprehension made in each step, changed there (their own)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for row in x:
+            seen = {k for k in range(3)}
+            seen.add(7)
+            parts = {k: row * k for k in range(2)}
+            parts[0] = row
+            h = h + parts[0] + parts[1] * len(seen)
+        return h

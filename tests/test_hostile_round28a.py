@@ -55,7 +55,8 @@ REFUSED = {
     programs.HelperAppendsToOuterListInTensorLoop: "changes a Python list (.append)",
     programs.WhileTrueReturnWithPythonCounter: "the loop may also end without it",
     programs.MatchClassKeywordValueIsOtherCollected: "this takes the truth of a tensor",
-    programs.MatchLiteralOnTensorHeldByObject: "this takes the truth of a tensor"}
+    programs.MatchLiteralOnTensorHeldByObject: "this takes the truth of a tensor",
+    programs.DictDisplayKeyedByTensor: "a set or dict of tensors while hybridizing"}
 
 
 @pytest.mark.parametrize("block_class", list(programs.PROGRAMS), ids=lambda c: c.__name__)
@@ -64,7 +65,7 @@ def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     Reg.cur:`` compared the subject's copy (made for the patterns, NOTE [autograph match])
     with the object itself: not equal hybridized, silently the other case
     (MatchDottedValue...); ``set(outs)``, ``{*outs}``, ``Counter(outs)``,
-    ``dict.fromkeys(outs)``, ``{o: k for ...}`` of a collected list were Python's TypeError
+    ``dict.fromkeys(outs)``, ``{o: k for ...}``, ``{x[0]: 1}`` of tensors were Python's TypeError
     "unhashable type: 'Symbol'" naming no line; ``case {Reg.key: [a, *_]}:`` did not
     compile (a ValueError naming no line when the class was defined); ``item in outs`` and
     ``x[1] not in [x[0], x[2]]`` were MXNet's NotImplementedForSymbol naming no line, and
