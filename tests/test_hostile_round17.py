@@ -160,7 +160,8 @@ def test_names_a_match_pattern_binds_are_assigned_for_ifs_and_loops(block_class)
 
 @pytest.mark.parametrize("block_class,text,message", [
     (programs.MatchOnTensorLiteral, "match n:",
-     "this match compares a tensor with a literal pattern (case 0:) while hybridizing"),
+     "this match compares a tensor with a literal or value pattern (case 0:, case Mode.A:) "
+     "while hybridizing"),
     (programs.MatchGuardOnTensor, 'case "scaled" if F.sum(x) > 0:',
      "this case's guard is a tensor condition while hybridizing")], ids=["literal", "guard"])
 def test_a_match_on_a_tensors_truth_is_refused_at_its_line(block_class, text, message):

@@ -92,3 +92,15 @@ READERS: Dict[Tuple[str, str], str] = {}
 def read_by(where, name):
     reader = READERS.get((where, name))
     return f" (read by {reader})" if reader else ""
+
+
+def refuse_hashed_symbol(err, where, what):
+    """Python's ``TypeError: unhashable type: 'Symbol'`` (naming no line of the user's) while
+    ``what`` (``set() of tensors``) runs at ``where``: an AutographError there; another
+    TypeError as it is."""
+    if "unhashable type: 'Symbol'" not in str(err):
+        raise err
+    raise AutographError(
+        f"{where}: {what} while hybridizing: it hashes them, and MXNet's Symbol has no hash "
+        f"(an NDArray's is its identity). Keep the tensors in a list, or key them by a Python "
+        f"value (a name, an index)") from None

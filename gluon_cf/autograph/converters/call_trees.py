@@ -151,12 +151,12 @@ class CallTreesConverter(Converter):
         while isinstance(above, ast.Attribute):
             above = self.parents.get(above)
         if parent is None or not isinstance(node.ctx, ast.Load) or \
-                isinstance(above, (ast.MatchValue, ast.MatchClass)) or \
+                isinstance(above, (ast.MatchValue, ast.MatchClass, ast.MatchMapping)) or \
                 isinstance(parent, ast.Call) and parent.func is node or \
                 root_name(node.value) in _LIBRARY_NAMES:
             return node
         # an NDArray's attributes on a Symbol, properties of user classes
-        # (NOTE [autograph indexing]); a pattern's (case Mode.A:, case self.Kind():) is
-        # Python's: a call there does not compile
+        # (NOTE [autograph indexing]); a pattern's (case Mode.A:, case self.Kind():,
+        # case {Reg.key: v}:) is Python's: a call there does not compile
         return ast.copy_location(runtime_call("attribute", [
             node.value, ast.Constant(node.attr), ast.Constant(self.where(node))]), node)

@@ -19,7 +19,19 @@ class ConditionalsConverter(Converter):
         self.generic_visit(node)
         compares = any(isinstance(part, ast.MatchValue) for case in node.cases
                        for part in ast.walk(case.pattern))
-        subject = runtime_call("match_items", [node.subject, ast.Constant(self.where(node))])
+        # value patterns written as dotted names (case Reg.cur:) read as the subject's
+        # copies (list_parts.MatchValues), each when Python's match reads it
+        dotted = [part for case in node.cases for part in ast.walk(case.pattern)
+                  if isinstance(part, ast.MatchValue) and isinstance(part.value, ast.Attribute)]
+        values = ast.Name(f"__ag_values_{next(counter)}", ast.Load())
+        reads = runtime_call("MatchValues", [ast.Tuple([thunk(part.value) for part in dotted],
+                                                       ast.Load()),
+                                             ast.Constant(self.where(node))])
+        for k, part in enumerate(dotted):
+            part.value = ast.copy_location(ast.Attribute(values, f"v{k}", ast.Load()),
+                                           part.value)
+        subject = runtime_call("match_items", [node.subject, ast.Constant(self.where(node)),
+                                               values if dotted else ast.Constant(None)])
         node.subject = ast.copy_location(runtime_call("match_subject", [
             subject, ast.Constant(self.where(node)), ast.Constant(compares)]), node.subject)
         for case in node.cases:
@@ -49,7 +61,10 @@ class ConditionalsConverter(Converter):
                     ast.Load()), case.guard) if captured else case.guard
                 case.guard = ast.copy_location(runtime_call("match_guard", [
                     guard, ast.Constant(self.where(case.guard))]), case.guard)
-        return node
+        if not dotted:
+            return node
+        return located([ast.Assign(targets=[ast.Name(values.id, ast.Store())], value=reads),
+                        node], node)
 
     # -- if statements
     def visit_If(self, node):

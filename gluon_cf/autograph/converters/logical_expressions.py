@@ -54,6 +54,12 @@ class LogicalConverter(Converter):
                 ast.List(elts=[thunk(v) for v in operands[2:]], ctx=ast.Load()),
                 ast.List(elts=[ast.Constant(_BINARY[type(op)]) for op in node.ops],
                          ctx=ast.Load()), where]), node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and \
+                node in self.parents:
+            # (item in items compares the items with ==: a Symbol's truth refused at the line)
+            return ast.copy_location(runtime_call("contains", [
+                node.left, node.comparators[0], ast.Constant(isinstance(node.ops[0], ast.NotIn)),
+                ast.Constant(self.where(node))]), node)
         op = _BINARY.get(type(node.ops[0]))
         if len(node.ops) != 1 or op is None or node not in self.parents or \
                 _constant(node.left) or _constant(node.comparators[0]):

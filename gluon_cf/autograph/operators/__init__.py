@@ -5,23 +5,25 @@ from .call_results import checked, refusal_caught, refusals_kept
 from .control_flow import (collected_item, for_stmt, if_exp, if_return, if_stmt, python_if,
                            python_loop, running, running_and, while_stmt)
 from .data_structures import no_outer_lists, unpacked
-from .list_parts import match_items, match_originals, unpacked_parts
+from .list_parts import MatchValues, match_items, match_originals, unpacked_parts
 from .item_assignment import item_assigned
 from .loop_escape import (escaped, keep_return, kept_return, return_box,
                           returned_through_finally)
-from .logical import (and_, asserted, compare_chain, match_guard, match_subject, not_, or_,
-                      positive, python_operand)
-from .py_builtins import builtin, filtered, iterated, own_method, reversed_rows
+from .logical import (and_, asserted, compare_chain, contains, match_guard, match_subject,
+                      not_, or_, positive, python_operand)
+from .py_builtins import (builtin, filtered, iterated, own_method, reversed_rows,
+                          hashed)
 from .side_effects import changing, consumed, effect, made, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
 from .variables import augmented, deleted, ld, without
 
 __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if",
            "python_loop", "running", "running_and", "while_stmt", "no_outer_lists", "unpacked",
-           "unpacked_parts", "match_items", "match_originals", "and_", "asserted",
-           "compare_chain", "match_guard", "match_subject",
+           "unpacked_parts", "MatchValues", "match_items", "match_originals", "and_", "asserted",
+           "compare_chain", "contains", "match_guard", "match_subject",
            "not_", "or_", "positive", "python_operand", "builtin", "filtered", "iterated",
-           "reversed_rows", "changing", "consumed", "effect", "made", "mutable", "own_method",
+           "reversed_rows", "hashed",
+           "changing", "consumed", "effect", "made", "mutable", "own_method",
            "printing", "binary", "item_assigned", "item_target", "py_slice", "subscript",
            "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
            "returned_through_finally", "keep_return", "kept_return", "return_box", "refusals_kept"]

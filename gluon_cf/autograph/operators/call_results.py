@@ -8,7 +8,9 @@ import contextlib
 import copy
 import functools
 import itertools
+import linecache
 import numbers
+import os
 import pickle
 import threading
 import types
@@ -146,6 +148,8 @@ def surfacing_refusals(fn):
             if made and all(err is not refused and getattr(refused, "left_loop", None) is
                             not err for refused in made):
                 raise made[0] from err     # (what the user's code raised having caught it)
+            if isinstance(err, mx.base.NotImplementedForSymbol):
+                _symbol_only_at_user_line(err)
             raise
         finally:
             _RUNNING.refusals.pop()
@@ -153,6 +157,31 @@ def surfacing_refusals(fn):
             raise made[0]
         return result
     return run
+
+
+def _symbol_only_at_user_line(err):
+    """MXNet's NotImplementedForSymbol (a Symbol's truth, or another NDArray-only function)
+    met by Python code autograph leaves Python's (a match's value pattern comparing tensors
+    held deep in objects, ``case Plain(items=other):``) names no line of the user's: an
+    AutographError at the innermost line of the user's code it passed through (the
+    converted code runs under the user's file and lines)."""
+    library = (os.path.dirname(mx.__file__) + os.sep,
+               os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep)
+    frame, where = err.__traceback__, None
+    while frame is not None:
+        code = frame.tb_frame.f_code
+        if not code.co_filename.startswith(library) and not code.co_filename.startswith("<"):
+            where = (code.co_filename, frame.tb_lineno)
+        frame = frame.tb_next
+    if where is None:
+        return
+    what = "takes the truth of a tensor (compares tensors, bool())" if err.alias == "bool" \
+        else f"calls {err.function} of a tensor"
+    raise AutographError(
+        f"{where[0]}:{where[1]}: {linecache.getline(*where).strip()}: this {what} while "
+        f"hybridizing, which MXNet's Symbol has only as an NDArray: its value exists only "
+        f"when the graph runs. Compute it with F ops (an if or while on the tensor "
+        f"converts), or compare Python values") from None
 
 
 def checked(fn, call, name, binds, where, sign, rewrite, receiver=False):

@@ -134,17 +134,17 @@ _LIST_METHODS = {name for name in dir(list) if not name.startswith("_")} - {"app
 
 
 class StepList:
-    """A list a loop on a tensor appended to, while hybridizing: its items are the rows of
-    one array (the loop's stacked step outputs), their number ``count`` (an int, or a
-    one-element array) known only when the graph runs, and at most ``most`` (an int where
-    the loops that appended are bounded, else None). ``F.stack(*items)``,
-    ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]``, ``items[a:b]``,
-    ``reversed(items)``, ``for`` and ``items.append(x)`` work as on the list; ``len`` only
-    where the number of items is known while tracing (NOTE [autograph lists])."""
+    """A list a loop on a tensor appended to, while hybridizing: its items are the rows of one
+    array (the loop's stacked step outputs), their number ``n_items`` (an int, or a one-element
+    array: not ``count``, which users call, ``items.count(v)``) known only when the graph runs,
+    at most ``most`` (an int where the loops that appended are bounded, else None).
+    ``F.stack(*items)``, ``F.concat(*items, dim=0 or 1)``, ``F.add_n(*items)``, ``items[i]``,
+    ``items[a:b]``, ``reversed(items)``, ``for`` and ``items.append(x)`` work as on the list;
+    ``len`` only where the number of items is known while tracing (NOTE [autograph lists])."""
     python_type: type = list      # NOTE [a collected list's type]
 
     def __init__(self, rows, count, where, most=None, least=0, stale=False):
-        self.rows, self.count, self.where = rows, count, where
+        self.rows, self.n_items, self.where = rows, count, where
         self.most = count if isinstance(count, int) else most
         # how many items it surely holds (earlier items, appends after the loops)
         self.least = count if isinstance(count, int) else least
@@ -165,19 +165,19 @@ class StepList:
             if isinstance(count, mx.sym.Symbol):
                 return cond(count > 0, both, lambda: mine, name=name)
             return both()
-        if isinstance(self.count, mx.sym.Symbol):
-            joined = cond(self.count > 0, with_theirs, lambda: theirs, name=name)
+        if isinstance(self.n_items, mx.sym.Symbol):
+            joined = cond(self.n_items > 0, with_theirs, lambda: theirs, name=name)
         else:
             joined = with_theirs()
         most = count if isinstance(count, int) else most
-        return StepList(joined, self.count + count, self.where,
+        return StepList(joined, self.n_items + count, self.where,
                         None if self.most is None or most is None else self.most + most,
                         self.least + (count if isinstance(count, int) else 0),
                         self.stale or maybe_stale)
 
     def append(self, value):
         joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
-        self.rows, self.count, self.most = joined.rows, joined.count, joined.most
+        self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
         self.least, self.stale = joined.least, joined.stale
 
     def __getitem__(self, index):
@@ -208,9 +208,9 @@ class StepList:
                                     end=None if index == -1 else index + 1,
                                     name=op_name(where, "item"))
             return mx.sym.squeeze(row, axis=0)
-        if -self.least <= index < self.least or not isinstance(self.count, mx.sym.Symbol):
+        if -self.least <= index < self.least or not isinstance(self.n_items, mx.sym.Symbol):
             return sliced()
-        return checked_item(self.count, sliced, index,
+        return checked_item(self.n_items, sliced, index,
                             f"{where}: list index {index} out of range: the list",
                             f"the loop at {region_at(self.where)} appended them")
 
@@ -219,14 +219,14 @@ class StepList:
         Python count, or rows of a shape the block's input shapes give (NOTE [graphs traced
         for input shapes]); else None. (A list that may hold a row appended where a
         condition did not hold has rows that are not its items.)"""
-        if isinstance(self.count, int):
-            return self.count
+        if isinstance(self.n_items, int):
+            return self.n_items
         shape = None if self.stale else static_shape(self.rows, where)
         return shape[0] if shape else None
 
     def rows_list(self, n, indices, where):
         """The items at ``indices`` (of the ``n`` the list holds) as a Python list."""
-        shape = static_shape(self.rows, where) if not isinstance(self.count, int) else None
+        shape = static_shape(self.rows, where) if not isinstance(self.n_items, int) else None
         out = []
         for k in indices:
             row = mx.sym.slice_axis(self.rows, axis=0, begin=k, end=k + 1,
@@ -246,7 +246,7 @@ class StepList:
         if index.step == -1 and index.start is None and index.stop is None:
             # items[::-1]: a new list of the items backwards
             return StepList(mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed")),
-                            self.count, self.where, self.most, self.least, self.stale)
+                            self.n_items, self.where, self.most, self.least, self.stale)
         start, stop = index.start, index.stop
         if index.step not in (None, 1) or start is not None and stop is not None and \
                 (start < 0) != (stop < 0):
@@ -273,7 +273,7 @@ class StepList:
 
     def _kept(self, k, last, where):
         """The first (last) ``k`` items, all where the list holds fewer."""
-        count = self.count
+        count = self.n_items
         if k == 0:
             return []
         rows = self.rows
@@ -294,7 +294,7 @@ class StepList:
         """All but the first (last) ``k`` items: where the list holds no more than ``k``,
         none (its rows then stand for no item, as a row appended where a condition did not
         hold: unpacking it is checked, NOTE [checked items])."""
-        count, rows = self.count, self.rows
+        count, rows = self.n_items, self.rows
 
         def part():
             return mx.sym.slice_axis(rows, axis=0, begin=0 if last else k,
@@ -309,7 +309,7 @@ class StepList:
     def copy(self):
         """A new list of the same items (``items[:]``, ``list(items)``, ``items.copy()``):
         appending to it leaves this one as it is."""
-        return StepList(self.rows, self.count, self.where, self.most, self.least, self.stale)
+        return StepList(self.rows, self.n_items, self.where, self.most, self.least, self.stale)
 
     def __add__(self, other):
         """``items + other``: a new list of these items then ``other``'s (a collected list or
@@ -319,14 +319,14 @@ class StepList:
             return NotImplemented
         if isinstance(other, list):                 # (no item)
             return self.copy()
-        return self.joined(other.rows, other.count, other.most, maybe_stale=other.stale)
+        return self.joined(other.rows, other.n_items, other.most, maybe_stale=other.stale)
 
     def __iadd__(self, other):
         """``items += other``: in place, as a list's (every name holding it sees it)."""
         joined = self + other
         if joined is NotImplemented:
             return NotImplemented
-        self.rows, self.count, self.most = joined.rows, joined.count, joined.most
+        self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
         self.least, self.stale = joined.least, joined.stale
         return self
 
@@ -369,7 +369,7 @@ class StepList:
             return reversed(self.rows_list(n, range(n), where))
         return ReversedItems(mx.sym.reverse(self.rows, axis=0,
                                             name=op_name(where, "reversed")),
-                             self.count, self.where, self.most, self.least, self.stale)
+                             self.n_items, self.where, self.most, self.least, self.stale)
 
     def iterable(self, where):
         """What a ``for`` over the list iterates: its items where their number is known while
@@ -380,7 +380,7 @@ class StepList:
         n = self.known_length(where)
         if n is not None:
             return self.rows_list(n, range(n), where), None
-        return self.rows, self.count if self.stale else None
+        return self.rows, self.n_items if self.stale else None
 
     def _unknown_length(self, what):
         # (the line reading the list: the converted code's frame, under the user's file)
@@ -557,9 +557,9 @@ def summed(items, where, *start):
     if items.least > 0:
         return total()
     if isinstance(first, mx.sym.Symbol):
-        return cond(items.count > 0, total, lambda: first, name=node_name(where, "sum"))
+        return cond(items.n_items > 0, total, lambda: first, name=node_name(where, "sum"))
     said = f"{python_value(first)}, a number" if start else "0, an int"
-    return checked_item(items.count, total, 0,
+    return checked_item(items.n_items, total, 0,
                         f"{where}: sum() of a list that may hold no item (Python's {said}; "
                         f"a graph gives an array): the list",
                         f"the loop at {region_at(items.where)} appended them; add the first "
@@ -601,11 +601,11 @@ def rows_unpacked(func, items, keywords, where, before=(), after=()):
         return _unpacked_among(func, items, keywords, where, before, after)
     computed = _computed(_joining_name(func), items.rows, keywords)
     if computed is not None and (items.stale or items.least == 0 and
-                                 isinstance(items.count, mx.sym.Symbol)):
+                                 isinstance(items.n_items, mx.sym.Symbol)):
         # holding no item, its rows are a row appended where a condition did not hold; or
         # none, from loops that may run no step: Python's F.stack() and F.add_n() of no item
         # fail, where the rows gave an array of no row or zeros silently (issue 24)
-        return checked_item(items.count, computed, 0, f"{where}: this unpacks a list that "
+        return checked_item(items.n_items, computed, 0, f"{where}: this unpacks a list that "
                             f"must hold an item (as the call needs): the list",
                             f"the loop at {region_at(items.where)} appended them")
     if computed is not None:
@@ -630,13 +630,13 @@ def _unpacked_among(func, items, keywords, where, before, after):
     if name in ("concat", "Concat"):
         def with_items():    # (where the list holds an item: its rows are all items)
             return func(*before, computed(), *after, **keywords)
-        if items.least > 0 or not isinstance(items.count, mx.sym.Symbol):
-            return with_items() if items.least > 0 or items.count else \
+        if items.least > 0 or not isinstance(items.n_items, mx.sym.Symbol):
+            return with_items() if items.least > 0 or items.n_items else \
                 func(*before, *after, **keywords)
-        return cond(items.count > 0, with_items, lambda: func(*before, *after, **keywords),
+        return cond(items.n_items > 0, with_items, lambda: func(*before, *after, **keywords),
                     name=node_name(where, "rows"))
     whole = StepList(mx.sym.stack(*before, axis=0), len(before), where) if before else None
-    whole = items if whole is None else whole.joined(items.rows, items.count, items.most,
+    whole = items if whole is None else whole.joined(items.rows, items.n_items, items.most,
                                                      maybe_stale=items.stale)
     for value in after:
         whole = whole.joined(mx.sym.expand_dims(value, axis=0), 1)

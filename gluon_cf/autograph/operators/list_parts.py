@@ -45,7 +45,7 @@ def unpacked_parts(func, parts, starred, keywords, where):
         if not isinstance(piece, StepList):
             piece = StepList(mx.sym.expand_dims(piece, axis=0), 1, where)
         whole = piece if whole is None else \
-            whole.joined(piece.rows, piece.count, piece.most, maybe_stale=piece.stale)
+            whole.joined(piece.rows, piece.n_items, piece.most, maybe_stale=piece.stale)
     return rows_unpacked(func, whole, keywords, where)
 
 
@@ -68,17 +68,17 @@ def _concatenated(func, pieces, keywords, where):
             return built(k + 1, arrays + [piece])
         with_items = lambda: built(k + 1, arrays + [   # noqa: E731
             _computed(name, piece.rows, keywords)()])
-        if piece.least > 0 or not isinstance(piece.count, mx.sym.Symbol) and \
-                piece.count > 0 and not piece.stale:
+        if piece.least > 0 or not isinstance(piece.n_items, mx.sym.Symbol) and \
+                piece.n_items > 0 and not piece.stale:
             return with_items()
-        if not isinstance(piece.count, mx.sym.Symbol):
+        if not isinstance(piece.n_items, mx.sym.Symbol):
             return built(k + 1, arrays)                 # (no item)
-        return cond(piece.count > 0, with_items, lambda: built(k + 1, arrays),
+        return cond(piece.n_items > 0, with_items, lambda: built(k + 1, arrays),
                     name=node_name(where, "rows"))
     if any(not isinstance(p, StepList) for p in pieces) or \
             any(p.least > 0 for p in pieces):
         return built(0, [])
-    total = sum((p.count for p in pieces[1:]), pieces[0].count)
+    total = sum((p.n_items for p in pieces[1:]), pieces[0].n_items)
     if not isinstance(total, mx.sym.Symbol):
         if total == 0:
             return func(**keywords)           # (MXNet's error, as Python's call gives)
@@ -89,14 +89,17 @@ def _concatenated(func, pieces, keywords, where):
                         "the loops appending to them")
 
 
-def match_items(value, where, depth=0, made=None):
+def match_items(value, where, values=None, depth=0, made=None):
     """A ``match`` statement's subject, a list a tensor loop collected in it (or in a tuple,
     list or dict it is, or in an attribute of an object a class pattern reads, a namedtuple's,
     a dataclass's, a slotted one's) as the Python list of its items, where their number is
     known while tracing, else refused at the line (NOTE [autograph match]). What it makes is
-    kept beside the objects it stands for, for ``match_originals``."""
+    kept beside the objects it stands for, for ``match_originals``, and for the match's
+    ``values`` (its :class:`MatchValues`), compared as the same copies."""
     if depth == 0:
         _MATCHED.originals, made = {}, {}
+        if values is not None:
+            values.made = made
     if id(value) in made:            # (an object held twice is one object: a is b)
         return made[id(value)]
     new = _match_items(value, where, depth, made)
@@ -120,6 +123,29 @@ def match_originals(values, rests=()):
                  for v, rest in zip(values, tuple(rests) + (False,) * len(values)))
 
 
+class MatchValues:
+    """A match's value patterns written as dotted names (``case Reg.cur:``), converted into
+    ``case values.v0:``: each read (when Python's match compares it, as it would read the
+    name) as ``match_items`` gives it, the copy the subject holds where ``match_items``
+    copied the object for the patterns (Python's ``subject == Reg.cur`` is ``Reg.cur ==
+    Reg.cur``; the copy compared with the object it stands for was another object, not
+    equal: silently another case), refused where it is a Symbol (its truth)."""
+
+    def __init__(self, reads, where):
+        self.reads, self.where, self.made = reads, where, {}
+
+    def __getattr__(self, name):
+        if not (name[:1] == "v" and name[1:].isdigit()):
+            raise AttributeError(name)
+        value = self.reads[int(name[1:])]()
+        if isinstance(value, mx.sym.Symbol):
+            raise AutographError(
+                f"{self.where}: a value pattern of this match (case a.b:) is a tensor while "
+                f"hybridizing; its value exists only when the graph runs, so no case can be "
+                f"chosen while tracing. Write an if/elif on the tensor (a graph's cond)")
+        return match_items(value, self.where, None, 1, self.made)
+
+
 def _match_items(value, where, depth, made):
     if type(value) is StepList:
         n = value.known_length(where)
@@ -135,7 +161,7 @@ def _match_items(value, where, depth, made):
         olds = list(state.values())
     else:
         return value
-    items = [match_items(v, where, depth + 1, made) for v in olds]
+    items = [match_items(v, where, None, depth + 1, made) for v in olds]
     if all(new is old for new, old in zip(items, olds)):
         return value        # (the same object: a pattern may capture it)
     if type(value) in (list, tuple):

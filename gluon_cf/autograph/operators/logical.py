@@ -22,7 +22,8 @@ import numpy as np
 
 from ...hybrid import shape_checked
 from ...ops.cond import cond, describe_sides
-from ..errors import AmbiguousTruthError, AutographError, node_name, python_value
+from ..errors import (AmbiguousTruthError, AutographError, node_name, python_value,
+                      refuse_hashed_symbol)
 from .side_effects import graph_region
 
 
@@ -57,16 +58,20 @@ def asserted(test, where):
 #     its guard and body, to the objects the subject held (``case [*_] as whole:
 #     whole.append(v)`` changes ``outs``, ``s is st``, ``case (h, *others)``: ``others[0] is
 #     outs``: ``match_originals``); a copy reached otherwise (``case (x, [*_] as o)`` where
-#     ``o`` is an item of a copy) refuses changes.
+#     ``o`` is an item of a copy) refuses changes. A value pattern written as a dotted name
+#     (``case Reg.cur:``, Python's ``subject == Reg.cur``) is read, when Python's match reads
+#     it, as the copy the subject holds of that object (``list_parts.MatchValues``): compared
+#     with the object it stands for, a copy was another object, silently another case.
 def match_subject(subject, where, compares):
     """The subject of a converted ``match`` (NOTE [autograph match]): itself (a collected
     list given as the list of its items, by ``list_parts.match_items``), a Symbol in it
     refused when a literal pattern would compare it."""
     if compares and _holds_symbol(subject):
         raise AutographError(
-            f"{where}: this match compares a tensor with a literal pattern (case 0:) while "
-            f"hybridizing; its value exists only when the graph runs, so no case can be "
-            f"chosen while tracing. Write an if/elif on the tensor (a graph's cond)")
+            f"{where}: this match compares a tensor with a literal or value pattern (case "
+            f"0:, case Mode.A:) while hybridizing; its value exists only when the graph runs, "
+            f"so no case can be chosen while tracing. Write an if/elif on the tensor (a "
+            f"graph's cond)")
     return subject
 
 
@@ -214,6 +219,23 @@ def compare_chain(left, right, rest, ops, where):
         return first
     return _bool_op(first, [lambda: compare_chain(right, rest[0](), rest[1:], ops[1:], where)],
                     where, stop_on=False, what="chained comparison")
+
+
+def contains(item, container, negated, where):
+    """A converted ``item in container`` (``not in`` where ``negated``): Python's; where it
+    compares a tensor with the items (``==``, after identity) while hybridizing, or hashes
+    one (a dict's, a set's), refused at the user's line (MXNet's NotImplementedForSymbol,
+    Python's TypeError named none)."""
+    try:
+        found = item in container
+    except mx.base.NotImplementedForSymbol:
+        raise AutographError(
+            f"{where}: this 'in' compares a tensor with the items (==) while hybridizing; "
+            f"its truth exists only when the graph runs. Compare Python values (indices, "
+            f"names), or compute the test with F ops on the stacked items") from None
+    except TypeError as err:
+        refuse_hashed_symbol(err, where, "this 'in' of a tensor")
+    return not found if negated else found
 
 
 def not_(value, where):

@@ -37,7 +37,7 @@ import types
 import mxnet as mx
 
 from ...hybrid import static_shape
-from ..errors import AutographError, op_name
+from ..errors import AutographError, op_name, refuse_hashed_symbol
 from .call_results import callbacks_converted
 
 
@@ -390,12 +390,16 @@ def _no_symbols(iterable, name, where):
 @contextlib.contextmanager
 def _truth_refused(name, where):
     """While a builtin or library function runs on tensors: its truth of a Symbol (a row it
-    tests, ``itertools.takewhile``'s predicate, ``max`` comparing two) is refused at the
-    call, not MXNet's NotImplementedForSymbol naming no line."""
+    tests, ``itertools.takewhile``'s predicate, ``max`` comparing two) and its hash (``set``)
+    are refused at the call, not MXNet's NotImplementedForSymbol (Python's TypeError)
+    naming no line."""
     try:
         yield
     except mx.base.NotImplementedForSymbol:
         _refuse_truth(name, where)
+    except TypeError as err:
+        # (set(items) of a collected list: Python's TypeError named no line)
+        refuse_hashed_symbol(err, where, f"{name}() of tensors")
 
 
 def _truth_refused_each(iterator, name, where):
@@ -413,6 +417,15 @@ def _refuse_truth(name, where):
         f"{where}: {name}() of tensors while hybridizing: it compares them or takes their "
         f"truth, which a Symbol has only when the graph runs. Use F ops on the stacked "
         f"values (F.max, F.min, F.sort, F.sum(...) > 0 for any, F.min(...) > 0 for all)")
+
+
+def hashed(make, where):
+    """``make()``, a set display ``{a, *b}``, a set or dict comprehension of converted code:
+    a Symbol's hash refused at the line (Python's TypeError named none)."""
+    try:
+        return make()
+    except TypeError as err:
+        refuse_hashed_symbol(err, where, "a set or dict of tensors")
 
 
 def reversed_rows(fn, value):
@@ -476,13 +489,8 @@ def container_call(fn, where):
         try:
             return fn(*args, **kwargs)
         except TypeError as err:
-            if "unhashable type: 'Symbol'" not in str(err):
-                raise
-            raise AutographError(
-                f"{where}: .{name}() of a {type(receiver).__name__} given a tensor while "
-                f"hybridizing: it hashes it, and MXNet's Symbol has no hash (an NDArray's "
-                f"is its identity). Keep the tensors in a list, or key them by a Python "
-                f"value (a name, an index)") from None
+            refuse_hashed_symbol(err, where, f".{name}() of a {type(receiver).__name__} "
+                                             f"given a tensor")
     return checked
 
 

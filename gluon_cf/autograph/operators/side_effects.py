@@ -42,7 +42,7 @@ from typing import Set
 
 import mxnet as mx
 
-from ..errors import AutographError, AutographWarning, region_at
+from ..errors import AutographError, AutographWarning, refuse_hashed_symbol, region_at
 from .call_results import callbacks_converted
 
 
@@ -190,6 +190,8 @@ def lent(fn, where, symbol_call=None, convert=None):
     owner = getattr(fn, "__self__", None)   # (a C class's method: chain.from_iterable's None)
     module = getattr(fn, "__module__", None) or isinstance(owner, type) and \
         owner.__module__ or getattr(type(fn), "__module__", None) or ""
+    if owner is dict and getattr(fn, "__name__", None) == "fromkeys":
+        return functools.partial(_fromkeys, fn, where)
     if isinstance(fn, mx.gluon.Block) or module.split(".")[0] in _AS_THEY_ARE:
         return fn
 
@@ -197,14 +199,27 @@ def lent(fn, where, symbol_call=None, convert=None):
     # microseconds per library call eagerly)
     def checked(*args, **kwargs):
         args, kwargs = callbacks_converted(args, kwargs, convert, where, fn)
-        if symbol_call is not None and _gives_symbol(fn, args, kwargs):
-            with symbol_call(_name(fn), where):
-                result = _unchanged(fn, args, kwargs, where)
-            if isinstance(result, collections.abc.Iterator):
-                return _IteratedInCall(result, functools.partial(symbol_call, _name(fn), where))
-            return result
-        return _unchanged(fn, args, kwargs, where)
+        try:
+            if symbol_call is not None and _gives_symbol(fn, args, kwargs):
+                with symbol_call(_name(fn), where):
+                    result = _unchanged(fn, args, kwargs, where)
+                if isinstance(result, collections.abc.Iterator):
+                    return _IteratedInCall(result,
+                                           functools.partial(symbol_call, _name(fn), where))
+                return result
+            return _unchanged(fn, args, kwargs, where)
+        except TypeError as err:
+            # (collections.Counter(items) of a collected list: Python's TypeError, no line)
+            refuse_hashed_symbol(err, where, f"{_name(fn)} given tensors")
     return checked
+
+
+def _fromkeys(fn, where, *args):
+    """``dict.fromkeys(keys, ...)`` of converted code: a Symbol's hash refused at the line."""
+    try:
+        return fn(*args)
+    except TypeError as err:
+        refuse_hashed_symbol(err, where, "dict.fromkeys() given tensors")
 
 
 def _name(fn):
