@@ -230,7 +230,9 @@ def _cut(group, uid, op):
         name = outer.list_outputs()[0]
         if name in captured and not _same_value(captured[name], outer):
             raise _same_name_error(op, name)
-        captured.setdefault(name, outer)
+        # the last of one name is the argument, at the first one's place (NOTE [variables of
+        # one name])
+        captured[name] = outer
     return captured
 
 
@@ -242,7 +244,14 @@ def _same_value(a, b):
     ``fc_weight`` twice, inside each branch's trace: MXNet 1.9.1's own cond lists it once and
     binds it once). They were refused as "two different outer values" (round 26r); computed
     values of one name still are: which one a body reads would be a guess. The body's graph
-    holds one node for them (:func:`_one_variable_per_name`)."""
+    holds one node for them (:func:`_one_variable_per_name`). Which outer variable is the
+    argument is MXNet's cond's choice: of one graph's (a branch's, a body's) the last its cut
+    meets (its ``{name: symbol}`` of the cut values keeps the last), of several graphs' the
+    first graph's; listed at the first one's place. That one carries its attributes
+    (``init``, ``lr_mult``, ``shape``: ``attr_dict``, a Module's initialisation) and is the
+    node the outer graph holds: with the first, a graph also using the last outside the cond
+    held two arguments "w" and ``bind`` refused it ("Duplicate names detected"), where
+    MXNet's binds (round 28r)."""
     return a is b or (a.get_children() is None and b.get_children() is None) or \
         a.tojson() == b.tojson()
 
