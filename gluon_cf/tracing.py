@@ -292,6 +292,41 @@ def _same_name_error(op, name):
                       "operators); give them distinct names" % (op_at(op), name))
 
 
+def rename_other_values_of_one_name(graph, first):
+    """Rename, in ``graph``, each captured value named as another value ``first`` captured
+    (computed by another operator), so that the two are two inputs of their node.
+
+    NOTE [computed values of one name in while_loop]: MXNet 1.9.1's while_loop joins the
+    inputs of its cond's and its func's graphs by node, not by name (``_union_inputs``: each
+    graph's own cut values, keyed by ``id``): a cond reading one computed value and a func
+    reading another of the same name (``name="fc"`` given twice, two Gluon layers of one
+    prefix) read each their own, where gluon_cf's pooling by name refused them as
+    ``NameClashError`` (round 28r). Within one graph MXNet refuses them (an AssertionError,
+    as gluon_cf), and its cond joins its branches' inputs by name, reading the first value in
+    both branches, which gluon_cf refuses rather than compute. Variables of one name stay one
+    argument (NOTE [variables of one name]). Only the graph's input variable is renamed: the
+    outer value, its name and ``list_arguments`` are the user's."""
+    theirs = dict(first.captured)
+    clashing = [name for name, sym in graph.captured
+                if name in theirs and not _same_value(theirs[name], sym)]
+    if not clashing:
+        return
+    taken = set(graph.symbol.list_inputs()) | set(first.symbol.list_inputs())
+    renamed = {}
+    for name in clashing:
+        k = 1
+        while "%s_%d" % (name, k) in taken:
+            k += 1
+        renamed[name] = "%s_%d" % (name, k)
+        taken.add(renamed[name])
+    nodes = json.loads(graph.symbol.tojson())
+    for node in nodes["nodes"]:
+        if node["op"] == "null" and node["name"] in renamed:
+            node["name"] = renamed[node["name"]]
+    graph.symbol = mx.sym.load_json(json.dumps(nodes))
+    graph.captured = [(renamed.get(name, name), sym) for name, sym in graph.captured]
+
+
 def merge_captures(op, traced_graphs, first_slot, walk_order=False):
     """Pool the captured values of several graphs of one node.
 

@@ -6,7 +6,7 @@ the last of them (NOTE [variables of one name] in gluon_cf/tracing.py).
 import mxnet as mx
 import numpy as np
 
-from mxnet_suite.client_programs28 import _bind, _normal
+from mxnet_suite.client_programs28 import _bind, _eager, _normal
 
 PROGRAMS = {}
 # program name: MXNet's answer where its own cond cannot give it (each says why)
@@ -80,3 +80,26 @@ def sym_cond_two_variables_of_one_name_attributes():
 def sym_cond_variables_of_one_name_in_both_branches_attributes():
     """Of several graphs the first graph's (the then branch's last): as before."""
     return _attributes(with_else_variable=True)
+
+
+def _two_values_named_fc(eager):
+    """A while_loop whose cond reads one value computed by an operator named "fc" and whose
+    func reads another (MXNet's symbolic while_loop fails in backward when cond reads a value
+    of the outer graph: the oracle is its eager one, which leaves the rows of steps not
+    run unwritten: the loop runs max_iterations steps)."""
+    def run(i, s, F):
+        first, second = F.identity(s, name="fc"), F.identity(s * 2, name="fc")
+        outs, states = F.contrib.while_loop(lambda i: i < first, lambda i: (i * second, [i + 1]),
+                                            [i], max_iterations=3)
+        return [outs, states[0]]
+    i, s = np.array([0.5], "float32"), np.array([3.0], "float32")
+    if eager:
+        return _eager(lambda *a: run(*a, F=mx.nd), mx.nd.array(i), mx.nd.array(s))
+    i_, s_ = mx.sym.var("i"), mx.sym.var("s")
+    return _bind(mx.sym.Group(run(i_, s_, F=mx.sym)), {"i": i, "s": s})
+
+
+@program(oracle=lambda: _two_values_named_fc(eager=True))
+def sym_while_cond_and_func_read_two_values_of_one_name():
+    """(gluon_cf refused them as two different outer values of one name.)"""
+    return _two_values_named_fc(eager=False)
