@@ -229,7 +229,7 @@ def _cut(group, uid, op):
         outer = mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle))
         name = outer.list_outputs()[0]
         if name in captured and not _same_value(captured[name], outer):
-            raise _same_name_error(op, name)
+            raise _same_name_error(op, name, captured[name], outer)
         # the last of one name is the argument, at the first one's place (NOTE [variables of
         # one name])
         captured[name] = outer
@@ -277,7 +277,7 @@ def _one_variable_per_name(group, captured, op):
             if node["name"] in first:
                 if captured.get(node["name"]) is not None and \
                         captured[node["name"]].get_children() is not None:
-                    raise _same_name_error(op, node["name"])
+                    raise _same_name_error(op, node["name"], captured[node["name"]], None)
                 moved[k] = first[node["name"]]
             else:
                 first[node["name"]] = k
@@ -287,9 +287,15 @@ def _one_variable_per_name(group, captured, op):
     return mx.sym.load_json(json.dumps(graph))
 
 
-def _same_name_error(op, name):
-    return NameClashError("%s: two different outer values are both named %r (computed by two "
-                      "operators); give them distinct names" % (op_at(op), name))
+def _same_name_error(op, name, first, second):
+    """Two different values of one name a body reads (``None``: a variable it creates)."""
+    def what(value):
+        if value is None:
+            return "a variable the body creates"
+        return "a variable" if value.get_children() is None else \
+            "the output of an operator %r" % value.name
+    return NameClashError("%s: two different values are both named %r (%s, %s); give them "
+                          "distinct names" % (op_at(op), name, what(first), what(second)))
 
 
 def rename_other_values_of_one_name(graph, first):
@@ -345,7 +351,7 @@ def merge_captures(op, traced_graphs, first_slot, walk_order=False):
         for name, sym in captured:
             if name in pooled:
                 if not _same_value(pooled[name], sym):
-                    raise _same_name_error(op, name)
+                    raise _same_name_error(op, name, pooled[name], sym)
                 continue
             pooled[name] = sym
     names = list(pooled)
