@@ -6,21 +6,14 @@ the last of them (NOTE [variables of one name] in gluon_cf/tracing.py).
 import mxnet as mx
 import numpy as np
 
-from mxnet_suite.client_programs28 import _bind, _eager, _normal
+from mxnet_suite.client_programs28 import _bind, _eager, _normal, registrar
 
 PROGRAMS = {}
 # program name: MXNet's answer where its own cond cannot give it (each says why)
 ORACLES = {}
 ARGS = {"x": np.abs(_normal(3, 2)), "w": _normal(2, seed=2)}
 
-
-def program(fn=None, oracle=None):
-    if fn is None:
-        return lambda f: program(f, oracle)
-    PROGRAMS[fn.__name__] = fn
-    if oracle is not None:
-        ORACLES[fn.__name__] = oracle
-    return fn
+program = registrar(PROGRAMS, ORACLES)
 
 
 def _two_ws_in_a_branch(sign, plain=False):

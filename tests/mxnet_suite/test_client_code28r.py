@@ -9,21 +9,13 @@ import mxnet as mx
 import pytest
 
 from mxnet_suite import client_programs28r as programs
-from mxnet_suite.test_client_code26 import mxnet_ops
-from mxnet_suite.test_client_code28 import _assert_same, _outcome
+from mxnet_suite.test_client_code28 import check_program
 
 
 @pytest.mark.substitutions("gluon_cf")
 @pytest.mark.parametrize("name", sorted(programs.PROGRAMS))
 def test_client_program(name):
-    fn = programs.PROGRAMS[name]
-    with mxnet_ops(), mx.name.NameManager():
-        want, want_error = _outcome(programs.ORACLES.get(name, fn))
-    assert want_error is None, (name, want_error)
-    with mx.name.NameManager():
-        got, error = _outcome(fn)
-    assert error is None, (name, error)
-    _assert_same(want, got, name)
+    check_program(programs, name)
 
 
 @pytest.mark.substitutions("gluon_cf")
