@@ -63,9 +63,9 @@ class ArrayTypeError(TypeError, AssertionError):
 
 
 class NameClashError(ValueError, AssertionError):
-    """Two different outer values of one name read by a body (computed by two operators): a
-    ValueError, and the AssertionError of MXNet 1.9.1's foreach and while_loop ("The inputs of
-    the subgraph don't have unique names")."""
+    """Two different values of one name read by a body (computed by two operators, or one
+    computed and a variable): a ValueError, and the AssertionError of MXNet 1.9.1's foreach
+    and while_loop ("The inputs of the subgraph don't have unique names")."""
 
 
 class StructureError(ValueError, AssertionError):

@@ -227,8 +227,10 @@ def _cut(group, uid, op):
         outer = mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle))
         name = outer.list_outputs()[0]
         if name in captured and not _same_value(captured[name], outer):
-            raise _same_name_error(op, name)
-        captured.setdefault(name, outer)
+            raise _same_name_error(op, name, captured[name], outer)
+        # the last of one name is the argument, at the first one's place (NOTE [variables of
+        # one name])
+        captured[name] = outer
     return captured
 
 
@@ -240,7 +242,14 @@ def _same_value(a, b):
     ``fc_weight`` twice, inside each branch's trace: MXNet 1.9.1's own cond lists it once and
     binds it once). They were refused as "two different outer values" (round 26r); computed
     values of one name still are: which one a body reads would be a guess. The body's graph
-    holds one node for them (:func:`_one_variable_per_name`)."""
+    holds one node for them (:func:`_one_variable_per_name`). Which outer variable is the
+    argument is MXNet's cond's choice: of one graph's (a branch's, a body's) the last its cut
+    meets (its ``{name: symbol}`` of the cut values keeps the last), of several graphs' the
+    first graph's; listed at the first one's place. That one carries its attributes
+    (``init``, ``lr_mult``, ``shape``: ``attr_dict``, a Module's initialisation) and is the
+    node the outer graph holds: with the first, a graph also using the last outside the cond
+    held two arguments "w" and ``bind`` refused it ("Duplicate names detected"), where
+    MXNet's binds (round 28r)."""
     return a is b or (a.get_children() is None and b.get_children() is None) or \
         a.tojson() == b.tojson()
 
@@ -266,7 +275,7 @@ def _one_variable_per_name(group, captured, op):
             if node["name"] in first:
                 if captured.get(node["name"]) is not None and \
                         captured[node["name"]].get_children() is not None:
-                    raise _same_name_error(op, node["name"])
+                    raise _same_name_error(op, node["name"], captured[node["name"]], None)
                 moved[k] = first[node["name"]]
             else:
                 first[node["name"]] = k
@@ -276,9 +285,50 @@ def _one_variable_per_name(group, captured, op):
     return mx.sym.load_json(json.dumps(graph))
 
 
-def _same_name_error(op, name):
-    return NameClashError("%s: two different outer values are both named %r (computed by two "
-                      "operators); give them distinct names" % (op_at(op), name))
+def _same_name_error(op, name, first, second):
+    """Two different values of one name a body reads (``None``: a variable it creates)."""
+    def what(value):
+        if value is None:
+            return "a variable the body creates"
+        return "a variable" if value.get_children() is None else \
+            "the output of an operator %r" % value.name
+    return NameClashError("%s: two different values are both named %r (%s, %s); give them "
+                          "distinct names" % (op_at(op), name, what(first), what(second)))
+
+
+def rename_other_values_of_one_name(graph, first):
+    """Rename, in ``graph``, each captured value named as another value ``first`` captured
+    (computed by another operator), so that the two are two inputs of their node.
+
+    NOTE [computed values of one name in while_loop]: MXNet 1.9.1's while_loop joins the
+    inputs of its cond's and its func's graphs by node, not by name (``_union_inputs``: each
+    graph's own cut values, keyed by ``id``): a cond reading one computed value and a func
+    reading another of the same name (``name="fc"`` given twice, two Gluon layers of one
+    prefix) read each their own, where gluon_cf's pooling by name refused them as
+    ``NameClashError`` (round 28r). Within one graph MXNet refuses them (an AssertionError,
+    as gluon_cf), and its cond joins its branches' inputs by name, reading the first value in
+    both branches, which gluon_cf refuses rather than compute. Variables of one name stay one
+    argument (NOTE [variables of one name]). Only the graph's input variable is renamed: the
+    outer value, its name and ``list_arguments`` are the user's."""
+    theirs = dict(first.captured)
+    clashing = [name for name, sym in graph.captured
+                if name in theirs and not _same_value(theirs[name], sym)]
+    if not clashing:
+        return
+    taken = set(graph.symbol.list_inputs()) | set(first.symbol.list_inputs())
+    renamed = {}
+    for name in clashing:
+        k = 1
+        while "%s_%d" % (name, k) in taken:
+            k += 1
+        renamed[name] = "%s_%d" % (name, k)
+        taken.add(renamed[name])
+    nodes = json.loads(graph.symbol.tojson())
+    for node in nodes["nodes"]:
+        if node["op"] == "null" and node["name"] in renamed:
+            node["name"] = renamed[node["name"]]
+    graph.symbol = mx.sym.load_json(json.dumps(nodes))
+    graph.captured = [(renamed.get(name, name), sym) for name, sym in graph.captured]
 
 
 def merge_captures(op, traced_graphs, first_slot, walk_order=False):
@@ -299,7 +349,7 @@ def merge_captures(op, traced_graphs, first_slot, walk_order=False):
         for name, sym in captured:
             if name in pooled:
                 if not _same_value(pooled[name], sym):
-                    raise _same_name_error(op, name)
+                    raise _same_name_error(op, name, pooled[name], sym)
                 continue
             pooled[name] = sym
     names = list(pooled)

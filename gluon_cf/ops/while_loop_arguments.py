@@ -8,7 +8,7 @@ import mxnet as mx
 
 from .._structure import flatten, regroup
 from ..checks import ArgumentValueError, PredValueError, describe_pred, op_at
-from ..tracing import merge_captures
+from ..tracing import merge_captures, rename_other_values_of_one_name
 
 OP = "while_loop"
 
@@ -67,6 +67,8 @@ def mxnet_input_order(flat_vars, cond_g, func_g):
     var_inputs, slot_of)``, ``var_inputs[k]`` the input position of loop variable ``k``,
     ``slot_of`` the slot of each captured name."""
     nv = len(flat_vars)
+    # (NOTE [computed values of one name in while_loop]: func_g's input renamed in place)
+    rename_other_values_of_one_name(func_g, cond_g)
     captured, pooled_slot = merge_captures(OP, [cond_g, func_g], first_slot=nv, walk_order=True)
     outer = {name: captured[slot - nv] for name, slot in pooled_slot.items()}
     order: list = []

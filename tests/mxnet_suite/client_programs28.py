@@ -25,13 +25,19 @@ PROGRAMS = {}
 ORACLES = {}
 
 
-def program(fn=None, oracle=None):
-    if fn is None:
-        return lambda f: program(f, oracle)
-    PROGRAMS[fn.__name__] = fn
-    if oracle is not None:
-        ORACLES[fn.__name__] = oracle
-    return fn
+def registrar(programs, oracles):
+    """The decorator registering programs (and their oracles) in ``programs``/``oracles``."""
+    def program(fn=None, oracle=None):
+        if fn is None:
+            return lambda f: program(f, oracle)
+        programs[fn.__name__] = fn
+        if oracle is not None:
+            oracles[fn.__name__] = oracle
+        return fn
+    return program
+
+
+program = registrar(PROGRAMS, ORACLES)
 
 
 def _normal(*shape, seed=0):

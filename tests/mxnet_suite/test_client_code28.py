@@ -62,9 +62,15 @@ def _outcome(fn):
 @pytest.mark.substitutions("gluon_cf")
 @pytest.mark.parametrize("name", sorted(programs.PROGRAMS))
 def test_client_program(name):
-    fn = programs.PROGRAMS[name]
+    check_program(programs, name)
+
+
+def check_program(module, name):
+    """Run program ``name`` of ``module`` with MXNet's ops (or its oracle), then with
+    gluon_cf's, and compare what they return or the types of what they raise."""
+    fn = module.PROGRAMS[name]
     with mxnet_ops(), mx.name.NameManager():
-        want, want_error = _outcome(programs.ORACLES.get(name, fn))
+        want, want_error = _outcome(module.ORACLES.get(name, fn))
     with mx.name.NameManager():
         got, error = _outcome(fn)
     if want_error is not None:
