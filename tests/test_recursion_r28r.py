@@ -1,0 +1,155 @@
+"""Issue 24, a review of round 28's recursion (round 28r): Python state a recursive function's
+body changes while hybridized (NOTE [Python state in a recursive body]). Values are compared with
+plain eager Python recursion (numpy), eagerly and hybridized."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import nd
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+
+LEFT, RIGHT = [1, 3, -1, -1, -1], [2, 4, -1, -1, -1]
+XS = np.arange(15, dtype="float32").reshape(5, 3)
+ARGS = [XS, np.array(LEFT, "float32"), np.array(RIGHT, "float32"), np.array([0], "float32")]
+COUNT = 0
+
+
+class SelfCounter(HybridBlock):
+    """A call counter on the block, read by the value (the count of calls made so far)."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        self.calls = 0
+
+        @gluon_cf.recursive
+        def node(i):
+            self.calls += 1
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * self.calls)
+        return node(root)
+
+
+class ListCounter(HybridBlock):
+    """The same counter in a closure's list."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        calls = [0]
+
+        @gluon_cf.recursive
+        def node(i):
+            calls[0] += 1
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * calls[0])
+        return node(root)
+
+
+class GlobalCounter(HybridBlock):
+    """The same counter in a global."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        global COUNT
+        COUNT = 0
+
+        @gluon_cf.recursive
+        def node(i):
+            global COUNT
+            COUNT += 1
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * COUNT)
+        return node(root)
+
+
+class LoggingCounter(HybridBlock):
+    """A counter for logging: the value does not read it."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        self.calls = 0
+
+        @gluon_cf.recursive
+        def node(i):
+            self.calls += 1
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * 2)
+        return node(root)
+
+
+def counted(i, calls, scale=None):
+    """Plain recursion: node(i) = x_i at a leaf, else node(l) + node(r) * (the count of calls
+    so far, or ``scale``)."""
+    calls[0] += 1
+    if LEFT[i] < 0:
+        return XS[i:i + 1]
+    left = counted(LEFT[i], calls, scale)
+    return left + counted(RIGHT[i], calls, scale) * (calls[0] if scale is None else scale)
+
+
+def _line_of(cls, text):
+    import inspect
+    lines, first = inspect.getsourcelines(cls.hybrid_forward)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("cls,statement", [(SelfCounter, "self.calls += 1"),
+                                           (ListCounter, "calls[0] += 1"),
+                                           (GlobalCounter, "COUNT += 1")])
+def test_state_the_value_reads_is_refused_at_its_line(cls, statement):
+    """Before: eagerly [[87, 97, 107]] (the count per call), hybridized [[45, 50, 55]] (the
+    count of the body's last trace, a constant of its graph), silently. Now refused at the
+    statement changing it, hybridized; eagerly the value stays plain Python's."""
+    want = counted(0, [0])
+    np.testing.assert_allclose(want, [[87, 97, 107]])
+    net = cls()
+    np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want)
+    net.hybridize()
+    with pytest.raises(NotImplementedError) as err:
+        net(*map(nd.array, ARGS))
+    where = "%s:%d: gluon_cf.recursive: 'node' changes Python state" % (
+        __file__, _line_of(cls, statement))
+    assert str(err.value).startswith(where), str(err.value)
+    assert "that its value depends on" in str(err.value)
+
+
+def test_state_the_value_does_not_read_is_a_warning_at_its_line():
+    """A counter for logging: the graph is the same whatever its count, so the values are
+    plain Python's; hybridized the count changes per trace, not per call: a warning at the
+    statement, not a refusal."""
+    net = LoggingCounter()
+    want = counted(0, [0], scale=2)
+    np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want)
+    assert net.calls == 5
+    net.hybridize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want)
+    mine = [w for w in caught if "changes Python state (self.calls)" in str(w.message)]
+    assert len(mine) == 1 and "once per trace" in str(mine[0].message)
+    assert (mine[0].filename, mine[0].lineno) == (
+        __file__, _line_of(LoggingCounter, "self.calls += 1"))
+
+
+def test_a_model_with_layers_traces_without_a_warning():
+    """Gluon's own state of a block (its children and parameters, registered at their first
+    use in a trace) is no Python state of the body's: no warning, the values eager's."""
+    class Layers(HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.dense = mx.gluon.nn.Dense(3, in_units=3)
+
+        def hybrid_forward(self, F, x, left, right, root):
+            @gluon_cf.recursive
+            def node(i):
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: F.tanh(
+                    self.dense(node(F.take(left, i)) + node(F.take(right, i)))))
+            return node(root)
+    net = Layers()
+    net.initialize()
+    want = net(*map(nd.array, ARGS)).asnumpy()
+    net.hybridize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = net(*map(nd.array, ARGS)).asnumpy()
+    assert not [w for w in caught if "Python state" in str(w.message)]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
