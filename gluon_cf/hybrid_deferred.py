@@ -8,6 +8,7 @@ from mxnet.gluon import block as _block
 
 from . import registry
 from .graph import has_gluon_cf_nodes
+from .operators import user_location
 
 
 # NOTE [unknown rank]
@@ -34,6 +35,29 @@ def _infer_attrs(self, infer_fn, attr, *args):
             for param in params:
                 param.shape = shapes[param.name]
             return None
+        try:
+            return _mxnet_infer_attrs(self, infer_fn, attr, inputs, out, *args)
+        except (ValueError, IndexError):   # (MXNet's IndexError: a warning it did not catch)
+            raise ValueError(_undecided([(p.name, shapes[p.name]) for p in params if
+                                              not registry.is_complete(shapes[p.name])])) from None
+    return _mxnet_infer_attrs(self, infer_fn, attr, inputs, out, *args)
+
+
+def _undecided(params):
+    """What to say of ``params`` (``[(name, shape known in part)]``) whose shapes the graph
+    of a block holding gluon_cf nodes does not decide (NOTE [unknown rank])."""
+    where = user_location()
+    return ("%s: " % where if where else "") + "; ".join(
+        "parameter %r has shape %s after inferring the block's graph (0: unknown)" % (
+            name, shape)
+        for name, shape in params) + (
+        ": the input of its layer has a size known only at run time (cond branches of "
+        "different sizes, a recursive function whose result's size changes with the tree, "
+        "boolean_mask), or not given. Eagerly the layer takes the size of its first input; "
+        "hybridized, give it (Dense(in_units=...)) or make the size one (a sum, a slice)")
+
+
+def _mxnet_infer_attrs(self, infer_fn, attr, inputs, out, *args):
     used = set(out.list_inputs())
     if used >= set(i.name for i in inputs) | set(self.collect_params().keys()):
         return _original_infer_attrs(self, infer_fn, attr, *args)

@@ -153,3 +153,50 @@ def test_a_model_with_layers_traces_without_a_warning():
         got = net(*map(nd.array, ARGS)).asnumpy()
     assert not [w for w in caught if "Python state" in str(w.message)]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# A layer after a recursion whose result's width changes with the tree (NOTE [one shape per
+# call]): its input size is known at run time only
+
+class WidthsThenDense(HybridBlock):
+    def __init__(self, in_units=0):
+        super().__init__()
+        with self.name_scope():
+            self.out = mx.gluon.nn.Dense(2, in_units=in_units, flatten=False)
+
+    def hybrid_forward(self, F, x, left, right, root):
+        @gluon_cf.recursive
+        def node(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: F.concat(
+                node(F.take(left, i)), node(F.take(right, i)), dim=1) * 2)
+        return self.out(node(root))
+
+
+def test_a_deferred_layer_after_widths_known_at_run_time_says_what_to_give():
+    """Before: "Deferred initialization failed because shape cannot be inferred." then
+    MXNet's "Cannot decide shape for the following arguments", naming no cause, or, its
+    warning once shown, "list index out of range" (MXNet read a warning it had not caught;
+    a cond whose branches differ in size alike). Now the
+    parameter, its shape known in part and what to give, at the user's call; given its input
+    size, the layer runs as eagerly."""
+    args = [nd.array(XS[:3]), nd.array([1, -1, -1]), nd.array([2, -1, -1]), nd.array([0])]
+    net = WidthsThenDense()
+    net.initialize()
+    net.hybridize()
+    with pytest.raises(ValueError) as err:
+        net(*args)
+    message = str(err.value)
+    assert "%s:" % __file__ in message and "parameter '%s" % net.out.weight.name in message
+    assert "(2, 0)" in message and "known only at run time" in message, message
+    assert "in_units" in message
+    for hybridize in (False, True):
+        mx.random.seed(0)
+        net = WidthsThenDense(in_units=6)
+        net.initialize()
+        if hybridize:
+            net.hybridize()
+        got = net(*args).asnumpy()
+        w, b = net.out.weight.data().asnumpy(), net.out.bias.data().asnumpy()
+        want = np.concatenate([XS[1:2], XS[2:3]], axis=1) * 2 @ w.T + b
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
