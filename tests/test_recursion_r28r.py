@@ -200,3 +200,29 @@ def test_a_deferred_layer_after_widths_known_at_run_time_says_what_to_give():
         w, b = net.out.weight.data().asnumpy(), net.out.bias.data().asnumpy()
         want = np.concatenate([XS[1:2], XS[2:3]], axis=1) * 2 @ w.T + b
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _symbolic_tree(widen):
+    """node(i) = x_i at a leaf, else concat (``widen``) or sum of its children's, as a Symbol."""
+    x, left, right, root = (mx.sym.var(n) for n in ("x", "left", "right", "root"))
+
+    @gluon_cf.recursive
+    def node(i):
+        def internal():
+            kids = node(mx.sym.take(left, i)), node(mx.sym.take(right, i))
+            return mx.sym.concat(*kids, dim=1) * 2 if widen else kids[0] + kids[1]
+        return gluon_cf.cond(mx.sym.take(left, i) < 0, lambda: mx.sym.take(x, i), internal)
+    return node(root)
+
+
+def test_widths_of_a_recursion_over_a_table_of_unknown_rows_stay_unknown():
+    """Before: with x's rows unknown (x: (0, 3)), infer_shape_partial answered the leaf's
+    (1, 3) for a recursion whose width changes with the tree (1, 6 a level up, ...: NOTE [one
+    shape per call]), where x's rows given it answers (1, 0), known at run time only; a
+    width that does not change is still known."""
+    given = dict(left=(5,), right=(5,), root=(1,))
+    for widen, want in ((True, [(1, 0)]), (False, [(1, 3)])):
+        with mx.name.NameManager():
+            sym = _symbolic_tree(widen)
+        assert sym.infer_shape_partial(x=(5, 3), **given)[1] == want
+        assert sym.infer_shape_partial(x=(0, 3), **given)[1] == want
