@@ -20,6 +20,8 @@ COUNT = 0
 class SelfCounter(HybridBlock):
     """A call counter on the block, read by the value (the count of calls made so far)."""
 
+    reads = True
+
     def hybrid_forward(self, F, x, left, right, root):
         self.calls = 0
 
@@ -27,7 +29,7 @@ class SelfCounter(HybridBlock):
         def node(i):
             self.calls += 1
             return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
-                F.take(left, i)) + node(F.take(right, i)) * self.calls)
+                F.take(left, i)) + node(F.take(right, i)) * (self.calls if self.reads else 2))
         return node(root)
 
 
@@ -61,18 +63,10 @@ class GlobalCounter(HybridBlock):
         return node(root)
 
 
-class LoggingCounter(HybridBlock):
+class LoggingCounter(SelfCounter):
     """A counter for logging: the value does not read it."""
 
-    def hybrid_forward(self, F, x, left, right, root):
-        self.calls = 0
-
-        @gluon_cf.recursive
-        def node(i):
-            self.calls += 1
-            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
-                F.take(left, i)) + node(F.take(right, i)) * 2)
-        return node(root)
+    reads = False
 
 
 def counted(i, calls, scale=None):
