@@ -40,7 +40,7 @@ from ..checks import check_callable, mode_of
 from ..remat import Remat, check_remat
 from ..errors import AddressSpaceError, RecursionDepthError
 from ..tracing import PendingSignature, merge_captures, trace, trace_mark, user_location
-from . import malloc_arenas, refusals, remat_calls
+from . import malloc_arenas, python_state, refusals, remat_calls
 from .table import MAX_DEPTH
 from .._typing import Arrays
 
@@ -603,7 +603,10 @@ class _Table:
             if fn in self.traced:
                 continue
             num_args, arg_fmt, out_fmt, _ = self.signatures[fn]
+            before = python_state.snapshot(fn.fn)   # NOTE [Python state in a recursive body]
             traced = self._trace(fn, num_args, arg_fmt, "body")
+            python_state.check_trace(fn, before, traced,
+                                     lambda: self._trace(fn, num_args, arg_fmt, "body"))
             if traced.out_fmt != out_fmt:
                 raise ValueError("%sgluon_cf.recursive: %r returns %s on one path and %s on "
                                  "another" % (_located(fn), fn.name, describe(out_fmt),

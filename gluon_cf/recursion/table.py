@@ -171,7 +171,7 @@ class _FunctionTable:
         self._local.learnt.append((key, list(arg_shapes)))
         if outermost and registry.pending_shapes() != pending:
             try:
-                self._settle_shapes(self._local.learnt, env)
+                self._settle_shapes(self._local.learnt, env, self.shapes)
             except BaseException:
                 for other, _ in self._local.learnt:   # (every inference of them fails alike)
                     self.shapes.pop(other, None)
@@ -179,21 +179,23 @@ class _FunctionTable:
             return self.shapes[key]
         return outs
 
-    def _settle_shapes(self, learnt, env):
+    def _settle_shapes(self, learnt, env, store):
         """The calls learnt while a recursive call's shapes were pending, inferred again with
-        every call's shapes known until none changes (NOTE [one shape per call])."""
+        every call's shapes known until none changes (NOTE [one shape per call]). ``store``:
+        where their shapes are (``self.shapes``, or an inference's of an environment known in
+        part)."""
         self._local.settling = {key for key, _ in learnt}
         try:
             for _ in range(2 + sum(len(registry.dims_of(o) or ()) + 1
-                                   for key, _ in learnt for o in self.shapes[key])):
+                                   for key, _ in learnt for o in store[key])):
                 changed = False
                 for key, arg_shapes in learnt:
                     _, again = self.graphs[key[0]].infer_shape(list(arg_shapes) + list(env))
-                    outs = self.shapes[key]
+                    outs = store[key]
                     settled = [o if a == o or a is None else registry.Dynamic(
                         registry.common_dims(o, a)) for o, a in zip(outs, again)]
                     if settled != outs:
-                        self.shapes[key], changed = settled, True
+                        store[key], changed = settled, True
                 if not changed:
                     return
         finally:
@@ -278,6 +280,7 @@ class _FunctionTable:
             return learnt[key]
         if key in learnt:
             raise PendingShape(qname)   # a recursive call: its cond infers the other branch
+        outermost, pending = None not in learnt.values(), registry.pending_shapes()
         learnt[key] = None
         try:
             with self._calling(scope, qname, key[1]):
@@ -288,6 +291,10 @@ class _FunctionTable:
             del learnt[key]
             return [None] * n
         learnt[key] = outs
+        if outermost and registry.pending_shapes() != pending:   # NOTE [one shape per call]
+            self._settle_shapes([(k, list(k[1])) for k, o in learnt.items() if o is not None],
+                                env, learnt)
+            return learnt[key]
         return outs
 
     def _note_call(self, scope, qname, args):
