@@ -23,12 +23,22 @@ NOTE [no KeyboardInterrupt inside MXNet's callbacks]
     ignored in: <function NDArrayBase.__del__ ...> KeyboardInterrupt"), so a Ctrl-C landing in
     MXNet's (1 run of 8 of a while_loop model, after the fix above) was lost, and training went
     on. So is gluon_cf's atexit handler: a Ctrl-C landing there (sent just before the script
-    ended, held in a callback) skipped what it keeps alive for the interpreter's end. A handler
-    the user installs after ``import gluon_cf`` replaces this one, as Python replaces any.
+    ended, held in a callback) skipped what it keeps alive for the interpreter's end.
+
+    A handler installed after ``import gluon_cf`` is held the same way: ``signal.signal``
+    installs any SIGINT handler so guarded (a user's ``sys.exit`` on Ctrl-C, raising
+    ``SystemExit`` inside a callback, aborted the process; asyncio's own, ``asyncio.run``'s),
+    and ``signal.signal`` and ``signal.getsignal`` answer with the handler as it was given:
+    ``asyncio.run`` installs its handler only where ``getsignal`` answers Python's
+    ``default_int_handler``, so a Ctrl-C no longer cancelled the main task, it raised inside
+    the event loop (review 28). Code that bound ``signal.signal`` before ``import gluon_cf``
+    (``from signal import signal``: ipykernel's, around each cell) installs handlers unguarded.
 """
+import functools
 import signal
 import threading
 import types
+import weakref
 
 import mxnet as mx
 
@@ -62,29 +72,55 @@ def _in_callback(frame):
     return False
 
 
-def _interrupt_main(signum, main=threading.main_thread().ident):
-    if main is not None:
-        signal.pthread_kill(main, signum)   # (it wakes a sleep)
+def _interrupt(thread, signum):
+    signal.pthread_kill(thread, signum)   # (it wakes a sleep)
+
+
+_guards: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # guard -> handler
 
 
 def _guarded_handler(handler):
     def on_sigint(signum, frame):
-        if _in_callback(frame):
-            timer = threading.Timer(_REDELIVER_AFTER, _interrupt_main, (signum,))
+        if _in_callback(frame):   # (a handler runs in the main thread: this one)
+            timer = threading.Timer(_REDELIVER_AFTER, _interrupt, (threading.get_ident(), signum))
             timer.daemon = True
             timer.start()
             return None
         return handler(signum, frame)
     on_sigint.__doc__ = handler.__doc__
+    _guards[on_sigint] = handler
     return on_sigint
 
 
+def _as_given(handler):
+    try:
+        return _guards.get(handler, handler)
+    except TypeError:   # (not weakly referable, so none of ours: an int, SIG_DFL)
+        return handler
+
+
+def _signal(signalnum, handler):
+    if signalnum == signal.SIGINT and callable(handler):
+        handler = _guarded_handler(handler)
+    return _as_given(_original_signal(signalnum, handler))
+
+
+def _getsignal(signalnum):
+    return _as_given(_original_getsignal(signalnum))
+
+
+_original_signal, _original_getsignal = signal.signal, signal.getsignal
+functools.update_wrapper(_signal, _original_signal)
+functools.update_wrapper(_getsignal, _original_getsignal)
+
+
 def _install():
+    signal.signal, signal.getsignal = _signal, _getsignal
     if threading.current_thread() is not threading.main_thread():
         return   # (only the main thread may set a handler: imported elsewhere, none is set)
-    handler = signal.getsignal(signal.SIGINT)
+    handler = _original_getsignal(signal.SIGINT)
     if callable(handler):
-        signal.signal(signal.SIGINT, _guarded_handler(handler))
+        _signal(signal.SIGINT, handler)
 
 
 # MXNet's Python callbacks: the nested functions of the functions that make them (Custom

@@ -45,3 +45,91 @@ def test_an_atexit_handler_waiting_for_a_daemon_threads_result():
     for _ in range(40):
         x = x.dot(x) / 30
     assert float(lines[1]) == x.sum(), proc.stdout
+
+
+HANDLER_INSTALLED_AFTER_IMPORT = """
+import signal, sys, time
+import numpy as np
+import mxnet as mx
+from mxnet import autograd, gluon
+import gluon_cf
+from gluon_cf import node
+
+class Loop(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.d = gluon.nn.Dense(3, flatten=False, in_units=3)
+    def hybrid_forward(self, F, x):
+        def body(d, s):
+            h = F.tanh(self.d(d) + s[0])
+            return h, [h]
+        return gluon_cf.foreach(body, x, [F.zeros((2, 3))])[0]
+
+def ctrl_c_inside(function):
+    def wrapper(*args, **kwargs):   # Ctrl-C now: its handler runs inside MXNet's callback
+        signal.raise_signal(signal.SIGINT)
+        return function(*args, **kwargs)
+    return wrapper
+
+node._NodeOperator = ctrl_c_inside(node._NodeOperator)
+
+def graceful_exit(signum, frame):
+    print("saving", flush=True)
+    sys.exit(3)
+
+signal.signal(signal.SIGINT, graceful_exit)   # after import gluon_cf
+block = Loop()
+block.initialize()
+block.hybridize()
+x = mx.nd.ones((4, 2, 3))
+with autograd.record():
+    out = block(x)
+out.backward()
+print(out.asnumpy().sum(), flush=True)
+time.sleep(5)
+"""
+
+
+def test_a_sigint_handler_installed_after_import_raising_system_exit():
+    """Was: the handler's ``SystemExit`` escaped MXNet's ctypes callback ("Exception ignored
+    on calling ctypes callback function"), then SIGSEGV and abort; now it is held until the
+    callback returns, as Python's own handler is, and the process exits with its code."""
+    proc = run_python(HANDLER_INSTALLED_AFTER_IMPORT, timeout=30)
+    assert proc is not None, "the process hung"
+    assert "Exception ignored" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 3, "exit %d\n%s" % (proc.returncode, proc.stderr[-4000:])
+    assert proc.stdout.split() == ["saving"], proc.stdout
+
+
+ASYNCIO_RUN = """
+import asyncio, os, signal, threading
+import gluon_cf
+
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+mine = lambda signum, frame: None
+old = signal.signal(signal.SIGINT, mine)
+assert old is signal.default_int_handler and signal.getsignal(signal.SIGINT) is mine
+assert signal.signal(signal.SIGINT, old) is mine
+
+async def main():
+    try:
+        await asyncio.sleep(20)
+    except asyncio.CancelledError:   # asyncio.run's handler cancels the main task on Ctrl-C
+        await asyncio.sleep(0.01)
+        return "saved"
+
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+print(asyncio.run(main()), flush=True)
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)
+"""
+
+
+def test_asyncio_run_sees_pythons_sigint_handler():
+    """Was: ``signal.getsignal`` answered gluon_cf's guard, not Python's
+    ``default_int_handler``, so ``asyncio.run`` installed no handler of its own: a Ctrl-C
+    raised KeyboardInterrupt inside the event loop instead of cancelling the main task."""
+    proc = run_python(ASYNCIO_RUN, timeout=30)
+    assert proc is not None, "the process hung"
+    assert proc.returncode == 0, "exit %d\n%s" % (proc.returncode, proc.stderr[-4000:])
+    assert proc.stdout.split() == ["saved", "True"], proc.stdout
