@@ -31,11 +31,14 @@ NOTE [no KeyboardInterrupt inside MXNet's callbacks]
     and ``signal.signal`` and ``signal.getsignal`` answer with the handler as it was given:
     ``asyncio.run`` installs its handler only where ``getsignal`` answers Python's
     ``default_int_handler``, so a Ctrl-C no longer cancelled the main task, it raised inside
-    the event loop (review 28). Code that bound ``signal.signal`` before ``import gluon_cf``
-    (``from signal import signal``: ipykernel's, around each cell) installs handlers unguarded.
+    the event loop (review 28). A module that bound them by name before ``import gluon_cf``
+    (``from signal import signal``) is given ours: ipykernel's installs Python's handler
+    before each cell it runs, so a kernel interrupt during a hybridized call of a cell after
+    the one importing gluon_cf killed the kernel (SIGSEGV, then abort).
 """
 import functools
 import signal
+import sys
 import threading
 import types
 import weakref
@@ -116,6 +119,13 @@ functools.update_wrapper(_getsignal, _original_getsignal)
 
 def _install():
     signal.signal, signal.getsignal = _signal, _getsignal
+    for module in list(sys.modules.values()):   # ``from signal import signal`` before us
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict) and namespace.get("__name__") != "_signal":
+            for name, ours, original in (("signal", _signal, _original_signal),
+                                         ("getsignal", _getsignal, _original_getsignal)):
+                if namespace.get(name) is original:
+                    namespace[name] = ours
     if threading.current_thread() is not threading.main_thread():
         return   # (only the main thread may set a handler: imported elsewhere, none is set)
     handler = _original_getsignal(signal.SIGINT)
