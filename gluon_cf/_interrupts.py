@@ -113,8 +113,9 @@ def _getsignal(signalnum):
 
 
 _original_signal, _original_getsignal = signal.signal, signal.getsignal
-functools.update_wrapper(_signal, _original_signal)
-functools.update_wrapper(_getsignal, _original_getsignal)
+# (their docs; their names stay ours, so that pickle finds them where they are)
+functools.update_wrapper(_signal, _original_signal, assigned=("__doc__",))
+functools.update_wrapper(_getsignal, _original_getsignal, assigned=("__doc__",))
 
 
 def _install():
