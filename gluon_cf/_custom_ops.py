@@ -24,7 +24,7 @@ import threading
 
 import mxnet as mx
 
-from ._interrupts import defer_interrupts_in
+from ._interrupts import defer_interrupts_in, guard_sigint
 
 _next_key = [0]   # registry keys below this one were looked at
 _lock = threading.Lock()
@@ -243,7 +243,9 @@ def _parkable():
 
 def park_if_exiting():
     """Wait for the end of the process in a daemon thread calling a block at exit: NOTE
-    [daemon threads at exit]."""
+    [daemon threads at exit]. (Called before each hybridized call: in the main thread, it
+    also guards its SIGINT handler if gluon_cf was imported in another one.)"""
+    guard_sigint()
     if _EXITING.is_set() and _parkable():
         threading.Event().wait()
 

@@ -35,6 +35,9 @@ NOTE [no KeyboardInterrupt inside MXNet's callbacks]
     (``from signal import signal``) is given ours: ipykernel's installs Python's handler
     before each cell it runs, so a kernel interrupt during a hybridized call of a cell after
     the one importing gluon_cf killed the kernel (SIGSEGV, then abort).
+    ``import gluon_cf`` in a thread other than the main one cannot install a handler (Python
+    allows it in the main thread only): the main thread's first hybridized call does
+    (:func:`guard_sigint`; a Ctrl-C in a callback of it crashed the process, review 28).
 """
 import functools
 import signal
@@ -45,7 +48,7 @@ import weakref
 
 import mxnet as mx
 
-__all__ = ["defer_interrupts_in"]
+__all__ = ["defer_interrupts_in", "guard_sigint"]
 
 _REDELIVER_AFTER = 0.005   # seconds
 _callback_codes: set = set()
@@ -118,6 +121,20 @@ functools.update_wrapper(_signal, _original_signal, assigned=("__doc__",))
 functools.update_wrapper(_getsignal, _original_getsignal, assigned=("__doc__",))
 
 
+def guard_sigint():
+    """In the main thread, guard its SIGINT handler if that was not done at ``import
+    gluon_cf`` (imported in another thread): NOTE [no KeyboardInterrupt inside MXNet's
+    callbacks]."""
+    if not _guarded_once[0] and threading.current_thread() is threading.main_thread():
+        _guarded_once[0] = True
+        handler = _original_getsignal(signal.SIGINT)
+        if callable(handler) and _as_given(handler) is handler:
+            _signal(signal.SIGINT, handler)
+
+
+_guarded_once = [False]
+
+
 def _install():
     signal.signal, signal.getsignal = _signal, _getsignal
     for module in list(sys.modules.values()):   # ``from signal import signal`` before us
@@ -127,11 +144,8 @@ def _install():
                                          ("getsignal", _getsignal, _original_getsignal)):
                 if namespace.get(name) is original:
                     namespace[name] = ours
-    if threading.current_thread() is not threading.main_thread():
-        return   # (only the main thread may set a handler: imported elsewhere, none is set)
-    handler = _original_getsignal(signal.SIGINT)
-    if callable(handler):
-        _signal(signal.SIGINT, handler)
+    guard_sigint()   # (only the main thread may set a handler: imported elsewhere, none is
+    #                   set, until the main thread's first hybridized call)
 
 
 # MXNet's Python callbacks: the nested functions of the functions that make them (Custom
