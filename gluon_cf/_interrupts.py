@@ -138,7 +138,7 @@ _guarded_once = [False]
 def _install():
     signal.signal, signal.getsignal = _signal, _getsignal
     for module in list(sys.modules.values()):   # ``from signal import signal`` before us
-        namespace = getattr(module, "__dict__", None)
+        namespace = vars(module) if isinstance(module, types.ModuleType) else None
         if isinstance(namespace, dict) and namespace.get("__name__") != "_signal":
             for name, ours, original in (("signal", _signal, _original_signal),
                                          ("getsignal", _getsignal, _original_getsignal)):
