@@ -24,7 +24,7 @@ import threading
 
 import mxnet as mx
 
-from ._interrupts import defer_interrupts_in
+from ._interrupts import defer_interrupts_in, guard_sigint
 
 _next_key = [0]   # registry keys below this one were looked at
 _lock = threading.Lock()
@@ -200,11 +200,14 @@ def engine_calls_us():
 def _finish_pending_work():
     _EXITING.set()   # NOTE [daemon threads at exit]
     if _engine_calls_us[0]:
+        _WAITING.set()
         try:
             mx.nd.waitall()
         except Exception:  # noqa: BLE001 - see the NOTE: nobody is left to read it
             pass
         _let_workers_release_their_last_operations()
+        _WAITING.clear()
+        _WAITED.set()
     _keep_callbacks_to_the_end()
 
 
@@ -217,28 +220,46 @@ defer_interrupts_in(_finish_pending_work)
 #     block (a training loop in a daemon thread) kept pushing work, and the ``waitall`` above
 #     never returned: the process hung at exit (plain MXNet, having no such wait, exits); so
 #     did one pushing plain MXNet operators (``mx.nd.dot`` or ``mx.np.dot`` in a loop, no
-#     block: 3 runs of 3). Once exit begins, a hybridized call or an MXNet operator
-#     (``_imperative_invoke``, wrapped in ``zero_size.py``; ``mx.np``'s through MXNet's FFI,
-#     wrapped below) from a thread threading made, other than the main thread, waits until the
-#     process ends (:func:`park_if_exiting`), as Python parks a daemon thread that
-#     asks for the interpreter after finalization; MXNet's own threads (a node's forward, run
-#     on a custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
+#     block: 3 runs of 3). Once exit begins, a hybridized call from a thread threading made,
+#     other than the main thread, waits until the process ends (:func:`park_if_exiting`), as
+#     Python parks a daemon thread that asks for the interpreter after finalization; an MXNet
+#     operator (``_imperative_invoke``, wrapped in ``zero_size.py``; ``mx.np``'s through
+#     MXNet's FFI, wrapped below) waits only while that ``waitall`` runs
+#     (:func:`park_while_waiting`): a user's atexit handler registered before ``import
+#     gluon_cf`` runs after ours and may wait for a daemon thread's result (``thread.join()``,
+#     then ``asnumpy``), which plain MXNet computes; parked for ever, it hung (review 28).
+#     MXNet's own threads (a node's forward, run on a custom-operator worker: a
+#     ``_DummyThread``) go on, their work is what is waited.
 _EXITING = threading.Event()
+_WAITING = threading.Event()
+_WAITED = threading.Event()
+
+
+def _parkable():
+    thread = threading.current_thread()
+    return thread is not threading.main_thread() \
+        and not isinstance(thread, threading._DummyThread)
 
 
 def park_if_exiting():
     """Wait for the end of the process in a daemon thread calling a block at exit: NOTE
-    [daemon threads at exit]."""
-    if _EXITING.is_set():
-        thread = threading.current_thread()
-        if thread is not threading.main_thread() \
-                and not isinstance(thread, threading._DummyThread):
-            threading.Event().wait()
+    [daemon threads at exit]. (Called before each hybridized call: in the main thread, it
+    also guards its SIGINT handler if gluon_cf was imported in another one.)"""
+    guard_sigint()
+    if _EXITING.is_set() and _parkable():
+        threading.Event().wait()
+
+
+def park_while_waiting():
+    """Wait, in a daemon thread pushing an MXNet operator, until gluon_cf's wait at exit is
+    over: NOTE [daemon threads at exit]."""
+    if _WAITING.is_set() and _parkable():
+        _WAITED.wait()
 
 
 def _parking(ffi_call):
     def call(self, *args):
-        park_if_exiting()   # NOTE [daemon threads at exit]
+        park_while_waiting()   # NOTE [daemon threads at exit]
         return ffi_call(self, *args)
     call.__doc__ = ffi_call.__doc__
     return call

@@ -23,16 +23,32 @@ NOTE [no KeyboardInterrupt inside MXNet's callbacks]
     ignored in: <function NDArrayBase.__del__ ...> KeyboardInterrupt"), so a Ctrl-C landing in
     MXNet's (1 run of 8 of a while_loop model, after the fix above) was lost, and training went
     on. So is gluon_cf's atexit handler: a Ctrl-C landing there (sent just before the script
-    ended, held in a callback) skipped what it keeps alive for the interpreter's end. A handler
-    the user installs after ``import gluon_cf`` replaces this one, as Python replaces any.
+    ended, held in a callback) skipped what it keeps alive for the interpreter's end.
+
+    A handler installed after ``import gluon_cf`` is held the same way: ``signal.signal``
+    installs any SIGINT handler so guarded (a user's ``sys.exit`` on Ctrl-C, raising
+    ``SystemExit`` inside a callback, aborted the process; asyncio's own, ``asyncio.run``'s),
+    and ``signal.signal`` and ``signal.getsignal`` answer with the handler as it was given:
+    ``asyncio.run`` installs its handler only where ``getsignal`` answers Python's
+    ``default_int_handler``, so a Ctrl-C no longer cancelled the main task, it raised inside
+    the event loop (review 28). A module that bound them by name before ``import gluon_cf``
+    (``from signal import signal``) is given ours: ipykernel's installs Python's handler
+    before each cell it runs, so a kernel interrupt during a hybridized call of a cell after
+    the one importing gluon_cf killed the kernel (SIGSEGV, then abort).
+    ``import gluon_cf`` in a thread other than the main one cannot install a handler (Python
+    allows it in the main thread only): the main thread's first hybridized call does
+    (:func:`guard_sigint`; a Ctrl-C in a callback of it crashed the process, review 28).
 """
+import functools
 import signal
+import sys
 import threading
 import types
+import weakref
 
 import mxnet as mx
 
-__all__ = ["defer_interrupts_in"]
+__all__ = ["defer_interrupts_in", "guard_sigint"]
 
 _REDELIVER_AFTER = 0.005   # seconds
 _callback_codes: set = set()
@@ -62,29 +78,74 @@ def _in_callback(frame):
     return False
 
 
-def _interrupt_main(signum, main=threading.main_thread().ident):
-    if main is not None:
-        signal.pthread_kill(main, signum)   # (it wakes a sleep)
+def _interrupt(thread, signum):
+    signal.pthread_kill(thread, signum)   # (it wakes a sleep)
+
+
+_guards: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # guard -> handler
 
 
 def _guarded_handler(handler):
     def on_sigint(signum, frame):
-        if _in_callback(frame):
-            timer = threading.Timer(_REDELIVER_AFTER, _interrupt_main, (signum,))
+        if _in_callback(frame):   # (a handler runs in the main thread: this one)
+            timer = threading.Timer(_REDELIVER_AFTER, _interrupt, (threading.get_ident(), signum))
             timer.daemon = True
             timer.start()
             return None
         return handler(signum, frame)
     on_sigint.__doc__ = handler.__doc__
+    _guards[on_sigint] = handler
     return on_sigint
 
 
+def _as_given(handler):
+    try:
+        return _guards.get(handler, handler)
+    except TypeError:   # (not weakly referable, so none of ours: an int, SIG_DFL)
+        return handler
+
+
+def _signal(signalnum, handler):
+    if signalnum == signal.SIGINT and callable(handler):
+        handler = _guarded_handler(handler)
+    return _as_given(_original_signal(signalnum, handler))
+
+
+def _getsignal(signalnum):
+    return _as_given(_original_getsignal(signalnum))
+
+
+_original_signal, _original_getsignal = signal.signal, signal.getsignal
+# (their docs; their names stay ours, so that pickle finds them where they are)
+functools.update_wrapper(_signal, _original_signal, assigned=("__doc__",))
+functools.update_wrapper(_getsignal, _original_getsignal, assigned=("__doc__",))
+
+
+def guard_sigint():
+    """In the main thread, guard its SIGINT handler if that was not done at ``import
+    gluon_cf`` (imported in another thread): NOTE [no KeyboardInterrupt inside MXNet's
+    callbacks]."""
+    if not _guarded_once[0] and threading.current_thread() is threading.main_thread():
+        _guarded_once[0] = True
+        handler = _original_getsignal(signal.SIGINT)
+        if callable(handler) and _as_given(handler) is handler:
+            _signal(signal.SIGINT, handler)
+
+
+_guarded_once = [False]
+
+
 def _install():
-    if threading.current_thread() is not threading.main_thread():
-        return   # (only the main thread may set a handler: imported elsewhere, none is set)
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        signal.signal(signal.SIGINT, _guarded_handler(handler))
+    signal.signal, signal.getsignal = _signal, _getsignal
+    for module in list(sys.modules.values()):   # ``from signal import signal`` before us
+        namespace = vars(module) if isinstance(module, types.ModuleType) else None
+        if isinstance(namespace, dict) and namespace.get("__name__") != "_signal":
+            for name, ours, original in (("signal", _signal, _original_signal),
+                                         ("getsignal", _getsignal, _original_getsignal)):
+                if namespace.get(name) is original:
+                    namespace[name] = ours
+    guard_sigint()   # (only the main thread may set a handler: imported elsewhere, none is
+    #                   set, until the main thread's first hybridized call)
 
 
 # MXNet's Python callbacks: the nested functions of the functions that make them (Custom

@@ -29,7 +29,7 @@ from .errors import ZeroSizeError, no_element_error, note_no_element
 from .operators import (CRASH_DETAIL, crashing_zero_size, reshape_to_another_size,
                         reshaped_shape, user_location)
 from . import shared_handles
-from ._custom_ops import park_if_exiting
+from ._custom_ops import park_while_waiting
 
 __all__ = ["eager_body"]
 
@@ -43,7 +43,7 @@ def _invoke(handle, ndargs, *rest):
     refuses a zero-size input is a ZeroSizeError at the user's line (NOTE above); so is a
     ``boolean_mask`` of 1-D data keeping nothing (NOTE [a one-dimensional result of no
     element] in ``graph/partitioned.py``)."""
-    park_if_exiting()   # NOTE [daemon threads at exit]
+    park_while_waiting()   # NOTE [daemon threads at exit]
     if shared_handles.active():   # See NOTE [inputs shared between threads]
         out = _invoke_unshared(handle, shared_handles.own_inputs(ndargs), *rest)
         shared_handles.produced(out)
