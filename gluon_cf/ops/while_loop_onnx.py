@@ -71,8 +71,9 @@ def _dims_followed(node, k):
                 ds = [ins[m][axis] if ins[m] is not None and len(ins[m]) == len(shape) else None
                       for ins, _ in runs]
                 line = _line_through(list(zip(ds, sizes)))
-                if line is not None:
-                    found.append((m, axis) + line + (min(ds), max(ds)))
+                if line is not None:   # (every run had the dim: _line_through saw no None)
+                    known = [d for d in ds if d is not None]
+                    found.append((m, axis) + line + (min(known), max(known)))
         if not found:
             return None
         dims.append(sorted(found, key=lambda f: (f[2:4] != (1, 0), f)))   # (a copy first)
