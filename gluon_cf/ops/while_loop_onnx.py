@@ -120,7 +120,7 @@ def _lines_hold(emitter, node, followed):
                                                        [dim, emitter.const([highest])])])]
             values.append(_affine(emitter, dim, p, q))
         checks += [emitter.add("Equal", [values[0], other]) for other in values[1:]]
-    held = checks[0]
+    held = checks[0] if checks else emitter.const([True], bool)   # (no line: constant dims)
     for check in checks[1:]:
         held = emitter.add("And", [held, check])
     return emitter.truth(held)
