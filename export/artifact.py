@@ -114,9 +114,16 @@ def _check_input(x, spec):
     name, shape, dtype = spec
     x = np.asarray(x)
     if x.dtype != dtype:
-        if not np.can_cast(x.dtype, dtype, "same_kind"):
-            raise ValueError(f"artifact: input {name!r} must have dtype {dtype}, got {x.dtype}")
-        x = x.astype(dtype)
+        # Integers (indices) are cast where their values stay the same. Floats are not: the
+        # hybridized block computes in x's dtype or refuses it against its parameters', and
+        # onnxruntime refuses it; a float64 x cast to float32 gave float32 results, silently.
+        cast = x.astype(dtype) if x.dtype.kind in "biu" and \
+            np.can_cast(x.dtype, dtype, "same_kind") else None
+        if cast is None or not np.array_equal(cast, x):
+            raise ValueError(f"artifact: input {name!r} must have dtype {dtype}, got "
+                             f"{x.dtype}{'' if cast is None else ' of values it changes'} "
+                             f"(cast it first: x.astype({str(dtype)!r}))")
+        x = cast
     if shape is not None:
         if x.ndim != len(shape) or any(d is not None and d != s for d, s in zip(shape, x.shape)):
             raise ValueError(f"artifact: input {name!r} must have shape {list(shape)} (None: "

@@ -172,11 +172,11 @@ def _convert_boolean_mask(node, **kwargs):
     whose index is non-zero, in order; a shape known only at run time, as in MXNet. MXNet
     refuses an index of another length than data's axis; Compress took a shorter one as the
     first rows' flags, silently (and a longer one failed further on): a Gather named
-    ``<node>/mask_length_differs_from_rows`` past its one-element table fails the run there."""
+    ``<node>/mask_length_differs_from_rows`` past its one-element table fails the run there.
+    Its result (False) is or-ed into the flags, so that no runtime prunes it (an Add to the
+    index took no uint8, int8 or bool index, which MXNet takes)."""
     name, (data, index), attrs = _op_translations_opset12.get_inputs(node, kwargs)
     axis = int(attrs.get("axis", 0))
-    dtype = helper.np_dtype_to_tensor_dtype(
-        np.dtype(_op_translations_opset12.get_input_dtypes(node, kwargs)[1]))
 
     def const(suffix, value):
         return helper.make_node("Constant", [], [name + suffix], value=numpy_helper.from_array(
@@ -193,10 +193,9 @@ def _convert_boolean_mask(node, **kwargs):
             helper.make_node("Cast", [name + "_differ"], [name + "_at"],
                              to=onnx.TensorProto.INT64),
             helper.make_node("Gather", [name + "_table", name + "_at"], [guard], name=guard),
-            helper.make_node("Cast", [guard], [name + "_zero"], to=dtype),
-            helper.make_node("Add", [index, name + "_zero"], [name + "_checked"]),
-            helper.make_node("Cast", [name + "_checked"], [name + "_keep"],
-                             to=onnx.TensorProto.BOOL),
+            helper.make_node("Cast", [guard], [name + "_false"], to=onnx.TensorProto.BOOL),
+            helper.make_node("Cast", [index], [name + "_nonzero"], to=onnx.TensorProto.BOOL),
+            helper.make_node("Or", [name + "_nonzero", name + "_false"], [name + "_keep"]),
             helper.make_node("Compress", [data, name + "_keep"], [name], name=name, axis=axis)]
 
 

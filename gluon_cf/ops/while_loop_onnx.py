@@ -38,12 +38,20 @@ def onnx_bound_guard(node, custom_node, finals):
 #     d a dim of one of the node's inputs, p and q integers (a copy of it, or ``concat(r, r)``
 #     of a row: twice it), is computed from that input's shape at run time, no probe. Only a
 #     dim that follows no input so (a row count of a mask in the body) is still probed.
+#     The runs vouch for the line only between the sizes they had: a row clipped to 1100
+#     (``x[:, :1100]``) follows x's width at every size probed, 1031 the largest, and gave
+#     (3, 1, 2000) zero rows at width 2000 where Gluon gives (3, 1, 1100); and two inputs of
+#     equal widths in the example are equal in every run (unnamed dynamic axes grow alike),
+#     so the line followed the first where the rows were the other's. So the line is used
+#     where each input dim it may follow lies within the sizes the runs had and all those
+#     lines agree; elsewhere func is probed, as before (exact, failing where func fails).
 
 
 def _dims_followed(node, k):
-    """Per dim of step output ``k`` (its rows axis left out), its size, or ``(input position,
-    axis)`` of the node input whose dim it equals in every run of the shape plan; None when a
-    dim follows no input (NOTE [dims a loop's rows follow])."""
+    """Per dim of step output ``k`` (its rows axis left out), its size, or the lines through
+    every run of the shape plan, best first: ``(input position, axis, p, q, lowest, highest)``
+    with the dim ``p * d + q`` of that input's dim d, which was between lowest and highest;
+    None when a dim follows no input (NOTE [dims a loop's rows follow])."""
     planned = node.out_shapes[k]
     if planned is None:
         return None
@@ -57,14 +65,18 @@ def _dims_followed(node, k):
         if size is not None or len(set(sizes)) < 2:
             dims.append(size if size is not None else sizes[0])
             continue
-        found = [(m, axis) + line for m, shape in enumerate(runs[0][0]) if shape is not None
-                 for axis in range(len(shape))
-                 for line in [_line_through([(ins[m][axis] if ins[m] is not None and
-                                              len(ins[m]) == len(shape) else None, out[j])
-                                             for ins, out in runs])] if line is not None]
+        found = []
+        for m, shape in enumerate(runs[0][0]):
+            for axis in range(len(shape or ())):
+                ds = [ins[m][axis] if ins[m] is not None and len(ins[m]) == len(shape) else None
+                      for ins, _ in runs]
+                line = _line_through(list(zip(ds, sizes)))
+                if line is not None:   # (every run had the dim: _line_through saw no None)
+                    known = [d for d in ds if d is not None]
+                    found.append((m, axis) + line + (min(known), max(known)))
         if not found:
             return None
-        dims.append(min(found, key=lambda f: (f[2:] != (1, 0), f)))   # (a copy first)
+        dims.append(sorted(found, key=lambda f: (f[2:4] != (1, 0), f)))   # (a copy first)
     return dims
 
 
@@ -88,6 +100,70 @@ def _line_through(points):
     return (p, q) if p and all(size == p * dim + q for dim, size in points) else None
 
 
+def _input_dim(emitter, node, m, axis):
+    """The 1-D int64 dim ``axis`` of the node's input ``m``, in ``emitter``."""
+    return emitter.add("Slice", [emitter.add("Shape", [node.node.inputs[m]]),
+                                 emitter.const([axis]), emitter.const([axis + 1])])
+
+
+def _lines_hold(emitter, node, followed):
+    """The bool scalar: every line of ``followed`` (``_dims_followed``) is vouched for by
+    the runs at this call's input dims: each within the sizes the runs had, all lines of a
+    dim agreeing (NOTE [dims a loop's rows follow])."""
+    checks = []
+    for lines in (d for dims in followed if dims for d in dims if not isinstance(d, int)):
+        values = []
+        for m, axis, p, q, lowest, highest in lines:
+            dim = _input_dim(emitter, node, m, axis)
+            checks += [emitter.add("Not", [emitter.add("Less", [dim, emitter.const([lowest])])]),
+                       emitter.add("Not", [emitter.add("Greater",
+                                                       [dim, emitter.const([highest])])])]
+            values.append(_affine(emitter, dim, p, q))
+        checks += [emitter.add("Equal", [values[0], other]) for other in values[1:]]
+    held = checks[0] if checks else emitter.const([True], bool)   # (no line: constant dims)
+    for check in checks[1:]:
+        held = emitter.add("And", [held, check])
+    return emitter.truth(held)
+
+
+def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
+    """A graph of no inputs giving the zero rows of a loop that ran no step, one output per
+    step output: of its planned shape, of ``followed``'s lines (``_dims_followed``) or, for
+    ``probed`` outputs, of one probe call of func on the initial loop vars."""
+    from onnx import helper, numpy_helper
+
+    from gluon_cf.export.onnx_graph import value_info
+    from gluon_cf.export.onnx_kit import Emitter, set_outputs
+
+    max_iterations = node.spec["max_iterations"]
+    out_ranks = [None if s is None else len(s) for s in node.out_shapes[:len(dtypes)]]
+    probe = node.convert("func", name, outer_slots=range(len(node.node.inputs)),
+                         output_order=probed) if probed else None
+    zeros = Emitter(f"{name}/zeros")
+    probed_names = dict(zip(probed, probe.output_names if probe else ()))
+
+    def shape_of(k):
+        if planned[k] is not None:
+            return zeros.const(planned[k])
+        if k in probed_names:
+            return zeros.add("Concat", [zeros.const([max_iterations]),
+                                        zeros.add("Shape", [probed_names[k]])], axis=0)
+        return zeros.add("Concat", [zeros.const([max_iterations])] + [
+            zeros.const([d]) if isinstance(d, int) else
+            _affine(zeros, _input_dim(zeros, node, *d[0][:2]), *d[0][2:4])
+            for d in followed[k]], axis=0)
+    zero_outputs = [zeros.add("ConstantOfShape", [shape_of(k)],
+                              value=numpy_helper.from_array(np.zeros((1,), dtype)))
+                    for k, dtype in enumerate(dtypes)]
+    outputs = [value_info(name_, dtype, rank)
+               for name_, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
+    if probe is None:
+        return helper.make_graph(zeros.nodes, name, [], outputs)
+    probe.graph.node.extend(zeros.nodes)
+    set_outputs(probe.graph, outputs)
+    return probe.graph
+
+
 def onnx_pad_rows(node, stacked, dtypes):
     """Define the while_loop node's step outputs: ``stacked`` (one row per step taken) padded
     with zero rows to max_iterations rows.
@@ -96,12 +172,14 @@ def onnx_pad_rows(node, stacked, dtypes):
     whose shape the plan leaves open takes it from one probe call of func on the initial loop
     vars, in an If (NOTE [gluon_cf ops as ONNX control flow]). A planned shape is never probed:
     the loop that ran no step must not run func (NOTE [loops of no step]), whose operators may
-    fail on the initial vars (a take of a row of none) where Gluon runs none of them.
+    fail on the initial vars (a take of a row of none) where Gluon runs none of them; nor is
+    a shape of dims following the node's inputs where the runs vouch for them (NOTE [dims a
+    loop's rows follow]).
     """
     from onnx import helper, numpy_helper
 
     from gluon_cf.export.onnx_graph import value_info
-    from gluon_cf.export.onnx_kit import Emitter, set_outputs
+    from gluon_cf.export.onnx_kit import Emitter
 
     max_iterations = node.spec["max_iterations"]
     outputs = node.node.outputs[:len(stacked)]
@@ -115,35 +193,22 @@ def onnx_pad_rows(node, stacked, dtypes):
                for s in node.out_shapes[:len(stacked)]]
     followed = [None if s is not None else _dims_followed(node, k)
                 for k, s in enumerate(planned)]
-    open_ = [k for k, s in enumerate(planned) if s is None and followed[k] is None]
-    probe = node.convert("func", probe_name, outer_slots=range(len(node.node.inputs)),
-                         output_order=open_) if open_ else None
-    zeros = Emitter(f"{probe_name}/zeros")
-    probed = dict(zip(open_, probe.output_names if probe else ()))
-
-    def shape_of(k):
-        if planned[k] is not None:
-            return zeros.const(planned[k])
-        if followed[k] is None:
-            return zeros.add("Concat", [zeros.const([max_iterations]),
-                                        zeros.add("Shape", [probed[k]])], axis=0)
-        return zeros.add("Concat", [zeros.const([max_iterations])] + [
-            zeros.const([d]) if isinstance(d, int) else
-            _affine(zeros, zeros.add("Slice", [zeros.add("Shape", [node.node.inputs[d[0]]]),
-                                               zeros.const([d[1]]), zeros.const([d[1] + 1])]),
-                    *d[2:])
-            for d in followed[k]], axis=0)
-    zero_outputs = [zeros.add("ConstantOfShape", [shape_of(k)],
-                              value=numpy_helper.from_array(np.zeros((1,), dtype)))
-                    for k, dtype in enumerate(dtypes)]
-    then_outputs = [value_info(name, dtype, rank)
-                    for name, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
-    if probe is None:
-        then_graph = helper.make_graph(zeros.nodes, probe_name, [], then_outputs)
+    unplanned = [k for k, s in enumerate(planned) if s is None]
+    if any(followed[k] is None for k in unplanned):    # func is probed anyway: for them all
+        then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, unplanned)
+    elif unplanned:    # the lines where the runs vouch for them, else a probe
+        check = Emitter(f"{probe_name}/lines")
+        held = _lines_hold(check, node, followed)
+        chosen = [check.fresh("zeros") for _ in dtypes]
+        check.add("If", [held], chosen, then_branch=_zero_rows_graph(
+            node, f"{probe_name}_lines", dtypes, planned, followed, []),
+            else_branch=_zero_rows_graph(node, probe_name, dtypes, planned, followed,
+                                         unplanned))
+        then_graph = helper.make_graph(check.nodes, check.prefix, [], [
+            value_info(name, dtype, rank) for name, dtype, rank in zip(chosen, dtypes,
+                                                                         out_ranks)])
     else:
-        then_graph = probe.graph
-        then_graph.node.extend(zeros.nodes)
-        set_outputs(then_graph, then_outputs)
+        then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, [])
 
     # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
     pad = Emitter(f"{node.name}_padded")
