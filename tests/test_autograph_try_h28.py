@@ -10,7 +10,7 @@ NDArrays, eagerly and hybridized, values and gradients, over inputs of 3 and 7 r
 import contextlib
 
 import pytest
-from mxnet.gluon import HybridBlock
+from mxnet.gluon import HybridBlock, nn
 
 import gluon_cf
 from gluon_cf import autograph
@@ -111,6 +111,25 @@ class PythonContainersInTry(HybridBlock):
                 h = h + rows[i] * scales[key] / (1 - i)
             except (IndexError, KeyError, ZeroDivisionError):
                 h = h * 0.5
+        return h
+
+
+@program(*ROWS)
+class ItemsAfterDeferredDense(HybridBlock):
+    """(the graph traced for the Dense's deferred shapes failed MXNet's slice: internal)"""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(4)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = self.dense(x)
+        for i in range(5):
+            try:
+                h = h + x[i, 0]
+            except IndexError:
+                break
         return h
 
 
