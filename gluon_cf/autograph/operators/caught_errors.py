@@ -65,7 +65,11 @@ def _catches_index_error(types):
 def catching_index_error():
     """The innermost enclosing ``try`` (or suppress) that catches IndexError, or None."""
     for where, types in reversed(_stack()):
-        if _catches_index_error(types()):
+        try:
+            kinds = types()
+        except Exception:   # noqa: BLE001 - (a name bound later: Python reads it only if
+            continue        # an exception reaches the clause; the index is left as it was)
+        if _catches_index_error(kinds):
             return where
     return None
 
