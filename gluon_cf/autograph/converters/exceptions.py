@@ -4,7 +4,7 @@ caught (NOTE [a refusal the user's code catches])."""
 import ast
 import itertools
 
-from ..pyct.templates import runtime_call
+from ..pyct.templates import runtime_call, thunk
 from .base import Converter
 
 # NOTE [a refusal the user's code catches]
@@ -27,6 +27,20 @@ from .base import Converter
 _NAMES = itertools.count(1)
 
 
+def _suspends(body):
+    """Whether ``body`` yields or awaits (not in functions it defines): a generator left
+    suspended inside ``__ag__.catching`` would leave its entry on the stack."""
+    pending = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
 class ExceptionsConverter(Converter):
     """The user's ``except`` clauses and ``with`` statements."""
 
@@ -36,6 +50,18 @@ class ExceptionsConverter(Converter):
             for item in node.items:
                 item.context_expr = ast.copy_location(
                     runtime_call("refusals_kept", [item.context_expr]), item.context_expr)
+        return node
+
+    def visit_Try(self, node):
+        # its body inside ``__ag__.catching``: NOTE [an index error the user's try catches]
+        self.generic_visit(node)
+        if node in self.parents and node.handlers and node.body and not _suspends(node.body):
+            types = ast.Tuple(elts=[ast.Constant(None) if h.type is None else h.type
+                                    for h in node.handlers], ctx=ast.Load())
+            what = ast.Constant("the try at " + self.where(node).split(": ", 1)[0])
+            entered = runtime_call("catching", [what, thunk(types)])
+            node.body = [ast.copy_location(ast.With(
+                items=[ast.withitem(context_expr=entered)], body=node.body), node.body[0])]
         return node
 
     def visit_ExceptHandler(self, node):

@@ -22,6 +22,7 @@ import numpy as np
 from mxnet.gluon import nn
 
 from ..errors import AmbiguousTruthError, AutographError
+from . import caught_errors
 
 
 def refusal(where, sign, shared, rewrite):
@@ -91,9 +92,19 @@ class _RefusalsKept:
 
 class RefusalsNotSuppressed(contextlib.suppress):
     """``contextlib.suppress(...)`` called by converted code: an AutographError goes on
-    (NOTE [a refusal the user's code catches])."""
+    (NOTE [a refusal the user's code catches]); what it suppresses is known to indexing
+    inside it (NOTE [an index error the user's try catches])."""
+
+    def __init__(self, *exceptions):
+        super().__init__(*exceptions)
+        self._caught = exceptions
+
+    def __enter__(self):
+        caught_errors.catching("a contextlib.suppress", lambda: self._caught).__enter__()
+        return super().__enter__()
 
     def __exit__(self, exctype, excinst, exctb):
+        caught_errors.catching("", tuple).__exit__(exctype, excinst, exctb)
         if _goes_on(excinst):
             return False
         return super().__exit__(exctype, excinst, exctb)

@@ -57,6 +57,7 @@ import mxnet as mx
 
 from ...hybrid import autograd_mode_read, graph_traced, static_shape
 from ..errors import AutographError, op_name
+from .caught_errors import checked_ints
 from .py_builtins import one_output, python_type
 from .variables import BROADCAST, binary
 
@@ -230,6 +231,7 @@ def subscript(value, index, where):
         raise IndexError(f"{where}: an index can only have a single ellipsis ('...')")
     cut = items.index(Ellipsis) if Ellipsis in items else len(items)
     leading, trailing = items[:cut], items[cut + 1:]
+    checked_ints(value, leading, trailing, where)   # (inside a try catching IndexError)
     result, squeezed = value, []
     if leading:
         begin: List[Optional[int]] = []

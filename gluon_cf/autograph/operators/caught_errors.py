@@ -1,0 +1,104 @@
+"""What the user's ``try`` statements around converted code catch, known while a graph is
+traced, so that a tensor's ``x[i]`` inside one raises the IndexError eager code raises where
+the traced shapes prove it, and is refused where they cannot tell.
+
+NOTE [an index error the user's try catches]
+    Eagerly ``x[i]`` of an NDArray past its axis raises IndexError, and ported code uses it as
+    control flow (``try: h = h + x[i] / except IndexError: break``). A Symbol's index raises
+    nothing while tracing: its slice fails only when the graph runs (MXNet's shape inference,
+    turned into the IndexError at the user's line, NOTE [autograph indexing]), after the
+    handler's chance has passed, so the block failed hybridized where eager code went on.
+    Converted code runs each ``try`` body that has ``except`` clauses inside
+    ``__ag__.catching`` (and ``contextlib.suppress`` pushes what it suppresses), a stack of
+    what the enclosing handlers catch, evaluated only when asked. A Symbol indexed with an
+    int while a handler catching IndexError (``except IndexError``, ``LookupError``,
+    ``Exception``, bare ``except``) encloses it reads the shape the graph is traced for
+    (NOTE [graphs traced for input shapes] in ``gluon_cf/hybrid.py``: the graph is then one
+    for those input shapes): an int past its axis raises IndexError there and then, as the
+    NDArray does, so the handler runs as it does eagerly; in range it is the plain slice. A
+    shape not known while tracing (a row inside a tensor loop's body) is refused at the
+    user's line naming the ``try``: the exception would come when the graph runs, where no
+    handler can catch it. Handlers catching other exceptions leave the index as it was.
+"""
+import threading
+
+from ...hybrid import static_shape
+from ..errors import AutographError
+
+_caught = threading.local()
+
+
+def _stack():
+    if not hasattr(_caught, "stack"):
+        _caught.stack = []
+    return _caught.stack
+
+
+class catching:
+    """``with __ag__.catching(what, types):`` around a converted ``try``'s body (``what``:
+    "the try at file:line"): ``types()`` is the tuple of what its ``except`` clauses catch
+    (None for a bare ``except``)."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, where, types):
+        self._entry = (where, types)
+
+    def __enter__(self):
+        _stack().append(self._entry)
+
+    def __exit__(self, exctype, excinst, exctb):
+        _stack().pop()
+        return False
+
+
+def _catches_index_error(types):
+    for kind in types:
+        if kind is None:
+            return True
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if any(isinstance(k, type) and issubclass(IndexError, k) for k in kinds):
+            return True
+    return False
+
+
+def catching_index_error():
+    """The innermost enclosing ``try`` (or suppress) that catches IndexError, or None."""
+    for where, types in reversed(_stack()):
+        try:
+            kinds = types()
+        except Exception:   # noqa: BLE001 - (a name bound later: Python reads it only if
+            continue        # an exception reaches the clause; the index is left as it was)
+        if _catches_index_error(kinds):
+            return where
+    return None
+
+
+def checked_ints(value, leading, trailing, where):
+    """Raise the NDArray's IndexError for an int of ``leading`` (axes from the front) or
+    ``trailing`` (axes from the back) past its axis of the Symbol ``value`` when a handler
+    catching IndexError encloses it (NOTE [an index error the user's try catches])."""
+    ints = [(a, i) for a, i in enumerate(leading) if isinstance(i, int)] + \
+        [(a - len(trailing), i) for a, i in enumerate(trailing) if isinstance(i, int)]
+    if not ints or not _stack():
+        return
+    handler = catching_index_error()
+    if handler is None:
+        return
+    shape = static_shape(value, where)
+    if shape is None:
+        raise AutographError(
+            f"{where}: this indexes a tensor with an int inside {handler}, which catches "
+            f"IndexError; while hybridizing the tensor's "
+            f"shape is not known as the graph is traced here, so an index past its axis "
+            f"would fail only when the graph runs, where no handler catches it. Check the "
+            f"length before reading (F.slice_like, or a loop over the rows) instead of "
+            f"catching the IndexError")
+    if len(leading) + len(trailing) > len(shape):
+        raise IndexError(f"too many indices ({len(leading) + len(trailing)}) for array "
+                         f"with {len(shape)} dimensions")
+    for axis, item in ints:
+        size = shape[axis]
+        if not -size <= item < size:
+            raise IndexError(f"index {item} is out of bounds for axis "
+                             f"{axis % len(shape)} with size {size}")
