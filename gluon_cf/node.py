@@ -43,7 +43,7 @@ from .graph.index_gradients import check_index_gradients
 from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
 from .node_storage import backward_storage_types, dense_copies, forward_storage_types
-from .operators import aux_state_error, describe_node, remat_aux_error, user_custom_op_error
+from .operators import remat_aux_error, user_custom_op_error
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -389,9 +389,8 @@ class _NodeOperator(mx.operator.CustomOp):
     def _refuse_training(self, is_train=True):   # is_train: the forward's
         if self.node.remat_aux_nodes:   # NOTE [auxiliary state under remat], whatever the mode
             raise remat_aux_error(self.node.kind, self.node.remat_aux_nodes)
-        if is_train and self.node.aux_state_nodes:   # updates_aux_state in operators.py
-            raise aux_state_error(self.node.kind, "the body calls %s" % ", ".join(
-                describe_node(n) for n in self.node.aux_state_nodes))
+        if is_train:   # NOTE [training refused by the node] in graph/decoded.py
+            self.node.refuse_aux_state_training()
         if self.node.user_custom_ops:
             raise user_custom_op_error(self.node.kind, "the body calls the user CustomOp %s"
                                        % ", ".join(repr(t) for t in self.node.user_custom_ops))

@@ -44,8 +44,7 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 from . import _custom_ops, registry
 from ._structure import flatten
 from .checks import ArrayTypeError, NameClashError, op_at
-from .operators import (SOURCE_ATTR, aux_state_error, describe_node, updates_aux_state,
-                        user_custom_op_error, user_location)
+from .operators import SOURCE_ATTR, describe_node, user_custom_op_error, user_location
 
 _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
@@ -178,8 +177,9 @@ def trace(op, role, num_inputs, call):
 
 
 def _refuse_unsupported_ops(group, op, role):
-    """Refuse operators a body cannot hold: auxiliary state in training, user CustomOps under
-    autograd, MXNet's own cond and while_loop.
+    """Refuse operators a body cannot hold: user CustomOps under autograd, MXNet's own cond and
+    while_loop. (Auxiliary state in training is refused by the node when it runs, in every
+    call alike: NOTE [training refused by the node] in graph/decoded.py.)
 
     NOTE [what a body holds]: ``group``, once cut (:func:`_cut`), holds the body's own
     operators only; before the cut it also held every outer operator the body's captured
@@ -187,7 +187,6 @@ def _refuse_unsupported_ops(group, op, role):
     *before* a loop or recursion whose body reads its result refused hybridized training
     ("body calls BatchNorm"), where it runs in the block's graph, outside every gluon_cf
     node, and trains as eagerly (round 26r)."""
-    training = mx.autograd.is_training()
     recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:
         if node["op"] in _MXNET_CONTROL_FLOW:
@@ -201,8 +200,6 @@ def _refuse_unsupported_ops(group, op, role):
                 "MXNet cannot infer inside a gluon_cf node; call gluon_cf.%s instead (the same "
                 "signature and results), or write a Python if/while under @gluon_cf.autograph"
                 % (where + ": " if where else "", op, role, public, node["name"], public))
-        if updates_aux_state(node) and training:
-            raise aux_state_error(op, "%s calls %s" % (role, describe_node(node)))
         if recording and registry.is_user_custom(node):
             raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (
                 role, node["attrs"].get("op_type"), describe_node(node)))

@@ -8,7 +8,8 @@ import weakref
 
 from .. import registry
 from ..errors import spec_key
-from ..operators import AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, is_random_op, updates_aux_state
+from ..operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, aux_state_error, describe_node,
+                         is_random_op, updates_aux_state)
 from ..symbol_entries import check_node_spec
 from .runtime import Graph
 
@@ -107,6 +108,24 @@ class Node:
         # while_loop may have exact length). Conservative: it only adds run-time checks.
         self.run_time_shapes = any(n["op"] in DYNAMIC_SHAPE_OPS or registry.kind_of(n)
                                    for n in _nodes_of(spec))
+
+    # NOTE [training refused by the node]
+    #     A node whose subgraphs update auxiliary state (a BatchNorm's running statistics)
+    #     refuses a training call (``operators.aux_state_error``) when it runs, whichever way
+    #     it runs: as MXNet's Custom operator (``node.py``) or called by a partitioned graph
+    #     (``graph/partitioned.py``, a block with run-time shapes). Tracing refuses nothing
+    #     of it: refused there when the block was first called in training, the refusal and
+    #     its message depended on the mode of the block's first call ("then_func calls
+    #     BatchNorm" from a fresh block, "the body calls" from one first called in predict
+    #     mode, after any other error of the call), and a partitioned block first called in
+    #     predict mode trained, its running statistics other than eager code's, silently
+    #     (tests/test_history_h28.py).
+    def refuse_aux_state_training(self):
+        """Raise the refusal of training through this node (NOTE [training refused by the
+        node]), if its subgraphs update auxiliary state."""
+        if self.aux_state_nodes:
+            raise aux_state_error(self.kind, "the body calls %s" % ", ".join(
+                describe_node(n) for n in self.aux_state_nodes))
 
 
 def decode(kind, spec_text) -> Node:
