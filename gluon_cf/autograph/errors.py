@@ -3,6 +3,8 @@ lines (``file:12: source``) and graph node names derived from them, and the clos
 a variable (recorded by the conversion, named by the messages about that variable)."""
 import os
 import re
+import site
+import sysconfig
 from typing import Dict, Tuple
 
 
@@ -104,3 +106,30 @@ def refuse_hashed_symbol(err, where, what):
         f"{where}: {what} while hybridizing: it hashes them, and MXNet's Symbol has no hash "
         f"(an NDArray's is its identity). Keep the tensors in a list, or key them by a Python "
         f"value (a name, an index)") from None
+
+
+# File name -> whether it is library code, which runs as it is (NOTE [autograph calls]).
+_LIBRARY_FILES: Dict[str, bool] = {}
+_GLUON_CF = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _library_roots() -> Tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots |= set(getattr(site, "getsitepackages", lambda: [])())
+    roots.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots) + \
+        (os.path.join(_GLUON_CF, ""),)
+
+
+def in_library_file(filename: str) -> bool:
+    """Whether the code of the file ``filename`` is library code (Python's, installed packages',
+    gluon_cf's own), not the user's."""
+    known = _LIBRARY_FILES.get(filename)
+    if known is None:
+        path = os.path.realpath(filename)
+        # (a notebook cell's "<ipython-input-...>" is user code; "<frozen ...>" the library)
+        known = filename.startswith("<frozen") or path.startswith(_library_roots()) or \
+            any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
+        _LIBRARY_FILES[filename] = known
+    return known
