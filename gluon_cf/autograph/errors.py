@@ -96,11 +96,16 @@ def read_by(where, name):
     return f" (read by {reader})" if reader else ""
 
 
+def hashes_symbol(err):
+    """Whether ``err`` is Python's ``TypeError: unhashable type: 'Symbol'``."""
+    return isinstance(err, TypeError) and "unhashable type: 'Symbol'" in str(err)
+
+
 def refuse_hashed_symbol(err, where, what):
     """Python's ``TypeError: unhashable type: 'Symbol'`` (naming no line of the user's) while
     ``what`` (``set() of tensors``) runs at ``where``: an AutographError there; another
     TypeError as it is."""
-    if "unhashable type: 'Symbol'" not in str(err):
+    if not hashes_symbol(err):
         raise err
     raise AutographError(
         f"{where}: {what} while hybridizing: it hashes them, and MXNet's Symbol has no hash "

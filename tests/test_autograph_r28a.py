@@ -1,0 +1,152 @@
+"""Review of round 28a (a Symbol's hash refused at the user's line; MXNet's
+NotImplementedForSymbol surfaced at the user's line): programs a port would write, run as
+plain Python on NDArrays (the oracle) and converted, eagerly and hybridized with gradients
+(``hostile_harness.classify``). Round 28a wrapped every set or dict display and comprehension
+in ``hashed(lambda: ...)``: a class body's display then read the module's names, not the
+class's (silently another value), a name read before its assignment was NameError, not
+UnboundLocalError, and a small dict display cost 2.5 times as much eagerly; its surfaced
+NotImplementedForSymbol named a line of the standard library, and was no longer caught as
+MXNet's error. NOTE [a hashed Symbol]."""
+import contextlib
+import statistics
+
+import mxnet as mx
+import pytest
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf import autograph
+
+import hostile_harness
+
+PROGRAMS, program = hostile_harness.program_registry()
+rand = hostile_harness.rand
+
+ROWS = ([rand(4, 3, seed=2881)], [rand(2, 3, seed=2882) + 1])
+
+k = "module k"                 # what a class body's display read when it was a lambda's
+names = ["module", "names"]
+
+
+@program(*ROWS)
+class ClassBodyDisplaysReadClassVariables(HybridBlock):
+    """A config class defined in the function: its displays read its own variables."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        class Cfg:
+            k = "a"
+            names = ["a", "b", "c"]
+            table = {k: 2.0, "b": 3.0}
+            seen = {k, "z"}
+            index = {n: i for i, n in enumerate(names)}
+        return x * Cfg.table.get("a", 5.0) + len(Cfg.index) + ("a" in Cfg.seen)
+
+
+@program(*ROWS)
+class DisplayReadsNameAssignedLater(HybridBlock):
+    """``{y: 1.0}`` before ``y = ...``: Python's UnboundLocalError, which the code catches."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            d = {y: 1.0}
+        except UnboundLocalError:
+            d = {"a": 4.0}
+        y = "a"
+        return x * d.get(y, 7.0)
+
+
+@program(*ROWS)
+class SetOfRowsCaughtAsTypeError(HybridBlock):
+    """``except TypeError`` around ``{x[0], x[1]}``: eagerly no error (an NDArray hashes by
+    identity); hybridized refused at the display, not the except path silently."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            seen = {x[0], x[1]}
+            r = x * len(seen)
+        except TypeError:
+            r = x * 3
+        return r
+
+
+@program(*ROWS)
+class DictOfRowsSuppressed(HybridBlock):
+    """``contextlib.suppress(TypeError)`` around a dict keyed by a row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        r = x
+        with contextlib.suppress(TypeError):
+            d = {x[0]: 2.0}
+            r = x * d[x[0]]
+        return r
+
+
+def keyed(rows):
+    return {r: i for i, r in enumerate(rows)}
+
+
+@program(*ROWS)
+class DictComprehensionInHelperInTensorLoop(HybridBlock):
+    """A helper's dict comprehension of rows, called in a loop on a tensor."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = h + row * len(keyed([row, h]))
+        return h
+
+
+@program(*ROWS)
+class MedianOfRows(HybridBlock):
+    """``statistics.median`` of tensors: it sorts them (a Symbol's truth)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        m = statistics.median([x[0, 0], x[1, 0], x[0, 1]])
+        return x * m
+
+
+REFUSED = {SetOfRowsCaughtAsTypeError: "seen = {x[0], x[1]}: a set or dict of tensors",
+           DictOfRowsSuppressed: "d = {x[0]: 2.0}: a set or dict of tensors",
+           DictComprehensionInHelperInTensorLoop: "return {r: i for i, r in enumerate(rows)}: "
+                                                  "a set or dict of tensors",
+           MedianOfRows: "m = statistics.median([x[0, 0], x[1, 0], x[0, 1]]): this takes the "
+                         "truth of a tensor"}
+
+
+@pytest.mark.parametrize("block_class", list(PROGRAMS), ids=lambda c: c.__name__)
+def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
+    result = hostile_harness.classify(block_class, PROGRAMS[block_class], [__file__],
+                                      export=False)
+    hostile_harness.assert_kinds(result, refused=block_class in REFUSED)
+    if block_class in REFUSED:
+        error = hostile_harness.hybridized_error(block_class, *PROGRAMS[block_class][0])
+        assert isinstance(error, gluon_cf.AutographError), repr(error)
+        assert str(error).startswith(f"{__file__}:"), str(error)
+        assert REFUSED[block_class] in str(error), str(error)
+
+
+def test_surfaced_symbol_error_is_caught_as_mxnets():
+    """A caller's ``except NotImplementedForSymbol`` (plain MXNet's error, as a fallback to
+    running eagerly) still catches it; the message names the user's line, not statistics'."""
+    net = MedianOfRows()
+    net.initialize()
+    net.hybridize()
+    with pytest.raises(mx.base.NotImplementedForSymbol) as caught:
+        net(mx.nd.array(ROWS[0][0]))
+    assert isinstance(caught.value, gluon_cf.AutographError)
+    assert str(caught.value).startswith(f"{__file__}:"), str(caught.value)
+
+
+def test_displays_run_as_written():
+    """A set or dict display or comprehension is converted as it is written: no function
+    around it (eagerly 2.5 times the cost of a small dict display)."""
+    def displays(F, a, b):
+        return {a: 1, b: 2}, {a, b}, {v: 1 for v in (a, b)}, {v for v in (a, b)}
+    code = gluon_cf.to_code(displays)
+    assert "lambda" not in code and "hashed" not in code, code
