@@ -27,6 +27,11 @@ class AmbiguousTruthError(AutographError):
     catches Python's (NOTE [a refusal the user's code catches])."""
 
 
+class HashedSymbolError(AutographError, TypeError):
+    """A tensor hashed while hybridizing (a set's item, a dict's key), which MXNet's Symbol
+    cannot be: Python's TypeError on a Symbol, at the user's line, caught as it is."""
+
+
 class AutographWarning(UserWarning):
     """Converted code that runs, but not as it would eagerly: a ``print`` inside a tensor
     ``if`` or loop prints once, while tracing. The message begins with the file and line."""
@@ -107,7 +112,7 @@ def refuse_hashed_symbol(err, where, what):
     TypeError as it is."""
     if not hashes_symbol(err):
         raise err
-    raise AutographError(
+    raise HashedSymbolError(
         f"{where}: {what} while hybridizing: it hashes them, and MXNet's Symbol has no hash "
         f"(an NDArray's is its identity). Keep the tensors in a list, or key them by a Python "
         f"value (a name, an index)") from None

@@ -44,14 +44,14 @@ def _goes_on(exc):
     one where plain Python raises its own ValueError on the same values; a Symbol's hash
     (NOTE [a hashed Symbol])."""
     return isinstance(exc, AutographError) and not isinstance(exc, AmbiguousTruthError) or \
-        hashes_symbol(exc)
+        _display_hashed_symbol(exc)
 
 
 def refusal_caught(exc):
     """Run first in the user's ``except`` clause that caught ``exc``: an AutographError goes
     on (NOTE [a refusal the user's code catches]), a Symbol's hash as the AutographError at
     the user's line (NOTE [a hashed Symbol]); ``except*`` catches a group holding it."""
-    if hashes_symbol(exc):
+    if _display_hashed_symbol(exc):
         _hashed_at_user_line(exc)
     if _goes_on(exc):
         raise exc
@@ -175,14 +175,13 @@ def surfacing_refusals(fn):
 # module's names, not the class's; a name assigned later was NameError, not
 # UnboundLocalError). The error is made the AutographError at the user's innermost line where
 # it surfaces: leaving the decorated function (surfacing_refusals), or caught by the user's
-# except, with or contextlib.suppress (refusal_caught, _goes_on: it goes on, as an eager run
-# takes no except path). The instruction it stopped at names the construct (BUILD_MAP: a
-# dict). Calls that hash (set(outs), Counter, dict.fromkeys, d.get(h)) are refused at the call
-# by their wrappers; item in container by logical.contains.
-_HASHING = {"BUILD_SET": "a set or dict of tensors", "SET_ADD": "a set or dict of tensors",
-            "SET_UPDATE": "a set or dict of tensors", "BUILD_MAP": "a set or dict of tensors",
-            "MAP_ADD": "a set or dict of tensors", "DICT_UPDATE": "a set or dict of tensors",
-            "DICT_MERGE": "a set or dict of tensors", "CONTAINS_OP": "this 'in' of a tensor"}
+# except, with or contextlib.suppress, where the instruction it stopped at builds a set or
+# dict (refusal_caught, _goes_on: it goes on, as an eager run takes no except path; the
+# user's code catching another hash, try: hash(h) except TypeError: id(h), runs as Python's).
+# Calls that hash (set(outs), Counter, dict.fromkeys, d.get(h)) are refused at the call by
+# their wrappers; item in container by logical.contains.
+_DISPLAYS = {"BUILD_SET", "SET_ADD", "SET_UPDATE", "BUILD_MAP", "MAP_ADD", "DICT_UPDATE",
+             "DICT_MERGE"}
 
 
 def _user_line(err):
@@ -206,8 +205,17 @@ def _hashed_at_user_line(err):
     if where is not None:
         refuse_hashed_symbol(err, f"{where[0]}:{where[1]}: "
                                   f"{linecache.getline(*where[:2]).strip()}",
-                             _HASHING.get(where[2], "this hashes a tensor (a set's item, a "
-                                                    "dict's key)"))
+                             "a set or dict of tensors" if where[2] in _DISPLAYS else
+                             "this hashes a tensor (a set's item, a dict's key)")
+
+
+def _display_hashed_symbol(err):
+    """Whether ``err`` is Python's TypeError hashing a Symbol in a set or dict display or
+    comprehension of the user's (NOTE [a hashed Symbol])."""
+    if not hashes_symbol(err):
+        return False
+    where = _user_line(err)
+    return where is not None and where[2] in _DISPLAYS
 
 
 class SymbolOnlyError(AutographError, mx.base.NotImplementedForSymbol):
