@@ -8,7 +8,9 @@ UnboundLocalError, and a small dict display cost 2.5 times as much eagerly; its 
 NotImplementedForSymbol named a line of the standard library, and was no longer caught as
 MXNet's error. NOTE [a hashed Symbol]."""
 import contextlib
+import enum
 import statistics
+import timeit
 
 import mxnet as mx
 import pytest
@@ -177,3 +179,66 @@ def test_hash_refused_leaving_the_function_is_a_type_error():
     net.hybridize()
     with pytest.raises(TypeError, match="a set or dict of tensors"):
         net(mx.nd.array(ROWS[0][0]))
+
+
+class Table(enum.Enum):
+    """Enum members whose values are large tuples (a vocabulary, a lookup table)."""
+    WORDS = tuple(range(50000))
+    CODES = tuple(range(1, 50001))
+
+
+def pick(F, key):
+    match key:
+        case Table.WORDS:
+            return 1
+        case Table.CODES:
+            return 2
+    return 0
+
+
+def test_match_on_enum_members_does_not_walk_them():
+    """``case Table.WORDS:`` read the member as the subject's copy (round 28a), walking its
+    value's 50000 items for each case of each match (more than 0.1 s a match); an enum member
+    holds no collected list: it is compared as it is (Python's)."""
+    converted = autograph(pick)
+    assert converted(mx.nd, Table.CODES) == 2 and converted(mx.nd, Table.WORDS) == 1
+    took = min(timeit.repeat(lambda: converted(mx.nd, Table.CODES), number=1, repeat=3))
+    assert took < 0.02, took
+
+
+PACKAGED = '''
+from mxnet.gluon import HybridBlock
+from gluon_cf import autograph
+
+
+class Keyed(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        try:
+            d = {h: 2.0}
+            r = x * d[h]
+        except TypeError:
+            r = x * 3
+        return r
+'''
+
+
+def test_hash_in_an_installed_packages_converted_code_is_refused_at_its_line(tmp_path,
+                                                                            monkeypatch):
+    """A model shipped in a package (its file under site-packages) converted with
+    ``@autograph``: its own lines are the user's, so its display of tensors is refused there,
+    not caught by its ``except TypeError`` (silently another value than eagerly)."""
+    packages = tmp_path / "site-packages"
+    packages.mkdir()
+    (packages / "r28a_packaged_model.py").write_text(PACKAGED)
+    monkeypatch.syspath_prepend(str(packages))
+    import r28a_packaged_model
+    net = r28a_packaged_model.Keyed()
+    net.initialize()
+    x = mx.nd.array(ROWS[0][0])
+    assert (net(x) == x * 2).asnumpy().all()
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match=r"r28a_packaged_model\.py:11: "
+                                                       r"d = \{h: 2\.0\}: a set or dict"):
+        net(x)

@@ -186,12 +186,14 @@ _DISPLAYS = {"BUILD_SET", "SET_ADD", "SET_UPDATE", "BUILD_MAP", "MAP_ADD", "DICT
 
 def _user_line(err):
     """The innermost line of the user's code ``err`` passed through (the converted code runs
-    under the user's file and lines; library code's, Python's and gluon_cf's, is not), as
-    ``(file, line, instruction name)``, or None."""
+    under the user's file and lines, also where that is an installed package's: its module
+    holds ``__ag__``; other library code's, Python's and gluon_cf's, is not), as ``(file,
+    line, instruction name)``, or None."""
     frame, where = err.__traceback__, None
     while frame is not None:
         code = frame.tb_frame.f_code
-        if not code.co_filename.startswith("<") and not in_library_file(code.co_filename):
+        if "__ag__" in frame.tb_frame.f_globals or not code.co_filename.startswith("<") and \
+                not in_library_file(code.co_filename):
             where = (code.co_filename, frame.tb_lineno,
                      dis.opname[code.co_code[frame.tb_lasti]] if frame.tb_lasti >= 0 else "")
         frame = frame.tb_next
