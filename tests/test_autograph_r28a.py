@@ -242,3 +242,16 @@ def test_hash_in_an_installed_packages_converted_code_is_refused_at_its_line(tmp
     with pytest.raises(gluon_cf.AutographError, match=r"r28a_packaged_model\.py:11: "
                                                        r"d = \{h: 2\.0\}: a set or dict"):
         net(x)
+
+
+def test_display_keyed_by_a_deleted_name_is_refused():
+    """``del y`` then ``{y: 1.0}``: Python's UnboundLocalError; converted it was a dict keyed
+    by the deleted variable's placeholder (``{<undefined y>: 1.0}``), silently."""
+    def keyed(F, x):
+        y = "a"
+        del y
+        return {y: x}
+    with pytest.raises(UnboundLocalError):
+        keyed(mx.nd, 1)
+    with pytest.raises(gluon_cf.AutographError, match="variable 'y' is used after this del"):
+        autograph(keyed)(mx.nd, 1)
