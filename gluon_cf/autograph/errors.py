@@ -3,6 +3,8 @@ lines (``file:12: source``) and graph node names derived from them, and the clos
 a variable (recorded by the conversion, named by the messages about that variable)."""
 import os
 import re
+import site
+import sysconfig
 from typing import Dict, Tuple
 
 
@@ -23,6 +25,11 @@ class AmbiguousTruthError(AutographError):
     ``not``, a chained comparison on it): plain Python's ``bool`` raises ValueError on the
     same values, so the user's ``except ValueError:`` (or ``Exception``) catches it as it
     catches Python's (NOTE [a refusal the user's code catches])."""
+
+
+class HashedSymbolError(AutographError, TypeError):
+    """A tensor hashed while hybridizing (a set's item, a dict's key), which MXNet's Symbol
+    cannot be: Python's TypeError on a Symbol, at the user's line, caught as it is."""
 
 
 class AutographWarning(UserWarning):
@@ -94,13 +101,45 @@ def read_by(where, name):
     return f" (read by {reader})" if reader else ""
 
 
+def hashes_symbol(err):
+    """Whether ``err`` is Python's ``TypeError: unhashable type: 'Symbol'``."""
+    return isinstance(err, TypeError) and "unhashable type: 'Symbol'" in str(err)
+
+
 def refuse_hashed_symbol(err, where, what):
     """Python's ``TypeError: unhashable type: 'Symbol'`` (naming no line of the user's) while
     ``what`` (``set() of tensors``) runs at ``where``: an AutographError there; another
     TypeError as it is."""
-    if "unhashable type: 'Symbol'" not in str(err):
+    if not hashes_symbol(err):
         raise err
-    raise AutographError(
+    raise HashedSymbolError(
         f"{where}: {what} while hybridizing: it hashes them, and MXNet's Symbol has no hash "
         f"(an NDArray's is its identity). Keep the tensors in a list, or key them by a Python "
         f"value (a name, an index)") from None
+
+
+# File name -> whether it is library code, which runs as it is (NOTE [autograph calls]).
+_LIBRARY_FILES: Dict[str, bool] = {}
+_GLUON_CF = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _library_roots() -> Tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots |= set(getattr(site, "getsitepackages", lambda: [])())
+    roots.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots) + \
+        (os.path.join(_GLUON_CF, ""),)
+
+
+def in_library_file(filename: str) -> bool:
+    """Whether the code of the file ``filename`` is library code (Python's, installed packages',
+    gluon_cf's own), not the user's."""
+    known = _LIBRARY_FILES.get(filename)
+    if known is None:
+        path = os.path.realpath(filename)
+        # (a notebook cell's "<ipython-input-...>" is user code; "<frozen ...>" the library)
+        known = filename.startswith("<frozen") or path.startswith(_library_roots()) or \
+            any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
+        _LIBRARY_FILES[filename] = known
+    return known

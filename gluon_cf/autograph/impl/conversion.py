@@ -120,12 +120,10 @@ import functools
 import inspect
 import linecache
 import os
-import site
 import sys
-import sysconfig
 import textwrap
 import types
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import mxnet as mx
 
@@ -142,7 +140,7 @@ from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
 from ..converters.loops import LoopsConverter, unpacked_targets
 from ..converters.jumps import lower_jumps
-from ..errors import AutographError
+from ..errors import AutographError, in_library_file
 from ..pyct.static_analysis.activity import MUTATORS, Scope
 from ..pyct.static_analysis.aliases import given_as_receiver, given_to_calls, shared_arrays
 from ..pyct.static_analysis.reaching import augmented_assignments, position
@@ -597,20 +595,6 @@ def _holds_symbol(values, depth=3):
 # made by converted code was converted with it.
 _CONVERTED_CODE: Dict[int, types.CodeType] = {}
 
-# File name -> whether it is library code, which runs as it is (NOTE [autograph calls]).
-_LIBRARY_FILES: Dict[str, bool] = {}
-_GLUON_CF = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _library_roots() -> Tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    roots |= set(getattr(site, "getsitepackages", lambda: [])())
-    roots.add(site.getusersitepackages())
-    return tuple(os.path.join(os.path.realpath(r), "") for r in roots) + \
-        (os.path.join(_GLUON_CF, ""),)
-
-
 def _is_library(fn: types.FunctionType) -> bool:
     """Whether ``fn`` is library code: its file is, or it was compiled from a string (no
     file: MXNet's generated operators) by a library module."""
@@ -620,22 +604,11 @@ def _is_library(fn: types.FunctionType) -> bool:
             fn.__code__.co_filename.startswith("<ipython-input"):
         return False
     path = fn.__globals__.get("__file__")        # the module that compiled it
-    return isinstance(path, str) and _in_library_file(path)
+    return isinstance(path, str) and in_library_file(path)
 
 
 def _in_library(code: types.CodeType) -> bool:
-    return _in_library_file(code.co_filename)
-
-
-def _in_library_file(filename: str) -> bool:
-    known = _LIBRARY_FILES.get(filename)
-    if known is None:
-        path = os.path.realpath(filename)
-        # (a notebook cell's "<ipython-input-...>" is user code; "<frozen ...>" the library)
-        known = filename.startswith("<frozen") or path.startswith(_library_roots()) or \
-            any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
-        _LIBRARY_FILES[filename] = known
-    return known
+    return in_library_file(code.co_filename)
 
 
 class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, IterationConverter,

@@ -12,8 +12,7 @@ from .loop_escape import (escaped, keep_return, kept_return, return_box,
                           returned_through_finally)
 from .logical import (and_, asserted, compare_chain, contains, match_guard, match_subject,
                       not_, or_, positive, python_operand)
-from .py_builtins import (builtin, filtered, iterated, own_method, reversed_rows,
-                          hashed)
+from .py_builtins import builtin, filtered, iterated, own_method, reversed_rows
 from .side_effects import changing, consumed, effect, made, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
 from .variables import augmented, deleted, ld, without
@@ -23,7 +22,7 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "unpacked_parts", "MatchValues", "match_items", "match_originals", "and_", "asserted",
            "compare_chain", "contains", "match_guard", "match_subject",
            "not_", "or_", "positive", "python_operand", "builtin", "filtered", "iterated",
-           "reversed_rows", "hashed",
+           "reversed_rows",
            "changing", "consumed", "effect", "made", "mutable", "own_method",
            "printing", "binary", "item_assigned", "item_target", "py_slice", "subscript",
            "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",

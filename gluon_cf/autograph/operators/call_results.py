@@ -6,11 +6,11 @@ import builtins
 import collections.abc
 import contextlib
 import copy
+import dis
 import functools
 import itertools
 import linecache
 import numbers
-import os
 import pickle
 import threading
 import types
@@ -21,7 +21,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import nn
 
-from ..errors import AmbiguousTruthError, AutographError
+from ..errors import (AmbiguousTruthError, AutographError, hashes_symbol, in_library_file,
+                      refuse_hashed_symbol)
 from . import caught_errors
 
 
@@ -41,13 +42,18 @@ def refusal(where, sign, shared, rewrite):
 
 def _goes_on(exc):
     """Whether ``exc`` is a refusal the user's code cannot catch: an AutographError, but not
-    one where plain Python raises its own ValueError on the same values."""
-    return isinstance(exc, AutographError) and not isinstance(exc, AmbiguousTruthError)
+    one where plain Python raises its own ValueError on the same values; a Symbol's hash
+    (NOTE [a hashed Symbol])."""
+    return isinstance(exc, AutographError) and not isinstance(exc, AmbiguousTruthError) or \
+        _display_hashed_symbol(exc)
 
 
 def refusal_caught(exc):
     """Run first in the user's ``except`` clause that caught ``exc``: an AutographError goes
-    on (NOTE [a refusal the user's code catches]); ``except*`` catches a group holding it."""
+    on (NOTE [a refusal the user's code catches]), a Symbol's hash as the AutographError at
+    the user's line (NOTE [a hashed Symbol]); ``except*`` catches a group holding it."""
+    if _display_hashed_symbol(exc):
+        _hashed_at_user_line(exc)
     if _goes_on(exc):
         raise exc
     if isinstance(exc, BaseExceptionGroup):
@@ -161,6 +167,8 @@ def surfacing_refusals(fn):
                 raise made[0] from err     # (what the user's code raised having caught it)
             if isinstance(err, mx.base.NotImplementedForSymbol):
                 _symbol_only_at_user_line(err)
+            if hashes_symbol(err):
+                _hashed_at_user_line(err)
             raise
         finally:
             _RUNNING.refusals.pop()
@@ -170,29 +178,84 @@ def surfacing_refusals(fn):
     return run
 
 
-def _symbol_only_at_user_line(err):
-    """MXNet's NotImplementedForSymbol (a Symbol's truth, or another NDArray-only function)
-    met by Python code autograph leaves Python's (a match's value pattern comparing tensors
-    held deep in objects, ``case Plain(items=other):``) names no line of the user's: an
-    AutographError at the innermost line of the user's code it passed through (the
-    converted code runs under the user's file and lines)."""
-    library = (os.path.dirname(mx.__file__) + os.sep,
-               os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep)
+# NOTE [a hashed Symbol]
+# A set or dict display or comprehension of Symbols ({*outs}, {h: 1}, {o: k for ...}) is
+# Python's TypeError "unhashable type: 'Symbol'", naming no line of the user's. Converted code
+# leaves displays as they are (wrapping each in a function, hashed(lambda: {...}), cost 2.5
+# times a small dict display eagerly, and changed scoping: a class body's display read the
+# module's names, not the class's; a name assigned later was NameError, not
+# UnboundLocalError). The error is made the AutographError at the user's innermost line where
+# it surfaces: leaving the decorated function (surfacing_refusals), or caught by the user's
+# except, with or contextlib.suppress, where the instruction it stopped at builds a set or
+# dict (refusal_caught, _goes_on: it goes on, as an eager run takes no except path; the
+# user's code catching another hash, try: hash(h) except TypeError: id(h), runs as Python's).
+# Calls that hash (set(outs), Counter, dict.fromkeys, d.get(h)) are refused at the call by
+# their wrappers; item in container by logical.contains.
+_DISPLAYS = {"BUILD_SET", "SET_ADD", "SET_UPDATE", "BUILD_MAP", "MAP_ADD", "DICT_UPDATE",
+             "DICT_MERGE"}
+
+
+def _user_line(err):
+    """The innermost line of the user's code ``err`` passed through (the converted code runs
+    under the user's file and lines, also where that is an installed package's: its module
+    holds ``__ag__``; other library code's, Python's and gluon_cf's, is not), as ``(file,
+    line, instruction name)``, or None."""
     frame, where = err.__traceback__, None
     while frame is not None:
         code = frame.tb_frame.f_code
-        if not code.co_filename.startswith(library) and not code.co_filename.startswith("<"):
-            where = (code.co_filename, frame.tb_lineno)
+        if "__ag__" in frame.tb_frame.f_globals or not code.co_filename.startswith("<") and \
+                not in_library_file(code.co_filename):
+            where = (code.co_filename, frame.tb_lineno,
+                     dis.opname[code.co_code[frame.tb_lasti]] if frame.tb_lasti >= 0 else "")
         frame = frame.tb_next
+    return where
+
+
+def _hashed_at_user_line(err):
+    """Python's TypeError hashing a Symbol as the AutographError at the user's innermost
+    line (NOTE [a hashed Symbol])."""
+    where = _user_line(err)
+    if where is not None:
+        refuse_hashed_symbol(err, f"{where[0]}:{where[1]}: "
+                                  f"{linecache.getline(*where[:2]).strip()}",
+                             "a set or dict of tensors" if where[2] in _DISPLAYS else
+                             "this hashes a tensor (a set's item, a dict's key)")
+
+
+def _display_hashed_symbol(err):
+    """Whether ``err`` is Python's TypeError hashing a Symbol in a set or dict display or
+    comprehension of the user's (NOTE [a hashed Symbol])."""
+    if not hashes_symbol(err):
+        return False
+    where = _user_line(err)
+    return where is not None and where[2] in _DISPLAYS
+
+
+class SymbolOnlyError(AutographError, mx.base.NotImplementedForSymbol):
+    """MXNet's NotImplementedForSymbol met by the user's code while hybridizing, at the
+    user's line: an AutographError, and caught as plain MXNet's error is (``except
+    NotImplementedForSymbol``, ``except MXNetError``)."""
+
+    __str__ = AutographError.__str__
+
+
+def _symbol_only_at_user_line(err):
+    """MXNet's NotImplementedForSymbol (a Symbol's truth, or another NDArray-only function)
+    met by Python code autograph leaves Python's (a match's value pattern comparing tensors
+    held deep in objects, ``case Plain(items=other):``) names no line of the user's: a
+    :class:`SymbolOnlyError` at the innermost line of the user's code it passed through."""
+    where = _user_line(err)
     if where is None:
         return
     what = "takes the truth of a tensor (compares tensors, bool())" if err.alias == "bool" \
         else f"calls {err.function} of a tensor"
-    raise AutographError(
-        f"{where[0]}:{where[1]}: {linecache.getline(*where).strip()}: this {what} while "
+    refused = SymbolOnlyError(
+        f"{where[0]}:{where[1]}: {linecache.getline(*where[:2]).strip()}: this {what} while "
         f"hybridizing, which MXNet's Symbol has only as an NDArray: its value exists only "
         f"when the graph runs. Compute it with F ops (an if or while on the tensor "
-        f"converts), or compare Python values") from None
+        f"converts), or compare Python values")
+    refused.function, refused.alias = err.function, err.alias
+    raise refused from None
 
 
 def checked(fn, call, name, binds, where, sign, rewrite, receiver=False):

@@ -1,6 +1,7 @@
 """Calls unpacking several lists, or a list bound to another name, where one of them is a list
 a tensor loop collected (``F.concat(*a, *b, dim=0)``, ``tail = outs[-2:]; F.stack(*tail)``),
 computed from the lists' rows (NOTE [autograph lists])."""
+import enum
 import threading
 import types
 
@@ -152,7 +153,10 @@ def _match_items(value, where, depth, made):
         if n is None:
             value._unknown_length("matched by a match statement's patterns")
         return MatchedItems(value.rows_list(n, range(n), where), value, where)
-    if depth >= 8 or isinstance(value, (str, bytes, mx.sym.Symbol, mx.nd.NDArray)):
+    if depth >= 8 or isinstance(value, (str, bytes, mx.sym.Symbol, mx.nd.NDArray)) or \
+            type(value) in _NUMBERS or isinstance(value, enum.Enum):
+        # (holding no list: a number's, an enum member's attributes are its class's; a
+        # match on them, case Mode.TRAIN:, walked the member's each time)
         return value
     if isinstance(value, (list, tuple, dict)):
         olds = list(value.values()) if isinstance(value, dict) else list(value)
@@ -186,6 +190,9 @@ def _match_items(value, where, depth, made):
     for name, new in zip(state, items):
         object.__setattr__(copied, name, new)
     return copied
+
+
+_NUMBERS = (int, float, bool, complex, type(None))
 
 
 def _state(value):

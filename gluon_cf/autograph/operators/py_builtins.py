@@ -419,15 +419,6 @@ def _refuse_truth(name, where):
         f"values (F.max, F.min, F.sort, F.sum(...) > 0 for any, F.min(...) > 0 for all)")
 
 
-def hashed(make, where):
-    """``make()``, a set display ``{a, *b}``, a set or dict comprehension of converted code:
-    a Symbol's hash refused at the line (Python's TypeError named none)."""
-    try:
-        return make()
-    except TypeError as err:
-        refuse_hashed_symbol(err, where, "a set or dict of tensors")
-
-
 def reversed_rows(fn, value):
     """The iterable of ``for ... in reversed(value)`` (``fn``: what ``reversed`` names
     there): the builtin on a Symbol is the Symbol's rows in reverse order, ``reverse`` along

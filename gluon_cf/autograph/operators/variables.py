@@ -33,7 +33,7 @@ class Undefined:
     __getattr__ = __call__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = _fail
     __rsub__ = __truediv__ = __rtruediv__ = __getitem__ = __bool__ = __iter__ = _fail
     __neg__ = __pow__ = __rpow__ = __mod__ = __rmod__ = __floordiv__ = __rfloordiv__ = _fail
-    __lt__ = __le__ = __gt__ = __ge__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _fail
 
     def __repr__(self):
         return f"<undefined {self._name}>"
