@@ -1,0 +1,86 @@
+"""Review r28b of round 28's autograph ``try`` (NOTE [an index error the user's try
+catches]): an int index of a tensor loop's row inside a ``try`` catching IndexError was
+refused while tracing ("shape not known"), though in range it is the plain slice, and such
+code ran hybridized as eagerly before round 28. Now it runs; past the axis the graph's run
+raises the IndexError at the user's line naming the ``try``; a shape known only as the graph
+runs (after boolean_mask) is still refused while tracing. Oracle: plain Python on NDArrays,
+eagerly and hybridized (values and gradients), inputs of 3, 7 and again 3 rows."""
+import numpy as np
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf import autograph
+
+import hostile_harness
+
+PROGRAMS, program = hostile_harness.program_registry()
+ROWS = ([hostile_harness.rand(3, 2, seed=2881)], [hostile_harness.rand(7, 2, seed=2882)],
+        [hostile_harness.rand(3, 2, seed=2883)])
+KEPT = np.array([[1., 2], [3, 4], [5, 6]], dtype=np.float32)
+MASKED = ([KEPT], [KEPT * np.array([[1], [-1], [-1]], dtype=np.float32)], [KEPT])
+
+
+def second(r):
+    try:
+        return r[1] * 2
+    except IndexError:
+        return r
+
+
+@program(*ROWS)
+class RowOfTensorLoopInTry(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            try:
+                h = h + row[-1] * row[0]
+            except IndexError:
+                h = h - 1
+            h = h + second(row)
+        return h
+
+
+@program(*MASKED)
+class RowOfMaskedLoopInTry(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in F.contrib.boolean_mask(x, x.sum(axis=1) > 0):
+            try:
+                h = h + row[1]
+            except IndexError:
+                h = h - 1
+        return h
+
+
+@program(*MASKED)
+class MaskedIndexInTry(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        kept = F.contrib.boolean_mask(x, x.sum(axis=1) > 0)
+        try:
+            r = kept[1] * 3
+        except IndexError:
+            r = kept[0]
+        return r
+
+
+_classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
+
+
+def test_row_of_a_tensor_loop_indexed_in_range_inside_a_try_runs_as_eagerly():
+    """(refused while tracing: "the tensor's shape is not known as the graph is traced")"""
+    hostile_harness.assert_kinds(_classified(RowOfTensorLoopInTry))
+    hostile_harness.assert_kinds(_classified(RowOfMaskedLoopInTry))
+
+
+def test_index_of_a_shape_known_only_as_the_graph_runs_is_refused_naming_the_try():
+    """Past the axis of boolean_mask's rows the partitioned graph's error names no line: the
+    index inside a try is refused while tracing, at the user's line."""
+    hostile_harness.assert_kinds(_classified(MaskedIndexInTry), refused=True)
+    err = hostile_harness.hybridized_error(MaskedIndexInTry, MASKED[1][0])
+    index = hostile_harness.line_in(__file__, "r = kept[1] * 3")
+    assert isinstance(err, gluon_cf.AutographError), err
+    assert str(err).startswith(f"{__file__}:{index}: r = kept[1] * 3: "), err
+    assert f"inside the try at {__file__}:{index - 1}, which catches IndexError" in str(err)
