@@ -84,3 +84,31 @@ def test_index_of_a_shape_known_only_as_the_graph_runs_is_refused_naming_the_try
     assert isinstance(err, gluon_cf.AutographError), err
     assert str(err).startswith(f"{__file__}:{index}: r = kept[1] * 3: "), err
     assert f"inside the try at {__file__}:{index - 1}, which catches IndexError" in str(err)
+
+
+CALLS = []
+
+
+def index_errors():
+    CALLS.append("called")
+    return IndexError
+
+
+@program(*ROWS)
+class HandlerOfACall(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            r = x[1] * 2 + x[-1]
+        except index_errors():
+            r = x[0]
+        return r
+
+
+def test_an_except_clause_is_not_evaluated_where_no_exception_reaches_it():
+    """``except index_errors():`` is Python's call only when an exception reaches the
+    clause: hybridized, tracing called it for each index inside the try."""
+    del CALLS[:]
+    hostile_harness.assert_kinds(hostile_harness.classify(
+        HandlerOfACall, PROGRAMS[HandlerOfACall], [__file__], export=False))
+    assert CALLS == [], CALLS

@@ -23,7 +23,10 @@ NOTE [an index error the user's try catches]
     saying that the ``try`` around it cannot catch it hybridized. A shape known only as the
     graph runs (computed by ``boolean_mask``, or by a gluon_cf node) is refused at the
     user's line naming the ``try``: past its axis, the partitioned graph's error names no
-    line. Handlers catching other exceptions leave the index as it was.
+    line. Handlers catching other exceptions leave the index as it was, and so does a
+    handler whose expression does more than read names (``except errors():``: Python calls
+    it only when an exception reaches the clause, and ``catching`` reads what it catches
+    when no exception did; review r28b).
 """
 import json
 import threading
