@@ -6,12 +6,15 @@ raises the IndexError at the user's line naming the ``try``; a shape known only 
 runs (after boolean_mask) is still refused while tracing. Oracle: plain Python on NDArrays,
 eagerly and hybridized (values and gradients), inputs of 3, 7 and again 3 rows."""
 import numpy as np
+import pytest
+from mxnet import autograd
 from mxnet.gluon import HybridBlock
 
 import gluon_cf
 from gluon_cf import autograph
 
 import hostile_harness
+import test_history_h28 as history
 
 PROGRAMS, program = hostile_harness.program_registry()
 ROWS = ([hostile_harness.rand(3, 2, seed=2881)], [hostile_harness.rand(7, 2, seed=2882)],
@@ -112,3 +115,37 @@ def test_an_except_clause_is_not_evaluated_where_no_exception_reaches_it():
     hostile_harness.assert_kinds(hostile_harness.classify(
         HandlerOfACall, PROGRAMS[HandlerOfACall], [__file__], export=False))
     assert CALLS == [], CALLS
+
+
+# Review r28b of round 28's BatchNorm training refused by the node (NOTE [training refused by
+# the node]): refused in MXNet's worker thread, a fresh block's training call returned, and
+# ``backward`` and ``trainer.step`` ran; the refusal came at a later read, or at the gradient
+# of the next call, recorded in predict mode, that should work (before round 28, tracing
+# refused the call itself). Oracle: plain eager code with the same parameters.
+
+
+def _recorded_predict(net, x):
+    x = x.copy()
+    x.attach_grad()
+    with autograd.record(train_mode=False):
+        out = net(x)
+        loss = (out * out * out).sum()
+    loss.backward()
+    return [out.asnumpy(), x.grad.asnumpy()] + [
+        p.grad().asnumpy() for p in net.collect_params().values() if p.grad_req != "null"]
+
+
+@pytest.mark.parametrize("body", [history.cond_bn, history.foreach_bn,
+                                  history.masked_foreach_bn], ids=lambda b: b.__name__)
+def test_a_refused_training_call_raises_at_the_call_and_the_next_call_works(body):
+    x = history.X[3] if body is history.masked_foreach_bn else history.X[2]
+    net = history._make(body)
+    eager = history._make(body, like=net, hybridize=False)
+    with pytest.raises(NotImplementedError, match=r"the body calls BatchNorm at .*"
+                       r"test_history_h28\.py:\d+ \(node"):
+        with autograd.record():
+            net(x)                # (refused by the call, not at a later read)
+    for got, want in zip(_recorded_predict(net, x), _recorded_predict(eager, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for mine, theirs in zip(net.collect_params().values(), eager.collect_params().values()):
+        np.testing.assert_array_equal(mine.data().asnumpy(), theirs.data().asnumpy())
