@@ -117,6 +117,12 @@ def own_line(name, where):
     return match.group(1) if match else where
 
 
+# ``file:line: source`` of a tensor's index inside a try catching IndexError whose shape was
+# not known while traced -> "the try at file:line", for the IndexError of the graph's run
+# (NOTE [an index error the user's try catches])
+CAUGHT_AT: Dict[str, str] = {}
+
+
 def index_error_of(err):
     """The IndexError, at the user's line, for MXNet's error ``err`` about a node that indexes
     a tensor with an int past its axis (converted code's ``x[5]`` of 3 rows: eagerly Python's
@@ -130,9 +136,15 @@ def index_error_of(err):
                   if key.endswith("_index") and name.endswith(key)), None)
     if where is None:
         return None
+    caught = CAUGHT_AT.get(where)
     return IndexError(re.sub(r"^(.*?:\d+: .*?):: ", r"\1: ",
                              "%s: index out of range: an int in this index is past the size of "
-                             "its axis of the tensor" % where, count=1))
+                             "its axis of the tensor" % where, count=1) + (
+        "" if caught is None else
+        f"; it is inside {caught}, which catches IndexError, but while hybridizing the "
+        f"tensor's shape was not known as the graph was traced (a row inside a tensor loop's "
+        f"body), so the index fails only as the graph runs, where no handler catches it. "
+        f"Check the length before reading instead of catching the IndexError"))
 
 
 # NOTE [where a node was made]

@@ -39,7 +39,8 @@ from mxnet.base import _LIB, check_call
 from mxnet.gluon import block as _block
 
 from . import executor, registry, remat as _remat
-from .graph import PartitionedGraph, block_index_gradients, has_gluon_cf_nodes
+from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
+                    refusing_training)
 from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import ReshapeChecks, check_reshapes, makes_zero_size
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
@@ -77,6 +78,7 @@ class _Plan:
             n["op"] in NO_GRADIENT_INPUTS for n in self.js["nodes"])
         self.partitioned = {}   # thread id -> PartitionedGraph
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
+        self.refusing_training = refusing_training(self.js) if self.has_nodes else []
 
     def _fed_by_run_time_shapes(self):
         """Whether a gluon_cf node of the graph reads a value computed from a dynamic-shape
@@ -162,6 +164,9 @@ def _run_built(self, args, lock):
         plan = getattr(self, "_gluon_cf_plan", None)
         if plan is None or plan.symbol is not self._cached_graph[1]:
             plan = self._gluon_cf_plan = _Plan(self)
+    if plan.refusing_training and mx.autograd.is_training():
+        # (in this thread, before the graph runs: NOTE [training refused by the node])
+        plan.refusing_training[0].refuse_training_call()
     if not plan.has_nodes and not _has_zero_size_input(args):
         return _original_call_cached_op(self, *args)   # (NOTE [zero-size block inputs])
     if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]

@@ -10,7 +10,7 @@ thread, its inference and row-wise verdicts; :class:`GraphCall`), ``partitioned`
 [zero-size calls]).
 """
 from .cached_graph import CachedGraph, block_index_gradients
-from .decoded import Node, decode
+from .decoded import Node, decode, refusing_training
 from .partitioned import (PartitionedGraph, has_gluon_cf_nodes, holds_gluon_cf_nodes,
                           inference_graph)
 from .runtime import Graph, GraphCall
@@ -18,4 +18,5 @@ from .runtime import Graph, GraphCall
 __all__ = [
     "CachedGraph", "Graph", "GraphCall", "Node", "PartitionedGraph", "block_index_gradients",
     "decode", "has_gluon_cf_nodes", "holds_gluon_cf_nodes", "inference_graph",
+    "refusing_training",
 ]

@@ -9,7 +9,7 @@ import weakref
 from .. import registry
 from ..errors import spec_key
 from ..operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, aux_state_error, describe_node,
-                         is_random_op, updates_aux_state)
+                         is_random_op, remat_aux_error, updates_aux_state)
 from ..symbol_entries import check_node_spec
 from .runtime import Graph
 
@@ -119,13 +119,36 @@ class Node:
     #     BatchNorm" from a fresh block, "the body calls" from one first called in predict
     #     mode, after any other error of the call), and a partitioned block first called in
     #     predict mode trained, its running statistics other than eager code's, silently
-    #     (tests/test_history_h28.py).
+    #     (tests/test_history_h28.py). A hybridized block's training call is refused before
+    #     its graph runs, in the calling thread (``refusing_training``, read by ``hybrid.py``):
+    #     the node's own refusal runs in MXNet's worker thread, and was raised at a later read
+    #     (after ``backward`` and ``trainer.step``), or at the next recorded call's gradient,
+    #     of a call that should work (review r28b).
     def refuse_aux_state_training(self):
         """Raise the refusal of training through this node (NOTE [training refused by the
         node]), if its subgraphs update auxiliary state."""
         if self.aux_state_nodes:
             raise aux_state_error(self.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.aux_state_nodes))
+
+    def refuse_training_call(self):
+        """Raise, before a training call of the graph holding this node runs, what the node
+        would raise in its forward (NOTE [training refused by the node])."""
+        if self.remat_aux_nodes:   # (first, as in node.py's _refuse_training)
+            raise remat_aux_error(self.kind, self.remat_aux_nodes)
+        self.refuse_aux_state_training()
+
+
+def refusing_training(graph_json):
+    """The decoded gluon_cf nodes of a graph (a block's) that refuse a training call
+    (NOTE [training refused by the node]), in the graph's order."""
+    found = []
+    for n in graph_json["nodes"]:
+        kind = registry.kind_of(n)
+        node = decode(kind, n["attrs"]["spec"]) if kind else None
+        if node is not None and (node.aux_state_nodes or node.remat_aux_nodes):
+            found.append(node)
+    return found
 
 
 def decode(kind, spec_text) -> Node:

@@ -41,6 +41,19 @@ def _suspends(body):
     return False
 
 
+def _read_alone(expr):
+    """Whether an ``except`` clause's expression only reads names (``IndexError``,
+    ``mx.MXNetError``, a tuple of them): read again by ``__ag__.catching`` when no exception
+    reached the clause. Another (``except errors():``, whose call Python makes only when an
+    exception reaches it) is left out: the index inside is left as it was, past its axis
+    failing as the graph runs (NOTE [an index error the user's try catches])."""
+    if isinstance(expr, ast.Tuple):
+        return all(_read_alone(e) for e in expr.elts)
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
+
+
 class ExceptionsConverter(Converter):
     """The user's ``except`` clauses and ``with`` statements."""
 
@@ -56,7 +69,8 @@ class ExceptionsConverter(Converter):
         # its body inside ``__ag__.catching``: NOTE [an index error the user's try catches]
         self.generic_visit(node)
         if node in self.parents and node.handlers and node.body and not _suspends(node.body):
-            types = ast.Tuple(elts=[ast.Constant(None) if h.type is None else h.type
+            types = ast.Tuple(elts=[ast.Constant(None) if h.type is None else
+                                    h.type if _read_alone(h.type) else ast.Constant(False)
                                     for h in node.handlers], ctx=ast.Load())
             what = ast.Constant("the try at " + self.where(node).split(": ", 1)[0])
             entered = runtime_call("catching", [what, thunk(types)])

@@ -16,13 +16,25 @@ NOTE [an index error the user's try catches]
     (NOTE [graphs traced for input shapes] in ``gluon_cf/hybrid.py``: the graph is then one
     for those input shapes): an int past its axis raises IndexError there and then, as the
     NDArray does, so the handler runs as it does eagerly; in range it is the plain slice. A
-    shape not known while tracing (a row inside a tensor loop's body) is refused at the
-    user's line naming the ``try``: the exception would come when the graph runs, where no
-    handler can catch it. Handlers catching other exceptions leave the index as it was.
+    shape not known while tracing because it is a body's (a row inside a tensor loop's body)
+    leaves the slice as it is: in range it is right (review r28b: refused while tracing,
+    such code ran eagerly and hybridized before and was refused), past the axis the
+    graph's run raises the IndexError at the user's line (``gluon_cf.errors.index_error_of``)
+    saying that the ``try`` around it cannot catch it hybridized. A shape known only as the
+    graph runs (computed by ``boolean_mask``, or by a gluon_cf node) is refused at the
+    user's line naming the ``try``: past its axis, the partitioned graph's error names no
+    line. Handlers catching other exceptions leave the index as it was, and so does a
+    handler whose expression does more than read names (``except errors():``: Python calls
+    it only when an exception reaches the clause, and ``catching`` reads what it catches
+    when no exception did; review r28b).
 """
+import json
 import threading
 
+from ... import registry
+from ...errors import CAUGHT_AT
 from ...hybrid import static_shape
+from ...operators import DYNAMIC_SHAPE_OPS
 from ..errors import AutographError
 
 _caught = threading.local()
@@ -74,6 +86,14 @@ def catching_index_error():
     return None
 
 
+def _shaped_as_it_runs(value):
+    """Whether ``value``'s shape is known only as its graph runs: computed by an operator
+    whose output shape depends on values, or by a gluon_cf node (whose run-time shapes are
+    not those of a body's inputs)."""
+    return any(n["op"] in DYNAMIC_SHAPE_OPS or registry.kind_of(n)
+               for n in json.loads(value.tojson())["nodes"])
+
+
 def checked_ints(value, leading, trailing, where):
     """Raise the NDArray's IndexError for an int of ``leading`` (axes from the front) or
     ``trailing`` (axes from the back) past its axis of the Symbol ``value`` when a handler
@@ -86,14 +106,16 @@ def checked_ints(value, leading, trailing, where):
     if handler is None:
         return
     shape = static_shape(value, where)
-    if shape is None:
+    if shape is None and _shaped_as_it_runs(value):
         raise AutographError(
             f"{where}: this indexes a tensor with an int inside {handler}, which catches "
-            f"IndexError; while hybridizing the tensor's "
-            f"shape is not known as the graph is traced here, so an index past its axis "
-            f"would fail only when the graph runs, where no handler catches it. Check the "
-            f"length before reading (F.slice_like, or a loop over the rows) instead of "
-            f"catching the IndexError")
+            f"IndexError; while hybridizing the tensor's shape depends on the values it is "
+            f"computed from (an operator such as boolean_mask before it), so an index past "
+            f"its axis would fail only when the graph runs, where no handler catches it. "
+            f"Check the length before reading instead of catching the IndexError")
+    if shape is None:   # (a body's value: past the axis, the graph's run says why)
+        CAUGHT_AT[where] = handler
+        return
     if len(leading) + len(trailing) > len(shape):
         raise IndexError(f"too many indices ({len(leading) + len(trailing)}) for array "
                          f"with {len(shape)} dimensions")
