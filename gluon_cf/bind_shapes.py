@@ -27,7 +27,7 @@ from . import registry
 from .checks import ArgumentValueError, LoopVarShapeChange
 from .errors import mxnet_message, where_created
 from .graph import decode, holds_gluon_cf_nodes, inference_graph
-from .graph.cached_graph import check_reshapes
+from .graph.cached_graph import check_reshapes, reshapes_may_resize
 from .graph.decoded import holds_recursion
 from .node import IncompleteShapeError
 
@@ -116,19 +116,21 @@ def _undecided(executor):
 
 
 def _check_reshapes(executor):
-    """Raise the error of a Reshape in ``executor``'s graph, if it holds gluon_cf nodes,
-    changing the size of its value (NOTE [a reshape to another size]: a gluon_cf node's
-    output reshaped to another size bound and ran, reading past the array, where MXNet's own
-    cond refuses the graph as undecided)."""
+    """Raise the error of a Reshape in ``executor``'s graph changing the size of its value
+    (NOTE [a reshape to another size]: a gluon_cf node's output reshaped to another size bound
+    and ran, reading past the array, where MXNet's own cond refuses the graph as undecided; a
+    plain graph bound to such shapes, ``Symbol.bind`` or ``eval``, corrupted the heap)."""
     symbol = executor._symbol
     text = symbol.tojson()
-    if '"Reshape"' not in text or not holds_gluon_cf_nodes(text):
+    if '"Reshape"' not in text:
+        return
+    nodes = json.loads(text)["nodes"]
+    if not reshapes_may_resize(nodes):
         return
     shapes = {n: a.shape for n, a in zip(symbol.list_arguments(), executor.arg_arrays)}
     shapes.update((n, a.shape) for n, a in zip(symbol.list_auxiliary_states(),
                                                 executor.aux_arrays))
-    check_reshapes(symbol, json.loads(text)["nodes"],
-                   [shapes.get(n) for n in symbol.list_inputs()])
+    check_reshapes(symbol, nodes, [shapes.get(n) for n in symbol.list_inputs()])
 
 
 def _message(undecided):

@@ -42,7 +42,8 @@ from . import executor, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
 from .graph.operator_errors import OperatorShapeError, body_operator_error
-from .graph.cached_graph import ReshapeChecks, check_reshapes, makes_zero_size
+from .graph.cached_graph import (ReshapeChecks, check_reshapes, makes_zero_size,
+                                 reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
                             inference_inline, inline_inference_graph, not_lost)
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
@@ -67,9 +68,14 @@ class _Plan:
         self.js = json.loads(self.text)
         self.has_nodes = has_gluon_cf_nodes(self.js)
         self.partitioned_shapes = set()   # data shapes for which a node refused
-        self.reshapes_checked = set()   # data shapes (NOTE [a reshape to another size])
+        # Whether a Reshape may change the size (read once; a graph whose Reshapes all keep it
+        # takes MXNet's call as it is), and the data shapes checked (bounded, as zero_size):
+        # see NOTE [a reshape to another size]
+        self.resizing_reshapes = reshapes_may_resize(self.js["nodes"])
+        self.reshapes_checked = set()
         self.zero_size = {}   # data shapes -> bool (NOTE [zero-size values in a block's own graph])
         self.reshape_checks = ReshapeChecks()   # the checks' own (ranks or shapes)
+        self.reshape_checks.plain = not self.has_nodes
         self.always = self.has_nodes and self._fed_by_run_time_shapes()
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
         # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf
@@ -167,8 +173,13 @@ def _run_built(self, args, lock):
     if plan.refusing_training and mx.autograd.is_training():
         # (in this thread, before the graph runs: NOTE [training refused by the node])
         plan.refusing_training[0].refuse_training_call()
-    if not plan.has_nodes and not _has_zero_size_input(args):
-        return _original_call_cached_op(self, *args)   # (NOTE [zero-size block inputs])
+    if not plan.has_nodes and not _has_zero_size_input(args):   # NOTE [zero-size block inputs]
+        if plan.resizing_reshapes:   # NOTE [a reshape to another size]
+            flat, fmt = _block._flatten(args, "input")
+            if fmt == self._in_format:   # (else MXNet's call refuses the format)
+                flat = [a for a in flat if a is not None]
+                _check_reshapes_once(self, plan, tuple(a.shape for a in flat), flat, lock)
+        return _original_call_cached_op(self, *args)
     if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]
         args = own_handles(args)
     flat, fmt = _block._flatten(args, "input")
@@ -201,11 +212,8 @@ def _run_built(self, args, lock):
             inline_error = err
     with lock:
         if not partitioned or fmt != self._in_format:
-            if key not in plan.reshapes_checked:   # NOTE [a reshape to another size]
-                check_reshapes(plan.symbol, plan.js["nodes"], [
-                    flat[x].shape if is_arg else x.shape for is_arg, x in self._cached_op_args],
-                    plan.reshape_checks)
-                plan.reshapes_checked.add(key)
+            if plan.resizing_reshapes:
+                _check_reshapes_once(self, plan, key, flat, lock)
             try:   # the CachedOp, as long as every node can declare its output shapes
                 return not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
             except Exception as err:
@@ -227,6 +235,25 @@ def _run_built(self, args, lock):
             str(err) if err.located else "%s (in %s)" % (err, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+def _check_reshapes_once(self, plan, key, flat, lock):
+    """NOTE [a reshape to another size], once per data shapes ``key`` of a call whose inputs
+    are ``flat``: every hybridized block's, gluon_cf nodes or none (its CachedOp, given a
+    Reshape to another size, corrupts the heap)."""
+    if key in plan.reshapes_checked:
+        return
+    with lock:
+        try:
+            check_reshapes(plan.symbol, plan.js["nodes"], [
+                flat[x].shape if is_arg else x.shape for is_arg, x in self._cached_op_args],
+                plan.reshape_checks)
+        except mx.MXNetError as err:   # (gluon_cf's check: located in any block's graph)
+            setattr(err, _RESHAPE_CHECKED, True)
+            raise
+        if len(plan.reshapes_checked) >= 1024:
+            plan.reshapes_checked.clear()
+        plan.reshapes_checked.add(key)
 
 
 def _makes_zero_size(self, plan, key, flat):
@@ -321,11 +348,12 @@ def _graph_error_of(err, block, args):
     CachedOp is rebuilt)."""
     plan = getattr(block, "_gluon_cf_plan", None)
     text = str(err)
-    if plan is None or not plan.has_nodes or "gluon_cf" in text or \
+    if plan is None or not (plan.has_nodes or getattr(err, _RESHAPE_CHECKED, False)) or \
+            "gluon_cf" in text or \
             isinstance(err, (DynamicShapeError, IncompleteShapeError, OperatorShapeError)) or \
             "Error in operator " not in text:
-        # (a graph without gluon_cf nodes is MXNet's business alone; a node's own refusal, or
-        # an operator's of a body, already names it)
+        # (a graph without gluon_cf nodes is MXNet's business alone, but for gluon_cf's
+        # Reshape check; a node's own refusal, or an operator's of a body, already names it)
         return None
     function = inspect.unwrap(type(block).hybrid_forward)
     code = getattr(function, "__code__", None)
@@ -374,6 +402,7 @@ def _forward_of(block):
     return "hybrid_forward of block %r%s" % (block.name, where)
 
 
+_RESHAPE_CHECKED = "_gluon_cf_reshape_checked"   # on the error of _check_reshapes_once
 _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitioning
 
 

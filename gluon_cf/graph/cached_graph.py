@@ -72,7 +72,14 @@ def invoke(op, inputs, attrs):
 #     a -2 (the rest of the source), the size is kept for any input (-4's split is checked by
 #     MXNet); without a positive number, with neither, only the source's rank decides whether
 #     dimensions are dropped, so it is checked once per input ranks; otherwise (a given
-#     dimension, a legacy ``target_shape``) once per input shapes.
+#     dimension, a legacy ``target_shape``) once per input shapes. A hybridized block without
+#     gluon_cf nodes is checked too (its CachedOp corrupted the heap alike), and a plain
+#     Symbol bound (``bind``, ``eval``, ``simple_bind``, ``Executor.reshape``): only when a
+#     Reshape of its graph may change the size (read once per graph, ``reshapes_may_resize``),
+#     so a block whose Reshapes all keep it is called as MXNet calls it; otherwise a call of
+#     data shapes already checked costs a set lookup (~2.4 us), a new one ~60 us of shape
+#     inference (the internals' JSON read once per graph), where MXNet's CachedOp plans the
+#     new shapes in ~200-300 us. The shapes checked are kept per graph, at most 1024.
 
 
 def reshape_error(node, source, target):
@@ -112,10 +119,24 @@ class ReshapeChecks:
     def __init__(self) -> None:
         self.kinds: Optional[frozenset] = None
         self.keys: set = set()
+        self.internals: Optional[Tuple[Any, list, list]] = None   # + their heads, inputs
+        self.plain = False   # the graph holds no gluon_cf node
+
+
+# MXNet's Symbol._infer_shape_impl, before bind_shapes (which imports this module) patches it
+_MXNET_INFER_SHAPE = mx.sym.Symbol._infer_shape_impl
+if not _MXNET_INFER_SHAPE.__module__.startswith("mxnet."):
+    _MXNET_INFER_SHAPE = None
 
 
 def _reshape_kinds(nodes):
     return frozenset(_reshape_kind(n) for n in nodes if n["op"] == "Reshape")
+
+
+def reshapes_may_resize(nodes):
+    """Whether a Reshape among JSON ``nodes`` may change its value's size for some inputs, so
+    that their calls need :func:`check_reshapes` (NOTE [a reshape to another size])."""
+    return not _reshape_kinds(nodes) <= {"kept"}
 
 
 def _reshape_check_key(kinds, shapes):
@@ -141,23 +162,32 @@ def check_reshapes(symbol, nodes, shapes, checks=None):
     key = _reshape_check_key(kinds, shapes)
     if key is None or checks is not None and key in checks.keys:
         return
-    _check_reshapes(symbol, nodes, shapes)
+    _check_reshapes(symbol, nodes, shapes, checks)
     if checks is not None:   # (after the check: a failing one fails again)
         if len(checks.keys) >= 1024:
             checks.keys.clear()
         checks.keys.add(key)
 
 
-def _check_reshapes(symbol, nodes, shapes):
-    internals = symbol.get_internals()
+def _check_reshapes(symbol, nodes, shapes, checks):
+    if checks is not None and checks.internals is not None:
+        internals, heads, names = checks.internals
+    else:   # (read once per graph: its JSON, ~40 us for a small MLP's)
+        internals = symbol.get_internals()
+        heads = json.loads(internals.tojson())["heads"]
+        names = symbol.list_inputs()
+        if checks is not None:
+            checks.internals = internals, heads, names
+    # (a parameter not yet initialized, SymbolBlock.imports's, has no shape: left unknown)
+    given = {name: tuple(shape) for name, shape in zip(names, shapes) if shape is not None}
     try:
-        # (a parameter not yet initialized, SymbolBlock.imports's, has no shape: left unknown)
-        _, outs, _ = internals.infer_shape_partial(**{
-            name: tuple(shape) for name, shape in zip(symbol.list_inputs(), shapes)
-            if shape is not None})
+        if checks is not None and checks.plain and _MXNET_INFER_SHAPE is not None:
+            # (MXNet's own: gluon_cf's reads the graph's JSON first, ~50 us, to find nodes)
+            _, outs, _ = _MXNET_INFER_SHAPE(internals, True, **given)
+        else:
+            _, outs, _ = internals.infer_shape_partial(**given)
     except mx.MXNetError:
         return      # (MXNet's own error follows, where the graph runs)
-    heads = json.loads(internals.tojson())["heads"]
     shape_of = {tuple(h[:2]): tuple(o) for h, o in zip(heads, outs or ())}
     for nid, n in enumerate(nodes):
         if n["op"] == "Reshape" and n["inputs"]:
