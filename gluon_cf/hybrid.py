@@ -147,6 +147,12 @@ def _other_error(self, err):
     raise err
 
 
+def _device_type(args):
+    """The device type a block's call runs on: its first input array's."""
+    flat, _ = _block._flatten(args, "input")
+    return next((a.context.device_type for a in flat if a is not None), "cpu")
+
+
 def _run_cached_op(self, *args):
     park_if_exiting()   # NOTE [daemon threads at exit]
     lock = _lock_of(self)
@@ -172,7 +178,9 @@ def _run_built(self, args, lock):
             plan = self._gluon_cf_plan = _Plan(self)
     if plan.refusing_training and mx.autograd.is_training():
         # (in this thread, before the graph runs: NOTE [training refused by the node])
-        plan.refusing_training[0].refuse_training_call()
+        recording, device = mx.autograd.is_recording(), _device_type(args)
+        for node in plan.refusing_training:
+            node.refuse_training_call(recording, device)
     if not plan.has_nodes and not _has_zero_size_input(args):   # NOTE [zero-size block inputs]
         if plan.resizing_reshapes:   # NOTE [a reshape to another size]
             flat, fmt = _block._flatten(args, "input")

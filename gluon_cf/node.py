@@ -357,8 +357,9 @@ class _NodeOperator(mx.operator.CustomOp):
         self.forward_done = True
 
     def _forward_outputs(self, is_train, req, in_data, out_data):
-        if is_train:
-            self._refuse_training()
+        if is_train:   # (recorded training is refused by its backward and the block's call)
+            self._refuse_training(recording=False, device_type=in_data[0].context.device_type
+                                  if in_data else "cpu")
         self.is_train = is_train
         inputs = dense_copies(in_data)
         marks = self._default_marks(inputs) if is_train else None
@@ -386,10 +387,12 @@ class _NodeOperator(mx.operator.CustomOp):
                     "hybridized graphs yet" % (self.node.kind, k, value.shape, dst.shape))
             write_like_assign(self, dst, r, value)
 
-    def _refuse_training(self, is_train=True):   # is_train: the forward's
-        if self.node.remat_aux_nodes:   # NOTE [auxiliary state under remat], whatever the mode
+    def _refuse_training(self, is_train=True, recording=True, device_type="cpu"):
+        """``is_train``: the forward's; ``recording``: False in the forward, which does not
+        know whether a backward will come (NOTE [training refused by the node])."""
+        if self.node.remat_aux_nodes and recording:   # NOTE [auxiliary state under remat]
             raise remat_aux_error(self.node.kind, self.node.remat_aux_nodes)
-        if is_train:   # NOTE [training refused by the node] in graph/decoded.py
+        if is_train and (recording or device_type != "cpu"):   # (the same NOTE)
             self.node.refuse_aux_state_training()
         if self.node.user_custom_ops:
             raise user_custom_op_error(self.node.kind, "the body calls the user CustomOp %s"

@@ -104,9 +104,9 @@ def aux_state_error(op, what):
     return NotImplementedError(
         "gluon_cf.%s: %s, whose running statistics would not be updated by hybridized training "
         "through a gluon_cf node (a model trained this way predicts differently from one "
-        "trained eagerly), so training is refused. Inference works; to train, use LayerNorm or "
-        "InstanceNorm inside the body, apply it outside the control flow, or run the block "
-        "without hybridize()" % (op, what))
+        "trained eagerly), so training is refused. Inference works, and on the CPU training "
+        "mode not recorded; to train, use LayerNorm or InstanceNorm inside the body, apply it "
+        "outside the control flow, or run the block without hybridize()" % (op, what))
 
 
 # NOTE [auxiliary state under remat]
@@ -115,7 +115,8 @@ def aux_state_error(op, what):
 #     loop is recomputed in its backward: every engine thread idle, the gradient never written
 #     (found in review, session 19: use_global_stats=True always, and a BatchNorm recorded with
 #     train_mode=False once its backward was allowed). So its backward is refused in every
-#     mode, and its forward in training, before MXNet can hang.
+#     mode, and a recorded training call at the block's call, before MXNet can hang (training
+#     mode not recorded runs: no backward comes; NOTE [training refused by the node]).
 def remat_aux_error(op, nodes):
     return NotImplementedError(
         "gluon_cf.%s: %s inside a loop with remat: MXNet 1.9.1's engine deadlocks when the loop "

@@ -178,8 +178,8 @@ def trace(op, role, num_inputs, call):
 
 def _refuse_unsupported_ops(group, op, role):
     """Refuse operators a body cannot hold: user CustomOps under autograd, MXNet's own cond and
-    while_loop. (Auxiliary state in training is refused by the node when it runs, in every
-    call alike: NOTE [training refused by the node] in graph/decoded.py.)
+    while_loop. (Auxiliary state in recorded training is refused by the block's call and the
+    node, in every call alike: NOTE [training refused by the node] in graph/decoded.py.)
 
     NOTE [what a body holds]: ``group``, once cut (:func:`_cut`), holds the body's own
     operators only; before the cut it also held every outer operator the body's captured

@@ -22,9 +22,10 @@ Checked here against an independent oracle instead (each test says MXNet's behav
 - One output listed twice in a ``Group``, or a body's BatchNorm in a hybridized block
   recorded for backward: MXNet's backward fails inside its own checks (storage type, "outputs
   .size() == num_forward_outputs"); gluon_cf runs them (values against MXNet's eager ops).
-- BatchNorm inside a body trained (``is_train=True``/``autograd.record()``): MXNet fails in
-  backward with its internal check; gluon_cf refuses at once with NotImplementedError naming
-  the node (its running statistics would not be updated).
+- BatchNorm inside a body trained (``is_train=True`` and backward, ``autograd.record()``):
+  MXNet fails in backward with its internal check; gluon_cf refuses with NotImplementedError
+  naming the node (its running statistics would not be updated): a hybridized block at its
+  call, an executor at backward (its forward alone runs, as MXNet's: round 28bn).
 """
 import os
 import warnings

@@ -111,19 +111,24 @@ class Node:
 
     # NOTE [training refused by the node]
     #     A node whose subgraphs update auxiliary state (a BatchNorm's running statistics)
-    #     refuses a training call (``operators.aux_state_error``) when it runs, whichever way
-    #     it runs: as MXNet's Custom operator (``node.py``) or called by a partitioned graph
-    #     (``graph/partitioned.py``, a block with run-time shapes). Tracing refuses nothing
-    #     of it: refused there when the block was first called in training, the refusal and
-    #     its message depended on the mode of the block's first call ("then_func calls
-    #     BatchNorm" from a fresh block, "the body calls" from one first called in predict
-    #     mode, after any other error of the call), and a partitioned block first called in
-    #     predict mode trained, its running statistics other than eager code's, silently
-    #     (tests/test_history_h28.py). A hybridized block's training call is refused before
-    #     its graph runs, in the calling thread (``refusing_training``, read by ``hybrid.py``):
-    #     the node's own refusal runs in MXNet's worker thread, and was raised at a later read
-    #     (after ``backward`` and ``trainer.step``), or at the next recorded call's gradient,
-    #     of a call that should work (review r28b).
+    #     refuses recorded training (``operators.aux_state_error``): MXNet 1.9.1 updates them on
+    #     the CPU in the operator's backward, which through a gluon_cf node would not update the
+    #     block's (MXNet's own hybridized foreach fails there: "cached_op.cc:1188 outputs.size()").
+    #     Training mode not recorded (``with autograd.train_mode(): net(x)``, an executor's
+    #     ``forward(is_train=True)``) runs: the body in training mode as eager code does (batch
+    #     statistics, Dropout drawing) and, no backward coming, the running statistics left as
+    #     eager code and MXNet's own foreach leave them, unchanged (measured on the CPU for
+    #     BatchNorm of every layout and dtype, oneDNN or not, BatchNorm_v1, SyncBatchNorm).
+    #     On another device (cuDNN updates them in the forward) training mode is refused,
+    #     recorded or not: the body runs on copies of its inputs.
+    #     A hybridized block's recorded training call is refused before its graph runs, in the
+    #     calling thread (``refusing_training``, read by ``hybrid.py``): the node's own refusal
+    #     (its backward's, ``node.py``) runs in MXNet's worker thread, and was raised at a later
+    #     read (after ``backward`` and ``trainer.step``), or at the next recorded call's
+    #     gradient, of a call that should work (review r28b). Tracing refuses nothing of it:
+    #     refused there, the refusal depended on the mode of the block's first call, and a
+    #     partitioned block first called in predict mode trained, its running statistics other
+    #     than eager code's, silently (tests/test_history_h28.py).
     def refuse_aux_state_training(self):
         """Raise the refusal of training through this node (NOTE [training refused by the
         node]), if its subgraphs update auxiliary state."""
@@ -131,12 +136,13 @@ class Node:
             raise aux_state_error(self.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.aux_state_nodes))
 
-    def refuse_training_call(self):
+    def refuse_training_call(self, recording=True, device_type="cpu"):
         """Raise, before a training call of the graph holding this node runs, what the node
-        would raise in its forward (NOTE [training refused by the node])."""
-        if self.remat_aux_nodes:   # (first, as in node.py's _refuse_training)
+        would raise in its forward or backward (NOTE [training refused by the node])."""
+        if self.remat_aux_nodes and recording:   # (first, as in node.py's _refuse_training)
             raise remat_aux_error(self.kind, self.remat_aux_nodes)
-        self.refuse_aux_state_training()
+        if recording or device_type != "cpu":
+            self.refuse_aux_state_training()
 
 
 def refusing_training(graph_json):

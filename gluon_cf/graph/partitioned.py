@@ -140,8 +140,8 @@ class _CfCall:
             learn(shapes, e, shape)
 
     def run(self, values, frame):
-        if mx.autograd.is_training():   # NOTE [training refused by the node] in decoded.py
-            self.node.refuse_aux_state_training()
+        # (recorded training, or on another device, was refused by the block's call: NOTE
+        # [training refused by the node] in decoded.py)
         inputs = [values[e] for e in self.in_entries]
         if frame is not None and any(frame.batched(i) for i in range(len(inputs))):
             return self.rule.forward_batched(self.node, inputs, frame)
