@@ -29,7 +29,6 @@ import inspect
 import json
 import re
 import threading
-import warnings
 
 from typing import Any, Dict, List
 
@@ -54,6 +53,7 @@ from ._custom_ops import park_if_exiting
 from .shared_handles import own_handles
 from . import symbol_loading  # noqa: F401  (SymbolBlock.imports and mx.sym.load, patched)
 from . import hybrid_deferred  # noqa: F401  (deferred initialisation's shapes, patched)
+from .hybrid_trace import TRACED, check_shapes
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -434,7 +434,6 @@ _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitio
 #     trace read it once: a block trained, then called under ``predict_mode``, kept the
 #     training branch). ``export`` writes predict mode's graph (:func:`_predict_mode_graph`),
 #     what an exported model runs, whatever the mode of the block's last call.
-_traced = threading.local()
 _MAX_GRAPHS = 16
 _original_get_graph = _block.HybridBlock._get_graph
 _original_clear_cached_op = _block.HybridBlock._clear_cached_op
@@ -452,19 +451,19 @@ def _get_graph(self, *args):
         return _original_get_graph(self, *args)
     shapes = _input_shapes(args)
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
-    outer = getattr(_traced, "trace", None)
+    outer = getattr(TRACED, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
     dtypes = tuple(a.dtype for a in _block._flatten(args, "input")[0] if a is not None)
     trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
                              "dtypes": dict(zip(names, dtypes)),
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
-    _traced.trace = trace
+    TRACED.trace = trace
     try:
         graph = _original_get_graph(self, *args)
     finally:
-        _traced.trace = outer
+        TRACED.trace = outer
     try:
-        _check_shapes(trace)
+        check_shapes(trace)
     except BaseException:
         self._cached_graph = ()         # (refused: the next call traces again)
         raise
@@ -483,99 +482,6 @@ def _get_graph(self, *args):
 
 def _autograd_mode():
     return mx.autograd.is_training(), mx.autograd.is_recording()
-
-
-def autograd_mode_read(where):
-    """Converted code read ``autograd.is_training()`` or ``is_recording()`` at ``where``: while
-    a block's graph is traced, the graph is one for the autograd mode of the call that traced
-    it (NOTE [graphs traced for input shapes])."""
-    trace = getattr(_traced, "trace", None)
-    if trace is not None and trace["mode"] is None:
-        trace["mode"] = where
-
-
-def graph_traced():
-    """Whether a hybridized block's graph is being traced on this thread (converted code
-    hybridizing), not a block's traced only to infer its deferred parameters' shapes
-    (eagerly, its code runs again on arrays)."""
-    trace = getattr(_traced, "trace", None)
-    return trace is not None and trace["hybridized"]
-
-
-def shape_checked(symbol, check):
-    """``check(shape)`` called with the shape of ``symbol`` (one output) in the hybridized
-    block's graph being traced, where the shapes of the inputs it is traced for give it, once
-    the trace ends (:func:`_check_shapes`); an error it raises refuses the trace. The graph
-    stays one for any input shapes."""
-    trace = getattr(_traced, "trace", None)
-    if trace is not None and trace["hybridized"] and len(symbol.list_outputs()) == 1:
-        trace["checks"].append((symbol, check))
-
-
-def _check_shapes(trace):
-    """The checks of :func:`shape_checked`, their symbols' shapes inferred together: one
-    inference over the graph, not one per check (a check per ``and`` in a loop of a hundred
-    steps made the trace five times slower, each inferring the graph so far)."""
-    if not trace["checks"]:
-        return
-    shapes = _inferred([symbol for symbol, _ in trace["checks"]], trace["shapes"])
-    if shapes is None:      # (one cannot tell, a branch's or step's own: each on its own)
-        shapes = [(_inferred([symbol], trace["shapes"]) or [None])[0]
-                  for symbol, _ in trace["checks"]]
-    for (_, check), shape in zip(trace["checks"], shapes):
-        if shape and all(d > 0 for d in shape):
-            check(tuple(shape))
-
-
-def _inferred(symbols, inputs, what="shape"):
-    """The shapes (``what`` "type": dtypes) of ``symbols`` from those of the graph's
-    ``inputs``, or None."""
-    group = mx.sym.Group(symbols)
-    arguments = set(group.list_arguments())
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _, found, _ = getattr(group, f"infer_{what}_partial")(
-                **{n: s for n, s in inputs.items() if n in arguments})
-    except Exception:       # (a node that cannot tell: checked when it runs)
-        return None
-    return found
-
-
-def static_shape(symbol, where, trailing=False):
-    """The shape of ``symbol`` (one output) in the block's graph being traced, inferred from
-    the shapes of the inputs it is traced for, or None (NOTE [graphs traced for input
-    shapes]); a shape given makes the graph one for those input shapes (``where`` read it).
-    ``trailing``: only the axes after the first must be known (the first may be 0: no rows,
-    or unknown, as MXNet's legacy shapes write both)."""
-    trace = getattr(_traced, "trace", None)
-    if trace is None or len(symbol.list_outputs()) != 1:
-        return None
-    arguments = set(symbol.list_arguments())
-    known = {n: s for n, s in trace["shapes"].items() if n in arguments}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _, shapes, _ = symbol.infer_shape_partial(**known)
-    except Exception:           # (a node that cannot tell: the shape is not static)
-        return None
-    shape = shapes[0] if shapes else None
-    if not shape or any(d <= 0 for d in shape[1 if trailing else 0:]):
-        # (0: unknown in MXNet's legacy shapes)
-        return None
-    if trace["read"] is None:
-        trace["read"] = where
-    return tuple(shape)
-
-
-def static_dtypes(symbols):
-    """The dtypes of ``symbols`` (one output each) in the graph being traced, inferred from
-    those of the inputs of the call tracing it, or None where one is not known."""
-    trace = getattr(_traced, "trace", None)
-    if trace is None or any(len(s.list_outputs()) != 1 for s in symbols):
-        return None
-    types = _inferred(symbols, trace.get("dtypes", {}), "type")
-    return None if not types or any(t is None for t in types) else list(types)
 
 
 def _graph_for_shapes(block, args):

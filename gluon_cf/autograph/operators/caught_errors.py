@@ -33,7 +33,7 @@ import threading
 
 from ... import registry
 from ...errors import CAUGHT_AT
-from ...hybrid import static_shape
+from ...hybrid_trace import static_shape
 from ...operators import DYNAMIC_SHAPE_OPS
 from ..errors import AutographError
 

@@ -33,7 +33,7 @@ import mxnet as mx
 from ...ops.cond import cond
 from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
 from ...ops.while_loop import warn_truncation, while_loop
-from ...hybrid import static_shape
+from ...hybrid_trace import static_shape
 from ..errors import AmbiguousTruthError, AutographError, node_name, python_value, read_by
 from .carried import Carried, carries_nothing, described, holds_arrays, spec_of
 from .py_builtins import one_output

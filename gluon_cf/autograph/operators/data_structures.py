@@ -60,7 +60,7 @@ import linecache
 import mxnet as mx
 
 from ...ops.cond import cond
-from ...hybrid import static_shape
+from ...hybrid_trace import static_shape
 from ...operators import user_location
 from ..errors import AutographError, node_name, op_name, one_colon, python_value, region_at
 from .item_check import checked_item

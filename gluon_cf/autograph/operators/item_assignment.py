@@ -33,7 +33,7 @@ import numbers
 import mxnet as mx
 import numpy as np
 
-from ...hybrid import static_dtypes, static_shape
+from ...hybrid_trace import static_dtypes, static_shape
 from ..errors import AutographError, op_name
 from .side_effects import effect, in_graph_region, made_here
 

@@ -20,7 +20,7 @@ NOTE [autograph and/or]
 import mxnet as mx
 import numpy as np
 
-from ...hybrid import shape_checked
+from ...hybrid_trace import shape_checked
 from ...ops.cond import cond, describe_sides
 from ..errors import (AmbiguousTruthError, AutographError, node_name, python_value,
                       refuse_hashed_symbol)

@@ -36,7 +36,7 @@ import types
 
 import mxnet as mx
 
-from ...hybrid import static_shape
+from ...hybrid_trace import static_shape
 from ..errors import AutographError, op_name, refuse_hashed_symbol
 from .call_results import callbacks_converted
 

@@ -55,7 +55,7 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ...hybrid import autograd_mode_read, graph_traced, static_shape
+from ...hybrid_trace import autograd_mode_read, graph_traced, static_shape
 from ..errors import AutographError, op_name
 from .caught_errors import checked_ints
 from .py_builtins import one_output, python_type

@@ -22,7 +22,7 @@ NOTE [autograph unpacking loops]
     raises nothing)."""
 import mxnet as mx
 
-from ...hybrid import static_shape
+from ...hybrid_trace import static_shape
 from ..errors import AutographError, op_name
 
 
