@@ -18,7 +18,8 @@ NOTE [partitioned blocks]
     graph always runs partitioned (``_Plan.always``, found once). Graphs with static shapes
     keep the single CachedOp and its speed, with no inference of ours added (tree models see
     new shapes with every forest); blocks without gluon_cf nodes are MXNet's business alone,
-    but for calls with a zero-size input (NOTE [zero-size block inputs]).
+    but for calls with a zero-size input (NOTE [zero-size block inputs]) and graphs cutting
+    rows of a run-time shape (NOTE [rows of a run-time shape cut in a block's own graph]).
 
     ``HybridBlock._call_cached_op`` is MXNet 1.9.1's one entry to running a hybridized block
     (``SymbolBlock``, which ``SymbolBlock.imports`` returns for an exported model, included);
@@ -42,7 +43,8 @@ from . import executor, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
 from .graph.operator_errors import OperatorShapeError, body_operator_error
-from .graph.cached_graph import ReshapeChecks, check_reshapes, makes_zero_size
+from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
+                                 makes_zero_size)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
                             inference_inline, inline_inference_graph, not_lost)
 from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
@@ -70,7 +72,9 @@ class _Plan:
         self.reshapes_checked = set()   # data shapes (NOTE [a reshape to another size])
         self.zero_size = {}   # data shapes -> bool (NOTE [zero-size values in a block's own graph])
         self.reshape_checks = ReshapeChecks()   # the checks' own (ranks or shapes)
-        self.always = self.has_nodes and self._fed_by_run_time_shapes()
+        # NOTE [rows of a run-time shape cut in a block's own graph]
+        self.always = self.has_nodes and self._fed_by_run_time_shapes() or \
+            self._fed_by_run_time_shapes(_cuts_rows)
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
         # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf
         # hands the mask over detached (operators.NO_GRADIENT_INPUTS).
@@ -80,14 +84,15 @@ class _Plan:
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
         self.refusing_training = refusing_training(self.js) if self.has_nodes else []
 
-    def _fed_by_run_time_shapes(self):
-        """Whether a gluon_cf node of the graph reads a value computed from a dynamic-shape
-        operator of the graph itself: MXNet would not even ask that node for its shapes."""
+    def _fed_by_run_time_shapes(self, reader=registry.kind_of):
+        """Whether a gluon_cf node of the graph (or a node ``reader`` names) reads a value
+        computed from a dynamic-shape operator of the graph itself: MXNet would not even ask
+        that node for its shapes."""
         nodes = self.js["nodes"]
         dynamic: List[bool] = []   # per node: fed by a dynamic-shape operator
         for n in nodes:
             fed = any(dynamic[src] for src, *_ in n["inputs"])
-            if fed and registry.kind_of(n):
+            if fed and reader(n):
                 return True
             dynamic.append(fed or n["op"] in DYNAMIC_SHAPE_OPS)
         return False
@@ -131,6 +136,29 @@ def _call_cached_op(self, *args):
         raise ours from None
 
 
+# NOTE [rows of a run-time shape cut in a block's own graph]
+#     A block's graph without gluon_cf nodes but with a dynamic-shape operator (NOTE [run-time
+#     shapes]) ran as MXNet's CachedOp, which infers each operator's shapes as it reaches it.
+#     An int index past the rows a boolean_mask kept (autograph's ``kept[1]`` of one row: a
+#     slice of no row, then a squeeze) was its "Operator squeeze inferring shapes failed",
+#     naming no node nor line, and the slice of no row, left computing on MXNet's engine,
+#     failed in its MKLDNN kernel ("Check failed: delay_alloc"): raised by the next read of
+#     anything, the next call's output of valid data or MXNet's shutdown at exit. Eagerly
+#     NDArray indexing raises IndexError. Such a graph, where a dynamic-shape operator's
+#     result reaches an operator that cuts rows (``_cuts_rows``), runs partitioned
+#     (``graph.PartitionedGraph``), whose segments after the dynamic-shape operator are
+#     CachedGraphs inferred for the shapes of the call: an int index past the axis is the
+#     IndexError at the user's line (``errors.index_error_of``), a slice of no row a
+#     ZeroSizeError naming the slice and the block, before anything is left running; the
+#     next call of valid data gives eager's values.
+def _cuts_rows(node):
+    """Whether a JSON node can cut an array to fewer rows (a slice, an index's squeeze, a
+    take) or make one of no row: a graph reading a dynamic-shape result with it runs
+    partitioned (NOTE [rows of a run-time shape cut in a block's own graph])."""
+    return node["op"] in ("squeeze", "take", "pick", "gather_nd") or \
+        any(word in node["op"].lower() for word in SIZE_CUTTERS)
+
+
 def _other_error(self, err):
     """Raise ``err``, a hybridized call's error not MXNet's, or ours for it."""
     if isinstance(err, AssertionError):  # NOTE [a step's value read outside its body]
@@ -167,7 +195,7 @@ def _run_built(self, args, lock):
     if plan.refusing_training and mx.autograd.is_training():
         # (in this thread, before the graph runs: NOTE [training refused by the node])
         plan.refusing_training[0].refuse_training_call()
-    if not plan.has_nodes and not _has_zero_size_input(args):
+    if not plan.has_nodes and not plan.always and not _has_zero_size_input(args):
         return _original_call_cached_op(self, *args)   # (NOTE [zero-size block inputs])
     if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]
         args = own_handles(args)
