@@ -72,7 +72,7 @@ class _Plan:
         self.reshapes_checked = set()   # data shapes (NOTE [a reshape to another size])
         self.zero_size = {}   # data shapes -> bool (NOTE [zero-size values in a block's own graph])
         self.reshape_checks = ReshapeChecks()   # the checks' own (ranks or shapes)
-        # NOTE [rows of a run-time shape cut in a block's own graph]
+        # See NOTE [rows of a run-time shape cut in a block's own graph]
         self.always = self.has_nodes and self._fed_by_run_time_shapes() or \
             self._fed_by_run_time_shapes(_cuts_rows)
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
