@@ -47,7 +47,8 @@ from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
                             inference_inline, inline_inference_graph, not_lost)
-from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
+from .errors import (ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message,
+                     named_line)
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
 from ._cachedop import copied_variable_heads
@@ -149,7 +150,7 @@ def _call_cached_op(self, *args):
 #     (``graph.PartitionedGraph``), whose segments after the dynamic-shape operator are
 #     CachedGraphs inferred for the shapes of the call: an int index past the axis is the
 #     IndexError at the user's line (``errors.index_error_of``), a slice of no row a
-#     ZeroSizeError naming the slice and the block, before anything is left running; the
+#     ZeroSizeError at its line (``errors.named_line``), before anything is left running; the
 #     next call of valid data gives eager's values.
 def _cuts_rows(node):
     """Whether a JSON node can cut an array to fewer rows (a slice, an index's squeeze, a
@@ -251,8 +252,12 @@ def _run_built(self, args, lock):
     try:
         out = plan.run_partitioned(cargs)
     except ZeroSizeError as err:
+        # (an operator of the block's own graph has no line of its own; one autograph made
+        # is named after the user's line)
+        where = None if err.located else named_line(str(err))
         raise BlockZeroSizeError(
-            str(err) if err.located else "%s (in %s)" % (err, _forward_of(self)),
+            str(err) if err.located else "%s (%sin %s)" % (
+                err, "" if where is None else "at %s; " % where, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
 
