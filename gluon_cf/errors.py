@@ -123,6 +123,16 @@ def own_line(name, where):
 CAUGHT_AT: Dict[str, str] = {}
 
 
+def named_line(text):
+    """``file:line: source`` of the user's line a node named in ``text`` (``(node 'n')``) is
+    named after (autograph's ``model_line12_index0``, NAMED_AT), or None."""
+    for name in re.findall(r"\(node '([^']+?)\d*'\)", text):
+        where = next((at for key, at in NAMED_AT.items() if name.endswith(key)), None)
+        if where is not None:
+            return where
+    return None
+
+
 def index_error_of(err):
     """The IndexError, at the user's line, for MXNet's error ``err`` about a node that indexes
     a tensor with an int past its axis (converted code's ``x[5]`` of 3 rows: eagerly Python's

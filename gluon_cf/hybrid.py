@@ -18,7 +18,8 @@ NOTE [partitioned blocks]
     graph always runs partitioned (``_Plan.always``, found once). Graphs with static shapes
     keep the single CachedOp and its speed, with no inference of ours added (tree models see
     new shapes with every forest); blocks without gluon_cf nodes are MXNet's business alone,
-    but for calls with a zero-size input (NOTE [zero-size block inputs]).
+    but for calls with a zero-size input (NOTE [zero-size block inputs]) and graphs cutting
+    rows of a run-time shape (NOTE [rows of a run-time shape cut in a block's own graph]).
 
     ``HybridBlock._call_cached_op`` is MXNet 1.9.1's one entry to running a hybridized block
     (``SymbolBlock``, which ``SymbolBlock.imports`` returns for an exported model, included);
@@ -41,11 +42,12 @@ from . import executor, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
 from .graph.operator_errors import OperatorShapeError, body_operator_error
-from .graph.cached_graph import (ReshapeChecks, check_reshapes, makes_zero_size,
-                                 reshapes_may_resize)
+from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
+                                 makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
                             inference_inline, inline_inference_graph, not_lost)
-from .errors import ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message
+from .errors import (ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message,
+                     named_line)
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
 from ._cachedop import copied_variable_heads
@@ -76,7 +78,9 @@ class _Plan:
         self.zero_size = {}   # data shapes -> bool (NOTE [zero-size values in a block's own graph])
         self.reshape_checks = ReshapeChecks()   # the checks' own (ranks or shapes)
         self.reshape_checks.plain = not self.has_nodes
-        self.always = self.has_nodes and self._fed_by_run_time_shapes()
+        # See NOTE [rows of a run-time shape cut in a block's own graph]
+        self.always = self.has_nodes and self._fed_by_run_time_shapes() or \
+            self._fed_by_run_time_shapes(_cuts_rows)
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
         # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf
         # hands the mask over detached (operators.NO_GRADIENT_INPUTS).
@@ -86,14 +90,15 @@ class _Plan:
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
         self.refusing_training = refusing_training(self.js) if self.has_nodes else []
 
-    def _fed_by_run_time_shapes(self):
-        """Whether a gluon_cf node of the graph reads a value computed from a dynamic-shape
-        operator of the graph itself: MXNet would not even ask that node for its shapes."""
+    def _fed_by_run_time_shapes(self, reader=registry.kind_of):
+        """Whether a gluon_cf node of the graph (or a node ``reader`` names) reads a value
+        computed from a dynamic-shape operator of the graph itself: MXNet would not even ask
+        that node for its shapes."""
         nodes = self.js["nodes"]
         dynamic: List[bool] = []   # per node: fed by a dynamic-shape operator
         for n in nodes:
             fed = any(dynamic[src] for src, *_ in n["inputs"])
-            if fed and registry.kind_of(n):
+            if fed and reader(n):
                 return True
             dynamic.append(fed or n["op"] in DYNAMIC_SHAPE_OPS)
         return False
@@ -135,6 +140,29 @@ def _call_cached_op(self, *args):
         with _lock_of(self):
             self._cached_op = None
         raise ours from None
+
+
+# NOTE [rows of a run-time shape cut in a block's own graph]
+#     A block's graph without gluon_cf nodes but with a dynamic-shape operator (NOTE [run-time
+#     shapes]) ran as MXNet's CachedOp, which infers each operator's shapes as it reaches it.
+#     An int index past the rows a boolean_mask kept (autograph's ``kept[1]`` of one row: a
+#     slice of no row, then a squeeze) was its "Operator squeeze inferring shapes failed",
+#     naming no node nor line, and the slice of no row, left computing on MXNet's engine,
+#     failed in its MKLDNN kernel ("Check failed: delay_alloc"): raised by the next read of
+#     anything, the next call's output of valid data or MXNet's shutdown at exit. Eagerly
+#     NDArray indexing raises IndexError. Such a graph, where a dynamic-shape operator's
+#     result reaches an operator that cuts rows (``_cuts_rows``), runs partitioned
+#     (``graph.PartitionedGraph``), whose segments after the dynamic-shape operator are
+#     CachedGraphs inferred for the shapes of the call: an int index past the axis is the
+#     IndexError at the user's line (``errors.index_error_of``), a slice of no row a
+#     ZeroSizeError at its line (``errors.named_line``), before anything is left running; the
+#     next call of valid data gives eager's values.
+def _cuts_rows(node):
+    """Whether a JSON node can cut an array to fewer rows (a slice, an index's squeeze, a
+    take) or make one of no row: a graph reading a dynamic-shape result with it runs
+    partitioned (NOTE [rows of a run-time shape cut in a block's own graph])."""
+    return node["op"] in ("squeeze", "take", "pick", "gather_nd") or \
+        any(word in node["op"].lower() for word in SIZE_CUTTERS)
 
 
 def _other_error(self, err):
@@ -181,7 +209,8 @@ def _run_built(self, args, lock):
         recording, device = mx.autograd.is_recording(), _device_type(args)
         for node in plan.refusing_training:
             node.refuse_training_call(recording, device)
-    if not plan.has_nodes and not _has_zero_size_input(args):   # NOTE [zero-size block inputs]
+    if not plan.has_nodes and not plan.always and not _has_zero_size_input(args):
+        # (NOTE [zero-size block inputs])
         if plan.resizing_reshapes:   # NOTE [a reshape to another size]
             flat, fmt = _block._flatten(args, "input")
             if fmt == self._in_format:   # (else MXNet's call refuses the format)
@@ -239,8 +268,12 @@ def _run_built(self, args, lock):
     try:
         out = plan.run_partitioned(cargs)
     except ZeroSizeError as err:
+        # (an operator of the block's own graph has no line of its own; one autograph made
+        # is named after the user's line)
+        where = None if err.located else named_line(str(err))
         raise BlockZeroSizeError(
-            str(err) if err.located else "%s (in %s)" % (err, _forward_of(self)),
+            str(err) if err.located else "%s (%sin %s)" % (
+                err, "" if where is None else "at %s; " % where, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
 

@@ -407,7 +407,7 @@ def _may_make_zero_size(op):
 #     shape) also runs it partitioned, which such graphs do anyway. Only outputs that an
 #     ordinary operator reads count: one read by gluon_cf nodes alone is theirs to handle (a
 #     foreach over ``x[1:]`` of one row runs no step, and did as the CachedOp's before).
-_SIZE_CUTTERS = ("slice", "crop", "split", "tile", "repeat")
+SIZE_CUTTERS = ("slice", "crop", "split", "tile", "repeat")
 
 
 def makes_zero_size(symbol, nodes, shapes):
@@ -416,7 +416,7 @@ def makes_zero_size(symbol, nodes, shapes):
     (``symbol.list_inputs()``) of ``shapes`` (NOTE [zero-size values in a block's own
     graph])."""
     cutters = {k for k, n in enumerate(nodes)
-               if n["op"] != "null" and any(w in n["op"].lower() for w in _SIZE_CUTTERS)}
+               if n["op"] != "null" and any(w in n["op"].lower() for w in SIZE_CUTTERS)}
     read = {(nodes[node]["name"], index) for reader in nodes
             if reader["op"] != "null" and not registry.kind_of(reader)
             for node, index, *_ in reader["inputs"] if node in cutters}
