@@ -125,7 +125,10 @@ class Node:
     #     calling thread (``refusing_training``, read by ``hybrid.py``): the node's own refusal
     #     (its backward's, ``node.py``) runs in MXNet's worker thread, and was raised at a later
     #     read (after ``backward`` and ``trainer.step``), or at the next recorded call's
-    #     gradient, of a call that should work (review r28b). Tracing refuses nothing of it:
+    #     gradient, of a call that should work (review r28b). An executor's ``backward`` is
+    #     refused so too (``bind_shapes.py``): raised in the worker thread, the backward of the
+    #     operators after the node had run first, their running statistics and gradients
+    #     updated (review r28bn). Tracing refuses nothing of it:
     #     refused there, the refusal depended on the mode of the block's first call, and a
     #     partitioned block first called in predict mode trained, its running statistics other
     #     than eager code's, silently (tests/test_history_h28.py).

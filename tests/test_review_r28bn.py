@@ -1,0 +1,61 @@
+"""Review r28bn of round 28bn (NOTE [training refused by the node] in gluon_cf/graph/decoded.py):
+the node's forward no longer refuses training on the CPU, its backward does, in MXNet's worker
+thread. An executor's backward ran the operators after the node first: a BatchNorm after the
+loop had its running statistics and gradients updated, and the refusal came at a later read.
+
+Oracle: the arrays before the call (a refused call changes nothing), and the forward of
+the same executor in predict mode (the values a refusal must leave readable).
+"""
+import numpy as np
+import pytest
+
+import mxnet as mx
+from mxnet import nd
+
+import gluon_cf
+
+
+def _executor(remat=False):
+    with mx.name.NameManager():
+        outs, _ = gluon_cf.foreach(lambda d, s: (mx.sym.BatchNorm(d, name="bn") + s, s),
+                                   mx.sym.var("x"), mx.sym.var("h"), remat=remat)
+        outs = mx.sym.BatchNorm(outs, name="bn2", axis=-1)
+    ex = outs.simple_bind(mx.cpu(), grad_req="add", x=(4, 2, 3), h=(2, 3))
+    for name, array in sorted(ex.arg_dict.items()) + sorted(ex.aux_dict.items()):
+        array[:] = np.random.RandomState(len(name)).uniform(0.5, 1.5, array.shape)
+    return ex
+
+
+def _arrays(ex):
+    return {k: v.asnumpy().copy() for d in (ex.aux_dict, ex.grad_dict) for k, v in d.items()}
+
+
+def test_an_executors_training_backward_is_refused_before_it_runs():
+    ex = _executor()
+    before = _arrays(ex)
+    out = ex.forward(is_train=True)[0]
+    out.wait_to_read()   # (training mode not recorded runs: test_bn_train_mode_h28.py)
+    with pytest.raises(NotImplementedError, match=r"the body calls BatchNorm at .*review_r28bn"):
+        ex.backward(nd.ones_like(out))   # (was: ran, raised at the next read)
+    nd.waitall()
+    after = _arrays(ex)
+    for name, value in before.items():   # (was: bn2's running statistics and bn2_beta's grad)
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    ex.forward(is_train=False)   # a predict-mode forward and backward still run
+    ex.backward(nd.ones_like(out))
+    nd.waitall()
+
+
+def test_an_executors_remat_backward_is_refused_in_every_mode():
+    """NOTE [auxiliary state under remat]: a remat loop's backward holding a BatchNorm is
+    refused whatever the forward's mode."""
+    ex = _executor(remat=True)
+    before = _arrays(ex)
+    out = ex.forward(is_train=False)[0]
+    out.wait_to_read()
+    with pytest.raises(NotImplementedError, match="deadlocks"):
+        ex.backward(nd.ones_like(out))
+    nd.waitall()
+    after = _arrays(ex)
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
