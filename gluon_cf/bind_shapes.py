@@ -390,8 +390,8 @@ def _backward(self, out_grads=None, is_train=True):
     if nodes is None:
         nodes = self._gluon_cf_refusing = refusing_training(json.loads(self._symbol.tojson()))
     for node in nodes:   # (the forward's mode decides, as in node.py's backward)
-        if node.remat_aux_nodes or getattr(self, "_gluon_cf_train", False):
-            node.refuse_training_call(True, self._ctx.device_type)
+        node.refuse_training_call(True, self._ctx.device_type,
+                                  getattr(self, "_gluon_cf_train", False))
     return _original_backward(self, out_grads, is_train)
 
 

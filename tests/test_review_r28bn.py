@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mxnet as mx
-from mxnet import nd
+from mxnet import autograd, gluon, nd
 
 import gluon_cf
 
@@ -59,3 +59,41 @@ def test_an_executors_remat_backward_is_refused_in_every_mode():
     after = _arrays(ex)
     for name, value in before.items():
         np.testing.assert_array_equal(after[name], value, err_msg=name)
+
+
+class _RematNet(gluon.HybridBlock):
+    """A remat loop holding a BatchNorm, a Dense after it."""
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.bn = gluon.nn.BatchNorm(in_channels=3, axis=-1)
+            self.dense = gluon.nn.Dense(3, in_units=3, flatten=False)
+
+    def hybrid_forward(self, F, x):
+        return self.dense(gluon_cf.foreach(lambda r, s: (self.bn(r), s), x, [F.zeros((1,))],
+                                           remat=True)[0])
+
+
+def test_a_remat_loops_call_recorded_in_predict_mode_is_refused_at_the_call():
+    """``record(train_mode=False)``: the remat loop's backward is refused in every mode (NOTE
+    [auxiliary state under remat]); it was refused in MXNet's worker thread, at a later read,
+    after the Dense's gradients (``grad_req="add"``) had been added to."""
+    net = _RematNet()
+    net.initialize()
+    net.hybridize()
+    x = nd.array(np.random.RandomState(0).rand(4, 2, 3) - 0.3)
+    want = net(x).asnumpy()   # (predict mode, not recorded: runs)
+    for p in net.collect_params().values():
+        p.grad_req = "add"
+    before = {k: p.grad().asnumpy().copy() for k, p in net.collect_params().items()
+              if p.grad_req != "null"}
+    with pytest.raises(NotImplementedError, match=r"inside a loop with remat.*\n.*review_r28bn"
+                       "|review_r28bn.*inside a loop with remat"):
+        with autograd.record(train_mode=False):
+            net(x)   # (was: ran; backward raised later)
+    nd.waitall()
+    for name, value in before.items():
+        np.testing.assert_array_equal(net.collect_params()[name].grad().asnumpy(), value)
+    with autograd.train_mode():   # the next unrecorded calls run
+        net(x).wait_to_read()
+    np.testing.assert_allclose(net(x).asnumpy(), want, rtol=1e-6)

@@ -139,12 +139,13 @@ class Node:
             raise aux_state_error(self.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.aux_state_nodes))
 
-    def refuse_training_call(self, recording=True, device_type="cpu"):
-        """Raise, before a training call of the graph holding this node runs, what the node
-        would raise in its forward or backward (NOTE [training refused by the node])."""
+    def refuse_training_call(self, recording=True, device_type="cpu", training=True):
+        """Raise, before a call of the graph holding this node runs (training or recorded),
+        what the node would raise in its forward or backward (NOTE [training refused by the
+        node]; a remat loop's backward in every mode: NOTE [auxiliary state under remat])."""
         if self.remat_aux_nodes and recording:   # (first, as in node.py's _refuse_training)
             raise remat_aux_error(self.kind, self.remat_aux_nodes)
-        if recording or device_type != "cpu":
+        if training and (recording or device_type != "cpu"):
             self.refuse_aux_state_training()
 
 
