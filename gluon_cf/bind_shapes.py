@@ -26,7 +26,7 @@ import mxnet as mx
 from . import registry
 from .checks import ArgumentValueError, LoopVarShapeChange
 from .errors import mxnet_message, where_created
-from .graph import decode, holds_gluon_cf_nodes, inference_graph
+from .graph import decode, holds_gluon_cf_nodes, inference_graph, refusing_training
 from .graph.cached_graph import check_reshapes, reshapes_may_resize
 from .graph.decoded import holds_recursion
 from .node import IncompleteShapeError
@@ -372,6 +372,33 @@ def _read_by_recursions(graph_json):
     return names
 
 
+_original_forward = mx.executor.Executor.forward
+_original_backward = mx.executor.Executor.backward
+
+
+def _forward(self, is_train=False, **kwargs):
+    self._gluon_cf_train = is_train   # (read by _backward)
+    return _original_forward(self, is_train, **kwargs)
+
+
+def _backward(self, out_grads=None, is_train=True):
+    """An executor's backward refuses, before it runs, what its gluon_cf nodes' backward
+    would refuse in MXNet's worker thread (NOTE [training refused by the node] in
+    ``graph/decoded.py``): raised there, at a later read, the backward of the operators after
+    the node had run, a BatchNorm's running statistics and gradients updated."""
+    nodes = getattr(self, "_gluon_cf_refusing", None)
+    if nodes is None:
+        nodes = self._gluon_cf_refusing = refusing_training(json.loads(self._symbol.tojson()))
+    for node in nodes:   # (the forward's mode decides, as in node.py's backward)
+        node.refuse_training_call(True, self._ctx.device_type,
+                                  getattr(self, "_gluon_cf_train", False))
+    return _original_backward(self, out_grads, is_train)
+
+
+_forward.__doc__ = _original_forward.__doc__
+_backward.__doc__ = _original_backward.__doc__
+mx.executor.Executor.forward = _forward
+mx.executor.Executor.backward = _backward
 _simple_bind.__doc__ = _original_simple_bind.__doc__
 _reshape.__doc__ = _original_reshape.__doc__
 _bind.__doc__ = _original_bind.__doc__

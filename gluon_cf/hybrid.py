@@ -204,11 +204,12 @@ def _run_built(self, args, lock):
         plan = getattr(self, "_gluon_cf_plan", None)
         if plan is None or plan.symbol is not self._cached_graph[1]:
             plan = self._gluon_cf_plan = _Plan(self)
-    if plan.refusing_training and mx.autograd.is_training():
+    if plan.refusing_training and (mx.autograd.is_training() or mx.autograd.is_recording()):
         # (in this thread, before the graph runs: NOTE [training refused by the node])
-        recording, device = mx.autograd.is_recording(), _device_type(args)
+        device = _device_type(args)
         for node in plan.refusing_training:
-            node.refuse_training_call(recording, device)
+            node.refuse_training_call(mx.autograd.is_recording(), device,
+                                      mx.autograd.is_training())
     if not plan.has_nodes and not plan.always and not _has_zero_size_input(args):
         # (NOTE [zero-size block inputs])
         if plan.resizing_reshapes:   # NOTE [a reshape to another size]

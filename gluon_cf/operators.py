@@ -115,8 +115,9 @@ def aux_state_error(op, what):
 #     loop is recomputed in its backward: every engine thread idle, the gradient never written
 #     (found in review, session 19: use_global_stats=True always, and a BatchNorm recorded with
 #     train_mode=False once its backward was allowed). So its backward is refused in every
-#     mode, and a recorded training call at the block's call, before MXNet can hang (training
-#     mode not recorded runs: no backward comes; NOTE [training refused by the node]).
+#     mode, and a recorded call (training or not: review r28bn) at the block's call and an
+#     executor's backward, before MXNet can hang (training mode not recorded runs: no backward
+#     comes; NOTE [training refused by the node]).
 def remat_aux_error(op, nodes):
     return NotImplementedError(
         "gluon_cf.%s: %s inside a loop with remat: MXNet 1.9.1's engine deadlocks when the loop "

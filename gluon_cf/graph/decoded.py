@@ -125,7 +125,10 @@ class Node:
     #     calling thread (``refusing_training``, read by ``hybrid.py``): the node's own refusal
     #     (its backward's, ``node.py``) runs in MXNet's worker thread, and was raised at a later
     #     read (after ``backward`` and ``trainer.step``), or at the next recorded call's
-    #     gradient, of a call that should work (review r28b). Tracing refuses nothing of it:
+    #     gradient, of a call that should work (review r28b). An executor's ``backward`` is
+    #     refused so too (``bind_shapes.py``): raised in the worker thread, the backward of the
+    #     operators after the node had run first, their running statistics and gradients
+    #     updated (review r28bn). Tracing refuses nothing of it:
     #     refused there, the refusal depended on the mode of the block's first call, and a
     #     partitioned block first called in predict mode trained, its running statistics other
     #     than eager code's, silently (tests/test_history_h28.py).
@@ -136,12 +139,13 @@ class Node:
             raise aux_state_error(self.kind, "the body calls %s" % ", ".join(
                 describe_node(n) for n in self.aux_state_nodes))
 
-    def refuse_training_call(self, recording=True, device_type="cpu"):
-        """Raise, before a training call of the graph holding this node runs, what the node
-        would raise in its forward or backward (NOTE [training refused by the node])."""
+    def refuse_training_call(self, recording=True, device_type="cpu", training=True):
+        """Raise, before a call of the graph holding this node runs (training or recorded),
+        what the node would raise in its forward or backward (NOTE [training refused by the
+        node]; a remat loop's backward in every mode: NOTE [auxiliary state under remat])."""
         if self.remat_aux_nodes and recording:   # (first, as in node.py's _refuse_training)
             raise remat_aux_error(self.kind, self.remat_aux_nodes)
-        if recording or device_type != "cpu":
+        if training and (recording or device_type != "cpu"):
             self.refuse_aux_state_training()
 
 
