@@ -8,11 +8,14 @@ NOTE [three implementations of one model]
     with ``cf = PY`` (plain Python loops over NDArrays below: the reference semantics, written
     independently of gluon_cf). Forward values and gradients of all three are compared.
 """
+import contextlib
 import fcntl
 import os
+import signal
 import subprocess
 import tempfile
 import sys
+import threading
 from types import SimpleNamespace
 
 import mxnet as mx
@@ -490,12 +493,31 @@ TOPDOWN_CHAIN = """
 """
 
 
-def run_python(code, timeout=120, cwd=None, env=None):
-    """Run ``code`` in a fresh interpreter (``env``: variables added to this environment);
-    returns CompletedProcess (text), or None on timeout."""
+@contextlib.contextmanager
+def _sigint_as_from_a_terminal():
+    """Children started inside get SIGINT's default disposition (Python makes it the
+    KeyboardInterrupt), as a program started from a terminal does, also where this run's
+    SIGINT is ignored: POSIX has a non-interactive shell's background job ignore it, its
+    children inherit that, and a test of Ctrl-C then saw no KeyboardInterrupt at all. A
+    handler (unlike an ignored signal) is reset to the default at exec."""
+    ignored = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, cwd=cwd or REPO,
-                              env=dict(os.environ, **env) if env else None)
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def run_python(code, timeout=120, cwd=None, env=None):
+    """Run ``code`` in a fresh interpreter (``env``: variables added to this environment),
+    SIGINT as from a terminal; returns CompletedProcess (text), or None on timeout."""
+    try:
+        with _sigint_as_from_a_terminal():
+            return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                  text=True, timeout=timeout, cwd=cwd or REPO,
+                                  env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         return None
