@@ -43,7 +43,7 @@ from .graph.index_gradients import check_index_gradients
 from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
 from .node_storage import backward_storage_types, dense_copies, forward_storage_types
-from .operators import remat_aux_error, user_custom_op_error
+from .operators import user_custom_op_error
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -390,10 +390,7 @@ class _NodeOperator(mx.operator.CustomOp):
     def _refuse_training(self, is_train=True, recording=True, device_type="cpu"):
         """``is_train``: the forward's; ``recording``: False in the forward, which does not
         know whether a backward will come (NOTE [training refused by the node])."""
-        if self.node.remat_aux_nodes and recording:   # NOTE [auxiliary state under remat]
-            raise remat_aux_error(self.node.kind, self.node.remat_aux_nodes)
-        if is_train and (recording or device_type != "cpu"):   # (the same NOTE)
-            self.node.refuse_aux_state_training()
+        self.node.refuse_training_call(recording, device_type, is_train)
         if self.node.user_custom_ops:
             raise user_custom_op_error(self.node.kind, "the body calls the user CustomOp %s"
                                        % ", ".join(repr(t) for t in self.node.user_custom_ops))

@@ -140,10 +140,11 @@ class Node:
                 describe_node(n) for n in self.aux_state_nodes))
 
     def refuse_training_call(self, recording=True, device_type="cpu", training=True):
-        """Raise, before a call of the graph holding this node runs (training or recorded),
-        what the node would raise in its forward or backward (NOTE [training refused by the
+        """Raise what this node refuses of a call (training or recorded) of the graph holding
+        it: before the call runs, and in the node's own forward (``recording`` False: it does
+        not know whether a backward will come) and backward (NOTE [training refused by the
         node]; a remat loop's backward in every mode: NOTE [auxiliary state under remat])."""
-        if self.remat_aux_nodes and recording:   # (first, as in node.py's _refuse_training)
+        if self.remat_aux_nodes and recording:
             raise remat_aux_error(self.kind, self.remat_aux_nodes)
         if training and (recording or device_type != "cpu"):
             self.refuse_aux_state_training()
