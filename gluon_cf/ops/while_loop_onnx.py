@@ -32,19 +32,28 @@ def onnx_bound_guard(node, custom_node, finals):
 #     (NOTE [loops of no step]). A step shape the shape plan knows is a constant; a dim that
 #     changes with the dynamic axes was taken from one probe call of func on the initial loop
 #     vars, and func may fail there where Gluon runs nothing (a take of kept row i with no row
-#     kept: onnxruntime's Gather error, no user line). The plan keeps every run's concrete
-#     shapes per node (NOTE [shape plan]: the example, the grown run, the smallest and a large
-#     size): a step dim equal in every run (three at least, two sizes at least) to p * d + q,
-#     d a dim of one of the node's inputs, p and q integers (a copy of it, or ``concat(r, r)``
-#     of a row: twice it), is computed from that input's shape at run time, no probe. Only a
-#     dim that follows no input so (a row count of a mask in the body) is still probed.
+#     kept: onnxruntime's Gather error, no user line; but see the end). The plan keeps every
+#     run's concrete shapes per node (NOTE [shape plan]: the example, the grown run, the
+#     smallest and a large size): a step dim equal in every run (three at least, two sizes
+#     at least) to p * d + q, d a dim of one of the node's inputs, p and q integers (a copy
+#     of it, or ``concat(r, r)`` of a row: twice it), is computed from that input's shape
+#     at run time, no probe. Only a dim that follows no input so (a row count of a mask in
+#     the body) is still probed.
 #     The runs vouch for the line only between the sizes they had: a row clipped to 1100
 #     (``x[:, :1100]``) follows x's width at every size probed, 1031 the largest, and gave
 #     (3, 1, 2000) zero rows at width 2000 where Gluon gives (3, 1, 1100); and two inputs of
 #     equal widths in the example are equal in every run (unnamed dynamic axes grow alike),
 #     so the line followed the first where the rows were the other's. So the line is used
 #     where each input dim it may follow lies within the sizes the runs had and all those
-#     lines agree; elsewhere func is probed, as before (exact, failing where func fails).
+#     lines agree; elsewhere func is probed. A dim that follows no input so (``dot(r, r.T)``
+#     flattened, d * d) or one past the sizes the runs had is probed too (issue 24), and the
+#     probe must not fail where Gluon, which infers shapes and runs no operator, gives zero
+#     rows: in the probe every Gather (and GatherElements) reads a copy of its data with one
+#     zero row more on its axis, each index wrapped and clipped into it (``_gathers_in_range``).
+#     A probe whose gathers were in range computes what it did; one that took a row of none
+#     gets the shapes MXNet's inference gives (the row's), its values unused (zeros are
+#     returned). The probe's other operators still fail where func's would on the initial
+#     loop vars.
 
 
 def _dims_followed(node, k):
@@ -126,6 +135,49 @@ def _lines_hold(emitter, node, followed):
     return emitter.truth(held)
 
 
+def _gathers_in_range(graph):
+    """Make every ``Gather`` and ``GatherElements`` of ``graph`` (and of its subgraphs) index
+    a copy of its data with one zero row appended on its axis, each index wrapped (negative
+    from the end) and clipped into that copy: where no index was out of range the values are
+    the same, elsewhere the shapes are (NOTE [dims a loop's rows follow])."""
+    from onnx import AttributeProto, TensorProto, helper
+
+    from gluon_cf.export.onnx_kit import Emitter
+
+    nodes, shapes = [], {n.output[0] for n in graph.node if n.op_type == "Shape"}
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
+                        attr.graphs if attr.type == AttributeProto.GRAPHS else []):
+                _gathers_in_range(sub)
+        if node.op_type not in ("Gather", "GatherElements") or node.input[0] in shapes:
+            # (a dim of a shape: its rank is fixed, its indices the converters' own)
+            nodes.append(node)
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        e = Emitter(f"{node.output[0]}/in_range")   # (outputs are prefixed by graph)
+        data, indices = node.input[0], node.input[1]
+        shape = e.add("Shape", [data])
+        at = e.const(axis)
+        if axis < 0:
+            at = e.add("Add", [e.add("Size", [shape]), at])
+        one_hot = e.add("Cast", [e.add("Equal", [
+            e.add("Range", [e.const(0), e.add("Size", [shape]), e.const(1)]), at])],
+            to=TensorProto.INT64)
+        padded = e.add("Pad", [data, e.add("Concat", [e.add("Sub", [one_hot, one_hot]),
+                                                      one_hot], axis=0)])
+        size, zero = e.add("Gather", [shape, at]), e.const(0)
+        index = e.add("Cast", [indices], to=TensorProto.INT64)
+        index = e.add("Where", [e.add("Less", [index, zero]), e.add("Add", [index, size]),
+                                index])
+        index = e.add("Max", [e.add("Min", [index, size]), zero])
+        nodes += e.nodes + [helper.make_node(node.op_type, [padded, index], list(node.output),
+                                             name=node.name, domain=node.domain)]
+        nodes[-1].attribute.extend(node.attribute)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
 def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
     """A graph of no inputs giving the zero rows of a loop that ran no step, one output per
     step output: of its planned shape, of ``followed``'s lines (``_dims_followed``) or, for
@@ -159,6 +211,7 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
                for name_, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
     if probe is None:
         return helper.make_graph(zeros.nodes, name, [], outputs)
+    _gathers_in_range(probe.graph)
     probe.graph.node.extend(zeros.nodes)
     set_outputs(probe.graph, outputs)
     return probe.graph
