@@ -72,3 +72,96 @@ def test_a_loop_of_no_step_past_the_planned_widths_exports(tmp_path):
     runs = _runs(net, _case(rng, 3, 4, [1, 0, 1]), {0: [0, 1], 1: [0]}, tmp_path)
     _assert_runs_equal(net, runs, [_case(rng, 2, 1100, [0, 0]), _case(rng, 1, 2000, [0]),
                                    _case(rng, 2, 1100, [0, 1])])
+
+
+def test_a_loop_of_no_step_gluon_runs_fails_exported_at_the_users_line(tmp_path):
+    """A body holding a boolean_mask (no shapes to infer): for a loop of no step hybridized
+    gluon_cf runs the body's graph, whose take of a row of none raises BlockZeroSizeError at
+    its line; the exported models fail in that take's Gather, named after the same line
+    (onnxruntime's message had MXNet's node name only)."""
+    import onnxruntime as ort
+    from gluon_cf.export import ArtifactError
+    from gluon_cf.hybrid import BlockZeroSizeError
+    import hostile_programs29x as P
+    net = P.WhileNoStepMaskInsideBody()
+    net.hybridize()
+    cases = P.PROGRAMS[P.WhileNoStepMaskInsideBody]
+    runs = _runs(net, cases[0], {0: [0], 1: [0]}, tmp_path)
+    x, m = cases[1]    # (no row kept)
+    line = r"hostile_programs29x\.py:%d" % (
+        P.WhileNoStepMaskInsideBody.hybrid_forward.__code__.co_firstlineno + 5)
+    with pytest.raises(BlockZeroSizeError, match=line):
+        net(mx.nd.array(x), mx.nd.array(m))
+    for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                                 ArtifactError)):
+        with pytest.raises(error, match=r"loop of no step at .*" + line):
+            run(x, m)
+    _assert_runs_equal(net, runs, [cases[0], cases[2], cases[3]])
+
+
+class _ParameterFirstUsedInABranch(mx.gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.fc = mx.gluon.nn.Dense(3, in_units=2)
+
+    def hybrid_forward(self, F, x):
+        return gluon_cf.cond(F.sum(x) > 0, lambda: self.fc(x) + 1,
+                             lambda: F.broadcast_mul(F.sum(x, axis=-1, keepdims=True),
+                                                     F.ones((1, 3))))
+
+
+def test_the_exported_symbol_file_has_no_source_attribute_on_variables(tmp_path):
+    """A parameter first used inside a cond's branch: its variable carried ``__gcf_src__``
+    (the branch's line) in ``net.export``'s JSON, ``tojson``, ``attr_dict`` and
+    ``list_attr``, which MXNet's export of the same program (F.contrib.cond) has not. Now
+    none, and ``SymbolBlock.imports`` of the file gives the block's values."""
+    import json
+    net = _ParameterFirstUsedInABranch()
+    net.initialize(mx.init.Uniform(1.0))
+    net.hybridize()
+    x = mx.nd.array([[1, 2]])
+    want = net(x).asnumpy()
+    net.export(str(tmp_path / "net"))
+    text = (tmp_path / "net-symbol.json").read_text()
+    variables = [n for n in json.loads(text)["nodes"] if n["op"] == "null"]
+    assert [n["name"] for n in variables] == ["data", "dense0_weight", "dense0_bias"]
+    assert not any("__gcf_src__" in n.get("attrs", {}) for n in variables)
+    sym = mx.sym.load(str(tmp_path / "net-symbol.json"))
+    assert "__gcf_src__" not in sym.get_internals()["dense0_weight"].tojson()
+    assert not any("__gcf_src__" in attrs for attrs in sym.attr_dict().values())
+    assert "__gcf_src__" not in sym.get_internals()["dense0_bias"].list_attr()
+    imported = mx.gluon.SymbolBlock.imports(str(tmp_path / "net-symbol.json"), ["data"],
+                                            str(tmp_path / "net-0000.params"))
+    for arrays in (x, mx.nd.array([[-1, -2]])):
+        np.testing.assert_array_equal(imported(arrays).asnumpy(), net(arrays).asnumpy())
+    np.testing.assert_array_equal(imported(x).asnumpy(), want)
+
+
+class _Float16Steps(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        def body(r, states):
+            h = states[0]
+            h = F.tanh(F.broadcast_add(F.sum(h, axis=-1, keepdims=True) * 0.7,
+                                       h * 0.2 + r * 1.3)) / 3 + F.exp(r) * 0.01
+            return h, [h]
+        outs, states = gluon_cf.foreach(body, x, [F.zeros((1, 8), dtype="float16")])
+        return outs, states[0]
+
+
+def test_float16_exports_differ_from_mxnet_by_the_documented_size(tmp_path):
+    """The README's export section: onnxruntime computes float16 in float32 (MXNet rounds
+    each op's result to float16): a 50-step foreach differs from MXNet by up to 5 float16
+    ulps (2.8e-3 relative), a single step's ops by at most one."""
+    net = _Float16Steps()
+    net.hybridize()
+    x = np.random.RandomState(0).uniform(-1, 1, (50, 1, 8)).astype(np.float16)
+    runs = _runs(net, [x], {0: [0]}, tmp_path)
+    for steps, most in ((1, 1), (50, 5)):
+        arrays = [x[:steps]]
+        want = net(mx.nd.array(arrays[0], dtype="float16"))
+        for run in runs:
+            for got, w in zip(run(*arrays), want):
+                w = w.asnumpy()
+                assert got.dtype == w.dtype == np.float16 and got.shape == w.shape
+                ulps = np.abs(got.astype(np.float64) - w) / np.spacing(np.abs(w))
+                assert ulps.max() <= most, (steps, ulps.max())

@@ -49,11 +49,15 @@ def onnx_bound_guard(node, custom_node, finals):
 #     flattened, d * d) or one past the sizes the runs had is probed too (issue 24), and the
 #     probe must not fail where Gluon, which infers shapes and runs no operator, gives zero
 #     rows: in the probe every Gather (and GatherElements) reads a copy of its data with one
-#     zero row more on its axis, each index wrapped and clipped into it (``_gathers_in_range``).
+#     zero row more on its axis, each index wrapped and clipped into it (``_probe_gathers``).
 #     A probe whose gathers were in range computes what it did; one that took a row of none
 #     gets the shapes MXNet's inference gives (the row's), its values unused (zeros are
 #     returned). The probe's other operators still fail where func's would on the initial
-#     loop vars.
+#     loop vars. Only where Gluon infers the step shapes: a func holding an operator of
+#     run-time shape (``boolean_mask``) has none to infer, and hybridized gluon_cf runs func's
+#     graph once for them (NOTE [loops of no step]), failing where a take of no row fails
+#     (BlockZeroSizeError); there the probe's gathers are left as they are, named after the
+#     user's line, so that the exported model fails too, at that line.
 
 
 def _dims_followed(node, k):
@@ -135,22 +139,52 @@ def _lines_hold(emitter, node, followed):
     return emitter.truth(held)
 
 
-def _gathers_in_range(graph):
-    """Make every ``Gather`` and ``GatherElements`` of ``graph`` (and of its subgraphs) index
-    a copy of its data with one zero row appended on its axis, each index wrapped (negative
-    from the end) and clipped into that copy: where no index was out of range the values are
-    the same, elsewhere the shapes are (NOTE [dims a loop's rows follow])."""
+def _infers_step_shapes(node):
+    """Whether Gluon infers the step outputs' shapes of the loop of no step (func's graph
+    has no operator of run-time shape), rather than running func's graph for them."""
+    from gluon_cf.operators import DYNAMIC_SHAPE_OPS
+    text = node.spec["graphs"]["func"]["json"]
+    return not any(op in text for op in DYNAMIC_SHAPE_OPS)
+
+
+def _lines_of_func(node):
+    """``{MXNet node name: the user's "file:line"}`` of func's graph, and ``""``: the line
+    of the loop (a nested node's operators have their own graphs)."""
+    import json
+
+    from gluon_cf.operators import SOURCE_ATTR
+    nodes = json.loads(node.spec["graphs"]["func"]["json"])["nodes"]
+    lines = {n["name"]: n["attrs"][SOURCE_ATTR] for n in nodes
+             if SOURCE_ATTR in n.get("attrs", {})}
+    lines[""] = node.where().rstrip(": ")
+    return lines
+
+
+def _probe_gathers(graph, in_range, lines):
+    """Make every ``Gather`` and ``GatherElements`` of ``graph`` (and of its subgraphs)
+    index a copy of its data with one zero row appended on its axis, each index wrapped
+    (negative from the end) and clipped into that copy, if ``in_range``: where no index was
+    out of range the values are the same, elsewhere the shapes are. Else (Gluon runs func's
+    graph, which fails where they fail) name them after the user's line in ``lines``
+    (``_lines_of_func``; NOTE [dims a loop's rows follow])."""
     from onnx import AttributeProto, TensorProto, helper
 
     from gluon_cf.export.onnx_kit import Emitter
+
+    if not in_range:
+        for node in (n for n in graph.node if n.op_type in ("Gather", "GatherElements")):
+            made = node.name.rsplit("/", 1)[-1]
+            where = lines.get(made) or lines[""]
+            node.name += f" (the body of a loop of no step at {where})" if where else ""
 
     nodes, shapes = [], {n.output[0] for n in graph.node if n.op_type == "Shape"}
     for node in graph.node:
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
                         attr.graphs if attr.type == AttributeProto.GRAPHS else []):
-                _gathers_in_range(sub)
-        if node.op_type not in ("Gather", "GatherElements") or node.input[0] in shapes:
+                _probe_gathers(sub, in_range, lines)
+        if not in_range or node.op_type not in ("Gather", "GatherElements") or \
+                node.input[0] in shapes:
             # (a dim of a shape: its rank is fixed, its indices the converters' own)
             nodes.append(node)
             continue
@@ -211,7 +245,7 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
                for name_, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
     if probe is None:
         return helper.make_graph(zeros.nodes, name, [], outputs)
-    _gathers_in_range(probe.graph)
+    _probe_gathers(probe.graph, _infers_step_shapes(node), _lines_of_func(node))
     probe.graph.node.extend(zeros.nodes)
     set_outputs(probe.graph, outputs)
     return probe.graph
