@@ -165,3 +165,29 @@ def test_float16_exports_differ_from_mxnet_by_the_documented_size(tmp_path):
                 assert got.dtype == w.dtype == np.float16 and got.shape == w.shape
                 ulps = np.abs(got.astype(np.float64) - w) / np.spacing(np.abs(w))
                 assert ulps.max() <= most, (steps, ulps.max())
+
+
+# ---- the round's programs -------------------------------------------------------------------
+
+# A sample of hostile_programs29x's 50 programs (all of them, exported both ways: ~40 s; each
+# equals Gluon or is refused at the user's line): collected lists (with earlier items, from
+# two loops, two per step), loops over kept rows of masks keeping none, a loop after a cond
+# of different-size branches, loops of no step, float64 and int32, recursion.
+EXPORTED = ["CollectAfterAnEarlierItem", "TwoLoopsAppendToOneList", "ListOfTwoCollectedPerStep",
+            "CollectKeptRowsThenMean", "CondOfDifferentSizesThenLoop",
+            "ForeachOverKeptRowsWithOutputs", "WhileOverKeptRowsGramDiagonal",
+            "Float64WhileOverKeptRows", "WhileIntStepOutputsNoStep",
+            "ForeachOverKeptRowsStatesOnly", "DenseCellOverKeptRowsAutograph",
+            "TreeDepthWeightedSum"]
+REFUSED = {"EnumerateWeightedRows": {"onnx": "the shape read here while hybridizing",
+                                     "artifact": "the shape read here while hybridizing"},
+           "TreeMaxChildGate": {"onnx": "cannot be lowered to standard ONNX loops"}}
+
+
+@pytest.mark.parametrize("name", EXPORTED + sorted(REFUSED))
+def test_round_29x_exports_equal_gluon(name):
+    import export_harness
+    import hostile_programs29x as P
+    cls = getattr(P, name)
+    result = export_harness.export_outcomes(cls, P.PROGRAMS[cls], [P.__file__])
+    export_harness.assert_equal_or_refused(result, REFUSED.get(name, {}))
