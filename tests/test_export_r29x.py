@@ -5,7 +5,8 @@ input, past the shape plan's sizes, float16, and the exported symbol files' attr
   (``dot`` of a kept row with itself, flattened: d * d) or whose input is wider than the shape
   plan's runs (x of width 1100), probed func for the zero rows' shape, and func's ``take`` of
   a row of none failed onnxruntime and ``load`` (a Gather error, no user line) where Gluon
-  gives zero rows: now the probe's gathers stay in range (NOTE [dims a loop's rows follow]).
+  gives zero rows (in mode 'wrap': "Integer modulo by zero"): now the probe's gathers stay in
+  range (NOTE [dims a loop's rows follow]);
 """
 import numpy as np
 import pytest
@@ -45,11 +46,27 @@ class _PickOfKeptRows(mx.gluon.HybridBlock):
         return F.concat(outs[0], F.broadcast_mul(outs[1], F.ones_like(outs[0])), dim=-1)
 
 
+class _WrappedTakeAndPickOfKeptRows(mx.gluon.HybridBlock):
+    """take and pick in mode 'wrap': an index modulo the rows' count, 0 with no row kept."""
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        count = F.sum(m).reshape((1,))
+
+        def body(i):
+            r = F.take(kept, i, mode="wrap").reshape((-1, 1))
+            first = F.pick(F.take(kept, i, mode="wrap"), i, axis=-1, mode="wrap")
+            return [F.dot(r, r, transpose_b=True).reshape((1, -1)), first], [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < count, body, [F.zeros((1,))],
+                                      max_iterations=3)
+        return F.concat(outs[0], outs[1].reshape((3, 1, 1)), dim=-1)
+
+
 def _case(rng, n, d, flags):
     return [rng.uniform(-1, 1, (n, d)).astype(np.float32), np.array(flags, np.float32)]
 
 
-@pytest.mark.parametrize("cls", [_DotOfKeptRows, _PickOfKeptRows])
+@pytest.mark.parametrize("cls", [_DotOfKeptRows, _PickOfKeptRows,
+                                 _WrappedTakeAndPickOfKeptRows])
 def test_a_loop_of_no_step_whose_step_dims_follow_no_input_exports(cls, tmp_path):
     """Masks keeping 0, 1 and 2 rows at widths 2 to 6 (d * d columns, 4 to 36): each
     exported model equals Gluon; with no row kept both failed in the probe's Gather."""

@@ -49,7 +49,8 @@ def onnx_bound_guard(node, custom_node, finals):
 #     flattened, d * d) or one past the sizes the runs had is probed too (issue 24), and the
 #     probe must not fail where Gluon, which infers shapes and runs no operator, gives zero
 #     rows: in the probe every Gather (and GatherElements) reads a copy of its data with one
-#     zero row more on its axis, each index wrapped and clipped into it (``_probe_gathers``).
+#     zero row more on its axis, each index wrapped and clipped into it, and an index taken
+#     modulo a dim (mode 'wrap') is taken modulo 1 where the dim is 0 (``_probe_gathers``).
 #     A probe whose gathers were in range computes what it did; one that took a row of none
 #     gets the shapes MXNet's inference gives (the row's), its values unused (zeros are
 #     returned). The probe's other operators still fail where func's would on the initial
@@ -163,7 +164,8 @@ def _lines_of_func(node):
 def _probe_gathers(graph, in_range, lines):
     """Make every ``Gather`` and ``GatherElements`` of ``graph`` (and of its subgraphs)
     index a copy of its data with one zero row appended on its axis, each index wrapped
-    (negative from the end) and clipped into that copy, if ``in_range``: where no index was
+    (negative from the end) and clipped into that copy, and every index modulo a dim
+    (mode 'wrap') be modulo 1 where that dim is 0, if ``in_range``: where no index was
     out of range the values are the same, elsewhere the shapes are. Else (Gluon runs func's
     graph, which fails where they fail) name them after the user's line in ``lines``
     (``_lines_of_func``; NOTE [dims a loop's rows follow])."""
@@ -178,11 +180,18 @@ def _probe_gathers(graph, in_range, lines):
             node.name += f" (the body of a loop of no step at {where})" if where else ""
 
     nodes, shapes = [], {n.output[0] for n in graph.node if n.op_type == "Shape"}
+    dims = {n.output[0] for n in graph.node   # (dims of shapes: int64, 0 for a row of none)
+            if n.op_type in ("Slice", "Gather") and n.input[0] in shapes}
     for node in graph.node:
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
                         attr.graphs if attr.type == AttributeProto.GRAPHS else []):
                 _probe_gathers(sub, in_range, lines)
+        if in_range and node.op_type == "Mod" and node.input[1] in dims:
+            # take's and pick's mode 'wrap': an index modulo a dim of none
+            e = Emitter(f"{node.output[0]}/in_range")
+            node.input[1] = e.add("Max", [node.input[1], e.const([1])])
+            nodes += e.nodes
         if not in_range or node.op_type not in ("Gather", "GatherElements") or \
                 node.input[0] in shapes:
             # (a dim of a shape: its rank is fixed, its indices the converters' own)
