@@ -632,3 +632,60 @@ class ForeachOverKeptRowsStatesOnly(HybridBlock):
             h = h * r
             count = count + 1
         return h, count
+
+
+# ---- MXNet's own control flow, nested loops ------------------------------------------------
+
+@program(*ROWS)
+class MxnetContribForeachCumsum(HybridBlock):
+    def hybrid_forward(self, F, x):
+        outs, states = F.contrib.foreach(lambda r, s: (r + s[0], [r + s[0]]), x,
+                                         [F.zeros((4,))])
+        return outs, states[0]
+
+
+@program(*ROWS)
+class MxnetContribCond(HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.contrib.cond(F.sum(x) > 0, lambda: x * 2, lambda: x - 1)
+
+
+@program(*ROWS)
+class MxnetContribWhileLoop(HybridBlock):
+    def hybrid_forward(self, F, x):
+        outs, (i, s) = F.contrib.while_loop(
+            lambda i, s: i < 3, lambda i, s: (s, [i + 1, s * 0.5 + 1]),
+            [F.zeros((1,)), F.sum(x, axis=0)], max_iterations=4)
+        return outs, s
+
+
+@program(*MASKED)
+class ForeachRowsWhileOverPositiveEntries(HybridBlock):
+    """Per row, a while_loop over the row's positive entries (none in some rows)."""
+    def hybrid_forward(self, F, x, m):
+        def body(r, states):
+            pos = F.contrib.boolean_mask(r, r > 0)
+            count = F.sum(r > 0).reshape((1,))
+
+            def step(i, acc):
+                v = F.take(pos, i, mode="raise")
+                return v * 2, [i + 1, acc + v]
+            outs, (_, acc) = gluon_cf.while_loop(lambda i, acc: i < count, step,
+                                                 [F.zeros((1,)), F.zeros((1,))],
+                                                 max_iterations=4)
+            return outs.reshape((1, 4)), [states[0] + acc]
+        outs, states = gluon_cf.foreach(body, x, [F.zeros((1,))])
+        return outs, states[0]
+
+
+@program(*ROWS)
+class AutographWhileInsideFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        total = F.zeros((1,))
+        for r in x:
+            v = F.sum(F.abs(r)).reshape((1,))
+            while v > 0.25:
+                v = v * 0.5
+                total = total + 1
+        return total
