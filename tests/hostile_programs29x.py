@@ -689,3 +689,47 @@ class AutographWhileInsideFor(HybridBlock):
                 v = v * 0.5
                 total = total + 1
         return total
+
+
+@program(*ROWS)
+class AutographWhileBreakCollects(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.mean(x, axis=0)
+        i = F.zeros((1,))
+        outs = []
+        while i < 5:
+            h = F.sin(h * 2 + 0.3)
+            outs.append(h)
+            if F.min(h) < -0.5:
+                break
+            i = i + 1
+        return F.stack(*outs, axis=0), i
+
+
+@program([rand(3, 4), floats(1, 0, 1)], [rand(5, 4, seed=1), floats(0, 0, 0, 0, 0)],
+         [rand(2, 4, seed=2), floats(1, 1)])
+class AutographForRangeTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        h = F.zeros((4,))
+        for t in range(3):
+            if F.sum(m) > t:
+                h = h + F.take(x, F.ones((1,)) * t, mode="clip").reshape((4,))
+            else:
+                h = h * 0.5
+        return h
+
+
+@program(*ROWS)
+class BeamTopkWhile(HybridBlock):
+    """A beam-search-like loop: keep the top 2 scores of (beam + row) for 3 steps."""
+    def hybrid_forward(self, F, x):
+        def body(i, beam):
+            row = F.take(x, i, mode="wrap").reshape((1, 4))
+            scores = F.broadcast_add(beam.reshape((2, 1)), row).reshape((1, -1))
+            top = F.topk(scores, k=2, ret_typ="value").reshape((2,))
+            return top, [i + 1, top]
+        outs, (i, beam) = gluon_cf.while_loop(lambda i, beam: i < 3, body,
+                                              [F.zeros((1,)), F.zeros((2,))], max_iterations=3)
+        return outs, beam
