@@ -6,8 +6,14 @@ input, past the shape plan's sizes, float16, and the exported symbol files' attr
   plan's runs (x of width 1100), probed func for the zero rows' shape, and func's ``take`` of
   a row of none failed onnxruntime and ``load`` (a Gather error, no user line) where Gluon
   gives zero rows (in mode 'wrap': "Integer modulo by zero"): now the probe's gathers stay in
-  range (NOTE [dims a loop's rows follow]);
+  range (NOTE [dims a loop's rows follow]); where Gluon runs the body for those shapes (a
+  boolean_mask in it) and fails, the exported model fails in the same take, at its line;
+* float16: onnxruntime's difference from MXNet measured as the README states it;
+* a parameter first used in a body showed ``__gcf_src__`` in ``net.export()``'s symbol file;
+* save_artifact's refusals said "export_onnx: ".
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -147,8 +153,10 @@ def test_the_exported_symbol_file_has_no_source_attribute_on_variables(tmp_path)
     assert "__gcf_src__" not in sym.get_internals()["dense0_weight"].tojson()
     assert not any("__gcf_src__" in attrs for attrs in sym.attr_dict().values())
     assert "__gcf_src__" not in sym.get_internals()["dense0_bias"].list_attr()
-    imported = mx.gluon.SymbolBlock.imports(str(tmp_path / "net-symbol.json"), ["data"],
-                                            str(tmp_path / "net-0000.params"))
+    with warnings.catch_warnings():     # (MXNet's "Cannot decide type" of the data input)
+        warnings.simplefilter("ignore")
+        imported = mx.gluon.SymbolBlock.imports(str(tmp_path / "net-symbol.json"), ["data"],
+                                                str(tmp_path / "net-0000.params"))
     for arrays in (x, mx.nd.array([[-1, -2]])):
         np.testing.assert_array_equal(imported(arrays).asnumpy(), net(arrays).asnumpy())
     np.testing.assert_array_equal(imported(x).asnumpy(), want)
@@ -186,16 +194,14 @@ def test_float16_exports_differ_from_mxnet_by_the_documented_size(tmp_path):
 
 # ---- the round's programs -------------------------------------------------------------------
 
-# A sample of hostile_programs29x's 50 programs (all of them, exported both ways: ~40 s; each
+# A sample of hostile_programs29x's 58 programs (all of them, exported both ways: ~45 s; each
 # equals Gluon or is refused at the user's line): collected lists (with earlier items, from
 # two loops, two per step), loops over kept rows of masks keeping none, a loop after a cond
-# of different-size branches, loops of no step, float64 and int32, recursion.
+# of different-size branches, loops of no step, float64, recursion, MXNet's own cond.
 EXPORTED = ["CollectAfterAnEarlierItem", "TwoLoopsAppendToOneList", "ListOfTwoCollectedPerStep",
             "CollectKeptRowsThenMean", "CondOfDifferentSizesThenLoop",
             "ForeachOverKeptRowsWithOutputs", "WhileOverKeptRowsGramDiagonal",
-            "Float64WhileOverKeptRows", "WhileIntStepOutputsNoStep",
-            "ForeachOverKeptRowsStatesOnly", "DenseCellOverKeptRowsAutograph",
-            "TreeDepthWeightedSum"]
+            "Float64WhileOverKeptRows", "ForeachOverKeptRowsStatesOnly"]
 REFUSED = {"EnumerateWeightedRows": {"onnx": "the shape read here while hybridizing",
                                      "artifact": "the shape read here while hybridizing"},
            "TreeMaxChildGate": {"onnx": "cannot be lowered to standard ONNX loops"},
