@@ -8,6 +8,7 @@ Invoke for the recursion ops, whose kit is ``artifact_kit.py``); this module run
 conversion with the function signatures it collects, and checks them.
 """
 import os
+import re
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
@@ -81,15 +82,24 @@ def save_artifact(net_or_symbol_files: Any, example_inputs: Any, path: Path, *,
                         input_names=input_names, output_names=output_names,
                         output_ranks=ranks)
     except (NotImplementedError, ValueError) as err:
-        # the user's line that made the node, as export_onnx names it
-        where = None if isinstance(net_or_symbol_files, (tuple, list)) or \
-            type(err) not in (NotImplementedError, ValueError) else _node_location(
-                net_or_symbol_files, example_inputs, getattr(err, NODE_OF_ERROR, None))
-        if where is None or str(err).startswith(where):
+        if type(err) not in (NotImplementedError, ValueError):
             raise
-        raise type(err)(f"{where}: {err}") from None
+        # the user's line that made the node, as export_onnx names it
+        where = None if isinstance(net_or_symbol_files, (tuple, list)) else _node_location(
+            net_or_symbol_files, example_inputs, getattr(err, NODE_OF_ERROR, None))
+        text = str(err) if where is None or str(err).startswith(where) else f"{where}: {err}"
+        # the conversion is export_onnx's: its refusals begin "export_onnx: " after the line,
+        # which misled a user who called save_artifact
+        text = _EXPORT_ONNX.sub(r"\1save_artifact: ", text, count=1)
+        if text == str(err):
+            raise
+        raise type(err)(text) from None
     onnx.save(model, os.fspath(path))
     return model
+
+
+# "export_onnx: " at the start of a message or after its "file:line: "
+_EXPORT_ONNX = re.compile(r"^((?:[^\n]*?:\d+: )?)export_onnx: ")
 
 
 def _symbol_files(files, example_inputs):

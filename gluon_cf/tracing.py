@@ -22,7 +22,11 @@ NOTE [source locations]
     a shape or tuple-index error of the plumbing; its ``_foreach`` it infers, and runs.
     Errors and warnings about a node (e.g. the batching executor's, NOTE [row-wise rules])
     point there, not into gluon_cf. Hidden attributes are ignored by MXNet's operators (and
-    by user CustomOps, NOTE [user CustomOps]).
+    by user CustomOps, NOTE [user CustomOps]). Variables are not stamped, but the trace's own
+    inputs (inside the node's graphs, where a refusal names the loop that made one): a Gluon
+    parameter first used in a body keeps its variable for every later graph, so the block's
+    exported symbol file, ``tojson`` and ``attr_dict`` showed ``__gcf_src__`` on it, which
+    MXNet's export of the same program has not (issue 24).
 
 NOTE [slots]
     A node's subgraphs do not see node inputs directly; they see *slots*. Each op defines its slot
@@ -34,6 +38,7 @@ NOTE [slots]
 import ctypes
 import itertools
 import json
+import sys
 import threading
 from typing import Dict
 
@@ -56,11 +61,20 @@ def trace_mark():
     return next(_trace_ids)
 
 
+def _made_by_var(frame):
+    """Whether ``frame`` is ``mx.sym.var`` creating a variable for anyone but :func:`trace`."""
+    return frame.f_code.co_name == "var" and \
+        frame.f_globals.get("__name__") == "mxnet.symbol.symbol" and \
+        frame.f_back is not None and frame.f_back.f_globals.get("__name__") != __name__
+
+
 class _TraceScope(AttrScope):
     """The trace's AttrScope: the trace's mark plus the user's source line on every node."""
 
     def get(self, attr):
         attrs = dict(super().get(attr))
+        if _made_by_var(sys._getframe(1)):
+            return attrs   # (NOTE [source locations]: variables are not stamped)
         location = user_location(2)
         if location is not None:
             attrs[SOURCE_ATTR] = location

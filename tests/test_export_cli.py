@@ -533,7 +533,7 @@ def test_parameters_of_another_dtype_are_refused_on_every_export(tree_model):
         nd.save(str(path), dict(params, **{name: params[name].astype(dtype)}))
         with pytest.raises(ValueError) as refused:
             save_artifact((symbol, str(path)), examples, directory / "out.onnx")
-        assert re.match(r"export_onnx: the dtypes of the inputs and parameters do not fit "
+        assert re.match(r"save_artifact: the dtypes of the inputs and parameters do not fit "
                         r"the model: \S+cells\.py:\d+: FullyConnected \(node 'tree_\w+'\) "
                         r"refused its inputs \(Error in operator tree_", str(refused.value)), \
             refused.value

@@ -32,19 +32,33 @@ def onnx_bound_guard(node, custom_node, finals):
 #     (NOTE [loops of no step]). A step shape the shape plan knows is a constant; a dim that
 #     changes with the dynamic axes was taken from one probe call of func on the initial loop
 #     vars, and func may fail there where Gluon runs nothing (a take of kept row i with no row
-#     kept: onnxruntime's Gather error, no user line). The plan keeps every run's concrete
-#     shapes per node (NOTE [shape plan]: the example, the grown run, the smallest and a large
-#     size): a step dim equal in every run (three at least, two sizes at least) to p * d + q,
-#     d a dim of one of the node's inputs, p and q integers (a copy of it, or ``concat(r, r)``
-#     of a row: twice it), is computed from that input's shape at run time, no probe. Only a
-#     dim that follows no input so (a row count of a mask in the body) is still probed.
+#     kept: onnxruntime's Gather error, no user line; but see the end). The plan keeps every
+#     run's concrete shapes per node (NOTE [shape plan]: the example, the grown run, the
+#     smallest and a large size): a step dim equal in every run (three at least, two sizes
+#     at least) to p * d + q, d a dim of one of the node's inputs, p and q integers (a copy
+#     of it, or ``concat(r, r)`` of a row: twice it), is computed from that input's shape
+#     at run time, no probe. Only a dim that follows no input so (a row count of a mask in
+#     the body) is still probed.
 #     The runs vouch for the line only between the sizes they had: a row clipped to 1100
 #     (``x[:, :1100]``) follows x's width at every size probed, 1031 the largest, and gave
 #     (3, 1, 2000) zero rows at width 2000 where Gluon gives (3, 1, 1100); and two inputs of
 #     equal widths in the example are equal in every run (unnamed dynamic axes grow alike),
 #     so the line followed the first where the rows were the other's. So the line is used
 #     where each input dim it may follow lies within the sizes the runs had and all those
-#     lines agree; elsewhere func is probed, as before (exact, failing where func fails).
+#     lines agree; elsewhere func is probed. A dim that follows no input so (``dot(r, r.T)``
+#     flattened, d * d) or one past the sizes the runs had is probed too (issue 24), and the
+#     probe must not fail where Gluon, which infers shapes and runs no operator, gives zero
+#     rows: in the probe every Gather (and GatherElements) reads a copy of its data with one
+#     zero row more on its axis, each index wrapped and clipped into it, and an index taken
+#     modulo a dim (mode 'wrap') is taken modulo 1 where the dim is 0 (``_probe_gathers``).
+#     A probe whose gathers were in range computes what it did; one that took a row of none
+#     gets the shapes MXNet's inference gives (the row's), its values unused (zeros are
+#     returned). The probe's other operators still fail where func's would on the initial
+#     loop vars. Only where Gluon infers the step shapes: a func holding an operator of
+#     run-time shape (``boolean_mask``) has none to infer, and hybridized gluon_cf runs func's
+#     graph once for them (NOTE [loops of no step]), failing where a take of no row fails
+#     (BlockZeroSizeError); there the probe's gathers are left as they are, named after the
+#     user's line, so that the exported model fails too, at that line.
 
 
 def _dims_followed(node, k):
@@ -126,6 +140,87 @@ def _lines_hold(emitter, node, followed):
     return emitter.truth(held)
 
 
+def _infers_step_shapes(node):
+    """Whether Gluon infers the step outputs' shapes of the loop of no step (func's graph
+    has no operator of run-time shape), rather than running func's graph for them."""
+    from gluon_cf.operators import DYNAMIC_SHAPE_OPS
+    text = node.spec["graphs"]["func"]["json"]
+    return not any(op in text for op in DYNAMIC_SHAPE_OPS)
+
+
+def _lines_of_func(node):
+    """``{MXNet node name: the user's "file:line"}`` of func's graph, and ``""``: the line
+    of the loop (a nested node's operators have their own graphs)."""
+    import json
+
+    from gluon_cf.operators import SOURCE_ATTR
+    nodes = json.loads(node.spec["graphs"]["func"]["json"])["nodes"]
+    lines = {n["name"]: n["attrs"][SOURCE_ATTR] for n in nodes
+             if SOURCE_ATTR in n.get("attrs", {})}
+    lines[""] = node.where().rstrip(": ")
+    return lines
+
+
+def _probe_gathers(graph, in_range, lines):
+    """Make every ``Gather`` and ``GatherElements`` of ``graph`` (and of its subgraphs)
+    index a copy of its data with one zero row appended on its axis, each index wrapped
+    (negative from the end) and clipped into that copy, and every index modulo a dim
+    (mode 'wrap') be modulo 1 where that dim is 0, if ``in_range``: where no index was
+    out of range the values are the same, elsewhere the shapes are. Else (Gluon runs func's
+    graph, which fails where they fail) name them after the user's line in ``lines``
+    (``_lines_of_func``; NOTE [dims a loop's rows follow])."""
+    from onnx import AttributeProto, TensorProto, helper
+
+    from gluon_cf.export.onnx_kit import Emitter
+
+    if not in_range:
+        for node in (n for n in graph.node if n.op_type in ("Gather", "GatherElements")):
+            made = node.name.rsplit("/", 1)[-1]
+            where = lines.get(made) or lines[""]
+            node.name += f" (the body of a loop of no step at {where})" if where else ""
+
+    nodes, shapes = [], {n.output[0] for n in graph.node if n.op_type == "Shape"}
+    dims = {n.output[0] for n in graph.node   # (dims of shapes: int64, 0 for a row of none)
+            if n.op_type in ("Slice", "Gather") and n.input[0] in shapes}
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
+                        attr.graphs if attr.type == AttributeProto.GRAPHS else []):
+                _probe_gathers(sub, in_range, lines)
+        if in_range and node.op_type == "Mod" and node.input[1] in dims:
+            # take's and pick's mode 'wrap': an index modulo a dim of none
+            e = Emitter(f"{node.output[0]}/in_range")
+            node.input[1] = e.add("Max", [node.input[1], e.const([1])])
+            nodes += e.nodes
+        if not in_range or node.op_type not in ("Gather", "GatherElements") or \
+                node.input[0] in shapes:
+            # (a dim of a shape: its rank is fixed, its indices the converters' own)
+            nodes.append(node)
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        e = Emitter(f"{node.output[0]}/in_range")   # (outputs are prefixed by graph)
+        data, indices = node.input[0], node.input[1]
+        shape = e.add("Shape", [data])
+        at = e.const(axis)
+        if axis < 0:
+            at = e.add("Add", [e.add("Size", [shape]), at])
+        one_hot = e.add("Cast", [e.add("Equal", [
+            e.add("Range", [e.const(0), e.add("Size", [shape]), e.const(1)]), at])],
+            to=TensorProto.INT64)
+        padded = e.add("Pad", [data, e.add("Concat", [e.add("Sub", [one_hot, one_hot]),
+                                                      one_hot], axis=0)])
+        size, zero = e.add("Gather", [shape, at]), e.const(0)
+        index = e.add("Cast", [indices], to=TensorProto.INT64)
+        index = e.add("Where", [e.add("Less", [index, zero]), e.add("Add", [index, size]),
+                                index])
+        index = e.add("Max", [e.add("Min", [index, size]), zero])
+        nodes += e.nodes + [helper.make_node(node.op_type, [padded, index], list(node.output),
+                                             name=node.name, domain=node.domain)]
+        nodes[-1].attribute.extend(node.attribute)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
 def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
     """A graph of no inputs giving the zero rows of a loop that ran no step, one output per
     step output: of its planned shape, of ``followed``'s lines (``_dims_followed``) or, for
@@ -159,6 +254,7 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
                for name_, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
     if probe is None:
         return helper.make_graph(zeros.nodes, name, [], outputs)
+    _probe_gathers(probe.graph, _infers_step_shapes(node), _lines_of_func(node))
     probe.graph.node.extend(zeros.nodes)
     set_outputs(probe.graph, outputs)
     return probe.graph
