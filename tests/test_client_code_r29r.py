@@ -30,3 +30,61 @@ def test_eager_while_loop_with_a_func_not_callable_is_refused_at_its_first_step(
         gluon_cf.while_loop(lambda v: v.sum() < 5, 3, x, max_iterations=4)
     with pytest.raises(TypeError, match="func must be callable, got int"):   # (as symbols)
         gluon_cf.while_loop(lambda v: v.sum() < 5, 3, mx.sym.var("x"), max_iterations=4)
+
+
+def test_infer_shape_of_an_output_known_only_at_run_time_is_mxnets_none_and_warning():
+    """Before: infer_shape answered [(1, 0)] with no warning; MXNet 1.9.1's own cond answers
+    (None, None, None) and warns "Cannot decide shape". infer_shape_partial keeps what is
+    known (0: unknown); simple_bind and bind refuse the run-time shape, as before."""
+    x, p = mx.sym.var("x"), mx.sym.var("p")
+    ours = gluon_cf.cond(mx.sym.sum(p) > 0, lambda: x, lambda: mx.sym.concat(x, x, dim=1))
+    theirs = mx.sym.contrib.cond(mx.sym.sum(p) > 0, lambda: x,
+                                 lambda: mx.sym.concat(x, x, dim=1))
+    for sym in (theirs, ours):
+        with pytest.warns(UserWarning, match="Cannot decide shape"):
+            assert sym.infer_shape(x=(1, 3), p=(1,)) == (None, None, None)
+    assert theirs.infer_shape_partial(x=(1, 3), p=(1,)) == ([(1,), (1, 3)], [()], [])
+    assert ours.infer_shape_partial(x=(1, 3), p=(1,)) == ([(1,), (1, 3)], [(1, 0)], [])
+    with pytest.raises(RuntimeError, match="known only at run time"):
+        ours.simple_bind(mx.cpu(), x=(1, 3), p=(1,))
+    with pytest.raises(Exception, match="known only at run time"):
+        ours.bind(mx.cpu(), {"x": nd.ones((1, 3)), "p": nd.ones((1,))}).forward()
+    same = gluon_cf.cond(mx.sym.sum(p) > 0, lambda: x, lambda: x * 2)   # (decided: as before)
+    assert same.infer_shape(x=(1, 3), p=(1,)) == ([(1,), (1, 3)], [(1, 3)], [])
+
+
+def _run_bound(out, args):
+    grads = {k: nd.zeros(v.shape) for k, v in args.items() if k != "p"}
+    ex = out.bind(mx.cpu(), {k: v.copy() for k, v in args.items()}, args_grad=grads)
+    value = ex.forward(is_train=True)[0].asnumpy()
+    ex.backward(nd.ones(value.shape))
+    return value, {k: g.asnumpy() for k, g in grads.items()}
+
+
+@pytest.mark.parametrize("positive", [True, False])
+def test_a_branch_variable_named_like_an_outer_output_reads_it_as_mxnets_cond(positive):
+    """Before: NameClashError ("two different values are both named 'fc_output'"); MXNet
+    1.9.1's cond reads the outer value there, within one branch. Its foreach and while_loop
+    refuse the two ("don't have unique names"), and gluon_cf's still do."""
+    x, p = mx.sym.var("x"), mx.sym.var("p")
+    h = mx.sym.FullyConnected(x, num_hidden=2, name="fc", no_bias=True)
+    args = {"x": nd.array([[1., 2.]]), "p": nd.array([1. if positive else -1.]),
+            "fc_weight": nd.array([[1., 0.5], [0., 1.]])}
+    want = mx.sym.contrib.cond(mx.sym.sum(p) > 0, lambda: h + mx.sym.var("fc_output") * 10,
+                               lambda: h * 3)
+    got = gluon_cf.cond(mx.sym.sum(p) > 0, lambda: h + mx.sym.var("fc_output") * 10,
+                        lambda: h * 3)
+    assert got.list_arguments() == want.list_arguments() == ["p", "x", "fc_weight"]
+    value, grads = _run_bound(got, args)
+    ex = want.bind(mx.cpu(), {k: v.copy() for k, v in args.items()})   # (its backward fails)
+    np.testing.assert_allclose(value, ex.forward()[0].asnumpy(), rtol=1e-6)
+    k = 11. if positive else 3.     # (numpy: k * x W^T, and its gradients)
+    w, xs = args["fc_weight"].asnumpy(), args["x"].asnumpy()
+    np.testing.assert_allclose(value, k * xs @ w.T, rtol=1e-6)
+    np.testing.assert_allclose(grads["x"], k * np.ones((1, 2)) @ w, rtol=1e-6)
+    np.testing.assert_allclose(grads["fc_weight"], k * np.ones((2, 1)) @ xs, rtol=1e-6)
+    with pytest.raises(AssertionError, match="unique names"):
+        mx.sym.contrib.foreach(lambda d, s: (d + mx.sym.var("fc_output") + h, s),
+                               mx.sym.var("d"), [x])
+    with pytest.raises(ValueError, match="both named 'fc_output'"):
+        gluon_cf.foreach(lambda d, s: (d + mx.sym.var("fc_output") + h, s), mx.sym.var("d"), [x])
