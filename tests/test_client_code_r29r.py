@@ -88,3 +88,50 @@ def test_a_branch_variable_named_like_an_outer_output_reads_it_as_mxnets_cond(po
                                mx.sym.var("d"), [x])
     with pytest.raises(ValueError, match="both named 'fc_output'"):
         gluon_cf.foreach(lambda d, s: (d + mx.sym.var("fc_output") + h, s), mx.sym.var("d"), [x])
+
+
+class _TakeKept(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m, idx):
+        kept = F.contrib.boolean_mask(x, m)
+        return F.take(kept, idx, mode="raise")
+
+
+def test_take_past_the_kept_rows_in_a_blocks_own_graph_names_the_users_line():
+    """Before: MXNet's "take operator contains indices out of bound", no line, at the next
+    read. Eagerly MXNet raises it too; hybridized, the IndexError names the take's line."""
+    import inspect
+    net = _TakeKept()
+    x, m = nd.arange(12).reshape(4, 3), nd.array([1, 0, 1, 0])
+    with pytest.raises(mx.MXNetError, match="indices out of bound"):
+        net(x, m, nd.array([3])).asnumpy()
+    net.hybridize()
+    np.testing.assert_array_equal(net(x, m, nd.array([1])).asnumpy(), [[6, 7, 8]])
+    lines, first = inspect.getsourcelines(_TakeKept.hybrid_forward)
+    line = first + next(k for k, text in enumerate(lines) if "F.take" in text)
+    with pytest.raises(IndexError, match=r"^%s:%d: take: an index is out of bounds for axis 0"
+                       % (__file__, line)):
+        net(x, m, nd.array([3])).asnumpy()
+    np.testing.assert_array_equal(net(x, m, nd.array([0])).asnumpy(), [[0, 1, 2]])
+
+
+class _ReshapeAfterCond(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        return gluon_cf.cond(F.sum(m) > 0, lambda: x * 2, lambda: x).reshape((2, 6))
+
+
+def test_an_imported_blocks_reshape_error_names_the_users_call(tmp_path):
+    """Before: the ValueError named MXNet's block.py (SymbolBlock's hybrid_forward); now the
+    user's call of the imported block."""
+    net = _ReshapeAfterCond()
+    net.hybridize()
+    x, m = nd.arange(12).reshape(4, 3), nd.array([1, 0, 1, 0])
+    net(x, m)
+    net.export(str(tmp_path / "net"))
+    imported = mx.gluon.SymbolBlock.imports(str(tmp_path / "net-symbol.json"),
+                                            ["data0", "data1"])
+    np.testing.assert_array_equal(imported(x, m).asnumpy(), net(x, m).asnumpy())
+    with pytest.raises(ValueError) as err:
+        imported(nd.arange(15).reshape(5, 3), m)
+    assert str(err.value).startswith("%s:%d: block %r (a graph imported into a SymbolBlock)"
+                                     % (__file__, err.tb.tb_lineno, imported.name)), err.value
+    assert "target shape (2, 6) has 12 elements" in str(err.value)
