@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from mxnet import nd
 
+import hostile_programs29r as TREES
 import python_state_programs29r as programs
 
 LEFT, RIGHT = [1, 3, -1, -1, -1], [2, 4, -1, -1, -1]
@@ -67,3 +68,24 @@ def test_deep_state_the_value_does_not_read_is_a_warning_at_its_line():
         str(w.message) for w in caught]
     assert (mine[0].filename, mine[0].lineno) == (
         programs.__file__, _line_of('self.log["calls"].append(1)')[0])
+
+
+# ---- recursion ported from TreeLSTM/TreeRNN code, against plain Python recursion ------------
+
+@pytest.mark.parametrize("mode", ["eager", "batched"])
+@pytest.mark.parametrize("cls", list(TREES.PROGRAMS), ids=lambda c: c.__name__)
+def test_ported_tree_program_equals_plain_python(cls, mode):
+    """Outputs, input and parameter gradients equal plain Python recursion's, eagerly and
+    hybridized (the default batching executor)."""
+    import hostile_harness
+    from test_recursion_hostile2 import make, run, with_mode
+    net = make(cls)
+    if mode != "eager":
+        net.hybridize()
+    for k, arrays in enumerate(TREES.PROGRAMS[cls]):
+        oracle_net = make(cls)
+        want = hostile_harness._outcome(lambda: run(oracle_net, arrays, plain=True))
+        assert want[0] == "value", want[1]
+        got = hostile_harness._outcome(lambda: with_mode(mode, lambda: run(net, arrays)))
+        hostile_harness.assert_equal_to_oracle(want, got, [TREES.__file__], (1e-4, 1e-5),
+                                               (mode, k))
