@@ -1,4 +1,6 @@
 """Round 29r (issue 24): client code against MXNet 1.9.1's own behaviour, the oracle."""
+import re
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -135,3 +137,44 @@ def test_an_imported_blocks_reshape_error_names_the_users_call(tmp_path):
     assert str(err.value).startswith("%s:%d: block %r (a graph imported into a SymbolBlock)"
                                      % (__file__, err.tb.tb_lineno, imported.name)), err.value
     assert "target shape (2, 6) has 12 elements" in str(err.value)
+
+
+class _Loops(mx.gluon.HybridBlock):
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def hybrid_forward(self, F, x):
+        if self.op == "foreach":
+            _, s = gluon_cf.foreach(lambda d, s: ([], [s[0] * d]), x, [F.ones((2,))])
+            return s[0]
+        _, (_, v) = gluon_cf.while_loop(lambda i, v: i < 2, lambda i, v: ([], [i + 1, v * v]),
+                                        [F.zeros((1,)), F.sum(x, axis=0)], max_iterations=2)
+        return v
+
+
+@pytest.mark.parametrize("op", ["foreach"])
+def test_a_second_order_gradient_through_a_hybridized_loop_names_the_op_and_line(op):
+    """Before: MXNet's "Operator _backward_Custom is non-differentiable" (no op, node or
+    line); now the gluon_cf op, its node, the line that made it and what is not supported.
+    First-order gradients with create_graph=True still work. (A block MXNet runs as one
+    CachedOp refuses create_graph=True itself, saying not to hybridize: the while_loop one.)"""
+    import inspect
+    from mxnet import autograd
+    net = _Loops(op)
+    net.hybridize()
+    x = nd.array([[1., 2.], [3., 4.]])
+    x.attach_grad()
+    with autograd.record():
+        y = net(x)
+        g = autograd.grad(y, [x], create_graph=True)[0]
+        z = (g * g).sum()
+    assert g.shape == x.shape
+    lines, first = inspect.getsourcelines(_Loops.hybrid_forward)
+    line = first + next(k for k, text in enumerate(lines) if "gluon_cf.%s(" % op in text)
+    with pytest.raises(NotImplementedError) as err:
+        z.backward()
+    assert isinstance(err.value, mx.MXNetError)
+    assert re.match(r"gluon_cf\.%s \(node '[^']+'\) at %s:%d: a second-order gradient through "
+                    r"it is not supported" % (op, re.escape(__file__), line),
+                    str(err.value)), err.value
