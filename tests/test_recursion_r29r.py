@@ -6,9 +6,13 @@ body])."""
 import inspect
 import warnings
 
+import mxnet as mx
 import numpy as np
 import pytest
 from mxnet import nd
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
 
 import hostile_programs29r as TREES
 import python_state_programs29r as programs
@@ -89,3 +93,85 @@ def test_ported_tree_program_equals_plain_python(cls, mode):
         got = hostile_harness._outcome(lambda: with_mode(mode, lambda: run(net, arrays)))
         hostile_harness.assert_equal_to_oracle(want, got, [TREES.__file__], (1e-4, 1e-5),
                                                (mode, k))
+
+
+# ---- eager remat: an argument computed in the body from values needing a gradient -------------
+
+class _TopDown(HybridBlock):
+    """A parent's state passed down (``down = tanh(u(top))``); ``mutual``: ``outer`` passes
+    it to ``inner``, which calls ``outer`` on indices only (a node of its own again)."""
+
+    def __init__(self, remat, mutual=False):
+        super().__init__()
+        self.remat, self.mutual = remat, mutual
+        with self.name_scope():
+            self.u = mx.gluon.nn.Dense(3, in_units=3, flatten=False)
+
+    def hybrid_forward(self, F, x, left, right, root):
+        leaf = lambda i: F.take(left, i) < 0   # noqa: E731
+        if self.mutual:
+            table = {}
+
+            @gluon_cf.recursive(remat=self.remat)
+            def outer(i):
+                return table["inner"](i, F.tanh(self.u(F.take(x, i))))
+
+            @gluon_cf.recursive(remat=self.remat)
+            def inner(i, h):
+                return gluon_cf.cond(leaf(i), lambda: h * 2, lambda: h * outer(
+                    F.take(left, i)) + outer(F.take(right, i)))
+            table["inner"] = inner
+            return outer(root)
+
+        @gluon_cf.recursive(remat=self.remat)
+        def node(i, top):
+            down = F.tanh(self.u(top))
+            return gluon_cf.cond(leaf(i), lambda: F.take(x, i) * down, lambda: node(
+                F.take(left, i), down) - node(F.take(right, i), top * 0.5))
+        return node(root, F.ones((1, 3)))
+
+
+def _top_down_plain(net, x, mutual):
+    """Plain Python recursion on NDArrays (the tree read on the host)."""
+    if mutual:
+        def outer(i):
+            h = nd.tanh(net.u(x[i:i + 1]))
+            return h * 2 if LEFT[i] < 0 else h * outer(LEFT[i]) + outer(RIGHT[i])
+        return outer(0)
+
+    def node(i, top):
+        down = nd.tanh(net.u(top))
+        return x[i:i + 1] * down if LEFT[i] < 0 else \
+            node(LEFT[i], down) - node(RIGHT[i], top * 0.5)
+    return node(0, nd.ones((1, 3)))
+
+
+def _grads_of(net, run):
+    x = nd.array(XS / 10)
+    x.attach_grad()
+    with mx.autograd.record():
+        y = run(x)
+    y.backward()
+    return [y.asnumpy(), x.grad.asnumpy(), net.u.weight.grad().asnumpy(),
+            net.u.bias.grad().asnumpy()]
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["passed-down", "mutual"])
+def test_eager_remat_runs_a_call_whose_argument_the_body_computed(mutual):
+    """Before: NotImplementedError "argument 1 of a call to 'node' is computed in the body"
+    eagerly with remat, where hybridized remat accepts it. Now the same values and gradients
+    as plain Python recursion, remat=False, and hybridized remat."""
+    results = {}
+    for name, remat, hybrid in (("plain", False, None), ("eager", False, False),
+                                ("eager remat", True, False), ("hybrid remat", True, True)):
+        mx.random.seed(0)
+        net = _TopDown(remat, mutual)
+        net.initialize(mx.init.Xavier())
+        if hybrid:
+            net.hybridize()
+        rest = [nd.array(LEFT), nd.array(RIGHT), nd.array([0])]
+        results[name] = _grads_of(net, (lambda x: _top_down_plain(net, x, mutual)) if
+                                  name == "plain" else (lambda x: net(x, *rest)))
+    for name in ("eager", "eager remat", "hybrid remat"):
+        for got, want in zip(results[name], results["plain"]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
