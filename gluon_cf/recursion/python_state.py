@@ -14,8 +14,9 @@ NOTE [Python state in a recursive body]
     Gluon's: its children, parameters, cached graph), a class's attributes, numpy arrays'
     bytes, and the closures and globals of the user's functions reached there (a helper
     ``bump()`` whose ``nonlocal`` or ``global`` changes, a method of an object reached); a
-    snapshot of it is taken around the body's trace, bounded in depth and size. When the trace changed it, the body is traced once more: a graph that differs
-    (constants, operators; not the names MXNet numbers) depends on the state it changes,
+    snapshot of it is taken around the body's trace, bounded in depth and size. When the
+    trace changed it, the body is traced once more: a graph that differs (constants,
+    operators; not the names MXNet numbers) depends on the state it changes,
     which the graph cannot follow call by call: ``NotImplementedError`` at the statement's
     line. A graph that does not differ (a counter for logging, a cache filled once) is the
     same graph, but the change happens per trace, not per call: a warning, not a refusal,
@@ -49,7 +50,7 @@ _MAX_ARRAY = 4096    # elements of a numpy array compared (a larger one: a table
 # Gluon's own attributes of a Block (its children and parameters, registered on use): the
 # underscored names MXNet's block.py and gluon_cf set; a user's ``self._calls`` is state
 _GLUON_ATTRS = frozenset(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(mx.gluon.block)))
-_LIBRARIES = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+_LIBRARIES = tuple(os.path.dirname(os.path.abspath(str(m.__file__))) + os.sep
                    for m in (mx, np, ast))   # (functions of which are not the user's)
 
 

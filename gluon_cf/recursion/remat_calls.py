@@ -50,7 +50,18 @@ NOTE [rematerialised recursive calls]
       this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost), and a body reading an array recorded before
-      the call (NOTE [arguments computed in a remat body]
+      the call (NOTE [values recorded before a remat call]);
+    * an array made in the body that outlives it other than as its result (in a list, an
+      attribute, a global, a view, the result also stored elsewhere): it carries no history,
+      so a loss reading it would get a wrong gradient. Found in the forward, naming the line
+      that made it (NOTE [arrays escaping a remat body] in ``remat_escapes.py``; the
+      arguments, results and saved results of the nested calls are kept by their nodes);
+    * ``remat`` other than ``True``/``False``.
+
+    Hybridized, the unit of recomputation is the recursion node (NOTE [hybridized remat
+    recursion] in recursion/planned_backward.py).
+
+NOTE [arguments computed in a remat body]
     A nested call's argument computed in the body from values needing a gradient (a top-down
     recursion passing ``tanh(W h)`` down) has a gradient that would run through the parent's
     graph after the child's backward. Such a call is not a node of its own: it runs inside its
@@ -64,17 +75,6 @@ NOTE [rematerialised recursive calls]
     argument where the checked ones did not is refused in its caller's backward, as before.
     This is what hybridized remat does too, whose unit of recomputation is the recursion node
     (round 29r: eagerly such calls were refused).
-
-NOTE [values recorded before a remat call]);
-    * an array made in the body that outlives it other than as its result (in a list, an
-      attribute, a global, a view, the result also stored elsewhere): it carries no history,
-      so a loss reading it would get a wrong gradient. Found in the forward, naming the line
-      that made it (NOTE [arrays escaping a remat body] in ``remat_escapes.py``; the
-      arguments, results and saved results of the nested calls are kept by their nodes);
-    * ``remat`` other than ``True``/``False``.
-
-    Hybridized, the unit of recomputation is the recursion node (NOTE [hybridized remat
-    recursion] in recursion/planned_backward.py).
 
 NOTE [values recorded before a remat call]
     A body may read, from its closure, an array recorded before the outermost call (``z =
