@@ -126,6 +126,13 @@ class Snapshot:
             self._walk(path + (".keywords",), value.keywords, depth + 1)
             return
         self.state[path] = ("object", id(value), _length(value))
+        try:
+            self._parts(path, value, depth)
+        except (RuntimeError, TypeError, ValueError, AttributeError):
+            pass   # (a container changed by another thread, a user's odd mapping: its identity)
+
+    def _parts(self, path, value, depth):
+        """The items, attributes and methods of ``value``, walked."""
         if isinstance(value, collections.abc.Mapping):
             for key, item in list(value.items())[:_MAX_ITEMS]:
                 self._walk(path + ("[%r]" % (key,),), item, depth + 1)
