@@ -3,6 +3,7 @@ attributes of attributes, a Block's own underscored attributes, numpy arrays, he
 and globals, class attributes. Each body counts its calls and reads the count in its value:
 plain Python gives [[87, 97, 107]] on the tree of tests/test_recursion_r28r.py."""
 import collections
+import itertools
 import types
 
 import numpy as np
@@ -271,6 +272,38 @@ class DictOfCounts(_Tree):
         return node
 
 
+class NextOfCount(_Tree):
+    """The count taken at entry (AT_ENTRY: plain Python reads it before the children)."""
+
+    AT_ENTRY = True
+
+    def make(self, F, x, left, right):
+        counter = itertools.count(1)
+
+        @gluon_cf.recursive
+        def node(i):
+            k = next(counter)
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * k)
+        return node
+
+
+class NextOfIterator(_Tree):
+    """The same count from a builtin iterator over a range."""
+
+    AT_ENTRY = True
+
+    def make(self, F, x, left, right):
+        numbers = iter(range(1, 100))
+
+        @gluon_cf.recursive
+        def node(i):
+            k = next(numbers)
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * k)
+        return node
+
+
 # (class, the text of the statement that changes the state: the refusal names its line)
 READ = [(AttrOfAttr, "self.stats.n += 1"), (ListInDict, 'state["n"][0] += 1'),
         (ListInList, "box[0][0] += 1"), (UnderscoredAttr, "self._calls += 1"),
@@ -280,7 +313,8 @@ READ = [(AttrOfAttr, "self.stats.n += 1"), (ListInDict, 'state["n"][0] += 1'),
         (ClassAttr, "_Counter.n += 1"), (ObjectInList, "objs[0].n += 1"),
         (MethodOfHelper, "counter.bump()"), (ChildBlockAttr, "self.child.calls += 1"),
         (DequeLength, "seen.append(1)"), (SlottedAttr, "box.n += 1"),
-        (DictOfCounts, 'self.cfg["depth"]["calls"] += 1')]
+        (DictOfCounts, 'self.cfg["depth"]["calls"] += 1'),
+        (NextOfCount, "k = next(counter)"), (NextOfIterator, "k = next(numbers)")]
 
 
 class DeepLog(_Tree):

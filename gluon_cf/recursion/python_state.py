@@ -29,6 +29,7 @@ import ast
 import collections.abc
 import functools
 import inspect
+import itertools
 import json
 import os
 import re
@@ -125,7 +126,7 @@ class Snapshot:
             self._walk(path + (".args",), value.args, depth + 1)
             self._walk(path + (".keywords",), value.keywords, depth + 1)
             return
-        self.state[path] = ("object", id(value), _length(value))
+        self.state[path] = ("object", id(value), _length(value), _progress(value))
         try:
             self._parts(path, value, depth)
         except (RuntimeError, TypeError, ValueError, AttributeError):
@@ -169,6 +170,20 @@ functools_partial = functools.partial
 
 def _library_type(cls) -> bool:
     return cls.__module__.split(".")[0] in ("mxnet", "numpy", "gluon_cf", "collections")
+
+
+def _progress(value):
+    """How far an iterator with no attributes has gone (``next(counter)``): an
+    ``itertools.count``'s repr, a builtin iterator's index; else None."""
+    if isinstance(value, itertools.count):
+        return repr(value)
+    if type(value).__module__ == "builtins" and type(value).__name__.endswith("iterator"):
+        try:
+            reduced = value.__reduce__()
+        except (TypeError, ValueError):
+            return None
+        return reduced[2] if len(reduced) > 2 and isinstance(reduced[2], int) else None
+    return None
 
 
 def _length(value):
@@ -248,9 +263,19 @@ def _changes(node, names) -> bool:
 
 
 def _mutates(node, names) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
-        isinstance(node.value.func, ast.Attribute) and bool(
-            _chain_names(node.value.func.value) & names)
+    """Whether simple statement ``node`` calls a method of one of ``names``
+    (``seen.append(1)``) or advances one (``k = next(counter)``)."""
+    if not isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
+        return False
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        if isinstance(call.func, ast.Attribute) and _chain_names(call.func.value) & names:
+            return True
+        if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and \
+                _chain_names(call.args[0]) & names:
+            return True
+    return False
 
 
 def _statement_line(functions, names):
