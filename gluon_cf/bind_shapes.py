@@ -37,8 +37,10 @@ _original_infer_shape_impl = mx.sym.Symbol._infer_shape_impl
 def _infer_shape_impl(self, partial, *args, **kwargs):
     """``Symbol.infer_shape``/``_partial`` of a graph holding gluon_cf nodes, in Python (NOTE
     [run-time shapes] in ``graph/``): unknown dimensions pass through nodes; an output known
-    only at run time has 0 for its unknown dimensions (MXNet: wholly unknown) and counts as
-    inferred (Gluon's deferred initialisation needs the arguments), but not one of unknown rank."""
+    only at run time has 0 for its unknown dimensions in ``infer_shape_partial``'s answer
+    (MXNet's: wholly unknown, ()), and ``infer_shape`` answers None for it with MXNet's warning,
+    as MXNet's for any graph of undecided shapes (Gluon's deferred initialisation asks
+    ``infer_shape_partial``: NOTE [unknown rank])."""
     text = self.tojson()
     if not holds_gluon_cf_nodes(text):
         return _original_infer_shape_impl(self, partial, *args, **kwargs)
@@ -69,10 +71,10 @@ def _infer_shape_impl(self, partial, *args, **kwargs):
     arg_shapes = [mxnet_form(by_name.get(n)) for n in arg_names]
     aux_shapes = [mxnet_form(by_name.get(n)) for n in self.list_auxiliary_states()]
     out_shapes = [mxnet_form(o) for o in outs]
-    inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes) and all(
-        registry.is_dynamic(o) or registry.is_complete(s) for o, s in zip(outs, out_shapes))
-    if not partial and not (inferred and all(registry.rank_of(o) is not None for o in outs)):
-        return None, None, None   # MXNet's answer, for an unknown rank too (NOTE: [unknown rank])
+    inferred = all(registry.is_complete(s) for s in arg_shapes + aux_shapes + out_shapes)
+    if not partial and not inferred:
+        # MXNet's answer (its infer_shape warns), for an unknown rank too (NOTE [unknown rank])
+        return None, None, None
     return arg_shapes, out_shapes, aux_shapes
 
 

@@ -25,10 +25,12 @@ NOTE [partitioned blocks]
     (``SymbolBlock``, which ``SymbolBlock.imports`` returns for an exported model, included);
     it is wrapped here, and the original runs everything that needs no partitioning.
 """
+import ast
 import ctypes
 import inspect
 import json
 import re
+import textwrap
 import threading
 
 from typing import Any, Dict, List
@@ -49,7 +51,8 @@ from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_C
 from .errors import (ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message,
                      named_line)
 from .node import DynamicShapeError, IncompleteShapeError
-from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
+from .operators import (DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR,
+                        is_mxnet_module, user_location)
 from ._cachedop import copied_variable_heads
 from ._custom_ops import park_if_exiting
 from .shared_handles import own_handles
@@ -66,6 +69,7 @@ class _Plan:
 
     def __init__(self, block):
         self.symbol = block._cached_graph[1]   # a new graph (hybridize again): a new _Plan
+        self.forward = inspect.unwrap(type(block).hybrid_forward)
         self.text = self.symbol.tojson()
         self.js = json.loads(self.text)
         self.has_nodes = has_gluon_cf_nodes(self.js)
@@ -110,8 +114,8 @@ class _Plan:
         partitioned = self.partitioned.get(thread)
         if partitioned is None:
             blocked = block_index_gradients(self.js)  # as in Graph: one CachedOp per segment
-            partitioned = self.partitioned[thread] = PartitionedGraph(
-                self.symbol if blocked is None else mx.sym.load_json(blocked))
+            partitioned = self.partitioned[thread] = PartitionedGraph(_located_takes(
+                self.symbol if blocked is None else mx.sym.load_json(blocked), self.forward))
         running: list = []
         try:
             return executor.run_node(partitioned.run(cargs, None, declared, running))
@@ -413,6 +417,10 @@ def _graph_error_of(err, block, args):
                                 if "Error in operator " in line))
     at = "%s:%d: hybrid_forward of block %r" % (code.co_filename, code.co_firstlineno,
                                                 block.name)
+    if is_mxnet_module(getattr(function, "__module__", None) or ""):
+        # (a SymbolBlock's: MXNet's hybrid_forward; the user's line is the call's)
+        at = "%s: block %r (a graph imported into a %s)" % (
+            user_location() or "<unknown>", block.name, type(block).__name__)
     if empty:
         return ZeroSizeError(
             "%s was called with %s, which has no element; MXNet 1.9.1 reads a 0 in a shape "
@@ -433,6 +441,38 @@ def _graph_error_of(err, block, args):
         "combines (a Symbol's +, -, *, / need equal shapes where an NDArray's broadcast: "
         "F.broadcast_add, F.broadcast_mul ...)"
         % (at, ", ".join(str(a.shape) for a in arrays), detail))
+
+
+def _located_takes(symbol, forward):
+    """``symbol`` whose ``take(..., mode='raise')`` nodes of the block's own graph (made by
+    its ``hybrid_forward``, not traced by gluon_cf: no line of their own) carry the lines of
+    the ``take(..., mode='raise')`` calls in ``forward``'s source, so that a partitioned run
+    waits for them and names those lines (NOTE [an index out of bounds at run time]), not
+    MXNet's "take operator contains indices out of bound" at the next read."""
+    js = json.loads(symbol.tojson())
+    takes = [n for n in js["nodes"] if n["op"] == "take" and n.get("attrs", {}).get(
+        "mode") == "raise" and SOURCE_ATTR not in n["attrs"]]
+    lines = _raising_take_lines(forward) if takes else []
+    if not lines:
+        return symbol
+    for node in takes:
+        node["attrs"][SOURCE_ATTR] = " or ".join(lines)
+    return mx.sym.load_json(json.dumps(js))
+
+
+def _raising_take_lines(function):
+    """``file:line`` of each ``take(..., mode='raise')`` call in ``function``'s source."""
+    try:
+        source, first = inspect.getsourcelines(function)
+        tree = ast.parse(textwrap.dedent("".join(source)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    filename = inspect.getsourcefile(function) or function.__code__.co_filename
+    return ["%s:%d" % (filename, first + node.lineno - 1) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "take" and any(
+                k.arg == "mode" and isinstance(k.value, ast.Constant) and k.value.value == "raise"
+                for k in node.keywords)]
 
 
 def _forward_of(block):

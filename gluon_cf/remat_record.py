@@ -19,6 +19,7 @@ NOTE [integers computed from values needing a gradient]
 import ctypes
 import functools
 import itertools
+import json
 import threading
 import types
 from typing import List, Optional, Tuple, Union
@@ -28,10 +29,11 @@ import numpy as np
 from mxnet import autograd
 from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
-from . import node as _node
+from . import node as _node, registry
 from ._custom_ops import engine_calls_us, keep_to_the_end
 from ._interrupts import defer_interrupts_in
 from ._graph_json import reached_ids
+from .errors import _CREATED_AT, spec_key
 from .graph.index_gradients import _NO_GRADIENT_INPUTS, _STOPS
 from .operators import INDEX_INPUTS
 
@@ -242,7 +244,13 @@ def _synchronised(backward, heads_of):
         try:   # (hooks that started are ended however the pass ends: they hold locks)
             for before, _ in pass_hooks:
                 states.append(before(lambda: heads_of(args, kwargs)))
-            result = backward(*args, **kwargs)
+            try:
+                result = backward(*args, **kwargs)
+            except mx.MXNetError as err:
+                ours = second_order_error(err, heads_of(args, kwargs))
+                if ours is None:
+                    raise
+                raise ours from None
             if _alive:
                 mx.nd.waitall()
             failed = False
@@ -251,6 +259,41 @@ def _synchronised(backward, heads_of):
                 after(state, failed)
         return result
     return run
+
+
+class SecondOrderGradientError(NotImplementedError, mx.MXNetError):
+    """A backward through the recorded backward of a gluon_cf node (a second-order gradient);
+    an MXNetError too, as the error it replaces."""
+
+
+def second_order_error(err, heads):
+    """Ours for MXNet's "Operator _backward_Custom is non-differentiable" when the backward of
+    a gluon_cf node was recorded (``autograd.grad(..., create_graph=True)``) and a backward
+    through it asked: the op, its node, the line that made it; None for other errors."""
+    if "_backward_Custom is non-differentiable" not in str(err):
+        return None
+    found = []
+    for head in heads:
+        try:
+            nodes = json.loads(autograd.get_symbol(head).tojson())["nodes"]
+        except mx.MXNetError:   # (a head not recorded)
+            continue
+        for node in nodes:
+            kind = registry.kind_of_op_type(node.get("attrs", {}).get("op_type", ""))
+            if node["op"] == "Custom" and kind is not None:
+                spec = node["attrs"].get("spec", "{}")
+                where = _CREATED_AT.get(spec_key(spec))
+                found.append("gluon_cf.%s (node %r)%s" % (
+                    kind, json.loads(spec).get("node", "?"), " at %s" % where if where else ""))
+    if not found:
+        return None
+    return SecondOrderGradientError(
+        "%s: a second-order gradient through it is not supported: autograd.grad(..., "
+        "create_graph=True) recorded its backward (MXNet's _backward_Custom), and a backward "
+        "through that backward was asked, which MXNet 1.9.1 cannot differentiate (a Custom "
+        "operator's backward has no gradient of its own). Take first-order gradients only "
+        "through gluon_cf's ops (create_graph=False), or compute the second-order term "
+        "outside them" % "; ".join(sorted(set(found))))
 
 
 unsynchronised_backward = autograd.backward

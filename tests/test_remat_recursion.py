@@ -193,44 +193,55 @@ def _backward_error(fn, *args):
     mx.nd.waitall()
 
 
-def test_computed_argument_needing_a_gradient_is_refused():
-    """Top-down: the child's argument is computed from the parent's; not silently dropped."""
+def _values_and_gradients(fn, args, params):
+    for a in list(args) + list(params):
+        a.attach_grad()
+    with autograd.record():
+        y = fn(*args)
+    y.backward()
+    mx.nd.waitall()
+    return [y.asnumpy()] + [a.grad.asnumpy().copy() for a in list(args) + list(params)]
+
+
+def test_computed_argument_needing_a_gradient_runs_in_its_callers_node():
+    """Top-down: the child's argument is computed from the parent's. It was refused; now the
+    call runs inside its caller's node (NOTE [arguments computed in a remat body]): remat=False's
+    values and gradients, not silently dropped."""
     w = mx.nd.array([0.5])
-    w.attach_grad()
+    results = []
+    for remat in (False, True):
+        @gluon_cf.recursive(remat=remat)
+        def down(h, n):
+            return gluon_cf.cond(n < 1, lambda: h * 1, lambda: down(mx.nd.tanh(w * h), n - 1))
+        results.append(_values_and_gradients(lambda h: down(h, mx.nd.array([3])),
+                                             [mx.nd.ones((1,)) * 0.7], [w]))
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, **TOL)
 
-    @gluon_cf.recursive(remat=True)
-    def down(h, n):
-        return gluon_cf.cond(n < 1, lambda: h * 1, lambda: down(mx.nd.tanh(w * h), n - 1))
 
-    with pytest.raises(NotImplementedError, match=r"gluon_cf.recursive at .*"
-                       r"test_remat_recursion.py:\d+: with remat, argument 0 of a call to "
-                       r"'down' is computed in the body of 'down' from values needing a grad"):
-        _backward_error(down, mx.nd.ones((1,)), mx.nd.array([3]))
-
-
-def test_argument_computed_only_by_the_outermost_call_is_refused():
+def test_argument_computed_only_by_the_outermost_call_gets_its_gradient():
     """Only the outermost call (the first of its function, whose body runs recorded to check
     its reads) computes its child's argument from its own; deeper calls pass theirs on
     unchanged. The argument computed in that recorded run counted as received recorded, and
     the gradient through it to the outermost argument was dropped (a difference of 2.7 in a
-    review's run, no error): it is refused as any computed argument."""
+    review's run, no error); then refused as any computed argument; now remat=False's
+    gradients (NOTE [arguments computed in a remat body])."""
     w = mx.nd.array([[0.5, -0.3], [0.2, 0.4]])
-    w.attach_grad()
+    results = []
+    for remat in (False, True):
+        @gluon_cf.recursive(remat=remat)
+        def f(i, h):
+            k = int(i.asscalar())
+            if k == 0:
+                return h * 2
+            if k == 6:
+                return f(i - 1, mx.nd.tanh(mx.nd.dot(h, w)))
+            return mx.nd.tanh(mx.nd.dot(f(i - 1, h), w)) + h
 
-    @gluon_cf.recursive(remat=True)
-    def f(i, h):
-        k = int(i.asscalar())
-        if k == 0:
-            return h * 2
-        if k == 6:
-            return f(i - 1, mx.nd.tanh(mx.nd.dot(h, w)))
-        return mx.nd.tanh(mx.nd.dot(f(i - 1, h), w)) + h
-
-    h0 = mx.nd.array([[0.3, -0.7]])
-    h0.attach_grad()
-    with pytest.raises(NotImplementedError, match=r"argument 1 of a call to 'f' is computed "
-                       r"in the body of 'f' from values needing a gradient"):
-        _backward_error(f, mx.nd.array([6]), h0)
+        h0 = mx.nd.array([[0.3, -0.7]])
+        results.append(_values_and_gradients(lambda h: f(mx.nd.array([6]), h), [h0], [w]))
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, **TOL)
 
 
 def test_randomness_is_refused():

@@ -82,10 +82,14 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
     >>> sums.asnumpy().ravel(), x.asnumpy()
     (array([4., 2., 0., 0., 0.], dtype=float32), array([1.], dtype=float32))
     """
-    check_callable(OP, cond=cond, func=func)
+    check_callable(OP, cond=cond)
     if isinstance(loop_vars, (list, tuple)) and len(loop_vars) == 0:
         raise ValueError("%s: loop_vars must contain at least one array" % op_at(OP))
     flat_vars, vars_fmt = flatten_argument(OP, loop_vars, "loop_vars")
+    if callable(func) or any(isinstance(v, mx.sym.Symbol) for v in flat_vars):
+        check_callable(OP, func=func)
+    else:   # eagerly, as MXNet's, refused only at its first step (NOTE [loops of no step])
+        func = _not_callable(func, op_at(OP))
     check_arity(OP, ["loop_vars[%d]" % k for k in range(len(vars_fmt))] if vars_fmt != 0 else
                 ["loop_vars"], cond=cond, func=func)
     mode = mode_of(OP, flat_vars, "loop_vars")
@@ -124,9 +128,20 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     regrouped: a plain empty list whatever func returns), which gluon_cf returns too; code
 #     that may loop zero times and reads the step outputs runs hybridized (as it does under
 #     MXNet, whose eager ``[]`` and symbolic ``max_iterations`` rows differ the same way).
+#     A func that is not callable is refused only when a step would call it, eagerly (MXNet's
+#     eager loop calls it then: a loop of no step returns ``[]`` and loop_vars there too);
+#     hybridized it is refused at once, as the symbolic loop traces func whatever cond says.
 #     While a recursive function's signature is discovered (NOTE [recursion design]), a body
 #     that calls the function being discovered is the loop's non-recursive path: the loop
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
+
+
+def _not_callable(func, where):
+    """A stand-in for an eager loop's ``func`` that is not callable: the TypeError MXNet's
+    first step raises, at the user's call (a loop whose cond is false at once returns)."""
+    def step(*loop_vars):
+        raise TypeError("%s: func must be callable, got %s" % (where, type(func).__name__))
+    return step
 
 
 def _remat_loop(loop_, more, pad_to, where=None):

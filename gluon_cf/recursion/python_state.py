@@ -7,11 +7,16 @@ NOTE [Python state in a recursive body]
     ``self.calls += 1`` ... ``node(l) + node(r) * self.calls``, ran eagerly once per call
     ([[87, 97, 107]] on a tree of five nodes) but hybridized once per trace, the count of the
     last trace a constant of the graph ([[45, 50, 55]]), silently. The state a body can reach
-    is what Python names in it: its closure's cells and the globals it reads, their plain
-    values, the items of a Python container there (``calls = [0]`` ... ``calls[0] += 1``) and
-    the attributes of an object there (``self``); a snapshot of it is taken around the body's
-    trace. When the trace changed it, the body is traced once more: a graph that differs
-    (constants, operators; not the names MXNet numbers) depends on the state it changes,
+    is what Python names in it: its closure's cells and the globals it reads, followed a few
+    levels deep (round 29r: one level missed ``state["n"][0]``, ``self.stats.n``,
+    ``objs[0].n``): the items of Python containers (any mapping, sequence or set, a deque
+    too), the attributes of objects (``__dict__`` and ``__slots__``; a Block's own but not
+    Gluon's: its children, parameters, cached graph), a class's attributes, numpy arrays'
+    bytes, and the closures and globals of the user's functions reached there (a helper
+    ``bump()`` whose ``nonlocal`` or ``global`` changes, a method of an object reached); a
+    snapshot of it is taken around the body's trace, bounded in depth and size. When the
+    trace changed it, the body is traced once more: a graph that differs (constants,
+    operators; not the names MXNet numbers) depends on the state it changes,
     which the graph cannot follow call by call: ``NotImplementedError`` at the statement's
     line. A graph that does not differ (a counter for logging, a cache filled once) is the
     same graph, but the change happens per trace, not per call: a warning, not a refusal,
@@ -21,41 +26,39 @@ NOTE [Python state in a recursive body]
     graph is traced once; here it is found by the state's change, not by the statement.
 """
 import ast
+import collections.abc
+import functools
 import inspect
+import itertools
 import json
+import os
 import re
 import textwrap
 import types
 import warnings
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import mxnet as mx
+import numpy as np
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
-_CONTAINERS = (list, dict, set, tuple)
-_NOT_STATE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-              type, mx.sym.Symbol, mx.nd.NDArray)
+_NOT_STATE = (types.ModuleType, types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
+              mx.gluon.Parameter, mx.gluon.ParameterDict)
 _MAX_ITEMS = 256     # items of a container looked at (a table of thousands is no counter)
+_MAX_DEPTH = 4       # names, items and attributes followed from a body's names
+_MAX_KEYS = 4096     # values compared in all (a snapshot is taken around every body trace)
+_MAX_ARRAY = 4096    # elements of a numpy array compared (a larger one: a table, not a counter)
+# Gluon's own attributes of a Block (its children and parameters, registered on use): the
+# underscored names MXNet's block.py and gluon_cf set; a user's ``self._calls`` is state
+_GLUON_ATTRS = frozenset(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(mx.gluon.block)))
+_LIBRARIES = tuple(os.path.dirname(os.path.abspath(str(m.__file__))) + os.sep
+                   for m in (mx, np, ast))   # (functions of which are not the user's)
 
 
-def _value_key(value) -> Any:
-    """What a change of ``value`` changes: a plain value itself, a container's items (an item
-    not plain by its identity)."""
-    if isinstance(value, _PLAIN):
-        return ("value", type(value), value)
-    if isinstance(value, _CONTAINERS):
-        if isinstance(value, dict):
-            items = [(_item_key(k), _item_key(v)) for k, v in list(value.items())[:_MAX_ITEMS]]
-        else:
-            items = [_item_key(v) for v in list(value)[:_MAX_ITEMS]]
-            if isinstance(value, set):
-                items.sort(key=repr)
-        return ("items", id(value), len(value), tuple(items))
-    return ("object", id(value))
-
-
-def _item_key(value) -> Any:
-    return _value_key(value) if isinstance(value, _PLAIN) else ("object", id(value))
+def _user_function(fn) -> bool:
+    code = getattr(fn, "__code__", None)
+    return code is not None and not os.path.abspath(code.co_filename).startswith(
+        _LIBRARIES + (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,))
 
 
 def _names_read(code: types.CodeType):
@@ -67,38 +70,145 @@ def _names_read(code: types.CodeType):
     return names
 
 
-def snapshot(fn) -> Dict[Tuple[str, ...], Any]:
-    """The Python state ``fn``'s body can reach by name, as keys comparable after a trace."""
-    state: Dict[Tuple[str, ...], Any] = {}
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return state
-    reached = []
-    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+class Snapshot:
+    """The Python state a body can reach from its names, as comparable keys: a path from a
+    name (``("counts", "[0]")``, ``("self", ".stats", ".n")``) to a plain value, a container's
+    length, a numpy array's bytes. ``functions``: the user's functions reached (the body, the
+    helpers it calls), where the statement that changes the state is looked for."""
+
+    def __init__(self, fn):
+        self.state: Dict[Tuple[Any, ...], Any] = {}
+        self.functions: List[types.FunctionType] = []
+        self._seen = set()
+        self._function(fn, 0)
+
+    def _function(self, fn, depth):
+        if id(fn) in self._seen or depth > _MAX_DEPTH or not _user_function(fn):
+            return
+        self._seen.add(id(fn))
+        self.functions.append(fn)
+        code = fn.__code__
+        scope = id(fn)    # (two helpers' names alike are two names)
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:   # (a cell not yet bound)
+                continue
+            self._walk((scope, name), value, depth)
+        globals_ = getattr(fn, "__globals__", {})
+        for name in sorted(_names_read(code)):
+            if name in globals_:
+                self._walk((id(globals_), name), globals_[name], depth)
+
+    def _walk(self, path, value, depth):
+        if len(self.state) >= _MAX_KEYS or isinstance(value, _NOT_STATE):
+            return
+        if isinstance(value, _PLAIN):
+            self.state[path] = ("value", type(value), value)
+            return
+        if isinstance(value, np.ndarray):
+            self.state[path] = ("array", value.shape, value.dtype.str, value.tobytes()) \
+                if value.size <= _MAX_ARRAY else ("object", id(value))
+            return
+        if isinstance(value, types.FunctionType):   # (a helper the body calls)
+            self._function(value, depth + 1)
+            return
+        if isinstance(value, types.MethodType):
+            self._walk(path, value.__self__, depth)
+            self._function(value.__func__, depth + 1)
+            return
+        if id(value) in self._seen or depth >= _MAX_DEPTH:
+            self.state[path] = ("object", id(value))
+            return
+        self._seen.add(id(value))
+        if isinstance(value, functools_partial):
+            self._walk(path + (".func",), value.func, depth + 1)
+            self._walk(path + (".args",), value.args, depth + 1)
+            self._walk(path + (".keywords",), value.keywords, depth + 1)
+            return
+        self.state[path] = ("object", id(value), _length(value), _progress(value))
         try:
-            reached.append((name, cell.cell_contents))
-        except ValueError:   # (a cell not yet bound)
-            continue
-    scope = getattr(fn, "__globals__", {})
-    reached += [(name, scope[name]) for name in sorted(_names_read(code)) if name in scope]
-    for name, value in reached:
-        if isinstance(value, _NOT_STATE) or callable(value) and not hasattr(value, "__dict__"):
-            continue
-        state[(name,)] = _value_key(value)
+            self._parts(path, value, depth)
+        except (RuntimeError, TypeError, ValueError, AttributeError):
+            pass   # (a container changed by another thread, a user's odd mapping: its identity)
+
+    def _parts(self, path, value, depth):
+        """The items, attributes and methods of ``value``, walked."""
+        if isinstance(value, collections.abc.Mapping):
+            for key, item in list(value.items())[:_MAX_ITEMS]:
+                self._walk(path + ("[%r]" % (key,),), item, depth + 1)
+        elif isinstance(value, (collections.abc.Sequence, collections.abc.Set)):
+            items = list(value)[:_MAX_ITEMS]
+            if isinstance(value, collections.abc.Set):
+                self.state[path + ("{}",)] = sorted(repr(v) for v in items)
+            else:
+                for k, item in enumerate(items):
+                    self._walk(path + ("[%d]" % k,), item, depth + 1)
+        if isinstance(value, type):
+            if value.__module__ not in ("builtins",) and not _library_type(value):
+                for attr, item in list(vars(value).items()):
+                    if attr[:2] != "__":
+                        self._walk(path + ("." + attr,), item, depth + 1)
+            return
+        if not _library_type(type(value)):   # (its methods: a call may change it)
+            for item in list(vars(type(value)).values()):
+                if isinstance(item, types.FunctionType):
+                    self._function(item, depth + 1)
+        block = isinstance(value, mx.gluon.Block)
         attrs = getattr(value, "__dict__", None)
-        if isinstance(attrs, dict) and not isinstance(value, _CONTAINERS):
-            block = isinstance(value, mx.gluon.Block)
+        if isinstance(attrs, dict):
             for attr, item in list(attrs.items()):
-                # (a Block's own, Gluon's: its children and parameters, registered on use)
-                if not isinstance(item, _NOT_STATE) and not (block and attr[:1] == "_"):
-                    state[(name, attr)] = _value_key(item)
-    return state
+                if not (block and (attr in _GLUON_ATTRS or attr.startswith("_gluon_cf"))):
+                    self._walk(path + ("." + attr,), item, depth + 1)
+        for attr in getattr(type(value), "__slots__", ()):
+            if isinstance(attr, str) and hasattr(value, attr):
+                self._walk(path + ("." + attr,), getattr(value, attr), depth + 1)
 
 
-def changed(before, after):
-    """The names (``("self", "calls")``) whose state differs between two snapshots."""
-    return [key for key in sorted(set(before) | set(after), key=repr)
-            if before.get(key) != after.get(key)]
+functools_partial = functools.partial
+
+
+def _library_type(cls) -> bool:
+    return cls.__module__.split(".")[0] in ("mxnet", "numpy", "gluon_cf", "collections")
+
+
+def _progress(value):
+    """How far an iterator with no attributes has gone (``next(counter)``): an
+    ``itertools.count``'s repr, a builtin iterator's index; else None."""
+    if isinstance(value, itertools.count):
+        return repr(value)
+    if type(value).__module__ == "builtins" and type(value).__name__.endswith("iterator"):
+        try:
+            reduced = value.__reduce__()
+        except (TypeError, ValueError):
+            return None
+        return reduced[2] if len(reduced) > 2 and isinstance(reduced[2], int) else None
+    return None
+
+
+def _length(value):
+    try:
+        return len(value)
+    except Exception:   # (no length, or one that fails: the object's identity alone)
+        return None
+
+
+def snapshot(fn) -> Snapshot:
+    """The Python state ``fn``'s body can reach by name (:class:`Snapshot`)."""
+    return Snapshot(fn)
+
+
+def changed(before: Snapshot, after: Snapshot):
+    """The paths (``(scope, "self", ".calls")``) whose state differs between two snapshots."""
+    paths = [key for key in sorted(set(before.state) | set(after.state), key=repr)
+             if before.state.get(key) != after.state.get(key)]
+    differ = set(paths)   # (a container's new items: the container alone is named)
+    return [p for p in paths if not any(p[:k] in differ for k in range(2, len(p)))]
+
+
+def _shown(path) -> str:
+    """``self.stats.n``, ``state['n'][0]``: a path as the user's code names it."""
+    return path[1] + "".join(path[2:])
 
 
 # MXNet's numbering of node and trace names (``_plus12``, ``_gcf7_recursive_node_body_in0``):
@@ -132,26 +242,63 @@ def same_graph(traced, again) -> bool:
     return _canonical(traced.symbol.tojson()) == _canonical(again.symbol.tojson())
 
 
-def _statement_line(fn, names):
-    """``file:line`` of the first statement of ``fn`` assigning one of ``names``
-    (``self.calls += 1``, ``calls[0] = ...``), or its ``def``'s."""
-    code = fn.__code__
-    where = "%s:%d" % (code.co_filename, code.co_firstlineno)
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return where
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt):
+def _chain_names(node):
+    """The names along ``a.b[0].c``: ``{"a", "b", "c"}``, and whether it roots at a name."""
+    names = set()
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        names.add(node.id)
+    return names
+
+
+def _changes(node, names) -> bool:
+    """Whether statement ``node`` assigns (or, ``mutates``: calls a method of) one of
+    ``names``."""
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+    return any(_chain_names(target) & names for target in targets)
+
+
+def _mutates(node, names) -> bool:
+    """Whether simple statement ``node`` calls a method of one of ``names``
+    (``seen.append(1)``) or advances one (``k = next(counter)``)."""
+    if not isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
+        return False
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
             continue
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-        for target in targets:
-            while isinstance(target, ast.Subscript):
-                target = target.value
-            if isinstance(target, ast.Attribute) and target.attr in names or \
-                    isinstance(target, ast.Name) and target.id in names:
-                return "%s:%d" % (code.co_filename, code.co_firstlineno + node.lineno - 1)
+        if isinstance(call.func, ast.Attribute) and _chain_names(call.func.value) & names:
+            return True
+        if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and \
+                _chain_names(call.args[0]) & names:
+            return True
+    return False
+
+
+def _statement_line(functions, names):
+    """``file:line`` of the first statement of the functions reached (the body first, then
+    the helpers it names, then the others) assigning one of ``names`` (``self.calls += 1``,
+    ``calls[0] = ...``) or calling a method of one (``seen.append(1)``), else the body's
+    ``def``."""
+    code = functions[0].__code__
+    where = "%s:%d" % (code.co_filename, code.co_firstlineno)
+    called = _names_read(code)   # (the helpers the body names before the others reached)
+    ordered = functions[:1] + sorted(functions[1:], key=lambda f: f.__name__ not in called)
+    parsed = []
+    for fn in ordered:
+        try:
+            parsed.append((fn.__code__, ast.parse(textwrap.dedent(inspect.getsource(fn)))))
+        except (OSError, TypeError, SyntaxError):
+            continue
+    for fn_code, tree in parsed:
+        for test in (_changes, _mutates):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.stmt) and test(node, names):
+                    return "%s:%d" % (fn_code.co_filename,
+                                      fn_code.co_firstlineno + node.lineno - 1)
     return where
 
 
@@ -160,11 +307,14 @@ def check_trace(rfn, before, traced, trace_again):
     :func:`snapshot` taken before it): a refusal if it changed Python state its graph depends
     on, a warning if it changed state its graph does not read (NOTE [Python state in a
     recursive body]). ``trace_again()``: another trace of the body."""
-    names = changed(before, snapshot(rfn.fn))
-    if not names:
+    after = snapshot(rfn.fn)
+    paths = changed(before, after)
+    if not paths:
         return
-    what = ", ".join(".".join(key) for key in names)
-    where = _statement_line(rfn.fn, {key[-1] for key in names})
+    what = ", ".join(sorted({_shown(path) for path in paths}))
+    names = {part.lstrip(".") for path in paths for part in path[1:]
+             if part[:1] != "["}
+    where = _statement_line(after.functions or [rfn.fn], names)
     if not same_graph(traced, trace_again()):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "

@@ -27,14 +27,14 @@ NOTE [rematerialised recursive calls]
     recomputed runs without remat (``remat.applies``), as do remat calls in a remat loop's
     body (``wanted``): the enclosing node recomputes them, one step or call at a time.
 
+    A nested call's argument *computed* in the body from values needing a gradient runs the
+    call inside its caller's node (NOTE [arguments computed in a remat body]).
+
     What it refuses, each with an error naming the function and the user's line:
 
-    * a nested call's argument *computed* in the body from values needing a gradient (a
-      top-down recursion passing ``tanh(W h)`` down): its gradient would have to run through the
-      parent's graph after the child's backward, i.e. keep the parent's graph alive (no
-      memory saved) or recompute it again. Found in the parent's backward (the recomputed
-      argument is recorded, the forward's was not). Indices computed from indices, and arrays
-      passed through unchanged, are fine;
+    * such an argument where the caller's checked run passed none at its position: found in
+      the parent's backward (the recomputed argument is recorded, the forward's was not).
+      Indices computed from indices, and arrays passed through unchanged, are fine;
     * randomness (``Dropout``, ``mx.nd.random.*``): found in the forward, as the user's code in
       the body calls a random operator (the escape watch sees every operator call, a draw
       without inputs too, which MXNet does not record), naming the op and the line (no seed
@@ -60,6 +60,21 @@ NOTE [rematerialised recursive calls]
 
     Hybridized, the unit of recomputation is the recursion node (NOTE [hybridized remat
     recursion] in recursion/planned_backward.py).
+
+NOTE [arguments computed in a remat body]
+    A nested call's argument computed in the body from values needing a gradient (a top-down
+    recursion passing ``tanh(W h)`` down) has a gradient that would run through the parent's
+    graph after the child's backward. Such a call is not a node of its own: it runs inside its
+    caller's body, in the forward (paused) and in the caller's recomputation in backward
+    (recorded), so its gradients, to the parent's arguments and closure too, are the
+    recomputed graph's; the calls it makes are nodes of their own again unless they too take
+    such an argument. Which arguments are such is found in the run of a caller recorded to be
+    checked (NOTE [values recorded before a remat call]: ``Call.computed``), kept per function
+    and argument position for the outermost call, and asked alike of every later call, paused
+    or recomputed, so the forward and the recomputation agree. A later call passing such an
+    argument where the checked ones did not is refused in its caller's backward, as before.
+    This is what hybridized remat does too, whose unit of recomputation is the recursion node
+    (round 29r: eagerly such calls were refused).
 
 NOTE [values recorded before a remat call]
     A body may read, from its closure, an array recorded before the outermost call (``z =
@@ -135,6 +150,9 @@ class _Root:
         self.pending = 0           # calls whose backward has not run
         self.flags: list = []      # comparisons not checked yet (Call._check_values)
         self.read_checked: set = set()   # functions whose forward was run recorded (_reads)
+        # function -> the positions of its arguments computed by a caller's body from values
+        # needing a gradient (NOTE [arguments computed in a remat body])
+        self.computed_arguments: dict = {}
 
     def closure(self, fn):
         if fn not in self.closures:
@@ -413,6 +431,15 @@ class Call:
             "gradients unwritten: import gluon_cf first and call autograd.backward "
             "/ autograd.grad through the module" % (self.root.at(), self.fn.name))
 
+    def inlines(self, fn, args):
+        """Whether the nested call ``fn(*args)`` made by this call's body runs in the body, as
+        part of this call's node (NOTE [arguments computed in a remat body])."""
+        flat, _ = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
+        computed = self.root.computed_arguments.setdefault(fn, set())
+        if self.first_node is not None and not replaying():   # (a run recorded to check it)
+            computed.update(j for j, a in enumerate(flat) if _needs_grad(a) and self.computed(a))
+        return any(j in computed for j, a in enumerate(flat) if _float(a))
+
     def replay(self, fn, args):
         """A nested remat call met while recomputing this call's body: its saved results."""
         if self.next_child >= len(self.children) or self.children[self.next_child].fn is not fn:
@@ -482,9 +509,11 @@ def _operator_number(n):
 
 def call(fn, args, where: Optional[str] = None):
     """The eager call ``fn(*args)`` rematerialised (NOTE [rematerialised recursive calls])."""
+    parent = getattr(_state, "call", None)
+    if parent is not None and parent.inlines(fn, args):
+        return fn.fn(*args)   # NOTE [arguments computed in a remat body]
     if replaying():
         return _state.call.replay(fn, args)
-    parent = getattr(_state, "call", None)
     root = parent.root if parent is not None else _Root(where)
     flat, fmt = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
     for j, a in enumerate(flat):
