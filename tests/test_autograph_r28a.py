@@ -202,8 +202,9 @@ def test_match_on_enum_members_does_not_walk_them():
     holds no collected list: it is compared as it is (Python's)."""
     converted = autograph(pick)
     assert converted(mx.nd, Table.CODES) == 2 and converted(mx.nd, Table.WORDS) == 1
-    took = min(timeit.repeat(lambda: converted(mx.nd, Table.CODES), number=1, repeat=3))
-    assert took < 0.02, took
+    # the best of 5 runs under 0.05 s, half the walk's time: a loaded machine's stalls pass
+    took = min(timeit.repeat(lambda: converted(mx.nd, Table.CODES), number=1, repeat=5))
+    assert took < 0.05, took
 
 
 PACKAGED = '''

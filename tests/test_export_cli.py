@@ -131,11 +131,14 @@ def test_convert_and_run_recursive_model_as_standard_onnx(tree_model, tmp_path):
     lines = result.stdout.splitlines()
     assert lines[:2] == [f"wrote ONNX model {out}", "format: ONNX (ai.onnx 13)"]
     assert "recursion: lowered to standard ONNX Loops, level by level" in result.stdout
-    assert any(line.startswith("recursion: lowered")
-               for line in cli("info", out).stdout.splitlines())
-    for k, (paths, expected) in enumerate(runs):  # both forest sizes
-        result = cli("run", out, "--input", *paths, "-o", tmp_path / f"out{k}")
-        assert result.returncode == 0, result.stderr[-3000:]
+    ran = cli_main_per_case(dict(           # info, then a run of both forest sizes
+        info=["info", out],
+        **{f"run {k}": ["run", out, "--input", *paths, "-o", tmp_path / f"out{k}"]
+           for k, (paths, _) in enumerate(runs)}), tmp_path)
+    assert ran["info"][0] == 0, ran["info"]
+    assert any(line.startswith("recursion: lowered") for line in ran["info"][1].splitlines())
+    for k, (paths, expected) in enumerate(runs):
+        assert ran[f"run {k}"][0] == 0, ran[f"run {k}"][2][-3000:]
         written = tmp_path / f"out{k}" / "tree_dense0_fwd_output.npy"
         np.testing.assert_allclose(np.load(written), expected, **TOL)
 
@@ -164,10 +167,12 @@ def test_convert_and_run_recursive_model(tree_model, tree_artifact, tmp_path):
         f"wrote gluon_cf artifact {out}", "format: gluon_cf artifact (ai.onnx 13, ai.gluon_cf 1)"]
     assert "recursion " in result.stdout and "functions ['node'], max_depth [20000]" in \
         result.stdout
-    for k, (paths, expected) in enumerate(runs):  # both forest sizes
-        result = cli("run", out, "--input", *paths, "-o", tmp_path / f"out{k}")
-        assert result.returncode == 0, result.stderr[-3000:]
-        (line,) = result.stdout.splitlines()
+    ran = cli_main_per_case({k: ["run", out, "--input", *paths, "-o", tmp_path / f"out{k}"]
+                             for k, (paths, _) in enumerate(runs)}, tmp_path)  # both sizes
+    for k, (paths, expected) in enumerate(runs):
+        status, stdout, stderr = ran[str(k)]
+        assert status == 0, stderr[-3000:]
+        (line,) = stdout.splitlines()
         written = tmp_path / f"out{k}" / "tree_dense0_fwd_output.npy"
         assert line == f"tree_dense0_fwd_output: {list(expected.shape)} float32 -> {written}"
         np.testing.assert_allclose(np.load(written), expected, **TOL)
@@ -199,21 +204,24 @@ def test_convert_and_run_model_without_recursion_as_standard_onnx(tmp_path):
     net.export(str(tmp_path / "net"))
     np.save(tmp_path / "h0.npy", h0)
     out = tmp_path / "net.onnx"
-    result = cli("convert", tmp_path / "net-symbol.json", tmp_path / "net-0000.params",
+    for k, seq in enumerate(seqs):
+        np.save(tmp_path / f"seq{k}.npy", seq)
+    ran = cli_main_per_case(dict(           # one process: the conversion, then both runs
+        convert=["convert", tmp_path / "net-symbol.json", tmp_path / "net-0000.params",
                  "--input", "data0:t=5,2,3", "--input", "data1:2,4:float32",
-                 "--output-name", "outs", "--output-name", "h", "-o", out)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines()[:4] == [
+                 "--output-name", "outs", "--output-name", "h", "-o", out],
+        **{f"run {k}": ["run", out, "--input", tmp_path / f"seq{k}.npy", tmp_path / "h0.npy",
+                        "-o", tmp_path / f"out{k}"] for k in range(len(seqs))}), tmp_path)
+    status, stdout, stderr = ran["convert"]
+    assert status == 0, stderr[-3000:]
+    assert stdout.splitlines()[:4] == [
         f"wrote ONNX model {out}", "format: ONNX (ai.onnx 13)",
         "inputs: data0['t', 2, 3]:float32, data1[2, 4]:float32",
         "outputs: outs['t', 2, 4]:float32, h[2, 4]:float32"]
     model = onnx.load(str(out))
     onnx.checker.check_model(model, full_check=True)
-    for k, (seq, want) in enumerate(zip(seqs, expected)):
-        np.save(tmp_path / f"seq{k}.npy", seq)
-        result = cli("run", out, "--input", tmp_path / f"seq{k}.npy", tmp_path / "h0.npy",
-                     "-o", tmp_path / f"out{k}")
-        assert result.returncode == 0, result.stderr[-3000:]
+    for k, want in enumerate(expected):
+        assert ran[f"run {k}"][0] == 0, ran[f"run {k}"][2][-3000:]
         for name, value in zip(("outs", "h"), want):
             np.testing.assert_allclose(np.load(tmp_path / f"out{k}" / f"{name}.npy"), value,
                                        **TOL)
