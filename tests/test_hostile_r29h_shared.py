@@ -19,8 +19,10 @@ import hostile_harness
 
 rand = hostile_harness.rand
 TOL = (1e-5, 1e-6)
-PAIRS = [[rand(3, 3, seed=2981), rand(2, 3, seed=2982)], [rand(1, 3, seed=2983), rand(4, 3, seed=2984)],
-         [rand(3, 3, seed=2981), rand(2, 3, seed=2982)], [rand(2, 3, seed=2985), rand(1, 3, seed=2986)]]
+PAIRS = [[rand(3, 3, seed=2981), rand(2, 3, seed=2982)],
+         [rand(1, 3, seed=2983), rand(4, 3, seed=2984)],
+         [rand(3, 3, seed=2981), rand(2, 3, seed=2982)],
+         [rand(2, 3, seed=2985), rand(1, 3, seed=2986)]]
 
 
 class Encoder(HybridBlock):
