@@ -4,11 +4,16 @@ masks, ``topk`` over ``beam * vocab`` scores, parents by ``//`` and words by ``%
 and an all-finished stop), as autograph Python and as ``gluon_cf.while_loop`` (oracle: MXNet's
 own ``F.contrib.while_loop`` eagerly). Values and gradients, eager and hybridized, and the
 history of calls on one hybridized block equals fresh blocks (issue 24 item 2)."""
+import re
+import warnings
+
+import mxnet as mx
 import pytest
 from mxnet.gluon import HybridBlock, nn, rnn
 
 import gluon_cf
 from gluon_cf import autograph
+from gluon_cf.checks import MismatchError
 
 import hostile_harness
 
@@ -226,3 +231,22 @@ def test_decoder_call_history(block_class):
     hostile_harness.check_call_history(block_class, inputs, hostile_harness._make,
                                        hostile_harness.eager_oracle(block_class, inputs),
                                        (1e-5, 1e-6))
+
+
+def test_int32_start_token_carried_as_float_is_refused_at_the_while_line():
+    """A start token given as int32 while ``F.argmax`` gives float32: eagerly the variable
+    changes dtype as Python allows; hybridized a graph's loop variable has one dtype, and the
+    refusal names the ``while`` line (it names the carried value by position, not as
+    ``token``: left as found)."""
+    cls = GreedyWhileTrueReturnInside
+    token, h = PROGRAMS[cls][0]
+    net = hostile_harness._make(cls)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net(mx.nd.array(token, dtype="int32"), mx.nd.array(h))
+        net.hybridize()
+        line = hostile_harness.line_in(__file__, "while True:", cls)
+        with pytest.raises(MismatchError, match=r"loop variable dtypes before and after func "
+                           r"differ(.|\n)*at %s:%d\)" % (re.escape(__file__), line)):
+            net(mx.nd.array(token, dtype="int32"), mx.nd.array(h))
+        net(mx.nd.array(token), mx.nd.array(h))    # (and the block stays usable)

@@ -306,3 +306,59 @@ def test_a_refused_training_call_leaves_the_block_usable():
         assert len(set(errors)) == 1, errors
         assert "%s:%d" % (__file__, hostile_harness.line_in(__file__, "h = self.bn(")) in \
             errors[0]
+
+
+class TiedWeightsTrainingBranch(HybridBlock):
+    """Two Dense layers sharing one weight (``params=``), a frozen third (``grad_req='null'``),
+    a BatchNorm before a ``while`` whose body branches on ``autograd.is_training()``."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.a = nn.Dense(3, in_units=3)
+            self.b = nn.Dense(3, in_units=3, params=self.a.collect_params())
+            self.c = nn.Dense(3, in_units=3)
+            self.bn = nn.BatchNorm(in_channels=3)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = self.bn(x)
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < 3:
+            if autograd.is_training():
+                h = F.tanh(self.a(h)) + self.c(h)
+            else:
+                h = F.tanh(self.b(h)) * 0.5
+            outs.append(h)
+            i = i + 1
+        return F.concat(*outs, dim=0)
+
+
+PROGRAMS[TiedWeightsTrainingBranch] = [[rand(2, 3, seed=2935)], [rand(4, 3, seed=2936)],
+                                       [rand(1, 3, seed=2937)]]
+
+
+def test_tied_weights_frozen_layer_and_training_branch_over_a_sequence():
+    """predict, train, record in predict mode, train on one row ...: outputs, input
+    gradients, the shared weight's added gradients and BatchNorm's running statistics equal
+    the eager block's after every call."""
+    cls = TiedWeightsTrainingBranch
+
+    def make(_cls, grad_req="write"):
+        net = _make(_cls, grad_req)
+        net.c.collect_params().setattr("grad_req", "null")
+        net.a.collect_params().setattr("grad_req", "add")
+        return net
+    calls = _calls(cls, 6)
+    rng = random.Random(cls.__name__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager, hybrid = make(cls), make(cls)
+        hybrid.hybridize()
+        for step, k in enumerate(calls):
+            mode = rng.choice(("train", "record_predict", "predict"))
+            want = _call(eager, PROGRAMS[cls][k], mode, ())
+            assert hostile_harness._compare(want, _call(hybrid, PROGRAMS[cls][k], mode, ()),
+                                            TOL), (step, mode)
+            assert hostile_harness._compare(_state(eager), _state(hybrid), TOL), (step, mode)

@@ -1,0 +1,134 @@
+"""Hostile round 29h (issue 24 item 5): the mistakes people make while porting, inside tensor
+loops and ``if``s: a missing dict key, an attribute the block lacks, a helper called with the
+wrong arguments, an index past the rows, a body whose shapes disagree, a cell given the wrong
+state list, ``boolean_mask`` given a mask of another length. Hybridized, each is Python's own
+error (as eagerly) or an error naming the user's file and line, never a library internal."""
+import pytest
+from mxnet.gluon import HybridBlock, nn, rnn
+
+from gluon_cf import autograph
+
+import hostile_harness
+
+PROGRAMS, program = hostile_harness.program_registry()
+rand, floats = hostile_harness.rand, hostile_harness.floats
+ROWS = ([rand(4, 3, seed=2991)], [rand(2, 3, seed=2992)])
+
+
+def two_args(h, row):
+    return h + row
+
+
+@program(*ROWS)
+class MissingDictKeyInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        state = {"h": x[0]}
+        for row in x:
+            state = {"h": state["hidden"] + row}
+        return state["h"]
+
+
+@program(*ROWS)
+class MissingAttributeInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = h * self.decay + row
+        return h
+
+
+@program(*ROWS)
+class HelperCalledWithTooFewArguments(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = two_args(h)
+        return h
+
+
+@program(*ROWS)
+class IndexPastTheRowsAfterLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = h + row
+        return h + x[6]
+
+
+@program(*ROWS)
+class BodyShapesDisagree(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((2,))
+        for row in x:
+            h = F.elemwise_add(h, row)
+        return h
+
+
+@program(*ROWS)
+class CellGivenStateNotInList(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = rnn.LSTMCell(3, input_size=3)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, c = F.zeros((1, 3)), F.zeros((1, 3))
+        for row in x:
+            out, (h, c) = self.cell(row.reshape((1, -1)), h)
+        return h
+
+
+@program([rand(4, 3, seed=2993), floats(1, 0, 1)], [rand(2, 3, seed=2994), floats(1, 1, 1)])
+class MaskOfAnotherLengthInWhile(HybridBlock):
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, x, mask):
+        h = F.zeros((1, 3))
+        i = F.zeros((1,))
+        while F.sum(i) < 2:
+            h = h + F.sum(F.contrib.boolean_mask(x, mask), axis=0, keepdims=True)
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class DenseOfWrongInUnitsInLoop(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=5)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1, 3))
+        for row in x:
+            h = self.fc(h) + row
+        return h
+
+
+_classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
+
+
+@pytest.mark.parametrize("block_class", list(PROGRAMS), ids=lambda c: c.__name__)
+def test_mistake_is_pythons_error_or_names_the_users_line(block_class):
+    result = _classified(block_class)
+    assert not hostile_harness.not_equal_or_refused(result), result
+
+
+def test_a_cell_given_one_array_for_its_states_names_the_users_line():
+    """Gluon's LSTMCell reads ``states[1]``; given one array, hybridized that is MXNet's
+    ``Symbol[1]`` (an output past the symbol's one), whose bare ``IndexError()`` named no
+    line (eagerly MXNet's shape error). Now an IndexError at the user's call."""
+    cls = CellGivenStateNotInList
+    error = hostile_harness.hybridized_error(cls, *PROGRAMS[cls][0])
+    line = hostile_harness.line_in(__file__, "out, (h, c) = self.cell(", cls)
+    assert type(error) is IndexError, repr(error)
+    assert str(error).startswith("%s:%d: out, (h, c) = self.cell(" % (__file__, line)), error
+    assert "an RNN cell's states [h, c]" in str(error)
