@@ -557,11 +557,4 @@ _classified = hostile_harness.cached_classifier(PROGRAMS, FILES, export=False)
 @pytest.mark.parametrize("block_class", list(PROGRAMS), ids=lambda c: c.__name__)
 def test_program_equals_its_oracle_or_is_refused_at_its_line(block_class):
     """Recorded, values and gradients, eager and hybridized."""
-    result = _classified(block_class)
-    refused = block_class in REFUSED
-    hostile_harness.assert_kinds(result, refused=refused)
-    if refused:
-        error = hostile_harness.hybridized_error(block_class, *PROGRAMS[block_class][0])
-        assert isinstance(error, gluon_cf.AutographError), repr(error)
-        assert REFUSED[block_class] in str(error), str(error)
-
+    hostile_harness.assert_program(block_class, PROGRAMS, _classified, REFUSED)

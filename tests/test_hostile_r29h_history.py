@@ -285,8 +285,6 @@ def test_a_dtype_change_between_calls():
                 assert hostile_harness._compare(want, got, TOL), dtype
 
 
-
-
 def test_a_refused_training_call_leaves_the_block_usable():
     """BatchNorm in a loop body, hybridized, refuses a training call (its running statistics
     would not be updated): the same refusal on every training call, and the predict calls
