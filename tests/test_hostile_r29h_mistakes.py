@@ -6,6 +6,7 @@ error (as eagerly) or an error naming the user's file and line, never a library 
 import pytest
 from mxnet.gluon import HybridBlock, nn, rnn
 
+import gluon_cf
 from gluon_cf import autograph
 
 import hostile_harness
@@ -113,6 +114,86 @@ class DenseOfWrongInUnitsInLoop(HybridBlock):
         return h
 
 
+@program(*ROWS)
+class GruCellGivenTupleOfTwoStates(HybridBlock):
+    """A GRUCell (one state) given ``[h, h]`` (an LSTM's two)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = rnn.GRUCell(3, input_size=3)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1, 3))
+        for row in x:
+            out, (h,) = self.cell(row.reshape((1, -1)), [h, h])
+        return h
+
+
+@program(*ROWS)
+class UnpackOneOutputIntoTwo(HybridBlock):
+    """``a, b = F.split(row, num_outputs=3)`` (three outputs into two names)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            a, b = F.split(row, num_outputs=3, axis=0)
+            h = h + a + b
+        return h
+
+
+@program(*ROWS)
+class CallingAnArrayInLoop(HybridBlock):
+    """``h = h(row)``: an array called as a function."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = h(row)
+        return h
+
+
+@program(*ROWS)
+class StringPlusTensorInLoop(HybridBlock):
+    """``name = "step" + h``: a string added to an array."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = "step" + h
+        return h
+
+
+@program(*ROWS)
+class WrongAxisReduceInLoop(HybridBlock):
+    """``F.sum(row, axis=2)`` of a 1-D row."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1,))
+        for row in x:
+            h = h + F.sum(row, axis=2)
+        return h
+
+
+@program(*ROWS)
+class TakeWithFloatIndexOutOfRangeInWhile(HybridBlock):
+    """``F.take(x, idx)`` with ``idx`` past the rows (MXNet clips: a value, as eagerly)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        i = F.zeros((1,))
+        h = F.zeros((1, 3))
+        while F.sum(i) < 3:
+            h = h + F.take(x, i + 5)
+            i = i + 1
+        return h
+
+
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
@@ -132,3 +213,17 @@ def test_a_cell_given_one_array_for_its_states_names_the_users_line():
     assert type(error) is IndexError, repr(error)
     assert str(error).startswith("%s:%d: out, (h, c) = self.cell(" % (__file__, line)), error
     assert "an RNN cell's states [h, c]" in str(error)
+
+
+def test_a_tensor_called_as_a_function_names_the_users_line():
+    """``h = h(row)``: eagerly Python's TypeError; hybridized MXNet's Symbol is callable
+    (it composes a graph into the symbol) and the call failed as a HashedSymbolError
+    "this hashes a tensor (a set's item, a dict's key)", which the code does not do. Now a
+    TypeError (an AutographError) at the call saying a tensor was called."""
+    cls = CallingAnArrayInLoop
+    error = hostile_harness.hybridized_error(cls, *PROGRAMS[cls][0])
+    line = hostile_harness.line_in(__file__, "h = h(row)\n", cls)
+    assert isinstance(error, TypeError) and isinstance(error, gluon_cf.AutographError), \
+        repr(error)
+    assert str(error).startswith("%s:%d: h = h(row): this calls a tensor as a function"
+                                 % (__file__, line)), error

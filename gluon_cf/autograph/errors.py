@@ -32,6 +32,12 @@ class HashedSymbolError(AutographError, TypeError):
     cannot be: Python's TypeError on a Symbol, at the user's line, caught as it is."""
 
 
+class CalledTensorError(AutographError, TypeError):
+    """A tensor called as a function (``h = h(row)``) while hybridizing: eagerly Python's
+    TypeError "'NDArray' object is not callable"; a Symbol is callable (MXNet composes a graph
+    into it), which failed far from the call. At the user's line, caught as Python's is."""
+
+
 class AutographWarning(UserWarning):
     """Converted code that runs, but not as it would eagerly: a ``print`` inside a tensor
     ``if`` or loop prints once, while tracing. The message begins with the file and line."""
