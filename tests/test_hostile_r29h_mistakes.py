@@ -3,6 +3,7 @@ loops and ``if``s: a missing dict key, an attribute the block lacks, a helper ca
 wrong arguments, an index past the rows, a body whose shapes disagree, a cell given the wrong
 state list, ``boolean_mask`` given a mask of another length. Hybridized, each is Python's own
 error (as eagerly) or an error naming the user's file and line, never a library internal."""
+import numpy as np
 import pytest
 from mxnet.gluon import HybridBlock, nn, rnn
 
@@ -194,6 +195,122 @@ class TakeWithFloatIndexOutOfRangeInWhile(HybridBlock):
         return h
 
 
+@program(*ROWS)
+class IntPlusListInLoop(HybridBlock):
+    """``outs + 1`` of a collected list: Python's TypeError, naming no internal type."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row)
+        return outs + 1
+
+
+@program(*ROWS)
+class IntPlusListReflected(HybridBlock):
+    """``2 + outs`` of a collected list."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row)
+        return 2 + outs
+
+
+@program(*ROWS)
+class LenOfTensorInWhile(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        i = F.zeros((1,))
+        while F.sum(i) < len(h):
+            h = h * 2
+            i = i + 1
+        return h
+
+
+@program(*ROWS)
+class FloatOfTensorInIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            if float(F.sum(row)) > 0:
+                h = h + row
+        return h
+
+
+@program(*ROWS)
+class IntIndexFromTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        k = F.argmax(F.sum(x, axis=1), axis=0)
+        return x[int(k.asscalar())]
+
+
+@program(*ROWS)
+class ListIndexByTensorAfterLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0], x[0] * 2]
+        k = F.sum(x) > 0
+        return outs[k]
+
+
+@program(*ROWS)
+class ReturnNoneFromOneBranch(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = h + row
+        if F.sum(h) > 0:
+            return h
+        return None
+
+
+@program(*ROWS)
+class KeywordArgToCellWrong(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = rnn.GRUCell(3, input_size=3)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1, 3))
+        for row in x:
+            out, (h,) = self.cell(row.reshape((1, -1)), states=[h])
+        return h
+
+
+@program(*ROWS)
+class DenseGivenTwoArgs(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = nn.Dense(3, in_units=3)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((1, 3))
+        for row in x:
+            h = self.fc(h, row)
+        return h
+
+
+@program(*ROWS)
+class NumpyOnTensorInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        for row in x:
+            h = h + np.tanh(row)
+        return h
+
+
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
@@ -227,3 +344,13 @@ def test_a_tensor_called_as_a_function_names_the_users_line():
         repr(error)
     assert str(error).startswith("%s:%d: h = h(row): this calls a tensor as a function"
                                  % (__file__, line)), error
+
+
+@pytest.mark.parametrize("block_class, text", [
+    (IntPlusListInLoop, 'can only concatenate list (not "int") to list'),
+    (IntPlusListReflected, "unsupported operand type(s) for +: 'int' and 'list'")])
+def test_a_collected_list_plus_a_number_is_pythons_type_error(block_class, text):
+    """Hybridized, ``outs + 1`` of a list a tensor loop collected was "unsupported operand
+    type(s) for +: 'StepList' and 'int'", naming gluon_cf's own type: now Python's words."""
+    error = hostile_harness.hybridized_error(block_class, *PROGRAMS[block_class][0])
+    assert type(error) is TypeError and str(error) == text, repr(error)

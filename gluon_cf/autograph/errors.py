@@ -1,6 +1,7 @@
 """What autograph's messages are made of: :class:`AutographError`, the locations of the user's
 lines (``file:12: source``) and graph node names derived from them, and the closures that read
 a variable (recorded by the conversion, named by the messages about that variable)."""
+import numbers
 import os
 import re
 import site
@@ -149,3 +150,15 @@ def in_library_file(filename: str) -> bool:
             any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
         _LIBRARY_FILES[filename] = known
     return known
+
+
+def list_operand(other, op, right=False):
+    """Python's TypeError for a list and ``other`` (no list) under ``op``, for a collected
+    list (whose own type name Python's message would show); NotImplemented where ``other``'s
+    type may take a list by its own (reflected) operator, as an array's."""
+    if not isinstance(other, (numbers.Number, str, bytes, type(None), tuple, dict, set)):
+        return NotImplemented
+    if right:
+        raise TypeError(f"unsupported operand type(s) for {op}: '{type(other).__name__}' and "
+                        f"'list'")
+    raise TypeError(f'can only concatenate list (not "{type(other).__name__}") to list')
