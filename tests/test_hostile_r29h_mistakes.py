@@ -311,6 +311,72 @@ class NumpyOnTensorInLoop(HybridBlock):
         return h
 
 
+def collect(F, x):
+    outs = []
+    for row in x:
+        outs.append(row * 2)
+    return outs
+
+
+@program(*ROWS)
+class ListTimesFloat(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = collect(F, x)
+        return F.stack(*(outs * 1.5))
+
+
+@program(*ROWS)
+class ListIndexFloat(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = collect(F, x)
+        return outs[1.5]
+
+
+@program(*ROWS)
+class AppendTwoArgs(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for row in x:
+            outs.append(row, row)
+        return F.stack(*outs)
+
+
+@program(*ROWS)
+class ListPlusTuple(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = collect(F, x)
+        return F.stack(*(outs + (x[0],)))
+
+
+@program(*ROWS)
+class ListTimesBool(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = collect(F, x)
+        return F.stack(*(outs * True))
+
+
+@program(*ROWS)
+class ListStrIndex(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = collect(F, x)
+        return outs["a"]
+
+
+@program(*ROWS)
+class UnpackCollectedIntoTwo(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = collect(F, x)
+        a, b = outs
+        return a + b
+
+
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
@@ -348,9 +414,11 @@ def test_a_tensor_called_as_a_function_names_the_users_line():
 
 @pytest.mark.parametrize("block_class, text", [
     (IntPlusListInLoop, 'can only concatenate list (not "int") to list'),
-    (IntPlusListReflected, "unsupported operand type(s) for +: 'int' and 'list'")])
+    (IntPlusListReflected, "unsupported operand type(s) for +: 'int' and 'list'"),
+    (ListTimesFloat, "can't multiply sequence by non-int of type 'float'")])
 def test_a_collected_list_plus_a_number_is_pythons_type_error(block_class, text):
     """Hybridized, ``outs + 1`` of a list a tensor loop collected was "unsupported operand
-    type(s) for +: 'StepList' and 'int'", naming gluon_cf's own type: now Python's words."""
+    type(s) for +: 'StepList' and 'int'" (``outs * 1.5`` alike), naming gluon_cf's own type:
+    now Python's words; ``outs * True`` is the list, as Python's (was refused alike)."""
     error = hostile_harness.hybridized_error(block_class, *PROGRAMS[block_class][0])
     assert type(error) is TypeError and str(error) == text, repr(error)

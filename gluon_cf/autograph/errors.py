@@ -158,6 +158,8 @@ def list_operand(other, op, right=False):
     type may take a list by its own (reflected) operator, as an array's."""
     if not isinstance(other, (numbers.Number, str, bytes, type(None), tuple, dict, set)):
         return NotImplemented
+    if op == "*":
+        raise TypeError(f"can't multiply sequence by non-int of type '{type(other).__name__}'")
     if right:
         raise TypeError(f"unsupported operand type(s) for {op}: '{type(other).__name__}' and "
                         f"'list'")

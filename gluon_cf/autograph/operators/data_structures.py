@@ -338,8 +338,8 @@ class StepList:
 
     def __mul__(self, times):
         """``items * k``: the items k times over (no item for k <= 0, as Python's)."""
-        if not isinstance(times, int) or isinstance(times, bool):
-            return NotImplemented
+        if not isinstance(times, int):          # (a bool is an int, as Python's)
+            return list_operand(times, "*")
         if times <= 0:
             return []
         out = self.copy()
