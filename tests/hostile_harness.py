@@ -280,6 +280,17 @@ def assert_kinds(result, refused_eagerly=False, refused=False):
                      else "equal"}, result
 
 
+def assert_program(block_class, programs, classified, refused):
+    """A program of ``programs`` (:func:`program_registry`) equals its oracle in both modes
+    (``classified(block_class)``: :func:`cached_classifier`'s), or where ``refused`` (block
+    class -> text) holds it, is refused hybridized by an AutographError holding that text."""
+    assert_kinds(classified(block_class), refused=block_class in refused)
+    if block_class in refused:
+        error = hybridized_error(block_class, *programs[block_class][0])
+        assert isinstance(error, gluon_cf.AutographError), repr(error)
+        assert refused[block_class] in str(error), str(error)
+
+
 def not_equal_or_refused(result):
     """The modes of a :func:`classify` result that neither equal the oracle nor are a clean
     refusal at the user's line."""

@@ -1,6 +1,7 @@
 """What autograph's messages are made of: :class:`AutographError`, the locations of the user's
 lines (``file:12: source``) and graph node names derived from them, and the closures that read
 a variable (recorded by the conversion, named by the messages about that variable)."""
+import numbers
 import os
 import re
 import site
@@ -30,6 +31,12 @@ class AmbiguousTruthError(AutographError):
 class HashedSymbolError(AutographError, TypeError):
     """A tensor hashed while hybridizing (a set's item, a dict's key), which MXNet's Symbol
     cannot be: Python's TypeError on a Symbol, at the user's line, caught as it is."""
+
+
+class CalledTensorError(AutographError, TypeError):
+    """A tensor called as a function (``h = h(row)``) while hybridizing: eagerly Python's
+    TypeError "'NDArray' object is not callable"; a Symbol is callable (MXNet composes a graph
+    into it), which failed far from the call. At the user's line, caught as Python's is."""
 
 
 class AutographWarning(UserWarning):
@@ -143,3 +150,17 @@ def in_library_file(filename: str) -> bool:
             any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
         _LIBRARY_FILES[filename] = known
     return known
+
+
+def list_operand(other, op, right=False):
+    """Python's TypeError for a list and ``other`` (no list) under ``op``, for a collected
+    list (whose own type name Python's message would show); NotImplemented where ``other``'s
+    type may take a list by its own (reflected) operator, as an array's."""
+    if not isinstance(other, (numbers.Number, str, bytes, type(None), tuple, dict, set)):
+        return NotImplemented
+    if op == "*":
+        raise TypeError(f"can't multiply sequence by non-int of type '{type(other).__name__}'")
+    if right:
+        raise TypeError(f"unsupported operand type(s) for {op}: '{type(other).__name__}' and "
+                        f"'list'")
+    raise TypeError(f'can only concatenate list (not "{type(other).__name__}") to list')

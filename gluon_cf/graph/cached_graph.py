@@ -424,11 +424,14 @@ def makes_zero_size(symbol, nodes, shapes):
         return False
     internals = symbol.get_internals()
     outputs = []
-    for name in internals.list_outputs():   # "<node>_output" or "<node>_output<k>"
+    # (by position: a block called twice in one graph, as a shared encoder is, makes nodes of
+    # one name where autograph names them after the user's line, and Symbol['name'] of such a
+    # name is MXNet's ValueError "There are multiple outputs with name")
+    for k, name in enumerate(internals.list_outputs()):   # "<node>_output" or "..._output<k>"
         node, _, index = name.rpartition("_output")
         if (index == "" or index.isdigit()) and (node, int(index or 0)) in read:
-            outputs.append(name)
-    group = mx.sym.Group([internals[name] for name in outputs])
+            outputs.append(k)
+    group = mx.sym.Group([internals[k] for k in outputs])
     known = set(group.list_inputs())
     try:
         _, outs, _ = group.infer_shape_partial(**{

@@ -140,7 +140,7 @@ from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
 from ..converters.loops import LoopsConverter, unpacked_targets
 from ..converters.jumps import lower_jumps
-from ..errors import AutographError, in_library_file
+from ..errors import AutographError, CalledTensorError, in_library_file
 from ..pyct.static_analysis.activity import MUTATORS, Scope
 from ..pyct.static_analysis.aliases import given_as_receiver, given_to_calls, shared_arrays
 from ..pyct.static_analysis.reaching import augmented_assignments, position
@@ -334,6 +334,10 @@ def converted(fn, where=None):
     if where is None:
         caller = sys._getframe(1)          # converted code runs under the user's lines
         where = _CallSite(caller.f_code.co_filename, caller.f_lineno)
+    if isinstance(fn, mx.sym.Symbol):
+        raise CalledTensorError(f"{where}: this calls a tensor as a function; an NDArray is not "
+                                f"callable (eagerly Python's TypeError \"'NDArray' object is "
+                                f"not callable\"): call a function or block with the tensor")
     if isinstance(fn, functools.partial):
         inner = converted(fn.func, where)
         return fn if inner is fn.func else functools.partial(inner, *fn.args, **fn.keywords)

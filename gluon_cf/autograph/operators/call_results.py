@@ -11,6 +11,7 @@ import functools
 import itertools
 import linecache
 import numbers
+import os
 import pickle
 import threading
 import types
@@ -169,6 +170,8 @@ def surfacing_refusals(fn):
                 _symbol_only_at_user_line(err)
             if hashes_symbol(err):
                 _hashed_at_user_line(err)
+            if _symbol_output_index(err):
+                _symbol_index_at_user_line(err)
             raise
         finally:
             _RUNNING.refusals.pop()
@@ -256,6 +259,35 @@ def _symbol_only_at_user_line(err):
         f"converts), or compare Python values")
     refused.function, refused.alias = err.function, err.alias
     raise refused from None
+
+
+def _symbol_output_index(err):
+    """Whether ``err`` is the bare IndexError of MXNet's ``Symbol.__getitem__`` (an int past
+    a Symbol's outputs), raised in library code the converted code called (a Gluon RNN cell
+    reading ``states[1]`` of a state given as one array, not a list)."""
+    if type(err) is not IndexError or str(err):
+        return False
+    frame = err.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_code.co_name == "__getitem__" and \
+        frame.tb_frame.f_code.co_filename.endswith(os.path.join("mxnet", "symbol", "symbol.py"))
+
+
+def _symbol_index_at_user_line(err):
+    """The bare IndexError of :func:`_symbol_output_index` (eagerly the same code indexes the
+    array's rows, and fails otherwise or not at all), named at the user's innermost line
+    and still an IndexError (as the user's ``except IndexError:`` catches)."""
+    where = _user_line(err)
+    if where is None:
+        return
+    raise IndexError(
+        f"{where[0]}:{where[1]}: {linecache.getline(*where[:2]).strip()}: while hybridizing, "
+        f"code called here indexed a tensor (a Symbol) past its outputs: MXNet's Symbol[k] is "
+        f"its k-th output, not its k-th row as an NDArray's, so library code written for a "
+        f"list of arrays (an RNN cell's states [h, c]) fails on one array. Pass what it "
+        f"expects (a list of arrays); in your own code x[k] is a row (autograph rewrites "
+        f"it)") from None
 
 
 def checked(fn, call, name, binds, where, sign, rewrite, receiver=False):

@@ -53,8 +53,7 @@ NOTE [autograph lists]
     an append after a break there stays refused. Any other change of an outside list, dict or set by
     a method call (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is
     an AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
-    condition; a step reading the list it appends to is told so (no step sees earlier items).
-"""
+    condition; a step reading the list it appends to is told so (no step sees earlier items)."""
 import linecache
 
 import mxnet as mx
@@ -62,7 +61,8 @@ import mxnet as mx
 from ...ops.cond import cond
 from ...hybrid_trace import static_shape
 from ...operators import user_location
-from ..errors import AutographError, node_name, op_name, one_colon, python_value, region_at
+from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
+                      region_at)
 from .item_check import checked_item
 
 
@@ -314,12 +314,12 @@ class StepList:
     def __add__(self, other):
         """``items + other``: a new list of these items then ``other``'s (a collected list or
         a list of arrays)."""
-        other = _as_step_list(other, self.where)
-        if other is None:
-            return NotImplemented
-        if isinstance(other, list):                 # (no item)
+        mine = _as_step_list(other, self.where)
+        if mine is None:
+            return list_operand(other, "+")
+        if isinstance(mine, list):                  # (no item)
             return self.copy()
-        return self.joined(other.rows, other.n_items, other.most, maybe_stale=other.stale)
+        return self.joined(mine.rows, mine.n_items, mine.most, maybe_stale=mine.stale)
 
     def __iadd__(self, other):
         """``items += other``: in place, as a list's (every name holding it sees it)."""
@@ -333,13 +333,13 @@ class StepList:
     def __radd__(self, other):
         mine = _as_step_list(other, self.where)
         if mine is None:
-            return NotImplemented
+            return list_operand(other, "+", right=True)
         return self.copy() if isinstance(mine, list) else mine + self
 
     def __mul__(self, times):
         """``items * k``: the items k times over (no item for k <= 0, as Python's)."""
-        if not isinstance(times, int) or isinstance(times, bool):
-            return NotImplemented
+        if not isinstance(times, int):          # (a bool is an int, as Python's)
+            return list_operand(times, "*")
         if times <= 0:
             return []
         out = self.copy()
