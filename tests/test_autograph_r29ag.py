@@ -4,7 +4,17 @@ Python on NDArrays (the oracle) and converted, eagerly and hybridized with gradi
 
 - A zero-argument ``super()`` inside a comprehension, a lambda or a nested function of a
   converted method took the method's ``self``; Python takes the first parameter of the scope
-  it is in (a comprehension's iterator: TypeError; a lambda of none: RuntimeError)."""
+  it is in (a comprehension's iterator: TypeError; a lambda of none: RuntimeError).
+- A ``try`` catching IndexError around a tensor ``for`` whose body indexes past a shape the
+  graph is traced for was refused hybridized; the first step now runs as Python there and
+  raises it, as eagerly (NOTE [an index error the user's try catches]).
+- A variable a loop inside a ``try`` assigns and its handler reads (``g = r * 5`` before the
+  raising line, ``except IndexError: h = h + g``) kept its value before the loop, eagerly
+  and hybridized: the handler's reads are now live after the loop.
+- ``except*`` bodies were not known to indexing (an index past the axis failed as the graph
+  ran): they are as ``except``'s."""
+import contextlib
+
 from mxnet.gluon import HybridBlock
 
 import pytest
@@ -126,11 +136,198 @@ class SuperInTensorLoop(Base):
         return h
 
 
+@program(*ROWS)
+class TryAroundTensorFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        try:
+            for r in x:
+                h = h + r * 3
+                h = h * x[3]
+        except IndexError:
+            h = h * 2
+        return h
+
+
+@program(*ROWS)
+class HandlerReadsWhatTheStepAssigned(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, g = x[0] * 0, x[1]
+        try:
+            for r in x:
+                g = r * 5
+                h = h + x[3] * g
+        except IndexError:
+            h = h + g
+        return h
+
+
+@program(*ROWS)
+class HandlerReadsWhatAPythonLoopAssigned(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, g = x[0] * 0, x[1]
+        try:
+            for i in range(5):
+                g = x[0] * i
+                h = h + x[i] * g
+        except IndexError:
+            h = h + g
+        return h
+
+
+@program(*ROWS)
+class SuppressAroundTensorForInHelper(HybridBlock):
+    def pick(self, x, i):
+        return x[i]
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        with contextlib.suppress(IndexError):
+            for r in x:
+                h = h + r
+                h = h + self.pick(x, 3)
+        return h
+
+
+@program(*ROWS)
+class TryFinallyAroundUnpackingFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0, 0] * 1
+        try:
+            for a, b in x:
+                h = h + a * b
+                h = h + x[3, 0]
+        except LookupError:
+            h = h * 3
+        finally:
+            h = h + 1
+        return h
+
+
+@program(*ROWS)
+class TensorIfThenIndexInTensorFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        try:
+            for r in x:
+                if F.sum(r) > 0:
+                    h = h + r
+                else:
+                    h = h - r
+                h = h + x[3]
+        except IndexError:
+            return h * 7
+        return h
+
+
+@program(*ROWS)
+class NestedTensorForsInTry(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        for r in x:
+            try:
+                for q in x:
+                    h = h + q * r + x[3]
+            except IndexError:
+                h = h + r
+        return h
+
+
+@program(*ROWS)
+class ExceptStarIndex(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        try:
+            r = x[5, 0]
+        except* KeyError:
+            r = x[0]
+        except* IndexError:
+            r = x[1] * 5
+        return r
+
+
+@program(*ROWS)
+class ExceptStarInPythonLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for i in range(6):
+            try:
+                h = h + x[i]
+            except* IndexError:
+                h = h * 2
+        return h
+
+
+@program(*ROWS)
+class ExceptStarAroundTensorFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, g = x[0] * 0, x[1]
+        try:
+            for r in x:
+                g = r * 5
+                h = h + x[3] * g
+        except* IndexError:
+            h = h + g
+        else:
+            h = h * 3
+        return h
+
+
+@program(*ROWS)
+class ExceptStarOfGroupRaised(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        try:
+            h = h * 2
+            raise ExceptionGroup("g", [KeyError("a"), IndexError("b")])
+        except* KeyError:
+            h = h + 1
+        except* IndexError:
+            h = h + 10
+        return h
+
+
+@program(*ROWS)
+class HandlerReadsTheItem(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, r = x[0] * 0, x[2]
+        try:
+            for r in x:
+                h = h + x[3] * r
+        except IndexError:
+            h = h + r
+        return h
+
+
+_REFUSED = (HandlerReadsTheItem,)
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
-@pytest.mark.parametrize("block_class", list(PROGRAMS), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("block_class", [c for c in PROGRAMS if c not in _REFUSED],
+                         ids=lambda c: c.__name__)
 def test_converted_as_python(block_class):
     """Values and gradients (or Python's own exception) as plain Python, eagerly and
     hybridized."""
     hostile_harness.assert_kinds(_classified(block_class))
+
+
+def test_item_read_by_the_handler_is_refused_hybridized():
+    """The handler reads the tensor loop's item: eagerly Python's (it was the item before
+    the loop, silently), hybridized refused at the loop's line (a graph's loop keeps no
+    row)."""
+    hostile_harness.assert_kinds(_classified(HandlerReadsTheItem), refused=True)
+    err = hostile_harness.hybridized_error(HandlerReadsTheItem, ROWS[0][0])
+    line = hostile_harness.line_in(__file__, "for r in x:", HandlerReadsTheItem)
+    assert str(err).startswith(f"{__file__}:{line}: for r in x: this for loop is on a tensor "
+                               f"and its item is read after the loop"), err

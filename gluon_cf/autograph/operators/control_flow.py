@@ -38,7 +38,8 @@ from ..errors import AutographError, node_name, python_value, read_by
 from .carried import Carried, carries_nothing, described, holds_arrays, spec_of
 from .py_builtins import one_output
 from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
-from .call_results import surfaced
+from .call_results import surfaced, surfaced_inside
+from .caught_errors import raised_by_traced_shapes
 from .loop_escape import escaped, record
 from .unpacking import row_items
 from .side_effects import graph_region
@@ -191,6 +192,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
             record(exc, exc.__traceback__, body, (_item_name(body),) + tuple(names),
                    (last,) + tuple(values), lists, list_names, kept)
             raise
+    before = values
     try:      # NOTE [an exception leaving a loop]
         if lists and stop:
             raise AutographError(
@@ -260,7 +262,33 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         return carried.rebuild(final) + extended(lists, rows, steps, where) + last
     except Exception as exc:
         escaped(exc)        # (what a loop inside recorded: not this loop's)
+        if raised_by_traced_shapes(exc) and not surfaced_inside(exc) and \
+                items_count is None:
+            _first_step_raising(iterable, body, before, names, where, unpack,
+                                (lists, list_names, kept))
         surfaced(exc, where)
+        raise
+
+
+def _first_step_raising(iterable, body, values, names, where, unpack, collected):
+    """The first step of a tensor ``for`` whose traced body raised the IndexError of a shape
+    the graph is traced for, run as Python on the first row where the shapes give one: it
+    raises it again, leaving the variables and the collected ``(lists, names, kept)`` as the
+    eager step leaves them (NOTE [an index error the user's try catches]). Returns (for the
+    refusal) where the loop may run no step or the step raises nothing."""
+    shape = static_shape(iterable, where)
+    if not shape or shape[0] < 1:
+        return
+    row = mx.sym.squeeze(mx.sym.slice_axis(iterable, axis=0, begin=0, end=1,
+                                           name=node_name(where, "first")), axis=0)
+    if unpack is not None:
+        row = row_items(iterable, unpack, where)(row)
+    lists, list_names, kept = collected
+    try:
+        body(row, *values)
+    except BaseException as exc:      # NOTE [an exception leaving a loop]
+        record(exc, exc.__traceback__, body, (_item_name(body),) + tuple(names),
+               (row,) + tuple(values), lists, list_names, kept)
         raise
 
 
