@@ -11,6 +11,11 @@ Python on NDArrays (the oracle) and converted, eagerly and hybridized with gradi
 - A variable a loop inside a ``try`` assigns and its handler reads (``g = r * 5`` before the
   raising line, ``except IndexError: h = h + g``) kept its value before the loop, eagerly
   and hybridized: the handler's reads are now live after the loop.
+- ``items.pop()``, ``.insert(i, v)``, ``.clear()``, ``.reverse()`` of a list a tensor loop
+  collected were refused as of a length "known only when the graph runs" where the input
+  shapes give it: Python's now; refused (what to write instead) where they do not, and
+  ``.index()``/``.count()``/``.remove()``/``.sort()`` refused for what they are (comparing
+  arrays).
 - ``except*`` bodies were not known to indexing (an index past the axis failed as the graph
   ran): they are as ``except``'s."""
 import contextlib
@@ -310,7 +315,96 @@ class HandlerReadsTheItem(HybridBlock):
         return h
 
 
-_REFUSED = (HandlerReadsTheItem,)
+@program(*ROWS)
+class PopLastAndFirst(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(F.tanh(r) * 2)
+        last, first = outs.pop(), outs.pop(0)
+        return F.stack(*outs) + last * first.sum()
+
+
+@program(*ROWS)
+class PopUntilEmptyThenAppend(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        h = x[0] * 0
+        while outs:
+            h = h + outs.pop() * len(outs)
+        outs.append(h)
+        return F.stack(*outs)
+
+
+@program(*ROWS)
+class InsertAtEachEnd(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(F.sigmoid(r))
+        outs.insert(0, x[0] * 5)
+        outs.insert(-1, x[1] + 1)
+        outs.insert(100, x[2])
+        return F.stack(*outs, axis=1).sum(axis=1) * len(outs) + outs[1]
+
+
+@program(*ROWS)
+class ReverseAndClearInPlace(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * F.sum(r))
+        alias = outs
+        outs.reverse()
+        h = F.stack(*alias) + outs[0]
+        outs.clear()
+        outs.append(x[0])
+        return h, F.stack(*alias) * len(alias)
+
+
+@program(*ROWS)
+class PopPastTheEndCaught(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        try:
+            v = outs.pop(7)
+        except IndexError:
+            v = outs.pop(0)
+        return v + F.stack(*outs).sum()
+
+
+@program(*ROWS)
+class IndexOfAnItem(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        return x * outs.index(outs[1])
+
+
+@program(*ROWS)
+class PopOfATensorWhile(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        i = F.zeros((1,))
+        while F.sum(i) < 3:
+            outs.append(x[0] * i)
+            i = i + 1
+        return outs.pop()
+
+
+_REFUSED = (HandlerReadsTheItem, IndexOfAnItem, PopOfATensorWhile)
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
@@ -331,3 +425,24 @@ def test_item_read_by_the_handler_is_refused_hybridized():
     line = hostile_harness.line_in(__file__, "for r in x:", HandlerReadsTheItem)
     assert str(err).startswith(f"{__file__}:{line}: for r in x: this for loop is on a tensor "
                                f"and its item is read after the loop"), err
+
+
+@pytest.mark.parametrize("block_class, text, says", [
+    (IndexOfAnItem, "return x * outs.index(outs[1])",
+     ".index() of a list the loop on a tensor at {f}:{loop} (for r in x:) appended to compares "
+     "its items (==, <), and a comparison of arrays is an array whose truth exists only when "
+     "the graph runs"),
+    (PopOfATensorWhile, "return outs.pop()",
+     "a list the loop on a tensor at {f}:{loop} (while F.sum(i) < 3:) appended to is changed "
+     "with .pop(), but how many items it holds is known only when the graph runs (the input "
+     "shapes do not give it here); read items[-1] and make a new list, items = items[:-1]")],
+    ids=["index", "pop"])
+def test_list_methods_refused_for_what_they_are(block_class, text, says):
+    """Eagerly Python's; hybridized refused at the user's line, saying why and what to
+    write."""
+    hostile_harness.assert_kinds(_classified(block_class), refused=True)
+    err = hostile_harness.hybridized_error(block_class, ROWS[0][0])
+    line = hostile_harness.line_in(__file__, text, block_class)
+    loop = line - (2 if block_class is IndexOfAnItem else 3)
+    assert str(err).startswith(f"{__file__}:{line}: {text}: " + says.format(
+        f=__file__, loop=loop)), err

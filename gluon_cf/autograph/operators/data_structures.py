@@ -14,7 +14,10 @@ NOTE [autograph lists]
     ``items[a:b]`` and ``reversed(items)``), ``items[i]`` and ``items.append(x)`` compute from
     it. Where the number of items is known while tracing (loops of a Python count, or rows of
     a shape the input shapes give: NOTE [graphs traced for input shapes]), ``len``, truth,
-    slices, ``reversed`` and iteration are Python's on the list of its rows; otherwise a slice
+    slices, ``reversed``, iteration, ``pop`` and ``insert`` are Python's on the list of its
+    rows (the last two restack them, in place); ``clear`` and ``reverse`` are in place in any
+    case; ``index``, ``count``, ``remove`` and ``sort`` compare arrays, whose truth only the
+    run knows, and are refused; otherwise a slice
     of step 1 whose bounds are both from the start or both from the end is a StepList of the
     rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
     a new StepList as Python's slice is a new list, ``reversed`` the rows reversed (a
@@ -131,6 +134,18 @@ def extended(lists, rows, steps, where, most=None):
 
 
 _LIST_METHODS = {name for name in dir(list) if not name.startswith("_")} - {"append"}
+# (list's methods comparing items)
+_COMPARING = {"index", "count", "remove", "sort"}
+
+
+def _line_here():
+    """``file:line: source`` of the user's line running (converted code's frames are under
+    the user's file), or None."""
+    here = user_location(2)
+    if here:
+        path, _, line = here.rpartition(":")
+        here = f"{here}: {linecache.getline(path, int(line)).strip()}"
+    return here
 
 
 class StepList:
@@ -159,20 +174,30 @@ class StepList:
         array ``count`` holds."""
         mine, theirs = self.rows, rows
         name = node_name(self.where, "rows")
+        # (a count the input shapes give is an int: the joined list's is then known too)
+        if isinstance(count, mx.sym.Symbol) and not maybe_stale:
+            shape = static_shape(rows, self.where)
+            if shape and shape[0] > 0:
+                count = most = shape[0]
+        n_items, mine_most, least = self.n_items, self.most, self.least
+        if isinstance(n_items, mx.sym.Symbol) and isinstance(count, int):
+            known = self.known_length(self.where)
+            if known is not None:
+                n_items = mine_most = least = known
 
         def with_theirs():      # computed in the branch where these rows exist
             both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
             if isinstance(count, mx.sym.Symbol):
                 return cond(count > 0, both, lambda: mine, name=name)
             return both()
-        if isinstance(self.n_items, mx.sym.Symbol):
-            joined = cond(self.n_items > 0, with_theirs, lambda: theirs, name=name)
-        else:
-            joined = with_theirs()
+        if isinstance(n_items, mx.sym.Symbol):
+            joined = cond(n_items > 0, with_theirs, lambda: theirs, name=name)
+        else:       # (holding no item, emptied by pop or clear: its rows stand for none)
+            joined = with_theirs() if n_items else theirs
         most = count if isinstance(count, int) else most
-        return StepList(joined, self.n_items + count, self.where,
-                        None if self.most is None or most is None else self.most + most,
-                        self.least + (count if isinstance(count, int) else 0),
+        return StepList(joined, n_items + count, self.where,
+                        None if mine_most is None or most is None else mine_most + most,
+                        least + (count if isinstance(count, int) else 0),
                         self.stale or maybe_stale)
 
     def append(self, value):
@@ -382,18 +407,65 @@ class StepList:
             return self.rows_list(n, range(n), where), None
         return self.rows, self.n_items if self.stale else None
 
-    def _unknown_length(self, what):
-        # (the line reading the list: the converted code's frame, under the user's file)
-        here = user_location(2)
-        if here:
-            path, _, line = here.rpartition(":")
-            here = f"{here}: {linecache.getline(path, int(line)).strip()}"
+    def _unknown_length(self, what, instead=None):
         raise AutographError(
-            f"{here or self.where}: a list the loop on a tensor at {region_at(self.where)} "
-            f"appended to is {what}, but how many items it holds is known only when the "
-            f"graph runs; use F.stack(*items), F.concat(*items, dim=...), F.add_n(*items), "
-            f"sum(items), items[i] or a for over it, and for its length count the steps as "
-            f"an array in the loop (n = F.zeros((1,)) before it, n = n + 1 in it)")
+            f"{_line_here() or self.where}: a list the loop on a tensor at "
+            f"{region_at(self.where)} appended to is {what}, but how many items it holds is "
+            f"known only when the graph runs (the input shapes do not give it here); " + (
+                instead or
+                "use F.stack(*items), F.concat(*items, dim=...), F.add_n(*items), "
+                "sum(items), items[i] or a for over it, and for its length count the steps "
+                "as an array in the loop (n = F.zeros((1,)) before it, n = n + 1 in it)"))
+
+    def _known_items(self, what, instead):
+        """The items as a Python list, where their number is known while tracing (else the
+        refusal saying what to write ``instead``), and the line asking."""
+        where = _line_here() or self.where
+        n = self.known_length(where)
+        if n is None:
+            self._unknown_length(what, instead)
+        return self.rows_list(n, range(n), where), where
+
+    def _hold(self, items, where):
+        """Make this list hold ``items`` (arrays), in place (every name holding it sees it)."""
+        for value in items:
+            if not isinstance(value, mx.sym.Symbol):
+                raise AutographError(
+                    f"{where}: this puts {python_value(value)} into a list the loop on a "
+                    f"tensor at {region_at(self.where)} appended to, whose items are the rows "
+                    f"of one array; put an array of the items' shape (F.full, F.zeros_like)")
+        if items:
+            self.rows = mx.sym.stack(*items, axis=0, name=op_name(where, "items"))
+        # (no item: the rows stay, standing for none, as the count says)
+        self.n_items = self.most = self.least = len(items)
+        self.stale = False
+
+    def pop(self, index=-1):
+        """``items.pop(i)``: Python's, in place, where the number of items is known while
+        tracing (NOTE [autograph lists])."""
+        items, where = self._known_items(
+            "changed with .pop()", "read items[-1] and make a new list, items = items[:-1]")
+        value = items.pop(index)
+        self._hold(items, where)
+        return value
+
+    def insert(self, index, value):
+        """``items.insert(i, v)``: Python's, in place, where the number of items is known
+        while tracing."""
+        items, where = self._known_items(
+            "changed with .insert()", "make a new list, items = [v] + items (or items + [v])")
+        items.insert(index, value)
+        self._hold(items, where)
+
+    def clear(self):
+        """``items.clear()``: no item, in place (as ``del items[:]``)."""
+        self._hold([], _line_here() or self.where)
+
+    def reverse(self):
+        """``items.reverse()``: the rows reversed, in place (a list that may hold a row
+        appended where a condition did not hold keeps that mark: its count is unchanged)."""
+        self.rows = mx.sym.reverse(self.rows, axis=0,
+                                   name=op_name(_line_here() or self.where, "reversed"))
 
     def __len__(self):
         n = self.known_length(user_location(2) or self.where)
@@ -427,12 +499,8 @@ class StepList:
         self._changed_in_place("del items[i]", "items = items[:i] + items[i + 1:]")
 
     def _changed_in_place(self, what, instead):
-        here = user_location(3)
-        if here:
-            path, _, line = here.rpartition(":")
-            here = f"{here}: {linecache.getline(path, int(line)).strip()}"
         raise AutographError(
-            f"{here or self.where}: a list the loop on a tensor at {region_at(self.where)} "
+            f"{_line_here() or self.where}: a list the loop on a tensor at {region_at(self.where)} "
             f"appended to is changed in place by {what}, which its rows (one array) cannot "
             f"be; make a new list: {instead}")
 
@@ -444,9 +512,16 @@ class StepList:
         self += other
 
     def __getattr__(self, name):
-        # list's other methods (pop, insert, extend, index, sort ...): the user's call names
-        # the list's method, not this class (its name used to reach users: no attribute
-        # 'pop' of 'StepList')
+        # list's other methods (index, count, remove, sort): the user's call names the list's
+        # method, not this class (its name used to reach users: no attribute 'index' of
+        # 'StepList')
+        if name in _COMPARING:
+            raise AutographError(
+                f"{_line_here() or self.where}: .{name}() of a list the loop on a tensor at "
+                f"{region_at(self.where)} appended to compares its items (==, <), and a "
+                f"comparison of arrays is an array whose truth exists only when the graph "
+                f"runs (eagerly, of arrays of several elements, Python's ValueError); compute "
+                f"on the stacked items instead (F.stack(*items): F.argmax, F.sort, F.topk)")
         if name in _LIST_METHODS:
             self._unknown_length(f"changed or searched with .{name}()")
         raise AttributeError(name)
@@ -464,6 +539,12 @@ class StepList:
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+def _no_attribute(name):
+    def missing(self, *args, **kwargs):
+        raise AttributeError(f"'list_reverseiterator' object has no attribute '{name}'")
+    return missing
 
 
 class ReversedItems(StepList):
@@ -508,14 +589,10 @@ class ReversedItems(StepList):
             raise AttributeError(f"'list_reverseiterator' object has no attribute '{name}'")
         raise AttributeError(name)
 
-    def append(self, value):
-        raise AttributeError("'list_reverseiterator' object has no attribute 'append'")
-
-    def extend(self, other):
-        raise AttributeError("'list_reverseiterator' object has no attribute 'extend'")
-
-    def copy(self):
-        raise AttributeError("'list_reverseiterator' object has no attribute 'copy'")
+    # (StepList's own methods: Python's iterator has none of them)
+    append, extend, copy, pop, insert, clear, reverse = (  # type: ignore[assignment]
+        _no_attribute(name) for name in ("append", "extend", "copy", "pop", "insert", "clear",
+                                         "reverse"))
 
     def __next__(self):
         raise AutographError(

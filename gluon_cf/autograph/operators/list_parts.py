@@ -28,6 +28,9 @@ def unpacked(func, items, keywords, where, before=(), after=()):
 
 def rows_unpacked(func, items, keywords, where, before=(), after=()):
     """:func:`unpacked` of a StepList (already taken: :func:`taken`)."""
+    if isinstance(items.n_items, int) and not items.n_items:
+        # (emptied by pop or clear: its rows stand for no item; Python's call of none)
+        return func(*before, *after, **keywords)
     if before or after:
         return _unpacked_among(func, items, keywords, where, before, after)
     computed = _computed(_joining_name(func), items.rows, keywords)
