@@ -33,9 +33,9 @@ NOTE [an index error the user's try catches]
     exception leaving a loop]). The handlers' and the ``finally``'s reads are read after any
     statement of the ``try``'s body (``pyct/static_analysis/liveness.py``), so a loop there
     carries out what they read. Handlers catching other exceptions leave the index as it
-    was, and so does a handler whose expression does more than read names (``except errors():``: Python calls
-    it only when an exception reaches the clause, and ``catching`` reads what it catches
-    when no exception did; review r28b).
+    was, and so does a handler whose expression does more than read names (``except
+    errors():``: Python calls it only when an exception reaches the clause, and
+    ``catching`` reads what it catches when no exception did; review r28b).
 """
 import json
 import threading
