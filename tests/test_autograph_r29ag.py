@@ -16,9 +16,17 @@ Python on NDArrays (the oracle) and converted, eagerly and hybridized with gradi
   shapes give it: Python's now; refused (what to write instead) where they do not, and
   ``.index()``/``.count()``/``.remove()``/``.sort()`` refused for what they are (comparing
   arrays).
+- ``it = iter(x); while True: try: r = next(it) / except StopIteration: break`` was
+  refused hybridized ("variable 'r' ... has no value before it"): a ``while True`` whose
+  breaks no ``if`` sets runs as Python's steps (NOTE [a while True ended only by Python]).
+- ``match (k, row): case (0, r):`` in ``for k, row in enumerate(x)`` over a tensor was
+  refused hybridized (``k`` is the step's count there): a match on a tuple display of
+  literal, value, capture and wildcard patterns runs as Python's if/elif chain (NOTE [a
+  match on a tuple display]), a cond where a comparison is a tensor's.
 - ``except*`` bodies were not known to indexing (an index past the axis failed as the graph
   ran): they are as ``except``'s."""
 import contextlib
+import enum
 
 from mxnet.gluon import HybridBlock
 
@@ -30,6 +38,11 @@ import hostile_harness
 PROGRAMS, program = hostile_harness.program_registry()
 rand = hostile_harness.rand
 ROWS = ([rand(3, 2, seed=2901)], [rand(4, 2, seed=2902)])
+
+
+class Mode(enum.IntEnum):
+    A = 0
+    B = 1
 
 
 class Base(HybridBlock):
@@ -402,6 +415,107 @@ class PopOfATensorWhile(HybridBlock):
             outs.append(x[0] * i)
             i = i + 1
         return outs.pop()
+
+
+@program(*ROWS)
+class NextUntilStopIteration(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        it = iter(x)
+        h, outs = x[0] * 0, []
+        while True:
+            try:
+                r = next(it)
+            except StopIteration:
+                break
+            h = h * 0.5 + r
+            outs.append(r * h)
+        return h, F.stack(*outs)
+
+
+@program(*ROWS)
+class NextUntilStopIterationAdding(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        it = iter(x)
+        h = x[0] * 0
+        while True:
+            try:
+                r = next(it)
+            except StopIteration:
+                break
+            h = h + r
+        return h
+
+
+@program(*ROWS)
+class NextOfEnumerateUntilStopIteration(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        it = iter(enumerate(x))
+        h = x[0] * 0
+        while True:
+            try:
+                k, r = next(it)
+            except StopIteration:
+                break
+            h = h + r * (k + 1)
+        return h
+
+
+@program(*ROWS)
+class WhileTrueEndedByATensorBreak(HybridBlock):
+    """(a break under an if: one graph loop, as before)"""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        while True:
+            h = F.abs(h) * 1.5 + 0.1
+            if F.sum(h) > 3:
+                break
+        return h
+
+
+@program(*ROWS)
+class MatchOfEnumerateOverRows(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 0
+        for k, row in enumerate(x):
+            match (k, row):
+                case (0, r):
+                    h = h + r
+                case (Mode.B, r):
+                    h = h - r * 3
+                case (0, r, z):
+                    h = h * z
+                case pair:
+                    h = h * 0.5 + pair[1]
+        return h
+
+
+@program(*ROWS)
+class MatchOfNoneAndTensorWithoutDefault(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, flag = x[0] * 0, None
+        for k, row in enumerate(x):
+            match (k, flag, row):
+                case (2, None, r):
+                    h = h + r
+        return h
+
+
+@program(*ROWS)
+class MatchOfATensorTestReturning(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        match (F.sum(x[0]) > 0, x):
+            case (1, v):
+                return v * 2
+            case (_, v):
+                return v * 3
 
 
 _REFUSED = (HandlerReadsTheItem, IndexOfAnItem, PopOfATensorWhile)
