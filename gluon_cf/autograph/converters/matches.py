@@ -20,6 +20,7 @@ NOTE [a match on a tuple display]
 """
 import ast
 import itertools
+from typing import List, Optional, Tuple
 
 _NUMBERS = itertools.count(1)
 
@@ -50,8 +51,8 @@ def _as_ifs(match):
             any(isinstance(e, ast.Starred) for e in subject.elts):
         return None
     for case in match.cases:
-        whole = isinstance(case.pattern, ast.MatchAs) and case.pattern.pattern is None
-        if case.guard is not None or not whole and not (
+        entire = isinstance(case.pattern, ast.MatchAs) and case.pattern.pattern is None
+        if case.guard is not None or not entire and not (
                 isinstance(case.pattern, ast.MatchSequence) and
                 all(_simple(p) for p in case.pattern.patterns)):
             return None
@@ -62,18 +63,19 @@ def _as_ifs(match):
     items = [f"__agm_{number}_{i}" for i in range(len(subject.elts))]
     out = [ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=e), match)
            for n, e in zip(items, subject.elts)]
-    chain = []          # (test, body) of each case that may match
+    chain: List[Tuple[Optional[ast.expr], list, ast.AST]] = []   # (test, body, where)
     for case in match.cases:
         pattern = case.pattern
         if isinstance(pattern, ast.MatchAs):        # the whole: always matches
-            bind = [] if pattern.name is None else [ast.Assign(
+            whole: List[ast.stmt] = [] if pattern.name is None else [ast.Assign(
                 targets=[ast.Name(pattern.name, ast.Store())],
                 value=ast.Tuple([ast.Name(n, ast.Load()) for n in items], ast.Load()))]
-            chain.append((None, bind + case.body, pattern))
+            chain.append((None, whole + case.body, pattern))
             break
         if len(pattern.patterns) != len(items):
             continue        # (a sequence of another length: never matches)
-        tests, bind = [], []
+        tests: List[ast.expr] = []
+        bind: List[ast.stmt] = []
         for name, part in zip(items, pattern.patterns):
             item = ast.Name(name, ast.Load())
             if isinstance(part, ast.MatchValue):

@@ -59,7 +59,9 @@ NOTE [autograph]
     indexing] (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties), NOTE [autograph match] and NOTE [autograph and/or]
     (``operators/logical.py``), NOTE [autograd scopes in a graph] (``operators/tensor_access.py``),
-    NOTE [a refusal the user's code catches] (``converters/exceptions.py``).
+    NOTE [a refusal the user's code catches] (``converters/exceptions.py``), NOTE [a match on a
+    tuple display] (``converters/matches.py``), NOTE [a while True ended only by Python]
+    (``converters/loops.py``).
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,

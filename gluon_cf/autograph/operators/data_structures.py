@@ -590,7 +590,7 @@ class ReversedItems(StepList):
         raise AttributeError(name)
 
     # (StepList's own methods: Python's iterator has none of them)
-    append, extend, copy, pop, insert, clear, reverse = (  # type: ignore[assignment]
+    append, extend, copy, pop, insert, clear, reverse = (
         _no_attribute(name) for name in ("append", "extend", "copy", "pop", "insert", "clear",
                                          "reverse"))
 
