@@ -35,8 +35,10 @@ REFUSED = {
     programs.HelperAppendsToStepListReboundByWith, programs.ReturnInsideWithInTensorLoop,
     programs.NonlocalCounterInTensorLoopHelper, programs.GlobalLoopTargetInTensorLoop,
     programs.SliceOfCollectedListStacked, programs.DelOfCollectedItem,
-    programs.PopOfCollectedList, programs.ItemAssignOfCollectedListThenStack,
-    programs.InsertIntoCollectedList, programs.AssertOnATensorInsideLoop,
+    programs.ItemAssignOfCollectedListThenStack,
+    # (PopOfCollectedList, InsertIntoCollectedList: Python's since round 29ag, the input
+    # shapes giving the length)
+    programs.AssertOnATensorInsideLoop,
     programs.MethodSideEffectListInTensorLoop, programs.ReturnInsideTryFinallyInTensorLoop,
     programs.NonlocalTargetOfTensorLoopInHelper,
     programs.GlobalCounterInPythonLoopOverTensorRows, programs.HelperSetsAnItemOfAnOuterList,

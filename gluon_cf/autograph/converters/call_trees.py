@@ -7,7 +7,7 @@ import ast
 import copy
 
 from ..operators.py_builtins import ITERATING
-from ..pyct.static_analysis.activity import MUTATORS, root_name
+from ..pyct.static_analysis.activity import COMPREHENSIONS, MUTATORS, root_name
 from ..pyct.templates import runtime_call
 from .base import Converter
 
@@ -31,6 +31,10 @@ _CONSUMING = {"next", "sum", "list", "tuple", "sorted", "min", "max", "any", "al
 # builtins that look at what they are given without reading its items
 _INSPECTING = {"isinstance", "issubclass", "type", "id", "hasattr", "getattr", "callable",
                "repr", "str", "hash", "vars", "dir", "setattr", "delattr"}
+
+
+# what makes a scope of its own, whose first parameter a zero-argument super() takes
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda) + COMPREHENSIONS
 
 
 class CallTreesConverter(Converter):
@@ -120,9 +124,39 @@ class CallTreesConverter(Converter):
             node.func = runtime_call("converted", [node.func])
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args \
                 and self.self_name is not None:
-            node.args = [ast.Name(id="__class__", ctx=ast.Load()),
-                         ast.Name(id=self.self_name, ctx=ast.Load())]
+            node.args = self._super_arguments(node)
         return node
+
+    def _super_arguments(self, node):
+        """The arguments Python gives the zero-argument ``super()`` at ``node``: the class
+        and the first parameter of the function it is in, which may be a nested function or
+        lambda (none: Python's RuntimeError) or a comprehension (its iterator: Python's
+        TypeError); the converted method's own ``self`` only in the method itself."""
+        at = node
+        while True:
+            path, parent = [at], self.parents.get(at)
+            while parent is not None and not isinstance(parent, _SCOPES):
+                path, parent = path + [parent], self.parents.get(parent)
+            if not isinstance(parent, COMPREHENSIONS):
+                break
+            if not (len(path) > 1 and path[-1] is parent.generators[0] and
+                    path[-2] is parent.generators[0].iter):
+                # (a comprehension's first parameter is the iterator of its first iterable,
+                # not an instance of the class: `[super().f() for _ in range(2)]` is Python's
+                # TypeError "super(type, obj): obj must be an instance or subtype of type",
+                # which the runtime module, never an instance either, gives as well)
+                return [ast.Name(id="__class__", ctx=ast.Load()),
+                        ast.Name(id="__ag__", ctx=ast.Load())]
+            at = parent       # (its first iterable runs in the scope around it)
+        if parent is None or parent is self.func:
+            first = self.self_name
+        else:
+            arguments = parent.args
+            positional = arguments.posonlyargs + arguments.args
+            first = positional[0].arg if positional else None
+        if first is None:
+            return []       # (Python's RuntimeError: super(): no arguments)
+        return [ast.Name(id="__class__", ctx=ast.Load()), ast.Name(id=first, ctx=ast.Load())]
 
     def _collected(self, expr):
         """Whether ``expr`` is a list a tensor loop collected, a slice of it or ``reversed``

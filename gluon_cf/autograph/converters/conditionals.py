@@ -3,7 +3,7 @@ conditional expressions (into ``if_exp``), NOTE [autograph]."""
 import ast
 from typing import List
 
-from ..operators.control_flow import RAISES
+from ..operators.conditionals import RAISES
 from ..pyct.static_analysis.activity import assigned_names, has_walrus, mutated_names, \
     scoped
 from ..pyct.static_analysis.definite_assignment import always_returns

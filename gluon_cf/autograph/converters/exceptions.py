@@ -78,6 +78,9 @@ class ExceptionsConverter(Converter):
                 items=[ast.withitem(context_expr=entered)], body=node.body), node.body[0])]
         return node
 
+    # (``except* IndexError`` catches a bare IndexError too, as a group of it)
+    visit_TryStar = visit_Try
+
     def visit_ExceptHandler(self, node):
         self.generic_visit(node)
         if node not in self.parents or node.type is not None and \

@@ -45,6 +45,36 @@ def is_forever(test):
         isinstance(test.args[1].body, ast.Constant) and bool(test.args[1].body.value)
 
 
+# NOTE [a while True ended only by Python]
+#     A ``while True`` whose break or return flags are set under an ``if`` of the user's runs as
+#     one graph loop from the start while tracing (``while_stmt``'s ``forever``): the ``if``
+#     may test a tensor. Where every break or return is set outside any ``if`` or ``match``
+#     (``try: r = next(it) / except StopIteration: break`` over a traced input's rows, which
+#     ``iter`` gives as a Python list's), Python alone ends the loop: it runs as Python's
+#     steps, as eagerly (as a graph loop it carried ``r``, which has no value before it, and
+#     consumed the Python iterator once, while tracing).
+
+
+def _flag_under_user_if(body):
+    """Whether a flag of the (lowered) loop ``body`` is set under an ``if`` or ``match`` of
+    the user's (not a guard the lowering added, whose test reads flags only), in the loop
+    itself (a nested function's or loop's flags are theirs)."""
+    pending = [(statement, False) for statement in body]
+    while pending:
+        node, under = pending.pop()
+        if isinstance(node, ast.Assign) and under and any(
+                isinstance(t, ast.Name) and t.id.startswith("__agf_") for t in node.targets):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        user_if = isinstance(node, (ast.Match, ast.IfExp)) or isinstance(node, ast.If) and \
+            not all(n.id == "__ag__" or n.id.startswith("__agf_") for n in ast.walk(node.test)
+                    if isinstance(n, ast.Name))
+        pending.extend((child, under or user_if or isinstance(node, (ast.While, ast.For)))
+                       for child in ast.iter_child_nodes(node))
+    return False
+
+
 class LoopsConverter(Converter):
     """``while`` and ``for`` statements."""
 
@@ -62,6 +92,8 @@ class LoopsConverter(Converter):
         return ast.Constant(self.max_iterations), False
 
     def visit_While(self, node):
+        # (before the ifs inside are converted: NOTE [a while True ended only by Python])
+        forever = is_forever(node.test) and _flag_under_user_if(node.body)
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         read = read_in_step(node, mutated)       # (on the body as written)
         self.generic_visit(node)
@@ -88,7 +120,7 @@ class LoopsConverter(Converter):
             self._current(names, where),
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             ast.Constant(where), bound, self._current(lists, where), ast.Constant(hinted),
-            ast.Constant(is_forever(node.test)), self._names(lists)])
+            ast.Constant(forever), self._names(lists)])
         statements = [test_fn, body_fn, self._escaping(self._assign(names + lists, call),
                                                        names + lists, number)]
         return located(statements, node)

@@ -59,7 +59,9 @@ NOTE [autograph]
     indexing] (``operators/tensor_access.py``: indexing, broadcasting arithmetic, NDArray-only
     attributes, ``assert``, properties), NOTE [autograph match] and NOTE [autograph and/or]
     (``operators/logical.py``), NOTE [autograd scopes in a graph] (``operators/tensor_access.py``),
-    NOTE [a refusal the user's code catches] (``converters/exceptions.py``).
+    NOTE [a refusal the user's code catches] (``converters/exceptions.py``), NOTE [a match on a
+    tuple display] (``converters/matches.py``), NOTE [a while True ended only by Python]
+    (``converters/loops.py``).
 
 NOTE [autograph calls]
     As TF AutoGraph does, converted code converts the user's functions it calls, recursively,
@@ -139,6 +141,7 @@ from ..converters.iteration import IterationConverter
 from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
 from ..converters.loops import LoopsConverter, unpacked_targets
+from ..converters.matches import tuple_matches_as_ifs
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError, CalledTensorError, in_library_file
 from ..pyct.static_analysis.activity import MUTATORS, Scope
@@ -627,6 +630,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
         unpacked_targets(func)     # for a, b in x: NOTE [autograph unpacking loops]
+        tuple_matches_as_ifs(func)     # NOTE [a match on a tuple display]
         # nested functions' own returns too, innermost first: an outer function's lowering
         # copies the code after a returning if into its branches, nested defs included
         for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):

@@ -3,10 +3,11 @@ operators, variables, side-effect checks, iteration checks and collected lists o
 ``@autograph``'s rewritten functions."""
 from .call_results import checked, refusal_caught, refusals_kept
 from .caught_errors import catching
-from .control_flow import (collected_item, for_stmt, if_exp, if_return, if_stmt, python_if,
-                           python_loop, running, running_and, while_stmt)
-from .data_structures import no_outer_lists, unpacked
-from .list_parts import MatchValues, match_items, match_originals, unpacked_parts
+from .conditionals import if_exp, if_return, if_stmt, python_if
+from .control_flow import (collected_item, for_stmt, python_loop, running, running_and,
+                           while_stmt)
+from .data_structures import no_outer_lists
+from .list_parts import MatchValues, match_items, match_originals, unpacked, unpacked_parts
 from .item_assignment import item_assigned
 from .loop_escape import (escaped, keep_return, kept_return, return_box,
                           returned_through_finally)

@@ -139,6 +139,13 @@ def surfaced(exc, where, what="loop"):
             made.append(err)
 
 
+def surfaced_inside(exc):
+    """Whether a tensor ``if`` or loop inside the one being traced already let ``exc`` out
+    (:func:`surfaced`): which steps or branch reach it the values decide."""
+    return any(getattr(refused, "left_loop", None) is exc
+               for made in _RUNNING.refusals for refused in made)
+
+
 class _Running(threading.local):
     """For each decorated function running in this thread (innermost last): the refusals
     made while it runs."""

@@ -23,10 +23,19 @@ NOTE [an index error the user's try catches]
     saying that the ``try`` around it cannot catch it hybridized. A shape known only as the
     graph runs (computed by ``boolean_mask``, or by a gluon_cf node) is refused at the
     user's line naming the ``try``: past its axis, the partitioned graph's error names no
-    line. Handlers catching other exceptions leave the index as it was, and so does a
-    handler whose expression does more than read names (``except errors():``: Python calls
-    it only when an exception reaches the clause, and ``catching`` reads what it catches
-    when no exception did; review r28b).
+    line. Such an IndexError leaving the body of a tensor ``for`` as it is traced (not from
+    inside a tensor ``if`` or loop there, whose branch or steps the values choose) is what
+    the eager loop's first step raises where the rows exist: where the shapes the graph is
+    traced for give the loop a row, ``for_stmt`` runs that first step as Python on the first
+    row, which raises it again, its variables and collected rows left as the eager step
+    leaves them (NOTE [an exception leaving a loop]), so the user's handler runs as eagerly;
+    a loop of no row, a ``while``, or rows the shapes do not give stay refused (NOTE [an
+    exception leaving a loop]). The handlers' and the ``finally``'s reads are read after any
+    statement of the ``try``'s body (``pyct/static_analysis/liveness.py``), so a loop there
+    carries out what they read. Handlers catching other exceptions leave the index as it
+    was, and so does a handler whose expression does more than read names (``except
+    errors():``: Python calls it only when an exception reaches the clause, and
+    ``catching`` reads what it catches when no exception did; review r28b).
 """
 import json
 import threading
@@ -122,5 +131,18 @@ def checked_ints(value, leading, trailing, where):
     for axis, item in ints:
         size = shape[axis]
         if not -size <= item < size:
-            raise IndexError(f"index {item} is out of bounds for axis "
+            err = IndexError(f"index {item} is out of bounds for axis "
                              f"{axis % len(shape)} with size {size}")
+            setattr(err, _EVERY_STEP, True)
+            raise err
+
+
+# (marks the IndexError raised above: the shapes the graph is traced for raise it, so an
+# eager step reaching that line raises it whatever the values)
+_EVERY_STEP = "_gluon_cf_index_of_traced_shape"
+
+
+def raised_by_traced_shapes(exc):
+    """Whether ``exc`` is the IndexError :func:`checked_ints` raised: an int index past an
+    axis of a shape the graph is traced for (NOTE [an index error the user's try catches])."""
+    return getattr(exc, _EVERY_STEP, False)

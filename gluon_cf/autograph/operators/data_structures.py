@@ -10,11 +10,14 @@ NOTE [autograph lists]
     are the steps that ran), the rows become a :class:`StepList` bound to ``items``: one array
     (after the list's earlier items) whose number of rows is known only when the graph runs.
     ``F.stack(*items)``, ``F.concat(*items, dim=...)`` and ``F.add_n(*items)``, also with
-    other arrays before or after the items (rewritten into :func:`unpacked`; also of
+    other arrays before or after the items (rewritten into ``list_parts.unpacked``; also of
     ``items[a:b]`` and ``reversed(items)``), ``items[i]`` and ``items.append(x)`` compute from
     it. Where the number of items is known while tracing (loops of a Python count, or rows of
     a shape the input shapes give: NOTE [graphs traced for input shapes]), ``len``, truth,
-    slices, ``reversed`` and iteration are Python's on the list of its rows; otherwise a slice
+    slices, ``reversed``, iteration, ``pop`` and ``insert`` are Python's on the list of its
+    rows (the last two restack them, in place); ``clear`` and ``reverse`` are in place in any
+    case; ``index``, ``count``, ``remove`` and ``sort`` compare arrays, whose truth only the
+    run knows, and are refused; otherwise a slice
     of step 1 whose bounds are both from the start or both from the end is a StepList of the
     rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
     a new StepList as Python's slice is a new list, ``reversed`` the rows reversed (a
@@ -131,6 +134,18 @@ def extended(lists, rows, steps, where, most=None):
 
 
 _LIST_METHODS = {name for name in dir(list) if not name.startswith("_")} - {"append"}
+# (list's methods comparing items)
+_COMPARING = {"index", "count", "remove", "sort"}
+
+
+def _line_here():
+    """``file:line: source`` of the user's line running (converted code's frames are under
+    the user's file), or None."""
+    here = user_location(2)
+    if here:
+        path, _, line = here.rpartition(":")
+        here = f"{here}: {linecache.getline(path, int(line)).strip()}"
+    return here
 
 
 class StepList:
@@ -159,20 +174,30 @@ class StepList:
         array ``count`` holds."""
         mine, theirs = self.rows, rows
         name = node_name(self.where, "rows")
+        # (a count the input shapes give is an int: the joined list's is then known too)
+        if isinstance(count, mx.sym.Symbol) and not maybe_stale:
+            shape = static_shape(rows, self.where)
+            if shape and shape[0] > 0:
+                count = most = shape[0]
+        n_items, mine_most, least = self.n_items, self.most, self.least
+        if isinstance(n_items, mx.sym.Symbol) and isinstance(count, int):
+            known = self.known_length(self.where)
+            if known is not None:
+                n_items = mine_most = least = known
 
         def with_theirs():      # computed in the branch where these rows exist
             both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
             if isinstance(count, mx.sym.Symbol):
                 return cond(count > 0, both, lambda: mine, name=name)
             return both()
-        if isinstance(self.n_items, mx.sym.Symbol):
-            joined = cond(self.n_items > 0, with_theirs, lambda: theirs, name=name)
-        else:
-            joined = with_theirs()
+        if isinstance(n_items, mx.sym.Symbol):
+            joined = cond(n_items > 0, with_theirs, lambda: theirs, name=name)
+        else:       # (holding no item, emptied by pop or clear: its rows stand for none)
+            joined = with_theirs() if n_items else theirs
         most = count if isinstance(count, int) else most
-        return StepList(joined, self.n_items + count, self.where,
-                        None if self.most is None or most is None else self.most + most,
-                        self.least + (count if isinstance(count, int) else 0),
+        return StepList(joined, n_items + count, self.where,
+                        None if mine_most is None or most is None else mine_most + most,
+                        least + (count if isinstance(count, int) else 0),
                         self.stale or maybe_stale)
 
     def append(self, value):
@@ -382,18 +407,65 @@ class StepList:
             return self.rows_list(n, range(n), where), None
         return self.rows, self.n_items if self.stale else None
 
-    def _unknown_length(self, what):
-        # (the line reading the list: the converted code's frame, under the user's file)
-        here = user_location(2)
-        if here:
-            path, _, line = here.rpartition(":")
-            here = f"{here}: {linecache.getline(path, int(line)).strip()}"
+    def _unknown_length(self, what, instead=None):
         raise AutographError(
-            f"{here or self.where}: a list the loop on a tensor at {region_at(self.where)} "
-            f"appended to is {what}, but how many items it holds is known only when the "
-            f"graph runs; use F.stack(*items), F.concat(*items, dim=...), F.add_n(*items), "
-            f"sum(items), items[i] or a for over it, and for its length count the steps as "
-            f"an array in the loop (n = F.zeros((1,)) before it, n = n + 1 in it)")
+            f"{_line_here() or self.where}: a list the loop on a tensor at "
+            f"{region_at(self.where)} appended to is {what}, but how many items it holds is "
+            f"known only when the graph runs (the input shapes do not give it here); " + (
+                instead or
+                "use F.stack(*items), F.concat(*items, dim=...), F.add_n(*items), "
+                "sum(items), items[i] or a for over it, and for its length count the steps "
+                "as an array in the loop (n = F.zeros((1,)) before it, n = n + 1 in it)"))
+
+    def _known_items(self, what, instead):
+        """The items as a Python list, where their number is known while tracing (else the
+        refusal saying what to write ``instead``), and the line asking."""
+        where = _line_here() or self.where
+        n = self.known_length(where)
+        if n is None:
+            self._unknown_length(what, instead)
+        return self.rows_list(n, range(n), where), where
+
+    def _hold(self, items, where):
+        """Make this list hold ``items`` (arrays), in place (every name holding it sees it)."""
+        for value in items:
+            if not isinstance(value, mx.sym.Symbol):
+                raise AutographError(
+                    f"{where}: this puts {python_value(value)} into a list the loop on a "
+                    f"tensor at {region_at(self.where)} appended to, whose items are the rows "
+                    f"of one array; put an array of the items' shape (F.full, F.zeros_like)")
+        if items:
+            self.rows = mx.sym.stack(*items, axis=0, name=op_name(where, "items"))
+        # (no item: the rows stay, standing for none, as the count says)
+        self.n_items = self.most = self.least = len(items)
+        self.stale = False
+
+    def pop(self, index=-1):
+        """``items.pop(i)``: Python's, in place, where the number of items is known while
+        tracing (NOTE [autograph lists])."""
+        items, where = self._known_items(
+            "changed with .pop()", "read items[-1] and make a new list, items = items[:-1]")
+        value = items.pop(index)
+        self._hold(items, where)
+        return value
+
+    def insert(self, index, value):
+        """``items.insert(i, v)``: Python's, in place, where the number of items is known
+        while tracing."""
+        items, where = self._known_items(
+            "changed with .insert()", "make a new list, items = [v] + items (or items + [v])")
+        items.insert(index, value)
+        self._hold(items, where)
+
+    def clear(self):
+        """``items.clear()``: no item, in place (as ``del items[:]``)."""
+        self._hold([], _line_here() or self.where)
+
+    def reverse(self):
+        """``items.reverse()``: the rows reversed, in place (a list that may hold a row
+        appended where a condition did not hold keeps that mark: its count is unchanged)."""
+        self.rows = mx.sym.reverse(self.rows, axis=0,
+                                   name=op_name(_line_here() or self.where, "reversed"))
 
     def __len__(self):
         n = self.known_length(user_location(2) or self.where)
@@ -427,12 +499,8 @@ class StepList:
         self._changed_in_place("del items[i]", "items = items[:i] + items[i + 1:]")
 
     def _changed_in_place(self, what, instead):
-        here = user_location(3)
-        if here:
-            path, _, line = here.rpartition(":")
-            here = f"{here}: {linecache.getline(path, int(line)).strip()}"
         raise AutographError(
-            f"{here or self.where}: a list the loop on a tensor at {region_at(self.where)} "
+            f"{_line_here() or self.where}: a list the loop on a tensor at {region_at(self.where)} "
             f"appended to is changed in place by {what}, which its rows (one array) cannot "
             f"be; make a new list: {instead}")
 
@@ -444,9 +512,16 @@ class StepList:
         self += other
 
     def __getattr__(self, name):
-        # list's other methods (pop, insert, extend, index, sort ...): the user's call names
-        # the list's method, not this class (its name used to reach users: no attribute
-        # 'pop' of 'StepList')
+        # list's other methods (index, count, remove, sort): the user's call names the list's
+        # method, not this class (its name used to reach users: no attribute 'index' of
+        # 'StepList')
+        if name in _COMPARING:
+            raise AutographError(
+                f"{_line_here() or self.where}: .{name}() of a list the loop on a tensor at "
+                f"{region_at(self.where)} appended to compares its items (==, <), and a "
+                f"comparison of arrays is an array whose truth exists only when the graph "
+                f"runs (eagerly, of arrays of several elements, Python's ValueError); compute "
+                f"on the stacked items instead (F.stack(*items): F.argmax, F.sort, F.topk)")
         if name in _LIST_METHODS:
             self._unknown_length(f"changed or searched with .{name}()")
         raise AttributeError(name)
@@ -464,6 +539,12 @@ class StepList:
 
     def __repr__(self):
         return f"<StepList of the rows of {self.rows.name}>"
+
+
+def _no_attribute(name):
+    def missing(self, *args, **kwargs):
+        raise AttributeError(f"'list_reverseiterator' object has no attribute '{name}'")
+    return missing
 
 
 class ReversedItems(StepList):
@@ -508,14 +589,10 @@ class ReversedItems(StepList):
             raise AttributeError(f"'list_reverseiterator' object has no attribute '{name}'")
         raise AttributeError(name)
 
-    def append(self, value):
-        raise AttributeError("'list_reverseiterator' object has no attribute 'append'")
-
-    def extend(self, other):
-        raise AttributeError("'list_reverseiterator' object has no attribute 'extend'")
-
-    def copy(self):
-        raise AttributeError("'list_reverseiterator' object has no attribute 'copy'")
+    # (StepList's own methods: Python's iterator has none of them)
+    append, extend, copy, pop, insert, clear, reverse = (
+        _no_attribute(name) for name in ("append", "extend", "copy", "pop", "insert", "clear",
+                                         "reverse"))
 
     def __next__(self):
         raise AutographError(
@@ -584,87 +661,6 @@ def _slice_text(index):
 def item(items, index, where):
     """A converted ``items[index]`` of a list a loop collected (NOTE [autograph lists])."""
     return items.item(index, where) if isinstance(items, StepList) else items[index]
-
-
-def unpacked(func, items, keywords, where, before=(), after=()):
-    """A converted ``func(*before, *items, *after, **keywords)``: for a :class:`StepList`,
-    the same value computed from its rows; otherwise the call itself."""
-    if not isinstance(items, StepList):
-        return func(*before, *items, *after, **keywords)
-    taken(items, where)
-    return rows_unpacked(func, items, keywords, where, before, after)
-
-
-def rows_unpacked(func, items, keywords, where, before=(), after=()):
-    """:func:`unpacked` of a StepList (already taken: :func:`taken`)."""
-    if before or after:
-        return _unpacked_among(func, items, keywords, where, before, after)
-    computed = _computed(_joining_name(func), items.rows, keywords)
-    if computed is not None and (items.stale or items.least == 0 and
-                                 isinstance(items.n_items, mx.sym.Symbol)):
-        # holding no item, its rows are a row appended where a condition did not hold; or
-        # none, from loops that may run no step: Python's F.stack() and F.add_n() of no item
-        # fail, where the rows gave an array of no row or zeros silently (issue 24)
-        return checked_item(items.n_items, computed, 0, f"{where}: this unpacks a list that "
-                            f"must hold an item (as the call needs): the list",
-                            f"the loop at {region_at(items.where)} appended them")
-    if computed is not None:
-        return computed()
-    raise AutographError(f"{where}: this call unpacks a list a loop on a tensor appended to; "
-                         f"its items are the rows of one array known only when the graph "
-                         f"runs, and only F.stack(*items, axis=0 or 1), F.concat(*items, dim=0 "
-                         f"or 1) and F.add_n(*items) (MXNet's own) are computed from them; to "
-                         f"a function of your own, pass the list itself")
-
-
-def _unpacked_among(func, items, keywords, where, before, after):
-    """``F.stack(h0, *items)``, ``F.add_n(x, *items)``, ``F.concat(start, *items, end,
-    dim=0)``: the arrays before and after the list are items of one list with it (stack,
-    add_n: they have the items' shape), or concatenated with what the items' rows give, a
-    cond leaving those out where the list holds none (the call has other arrays: no error,
-    as in Python)."""
-    name = _joining_name(func)
-    computed = _computed(name, items.rows, keywords)
-    if computed is None:
-        rows_unpacked(func, items, keywords, where)        # (its error)
-    if name in ("concat", "Concat"):
-        def with_items():    # (where the list holds an item: its rows are all items)
-            return func(*before, computed(), *after, **keywords)
-        if items.least > 0 or not isinstance(items.n_items, mx.sym.Symbol):
-            return with_items() if items.least > 0 or items.n_items else \
-                func(*before, *after, **keywords)
-        return cond(items.n_items > 0, with_items, lambda: func(*before, *after, **keywords),
-                    name=node_name(where, "rows"))
-    whole = StepList(mx.sym.stack(*before, axis=0), len(before), where) if before else None
-    whole = items if whole is None else whole.joined(items.rows, items.n_items, items.most,
-                                                     maybe_stale=items.stale)
-    for value in after:
-        whole = whole.joined(mx.sym.expand_dims(value, axis=0), 1)
-    return rows_unpacked(func, whole, keywords, where)
-
-
-def _joining_name(func):
-    """``func``'s name if it is MXNet's own stack, concat or add_n (F is mx.sym while
-    hybridizing), else "": a user's function or method named ``add_n`` or ``concat`` that the
-    items are passed to is not computed as MXNet's (it was, silently: issue 24)."""
-    name = getattr(func, "__name__", "")
-    return name if name in ("stack", "concat", "Concat", "add_n", "ElementWiseSum") and \
-        getattr(mx.sym, name, None) is func else ""
-
-
-def _computed(name, rows, keywords):
-    """The function computing ``F.<name>(*items, **keywords)`` from a StepList's rows, or
-    None for a call that cannot be computed from them."""
-    if name == "stack" and set(keywords) <= {"axis"} and keywords.get("axis", 0) in (0, 1):
-        return lambda: rows if keywords.get("axis", 0) == 0 else mx.sym.swapaxes(rows, 0, 1)
-    if name in ("concat", "Concat") and set(keywords) <= {"dim"} and \
-            keywords.get("dim", 1) in (0, 1):
-        if keywords.get("dim", 1) == 0:
-            return lambda: mx.sym.reshape(rows, shape=(-3, -2))
-        return lambda: mx.sym.reshape(mx.sym.swapaxes(rows, 0, 1), shape=(0, -3, -2))
-    if name in ("add_n", "ElementWiseSum") and not keywords:
-        return lambda: mx.sym.sum(rows, axis=0)
-    return None
 
 
 def no_outer_lists(value, names, values, where, what, read=()):

@@ -1,6 +1,7 @@
-"""Calls unpacking several lists, or a list bound to another name, where one of them is a list
-a tensor loop collected (``F.concat(*a, *b, dim=0)``, ``tail = outs[-2:]; F.stack(*tail)``),
-computed from the lists' rows (NOTE [autograph lists])."""
+"""Calls unpacking a list a tensor loop collected (``F.stack(*outs)``, ``F.concat(h0, *outs,
+dim=0)``), several lists, or a list bound to another name where one of them is such a list
+(``F.concat(*a, *b, dim=0)``, ``tail = outs[-2:]; F.stack(*tail)``), computed from the lists'
+rows (NOTE [autograph lists])."""
 import enum
 import threading
 import types
@@ -8,12 +9,96 @@ import types
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import AutographError, node_name
-from .data_structures import StepList, _computed, _joining_name, rows_unpacked, taken
+from ..errors import AutographError, node_name, region_at
+from .data_structures import StepList, taken
 from .item_check import checked_item
 
 _HEAP_TYPE = 1 << 9               # (Py_TPFLAGS_HEAPTYPE: a class written in Python)
 _MATCHED = threading.local()     # (match_items' copies, for match_originals)
+
+
+def unpacked(func, items, keywords, where, before=(), after=()):
+    """A converted ``func(*before, *items, *after, **keywords)``: for a :class:`StepList`,
+    the same value computed from its rows; otherwise the call itself."""
+    if not isinstance(items, StepList):
+        return func(*before, *items, *after, **keywords)
+    taken(items, where)
+    return rows_unpacked(func, items, keywords, where, before, after)
+
+
+def rows_unpacked(func, items, keywords, where, before=(), after=()):
+    """:func:`unpacked` of a StepList (already taken: :func:`taken`)."""
+    if isinstance(items.n_items, int) and not items.n_items:
+        # (emptied by pop or clear: its rows stand for no item; Python's call of none)
+        return func(*before, *after, **keywords)
+    if before or after:
+        return _unpacked_among(func, items, keywords, where, before, after)
+    computed = _computed(_joining_name(func), items.rows, keywords)
+    if computed is not None and (items.stale or items.least == 0 and
+                                 isinstance(items.n_items, mx.sym.Symbol)):
+        # holding no item, its rows are a row appended where a condition did not hold; or
+        # none, from loops that may run no step: Python's F.stack() and F.add_n() of no item
+        # fail, where the rows gave an array of no row or zeros silently (issue 24)
+        return checked_item(items.n_items, computed, 0, f"{where}: this unpacks a list that "
+                            f"must hold an item (as the call needs): the list",
+                            f"the loop at {region_at(items.where)} appended them")
+    if computed is not None:
+        return computed()
+    raise AutographError(f"{where}: this call unpacks a list a loop on a tensor appended to; "
+                         f"its items are the rows of one array known only when the graph "
+                         f"runs, and only F.stack(*items, axis=0 or 1), F.concat(*items, dim=0 "
+                         f"or 1) and F.add_n(*items) (MXNet's own) are computed from them; to "
+                         f"a function of your own, pass the list itself")
+
+
+def _unpacked_among(func, items, keywords, where, before, after):
+    """``F.stack(h0, *items)``, ``F.add_n(x, *items)``, ``F.concat(start, *items, end,
+    dim=0)``: the arrays before and after the list are items of one list with it (stack,
+    add_n: they have the items' shape), or concatenated with what the items' rows give, a
+    cond leaving those out where the list holds none (the call has other arrays: no error,
+    as in Python)."""
+    name = _joining_name(func)
+    computed = _computed(name, items.rows, keywords)
+    if computed is None:
+        rows_unpacked(func, items, keywords, where)        # (its error)
+    if name in ("concat", "Concat"):
+        def with_items():    # (where the list holds an item: its rows are all items)
+            return func(*before, computed(), *after, **keywords)
+        if items.least > 0 or not isinstance(items.n_items, mx.sym.Symbol):
+            return with_items() if items.least > 0 or items.n_items else \
+                func(*before, *after, **keywords)
+        return cond(items.n_items > 0, with_items, lambda: func(*before, *after, **keywords),
+                    name=node_name(where, "rows"))
+    whole = StepList(mx.sym.stack(*before, axis=0), len(before), where) if before else None
+    whole = items if whole is None else whole.joined(items.rows, items.n_items, items.most,
+                                                     maybe_stale=items.stale)
+    for value in after:
+        whole = whole.joined(mx.sym.expand_dims(value, axis=0), 1)
+    return rows_unpacked(func, whole, keywords, where)
+
+
+def _joining_name(func):
+    """``func``'s name if it is MXNet's own stack, concat or add_n (F is mx.sym while
+    hybridizing), else "": a user's function or method named ``add_n`` or ``concat`` that the
+    items are passed to is not computed as MXNet's (it was, silently: issue 24)."""
+    name = getattr(func, "__name__", "")
+    return name if name in ("stack", "concat", "Concat", "add_n", "ElementWiseSum") and \
+        getattr(mx.sym, name, None) is func else ""
+
+
+def _computed(name, rows, keywords):
+    """The function computing ``F.<name>(*items, **keywords)`` from a StepList's rows, or
+    None for a call that cannot be computed from them."""
+    if name == "stack" and set(keywords) <= {"axis"} and keywords.get("axis", 0) in (0, 1):
+        return lambda: rows if keywords.get("axis", 0) == 0 else mx.sym.swapaxes(rows, 0, 1)
+    if name in ("concat", "Concat") and set(keywords) <= {"dim"} and \
+            keywords.get("dim", 1) in (0, 1):
+        if keywords.get("dim", 1) == 0:
+            return lambda: mx.sym.reshape(rows, shape=(-3, -2))
+        return lambda: mx.sym.reshape(mx.sym.swapaxes(rows, 0, 1), shape=(0, -3, -2))
+    if name in ("add_n", "ElementWiseSum") and not keywords:
+        return lambda: mx.sym.sum(rows, axis=0)
+    return None
 
 
 def unpacked_parts(func, parts, starred, keywords, where):

@@ -80,6 +80,9 @@ def exposed_names(statements):
     return exposed
 
 
+_TRIES = (ast.Try, ast.TryStar)
+
+
 def live_after(node, parents, func):
     """Names read after ``node`` before being assigned: by the following statements of its
     block and of every enclosing block, and by the next step of every enclosing loop.
@@ -91,6 +94,14 @@ def live_after(node, parents, func):
             block = getattr(parent, field, None)
             if isinstance(block, list) and child in block:
                 names |= exposed_names(block[block.index(child) + 1:])
+        if isinstance(parent, _TRIES) and child in parent.body:
+            # an exception leaving any part of a try's body runs its handlers, then its
+            # finally (NOTE [an exception leaving a loop]: the variables are carried out)
+            names |= set().union(*[exposed_names(h.body) - {h.name} |
+                                   loaded_names(h.type or ast.Pass())
+                                   for h in parent.handlers])
+        if isinstance(parent, _TRIES) and child not in parent.finalbody:
+            names |= exposed_names(parent.finalbody)
         if isinstance(parent, (ast.For, ast.While, ast.AsyncFor)):   # the next step
             names |= exposed_names(parent.body) | \
                 loaded_names(getattr(parent, "test", None) or ast.Pass())
