@@ -7,7 +7,9 @@ Found: a KeyboardInterrupt's traceback ended in gluon_cf's handler, not the user
 handler installed through a reference to ``signal.signal`` taken before ``import gluon_cf`` was
 not guarded (Ctrl-C at a random time of a training loop: SIGSEGV then abort in 5 runs of 30);
 an atexit handler registered before ``import gluon_cf`` joining a daemon thread that calls a
-hybridized block hung the process at exit (plain MXNet: the join returns, exit 0)."""
+hybridized block hung the process at exit (plain MXNet: the join returns, exit 0); predict
+calls of a hybridized foreach whose body calls a user CustomOp hung within 6 calls (3 runs of
+3)."""
 import signal
 
 from conftest import run_python
@@ -72,6 +74,34 @@ def report(run):
             "_interrupts.py") else last.name if run is interrupted_here else "the call",
               flush=True)
 
+class Double(mx.operator.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        self.assign(out_data[0], req[0], in_data[0] * 2)
+
+@mx.operator.register("r29exit_double")
+class DoubleProp(mx.operator.CustomOpProp):
+    def list_arguments(self):
+        return ["data"]
+    def list_outputs(self):
+        return ["output"]
+    def infer_shape(self, in_shape):
+        return in_shape, [in_shape[0]], []
+    def create_operator(self, ctx, shapes, dtypes):
+        return Double()
+
+class UserOpLoop(gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        def body(d, s):
+            h = F.Custom(d, op_type="r29exit_double") + s[0]
+            return h, [h]
+        return gluon_cf.foreach(body, x, [F.zeros((2, 3))])[0]
+
+user_op_loop = UserOpLoop()
+user_op_loop.hybridize()
+x = np.random.RandomState(0).uniform(-1, 1, (4, 2, 3)).astype(np.float32)
+for calls in range(12):   # (a user CustomOp on MXNet's custom-op thread hung it)
+    assert np.allclose(user_op_loop(mx.nd.array(x)).asnumpy(), np.cumsum(x * 2, axis=0))
+print("user CustomOp calls", calls + 1, flush=True)
 report(interrupted_here)   # Python's handler, guarded by gluon_cf
 _orig_signal(signal.SIGINT, signal.default_int_handler)   # (a framework reinstalling it)
 for run in (interrupted_here, lambda: train(block)):
@@ -109,13 +139,13 @@ def test_ctrl_c_and_exit():
     callback ("Exception ignored on calling ctypes callback function"; SIGSEGV, abort or a
     hang, at random; deterministically here the interrupt was lost or the process died);
     the atexit handler's ``join`` never returned (the daemon thread parked by gluon_cf's
-    atexit handler, which ran first)."""
+    atexit handler, which ran first); the calls of a block with a user CustomOp hung."""
     proc = run_python(CTRL_C_AND_EXIT, timeout=60)
     assert proc is not None, "the process hung"
     assert "Exception ignored" not in proc.stderr, proc.stderr[-4000:]
     assert proc.returncode == -signal.SIGINT, "exit %d\n%s" % (proc.returncode,
                                                                proc.stderr[-4000:])
-    assert proc.stdout.splitlines() == [
+    assert proc.stdout.splitlines() == ["user CustomOp calls 12",
         "interrupted in interrupted_here", "interrupted in interrupted_here",
         "interrupted in the call", "joined 100"], proc.stdout
     frames = [line for line in proc.stderr.splitlines() if line.startswith('  File "')]
