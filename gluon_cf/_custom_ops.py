@@ -16,7 +16,6 @@ NOTE [user CustomOps]
     rewired where MXNet keeps them, in the closure of their ``creator`` (reached through the
     ctypes thunk MXNet keeps alive in ``mx.operator._registry``), each time a body is traced.
 """
-import atexit
 import collections
 import ctypes
 import gc
@@ -178,10 +177,14 @@ def write_like_assign(op, dst, req, value):
 #     error) leaves a node's forward queued or running on MXNet's custom-op worker thread. MXNet's
 #     atexit handler (``mxnet.base._notify_shutdown``) then shuts the engine down under it, and
 #     the node's forward, which itself pushes CachedOps and reads values, never completes: the
-#     process hangs at exit (MXNet's own Custom operators only assign, so they do not). atexit
-#     runs handlers last-registered first, and MXNet registered its own when it was imported,
-#     before us: so ours runs first and lets pending work finish. An error in that work was the
-#     unread output's to report; at exit it is dropped, as MXNet drops it for its own operators.
+#     process hangs at exit (MXNet's own Custom operators only assign, so they do not). So
+#     pending work is let finish just before MXNet's shutdown, inside its atexit handler
+#     (``_LIB.MXNotifyShutdown``, which it looks up at call time, is ours), after every other
+#     atexit handler registered since ``import mxnet``: one registered before ``import
+#     gluon_cf`` that joins a daemon thread calling a hybridized block (a handler of our own,
+#     run first, parked that thread: the join hung, review 29) gets its result, as with plain
+#     MXNet. An error in that work was the unread output's to report; at exit it is dropped,
+#     as MXNet drops it for its own operators.
 
 
 #     Only a process in which gluon_cf gave MXNet's engine work that calls back into Python (a
@@ -215,21 +218,29 @@ def _finish_pending_work():
 defer_interrupts_in(_finish_pending_work)
 
 
+def _shutting_down(notify_shutdown):
+    def notify():
+        _finish_pending_work()   # NOTE [exit with work pending]
+        return notify_shutdown()
+    return notify
+
+
 # NOTE [daemon threads at exit]
 #     atexit handlers run while daemon threads still run: one that keeps calling a hybridized
 #     block (a training loop in a daemon thread) kept pushing work, and the ``waitall`` above
 #     never returned: the process hung at exit (plain MXNet, having no such wait, exits); so
 #     did one pushing plain MXNet operators (``mx.nd.dot`` or ``mx.np.dot`` in a loop, no
-#     block: 3 runs of 3). Once exit begins, a hybridized call from a thread threading made,
-#     other than the main thread, waits until the process ends (:func:`park_if_exiting`), as
-#     Python parks a daemon thread that asks for the interpreter after finalization; an MXNet
-#     operator (``_imperative_invoke``, wrapped in ``zero_size.py``; ``mx.np``'s through
-#     MXNet's FFI, wrapped below) waits only while that ``waitall`` runs
-#     (:func:`park_while_waiting`): a user's atexit handler registered before ``import
-#     gluon_cf`` runs after ours and may wait for a daemon thread's result (``thread.join()``,
-#     then ``asnumpy``), which plain MXNet computes; parked for ever, it hung (review 28).
-#     MXNet's own threads (a node's forward, run on a custom-operator worker: a
-#     ``_DummyThread``) go on, their work is what is waited.
+#     block: 3 runs of 3). Once MXNet's shutdown begins, a hybridized call from a thread
+#     threading made, other than the main thread, waits until the process ends
+#     (:func:`park_if_exiting`), as Python parks a daemon thread that asks for the interpreter
+#     after finalization; an MXNet operator (``_imperative_invoke``, wrapped in
+#     ``zero_size.py``; ``mx.np``'s through MXNet's FFI, wrapped below) waits only while that
+#     ``waitall`` runs (:func:`park_while_waiting`). A user's atexit handler may wait for a
+#     daemon thread's result (``thread.join()``, then ``asnumpy``), which plain MXNet computes:
+#     parked for ever, it hung (review 28: an operator; review 29: a hybridized call, parked
+#     by our atexit handler, which ran first); every atexit handler registered after ``import
+#     mxnet`` now runs before the parking. MXNet's own threads (a node's forward, run on a
+#     custom-operator worker: a ``_DummyThread``) go on, their work is what is waited.
 _EXITING = threading.Event()
 _WAITING = threading.Event()
 _WAITED = threading.Event()
@@ -344,7 +355,7 @@ def _keep_callbacks_to_the_end():
         incref(obj)
 
 
-atexit.register(_finish_pending_work)
+mx.base._LIB.MXNotifyShutdown = _shutting_down(mx.base._LIB.MXNotifyShutdown)
 
 # NOTE [concurrent shape inference]
 #     MXNet's Custom-op shape callback writes the answer into fresh ``c_array_buf`` buffers and

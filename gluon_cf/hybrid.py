@@ -84,7 +84,7 @@ class _Plan:
         self.reshape_checks.plain = not self.has_nodes
         # See NOTE [rows of a run-time shape cut in a block's own graph]
         self.always = self.has_nodes and self._fed_by_run_time_shapes() or \
-            self._fed_by_run_time_shapes(_cuts_rows)
+            self._fed_by_run_time_shapes(_cuts_rows) or self._holds_user_custom_ops()
         # Recorded, MXNet's CachedOp adds boolean_mask's never-written mask gradient (whatever
         # its memory held: 1e34, nan) into a mask read elsewhere; run partitioned, gluon_cf
         # hands the mask over detached (operators.NO_GRADIENT_INPUTS).
@@ -93,6 +93,14 @@ class _Plan:
         self.partitioned = {}   # thread id -> PartitionedGraph
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
         self.refusing_training = refusing_training(self.js) if self.has_nodes else []
+
+    def _holds_user_custom_ops(self):
+        """Whether a gluon_cf node of the graph holds a user CustomOp: run as a Custom
+        operator, its CachedOp runs the user's on MXNet's custom-op thread, where MXNet hangs
+        (NOTE [user CustomOps at run time]); run partitioned, the node runs in the calling
+        thread."""
+        return any(registry.decode(registry.kind_of(n), n["attrs"]["spec"]).user_custom_nodes
+                   for n in self.js["nodes"] if registry.kind_of(n))
 
     def _fed_by_run_time_shapes(self, reader=registry.kind_of):
         """Whether a gluon_cf node of the graph (or a node ``reader`` names) reads a value

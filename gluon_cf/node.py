@@ -43,7 +43,6 @@ from .graph.index_gradients import check_index_gradients
 from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
 from .node_storage import backward_storage_types, dense_copies, forward_storage_types
-from .operators import user_custom_op_error
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -391,9 +390,6 @@ class _NodeOperator(mx.operator.CustomOp):
         """``is_train``: the forward's; ``recording``: False in the forward, which does not
         know whether a backward will come (NOTE [training refused by the node])."""
         self.node.refuse_training_call(recording, device_type, is_train)
-        if self.node.user_custom_ops:
-            raise user_custom_op_error(self.node.kind, "the body calls the user CustomOp %s"
-                                       % ", ".join(repr(t) for t in self.node.user_custom_ops))
 
     @_reporting
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):

@@ -49,7 +49,7 @@ from mxnet.base import _LIB, SymbolHandle, check_call
 from . import _custom_ops, registry
 from ._structure import flatten
 from .checks import ArrayTypeError, NameClashError, op_at
-from .operators import SOURCE_ATTR, describe_node, user_custom_op_error, user_location
+from .operators import SOURCE_ATTR, user_location
 
 _TAG = "__subgraph_name__"
 _trace_ids = itertools.count()
@@ -191,9 +191,9 @@ def trace(op, role, num_inputs, call):
 
 
 def _refuse_unsupported_ops(group, op, role):
-    """Refuse operators a body cannot hold: user CustomOps under autograd, MXNet's own cond and
-    while_loop. (Auxiliary state in recorded training is refused by the block's call and the
-    node, in every call alike: NOTE [training refused by the node] in graph/decoded.py.)
+    """Refuse operators a body cannot hold: MXNet's own cond and while_loop. (Auxiliary state
+    and user CustomOps in recorded calls are refused by the block's call and the node, in
+    every call alike: NOTE [training refused by the node] in graph/decoded.py.)
 
     NOTE [what a body holds]: ``group``, once cut (:func:`_cut`), holds the body's own
     operators only; before the cut it also held every outer operator the body's captured
@@ -201,7 +201,6 @@ def _refuse_unsupported_ops(group, op, role):
     *before* a loop or recursion whose body reads its result refused hybridized training
     ("body calls BatchNorm"), where it runs in the block's graph, outside every gluon_cf
     node, and trains as eagerly (round 26r)."""
-    recording = mx.autograd.is_recording()
     for node in json.loads(group.tojson())["nodes"]:
         if node["op"] in _MXNET_CONTROL_FLOW:
             # MXNet cannot infer the shapes of their outputs from a symbol (only its CachedOp
@@ -214,9 +213,6 @@ def _refuse_unsupported_ops(group, op, role):
                 "MXNet cannot infer inside a gluon_cf node; call gluon_cf.%s instead (the same "
                 "signature and results), or write a Python if/while under @gluon_cf.autograph"
                 % (where + ": " if where else "", op, role, public, node["name"], public))
-        if recording and registry.is_user_custom(node):
-            raise user_custom_op_error(op, "%s calls the user CustomOp %r (%s)" % (
-                role, node["attrs"].get("op_type"), describe_node(node)))
 
 
 # MXNet's control-flow operators a gluon_cf body cannot hold (its _foreach can: MXNet infers it)

@@ -9,7 +9,8 @@ import weakref
 from .. import registry
 from ..errors import spec_key
 from ..operators import (AUX_STATE_OPS, DYNAMIC_SHAPE_OPS, aux_state_error, describe_node,
-                         is_random_op, remat_aux_error, updates_aux_state)
+                         is_random_op, remat_aux_error, updates_aux_state,
+                         user_custom_op_error)
 from ..symbol_entries import check_node_spec
 from .runtime import Graph
 
@@ -100,6 +101,7 @@ class Node:
         self.graphs = {name: Graph.from_spec(g) for name, g in spec["graphs"].items()}
         self.wanted = None  # inputs whose gradient backward asked for (see _NodeOperator)
         self.spec_key = b""  # set by decode
+        self.user_custom_nodes = [n for n in _nodes_of(spec) if registry.is_user_custom(n)]
         self.user_custom_ops = user_custom_op_types(spec)
         self.aux_state_nodes = aux_state_nodes(spec)
         self.remat_aux_nodes = remat_aux_nodes(spec)
@@ -132,6 +134,11 @@ class Node:
     #     refused there, the refusal depended on the mode of the block's first call, and a
     #     partitioned block first called in predict mode trained, its running statistics other
     #     than eager code's, silently (tests/test_history_h28.py).
+    #     A user CustomOp in a node's subgraphs is refused so, in every recorded call (its
+    #     backward hangs MXNet: NOTE [user CustomOps at run time] in ``partitioned.py``), at
+    #     the block's call, naming its line: refused while tracing, a fresh block refused a
+    #     recorded predict-mode call that one first called in predict mode ran, and refused
+    #     training there at a later read, without the line (review 29).
     def refuse_aux_state_training(self):
         """Raise the refusal of training through this node (NOTE [training refused by the
         node]), if its subgraphs update auxiliary state."""
@@ -146,6 +153,10 @@ class Node:
         node]; a remat loop's backward in every mode: NOTE [auxiliary state under remat])."""
         if self.remat_aux_nodes and recording:
             raise remat_aux_error(self.kind, self.remat_aux_nodes)
+        if self.user_custom_nodes and recording:   # (NOTE [user CustomOps at run time])
+            raise user_custom_op_error(self.kind, "the body calls the user CustomOp %s" % (
+                ", ".join("%r (%s)" % (n.get("attrs", {}).get("op_type"), describe_node(n))
+                          for n in self.user_custom_nodes)))
         if training and (recording or device_type != "cpu"):
             self.refuse_aux_state_training()
 
@@ -157,7 +168,8 @@ def refusing_training(graph_json):
     for n in graph_json["nodes"]:
         kind = registry.kind_of(n)
         node = decode(kind, n["attrs"]["spec"]) if kind else None
-        if node is not None and (node.aux_state_nodes or node.remat_aux_nodes):
+        if node is not None and (node.aux_state_nodes or node.remat_aux_nodes
+                                 or node.user_custom_nodes):
             found.append(node)
     return found
 

@@ -186,7 +186,11 @@ class _UserCustomCall(_OperatorCall):
     a Custom operator running on one of MXNet's custom-op worker threads), a user's Custom
     operator hangs MXNet about half the time in backward (all engine and custom-op threads idle,
     one completion lost). Called as an imperative ``mx.nd.Custom`` from our thread, as an
-    eager model would, it records on the autograd tape like any other operator.
+    eager model would, it records on the autograd tape like any other operator. In forward
+    too: a hybridized foreach whose body calls a user CustomOp hung within 6 predict calls, 3
+    runs of 3 (review 29), so a block whose gluon_cf nodes hold one always runs partitioned
+    (``hybrid.py``), its nodes in the calling thread; recorded, it is refused (NOTE [training
+    refused by the node] in ``decoded.py``).
     """
 
     def infer_shape(self, shapes):
