@@ -129,6 +129,19 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
 
 
+def inferred_step_rows(func_graph, shapes, num_out):
+    """The shapes of the ``num_out`` step outputs of a loop of no step as MXNet infers them
+    from func's graph on the slots' ``shapes`` (0: MXNet's legacy unknown dim), or None where
+    it cannot (hybridized, func's graph is then run once for them: NOTE [loops of no step];
+    its export mirrors the choice: NOTE [dims a loop's rows follow])."""
+    try:
+        _, row_shapes = func_graph.infer_shape(list(shapes))
+    except (mx.MXNetError, ValueError):
+        return None
+    rows = row_shapes[:num_out]
+    return rows if all(registry.is_complete(r) for r in rows) else None
+
+
 def _remat_loop(loop_, more, pad_to, where=None):
     """Generator: a loop run by :class:`remat.Loop`, its step outputs stacked and padded to
     ``pad_to`` rows, recorded as one node; ``(None, initial vars)`` if no step ran."""
@@ -527,13 +540,13 @@ class WhileLoopRule(registry.Rule):
         """The step outputs of a loop that ran no step, shaped by inference on ``inputs`` (func
         is not run); None when their shapes are known only at run time."""
         num_out = node.spec["num_out_data"]
+        rows = inferred_step_rows(node.graphs["func"], [x.shape for x in inputs], num_out)
         try:
-            _, row_shapes = node.graphs["func"].infer_shape([x.shape for x in inputs])
             _, out_types = self._infer_type(node, [x.dtype for x in inputs])
         except (mx.MXNetError, ValueError):
             return None
-        rows, dtypes = row_shapes[:num_out], out_types[:num_out]
-        if not all(registry.is_complete(r) for r in rows) or None in dtypes:
+        dtypes = out_types[:num_out]
+        if rows is None or None in dtypes:
             return None
         ctx = inputs[0].context
         return zero_rows([_Like(tuple(r), t, ctx) for r, t in zip(rows, dtypes)], pad_to)

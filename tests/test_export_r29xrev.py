@@ -1,0 +1,102 @@
+"""Round 29x's review (issue 24, item 4) on export: a while_loop of no step chose between
+keeping its probe's gathers in range (Gluon infers the step shapes) and letting them fail
+(Gluon runs func's graph) by a text search for ``boolean_mask`` in func's graph, which took
+the wrong side both ways (NOTE [dims a loop's rows follow]):
+
+* a ``boolean_mask`` in the body read by a ``take`` (Gluon infers the rows: zeros) past the
+  planned widths: the exported models failed in the probe's Gather;
+* a nested ``cond`` whose branches differ in size, reading a kept row of none: Gluon raises
+  BlockZeroSizeError at the take's line, the exported models gave (1, 1, 9) zeros;
+* a ``gather_nd`` of a kept row of none: both fail, the exported models at onnxruntime's
+  GatherND, no user line.
+"""
+import numpy as np
+import pytest
+
+import mxnet as mx
+
+import gluon_cf
+from test_export_r28x import _assert_runs_equal, _runs
+
+
+class _TakeOfAMaskInTheBody(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        count = F.sum(m).reshape((1,))
+
+        def body(i):
+            return F.take(F.contrib.boolean_mask(x, m), i, mode="clip") * 2, [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < count, body, [F.zeros((1,))],
+                                      max_iterations=3)
+        return outs
+
+
+class _CondOfOtherSizesInTheBody(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        count = F.sum(m).reshape((1,))
+
+        def body(i):
+            r = F.take(kept, i, mode="clip").reshape((1, -1))
+            return gluon_cf.cond(F.sum(r) > 0, lambda: F.concat(r, r, dim=-1),
+                                 lambda: F.concat(r, r, r, dim=-1)), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < count, body, [F.zeros((1,))],
+                                      max_iterations=1)
+        return outs
+
+
+class _GatherNdOfKeptRows(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        count = F.sum(m).reshape((1,))
+
+        def body(i):
+            r = F.gather_nd(kept, i.reshape((1, 1))).reshape((-1, 1))
+            return F.dot(r, r, transpose_b=True).reshape((1, -1)), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < count, body, [F.zeros((1,))],
+                                      max_iterations=3)
+        return outs
+
+
+def _case(rng, n, d, flags):
+    return [rng.uniform(-1, 1, (n, d)).astype(np.float32), np.array(flags, np.float32)]
+
+
+def _exported(cls, tmp_path):
+    net = cls()
+    net.hybridize()
+    return net, _runs(net, _case(np.random.RandomState(0), 3, 4, [1, 0, 1]),
+                      {0: [0, 1], 1: [0]}, tmp_path)
+
+
+def test_a_take_of_a_mask_in_the_body_of_no_step_exports_past_the_planned_widths(tmp_path):
+    """Gluon infers (3, 1, width) zero rows (the take absorbs the mask's unknown rows); the
+    exported models failed at width 1200 in the probe's Gather."""
+    net, runs = _exported(_TakeOfAMaskInTheBody, tmp_path)
+    rng = np.random.RandomState(1)
+    _assert_runs_equal(net, runs, [_case(rng, 1, 1200, [0]), _case(rng, 2, 1300, [0, 0]),
+                                   _case(rng, 3, 3, [0, 0, 0]), _case(rng, 2, 5, [1, 1])])
+
+
+@pytest.mark.parametrize("cls, op", [(_CondOfOtherSizesInTheBody, "take"),
+                                     (_GatherNdOfKeptRows, "gather_nd")])
+def test_a_loop_of_no_step_gluon_runs_fails_exported_at_the_users_line(cls, op, tmp_path):
+    """Gluon cannot infer the step shapes (a cond of branches of other sizes, a gather_nd
+    of no row) and runs func's graph, which fails at the user's line: so do the exported
+    models (a cond gave zeros, a gather_nd failed with no user line). Masks keeping rows
+    still equal Gluon."""
+    import onnxruntime as ort
+    from gluon_cf.export import ArtifactError
+    from gluon_cf.hybrid import BlockZeroSizeError
+    net, runs = _exported(cls, tmp_path)
+    rng = np.random.RandomState(2)
+    _assert_runs_equal(net, runs, [_case(rng, 2, 5, [1, 1]), _case(rng, 3, 3, [0, 1, 0])])
+    x, m = _case(rng, 3, 3, [0, 0, 0])
+    body = next(c for c in cls.hybrid_forward.__code__.co_consts
+                if getattr(c, "co_name", "") == "body")
+    line = r"test_export_r29xrev\.py:%d" % (body.co_firstlineno + 1)
+    with pytest.raises(BlockZeroSizeError, match=op + " at .*" + line):
+        net(mx.nd.array(x), mx.nd.array(m))
+    for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                                 ArtifactError)):
+        with pytest.raises(error, match=r"loop of no step at .*" + line):
+            run(x, m)
