@@ -8,7 +8,8 @@ the wrong side both ways (NOTE [dims a loop's rows follow]):
 * a nested ``cond`` whose branches differ in size, reading a kept row of none: Gluon raises
   BlockZeroSizeError at the take's line, the exported models gave (1, 1, 9) zeros;
 * a ``gather_nd`` of a kept row of none: both fail, the exported models at onnxruntime's
-  GatherND, no user line.
+  GatherND, no user line;
+* save_artifact's TypeError of example inputs that are no arrays said "export_onnx: ".
 """
 import numpy as np
 import pytest
@@ -100,3 +101,16 @@ def test_a_loop_of_no_step_gluon_runs_fails_exported_at_the_users_line(cls, op, 
                                  ArtifactError)):
         with pytest.raises(error, match=r"loop of no step at .*" + line):
             run(x, m)
+
+
+@pytest.mark.parametrize("examples", ["x", [np.ones((2, 3), np.float32), 3]])
+def test_save_artifact_names_itself_refusing_example_inputs(examples, tmp_path):
+    """The TypeError of example_inputs that are no arrays said "export_onnx: " (round 29x
+    renamed save_artifact's other refusals only)."""
+    from gluon_cf.export import export_onnx, save_artifact
+    net = _TakeOfAMaskInTheBody()
+    net.hybridize()
+    with pytest.raises(TypeError, match="^save_artifact: example_inputs must be NDArrays"):
+        save_artifact(net, examples, str(tmp_path / "m.onnx"))
+    with pytest.raises(TypeError, match="^export_onnx: example_inputs must be NDArrays"):
+        export_onnx(net, examples)
