@@ -132,12 +132,18 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 def inferred_step_rows(func_graph, shapes, num_out):
     """The shapes of the ``num_out`` step outputs of a loop of no step as MXNet infers them
     from func's graph on the slots' ``shapes`` (0: MXNet's legacy unknown dim), or None where
-    it cannot (hybridized, func's graph is then run once for them: NOTE [loops of no step];
-    its export mirrors the choice: NOTE [dims a loop's rows follow])."""
+    it cannot: hybridized, func's graph is then run once for them (``_no_step_outputs``,
+    NOTE [loops of no step]); its export asks this to do the same (NOTE [dims a loop's rows
+    follow])."""
     try:
         _, row_shapes = func_graph.infer_shape(list(shapes))
     except (mx.MXNetError, ValueError):
         return None
+    return complete_rows(row_shapes, num_out)
+
+
+def complete_rows(row_shapes, num_out):
+    """The first ``num_out`` of ``row_shapes`` if each is complete, else None."""
     rows = row_shapes[:num_out]
     return rows if all(registry.is_complete(r) for r in rows) else None
 
@@ -540,12 +546,12 @@ class WhileLoopRule(registry.Rule):
         """The step outputs of a loop that ran no step, shaped by inference on ``inputs`` (func
         is not run); None when their shapes are known only at run time."""
         num_out = node.spec["num_out_data"]
-        rows = inferred_step_rows(node.graphs["func"], [x.shape for x in inputs], num_out)
         try:
+            _, row_shapes = node.graphs["func"].infer_shape([x.shape for x in inputs])
             _, out_types = self._infer_type(node, [x.dtype for x in inputs])
         except (mx.MXNetError, ValueError):
             return None
-        dtypes = out_types[:num_out]
+        rows, dtypes = complete_rows(row_shapes, num_out), out_types[:num_out]
         if rows is None or None in dtypes:
             return None
         ctx = inputs[0].context
