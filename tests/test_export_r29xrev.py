@@ -114,3 +114,18 @@ def test_save_artifact_names_itself_refusing_example_inputs(examples, tmp_path):
         save_artifact(net, examples, str(tmp_path / "m.onnx"))
     with pytest.raises(TypeError, match="^export_onnx: example_inputs must be NDArrays"):
         export_onnx(net, examples)
+
+
+def test_a_loop_of_no_step_gluon_runs_still_names_the_empty_mask():
+    """A row whose boolean_mask keeps nothing, read by an inner while_loop of no step:
+    hybridized, gluon_cf's ZeroSizeError at the mask's line (the review's first helper left
+    the loop's type inference out there, and MXNet's "Shape is unknown" came instead)."""
+    import hostile_programs29x as P
+    from gluon_cf.errors import ZeroSizeError
+    cls = P.ForeachRowsWhileOverPositiveEntries
+    net = cls()
+    net.hybridize()
+    x, m = P.PROGRAMS[cls][1]
+    with pytest.raises(ZeroSizeError, match=r"boolean_mask at .*hostile_programs29x\.py:%d" % (
+            cls.hybrid_forward.__code__.co_firstlineno + 2)):
+        [out.asnumpy() for out in net(mx.nd.array(x), mx.nd.array(m))]
