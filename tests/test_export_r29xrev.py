@@ -8,7 +8,8 @@ the wrong side both ways (NOTE [dims a loop's rows follow]):
 * a nested ``cond`` whose branches differ in size, reading a kept row of none: Gluon raises
   BlockZeroSizeError at the take's line, the exported models gave (1, 1, 9) zeros;
 * a ``gather_nd`` of a kept row of none: both fail, the exported models at onnxruntime's
-  GatherND, no user line;
+  GatherND, no user line; a gather in an inner loop's body was never named (a GatherND)
+  or, where no call lets Gluon infer, named no more (the review's first fix);
 * save_artifact's TypeError of example inputs that are no arrays said "export_onnx: ".
 """
 import numpy as np
@@ -55,6 +56,37 @@ class _GatherNdOfKeptRows(mx.gluon.HybridBlock):
             return F.dot(r, r, transpose_b=True).reshape((1, -1)), [i + 1]
         outs, _ = gluon_cf.while_loop(lambda i: i < count, body, [F.zeros((1,))],
                                       max_iterations=3)
+        return outs
+
+
+class _GatherNdInAnInnerLoop(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        count = F.sum(m).reshape((1,))
+
+        def body(i):
+            def inner(j):
+                return F.gather_nd(kept, j.reshape((1, 1))).reshape((1, -1)), [j + 1]
+            o, _ = gluon_cf.while_loop(lambda j: j < 1, inner, [i], max_iterations=1)
+            return o.reshape((1, -1)), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < count, body, [F.zeros((1,))],
+                                      max_iterations=2)
+        return outs
+
+
+class _TakeInAnInnerLoopThenCond(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+        count = F.sum(m).reshape((1,))
+
+        def body(i):
+            def inner(j):
+                return F.take(kept, j, mode="raise").reshape((1, -1)), [j + 1]
+            r, _ = gluon_cf.while_loop(lambda j: j < i + 1, inner, [i], max_iterations=1)
+            return gluon_cf.cond(F.sum(r) > 0, lambda: F.concat(r, r, dim=-1),
+                                 lambda: r), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < count, body, [F.zeros((1,))],
+                                      max_iterations=2)
         return outs
 
 
@@ -129,3 +161,24 @@ def test_a_loop_of_no_step_gluon_runs_still_names_the_empty_mask():
     with pytest.raises(ZeroSizeError, match=r"boolean_mask at .*hostile_programs29x\.py:%d" % (
             cls.hybrid_forward.__code__.co_firstlineno + 2)):
         [out.asnumpy() for out in net(mx.nd.array(x), mx.nd.array(m))]
+
+
+@pytest.mark.parametrize("cls, op", [(_GatherNdInAnInnerLoop, "GatherND"),
+                                     (_TakeInAnInnerLoopThenCond, "Gather")])
+def test_a_gather_in_an_inner_loop_of_a_loop_of_no_step_fails_at_the_loops_line(
+        cls, op, tmp_path):
+    """Its gather (in the inner loop's body graph) is named after the outer loop's line
+    (the inner operators' lines are in their own graph) where it had no user line."""
+    import onnxruntime as ort
+    from gluon_cf.export import ArtifactError
+    from gluon_cf.hybrid import BlockZeroSizeError
+    net, runs = _exported(cls, tmp_path)
+    x, m = _case(np.random.RandomState(3), 3, 3, [0, 0, 0])
+    with pytest.raises(BlockZeroSizeError):
+        net(mx.nd.array(x), mx.nd.array(m))
+    line = r"test_export_r29xrev\.py:%d" % (
+        cls.hybrid_forward.__code__.co_firstlineno + (9 if op == "GatherND" else 10))
+    for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                                 ArtifactError)):
+        with pytest.raises(error, match=op + r" node.*loop of no step at .*" + line):
+            run(x, m)

@@ -223,8 +223,6 @@ def _probe_gathers(graph, infers, lines):
             made = node.name.rsplit("/", 1)[-1]
             where = lines.get(made) or lines[""]
             node.name += f" (the body of a loop of no step at {where})" if where else ""
-    if infers is False:
-        return
 
     nodes, shapes = [], {n.output[0] for n in graph.node if n.op_type == "Shape"}
     dims = {n.output[0] for n in graph.node   # (dims of shapes: int64, 0 for a row of none)
@@ -234,6 +232,9 @@ def _probe_gathers(graph, infers, lines):
             for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
                         attr.graphs if attr.type == AttributeProto.GRAPHS else []):
                 _probe_gathers(sub, infers, lines)
+        if infers is False:   # (its subgraphs' gathers named)
+            nodes.append(node)
+            continue
         if node.op_type == "Mod" and node.input[1] in dims:
             # take's and pick's mode 'wrap': an index modulo a dim of none
             e = Emitter(f"{node.output[0]}/in_range")
