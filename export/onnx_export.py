@@ -188,7 +188,7 @@ def _net_symbol(net, example_inputs, api):
     if not net._active and not symbol_block:
         raise ValueError(f"{api}: net is not hybridized; call net.hybridize() first (the "
                          f"exported model is made from the hybridized graph)")
-    flat_inputs = [_as_numpy(x) for x in _flatten_inputs(example_inputs)]
+    flat_inputs = [_as_numpy(x) for x in _flatten_inputs(example_inputs, api)]
     with mx.autograd.predict_mode():
         call_args = example_inputs if isinstance(example_inputs, (list, tuple)) \
             else [example_inputs]
@@ -386,12 +386,14 @@ def record_index_bounds(model, sym, inputs, input_names):
 
 # ----------------------------------------------------------------------------- inputs
 
-def _flatten_inputs(value):
+def _flatten_inputs(value, api="export_onnx"):
+    """The arrays of ``value``, nested lists flattened; ``api``, the function called, names
+    a refusal."""
     if isinstance(value, (list, tuple)):
-        return [x for item in value for x in _flatten_inputs(item)]
+        return [x for item in value for x in _flatten_inputs(item, api)]
     if isinstance(value, (mx.nd.NDArray, np.ndarray)):
         return [value]
-    raise TypeError(f"export_onnx: example_inputs must be NDArrays or numpy arrays (or lists "
+    raise TypeError(f"{api}: example_inputs must be NDArrays or numpy arrays (or lists "
                     f"of them), got {type(value).__name__}")
 
 

@@ -144,6 +144,25 @@ def _not_callable(func, where):
     return step
 
 
+def inferred_step_rows(func_graph, shapes, num_out):
+    """The shapes of the ``num_out`` step outputs of a loop of no step as MXNet infers them
+    from func's graph on the slots' ``shapes`` (0: MXNet's legacy unknown dim), or None where
+    it cannot: hybridized, func's graph is then run once for them (``_no_step_outputs``,
+    NOTE [loops of no step]); its export asks this to do the same (NOTE [dims a loop's rows
+    follow])."""
+    try:
+        _, row_shapes = func_graph.infer_shape(list(shapes))
+    except (mx.MXNetError, ValueError):
+        return None
+    return complete_rows(row_shapes, num_out)
+
+
+def complete_rows(row_shapes, num_out):
+    """The first ``num_out`` of ``row_shapes`` if each is complete, else None."""
+    rows = row_shapes[:num_out]
+    return rows if all(registry.is_complete(r) for r in rows) else None
+
+
 def _remat_loop(loop_, more, pad_to, where=None):
     """Generator: a loop run by :class:`remat.Loop`, its step outputs stacked and padded to
     ``pad_to`` rows, recorded as one node; ``(None, initial vars)`` if no step ran."""
@@ -547,8 +566,8 @@ class WhileLoopRule(registry.Rule):
             _, out_types = self._infer_type(node, [x.dtype for x in inputs])
         except (mx.MXNetError, ValueError):
             return None
-        rows, dtypes = row_shapes[:num_out], out_types[:num_out]
-        if not all(registry.is_complete(r) for r in rows) or None in dtypes:
+        rows, dtypes = complete_rows(row_shapes, num_out), out_types[:num_out]
+        if rows is None or None in dtypes:
             return None
         ctx = inputs[0].context
         return zero_rows([_Like(tuple(r), t, ctx) for r, t in zip(rows, dtypes)], pad_to)

@@ -54,11 +54,19 @@ def onnx_bound_guard(node, custom_node, finals):
 #     A probe whose gathers were in range computes what it did; one that took a row of none
 #     gets the shapes MXNet's inference gives (the row's), its values unused (zeros are
 #     returned). The probe's other operators still fail where func's would on the initial
-#     loop vars. Only where Gluon infers the step shapes: a func holding an operator of
-#     run-time shape (``boolean_mask``) has none to infer, and hybridized gluon_cf runs func's
-#     graph once for them (NOTE [loops of no step]), failing where a take of no row fails
-#     (BlockZeroSizeError); there the probe's gathers are left as they are, named after the
-#     user's line, so that the exported model fails too, at that line.
+#     loop vars. Only where Gluon infers the step shapes: where MXNet's inference of func's
+#     graph on the call's input shapes is incomplete (a ``boolean_mask`` not followed by a
+#     take, a ``gather_nd`` or a nested ``cond`` of branches of other sizes reading a value
+#     of no row: MXNet's legacy shapes read a dim of 0 as unknown), hybridized gluon_cf runs
+#     func's graph once for them (NOTE [loops of no step]), failing where a take of no row
+#     fails (BlockZeroSizeError); there the probe's gathers keep an index out of range out
+#     of range, and every gather is named after the user's line, so that the exported model
+#     fails too, at that line. Which of the two Gluon does is not guessed from the operators'
+#     names (a text search for ``boolean_mask`` in func's graph took the zero rows of a take
+#     of a masked row to fail, and a nested cond to infer): ``_gluon_infers`` asks the same
+#     inference (``inferred_step_rows``) at export, once for each set of the inputs' varying
+#     dims that may be 0 (the only way sizes change its answer), and the model picks the
+#     answer by the dims that are 0 at run time.
 
 
 def _dims_followed(node, k):
@@ -140,12 +148,46 @@ def _lines_hold(emitter, node, followed):
     return emitter.truth(held)
 
 
-def _infers_step_shapes(node):
-    """Whether Gluon infers the step outputs' shapes of the loop of no step (func's graph
-    has no operator of run-time shape), rather than running func's graph for them."""
-    from gluon_cf.operators import DYNAMIC_SHAPE_OPS
-    text = node.spec["graphs"]["func"]["json"]
-    return not any(op in text for op in DYNAMIC_SHAPE_OPS)
+def _gluon_infers(node, emitter):
+    """Whether Gluon infers the step shapes of this loop of no step (True), or runs func's
+    graph for them (False), as ``inferred_step_rows`` answers on the call's input shapes: a
+    Python bool where every call answers alike, else an ONNX bool scalar computed in
+    ``emitter`` from which of the inputs' varying dims are 0 (MXNet's legacy unknown dim,
+    the only way an input's sizes change that answer: NOTE [dims a loop's rows follow])."""
+    from gluon_cf import registry
+    from gluon_cf.graph import Graph
+
+    from .while_loop import inferred_step_rows
+    example = node.runs[0][0] if node.runs else node.in_shapes
+    if any(shape is None for shape in example):
+        return True   # (no rank known: the padded probe)
+    varying = [(m, axis) for m, shape in enumerate(example) for axis in range(len(shape))
+               if shape[axis] is None or node.in_shapes[m] is None or
+               node.in_shapes[m][axis] is None][:_MOST_VARYING]
+    example = [tuple(1 if d is None else d for d in shape) for shape in example]
+    func, rule = Graph.from_spec(node.spec["graphs"]["func"]), registry.rule_of(node.kind)
+    table = []
+    for bits in range(2 ** len(varying)):
+        shapes = [list(shape) for shape in example]
+        for j, (m, axis) in enumerate(varying):
+            if bits >> j & 1:
+                shapes[m][axis] = 0
+        table.append(inferred_step_rows(func, rule.slot_shapes(node.spec, [
+            tuple(shape) for shape in shapes]), node.spec["num_out_data"]) is not None)
+    if all(table) or not any(table):
+        return table[0]
+    from onnx import TensorProto
+    index = emitter.const([0])
+    for j, (m, axis) in enumerate(varying):
+        zero = emitter.add("Cast", [emitter.add("Equal", [_input_dim(emitter, node, m, axis),
+                                                          emitter.const([0])])],
+                           to=TensorProto.INT64)
+        index = emitter.add("Add", [index, emitter.add("Mul", [zero, emitter.const([1 << j])])])
+    return emitter.truth(emitter.add("Gather", [emitter.const(table), index]))
+
+
+# (2 ** this many MXNet shape inferences at most; further varying dims are taken nonzero)
+_MOST_VARYING = 8
 
 
 def _lines_of_func(node):
@@ -161,20 +203,23 @@ def _lines_of_func(node):
     return lines
 
 
-def _probe_gathers(graph, in_range, lines):
+def _probe_gathers(graph, infers, lines):
     """Make every ``Gather`` and ``GatherElements`` of ``graph`` (and of its subgraphs)
-    index a copy of its data with one zero row appended on its axis, each index wrapped
-    (negative from the end) and clipped into that copy, and every index modulo a dim
-    (mode 'wrap') be modulo 1 where that dim is 0, if ``in_range``: where no index was
-    out of range the values are the same, elsewhere the shapes are. Else (Gluon runs func's
-    graph, which fails where they fail) name them after the user's line in ``lines``
-    (``_lines_of_func``; NOTE [dims a loop's rows follow])."""
+    index a copy of its data with one zero row appended on its axis, where Gluon ``infers``
+    the step shapes (``_gluon_infers``: True, False or an ONNX bool): each index wrapped
+    (negative from the end) and clipped into that copy, and every index modulo a dim (mode
+    'wrap') modulo 1 where that dim is 0; where no index was out of range the values are the
+    same, elsewhere the shapes are. Where Gluon runs func's graph instead (which fails where
+    they fail), an index out of its data's range stays out of the copy's, and the gathers
+    are named after the user's line in ``lines`` (``_lines_of_func``; NOTE [dims a loop's
+    rows follow])."""
     from onnx import AttributeProto, TensorProto, helper
 
     from gluon_cf.export.onnx_kit import Emitter
 
-    if not in_range:
-        for node in (n for n in graph.node if n.op_type in ("Gather", "GatherElements")):
+    if infers is not True:
+        for node in (n for n in graph.node
+                     if n.op_type in ("Gather", "GatherElements", "GatherND")):
             made = node.name.rsplit("/", 1)[-1]
             where = lines.get(made) or lines[""]
             node.name += f" (the body of a loop of no step at {where})" if where else ""
@@ -186,14 +231,17 @@ def _probe_gathers(graph, in_range, lines):
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
                         attr.graphs if attr.type == AttributeProto.GRAPHS else []):
-                _probe_gathers(sub, in_range, lines)
-        if in_range and node.op_type == "Mod" and node.input[1] in dims:
+                _probe_gathers(sub, infers, lines)
+        if infers is False:   # (its subgraphs' gathers named)
+            nodes.append(node)
+            continue
+        if node.op_type == "Mod" and node.input[1] in dims:
             # take's and pick's mode 'wrap': an index modulo a dim of none
             e = Emitter(f"{node.output[0]}/in_range")
-            node.input[1] = e.add("Max", [node.input[1], e.const([1])])
+            node.input[1] = e.add("Max", [node.input[1], e.const([1]) if infers is True else
+                                          e.add("Cast", [infers], to=TensorProto.INT64)])
             nodes += e.nodes
-        if not in_range or node.op_type not in ("Gather", "GatherElements") or \
-                node.input[0] in shapes:
+        if node.op_type not in ("Gather", "GatherElements") or node.input[0] in shapes:
             # (a dim of a shape: its rank is fixed, its indices the converters' own)
             nodes.append(node)
             continue
@@ -213,7 +261,14 @@ def _probe_gathers(graph, in_range, lines):
         index = e.add("Cast", [indices], to=TensorProto.INT64)
         index = e.add("Where", [e.add("Less", [index, zero]), e.add("Add", [index, size]),
                                 index])
-        index = e.add("Max", [e.add("Min", [index, size]), zero])
+        clipped = e.add("Max", [e.add("Min", [index, size]), zero])
+        if infers is not True:   # (out of data's range: out of the copy's, size + 1 rows)
+            outside = e.add("Or", [e.add("Less", [index, zero]),
+                                   e.add("Not", [e.add("Less", [index, size])])])
+            index = e.add("Where", [infers, clipped, e.add("Where", [
+                outside, e.add("Add", [size, e.const(1)]), index])])
+        else:
+            index = clipped
         nodes += e.nodes + [helper.make_node(node.op_type, [padded, index], list(node.output),
                                              name=node.name, domain=node.domain)]
         nodes[-1].attribute.extend(node.attribute)
@@ -254,8 +309,11 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
                for name_, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
     if probe is None:
         return helper.make_graph(zeros.nodes, name, [], outputs)
-    _probe_gathers(probe.graph, _infers_step_shapes(node), _lines_of_func(node))
-    probe.graph.node.extend(zeros.nodes)
+    choice = Emitter(f"{name}/gluon_infers")
+    _probe_gathers(probe.graph, _gluon_infers(node, choice), _lines_of_func(node))
+    nodes = choice.nodes + list(probe.graph.node) + zeros.nodes
+    del probe.graph.node[:]
+    probe.graph.node.extend(nodes)
     set_outputs(probe.graph, outputs)
     return probe.graph
 
