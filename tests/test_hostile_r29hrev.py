@@ -83,3 +83,33 @@ def test_a_shared_encoder_with_an_optional_input_keeps_its_zero_size_check_per_n
             assert not isinstance(got, Exception), got
             for want, value in zip(wants[k], got):
                 np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6)
+
+
+class RepeatedByNumpyInt(HybridBlock):
+    """A collected list repeated by numpy's int64 (a count from numpy arithmetic), which
+    Python's list takes (by ``__index__``); hybridized it was TypeError "can't multiply
+    sequence by non-int of type 'int64'"."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for row in x:
+            items.append(row * 2)
+        more = items * np.int64(2)
+        return F.stack(*more) * F.stack(*(items * True + items))
+
+
+def test_a_collected_list_times_numpy_int_is_pythons_repetition():
+    x = np.arange(6.0).reshape(2, 3)
+    eager = RepeatedByNumpyInt()
+    eager.initialize()
+    want = _run(eager, [x])
+    plain = mx.nd.array(x)
+    rows = [plain[0] * 2, plain[1] * 2]
+    np.testing.assert_allclose(want[0], mx.nd.stack(*(rows * 2)).asnumpy() ** 2, rtol=1e-6)
+    net = RepeatedByNumpyInt()
+    net.initialize()
+    net.hybridize()
+    for _ in range(2):
+        for value, expected in zip(_run(net, [x]), want):
+            np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)

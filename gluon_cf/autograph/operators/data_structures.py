@@ -55,6 +55,7 @@ NOTE [autograph lists]
     an AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
     condition; a step reading the list it appends to is told so (no step sees earlier items)."""
 import linecache
+import operator
 
 import mxnet as mx
 
@@ -338,7 +339,9 @@ class StepList:
 
     def __mul__(self, times):
         """``items * k``: the items k times over (no item for k <= 0, as Python's)."""
-        if not isinstance(times, int):          # (a bool is an int, as Python's)
+        try:   # (any integer Python's list takes: a bool, numpy's int64, by __index__)
+            times = operator.index(times)
+        except TypeError:
             return list_operand(times, "*")
         if times <= 0:
             return []
