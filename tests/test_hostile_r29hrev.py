@@ -113,3 +113,32 @@ def test_a_collected_list_times_numpy_int_is_pythons_repetition():
     for _ in range(2):
         for value, expected in zip(_run(net, [x]), want):
             np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
+
+
+class ExtendedByTuple(HybridBlock):
+    """A collected list extended by a tuple (``+=`` and ``.extend``), as Python's list is;
+    hybridized ``+=`` was TypeError 'can only concatenate list (not "tuple") to list' (what
+    ``+`` says, not ``+=``), ``.extend`` a refusal."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for row in x:
+            items.append(row * 2)
+        items += (x[0] * 10, x[1])
+        items.extend((x[1] * x[0],))
+        return F.stack(*items)
+
+
+def test_a_collected_list_extended_by_a_tuple_is_pythons():
+    x = np.arange(6.0).reshape(2, 3)
+    eager = ExtendedByTuple()
+    eager.initialize()
+    want = _run(eager, [x])
+    np.testing.assert_allclose(want[0], np.stack([x[0] * 2, x[1] * 2, x[0] * 10, x[1],
+                                                  x[0] * x[1]]), rtol=1e-6)
+    net = ExtendedByTuple()
+    net.initialize()
+    net.hybridize()
+    for value, expected in zip(_run(net, [x]), want):
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)

@@ -323,8 +323,9 @@ class StepList:
         return self.joined(mine.rows, mine.n_items, mine.most, maybe_stale=mine.stale)
 
     def __iadd__(self, other):
-        """``items += other``: in place, as a list's (every name holding it sees it)."""
-        joined = self + other
+        """``items += other``: in place, as a list's (every name holding it sees it); a tuple
+        extends it as a list's += does (``+`` of a list and a tuple is Python's TypeError)."""
+        joined = self + (list(other) if isinstance(other, tuple) else other)
         if joined is NotImplemented:
             return NotImplemented
         self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
@@ -442,6 +443,7 @@ class StepList:
     def extend(self, other):
         """``items.extend(other)``: in place, as a list's, for a list of arrays or a collected
         list (other iterables as ``list`` methods are: refused where unknown)."""
+        other = list(other) if isinstance(other, tuple) else other
         if _as_step_list(other, self.where) is None:
             self._unknown_length("extended by something other than a list of arrays")
         self += other
