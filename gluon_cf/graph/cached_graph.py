@@ -417,21 +417,12 @@ def makes_zero_size(symbol, nodes, shapes):
     graph])."""
     cutters = {k for k, n in enumerate(nodes)
                if n["op"] != "null" and any(w in n["op"].lower() for w in SIZE_CUTTERS)}
-    read = {(nodes[node]["name"], index) for reader in nodes
-            if reader["op"] != "null" and not registry.kind_of(reader)
-            for node, index, *_ in reader["inputs"] if node in cutters}
+    read = sorted({(node, index) for reader in nodes
+                   if reader["op"] != "null" and not registry.kind_of(reader)
+                   for node, index, *_ in reader["inputs"] if node in cutters})
     if not read:
         return False
-    internals = symbol.get_internals()
-    outputs = []
-    # (by position: a block called twice in one graph, as a shared encoder is, makes nodes of
-    # one name where autograph names them after the user's line, and Symbol['name'] of such a
-    # name is MXNet's ValueError "There are multiple outputs with name")
-    for k, name in enumerate(internals.list_outputs()):   # "<node>_output" or "..._output<k>"
-        node, _, index = name.rpartition("_output")
-        if (index == "" or index.isdigit()) and (node, int(index or 0)) in read:
-            outputs.append(k)
-    group = mx.sym.Group([internals[k] for k in outputs])
+    group = _entries_of(nodes, read)
     known = set(group.list_inputs())
     try:
         _, outs, _ = group.infer_shape_partial(**{
@@ -440,6 +431,30 @@ def makes_zero_size(symbol, nodes, shapes):
     except mx.MXNetError:
         return False   # (MXNet's own error follows, where the graph runs)
     return any(shape is not None and 0 in shape for shape in outs or ())
+
+
+# (the version MXNet's JSON carries: without it, load_json upgrades the graph as an old file's)
+_MXNET_VERSION = int("".join("%02d" % int(v) for v in mx.__version__.split(".")[:3]))
+
+
+def _entries_of(nodes, entries):
+    """A symbol of the outputs ``entries`` ((node id, output index) of JSON ``nodes``) and
+    what they read. By node id, not name: a block called twice in one
+    graph (a shared encoder) makes nodes of one name where autograph names them after the
+    user's line, and a name would also select the other call's node, read otherwise."""
+    keep, todo = set(), [node for node, _ in entries]
+    while todo:
+        node = todo.pop()
+        if node not in keep:
+            keep.add(node)
+            todo.extend(i[0] for i in nodes[node]["inputs"])
+    new_id = {old: new for new, old in enumerate(sorted(keep))}
+    kept = [dict(nodes[old], inputs=[[new_id[i[0]]] + list(i[1:]) for i in nodes[old]["inputs"]])
+            for old in sorted(keep)]
+    return mx.sym.load_json(json.dumps({
+        "nodes": kept, "arg_nodes": [k for k, n in enumerate(kept) if n["op"] == "null"],
+        "heads": [[new_id[node], index, 0] for node, index in entries],
+        "attrs": {"mxnet_version": ["int", _MXNET_VERSION]}}))
 
 
 def _zero_size_made(node, inputs):
