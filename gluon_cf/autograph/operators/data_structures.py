@@ -60,6 +60,7 @@ NOTE [autograph lists]
     earlier items)."""
 import linecache
 import operator
+from typing import Callable, Optional
 
 import mxnet as mx
 
@@ -169,23 +170,26 @@ class StepList:
         # hold (not zero rows): unpacking it is checked (NOTE [checked items])
         self.stale = stale and self.least == 0
 
-    def joined(self, rows, count, most=None, maybe_stale=False):
-        """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
-        array of zero rows (0 is its unknown size), so where either side may have none, a
-        cond picks the other. ``maybe_stale``: ``rows`` is one row that counts only where the
-        array ``count`` holds."""
-        mine, theirs = self.rows, rows
+    # where the input shapes give both lengths, the join of known lengths (made on the first
+    # question of a length: NOTE [a joined list's length])
+    static: Optional[Callable[[], Optional["StepList"]]] = None
+
+    def joined(self, rows, count, most=None, maybe_stale=False, theirs=None):
+        """These items, then ``rows`` (``count`` of them; ``theirs``: the collected list they
+        are the rows of). MXNet 1.x cannot compute on an array of zero rows (0 is its unknown
+        size), so where either side may have none, a cond picks the other. ``maybe_stale``:
+        ``rows`` is one row that counts only where the array ``count`` holds."""
+        general = self._join(self.rows, self.n_items, self.most, self.least, rows, count,
+                             most, maybe_stale)
+        if not maybe_stale and not (isinstance(self.n_items, int) and isinstance(count, int)):
+            before = self.copy()
+            general.static = lambda: before._joined_statically(rows, count, theirs)
+        return general
+
+    def _join(self, mine, n_items, mine_most, least, theirs, count, most, maybe_stale):
         name = node_name(self.where, "rows")
-        # (a count the input shapes give is an int: the joined list's is then known too)
-        if isinstance(count, mx.sym.Symbol) and not maybe_stale:
-            shape = static_shape(rows, self.where)
-            if shape and shape[0] > 0:
-                count = most = shape[0]
-        n_items, mine_most, least = self.n_items, self.most, self.least
-        if isinstance(n_items, mx.sym.Symbol) and isinstance(count, int):
-            known = self.known_length(self.where)
-            if known is not None:
-                n_items = mine_most = least = known
+        if isinstance(count, int) and not count:    # (theirs hold none: emptied by clear)
+            return StepList(mine, n_items, self.where, mine_most, least, self.stale)
 
         def with_theirs():      # computed in the branch where these rows exist
             both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
@@ -202,10 +206,35 @@ class StepList:
                         least + (count if isinstance(count, int) else 0),
                         self.stale or maybe_stale)
 
+    # NOTE [a joined list's length]
+    #     Items collected by a loop over rows of a shape the input shapes give, joined to
+    #     earlier items or to another loop's, are a list of a length known while tracing;
+    #     what needs that length (len, pop, insert, slices, unpacking into names) reads it,
+    #     which makes the block's graph one for those input shapes (NOTE [graphs traced for
+    #     input shapes]). The join itself needs no length (a cond on each count), and a graph
+    #     read for no shape is one an export runs on inputs of any shape: so the join of
+    #     known lengths is made only when a length is first asked for (``known_length``),
+    #     and the list becomes it then.
+    def _joined_statically(self, rows, count, theirs):
+        """The join of known lengths (None where the input shapes do not give them)."""
+        if theirs is not None:
+            count = theirs.known_length(self.where)
+            rows = theirs.rows
+        elif isinstance(count, mx.sym.Symbol):
+            shape = static_shape(rows, self.where)
+            count = shape[0] if shape and shape[0] > 0 else None
+        known = None if count is None else self.known_length(self.where)
+        if known is None:
+            return None
+        return self._join(self.rows, known, known, known, rows, count, count, False)
+
+    def _become(self, other):
+        """This list holds ``other``'s items from now on (in place, as a list's own)."""
+        self.rows, self.n_items, self.most = other.rows, other.n_items, other.most
+        self.least, self.stale, self.static = other.least, other.stale, other.static
+
     def append(self, value):
-        joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
-        self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
-        self.least, self.stale = joined.least, joined.stale
+        self._become(self.joined(mx.sym.expand_dims(value, axis=0), 1))
 
     def __getitem__(self, index):
         return self.item(index, self.where)
@@ -247,6 +276,11 @@ class StepList:
         for input shapes]); else None. (A list that may hold a row appended where a
         condition did not hold has rows that are not its items.)"""
         if isinstance(self.n_items, int):
+            return self.n_items
+        static, self.static = self.static, None
+        joined = None if static is None or self.stale else static()
+        if joined is not None:
+            self._become(joined)
             return self.n_items
         shape = None if self.stale else static_shape(self.rows, where)
         return shape[0] if shape else None
@@ -336,7 +370,10 @@ class StepList:
     def copy(self):
         """A new list of the same items (``items[:]``, ``list(items)``, ``items.copy()``):
         appending to it leaves this one as it is."""
-        return StepList(self.rows, self.n_items, self.where, self.most, self.least, self.stale)
+        copied = StepList(self.rows, self.n_items, self.where, self.most, self.least,
+                          self.stale)
+        copied.static = self.static
+        return copied
 
     def __add__(self, other):
         """``items + other``: a new list of these items then ``other``'s (a collected list or
@@ -346,7 +383,8 @@ class StepList:
             return list_operand(other, "+")
         if isinstance(mine, list):                  # (no item)
             return self.copy()
-        return self.joined(mine.rows, mine.n_items, mine.most, maybe_stale=mine.stale)
+        return self.joined(mine.rows, mine.n_items, mine.most, maybe_stale=mine.stale,
+                           theirs=mine)
 
     def __iadd__(self, other):
         """``items += other``: in place, as a list's (every name holding it sees it); a tuple
@@ -354,8 +392,7 @@ class StepList:
         joined = self + (list(other) if isinstance(other, tuple) else other)
         if joined is NotImplemented:
             return NotImplemented
-        self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
-        self.least, self.stale = joined.least, joined.stale
+        self._become(joined)
         return self
 
     def __radd__(self, other):
@@ -388,6 +425,7 @@ class StepList:
             return NotImplemented
         taken(self, where)
         # (StepList's copy: a reversed iterator's own copy is Python's AttributeError)
+        from .list_parts import summed   # (list_parts reads StepList)
         return summed(self, where, *start) if name == "sum" else StepList.copy(self)
 
     def __reversed__(self):
@@ -621,32 +659,6 @@ def taken(items, where):
                 f"consumed by its first use and gives no item again, which a graph cannot "
                 f"express: call reversed(items) again where it is used")
         items.consumed = True
-
-
-def summed(items, where, *start):
-    """``sum(items, start)`` of a collected list whose length only the graph's run knows:
-    Python's ``start + item + item ...``, the rows summed (added to ``start``, broadcasting
-    as NDArrays add). Where the list may hold no item, Python gives ``start`` itself: an
-    array ``start`` is chosen by a cond on the count; a Python number (0: ``sum(items)``),
-    where a graph gives an array, is checked when the graph runs."""
-    rows = items.rows
-    first = start[0] if start else 0
-
-    def total():
-        added = mx.sym.sum(rows, axis=0)
-        if isinstance(first, mx.sym.Symbol):
-            return mx.sym.broadcast_add(first, added, name=op_name(where, "sum"))
-        return added + first if start else added
-    if items.least > 0:
-        return total()
-    if isinstance(first, mx.sym.Symbol):
-        return cond(items.n_items > 0, total, lambda: first, name=node_name(where, "sum"))
-    said = f"{python_value(first)}, a number" if start else "0, an int"
-    return checked_item(items.n_items, total, 0,
-                        f"{where}: sum() of a list that may hold no item (Python's {said}; "
-                        f"a graph gives an array): the list",
-                        f"the loop at {region_at(items.where)} appended them; add the first "
-                        f"item outside the loop or use F.add_n(*items) where it holds one")
 
 
 def _as_step_list(value, where):
