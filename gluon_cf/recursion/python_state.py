@@ -28,6 +28,7 @@ NOTE [Python state in a recursive body]
 import ast
 import collections.abc
 import functools
+import hashlib
 import inspect
 import itertools
 import json
@@ -48,6 +49,16 @@ _MAX_ITEMS = 256     # items of a container looked at (a table of thousands is n
 _MAX_DEPTH = 4       # names, items and attributes followed from a body's names
 _MAX_KEYS = 4096     # values compared in all (a snapshot is taken around every body trace)
 _MAX_ARRAY = 4096    # elements of a numpy array compared (a larger one: a table, not a counter)
+_MAX_ARRAY_BYTES = 1 << 20   # bytes of arrays digested in all (NOTE [a snapshot's cost])
+# NOTE [a snapshot's cost]
+#     A snapshot is taken twice per body trace, of whatever a model holds: a vocabulary of a
+#     million words, a ``range(10**9)``, hundreds of embedding tables in numpy. Walking them
+#     whole made a first call seconds slower (``list(d.items())`` of 1e6 items: 0.6 s per
+#     snapshot), copied every array's bytes (126 MB for 256 lists of 16 small arrays) and
+#     ``list(range(10**9))`` ran out of memory (round 29r review). So a container gives its
+#     first ``_MAX_ITEMS`` items by iteration, never a list of all, and arrays are digested
+#     (blake2b, no copy of a contiguous one) up to ``_MAX_ARRAY_BYTES`` in all, the others
+#     keeping their identity: a table, not a counter.
 # Gluon's own attributes of a Block (its children and parameters, registered on use): the
 # underscored names MXNet's block.py and gluon_cf set; a user's ``self._calls`` is state
 _GLUON_ATTRS = frozenset(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(mx.gluon.block)))
@@ -80,6 +91,7 @@ class Snapshot:
         self.state: Dict[Tuple[Any, ...], Any] = {}
         self.functions: List[types.FunctionType] = []
         self._seen = set()
+        self._array_bytes = 0
         self._function(fn, 0)
 
     def _function(self, fn, depth):
@@ -107,8 +119,7 @@ class Snapshot:
             self.state[path] = ("value", type(value), value)
             return
         if isinstance(value, np.ndarray):
-            self.state[path] = ("array", value.shape, value.dtype.str, value.tobytes()) \
-                if value.size <= _MAX_ARRAY else ("object", id(value))
+            self.state[path] = self._array(value)
             return
         if isinstance(value, types.FunctionType):   # (a helper the body calls)
             self._function(value, depth + 1)
@@ -129,16 +140,27 @@ class Snapshot:
         self.state[path] = ("object", id(value), _length(value), _progress(value))
         try:
             self._parts(path, value, depth)
-        except (RuntimeError, TypeError, ValueError, AttributeError):
+        except Exception:   # noqa: BLE001 - a user's mapping failing (a KeyError): its identity
             pass   # (a container changed by another thread, a user's odd mapping: its identity)
 
+    def _array(self, value):
+        """A numpy array's key: a digest of its bytes, within the snapshot's budget
+        (NOTE [a snapshot's cost]), else its identity."""
+        if value.size > _MAX_ARRAY or self._array_bytes + value.nbytes > _MAX_ARRAY_BYTES \
+                or value.dtype.hasobject:
+            return ("object", id(value))
+        self._array_bytes += value.nbytes
+        data = np.ascontiguousarray(value).view(np.uint8) if value.size else b""
+        return ("array", value.shape, value.dtype.str, hashlib.blake2b(data).digest())
+
     def _parts(self, path, value, depth):
-        """The items, attributes and methods of ``value``, walked."""
+        """The items, attributes and methods of ``value``, walked (the first
+        ``_MAX_ITEMS`` of a container, never all of it: NOTE [a snapshot's cost])."""
         if isinstance(value, collections.abc.Mapping):
-            for key, item in list(value.items())[:_MAX_ITEMS]:
+            for key, item in itertools.islice(value.items(), _MAX_ITEMS):
                 self._walk(path + ("[%r]" % (key,),), item, depth + 1)
         elif isinstance(value, (collections.abc.Sequence, collections.abc.Set)):
-            items = list(value)[:_MAX_ITEMS]
+            items = list(itertools.islice(value, _MAX_ITEMS))
             if isinstance(value, collections.abc.Set):
                 self.state[path + ("{}",)] = sorted(repr(v) for v in items)
             else:

@@ -1,0 +1,113 @@
+"""Review of round 29r (issue 24): the Python state a hybridized recursive body can reach
+(NOTE [Python state in a recursive body]) on the objects a real model holds: a vocabulary, a
+huge ``range``, embedding tables in numpy, a user's mapping that fails; against plain
+Python recursion (the oracle), eager and hybridized."""
+import collections.abc
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from mxnet import nd
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf.recursion import python_state
+
+LEFT, RIGHT = [1, 3, -1, -1, -1], [2, 4, -1, -1, -1]
+XS = np.arange(15, dtype="float32").reshape(5, 3)
+ARGS = [XS, np.array(LEFT, "float32"), np.array(RIGHT, "float32"), np.array([0], "float32")]
+
+
+def plain(i, scale):
+    """node(i) = x_i at a leaf, else node(l) + node(r) * scale."""
+    if LEFT[i] < 0:
+        return XS[i:i + 1]
+    return plain(LEFT[i], scale) + plain(RIGHT[i], scale) * scale
+
+
+class _Counted(collections.abc.Sequence):
+    """A user's lazy sequence of a billion rows that counts the rows read."""
+
+    read = [0]   # (not the instance's: the snapshot reads its attributes too)
+
+    def __len__(self):
+        return 10 ** 9
+
+    def __getitem__(self, k):
+        if isinstance(k, slice) or not 0 <= k < len(self):
+            raise IndexError(k)
+        self.read[0] += 1
+        assert self.read[0] <= 10 ** 4, "read whole"   # (before: all 1e9 rows, for minutes)
+        return k % 7
+
+
+class _Failing(collections.abc.Mapping):
+    """A user's config mapping whose lookups fail (an unresolved entry): a KeyError."""
+
+    def __getitem__(self, key):
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(["scale"])
+
+    def __len__(self):
+        return 1
+
+
+class _Holder(HybridBlock):
+    """A tree model holding what real models hold, read (not changed) by its body."""
+
+    def __init__(self, held):
+        super().__init__()
+        self.held = held
+        self.scale = 2
+
+    def hybrid_forward(self, F, x, left, right, root):
+        @gluon_cf.recursive
+        def node(i):
+            assert self.held is not None   # (the body names what the model holds)
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * self.scale)
+        return node(root)
+
+
+@pytest.mark.parametrize("kind", ["lazy", "range", "failing"])
+def test_a_model_holding_huge_or_failing_containers_runs_hybridized(kind):
+    """Before: a snapshot listed every item of a container before keeping 256: the lazy
+    sequence of 1e9 rows was read whole (minutes), ``range(10**12)`` ran out of memory (a
+    MemoryError or the machine's memory), a user's mapping raising KeyError made the call
+    fail with it. After: the first 256 items, and a mapping that fails keeps its identity."""
+    held = {"lazy": _Counted, "range": lambda: range(10 ** 12), "failing": _Failing}[kind]()
+    want = plain(0, 2)
+    for hybrid in (False, True):
+        net = _Holder(held)
+        if hybrid:
+            net.hybridize()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # (nothing changes: no warning either)
+            np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want)
+    if kind == "lazy":
+        assert 0 < held.read[0] <= 4 * python_state._MAX_ITEMS, held.read
+
+
+def test_a_snapshot_of_many_numpy_tables_does_not_copy_them():
+    """Before: every array of <= 4096 elements was copied (``tobytes``) into the snapshot, up
+    to 4096 of them: 32 MB here, twice per body trace. After: a digest of each within 1 MB
+    in all, no copy."""
+    tables = [[np.random.RandomState(k).rand(4096) for _ in range(16)] for k in range(64)]
+
+    def body(i):
+        return tables
+
+    tracemalloc.start()
+    try:
+        snap = python_state.snapshot(body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak
+    assert len(snap.state) > 64 * 16
+    before = python_state.snapshot(body)
+    tables[0][0][5] += 1   # (a change in a digested array is still seen)
+    assert python_state.changed(before, python_state.snapshot(body))
