@@ -3,6 +3,8 @@
 huge ``range``, embedding tables in numpy, a user's mapping that fails; against plain
 Python recursion (the oracle), eager and hybridized."""
 import collections.abc
+import random
+from random import random as _rand
 import tracemalloc
 import warnings
 
@@ -111,3 +113,74 @@ def test_a_snapshot_of_many_numpy_tables_does_not_copy_them():
     before = python_state.snapshot(body)
     tables[0][0][5] += 1   # (a change in a digested array is still seen)
     assert python_state.changed(before, python_state.snapshot(body))
+
+
+# ---- a Python random generator in a recursive body (NOTE [a Python random generator in a
+# recursive body]) --------------------------------------------------------------------------
+class _Drawn(HybridBlock):
+    """node(i) = x_i at a leaf, else node(l) + node(r) * s, s drawn from a generator per call
+    (``how``), or drawn for nothing (``kept``: s = 2)."""
+
+    def __init__(self, how, kept=False):
+        super().__init__()
+        self.how, self.kept = how, kept
+        self.rng = random.Random(3)
+
+    def hybrid_forward(self, F, x, left, right, root):
+        how, kept = self.how, self.kept
+
+        @gluon_cf.recursive
+        def node(i):
+            if how == "instance":
+                s = self.rng.randint(1, 9)
+            elif how == "module":
+                s = random.randint(1, 9)
+            elif how == "numpy":
+                s = int(np.random.randint(1, 9))
+            else:
+                s = int(_rand() * 8) + 1
+            s = 2 if kept else s
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * s)
+        return node(root)
+
+
+def _plain_drawn(i, how, rng):
+    s = {"instance": lambda: rng.randint(1, 9), "module": lambda: random.randint(1, 9),
+         "numpy": lambda: int(np.random.randint(1, 9)), "bound": lambda: int(_rand() * 8) + 1
+         }[how]()
+    if LEFT[i] < 0:
+        return XS[i:i + 1]
+    return _plain_drawn(LEFT[i], how, rng) + _plain_drawn(RIGHT[i], how, rng) * s
+
+
+DRAWS = {"instance": "s = self.rng.randint(1, 9)", "module": "s = random.randint(1, 9)",
+         "numpy": "s = int(np.random.randint(1, 9))", "bound": "s = int(_rand() * 8) + 1"}
+
+
+@pytest.mark.parametrize("how", sorted(DRAWS))
+def test_a_value_drawn_per_call_from_a_python_generator_is_refused_hybridized(how):
+    """Before: hybridized, the draw of one trace was the graph's constant for every call
+    (numpy: eager [[135, 149, 163]], hybridized [[153, 170, 187]]), silently. After: eager
+    is plain Python's; hybridized refused at the draw's line. Drawn for nothing: a warning."""
+    random.seed(5)
+    np.random.seed(5)
+    want = _plain_drawn(0, how, random.Random(3))
+    random.seed(5)
+    np.random.seed(5)
+    np.testing.assert_allclose(_Drawn(how)(*map(nd.array, ARGS)).asnumpy(), want)
+    net = _Drawn(how)
+    net.hybridize()
+    with pytest.raises(NotImplementedError, match="changes Python state") as err:
+        net(*map(nd.array, ARGS))
+    lines = open(__file__.rstrip("c")).read().splitlines()
+    same = ["module", "bound"] if how in ("module", "bound") else [how]   # (one generator)
+    found = {"%s:%d: " % (__file__, k + 1) for k, text in enumerate(lines)
+             if text.strip() in [DRAWS[h] for h in same]}
+    assert str(err.value).split("gluon_cf")[0] in found, str(err.value)
+    net = _Drawn(how, kept=True)
+    net.hybridize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), plain(0, 2))
+    assert [w for w in caught if "changes Python state" in str(w.message)], caught
