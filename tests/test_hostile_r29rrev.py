@@ -8,6 +8,7 @@ from random import random as _rand
 import tracemalloc
 import warnings
 
+import mxnet as mx
 import numpy as np
 import pytest
 from mxnet import nd
@@ -184,3 +185,45 @@ def test_a_value_drawn_per_call_from_a_python_generator_is_refused_hybridized(ho
         warnings.simplefilter("always")
         np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), plain(0, 2))
     assert [w for w in caught if "changes Python state" in str(w.message)], caught
+
+
+# ---- eager remat, a computed argument passed down a deep chain (NOTE [arguments computed in
+# a remat body], NOTE [the hub holds no array]) -------------------------------------------------
+class _Chain(HybridBlock):
+    def __init__(self, remat):
+        super().__init__()
+        self.remat = remat
+        with self.name_scope():
+            self.u = mx.gluon.nn.Dense(3, in_units=3, flatten=False)
+
+    def hybrid_forward(self, F, x, left, root):
+        @gluon_cf.recursive(remat=self.remat, max_depth=10000)
+        def node(i, top):
+            down = F.tanh(self.u(top))
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i) * down, lambda: node(
+                F.take(left, i), down) + F.take(x, i) * down)
+        return node(root, F.ones((1, 3)))
+
+
+def test_eager_remat_passing_a_computed_argument_down_a_deep_chain_equals_remat_false():
+    """A top-down chain 150 deep passing ``tanh(u(top))`` down, eagerly with remat. Before:
+    past the depth where eager recursion continues on a fresh stack (~100 levels) an
+    EscapedArrayError blamed ``down`` (the stack's hub held the arguments and results of the
+    calls it moved), and past that the recomputation in backward, which ran such calls
+    inline with no fresh stack, a RecursionError. After: remat=False's values and
+    gradients."""
+    n = 150
+    left = nd.array([k + 1 for k in range(n - 1)] + [-1])
+    got = []
+    for remat in (False, True):
+        mx.random.seed(0)
+        net = _Chain(remat)
+        net.initialize(mx.init.Xavier())
+        x = nd.array(np.random.RandomState(0).rand(n, 3) / 10)
+        x.attach_grad()
+        with mx.autograd.record():
+            y = net(x, left, nd.array([0]))
+        y.backward()
+        got.append([y.asnumpy(), x.grad.asnumpy(), net.u.weight.grad().asnumpy()])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
