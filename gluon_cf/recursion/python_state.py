@@ -63,6 +63,22 @@ _MAX_ARRAY_BYTES = 1 << 20   # bytes of arrays digested in all (NOTE [a snapshot
 # Gluon's own attributes of a Block (its children and parameters, registered on use): the
 # underscored names MXNet's block.py and gluon_cf set; a user's ``self._calls`` is state
 _GLUON_ATTRS = frozenset(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(mx.gluon.block)))
+
+
+@functools.lru_cache(maxsize=None)
+def _library_attrs(cls) -> frozenset:
+    """The underscored attributes the library classes of ``cls``'s MRO set (a Gluon
+    ``LSTMCell``'s ``_counter``, ``_init_counter``: its calls and ``begin_state`` count them,
+    which is Gluon's bookkeeping, not the user's state; round 29r review: a warning for every
+    TreeLSTM calling a cell)."""
+    names = set(_GLUON_ATTRS)
+    for base in cls.__mro__:
+        if _library_type(base) and base.__module__.split(".")[0] != "collections":
+            try:
+                names.update(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(base)))
+            except (OSError, TypeError):
+                continue
+    return frozenset(names)
 _LIBRARIES = tuple(os.path.dirname(os.path.abspath(str(m.__file__))) + os.sep
                    for m in (mx, np, ast))   # (functions of which are not the user's)
 
@@ -189,7 +205,8 @@ class Snapshot:
         attrs = getattr(value, "__dict__", None)
         if isinstance(attrs, dict):
             for attr, item in list(attrs.items()):
-                if not (block and (attr in _GLUON_ATTRS or attr.startswith("_gluon_cf"))):
+                if not (block and (attr in _library_attrs(type(value)) or
+                                   attr.startswith("_gluon_cf"))):
                     self._walk(path + ("." + attr,), item, depth + 1)
         for attr in getattr(type(value), "__slots__", ()):
             if isinstance(attr, str) and hasattr(value, attr):
