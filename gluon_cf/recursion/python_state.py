@@ -65,12 +65,13 @@ _MAX_ARRAY_BYTES = 1 << 20   # bytes of arrays digested in all (NOTE [a snapshot
 _GLUON_ATTRS = frozenset(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(mx.gluon.block)))
 
 
-@functools.lru_cache(maxsize=None)
 def _library_attrs(cls) -> frozenset:
     """The underscored attributes the library classes of ``cls``'s MRO set (a Gluon
     ``LSTMCell``'s ``_counter``, ``_init_counter``: its calls and ``begin_state`` count them,
     which is Gluon's bookkeeping, not the user's state; round 29r review: a warning for every
     TreeLSTM calling a cell)."""
+    if cls in _LIBRARY_ATTRS:
+        return _LIBRARY_ATTRS[cls]
     names = set(_GLUON_ATTRS)
     for base in cls.__mro__:
         if _library_type(base) and base.__module__.split(".")[0] != "collections":
@@ -78,7 +79,11 @@ def _library_attrs(cls) -> frozenset:
                 names.update(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(base)))
             except (OSError, TypeError):
                 continue
-    return frozenset(names)
+    found = _LIBRARY_ATTRS[cls] = frozenset(names)
+    return found
+
+
+_LIBRARY_ATTRS: Dict[type, frozenset] = {}
 _LIBRARIES = tuple(os.path.dirname(os.path.abspath(str(m.__file__))) + os.sep
                    for m in (mx, np, ast))   # (functions of which are not the user's)
 
@@ -175,7 +180,7 @@ class Snapshot:
                 or value.dtype.hasobject:
             return ("object", id(value))
         self._array_bytes += value.nbytes
-        data = np.ascontiguousarray(value).view(np.uint8) if value.size else b""
+        data: Any = np.ascontiguousarray(value).reshape(-1).view(np.uint8)   # (no copy)
         return ("array", value.shape, value.dtype.str, hashlib.blake2b(data).digest())
 
     def _parts(self, path, value, depth):
@@ -255,7 +260,7 @@ def _progress(value):
     if isinstance(value, random.Random):
         return hash(value.getstate())
     if isinstance(value, np.random.RandomState):
-        state = value.get_state()
+        state: Any = value.get_state()
         return (hashlib.blake2b(state[1].tobytes()).digest(),) + tuple(state[2:])
     if isinstance(value, np.random.Generator):
         return repr(value.bit_generator.state)
