@@ -296,3 +296,32 @@ def test_a_dtype_chosen_by_changed_state_is_refused_not_a_warning():
     net.hybridize()
     with pytest.raises(NotImplementedError, match=r"state\['k'\]\) that its value depends"):
         net(nd.array(xs), *map(nd.array, ARGS[1:]))
+
+
+class _LogRead(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.table = {"w": 1.0}
+        self.log = []
+
+    def hybrid_forward(self, F, x, left, right, root):
+        @gluon_cf.recursive
+        def node(i):
+            w = self.table.get("w", 1.0)   # a read
+            self.log.append(w)   # the change
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * len(self.log))
+        return node(root)
+
+
+def test_the_refusal_names_the_statement_changing_the_state_not_another_on_self():
+    """Before: the first statement naming ``self`` with a method call, ``self.table.get``
+    (a read), was named for ``self.log``'s change. After: ``self.log.append(w)``."""
+    net = _LogRead()
+    net.hybridize()
+    with pytest.raises(NotImplementedError, match=r"\(self\.log\) that its value") as err:
+        net(*map(nd.array, ARGS))
+    lines = open(__file__.rstrip("c")).read().splitlines()
+    line = next(k + 1 for k, text in enumerate(lines) if text.strip().endswith("# the change")
+                and "self.log" in text)
+    assert str(err.value).startswith("%s:%d: " % (__file__, line)), str(err.value)

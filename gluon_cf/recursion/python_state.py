@@ -349,36 +349,57 @@ def _chain_names(node):
     return names
 
 
-def _changes(node, names) -> bool:
-    """Whether statement ``node`` assigns (or, ``mutates``: calls a method of) one of
-    ``names``."""
+def _chain(node):
+    """The names along ``a.b[0].c``, root first: ``("a", "b", "c")`` (() if not rooted at a
+    name)."""
+    names = []
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        node = node.value
+    return tuple([node.id] + names[::-1]) if isinstance(node, ast.Name) else ()
+
+
+def _changes(node, hit) -> bool:
+    """Whether statement ``node`` assigns an expression ``hit`` accepts."""
     targets = node.targets if isinstance(node, ast.Assign) else \
         [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-    return any(_chain_names(target) & names for target in targets)
+    return any(hit(target) for target in targets)
 
 
-def _mutates(node, names) -> bool:
-    """Whether simple statement ``node`` calls a method of one of ``names``
-    (``seen.append(1)``) or advances one (``k = next(counter)``)."""
+def _mutates(node, hit) -> bool:
+    """Whether simple statement ``node`` calls a method of an expression ``hit`` accepts
+    (``seen.append(1)``), advances one (``k = next(counter)``) or calls one (a generator's
+    draw)."""
     if not isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
         return False
     for call in ast.walk(node):
         if not isinstance(call, ast.Call):
             continue
-        if isinstance(call.func, ast.Attribute) and _chain_names(call.func.value) & names:
+        if isinstance(call.func, ast.Attribute) and hit(call.func.value):
             return True
         if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and \
-                _chain_names(call.args[0]) & names:
+                hit(call.args[0]):
             return True
-        if isinstance(call.func, ast.Name) and call.func.id in names:   # (a generator's draw)
+        if isinstance(call.func, ast.Name) and hit(call.func):
             return True
     return False
 
 
-def _statement_line(functions, names):
+def _hits(chains, names):
+    """The tests of an expression, most precise first: its chain extends a changed path's
+    (``self.nrng.randint`` for ``self.nrng``, not ``self.rng.randint``), is a prefix of one
+    (``counter.bump()`` for ``counter.box.n``), or names any name along one."""
+    return (lambda e: any(_chain(e)[:len(c)] == c for c in chains),
+            lambda e: any(c[:len(_chain(e))] == _chain(e) for c in chains if _chain(e)),
+            lambda e: bool(_chain_names(e) & names))
+
+
+def _statement_line(functions, paths):
     """``file:line`` of the first statement of the functions reached (the body first, then
-    the helpers it names, then the others) assigning one of ``names`` (``self.calls += 1``,
-    ``calls[0] = ...``) or calling a method of one (``seen.append(1)``), else the body's
+    the helpers it names, then the others) assigning one of the changed ``paths``
+    (``self.calls += 1``, ``calls[0] = ...``) or calling a method of one
+    (``seen.append(1)``), the most precise match first (:func:`_hits`), else the body's
     ``def``."""
     code = functions[0].__code__
     where = "%s:%d" % (code.co_filename, code.co_firstlineno)
@@ -390,12 +411,15 @@ def _statement_line(functions, names):
             parsed.append((fn.__code__, ast.parse(textwrap.dedent(inspect.getsource(fn)))))
         except (OSError, TypeError, SyntaxError):
             continue
-    for fn_code, tree in parsed:
-        for test in (_changes, _mutates):
-            for node in ast.walk(tree):
-                if isinstance(node, ast.stmt) and test(node, names):
-                    return "%s:%d" % (fn_code.co_filename,
-                                      fn_code.co_firstlineno + node.lineno - 1)
+    chains = {(path[1],) + tuple(p[1:] for p in path[2:] if p[:1] == ".") for path in paths}
+    names = {part.lstrip(".") for path in paths for part in path[1:] if part[:1] != "["}
+    for hit in _hits(chains, names):
+        for fn_code, tree in parsed:
+            for test in (_changes, _mutates):
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.stmt) and test(node, hit):
+                        return "%s:%d" % (fn_code.co_filename,
+                                          fn_code.co_firstlineno + node.lineno - 1)
     return where
 
 
@@ -409,9 +433,7 @@ def check_trace(rfn, before, traced, trace_again):
     if not paths:
         return
     what = ", ".join(sorted({_shown(path) for path in paths}))
-    names = {part.lstrip(".") for path in paths for part in path[1:]
-             if part[:1] != "["}
-    where = _statement_line(after.functions or [rfn.fn], names)
+    where = _statement_line(after.functions or [rfn.fn], paths)
     if not same_graph(traced, trace_again()):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "
