@@ -88,8 +88,8 @@ class RecursiveFunction:
         mode = mode_of("invoke", flat, "the arguments of %r" % self.name)
         if mode == "symbol":   # remat: NOTE [hybridized remat recursion] in planned_backward.py
             return _invoke_symbolic(self, flat, fmt)
-        if remat_calls.replaying() and self.remat:   # NOTE [rematerialised recursive calls]
-            return remat_calls.call(self, args)
+        if remat_calls.replaying() and self.remat and not remat_calls.inlined(self, args):
+            return remat_calls.call(self, args)   # NOTE [rematerialised recursive calls]
         fn = self.fn
         if remat_calls.wanted(self):
             where = user_location() if not remat_calls.inside() else None
@@ -347,6 +347,18 @@ def _frame_depth():
     return low
 
 
+# NOTE [the hub holds no array]
+#     The hub (``_serve_hops``) passes every hopped call's arguments to its segment and its
+#     outcome back to the caller. Its locals held the last ones while the other segments ran,
+#     so an array a remat body made and passed down (NOTE [arguments computed in a remat
+#     body]: the calls run inside it) was alive when the body's escape watch looked, and a
+#     chain past ~100 levels was refused as an array escaping ``down = tanh(u(top))`` (round
+#     29r review). The hub drops them before it switches, and hands an outcome in a list the
+#     caller empties (``_hop``). The recomputation in backward runs such inlined calls through
+#     the same depth count and hops (``remat_calls.inlined``), not inline on one stack, which
+#     ran out of Python's recursion limit.
+
+
 def _serve_hops(fn, args):
     """The outermost eager call ``fn(*args)``: run it in a segment, and start a segment for
     every hop of the calls below, from here (NOTE [eager recursion stack])."""
@@ -358,12 +370,18 @@ def _serve_hops(fn, args):
     try:
         message = _start_segment(fn, args, 1, _eager.hub.gr_context, None)
         while True:
+            # (the hub keeps no call's arguments or results while the others run: NOTE
+            # [the hub holds no array])
             kind, what, waiting = message
+            message = None
             if kind == "hop":
                 callee, callee_args, depth, context = what
+                what = None
                 message = _start_segment(callee, callee_args, depth, context, waiting)
+                callee = callee_args = None
             elif waiting is not None:   # a segment returned: what is its outcome
-                message = waiting.switch(what)
+                box, what = [what], None
+                message = waiting.switch(box)   # (emptied by _hop)
             else:
                 break
     finally:
@@ -399,7 +417,7 @@ def _run_segment(fn, args, depth, waiting):
 def _hop(fn, args, depth):
     """Run the call at ``depth`` in a new segment; wait for it (NOTE [eager recursion stack])."""
     current = greenlet.getcurrent()
-    ok, value = _eager.hub.switch(("hop", (fn, args, depth, current.gr_context), current))
+    ok, value = _eager.hub.switch(("hop", (fn, args, depth, current.gr_context), current)).pop()
     if not ok:
         raise value
     return value

@@ -28,10 +28,12 @@ NOTE [Python state in a recursive body]
 import ast
 import collections.abc
 import functools
+import hashlib
 import inspect
 import itertools
 import json
 import os
+import random
 import re
 import textwrap
 import types
@@ -48,9 +50,40 @@ _MAX_ITEMS = 256     # items of a container looked at (a table of thousands is n
 _MAX_DEPTH = 4       # names, items and attributes followed from a body's names
 _MAX_KEYS = 4096     # values compared in all (a snapshot is taken around every body trace)
 _MAX_ARRAY = 4096    # elements of a numpy array compared (a larger one: a table, not a counter)
+_MAX_ARRAY_BYTES = 1 << 20   # bytes of arrays digested in all (NOTE [a snapshot's cost])
+# NOTE [a snapshot's cost]
+#     A snapshot is taken twice per body trace, of whatever a model holds: a vocabulary of a
+#     million words, a ``range(10**9)``, hundreds of embedding tables in numpy. Walking them
+#     whole made a first call seconds slower (``list(d.items())`` of 1e6 items: 0.6 s per
+#     snapshot), copied every array's bytes (126 MB for 256 lists of 16 small arrays) and
+#     ``list(range(10**9))`` ran out of memory (round 29r review). So a container gives its
+#     first ``_MAX_ITEMS`` items by iteration, never a list of all, and arrays are digested
+#     (blake2b, no copy of a contiguous one) up to ``_MAX_ARRAY_BYTES`` in all, the others
+#     keeping their identity: a table, not a counter.
 # Gluon's own attributes of a Block (its children and parameters, registered on use): the
 # underscored names MXNet's block.py and gluon_cf set; a user's ``self._calls`` is state
 _GLUON_ATTRS = frozenset(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(mx.gluon.block)))
+
+
+def _library_attrs(cls) -> frozenset:
+    """The underscored attributes the library classes of ``cls``'s MRO set (a Gluon
+    ``LSTMCell``'s ``_counter``, ``_init_counter``: its calls and ``begin_state`` count them,
+    which is Gluon's bookkeeping, not the user's state; round 29r review: a warning for every
+    TreeLSTM calling a cell)."""
+    if cls in _LIBRARY_ATTRS:
+        return _LIBRARY_ATTRS[cls]
+    names = set(_GLUON_ATTRS)
+    for base in cls.__mro__:
+        if _library_type(base) and base.__module__.split(".")[0] != "collections":
+            try:
+                names.update(re.findall(r"self\.(_\w+)\s*=", inspect.getsource(base)))
+            except (OSError, TypeError):
+                continue
+    found = _LIBRARY_ATTRS[cls] = frozenset(names)
+    return found
+
+
+_LIBRARY_ATTRS: Dict[type, frozenset] = {}
 _LIBRARIES = tuple(os.path.dirname(os.path.abspath(str(m.__file__))) + os.sep
                    for m in (mx, np, ast))   # (functions of which are not the user's)
 
@@ -80,6 +113,7 @@ class Snapshot:
         self.state: Dict[Tuple[Any, ...], Any] = {}
         self.functions: List[types.FunctionType] = []
         self._seen = set()
+        self._array_bytes = 0
         self._function(fn, 0)
 
     def _function(self, fn, depth):
@@ -101,14 +135,21 @@ class Snapshot:
                 self._walk((id(globals_), name), globals_[name], depth)
 
     def _walk(self, path, value, depth):
-        if len(self.state) >= _MAX_KEYS or isinstance(value, _NOT_STATE):
+        if len(self.state) >= _MAX_KEYS:
+            return
+        generator = _generator(value)
+        if generator is not None:   # NOTE [a Python random generator in a recursive body]
+            if generator is not value:
+                path = path + (" generator",)
+            self.state[path] = ("generator", _progress(generator))
+            return
+        if isinstance(value, _NOT_STATE):
             return
         if isinstance(value, _PLAIN):
             self.state[path] = ("value", type(value), value)
             return
         if isinstance(value, np.ndarray):
-            self.state[path] = ("array", value.shape, value.dtype.str, value.tobytes()) \
-                if value.size <= _MAX_ARRAY else ("object", id(value))
+            self.state[path] = self._array(value)
             return
         if isinstance(value, types.FunctionType):   # (a helper the body calls)
             self._function(value, depth + 1)
@@ -129,16 +170,27 @@ class Snapshot:
         self.state[path] = ("object", id(value), _length(value), _progress(value))
         try:
             self._parts(path, value, depth)
-        except (RuntimeError, TypeError, ValueError, AttributeError):
+        except Exception:   # noqa: BLE001 - a user's mapping failing (a KeyError): its identity
             pass   # (a container changed by another thread, a user's odd mapping: its identity)
 
+    def _array(self, value):
+        """A numpy array's key: a digest of its bytes, within the snapshot's budget
+        (NOTE [a snapshot's cost]), else its identity."""
+        if value.size > _MAX_ARRAY or self._array_bytes + value.nbytes > _MAX_ARRAY_BYTES \
+                or value.dtype.hasobject:
+            return ("object", id(value))
+        self._array_bytes += value.nbytes
+        data: Any = np.ascontiguousarray(value).reshape(-1).view(np.uint8)   # (no copy)
+        return ("array", value.shape, value.dtype.str, hashlib.blake2b(data).digest())
+
     def _parts(self, path, value, depth):
-        """The items, attributes and methods of ``value``, walked."""
+        """The items, attributes and methods of ``value``, walked (the first
+        ``_MAX_ITEMS`` of a container, never all of it: NOTE [a snapshot's cost])."""
         if isinstance(value, collections.abc.Mapping):
-            for key, item in list(value.items())[:_MAX_ITEMS]:
+            for key, item in itertools.islice(value.items(), _MAX_ITEMS):
                 self._walk(path + ("[%r]" % (key,),), item, depth + 1)
         elif isinstance(value, (collections.abc.Sequence, collections.abc.Set)):
-            items = list(value)[:_MAX_ITEMS]
+            items = list(itertools.islice(value, _MAX_ITEMS))
             if isinstance(value, collections.abc.Set):
                 self.state[path + ("{}",)] = sorted(repr(v) for v in items)
             else:
@@ -158,7 +210,8 @@ class Snapshot:
         attrs = getattr(value, "__dict__", None)
         if isinstance(attrs, dict):
             for attr, item in list(attrs.items()):
-                if not (block and (attr in _GLUON_ATTRS or attr.startswith("_gluon_cf"))):
+                if not (block and (attr in _library_attrs(type(value)) or
+                                   attr.startswith("_gluon_cf"))):
                     self._walk(path + ("." + attr,), item, depth + 1)
         for attr in getattr(type(value), "__slots__", ()):
             if isinstance(attr, str) and hasattr(value, attr):
@@ -172,9 +225,45 @@ def _library_type(cls) -> bool:
     return cls.__module__.split(".")[0] in ("mxnet", "numpy", "gluon_cf", "collections")
 
 
+# NOTE [a Python random generator in a recursive body]
+#     A body drawing from Python's or numpy's random generators (``random.randint(1, 9)``,
+#     ``np.random.rand()``, ``self.rng.random()``, ``from random import random``) draws once
+#     per call eagerly, but once per trace hybridized: the draw of one trace was a constant
+#     of the graph for every call, silently (round 29r review: eager [[135, 149, 163]],
+#     hybridized [[153, 170, 187]]). A generator's state is state the body changes, like a
+#     counter: a ``random.Random``, numpy's ``RandomState`` or ``Generator`` reached by name,
+#     a builtin method bound to one, and the modules' own (``random``, ``np.random``) when the
+#     body names the module. Drawn for the value: refused; drawn for something else (a
+#     shuffle for a log): a warning.
+_GENERATORS = (random.Random, np.random.RandomState, np.random.Generator)
+
+
+def _generator(value):
+    """The random generator ``value`` is, is bound to, or is the module of (above); else
+    None."""
+    if isinstance(value, _GENERATORS):
+        return value
+    if isinstance(value, types.BuiltinMethodType) and \
+            isinstance(getattr(value, "__self__", None), _GENERATORS):
+        return value.__self__
+    if value is random:
+        return getattr(random, "_inst", None)
+    if value is np or value is np.random:
+        return getattr(np.random.mtrand, "_rand", None)
+    return None
+
+
 def _progress(value):
     """How far an iterator with no attributes has gone (``next(counter)``): an
-    ``itertools.count``'s repr, a builtin iterator's index; else None."""
+    ``itertools.count``'s repr, a builtin iterator's index, a random generator's state (a
+    digest); else None."""
+    if isinstance(value, random.Random):
+        return hash(value.getstate())
+    if isinstance(value, np.random.RandomState):
+        state: Any = value.get_state()
+        return (hashlib.blake2b(state[1].tobytes()).digest(),) + tuple(state[2:])
+    if isinstance(value, np.random.Generator):
+        return repr(value.bit_generator.state)
     if isinstance(value, itertools.count):
         return repr(value)
     if type(value).__module__ == "builtins" and type(value).__name__.endswith("iterator"):
@@ -215,12 +304,18 @@ def _shown(path) -> str:
 # two traces of one body differ there, and in the attributes of a parameter's variable (its
 # shape, init ... at its first use only)
 _NUMBERED = re.compile(r"(?<=[A-Za-z_])\d+")
+# ... but a dtype is a value, not a name: a cast to ``"float%d" % bits`` by the state changed
+# is another graph (round 29r review: float16 against float32 was the same, a warning, and
+# one trace's dtype for every call)
+_DTYPE = re.compile(r"(u?int|b?float)\d+")
 
 
 def _canonical(value):
     """A graph's JSON (or a gluon_cf node's spec in it) without what two traces of one body
     differ in (above)."""
     if isinstance(value, str):
+        if _DTYPE.fullmatch(value):
+            return value
         if value[:1] == "{":
             try:
                 return _canonical(json.loads(value))
@@ -254,34 +349,57 @@ def _chain_names(node):
     return names
 
 
-def _changes(node, names) -> bool:
-    """Whether statement ``node`` assigns (or, ``mutates``: calls a method of) one of
-    ``names``."""
+def _chain(node):
+    """The names along ``a.b[0].c``, root first: ``("a", "b", "c")`` (() if not rooted at a
+    name)."""
+    names = []
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        node = node.value
+    return tuple([node.id] + names[::-1]) if isinstance(node, ast.Name) else ()
+
+
+def _changes(node, hit) -> bool:
+    """Whether statement ``node`` assigns an expression ``hit`` accepts."""
     targets = node.targets if isinstance(node, ast.Assign) else \
         [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-    return any(_chain_names(target) & names for target in targets)
+    return any(hit(target) for target in targets)
 
 
-def _mutates(node, names) -> bool:
-    """Whether simple statement ``node`` calls a method of one of ``names``
-    (``seen.append(1)``) or advances one (``k = next(counter)``)."""
+def _mutates(node, hit) -> bool:
+    """Whether simple statement ``node`` calls a method of an expression ``hit`` accepts
+    (``seen.append(1)``), advances one (``k = next(counter)``) or calls one (a generator's
+    draw)."""
     if not isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
         return False
     for call in ast.walk(node):
         if not isinstance(call, ast.Call):
             continue
-        if isinstance(call.func, ast.Attribute) and _chain_names(call.func.value) & names:
+        if isinstance(call.func, ast.Attribute) and hit(call.func.value):
             return True
         if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and \
-                _chain_names(call.args[0]) & names:
+                hit(call.args[0]):
+            return True
+        if isinstance(call.func, ast.Name) and hit(call.func):
             return True
     return False
 
 
-def _statement_line(functions, names):
+def _hits(chains, names):
+    """The tests of an expression, most precise first: its chain extends a changed path's
+    (``self.nrng.randint`` for ``self.nrng``, not ``self.rng.randint``), is a prefix of one
+    (``counter.bump()`` for ``counter.box.n``), or names any name along one."""
+    return (lambda e: any(_chain(e)[:len(c)] == c for c in chains),
+            lambda e: any(c[:len(_chain(e))] == _chain(e) for c in chains if _chain(e)),
+            lambda e: bool(_chain_names(e) & names))
+
+
+def _statement_line(functions, paths):
     """``file:line`` of the first statement of the functions reached (the body first, then
-    the helpers it names, then the others) assigning one of ``names`` (``self.calls += 1``,
-    ``calls[0] = ...``) or calling a method of one (``seen.append(1)``), else the body's
+    the helpers it names, then the others) assigning one of the changed ``paths``
+    (``self.calls += 1``, ``calls[0] = ...``) or calling a method of one
+    (``seen.append(1)``), the most precise match first (:func:`_hits`), else the body's
     ``def``."""
     code = functions[0].__code__
     where = "%s:%d" % (code.co_filename, code.co_firstlineno)
@@ -293,12 +411,15 @@ def _statement_line(functions, names):
             parsed.append((fn.__code__, ast.parse(textwrap.dedent(inspect.getsource(fn)))))
         except (OSError, TypeError, SyntaxError):
             continue
-    for fn_code, tree in parsed:
-        for test in (_changes, _mutates):
-            for node in ast.walk(tree):
-                if isinstance(node, ast.stmt) and test(node, names):
-                    return "%s:%d" % (fn_code.co_filename,
-                                      fn_code.co_firstlineno + node.lineno - 1)
+    chains = {(path[1],) + tuple(p[1:] for p in path[2:] if p[:1] == ".") for path in paths}
+    names = {part.lstrip(".") for path in paths for part in path[1:] if part[:1] != "["}
+    for hit in _hits(chains, names):
+        for fn_code, tree in parsed:
+            for test in (_changes, _mutates):
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.stmt) and test(node, hit):
+                        return "%s:%d" % (fn_code.co_filename,
+                                          fn_code.co_firstlineno + node.lineno - 1)
     return where
 
 
@@ -312,9 +433,7 @@ def check_trace(rfn, before, traced, trace_again):
     if not paths:
         return
     what = ", ".join(sorted({_shown(path) for path in paths}))
-    names = {part.lstrip(".") for path in paths for part in path[1:]
-             if part[:1] != "["}
-    where = _statement_line(after.functions or [rfn.fn], names)
+    where = _statement_line(after.functions or [rfn.fn], paths)
     if not same_graph(traced, trace_again()):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "

@@ -437,7 +437,8 @@ class Call:
         flat, _ = flatten(list(args), "gluon_cf.invoke", "the arguments of %r" % fn.name)
         computed = self.root.computed_arguments.setdefault(fn, set())
         if self.first_node is not None and not replaying():   # (a run recorded to check it)
-            computed.update(j for j, a in enumerate(flat) if _needs_grad(a) and self.computed(a))
+            computed.update(j for j, a in enumerate(flat)   # (a walk of a's record: once)
+                            if j not in computed and _needs_grad(a) and self.computed(a))
         return any(j in computed for j, a in enumerate(flat) if _float(a))
 
     def replay(self, fn, args):
@@ -507,10 +508,17 @@ def _operator_number(n):
     return int(name[5:]) if name.startswith("node_") and name[5:].isdigit() else None
 
 
+def inlined(fn, args) -> bool:
+    """Whether the call ``fn(*args)`` runs inside its caller's body, not as a node of its own
+    (NOTE [arguments computed in a remat body])."""
+    parent = getattr(_state, "call", None)
+    return parent is not None and parent.inlines(fn, args)
+
+
 def call(fn, args, where: Optional[str] = None):
     """The eager call ``fn(*args)`` rematerialised (NOTE [rematerialised recursive calls])."""
     parent = getattr(_state, "call", None)
-    if parent is not None and parent.inlines(fn, args):
+    if inlined(fn, args):
         return fn.fn(*args)   # NOTE [arguments computed in a remat body]
     if replaying():
         return _state.call.replay(fn, args)
