@@ -69,7 +69,7 @@ from ...hybrid_trace import static_shape
 from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
                       region_at)
-from .item_check import checked_item
+from .item_check import checked_item, summed
 
 
 def append_rows(lists, values, where):
@@ -425,7 +425,6 @@ class StepList:
             return NotImplemented
         taken(self, where)
         # (StepList's copy: a reversed iterator's own copy is Python's AttributeError)
-        from .list_parts import summed   # (list_parts reads StepList)
         return summed(self, where, *start) if name == "sum" else StepList.copy(self)
 
     def __reversed__(self):

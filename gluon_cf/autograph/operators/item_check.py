@@ -17,9 +17,12 @@ NOTE [checked items]
     this message. Where the items the list surely holds cover ``i`` (``StepList.least``: items
     before the loops and appended after them), the item is a plain slice, no node.
 """
+import mxnet as mx
+
 from ... import node as _node, registry
+from ...ops.cond import cond
 from ...tracing import merge_captures, trace
-from ..errors import one_colon
+from ..errors import node_name, one_colon, op_name, python_value, region_at
 
 OP = "autograph_item"
 
@@ -121,3 +124,28 @@ def _to_onnx(self, custom_node):
 setattr(ItemRule, "to_onnx", _to_onnx)
 registry.register(ItemRule())
 
+
+def summed(items, where, *start):
+    """``sum(items, start)`` of a collected list whose length only the graph's run knows:
+    Python's ``start + item + item ...``, the rows summed (added to ``start``, broadcasting
+    as NDArrays add). Where the list may hold no item, Python gives ``start`` itself: an
+    array ``start`` is chosen by a cond on the count; a Python number (0: ``sum(items)``),
+    where a graph gives an array, is checked when the graph runs."""
+    rows = items.rows
+    first = start[0] if start else 0
+
+    def total():
+        added = mx.sym.sum(rows, axis=0)
+        if isinstance(first, mx.sym.Symbol):
+            return mx.sym.broadcast_add(first, added, name=op_name(where, "sum"))
+        return added + first if start else added
+    if items.least > 0:
+        return total()
+    if isinstance(first, mx.sym.Symbol):
+        return cond(items.n_items > 0, total, lambda: first, name=node_name(where, "sum"))
+    said = f"{python_value(first)}, a number" if start else "0, an int"
+    return checked_item(items.n_items, total, 0,
+                        f"{where}: sum() of a list that may hold no item (Python's {said}; "
+                        f"a graph gives an array): the list",
+                        f"the loop at {region_at(items.where)} appended them; add the first "
+                        f"item outside the loop or use F.add_n(*items) where it holds one")

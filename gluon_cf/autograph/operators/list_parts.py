@@ -9,7 +9,7 @@ import types
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import AutographError, node_name, op_name, python_value, region_at
+from ..errors import AutographError, node_name, region_at
 from .data_structures import StepList, taken
 from .item_check import checked_item
 
@@ -312,29 +312,3 @@ class MatchedItems(list):
 
     append = extend = insert = pop = remove = clear = sort = reverse = _changed
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _changed
-
-
-def summed(items, where, *start):
-    """``sum(items, start)`` of a collected list whose length only the graph's run knows:
-    Python's ``start + item + item ...``, the rows summed (added to ``start``, broadcasting
-    as NDArrays add). Where the list may hold no item, Python gives ``start`` itself: an
-    array ``start`` is chosen by a cond on the count; a Python number (0: ``sum(items)``),
-    where a graph gives an array, is checked when the graph runs."""
-    rows = items.rows
-    first = start[0] if start else 0
-
-    def total():
-        added = mx.sym.sum(rows, axis=0)
-        if isinstance(first, mx.sym.Symbol):
-            return mx.sym.broadcast_add(first, added, name=op_name(where, "sum"))
-        return added + first if start else added
-    if items.least > 0:
-        return total()
-    if isinstance(first, mx.sym.Symbol):
-        return cond(items.n_items > 0, total, lambda: first, name=node_name(where, "sum"))
-    said = f"{python_value(first)}, a number" if start else "0, an int"
-    return checked_item(items.n_items, total, 0,
-                        f"{where}: sum() of a list that may hold no item (Python's {said}; "
-                        f"a graph gives an array): the list",
-                        f"the loop at {region_at(items.where)} appended them; add the first "
-                        f"item outside the loop or use F.add_n(*items) where it holds one")
