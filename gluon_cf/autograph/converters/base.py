@@ -11,6 +11,7 @@ from ..pyct.static_analysis.activity import Scope, assigned_names, scoped
 from ..pyct.static_analysis.aliases import reads_its_frame
 from ..pyct.static_analysis.reaching import Position, position
 from ..pyct.templates import runtime_call, thunk
+from ..pyct.nodes import walk
 
 
 
@@ -34,7 +35,7 @@ def not_a_graph(statements, allow_return=False):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                for part in ast.walk(target):
+                for part in walk(target):
                     if isinstance(part, (ast.Attribute, ast.Subscript)) and \
                             isinstance(part.ctx, ast.Store):
                         return "assign attributes or items"

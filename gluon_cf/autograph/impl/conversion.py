@@ -141,11 +141,12 @@ from ..converters.logical_expressions import LogicalConverter
 from ..converters.loops import LoopsConverter, unpacked_targets
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError, CalledTensorError, in_library_file
-from ..pyct.static_analysis.activity import MUTATORS, Scope
+from ..pyct.static_analysis.activity import MUTATORS, scope_of
 from ..pyct.static_analysis.aliases import given_as_receiver, given_to_calls, shared_arrays
 from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 from ..pyct.templates import runtime_call, unparse
+from ..pyct.nodes import child_nodes, walk
 
 
 def convert_function(fn, max_iterations=None):
@@ -237,10 +238,10 @@ def _lambda_source(fn, filename):
                              "lambda; define it in a file or a notebook cell, not with exec")
     params = list(code.co_varnames[:code.co_argcount])
     starts = {(line, col) for line, _, col, _ in code.co_positions() if line and col}
-    found = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda) and
+    found = [node for node in walk(tree) if isinstance(node, ast.Lambda) and
              node.lineno == code.co_firstlineno and
              [a.arg for a in node.args.posonlyargs + node.args.args] == params and
-             any((part.lineno, part.col_offset) in starts for part in ast.walk(node.body)
+             any((part.lineno, part.col_offset) in starts for part in walk(node.body)
                  if isinstance(part, (ast.expr, ast.stmt)))]
     if len(found) != 1:
         raise _cannot_convert(where, "gluon_cf.autograph cannot tell which lambda of this line "
@@ -621,7 +622,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
 
     def convert(self, func):
         # (on the code as written: NOTE [autograph augmented assignment])
-        self.shared = {fn: shared_arrays(fn) for fn in ast.walk(func)
+        self.shared = {fn: shared_arrays(fn) for fn in walk(func)
                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.given = {fn: given_to_calls(fn) for fn in self.shared}   # (item assignment)
         self.augmented, calls_to_check = augmented_assignments(func)
@@ -629,30 +630,36 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         unpacked_targets(func)     # for a, b in x: NOTE [autograph unpacking loops]
         # nested functions' own returns too, innermost first: an outer function's lowering
         # copies the code after a returning if into its branches, nested defs included
-        for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):
+        for function in reversed([n for n in walk(func) if isinstance(n, ast.FunctionDef)]):
             lower_jumps(function)
-        for node in ast.walk(func):       # (a refusal the lowering made: its user's line)
+        for node in walk(func):       # (a refusal the lowering made: its user's line)
             if getattr(node, "ag_where_needed", False):
                 getattr(node, "args").insert(0, ast.Constant(self.where(node)))
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
-        for parent in ast.walk(func):
-            for child in ast.iter_child_nodes(parent):
+        # (the tree does not change from here to the rewrite, generic_visit: one walk, and
+        # each function's scope and each statement's liveness found once: NOTE [conversion
+        # speed])
+        nodes = list(walk(func))
+        for parent in nodes:
+            for child in child_nodes(parent):
                 self.parents[child] = parent
         self.func = func
-        self.scopes = {fn: Scope(fn) for fn in ast.walk(func)
+        scopes: dict = {}
+        self.scopes = {fn: scope_of(fn, scopes) for fn in nodes
                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
         self.self_name = func.args.args[0].arg if func.args.args else None
         # Liveness on the code as written (after the jumps' rewrite): the rewritten code
         # passes every value an if assigns into its branches, which would read as uses.
         self.live, self.exposed, self.read_after = {}, {}, {}
-        for node in ast.walk(func):
+        liveness: dict = {}
+        for node in nodes:
             if isinstance(node, (ast.If, ast.While, ast.For)):
                 # a closure may read its function's variables whenever it is called: they
                 # are live everywhere (NOTE [autograph closures])
-                self.read_after[node] = live_after(node, self.parents, func)
+                self.read_after[node] = live_after(node, self.parents, func, liveness)
                 self.live[node] = self.read_after[node] | self._scope(node).cells
-                self.exposed[node] = exposed_names(node.body)
+                self.exposed[node] = exposed_names(node.body, liveness)
         # what calls bind or are given is checked when they run (NOTE [autograph augmented
         # assignment]; decided on the code as written, whose statements the jumps' rewrite
         # may have copied)
@@ -661,7 +668,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
                            ast.Constant(_SIGNS[type(augmented.op)]),
                            ast.Constant(rewrite(augmented)),
                            ast.Constant(not binds and given_as_receiver(call, name))])
-                   for call in ast.walk(func) if isinstance(call, ast.Call) and
+                   for call in nodes if isinstance(call, ast.Call) and
                    hasattr(call, "lineno") and position(call) in calls_to_check
                    for written, name, binds, augmented in [calls_to_check[position(call)]]
                    if ast.unparse(call.func) == ast.unparse(written.func)]
