@@ -58,6 +58,9 @@ def rebind_dict_items(func, converter=None):
     (NOTE [autograph dict items]), in place. ``converter``: the Converter whose
     ``shared_array`` says what else may hold the dict's arrays (NOTE [autograph augmented
     assignment])."""
+    if not any(isinstance(n, ast.Assign) and (isinstance(n.value, (ast.Dict, ast.DictComp)) or
+                                              _dict_call(n.value)) for n in walk(func)):
+        return      # (no dict made: none of its own, as _own_dicts would find, only faster)
     parents = {child: parent for parent in walk(func)
                for child in child_nodes(parent)}
     own = _own_dicts(func, parents)

@@ -25,10 +25,12 @@ def collected_lists(func):
     """For each loop whose jumps became flags: the names its body appends to by a statement
     of the body itself (once per step), that the body neither assigns nor reads otherwise."""
     collected = {}
-    local = _own_lists(func)
+    local: list = []            # (the function's own names, found once if a loop needs them)
     for loop in scoped(func.body):
         if not isinstance(loop, (ast.While, ast.For)) or not lowerable(loop):
             continue
+        if not local:
+            local.append(_own_lists(func))
         appended = [appended_name(s) for s in step_statements(loop)]
         guarded = guarded_append(loop)
         if guarded is not None:
@@ -38,7 +40,7 @@ def collected_lists(func):
             reads = sum(1 for n in scoped(loop.body) if isinstance(n, ast.Name) and
                         n.id == name and isinstance(n.ctx, ast.Load))
             if reads == appended.count(name) == 1 and name not in assigned_names(loop.body) \
-                    and name in local and _made_here(func, name, loop) and \
+                    and name in local[0] and _made_here(func, name, loop) and \
                     not _aliased_before(func, name, loop):
                 names.append(name)
         if names:
