@@ -146,7 +146,7 @@ from ..pyct.static_analysis.aliases import given_as_receiver, given_to_calls, sh
 from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 from ..pyct.templates import runtime_call, unparse
-from ..pyct.nodes import child_nodes, walk
+from ..pyct.nodes import child_nodes, unchanged, walk
 
 
 def convert_function(fn, max_iterations=None):
@@ -622,10 +622,11 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
 
     def convert(self, func):
         # (on the code as written: NOTE [autograph augmented assignment])
-        self.shared = {fn: shared_arrays(fn) for fn in walk(func)
-                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self.given = {fn: given_to_calls(fn) for fn in self.shared}   # (item assignment)
-        self.augmented, calls_to_check = augmented_assignments(func)
+        with unchanged():     # (NOTE [conversion speed])
+            self.shared = {fn: shared_arrays(fn) for fn in walk(func)
+                           if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            self.given = {fn: given_to_calls(fn) for fn in self.shared}   # (item assignment)
+            self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
         unpacked_targets(func)     # for a, b in x: NOTE [autograph unpacking loops]
         # nested functions' own returns too, innermost first: an outer function's lowering
@@ -640,38 +641,39 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         # (the tree does not change from here to the rewrite, generic_visit: one walk, and
         # each function's scope and each statement's liveness found once: NOTE [conversion
         # speed])
-        nodes = list(walk(func))
-        for parent in nodes:
-            for child in child_nodes(parent):
-                self.parents[child] = parent
-        self.func = func
-        scopes: dict = {}
-        self.scopes = {fn: scope_of(fn, scopes) for fn in nodes
-                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
-        self.self_name = func.args.args[0].arg if func.args.args else None
-        # Liveness on the code as written (after the jumps' rewrite): the rewritten code
-        # passes every value an if assigns into its branches, which would read as uses.
-        self.live, self.exposed, self.read_after = {}, {}, {}
-        liveness: dict = {}
-        for node in nodes:
-            if isinstance(node, (ast.If, ast.While, ast.For)):
-                # a closure may read its function's variables whenever it is called: they
-                # are live everywhere (NOTE [autograph closures])
-                self.read_after[node] = live_after(node, self.parents, func, liveness)
-                self.live[node] = self.read_after[node] | self._scope(node).cells
-                self.exposed[node] = exposed_names(node.body, liveness)
-        # what calls bind or are given is checked when they run (NOTE [autograph augmented
-        # assignment]; decided on the code as written, whose statements the jumps' rewrite
-        # may have copied)
-        checked = [(call, [ast.Constant(self.where(call)), ast.Constant(name),
-                           ast.Constant(binds), ast.Constant(self.where(augmented)),
-                           ast.Constant(_SIGNS[type(augmented.op)]),
-                           ast.Constant(rewrite(augmented)),
-                           ast.Constant(not binds and given_as_receiver(call, name))])
-                   for call in nodes if isinstance(call, ast.Call) and
-                   hasattr(call, "lineno") and position(call) in calls_to_check
-                   for written, name, binds, augmented in [calls_to_check[position(call)]]
-                   if ast.unparse(call.func) == ast.unparse(written.func)]
+        with unchanged():
+            nodes = list(walk(func))
+            for parent in nodes:
+                for child in child_nodes(parent):
+                    self.parents[child] = parent
+            self.func = func
+            scopes: dict = {}
+            self.scopes = {fn: scope_of(fn, scopes) for fn in nodes
+                           if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
+            self.self_name = func.args.args[0].arg if func.args.args else None
+            # Liveness on the code as written (after the jumps' rewrite): the rewritten code
+            # passes every value an if assigns into its branches, which would read as uses.
+            self.live, self.exposed, self.read_after = {}, {}, {}
+            liveness: dict = {}
+            for node in nodes:
+                if isinstance(node, (ast.If, ast.While, ast.For)):
+                    # a closure may read its function's variables whenever it is called: they
+                    # are live everywhere (NOTE [autograph closures])
+                    self.read_after[node] = live_after(node, self.parents, func, liveness)
+                    self.live[node] = self.read_after[node] | self._scope(node).cells
+                    self.exposed[node] = exposed_names(node.body, liveness)
+            # what calls bind or are given is checked when they run (NOTE [autograph augmented
+            # assignment]; decided on the code as written, whose statements the jumps' rewrite
+            # may have copied)
+            checked = [(call, [ast.Constant(self.where(call)), ast.Constant(name),
+                               ast.Constant(binds), ast.Constant(self.where(augmented)),
+                               ast.Constant(_SIGNS[type(augmented.op)]),
+                               ast.Constant(rewrite(augmented)),
+                               ast.Constant(not binds and given_as_receiver(call, name))])
+                       for call in nodes if isinstance(call, ast.Call) and
+                       hasattr(call, "lineno") and position(call) in calls_to_check
+                       for written, name, binds, augmented in [calls_to_check[position(call)]]
+                       if ast.unparse(call.func) == ast.unparse(written.func)]
         self.generic_visit(func)
         for call, arguments in checked:
             call.func = runtime_call("checked", [call.func] + arguments)

@@ -2,18 +2,23 @@
 same order, faster (conversion walks the function's tree many times)."""
 import ast
 import collections
+import contextlib
 import re
-from typing import Dict, Iterator, List, Tuple
+import threading
+from typing import Dict, Iterator, List, Optional, Tuple
 
 # NOTE [conversion speed]
 #     Converting a function walks its syntax tree many times (each analysis on its own), so
 #     the walks are the cost of conversion. ``ast.walk`` and ``ast.iter_child_nodes`` are
 #     replaced by :func:`walk` and :func:`child_nodes` (the same nodes in the same order;
 #     only the fields whose type in Python's grammar can hold a node are read: ``Name.id``
-#     is a string), and the analyses that run between two rewrites of the tree (the scopes
-#     and liveness of ``_Rewriter.convert``) keep what they found per node in a dict the
-#     caller drops before the tree changes: keyed by the node's id with the node kept
-#     beside it (a dropped node's id may be reused), never kept across a rewrite.
+#     is a string). The analyses that run between two rewrites of the tree (``shared_arrays``
+#     and the reaching definitions, the scopes and liveness of ``_Rewriter.convert``) run
+#     :func:`unchanged`: each node's children are read once; and they keep what they found
+#     per node in a dict the caller drops before the tree changes. Both are keyed by the
+#     node's id with the node kept beside it (a dropped node's id may be reused), and
+#     neither outlives the stretch of code that changes no node (analyses set flags,
+#     ``ag_...`` attributes, which are no fields).
 #     tools/conversion_oracle.py checks the converted code is unchanged.
 
 _AST = ast.AST
@@ -36,8 +41,29 @@ def _node_fields(cls) -> Tuple[str, ...]:
     return fields
 
 
+_KEPT = threading.local()      # (.children: id -> (node, its children) while unchanged)
+
+
+@contextlib.contextmanager
+def unchanged():
+    """While the trees are not changed (in this thread): each node's children are read once
+    (NOTE [conversion speed])."""
+    outer: Optional[dict] = getattr(_KEPT, "children", None)
+    _KEPT.children = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _KEPT.children = outer
+
+
 def child_nodes(node: ast.AST) -> List[ast.AST]:
-    """The list ``ast.iter_child_nodes(node)`` yields, read now."""
+    """The list ``ast.iter_child_nodes(node)`` yields, read now (or, :func:`unchanged`, when
+    first asked for; not to be changed)."""
+    kept = getattr(_KEPT, "children", None)
+    if kept is not None:
+        entry = kept.get(id(node))
+        if entry is not None and entry[0] is node:
+            return entry[1]
     fields = _NODE_FIELDS.get(node.__class__)
     if fields is None:
         fields = _node_fields(node.__class__)
@@ -48,6 +74,8 @@ def child_nodes(node: ast.AST) -> List[ast.AST]:
             children.append(field)
         elif isinstance(field, list):
             children.extend([item for item in field if isinstance(item, _AST)])
+    if kept is not None:
+        kept[id(node)] = (node, children)
     return children
 
 
