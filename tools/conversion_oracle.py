@@ -132,8 +132,9 @@ def run_worker(root, corpus_file, out_file):
                     kwarg=None, defaults=[]),
                 body=[func], decorator_list=[], returns=None)
             module = ast.Module(body=[factory], type_ignores=[])
-            ast.fix_missing_locations(module)
-            ast.increment_lineno(module, first - 1)
+            # (as convert_function locates it, with the functions it calls for that)
+            getattr(conversion, "fix_missing_locations", ast.fix_missing_locations)(module)
+            getattr(conversion, "increment_lineno", ast.increment_lineno)(module, first - 1)
             text = conversion.unparse(func)
             out = ("ok", text, hashlib.sha1(ast.dump(
                 module, include_attributes=True).encode()).hexdigest())

@@ -146,7 +146,8 @@ from ..pyct.static_analysis.aliases import given_as_receiver, given_to_calls, sh
 from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 from ..pyct.templates import runtime_call, unparse
-from ..pyct.nodes import child_nodes, unchanged, walk
+from ..pyct.nodes import child_nodes, fix_missing_locations, increment_lineno, unchanged, \
+    walk
 
 
 def convert_function(fn, max_iterations=None):
@@ -188,8 +189,8 @@ def convert_function(fn, max_iterations=None):
         [func, ast.Return(value=ast.Name(id=func.name, ctx=ast.Load()))],
         decorator_list=[], returns=None)
     module = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(module)
-    ast.increment_lineno(module, first - 1)
+    fix_missing_locations(module)
+    increment_lineno(module, first - 1)
     code_text = unparse(func)
     # The converted function shares the original's globals (names defined later in the module
     # stay visible; the runtime is reachable as __ag__) and its closure cells, so a method's

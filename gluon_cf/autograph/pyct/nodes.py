@@ -87,3 +87,50 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
         node = todo.popleft()
         todo.extend(child_nodes(node))
         yield node
+
+
+def fix_missing_locations(node: ast.AST) -> ast.AST:
+    """``ast.fix_missing_locations``: the same nodes in the same order (depth first), on
+    :func:`child_nodes`."""
+    todo = [(node, 1, 0, 1, 0)]
+    while todo:
+        node, lineno, col_offset, end_lineno, end_col_offset = todo.pop()
+        attributes = node._attributes
+        if "lineno" in attributes:
+            if not hasattr(node, "lineno"):
+                node.lineno = lineno
+            else:
+                lineno = node.lineno
+        if "end_lineno" in attributes:
+            if getattr(node, "end_lineno", None) is None:
+                node.end_lineno = end_lineno
+            else:
+                end_lineno = node.end_lineno
+        if "col_offset" in attributes:
+            if not hasattr(node, "col_offset"):
+                node.col_offset = col_offset
+            else:
+                col_offset = node.col_offset
+        if "end_col_offset" in attributes:
+            if getattr(node, "end_col_offset", None) is None:
+                node.end_col_offset = end_col_offset
+            else:
+                end_col_offset = node.end_col_offset
+        todo.extend((child, lineno, col_offset, end_lineno, end_col_offset)
+                    for child in reversed(child_nodes(node)))
+    return node
+
+
+def increment_lineno(node: ast.AST, n: int = 1) -> ast.AST:
+    """``ast.increment_lineno``, on :func:`walk`."""
+    for child in walk(node):
+        if isinstance(child, ast.TypeIgnore):     # (its lineno is a field)
+            child.lineno = getattr(child, "lineno", 0) + n
+            continue
+        if "lineno" in child._attributes:
+            child.lineno = getattr(child, "lineno", 0) + n
+        if "end_lineno" in child._attributes:
+            end_lineno = getattr(child, "end_lineno", 0)
+            if end_lineno is not None:
+                child.end_lineno = end_lineno + n
+    return node
