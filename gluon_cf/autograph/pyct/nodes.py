@@ -27,9 +27,12 @@ _LEAF_TYPES = {"identifier", "int", "string", "constant"}
 _NODE_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
-def _node_fields(cls) -> Tuple[str, ...]:
-    """The fields of ``cls`` that may hold nodes, from the grammar in its docstring (every
-    field when it does not say)."""
+def node_fields(cls) -> Tuple[str, ...]:
+    """The fields of the node class ``cls`` that may hold nodes, from the grammar in its
+    docstring (every field when it does not say)."""
+    fields = _NODE_FIELDS.get(cls)
+    if fields is not None:
+        return fields
     signature = re.fullmatch(r"\w+\((.*)\)", (cls.__doc__ or "").strip().split("\n")[0])
     types = {}
     if signature and signature.group(1):
@@ -66,7 +69,7 @@ def child_nodes(node: ast.AST) -> List[ast.AST]:
             return entry[1]
     fields = _NODE_FIELDS.get(node.__class__)
     if fields is None:
-        fields = _node_fields(node.__class__)
+        fields = node_fields(node.__class__)
     children = []
     for name in fields:
         field = getattr(node, name, None)
