@@ -73,8 +73,9 @@ class Converter(ast.NodeTransformer):
         self.augmented: Dict[Position, Optional[ast.AST]] = {}   # op= -> why refused
 
     def generic_visit(self, node):
-        """``ast.NodeTransformer.generic_visit``, reading only the fields that may hold nodes
-        (NOTE [conversion speed])."""
+        """``ast.NodeTransformer.generic_visit``, reading only the fields that may hold
+        nodes."""
+        # (NOTE [conversion speed])
         for field in node_fields(node.__class__):
             old_value = getattr(node, field, None)
             if isinstance(old_value, list):

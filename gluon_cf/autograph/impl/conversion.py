@@ -640,8 +640,8 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
         # (the tree does not change from here to the rewrite, generic_visit: one walk, and
-        # each function's scope and each statement's liveness found once: NOTE [conversion
-        # speed])
+        # each function's scope and each statement's liveness found once:
+        # NOTE [conversion speed])
         with unchanged():
             nodes = list(walk(func))
             for parent in nodes:

@@ -5,7 +5,7 @@ import collections
 import contextlib
 import re
 import threading
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 # NOTE [conversion speed]
 #     Converting a function walks its syntax tree many times (each analysis on its own), so
@@ -49,8 +49,9 @@ _KEPT = threading.local()      # (.children: id -> (node, its children) while un
 
 @contextlib.contextmanager
 def unchanged():
-    """While the trees are not changed (in this thread): each node's children are read once
-    (NOTE [conversion speed])."""
+    """While the trees are not changed (in this thread): each node's children are read
+    once."""
+    # (NOTE [conversion speed])
     outer: Optional[dict] = getattr(_KEPT, "children", None)
     _KEPT.children = {} if outer is None else outer
     try:
@@ -95,37 +96,39 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 def fix_missing_locations(node: ast.AST) -> ast.AST:
     """``ast.fix_missing_locations``: the same nodes in the same order (depth first), on
     :func:`child_nodes`."""
-    todo = [(node, 1, 0, 1, 0)]
+    todo: List[Tuple[Any, int, int, int, int]] = [(node, 1, 0, 1, 0)]
+    current: Any
     while todo:
-        node, lineno, col_offset, end_lineno, end_col_offset = todo.pop()
-        attributes = node._attributes
+        current, lineno, col_offset, end_lineno, end_col_offset = todo.pop()
+        attributes = current._attributes
         if "lineno" in attributes:
-            if not hasattr(node, "lineno"):
-                node.lineno = lineno
+            if not hasattr(current, "lineno"):
+                current.lineno = lineno
             else:
-                lineno = node.lineno
+                lineno = current.lineno
         if "end_lineno" in attributes:
-            if getattr(node, "end_lineno", None) is None:
-                node.end_lineno = end_lineno
+            if getattr(current, "end_lineno", None) is None:
+                current.end_lineno = end_lineno
             else:
-                end_lineno = node.end_lineno
+                end_lineno = current.end_lineno
         if "col_offset" in attributes:
-            if not hasattr(node, "col_offset"):
-                node.col_offset = col_offset
+            if not hasattr(current, "col_offset"):
+                current.col_offset = col_offset
             else:
-                col_offset = node.col_offset
+                col_offset = current.col_offset
         if "end_col_offset" in attributes:
-            if getattr(node, "end_col_offset", None) is None:
-                node.end_col_offset = end_col_offset
+            if getattr(current, "end_col_offset", None) is None:
+                current.end_col_offset = end_col_offset
             else:
-                end_col_offset = node.end_col_offset
+                end_col_offset = current.end_col_offset
         todo.extend((child, lineno, col_offset, end_lineno, end_col_offset)
-                    for child in reversed(child_nodes(node)))
+                    for child in reversed(child_nodes(current)))
     return node
 
 
 def increment_lineno(node: ast.AST, n: int = 1) -> ast.AST:
     """``ast.increment_lineno``, on :func:`walk`."""
+    child: Any
     for child in walk(node):
         if isinstance(child, ast.TypeIgnore):     # (its lineno is a field)
             child.lineno = getattr(child, "lineno", 0) + n

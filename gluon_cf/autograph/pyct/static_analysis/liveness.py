@@ -14,7 +14,8 @@ from ..nodes import child_nodes, walk
 def exposed_names(statements, memo=None):
     """Names ``statements`` may read before assigning them (in order; what a nested block or
     one branch assigns does not count as assigned). ``memo``: a dict the caller keeps while
-    the tree does not change, so a statement is analysed once (NOTE [conversion speed])."""
+    the tree does not change, so a statement is analysed once."""
+    # (NOTE [conversion speed])
     exposed: Set[str] = set()
     assigned: Set[str] = set()
     for statement in statements:
