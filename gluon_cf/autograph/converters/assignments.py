@@ -8,6 +8,7 @@ from ..pyct.static_analysis.activity import root_name
 from ..pyct.templates import counter, runtime_call, thunk, unpacked_levels
 from .base import Converter
 from .lists import index_value
+from ..pyct.nodes import walk
 
 
 _AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -82,7 +83,7 @@ class AssignmentsConverter(Converter):
             return []                    # written by the conversion
         scope, checks = self._scope(node), []
         for target in targets:
-            for part in ast.walk(target):
+            for part in walk(target):
                 what = name = None
                 if isinstance(part, (ast.Attribute, ast.Subscript)) and \
                         isinstance(part.ctx, (ast.Store, ast.Del)):

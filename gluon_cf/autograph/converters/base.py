@@ -10,6 +10,7 @@ from ..errors import READERS
 from ..pyct.static_analysis.activity import Scope, assigned_names, scoped
 from ..pyct.static_analysis.aliases import reads_its_frame
 from ..pyct.static_analysis.reaching import Position, position
+from ..pyct.nodes import node_fields, walk
 from ..pyct.templates import runtime_call, thunk
 
 
@@ -34,7 +35,7 @@ def not_a_graph(statements, allow_return=False):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                for part in ast.walk(target):
+                for part in walk(target):
                     if isinstance(part, (ast.Attribute, ast.Subscript)) and \
                             isinstance(part.ctx, ast.Store):
                         return "assign attributes or items"
@@ -70,6 +71,32 @@ class Converter(ast.NodeTransformer):
         self.shared: Dict[ast.AST, Dict[str, ast.AST]] = {}   # function -> shared_arrays
         self.given: Dict[ast.AST, Dict[str, List[ast.stmt]]] = {}   # -> given_to_calls
         self.augmented: Dict[Position, Optional[ast.AST]] = {}   # op= -> why refused
+
+    def generic_visit(self, node):
+        """``ast.NodeTransformer.generic_visit``, reading only the fields that may hold
+        nodes."""
+        # (NOTE [conversion speed])
+        for field in node_fields(node.__class__):
+            old_value = getattr(node, field, None)
+            if isinstance(old_value, list):
+                new_values = []
+                for value in old_value:
+                    if isinstance(value, ast.AST):
+                        value = self.visit(value)
+                        if value is None:
+                            continue
+                        if not isinstance(value, ast.AST):
+                            new_values.extend(value)
+                            continue
+                    new_values.append(value)
+                old_value[:] = new_values
+            elif isinstance(old_value, ast.AST):
+                new_node = self.visit(old_value)
+                if new_node is None:
+                    delattr(node, field)
+                else:
+                    setattr(node, field, new_node)
+        return node
 
     def where(self, node):
         line = node.lineno + self.offset

@@ -9,6 +9,7 @@ from ..pyct.static_analysis.activity import assigned_names, has_walrus, mutated_
 from ..pyct.static_analysis.definite_assignment import always_returns
 from ..pyct.templates import counter, located, names_tuple, runtime_call, thunk
 from .base import Converter, not_a_graph
+from ..pyct.nodes import walk
 
 
 class ConditionalsConverter(Converter):
@@ -18,10 +19,10 @@ class ConditionalsConverter(Converter):
     def visit_Match(self, node):
         self.generic_visit(node)
         compares = any(isinstance(part, ast.MatchValue) for case in node.cases
-                       for part in ast.walk(case.pattern))
+                       for part in walk(case.pattern))
         # value patterns written as dotted names (case Reg.cur:) read as the subject's
         # copies (list_parts.MatchValues), each when Python's match reads it
-        dotted = [part for case in node.cases for part in ast.walk(case.pattern)
+        dotted = [part for case in node.cases for part in walk(case.pattern)
                   if isinstance(part, ast.MatchValue) and isinstance(part.value, ast.Attribute)]
         values = ast.Name(f"__ag_values_{next(counter)}", ast.Load())
         reads = runtime_call("MatchValues", [ast.Tuple([thunk(part.value) for part in dotted],
@@ -36,11 +37,11 @@ class ConditionalsConverter(Converter):
             subject, ast.Constant(self.where(node)), ast.Constant(compares)]), node.subject)
         for case in node.cases:
             # (a star's list, a mapping's **rest: their items rebound, NOTE [autograph match])
-            rests = {n for part in ast.walk(case.pattern) for n in (
+            rests = {n for part in walk(case.pattern) for n in (
                 getattr(part, "name", None) if isinstance(part, ast.MatchStar) else
                 getattr(part, "rest", None) if isinstance(part, ast.MatchMapping) else None,)
                 if n}
-            captured = sorted(rests | {part.name for part in ast.walk(case.pattern)
+            captured = sorted(rests | {part.name for part in walk(case.pattern)
                                        if isinstance(part, ast.MatchAs) and part.name})
 
             def originals(names):

@@ -42,6 +42,7 @@ from typing import Any
 from ..pyct.static_analysis.activity import COMPREHENSIONS, MUTATORS
 from ..pyct.templates import counter, runtime_call
 from .assignments import _AUGMENTED, rewrite
+from ..pyct.nodes import child_nodes, walk
 
 # (update and pop change only the dict itself, which no other name holds)
 _READING_METHODS = {"get", "copy", "update", "pop"}
@@ -57,8 +58,11 @@ def rebind_dict_items(func, converter=None):
     (NOTE [autograph dict items]), in place. ``converter``: the Converter whose
     ``shared_array`` says what else may hold the dict's arrays (NOTE [autograph augmented
     assignment])."""
-    parents = {child: parent for parent in ast.walk(func)
-               for child in ast.iter_child_nodes(parent)}
+    if not any(isinstance(n, ast.Assign) and (isinstance(n.value, (ast.Dict, ast.DictComp)) or
+                                              _dict_call(n.value)) for n in walk(func)):
+        return      # (no dict made: none of its own, as _own_dicts would find, only faster)
+    parents = {child: parent for parent in walk(func)
+               for child in child_nodes(parent)}
     own = _own_dicts(func, parents)
     # (pops hoisted before their statements, planned on the code as written; a dict changed
     # by a call inside a statement that becomes a rebinding, {**d, ...} copying d before the
@@ -70,7 +74,7 @@ def rebind_dict_items(func, converter=None):
     if not own:
         return
     replaced: dict = {}
-    for node in list(ast.walk(func)):
+    for node in list(walk(func)):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 _own_item(node.targets[0], own):
             replaced[node] = _replace(node, _rebound(node.targets[0], node.value), parents)
@@ -99,8 +103,8 @@ def rebind_dict_items(func, converter=None):
         elif isinstance(node, ast.Call) and _dict_call(node):
             _replace_expression(node, ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
                                                values=[k.value for k in node.keywords]), parents)
-    parents = {child: parent for parent in ast.walk(func)
-               for child in ast.iter_child_nodes(parent)}
+    parents = {child: parent for parent in walk(func)
+               for child in child_nodes(parent)}
     for statement, pops in plan.items():
         statement = replaced.get(statement, statement)
         hoisted = []
@@ -180,7 +184,7 @@ def _pops(func, own, parents):
     statement that reads no other item of the dict by the same key."""
     found: dict = {}
     node: Any
-    for node in ast.walk(func):
+    for node in walk(func):
         if not _pop(node, own):
             continue
         statement = parents.get(node)
@@ -197,7 +201,7 @@ def _pops(func, own, parents):
                not (isinstance(parents.get(n), ast.Subscript) and parents[n].value is n and
                     isinstance(parents[n].slice, ast.Constant) and
                     parents[n].slice.value != key)
-               for n in ast.walk(statement)):
+               for n in walk(statement)):
             continue
         found.setdefault(statement, []).append(node)
     return found
@@ -209,7 +213,7 @@ def _changed_inside_rebinding(func, own, parents, plan):
     the call is not a planned hoisted pop."""
     planned = {id(p) for pops in plan.values() for p in pops}
     changed = set()
-    for statement in ast.walk(func):
+    for statement in walk(func):
         rebinds = (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and
                    _own_item(statement.targets[0], own)) or \
             (isinstance(statement, ast.AugAssign) and _own_item(statement.target, own)) or \
@@ -218,7 +222,7 @@ def _changed_inside_rebinding(func, own, parents, plan):
             (isinstance(statement, ast.Expr) and _update(statement.value, own))
         if not rebinds:
             continue
-        for call in ast.walk(statement):
+        for call in walk(statement):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
                     isinstance(call.func.value, ast.Name) and call.func.value.id in own and \
                     call.func.attr in MUTATORS and id(call) not in planned and \
@@ -229,7 +233,7 @@ def _changed_inside_rebinding(func, own, parents, plan):
 
 def _replace_expression(node, new, parents):
     ast.copy_location(new, node)
-    for part in ast.walk(new):
+    for part in walk(new):
         ast.copy_location(part, node)
     parent = parents[node]
     for field, value in ast.iter_fields(parent):
@@ -258,7 +262,7 @@ def _replace(node, new, parents):
     news = new if isinstance(new, list) else [new]
     for statement in news:
         ast.copy_location(statement, node)
-        for part in ast.walk(statement):
+        for part in walk(statement):
             if not hasattr(part, "lineno") or part is statement or part in news:
                 ast.copy_location(part, node)
     parent = parents[node]
@@ -275,12 +279,12 @@ def _own_dicts(func, parents):
     """The variables of ``func`` that hold dicts no other name can reach (NOTE above)."""
     params = {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
     params |= {a.arg for a in (func.args.vararg, func.args.kwarg) if a is not None}
-    declared = {name for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal))
+    declared = {name for n in walk(func) if isinstance(n, (ast.Global, ast.Nonlocal))
                 for name in n.names}
-    nested = {id(n) for inner in ast.walk(func) if isinstance(inner, _NESTED) and
-              inner is not func for n in ast.walk(inner)}
+    nested = {id(n) for inner in walk(func) if isinstance(inner, _NESTED) and
+              inner is not func for n in walk(inner)}
     candidates, refused = set(), set(params) | declared
-    for node in ast.walk(func):
+    for node in walk(func):
         if not isinstance(node, ast.Name):
             continue
         if id(node) in nested:
@@ -333,5 +337,5 @@ def _used_up(view, name, parents):
     if isinstance(user, (ast.For, ast.AsyncFor)) and user.iter is view:
         return not any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and
                        n.value.id == name and isinstance(n.ctx, ast.Store)
-                       for n in ast.walk(user))
+                       for n in walk(user))
     return False

@@ -6,6 +6,7 @@ import itertools
 
 from ..pyct.templates import runtime_call, thunk
 from .base import Converter
+from ..pyct.nodes import child_nodes
 
 # NOTE [a refusal the user's code catches]
 #     An AutographError is a ValueError (what a construct that cannot run as a graph, or a use
@@ -37,7 +38,7 @@ def _suspends(body):
             return True
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
                                  ast.ClassDef)):
-            pending.extend(ast.iter_child_nodes(node))
+            pending.extend(child_nodes(node))
     return False
 
 

@@ -44,6 +44,7 @@ from typing import List, Tuple
 from ..pyct.static_analysis.activity import assigned_names, contains, has_walrus, scoped
 from ..pyct.static_analysis.definite_assignment import always_returns
 from ..pyct.templates import assign_constant, counter, running_test, runtime_call, thunk
+from ..pyct.nodes import walk
 
 
 # Statements whose blocks run code when left (a context manager's exit, a handler, a finally)
@@ -193,9 +194,9 @@ def _through_finally(returns, rebound):
         kept = value
         if hasattr(value, "ag_box"):   # (what a graph's step evaluates after the loop)
             value = kept.args[1].body
-        clash = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & rebound)
+        clash = sorted({n.id for n in walk(value) if isinstance(n, ast.Name)} & rebound)
         # a function the value calls may be a closure reading them (return get())
-        callees = sorted({n.func.id for n in ast.walk(value) if isinstance(n, ast.Call) and
+        callees = sorted({n.func.id for n in walk(value) if isinstance(n, ast.Call) and
                           isinstance(n.func, ast.Name) and not hasattr(builtins, n.func.id)})
         via = ""
         if rebound and callees and not clash:

@@ -7,6 +7,7 @@ from ..pyct.static_analysis.activity import assigned_names, scoped
 from ..pyct.templates import runtime_call, thunk
 from .base import Converter
 from .jumps import lowerable
+from ..pyct.nodes import child_nodes, walk
 
 
 def appended_name(statement):
@@ -24,10 +25,12 @@ def collected_lists(func):
     """For each loop whose jumps became flags: the names its body appends to by a statement
     of the body itself (once per step), that the body neither assigns nor reads otherwise."""
     collected = {}
-    local = _own_lists(func)
+    local: list = []            # (the function's own names, found once if a loop needs them)
     for loop in scoped(func.body):
         if not isinstance(loop, (ast.While, ast.For)) or not lowerable(loop):
             continue
+        if not local:
+            local.append(_own_lists(func))
         appended = [appended_name(s) for s in step_statements(loop)]
         guarded = guarded_append(loop)
         if guarded is not None:
@@ -37,7 +40,7 @@ def collected_lists(func):
             reads = sum(1 for n in scoped(loop.body) if isinstance(n, ast.Name) and
                         n.id == name and isinstance(n.ctx, ast.Load))
             if reads == appended.count(name) == 1 and name not in assigned_names(loop.body) \
-                    and name in local and _made_here(func, name, loop) and \
+                    and name in local[0] and _made_here(func, name, loop) and \
                     not _aliased_before(func, name, loop):
                 names.append(name)
         if names:
@@ -111,7 +114,7 @@ def _made_here(func, name, loop):
                 pairs_in = [(target, value)]
             for t, v in pairs_in:
                 binds = any(isinstance(n, ast.Name) and n.id == name and
-                            isinstance(n.ctx, ast.Store) for n in ast.walk(t))
+                            isinstance(n.ctx, ast.Store) for n in walk(t))
                 if binds and not (isinstance(t, ast.Name) and len(pairs) == 1 and _fresh(v)):
                     return False
     return True
@@ -123,7 +126,7 @@ def _assigned_by_statement(func, name_node):
     for node in scoped(func.body):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(name_node is n for t in targets for n in ast.walk(t)):
+            if any(name_node is n for t in targets for n in walk(t)):
                 return True
     return False
 
@@ -144,9 +147,9 @@ def _aliased_before(func, name, loop):
     """Whether ``func`` may give the list ``name`` to another name, object, container or
     call before ``loop`` (``history = outs``, ``helper(outs)``, ``self.trace = outs``,
     ``push = outs.append``): that one would keep the list the loop never appends to."""
-    parents = {child: parent for parent in ast.walk(func)
-               for child in ast.iter_child_nodes(parent)}
-    for node in ast.walk(func):
+    parents = {child: parent for parent in walk(func)
+               for child in child_nodes(parent)}
+    for node in walk(func):
         if not (isinstance(node, ast.Name) and node.id == name and
                 isinstance(node.ctx, ast.Load)) or not hasattr(node, "lineno") or \
                 (node.lineno, node.col_offset) >= (loop.lineno, loop.col_offset):

@@ -8,6 +8,7 @@ from ..pyct.static_analysis.activity import (MUTATORS, assigned_names, free_name
 from ..pyct.templates import counter, located, names_tuple, runtime_call, unpacked_levels
 from .base import Converter, body_does, not_a_graph
 from .lists import collect_appends, read_in_step
+from ..pyct.nodes import walk
 
 
 def unpacked_targets(func):
@@ -16,7 +17,7 @@ def unpacked_targets(func):
     loop marked with the target's structure (``ag_unpack``: a tuple, per item ``None`` for a
     name or the structure of a nested target) for ``for_stmt`` to give a graph's steps their
     rows' items (NOTE [autograph unpacking loops])."""
-    for loop in [n for n in ast.walk(func) if isinstance(n, (ast.For, ast.AsyncFor))]:
+    for loop in [n for n in walk(func) if isinstance(n, (ast.For, ast.AsyncFor))]:
         structure = _structure(loop.target)
         if isinstance(loop, ast.AsyncFor) or not isinstance(structure, tuple):
             continue
@@ -198,7 +199,7 @@ class LoopsConverter(Converter):
                         return True
                     continue
                 if any(isinstance(n, ast.Name) and n.id == item
-                       for n in ast.walk(statement)):
+                       for n in walk(statement)):
                     return True
             return False
         return not reads(parent.body[parent.body.index(node) + 1:])
@@ -210,7 +211,7 @@ class LoopsConverter(Converter):
         called, in the body (NOTE [autograph closures]).
         Then each reads the step's item, as in Python, and none outlives the step."""
         scope = self._scope(node)
-        inside = {id(n) for statement in node.body for n in ast.walk(statement)}
+        inside = {id(n) for statement in node.body for n in walk(statement)}
         readers = [c for c in scope.closures if item in free_names(c)]
         own = {id(n) for n in in_scope(self._function_of(node).body)[0]}
         for closure in readers:
@@ -235,7 +236,7 @@ class LoopsConverter(Converter):
                 name = parent.targets[0].id
             else:
                 name = closure.name
-            for use in ast.walk(self.func):
+            for use in walk(self.func):
                 if isinstance(use, ast.Name) and use.id == name and \
                         isinstance(use.ctx, ast.Load) and not (
                             id(use) in inside and id(use) in own and

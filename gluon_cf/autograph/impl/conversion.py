@@ -144,11 +144,13 @@ from ..converters.loops import LoopsConverter, unpacked_targets
 from ..converters.matches import tuple_matches_as_ifs
 from ..converters.jumps import lower_jumps
 from ..errors import AutographError, CalledTensorError, in_library_file
-from ..pyct.static_analysis.activity import MUTATORS, Scope
+from ..pyct.static_analysis.activity import MUTATORS, scope_of
 from ..pyct.static_analysis.aliases import given_as_receiver, given_to_calls, shared_arrays
 from ..pyct.static_analysis.reaching import augmented_assignments, position
 from ..pyct.static_analysis.liveness import exposed_names, live_after
 from ..pyct.templates import runtime_call, unparse
+from ..pyct.nodes import child_nodes, fix_missing_locations, increment_lineno, unchanged, \
+    walk
 
 
 def convert_function(fn, max_iterations=None):
@@ -190,8 +192,8 @@ def convert_function(fn, max_iterations=None):
         [func, ast.Return(value=ast.Name(id=func.name, ctx=ast.Load()))],
         decorator_list=[], returns=None)
     module = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(module)
-    ast.increment_lineno(module, first - 1)
+    fix_missing_locations(module)
+    increment_lineno(module, first - 1)
     code_text = unparse(func)
     # The converted function shares the original's globals (names defined later in the module
     # stay visible; the runtime is reachable as __ag__) and its closure cells, so a method's
@@ -240,10 +242,10 @@ def _lambda_source(fn, filename):
                              "lambda; define it in a file or a notebook cell, not with exec")
     params = list(code.co_varnames[:code.co_argcount])
     starts = {(line, col) for line, _, col, _ in code.co_positions() if line and col}
-    found = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda) and
+    found = [node for node in walk(tree) if isinstance(node, ast.Lambda) and
              node.lineno == code.co_firstlineno and
              [a.arg for a in node.args.posonlyargs + node.args.args] == params and
-             any((part.lineno, part.col_offset) in starts for part in ast.walk(node.body)
+             any((part.lineno, part.col_offset) in starts for part in walk(node.body)
                  if isinstance(part, (ast.expr, ast.stmt)))]
     if len(found) != 1:
         raise _cannot_convert(where, "gluon_cf.autograph cannot tell which lambda of this line "
@@ -624,51 +626,59 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
 
     def convert(self, func):
         # (on the code as written: NOTE [autograph augmented assignment])
-        self.shared = {fn: shared_arrays(fn) for fn in ast.walk(func)
-                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self.given = {fn: given_to_calls(fn) for fn in self.shared}   # (item assignment)
-        self.augmented, calls_to_check = augmented_assignments(func)
+        with unchanged():     # (NOTE [conversion speed])
+            self.shared = {fn: shared_arrays(fn) for fn in walk(func)
+                           if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            self.given = {fn: given_to_calls(fn) for fn in self.shared}   # (item assignment)
+            self.augmented, calls_to_check = augmented_assignments(func)
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
         unpacked_targets(func)     # for a, b in x: NOTE [autograph unpacking loops]
         tuple_matches_as_ifs(func)     # NOTE [a match on a tuple display]
         # nested functions' own returns too, innermost first: an outer function's lowering
         # copies the code after a returning if into its branches, nested defs included
-        for function in reversed([n for n in ast.walk(func) if isinstance(n, ast.FunctionDef)]):
+        for function in reversed([n for n in walk(func) if isinstance(n, ast.FunctionDef)]):
             lower_jumps(function)
-        for node in ast.walk(func):       # (a refusal the lowering made: its user's line)
+        for node in walk(func):       # (a refusal the lowering made: its user's line)
             if getattr(node, "ag_where_needed", False):
                 getattr(node, "args").insert(0, ast.Constant(self.where(node)))
         self.collected = collected_lists(func)
         self.collected_names = {n for names in self.collected.values() for n in names}
-        for parent in ast.walk(func):
-            for child in ast.iter_child_nodes(parent):
-                self.parents[child] = parent
-        self.func = func
-        self.scopes = {fn: Scope(fn) for fn in ast.walk(func)
-                       if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
-        self.self_name = func.args.args[0].arg if func.args.args else None
-        # Liveness on the code as written (after the jumps' rewrite): the rewritten code
-        # passes every value an if assigns into its branches, which would read as uses.
-        self.live, self.exposed, self.read_after = {}, {}, {}
-        for node in ast.walk(func):
-            if isinstance(node, (ast.If, ast.While, ast.For)):
-                # a closure may read its function's variables whenever it is called: they
-                # are live everywhere (NOTE [autograph closures])
-                self.read_after[node] = live_after(node, self.parents, func)
-                self.live[node] = self.read_after[node] | self._scope(node).cells
-                self.exposed[node] = exposed_names(node.body)
-        # what calls bind or are given is checked when they run (NOTE [autograph augmented
-        # assignment]; decided on the code as written, whose statements the jumps' rewrite
-        # may have copied)
-        checked = [(call, [ast.Constant(self.where(call)), ast.Constant(name),
-                           ast.Constant(binds), ast.Constant(self.where(augmented)),
-                           ast.Constant(_SIGNS[type(augmented.op)]),
-                           ast.Constant(rewrite(augmented)),
-                           ast.Constant(not binds and given_as_receiver(call, name))])
-                   for call in ast.walk(func) if isinstance(call, ast.Call) and
-                   hasattr(call, "lineno") and position(call) in calls_to_check
-                   for written, name, binds, augmented in [calls_to_check[position(call)]]
-                   if ast.unparse(call.func) == ast.unparse(written.func)]
+        # (the tree does not change from here to the rewrite, generic_visit: one walk, and
+        # each function's scope and each statement's liveness found once:
+        # NOTE [conversion speed])
+        with unchanged():
+            nodes = list(walk(func))
+            for parent in nodes:
+                for child in child_nodes(parent):
+                    self.parents[child] = parent
+            self.func = func
+            scopes: dict = {}
+            self.scopes = {fn: scope_of(fn, scopes) for fn in nodes
+                           if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
+            self.self_name = func.args.args[0].arg if func.args.args else None
+            # Liveness on the code as written (after the jumps' rewrite): the rewritten code
+            # passes every value an if assigns into its branches, which would read as uses.
+            self.live, self.exposed, self.read_after = {}, {}, {}
+            liveness: dict = {}
+            for node in nodes:
+                if isinstance(node, (ast.If, ast.While, ast.For)):
+                    # a closure may read its function's variables whenever it is called: they
+                    # are live everywhere (NOTE [autograph closures])
+                    self.read_after[node] = live_after(node, self.parents, func, liveness)
+                    self.live[node] = self.read_after[node] | self._scope(node).cells
+                    self.exposed[node] = exposed_names(node.body, liveness)
+            # what calls bind or are given is checked when they run (NOTE [autograph augmented
+            # assignment]; decided on the code as written, whose statements the jumps' rewrite
+            # may have copied)
+            checked = [(call, [ast.Constant(self.where(call)), ast.Constant(name),
+                               ast.Constant(binds), ast.Constant(self.where(augmented)),
+                               ast.Constant(_SIGNS[type(augmented.op)]),
+                               ast.Constant(rewrite(augmented)),
+                               ast.Constant(not binds and given_as_receiver(call, name))])
+                       for call in nodes if isinstance(call, ast.Call) and
+                       hasattr(call, "lineno") and position(call) in calls_to_check
+                       for written, name, binds, augmented in [calls_to_check[position(call)]]
+                       if ast.unparse(call.func) == ast.unparse(written.func)]
         self.generic_visit(func)
         for call, arguments in checked:
             call.func = runtime_call("checked", [call.func] + arguments)

@@ -28,6 +28,8 @@ NOTE [autograph closures]
 import ast
 from typing import Dict, FrozenSet, List, Set, Tuple
 
+from ..nodes import child_nodes, walk
+
 
 def scoped(statements):
     """The nodes of ``statements`` outside nested functions, lambdas and classes (a def or
@@ -42,7 +44,7 @@ def scoped(statements):
             continue
         yield node
         stack.extend(comprehension_parts(node) if isinstance(node, COMPREHENSIONS) else
-                     ast.iter_child_nodes(node))
+                     child_nodes(node))
 
 
 def assigned_names(statements):
@@ -81,7 +83,7 @@ def loaded_names(node):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
                 node.id not in hidden:
             names.add(node.id)
-        stack.extend((child, hidden) for child in ast.iter_child_nodes(node))
+        stack.extend((child, hidden) for child in child_nodes(node))
     return names
 
 
@@ -89,7 +91,7 @@ COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _comprehension_targets(node):
-    return {n.id for g in node.generators for n in ast.walk(g.target)
+    return {n.id for g in node.generators for n in walk(g.target)
             if isinstance(n, ast.Name)}
 
 
@@ -105,7 +107,7 @@ def contains(node, kind):
 
 
 def has_walrus(node):
-    return any(isinstance(n, ast.NamedExpr) for n in ast.walk(node))
+    return any(isinstance(n, ast.NamedExpr) for n in walk(node))
 
 
 def walrus_bound(node):
@@ -123,7 +125,7 @@ def walrus_bound(node):
             stack.append(n.test)
         elif not isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
                                 ast.GeneratorExp)):
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(child_nodes(n))
     return bound
 
 
@@ -141,7 +143,7 @@ MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "s
 def mutated_names(statements):
     """Names whose method a mutating call (``items.append(x)``, ``seen.add(x)`` ...) uses in
     ``statements`` without the statements assigning them: objects from outside."""
-    called = {n.func.value.id for s in statements for n in ast.walk(s)
+    called = {n.func.value.id for s in statements for n in walk(s)
               if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
               and n.func.attr in MUTATORS and isinstance(n.func.value, ast.Name)}
     # ``items += [x]`` changes a list in place too (a number or tensor it rebinds: the run-time
@@ -171,7 +173,7 @@ def in_scope(nodes):
             continue
         inside.append(node)
         stack.extend(comprehension_parts(node) if isinstance(node, COMPREHENSIONS) else
-                     ast.iter_child_nodes(node))
+                     child_nodes(node))
     return inside, closures
 
 
@@ -189,7 +191,9 @@ class Scope:
     """What one function (or lambda) of the converted code binds, and what its closures read
     and write of it."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, memo=None):
+        # (``memo``: the Scopes of nested functions already made, while the tree does not
+        # change: NOTE [conversion speed])
         body = fn.body if isinstance(fn.body, list) else [fn.body]
         inside, self.closures = in_scope(body)
         self.params = _params(fn)
@@ -214,20 +218,20 @@ class Scope:
             self.fresh.add(fn.args.args[0].arg)
         self.free = self.used - self.bound - self.globals
         for closure in self.closures:
-            self.free |= free_names(closure) - self.bound
-        self.cells = self.bound & set().union(*[free_names(c) for c in self.closures])
+            self.free |= free_names(closure, memo) - self.bound
+        self.cells = self.bound & set().union(*[free_names(c, memo) for c in self.closures])
         # cell -> the first closure (in the source) reading it
         self.readers: Dict[str, ast.AST] = {}
         for closure in sorted(self.closures, key=lambda c: (c.lineno, c.col_offset)):
-            for name in free_names(closure) & self.cells:
+            for name in free_names(closure, memo) & self.cells:
                 self.readers.setdefault(name, closure)
         # variables of this scope a named closure assigns (nonlocal), itself or through the
         # closures it names
         writes = {}
         for closure in self.closures:
             if isinstance(closure, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                writes[closure.name] = (_nonlocal_writes(closure) & self.cells,
-                                        Scope(closure).used)
+                writes[closure.name] = (_nonlocal_writes(closure, memo) & self.cells,
+                                        scope_of(closure, memo).used)
         self.writes = {name: set(w) for name, (w, _) in writes.items()}
         changed = True
         while changed:
@@ -259,24 +263,34 @@ def _new_object(value):
          value.func.id[:1].isupper())
 
 
-def free_names(closure):
+def scope_of(fn, memo=None):
+    """``Scope(fn)``, made once per function while ``memo`` (a dict) is kept."""
+    if memo is None:
+        return Scope(fn)
+    entry = memo.get(id(fn))
+    if entry is None or entry[0] is not fn:
+        entry = memo[id(fn)] = (fn, Scope(fn, memo))
+    return entry[1]
+
+
+def free_names(closure, memo=None):
     """The names a closure reads or assigns (nonlocal) from its enclosing functions."""
     if isinstance(closure, ast.ClassDef):     # methods skip the class body's scope
-        return set().union(*[free_names(c) for c in in_scope(closure.body)[1]])
+        return set().union(*[free_names(c, memo) for c in in_scope(closure.body)[1]])
     if isinstance(closure, ast.GeneratorExp):     # its first iterable is read where written
         parts = [closure.elt] + [g.target for g in closure.generators] + \
             [i for g in closure.generators for i in g.ifs] + \
             [g.iter for g in closure.generators[1:]]
         inside, closures = in_scope(parts)
-        targets = {n.id for g in closure.generators for n in ast.walk(g.target)
+        targets = {n.id for g in closure.generators for n in walk(g.target)
                    if isinstance(n, ast.Name)}
         used = {n.id for n in inside if isinstance(n, ast.Name)}
-        return (used | set().union(*[free_names(c) for c in closures])) - targets
-    return Scope(closure).free
+        return (used | set().union(*[free_names(c, memo) for c in closures])) - targets
+    return set(scope_of(closure, memo).free)
 
 
-def _nonlocal_writes(fn):
-    scope = Scope(fn)
+def _nonlocal_writes(fn, memo=None):
+    scope = scope_of(fn, memo)
     inside = in_scope(fn.body)[0]
     return {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
             and n.id in scope.nonlocals}

@@ -119,6 +119,8 @@ NOTE [autograph augmented assignment]
 import ast
 from typing import Dict, List, Optional
 
+from ..nodes import child_nodes, walk
+
 _VIEW_METHODS = {"reshape", "detach", "as_in_context", "as_in_ctx", "as_nd_ndarray",
                  "as_np_ndarray"}
 _KEEPING_METHODS = {"append", "extend", "insert", "add", "setdefault", "update", "appendleft",
@@ -239,7 +241,7 @@ def _repeated(value):
 def _received(value):
     """Whether ``value`` may be (an item or view of) what a generator's caller sent (``h =
     yield``): the caller holds it."""
-    return any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(value))
+    return any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in walk(value))
 
 
 # An array's attributes that are never an array (NDArray's; gluon_cf gives a Symbol's shape)
@@ -288,7 +290,7 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
         for name in node_shares(node):
             # (for v in (h,): h's array is what the loop's iterable holds)
             iterated = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and \
-                name not in [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+                name not in [n.id for n in walk(node.target) if isinstance(n, ast.Name)]
             shared.setdefault(name, node.iter if iterated else node)
     frames = frame_reads(func)
     for node in frames:
@@ -308,7 +310,7 @@ def shared_arrays(func) -> Dict[str, ast.AST]:
         #     frame (``sys._getframe(1)``): ``frame_reads``. A helper defined elsewhere
         #     reading its caller's frame is not seen here: its f_locals of a converted
         #     function's frame is refused when it runs (``tensor_access.attribute``).
-        for node in ast.walk(func):
+        for node in walk(func):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 shared.setdefault(node.id, frame)
     return shared
@@ -369,7 +371,7 @@ def frame_reads(func):
     own = {id(node) for node in nodes}
     return [node for node in nodes if reads_its_frame(node, aliases) or (
         _reader(node) and id(node) not in called)] + \
-        [node for node in ast.walk(func) if id(node) not in own and _frame_getter(node)]
+        [node for node in walk(func) if id(node) not in own and _frame_getter(node)]
 
 
 # Builtins given an array keep nothing of it and return no view of it
@@ -402,13 +404,13 @@ def given_to_calls(func) -> Dict[str, List[ast.stmt]]:
         if isinstance(value, ast.Call) and not _operator_call(value):
             for target in targets:
                 if not isinstance(target, ast.Subscript):
-                    for n in ast.walk(target):
+                    for n in walk(target):
                         if isinstance(n, ast.Name):
                             found.setdefault(n.id, []).append(node)
         for call in _own_calls(node):
             if not _operator_call(call):
                 for part in list(call.args) + [k.value for k in call.keywords]:
-                    for n in ast.walk(part):
+                    for n in walk(part):
                         if isinstance(n, ast.Name):
                             found.setdefault(n.id, []).append(node)
     return found
@@ -427,7 +429,7 @@ def _own_calls(statement):
             continue
         if isinstance(part, ast.Call):
             yield part
-        stack.extend(ast.iter_child_nodes(part))
+        stack.extend(child_nodes(part))
 
 
 def _holder(target):
@@ -447,10 +449,10 @@ def node_shares(node) -> List[str]:
         return list(node.names)
     if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
         # (for v in (h,): v is h's array, and so is what keeps v)
-        return [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)] + \
+        return [n.id for n in walk(node.target) if isinstance(n, ast.Name)] + \
             [n.id for n in _kept(node.iter)]
     if isinstance(node, ast.withitem):
-        return [n.id for n in ast.walk(node.optional_vars) if isinstance(n, ast.Name)] \
+        return [n.id for n in walk(node.optional_vars) if isinstance(n, ast.Name)] \
             if node.optional_vars is not None else []
     if isinstance(node, ast.Match):         # (case [v]: v is an item of the subject)
         return [n.id for n in _kept(node.subject)]
@@ -470,16 +472,16 @@ def node_shares(node) -> List[str]:
             # h, c = [F.zeros(s)] * 2: one array, two names; h = yield: the sender's
             # h = h0 = F.zeros(...): one array, two names (what calls return is decided
             # when they run: checked_calls)
-            held = held + [n.id for t in targets for n in ast.walk(t)
+            held = held + [n.id for t in targets for n in walk(t)
                            if isinstance(n, ast.Name)]
         if held or _metadata(node.value):
-            held = held + [n.id for t in targets for n in ast.walk(_holder(t))   # (d[k] = x:
+            held = held + [n.id for t in targets for n in walk(_holder(t))   # (d[k] = x:
                            if isinstance(n, ast.Name)]                  # d holds x too)
         return held
     if isinstance(node, ast.AugAssign):
         # outs += [h]: the list holds h's array too
         displayed = _displayed(node.value)
-        return [n.id for n in displayed] + [n.id for n in ast.walk(node.target)
+        return [n.id for n in displayed] + [n.id for n in walk(node.target)
                                             if isinstance(n, ast.Name)] if displayed else []
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             node.func.attr in _KEEPING_METHODS:
@@ -492,7 +494,7 @@ def node_shares(node) -> List[str]:
         return [n.id for n in _kept(node.value)]
     if isinstance(node, NESTED):
         # a closure reading the variable may return or keep its array (or a view)
-        return [n.id for n in ast.walk(node)
+        return [n.id for n in walk(node)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     return []
 
@@ -563,7 +565,7 @@ def checked_calls(function):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and \
                 node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [n.id for t in targets for n in ast.walk(t)
+            names = [n.id for t in targets for n in walk(t)
                      if isinstance(n, ast.Name) and n.id in changed]
             for call in result_calls(node.value) if names else ():
                 if reads_frame(call):
@@ -613,9 +615,9 @@ _UNCHECKED = _FRAME_READERS | {"len", "isinstance", "print", "max_iterations"}
 
 def own_nodes(func):
     """The nodes of ``func``'s body, not those of the functions and classes nested in it."""
-    stack = list(ast.iter_child_nodes(func))
+    stack = list(child_nodes(func))
     while stack:
         node = stack.pop()
         yield node
         if not isinstance(node, NESTED):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(child_nodes(node))

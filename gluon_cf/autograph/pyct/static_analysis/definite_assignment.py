@@ -4,6 +4,7 @@ import ast
 from typing import Set
 
 from .activity import assigned_names, captured_names
+from ..nodes import walk
 
 
 def definitely_assigned(statement):
@@ -52,7 +53,7 @@ def match_assigned(statement):
     if not (isinstance(last.pattern, ast.MatchAs) and last.pattern.pattern is None and
             last.guard is None):
         return set()
-    sides = [captured_names(list(ast.walk(case.pattern))) | _block_assigned(case.body)
+    sides = [captured_names(list(walk(case.pattern))) | _block_assigned(case.body)
              for case in statement.cases if not always_returns(case.body)]
     return set.intersection(*sides) if sides else set()
 

@@ -6,6 +6,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from .aliases import (IN_PLACE_OPS, NESTED, checked_calls, given_names, node_shares,
                       own_nodes, own_view, reads_frame, result_calls, shared_arrays)
+from ..nodes import child_nodes, walk
 
 Position = Tuple[int, int, int, int]
 # the calls an op= needs checked when they run: call -> (call, name, binds, the op=)
@@ -26,7 +27,7 @@ def augmented_assignments(func) -> Tuple[Dict[Position, Optional[ast.AST]], Chec
     (``binds``) or given the variable ``name`` of that ``op=``."""
     refused: Dict[Position, Optional[ast.AST]] = {}     # (None: accepted)
     checks: Checks = {}
-    for function in ast.walk(func):
+    for function in walk(func):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         changes = [n for n in own_nodes(function) if isinstance(n, ast.AugAssign) and
@@ -226,7 +227,7 @@ class _Graph:
                     isinstance(n.op, IN_PLACE_OPS):
                 self.at[id(n)] = node
             if not isinstance(n, NESTED):
-                stack.extend(ast.iter_child_nodes(n))
+                stack.extend(child_nodes(n))
 
     def _bind(self, node, s):
         """The variables statement ``s`` rebinds (for a compound one, in its header)."""
@@ -234,7 +235,7 @@ class _Graph:
             for name in _target_names(target):
                 node.kills.add(name)
                 node.binds.setdefault(name, []).append(_Def(reason, calls))
-            for n in ast.walk(target) if reason is not None else ():
+            for n in walk(target) if reason is not None else ():
                 # (for d[k] in ...: d holds the iterable's items)
                 if isinstance(n, ast.Name) and n.id not in _target_names(target):
                     node.shares.setdefault(n.id, reason)
@@ -347,8 +348,8 @@ def _lazily_read(node) -> List[str]:
     h; h = ...``) whenever it runs."""
     if isinstance(node, (ast.Global, ast.Nonlocal)):
         return list(node.names)
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)] + [
-        name for n in ast.walk(node) if isinstance(n, ast.Nonlocal) for name in n.names]
+    return [n.id for n in walk(node) if isinstance(n, ast.Name)] + [
+        name for n in walk(node) if isinstance(n, ast.Nonlocal) for name in n.names]
 
 
 # builtins that use up a generator expression before they return
