@@ -121,6 +121,7 @@ class LoopsConverter(Converter):
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             ast.Constant(where), bound, self._current(lists, where), ast.Constant(hinted),
             ast.Constant(forever), self._names(lists)])
+        call.keywords.append(self._only_handlers_read(node, names, loaded_names(node.test)))
         statements = [test_fn, body_fn, self._escaping(self._assign(names + lists, call),
                                                        names + lists, number)]
         return located(statements, node)
@@ -174,6 +175,7 @@ class LoopsConverter(Converter):
             self._names(lists),
             ast.Constant(keep_item and item not in cells and self._read_by_returns(node, item)),
             ast.Constant(getattr(node, "ag_unpack", None))])
+        call.keywords.append(self._only_handlers_read(node, names))
         bound_names = names + lists + ([item] if keep_item else [])
         statements = [body_fn, self._escaping(self._assign(bound_names, call), bound_names,
                                               number)]
@@ -261,3 +263,11 @@ class LoopsConverter(Converter):
         wanted = read_by_test | self.exposed[node] | self.live[node]
         self._record_readers(node, assigned & wanted)
         return sorted(assigned & wanted)
+
+    def _only_handlers_read(self, node, names, read_by_test=frozenset()):
+        """The keyword ``optional=(...)``: which of ``names`` only the handlers of a try
+        around ``node`` read (NOTE [what only a handler reads])."""
+        only = self.handler_only[node] - self._scope(node).cells - read_by_test - \
+            self.exposed.get(node, set())
+        return ast.keyword(arg="optional", value=ast.Tuple(
+            elts=[ast.Constant(n) for n in names if n in only], ctx=ast.Load()))

@@ -649,12 +649,15 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         self.self_name = func.args.args[0].arg if func.args.args else None
         # Liveness on the code as written (after the jumps' rewrite): the rewritten code
         # passes every value an if assigns into its branches, which would read as uses.
-        self.live, self.exposed, self.read_after = {}, {}, {}
+        self.live, self.exposed, self.read_after, self.handler_only = {}, {}, {}, {}
         for node in ast.walk(func):
             if isinstance(node, (ast.If, ast.While, ast.For)):
                 # a closure may read its function's variables whenever it is called: they
                 # are live everywhere (NOTE [autograph closures])
                 self.read_after[node] = live_after(node, self.parents, func)
+                # (NOTE [what only a handler reads])
+                self.handler_only[node] = self.read_after[node] - live_after(
+                    node, self.parents, func, handlers=False)
                 self.live[node] = self.read_after[node] | self._scope(node).cells
                 self.exposed[node] = exposed_names(node.body)
         # what calls bind or are given is checked when they run (NOTE [autograph augmented

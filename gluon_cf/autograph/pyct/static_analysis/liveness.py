@@ -82,11 +82,26 @@ def exposed_names(statements):
 
 _TRIES = (ast.Try, ast.TryStar)
 
+# NOTE [what only a handler reads]
+#     The handlers of a try read their variables after any statement of its body (an
+#     exception may leave there), so a tensor loop or if in the body carries what they read
+#     (NOTE [an index error the user's try catches]). A variable that only they read, with no
+#     value before the loop (``try: for r in x: t = r * 2; h = h + t`` / ``except
+#     ValueError: h = h + t``), or that a branch of the if may leave unassigned, needs none
+#     where no exception leaves: the graph's loop or if does not carry it (``optional`` of
+#     ``for_stmt``, ``while_stmt``, ``if_stmt``). Where an exception leaves the loop's first
+#     step re-run as Python it holds what that step left (NOTE [an exception leaving a
+#     loop]); read by a handler after an exception raised past the loop or if, it is an
+#     ``Undefined`` saying why (refused: plain Python's holds what the loop left). Read
+#     otherwise after it, it is carried (and refused without a value before it), as before.
 
-def live_after(node, parents, func):
+
+def live_after(node, parents, func, handlers=True):
     """Names read after ``node`` before being assigned: by the following statements of its
     block and of every enclosing block, and by the next step of every enclosing loop.
-    ``parents``: each node's parent in ``func``, the function being converted."""
+    ``parents``: each node's parent in ``func``, the function being converted. Without
+    ``handlers``: not counting the handlers of the tries around it (what only they read
+    needs no value where no exception leaves: NOTE [what only a handler reads])."""
     names, child = set(), node
     parent = parents.get(child)
     while parent is not None and child is not func:
@@ -94,7 +109,7 @@ def live_after(node, parents, func):
             block = getattr(parent, field, None)
             if isinstance(block, list) and child in block:
                 names |= exposed_names(block[block.index(child) + 1:])
-        if isinstance(parent, _TRIES) and child in parent.body:
+        if handlers and isinstance(parent, _TRIES) and child in parent.body:
             # an exception leaving any part of a try's body runs its handlers, then its
             # finally (NOTE [an exception leaving a loop]: the variables are carried out)
             names |= set().union(*[exposed_names(h.body) - {h.name} |
