@@ -9,6 +9,13 @@ NDArrays (the oracle) and converted, eagerly and hybridized with gradients
   carried (NOTE [what only a handler reads]); where the first step re-runs as Python on an
   IndexError it holds what that step left, and a handler reading it after an exception raised
   past the loop is refused, saying why.
+- A zero-argument ``super()`` in a default of a nested function or lambda (evaluated in the
+  method) took the nested function's first parameter since round 29ag (NameError).
+- ``pop``, ``insert``, ``clear`` and ``reverse`` of a list a tensor loop collected, which
+  round 29ag made Python's where the input shapes give its length, ran once while tracing
+  inside a tensor ``if`` or loop, whatever the branch or the steps (silently); and a method
+  changing such a list inside a closure or helper was not checked at all: refused, as for
+  any Python list.
 """
 from mxnet.gluon import HybridBlock
 
@@ -127,7 +134,144 @@ class HandlerReadsTemporaryAfterLoopRaised(HybridBlock):
         return h
 
 
-_REFUSED = (HandlerReadsTemporaryAfterLoopRaised,)
+class Base(HybridBlock):
+    def scale(self, v):
+        return v * 2
+
+    def one(self):
+        return 1.5
+
+
+@program(*ROWS)
+class SuperInDefaultOfNestedFunction(Base):
+    """(a default is evaluated in the method: its self, not the nested function's first
+    parameter)"""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        def f(v, k=super().one()):
+            return v * k
+        return f(x)
+
+
+@program(*ROWS)
+class SuperInDefaultOfLambda(Base):
+    @autograph
+    def hybrid_forward(self, F, x):
+        f = lambda v, k=super().scale(x): v * k     # noqa: E731 - what ported code writes
+        return f(x)
+
+
+def drop(items):
+    items.pop()
+    return 1
+
+
+@program(*ROWS)
+class PopInTensorLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        h = x[0] * 0
+        for r in x:
+            h = h + outs.pop() * r
+        return h
+
+
+@program(*ROWS)
+class PopInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        if F.sum(x) > 0:
+            a = outs.pop()
+        else:
+            a = outs[0]
+        return a + F.stack(*outs).sum(axis=0)
+
+
+@program(*ROWS)
+class ReverseInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        h = x[0]
+        if F.sum(x) > 0:
+            outs.reverse()
+            h = h * 2
+        return F.stack(*outs) + h
+
+
+@program(*ROWS)
+class PopThroughHelperInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        h = x[0]
+        if F.sum(x) > 0:
+            drop(outs)
+            h = h * 2
+        return F.stack(*outs) + h
+
+
+@program(*ROWS)
+class PopThroughAttributeInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        self.kept = outs
+        h = x[0]
+        if F.sum(x) > 0:
+            self.kept.pop()
+            h = h * 2
+        return F.stack(*outs) + h
+
+
+@program(*ROWS)
+class PopThroughClosureInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r)
+
+        def last():
+            return outs.pop()
+        h = x[0]
+        if F.sum(x) > 0:
+            h = h * 2 + last()
+        return F.stack(*outs) + h
+
+
+@program(*ROWS)
+class AppendThroughClosureInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r)
+        push = lambda v: outs.append(v)     # noqa: E731 - what ported code writes
+        h = x[0]
+        if F.sum(x) > 0:
+            push(h)
+            h = h * 2
+        return F.stack(*outs) + h
+
+
+_CHANGED_IN_GRAPH = (PopInTensorLoop, PopInTensorIf, ReverseInTensorIf,
+                     PopThroughHelperInTensorIf, PopThroughAttributeInTensorIf,
+                     PopThroughClosureInTensorIf, AppendThroughClosureInTensorIf)
+_REFUSED = (HandlerReadsTemporaryAfterLoopRaised,) + _CHANGED_IN_GRAPH
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
@@ -147,3 +291,13 @@ def test_handler_reading_what_the_loop_did_not_carry_is_refused():
     err = hostile_harness.hybridized_error(HandlerReadsTemporaryAfterLoopRaised, ROWS[0][0])
     assert "variable 't' is read by a handler of the try around this loop on a tensor" in \
         str(err), err
+
+
+@pytest.mark.parametrize("block_class", _CHANGED_IN_GRAPH, ids=lambda c: c.__name__)
+def test_collected_list_changed_in_a_tensor_if_or_loop_is_refused(block_class):
+    """pop, reverse or append of a list a tensor loop collected, inside a tensor if or loop
+    (directly, through a helper, an attribute or a closure): eagerly Python's, hybridized
+    refused (it ran once, while tracing, whatever the branch or the steps)."""
+    hostile_harness.assert_kinds(_classified(block_class), refused=True)
+    err = hostile_harness.hybridized_error(block_class, ROWS[0][0])
+    assert "list" in str(err) and "StepList" not in str(err), err

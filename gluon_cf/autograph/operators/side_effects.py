@@ -115,11 +115,23 @@ def mutable(receiver, where, method):
     """The receiver of a mutating method call (``items.append(x)``) in converted code whose
     object may come from outside: a Python container changed inside a graph region is an
     error (:func:`effect`)."""
-    if isinstance(receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
-                             collections.abc.MutableMapping, collections.abc.MutableSet)) \
-            and not made_here(receiver):
-        effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
+    kind = _container_kind(receiver)
+    if kind is not None and not made_here(receiver):
+        effect(where, f"changes a Python {kind} (.{method})")
     return receiver
+
+
+def _container_kind(value):
+    """The name of the Python container ``value`` is, else None: a list a tensor loop
+    collected (gluon_cf's stand-in, whose pop, insert, clear and reverse change it in place:
+    NOTE [a collected list's type]) is a list."""
+    kind = type(value)
+    if kind.__module__.startswith("gluon_cf.") and getattr(kind, "python_type", None) is list:
+        return "list"
+    if isinstance(value, (list, dict, set, bytearray, collections.abc.MutableSequence,
+                          collections.abc.MutableMapping, collections.abc.MutableSet)):
+        return kind.__name__
+    return None
 
 
 def container_method(fn, where, mutators, convert=None, call_as=None):
@@ -131,9 +143,8 @@ def container_method(fn, where, mutators, convert=None, call_as=None):
     tensor's rows where it iterates one, a tensor it hashes refused)."""
     receiver = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", None)
-    if name not in mutators or isinstance(receiver, type) or not isinstance(
-            receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
-                       collections.abc.MutableMapping, collections.abc.MutableSet)):
+    if name not in mutators or isinstance(receiver, type) or \
+            _container_kind(receiver) is None:
         return None
 
     call = fn if call_as is None else call_as(fn, where)
