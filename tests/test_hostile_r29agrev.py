@@ -16,6 +16,10 @@ NDArrays (the oracle) and converted, eagerly and hybridized with gradients
   inside a tensor ``if`` or loop, whatever the branch or the steps (silently); and a method
   changing such a list inside a closure or helper was not checked at all: refused, as for
   any Python list.
+- A ``while True`` ended by a ``break`` under no ``if`` (``try: r = next(it)`` / ``except
+  StopIteration: break``) that holds another loop with a break, or a ``continue`` under an
+  ``if``, was traced as one graph loop and refused ("'r' has no value before it"): only its
+  own break and return flags decide (NOTE [a while True ended only by Python]).
 """
 from mxnet.gluon import HybridBlock
 
@@ -160,6 +164,61 @@ class SuperInDefaultOfLambda(Base):
     def hybrid_forward(self, F, x):
         f = lambda v, k=super().scale(x): v * k     # noqa: E731 - what ported code writes
         return f(x)
+
+
+@program(*ROWS)
+class NestedWhileTrueOverIterators(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, it = x[0] * 0, iter(x)
+        while True:
+            try:
+                r = next(it)
+            except StopIteration:
+                break
+            inner = iter(x)
+            while True:
+                try:
+                    c = next(inner)
+                except StopIteration:
+                    break
+                h = h + r * c
+        return h
+
+
+@program(*ROWS)
+class WhileTrueWithContinueUnderPythonIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        it, h = iter(x), x[0] * 0
+        n = 0
+        while True:
+            try:
+                r = next(it)
+                n += 1
+            except StopIteration:
+                break
+            if n > 2:
+                continue
+            h = h + r * n
+        return h
+
+
+@program(*ROWS)
+class WhileTrueAroundTensorLoopWithBreak(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, it = x[0] * 0, iter([1, 2])
+        while True:
+            try:
+                m = next(it)
+            except StopIteration:
+                break
+            for r in x:
+                h = h + r * m
+                if F.sum(h) > 3:
+                    break
+        return h
 
 
 def drop(items):

@@ -55,15 +55,16 @@ def is_forever(test):
 #     consumed the Python iterator once, while tracing).
 
 
-def _flag_under_user_if(body):
-    """Whether a flag of the (lowered) loop ``body`` is set under an ``if`` or ``match`` of
-    the user's (not a guard the lowering added, whose test reads flags only), in the loop
-    itself (a nested function's or loop's flags are theirs)."""
+def _flag_under_user_if(body, flags):
+    """Whether a flag of ``flags`` (the break and return flags ending the lowered loop of
+    ``body``) is set under an ``if`` or ``match`` of the user's (not a guard the lowering
+    added, whose test reads flags only) or inside a loop nested in it (a nested function's
+    flags are its own; a nested loop's break and continue flags too)."""
     pending = [(statement, False) for statement in body]
     while pending:
         node, under = pending.pop()
         if isinstance(node, ast.Assign) and under and any(
-                isinstance(t, ast.Name) and t.id.startswith("__agf_") for t in node.targets):
+                isinstance(t, ast.Name) and t.id in flags for t in node.targets):
             return True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
@@ -93,7 +94,8 @@ class LoopsConverter(Converter):
 
     def visit_While(self, node):
         # (before the ifs inside are converted: NOTE [a while True ended only by Python])
-        forever = is_forever(node.test) and _flag_under_user_if(node.body)
+        forever = is_forever(node.test) and _flag_under_user_if(
+            node.body, {f.id for f in node.test.args[0].elts if isinstance(f, ast.Name)})
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         read = read_in_step(node, mutated)       # (on the body as written)
         self.generic_visit(node)
