@@ -9,6 +9,9 @@ NDArrays (the oracle) and converted, eagerly and hybridized with gradients
   carried (NOTE [what only a handler reads]); where the first step re-runs as Python on an
   IndexError it holds what that step left, and a handler reading it after an exception raised
   past the loop is refused, saying why.
+- The ``else`` clause of a ``try`` was not counted as reading after a loop or ``if`` in its
+  body: a variable only the else read kept its value before the loop, eagerly and hybridized
+  (silently; before round 29ag too).
 - A zero-argument ``super()`` in a default of a nested function or lambda (evaluated in the
   method) took the nested function's first parameter since round 29ag (NameError).
 - ``pop``, ``insert``, ``clear`` and ``reverse`` of a list a tensor loop collected, which
@@ -134,6 +137,38 @@ class HandlerReadsTemporaryAfterLoopRaised(HybridBlock):
                 h = h + t
             h = h + x[9]
         except IndexError:
+            h = h + t
+        return h
+
+
+@program(*ROWS)
+class TryElseReadsLoopVariable(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, t = x[0] * 0, x[1]
+        try:
+            for r in x:
+                t = r * 2
+        except IndexError:
+            h = h - 1
+        else:
+            h = h + t
+        return h
+
+
+@program(*ROWS)
+class TryElseReadsIfVariable(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h, t = x[0] * 0, x[1]
+        try:
+            if F.sum(x) > 0:
+                t = x[0] * 2
+            else:
+                t = x[0] * 3
+        except IndexError:
+            h = h - 1
+        else:
             h = h + t
         return h
 

@@ -109,6 +109,10 @@ def live_after(node, parents, func, handlers=True):
             block = getattr(parent, field, None)
             if isinstance(block, list) and child in block:
                 names |= exposed_names(block[block.index(child) + 1:])
+        if isinstance(parent, _TRIES) and child in parent.body:
+            # the else clause runs after the body (it was left out: a loop in the body did
+            # not carry what only the else read, eagerly too)
+            names |= exposed_names(parent.body[parent.body.index(child) + 1:] + parent.orelse)
         if handlers and isinstance(parent, _TRIES) and child in parent.body:
             # an exception leaving any part of a try's body runs its handlers, then its
             # finally (NOTE [an exception leaving a loop]: the variables are carried out)
