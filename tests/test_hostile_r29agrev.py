@@ -256,6 +256,37 @@ class WhileTrueAroundTensorLoopWithBreak(HybridBlock):
         return h
 
 
+@program(*ROWS)
+class EarlierItemsReversedThenPopped(HybridBlock):
+    """(the joined list's length, from the input shapes, read only where asked: the
+    graph of F.stack(h0, *states) exports again, hostile round 7's)"""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = [x[0] * 10]
+        for r in x:
+            outs.append(r)
+        outs.append(x[1] * 7)
+        outs.reverse()
+        a = outs.pop(1)
+        return F.stack(*outs) * a + outs[0] * len(outs)
+
+
+@program(*ROWS)
+class ExtendedInPlaceThenPopped(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r)
+        outs += [x[0] * 3]
+        a = outs.pop(0)
+        h = x[0] * 0
+        for o in outs:
+            h = h * 0.5 + o
+        return h + a * len(outs)
+
+
 def drop(items):
     items.pop()
     return 1

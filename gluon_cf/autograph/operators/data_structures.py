@@ -58,6 +58,7 @@ NOTE [autograph lists]
     an AutographError (:func:`no_outer_lists`): traced once, it would happen once, whatever the
     condition; a step reading the list it appends to is told so (no step sees earlier items)."""
 import linecache
+from typing import List, Optional
 
 import mxnet as mx
 
@@ -166,6 +167,9 @@ class StepList:
         # whether, holding no item, its rows are a row appended where a condition did not
         # hold (not zero rows): unpacking it is checked (NOTE [checked items])
         self.stale = stale and self.least == 0
+        # the lists joined into this one (StepList.joined), whose numbers of items add up
+        # to its own, or None
+        self.parts: Optional[List["StepList"]] = None
 
     def joined(self, rows, count, most=None, maybe_stale=False):
         """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
@@ -174,16 +178,7 @@ class StepList:
         array ``count`` holds."""
         mine, theirs = self.rows, rows
         name = node_name(self.where, "rows")
-        # (a count the input shapes give is an int: the joined list's is then known too)
-        if isinstance(count, mx.sym.Symbol) and not maybe_stale:
-            shape = static_shape(rows, self.where)
-            if shape and shape[0] > 0:
-                count = most = shape[0]
         n_items, mine_most, least = self.n_items, self.most, self.least
-        if isinstance(n_items, mx.sym.Symbol) and isinstance(count, int):
-            known = self.known_length(self.where)
-            if known is not None:
-                n_items = mine_most = least = known
 
         def with_theirs():      # computed in the branch where these rows exist
             both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
@@ -195,14 +190,24 @@ class StepList:
         else:       # (holding no item, emptied by pop or clear: its rows stand for none)
             joined = with_theirs() if n_items else theirs
         most = count if isinstance(count, int) else most
-        return StepList(joined, n_items + count, self.where,
-                        None if mine_most is None or most is None else mine_most + most,
-                        least + (count if isinstance(count, int) else 0),
-                        self.stale or maybe_stale)
+        out = StepList(joined, n_items + count, self.where,
+                       None if mine_most is None or most is None else mine_most + most,
+                       least + (count if isinstance(count, int) else 0),
+                       self.stale or maybe_stale)
+        # (where the input shapes give each part's number, the joined list's is known,
+        # read only where asked: a graph read for input shapes is not exported)
+        if not (out.stale or isinstance(out.n_items, int)):
+            # (a copy of this one: append and += make it the joined list in place)
+            mine_now = StepList(mine, n_items, self.where, mine_most, least)
+            out.parts = (self.parts or [mine_now] if not (isinstance(n_items, int) and
+                                                        not n_items) else []) + \
+                [StepList(rows, count, self.where, most)]
+        return out
 
     def append(self, value):
         joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
         self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
+        self.parts = joined.parts
         self.least, self.stale = joined.least, joined.stale
 
     def __getitem__(self, index):
@@ -246,11 +251,19 @@ class StepList:
         condition did not hold has rows that are not its items.)"""
         if isinstance(self.n_items, int):
             return self.n_items
+        if self.parts and not self.stale:
+            counts = [part.known_length(where) for part in self.parts]
+            return None if None in counts else sum(counts)
         shape = None if self.stale else static_shape(self.rows, where)
         return shape[0] if shape else None
 
     def rows_list(self, n, indices, where):
         """The items at ``indices`` (of the ``n`` the list holds) as a Python list."""
+        if self.parts and not isinstance(self.n_items, int):
+            # (rows joined by a cond: each part's own items)
+            items = [item for part in self.parts for item in part.rows_list(
+                part.known_length(where), range(part.known_length(where)), where)]
+            return [items[k] for k in indices]
         shape = static_shape(self.rows, where) if not isinstance(self.n_items, int) else None
         out = []
         for k in indices:
@@ -352,7 +365,7 @@ class StepList:
         if joined is NotImplemented:
             return NotImplemented
         self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
-        self.least, self.stale = joined.least, joined.stale
+        self.least, self.stale, self.parts = joined.least, joined.stale, joined.parts
         return self
 
     def __radd__(self, other):
@@ -438,6 +451,7 @@ class StepList:
             self.rows = mx.sym.stack(*items, axis=0, name=op_name(where, "items"))
         # (no item: the rows stay, standing for none, as the count says)
         self.n_items = self.most = self.least = len(items)
+        self.parts = None
         self.stale = False
 
     def pop(self, index=-1):
@@ -464,8 +478,13 @@ class StepList:
     def reverse(self):
         """``items.reverse()``: the rows reversed, in place (a list that may hold a row
         appended where a condition did not hold keeps that mark: its count is unchanged)."""
-        self.rows = mx.sym.reverse(self.rows, axis=0,
-                                   name=op_name(_line_here() or self.where, "reversed"))
+        where = _line_here() or self.where
+        self.rows = mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed"))
+        if self.parts:        # (each part's rows reversed, the last part first)
+            self.parts = [StepList(mx.sym.reverse(part.rows, axis=0,
+                                                  name=op_name(where, "reversed")),
+                                   part.n_items, part.where, part.most)
+                          for part in reversed(self.parts)]
 
     def __len__(self):
         n = self.known_length(user_location(2) or self.where)
