@@ -6,7 +6,7 @@ from .caught_errors import catching
 from .conditionals import if_exp, if_return, if_stmt, python_if
 from .control_flow import (collected_item, for_stmt, python_loop, running, running_and,
                            while_stmt)
-from .data_structures import no_outer_lists
+from .outer_lists import no_outer_lists
 from .list_parts import MatchValues, match_items, match_originals, unpacked, unpacked_parts
 from .item_assignment import item_assigned
 from .loop_escape import (escaped, keep_return, kept_return, return_box,

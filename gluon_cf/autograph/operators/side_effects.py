@@ -6,7 +6,7 @@ NOTE [autograph side effects]
     Python state changed inside a tensor ``if`` or loop would change once, while tracing,
     whatever the condition or the number of steps. Besides the static checks of a branch or
     loop body itself (attribute and item assignment, ``global``/``nonlocal``,
-    :func:`~gluon_cf.autograph.operators.data_structures.no_outer_lists`), every converted
+    :func:`~gluon_cf.autograph.operators.outer_lists.no_outer_lists`), every converted
     function (helpers and methods reached from the converted one included) runs
     :func:`effect` before assigning an attribute or item of an object that may come from
     outside the call (a parameter, a global, a free variable, or a local not bound to a new
