@@ -68,6 +68,9 @@ class Converter(ast.NodeTransformer):
         self.live: Dict[ast.AST, Set[str]] = {}           # if or loop -> names read after it
         self.read_after: Dict[ast.AST, Set[str]] = {}     # ... by code, not closures
         self.exposed: Dict[ast.AST, Set[str]] = {}        # loop -> names its body reads first
+        # ... read after it only by the handlers of a try around it (what the code after it,
+        # a closure or its next step reads is not: NOTE [what only a handler reads])
+        self.handler_only: Dict[ast.AST, Set[str]] = {}
         self.shared: Dict[ast.AST, Dict[str, ast.AST]] = {}   # function -> shared_arrays
         self.given: Dict[ast.AST, Dict[str, List[ast.stmt]]] = {}   # -> given_to_calls
         self.augmented: Dict[Position, Optional[ast.AST]] = {}   # op= -> why refused

@@ -34,7 +34,8 @@ _INSPECTING = {"isinstance", "issubclass", "type", "id", "hasattr", "getattr", "
 
 
 # what makes a scope of its own, whose first parameter a zero-argument super() takes
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda) + COMPREHENSIONS
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_SCOPES = _FUNCTIONS + COMPREHENSIONS
 
 
 class CallTreesConverter(Converter):
@@ -51,7 +52,7 @@ class CallTreesConverter(Converter):
         if isinstance(func, ast.Attribute) and func.attr in MUTATORS and node in self.parents:
             root = root_name(func.value)
             if not (isinstance(func.value, ast.Name) and
-                    func.value.id in self.collected_names) and \
+                    self._collecting(node, func.value.id)) and \
                     (root is None or self._scope(node).outer(root)):
                 func.value = runtime_call("mutable", [func.value, ast.Constant(self.where(node)),
                                                       ast.Constant(func.attr)])
@@ -127,6 +128,18 @@ class CallTreesConverter(Converter):
             node.args = self._super_arguments(node)
         return node
 
+    def _collecting(self, node, name):
+        """Whether a loop around the call ``node`` (in its function) collects the list
+        ``name`` (its append is the loop's: NOTE [autograph lists]); elsewhere, a method
+        changing such a list (``def drop(): outs.pop()`` called under a tensor if) is
+        checked as any list's."""
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, _SCOPES):
+            if name in self.collected.get(parent, ()):
+                return True
+            parent = self.parents.get(parent)
+        return False
+
     def _super_arguments(self, node):
         """The arguments Python gives the zero-argument ``super()`` at ``node``: the class
         and the first parameter of the function it is in, which may be a nested function or
@@ -137,6 +150,13 @@ class CallTreesConverter(Converter):
             path, parent = [at], self.parents.get(at)
             while parent is not None and not isinstance(parent, _SCOPES):
                 path, parent = path + [parent], self.parents.get(parent)
+            if isinstance(parent, _FUNCTIONS) and parent is not self.func and \
+                    path[-1] not in (parent.body if isinstance(parent.body, list) else
+                                     [parent.body]):
+                # a default, an annotation or a decorator: evaluated in the scope around
+                # (``def f(v, k=super().one())``: the method's self)
+                at = parent
+                continue
             if not isinstance(parent, COMPREHENSIONS):
                 break
             if not (len(path) > 1 and path[-1] is parent.generators[0] and

@@ -6,7 +6,7 @@ from typing import List
 from ..operators.conditionals import RAISES
 from ..pyct.static_analysis.activity import assigned_names, has_walrus, mutated_names, \
     scoped
-from ..pyct.static_analysis.definite_assignment import always_returns
+from ..pyct.static_analysis.definite_assignment import always_returns, definitely_assigned
 from ..pyct.templates import counter, located, names_tuple, runtime_call, thunk
 from .base import Converter, not_a_graph
 from ..pyct.nodes import walk
@@ -77,6 +77,9 @@ class ConditionalsConverter(Converter):
         # (before the inner ifs and loops move into functions of their own)
         raises = any(isinstance(part, (ast.Raise, ast.Assert))
                      for part in scoped(node.body + node.orelse))
+        # (a branch may leave them unassigned: NOTE [what only a handler reads])
+        optional = self.handler_only[node] - definitely_assigned(node) - \
+            self._scope(node).cells
         self.generic_visit(node)          # inner ifs first
         where = self.where(node)
         node.test = self._no_outer_lists(
@@ -124,6 +127,8 @@ class ConditionalsConverter(Converter):
             ast.Tuple(elts=[ast.Constant(n) for n in assigned], ctx=ast.Load()),
             ast.Tuple(elts=[ast.Constant(n in live) for n in assigned], ctx=ast.Load()),
             ast.Constant(where), ast.Constant(getattr(node, "ag_guard", False))])
+        call.keywords.append(ast.keyword(arg="optional", value=ast.Tuple(
+            elts=[ast.Constant(n) for n in assigned if n in optional], ctx=ast.Load())))
         statements = [then_fn, else_fn, self._escaping(self._assign(assigned, call), assigned,
                                                        number)]
         return located(statements, node)

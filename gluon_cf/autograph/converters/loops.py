@@ -56,15 +56,16 @@ def is_forever(test):
 #     consumed the Python iterator once, while tracing).
 
 
-def _flag_under_user_if(body):
-    """Whether a flag of the (lowered) loop ``body`` is set under an ``if`` or ``match`` of
-    the user's (not a guard the lowering added, whose test reads flags only), in the loop
-    itself (a nested function's or loop's flags are theirs)."""
+def _flag_under_user_if(body, flags):
+    """Whether a flag of ``flags`` (the break and return flags ending the lowered loop of
+    ``body``) is set under an ``if`` or ``match`` of the user's (not a guard the lowering
+    added, whose test reads flags only) or inside a loop nested in it (a nested function's
+    flags are its own; a nested loop's break and continue flags too)."""
     pending = [(statement, False) for statement in body]
     while pending:
         node, under = pending.pop()
         if isinstance(node, ast.Assign) and under and any(
-                isinstance(t, ast.Name) and t.id.startswith("__agf_") for t in node.targets):
+                isinstance(t, ast.Name) and t.id in flags for t in node.targets):
             return True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
@@ -94,7 +95,8 @@ class LoopsConverter(Converter):
 
     def visit_While(self, node):
         # (before the ifs inside are converted: NOTE [a while True ended only by Python])
-        forever = is_forever(node.test) and _flag_under_user_if(node.body)
+        forever = is_forever(node.test) and _flag_under_user_if(
+            node.body, {f.id for f in node.test.args[0].elts if isinstance(f, ast.Name)})
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         read = read_in_step(node, mutated)       # (on the body as written)
         self.generic_visit(node)
@@ -122,6 +124,7 @@ class LoopsConverter(Converter):
             ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             ast.Constant(where), bound, self._current(lists, where), ast.Constant(hinted),
             ast.Constant(forever), self._names(lists)])
+        call.keywords.append(self._only_handlers_read(node, names, loaded_names(node.test)))
         statements = [test_fn, body_fn, self._escaping(self._assign(names + lists, call),
                                                        names + lists, number)]
         return located(statements, node)
@@ -175,6 +178,7 @@ class LoopsConverter(Converter):
             self._names(lists),
             ast.Constant(keep_item and item not in cells and self._read_by_returns(node, item)),
             ast.Constant(getattr(node, "ag_unpack", None))])
+        call.keywords.append(self._only_handlers_read(node, names))
         bound_names = names + lists + ([item] if keep_item else [])
         statements = [body_fn, self._escaping(self._assign(bound_names, call), bound_names,
                                               number)]
@@ -262,3 +266,11 @@ class LoopsConverter(Converter):
         wanted = read_by_test | self.exposed[node] | self.live[node]
         self._record_readers(node, assigned & wanted)
         return sorted(assigned & wanted)
+
+    def _only_handlers_read(self, node, names, read_by_test=frozenset()):
+        """The keyword ``optional=(...)``: which of ``names`` only the handlers of a try
+        around ``node`` read (NOTE [what only a handler reads])."""
+        only = self.handler_only[node] - self._scope(node).cells - read_by_test - \
+            self.exposed.get(node, set())
+        return ast.keyword(arg="optional", value=ast.Tuple(
+            elts=[ast.Constant(n) for n in names if n in only], ctx=ast.Load()))

@@ -658,13 +658,16 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
             self.self_name = func.args.args[0].arg if func.args.args else None
             # Liveness on the code as written (after the jumps' rewrite): the rewritten code
             # passes every value an if assigns into its branches, which would read as uses.
-            self.live, self.exposed, self.read_after = {}, {}, {}
+            self.live, self.exposed, self.read_after, self.handler_only = {}, {}, {}, {}
             liveness: dict = {}
             for node in nodes:
                 if isinstance(node, (ast.If, ast.While, ast.For)):
                     # a closure may read its function's variables whenever it is called: they
                     # are live everywhere (NOTE [autograph closures])
                     self.read_after[node] = live_after(node, self.parents, func, liveness)
+                    # (NOTE [what only a handler reads])
+                    self.handler_only[node] = self.read_after[node] - live_after(
+                        node, self.parents, func, liveness, handlers=False)
                     self.live[node] = self.read_after[node] | self._scope(node).cells
                     self.exposed[node] = exposed_names(node.body, liveness)
             # what calls bind or are given is checked when they run (NOTE [autograph augmented

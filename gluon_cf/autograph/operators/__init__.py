@@ -6,6 +6,7 @@ from .caught_errors import catching
 from .conditionals import if_exp, if_return, if_stmt, python_if
 from .control_flow import (collected_item, for_stmt, python_loop, running, running_and,
                            while_stmt)
+from .outer_lists import no_outer_lists
 from .list_parts import MatchValues, match_items, match_originals, unpacked, unpacked_parts
 from .item_assignment import item_assigned
 from .loop_escape import (escaped, keep_return, kept_return, return_box,
@@ -13,7 +14,7 @@ from .loop_escape import (escaped, keep_return, kept_return, return_box,
 from .logical import (and_, asserted, compare_chain, contains, match_guard, match_subject,
                       not_, or_, positive, python_operand)
 from .py_builtins import builtin, filtered, iterated, own_method, reversed_rows
-from .side_effects import changing, consumed, effect, made, mutable, no_outer_lists, printing
+from .side_effects import changing, consumed, effect, made, mutable, printing
 from .tensor_access import binary, item_target, py_slice, subscript
 from .variables import augmented, deleted, ld, without
 

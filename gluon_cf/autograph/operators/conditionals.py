@@ -7,19 +7,25 @@ from ...ops.cond import cond
 from ..errors import AmbiguousTruthError, AutographError, node_name, python_value, read_by
 from .call_results import surfaced
 from .carried import Carried, spec_of
-from .control_flow import OWN_DICT, flags_as_arrays, no_structure
+from .control_flow import OWN_DICT, flags_as_arrays, no_structure, uncarried
 from .loop_escape import escaped, record
 from .side_effects import graph_region
 from .variables import Undefined, is_tensor, several_elements, truth
 
 
-def if_stmt(pred, then_fn, else_fn, values, names, live, where, guard=False):
+def if_stmt(pred, then_fn, else_fn, values, names, live, where, guard=False, optional=()):
     """Run a converted ``if`` (NOTE [autograph]): returns the branch variables' new values.
     ``guard``: the ``if`` is not the user's but runs the rest of a loop's step after a
-    ``break``, ``continue`` or ``return`` (NOTE [autograph jumps])."""
+    ``break``, ``continue`` or ``return`` (NOTE [autograph jumps]). ``optional``: the names
+    only the handlers of a try around it read, which a branch may leave unassigned (NOTE
+    [what only a handler reads])."""
     if isinstance(pred, mx.sym.Symbol):
         try:
-            return _symbolic_if(pred, then_fn, else_fn, values, names, live, where, guard)
+            # (not carried where they have no value before it)
+            live = tuple(read and not (name in optional and isinstance(value, Undefined))
+                         for read, name, value in zip(live, names, values))
+            return uncarried(_symbolic_if(pred, then_fn, else_fn, values, names, live, where,
+                                          guard), values, names, optional, where, "if")
         except Exception as exc:      # NOTE [an exception leaving a loop]
             escaped(exc)        # (what a loop inside recorded: not this if's)
             surfaced(exc, where, "if")

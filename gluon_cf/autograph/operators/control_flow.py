@@ -73,12 +73,14 @@ def no_structure(name, a, b, where, what):
 
 
 def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
-               forever=False, list_names=()):
+               forever=False, list_names=(), optional=()):
     """Run a converted ``while`` (NOTE [autograph loops]): returns its variables' final values,
     then the lists it appended to. ``hinted``: the bound is the loop's own
     ``max_iterations(N)``, which holds whatever its condition; the decorator's holds for a
     tensor condition only (eagerly too). ``forever``: the condition is a constant and the
-    loop has break or return flags; while tracing they are arrays from the start."""
+    loop has break or return flags; while tracing they are arrays from the start.
+    ``optional``: the names only the handlers of a try around the loop read (NOTE [what only
+    a handler reads])."""
     lists, count = list(lists), len(values)
     if forever and any(isinstance(v, mx.sym.Symbol) for v in values):
         values = flags_as_arrays(values, names)    # while True ended by a break: one graph
@@ -107,7 +109,7 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
             if bound < 1:
                 return values + tuple(lists)
         values = flags_as_arrays(values, names)
-        _loop_arrays(values, names, where, "while")
+        _loop_arrays(values, names, where, "while", optional)
         carried = Carried(values, names, where, "while loop on a tensor")
         arrays = carried.arrays(values)
 
@@ -118,7 +120,7 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
             with graph_region(where, "while loop", names):
                 result = tuple(body(*full(vs[:len(arrays)])))
             new = flags_as_arrays(result[:count], names)
-            _check_loop_vars(values, new, names, where, "while")
+            _check_loop_vars(values, new, names, where, "while", optional)
             return step_rows(result[count:], where), carried.arrays(new) + \
                 ([vs[-1] + 1] if counted else [])
         def condition(*vs):
@@ -132,7 +134,8 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
                                  report_truncation=where, exact_length=counted)
         final = list(final) if isinstance(final, (list, tuple)) else [final]
         ran = final.pop() if counted else None
-        return tuple(full(final)) + extended(lists, rows, ran, where, most=bound)
+        return uncarried(full(final), values, names, optional, where, "loop") + \
+            extended(lists, rows, ran, where, most=bound)
     except Exception as exc:
         escaped(exc)        # (what a loop inside recorded: not this loop's)
         surfaced(exc, where)
@@ -140,7 +143,7 @@ def while_stmt(test, body, values, names, where, bound, lists=(), hinted=False,
 
 
 def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(), kept=(),
-             list_names=(), returned_item=False, unpack=None):
+             list_names=(), returned_item=False, unpack=None, optional=()):
     """Run a converted ``for`` (NOTE [autograph loops]): returns its variables' final values, the
     lists it appended to, and the last item when ``item`` holds the current value of a loop
     variable read after the loop. ``stop``: the names of its break and return flags.
@@ -150,7 +153,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
     leaving a loop]). ``returned_item``: the item is read only by a ``return`` inside the
     loop (``return row, h``), which a graph's loop carries (NOTE [autograph loops]).
     ``unpack``: the structure of the loop's target where it unpacks its items (``for a, b in
-    x``: NOTE [autograph unpacking loops])."""
+    x``: NOTE [autograph unpacking loops]). ``optional``: as :func:`while_stmt`'s."""
     keep_item, lists, count = item is not None, list(lists), len(values)
     items_count = None
     if isinstance(iterable, StepList):    # (its items, or its rows: NOTE [autograph lists])
@@ -211,7 +214,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         first_item = _first_item(iterable, item[0], items_count, where) if keep_item \
             else None
         values = flags_as_arrays(values, names)
-        _loop_arrays(values, names, where, "for")
+        _loop_arrays(values, names, where, "for", optional)
         items_of = None if unpack is None else row_items(iterable, unpack, where)
         carried = Carried(values, names, where, "for loop on a tensor")
         arrays = carried.arrays(values)
@@ -229,7 +232,7 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
             with graph_region(where, "for loop", names):
                 result = tuple(body(row, *current))
             new = flags_as_arrays(result[:count], names)
-            _check_loop_vars(values, new, names, where, "for")
+            _check_loop_vars(values, new, names, where, "for", optional)
             kept_item = []
             if keep_item:
                 going = running(*[current[k] for k in stop])
@@ -252,14 +255,15 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
             final = cond(items_count > 0, lambda: list(foreach(
                 step, iterable, arrays, name=node_name(where, "for"))[1]),
                 lambda: list(arrays), name=node_name(where, "for_items"))
-            return carried.rebuild(list(final))
+            return uncarried(carried.rebuild(list(final)), values, names, optional, where, "loop")
         rows, final = foreach(step, iterable, arrays + items +
                               ([mx.sym.zeros((1,))] if counted else []),
                               name=node_name(where, "for"))
         final = list(final)
         steps = final.pop() if counted else None
         last = (final.pop(),) if keep_item else ()
-        return carried.rebuild(final) + extended(lists, rows, steps, where) + last
+        return uncarried(carried.rebuild(final), values, names, optional, where, "loop") + \
+            extended(lists, rows, steps, where) + last
     except Exception as exc:
         escaped(exc)        # (what a loop inside recorded: not this loop's)
         if raised_by_traced_shapes(exc) and not surfaced_inside(exc) and \
@@ -384,9 +388,23 @@ def _where(going, new, old, names, where):
     return tuple(rebuilt(n, o) for n, o in zip(new, old))
 
 
-def _loop_arrays(values, names, where, what):
+def uncarried(values, before, names, optional, where, what):
+    """A tensor loop's or if's variables ``values`` after it: each of ``optional`` (read
+    only by the handlers of a try around it) that had no value ``before`` it, not carried,
+    one whose use says why (NOTE [what only a handler reads])."""
+    return tuple(Undefined(name, where, why=(
+        f"is read by a handler of the try around this {what} on a tensor, after an exception "
+        f"raised past it, and has no value before the {what}; a graph's {what} carries only "
+        f"variables that have one (plain Python's would hold what the {what} left), so give "
+        f"it a value before the {what}"))
+                 if name in optional and isinstance(old, Undefined) else value
+                 for name, value, old in zip(names, values, before))
+
+
+def _loop_arrays(values, names, where, what, optional=()):
     for name, value in zip(names, values):
-        if isinstance(value, Undefined):
+        # (one only a handler reads stays without a value: NOTE [what only a handler reads])
+        if isinstance(value, Undefined) and name not in optional:
             raise AutographError(f"{where}: variable {name!r}{read_by(where, name)} is "
                                  f"assigned in this {what} loop "
                                  f"on a tensor but has no value before it; a graph's loop "
@@ -395,8 +413,10 @@ def _loop_arrays(values, names, where, what):
     return [v for v in values if isinstance(v, mx.sym.Symbol)]
 
 
-def _check_loop_vars(before, after, names, where, what):
+def _check_loop_vars(before, after, names, where, what, optional=()):
     for name, old, new in zip(names, before, after):
+        if isinstance(old, Undefined) and name in optional:
+            continue        # (not carried: NOTE [what only a handler reads])
         no_structure(name, old, new, where, f"this {what} loop on a tensor")
         if isinstance(spec_of(old), tuple):
             continue        # the same structure of arrays (checked above): carried

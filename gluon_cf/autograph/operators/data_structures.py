@@ -55,12 +55,12 @@ NOTE [autograph lists]
     (NOTE [checked items]). In a graph's ``while`` the step that breaks would still give its row, so
     an append after a break there stays refused. Any other change of an outside list, dict or set by
     a method call (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is
-    an AutographError (``side_effects.no_outer_lists``): traced once, it would happen once,
+    an AutographError (``outer_lists.no_outer_lists``): traced once, it would happen once,
     whatever the condition; a step reading the list it appends to is told so (no step sees
     earlier items)."""
 import linecache
 import operator
-from typing import Callable, Optional
+from typing import List, Optional
 
 import mxnet as mx
 
@@ -169,27 +169,18 @@ class StepList:
         # whether, holding no item, its rows are a row appended where a condition did not
         # hold (not zero rows): unpacking it is checked (NOTE [checked items])
         self.stale = stale and self.least == 0
+        # the lists joined into this one (StepList.joined), whose numbers of items add up
+        # to its own, or None
+        self.parts: Optional[List["StepList"]] = None
 
-    # where the input shapes give both lengths, the join of known lengths (made on the first
-    # question of a length: NOTE [a joined list's length])
-    static: Optional[Callable[[], Optional["StepList"]]] = None
-
-    def joined(self, rows, count, most=None, maybe_stale=False, theirs=None):
-        """These items, then ``rows`` (``count`` of them; ``theirs``: the collected list they
-        are the rows of). MXNet 1.x cannot compute on an array of zero rows (0 is its unknown
-        size), so where either side may have none, a cond picks the other. ``maybe_stale``:
-        ``rows`` is one row that counts only where the array ``count`` holds."""
-        general = self._join(self.rows, self.n_items, self.most, self.least, rows, count,
-                             most, maybe_stale)
-        if not maybe_stale and not (isinstance(self.n_items, int) and isinstance(count, int)):
-            before = self.copy()
-            general.static = lambda: before._joined_statically(rows, count, theirs)
-        return general
-
-    def _join(self, mine, n_items, mine_most, least, theirs, count, most, maybe_stale):
+    def joined(self, rows, count, most=None, maybe_stale=False):
+        """These items, then ``rows`` (``count`` of them). MXNet 1.x cannot compute on an
+        array of zero rows (0 is its unknown size), so where either side may have none, a
+        cond picks the other. ``maybe_stale``: ``rows`` is one row that counts only where the
+        array ``count`` holds."""
+        mine, theirs = self.rows, rows
         name = node_name(self.where, "rows")
-        if isinstance(count, int) and not count:    # (theirs hold none: emptied by clear)
-            return StepList(mine, n_items, self.where, mine_most, least, self.stale)
+        n_items, mine_most, least = self.n_items, self.most, self.least
 
         def with_theirs():      # computed in the branch where these rows exist
             both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
@@ -201,40 +192,25 @@ class StepList:
         else:       # (holding no item, emptied by pop or clear: its rows stand for none)
             joined = with_theirs() if n_items else theirs
         most = count if isinstance(count, int) else most
-        return StepList(joined, n_items + count, self.where,
-                        None if mine_most is None or most is None else mine_most + most,
-                        least + (count if isinstance(count, int) else 0),
-                        self.stale or maybe_stale)
-
-    # NOTE [a joined list's length]
-    #     Items collected by a loop over rows of a shape the input shapes give, joined to
-    #     earlier items or to another loop's, are a list of a length known while tracing;
-    #     what needs that length (len, pop, insert, slices, unpacking into names) reads it,
-    #     which makes the block's graph one for those input shapes (NOTE [graphs traced for
-    #     input shapes]). The join itself needs no length (a cond on each count), and a graph
-    #     read for no shape is one an export runs on inputs of any shape: so the join of
-    #     known lengths is made only when a length is first asked for (``known_length``),
-    #     and the list becomes it then.
-    def _joined_statically(self, rows, count, theirs):
-        """The join of known lengths (None where the input shapes do not give them)."""
-        if theirs is not None:
-            count = theirs.known_length(self.where)
-            rows = theirs.rows
-        elif isinstance(count, mx.sym.Symbol):
-            shape = static_shape(rows, self.where)
-            count = shape[0] if shape and shape[0] > 0 else None
-        known = None if count is None else self.known_length(self.where)
-        if known is None:
-            return None
-        return self._join(self.rows, known, known, known, rows, count, count, False)
-
-    def _become(self, other):
-        """This list holds ``other``'s items from now on (in place, as a list's own)."""
-        self.rows, self.n_items, self.most = other.rows, other.n_items, other.most
-        self.least, self.stale, self.static = other.least, other.stale, other.static
+        out = StepList(joined, n_items + count, self.where,
+                       None if mine_most is None or most is None else mine_most + most,
+                       least + (count if isinstance(count, int) else 0),
+                       self.stale or maybe_stale)
+        # (where the input shapes give each part's number, the joined list's is known,
+        # read only where asked: a graph read for input shapes is not exported)
+        if not (out.stale or isinstance(out.n_items, int)):
+            # (a copy of this one: append and += make it the joined list in place)
+            mine_now = StepList(mine, n_items, self.where, mine_most, least)
+            out.parts = (self.parts or [mine_now] if not (isinstance(n_items, int) and
+                                                        not n_items) else []) + \
+                [StepList(rows, count, self.where, most)]
+        return out
 
     def append(self, value):
-        self._become(self.joined(mx.sym.expand_dims(value, axis=0), 1))
+        joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
+        self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
+        self.parts = joined.parts
+        self.least, self.stale = joined.least, joined.stale
 
     def __getitem__(self, index):
         return self.item(index, self.where)
@@ -277,16 +253,19 @@ class StepList:
         condition did not hold has rows that are not its items.)"""
         if isinstance(self.n_items, int):
             return self.n_items
-        static, self.static = self.static, None
-        joined = None if static is None or self.stale else static()
-        if joined is not None:
-            self._become(joined)
-            return self.n_items
+        if self.parts and not self.stale:
+            counts = [part.known_length(where) for part in self.parts]
+            return None if None in counts else sum(counts)
         shape = None if self.stale else static_shape(self.rows, where)
         return shape[0] if shape else None
 
     def rows_list(self, n, indices, where):
         """The items at ``indices`` (of the ``n`` the list holds) as a Python list."""
+        if self.parts and not isinstance(self.n_items, int):
+            # (rows joined by a cond: each part's own items)
+            items = [item for part in self.parts for item in part.rows_list(
+                part.known_length(where), range(part.known_length(where)), where)]
+            return [items[k] for k in indices]
         shape = static_shape(self.rows, where) if not isinstance(self.n_items, int) else None
         out = []
         for k in indices:
@@ -370,10 +349,7 @@ class StepList:
     def copy(self):
         """A new list of the same items (``items[:]``, ``list(items)``, ``items.copy()``):
         appending to it leaves this one as it is."""
-        copied = StepList(self.rows, self.n_items, self.where, self.most, self.least,
-                          self.stale)
-        copied.static = self.static
-        return copied
+        return StepList(self.rows, self.n_items, self.where, self.most, self.least, self.stale)
 
     def __add__(self, other):
         """``items + other``: a new list of these items then ``other``'s (a collected list or
@@ -383,8 +359,7 @@ class StepList:
             return list_operand(other, "+")
         if isinstance(mine, list):                  # (no item)
             return self.copy()
-        return self.joined(mine.rows, mine.n_items, mine.most, maybe_stale=mine.stale,
-                           theirs=mine)
+        return self.joined(mine.rows, mine.n_items, mine.most, maybe_stale=mine.stale)
 
     def __iadd__(self, other):
         """``items += other``: in place, as a list's (every name holding it sees it); a tuple
@@ -392,7 +367,8 @@ class StepList:
         joined = self + (list(other) if isinstance(other, tuple) else other)
         if joined is NotImplemented:
             return NotImplemented
-        self._become(joined)
+        self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
+        self.least, self.stale, self.parts = joined.least, joined.stale, joined.parts
         return self
 
     def __radd__(self, other):
@@ -480,6 +456,7 @@ class StepList:
             self.rows = mx.sym.stack(*items, axis=0, name=op_name(where, "items"))
         # (no item: the rows stay, standing for none, as the count says)
         self.n_items = self.most = self.least = len(items)
+        self.parts = None
         self.stale = False
 
     def pop(self, index=-1):
@@ -506,8 +483,13 @@ class StepList:
     def reverse(self):
         """``items.reverse()``: the rows reversed, in place (a list that may hold a row
         appended where a condition did not hold keeps that mark: its count is unchanged)."""
-        self.rows = mx.sym.reverse(self.rows, axis=0,
-                                   name=op_name(_line_here() or self.where, "reversed"))
+        where = _line_here() or self.where
+        self.rows = mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed"))
+        if self.parts:        # (each part's rows reversed, the last part first)
+            self.parts = [StepList(mx.sym.reverse(part.rows, axis=0,
+                                                  name=op_name(where, "reversed")),
+                                   part.n_items, part.where, part.most)
+                          for part in reversed(self.parts)]
 
     def __len__(self):
         n = self.known_length(user_location(2) or self.where)

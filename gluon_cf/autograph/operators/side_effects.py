@@ -6,7 +6,7 @@ NOTE [autograph side effects]
     Python state changed inside a tensor ``if`` or loop would change once, while tracing,
     whatever the condition or the number of steps. Besides the static checks of a branch or
     loop body itself (attribute and item assignment, ``global``/``nonlocal``,
-    :func:`no_outer_lists`), every converted
+    :func:`~gluon_cf.autograph.operators.outer_lists.no_outer_lists`), every converted
     function (helpers and methods reached from the converted one included) runs
     :func:`effect` before assigning an attribute or item of an object that may come from
     outside the call (a parameter, a global, a free variable, or a local not bound to a new
@@ -115,11 +115,23 @@ def mutable(receiver, where, method):
     """The receiver of a mutating method call (``items.append(x)``) in converted code whose
     object may come from outside: a Python container changed inside a graph region is an
     error (:func:`effect`)."""
-    if isinstance(receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
-                             collections.abc.MutableMapping, collections.abc.MutableSet)) \
-            and not made_here(receiver):
-        effect(where, f"changes a Python {type(receiver).__name__} (.{method})")
+    kind = _container_kind(receiver)
+    if kind is not None and not made_here(receiver):
+        effect(where, f"changes a Python {kind} (.{method})")
     return receiver
+
+
+def _container_kind(value):
+    """The name of the Python container ``value`` is, else None: a list a tensor loop
+    collected (gluon_cf's stand-in, whose pop, insert, clear and reverse change it in place:
+    NOTE [a collected list's type]) is a list."""
+    kind = type(value)
+    if kind.__module__.startswith("gluon_cf.") and getattr(kind, "python_type", None) is list:
+        return "list"
+    if isinstance(value, (list, dict, set, bytearray, collections.abc.MutableSequence,
+                          collections.abc.MutableMapping, collections.abc.MutableSet)):
+        return kind.__name__
+    return None
 
 
 def container_method(fn, where, mutators, convert=None, call_as=None):
@@ -131,9 +143,8 @@ def container_method(fn, where, mutators, convert=None, call_as=None):
     tensor's rows where it iterates one, a tensor it hashes refused)."""
     receiver = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", None)
-    if name not in mutators or isinstance(receiver, type) or not isinstance(
-            receiver, (list, dict, set, bytearray, collections.abc.MutableSequence,
-                       collections.abc.MutableMapping, collections.abc.MutableSet)):
+    if name not in mutators or isinstance(receiver, type) or \
+            _container_kind(receiver) is None:
         return None
 
     call = fn if call_as is None else call_as(fn, where)
@@ -373,36 +384,3 @@ def output(fn, where):
             kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
         return fn(*args, **kwargs)
     return checked
-
-
-def no_outer_lists(value, names, values, where, what, read=()):
-    """A converted condition or iterable whose region mutates outside objects by method
-    calls: on a Symbol, a list, dict or set among them is an error (a graph's branch or step
-    cannot change a Python object). ``read``: the lists its step appends to and reads."""
-    if isinstance(value, mx.sym.Symbol):
-        for name, current in zip(names, values):
-            if isinstance(current, list) and name in read:   # (outs.append(outs[-1] + r))
-                raise AutographError(
-                    f"{where}: this {what} is on a tensor and its step reads the list {name!r}"
-                    f" it appends to; a graph's loop is one step traced once, which sees no "
-                    f"item an earlier step appended. Carry what the step needs in a variable "
-                    f"(h = h * 0.5 + row; {name}.append(h)); read the list after the loop")
-            if isinstance(current, (list, dict, set)) and what.startswith("code after"):
-                raise AutographError(
-                    f"{where}: this statement runs after a break, continue or return under a "
-                    f"tensor if (whether it runs is known only when the graph runs) and changes "
-                    f"the {type(current).__name__} {name!r} from outside the loop; to collect "
-                    f"rows, append once per step before the if that breaks (in a while loop) "
-                    f"or after it in a for over a Python range (as the last statement of the "
-                    f"step)")
-            if isinstance(current, (list, dict, set)):
-                raise AutographError(
-                    f"{where}: this {what} is on a tensor and changes the {type(current).__name__}"
-                    f" {name!r} from outside it; a graph's {what.split()[0]} runs as one graph "
-                    f"built once, so it cannot change a Python {type(current).__name__} (in a "
-                    f"loop, append once per step, as a statement of the loop's body, to "
-                    f"collect rows: in a while loop before any break, in a for over a Python "
-                    f"range before a break or last in the step after it, to a list the "
-                    f"function makes and gives to no other name, object or call before the "
-                    f"loop; in an if, assign an array in both branches)")
-    return value

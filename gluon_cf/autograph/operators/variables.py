@@ -18,10 +18,12 @@ class Undefined:
     """The value of a variable an ``if`` did not assign on the branch it took: any use of it
     raises an AutographError naming the variable."""
 
-    def __init__(self, name, where, deleted=False):
-        self._name, self._where, self._deleted = name, where, deleted
+    def __init__(self, name, where, deleted=False, why=None):
+        self._name, self._where, self._deleted, self._why = name, where, deleted, why
 
     def _fail(self, *args, **kwargs):
+        if self._why:
+            raise AutographError(f"{self._where}: variable {self._name!r} {self._why}")
         if self._deleted:
             raise AutographError(f"{self._where}: variable {self._name!r} is used after this "
                                  f"del removed it (Python's NameError); assign it again "

@@ -104,12 +104,27 @@ def _effect(statement, memo):
 
 _TRIES = (ast.Try, ast.TryStar)
 
+# NOTE [what only a handler reads]
+#     The handlers of a try read their variables after any statement of its body (an
+#     exception may leave there), so a tensor loop or if in the body carries what they read
+#     (NOTE [an index error the user's try catches]). A variable that only they read, with no
+#     value before the loop (``try: for r in x: t = r * 2; h = h + t`` / ``except
+#     ValueError: h = h + t``), or that a branch of the if may leave unassigned, needs none
+#     where no exception leaves: the graph's loop or if does not carry it (``optional`` of
+#     ``for_stmt``, ``while_stmt``, ``if_stmt``). Where an exception leaves the loop's first
+#     step re-run as Python it holds what that step left (NOTE [an exception leaving a
+#     loop]); read by a handler after an exception raised past the loop or if, it is an
+#     ``Undefined`` saying why (refused: plain Python's holds what the loop left). Read
+#     otherwise after it, it is carried (and refused without a value before it), as before.
 
-def live_after(node, parents, func, memo=None):
+
+def live_after(node, parents, func, memo=None, handlers=True):
     """Names read after ``node`` before being assigned: by the following statements of its
     block and of every enclosing block, and by the next step of every enclosing loop.
     ``parents``: each node's parent in ``func``, the function being converted; ``memo``: as
-    :func:`exposed_names`'s."""
+    :func:`exposed_names`'s. Without ``handlers``: not counting the handlers of the tries
+    around it (what only they read needs no value where no exception leaves: NOTE [what only
+    a handler reads])."""
     names, child = set(), node
     parent = parents.get(child)
     while parent is not None and child is not func:
@@ -118,6 +133,11 @@ def live_after(node, parents, func, memo=None):
             if isinstance(block, list) and child in block:
                 names |= exposed_names(block[block.index(child) + 1:], memo)
         if isinstance(parent, _TRIES) and child in parent.body:
+            # the else clause runs after the body (it was left out: a loop in the body did
+            # not carry what only the else read, eagerly too)
+            names |= exposed_names(parent.body[parent.body.index(child) + 1:] + parent.orelse,
+                                    memo)
+        if handlers and isinstance(parent, _TRIES) and child in parent.body:
             # an exception leaving any part of a try's body runs its handlers, then its
             # finally (NOTE [an exception leaving a loop]: the variables are carried out)
             names |= set().union(*[exposed_names(h.body, memo) - {h.name} |
