@@ -178,6 +178,8 @@ class StepList:
         array of zero rows (0 is its unknown size), so where either side may have none, a
         cond picks the other. ``maybe_stale``: ``rows`` is one row that counts only where the
         array ``count`` holds."""
+        if isinstance(count, int) and not count:   # (theirs, emptied by clear, stand for none)
+            return self.copy()
         mine, theirs = self.rows, rows
         name = node_name(self.where, "rows")
         n_items, mine_most, least = self.n_items, self.most, self.least
@@ -349,7 +351,10 @@ class StepList:
     def copy(self):
         """A new list of the same items (``items[:]``, ``list(items)``, ``items.copy()``):
         appending to it leaves this one as it is."""
-        return StepList(self.rows, self.n_items, self.where, self.most, self.least, self.stale)
+        copied = StepList(self.rows, self.n_items, self.where, self.most, self.least,
+                          self.stale)
+        copied.parts = self.parts
+        return copied
 
     def __add__(self, other):
         """``items + other``: a new list of these items then ``other``'s (a collected list or
