@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 #     node's id with the node kept beside it (a dropped node's id may be reused), and
 #     neither outlives the stretch of code that changes no node (analyses set flags,
 #     ``ag_...`` attributes, which are no fields).
-#     tools/conversion_oracle.py checks the converted code is unchanged.
+#     tests/tools/conversion_oracle.py checks the converted code is unchanged.
 
 _AST = ast.AST
 # (Python's grammar: fields of these types hold strings, numbers or constants, not nodes)

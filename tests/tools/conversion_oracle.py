@@ -1,7 +1,7 @@
 """Conversion oracle: autograph's output on a large corpus of functions, compared between two
 copies of the package (say main's and a branch's), and the time each conversion takes.
 
-    python tools/conversion_oracle.py BASE_ROOT NEW_ROOT [--seeds N]
+    python tests/tools/conversion_oracle.py BASE_ROOT NEW_ROOT [--seeds N]
 
 Each root is a folder holding a ``gluon_cf`` package; each is imported in its own
 subprocess. The corpus: every function and method (at any depth) of tests/*.py, the
@@ -23,7 +23,7 @@ import sys
 import textwrap
 import time
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _functions(text, filename):
