@@ -147,12 +147,14 @@ def test_the_exported_symbol_file_has_no_source_attribute_on_variables(tmp_path)
     net.export(str(tmp_path / "net"))
     text = (tmp_path / "net-symbol.json").read_text()
     variables = [n for n in json.loads(text)["nodes"] if n["op"] == "null"]
-    assert [n["name"] for n in variables] == ["data", "dense0_weight", "dense0_bias"]
+    # (the Dense's prefix counts the Dense blocks made before in this process: dense<k>_)
+    dense = net.fc.prefix
+    assert [n["name"] for n in variables] == ["data", dense + "weight", dense + "bias"]
     assert not any("__gcf_src__" in n.get("attrs", {}) for n in variables)
     sym = mx.sym.load(str(tmp_path / "net-symbol.json"))
-    assert "__gcf_src__" not in sym.get_internals()["dense0_weight"].tojson()
+    assert "__gcf_src__" not in sym.get_internals()[dense + "weight"].tojson()
     assert not any("__gcf_src__" in attrs for attrs in sym.attr_dict().values())
-    assert "__gcf_src__" not in sym.get_internals()["dense0_bias"].list_attr()
+    assert "__gcf_src__" not in sym.get_internals()[dense + "bias"].list_attr()
     with warnings.catch_warnings():     # (MXNet's "Cannot decide type" of the data input)
         warnings.simplefilter("ignore")
         imported = mx.gluon.SymbolBlock.imports(str(tmp_path / "net-symbol.json"), ["data"],
