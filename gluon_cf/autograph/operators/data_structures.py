@@ -215,6 +215,11 @@ class StepList:
         self.least, self.stale = joined.least, joined.stale
 
     def __getitem__(self, index):
+        # (an int or a slice read where conversion did not see a collected list, c = a + b;
+        # c[9]: its IndexError or shape read names this line, not the loop's; any other
+        # index keeps the refusal saying how to count the items)
+        if isinstance(index, slice) or isinstance(index, int) and not isinstance(index, bool):
+            return self.item(index, _line_here() or self.where)
         return self.item(index, self.where)
 
     def item(self, index, where):
