@@ -208,11 +208,13 @@ class StepList:
                 [StepList(rows, count, self.where, most)]
         return out
 
-    def append(self, value):
-        joined = self.joined(mx.sym.expand_dims(value, axis=0), 1)
+    def _become(self, joined):
+        """This list holds ``joined``'s items from now on (in place, as a list's own)."""
         self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
-        self.parts = joined.parts
-        self.least, self.stale = joined.least, joined.stale
+        self.least, self.stale, self.parts = joined.least, joined.stale, joined.parts
+
+    def append(self, value):
+        self._become(self.joined(mx.sym.expand_dims(value, axis=0), 1))
 
     def __getitem__(self, index):
         # (an int or a slice read where conversion did not see a collected list, c = a + b;
@@ -377,8 +379,7 @@ class StepList:
         joined = self + (list(other) if isinstance(other, tuple) else other)
         if joined is NotImplemented:
             return NotImplemented
-        self.rows, self.n_items, self.most = joined.rows, joined.n_items, joined.most
-        self.least, self.stale, self.parts = joined.least, joined.stale, joined.parts
+        self._become(joined)
         return self
 
     def __radd__(self, other):
