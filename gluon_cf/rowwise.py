@@ -65,12 +65,13 @@ class Rejected(Exception):
         self.hint = hint
         self.source = node.get("attrs", {}).get(SOURCE_ATTR)
 
-    def describe(self):
+    def describe(self, hint=True):
+        """What rejects the graph and where, then (``hint``) what to do."""
+        tail = ". %s" % self.hint if hint else ""
         if self.op is None:
-            return "%s %s. %s" % (self.node, self.why, self.hint)
+            return "%s %s%s" % (self.node, self.why, tail)
         where = " at %s" % self.source if self.source else ""
-        return "operator %s (node %r)%s %s. %s" % (self.op, self.node, where, self.why,
-                                                   self.hint)
+        return "operator %s (node %r)%s %s%s" % (self.op, self.node, where, self.why, tail)
 
 
 # ---- attribute parsing ---------------------------------------------------------------------
@@ -483,6 +484,32 @@ def batch_rows(rows):
 def rows_being_checked():
     """The batch size shape inference is running for (see batch_rows), or None."""
     return getattr(_rows, "value", None)
+
+
+# NOTE [loops lowered on rows]
+#     The batching executor runs a loop once per row (its batching rule only asks for one row
+#     per invocation out of it), so its ``cond`` and ``func`` may mix rows. The ONNX lowering
+#     of a recursion does not: a ``while_loop`` making recursive calls runs for every row of a
+#     level at once, its ``cond`` and ``func`` evaluated on all the rows (NOTE [recursion as
+#     ONNX loops] in export/onnx_recursion/lowering.py). A ``cond`` of ``F.sum(k < end) > 0``
+#     then summed the rows of all the level's calls, and the exported model counted children
+#     that were not there, silently. So while the lowering plans (``lowering_rows()``), a
+#     ``while_loop``'s graphs must act row by row themselves (``while_loop``'s batching rule),
+#     and row-wise verdicts are cached per mode (``Graph.rows_rejected``).
+@contextlib.contextmanager
+def lowering_rows():
+    """Row-wise checks for the ONNX lowering (NOTE [loops lowered on rows])."""
+    previous = getattr(_rows, "lowering", False)
+    _rows.lowering = True
+    try:
+        yield
+    finally:
+        _rows.lowering = previous
+
+
+def lowering_now():
+    """Whether the row-wise checks running are the ONNX lowering's (see lowering_rows)."""
+    return getattr(_rows, "lowering", False)
 
 
 _UNINFERRED = "has shapes that cannot be inferred for a batch"
