@@ -95,3 +95,59 @@ def test_a_loop_cond_mixing_the_invocations_rows_is_refused_by_export_onnx(count
         for tree, want in zip(_TREES, _COUNTS):
             got, = run(*tree)
             np.testing.assert_allclose(got, [want], rtol=1e-5, atol=1e-6)
+
+
+_MASK_OF_NO_ELEMENT = r'''
+import sys, warnings
+import numpy as np, mxnet as mx
+import gluon_cf
+from gluon_cf import autograph
+warnings.simplefilter("ignore")
+
+
+class Sum(mx.gluon.HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        h = F.zeros((1, 4))
+        for r in F.contrib.boolean_mask(x, m):   # the line named
+            h = h + r
+        return h
+
+
+for hybridize in (False, True):
+    net = Sum()
+    net.initialize()
+    if hybridize:
+        net.hybridize()
+    x = mx.nd.array(np.ones((0, 4), np.float32))
+    m = mx.nd.array(np.ones((0,), np.float32))
+    try:
+        net(x, m).wait_to_read()
+    except gluon_cf.ZeroSizeError as err:
+        print(hybridize, str(err).replace("\n", " "))
+    rows = net(mx.nd.ones((2, 4)), mx.nd.array([1, 0])).asnumpy()   # (the block still works)
+    print(hybridize, rows.tolist())
+'''
+
+
+def test_a_boolean_mask_of_no_element_is_an_error_not_the_end_of_the_process(tmp_path):
+    """A batch of no row through ``for r in F.contrib.boolean_mask(x, m):``: MXNet 1.9.1's
+    boolean_mask ended the process ("terminate called without an active exception"), eagerly
+    and hybridized; now a ZeroSizeError at the user's line (NOTE [a mask of no element])."""
+    import subprocess
+    import sys
+    script = tmp_path / "mask_of_no_element.py"
+    script.write_text(_MASK_OF_NO_ELEMENT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4, done.stdout
+    eager, eager_rows, hybrid, hybrid_rows = lines
+    line = next(k for k, text in enumerate(_MASK_OF_NO_ELEMENT.splitlines(), 1)
+                if "the line named" in text)
+    assert eager.startswith("False gluon_cf: boolean_mask at %s:%d " % (script, line)), eager
+    assert hybrid.startswith("True gluon_cf: ") and str(script) in hybrid, hybrid
+    assert "boolean_mask" in hybrid and "::" not in eager + hybrid, hybrid
+    assert (eager_rows, hybrid_rows) == ("False [[1.0, 1.0, 1.0, 1.0]]",
+                                         "True [[1.0, 1.0, 1.0, 1.0]]")
