@@ -493,9 +493,12 @@ def rows_being_checked():
 #     level at once, its ``cond`` and ``func`` evaluated on all the rows (NOTE [recursion as
 #     ONNX loops] in export/onnx_recursion/lowering.py). A ``cond`` of ``F.sum(k < end) > 0``
 #     then summed the rows of all the level's calls, and the exported model counted children
-#     that were not there, silently. So while the lowering plans (``lowering_rows()``), a
-#     ``while_loop``'s graphs must act row by row themselves (``while_loop``'s batching rule),
-#     and row-wise verdicts are cached per mode (``Graph.rows_rejected``).
+#     that were not there, silently; so did a call's argument or a counter's update reading
+#     ``F.min(k)``. So while the lowering plans (``lowering_rows()``), a ``while_loop``'s
+#     ``cond`` must act row by row itself, and so must what its ``func`` computes without the
+#     recursive calls (``skeleton_rejected``: a call infers one row for all the invocations, so
+#     the rest of ``func`` cannot be inferred for several), in ``while_loop``'s batching rule;
+#     row-wise verdicts are cached per mode (``Graph.rows_rejected``).
 @contextlib.contextmanager
 def lowering_rows():
     """Row-wise checks for the ONNX lowering (NOTE [loops lowered on rows])."""
@@ -510,6 +513,37 @@ def lowering_rows():
 def lowering_now():
     """Whether the row-wise checks running are the ONNX lowering's (see lowering_rows)."""
     return getattr(_rows, "lowering", False)
+
+
+def skeleton_rejected(symbol, flags, shapes):
+    """None if what a loop's ``func`` (``symbol``) computes without its recursive calls - the
+    calls' arguments, the loop variables not made from what the calls return - acts row by
+    row, else the :class:`Rejected` saying why (NOTE [loops lowered on rows]). ``flags`` and
+    ``shapes``: per input name, whether it is batched, its shape for ``ROWS`` rows."""
+    import mxnet as mx
+    from ._graph_json import reached_ids
+    js = json.loads(symbol.tojson())
+    nodes = js["nodes"]
+    calls = {nid for nid, n in enumerate(nodes) if registry.kind_of(n) == "invoke"}
+    entries = [tuple(e[:2]) for nid in sorted(calls) for e in nodes[nid]["inputs"]] + \
+        [tuple(h[:2]) for h in js["heads"]]
+    kept = [e for e in dict.fromkeys(entries)
+            if nodes[e[0]]["op"] != "null" and not calls & set(reached_ids(nodes, [e[0]]))]
+    if not kept:
+        return None
+    internals = symbol.get_internals()
+    index = {entry: k for k, entry in enumerate(_internal_entries(internals, nodes))}
+    if any(e not in index for e in kept):
+        return Rejected({"name": "its loop's skeleton"}, "could not be told apart",
+                        HINT_UNKNOWN)
+    part = mx.sym.Group([internals[index[e]] for e in kept])
+    names = part.list_inputs()
+    try:
+        check_symbol(part, json.loads(part.tojson()), {n: flags[n] for n in names},
+                     {n: shapes[n] for n in names})
+    except Rejected as rejected:
+        return rejected
+    return None
 
 
 _UNINFERRED = "has shapes that cannot be inferred for a batch"

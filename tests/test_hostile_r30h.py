@@ -7,9 +7,12 @@ top-down and n-ary tree recursion, dtypes and batch sizes, exported.
   ``while F.sum(k < end) > 0:`` gives) exported through ``export_onnx`` silently: the
   lowering runs the loop's cond on all the invocations of a level at once, so the sum mixed
   the rows of sibling calls and the model counted 7 nodes of a 5-node tree (onnxruntime;
-  Gluon, eagerly and hybridized, and ``save_artifact`` gave 5). Now ``export_onnx`` refuses
-  it, naming the loop's and the sum's lines (NOTE [loops lowered on rows]); a cond acting
-  row by row (``k < end``) still exports and equals Gluon.
+  Gluon, eagerly and hybridized, and ``save_artifact`` gave 5); so did a call's argument or
+  a counter's update reading the least counter of all (``F.min(k)``). Now ``export_onnx``
+  refuses them, naming the loop's and the operator's lines (NOTE [loops lowered on rows]);
+  a loop acting row by row (``k < end``) still exports and equals Gluon.
+* a batch of no row through ``for r in F.contrib.boolean_mask(x, m):`` ended the process
+  (MXNet's boolean_mask of a mask of no element), eagerly and hybridized.
 """
 import warnings
 
@@ -29,48 +32,55 @@ def _f32(*values):
 _TREES = [[_f32(0, 0, 0, 0, 2, 4), _f32(0, 1, 2, 3), _f32(4)],
           [_f32(0, 3, 3, 3, 3), _f32(1, 2, 3), _f32(0)],
           [_f32(0, 1, 1), _f32(1), _f32(0)],
-          [_f32(0, 2, 2, 2), _f32(1, 2), _f32(0)]]
-_COUNTS = [5, 4, 2, 3]
+          [_f32(0, 2, 4, 6, 6, 6, 7, 7, 7), _f32(1, 2, 3, 4, 5, 6, 7), _f32(0)]]
+
+
+def _count(ptr, cidx, i):
+    """The oracle: the nodes under node ``i``, in Python."""
+    return 1 + sum(_count(ptr, cidx, int(cidx[k])) for k in range(int(ptr[i]), int(ptr[i + 1])))
 
 
 class _CountNodes(mx.gluon.HybridBlock):
-    """The number of nodes under ``root``; ``summed``: the loop's cond reduces all axes."""
+    """The number of nodes under ``root``, the loop over a node's children mixing the rows of
+    the invocations (``how``): in its cond (a sum over all axes), in its calls' argument or
+    its counter's update (the least counter of all), or not at all ("row-wise")."""
 
-    def __init__(self, summed):
+    def __init__(self, how):
         super().__init__()
-        self.summed = summed
+        self.how = how
 
     def hybrid_forward(self, F, ptr, cidx, root):
-        summed = self.summed
+        how = self.how
 
         @gluon_cf.recursive
         def count(i):
             end = F.take(ptr, i + 1)
 
             def func(k, n):
-                return [], [k + 1, n + count(F.take(cidx, k))]
+                least = F.broadcast_like(F.min(k).reshape((1,)), k)
+                arg = least if how == "argument" else k
+                step = least + 1 if how == "update" else k + 1
+                return [], [step, n + count(F.take(cidx, arg))]
 
             def cond(k, n):
-                return F.sum(k < end) > 0 if summed else k < end   # the reducing cond
+                return F.sum(k < end) > 0 if how == "cond" else k < end
             _, (_, n) = gluon_cf.while_loop(cond, func, [F.take(ptr, i), F.ones((1,))],
                                             max_iterations=4)
             return n
         return count(root)
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["summed", "row-wise"])
-def counted(request):
-    net = _CountNodes(request.param)
-    net.initialize()
-    net.hybridize()
-    return request.param, net
-
-
-def test_a_loop_cond_mixing_the_invocations_rows_is_refused_by_export_onnx(counted, tmp_path):
+@pytest.mark.parametrize("how", ["cond", "argument", "update", "row-wise"])
+def test_a_loop_mixing_the_invocations_rows_is_refused_by_export_onnx(how, tmp_path):
+    """Each exported the values of sibling calls' rows: 7 nodes of a 5-node tree, 7 or 5 of
+    a 8-node one (onnxruntime; Gluon and the artifact counted right)."""
     import onnxruntime as ort
     from gluon_cf.export import export_onnx, load, save_artifact
-    summed, net = counted
-    for tree, want in zip(_TREES, _COUNTS):     # (Gluon: the oracle's counts)
+    net = _CountNodes(how)
+    net.initialize()
+    net.hybridize()
+    counts = [_count(ptr, cidx, int(root[0])) for ptr, cidx, root in _TREES]
+    for tree, want in zip(_TREES, counts):
         assert net(*[mx.nd.array(a) for a in tree]).asnumpy().tolist() == [want]
     example = [mx.nd.array(a) for a in _TREES[0]]
     axes = {0: [0], 1: [0]}
@@ -78,12 +88,14 @@ def test_a_loop_cond_mixing_the_invocations_rows_is_refused_by_export_onnx(count
         warnings.simplefilter("ignore")
         save_artifact(net, example, str(tmp_path / "m.onnx"), dynamic_axes=axes)
         runs = [load(str(tmp_path / "m.onnx"))]
-        if summed:
+        if how != "row-wise":
             with pytest.raises(NotImplementedError) as refused:
                 export_onnx(net, example, dynamic_axes=axes)
             text = str(refused.value)
             assert text.startswith(__file__ + ":"), text
-            assert "gluon_cf.while_loop" in text and "operator sum" in text, text
+            assert "gluon_cf.while_loop" in text and "runs its %s on the rows" % (
+                "cond" if how == "cond" else "func") in text, text
+            assert "operator %s" % ("sum" if how == "cond" else "min") in text, text
             assert "Custom" not in text and "::" not in text, text
         else:
             model = export_onnx(net, example, dynamic_axes=axes)
@@ -92,7 +104,7 @@ def test_a_loop_cond_mixing_the_invocations_rows_is_refused_by_export_onnx(count
             names = [i.name for i in session.get_inputs()]
             runs.append(lambda *xs: session.run(None, dict(zip(names, xs))))
     for run in runs:
-        for tree, want in zip(_TREES, _COUNTS):
+        for tree, want in zip(_TREES, counts):
             got, = run(*tree)
             np.testing.assert_allclose(got, [want], rtol=1e-5, atol=1e-6)
 

@@ -586,13 +586,17 @@ class WhileLoopRule(registry.Rule):
             flags = [k < spec["num_vars"] or f
                      for k, f in enumerate(self.slot_order(spec, in_flags))]
             shapes = self.slot_order(spec, in_shapes)
-            # (func's recursive calls infer one row for all the invocations: what its rows
-            # compute is left to the lowering's own analysis, skeleton._Loop)
-            for role in ("cond",):
+            for role in ("cond", "func"):
                 graph = graphs[role]
-                rejected = graph.rows_rejected(
-                    [rowwise.Shaped(tuple(shapes[k])) for k in graph.slots],
-                    [flags[k] for k in graph.slots])
+                if role == "cond":
+                    rejected = graph.rows_rejected(
+                        [rowwise.Shaped(tuple(shapes[k])) for k in graph.slots],
+                        [flags[k] for k in graph.slots])
+                else:   # (its recursive calls infer one row for all the invocations)
+                    rejected = rowwise.skeleton_rejected(graph.symbol, {
+                        n: flags[k] for n, k in zip(graph.input_names, graph.slots)}, {
+                        n: (rowwise.ROWS,) + tuple(shapes[k][1:]) if flags[k] else
+                        tuple(shapes[k]) for n, k in zip(graph.input_names, graph.slots)})
                 if rejected is not None:
                     raise rowwise.Rejected(
                         dict(node, op="gluon_cf.%s" % OP), "runs its %s on the rows of all "
