@@ -143,7 +143,7 @@ def _made(op, where, shapes):
 #     body, on a batch of no row, so that check is made for every eager call (a comparison of
 #     the operator's handle): a ZeroSizeError at the user's line, as a graph refuses it
 #     (CRASHES_ON_ZERO_SIZE in operators.py).
-_MASK_HANDLE = []
+_MASK_HANDLE: list = []   # (the operator handle, found once)
 
 
 def _boolean_mask_handle():
