@@ -471,14 +471,20 @@ _rows = threading.local()
 
 
 @contextlib.contextmanager
-def batch_rows(rows):
-    """Shape inference for a batch of ``rows`` invocations: predicates may then hold one element
-    per row (``rows_being_checked``, read by the ops' predicate checks)."""
-    _rows.value = rows
+def _rows_setting(name, value):
+    """The per-thread setting ``name`` of the row-wise checks is ``value`` inside."""
+    previous = getattr(_rows, name, None)
+    setattr(_rows, name, value)
     try:
         yield
     finally:
-        _rows.value = None
+        setattr(_rows, name, previous)
+
+
+def batch_rows(rows):
+    """Shape inference for a batch of ``rows`` invocations: predicates may then hold one element
+    per row (``rows_being_checked``, read by the ops' predicate checks)."""
+    return _rows_setting("value", rows)
 
 
 def rows_being_checked():
@@ -499,20 +505,14 @@ def rows_being_checked():
 #     recursive calls (``skeleton_rejected``: a call infers one row for all the invocations, so
 #     the rest of ``func`` cannot be inferred for several), in ``while_loop``'s batching rule;
 #     row-wise verdicts are cached per mode (``Graph.rows_rejected``).
-@contextlib.contextmanager
 def lowering_rows():
     """Row-wise checks for the ONNX lowering (NOTE [loops lowered on rows])."""
-    previous = getattr(_rows, "lowering", False)
-    _rows.lowering = True
-    try:
-        yield
-    finally:
-        _rows.lowering = previous
+    return _rows_setting("lowering", True)
 
 
 def lowering_now():
     """Whether the row-wise checks running are the ONNX lowering's (see lowering_rows)."""
-    return getattr(_rows, "lowering", False)
+    return bool(getattr(_rows, "lowering", None))
 
 
 def skeleton_rejected(symbol, flags, shapes):
