@@ -163,3 +163,34 @@ def test_a_boolean_mask_of_no_element_is_an_error_not_the_end_of_the_process(tmp
     assert "boolean_mask" in hybrid and "::" not in eager + hybrid, hybrid
     assert (eager_rows, hybrid_rows) == ("False [[1.0, 1.0, 1.0, 1.0]]",
                                          "True [[1.0, 1.0, 1.0, 1.0]]")
+
+
+class _Parent(mx.gluon.HybridBlock):
+    def __init__(self, child):
+        super().__init__()
+        with self.name_scope():
+            self.child = child
+
+    def hybrid_forward(self, F, *args):
+        return self.child(*args)   # the line the warning names
+
+
+def test_childsum_past_its_bound_in_a_parent_warns_at_the_users_line():
+    """A ChildSumTreeLSTM inside a user's hybridized block, given a node of 5 children past
+    max_children=3, warned naming gluon_cf/models/recursive.py; now the user's line calling
+    it (the eager model and a hybridized one of its own raise a ValueError)."""
+    from gluon_cf.models import ChildSumTreeLSTM
+    net = _Parent(ChildSumTreeLSTM(5, embed_size=2, hidden_size=2, num_classes=2,
+                                   max_children=3))
+    net.initialize()
+    net.hybridize()
+    inputs = [_f32(0, 1, 2, 3, 4, 0), _f32(0, 5, 5, 5, 5, 5, 5), _f32(1, 2, 3, 4, 5),
+              _f32(0)]
+    with pytest.warns(gluon_cf.TruncationWarning) as caught:
+        net(*[mx.nd.array(a) for a in inputs]).asnumpy()
+    import inspect
+    line = next(k for k, text in enumerate(inspect.getsource(_Parent).splitlines(),
+                                           inspect.getsourcelines(_Parent)[1])
+                if "the line the warning names" in text)
+    assert str(caught[0].message).startswith(
+        "%s:%d: ChildSumTreeLSTM(max_children=3): " % (__file__, line)), str(caught[0].message)
