@@ -194,3 +194,27 @@ def test_childsum_past_its_bound_in_a_parent_warns_at_the_users_line():
                 if "the line the warning names" in text)
     assert str(caught[0].message).startswith(
         "%s:%d: ChildSumTreeLSTM(max_children=3): " % (__file__, line)), str(caught[0].message)
+
+
+class Acc:
+    """A user's object carrying an array (its class name starts with a vowel)."""
+
+    def __init__(self, v):
+        self.v = v
+
+
+class _CarriesAnObject(mx.gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        acc = Acc(F.zeros_like(x[0]))
+        for r in x:
+            acc = Acc(acc.v + r)
+        return acc.v
+
+
+def test_a_loop_carrying_a_user_object_is_refused_in_plain_english():
+    """It said "variable 'acc' is a Acc holding arrays"."""
+    net = _CarriesAnObject()
+    net.hybridize()
+    with pytest.raises(gluon_cf.AutographError, match="variable 'acc' is an Acc holding"):
+        net(mx.nd.ones((2, 3)))

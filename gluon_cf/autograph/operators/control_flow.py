@@ -65,7 +65,8 @@ def no_structure(name, a, b, where, what):
     for value in (a, b):
         if not isinstance(value, mx.sym.Symbol) and holds_arrays(value):
             raise AutographError(
-                f"{where}: variable {name!r}{read_by(where, name)} is a "
+                f"{where}: variable {name!r}{read_by(where, name)} is "
+                f"{'an' if type(value).__name__[:1] in 'AEIOU' else 'a'} "
                 f"{type(value).__name__} holding arrays (and other values) that {what} "
                 f"changes; a graph carries arrays, and lists, tuples, named tuples and dicts "
                 f"of only arrays, so unpack it into variables (h, k = state) and pack it "
