@@ -218,3 +218,42 @@ def test_a_loop_carrying_a_user_object_is_refused_in_plain_english():
     net.hybridize()
     with pytest.raises(gluon_cf.AutographError, match="variable 'acc' is an Acc holding"):
         net(mx.nd.ones((2, 3)))
+
+
+class _Backwards(mx.gluon.HybridBlock):
+    """A bidirectional encoder's backward half: rows collected, then reversed."""
+
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(F.tanh(r * 2))
+        return F.stack(*reversed(outs)), F.concat(*reversed(outs), dim=0)
+
+
+def test_a_reversed_collected_list_unpacked_exports(tmp_path):
+    """``F.stack(*reversed(outs))`` after a ``for`` over an input read the list's length from
+    the input shapes, so export_onnx and save_artifact refused a block that hybridizes ("the
+    shape read here ..."); now its rows are reversed in the graph: exported, equal to Gluon
+    and to plain Python at 2, 3 and 5 rows."""
+    import onnxruntime as ort
+    from gluon_cf.export import export_onnx, load, save_artifact
+    net = _Backwards()
+    net.hybridize()
+    cases = [np.random.RandomState(k).uniform(-1, 1, (n, 2)).astype(np.float32)
+             for k, n in enumerate((3, 5, 2))]
+    example = [mx.nd.array(cases[0])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = export_onnx(net, example, dynamic_axes={0: [0]})
+        save_artifact(net, example, str(tmp_path / "m.onnx"), dynamic_axes={0: [0]})
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    artifact = load(str(tmp_path / "m.onnx"))
+    for x in cases:
+        rows = [np.tanh(r * 2) for r in x]      # plain Python's
+        wants = [np.stack(rows[::-1]), np.concatenate(rows[::-1])]
+        for got in ([o.asnumpy() for o in net(mx.nd.array(x))],
+                    session.run(None, {session.get_inputs()[0].name: x}), artifact(x)):
+            for g, want in zip(got, wants):
+                np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
