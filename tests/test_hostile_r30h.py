@@ -228,14 +228,15 @@ class _Backwards(mx.gluon.HybridBlock):
         outs = []
         for r in x:
             outs.append(F.tanh(r * 2))
-        return F.stack(*reversed(outs)), F.concat(*reversed(outs), dim=0)
+        return F.stack(*reversed(outs)), F.concat(*reversed(outs), dim=0), \
+            F.stack(*outs[1:]), F.concat(*outs[-2:], dim=0)
 
 
-def test_a_reversed_collected_list_unpacked_exports(tmp_path):
-    """``F.stack(*reversed(outs))`` after a ``for`` over an input read the list's length from
-    the input shapes, so export_onnx and save_artifact refused a block that hybridizes ("the
-    shape read here ..."); now its rows are reversed in the graph: exported, equal to Gluon
-    and to plain Python at 2, 3 and 5 rows."""
+def test_a_reversed_or_sliced_collected_list_unpacked_exports(tmp_path):
+    """``F.stack(*reversed(outs))``, ``F.stack(*outs[1:])`` after a ``for`` over an input read
+    the list's length from the input shapes, so export_onnx and save_artifact refused a block
+    that hybridizes ("the shape read here ..."); now the rows are reversed and sliced in the
+    graph: exported, equal to Gluon and to plain Python at 2, 3 and 5 rows."""
     import onnxruntime as ort
     from gluon_cf.export import export_onnx, load, save_artifact
     net = _Backwards()
@@ -252,7 +253,8 @@ def test_a_reversed_collected_list_unpacked_exports(tmp_path):
     artifact = load(str(tmp_path / "m.onnx"))
     for x in cases:
         rows = [np.tanh(r * 2) for r in x]      # plain Python's
-        wants = [np.stack(rows[::-1]), np.concatenate(rows[::-1])]
+        wants = [np.stack(rows[::-1]), np.concatenate(rows[::-1]), np.stack(rows[1:]),
+                 np.concatenate(rows[-2:])]
         for got in ([o.asnumpy() for o in net(mx.nd.array(x))],
                     session.run(None, {session.get_inputs()[0].name: x}), artifact(x)):
             for g, want in zip(got, wants):

@@ -69,6 +69,10 @@ class CallTreesConverter(Converter):
                 getattr(starred[0].value.func, "attr", None) == "iterated":
             starred[0].value = starred[0].value.args[0]   # (the list itself: unpacked's)
         if collected and isinstance(starred[0].value, ast.Call) and \
+                getattr(starred[0].value.func, "attr", None) == "collected_item":
+            # *outs[1:]: the rows the slice keeps, the list's length unread (control_flow)
+            starred[0].value.func.attr = "unpacked_slice"
+        if collected and isinstance(starred[0].value, ast.Call) and \
                 _is_builtin_call(starred[0].value.func, "reversed") and \
                 len(starred[0].value.args) == 1:
             # *reversed(outs): the rows backwards, the list's length unread (list_parts)

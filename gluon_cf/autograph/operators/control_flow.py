@@ -493,6 +493,20 @@ def running_and(flags, test):
     return going if truth(value, "", "while") else False
 
 
+def unpacked_slice(items, index, where):
+    """A converted ``items[a:b]`` unpacked by the call it is written in
+    (``F.stack(*outs[1:])``): for a list a tensor loop collected, the rows the slice keeps,
+    computed in the graph without reading how many items the input shapes give (which made
+    the block's graph one for those shapes: export_onnx and save_artifact refused it);
+    else :func:`collected_item`'s."""
+    if type(items) is StepList and not items.parts and not isinstance(items.n_items, int) \
+            and isinstance(index, slice) and all(isinstance(b, (int, type(None))) and
+                                                 not isinstance(b, bool) for b in
+                                                 (index.start, index.stop, index.step)):
+        return items._sliced(index, where, unread=True)
+    return collected_item(items, index, where)
+
+
 def collected_item(items, index, where):
     """A converted ``items[index]`` where ``items`` names a list a loop collects (NOTE
     [autograph lists]): of the list, or, where the name was rebound to a tensor
