@@ -69,7 +69,8 @@ class CallTreesConverter(Converter):
                 getattr(starred[0].value.func, "attr", None) == "iterated":
             starred[0].value = starred[0].value.args[0]   # (the list itself: unpacked's)
         if collected and isinstance(starred[0].value, ast.Call) and \
-                getattr(starred[0].value.func, "attr", None) == "collected_item":
+                isinstance(starred[0].value.func, ast.Attribute) and \
+                starred[0].value.func.attr == "collected_item":
             # *outs[1:]: the rows the slice keeps, the list's length unread (control_flow)
             starred[0].value.func.attr = "unpacked_slice"
         if collected and isinstance(starred[0].value, ast.Call) and \
