@@ -154,26 +154,10 @@ def _gluon_infers(node, emitter):
     Python bool where every call answers alike, else an ONNX bool scalar computed in
     ``emitter`` from which of the inputs' varying dims are 0 (MXNet's legacy unknown dim,
     the only way an input's sizes change that answer: NOTE [dims a loop's rows follow])."""
-    from gluon_cf import registry
-    from gluon_cf.graph import Graph
-
-    from .while_loop import inferred_step_rows
-    example = node.runs[0][0] if node.runs else node.in_shapes
-    if any(shape is None for shape in example):
+    found = _infers_table(node)
+    if found is None:
         return True   # (no rank known: the padded probe)
-    varying = [(m, axis) for m, shape in enumerate(example) for axis in range(len(shape))
-               if shape[axis] is None or node.in_shapes[m] is None or
-               node.in_shapes[m][axis] is None][:_MOST_VARYING]
-    example = [tuple(1 if d is None else d for d in shape) for shape in example]
-    func, rule = Graph.from_spec(node.spec["graphs"]["func"]), registry.rule_of(node.kind)
-    table = []
-    for bits in range(2 ** len(varying)):
-        shapes = [list(shape) for shape in example]
-        for j, (m, axis) in enumerate(varying):
-            if bits >> j & 1:
-                shapes[m][axis] = 0
-        table.append(inferred_step_rows(func, rule.slot_shapes(node.spec, [
-            tuple(shape) for shape in shapes]), node.spec["num_out_data"]) is not None)
+    varying, table = found
     if all(table) or not any(table):
         return table[0]
     from onnx import TensorProto
@@ -188,6 +172,39 @@ def _gluon_infers(node, emitter):
 
 # (2 ** this many MXNet shape inferences at most; further varying dims are taken nonzero)
 _MOST_VARYING = 8
+
+
+def _infers_table(node):
+    """``(varying dims, answers)`` of ``_gluon_infers``, one answer per set of the varying
+    dims that are 0, or None where an input's rank is unknown; computed once per node (the
+    If choosing the lines and the probe asks it twice; each answer is an inference)."""
+    found = getattr(node, "_gluon_infers_table", False)
+    if found is not False:
+        return found
+    from gluon_cf import registry
+    from gluon_cf.graph import Graph
+
+    from .while_loop import inferred_step_rows
+    example = node.runs[0][0] if node.runs else node.in_shapes
+    if any(shape is None for shape in example):
+        found = None
+    else:
+        varying = [(m, axis) for m, shape in enumerate(example) for axis in range(len(shape))
+                   if shape[axis] is None or node.in_shapes[m] is None or
+                   node.in_shapes[m][axis] is None][:_MOST_VARYING]
+        example = [tuple(1 if d is None else d for d in shape) for shape in example]
+        func, rule = Graph.from_spec(node.spec["graphs"]["func"]), registry.rule_of(node.kind)
+        table = []
+        for bits in range(2 ** len(varying)):
+            shapes = [list(shape) for shape in example]
+            for j, (m, axis) in enumerate(varying):
+                if bits >> j & 1:
+                    shapes[m][axis] = 0
+            table.append(inferred_step_rows(func, rule.slot_shapes(node.spec, [
+                tuple(shape) for shape in shapes]), node.spec["num_out_data"]) is not None)
+        found = (varying, table)
+    node._gluon_infers_table = found
+    return found
 
 
 def _lines_of_func(node):
@@ -353,6 +370,11 @@ def onnx_pad_rows(node, stacked, dtypes):
     elif unplanned:    # the lines where the runs vouch for them, else a probe
         check = Emitter(f"{probe_name}/lines")
         held = _lines_hold(check, node, followed)
+        infers = _gluon_infers(node, check)
+        if infers is False:   # (Gluon runs func: the probe fails where func fails)
+            held = check.const(False, bool)
+        elif infers is not True:
+            held = check.add("And", [held, infers])
         chosen = [check.fresh("zeros") for _ in dtypes]
         check.add("If", [held], chosen, then_branch=_zero_rows_graph(
             node, f"{probe_name}_lines", dtypes, planned, followed, []),
