@@ -7,8 +7,7 @@
   (NOTE [a dim of 0 read as unknown]), else func's graph runs and fails at the gather_nd's
   line, hybridized and exported, whatever the earlier calls;
 """
-import re
-import warnings
+import inspect
 
 import mxnet as mx
 import numpy as np
@@ -111,3 +110,94 @@ def test_a_gather_nd_row_loops_gradient_equals_eager():
         grads.append((x.grad.asnumpy(), y.grad.asnumpy()))
     for eager, hybridized in zip(*grads):
         np.testing.assert_allclose(hybridized, eager, rtol=1e-5, atol=1e-6)
+
+
+# ---- a converted for over kept rows, collecting them ------------------------------------------
+
+class _CollectKeptRowsThenMean(mx.gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, m):
+        items = [F.zeros((4,))]
+        for r in F.contrib.boolean_mask(x, m):
+            items.append(r * 2)
+        return F.mean(F.stack(*items, axis=0), axis=0)
+
+
+def _collect_oracle(x, m):
+    """numpy: the mean of a zero row and twice each kept row."""
+    return np.mean(np.concatenate([np.zeros((1, 4), np.float32), 2 * x[m > 0]]), axis=0)
+
+
+def _mask_case(rng, flags):
+    return [rng.uniform(-1, 1, (len(flags), 4)).astype(np.float32),
+            np.array(flags, np.float32)]
+
+
+def test_collected_kept_rows_of_a_mask_keeping_none_equal_eager_and_numpy(tmp_path):
+    """Hybridized, the converted for over a mask keeping no row was refused ("at least one
+    step is required") where eager Gluon and the exports give zeros: now its collected rows
+    are rows of none of the inferred row shape, values and gradients as eager's, on every
+    call whatever came before."""
+    net = _CollectKeptRowsThenMean()
+    net.hybridize()
+    rng = np.random.RandomState(5)
+    runs = _runs(net, _mask_case(rng, [1, 0, 1]), {0: [0], 1: [0]}, tmp_path)
+    cases = [_mask_case(rng, f) for f in ([0, 0, 0, 0], [1, 1], [0, 1, 0, 0, 1], [0], [1, 0])]
+    fresh = _CollectKeptRowsThenMean()
+    fresh.hybridize()
+    eager = _CollectKeptRowsThenMean()
+    for arrays in cases + cases[:1]:
+        want = _collect_oracle(*arrays)
+        grads = []
+        for block in (eager, net, fresh):
+            x, m = [mx.nd.array(a) for a in arrays]
+            x.attach_grad()
+            with mx.autograd.record():
+                out = block(x, m)
+                loss = (out * mx.nd.array([1, 2, 3, 4])).sum()
+            np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
+            if not arrays[1].any():   # (no row read: no graph to differentiate, as eager's)
+                with pytest.raises(mx.MXNetError, match="not in a computational graph"):
+                    loss.backward()
+                continue
+            loss.backward()
+            grads.append(x.grad.asnumpy())
+        # d loss / d x: each kept row gets 2 * [1, 2, 3, 4] / (1 + kept rows)
+        kept = arrays[1] > 0
+        want_grad = np.outer(kept, 2 * np.arange(1, 5) / (1 + kept.sum())).astype(np.float32)
+        for grad in grads:
+            np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
+        for run in runs:
+            got, = run(*arrays)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+class _CollectPositivePartsOfKeptRows(mx.gluon.HybridBlock):
+    """A collected row of run-time width: no row shape to give rows of none."""
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, m):
+        items = []
+        for r in F.contrib.boolean_mask(x, m):
+            items.append(F.contrib.boolean_mask(r, r > 0))
+        return F.concat(F.zeros((1,)), *items, dim=0)
+
+
+def test_collected_rows_of_run_time_width_over_no_row_refused_on_every_call():
+    """Where the row's shape is known only by running the body, a mask keeping none is
+    refused at the for's line on every call, whatever came before; rows kept still work."""
+    from gluon_cf.errors import ZeroSizeError
+    net = _CollectPositivePartsOfKeptRows()
+    net.hybridize()
+    rng = np.random.RandomState(6)
+    lines, first = inspect.getsourcelines(_CollectPositivePartsOfKeptRows.hybrid_forward)
+    line = r"test_export_r30x\.py:%d" % (
+        first + next(k for k, text in enumerate(lines) if "for r in" in text))
+    for flags in ([1, 0], [0, 0], [1, 1], [0, 0, 0]):
+        x, m = _mask_case(rng, flags)
+        if not any(flags):
+            with pytest.raises(ZeroSizeError, match="the for loop at .*" + line):
+                net(mx.nd.array(x), mx.nd.array(m))
+            continue
+        want = np.concatenate([[0]] + [r[r > 0] for r in x[m > 0]])
+        np.testing.assert_allclose(net(mx.nd.array(x), mx.nd.array(m)).asnumpy(), want,
+                                   rtol=1e-5, atol=1e-6)

@@ -184,7 +184,7 @@ def _infers_table(node):
     from gluon_cf import registry
     from gluon_cf.graph import Graph
 
-    from .while_loop import inferred_step_rows
+    from .loops import inferred_step_rows
     example = node.runs[0][0] if node.runs else node.in_shapes
     if any(shape is None for shape in example):
         found = None
