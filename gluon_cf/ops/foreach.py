@@ -404,7 +404,7 @@ class ForeachRule(registry.Rule):
             # mode does (zero rows: no step to run)
             check_lengths([d.shape[0] for d in data], where, empty)
         if length == 0 and (ns or empty):   # no step: the states as they came in, as copies
-            return empty + [mx.nd.identity(s) for s in states]
+            return list(empty or []) + [mx.nd.identity(s) for s in states]
         if ns == 0:
             as_rows = _steps_as_rows(node, data, captured, out_shapes, frame)
             if as_rows is not None:
