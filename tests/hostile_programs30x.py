@@ -210,18 +210,6 @@ class AutographForWithTensorBreak(HybridBlock):
 
 
 @program(*STEPS)
-class WhileNoStepRowOfGatherNd(HybridBlock):
-    """A row and the gather_nd of x's first row: n = 0 runs no step (zero rows)."""
-    def hybrid_forward(self, F, x, n):
-        def body(i):
-            r = F.take(x, i, mode="clip").reshape((1, -1))
-            g = F.gather_nd(x, F.zeros((1, 1))).reshape((1, -1))
-            return F.concat(r, g, dim=-1), [i + 1]
-        outs, _ = gluon_cf.while_loop(lambda i: i < n, body, [F.zeros((1,))], max_iterations=3)
-        return outs
-
-
-@program(*STEPS)
 class RecursiveHalvingSum(HybridBlock):
     """A recursive function on a counter: each level halves the rest and adds a row."""
     def hybrid_forward(self, F, x, n):

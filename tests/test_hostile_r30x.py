@@ -4,8 +4,9 @@ lists, foreach over run-time-length data, recursion), exported through ``export_
 ``save_artifact`` and compared with the hybridized block on every input list (1e-5), and run
 eager and hybridized (values and gradients) against plain Python where eager Gluon gives a
 value for every list (a while_loop of no step is ``[]`` eagerly, as MXNet's: those compare
-with Gluon only through the exports). All 21 were run so (~9 s exported, ~6 s eager and
-hybridized); a sample runs here."""
+with Gluon only through the exports). All 20 were run so (~9 s exported, ~6 s eager and
+hybridized); a sample runs here (the loop of no step reading a gather_nd of no row is
+``test_export_r30x``'s)."""
 import pytest
 
 import hostile_harness
@@ -15,7 +16,7 @@ from export_harness import assert_equal_or_refused, export_outcomes
 EXPORTED = ["WhileOverKeptRowsClipped", "WhileRowAndSumOfKeptRows",
             "CollectFromTwoMasksIntoOneList", "ForOverKeptRowsWithDense",
             "CondOfKeptOrAllThenForeach", "WhileBodyCondOfDifferentSizes",
-            "WhileNoStepRowOfGatherNd", "ForeachRowsWhileOverKeptEntries",
+            "ForeachRowsWhileOverKeptEntries",
             "WhileOverKeptRowsPick", "MaskKeepsAllOrNoneThenMeanOfRows"]
 REFUSED = {
     # (a tensor break in a for that collects rows: refused at its line with what to write)
