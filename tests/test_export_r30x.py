@@ -6,6 +6,11 @@
   exports (2, 1, 6)): now the rows are inferred only where a dim of 0 cannot change them
   (NOTE [a dim of 0 read as unknown]), else func's graph runs and fails at the gather_nd's
   line, hybridized and exported, whatever the earlier calls;
+* a converted ``for`` over kept rows collecting them, hybridized, refused a mask keeping none
+  where eager and the exports give values (NOTE [a foreach of no step]);
+* exported, a while_loop of exact length that ran no step gave rows of width 0 where the
+  width was known only at run time, and the shape plan took MXNet's (1, 4) for a row of a
+  gather_nd of kept rows concatenated to a row, (1, 8).
 """
 import inspect
 
@@ -201,3 +206,76 @@ def test_collected_rows_of_run_time_width_over_no_row_refused_on_every_call():
         want = np.concatenate([[0]] + [r[r > 0] for r in x[m > 0]])
         np.testing.assert_allclose(net(mx.nd.array(x), mx.nd.array(m)).asnumpy(), want,
                                    rtol=1e-5, atol=1e-6)
+
+
+# ---- loops of exact length that run no step, exported ----------------------------------------
+
+class _ExactLengthRowsOfDynamicWidth(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, n):
+        def body(i):
+            return F.take(x, i, mode="clip").reshape((1, -1)) * 2, [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < n, body, [F.zeros((1,))])
+        return F.sum(outs, axis=0)
+
+
+def test_an_exact_length_loop_of_no_step_exports_its_rows_width(tmp_path):
+    """The Loop's empty scan outputs took the dims its body declares, 0 where unknown: the
+    sum of no row of width 6 was (1, 0) from onnxruntime and load(), (1, 6) zeros in Gluon.
+    numpy: the rows taken, doubled, summed."""
+    net = _ExactLengthRowsOfDynamicWidth()
+    net.hybridize()
+    rng = np.random.RandomState(7)
+    example = [rng.uniform(-1, 1, (3, 4)).astype(np.float32), np.array([2], np.float32)]
+    runs = _runs(net, example, {0: [0, 1]}, tmp_path)
+    for rows, width, steps in ((2, 6, 0), (4, 5, 0), (4, 3, 1), (3, 4, 3)):
+        x = rng.uniform(-1, 1, (rows, width)).astype(np.float32)
+        n = np.array([steps], np.float32)
+        want = 2 * x[[min(i, rows - 1) for i in range(steps)]].sum(axis=0, keepdims=True) \
+            if steps else np.zeros((1, width), np.float32)
+        for run in [lambda *a: [net(*[mx.nd.array(v) for v in a]).asnumpy()]] + runs:
+            got, = run(x, n)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+class _ExactLengthGatherNdOfKept(mx.gluon.HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+
+        def body(i):
+            r = F.take(x, i, mode="clip").reshape((1, -1))
+            g = F.gather_nd(kept, F.zeros((1, 1))).reshape((1, -1))
+            return F.concat(r, g, dim=-1), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < F.sum(m).reshape((1,)), body,
+                                      [F.zeros((1,))])
+        return F.sum(outs, axis=0)
+
+
+def test_an_exact_length_loop_reading_a_gather_nd_of_kept_rows_fails_alike(tmp_path):
+    """The shape plan inferred the step row (1, 4) (MXNet summed the gather_nd's unknown
+    width as 0) where it is (1, 8): with no row kept the exports gave (1, 4) zeros, and the
+    artifact (1, 0), where Gluon fails at the gather_nd's line: now all fail there; rows kept
+    equal numpy."""
+    import onnxruntime as ort
+    from gluon_cf.export import ArtifactError
+    from gluon_cf.hybrid import BlockZeroSizeError
+    net = _ExactLengthGatherNdOfKept()
+    net.hybridize()
+    rng = np.random.RandomState(8)
+    runs = _runs(net, _mask_case(rng, [1, 0, 1]), {0: [0], 1: [0]}, tmp_path)
+    for flags in ([1, 1], [0, 1, 0, 0, 1]):
+        x, m = _mask_case(rng, flags)
+        kept = x[m > 0]
+        want = np.concatenate([x[[min(i, len(x) - 1) for i in range(len(kept))]],
+                               np.repeat(kept[:1], len(kept), axis=0)], axis=1).sum(axis=0)
+        for run in [lambda *a: [net(*[mx.nd.array(v) for v in a]).asnumpy()]] + runs:
+            got, = run(x, m)
+            np.testing.assert_allclose(got, want[None], rtol=1e-5, atol=1e-6)
+    x, m = _mask_case(rng, [0, 0, 0, 0])
+    line = _line_of(_ExactLengthGatherNdOfKept, "body", 2)
+    with pytest.raises(BlockZeroSizeError, match="gather_nd at .*" + line):
+        net(mx.nd.array(x), mx.nd.array(m))
+    for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                                 ArtifactError)):
+        with pytest.raises(error, match=r"loop of no step at .*" + line):
+            run(x, m)

@@ -75,7 +75,7 @@ def inferred_step_rows(func_graph, shapes, num_out):
     if rows is None or not any(isinstance(s, tuple) and 0 in s for s in shapes):
         return rows
     # (NOTE [a dim of 0 read as unknown]: the answer must not change with that dim)
-    unknown = [tuple(_NOT_ZERO if d == 0 else d for d in s) if isinstance(s, tuple) else s
+    unknown = [tuple(NOT_ZERO if d == 0 else d for d in s) if isinstance(s, tuple) else s
                for s in shapes]
     return rows if _rows_of(func_graph, unknown, num_out) == rows else None
 
@@ -88,10 +88,10 @@ def inferred_step_rows(func_graph, shapes, num_out):
 #     error. A loop of no step took that (1, 3) for its zero rows (issue 24), silently. A
 #     complete answer that a dim of 0 cannot change (a take of a kept row: the row's width)
 #     is the same with that dim any other size; so the rows are taken from inference only
-#     where inferring again with every 0 made ``_NOT_ZERO`` gives the same rows, and func's
+#     where inferring again with every 0 made ``NOT_ZERO`` gives the same rows, and func's
 #     graph is run for them otherwise (NOTE [loops of no step]), which gives what its
 #     operators give on no row, or raises their error at the user's line, on every call.
-_NOT_ZERO = 2
+NOT_ZERO = 2
 
 
 def _rows_of(func_graph, shapes, num_out):
