@@ -29,8 +29,9 @@ def onnx_bound_guard(node, custom_node, finals):
 
 # NOTE [dims a loop's rows follow]
 #     A while_loop that ran no step gives max_iterations zero rows of its step outputs' shapes
-#     (NOTE [loops of no step]), or none of them at exact length (the Loop's own empty scan
-#     outputs took the dims its body declares, 0 where unknown: (0, 1, 0) for (0, 1, d)). A step shape the shape plan knows is a constant; a dim that
+#     (NOTE [loops of no step]), or none of them at exact length (the Loop's own empty
+#     scan outputs took the dims its body declares, 0 where unknown: (0, 1, 0) for
+#     (0, 1, d)). A step shape the shape plan knows is a constant; a dim that
 #     changes with the dynamic axes was taken from one probe call of func on the initial loop
 #     vars, and func may fail there where Gluon runs nothing (a take of kept row i with no row
 #     kept: onnxruntime's Gather error, no user line; but see the end). The plan keeps every
