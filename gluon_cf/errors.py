@@ -299,3 +299,51 @@ def body_value_outside_error(message, nodes, source_attr, forward):
         "Python code (appended to a list, stored on self or in a cell's state): a step's "
         "values exist only inside its loop. Return it from the %s as a step output or a loop "
         "state and read that instead" % (at, forward, op, role, unknown, role))
+
+
+# NOTE [a variable read in a body]
+#     A body (a loop's, a cond branch, a recursive function's) that makes its own variable
+#     (``F.var("extra")``, ``mx.sym.var``) hands it to the block's graph as a value the node
+#     captures, and Gluon then refused the graph with "Unknown input to HybridBlock: extra",
+#     naming no line (an AssertionError, as for a free variable in hybrid_forward itself).
+#     The error names the line of the body's operator reading it (or of the gluon_cf call)
+#     and what to do; an AssertionError still, as Gluon's. A variable read by no gluon_cf node
+#     keeps Gluon's own message: plain Gluon code is not ours to reword.
+_UNKNOWN_INPUT = re.compile(r"^Unknown input to HybridBlock: (.+)$")
+
+
+def body_variable_error(message, nodes, source_attr, forward):
+    """The AssertionError for Gluon's "Unknown input to HybridBlock: extra" where a gluon_cf
+    node of the block's graph (``nodes``) reads that variable, or None (NOTE [a variable read
+    in a body])."""
+    import json
+    match = _UNKNOWN_INPUT.match(str(message))
+    if match is None:
+        return None
+    name = match.group(1)
+    ids = {k for k, node in enumerate(nodes) if node["op"] == "null" and node["name"] == name}
+    readers = [node for node in nodes if node["op"] == "Custom" and
+               node.get("attrs", {}).get("op_type", "").startswith("_gluon_cf_") and
+               any(entry[0] in ids for entry in node.get("inputs", ()))]
+    if not readers:
+        return None
+    spec_text = readers[0]["attrs"].get("spec", "")
+    op = "gluon_cf." + readers[0]["attrs"]["op_type"][len("_gluon_cf_"):]
+    where = _CREATED_AT.get(spec_key(spec_text))
+    try:
+        graphs = json.loads(spec_text).get("graphs", {}).values()
+        body_nodes = [n for g in graphs for n in json.loads(g["json"])["nodes"]]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        body_nodes = []
+    inner = {k for k, node in enumerate(body_nodes) if node["op"] == "null" and
+             node["name"] == name}
+    lines = [node.get("attrs", {}).get(source_attr) for node in body_nodes
+             if any(entry[0] in inner for entry in node.get("inputs", ()))]
+    where = next((line for line in lines if line), where)
+    at = "%s: " % where if where else "%s (unknown line): " % forward
+    return AssertionError(
+        "%sa body of %s reads the variable %r (F.var or mx.sym.var), which is neither an "
+        "input nor a parameter of the block, so the block's graph has no value for it "
+        "(Gluon: \"Unknown input to HybridBlock: %s\"). Pass the value to the block as an "
+        "input, make it a Parameter (self.params.get), or compute it in the body (F.ones, "
+        "F.zeros)" % (at, op, name, name))
