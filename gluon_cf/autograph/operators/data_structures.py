@@ -220,7 +220,8 @@ class StepList:
         # (an int or a slice read where conversion did not see a collected list, c = a + b;
         # c[9]: its IndexError or shape read names this line, not the loop's; any other
         # index keeps the refusal saying how to count the items)
-        if isinstance(index, slice) or isinstance(index, int) and not isinstance(index, bool):
+        index = _list_index(index)
+        if isinstance(index, (slice, int)):
             return self.item(index, _line_here() or self.where)
         return self.item(index, self.where)
 
@@ -228,9 +229,10 @@ class StepList:
         """``items[index]`` at ``where``: an IndexError there when the loops that appended
         are bounded and cannot have appended that many items; else, unless the list surely
         holds that item, checked when the graph runs (NOTE [checked items])."""
+        index = _list_index(index)
         if isinstance(index, slice):
             return self._sliced(index, where)
-        if not isinstance(index, int) or isinstance(index, bool):
+        if not isinstance(index, int):
             if where == self.where:
                 self._unknown_length(f"indexed with {index!r}")
             raise AutographError(
@@ -528,16 +530,21 @@ class StepList:
     __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
 
     def __setitem__(self, index, value):
-        self._changed_in_place("items[i] = v", "items = items[:i] + [v] + items[i + 1:]")
+        """``items[i] = v`` (a slice too): Python's, in place, where the number of items is
+        known while tracing (NOTE [autograph lists])."""
+        items, where = self._known_items(
+            "changed by items[i] = v", "make a new list: items = items[:i] + [v] + "
+            "items[i + 1:]")
+        items[index] = value
+        self._hold(items, where)
 
     def __delitem__(self, index):
-        self._changed_in_place("del items[i]", "items = items[:i] + items[i + 1:]")
-
-    def _changed_in_place(self, what, instead):
-        raise AutographError(
-            f"{_line_here() or self.where}: a list the loop on a tensor at {region_at(self.where)} "
-            f"appended to is changed in place by {what}, which its rows (one array) cannot "
-            f"be; make a new list: {instead}")
+        """``del items[i]`` (a slice too): Python's, in place, where the number of items is
+        known while tracing."""
+        items, where = self._known_items(
+            "changed by del items[i]", "make a new list: items = items[:i] + items[i + 1:]")
+        del items[index]
+        self._hold(items, where)
 
     def extend(self, other):
         """``items.extend(other)``: in place, as a list's, for a list of arrays or a collected
@@ -661,6 +668,18 @@ def _as_step_list(value, where):
     if isinstance(value, list) and all(isinstance(v, mx.sym.Symbol) for v in value):
         return StepList(mx.sym.stack(*value, axis=0), len(value), where) if value else []
     return None
+
+
+def _list_index(index):
+    """A list's index as Python takes it: an int (a bool, a numpy int: ``__index__``), a
+    slice, or a Symbol (refused by the caller, saying what to write); anything else is
+    Python's TypeError (it was a refusal about the list's length)."""
+    if isinstance(index, (slice, mx.sym.Symbol)):
+        return index
+    if not hasattr(type(index), "__index__"):
+        raise TypeError(f"list indices must be integers or slices, not "
+                        f"{type(index).__name__}")
+    return operator.index(index)
 
 
 def _slice_text(index):
