@@ -35,7 +35,8 @@ from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
 from ...ops.while_loop import warn_truncation, while_loop
 from ...hybrid_trace import shape_hint, static_shape
 from ..errors import AutographError, node_name, python_value, read_by
-from .carried import Carried, carries_nothing, described, holds_arrays, spec_of
+from .carried import (Carried, carries_nothing, described, holds_arrays, keep_what,
+                      spec_of)
 from .py_builtins import one_output
 from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
 from .call_results import surfaced, surfaced_inside
@@ -61,7 +62,7 @@ def no_structure(name, a, b, where, what):
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is {described(before)}, then "
             f"{described(after)} in {what}; a graph carries the same arrays throughout, so "
-            f"keep its structure (collect a growing list with one append per step instead)")
+            f"{keep_what(before, after)}")
     for value in (a, b):
         if not isinstance(value, mx.sym.Symbol) and holds_arrays(value):
             raise AutographError(
