@@ -532,6 +532,7 @@ class StepList:
     def __setitem__(self, index, value):
         """``items[i] = v`` (a slice too): Python's, in place, where the number of items is
         known while tracing (NOTE [autograph lists])."""
+        self._not_in_a_graph_region("assigns an item of")
         items, where = self._known_items(
             "changed by items[i] = v", "make a new list: items = items[:i] + [v] + "
             "items[i + 1:]")
@@ -541,10 +542,20 @@ class StepList:
     def __delitem__(self, index):
         """``del items[i]`` (a slice too): Python's, in place, where the number of items is
         known while tracing."""
+        self._not_in_a_graph_region("deletes an item of")
         items, where = self._known_items(
             "changed by del items[i]", "make a new list: items = items[:i] + items[i + 1:]")
         del items[index]
         self._hold(items, where)
+
+    def _not_in_a_graph_region(self, what):
+        """An in-place change inside a tensor ``if`` or loop of a list made outside it:
+        traced once, it would happen once whatever the condition or the number of steps
+        (NOTE [autograph side effects])."""
+        from .side_effects import effect, made_here     # (side_effects reads this module)
+        if not made_here(self):
+            effect(_line_here() or self.where, f"{what} a list the loop on a tensor at "
+                                               f"{region_at(self.where)} appended to")
 
     def extend(self, other):
         """``items.extend(other)``: in place, as a list's, for a list of arrays or a collected
