@@ -65,9 +65,10 @@ def _read_alone(expr):
 #     BaseException: pass / finally: ...`` where its ``finally`` ends in a jump on every
 #     path, else ``__ag_pending_N = None / try: ... / except BaseException as e:
 #     __ag_pending_N = e / finally: ... / __ag__.raised_pending(__ag_pending_N)`` (after
-#     the ``finally``'s statements, which a jump's flag skips): what Python does, written as a handler, so that ``__ag__.catching`` knows an
-#     IndexError is caught (NOTE [an index error the user's try catches]) and a refusal
-#     still goes on (NOTE [a refusal the user's code catches]). The jump also replaces the
+#     the ``finally``'s statements, which a jump's flag skips): what Python does, written
+#     as a handler, so that ``__ag__.catching`` knows an IndexError is caught (NOTE [an
+#     index error the user's try catches]) and a refusal still goes on (NOTE [a refusal
+#     the user's code catches]). The jump also replaces the
 #     ``try``'s own pending jump (``return h`` in the body, ``finally: continue``): the
 #     jumps' rewrite clears those flags as the ``finally`` jumps (``jumps._cancelling``).
 def _always_jumps(block):

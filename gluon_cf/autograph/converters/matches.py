@@ -1,6 +1,6 @@
 """Rewrites a ``match`` on a tuple display (or a name) whose cases compare its items with
-literals into the ``if``/``elif`` chain Python's match runs, before the other converters, so that an item
-that is a tensor (``match (k, row): case (0, r):`` in a ``for k, row in enumerate(x)``
+literals into the ``if``/``elif`` chain Python's match runs, before the other converters, so
+that an item that is a tensor (``match (k, row): case (0, r):`` in a ``for k, row in enumerate(x)``
 over a tensor, whose ``k`` is the step's count) converts as an ``if`` on it does.
 
 NOTE [a match on a tuple display]

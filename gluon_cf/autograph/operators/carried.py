@@ -18,9 +18,9 @@ NOTE [autograph carried structures]
     beside its arrays (``state = {"h": h, "k": 2}``): they are part of its structure, not
     carried (each step and branch rebuilds it with them), so a step or branch changing one
     (``state["k"] += 1``) is refused as another structure is (round 30ag: any such dict was
-    refused). A list mixing arrays with Python values, or an empty one, is not carried (a changed one is refused where it is compared), nor is any other
-    object holding arrays (a dataclass: refused, its comparison would ask a Symbol for its
-    truth).
+    refused). A list mixing arrays with Python values, or an empty one, is not carried (a
+    changed one is refused where it is compared), nor is any other object holding arrays (a
+    dataclass: refused, its comparison would ask a Symbol for its truth).
 """
 import types
 from typing import Any, List, Optional
@@ -44,7 +44,7 @@ def spec_of(value) -> Optional[Any]:
         specs = [spec_of(item) if type(item) not in _CONSTANTS else
                  ("constant", item, type(item)) for item in value.values()]
         if all(s is not None for s in specs) and any(
-                s == "array" or s[0] != "constant" for s in specs):
+                s == "array" or s is not None and s[0] != "constant" for s in specs):
             return (dict, tuple(value), specs)
     return None
 

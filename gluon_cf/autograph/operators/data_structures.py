@@ -14,11 +14,11 @@ NOTE [autograph lists]
     ``items[a:b]`` and ``reversed(items)``), ``items[i]`` and ``items.append(x)`` compute from
     it. Where the number of items is known while tracing (loops of a Python count, or rows of
     a shape the input shapes give: NOTE [graphs traced for input shapes]), ``len``, truth,
-    slices, ``reversed``, iteration, ``pop`` and ``insert`` are Python's on the list of its
-    rows (the last two restack them, in place); ``clear`` and ``reverse`` are in place in any
-    case; ``index``, ``count``, ``remove`` and ``sort`` compare arrays, whose truth only the
-    run knows, and are refused; otherwise a slice
-    of step 1 whose bounds are both from the start or both from the end is a StepList of the
+    slices, ``reversed``, iteration, ``pop``, ``insert``, ``items[i] = v`` and ``del
+    items[i]`` are Python's on the list of its rows (the last four restack them, in place);
+    ``clear`` and ``reverse`` are in place in any case; ``index``, ``count``, ``remove`` and
+    ``sort`` compare arrays, whose truth only the run knows, and are refused; otherwise a
+    slice of step 1 whose bounds are both from the start or both from the end is a StepList of the
     rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
     a new StepList as Python's slice is a new list, ``reversed`` the rows reversed (a
     :class:`ReversedItems`: Python's iterator, used once, not subscriptable), a ``for``
@@ -530,8 +530,7 @@ class StepList:
     __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
 
     def __setitem__(self, index, value):
-        """``items[i] = v`` (a slice too): Python's, in place, where the number of items is
-        known while tracing (NOTE [autograph lists])."""
+        """``items[i] = v`` (a slice too): Python's, in place, as :meth:`pop`."""
         self._not_in_a_graph_region("assigns an item of")
         items, where = self._known_items(
             "changed by items[i] = v", "make a new list: items = items[:i] + [v] + "
@@ -540,8 +539,7 @@ class StepList:
         self._hold(items, where)
 
     def __delitem__(self, index):
-        """``del items[i]`` (a slice too): Python's, in place, where the number of items is
-        known while tracing."""
+        """``del items[i]`` (a slice too): Python's, in place, as :meth:`pop`."""
         self._not_in_a_graph_region("deletes an item of")
         items, where = self._known_items(
             "changed by del items[i]", "make a new list: items = items[:i] + items[i + 1:]")
@@ -549,9 +547,8 @@ class StepList:
         self._hold(items, where)
 
     def _not_in_a_graph_region(self, what):
-        """An in-place change inside a tensor ``if`` or loop of a list made outside it:
-        traced once, it would happen once whatever the condition or the number of steps
-        (NOTE [autograph side effects])."""
+        """An in-place change inside a tensor ``if`` or loop of a list made outside it: once
+        while tracing, refused (NOTE [autograph side effects])."""
         from .side_effects import effect, made_here     # (side_effects reads this module)
         if not made_here(self):
             effect(_line_here() or self.where, f"{what} a list the loop on a tensor at "
