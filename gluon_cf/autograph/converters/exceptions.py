@@ -6,7 +6,7 @@ import itertools
 
 from ..pyct.templates import runtime_call, thunk
 from .base import Converter
-from ..pyct.nodes import child_nodes
+from ..pyct.nodes import child_nodes, replace_statements
 
 # NOTE [a refusal the user's code catches]
 #     An AutographError is a ValueError (what a construct that cannot run as a graph, or a use
@@ -105,14 +105,8 @@ def _jumps(block, in_loop=False):
 def finally_jumps_as_handlers(func):
     """Rewrite, in ``func``, each ``try`` whose ``finally`` jumps (NOTE [a finally that
     jumps])."""
-    for parent in reversed(list(ast.walk(func))):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if not isinstance(block, list):
-                continue
-            for k, statement in reversed(list(enumerate(block))):
-                if isinstance(statement, ast.Try) and _jumps(statement.finalbody):
-                    block[k:k + 1] = _handled(statement)
+    replace_statements(func, lambda statement: _handled(statement) if isinstance(
+        statement, ast.Try) and _jumps(statement.finalbody) else None)
 
 
 def _handled(statement):

@@ -31,6 +31,7 @@ import copy
 import itertools
 from typing import List, Optional, Tuple
 
+from ..pyct.nodes import replace_statements
 from ..pyct.templates import runtime_call
 
 _NUMBERS = itertools.count(1)
@@ -39,16 +40,8 @@ _NUMBERS = itertools.count(1)
 def tuple_matches_as_ifs(func):
     """Rewrite, in ``func``, each ``match`` that NOTE [a match on a tuple display] rewrites
     (innermost first: a case's body is moved into its ``if``)."""
-    for parent in reversed(list(ast.walk(func))):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if not isinstance(block, list):
-                continue
-            for k, statement in reversed(list(enumerate(block))):
-                if isinstance(statement, ast.Match):
-                    rewritten = _as_ifs(statement)
-                    if rewritten is not None:
-                        block[k:k + 1] = rewritten
+    replace_statements(func, lambda statement: _as_ifs(statement) if isinstance(
+        statement, ast.Match) else None)
 
 
 def _compares(pattern):
