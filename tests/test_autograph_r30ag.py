@@ -14,6 +14,8 @@ Python on NDArrays (the oracle) and converted, eagerly and hybridized with gradi
   refused hybridized: Python's if/elif chain (NOTE [a match on a tuple display]).
 - ``items[i] = v`` and ``del items[i]`` of a collected list were refused: Python's where the
   input shapes give its length, refused inside a tensor if or loop (silently once, else).
+  ``try: v = outs[7] / except IndexError:`` failed as the graph ran: Python's IndexError
+  where the shapes give the length.
 - ``items - items`` and ``items[1.5]``: Python's TypeError naming ``list``.
 - A dict holding Python constants beside arrays through a tensor loop or if: carried where
   they do not change (NOTE [autograph carried structures]).
@@ -247,6 +249,20 @@ class ItemsMinusItems(HybridBlock):
         for r in x:
             outs.append(r)
         return outs - outs
+
+
+@program(*ROWS)
+class CollectedItemPastTheEndCaught(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r)
+        try:
+            v = outs[7]
+        except IndexError:
+            v = outs[-1] * 3
+        return v
 
 
 @program(*ROWS)

@@ -152,6 +152,17 @@ def raised_by_traced_shapes(exc):
     return getattr(exc, _EVERY_STEP, False)
 
 
+def past_known_length(known_length, index):
+    """A collected list's int ``index`` inside a ``try`` catching IndexError: Python's
+    IndexError now, where the traced shapes give its length ``known_length()``, not the
+    graph's check as it runs, which no handler catches (NOTE [an index error the user's try
+    catches])."""
+    if _stack() and catching_index_error() is not None:
+        n = known_length()
+        if n is not None and not -n <= index < n:
+            raise IndexError("list index out of range")
+
+
 def raised_pending(exc):
     """After a ``finally`` that did not jump: raise what its ``try`` raised, if anything
     (NOTE [a finally that jumps]). A call, not a ``raise`` statement: a jump's flag guarding

@@ -69,7 +69,8 @@ from ...hybrid_trace import static_shape
 from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
                       region_at)
-from .item_check import checked_item, summed
+from .caught_errors import past_known_length
+from .item_check import checked_item, list_index, summed
 
 
 def append_rows(lists, values, where):
@@ -220,7 +221,7 @@ class StepList:
         # (an int or a slice read where conversion did not see a collected list, c = a + b;
         # c[9]: its IndexError or shape read names this line, not the loop's; any other
         # index keeps the refusal saying how to count the items)
-        index = _list_index(index)
+        index = list_index(index)
         if isinstance(index, (slice, int)):
             return self.item(index, _line_here() or self.where)
         return self.item(index, self.where)
@@ -229,7 +230,7 @@ class StepList:
         """``items[index]`` at ``where``: an IndexError there when the loops that appended
         are bounded and cannot have appended that many items; else, unless the list surely
         holds that item, checked when the graph runs (NOTE [checked items])."""
-        index = _list_index(index)
+        index = list_index(index)
         if isinstance(index, slice):
             return self._sliced(index, where)
         if not isinstance(index, int):
@@ -244,6 +245,7 @@ class StepList:
             raise IndexError(one_colon(
                 f"{where}: list index {index} out of range: the list holds at most "
                 f"{self.most} items (the loop at {region_at(self.where)} appended them)"))
+        past_known_length(lambda: self.known_length(where), index)
         rows = self.rows
 
         def sliced():
@@ -676,18 +678,6 @@ def _as_step_list(value, where):
     if isinstance(value, list) and all(isinstance(v, mx.sym.Symbol) for v in value):
         return StepList(mx.sym.stack(*value, axis=0), len(value), where) if value else []
     return None
-
-
-def _list_index(index):
-    """A list's index as Python takes it: an int (a bool, a numpy int: ``__index__``), a
-    slice, or a Symbol (refused by the caller, saying what to write); anything else is
-    Python's TypeError (it was a refusal about the list's length)."""
-    if isinstance(index, (slice, mx.sym.Symbol)):
-        return index
-    if not hasattr(type(index), "__index__"):
-        raise TypeError(f"list indices must be integers or slices, not "
-                        f"{type(index).__name__}")
-    return operator.index(index)
 
 
 def _slice_text(index):
