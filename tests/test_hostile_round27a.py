@@ -21,7 +21,8 @@ _classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export
 
 REFUSED = {
     programs.GeneratorOfPythonScalesInTensorLoop, programs.GeneratorOfRowsBeforeTensorIf,
-    programs.TryExceptIndexErrorOnRowInFor, programs.DataclassReplaceInTensorWhile,
+    # (TryExceptIndexErrorOnRowInFor: Python's since round 30ag, the row's shape traced)
+    programs.DataclassReplaceInTensorWhile,
     programs.HelperEarlyReturnInPythonLoopCalledInTensorFor,
     programs.TwoAppendsToOneListPerStep, programs.AppendInPythonRangeInsideTensorFor,
     programs.AppendThenLastItemInSameStep, programs.TernaryOfTuplesUnpackedInFor,
