@@ -152,8 +152,8 @@ def index_error_of(err):
                              "its axis of the tensor" % where, count=1) + (
         "" if caught is None else
         f"; it is inside {caught}, which catches IndexError, but while hybridizing the "
-        f"tensor's shape was not known as the graph was traced (a row inside a tensor loop's "
-        f"body), so the index fails only as the graph runs, where no handler catches it. "
+        f"tensor's shape was not known as the graph was traced (a value a tensor while loop "
+        f"carries), so the index fails only as the graph runs and the except is not taken. "
         f"Check the length before reading instead of catching the IndexError"))
 
 

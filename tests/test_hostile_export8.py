@@ -45,10 +45,9 @@ REFUSED = {
                                    for api in ("onnx", "artifact")},
     programs.MxnetContribCond: {api: "call gluon_cf.cond instead"
                                 for api in ("onnx", "artifact")},
-    # (refused at the while since round 29ag's while True conversion, which reads its flags
-    # as the loop's condition: the append's own line said it more precisely before)
-    programs.WhileBreakCollect: {api: "while True: this while loop is on a tensor and changes "
-                                      "the list 'outs' from outside it"
+    # (at the append's own line again since round 30ag)
+    programs.WhileBreakCollect: {api: r"outs\.append\(row\): this statement runs after a "
+                                      "break, continue or return under a tensor if"
                                  for api in ("onnx", "artifact")},
 }
 
