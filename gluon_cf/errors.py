@@ -206,17 +206,15 @@ def created_at(node):
 
 # NOTE [failed calls read later]
 #     A node's forward that fails on MXNet's worker thread is raised when its outputs are read,
-#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures; MXNet's
-#     error then names only its Custom-op callback (custom.cc), not which call failed. Every
-#     such failure is kept, oldest first (a single slot kept only the last: a block called
-#     twice with unread outputs raised our message once, and MXNet's custom.cc text at the
-#     next waitall), and each of MXNet's errors is replaced by the oldest kept. Calls failing
-#     in the same way (the same node and error) read in any order get their own message; when
-#     different ones are pending, the message says that it is the oldest of them. MXNet keeps
-#     one failure of its Custom operators at a time, so of two failing at once one is lost
-#     (its outputs are left unwritten, as for MXNet's own Custom ops): a ``waitall()`` that
-#     returns or raises (MXNet's WaitForAll raises the first of its pending failures
-#     and forgets the others) drops what is kept (``node.py``; ``mx.npx.waitall`` too).
+#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures. Such a
+#     failure is carried by the call's own outputs (NOTE [failures carried by the outputs] in
+#     ``failed_calls.py``), except under NaiveEngine and for calls whose outputs are all empty:
+#     those raise into MXNet, whose error then names only its Custom-op callback (custom.cc),
+#     not which call failed. Every such failure is kept here, oldest first, and each of MXNet's
+#     errors is replaced by the oldest kept; when different ones are pending, the message says
+#     that it is the oldest of them. A ``waitall()`` that returns or raises (MXNet's WaitForAll
+#     raises the first of its pending failures and forgets the others) drops what is kept
+#     (``node.py``; ``mx.npx.waitall`` too).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""
