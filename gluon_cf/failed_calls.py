@@ -17,20 +17,33 @@ from mxnet import autograd
 #     read their unwritten memory (7.5e+22) instead of raising. So a node's forward or backward
 #     failing on MXNet's thread does not fail: it keeps its exception under a number
 #     (``KEPT``) and writes each of its outputs with an engine op that fails when it runs,
-#     naming the number: a ``gather_nd`` at index ``_BASE + number`` of a one-element array
-#     ("IndexError: index 1000000042 is out of bounds for axis 0 with size 1", raised by its
-#     CPU kernel in the engine, not when pushed), all of them reading one failed op so that
-#     they share one engine failure. CustomOperatorWait rethrows the failure of any array of
-#     the call (``Engine::Throw`` of each var) and fails the Custom op with it: the call's
-#     real outputs carry it, as does every op downstream of them, each call its own. Reading
-#     one (or ``mx.nd.waitall()``) raises it, and ``node.py``'s ``get_last_ffi_error`` maps the
-#     number back to exactly the kept exception (``exception_for``). Under NaiveEngine MXNet
-#     runs the callback within the push (no shared slot; a failing op would fail there too),
-#     and a call whose outputs are all empty has nothing to carry it (``gather_nd`` of a
-#     zero-size shape cannot be pushed): both still raise, the old way (NOTE [failed calls
-#     read later] in ``errors.py``).
-_BASE = 1000000000   # (+ number < 2**31: an int32 index)
-_INDEX_ERROR = re.compile(r"index (1\d{9}) is out of bounds for axis 0 with size 1")
+#     naming the number: a ``cumsum`` of a one-element array along axis ``_BASE + number``
+#     ("axis value 1000000042 out of range", checked by its kernel in the engine, not when
+#     pushed), each output a ``broadcast_add`` reading that one failed op, so that they share
+#     one engine failure. Neither op asks MXNet for a resource, and that is essential: MXNet
+#     marks every variable a failed (or skipped) op writes with its failure, the temporary
+#     space it was lent too (one of four copies, MXNET_CPU_TEMP_COPY, shared by every CPU op
+#     asking for one), and the next op on that copy whose own inputs are fine takes the failure
+#     over and is skipped. Round 29 carried failures with a ``gather_nd``, which asks for
+#     temporary space: a later call's failing op, or a healthy ``nd.sum`` of the user's, took
+#     an earlier call's failure (raising its error), the first read cleared it for all
+#     (MXNet's one shared exception_ptr), and the earlier call's outputs then read unwritten
+#     memory (1.87e+35 in a whole-suite run; tests/test_failed_calls_r30fail.py shows it
+#     without timing). CustomOperatorWait rethrows the failure of any array of the call
+#     (``Engine::Throw`` of each var) and fails the Custom op with it: the call's real outputs
+#     carry it, as does every op downstream of them, each call its own. Reading one (or
+#     ``mx.nd.waitall()``) raises it, and ``node.py``'s ``get_last_ffi_error`` maps the number
+#     back to exactly the kept exception (``exception_for``). As for MXNet's own ops, a call's
+#     outputs share one failure: reading one raises it and clears it for the others (MXNet's
+#     ``ThrowException``), so read each call's failure once. Ops downstream of a failed call
+#     that ask for a resource still mark it, as after MXNet's own failing ops: a healthy op
+#     pushed before the failure is read can take it over (NOTE [failed calls read later] in
+#     ``errors.py`` says what was seen). Under NaiveEngine MXNet runs
+#     the callback within the push (no shared slot; a failing op would fail there too), and a
+#     call whose outputs are all empty has nothing to carry it: both still raise, the old way
+#     (NOTE [failed calls read later] in ``errors.py``).
+_BASE = 1000000000   # (+ number < 2**31: an int axis)
+_INDEX_ERROR = re.compile(r"axis value (1\d{9}) out of range")
 _NAIVE = os.environ.get("MXNET_ENGINE_TYPE") == "NaiveEngine"   # (read by MXNet at start)
 
 
@@ -81,13 +94,12 @@ def carry(exc, arrays):
     index = _BASE + KEPT.add(exc)
     try:
         with autograd.pause():
-            cpu = mx.cpu()
-            failed = mx.nd.gather_nd(mx.nd.zeros((1,), cpu),
-                                     mx.nd.full((1, 1), index, cpu, dtype="int32"))
+            # (a cumsum along an axis that does not exist fails when it runs, not when
+            # pushed, and asks no resource: NOTE [failures carried by the outputs])
+            failed = mx.nd.cumsum(mx.nd.zeros((1,), mx.cpu()), axis=index)
             for out in arrays:
                 data = failed.as_in_context(out.context).astype(out.dtype, copy=False)
-                mx.nd.gather_nd(data, mx.nd.full((1,) + out.shape, index, out.context,
-                                                 dtype="int32"), out=out)
+                mx.nd.broadcast_add(out, data.reshape((1,) * out.ndim), out=out)
     except Exception:  # noqa: BLE001 - not pushed (an output's dtype, say): raised the old way
         KEPT.take(index - _BASE)
         return False
