@@ -10,25 +10,11 @@ call's error, other sums then read unwritten memory (1.5e-21), and the failed ca
 read 0.0 instead of raising. Between calls of six failing blocks (round 29's test) this gave
 one call's outputs another's error and left the other's unwritten (1.87e+35 in a whole-suite
 run): a later call's failing op took over an earlier call's failure from the shared space."""
-import json
-import textwrap
+from test_failed_calls_r29fail import PRELUDE, _result
 
-from conftest import run_python
-
-CODE = r"""
-import json, re, warnings
-warnings.simplefilter("ignore")
+CODE = PRELUDE + r"""
 import numpy as np
-import mxnet as mx
-from mxnet import nd
-from gluon_cf import failed_calls, node   # (node: MXNet's errors mapped back)
-
-def read(o):
-    try:
-        return ["value", o.asnumpy().tolist()]
-    except Exception as e:   # the type and the max_depth it names
-        found = re.search(r"max_depth=(\d+)", str(e))
-        return [type(e).__name__, int(found.group(1)) if found else str(e)[:80]]
+from gluon_cf import node   # (MXNet's errors mapped back to the kept exceptions)
 
 out = {}
 y = nd.array(np.arange(12.0).reshape(3, 4)); y.wait_to_read()
@@ -44,12 +30,7 @@ print("RESULT " + json.dumps(out))
 
 
 def test_carried_failures_stay_in_their_own_call():
-    proc = run_python(textwrap.dedent(CODE), timeout=240)
-    assert proc is not None, "hung"
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert line, proc.stdout[-2000:] + proc.stderr[-3000:]
-    out = json.loads(line[0][len("RESULT "):])
+    out = _result(CODE)
     assert out["carried"] is True
     assert out["sums"] == [True] * 8
     assert out["written"] == ["ValueError", "its own"]
