@@ -7,9 +7,10 @@ MXNet 1.9.1 marks every array an op writes with its failure, the temporary space
 too (one of four shared by every CPU op asking for it). The next op on that space whose own
 inputs are fine took the failure over and was skipped: a healthy ``nd.sum`` raised the failed
 call's error, other sums then read unwritten memory (1.5e-21), and the failed call's output
-read 0.0 instead of raising. Between calls of six failing blocks (round 29's test) this gave
-one call's outputs another's error and left the other's unwritten (1.87e+35 in a whole-suite
-run): a later call's failing op took over an earlier call's failure from the shared space."""
+read 0.0 instead of raising. Five calls failing in turn, read after all ran: the third call's
+output raised the first call's error, and the last three calls' outputs read 0.0: round 29's
+whole-suite failure (one of six failing blocks read 1.87e+35, reads got other calls' errors),
+which needed the threads' timing there, shown without it."""
 from test_failed_calls_r29fail import PRELUDE, _result
 
 CODE = PRELUDE + r"""
@@ -24,6 +25,12 @@ out["carried"] = failed_calls.carry(ValueError("its own"), written)
 sums = [nd.sum(y, axis=0) for _ in range(8)]   # (temporary space: all four copies, twice)
 out["sums"] = [read(s) == ["value", expect] for s in sums]
 out["written"] = read(written[0])
+first = nd.zeros((2,))   # five calls failing in turn, their outputs read after all ran
+failed_calls.carry(ValueError("call 0"), [first])
+later = [nd.zeros((2,)) for _ in range(4)]
+for k, o in enumerate(later):
+    failed_calls.carry(ValueError("call %d" % (k + 1)), [o])
+out["calls"] = [read(o) for o in later + [first]]
 
 print("RESULT " + json.dumps(out))
 """
@@ -34,3 +41,4 @@ def test_carried_failures_stay_in_their_own_call():
     assert out["carried"] is True
     assert out["sums"] == [True] * 8
     assert out["written"] == ["ValueError", "its own"]
+    assert out["calls"] == [["ValueError", "call %d" % k] for k in (1, 2, 3, 4, 0)]
