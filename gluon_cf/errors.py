@@ -214,14 +214,17 @@ def created_at(node):
 #     errors is replaced by the oldest kept; when different ones are pending, the message says
 #     that it is the oldest of them. A ``waitall()`` that returns or raises (MXNet's WaitForAll
 #     raises the first of its pending failures and forgets the others) drops what is kept
-#     (``node.py``; ``mx.npx.waitall`` too). Not solved (round 30): a hybridized recursion
-#     failing past ``max_depth`` under ``autograd.record()``, then healthy ``nd.sum(y, axis=0)``
-#     calls pushed before its output is read: one of four sums read unwritten memory after the
-#     failure was read, with or without carrying (so not the carrying ops). MXNet marks the
-#     resources (temporary space, random state) of a failed or skipped op with its failure, and
-#     a later op on the same copy with clean inputs takes it over; which op of gluon_cf's
-#     recorded call holds a resource was not found yet (the profile lists _greater_scalar,
-#     _minus_scalar, _mul_scalar, zeros_like, _zeros and a ResourceParallelRandomSetSeed).
+#     (``node.py``; ``mx.npx.waitall`` too). Not ours to solve (round 30), MXNet's engine for
+#     every failing op: (1) a call's outputs share one failure; the first read raises it and
+#     clears it for the others (``ThrowException`` empties the shared exception_ptr), which
+#     then read unwritten memory. (2) An op skipped after a failure marks the resources it was
+#     lent (temporary space: nearly every op asks, ``x * 1`` and ``sum`` too) with it; the
+#     next op on that copy with clean inputs takes it over and is skipped. A failing call,
+#     ``* 1`` after it, then eight ``nd.sum(y, axis=0)`` pushed before the read: two sums read
+#     unwritten memory after the call's read raised (as with ``nd.cumsum(a, axis=5) * 1``,
+#     no gluon_cf at all). Read a failing call's outputs (or ``mx.nd.waitall()``) before
+#     computing more; gluon_cf's own carrying ops ask for no resource (NOTE [failures carried
+#     by the outputs] in ``failed_calls.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""
