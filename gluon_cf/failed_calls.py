@@ -88,8 +88,10 @@ KEPT = _Kept()
 def carry(exc, arrays):
     """Keep ``exc`` and write ``arrays`` (the outputs of the failed call) with engine ops that
     fail naming it; False when it cannot (NOTE [failures carried by the outputs])."""
+    if _NAIVE or any(a.stype != "default" for a in arrays):
+        return False   # (a sparse output: MXNet would lend its op temporary space)
     arrays = [a for a in arrays if a.size > 0]
-    if _NAIVE or not arrays:
+    if not arrays:
         return False
     index = _BASE + KEPT.add(exc)
     try:

@@ -31,6 +31,8 @@ later = [nd.zeros((2,)) for _ in range(4)]
 for k, o in enumerate(later):
     failed_calls.carry(ValueError("call %d" % (k + 1)), [o])
 out["calls"] = [read(o) for o in later + [first]]
+sparse = nd.zeros((3, 3)).tostype("row_sparse")   # (its .size raises): raised the old way
+out["sparse"] = [failed_calls.carry(ValueError("sparse"), [sparse]), len(failed_calls.KEPT)]
 
 print("RESULT " + json.dumps(out))
 """
@@ -41,4 +43,5 @@ def test_carried_failures_stay_in_their_own_call():
     assert out["carried"] is True
     assert out["sums"] == [True] * 8
     assert out["written"] == ["ValueError", "its own"]
+    assert out["sparse"] == [False, 0]
     assert out["calls"] == [["ValueError", "call %d" % k] for k in (1, 2, 3, 4, 0)]
