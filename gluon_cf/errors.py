@@ -206,17 +206,25 @@ def created_at(node):
 
 # NOTE [failed calls read later]
 #     A node's forward that fails on MXNet's worker thread is raised when its outputs are read,
-#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures; MXNet's
-#     error then names only its Custom-op callback (custom.cc), not which call failed. Every
-#     such failure is kept, oldest first (a single slot kept only the last: a block called
-#     twice with unread outputs raised our message once, and MXNet's custom.cc text at the
-#     next waitall), and each of MXNet's errors is replaced by the oldest kept. Calls failing
-#     in the same way (the same node and error) read in any order get their own message; when
-#     different ones are pending, the message says that it is the oldest of them. MXNet keeps
-#     one failure of its Custom operators at a time, so of two failing at once one is lost
-#     (its outputs are left unwritten, as for MXNet's own Custom ops): a ``waitall()`` that
-#     returns or raises (MXNet's WaitForAll raises the first of its pending failures
-#     and forgets the others) drops what is kept (``node.py``; ``mx.npx.waitall`` too).
+#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures. Such a
+#     failure is carried by the call's own outputs (NOTE [failures carried by the outputs] in
+#     ``failed_calls.py``), except under NaiveEngine and for calls whose outputs are all empty:
+#     those raise into MXNet, whose error then names only its Custom-op callback (custom.cc),
+#     not which call failed. Every such failure is kept here, oldest first, and each of MXNet's
+#     errors is replaced by the oldest kept; when different ones are pending, the message says
+#     that it is the oldest of them. A ``waitall()`` that returns or raises (MXNet's WaitForAll
+#     raises the first of its pending failures and forgets the others) drops what is kept
+#     (``node.py``; ``mx.npx.waitall`` too). Not ours to solve (round 30), MXNet's engine for
+#     every failing op: (1) a call's outputs share one failure; the first read raises it and
+#     clears it for the others (``ThrowException`` empties the shared exception_ptr), which
+#     then read unwritten memory. (2) An op skipped after a failure marks the resources it was
+#     lent (temporary space: nearly every op asks, ``x * 1`` and ``sum`` too) with it; the
+#     next op on that copy with clean inputs takes it over and is skipped. A failing call,
+#     ``* 1`` after it, then eight ``nd.sum(y, axis=0)`` pushed before the read: two sums read
+#     unwritten memory after the call's read raised (as with ``nd.cumsum(a, axis=5) * 1``,
+#     no gluon_cf at all). Read a failing call's outputs (or ``mx.nd.waitall()``) before
+#     computing more; gluon_cf's own carrying ops ask for no resource (NOTE [failures carried
+#     by the outputs] in ``failed_calls.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""
