@@ -27,6 +27,7 @@ NOTE [Python state in a recursive body]
 """
 import ast
 import collections.abc
+import dis
 import functools
 import hashlib
 import inspect
@@ -35,6 +36,8 @@ import json
 import os
 import random
 import re
+import sys
+import sysconfig
 import textwrap
 import types
 import warnings
@@ -44,7 +47,7 @@ import mxnet as mx
 import numpy as np
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
-_NOT_STATE = (types.ModuleType, types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
+_NOT_STATE = (types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
               mx.gluon.Parameter, mx.gluon.ParameterDict)
 _MAX_ITEMS = 256     # items of a container looked at (a table of thousands is no counter)
 _MAX_DEPTH = 4       # names, items and attributes followed from a body's names
@@ -94,6 +97,40 @@ def _user_function(fn) -> bool:
         _LIBRARIES + (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,))
 
 
+# NOTE [a module's state]
+#     A body changing or reading a module's variable (``import counts``; ``counts.n += 1``,
+#     ``counts.table[k]``) reaches state as a global does: hybridized, one trace's count was a
+#     constant of the graph for every call, silently (round 30r: eager [[87, 97, 107]],
+#     hybridized [[45, 50, 55]]). A module is a namespace, not a value: the snapshot walks
+#     the attributes of it the functions reached name (never all of a module), of the user's
+#     modules only (the standard library's, MXNet's, numpy's and gluon_cf's are not the
+#     user's state; ``random``'s and numpy's generators: NOTE [a Python random generator in a
+#     recursive body]), whether the module is a global or imported in the body.
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+
+
+def _user_module(module) -> bool:
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):   # (a builtin module, a namespace package)
+        return False
+    path = os.path.abspath(path)
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    if path.startswith(_LIBRARIES + (ours,)):
+        return False
+    return not path.startswith(_STDLIB) or any(
+        part in path for part in (os.sep + "site-packages" + os.sep,
+                                  os.sep + "dist-packages" + os.sep))
+
+
+def _imported(code: types.CodeType):
+    """The modules ``code`` and the functions defined in it import (``import a.b``: a.b)."""
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _imported(const)
+    return names
+
+
 def _names_read(code: types.CodeType):
     """The global names ``code`` and the functions defined in it read."""
     names = set(code.co_names)
@@ -113,6 +150,7 @@ class Snapshot:
         self.state: Dict[Tuple[Any, ...], Any] = {}
         self.functions: List[types.FunctionType] = []
         self._seen = set()
+        self._names: set = set()   # (the names the functions reached read: a module's parts)
         self._array_bytes = 0
         self._function(fn, 0)
 
@@ -123,6 +161,8 @@ class Snapshot:
         self.functions.append(fn)
         code = fn.__code__
         scope = id(fn)    # (two helpers' names alike are two names)
+        names = _names_read(code)
+        self._names |= names
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -130,9 +170,12 @@ class Snapshot:
                 continue
             self._walk((scope, name), value, depth)
         globals_ = getattr(fn, "__globals__", {})
-        for name in sorted(_names_read(code)):
+        for name in sorted(names):
             if name in globals_:
                 self._walk((id(globals_), name), globals_[name], depth)
+        for name in sorted(_imported(code)):   # (``import mod`` in the body: NOTE [a module's state])
+            if name.split(".")[0] not in globals_ and name in sys.modules:
+                self._walk((scope, name), sys.modules[name], depth)
 
     def _walk(self, path, value, depth):
         if len(self.state) >= _MAX_KEYS:
@@ -144,6 +187,11 @@ class Snapshot:
             self.state[path] = ("generator", _progress(generator))
             return
         if isinstance(value, _NOT_STATE):
+            return
+        if isinstance(value, types.ModuleType):   # NOTE [a module's state]
+            if _user_module(value) and depth < _MAX_DEPTH:
+                for attr in sorted(self._names & set(vars(value))):
+                    self._walk(path + ("." + attr,), vars(value)[attr], depth + 1)
             return
         if isinstance(value, _PLAIN):
             self.state[path] = ("value", type(value), value)
