@@ -7,10 +7,11 @@ import sys
 import textwrap
 import warnings
 
+import mxnet as mx
 import numpy as np
 import pytest
 from mxnet import nd
-from mxnet.gluon import HybridBlock
+from mxnet.gluon import HybridBlock, nn
 
 import gluon_cf
 
@@ -148,3 +149,109 @@ def test_module_state_the_value_does_not_read_is_a_warning(counts):
     mine = [w for w in caught if "changes Python state (counts.log)" in str(w.message)]
     assert len(mine) == 1 and mine[0].lineno in _statement_lines(), [
         str(w.message) for w in caught]
+
+
+# ---- two traces, one graph: only MXNet's numbering is ignored (NOTE [two traces, one graph])
+
+class PickLayer(HybridBlock):
+    """The body picks a child layer by a call counter: dense0 or dense1, whose names differ
+    only in a digit."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.a = nn.Dense(3, in_units=3, weight_initializer=mx.init.Constant(0.5))
+            self.b = nn.Dense(3, in_units=3, weight_initializer=mx.init.Constant(-1.0))
+
+    def hybrid_forward(self, F, x, left, right, root):
+        self.calls = 0
+        layers = [self.a, self.b]
+
+        @gluon_cf.recursive
+        def node(i):
+            self.calls += 1   # (picks)
+            layer = layers[self.calls % 2]
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: layer(F.take(x, i)), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)))
+        return node(root)
+
+
+class LogOnly(HybridBlock):
+    """A log the value does not read; the body's cond captures values the body computed
+    (nested graphs' variables named by MXNet's numbering), runs a foreach and a while_loop."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.d = nn.Dense(3, in_units=3, weight_initializer=mx.init.Constant(0.1))
+        self.log = []
+
+    def hybrid_forward(self, F, x, left, right, root):
+        @gluon_cf.recursive
+        def node(i):
+            self.log.append(1)
+            v = self.d(F.take(x, i)) * 2
+
+            def leaf():
+                out, _ = gluon_cf.foreach(lambda d, s: (d + s[0], [s[0] + d]),
+                                          F.expand_dims(v, 0), [F.zeros_like(v)])
+                return F.sum(out, axis=0) + v
+
+            def inner():
+                _, (c,) = gluon_cf.while_loop(lambda c: F.sum(c) < 3, lambda c: (None, [c + 1]),
+                                              [F.zeros((1,))], max_iterations=5)
+                return F.broadcast_add(node(F.take(left, i)) + node(F.take(right, i)) * v, c)
+            return gluon_cf.cond(F.take(left, i) < 0, leaf, inner)
+        return node(root)
+
+
+def _dense(i):
+    return XS[i:i + 1].sum() * 0.1 + np.zeros((1, 3), "float32")
+
+
+def _log_only(i):
+    v = _dense(i) * 2
+    if LEFT[i] < 0:
+        return v * 2
+    return _log_only(LEFT[i]) + _log_only(RIGHT[i]) * v + 3
+
+
+def test_a_layer_picked_by_state_is_refused_not_one_layer_for_every_call():
+    picks = [0]
+
+    def plain(i):   # (leaf i: layers[count % 2], a (0.5) or b (-1.0))
+        picks[0] += 1
+        weight = [0.5, -1.0][picks[0] % 2]
+        if LEFT[i] < 0:
+            return XS[i:i + 1].sum() * weight + np.zeros((1, 3))
+        return plain(LEFT[i]) + plain(RIGHT[i])
+    net = PickLayer()
+    net.initialize()
+    want = plain(0)
+    np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    net.hybridize()
+    with pytest.raises(NotImplementedError) as err:
+        net(*map(nd.array, ARGS))
+    assert str(err.value).startswith("%s:%d: " % (__file__, _line("(picks)"))), str(err.value)
+
+
+def test_a_log_with_nested_graphs_is_one_graph_a_warning():
+    want = _log_only(0)
+    for hybrid in (False, True):
+        net = LogOnly()
+        net.initialize()
+        if hybrid:
+            net.hybridize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want,
+                                           rtol=1e-5, atol=1e-6)
+        mine = [w for w in caught if "changes Python state (self.log)" in str(w.message)]
+        assert len(mine) == hybrid, [str(w.message) for w in caught]
+
+
+def _line(marker):
+    import inspect
+    lines, first = inspect.getsourcelines(sys.modules[__name__])
+    return next(k + 1 for k, line in enumerate(lines) if "# " + marker in line)

@@ -348,41 +348,54 @@ def _shown(path) -> str:
     return path[1] + "".join(path[2:])
 
 
-# MXNet's numbering of node and trace names (``_plus12``, ``_gcf7_recursive_node_body_in0``):
-# two traces of one body differ there, and in the attributes of a parameter's variable (its
-# shape, init ... at its first use only)
-_NUMBERED = re.compile(r"(?<=[A-Za-z_])\d+")
-# ... but a dtype is a value, not a name: a cast to ``"float%d" % bits`` by the state changed
-# is another graph (round 29r review: float16 against float32 was the same, a warning, and
-# one trace's dtype for every call)
-_DTYPE = re.compile(r"(u?int|b?float)\d+")
+# NOTE [two traces, one graph]
+#     Two traces of one body differ in what MXNet and gluon_cf number per trace, which is no
+#     part of the computation: the names of operator nodes (and a gluon_cf node's ``node``
+#     label, read by messages only), the ``_gcf<k>_`` prefix of a trace's names and of its
+#     inputs, and the attributes of a parameter's variable (its shape, init ... at its first
+#     use only). Everything else must be equal, exactly: round 29 stripped every digit that
+#     followed a letter from every string, so a body picking ``self.layers[self.calls % 2]``
+#     (``dense0_weight`` or ``dense1_weight``), a ``Custom`` op_type or a ``ctx_group``
+#     chosen by the state changed was one graph: a warning, and one trace's layer for every
+#     call, silently (round 30r: eager [[-31.5 ...]], hybridized [[45 ...]]). A dtype is a
+#     value too (round 29r review: float16 against float32). A nested graph's variables (a
+#     ``cond`` branch's, bound to its node's inputs by position) are named by MXNet's
+#     numbering of the outer values they stand for (``_mulscalar1_output``): numbered in
+#     their order of appearance, the outer graph naming what they are bound to.
+_TRACE_NUMBER = re.compile(r"(?<![A-Za-z0-9])_gcf\d+_")
 
 
-def _canonical(value):
+def _canonical(value, names=None):
     """A graph's JSON (or a gluon_cf node's spec in it) without what two traces of one body
-    differ in (above)."""
+    differ in (NOTE [two traces, one graph]). ``names``: a nested graph's variables met so
+    far (None in the trace's own graph, whose variables are bound by name)."""
     if isinstance(value, str):
-        if _DTYPE.fullmatch(value):
-            return value
         if value[:1] == "{":
             try:
-                return _canonical(json.loads(value))
+                return _canonical(json.loads(value), {})   # (a spec, a nested graph)
             except ValueError:
                 pass
-        return _NUMBERED.sub("", value)
+        return _TRACE_NUMBER.sub("_gcf_", value)
     if isinstance(value, list):
-        return [_canonical(v) for v in value]
+        return [_canonical(v, names) for v in value]
     if not isinstance(value, dict):
         return value
+    if isinstance(value.get("nodes"), list) and names is not None:
+        names = {}   # (a nested graph: its own variables)
     if "op" in value and "inputs" in value:   # a node: its name is numbered, unless a variable
         value = {k: v for k, v in value.items() if k not in (
             ("attrs",) if value["op"] == "null" else ("name",))}
-    return {k: _canonical(v) for k, v in value.items()}
+        if value["op"] == "null" and names is not None:
+            value["name"] = names.setdefault(value.get("name"), "var%d" % len(names))
+    elif isinstance(value.get("node"), str) and "num_outputs" in value:   # a gluon_cf spec
+        value = {k: v for k, v in value.items() if k != "node"}
+    return {k: _canonical(v, names) for k, v in value.items()}
 
 
 def same_graph(traced, again) -> bool:
     """Whether two traces of one body are one graph, MXNet's numbering of names aside."""
-    return _canonical(traced.symbol.tojson()) == _canonical(again.symbol.tojson())
+    return _canonical(json.loads(traced.symbol.tojson())) == \
+        _canonical(json.loads(again.symbol.tojson()))
 
 
 def _chain_names(node):
