@@ -322,8 +322,9 @@ def rename_other_values_of_one_name(graph, first):
     its input's (``v_output``), so a then_func reading one ``v`` and an else_func another
     read each their own, in either order (round 30r: refused before). One branch reading
     both, MXNet's cut keeps one of them for both reads, silently: refused, as in one loop
-    graph. Variables of one name stay one argument (NOTE [variables of one name]). Only the graph's input variable is renamed: the
-    outer value, its name and ``list_arguments`` are the user's."""
+    graph. Variables of one name stay one argument (NOTE [variables of one name]). Only the
+    graph's input variable is renamed: the outer value, its name and ``list_arguments`` are
+    the user's."""
     theirs = dict(first.captured)
     clashing = [name for name, sym in graph.captured
                 if name in theirs and not _same_value(theirs[name], sym)]

@@ -83,7 +83,8 @@ class CsrChildRangeMutual(_Net):
         table = {}
 
         def node(i):
-            return F.tanh(self.w(F.take(x, i)) + table["kids"](F.take(ptr, i), F.take(ptr, i + 1)))
+            return F.tanh(self.w(F.take(x, i)) +
+                          table["kids"](F.take(ptr, i), F.take(ptr, i + 1)))
 
         def kids(k, hi):
             return gluon_cf.cond(k >= hi, lambda: F.zeros((1, H)),
@@ -386,7 +387,8 @@ class CsrForeachLeaf(_Net):
             own = F.reshape(rows, (1, H))
             lo, hi = F.take(ptr, i), F.take(ptr, i + 1)
             _, (_, total) = gluon_cf.while_loop(
-                lambda k, acc: k < hi, lambda k, acc: (None, [k + 1, acc + node(F.take(cidx, k))]),
+                lambda k, acc: k < hi,
+                lambda k, acc: (None, [k + 1, acc + node(F.take(cidx, k))]),
                 [lo, F.zeros_like(own)], max_iterations=8)
             return F.tanh(self.w(own) + total * 0.5)
         return node(F.zeros((1,)))
@@ -402,3 +404,92 @@ class CsrForeachLeaf(_Net):
                 total = total + node(c[k])
             return F.tanh(self.w(own) + total * 0.5)
         return node(0)
+
+
+@program(*BIN)
+class RematMutual(_Net):
+    """Two functions in turn, both with remat=True."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        t = {}
+
+        def a(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i),
+                                 lambda: F.tanh(self.u(F.concat(
+                                     t["b"](F.take(left, i)), t["b"](F.take(right, i)), dim=1))))
+
+        def b(i):
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i) * 2,
+                                 lambda: self.w(t["a"](F.take(left, i)) *
+                                                t["a"](F.take(right, i))))
+        t.update(a=gluon_cf.recursive(a, remat=True), b=gluon_cf.recursive(b, remat=True))
+        return t["a"](root)
+
+    def plain_forward(self, F, x, left, right, root, **_):
+        lt, rt = ids(left), ids(right)
+
+        def a(i):
+            return x[i:i + 1] if lt[i] < 0 else F.tanh(self.u(F.concat(b(lt[i]), b(rt[i]),
+                                                                        dim=1)))
+
+        def b(i):
+            return x[i:i + 1] * 2 if lt[i] < 0 else self.w(a(lt[i]) * a(rt[i]))
+        return a(ids(root)[0])
+
+
+@program(*BIN)
+class MxnetForeachInside(_Net):
+    """MXNet's own F.contrib.foreach inside the recursive body (over a leaf's features)."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        @gluon_cf.recursive
+        def node(i):
+            def leaf():
+                outs, _ = F.contrib.foreach(lambda d, s: (d * s[0], [s[0] + 1]),
+                                            F.reshape(F.take(x, i), (H, 1)), [F.ones((1,))])
+                return F.reshape(outs, (1, H))
+            return gluon_cf.cond(F.take(left, i) < 0, leaf, lambda: F.tanh(self.u(F.concat(
+                node(F.take(left, i)), node(F.take(right, i)), dim=1))))
+        return node(root)
+
+    def plain_forward(self, F, x, left, right, root, **_):
+        lt, rt = ids(left), ids(right)
+
+        def node(i):
+            if lt[i] < 0:
+                return x[i:i + 1] * F.array([[1, 2, 3]])
+            return F.tanh(self.u(F.concat(node(lt[i]), node(rt[i]), dim=1)))
+        return node(ids(root)[0])
+
+
+@program(*DEPTHS)
+class DecoderWhileChildren(_Net):
+    """A decoder whose number of children (0-2) a while_loop decides from the state."""
+    NO_GRAD = (1,)
+
+    def hybrid_forward(self, F, h0, depth):
+        @gluon_cf.recursive
+        def expand(h, d):
+            def kids():
+                n = F.clip(F.floor(F.sum(h) * 2 + 1), 0, 2)
+
+                def step(k, acc):
+                    child = F.broadcast_mul(F.tanh(self.w(h)), k + 1)
+                    return None, [k + 1, acc + expand(child, d - 1)]
+                _, (_, acc) = gluon_cf.while_loop(lambda k, acc: k < n, step,
+                                                  [F.zeros((1,)), F.zeros_like(h)],
+                                                  max_iterations=2)
+                return acc + h
+            return gluon_cf.cond(d <= 0, lambda: h * 1, kids)
+        return expand(F.expand_dims(h0, 0), depth)
+
+    def plain_forward(self, F, h0, depth, **_):
+        def expand(h, d):
+            if d <= 0:
+                return h * 1
+            n = int(np.clip(np.floor(F.sum(h).asscalar() * 2 + 1), 0, 2))
+            acc = F.zeros_like(h)
+            for k in range(n):
+                acc = acc + expand(F.tanh(self.w(h)) * (k + 1), d - 1)
+            return acc + h
+        return expand(F.expand_dims(h0, 0), int(depth.asscalar()))

@@ -173,7 +173,7 @@ class Snapshot:
         for name in sorted(names):
             if name in globals_:
                 self._walk((id(globals_), name), globals_[name], depth)
-        for name in sorted(_imported(code)):   # (``import mod`` in the body: NOTE [a module's state])
+        for name in sorted(_imported(code)):   # (``import mod``: NOTE [a module's state])
             if name.split(".")[0] not in globals_ and name in sys.modules:
                 self._walk((scope, name), sys.modules[name], depth)
 
