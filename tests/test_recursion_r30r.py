@@ -18,6 +18,7 @@ import gluon_cf
 LEFT, RIGHT = [1, 3, -1, -1, -1], [2, 4, -1, -1, -1]
 XS = np.arange(15, dtype="float32").reshape(5, 3)
 ARGS = [XS, np.array(LEFT, "float32"), np.array(RIGHT, "float32"), np.array([0], "float32")]
+TOL = dict(rtol=1e-5, atol=1e-6)
 
 MODULE = '''
 n = 0
@@ -255,3 +256,47 @@ def _line(marker):
     import inspect
     lines, first = inspect.getsourcelines(sys.modules[__name__])
     return next(k + 1 for k, line in enumerate(lines) if "# " + marker in line)
+
+
+class InnerHelper(HybridBlock):
+    """A body defining its own recursive helper (made anew by each trace), and a log; or,
+    ``pick``: a helper picked by a call counter among two made by a factory before."""
+
+    def __init__(self, pick=False):
+        super().__init__()
+        self.log, self.pick, self.calls = [], pick, 0
+
+    def hybrid_forward(self, F, x, left, right, root):
+        def make(scale):
+            @gluon_cf.recursive
+            def countdown(k, v):
+                return gluon_cf.cond(k <= 0, lambda: v, lambda: countdown(k - 1, v * scale))
+            return countdown
+        helpers = [make(0.5), make(2.0)]
+        self.calls = 0
+
+        @gluon_cf.recursive
+        def node(i):
+            self.log.append(1)   # (helper)
+            self.calls += 1
+            helper = helpers[self.calls % 2] if self.pick else make(0.5)
+            return gluon_cf.cond(F.take(left, i) < 0,
+                                 lambda: helper(F.ones((1,)) * 2, F.take(x, i)),
+                                 lambda: node(F.take(left, i)) + node(F.take(right, i)))
+        return node(root)
+
+
+def test_a_helper_the_body_defines_is_one_graph_a_picked_one_is_refused():
+    want = (XS[2] + XS[3] + XS[4]) * 0.25
+    net = InnerHelper()
+    net.hybridize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy()[0], want, **TOL)
+    assert any("changes Python state (self.calls, self.log)" in str(w.message) for w in caught)
+    picked = InnerHelper(pick=True)
+    eager = picked(*map(nd.array, ARGS)).asnumpy()[0]   # (calls 3, 5 odd: 2.0; 4: 0.5)
+    np.testing.assert_allclose(eager, (XS[2] + XS[3]) * 4 + XS[4] * 0.25, **TOL)
+    picked.hybridize()
+    with pytest.raises(NotImplementedError, match="changes Python state"):
+        picked(*map(nd.array, ARGS))

@@ -361,23 +361,27 @@ def _shown(path) -> str:
 #     value too (round 29r review: float16 against float32). A nested graph's variables (a
 #     ``cond`` branch's, bound to its node's inputs by position) are named by MXNet's
 #     numbering of the outer values they stand for (``_mulscalar1_output``): numbered in
-#     their order of appearance, the outer graph naming what they are bound to.
+#     their order of appearance, the outer graph naming what they are bound to. A recursive
+#     function the body defines is made anew by each trace (``countdown_1``, then
+#     ``countdown_3`` in its table): named by its name and order of appearance; one made
+#     before the trace (a list of functions made by a factory, picked by the state) keeps
+#     its own name, so that picking another is another graph.
 _TRACE_NUMBER = re.compile(r"(?<![A-Za-z0-9])_gcf\d+_")
 
 
-def _canonical(value, names=None):
+def _canonical(value, names=None, fresh=None):
     """A graph's JSON (or a gluon_cf node's spec in it) without what two traces of one body
     differ in (NOTE [two traces, one graph]). ``names``: a nested graph's variables met so
     far (None in the trace's own graph, whose variables are bound by name)."""
     if isinstance(value, str):
         if value[:1] == "{":
             try:
-                return _canonical(json.loads(value), {})   # (a spec, a nested graph)
+                return _canonical(json.loads(value), {}, fresh)   # (a spec, a nested graph)
             except ValueError:
                 pass
         return _TRACE_NUMBER.sub("_gcf_", value)
     if isinstance(value, list):
-        return [_canonical(v, names) for v in value]
+        return [_canonical(v, names, fresh) for v in value]
     if not isinstance(value, dict):
         return value
     if isinstance(value.get("nodes"), list) and names is not None:
@@ -389,13 +393,20 @@ def _canonical(value, names=None):
             value["name"] = names.setdefault(value.get("name"), "var%d" % len(names))
     elif isinstance(value.get("node"), str) and "num_outputs" in value:   # a gluon_cf spec
         value = {k: v for k, v in value.items() if k != "node"}
-    return {k: _canonical(v, names) for k, v in value.items()}
+        if fresh is not None and isinstance(value.get("function"), str) and \
+                fresh[0](value["function"]):   # (a function the trace made: its name, order)
+            key = fresh[1].setdefault(value["function"], len(fresh[1]))
+            value["function"] = "%s#%d" % (value["function"].rsplit("_", 1)[0], key)
+    return {k: _canonical(v, names, fresh) for k, v in value.items()}
 
 
-def same_graph(traced, again) -> bool:
-    """Whether two traces of one body are one graph, MXNet's numbering of names aside."""
-    return _canonical(json.loads(traced.symbol.tojson())) == \
-        _canonical(json.loads(again.symbol.tojson()))
+def same_graph(traced, again, made_in_trace=None) -> bool:
+    """Whether two traces of one body are one graph, MXNet's numbering of names aside.
+    ``made_in_trace(qname)``: whether a recursive function called was made by the trace."""
+    fresh = None if made_in_trace is None else (made_in_trace, {})
+    first = _canonical(json.loads(traced.symbol.tojson()), None, fresh)
+    fresh = None if made_in_trace is None else (made_in_trace, {})
+    return first == _canonical(json.loads(again.symbol.tojson()), None, fresh)
 
 
 def _chain_names(node):
@@ -484,18 +495,19 @@ def _statement_line(functions, paths):
     return where
 
 
-def check_trace(rfn, before, traced, trace_again):
+def check_trace(rfn, before, traced, trace_again, made_in_trace=None):
     """After the body trace ``traced`` of recursive function ``rfn`` (``before``: the
     :func:`snapshot` taken before it): a refusal if it changed Python state its graph depends
     on, a warning if it changed state its graph does not read (NOTE [Python state in a
-    recursive body]). ``trace_again()``: another trace of the body."""
+    recursive body]). ``trace_again()``: another trace of the body; ``made_in_trace``: as
+    :func:`same_graph`'s."""
     after = snapshot(rfn.fn)
     paths = changed(before, after)
     if not paths:
         return
     what = ", ".join(sorted({_shown(path) for path in paths}))
     where = _statement_line(after.functions or [rfn.fn], paths)
-    if not same_graph(traced, trace_again()):
+    if not same_graph(traced, trace_again(), made_in_trace):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "
             "hybridized, its body is traced into one graph, not run once per call, so the "
