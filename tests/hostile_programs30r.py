@@ -111,15 +111,20 @@ DEPTHS = ([floats(0.3, -0.2, 0.5), floats(3)], [floats(-0.3, 0.1, 0.2), floats(2
 @program(*DEPTHS)
 class TopDownDecoder(_Net):
     """expand(h, d): a top-down decoder deciding the tree: a leaf when d is 0 or the summed
-    state is negative, else two children from Dense(h) and -Dense(h); returns the sum of the
-    leaves' states."""
+    state is negative, else two children from Dense(h) and -Dense(h), joined by ``join`` (the
+    sum of the leaves' states here)."""
+
+    @staticmethod
+    def join(F, a, b):
+        return a + b
 
     def hybrid_forward(self, F, h0, depth):
         @gluon_cf.recursive
         def expand(h, d):
             child = F.tanh(self.w(h))
             return gluon_cf.cond(F.broadcast_logical_or(d <= 0, F.sum(h) < 0), lambda: h * 1,
-                                 lambda: expand(child, d - 1) + expand(child * -0.5, d - 1))
+                                 lambda: self.join(F, expand(child, d - 1),
+                                                   expand(child * -0.5, d - 1)))
         return expand(F.expand_dims(h0, 0), depth)
 
     def plain_forward(self, F, h0, depth, **_):
@@ -127,30 +132,17 @@ class TopDownDecoder(_Net):
             if d <= 0 or F.sum(h).asscalar() < 0:
                 return h * 1
             child = F.tanh(self.w(h))
-            return expand(child, d - 1) + expand(child * -0.5, d - 1)
+            return self.join(F, expand(child, d - 1), expand(child * -0.5, d - 1))
         return expand(F.expand_dims(h0, 0), int(depth.asscalar()))
 
 
 @program(*DEPTHS)
-class TopDownDecoderCollects(_Net):
+class TopDownDecoderCollects(TopDownDecoder):
     """A decoder whose value is the concat of its leaves (width decided by the tree)."""
 
-    def hybrid_forward(self, F, h0, depth):
-        @gluon_cf.recursive
-        def expand(h, d):
-            child = F.tanh(self.w(h))
-            return gluon_cf.cond(F.broadcast_logical_or(d <= 0, F.sum(h) < 0), lambda: h * 1,
-                                 lambda: F.concat(expand(child, d - 1),
-                                                  expand(child * -0.5, d - 1), dim=0))
-        return expand(F.expand_dims(h0, 0), depth)
-
-    def plain_forward(self, F, h0, depth, **_):
-        def expand(h, d):
-            if d <= 0 or F.sum(h).asscalar() < 0:
-                return h * 1
-            child = F.tanh(self.w(h))
-            return F.concat(expand(child, d - 1), expand(child * -0.5, d - 1), dim=0)
-        return expand(F.expand_dims(h0, 0), int(depth.asscalar()))
+    @staticmethod
+    def join(F, a, b):
+        return F.concat(a, b, dim=0)
 
 
 COUNTS = ([rand(1, H, seed=307), floats(5)], [rand(1, H, seed=308), floats(0)],
