@@ -403,10 +403,10 @@ def _canonical(value, names=None, fresh=None):
 def same_graph(traced, again, made_in_trace=None) -> bool:
     """Whether two traces of one body are one graph, MXNet's numbering of names aside.
     ``made_in_trace(qname)``: whether a recursive function called was made by the trace."""
-    fresh = None if made_in_trace is None else (made_in_trace, {})
-    first = _canonical(json.loads(traced.symbol.tojson()), None, fresh)
-    fresh = None if made_in_trace is None else (made_in_trace, {})
-    return first == _canonical(json.loads(again.symbol.tojson()), None, fresh)
+    def canonical(trace):   # (each trace its own order of the functions it made)
+        fresh: Any = None if made_in_trace is None else (made_in_trace, {})
+        return _canonical(json.loads(trace.symbol.tojson()), None, fresh)
+    return canonical(traced) == canonical(again)
 
 
 def _chain_names(node):
