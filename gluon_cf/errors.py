@@ -222,9 +222,22 @@ def created_at(node):
 #     next op on that copy with clean inputs takes it over and is skipped. A failing call,
 #     ``* 1`` after it, then eight ``nd.sum(y, axis=0)`` pushed before the read: two sums read
 #     unwritten memory after the call's read raised (as with ``nd.cumsum(a, axis=5) * 1``,
-#     no gluon_cf at all). Read a failing call's outputs (or ``mx.nd.waitall()``) before
-#     computing more; gluon_cf's own carrying ops ask for no resource (NOTE [failures carried
-#     by the outputs] in ``failed_calls.py``).
+#     no gluon_cf at all). (3) A block hybridized with ``static_alloc=True,
+#     static_shape=True`` reuses its arrays and engine operations from call to call: a later
+#     call of it run before a failure is read may take it over (review round 30: four such
+#     blocks, each called failing, healthy, failing under one record(), read last first: two
+#     healthy calls raised their block's failure, two failed calls then read unwritten memory;
+#     MXNet's own ``take(mode='raise')`` there: the healthy call read unwritten memory). Ours,
+#     left open (review round 30): (4) gluon_cf waits for the whole engine where it must (a
+#     ``backward()`` while remat nodes are alive, NOTE [a remat backward reads what it
+#     recomputes from] in ``remat_record.py``), and that wait raises the oldest failure
+#     pending from any call while MXNet forgets the others: a failed block's output left
+#     unread, then a healthy eager remat call's ``backward()`` raised that block's
+#     RecursionDepthError, and the block's output then read unwritten memory (marking the
+#     kept calls' outputs failed again after such a wait would mend only outputs the node
+#     writes itself, and would mark a static_alloc block's next healthy call). Read a failing
+#     call's outputs (or ``mx.nd.waitall()``) before computing more; gluon_cf's own carrying
+#     ops ask for no resource (NOTE [failures carried by the outputs] in ``failed_calls.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""
