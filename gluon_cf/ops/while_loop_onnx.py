@@ -295,6 +295,31 @@ def _probe_gathers(graph, infers, lines):
     graph.node.extend(nodes)
 
 
+# NOTE [a probe read for its values]
+#     The zero rows of a probed step output take only its Shape, and onnxruntime's default
+#     optimizations fold a Shape it can infer statically (the sum of a gather_nd's row of
+#     (1, 4)) and drop the probe's operators that only fed it: the probe's gather_nd of no
+#     row, which must fail at the user's line where Gluon's run of func's graph fails, never
+#     ran, and onnxruntime gave (2, 1, 4) zeros where Gluon, and the artifact (which runs
+#     unoptimized), fail. So the zero rows also read the probe's values: plus 0 times the
+#     count of its NaNs (an integer: never NaN itself), which no optimizer folds.
+def _reading_values(emitter, zeros, probed, dtype):
+    """``zeros`` plus a zero computed from ``probed``'s values (NOTE [a probe read for its
+    values])."""
+    from onnx import TensorProto
+
+    nans = emitter.add("ReduceSum", [emitter.add("Cast", [emitter.add("IsNaN", [
+        emitter.add("Cast", [probed], to=TensorProto.DOUBLE)])], to=TensorProto.INT64)],
+        keepdims=0)
+    zero = emitter.add("Mul", [nans, emitter.const(np.array(0, np.int64))])
+    return emitter.add("Add", [zeros, emitter.add("Cast", [zero], to=_onnx_dtype(dtype))])
+
+
+def _onnx_dtype(dtype):
+    from onnx import helper
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
 def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     """A graph of no inputs giving the zero rows of a loop that ran no step, one output per
     step output: of its planned shape, of ``followed``'s lines (``_dims_followed``) or, for
@@ -323,6 +348,9 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     zero_outputs = [zeros.add("ConstantOfShape", [shape_of(k)],
                               value=numpy_helper.from_array(np.zeros((1,), dtype)))
                     for k, dtype in enumerate(dtypes)]
+    zero_outputs = [_reading_values(zeros, value, probed_names[k], dtype)
+                    if k in probed_names else value
+                    for k, (value, dtype) in enumerate(zip(zero_outputs, dtypes))]
     outputs = [value_info(name_, dtype, rank)
                for name_, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
     if probe is None:
