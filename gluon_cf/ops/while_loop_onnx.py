@@ -301,23 +301,18 @@ def _probe_gathers(graph, infers, lines):
 #     (1, 4)) and drop the probe's operators that only fed it: the probe's gather_nd of no
 #     row, which must fail at the user's line where Gluon's run of func's graph fails, never
 #     ran, and onnxruntime gave (2, 1, 4) zeros where Gluon, and the artifact (which runs
-#     unoptimized), fail. So the zero rows also read the probe's values: plus 0 times the
-#     count of its NaNs (an integer: never NaN itself), which no optimizer folds.
-def _reading_values(emitter, zeros, probed, dtype):
-    """``zeros`` plus a zero computed from ``probed``'s values (NOTE [a probe read for its
-    values])."""
+#     unoptimized), fail. So the zero rows' shape also reads the probe's values: plus 0 times
+#     the count of its NaNs (an int64, whatever the output's dtype: never NaN itself), which
+#     no optimizer folds.
+def _zero_of_values(emitter, probed):
+    """An int64 scalar 0 computed from ``probed``'s values (NOTE [a probe read for its
+    values]): 0 times the count of its NaNs."""
     from onnx import TensorProto
 
     nans = emitter.add("ReduceSum", [emitter.add("Cast", [emitter.add("IsNaN", [
         emitter.add("Cast", [probed], to=TensorProto.DOUBLE)])], to=TensorProto.INT64)],
         keepdims=0)
-    zero = emitter.add("Mul", [nans, emitter.const(np.array(0, np.int64))])
-    return emitter.add("Add", [zeros, emitter.add("Cast", [zero], to=_onnx_dtype(dtype))])
-
-
-def _onnx_dtype(dtype):
-    from onnx import helper
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    return emitter.add("Mul", [nans, emitter.const(np.array(0, np.int64))])
 
 
 def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
@@ -338,9 +333,9 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     def shape_of(k):
         if planned[k] is not None:
             return zeros.const(planned[k])
-        if k in probed_names:
-            return zeros.add("Concat", [zeros.const([count]),
-                                        zeros.add("Shape", [probed_names[k]])], axis=0)
+        if k in probed_names:   # (NOTE [a probe read for its values])
+            return zeros.add("Add", [zeros.add("Concat", [zeros.const([count]), zeros.add(
+                "Shape", [probed_names[k]])], axis=0), _zero_of_values(zeros, probed_names[k])])
         return zeros.add("Concat", [zeros.const([count])] + [
             zeros.const([d]) if isinstance(d, int) else
             _affine(zeros, _input_dim(zeros, node, *d[0][:2]), *d[0][2:4])
@@ -348,9 +343,6 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     zero_outputs = [zeros.add("ConstantOfShape", [shape_of(k)],
                               value=numpy_helper.from_array(np.zeros((1,), dtype)))
                     for k, dtype in enumerate(dtypes)]
-    zero_outputs = [_reading_values(zeros, value, probed_names[k], dtype)
-                    if k in probed_names else value
-                    for k, (value, dtype) in enumerate(zip(zero_outputs, dtypes))]
     outputs = [value_info(name_, dtype, rank)
                for name_, dtype, rank in zip(zero_outputs, dtypes, out_ranks)]
     if probe is None:
