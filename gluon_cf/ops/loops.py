@@ -71,13 +71,37 @@ def inferred_step_rows(func_graph, shapes, num_out):
     [loops of no step] in ``while_loop.py``), and its export asks this to do the same (NOTE
     [dims a loop's rows follow]); a converted ``for`` over no row refuses (NOTE [a foreach
     of no step])."""
+    key = (tuple(shapes), num_out)
+    try:   # (NOTE [step rows are remembered])
+        cache = func_graph.__dict__.setdefault("_step_rows", {})
+        if key in cache:
+            found = cache[key]
+            return None if found is None else list(found)
+    except TypeError:   # (a shape that is no tuple of ints: not remembered)
+        cache = None
+    pending = registry.provisional_shapes()
     rows = _rows_of(func_graph, shapes, num_out)
-    if rows is None or not any(isinstance(s, tuple) and 0 in s for s in shapes):
-        return rows
-    # (NOTE [a dim of 0 read as unknown]: the answer must not change with that dim)
-    unknown = [tuple(NOT_ZERO if d == 0 else d for d in s) if isinstance(s, tuple) else s
-               for s in shapes]
-    return rows if _rows_of(func_graph, unknown, num_out) == rows else None
+    if rows is not None and any(isinstance(s, tuple) and 0 in s for s in shapes):
+        # (NOTE [a dim of 0 read as unknown]: the answer must not change with that dim)
+        unknown = [tuple(NOT_ZERO if d == 0 else d for d in s) if isinstance(s, tuple) else s
+                   for s in shapes]
+        rows = rows if _rows_of(func_graph, unknown, num_out) == rows else None
+    if cache is not None and registry.provisional_shapes() == pending:
+        if len(cache) >= _MOST_REMEMBERED:
+            cache.clear()
+        cache[key] = None if rows is None else tuple(rows)
+    return rows
+
+
+# NOTE [step rows are remembered]
+#     A hybridized loop that runs no step asks ``inferred_step_rows`` on every call, and
+#     MXNet's inference of a body's graph on shapes holding a 0 (a mask keeping no row) is
+#     never cached by ``Graph.infer_shape`` (an incomplete answer may complete later), so each
+#     such call inferred twice (NOTE [a dim of 0 read as unknown]): 16% of the call. The
+#     answer is a function of the graph and the shapes alone, so it is remembered per graph
+#     and shapes, except an answer given while a recursive function's shapes were pending
+#     (NOTE [one shape per call]), as ``Graph.infer_shape`` does; a few shapes at most.
+_MOST_REMEMBERED = 64
 
 
 # NOTE [a dim of 0 read as unknown]

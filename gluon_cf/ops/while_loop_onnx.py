@@ -295,6 +295,26 @@ def _probe_gathers(graph, infers, lines):
     graph.node.extend(nodes)
 
 
+# NOTE [a probe read for its values]
+#     The zero rows of a probed step output take only its Shape, and onnxruntime's default
+#     optimizations fold a Shape it can infer statically (the sum of a gather_nd's row of
+#     (1, 4)) and drop the probe's operators that only fed it: the probe's gather_nd of no
+#     row, which must fail at the user's line where Gluon's run of func's graph fails, never
+#     ran, and onnxruntime gave (2, 1, 4) zeros where Gluon, and the artifact (which runs
+#     unoptimized), fail. So the zero rows' shape also reads the probe's values: plus 0 times
+#     the count of its NaNs (an int64, whatever the output's dtype: never NaN itself), which
+#     no optimizer folds.
+def _zero_of_values(emitter, probed):
+    """An int64 scalar 0 computed from ``probed``'s values (NOTE [a probe read for its
+    values]): 0 times the count of its NaNs."""
+    from onnx import TensorProto
+
+    nans = emitter.add("ReduceSum", [emitter.add("Cast", [emitter.add("IsNaN", [
+        emitter.add("Cast", [probed], to=TensorProto.DOUBLE)])], to=TensorProto.INT64)],
+        keepdims=0)
+    return emitter.add("Mul", [nans, emitter.const(np.array(0, np.int64))])
+
+
 def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     """A graph of no inputs giving the zero rows of a loop that ran no step, one output per
     step output: of its planned shape, of ``followed``'s lines (``_dims_followed``) or, for
@@ -313,9 +333,9 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     def shape_of(k):
         if planned[k] is not None:
             return zeros.const(planned[k])
-        if k in probed_names:
-            return zeros.add("Concat", [zeros.const([count]),
-                                        zeros.add("Shape", [probed_names[k]])], axis=0)
+        if k in probed_names:   # (NOTE [a probe read for its values])
+            return zeros.add("Add", [zeros.add("Concat", [zeros.const([count]), zeros.add(
+                "Shape", [probed_names[k]])], axis=0), _zero_of_values(zeros, probed_names[k])])
         return zeros.add("Concat", [zeros.const([count])] + [
             zeros.const([d]) if isinstance(d, int) else
             _affine(zeros, _input_dim(zeros, node, *d[0][:2]), *d[0][2:4])
