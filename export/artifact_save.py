@@ -109,6 +109,14 @@ def _symbol_files(files, example_inputs):
     if len(files) != 2:
         raise ValueError(f"save_artifact: give a HybridBlock or (symbol_json_path, params_path),"
                          f" got {len(files)} paths")
+    if not all(isinstance(f, (str, bytes, os.PathLike)) for f in files):
+        # (a Symbol and its parameters: os.fspath's "expected str, ... not Symbol" said less)
+        raise TypeError(f"save_artifact: give a HybridBlock or the paths (symbol_json_path, "
+                        f"params_path) of the files net.export() writes, got a pair of "
+                        f"{type(files[0]).__name__} and {type(files[1]).__name__}; to save a "
+                        f"Symbol and its parameters, write them first (sym.save(json_path), "
+                        f"mx.nd.save(params_path, {{'arg:' + name: array}}))")
+    _check_file_examples(example_inputs)
     # Checked before MXNet reads it (NOTE [files are checked before MXNet reads them]).
     check_symbol_file_contents(os.fspath(files[0]))
     sym = mx.sym.load(os.fspath(files[0]))
@@ -137,6 +145,26 @@ def _symbol_files(files, example_inputs):
             shape, dtype = value.shape, value.dtype
         inputs.append((name, tuple(shape), np.dtype(dtype)))
     return sym, params, inputs
+
+
+def _check_file_examples(example_inputs):
+    """A TypeError saying what a symbol file's ``example_inputs`` must be, for a value that
+    is none of them (a string, a single array: its len() counted letters or rows, and the
+    refusal said "got 3 example inputs")."""
+    def example(value):
+        return hasattr(value, "shape") or (isinstance(value, tuple) and len(value) == 2)
+    if isinstance(example_inputs, dict):
+        values = list(example_inputs.values())
+    elif isinstance(example_inputs, (list, tuple)):
+        values = list(example_inputs)
+    else:
+        values = None
+    if values is None or not all(example(v) for v in values):
+        got = type(example_inputs).__name__ if values is None else ", ".join(
+            type(v).__name__ for v in values)
+        raise TypeError(f"save_artifact: example_inputs for symbol files must be a list of "
+                        f"arrays (or (shape, dtype) pairs), one per data input of the symbol "
+                        f"in order, or a dict from those inputs' names, got {got}")
 
 
 def convert(sym, params, inputs, opset=DEFAULT_OPSET, *, dynamic_axes=None, input_names=None,

@@ -152,8 +152,8 @@ def index_error_of(err):
                              "its axis of the tensor" % where, count=1) + (
         "" if caught is None else
         f"; it is inside {caught}, which catches IndexError, but while hybridizing the "
-        f"tensor's shape was not known as the graph was traced (a row inside a tensor loop's "
-        f"body), so the index fails only as the graph runs, where no handler catches it. "
+        f"tensor's shape was not known as the graph was traced (a value a tensor while loop "
+        f"carries), so the index fails only as the graph runs and the except is not taken. "
         f"Check the length before reading instead of catching the IndexError"))
 
 
@@ -206,17 +206,38 @@ def created_at(node):
 
 # NOTE [failed calls read later]
 #     A node's forward that fails on MXNet's worker thread is raised when its outputs are read,
-#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures; MXNet's
-#     error then names only its Custom-op callback (custom.cc), not which call failed. Every
-#     such failure is kept, oldest first (a single slot kept only the last: a block called
-#     twice with unread outputs raised our message once, and MXNet's custom.cc text at the
-#     next waitall), and each of MXNet's errors is replaced by the oldest kept. Calls failing
-#     in the same way (the same node and error) read in any order get their own message; when
-#     different ones are pending, the message says that it is the oldest of them. MXNet keeps
-#     one failure of its Custom operators at a time, so of two failing at once one is lost
-#     (its outputs are left unwritten, as for MXNet's own Custom ops): a ``waitall()`` that
-#     returns or raises (MXNet's WaitForAll raises the first of its pending failures
-#     and forgets the others) drops what is kept (``node.py``; ``mx.npx.waitall`` too).
+#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures. Such a
+#     failure is carried by the call's own outputs (NOTE [failures carried by the outputs] in
+#     ``failed_calls.py``), except under NaiveEngine and for calls whose outputs are all empty:
+#     those raise into MXNet, whose error then names only its Custom-op callback (custom.cc),
+#     not which call failed. Every such failure is kept here, oldest first, and each of MXNet's
+#     errors is replaced by the oldest kept; when different ones are pending, the message says
+#     that it is the oldest of them. A ``waitall()`` that returns or raises (MXNet's WaitForAll
+#     raises the first of its pending failures and forgets the others) drops what is kept
+#     (``node.py``; ``mx.npx.waitall`` too). Not ours to solve (round 30), MXNet's engine for
+#     every failing op: (1) a call's outputs share one failure; the first read raises it and
+#     clears it for the others (``ThrowException`` empties the shared exception_ptr), which
+#     then read unwritten memory. (2) An op skipped after a failure marks the resources it was
+#     lent (temporary space: nearly every op asks, ``x * 1`` and ``sum`` too) with it; the
+#     next op on that copy with clean inputs takes it over and is skipped. A failing call,
+#     ``* 1`` after it, then eight ``nd.sum(y, axis=0)`` pushed before the read: two sums read
+#     unwritten memory after the call's read raised (as with ``nd.cumsum(a, axis=5) * 1``,
+#     no gluon_cf at all). (3) A block hybridized with ``static_alloc=True,
+#     static_shape=True`` reuses its arrays and engine operations from call to call: a later
+#     call of it run before a failure is read may take it over (review round 30: four such
+#     blocks, each called failing, healthy, failing under one record(), read last first: two
+#     healthy calls raised their block's failure, two failed calls then read unwritten memory;
+#     MXNet's own ``take(mode='raise')`` there: the healthy call read unwritten memory). Ours,
+#     left open (review round 30): (4) gluon_cf waits for the whole engine where it must (a
+#     ``backward()`` while remat nodes are alive, NOTE [a remat backward reads what it
+#     recomputes from] in ``remat_record.py``), and that wait raises the oldest failure
+#     pending from any call while MXNet forgets the others: a failed block's output left
+#     unread, then a healthy eager remat call's ``backward()`` raised that block's
+#     RecursionDepthError, and the block's output then read unwritten memory (marking the
+#     kept calls' outputs failed again after such a wait would mend only outputs the node
+#     writes itself, and would mark a static_alloc block's next healthy call). Read a failing
+#     call's outputs (or ``mx.nd.waitall()``) before computing more; gluon_cf's own carrying
+#     ops ask for no resource (NOTE [failures carried by the outputs] in ``failed_calls.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""
@@ -299,3 +320,51 @@ def body_value_outside_error(message, nodes, source_attr, forward):
         "Python code (appended to a list, stored on self or in a cell's state): a step's "
         "values exist only inside its loop. Return it from the %s as a step output or a loop "
         "state and read that instead" % (at, forward, op, role, unknown, role))
+
+
+# NOTE [a variable read in a body]
+#     A body (a loop's, a cond branch, a recursive function's) that makes its own variable
+#     (``F.var("extra")``, ``mx.sym.var``) hands it to the block's graph as a value the node
+#     captures, and Gluon then refused the graph with "Unknown input to HybridBlock: extra",
+#     naming no line (an AssertionError, as for a free variable in hybrid_forward itself).
+#     The error names the line of the body's operator reading it (or of the gluon_cf call)
+#     and what to do; an AssertionError still, as Gluon's. A variable read by no gluon_cf node
+#     keeps Gluon's own message: plain Gluon code is not ours to reword.
+_UNKNOWN_INPUT = re.compile(r"^Unknown input to HybridBlock: (.+)$")
+
+
+def body_variable_error(message, nodes, source_attr, forward):
+    """The AssertionError for Gluon's "Unknown input to HybridBlock: extra" where a gluon_cf
+    node of the block's graph (``nodes``) reads that variable, or None (NOTE [a variable read
+    in a body])."""
+    import json
+    match = _UNKNOWN_INPUT.match(str(message))
+    if match is None:
+        return None
+    name = match.group(1)
+    ids = {k for k, node in enumerate(nodes) if node["op"] == "null" and node["name"] == name}
+    readers = [node for node in nodes if node["op"] == "Custom" and
+               node.get("attrs", {}).get("op_type", "").startswith("_gluon_cf_") and
+               any(entry[0] in ids for entry in node.get("inputs", ()))]
+    if not readers:
+        return None
+    spec_text = readers[0]["attrs"].get("spec", "")
+    op = "gluon_cf." + readers[0]["attrs"]["op_type"][len("_gluon_cf_"):]
+    where = _CREATED_AT.get(spec_key(spec_text))
+    try:
+        graphs = json.loads(spec_text).get("graphs", {}).values()
+        body_nodes = [n for g in graphs for n in json.loads(g["json"])["nodes"]]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        body_nodes = []
+    inner = {k for k, node in enumerate(body_nodes) if node["op"] == "null" and
+             node["name"] == name}
+    lines = [node.get("attrs", {}).get(source_attr) for node in body_nodes
+             if any(entry[0] in inner for entry in node.get("inputs", ()))]
+    where = next((line for line in lines if line), where)
+    at = "%s: " % where if where else "%s (unknown line): " % forward
+    return AssertionError(
+        "%sa body of %s reads the variable %r (F.var or mx.sym.var), which is neither an "
+        "input nor a parameter of the block, so the block's graph has no value for it "
+        "(Gluon: \"Unknown input to HybridBlock: %s\"). Pass the value to the block as an "
+        "input, make it a Parameter (self.params.get), or compute it in the body (F.ones, "
+        "F.zeros)" % (at, op, name, name))

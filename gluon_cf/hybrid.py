@@ -48,8 +48,8 @@ from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
                             inference_inline, inline_inference_graph, not_lost)
-from .errors import (ZeroSizeError, body_value_outside_error, index_error_of, mxnet_message,
-                     named_line)
+from .errors import (ZeroSizeError, body_value_outside_error, body_variable_error,
+                     index_error_of, mxnet_message, named_line)
 from .node import DynamicShapeError, IncompleteShapeError
 from .operators import (DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR,
                         is_mxnet_module, user_location)
@@ -179,11 +179,13 @@ def _cuts_rows(node):
 
 def _other_error(self, err):
     """Raise ``err``, a hybridized call's error not MXNet's, or ours for it."""
-    if isinstance(err, AssertionError):  # NOTE [a step's value read outside its body]
-        ours = body_value_outside_error(err, json.loads(self._cached_graph[1].tojson())[
-            "nodes"], SOURCE_ATTR, _forward_of(self)) if self._cached_graph else None
-        if ours is not None:
-            raise ours from None
+    if isinstance(err, AssertionError) and self._cached_graph:
+        # NOTE [a step's value read outside its body], NOTE [a variable read in a body]
+        nodes = json.loads(self._cached_graph[1].tojson())["nodes"]
+        for explain in (body_value_outside_error, body_variable_error):
+            ours = explain(err, nodes, SOURCE_ATTR, _forward_of(self))
+            if ours is not None:
+                raise ours from None
     raise err
 
 

@@ -8,7 +8,7 @@ import warnings
 import mxnet as mx
 
 __all__ = ["TRACED", "autograd_mode_read", "check_shapes", "graph_traced", "shape_checked",
-           "static_dtypes", "static_shape"]
+           "shape_hint", "static_dtypes", "static_shape"]
 
 TRACED = threading.local()   # .trace: the dict of the block's trace running on this thread
 
@@ -70,17 +70,22 @@ def _inferred(symbols, inputs, what="shape"):
     return found
 
 
-def static_shape(symbol, where, trailing=False):
+def static_shape(symbol, where, trailing=False, hinted=False):
     """The shape of ``symbol`` (one output) in the block's graph being traced, inferred from
     the shapes of the inputs it is traced for, or None (NOTE [graphs traced for input
     shapes]); a shape given makes the graph one for those input shapes (``where`` read it).
     ``trailing``: only the axes after the first must be known (the first may be 0: no rows,
-    or unknown, as MXNet's legacy shapes write both)."""
+    or unknown, as MXNet's legacy shapes write both). ``hinted``: a loop body's row and
+    carried values too, by :func:`shape_hint`."""
     trace = getattr(TRACED, "trace", None)
     if trace is None or len(symbol.list_outputs()) != 1:
         return None
     arguments = set(symbol.list_arguments())
     known = {n: s for n, s in trace["shapes"].items() if n in arguments}
+    for name in sorted(arguments - set(known)) if hinted else ():
+        shape = trace.get("hints", {}).get(name, lambda: None)()
+        if shape:
+            known[name] = shape
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -94,6 +99,17 @@ def static_shape(symbol, where, trailing=False):
     if trace["read"] is None:
         trace["read"] = where
     return tuple(shape)
+
+
+def shape_hint(variable, shape_of):
+    """A loop body's input ``variable`` (its row, a carried value) has the shape
+    ``shape_of()`` gives (or None) where the shapes the graph is traced for give it: read by
+    :func:`static_shape` only where asked (``hinted``: an int index inside a try catching
+    IndexError, NOTE [an index error the user's try catches])."""
+    trace = getattr(TRACED, "trace", None)
+    if trace is not None and variable.get_children() is None and \
+            len(variable.list_outputs()) == 1:
+        trace.setdefault("hints", {})[variable.name] = shape_of
 
 
 def static_dtypes(symbols):

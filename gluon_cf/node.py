@@ -23,6 +23,7 @@ NOTE [gradients through a node]
     forward with ``is_train=False``), the forward is recomputed under recording first.
 """
 import builtins
+import inspect
 import json
 import re
 import threading
@@ -33,7 +34,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
-from . import _names, executor, registry
+from . import _names, executor, failed_calls, registry
 from ._custom_ops import NOT_UTF8, engine_calls_us, register_guarded, write_like_assign
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
@@ -43,6 +44,8 @@ from .graph.index_gradients import check_index_gradients
 from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
 from .node_storage import backward_storage_types, dense_copies, forward_storage_types
+from .node_shape_errors import (DynamicShapeError, IncompleteShapeError, explain_unknown_dims,
+                                names_node, note_unknown_dims, refuse_run_time_shapes)
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -59,7 +62,6 @@ from .node_storage import backward_storage_types, dense_copies, forward_storage_
 _kept_inference = threading.local()   # (exception, node name): shape/type inference, same thread
 _kept_listing = threading.local()     # exception: list_arguments/list_outputs, same thread
 _kept_run = PendingFailures()         # forward/backward, on MXNet's worker threads
-_unknown_dims = threading.local()      # {node name: [(input, shape)]}: see _explain_unknown_dims
 _original_get_last_ffi_error = mx.base.get_last_ffi_error
 _MARKER = "gluon_cf: error reported to the caller"
 
@@ -88,11 +90,14 @@ def _get_last_ffi_error():
     """MXNet's error, or the exception one of our callbacks kept for it (NOTE above)."""
     err = _original_get_last_ffi_error()
     text = str(err)
+    carried = failed_calls.exception_for(text)   # NOTE [failures carried by the outputs]
+    if carried is not None:
+        return carried.with_traceback(None)
     if "kCustomOpPropInfer" in text or "kCustomOpPropBackwardInfer" in text:
         kept = getattr(_kept_inference, "value", None)
         _kept_inference.value = None
         # only the node whose callback failed (MXNet names a backward node by its own name)
-        if kept is not None and (_names_node(text, kept[1]) or "PropBackward" in text):
+        if kept is not None and (names_node(text, kept[1]) or "PropBackward" in text):
             return kept[0].with_traceback(None)
     elif "callbacks[Type]" in text and getattr(_kept_listing, "value", None) is not None:
         kept, _kept_listing.value = _kept_listing.value, None
@@ -103,81 +108,7 @@ def _get_last_ffi_error():
         if kept is not None:
             return kept.with_traceback(None)
     elif "Shape inconsistent" in text:
-        return _explain_unknown_dims(err, text)
-    return err
-
-
-def _names_node(text, name):
-    """Whether MXNet's error ``text`` is about graph node ``name`` ("Error in operator
-    <prefix>name: ..."; Gluon prefixes the block's name)."""
-    return re.search(r"Error in operator \S*%s:" % re.escape(name), text) is not None
-
-
-class IncompleteShapeError(ValueError, mx.MXNetError):
-    """A gluon_cf node in a graph was given a shape with a 0 dimension: a zero-size array, or a
-    dimension MXNet does not know yet (its placeholder 0, as in ``infer_shape_partial``). MXNet
-    1.9.1's legacy shapes cannot tell the two apart; see ``_explain_unknown_dims``."""
-
-
-class DynamicShapeError(ValueError, mx.MXNetError):
-    """A gluon_cf node whose output shape is known only at run time (``boolean_mask``, a
-    ``while_loop`` of exact length, branches of different shapes) is held where MXNet needs
-    static shapes: a Symbol executor (``bind``, ``simple_bind``) or a graph MXNet runs itself.
-    Hybridized Gluon blocks never raise it: they run such graphs partitioned, each static piece
-    still compiled, with shapes inferred just before it runs."""
-
-
-def _refuse_run_time_shapes(node, outs):
-    outputs = ", ".join("output %d" % k for k, s in enumerate(outs) if registry.is_dynamic(s))
-    return DynamicShapeError(
-        "gluon_cf.%s (node %r): %s %s a shape known only at run time (it depends on values: "
-        "boolean_mask, an exact-length while_loop, cond branches of different sizes), but this "
-        "graph is run by MXNet, which needs every shape before it runs (a Symbol executor from "
-        "bind/simple_bind). Run it in a hybridized Gluon block (e.g. "
-        "gluon.SymbolBlock(outputs, inputs)), which runs such graphs partitioned"
-        % (node.kind, node.spec.get("node") or "", outputs,
-           "has" if outputs.count(",") == 0 else "have"))
-
-
-def _note_unknown_dims(node, in_shapes):
-    """Remember which inputs of ``node`` MXNet gave us with a 0 (unknown) dimension."""
-    partial = [(i, tuple(s)) for i, s in enumerate(in_shapes) if s and any(d <= 0 for d in s)]
-    table = getattr(_unknown_dims, "value", None)
-    if table is None:
-        table = _unknown_dims.value = {}
-    name = node.spec.get("node") or ""
-    if partial:
-        table[name] = (node, partial)
-    else:
-        table.pop(name, None)
-
-
-def _explain_unknown_dims(err, text):
-    """MXNet's "Shape inconsistent" for a node given a shape with a 0 dimension, in our words.
-
-    MXNet 1.x's legacy shapes read a 0 as "unknown": a zero-size array reaches a hybridized
-    node as a partial shape (``(0, 2)`` as ``[-1, 2]``), like a dimension not known yet. Our
-    shape rules need complete input shapes (handing MXNet back its partial shape crashes its
-    Custom-op callback while exporting with dynamic axes), so MXNet reports "Shape inconsistent,
-    Provided = [-1,2], inferred shape=[]", naming only the node. For zero-size arrays an error
-    is right (MXNet's hybridized ``x + 1`` refuses them too); an unknown dimension reaches here
-    only from a Symbol executor given a partial shape (``Symbol.infer_shape_partial`` is ours
-    and passes unknown dimensions through, NOTE [run-time shapes] in ``graph/``). This error
-    names the op, the node and the input, and says both."""
-    table = getattr(_unknown_dims, "value", None) or {}
-    for name, (node, partial) in table.items():
-        if name and _names_node(text, name):
-            del table[name]
-            inputs = ", ".join("input %d has shape %s" % (i, tuple(d if d > 0 else 0 for d in s))
-                               for i, s in partial)
-            return IncompleteShapeError(
-                "gluon_cf.%s%s (node %r): %s, with a 0 dimension: a zero-size array, which a "
-                "hybridized MXNet 1.9.1 graph cannot take (its legacy shapes read 0 as "
-                "'unknown'; MXNet's own operators refuse them too), or a dimension not known "
-                "yet, which a graph MXNet runs itself (a Symbol executor) needs. Skip the call "
-                "for empty inputs or run the block without hybridize(); give complete shapes to "
-                "bind/simple_bind"
-                % (node.kind, created_at(node), name, inputs))
+        return explain_unknown_dims(err, text)
     return err
 
 
@@ -214,6 +145,7 @@ def _waitall():
         _original_waitall()
     finally:
         _kept_run.clear()
+        failed_calls.KEPT.clear()
 
 
 _waitall.__doc__ = _original_waitall.__doc__
@@ -235,6 +167,11 @@ for _module in (mx.nd.ndarray, mx.nd, getattr(mx, "npx", None)):   # (mx.npx.wai
 #     of the MXNet call that read the file (``mx.sym.load``, ``SymbolBlock.imports``, ...).
 
 
+_WRITING = {   # the arrays a failed forward/backward writes (NOTE in failed_calls.py)
+    "forward": lambda a: [o for o, r in zip(a["out_data"], a["req"]) if r != "null"],
+    "backward": lambda a: [g for g, r in zip(a["in_grad"], a["req"]) if r != "null"]}
+
+
 def _reporting(method):
     """Wrap a Custom operator callback so that its exception reaches the user (see above)."""
     def wrapper(self, *args, **kwargs):
@@ -242,6 +179,9 @@ def _reporting(method):
             return method(self, *args, **kwargs)
         except Exception as exc:
             name_node(exc, self.node)
+            if method.__name__ in _WRITING and failed_calls.carry(exc, _WRITING[method.__name__](
+                    inspect.signature(method).bind(self, *args, **kwargs).arguments)):
+                return None   # NOTE [failures carried by the outputs] in failed_calls.py
             _remember(method.__name__, exc, self.node)
             raise _Reported() from None
     wrapper.__name__ = method.__name__
@@ -615,7 +555,7 @@ def _prop_class(rule):
 
         @_reporting
         def infer_shape(self, in_shape):
-            _note_unknown_dims(self.node, in_shape)
+            note_unknown_dims(self.node, in_shape)
             shapes = [tuple(s) if s and all(d > 0 for d in s) else None for s in in_shape]
             ins, outs = rule.infer_shape(self.node, shapes)
             refused = refuse_numpy_scalars(self.node, in_shape, ins, outs)
@@ -625,7 +565,7 @@ def _prop_class(rule):
                 # Only MXNet calls this (gluon_cf infers its graphs itself, NOTE [run-time
                 # shapes]): a graph it runs needs static shapes.
                 raise rule.static_shape_error(self.node, shapes) or \
-                    _refuse_run_time_shapes(self.node, outs)
+                    refuse_run_time_shapes(self.node, outs)
             if None not in shapes:   # what create_operator asks next (a pure function of them)
                 self._inferred = (tuple(shapes), outs)
             # () for what we could not complete. A Python Custom op cannot say "unknown" in
@@ -633,7 +573,7 @@ def _prop_class(rule):
             # returned length, so a -1 dim comes back as 4294967295 (a huge known dim: handing
             # MXNet its own partial shape, e.g. (-1, 3) while exporting with dynamic axes,
             # allocated that and crashed) and no length means ndim -1. () is at least
-            # refused as inconsistent where MXNet knows better (see _explain_unknown_dims).
+            # refused as inconsistent where MXNet knows better (see explain_unknown_dims).
             # A partial shape (a foreach's, MXNet's 0 for an unknown dimension) is () too:
             # MXNet reads a 0 a Custom op answers as a known empty dimension, and bound a state
             # the body shapes only in part as an empty array (NOTE [arguments of undecided

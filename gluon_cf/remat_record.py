@@ -29,7 +29,7 @@ import numpy as np
 from mxnet import autograd
 from mxnet.base import MXCallbackList, NDArrayHandle, _LIB, c_array, c_handle_array, check_call
 
-from . import node as _node, registry
+from . import failed_calls, node as _node, registry
 from ._custom_ops import engine_calls_us, keep_to_the_end
 from ._interrupts import defer_interrupts_in
 from ._graph_json import reached_ids
@@ -103,11 +103,13 @@ def record_node(inputs, outputs, backward):
 
     def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
         _callback.depth = getattr(_callback, "depth", 0) + 1
+        written = []
         try:
             out_grads = [mx.nd.NDArray(ctypes.cast(ptrs[i], NDArrayHandle), writable=False)
                          for i in range(num_ograds)]
             in_grads = [mx.nd.NDArray(ctypes.cast(ptrs[num_ograds + i], NDArrayHandle),
                                       writable=True) for i in range(num_igrads)]
+            written = [g for i, g in enumerate(in_grads) if reqs[i] != 0]
             with autograd.pause(train_mode=bool(is_train)):
                 grads = backward(out_grads)
                 for k, (dst, grad, req) in enumerate(
@@ -129,6 +131,8 @@ def record_node(inputs, outputs, backward):
                     else:                 # write, inplace
                         dst[:] = grad
         except Exception as exc:  # noqa: BLE001 - reported through node.py (NOTE there)
+            if failed_calls.carry(exc, written):   # NOTE [failures carried by the outputs]
+                return True
             _node._remember("backward", exc, None)
             return False
         finally:

@@ -317,10 +317,14 @@ def rename_other_values_of_one_name(graph, first):
     reading another of the same name (``name="fc"`` given twice, two Gluon layers of one
     prefix) read each their own, where gluon_cf's pooling by name refused them as
     ``NameClashError`` (round 28r). Within one graph MXNet refuses them (an AssertionError,
-    as gluon_cf), and its cond joins its branches' inputs by name, reading the first value in
-    both branches, which gluon_cf refuses rather than compute. Variables of one name stay one
-    argument (NOTE [variables of one name]). Only the graph's input variable is renamed: the
-    outer value, its name and ``list_arguments`` are the user's."""
+    as gluon_cf). Its cond joins its branches' inputs the same way: a computed value is
+    looked up by its operator's name (``v``) among the inputs met before, never found under
+    its input's (``v_output``), so a then_func reading one ``v`` and an else_func another
+    read each their own, in either order (round 30r: refused before). One branch reading
+    both, MXNet's cut keeps one of them for both reads, silently: refused, as in one loop
+    graph. Variables of one name stay one argument (NOTE [variables of one name]). Only the
+    graph's input variable is renamed: the outer value, its name and ``list_arguments`` are
+    the user's."""
     theirs = dict(first.captured)
     clashing = [name for name, sym in graph.captured
                 if name in theirs and not _same_value(theirs[name], sym)]

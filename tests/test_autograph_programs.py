@@ -122,7 +122,9 @@ CLOSURES = """\
 def test_random_programs_keep_their_meaning(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("programs")
 
-    @settings(max_examples=500, deadline=None, derandomize=True,
+    # 300 programs, a fixed seed (500 until session 30: ~13 s more of the suite; the tensor
+    # programs below and the closures' and library's carry issue 24's counts)
+    @settings(max_examples=300, deadline=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(blocks(), st.integers(-20, 120), st.integers(-20, 120))
     def check(lines, x, y):

@@ -147,10 +147,25 @@ class IndexInTensorLoopInTry(HybridBlock):
         return h
 
 
+@program(*ROWS)
+class IndexOfWhileStateInTry(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        i = F.zeros((1,))
+        while F.sum(i) < 2:
+            try:
+                h = h + h[3]
+            except IndexError:
+                h = h * 2
+            i = i + 1
+        return h
+
+
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
-@pytest.mark.parametrize("block_class", [c for c in PROGRAMS if c is not IndexInTensorLoopInTry],
+@pytest.mark.parametrize("block_class", [c for c in PROGRAMS if c is not IndexOfWhileStateInTry],
                          ids=lambda c: c.__name__)
 def test_handler_runs_hybridized_as_eagerly(block_class):
     """Hybridized, the graph for each input's shapes takes the handler's path where eager
@@ -159,13 +174,13 @@ def test_handler_runs_hybridized_as_eagerly(block_class):
 
 
 def test_index_of_shape_unknown_while_tracing_fails_as_the_graph_runs_naming_the_try():
-    """A row inside a tensor loop's body has no shape while tracing: past its axis, the
-    graph's run raises the IndexError at the index's line, naming the try that cannot catch
-    it hybridized (in range it is the slice: tests/test_review_r28b.py); eagerly plain
-    Python."""
-    hostile_harness.assert_kinds(_classified(IndexInTensorLoopInTry), refused=True)
-    err = hostile_harness.hybridized_error(IndexInTensorLoopInTry, ROWS[0][0])
-    index = hostile_harness.line_in(__file__, "h = h + row[3]")
+    """A value a tensor while carries has no shape while tracing (a for's row and carried
+    values have: round 30ag): past its axis, the graph's run raises the IndexError at the
+    index's line, naming the try that cannot catch it hybridized (in range it is the slice:
+    tests/test_review_r28b.py); eagerly plain Python."""
+    hostile_harness.assert_kinds(_classified(IndexOfWhileStateInTry), refused=True)
+    err = hostile_harness.hybridized_error(IndexOfWhileStateInTry, ROWS[0][0])
+    index = hostile_harness.line_in(__file__, "h = h + h[3]")
     assert isinstance(err, IndexError), err
-    assert str(err).startswith(f"{__file__}:{index}: h = h + row[3]: index out of range"), err
+    assert str(err).startswith(f"{__file__}:{index}: h = h + h[3]: index out of range"), err
     assert f"inside the try at {__file__}:{index - 1}, which catches IndexError" in str(err)

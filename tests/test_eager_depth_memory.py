@@ -121,19 +121,22 @@ TOPDOWN_CHAIN_UNDER_2_GIB = """
 # [eager top-down tree]): test_no_crash.py's TopDown chain runs it before training.
 
 
-# The same chain of a wider model: H = 256 needs ~64 KB a level, stops at depth ~15,200.
+# The same chain of a wider model: H = 512 stops at depth ~11,600 (session 30). Until then
+# H = 256, which stopped at ~15,200 once, but at ~19,500 in session 30, 2% short of max_depth
+# (it would no longer reach the limit at all after a little less memory a level), in twice the
+# time (~25 s of CPU, alone: NOTE [tests that run alone] in conftest.py).
 TOPDOWN_CHAIN_TRAINING = TOPDOWN_CHAIN_UNDER_2_GIB.replace(
-    "D, I, H, O = 19999, 3, 4, 2", "D, I, H, O = 19999, 3, 256, 2") + """
+    "D, I, H, O = 19999, 3, 4, 2", "D, I, H, O = 19999, 3, 512, 2") + """
     try:
         with autograd.record():
             total, count = net(z)
         print("no error")
     except gluon_cf.AddressSpaceError as err:
         print("message", str(err))
-    # a recursion that fits runs next: 10,000 levels, recorded (NOTE [memory after an
-    # address-space error]; it stopped at depth ~440 when the record of the first sat in a
-    # reference cycle)
-    net.max_depth = 10000
+    # a recursion that fits runs next: 6,000 levels, recorded, ~1 GiB as 10,000 at H = 256
+    # (NOTE [memory after an address-space error]; it stopped at depth ~440 when the record of
+    # the first sat in a reference cycle)
+    net.max_depth = 6000
     with autograd.record():
         total, count = net(z)
     print("second", int(count.asscalar()))
@@ -156,10 +159,10 @@ def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
     call or an NDArray's destructor) twice, in three runs. Every nested eager call now checks
     the space left under a limit and raises ``gluon_cf.AddressSpaceError`` with 64 MiB still
     free (NOTE [address-space headroom]): the process lives and trains on. At H = 4 the chain
-    now fits (test_no_crash.py); at H = 256 it stops at depth ~15,200. Then a recursion that
-    fits runs: 10,000 levels recorded (it stopped at depth ~440 while the first's record sat in
-    a reference cycle: NOTE [memory after an address-space error]), and 50 with gradients.
-    ~30 s of CPU."""
+    now fits (test_no_crash.py); at H = 512 it stops at depth ~11,600. Then a recursion that
+    fits runs: 6,000 levels recorded (~1 GiB; it stopped at depth ~440 while the first's record
+    sat in a reference cycle: NOTE [memory after an address-space error]), and 50 with
+    gradients. ~13 s of CPU."""
     proc = run_python(textwrap.dedent(TOPDOWN_CHAIN_TRAINING), timeout=300)
     assert proc is not None, "the process hung (timeout 300 s)"
     assert proc.returncode == 0, "exit %d (a negative code is a signal)\n%s" % (
@@ -172,7 +175,7 @@ def test_recursion_past_the_address_space_limit_stops_before_mxnet_aborts():
     assert re.search(r"\(the recursion's call: \S+models.recursive\.py:\d+\)$",
                      lines["message"]), lines["message"]
     assert "within 64 MiB of its limit of 2048 MiB (RLIMIT_AS" in lines["message"]
-    assert lines["second"] == "20001", proc.stdout
+    assert lines["second"] == "12001", proc.stdout
     assert lines["after"] == "101 True", proc.stdout
 
 

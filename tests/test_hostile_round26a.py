@@ -34,10 +34,10 @@ REFUSED = {
     programs.HelperAppendsToStepListReboundByUnpacking,
     programs.HelperAppendsToStepListReboundByWith, programs.ReturnInsideWithInTensorLoop,
     programs.NonlocalCounterInTensorLoopHelper, programs.GlobalLoopTargetInTensorLoop,
-    programs.SliceOfCollectedListStacked, programs.DelOfCollectedItem,
-    programs.ItemAssignOfCollectedListThenStack,
+    programs.SliceOfCollectedListStacked,
     # (PopOfCollectedList, InsertIntoCollectedList: Python's since round 29ag, the input
-    # shapes giving the length)
+    # shapes giving the length; DelOfCollectedItem, ItemAssignOfCollectedListThenStack since
+    # round 30ag)
     programs.AssertOnATensorInsideLoop,
     programs.MethodSideEffectListInTensorLoop, programs.ReturnInsideTryFinallyInTensorLoop,
     programs.NonlocalTargetOfTensorLoopInHelper,

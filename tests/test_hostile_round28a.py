@@ -16,7 +16,8 @@ import hostile_programs28a as programs
 FILES = [programs.__file__]
 _classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export=False)
 
-# refused hybridized at the user's line, by what each says
+# refused hybridized at the user's line, by what each says (since round 30ag a dict's Python
+# constants beside its arrays, items[i] = v and del items[i] of a collected list: Python's)
 REFUSED = {
     programs.MatchDottedValueIsCollectedList: "compares a tensor with a literal or value",
     programs.MatchDottedValueTensorAttribute: "a value pattern of this match (case a.b:) is "
@@ -31,14 +32,11 @@ REFUSED = {
     programs.DictOfListsAppendedInLoop: "changes a Python list (.append)",
     programs.DataclassFieldListAppendedInLoop: "changes a Python list (.append)",
     programs.GeneratorOverCollectedPairs: "a generator function",
-    programs.DictStateItemUpdatedInLoop: "variable 'state' is a dict holding arrays",
     programs.DataclassStateRebuiltInLoop: "variable 'st' is an Acc holding arrays",
     programs.ListStateItemAugmentedInLoop: "its body assigns attributes or items",
     programs.DataclassAttributeAugmentedInLoop: "its body assigns attributes or items",
     programs.SelfAttributeAugmentedInLoop: "its body assigns attributes or items",
     programs.GlobalCounterInTensorLoop: "its body assigns attributes or items",
-    programs.InPlaceSliceAssignmentOnCollectedCopy: "is changed in place by items[i] = v",
-    programs.DelFirstOfCollected: "is changed in place by del items[i]",
     programs.TryFinallyCountingPythonSteps: "variable 'n' changes in this for loop on a tensor",
     programs.DequeSlidingWindowAppendedInTensorLoop: "changes a Python deque (.append)",
     programs.PartialHoldingListAppendedByLaterLoop: "changes the list 'outs' from outside it",

@@ -285,9 +285,14 @@ def _python_worker(code, index=0):
                        {HEARTBEAT_ENV: "1"})
 
 
+# The grace period between SIGTERM and SIGKILL of a stopped job's processes (the CLI's is
+# 3 s): these workers die at SIGTERM; a failed worker's exit is awaited for twice it.
+GRACE = 0.5
+
+
 def _supervise(specs, progress_timeout):
     out, err = io.StringIO(), io.StringIO()
-    outcome = Supervisor(specs, progress_timeout, grace=1.0, stdout=out, stderr=err).run()
+    outcome = Supervisor(specs, progress_timeout, grace=GRACE, stdout=out, stderr=err).run()
     return outcome, out.getvalue(), err.getvalue()
 
 
@@ -331,7 +336,7 @@ def test_workers_that_all_ended_their_scripts_but_never_exit_are_stopped():
 def test_a_failed_worker_is_the_one_blamed_while_its_exit_is_awaited(monkeypatch):
     """Worker 1 announced its script's failure (status 3) and then does not exit; worker 0 is
     silent past the progress timeout, as a peer of a failed worker is: the job waits for worker
-    1's exit (NOTE [a failed worker's bounded exit]; 0.5 s here, plus the grace period), then
+    1's exit (NOTE [a failed worker's bounded exit]; 0.5 s here, plus twice the grace), then
     reports worker 1 with its status, not worker 0's silence."""
     monkeypatch.setattr(supervisor, "FAILED_EXIT_WAIT", 0.5)
     failed = "import sys, time\nprint('failing', flush=True)\n" \
@@ -340,7 +345,7 @@ def test_a_failed_worker_is_the_one_blamed_while_its_exit_is_awaited(monkeypatch
     start = time.monotonic()
     outcome, out, err = _supervise([_python_worker("import time; time.sleep(60)"),
                                     _python_worker(failed, 1)], 1.0)
-    assert 0.5 + 2 * 1.0 < time.monotonic() - start < 30
+    assert 0.5 + 2 * GRACE < time.monotonic() - start < 30
     assert outcome.status == 3, outcome.report
     assert outcome.report.startswith("gluon_cf.launch: worker 1 (pid ")
     assert re.search(r"ended its script with status 3 but had not exited \d+ s later; "
@@ -350,9 +355,9 @@ def test_a_failed_worker_is_the_one_blamed_while_its_exit_is_awaited(monkeypatch
 
 
 def test_heartbeats_keep_a_worker_alive_and_a_failure_quotes_its_last_lines():
-    code = _beating(3, "print('one'); print('two'); print('three'); print('four')\n"
+    code = _beating(2, "print('one'); print('two'); print('three'); print('four')\n"
                        "sys.exit(3)\n")
-    outcome, out, err = _supervise([_python_worker(code)], 1.5)   # 3 s of heartbeats only
+    outcome, out, err = _supervise([_python_worker(code)], 1.0)   # 2 s of heartbeats only
     assert outcome.status == 3, outcome.report
     pid = outcome.report.split("(pid ")[1].split(")")[0]
     assert outcome.report == ("gluon_cf.launch: worker 0 (pid %s) exited with status 3; "

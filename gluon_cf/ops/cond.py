@@ -13,7 +13,8 @@ from ..executor import Frame, Parallel
 from .._names import name_manager
 from .._structure import describe, flatten, regroup
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names,
-                       merge_captures, pending_shapes, trace, user_location)
+                       merge_captures, pending_shapes, rename_other_values_of_one_name, trace,
+                       user_location)
 from ..checks import (ArgumentValueError, ArrayTypeError, check_arity, check_callable,
                       dtype_name, mismatch, mode_of, op_at, pred_shape_error, pred_value,
                       scalar_pred_shape)
@@ -121,6 +122,8 @@ def _cond_symbolic(pred, then_func, else_func, name):
         raise ValueError("%s: then_func and else_func return different structures: "
                          "then_func returns %s, else_func returns %s"
                          % (op_at(OP), describe(then_g.out_fmt), describe(else_g.out_fmt)))
+    # (NOTE [computed values of one name in while_loop]: each branch its own; else's renamed)
+    rename_other_values_of_one_name(else_g, then_g)
     captured, slot_of = merge_captures(OP, [then_g, else_g], first_slot=1, walk_order=True)
     spec = {"graphs": {"then": then_g.spec([], slot_of), "else": else_g.spec([], slot_of)},
             "num_outputs": then_g.num_outputs}

@@ -18,7 +18,7 @@ from ..checks import (arrays_only, check_arity, check_callable, check_kept_shape
 from .._typing import Arrays
 from ..zero_size import eagerly
 from . import eager_loops
-from .foreach_data import check_lengths, check_sliceable, length_of
+from .foreach_data import check_lengths, check_sliceable, length_of, no_step_outputs
 from .foreach_memory import forward_into as _forward_into
 from .foreach_remat import forward_into as _remat_forward_into
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
@@ -193,7 +193,11 @@ def _rows_told(data_shape, step_shape):
 #     tensor that autograph converts is plain Python eagerly, where no row runs no step: its
 #     foreach (``NO_STEP_ON_EMPTY_DATA`` set on its body, the spec's ``no_steps_ok``) runs no
 #     step when it collects no rows, its states unchanged (``for r in
-#     F.contrib.boolean_mask(x, m)`` whose mask keeps nothing).
+#     F.contrib.boolean_mask(x, m)`` whose mask keeps nothing), and what the loop collects
+#     (its step outputs) is rows of none of the shapes its body's graph infers for one step
+#     (``no_step_outputs``: eagerly, Python's list of no item; NOTE [a dim of 0 read as
+#     unknown]); where only running the body could tell them, it is refused at the for's
+#     line on every call (issue 24).
 
 
 def _count_state_copies(body_g, num_out):
@@ -395,12 +399,12 @@ class ForeachRule(registry.Rule):
         body = node.graphs["body"]
         where = _node.where_created(node) or ""   # ("": no line known, not net(x)'s)
         length = length_of(data[0], where)
+        empty = no_step_outputs(node, data, states, captured) if length == 0 else None
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
-            check_lengths([d.shape[0] for d in data], where,
-                           node.spec["num_out_data"] if node.spec.get("no_steps_ok") else None)
-        if length == 0 and ns:    # no step: the states as they came in, computed as copies
-            return [mx.nd.identity(s) for s in states]
+            check_lengths([d.shape[0] for d in data], where, empty)
+        if length == 0 and (ns or empty):   # no step: the states as they came in, as copies
+            return list(empty or []) + [mx.nd.identity(s) for s in states]
         if ns == 0:
             as_rows = _steps_as_rows(node, data, captured, out_shapes, frame)
             if as_rows is not None:

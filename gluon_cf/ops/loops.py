@@ -62,3 +62,73 @@ def loop_batching_rule(rule, node, in_flags, in_shapes, used):
                 "invocations cannot be told apart" % (shape,),
                 "Return per-invocation values with a leading axis of 1 from the loop (e.g. the "
                 "final states), or reshape its outputs to (1, ...)")
+
+
+def inferred_step_rows(func_graph, shapes, num_out):
+    """The shapes of the ``num_out`` step outputs of a loop of no step as MXNet infers them
+    from its body's graph on the slots' ``shapes`` (0: MXNet's legacy unknown dim), or None
+    where it cannot: a hybridized while_loop then runs func's graph once for them (NOTE
+    [loops of no step] in ``while_loop.py``), and its export asks this to do the same (NOTE
+    [dims a loop's rows follow]); a converted ``for`` over no row refuses (NOTE [a foreach
+    of no step])."""
+    key = (tuple(shapes), num_out)
+    try:   # (NOTE [step rows are remembered])
+        cache = func_graph.__dict__.setdefault("_step_rows", {})
+        if key in cache:
+            found = cache[key]
+            return None if found is None else list(found)
+    except TypeError:   # (a shape that is no tuple of ints: not remembered)
+        cache = None
+    pending = registry.provisional_shapes()
+    rows = _rows_of(func_graph, shapes, num_out)
+    if rows is not None and any(isinstance(s, tuple) and 0 in s for s in shapes):
+        # (NOTE [a dim of 0 read as unknown]: the answer must not change with that dim)
+        unknown = [tuple(NOT_ZERO if d == 0 else d for d in s) if isinstance(s, tuple) else s
+                   for s in shapes]
+        rows = rows if _rows_of(func_graph, unknown, num_out) == rows else None
+    if cache is not None and registry.provisional_shapes() == pending:
+        if len(cache) >= _MOST_REMEMBERED:
+            cache.clear()
+        cache[key] = None if rows is None else tuple(rows)
+    return rows
+
+
+# NOTE [step rows are remembered]
+#     A hybridized loop that runs no step asks ``inferred_step_rows`` on every call, and
+#     MXNet's inference of a body's graph on shapes holding a 0 (a mask keeping no row) is
+#     never cached by ``Graph.infer_shape`` (an incomplete answer may complete later), so each
+#     such call inferred twice (NOTE [a dim of 0 read as unknown]): 16% of the call. The
+#     answer is a function of the graph and the shapes alone, so it is remembered per graph
+#     and shapes, except an answer given while a recursive function's shapes were pending
+#     (NOTE [one shape per call]), as ``Graph.infer_shape`` does; a few shapes at most.
+_MOST_REMEMBERED = 64
+
+
+# NOTE [a dim of 0 read as unknown]
+#     MXNet's legacy inference reads a dim of 0 as unknown, and some operators then answer a
+#     wrong shape rather than none: a gather_nd of a (0, 3) value infers nothing, the
+#     reshape((1, -1)) after it answers (1, 0), and a concat of it with a (1, 3) row sums
+#     that 0 into a complete (1, 3), where the step's row is (1, 6) or, run on no row, an
+#     error. A loop of no step took that (1, 3) for its zero rows (issue 24), silently. A
+#     complete answer that a dim of 0 cannot change (a take of a kept row: the row's width)
+#     is the same with that dim any other size; so the rows are taken from inference only
+#     where inferring again with every 0 made ``NOT_ZERO`` gives the same rows, and func's
+#     graph is run for them otherwise (NOTE [loops of no step]), which gives what its
+#     operators give on no row, or raises their error at the user's line, on every call.
+NOT_ZERO = 2
+
+
+def _rows_of(func_graph, shapes, num_out):
+    """MXNet's inference of the step rows on ``shapes``, None where incomplete or refused."""
+    try:
+        _, row_shapes = func_graph.infer_shape(list(shapes))
+    except (mx.MXNetError, ValueError):
+        return None
+    rows = complete_rows(row_shapes, num_out)
+    return None if rows is None else [tuple(r) for r in rows]
+
+
+def complete_rows(row_shapes, num_out):
+    """The first ``num_out`` of ``row_shapes`` if each is complete, else None."""
+    rows = row_shapes[:num_out]
+    return rows if all(registry.is_complete(r) for r in rows) else None

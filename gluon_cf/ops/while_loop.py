@@ -18,7 +18,8 @@ from ..checks import (LoopVarShapeChange, arrays_only, check_arity, check_callab
 from .._typing import Array, Arrays
 from ..zero_size import eagerly
 from . import eager_loops
-from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
+from .loops import (NOT_ZERO, inferred_step_rows, keeping_shapes, loop_batching_rule,
+                    per_row, stacked_shape)
 from .while_loop_arguments import (PendingStepOutputs, check_max_iterations, input_order,
                                    mxnet_input_order, slot_order, symbolic_pred, unchanged_vars)
 
@@ -124,7 +125,10 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     empty loop would never end). What its step outputs would have been is then known only
 #     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``;
 #     only when a body's shapes depend on run-time values is the body's *graph* run once,
-#     untracked, for them: no Python code runs). Eagerly only calling func could tell, and
+#     untracked, for them: no Python code runs; a loop of no step outputs never runs it: in a
+#     recursive function, a leaf's empty loop over its children whose inference failed on a
+#     malformed input ran its step's recursive calls 20,000 deep, 80 s, before the error,
+#     round 30r). Eagerly only calling func could tell, and
 #     MXNet 1.9.1's eager while_loop returns ``[]`` (its ``stacked_outputs`` of no step, not
 #     regrouped: a plain empty list whatever func returns), which gluon_cf returns too; code
 #     that may loop zero times and reads the step outputs runs hybridized (as it does under
@@ -143,25 +147,6 @@ def _not_callable(func, where):
     def step(*loop_vars):
         raise TypeError("%s: func must be callable, got %s" % (where, type(func).__name__))
     return step
-
-
-def inferred_step_rows(func_graph, shapes, num_out):
-    """The shapes of the ``num_out`` step outputs of a loop of no step as MXNet infers them
-    from func's graph on the slots' ``shapes`` (0: MXNet's legacy unknown dim), or None where
-    it cannot: hybridized, func's graph is then run once for them (``_no_step_outputs``,
-    NOTE [loops of no step]); its export asks this to do the same (NOTE [dims a loop's rows
-    follow])."""
-    try:
-        _, row_shapes = func_graph.infer_shape(list(shapes))
-    except (mx.MXNetError, ValueError):
-        return None
-    return complete_rows(row_shapes, num_out)
-
-
-def complete_rows(row_shapes, num_out):
-    """The first ``num_out`` of ``row_shapes`` if each is complete, else None."""
-    rows = row_shapes[:num_out]
-    return rows if all(registry.is_complete(r) for r in rows) else None
 
 
 def _remat_loop(loop_, more, pad_to, where=None):
@@ -395,6 +380,32 @@ def _func_shapes(node, in_shapes):
     return {}, [None] * num_out + list(in_shapes[:nv])
 
 
+def _rows_swayed(node, in_shapes, func_out, num_out):
+    """``func_out`` with each complete step output shape that a dim of an input known only at
+    run time changes made Dynamic there (NOTE [a dim of 0 read as unknown]: MXNet reads that
+    dim as unknown, and a gather_nd's row concatenated to another answered a complete (1, 4)
+    for a (1, 8) row; the shape plan of export_onnx took it for the zero rows of no step)."""
+    dims = [registry.dims_of(s) if registry.is_dynamic(s) else None for s in in_shapes]
+    if not any(d is not None and None in d for d in dims):
+        return func_out
+    sized = [tuple(NOT_ZERO if x is None else x for x in d) if d is not None else s
+             for s, d in zip(in_shapes, dims)]
+    try:
+        other = node.graphs["func"].infer_shape(sized)[1]
+    except (mx.MXNetError, ValueError, PendingShape):
+        return func_out
+    swayed = list(func_out)
+    for k in range(num_out):
+        shape, alt = func_out[k], other[k]
+        if registry.is_complete(shape) and registry.is_complete(alt) and \
+                len(alt) == len(shape) and tuple(alt) != tuple(shape):
+            swayed[k] = registry.Dynamic(tuple(a if a == b else None
+                                               for a, b in zip(shape, alt)))
+        elif registry.is_complete(shape) and not registry.is_complete(alt):
+            swayed[k] = registry.Dynamic(None)
+    return swayed
+
+
 class WhileLoopRule(registry.Rule):
     """Slots: ``[*loop_vars, *captured]``; node inputs: the same values in MXNet's order
     (NOTE [while_loop input order]), put in slot order by each entry point.
@@ -436,6 +447,7 @@ class WhileLoopRule(registry.Rule):
         if not scalar_pred_shape(cond_out[0]):    # NOTE [predicates of many elements]
             return list(in_shapes), [registry.Dynamic() for _ in range(num_out + nv)]
         func_in, func_out = _func_shapes(node, in_shapes)
+        func_out = _rows_swayed(node, in_shapes, func_out, num_out)
         shapes = list(in_shapes)
         for inferred in (cond_in, func_in):
             for slot, shape in inferred.items():
@@ -513,7 +525,7 @@ class WhileLoopRule(registry.Rule):
                 pred_value(OP, "the value returned by cond", next_pred[-1]):
             warn_truncation(where, bound, node.spec.get("truncation_advice"))
         if outputs is None:   # no step ran (NOTE [loops of no step])
-            outputs = self._no_step_outputs(node, inputs, pad_to)
+            outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
         if outputs is None:   # shapes known only at run time: one untracked run of func's graph
             with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                 probe = yield func_g.run(list(inputs), frame, record=False)
@@ -551,7 +563,7 @@ class WhileLoopRule(registry.Rule):
         if where is not None and loop_.steps == bound and (yield from more(final)):
             warn_truncation(where, bound, node.spec.get("truncation_advice"))
         if outputs is None:   # no step ran (NOTE [loops of no step])
-            outputs = self._no_step_outputs(node, inputs, pad_to)
+            outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
             if outputs is None:
                 with mx.autograd.pause(train_mode=mx.autograd.is_training()):
                     probe = yield func_g.run(list(inputs), frame, record=False)
@@ -562,12 +574,12 @@ class WhileLoopRule(registry.Rule):
         """The step outputs of a loop that ran no step, shaped by inference on ``inputs`` (func
         is not run); None when their shapes are known only at run time."""
         num_out = node.spec["num_out_data"]
-        try:
-            _, row_shapes = node.graphs["func"].infer_shape([x.shape for x in inputs])
+        try:   # (a 1-D array of no element has no shape MXNet can read: run func instead)
+            rows = inferred_step_rows(node.graphs["func"], [x.shape for x in inputs], num_out)
             _, out_types = self._infer_type(node, [x.dtype for x in inputs])
         except (mx.MXNetError, ValueError):
             return None
-        rows, dtypes = complete_rows(row_shapes, num_out), out_types[:num_out]
+        dtypes = out_types[:num_out]
         if rows is None or None in dtypes:
             return None
         ctx = inputs[0].context
@@ -637,9 +649,8 @@ class WhileLoopRule(registry.Rule):
         set_outputs(body.graph, [value_info(cond_out, bool, ())] + list(body.graph.output))
 
         exact = _pad_to(spec) is None
-        # Exact length: the Loop's scan outputs are the node's outputs, one row per step.
-        stacked = custom_node.outputs[:num_out] if exact else \
-            [node.fresh("stacked") for _ in range(num_out)]
+        # Exact length: the Loop's scan outputs, one row per step (none: of the step shapes)
+        stacked = [node.fresh("stacked") for _ in range(num_out)]
         bound = "" if spec["max_iterations"] is None else node.const(spec["max_iterations"])
         finals = list(custom_node.outputs[num_out:])
         refuse = spec.get("truncation_advice") is not None and spec["max_iterations"] is not None
@@ -650,8 +661,8 @@ class WhileLoopRule(registry.Rule):
         if refuse:
             onnx_bound_guard(node, custom_node, finals)
         dtypes = [v.dtype for v in body.outputs]
-        if num_out and not exact:
-            onnx_pad_rows(node, stacked, dtypes[num_vars:])
+        if num_out:
+            onnx_pad_rows(node, stacked, dtypes[num_vars:], exact)
         return node.nodes, dtypes[num_vars:] + dtypes[:num_vars]
 
 

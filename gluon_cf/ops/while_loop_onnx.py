@@ -29,7 +29,9 @@ def onnx_bound_guard(node, custom_node, finals):
 
 # NOTE [dims a loop's rows follow]
 #     A while_loop that ran no step gives max_iterations zero rows of its step outputs' shapes
-#     (NOTE [loops of no step]). A step shape the shape plan knows is a constant; a dim that
+#     (NOTE [loops of no step]), or none of them at exact length (the Loop's own empty
+#     scan outputs took the dims its body declares, 0 where unknown: (0, 1, 0) for
+#     (0, 1, d)). A step shape the shape plan knows is a constant; a dim that
 #     changes with the dynamic axes was taken from one probe call of func on the initial loop
 #     vars, and func may fail there where Gluon runs nothing (a take of kept row i with no row
 #     kept: onnxruntime's Gather error, no user line; but see the end). The plan keeps every
@@ -154,26 +156,10 @@ def _gluon_infers(node, emitter):
     Python bool where every call answers alike, else an ONNX bool scalar computed in
     ``emitter`` from which of the inputs' varying dims are 0 (MXNet's legacy unknown dim,
     the only way an input's sizes change that answer: NOTE [dims a loop's rows follow])."""
-    from gluon_cf import registry
-    from gluon_cf.graph import Graph
-
-    from .while_loop import inferred_step_rows
-    example = node.runs[0][0] if node.runs else node.in_shapes
-    if any(shape is None for shape in example):
+    found = _infers_table(node)
+    if found is None:
         return True   # (no rank known: the padded probe)
-    varying = [(m, axis) for m, shape in enumerate(example) for axis in range(len(shape))
-               if shape[axis] is None or node.in_shapes[m] is None or
-               node.in_shapes[m][axis] is None][:_MOST_VARYING]
-    example = [tuple(1 if d is None else d for d in shape) for shape in example]
-    func, rule = Graph.from_spec(node.spec["graphs"]["func"]), registry.rule_of(node.kind)
-    table = []
-    for bits in range(2 ** len(varying)):
-        shapes = [list(shape) for shape in example]
-        for j, (m, axis) in enumerate(varying):
-            if bits >> j & 1:
-                shapes[m][axis] = 0
-        table.append(inferred_step_rows(func, rule.slot_shapes(node.spec, [
-            tuple(shape) for shape in shapes]), node.spec["num_out_data"]) is not None)
+    varying, table = found
     if all(table) or not any(table):
         return table[0]
     from onnx import TensorProto
@@ -188,6 +174,39 @@ def _gluon_infers(node, emitter):
 
 # (2 ** this many MXNet shape inferences at most; further varying dims are taken nonzero)
 _MOST_VARYING = 8
+
+
+def _infers_table(node):
+    """``(varying dims, answers)`` of ``_gluon_infers``, one answer per set of the varying
+    dims that are 0, or None where an input's rank is unknown; computed once per node (the
+    If choosing the lines and the probe asks it twice; each answer is an inference)."""
+    found = getattr(node, "_gluon_infers_table", False)
+    if found is not False:
+        return found
+    from gluon_cf import registry
+    from gluon_cf.graph import Graph
+
+    from .loops import inferred_step_rows
+    example = node.runs[0][0] if node.runs else node.in_shapes
+    if any(shape is None for shape in example):
+        found = None
+    else:
+        varying = [(m, axis) for m, shape in enumerate(example) for axis in range(len(shape))
+                   if shape[axis] is None or node.in_shapes[m] is None or
+                   node.in_shapes[m][axis] is None][:_MOST_VARYING]
+        example = [tuple(1 if d is None else d for d in shape) for shape in example]
+        func, rule = Graph.from_spec(node.spec["graphs"]["func"]), registry.rule_of(node.kind)
+        table = []
+        for bits in range(2 ** len(varying)):
+            shapes = [list(shape) for shape in example]
+            for j, (m, axis) in enumerate(varying):
+                if bits >> j & 1:
+                    shapes[m][axis] = 0
+            table.append(inferred_step_rows(func, rule.slot_shapes(node.spec, [
+                tuple(shape) for shape in shapes]), node.spec["num_out_data"]) is not None)
+        found = (varying, table)
+    node._gluon_infers_table = found
+    return found
 
 
 def _lines_of_func(node):
@@ -276,7 +295,27 @@ def _probe_gathers(graph, infers, lines):
     graph.node.extend(nodes)
 
 
-def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
+# NOTE [a probe read for its values]
+#     The zero rows of a probed step output take only its Shape, and onnxruntime's default
+#     optimizations fold a Shape it can infer statically (the sum of a gather_nd's row of
+#     (1, 4)) and drop the probe's operators that only fed it: the probe's gather_nd of no
+#     row, which must fail at the user's line where Gluon's run of func's graph fails, never
+#     ran, and onnxruntime gave (2, 1, 4) zeros where Gluon, and the artifact (which runs
+#     unoptimized), fail. So the zero rows' shape also reads the probe's values: plus 0 times
+#     the count of its NaNs (an int64, whatever the output's dtype: never NaN itself), which
+#     no optimizer folds.
+def _zero_of_values(emitter, probed):
+    """An int64 scalar 0 computed from ``probed``'s values (NOTE [a probe read for its
+    values]): 0 times the count of its NaNs."""
+    from onnx import TensorProto
+
+    nans = emitter.add("ReduceSum", [emitter.add("Cast", [emitter.add("IsNaN", [
+        emitter.add("Cast", [probed], to=TensorProto.DOUBLE)])], to=TensorProto.INT64)],
+        keepdims=0)
+    return emitter.add("Mul", [nans, emitter.const(np.array(0, np.int64))])
+
+
+def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     """A graph of no inputs giving the zero rows of a loop that ran no step, one output per
     step output: of its planned shape, of ``followed``'s lines (``_dims_followed``) or, for
     ``probed`` outputs, of one probe call of func on the initial loop vars."""
@@ -285,7 +324,6 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
     from gluon_cf.export.onnx_graph import value_info
     from gluon_cf.export.onnx_kit import Emitter, set_outputs
 
-    max_iterations = node.spec["max_iterations"]
     out_ranks = [None if s is None else len(s) for s in node.out_shapes[:len(dtypes)]]
     probe = node.convert("func", name, outer_slots=range(len(node.node.inputs)),
                          output_order=probed) if probed else None
@@ -295,10 +333,10 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
     def shape_of(k):
         if planned[k] is not None:
             return zeros.const(planned[k])
-        if k in probed_names:
-            return zeros.add("Concat", [zeros.const([max_iterations]),
-                                        zeros.add("Shape", [probed_names[k]])], axis=0)
-        return zeros.add("Concat", [zeros.const([max_iterations])] + [
+        if k in probed_names:   # (NOTE [a probe read for its values])
+            return zeros.add("Add", [zeros.add("Concat", [zeros.const([count]), zeros.add(
+                "Shape", [probed_names[k]])], axis=0), _zero_of_values(zeros, probed_names[k])])
+        return zeros.add("Concat", [zeros.const([count])] + [
             zeros.const([d]) if isinstance(d, int) else
             _affine(zeros, _input_dim(zeros, node, *d[0][:2]), *d[0][2:4])
             for d in followed[k]], axis=0)
@@ -318,7 +356,7 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed):
     return probe.graph
 
 
-def onnx_pad_rows(node, stacked, dtypes):
+def onnx_pad_rows(node, stacked, dtypes, exact=False):
     """Define the while_loop node's step outputs: ``stacked`` (one row per step taken) padded
     with zero rows to max_iterations rows.
 
@@ -335,7 +373,9 @@ def onnx_pad_rows(node, stacked, dtypes):
     from gluon_cf.export.onnx_graph import value_info
     from gluon_cf.export.onnx_kit import Emitter
 
-    max_iterations = node.spec["max_iterations"]
+    # (a loop of exact length that ran no step has rows of none: the Loop's own empty scan
+    # outputs take the dims its body declares, 0 where unknown: (0, 1, 0) for (0, 1, d))
+    count = 0 if exact else node.spec["max_iterations"]
     outputs = node.node.outputs[:len(stacked)]
     out_ranks = [None if s is None else len(s) for s in node.out_shapes[:len(stacked)]]
     rows = node.add("Slice", [node.add("Shape", [stacked[0]]), node.const([0]), node.const([1])])
@@ -343,39 +383,46 @@ def onnx_pad_rows(node, stacked, dtypes):
 
     # then: zeros shaped (max_iterations, *shape of func's step outputs on the initial vars)
     probe_name = f"{node.name}_no_step"
-    planned = [s if s is not None and None not in s else None
+    planned = [(count,) + tuple(s[1:]) if s is not None and None not in s[1:] else None
                for s in node.out_shapes[:len(stacked)]]
     followed = [None if s is not None else _dims_followed(node, k)
                 for k, s in enumerate(planned)]
     unplanned = [k for k, s in enumerate(planned) if s is None]
     if any(followed[k] is None for k in unplanned):    # func is probed anyway: for them all
-        then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, unplanned)
+        then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, unplanned,
+                                      count)
     elif unplanned:    # the lines where the runs vouch for them, else a probe
         check = Emitter(f"{probe_name}/lines")
         held = _lines_hold(check, node, followed)
+        infers = _gluon_infers(node, check)
+        if infers is False:   # (Gluon runs func: the probe fails where func fails)
+            held = check.const(False, bool)
+        elif infers is not True:
+            held = check.add("And", [held, infers])
         chosen = [check.fresh("zeros") for _ in dtypes]
         check.add("If", [held], chosen, then_branch=_zero_rows_graph(
-            node, f"{probe_name}_lines", dtypes, planned, followed, []),
+            node, f"{probe_name}_lines", dtypes, planned, followed, [], count),
             else_branch=_zero_rows_graph(node, probe_name, dtypes, planned, followed,
-                                         unplanned))
+                                         unplanned, count))
         then_graph = helper.make_graph(check.nodes, check.prefix, [], [
             value_info(name, dtype, rank) for name, dtype, rank in zip(chosen, dtypes,
                                                                          out_ranks)])
     else:
-        then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, [])
+        then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, [], count)
 
     # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
     pad = Emitter(f"{node.name}_padded")
-    missing = pad.add("Sub", [pad.const([max_iterations]), rows])
+    missing = pad.add("Sub", [pad.const([count]), rows])
     padded = []
     int_zero = numpy_helper.from_array(np.zeros((1,), np.int64))
-    for value in stacked:
+    for value in ([] if exact else stacked):
         rank = pad.add("Shape", [pad.add("Shape", [value])])
         before = pad.add("ConstantOfShape", [rank], value=int_zero)
         after = pad.add("ConstantOfShape", [pad.add("Sub", [rank, pad.const([1])])],
                         value=int_zero)
         pads = pad.add("Concat", [before, missing, after], axis=0)
         padded.append(pad.add("Pad", [value, pads]))
+    padded += [pad.add("Identity", [value]) for value in (stacked if exact else [])]
     pad_graph = helper.make_graph(pad.nodes, pad.prefix, [], [
         value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
 

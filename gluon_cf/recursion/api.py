@@ -45,6 +45,7 @@ from .table import MAX_DEPTH
 from .._typing import Arrays
 
 DEFAULT_MAX_DEPTH = 20000
+_MADE = itertools.count()   # (RecursiveFunctions in order made: NOTE [two traces, one graph])
 
 
 class RecursiveFunction:
@@ -70,6 +71,7 @@ class RecursiveFunction:
             raise ValueError("%sgluon_cf.recursive: max_depth must be an int from 1 to %d, got "
                              "%r" % (_at_call(), MAX_DEPTH, max_depth))
         self.fn = fn
+        self.made = next(_MADE)
         self.name = name or getattr(fn, "__name__", "recursive")
         self.max_depth = max_depth
         self.remat = remat
@@ -621,10 +623,11 @@ class _Table:
             if fn in self.traced:
                 continue
             num_args, arg_fmt, out_fmt, _ = self.signatures[fn]
-            before = python_state.snapshot(fn.fn)   # NOTE [Python state in a recursive body]
-            traced = self._trace(fn, num_args, arg_fmt, "body")
-            python_state.check_trace(fn, before, traced,
-                                     lambda: self._trace(fn, num_args, arg_fmt, "body"))
+            before, made = python_state.snapshot(fn.fn), next(_MADE)   # NOTE [Python state in
+            traced = self._trace(fn, num_args, arg_fmt, "body")    # a recursive body]
+            python_state.check_trace(fn, before, traced, lambda: self._trace(
+                fn, num_args, arg_fmt, "body"), lambda qname: max(
+                    [f.made for f, q in self.qnames.items() if q == qname], default=-1) > made)
             if traced.out_fmt != out_fmt:
                 raise ValueError("%sgluon_cf.recursive: %r returns %s on one path and %s on "
                                  "another" % (_located(fn), fn.name, describe(out_fmt),

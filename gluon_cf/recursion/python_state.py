@@ -27,6 +27,7 @@ NOTE [Python state in a recursive body]
 """
 import ast
 import collections.abc
+import dis
 import functools
 import hashlib
 import inspect
@@ -35,6 +36,8 @@ import json
 import os
 import random
 import re
+import sys
+import sysconfig
 import textwrap
 import types
 import warnings
@@ -44,7 +47,7 @@ import mxnet as mx
 import numpy as np
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
-_NOT_STATE = (types.ModuleType, types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
+_NOT_STATE = (types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
               mx.gluon.Parameter, mx.gluon.ParameterDict)
 _MAX_ITEMS = 256     # items of a container looked at (a table of thousands is no counter)
 _MAX_DEPTH = 4       # names, items and attributes followed from a body's names
@@ -94,6 +97,40 @@ def _user_function(fn) -> bool:
         _LIBRARIES + (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,))
 
 
+# NOTE [a module's state]
+#     A body changing or reading a module's variable (``import counts``; ``counts.n += 1``,
+#     ``counts.table[k]``) reaches state as a global does: hybridized, one trace's count was a
+#     constant of the graph for every call, silently (round 30r: eager [[87, 97, 107]],
+#     hybridized [[45, 50, 55]]). A module is a namespace, not a value: the snapshot walks
+#     the attributes of it the functions reached name (never all of a module), of the user's
+#     modules only (the standard library's, MXNet's, numpy's and gluon_cf's are not the
+#     user's state; ``random``'s and numpy's generators: NOTE [a Python random generator in a
+#     recursive body]), whether the module is a global or imported in the body.
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+
+
+def _user_module(module) -> bool:
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):   # (a builtin module, a namespace package)
+        return False
+    path = os.path.abspath(path)
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    if path.startswith(_LIBRARIES + (ours,)):
+        return False
+    return not path.startswith(_STDLIB) or any(
+        part in path for part in (os.sep + "site-packages" + os.sep,
+                                  os.sep + "dist-packages" + os.sep))
+
+
+def _imported(code: types.CodeType):
+    """The modules ``code`` and the functions defined in it import (``import a.b``: a.b)."""
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _imported(const)
+    return names
+
+
 def _names_read(code: types.CodeType):
     """The global names ``code`` and the functions defined in it read."""
     names = set(code.co_names)
@@ -113,6 +150,7 @@ class Snapshot:
         self.state: Dict[Tuple[Any, ...], Any] = {}
         self.functions: List[types.FunctionType] = []
         self._seen = set()
+        self._names: set = set()   # (the names the functions reached read: a module's parts)
         self._array_bytes = 0
         self._function(fn, 0)
 
@@ -123,6 +161,8 @@ class Snapshot:
         self.functions.append(fn)
         code = fn.__code__
         scope = id(fn)    # (two helpers' names alike are two names)
+        names = _names_read(code)
+        self._names |= names
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -130,9 +170,12 @@ class Snapshot:
                 continue
             self._walk((scope, name), value, depth)
         globals_ = getattr(fn, "__globals__", {})
-        for name in sorted(_names_read(code)):
+        for name in sorted(names):
             if name in globals_:
                 self._walk((id(globals_), name), globals_[name], depth)
+        for name in sorted(_imported(code)):   # (``import mod``: NOTE [a module's state])
+            if name.split(".")[0] not in globals_ and name in sys.modules:
+                self._walk((scope, name), sys.modules[name], depth)
 
     def _walk(self, path, value, depth):
         if len(self.state) >= _MAX_KEYS:
@@ -144,6 +187,11 @@ class Snapshot:
             self.state[path] = ("generator", _progress(generator))
             return
         if isinstance(value, _NOT_STATE):
+            return
+        if isinstance(value, types.ModuleType):   # NOTE [a module's state]
+            if _user_module(value) and depth < _MAX_DEPTH:
+                for attr in sorted(self._names & set(vars(value))):
+                    self._walk(path + ("." + attr,), vars(value)[attr], depth + 1)
             return
         if isinstance(value, _PLAIN):
             self.state[path] = ("value", type(value), value)
@@ -300,41 +348,65 @@ def _shown(path) -> str:
     return path[1] + "".join(path[2:])
 
 
-# MXNet's numbering of node and trace names (``_plus12``, ``_gcf7_recursive_node_body_in0``):
-# two traces of one body differ there, and in the attributes of a parameter's variable (its
-# shape, init ... at its first use only)
-_NUMBERED = re.compile(r"(?<=[A-Za-z_])\d+")
-# ... but a dtype is a value, not a name: a cast to ``"float%d" % bits`` by the state changed
-# is another graph (round 29r review: float16 against float32 was the same, a warning, and
-# one trace's dtype for every call)
-_DTYPE = re.compile(r"(u?int|b?float)\d+")
+# NOTE [two traces, one graph]
+#     Two traces of one body differ in what MXNet and gluon_cf number per trace, which is no
+#     part of the computation: the names of operator nodes (and a gluon_cf node's ``node``
+#     label, read by messages only), the ``_gcf<k>_`` prefix of a trace's names and of its
+#     inputs, and the attributes of a parameter's variable (its shape, init ... at its first
+#     use only). Everything else must be equal, exactly: round 29 stripped every digit that
+#     followed a letter from every string, so a body picking ``self.layers[self.calls % 2]``
+#     (``dense0_weight`` or ``dense1_weight``), a ``Custom`` op_type or a ``ctx_group``
+#     chosen by the state changed was one graph: a warning, and one trace's layer for every
+#     call, silently (round 30r: eager [[-31.5 ...]], hybridized [[45 ...]]). A dtype is a
+#     value too (round 29r review: float16 against float32). A nested graph's variables (a
+#     ``cond`` branch's, bound to its node's inputs by position) are named by MXNet's
+#     numbering of the outer values they stand for (``_mulscalar1_output``): numbered in
+#     their order of appearance, the outer graph naming what they are bound to. A recursive
+#     function the body defines is made anew by each trace (``countdown_1``, then
+#     ``countdown_3`` in its table): named by its name and order of appearance; one made
+#     before the trace (a list of functions made by a factory, picked by the state) keeps
+#     its own name, so that picking another is another graph.
+_TRACE_NUMBER = re.compile(r"(?<![A-Za-z0-9])_gcf\d+_")
 
 
-def _canonical(value):
+def _canonical(value, names=None, fresh=None):
     """A graph's JSON (or a gluon_cf node's spec in it) without what two traces of one body
-    differ in (above)."""
+    differ in (NOTE [two traces, one graph]). ``names``: a nested graph's variables met so
+    far (None in the trace's own graph, whose variables are bound by name)."""
     if isinstance(value, str):
-        if _DTYPE.fullmatch(value):
-            return value
         if value[:1] == "{":
             try:
-                return _canonical(json.loads(value))
+                return _canonical(json.loads(value), {}, fresh)   # (a spec, a nested graph)
             except ValueError:
                 pass
-        return _NUMBERED.sub("", value)
+        return _TRACE_NUMBER.sub("_gcf_", value)
     if isinstance(value, list):
-        return [_canonical(v) for v in value]
+        return [_canonical(v, names, fresh) for v in value]
     if not isinstance(value, dict):
         return value
+    if isinstance(value.get("nodes"), list) and names is not None:
+        names = {}   # (a nested graph: its own variables)
     if "op" in value and "inputs" in value:   # a node: its name is numbered, unless a variable
         value = {k: v for k, v in value.items() if k not in (
             ("attrs",) if value["op"] == "null" else ("name",))}
-    return {k: _canonical(v) for k, v in value.items()}
+        if value["op"] == "null" and names is not None:
+            value["name"] = names.setdefault(value.get("name"), "var%d" % len(names))
+    elif isinstance(value.get("node"), str) and "num_outputs" in value:   # a gluon_cf spec
+        value = {k: v for k, v in value.items() if k != "node"}
+        if fresh is not None and isinstance(value.get("function"), str) and \
+                fresh[0](value["function"]):   # (a function the trace made: its name, order)
+            key = fresh[1].setdefault(value["function"], len(fresh[1]))
+            value["function"] = "%s#%d" % (value["function"].rsplit("_", 1)[0], key)
+    return {k: _canonical(v, names, fresh) for k, v in value.items()}
 
 
-def same_graph(traced, again) -> bool:
-    """Whether two traces of one body are one graph, MXNet's numbering of names aside."""
-    return _canonical(traced.symbol.tojson()) == _canonical(again.symbol.tojson())
+def same_graph(traced, again, made_in_trace=None) -> bool:
+    """Whether two traces of one body are one graph, MXNet's numbering of names aside.
+    ``made_in_trace(qname)``: whether a recursive function called was made by the trace."""
+    def canonical(trace):   # (each trace its own order of the functions it made)
+        fresh: Any = None if made_in_trace is None else (made_in_trace, {})
+        return _canonical(json.loads(trace.symbol.tojson()), None, fresh)
+    return canonical(traced) == canonical(again)
 
 
 def _chain_names(node):
@@ -423,18 +495,19 @@ def _statement_line(functions, paths):
     return where
 
 
-def check_trace(rfn, before, traced, trace_again):
+def check_trace(rfn, before, traced, trace_again, made_in_trace=None):
     """After the body trace ``traced`` of recursive function ``rfn`` (``before``: the
     :func:`snapshot` taken before it): a refusal if it changed Python state its graph depends
     on, a warning if it changed state its graph does not read (NOTE [Python state in a
-    recursive body]). ``trace_again()``: another trace of the body."""
+    recursive body]). ``trace_again()``: another trace of the body; ``made_in_trace``: as
+    :func:`same_graph`'s."""
     after = snapshot(rfn.fn)
     paths = changed(before, after)
     if not paths:
         return
     what = ", ".join(sorted({_shown(path) for path in paths}))
     where = _statement_line(after.functions or [rfn.fn], paths)
-    if not same_graph(traced, trace_again()):
+    if not same_graph(traced, trace_again(), made_in_trace):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "
             "hybridized, its body is traced into one graph, not run once per call, so the "

@@ -6,7 +6,7 @@ import itertools
 
 from ..pyct.templates import runtime_call, thunk
 from .base import Converter
-from ..pyct.nodes import child_nodes
+from ..pyct.nodes import child_nodes, replace_statements
 
 # NOTE [a refusal the user's code catches]
 #     An AutographError is a ValueError (what a construct that cannot run as a graph, or a use
@@ -53,6 +53,85 @@ def _read_alone(expr):
     while isinstance(expr, ast.Attribute):
         expr = expr.value
     return isinstance(expr, ast.Name)
+
+
+# NOTE [a finally that jumps]
+#     Python's ``finally`` left by a ``return``, ``break`` or ``continue`` drops whatever the
+#     ``try`` raised: ``try: for r in x: h = h + r * x[9] / finally: return h * 3`` returns.
+#     Converted, a jump inside a loop is a flag assignment (NOTE [autograph jumps]), which
+#     drops nothing, so the error went on eagerly, and hybridized an index past a traced
+#     shape failed as the graph ran (no handler was known to catch it). Before the jumps'
+#     rewrite, such a ``try`` becomes ``try: <the try without its finally> / except
+#     BaseException: pass / finally: ...`` where its ``finally`` ends in a jump on every
+#     path, else ``__ag_pending_N = None / try: ... / except BaseException as e:
+#     __ag_pending_N = e / finally: ... / __ag__.raised_pending(__ag_pending_N)`` (after
+#     the ``finally``'s statements, which a jump's flag skips): what Python does, written
+#     as a handler, so that ``__ag__.catching`` knows an IndexError is caught (NOTE [an
+#     index error the user's try catches]) and a refusal still goes on (NOTE [a refusal
+#     the user's code catches]). The jump also replaces the
+#     ``try``'s own pending jump (``return h`` in the body, ``finally: continue``): the
+#     jumps' rewrite clears those flags as the ``finally`` jumps (``jumps._cancelling``).
+def _always_jumps(block):
+    if not block:
+        return False
+    last = block[-1]
+    if isinstance(last, (ast.Return, ast.Break, ast.Continue)):
+        return True
+    if isinstance(last, ast.If):
+        return _always_jumps(last.body) and _always_jumps(last.orelse)
+    return False
+
+
+def _jumps(block, in_loop=False):
+    """Whether ``block`` holds a jump leaving it (not a nested function's, nor a nested
+    loop's break or continue)."""
+    for statement in block:
+        if isinstance(statement, ast.Return) or not in_loop and isinstance(
+                statement, (ast.Break, ast.Continue)):
+            return True
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        looping = in_loop or isinstance(statement, (ast.For, ast.While, ast.AsyncFor))
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, field, None)
+            if isinstance(inner, list) and _jumps(inner, looping):
+                return True
+        if any(_jumps(part.body, looping) for part in
+               getattr(statement, "handlers", []) + getattr(statement, "cases", [])):
+            return True
+    return False
+
+
+def finally_jumps_as_handlers(func):
+    """Rewrite, in ``func``, each ``try`` whose ``finally`` jumps (NOTE [a finally that
+    jumps])."""
+    replace_statements(func, lambda statement: _handled(statement) if isinstance(
+        statement, ast.Try) and _jumps(statement.finalbody) else None)
+
+
+def _handled(statement):
+    inner = statement.body if not (statement.handlers or statement.orelse) else \
+        [ast.copy_location(ast.Try(body=statement.body, handlers=statement.handlers,
+                                   orelse=statement.orelse, finalbody=[]), statement)]
+    number = next(_NAMES)
+    pending, caught = f"__ag_pending_{number}", f"__ag_exc_{number}"
+    always = _always_jumps(statement.finalbody)
+    handler = ast.ExceptHandler(
+        type=ast.Name("BaseException", ast.Load()), name=None if always else caught,
+        body=[ast.Pass() if always else ast.Assign(
+            targets=[ast.Name(pending, ast.Store())], value=ast.Name(caught, ast.Load()))])
+    finalbody = statement.finalbody + ([] if always else [ast.Expr(runtime_call(
+        "raised_pending", [ast.Name(pending, ast.Load())]))])
+    out = ([] if always else [ast.Assign(targets=[ast.Name(pending, ast.Store())],
+                                         value=ast.Constant(None))]) + \
+        [ast.Try(body=inner, handlers=[handler], orelse=[], finalbody=finalbody)]
+    for part in out:
+        ast.copy_location(part, statement)
+        for node in ast.walk(part):
+            if not hasattr(node, "lineno") and isinstance(node, (ast.stmt, ast.expr,
+                                                                 ast.excepthandler)):
+                ast.copy_location(node, statement)
+    return out
 
 
 class ExceptionsConverter(Converter):

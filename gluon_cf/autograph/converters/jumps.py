@@ -179,8 +179,45 @@ def _lower_block(statements, loop, held=False):
             for case in getattr(statement, "cases", []):      # (a match statement's)
                 case.body, inner = _lower_block(case.body, loop, held)
                 returns.extend(inner)
+            if loop is not None and getattr(statement, "finalbody", None):
+                pending = _flags_set(statement.body + statement.orelse + [
+                    s for h in getattr(statement, "handlers", []) for s in h.body])
+                statement.finalbody = _cancelling(statement.finalbody, pending)
             out.append(statement)
     return out, returns
+
+
+def _flags_set(block):
+    """The jump flags ``block`` (lowered) may set."""
+    return {n.targets[0].id for n in walk(ast.Module(body=block, type_ignores=[]))
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and
+            isinstance(n.targets[0], ast.Name) and n.targets[0].id.startswith("__agf_") and
+            isinstance(n.value, ast.Constant) and n.value.value is True}
+
+
+def _cancelling(block, pending):
+    """A ``finally``'s lowered ``block`` where each jump of its own also clears the flags
+    in ``pending`` (those its ``try`` may have set): in Python a jump leaving a ``finally``
+    replaces the ``try``'s pending break, continue or return (``finally: continue`` after
+    ``return h`` goes on looping). Nested loops' jumps are their own."""
+    out: List[ast.stmt] = []
+    for statement in block:
+        own = _flags_set([statement]) if isinstance(statement, ast.Assign) else set()
+        # (cleared before it is set: what follows a flag set runs guarded, NOTE [autograph
+        # jumps])
+        out.extend(ast.copy_location(assign_constant(f, False), statement)
+                   for f in sorted(pending - own) if own)
+        out.append(statement)
+        if own or isinstance(statement, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef,
+                                         ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, field, None)
+            if isinstance(inner, list) and inner:
+                setattr(statement, field, _cancelling(inner, pending))
+        for part in getattr(statement, "handlers", []) + getattr(statement, "cases", []):
+            part.body = _cancelling(part.body, pending)
+    return out
 
 
 def _through_finally(returns, rebound):

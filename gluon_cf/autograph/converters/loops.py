@@ -77,6 +77,26 @@ def _flag_under_user_if(body, flags):
     return False
 
 
+def _changed_after_break(body, names):
+    """The first statement of a loop's ``body`` changing one of ``names`` by a method call
+    after a jump (inside the ``if`` guarding what follows a ``break``, NOTE [autograph
+    jumps]; not in a nested loop), or None."""
+    pending = list(body)
+    while pending:
+        statement = pending.pop(0)
+        if isinstance(statement, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
+                                  ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(statement, ast.If) and getattr(statement, "ag_guard", False):
+            for inner in walk(ast.Module(body=statement.body, type_ignores=[])):
+                if isinstance(inner, ast.stmt) and not isinstance(inner, ast.If) and \
+                        mutated_names([inner]) & names:
+                    return inner
+        pending.extend(child for child in ast.iter_child_nodes(statement)
+                       if isinstance(child, ast.stmt))
+    return None
+
+
 class LoopsConverter(Converter):
     """``while`` and ``for`` statements."""
 
@@ -99,9 +119,15 @@ class LoopsConverter(Converter):
             node.body, {f.id for f in node.test.args[0].elts if isinstance(f, ast.Name)})
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         read = read_in_step(node, mutated)       # (on the body as written)
+        after_break = _changed_after_break(node.body, mutated) if forever else None
         self.generic_visit(node)
         where = self.where(node)
-        node.test = self._no_outer_lists(node.test, mutated, where, "while loop", read)
+        # (a while True, a tensor loop by its breaks under tensor ifs, changing a list after
+        # one: that statement named, as an if's check names it, not the loop's line)
+        node.test = self._no_outer_lists(node.test, mutated, where, "while loop", read) \
+            if after_break is None else self._no_outer_lists(
+                node.test, mutated, self.where(after_break),
+                "code after a break, continue or return", read)
         # the else clause first: it keeps the loop's break as Python (NOTE [autograph jumps])
         why = ("it has an else clause" if node.orelse else None) or \
             body_does(not_a_graph(node.body)) or \

@@ -136,7 +136,7 @@ from ..converters.assignments import AssignmentsConverter, rewrite
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
 from ..converters.dict_items import rebind_dict_items
-from ..converters.exceptions import ExceptionsConverter
+from ..converters.exceptions import ExceptionsConverter, finally_jumps_as_handlers
 from ..converters.iteration import IterationConverter
 from ..converters.lists import ListsConverter, collected_lists
 from ..converters.logical_expressions import LogicalConverter
@@ -634,6 +634,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
         rebind_dict_items(func, self)   # NOTE [autograph dict items]
         unpacked_targets(func)     # for a, b in x: NOTE [autograph unpacking loops]
         tuple_matches_as_ifs(func)     # NOTE [a match on a tuple display]
+        finally_jumps_as_handlers(func)     # NOTE [a finally that jumps]
         # nested functions' own returns too, innermost first: an outer function's lowering
         # copies the code after a returning if into its branches, nested defs included
         for function in reversed([n for n in walk(func) if isinstance(n, ast.FunctionDef)]):

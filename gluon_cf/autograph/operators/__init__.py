@@ -2,13 +2,13 @@
 operators, variables, side-effect checks, iteration checks and collected lists of
 ``@autograph``'s rewritten functions."""
 from .call_results import checked, refusal_caught, refusals_kept
-from .caught_errors import catching
+from .caught_errors import catching, raised_pending
 from .conditionals import if_exp, if_return, if_stmt, python_if
 from .control_flow import (collected_item, for_stmt, python_loop, running, running_and,
                            unpacked_slice, while_stmt)
 from .outer_lists import no_outer_lists
-from .list_parts import (MatchValues, match_items, match_originals, unpacked, unpacked_parts,
-                         unpacked_reversed)
+from .list_parts import (MatchValues, match_items, match_originals, sequence_items, unpacked,
+                         unpacked_parts, unpacked_reversed)
 from .item_assignment import item_assigned
 from .loop_escape import (escaped, keep_return, kept_return, return_box,
                           returned_through_finally)
@@ -30,4 +30,4 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "printing", "binary", "item_assigned", "item_target", "py_slice", "subscript",
            "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
            "returned_through_finally", "keep_return", "kept_return", "return_box", "refusals_kept",
-           "catching"]
+           "catching", "raised_pending", "sequence_items"]

@@ -14,10 +14,13 @@ NOTE [autograph carried structures]
     step to step and between the branches: a loop cannot carry a list that grows (a list
     appended to once per step is collected instead, NOTE [autograph lists]), so another
     structure after a step, or in the other branch, is an AutographError naming the
-    variable and both structures. A list mixing arrays with Python values, or an empty one,
-    is not carried (a changed one is refused where it is compared), nor is any other
-    object holding arrays (a dataclass: refused, its comparison would ask a Symbol for its
-    truth).
+    variable and both structures. A dict may hold Python numbers, strings, bools and None
+    beside its arrays (``state = {"h": h, "k": 2}``): they are part of its structure, not
+    carried (each step and branch rebuilds it with them), so a step or branch changing one
+    (``state["k"] += 1``) is refused as another structure is (round 30ag: any such dict was
+    refused). A list mixing arrays with Python values, or an empty one, is not carried (a
+    changed one is refused where it is compared), nor is any other object holding arrays (a
+    dataclass: refused, its comparison would ask a Symbol for its truth).
 """
 import types
 from typing import Any, List, Optional
@@ -38,10 +41,17 @@ def spec_of(value) -> Optional[Any]:
         if all(s is not None for s in specs):
             return (type(value), specs)
     if type(value) is dict and value and all(isinstance(k, str) for k in value):
-        specs = [spec_of(item) for item in value.values()]
-        if all(s is not None for s in specs):
+        specs = [spec_of(item) if type(item) not in _CONSTANTS else
+                 ("constant", item, type(item)) for item in value.values()]
+        if all(s is not None for s in specs) and any(
+                s == "array" or s is not None and s[0] != "constant" for s in specs):
             return (dict, tuple(value), specs)
     return None
+
+
+# A dict's Python values carried beside its arrays, unchanged (NOTE [autograph carried
+# structures]); a constant's type is part of it (2 and 2.0, True and 1: other values)
+_CONSTANTS = (int, float, bool, str, type(None))
 
 
 def holds_arrays(value, depth=0) -> bool:
@@ -70,6 +80,8 @@ def described(spec) -> str:
         return "an array"
     if spec is None:
         return "not a list or tuple of arrays"
+    if spec[0] == "constant":
+        return repr(spec[1])
     kind, items = spec[0], spec[-1]
     if kind is dict:
         # keys by name and in order: two dicts of as many arrays differ in their keys or in
@@ -77,6 +89,20 @@ def described(spec) -> str:
         return "a dict {" + ", ".join(f"{key!r}: {described(s)}"
                                       for key, s in zip(spec[1], items)) + "}"
     return f"a {kind.__name__} of {len(items)} ({', '.join(described(s) for s in items)})"
+
+
+def _has_constant(spec):
+    return isinstance(spec, tuple) and (spec[0] == "constant" or
+                                        any(_has_constant(s) for s in spec[-1]))
+
+
+def keep_what(*specs) -> str:
+    """What a refusal of a changed structure says to keep (its Python values too where a
+    dict holds some: NOTE [autograph carried structures])."""
+    if any(_has_constant(s) for s in specs):
+        return ("keep its structure and its Python values (a number the loop or if changes "
+                "must be an array: F.full((1,), 2.0))")
+    return "keep its structure (collect a growing list with one append per step instead)"
 
 
 class Carried:
@@ -102,8 +128,8 @@ class Carried:
                 raise AutographError(
                     f"{self.where}: variable {name!r}{read_by(self.where, name)} is "
                     f"{described(spec)} before this {self.what} and {described(spec_of(value))} "
-                    f"after it; a graph carries the same arrays throughout, so keep its "
-                    f"structure (collect a growing list with one append per step instead)")
+                    f"after it; a graph carries the same arrays throughout, so "
+                    f"{keep_what(spec, spec_of(value))}")
             _flatten(value, out)
         return out
 
@@ -118,6 +144,8 @@ class Carried:
 def _flatten(value, out):
     if isinstance(value, mx.sym.Symbol):
         out.append(value)
+    elif type(value) in _CONSTANTS:
+        return              # (a dict's constant: kept in its spec)
     else:
         for item in (value.values() if isinstance(value, dict) else value):
             _flatten(item, out)
@@ -126,6 +154,8 @@ def _flatten(value, out):
 def _build(spec, leaves):
     if spec == "array":
         return next(leaves)
+    if spec[0] == "constant":
+        return spec[1]
     kind, items = spec[0], spec[-1]
     built = [_build(s, leaves) for s in items]
     if kind is dict:

@@ -16,11 +16,15 @@ NOTE [an index error the user's try catches]
     (NOTE [graphs traced for input shapes] in ``gluon_cf/hybrid.py``: the graph is then one
     for those input shapes): an int past its axis raises IndexError there and then, as the
     NDArray does, so the handler runs as it does eagerly; in range it is the plain slice. A
-    shape not known while tracing because it is a body's (a row inside a tensor loop's body)
-    leaves the slice as it is: in range it is right (review r28b: refused while tracing,
-    such code ran eagerly and hybridized before and was refused), past the axis the
-    graph's run raises the IndexError at the user's line (``gluon_cf.errors.index_error_of``)
-    saying that the ``try`` around it cannot catch it hybridized. A shape known only as the
+    tensor ``for``'s row and the values it carries are known there too (``shape_hint``: the
+    shapes of the loop's data past its first axis, where it has a row, and of the carried
+    values before the loop; round 30ag: ``for r in x: try: r[5] / except IndexError:`` ran
+    the graph, which failed, where eager code took the handler). A shape not known while
+    tracing because it is another body's (a value a tensor ``while`` carries) leaves the
+    slice as it is: in range it is right (review r28b: refused while tracing, such code ran
+    eagerly and hybridized before and was refused), past the axis the graph's run raises
+    the IndexError at the user's line (``gluon_cf.errors.index_error_of``) saying that the
+    ``try`` around it is not taken hybridized. A shape known only as the
     graph runs (computed by ``boolean_mask``, or by a gluon_cf node) is refused at the
     user's line naming the ``try``: past its axis, the partitioned graph's error names no
     line. Such an IndexError leaving the body of a tensor ``for`` as it is traced (not from
@@ -114,7 +118,7 @@ def checked_ints(value, leading, trailing, where):
     handler = catching_index_error()
     if handler is None:
         return
-    shape = static_shape(value, where)
+    shape = static_shape(value, where, hinted=True)
     if shape is None and _shaped_as_it_runs(value):
         raise AutographError(
             f"{where}: this indexes a tensor with an int inside {handler}, which catches "
@@ -146,3 +150,22 @@ def raised_by_traced_shapes(exc):
     """Whether ``exc`` is the IndexError :func:`checked_ints` raised: an int index past an
     axis of a shape the graph is traced for (NOTE [an index error the user's try catches])."""
     return getattr(exc, _EVERY_STEP, False)
+
+
+def past_known_length(known_length, index):
+    """A collected list's int ``index`` inside a ``try`` catching IndexError: Python's
+    IndexError now, where the traced shapes give its length ``known_length()``, not the
+    graph's check as it runs, which no handler catches (NOTE [an index error the user's try
+    catches])."""
+    if _stack() and catching_index_error() is not None:
+        n = known_length()
+        if n is not None and not -n <= index < n:
+            raise IndexError("list index out of range")
+
+
+def raised_pending(exc):
+    """After a ``finally`` that did not jump: raise what its ``try`` raised, if anything
+    (NOTE [a finally that jumps]). A call, not a ``raise`` statement: a jump's flag guarding
+    it may be an array inside a tensor loop, and an ``if`` on it that raises is refused."""
+    if exc is not None:
+        raise exc

@@ -33,9 +33,10 @@ import mxnet as mx
 from ...ops.cond import cond
 from ...ops.foreach import NO_STEP_ON_EMPTY_DATA, foreach
 from ...ops.while_loop import warn_truncation, while_loop
-from ...hybrid_trace import static_shape
+from ...hybrid_trace import shape_hint, static_shape
 from ..errors import AutographError, node_name, python_value, read_by
-from .carried import Carried, carries_nothing, described, holds_arrays, spec_of
+from .carried import (Carried, carries_nothing, described, holds_arrays, keep_what,
+                      spec_of)
 from .py_builtins import one_output
 from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
 from .call_results import surfaced, surfaced_inside
@@ -61,7 +62,7 @@ def no_structure(name, a, b, where, what):
         raise AutographError(
             f"{where}: variable {name!r}{read_by(where, name)} is {described(before)}, then "
             f"{described(after)} in {what}; a graph carries the same arrays throughout, so "
-            f"keep its structure (collect a growing list with one append per step instead)")
+            f"{keep_what(before, after)}")
     for value in (a, b):
         if not isinstance(value, mx.sym.Symbol) and holds_arrays(value):
             raise AutographError(
@@ -228,6 +229,10 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
         counted = bool(lists) or not arrays and not keep_item
 
         def step(row, states):
+            if items_count is None:     # (NOTE [an index error the user's try catches])
+                shape_hint(row, lambda: _row_shape(iterable, where))
+            for state, array in zip(states, arrays):
+                shape_hint(state, lambda a=array: static_shape(a, where, hinted=True))
             row = row if items_of is None else items_of(row)
             current = carried.rebuild(states[:len(arrays)])
             with graph_region(where, "for loop", names):
@@ -273,6 +278,13 @@ def for_stmt(iterable, body, values, names, where, item=None, lists=(), stop=(),
                                 (lists, list_names, kept))
         surfaced(exc, where)
         raise
+
+
+def _row_shape(iterable, where):
+    """The shape of a row of ``iterable`` where the shapes the graph is traced for give it
+    one row or more, else None (a loop of no step traces a body that never runs)."""
+    shape = static_shape(iterable, where, trailing=True, hinted=True)
+    return shape[1:] if shape and shape[0] >= 1 else None
 
 
 def _first_step_raising(iterable, body, values, names, where, unpack, collected):

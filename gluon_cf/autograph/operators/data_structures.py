@@ -14,11 +14,11 @@ NOTE [autograph lists]
     ``items[a:b]`` and ``reversed(items)``), ``items[i]`` and ``items.append(x)`` compute from
     it. Where the number of items is known while tracing (loops of a Python count, or rows of
     a shape the input shapes give: NOTE [graphs traced for input shapes]), ``len``, truth,
-    slices, ``reversed``, iteration, ``pop`` and ``insert`` are Python's on the list of its
-    rows (the last two restack them, in place); ``clear`` and ``reverse`` are in place in any
-    case; ``index``, ``count``, ``remove`` and ``sort`` compare arrays, whose truth only the
-    run knows, and are refused; otherwise a slice
-    of step 1 whose bounds are both from the start or both from the end is a StepList of the
+    slices, ``reversed``, iteration, ``pop``, ``insert``, ``items[i] = v`` and ``del
+    items[i]`` are Python's on the list of its rows (the last four restack them, in place);
+    ``clear`` and ``reverse`` are in place in any case; ``index``, ``count``, ``remove`` and
+    ``sort`` compare arrays, whose truth only the run knows, and are refused; otherwise a
+    slice of step 1 whose bounds are both from the start or both from the end is a StepList of the
     rows Python's slice keeps (a cond on the count where it may hold fewer than the bound),
     a new StepList as Python's slice is a new list, ``reversed`` the rows reversed (a
     :class:`ReversedItems`: Python's iterator, used once, not subscriptable), a ``for``
@@ -69,7 +69,8 @@ from ...hybrid_trace import static_shape
 from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
                       region_at)
-from .item_check import checked_item, summed
+from .caught_errors import past_known_length
+from .item_check import checked_item, list_index, summed
 
 
 def append_rows(lists, values, where):
@@ -220,7 +221,8 @@ class StepList:
         # (an int or a slice read where conversion did not see a collected list, c = a + b;
         # c[9]: its IndexError or shape read names this line, not the loop's; any other
         # index keeps the refusal saying how to count the items)
-        if isinstance(index, slice) or isinstance(index, int) and not isinstance(index, bool):
+        index = list_index(index)
+        if isinstance(index, (slice, int)):
             return self.item(index, _line_here() or self.where)
         return self.item(index, self.where)
 
@@ -228,9 +230,10 @@ class StepList:
         """``items[index]`` at ``where``: an IndexError there when the loops that appended
         are bounded and cannot have appended that many items; else, unless the list surely
         holds that item, checked when the graph runs (NOTE [checked items])."""
+        index = list_index(index)
         if isinstance(index, slice):
             return self._sliced(index, where)
-        if not isinstance(index, int) or isinstance(index, bool):
+        if not isinstance(index, int):
             if where == self.where:
                 self._unknown_length(f"indexed with {index!r}")
             raise AutographError(
@@ -242,6 +245,7 @@ class StepList:
             raise IndexError(one_colon(
                 f"{where}: list index {index} out of range: the list holds at most "
                 f"{self.most} items (the loop at {region_at(self.where)} appended them)"))
+        past_known_length(lambda: self.known_length(where), index)
         rows = self.rows
 
         def sliced():
@@ -529,16 +533,29 @@ class StepList:
     __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
 
     def __setitem__(self, index, value):
-        self._changed_in_place("items[i] = v", "items = items[:i] + [v] + items[i + 1:]")
+        """``items[i] = v`` (a slice too): Python's, in place, as :meth:`pop`."""
+        self._not_in_a_graph_region("assigns an item of")
+        items, where = self._known_items(
+            "changed by items[i] = v", "make a new list: items = items[:i] + [v] + "
+            "items[i + 1:]")
+        items[index] = value
+        self._hold(items, where)
 
     def __delitem__(self, index):
-        self._changed_in_place("del items[i]", "items = items[:i] + items[i + 1:]")
+        """``del items[i]`` (a slice too): Python's, in place, as :meth:`pop`."""
+        self._not_in_a_graph_region("deletes an item of")
+        items, where = self._known_items(
+            "changed by del items[i]", "make a new list: items = items[:i] + items[i + 1:]")
+        del items[index]
+        self._hold(items, where)
 
-    def _changed_in_place(self, what, instead):
-        raise AutographError(
-            f"{_line_here() or self.where}: a list the loop on a tensor at {region_at(self.where)} "
-            f"appended to is changed in place by {what}, which its rows (one array) cannot "
-            f"be; make a new list: {instead}")
+    def _not_in_a_graph_region(self, what):
+        """An in-place change inside a tensor ``if`` or loop of a list made outside it: once
+        while tracing, refused (NOTE [autograph side effects])."""
+        from .side_effects import effect, made_here     # (side_effects reads this module)
+        if not made_here(self):
+            effect(_line_here() or self.where, f"{what} a list the loop on a tensor at "
+                                               f"{region_at(self.where)} appended to")
 
     def extend(self, other):
         """``items.extend(other)``: in place, as a list's, for a list of arrays or a collected

@@ -17,6 +17,8 @@ NOTE [checked items]
     this message. Where the items the list surely holds cover ``i`` (``StepList.least``: items
     before the loops and appended after them), the item is a plain slice, no node.
 """
+import operator
+
 import mxnet as mx
 
 from ... import node as _node, registry
@@ -149,3 +151,15 @@ def summed(items, where, *start):
                         f"a graph gives an array): the list",
                         f"the loop at {region_at(items.where)} appended them; add the first "
                         f"item outside the loop or use F.add_n(*items) where it holds one")
+
+
+def list_index(index):
+    """A list's index as Python takes it: an int (a bool, a numpy int: ``__index__``), a
+    slice, or a Symbol (refused by the caller, saying what to write); anything else is
+    Python's TypeError (it was a refusal about the list's length)."""
+    if isinstance(index, (slice, mx.sym.Symbol)):
+        return index
+    if not hasattr(type(index), "__index__"):
+        raise TypeError(f"list indices must be integers or slices, not "
+                        f"{type(index).__name__}")
+    return operator.index(index)

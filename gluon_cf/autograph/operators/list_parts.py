@@ -2,6 +2,7 @@
 dim=0)``), several lists, or a list bound to another name where one of them is such a list
 (``F.concat(*a, *b, dim=0)``, ``tail = outs[-2:]; F.stack(*tail)``), computed from the lists'
 rows (NOTE [autograph lists])."""
+import collections.abc
 import enum
 import threading
 import types
@@ -206,6 +207,19 @@ def match_items(value, where, values=None, depth=0, made=None):
     if new is not value:
         _MATCHED.originals[id(new)] = (new, value)
     return new
+
+
+def sequence_items(where, value):
+    """The items of a ``match``'s subject written as a name whose cases are sequence
+    patterns (NOTE [a match on a tuple display]): a tuple of them where Python's match sees
+    a sequence (a list, a tuple, a collected list as ``match_items`` gives it, not a str,
+    bytes or an array), else None (no sequence pattern matches)."""
+    if type(value) is StepList:
+        value = match_items(value, where)
+    if isinstance(value, collections.abc.Sequence) and \
+            not isinstance(value, (str, bytes, bytearray)):
+        return tuple(value)
+    return None
 
 
 def match_originals(values, rests=()):

@@ -94,10 +94,10 @@ def made_here(value):
     return any(v is value for v in regions[-1])
 
 
-def effect(where, what, name=None):
+def effect(where, what, name=None, instead=None):
     """Before a statement of converted code that changes Python state
     (NOTE [autograph side effects]): an error inside a graph region (a tensor if or loop
-    being traced)."""
+    being traced), saying what to write ``instead`` (by default: return the new value)."""
     stack = getattr(_state, "regions", None)
     if not stack:
         return
@@ -107,8 +107,9 @@ def effect(where, what, name=None):
     raise AutographError(
         f"{where}: this statement {what}, inside the {kind} on a tensor at "
         f"{region_at(region)}; that {kind} runs as one graph, traced once, so the change would "
-        f"happen once whatever the condition or the number of steps. Return the new value "
-        f"instead (assign it to a variable of the if, or carry it through the loop)")
+        f"happen once whatever the condition or the number of steps. " + (
+            instead or "Return the new value instead (assign it to a variable of the if, or "
+                       "carry it through the loop)"))
 
 
 def mutable(receiver, where, method):
@@ -297,7 +298,12 @@ def consumed(value, where, name):
     holds (silently other values: issue 24) -- an error (:func:`effect`). A list is not."""
     if isinstance(value, collections.abc.Iterator):
         effect(where, f"consumes the Python iterator {name!r} "
-                      f"({type(value).__name__}, made outside the if or loop around it)")
+                      f"({type(value).__name__}, made outside the if or loop around it)",
+               instead=f"Loop over what {name!r} iterates instead of calling next() on it "
+                       f"(for r in x:, a graph's loop over the rows of a tensor, whose break "
+                       f"under a tensor if is converted; its end stands for next()'s "
+                       f"StopIteration or default), or call next() outside the tensor if or "
+                       f"loop")
     return value
 
 

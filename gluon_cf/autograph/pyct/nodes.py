@@ -140,3 +140,17 @@ def increment_lineno(node: ast.AST, n: int = 1) -> ast.AST:
             if end_lineno is not None:
                 child.end_lineno = end_lineno + n
     return node
+
+
+def replace_statements(func: ast.AST, rewrite) -> None:
+    """Replace, in every block of ``func`` (innermost first, each from its end), each
+    statement for which ``rewrite(statement)`` gives a list of statements by that list."""
+    for parent in reversed(list(ast.walk(func))):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list):
+                continue
+            for k, statement in reversed(list(enumerate(block))):
+                rewritten = rewrite(statement)
+                if rewritten is not None:
+                    block[k:k + 1] = rewritten
