@@ -65,12 +65,13 @@ class Rejected(Exception):
         self.hint = hint
         self.source = node.get("attrs", {}).get(SOURCE_ATTR)
 
-    def describe(self):
+    def describe(self, hint=True):
+        """What rejects the graph and where, then (``hint``) what to do."""
+        tail = ". %s" % self.hint if hint else ""
         if self.op is None:
-            return "%s %s. %s" % (self.node, self.why, self.hint)
+            return "%s %s%s" % (self.node, self.why, tail)
         where = " at %s" % self.source if self.source else ""
-        return "operator %s (node %r)%s %s. %s" % (self.op, self.node, where, self.why,
-                                                   self.hint)
+        return "operator %s (node %r)%s %s%s" % (self.op, self.node, where, self.why, tail)
 
 
 # ---- attribute parsing ---------------------------------------------------------------------
@@ -470,19 +471,79 @@ _rows = threading.local()
 
 
 @contextlib.contextmanager
-def batch_rows(rows):
-    """Shape inference for a batch of ``rows`` invocations: predicates may then hold one element
-    per row (``rows_being_checked``, read by the ops' predicate checks)."""
-    _rows.value = rows
+def _rows_setting(name, value):
+    """The per-thread setting ``name`` of the row-wise checks is ``value`` inside."""
+    previous = getattr(_rows, name, None)
+    setattr(_rows, name, value)
     try:
         yield
     finally:
-        _rows.value = None
+        setattr(_rows, name, previous)
+
+
+def batch_rows(rows):
+    """Shape inference for a batch of ``rows`` invocations: predicates may then hold one element
+    per row (``rows_being_checked``, read by the ops' predicate checks)."""
+    return _rows_setting("value", rows)
 
 
 def rows_being_checked():
     """The batch size shape inference is running for (see batch_rows), or None."""
     return getattr(_rows, "value", None)
+
+
+# NOTE [loops lowered on rows]
+#     The batching executor runs a loop once per row (its batching rule only asks for one row
+#     per invocation out of it), so its ``cond`` and ``func`` may mix rows. The ONNX lowering
+#     of a recursion does not: a ``while_loop`` making recursive calls runs for every row of a
+#     level at once, its ``cond`` and ``func`` evaluated on all the rows (NOTE [recursion as
+#     ONNX loops] in export/onnx_recursion/lowering.py). A ``cond`` of ``F.sum(k < end) > 0``
+#     then summed the rows of all the level's calls, and the exported model counted children
+#     that were not there, silently; so did a call's argument or a counter's update reading
+#     ``F.min(k)``. So while the lowering plans (``lowering_rows()``), a ``while_loop``'s
+#     ``cond`` must act row by row itself, and so must what its ``func`` computes without the
+#     recursive calls (``skeleton_rejected``: a call infers one row for all the invocations, so
+#     the rest of ``func`` cannot be inferred for several), in ``while_loop``'s batching rule;
+#     row-wise verdicts are cached per mode (``Graph.rows_rejected``).
+def lowering_rows():
+    """Row-wise checks for the ONNX lowering (NOTE [loops lowered on rows])."""
+    return _rows_setting("lowering", True)
+
+
+def lowering_now():
+    """Whether the row-wise checks running are the ONNX lowering's (see lowering_rows)."""
+    return bool(getattr(_rows, "lowering", None))
+
+
+def skeleton_rejected(symbol, flags, shapes):
+    """None if what a loop's ``func`` (``symbol``) computes without its recursive calls - the
+    calls' arguments, the loop variables not made from what the calls return - acts row by
+    row, else the :class:`Rejected` saying why (NOTE [loops lowered on rows]). ``flags`` and
+    ``shapes``: per input name, whether it is batched, its shape for ``ROWS`` rows."""
+    import mxnet as mx
+    from ._graph_json import reached_ids
+    js = json.loads(symbol.tojson())
+    nodes = js["nodes"]
+    calls = {nid for nid, n in enumerate(nodes) if registry.kind_of(n) == "invoke"}
+    entries = [tuple(e[:2]) for nid in sorted(calls) for e in nodes[nid]["inputs"]] + \
+        [tuple(h[:2]) for h in js["heads"]]
+    kept = [e for e in dict.fromkeys(entries)
+            if nodes[e[0]]["op"] != "null" and not calls & set(reached_ids(nodes, [e[0]]))]
+    if not kept:
+        return None
+    internals = symbol.get_internals()
+    index = {entry: k for k, entry in enumerate(_internal_entries(internals, nodes))}
+    if any(e not in index for e in kept):
+        return Rejected({"name": "its loop's skeleton"}, "could not be told apart",
+                        HINT_UNKNOWN)
+    part = mx.sym.Group([internals[index[e]] for e in kept])
+    names = part.list_inputs()
+    try:
+        check_symbol(part, json.loads(part.tojson()), {n: flags[n] for n in names},
+                     {n: shapes[n] for n in names})
+    except Rejected as rejected:
+        return rejected
+    return None
 
 
 _UNINFERRED = "has shapes that cannot be inferred for a batch"

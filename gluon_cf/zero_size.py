@@ -53,6 +53,9 @@ def _invoke(handle, ndargs, *rest):
 
 def _invoke_unshared(handle, ndargs, *rest):   # (called by _invoke: the operator is 2 up)
     if not getattr(_state, "depth", 0) or not ndargs:
+        if len(ndargs) == 2 and getattr(handle, "value", handle) == _boolean_mask_handle() and \
+                0 in ndargs[1].shape:
+            raise _mask_of_no_element(ndargs)
         return _original_invoke(handle, ndargs, *rest)
     frame = sys._getframe(2)       # MXNet's generated function: the op (past wrappers of
     while frame.f_code.co_name == "_invoke" and frame.f_back is not None:   # _invoke's)
@@ -131,6 +134,35 @@ def _made(op, where, shapes):
         "computation with gluon_cf.cond on the number of rows, or keep at least one row"
         % (op, " at %s" % where if where else "", ", ".join(str(s) for s in shapes)),
         located=where is not None)
+
+
+# NOTE [a mask of no element]
+#     MXNet 1.9.1's boolean_mask ends the process ("terminate called without an active
+#     exception") when its mask has no element (data of no row), eagerly as in a graph. A
+#     converted ``for r in F.contrib.boolean_mask(x, m):`` runs it eagerly outside any op's
+#     body, on a batch of no row, so that check is made for every eager call (a comparison of
+#     the operator's handle): a ZeroSizeError at the user's line, as a graph refuses it
+#     (CRASHES_ON_ZERO_SIZE in operators.py).
+_MASK_HANDLE: list = []   # (the operator handle, found once)
+
+
+def _boolean_mask_handle():
+    if not _MASK_HANDLE:
+        import ctypes
+        from mxnet.base import _LIB, OpHandle, c_str, check_call
+        found = OpHandle()
+        check_call(_LIB.NNGetOpHandle(c_str("_contrib_boolean_mask"), ctypes.byref(found)))
+        _MASK_HANDLE.append(found.value)
+    return _MASK_HANDLE[0]
+
+
+def _mask_of_no_element(ndargs):
+    where = user_location()
+    return ZeroSizeError(
+        "gluon_cf: boolean_mask%s was given a mask of no element (data of shape %s, mask of "
+        "shape %s): %s. Skip the call for a batch of no row, or guard it with gluon_cf.cond "
+        "on the number of rows" % (" at %s" % where if where else "", ndargs[0].shape,
+                                   ndargs[1].shape, CRASH_DETAIL), located=where is not None)
 
 
 def _refused(op, where, empty, err):

@@ -32,7 +32,7 @@ REFUSED = {
     programs.DictOfListsAppendedInLoop: "changes a Python list (.append)",
     programs.DataclassFieldListAppendedInLoop: "changes a Python list (.append)",
     programs.GeneratorOverCollectedPairs: "a generator function",
-    programs.DataclassStateRebuiltInLoop: "variable 'st' is a Acc holding arrays",
+    programs.DataclassStateRebuiltInLoop: "variable 'st' is an Acc holding arrays",
     programs.ListStateItemAugmentedInLoop: "its body assigns attributes or items",
     programs.DataclassAttributeAugmentedInLoop: "its body assigns attributes or items",
     programs.SelfAttributeAugmentedInLoop: "its body assigns attributes or items",

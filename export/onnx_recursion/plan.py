@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from gluon_cf.graph import decode
-from gluon_cf.rowwise import Shaped
+from gluon_cf.rowwise import Shaped, lowering_rows
 from gluon_cf.recursion import schedule, skeleton, value_graphs
 from gluon_cf.recursion.table import _FunctionTable
 
@@ -78,8 +78,9 @@ def _plan(custom_node, node):
             graph = decoded.graphs[qname]
             values = [Shaped((size,) + s[1:]) for s in shapes] + [Shaped(s) for s in env_shapes]
             flags = [True] * len(shapes) + [False] * len(env_shapes)
-            rejected = graph.rows_rejected([values[k] for k in graph.slots],
-                                           [flags[k] for k in graph.slots])
+            with lowering_rows():   # (NOTE [loops lowered on rows] in gluon_cf/rowwise.py)
+                rejected = graph.rows_rejected([values[k] for k in graph.slots],
+                                               [flags[k] for k in graph.slots])
             if rejected is not None:
                 raise _refuse(where, f"{name}: its body does not act row by row (the loops run "
                                      f"each level's calls together): {rejected.describe()}")

@@ -303,7 +303,7 @@ class CachedGraph(CachedOpPair):
                 continue        # (no element to copy or reverse: the array itself)
             crashing = crashing_zero_size(n["op"], [x.shape for x in inputs])
             if crashing:
-                raise _zero_size_error(n, inputs, [(k, origin[entries[k]]) for k in crashing],
+                raise zero_size_error(n, inputs, [(k, origin[entries[k]]) for k in crashing],
                                        CRASH_DETAIL)
             try:
                 unrecorded = inputs and all(0 in x.shape for x in inputs) and \
@@ -325,7 +325,7 @@ class CachedGraph(CachedOpPair):
                     if ours is None:
                         raise
                     raise ours from None
-                raise _zero_size_error(n, inputs, [(k, origin[e]) for k, e in empty],
+                raise zero_size_error(n, inputs, [(k, origin[e]) for k, e in empty],
                                        err) from None
             made = next((origin[e] for e in entries if 0 in values[e].shape), None)
             for k, o in enumerate(out):
@@ -469,7 +469,7 @@ def _zero_size_made(node, inputs):
         located=SOURCE_ATTR in node.get("attrs", {}))
 
 
-def _zero_size_error(node, inputs, empty, err):
+def zero_size_error(node, inputs, empty, err):
     """ZeroSizeError for operator ``node`` (a JSON node) refusing its zero-size inputs
     (``empty``: (input position, what computed it)), MXNet's error ``err``."""
     detail = next((line.strip() for line in str(err).splitlines()

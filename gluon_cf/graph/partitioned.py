@@ -26,9 +26,10 @@ from .. import registry, staging
 from .._custom_ops import engine_calls_us
 from ..errors import ZeroSizeError, note_no_element
 from ..executor import Parallel, done
-from ..operators import DYNAMIC_SHAPE_OPS, SOURCE_ATTR, describe_node, reshaped_shape
+from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, SOURCE_ATTR, crashing_zero_size,
+                         describe_node, reshaped_shape)
 from .cached_graph import (CachedGraph, Entry, JsonNode, as_list, invoke, origin_of,
-                           reshape_error, visible_attrs)
+                           reshape_error, visible_attrs, zero_size_error)
 from .operator_errors import operator_error
 from .shape_inference import (for_rule, infer_by_mxnet, learn, mxnet_infer_shape_partial,
                               run_time_dims)
@@ -224,6 +225,10 @@ class _RunTimeShapeCall(_OperatorCall):
 
     def run(self, values, frame):
         inputs = [values[e] for e in self.in_entries]
+        crashing = crashing_zero_size(self.op, [x.shape for x in inputs])
+        if crashing:   # (a boolean_mask's mask of no element: MXNet would end the process)
+            raise zero_size_error(self.node, inputs, [(k, "given to it") for k in crashing],
+                                  CRASH_DETAIL)
         refused = _mask_refusal(self.op, self.attrs, inputs)
         if refused is not None:
             # in MXNet's words for a shape refused ("Error in operator n: Shape inconsistent"),

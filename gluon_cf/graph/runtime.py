@@ -143,7 +143,8 @@ class Graph:
     def rows_rejected(self, args, flags):
         """None if the graph may run on stacked rows of its batched inputs (``flags``), else the
         :class:`rowwise.Rejected` saying which operator mixes rows (cached per signature)."""
-        key = self.row_check_key(args, flags)
+        # (per mode: NOTE [loops lowered on rows] in rowwise.py)
+        key = (self.row_check_key(args, flags), rowwise.lowering_now())
         if key not in self._row_checks:
             js = self._symbol_json()
             shapes = {n: (rowwise.ROWS,) + a.shape[1:] if f else a.shape

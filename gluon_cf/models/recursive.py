@@ -23,6 +23,7 @@ import numpy as np
 from mxnet import gluon
 
 import gluon_cf
+from ..operators import user_location
 from ..recursion.api import eager_depth
 from .cells import (BinaryTreeLSTMCell, ChildSumTreeLSTMCell, LeafToken, RNTNCell,
                     TopDownTreeLSTMCell, TreeRNNCell)
@@ -213,9 +214,11 @@ class ChildSumTreeLSTM(gluon.HybridBlock):
         H = self.hidden_size
         if isinstance(child_ptr, mx.nd.NDArray):
             self.check_children(child_ptr)
-        # Where no check saw the values (a graph built by a parent block), the loop warns.
-        where = "%s:%d: ChildSumTreeLSTM(max_children=%d)" % (
-            __file__, sys._getframe().f_lineno, self.max_children)
+        # Where no check saw the values (a graph built by a parent block), the loop warns, at
+        # the line of the user's block calling the model (else this one)
+        where = "%s: ChildSumTreeLSTM(max_children=%d)" % (
+            user_location(models_are_user=False) or "%s:%d" % (
+                __file__, sys._getframe().f_lineno), self.max_children)
 
         eager = isinstance(child_ptr, mx.nd.NDArray)
         if eager:

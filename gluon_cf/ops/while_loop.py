@@ -1,12 +1,13 @@
 """``gluon_cf.while_loop``: repeat a function while a condition holds, collecting step outputs."""
+import json
 from typing import Callable, List, Optional, Tuple
 
 import mxnet as mx
 import numpy as np
 
-from .. import executor, node as _node, registry, remat as _remat
+from .. import executor, node as _node, registry, remat as _remat, rowwise
 from ..executor import done
-from ..graph import Graph
+from ..graph import Graph, decode
 from .._structure import containers_of, describe, regroup, regroup_like
 from ..tracing import (PendingShape, PendingSignature, count_subgraph_names, flatten_returned,
                        pending_shapes, trace, user_location)
@@ -590,6 +591,29 @@ class WhileLoopRule(registry.Rule):
 
     def batching_rule(self, node, in_flags, in_shapes, out_shapes, used, rows):
         loop_batching_rule(self, node, in_flags, in_shapes, used)
+        if rowwise.lowering_now():   # NOTE [loops lowered on rows] in rowwise.py
+            spec = json.loads(node["attrs"]["spec"])
+            graphs = decode(OP, node["attrs"]["spec"]).graphs
+            # (the lowering carries every loop variable for all the rows)
+            flags = [k < spec["num_vars"] or f
+                     for k, f in enumerate(self.slot_order(spec, in_flags))]
+            shapes = self.slot_order(spec, in_shapes)
+            for role in ("cond", "func"):
+                graph = graphs[role]
+                if role == "cond":
+                    rejected = graph.rows_rejected(
+                        [rowwise.Shaped(tuple(shapes[k])) for k in graph.slots],
+                        [flags[k] for k in graph.slots])
+                else:   # (its recursive calls infer one row for all the invocations)
+                    rejected = rowwise.skeleton_rejected(graph.symbol, {
+                        n: flags[k] for n, k in zip(graph.input_names, graph.slots)}, {
+                        n: (rowwise.ROWS,) + tuple(shapes[k][1:]) if flags[k] else
+                        tuple(shapes[k]) for n, k in zip(graph.input_names, graph.slots)})
+                if rejected is not None:
+                    raise rowwise.Rejected(
+                        dict(node, op="gluon_cf.%s" % OP), "runs its %s on the rows of all "
+                        "the invocations at once, and there %s" % (
+                            role, rejected.describe(hint=False)), rejected.hint)
 
     def to_onnx(self, custom_node):
         """Export rule: while_loop -> Loop (NOTE [gluon_cf ops as ONNX control flow] in

@@ -38,6 +38,12 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = _FUNCTIONS + COMPREHENSIONS
 
 
+def _is_builtin_call(func, name):
+    """Whether ``func`` is converted code's ``__ag__.builtin(<name>, where)``."""
+    return isinstance(func, ast.Call) and getattr(func.func, "attr", None) == "builtin" and \
+        bool(func.args) and isinstance(func.args[0], ast.Name) and func.args[0].id == name
+
+
 class CallTreesConverter(Converter):
     """Calls, attributes (private names) and ``super()``."""
 
@@ -62,6 +68,18 @@ class CallTreesConverter(Converter):
         if collected and isinstance(starred[0].value, ast.Call) and \
                 getattr(starred[0].value.func, "attr", None) == "iterated":
             starred[0].value = starred[0].value.args[0]   # (the list itself: unpacked's)
+        if collected and isinstance(starred[0].value, ast.Call) and \
+                isinstance(starred[0].value.func, ast.Attribute) and \
+                starred[0].value.func.attr == "collected_item":
+            # *outs[1:]: the rows the slice keeps, the list's length unread (control_flow)
+            starred[0].value.func.attr = "unpacked_slice"
+        if collected and isinstance(starred[0].value, ast.Call) and \
+                _is_builtin_call(starred[0].value.func, "reversed") and \
+                len(starred[0].value.args) == 1:
+            # *reversed(outs): the rows backwards, the list's length unread (list_parts)
+            starred[0].value = runtime_call("unpacked_reversed", [
+                starred[0].value.func, starred[0].value.args[0],
+                ast.Constant(self.where(node))])
         if collected and (
                 len(node.args) == 1 or getattr(node.func, "attr", None) in _JOINING):
             # F.stack(*outs, ...), F.concat(h0, *outs, dim=0) of a list a tensor loop

@@ -5,10 +5,10 @@ from .call_results import checked, refusal_caught, refusals_kept
 from .caught_errors import catching, raised_pending
 from .conditionals import if_exp, if_return, if_stmt, python_if
 from .control_flow import (collected_item, for_stmt, python_loop, running, running_and,
-                           while_stmt)
+                           unpacked_slice, while_stmt)
 from .outer_lists import no_outer_lists
 from .list_parts import (MatchValues, match_items, match_originals, sequence_items, unpacked,
-                         unpacked_parts)
+                         unpacked_parts, unpacked_reversed)
 from .item_assignment import item_assigned
 from .loop_escape import (escaped, keep_return, kept_return, return_box,
                           returned_through_finally)
@@ -21,7 +21,8 @@ from .variables import augmented, deleted, ld, without
 
 __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if",
            "python_loop", "running", "running_and", "while_stmt", "no_outer_lists", "unpacked",
-           "unpacked_parts", "MatchValues", "match_items", "match_originals", "and_", "asserted",
+           "unpacked_parts", "unpacked_reversed", "unpacked_slice", "MatchValues", "match_items",
+           "match_originals", "and_", "asserted",
            "compare_chain", "contains", "match_guard", "match_subject",
            "not_", "or_", "positive", "python_operand", "builtin", "filtered", "iterated",
            "reversed_rows",

@@ -66,7 +66,8 @@ def no_structure(name, a, b, where, what):
     for value in (a, b):
         if not isinstance(value, mx.sym.Symbol) and holds_arrays(value):
             raise AutographError(
-                f"{where}: variable {name!r}{read_by(where, name)} is a "
+                f"{where}: variable {name!r}{read_by(where, name)} is "
+                f"{'an' if type(value).__name__[:1] in 'AEIOU' else 'a'} "
                 f"{type(value).__name__} holding arrays (and other values) that {what} "
                 f"changes; a graph carries arrays, and lists, tuples, named tuples and dicts "
                 f"of only arrays, so unpack it into variables (h, k = state) and pack it "
@@ -502,6 +503,20 @@ def running_and(flags, test):
     if isinstance(value, mx.sym.Symbol):
         return mx.sym.broadcast_logical_and(going, mx.sym.cast(value, "float32"))
     return going if truth(value, "", "while") else False
+
+
+def unpacked_slice(items, index, where):
+    """A converted ``items[a:b]`` unpacked by the call it is written in
+    (``F.stack(*outs[1:])``): for a list a tensor loop collected, the rows the slice keeps,
+    computed in the graph without reading how many items the input shapes give (which made
+    the block's graph one for those shapes: export_onnx and save_artifact refused it);
+    else :func:`collected_item`'s."""
+    if type(items) is StepList and not items.parts and not isinstance(items.n_items, int) \
+            and isinstance(index, slice) and all(isinstance(b, (int, type(None))) and
+                                                 not isinstance(b, bool) for b in
+                                                 (index.start, index.stop, index.step)):
+        return items._sliced(index, where, unread=True)
+    return collected_item(items, index, where)
 
 
 def collected_item(items, index, where):

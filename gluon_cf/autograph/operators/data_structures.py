@@ -288,12 +288,13 @@ class StepList:
                        if shape and len(shape) > 1 else mx.sym.squeeze(row, axis=0))
         return out
 
-    def _sliced(self, index, where):
+    def _sliced(self, index, where, unread=False):
         """``items[a:b]`` (NOTE [autograph lists]): Python's list of the items where the
-        number of items is known while tracing; else, for a step of 1, a list of the rows
-        Python's slice keeps, however many the list holds when the graph runs (a cond on
-        its count where it may hold fewer than the slice's bound)."""
-        n = self.known_length(where)
+        number of items is known while tracing (but ``unread``: for a slice the rows give,
+        unpacked at once); else, for a step of 1, a list of the rows Python's slice keeps,
+        however many the list holds when the graph runs (a cond on its count where it may
+        hold fewer than the slice's bound)."""
+        n = None if unread and rows_slice(index) else self.known_length(where)
         if n is not None:
             return self.rows_list(n, range(n)[index], where)
         if index.step == -1 and index.start is None and index.stop is None:
@@ -598,6 +599,14 @@ def _no_attribute(name):
     def missing(self, *args, **kwargs):
         raise AttributeError(f"'list_reverseiterator' object has no attribute '{name}'")
     return missing
+
+
+def rows_slice(index):
+    """Whether ``_sliced`` computes the slice ``index`` from the rows, the number of items
+    unknown: a step of 1, both bounds from the start or both from the end."""
+    return isinstance(index, slice) and index.step in (None, 1) and not (
+        index.start is not None and index.stop is not None and
+        (index.start < 0) != (index.stop < 0))
 
 
 class ReversedItems(StepList):

@@ -10,8 +10,8 @@ import types
 import mxnet as mx
 
 from ...ops.cond import cond
-from ..errors import AutographError, node_name, region_at
-from .data_structures import StepList, taken
+from ..errors import AutographError, node_name, op_name, region_at
+from .data_structures import ReversedItems, StepList, taken
 from .item_check import checked_item
 
 _HEAP_TYPE = 1 << 9               # (Py_TPFLAGS_HEAPTYPE: a class written in Python)
@@ -25,6 +25,19 @@ def unpacked(func, items, keywords, where, before=(), after=()):
         return func(*before, *items, *after, **keywords)
     taken(items, where)
     return rows_unpacked(func, items, keywords, where, before, after)
+
+
+def unpacked_reversed(reverse, items, where):
+    """``reversed(items)`` unpacked by the call it is written in (``F.stack(*reversed(items))``,
+    ``reverse``: what converted code calls for ``reversed``): for a list a tensor loop
+    collected, its rows backwards, whether or not the traced graph knows its length (the
+    iterator is consumed at once, so nothing tells them apart): reading that length made the
+    block's graph one for its input shapes, which ``export_onnx`` and ``save_artifact``
+    refuse, where ``F.stack(*items)`` exported."""
+    if type(items) is StepList and not items.parts:
+        return ReversedItems(mx.sym.reverse(items.rows, axis=0, name=op_name(where, "reversed")),
+                             items.n_items, items.where, items.most, items.least, items.stale)
+    return reverse(items)
 
 
 def rows_unpacked(func, items, keywords, where, before=(), after=()):
