@@ -105,7 +105,13 @@ def _user_function(fn) -> bool:
 #     the attributes of it the functions reached name (never all of a module), of the user's
 #     modules only (the standard library's, MXNet's, numpy's and gluon_cf's are not the
 #     user's state; ``random``'s and numpy's generators: NOTE [a Python random generator in a
-#     recursive body]), whether the module is a global or imported in the body.
+#     recursive body]), whether the module is a global or imported in the body. A name
+#     there is one the code reads or holds as a string (``getattr(counts, "n")``,
+#     ``counts.__dict__["n"]``), and a module is also one a string names (``sys.modules[
+#     "counts"]``, ``importlib.import_module("counts")``) or ``import pkg.sub as s`` imports
+#     when ``pkg`` is a global too (round 30r review: each of these ran, one trace's count for
+#     every call, silently). A name built at run time (``getattr(counts, "n" + k)``) is not
+#     seen.
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 
@@ -123,11 +129,27 @@ def _user_module(module) -> bool:
 
 
 def _imported(code: types.CodeType):
-    """The modules ``code`` and the functions defined in it import (``import a.b``: a.b)."""
+    """The modules ``code`` and the functions defined in it import (``import a.b``: a.b), and
+    the strings it holds that name a loaded module (``sys.modules["a"]``,
+    ``importlib.import_module("a")``)."""
     names = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _imported(const)
+        elif isinstance(const, str) and const in sys.modules:
+            names.add(const)
+    return names
+
+
+def _strings(code: types.CodeType):
+    """The identifiers ``code`` and the functions defined in it hold as strings: a module's
+    variable named by a string (``getattr(mod, "n")``, ``mod.__dict__["n"]``)."""
+    names = set()
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _strings(const)
+        elif isinstance(const, str) and const.isidentifier():
+            names.add(const)
     return names
 
 
@@ -162,7 +184,7 @@ class Snapshot:
         code = fn.__code__
         scope = id(fn)    # (two helpers' names alike are two names)
         names = _names_read(code)
-        self._names |= names
+        self._names |= names | _strings(code)
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -174,7 +196,7 @@ class Snapshot:
             if name in globals_:
                 self._walk((id(globals_), name), globals_[name], depth)
         for name in sorted(_imported(code)):   # (``import mod``: NOTE [a module's state])
-            if name.split(".")[0] not in globals_ and name in sys.modules:
+            if name in sys.modules and not (name in names and name in globals_):
                 self._walk((scope, name), sys.modules[name], depth)
 
     def _walk(self, path, value, depth):
@@ -441,8 +463,8 @@ def _changes(node, hit) -> bool:
 
 def _mutates(node, hit) -> bool:
     """Whether simple statement ``node`` calls a method of an expression ``hit`` accepts
-    (``seen.append(1)``), advances one (``k = next(counter)``) or calls one (a generator's
-    draw)."""
+    (``seen.append(1)``), advances one (``k = next(counter)``), calls one (a generator's
+    draw) or sets an attribute of one (``setattr(counts, "n", 1)``)."""
     if not isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
         return False
     for call in ast.walk(node):
@@ -454,6 +476,9 @@ def _mutates(node, hit) -> bool:
                 hit(call.args[0]):
             return True
         if isinstance(call.func, ast.Name) and hit(call.func):
+            return True
+        if isinstance(call.func, ast.Name) and call.func.id in ("setattr", "delattr") and \
+                call.args and hit(call.args[0]):   # (``setattr(counts, "n", ...)``)
             return True
     return False
 

@@ -1,0 +1,145 @@
+"""Round 30r review: a recursive body changing a module's variable it reaches by a string
+(``getattr(counts, "n")``, ``counts.__dict__["n"]``, ``vars(counts)``, ``sys.modules[...]``,
+``importlib.import_module``) or by ``import pkg.sub as s`` while ``pkg`` is a global ran
+hybridized with one trace's count for every call, silently; now refused as the attribute form
+is (NOTE [a module's state]). Oracle: plain Python recursion (numpy)."""
+import importlib
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from mxnet import nd
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+
+LEFT, RIGHT = [1, 3, -1, -1, -1], [2, 4, -1, -1, -1]
+XS = np.arange(15, dtype="float32").reshape(5, 3)
+ARGS = [XS, np.array(LEFT, "float32"), np.array(RIGHT, "float32"), np.array([0], "float32")]
+NAME, PACKAGE = "modcounts_r30r", "modpkg_r30r"
+
+
+def counted(i, calls):
+    """Plain recursion: x_i at a leaf, else node(l) + node(r) * (the count of calls so far)."""
+    calls[0] += 1
+    if LEFT[i] < 0:
+        return XS[i:i + 1]
+    left = counted(LEFT[i], calls)
+    return left + counted(RIGHT[i], calls) * calls[0]
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    where = tmp_path_factory.mktemp("r30r_modules")
+    (where / (NAME + ".py")).write_text("n = 0\n")
+    (where / PACKAGE).mkdir()
+    (where / PACKAGE / "__init__.py").write_text("")
+    (where / PACKAGE / "sub.py").write_text("n = 0\n")
+    sys.path.insert(0, str(where))
+    try:
+        counts = importlib.import_module(NAME)
+        globals()[PACKAGE] = importlib.import_module(PACKAGE + ".sub") and \
+            sys.modules[PACKAGE]   # (the package a global, as ``import modpkg_r30r.sub``)
+        yield counts, sys.modules[PACKAGE + ".sub"]
+    finally:
+        sys.path.remove(str(where))
+        globals().pop(PACKAGE, None)
+        for name in (NAME, PACKAGE, PACKAGE + ".sub"):
+            sys.modules.pop(name, None)
+
+
+def _programs(counts, sub):
+    class ByString(HybridBlock):
+        def hybrid_forward(self, F, x, left, right, root):
+            counts.n = 0
+
+            @gluon_cf.recursive
+            def node(i):
+                setattr(counts, "n", getattr(counts, "n") + 1)
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                    F.take(left, i)) + node(F.take(right, i)) * getattr(counts, "n"))
+            return node(root)
+
+    class ByDict(HybridBlock):
+        def hybrid_forward(self, F, x, left, right, root):
+            counts.n = 0
+
+            @gluon_cf.recursive
+            def node(i):
+                counts.__dict__["n"] += 1   # (statement)
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                    F.take(left, i)) + node(F.take(right, i)) * vars(counts)["n"])
+            return node(root)
+
+    class BySysModules(HybridBlock):
+        def hybrid_forward(self, F, x, left, right, root):
+            counts.n = 0
+
+            @gluon_cf.recursive
+            def node(i):
+                mod = sys.modules["modcounts_r30r"]
+                mod.n += 1   # (statement)
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                    F.take(left, i)) + node(F.take(right, i)) * mod.n)
+            return node(root)
+
+    class ByImportlib(HybridBlock):
+        def hybrid_forward(self, F, x, left, right, root):
+            counts.n = 0
+
+            @gluon_cf.recursive
+            def node(i):
+                mod = importlib.import_module("modcounts_r30r")
+                mod.n += 1   # (statement)
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                    F.take(left, i)) + node(F.take(right, i)) * mod.n)
+            return node(root)
+
+    class SubmoduleAlias(HybridBlock):
+        def hybrid_forward(self, F, x, left, right, root):
+            sub.n = 0
+
+            @gluon_cf.recursive
+            def node(i):
+                import modpkg_r30r.sub as s
+                s.n += 1   # (statement)
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                    F.take(left, i)) + node(F.take(right, i)) * s.n)
+            return node(root)
+
+    class Submodule(HybridBlock):
+        def hybrid_forward(self, F, x, left, right, root):
+            sub.n = 0
+
+            @gluon_cf.recursive
+            def node(i):
+                import modpkg_r30r.sub
+                modpkg_r30r.sub.n += 1   # (statement)
+                return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                    F.take(left, i)) + node(F.take(right, i)) * modpkg_r30r.sub.n)
+            return node(root)
+    return ByString, ByDict, BySysModules, ByImportlib, SubmoduleAlias, Submodule
+
+
+def _statement_lines():
+    import inspect
+    lines, first = inspect.getsourcelines(_programs)
+    return {first + k for k, line in enumerate(lines) if "# (statement)" in line} | {
+        first + k for k, line in enumerate(lines) if "setattr(counts" in line}
+
+
+@pytest.mark.parametrize("which", range(6))
+def test_module_state_reached_by_a_string_or_a_submodule_is_refused(modules, which):
+    cls = _programs(*modules)[which]
+    want = counted(0, [0])
+    np.testing.assert_allclose(want, [[87, 97, 107]])
+    net = cls()
+    np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    net.hybridize()
+    with pytest.raises(NotImplementedError) as err:
+        net(*map(nd.array, ARGS))
+    where, rest = str(err.value).split(": ", 1)
+    path, line = where.rsplit(":", 1)
+    assert path == __file__ and int(line) in _statement_lines(), str(err.value)
+    assert "changes Python state (" in rest and "that its value depends on" in rest, rest
