@@ -143,3 +143,60 @@ def test_module_state_reached_by_a_string_or_a_submodule_is_refused(modules, whi
     path, line = where.rsplit(":", 1)
     assert path == __file__ and int(line) in _statement_lines(), str(err.value)
     assert "changes Python state (" in rest and "that its value depends on" in rest, rest
+
+
+# ---- a recursive function the body calls reads the state the body changes (NOTE [two traces,
+# one graph]): the body's own graph was the same, a warning, and one trace's helper for all
+
+class HelperReads(HybridBlock):
+    """A helper made before the body's trace reads the count the body changes."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        self.calls = 0
+
+        @gluon_cf.recursive
+        def scaled(k, v):
+            return gluon_cf.cond(k <= 0, lambda: v * self.calls, lambda: scaled(k - 1, v))
+
+        @gluon_cf.recursive
+        def node(i):
+            self.calls += 1   # (callee)
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: scaled(F.ones((1,)), F.take(x, i)),
+                                 lambda: node(F.take(left, i)) + node(F.take(right, i)))
+        return node(root)
+
+
+class MadeInBody(HybridBlock):
+    """A helper the body makes anew per trace, its scale picked by the count."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        self.calls = 0
+
+        @gluon_cf.recursive
+        def node(i):
+            self.calls += 1   # (callee)
+            scale = [0.5, 2.0][self.calls % 2]
+
+            @gluon_cf.recursive
+            def countdown(k, v):
+                return gluon_cf.cond(k <= 0, lambda: v, lambda: countdown(k - 1, v * scale))
+            return gluon_cf.cond(F.take(left, i) < 0,
+                                 lambda: countdown(F.ones((1,)) * 2, F.take(x, i)),
+                                 lambda: node(F.take(left, i)) + node(F.take(right, i)))
+        return node(root)
+
+
+@pytest.mark.parametrize("cls, factors", [(HelperReads, (3, 4, 5)), (MadeInBody, (4, .25, 4))],
+                         ids=["HelperReads", "MadeInBody"])
+def test_a_callee_reading_the_state_the_body_changes_is_refused(cls, factors):
+    want = XS[3:4] * factors[0] + XS[4:5] * factors[1] + XS[2:3] * factors[2]   # (calls 3, 4, 5)
+    net = cls()
+    np.testing.assert_allclose(net(*map(nd.array, ARGS)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    net.hybridize()
+    with pytest.raises(NotImplementedError) as err:
+        net(*map(nd.array, ARGS))
+    import inspect
+    lines, first = inspect.getsourcelines(cls)
+    line = first + next(k for k, text in enumerate(lines) if "# (callee)" in text)
+    assert str(err.value).startswith("%s:%d: " % (__file__, line)), str(err.value)
+    assert "changes Python state (self.calls) that its value depends on" in str(err.value)
