@@ -174,7 +174,11 @@ class Snapshot:
         self._seen = set()
         self._names: set = set()   # (the names the functions reached read: a module's parts)
         self._array_bytes = 0
+        self._methods: set = set()   # (methods of a value's class, met walking the value)
         self._function(fn, 0)
+        # (where a change is looked for: the class's other methods, ``hybrid_forward``
+        # resetting the state before the call, last)
+        self.functions.sort(key=lambda f: f is not fn and id(f) in self._methods)
 
     def _function(self, fn, depth):
         if id(fn) in self._seen or depth > _MAX_DEPTH or not _user_function(fn):
@@ -275,6 +279,7 @@ class Snapshot:
         if not _library_type(type(value)):   # (its methods: a call may change it)
             for item in list(vars(type(value)).values()):
                 if isinstance(item, types.FunctionType):
+                    self._methods.add(id(item))
                     self._function(item, depth + 1)
         block = isinstance(value, mx.gluon.Block)
         attrs = getattr(value, "__dict__", None)
