@@ -617,17 +617,20 @@ class _Table:
         self.pending.append(fn)
         return sig
 
+    def trace_body(self, fn):
+        """A trace of the body of ``fn``, whose signature is known."""
+        num_args, arg_fmt, _, _ = self.signatures[fn]
+        return self._trace(fn, num_args, arg_fmt, "body")
+
     def trace_pending(self):
         while self.pending:
             fn = self.pending.pop()
             if fn in self.traced:
                 continue
-            num_args, arg_fmt, out_fmt, _ = self.signatures[fn]
+            out_fmt = self.signatures[fn][2]
             before, made = python_state.snapshot(fn.fn), next(_MADE)   # NOTE [Python state in
-            traced = self._trace(fn, num_args, arg_fmt, "body")    # a recursive body]
-            python_state.check_trace(fn, before, traced, lambda: self._trace(
-                fn, num_args, arg_fmt, "body"), lambda qname: max(
-                    [f.made for f, q in self.qnames.items() if q == qname], default=-1) > made)
+            traced = self.trace_body(fn)                                # a recursive body]
+            python_state.check_trace(fn, before, traced, self, made)
             if traced.out_fmt != out_fmt:
                 raise ValueError("%sgluon_cf.recursive: %r returns %s on one path and %s on "
                                  "another" % (_located(fn), fn.name, describe(out_fmt),

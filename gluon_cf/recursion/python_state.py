@@ -105,7 +105,13 @@ def _user_function(fn) -> bool:
 #     the attributes of it the functions reached name (never all of a module), of the user's
 #     modules only (the standard library's, MXNet's, numpy's and gluon_cf's are not the
 #     user's state; ``random``'s and numpy's generators: NOTE [a Python random generator in a
-#     recursive body]), whether the module is a global or imported in the body.
+#     recursive body]), whether the module is a global or imported in the body. A name
+#     there is one the code reads or holds as a string (``getattr(counts, "n")``,
+#     ``counts.__dict__["n"]``), and a module is also one a string names (``sys.modules[
+#     "counts"]``, ``importlib.import_module("counts")``) or ``import pkg.sub as s`` imports
+#     when ``pkg`` is a global too (round 30r review: each of these ran, one trace's count for
+#     every call, silently). A name built at run time (``getattr(counts, "n" + k)``) is not
+#     seen.
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 
@@ -123,11 +129,27 @@ def _user_module(module) -> bool:
 
 
 def _imported(code: types.CodeType):
-    """The modules ``code`` and the functions defined in it import (``import a.b``: a.b)."""
+    """The modules ``code`` and the functions defined in it import (``import a.b``: a.b), and
+    the strings it holds that name a loaded module (``sys.modules["a"]``,
+    ``importlib.import_module("a")``)."""
     names = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _imported(const)
+        elif isinstance(const, str) and const in sys.modules:
+            names.add(const)
+    return names
+
+
+def _strings(code: types.CodeType):
+    """The identifiers ``code`` and the functions defined in it hold as strings: a module's
+    variable named by a string (``getattr(mod, "n")``, ``mod.__dict__["n"]``)."""
+    names = set()
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _strings(const)
+        elif isinstance(const, str) and const.isidentifier():
+            names.add(const)
     return names
 
 
@@ -152,7 +174,11 @@ class Snapshot:
         self._seen = set()
         self._names: set = set()   # (the names the functions reached read: a module's parts)
         self._array_bytes = 0
+        self._methods: set = set()   # (methods of a value's class, met walking the value)
         self._function(fn, 0)
+        # (where a change is looked for: the class's other methods, ``hybrid_forward``
+        # resetting the state before the call, last)
+        self.functions.sort(key=lambda f: f is not fn and id(f) in self._methods)
 
     def _function(self, fn, depth):
         if id(fn) in self._seen or depth > _MAX_DEPTH or not _user_function(fn):
@@ -162,7 +188,7 @@ class Snapshot:
         code = fn.__code__
         scope = id(fn)    # (two helpers' names alike are two names)
         names = _names_read(code)
-        self._names |= names
+        self._names |= names | _strings(code)
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -174,7 +200,7 @@ class Snapshot:
             if name in globals_:
                 self._walk((id(globals_), name), globals_[name], depth)
         for name in sorted(_imported(code)):   # (``import mod``: NOTE [a module's state])
-            if name.split(".")[0] not in globals_ and name in sys.modules:
+            if name in sys.modules and not (name in names and name in globals_):
                 self._walk((scope, name), sys.modules[name], depth)
 
     def _walk(self, path, value, depth):
@@ -253,6 +279,7 @@ class Snapshot:
         if not _library_type(type(value)):   # (its methods: a call may change it)
             for item in list(vars(type(value)).values()):
                 if isinstance(item, types.FunctionType):
+                    self._methods.add(id(item))
                     self._function(item, depth + 1)
         block = isinstance(value, mx.gluon.Block)
         attrs = getattr(value, "__dict__", None)
@@ -365,14 +392,20 @@ def _shown(path) -> str:
 #     function the body defines is made anew by each trace (``countdown_1``, then
 #     ``countdown_3`` in its table): named by its name and order of appearance; one made
 #     before the trace (a list of functions made by a factory, picked by the state) keeps
-#     its own name, so that picking another is another graph.
+#     its own name, so that picking another is another graph. The graphs compared are the
+#     body's and those of the recursive functions it calls (and they call ...), each traced
+#     under the state its trace left: a helper reading the count the body changes
+#     (``v * self.calls``), or one the body makes with a scale the count picks, called by one
+#     same body graph, was a warning and one trace's helper for every call (round 30r review:
+#     eager x3*3 + x4*4 + x2*5, hybridized one count for all).
 _TRACE_NUMBER = re.compile(r"(?<![A-Za-z0-9])_gcf\d+_")
 
 
 def _canonical(value, names=None, fresh=None):
     """A graph's JSON (or a gluon_cf node's spec in it) without what two traces of one body
     differ in (NOTE [two traces, one graph]). ``names``: a nested graph's variables met so
-    far (None in the trace's own graph, whose variables are bound by name)."""
+    far (None in the trace's own graph, whose variables are bound by name); ``fresh``: the
+    walk's :class:`_Functions`."""
     if isinstance(value, str):
         if value[:1] == "{":
             try:
@@ -393,20 +426,42 @@ def _canonical(value, names=None, fresh=None):
             value["name"] = names.setdefault(value.get("name"), "var%d" % len(names))
     elif isinstance(value.get("node"), str) and "num_outputs" in value:   # a gluon_cf spec
         value = {k: v for k, v in value.items() if k != "node"}
-        if fresh is not None and isinstance(value.get("function"), str) and \
-                fresh[0](value["function"]):   # (a function the trace made: its name, order)
-            key = fresh[1].setdefault(value["function"], len(fresh[1]))
-            value["function"] = "%s#%d" % (value["function"].rsplit("_", 1)[0], key)
+        if fresh is not None and isinstance(value.get("function"), str):
+            value["function"] = fresh.name(value["function"])
     return {k: _canonical(v, names, fresh) for k, v in value.items()}
 
 
-def same_graph(traced, again, made_in_trace=None) -> bool:
-    """Whether two traces of one body are one graph, MXNet's numbering of names aside.
-    ``made_in_trace(qname)``: whether a recursive function called was made by the trace."""
-    def canonical(trace):   # (each trace its own order of the functions it made)
-        fresh: Any = None if made_in_trace is None else (made_in_trace, {})
-        return _canonical(json.loads(trace.symbol.tojson()), None, fresh)
-    return canonical(traced) == canonical(again)
+class _Functions:
+    """The recursive functions one walk of a trace and its callees' bodies calls (NOTE [two
+    traces, one graph]): ``called``, in order of appearance; a function the trace made
+    named by its name and that order."""
+
+    def __init__(self, made_in_trace):
+        self.made_in_trace = made_in_trace
+        self.called: List[str] = []
+        self._order: Dict[str, int] = {}
+
+    def name(self, qname):
+        if qname not in self._order:
+            self._order[qname] = len(self._order)
+            self.called.append(qname)
+        if self.made_in_trace is not None and self.made_in_trace(qname):
+            return "%s#%d" % (qname.rsplit("_", 1)[0], self._order[qname])
+        return qname
+
+
+def _graphs(trace, made_in_trace, body_of):
+    """The canonical JSON of a trace, then of the body of each recursive function it calls
+    (and they call, ...) as ``body_of(qname)`` traces it now (None: not traced)."""
+    fresh = _Functions(made_in_trace)
+    graphs = [_canonical(json.loads(trace.symbol.tojson()), None, fresh)]
+    k = 0
+    while body_of is not None and k < len(fresh.called):
+        body = body_of(fresh.called[k])
+        k += 1
+        if body is not None:
+            graphs.append(_canonical(json.loads(body.symbol.tojson()), None, fresh))
+    return graphs
 
 
 def _chain_names(node):
@@ -441,8 +496,8 @@ def _changes(node, hit) -> bool:
 
 def _mutates(node, hit) -> bool:
     """Whether simple statement ``node`` calls a method of an expression ``hit`` accepts
-    (``seen.append(1)``), advances one (``k = next(counter)``) or calls one (a generator's
-    draw)."""
+    (``seen.append(1)``), advances one (``k = next(counter)``), calls one (a generator's
+    draw) or sets an attribute of one (``setattr(counts, "n", 1)``)."""
     if not isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
         return False
     for call in ast.walk(node):
@@ -454,6 +509,9 @@ def _mutates(node, hit) -> bool:
                 hit(call.args[0]):
             return True
         if isinstance(call.func, ast.Name) and hit(call.func):
+            return True
+        if isinstance(call.func, ast.Name) and call.func.id in ("setattr", "delattr") and \
+                call.args and hit(call.args[0]):   # (``setattr(counts, "n", ...)``)
             return True
     return False
 
@@ -495,19 +553,28 @@ def _statement_line(functions, paths):
     return where
 
 
-def check_trace(rfn, before, traced, trace_again, made_in_trace=None):
+def check_trace(rfn, before, traced, table, made):
     """After the body trace ``traced`` of recursive function ``rfn`` (``before``: the
-    :func:`snapshot` taken before it): a refusal if it changed Python state its graph depends
-    on, a warning if it changed state its graph does not read (NOTE [Python state in a
-    recursive body]). ``trace_again()``: another trace of the body; ``made_in_trace``: as
-    :func:`same_graph`'s."""
+    :func:`snapshot` taken before it): a refusal if it changed Python state its graph, or the
+    graph of a recursive function it calls, depends on, a warning if it changed state they do
+    not read (NOTE [Python state in a recursive body]). ``table``: the recursion's table of
+    functions (``qnames``, ``signatures``, ``trace_body(fn)``); ``made``: the count of
+    recursive functions made (``RecursiveFunction.made``) when the trace began."""
     after = snapshot(rfn.fn)
     paths = changed(before, after)
     if not paths:
         return
     what = ", ".join(sorted({_shown(path) for path in paths}))
     where = _statement_line(after.functions or [rfn.fn], paths)
-    if not same_graph(traced, trace_again(), made_in_trace):
+
+    def made_in_trace(qname):   # (NOTE [two traces, one graph])
+        return max([f.made for f, q in table.qnames.items() if q == qname], default=-1) > made
+
+    def body_of(qname):   # (a callee's body, now; rfn's own is compared already)
+        fn = next((f for f, q in table.qnames.items() if q == qname), rfn)
+        return None if fn is rfn or fn not in table.signatures else table.trace_body(fn)
+    first = _graphs(traced, made_in_trace, body_of)   # (the callees under this trace's state)
+    if first != _graphs(table.trace_body(rfn), made_in_trace, body_of):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "
             "hybridized, its body is traced into one graph, not run once per call, so the "
