@@ -71,6 +71,7 @@ def _read_alone(expr):
 #     the user's code catches]). The jump also replaces the
 #     ``try``'s own pending jump (``return h`` in the body, ``finally: continue``): the
 #     jumps' rewrite clears those flags as the ``finally`` jumps (``jumps._cancelling``).
+#     A loop's ``else`` is not inside that loop: its ``break`` leaves the ``finally``.
 def _always_jumps(block):
     if not block:
         return False
@@ -94,7 +95,9 @@ def _jumps(block, in_loop=False):
         looping = in_loop or isinstance(statement, (ast.For, ast.While, ast.AsyncFor))
         for field in ("body", "orelse", "finalbody"):
             inner = getattr(statement, field, None)
-            if isinstance(inner, list) and _jumps(inner, looping):
+            # (a loop's else is not inside it: its break or continue leaves the finally)
+            if isinstance(inner, list) and _jumps(inner, looping if field == "body"
+                                                  else in_loop):
                 return True
         if any(_jumps(part.body, looping) for part in
                getattr(statement, "handlers", []) + getattr(statement, "cases", [])):
