@@ -5,7 +5,11 @@ rtol 1e-5, atol 1e-6).
 - A ``finally`` whose jump is in the ``else`` of a loop of its own (``finally: for j in
   range(1): ... / else: break``) leaves the ``finally``, so it drops what the ``try`` raised
   (NOTE [a finally that jumps]): the IndexError went on, eagerly and hybridized (where a
-  tensor ``for``'s index past the shape failed as the graph ran)."""
+  tensor ``for``'s index past the shape failed as the graph ran).
+- ``items[i] = v``, a slice's assignment and ``items.insert(i, v)`` of a collected list with
+  an array of another shape or dtype than its rows: MXNet's stack failed as the graph ran
+  (naming MXNet's internals); refused at the user's line, saying the items are the rows of
+  one array."""
 from mxnet.gluon import HybridBlock
 
 import pytest
@@ -73,16 +77,71 @@ class FinallyContinueInWhileElse(HybridBlock):
         return h
 
 
+# ---------------------------------------- a collected list given an item of another shape
+@program(*ROWS)
+class ItemOfAnotherShape(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        outs[0] = x[0][:2]
+        return F.concat(*outs, dim=0)
+
+
+@program(*ROWS)
+class SliceOfAnotherShape(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        outs[1:] = [x[0], F.stack(x[0], x[0])]
+        return F.concat(*[o.reshape((-1,)) for o in outs], dim=0)
+
+
+@program(*ROWS)
+class InsertedOfAnotherDtype(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r * 2)
+        outs.insert(1, F.cast(x[0], "float64"))
+        return F.concat(*[F.cast(o, "float32") for o in outs], dim=0)
+
+
 for _cls in PROGRAMS:
     _cls.TOL = TOL
 
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
-@pytest.mark.parametrize("block_class", list(PROGRAMS), ids=lambda c: c.__name__)
+_REFUSED = {
+    ItemOfAnotherShape: ("outs[0] = x[0][:2]", "an array of shape (2,)", "shape (3,)"),
+    SliceOfAnotherShape: ("outs[1:] = [x[0], F.stack(x[0], x[0])]", "an array of shape (2, 3)",
+                          "shape (3,)"),
+    InsertedOfAnotherDtype: ("outs.insert(1, F.cast(x[0], \"float64\"))",
+                             "an array of dtype float64", "dtype float32")}
+
+
+@pytest.mark.parametrize("block_class", [c for c in PROGRAMS if c not in _REFUSED],
+                         ids=lambda c: c.__name__)
 def test_converted_as_python(block_class):
     """Values and gradients (or Python's own exception) as plain Python, eagerly and
     hybridized."""
     result = _classified(block_class)
     assert {mode: kind for mode, (kind, _) in result.items()} == \
         {"eager": "equal", "hybrid": "equal"}, result
+
+
+@pytest.mark.parametrize("block_class", list(_REFUSED), ids=lambda c: c.__name__)
+def test_item_of_another_shape_refused_at_its_line(block_class):
+    """Eagerly Python's; hybridized refused at the assignment's line, naming both shapes
+    (dtypes)."""
+    hostile_harness.assert_kinds(_classified(block_class), refused=True)
+    err = hostile_harness.hybridized_error(block_class, ROWS[0][0])
+    text, got, rows = _REFUSED[block_class]
+    line = hostile_harness.line_in(__file__, text, block_class)
+    assert str(err).startswith(f"{__file__}:{line}: {text}: this puts {got} into a list "), err
+    assert f"rows of one array of {rows}" in str(err), err
