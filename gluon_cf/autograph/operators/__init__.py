@@ -27,6 +27,7 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "reversed_rows",
            "changing", "consumed", "effect", "made", "mutable", "own_method",
            "printing", "binary", "item_assigned", "item_target", "py_slice", "subscript",
-           "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught", "refusal_kept",
+           "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
+           "refusal_kept",
            "returned_through_finally", "keep_return", "kept_return", "return_box", "refusals_kept",
            "catching", "raised_pending", "sequence_items"]
