@@ -13,7 +13,11 @@ rtol 1e-5, atol 1e-6).
 - A refusal inside a ``try`` whose ``finally`` jumps (``try: if F.sum(x) > 0: return ... /
   finally: return h * 5``) was dropped by the jump, as Python drops the ``try``'s error:
   hybridized, the rest of the ``try`` did not run, silently. It surfaces when the function
-  returns (NOTE [a refusal the user's code catches])."""
+  returns (NOTE [a refusal the user's code catches]).
+- ``np.asarray(x)`` of a tensor while hybridizing was numpy's array of 32 nested axes of
+  one Symbol object (``np.asarray(x).sum()`` was ``x`` itself: silently another value, with
+  or without a ``finally``); refused at the user's line."""
+import numpy as np
 from mxnet.gluon import HybridBlock
 
 import pytest
@@ -160,6 +164,16 @@ class TensorReturnInTryFinallyContinues(HybridBlock):
         return h * 3
 
 
+# ------------------------------------------------------------- numpy's array of a tensor
+@program(*ROWS)
+class NumpyArrayOfTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0]
+        h = h + np.asarray(x).sum()
+        return h
+
+
 for _cls in PROGRAMS:
     _cls.TOL = TOL
 
@@ -172,13 +186,17 @@ _REFUSED = {
                           "shape (3,)"),
     InsertedOfAnotherDtype: ("outs.insert(1, F.cast(x[0], \"float64\"))",
                              "an array of dtype float64", "dtype float32")}
-_DROPPED = {RefusalInTryFinallyReturns: ("if F.sum(x) > 0", "this if has a tensor condition, "
-                                                             "but its branches use return"),
-            AsscalarInTryFinallyReturns: ("h = h * F.sum(x).asscalar()",
-                                          ".asscalar of a tensor while hybridizing")}
+_REFUSED_HERE = {
+    RefusalInTryFinallyReturns: ("if F.sum(x) > 0",
+                                 "this if has a tensor condition, but its branches use return"),
+    AsscalarInTryFinallyReturns: ("h = h * F.sum(x).asscalar()",
+                                  ".asscalar of a tensor while hybridizing"),
+    NumpyArrayOfTensor: ("h = h + np.asarray(x).sum()",
+                         "numpy's array of a tensor while hybridizing")}
 
 
-@pytest.mark.parametrize("block_class", [c for c in PROGRAMS if c not in _REFUSED and c not in _DROPPED],
+@pytest.mark.parametrize("block_class", [c for c in PROGRAMS
+                                         if c not in _REFUSED and c not in _REFUSED_HERE],
                          ids=lambda c: c.__name__)
 def test_converted_as_python(block_class):
     """Values and gradients (or Python's own exception) as plain Python, eagerly and
@@ -200,11 +218,11 @@ def test_item_of_another_shape_refused_at_its_line(block_class):
     assert f"rows of one array of {rows}" in str(err), err
 
 
-@pytest.mark.parametrize("block_class", list(_DROPPED), ids=lambda c: c.__name__)
-def test_refusal_a_finally_drops_surfaces(block_class):
+@pytest.mark.parametrize("block_class", list(_REFUSED_HERE), ids=lambda c: c.__name__)
+def test_refused_at_its_line(block_class):
     """Eagerly Python's; hybridized the refusal at its line (was a value, silently)."""
     hostile_harness.assert_kinds(_classified(block_class), refused=True)
-    text, says = _DROPPED[block_class]
+    text, says = _REFUSED_HERE[block_class]
     line = hostile_harness.line_in(__file__, text, block_class)
     for arrays in ROWS:
         err = hostile_harness.hybridized_error(block_class, arrays[0])

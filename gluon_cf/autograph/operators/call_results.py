@@ -157,6 +157,11 @@ def surfaced_inside(exc):
                for made in _RUNNING.refusals for refused in made)
 
 
+def converted_running():
+    """Whether a decorated (converted) function runs in this thread."""
+    return bool(_RUNNING.refusals)
+
+
 class _Running(threading.local):
     """For each decorated function running in this thread (innermost last): the refusals
     made while it runs."""
