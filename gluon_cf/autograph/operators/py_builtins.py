@@ -324,7 +324,7 @@ def _symbol_array(symbol):
         raise AttributeError("__array__")
 
     def refused(*args, **kwargs):
-        here = user_location(2)
+        here = user_location(2) or "<unknown>:0"
         path, _, line = here.rpartition(":")
         raise AutographError(
             f"{here}: {linecache.getline(path, int(line)).strip()}: numpy's array of a "
@@ -335,7 +335,7 @@ def _symbol_array(symbol):
     return refused
 
 
-mx.sym.Symbol.__array__ = property(_symbol_array)   # type: ignore[assignment]
+mx.sym.Symbol.__array__ = property(_symbol_array)
 
 
 def library_iterating(fn, where, convert=None):
