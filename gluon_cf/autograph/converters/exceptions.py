@@ -68,9 +68,13 @@ def _read_alone(expr):
 #     the ``finally``'s statements, which a jump's flag skips): what Python does, written
 #     as a handler, so that ``__ag__.catching`` knows an IndexError is caught (NOTE [an
 #     index error the user's try catches]) and a refusal still goes on (NOTE [a refusal
-#     the user's code catches]). The jump also replaces the
+#     the user's code catches]); as the jump drops it as Python drops any error, it is
+#     also made known to ``surfacing_refusals`` (``__ag__.refusal_kept``), raised as the
+#     function returns (dropped, the rest of the ``try`` did not run: other values
+#     hybridized, silently, review r30ag). The jump also replaces the
 #     ``try``'s own pending jump (``return h`` in the body, ``finally: continue``): the
 #     jumps' rewrite clears those flags as the ``finally`` jumps (``jumps._cancelling``).
+#     A loop's ``else`` is not inside that loop: its ``break`` leaves the ``finally``.
 def _always_jumps(block):
     if not block:
         return False
@@ -94,7 +98,9 @@ def _jumps(block, in_loop=False):
         looping = in_loop or isinstance(statement, (ast.For, ast.While, ast.AsyncFor))
         for field in ("body", "orelse", "finalbody"):
             inner = getattr(statement, field, None)
-            if isinstance(inner, list) and _jumps(inner, looping):
+            # (a loop's else is not inside it: its break or continue leaves the finally)
+            if isinstance(inner, list) and _jumps(inner, looping if field == "body"
+                                                  else in_loop):
                 return True
         if any(_jumps(part.body, looping) for part in
                getattr(statement, "handlers", []) + getattr(statement, "cases", [])):
@@ -117,9 +123,10 @@ def _handled(statement):
     pending, caught = f"__ag_pending_{number}", f"__ag_exc_{number}"
     always = _always_jumps(statement.finalbody)
     handler = ast.ExceptHandler(
-        type=ast.Name("BaseException", ast.Load()), name=None if always else caught,
+        type=ast.Name("BaseException", ast.Load()), name=caught,
         body=[ast.Pass() if always else ast.Assign(
             targets=[ast.Name(pending, ast.Store())], value=ast.Name(caught, ast.Load()))])
+    setattr(handler, "ag_kept", True)   # (a refusal it drops surfaces: visit_ExceptHandler)
     finalbody = statement.finalbody + ([] if always else [ast.Expr(runtime_call(
         "raised_pending", [ast.Name(pending, ast.Load())]))])
     out = ([] if always else [ast.Assign(targets=[ast.Name(pending, ast.Store())],
@@ -169,5 +176,6 @@ class ExceptionsConverter(Converter):
         if node.name is None:
             node.name = f"__ag_caught_{next(_NAMES)}"
         node.body.insert(0, ast.copy_location(ast.Expr(value=runtime_call(
-            "refusal_caught", [ast.Name(id=node.name, ctx=ast.Load())])), node))
+            "refusal_kept" if getattr(node, "ag_kept", False) else "refusal_caught",
+            [ast.Name(id=node.name, ctx=ast.Load())])), node))
         return node

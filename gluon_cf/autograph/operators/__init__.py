@@ -1,7 +1,7 @@
 """What converted code calls at run time (as ``__ag__.<name>``): the control flow, boolean
 operators, variables, side-effect checks, iteration checks and collected lists of
 ``@autograph``'s rewritten functions."""
-from .call_results import checked, refusal_caught, refusals_kept
+from .call_results import checked, refusal_caught, refusal_kept, refusals_kept
 from .caught_errors import catching, raised_pending
 from .conditionals import if_exp, if_return, if_stmt, python_if
 from .control_flow import (collected_item, for_stmt, python_loop, running, running_and,
@@ -29,5 +29,6 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "changing", "consumed", "effect", "made", "mutable", "own_method",
            "printing", "binary", "item_assigned", "item_target", "py_slice", "subscript",
            "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
+           "refusal_kept",
            "returned_through_finally", "keep_return", "kept_return", "return_box", "refusals_kept",
            "catching", "raised_pending", "sequence_items"]

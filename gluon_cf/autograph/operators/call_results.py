@@ -65,6 +65,17 @@ def refusal_caught(exc):
             raise refused
 
 
+def refusal_kept(exc):
+    """:func:`refusal_caught` in the handler standing for a ``finally`` that jumps (NOTE [a
+    finally that jumps]): the refusal it raises also surfaces when the function returns
+    (:func:`surfaced`), as the ``finally``'s jump drops it."""
+    try:
+        refusal_caught(exc)
+    except AutographError as err:
+        surfaced(err, "")
+        raise
+
+
 def refusals_kept(manager, convert=None):
     """The context manager of a ``with`` in converted code: ``manager`` itself, its
     ``__exit__`` not suppressing an AutographError (NOTE [a refusal the user's code catches])
@@ -144,6 +155,11 @@ def surfaced_inside(exc):
     (:func:`surfaced`): which steps or branch reach it the values decide."""
     return any(getattr(refused, "left_loop", None) is exc
                for made in _RUNNING.refusals for refused in made)
+
+
+def converted_running():
+    """Whether a decorated (converted) function runs in this thread."""
+    return bool(_RUNNING.refusals)
 
 
 class _Running(threading.local):

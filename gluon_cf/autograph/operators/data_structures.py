@@ -70,7 +70,7 @@ from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
                       region_at)
 from .caught_errors import past_known_length
-from .item_check import checked_item, list_index, summed
+from .item_check import checked_item, list_index, rows_alike, summed
 
 
 def append_rows(lists, values, where):
@@ -460,14 +460,17 @@ class StepList:
             self._unknown_length(what, instead)
         return self.rows_list(n, range(n), where), where
 
-    def _hold(self, items, where):
-        """Make this list hold ``items`` (arrays), in place (every name holding it sees it)."""
+    def _hold(self, items, where, old=None):
+        """Make this list hold ``items`` (arrays), in place (every name holding it sees it);
+        those not in ``old`` (its items before) of the rows' shape and dtype."""
         for value in items:
             if not isinstance(value, mx.sym.Symbol):
                 raise AutographError(
                     f"{where}: this puts {python_value(value)} into a list the loop on a "
                     f"tensor at {region_at(self.where)} appended to, whose items are the rows "
                     f"of one array; put an array of the items' shape (F.full, F.zeros_like)")
+        rows_alike(self.rows, [v for v in items if old is not None and
+                               not any(v is o for o in old)], where, self.where)
         if items:
             self.rows = mx.sym.stack(*items, axis=0, name=op_name(where, "items"))
         # (no item: the rows stay, standing for none, as the count says)
@@ -489,8 +492,9 @@ class StepList:
         while tracing."""
         items, where = self._known_items(
             "changed with .insert()", "make a new list, items = [v] + items (or items + [v])")
+        old = list(items)
         items.insert(index, value)
-        self._hold(items, where)
+        self._hold(items, where, old)
 
     def clear(self):
         """``items.clear()``: no item, in place (as ``del items[:]``)."""
@@ -538,8 +542,9 @@ class StepList:
         items, where = self._known_items(
             "changed by items[i] = v", "make a new list: items = items[:i] + [v] + "
             "items[i + 1:]")
+        old = list(items)
         items[index] = value
-        self._hold(items, where)
+        self._hold(items, where, old)
 
     def __delitem__(self, index):
         """``del items[i]`` (a slice too): Python's, in place, as :meth:`pop`."""

@@ -22,9 +22,11 @@ import operator
 import mxnet as mx
 
 from ... import node as _node, registry
+from ...hybrid_trace import static_dtypes, static_shape
 from ...ops.cond import cond
 from ...tracing import merge_captures, trace
-from ..errors import node_name, one_colon, op_name, python_value, region_at
+from ..errors import (AutographError, node_name, one_colon, op_name, python_value,
+                      region_at)
 
 OP = "autograph_item"
 
@@ -163,3 +165,32 @@ def list_index(index):
         raise TypeError(f"list indices must be integers or slices, not "
                         f"{type(index).__name__}")
     return operator.index(index)
+
+
+def rows_alike(rows, new, where, loop_where):
+    """Refuse, at ``where``, an array of ``new`` (items put into a list a tensor loop at
+    ``loop_where`` collected) whose shape or dtype, known while tracing, is not that of a
+    row of ``rows``: the items are the rows of one array, restacked (MXNet's stack failed
+    as the graph ran, naming none of the user's lines)."""
+    if not new:
+        return
+    shape = static_shape(rows, where)
+    dtypes = static_dtypes([rows] + list(new)) or [None] * (len(new) + 1)
+    for value, dtype in zip(new, dtypes[1:]):
+        got = static_shape(value, where)
+        if shape is not None and got is not None and tuple(got) != tuple(shape[1:]):
+            what = (f"shape {tuple(got)}", f"shape {tuple(shape[1:])}")
+        elif dtype is not None and dtype != dtypes[0]:
+            what = (f"dtype {_dtype_name(dtype)}", f"dtype {_dtype_name(dtypes[0])}")
+        else:
+            continue
+        raise AutographError(one_colon(
+            f"{where}: this puts an array of {what[0]} into a list the loop on a tensor at "
+            f"{region_at(loop_where)} appended to, whose items are the rows of one array of "
+            f"{what[1]}; put an array of the items' shape and dtype (reshape, pad or F.cast "
+            f"it), or make a Python list of its own for arrays of several shapes"))
+
+
+def _dtype_name(dtype):
+    import numpy as np
+    return np.dtype(dtype).name

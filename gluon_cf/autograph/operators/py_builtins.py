@@ -29,6 +29,7 @@ import collections.abc
 import contextlib
 import functools
 import itertools
+import linecache
 import os
 import sys
 import threading
@@ -37,8 +38,9 @@ import types
 import mxnet as mx
 
 from ...hybrid_trace import static_shape
+from ...operators import user_location
 from ..errors import AutographError, op_name, refuse_hashed_symbol
-from .call_results import callbacks_converted
+from .call_results import callbacks_converted, converted_running
 
 
 def iterated(value, where, what):
@@ -310,6 +312,30 @@ def _checked_len(symbol):
 
 _SYMBOL_ITER, _SYMBOL_LEN = mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__
 mx.sym.Symbol.__iter__, mx.sym.Symbol.__len__ = _checked_iter, _checked_len
+
+
+def _symbol_array(symbol):
+    """numpy's ``__array__`` of a Symbol inside a converted function: a refusal at the user's
+    line. A Symbol has none, so ``np.asarray(x)`` took it as a sequence (its ``__len__`` 1,
+    its ``[0]`` itself): an array of 32 nested axes of one Symbol object, and
+    ``np.asarray(x).sum()`` was ``x`` itself, silently (review r30ag). Elsewhere (MXNet's
+    own code, a Symbol used without autograph) it has none, as before."""
+    if not converted_running() or user_location(2) is None:
+        raise AttributeError("__array__")
+
+    def refused(*args, **kwargs):
+        here = user_location(2) or "<unknown>:0"
+        path, _, line = here.rpartition(":")
+        raise AutographError(
+            f"{here}: {linecache.getline(path, int(line)).strip()}: numpy's array of a "
+            f"tensor while hybridizing: a Symbol has no values (they exist only when the "
+            f"graph runs), so numpy would make an array of the Symbol object itself; use F "
+            f"ops on the tensor (F.sum(x), F.mean(x), F.shape_array(x)) or compute with "
+            f"numpy outside the block")
+    return refused
+
+
+mx.sym.Symbol.__array__ = property(_symbol_array)
 
 
 def library_iterating(fn, where, convert=None):
