@@ -38,7 +38,8 @@ from ..errors import AutographError, node_name, python_value, read_by
 from .carried import (Carried, carries_nothing, described, holds_arrays, keep_what,
                       spec_of)
 from .py_builtins import one_output
-from .data_structures import StepList, append_rows, appended_where, extended, item, step_rows
+from .data_structures import StepList, item
+from .loop_lists import append_rows, appended_where, extended, step_rows
 from .call_results import surfaced, surfaced_inside
 from .caught_errors import raised_by_traced_shapes
 from .loop_escape import escaped, record

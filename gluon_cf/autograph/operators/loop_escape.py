@@ -1,7 +1,7 @@
 """An exception leaving a converted loop run as Python carries the loop's variables out
 (NOTE [an exception leaving a loop])."""
 from ..errors import AutographError
-from .data_structures import append_rows
+from .loop_lists import append_rows
 from .variables import Undefined
 
 from .side_effects import in_graph_region
