@@ -502,11 +502,11 @@ def rows_being_checked():
 #     that were not there, silently; so did a call's argument or a counter's update reading
 #     ``F.min(k)``. So while the lowering plans (``lowering_rows()``), a ``while_loop``'s
 #     ``cond`` must act row by row itself, and so must its ``func`` with the recursive calls
-#     cut out (``skeleton_rejected``: a call infers one row for all the invocations, so its
-#     value stands as a batched input of one row per invocation; what is computed from it
-#     is checked too, as ``n + count(c) * F.sum(F.ones_like(k))`` counted sibling calls),
-#     in ``while_loop``'s batching rule; row-wise verdicts are cached per mode
-#     (``Graph.rows_rejected``).
+#     cut out (``skeleton_rejected`` in rowwise_skeleton.py: a call infers one row for all
+#     the invocations, so its value stands as a batched input of one row per invocation; what
+#     is computed from it is checked too, as ``n + count(c) * F.sum(F.ones_like(k))``
+#     counted sibling calls), in ``while_loop``'s batching rule; row-wise verdicts are cached
+#     per mode (``Graph.rows_rejected``).
 def lowering_rows():
     """Row-wise checks for the ONNX lowering (NOTE [loops lowered on rows])."""
     return _rows_setting("lowering", True)
@@ -515,69 +515,6 @@ def lowering_rows():
 def lowering_now():
     """Whether the row-wise checks running are the ONNX lowering's (see lowering_rows)."""
     return bool(getattr(_rows, "lowering", None))
-
-
-def skeleton_rejected(symbol, flags, shapes):
-    """None if a loop's ``func`` (``symbol``) acts row by row with its recursive calls cut out
-    - the calls' arguments, and its outputs with each call's value standing as a batched input
-    of one row per invocation - else the :class:`Rejected` saying why (NOTE [loops lowered on
-    rows]). ``flags`` and ``shapes``: per input name, whether it is batched, its shape for
-    ``ROWS`` rows."""
-    import mxnet as mx
-    js = json.loads(symbol.tojson())
-    nodes = js["nodes"]
-    calls = {nid for nid, n in enumerate(nodes) if registry.kind_of(n) == "invoke"}
-    if not calls:
-        return _rejected_by(symbol, js, flags, shapes)
-    # (a call's value for one invocation: its shape inferred with one row per batched input)
-    one_row = {n: (1,) + tuple(s[1:]) if flags.get(n) else tuple(s) for n, s in shapes.items()}
-    try:
-        by_entry = _internal_shapes(symbol, js, one_row, 1)
-    except Exception:  # noqa: BLE001 - any failure means "not provably row-wise"
-        by_entry = {}
-    cut = sorted({(src, k) for n in nodes for src, k, *_ in n["inputs"] if src in calls} |
-                 {(h[0], h[1]) for h in js["heads"] if h[0] in calls})
-    kept, ids = [], {}
-    for nid, node in enumerate(nodes):
-        if nid in calls:
-            for entry in (e for e in cut if e[0] == nid):
-                shape = by_entry.get(entry)
-                if shape is None:
-                    return Rejected(node, "has a value whose shape cannot be inferred",
-                                    HINT_UNKNOWN)
-                name = "%s_value%d" % (node["name"], entry[1])
-                ids[entry] = len(kept)
-                kept.append({"op": "null", "name": name, "inputs": []})
-                flags, shapes = dict(flags, **{name: True}), dict(shapes, **{
-                    name: (ROWS,) + tuple(shape[1:])})
-            continue
-        ids[(nid, 0)] = len(kept)
-        kept.append(dict(node, inputs=[_moved(e, nodes, ids) for e in node["inputs"]]))
-    # (the calls' arguments stay checked as outputs of their own)
-    heads = [_moved(e, nodes, ids) for e in js["heads"]] + [
-        _moved(e, nodes, ids) for nid in sorted(calls) for e in nodes[nid]["inputs"]]
-    graph = {k: v for k, v in js.items() if k != "node_row_ptr"}
-    part = mx.sym.load_json(json.dumps(dict(graph, nodes=kept, heads=heads, arg_nodes=[
-        k for k, n in enumerate(kept) if n["op"] == "null"])))
-    return _rejected_by(part, json.loads(part.tojson()), flags, shapes)
-
-
-def _moved(entry, nodes, ids):
-    """``entry`` of the loop's graph in the graph with its calls cut out (skeleton_rejected)."""
-    src, k = entry[0], entry[1]
-    if (src, k) in ids:
-        return [ids[(src, k)], 0, 0]
-    return [ids[(src, 0)], k, 0]
-
-
-def _rejected_by(symbol, graph_json, flags, shapes):
-    names = symbol.list_inputs()
-    try:
-        check_symbol(symbol, graph_json, {n: flags[n] for n in names},
-                     {n: shapes[n] for n in names})
-    except Rejected as rejected:
-        return rejected
-    return None
 
 
 _UNINFERRED = "has shapes that cannot be inferred for a batch"
