@@ -501,10 +501,12 @@ def rows_being_checked():
 #     then summed the rows of all the level's calls, and the exported model counted children
 #     that were not there, silently; so did a call's argument or a counter's update reading
 #     ``F.min(k)``. So while the lowering plans (``lowering_rows()``), a ``while_loop``'s
-#     ``cond`` must act row by row itself, and so must what its ``func`` computes without the
-#     recursive calls (``skeleton_rejected``: a call infers one row for all the invocations, so
-#     the rest of ``func`` cannot be inferred for several), in ``while_loop``'s batching rule;
-#     row-wise verdicts are cached per mode (``Graph.rows_rejected``).
+#     ``cond`` must act row by row itself, and so must its ``func`` with the recursive calls
+#     cut out (``skeleton_rejected`` in rowwise_skeleton.py: a call infers one row for all
+#     the invocations, so its value stands as a batched input of one row per invocation; what
+#     is computed from it is checked too, as ``n + count(c) * F.sum(F.ones_like(k))``
+#     counted sibling calls), in ``while_loop``'s batching rule; row-wise verdicts are cached
+#     per mode (``Graph.rows_rejected``).
 def lowering_rows():
     """Row-wise checks for the ONNX lowering (NOTE [loops lowered on rows])."""
     return _rows_setting("lowering", True)
@@ -513,37 +515,6 @@ def lowering_rows():
 def lowering_now():
     """Whether the row-wise checks running are the ONNX lowering's (see lowering_rows)."""
     return bool(getattr(_rows, "lowering", None))
-
-
-def skeleton_rejected(symbol, flags, shapes):
-    """None if what a loop's ``func`` (``symbol``) computes without its recursive calls - the
-    calls' arguments, the loop variables not made from what the calls return - acts row by
-    row, else the :class:`Rejected` saying why (NOTE [loops lowered on rows]). ``flags`` and
-    ``shapes``: per input name, whether it is batched, its shape for ``ROWS`` rows."""
-    import mxnet as mx
-    from ._graph_json import reached_ids
-    js = json.loads(symbol.tojson())
-    nodes = js["nodes"]
-    calls = {nid for nid, n in enumerate(nodes) if registry.kind_of(n) == "invoke"}
-    entries = [tuple(e[:2]) for nid in sorted(calls) for e in nodes[nid]["inputs"]] + \
-        [tuple(h[:2]) for h in js["heads"]]
-    kept = [e for e in dict.fromkeys(entries)
-            if nodes[e[0]]["op"] != "null" and not calls & set(reached_ids(nodes, [e[0]]))]
-    if not kept:
-        return None
-    internals = symbol.get_internals()
-    index = {entry: k for k, entry in enumerate(_internal_entries(internals, nodes))}
-    if any(e not in index for e in kept):
-        return Rejected({"name": "its loop's skeleton"}, "could not be told apart",
-                        HINT_UNKNOWN)
-    part = mx.sym.Group([internals[index[e]] for e in kept])
-    names = part.list_inputs()
-    try:
-        check_symbol(part, json.loads(part.tojson()), {n: flags[n] for n in names},
-                     {n: shapes[n] for n in names})
-    except Rejected as rejected:
-        return rejected
-    return None
 
 
 _UNINFERRED = "has shapes that cannot be inferred for a batch"

@@ -104,6 +104,13 @@ def _plan(custom_node, node):
                     raise _refuse(where, f"{name} calls {plan.functions[callee].name!r} with "
                                          f"arguments {passed}, another call with {known}")
                 todo.append(callee)
+        # (the calls a while_loop makes take their arguments' specs from the callee's; one
+        # called from loops only has none: an unchecked KeyError in the lowering, before)
+        missing = sorted(plan.functions[q].name for q in plan.functions if q not in layouts)
+        if missing:
+            raise _refuse(where, f"{', '.join(map(repr, missing))} is called only from inside "
+                                 f"a while_loop, whose calls take their arguments' shapes from "
+                                 f"a call of the same function outside any loop (none here)")
         found.append(layouts)
     if found[0] != found[1]:
         raise _refuse(where, f"its outputs change with the dynamic dimensions ({found[0]} vs "

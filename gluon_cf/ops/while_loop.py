@@ -5,7 +5,7 @@ from typing import Callable, List, Optional, Tuple
 import mxnet as mx
 import numpy as np
 
-from .. import executor, node as _node, registry, remat as _remat, rowwise
+from .. import executor, node as _node, registry, remat as _remat, rowwise, rowwise_skeleton
 from ..executor import done
 from ..graph import Graph, decode
 from .._structure import containers_of, describe, regroup, regroup_like
@@ -605,7 +605,7 @@ class WhileLoopRule(registry.Rule):
                         [rowwise.Shaped(tuple(shapes[k])) for k in graph.slots],
                         [flags[k] for k in graph.slots])
                 else:   # (its recursive calls infer one row for all the invocations)
-                    rejected = rowwise.skeleton_rejected(graph.symbol, {
+                    rejected = rowwise_skeleton.skeleton_rejected(graph.symbol, {
                         n: flags[k] for n, k in zip(graph.input_names, graph.slots)}, {
                         n: (rowwise.ROWS,) + tuple(shapes[k][1:]) if flags[k] else
                         tuple(shapes[k]) for n, k in zip(graph.input_names, graph.slots)})
