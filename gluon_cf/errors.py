@@ -236,10 +236,10 @@ def created_at(node):
 #     RecursionDepthError, and the block's output then read unwritten memory (marking the
 #     kept calls' outputs failed again after such a wait would mend only outputs the node
 #     writes itself, and would mark a static_alloc block's next healthy call; a wait on the
-#     pass's own gradients instead was built in round 30rw, not kept: it weakens the wait
-#     that stops a hang). (5) Under load, a failed call's output fed to another block's
-#     gluon_cf node was once read there as a value (1 run of ~7, four processes busy), that
-#     block then failing on it with its own error. Read a failing
+#     pass's own gradients instead was built in round 30rw, branch h30rw, not kept: it
+#     weakens the wait that stops a hang). (5) Under load, a failed call's output fed to
+#     another block's gluon_cf node was once read there as a value (1 run of ~7, four
+#     processes busy), that block then failing on it with its own error. Read a failing
 #     call's outputs (or ``mx.nd.waitall()``) before computing more; gluon_cf's own carrying
 #     ops ask for no resource (NOTE [failures carried by the outputs] in ``failed_calls.py``).
 class PendingFailures:
