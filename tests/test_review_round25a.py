@@ -17,6 +17,7 @@ _classified = hostile_harness.cached_classifier(programs.PROGRAMS, FILES, export
 # item writes: plain MXNet refuses them under autograd, so they are compared unrecorded
 WRITES = [c for c in programs.PROGRAMS if c.__name__.startswith("ItemWrite")]
 WRITES_CONVERTED = {programs.ItemWriteNegativeAndStepped, programs.ItemWriteNumbersIntoInt32,
+                    programs.ItemWriteOfACollectedList,   # (round 30ag: Python's, by length)
                     programs.ItemWriteOfThePreviousRow, programs.ItemWriteOfANumpyBuffer,
                     programs.ItemWritesThenALayer}
 REFUSED = {programs.UnpackTargetIsTheIterable, programs.UnpackReturnInsidePause,

@@ -3,12 +3,12 @@ MXNet's ops, then with gluon_cf's, and returns the same argument lists, attribut
 gradients; where MXNet's own cond is wrong (it drops one use's gradient of an argument a branch
 reads twice) the program's oracle is the taken branch's graph without control flow.
 """
-import re
-
 import mxnet as mx
+import numpy as np
 import pytest
 
 from mxnet_suite import client_programs28r as programs
+from mxnet_suite.test_client_code26 import mxnet_ops
 from mxnet_suite.test_client_code28 import check_program
 
 
@@ -19,19 +19,33 @@ def test_client_program(name):
 
 
 @pytest.mark.substitutions("gluon_cf")
-def test_a_variable_named_as_a_computed_value_is_named_in_the_error():
-    """A variable a branch creates, named as the output of an operator the other branch
-    reads: refused (MXNet 1.9.1's cond cannot bind the graph across branches), as
-    NameClashError at the user's line, saying which two values clash. Within one branch
-    MXNet's cond reads the computed value for the variable, and so does gluon_cf's (round
-    29r: tests/test_client_code_r29r.py)."""
-    x, s = mx.sym.var("x"), mx.sym.var("s")
-    computed = mx.sym.identity(s, name="fc")
-    variable = (lambda: mx.sym.broadcast_mul(x, mx.sym.var("fc_output")))
-    with pytest.raises(AssertionError) as info:
-        mx.sym.contrib.cond(mx.sym.sum(x) > 0, lambda: mx.sym.broadcast_mul(x, computed),
-                            variable)
-    assert isinstance(info.value, ValueError)
-    assert re.match(r"gluon_cf\.cond at %s:\d+: two different values are both named "
-                    r"'fc_output' \(the output of an operator 'fc', a variable\); give them "
-                    r"distinct names$" % re.escape(__file__), str(info.value)), info.value
+def test_a_variable_named_as_a_computed_value_reads_what_mxnet_s_cond_reads():
+    """A variable one branch creates, named as the output of an operator the other branch
+    reads: MXNet 1.9.1's cond runs it, each branch reading its own value (the variable an
+    argument of its own); gluon_cf's cond does the same since round 30r (it was refused as
+    NameClashError from round 28r, whose claim that MXNet's cond cannot bind it was wrong).
+    Oracle: MXNet's own cond, both predicates."""
+    def build():
+        x, s = mx.sym.var("x"), mx.sym.var("s")
+        computed = mx.sym.identity(s, name="fc")
+        return mx.sym.contrib.cond(
+            mx.sym.sum(x) > 0, lambda: mx.sym.broadcast_mul(x, computed),
+            lambda: mx.sym.broadcast_mul(x, mx.sym.var("fc_output")))
+
+    def run(out):
+        values = []
+        for x in ([1.0, 2.0], [-1.0, -2.0]):
+            args = {"x": mx.nd.array(x), "s": mx.nd.array([3.0, 4.0]),
+                    "fc_output": mx.nd.array([5.0, 6.0])}
+            values.append(out.bind(mx.cpu(), args).forward()[0].asnumpy())
+        return out.list_arguments(), values
+
+    ours = run(build())
+    with mxnet_ops():
+        theirs = run(build())
+    assert ours[0] == theirs[0] == ["x", "s", "fc_output"]
+    for got, want in zip(ours[1], theirs[1]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    tol = dict(rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours[1][0], [3.0, 8.0], **tol)     # then: x * s
+    np.testing.assert_allclose(ours[1][1], [-5.0, -12.0], **tol)  # else: x * fc_output
