@@ -1,0 +1,55 @@
+"""Round 30s: client code against MXNet 1.9.1's own contrib ops, the oracle."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon, nd
+
+import gluon_cf
+from gluon_cf.checks import ScalarDataError
+
+_SCALAR = r"^gluon_cf\.foreach at %s:\d+: data\[%d\] is a 0-d array \(shape \(\)\), which has " \
+          r"no axis 0 to loop over; give it one \(x\.reshape\(\(1,\)\) for a single step\)$"
+
+
+class _Loop(gluon.HybridBlock):
+    def __init__(self, theirs=False):
+        super().__init__()
+        self.theirs = theirs
+
+    def hybrid_forward(self, F, x, h):
+        return (F.contrib if self.theirs else gluon_cf).foreach(lambda d, s: (d * 2, s + d), x, h)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_foreach_over_a_0d_array_is_refused_at_the_users_line(hybridize):
+    """Before: eagerly "data has length 0 along axis 0" (a 0-d array is no empty data), and
+    hybridized a bare IndexError "tuple index out of range" from inside the CachedOp naming
+    no line. MXNet 1.9.1's own foreach fails too: IndexError eagerly, MXNetError hybridized."""
+    scalar, h = nd.array(3.0), nd.ones((1,))
+    assert scalar.shape == ()
+    theirs = _Loop(theirs=True)
+    if hybridize:
+        theirs.hybridize()
+    with pytest.raises(mx.MXNetError if hybridize else IndexError):
+        theirs(scalar, h)
+    ours = _Loop()
+    if hybridize:
+        ours.hybridize()
+    for error in (IndexError, mx.MXNetError):
+        with pytest.raises(error, match=_SCALAR % (__file__, 0)):
+            ours(scalar, h)
+    one_row = nd.array([3.0])   # (the same value with an axis: one step, as MXNet's)
+    want = mx.nd.contrib.foreach(lambda d, s: (d * 2, s + d), one_row, h)
+    for got, exp in zip(ours(one_row, h), want):
+        np.testing.assert_allclose(got.asnumpy(), exp.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_foreach_over_a_0d_array_among_data_and_bound_as_a_symbol_is_refused():
+    with pytest.raises(ScalarDataError, match=_SCALAR % (__file__, 1)):
+        gluon_cf.foreach(lambda d, s: (d[0] + d[1], s), [nd.ones((3,)), nd.array(2.0)],
+                         nd.ones((1,)))
+    x, h = mx.sym.var("x"), mx.sym.var("h")
+    out, state = gluon_cf.foreach(lambda d, s: (d * 2, s + d), x, h)
+    with pytest.raises(ScalarDataError, match=_SCALAR % (__file__, 0)):   # (where MXNet's
+        # own foreach raises its MXNetError "index = 0 must be in range [0, -1)")
+        mx.sym.Group([out, state]).bind(mx.cpu(), {"x": nd.array(3.0), "h": nd.ones((1,))})
