@@ -263,7 +263,49 @@ def _undecided_before(symbol, kwargs):
             if shape is not None and len(shape) == 0 and n not in kwargs]
 
 
+# NOTE [after MXNet's own cond or while_loop]
+#     MXNet 1.9.1's own ``_cond`` and ``_while_loop`` (``mx.sym.contrib``) infer no output
+#     shape: MXNet's executor shapes them and what follows them only when they run. A gluon_cf
+#     node reading such an output (a client's ``mx.sym.contrib.cond`` fed to gluon_cf's loop)
+#     is a Custom operator, whose shape callback can answer only () for it, which MXNet's
+#     bind reads as a known 0-d shape: ``bind`` crashed the process (segmentation fault) or
+#     raised "std::bad_alloc". No shape a Custom operator can answer is right there, so the
+#     bind is refused, naming both nodes and the user's line (round 30s).
+_MXNET_RUN_TIME_SHAPED = ("_cond", "_while_loop")
+
+
+def _after_mxnet_control_flow(symbol):
+    """Refuse binding ``symbol`` if a gluon_cf node reads, directly or through other
+    operators, an output of MXNet's own ``_cond``/``_while_loop`` (NOTE [after MXNet's own
+    cond or while_loop])."""
+    text = symbol.tojson()
+    if not any('"%s"' % op in text for op in _MXNET_RUN_TIME_SHAPED) or \
+            not holds_gluon_cf_nodes(text):
+        return
+    nodes = json.loads(text)["nodes"]
+    source = {}   # node index -> the MXNet control-flow node whose output it reads
+    for k, node in enumerate(nodes):
+        if node["op"] in _MXNET_RUN_TIME_SHAPED:
+            source[k] = node
+            continue
+        fed = next((source[i] for i, *_ in node["inputs"] if i in source), None)
+        if fed is None:
+            continue
+        kind = registry.kind_of(node)
+        if kind:
+            decoded = decode(kind, node["attrs"]["spec"])
+            raise ArgumentValueError(
+                "%s: gluon_cf.%s (node %r) reads the output of MXNet's own %s (node %r), "
+                "whose shape MXNet decides only when it runs, which a gluon_cf node in a "
+                "Symbol executor cannot follow. Use gluon_cf.%s for that op too, or run the "
+                "graph in a hybridized Gluon block (gluon.SymbolBlock(outputs, inputs))"
+                % (where_created(decoded) or "<unknown>", decoded.kind, node["name"],
+                   fed["op"].lstrip("_"), fed["name"], fed["op"].lstrip("_")))
+        source[k] = fed
+
+
 def _simple_bind(self, *args, **kwargs):
+    _after_mxnet_control_flow(self)   # NOTE [after MXNet's own cond or while_loop]
     undecided = _undecided_before(self, kwargs)   # NOTE [undecided before MXNet's pass]
     if undecided:
         given = "".join("%s: %s\n" % (k, v) for k, v in kwargs.items()
@@ -287,6 +329,7 @@ def _simple_bind(self, *args, **kwargs):
 
 
 def _bind(self, *args, **kwargs):
+    _after_mxnet_control_flow(self)   # NOTE [after MXNet's own cond or while_loop]
     try:
         executor = _original_bind(self, *args, **kwargs)
     except mx.MXNetError as err:

@@ -62,6 +62,22 @@ class ArrayTypeError(TypeError, AssertionError):
     raise there ("must be (nested) list of Symbol")."""
 
 
+class ScalarDataError(IndexError, mx.MXNetError):
+    """foreach data of no axis (a 0-d array, shape ()): there is no axis 0 to loop over. An
+    IndexError, as MXNet 1.9.1's eager foreach raises ("tuple index out of range"), and the
+    MXNetError its hybridized foreach raises."""
+
+
+def check_data_has_axis(op, shapes, where):
+    """Refuse 0-d data of ``op`` at the user's line ``where`` (no axis 0 to loop over)."""
+    for k, shape in enumerate(shapes):
+        if isinstance(shape, tuple) and not shape:
+            raise ScalarDataError(
+                "gluon_cf.%s%s: data[%d] is a 0-d array (shape ()), which has no axis 0 to "
+                "loop over; give it one (x.reshape((1,)) for a single step)"
+                % (op, " at %s" % where if where else "", k))
+
+
 class NameClashError(ValueError, AssertionError):
     """Two different values of one name read by a body (computed by two operators, or one
     computed and a variable): a ValueError, and the AssertionError of MXNet 1.9.1's foreach

@@ -12,9 +12,9 @@ from .._names import name_manager
 from .._structure import containers_of, describe, flatten, regroup, regroup_like
 from ..tracing import (count_subgraph_names, flatten_returned, merge_captures, trace,
                        user_location)
-from ..checks import (arrays_only, check_arity, check_callable, check_kept_shapes, check_pair,
-                      check_same_dtypes, check_structure, flatten_argument, mismatch, mode_of,
-                      not_hybridizable, op_at, stack_steps)
+from ..checks import (arrays_only, check_arity, check_callable, check_data_has_axis,
+                      check_kept_shapes, check_pair, check_same_dtypes, check_structure,
+                      flatten_argument, mismatch, mode_of, not_hybridizable, op_at, stack_steps)
 from .._typing import Arrays
 from ..zero_size import eagerly
 from . import eager_loops
@@ -80,6 +80,7 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
         return _foreach_symbolic(step, flat_data, flat_states, name, remat,
                                  getattr(body, NO_STEP_ON_EMPTY_DATA, False))
     check_sliceable(flat_data)
+    check_data_has_axis(OP, [d.shape for d in flat_data], user_location())
     lengths = [length_of(d, user_location()) for d in flat_data]
     check_lengths(lengths, user_location())
     if _remat.applies(remat):
@@ -363,6 +364,7 @@ class ForeachRule(registry.Rule):
     def infer_shape(self, node, in_shapes):
         nd_, ns = node.spec["num_data"], node.spec["num_states"]
         data = in_shapes[:nd_]
+        check_data_has_axis(OP, data, _node.where_created(node))
         if all(registry.is_complete(s) for s in data):
             check_lengths([s[0] for s in data], _node.where_created(node))
         inferred, outs = node.graphs["body"].infer_shape(self.slot_shapes(node.spec, in_shapes),
@@ -398,6 +400,7 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         where = _node.where_created(node) or ""   # ("": no line known, not net(x)'s)
+        check_data_has_axis(OP, [d.shape for d in data], where)
         length = length_of(data[0], where)
         empty = no_step_outputs(node, data, states, captured) if length == 0 else None
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager

@@ -22,7 +22,8 @@ def check_sliceable(flat_data):
 
 
 def length_of(array, where):
-    """The length of data ``array`` along axis 0 (0 for a scalar); a ZeroSizeError at the
+    """The length of data ``array`` along axis 0 (0-d data is refused before, by
+    ``check_data_has_axis``); a ZeroSizeError at the
     user's line for a 1-D array of no element, whose shape MXNet 1.x cannot read (NOTE [a
     one-dimensional result of no element] in ``graph/partitioned.py``)."""
     try:
