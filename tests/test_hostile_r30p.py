@@ -272,6 +272,60 @@ def _oracle74(self, F, x):
 P74DictAugInIf.oracle_where_plain_fails = _oracle74
 
 
+@program(*SEQ)
+class P83ItemAssignInTensorFor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        out = F.zeros_like(x) + 0
+        for t, row in enumerate(x):
+            out[t] = row * 2
+        return out
+
+
+@program(*MSK)
+class P84PerRowTensorIfPyLoop(HybridBlock):
+    NO_GRAD = (1,)
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        h = F.zeros((3,))
+        for t in range(x.shape[0]):
+            if m[t] > 0:
+                h = F.tanh(x[t] + h)
+        return h
+
+
+@program(*SEQ)
+class P87SliceAssignCol(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        out = x * 2
+        out[:, 0] = x[:, 1]
+        return out
+
+
+@program(*MSK)
+class P88TernaryMaskRow(HybridBlock):
+    NO_GRAD = (1,)
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        h = F.zeros((3,))
+        for row, mt in zip(x, m):
+            new = F.tanh(row + h)
+            h = new if mt > 0 else h
+        return h
+
+
+def _oracle83(self, F, x):
+    return x * 2
+P83ItemAssignInTensorFor.oracle_where_plain_fails = _oracle83
+
+
+def _oracle87(self, F, x):
+    out = x * 2
+    return F.concat(x[:, 1:2], out[:, 1:], dim=1)
+P87SliceAssignCol.oracle_where_plain_fails = _oracle87
+
+
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
