@@ -326,6 +326,19 @@ def _oracle87(self, F, x):
 P87SliceAssignCol.oracle_where_plain_fails = _oracle87
 
 
+@program(*SEQ)
+class SizeOfTracedShapes(HybridBlock):
+    """``x.size`` (a PyTorch port's ``x.numel()``) as ``x.shape``: from the traced input shapes,
+    hybridized (it was refused, saying to use F.size_array)."""
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for t in range(x.shape[0]):
+            h = h + x[t] / x[t].size
+        return h * x.shape[-1] + x.ndim + x.size
+
+
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
