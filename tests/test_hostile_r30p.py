@@ -339,6 +339,36 @@ class SizeOfTracedShapes(HybridBlock):
         return h * x.shape[-1] + x.ndim + x.size
 
 
+@program(*SEQ)
+class P102LambdaAfterLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.ones((3,))
+        f = lambda v: v * h
+        for row in x:
+            h = F.tanh(row + h)
+        return f(x[0])
+
+
+@program(*SEQ)
+class P105ComprehensionRows(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.stack(*[r * 2 for r in x]).sum(axis=0)
+
+
+@program(*MSK)
+class P106DictOfStatesMask(HybridBlock):
+    NO_GRAD = (1,)
+    @autograph
+    def hybrid_forward(self, F, x, m):
+        st = {"h": F.zeros((3,)), "n": F.zeros((1,))}
+        for row, mt in zip(x, m):
+            new = {"h": F.tanh(row + st["h"]), "n": st["n"] + 1}
+            st = {k: new[k] * mt + (1 - mt) * st[k] for k in st}
+        return st["h"], st["n"]
+
+
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
 
 
