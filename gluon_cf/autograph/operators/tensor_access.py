@@ -47,6 +47,7 @@ NOTE [autograph indexing]
     (NOTE [autograph calls]).
 """
 import builtins
+import math
 import numbers
 import os
 import sys
@@ -109,12 +110,14 @@ def attribute(value, name, where):
         if name == "detach":
             # (MXNet's Symbol.detach raises NotImplementedForSymbol, naming no line)
             return lambda: mx.sym.BlockGrad(value, name=op_name(where, "detach"))
-        if name in ("shape", "ndim"):
+        if name in ("shape", "ndim", "size"):
             # while a block's graph is traced: the shape the traced inputs give it, the graph
-            # then one for those input shapes (NOTE [graphs traced for input shapes])
+            # then one for those input shapes (NOTE [graphs traced for input shapes]); .size
+            # is NDArray's product of the shape
             shape = static_shape(value, where)
             if shape is not None:
-                return shape if name == "shape" else len(shape)
+                return shape if name == "shape" else len(shape) if name == "ndim" else \
+                    math.prod(shape)
             raise AutographError(
                 f"{where}: .{name} of a tensor while hybridizing, whose shape the inputs the "
                 f"block's graph is traced for do not give (a value inside the body of a loop "
