@@ -80,8 +80,9 @@ def foreach(body: Callable[[Arrays, Arrays], Tuple[Arrays, Arrays]], data: Array
         return _foreach_symbolic(step, flat_data, flat_states, name, remat,
                                  getattr(body, NO_STEP_ON_EMPTY_DATA, False))
     check_sliceable(flat_data)
-    check_data_has_axis(OP, [d.shape for d in flat_data], user_location())
+    # (lengths first: a 1-D boolean_mask result of no element has no readable shape)
     lengths = [length_of(d, user_location()) for d in flat_data]
+    check_data_has_axis(OP, [d.shape for d in flat_data], user_location())
     check_lengths(lengths, user_location())
     if _remat.applies(remat):
         nd_ = len(flat_data)
@@ -400,8 +401,8 @@ class ForeachRule(registry.Rule):
         data, states, captured = inputs[:nd_], inputs[nd_:nd_ + ns], inputs[nd_ + ns:]
         body = node.graphs["body"]
         where = _node.where_created(node) or ""   # ("": no line known, not net(x)'s)
+        length = [length_of(d, where) for d in data][0]   # (before reading shapes: above)
         check_data_has_axis(OP, [d.shape for d in data], where)
-        length = length_of(data[0], where)
         empty = no_step_outputs(node, data, states, captured) if length == 0 else None
         if node.run_time_shapes or length == 0:   # a length known only now: checked as eager
             # mode does (zero rows: no step to run)
