@@ -21,14 +21,15 @@ def restore():
     yield
     gluon_cf.set_executor(previous)
     planned_backward.EARLY[0] = planned_backward.ENABLED[0] = True
-    planned_backward.EACH_GROUP[0] = True
+    planned_backward.BULK[0] = 0
 
 
 def _planned(net, inputs, early):
-    """``_run``'s outputs and gradients, planned, the first group early and each group's bulk
-    pushed at its end, or neither (NOTE [bulked groups]); and how many first groups were called
+    """``_run``'s outputs and gradients, planned, the first group early and unbulked, or
+    neither (bulked as before, NOTE [bulked groups]); and how many first groups were called
     early."""
-    planned_backward.EARLY[0] = planned_backward.EACH_GROUP[0] = early
+    planned_backward.EARLY[0] = early
+    planned_backward.BULK[0] = 0 if early else 64
     before, runs = planned_backward.PUSHED[0], planned_backward.RUNS[0]
     got = _run(net, inputs, "batched")
     assert planned_backward.RUNS[0] > runs

@@ -96,13 +96,14 @@ NOTE [bulked groups]
     g across processes). Values are unchanged: the engine still orders every bulk after the
     writes it reads; a wait, a non-bulkable push (a variable's deletion) or leaving the scope
     flushes the pending bulk, so nothing is left pending when the node returns. Not in
-    inference's loop (measured as nothing there). Each group's operators are pushed at the
-    end of its call (``EACH_GROUP``, :func:`flush`): held until 64 were pending, the groups
-    after the leaves (forward) or the first (backward) waited for the host's loop to end
-    before MXNet's worker could start them, idle meanwhile (TreeRNN training at batch 25,
-    session 31: a ~2 ms gap in the forward and another before the backward's compute).
-    ``autograd.backward`` sets MXNet's backward bulk size around its own run and restores
-    this one on return, which leaves its operators pending.
+    inference's loop (measured as nothing there). **Off since session 31** (``BULK[0] =
+    0``): by wall time it held the groups' compute back while the host looped (MXNet's
+    profiler, TreeRNN training at batch 25: the worker idle ~2-3 ms before the backward's
+    groups ran, all after the loop's end), and with the first group called before the layout
+    (NOTE below) e ran 13.15-14.39 ms a batch unbulked against 13.41-15.50 bulked (medians of
+    three processes, e and g alternating batch by batch; TreeLSTM training unchanged).
+    Pushing each group's bulk at its end (``set_bulk_size`` to 0 and back after each call)
+    did not help: the backward's groups still ran only after the loop.
 
 NOTE [the first group in training]
     As in inference (NOTE [the first group before the layout] in recursion/first_group.py),
@@ -176,9 +177,7 @@ STATIC_GROUPS = 64   # the most groups of a schedule run by static CachedOps (NO
 SIZED_ROWS = [64]   # NOTE [sized recorded groups]: groups of at most this many rows; 0: none
 SIZED_CALLS = [0]  # recorded group calls run by the static CachedOp of their row count (tests)
 KEPT_TABLES = [0]  # tables given more rows than their power of two, kept from a batch before
-BULK = [64]   # NOTE [bulked groups]: operators per engine push; 0: MXNet's own (tests compare)
-BACKWARD_BULK = [64]   # the same for the backward's group loop
-EACH_GROUP = [True]   # NOTE [bulked groups]: each group's bulk pushed at its end (tests compare)
+BULK = [0]   # NOTE [bulked groups]: operators per engine push; 0: MXNet's own (tests compare)
 EARLY = [True]   # NOTE [the first group in training]: False: called in the loop (tests compare)
 PUSHED = [0]     # first groups called before the layout (for tests)
 # Operators whose gradient (FGradient in MXNet 1.9.1) is a node of its own reading the output
@@ -361,7 +360,6 @@ def run(schedule, ctx, upload):
                     out, taped_inputs, kept = call_group(number, q, vid, first, rows, calls, True)
             if taped_inputs:
                 taped.append((number, q, vid, first, rows, calls, kept if remat else out))
-            flush()
     graph = _result_graph(plan, schedule.layouts, None)
     a, b = schedule.result[1][0]
     # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
@@ -374,7 +372,7 @@ def run(schedule, ctx, upload):
         # Each group's head gradient is its rows of its function's gradient table, complete
         # once its parents (higher, earlier in this loop) have run.
         differ = []
-        with bulk(BACKWARD_BULK):   # NOTE [bulked groups]
+        with bulk():   # NOTE [bulked groups]
             for number, q, vid, first, rows, calls, kept in reversed(taped):
                 if remat:   # recomputed now, alone (NOTE [hybridized remat recursion])
                     with mx.autograd.record(train_mode=train_mode):
@@ -392,7 +390,6 @@ def run(schedule, ctx, upload):
                 mx.autograd.backward(out, [rows_of(g, first, first + rows) for g in grads[q]],
                                      retain_graph=True, train_mode=train_mode)
                 out = kept = None
-                flush()
         if differ and mx.nd.add_n(*differ).asscalar() > 0:
             _refuse_different(schedule.context.node)
 
@@ -401,17 +398,10 @@ def run(schedule, ctx, upload):
     return outputs
 
 
-def bulk(size=BULK):
+def bulk():
     """MXNet's engine bulking of this thread's operators for a planned run's group loop
     (NOTE [bulked groups])."""
-    return mx.engine.bulk(size[0]) if size[0] else contextlib.nullcontext()
-
-
-def flush():
-    """The group's operators pushed to MXNet's engine now, in one bulk, not held with the next
-    groups' (NOTE [bulked groups]); the bulk size kept."""
-    if EACH_GROUP[0]:
-        mx.engine.set_bulk_size(mx.engine.set_bulk_size(0))
+    return mx.engine.bulk(BULK[0]) if BULK[0] else contextlib.nullcontext()
 
 
 def _call(graph, nonempty, values, out, static=False, key=None):
