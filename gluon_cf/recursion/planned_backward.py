@@ -221,7 +221,7 @@ def push_first(schedule, ctx, upload):
         return True
     q, vid, ids = found
     env, tables = _env_aliases(schedule), schedule.tables(ctx, whole=True)
-    state = (env, tables, {})
+    state: tuple = (env, tables, {})
     graph, _, taped_inputs = _variant(schedule, state, q, vid)
     values = first_group.inputs(graph, [upload(a[ids], ctx) for a in args[q]], env,
                                 env.__getitem__)
