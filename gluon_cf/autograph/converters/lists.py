@@ -48,6 +48,25 @@ def collected_lists(func):
     return collected
 
 
+def appended_in_clauses(loop, names, where):
+    """``(name, "the finally at file:line")`` for each list of ``names`` a loop's step appends
+    to inside a ``finally`` or ``except`` clause of a ``try`` (``where(node)``: its
+    ``file:line: source``): no statement of the step, not collected (Python runs it on a step
+    whose ``try`` raised, where a graph's step records no row), refused with that reason
+    (``no_outer_lists``)."""
+    found = []
+    for node in scoped(loop.body):
+        if not isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            continue
+        for kind, block in [("finally", node.finalbody)] + [
+                ("except clause", h.body) for h in node.handlers]:
+            for statement in scoped(block):
+                name = appended_name(statement)
+                if name in names and name not in dict(found):
+                    found.append((name, f"the {kind} at {where(statement).split(': ')[0]}"))
+    return tuple(found)
+
+
 def read_in_step(loop, names):
     """The names of ``names`` a loop's step appends to by a statement of its own and also
     reads (``outs.append(outs[-1] * 0.5 + row)``): not collected (a graph's step sees no

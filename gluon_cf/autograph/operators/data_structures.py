@@ -70,6 +70,7 @@ from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
                       region_at)
 from .caught_errors import past_known_length
+from .list_operators import add_refused_operators
 from .item_check import checked_item, list_index, rows_alike, summed
 
 
@@ -88,6 +89,7 @@ def _line_here():
     return here
 
 
+@add_refused_operators
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of one
     array (the loop's stacked step outputs), their number ``n_items`` (an int, or a one-element
