@@ -25,6 +25,13 @@ def collected_lists(func):
     """For each loop whose jumps became flags: the names its body appends to by a statement
     of the body itself (once per step), that the body neither assigns nor reads otherwise."""
     collected = {}
+    for function in walk(func):     # (a nested helper's own loops too: round 31ag)
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _collected_in(function, collected)
+    return collected
+
+
+def _collected_in(func, collected):
     local: list = []            # (the function's own names, found once if a loop needs them)
     for loop in scoped(func.body):
         if not isinstance(loop, (ast.While, ast.For)) or not lowerable(loop):
@@ -45,7 +52,6 @@ def collected_lists(func):
                 names.append(name)
         if names:
             collected[loop] = names
-    return collected
 
 
 def appended_in_clauses(loop, names, where):
