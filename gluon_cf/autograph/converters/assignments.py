@@ -261,6 +261,7 @@ def item_methods_as_subscripts(func):
     those are (a tensor loop's side effect on a Python container refused at the line, a dict
     of a loop's own carried; it was an AssertionError of the loop's plumbing)."""
     def rewritten(statement):
+        new: ast.stmt
         found = _item_method(statement, "__setitem__", 2)
         if found is not None:
             container, (key, value) = found

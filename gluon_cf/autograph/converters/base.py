@@ -211,7 +211,8 @@ class Converter(ast.NodeTransformer):
             value, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             self._current(names, where), ast.Constant(where), ast.Constant(what),
             ast.Tuple(elts=[ast.Constant(n) for n in read], ctx=ast.Load()),
-            ast.Constant(tuple(clauses))])
+            ast.Tuple(elts=[ast.Tuple(elts=[ast.Constant(n), ast.Constant(c)], ctx=ast.Load())
+                            for n, c in clauses], ctx=ast.Load())])
 
     @staticmethod
     def _names(names):

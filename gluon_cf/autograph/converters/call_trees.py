@@ -223,7 +223,7 @@ class CallTreesConverter(Converter):
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
-        node.attr = self._mangle(node.attr)
+        node.attr = attr = self._mangle(node.attr)
         parent = self.parents.get(node)
         above = parent
         while isinstance(above, ast.Attribute):
@@ -231,7 +231,7 @@ class CallTreesConverter(Converter):
         if parent is None or not isinstance(node.ctx, ast.Load) or \
                 isinstance(above, (ast.MatchValue, ast.MatchClass, ast.MatchMapping)) or \
                 isinstance(parent, ast.Call) and parent.func is node and \
-                node.attr not in _CALLED_METADATA or root_name(node.value) in _LIBRARY_NAMES:
+                attr not in _CALLED_METADATA or root_name(node.value) in _LIBRARY_NAMES:
             return node
         # an NDArray's attributes on a Symbol, properties of user classes
         # (NOTE [autograph indexing]); a pattern's (case Mode.A:, case self.Kind():,

@@ -2,6 +2,7 @@
 loop collects, their appends made step outputs (one ending a ``for`` step after a break made a
 function of the step's end), and ``items[i]`` of one made ``item``."""
 import ast
+from typing import Any
 
 from ..pyct.static_analysis.activity import assigned_names, scoped
 from ..pyct.templates import runtime_call, thunk
@@ -24,7 +25,7 @@ def appended_name(statement):
 def collected_lists(func):
     """For each loop whose jumps became flags: the names its body appends to by a statement
     of the body itself (once per step), that the body neither assigns nor reads otherwise."""
-    collected = {}
+    collected: dict = {}
     for function in walk(func):     # (a nested helper's own loops too: round 31ag)
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             _collected_in(function, collected)
@@ -60,12 +61,13 @@ def appended_in_clauses(loop, names, where):
     ``file:line: source``): no statement of the step, not collected (Python runs it on a step
     whose ``try`` raised, where a graph's step records no row), refused with that reason
     (``no_outer_lists``)."""
-    found = []
+    found: list = []
     for node in scoped(loop.body):
         if not isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             continue
-        for kind, block in [("finally", node.finalbody)] + [
-                ("except clause", h.body) for h in node.handlers]:
+        clauses: Any = node       # (a Try or TryStar)
+        for kind, block in [("finally", clauses.finalbody)] + [
+                ("except clause", h.body) for h in clauses.handlers]:
             for statement in scoped(block):
                 name = appended_name(statement)
                 if name in names and name not in dict(found):
