@@ -31,7 +31,12 @@ REFUSED = {
     "Q59ExtendInTensorLoop": "changes the list 'outs' from outside it",
     "Q70AttrAugAssignInLoop": "its body assigns attributes or items",
     "Q87ConditionalAppend": "changes the list 'outs' from outside it",
-    "Q88PythonCounterInTensorLoop": "variable 'k' changes in this for loop on a tensor"}
+    "Q88PythonCounterInTensorLoop": "variable 'k' changes in this for loop on a tensor",
+    "Q112HelperObjectMutatedInTensorIf": "its branches assign attributes or items",
+    "Q113LambdaInTensorIfBranches": "variable 'f' is the Python value a lambda",
+    "Q114MatchGuardOnTensor": "this case's guard is a tensor condition",
+    "Q119AugAssignListOfArraysPython": "a graph cannot change an array in place",
+    "Q128OptionalStateInTensorLoop": "is the Python value None before or after a step"}
 
 
 class Fc(HybridBlock):
@@ -1350,6 +1355,250 @@ class Q110TryYieldNestedIf(HybridBlock):
                 except IndexError:
                     yield x[0] * 0
         return F.stack(*rows()).sum(axis=0)
+
+
+
+class _Counter:
+    def __init__(self):
+        self.k = 0
+
+    def scaled(self, v):
+        return v * 2
+
+
+@program(*SEQ)
+class Q111HelperObjectMethodPure(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        c = _Counter()
+        h = F.zeros((3,))
+        for r in x:
+            h = c.scaled(h) * 0.25 + r
+        return h
+
+
+@program(*SEQ)
+class Q112HelperObjectMutatedInTensorIf(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        c = _Counter()
+        if F.sum(x) > 0:
+            c.k = 2
+        return x * (c.k + 1)
+
+
+@program(*SEQ)
+class Q113LambdaInTensorIfBranches(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if F.sum(x) > 0:
+            f = lambda v: v * 2
+        else:
+            f = lambda v: v - 1
+        return f(x)
+
+
+@program(*SEQ)
+class Q114MatchGuardOnTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        kind = "a"
+        match kind:
+            case "a" if F.sum(x) > 0:
+                return x * 2
+            case _:
+                return x * 3
+
+
+@program(*SEQ)
+class Q115WalrusInIfUsedAfter(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        if (m := F.max(x)) > 0.5:
+            h = h + m
+        return h * m
+
+
+@program(*SEQ)
+class Q116ReturnInsideWhile(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+        i = F.zeros((1,))
+        while i < 5:
+            gluon_cf.max_iterations(5)
+            h = h * 1.3 + 0.1
+            i = i + 1
+            if F.sum(h) > 2:
+                return h, i
+        return h * -1, i
+
+
+@program(*SEQ)
+class Q117RecursiveClosureFib(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        def fib(n):
+            return x[0] * 0 + 1 if n < 2 else fib(n - 1) + fib(n - 2)
+        return fib(5) * x
+
+
+@program(*SEQ)
+class Q118ClosureOverLoopIndexPythonRange(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        fs = []
+        for t in range(3):
+            fs.append(lambda v: v * t)
+        return sum(f(x) for f in fs)
+
+
+@program(*SEQ)
+class Q119AugAssignListOfArraysPython(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        acc = [x * 0, x * 0]
+        for k in range(2):
+            acc[k] += x * (k + 1)
+        return acc[0] + acc[1]
+
+
+def _oracle119(self, F, x, **params):
+    acc = [x * 0, x * 0]
+    for k in range(2):
+        acc[k] = acc[k] + x * (k + 1)
+    return acc[0] + acc[1]
+
+
+Q119AugAssignListOfArraysPython.oracle_where_plain_fails = _oracle119
+
+
+@program(*SEQ)
+class Q120TryExceptKeyErrorDictInLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        st = {}
+        h = F.zeros((3,))
+        for r in x:
+            try:
+                prev = st["h"]
+            except KeyError:
+                prev = h
+            h = prev * 0.5 + r
+        return h
+
+
+@program(*SEQ)
+class Q121NestedComprehensionsRows(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return F.stack(*[F.stack(*[v * k for k in range(2)]).sum(axis=0)
+                         for v in x]).sum(axis=0)
+
+
+@program(*SEQ)
+class Q122GeneratorClosureOverState(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = x[0] * 1
+
+        def gen():
+            for k in range(2):
+                yield h * k
+        first = F.stack(*gen())
+        h = h + 1
+        second = F.stack(*gen())
+        return first + second
+
+
+@program(*SEQ)
+class Q123ChainedCompareThreeTensors(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        a, b, c = F.min(x), F.mean(x), F.max(x)
+        if a <= b <= c:
+            return x * 2
+        return x
+
+
+@program(*SEQ)
+class Q124BreakInPythonLoopInsideTensorLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for r in x:
+            for k in range(5):
+                if k == 2:
+                    break
+                h = h + r * k
+        return h
+
+
+@program(*SEQ)
+class Q125StaticmethodHelper(HybridBlock):
+    @staticmethod
+    def _cell(F, h, r):
+        return F.tanh(h + r)
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for r in x:
+            h = self._cell(F, h, r)
+        return h
+
+
+@program(*SEQ)
+class Q126PropertyReadInLoop(HybridBlock):
+    @property
+    def decay(self):
+        return 0.7
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for r in x:
+            h = h * self.decay + r
+        return h
+
+
+@program(*SEQ)
+class Q127IsNoneCheckState(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = None
+        for t in range(x.shape[0]):
+            h = x[t] if h is None else h * 0.5 + x[t]
+        return h
+
+
+@program(*SEQ)
+class Q128OptionalStateInTensorLoop(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = None
+        for r in x:
+            h = r if h is None else h + r
+        return h
+
+
+@program(*SEQ)
+class Q129SumStartTensor(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        outs = []
+        for r in x:
+            outs.append(r)
+        return sum(outs, x[0] * 10)
+
+
+@program(*SEQ)
+class Q130DivmodPython(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        q, rem = divmod(x.shape[0], 2)
+        return x * q + rem
 
 
 _classified = hostile_harness.cached_classifier(PROGRAMS, [__file__], export=False)
