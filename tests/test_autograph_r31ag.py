@@ -7,6 +7,7 @@ hybridized, values and gradients (``hostile_harness.classify``)."""
 import contextlib
 
 import mxnet as mx
+import numpy as np
 import pytest
 from mxnet.gluon import HybridBlock
 
@@ -103,13 +104,52 @@ class DtypeCalled(HybridBlock):
         return x * x.dtype(2)
 
 
-def test_dtype_called_on_a_symbol_is_refused_at_the_line():
-    result = hostile_harness.classify(DtypeCalled, SEQ, FILES, export=False)
-    assert result["eager"] == ("equal", ""), result
-    err = hostile_harness.hybridized_error(DtypeCalled, *SEQ[0])
+class DtypeOfCast(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        y = x.astype("float64")
+        return (y * y.dtype(3) + (y.dtype == np.float64)).astype("float32")
+
+
+class DtypeInLoopBody(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        h = F.zeros((3,))
+        for r in x:
+            h = h + r * r.dtype(2)
+        return h
+
+
+class DtypeBranch(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if x.dtype == np.float64:
+            return x * 2
+        return x * 3
+
+
+@pytest.mark.parametrize("cls", [DtypeCalled, DtypeOfCast], ids=lambda c: c.__name__)
+def test_dtype_read_where_the_traced_inputs_give_it_equals_python(cls):
+    result = hostile_harness.classify(cls, SEQ, FILES, export=False)
+    assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result
+
+
+def test_dtype_read_makes_a_graph_per_input_dtype():
+    net = DtypeBranch()
+    net.initialize()
+    net.hybridize()
+    for dtype, want in (("float32", 3), ("float64", 2), ("float32", 3), ("float16", 3)):
+        out = net(mx.nd.ones((2,), dtype=dtype))
+        assert out.dtype == np.dtype(dtype) and (out.asnumpy() == want).all(), (dtype, out)
+
+
+def test_dtype_in_a_loop_body_is_refused_at_the_line():
+    result = hostile_harness.classify(DtypeInLoopBody, SEQ, FILES, export=False)
+    assert result["eager"] == ("equal", "") and result["hybrid"][0] == "refused", result
+    err = hostile_harness.hybridized_error(DtypeInLoopBody, *SEQ[0])
     assert isinstance(err, gluon_cf.AutographError), repr(err)
-    line = hostile_harness.line_in(__file__, "x.dtype(2)", DtypeCalled)
-    assert str(err).startswith(f"{__file__}:{line}: ") and "F.cast" in str(err), str(err)
+    line = hostile_harness.line_in(__file__, "r.dtype(2)", DtypeInLoopBody)
+    assert str(err).startswith(f"{__file__}:{line}: ") and "before the loop" in str(err)
 
 
 class DictSetitem(HybridBlock):
