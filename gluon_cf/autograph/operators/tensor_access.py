@@ -125,8 +125,9 @@ def attribute(value, name, where):
                 f"or if on a tensor, or of a size known only when the graph runs, as a "
                 f"boolean_mask's); read it before the loop or if (n = x.shape[0]), or use "
                 f"{NDARRAY_ONLY[name]}")
-        if name == "dtype" and static_dtype(value, where) is not None:
-            return static_dtype(value, where)   # (x.dtype(2): NOTE [graphs traced for ...])
+        dtype = static_dtype(value, where) if name == "dtype" else None
+        if dtype is not None:       # (x.dtype(2): NOTE [graphs traced for input shapes])
+            return dtype
         instead = NDARRAY_ONLY.get(name)
         if instead is not None:
             raise AutographError(
