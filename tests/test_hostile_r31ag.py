@@ -1,10 +1,10 @@
-"""Hostile round 31ag, issue 24: TF2, PyTorch and JAX code ported into autograph
-HybridBlocks (closures over loop variables, nested helpers changing state, generators,
-comprehensions over tensors, try/except/finally in tensor loops, walrus, match, chained
-comparisons on tensors, early returns from loops, augmented assignment to containers,
-default arguments capturing loop values, recursion in helpers). Each equals plain Python on
-NDArrays, eager and hybridized, values and gradients, or is refused hybridized at the user's
-line (``REFUSED``: the text its AutographError holds)."""
+"""Hostile round 31ag, issue 24 (more in ``test_hostile_r31ag_b.py``): TF2, PyTorch and JAX
+code ported into autograph HybridBlocks (closures over loop variables, nested helpers changing
+state, generators, comprehensions over tensors, try/except/finally in tensor loops, walrus,
+match, chained comparisons on tensors, early returns from loops, augmented assignment to
+containers, default arguments capturing loop values, recursion in helpers). Each equals plain
+Python on NDArrays, eager and hybridized, values and gradients, or is refused hybridized at
+the user's line (``REFUSED``: the text its AutographError holds)."""
 import contextlib
 import functools
 
@@ -30,53 +30,6 @@ REFUSED = {
     "Q55AugAssignPreallocItem": "its body assigns attributes or items",
     "Q58HelperMutatesPassedDict": "this statement assigns an item of a dict",
     "Q59ExtendInTensorLoop": "changes the list 'outs' from outside it"}
-
-
-class Fc(HybridBlock):
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.fc = nn.Dense(3, in_units=3)
-"""Hostile round 31ag, issue 24: TF2, PyTorch and JAX code ported into autograph
-HybridBlocks (closures over loop variables, nested helpers changing state, generators,
-comprehensions over tensors, try/except/finally in tensor loops, walrus, match, chained
-comparisons on tensors, early returns from loops, augmented assignment to containers,
-default arguments capturing loop values, recursion in helpers). Each equals plain Python on
-NDArrays, eager and hybridized, values and gradients, or is refused hybridized at the user's
-line (``REFUSED``: the text its AutographError holds)."""
-import contextlib
-import functools
-
-import pytest
-from mxnet.gluon import HybridBlock, nn
-
-import gluon_cf
-from gluon_cf import autograph
-
-import hostile_harness
-
-PROGRAMS, program = hostile_harness.program_registry()
-rand, floats = hostile_harness.rand, hostile_harness.floats
-SEQ = ([rand(4, 3, seed=1)], [rand(1, 3, seed=2)], [rand(5, 3, seed=3)])
-MSK = ([rand(4, 3, seed=5), floats(1, 0, 1, 1)], [rand(3, 3, seed=7), floats(0, 0, 0)],
-       [rand(2, 3, seed=6), floats(1, 1)])
-PAIR = ([rand(4, 3, seed=12), rand(4, 3, seed=13)], [rand(2, 3, seed=14), rand(2, 3, seed=15)])
-TOL = (1e-5, 1e-6)
-REFUSED = {
-    "Q47ReturnInsideTryInLoop": "inside a try whose finally assigns 'h'",
-    "Q49NonlocalCounterHelper": "variable 'n' (read by the function 'tick'",
-    "Q51FilteredComprehensionOnTensor": "this comprehension's if tests a tensor",
-    "Q55AugAssignPreallocItem": "its body assigns attributes or items",
-    "Q58HelperMutatesPassedDict": "this statement assigns an item of a dict",
-    "Q59ExtendInTensorLoop": "changes the list 'outs' from outside it",
-    "Q70AttrAugAssignInLoop": "its body assigns attributes or items",
-    "Q87ConditionalAppend": "changes the list 'outs' from outside it",
-    "Q88PythonCounterInTensorLoop": "variable 'k' changes in this for loop on a tensor",
-    "Q112HelperObjectMutatedInTensorIf": "its branches assign attributes or items",
-    "Q113LambdaInTensorIfBranches": "variable 'f' is the Python value a lambda",
-    "Q114MatchGuardOnTensor": "this case's guard is a tensor condition",
-    "Q119AugAssignListOfArraysPython": "a graph cannot change an array in place",
-    "Q128OptionalStateInTensorLoop": "is the Python value None before or after a step"}
 
 
 class Fc(HybridBlock):
