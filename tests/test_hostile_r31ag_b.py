@@ -8,20 +8,15 @@ import contextlib
 import functools
 
 import pytest
-from mxnet.gluon import HybridBlock, nn
+from mxnet.gluon import HybridBlock
 
 import gluon_cf
 from gluon_cf import autograph
 
 import hostile_harness
+from test_hostile_r31ag import SEQ, TOL, Fc
 
 PROGRAMS, program = hostile_harness.program_registry()
-rand, floats = hostile_harness.rand, hostile_harness.floats
-SEQ = ([rand(4, 3, seed=1)], [rand(1, 3, seed=2)], [rand(5, 3, seed=3)])
-MSK = ([rand(4, 3, seed=5), floats(1, 0, 1, 1)], [rand(3, 3, seed=7), floats(0, 0, 0)],
-       [rand(2, 3, seed=6), floats(1, 1)])
-PAIR = ([rand(4, 3, seed=12), rand(4, 3, seed=13)], [rand(2, 3, seed=14), rand(2, 3, seed=15)])
-TOL = (1e-5, 1e-6)
 REFUSED = {
     "Q70AttrAugAssignInLoop": "its body assigns attributes or items",
     "Q87ConditionalAppend": "changes the list 'outs' from outside it",
@@ -31,13 +26,6 @@ REFUSED = {
     "Q114MatchGuardOnTensor": "this case's guard is a tensor condition",
     "Q119AugAssignListOfArraysPython": "a graph cannot change an array in place",
     "Q128OptionalStateInTensorLoop": "is the Python value None before or after a step"}
-
-
-class Fc(HybridBlock):
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.fc = nn.Dense(3, in_units=3)
 
 
 @program(*SEQ)
