@@ -286,3 +286,17 @@ class GeneratorSuppress(HybridBlock):
 def test_int_index_in_a_try_of_a_generator_equals_python(cls):
     result = hostile_harness.classify(cls, SEQ, FILES, export=False)
     assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result
+
+
+class PowModList(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return pow(items, 2, 3)
+
+
+def test_three_argument_pow_of_a_collected_list_is_pythons_type_error():
+    result = hostile_harness.classify(PowModList, SEQ, FILES, export=False)
+    assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result

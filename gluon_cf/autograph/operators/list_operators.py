@@ -17,7 +17,10 @@ def _name(value):
 
 
 def _binary(symbol, name):
-    def left(self, other):
+    def left(self, other, *modulo):
+        if modulo:      # (pow(items, 2, 3))
+            raise TypeError(f"unsupported operand type(s) for ** or pow(): '{_name(self)}', "
+                            f"'{_name(other)}', '{_name(modulo[0])}'")
         if isinstance(other, mx.sym.Symbol) and hasattr(type(other), f"__r{name}__"):
             # (the array's own reflected operator's TypeError for a list)
             getattr(type(other), f"__r{name}__")(other, [])
