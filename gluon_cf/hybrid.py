@@ -510,7 +510,11 @@ _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitio
 #     call with other input shapes switches to the graph traced for them, tracing it the first
 #     time (:func:`_graph_for_shapes`; up to ``_MAX_GRAPHS`` kept, as a CachedOp keeps one
 #     plan per shape). ``export`` of such a graph is refused (the symbol file would run it on
-#     any shape). ``hybridize()`` again, ``cast`` and the like clear them all.
+#     any shape). ``hybridize()`` again, ``cast`` and the like clear them all. A graph traced
+#     so is one for the input dtypes too, and ``x.dtype`` read by converted code where the
+#     traced inputs' dtypes give it (:func:`static_dtype`, ``x.dtype(2)``, ``if x.dtype ==
+#     np.float64:``) makes the graph one for them likewise (round 31ag: it was MXNet's
+#     AttributeError of a Symbol).
 #     Likewise converted code reading ``autograd.is_training()`` or ``is_recording()`` (a
 #     PyTorch ``if self.training:``) while the graph is traced makes it a graph for that
 #     mode (``_gluon_cf_traced_mode``, :func:`autograd_mode_read`): a call in another mode
@@ -528,6 +532,10 @@ def _input_shapes(args):
     return tuple(a.shape for a in _block._flatten(args, "input")[0] if a is not None)
 
 
+def _input_dtypes(args):
+    return tuple(a.dtype for a in _block._flatten(args, "input")[0] if a is not None)
+
+
 def _get_graph(self, *args):
     """``HybridBlock._get_graph``: the trace knows the shapes of the inputs it is traced for
     (NOTE [graphs traced for input shapes])."""
@@ -537,7 +545,7 @@ def _get_graph(self, *args):
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(TRACED, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
-    dtypes = tuple(a.dtype for a in _block._flatten(args, "input")[0] if a is not None)
+    dtypes = _input_dtypes(args)
     trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
                              "dtypes": dict(zip(names, dtypes)),
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
@@ -552,7 +560,7 @@ def _get_graph(self, *args):
         self._cached_graph = ()         # (refused: the next call traces again)
         raise
     if trace["read"] is not None:
-        self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"])
+        self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"], dtypes)
     else:
         self.__dict__.pop("_gluon_cf_traced_shapes", None)
     if trace["mode"] is not None:     # (and the inputs, for export to trace predict mode's)
@@ -575,8 +583,8 @@ def _graph_for_shapes(block, args):
     moded = block.__dict__.get("_gluon_cf_traced_mode")
     if traced is None and moded is None:
         return
-    current = (None if traced is None else traced[0], None if moded is None else moded[0])
-    key = (None if traced is None else _input_shapes(args),
+    current = (None if traced is None else traced[0::2], None if moded is None else moded[0])
+    key = (None if traced is None else (_input_shapes(args), _input_dtypes(args)),
            None if moded is None else _autograd_mode())
     if key == current:
         return
@@ -632,9 +640,10 @@ def _export(self, path, *args, **kwargs):
         where = traced[1][:-1] if traced[1].endswith(":") else traced[1]   # (no "::")
         raise ValueError(
             f"{where}: the shape read here while hybridizing makes the block's graph one "
-            f"for the input shapes it was traced for ({', '.join(map(str, traced[0]))}; the "
-            f"block traces a graph per input shape), and an exported graph would run them on "
-            f"inputs of any shape. To export, take shapes from arrays in the graph "
+            f"for the input shapes it was traced for "
+            f"({', '.join(map(str, traced[0]))}; the block traces a graph per input shape and "
+            f"dtype), and an exported graph would run them on inputs of any shape. To export, "
+            f"take shapes from arrays in the graph "
             f"(F.shape_array, F.zeros_like, F.reshape_like, reshape with 0 and -1, "
             f"gluon_cf.foreach over the rows)")
     return _original_export(self, path, *args, **kwargs)

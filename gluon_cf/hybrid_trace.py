@@ -8,7 +8,7 @@ import warnings
 import mxnet as mx
 
 __all__ = ["TRACED", "autograd_mode_read", "check_shapes", "graph_traced", "shape_checked",
-           "shape_hint", "static_dtypes", "static_shape"]
+           "shape_hint", "static_dtype", "static_dtypes", "static_shape"]
 
 TRACED = threading.local()   # .trace: the dict of the block's trace running on this thread
 
@@ -110,6 +110,19 @@ def shape_hint(variable, shape_of):
     if trace is not None and variable.get_children() is None and \
             len(variable.list_outputs()) == 1:
         trace.setdefault("hints", {})[variable.name] = shape_of
+
+
+def static_dtype(symbol, where):
+    """``symbol.dtype`` (NDArray's: a numpy type) in the block's graph being traced, from the
+    dtypes of the inputs it is traced for, or None; given, the graph is one for those input
+    shapes and dtypes (``where`` read it: NOTE [graphs traced for input shapes])."""
+    trace = getattr(TRACED, "trace", None)
+    types = static_dtypes([symbol])
+    if trace is None or types is None:
+        return None
+    if trace["read"] is None:
+        trace["read"] = where
+    return types[0]
 
 
 def static_dtypes(symbols):

@@ -57,7 +57,10 @@ NOTE [autograph lists]
     a method call (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is
     an AutographError (``outer_lists.no_outer_lists``): traced once, it would happen once,
     whatever the condition; a step reading the list it appends to is told so (no step sees
-    earlier items)."""
+    earlier items), and so is a step appending in a ``try``'s ``finally`` or ``except`` (no
+    statement of the step: Python runs it on a step whose ``try`` raised). A nested
+    function's own loops collect the lists that function makes, as the converted function's
+    do (round 31ag: a ``scan`` helper written inside ``hybrid_forward`` was refused)."""
 import linecache
 import operator
 from typing import List, Optional
@@ -70,6 +73,7 @@ from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
                       region_at)
 from .caught_errors import past_known_length
+from .list_operators import add_refused_operators
 from .item_check import checked_item, list_index, rows_alike, summed
 
 
@@ -88,6 +92,7 @@ def _line_here():
     return here
 
 
+@add_refused_operators
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of one
     array (the loop's stacked step outputs), their number ``n_items`` (an int, or a one-element

@@ -56,7 +56,7 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ...hybrid_trace import autograd_mode_read, graph_traced, static_shape
+from ...hybrid_trace import autograd_mode_read, graph_traced, static_dtype, static_shape
 from ..errors import AutographError, op_name
 from .caught_errors import checked_ints
 from .py_builtins import one_output, python_type
@@ -74,8 +74,9 @@ NDARRAY_ONLY = {
              "and -1",
     "ndim": "ops that do not need it (reshape with 0 and -1, F.expand_dims)",
     "size": "F.size_array(x)",
-    "dtype": "ops that keep the input's type (F.zeros_like, F.cast), or pass the dtype to "
-             "the block",
+    "dtype": "x.dtype read before the loop or if on a tensor (where the inputs the graph "
+             "is traced for give it), ops that keep the input's type (F.zeros_like, F.cast), "
+             "or pass the dtype to the block",
     "context": "F.zeros_like(x) and F.ones_like(x) (made where x is) instead of ctx=",
     "ctx": "F.zeros_like(x) and F.ones_like(x) (made where x is) instead of ctx=",
     "grad": "autograd outside the block",
@@ -124,6 +125,9 @@ def attribute(value, name, where):
                 f"or if on a tensor, or of a size known only when the graph runs, as a "
                 f"boolean_mask's); read it before the loop or if (n = x.shape[0]), or use "
                 f"{NDARRAY_ONLY[name]}")
+        dtype = static_dtype(value, where) if name == "dtype" else None
+        if dtype is not None:       # (x.dtype(2): NOTE [graphs traced for input shapes])
+            return dtype
         instead = NDARRAY_ONLY.get(name)
         if instead is not None:
             raise AutographError(

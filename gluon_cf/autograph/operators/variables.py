@@ -159,6 +159,8 @@ def _in_python_types(err, *operands):
         python = getattr(type(value), "python_type", None)
         if python is not None:
             text = text.replace(f"'{type(value).__name__}'", f"'{python.__name__}'")
+            # (a Symbol's own: type <class 'gluon_cf....StepList'> not supported)
+            text = text.replace(str(type(value)), str(python))
     return err if text == str(err) else TypeError(text)
 
 
