@@ -137,3 +137,97 @@ def test_the_users_foreach_over_no_row_fails_exported_as_hybridized(tmp_path):
         outs, h = run(x, m)
         np.testing.assert_allclose(outs, 2 * kept, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(h, kept.sum(axis=0), rtol=1e-5, atol=1e-6)
+
+
+# ---- while_loops of no step whose rows only running func could tell ---------------------------
+
+class _KeptPlusT(mx.gluon.HybridBlock):
+    """A step row ``kept + t``: inference reads kept's 0 rows as unknown and answers t's."""
+    def hybrid_forward(self, F, x, m, t):
+        kept = F.contrib.boolean_mask(x, m)
+        outs, _ = gluon_cf.while_loop(lambda i: i < F.sum(m).reshape((1,)),
+                                      lambda i: (kept + t, [i + 1]), [F.zeros((1,))],
+                                      max_iterations=3)
+        return outs
+
+
+def _kept_plus_t_oracle(x, m, t):
+    """numpy: ``kept + t`` for each step (as many as kept rows, here 2 = t's rows), zeros
+    after, up to 3 rows."""
+    kept, out = x[m > 0], np.zeros((3,) + t.shape, np.float32)
+    for i in range(min(len(kept), 3)):
+        out[i] = kept + t
+    return out
+
+
+def test_a_no_step_row_inferred_only_with_the_0_read_as_unknown_is_refused(tmp_path):
+    """kept (0, 4) + t (2, 4) infers (2, 4) with the 0 read as unknown and made 2; the loop of
+    no step gave (3, 2, 4) zeros hybridized and exported, where a step's add has no shape.
+    Now refused at the loop's line on every call, whatever came before, in all three; two
+    rows kept equal numpy."""
+    import onnxruntime as ort
+    from gluon_cf.errors import ZeroSizeError
+    from gluon_cf.export import ArtifactError
+    rng = np.random.RandomState(3)
+    t = rng.uniform(-1, 1, (2, 4)).astype(np.float32)
+    net = _KeptPlusT()
+    net.hybridize()
+    first = [rng.uniform(-1, 1, (3, 4)).astype(np.float32), np.array([1, 0, 1], np.float32), t]
+    runs = _runs(net, first, {0: [0], 1: [0]}, tmp_path)
+    line = _line(_KeptPlusT, "outs, _ = gluon_cf.while_loop")
+    cases = [[rng.uniform(-1, 1, (len(f), 4)).astype(np.float32), np.array(f, np.float32), t]
+             for f in ([1, 1, 0], [0, 0, 0], [0, 1, 0, 1], [0], [1, 1])]
+    fresh = _KeptPlusT()
+    fresh.hybridize()
+    for block in (fresh, net):
+        for arrays in cases + cases[:2]:
+            if not arrays[1].any():
+                with pytest.raises(ZeroSizeError, match="while_loop at .*" + line):
+                    block(*[mx.nd.array(a) for a in arrays])
+                continue
+            got = block(*[mx.nd.array(a) for a in arrays]).asnumpy()
+            np.testing.assert_allclose(got, _kept_plus_t_oracle(*arrays), rtol=1e-5, atol=1e-6)
+    for arrays in cases:
+        for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                                     ArtifactError)):
+            if not arrays[1].any():
+                with pytest.raises(error, match=r"loop of no step at .*" + line):
+                    run(*arrays)
+                continue
+            got, = run(*arrays)
+            np.testing.assert_allclose(got, _kept_plus_t_oracle(*arrays), rtol=1e-5, atol=1e-6)
+
+
+class _StepOfPositivesOfAKeptRow(mx.gluon.HybridBlock):
+    """A step row whose width only its values tell: a boolean_mask of kept row 0."""
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)
+
+        def body(i):
+            row = F.take(kept, F.zeros((1,)), mode="clip").reshape((-1,))
+            return F.contrib.boolean_mask(row, row > 0).reshape((1, -1)), [i + 1]
+        outs, _ = gluon_cf.while_loop(lambda i: i < F.sum(m).reshape((1,)), body,
+                                      [F.zeros((1,))], max_iterations=2)
+        return outs
+
+
+def test_a_loop_of_no_step_never_runs_funcs_graph():
+    """Its step rows' shape is known only by running func: hybridized, func's graph ran once
+    on the initial vars for it (MXNet never runs func for no step) and gave zero rows shaped
+    by that run. Now refused at the loop's line, on every call; steps taken equal numpy."""
+    from gluon_cf.errors import ZeroSizeError
+    net = _StepOfPositivesOfAKeptRow()
+    net.hybridize()
+    line = _line(_StepOfPositivesOfAKeptRow, "outs, _ = gluon_cf.while_loop")
+    x = np.array([[1, -1, 2], [3, 4, -5], [-1, 2, 2]], np.float32)
+    for flags in ([0, 0, 0], [1, 0, 1], [0, 0, 0], [0, 1, 0]):
+        m = np.array(flags, np.float32)
+        if not m.any():
+            with pytest.raises(ZeroSizeError, match="while_loop at .*" + line):
+                net(mx.nd.array(x), mx.nd.array(m))
+            continue
+        row = x[m > 0][0]
+        want = np.zeros((2, 1, (row > 0).sum()), np.float32)
+        want[:min(2, int(m.sum()))] = row[row > 0]
+        np.testing.assert_allclose(net(mx.nd.array(x), mx.nd.array(m)).asnumpy(), want,
+                                   rtol=1e-5, atol=1e-6)

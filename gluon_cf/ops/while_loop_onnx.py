@@ -413,6 +413,8 @@ def onnx_pad_rows(node, stacked, dtypes, exact=False):
     else:
         then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, [], count)
 
+    then_graph = _refused_where_gluon_refuses(node, then_graph, rows, dtypes)
+
     # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
     pad = Emitter(f"{node.name}_padded")
     missing = pad.add("Sub", [pad.const([count]), rows])
@@ -430,3 +432,42 @@ def onnx_pad_rows(node, stacked, dtypes, exact=False):
         value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
 
     node.add("If", [no_step], outputs, then_branch=then_graph, else_branch=pad_graph)
+
+
+def _refused_where_gluon_refuses(node, then_graph, rows, dtypes):
+    """``then_graph`` (the zero rows of a loop of no step) failing in a Gather named after the
+    loop's line where Gluon refuses the call, as ``inferred_step_rows`` answers on the call's
+    input shapes (``gluon_infers``): hybridized, such a loop raises at its line and never runs
+    func (NOTE [loops of no step]); its zero rows of planned shapes were given here (a
+    ``kept + t`` of kept rows (0, 4) and t (2, 4): (3, 2, 4) zeros, round 31x)."""
+    from onnx import TensorProto, helper
+
+    from gluon_cf.errors import where_created
+    from gluon_cf.graph import decode
+    from gluon_cf.export.onnx_kit import Emitter
+
+    infers = gluon_infers(node, node)
+    if infers is True:
+        return then_graph
+    where = where_created(decode(node.kind, node.node.attrs["spec"])) or \
+        node.where().rstrip(": ")
+    guard = f"{node.name}/no_step_gives_no_output_shape" + (
+        f" (the body of a loop of no step at {where})" if where else "")
+    check = Emitter(f"{node.name}_no_step_check")
+    past = check.add("Sub", [check.add("Add", [rows, check.const([1])]), rows])   # (1, unfolded)
+    if infers is not False:   # (0 where Gluon infers)
+        past = check.add("Mul", [past, check.add("Reshape", [check.add(
+            "Cast", [check.add("Not", [infers])], to=TensorProto.INT64), check.const([1])])])
+    check.nodes.append(helper.make_node(
+        "Gather", [check.const(np.zeros(1, np.int64)), past], [guard], name=guard))
+    outputs = []
+    for info, dtype in zip(list(then_graph.output), dtypes):
+        zero = check.add("Cast", [guard], to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+        outputs.append(check.add("Add", [info.name, zero]))
+    nodes = check.nodes[:-2 * len(outputs)] + list(then_graph.node) + \
+        check.nodes[-2 * len(outputs):]
+    del then_graph.node[:]
+    then_graph.node.extend(nodes)
+    for info, name in zip(then_graph.output, outputs):
+        info.name = name
+    return then_graph
