@@ -378,3 +378,59 @@ class KeptRowPairsOfRunTimeWidth(gluon.HybridBlock):
             doubles.append(F.concat(r, r, dim=0))
         base = F.zeros_like(F.take(x, F.zeros((1,)))).reshape((-1,))
         return F.concat(base, *singles, dim=0), F.concat(base, base, *doubles, dim=0)
+
+
+# ---- collected lists backwards and sliced -----------------------------------------------------
+
+@program(_masks())
+class CollectedRowsBackwards(gluon.HybridBlock):
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, m):
+        outs = []
+        for r in x:
+            outs.append(r * 2 + 1)
+        return F.stack(*outs[::-1])
+
+
+@program(_masks())
+class KeptRowsBackwardsAfterOne(gluon.HybridBlock):
+    """Backwards with an earlier item; a mask keeping none leaves that one item."""
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, m):
+        outs = [F.ones((W,))]
+        for r in F.contrib.boolean_mask(x, m):
+            outs.append(F.tanh(r))
+        return F.stack(*outs[::-1], axis=1)
+
+
+@program(_masks())
+class KeptRowsBackwardsNoneKeptFails(gluon.HybridBlock):
+    """Backwards, nothing else: a mask keeping none stacks no item (Python's error)."""
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, m):
+        outs = []
+        for r in F.contrib.boolean_mask(x, m):
+            outs.append(r - 1)
+        return F.stack(*outs[::-1]).sum(axis=0)
+
+
+@program(_masks())
+class EveryOtherCollectedRow(gluon.HybridBlock):
+    """``outs[::2]``: hybridizes per input shape; export refuses at the line."""
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, m):
+        outs = []
+        for r in x:
+            outs.append(r + 1)
+        return F.stack(*outs[::2])
+
+
+@program(_masks())
+class ReversedTailOfCollectedRows(gluon.HybridBlock):
+    """``reversed(outs[1:])`` after a first item: export refuses at the line."""
+    @gluon_cf.autograph
+    def hybrid_forward(self, F, x, m):
+        outs = [F.zeros((W,))]
+        for r in x:
+            outs.append(r * 3)
+        return F.stack(*reversed(outs[1:]))
