@@ -3,6 +3,7 @@ of a width known only at run time, exported (NOTE [rows of none of a run-time wi
 ``gluon_cf/ops/foreach_onnx.py``), and the user's own foreach over data of no row, exported.
 """
 import inspect
+import os
 
 import mxnet as mx
 import numpy as np
@@ -10,12 +11,13 @@ import pytest
 
 import gluon_cf
 from test_export_r28x import _runs
+from test_export_r30x import _CollectPositivePartsOfKeptRows   # (a width only a run tells)
 
 
 def _line(cls, text):
     lines, first = inspect.getsourcelines(cls.hybrid_forward)
-    return r"test_export_r31x\.py:%d" % (first + next(k for k, t in enumerate(lines)
-                                                      if text in t))
+    name = os.path.basename(inspect.getsourcefile(cls)).replace(".", r"\.")
+    return r"%s:%d" % (name, first + next(k for k, t in enumerate(lines) if text in t))
 
 
 class _CollectRowsOfRunTimeWidth(mx.gluon.HybridBlock):
@@ -56,16 +58,6 @@ def test_rows_of_run_time_width_over_a_mask_keeping_none_export_as_gluon(tmp_pat
             got, = run(*arrays)
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-
-
-class _CollectPositivePartsOfKeptRows(mx.gluon.HybridBlock):
-    """A collected row of a width only running the body tells: Gluon refuses no row."""
-    @gluon_cf.autograph
-    def hybrid_forward(self, F, x, m):
-        items = []
-        for r in F.contrib.boolean_mask(x, m):
-            items.append(F.contrib.boolean_mask(r, r > 0))
-        return F.concat(F.zeros((1,)), *items, dim=0)
 
 
 def _positives(arrays):
