@@ -16,6 +16,7 @@ from ..checks import (LoopVarShapeChange, arrays_only, check_arity, check_callab
                       flatten_argument, mismatch, mode_of, not_hybridizable, op_at,
                       pred_shape_error, pred_value, scalar_pred_shape, stack_steps)
 from .._typing import Array, Arrays
+from ..errors import ZeroSizeError
 from ..zero_size import eagerly
 from . import eager_loops
 from .loops import (NOT_ZERO, inferred_step_rows, keeping_shapes, loop_batching_rule,
@@ -123,12 +124,16 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     MXNet's: calling it would repeat its Python side effects and, inside a recursive function,
 #     make the recursive calls of a step that does not exist (a function whose base case is an
 #     empty loop would never end). What its step outputs would have been is then known only
-#     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``;
-#     only when a body's shapes depend on run-time values is the body's *graph* run once,
-#     untracked, for them: no Python code runs; a loop of no step outputs never runs it: in a
-#     recursive function, a leaf's empty loop over its children whose inference failed on a
-#     malformed input ran its step's recursive calls 20,000 deep, 80 s, before the error,
-#     round 30r). Eagerly only calling func could tell, and
+#     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``).
+#     Where only running func could tell them (inference incomplete, or changing with a dim of
+#     0: NOTE [a dim of 0 read as unknown]), the call is refused at the loop's line on every
+#     call (``unknown_rows_of_no_step``): func's graph is not run either, as MXNet's symbolic
+#     loop never runs it for no step (its step outputs of unknown shape are then (1,) arrays
+#     of no defined value). Until round 31x its graph ran once, untracked: its operators on a
+#     value of no row gave what MXNet's kernels give on one ((0, 4) + (2, 4) ran as (2, 4),
+#     and MXNet aborted at exit on the array it made), and in a recursive function a leaf's
+#     empty loop ran its step's recursive calls 20,000 deep, 80 s (round 30r). Eagerly only
+#     calling func could tell, and
 #     MXNet 1.9.1's eager while_loop returns ``[]`` (its ``stacked_outputs`` of no step, not
 #     regrouped: a plain empty list whatever func returns), which gluon_cf returns too; code
 #     that may loop zero times and reads the step outputs runs hybridized (as it does under
@@ -139,6 +144,19 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     While a recursive function's signature is discovered (NOTE [recursion design]), a body
 #     that calls the function being discovered is the loop's non-recursive path: the loop
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
+
+
+def unknown_rows_of_no_step(where):
+    """The error of a hybridized loop of no step whose step outputs' shapes only running func
+    could tell (NOTE [loops of no step]), at the loop's line ``where``."""
+    return ZeroSizeError(
+        "gluon_cf.while_loop%s: the loop runs no step here (cond is false at once) and the "
+        "shapes of its step outputs are known only by running func (MXNet's inference of "
+        "func's graph on these inputs is incomplete, or changes with a dim of 0: a value of "
+        "no row, such as a boolean_mask keeping none); MXNet never runs func for a loop of no "
+        "step, and neither does gluon_cf; guard the loop with an if on the row count, or "
+        "return step outputs whose shapes do not follow a value of no row"
+        % (" at %s" % where if where else ""), located=bool(where))
 
 
 def _not_callable(func, where):
@@ -388,7 +406,7 @@ def _rows_swayed(node, in_shapes, func_out, num_out):
     dims = [registry.dims_of(s) if registry.is_dynamic(s) else None for s in in_shapes]
     if not any(d is not None and None in d for d in dims):
         return func_out
-    sized = [tuple(NOT_ZERO if x is None else x for x in d) if d is not None else s
+    sized = [tuple(NOT_ZERO[0] if x is None else x for x in d) if d is not None else s
              for s, d in zip(in_shapes, dims)]
     try:
         other = node.graphs["func"].infer_shape(sized)[1]
@@ -487,7 +505,7 @@ class WhileLoopRule(registry.Rule):
             frame = frame.with_flags(self.slot_order(node.spec, frame.flags))
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
-        cond_g, func_g = node.graphs["cond"], node.graphs["func"]
+        cond_g = node.graphs["cond"]
         pad_to = _pad_to(node.spec)
 
         if _remat.applies(node.spec.get("remat")):
@@ -526,10 +544,8 @@ class WhileLoopRule(registry.Rule):
             warn_truncation(where, bound, node.spec.get("truncation_advice"))
         if outputs is None:   # no step ran (NOTE [loops of no step])
             outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
-        if outputs is None:   # shapes known only at run time: one untracked run of func's graph
-            with mx.autograd.pause(train_mode=mx.autograd.is_training()):
-                probe = yield func_g.run(list(inputs), frame, record=False)
-            outputs = zero_rows(probe[:num_out], pad_to)
+        if outputs is None:   # shapes only running func tells: never run (as MXNet's)
+            raise unknown_rows_of_no_step(where_made)
         return outputs + final
 
     def _remat_forward(self, node, inputs, frame, given):
@@ -565,9 +581,7 @@ class WhileLoopRule(registry.Rule):
         if outputs is None:   # no step ran (NOTE [loops of no step])
             outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
             if outputs is None:
-                with mx.autograd.pause(train_mode=mx.autograd.is_training()):
-                    probe = yield func_g.run(list(inputs), frame, record=False)
-                outputs = zero_rows(probe[:num_out], pad_to)
+                raise unknown_rows_of_no_step(where_made)
         return outputs + final
 
     def _no_step_outputs(self, node, inputs, pad_to):

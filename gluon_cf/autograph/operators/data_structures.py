@@ -235,10 +235,11 @@ class StepList:
         unpacked at once); else, for a step of 1, a list of the rows Python's slice keeps,
         however many the list holds when the graph runs (a cond on its count where it may
         hold fewer than the slice's bound)."""
-        n = None if unread and rows_slice(index) else self.known_length(where)
+        n = None if unread and (rows_slice(index) or _backwards(index)) else \
+            self.known_length(where)
         if n is not None:
             return self.rows_list(n, range(n)[index], where)
-        if index.step == -1 and index.start is None and index.stop is None:
+        if _backwards(index):
             # items[::-1]: a new list of the items backwards
             return StepList(mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed")),
                             self.n_items, self.where, self.most, self.least, self.stale)
@@ -553,6 +554,14 @@ def rows_slice(index):
     return isinstance(index, slice) and index.step in (None, 1) and not (
         index.start is not None and index.stop is not None and
         (index.start < 0) != (index.stop < 0))
+
+
+def _backwards(index):
+    """Whether ``index`` is ``[::-1]``: the rows backwards, their number unread (unpacked at
+    once, ``F.stack(*outs[::-1])``, it exported as the rows reversed; it read the input
+    shapes' count and export refused it, round 31x)."""
+    return isinstance(index, slice) and index.step == -1 and index.start is None and \
+        index.stop is None
 
 
 class ReversedItems(StepList):
