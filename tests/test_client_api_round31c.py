@@ -1,0 +1,264 @@
+"""Round 31c (issue 24, item 5): MXNet 1.9.1's client API on gluon_cf's ops: 0-d arrays given to
+a cond (hybridized, symbolic), the deferred-initialisation message of a block holding gluon_cf
+nodes, autograd's state after an op raises, and the first call of K mutual recursive
+functions."""
+import inspect
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon, nd
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf.node_shape_errors import ScalarInputError
+
+
+def _line(marker):
+    lines, _ = inspect.getsourcelines(inspect.getmodule(_line))
+    return "%s:%d" % (__file__, next(k + 1 for k, text in enumerate(lines)
+                                     if text.rstrip().endswith("# " + marker)))
+
+
+def _scalar():
+    return nd.array([3.0]).reshape(())
+
+
+# ---- a cond given a 0-d array: MXNet refuses at the call (hybridized) and forward (symbolic)
+
+class _Cond(HybridBlock):
+    def __init__(self, mxnet_own):
+        super().__init__()
+        self.mxnet_own = mxnet_own
+
+    def hybrid_forward(self, F, p, x):
+        cond = F.contrib.cond if self.mxnet_own else gluon_cf.cond
+        return cond(p, lambda: x * 2, lambda: x * 3)   # cond0d
+
+
+def _sym_cond(mxnet_own, p, x):
+    cond = mx.sym.contrib.cond if mxnet_own else gluon_cf.cond
+    out = cond(mx.sym.var("p"), lambda: mx.sym.var("x") * 2,   # sym0d
+               lambda: mx.sym.var("x") * 3)
+    out = out[0] if isinstance(out, list) else out
+    return out.bind(mx.cpu(), {"p": p, "x": x})
+
+
+CASES = {"pred": lambda: (_scalar(), nd.array([3.0])),
+         "input": lambda: (nd.array([1.0]), _scalar()),
+         "both": lambda: (_scalar(), _scalar())}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_0d_array_given_to_a_hybridized_cond_is_refused_at_the_call(case):
+    """Before: a 0-d predicate gave a value ([6.]) where MXNet's own cond raises at the call,
+    and a 0-d input failed only when the output was read, with MXNet's message."""
+    with pytest.raises(mx.MXNetError):   # (the oracle: MXNet's own, at the call)
+        mine = _Cond(True)
+        mine.hybridize()
+        mine(*CASES[case]())
+    block = _Cond(False)
+    block.hybridize()
+    with pytest.raises(ScalarInputError) as err:
+        block(*CASES[case]())
+    assert str(err.value).startswith("gluon_cf.cond at %s (node " % _line("cond0d")), err.value
+    assert "0-d" in str(err.value) and ("(pred)" in str(err.value)) == (case != "input")
+    assert isinstance(err.value, mx.MXNetError) and "::" not in str(err.value)
+    np.testing.assert_allclose(block(nd.array([1.0]), nd.array([3.0])).asnumpy(), [6.0])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_0d_array_given_to_a_symbolic_cond_is_refused_before_forward(case):
+    with pytest.raises(mx.MXNetError):
+        _sym_cond(True, *CASES[case]()).forward()[0].asnumpy()
+    with pytest.raises(ScalarInputError) as err:
+        _sym_cond(False, *CASES[case]()).forward()
+    assert str(err.value).startswith("gluon_cf.cond at %s (node " % _line("sym0d")), err.value
+
+
+def test_a_0d_array_eagerly_is_what_mxnet_gives():
+    """Eagerly both read the predicate with asscalar and run the branch's operators."""
+    for cond in (nd.contrib.cond, gluon_cf.cond):
+        np.testing.assert_allclose(
+            cond(_scalar(), lambda: nd.array([3.0]) * 2, lambda: nd.array([1.0])).asnumpy(),
+            [6.0])
+        with pytest.raises(mx.MXNetError, match="_mul_scalar inferring shapes failed"):
+            cond(nd.array([1.0]), lambda: _scalar() * 2, lambda: _scalar())
+
+
+# ---- deferred initialisation: what leaves a parameter's shape undecided --------------------
+
+def _deferred_symbol(cause):
+    x, m = mx.sym.var("x"), mx.sym.var("m")
+    if cause == "mask":
+        h = mx.sym.contrib.boolean_mask(x, m)
+        h = gluon_cf.cond(mx.sym.sum(x) > 0, lambda: h * 2, lambda: h)
+    else:
+        h = gluon_cf.cond(mx.sym.sum(x) > 0, lambda: x,   # sizes
+                          lambda: mx.sym.concat(x, x, dim=1))
+    out = mx.sym.FullyConnected(h, mx.sym.var("w"), mx.sym.var("b"), num_hidden=3,
+                                flatten=False, name="fc")
+    out = mx.sym.FullyConnected(out.reshape((1, -1)), mx.sym.var("w2"), num_hidden=2,
+                                no_bias=True, name="fc2")
+    return out, ([x, m] if cause == "mask" else [x])
+
+
+@pytest.mark.parametrize("cause", ["mask", "sizes"])
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_a_symbol_blocks_undecided_parameter_names_its_cause(cause, hybrid):
+    """Before: every possible cause listed (cond branches, recursion, boolean_mask, an input
+    not given) and advice for a Dense the SymbolBlock does not have."""
+    out, inputs = _deferred_symbol(cause)
+    block = gluon.SymbolBlock(out, inputs)
+    block.initialize()
+    if hybrid:
+        block.hybridize()
+    args = [nd.ones((2, 4))] + ([nd.array([1, 0])] if cause == "mask" else [])
+    with pytest.raises(ValueError) as err:
+        block(*args)
+    text = str(err.value)
+    if cause == "mask":
+        assert "parameter 'w2' of shape () " in text, text
+        assert "read by FullyConnected (node 'fc2')" in text, text
+        assert "the output of _contrib_boolean_mask (node 'boolean_mask" in text, text
+        assert "gluon_cf.cond" not in text, text
+    else:
+        assert "read by FullyConnected (node 'fc')" in text, text
+        assert "the output of gluon_cf.cond at %s (node '_cond" % _line("sizes") in text, text
+        assert "branches return values of different sizes" in text, text
+    assert "Dense(in_units" not in text and "recursive function" not in text, text
+    assert "A SymbolBlock runs its graph" in text
+
+
+def test_a_hybrid_blocks_undecided_parameter_names_its_cause():
+    class Net(HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.dense = gluon.nn.Dense(3)
+
+        def hybrid_forward(self, F, x):
+            return self.dense(gluon_cf.cond(F.sum(x) > 0, lambda: x,   # branches
+                                            lambda: F.concat(x, x, dim=1)))
+    net = Net()
+    net.initialize()
+    net.hybridize()
+    with pytest.raises(ValueError) as err:
+        net(nd.ones((2, 4)))
+    text = str(err.value)
+    assert re.search(r"parameter '\w+weight' of shape \(3, 0\)", text), text
+    assert "gluon_cf.cond at %s" % _line("branches") in text and "Dense(in_units" in text, text
+
+
+# ---- autograd's state after an op raises ----------------------------------------------------
+
+class _Boom(Exception):
+    pass
+
+
+def _boom(*_):
+    raise _Boom("boom")
+
+
+def _raising(F, x, kind, how):
+    if kind == "cond":
+        if how == "body":
+            return gluon_cf.cond(F.sum(x) > 0, _boom, lambda: x)
+        return gluon_cf.cond(lambda: _boom(), lambda: x, lambda: x)
+    if kind == "foreach":
+        if how == "body":
+            return gluon_cf.foreach(lambda d, s: _boom(), x, [x[0]])
+        return gluon_cf.foreach(lambda d, s: (d, s), x, [x[0]], remat=-1)
+    if how == "body":
+        return gluon_cf.while_loop(lambda i: i < 3, _boom, [x[0]], max_iterations=5)
+    return gluon_cf.while_loop(lambda i: _boom(), lambda i: (i, [i + 1]), [x[0]],
+                               max_iterations=5)
+
+
+SCOPES = {"none": lambda: None, "record": autograd.record,
+          "record_predict": lambda: autograd.record(train_mode=False),
+          "train": autograd.train_mode, "pause": autograd.pause}
+
+
+@pytest.mark.parametrize("kind", ["cond", "foreach", "while_loop"])
+@pytest.mark.parametrize("mode", ["eager", "hybridized", "symbolic"])
+def test_autograds_state_is_unchanged_after_an_op_raises(kind, mode):
+    """MXNet's own mx.sym.contrib.cond leaves is_recording() True after it raises; gluon_cf's
+    ops leave recording and training as they found them, in every scope."""
+    for how in ("body", "argument"):
+        for scope, make in SCOPES.items():
+            def call():
+                if mode == "eager":
+                    return _raising(nd, nd.ones((2, 2)), kind, how)
+                if mode == "symbolic":
+                    return _raising(mx.sym, mx.sym.var("x"), kind, how)
+
+                class Block(HybridBlock):
+                    def hybrid_forward(self, F, x):
+                        return _raising(F, x, kind, how)
+                block = Block()
+                block.hybridize()
+                return block(nd.ones((2, 2)))
+            manager = make()
+            if manager is not None:
+                manager.__enter__()
+            try:
+                before = (autograd.is_recording(), autograd.is_training())
+                with pytest.raises(Exception):   # noqa: B017 - any error; the state is checked
+                    call()
+                after = (autograd.is_recording(), autograd.is_training())
+            finally:
+                if manager is not None:
+                    manager.__exit__(None, None, None)
+            assert before == after, (how, scope)
+            assert (autograd.is_recording(), autograd.is_training()) == (False, False)
+
+
+# ---- K mutual recursive functions: the first call traces each body a bounded number of times
+
+def _mutual(K, F, ring):
+    fns = []
+    for k in range(K):
+        def make(k):
+            @gluon_cf.recursive(name="m%d" % k)
+            def f(n, v):
+                if ring:
+                    return gluon_cf.cond(n <= 0, lambda: v, lambda: fns[(k + 1) % K](
+                        n - 1, v * 1.5 + k) + fns[(k + 2) % K](n - 1, v * 0.5))
+                if k == K - 1:
+                    return gluon_cf.cond(n <= 0, lambda: v, lambda: fns[0](n - 1, v + 1))
+                return gluon_cf.cond(n <= 0, lambda: fns[k + 1](n, v * 2),
+                                     lambda: fns[k + 1](n, v + 1) + fns[0](n - 1, v))
+            return f
+        fns.append(make(k))
+    return fns[0]
+
+
+@pytest.mark.parametrize("ring", [True, False])
+def test_k_mutual_recursive_functions_trace_linearly(ring, monkeypatch):
+    """K up to 16: 2K traces (a discovery and a body each), not exponential; values equal
+    eager (plain Python's calls)."""
+    from gluon_cf.recursion import api
+    counted = [0]
+    original = api._Table._trace
+
+    def trace(self, *args, **kwargs):
+        counted[0] += 1
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(api._Table, "_trace", trace)
+
+    class Net(HybridBlock):
+        def __init__(self, K):
+            super().__init__()
+            self.K = K
+
+        def hybrid_forward(self, F, n, v):
+            return _mutual(self.K, F, ring)(n, v)
+    for K in (4, 16):
+        counted[0] = 0
+        net = Net(K)
+        net.hybridize()
+        args = (nd.array([3 if ring else 1]), nd.array([1.0]))
+        got = net(*args).asnumpy()
+        assert counted[0] <= 2 * K + 2, (K, counted[0])
+        np.testing.assert_allclose(got, Net(K)(*args).asnumpy(), rtol=1e-5, atol=1e-6)
