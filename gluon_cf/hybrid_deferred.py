@@ -3,6 +3,7 @@ from ``infer_shape_partial`` (NOTE [unknown rank]), gluon_cf's errors through it
 (NOTE [errors through deferred initialisation]). Patches ``HybridBlock``'s methods."""
 import json
 import warnings
+from typing import Dict, List
 
 from mxnet.gluon import block as _block
 
@@ -52,7 +53,7 @@ def _undecided(params, causes, symbol_block):
     of a block holding gluon_cf nodes does not decide (NOTE [unknown rank]), ``causes``: what
     leaves each undecided (``_causes``)."""
     where = user_location()
-    grouped = {}   # {cause: [parameter]}, in the parameters' order
+    grouped: Dict[str, List[str]] = {}   # {cause: [parameter]}, in the parameters' order
     for name, shape in params:
         grouped.setdefault(causes.get(name) or "its layer's input has a shape not decided",
                            []).append("%r of shape %s" % (name, shape))
@@ -76,7 +77,7 @@ def _causes(out, given, params):
         _, out_shapes, _ = internals.infer_shape_partial(**given)
     except Exception:   # noqa: BLE001 - the generic message then
         return {}
-    complete = {}
+    complete: Dict[str, bool] = {}
     for name, shape in zip(internals.list_outputs(), out_shapes):
         node = name if name in given or not name.rsplit("_", 1)[-1].startswith("output") \
             else name.rsplit("_", 1)[0]
