@@ -601,7 +601,7 @@ def _prop_class(rule):
         def create_operator(self, ctx, in_shapes, in_dtypes):
             engine_calls_us()   # NOTE [exit with work pending]
             shapes = [tuple(s) for s in in_shapes]
-            refused = refuse_scalar_inputs(self.node, shapes)   # NOTE [0-d inputs of a node]
+            refused = refuse_scalar_inputs(self.node, shapes)   # NOTE [a 0-d predicate of a node]
             if refused is not None:
                 raise refused
             inferred = self._inferred

@@ -86,31 +86,30 @@ def explain_unknown_dims(err, text):
 
 
 class ScalarInputError(ValueError, mx.MXNetError):
-    """A gluon_cf node in a graph MXNet runs was given a 0-d array (shape ()), which MXNet 1.9.1's
-    legacy shapes read as a shape not known (NOTE [0-d inputs of a node])."""
+    """A gluon_cf cond in a graph MXNet runs was given a 0-d predicate (shape ()), which MXNet
+    1.9.1's legacy shapes read as a shape not known (NOTE [a 0-d predicate of a node])."""
 
 
-# NOTE [0-d inputs of a node]
+# NOTE [a 0-d predicate of a node]
 #     Outside numpy-shape mode a 0-d NDArray (``nd.array(1).reshape(())``) has a shape MXNet
-#     reads as "unknown": every operator of a graph reading one fails ("Operator _mul_scalar
-#     inferring shapes failed"), MXNet 1.9.1's own ``F.contrib.cond`` too, at the call of a
-#     hybridized block and at a Symbol executor's forward, even when only the predicate is 0-d
-#     (its ``cond_pred`` subgraph's ``_copy`` fails). A gluon_cf node took a 0-d predicate (a
-#     value, where MXNet raises) and failed on a 0-d input only when its output was read, with
-#     MXNet's message. So a node MXNet creates with a 0-d input refuses at once, naming the op,
-#     the node, the input and the user's line: at the block's call (a CachedOp creates its
-#     operators there) and at bind for a Symbol executor (one step before MXNet's forward).
-#     Eagerly both run the branches' own operators, which fail as MXNet's do.
+#     reads as "unknown". MXNet 1.9.1's own ``F.contrib.cond`` given one as its predicate
+#     always fails, at the call of a hybridized block and at a Symbol executor's forward (its
+#     ``cond_pred`` subgraph's ``_copy``: "Operator _copy inferring shapes failed"); a gluon_cf
+#     cond read it and gave a value ([6.]). So a cond node MXNet creates with a 0-d predicate
+#     refuses at once, naming the op, the node and the user's line: at the block's call (a
+#     CachedOp creates its operators there) and at bind for a Symbol executor (one step
+#     before MXNet's forward). Other 0-d inputs are not refused: MXNet's own loops run a
+#     body on them where its operators take them (a foreach's 0-d state added to a 0-d row:
+#     [[3], [5], [9]] from both), and where an operator refuses one, it fails as MXNet's
+#     does, naming the operator and the user's line. Eagerly both libraries read a 0-d
+#     predicate (``asscalar``).
 def refuse_scalar_inputs(node, in_shapes):
-    """The error of ``node`` created by MXNet with 0-d inputs (legacy shapes), or None."""
-    scalars = [i for i, s in enumerate(in_shapes) if len(s) == 0]
-    if mx.util.is_np_shape() or not scalars:
+    """The error of a cond ``node`` created by MXNet with a 0-d predicate (legacy shapes), or
+    None (NOTE [a 0-d predicate of a node])."""
+    if mx.util.is_np_shape() or node.kind != "cond" or not in_shapes or len(in_shapes[0]):
         return None
     return ScalarInputError(
-        "gluon_cf.%s%s (node %r): %s (shape ()), which MXNet 1.9.1 reads as a shape "
-        "not known outside numpy-shape mode: no operator of a graph can read it (MXNet's own "
-        "contrib control-flow ops refuse it too). Give it shape (1,) (x.reshape((1,)))"
-        % (node.kind, created_at(node), node.spec.get("node") or "",
-           " and ".join("input %d%s" % (i, " (pred)" if i == 0 and node.kind == "cond" else "")
-                        for i in scalars) + (" is a 0-d array" if len(scalars) == 1
-                                                              else " are 0-d arrays")))
+        "gluon_cf.cond%s (node %r): its predicate is a 0-d array (shape ()), which MXNet 1.9.1 "
+        "reads as a shape not known outside numpy-shape mode (MXNet's own F.contrib.cond "
+        "refuses it too). Give it shape (1,) (pred.reshape((1,)))"
+        % (created_at(node), node.spec.get("node") or ""))

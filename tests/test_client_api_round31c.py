@@ -50,31 +50,60 @@ CASES = {"pred": lambda: (_scalar(), nd.array([3.0])),
          "both": lambda: (_scalar(), _scalar())}
 
 
+def _refused_or_failed(case, call, marker):
+    """A 0-d predicate: ScalarInputError before anything runs. A 0-d input only (which MXNet's
+    operators may take): the branch's operator fails as MXNet's, naming the user's line."""
+    if case == "input":
+        with pytest.raises(mx.MXNetError, match="_mul_scalar inferring shapes failed") as err:
+            call().asnumpy()
+        assert _line(marker) in str(err.value)
+        return
+    with pytest.raises(ScalarInputError) as err:
+        call()
+    assert str(err.value).startswith("gluon_cf.cond at %s (node " % _line(marker)), err.value
+    assert "its predicate is a 0-d array" in str(err.value)
+    assert isinstance(err.value, mx.MXNetError) and "::" not in str(err.value)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_0d_array_given_to_a_hybridized_cond_is_refused_at_the_call(case):
-    """Before: a 0-d predicate gave a value ([6.]) where MXNet's own cond raises at the call,
-    and a 0-d input failed only when the output was read, with MXNet's message."""
+def test_a_0d_predicate_given_to_a_hybridized_cond_is_refused_at_the_call(case):
+    """Before: a 0-d predicate gave a value ([6.]) where MXNet's own cond raises at the
+    call."""
     with pytest.raises(mx.MXNetError):   # (the oracle: MXNet's own, at the call)
         mine = _Cond(True)
         mine.hybridize()
         mine(*CASES[case]())
     block = _Cond(False)
     block.hybridize()
-    with pytest.raises(ScalarInputError) as err:
-        block(*CASES[case]())
-    assert str(err.value).startswith("gluon_cf.cond at %s (node " % _line("cond0d")), err.value
-    assert "0-d" in str(err.value) and ("(pred)" in str(err.value)) == (case != "input")
-    assert isinstance(err.value, mx.MXNetError) and "::" not in str(err.value)
+    _refused_or_failed(case, lambda: block(*CASES[case]()), "cond0d")
     np.testing.assert_allclose(block(nd.array([1.0]), nd.array([3.0])).asnumpy(), [6.0])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_0d_array_given_to_a_symbolic_cond_is_refused_before_forward(case):
+def test_a_0d_predicate_given_to_a_symbolic_cond_is_refused_before_forward(case):
     with pytest.raises(mx.MXNetError):
         _sym_cond(True, *CASES[case]()).forward()[0].asnumpy()
-    with pytest.raises(ScalarInputError) as err:
-        _sym_cond(False, *CASES[case]()).forward()
-    assert str(err.value).startswith("gluon_cf.cond at %s (node " % _line("sym0d")), err.value
+    _refused_or_failed(case, lambda: _sym_cond(False, *CASES[case]()).forward()[0], "sym0d")
+
+
+class _Loop(HybridBlock):
+    def __init__(self, mxnet_own):
+        super().__init__()
+        self.mxnet_own = mxnet_own
+
+    def hybrid_forward(self, F, x, s):
+        foreach = F.contrib.foreach if self.mxnet_own else gluon_cf.foreach
+        return foreach(lambda d, st: (d + st[0], [st[0] * 2]), x, [s])[0]
+
+
+def test_a_0d_state_of_a_hybridized_foreach_runs_as_mxnets():
+    """MXNet's own foreach takes a 0-d state its body's operators take: not refused."""
+    want, got = _Loop(True), _Loop(False)
+    want.hybridize()
+    got.hybridize()
+    args = (nd.ones((3,)), nd.array([2.0]).reshape(()))
+    np.testing.assert_allclose(got(*args).asnumpy(), want(*args).asnumpy())
+    np.testing.assert_allclose(got(*args).asnumpy(), [[3.0], [5.0], [9.0]])
 
 
 def test_a_0d_array_eagerly_is_what_mxnet_gives():
