@@ -317,3 +317,37 @@ def test_data_parallel_training_on_two_contexts_equals_mxnets(hybrid):
         for ctx in ctxs:
             np.testing.assert_allclose(got.data(ctx).asnumpy(), want.data().asnumpy(),
                                        err_msg=name, **TOL)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_executor_reshape_to_other_shapes_equals_mxnets(name):
+    """simple_bind, then Executor.reshape to a longer sequence or a larger batch."""
+    (_, shapes), (got_sym, _) = _both(name)
+    changed = _changed(shapes)
+    ex = got_sym.simple_bind(mx.cpu(), **shapes).reshape(allow_up_sizing=True, **changed)
+    arrays = _arrays(changed, 4)
+    for n, a in arrays.items():
+        a.copyto(ex.arg_dict[n])
+    outs = ex.forward(is_train=True)
+    ex.backward([nd.ones(o.shape) for o in outs])
+    want_outs, want_grads = _eager(name, [arrays[n] for n in changed])
+    _assert_same(name, want_outs, outs)
+    _assert_same(name, want_grads, [ex.grad_dict[n] for n in changed])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_module_inference_forward_equals_mxnets(name):
+    """Module bound for inference (for_training=False), one forward: MXNet's eager values."""
+    (_, shapes), (got_sym, _) = _both(name)
+    params = P.PROGRAMS[name][2]
+    data_names = [n for n in shapes if n not in params]
+    other = [shapes[n] for n in data_names if n != "data"]
+    layout = "TNC" if other and shapes.get("data", (0, 0))[1:2] == other[0][:1] else "NTC"
+    mod = mx.mod.Module(got_sym, data_names=data_names, label_names=None)
+    mod.bind(data_shapes=[mx.io.DataDesc(n, shapes[n], layout=layout if n == "data" else "NC")
+                          for n in data_names], for_training=False)
+    arrays = _arrays(shapes, 9)
+    mod.init_params(arg_params={n: arrays[n] for n in params})
+    mod.forward(mx.io.DataBatch([arrays[n] for n in data_names], []), is_train=False)
+    want, _ = _eager(name, [arrays[n] for n in shapes], record=False)
+    _assert_same(name, want, mod.get_outputs())
