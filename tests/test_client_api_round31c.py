@@ -291,3 +291,60 @@ def test_k_mutual_recursive_functions_trace_linearly(ring, monkeypatch):
         got = net(*args).asnumpy()
         assert counted[0] <= 2 * K + 2, (K, counted[0])
         np.testing.assert_allclose(got, Net(K)(*args).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- a recursive body reading a count it changes past a threshold ---------------------------
+
+LEFT, RIGHT = [1, 3, -1, -1, -1], [2, 4, -1, -1, -1]
+XS = np.arange(15, dtype="float32").reshape(5, 3)
+
+
+class _Threshold(HybridBlock):
+    """node(i) = x_i at a leaf, else node(l) + node(r) * (2 once the call count passes
+    ``threshold``, else 1)."""
+
+    def __init__(self, threshold):
+        super().__init__()
+        self.threshold = threshold
+
+    def hybrid_forward(self, F, x, left, right, root):
+        state = {"n": 0}
+
+        @gluon_cf.recursive
+        def node(i):
+            state["n"] += 1   # count
+            k = 2.0 if state["n"] > self.threshold else 1.0
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * k)
+        return node(root)
+
+
+def _plain(i, threshold, state):
+    state[0] += 1
+    k = 2.0 if state[0] > threshold else 1.0
+    if LEFT[i] < 0:
+        return XS[i:i + 1]
+    return _plain(LEFT[i], threshold, state) + _plain(RIGHT[i], threshold, state) * k
+
+
+@pytest.mark.parametrize("threshold", [0, 1, 2, 4])
+def test_a_count_read_past_a_threshold_is_refused_or_plain_pythons(threshold):
+    """Before: threshold 1 traced the body with counts 2 and 3 only (after the discovery
+    trace's), one graph, a warning, and hybridized gave [[45, 50, 55]] where plain Python
+    gives [[39, 43, 47]]. The body is now traced once more with the count set back to its
+    value before the first trace: a graph that differs is refused."""
+    args = [nd.array(a) for a in (XS, LEFT, RIGHT, [0])]
+    want = _plain(0, threshold, [0])
+    np.testing.assert_allclose(_Threshold(threshold)(*args).asnumpy(), want)
+    net = _Threshold(threshold)
+    net.hybridize()
+    if threshold in (1, 2):
+        with pytest.raises(NotImplementedError) as err:
+            net(*args)
+        assert str(err.value).startswith("%s: gluon_cf.recursive: 'node' changes Python "
+                                         "state (state['n']) that its value depends on"
+                                         % _line("count")), str(err.value)
+        return
+    with pytest.warns(UserWarning, match=r"changes Python state \(state\['n'\]\) while"):
+        got = net(*args).asnumpy()
+    np.testing.assert_allclose(got, want)

@@ -41,10 +41,13 @@ import sysconfig
 import textwrap
 import types
 import warnings
+import weakref
 from typing import Any, Dict, List, Tuple
 
 import mxnet as mx
 import numpy as np
+
+from . import state_rollback
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 _NOT_STATE = (types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
@@ -574,7 +577,8 @@ def check_trace(rfn, before, traced, table, made):
         fn = next((f for f, q in table.qnames.items() if q == qname), rfn)
         return None if fn is rfn or fn not in table.signatures else table.trace_body(fn)
     first = _graphs(traced, made_in_trace, body_of)   # (the callees under this trace's state)
-    if first != _graphs(table.trace_body(rfn), made_in_trace, body_of):
+    if first != _graphs(table.trace_body(rfn), made_in_trace, body_of) or \
+            _differs_at_first_state(rfn, table, first, made_in_trace, body_of):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "
             "hybridized, its body is traced into one graph, not run once per call, so the "
@@ -587,3 +591,27 @@ def check_trace(rfn, before, traced, table, made):
         "is traced, not run per call, so the change happens once per trace, not once per "
         "call as eagerly (the values do not depend on it)" % (rfn.name, what), UserWarning,
         line[0], int(line[1]) if line[1].isdigit() else 0)
+
+
+_BEFORE_DISCOVERY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def discovered(table, rfn, trace, num_args, arg_fmt):
+    """``trace``'s discovery trace of ``rfn`` in ``table``, the state before it kept."""
+    # NOTE [a trace under the first call's state] in state_rollback.py
+    _BEFORE_DISCOVERY.setdefault(table, {}).setdefault(rfn, snapshot(rfn.fn))
+    return trace(rfn, num_args, arg_fmt, "discover")
+
+
+def _differs_at_first_state(rfn, table, first, made_in_trace, body_of) -> bool:
+    """Whether the body traced with the plain values it changes set back to what they were
+    before its discovery trace gives a graph other than ``first`` (NOTE [a trace under the
+    first call's state])."""
+    initial = _BEFORE_DISCOVERY.get(table, {}).get(rfn)
+    undo = None if initial is None else state_rollback.set_back(initial, snapshot(rfn.fn))
+    if undo is None:
+        return False
+    try:
+        return _graphs(table.trace_body(rfn), made_in_trace, body_of) != first
+    finally:
+        state_rollback.put_back(undo)
