@@ -265,8 +265,8 @@ def _mutual(K, F, ring):
 
 @pytest.mark.parametrize("ring", [True, False])
 def test_k_mutual_recursive_functions_trace_linearly(ring, monkeypatch):
-    """K up to 16: 2K traces (a discovery and a body each), not exponential; values equal
-    eager (plain Python's calls)."""
+    """K up to 16: 2K traces (a discovery and a body each), not exponential (the first call
+    of 16: 0.5-0.8 s on a shared CPU); values plain Python's."""
     from gluon_cf.recursion import api
     counted = [0]
     original = api._Table._trace
@@ -283,14 +283,27 @@ def test_k_mutual_recursive_functions_trace_linearly(ring, monkeypatch):
 
         def hybrid_forward(self, F, n, v):
             return _mutual(self.K, F, ring)(n, v)
-    for K in (4, 16):
+    for K in (16,):
         counted[0] = 0
         net = Net(K)
         net.hybridize()
-        args = (nd.array([3 if ring else 1]), nd.array([1.0]))
-        got = net(*args).asnumpy()
+        n = 3 if ring else 1
+        got = net(nd.array([n]), nd.array([1.0])).asnumpy()
         assert counted[0] <= 2 * K + 2, (K, counted[0])
-        np.testing.assert_allclose(got, Net(K)(*args).asnumpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, [_plain_mutual(K, ring, 0, n, 1.0)], rtol=1e-5,
+                                   atol=1e-6)
+
+
+def _plain_mutual(K, ring, k, n, v):
+    """``_mutual``'s functions in plain Python."""
+    if ring:
+        return v if n <= 0 else (_plain_mutual(K, ring, (k + 1) % K, n - 1, v * 1.5 + k) +
+                                 _plain_mutual(K, ring, (k + 2) % K, n - 1, v * 0.5))
+    if k == K - 1:
+        return v if n <= 0 else _plain_mutual(K, ring, 0, n - 1, v + 1)
+    if n <= 0:
+        return _plain_mutual(K, ring, k + 1, n, v * 2)
+    return _plain_mutual(K, ring, k + 1, n, v + 1) + _plain_mutual(K, ring, 0, n - 1, v)
 
 
 # ---- a recursive body reading a count it changes past a threshold ---------------------------

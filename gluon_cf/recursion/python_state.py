@@ -599,7 +599,9 @@ _BEFORE_DISCOVERY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def discovered(table, rfn, trace, num_args, arg_fmt):
     """``trace``'s discovery trace of ``rfn`` in ``table``, the state before it kept."""
     # NOTE [a trace under the first call's state] in state_rollback.py
-    _BEFORE_DISCOVERY.setdefault(table, {}).setdefault(rfn, snapshot(rfn.fn))
+    kept = _BEFORE_DISCOVERY.setdefault(table, {})
+    if rfn not in kept:   # (a discovery retried after a callee's: the state before the first)
+        kept[rfn] = snapshot(rfn.fn)
     return trace(rfn, num_args, arg_fmt, "discover")
 
 
