@@ -361,3 +361,28 @@ def test_a_count_read_past_a_threshold_is_refused_or_plain_pythons(threshold):
     with pytest.warns(UserWarning, match=r"changes Python state \(state\['n'\]\) while"):
         got = net(*args).asnumpy()
     np.testing.assert_allclose(got, want)
+
+
+# ---- an empty mask in a plain hybridized block: the user's lines ----------------------------
+
+class _FirstKept(HybridBlock):
+    def hybrid_forward(self, F, x, m):
+        kept = F.contrib.boolean_mask(x, m)   # mask
+        first = F.take(kept, F.zeros((1,)))   # take
+        return first * 2
+
+
+def test_an_empty_mask_in_a_plain_block_names_the_users_lines():
+    """Before: "take (node 'b_take0') was given a zero-size array (..., the result of
+    _contrib_boolean_mask) ... (in hybrid_forward of block 'b' at <its def line>)": neither
+    statement's line. MXNet 1.9.1 itself ends the process there (its take of no row)."""
+    from gluon_cf.hybrid import BlockZeroSizeError
+    block = _FirstKept()
+    block.hybridize()
+    np.testing.assert_allclose(block(nd.ones((2, 4)), nd.array([0, 1])).asnumpy(), [[2.0] * 4])
+    for _ in range(2):   # (the same error on every call)
+        with pytest.raises(BlockZeroSizeError) as err:
+            block(nd.ones((2, 4)), nd.array([0, 0]))
+        text = str(err.value)
+        assert "the result of _contrib_boolean_mask at %s)" % _line("mask") in text, text
+        assert "(at %s; in hybrid_forward of block" % _line("take") in text, text
