@@ -39,6 +39,7 @@ import re
 import sys
 import sysconfig
 import textwrap
+import threading
 import types
 import warnings
 import weakref
@@ -606,12 +607,14 @@ def check_trace(rfn, before, traced, table, made):
 
 
 _BEFORE_DISCOVERY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_BEFORE_DISCOVERY_LOCK = threading.Lock()   # (tables of calls in several threads)
 
 
 def discovered(table, rfn, trace, num_args, arg_fmt):
     """``trace``'s discovery trace of ``rfn`` in ``table``, the state before it kept."""
     # NOTE [a trace under the first call's state] in state_rollback.py
-    kept = _BEFORE_DISCOVERY.setdefault(table, {})
+    with _BEFORE_DISCOVERY_LOCK:
+        kept = _BEFORE_DISCOVERY.setdefault(table, {})
     if rfn not in kept:   # (a discovery retried after a callee's: the state before the first)
         kept[rfn] = snapshot(rfn.fn)
     return trace(rfn, num_args, arg_fmt, "discover")
@@ -621,7 +624,8 @@ def _differs_at_first_state(rfn, table, first, made_in_trace, body_of) -> bool:
     """Whether the body traced with the plain values it changes set back to what they were
     before its discovery trace gives a graph other than ``first`` (NOTE [a trace under the
     first call's state])."""
-    initial = _BEFORE_DISCOVERY.get(table, {}).get(rfn)
+    with _BEFORE_DISCOVERY_LOCK:
+        initial = _BEFORE_DISCOVERY.get(table, {}).get(rfn)
     undo = None if initial is None else state_rollback.set_back(initial, snapshot(rfn.fn))
     if undo is None:
         return False
