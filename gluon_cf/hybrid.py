@@ -283,12 +283,14 @@ def _run_built(self, args, lock):
     try:
         out = plan.run_partitioned(cargs)
     except ZeroSizeError as err:
-        # (an operator of the block's own graph has no line of its own; one autograph made
-        # is named after the user's line)
-        where = None if err.located else named_line(str(err))
+        # (an operator of the block's own graph has no line of its own: the lines calling it
+        # in hybrid_forward's source; one autograph made is named after the user's line)
+        text, where = str(err), None if err.located else named_line(str(err))
+        if not err.located and where is None:
+            text, where = _lines_of_operators(text, plan.forward)
         raise BlockZeroSizeError(
-            str(err) if err.located else "%s (%sin %s)" % (
-                err, "" if where is None else "at %s; " % where, _forward_of(self)),
+            text if err.located else "%s (%sin %s)" % (
+                text, "" if where is None else "at %s; " % where, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
 
@@ -472,6 +474,14 @@ def _located_takes(symbol, forward):
 
 def _raising_take_lines(function):
     """``file:line`` of each ``take(..., mode='raise')`` call in ``function``'s source."""
+    return _call_lines(function, "take", lambda node: any(
+        k.arg == "mode" and isinstance(k.value, ast.Constant) and k.value.value == "raise"
+        for k in node.keywords))
+
+
+def _call_lines(function, attr, test=lambda node: True):
+    """``file:line`` of each ``F.<attr>(...)`` call (``test`` of its ast.Call true) in
+    ``function``'s source."""
     try:
         source, first = inspect.getsourcelines(function)
         tree = ast.parse(textwrap.dedent("".join(source)))
@@ -480,9 +490,24 @@ def _raising_take_lines(function):
     filename = inspect.getsourcefile(function) or function.__code__.co_filename
     return ["%s:%d" % (filename, first + node.lineno - 1) for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "take" and any(
-                k.arg == "mode" and isinstance(k.value, ast.Constant) and k.value.value == "raise"
-                for k in node.keywords)]
+            and node.func.attr == attr and test(node)]
+
+
+_ZERO_SIZE_OPERATOR = re.compile(r"^gluon_cf: (\w+) \(node '[^']*'\) was given")
+_ZERO_SIZE_ORIGIN = re.compile(r"the result of (\w+)(?=[);])")
+
+
+def _lines_of_operators(text, forward):
+    """A block's ZeroSizeError ``text`` naming operators of its own graph (no line of their
+    own), each named with the lines of ``forward`` calling it (``F.take(...)``,
+    ``F.contrib.boolean_mask(...)``); and those of the operator refusing, or None."""
+    def lines(op):
+        found = _call_lines(forward, re.sub(r"^_(contrib|npi|npx)_", "", op))
+        return " or ".join(found) if 0 < len(found) <= 3 else None
+    text = _ZERO_SIZE_ORIGIN.sub(lambda m: m.group(0) + (
+        " at %s" % lines(m.group(1)) if lines(m.group(1)) else ""), text)
+    match = _ZERO_SIZE_OPERATOR.match(text)
+    return text, None if match is None else lines(match.group(1))
 
 
 def _forward_of(block):

@@ -45,7 +45,8 @@ from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
 from .node_storage import backward_storage_types, dense_copies, forward_storage_types
 from .node_shape_errors import (DynamicShapeError, IncompleteShapeError, explain_unknown_dims,
-                                names_node, note_unknown_dims, refuse_run_time_shapes)
+                                names_node, note_unknown_dims, refuse_run_time_shapes,
+                                refuse_scalar_inputs)
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -600,6 +601,9 @@ def _prop_class(rule):
         def create_operator(self, ctx, in_shapes, in_dtypes):
             engine_calls_us()   # NOTE [exit with work pending]
             shapes = [tuple(s) for s in in_shapes]
+            refused = refuse_scalar_inputs(self.node, shapes)   # NOTE [a 0-d predicate of a node]
+            if refused is not None:
+                raise refused
             inferred = self._inferred
             if inferred is not None and inferred[0] == tuple(shapes):
                 op = _NodeOperator(rule, self.node, inferred[1])

@@ -39,12 +39,16 @@ import re
 import sys
 import sysconfig
 import textwrap
+import threading
 import types
 import warnings
+import weakref
 from typing import Any, Dict, List, Tuple
 
 import mxnet as mx
 import numpy as np
+
+from . import state_rollback
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 _NOT_STATE = (types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
@@ -132,13 +136,25 @@ def _imported(code: types.CodeType):
     """The modules ``code`` and the functions defined in it import (``import a.b``: a.b), and
     the strings it holds that name a loaded module (``sys.modules["a"]``,
     ``importlib.import_module("a")``)."""
-    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
+    imports, strings = _imports_and_strings(code)
+    return set(imports) | {const for const in strings if const in sys.modules}
+
+
+@functools.lru_cache(maxsize=4096)
+def _imports_and_strings(code: types.CodeType):
+    """What ``_imported`` reads of ``code``, which never changes: its imports and string
+    constants, and its nested functions' (a disassembly per snapshot walking a function was
+    2.9 of 5 s of 16 mutual recursive functions' first call)."""
+    imports = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
+    strings = set()
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _imported(const)
-        elif isinstance(const, str) and const in sys.modules:
-            names.add(const)
-    return names
+            inner = _imports_and_strings(const)
+            imports |= inner[0]
+            strings |= inner[1]
+        elif isinstance(const, str):
+            strings.add(const)
+    return frozenset(imports), frozenset(strings)
 
 
 def _strings(code: types.CodeType):
@@ -574,7 +590,8 @@ def check_trace(rfn, before, traced, table, made):
         fn = next((f for f, q in table.qnames.items() if q == qname), rfn)
         return None if fn is rfn or fn not in table.signatures else table.trace_body(fn)
     first = _graphs(traced, made_in_trace, body_of)   # (the callees under this trace's state)
-    if first != _graphs(table.trace_body(rfn), made_in_trace, body_of):
+    if first != _graphs(table.trace_body(rfn), made_in_trace, body_of) or \
+            _differs_at_first_state(rfn, table, first, made_in_trace, body_of):
         raise NotImplementedError(
             "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "
             "hybridized, its body is traced into one graph, not run once per call, so the "
@@ -587,3 +604,32 @@ def check_trace(rfn, before, traced, table, made):
         "is traced, not run per call, so the change happens once per trace, not once per "
         "call as eagerly (the values do not depend on it)" % (rfn.name, what), UserWarning,
         line[0], int(line[1]) if line[1].isdigit() else 0)
+
+
+_BEFORE_DISCOVERY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_BEFORE_DISCOVERY_LOCK = threading.Lock()   # (tables of calls in several threads)
+
+
+def discovered(table, rfn, trace, num_args, arg_fmt):
+    """``trace``'s discovery trace of ``rfn`` in ``table``, the state before it kept."""
+    # NOTE [a trace under the first call's state] in state_rollback.py
+    with _BEFORE_DISCOVERY_LOCK:
+        kept = _BEFORE_DISCOVERY.setdefault(table, {})
+    if rfn not in kept:   # (a discovery retried after a callee's: the state before the first)
+        kept[rfn] = snapshot(rfn.fn)
+    return trace(rfn, num_args, arg_fmt, "discover")
+
+
+def _differs_at_first_state(rfn, table, first, made_in_trace, body_of) -> bool:
+    """Whether the body traced with the plain values it changes set back to what they were
+    before its discovery trace gives a graph other than ``first`` (NOTE [a trace under the
+    first call's state])."""
+    with _BEFORE_DISCOVERY_LOCK:
+        initial = _BEFORE_DISCOVERY.get(table, {}).get(rfn)
+    undo = None if initial is None else state_rollback.set_back(initial, snapshot(rfn.fn))
+    if undo is None:
+        return False
+    try:
+        return _graphs(table.trace_body(rfn), made_in_trace, body_of) != first
+    finally:
+        state_rollback.put_back(undo)
