@@ -250,6 +250,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.remat = False          # NOTE [hybridized remat recursion]
         self.forward_done = False   # see NOTE [backward of a failed forward]
         self.backward_done = False  # since the last completed forward (a repeated backward)
+        self.made_by = _thread_runs()   # the count of the thread that made it (node_runs)
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -262,7 +263,7 @@ class _NodeOperator(mx.operator.CustomOp):
         marked inputs' forward runs unrecorded (NOTE [hybridized remat recursion])."""
         _top_level.node, _top_level.inputs, _top_level.planned = self.node, inputs, []
         _top_level.remat = remat
-        _top_level_runs[0] += 1
+        self.made_by[0] += 1
         try:
             heads, written = self._run_marked(inputs, is_train, marks, out_data, remat)
             return heads, written, _top_level.planned
@@ -440,9 +441,11 @@ _NOT_CONNECTED = "There are no inputs in computation graph that require gradient
 #     gradient for is marked like a float one, and integer outputs' head gradients are passed
 #     on, as eager. Before, zeros (0 against 23,328 through a recursion's int32 argument).
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
-# How many times a node's Custom operator has run in this process: a remat recursive call
-# refuses a body that ran one (NOTE [rematerialised recursive calls]).
-_top_level_runs = [0]
+# How many times gluon_cf's Custom operators made by each thread (MXNet makes them in the
+# thread calling it) have run (on MXNet's thread, counted into the maker's count): a remat
+# call or loop refuses a body whose thread's count changed, not one another thread's block
+# ran meanwhile (NOTE [rematerialised recursive calls]).
+_runs = threading.local()   # .count: [int], this thread's
 
 
 # Forwards of rematerialised nodes re-run whole in their backward (tests read it).
@@ -455,9 +458,16 @@ def remat_forward():
     return bool(getattr(_top_level, "remat", False))
 
 
+def _thread_runs():
+    count = getattr(_runs, "count", None)
+    if count is None:
+        count = _runs.count = [0]
+    return count
+
+
 def node_runs():
-    """How many times a gluon_cf node's Custom operator has run in this process."""
-    return _top_level_runs[0]
+    """How many times gluon_cf nodes' Custom operators made by this thread have run."""
+    return _thread_runs()[0]
 
 
 def top_level_node():
