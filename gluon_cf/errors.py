@@ -237,11 +237,10 @@ def created_at(node):
 #     kept calls' outputs failed again after such a wait would mend only outputs the node
 #     writes itself, and would mark a static_alloc block's next healthy call; a wait on the
 #     pass's own gradients instead was built in round 30rw, branch h30rw, not kept: it
-#     weakens the wait that stops a hang). (5) Under load, a failed call's output fed to
-#     another block's gluon_cf node was once read there as a value (1 run of ~7, four
-#     processes busy), that block then failing on it with its own error. Read a failing
-#     call's outputs (or ``mx.nd.waitall()``) before computing more; gluon_cf's own carrying
-#     ops ask for no resource (NOTE [failures carried by the outputs] in ``failed_calls.py``).
+#     weakens the wait that stops a hang). (A failed call's output fed to a block run in the
+#     calling thread was read there as a value: mended, NOTE [a failed input run inline] in
+#     ``failed_calls.py``.) Read a failing call's outputs (or ``mx.nd.waitall()``) before
+#     computing more; gluon_cf's own carrying ops ask for no resource (NOTE [failures carried by the outputs] in ``failed_calls.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""

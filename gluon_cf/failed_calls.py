@@ -42,6 +42,15 @@ from mxnet import autograd
 #     the callback within the push (no shared slot; a failing op would fail there too), and a
 #     call whose outputs are all empty has nothing to carry it: both still raise, the old way
 #     (NOTE [failed calls read later] in ``errors.py``).
+# NOTE [a failed input run inline]
+#     A block's inference run in the calling thread (NOTE [recursion inference in the calling
+#     thread] in ``hybrid_inline.py``) reads its inputs there. One carrying a failed call's
+#     failure raised it and MXNet cleared it (its one exception_ptr); the block's CachedOp,
+#     run again after an inline failure, then read the input's unwritten memory as a value
+#     (review round 30: a failed ``max_depth=3`` call fed to a ``max_depth=6`` block raised
+#     the block's own depth error, 11 runs of 60 under load; a small value would have been
+#     returned). So the inputs are waited for first: a failed one raises its failure at the
+#     call, and is marked failed again (``carry``) so that a later read of it raises it too.
 _BASE = 1000000000   # (+ number < 2**31: an int axis)
 _INDEX_ERROR = re.compile(r"axis value (1\d{9}) out of range")
 _NAIVE = os.environ.get("MXNET_ENGINE_TYPE") == "NaiveEngine"   # (read by MXNet at start)
@@ -106,6 +115,17 @@ def carry(exc, arrays):
         KEPT.take(index - _BASE)
         return False
     return True
+
+
+def raise_failed_input(arrays):
+    """Raise the failure an array of ``arrays`` carries, marking it failed again (NOTE [a
+    failed input run inline])."""
+    for array in arrays:
+        try:
+            array.wait_to_read()
+        except Exception as exc:
+            carry(exc, [array])
+            raise
 
 
 def exception_for(text):

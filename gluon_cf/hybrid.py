@@ -40,7 +40,7 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.gluon import block as _block
 
-from . import executor, registry, remat as _remat
+from . import executor, failed_calls, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
 from .graph.operator_errors import OperatorShapeError, body_operator_error
@@ -255,6 +255,7 @@ def _run_built(self, args, lock):
         first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
     inline_error = None
     if first_inline:
+        failed_calls.raise_failed_input(flat)   # NOTE [a failed input run inline]
         try:
             out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
