@@ -240,7 +240,8 @@ def created_at(node):
 #     weakens the wait that stops a hang). (A failed call's output fed to a block run in the
 #     calling thread was read there as a value: mended, NOTE [a failed input run inline] in
 #     ``failed_calls.py``.) Read a failing call's outputs (or ``mx.nd.waitall()``) before
-#     computing more; gluon_cf's own carrying ops ask for no resource (NOTE [failures carried by the outputs] in ``failed_calls.py``).
+#     computing more; gluon_cf's own carrying ops ask for no resource (NOTE [failures
+#     carried by the outputs] in ``failed_calls.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""
