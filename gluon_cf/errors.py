@@ -217,7 +217,8 @@ def created_at(node):
 #     (``node.py``; ``mx.npx.waitall`` too). Not ours to solve (round 30), MXNet's engine for
 #     every failing op: (1) a call's outputs share one failure; the first read raises it and
 #     clears it for the others (``ThrowException`` empties the shared exception_ptr), which
-#     then read unwritten memory. (2) An op skipped after a failure marks the resources it was
+#     then read unwritten memory (a hybridized block's outputs are marked failed again: NOTE
+#     [each output raises] in ``failed_calls.py``). (2) An op skipped after a failure marks the resources it was
 #     lent (temporary space: nearly every op asks, ``x * 1`` and ``sum`` too) with it; the
 #     next op on that copy with clean inputs takes it over and is skipped. A failing call,
 #     ``* 1`` after it, then eight ``nd.sum(y, axis=0)`` pushed before the read: two sums read

@@ -47,7 +47,7 @@ from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
-                            inference_inline, inline_inference_graph, not_lost)
+                            inference_inline, inline_inference_graph, not_lost, output_nodes)
 from .errors import (ZeroSizeError, body_value_outside_error, body_variable_error,
                      index_error_of, mxnet_message, named_line)
 from .node import DynamicShapeError, IncompleteShapeError
@@ -268,7 +268,9 @@ def _run_built(self, args, lock):
             if plan.resizing_reshapes:
                 _check_reshapes_once(self, plan, key, flat, lock)
             try:   # the CachedOp, as long as every node can declare its output shapes
-                return not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
+                out = not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
+                _group_outputs(self, plan, out)   # NOTE [each output raises] in failed_calls
+                return out
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
                 # attribute shape in the graph", whatever the inputs): the next call builds a
@@ -292,6 +294,15 @@ def _run_built(self, args, lock):
                 err, "" if where is None else "at %s; " % where, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+def _group_outputs(self, plan, out):
+    if dict(self._flags).get("static_alloc"):
+        return   # (its next call reuses its arrays: NOTE [each output raises])
+    nodes = getattr(plan, "output_nodes", None)
+    if nodes is None or nodes[0] is not plan.js:
+        nodes = plan.output_nodes = (plan.js, output_nodes(plan.js))
+    failed_calls.group(_block._flatten(out, "output")[0], nodes[1])
 
 
 def _check_reshapes_once(self, plan, key, flat, lock):

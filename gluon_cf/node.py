@@ -35,7 +35,8 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import _names, executor, failed_calls, registry
-from ._custom_ops import NOT_UTF8, engine_calls_us, register_guarded, write_like_assign
+from ._custom_ops import (NOT_UTF8, engine_calls_us, exiting, register_guarded,
+                          write_like_assign)
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
 from .graph import decode
@@ -92,6 +93,8 @@ def _get_last_ffi_error():
     text = str(err)
     carried = failed_calls.exception_for(text)   # NOTE [failures carried by the outputs]
     if carried is not None:
+        engine_calls_us()   # (marked again: waited for at exit, NOTE [exit with work pending])
+        failed_calls.mark_again(carried)   # NOTE [each output raises] in failed_calls.py
         return carried.with_traceback(None)
     if "kCustomOpPropInfer" in text or "kCustomOpPropBackwardInfer" in text:
         kept = getattr(_kept_inference, "value", None)
@@ -141,11 +144,19 @@ def _waitall():
     """``mx.nd.waitall()``; once it returns or raises, no failure is pending in MXNet (its
     WaitForAll raises the first and forgets all): what is kept is stale (NOTE [failed calls
     read later])."""
+    failed_calls.waiting(True)
+    error = None
     try:
         _original_waitall()
-    finally:
+    except Exception as exc:   # noqa: BLE001 - raised below unless a failure read already
+        error = exc
+    finally:   # NOTE [each output raises] in failed_calls.py
+        error, read_already = failed_calls.after_waitall(error, not exiting())
+        if read_already and error is None:   # (the oldest failure WaitForAll forgot)
+            error = _kept_run.oldest()
         _kept_run.clear()
-        failed_calls.KEPT.clear()
+    if error is not None:
+        raise error
 
 
 _waitall.__doc__ = _original_waitall.__doc__
@@ -180,7 +191,8 @@ def _reporting(method):
         except Exception as exc:
             name_node(exc, self.node)
             if method.__name__ in _WRITING and failed_calls.carry(exc, _WRITING[method.__name__](
-                    inspect.signature(method).bind(self, *args, **kwargs).arguments)):
+                    inspect.signature(method).bind(self, *args, **kwargs).arguments),
+                    self.node.spec.get("node")):
                 return None   # NOTE [failures carried by the outputs] in failed_calls.py
             _remember(method.__name__, exc, self.node)
             raise _Reported() from None
