@@ -12,38 +12,36 @@ from mxnet import autograd
 
 # NOTE [failures carried by the outputs]
 #     MXNet 1.9.1 keeps ONE failure for all its Custom operators (``CustomOperator::exception_``,
-#     src/operator/custom/custom-inl.h): a callback's error is stored there and taken by the
-#     next "CustomOperatorWait" engine op to run, whichever call's it is, and a second failure
-#     overwrites the first. Six blocks recursing past ``max_depth`` under autograd.record(),
-#     their outputs read after all ran: one output raised another call's error and others
-#     read their unwritten memory (7.5e+22) instead of raising. So a node's forward or backward
-#     failing on MXNet's thread does not fail: it keeps its exception under a number
-#     (``KEPT``) and writes each of its outputs with an engine op that fails when it runs,
-#     naming the number: a ``cumsum`` of a one-element array along axis ``_BASE + number``
-#     ("axis value 1000000042 out of range", checked by its kernel in the engine, not when
-#     pushed), each output a ``broadcast_add`` reading that one failed op, so that they share
-#     one engine failure. Neither op asks MXNet for a resource, and that is essential: MXNet
-#     marks every variable a failed (or skipped) op writes with its failure, the temporary
-#     space it was lent too (one of four copies, MXNET_CPU_TEMP_COPY, shared by every CPU op
-#     asking for one), and the next op on that copy whose own inputs are fine takes the failure
-#     over and is skipped. Round 29 carried failures with a ``gather_nd``, which asks for
-#     temporary space: a later call's failing op, or a healthy ``nd.sum`` of the user's, took
-#     an earlier call's failure (raising its error), the first read cleared it for all
-#     (MXNet's one shared exception_ptr), and the earlier call's outputs then read unwritten
-#     memory (1.87e+35 in a whole-suite run; tests/test_failed_calls_r30fail.py shows it
-#     without timing). CustomOperatorWait rethrows the failure of any array of the call
-#     (``Engine::Throw`` of each var) and fails the Custom op with it: the call's real outputs
-#     carry it, as does every op downstream of them, each call its own. Reading one (or
-#     ``mx.nd.waitall()``) raises it, and ``node.py``'s ``get_last_ffi_error`` maps the number
-#     back to exactly the kept exception (``exception_for``). As for MXNet's own ops, a call's
-#     outputs share one failure: reading one raises it and clears it for the others (MXNet's
-#     ``ThrowException``); a hybridized block's are marked again (NOTE [each output raises]). Ops downstream of a failed call
-#     that ask for a resource still mark it, as after MXNet's own failing ops: a healthy op
-#     pushed before the failure is read can take it over (NOTE [failed calls read later] in
-#     ``errors.py`` says what was seen). Under NaiveEngine MXNet runs
-#     the callback within the push (no shared slot; a failing op would fail there too), and a
-#     call whose outputs are all empty has nothing to carry it: both still raise, the old way
-#     (NOTE [failed calls read later] in ``errors.py``).
+#     src/operator/custom/custom-inl.h): a callback's error is stored there and taken by the next
+#     "CustomOperatorWait" engine op to run, whichever call's it is, and a second failure overwrites
+#     the first. Six blocks recursing past ``max_depth`` under autograd.record(), their outputs read
+#     after all ran: one output raised another call's error and others read their unwritten memory
+#     (7.5e+22) instead of raising. So a node's forward or backward failing on MXNet's thread does
+#     not fail: it keeps its exception under a number (``KEPT``) and writes each of its outputs with
+#     an engine op that fails when it runs, naming the number: a ``cumsum`` of a one-element array
+#     along axis ``_BASE + number`` ("axis value 1000000042 out of range", checked by its kernel in
+#     the engine, not when pushed), each output a ``broadcast_add`` reading that one failed op, so
+#     that they share one engine failure. Neither op asks MXNet for a resource, and that is
+#     essential: MXNet marks every variable a failed (or skipped) op writes with its failure, the
+#     temporary space it was lent too (one of four copies, MXNET_CPU_TEMP_COPY, shared by every CPU
+#     op asking for one), and the next op on that copy whose own inputs are fine takes the failure
+#     over and is skipped. Round 29 carried failures with a ``gather_nd``, which asks for temporary
+#     space: a later call's failing op, or a healthy ``nd.sum`` of the user's, took an earlier
+#     call's failure (raising its error), the first read cleared it for all (MXNet's one shared
+#     exception_ptr), and the earlier call's outputs then read unwritten memory (1.87e+35 in a
+#     whole-suite run; tests/test_failed_calls_r30fail.py shows it without timing).
+#     CustomOperatorWait rethrows the failure of any array of the call (``Engine::Throw`` of each
+#     var) and fails the Custom op with it: the call's real outputs carry it, as does every op
+#     downstream of them, each call its own. Reading one (or ``mx.nd.waitall()``) raises it, and
+#     ``node.py``'s ``get_last_ffi_error`` maps the number back to exactly the kept exception
+#     (``exception_for``). As for MXNet's own ops, a call's outputs share one failure: reading one
+#     raises it and clears it for the others (MXNet's ``ThrowException``); a hybridized block's are
+#     marked again (NOTE [each output raises]). Ops downstream of a failed call that ask for a
+#     resource still mark it, as after MXNet's own failing ops: a healthy op pushed before the
+#     failure is read can take it over (NOTE [failed calls read later] in ``errors.py`` says what
+#     was seen). Under NaiveEngine MXNet runs the callback within the push (no shared slot; a
+#     failing op would fail there too), and a call whose outputs are all empty has nothing to carry
+#     it: both still raise, the old way (NOTE [failed calls read later] in ``errors.py``).
 # NOTE [a failed input run inline]
 #     A block's inference run in the calling thread (NOTE [recursion inference in the calling
 #     thread] in ``hybrid_inline.py``) reads its inputs there. One carrying a failed call's
