@@ -1,6 +1,8 @@
 """Failed calls of gluon_cf's nodes on MXNet's Custom-op threads, carried by their own outputs
 (NOTE [failures carried by the outputs])."""
 import collections
+import copy
+import itertools
 import os
 import re
 import sys
@@ -9,6 +11,7 @@ import weakref
 
 import mxnet as mx
 from mxnet import autograd
+from mxnet._ctypes.ndarray import NDArrayBase
 
 # NOTE [failures carried by the outputs]
 #     MXNet 1.9.1 keeps ONE failure for all its Custom operators (``CustomOperator::exception_``,
@@ -51,7 +54,22 @@ from mxnet import autograd
 #     the block's own depth error, 11 runs of 60 under load; a small value would have been
 #     returned). So the inputs are waited for first: a failed one raises its failure at the
 #     call (and a block's output stays failed: NOTE [each output raises]).
+# NOTE [a whole-engine wait of gluon_cf's]
+#     gluon_cf waits for the whole engine where it must (a ``backward()`` while remat nodes are
+#     alive: NOTE [a remat backward reads what it recomputes from] in ``remat_record.py``; the
+#     gates' passes in ``remat_gates.py``): MXNet's WaitForAll raises the oldest failure pending
+#     from any call and empties all the others. A failed block's output left unread, then a
+#     healthy eager remat call's ``backward()`` raised that block's RecursionDepthError, and
+#     the block's output then read unwritten memory (review round 30). A wait on the pass's
+#     own gradients (round 30rw) weakens the wait that stops a Trainer step's hang. So the
+#     wait stays whole (``node.wait_engine``), and a failure it meets that a block's call's
+#     forward carried (its node was told the call, ``calling``) is not raised there: that
+#     call's grouped outputs depending on the failed node are marked with it again (NOTE [each
+#     output raises]), so reading them raises it. Failures of no known call (a backward's,
+#     carried by its gradients; a static_alloc block's call; a user's own op) are raised
+#     there, as before.
 _FAILED_NODE = "_gluon_cf_failed_call_node"
+_FAILED_CALL = "_gluon_cf_failed_call"
 _BASE = 1000000000   # (+ number < 2**31: an int axis)
 _INDEX_ERROR = re.compile(r"axis value (1\d{9}) out of range")
 _NAIVE = os.environ.get("MXNET_ENGINE_TYPE") == "NaiveEngine"   # (read by MXNet at start)
@@ -97,15 +115,15 @@ class _Kept:
 KEPT = _Kept()
 
 
-def carry(exc, arrays, node=None):
+def carry(exc, arrays, node=None, call=None):
     """Keep ``exc`` and write ``arrays`` (the outputs of the failed call of the graph's node
-    named ``node``) with engine ops that fail naming it; False when it cannot (NOTE [failures
-    carried by the outputs])."""
-    if node is not None:
-        try:
-            setattr(exc, _FAILED_NODE, node)   # (read by mark_again)
-        except AttributeError:
-            pass
+    named ``node``, of the block's call ``call``: ``calling``) with engine ops that fail naming
+    it; False when it cannot (NOTE [failures carried by the outputs])."""
+    try:   # (read by mark_again and after_waitall)
+        setattr(exc, _FAILED_NODE, node)
+        setattr(exc, _FAILED_CALL, call)
+    except AttributeError:
+        pass
     return _push(exc, arrays) is not None
 
 
@@ -152,16 +170,31 @@ def _push(exc, arrays):
 #     oldest carried failure that no read took, or nothing. Arrays the user computed from a
 #     failed output before its first read share its exception_ptr and are not grouped: left
 #     as MXNet leaves them (NOTE [failed calls read later] (1)).
-_GROUPS: dict = {}   # id(an output's handle) -> (its weakref, [(weakref, nodes)] of its call)
+_GROUPS: dict = {}   # id(an output's handle) -> (its weakref, [(weakref, nodes)], call number)
 _MARKED: dict = {}   # id(a handle marked again) -> (its weakref, number, exception), pending
 _MARKS: dict = {}    # number -> id(handle) of _MARKED (None: the array is gone), pending
 _LOCK = threading.Lock()
 _state = threading.local()   # .taken: the handle whose mark a read took; .waiting: in waitall
 
 
-def group(arrays, nodes):
-    """Group the outputs ``arrays`` of one call, ``nodes[i]`` the names of the gluon_cf nodes
-    output i depends on (NOTE [each output raises])."""
+_CALLS = itertools.count(1)
+
+
+def calling(call=True):
+    """A block's call starts in this thread (its number: the nodes MXNet makes for it are
+    told, ``current_call``; give it to ``group``), or ended (``call`` None)."""
+    _state.call = next(_CALLS) if call is True else call
+    return _state.call
+
+
+def current_call():
+    """The number of the block's call running in this thread (or None)."""
+    return getattr(_state, "call", None)
+
+
+def group(arrays, nodes, call=None):
+    """Group the outputs ``arrays`` of block call ``call``, ``nodes[i]`` the names of the
+    gluon_cf nodes output i depends on (NOTE [each output raises])."""
     if _NAIVE:
         return
     members = []
@@ -170,11 +203,28 @@ def group(arrays, nodes):
             members.append((weakref.ref(array.handle, _forgetting(id(array.handle))), names))
     with _LOCK:
         for ref, _ in members:
-            _GROUPS[id(ref())] = (ref, members)
+            _GROUPS[id(ref())] = (ref, members, call)
+
+
+def _freeing(free):
+    """``NDArray.__del__``: a grouped or marked array's handle is forgotten before MXNet frees
+    it (a handle object may outlive its array: never used after)."""
+    def __del__(self):
+        if _GROUPS or _MARKED:
+            handle = self.handle
+            _forgetting(id(handle))(_GROUPS.get(id(handle), (None,))[0])
+            _forgetting(id(handle))(_MARKED.get(id(handle), (None,))[0])
+        free(self)
+    return __del__
+
+
+NDArrayBase.__del__ = _freeing(NDArrayBase.__del__)
 
 
 def _forgetting(key):
     def forget(ref):
+        if ref is None:
+            return
         with _LOCK:
             if _GROUPS.get(key, (None,))[0] is ref:
                 del _GROUPS[key]
@@ -184,11 +234,15 @@ def _forgetting(key):
 
 
 def _mark(exc, handle):
-    """Carry ``exc`` again by the array of ``handle`` (alone), unless it carries it still."""
+    """Carry ``exc`` again by the grouped array of ``handle`` (alone), unless it carries it
+    still."""
     key = id(handle)
     with _LOCK:
         if _MARKED.get(key, (lambda: None,))[0]() is handle:
             return
+        if _GROUPS.get(key, (lambda: None,))[0]() is not handle:
+            return   # (not grouped, or its array was freed: _freeing)
+    exc = copy.copy(exc)   # (not the raised one: its traceback holds the reader's frames)
     array = mx.nd.NDArray(handle)
     try:
         number = _push(exc, [array])
@@ -204,21 +258,38 @@ def mark_again(exc):
     """Mark failed again, each with its own carrier, the array whose read raised ``exc``, the
     array whose mark that read took, and the outputs of their calls that depend on the
     failed node (NOTE [each output raises])."""
-    taken, _state.taken = getattr(_state, "taken", None), None
     if getattr(_state, "waiting", False):
         return   # (after_waitall marks them all again)
+    taken, _state.taken = getattr(_state, "taken", None), None
     node = getattr(exc, _FAILED_NODE, None)
     for handle in {id(h): h for h in (_read_handle(), taken) if h is not None}.values():
         with _LOCK:
-            ref, members = _GROUPS.get(id(handle), (None, ()))
+            ref, members, _ = _GROUPS.get(id(handle), (None, (), None))
         if ref is None or ref() is not handle:
             continue   # (not a call's output: a gradient buffer, say, written again later)
         _mark(exc, handle)
-        known = set().union(*(names for _, names in members))
-        for ref, names in members:
-            live = ref()
-            if live is not None and (node in names or node not in known):
-                _mark(exc, live)
+        _mark_members(exc, members)
+
+
+def _mark_members(exc, members):
+    node = getattr(exc, _FAILED_NODE, None)
+    known = set().union(*(names for _, names in members))
+    for ref, names in members:
+        live = ref()
+        if live is not None and (node in names or node not in known):
+            _mark(exc, live)
+
+
+def _members_of(exc):
+    """The grouped outputs of the block call whose node failed with ``exc`` (or None)."""
+    call = getattr(exc, _FAILED_CALL, None)
+    if call is None:
+        return None
+    with _LOCK:
+        for ref, members, number in _GROUPS.values():
+            if number == call and ref() is not None:
+                return members
+    return None
 
 
 def _read_handle():
@@ -247,16 +318,21 @@ def waiting(on):
     _state.mark_raised = None
 
 
-def after_waitall(error, mark=True):
+def after_waitall(error, mark=True, own=False):
     """After ``mx.nd.waitall()`` raised ``error`` (None: returned): the arrays marked again
     carry their failures again (MXNet's WaitForAll cleared them; not if ``mark`` is
-    False: at exit); returns what to raise and
-    whether ``error`` was a mark's (a failure read already: then the oldest carried failure
-    no read took, as WaitForAll raises the first it holds and forgets the others, or None)."""
+    False: at exit); returns what to raise and whether ``error`` was a mark's (a failure
+    read already: then the oldest carried failure no read took, as WaitForAll raises the
+    first it holds and forgets the others, or None). ``own``: gluon_cf's own wait (NOTE [a
+    whole-engine wait of gluon_cf's]), which raises no block call's failure but marks that
+    call's outputs with it."""
     raised_mark = error is not None and getattr(_state, "mark_raised", None) is error
+    taken, _state.taken = getattr(_state, "taken", None), None
     _state.waiting, _state.mark_raised = False, None
     with _LOCK:
         marked = [(ref, exc) for ref, _, exc in _MARKED.values()]
+        if raised_mark and taken is not None:   # (the mark WaitForAll raised)
+            marked.append((lambda: taken, error))
         numbers = set(_MARKS)
         _MARKED.clear()
         _MARKS.clear()
@@ -265,6 +341,17 @@ def after_waitall(error, mark=True):
         handle = ref()
         if handle is not None:
             _mark(exc, handle)
+    if own:
+        others = []
+        for exc in unread + ([error] if error is not None and not raised_mark else []):
+            members = _members_of(exc)
+            if members is None:
+                others.append(exc)
+            elif mark:
+                _mark_members(exc, members)
+        if error is not None and (raised_mark or error not in others):
+            return (others[0] if others else None), True
+        return error, False
     if raised_mark:
         return (unread[0] if unread else None), True
     return error, False

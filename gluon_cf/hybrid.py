@@ -268,8 +268,13 @@ def _run_built(self, args, lock):
             if plan.resizing_reshapes:
                 _check_reshapes_once(self, plan, key, flat, lock)
             try:   # the CachedOp, as long as every node can declare its output shapes
-                out = not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
-                _group_outputs(self, plan, out)   # NOTE [each output raises] in failed_calls
+                call = failed_calls.calling()   # (told to the nodes MXNet makes for it)
+                try:
+                    out = _original_call_cached_op(self, *args)
+                finally:
+                    failed_calls.calling(None)
+                out = not_lost(out, inline_error, plan.js)
+                _group_outputs(self, plan, out, call)   # NOTE [each output raises]
                 return out
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
@@ -296,13 +301,13 @@ def _run_built(self, args, lock):
     return _block._regroup(out, self._out_format)
 
 
-def _group_outputs(self, plan, out):
+def _group_outputs(self, plan, out, call):
     if dict(self._flags).get("static_alloc"):
         return   # (its next call reuses its arrays: NOTE [each output raises])
     nodes = getattr(plan, "output_nodes", None)
     if nodes is None or nodes[0] is not plan.js:
         nodes = plan.output_nodes = (plan.js, output_nodes(plan.js))
-    failed_calls.group(_block._flatten(out, "output")[0], nodes[1])
+    failed_calls.group(_block._flatten(out, "output")[0], nodes[1], call)
 
 
 def _check_reshapes_once(self, plan, key, flat, lock):

@@ -140,7 +140,7 @@ mx.operator.print = _quiet_print
 _original_waitall = mx.nd.ndarray.waitall
 
 
-def _waitall():
+def _waitall(own=False):
     """``mx.nd.waitall()``; once it returns or raises, no failure is pending in MXNet (its
     WaitForAll raises the first and forgets all): what is kept is stale (NOTE [failed calls
     read later])."""
@@ -151,12 +151,18 @@ def _waitall():
     except Exception as exc:   # noqa: BLE001 - raised below unless a failure read already
         error = exc
     finally:   # NOTE [each output raises] in failed_calls.py
-        error, read_already = failed_calls.after_waitall(error, not exiting())
+        error, read_already = failed_calls.after_waitall(error, not exiting(), own)
         if read_already and error is None:   # (the oldest failure WaitForAll forgot)
             error = _kept_run.oldest()
         _kept_run.clear()
     if error is not None:
         raise error
+
+
+def wait_engine():
+    """Wait for MXNet's whole engine, raising no block call's failure (NOTE [a whole-engine
+    wait of gluon_cf's] in failed_calls.py)."""
+    _waitall(own=True)
 
 
 _waitall.__doc__ = _original_waitall.__doc__
@@ -192,7 +198,8 @@ def _reporting(method):
             name_node(exc, self.node)
             if method.__name__ in _WRITING and failed_calls.carry(exc, _WRITING[method.__name__](
                     inspect.signature(method).bind(self, *args, **kwargs).arguments),
-                    self.node.spec.get("node")):
+                    self.node.spec.get("node"), self.call if method.__name__ == "forward"
+                    else None):
                 return None   # NOTE [failures carried by the outputs] in failed_calls.py
             _remember(method.__name__, exc, self.node)
             raise _Reported() from None
@@ -263,6 +270,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.forward_done = False   # see NOTE [backward of a failed forward]
         self.backward_done = False  # since the last completed forward (a repeated backward)
         self.made_by = _thread_runs()   # the count of the thread that made it (node_runs)
+        self.call = failed_calls.current_call()   # NOTE [a whole-engine wait of gluon_cf's]
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)

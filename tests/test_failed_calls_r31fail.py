@@ -87,3 +87,4 @@ def test_every_output_of_a_failed_call_raises_on_every_read():
     assert out["mixed"][1:3] == [[err] + healthy + healthy[::-1] + [err]] * 2
     assert out["mixed"][3] == out["mixed"][4] == [["value", [2.0]], ["value", [4.0]],
                                                   ["value", [3.0]]]
+
