@@ -173,7 +173,7 @@ def _push(exc, arrays):
 _GROUPS: dict = {}   # id(an output's handle) -> (its weakref, [(weakref, nodes)], call number)
 _MARKED: dict = {}   # id(a handle marked again) -> (its weakref, number, exception), pending
 _MARKS: dict = {}    # number -> id(handle) of _MARKED (None: the array is gone), pending
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()   # (re-entered: an NDArray freed by a collection under it)
 _state = threading.local()   # .taken: the handle whose mark a read took; .waiting: in waitall
 
 
@@ -209,12 +209,15 @@ def group(arrays, nodes, call=None):
 def _freeing(free):
     """``NDArray.__del__``: a grouped or marked array's handle is forgotten before MXNet frees
     it (a handle object may outlive its array: never used after)."""
-    def __del__(self):
-        if _GROUPS or _MARKED:
-            handle = self.handle
-            _forgetting(id(handle))(_GROUPS.get(id(handle), (None,))[0])
-            _forgetting(id(handle))(_MARKED.get(id(handle), (None,))[0])
-        free(self)
+    def __del__(self, groups=_GROUPS, marked=_MARKED):   # (module globals go at exit)
+        try:
+            key = id(self.handle)
+            if key in groups or key in marked:
+                forget = _forgetting(key)
+                forget(groups.get(key, (None,))[0])
+                forget(marked.get(key, (None,))[0])
+        finally:
+            free(self)
     return __del__
 
 
