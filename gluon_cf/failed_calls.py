@@ -166,8 +166,10 @@ def _push(exc, arrays):
 #     fails an op writing a failed array; round 29's failing backward's next, healthy one
 #     raised). ``mx.nd.waitall()`` (MXNet's WaitForAll raises the first failure it holds and
 #     empties all) is ours (``node.py``): it marks the marked arrays again (not at exit), and
-#     when what WaitForAll raised was a mark's, a failure read already, it raises instead the
-#     oldest carried failure that no read took, or nothing. Arrays the user computed from a
+#     the outputs of every failed call it met whose block call is known (``calling``; a read
+#     of any array a call's failure reached marks that call's outputs too); when what
+#     WaitForAll raised was a mark's, a failure read already, it raises instead the oldest
+#     carried failure that no read took, or nothing. Arrays the user computed from a
 #     failed output before its first read share its exception_ptr and are not grouped: left
 #     as MXNet leaves them (NOTE [failed calls read later] (1)).
 _GROUPS: dict = {}   # id(an output's handle) -> (its weakref, [(weakref, nodes)], call number)
@@ -264,7 +266,9 @@ def mark_again(exc):
     if getattr(_state, "waiting", False):
         return   # (after_waitall marks them all again)
     taken, _state.taken = getattr(_state, "taken", None), None
-    node = getattr(exc, _FAILED_NODE, None)
+    members = _members_of(exc)   # (the failed call's own outputs, whatever array was read)
+    if members is not None:
+        _mark_members(exc, members)
     for handle in {id(h): h for h in (_read_handle(), taken) if h is not None}.values():
         with _LOCK:
             ref, members, _ = _GROUPS.get(id(handle), (None, (), None))
@@ -344,14 +348,14 @@ def after_waitall(error, mark=True, own=False):
         handle = ref()
         if handle is not None:
             _mark(exc, handle)
+    others = []   # (failures of no known call's: raised by gluon_cf's own wait)
+    for exc in unread + ([error] if error is not None and not raised_mark else []):
+        members = _members_of(exc)
+        if members is None:
+            others.append(exc)
+        elif mark:   # (the call's outputs raise it when read, not at the next waitall)
+            _mark_members(exc, members)
     if own:
-        others = []
-        for exc in unread + ([error] if error is not None and not raised_mark else []):
-            members = _members_of(exc)
-            if members is None:
-                others.append(exc)
-            elif mark:
-                _mark_members(exc, members)
         if error is not None and (raised_mark or error not in others):
             return (others[0] if others else None), True
         return error, False
