@@ -7,7 +7,9 @@ import os
 import re
 import sys
 import threading
+import types
 import weakref
+from typing import Optional
 
 import mxnet as mx
 from mxnet import autograd
@@ -301,7 +303,7 @@ def _members_of(exc):
 
 def _read_handle():
     """The handle of the NDArray whose method's MXNet call is raising (or None)."""
-    frame = sys._getframe(2)
+    frame: "Optional[types.FrameType]" = sys._getframe(2)
     for _ in range(8):
         if frame is None:
             return None

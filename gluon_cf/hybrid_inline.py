@@ -83,7 +83,8 @@ def inline_inference_graph(js):
 def output_nodes(js):
     """The names of the gluon_cf nodes each output of graph ``js`` depends on (NOTE [each
     output raises] in failed_calls.py)."""
-    nodes, found = js["nodes"], {}
+    nodes = js["nodes"]
+    found: "dict[int, frozenset]" = {}
 
     def upstream(i):
         if i not in found:
