@@ -301,9 +301,9 @@ def _line():
 # ------------------------------------------------------------- failed calls read later
 def test_failed_calls_read_later_carry_gluon_cf_messages():
     """Two failed hybridized calls whose outputs are unread: reading the second, then
-    ``waitall()``, then the first raise gluon_cf's message each time (a single kept error: MXNet's custom.cc text the second time). Calls
-    failing alike (MXNet keeps one Custom-op failure at a time: each call's must land before
-    the next fails, so the test waits for it)."""
+    ``waitall()``, then the first raise gluon_cf's message each time (a single kept error:
+    MXNet's custom.cc text the second time). Calls failing alike (MXNet keeps one Custom-op
+    failure at a time: each call's must land before the next fails, so the test waits)."""
     code = textwrap.dedent("""
         import time, warnings
         warnings.simplefilter("ignore")
