@@ -256,7 +256,7 @@ def _synchronised(backward, heads_of):
                     raise
                 raise ours from None
             if _alive:
-                mx.nd.waitall()
+                _node.wait_engine()
             failed = False
         finally:
             for (_, after), state in zip(pass_hooks, states):
