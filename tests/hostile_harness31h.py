@@ -94,6 +94,17 @@ class _Switch:
 
 
 C = _Switch()
+
+
+class PythonOracle(mx.gluon.HybridBlock):
+    """A program whose oracle is its plain Python forward (autograph's)."""
+    ORACLE = "python"
+
+
+def log_add(F, a, b):
+    """log(exp(a) + exp(b)), stable: CTC's recursions."""
+    m = F.maximum(a, b)
+    return m + F.log(F.exp(a - m) + F.exp(b - m))
 CONTRIB = _Contrib()
 UNROLLED = _Unrolled()
 

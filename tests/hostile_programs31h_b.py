@@ -244,15 +244,9 @@ class ScheduledSamplingWithRandomDraws(HybridBlock):
 
 
 @program(*STEPS)
-class ScheduledSamplingRandomChoiceValuesOnly(HybridBlock):
-    """A real draw: the choice depends on the draw (compared for shapes: TOL is wide, the
-    oracle's random stream differs) - kept out of the value comparison by returning only
-    quantities invariant to the choice (sum of softmax rows = 1)."""
-    def __init__(self):
-        super().__init__()
-        self.cell = rnn.GRUCell(4, input_size=4)
-        self.out = nn.Dense(4, in_units=4)
-
+class ScheduledSamplingRandomChoiceValuesOnly(ScheduledSamplingWithRandomDraws):
+    """A real draw: the choice depends on the draw (the oracle's random stream differs), so
+    only quantities invariant to the choice are returned (sums of softmax rows: 1)."""
     def hybrid_forward(self, F, x0, xs):
         def step(gold, states):
             prev, h = states

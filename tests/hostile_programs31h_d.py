@@ -5,7 +5,7 @@ from mxnet.gluon import HybridBlock, nn, rnn
 
 import hostile_harness
 from gluon_cf import autograph
-from hostile_harness31h import C
+from hostile_harness31h import C, PythonOracle
 
 PROGRAMS, program = hostile_harness.program_registry()
 rand, floats = hostile_harness.rand, hostile_harness.floats
@@ -18,12 +18,8 @@ def first(F, x):
     return F.squeeze(F.slice_axis(x, axis=0, begin=0, end=1), axis=0)
 
 
-class _Py(HybridBlock):
-    ORACLE = "python"
-
-
 @program(*SEQ)
-class AutographForRowsGRUCollect(_Py):
+class AutographForRowsGRUCollect(PythonOracle):
     def __init__(self):
         super().__init__()
         self.cell = rnn.GRUCell(3, input_size=3)
@@ -39,7 +35,7 @@ class AutographForRowsGRUCollect(_Py):
 
 
 @program(*SEQ)
-class AutographWhileGreedyStopOnThreshold(_Py):
+class AutographWhileGreedyStopOnThreshold(PythonOracle):
     """A greedy decoder: feeds back its output until the mean falls below -0.2 or 5 steps."""
     def __init__(self):
         super().__init__()
@@ -56,7 +52,7 @@ class AutographWhileGreedyStopOnThreshold(_Py):
 
 
 @program(*SEQ)
-class AutographIfInsideForClip(_Py):
+class AutographIfInsideForClip(PythonOracle):
     """Gradient-clipping style: if the state's norm exceeds 1, rescale; in a for over rows."""
     @autograph
     def hybrid_forward(self, F, x):
@@ -70,7 +66,7 @@ class AutographIfInsideForClip(_Py):
 
 
 @program(*SEQ)
-class AutographCTCStyleDP(_Py):
+class AutographCTCStyleDP(PythonOracle):
     """A DP over time in log space, the recursion written with Python ops on rows."""
     @autograph
     def hybrid_forward(self, F, x):
@@ -85,7 +81,7 @@ class AutographCTCStyleDP(_Py):
 
 
 @program(*SEQ)
-class AutographBreakOnConvergence(_Py):
+class AutographBreakOnConvergence(PythonOracle):
     @autograph
     def hybrid_forward(self, F, x):
         h = F.zeros_like(x[0])
@@ -98,7 +94,7 @@ class AutographBreakOnConvergence(_Py):
 
 
 @program(*SEQ)
-class AutographNestedForTimeThenLayers(_Py):
+class AutographNestedForTimeThenLayers(PythonOracle):
     def __init__(self):
         super().__init__()
         self.cells = nn.HybridSequential()
@@ -121,7 +117,7 @@ class AutographNestedForTimeThenLayers(_Py):
 
 
 @program(*SEQ)
-class AutographContinueMaskedRows(_Py):
+class AutographContinueMaskedRows(PythonOracle):
     @autograph
     def hybrid_forward(self, F, x):
         acc = F.zeros_like(x[0])
