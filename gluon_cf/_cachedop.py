@@ -1,4 +1,7 @@
 """The CachedOps that run every subgraph."""
+import json
+import os
+
 import mxnet as mx
 
 
@@ -86,3 +89,53 @@ def copied_variable_heads(symbol):
     if not any(copied(o) for o in outputs):
         return None
     return mx.sym.Group([mx.sym.identity(o) if copied(o) else o for o in outputs])
+
+
+# NOTE [MKLDNN values read by a node]
+#     A node is an MXNet ``Custom`` operator, and MXNet 1.9.1 hands a Custom operator each
+#     input as a new NDArray over its default-layout buffer. A value an MKLDNN kernel computed
+#     in the block's graph (``F.concat(a, b, dim=1)``, also after ``tanh`` or ``+``) was then
+#     read as other bytes in about one call in four (every call of gluonnlp's
+#     HybridBeamSearchSampler with gluon_cf's while_loop, whose ``init_scores`` is such a
+#     concat): other values, no error, as plain MXNet Custom operators read them; eagerly, with
+#     ``MXNET_MKLDNN_ENABLED=0`` or through MXNet's own ``F.contrib`` ops the values are right.
+#     So where MKLDNN is on, the graph a block's CachedOp runs passes each input of a Custom
+#     node that another operator computes (not a variable, another Custom node or a sparse
+#     value) through ``expand_dims`` and ``squeeze``, whose MKLDNN kernels write the default
+#     layout (30 of 30 calls of the concat right, and the sampler; ``identity`` and
+#     ``reshape_like`` did not help). Only that graph: the block's own (``export``,
+#     ``export_onnx``) is unchanged. The bodies' graphs need none (30 of 30 right).
+
+_MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
+    os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
+
+
+def default_layout_inputs(symbol):
+    """``symbol`` with the inputs of its Custom nodes that other operators compute passed
+    through expand_dims and squeeze, or None when MKLDNN is off or none is (NOTE [MKLDNN
+    values read by a node])."""
+    if not _MKLDNN:
+        return None
+    graph = json.loads(symbol.tojson())
+    nodes = graph["nodes"]
+    made = {}
+    for node in list(nodes):
+        if node["op"] != "Custom":
+            continue
+        for k, entry in enumerate(node["inputs"]):
+            op = nodes[entry[0]]["op"]
+            if op in ("null", "Custom", "cast_storage") or op.startswith("_sparse"):
+                continue    # (variables, nodes; sparse values have no layout to restore)
+            key = (entry[0], entry[1])
+            if key not in made:
+                name = "%s_layout%d" % (nodes[entry[0]]["name"], entry[1])
+                nodes.append({"op": "expand_dims", "name": name + "_expand",
+                              "attrs": {"axis": "0"}, "inputs": [list(entry)]})
+                nodes.append({"op": "squeeze", "name": name + "_squeeze",
+                              "attrs": {"axis": "(0,)"}, "inputs": [[len(nodes) - 1, 0, 0]]})
+                made[key] = len(nodes) - 1
+            node["inputs"][k] = [made[key], 0, 0]
+    if not made:
+        return None
+    graph.pop("node_row_ptr", None)   # (the loader recomputes it)
+    return mx.sym.load_json(json.dumps(graph))

@@ -47,7 +47,7 @@ from .errors import (ZeroSizeError, body_value_outside_error, body_variable_erro
                      index_error_of, named_line)
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
-from ._cachedop import copied_variable_heads
+from ._cachedop import copied_variable_heads, default_layout_inputs
 from ._custom_ops import park_if_exiting
 from .shared_handles import own_handles
 from . import symbol_loading  # noqa: F401  (SymbolBlock.imports and mx.sym.load, patched)
@@ -569,10 +569,14 @@ _original_build_cache = _block.HybridBlock._build_cache
 
 
 def _build_cache(self, *args):
-    """``HybridBlock._build_cache``: NOTE [an input returned as an output] in _cachedop.py."""
+    """``HybridBlock._build_cache``: NOTE [an input returned as an output] and NOTE [MKLDNN
+    values read by a node] in _cachedop.py."""
     _original_build_cache(self, *args)
-    copied = copied_variable_heads(self._cached_graph[1]) if has_gluon_cf_nodes(
-        json.loads(self._cached_graph[1].tojson())) else None
+    copied = None
+    if has_gluon_cf_nodes(json.loads(self._cached_graph[1].tojson())):
+        copied = copied_variable_heads(self._cached_graph[1])
+        laid = default_layout_inputs(copied if copied is not None else self._cached_graph[1])
+        copied = laid if laid is not None else copied   # NOTE [MKLDNN values read by a node]
     if copied is not None:
         indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]
                    for kind in (True, False)]
