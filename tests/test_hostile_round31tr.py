@@ -18,6 +18,7 @@ from mxnet import autograd, gluon, nd
 import gluon_cf
 from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, parse_tree
 from gluon_cf.recursion import planned_backward
+from test_planned_first_round31tr import restore  # noqa: F401 (the flags restored, autouse)
 from test_schedule import FORESTS, TOL, _linear_tree
 
 TREES = {"sst": FORESTS["sst"](), "mixed": FORESTS["mixed"](), "one": [parse_tree("(1 good)")],
@@ -25,14 +26,6 @@ TREES = {"sst": FORESTS["sst"](), "mixed": FORESTS["mixed"](), "one": [parse_tre
 VOCAB = build_vocab([t for trees in TREES.values() for t in trees]
                     + [parse_tree("(0 (1 (2 bad) (3 a)) (4 b))")])
 V, H = len(VOCAB), 4
-
-
-@pytest.fixture(autouse=True)
-def restore():
-    previous = gluon_cf.get_executor()
-    yield
-    gluon_cf.set_executor(previous)
-    planned_backward.EARLY[0] = planned_backward.ENABLED[0] = True
 
 
 def _inputs(trees):
