@@ -1,0 +1,134 @@
+"""Review of round 31ag (branch h31ag): ``x.dtype`` of a Symbol read by converted code, the
+graph per input shape and dtype. Each program compared with plain Python on NDArrays, eager
+and hybridized, values and gradients (``hostile_harness.classify``), or refused hybridized
+at the user's line; call histories mixing dtypes and shapes equal fresh eager calls."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet.gluon import HybridBlock
+
+import gluon_cf
+from gluon_cf import autograph
+
+import hostile_harness
+
+PROGRAMS, program = hostile_harness.program_registry()
+rand = hostile_harness.rand
+FILES = [__file__]
+SEQ = ([rand(4, 3, seed=1)], [rand(2, 3, seed=2).astype(np.float64)], [rand(5, 3, seed=3)],
+       [rand(3, 3, seed=4).astype(np.float16)])
+
+
+@program([rand(2, 2, 3, seed=1).astype(np.float64), np.array([0, 1], np.int32)])
+class EmbeddingOfARowsDtype(HybridBlock):
+    """A loop's row as an Embedding's weight: MXNet's type inference gives the unknown
+    weight the op's default float32, where the row is float64 (it read float32: SILENT)."""
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, ws, idx):
+        h = F.zeros((2, 3), dtype="float64")
+        for w in ws:
+            e = F.Embedding(idx, w, input_dim=2, output_dim=3)
+            h = h + e * (2 if e.dtype == np.float32 else 7)
+        return h
+
+
+@program(*SEQ)
+class GetattrDtypeWithDefault(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x * (2 if getattr(x, "dtype", None) == np.float64 else 3)
+
+
+@program(*SEQ)
+class GetattrDtype(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x * getattr(x, "dtype")(2) + getattr(x, "shape")[0]
+
+
+@program(*SEQ)
+class HasattrShapeAndDtype(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x * (2 if hasattr(x, "shape") else 3) + (5 if hasattr(x, "dtype") else 7)
+
+
+@program(*SEQ)
+class HasattrOfNoNDArrayAttribute(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        return x * (2 if hasattr(x, "no_such_attribute") else 3)
+
+
+@program([rand(2, 3, seed=1), np.array([2], np.float32)])
+class DtypeInARecursiveFunction(HybridBlock):
+    NO_GRAD = (1,)
+
+    @autograph
+    def hybrid_forward(self, F, x, n):
+        @gluon_cf.recursive
+        def f(v, k):
+            if k > 0:
+                return f(v * v.dtype(2), k - 1)
+            return v
+        return f(x, n)
+
+
+@program(*SEQ)
+class DtypeBranches(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        if x.dtype == np.float64:
+            h = F.cast(x, "float32") * 2
+        elif x.dtype == np.float16:
+            h = F.cast(x, "float32") * 5
+        else:
+            h = x * 3
+        return h + x.shape[0]
+
+
+REFUSED = {EmbeddingOfARowsDtype: "e.dtype", DtypeInARecursiveFunction: "v.dtype(2)"}
+classified = hostile_harness.cached_classifier(PROGRAMS, FILES, export=False)
+
+
+@pytest.mark.parametrize("cls", list(PROGRAMS), ids=lambda c: c.__name__)
+def test_program_equals_python_or_is_refused_at_the_line(cls):
+    result = classified(cls)
+    hostile_harness.assert_kinds(result, refused=cls in REFUSED)
+    if cls in REFUSED:
+        err = hostile_harness.hybridized_error(cls, *PROGRAMS[cls][0])
+        assert isinstance(err, gluon_cf.AutographError), repr(err)
+        line = hostile_harness.line_in(__file__, REFUSED[cls], cls)
+        assert str(err).startswith(f"{__file__}:{line}: "), str(err)
+        assert ".dtype of a tensor while hybridizing, whose dtype the inputs" in str(err) and "recursive function" in str(err)
+
+
+@pytest.mark.parametrize("cls", [DtypeBranches, GetattrDtypeWithDefault],
+                         ids=lambda c: c.__name__)
+def test_call_history_of_dtypes_and_shapes_equals_fresh_eager_calls(cls):
+    inputs = PROGRAMS[cls]
+    hostile_harness.check_call_history(cls, inputs, hostile_harness._make,
+                                       hostile_harness.eager_oracle(cls, inputs), (1e-5, 1e-6))
+
+
+def test_export_of_a_graph_for_input_dtypes_says_dtype(tmp_path):
+    net = hostile_harness._make(DtypeBranches)
+    net.hybridize()
+    net(mx.nd.ones((2, 3), dtype="float64"))
+    with pytest.raises(ValueError) as info:
+        net.export(str(tmp_path / "net"))
+    line = hostile_harness.line_in(__file__, "if x.dtype == np.float64:", DtypeBranches)
+    text = str(info.value)
+    assert text.startswith(f"{__file__}:{line}: ") and "the dtype read here" in text, text
+    assert "input dtypes it was traced for (float64;" in text and "any dtype" in text, text
+    assert "shape read" not in text and "::" not in text, text
+
+
+def test_export_onnx_of_a_graph_for_input_dtypes_says_dtype():
+    from gluon_cf.export import export_onnx
+    net = hostile_harness._make(DtypeBranches)
+    net.hybridize()
+    with pytest.raises(ValueError, match="the dtype read here while hybridizing"):
+        export_onnx(net, [mx.nd.ones((2, 3))])
