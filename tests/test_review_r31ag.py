@@ -132,3 +132,52 @@ def test_export_onnx_of_a_graph_for_input_dtypes_says_dtype():
     net.hybridize()
     with pytest.raises(ValueError, match="the dtype read here while hybridizing"):
         export_onnx(net, [mx.nd.ones((2, 3))])
+
+
+
+
+class RoundOfAList(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return x * round(items)
+
+
+class FloatOfAList(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return x * float(items)
+
+
+class IntOfAList(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return x * int(items)
+
+
+class ListTimesList(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        return F.stack(*(items * items))
+
+
+@pytest.mark.parametrize("cls", [RoundOfAList, FloatOfAList, IntOfAList, ListTimesList],
+                         ids=lambda c: c.__name__)
+def test_builtin_of_a_collected_list_is_pythons_type_error_for_a_list(cls):
+    """Python's own TypeError, word for word, eager and hybridized (it named StepList, or
+    said "unsupported operand type(s)" where Python says "can't multiply sequence")."""
+    result = hostile_harness.classify(cls, SEQ[:1], FILES, export=False)
+    assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result
+    err = hostile_harness.hybridized_error(cls, *SEQ[0])
+    assert type(err) is TypeError and ("'list'" in str(err) or "type list " in str(err)), err

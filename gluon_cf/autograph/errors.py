@@ -156,6 +156,11 @@ def list_operand(other, op, right=False):
     """Python's TypeError for a list and ``other`` (no list) under ``op``, for a collected
     list (whose own type name Python's message would show); NotImplemented where ``other``'s
     type may take a list by its own (reflected) operator, as an array's."""
+    python = getattr(type(other), "python_type", None)
+    if op == "*" and (isinstance(other, list) or python is not None):
+        # (items * items: Python's words for a list, not "unsupported operand type(s)")
+        raise TypeError(f"can't multiply sequence by non-int of type "
+                        f"'{(python or type(other)).__name__}'")
     if not isinstance(other, (numbers.Number, str, bytes, type(None), tuple, dict, set)):
         return NotImplemented
     if op == "*":

@@ -147,10 +147,10 @@ def binary(left, right, op):
     try:
         return getattr(operator, op)(left, right)
     except TypeError as err:
-        raise _in_python_types(err, left, right) from None
+        raise in_python_types(err, left, right) from None
 
 
-def _in_python_types(err, *operands):
+def in_python_types(err, *operands):
     """``err`` (Python's TypeError of an operator) naming the type Python's own would: a
     list a tensor loop collected is a ``list`` (NOTE [a collected list's type]), not the
     class standing for it (``items - items``: unsupported ... 'list' and 'list')."""
@@ -161,6 +161,8 @@ def _in_python_types(err, *operands):
             text = text.replace(f"'{type(value).__name__}'", f"'{python.__name__}'")
             # (a Symbol's own: type <class 'gluon_cf....StepList'> not supported)
             text = text.replace(str(type(value)), str(python))
+            # (round(items): type StepList doesn't define __round__ method)
+            text = text.replace(f"type {type(value).__name__} ", f"type {python.__name__} ")
     return err if text == str(err) else TypeError(text)
 
 
