@@ -546,8 +546,11 @@ def _get_graph(self, *args):
     outer = getattr(TRACED, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
     dtypes = _input_dtypes(args)
+    # (the parameters' dtypes as they are: a Parameter's var keeps the dtype it was made
+    # with, float32 after net.cast("float64"), read by x.dtype silently)
+    given = {p.name: p.dtype for p in self.collect_params().values()}
     trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
-                             "dtypes": dict(zip(names, dtypes)),
+                             "dtypes": dict(given, **dict(zip(names, dtypes))),
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
     TRACED.trace = trace
     try:
