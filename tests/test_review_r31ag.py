@@ -89,6 +89,15 @@ class DtypeBranches(HybridBlock):
         return h + x.shape[0]
 
 
+@program(*SEQ)
+class HasattrOfSplitOutputs(HybridBlock):
+    """F.split's outputs: a list eagerly, which has no shape."""
+    @autograph
+    def hybrid_forward(self, F, x):
+        parts = F.split(x, num_outputs=3, axis=1)
+        return x * (2 if hasattr(parts, "shape") else 3)
+
+
 REFUSED = {EmbeddingOfARowsDtype: "e.dtype", DtypeInARecursiveFunction: "v.dtype(2)"}
 classified = hostile_harness.cached_classifier(PROGRAMS, FILES, export=False)
 

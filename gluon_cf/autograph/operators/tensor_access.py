@@ -157,8 +157,8 @@ def attribute_builtin(fn, where):
         return fn
 
     def read(value, name, *default):
-        if isinstance(value, mx.sym.Symbol) and isinstance(name, str) and \
-                not hasattr(value, name) and hasattr(mx.nd.NDArray, name):
+        if one_output(value) and isinstance(name, str) and not hasattr(value, name) and \
+                hasattr(mx.nd.NDArray, name):     # (F.split's outputs: a list eagerly)
             return True if fn is builtins.hasattr else attribute(value, name, where)
         return fn(value, name, *default)
     return read
