@@ -169,3 +169,19 @@ def list_operand(other, op, right=False):
         raise TypeError(f"unsupported operand type(s) for {op}: '{type(other).__name__}' and "
                         f"'list'")
     raise TypeError(f'can only concatenate list (not "{type(other).__name__}") to list')
+
+
+def in_python_types(err, *operands):
+    """``err`` (Python's TypeError of an operator) naming the type Python's own would: a
+    list a tensor loop collected is a ``list`` (NOTE [a collected list's type]), not the
+    class standing for it (``items - items``: unsupported ... 'list' and 'list')."""
+    text = str(err)
+    for value in operands:
+        python = getattr(type(value), "python_type", None)
+        if python is not None:
+            text = text.replace(f"'{type(value).__name__}'", f"'{python.__name__}'")
+            # (a Symbol's own: type <class 'gluon_cf....StepList'> not supported)
+            text = text.replace(str(type(value)), str(python))
+            # (round(items): type StepList doesn't define __round__ method)
+            text = text.replace(f"type {type(value).__name__} ", f"type {python.__name__} ")
+    return err if text == str(err) else TypeError(text)

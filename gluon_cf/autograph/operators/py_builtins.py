@@ -39,9 +39,8 @@ import mxnet as mx
 
 from ...hybrid_trace import static_shape
 from ...operators import user_location
-from ..errors import AutographError, op_name, refuse_hashed_symbol
+from ..errors import AutographError, in_python_types, op_name, refuse_hashed_symbol
 from .call_results import callbacks_converted, converted_running
-from .variables import in_python_types
 
 
 def iterated(value, where, what):
