@@ -144,41 +144,23 @@ def test_export_onnx_of_a_graph_for_input_dtypes_says_dtype():
 
 
 
-
-class RoundOfAList(HybridBlock):
-    @autograph
-    def hybrid_forward(self, F, x):
-        items = []
-        for r in x:
-            items.append(r * 2)
-        return x * round(items)
-
-
-class FloatOfAList(HybridBlock):
-    @autograph
-    def hybrid_forward(self, F, x):
-        items = []
-        for r in x:
-            items.append(r * 2)
-        return x * float(items)
+def _list_program(name, use):
+    """A block collecting ``items`` in a tensor loop and returning ``use(F, x, items)``."""
+    class Program(HybridBlock):
+        @autograph
+        def hybrid_forward(self, F, x):
+            items = []
+            for r in x:
+                items.append(r * 2)
+            return use(F, x, items)
+    Program.__name__ = Program.__qualname__ = name
+    return Program
 
 
-class IntOfAList(HybridBlock):
-    @autograph
-    def hybrid_forward(self, F, x):
-        items = []
-        for r in x:
-            items.append(r * 2)
-        return x * int(items)
-
-
-class ListTimesList(HybridBlock):
-    @autograph
-    def hybrid_forward(self, F, x):
-        items = []
-        for r in x:
-            items.append(r * 2)
-        return F.stack(*(items * items))
+RoundOfAList = _list_program("RoundOfAList", lambda F, x, items: x * round(items))
+FloatOfAList = _list_program("FloatOfAList", lambda F, x, items: x * float(items))
+IntOfAList = _list_program("IntOfAList", lambda F, x, items: x * int(items))
+ListTimesList = _list_program("ListTimesList", lambda F, x, items: F.stack(*(items * items)))
 
 
 @pytest.mark.parametrize("cls", [RoundOfAList, FloatOfAList, IntOfAList, ListTimesList],
