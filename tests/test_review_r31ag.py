@@ -163,7 +163,27 @@ IntOfAList = _list_program("IntOfAList", lambda F, x, items: x * int(items))
 ListTimesList = _list_program("ListTimesList", lambda F, x, items: F.stack(*(items * items)))
 
 
-@pytest.mark.parametrize("cls", [RoundOfAList, FloatOfAList, IntOfAList, ListTimesList],
+class ListComparedWithAConstant(HybridBlock):
+    """``items < None`` and ``1 < items``: Python's comparison, with a constant (the
+    comparison was left Python's, whose TypeError named StepList)."""
+    REFLECTED = False
+
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        if self.REFLECTED:
+            return x * (1 < items)
+        return x * (items < None)
+
+
+class ConstantComparedWithAList(ListComparedWithAConstant):
+    REFLECTED = True
+
+
+@pytest.mark.parametrize("cls", [RoundOfAList, FloatOfAList, IntOfAList, ListTimesList,
+                                 ListComparedWithAConstant, ConstantComparedWithAList],
                          ids=lambda c: c.__name__)
 def test_builtin_of_a_collected_list_is_pythons_type_error_for_a_list(cls):
     """Python's own TypeError, word for word, eager and hybridized (it named StepList, or
