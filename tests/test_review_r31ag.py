@@ -135,12 +135,13 @@ def test_export_of_a_graph_for_input_dtypes_says_dtype(tmp_path):
     assert "shape read" not in text and "::" not in text, text
 
 
-def test_export_onnx_of_a_graph_for_input_dtypes_says_dtype():
-    from gluon_cf.export import export_onnx
+@pytest.mark.parametrize("api", ["export_onnx", "save_artifact"])
+def test_export_onnx_of_a_graph_for_input_dtypes_says_dtype(api, tmp_path):
+    from gluon_cf import export
     net = hostile_harness._make(DtypeBranches)
     net.hybridize()
     with pytest.raises(ValueError, match="the dtype read here while hybridizing"):
-        export_onnx(net, [mx.nd.ones((2, 3))])
+        getattr(export, api)(net, [mx.nd.ones((2, 3))], tmp_path / "model")
 
 
 
