@@ -162,6 +162,7 @@ RoundOfAList = _list_program("RoundOfAList", lambda F, x, items: x * round(items
 FloatOfAList = _list_program("FloatOfAList", lambda F, x, items: x * float(items))
 IntOfAList = _list_program("IntOfAList", lambda F, x, items: x * int(items))
 ListTimesList = _list_program("ListTimesList", lambda F, x, items: F.stack(*(items * items)))
+HashOfAList = _list_program("HashOfAList", lambda F, x, items: x * hash(items))
 
 
 class ListComparedWithAConstant(HybridBlock):
@@ -184,7 +185,8 @@ class ConstantComparedWithAList(ListComparedWithAConstant):
 
 
 @pytest.mark.parametrize("cls", [RoundOfAList, FloatOfAList, IntOfAList, ListTimesList,
-                                 ListComparedWithAConstant, ConstantComparedWithAList],
+                                 HashOfAList, ListComparedWithAConstant,
+                                 ConstantComparedWithAList],
                          ids=lambda c: c.__name__)
 def test_builtin_of_a_collected_list_is_pythons_type_error_for_a_list(cls):
     """Python's own TypeError, word for word, eager and hybridized (it named StepList, or
