@@ -456,8 +456,11 @@ def _get_graph(self, *args):
     outer = getattr(TRACED, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
     dtypes = _input_dtypes(args)
+    # (the parameters' dtypes as they are: a Parameter's var keeps the dtype it was made
+    # with, float32 after net.cast("float64"), read by x.dtype silently)
+    given = {p.name: p.dtype for p in self.collect_params().values()}
     trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
-                             "dtypes": dict(zip(names, dtypes)),
+                             "dtypes": dict(given, **dict(zip(names, dtypes))),
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
     TRACED.trace = trace
     try:
@@ -470,7 +473,8 @@ def _get_graph(self, *args):
         self._cached_graph = ()         # (refused: the next call traces again)
         raise
     if trace["read"] is not None:
-        self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"], dtypes)
+        self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"], dtypes,
+                                                    trace.get("read_dtype", False))
     else:
         self.__dict__.pop("_gluon_cf_traced_shapes", None)
     if trace["mode"] is not None:     # (and the inputs, for export to trace predict mode's)
@@ -548,14 +552,17 @@ def _export(self, path, *args, **kwargs):
     traced = self.__dict__.get("_gluon_cf_traced_shapes")
     if traced is not None:
         where = traced[1][:-1] if traced[1].endswith(":") else traced[1]   # (no "::")
+        what, given, instead = ("dtype", [np.dtype(d).name for d in traced[2]],
+                                "F.zeros_like, F.ones_like, F.cast to a dtype given to the "
+                                "block") if traced[3] else \
+            ("shape", traced[0], "F.shape_array, F.zeros_like, F.reshape_like, reshape with "
+                                 "0 and -1, gluon_cf.foreach over the rows")
         raise ValueError(
-            f"{where}: the shape read here while hybridizing makes the block's graph one "
-            f"for the input shapes it was traced for "
-            f"({', '.join(map(str, traced[0]))}; the block traces a graph per input shape and "
-            f"dtype), and an exported graph would run them on inputs of any shape. To export, "
-            f"take shapes from arrays in the graph "
-            f"(F.shape_array, F.zeros_like, F.reshape_like, reshape with 0 and -1, "
-            f"gluon_cf.foreach over the rows)")
+            f"{where}: the {what} read here while hybridizing makes the block's graph one "
+            f"for the input {what}s it was traced for ({', '.join(map(str, given))}; the "
+            f"block traces a graph per input shape and dtype), and an exported graph would "
+            f"run them on inputs of any {what}. To export, take {what}s from arrays in the "
+            f"graph ({instead})")
     return _original_export(self, path, *args, **kwargs)
 
 

@@ -121,7 +121,7 @@ def static_dtype(symbol, where):
     if trace is None or types is None:
         return None
     if trace["read"] is None:
-        trace["read"] = where
+        trace["read"], trace["read_dtype"] = where, True    # (export's refusal says dtype)
     return types[0]
 
 
@@ -131,5 +131,13 @@ def static_dtypes(symbols):
     trace = getattr(TRACED, "trace", None)
     if trace is None or any(len(s.list_outputs()) != 1 for s in symbols):
         return None
-    types = _inferred(symbols, trace.get("dtypes", {}), "type")
+    # (every variable's dtype given, the inputs' or its own: MXNet's inference fills one
+    # unknown with an op's default, a loop row's Embedding weight float32 where it is float64)
+    group = mx.sym.Group(symbols)
+    given = trace.get("dtypes", {})
+    attributes = group.attr_dict()
+    if any(name not in given and "__dtype__" not in attributes.get(name, {})
+           for name in group.list_arguments() + group.list_auxiliary_states()):
+        return None
+    types = _inferred(symbols, given, "type")
     return None if not types or any(t is None for t in types) else list(types)

@@ -120,6 +120,11 @@ class CallTreesConverter(Converter):
                              for a in node.args]
             node.func = runtime_call("builtin", [node.func, ast.Constant(self.where(node))])
             return node
+        if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
+            # (getattr(x, "dtype", None) on a Symbol: NOTE [autograph indexing])
+            node.func = runtime_call("attribute_builtin", [node.func,
+                                                           ast.Constant(self.where(node))])
+            return node
         if isinstance(node.func, ast.Name) and node.func.id == "print":
             node.func = runtime_call("printing", [node.func, ast.Constant(self.where(node))])
             return node

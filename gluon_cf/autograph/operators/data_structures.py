@@ -476,7 +476,8 @@ class StepList:
 
     def __ne__(self, other):
         return not self.__eq__(other)
-    __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
+    def __hash__(self):     # (a list's: unhashable; None named this class in Python's words)
+        raise TypeError("unhashable type: 'list'")
 
     def __setitem__(self, index, value):
         """``items[i] = v`` (a slice too): Python's, in place, as :meth:`pop`."""
@@ -591,7 +592,7 @@ class ReversedItems(StepList):
 
     def __ne__(self, other):
         return self is not other
-    __hash__ = object.__hash__      # type: ignore[assignment]
+    __hash__ = object.__hash__
 
     def __reversed__(self):
         raise TypeError("'list_reverseiterator' object is not reversible")
