@@ -33,6 +33,7 @@ import threading
 from typing import Any, Dict, List
 
 import mxnet as mx
+import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.gluon import block as _block
 
