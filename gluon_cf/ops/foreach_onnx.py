@@ -10,14 +10,16 @@ NOTE [rows of none of a run-time width]
     them. Exported with x's width a dynamic axis, the step's width is known only at run time,
     and the no-step branch failed in its guard (onnxruntime's 'indices element out of data
     bounds', no user line) where Gluon gives (0, w) rows (issue 24). Now that branch runs the
-    body once on a probe, one row of zeros of the data's run-time row shape with the initial
+    body once on a probe, one row of ones of the data's run-time row shape with the initial
     states, and takes the step outputs' shapes from it, as the while_loop's probe does (NOTE
     [dims a loop's rows follow] in ops/while_loop_onnx.py): its gathers read copies of their
     data with a zero row appended, each index clipped into it (a take of a row of no row
     still has the row's shape), and the rows' shape reads the probe's values (NOTE [a probe
     read for its values]). Where Gluon's inference is incomplete (``gluon_infers`` asks it
     at export, per set of varying dims that are 0) the guard still fails, named after the
-    for's line, on every call.
+    for's line, on every call. Ones, not zeros: a body dividing integers by its row
+    (``F.broadcast_div(c, r)``, ``broadcast_mod``) failed in onnxruntime's 'Integer division
+    by zero', naming no line, where Gluon gives the rows of none (review 31x).
 """
 import copy
 
@@ -135,7 +137,7 @@ def scan_of_any_length(node, states, data, body, dtypes, steps):
 
 def _probe_step(node, emitter, states, data, body, infers, count):
     """The Scan outputs (states, then step outputs) of ``body`` run once, in ``emitter``, on
-    one row of zeros of each data's run-time row shape and the initial ``states``, its
+    one row of ones of each data's run-time row shape and the initial ``states``, its
     gathers kept in range where Gluon ``infers`` (NOTE [rows of none of a run-time width])."""
     from onnx import numpy_helper
 
@@ -149,7 +151,7 @@ def _probe_step(node, emitter, states, data, body, infers, count):
             emitter.const([np.iinfo(np.int64).max])])], axis=0)
         dtype = np.dtype(node.node.input_dtypes[k])
         rows.append(emitter.add("ConstantOfShape", [shape],
-                                value=numpy_helper.from_array(np.zeros((1,), dtype))))
+                                value=numpy_helper.from_array(np.ones((1,), dtype))))
     outputs = [emitter.fresh("probed") for _ in range(count)]
     emitter.add("Scan", list(states) + rows, outputs, body=probe, num_scan_inputs=len(data))
     return outputs

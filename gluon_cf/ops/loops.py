@@ -67,10 +67,10 @@ def loop_batching_rule(rule, node, in_flags, in_shapes, used):
 def inferred_step_rows(func_graph, shapes, num_out):
     """The shapes of the ``num_out`` step outputs of a loop of no step as MXNet infers them
     from its body's graph on the slots' ``shapes`` (0: MXNet's legacy unknown dim), or None
-    where it cannot: a hybridized while_loop then runs func's graph once for them (NOTE
-    [loops of no step] in ``while_loop.py``), and its export asks this to do the same (NOTE
-    [dims a loop's rows follow]); a converted ``for`` over no row refuses (NOTE [a foreach
-    of no step])."""
+    where it cannot: a hybridized while_loop then runs func's graph once for them, or
+    refuses (NOTE [loops of no step] in ``while_loop.py``), and its export asks this to do
+    the same (NOTE [dims a loop's rows follow]); a converted ``for`` over no row refuses
+    (NOTE [a foreach of no step])."""
     key = (tuple(shapes), num_out)
     try:   # (NOTE [step rows are remembered])
         cache = func_graph.__dict__.setdefault("_step_rows", {})
@@ -115,8 +115,8 @@ _MOST_REMEMBERED = 64
 #     complete answer that a dim of 0 cannot change (a take of a kept row: the row's width)
 #     is the same with that dim any other size; so the rows are taken from inference only
 #     where inferring again with every 0 made each size of ``NOT_ZERO`` gives the same rows,
-#     and func's graph is run for them otherwise (NOTE [loops of no step]), which gives what
-#     its operators give on no row, or raises their error at the user's line, on every call.
+#     and otherwise a hybridized loop of no step refuses at its line, on every call (an input
+#     of a dim of 0: NOTE [loops of no step]; func's graph ran on it until round 31x).
 #     One size is not enough: ``kept + t`` of kept rows (0, 4), t (2, 4), infers (2, 4) with
 #     the 0 read as unknown and with it made 2, where the step's add fails on no row (0 vs
 #     2), and the loop gave (3, 2, 4) zeros (issue 24, round 31x); made 3 too, the add's

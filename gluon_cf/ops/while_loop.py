@@ -16,13 +16,13 @@ from ..checks import (LoopVarShapeChange, arrays_only, check_arity, check_callab
                       flatten_argument, mismatch, mode_of, not_hybridizable, op_at,
                       pred_shape_error, pred_value, scalar_pred_shape, stack_steps)
 from .._typing import Array, Arrays
-from ..errors import ZeroSizeError
 from ..zero_size import eagerly
 from . import eager_loops
 from .loops import (NOT_ZERO, inferred_step_rows, keeping_shapes, loop_batching_rule,
                     per_row, stacked_shape)
-from .while_loop_arguments import (PendingStepOutputs, check_max_iterations, input_order,
-                                   mxnet_input_order, slot_order, symbolic_pred, unchanged_vars)
+from .while_loop_arguments import (PendingStepOutputs, check_max_iterations, func_may_run,
+                                   input_order, mxnet_input_order, slot_order, symbolic_pred,
+                                   unchanged_vars, unknown_rows_of_no_step)
 
 OP = "while_loop"
 
@@ -126,14 +126,18 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     empty loop would never end). What its step outputs would have been is then known only
 #     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``).
 #     Where only running func could tell them (inference incomplete, or changing with a dim of
-#     0: NOTE [a dim of 0 read as unknown]), the call is refused at the loop's line on every
-#     call (``unknown_rows_of_no_step``): func's graph is not run either, as MXNet's symbolic
-#     loop never runs it for no step (its step outputs of unknown shape are then (1,) arrays
-#     of no defined value). Until round 31x its graph ran once, untracked: its operators on a
-#     value of no row gave what MXNet's kernels give on one ((0, 4) + (2, 4) ran as (2, 4),
-#     and MXNet aborted at exit on the array it made), and in a recursive function a leaf's
-#     empty loop ran its step's recursive calls 20,000 deep, 80 s (round 30r). Eagerly only
-#     calling func could tell, and
+#     0: NOTE [a dim of 0 read as unknown]), func's graph (no Python code) runs once,
+#     untracked, for them (``_rows_of_a_run``: a body whose step output is a boolean_mask's
+#     rows, or a nested loop's collected list, of a counter past its bound), except where
+#     an input has a dim of 0 or func makes a recursive call: that call is refused at the
+#     loop's line (``unknown_rows_of_no_step``), as MXNet's symbolic loop never runs func
+#     for no step (its step outputs of unknown shape are (1,) arrays of no defined value):
+#     MXNet's operators on a value of no row gave what its kernels give on one ((0, 4) +
+#     (2, 4) ran as (2, 4), and MXNet aborted at exit on the array it made), and in a
+#     recursive function a leaf's empty loop ran its step's recursive calls 20,000 deep,
+#     80 s (round 30r). Round 31x refused every such call, the counter's too (review 31x:
+#     a while nested in an autograph while of no step, eager's (2, 4), was refused). Eagerly
+#     only calling func could tell, and
 #     MXNet 1.9.1's eager while_loop returns ``[]`` (its ``stacked_outputs`` of no step, not
 #     regrouped: a plain empty list whatever func returns), which gluon_cf returns too; code
 #     that may loop zero times and reads the step outputs runs hybridized (as it does under
@@ -146,17 +150,16 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
 
 
-def unknown_rows_of_no_step(where):
-    """The error of a hybridized loop of no step whose step outputs' shapes only running func
-    could tell (NOTE [loops of no step]), at the loop's line ``where``."""
-    return ZeroSizeError(
-        "gluon_cf.while_loop%s: the loop runs no step here (cond is false at once) and the "
-        "shapes of its step outputs are known only by running func (MXNet's inference of "
-        "func's graph on these inputs is incomplete, or changes with a dim of 0: a value of "
-        "no row, such as a boolean_mask keeping none); MXNet never runs func for a loop of no "
-        "step, and neither does gluon_cf; guard the loop with an if on the row count, or "
-        "return step outputs whose shapes do not follow a value of no row"
-        % (" at %s" % where if where else ""), located=bool(where))
+def _rows_of_a_run(node, inputs, frame, pad_to, where):
+    """Generator: the step outputs of a hybridized loop of no step whose shapes only running
+    func tells, from one untracked run of func's graph on ``inputs`` (slot order) where none
+    has a dim of 0 and func makes no recursive call, else refused at the loop's line
+    ``where`` (NOTE [loops of no step])."""
+    if not func_may_run(node.spec, inputs):
+        raise unknown_rows_of_no_step(where)
+    with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+        probe = yield node.graphs["func"].run(list(inputs), frame, record=False)
+    return zero_rows(probe[:node.spec["num_out_data"]], pad_to)
 
 
 def _not_callable(func, where):
@@ -544,8 +547,8 @@ class WhileLoopRule(registry.Rule):
             warn_truncation(where, bound, node.spec.get("truncation_advice"))
         if outputs is None:   # no step ran (NOTE [loops of no step])
             outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
-        if outputs is None:   # shapes only running func tells: never run (as MXNet's)
-            raise unknown_rows_of_no_step(where_made)
+        if outputs is None:   # shapes only running func tells
+            outputs = yield from _rows_of_a_run(node, inputs, frame, pad_to, where_made)
         return outputs + final
 
     def _remat_forward(self, node, inputs, frame, given):
@@ -581,7 +584,7 @@ class WhileLoopRule(registry.Rule):
         if outputs is None:   # no step ran (NOTE [loops of no step])
             outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
             if outputs is None:
-                raise unknown_rows_of_no_step(where_made)
+                outputs = yield from _rows_of_a_run(node, inputs, frame, pad_to, where_made)
         return outputs + final
 
     def _no_step_outputs(self, node, inputs, pad_to):

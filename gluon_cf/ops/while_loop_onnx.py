@@ -150,18 +150,24 @@ def _lines_hold(emitter, node, followed):
     return emitter.truth(held)
 
 
-def gluon_infers(node, emitter, key="func", slot_shapes=None):
+def gluon_infers(node, emitter, key="func", slot_shapes=None, or_runs=False):
     """Whether Gluon infers the step shapes of this loop of no step (True), or runs func's
     graph for them (False; a converted ``for``: refuses), as ``inferred_step_rows`` answers
     on the call's input shapes (of graph ``key``'s slots: ``slot_shapes`` of the inputs'
     shapes, the rule's by default): a
     Python bool where every call answers alike, else an ONNX bool scalar computed in
     ``emitter`` from which of the inputs' varying dims are 0 (MXNet's legacy unknown dim,
-    the only way an input's sizes change that answer: NOTE [dims a loop's rows follow])."""
+    the only way an input's sizes change that answer: NOTE [dims a loop's rows follow]).
+    ``or_runs``: True where Gluon runs func's graph instead (no input dim is 0, no recursive
+    call: ``_rows_of_a_run`` in ops/while_loop.py)."""
     found = _infers_table(node, key, slot_shapes)
     if found is None:
         return True   # (no rank known: the padded probe)
     varying, table = found
+    from .while_loop_arguments import calls_recursively
+    if or_runs and not calls_recursively(node.spec) and not any(
+            d == 0 for shape in node.in_shapes if shape is not None for d in shape):
+        table = [ok or not bits for bits, ok in enumerate(table)]   # (no varying dim 0)
     if all(table) or not any(table):
         return table[0]
     from onnx import TensorProto
@@ -437,16 +443,17 @@ def onnx_pad_rows(node, stacked, dtypes, exact=False):
 def _refused_where_gluon_refuses(node, then_graph, rows, dtypes):
     """``then_graph`` (the zero rows of a loop of no step) failing in a Gather named after the
     loop's line where Gluon refuses the call, as ``inferred_step_rows`` answers on the call's
-    input shapes (``gluon_infers``): hybridized, such a loop raises at its line and never runs
-    func (NOTE [loops of no step]); its zero rows of planned shapes were given here (a
-    ``kept + t`` of kept rows (0, 4) and t (2, 4): (3, 2, 4) zeros, round 31x)."""
+    input shapes (``gluon_infers``, or running func's graph where no input dim is 0):
+    hybridized, such a loop raises at its line (NOTE [loops of no step]); its zero rows of
+    planned shapes were given here (a ``kept + t`` of kept rows (0, 4) and t (2, 4): (3, 2,
+    4) zeros, round 31x)."""
     from onnx import TensorProto, helper
 
     from gluon_cf.errors import where_created
     from gluon_cf.graph import decode
     from gluon_cf.export.onnx_kit import Emitter
 
-    infers = gluon_infers(node, node)
+    infers = gluon_infers(node, node, or_runs=True)
     if infers is True:
         return then_graph
     where = where_created(decode(node.kind, node.node.attrs["spec"])) or \

@@ -67,7 +67,7 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ...ops.cond import cond
+from ...ops.cond import cond, refused_at_once
 from ...hybrid_trace import static_shape
 from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
@@ -129,10 +129,12 @@ class StepList:
         def with_theirs():      # computed in the branch where these rows exist
             both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
             if isinstance(count, mx.sym.Symbol):
-                return cond(count > 0, both, lambda: mine, name=name)
+                return refused_at_once(cond(count > 0, both, lambda: mine, name=name),
+                                       self._other_shapes)
             return both()
         if isinstance(n_items, mx.sym.Symbol):
-            joined = cond(n_items > 0, with_theirs, lambda: theirs, name=name)
+            joined = refused_at_once(cond(n_items > 0, with_theirs, lambda: theirs,
+                                          name=name), self._other_shapes)
         else:       # (holding no item, emptied by pop or clear: its rows stand for none)
             joined = with_theirs() if n_items else theirs
         most = count if isinstance(count, int) else most
@@ -149,6 +151,16 @@ class StepList:
                                                         not n_items) else []) + \
                 [StepList(rows, count, self.where, most)]
         return out
+
+    def _other_shapes(self):
+        """The error of arrays joined to these items whose shape is not theirs (shape
+        inference refused their concat: it failed as the value was read, round 31x)."""
+        return AutographError(one_colon(
+            f"{self.where}: a list the loop on a tensor here appends to holds items of other "
+            f"shapes (earlier items, or items appended elsewhere, of another shape than the "
+            f"arrays appended here); its items are the rows of one array, of one shape: start "
+            f"the list empty and join other arrays after the loop (F.concat(first, *items, "
+            f"dim=0)), or append arrays of the items' shape"))
 
     def _become(self, joined):
         """This list holds ``joined``'s items from now on (in place, as a list's own)."""
