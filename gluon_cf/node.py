@@ -271,9 +271,9 @@ class _NodeOperator(mx.operator.CustomOp):
             _top_level.remat = False
 
     def _run_marked(self, inputs, is_train, marks, out_data, remat=False):
-        if marks is not None:
-            for i in marks:
-                inputs[i].attach_grad()
+        if marks:   # as attach_grad() on each, in one C call
+            marked = [inputs[i] for i in marks]
+            autograd.mark_variables(marked, [mx.nd.zeros_like(a) for a in marked])
         with autograd.pause(train_mode=is_train) if marks is None or remat else \
                 autograd.record(train_mode=is_train):
             into = getattr(self.rule, "forward_into", None)
