@@ -40,9 +40,10 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.gluon import block as _block
 
-from . import executor, registry, remat as _remat
+from . import executor, node_progress, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
+from .graph.decoded import holds_recursion
 from .graph.operator_errors import OperatorShapeError, body_operator_error
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
@@ -93,6 +94,9 @@ class _Plan:
         self.partitioned = {}   # thread id -> PartitionedGraph
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
         self.refusing_training = refusing_training(self.js) if self.has_nodes else []
+        # NOTE [the caller waits for the first group] in node_progress.py
+        self.recursion = self.has_nodes and any(
+            registry.kind_of(n) and holds_recursion(n) for n in self.js["nodes"])
 
     def _holds_user_custom_ops(self):
         """Whether a gluon_cf node of the graph holds a user CustomOp: run as a Custom
@@ -262,12 +266,17 @@ def _run_built(self, args, lock):
         except Exception as err:   # noqa: BLE001 - the CachedOp's call below gives its own
             INLINE_FAILED[0] += 1
             inline_error = err
+    called = since = None
     with lock:
         if not partitioned or fmt != self._in_format:
             if plan.resizing_reshapes:
                 _check_reshapes_once(self, plan, key, flat, lock)
             try:   # the CachedOp, as long as every node can declare its output shapes
-                return not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
+                if plan.recursion and node_progress.WAIT_S[0] > 0 and \
+                        mx.autograd.is_recording() and executor.ahead_of_time() and \
+                        executor.get_executor() == "batched":
+                    since = node_progress.token()   # NOTE [the caller waits for the first group]
+                called = [not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)]
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
                 # attribute shape in the graph", whatever the inputs): the next call builds a
@@ -275,10 +284,16 @@ def _run_built(self, args, lock):
                 self._cached_op = None
                 if not isinstance(err, DynamicShapeError) or fmt != self._in_format:
                     raise
-            if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
-                plan.partitioned_shapes.clear()
-            plan.partitioned_shapes.add(key)
-        cached_op_args = list(self._cached_op_args)
+            if called is None:
+                if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
+                    plan.partitioned_shapes.clear()
+                plan.partitioned_shapes.add(key)
+        if called is None:
+            cached_op_args = list(self._cached_op_args)
+    if called is not None:   # (outside the block's lock)
+        if since is not None:
+            node_progress.wait(since)
+        return called[0]
     cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
     try:
         out = plan.run_partitioned(cargs)

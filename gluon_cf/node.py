@@ -34,7 +34,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
-from . import _names, executor, failed_calls, registry
+from . import _names, executor, failed_calls, node_progress, registry
 from ._custom_ops import NOT_UTF8, engine_calls_us, register_guarded, write_like_assign
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
@@ -292,7 +292,10 @@ class _NodeOperator(mx.operator.CustomOp):
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
         self.forward_done = self.backward_done = False
-        self._forward_outputs(is_train, req, in_data, out_data)
+        try:
+            self._forward_outputs(is_train, req, in_data, out_data)
+        finally:   # NOTE [the caller waits for the first group] in node_progress.py
+            node_progress.progressed()
         self.forward_done = True
 
     def _forward_outputs(self, is_train, req, in_data, out_data):
