@@ -15,6 +15,7 @@ import gluon_cf
 from gluon_cf import node_progress
 from gluon_cf.models.recursive import TreeLSTM, TreeRNN
 from gluon_cf.recursion import planned_backward, schedule
+from test_planned_first_round31tr import _net
 from test_schedule import FORESTS, _assert_same, _forest, _run
 
 LONG = 30.0   # a time limit no call may reach: every wait must end by a node's progress
@@ -27,13 +28,6 @@ def restore():
     gluon_cf.set_executor(previous)
     node_progress.WAIT_S[0] = 0.005
     planned_backward.EARLY[0] = True
-
-
-def _net(model, vocab, seed=0):
-    mx.random.seed(seed)
-    net = model(len(vocab), embed_size=3, hidden_size=4, num_classes=2)
-    net.initialize(mx.init.Xavier())
-    return net
 
 
 def _timed(net, inputs, mode="batched", ahead_of_time=True):

@@ -14,6 +14,7 @@ from gluon_cf.data.trees import batchify_forest, build_vocab, encode_tree, parse
     synthetic_treebank
 from gluon_cf.models.recursive import TreeLSTM, TreeRNN
 from gluon_cf.recursion import first_group, planned_backward
+from test_planned_first_round31tr import _net
 from test_schedule import FORESTS, _EvenOdd, _assert_same, _forest, _linear_tree, _run
 
 WAYS = ("before", "after", "run")
@@ -26,13 +27,6 @@ def restore():
     gluon_cf.set_executor(previous)
     planned_backward.GRADS[0] = "before"
     planned_backward.EARLY[0] = True
-
-
-def _net(model, vocab, seed=0):
-    mx.random.seed(seed)
-    net = model(len(vocab), embed_size=3, hidden_size=4, num_classes=2)
-    net.initialize(mx.init.Xavier())
-    return net
 
 
 def _every_way(net, inputs, pushed=True):

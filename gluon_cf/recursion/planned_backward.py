@@ -186,8 +186,8 @@ KEPT_TABLES = [0]  # tables given more rows than their power of two, kept from a
 BULK = [0]   # NOTE [bulked groups]: operators per engine push; 0: MXNet's own (tests compare)
 EARLY = [True]   # NOTE [the first group in training]: False: called in the loop (tests compare)
 PUSHED = [0]     # first groups called before the layout (for tests)
-# NOTE [the first group in training]: where the gradient tables are zeroed when it is called
-# early: "before" its call, "after" it, "run" in the loop as otherwise (tests compare)
+# Where the gradient tables are zeroed when the first group is called early: "before" its call,
+# "after" it, "run" in the loop as otherwise (tests compare; NOTE [the first group in training])
 GRADS = ["before"]
 # Operators whose gradient (FGradient in MXNet 1.9.1) is a node of its own reading the output
 # gradient: ActivationGrad, FullyConnectedGrad, ConcatGrad (MakeGradNode), ElemwiseGradUseIn /
