@@ -37,9 +37,10 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.gluon import block as _block
 
-from . import executor, failed_calls, registry, remat as _remat
+from . import executor, failed_calls, node_progress, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
+from .graph.decoded import holds_recursion
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
@@ -90,6 +91,9 @@ class _Plan:
         self.partitioned = {}   # thread id -> PartitionedGraph
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
         self.refusing_training = refusing_training(self.js) if self.has_nodes else []
+        # NOTE [the caller waits for the first group] in node_progress.py
+        self.recursion = self.has_nodes and any(
+            registry.kind_of(n) and holds_recursion(n) for n in self.js["nodes"])
 
     def _holds_user_custom_ops(self):
         """Whether a gluon_cf node of the graph holds a user CustomOp: run as a Custom
@@ -260,11 +264,16 @@ def _run_built(self, args, lock):
         except Exception as err:   # noqa: BLE001 - the CachedOp's call below gives its own
             INLINE_FAILED[0] += 1
             inline_error = err
+    called = since = None
     with lock:
         if not partitioned or fmt != self._in_format:
             if plan.resizing_reshapes:
                 _check_reshapes_once(self, plan, key, flat, lock)
             try:   # the CachedOp, as long as every node can declare its output shapes
+                if plan.recursion and node_progress.WAIT_S[0] > 0 and \
+                        mx.autograd.is_recording() and executor.ahead_of_time() and \
+                        executor.get_executor() == "batched":
+                    since = node_progress.token()   # NOTE [the caller waits for the first group]
                 call = failed_calls.calling()   # (told to the nodes MXNet makes for it)
                 try:
                     out = _original_call_cached_op(self, *args)
@@ -272,7 +281,7 @@ def _run_built(self, args, lock):
                     failed_calls.calling(None)
                 out = not_lost(out, inline_error, plan.js)
                 _group_outputs(self, plan, out, call)   # NOTE [each output raises]
-                return out
+                called = [out]
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
                 # attribute shape in the graph", whatever the inputs): the next call builds a
@@ -280,10 +289,16 @@ def _run_built(self, args, lock):
                 self._cached_op = None
                 if not isinstance(err, DynamicShapeError) or fmt != self._in_format:
                     raise
-            if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
-                plan.partitioned_shapes.clear()
-            plan.partitioned_shapes.add(key)
-        cached_op_args = list(self._cached_op_args)
+            if called is None:
+                if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
+                    plan.partitioned_shapes.clear()
+                plan.partitioned_shapes.add(key)
+        if called is None:
+            cached_op_args = list(self._cached_op_args)
+    if called is not None:   # (outside the block's lock)
+        if since is not None:
+            node_progress.wait(since)
+        return called[0]
     cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
     try:
         out = plan.run_partitioned(cargs)

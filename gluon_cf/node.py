@@ -34,7 +34,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
-from . import _names, executor, failed_calls, registry
+from . import _names, executor, failed_calls, node_progress, registry
 from ._custom_ops import (NOT_UTF8, engine_calls_us, exiting, register_guarded,
                           write_like_assign)
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
@@ -293,9 +293,9 @@ class _NodeOperator(mx.operator.CustomOp):
             _top_level.remat = False
 
     def _run_marked(self, inputs, is_train, marks, out_data, remat=False):
-        if marks is not None:
-            for i in marks:
-                inputs[i].attach_grad()
+        if marks:   # as attach_grad() on each, in one C call
+            marked = [inputs[i] for i in marks]
+            autograd.mark_variables(marked, [mx.nd.zeros_like(a) for a in marked])
         with autograd.pause(train_mode=is_train) if marks is None or remat else \
                 autograd.record(train_mode=is_train):
             into = getattr(self.rule, "forward_into", None)
@@ -314,7 +314,10 @@ class _NodeOperator(mx.operator.CustomOp):
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
         self.forward_done = self.backward_done = False
-        self._forward_outputs(is_train, req, in_data, out_data)
+        try:
+            self._forward_outputs(is_train, req, in_data, out_data)
+        finally:   # NOTE [the caller waits for the first group] in node_progress.py
+            node_progress.progressed()
         self.forward_done = True
 
     def _forward_outputs(self, is_train, req, in_data, out_data):

@@ -118,6 +118,12 @@ NOTE [the first group in training]
     are), not remat. The loop uses that call for its group 0 when it is the same (function,
     variant, ids), and calls group 0 itself otherwise (the early rows are then rewritten,
     every row of a table by its own group). Tests compare with ``EARLY[0] = False`` and eager.
+    The gradient tables (zeros, the size of the tables) are made there too, before that call
+    (``GRADS[0] = "before"``): their zero fill runs on MXNet's worker while it waits for the
+    first group, where it ran between the groups' forward calls before (``"run"``; MXNet's
+    profiler, TreeRNN training at batch 25: a ~0.19 ms ``_zeros`` in the worker's idle time
+    before the leaves). By wall time within the noise of alternating runs (batch medians
+    11.8-13.7 ms "before", 12.2-12.6 "after" the call, 12.7-13.8 "run", three runs).
 
 NOTE [hybridized remat recursion]
     ``@recursive(remat=True)`` in a hybridized block: the unit is the outermost call's
@@ -156,7 +162,7 @@ from typing import List
 import mxnet as mx
 import numpy as np
 
-from .. import node as _node, remat as _remat
+from .. import node as _node, node_progress, remat as _remat
 from .._graph_json import reached_ids
 from ..graph.decoded import random_ops
 from .._cachedop import CachedOpPair, _no_gradient_passthrough
@@ -180,6 +186,9 @@ KEPT_TABLES = [0]  # tables given more rows than their power of two, kept from a
 BULK = [0]   # NOTE [bulked groups]: operators per engine push; 0: MXNet's own (tests compare)
 EARLY = [True]   # NOTE [the first group in training]: False: called in the loop (tests compare)
 PUSHED = [0]     # first groups called before the layout (for tests)
+# Where the gradient tables are zeroed when the first group is called early: "before" its call,
+# "after" it, "run" in the loop as otherwise (tests compare; NOTE [the first group in training])
+GRADS = ["before"]
 # Operators whose gradient (FGradient in MXNet 1.9.1) is a node of its own reading the output
 # gradient: ActivationGrad, FullyConnectedGrad, ConcatGrad (MakeGradNode), ElemwiseGradUseIn /
 # ElemwiseGradUseOut (MakeNonlossGradNode: a node, or zeros). NOTE [static recorded groups]
@@ -220,8 +229,11 @@ def push_first(schedule, ctx, upload):
     if found is None:
         return True
     q, vid, ids = found
-    env, tables = _env_aliases(schedule), schedule.tables(ctx, whole=True)
-    state: tuple = (env, tables, {})
+    tables = schedule.tables(ctx, whole=True)
+    # The gradient tables' zero fill, pushed while MXNet's worker waits for the first call
+    grads = _gradient_tables(tables, ctx) if GRADS[0] == "before" else None
+    env = _env_aliases(schedule)
+    state: tuple = (env, tables, {}, grads)
     graph, _, taped_inputs = _variant(schedule, state, q, vid)
     values = first_group.inputs(graph, [upload(a[ids], ctx) for a in args[q]], env,
                                 env.__getitem__)
@@ -235,8 +247,11 @@ def push_first(schedule, ctx, upload):
         outputs = _call(graph, True, values, out, True, key)
     except mx.MXNetError:   # the loop's call of the group gives the error
         return True
+    if GRADS[0] == "after":
+        state = state[:3] + (_gradient_tables(tables, ctx),)
     schedule.planned_first = (q, vid, ids, state, (outputs, taped_inputs, None))
     PUSHED[0] += 1
+    node_progress.progressed()   # NOTE [the caller waits for the first group]
     return True
 
 
@@ -246,18 +261,33 @@ def _env_aliases(schedule):
     original's, each group's backward adding its share into it."""
     originals = schedule.context.env
     env = [value.detach() for value in originals]
-    marked = [i for i, value in enumerate(originals) if value.grad is not None]
+    grads = [value.grad for value in originals]   # (a C call and a new handle each)
+    marked = [i for i, grad in enumerate(grads) if grad is not None]
     if marked:
-        mx.autograd.mark_variables([env[i] for i in marked],
-                                   [originals[i].grad for i in marked], grad_reqs="add")
-    return env
+        mx.autograd.mark_variables([env[i] for i in marked], [grads[i] for i in marked],
+                                   grad_reqs="add")
+    return _Aliases(env, marked)
+
+
+class _Aliases(list):
+    """The environment's aliases (:func:`_env_aliases`), with the indices of those marked."""
+
+    def __init__(self, env, marked):
+        super().__init__(env)
+        self.marked = frozenset(marked)
+
+
+def _gradient_tables(tables, ctx):
+    """A zeroed gradient table per table (NOTE [planned backward])."""
+    return {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
+            for q, ts in tables.items()}
 
 
 def _variant(schedule, state, q, vid):
     """(qname, vid)'s graph, callees and whether it reads an array needing a gradient: the
     same for every group of the variant while the plan, the layouts and the marks of this run
     hold (kept per thread in ``state``: a remat recomputation runs on the backward's)."""
-    env, _, variants = state
+    env, _, variants, _ = state
     key = (q, vid, threading.get_ident())
     found = variants.get(key)
     if found is None:
@@ -266,7 +296,7 @@ def _variant(schedule, state, q, vid):
         graph = _value_graph(plan, schedule.layouts, q, vid, None)
         # A group of leaves reading no marked array is a constant to autograd.
         found = variants[key] = graph, callees, bool(callees) or any(
-            role == "env" and env[i].grad is not None for role, i, _, _ in graph.inputs)
+            role == "env" and i in env.marked for role, i, _, _ in graph.inputs)
     return found
 
 
@@ -281,9 +311,9 @@ def run(schedule, ctx, upload):
                               or not np.array_equal(early[2], schedule.first_ids)):
         early = None   # (not the layout's first group: called again in the loop)
     # NOTE [one table per output] in value_graphs.py
-    state = (_env_aliases(schedule), schedule.tables(ctx, whole=sized), {}) \
+    state = (_env_aliases(schedule), schedule.tables(ctx, whole=sized), {}, None) \
         if early is None else early[3]
-    env, tables, _ = state
+    env, tables, _, grads = state
     # Aliases of the tables are variables whose gradients add up in ``grads``: a group's
     # graph takes its children's rows from them, and take's backward adds into the rows it
     # took (NOTE above). The groups write into the tables themselves (autograd refuses a
@@ -345,8 +375,8 @@ def run(schedule, ctx, upload):
                      None), taped_inputs, kept
 
     with bulk():   # NOTE [bulked groups]
-        grads = {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
-                 for q, ts in tables.items()}
+        if grads is None:
+            grads = _gradient_tables(tables, ctx)
         mx.autograd.mark_variables([a for q in sources for s in sources[q] for a in s],
                                    [g for q in sources for _ in sources[q] for g in grads[q]],
                                    grad_reqs="add")
@@ -358,6 +388,8 @@ def run(schedule, ctx, upload):
                 with mx.autograd.pause(train_mode=training) if remat else \
                         contextlib.nullcontext():
                     out, taped_inputs, kept = call_group(number, q, vid, first, rows, calls, True)
+                if number == 0:   # NOTE [the caller waits for the first group]
+                    node_progress.progressed()
             if taped_inputs:
                 taped.append((number, q, vid, first, rows, calls, kept if remat else out))
     graph = _result_graph(plan, schedule.layouts, None)
