@@ -14,6 +14,7 @@ from typing import Optional
 import mxnet as mx
 from mxnet import autograd
 from mxnet._ctypes.ndarray import NDArrayBase
+from mxnet.ndarray.sparse import BaseSparseNDArray as _SPARSE
 
 # NOTE [failures carried by the outputs]
 #     MXNet 1.9.1 keeps ONE failure for all its Custom operators (``CustomOperator::exception_``,
@@ -168,7 +169,8 @@ def _push(exc, arrays):
 #     raises that failure again. A sibling reaching no failed origin is healthy and stays so
 #     (round 31 review: ``g(u), g(v) * 2`` fed a failed ``u``, the healthy second output
 #     raised, every sibling marked); the read array's siblings reading an input of unknown
-#     origin that it read too (one computed from a failed output) are marked with it.
+#     origin that it read too (one computed from a failed output; else a parameter) are
+#     marked with it.
 #     Only grouped arrays: a gradient buffer or an ``out=``
 #     array is written again later, and the write would take the mark's failure over (MXNet
 #     fails an op writing a failed array; round 29's failing backward's next, healthy one
@@ -215,15 +217,16 @@ def group(arrays, nodes, call=None, inputs=()):
     members = []
     for array, (names, reads) in zip(arrays, nodes):
         origins = {(call, name) for name in names}
-        unknown = set()
+        unknown: "set[int]" = set()   # (positions of inputs of no known origin)
+        params: "set[int]" = set()    # (of parameters)
         for k in reads:
             if k < len(carried) and carried[k] is not None:
                 origins |= carried[k]
             else:
-                unknown.add(k)
-        if origins and array is not None and getattr(array, "stype", None) == "default":
+                (unknown if k < len(inputs) and inputs[k] is not None else params).add(k)
+        if origins and array is not None and not isinstance(array, _SPARSE):   # (no C call)
             ref = weakref.ref(array.handle, _forgetting(id(array.handle)))
-            members.append((ref, names, frozenset(origins), frozenset(unknown)))
+            members.append((ref, names, frozenset(origins), (unknown, params)))
     with _LOCK:
         for member in members:
             _GROUPS[id(member[0]())] = (member[0], members, call, member[2])
@@ -298,11 +301,12 @@ def mark_again(exc):
         _mark(exc, handle)
         if origin is None or origin not in origins:   # (reached it by what it read)
             mine = [m[3] for m in members if m[0] is ref][0]
+            which = 0 if mine[0] else 1   # (its inputs of no known origin, else parameters)
             node = getattr(exc, _FAILED_NODE, None) if origin is None else None
             for other, names, _, unknown in members:
                 live = other()
                 if live is not None and ((node is not None and node in names) or
-                                         mine & unknown):
+                                         mine[which] & unknown[which]):
                     _mark(exc, live)
 
 

@@ -5,9 +5,10 @@ Was: a block returning ``g(u), g(v) * 2``, called on a failed ``max_depth=3`` ca
 ``u`` and a healthy ``v = 5``: once ``g(u)`` was read (raising the failed call's error), the
 healthy ``g(v) * 2`` raised it too on every read (it read 10.0 before): the failure's node was
 not the block's, so every output of the block was marked failed. Oracle: plain Python
-(``g(n) == n``, so ``g(5) * 2 == 10``; ``max_depth=3`` fails on 30), in both orders of reading and both orders of
-the inputs, a failed input grouped (a block's output) or not (an array computed from one), and
-a deep graph (1,500 ops) whose outputs are grouped without Python's recursion limit."""
+(``g(n) == n``, so ``g(5) * 2 == 10``; ``max_depth=3`` fails on 30), in both orders of reading
+and of the inputs, a failed input grouped (a block's output) or not (an array computed from
+one), both outputs reading one Dense parameter, and a deep graph (1,500 ops) whose outputs are
+grouped without Python's recursion limit (it raised RecursionError at the call)."""
 from test_failed_calls_r29fail import PRELUDE, _result
 
 CODE = PRELUDE + r"""
@@ -31,7 +32,18 @@ for swap in (0, 1):
                 ob = b(*(ins[::-1] if swap else ins))
             healthy = 0 if swap else 1
             R["%d %d %s" % (swap, derived, order)] = [
-                [(5.0 if swap else 10.0) if k == healthy else None] + read(ob[k]) for k in order + order]
+                [(5.0 if swap else 10.0) if k == healthy else None] + read(ob[k])
+                for k in order + order]
+class Shared(gluon.HybridBlock):   # (both outputs read one parameter: the failure is u's)
+    def __init__(self):
+        super().__init__(); self.d = gluon.nn.Dense(1, in_units=1, flatten=False)
+    def hybrid_forward(self, F, u, v):
+        return self.d(g(u)), self.d(g(v)) * 2
+shared = Shared(); shared.initialize(mx.init.One()); shared.hybridize()
+for order in ((0, 1), (1, 0)):
+    with autograd.record():
+        ob = shared(a(x) * 1, nd.array([5.0]))   # (bias 0: Dense(1) of weight 1 is n)
+    R["shared %s" % (order,)] = [[10.0 if k else None] + read(ob[k]) for k in order + order]
 class Deep(gluon.HybridBlock):
     def hybrid_forward(self, F, v):
         y = g(v)
