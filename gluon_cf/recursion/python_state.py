@@ -293,11 +293,11 @@ class Snapshot:
                     if attr[:2] != "__":
                         self._walk(path + ("." + attr,), item, depth + 1)
             return
-        if not _library_type(type(value)):   # (its methods: a call may change it)
-            for item in list(vars(type(value)).values()):
-                if isinstance(item, types.FunctionType):
-                    self.methods.add(id(item))
-                    self._function(item, depth + 1)
+        if not _library_type(type(value)):   # (its methods: a call may change it, or read
+            for item in list(vars(type(value)).values()):   # it, a property's getter too)
+                for method in _methods_of(item):
+                    self.methods.add(id(method))
+                    self._function(method, depth + 1)
         block = isinstance(value, mx.gluon.Block)
         attrs = getattr(value, "__dict__", None)
         if isinstance(attrs, dict):
@@ -311,6 +311,20 @@ class Snapshot:
 
 
 functools_partial = functools.partial
+
+
+def _methods_of(item):
+    """The functions a class's attribute ``item`` runs: a method, a property's getter and
+    setter, a static or class method's function, a cached property's."""
+    if isinstance(item, property):
+        found = [item.fget, item.fset, item.fdel]
+    elif isinstance(item, (staticmethod, classmethod)):
+        found = [item.__func__]
+    elif isinstance(item, functools.cached_property):
+        found = [item.func]
+    else:
+        found = [item]
+    return [f for f in found if isinstance(f, types.FunctionType)]
 
 
 def _library_type(cls) -> bool:

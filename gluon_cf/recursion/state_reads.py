@@ -24,7 +24,9 @@ NOTE [state a body changes and reads]
     (``helper(self)``, ``getattr(state, k)``) reads it; in a function the body calls (whose
     names for it may differ), any name along the path but its root. The functions searched are
     the body and the functions it reaches (NOTE [Python state in a recursive body]), a class's
-    methods only when a function searched names them. Only what is never read so, a counter
+    methods (a property's getter too: ``k = self.scale`` reading ``self.calls`` was a warning)
+    only when a function searched names them, or when Python runs them unnamed (``__len__``,
+    ``__getattr__``, ...). Only what is never read so, a counter
     or a log for logging, stays a warning, its graph compared as before (a read the code does
     not show, through an alias made outside, is still found when its graphs differ). A branch
     whose test is a plain value the trace did not change, read without running a property
@@ -120,8 +122,10 @@ def _parsed(fn) -> Optional[ast.AST]:
 
 def _searched(functions: List[types.FunctionType], methods) -> List[types.FunctionType]:
     """The body and the functions reached, a class's methods only once a searched function
-    names them (``self.helper()``), to a fixed point."""
-    chosen = [f for f in functions if id(f) not in methods or f is functions[0]]
+    names them (``self.helper()``, a property ``self.scale``), to a fixed point, or Python
+    runs them unnamed (``__getattr__``, ``__len__`` ...: not ``__init__``)."""
+    chosen = [f for f in functions if id(f) not in methods or f is functions[0] or (
+        f.__name__[:2] == f.__name__[-2:] == "__" and f.__name__ not in _NOT_RUN)]
     named = set()
     while True:
         for fn in chosen:
@@ -130,6 +134,9 @@ def _searched(functions: List[types.FunctionType], methods) -> List[types.Functi
         if not more:
             return chosen
         chosen += more
+
+
+_NOT_RUN = ("__init__", "__repr__", "__str__", "__del__", "__init_subclass__")
 
 
 def _code_names(code: types.CodeType):
