@@ -1,6 +1,7 @@
 """Round 31c review: a recursive body reading Python state it changes, on a tree of four inner
 nodes, against plain Python recursion (NOTE [state a body changes and reads])."""
 import inspect
+import random
 import warnings
 
 import numpy as np
@@ -283,3 +284,65 @@ def test_a_count_read_by_a_property_or_a_dunder_is_refused(how):
         net(*_args())
     assert "that its value depends on (read at %s)" % _line(how) in str(err.value), str(
         err.value)
+
+
+class _TwoLogs(HybridBlock):
+    """Two counts for logging, never read, one by ``x = x + 1``."""
+
+    def hybrid_forward(self, F, x, left, right, root):
+        self.calls, self.total = 0, 0
+
+        @gluon_cf.recursive
+        def node(i):
+            self.calls += 1
+            self.total = self.total + 1
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * 2.0)
+        return node(root)
+
+
+def test_two_counts_never_read_are_a_warning():
+    """Before (this round's first rule): looking for reads of the first count emptied the
+    parsed assignments' targets, so ``self.total = self.total + 1`` was a read of the second:
+    refused."""
+    net = _TwoLogs()
+    net.hybridize()
+    with pytest.warns(UserWarning, match=r"changes Python state \(self.calls, self.total\)"):
+        np.testing.assert_allclose(net(*_args()).asnumpy(), _plain(0, None, [0], []), **TOL)
+
+
+class _Drawn(HybridBlock):
+    """k = 2 when a draw of a seeded Python generator passes 0.8, else 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.rng = random.Random(0)
+
+    def hybrid_forward(self, F, x, left, right, root):
+        @gluon_cf.recursive
+        def node(i):
+            k = 2.0 if self.rng.random() > 0.8 else 1.0   # draw
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * k)
+        return node(root)
+
+
+def _plain_drawn(i, rng):
+    k = 2.0 if rng.random() > 0.8 else 1.0
+    if LEFT[i] < 0:
+        return XS[i:i + 1]
+    return _plain_drawn(LEFT[i], rng) + _plain_drawn(RIGHT[i], rng) * k
+
+
+def test_a_draw_read_past_a_threshold_is_refused():
+    """Before: two traces' draws both under 0.8, one graph, a warning, and hybridized
+    [[90, 95, 100]] where plain Python with the same seed gives [[123, 130, 137]]."""
+    want = _plain_drawn(0, random.Random(0))
+    np.testing.assert_allclose(_Drawn()(*_args()).asnumpy(), want, **TOL)
+    net = _Drawn()
+    net.hybridize()
+    with pytest.raises(NotImplementedError) as err:
+        net(*_args())
+    assert str(err.value).startswith("%s: gluon_cf.recursive: 'node' changes Python state "
+                                     "(self.rng) that its value depends on (read at %s)" % (
+                                         _line("draw"), _line("draw"))), str(err.value)

@@ -50,6 +50,7 @@ import numpy as np
 
 from . import state_reads
 from .state_reads import chain as _chain, chain_names as _chain_names
+from .state_reads import names_read as _names_read
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 _NOT_STATE = (types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
@@ -167,15 +168,6 @@ def _strings(code: types.CodeType):
             names |= _strings(const)
         elif isinstance(const, str) and const.isidentifier():
             names.add(const)
-    return names
-
-
-def _names_read(code: types.CodeType):
-    """The global names ``code`` and the functions defined in it read."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names_read(const)
     return names
 
 
@@ -581,11 +573,8 @@ def check_trace(rfn, before, traced, table, made):
     def body_of(qname):   # (a callee's body, now; rfn's own is compared already)
         fn = next((f for f, q in table.qnames.items() if q == qname), rfn)
         return None if fn is rfn or fn not in table.signatures else table.trace_body(fn)
-    drawn = {p for p in paths if ("generator",) in (
-        tuple(before.state.get(p, ()))[:1], tuple(after.state.get(p, ()))[:1])}
     # NOTE [state a body changes and reads] in state_reads.py
-    read = state_reads.first_read(after.functions or [rfn.fn], after.methods,
-                                  [p for p in paths if p not in drawn],
+    read = state_reads.first_read(after.functions or [rfn.fn], after.methods, paths,
                                   {**before.state, **after.state})
     if read is not None or _graphs(traced, made_in_trace, body_of) != _graphs(
             table.trace_body(rfn), made_in_trace, body_of):   # (the callees under its state)

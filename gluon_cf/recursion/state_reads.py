@@ -11,7 +11,7 @@ NOTE [state a body changes and reads]
     count, a modulus of a count sampled alike. A round-31c extra trace with the plain values
     set back to their state before the discovery trace moved the sample but did not end it,
     and wrote the user's objects (properties, ``__setattr__``) to do so: removed. The rule
-    is now read from the code: state the trace changed (not a random generator's, below) that
+    is now read from the code: state the trace changed (a random generator's too, below) that
     the body, or a function it calls, names anywhere but in a statement changing it, is state
     its graph may depend on: refused at the changing statement's line, naming the read's
     line. A statement changing it (``self.calls += 1``, ``self.calls = self.calls + 1``,
@@ -26,13 +26,16 @@ NOTE [state a body changes and reads]
     the body and the functions it reaches (NOTE [Python state in a recursive body]), a class's
     methods (a property's getter too: ``k = self.scale`` reading ``self.calls`` was a warning)
     only when a function searched names them, or when Python runs them unnamed (``__len__``,
-    ``__getattr__``, ...). Only what is never read so, a counter
-    or a log for logging, stays a warning, its graph compared as before (a read the code does
-    not show, through an alias made outside, is still found when its graphs differ). A branch
+    ``__getattr__``, ...). Only what is never read so, a counter or a log for logging, stays
+    a warning, its graphs compared as before (a read the code does not show, ``eval``, a
+    name the snapshot did not reach, is still found when its graphs differ). A branch
     whose test is a plain value the trace did not change, read without running a property
-    (``self.calls if self.reads else 2``, ``reads = False``), is one no call takes. A random
-    generator's draw is its change and its read at once (``s = rng.randint(1, 9)`` then
-    ``s = 2``: drawn for nothing), its graphs compared as before: its draws differ per trace.
+    (``self.calls if self.reads else 2``, ``reads = False``), is one no call takes; a value
+    read into a name that straight-line code assigns again before reading it
+    (``s = rng.randint(1, 9)`` then ``s = 2``) goes nowhere. A random generator's draw is its
+    change and its read at once: ``k = 2.0 if rng.random() > 0.8 else 1.0`` was one graph over
+    two traces' draws, a warning, and hybridized [[90, 95, 100]] where plain Python with the
+    same seed gives [[123, 130, 137]]; now refused like a count.
 """
 import ast
 import inspect
@@ -78,7 +81,7 @@ def _related(names: Tuple[str, ...], target: Tuple[str, ...], body: bool) -> boo
 
 
 def _targets(node) -> List[ast.expr]:
-    found = node.targets if isinstance(node, ast.Assign) else [node.target]
+    found = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
     flat: List[ast.expr] = []
     while found:
         target = found.pop()
@@ -129,7 +132,7 @@ def _searched(functions: List[types.FunctionType], methods) -> List[types.Functi
     named = set()
     while True:
         for fn in chosen:
-            named |= _code_names(fn.__code__)
+            named |= names_read(fn.__code__)
         more = [f for f in functions if f not in chosen and f.__name__ in named]
         if not more:
             return chosen
@@ -139,11 +142,12 @@ def _searched(functions: List[types.FunctionType], methods) -> List[types.Functi
 _NOT_RUN = ("__init__", "__repr__", "__str__", "__del__", "__init_subclass__")
 
 
-def _code_names(code: types.CodeType):
+def names_read(code: types.CodeType):
+    """The global names ``code`` and the functions defined in it read."""
     names = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _code_names(const)
+            names |= names_read(const)
     return names
 
 
@@ -165,7 +169,7 @@ def _aliases(paths, state) -> set:
 
 def first_read(functions: List[types.FunctionType], methods, paths, state) -> Optional[str]:
     """``file:line`` of the first expression of the searched functions (the body first)
-    reading one of the changed ``paths`` (not a generator's), or another path of the
+    reading one of the changed ``paths``, or another path of the
     snapshot's ``state`` to the same object, outside a statement changing it, or None
     (NOTE [state a body changes and reads])."""
     targets = {path_chain(p) for p in _aliases(paths, state)}
@@ -245,13 +249,49 @@ def _read_line(tree, parents, target, body, exempt) -> Optional[int]:
 
     def reads(expr):
         return any(_is_read(n, parents, hit) for n in ast.walk(expr))
-    exempt = set(exempt)
+    dead, exempt = exempt, set(exempt)
     for stmt in ast.walk(tree):
         if isinstance(stmt, ast.stmt) and _updates(stmt, hit, reads):
             exempt |= {id(n) for n in ast.walk(stmt)}
     lines = [getattr(n, "lineno") for n in ast.walk(tree)
-             if id(n) not in exempt and _is_read(n, parents, hit)]
+             if id(n) not in exempt and _is_read(n, parents, hit) and
+             not _overwritten(n, parents, dead)]
     return min(lines) if lines else None
+
+
+def _loads(node, name, dead) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in dead
+               for n in ast.walk(node))
+
+
+def _overwritten(node, parents, dead) -> bool:
+    """Whether ``node`` is read into a name (``s = rng.randint(1, 9)``) that the statements
+    after it assign again (``s = 2 if kept else s``, ``kept`` True) before any reads it, in
+    straight-line code (out of an ``if``, not of a loop): its value goes nowhere."""
+    stmt = node
+    while not isinstance(stmt, ast.stmt):
+        stmt = parents.get(id(stmt))
+        if stmt is None:
+            return False
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+            isinstance(stmt.targets[0], ast.Name)):
+        return False
+    name = stmt.targets[0].id
+    while True:
+        parent = parents.get(id(stmt))
+        block = next((b for b in (getattr(parent, "body", None), getattr(parent, "orelse", None))
+                      if isinstance(b, list) and any(s is stmt for s in b)), None)
+        if block is None:
+            return False
+        for after in block[next(k for k, s in enumerate(block) if s is stmt) + 1:]:
+            if isinstance(after, ast.Assign) and len(after.targets) == 1 and \
+                    isinstance(after.targets[0], ast.Name) and after.targets[0].id == name:
+                return not _loads(after.value, name, dead)
+            if _loads(after, name, dead) or not isinstance(after, (ast.Assign, ast.Expr)):
+                return False
+        if not isinstance(parent, ast.If):
+            return False
+        stmt = parent
 
 
 def _is_read(node, parents, hit) -> bool:
