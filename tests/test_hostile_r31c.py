@@ -346,3 +346,31 @@ def test_a_draw_read_past_a_threshold_is_refused():
     assert str(err.value).startswith("%s: gluon_cf.recursive: 'node' changes Python state "
                                      "(self.rng) that its value depends on (read at %s)" % (
                                          _line("draw"), _line("draw"))), str(err.value)
+
+
+SHADOWED = False   # (a global the body's lambda shadows by its argument)
+
+
+class _Shadowed(HybridBlock):
+    def hybrid_forward(self, F, x, left, right, root):
+        state = {"n": 0}
+
+        @gluon_cf.recursive
+        def node(i):
+            state["n"] += 1
+            k = (lambda SHADOWED: (2.0 if state["n"] > 3 else 1.0) if SHADOWED else 1.0)(True)
+            return gluon_cf.cond(F.take(left, i) < 0, lambda: F.take(x, i), lambda: node(
+                F.take(left, i)) + node(F.take(right, i)) * k)
+        return node(root)
+
+
+def test_a_branch_test_named_by_a_lambdas_argument_is_not_read_from_the_global():
+    """Before (this round's first rule): the test ``SHADOWED`` was read from the module's
+    global (False), the count's read taken as a branch no call takes: a warning and
+    [[90, 95, 100]] where plain Python gives [[108, 114, 120]]."""
+    want = _plain(0, "threshold3", [0], [])
+    np.testing.assert_allclose(_Shadowed()(*_args()).asnumpy(), want, **TOL)
+    net = _Shadowed()
+    net.hybridize()
+    with pytest.raises(NotImplementedError, match="that its value depends on"):
+        net(*_args())

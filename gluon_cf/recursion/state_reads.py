@@ -192,17 +192,18 @@ def first_read(functions: List[types.FunctionType], methods, paths, state) -> Op
     return None
 
 
-def _constant(expr, fn, targets):
+def _constant(expr, fn, targets, bound):
     """The plain value of ``expr``, a chain of attributes (``self.reads``) rooted at a closure's
-    cell or a global of ``fn`` that the trace did not change, read without running a
+    cell or a global of ``fn`` (no name ``bound`` in its code: a lambda's argument, a nested
+    function's local) that the trace did not change, read without running a
     property (or ``not`` it, or it ``is None``, ``is not None``); ``_UNKNOWN`` else."""
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-        value = _constant(expr.operand, fn, targets)
+        value = _constant(expr.operand, fn, targets, bound)
         return value if value is _UNKNOWN else not value
     if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and \
             isinstance(expr.ops[0], (ast.Is, ast.IsNot)) and \
             isinstance(expr.comparators[0], ast.Constant) and expr.comparators[0].value is None:
-        value = _constant(expr.left, fn, targets)
+        value = _constant(expr.left, fn, targets, bound)
         return value if value is _UNKNOWN else \
             (value is None) == isinstance(expr.ops[0], ast.Is)
     names = chain(expr)
@@ -210,7 +211,8 @@ def _constant(expr, fn, targets):
     while isinstance(node, ast.Attribute):
         node = node.value
     code = fn.__code__
-    if not isinstance(node, ast.Name) or any(_related(names, t, True) for t in targets):
+    if not isinstance(node, ast.Name) or node.id in bound or \
+            any(_related(names, t, True) for t in targets):
         return _UNKNOWN
     try:
         if names[0] in code.co_freevars:
@@ -233,9 +235,12 @@ def _dead(tree, fn, targets):
     """The nodes of the branches ``fn`` never takes, their test an unchanged plain value
     (``x if self.reads else 2``, ``self.reads`` False)."""
     dead = set()
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and
+             not isinstance(n.ctx, ast.Load)} | {a.arg for a in ast.walk(tree)
+                                                 if isinstance(a, ast.arg)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp)):
-            value = _constant(node.test, fn, targets)
+            value = _constant(node.test, fn, targets, bound)
             if value is not _UNKNOWN:
                 for part in ([node.orelse] if value else [node.body]):
                     for stmt in (part if isinstance(part, list) else [part]):
