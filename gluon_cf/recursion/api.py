@@ -602,7 +602,7 @@ class _Table:
             raise PendingSignature(fn)
         self.discovering.append(fn)
         try:
-            traced = python_state.discovered(self, fn, self._trace, num_args, arg_fmt)
+            traced = self._trace(fn, num_args, arg_fmt, "discover")
         except PendingSignature as pending:
             if pending.key is fn:
                 raise ValueError("%sgluon_cf.recursive: %r has no base case: every path "
