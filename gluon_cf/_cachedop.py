@@ -128,10 +128,10 @@ def _maybe_sparse(node, dense):
 
 
 def default_layout_inputs(symbol, dense=()):
-    """``symbol`` with the inputs of its Custom nodes that other operators compute passed
-    through expand_dims and squeeze, or None when MKLDNN is off or none is (NOTE [MKLDNN
-    values read by a node]); ``dense``: the names of the inputs given dense arrays, of the parameters dense
-    with dense gradients."""
+    """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
+    ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the
+    nodes' outputs other operators read passed through expand_dims and squeeze, or None when
+    MKLDNN is off or none is (NOTE [MKLDNN values read by a node])."""
     if not _MKLDNN:
         return None
     graph = json.loads(symbol.tojson())
