@@ -98,3 +98,38 @@ def test_round_31h2_an_input_array_in_a_blocked_layout_read_by_a_node():
         net.hybridize()
         wrong += not np.allclose(net(conv(x)).asnumpy(), want, rtol=1e-5, atol=1e-5)
     assert wrong == 0
+
+
+_CONV_IN_A_BRANCH = r'''
+import numpy as np, mxnet as mx
+from mxnet.gluon import HybridBlock, nn
+import gluon_cf
+x = mx.nd.array(np.random.RandomState(0).randn(2, %(c)d, 6, 6))
+class P(HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.conv = nn.Conv2D(16, 3, padding=1, in_channels=%(c)d)
+    def hybrid_forward(self, F, x):
+        return gluon_cf.cond(F.sum(x) > -1e9, lambda: self.conv(x) * 2,
+                             lambda: x.tile((1, 16 // %(c)d, 1, 1)))
+wrong = 0
+for _ in range(10):
+    net = P(); net.initialize(); want = net(x).asnumpy(); net.hybridize()
+    for _ in range(2):
+        wrong += not np.allclose(net(x).asnumpy(), want, rtol=1e-5, atol=1e-5)
+print("wrong", wrong)
+'''
+
+
+@pytest.mark.parametrize("channels", [4, 16])
+def test_round_31h2_a_convolution_in_a_branch_for_inference(channels):
+    """A Conv2D in a cond's branch, hybridized, for inference: MKLDNN wrote the blocked
+    weight into the node's input buffer; "corrupted size vs. prev_size" or a segmentation
+    fault before (NOTE [weights reordered in a body] in gluon_cf/node_storage.py)."""
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", _CONV_IN_A_BRANCH % {"c": channels}],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "0", run.stdout
