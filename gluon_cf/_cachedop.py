@@ -92,49 +92,73 @@ def copied_variable_heads(symbol):
 
 
 # NOTE [MKLDNN values read by a node]
-#     A node is an MXNet ``Custom`` operator, and MXNet 1.9.1 hands a Custom operator each
-#     input as a new NDArray over its default-layout buffer. A value an MKLDNN kernel computed
-#     in the block's graph (``F.concat(a, b, dim=1)``, also after ``tanh`` or ``+``) was then
-#     read as other bytes in about one call in four (every call of gluonnlp's
-#     HybridBeamSearchSampler with gluon_cf's while_loop, whose ``init_scores`` is such a
-#     concat): other values, no error, as plain MXNet Custom operators read them; eagerly, with
-#     ``MXNET_MKLDNN_ENABLED=0`` or through MXNet's own ``F.contrib`` ops the values are right.
-#     So where MKLDNN is on, the graph a block's CachedOp runs passes each input of a Custom
-#     node that another operator computes (not a variable, another Custom node or a sparse
-#     value) through ``expand_dims`` and ``squeeze``, whose MKLDNN kernels write the default
-#     layout (30 of 30 calls of the concat right, and the sampler; ``identity`` and
-#     ``reshape_like`` did not help). Only that graph: the block's own (``export``,
-#     ``export_onnx``) is unchanged. The bodies' graphs need none (30 of 30 right).
+#     A node is an MXNet ``Custom`` operator, which MXNet 1.9.1 runs asynchronously: its
+#     ``ForwardEx``/``BackwardEx`` wrap each input in an NDArray over the same buffer
+#     (``AllocateNDArrayCopy``, not owning it) and queue the Python callback on a worker
+#     thread. Custom is no MKLDNN operator, so for an input in an MKLDNN layout
+#     (``IsMKLDNNData``) ``PushOperator`` first makes a default-layout copy
+#     (``CreateDefaultInputs``: ``Reorder2Default``, a new chunk and engine variable) in a
+#     vector local to the engine operation; it is freed when ``ForwardEx`` returns, nothing
+#     waits on its variable, and the callback reads the freed buffer: a race, not a layout
+#     read (other bytes in 5-10 of 30 calls; every call with a 10 ms sleep in a plain
+#     CustomOp's forward; never with ``MXNETMKLDNN_ENABLED=0`` or NaiveEngine, which runs the
+#     callback at once). Such inputs: an MKLDNN concat (``F.concat(a, b, dim=1)``, gluonnlp's
+#     HybridBeamSearchSampler's ``init_scores``), a 4-D convolution's value (nChw8c), an
+#     eager convolution's output given to the block, and in backward the gradient a
+#     convolution after the node hands it (10 of 10 fresh blocks' gradients wrong; MXNet's
+#     own hybridized ``F.contrib.cond`` gets these gradients wrong too). The buffer is gone
+#     before the callback runs, so the node cannot reorder it; no Python API marks Custom
+#     MKLDNN-aware. So where MKLDNN is on, the graph a block's CachedOp runs passes through
+#     ``expand_dims`` and ``squeeze`` (MKLDNN reshapes: they write the default layout, and
+#     their gradients ``_backward_reshape`` too) each input of a Custom node but another
+#     node's output (written by Python, default) and each input or parameter that may be
+#     sparse (not given dense when the graph was built; a parameter with a sparse value or
+#     gradient), and each node output another operator reads (its gradient). Only that graph:
+#     the block's own (``export``, ``export_onnx``) is unchanged. Cost: the beam decoder of
+#     tests/hostile_programs31h_c.py ~11.5 -> ~14 ms a call on a loaded machine (its node
+#     reads eight parameters, each now copied).
 
-_MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
-    os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
+MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
+    os.environ.get("MXNETMKLDNN_ENABLED", "1") != "0"
 
 
-def default_layout_inputs(symbol):
-    """``symbol`` with the inputs of its Custom nodes that other operators compute passed
-    through expand_dims and squeeze, or None when MKLDNN is off or none is (NOTE [MKLDNN
-    values read by a node])."""
-    if not _MKLDNN:
+def _maybe_sparse(node, dense):
+    """Whether ``node`` is a variable that may hold, or get as gradient, a sparse value."""
+    return node["op"] == "null" and node["name"] not in dense
+
+
+def default_layout_inputs(symbol, dense=()):
+    """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
+    ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the
+    nodes' outputs other operators read passed through expand_dims and squeeze, or None when
+    MKLDNN is off or none is (NOTE [MKLDNN values read by a node])."""
+    if not MKLDNN:
         return None
     graph = json.loads(symbol.tojson())
     nodes = graph["nodes"]
     made = {}
+
+    def guarded(entry):
+        key = (entry[0], entry[1])
+        if key not in made:
+            name = "%s_layout%d" % (nodes[entry[0]]["name"], entry[1])
+            nodes.append({"op": "expand_dims", "name": name + "_expand",
+                          "attrs": {"axis": "0"}, "inputs": [list(entry)]})
+            nodes.append({"op": "squeeze", "name": name + "_squeeze",
+                          "attrs": {"axis": "(0,)"}, "inputs": [[len(nodes) - 1, 0, 0]]})
+            made[key] = len(nodes) - 1
+        return [made[key], 0, 0]
     for node in list(nodes):
-        if node["op"] != "Custom":
-            continue
         for k, entry in enumerate(node["inputs"]):
             op = nodes[entry[0]]["op"]
-            if op in ("null", "Custom", "cast_storage") or op.startswith("_sparse"):
-                continue    # (variables, nodes; sparse values have no layout to restore)
-            key = (entry[0], entry[1])
-            if key not in made:
-                name = "%s_layout%d" % (nodes[entry[0]]["name"], entry[1])
-                nodes.append({"op": "expand_dims", "name": name + "_expand",
-                              "attrs": {"axis": "0"}, "inputs": [list(entry)]})
-                nodes.append({"op": "squeeze", "name": name + "_squeeze",
-                              "attrs": {"axis": "(0,)"}, "inputs": [[len(nodes) - 1, 0, 0]]})
-                made[key] = len(nodes) - 1
-            node["inputs"][k] = [made[key], 0, 0]
+            if node["op"] == "Custom":      # (its value)
+                if op in ("Custom", "cast_storage") or op.startswith("_sparse") or \
+                        _maybe_sparse(nodes[entry[0]], dense):
+                    continue    # (nodes; sparse values have no layout to restore)
+            elif op != "Custom" or node["op"] == "cast_storage" or \
+                    node["op"].startswith("_sparse"):
+                continue        # (the gradient a node's output gets from an operator reading it)
+            node["inputs"][k] = guarded(entry)
     if not made:
         return None
     graph.pop("node_row_ptr", None)   # (the loader recomputes it)

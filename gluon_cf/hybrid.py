@@ -602,7 +602,12 @@ def _build_cache(self, *args):
     copied = None
     if has_gluon_cf_nodes(json.loads(self._cached_graph[1].tojson())):
         copied = copied_variable_heads(self._cached_graph[1])
-        laid = default_layout_inputs(copied if copied is not None else self._cached_graph[1])
+        dense = {v.name for v, a in zip(self._cached_graph[0], _block._flatten(args, "input")[0])
+                 if a is not None and a.stype == "default"} | \
+            {p.name for is_arg, p in self._cached_op_args if not is_arg and
+             p._stype == "default" and p._grad_stype == "default"}
+        laid = default_layout_inputs(copied if copied is not None else self._cached_graph[1],
+                                     dense)
         copied = laid if laid is not None else copied   # NOTE [MKLDNN values read by a node]
     if copied is not None:
         indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]

@@ -45,7 +45,8 @@ from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
 from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
-from .node_storage import backward_storage_types, dense_copies, forward_storage_types
+from .node_storage import (backward_storage_types, dense_copies, forward_storage_types,
+                           inference_copies)
 from .node_shape_errors import (DynamicShapeError, IncompleteShapeError, explain_unknown_dims,
                                 names_node, note_unknown_dims, refuse_run_time_shapes,
                                 refuse_scalar_inputs)
@@ -328,6 +329,8 @@ class _NodeOperator(mx.operator.CustomOp):
                                   if in_data else "cpu")
         self.is_train = is_train
         inputs = dense_copies(in_data)
+        if not is_train:   # NOTE [weights reordered in a body]
+            inputs = inference_copies(self.node, inputs)
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         caller_seed, self.caller_seed = self.caller_seed, None   # (a kept operator: drawn here)
