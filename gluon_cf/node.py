@@ -317,6 +317,7 @@ class _NodeOperator(mx.operator.CustomOp):
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
         self.forward_done = self.backward_done = False
+        node_progress.started()   # NOTE [the caller waits for the first group]
         try:
             self._forward_outputs(is_train, req, in_data, out_data)
         finally:   # NOTE [the caller waits for the first group] in node_progress.py

@@ -27,6 +27,7 @@ def restore():
     yield
     gluon_cf.set_executor(previous)
     node_progress.WAIT_S[0] = 0.005
+    node_progress.START_S[0] = 0.001
     planned_backward.EARLY[0] = True
 
 
@@ -75,6 +76,43 @@ def test_a_failing_forward_ends_the_wait(monkeypatch):
         out.asnumpy()
     assert node_progress.WAITS[0] == waits + 1
     assert time.perf_counter() - start < LONG / 3
+
+
+def test_a_node_behind_a_long_computation_is_not_waited_for(monkeypatch):
+    """The node's input is computed by a long chain of ``dot``s pushed just before the call:
+    its forward cannot start before the chain ends, and the caller, which waited for it up to
+    ``WAIT_S`` (review r31tr2: 5 ms a call), now waits only ``START_S`` for some node's start:
+    with ``WAIT_S`` of 30 s, its waits are far shorter than the chain; values and gradients
+    are eager's."""
+    vocab, inputs = _forest(FORESTS["sst"]())
+    net = _net(TreeRNN, vocab)
+    eager = _run(net, inputs, None)
+    _run(net, inputs, "batched")
+    node_progress.WAIT_S[0] = LONG
+    waited = []
+    real_wait = node_progress.wait
+
+    def timed_wait(since):
+        start = time.perf_counter()
+        real_wait(since)
+        waited.append(time.perf_counter() - start)
+    monkeypatch.setattr(node_progress, "wait", timed_wait)
+    square = nd.array([[0.5, 0.0], [0.0, 0.5]])
+
+    def chain():
+        slow = nd.ones((300, 300)) * 0.001
+        for _ in range(60):
+            slow = nd.dot(slow, slow)   # (the chain's values vanish; its time does not)
+        return slow
+    for _ in range(3):
+        start = time.perf_counter()
+        chain().wait_to_read()
+        chain_seconds = time.perf_counter() - start
+        late = [inputs[0] + nd.sum(nd.dot(chain()[:2, :2], square)) * 0] + inputs[1:]
+        got, seconds, waits = _timed(net, late)
+        assert waits == 1 and seconds < LONG / 3
+        assert waited[-1] < chain_seconds / 2, (waited[-1], chain_seconds)
+        _assert_same(got, eager)
 
 
 def test_no_wait_unrecorded_or_on_the_dynamic_executor():
