@@ -119,7 +119,7 @@ def copied_variable_heads(symbol):
 #     reads eight parameters, each now copied).
 
 MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
-    os.environ.get("MXNETMKLDNN_ENABLED", "1") != "0"
+    os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
 
 
 def _maybe_sparse(node, dense):
