@@ -117,6 +117,12 @@ def copied_variable_heads(symbol):
 #     the block's own (``export``, ``export_onnx``) is unchanged. Cost: the beam decoder of
 #     tests/hostile_programs31h_c.py ~11.5 -> ~14 ms a call on a loaded machine (its node
 #     reads eight parameters, each now copied).
+#     A partitioned graph (NOTE [partitioned blocks] in hybrid.py) runs its gluon_cf nodes in
+#     the calling thread, no Custom operator (a Conv2D's value is right there, unguarded), but
+#     a user's CustomOp as an imperative ``mx.nd.Custom`` (NOTE [user CustomOps at run
+#     time]): its inputs but nodes' outputs pass through the same two operators there
+#     (``default_layout``; before, 16 of 20 fresh blocks' values wrong, a Conv2D's value read
+#     by a user CustomOp in a block that runs partitioned, 10 of 20 in a foreach body).
 
 MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
     os.environ.get("MXNETMKLDNN_ENABLED", "1") != "0"
@@ -125,6 +131,14 @@ MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
 def _maybe_sparse(node, dense):
     """Whether ``node`` is a variable that may hold, or get as gradient, a sparse value."""
     return node["op"] == "null" and node["name"] not in dense
+
+
+def default_layout(array):
+    """``array`` through expand_dims and squeeze (default layout, recorded by autograd like
+    any operator) where MKLDNN is on (NOTE [MKLDNN values read by a node])."""
+    if not MKLDNN or array.stype != "default":
+        return array
+    return mx.nd.squeeze(mx.nd.expand_dims(array, axis=0), axis=0)
 
 
 def default_layout_inputs(symbol, dense=()):
