@@ -196,3 +196,15 @@ def test_round_31mk_an_eager_convolutions_value_given_to_an_imported_block(tmp_p
         imported.hybridize()
         wrong += not np.allclose(imported(conv(x)).asnumpy(), want, **TOL)
     assert wrong == 0
+
+
+def test_round_31mk_the_guard_follows_mxnets_own_switch():
+    """MXNet reads ``MXNET_MKLDNN_ENABLED``; gluon_cf read ``MXNETMKLDNN_ENABLED`` before, so
+    with MKLDNN switched off it still copied every guarded value."""
+    import subprocess
+    import sys
+    code = "import gluon_cf._cachedop as c; print(c.MKLDNN)"
+    env = dict(os.environ, MXNET_MKLDNN_ENABLED="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "False", out.stderr[-2000:]
