@@ -141,6 +141,13 @@ def default_layout(array):
     return mx.nd.squeeze(mx.nd.expand_dims(array, axis=0), axis=0)
 
 
+def copy_of(array):
+    """``array.copy()``, which MXNet 1.9.1 refuses for a view of an array in an MKLDNN layout
+    (``conv(x)[0].copy()``: "Check failed: !is_view"); with MKLDNN it copies the view read
+    through :func:`default_layout`."""
+    return default_layout(array).copy()
+
+
 def default_layout_inputs(symbol, dense=()):
     """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
     ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the

@@ -208,3 +208,54 @@ def test_round_31mk_the_guard_follows_mxnets_own_switch():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split()[-1] == "False", out.stderr[-2000:]
+
+
+class RematOverConv(HybridBlock):
+    def __init__(self, op, remat):
+        super().__init__()
+        self.op, self.remat = op, remat
+        with self.name_scope():
+            self.c1 = nn.Conv2D(16, 3, padding=1, in_channels=4)
+            self.c3 = nn.Conv2D(16, 3, padding=1, in_channels=16)
+
+    def hybrid_forward(self, F, x):
+        h = self.c1(x)
+        if self.op == "foreach":
+            out, _ = gluon_cf.foreach(
+                lambda d, s: (self.c3(d.expand_dims(0)).squeeze(0) * s[0], [s[0] * 1.1]), h,
+                [F.ones((16, 6, 6))], remat=self.remat)
+            return out
+        out, _ = gluon_cf.while_loop(
+            lambda i, v: i < 3, lambda i, v: (v, (i + 1, self.c3(v) * 0.5)), (F.zeros((1,)), h),
+            max_iterations=3, remat=self.remat)
+        return out
+
+
+@pytest.mark.parametrize("op", ["foreach", "while_loop"])
+@pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybridized"])
+def test_round_31mk_remat_over_a_convolutions_value(op, hybridize):
+    """A recorded ``remat`` foreach over a Conv2D's value: MXNetError "Check failed: !is_view"
+    before, eager (remat copied each step's slice, a view of an array in an MKLDNN layout,
+    which MXNet 1.9.1 cannot copy: ``conv(x)[0].copy()``). Oracle: remat=False, eager."""
+    rng = np.random.RandomState(0)
+    x = mx.nd.array(rng.randn(2, 4, 6, 6))
+
+    def run(remat, hybrid):
+        net = RematOverConv(op, remat)
+        net.initialize()
+        for p in net.collect_params().values():
+            seed = len(p.name.split("_", 1)[1])
+            p.set_data(mx.nd.array(np.random.RandomState(seed).randn(*p.shape) * 0.1))
+        if hybrid:
+            net.hybridize()
+        xx = x.copy()
+        xx.attach_grad()
+        with autograd.record():
+            y = net(xx)
+        head = mx.nd.array(np.random.RandomState(1).randn(*y.shape))
+        y.backward(head)
+        return [y.asnumpy(), xx.grad.asnumpy(), net.c3.weight.grad().asnumpy()]
+    want = run(False, False)
+    for _ in range(3):
+        got = run(1, hybridize)
+        assert all(np.allclose(g, w, **TOL) for g, w in zip(got, want))
