@@ -259,3 +259,29 @@ def test_round_31mk_remat_over_a_convolutions_value(op, hybridize):
     for _ in range(3):
         got = run(1, hybridize)
         assert all(np.allclose(g, w, **TOL) for g, w in zip(got, want))
+
+
+def test_round_31mk_a_remat_recursion_given_rows_of_a_convolutions_value():
+    """``@recursive(remat=True)`` called eagerly on ``conv(x)[0:1]`` (a view of an array in an
+    MKLDNN layout): MXNetError "Check failed: !is_view" in backward before (the call's
+    arguments copied for the recomputation). Oracle: remat=False."""
+    c1 = nn.Conv2D(16, 3, padding=1, in_channels=4)
+    c3 = nn.Conv2D(16, 3, padding=1, in_channels=16)
+    c1.initialize()
+    c3.initialize()
+    x = mx.nd.array(np.random.RandomState(0).randn(2, 4, 6, 6))
+
+    def run(remat):
+        @gluon_cf.recursive(remat=remat)
+        def f(n, v):
+            return gluon_cf.cond(n > 0, lambda: f(n - 1, c3(v)), lambda: v * 1)
+        xx = x.copy()
+        xx.attach_grad()
+        with autograd.record():
+            h = c1(xx)
+            y = f(mx.nd.array([2]), h[0:1]) + f(mx.nd.array([1]), h[1:2])
+        y.backward()
+        return [y.asnumpy(), xx.grad.asnumpy(), c3.weight.grad().asnumpy()]
+    want = run(False)
+    for _ in range(3):
+        assert all(np.allclose(g, w, **TOL) for g, w in zip(run(True), want))
