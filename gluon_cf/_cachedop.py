@@ -123,6 +123,9 @@ def copied_variable_heads(symbol):
 #     time]): its inputs but nodes' outputs pass through the same two operators there
 #     (``default_layout``; before, 16 of 20 fresh blocks' values wrong, a Conv2D's value read
 #     by a user CustomOp in a block that runs partitioned, 10 of 20 in a foreach body).
+#     MXNet 1.9.1 cannot ``copy()`` a view of an array in an MKLDNN layout (``conv(x)[0]``:
+#     "Check failed: !is_view"); remat's copies of loop slices and recursive calls' arguments
+#     read them through the same two operators first (``copy_of``).
 
 MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
     os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"

@@ -4,7 +4,9 @@ output in a blocked layout, nChw8c). MXNet 1.9.1 gives a ``Custom`` operator a d
 *copy* of such an input, freed before its Python callback reads it. Wrong before this round:
 a user CustomOp reading it in a block that runs partitioned (``mx.nd.Custom`` called
 imperatively by ``graph/partitioned.py``): 16 of 20 fresh blocks' values other numbers at the
-top level, 10 of 20 in a ``foreach`` body. Right before and kept so here (each of these tests
+top level, 10 of 20 in a ``foreach`` body; a recorded eager ``remat`` foreach and an eager
+``@recursive(remat=True)`` call over rows of it: MXNetError "Check failed: !is_view" (MXNet
+1.9.1 cannot copy a view of an MKLDNN array, ``conv(x)[0].copy()``). Right before and kept so here (each of these tests
 fails with the block graph's guard taken out): a partitioned block's gluon_cf nodes (run in
 the calling thread, no Custom operator), a Conv2D in a ``cond`` branch read by a nested node,
 a Conv2D in a ``foreach`` body and in a recursive function (values and gradients), inference
@@ -99,14 +101,18 @@ class ConvThenNode(HybridBlock):
         return self.c2(_between(self.kind, F, x, self.c1(x), self.c3, self.d))
 
 
-def _net(kind, hybridize, tmp=None):
-    net = ConvThenNode(kind)
+def _seeded(net, hybridize):
     net.initialize()
     for p in net.collect_params().values():   # (the same values in every fresh block)
         seed = len(p.name.split("_", 1)[1])
         p.set_data(mx.nd.array(np.random.RandomState(seed).randn(*p.shape) * 0.1))
     if hybridize:
         net.hybridize()
+    return net
+
+
+def _net(kind, hybridize, tmp=None):
+    net = _seeded(ConvThenNode(kind), hybridize)
     if tmp is not None:
         net(mx.nd.ones((2, 4, 6, 6)))
         net.export(os.path.join(tmp, "m"))
@@ -239,22 +245,11 @@ def test_round_31mk_remat_over_a_convolutions_value(op, hybridize):
     which MXNet 1.9.1 cannot copy: ``conv(x)[0].copy()``). Oracle: remat=False, eager."""
     rng = np.random.RandomState(0)
     x = mx.nd.array(rng.randn(2, 4, 6, 6))
+    head = mx.nd.array(rng.randn(*((2, 16, 6, 6) if op == "foreach" else (3, 2, 16, 6, 6))))
 
     def run(remat, hybrid):
-        net = RematOverConv(op, remat)
-        net.initialize()
-        for p in net.collect_params().values():
-            seed = len(p.name.split("_", 1)[1])
-            p.set_data(mx.nd.array(np.random.RandomState(seed).randn(*p.shape) * 0.1))
-        if hybrid:
-            net.hybridize()
-        xx = x.copy()
-        xx.attach_grad()
-        with autograd.record():
-            y = net(xx)
-        head = mx.nd.array(np.random.RandomState(1).randn(*y.shape))
-        y.backward(head)
-        return [y.asnumpy(), xx.grad.asnumpy(), net.c3.weight.grad().asnumpy()]
+        net = _seeded(RematOverConv(op, remat), hybrid)
+        return _run(net, x, head, True) + [net.c3.weight.grad().asnumpy()]
     want = run(False, False)
     for _ in range(3):
         got = run(1, hybridize)
