@@ -101,7 +101,7 @@ def copied_variable_heads(symbol):
 #     vector local to the engine operation; it is freed when ``ForwardEx`` returns, nothing
 #     waits on its variable, and the callback reads the freed buffer: a race, not a layout
 #     read (other bytes in 5-10 of 30 calls; every call with a 10 ms sleep in a plain
-#     CustomOp's forward; never with ``MXNETMKLDNN_ENABLED=0`` or NaiveEngine, which runs the
+#     CustomOp's forward; never with ``MXNET_MKLDNN_ENABLED=0`` or NaiveEngine, which runs the
 #     callback at once). Such inputs: an MKLDNN concat (``F.concat(a, b, dim=1)``, gluonnlp's
 #     HybridBeamSearchSampler's ``init_scores``), a 4-D convolution's value (nChw8c), an
 #     eager convolution's output given to the block, and in backward the gradient a
@@ -117,6 +117,15 @@ def copied_variable_heads(symbol):
 #     the block's own (``export``, ``export_onnx``) is unchanged. Cost: the beam decoder of
 #     tests/hostile_programs31h_c.py ~11.5 -> ~14 ms a call on a loaded machine (its node
 #     reads eight parameters, each now copied).
+#     A partitioned graph (NOTE [partitioned blocks] in hybrid.py) runs its gluon_cf nodes in
+#     the calling thread, no Custom operator (a Conv2D's value is right there, unguarded), but
+#     a user's CustomOp as an imperative ``mx.nd.Custom`` (NOTE [user CustomOps at run
+#     time]): its inputs but nodes' outputs pass through the same two operators there
+#     (``default_layout``; before, 16 of 20 fresh blocks' values wrong, a Conv2D's value read
+#     by a user CustomOp in a block that runs partitioned, 10 of 20 in a foreach body).
+#     MXNet 1.9.1 cannot ``copy()`` a view of an array in an MKLDNN layout (``conv(x)[0]``:
+#     "Check failed: !is_view"); remat's copies of loop slices and recursive calls' arguments
+#     read them through the same two operators first (``copy_of``).
 
 MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
     os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
@@ -125,6 +134,21 @@ MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
 def _maybe_sparse(node, dense):
     """Whether ``node`` is a variable that may hold, or get as gradient, a sparse value."""
     return node["op"] == "null" and node["name"] not in dense
+
+
+def default_layout(array):
+    """``array`` through expand_dims and squeeze (default layout, recorded by autograd like
+    any operator) where MKLDNN is on (NOTE [MKLDNN values read by a node])."""
+    if not MKLDNN or array.stype != "default":
+        return array
+    return mx.nd.squeeze(mx.nd.expand_dims(array, axis=0), axis=0)
+
+
+def copy_of(array):
+    """``array.copy()``, which MXNet 1.9.1 refuses for a view of an array in an MKLDNN layout
+    (``conv(x)[0].copy()``: "Check failed: !is_view"); with MKLDNN it copies the view read
+    through :func:`default_layout`."""
+    return default_layout(array).copy()
 
 
 def default_layout_inputs(symbol, dense=()):

@@ -70,6 +70,7 @@ from . import node as _node, remat_escapes as _escapes
 from .graph.decoded import holds_random_ops  # noqa: F401 (remat.holds_random_ops)
 from .operators import is_random_op
 from .executor import run
+from ._cachedop import copy_of
 from .shared_handles import private_leaves
 # The interval for "auto"/a budget (NOTE [remat budgets]); these names are remat's too.
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
@@ -365,7 +366,7 @@ class Loop:
             result = yield self.step(0, slices, states)
             self._refuse_live_integers(result)
             return result
-        marked = [x.copy() for x in list(slices) + list(states)]
+        marked = [copy_of(x) for x in list(slices) + list(states)]
         for x in marked:
             if _float(x):
                 x.attach_grad()
@@ -532,7 +533,7 @@ class Loop:
             b = begins[segment]
             e = min(b + self.k, self.steps)
             states = [s.copy() for s in self.checkpoints[b]]
-            blocks = [d[b:e].copy() for d in self.data]
+            blocks = [copy_of(d[b:e]) for d in self.data]
             for x in ([s for s, w in zip(states, self.live_states) if w] +
                       [blk for blk, w in zip(blocks, self.live_data) if w]):
                 if _float(x):

@@ -108,6 +108,7 @@ from mxnet import autograd
 
 from .. import node as _node
 from .. import remat as _remat, remat_escapes as _escapes
+from .._cachedop import copy_of
 from .._graph_json import reached_ids
 from .._structure import flatten, regroup
 from ..operators import user_location
@@ -349,7 +350,7 @@ class Call:
     # -- backward ---------------------------------------------------------------------------
 
     def backward(self, out_grads):
-        args = [a.copy() if isinstance(a, mx.nd.NDArray) else a for a in self.args]
+        args = [copy_of(a) if isinstance(a, mx.nd.NDArray) else a for a in self.args]
         pairs = []   # (the node's input it stands for, the leaf the recomputed graph reads)
         for real, copy, live in zip(self.args, args, self.live):
             if live:
