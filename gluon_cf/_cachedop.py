@@ -126,6 +126,17 @@ def copied_variable_heads(symbol):
 #     MXNet 1.9.1 cannot ``copy()`` a view of an array in an MKLDNN layout (``conv(x)[0]``:
 #     "Check failed: !is_view"); remat's copies of loop slices and recursive calls' arguments
 #     read them through the same two operators first (``copy_of``).
+#     MXNet's CachedOp records a graph of at most ``inline_limit`` operators (2 by default, no
+#     ``static_alloc``) operator by operator, as eagerly; a larger one is recorded as one
+#     ``_CachedOp``, whose backward refuses ``create_graph=True`` ("CachedOp does not support
+#     higher order gradients"). The copies must not change which: a graph MXNet would record
+#     by operators (a foreach after ``F.ones``) has its guarded CachedOp's ``inline_limit``
+#     raised to the guarded graph's operators (:func:`inlined_as_before`), so a first-order
+#     gradient with ``create_graph=True`` still works and a second-order one still raises
+#     gluon_cf's error naming the node (round fix31b; the copies' ``_backward_reshape``, which
+#     MXNet meets first and cannot differentiate either, is taken for the node's:
+#     ``remat_record.second_order_error``). Recorded by operators, the graph runs the same
+#     operators (the copies included) through the same engine calls.
 
 MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
     os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
@@ -187,3 +198,22 @@ def default_layout_inputs(symbol, dense=()):
         return None
     graph.pop("node_row_ptr", None)   # (the loader recomputes it)
     return mx.sym.load_json(json.dumps(graph))
+
+
+def _operators(symbol):
+    """The number of operators (nodes but variables) of ``symbol``'s graph."""
+    return sum(n["op"] != "null" for n in json.loads(symbol.tojson())["nodes"])
+
+
+def inlined_as_before(flags, before, after):
+    """``flags`` of a CachedOp of ``after`` (``before`` with copies added) whose
+    ``inline_limit`` records ``after`` operator by operator where MXNet would record
+    ``before`` so (NOTE [MKLDNN values read by a node])."""
+    flags = list(flags)
+    given = dict(flags)
+    limit = int(given.get("inline_limit", 2))
+    static = str(given.get("static_alloc", False)).lower() in ("true", "1")
+    if static or _operators(before) > limit:
+        return flags
+    return [(k, v) for k, v in flags if k != "inline_limit"] + \
+        [("inline_limit", max(limit, _operators(after)))]

@@ -49,7 +49,7 @@ from .errors import (ZeroSizeError, body_value_outside_error, body_variable_erro
                      index_error_of, named_line)
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
-from ._cachedop import copied_variable_heads, default_layout_inputs
+from ._cachedop import copied_variable_heads, default_layout_inputs, inlined_as_before
 from ._custom_ops import park_if_exiting
 from .shared_handles import own_handles
 from . import symbol_loading  # noqa: F401  (SymbolBlock.imports and mx.sym.load, patched)
@@ -599,21 +599,22 @@ def _build_cache(self, *args):
     """``HybridBlock._build_cache``: NOTE [an input returned as an output] and NOTE [MKLDNN
     values read by a node] in _cachedop.py."""
     _original_build_cache(self, *args)
-    copied = None
+    copied, flags = None, self._flags
     if has_gluon_cf_nodes(json.loads(self._cached_graph[1].tojson())):
         copied = copied_variable_heads(self._cached_graph[1])
         dense = {v.name for v, a in zip(self._cached_graph[0], _block._flatten(args, "input")[0])
                  if a is not None and a.stype == "default"} | \
             {p.name for is_arg, p in self._cached_op_args if not is_arg and
              p._stype == "default" and p._grad_stype == "default"}
-        laid = default_layout_inputs(copied if copied is not None else self._cached_graph[1],
-                                     dense)
-        copied = laid if laid is not None else copied   # NOTE [MKLDNN values read by a node]
+        before = copied if copied is not None else self._cached_graph[1]
+        laid = default_layout_inputs(before, dense)
+        if laid is not None:   # NOTE [MKLDNN values read by a node]
+            copied, flags = laid, inlined_as_before(flags, before, laid)
     if copied is not None:
         indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]
                    for kind in (True, False)]
         self._cached_op = mx.nd.CachedOp(copied, [("data_indices", indices[0]),
-                                                  ("param_indices", indices[1])] + self._flags)
+                                                  ("param_indices", indices[1])] + flags)
 
 
 _block.HybridBlock._build_cache = _build_cache
