@@ -101,7 +101,7 @@ def copied_variable_heads(symbol):
 #     vector local to the engine operation; it is freed when ``ForwardEx`` returns, nothing
 #     waits on its variable, and the callback reads the freed buffer: a race, not a layout
 #     read (other bytes in 5-10 of 30 calls; every call with a 10 ms sleep in a plain
-#     CustomOp's forward; never with ``MXNETMKLDNN_ENABLED=0`` or NaiveEngine, which runs the
+#     CustomOp's forward; never with ``MXNET_MKLDNN_ENABLED=0`` or NaiveEngine, which runs the
 #     callback at once). Such inputs: an MKLDNN concat (``F.concat(a, b, dim=1)``, gluonnlp's
 #     HybridBeamSearchSampler's ``init_scores``), a 4-D convolution's value (nChw8c), an
 #     eager convolution's output given to the block, and in backward the gradient a
@@ -119,7 +119,7 @@ def copied_variable_heads(symbol):
 #     reads eight parameters, each now copied).
 
 MKLDNN = mx.runtime.Features().is_enabled("MKLDNN") and \
-    os.environ.get("MXNETMKLDNN_ENABLED", "1") != "0"
+    os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
 
 
 def _maybe_sparse(node, dense):
