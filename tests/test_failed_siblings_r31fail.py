@@ -58,8 +58,14 @@ print("RESULT " + json.dumps(R))
 
 
 def test_healthy_outputs_of_a_block_fed_a_failed_call():
-    got = _result(CODE)
+    check_healthy_outputs(_result(CODE))
+
+
+def check_healthy_outputs(got, skip=()):
+    """The reads of CODE's blocks (but the cases whose key starts with one of ``skip``)."""
     for key, reads in got.items():
+        if key.startswith(tuple(skip)):
+            continue
         if key == "deep":
             assert reads == [["value", [1503.0]], ["value", [3.0]]]
             continue
