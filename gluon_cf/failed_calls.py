@@ -182,19 +182,6 @@ def _push(exc, arrays):
 #     carried failure that no read took, or nothing. Arrays the user computed from a
 #     failed output before its first read share its exception_ptr and are not grouped: left
 #     as MXNet leaves them (NOTE [failed calls read later] (1)).
-# NOTE [a backward reads what is marked]
-#     A recorded call's backward reads its outputs (a Custom operator's backward is given its
-#     out_data): one marked again (NOTE [each output raises]) gave the mark's failure to every
-#     gradient the backward wrote, a parameter's gradient buffer too, which is written again by
-#     the block's next call (and by ``zero_grad``): that call, healthy on a fresh block, raised
-#     the old refusal (round 31: a refusal read, then ``loss.backward()``, then a call of the
-#     same block; tests/test_call_history.py). MXNet leaves a failure read once as read: the
-#     backward of a call whose failure was read computes unread values and raises nothing, as
-#     for MXNet's own operators (NOTE [backward of a failed forward] in ``node.py``). So each
-#     backward pass (``remat_record.pass_hooks``) first reads the marked arrays (their marks
-#     are failures read already, each its own carrier, so no other array's failure is taken),
-#     and marks them again once the pass is pushed: the engine orders the new mark after the
-#     pass's reads, and the outputs raise again on every later read.
 _GROUPS: dict = {}   # id(an output's handle) -> (its weakref, members, call number, origins)
 _MARKED: dict = {}   # id(a handle marked again) -> (its weakref, number, exception), pending
 _MARKS: dict = {}    # number -> id(handle) of _MARKED (None: the array is gone), pending
@@ -349,39 +336,6 @@ def _read_handle():
             return owner.handle
         frame = frame.f_back
     return None
-
-
-def unmark_for_backward(heads=None):
-    """Before a backward pass is pushed: the arrays marked again carry their marks no more (read
-    here, each its own carrier), so that the pass does not take them over; returns them, for
-    ``mark_after_backward`` (NOTE [a backward reads what is marked])."""
-    del heads
-    with _LOCK:
-        marked = [(ref(), exc) for ref, _, exc in _MARKED.values()]
-    marked = [(handle, exc) for handle, exc in marked if handle is not None]
-    was = getattr(_state, "waiting", False), getattr(_state, "mark_raised", None)
-    _state.waiting = True   # (mark_again: not marked again by these reads)
-    try:
-        for handle, _ in marked:
-            array = mx.nd.NDArray(handle)
-            try:
-                array.wait_to_read()
-            except Exception:  # noqa: BLE001 - the mark's failure, read already by the user
-                pass
-            finally:
-                array.handle = None   # (not freed: its owner frees it)
-    finally:
-        _state.waiting, _state.mark_raised = was
-        _state.taken = None
-    return marked
-
-
-def mark_after_backward(marked, failed=False):
-    """After a backward pass was pushed: the arrays ``unmark_for_backward`` read carry their
-    failures again (the pass read them before; NOTE [a backward reads what is marked])."""
-    del failed
-    for handle, exc in marked:
-        _mark(exc, handle)
 
 
 def raise_failed_input(arrays):

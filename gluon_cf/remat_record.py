@@ -346,8 +346,6 @@ def _heads_of_backward(args, kwargs):
     return [heads] if isinstance(heads, mx.nd.NDArray) else list(heads)
 
 
-# NOTE [a backward reads what is marked] in failed_calls.py
-pass_hooks.append((failed_calls.unmark_for_backward, failed_calls.mark_after_backward))
 mx.nd.NDArray.backward = _synchronised(mx.nd.NDArray.backward, lambda args, _: [args[0]])
 autograd.backward = _synchronised(autograd.backward, _heads_of_backward)
 
