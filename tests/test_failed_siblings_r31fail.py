@@ -64,8 +64,7 @@ print("RESULT " + json.dumps(R))
 # inputs and outputs (NOTE [MKLDNN values read by a node] in gluon_cf/_cachedop.py) puts
 # operators between a failed input and the nodes reading it, and a healthy output of some of
 # these cases (which, varies from run to run) raises, or reads unwritten memory, after its
-# failed sibling's read. Not strict: which case fails varies; tests/test_mkldnn_off_fix31a.py
-# runs the same program with MKLDNN off, where it passes.
+# failed sibling's read. Not strict: which case fails varies.
 @pytest.mark.xfail(reason="MKLDNN guard between a failed input and its readers (session 31)")
 def test_healthy_outputs_of_a_block_fed_a_failed_call():
     got = _result(CODE)
