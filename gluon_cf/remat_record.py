@@ -256,7 +256,7 @@ def _synchronised(backward, heads_of):
                     raise
                 raise ours from None
             if _alive:
-                _node.wait_engine()
+                mx.nd.waitall()
             failed = False
         finally:
             for (_, after), state in zip(pass_hooks, states):
@@ -274,11 +274,7 @@ def second_order_error(err, heads):
     """Ours for MXNet's "Operator _backward_Custom is non-differentiable" when the backward of
     a gluon_cf node was recorded (``autograd.grad(..., create_graph=True)``) and a backward
     through it asked: the op, its node, the line that made it; None for other errors."""
-    custom = "_backward_Custom is non-differentiable" in str(err)
-    # (the gradients of the MKLDNN copies around a node, which MXNet meets first: NOTE [MKLDNN
-    # values read by a node] in _cachedop.py)
-    if not custom and not any("_backward_%s is non-differentiable" % op in str(err)
-                              for op in ("reshape", "squeeze")):
+    if "_backward_Custom is non-differentiable" not in str(err):
         return None
     found = []
     for head in heads:
@@ -286,11 +282,9 @@ def second_order_error(err, heads):
             nodes = json.loads(autograd.get_symbol(head).tojson())["nodes"]
         except mx.MXNetError:   # (a head not recorded)
             continue
-        backward = {src for n in nodes if n["op"] == "_backward_Custom"
-                    for src, *_ in n["inputs"]}
-        for k, node in enumerate(nodes):
+        for node in nodes:
             kind = registry.kind_of_op_type(node.get("attrs", {}).get("op_type", ""))
-            if node["op"] == "Custom" and kind is not None and (custom or k in backward):
+            if node["op"] == "Custom" and kind is not None:
                 spec = node["attrs"].get("spec", "{}")
                 where = _CREATED_AT.get(spec_key(spec))
                 found.append("gluon_cf.%s (node %r)%s" % (
