@@ -25,12 +25,9 @@ NOTE [partitioned blocks]
     (``SymbolBlock``, which ``SymbolBlock.imports`` returns for an exported model, included);
     it is wrapped here, and the original runs everything that needs no partitioning.
 """
-import ast
 import ctypes
 import inspect
 import json
-import re
-import textwrap
 import threading
 
 from typing import Any, Dict, List
@@ -40,25 +37,26 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.gluon import block as _block
 
-from . import executor, registry, remat as _remat
+from . import executor, failed_calls, node_progress, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
-from .graph.operator_errors import OperatorShapeError, body_operator_error
+from .graph.decoded import holds_recursion
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
-                            inference_inline, inline_inference_graph, not_lost)
+                            inference_inline, inline_inference_graph, not_lost, output_nodes)
 from .errors import (ZeroSizeError, body_value_outside_error, body_variable_error,
-                     index_error_of, mxnet_message, named_line)
-from .node import DynamicShapeError, IncompleteShapeError
-from .operators import (DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR,
-                        is_mxnet_module, user_location)
-from ._cachedop import copied_variable_heads
+                     index_error_of, named_line)
+from .node import DynamicShapeError
+from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
+from ._cachedop import copied_variable_heads, default_layout_inputs, inlined_as_before
 from ._custom_ops import park_if_exiting
 from .shared_handles import own_handles
 from . import symbol_loading  # noqa: F401  (SymbolBlock.imports and mx.sym.load, patched)
 from . import hybrid_deferred  # noqa: F401  (deferred initialisation's shapes, patched)
 from .hybrid_trace import TRACED, check_shapes
+from .hybrid_errors import (_RESHAPE_CHECKED, _forward_of, _graph_error_of, _lines_of_operators,
+                            _located_takes)
 
 _original_call_cached_op = _block.HybridBlock._call_cached_op
 
@@ -93,6 +91,9 @@ class _Plan:
         self.partitioned = {}   # thread id -> PartitionedGraph
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
         self.refusing_training = refusing_training(self.js) if self.has_nodes else []
+        # NOTE [the caller waits for the first group] in node_progress.py
+        self.recursion = self.has_nodes and any(
+            registry.kind_of(n) and holds_recursion(n) for n in self.js["nodes"])
 
     def _holds_user_custom_ops(self):
         """Whether a gluon_cf node of the graph holds a user CustomOp: run as a Custom
@@ -232,6 +233,7 @@ def _run_built(self, args, lock):
                 flat = [a for a in flat if a is not None]
                 _check_reshapes_once(self, plan, tuple(a.shape for a in flat), flat, lock)
         return _original_call_cached_op(self, *args)
+    given = args   # (the arrays the user gave: NOTE [each output raises] in failed_calls.py)
     if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]
         args = own_handles(args)
     flat, fmt = _block._flatten(args, "input")
@@ -255,6 +257,7 @@ def _run_built(self, args, lock):
         first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
     inline_error = None
     if first_inline:
+        failed_calls.raise_failed_input(flat)   # NOTE [a failed input run inline]
         try:
             out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
@@ -262,12 +265,24 @@ def _run_built(self, args, lock):
         except Exception as err:   # noqa: BLE001 - the CachedOp's call below gives its own
             INLINE_FAILED[0] += 1
             inline_error = err
+    called = since = None
     with lock:
         if not partitioned or fmt != self._in_format:
             if plan.resizing_reshapes:
                 _check_reshapes_once(self, plan, key, flat, lock)
             try:   # the CachedOp, as long as every node can declare its output shapes
-                return not_lost(_original_call_cached_op(self, *args), inline_error, plan.js)
+                if plan.recursion and node_progress.WAIT_S[0] > 0 and \
+                        mx.autograd.is_recording() and executor.ahead_of_time() and \
+                        executor.get_executor() == "batched":
+                    since = node_progress.token()   # NOTE [the caller waits for the first group]
+                call = failed_calls.calling()   # (told to the nodes MXNet makes for it)
+                try:
+                    out = _original_call_cached_op(self, *args)
+                finally:
+                    failed_calls.calling(None)
+                out = not_lost(out, inline_error, plan.js)
+                _group_outputs(self, plan, out, call, given)   # NOTE [each output raises]
+                called = [out]
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
                 # attribute shape in the graph", whatever the inputs): the next call builds a
@@ -275,22 +290,42 @@ def _run_built(self, args, lock):
                 self._cached_op = None
                 if not isinstance(err, DynamicShapeError) or fmt != self._in_format:
                     raise
-            if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
-                plan.partitioned_shapes.clear()
-            plan.partitioned_shapes.add(key)
-        cached_op_args = list(self._cached_op_args)
+            if called is None:
+                if len(plan.partitioned_shapes) > _MAX_SIGNATURES:
+                    plan.partitioned_shapes.clear()
+                plan.partitioned_shapes.add(key)
+        if called is None:
+            cached_op_args = list(self._cached_op_args)
+    if called is not None:   # (outside the block's lock)
+        if since is not None:
+            node_progress.wait(since)
+        return called[0]
     cargs = [flat[x] if is_arg else x.data() for is_arg, x in cached_op_args]
     try:
         out = plan.run_partitioned(cargs)
     except ZeroSizeError as err:
-        # (an operator of the block's own graph has no line of its own; one autograph made
-        # is named after the user's line)
-        where = None if err.located else named_line(str(err))
+        # (an operator of the block's own graph has no line of its own: the lines calling it
+        # in hybrid_forward's source; one autograph made is named after the user's line)
+        text, where = str(err), None if err.located else named_line(str(err))
+        if not err.located and where is None:
+            text, where = _lines_of_operators(text, plan.forward)
         raise BlockZeroSizeError(
-            str(err) if err.located else "%s (%sin %s)" % (
-                err, "" if where is None else "at %s; " % where, _forward_of(self)),
+            text if err.located else "%s (%sin %s)" % (
+                text, "" if where is None else "at %s; " % where, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
+
+
+def _group_outputs(self, plan, out, call, given):
+    if dict(self._flags).get("static_alloc"):
+        return   # (its next call reuses its arrays: NOTE [each output raises])
+    nodes = getattr(plan, "output_nodes", None)
+    if nodes is None or nodes[0] is not plan.js:
+        nodes = plan.output_nodes = (plan.js, output_nodes(plan.js))
+    flat = [a for a in _block._flatten(given, "input")[0] if a is not None]
+    inputs = [flat[x] if is_arg and x < len(flat) else None
+              for is_arg, x in self._cached_op_args]
+    failed_calls.group(_block._flatten(out, "output")[0], nodes[1], call, inputs)
 
 
 def _check_reshapes_once(self, plan, key, flat, lock):
@@ -390,111 +425,6 @@ def _lock_of(block):
     return lock
 
 
-# a dtype's name in MXNet's message: its type inference failed, not its shape inference
-_DTYPE_NAME = re.compile(r"\b(float16|float32|float64|bfloat16|u?int(8|16|32|64)|bool)\b")
-
-
-def _graph_error_of(err, block, args):
-    """The error, at the block's hybrid_forward, for MXNet's error ``err`` about an operator
-    of the graph of a block with gluon_cf nodes (shape inference failed: ``x * i`` of shapes
-    (4,) and (1,) in a body, a Symbol's ``*`` not broadcasting; rows of 5 added to a state of
-    4): MXNet's message named only its node. A ZeroSizeError when an input has no element
-    (MXNet 1.9.1 reads a 0 in a shape as unknown: a take in the graph says its axis is out of
-    range), else a ValueError; None for other errors. Raised alike on every such call (the
-    CachedOp is rebuilt)."""
-    plan = getattr(block, "_gluon_cf_plan", None)
-    text = str(err)
-    if plan is None or not (plan.has_nodes or getattr(err, _RESHAPE_CHECKED, False)) or \
-            "gluon_cf" in text or \
-            isinstance(err, (DynamicShapeError, IncompleteShapeError, OperatorShapeError)) or \
-            "Error in operator " not in text:
-        # (a graph without gluon_cf nodes is MXNet's business alone, but for gluon_cf's
-        # Reshape check; a node's own refusal, or an operator's of a body, already names it)
-        return None
-    function = inspect.unwrap(type(block).hybrid_forward)
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return None
-    flat, _ = _block._flatten(args, "input")
-    if not any(0 in a.shape for a in flat if isinstance(a, mx.nd.NDArray)):
-        # NOTE [a body's operator named by a block's error] in graph/operator_errors.py
-        body = body_operator_error(plan.js, err)
-        if body is not None:
-            return body
-    arrays = [a for a in flat if isinstance(a, mx.nd.NDArray)]
-    empty = [(k, a.shape) for k, a in enumerate(arrays) if 0 in a.shape]
-    detail = mxnet_message(next(line for line in text.splitlines()
-                                if "Error in operator " in line))
-    at = "%s:%d: hybrid_forward of block %r" % (code.co_filename, code.co_firstlineno,
-                                                block.name)
-    if is_mxnet_module(getattr(function, "__module__", None) or ""):
-        # (a SymbolBlock's: MXNet's hybrid_forward; the user's line is the call's)
-        at = "%s: block %r (a graph imported into a %s)" % (
-            user_location() or "<unknown>", block.name, type(block).__name__)
-    if empty:
-        return ZeroSizeError(
-            "%s was called with %s, which has no element; MXNet 1.9.1 reads a 0 in a shape "
-            "as an unknown size and could not run the block's graph on it (%s). Call it with "
-            "at least one row, or guard the call (x.shape[0] > 0) before it"
-            % (at, " and ".join("input %d of shape %s" % e for e in empty), detail),
-            located=True)
-    if _DTYPE_NAME.search(detail):   # type inference failed: the shapes may be fine
-        return ValueError(
-            "%s: MXNet could not run the block's graph on inputs of dtypes %s (%s). The "
-            "operator is this hybrid_forward's or a function's it passes to gluon_cf: check "
-            "the dtypes it combines (MXNet's operators do not promote: cast the inputs, "
-            "x.astype('float32'), or the block, block.cast('float64'))"
-            % (at, ", ".join(np.dtype(a.dtype).name for a in arrays), detail))
-    return ValueError(
-        "%s: MXNet could not run the block's graph on inputs of shapes %s (%s). The operator "
-        "is this hybrid_forward's or a function's it passes to gluon_cf: check the shapes it "
-        "combines (a Symbol's +, -, *, / need equal shapes where an NDArray's broadcast: "
-        "F.broadcast_add, F.broadcast_mul ...)"
-        % (at, ", ".join(str(a.shape) for a in arrays), detail))
-
-
-def _located_takes(symbol, forward):
-    """``symbol`` whose ``take(..., mode='raise')`` nodes of the block's own graph (made by
-    its ``hybrid_forward``, not traced by gluon_cf: no line of their own) carry the lines of
-    the ``take(..., mode='raise')`` calls in ``forward``'s source, so that a partitioned run
-    waits for them and names those lines (NOTE [an index out of bounds at run time]), not
-    MXNet's "take operator contains indices out of bound" at the next read."""
-    js = json.loads(symbol.tojson())
-    takes = [n for n in js["nodes"] if n["op"] == "take" and n.get("attrs", {}).get(
-        "mode") == "raise" and SOURCE_ATTR not in n["attrs"]]
-    lines = _raising_take_lines(forward) if takes else []
-    if not lines:
-        return symbol
-    for node in takes:
-        node["attrs"][SOURCE_ATTR] = " or ".join(lines)
-    return mx.sym.load_json(json.dumps(js))
-
-
-def _raising_take_lines(function):
-    """``file:line`` of each ``take(..., mode='raise')`` call in ``function``'s source."""
-    try:
-        source, first = inspect.getsourcelines(function)
-        tree = ast.parse(textwrap.dedent("".join(source)))
-    except (OSError, TypeError, SyntaxError):
-        return []
-    filename = inspect.getsourcefile(function) or function.__code__.co_filename
-    return ["%s:%d" % (filename, first + node.lineno - 1) for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "take" and any(
-                k.arg == "mode" and isinstance(k.value, ast.Constant) and k.value.value == "raise"
-                for k in node.keywords)]
-
-
-def _forward_of(block):
-    """``hybrid_forward of block 'name' at file:line``: where an operator of the block's own
-    graph (not traced by gluon_cf, so without a line of its own) was written."""
-    function = inspect.unwrap(type(block).hybrid_forward)
-    code = getattr(function, "__code__", None)
-    where = "" if code is None else " at %s:%d" % (code.co_filename, code.co_firstlineno)
-    return "hybrid_forward of block %r%s" % (block.name, where)
-
-
-_RESHAPE_CHECKED = "_gluon_cf_reshape_checked"   # on the error of _check_reshapes_once
 _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitioning
 
 
@@ -510,7 +440,11 @@ _MAX_SIGNATURES = 4096   # input-shape signatures remembered as needing partitio
 #     call with other input shapes switches to the graph traced for them, tracing it the first
 #     time (:func:`_graph_for_shapes`; up to ``_MAX_GRAPHS`` kept, as a CachedOp keeps one
 #     plan per shape). ``export`` of such a graph is refused (the symbol file would run it on
-#     any shape). ``hybridize()`` again, ``cast`` and the like clear them all.
+#     any shape). ``hybridize()`` again, ``cast`` and the like clear them all. A graph traced
+#     so is one for the input dtypes too, and ``x.dtype`` read by converted code where the
+#     traced inputs' dtypes give it (:func:`static_dtype`, ``x.dtype(2)``, ``if x.dtype ==
+#     np.float64:``) makes the graph one for them likewise (round 31ag: it was MXNet's
+#     AttributeError of a Symbol).
 #     Likewise converted code reading ``autograd.is_training()`` or ``is_recording()`` (a
 #     PyTorch ``if self.training:``) while the graph is traced makes it a graph for that
 #     mode (``_gluon_cf_traced_mode``, :func:`autograd_mode_read`): a call in another mode
@@ -528,6 +462,10 @@ def _input_shapes(args):
     return tuple(a.shape for a in _block._flatten(args, "input")[0] if a is not None)
 
 
+def _input_dtypes(args):
+    return tuple(a.dtype for a in _block._flatten(args, "input")[0] if a is not None)
+
+
 def _get_graph(self, *args):
     """``HybridBlock._get_graph``: the trace knows the shapes of the inputs it is traced for
     (NOTE [graphs traced for input shapes])."""
@@ -537,9 +475,12 @@ def _get_graph(self, *args):
     names = ["data"] if len(shapes) == 1 else ["data%d" % k for k in range(len(shapes))]
     outer = getattr(TRACED, "trace", None)
     # (a block not hybridized traces its graph only to infer its deferred parameters' shapes)
-    dtypes = tuple(a.dtype for a in _block._flatten(args, "input")[0] if a is not None)
+    dtypes = _input_dtypes(args)
+    # (the parameters' dtypes as they are: a Parameter's var keeps the dtype it was made
+    # with, float32 after net.cast("float64"), read by x.dtype silently)
+    given = {p.name: p.dtype for p in self.collect_params().values()}
     trace: Dict[str, Any] = {"shapes": dict(zip(names, shapes)), "read": None, "mode": None,
-                             "dtypes": dict(zip(names, dtypes)),
+                             "dtypes": dict(given, **dict(zip(names, dtypes))),
                              "hybridized": bool(getattr(self, "_active", False)), "checks": []}
     TRACED.trace = trace
     try:
@@ -552,7 +493,8 @@ def _get_graph(self, *args):
         self._cached_graph = ()         # (refused: the next call traces again)
         raise
     if trace["read"] is not None:
-        self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"])
+        self.__dict__["_gluon_cf_traced_shapes"] = (shapes, trace["read"], dtypes,
+                                                    trace.get("read_dtype", False))
     else:
         self.__dict__.pop("_gluon_cf_traced_shapes", None)
     if trace["mode"] is not None:     # (and the inputs, for export to trace predict mode's)
@@ -575,8 +517,8 @@ def _graph_for_shapes(block, args):
     moded = block.__dict__.get("_gluon_cf_traced_mode")
     if traced is None and moded is None:
         return
-    current = (None if traced is None else traced[0], None if moded is None else moded[0])
-    key = (None if traced is None else _input_shapes(args),
+    current = (None if traced is None else traced[0::2], None if moded is None else moded[0])
+    key = (None if traced is None else (_input_shapes(args), _input_dtypes(args)),
            None if moded is None else _autograd_mode())
     if key == current:
         return
@@ -630,13 +572,17 @@ def _export(self, path, *args, **kwargs):
     traced = self.__dict__.get("_gluon_cf_traced_shapes")
     if traced is not None:
         where = traced[1][:-1] if traced[1].endswith(":") else traced[1]   # (no "::")
+        what, given, instead = ("dtype", [np.dtype(d).name for d in traced[2]],
+                                "F.zeros_like, F.ones_like, F.cast to a dtype given to the "
+                                "block") if traced[3] else \
+            ("shape", traced[0], "F.shape_array, F.zeros_like, F.reshape_like, reshape with "
+                                 "0 and -1, gluon_cf.foreach over the rows")
         raise ValueError(
-            f"{where}: the shape read here while hybridizing makes the block's graph one "
-            f"for the input shapes it was traced for ({', '.join(map(str, traced[0]))}; the "
-            f"block traces a graph per input shape), and an exported graph would run them on "
-            f"inputs of any shape. To export, take shapes from arrays in the graph "
-            f"(F.shape_array, F.zeros_like, F.reshape_like, reshape with 0 and -1, "
-            f"gluon_cf.foreach over the rows)")
+            f"{where}: the {what} read here while hybridizing makes the block's graph one "
+            f"for the input {what}s it was traced for ({', '.join(map(str, given))}; the "
+            f"block traces a graph per input shape and dtype), and an exported graph would "
+            f"run them on inputs of any {what}. To export, take {what}s from arrays in the "
+            f"graph ({instead})")
     return _original_export(self, path, *args, **kwargs)
 
 
@@ -650,15 +596,25 @@ _original_build_cache = _block.HybridBlock._build_cache
 
 
 def _build_cache(self, *args):
-    """``HybridBlock._build_cache``: NOTE [an input returned as an output] in _cachedop.py."""
+    """``HybridBlock._build_cache``: NOTE [an input returned as an output] and NOTE [MKLDNN
+    values read by a node] in _cachedop.py."""
     _original_build_cache(self, *args)
-    copied = copied_variable_heads(self._cached_graph[1]) if has_gluon_cf_nodes(
-        json.loads(self._cached_graph[1].tojson())) else None
+    copied, flags = None, self._flags
+    if has_gluon_cf_nodes(json.loads(self._cached_graph[1].tojson())):
+        copied = copied_variable_heads(self._cached_graph[1])
+        dense = {v.name for v, a in zip(self._cached_graph[0], _block._flatten(args, "input")[0])
+                 if a is not None and a.stype == "default"} | \
+            {p.name for is_arg, p in self._cached_op_args if not is_arg and
+             p._stype == "default" and p._grad_stype == "default"}
+        before = copied if copied is not None else self._cached_graph[1]
+        laid = default_layout_inputs(before, dense)
+        if laid is not None:   # NOTE [MKLDNN values read by a node]
+            copied, flags = laid, inlined_as_before(flags, before, laid)
     if copied is not None:
         indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]
                    for kind in (True, False)]
         self._cached_op = mx.nd.CachedOp(copied, [("data_indices", indices[0]),
-                                                  ("param_indices", indices[1])] + self._flags)
+                                                  ("param_indices", indices[1])] + flags)
 
 
 _block.HybridBlock._build_cache = _build_cache

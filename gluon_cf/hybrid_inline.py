@@ -80,6 +80,26 @@ def inline_inference_graph(js):
     return found
 
 
+def output_nodes(js):
+    """For each output of graph ``js``: the names of the gluon_cf nodes it depends on, and the
+    positions of the graph's inputs (``arg_nodes``) it reads (NOTE [each output raises] in
+    failed_calls.py)."""
+    nodes = js["nodes"]
+    position = {node: k for k, node in enumerate(js["arg_nodes"])}
+    found: "list[tuple[frozenset, frozenset]]" = []
+    for i, node in enumerate(nodes):   # (in order: a node's inputs come before it)
+        names, reads = set(), set()
+        for entry in node.get("inputs", []):
+            names |= found[entry[0]][0]
+            reads |= found[entry[0]][1]
+        if registry.kind_of(node):
+            names.add(json.loads(node["attrs"]["spec"]).get("node"))
+        if i in position:
+            reads.add(position[i])
+        found.append((frozenset(names), frozenset(reads)))
+    return [found[head[0]] for head in js["heads"]]
+
+
 def inference_inline():
     """Whether this call is an inference the batching executor runs (NOTE [recursion
     inference in the calling thread]): nothing recorded, predict mode."""

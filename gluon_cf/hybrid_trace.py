@@ -8,7 +8,7 @@ import warnings
 import mxnet as mx
 
 __all__ = ["TRACED", "autograd_mode_read", "check_shapes", "graph_traced", "shape_checked",
-           "shape_hint", "static_dtypes", "static_shape"]
+           "shape_hint", "static_dtype", "static_dtypes", "static_shape"]
 
 TRACED = threading.local()   # .trace: the dict of the block's trace running on this thread
 
@@ -112,11 +112,32 @@ def shape_hint(variable, shape_of):
         trace.setdefault("hints", {})[variable.name] = shape_of
 
 
+def static_dtype(symbol, where):
+    """``symbol.dtype`` (NDArray's: a numpy type) in the block's graph being traced, from the
+    dtypes of the inputs it is traced for, or None; given, the graph is one for those input
+    shapes and dtypes (``where`` read it: NOTE [graphs traced for input shapes])."""
+    trace = getattr(TRACED, "trace", None)
+    types = static_dtypes([symbol])
+    if trace is None or types is None:
+        return None
+    if trace["read"] is None:
+        trace["read"], trace["read_dtype"] = where, True    # (export's refusal says dtype)
+    return types[0]
+
+
 def static_dtypes(symbols):
     """The dtypes of ``symbols`` (one output each) in the graph being traced, inferred from
     those of the inputs of the call tracing it, or None where one is not known."""
     trace = getattr(TRACED, "trace", None)
     if trace is None or any(len(s.list_outputs()) != 1 for s in symbols):
         return None
-    types = _inferred(symbols, trace.get("dtypes", {}), "type")
+    # (every variable's dtype given, the inputs' or its own: MXNet's inference fills one
+    # unknown with an op's default, a loop row's Embedding weight float32 where it is float64)
+    group = mx.sym.Group(symbols)
+    given = trace.get("dtypes", {})
+    attributes = group.attr_dict()
+    if any(name not in given and "__dtype__" not in attributes.get(name, {})
+           for name in group.list_arguments() + group.list_auxiliary_states()):
+        return None
+    types = _inferred(symbols, given, "type")
     return None if not types or any(t is None for t in types) else list(types)

@@ -23,6 +23,7 @@ NOTE [gradients through a node]
     forward with ``is_train=False``), the forward is recomputed under recording first.
 """
 import builtins
+import contextlib
 import inspect
 import json
 import re
@@ -34,8 +35,9 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
-from . import _names, executor, failed_calls, registry
-from ._custom_ops import NOT_UTF8, engine_calls_us, register_guarded, write_like_assign
+from . import _names, executor, failed_calls, node_progress, registry
+from ._custom_ops import (NOT_UTF8, engine_calls_us, exiting, register_guarded,
+                          write_like_assign)
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
 from .graph import decode
@@ -43,9 +45,11 @@ from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
 from .graph.shape_inference import refuse_numpy_scalars
 from .checks import MismatchError, PredShapeError
-from .node_storage import backward_storage_types, dense_copies, forward_storage_types
+from .node_storage import (backward_storage_types, dense_copies, forward_storage_types,
+                           inference_copies)
 from .node_shape_errors import (DynamicShapeError, IncompleteShapeError, explain_unknown_dims,
-                                names_node, note_unknown_dims, refuse_run_time_shapes)
+                                names_node, note_unknown_dims, refuse_run_time_shapes,
+                                refuse_scalar_inputs)
 
 # NOTE [error messages]
 #     An exception raised in a Custom operator's callback (our shape inference rejecting a cond
@@ -92,6 +96,8 @@ def _get_last_ffi_error():
     text = str(err)
     carried = failed_calls.exception_for(text)   # NOTE [failures carried by the outputs]
     if carried is not None:
+        engine_calls_us()   # (marked again: waited for at exit, NOTE [exit with work pending])
+        failed_calls.mark_again(carried)   # NOTE [each output raises] in failed_calls.py
         return carried.with_traceback(None)
     if "kCustomOpPropInfer" in text or "kCustomOpPropBackwardInfer" in text:
         kept = getattr(_kept_inference, "value", None)
@@ -137,15 +143,29 @@ mx.operator.print = _quiet_print
 _original_waitall = mx.nd.ndarray.waitall
 
 
-def _waitall():
+def _waitall(own=False):
     """``mx.nd.waitall()``; once it returns or raises, no failure is pending in MXNet (its
     WaitForAll raises the first and forgets all): what is kept is stale (NOTE [failed calls
     read later])."""
+    failed_calls.waiting(True)
+    error = None
     try:
         _original_waitall()
-    finally:
+    except Exception as exc:   # noqa: BLE001 - raised below unless a failure read already
+        error = exc
+    finally:   # NOTE [each output raises] in failed_calls.py
+        error, read_already = failed_calls.after_waitall(error, not exiting(), own)
+        if read_already and error is None:   # (the oldest failure WaitForAll forgot)
+            error = _kept_run.oldest()
         _kept_run.clear()
-        failed_calls.KEPT.clear()
+    if error is not None:
+        raise error
+
+
+def wait_engine():
+    """Wait for MXNet's whole engine, raising no block call's failure (NOTE [a whole-engine
+    wait of gluon_cf's] in failed_calls.py)."""
+    _waitall(own=True)
 
 
 _waitall.__doc__ = _original_waitall.__doc__
@@ -180,7 +200,9 @@ def _reporting(method):
         except Exception as exc:
             name_node(exc, self.node)
             if method.__name__ in _WRITING and failed_calls.carry(exc, _WRITING[method.__name__](
-                    inspect.signature(method).bind(self, *args, **kwargs).arguments)):
+                    inspect.signature(method).bind(self, *args, **kwargs).arguments),
+                    self.node.spec.get("node"), self.call if method.__name__ == "forward"
+                    else None):
                 return None   # NOTE [failures carried by the outputs] in failed_calls.py
             _remember(method.__name__, exc, self.node)
             raise _Reported() from None
@@ -250,6 +272,8 @@ class _NodeOperator(mx.operator.CustomOp):
         self.remat = False          # NOTE [hybridized remat recursion]
         self.forward_done = False   # see NOTE [backward of a failed forward]
         self.backward_done = False  # since the last completed forward (a repeated backward)
+        self.made_by = tuple(_thread_runs())   # the counts of the thread making it (node_runs)
+        self.call = failed_calls.current_call()   # NOTE [a whole-engine wait of gluon_cf's]
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -262,7 +286,8 @@ class _NodeOperator(mx.operator.CustomOp):
         marked inputs' forward runs unrecorded (NOTE [hybridized remat recursion])."""
         _top_level.node, _top_level.inputs, _top_level.planned = self.node, inputs, []
         _top_level.remat = remat
-        _top_level_runs[0] += 1
+        for count in self.made_by:
+            count.n += 1
         try:
             heads, written = self._run_marked(inputs, is_train, marks, out_data, remat)
             return heads, written, _top_level.planned
@@ -271,9 +296,9 @@ class _NodeOperator(mx.operator.CustomOp):
             _top_level.remat = False
 
     def _run_marked(self, inputs, is_train, marks, out_data, remat=False):
-        if marks is not None:
-            for i in marks:
-                inputs[i].attach_grad()
+        if marks:   # as attach_grad() on each, in one C call
+            marked = [inputs[i] for i in marks]
+            autograd.mark_variables(marked, [mx.nd.zeros_like(a) for a in marked])
         with autograd.pause(train_mode=is_train) if marks is None or remat else \
                 autograd.record(train_mode=is_train):
             into = getattr(self.rule, "forward_into", None)
@@ -292,7 +317,11 @@ class _NodeOperator(mx.operator.CustomOp):
     @_reporting
     def forward(self, is_train, req, in_data, out_data, aux):
         self.forward_done = self.backward_done = False
-        self._forward_outputs(is_train, req, in_data, out_data)
+        node_progress.started()   # NOTE [the caller waits for the first group]
+        try:
+            self._forward_outputs(is_train, req, in_data, out_data)
+        finally:   # NOTE [the caller waits for the first group] in node_progress.py
+            node_progress.progressed()
         self.forward_done = True
 
     def _forward_outputs(self, is_train, req, in_data, out_data):
@@ -301,6 +330,8 @@ class _NodeOperator(mx.operator.CustomOp):
                                   if in_data else "cpu")
         self.is_train = is_train
         inputs = dense_copies(in_data)
+        if not is_train:   # NOTE [weights reordered in a body]
+            inputs = inference_copies(self.node, inputs)
         marks = self._default_marks(inputs) if is_train else None
         direct = all(r in ("write", "inplace") for r in req)
         caller_seed, self.caller_seed = self.caller_seed, None   # (a kept operator: drawn here)
@@ -440,9 +471,19 @@ _NOT_CONNECTED = "There are no inputs in computation graph that require gradient
 #     gradient for is marked like a float one, and integer outputs' head gradients are passed
 #     on, as eager. Before, zeros (0 against 23,328 through a recursion's int32 argument).
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
-# How many times a node's Custom operator has run in this process: a remat recursive call
-# refuses a body that ran one (NOTE [rematerialised recursive calls]).
-_top_level_runs = [0]
+# How many times gluon_cf's Custom operators made by each thread (MXNet makes them in the
+# thread calling it) have run (on MXNet's thread, counted into the maker's counts): a remat
+# call or loop refuses a body whose operators ran (``counting_runs``), not one another
+# thread's block ran meanwhile, nor one this thread made before the body (round 31 review: a
+# healthy remat call right after a recorded recursion's call was refused 1 of 20 times).
+_runs = threading.local()   # .counts: [_Count]: this thread's, then those counting now
+
+
+class _Count:
+    __slots__ = ("n",)
+
+    def __init__(self):
+        self.n = 0
 
 
 # Forwards of rematerialised nodes re-run whole in their backward (tests read it).
@@ -455,9 +496,28 @@ def remat_forward():
     return bool(getattr(_top_level, "remat", False))
 
 
+def _thread_runs():
+    counts = getattr(_runs, "counts", None)
+    if counts is None:
+        counts = _runs.counts = [_Count()]
+    return counts
+
+
 def node_runs():
-    """How many times a gluon_cf node's Custom operator has run in this process."""
-    return _top_level_runs[0]
+    """How many times gluon_cf nodes' Custom operators made by this thread have run."""
+    return _thread_runs()[0].n
+
+
+@contextlib.contextmanager
+def counting_runs():
+    """A count (``.n``) of the runs of the gluon_cf nodes' Custom operators this thread makes
+    inside (they may run later, on MXNet's threads)."""
+    count, counts = _Count(), _thread_runs()
+    counts.append(count)
+    try:
+        yield count
+    finally:
+        del counts[[id(c) for c in counts].index(id(count))]
 
 
 def top_level_node():
@@ -600,6 +660,9 @@ def _prop_class(rule):
         def create_operator(self, ctx, in_shapes, in_dtypes):
             engine_calls_us()   # NOTE [exit with work pending]
             shapes = [tuple(s) for s in in_shapes]
+            refused = refuse_scalar_inputs(self.node, shapes)   # NOTE [a 0-d predicate of a node]
+            if refused is not None:
+                raise refused
             inferred = self._inferred
             if inferred is not None and inferred[0] == tuple(shapes):
                 op = _NodeOperator(rule, self.node, inferred[1])

@@ -83,3 +83,33 @@ def explain_unknown_dims(err, text):
                 "bind/simple_bind"
                 % (node.kind, created_at(node), name, inputs))
     return err
+
+
+class ScalarInputError(ValueError, mx.MXNetError):
+    """A gluon_cf cond in a graph MXNet runs was given a 0-d predicate (shape ()), which MXNet
+    1.9.1's legacy shapes read as a shape not known (NOTE [a 0-d predicate of a node])."""
+
+
+# NOTE [a 0-d predicate of a node]
+#     Outside numpy-shape mode a 0-d NDArray (``nd.array(1).reshape(())``) has a shape MXNet
+#     reads as "unknown". MXNet 1.9.1's own ``F.contrib.cond`` given one as its predicate
+#     always fails, at the call of a hybridized block and at a Symbol executor's forward (its
+#     ``cond_pred`` subgraph's ``_copy``: "Operator _copy inferring shapes failed"); a gluon_cf
+#     cond read it and gave a value ([6.]). So a cond node MXNet creates with a 0-d predicate
+#     refuses at once, naming the op, the node and the user's line: at the block's call (a
+#     CachedOp creates its operators there) and at bind for a Symbol executor (one step
+#     before MXNet's forward). Other 0-d inputs are not refused: MXNet's own loops run a
+#     body on them where its operators take them (a foreach's 0-d state added to a 0-d row:
+#     [[3], [5], [9]] from both), and where an operator refuses one, it fails as MXNet's
+#     does, naming the operator and the user's line. Eagerly both libraries read a 0-d
+#     predicate (``asscalar``).
+def refuse_scalar_inputs(node, in_shapes):
+    """The error of a cond ``node`` created by MXNet with a 0-d predicate (legacy shapes), or
+    None (NOTE [a 0-d predicate of a node])."""
+    if mx.util.is_np_shape() or node.kind != "cond" or not in_shapes or len(in_shapes[0]):
+        return None
+    return ScalarInputError(
+        "gluon_cf.cond%s (node %r): its predicate is a 0-d array (shape ()), which MXNet 1.9.1 "
+        "reads as a shape not known outside numpy-shape mode (MXNet's own F.contrib.cond "
+        "refuses it too). Give it shape (1,) (pred.reshape((1,)))"
+        % (created_at(node), node.spec.get("node") or ""))

@@ -1,7 +1,10 @@
 """Storage types of a node in MXNet's graphs: the answers of its Custom operator's storage
 callbacks, and the dense copies a body runs on (NOTE [sparse inputs of a node])."""
+import json
+
 from mxnet.ndarray.sparse import BaseSparseNDArray
 
+from ._cachedop import MKLDNN
 from .checks import ArgumentValueError
 from .errors import created_at
 
@@ -33,6 +36,29 @@ def _carried_inputs(node):
     if node.kind != "foreach":
         return range(0)
     return range(node.spec["num_data"] + node.spec["num_states"])
+
+
+# NOTE [weights reordered in a body]
+#     With MKLDNN, a Convolution, Deconvolution or FullyConnected run for inference changes its
+#     weight array's layout in place, asynchronously (``MKLDNNDataReorderAsync``). In a body a
+#     node runs, that array is the node's input: MXNet's NDArray over a buffer the node does not
+#     own (NOTE [MKLDNN values read by a node] in _cachedop.py), of the default layout's size:
+#     MXNet wrote the blocked weight into it, past its end or into a buffer the block's graph
+#     then gives other values ("corrupted size vs. prev_size", a segmentation fault: every
+#     hybridized inference call of a Conv2D in a cond's branch). So in inference a node whose
+#     bodies hold one of those operators runs them on copies of its inputs of two or more
+#     dimensions (the weights); training reorders no weight in place.
+_REORDERING = ("Convolution", "Deconvolution", "FullyConnected")
+
+
+def inference_copies(node, arrays):
+    """``arrays`` (a node's inputs for an inference forward) with those a body's operator may
+    reorder in place copied (NOTE [weights reordered in a body])."""
+    reorders = getattr(node, "reorders_weights", None)
+    if reorders is None:
+        text = json.dumps(node.spec)
+        reorders = node.reorders_weights = MKLDNN and any(op in text for op in _REORDERING)
+    return [a.copy() if reorders and a.ndim >= 2 else a for a in arrays]
 
 
 def dense_copies(arrays):

@@ -70,6 +70,7 @@ from . import node as _node, remat_escapes as _escapes
 from .graph.decoded import holds_random_ops  # noqa: F401 (remat.holds_random_ops)
 from .operators import is_random_op
 from .executor import run
+from ._cachedop import copy_of
 from .shared_handles import private_leaves
 # The interval for "auto"/a budget (NOTE [remat budgets]); these names are remat's too.
 from .remat_budget import (AUTO_BUDGET, UNKNOWN_LENGTH, choose_interval,  # noqa: F401
@@ -284,15 +285,15 @@ class Loop:
         """Generator: :meth:`forward_steps` with this loop marked as running (loops and calls
         inside it run as with remat=False: :func:`applies`)."""
         _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
-        runs = _node.node_runs()
         try:
-            with _escapes.hooks() if self.eager else contextlib.nullcontext():
+            with _escapes.hooks() if self.eager else contextlib.nullcontext(), \
+                    _node.counting_runs() as runs:
                 per_step, states = yield from self.forward_steps(more)
         finally:
             _inside.loop = None
         if self.eager:   # a node run in the body (NOTE [nested custom backward])
             _throttle([o for outs in per_step for o in outs] + states)
-            if _node.node_runs() != runs:
+            if runs.n:
                 raise NotImplementedError(
                     "gluon_cf.%s%s: remat with a body that runs a hybridized block holding "
                     "gluon_cf ops (cond, loops, recursion) is not supported (their backward "
@@ -365,7 +366,7 @@ class Loop:
             result = yield self.step(0, slices, states)
             self._refuse_live_integers(result)
             return result
-        marked = [x.copy() for x in list(slices) + list(states)]
+        marked = [copy_of(x) for x in list(slices) + list(states)]
         for x in marked:
             if _float(x):
                 x.attach_grad()
@@ -532,7 +533,7 @@ class Loop:
             b = begins[segment]
             e = min(b + self.k, self.steps)
             states = [s.copy() for s in self.checkpoints[b]]
-            blocks = [d[b:e].copy() for d in self.data]
+            blocks = [copy_of(d[b:e]) for d in self.data]
             for x in ([s for s, w in zip(states, self.live_states) if w] +
                       [blk for blk, w in zip(blocks, self.live_data) if w]):
                 if _float(x):

@@ -256,7 +256,7 @@ def _synchronised(backward, heads_of):
                     raise
                 raise ours from None
             if _alive:
-                mx.nd.waitall()
+                _node.wait_engine()
             failed = False
         finally:
             for (_, after), state in zip(pass_hooks, states):
@@ -274,7 +274,11 @@ def second_order_error(err, heads):
     """Ours for MXNet's "Operator _backward_Custom is non-differentiable" when the backward of
     a gluon_cf node was recorded (``autograd.grad(..., create_graph=True)``) and a backward
     through it asked: the op, its node, the line that made it; None for other errors."""
-    if "_backward_Custom is non-differentiable" not in str(err):
+    custom = "_backward_Custom is non-differentiable" in str(err)
+    # (the gradients of the MKLDNN copies around a node, which MXNet meets first: NOTE [MKLDNN
+    # values read by a node] in _cachedop.py)
+    if not custom and not any("_backward_%s is non-differentiable" % op in str(err)
+                              for op in ("reshape", "squeeze")):
         return None
     found = []
     for head in heads:
@@ -282,9 +286,11 @@ def second_order_error(err, heads):
             nodes = json.loads(autograd.get_symbol(head).tojson())["nodes"]
         except mx.MXNetError:   # (a head not recorded)
             continue
-        for node in nodes:
+        backward = {src for n in nodes if n["op"] == "_backward_Custom"
+                    for src, *_ in n["inputs"]}
+        for k, node in enumerate(nodes):
             kind = registry.kind_of_op_type(node.get("attrs", {}).get("op_type", ""))
-            if node["op"] == "Custom" and kind is not None:
+            if node["op"] == "Custom" and kind is not None and (custom or k in backward):
                 spec = node["attrs"].get("spec", "{}")
                 where = _CREATED_AT.get(spec_key(spec))
                 found.append("gluon_cf.%s (node %r)%s" % (

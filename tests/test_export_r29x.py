@@ -111,9 +111,10 @@ def test_a_loop_of_no_step_gluon_runs_fails_exported_at_the_users_line(tmp_path)
     cases = P.PROGRAMS[P.WhileNoStepMaskInsideBody]
     runs = _runs(net, cases[0], {0: [0], 1: [0]}, tmp_path)
     x, m = cases[1]    # (no row kept)
+    # (the loop's line since round 31x: func's graph is not run for no step, as MXNet's)
     line = r"hostile_programs29x\.py:%d" % (
-        P.WhileNoStepMaskInsideBody.hybrid_forward.__code__.co_firstlineno + 5)
-    with pytest.raises(BlockZeroSizeError, match=line):
+        P.WhileNoStepMaskInsideBody.hybrid_forward.__code__.co_firstlineno + 7)
+    with pytest.raises(BlockZeroSizeError, match="while_loop at .*" + line):
         net(mx.nd.array(x), mx.nd.array(m))
     for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
                                  ArtifactError)):

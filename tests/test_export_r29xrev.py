@@ -12,10 +12,11 @@ the wrong side both ways (NOTE [dims a loop's rows follow]):
   or, where no call lets Gluon infer, named no more (the review's first fix);
 * save_artifact's TypeError of example inputs that are no arrays said "export_onnx: ".
 """
-import numpy as np
-import pytest
+import inspect
 
 import mxnet as mx
+import numpy as np
+import pytest
 
 import gluon_cf
 from test_export_r28x import _assert_runs_equal, _runs
@@ -124,10 +125,12 @@ def test_a_loop_of_no_step_gluon_runs_fails_exported_at_the_users_line(cls, op, 
     rng = np.random.RandomState(2)
     _assert_runs_equal(net, runs, [_case(rng, 2, 5, [1, 1]), _case(rng, 3, 3, [0, 1, 0])])
     x, m = _case(rng, 3, 3, [0, 0, 0])
-    body = next(c for c in cls.hybrid_forward.__code__.co_consts
-                if getattr(c, "co_name", "") == "body")
-    line = r"test_export_r29xrev\.py:%d" % (body.co_firstlineno + 1)
-    with pytest.raises(BlockZeroSizeError, match=op + " at .*" + line):
+    # (the loop's line since round 31x: func's graph is not run for a loop of no step, as
+    # MXNet's; it ran and failed at the op's line, ``op`` at body line + 1)
+    lines, first = inspect.getsourcelines(cls.hybrid_forward)
+    line = r"test_export_r29xrev\.py:%d" % (first + next(
+        k for k, text in enumerate(lines) if "outs, _ = gluon_cf.while_loop" in text))
+    with pytest.raises(BlockZeroSizeError, match="while_loop at .*" + line):
         net(mx.nd.array(x), mx.nd.array(m))
     for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
                                  ArtifactError)):
@@ -158,8 +161,9 @@ def test_a_loop_of_no_step_gluon_runs_still_names_the_empty_mask():
     net = cls()
     net.hybridize()
     x, m = P.PROGRAMS[cls][1]
-    with pytest.raises(ZeroSizeError, match=r"boolean_mask at .*hostile_programs29x\.py:%d" % (
-            cls.hybrid_forward.__code__.co_firstlineno + 2)):
+    # (the inner loop's line since round 31x, whose func is not run for no step, as MXNet's)
+    with pytest.raises(ZeroSizeError, match=r"while_loop at .*hostile_programs29x\.py:%d" % (
+            cls.hybrid_forward.__code__.co_firstlineno + 8)):
         [out.asnumpy() for out in net(mx.nd.array(x), mx.nd.array(m))]
 
 
@@ -180,5 +184,5 @@ def test_a_gather_in_an_inner_loop_of_a_loop_of_no_step_fails_at_the_loops_line(
         cls.hybrid_forward.__code__.co_firstlineno + (9 if op == "GatherND" else 10))
     for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
                                  ArtifactError)):
-        with pytest.raises(error, match=op + r" node.*loop of no step at .*" + line):
+        with pytest.raises(error, match=r"Gather(ND)? node.*loop of no step at .*" + line):
             run(x, m)

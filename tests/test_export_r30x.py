@@ -73,14 +73,16 @@ def test_a_gather_nd_of_no_row_in_a_loop_of_no_step_is_refused_at_its_line(gathe
     fine = [_gather_case(rng, 2, 0), _gather_case(rng, 2, 2), _gather_case(rng, 1, 1, d=5),
             _gather_case(rng, 3, 0, d=5)]
     empty = _gather_case(rng, 0, 0)
-    line = _line_of(_RowAndGatherNdOfAnInput, "body", 2)
+    # (the loop's line since round 31x: func's graph, whose gather_nd of no row failed at
+    # its line, is not run for a loop of no step, as MXNet's)
+    line = _line_of(_RowAndGatherNdOfAnInput, "body", 4)
     fresh = _RowAndGatherNdOfAnInput()
     fresh.hybridize()
     for block in (fresh, net):   # (a fresh block, then one that ran other shapes first)
         for arrays in fine + [empty] + fine[:1]:
             want = _gather_oracle(*arrays) if arrays is not empty else None
             if want is None:
-                with pytest.raises(BlockZeroSizeError, match="gather_nd at .*" + line):
+                with pytest.raises(BlockZeroSizeError, match="while_loop at .*" + line):
                     block(*[mx.nd.array(a) for a in arrays])
                 continue
             got = block(*[mx.nd.array(a) for a in arrays]).asnumpy()
@@ -272,8 +274,8 @@ def test_an_exact_length_loop_reading_a_gather_nd_of_kept_rows_fails_alike(tmp_p
             got, = run(x, m)
             np.testing.assert_allclose(got, want[None], rtol=1e-5, atol=1e-6)
     x, m = _mask_case(rng, [0, 0, 0, 0])
-    line = _line_of(_ExactLengthGatherNdOfKept, "body", 2)
-    with pytest.raises(BlockZeroSizeError, match="gather_nd at .*" + line):
+    line = _line_of(_ExactLengthGatherNdOfKept, "body", 4)   # (the loop's: round 31x)
+    with pytest.raises(BlockZeroSizeError, match="while_loop at .*" + line):
         net(mx.nd.array(x), mx.nd.array(m))
     for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
                                  ArtifactError)):

@@ -589,10 +589,10 @@ def test_a_block_without_nodes_runs_an_empty_batch_whatever_came_before():
     net.hybridize()
     for rows, record in ((4, True), (0, True), (0, False), (3, False), (0, True)):
         got = run_with_gradients(net, [np.ones((rows, 2), np.float32)], record=record)
-        # (no row: the output is the bias; the gradients of 1.5 * its sum: 1.5 for the bias,
-        # none for the weight, which multiplies a sum of no row)
+        # (no row: the output is the bias; the gradients of 1.5 * its sum: none for the
+        # weight, which multiplies a sum of no row, 1.5 for the bias; in the block's order)
         want = run_with_gradients(eager, [np.ones((rows, 2), np.float32)], record=record) \
             if rows else \
             [eager.fc.bias.data().asnumpy().reshape((1, 3))] + \
-            ([np.full(3, 1.5, np.float32), np.zeros((3, 2), np.float32)] if record else [])
+            ([np.zeros((3, 2), np.float32), np.full(3, 1.5, np.float32)] if record else [])
         assert hostile_harness._compare(want, got, TOL), (rows, record, got)

@@ -313,7 +313,7 @@ def test_sized_and_bulked_recorded_groups_across_batches(model):
     sequence through one hybridized net, so that the CachedOps of a row count and their states
     are reused by later forests on other tables, and a smaller forest runs on the rows kept
     from a larger one; each forest's outputs and gradients are eager recursion's, and those of
-    the planned run with one CachedOp per graph and no bulking."""
+    the planned run with one CachedOp per graph and the other bulking."""
     forests = [FORESTS[name]() for name in ("sst", "mixed", "balanced", "sst")]
     forests.append(synthetic_treebank(9, shape="sst", seed=5, max_length=12))
     vocab = build_vocab([t for trees in forests for t in trees])
@@ -341,13 +341,14 @@ def test_sized_and_bulked_recorded_groups_across_batches(model):
     assert planned_backward.KEPT_TABLES[0] > kept   # a forest on an earlier one's tables
     for inputs, got in zip(every, sized):
         _assert_same(got, _run(net, inputs, None))
-        planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 0, 0
+        bulk = planned_backward.BULK[0]   # the other way of bulking too (NOTE [bulked groups])
+        planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 0, 64 - bulk
         try:
             calls = planned_backward.SIZED_CALLS[0]
             plain, _ = _trained(net, inputs, True)
             assert planned_backward.SIZED_CALLS[0] == calls
         finally:
-            planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 64, 64
+            planned_backward.SIZED_ROWS[0], planned_backward.BULK[0] = 64, bulk
         _assert_same(got, plain)
 
 

@@ -51,8 +51,9 @@ def test_a_planned_row_gluon_cannot_infer_on_no_row_fails_at_its_line_exported(t
     rng = np.random.RandomState(0)
     runs = _runs(net, _masked(rng, [1, 0, 1]), {0: [0], 1: [0]}, tmp_path)
     lines, first = inspect.getsourcelines(_SumOfAGatheredKeptRow.hybrid_forward)
+    # (the loop's line since round 31x: func's graph is not run for no step, as MXNet's)
     line = r"test_review_r30x\.py:%d" % (
-        first + next(k for k, text in enumerate(lines) if "gather_nd" in text))
+        first + next(k for k, text in enumerate(lines) if "gluon_cf.while_loop(" in text))
     for flags in ([1, 1], [0, 1, 0, 0, 1], [1]):
         arrays = _masked(rng, flags)
         want = _gathered_oracle(*arrays)
@@ -63,7 +64,7 @@ def test_a_planned_row_gluon_cannot_infer_on_no_row_fails_at_its_line_exported(t
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     arrays = _masked(rng, [0, 0, 0])
-    with pytest.raises(BlockZeroSizeError, match="gather_nd at .*" + line):
+    with pytest.raises(BlockZeroSizeError, match="while_loop at .*" + line):
         net(*[mx.nd.array(a) for a in arrays])
     for run, error in zip(runs, (ort.capi.onnxruntime_pybind11_state.InvalidArgument,
                                  ArtifactError)):

@@ -156,6 +156,11 @@ def list_operand(other, op, right=False):
     """Python's TypeError for a list and ``other`` (no list) under ``op``, for a collected
     list (whose own type name Python's message would show); NotImplemented where ``other``'s
     type may take a list by its own (reflected) operator, as an array's."""
+    python = getattr(type(other), "python_type", None)
+    if op == "*" and (isinstance(other, list) or python is not None):
+        # (items * items: Python's words for a list, not "unsupported operand type(s)")
+        raise TypeError(f"can't multiply sequence by non-int of type "
+                        f"'{(python or type(other)).__name__}'")
     if not isinstance(other, (numbers.Number, str, bytes, type(None), tuple, dict, set)):
         return NotImplemented
     if op == "*":
@@ -164,3 +169,19 @@ def list_operand(other, op, right=False):
         raise TypeError(f"unsupported operand type(s) for {op}: '{type(other).__name__}' and "
                         f"'list'")
     raise TypeError(f'can only concatenate list (not "{type(other).__name__}") to list')
+
+
+def in_python_types(err, *operands):
+    """``err`` (Python's TypeError of an operator) naming the type Python's own would: a
+    list a tensor loop collected is a ``list`` (NOTE [a collected list's type]), not the
+    class standing for it (``items - items``: unsupported ... 'list' and 'list')."""
+    text = str(err)
+    for value in operands:
+        python = getattr(type(value), "python_type", None)
+        if python is not None:
+            text = text.replace(f"'{type(value).__name__}'", f"'{python.__name__}'")
+            # (a Symbol's own: type <class 'gluon_cf....StepList'> not supported)
+            text = text.replace(str(type(value)), str(python))
+            # (round(items): type StepList doesn't define __round__ method)
+            text = text.replace(f"type {type(value).__name__} ", f"type {python.__name__} ")
+    return err if text == str(err) else TypeError(text)

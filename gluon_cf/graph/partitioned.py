@@ -23,6 +23,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import registry, staging
+from .._cachedop import default_layout
 from .._custom_ops import engine_calls_us
 from ..errors import ZeroSizeError, note_no_element
 from ..executor import Parallel, done
@@ -172,7 +173,8 @@ class _OperatorCall:
     """An MXNet operator of a partitioned graph called on its own, imperatively, between its
     CachedOp segments (JSON node ``node``, reading ``in_entries``, computing ``out_entries``)."""
 
-    def __init__(self, node, in_entries, out_entries):
+    def __init__(self, node, in_entries, out_entries, written=()):
+        self.written = written   # inputs Python wrote (a gluon_cf node's, a user CustomOp's)
         self.op = node["op"]
         self.node = node
         self.attrs = visible_attrs(node)
@@ -209,7 +211,9 @@ class _UserCustomCall(_OperatorCall):
 
     def run(self, values, frame):
         engine_calls_us()   # NOTE [exit with work pending]
-        out = mx.nd.Custom(*[values[e] for e in self.in_entries], **self.attrs)
+        # NOTE [MKLDNN values read by a node] in _cachedop.py
+        out = mx.nd.Custom(*[values[e] if e in self.written else default_layout(values[e])
+                             for e in self.in_entries], **self.attrs)
         return done(as_list(out))
 
 
@@ -358,7 +362,7 @@ class PartitionedGraph:
                 if kinds[nid] in ("user_custom", "run_time_shape"):
                     outs = [(nid, k) for k in range(_num_outputs(nodes, nid, heads))]
                     call = _UserCustomCall if kinds[nid] == "user_custom" else _RunTimeShapeCall
-                    calls.append(call(n, ins, outs))
+                    calls.append(call(n, ins, outs, {e for e in ins if _step_kind(nodes[e[0]])}))
                     continue
                 num_out = json.loads(n["attrs"]["spec"])["num_outputs"]
                 calls.append(_CfCall(kinds[nid], n["attrs"]["spec"], ins,

@@ -234,12 +234,32 @@ SIDES: dict = {}
 
 def describe_sides(outputs, error):
     """Says the dtype mismatch of the cond node whose ``outputs`` (a Symbol) these are with
-    ``error`` (:data:`SIDES`; bounded: the oldest half goes)."""
-    if len(SIDES) >= 10_000:
-        for old in list(SIDES)[:5_000]:
-            SIDES.pop(old, None)     # (another thread may have taken it)
-    SIDES[spec_key(outputs.attr("spec"))] = error
+    ``error`` (:data:`SIDES`)."""
+    return _kept_in(SIDES, outputs, error)
+
+
+def _kept_in(table, outputs, value):
+    """``outputs``, a cond's, after keeping ``value`` in ``table`` by the node's spec key
+    (bounded: the oldest half goes)."""
+    if len(table) >= 10_000:
+        for old in list(table)[:5_000]:
+            table.pop(old, None)     # (another thread may have taken it)
+    table[spec_key(outputs.attr("spec"))] = value
     return outputs
+
+
+# The conds converted code makes whose branch refusing its inputs is the program's error, by
+# the digest of the node's spec text: ``error()`` is raised by shape inference, before the
+# graph runs (a list's earlier items and the rows a loop appended to it, of other shapes:
+# their concat, taken only where the loop appended, failed as the value was read, after the
+# block returned an array of the other branch's shape, round 31x).
+REFUSED_AT_ONCE: dict = {}
+
+
+def refused_at_once(outputs, error):
+    """``outputs`` of a cond whose branch refusing its inputs raises ``error()`` at shape
+    inference (:data:`REFUSED_AT_ONCE`)."""
+    return _kept_in(REFUSED_AT_ONCE, outputs, error)
 
 
 _MAX_REFUSALS = 64      # per node (input shapes a graph was inferred for); the oldest goes
@@ -329,6 +349,9 @@ class CondRule(registry.Rule):
             raise then_error
         if else_error is not None and (then_out is None or forced == "else"):
             raise else_error
+        refused = REFUSED_AT_ONCE.get(node.spec_key) if (then_error or else_error) else None
+        if refused is not None:    # (NOTE [a branch refusing its inputs]: converted code's)
+            raise refused()
         _remember_refusals(node, in_shapes, {"then": then_error, "else": else_error})
         if then_out is None and else_out is None:
             raise PendingShape("both branches of cond")

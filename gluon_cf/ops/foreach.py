@@ -21,6 +21,7 @@ from . import eager_loops
 from .foreach_data import check_lengths, check_sliceable, length_of, no_step_outputs
 from .foreach_memory import forward_into as _forward_into
 from .foreach_remat import forward_into as _remat_forward_into
+from .foreach_onnx import declare_step_shapes, scan_of_any_length, standard_nodes_only
 from .loops import keeping_shapes, loop_batching_rule, per_row, stacked_shape
 
 OP = "foreach"
@@ -475,93 +476,19 @@ class ForeachRule(registry.Rule):
         body = node.convert("body", f"{node.name}_body", formal=state_slots + data_slots,
                             outer_slots=captured,
                             output_order=list(range(num_out, num_body_out)) + list(range(num_out)))
-        _declare_step_shapes(body.graph.output[num_states:], node.out_shapes[:num_out])
+        declare_step_shapes(body.graph.output[num_states:], node.out_shapes[:num_out])
         outs = custom_node.outputs
         dtypes = [v.dtype for v in body.outputs]
         states = [custom_node.inputs[k] for k in state_slots]
         steps = [None if s is None else s[1:] for s in node.out_shapes[:num_out]]
         if (node.in_shapes[0] is None or node.in_shapes[0][0] is None) and \
-                all(s is not None for s in steps) and _standard_nodes_only(body.graph) and \
+                all(s is not None for s in steps) and standard_nodes_only(body.graph) and \
                 all(np.dtype(d).kind in "iuf" for d in dtypes[num_states:]):
-            _scan_of_any_length(node, states, data, body.graph, dtypes, steps)
+            scan_of_any_length(node, states, data, body.graph, dtypes, steps)
         else:
             node.add("Scan", states + data, outs[num_out:] + outs[:num_out], body=body.graph,
                      num_scan_inputs=num_data)
         return node.nodes, dtypes[num_states:] + dtypes[:num_states]
-
-
-def _declare_step_shapes(step_outputs, out_shapes):
-    """The body's step outputs declare the dims the shape plan knows of one step (the rows of
-    the node's outputs): with no step, an artifact's Scan makes its empty outputs from them
-    (a step's dims unknown there were 0: (0, 0) where Gluon's graph computes (0, 3))."""
-    for info, shape in zip(step_outputs, out_shapes):
-        dims = info.type.tensor_type.shape.dim
-        if shape is None or not info.type.tensor_type.HasField("shape") or \
-                len(dims) != len(shape) - 1:
-            continue
-        for dim, size in zip(dims, shape[1:]):
-            if size is not None and not dim.HasField("dim_value"):
-                dim.dim_value = size
-
-
-def _onnx_dtype(dtype):
-    from onnx import helper
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-
-
-def _standard_nodes_only(graph):
-    """Whether ``graph`` and its subgraphs hold ONNX's own nodes only: a Scan whose body holds
-    an artifact's Recursion runs in the artifact's interpreter, which runs no step itself."""
-    for onnx_node in graph.node:
-        if onnx_node.domain not in ("", "ai.onnx"):
-            return False
-        for attr in onnx_node.attribute:
-            if any(not _standard_nodes_only(g) for g in
-                   ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)):
-                return False
-    return True
-
-
-def _scan_of_any_length(node, states, data, body, dtypes, steps):
-    """The Scan of a loop over data whose length is known at run time, under an If that, when
-    there is no row, passes the states through and gives each step output its rows of none
-    (``steps``: the dims of one step): onnxruntime's Scan fails on empty data ('Invalid
-    dim0_offset of 0'), where the loop runs no step (a converted ``for r in
-    F.contrib.boolean_mask(x, m)``, issue 24). A step dim known only at run time has no step
-    to be taken from: then the no-step branch fails in a Gather named after the user's line,
-    as the hybridized foreach refuses data of no row."""
-    from onnx import helper
-
-    from gluon_cf.export.onnx_graph import value_info
-    from gluon_cf.export.onnx_kit import Emitter
-
-    num_out = len(steps)
-    shapes = node.out_shapes[num_out:] + node.out_shapes[:num_out]     # (the Scan's order)
-    ranks = [None if s is None else len(s) for s in shapes]
-    rows = node.add("Slice", [node.add("Shape", [data[0]]), node.const([0]), node.const([1])])
-    has_rows = node.truth(node.add("Greater", [rows, node.const([0])]))
-    scan, none = Emitter(f"{node.name}_steps"), Emitter(f"{node.name}_no_step")
-    scanned = [scan.fresh("value") for _ in shapes]
-    scan.add("Scan", states + data, scanned, body=body, num_scan_inputs=len(data))
-    kept = [none.add("Identity", [s]) for s in states]
-    guard = None
-    if any(None in step for step in steps):
-        where = node.where().rstrip(": ")
-        guard = f"{node.name}/no_step_gives_no_output_shape" + (f" ({where})" if where else "")
-        past = none.add("Sub", [rows, none.add("Sub", [rows, none.const([1])])])
-        none.nodes.append(helper.make_node(
-            "Gather", [none.const(np.zeros(1, np.int64)), past], [guard], name=guard))
-    for step, dtype in zip(steps, dtypes[len(states):]):
-        empty = none.const(np.zeros((0,) + tuple(d or 0 for d in step), dtype), dtype)
-        kept.append(empty if guard is None else
-                    none.add("Add", [empty, none.add("Cast", [guard],
-                                                      to=_onnx_dtype(dtype))]))
-    branches = [helper.make_graph(emitter.nodes, emitter.prefix, [], [
-        value_info(name, dtype, rank) for name, dtype, rank in zip(names, dtypes, ranks)])
-        for emitter, names in ((scan, scanned), (none, kept))]
-    outs = node.node.outputs
-    node.add("If", [has_rows], outs[num_out:] + outs[:num_out], then_branch=branches[0],
-             else_branch=branches[1])
 
 
 def _export_steps_as_rows(node, custom_node):

@@ -67,10 +67,10 @@ def loop_batching_rule(rule, node, in_flags, in_shapes, used):
 def inferred_step_rows(func_graph, shapes, num_out):
     """The shapes of the ``num_out`` step outputs of a loop of no step as MXNet infers them
     from its body's graph on the slots' ``shapes`` (0: MXNet's legacy unknown dim), or None
-    where it cannot: a hybridized while_loop then runs func's graph once for them (NOTE
-    [loops of no step] in ``while_loop.py``), and its export asks this to do the same (NOTE
-    [dims a loop's rows follow]); a converted ``for`` over no row refuses (NOTE [a foreach
-    of no step])."""
+    where it cannot: a hybridized while_loop then runs func's graph once for them, or
+    refuses (NOTE [loops of no step] in ``while_loop.py``), and its export asks this to do
+    the same (NOTE [dims a loop's rows follow]); a converted ``for`` over no row refuses
+    (NOTE [a foreach of no step])."""
     key = (tuple(shapes), num_out)
     try:   # (NOTE [step rows are remembered])
         cache = func_graph.__dict__.setdefault("_step_rows", {})
@@ -81,11 +81,13 @@ def inferred_step_rows(func_graph, shapes, num_out):
         cache = None
     pending = registry.provisional_shapes()
     rows = _rows_of(func_graph, shapes, num_out)
-    if rows is not None and any(isinstance(s, tuple) and 0 in s for s in shapes):
+    for size in NOT_ZERO if rows is not None and any(
+            isinstance(s, tuple) and 0 in s for s in shapes) else ():
         # (NOTE [a dim of 0 read as unknown]: the answer must not change with that dim)
-        unknown = [tuple(NOT_ZERO if d == 0 else d for d in s) if isinstance(s, tuple) else s
+        unknown = [tuple(size if d == 0 else d for d in s) if isinstance(s, tuple) else s
                    for s in shapes]
-        rows = rows if _rows_of(func_graph, unknown, num_out) == rows else None
+        rows = rows if rows is not None and _rows_of(func_graph, unknown, num_out) == rows \
+            else None
     if cache is not None and registry.provisional_shapes() == pending:
         if len(cache) >= _MOST_REMEMBERED:
             cache.clear()
@@ -112,10 +114,16 @@ _MOST_REMEMBERED = 64
 #     error. A loop of no step took that (1, 3) for its zero rows (issue 24), silently. A
 #     complete answer that a dim of 0 cannot change (a take of a kept row: the row's width)
 #     is the same with that dim any other size; so the rows are taken from inference only
-#     where inferring again with every 0 made ``NOT_ZERO`` gives the same rows, and func's
-#     graph is run for them otherwise (NOTE [loops of no step]), which gives what its
-#     operators give on no row, or raises their error at the user's line, on every call.
-NOT_ZERO = 2
+#     where inferring again with every 0 made each size of ``NOT_ZERO`` gives the same rows,
+#     and otherwise a hybridized loop of no step refuses at its line, on every call (an input
+#     of a dim of 0: NOTE [loops of no step]; func's graph ran on it until round 31x).
+#     One size is not enough: ``kept + t`` of kept rows (0, 4), t (2, 4), infers (2, 4) with
+#     the 0 read as unknown and with it made 2, where the step's add fails on no row (0 vs
+#     2), and the loop gave (3, 2, 4) zeros (issue 24, round 31x); made 3 too, the add's
+#     inference refuses and the step's own error is raised at its line. Two sizes are still
+#     a check from shapes, not a proof per operator: an operator equating a dim of 0 with
+#     both 2 and 3 (none of MXNet's elementwise, concat or dot rules does) would pass.
+NOT_ZERO = (2, 3)
 
 
 def _rows_of(func_graph, shapes, num_out):

@@ -20,8 +20,9 @@ from ..zero_size import eagerly
 from . import eager_loops
 from .loops import (NOT_ZERO, inferred_step_rows, keeping_shapes, loop_batching_rule,
                     per_row, stacked_shape)
-from .while_loop_arguments import (PendingStepOutputs, check_max_iterations, input_order,
-                                   mxnet_input_order, slot_order, symbolic_pred, unchanged_vars)
+from .while_loop_arguments import (PendingStepOutputs, check_max_iterations, func_may_run,
+                                   input_order, mxnet_input_order, slot_order, symbolic_pred,
+                                   unchanged_vars, unknown_rows_of_no_step)
 
 OP = "while_loop"
 
@@ -123,12 +124,20 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     MXNet's: calling it would repeat its Python side effects and, inside a recursive function,
 #     make the recursive calls of a step that does not exist (a function whose base case is an
 #     empty loop would never end). What its step outputs would have been is then known only
-#     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``;
-#     only when a body's shapes depend on run-time values is the body's *graph* run once,
-#     untracked, for them: no Python code runs; a loop of no step outputs never runs it: in a
-#     recursive function, a leaf's empty loop over its children whose inference failed on a
-#     malformed input ran its step's recursive calls 20,000 deep, 80 s, before the error,
-#     round 30r). Eagerly only calling func could tell, and
+#     where a graph says it: hybridized, shape inference gives their shapes (``zero_rows``).
+#     Where only running func could tell them (inference incomplete, or changing with a dim of
+#     0: NOTE [a dim of 0 read as unknown]), func's graph (no Python code) runs once,
+#     untracked, for them (``_rows_of_a_run``: a body whose step output is a boolean_mask's
+#     rows, or a nested loop's collected list, of a counter past its bound), except where
+#     an input has a dim of 0 or func makes a recursive call: that call is refused at the
+#     loop's line (``unknown_rows_of_no_step``), as MXNet's symbolic loop never runs func
+#     for no step (its step outputs of unknown shape are (1,) arrays of no defined value):
+#     MXNet's operators on a value of no row gave what its kernels give on one ((0, 4) +
+#     (2, 4) ran as (2, 4), and MXNet aborted at exit on the array it made), and in a
+#     recursive function a leaf's empty loop ran its step's recursive calls 20,000 deep,
+#     80 s (round 30r). Round 31x refused every such call, the counter's too (review 31x:
+#     a while nested in an autograph while of no step, eager's (2, 4), was refused). Eagerly
+#     only calling func could tell, and
 #     MXNet 1.9.1's eager while_loop returns ``[]`` (its ``stacked_outputs`` of no step, not
 #     regrouped: a plain empty list whatever func returns), which gluon_cf returns too; code
 #     that may loop zero times and reads the step outputs runs hybridized (as it does under
@@ -139,6 +148,18 @@ def while_loop(cond: Callable[..., Array], func: Callable[..., Tuple[Optional[Ar
 #     While a recursive function's signature is discovered (NOTE [recursion design]), a body
 #     that calls the function being discovered is the loop's non-recursive path: the loop
 #     gives its initial loop_vars, and step outputs that raise PendingSignature when used.
+
+
+def _rows_of_a_run(node, inputs, frame, pad_to, where):
+    """Generator: the step outputs of a hybridized loop of no step whose shapes only running
+    func tells, from one untracked run of func's graph on ``inputs`` (slot order) where none
+    has a dim of 0 and func makes no recursive call, else refused at the loop's line
+    ``where`` (NOTE [loops of no step])."""
+    if not func_may_run(node.spec, inputs):
+        raise unknown_rows_of_no_step(where)
+    with mx.autograd.pause(train_mode=mx.autograd.is_training()):
+        probe = yield node.graphs["func"].run(list(inputs), frame, record=False)
+    return zero_rows(probe[:node.spec["num_out_data"]], pad_to)
 
 
 def _not_callable(func, where):
@@ -388,7 +409,7 @@ def _rows_swayed(node, in_shapes, func_out, num_out):
     dims = [registry.dims_of(s) if registry.is_dynamic(s) else None for s in in_shapes]
     if not any(d is not None and None in d for d in dims):
         return func_out
-    sized = [tuple(NOT_ZERO if x is None else x for x in d) if d is not None else s
+    sized = [tuple(NOT_ZERO[0] if x is None else x for x in d) if d is not None else s
              for s, d in zip(in_shapes, dims)]
     try:
         other = node.graphs["func"].infer_shape(sized)[1]
@@ -487,7 +508,7 @@ class WhileLoopRule(registry.Rule):
             frame = frame.with_flags(self.slot_order(node.spec, frame.flags))
         nv, num_out = node.spec["num_vars"], node.spec["num_out_data"]
         loop_vars, captured = inputs[:nv], inputs[nv:]
-        cond_g, func_g = node.graphs["cond"], node.graphs["func"]
+        cond_g = node.graphs["cond"]
         pad_to = _pad_to(node.spec)
 
         if _remat.applies(node.spec.get("remat")):
@@ -526,10 +547,8 @@ class WhileLoopRule(registry.Rule):
             warn_truncation(where, bound, node.spec.get("truncation_advice"))
         if outputs is None:   # no step ran (NOTE [loops of no step])
             outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
-        if outputs is None:   # shapes known only at run time: one untracked run of func's graph
-            with mx.autograd.pause(train_mode=mx.autograd.is_training()):
-                probe = yield func_g.run(list(inputs), frame, record=False)
-            outputs = zero_rows(probe[:num_out], pad_to)
+        if outputs is None:   # shapes only running func tells
+            outputs = yield from _rows_of_a_run(node, inputs, frame, pad_to, where_made)
         return outputs + final
 
     def _remat_forward(self, node, inputs, frame, given):
@@ -565,9 +584,7 @@ class WhileLoopRule(registry.Rule):
         if outputs is None:   # no step ran (NOTE [loops of no step])
             outputs = [] if num_out == 0 else self._no_step_outputs(node, inputs, pad_to)
             if outputs is None:
-                with mx.autograd.pause(train_mode=mx.autograd.is_training()):
-                    probe = yield func_g.run(list(inputs), frame, record=False)
-                outputs = zero_rows(probe[:num_out], pad_to)
+                outputs = yield from _rows_of_a_run(node, inputs, frame, pad_to, where_made)
         return outputs + final
 
     def _no_step_outputs(self, node, inputs, pad_to):

@@ -6,8 +6,11 @@ from typing import Dict
 
 import mxnet as mx
 
+from .. import registry
 from .._structure import flatten, regroup
 from ..checks import ArgumentValueError, PredValueError, describe_pred, op_at
+from ..errors import ZeroSizeError
+from ..graph.decoded import nodes_of_spec
 from ..tracing import merge_captures, rename_other_values_of_one_name
 
 OP = "while_loop"
@@ -165,3 +168,38 @@ class PendingStepOutputs(list):
     __add__ = __radd__ = __iadd__ = __mul__ = __rmul__ = __imul__ = __sub__ = __rsub__ = refuse
     __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = __array__ = refuse
     __lt__ = __le__ = __gt__ = __ge__ = __matmul__ = __rmatmul__ = refuse
+
+
+def unknown_rows_of_no_step(where):
+    """The error of a hybridized loop of no step whose step outputs' shapes only running func
+    could tell, where gluon_cf does not run it (NOTE [loops of no step]), at the loop's line
+    ``where``."""
+    return ZeroSizeError(
+        "gluon_cf.while_loop%s: the loop runs no step here (cond is false at once) and the "
+        "shapes of its step outputs are known only by running func (MXNet's inference of "
+        "func's graph on these inputs is incomplete, or changes with a dim of 0: a value of "
+        "no row, such as a boolean_mask keeping none); MXNet never runs func for a loop of no "
+        "step, and gluon_cf runs its graph only on inputs of no dim of 0 where it makes no "
+        "recursive call; guard the loop with an if on the row count, or return step outputs "
+        "whose shapes do not follow a value of no row" % (" at %s" % where if where else ""),
+        located=bool(where))
+
+
+def calls_recursively(spec):
+    """Whether a loop node's graphs (nested ones included) make a recursive call."""
+    return any(registry.kind_of(n) in ("recursion", "invoke") for n in nodes_of_spec(spec))
+
+
+def func_may_run(spec, inputs):
+    """Whether a hybridized loop of no step may run func's graph for its step outputs' shapes
+    on ``inputs`` (NOTE [loops of no step]): none has a dim of 0, func makes no recursive
+    call."""
+    return not calls_recursively(spec) and not any(map(_no_element, inputs))
+
+
+def _no_element(x):
+    """Whether an array has a dim of 0 (a 1-D one of no element has no shape MXNet reads)."""
+    try:
+        return 0 in x.shape
+    except mx.MXNetError:
+        return True

@@ -52,7 +52,7 @@ def onnx_bound_guard(node, custom_node, finals):
 #     probe must not fail where Gluon, which infers shapes and runs no operator, gives zero
 #     rows: in the probe every Gather (and GatherElements) reads a copy of its data with one
 #     zero row more on its axis, each index wrapped and clipped into it, and an index taken
-#     modulo a dim (mode 'wrap') is taken modulo 1 where the dim is 0 (``_probe_gathers``).
+#     modulo a dim (mode 'wrap') is taken modulo 1 where the dim is 0 (``probe_gathers``).
 #     A probe whose gathers were in range computes what it did; one that took a row of none
 #     gets the shapes MXNet's inference gives (the row's), its values unused (zeros are
 #     returned). The probe's other operators still fail where func's would on the initial
@@ -65,7 +65,7 @@ def onnx_bound_guard(node, custom_node, finals):
 #     of range, and every gather is named after the user's line, so that the exported model
 #     fails too, at that line. Which of the two Gluon does is not guessed from the operators'
 #     names (a text search for ``boolean_mask`` in func's graph took the zero rows of a take
-#     of a masked row to fail, and a nested cond to infer): ``_gluon_infers`` asks the same
+#     of a masked row to fail, and a nested cond to infer): ``gluon_infers`` asks the same
 #     inference (``inferred_step_rows``) at export, once for each set of the inputs' varying
 #     dims that may be 0 (the only way sizes change its answer), and the model picks the
 #     answer by the dims that are 0 at run time.
@@ -150,16 +150,24 @@ def _lines_hold(emitter, node, followed):
     return emitter.truth(held)
 
 
-def _gluon_infers(node, emitter):
+def gluon_infers(node, emitter, key="func", slot_shapes=None, or_runs=False):
     """Whether Gluon infers the step shapes of this loop of no step (True), or runs func's
-    graph for them (False), as ``inferred_step_rows`` answers on the call's input shapes: a
+    graph for them (False; a converted ``for``: refuses), as ``inferred_step_rows`` answers
+    on the call's input shapes (of graph ``key``'s slots: ``slot_shapes`` of the inputs'
+    shapes, the rule's by default): a
     Python bool where every call answers alike, else an ONNX bool scalar computed in
     ``emitter`` from which of the inputs' varying dims are 0 (MXNet's legacy unknown dim,
-    the only way an input's sizes change that answer: NOTE [dims a loop's rows follow])."""
-    found = _infers_table(node)
+    the only way an input's sizes change that answer: NOTE [dims a loop's rows follow]).
+    ``or_runs``: True where Gluon runs func's graph instead (no input dim is 0, no recursive
+    call: ``_rows_of_a_run`` in ops/while_loop.py)."""
+    found = _infers_table(node, key, slot_shapes)
     if found is None:
         return True   # (no rank known: the padded probe)
     varying, table = found
+    from .while_loop_arguments import calls_recursively
+    if or_runs and not calls_recursively(node.spec) and not any(
+            d == 0 for shape in node.in_shapes if shape is not None for d in shape):
+        table = [ok or not bits for bits, ok in enumerate(table)]   # (no varying dim 0)
     if all(table) or not any(table):
         return table[0]
     from onnx import TensorProto
@@ -176,13 +184,13 @@ def _gluon_infers(node, emitter):
 _MOST_VARYING = 8
 
 
-def _infers_table(node):
-    """``(varying dims, answers)`` of ``_gluon_infers``, one answer per set of the varying
+def _infers_table(node, key, slot_shapes):
+    """``(varying dims, answers)`` of ``gluon_infers``, one answer per set of the varying
     dims that are 0, or None where an input's rank is unknown; computed once per node (the
     If choosing the lines and the probe asks it twice; each answer is an inference)."""
-    found = getattr(node, "_gluon_infers_table", False)
-    if found is not False:
-        return found
+    cache = node.__dict__.setdefault("_gluon_infers_tables", {})
+    if key in cache:
+        return cache[key]
     from gluon_cf import registry
     from gluon_cf.graph import Graph
 
@@ -195,42 +203,43 @@ def _infers_table(node):
                    if shape[axis] is None or node.in_shapes[m] is None or
                    node.in_shapes[m][axis] is None][:_MOST_VARYING]
         example = [tuple(1 if d is None else d for d in shape) for shape in example]
-        func, rule = Graph.from_spec(node.spec["graphs"]["func"]), registry.rule_of(node.kind)
+        func, rule = Graph.from_spec(node.spec["graphs"][key]), registry.rule_of(node.kind)
+        slot_shapes = slot_shapes or (lambda shapes: rule.slot_shapes(node.spec, shapes))
         table = []
         for bits in range(2 ** len(varying)):
             shapes = [list(shape) for shape in example]
             for j, (m, axis) in enumerate(varying):
                 if bits >> j & 1:
                     shapes[m][axis] = 0
-            table.append(inferred_step_rows(func, rule.slot_shapes(node.spec, [
+            table.append(inferred_step_rows(func, slot_shapes([
                 tuple(shape) for shape in shapes]), node.spec["num_out_data"]) is not None)
         found = (varying, table)
-    node._gluon_infers_table = found
+    cache[key] = found
     return found
 
 
-def _lines_of_func(node):
-    """``{MXNet node name: the user's "file:line"}`` of func's graph, and ``""``: the line
-    of the loop (a nested node's operators have their own graphs)."""
+def lines_of(node, key="func"):
+    """``{MXNet node name: the user's "file:line"}`` of graph ``key`` (func's), and ``""``:
+    the line of the loop (a nested node's operators have their own graphs)."""
     import json
 
     from gluon_cf.operators import SOURCE_ATTR
-    nodes = json.loads(node.spec["graphs"]["func"]["json"])["nodes"]
+    nodes = json.loads(node.spec["graphs"][key]["json"])["nodes"]
     lines = {n["name"]: n["attrs"][SOURCE_ATTR] for n in nodes
              if SOURCE_ATTR in n.get("attrs", {})}
     lines[""] = node.where().rstrip(": ")
     return lines
 
 
-def _probe_gathers(graph, infers, lines):
+def probe_gathers(graph, infers, lines):
     """Make every ``Gather`` and ``GatherElements`` of ``graph`` (and of its subgraphs)
     index a copy of its data with one zero row appended on its axis, where Gluon ``infers``
-    the step shapes (``_gluon_infers``: True, False or an ONNX bool): each index wrapped
+    the step shapes (``gluon_infers``: True, False or an ONNX bool): each index wrapped
     (negative from the end) and clipped into that copy, and every index modulo a dim (mode
     'wrap') modulo 1 where that dim is 0; where no index was out of range the values are the
     same, elsewhere the shapes are. Where Gluon runs func's graph instead (which fails where
     they fail), an index out of its data's range stays out of the copy's, and the gathers
-    are named after the user's line in ``lines`` (``_lines_of_func``; NOTE [dims a loop's
+    are named after the user's line in ``lines`` (``lines_of``; NOTE [dims a loop's
     rows follow])."""
     from onnx import AttributeProto, TensorProto, helper
 
@@ -250,7 +259,7 @@ def _probe_gathers(graph, infers, lines):
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
                         attr.graphs if attr.type == AttributeProto.GRAPHS else []):
-                _probe_gathers(sub, infers, lines)
+                probe_gathers(sub, infers, lines)
         if infers is False:   # (its subgraphs' gathers named)
             nodes.append(node)
             continue
@@ -304,7 +313,7 @@ def _probe_gathers(graph, infers, lines):
 #     unoptimized), fail. So the zero rows' shape also reads the probe's values: plus 0 times
 #     the count of its NaNs (an int64, whatever the output's dtype: never NaN itself), which
 #     no optimizer folds.
-def _zero_of_values(emitter, probed):
+def zero_of_values(emitter, probed):
     """An int64 scalar 0 computed from ``probed``'s values (NOTE [a probe read for its
     values]): 0 times the count of its NaNs."""
     from onnx import TensorProto
@@ -335,7 +344,7 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
             return zeros.const(planned[k])
         if k in probed_names:   # (NOTE [a probe read for its values])
             return zeros.add("Add", [zeros.add("Concat", [zeros.const([count]), zeros.add(
-                "Shape", [probed_names[k]])], axis=0), _zero_of_values(zeros, probed_names[k])])
+                "Shape", [probed_names[k]])], axis=0), zero_of_values(zeros, probed_names[k])])
         return zeros.add("Concat", [zeros.const([count])] + [
             zeros.const([d]) if isinstance(d, int) else
             _affine(zeros, _input_dim(zeros, node, *d[0][:2]), *d[0][2:4])
@@ -348,7 +357,7 @@ def _zero_rows_graph(node, name, dtypes, planned, followed, probed, count):
     if probe is None:
         return helper.make_graph(zeros.nodes, name, [], outputs)
     choice = Emitter(f"{name}/gluon_infers")
-    _probe_gathers(probe.graph, _gluon_infers(node, choice), _lines_of_func(node))
+    probe_gathers(probe.graph, gluon_infers(node, choice), lines_of(node))
     nodes = choice.nodes + list(probe.graph.node) + zeros.nodes
     del probe.graph.node[:]
     probe.graph.node.extend(nodes)
@@ -394,7 +403,7 @@ def onnx_pad_rows(node, stacked, dtypes, exact=False):
     elif unplanned:    # the lines where the runs vouch for them, else a probe
         check = Emitter(f"{probe_name}/lines")
         held = _lines_hold(check, node, followed)
-        infers = _gluon_infers(node, check)
+        infers = gluon_infers(node, check)
         if infers is False:   # (Gluon runs func: the probe fails where func fails)
             held = check.const(False, bool)
         elif infers is not True:
@@ -409,6 +418,8 @@ def onnx_pad_rows(node, stacked, dtypes, exact=False):
                                                                          out_ranks)])
     else:
         then_graph = _zero_rows_graph(node, probe_name, dtypes, planned, followed, [], count)
+
+    then_graph = _refused_where_gluon_refuses(node, then_graph, rows, dtypes)
 
     # else: Pad(stacked, begin (0, ..., 0), end (max_iterations - rows, 0, ..., 0))
     pad = Emitter(f"{node.name}_padded")
@@ -427,3 +438,43 @@ def onnx_pad_rows(node, stacked, dtypes, exact=False):
         value_info(name, dtype, rank) for name, dtype, rank in zip(padded, dtypes, out_ranks)])
 
     node.add("If", [no_step], outputs, then_branch=then_graph, else_branch=pad_graph)
+
+
+def _refused_where_gluon_refuses(node, then_graph, rows, dtypes):
+    """``then_graph`` (the zero rows of a loop of no step) failing in a Gather named after the
+    loop's line where Gluon refuses the call, as ``inferred_step_rows`` answers on the call's
+    input shapes (``gluon_infers``, or running func's graph where no input dim is 0):
+    hybridized, such a loop raises at its line (NOTE [loops of no step]); its zero rows of
+    planned shapes were given here (a ``kept + t`` of kept rows (0, 4) and t (2, 4): (3, 2,
+    4) zeros, round 31x)."""
+    from onnx import TensorProto, helper
+
+    from gluon_cf.errors import where_created
+    from gluon_cf.graph import decode
+    from gluon_cf.export.onnx_kit import Emitter
+
+    infers = gluon_infers(node, node, or_runs=True)
+    if infers is True:
+        return then_graph
+    where = where_created(decode(node.kind, node.node.attrs["spec"])) or \
+        node.where().rstrip(": ")
+    guard = f"{node.name}/no_step_gives_no_output_shape" + (
+        f" (the body of a loop of no step at {where})" if where else "")
+    check = Emitter(f"{node.name}_no_step_check")
+    past = check.add("Sub", [check.add("Add", [rows, check.const([1])]), rows])   # (1, unfolded)
+    if infers is not False:   # (0 where Gluon infers)
+        past = check.add("Mul", [past, check.add("Reshape", [check.add(
+            "Cast", [check.add("Not", [infers])], to=TensorProto.INT64), check.const([1])])])
+    check.nodes.append(helper.make_node(
+        "Gather", [check.const(np.zeros(1, np.int64)), past], [guard], name=guard))
+    outputs = []
+    for info, dtype in zip(list(then_graph.output), dtypes):
+        zero = check.add("Cast", [guard], to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+        outputs.append(check.add("Add", [info.name, zero]))
+    nodes = check.nodes[:-2 * len(outputs)] + list(then_graph.node) + \
+        check.nodes[-2 * len(outputs):]
+    del then_graph.node[:]
+    then_graph.node.extend(nodes)
+    for info, name in zip(then_graph.output, outputs):
+        info.name = name
+    return then_graph

@@ -215,14 +215,16 @@ def _batchable(request):
     and what the verdict depends on (``Graph.row_check_key``); when it may not, warns once, at
     the user's line."""
     context = request.context
-    exact = (context.namespace, request.qname, request.rows,
-             tuple(a.shape for a in request.args), context.env_shapes)
+    shapes = tuple(a.shape for a in request.args)   # (.shape is a C call: read once)
+    exact = (context.namespace, request.qname, request.rows, shapes, context.env_shapes)
     verdict = _seen.get(exact)   # cheap: the same shapes as an earlier request
     if verdict is not None:
         return verdict
     graph = context.graphs[request.qname]
-    values, flags = _slot_values(context, graph, request)
-    key = (context.namespace, request.qname, request.rows, tuple(a.shape for a in request.args),
+    # The key reads shapes only: those read already (the environment's by its context)
+    values = [rowwise.Shaped(s) for s in shapes + tuple(context.env_shapes)]
+    values, flags = ([values[s] for s in graph.slots], [s < len(shapes) for s in graph.slots])
+    key = (context.namespace, request.qname, request.rows, shapes,
            graph.row_check_key(values, flags))
     verdict = _checked.get(key)
     if verdict is None:

@@ -96,7 +96,34 @@ NOTE [bulked groups]
     g across processes). Values are unchanged: the engine still orders every bulk after the
     writes it reads; a wait, a non-bulkable push (a variable's deletion) or leaving the scope
     flushes the pending bulk, so nothing is left pending when the node returns. Not in
-    inference's loop (measured as nothing there).
+    inference's loop (measured as nothing there). **Off since session 31** (``BULK[0] =
+    0``): by wall time it held the groups' compute back while the host looped (MXNet's
+    profiler, TreeRNN training at batch 25: the worker idle ~2-3 ms before the backward's
+    groups ran, all after the loop's end), and with the first group called before the layout
+    (NOTE below) e ran 13.15-14.39 ms a batch unbulked against 13.41-15.50 bulked (medians of
+    three processes, e and g alternating batch by batch; TreeLSTM training unchanged).
+    Pushing each group's bulk at its end (``set_bulk_size`` to 0 and back after each call)
+    did not help: the backward's groups still ran only after the loop.
+
+NOTE [the first group in training]
+    As in inference (NOTE [the first group before the layout] in recursion/first_group.py),
+    the layout's first group (height 0: leaves, gathering nothing) is known from the
+    expansion alone, so :func:`push_first` calls it, recorded on its tape as the loop would
+    (the same static CachedOp of its row count, the same environment aliases and tables,
+    made then and kept for :func:`run`), before the layout, the gradient tables and the
+    uploads of the other groups: MXNet's engine computes the leaves (the largest group of a
+    forest) while the host lays out the rest, where it sat idle before. Only where the loop
+    would call it the same way: static and sized (the groups, distinct (height, function,
+    variant), are at most ``STATIC_GROUPS`` whenever the expansion's steps times the variants
+    are), not remat. The loop uses that call for its group 0 when it is the same (function,
+    variant, ids), and calls group 0 itself otherwise (the early rows are then rewritten,
+    every row of a table by its own group). Tests compare with ``EARLY[0] = False`` and eager.
+    The gradient tables (zeros, the size of the tables) are made there too, before that call
+    (``GRADS[0] = "before"``): their zero fill runs on MXNet's worker while it waits for the
+    first group, where it ran between the groups' forward calls before (``"run"``; MXNet's
+    profiler, TreeRNN training at batch 25: a ~0.19 ms ``_zeros`` in the worker's idle time
+    before the leaves). By wall time within the noise of alternating runs (batch medians
+    11.8-13.7 ms "before", 12.2-12.6 "after" the call, 12.7-13.8 "run", three runs).
 
 NOTE [hybridized remat recursion]
     ``@recursive(remat=True)`` in a hybridized block: the unit is the outermost call's
@@ -133,11 +160,13 @@ import threading
 from typing import List
 
 import mxnet as mx
+import numpy as np
 
-from .. import node as _node, remat as _remat
+from .. import node as _node, node_progress, remat as _remat
 from .._graph_json import reached_ids
 from ..graph.decoded import random_ops
 from .._cachedop import CachedOpPair, _no_gradient_passthrough
+from . import first_group
 from .group_draws import SEED, group_draws
 from .value_graphs import _result_graph, _value_graph
 from .views import Unrecorded, rows as rows_of
@@ -154,7 +183,12 @@ STATIC_GROUPS = 64   # the most groups of a schedule run by static CachedOps (NO
 SIZED_ROWS = [64]   # NOTE [sized recorded groups]: groups of at most this many rows; 0: none
 SIZED_CALLS = [0]  # recorded group calls run by the static CachedOp of their row count (tests)
 KEPT_TABLES = [0]  # tables given more rows than their power of two, kept from a batch before
-BULK = [64]   # NOTE [bulked groups]: operators per engine push; 0: MXNet's own (tests compare)
+BULK = [0]   # NOTE [bulked groups]: operators per engine push; 0: MXNet's own (tests compare)
+EARLY = [True]   # NOTE [the first group in training]: False: called in the loop (tests compare)
+PUSHED = [0]     # first groups called before the layout (for tests)
+# Where the gradient tables are zeroed when the first group is called early: "before" its call,
+# "after" it, "run" in the loop as otherwise (tests compare; NOTE [the first group in training])
+GRADS = ["before"]
 # Operators whose gradient (FGradient in MXNet 1.9.1) is a node of its own reading the output
 # gradient: ActivationGrad, FullyConnectedGrad, ConcatGrad (MakeGradNode), ElemwiseGradUseIn /
 # ElemwiseGradUseOut (MakeNonlossGradNode: a node, or zeros). NOTE [static recorded groups]
@@ -172,23 +206,114 @@ def applies(context, depth):
     return all(id(value) in inputs or not _node.is_float(value.dtype) for value in context.env)
 
 
+def push_first(schedule, ctx, upload):
+    """Whether ``schedule`` (expanded) still runs planned: not when an output is not float.
+    Calls the layout's first group before the layout where it can (NOTE [the first group in
+    training])."""
+    schedule.planned_first = None
+    if not schedule.roots:
+        return True
+    variants, children, args = schedule._flat()
+    if not schedule._layouts(args):   # (lay_out refuses it)
+        return True
+    plan = schedule.plan
+    if not all(_node.is_float(layout["dtype"]) for layout in schedule.layouts.values()):
+        return False
+    # Groups are distinct (height, function, variant), a height below the expansion's steps.
+    bound = len(schedule.steps) * sum(len(plan.functions[q].keys) for q in variants)
+    if not (EARLY[0] and STATIC[0] and SIZED_ROWS[0] > 0 and bound <= STATIC_GROUPS
+            and mx.autograd.is_recording() and not remat_run(schedule)
+            and schedule.nonempty(args)):
+        return True
+    found = first_group.find(plan, variants, children)
+    if found is None:
+        return True
+    q, vid, ids = found
+    tables = schedule.tables(ctx, whole=True)
+    # The gradient tables' zero fill, pushed while MXNet's worker waits for the first call
+    grads = _gradient_tables(tables, ctx) if GRADS[0] == "before" else None
+    env = _env_aliases(schedule)
+    state: tuple = (env, tables, {}, grads)
+    graph, _, taped_inputs = _variant(schedule, state, q, vid)
+    values = first_group.inputs(graph, [upload(a[ids], ctx) for a in args[q]], env,
+                                env.__getitem__)
+    if values is None:
+        return True
+    rows = len(ids)
+    with Unrecorded():   # See NOTE [views off the tape] in views.py
+        out = [rows_of(t, 0, rows) for t in tables[q]]
+    key = rows if rows <= SIZED_ROWS[0] else None
+    try:
+        outputs = _call(graph, True, values, out, True, key)
+    except mx.MXNetError:   # the loop's call of the group gives the error
+        return True
+    if GRADS[0] == "after":
+        state = state[:3] + (_gradient_tables(tables, ctx),)
+    schedule.planned_first = (q, vid, ids, state, (outputs, taped_inputs, None))
+    PUSHED[0] += 1
+    node_progress.progressed()   # NOTE [the caller waits for the first group]
+    return True
+
+
+def _env_aliases(schedule):
+    """Aliases of the environment, so that the groups' tapes share nothing with the enclosing
+    one (whose backward frees the nodes it visits); a marked one's gradient buffer is the
+    original's, each group's backward adding its share into it."""
+    originals = schedule.context.env
+    env = [value.detach() for value in originals]
+    grads = [value.grad for value in originals]   # (a C call and a new handle each)
+    marked = [i for i, grad in enumerate(grads) if grad is not None]
+    if marked:
+        mx.autograd.mark_variables([env[i] for i in marked], [grads[i] for i in marked],
+                                   grad_reqs="add")
+    return _Aliases(env, marked)
+
+
+class _Aliases(list):
+    """The environment's aliases (:func:`_env_aliases`), with the indices of those marked."""
+
+    def __init__(self, env, marked):
+        super().__init__(env)
+        self.marked = frozenset(marked)
+
+
+def _gradient_tables(tables, ctx):
+    """A zeroed gradient table per table (NOTE [planned backward])."""
+    return {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
+            for q, ts in tables.items()}
+
+
+def _variant(schedule, state, q, vid):
+    """(qname, vid)'s graph, callees and whether it reads an array needing a gradient: the
+    same for every group of the variant while the plan, the layouts and the marks of this run
+    hold (kept per thread in ``state``: a remat recomputation runs on the backward's)."""
+    env, _, variants, _ = state
+    key = (q, vid, threading.get_ident())
+    found = variants.get(key)
+    if found is None:
+        plan = schedule.plan
+        callees = [callee for callee, _ in plan.functions[q].callees(vid)]
+        graph = _value_graph(plan, schedule.layouts, q, vid, None)
+        # A group of leaves reading no marked array is a constant to autograd.
+        found = variants[key] = graph, callees, bool(callees) or any(
+            role == "env" and i in env.marked for role, i, _, _ in graph.inputs)
+    return found
+
+
 def run(schedule, ctx, upload):
     """The outputs of ``schedule`` (laid out in place), each group recorded on a tape of its
     own; hands the node its planned backward."""
-    plan, layouts = schedule.plan, schedule.layouts
-    # Aliases of the environment, so that the groups' tapes share nothing with the enclosing
-    # one (whose backward frees the nodes it visits); a marked one's gradient buffer is the
-    # original's, each group's backward adding its share into it.
-    originals = schedule.context.env
-    env = [value.detach() for value in originals]
-    marked = [i for i, value in enumerate(originals) if value.grad is not None]
-    if marked:
-        mx.autograd.mark_variables([env[i] for i in marked],
-                                   [originals[i].grad for i in marked], grad_reqs="add")
+    plan = schedule.plan
     static = not remat_run(schedule) and len(schedule.groups) <= STATIC_GROUPS
     sized = static and STATIC[0] and SIZED_ROWS[0] > 0   # NOTE [sized recorded groups]
+    early = getattr(schedule, "planned_first", None)   # NOTE [the first group in training]
+    if early is not None and (early[:2] != schedule.groups[0][:2]
+                              or not np.array_equal(early[2], schedule.first_ids)):
+        early = None   # (not the layout's first group: called again in the loop)
     # NOTE [one table per output] in value_graphs.py
-    tables = schedule.tables(ctx, whole=sized)
+    state = (_env_aliases(schedule), schedule.tables(ctx, whole=sized), {}, None) \
+        if early is None else early[3]
+    env, tables, _, grads = state
     # Aliases of the tables are variables whose gradients add up in ``grads``: a group's
     # graph takes its children's rows from them, and take's backward adds into the rows it
     # took (NOTE above). The groups write into the tables themselves (autograd refuses a
@@ -208,28 +333,12 @@ def run(schedule, ctx, upload):
     training = mx.autograd.is_training()
     remat = remat_run(schedule)
     seed: List[int] = []   # drawn once, for seeded groups (NOTE [replayed draws])
-    # (qname, vid, thread) -> its graph, callees and whether it reads an array needing a
-    # gradient: the same for every group of the variant while the plan, the layouts and the
-    # marks of this run hold (a remat recomputation runs on the backward's thread: its own)
-    variants: dict = {}
-
-    def variant(q, vid):
-        key = (q, vid, threading.get_ident())
-        found = variants.get(key)
-        if found is None:
-            callees = [callee for callee, _ in plan.functions[q].callees(vid)]
-            graph = _value_graph(plan, layouts, q, vid, None)
-            # A group of leaves reading no marked array is a constant to autograd.
-            found = variants[key] = graph, callees, bool(callees) or any(
-                role == "env" and env[i].grad is not None for role, i, _, _ in graph.inputs)
-        return found
-
     def call_group(number, q, vid, first, rows, calls, into_tables, kept=None):
         """Group ``number``'s graph on its inputs (``into_tables``: into its rows of the
         tables), the outputs, whether it reads an array needing a gradient, and what it keeps
         for its recomputation: its draws, or True for a seeded group (remat only). ``kept``:
         the forward's, when recomputing."""
-        graph, callees, taped_inputs = variant(q, vid)
+        graph, callees, taped_inputs = _variant(schedule, state, q, vid)
         values = []
         with Unrecorded():   # See NOTE [views off the tape] in views.py
             out = [rows_of(t, first, first + rows) for t in tables[q]] if into_tables else None
@@ -266,18 +375,24 @@ def run(schedule, ctx, upload):
                      None), taped_inputs, kept
 
     with bulk():   # NOTE [bulked groups]
-        grads = {q: [mx.nd.zeros(t.shape, ctx=ctx, dtype=t.dtype) for t in ts]
-                 for q, ts in tables.items()}
+        if grads is None:
+            grads = _gradient_tables(tables, ctx)
         mx.autograd.mark_variables([a for q in sources for s in sources[q] for a in s],
                                    [g for q in sources for _ in sources[q] for g in grads[q]],
                                    grad_reqs="add")
         for number, (q, vid, first, rows, calls) in enumerate(schedule.groups):
             # Written in place, each output into its rows of its table; unrecorded with remat.
-            with mx.autograd.pause(train_mode=training) if remat else contextlib.nullcontext():
-                out, taped_inputs, kept = call_group(number, q, vid, first, rows, calls, True)
+            if number == 0 and early is not None:   # called already
+                out, taped_inputs, kept = early[4]
+            else:
+                with mx.autograd.pause(train_mode=training) if remat else \
+                        contextlib.nullcontext():
+                    out, taped_inputs, kept = call_group(number, q, vid, first, rows, calls, True)
+                if number == 0:   # NOTE [the caller waits for the first group]
+                    node_progress.progressed()
             if taped_inputs:
                 taped.append((number, q, vid, first, rows, calls, kept if remat else out))
-    graph = _result_graph(plan, layouts, None)
+    graph = _result_graph(plan, schedule.layouts, None)
     a, b = schedule.result[1][0]
     # Recorded on the enclosing tape: its backward adds the roots' gradients into the tables'.
     with mx.autograd.record(train_mode=training) if remat else contextlib.nullcontext():

@@ -18,9 +18,11 @@ NOTE [Python state in a recursive body]
     trace changed it, the body is traced once more: a graph that differs (constants,
     operators; not the names MXNet numbers) depends on the state it changes,
     which the graph cannot follow call by call: ``NotImplementedError`` at the statement's
-    line. A graph that does not differ (a counter for logging, a cache filled once) is the
-    same graph, but the change happens per trace, not per call: a warning, not a refusal,
-    since the values are eager mode's. As autograph's refusal of a Python value changed in a
+    line; so is state the body's code reads besides the statement changing it, whatever the
+    graphs (NOTE [state a body changes and reads] in ``state_reads.py``: two traces sample
+    the counts the calls see). State never read so, a counter or a log for logging, is the
+    same graph: a warning, not a refusal, since the values are eager mode's, but the change
+    happens per trace, not per call. As autograph's refusal of a Python value changed in a
     tensor loop (NOTE [autograph side effects]), whose source conversion a plain recursive
     body does not go through, the refusal is a statement that changes Python state where a
     graph is traced once; here it is found by the state's change, not by the statement.
@@ -45,6 +47,10 @@ from typing import Any, Dict, List, Tuple
 
 import mxnet as mx
 import numpy as np
+
+from . import state_reads
+from .state_reads import chain as _chain, chain_names as _chain_names
+from .state_reads import names_read as _names_read
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 _NOT_STATE = (types.BuiltinFunctionType, mx.sym.Symbol, mx.nd.NDArray,
@@ -132,13 +138,25 @@ def _imported(code: types.CodeType):
     """The modules ``code`` and the functions defined in it import (``import a.b``: a.b), and
     the strings it holds that name a loaded module (``sys.modules["a"]``,
     ``importlib.import_module("a")``)."""
-    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
+    imports, strings = _imports_and_strings(code)
+    return set(imports) | {const for const in strings if const in sys.modules}
+
+
+@functools.lru_cache(maxsize=4096)
+def _imports_and_strings(code: types.CodeType):
+    """What ``_imported`` reads of ``code``, which never changes: its imports and string
+    constants, and its nested functions' (a disassembly per snapshot walking a function was
+    2.9 of 5 s of 16 mutual recursive functions' first call)."""
+    imports = {ins.argval for ins in dis.get_instructions(code) if ins.opname == "IMPORT_NAME"}
+    strings = set()
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _imported(const)
-        elif isinstance(const, str) and const in sys.modules:
-            names.add(const)
-    return names
+            inner = _imports_and_strings(const)
+            imports |= inner[0]
+            strings |= inner[1]
+        elif isinstance(const, str):
+            strings.add(const)
+    return frozenset(imports), frozenset(strings)
 
 
 def _strings(code: types.CodeType):
@@ -150,15 +168,6 @@ def _strings(code: types.CodeType):
             names |= _strings(const)
         elif isinstance(const, str) and const.isidentifier():
             names.add(const)
-    return names
-
-
-def _names_read(code: types.CodeType):
-    """The global names ``code`` and the functions defined in it read."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names_read(const)
     return names
 
 
@@ -174,11 +183,11 @@ class Snapshot:
         self._seen = set()
         self._names: set = set()   # (the names the functions reached read: a module's parts)
         self._array_bytes = 0
-        self._methods: set = set()   # (methods of a value's class, met walking the value)
+        self.methods: set = set()   # (methods of a value's class, met walking the value)
         self._function(fn, 0)
         # (where a change is looked for: the class's other methods, ``hybrid_forward``
         # resetting the state before the call, last)
-        self.functions.sort(key=lambda f: f is not fn and id(f) in self._methods)
+        self.functions.sort(key=lambda f: f is not fn and id(f) in self.methods)
 
     def _function(self, fn, depth):
         if id(fn) in self._seen or depth > _MAX_DEPTH or not _user_function(fn):
@@ -276,11 +285,11 @@ class Snapshot:
                     if attr[:2] != "__":
                         self._walk(path + ("." + attr,), item, depth + 1)
             return
-        if not _library_type(type(value)):   # (its methods: a call may change it)
-            for item in list(vars(type(value)).values()):
-                if isinstance(item, types.FunctionType):
-                    self._methods.add(id(item))
-                    self._function(item, depth + 1)
+        if not _library_type(type(value)):   # (its methods: a call may change it, or read
+            for item in list(vars(type(value)).values()):   # it, a property's getter too)
+                for method in _methods_of(item):
+                    self.methods.add(id(method))
+                    self._function(method, depth + 1)
         block = isinstance(value, mx.gluon.Block)
         attrs = getattr(value, "__dict__", None)
         if isinstance(attrs, dict):
@@ -294,6 +303,20 @@ class Snapshot:
 
 
 functools_partial = functools.partial
+
+
+def _methods_of(item):
+    """The functions a class's attribute ``item`` runs: a method, a property's getter and
+    setter, a static or class method's function, a cached property's."""
+    if isinstance(item, property):
+        found = [item.fget, item.fset, item.fdel]
+    elif isinstance(item, (staticmethod, classmethod)):
+        found = [item.__func__]
+    elif isinstance(item, functools.cached_property):
+        found = [item.func]
+    else:
+        found = [item]
+    return [f for f in found if isinstance(f, types.FunctionType)]
 
 
 def _library_type(cls) -> bool:
@@ -464,29 +487,6 @@ def _graphs(trace, made_in_trace, body_of):
     return graphs
 
 
-def _chain_names(node):
-    """The names along ``a.b[0].c``: ``{"a", "b", "c"}``, and whether it roots at a name."""
-    names = set()
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        if isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        names.add(node.id)
-    return names
-
-
-def _chain(node):
-    """The names along ``a.b[0].c``, root first: ``("a", "b", "c")`` (() if not rooted at a
-    name)."""
-    names = []
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        if isinstance(node, ast.Attribute):
-            names.append(node.attr)
-        node = node.value
-    return tuple([node.id] + names[::-1]) if isinstance(node, ast.Name) else ()
-
-
 def _changes(node, hit) -> bool:
     """Whether statement ``node`` assigns an expression ``hit`` accepts."""
     targets = node.targets if isinstance(node, ast.Assign) else \
@@ -573,17 +573,22 @@ def check_trace(rfn, before, traced, table, made):
     def body_of(qname):   # (a callee's body, now; rfn's own is compared already)
         fn = next((f for f, q in table.qnames.items() if q == qname), rfn)
         return None if fn is rfn or fn not in table.signatures else table.trace_body(fn)
-    first = _graphs(traced, made_in_trace, body_of)   # (the callees under this trace's state)
-    if first != _graphs(table.trace_body(rfn), made_in_trace, body_of):
+    # NOTE [state a body changes and reads] in state_reads.py
+    read = state_reads.first_read(after.functions or [rfn.fn], after.methods, paths,
+                                  {**before.state, **after.state})
+    if read is not None or _graphs(traced, made_in_trace, body_of) != _graphs(
+            table.trace_body(rfn), made_in_trace, body_of):   # (the callees under its state)
         raise NotImplementedError(
-            "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on; "
+            "%s: gluon_cf.recursive: %r changes Python state (%s) that its value depends on%s; "
             "hybridized, its body is traced into one graph, not run once per call, so the "
             "graph would hold the value of one trace for every call (eagerly it changes per "
             "call). Pass the value as an argument of the recursive call (an array, e.g. a "
-            "depth), or compute it from arrays" % (where, rfn.name, what))
+            "depth), or compute it from arrays" % (
+                where, rfn.name, what, "" if read is None else " (read at %s)" % read))
     line = where.rsplit(":", 1)
     warnings.warn_explicit(
         "gluon_cf.recursive: %r changes Python state (%s) while traced; hybridized, its body "
         "is traced, not run per call, so the change happens once per trace, not once per "
         "call as eagerly (the values do not depend on it)" % (rfn.name, what), UserWarning,
         line[0], int(line[1]) if line[1].isdigit() else 0)
+

@@ -45,9 +45,10 @@ NOTE [rematerialised recursive calls]
       for the engine);
     * a body in which a gluon_cf node ran as an MXNet Custom operator (its backward would run
       inside the call's, which hung MXNet 1.9.1's engine): found in the forward, by the count
-      of node runs (``node.node_runs``) around the body. A hybridized block holding gluon_cf
-      ops runs partitioned in a remat body, its nodes inline (``remat.running_body``), so
-      this is a guard;
+      of the runs of the nodes made in the body (``node.counting_runs``; not another
+      thread's, nor a block's called before, running meanwhile). A hybridized block
+      holding gluon_cf ops runs partitioned in a remat body, its nodes inline
+      (``remat.running_body``), so this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost), and a body reading an array recorded before
       the call (NOTE [values recorded before a remat call]);
@@ -107,6 +108,7 @@ from mxnet import autograd
 
 from .. import node as _node
 from .. import remat as _remat, remat_escapes as _escapes
+from .._cachedop import copy_of
 from .._graph_json import reached_ids
 from .._structure import flatten, regroup
 from ..operators import user_location
@@ -207,7 +209,6 @@ class Call:
 
     def forward(self):
         parent = getattr(_state, "call", None)
-        runs = _node.node_runs()
         # The first call of each function runs recorded, and so again does its first call
         # making no recursive call (a base case): their graphs show reads of arrays recorded
         # before the call (NOTE [values recorded before a remat call]).
@@ -216,7 +217,8 @@ class Call:
         read_checked.add(self.fn)
         watches: list = []   # one per run of the body (NOTE [arrays escaping a remat body])
         try:
-            return self._forward(parent, runs, check, watches)
+            with _node.counting_runs() as runs:
+                return self._forward(parent, runs, check, watches)
         finally:
             for watch in watches:
                 watch.release()
@@ -228,7 +230,7 @@ class Call:
         if draws:   # refused here, before any recomputation could draw other numbers
             op, name, line = draws[0]
             self._refuse_operators([op], " at %s:%s" % (name, line) if name else "")
-        if _node.node_runs() != runs:
+        if runs.n:
             raise NotImplementedError(
                 "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
                 "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
@@ -348,7 +350,7 @@ class Call:
     # -- backward ---------------------------------------------------------------------------
 
     def backward(self, out_grads):
-        args = [a.copy() if isinstance(a, mx.nd.NDArray) else a for a in self.args]
+        args = [copy_of(a) if isinstance(a, mx.nd.NDArray) else a for a in self.args]
         pairs = []   # (the node's input it stands for, the leaf the recomputed graph reads)
         for real, copy, live in zip(self.args, args, self.live):
             if live:

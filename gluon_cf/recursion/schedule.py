@@ -100,12 +100,10 @@ def run(context, qname, args, rows, depth):
     planned = planned_backward.applies(context, depth)
     if not recording and not planned:   # NOTE [the first group before the layout]
         schedule.push_first(args[0].context)
+    elif planned:   # False when an output is not float (NOTE [planned backward])
+        planned = planned_backward.push_first(schedule, args[0].context, _upload)
     if not schedule.lay_out(in_place=planned or not recording):
         return None
-    if planned and not all(node.is_float(layout["dtype"])
-                           for layout in schedule.layouts.values()):
-        planned = False
-        schedule.lay_out(in_place=False)
     if planned and schedule.roots:   # NOTE [planned backward]
         outputs = planned_backward.run(schedule, args[0].context, _upload)
     else:

@@ -8,7 +8,7 @@ from ..pyct.static_analysis.activity import root_name
 from ..pyct.templates import counter, runtime_call, thunk, unpacked_levels
 from .base import Converter
 from .lists import index_value
-from ..pyct.nodes import walk
+from ..pyct.nodes import replace_statements, walk
 
 
 _AUGMENTED = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -239,3 +239,41 @@ class AssignmentsConverter(Converter):
         return ast.copy_location(ast.Assign(targets=[ast.Name(id=node.target.id,
                                                               ctx=ast.Store())],
                                             value=call), node)
+
+
+def _item_method(statement, name, count):
+    """The ``(container, args)`` of the statement ``container.<name>(*args)`` (``count``
+    positional arguments, no keyword) on a name or its items and attributes, or None."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and
+            call.func.attr == name and len(call.args) == count and not call.keywords and
+            not any(isinstance(a, ast.Starred) for a in call.args)):
+        return None
+    root = call.func.value
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    return (call.func.value, call.args) if isinstance(root, ast.Name) else None
+
+
+def item_methods_as_subscripts(func):
+    """``d.__setitem__(k, v)`` and ``d.__delitem__(k)`` as statements: ``d[k] = v`` and
+    ``del d[k]``, which Python runs by the same methods of the container's type, converted as
+    those are (a tensor loop's side effect on a Python container refused at the line, a dict
+    of a loop's own carried; it was an AssertionError of the loop's plumbing)."""
+    def rewritten(statement):
+        new: ast.stmt
+        found = _item_method(statement, "__setitem__", 2)
+        if found is not None:
+            container, (key, value) = found
+            new = ast.Assign(targets=[ast.Subscript(value=container, slice=key,
+                                                    ctx=ast.Store())], value=value)
+        else:
+            found = _item_method(statement, "__delitem__", 1)
+            if found is None:
+                return None
+            new = ast.Delete(targets=[ast.Subscript(value=found[0], slice=found[1][0],
+                                                    ctx=ast.Del())])
+        for node in ast.walk(new):
+            ast.copy_location(node, statement)
+        return [new]
+    replace_statements(func, rewritten)

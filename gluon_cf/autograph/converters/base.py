@@ -199,17 +199,20 @@ class Converter(ast.NodeTransformer):
                                 ast.Constant(where)]) for n in names],
             ctx=ast.Load())
 
-    def _no_outer_lists(self, value, names, where, what, read=()):
+    def _no_outer_lists(self, value, names, where, what, read=(), clauses=()):
         """``value`` (a condition or iterable), checked at run time: when it is a Symbol, the
         lists, dicts and sets the region mutates by method calls must not come from outside
-        it (NOTE [autograph lists]); ``read``: those a loop's step appends to and reads."""
+        it (NOTE [autograph lists]); ``read``: those a loop's step appends to and reads;
+        ``clauses``: (name, clause) of those it appends to in a try's finally or except."""
         if not names:
             return value
         names = sorted(names)
         return runtime_call("no_outer_lists", [
             value, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
             self._current(names, where), ast.Constant(where), ast.Constant(what),
-            ast.Tuple(elts=[ast.Constant(n) for n in read], ctx=ast.Load())])
+            ast.Tuple(elts=[ast.Constant(n) for n in read], ctx=ast.Load()),
+            ast.Tuple(elts=[ast.Tuple(elts=[ast.Constant(n), ast.Constant(c)], ctx=ast.Load())
+                            for n, c in clauses], ctx=ast.Load())])
 
     @staticmethod
     def _names(names):

@@ -44,6 +44,12 @@ def _is_builtin_call(func, name):
         bool(func.args) and isinstance(func.args[0], ast.Name) and func.args[0].id == name
 
 
+# an NDArray's attributes (not methods) a call may read: ``x.dtype(2)`` reads ``x.dtype``
+# as ``__ag__.attribute`` does, refused on a Symbol at the line (it was MXNet's
+# AttributeError)
+_CALLED_METADATA = frozenset({"dtype", "context", "ctx", "stype", "grad", "shape", "size"})
+
+
 class CallTreesConverter(Converter):
     """Calls, attributes (private names) and ``super()``."""
 
@@ -113,6 +119,11 @@ class CallTreesConverter(Converter):
                 node.args = [self._consumed(a, node) if isinstance(a, ast.Name) else a
                              for a in node.args]
             node.func = runtime_call("builtin", [node.func, ast.Constant(self.where(node))])
+            return node
+        if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
+            # (getattr(x, "dtype", None) on a Symbol: NOTE [autograph indexing])
+            node.func = runtime_call("attribute_builtin", [node.func,
+                                                           ast.Constant(self.where(node))])
             return node
         if isinstance(node.func, ast.Name) and node.func.id == "print":
             node.func = runtime_call("printing", [node.func, ast.Constant(self.where(node))])
@@ -217,15 +228,15 @@ class CallTreesConverter(Converter):
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
-        node.attr = self._mangle(node.attr)
+        node.attr = attr = self._mangle(node.attr)
         parent = self.parents.get(node)
         above = parent
         while isinstance(above, ast.Attribute):
             above = self.parents.get(above)
         if parent is None or not isinstance(node.ctx, ast.Load) or \
                 isinstance(above, (ast.MatchValue, ast.MatchClass, ast.MatchMapping)) or \
-                isinstance(parent, ast.Call) and parent.func is node or \
-                root_name(node.value) in _LIBRARY_NAMES:
+                isinstance(parent, ast.Call) and parent.func is node and \
+                attr not in _CALLED_METADATA or root_name(node.value) in _LIBRARY_NAMES:
             return node
         # an NDArray's attributes on a Symbol, properties of user classes
         # (NOTE [autograph indexing]); a pattern's (case Mode.A:, case self.Kind():,

@@ -2,6 +2,7 @@
 AutographError) raised in their ``try`` or ``with`` goes on to the user instead of being
 caught (NOTE [a refusal the user's code catches])."""
 import ast
+import copy
 import itertools
 
 from ..pyct.templates import runtime_call, thunk
@@ -141,6 +142,46 @@ def _handled(statement):
     return out
 
 
+def _inside(body, entered):
+    """``body`` run inside ``with <entered>:``; in a generator, each run of statements between
+    its yields (a yield's value computed inside, the yield outside: a generator suspended
+    inside would leave its entry on ``catching``'s stack; round 31ag: ``try: yield x[5]`` /
+    ``except IndexError:`` in a generator raised hybridized where Python's handler ran)."""
+    if not _suspends(body):
+        return [ast.copy_location(ast.With(items=[ast.withitem(
+            context_expr=copy.deepcopy(entered))], body=body), body[0])]
+    out: list = []
+    run: list = []
+    for statement in body + [None]:
+        if statement is not None and not _suspends([statement]):
+            run.append(statement)
+            continue
+        if run:
+            out += _inside(run, entered)
+            run = []
+        if statement is None:
+            break
+        value = getattr(statement, "value", None)
+        if isinstance(statement, (ast.Expr, ast.Assign)) and isinstance(value, ast.Yield) \
+                and value.value is not None and not _suspends([value.value]):
+            name = f"__ag_yielded_{next(_NAMES)}"
+            out += _inside([ast.copy_location(ast.Assign(
+                targets=[ast.Name(name, ast.Store())], value=value.value), statement)],
+                entered)
+            value.value = ast.copy_location(ast.Name(name, ast.Load()), value)
+        else:       # (an if's or loop's own statements; a yield from as it is)
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and inner and \
+                        not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.ClassDef)):
+                    setattr(statement, field, _inside(inner, entered))
+            for part in getattr(statement, "handlers", []) + getattr(statement, "cases", []):
+                part.body = _inside(part.body, entered)
+        out.append(statement)
+    return out
+
+
 class ExceptionsConverter(Converter):
     """The user's ``except`` clauses and ``with`` statements."""
 
@@ -155,14 +196,13 @@ class ExceptionsConverter(Converter):
     def visit_Try(self, node):
         # its body inside ``__ag__.catching``: NOTE [an index error the user's try catches]
         self.generic_visit(node)
-        if node in self.parents and node.handlers and node.body and not _suspends(node.body):
+        if node in self.parents and node.handlers and node.body:
             types = ast.Tuple(elts=[ast.Constant(None) if h.type is None else
                                     h.type if _read_alone(h.type) else ast.Constant(False)
                                     for h in node.handlers], ctx=ast.Load())
             what = ast.Constant("the try at " + self.where(node).split(": ", 1)[0])
             entered = runtime_call("catching", [what, thunk(types)])
-            node.body = [ast.copy_location(ast.With(
-                items=[ast.withitem(context_expr=entered)], body=node.body), node.body[0])]
+            node.body = _inside(node.body, entered)
         return node
 
     # (``except* IndexError`` catches a bare IndexError too, as a group of it)

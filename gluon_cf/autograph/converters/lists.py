@@ -2,6 +2,7 @@
 loop collects, their appends made step outputs (one ending a ``for`` step after a break made a
 function of the step's end), and ``items[i]`` of one made ``item``."""
 import ast
+from typing import Any
 
 from ..pyct.static_analysis.activity import assigned_names, scoped
 from ..pyct.templates import runtime_call, thunk
@@ -24,7 +25,14 @@ def appended_name(statement):
 def collected_lists(func):
     """For each loop whose jumps became flags: the names its body appends to by a statement
     of the body itself (once per step), that the body neither assigns nor reads otherwise."""
-    collected = {}
+    collected: dict = {}
+    for function in walk(func):     # (a nested helper's own loops too: round 31ag)
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _collected_in(function, collected)
+    return collected
+
+
+def _collected_in(func, collected):
     local: list = []            # (the function's own names, found once if a loop needs them)
     for loop in scoped(func.body):
         if not isinstance(loop, (ast.While, ast.For)) or not lowerable(loop):
@@ -45,7 +53,26 @@ def collected_lists(func):
                 names.append(name)
         if names:
             collected[loop] = names
-    return collected
+
+
+def appended_in_clauses(loop, names, where):
+    """``(name, "the finally at file:line")`` for each list of ``names`` a loop's step appends
+    to inside a ``finally`` or ``except`` clause of a ``try`` (``where(node)``: its
+    ``file:line: source``): no statement of the step, not collected (Python runs it on a step
+    whose ``try`` raised, where a graph's step records no row), refused with that reason
+    (``no_outer_lists``)."""
+    found: list = []
+    for node in scoped(loop.body):
+        if not isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            continue
+        clauses: Any = node       # (a Try or TryStar)
+        for kind, block in [("finally", clauses.finalbody)] + [
+                ("except clause", h.body) for h in clauses.handlers]:
+            for statement in scoped(block):
+                name = appended_name(statement)
+                if name in names and name not in dict(found):
+                    found.append((name, f"the {kind} at {where(statement).split(': ')[0]}"))
+    return tuple(found)
 
 
 def read_in_step(loop, names):

@@ -62,10 +62,17 @@ class LogicalConverter(Converter):
                 ast.Constant(self.where(node))]), node)
         op = _BINARY.get(type(node.ops[0]))
         if len(node.ops) != 1 or op is None or node not in self.parents or \
-                _constant(node.left) or _constant(node.comparators[0]):
+                (_constant(node.left) or _constant(node.comparators[0])) and \
+                not self._of_collected(node.left, node.comparators[0]):
             return node
         return ast.copy_location(runtime_call("binary", [node.left, node.comparators[0],
                                                          ast.Constant(op)]), node)
+
+    def _of_collected(self, *operands):
+        """An operand names a list a tensor loop collects: its comparison with a constant is
+        ``binary``'s, whose TypeError names a ``list`` as Python's (``items < 1`` named the
+        class standing for it)."""
+        return any(isinstance(v, ast.Name) and v.id in self.collected_names for v in operands)
 
     def visit_Assert(self, node):
         self.generic_visit(node)

@@ -7,7 +7,7 @@ from ..pyct.static_analysis.activity import (MUTATORS, assigned_names, free_name
                                              has_walrus, in_scope, loaded_names, mutated_names)
 from ..pyct.templates import counter, located, names_tuple, runtime_call, unpacked_levels
 from .base import Converter, body_does, not_a_graph
-from .lists import collect_appends, read_in_step
+from .lists import appended_in_clauses, collect_appends, read_in_step
 from ..pyct.nodes import walk
 
 
@@ -119,12 +119,14 @@ class LoopsConverter(Converter):
             node.body, {f.id for f in node.test.args[0].elts if isinstance(f, ast.Name)})
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         read = read_in_step(node, mutated)       # (on the body as written)
+        clauses = appended_in_clauses(node, mutated, self.where)
         after_break = _changed_after_break(node.body, mutated) if forever else None
         self.generic_visit(node)
         where = self.where(node)
         # (a while True, a tensor loop by its breaks under tensor ifs, changing a list after
         # one: that statement named, as an if's check names it, not the loop's line)
-        node.test = self._no_outer_lists(node.test, mutated, where, "while loop", read) \
+        node.test = self._no_outer_lists(node.test, mutated, where, "while loop", read,
+                                         clauses) \
             if after_break is None else self._no_outer_lists(
                 node.test, mutated, self.where(after_break),
                 "code after a break, continue or return", read)
@@ -165,6 +167,7 @@ class LoopsConverter(Converter):
                 iterable.func, iterable.args[0]]), iterable)
         mutated = mutated_names(node.body) - set(self.collected.get(node, []))
         read = read_in_step(node, mutated)
+        clauses = appended_in_clauses(node, mutated, self.where)
         # (on the body as written, before it converts)
         one_step = isinstance(node.target, ast.Name) and \
             self._closures_of_one_step(node, node.target.id)
@@ -174,7 +177,8 @@ class LoopsConverter(Converter):
         where = self.where(node)
         if isinstance(node.iter, ast.Name):       # for w in gen: (an iterator from outside)
             node.iter = self._consumed(node.iter, node)
-        node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop", read)
+        node.iter = self._no_outer_lists(node.iter, mutated, where, "for loop", read,
+                                         clauses)
         why = ("it has an else clause" if node.orelse else None) or \
             body_does(not_a_graph(node.body)) or \
             (None if isinstance(node.target, ast.Name) else "it unpacks its items")

@@ -132,7 +132,8 @@ import mxnet as mx
 from .. import operators
 from ..operators import call_results, data_structures, py_builtins, side_effects, tensor_access
 from ..operators.call_results import surfacing_refusals
-from ..converters.assignments import AssignmentsConverter, rewrite
+from ..converters.assignments import (AssignmentsConverter, item_methods_as_subscripts,
+                                      rewrite)
 from ..converters.call_trees import CallTreesConverter
 from ..converters.conditionals import ConditionalsConverter
 from ..converters.dict_items import rebind_dict_items
@@ -625,6 +626,7 @@ class _Rewriter(ConditionalsConverter, LoopsConverter, ListsConverter, Iteration
     """Rewrites one function (NOTE [autograph])."""
 
     def convert(self, func):
+        item_methods_as_subscripts(func)     # (d.__setitem__(k, v): d[k] = v)
         # (on the code as written: NOTE [autograph augmented assignment])
         with unchanged():     # (NOTE [conversion speed])
             self.shared = {fn: shared_arrays(fn) for fn in walk(func)

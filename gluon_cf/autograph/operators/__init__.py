@@ -16,7 +16,7 @@ from .logical import (and_, asserted, compare_chain, contains, match_guard, matc
                       not_, or_, positive, python_operand)
 from .py_builtins import builtin, filtered, iterated, own_method, reversed_rows
 from .side_effects import changing, consumed, effect, made, mutable, printing
-from .tensor_access import binary, item_target, py_slice, subscript
+from .tensor_access import attribute_builtin, binary, item_target, py_slice, subscript
 from .variables import augmented, deleted, ld, without
 
 __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "python_if",
@@ -31,4 +31,4 @@ __all__ = ["collected_item", "for_stmt", "if_exp", "if_return", "if_stmt", "pyth
            "augmented", "deleted", "ld", "without", "checked", "escaped", "refusal_caught",
            "refusal_kept",
            "returned_through_finally", "keep_return", "kept_return", "return_box", "refusals_kept",
-           "catching", "raised_pending", "sequence_items"]
+           "catching", "raised_pending", "sequence_items", "attribute_builtin"]

@@ -10,8 +10,10 @@ NOTE [an index error the user's try catches]
     handler's chance has passed, so the block failed hybridized where eager code went on.
     Converted code runs each ``try`` body that has ``except`` clauses inside
     ``__ag__.catching`` (and ``contextlib.suppress`` pushes what it suppresses), a stack of
-    what the enclosing handlers catch, evaluated only when asked. A Symbol indexed with an
-    int while a handler catching IndexError (``except IndexError``, ``LookupError``,
+    what the enclosing handlers catch, evaluated only when asked (in a generator, each run
+    of the body's statements between yields, a yield's value computed inside and yielded
+    outside: a generator suspended inside would leave its entry on the stack). A Symbol
+    indexed with an int while a handler catching IndexError (``except IndexError``, ``LookupError``,
     ``Exception``, bare ``except``) encloses it reads the shape the graph is traced for
     (NOTE [graphs traced for input shapes] in ``gluon_cf/hybrid.py``: the graph is then one
     for those input shapes): an int past its axis raises IndexError there and then, as the

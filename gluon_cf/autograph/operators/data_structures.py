@@ -57,19 +57,23 @@ NOTE [autograph lists]
     a method call (``append`` under an ``if``, ``seen.add(x)``) in an ``if`` or loop on a tensor is
     an AutographError (``outer_lists.no_outer_lists``): traced once, it would happen once,
     whatever the condition; a step reading the list it appends to is told so (no step sees
-    earlier items)."""
+    earlier items), and so is a step appending in a ``try``'s ``finally`` or ``except`` (no
+    statement of the step: Python runs it on a step whose ``try`` raised). A nested
+    function's own loops collect the lists that function makes, as the converted function's
+    do (round 31ag: a ``scan`` helper written inside ``hybrid_forward`` was refused)."""
 import linecache
 import operator
 from typing import List, Optional
 
 import mxnet as mx
 
-from ...ops.cond import cond
+from ...ops.cond import cond, refused_at_once
 from ...hybrid_trace import static_shape
 from ...operators import user_location
 from ..errors import (AutographError, list_operand, node_name, op_name, one_colon, python_value,
                       region_at)
 from .caught_errors import past_known_length
+from .list_operators import add_refused_operators
 from .item_check import checked_item, list_index, rows_alike, summed
 
 
@@ -88,6 +92,7 @@ def _line_here():
     return here
 
 
+@add_refused_operators
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of one
     array (the loop's stacked step outputs), their number ``n_items`` (an int, or a one-element
@@ -124,10 +129,12 @@ class StepList:
         def with_theirs():      # computed in the branch where these rows exist
             both = lambda: mx.sym.concat(mine, theirs, dim=0)   # noqa: E731
             if isinstance(count, mx.sym.Symbol):
-                return cond(count > 0, both, lambda: mine, name=name)
+                return refused_at_once(cond(count > 0, both, lambda: mine, name=name),
+                                       self._other_shapes)
             return both()
         if isinstance(n_items, mx.sym.Symbol):
-            joined = cond(n_items > 0, with_theirs, lambda: theirs, name=name)
+            joined = refused_at_once(cond(n_items > 0, with_theirs, lambda: theirs,
+                                          name=name), self._other_shapes)
         else:       # (holding no item, emptied by pop or clear: its rows stand for none)
             joined = with_theirs() if n_items else theirs
         most = count if isinstance(count, int) else most
@@ -144,6 +151,16 @@ class StepList:
                                                         not n_items) else []) + \
                 [StepList(rows, count, self.where, most)]
         return out
+
+    def _other_shapes(self):
+        """The error of arrays joined to these items whose shape is not theirs (shape
+        inference refused their concat: it failed as the value was read, round 31x)."""
+        return AutographError(one_colon(
+            f"{self.where}: a list the loop on a tensor here appends to holds items of other "
+            f"shapes (earlier items, or items appended elsewhere, of another shape than the "
+            f"arrays appended here); its items are the rows of one array, of one shape: start "
+            f"the list empty and join other arrays after the loop (F.concat(first, *items, "
+            f"dim=0)), or append arrays of the items' shape"))
 
     def _become(self, joined):
         """This list holds ``joined``'s items from now on (in place, as a list's own)."""
@@ -230,10 +247,11 @@ class StepList:
         unpacked at once); else, for a step of 1, a list of the rows Python's slice keeps,
         however many the list holds when the graph runs (a cond on its count where it may
         hold fewer than the slice's bound)."""
-        n = None if unread and rows_slice(index) else self.known_length(where)
+        n = None if unread and (rows_slice(index) or _backwards(index)) else \
+            self.known_length(where)
         if n is not None:
             return self.rows_list(n, range(n)[index], where)
-        if index.step == -1 and index.start is None and index.stop is None:
+        if _backwards(index):
             # items[::-1]: a new list of the items backwards
             return StepList(mx.sym.reverse(self.rows, axis=0, name=op_name(where, "reversed")),
                             self.n_items, self.where, self.most, self.least, self.stale)
@@ -470,7 +488,8 @@ class StepList:
 
     def __ne__(self, other):
         return not self.__eq__(other)
-    __hash__ = None     # type: ignore[assignment]   # (a list's: unhashable)
+    def __hash__(self):     # (a list's: unhashable; None named this class in Python's words)
+        raise TypeError("unhashable type: 'list'")
 
     def __setitem__(self, index, value):
         """``items[i] = v`` (a slice too): Python's, in place, as :meth:`pop`."""
@@ -550,6 +569,14 @@ def rows_slice(index):
         (index.start < 0) != (index.stop < 0))
 
 
+def _backwards(index):
+    """Whether ``index`` is ``[::-1]``: the rows backwards, their number unread (unpacked at
+    once, ``F.stack(*outs[::-1])``, it exported as the rows reversed; it read the input
+    shapes' count and export refused it, round 31x)."""
+    return isinstance(index, slice) and index.step == -1 and index.start is None and \
+        index.stop is None
+
+
 class ReversedItems(StepList):
     """``reversed(items)`` of a collected list whose length only the graph's run knows: the
     rows backwards, but what Python's ``list_reverseiterator`` is (NOTE [autograph lists]):
@@ -577,7 +604,7 @@ class ReversedItems(StepList):
 
     def __ne__(self, other):
         return self is not other
-    __hash__ = object.__hash__      # type: ignore[assignment]
+    __hash__ = object.__hash__
 
     def __reversed__(self):
         raise TypeError("'list_reverseiterator' object is not reversible")

@@ -7,10 +7,11 @@ from ..errors import AutographError
 from .data_structures import StepList
 
 
-def no_outer_lists(value, names, values, where, what, read=()):
+def no_outer_lists(value, names, values, where, what, read=(), clauses=()):
     """A converted condition or iterable whose region mutates outside objects by method
     calls: on a Symbol, a list, dict or set among them is an error (a graph's branch or step
-    cannot change a Python object). ``read``: the lists its step appends to and reads."""
+    cannot change a Python object). ``read``: the lists its step appends to and reads;
+    ``clauses``: (name, "the finally at file:line") of those it appends to in a clause."""
     if isinstance(value, mx.sym.Symbol):
         for name, current in zip(names, values):
             if isinstance(current, list) and name in read:   # (outs.append(outs[-1] + r))
@@ -19,6 +20,15 @@ def no_outer_lists(value, names, values, where, what, read=()):
                     f" it appends to; a graph's loop is one step traced once, which sees no "
                     f"item an earlier step appended. Carry what the step needs in a variable "
                     f"(h = h * 0.5 + row; {name}.append(h)); read the list after the loop")
+            clause = dict(clauses).get(name)
+            if isinstance(current, list) and clause is not None:
+                raise AutographError(
+                    f"{where}: this {what} is on a tensor and appends to the list {name!r} in "
+                    f"{clause}; a graph's loop collects only appends that are statements of "
+                    f"its step (Python runs one in a clause also on a step whose try raised, "
+                    f"which a graph's step cannot record). Write the append as a statement of "
+                    f"the step: after the try, and before an if that breaks (where the finally "
+                    f"ran it on that step too)")
             # (a list a tensor loop collected too: its pop, insert, clear, reverse would
             # run once, while tracing, whatever the branch or however many the steps)
             kind = "list" if isinstance(current, StepList) else type(current).__name__

@@ -39,7 +39,7 @@ import mxnet as mx
 
 from ...hybrid_trace import static_shape
 from ...operators import user_location
-from ..errors import AutographError, op_name, refuse_hashed_symbol
+from ..errors import AutographError, in_python_types, op_name, refuse_hashed_symbol
 from .call_results import callbacks_converted, converted_running
 
 
@@ -142,7 +142,10 @@ def builtin(fn, where, convert=None):
         if name == "filter" and len(args) == 2:
             args = (_truth_checked(args[0], where), args[1])
         with _truth_refused(name, where):
-            return the_builtin(*args, **kwargs)
+            try:
+                return the_builtin(*args, **kwargs)
+            except TypeError as err:    # (round(items): Python's naming a list)
+                raise in_python_types(err, *args) from None
     checked.checked_builtin = the_builtin  # type: ignore[attr-defined]  # (call_results)
     return checked
 

@@ -40,7 +40,8 @@ NOTE [autograph indexing]
     graph (a Symbol has no shape until the block is bound), except ``shape`` and ``ndim``
     where the shapes of the inputs a block's graph is traced for give them (NOTE [graphs
     traced for input shapes] in ``gluon_cf/hybrid.py``), and so are calls of those
-    methods (``x.sum().asscalar()``: MXNet's NotImplementedForSymbol named no line);
+    methods (``x.sum().asscalar()``: MXNet's NotImplementedForSymbol named no line), and
+    ``getattr(x, "dtype", None)`` reads them so (``hasattr`` of them is True, as eagerly);
     ``x.T`` on a Symbol is ``transpose`` (what ``NDArray.T`` computes), ``x.detach()``
     ``BlockGrad`` (an NDArray's ``detach`` stops gradients as ``F.stop_gradient`` does). A property
     of a user class (not library code) read by converted code runs its getter converted
@@ -56,14 +57,14 @@ from typing import List, Optional
 
 import mxnet as mx
 
-from ...hybrid_trace import autograd_mode_read, graph_traced, static_shape
+from ...hybrid_trace import autograd_mode_read, graph_traced, static_dtype, static_shape
 from ..errors import AutographError, op_name
 from .caught_errors import checked_ints
 from .py_builtins import one_output, python_type
 from .variables import BROADCAST, binary
 
-__all__ = ["attribute", "autograd_mode", "binary", "BROADCAST", "item_target", "py_slice",
-           "subscript"]
+__all__ = ["attribute", "attribute_builtin", "autograd_mode", "binary", "BROADCAST",
+           "item_target", "py_slice", "subscript"]
 
 py_slice = builtins.slice      # (converted code's a:b, whatever the user's ``slice`` is)
 
@@ -74,8 +75,9 @@ NDARRAY_ONLY = {
              "and -1",
     "ndim": "ops that do not need it (reshape with 0 and -1, F.expand_dims)",
     "size": "F.size_array(x)",
-    "dtype": "ops that keep the input's type (F.zeros_like, F.cast), or pass the dtype to "
-             "the block",
+    "dtype": "x.dtype read before the loop (or outside the recursive function, passed to "
+             "it), where the inputs the graph is traced for give it, ops that keep the "
+             "input's type (F.zeros_like, F.cast), or pass the dtype to the block",
     "context": "F.zeros_like(x) and F.ones_like(x) (made where x is) instead of ctx=",
     "ctx": "F.zeros_like(x) and F.ones_like(x) (made where x is) instead of ctx=",
     "grad": "autograd outside the block",
@@ -121,9 +123,19 @@ def attribute(value, name, where):
             raise AutographError(
                 f"{where}: .{name} of a tensor while hybridizing, whose shape the inputs the "
                 f"block's graph is traced for do not give (a value inside the body of a loop "
-                f"or if on a tensor, or of a size known only when the graph runs, as a "
+                f"or if on a tensor or of a recursive function, or of a size known only when "
+                f"the graph runs, as a "
                 f"boolean_mask's); read it before the loop or if (n = x.shape[0]), or use "
                 f"{NDARRAY_ONLY[name]}")
+        dtype = static_dtype(value, where) if name == "dtype" else None
+        if dtype is not None:       # (x.dtype(2): NOTE [graphs traced for input shapes])
+            return dtype
+        if name == "dtype" and graph_traced():
+            raise AutographError(
+                f"{where}: .dtype of a tensor while hybridizing, whose dtype the inputs the "
+                f"block's graph is traced for do not give (a value inside the body of a loop "
+                f"on a tensor or of a recursive function, whose variables' dtypes are known "
+                f"only when the graph runs); use {NDARRAY_ONLY[name]}")
         instead = NDARRAY_ONLY.get(name)
         if instead is not None:
             raise AutographError(
@@ -134,6 +146,22 @@ def attribute(value, name, where):
     if name == "f_locals" and isinstance(value, types.FrameType):
         _no_converted_callers_variables(value, where)
     return getattr(value, name)
+
+
+def attribute_builtin(fn, where):
+    """``getattr`` or ``hasattr`` (``fn``, what the name holds) called by converted code: on
+    a Symbol, an attribute an NDArray has and a Symbol lacks is read as ``x.dtype`` is
+    (:func:`attribute`), ``hasattr`` True (round 31ag review: ``getattr(x, "dtype", None)``
+    was None and ``hasattr(x, "shape")`` False hybridized, what eager code never sees)."""
+    if fn is not builtins.getattr and fn is not builtins.hasattr:
+        return fn
+
+    def read(value, name, *default):
+        if one_output(value) and isinstance(name, str) and not hasattr(value, name) and \
+                hasattr(mx.nd.NDArray, name):     # (F.split's outputs: a list eagerly)
+            return True if fn is builtins.hasattr else attribute(value, name, where)
+        return fn(value, name, *default)
+    return read
 
 
 _AUTOGRAPH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,7 +10,7 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from ..errors import AmbiguousTruthError, AutographError
+from ..errors import AmbiguousTruthError, AutographError, in_python_types
 from .call_results import refusal
 
 
@@ -147,19 +147,7 @@ def binary(left, right, op):
     try:
         return getattr(operator, op)(left, right)
     except TypeError as err:
-        raise _in_python_types(err, left, right) from None
-
-
-def _in_python_types(err, *operands):
-    """``err`` (Python's TypeError of an operator) naming the type Python's own would: a
-    list a tensor loop collected is a ``list`` (NOTE [a collected list's type]), not the
-    class standing for it (``items - items``: unsupported ... 'list' and 'list')."""
-    text = str(err)
-    for value in operands:
-        python = getattr(type(value), "python_type", None)
-        if python is not None:
-            text = text.replace(f"'{type(value).__name__}'", f"'{python.__name__}'")
-    return err if text == str(err) else TypeError(text)
+        raise in_python_types(err, left, right) from None
 
 
 def is_tensor(value):
