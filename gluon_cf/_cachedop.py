@@ -113,7 +113,10 @@ def copied_variable_heads(symbol):
 #     their gradients ``_backward_reshape`` too) each input of a Custom node but another
 #     node's output (written by Python, default) and each input or parameter that may be
 #     sparse (not given dense when the graph was built; a parameter with a sparse value or
-#     gradient), and each node output another operator reads (its gradient). Only that graph:
+#     gradient) or 0-d (given 0-d then: no MKLDNN layout, and outside numpy-shape mode
+#     ``expand_dims`` cannot infer an unknown shape, where MXNet's own error or gluon_cf's
+#     ``ScalarInputError`` must come), and each node output another operator reads (its
+#     gradient). Only that graph:
 #     the block's own (``export``, ``export_onnx``) is unchanged. Cost: the beam decoder of
 #     tests/hostile_programs31h_c.py ~11.5 -> ~14 ms a call on a loaded machine (its node
 #     reads eight parameters, each now copied).

@@ -603,7 +603,7 @@ def _build_cache(self, *args):
     if has_gluon_cf_nodes(json.loads(self._cached_graph[1].tojson())):
         copied = copied_variable_heads(self._cached_graph[1])
         dense = {v.name for v, a in zip(self._cached_graph[0], _block._flatten(args, "input")[0])
-                 if a is not None and a.stype == "default"} | \
+                 if a is not None and a.stype == "default" and a.ndim > 0} | \
             {p.name for is_arg, p in self._cached_op_args if not is_arg and
              p._stype == "default" and p._grad_stype == "default"}
         before = copied if copied is not None else self._cached_graph[1]
