@@ -79,15 +79,22 @@ def _refused_at(block_class, text, message, mode="hybrid"):
     programs.TensorAndPythonZeroInWhile,
     # `(F.sum(row) > 0) or row * 0.5` is the fallback's value where Python's is: it was the
     # logical or (1 or 0), eagerly and hybridized -- silently other values
-    programs.ValueOfOrWithTensorFallback, programs.LambdaOfAndOrAppliedInLoop,
-    # an f-string whose expression quotes a string, the call given end="\r": decorating
-    # raised ast's "Unable to avoid backslash in f-string expression part"
-    programs.PrintFStringInTensorLoop],
+    programs.ValueOfOrWithTensorFallback, programs.LambdaOfAndOrAppliedInLoop],
     ids=lambda c: c.__name__)
 def test_converts_in_every_mode(block_class):
     result = _classified(block_class)
     kinds = {mode: kind for mode, (kind, _) in result.items()}
     assert kinds == {"eager": "equal", "hybrid": "equal", "export": "equal"}, result
+
+
+def test_an_fstring_quoting_a_string_in_a_tensor_loop_converts_and_its_shape_is_refused():
+    r"""An f-string whose expression quotes a string, the call given end="\r": decorating raised
+    ast's "Unable to avoid backslash in f-string expression part". It converts; hybridized,
+    its ``h.shape`` inside the loop (round 31ag: a traced tensor has ``.shape`` where the
+    inputs give it) is refused at the line, as every step's shape a loop body cannot know."""
+    _refused_at(programs.PrintFStringInTensorLoop,
+                """print(f"h is {h.shape if hasattr(h, 'shape') else h}", end="\\r")""",
+                ".shape of a tensor while hybridizing")
 
 
 # ---- and/or of a tensor with a Python value is Python's value -----------------------------
