@@ -14,7 +14,6 @@ from typing import Optional
 import mxnet as mx
 from mxnet import autograd
 from mxnet._ctypes.ndarray import NDArrayBase
-from mxnet.ndarray.sparse import BaseSparseNDArray as _SPARSE
 
 # NOTE [failures carried by the outputs]
 #     MXNet 1.9.1 keeps ONE failure for all its Custom operators (``CustomOperator::exception_``,
@@ -162,16 +161,9 @@ def _push(exc, arrays):
 #     [failed calls read later] (3) in ``errors.py``) are grouped (``group``), by weak
 #     references to their handles, with the names of the gluon_cf nodes each depends on. A
 #     read that raises a carried failure (``node.py``) marks failed again, each by its own
-#     carrier (``mark_again``), the array read if grouped, and every grouped output the
-#     failed node (named by ``carry``, with its call) reached: of its own call, or of a later
-#     call given one of those as an input (each output's origins: the (call, node) pairs of
-#     what it reads, ``output_nodes``); every later read of them, and every op reading them,
-#     raises that failure again. A sibling reaching no failed origin is healthy and stays so
-#     (round 31 review: ``g(u), g(v) * 2`` fed a failed ``u``, the healthy second output
-#     raised, every sibling marked); the read array's siblings reading an input of unknown
-#     origin that it read too (one computed from a failed output; else a parameter) are
-#     marked with it.
-#     Only grouped arrays: a gradient buffer or an ``out=``
+#     carrier (``mark_again``), the array read if grouped, and its group's outputs depending
+#     on the failed node (named by ``carry``): every later read of them, and every op reading
+#     them, raises that failure again. Only grouped arrays: a gradient buffer or an ``out=``
 #     array is written again later, and the write would take the mark's failure over (MXNet
 #     fails an op writing a failed array; round 29's failing backward's next, healthy one
 #     raised). ``mx.nd.waitall()`` (MXNet's WaitForAll raises the first failure it holds and
@@ -182,7 +174,7 @@ def _push(exc, arrays):
 #     carried failure that no read took, or nothing. Arrays the user computed from a
 #     failed output before its first read share its exception_ptr and are not grouped: left
 #     as MXNet leaves them (NOTE [failed calls read later] (1)).
-_GROUPS: dict = {}   # id(an output's handle) -> (its weakref, members, call number, origins)
+_GROUPS: dict = {}   # id(an output's handle) -> (its weakref, [(weakref, nodes)], call number)
 _MARKED: dict = {}   # id(a handle marked again) -> (its weakref, number, exception), pending
 _MARKS: dict = {}    # number -> id(handle) of _MARKED (None: the array is gone), pending
 _LOCK = threading.RLock()   # (re-entered: an NDArray freed by a collection under it)
@@ -204,32 +196,18 @@ def current_call():
     return getattr(_state, "call", None)
 
 
-def group(arrays, nodes, call=None, inputs=()):
+def group(arrays, nodes, call=None):
     """Group the outputs ``arrays`` of block call ``call``, ``nodes[i]`` the names of the
-    gluon_cf nodes output i depends on and the positions in ``inputs`` (the call's inputs,
-    None for a parameter) it reads (NOTE [each output raises])."""
+    gluon_cf nodes output i depends on (NOTE [each output raises])."""
     if _NAIVE:
         return
-    with _LOCK:   # (an input grouped as another call's output: the failures it may carry)
-        upstream = [None if a is None else _GROUPS.get(id(a.handle)) for a in inputs]
-    carried = [None if e is None or e[0]() is not a.handle else e[3]
-               for a, e in zip(inputs, upstream)]
     members = []
-    for array, (names, reads) in zip(arrays, nodes):
-        origins = {(call, name) for name in names}
-        unknown: "set[int]" = set()   # (positions of inputs of no known origin)
-        params: "set[int]" = set()    # (of parameters)
-        for k in reads:
-            if k < len(carried) and carried[k] is not None:
-                origins |= carried[k]
-            else:
-                (unknown if k < len(inputs) and inputs[k] is not None else params).add(k)
-        if origins and array is not None and not isinstance(array, _SPARSE):   # (no C call)
-            ref = weakref.ref(array.handle, _forgetting(id(array.handle)))
-            members.append((ref, names, frozenset(origins), (unknown, params)))
+    for array, names in zip(arrays, nodes):
+        if names and array is not None and getattr(array, "stype", None) == "default":
+            members.append((weakref.ref(array.handle, _forgetting(id(array.handle))), names))
     with _LOCK:
-        for member in members:
-            _GROUPS[id(member[0]())] = (member[0], members, call, member[2])
+        for ref, _ in members:
+            _GROUPS[id(ref())] = (ref, members, call)
 
 
 def _freeing(free):
@@ -285,44 +263,42 @@ def _mark(exc, handle):
 
 def mark_again(exc):
     """Mark failed again, each with its own carrier, the array whose read raised ``exc``, the
-    array whose mark that read took, and the grouped outputs that depend on the failed node
-    (NOTE [each output raises])."""
+    array whose mark that read took, and the outputs of their calls that depend on the
+    failed node (NOTE [each output raises])."""
     if getattr(_state, "waiting", False):
         return   # (after_waitall marks them all again)
     taken, _state.taken = getattr(_state, "taken", None), None
-    origin = _origin(exc)
-    for live in _holding(origin):   # (every call's outputs the failed node's value reached)
-        _mark(exc, live)
+    members = _members_of(exc)   # (the failed call's own outputs, whatever array was read)
+    if members is not None:
+        _mark_members(exc, members)
     for handle in {id(h): h for h in (_read_handle(), taken) if h is not None}.values():
         with _LOCK:
-            ref, members, _, origins = _GROUPS.get(id(handle), (None, (), None, ()))
+            ref, members, _ = _GROUPS.get(id(handle), (None, (), None))
         if ref is None or ref() is not handle:
             continue   # (not a call's output: a gradient buffer, say, written again later)
         _mark(exc, handle)
-        if origin is None or origin not in origins:   # (reached it by what it read)
-            mine = [m[3] for m in members if m[0] is ref][0]
-            which = 0 if mine[0] else 1   # (its inputs of no known origin, else parameters)
-            node = getattr(exc, _FAILED_NODE, None) if origin is None else None
-            for other, names, _, unknown in members:
-                live = other()
-                if live is not None and ((node is not None and node in names) or
-                                         mine[which] & unknown[which]):
-                    _mark(exc, live)
+        _mark_members(exc, members)
 
 
-def _origin(exc):
-    """The (block call, node) whose forward failed with ``exc`` (or None: not known)."""
+def _mark_members(exc, members):
+    node = getattr(exc, _FAILED_NODE, None)
+    known = set().union(*(names for _, names in members))
+    for ref, names in members:
+        live = ref()
+        if live is not None and (node in names or node not in known):
+            _mark(exc, live)
+
+
+def _members_of(exc):
+    """The grouped outputs of the block call whose node failed with ``exc`` (or None)."""
     call = getattr(exc, _FAILED_CALL, None)
-    return None if call is None else (call, getattr(exc, _FAILED_NODE, None))
-
-
-def _holding(origin):
-    """The live handles of grouped outputs the failure of ``origin`` reached."""
-    if origin is None:
-        return []
+    if call is None:
+        return None
     with _LOCK:
-        refs = [ref for ref, _, _, origins in _GROUPS.values() if origin in origins]
-    return [h for h in (ref() for ref in refs) if h is not None]
+        for ref, members, number in _GROUPS.values():
+            if number == call and ref() is not None:
+                return members
+    return None
 
 
 def _read_handle():
@@ -376,11 +352,11 @@ def after_waitall(error, mark=True, own=False):
             _mark(exc, handle)
     others = []   # (failures of no known call's: raised by gluon_cf's own wait)
     for exc in unread + ([error] if error is not None and not raised_mark else []):
-        holding = _holding(_origin(exc))
-        if not holding:
+        members = _members_of(exc)
+        if members is None:
             others.append(exc)
-        for live in holding if mark else ():   # (they raise it when read, not at a waitall)
-            _mark(exc, live)
+        elif mark:   # (the call's outputs raise it when read, not at the next waitall)
+            _mark_members(exc, members)
     if own:
         if error is not None and (raised_mark or error not in others):
             return (others[0] if others else None), True

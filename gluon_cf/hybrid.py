@@ -233,7 +233,6 @@ def _run_built(self, args, lock):
                 flat = [a for a in flat if a is not None]
                 _check_reshapes_once(self, plan, tuple(a.shape for a in flat), flat, lock)
         return _original_call_cached_op(self, *args)
-    given = args   # (the arrays the user gave: NOTE [each output raises] in failed_calls.py)
     if mx.autograd.is_recording():   # See NOTE [inputs shared between threads]
         args = own_handles(args)
     flat, fmt = _block._flatten(args, "input")
@@ -281,7 +280,7 @@ def _run_built(self, args, lock):
                 finally:
                     failed_calls.calling(None)
                 out = not_lost(out, inline_error, plan.js)
-                _group_outputs(self, plan, out, call, given)   # NOTE [each output raises]
+                _group_outputs(self, plan, out, call)   # NOTE [each output raises]
                 called = [out]
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
@@ -316,16 +315,13 @@ def _run_built(self, args, lock):
     return _block._regroup(out, self._out_format)
 
 
-def _group_outputs(self, plan, out, call, given):
+def _group_outputs(self, plan, out, call):
     if dict(self._flags).get("static_alloc"):
         return   # (its next call reuses its arrays: NOTE [each output raises])
     nodes = getattr(plan, "output_nodes", None)
     if nodes is None or nodes[0] is not plan.js:
         nodes = plan.output_nodes = (plan.js, output_nodes(plan.js))
-    flat = [a for a in _block._flatten(given, "input")[0] if a is not None]
-    inputs = [flat[x] if is_arg and x < len(flat) else None
-              for is_arg, x in self._cached_op_args]
-    failed_calls.group(_block._flatten(out, "output")[0], nodes[1], call, inputs)
+    failed_calls.group(_block._flatten(out, "output")[0], nodes[1], call)
 
 
 def _check_reshapes_once(self, plan, key, flat, lock):

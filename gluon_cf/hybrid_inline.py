@@ -81,23 +81,22 @@ def inline_inference_graph(js):
 
 
 def output_nodes(js):
-    """For each output of graph ``js``: the names of the gluon_cf nodes it depends on, and the
-    positions of the graph's inputs (``arg_nodes``) it reads (NOTE [each output raises] in
-    failed_calls.py)."""
+    """The names of the gluon_cf nodes each output of graph ``js`` depends on (NOTE [each
+    output raises] in failed_calls.py)."""
     nodes = js["nodes"]
-    position = {node: k for k, node in enumerate(js["arg_nodes"])}
-    found: "list[tuple[frozenset, frozenset]]" = []
-    for i, node in enumerate(nodes):   # (in order: a node's inputs come before it)
-        names, reads = set(), set()
-        for entry in node.get("inputs", []):
-            names |= found[entry[0]][0]
-            reads |= found[entry[0]][1]
-        if registry.kind_of(node):
-            names.add(json.loads(node["attrs"]["spec"]).get("node"))
-        if i in position:
-            reads.add(position[i])
-        found.append((frozenset(names), frozenset(reads)))
-    return [found[head[0]] for head in js["heads"]]
+    found: "dict[int, frozenset]" = {}
+
+    def upstream(i):
+        if i not in found:
+            found[i] = frozenset()   # (a graph has no cycle; a marker while visited)
+            names = set()
+            for entry in nodes[i].get("inputs", []):
+                names |= upstream(entry[0])
+            if registry.kind_of(nodes[i]):
+                names.add(json.loads(nodes[i]["attrs"]["spec"]).get("node"))
+            found[i] = frozenset(names)
+        return found[i]
+    return [upstream(head[0]) for head in js["heads"]]
 
 
 def inference_inline():

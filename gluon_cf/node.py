@@ -23,7 +23,6 @@ NOTE [gradients through a node]
     forward with ``is_train=False``), the forward is recomputed under recording first.
 """
 import builtins
-import contextlib
 import inspect
 import json
 import re
@@ -272,7 +271,7 @@ class _NodeOperator(mx.operator.CustomOp):
         self.remat = False          # NOTE [hybridized remat recursion]
         self.forward_done = False   # see NOTE [backward of a failed forward]
         self.backward_done = False  # since the last completed forward (a repeated backward)
-        self.made_by = tuple(_thread_runs())   # the counts of the thread making it (node_runs)
+        self.made_by = _thread_runs()   # the count of the thread that made it (node_runs)
         self.call = failed_calls.current_call()   # NOTE [a whole-engine wait of gluon_cf's]
 
     def _forward(self, inputs):
@@ -286,8 +285,7 @@ class _NodeOperator(mx.operator.CustomOp):
         marked inputs' forward runs unrecorded (NOTE [hybridized remat recursion])."""
         _top_level.node, _top_level.inputs, _top_level.planned = self.node, inputs, []
         _top_level.remat = remat
-        for count in self.made_by:
-            count.n += 1
+        self.made_by[0] += 1
         try:
             heads, written = self._run_marked(inputs, is_train, marks, out_data, remat)
             return heads, written, _top_level.planned
@@ -472,18 +470,10 @@ _NOT_CONNECTED = "There are no inputs in computation graph that require gradient
 #     on, as eager. Before, zeros (0 against 23,328 through a recursion's int32 argument).
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
 # How many times gluon_cf's Custom operators made by each thread (MXNet makes them in the
-# thread calling it) have run (on MXNet's thread, counted into the maker's counts): a remat
-# call or loop refuses a body whose operators ran (``counting_runs``), not one another
-# thread's block ran meanwhile, nor one this thread made before the body (round 31 review: a
-# healthy remat call right after a recorded recursion's call was refused 1 of 20 times).
-_runs = threading.local()   # .counts: [_Count]: this thread's, then those counting now
-
-
-class _Count:
-    __slots__ = ("n",)
-
-    def __init__(self):
-        self.n = 0
+# thread calling it) have run (on MXNet's thread, counted into the maker's count): a remat
+# call or loop refuses a body whose thread's count changed, not one another thread's block
+# ran meanwhile (NOTE [rematerialised recursive calls]).
+_runs = threading.local()   # .count: [int], this thread's
 
 
 # Forwards of rematerialised nodes re-run whole in their backward (tests read it).
@@ -497,27 +487,15 @@ def remat_forward():
 
 
 def _thread_runs():
-    counts = getattr(_runs, "counts", None)
-    if counts is None:
-        counts = _runs.counts = [_Count()]
-    return counts
+    count = getattr(_runs, "count", None)
+    if count is None:
+        count = _runs.count = [0]
+    return count
 
 
 def node_runs():
     """How many times gluon_cf nodes' Custom operators made by this thread have run."""
-    return _thread_runs()[0].n
-
-
-@contextlib.contextmanager
-def counting_runs():
-    """A count (``.n``) of the runs of the gluon_cf nodes' Custom operators this thread makes
-    inside (they may run later, on MXNet's threads)."""
-    count, counts = _Count(), _thread_runs()
-    counts.append(count)
-    try:
-        yield count
-    finally:
-        del counts[[id(c) for c in counts].index(id(count))]
+    return _thread_runs()[0]
 
 
 def top_level_node():

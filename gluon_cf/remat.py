@@ -285,15 +285,15 @@ class Loop:
         """Generator: :meth:`forward_steps` with this loop marked as running (loops and calls
         inside it run as with remat=False: :func:`applies`)."""
         _inside.loop = "gluon_cf.%s%s" % (self.op, self._at())
+        runs = _node.node_runs()
         try:
-            with _escapes.hooks() if self.eager else contextlib.nullcontext(), \
-                    _node.counting_runs() as runs:
+            with _escapes.hooks() if self.eager else contextlib.nullcontext():
                 per_step, states = yield from self.forward_steps(more)
         finally:
             _inside.loop = None
         if self.eager:   # a node run in the body (NOTE [nested custom backward])
             _throttle([o for outs in per_step for o in outs] + states)
-            if runs.n:
+            if _node.node_runs() != runs:
                 raise NotImplementedError(
                     "gluon_cf.%s%s: remat with a body that runs a hybridized block holding "
                     "gluon_cf ops (cond, loops, recursion) is not supported (their backward "

@@ -45,10 +45,9 @@ NOTE [rematerialised recursive calls]
       for the engine);
     * a body in which a gluon_cf node ran as an MXNet Custom operator (its backward would run
       inside the call's, which hung MXNet 1.9.1's engine): found in the forward, by the count
-      of the runs of the nodes made in the body (``node.counting_runs``; not another
-      thread's, nor a block's called before, running meanwhile). A hybridized block
-      holding gluon_cf ops runs partitioned in a remat body, its nodes inline
-      (``remat.running_body``), so this is a guard;
+      of node runs made by its thread (``node.node_runs``; not another thread's) around the
+      body. A hybridized block holding gluon_cf ops runs partitioned in a remat body, its
+      nodes inline (``remat.running_body``), so this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost), and a body reading an array recorded before
       the call (NOTE [values recorded before a remat call]);
@@ -209,6 +208,7 @@ class Call:
 
     def forward(self):
         parent = getattr(_state, "call", None)
+        runs = _node.node_runs()
         # The first call of each function runs recorded, and so again does its first call
         # making no recursive call (a base case): their graphs show reads of arrays recorded
         # before the call (NOTE [values recorded before a remat call]).
@@ -217,8 +217,7 @@ class Call:
         read_checked.add(self.fn)
         watches: list = []   # one per run of the body (NOTE [arrays escaping a remat body])
         try:
-            with _node.counting_runs() as runs:
-                return self._forward(parent, runs, check, watches)
+            return self._forward(parent, runs, check, watches)
         finally:
             for watch in watches:
                 watch.release()
@@ -230,7 +229,7 @@ class Call:
         if draws:   # refused here, before any recomputation could draw other numbers
             op, name, line = draws[0]
             self._refuse_operators([op], " at %s:%s" % (name, line) if name else "")
-        if runs.n:
+        if _node.node_runs() != runs:
             raise NotImplementedError(
                 "gluon_cf.recursive%s: remat=True for %r whose body runs a hybridized block "
                 "holding gluon_cf ops (cond, loops, recursion) is not supported (their backward "
