@@ -194,11 +194,6 @@ def write_like_assign(op, dst, req, value):
 _engine_calls_us = [False]
 
 
-def exiting():
-    """Whether the process is exiting (NOTE [daemon threads at exit])."""
-    return _EXITING.is_set()
-
-
 def engine_calls_us():
     """Note that MXNet's engine may run gluon_cf's Python callbacks from now on (NOTE [exit
     with work pending])."""

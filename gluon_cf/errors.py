@@ -205,42 +205,43 @@ def created_at(node):
 
 
 # NOTE [failed calls read later]
-#     A node's forward that fails on MXNet's worker thread is raised when its outputs are read, or
-#     at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures. Such a failure
-#     is carried by the call's own outputs (NOTE [failures carried by the outputs] in
+#     A node's forward that fails on MXNet's worker thread is raised when its outputs are read,
+#     or at the next ``mx.nd.waitall()``, as MXNet raises its own operators' failures. Such a
+#     failure is carried by the call's own outputs (NOTE [failures carried by the outputs] in
 #     ``failed_calls.py``), except under NaiveEngine and for calls whose outputs are all empty:
-#     those raise into MXNet, whose error then names only its Custom-op callback (custom.cc), not
-#     which call failed. Every such failure is kept here, oldest first, and each of MXNet's errors
-#     is replaced by the oldest kept; when different ones are pending, the message says that it is
-#     the oldest of them. A ``waitall()`` that returns or raises (MXNet's WaitForAll raises the
-#     first of its pending failures and forgets the others) drops what is kept (``node.py``;
-#     ``mx.npx.waitall`` too). Not ours to solve (round 30), MXNet's engine for every failing op:
-#     (1) a call's outputs share one failure; the first read raises it and clears it for the others
-#     (``ThrowException`` empties the shared exception_ptr), which then read unwritten memory (a
-#     hybridized block's outputs are marked failed again: NOTE [each output raises] in
-#     ``failed_calls.py``). (2) An op skipped after a failure marks the resources it was lent
-#     (temporary space: nearly every op asks, ``x * 1`` and ``sum`` too) with it; the next op on
-#     that copy with clean inputs takes it over and is skipped. A failing call, ``* 1`` after it,
-#     then eight ``nd.sum(y, axis=0)`` pushed before the read: two sums read unwritten memory after
-#     the call's read raised (as with ``nd.cumsum(a, axis=5) * 1``, no gluon_cf at all). (3) A block
-#     hybridized with ``static_alloc=True, static_shape=True`` reuses its arrays and engine
-#     operations from call to call: a later call of it run before a failure is read may take it over
-#     (review round 30: four such blocks, each called failing, healthy, failing under one record(),
-#     read last first: two healthy calls raised their block's failure, two failed calls then read
-#     unwritten memory; MXNet's own ``take(mode='raise')`` there: the healthy call read unwritten
-#     memory). Ours, left open (review round 30): (4) gluon_cf waits for the whole engine where it
-#     must (a ``backward()`` while remat nodes are alive, NOTE [a remat backward reads what it
-#     recomputes from] in ``remat_record.py``), and that wait raises the oldest failure pending from
-#     any call while MXNet forgets the others: a failed block's output left unread, then a healthy
-#     eager remat call's ``backward()`` raised that block's RecursionDepthError, and the block's
-#     output then read unwritten memory (marking the kept calls' outputs failed again after such a
-#     wait would mend only outputs the node writes itself, and would mark a static_alloc block's
-#     next healthy call; a wait on the pass's own gradients instead was built in round 30rw, branch
-#     h30rw, not kept: it weakens the wait that stops a hang). (A failed call's output fed to a
-#     block run in the calling thread was read there as a value: mended, NOTE [a failed input run
-#     inline] in ``failed_calls.py``.) Read a failing call's outputs (or ``mx.nd.waitall()``) before
-#     computing more; gluon_cf's own carrying ops ask for no resource (NOTE [failures carried by the
-#     outputs] in ``failed_calls.py``).
+#     those raise into MXNet, whose error then names only its Custom-op callback (custom.cc),
+#     not which call failed. Every such failure is kept here, oldest first, and each of MXNet's
+#     errors is replaced by the oldest kept; when different ones are pending, the message says
+#     that it is the oldest of them. A ``waitall()`` that returns or raises (MXNet's WaitForAll
+#     raises the first of its pending failures and forgets the others) drops what is kept
+#     (``node.py``; ``mx.npx.waitall`` too). Not ours to solve (round 30), MXNet's engine for
+#     every failing op: (1) a call's outputs share one failure; the first read raises it and
+#     clears it for the others (``ThrowException`` empties the shared exception_ptr), which
+#     then read unwritten memory. (2) An op skipped after a failure marks the resources it was
+#     lent (temporary space: nearly every op asks, ``x * 1`` and ``sum`` too) with it; the
+#     next op on that copy with clean inputs takes it over and is skipped. A failing call,
+#     ``* 1`` after it, then eight ``nd.sum(y, axis=0)`` pushed before the read: two sums read
+#     unwritten memory after the call's read raised (as with ``nd.cumsum(a, axis=5) * 1``,
+#     no gluon_cf at all). (3) A block hybridized with ``static_alloc=True,
+#     static_shape=True`` reuses its arrays and engine operations from call to call: a later
+#     call of it run before a failure is read may take it over (review round 30: four such
+#     blocks, each called failing, healthy, failing under one record(), read last first: two
+#     healthy calls raised their block's failure, two failed calls then read unwritten memory;
+#     MXNet's own ``take(mode='raise')`` there: the healthy call read unwritten memory). Ours,
+#     left open (review round 30): (4) gluon_cf waits for the whole engine where it must (a
+#     ``backward()`` while remat nodes are alive, NOTE [a remat backward reads what it
+#     recomputes from] in ``remat_record.py``), and that wait raises the oldest failure
+#     pending from any call while MXNet forgets the others: a failed block's output left
+#     unread, then a healthy eager remat call's ``backward()`` raised that block's
+#     RecursionDepthError, and the block's output then read unwritten memory (marking the
+#     kept calls' outputs failed again after such a wait would mend only outputs the node
+#     writes itself, and would mark a static_alloc block's next healthy call; a wait on the
+#     pass's own gradients instead was built in round 30rw, branch h30rw, not kept: it
+#     weakens the wait that stops a hang). (5) Under load, a failed call's output fed to
+#     another block's gluon_cf node was once read there as a value (1 run of ~7, four
+#     processes busy), that block then failing on it with its own error. Read a failing
+#     call's outputs (or ``mx.nd.waitall()``) before computing more; gluon_cf's own carrying
+#     ops ask for no resource (NOTE [failures carried by the outputs] in ``failed_calls.py``).
 class PendingFailures:
     """Failures of nodes' callbacks on MXNet's worker threads not reported yet, oldest first
     (NOTE [failed calls read later])."""

@@ -37,14 +37,14 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.gluon import block as _block
 
-from . import executor, failed_calls, node_progress, registry, remat as _remat
+from . import executor, node_progress, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
 from .graph.decoded import holds_recursion
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
-                            inference_inline, inline_inference_graph, not_lost, output_nodes)
+                            inference_inline, inline_inference_graph, not_lost)
 from .errors import (ZeroSizeError, body_value_outside_error, body_variable_error,
                      index_error_of, named_line)
 from .node import DynamicShapeError
@@ -256,7 +256,6 @@ def _run_built(self, args, lock):
         first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
     inline_error = None
     if first_inline:
-        failed_calls.raise_failed_input(flat)   # NOTE [a failed input run inline]
         try:
             out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1
@@ -274,14 +273,8 @@ def _run_built(self, args, lock):
                         mx.autograd.is_recording() and executor.ahead_of_time() and \
                         executor.get_executor() == "batched":
                     since = node_progress.token()   # NOTE [the caller waits for the first group]
-                call = failed_calls.calling()   # (told to the nodes MXNet makes for it)
-                try:
-                    out = _original_call_cached_op(self, *args)
-                finally:
-                    failed_calls.calling(None)
-                out = not_lost(out, inline_error, plan.js)
-                _group_outputs(self, plan, out, call)   # NOTE [each output raises]
-                called = [out]
+                out = _original_call_cached_op(self, *args)
+                called = [not_lost(out, inline_error, plan.js)]
             except Exception as err:
                 # A CachedOp whose call failed answers the next call wrongly ("Cannot find
                 # attribute shape in the graph", whatever the inputs): the next call builds a
@@ -313,15 +306,6 @@ def _run_built(self, args, lock):
                 text, "" if where is None else "at %s; " % where, _forward_of(self)),
             located=True) from None
     return _block._regroup(out, self._out_format)
-
-
-def _group_outputs(self, plan, out, call):
-    if dict(self._flags).get("static_alloc"):
-        return   # (its next call reuses its arrays: NOTE [each output raises])
-    nodes = getattr(plan, "output_nodes", None)
-    if nodes is None or nodes[0] is not plan.js:
-        nodes = plan.output_nodes = (plan.js, output_nodes(plan.js))
-    failed_calls.group(_block._flatten(out, "output")[0], nodes[1], call)
 
 
 def _check_reshapes_once(self, plan, key, flat, lock):

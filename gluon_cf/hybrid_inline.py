@@ -80,25 +80,6 @@ def inline_inference_graph(js):
     return found
 
 
-def output_nodes(js):
-    """The names of the gluon_cf nodes each output of graph ``js`` depends on (NOTE [each
-    output raises] in failed_calls.py)."""
-    nodes = js["nodes"]
-    found: "dict[int, frozenset]" = {}
-
-    def upstream(i):
-        if i not in found:
-            found[i] = frozenset()   # (a graph has no cycle; a marker while visited)
-            names = set()
-            for entry in nodes[i].get("inputs", []):
-                names |= upstream(entry[0])
-            if registry.kind_of(nodes[i]):
-                names.add(json.loads(nodes[i]["attrs"]["spec"]).get("node"))
-            found[i] = frozenset(names)
-        return found[i]
-    return [upstream(head[0]) for head in js["heads"]]
-
-
 def inference_inline():
     """Whether this call is an inference the batching executor runs (NOTE [recursion
     inference in the calling thread]): nothing recorded, predict mode."""

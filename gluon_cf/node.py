@@ -35,8 +35,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import _names, executor, failed_calls, node_progress, registry
-from ._custom_ops import (NOT_UTF8, engine_calls_us, exiting, register_guarded,
-                          write_like_assign)
+from ._custom_ops import NOT_UTF8, engine_calls_us, register_guarded, write_like_assign
 from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, own_line,
                      remember_where, where_created)
 from .graph import decode
@@ -95,8 +94,6 @@ def _get_last_ffi_error():
     text = str(err)
     carried = failed_calls.exception_for(text)   # NOTE [failures carried by the outputs]
     if carried is not None:
-        engine_calls_us()   # (marked again: waited for at exit, NOTE [exit with work pending])
-        failed_calls.mark_again(carried)   # NOTE [each output raises] in failed_calls.py
         return carried.with_traceback(None)
     if "kCustomOpPropInfer" in text or "kCustomOpPropBackwardInfer" in text:
         kept = getattr(_kept_inference, "value", None)
@@ -142,29 +139,15 @@ mx.operator.print = _quiet_print
 _original_waitall = mx.nd.ndarray.waitall
 
 
-def _waitall(own=False):
+def _waitall():
     """``mx.nd.waitall()``; once it returns or raises, no failure is pending in MXNet (its
     WaitForAll raises the first and forgets all): what is kept is stale (NOTE [failed calls
     read later])."""
-    failed_calls.waiting(True)
-    error = None
     try:
         _original_waitall()
-    except Exception as exc:   # noqa: BLE001 - raised below unless a failure read already
-        error = exc
-    finally:   # NOTE [each output raises] in failed_calls.py
-        error, read_already = failed_calls.after_waitall(error, not exiting(), own)
-        if read_already and error is None:   # (the oldest failure WaitForAll forgot)
-            error = _kept_run.oldest()
+    finally:
         _kept_run.clear()
-    if error is not None:
-        raise error
-
-
-def wait_engine():
-    """Wait for MXNet's whole engine, raising no block call's failure (NOTE [a whole-engine
-    wait of gluon_cf's] in failed_calls.py)."""
-    _waitall(own=True)
+        failed_calls.KEPT.clear()
 
 
 _waitall.__doc__ = _original_waitall.__doc__
@@ -199,9 +182,7 @@ def _reporting(method):
         except Exception as exc:
             name_node(exc, self.node)
             if method.__name__ in _WRITING and failed_calls.carry(exc, _WRITING[method.__name__](
-                    inspect.signature(method).bind(self, *args, **kwargs).arguments),
-                    self.node.spec.get("node"), self.call if method.__name__ == "forward"
-                    else None):
+                    inspect.signature(method).bind(self, *args, **kwargs).arguments)):
                 return None   # NOTE [failures carried by the outputs] in failed_calls.py
             _remember(method.__name__, exc, self.node)
             raise _Reported() from None
@@ -271,8 +252,6 @@ class _NodeOperator(mx.operator.CustomOp):
         self.remat = False          # NOTE [hybridized remat recursion]
         self.forward_done = False   # see NOTE [backward of a failed forward]
         self.backward_done = False  # since the last completed forward (a repeated backward)
-        self.made_by = _thread_runs()   # the count of the thread that made it (node_runs)
-        self.call = failed_calls.current_call()   # NOTE [a whole-engine wait of gluon_cf's]
 
     def _forward(self, inputs):
         return self.rule.forward(self.node, inputs, self.out_shapes, None)
@@ -285,7 +264,7 @@ class _NodeOperator(mx.operator.CustomOp):
         marked inputs' forward runs unrecorded (NOTE [hybridized remat recursion])."""
         _top_level.node, _top_level.inputs, _top_level.planned = self.node, inputs, []
         _top_level.remat = remat
-        self.made_by[0] += 1
+        _top_level_runs[0] += 1
         try:
             heads, written = self._run_marked(inputs, is_train, marks, out_data, remat)
             return heads, written, _top_level.planned
@@ -469,11 +448,9 @@ _NOT_CONNECTED = "There are no inputs in computation graph that require gradient
 #     gradient for is marked like a float one, and integer outputs' head gradients are passed
 #     on, as eager. Before, zeros (0 against 23,328 through a recursion's int32 argument).
 _top_level = threading.local()   # .node: the node whose Custom operator runs in this thread
-# How many times gluon_cf's Custom operators made by each thread (MXNet makes them in the
-# thread calling it) have run (on MXNet's thread, counted into the maker's count): a remat
-# call or loop refuses a body whose thread's count changed, not one another thread's block
-# ran meanwhile (NOTE [rematerialised recursive calls]).
-_runs = threading.local()   # .count: [int], this thread's
+# How many times a node's Custom operator has run in this process: a remat recursive call
+# refuses a body that ran one (NOTE [rematerialised recursive calls]).
+_top_level_runs = [0]
 
 
 # Forwards of rematerialised nodes re-run whole in their backward (tests read it).
@@ -486,16 +463,9 @@ def remat_forward():
     return bool(getattr(_top_level, "remat", False))
 
 
-def _thread_runs():
-    count = getattr(_runs, "count", None)
-    if count is None:
-        count = _runs.count = [0]
-    return count
-
-
 def node_runs():
-    """How many times gluon_cf nodes' Custom operators made by this thread have run."""
-    return _thread_runs()[0]
+    """How many times a gluon_cf node's Custom operator has run in this process."""
+    return _top_level_runs[0]
 
 
 def top_level_node():

@@ -115,7 +115,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import remat_record as _record
-from .node import _NOT_CONNECTED, wait_engine as _wait_engine
+from .node import _NOT_CONNECTED
 from .operators import user_location
 
 _live: "weakref.WeakSet[Gate]" = weakref.WeakSet()   # gates whose variables calls read
@@ -368,7 +368,7 @@ def _hand(pairs, wait_all=True):
         if _NOT_CONNECTED not in str(err):
             raise
     if wait_all:
-        _wait_engine()
+        mx.nd.waitall()
     else:   # (on MXNet's threads: NOTE [a backward inside a Custom operator's backward])
         for c in arrays:
             c.grad.wait_to_read()
@@ -515,13 +515,13 @@ def _grad_pass(heads, variables, head_grads, retain_graph, create_graph, train_m
                 return _grad(heads, variables, head_grads, retain_graph, create_graph,
                              train_mode)
             finally:
-                _wait_engine()
+                mx.nd.waitall()
                 _taken(adopted)
         else:
             try:
                 got = _grad(heads, direct + [v for _, _, v in standing], head_grads,
                             retain_graph, create_graph, train_mode)
-                _wait_engine()   # (the calls' backward, which read the gates)
+                mx.nd.waitall()   # (the calls' backward, which read the gates)
             finally:
                 read = {id(gate): r for gate, r in _taken(adopted)}
     finally:

@@ -256,7 +256,7 @@ def _synchronised(backward, heads_of):
                     raise
                 raise ours from None
             if _alive:
-                _node.wait_engine()
+                mx.nd.waitall()
             failed = False
         finally:
             for (_, after), state in zip(pass_hooks, states):

@@ -45,9 +45,9 @@ NOTE [rematerialised recursive calls]
       for the engine);
     * a body in which a gluon_cf node ran as an MXNet Custom operator (its backward would run
       inside the call's, which hung MXNet 1.9.1's engine): found in the forward, by the count
-      of node runs made by its thread (``node.node_runs``; not another thread's) around the
-      body. A hybridized block holding gluon_cf ops runs partitioned in a remat body, its
-      nodes inline (``remat.running_body``), so this is a guard;
+      of node runs (``node.node_runs``) around the body. A hybridized block holding gluon_cf
+      ops runs partitioned in a remat body, its nodes inline (``remat.running_body``), so
+      this is a guard;
     * an array needing a gradient that the recomputed graph reads but that was not found in
       the closure (its gradient would be lost), and a body reading an array recorded before
       the call (NOTE [values recorded before a remat call]);
