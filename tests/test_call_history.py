@@ -369,16 +369,7 @@ def test_empty_masks_in_loop_bodies_work_with_gradients():
         _same(got, want, "mask %s" % m)
 
 
-# Left at session 31's end (its note): since round 31fail, a refused call's outputs are marked
-# failed again when read, and the call's backward then writes the refusal into the
-# parameters' gradients, which the next call raises (round fix31a's fix segfaulted in the
-# final CI and was reverted).
-_LEFT = pytest.mark.xfail(reason="a refused call's backward leaves its refusal in the "
-                          "parameters' gradients (session 31)")
-
-
-@pytest.mark.parametrize("static", [pytest.param(False, marks=_LEFT), True],
-                         ids=["hybridize", "static_alloc"])
+@pytest.mark.parametrize("static", [False, True], ids=["hybridize", "static_alloc"])
 def test_the_backward_of_a_refused_call_leaves_no_error_for_the_next_call(static):
     """A call refused inside a node (zero rows into broadcast_mul in a foreach body), its
     refusal read, and its backward run after that (the order a loaded machine gives
@@ -438,9 +429,6 @@ def test_random_sequences_of_calls_give_what_each_gives_on_a_fresh_block(static,
     recorded with the outputs read before backward). Each call gives what it gives on a fresh
     block with the same parameters and flags: values and gradients, or the same error; and
     the block still works after the sequence."""
-    if not static and name in ("foreach_mask_into_dense", "mask_reshaped_in_foreach"):
-        pytest.xfail("a refused call's backward leaves its refusal in the parameters' "
-                     "gradients (session 31)")
     mx.random.seed(0)
     net = Net(BLOCKS[name])
     net.initialize(mx.init.Xavier())

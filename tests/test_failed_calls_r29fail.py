@@ -136,10 +136,10 @@ def _result(code, env=None):
     return json.loads(line[0][len("RESULT "):])
 
 
-# Left at session 31's end (its note): with MXNet's MKLDNN on, the layout guard's copies of a
-# node's outputs that other operators read (NOTE [MKLDNN values read by a node] in
-# gluon_cf/_cachedop.py) hold the failure too, and a waitall after every output was read
-# raises one of them. Passes with MXNET_MKLDNN_ENABLED=0.
+# Left (sessions 31-32): with MXNet's MKLDNN on, the layout guard's copies of a node's outputs
+# that other operators read (NOTE [MKLDNN values read by a node] in gluon_cf/_cachedop.py) hold
+# the failure too, and a waitall after every output was read raises it once more (an error
+# raised twice, no value read). Passes with MXNET_MKLDNN_ENABLED=0.
 @pytest.mark.xfail(MKLDNN, strict=True,
                    reason="the MKLDNN guard's copies of failed outputs (session 31)")
 def test_each_failed_call_raises_its_own_exception():
