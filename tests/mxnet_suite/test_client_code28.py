@@ -48,6 +48,9 @@ def _assert_same(want, got, where):
         assert sorted(want) == sorted(got), (where, want, got)
         for k in want:
             _assert_same(want[k], got[k], "%s[%r]" % (where, k))
+    elif isinstance(want, float):   # (a metric's score: as its arrays, not to the last bit)
+        assert isinstance(got, float), (where, want, got)
+        np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL, err_msg=where)
     else:
         assert got == want, (where, want, got)
 
