@@ -109,8 +109,10 @@ def test_a_node_behind_a_long_computation_is_not_waited_for(monkeypatch):
         chain().wait_to_read()
         chain_seconds = time.perf_counter() - start
         late = [inputs[0] + nd.sum(nd.dot(chain()[:2, :2], square)) * 0] + inputs[1:]
+        not_started = node_progress.NOT_STARTED[0]
         got, seconds, waits = _timed(net, late)
         assert waits == 1 and seconds < LONG / 3
+        assert node_progress.NOT_STARTED[0] == not_started + 1   # (its start wait ended it)
         assert waited[-1] < chain_seconds / 2, (waited[-1], chain_seconds)
         _assert_same(got, eager)
 
