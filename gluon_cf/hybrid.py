@@ -44,7 +44,7 @@ from .graph.decoded import holds_recursion
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
-                            inference_inline, inline_inference_graph, not_lost)
+                            inference_inline, inline_inference_graph, inputs_ready, not_lost)
 from .errors import (ZeroSizeError, body_value_outside_error, body_variable_error,
                      index_error_of, named_line)
 from .node import DynamicShapeError
@@ -256,6 +256,7 @@ def _run_built(self, args, lock):
         first_inline = all(type(a) is mx.nd.NDArray for a in cargs)
     inline_error = None
     if first_inline:
+        inputs_ready(cargs)   # NOTE [an input's failure read in the calling thread]
         try:
             out = plan.run_partitioned(cargs, declared=True)
             INLINE_RUNS[0] += 1

@@ -87,6 +87,29 @@ def inference_inline():
         and executor.get_executor() == "batched" and INLINE[0]
 
 
+def inputs_ready(cargs):
+    """Wait for the inputs ``cargs`` of a call about to run in the calling thread; an input's
+    failure is raised at the call (NOTE [an input's failure read in the calling thread]).
+
+    NOTE [an input's failure read in the calling thread]
+        The output of a failed call (another block's recursion past its ``max_depth``) carries
+        the failure in MXNet's engine, and the first read raises it and clears it (MXNet's
+        ``ThrowException``; NOTE [failures carried by the outputs] in failed_calls.py). Run in
+        the calling thread, the call read that input and raised its failure, and was then run
+        again as the CachedOp (NOTE [recursion inference in the calling thread]), whose Custom
+        operator read the input's unwritten memory as a value, the failure gone: the call
+        raised its own node's error instead of the input's (``other(g(x))``: other's
+        max_depth=6 for g's max_depth=3 in 1-3 of 12 calls), or, where that memory made the
+        recursion end, returned the value behind the first error. So the inputs are waited
+        for first; an input's failure is the call's error, and nothing runs on that input."""
+    for array in cargs:
+        try:
+            array.wait_to_read()
+        except Exception as err:
+            setattr(err, RAISED_AT_CALL, True)
+            raise
+
+
 def not_lost(outputs, inline_error, graph_json):
     """``outputs`` of the CachedOp's run of a call whose run in the calling thread raised
     ``inline_error`` (None: it did not run so), the block's graph ``graph_json``; NOTE [a
