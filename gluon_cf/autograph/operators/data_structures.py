@@ -488,6 +488,23 @@ class StepList:
 
     def __ne__(self, other):
         return not self.__eq__(other)
+
+    def _ordered(self, other):
+        # (items <= items: Python's compares the items with == and <, arrays whose truth
+        # exists only when the graph runs; it was Python's TypeError hybridized, naming no
+        # line, where eagerly a list of one-element arrays compares)
+        if not isinstance(other, list) and getattr(type(other), "python_type", None) is not list:
+            return NotImplemented   # (Python's TypeError, for a list: variables.binary)
+        raise AutographError(
+            f"{_line_here() or self.where}: a list the loop on a tensor at "
+            f"{region_at(self.where)} appended to is compared with <, <=, > or >=, which "
+            f"compares its items (==, <), and a comparison of arrays is an array whose truth "
+            f"exists only when the graph runs (eagerly, of arrays of several elements, "
+            f"Python's ValueError); compute on the stacked items instead (F.stack(*items): "
+            f"F.broadcast_lesser, F.argmax)")
+
+    __lt__ = __le__ = __gt__ = __ge__ = _ordered
+
     def __hash__(self):     # (a list's: unhashable; None named this class in Python's words)
         raise TypeError("unhashable type: 'list'")
 

@@ -18,7 +18,7 @@ NOTE [autograph iteration]
     truth or compare them, which MXNet refuses with no line of the user's: refused at the
     call (with a ``key=``, ``min``, ``max`` and ``sorted`` compare only the keys: a key that
     is a Symbol is refused, Python numbers sort the Symbols); so are ``float``, ``int``,
-    ``bool`` and ``round`` of a Symbol (a Python number
+    ``bool``, ``round`` and ``complex`` of a Symbol (a Python number
     of a value the graph computes later). ``for row in reversed(x)`` on a tensor is the
     ``for`` over ``F.reverse(x, axis=0)`` (:func:`reversed_rows`): the rows backwards, as
     ``reversed`` yields an NDArray's. A ``for`` statement over a tensor converts (``foreach``,
@@ -74,9 +74,10 @@ def filtered(test, where):
 # Builtins that iterate over (or measure) their arguments: on a Symbol they would see one item.
 ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
               "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
-              "range", "next", "float", "int", "bool", "round", "isinstance", "type"}
+              "range", "next", "float", "int", "bool", "round", "complex", "isinstance",
+             "type"}
 # ... of which these take a Python number from their argument
-_VALUE = {"float", "int", "bool", "round"}
+_VALUE = {"float", "int", "bool", "round", "complex"}
 
 
 def builtin(fn, where, convert=None):
