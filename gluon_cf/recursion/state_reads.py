@@ -27,8 +27,9 @@ NOTE [state a body changes and reads]
     methods (a property's getter too: ``k = self.scale`` reading ``self.calls`` was a warning)
     only when a function searched names them, or when Python runs them unnamed (``__len__``,
     ``__getattr__``, ...). Only what is never read so, a counter or a log for logging, stays
-    a warning, its graphs compared as before (a read the code does not show, ``eval``, a
-    name the snapshot did not reach, is still found when its graphs differ). A branch
+    a warning, its graphs compared as before (a name the snapshot did not reach is still found
+    when its graphs differ). A call of ``eval``, ``exec``, ``globals``, ``locals`` or ``vars``,
+    which may read any state without naming it, reads every path changed. A branch
     whose test is a plain value the trace did not change, read without running a property
     (``self.calls if self.reads else 2``, ``reads = False``), is one no call takes; a value
     read into a name that straight-line code assigns again before reading it
@@ -184,12 +185,30 @@ def first_read(functions: List[types.FunctionType], methods, paths, state) -> Op
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 parents[id(child)] = node
-        for target in sorted(targets):
-            line = _read_line(tree, parents, target, body, _dead(tree, fn, targets))
-            if line is not None:
-                code = fn.__code__
-                return "%s:%d" % (code.co_filename, code.co_firstlineno + line - 1)
+        lines = [_read_line(tree, parents, target, body, _dead(tree, fn, targets))
+                 for target in sorted(targets)] + [_unseen_read_line(tree, fn)]
+        lines = [line for line in lines if line is not None]
+        if lines:
+            code = fn.__code__
+            return "%s:%d" % (code.co_filename, code.co_firstlineno + min(lines) - 1)
     return None
+
+
+# builtins reading names the code does not show: ``eval('2.0 if state["n"] > 3 else 1.0')``
+# after ``state["n"] += 1`` was a warning and hybridized the first traces' scale for every
+# call ([[90, 95, 100]] where Python gives [[108, 114, 120]])
+_UNSEEN_READS = ("eval", "exec", "globals", "locals", "vars")
+
+
+def _unseen_read_line(tree, fn) -> Optional[int]:
+    """The first line of ``tree`` (``fn``'s) calling a builtin of :data:`_UNSEEN_READS` (not a
+    name ``fn`` binds itself), which may read any state: a read of every path changed."""
+    shadowing = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars) | \
+        set(fn.__code__.co_freevars) | set(fn.__globals__)
+    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and
+             isinstance(n.func, ast.Name) and n.func.id in _UNSEEN_READS and
+             n.func.id not in shadowing]
+    return min(lines) if lines else None
 
 
 def _constant(expr, fn, targets, bound):
