@@ -185,9 +185,9 @@ def first_read(functions: List[types.FunctionType], methods, paths, state) -> Op
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 parents[id(child)] = node
-        lines = [_read_line(tree, parents, target, body, _dead(tree, fn, targets))
+        found = [_read_line(tree, parents, target, body, _dead(tree, fn, targets))
                  for target in sorted(targets)] + [_unseen_read_line(tree, fn)]
-        lines = [line for line in lines if line is not None]
+        lines = [line for line in found if line is not None]
         if lines:
             code = fn.__code__
             return "%s:%d" % (code.co_filename, code.co_firstlineno + min(lines) - 1)
