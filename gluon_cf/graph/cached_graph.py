@@ -209,12 +209,14 @@ class CachedGraph(CachedOpPair):
     ``origins`` names what computed each input (input name -> text), for the error a
     zero-size input gets."""
 
-    def __init__(self, symbol, origins=None):
+    def __init__(self, symbol, origins=None, reshape_checks=None):
         super().__init__(symbol)
         self.origins = origins or {}
         self._nodes = None
         self._checking = None
-        self._reshape_checks = ReshapeChecks()   # NOTE [a reshape to another size]
+        # NOTE [a reshape to another size]; a Graph's threads share its own: a check holds
+        # for the graph, whichever of MXNet's Custom-op threads runs it
+        self._reshape_checks = ReshapeChecks() if reshape_checks is None else reshape_checks
         # input shapes -> the names of the nodes computing a zero-size array from them
         # (NOTE [zero-size values computed inside a graph])
         self._zero_size_nodes: Dict[tuple, frozenset] = {}

@@ -94,7 +94,7 @@ class Graph:
             if self.partitioned:
                 op = PartitionedGraph(self.symbol)
             else:
-                op = CachedGraph(self.symbol)
+                op = CachedGraph(self.symbol, reshape_checks=self._reshape_checks)
             self._ops[thread] = op
         return op
 
