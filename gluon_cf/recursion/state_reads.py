@@ -28,8 +28,11 @@ NOTE [state a body changes and reads]
     only when a function searched names them, or when Python runs them unnamed (``__len__``,
     ``__getattr__``, ...). Only what is never read so, a counter or a log for logging, stays
     a warning, its graphs compared as before (a name the snapshot did not reach is still found
-    when its graphs differ). A call of ``eval``, ``exec``, ``globals``, ``locals`` or ``vars``,
-    which may read any state without naming it, reads every path changed. A branch
+    when its graphs differ). A call of ``eval``, ``exec``, ``globals``, ``locals`` or ``vars``
+    (however it is named: ``builtins.eval``, an alias), which may read state without naming
+    it, reads every path changed, but where the code shows it cannot: a source string written
+    out that names none of them (``eval("2.0")``), empty namespaces given (``eval(s, {},
+    {})``), ``vars(obj)`` (a read of ``obj``, by the rule for names). A branch
     whose test is a plain value the trace did not change, read without running a property
     (``self.calls if self.reads else 2``, ``reads = False``), is one no call takes; a value
     read into a name that straight-line code assigns again before reading it
@@ -39,6 +42,7 @@ NOTE [state a body changes and reads]
     same seed gives [[123, 130, 137]]; now refused like a count.
 """
 import ast
+import builtins
 import inspect
 import textwrap
 import types
@@ -186,7 +190,7 @@ def first_read(functions: List[types.FunctionType], methods, paths, state) -> Op
             for child in ast.iter_child_nodes(node):
                 parents[id(child)] = node
         found = [_read_line(tree, parents, target, body, _dead(tree, fn, targets))
-                 for target in sorted(targets)] + [_unseen_read_line(tree, fn)]
+                 for target in sorted(targets)] + [_unseen_read_line(tree, fn, parents, targets)]
         lines = [line for line in found if line is not None]
         if lines:
             code = fn.__code__
@@ -197,17 +201,80 @@ def first_read(functions: List[types.FunctionType], methods, paths, state) -> Op
 # builtins reading names the code does not show: ``eval('2.0 if state["n"] > 3 else 1.0')``
 # after ``state["n"] += 1`` was a warning and hybridized the first traces' scale for every
 # call ([[90, 95, 100]] where Python gives [[108, 114, 120]])
-_UNSEEN_READS = ("eval", "exec", "globals", "locals", "vars")
+_UNSEEN_READS = {id(f): f for f in (eval, exec, globals, locals, vars)}
 
 
-def _unseen_read_line(tree, fn) -> Optional[int]:
-    """The first line of ``tree`` (``fn``'s) calling a builtin of :data:`_UNSEEN_READS` (not a
-    name ``fn`` binds itself), which may read any state: a read of every path changed."""
-    shadowing = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars) | \
-        set(fn.__code__.co_freevars) | set(fn.__globals__)
-    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and
-             isinstance(n.func, ast.Name) and n.func.id in _UNSEEN_READS and
-             n.func.id not in shadowing]
+def _called(func, fn, parents):
+    """The object a call's ``func`` (``eval``, ``builtins.eval``, an alias ``EV``) names in
+    ``fn``, where the code shows it (a global, a closure's cell, a builtin; attributes of
+    modules only); None where it cannot tell, or a name a function in ``fn`` binds."""
+    path = chain(func)
+    if not path or isinstance(func, ast.Subscript):
+        return None
+    node = func
+    while node is not None:   # (a lambda's or nested function's own name: not the global)
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            if path[0] in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs} | \
+                    {a.arg for a in (args.vararg, args.kwarg) if a is not None}:
+                return None
+        node = parents.get(id(node))
+    code = fn.__code__
+    if path[0] in code.co_varnames or path[0] in code.co_cellvars:
+        return None
+    if path[0] in code.co_freevars:
+        try:
+            value = fn.__closure__[code.co_freevars.index(path[0])].cell_contents
+        except ValueError:   # (an empty cell)
+            return None
+    elif path[0] in fn.__globals__:
+        value = fn.__globals__[path[0]]
+    else:
+        value = getattr(builtins, path[0], None)
+    for name in path[1:]:
+        if not isinstance(value, types.ModuleType):
+            return None
+        value = getattr(value, name, None)
+    return value
+
+
+def _sees_changed(call, called, target_names) -> bool:
+    """Whether ``call`` of ``called`` (eval, exec, globals, locals or vars) may read a changed
+    path, whose root names are ``target_names``: a source string written out is read for its
+    names (``eval("2.0")`` reads none), a namespace given as an empty literal (``eval(s, {},
+    {})``) is all it sees, and ``vars(obj)`` reads ``obj``, which the rule for names reads
+    (as ``getattr(obj, k)``)."""
+    if not call.args:
+        return not call.keywords or called is not vars   # (globals(), locals(), vars())
+    if called is vars:
+        return False
+    spaces = call.args[1:] + [k.value for k in call.keywords if k.arg in ("globals", "locals")]
+    if spaces and all(isinstance(a, ast.Dict) and not a.keys for a in spaces):
+        return False
+    source = call.args[0]
+    if isinstance(source, ast.Constant) and isinstance(source.value, str):
+        try:
+            parsed = ast.parse(source.value)
+        except SyntaxError:
+            return True
+        return any(isinstance(n, ast.Name) and n.id in target_names for n in ast.walk(parsed))
+    return True
+
+
+def _unseen_read_line(tree, fn, parents, targets) -> Optional[int]:
+    """The first line of ``tree`` (``fn``'s) calling eval, exec, globals, locals or vars
+    (resolved: ``builtins.eval``, an alias) in a way that may read a changed path of
+    ``targets``: a read of it the code does not show by name."""
+    target_names = {t[0] for t in targets if t}
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = _called(node.func, fn, parents)
+        if called is None or _UNSEEN_READS.get(id(called)) is not called:
+            continue
+        if _sees_changed(node, called, target_names):
+            lines.append(node.lineno)
     return min(lines) if lines else None
 
 
