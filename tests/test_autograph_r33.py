@@ -101,3 +101,75 @@ def test_complex_of_a_tensor_is_refused_at_its_line_hybridized():
     assert re.match(re.escape(__file__) + r":\d+: c = complex\(F\.sum\(x\)\): complex\(\) of a tensor "
                     r"while hybridizing",
                     str(err)), str(err)
+
+
+# Review of session 33: against an empty list Python compares no item, only the lengths.
+class ItemsGtEmpty(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        if items > []:
+            return x * 3
+        return x
+
+
+class EmptyLtItemsAppendedAfter(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        items.append(x[0])
+        if [] < items:   # (it surely holds an item)
+            return x * 3
+        return x
+
+
+class ItemsLeEmpty(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        if items <= []:
+            return x * 3
+        return x * 1   # (x itself: MXNet's CachedOp cannot differentiate an input returned)
+
+
+class ItemsLtTuple(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        items = []
+        for r in x:
+            items.append(r * 2)
+        if items < (1, 2):   # Python's TypeError for a list and a tuple
+            return x
+        return x * 2
+
+
+class ComplexOfAKeyword(HybridBlock):
+    @autograph
+    def hybrid_forward(self, F, x):
+        c = complex(real=F.sum(x))
+        return x * c.real
+
+
+@pytest.mark.parametrize("cls", [ItemsGtEmpty, EmptyLtItemsAppendedAfter, ItemsLeEmpty],
+                         ids=lambda c: c.__name__)
+def test_a_collected_list_against_an_empty_list_compares_lengths(cls):
+    result = hostile_harness.classify(cls, ONES, FILES, export=False)
+    assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result
+
+
+def test_a_collected_list_and_a_tuple_ordered_is_pythons_type_error():
+    result = hostile_harness.classify(ItemsLtTuple, ONES, FILES, export=False)
+    assert result == {"eager": ("equal", ""), "hybrid": ("equal", "")}, result
+
+
+def test_complex_of_a_tensor_given_by_keyword_is_refused_at_its_line_hybridized():
+    err = hostile_harness.hybridized_error(ComplexOfAKeyword, *ONES[0])
+    assert isinstance(err, gluon_cf.AutographError), repr(err)
+    assert re.match(re.escape(__file__) + r":\d+: c = complex\(real=F\.sum\(x\)\): complex\(\) "
+                    r"of a tensor while hybridizing", str(err)), str(err)

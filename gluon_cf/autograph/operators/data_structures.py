@@ -92,6 +92,14 @@ def _line_here():
     return here
 
 
+def _ordering(op):
+    """A collected list's ``__<op>__`` (``StepList._ordered``)."""
+    def compare(self, other):
+        return self._ordered(other, op)
+    compare.__name__ = f"__{op}__"
+    return compare
+
+
 @add_refused_operators
 class StepList:
     """A list a loop on a tensor appended to, while hybridizing: its items are the rows of one
@@ -489,21 +497,29 @@ class StepList:
     def __ne__(self, other):
         return not self.__eq__(other)
 
-    def _ordered(self, other):
+    def _ordered(self, other, op):
         # (items <= items: Python's compares the items with == and <, arrays whose truth
         # exists only when the graph runs; it was Python's TypeError hybridized, naming no
         # line, where eagerly a list of one-element arrays compares)
         if not isinstance(other, list) and getattr(type(other), "python_type", None) is not list:
             return NotImplemented   # (Python's TypeError, for a list: variables.binary)
+        where = _line_here() or self.where
+        if isinstance(other, list) and not other:
+            # (against an empty list Python compares no item, only the lengths)
+            n = self.known_length(where)
+            held = n > 0 if n is not None else True if self.least > 0 else None
+            if held is None:
+                self._unknown_length("compared with an empty list (whether it holds an item)")
+            return {"lt": False, "le": not held, "gt": held, "ge": True}[op]
         raise AutographError(
-            f"{_line_here() or self.where}: a list the loop on a tensor at "
+            f"{where}: a list the loop on a tensor at "
             f"{region_at(self.where)} appended to is compared with <, <=, > or >=, which "
             f"compares its items (==, <), and a comparison of arrays is an array whose truth "
             f"exists only when the graph runs (eagerly, of arrays of several elements, "
             f"Python's ValueError); compute on the stacked items instead (F.stack(*items): "
             f"F.broadcast_lesser, F.argmax)")
 
-    __lt__ = __le__ = __gt__ = __ge__ = _ordered
+    __lt__, __le__, __gt__, __ge__ = (_ordering(op) for op in ("lt", "le", "gt", "ge"))
 
     def __hash__(self):     # (a list's: unhashable; None named this class in Python's words)
         raise TypeError("unhashable type: 'list'")

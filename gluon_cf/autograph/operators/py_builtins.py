@@ -119,7 +119,8 @@ def builtin(fn, where, convert=None):
         elif name in _COMPARING and len(args) > 1 and \
                 any(isinstance(a, mx.sym.Symbol) for a in args):
             _refuse_truth(name, where)
-        if name in _VALUE and any(isinstance(a, mx.sym.Symbol) for a in args):
+        if name in _VALUE and any(isinstance(a, mx.sym.Symbol)
+                                  for a in list(args) + list(kwargs.values())):
             raise AutographError(
                 f"{where}: {name}() of a tensor while hybridizing: its value exists only "
                 f"when the graph runs, so it cannot become a Python number. Keep it an array "
