@@ -119,11 +119,9 @@ def copied_variable_heads(symbol):
 #     gradient). A node output that is an output of the block gets its gradient from the
 #     operators after the block (an eager convolution's backward: MKLDNN's blocked layout,
 #     every gradient before the block wrong in 10 of 10 fresh blocks): it passes through
-#     ``_copy`` (its backward, ``_copy`` of the gradient, writes the node's in the default
-#     layout; every dtype kept, where ``_mul_scalar`` by 1 made a bool output int64; a 0-d or
-#     unknown shape passes, where ``reshape_like`` failed shape inference before gluon_cf's own
-#     errors for a 0-d predicate or loop input; memory: one more buffer of the block's outputs,
-#     +14 MB on a recorded 400-step LSTM foreach whose outputs are 20 MB). Not through
+#     ``reshape_like`` of itself (no MKLDNN operator: MXNet hands its backward the gradient
+#     reordered to the default layout, synchronously, and writes the node's so; every dtype
+#     kept, where ``_mul_scalar`` by 1 made a bool output int64). Not through
 #     ``expand_dims`` and ``squeeze``: tried there (session 31), failures crossed between calls
 #     (test_failed_calls_r30review: a read raised another call's error, one returned a
 #     value). Only that graph:
@@ -180,9 +178,9 @@ def default_layout_inputs(symbol, dense=(), ours=lambda node: False):
     """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
     ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the
     nodes' outputs other operators read passed through expand_dims and squeeze, and the nodes'
-    outputs that are its outputs through ``_copy`` (the nodes ``ours`` names: gluon_cf's,
-    whose outputs are dense; a user CustomOp's may be sparse, which the copy would make
-    dense), or None when MKLDNN is off or none is (NOTE [MKLDNN
+    outputs that are its outputs through ``reshape_like`` of themselves (the nodes ``ours``
+    names: gluon_cf's, whose outputs are dense; a user CustomOp's may be sparse, which
+    ``reshape_like`` would make dense), or None when MKLDNN is off or none is (NOTE [MKLDNN
     values read by a node])."""
     if not MKLDNN:
         return None
@@ -214,8 +212,8 @@ def default_layout_inputs(symbol, dense=(), ours=lambda node: False):
     for k, entry in enumerate(graph["heads"]):
         if ours(nodes[entry[0]]):   # (the gradient an operator after the block
             name = "%s_head%d" % (nodes[entry[0]]["name"], entry[1])   # hands it)
-            nodes.append({"op": "_copy", "name": name, "attrs": {},
-                          "inputs": [list(entry)]})
+            nodes.append({"op": "reshape_like", "name": name, "attrs": {},
+                          "inputs": [list(entry), list(entry)]})
             made[("head", k)] = len(nodes) - 1
             graph["heads"][k] = [len(nodes) - 1, 0, 0]
     if not made:

@@ -98,8 +98,9 @@ def test_complex_of_a_tensor_is_refused_at_its_line_hybridized():
     assert result["eager"] == ("equal", ""), result
     err = hostile_harness.hybridized_error(ComplexOfTensor, *ONES[0])
     assert isinstance(err, gluon_cf.AutographError), repr(err)
-    assert re.match(re.escape(__file__) + r":\d+: c = complex\(F\.sum\(x\)\): complex\(\) "
-                    r"of a tensor while hybridizing", str(err)), str(err)
+    assert re.match(re.escape(__file__) + r":\d+: c = complex\(F\.sum\(x\)\): complex\(\) of a tensor "
+                    r"while hybridizing",
+                    str(err)), str(err)
 
 
 # Review of session 33: against an empty list Python compares no item, only the lengths.

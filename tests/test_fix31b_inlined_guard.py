@@ -9,8 +9,8 @@ naming no node) before the node's ``_backward_Custom``. Found in round fix31b, f
 33: a block's output that is a node's, read by an eager convolution after the block: the
 gradient that convolution hands the node (MKLDNN's blocked layout) was read freed (every
 gradient before the block wrong, 10 of 10 fresh blocks, recorded by operators or as one
-CachedOp; right with MXNET_MKLDNN_ENABLED=0); such an output now passes through ``_copy`` in
-the CachedOp's graph (NOTE [MKLDNN values read by a node]).
+CachedOp; right with MXNET_MKLDNN_ENABLED=0); such an output now passes through ``reshape_like``
+of itself in the CachedOp's graph (NOTE [MKLDNN values read by a node]).
 Oracles: the same block eager, numpy."""
 import re
 
@@ -106,7 +106,7 @@ class _Picked(HybridBlock):
 
 @pytest.mark.parametrize("dtype", ["bool", "int8", "int64", "float16", "float64"])
 def test_a_nodes_output_returned_by_the_block_keeps_its_dtype(dtype):
-    """The block's outputs that are a node's pass through ``_copy`` where MKLDNN is on
+    """The block's outputs that are a node's pass through ``reshape_like`` where MKLDNN is on
     (``_mul_scalar`` by 1, tried first, made a bool output int64); the eager block's dtype and
     values."""
     m, x = mx.nd.array([1, 0, 1], dtype=dtype), mx.nd.array([1., 2.])
@@ -154,7 +154,7 @@ class _UserCSR(HybridBlock):
 
 def test_a_user_custom_ops_sparse_output_returned_by_the_block_stays_sparse():
     """Review of session 33: the guard of a block's outputs first took every Custom node's, a
-    user CustomOp's csr output too, which the copy made dense (hybridized ``default``
+    user CustomOp's csr output too, which ``reshape_like`` made dense (hybridized ``default``
     where eager and plain MXNet give ``csr``); only gluon_cf's nodes, whose outputs are dense,
     are guarded."""
     x = mx.nd.array([[0, 1.], [2, 0]])
