@@ -174,14 +174,12 @@ def copy_of(array):
     return default_layout(array).copy()
 
 
-def default_layout_inputs(symbol, dense=(), ours=lambda node: False):
+def default_layout_inputs(symbol, dense=()):
     """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
     ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the
     nodes' outputs other operators read passed through expand_dims and squeeze, and the nodes'
-    outputs that are its outputs through ``reshape_like`` of themselves (the nodes ``ours``
-    names: gluon_cf's, whose outputs are dense; a user CustomOp's may be sparse, which
-    ``reshape_like`` would make dense), or None when MKLDNN is off or none is (NOTE [MKLDNN
-    values read by a node])."""
+    outputs that are its outputs through ``reshape_like`` of themselves, or None when MKLDNN is off or
+    none is (NOTE [MKLDNN values read by a node])."""
     if not MKLDNN:
         return None
     graph = json.loads(symbol.tojson())
@@ -210,7 +208,7 @@ def default_layout_inputs(symbol, dense=(), ours=lambda node: False):
                 continue        # (the gradient a node's output gets from an operator reading it)
             node["inputs"][k] = guarded(entry)
     for k, entry in enumerate(graph["heads"]):
-        if ours(nodes[entry[0]]):   # (the gradient an operator after the block
+        if nodes[entry[0]]["op"] == "Custom":   # (the gradient an operator after the block
             name = "%s_head%d" % (nodes[entry[0]]["name"], entry[1])   # hands it)
             nodes.append({"op": "reshape_like", "name": name, "attrs": {},
                           "inputs": [list(entry), list(entry)]})

@@ -588,7 +588,7 @@ def _build_cache(self, *args):
             {p.name for is_arg, p in self._cached_op_args if not is_arg and
              p._stype == "default" and p._grad_stype == "default"}
         before = copied if copied is not None else self._cached_graph[1]
-        laid = default_layout_inputs(before, dense, registry.kind_of)
+        laid = default_layout_inputs(before, dense)
         if laid is not None:   # NOTE [MKLDNN values read by a node]
             copied, flags = laid, inlined_as_before(flags, before, laid)
     if copied is not None:
