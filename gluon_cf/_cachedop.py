@@ -116,14 +116,7 @@ def copied_variable_heads(symbol):
 #     gradient) or 0-d (given 0-d then: no MKLDNN layout, and outside numpy-shape mode
 #     ``expand_dims`` cannot infer an unknown shape, where MXNet's own error or gluon_cf's
 #     ``ScalarInputError`` must come), and each node output another operator reads (its
-#     gradient). A node output that is an output of the block gets its gradient from the
-#     operators after the block (an eager convolution's backward: MKLDNN's blocked layout,
-#     every gradient before the block wrong in 10 of 10 fresh blocks): it passes through
-#     ``_mul_scalar`` by 1 (no MKLDNN operator: MXNet hands it the gradient reordered to the
-#     default layout, synchronously, and its gradient is written so). Not through
-#     ``expand_dims`` and ``squeeze``: tried there (session 31), failures crossed between calls
-#     (test_failed_calls_r30review: a read raised another call's error, one returned a
-#     value). Only that graph:
+#     gradient). Only that graph:
 #     the block's own (``export``, ``export_onnx``) is unchanged. Cost: the beam decoder of
 #     tests/hostile_programs31h_c.py ~11.5 -> ~14 ms a call on a loaded machine (its node
 #     reads eight parameters, each now copied); memory: each copied input, kept for the
@@ -176,9 +169,8 @@ def copy_of(array):
 def default_layout_inputs(symbol, dense=()):
     """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
     ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the
-    nodes' outputs other operators read passed through expand_dims and squeeze, and the nodes'
-    outputs that are its outputs through ``_mul_scalar`` by 1, or None when MKLDNN is off or
-    none is (NOTE [MKLDNN values read by a node])."""
+    nodes' outputs other operators read passed through expand_dims and squeeze, or None when
+    MKLDNN is off or none is (NOTE [MKLDNN values read by a node])."""
     if not MKLDNN:
         return None
     graph = json.loads(symbol.tojson())
@@ -206,13 +198,6 @@ def default_layout_inputs(symbol, dense=()):
                     node["op"].startswith("_sparse"):
                 continue        # (the gradient a node's output gets from an operator reading it)
             node["inputs"][k] = guarded(entry)
-    for k, entry in enumerate(graph["heads"]):
-        if nodes[entry[0]]["op"] == "Custom":   # (the gradient an operator after the block
-            name = "%s_head%d" % (nodes[entry[0]]["name"], entry[1])   # hands it)
-            nodes.append({"op": "_mul_scalar", "name": name, "attrs": {"scalar": "1"},
-                          "inputs": [list(entry)]})
-            made[("head", k)] = len(nodes) - 1
-            graph["heads"][k] = [len(nodes) - 1, 0, 0]
     if not made:
         return None
     graph.pop("node_row_ptr", None)   # (the loader recomputes it)
