@@ -102,7 +102,9 @@ def test_sigint_in_the_wait_custom_op_thread_and_a_long_computation_before_remat
         gluon_cf.set_executor("batched")
         plain.hybridize()
         _run(plain, forests[0], "batched")   # (built: the next call runs the CachedOp)
-        node_progress.WAIT_S[0] = 30.0
+        # (both steps of the wait long: under load the node's forward can start after the
+        # default 1 ms START_S, and the call then returned before the SIGINT: CI of session 33)
+        node_progress.WAIT_S[0] = node_progress.START_S[0] = 30.0
         expand, slowed = schedule._Schedule.expand, []
 
         def slow(*a, **k):
@@ -120,7 +122,7 @@ def test_sigint_in_the_wait_custom_op_thread_and_a_long_computation_before_remat
             assert time.time() - start < 5
         mx.nd.waitall()
         schedule._Schedule.expand = expand
-        node_progress.WAIT_S[0] = 0.005
+        node_progress.WAIT_S[0], node_progress.START_S[0] = 0.005, 0.001
         assert slowed
         _assert_same(_run(plain, forests[0], "batched"), plain_eager)
         net.hybridize()
