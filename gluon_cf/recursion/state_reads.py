@@ -190,7 +190,7 @@ def first_read(functions: List[types.FunctionType], methods, paths, state) -> Op
             for child in ast.iter_child_nodes(node):
                 parents[id(child)] = node
         found = [_read_line(tree, parents, target, body, _dead(tree, fn, targets))
-                 for target in sorted(targets)] + [_unseen_read_line(tree, fn, parents, targets)]
+                 for target in sorted(targets)] + [_unseen_read_line(tree, fn, targets)]
         lines = [line for line in found if line is not None]
         if lines:
             code = fn.__code__
@@ -204,38 +204,43 @@ def first_read(functions: List[types.FunctionType], methods, paths, state) -> Op
 _UNSEEN_READS = {id(f): f for f in (eval, exec, globals, locals, vars)}
 
 
-def _called(func, fn, parents):
+def _bound_names(tree) -> set:
+    """The names ``tree`` binds anywhere (assigned, a lambda's or nested function's argument):
+    not the global or closure's value of the same name."""
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and
+            not isinstance(n.ctx, ast.Load)} | {a.arg for a in ast.walk(tree)
+                                                if isinstance(a, ast.arg)}
+
+
+def _root_value(name, fn, with_builtins=False):
+    """The value ``name`` has in ``fn`` where the code shows it: a closure's cell, a global,
+    a builtin (``with_builtins``); ``_UNKNOWN`` for a local of ``fn`` or an empty cell."""
+    code = fn.__code__
+    if name in code.co_varnames or name in code.co_cellvars:
+        return _UNKNOWN
+    if name in code.co_freevars:
+        try:
+            return (fn.__closure__ or ())[code.co_freevars.index(name)].cell_contents
+        except (ValueError, IndexError):   # (an empty cell)
+            return _UNKNOWN
+    if name in fn.__globals__:
+        return fn.__globals__[name]
+    return getattr(builtins, name, _UNKNOWN) if with_builtins else _UNKNOWN
+
+
+def _called(func, fn, bound):
     """The object a call's ``func`` (``eval``, ``builtins.eval``, an alias ``EV``) names in
     ``fn``, where the code shows it (a global, a closure's cell, a builtin; attributes of
-    modules only); None where it cannot tell, or a name a function in ``fn`` binds."""
+    modules only); None where it cannot tell, or a name ``fn``'s code binds."""
     path = chain(func)
-    if not path or isinstance(func, ast.Subscript):
+    if not path or isinstance(func, ast.Subscript) or path[0] in bound:
         return None
-    node = func
-    while node is not None:   # (a lambda's or nested function's own name: not the global)
-        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = node.args
-            if path[0] in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs} | \
-                    {a.arg for a in (args.vararg, args.kwarg) if a is not None}:
-                return None
-        node = parents.get(id(node))
-    code = fn.__code__
-    if path[0] in code.co_varnames or path[0] in code.co_cellvars:
-        return None
-    if path[0] in code.co_freevars:
-        try:
-            value = fn.__closure__[code.co_freevars.index(path[0])].cell_contents
-        except ValueError:   # (an empty cell)
-            return None
-    elif path[0] in fn.__globals__:
-        value = fn.__globals__[path[0]]
-    else:
-        value = getattr(builtins, path[0], None)
+    value = _root_value(path[0], fn, with_builtins=True)
     for name in path[1:]:
         if not isinstance(value, types.ModuleType):
             return None
         value = getattr(value, name, None)
-    return value
+    return None if value is _UNKNOWN else value
 
 
 def _sees_changed(call, called, target_names) -> bool:
@@ -245,7 +250,7 @@ def _sees_changed(call, called, target_names) -> bool:
     {})``) is all it sees, and ``vars(obj)`` reads ``obj``, which the rule for names reads
     (as ``getattr(obj, k)``)."""
     if not call.args:
-        return not call.keywords or called is not vars   # (globals(), locals(), vars())
+        return True   # (globals(), locals(), vars(): the whole namespace)
     if called is vars:
         return False
     spaces = call.args[1:] + [k.value for k in call.keywords if k.arg in ("globals", "locals")]
@@ -261,16 +266,17 @@ def _sees_changed(call, called, target_names) -> bool:
     return True
 
 
-def _unseen_read_line(tree, fn, parents, targets) -> Optional[int]:
+def _unseen_read_line(tree, fn, targets) -> Optional[int]:
     """The first line of ``tree`` (``fn``'s) calling eval, exec, globals, locals or vars
     (resolved: ``builtins.eval``, an alias) in a way that may read a changed path of
     ``targets``: a read of it the code does not show by name."""
     target_names = {t[0] for t in targets if t}
+    bound = _bound_names(tree)
     lines = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        called = _called(node.func, fn, parents)
+        called = _called(node.func, fn, bound)
         if called is None or _UNSEEN_READS.get(id(called)) is not called:
             continue
         if _sees_changed(node, called, target_names):
@@ -296,20 +302,16 @@ def _constant(expr, fn, targets, bound):
     node = expr
     while isinstance(node, ast.Attribute):
         node = node.value
-    code = fn.__code__
     if not isinstance(node, ast.Name) or node.id in bound or \
             any(_related(names, t, True) for t in targets):
         return _UNKNOWN
+    value = _root_value(names[0], fn)
     try:
-        if names[0] in code.co_freevars:
-            value = (fn.__closure__ or ())[code.co_freevars.index(names[0])].cell_contents
-        elif names[0] in fn.__globals__ and names[0] not in code.co_varnames:
-            value = fn.__globals__[names[0]]
-        else:
-            return _UNKNOWN
         for attr in names[1:]:
+            if value is _UNKNOWN:
+                break
             value = inspect.getattr_static(value, attr)
-    except (ValueError, IndexError, AttributeError):
+    except AttributeError:
         return _UNKNOWN
     return value if isinstance(value, (bool, int, float, str, type(None))) else _UNKNOWN
 
@@ -321,9 +323,7 @@ def _dead(tree, fn, targets):
     """The nodes of the branches ``fn`` never takes, their test an unchanged plain value
     (``x if self.reads else 2``, ``self.reads`` False)."""
     dead = set()
-    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and
-             not isinstance(n.ctx, ast.Load)} | {a.arg for a in ast.walk(tree)
-                                                 if isinstance(a, ast.arg)}
+    bound = _bound_names(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp)):
             value = _constant(node.test, fn, targets, bound)
