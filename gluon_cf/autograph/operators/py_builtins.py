@@ -75,7 +75,7 @@ def filtered(test, where):
 ITERATING = {"enumerate", "zip", "reversed", "iter", "list", "tuple", "sorted", "map",
               "filter", "sum", "min", "max", "any", "all", "set", "frozenset", "dict", "len",
               "range", "next", "float", "int", "bool", "round", "complex", "isinstance",
-             "type"}
+              "type"}
 # ... of which these take a Python number from their argument
 _VALUE = {"float", "int", "bool", "round", "complex"}
 
