@@ -49,7 +49,8 @@ from .errors import (ZeroSizeError, body_value_outside_error, body_variable_erro
                      index_error_of, named_line)
 from .node import DynamicShapeError
 from .operators import DYNAMIC_SHAPE_OPS, NO_GRADIENT_INPUTS, SOURCE_ATTR
-from ._cachedop import copied_variable_heads, default_layout_inputs, inlined_as_before
+from ._cachedop import (MKLDNN, copied_variable_heads, default_layout_inputs,
+                        inlined_as_before)
 from ._custom_ops import park_if_exiting
 from .shared_handles import own_handles
 from . import symbol_loading  # noqa: F401  (SymbolBlock.imports and mx.sym.load, patched)
@@ -201,6 +202,9 @@ def _run_cached_op(self, *args):
     lock = _lock_of(self)
     with lock:   # NOTE [a block called from many threads]
         _graph_for_shapes(self, args)
+        cast_for = self.__dict__.get("_gluon_cf_cast_for")
+        if cast_for is not None and _input_dtypes(args) != cast_for:
+            self._cached_op = None   # (its outputs' Casts: NOTE [MKLDNN values read by a node])
         if self._cached_op is None:
             self._build_cache(*args)
         if "_gluon_cf_traced_shapes" in self.__dict__ or \
@@ -576,10 +580,31 @@ _block.HybridBlock._call_cached_op = _call_cached_op
 _original_build_cache = _block.HybridBlock._build_cache
 
 
+def _input_dtypes(args):
+    """The dtypes of a call's inputs, flattened as the CachedOp takes them."""
+    return tuple(None if a is None else a.dtype for a in _block._flatten(args, "input")[0])
+
+
+def _head_dtypes(self, symbol, args):
+    """The dtype of each output of ``symbol`` (the block's graph) for the call's ``args`` and
+    the parameters, as names (None where MXNet cannot infer one): the MKLDNN guard of a node's
+    output that is the block's is a ``Cast`` to it (NOTE [MKLDNN values read by a node])."""
+    given = {v.name: a.dtype for v, a in zip(self._cached_graph[0],
+                                             _block._flatten(args, "input")[0])
+             if a is not None}
+    given.update({p.name: p.dtype for is_arg, p in self._cached_op_args if not is_arg})
+    try:
+        _, out_types, _ = symbol.infer_type_partial(**given)
+    except mx.MXNetError:
+        return [None] * len(symbol.list_outputs())
+    return [None if t is None else np.dtype(t).name for t in out_types]
+
+
 def _build_cache(self, *args):
     """``HybridBlock._build_cache``: NOTE [an input returned as an output] and NOTE [MKLDNN
     values read by a node] in _cachedop.py."""
     _original_build_cache(self, *args)
+    self._gluon_cf_cast_for = None
     copied, flags = None, self._flags
     if has_gluon_cf_nodes(json.loads(self._cached_graph[1].tojson())):
         copied = copied_variable_heads(self._cached_graph[1])
@@ -588,9 +613,12 @@ def _build_cache(self, *args):
             {p.name for is_arg, p in self._cached_op_args if not is_arg and
              p._stype == "default" and p._grad_stype == "default"}
         before = copied if copied is not None else self._cached_graph[1]
-        laid = default_layout_inputs(before, dense)
+        dtypes = _head_dtypes(self, before, args) if MKLDNN else []
+        laid = default_layout_inputs(before, dense, registry.kind_of, dtypes)
         if laid is not None:   # NOTE [MKLDNN values read by a node]
             copied, flags = laid, inlined_as_before(flags, before, laid)
+            if any(d is not None for d in dtypes):   # (the heads' Casts hold for these)
+                self._gluon_cf_cast_for = _input_dtypes(args)
     if copied is not None:
         indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]
                    for kind in (True, False)]

@@ -72,10 +72,11 @@ SCRIPT = textwrap.dedent("""
     growth = status("VmHWM") - start
     # what any scheme holds: the outputs and final states, and their head gradients
     io = 2 * sum(r.size * 4 for r in results)
-    # and where MKLDNN is on, the copies of the node's inputs through the block's layout guard
-    # (NOTE [MKLDNN values read by a node] in gluon_cf/_cachedop.py): the sequence's, once
+    # and where MKLDNN is on, the copies through the block's layout guard (NOTE [MKLDNN values
+    # read by a node] in gluon_cf/_cachedop.py): of the node's inputs (the sequence's, once),
+    # and of its outputs that are the block's (session 33)
     from gluon_cf._cachedop import MKLDNN
-    io += MKLDNN * sum(a.size * 4 for a in (seq, h, c))
+    io += MKLDNN * (sum(a.size * 4 for a in (seq, h, c)) + sum(r.size * 4 for r in results))
     choice = remat_budget.choices[-1]
     print(json.dumps({"growth": growth, "io": io, "k": choice.k, "cost": choice.cost}))
 """)
