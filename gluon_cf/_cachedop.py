@@ -3,6 +3,7 @@ import json
 import os
 
 import mxnet as mx
+import numpy as np
 
 
 class CachedOpPair:
@@ -115,30 +116,37 @@ def copied_variable_heads(symbol):
 #     sparse (not given dense when the graph was built; a parameter with a sparse value or
 #     gradient) or 0-d (given 0-d then: no MKLDNN layout, and outside numpy-shape mode
 #     ``expand_dims`` cannot infer an unknown shape, where MXNet's own error or gluon_cf's
-#     ``ScalarInputError`` must come), and each node output another operator reads (its
-#     gradient). A node output that is an output of the block gets its gradient from the
-#     operators after the block (an eager convolution's backward: MKLDNN's blocked layout,
-#     every gradient before the block wrong in 10 of 10 fresh blocks): it passes through
-#     ``Cast`` to its own dtype (inferred for the call the CachedOp is built for; a call of
-#     other input dtypes builds it again, ``_input_dtypes`` in hybrid.py). Cast is no MKLDNN
-#     operator: MXNet hands its backward the gradient reordered to the default layout,
-#     synchronously, and it writes the node's so. Cast asks for no resource: an operator
-#     that does (``_copy``, ``expand_dims``, ``squeeze``, ``_mul_scalar`` under MKLDNN ask
-#     for temporary space) and is skipped after the node failed marks the temporary space it
-#     was lent with that failure (MXNet's ``OnStart`` reads the written variables too), and
-#     a later call's operator lent the same copy of it is skipped with the old error
-#     (session 33's ``_copy``: export's healthy call raised a failed call's boolean_mask
-#     error, test_hostile_export24; session 31's ``expand_dims`` and ``squeeze``:
-#     test_failed_calls_r30review). Tried and refused: ``_mul_scalar`` by 1 (a bool output
-#     became int64), ``reshape_like`` (failed shape inference on 0-d outputs before
-#     gluon_cf's own errors), ``amp_multicast`` (MKLDNN: "unknown type" for bool, int64,
-#     float16, float64), ``_identity_with_attr_like_rhs`` (a zeros_like more in backward).
-#     Memory: one more buffer of the block's outputs that are a node's (the node keeps its
-#     own for its backward): +14 MB on a recorded 400-step LSTM foreach whose outputs are
-#     20 MB (test_foreach_memory, test_remat_budget count it apart). Not through
-#     ``expand_dims`` and ``squeeze``: tried there (session 31), failures crossed between calls
-#     (test_failed_calls_r30review: a read raised another call's error, one returned a
-#     value). Only that graph:
+#     ``ScalarInputError`` must come). A node's output gets its gradient from the operators
+#     reading it, in the graph or after the block (an eager convolution's backward: MKLDNN's
+#     blocked layout, every gradient before the block wrong in 10 of 10 fresh blocks): each
+#     node output another operator reads, and each that is the block's output, passes
+#     through ``Cast`` to its own dtype (inferred for the dtypes of the inputs and parameters
+#     of the call the CachedOp is built for; one CachedOp is kept per such dtypes and chosen
+#     under the block's lock right before it runs, ``_cached_op_for_dtypes`` in hybrid.py:
+#     the review found outputs of other dtypes from threads calling with float32 and
+#     float64, ``Parameter.cast``, graphs kept per autograd mode; where none is inferred,
+#     one read by an operator through ``expand_dims`` and ``squeeze``, the block's output
+#     unguarded). Cast is no MKLDNN operator: MXNet hands its
+#     backward the gradient reordered to the default layout, synchronously, and it writes
+#     the node's so. (Not for a node's inputs: a concat's MKLDNN value through a Cast, the
+#     node read other bytes in 30 of 30 calls, test_hostile_r31h_mkldnn; why, not found.) And Cast
+#     asks for no resource: an operator that does (``_copy``, ``expand_dims``, ``squeeze``,
+#     ``_mul_scalar`` ask for temporary space under MKLDNN) and is skipped after the node
+#     failed marks the temporary space it was lent with that failure (MXNet's ``OnStart``
+#     reads the variables an operator writes too), and an operator of a later call lent the
+#     same copy of it is skipped with the old error (session 33's ``_copy`` of a block's
+#     outputs: export's healthy call raised a failed call's boolean_mask error,
+#     test_hostile_export24; session 31's ``expand_dims`` and ``squeeze`` there:
+#     test_failed_calls_r30review; and with them after nodes' outputs read by operators,
+#     a failed call's error raised twice, test_failed_calls_r29fail). Tried and refused
+#     there: ``_mul_scalar`` by 1 (a bool output became int64), ``reshape_like`` (failed
+#     shape inference on 0-d outputs before gluon_cf's own errors), ``amp_multicast``
+#     (MKLDNN's "unknown type" for bool, int64, float16, float64),
+#     ``_identity_with_attr_like_rhs`` (a zeros_like more in backward). Memory while
+#     recording: one to two more buffers of the guarded outputs (the node keeps its own for
+#     its backward, and the Cast's gradient is one more): a recorded 400-step LSTM foreach
+#     with 12.5 MB of outputs peaks 17 MB higher (medians of 7 fresh runs, 308 -> 325 MB;
+#     test_foreach_memory and test_remat_budget count one buffer apart). Only that graph:
 #     the block's own (``export``, ``export_onnx``) is unchanged. Cost: the beam decoder of
 #     tests/hostile_programs31h_c.py ~11.5 -> ~14 ms a call on a loaded machine (its node
 #     reads eight parameters, each now copied); memory: each copied input, kept for the
@@ -159,8 +167,9 @@ def copied_variable_heads(symbol):
 #     by operators (a foreach after ``F.ones``) has its guarded CachedOp's ``inline_limit``
 #     raised to the guarded graph's operators (:func:`inlined_as_before`), so a first-order
 #     gradient with ``create_graph=True`` still works and a second-order one still raises
-#     gluon_cf's error naming the node (round fix31b; the copies' ``_backward_reshape``, which
-#     MXNet meets first and cannot differentiate either, is taken for the node's:
+#     gluon_cf's error naming the node (round fix31b; the copies' ``_backward_reshape`` or
+#     ``_backward_cast``, which MXNet meets first and cannot differentiate either, is taken
+#     for the node's:
 #     ``remat_record.second_order_error``). Recorded by operators, the graph runs the same
 #     operators (the copies included) through the same engine calls.
 
@@ -188,47 +197,71 @@ def copy_of(array):
     return default_layout(array).copy()
 
 
-def default_layout_inputs(symbol, dense=(), ours=lambda node: False, head_dtypes=()):
+def _entry_dtypes(graph, entries, given):
+    """The dtype names of the JSON ``graph``'s ``entries`` (``[node, output, version]``) for
+    variables of the dtypes ``given`` (by name), None where MXNet cannot infer one."""
+    if not entries:
+        return []
+    probe = dict(graph, heads=[list(e) for e in entries])
+    probe.pop("node_row_ptr", None)
+    try:
+        _, types, _ = mx.sym.load_json(json.dumps(probe)).infer_type_partial(**given)
+    except mx.MXNetError:
+        return [None] * len(entries)
+    return [None if t is None else np.dtype(t).name for t in types]
+
+
+def default_layout_inputs(symbol, dense=(), ours=lambda node: False, given=None):
     """``symbol`` with the inputs of its Custom nodes (but nodes' outputs and variables not in
-    ``dense``: inputs given dense arrays, dense parameters with dense gradients) and the
-    nodes' outputs other operators read passed through expand_dims and squeeze, and the nodes'
-    outputs that are its outputs through ``Cast`` to their dtype (``head_dtypes``, by output;
-    the nodes ``ours`` names: gluon_cf's, whose outputs are dense; a user CustomOp's may be
-    sparse), or None when MKLDNN is off or none is (NOTE [MKLDNN values read by a node])."""
+    ``dense``: inputs given dense arrays, dense parameters with dense gradients) passed through
+    expand_dims and squeeze, and the nodes' outputs other operators read and the outputs of
+    the nodes ``ours`` names (gluon_cf's, whose outputs are dense; a user CustomOp's may be
+    sparse) that are the graph's outputs through ``Cast`` to their own dtype (inferred for
+    variables of the dtypes ``given``, by name; where none is, the first through expand_dims
+    and squeeze, the second unguarded); None when MKLDNN is off or none is (NOTE [MKLDNN
+    values read by a node])."""
     if not MKLDNN:
         return None
     graph = json.loads(symbol.tojson())
     nodes = graph["nodes"]
-    made = {}
-
-    def guarded(entry):
-        key = (entry[0], entry[1])
-        if key not in made:
-            name = "%s_layout%d" % (nodes[entry[0]]["name"], entry[1])
-            nodes.append({"op": "expand_dims", "name": name + "_expand",
-                          "attrs": {"axis": "0"}, "inputs": [list(entry)]})
-            nodes.append({"op": "squeeze", "name": name + "_squeeze",
-                          "attrs": {"axis": "(0,)"}, "inputs": [[len(nodes) - 1, 0, 0]]})
-            made[key] = len(nodes) - 1
-        return [made[key], 0, 0]
-    for node in list(nodes):
+    values, gradients = [], []   # (node, input) of each entry a guard is for
+    for i, node in enumerate(nodes):
         for k, entry in enumerate(node["inputs"]):
             op = nodes[entry[0]]["op"]
             if node["op"] == "Custom":      # (its value)
                 if op in ("Custom", "cast_storage") or op.startswith("_sparse") or \
                         _maybe_sparse(nodes[entry[0]], dense):
                     continue    # (nodes; sparse values have no layout to restore)
-            elif op != "Custom" or node["op"] == "cast_storage" or \
-                    node["op"].startswith("_sparse"):
-                continue        # (the gradient a node's output gets from an operator reading it)
-            node["inputs"][k] = guarded(entry)
-    for k, (entry, dtype) in enumerate(zip(graph["heads"], head_dtypes)):
-        if dtype is not None and ours(nodes[entry[0]]):   # (the gradient an operator after
-            name = "%s_head%d" % (nodes[entry[0]]["name"], entry[1])   # the block hands it)
-            nodes.append({"op": "Cast", "name": name, "attrs": {"dtype": dtype},
-                          "inputs": [list(entry)]})
-            made[("head", k)] = len(nodes) - 1
-            graph["heads"][k] = [len(nodes) - 1, 0, 0]
+                values.append((i, k))
+            elif op == "Custom" and node["op"] != "cast_storage" and \
+                    not node["op"].startswith("_sparse"):
+                gradients.append((i, k))   # (the gradient an operator reading a node's output
+    heads = [k for k, entry in enumerate(graph["heads"]) if ours(nodes[entry[0]])]  # hands it)
+    entries = {(e[0], e[1]): e for e in
+               [nodes[i]["inputs"][k] for i, k in gradients] + [graph["heads"][k] for k in heads]}
+    dtypes = dict(zip(entries, _entry_dtypes(graph, list(entries.values()), given or {})))
+    made = {}
+
+    def guarded(entry, gradient_only=False):
+        key = (entry[0], entry[1])
+        if key not in made:
+            name = "%s_layout%d" % (nodes[entry[0]]["name"], entry[1])
+            if dtypes.get(key) is not None:
+                nodes.append({"op": "Cast", "name": name + "_cast",
+                              "attrs": {"dtype": dtypes[key]}, "inputs": [list(entry)]})
+            elif gradient_only:
+                return list(entry)
+            else:
+                nodes.append({"op": "expand_dims", "name": name + "_expand",
+                              "attrs": {"axis": "0"}, "inputs": [list(entry)]})
+                nodes.append({"op": "squeeze", "name": name + "_squeeze",
+                              "attrs": {"axis": "(0,)"}, "inputs": [[len(nodes) - 1, 0, 0]]})
+            made[key] = len(nodes) - 1
+        return [made[key], 0, 0]
+    for i, k in values + gradients:
+        nodes[i]["inputs"][k] = guarded(nodes[i]["inputs"][k])
+    for k in heads:   # (the gradient an operator after the block hands the node)
+        graph["heads"][k] = guarded(graph["heads"][k], gradient_only=True)
     if not made:
         return None
     graph.pop("node_row_ptr", None)   # (the loader recomputes it)

@@ -202,9 +202,6 @@ def _run_cached_op(self, *args):
     lock = _lock_of(self)
     with lock:   # NOTE [a block called from many threads]
         _graph_for_shapes(self, args)
-        cast_for = self.__dict__.get("_gluon_cf_cast_for")
-        if cast_for is not None and _input_dtypes(args) != cast_for:
-            self._cached_op = None   # (its outputs' Casts: NOTE [MKLDNN values read by a node])
         if self._cached_op is None:
             self._build_cache(*args)
         if "_gluon_cf_traced_shapes" in self.__dict__ or \
@@ -278,6 +275,7 @@ def _run_built(self, args, lock):
                         mx.autograd.is_recording() and executor.ahead_of_time() and \
                         executor.get_executor() == "batched":
                     since = node_progress.token()   # NOTE [the caller waits for the first group]
+                _cached_op_for_dtypes(self, args)
                 out = _original_call_cached_op(self, *args)
                 called = [not_lost(out, inline_error, plan.js)]
             except Exception as err:
@@ -539,7 +537,8 @@ def _predict_mode_graph(block):
 def _graph_state(block):
     return {name: getattr(block, name, None) for name in (
         "_cached_graph", "_cached_op", "_cached_op_args", "_in_format", "_out_format",
-        "_gluon_cf_traced_shapes", "_gluon_cf_traced_mode", "_gluon_cf_plan")}
+        "_gluon_cf_traced_shapes", "_gluon_cf_traced_mode", "_gluon_cf_plan",
+        "_gluon_cf_casts")}
 
 
 def _clear_cached_op(self):
@@ -580,50 +579,79 @@ _block.HybridBlock._call_cached_op = _call_cached_op
 _original_build_cache = _block.HybridBlock._build_cache
 
 
-def _input_dtypes(args):
-    """The dtypes of a call's inputs, flattened as the CachedOp takes them."""
-    return tuple(None if a is None else a.dtype for a in _block._flatten(args, "input")[0])
-
-
-def _head_dtypes(self, symbol, args):
-    """The dtype of each output of ``symbol`` (the block's graph) for the call's ``args`` and
-    the parameters, as names (None where MXNet cannot infer one): the MKLDNN guard of a node's
-    output that is the block's is a ``Cast`` to it (NOTE [MKLDNN values read by a node])."""
-    given = {v.name: a.dtype for v, a in zip(self._cached_graph[0],
-                                             _block._flatten(args, "input")[0])
-             if a is not None}
+def _given_dtypes(self, args):
+    """The dtypes of the block's graph's variables for the call's ``args`` and the
+    parameters, by name (the MKLDNN guards' Casts: NOTE [MKLDNN values read by a node])."""
+    flat = [a for a in _block._flatten(args, "input")[0] if a is not None]
+    given = {v.name: a.dtype for v, a in zip(self._cached_graph[0], flat)}
     given.update({p.name: p.dtype for is_arg, p in self._cached_op_args if not is_arg})
-    try:
-        _, out_types, _ = symbol.infer_type_partial(**given)
-    except mx.MXNetError:
-        return [None] * len(symbol.list_outputs())
-    return [None if t is None else np.dtype(t).name for t in out_types]
+    return given
+
+
+def _dtypes_signature(self, args):
+    """What the Casts of a block's MKLDNN guards are inferred from: the dtypes of the call's
+    inputs and of the parameters (``p.cast`` changes them without clearing the CachedOp)."""
+    return _input_dtypes(args), tuple(p.dtype for is_arg, p in self._cached_op_args
+                                      if not is_arg)
+
+
+_MAX_CAST_SIGNATURES = 8   # CachedOps kept per block for the dtypes calls alternate between
+
+
+def _cached_op_for_dtypes(self, args):
+    """Right before the block's CachedOp runs (under the block's lock: another thread's call
+    of other dtypes cannot switch it in between): the CachedOp whose Casts are for this
+    call's dtypes, kept by dtypes (a block called with float32 and float64 in turn builds
+    two, once) (NOTE [MKLDNN values read by a node] in _cachedop.py)."""
+    casts = self.__dict__.get("_gluon_cf_casts")
+    if casts is None or self._cached_op is None:
+        return
+    signature = _dtypes_signature(self, args)
+    if signature == casts["signature"]:
+        return
+    op = casts["ops"].get(signature)
+    if op is None:
+        self.__dict__["_gluon_cf_switching"] = True   # (the other dtypes' CachedOps kept)
+        try:
+            self._build_cache(*args)   # (which keeps it in casts["ops"])
+        finally:
+            self.__dict__.pop("_gluon_cf_switching", None)
+    else:
+        self._cached_op, casts["signature"] = op, signature
 
 
 def _build_cache(self, *args):
     """``HybridBlock._build_cache``: NOTE [an input returned as an output] and NOTE [MKLDNN
     values read by a node] in _cachedop.py."""
     _original_build_cache(self, *args)
-    self._gluon_cf_cast_for = None
+    casts = self.__dict__.pop("_gluon_cf_casts", None)
+    if not self.__dict__.get("_gluon_cf_switching"):
+        casts = None   # (the CachedOp was dropped, maybe after a failed call: none comes back)
     copied, flags = None, self._flags
     if has_gluon_cf_nodes(json.loads(self._cached_graph[1].tojson())):
         copied = copied_variable_heads(self._cached_graph[1])
-        dense = {v.name for v, a in zip(self._cached_graph[0], _block._flatten(args, "input")[0])
-                 if a is not None and a.stype == "default" and a.ndim > 0} | \
+        flat = [a for a in _block._flatten(args, "input")[0] if a is not None]  # (as the
+        dense = {v.name for v, a in zip(self._cached_graph[0], flat)    # graph's inputs: no None)
+                 if a.stype == "default" and a.ndim > 0} | \
             {p.name for is_arg, p in self._cached_op_args if not is_arg and
              p._stype == "default" and p._grad_stype == "default"}
         before = copied if copied is not None else self._cached_graph[1]
-        dtypes = _head_dtypes(self, before, args) if MKLDNN else []
-        laid = default_layout_inputs(before, dense, registry.kind_of, dtypes)
+        laid = default_layout_inputs(before, dense, registry.kind_of,
+                                     _given_dtypes(self, args) if MKLDNN else None)
         if laid is not None:   # NOTE [MKLDNN values read by a node]
             copied, flags = laid, inlined_as_before(flags, before, laid)
-            if any(d is not None for d in dtypes):   # (the heads' Casts hold for these)
-                self._gluon_cf_cast_for = _input_dtypes(args)
+            if casts is None or casts["graph"] is not self._cached_graph[1] or \
+                    len(casts["ops"]) >= _MAX_CAST_SIGNATURES:
+                casts = {"graph": self._cached_graph[1], "ops": {}}
+            casts["signature"] = _dtypes_signature(self, args)   # (its Casts hold for these)
+            self._gluon_cf_casts = casts
     if copied is not None:
         indices = [[k for k, (is_arg, _) in enumerate(self._cached_op_args) if is_arg == kind]
                    for kind in (True, False)]
         self._cached_op = mx.nd.CachedOp(copied, [("data_indices", indices[0]),
                                                   ("param_indices", indices[1])] + flags)
+        if "_gluon_cf_casts" in self.__dict__:
+            self._gluon_cf_casts["ops"][self._gluon_cf_casts["signature"]] = self._cached_op
 
 
 _block.HybridBlock._build_cache = _build_cache

@@ -278,7 +278,7 @@ def second_order_error(err, heads):
     # (the gradients of the MKLDNN copies around a node, which MXNet meets first: NOTE [MKLDNN
     # values read by a node] in _cachedop.py)
     if not custom and not any("_backward_%s is non-differentiable" % op in str(err)
-                              for op in ("reshape", "squeeze")):
+                              for op in ("reshape", "squeeze", "cast")):
         return None
     found = []
     for head in heads:
