@@ -15,7 +15,7 @@ import threading
 import mxnet as mx
 import numpy as np
 from mxnet import autograd
-from mxnet.gluon import HybridBlock
+from mxnet.gluon import HybridBlock, SymbolBlock, nn
 
 import gluon_cf
 
@@ -142,3 +142,46 @@ def test_graphs_kept_per_autograd_mode():
         results.append([(y.dtype, y.asnumpy().tolist()) for y in got])
     assert results[1] == results[0]
     assert [d for d, _ in results[0]] == [np.float32, np.float64, np.float64]
+
+
+class _DoubledImage(HybridBlock):
+    def hybrid_forward(self, F, h):
+        out, _ = gluon_cf.foreach(lambda d, s: (d * 2 + s[0], [s[0] + 1]), h,
+                                  [F.zeros((16, 6, 6))])
+        return out
+
+
+def _conv_around(block, x):
+    """Values and gradients of ``c2(block(c1(x)))``: eager convolutions (MKLDNN's blocked
+    layout) before and after the block."""
+    c1 = nn.Conv2D(16, 3, padding=1, in_channels=4)
+    c2 = nn.Conv2D(8, 3, padding=1, in_channels=16)
+    for k, c in enumerate((c1, c2)):
+        c.initialize()
+        for j, p in enumerate(c.collect_params().values()):
+            p.set_data(mx.nd.array(np.random.RandomState(10 * k + j).randn(*p.shape) * 0.1))
+    x = x.copy()
+    x.attach_grad()
+    with autograd.record():
+        out = c2(block(c1(x)))
+        loss = (out * out).sum()
+    loss.backward()
+    return [out.asnumpy(), x.grad.asnumpy()] + \
+        [p.grad().asnumpy() for c in (c1, c2) for p in c.collect_params().values()]
+
+
+def test_a_symbolblock_imported_from_an_export_between_convolutions(tmp_path):
+    """``net.export`` then ``SymbolBlock.imports``, hybridized, between two eager
+    convolutions: values and every gradient equal the block's eager ones (before the guard of
+    a block's outputs: 3 of 5 imported blocks' gradients wrong)."""
+    net = _DoubledImage()
+    net.hybridize()
+    net(mx.nd.ones((2, 16, 6, 6)))
+    net.export(str(tmp_path / "doubled"))
+    x = mx.nd.array(np.random.RandomState(0).randn(2, 4, 6, 6))
+    want = _conv_around(_DoubledImage(), x)
+    for _ in range(5):
+        imported = SymbolBlock.imports(str(tmp_path / "doubled-symbol.json"), ["data"], None)
+        imported.hybridize()
+        for w, g in zip(want, _conv_around(imported, x)):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
