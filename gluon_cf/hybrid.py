@@ -230,7 +230,7 @@ def _run_built(self, args, lock):
         # (NOTE [zero-size block inputs])
         if plan.resizing_reshapes:   # NOTE [a reshape to another size]
             flat, fmt = _block._flatten(args, "input")
-            if fmt == self._in_format:   # (else MXNet's call refuses the format)
+            if _gluon_accepts(self._in_format, fmt):   # (else MXNet's call refuses it)
                 flat = [a for a in flat if a is not None]
                 _check_reshapes_once(self, plan, tuple(a.shape for a in flat), flat, lock)
         return _original_call_cached_op(self, *args)
@@ -238,6 +238,11 @@ def _run_built(self, args, lock):
         args = own_handles(args)
     flat, fmt = _block._flatten(args, "input")
     flat = [a for a in flat if a is not None]
+    if _gluon_accepts(self._in_format, fmt):
+        # (a trailing None left out: the same inputs, and the same gluon_cf paths; MXNet's
+        # CachedOp alone gave "Operator expand_dims inferring shapes failed" for a mask
+        # keeping no row, where the call with the None gave the user's line)
+        fmt = self._in_format
     key = tuple(a.shape for a in flat)   # the data's shapes: the parameters' are fixed
     # In a remat body the nodes run inline: a node's Custom backward inside the remat node's
     # hangs MXNet (NOTE [nested custom backward] in tests/test_remat_nesting.py).
@@ -246,7 +251,8 @@ def _run_built(self, args, lock):
         # (a zero-size input: NOTE [zero-size block inputs])
         partitioned = plan.always or key in plan.partitioned_shapes or inline or (
             plan.unwritten_gradients and mx.autograd.is_recording()) or \
-            any(0 in shape for shape in key) or _makes_zero_size(self, plan, key, flat)
+            any(0 in shape for shape in key) or \
+            (fmt == self._in_format and _makes_zero_size(self, plan, key, flat))
         # See NOTE [recursion inference in the calling thread]
         first_inline = not partitioned and fmt == self._in_format and \
             plan.inline_inference and inference_inline()
@@ -328,6 +334,16 @@ def _check_reshapes_once(self, plan, key, flat, lock):
         if len(plan.reshapes_checked) >= 1024:
             plan.reshapes_checked.clear()
         plan.reshapes_checked.add(key)
+
+
+def _gluon_accepts(stored, fmt):
+    """Whether Gluon 1.9.1's ``_call_cached_op`` takes a call of input format ``fmt`` for a
+    block built with ``stored``: the same, or one with trailing None inputs more or fewer
+    (``net(x)`` after ``net(x, None)``); any other it refuses (its ValueError)."""
+    if fmt == stored:
+        return True
+    short, long_ = (fmt, stored) if len(fmt) < len(stored) else (stored, fmt)
+    return long_[:len(short)] == short and all(f == -1 for f in long_[len(short):])
 
 
 def _makes_zero_size(self, plan, key, flat):
