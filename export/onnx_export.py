@@ -291,6 +291,13 @@ def _convert_symbol(sym, params, inputs, opset, dynamic_axes, input_names, outpu
     if len(output_names) != len(outputs):
         raise ValueError(f"export_onnx: got {len(output_names)} output_names for the "
                          f"{len(outputs)} outputs of the model {outputs}")
+    # (an ONNX graph names each value once: a repeated name was the ONNX checker's refusal,
+    # "Graph must be in single static assignment (SSA) form", as a NotImplementedError)
+    repeated = sorted({n for n in onnx_names + output_names
+                       if (onnx_names + output_names).count(n) > 1})
+    if repeated:
+        raise ValueError(f"export_onnx: input_names and output_names must name each input and "
+                         f"output once; repeated: {repeated}")
     params = {name.split(":", 1)[-1]: value for name, value in (params or {}).items()}
     _check_convertible(json.loads(sym.tojson()), "the model", opset, kinds)
 

@@ -3,7 +3,8 @@ call gave an internal-looking error. A hybridized block of two inputs called (or
 with ``export_onnx``) with one: a bare ``IndexError: list index out of range`` from
 gluon_cf's zero-size check (``hybrid._makes_zero_size``), where plain Gluon (the same block
 with MXNet's ``F.contrib.foreach``) raises its ValueError about the argument structure.
-Oracle: that plain Gluon block."""
+Oracle: that plain Gluon block. And a name repeated in ``input_names``/``output_names`` was
+the ONNX checker's refusal as a NotImplementedError, now a ValueError about the argument."""
 import mxnet as mx
 import pytest
 from mxnet.gluon import HybridBlock
@@ -46,3 +47,21 @@ def test_export_missing_an_input_raises_gluons_error(tmp_path):
     assert isinstance(err, ValueError), repr(err)
     assert str(err).startswith("The argument structure of HybridBlock does not match"), str(err)
     assert not (tmp_path / "two.onnx").exists()
+
+
+@pytest.mark.parametrize("names", [{"input_names": ["x", "x"]}, {"output_names": ["o", "o"]},
+                                   {"input_names": ["a", "b"], "output_names": ["a", "c"]}])
+def test_repeated_names_are_refused_as_an_argument_error(names, tmp_path):
+    """A name given twice (two inputs, two outputs, an input and an output) was the ONNX
+    checker's "Graph must be in single static assignment (SSA) form" as a
+    NotImplementedError; now a ValueError naming the argument and the name."""
+    net = _two_inputs(True)
+    example = [mx.nd.ones((3, 2)), mx.nd.ones((1,))]
+    err = _error(lambda: export_onnx(net, example, str(tmp_path / "two.onnx"), **names))
+    assert isinstance(err, ValueError), repr(err)
+    assert str(err).startswith("export_onnx: input_names and output_names must name each "
+                               "input and output once; repeated: ['")
+    assert not (tmp_path / "two.onnx").exists()
+    model = export_onnx(net, example, input_names=["a", "b"], output_names=["c", "d"])
+    assert [i.name for i in model.graph.input] == ["a", "b"]
+    assert [o.name for o in model.graph.output] == ["c", "d"]
