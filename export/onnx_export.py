@@ -454,6 +454,23 @@ _MXNET_CONTROL_FLOW = {
                               ("_while_loop", "while_loop", "Loop"), ("_cond", "cond", "If"))}
 
 
+# MXNet's registered names of the operators under F's namespaces (``_linalg_gemm2``)
+_NAMESPACES = (("_contrib_", "contrib"), ("_linalg_", "linalg"), ("_random_", "random"),
+               ("_image_", "image"), ("_sparse_", "sparse"))
+
+
+def _called_as(op):
+    """How the user calls MXNet operator ``op`` from hybrid_forward (``_eye``: ``F.eye``,
+    ``_linalg_gemm2``: ``F.linalg.gemm2``) where that is not ``op`` itself, else ''."""
+    for prefix, namespace in _NAMESPACES:
+        if op.startswith(prefix):
+            name = op[len(prefix):]
+            return f"F.{namespace}.{name}" if hasattr(getattr(mx.sym, namespace), name) \
+                else ""
+    name = op.lstrip("_")
+    return f"F.{name}" if name != op and hasattr(mx.sym, name) else ""   # (F.op: as named)
+
+
 def _check_convertible(graph_json, where, opset, kinds):
     """Fail before converting anything if some node, at any nesting level, has no ONNX form
     (gluon_cf nodes: only those of ``kinds``)."""
@@ -464,7 +481,8 @@ def _check_convertible(graph_json, where, opset, kinds):
         kind = registry.kind_of(node)
         if kind is None and op != "Custom" and not _has_mx2onnx_converter(op, opset):
             raise _naming(node, NotImplementedError(
-                f"{source_prefix(node)}export_onnx: node {node['name']!r} (MXNet op {op!r}) "
+                f"{source_prefix(node)}export_onnx: node {node['name']!r} (MXNet op {op!r}"
+                f"{_called_as(op) and ', ' + _called_as(op)}) "
                 f"in {where} cannot be converted: mx2onnx has no converter for {op!r} at "
                 f"opset {opset}{_MXNET_CONTROL_FLOW.get(op, '')}"))
         if kind is not None and kind not in kinds:

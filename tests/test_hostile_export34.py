@@ -65,3 +65,23 @@ def test_repeated_names_are_refused_as_an_argument_error(names, tmp_path):
     model = export_onnx(net, example, input_names=["a", "b"], output_names=["c", "d"])
     assert [i.name for i in model.graph.input] == ["a", "b"]
     assert [o.name for o in model.graph.output] == ["c", "d"]
+
+
+class _EyeInBody(HybridBlock):
+    def hybrid_forward(self, F, x):
+        def body(m, st):
+            return m, [st[0] + F.sum(F.eye(4) * m)]   # (F.eye: MXNet's _eye, no converter)
+        return gluon_cf.foreach(body, x, [F.zeros((1,))])[0]
+
+
+def test_an_operator_without_converter_is_named_as_the_user_calls_it():
+    """The refusal named MXNet's registered name only ('_eye'); it adds the name the user
+    wrote (F.eye), with the user's line."""
+    net = _EyeInBody()
+    net.hybridize()
+    net(mx.nd.ones((3, 4, 4)))
+    err = _error(lambda: export_onnx(net, [mx.nd.ones((3, 4, 4))]))
+    assert isinstance(err, NotImplementedError), repr(err)
+    line = _EyeInBody.hybrid_forward.__code__.co_firstlineno + 2
+    assert str(err).startswith("%s:%d: export_onnx: node " % (__file__, line)), str(err)
+    assert "(MXNet op '_eye', F.eye)" in str(err), str(err)
