@@ -14,7 +14,6 @@ import pytest
 from mxnet.gluon import HybridBlock
 
 from gluon_cf import autograph
-from gluon_cf.node import IncompleteShapeError
 
 from test_hostile_r29h_shared import _run   # (outputs, then input and parameter gradients)
 
@@ -66,11 +65,10 @@ def test_a_shared_encoder_with_an_optional_input_keeps_its_zero_size_check_per_n
         net.hybridize()
         for k in [0, 1, 2, 1, 0]:
             got = _outcome(net, CALLS[k])
-            if k == 1:   # (the cond's own refusal of a zero-size input, as two encoders')
-                assert isinstance(got, IncompleteShapeError), got
-                assert "gluon_cf.cond at " in str(got) and __file__ in str(got), got
-                assert "eagerly either" not in str(got), got
-                continue
+            # (k == 1: ``x[1:]`` of one row, a cond reading it; refused by the cond as a
+            # zero-size input, as two encoders', until session 34: autograph's index keeping
+            # no row is made as the view eager indexing gives, NOTE [zero-size values computed
+            # inside a graph])
             assert not isinstance(got, Exception), got
             for want, value in zip(wants[k], got):
                 np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6)

@@ -7,6 +7,7 @@ one operator imperatively (shared with the partitioned execution); and
 import contextlib
 import ctypes
 import json
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import mxnet as mx
@@ -15,7 +16,7 @@ from mxnet._ctypes.ndarray import _imperative_invoke
 from .. import registry
 from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
-from ..errors import ZeroSizeError
+from ..errors import NAMED_AT, ZeroSizeError
 from ..zero_size import shape_or_no_element
 from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_ADDED_GRADIENT_INPUTS,
                          NO_GRADIENT_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size,
@@ -217,9 +218,9 @@ class CachedGraph(CachedOpPair):
         # NOTE [a reshape to another size]; a Graph's threads share its own: a check holds
         # for the graph, whichever of MXNet's Custom-op threads runs it
         self._reshape_checks = ReshapeChecks() if reshape_checks is None else reshape_checks
-        # input shapes -> the names of the nodes computing a zero-size array from them
+        # input shapes -> the nodes computing a zero-size array from them, by name: its shape
         # (NOTE [zero-size values computed inside a graph])
-        self._zero_size_nodes: Dict[tuple, frozenset] = {}
+        self._zero_size_nodes: Dict[tuple, Dict[str, tuple]] = {}
 
     def __call__(self, *args, out=None):
         shapes = () if self.constant else tuple(shape_or_no_element(a) for a in args)
@@ -254,11 +255,11 @@ class CachedGraph(CachedOpPair):
         return self._checking
 
     def zero_size_nodes(self, shapes):
-        """The names of the nodes that compute a zero-size array from inputs of ``shapes``
-        (none of them zero-size), by MXNet's shape inference, once per shapes."""
+        """The nodes that compute a zero-size array from inputs of ``shapes`` (none of them
+        zero-size), by name: the array's shape, by MXNet's shape inference, once per shapes."""
         known = self._zero_size_nodes.get(shapes)
         if known is None:
-            known = frozenset()
+            known = {}
             ops = [n["op"] for n in self._json_nodes()]
             if any(_may_make_zero_size(op) for op in ops) and \
                     not any(op == "Custom" or op in DYNAMIC_SHAPE_OPS for op in ops):
@@ -267,9 +268,9 @@ class CachedGraph(CachedOpPair):
                     internals = self.symbol.get_internals()
                     _, outs, _ = internals.infer_shape_partial(**{
                         n: s for n, s in zip(self.symbol.list_inputs(), shapes) if n in names})
-                    known = frozenset(name[:-len("_output")] for name, shape in
-                                      zip(internals.list_outputs(), outs or ())
-                                      if shape and 0 in shape)
+                    known = {name[:-len("_output")]: tuple(shape) for name, shape in
+                             zip(internals.list_outputs(), outs or ())
+                             if shape and 0 in shape}
                 except mx.MXNetError:
                     pass
             if len(self._zero_size_nodes) >= 1024:
@@ -307,6 +308,14 @@ class CachedGraph(CachedOpPair):
             if crashing:
                 raise zero_size_error(n, inputs, [(k, origin[entries[k]]) for k in crashing],
                                        CRASH_DETAIL)
+            if n["op"] in _SLICES and n["name"] in made_here and _indexing(n["name"]) and \
+                    not any(0 in x.shape for x in inputs):
+                # (an index keeping nothing, autograph's ``x[1:]`` of one row: eagerly a view
+                # of no row; the slice operator's MKLDNN kernel fails on it, "delay_alloc")
+                values[(nid, 0)] = mx.nd.empty(made_here[n["name"]], ctx=inputs[0].context,
+                                               dtype=inputs[0].dtype)
+                origin[(nid, 0)] = "%s (node %r)" % (n["op"], n["name"])
+                continue
             try:
                 unrecorded = inputs and all(0 in x.shape for x in inputs) and \
                     mx.autograd.is_recording()
@@ -383,12 +392,30 @@ def origin_of(node):
 #     it and the user's line, on every call. Inferred once per input shapes, and only for graphs
 #     holding an operator that can make such an array (``_ZERO_SIZE_MAKERS``: a slice ...; the rest
 #     cost no inference); graphs holding Custom operators (gluon_cf nodes) are not inferred here.
+#     Autograph's indexing keeping no row (``x[1:]`` of one row, a ``slice`` node named after
+#     the user's line, ``_indexing``) is eagerly NDArray indexing, a view of no row that
+#     works: its value is made from the inferred shape (an empty array), not by the
+#     operator; an ``F.slice`` the user wrote fails eagerly and so here.
 
 
 # Words in the names of the operators that can make an array with a zero dimension from
 # arrays of some size (slices, crops, splits, tiles, repeats, pads, reshapes, broadcasts): a
 # graph holding none is not inferred for it (a graph per call shape costs an inference)
 _ZERO_SIZE_MAKERS = ("slice", "crop", "split", "tile", "repeat", "pad", "reshape", "broadcast")
+
+
+# Slices (one output, of their first input's dtype) of autograph's indexing keeping nothing:
+# their zero-size value is made from its shape, not by the operator (NOTE [zero-size values
+# computed inside a graph])
+_SLICES = ("slice", "slice_axis", "slice_like", "crop")
+
+
+def _indexing(name):
+    """Whether node ``name`` is autograph's indexing of a tensor (``model_line12_index0``:
+    ``x[1:]``, eagerly NDArray indexing, a view of no row where it keeps none), not an
+    ``F.slice`` the user wrote (eagerly MXNet's operator, which fails on it too)."""
+    base = re.sub(r"\d+$", "", name)
+    return any(key.endswith("_index") and base.endswith(key) for key in NAMED_AT)
 
 
 def _may_make_zero_size(op):
@@ -406,9 +433,11 @@ def _may_make_zero_size(op):
 #     operators' outputs only) runs partitioned, where the segments are CachedGraphs (NOTE
 #     [zero-size values computed inside a graph]): its ZeroSizeError names the operator, on
 #     every call. A 0 that is an unknown dim (MXNet's legacy shapes: after a node of run-time
-#     shape) also runs it partitioned, which such graphs do anyway. Only outputs that an
-#     ordinary operator reads count: one read by gluon_cf nodes alone is theirs to handle (a
-#     foreach over ``x[1:]`` of one row runs no step, and did as the CachedOp's before).
+#     shape) also runs it partitioned, which such graphs do anyway. Outputs gluon_cf nodes
+#     read count too (since session 34): a foreach over autograph's ``x[1:]`` of one row was
+#     the CachedOp's, whose node refused the zero-size input (IncompleteShapeError, "Skip the
+#     call for empty inputs"), where eagerly it runs no step and a zero-size block input
+#     ran it partitioned.
 SIZE_CUTTERS = ("slice", "crop", "split", "tile", "repeat")
 
 
@@ -419,8 +448,7 @@ def makes_zero_size(symbol, nodes, shapes):
     graph])."""
     cutters = {k for k, n in enumerate(nodes)
                if n["op"] != "null" and any(w in n["op"].lower() for w in SIZE_CUTTERS)}
-    read = sorted({(node, index) for reader in nodes
-                   if reader["op"] != "null" and not registry.kind_of(reader)
+    read = sorted({(node, index) for reader in nodes if reader["op"] != "null"
                    for node, index, *_ in reader["inputs"] if node in cutters})
     if not read:
         return False
