@@ -155,8 +155,10 @@ def pred_shape_error(op, what, shape):
     (one per row when checking a batch), else None."""
     if scalar_pred_shape(shape):
         return None
-    return PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
-                          % (op, what, tuple(shape)))
+    error = PredShapeError("gluon_cf.%s: %s must have exactly one element, got shape %s"
+                           % (op, what, tuple(shape)))
+    error.shape = tuple(shape)   # (an autograph if's message says it: node.name_node)
+    return error
 
 
 def check_scalar_pred(op, what, shape):

@@ -123,6 +123,14 @@ def own_line(name, where):
 CAUGHT_AT: Dict[str, str] = {}
 
 
+def several_elements(where, what, shape):
+    """The message of an ``if`` (``what``) on an array of ``shape``, not of one element."""
+    return (f"{where}: the {what}'s condition is an array of shape {tuple(shape)}; a tensor "
+            f"condition must have one element (Python's ValueError: the truth value of an "
+            f"array with several elements is ambiguous): reduce it to one (F.sum(c) > 0, "
+            f"F.max(c) > 0), or choose elementwise with F.where(c, a, b)")
+
+
 def named_line(text):
     """``file:line: source`` of the user's line a node named in ``text`` (``(node 'n')``) is
     named after (autograph's ``model_line12_index0``, NAMED_AT), or None."""
@@ -131,6 +139,15 @@ def named_line(text):
         if where is not None:
             return where
     return None
+
+
+def if_line(node_name) -> Optional[str]:
+    """``file:line: source`` of the autograph ``if`` a cond node is named after
+    (``model_line12_if0``), or None for any other node."""
+    base = re.sub(r"\d+$", "", node_name)
+    at = next((at for key, at in NAMED_AT.items()
+               if key.endswith("_if") and base.endswith(key)), None)
+    return at[:-1] if at is not None and at.endswith(":") else at   # (``if x > 0:``: no "::")
 
 
 def index_error_of(err):

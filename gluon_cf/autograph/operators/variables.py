@@ -10,6 +10,7 @@ import sys
 import mxnet as mx
 import numpy as np
 
+from ...errors import several_elements
 from ..errors import AmbiguousTruthError, AutographError, in_python_types
 from .call_results import refusal
 
@@ -160,14 +161,6 @@ def truth(value, where, what):
             raise AmbiguousTruthError(several_elements(where, what, value.shape))
         return bool(value.asscalar())
     return value
-
-
-def several_elements(where, what, shape):
-    """The message of an ``if`` (``what``) on an array of ``shape``, not of one element."""
-    return (f"{where}: the {what}'s condition is an array of shape {tuple(shape)}; a tensor "
-            f"condition must have one element (Python's ValueError: the truth value of an "
-            f"array with several elements is ambiguous): reduce it to one (F.sum(c) > 0, "
-            f"F.max(c) > 0), or choose elementwise with F.where(c, a, b)")
 
 
 def holds_symbols(value):
