@@ -141,13 +141,20 @@ def named_line(text):
     return None
 
 
-def if_line(node_name) -> Optional[str]:
-    """``file:line: source`` of the autograph ``if`` a cond node is named after
-    (``model_line12_if0``), or None for any other node."""
+def named_after(node_name, kind) -> Optional[str]:
+    """``file:line: source`` (NAMED_AT) of the autograph construct of ``kind`` (``"_if"``,
+    ``"_index"``) node ``node_name`` is named after (``model_line12_if0``), or None for any
+    other node."""
     base = re.sub(r"\d+$", "", node_name)
-    at = next((at for key, at in NAMED_AT.items()
-               if key.endswith("_if") and base.endswith(key)), None)
-    return at[:-1] if at is not None and at.endswith(":") else at   # (``if x > 0:``: no "::")
+    return next((at for key, at in NAMED_AT.items()
+                 if key.endswith(kind) and base.endswith(key)), None)
+
+
+def if_line(node_name) -> Optional[str]:
+    """``file:line: source`` of the autograph ``if`` a cond node is named after, without the
+    source's own colon (``if x > 0:``: no "::" in a message), or None."""
+    at = named_after(node_name, "_if")
+    return at[:-1] if at is not None and at.endswith(":") else at
 
 
 def index_error_of(err):
@@ -158,9 +165,7 @@ def index_error_of(err):
     match = _OPERATOR.search(text)
     if match is None or not any(words in text for words in _PAST_THE_AXIS):
         return None
-    name = match.group(1)
-    where = next((at for key, at in NAMED_AT.items()
-                  if key.endswith("_index") and name.endswith(key)), None)
+    where = named_after(match.group(1), "_index")
     if where is None:
         return None
     caught = CAUGHT_AT.get(where)

@@ -7,7 +7,6 @@ one operator imperatively (shared with the partitioned execution); and
 import contextlib
 import ctypes
 import json
-import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import mxnet as mx
@@ -16,7 +15,7 @@ from mxnet._ctypes.ndarray import _imperative_invoke
 from .. import registry
 from .._cachedop import CachedOpPair
 from .._custom_ops import is_hidden
-from ..errors import NAMED_AT, ZeroSizeError
+from ..errors import ZeroSizeError, named_after
 from ..zero_size import shape_or_no_element
 from ..operators import (CRASH_DETAIL, DYNAMIC_SHAPE_OPS, INDEX_INPUTS, NO_ADDED_GRADIENT_INPUTS,
                          NO_GRADIENT_INPUTS, SAME_WHEN_EMPTY, SOURCE_ATTR, crashing_zero_size,
@@ -414,8 +413,7 @@ def _indexing(name):
     """Whether node ``name`` is autograph's indexing of a tensor (``model_line12_index0``:
     ``x[1:]``, eagerly NDArray indexing, a view of no row where it keeps none), not an
     ``F.slice`` the user wrote (eagerly MXNet's operator, which fails on it too)."""
-    base = re.sub(r"\d+$", "", name)
-    return any(key.endswith("_index") and base.endswith(key) for key in NAMED_AT)
+    return named_after(name, "_index") is not None
 
 
 def _may_make_zero_size(op):
