@@ -150,11 +150,20 @@ def named_after(node_name, kind) -> Optional[str]:
                  if key.endswith(kind) and base.endswith(key)), None)
 
 
-def if_line(node_name) -> Optional[str]:
-    """``file:line: source`` of the autograph ``if`` a cond node is named after, without the
-    source's own colon (``if x > 0:``: no "::" in a message), or None."""
-    at = named_after(node_name, "_if")
-    return at[:-1] if at is not None and at.endswith(":") else at
+# the autograph constructs whose tensor condition a node's predicate is, by the suffix of the
+# node's name (node_name in autograph/errors.py), and the word eager's message uses for each
+_CONDITIONS = {"_if": "if", "_ifexp": "conditional expression", "_while": "while"}
+
+
+def condition_line(node_name):
+    """``(what, "file:line: source")`` of the autograph ``if``, conditional expression or
+    ``while`` whose condition node ``node_name``'s predicate is, the source without its own
+    colon (``if x > 0:``: no "::" in a message); or None for any other node."""
+    for kind, what in _CONDITIONS.items():
+        at = named_after(node_name, kind)
+        if at is not None:
+            return what, at[:-1] if at.endswith(":") else at
+    return None
 
 
 def index_error_of(err):

@@ -36,8 +36,8 @@ from mxnet import autograd
 
 from . import _names, executor, failed_calls, node_progress, registry
 from ._custom_ops import NOT_UTF8, engine_calls_us, register_guarded, write_like_assign
-from .errors import (NAMED_AT, PendingFailures, SymbolFileError, created_at, if_line, own_line,
-                     remember_where, several_elements, where_created)
+from .errors import (NAMED_AT, PendingFailures, SymbolFileError, condition_line, created_at,
+                     own_line, remember_where, several_elements, where_created)
 from .graph import decode
 from .graph.decoded import holds_random_ops
 from .graph.index_gradients import check_index_gradients
@@ -129,11 +129,13 @@ def name_node(exc, node):
         return
     name = node.spec.get("node")
     shape = getattr(exc, "shape", None) if isinstance(exc, PredShapeError) else None
-    where = if_line(name) if name and shape is not None else None
-    if where is not None and not getattr(exc, "_gluon_cf_node", None):
-        # (an autograph if on several elements: eager's message, its line and remedy, not
-        # the cond's the user never wrote; autograph review of session 34)
-        exc.args = (several_elements(where, "if", shape),)
+    condition = condition_line(name) if name and shape is not None else None
+    if condition is not None and not getattr(exc, "_gluon_cf_node", None):
+        # (an autograph if or while on several elements: eager's message, its line and
+        # remedy, not the cond's or while_loop's the user never wrote; autograph review of
+        # session 34)
+        what, where = condition
+        exc.args = (several_elements(where, what, shape),)
         setattr(exc, "_gluon_cf_node", name)
         return
     if name and len(exc.args) == 1 and isinstance(exc.args[0], str) \
