@@ -480,15 +480,30 @@ def _branches_act_row_by_row(node, in_flags, in_shapes, rows):
     # (decoded: a dict hit, the graph holding this node holds it; its loaded branches live
     # with it, NOTE [decoded nodes live as long as their users])
     loaded = registry.decode(OP, node["attrs"]["spec"]).__dict__.setdefault("rowwise_graphs", {})
-    for role in ("then", "else"):
+
+    def branch(role):
         graph = spec["graphs"][role]
         graph_json, symbol = rowwise.load_graph(graph["json"], loaded)
         names = symbol.list_inputs()
+        return (symbol, graph_json, {n: in_flags[s] for n, s in zip(names, graph["inputs"])},
+                {n: in_shapes[s] for n, s in zip(names, graph["inputs"])})
+
+    for role in ("then", "else"):
         try:
-            rowwise.check_symbol(symbol, graph_json,
-                                 {n: in_flags[s] for n, s in zip(names, graph["inputs"])},
-                                 {n: in_shapes[s] for n, s in zip(names, graph["inputs"])}, rows)
+            symbol, graph_json, flags, shapes = branch(role)
+            rowwise.check_symbol(symbol, graph_json, flags, shapes, rows)
         except rowwise.Rejected as inner:
+            other = "else" if role == "then" else "then"
+            # (a recursive call giving one row, because the other branch returns a constant:
+            # the constant's line is what to change, not the call's; hostile review of
+            # session 34)
+            constant = None
+            if rowwise.one_row_from_a_call(inner):
+                symbol, graph_json, flags, shapes = branch(other)
+                constant = rowwise.one_row_output(symbol, graph_json, flags, shapes, rows)
+            if constant is not None:
+                raise rowwise.Rejected(constant, inner.why + " (in the %s branch of cond %r)"
+                                       % (other, node["name"]), inner.hint) from None
             inner.why += " (in the %s branch of cond %r)" % (role, node["name"])
             raise
 
