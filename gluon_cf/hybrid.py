@@ -41,6 +41,8 @@ from . import executor, node_progress, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
 from .graph.decoded import holds_recursion
+from .graph.index_gradients import inputs_reaching_indices
+from .index_guard import guard_inputs
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
 from .hybrid_inline import (FAILED_NODE, INLINE_FAILED, INLINE_RUNS, RAISED_AT_CALL,
@@ -90,6 +92,7 @@ class _Plan:
         self.unwritten_gradients = self.has_nodes and any(
             n["op"] in NO_GRADIENT_INPUTS for n in self.js["nodes"])
         self.partitioned = {}   # thread id -> PartitionedGraph
+        self.index_refusals = None   # input position -> IndexGradientError's message
         self.inline_inference = self.has_nodes and inline_inference_graph(self.js)
         self.refusing_training = refusing_training(self.js) if self.has_nodes else []
         # NOTE [the caller waits for the first group] in node_progress.py
@@ -126,6 +129,10 @@ class _Plan:
             blocked = block_index_gradients(self.js)  # as in Graph: one CachedOp per segment
             partitioned = self.partitioned[thread] = PartitionedGraph(_located_takes(
                 self.symbol if blocked is None else mx.sym.load_json(blocked), self.forward))
+        if mx.autograd.is_recording() and not _remat.running_body():
+            if self.index_refusals is None:   # NOTE [index gradients of a partitioned block]
+                self.index_refusals = inputs_reaching_indices(self.js, self.symbol.list_inputs())
+            cargs = guard_inputs(cargs, self.index_refusals)
         running: list = []
         try:
             return executor.run_node(partitioned.run(cargs, None, declared, running))

@@ -58,15 +58,35 @@ def check_index_gradients(node, wanted):
     key = tuple(wanted)
     if key not in cache:
         found, _ = _reaching(node, {w: w for w in wanted})
-        cache[key] = None if found is None else (
+        cache[key] = None if found is None else _refusal(
             "gluon_cf.%s: a gradient was asked for input %d of this node (its Symbol was "
-            "given args_grad, or its NDArray attach_grad()), and it reaches the indices of "
-            "%s, whose gradient MXNet does not define (MXNet 1.9.1 refuses this too: "
-            "'Embedding layer doesn't support calculate data gradient'). Do not ask a "
-            "gradient of the indices (grad_req 'null', no attach_grad), or pass them "
-            "through F.BlockGrad" % (node.kind, found[1], describe_node(found[0])))
+            "given args_grad, or its NDArray attach_grad())" % (node.kind, found[1]), found[0])
     if cache[key] is not None:
         raise IndexGradientError(cache[key])
+
+
+def _refusal(asked, embedding):
+    """The message of IndexGradientError: the gradient ``asked`` reaches ``embedding``'s
+    indices (its JSON node)."""
+    return ("%s, and it reaches the indices of %s, whose gradient MXNet does not define (MXNet "
+            "1.9.1 refuses this too: 'Embedding layer doesn't support calculate data "
+            "gradient'). Do not ask a gradient of the indices (grad_req 'null', no "
+            "attach_grad), or pass them through F.BlockGrad" % (asked, describe_node(embedding)))
+
+
+def inputs_reaching_indices(js, names):
+    """For a block's graph (JSON ``js``, inputs ``names`` in order): {position: the message of
+    IndexGradientError} for each input whose gradient would go through an Embedding's indices,
+    in the graph itself or inside its gluon_cf nodes (NOTE [index gradients of a partitioned
+    block] in index_guard.py)."""
+    refusals = {}
+    for k, name in enumerate(names):
+        found, _ = _graph_reaching(js, {name: k})
+        if found is not None:
+            refusals[k] = _refusal("gluon_cf: a gradient was asked of the block's input %r "
+                                   "(its NDArray attach_grad(), or computed from one)" % name,
+                                   found[0])
+    return refusals
 
 
 def _reaching(decoded, slots, calls=None):

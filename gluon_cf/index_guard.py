@@ -1,0 +1,109 @@
+"""The gradient a partitioned block's input asks through an Embedding's indices, refused as
+MXNet refuses it.
+
+NOTE [index gradients of a partitioned block]
+    A block whose graph runs partitioned (NOTE [partitioned blocks] in hybrid.py) runs its
+    ordinary operators as CachedOp segments with a BlockGrad on every Embedding's indices
+    (``block_index_gradients``: NOTE [gradients asked of indices] in graph/index_gradients.py
+    says why), and its gluon_cf nodes by their rules in the calling thread, recorded operator
+    by operator. No Custom operator's ``backward`` sees ``req`` there, so a gradient the user
+    asked of indices (``tok.attach_grad()`` on a decoder's first token) came back as zeros,
+    silently, where MXNet, and the same block run as one Custom operator, refuse it (hostile
+    review of session 35: a decoder whose loop collects a list of run-time length, which makes
+    the block run partitioned). So while recording, each block input whose value reaches an
+    Embedding's indices (through the graph, its nodes' bodies and recursions:
+    ``inputs_reaching_indices``) passes through the identity operator here. MXNet asks its
+    backward for that input's gradient (``req`` not ``null``) exactly when the input needs
+    one, as it would ask the Embedding, and the backward then raises IndexGradientError
+    naming the Embedding and its line. An input no gradient reaches is not recorded, and the
+    operator is not run backward at all; one in no graph (token data) skips it.
+"""
+import itertools
+import threading
+from typing import Dict, List, Sequence
+
+import mxnet as mx
+from mxnet import autograd
+
+from ._custom_ops import register_guarded, write_like_assign
+from .graph.index_gradients import IndexGradientError
+from .node import reporting
+from .shared_handles import needs_no_gradient
+
+_OP_TYPE = "_gluon_cf_index_guard"
+# key -> message: our operators are given one string parameter, ``spec`` (NOTE [callbacks never
+# take the process down] in node.py; an unknown one, from a file, is the generic message)
+_REFUSALS: Dict[str, str] = {}
+_KEYS: Dict[str, str] = {}
+_GENERIC = ("gluon_cf: a gradient was asked through the indices of an Embedding, whose gradient "
+            "MXNet does not define")
+_keys = itertools.count(1)
+_lock = threading.Lock()
+
+
+class _IndexGuard(mx.operator.CustomOp):
+    """The identity forward; a backward asked the input's gradient refuses (NOTE above)."""
+
+    def __init__(self, refusal):
+        super().__init__()
+        self.refusal = refusal
+        self.node = None   # (read by ``reporting``: no gluon_cf node to name)
+
+    @reporting
+    def forward(self, is_train, req, in_data, out_data, aux):
+        write_like_assign(self, out_data[0], req[0], in_data[0])
+
+    @reporting
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        if req[0] != "null":
+            raise IndexGradientError(self.refusal)
+
+
+class _IndexGuardProp(mx.operator.CustomOpProp):
+    def __init__(self, spec=""):   # (never raises: NOTE [callbacks never take the process down])
+        super().__init__(need_top_grad=True)
+        self.refusal = _REFUSALS.get(spec, _GENERIC)
+
+    def list_arguments(self):
+        return ["data"]
+
+    def list_outputs(self):
+        return ["output"]
+
+    def infer_shape(self, in_shape):
+        return in_shape, in_shape, []
+
+    def infer_type(self, in_type):
+        return in_type, in_type, []
+
+    # (the default backward dependencies, all arrays: MXNet's Python side reads which arrays
+    # a backward is given from one registry-wide list, ``result_deps``, that the last
+    # operator to declare its own set; declaring fewer gave "unknown storage type: -1")
+
+    def create_operator(self, ctx, in_shapes, in_dtypes):
+        return _IndexGuard(self.refusal)
+
+
+register_guarded(_OP_TYPE, _IndexGuardProp)
+
+
+def guard_inputs(inputs: Sequence, refusals: Dict[int, str]) -> List:
+    """``inputs`` (a partitioned block's, in its graph's order), those at the positions of
+    ``refusals`` (position -> IndexGradientError's message) through the guard while
+    recording (NOTE [index gradients of a partitioned block])."""
+    inputs = list(inputs)
+    if not refusals or not autograd.is_recording():
+        return inputs
+    for k, refusal in refusals.items():
+        x = inputs[k]
+        if not isinstance(x, mx.nd.NDArray) or x.stype != "default" or x.size == 0 or \
+                needs_no_gradient(x):
+            continue   # (no gradient of indices to ask: nothing to refuse; and the guard, a
+            # Custom operator, costs ~0.5-2.5 ms a call: token inputs in no graph skip it)
+        with _lock:
+            key = _KEYS.get(refusal)
+            if key is None:
+                key = _KEYS[refusal] = str(next(_keys))
+                _REFUSALS[key] = refusal
+        inputs[k] = mx.nd.Custom(x, op_type=_OP_TYPE, spec=key)
+    return inputs
