@@ -43,32 +43,3 @@ def test_a_loop_over_the_rows_after_the_first_of_one_row(order):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-6)
         np.testing.assert_allclose(got[0], x.asnumpy().max(axis=0) * 2, rtol=1e-6)
-
-
-class _IfOnRowsInLoop(HybridBlock):
-    @gluon_cf.autograph
-    def hybrid_forward(self, F, x):
-        acc = F.zeros((3,))
-        for r in x:
-            if r > 0:
-                acc = acc + r
-        return acc
-
-
-def test_an_if_on_several_elements_has_eagers_message_hybridized():
-    """Hybridized, the cond's PredShapeError named ``gluon_cf.cond``, which the user never
-    wrote, and no remedy; it has eager's message (the line, the shape, what to write), on
-    every call, fresh block or not (still a ValueError)."""
-    x = mx.nd.array([[0.5, -1, 2], [1, 1, 1]])
-    line = _IfOnRowsInLoop.hybrid_forward.__wrapped__.__code__.co_firstlineno + 4
-    want = "%s:%d: if r > 0: the if's condition is an array of shape (3,)" % (__file__, line)
-    with pytest.raises(ValueError) as eager:
-        _IfOnRowsInLoop()(x)
-    net = _IfOnRowsInLoop()
-    net.hybridize()
-    for _ in range(2):
-        with pytest.raises(ValueError) as hybrid:
-            net(x).asnumpy()
-        for err in (eager.value, hybrid.value):
-            assert str(err).startswith(want), str(err)
-            assert str(err).endswith("or choose elementwise with F.where(c, a, b)"), str(err)
