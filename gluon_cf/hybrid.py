@@ -129,17 +129,36 @@ class _Plan:
             blocked = block_index_gradients(self.js)  # as in Graph: one CachedOp per segment
             partitioned = self.partitioned[thread] = PartitionedGraph(_located_takes(
                 self.symbol if blocked is None else mx.sym.load_json(blocked), self.forward))
+        given = cargs
         if mx.autograd.is_recording() and not _remat.running_body():
             if self.index_refusals is None:   # NOTE [index gradients of a partitioned block]
                 self.index_refusals = inputs_reaching_indices(self.js, self.symbol.list_inputs())
             cargs = guard_inputs(cargs, self.index_refusals)
         running: list = []
         try:
-            return executor.run_node(partitioned.run(cargs, None, declared, running))
+            return _owned(executor.run_node(partitioned.run(cargs, None, declared, running)),
+                          given)
         except Exception as exc:   # NOTE [a failure lost to another thread]: its nodes
             if running:
                 setattr(exc, FAILED_NODE, list(running))
             raise
+
+
+def _owned(outputs, inputs):
+    """A partitioned block's ``outputs`` as MXNet's CachedOp returns them: each an array of
+    its own. One that is an input (a parameter or data the block returns) or an earlier
+    output (returned twice) is a copy, so that writing into it changes neither the block's
+    parameters nor the caller's data nor another output (hostile review of session 35: a
+    returned weight written to changed the next call's result, partitioned only)."""
+    seen = {x.handle.value for x in inputs if isinstance(x, mx.nd.NDArray)}
+    owned = []
+    for out in outputs:
+        if isinstance(out, mx.nd.NDArray):
+            if out.handle.value in seen:
+                out = out.copy()
+            seen.add(out.handle.value)
+        owned.append(out)
+    return owned
 
 
 def _call_cached_op(self, *args):
