@@ -650,8 +650,9 @@ def test_a_mask_of_another_length_names_the_users_line():
     for _ in range(2):
         with pytest.raises(ValueError) as outer:
             net(x, mx.nd.array([1, 0, 1, 1, 0]), ok[1])
-        assert str(outer.value).startswith(__file__ + ":%d: hybrid_forward of block" % (
-            line - 4)) and "the mask (shape (5,)) must be 1-D with one element per row of the " \
+        # (the lines of the block's boolean_mask calls: the def's until session 35)
+        assert str(outer.value).startswith(__file__ + ":%d or %s:%d: hybrid_forward of block" % (
+            line - 3, __file__, line)) and "the mask (shape (5,)) must be 1-D with one element per row of the " \
             "data (shape (4, 3)) along axis 0" in str(outer.value), outer.value
         with pytest.raises(ValueError) as inner:
             net(x, ok[0], mx.nd.array([1, 0, 0, 1]))
