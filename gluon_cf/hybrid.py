@@ -130,10 +130,10 @@ class _Plan:
             partitioned = self.partitioned[thread] = PartitionedGraph(_located_takes(
                 self.symbol if blocked is None else mx.sym.load_json(blocked), self.forward))
         given = cargs
-        if mx.autograd.is_recording() and not _remat.running_body():
+        if mx.autograd.is_recording():
             if self.index_refusals is None:   # NOTE [index gradients of a partitioned block]
                 self.index_refusals = inputs_reaching_indices(self.js, self.symbol.list_inputs())
-            cargs = guard_inputs(cargs, self.index_refusals)
+            cargs = guard_inputs(cargs, self.index_refusals, _remat.running_body())
         running: list = []
         try:
             return _owned(executor.run_node(partitioned.run(cargs, None, declared, running)),

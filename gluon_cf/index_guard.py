@@ -17,6 +17,15 @@ NOTE [index gradients of a partitioned block]
     one, as it would ask the Embedding, and the backward then raises IndexGradientError
     naming the Embedding and its line. An input no gradient reaches is not recorded, and the
     operator is not run backward at all; one in no graph (token data) skips it.
+
+    Inside a remat body's recomputation (``remat.running_body()``: an eager remat loop or
+    recursive call whose body calls the block) a Custom operator's backward would run inside
+    the remat node's, which hangs MXNet (NOTE [nested custom backward] in
+    tests/test_remat_nesting.py). There the input passes instead through MXNet's own check:
+    an Embedding of one row read by nothing but a sum times zero added back to it, whose
+    backward MXNet asks for the input's gradient exactly as the real one would, and refuses
+    with its own message, as it refuses the same body run eagerly (hostile review of session
+    35: a remat loop calling the block trained to zeros).
 """
 import itertools
 import threading
@@ -87,10 +96,18 @@ class _IndexGuardProp(mx.operator.CustomOpProp):
 register_guarded(_OP_TYPE, _IndexGuardProp)
 
 
-def guard_inputs(inputs: Sequence, refusals: Dict[int, str]) -> List:
+def _checked_by_mxnet(x):
+    """``x`` (its value, exactly) through an Embedding of MXNet's own, refusing in backward
+    as the Embedding ``x`` reaches would (NOTE above: a remat body)."""
+    probe = mx.nd.Embedding(x, mx.nd.zeros((1, 1), ctx=x.context), input_dim=1, output_dim=1)
+    return mx.nd.broadcast_add(x, (probe.sum() * 0).astype(x.dtype).reshape((1,) * x.ndim))
+
+
+def guard_inputs(inputs: Sequence, refusals: Dict[int, str], in_remat_body=False) -> List:
     """``inputs`` (a partitioned block's, in its graph's order), those at the positions of
     ``refusals`` (position -> IndexGradientError's message) through the guard while
-    recording (NOTE [index gradients of a partitioned block])."""
+    recording (NOTE [index gradients of a partitioned block]); ``in_remat_body``: through
+    MXNet's own check instead."""
     inputs = list(inputs)
     if not refusals or not autograd.is_recording():
         return inputs
@@ -100,6 +117,10 @@ def guard_inputs(inputs: Sequence, refusals: Dict[int, str]) -> List:
                 needs_no_gradient(x):
             continue   # (no gradient of indices to ask: nothing to refuse; and the guard, a
             # Custom operator, costs ~0.5-2.5 ms a call: token inputs in no graph skip it)
+        if in_remat_body:
+            if x.ndim:   # (a 0-d one is MXNet's unknown shape: refused elsewhere)
+                inputs[k] = _checked_by_mxnet(x)
+            continue
         with _lock:
             key = _KEYS.get(refusal)
             if key is None:

@@ -120,3 +120,51 @@ def test_indices_through_round_train_as_eagerly():
     got = _run(_fresh(_RoundedIndices, True), [x.copy(), mask], [0])
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     assert np.abs(want[0]).sum() > 0
+
+
+class _ArgmaxTokens(gluon.HybridBlock):
+    """Tokens computed inside a remat loop's body by argmax of a recorded value (MXNet asks no
+    gradient through argmax), then the partitioned block."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.inner = _MaskedEmbedding()
+            self.scale = self.params.get("scale", shape=(1,), init=mx.init.One())
+
+    def forward(self, xs, mask):
+        def body(x, states):
+            toks = mx.nd.argmax(x * self.scale.data(), axis=-1)
+            return self.inner(toks, mask) * self.scale.data(), states
+        out, _ = gluon_cf.foreach(body, xs, [], remat=True)
+        return out.sum()
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_a_remat_loop_calling_the_block_refuses_or_trains_as_eagerly(hybridize):
+    """A remat loop's body calling the partitioned block: its recomputation runs the block
+    partitioned in the remat node's backward, where the guard is MXNet's own Embedding
+    (NOTE [index gradients of a partitioned block]): asked the tokens' gradient it refuses
+    with MXNet's message, as eagerly (it trained to zeros); argmax-made tokens train."""
+    inner = _fresh(_MaskedEmbedding, hybridize)
+    mask = mx.nd.array([1, 0, 1])
+    toks = mx.nd.array([[1, 2, 3], [2, 3, 4]])
+    toks.attach_grad()
+    with pytest.raises(mx.MXNetError, match="Embedding layer doesn't support"):
+        with autograd.record():
+            out, _ = gluon_cf.foreach(lambda t, s: (inner(t, mask), s), toks, [], remat=True)
+            y = out.sum()
+        y.backward()
+        toks.grad.asnumpy()
+    grads = []
+    for hybrid in (False, hybridize):
+        net = _fresh(_ArgmaxTokens, False)
+        if hybrid:
+            net.inner.hybridize()
+        xs = mx.nd.array(np.random.RandomState(1).rand(2, 3, 5))
+        with autograd.record():
+            y = net(xs, mask)
+        y.backward()
+        grads.append(net.scale.grad().asnumpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5)
+    assert np.abs(grads[0]).sum() > 0
