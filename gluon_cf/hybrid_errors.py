@@ -54,9 +54,9 @@ def _graph_error_of(err, block, args):
     empty = [(k, a.shape) for k, a in enumerate(arrays) if 0 in a.shape]
     detail = mxnet_message(next(line for line in text.splitlines()
                                 if "Error in operator " in line))
-    at = "%s: hybrid_forward of block %r" % (
-        _operator_lines(plan.js, text, function) or
-        "%s:%d" % (code.co_filename, code.co_firstlineno), block.name)
+    at = "%s:%d: hybrid_forward of block %r" % (code.co_filename, code.co_firstlineno,
+                                                block.name)
+    at = _operator_lines(plan.js, text, block) or at
     if is_mxnet_module(getattr(function, "__module__", None) or ""):
         # (a SymbolBlock's: MXNet's hybrid_forward; the user's line is the call's)
         at = "%s: block %r (a graph imported into a %s)" % (
@@ -87,19 +87,32 @@ def _graph_error_of(err, block, args):
 _CALLED_AS = {"Concat": "concat", "SliceChannel": "split", "_rnn_param_concat": "concat"}
 
 
-def _operator_lines(js, text, function):
-    """``file:line`` (at most three, joined by "or") of the calls in ``function``'s source that
-    may have made the operator of the block's own graph named in MXNet's error ``text``
-    (``F.reshape(...)`` or ``x.reshape(...)`` for a Reshape: no line of its own), or None
-    (an operator no call names, ``+``; or more calls than help: the def's line then;
-    hostile review of session 35)."""
+def _operator_lines(js, text, block):
+    """``file:line: hybrid_forward of block 'name'`` naming the calls (at most three, joined
+    by "or") in the source of the hybrid_forward of ``block`` or of its child whose prefix
+    the operator's name has, that may have made the operator of the block's own graph named
+    in MXNet's error ``text`` (``F.reshape(...)`` or ``x.reshape(...)`` for a Reshape: no line
+    of its own); or None (an operator no call names, ``+``; or more calls than help: the
+    def's line then; hostile review of session 35)."""
     match = re.search(r"Error in operator (\S+?):", text)
     node = match and next((n for n in js["nodes"] if n["name"] == match.group(1)), None)
     if not node or node["op"] == "null" or SOURCE_ATTR in node.get("attrs", {}):
         return None
+    owner = block   # (the child block whose hybrid_forward made it: its prefix)
+    while True:
+        child = next((c for c in owner._children.values()
+                      if node["name"].startswith(c.prefix)), None)
+        if child is None:
+            break
+        owner = child
+    function = getattr(type(owner), "hybrid_forward", None)
+    if function is None or not inspect.isfunction(inspect.unwrap(function)):
+        return None
+    function = inspect.unwrap(function)
     op = re.sub(r"^_(contrib|npi|npx)_", "", node["op"])
     found = _call_lines(function, _CALLED_AS.get(node["op"], op.lower()))
-    return " or ".join(found) if 0 < len(found) <= 3 else None
+    return "%s: hybrid_forward of block %r" % (" or ".join(found), owner.name) \
+        if 0 < len(found) <= 3 else None
 
 
 def _located_takes(symbol, forward):
