@@ -151,6 +151,17 @@ class _RunLock:
 _RUN_LOCK = _RunLock()
 
 
+def pytest_sessionfinish(session):
+    """The run's lock files go with it (they were left in /tmp, two per run). Every worker
+    opened them as it started, and an open file keeps its locks when its name goes."""
+    if _RUN_LOCK.active:
+        for kept in (_RUN_LOCK.turnstile, _RUN_LOCK.lock):
+            try:
+                os.unlink(kept.name)
+            except FileNotFoundError:   # (the other worker's finish took it)
+                pass
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each test holds the run's lock from before its fixtures' setup (a module's fixtures
