@@ -528,38 +528,6 @@ def one_row_from_a_call(rejected):
     return rejected.why.startswith(_ONE_ROW.split("%", 1)[0])
 
 
-def one_row_output(symbol, graph_json, flags, shapes, rows=ROWS):
-    """The operator node whose output ``graph_json`` returns with one row for a batch of
-    ``rows`` invocations (a value reading none of the arguments: a constant), named with the
-    user's line; None when there is none (or the shapes cannot be inferred)."""
-    try:
-        by_entry = _internal_shapes(symbol, graph_json, shapes, rows)
-    except Exception:  # noqa: BLE001 - nothing proven: nothing named
-        return None
-    nodes = graph_json["nodes"]
-    for nid, k, *_ in graph_json["heads"]:
-        shape = by_entry.get((nid, k))
-        while nodes[nid]["op"] in ("_copy", "identity") and nodes[nid]["inputs"]:
-            nid = nodes[nid]["inputs"][0][0]      # (the branch's output copies: cond.py)
-        node = nodes[nid]
-        if shape and shape[0] == 1 and not any(flags.get(nodes[i]["name"]) for i in
-                                               _variables_read(nodes, nid)) \
-                and node.get("attrs", {}).get(SOURCE_ATTR):
-            return node
-    return None
-
-
-def _variables_read(nodes, nid):
-    """Ids of the variables (``null`` nodes) node ``nid`` reads, directly or not."""
-    seen, todo = set(), [nid]
-    while todo:
-        i = todo.pop()
-        if i not in seen:
-            seen.add(i)
-            todo.extend(src for src, *_ in nodes[i]["inputs"])
-    return [i for i in seen if nodes[i]["op"] == "null"]
-
-
 def _blame_one_row_call(nodes, ins, in_flags, in_shapes, rows):
     """A node that gives too few rows because its batched input from a call or a cond has one
     row (a base case returning a constant: NOTE [row-wise rules]) blames that input's node,

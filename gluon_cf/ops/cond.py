@@ -8,6 +8,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import node as _node, registry, rowwise
+from ..rowwise_constants import one_row_output
 from ..errors import spec_key
 from ..executor import Frame, Parallel
 from .._names import name_manager
@@ -500,7 +501,7 @@ def _branches_act_row_by_row(node, in_flags, in_shapes, rows):
             constant = None
             if rowwise.one_row_from_a_call(inner):
                 symbol, graph_json, flags, shapes = branch(other)
-                constant = rowwise.one_row_output(symbol, graph_json, flags, shapes, rows)
+                constant = one_row_output(symbol, graph_json, flags, shapes, rows)
             if constant is not None:
                 raise rowwise.Rejected(constant, inner.why + " (in the %s branch of cond %r)"
                                        % (other, node["name"]), inner.hint) from None
