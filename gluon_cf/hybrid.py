@@ -41,7 +41,6 @@ from . import executor, node_progress, registry, remat as _remat
 from .graph import (PartitionedGraph, block_index_gradients, has_gluon_cf_nodes,
                     refusing_training)
 from .graph.decoded import holds_recursion
-from .graph.index_gradients import inputs_reaching_indices
 from .index_guard import guard_inputs
 from .graph.cached_graph import (SIZE_CUTTERS, ReshapeChecks, check_reshapes,
                                  makes_zero_size, reshapes_may_resize)
@@ -130,10 +129,8 @@ class _Plan:
             partitioned = self.partitioned[thread] = PartitionedGraph(_located_takes(
                 self.symbol if blocked is None else mx.sym.load_json(blocked), self.forward))
         given = cargs
-        if mx.autograd.is_recording():
-            if self.index_refusals is None:   # NOTE [index gradients of a partitioned block]
-                self.index_refusals = inputs_reaching_indices(self.js, self.symbol.list_inputs())
-            cargs = guard_inputs(cargs, self.index_refusals, _remat.running_body())
+        if mx.autograd.is_recording():   # NOTE [index gradients of a partitioned block]
+            cargs = guard_inputs(cargs, self, _remat.running_body())
         running: list = []
         try:
             return _owned(executor.run_node(partitioned.run(cargs, None, declared, running)),

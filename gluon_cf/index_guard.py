@@ -27,7 +27,9 @@ NOTE [index gradients of a partitioned block]
     with its own message, as it refuses the same body run eagerly (hostile review of session
     35: a remat loop calling the block trained to zeros).
 """
+import inspect
 import itertools
+import re
 import threading
 from typing import Dict, List, Sequence
 
@@ -35,7 +37,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from ._custom_ops import register_guarded, write_like_assign
-from .graph.index_gradients import IndexGradientError
+from .graph.index_gradients import IndexGradientError, inputs_reaching_indices
 from .node import reporting
 from .shared_handles import needs_no_gradient
 
@@ -103,12 +105,29 @@ def _checked_by_mxnet(x):
     return mx.nd.broadcast_add(x, (probe.sum() * 0).astype(x.dtype).reshape((1,) * x.ndim))
 
 
-def guard_inputs(inputs: Sequence, refusals: Dict[int, str], in_remat_body=False) -> List:
-    """``inputs`` (a partitioned block's, in its graph's order), those at the positions of
-    ``refusals`` (position -> IndexGradientError's message) through the guard while
-    recording (NOTE [index gradients of a partitioned block]); ``in_remat_body``: through
-    MXNet's own check instead."""
+def _called(forward, name):
+    """The name the user's ``hybrid_forward(self, F, ...)`` gives the block's input ``name``
+    (Gluon's ``data`` or ``data<k>``; a parameter's own name otherwise)."""
+    match = re.fullmatch(r"data(\d*)", name)
+    try:
+        given = list(inspect.signature(forward).parameters)[2:]
+    except (TypeError, ValueError):
+        return name
+    k = int(match.group(1) or 0) if match else None
+    return given[k] if k is not None and k < len(given) else name
+
+
+def guard_inputs(inputs: Sequence, plan, in_remat_body=False) -> List:
+    """``inputs`` (a partitioned block's, in its graph's order), those reaching indices
+    through the guard while recording (NOTE [index gradients of a partitioned block]);
+    ``in_remat_body``: through MXNet's own check instead. ``plan``: the block's graph
+    (hybrid.py's ``_Plan``), which keeps which inputs reach indices."""
     inputs = list(inputs)
+    refusals = plan.index_refusals
+    if refusals is None:
+        names = plan.symbol.list_inputs()
+        refusals = plan.index_refusals = inputs_reaching_indices(
+            plan.js, names, [_called(plan.forward, n) for n in names])
     if not refusals or not autograd.is_recording():
         return inputs
     for k, refusal in refusals.items():

@@ -89,7 +89,7 @@ def test_a_gradient_asked_of_indices_is_refused_as_eagerly(cls, inputs):
         _run(_fresh(cls, False), list(inputs()), [0])
     net = _fresh(cls, True)
     for _ in range(2):   # (the same on every call; the block stays usable)
-        with pytest.raises(IndexGradientError, match="input 'data0'.* reaches the indices of "
+        with pytest.raises(IndexGradientError, match="input 'tok'.* reaches the indices of "
                                                      "Embedding"):
             _run(net, list(inputs()), [0])
     if cls is _Decoder:  # no gradient of the indices asked: trains, as eagerly

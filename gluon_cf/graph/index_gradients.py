@@ -74,18 +74,18 @@ def _refusal(asked, embedding):
             "attach_grad), or pass them through F.BlockGrad" % (asked, describe_node(embedding)))
 
 
-def inputs_reaching_indices(js, names):
-    """For a block's graph (JSON ``js``, inputs ``names`` in order): {position: the message of
-    IndexGradientError} for each input whose gradient would go through an Embedding's indices,
-    in the graph itself or inside its gluon_cf nodes (NOTE [index gradients of a partitioned
-    block] in index_guard.py)."""
+def inputs_reaching_indices(js, names, shown):
+    """For a block's graph (JSON ``js``, inputs ``names`` in order, ``shown`` as the user
+    calls them): {position: the message of IndexGradientError} for each input whose gradient
+    would go through an Embedding's indices, in the graph itself or inside its gluon_cf nodes
+    (NOTE [index gradients of a partitioned block] in index_guard.py)."""
     refusals = {}
-    for k, name in enumerate(names):
+    for k, (name, called) in enumerate(zip(names, shown)):
         found, _ = _graph_reaching(js, {name: k})
         if found is not None:
             refusals[k] = _refusal("gluon_cf: a gradient was asked of the block's input %r "
-                                   "(its NDArray attach_grad(), or computed from one)" % name,
-                                   found[0])
+                                   "(its NDArray attach_grad(), or computed from one)"
+                                   % called, found[0])
     return refusals
 
 
