@@ -151,8 +151,8 @@ def _owned(outputs, inputs):
     owned = []
     for out in outputs:
         if isinstance(out, mx.nd.NDArray):
-            if out.handle.value in seen:
-                out = out.copy()
+            if out.handle.value in seen and out.size:   # (no element: nothing to write,
+                out = out.copy()                         # and MXNet cannot copy it)
             seen.add(out.handle.value)
         owned.append(out)
     return owned
