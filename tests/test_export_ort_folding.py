@@ -64,7 +64,8 @@ def model(depth, const=False, scan=False, loop_wrapped=False):
 CASES = {"if_if_loop_initializer": model(2), "if_if_loop_constant": model(2, const=True),
          "if_if_scan_initializer": model(2, scan=True), "if20_loop_initializer": model(20),
          "if_loop_loop": model(1, loop_wrapped=True)}
-tmp = tempfile.mkdtemp()
+kept_dir = tempfile.TemporaryDirectory()   # (removed when the script ends)
+tmp = kept_dir.name
 x = np.random.RandomState(0).uniform(-1, 1, 5).astype(np.float32)
 np.save(os.path.join(tmp, "x.npy"), x)
 for name, m in CASES.items():

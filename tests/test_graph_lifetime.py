@@ -61,7 +61,8 @@ class Rec(gluon.HybridBlock):
 x = nd.array(np.random.RandomState(0).uniform(-1, 1, (2, 1, 3)))
 s0 = nd.array([[0.5, -0.25, 1.0]])
 n = nd.array([2])
-tmp = tempfile.mkdtemp()
+kept_dir = tempfile.TemporaryDirectory()   # (removed when the script ends)
+tmp = kept_dir.name
 
 
 # The other thread is one thread for every round: MXNet 1.9.1 itself keeps ~5 MiB for each

@@ -37,7 +37,8 @@ TAMPERED = """
                                               [F.zeros((1,)), st[0]], max_iterations=4)
             return outs, ys, F.contrib.cond(F.sum(s) > 0, lambda: s * 2, lambda: s - 1)
 
-    tmp = tempfile.mkdtemp()
+    kept_dir = tempfile.TemporaryDirectory()   # (removed when the script ends)
+    tmp = kept_dir.name
     net = Net()
     net.initialize()
     x, h = nd.random.normal(shape=(4, 2, 3)), nd.ones((2, 3))
@@ -182,7 +183,8 @@ NESTED = """
                                          [F.ones((3,))])[0]
             return gluon_cf.cond(F.sum(x) > 0, then, lambda: x * 2)
 
-    tmp = tempfile.mkdtemp()
+    kept_dir = tempfile.TemporaryDirectory()   # (removed when the script ends)
+    tmp = kept_dir.name
     net = Net()
     net.hybridize()
     x = nd.ones((2, 3))

@@ -907,7 +907,8 @@ TAMPERED_FILE = """
                                  lambda: gluon_cf.cond(F.sum(x) > 5, lambda: x * 2, lambda: x * 3),
                                  lambda: x - 1)
 
-    tmp = tempfile.mkdtemp()
+    kept_dir = tempfile.TemporaryDirectory()   # (removed when the script ends)
+    tmp = kept_dir.name
     net = Net()
     net.hybridize()
     net(nd.ones((2, 3)))
@@ -1271,7 +1272,8 @@ EXPORT_AFTER_FAILED_INFERENCE = """
     graphs.Graph.infer_shape = infer_shape
     x2 = np.array([[0.25, 0.25]], np.float32)
     results = []
-    tmp = tempfile.mkdtemp()
+    kept_dir = tempfile.TemporaryDirectory()   # (removed when the script ends)
+    tmp = kept_dir.name
     for run in (lambda: table.out_shapes(entry, [(1, 2)]),
                 lambda: net(nd.array(x2)).asnumpy(),
                 lambda: export_onnx(net, [x2], os.path.join(tmp, "m.onnx")),

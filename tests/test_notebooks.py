@@ -39,8 +39,13 @@ def kernel_manager(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep
                        + os.environ.get("PATH", ""))
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    # (the notebooks' tempfile.mkdtemp() directories in tmp_path too: the kernel does not
+    # remove them, and they were left in /tmp, one per notebook and run)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")], ensure_native_kernel=False)
-    return KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
+    # (its connection file in tmp_path: left in /tmp otherwise, one per notebook and run)
+    return KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs,
+                         connection_file=str(tmp_path / "kernel.json"))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
