@@ -4,6 +4,7 @@ constant's line, not the call's (NOTE [row-wise rules] in rowwise.py)."""
 import json
 
 from . import registry
+from ._graph_json import reached_ids
 from .operators import SOURCE_ATTR
 from .rowwise import ROWS, _internal_shapes, load_graph
 
@@ -58,10 +59,4 @@ def _in_branches(node, nodes, by_entry, flags, rows):
 
 def _variables_read(nodes, nid):
     """Ids of the variables (``null`` nodes) node ``nid`` reads, directly or not."""
-    seen, todo = set(), [nid]
-    while todo:
-        i = todo.pop()
-        if i not in seen:
-            seen.add(i)
-            todo.extend(src for src, *_ in nodes[i]["inputs"])
-    return [i for i in seen if nodes[i]["op"] == "null"]
+    return [i for i in reached_ids(nodes, [nid]) if nodes[i]["op"] == "null"]
