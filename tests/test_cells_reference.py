@@ -575,6 +575,43 @@ def test_bench_baselines_agree_on_outputs_and_sgd_step(kind):
         runner.train_step(leaf_batch)
 
 
+@pytest.mark.parametrize('kind', ['treelstm', 'treernn'])
+def test_bench_floor_with_input_grads_trains_as_the_floor_and_fills_input_gradients(kind):
+    """Method l is method g with every cell call's inputs needing gradients: the same loss and
+    the same weights after one SGD step as g (the oracle: the same arithmetic), and its input
+    gradient buffers hold what MXNet's own gradient of the same calls gives them."""
+    from gluon_cf.bench import METHODS
+    from gluon_cf.bench.baselines import ModelConfig, make_model
+    vocab_size, batch = _bench_batch()
+    model = make_model(ModelConfig(kind, vocab_size, embed_size=E, hidden_size=H), seed=3)
+    floor, with_grads = METHODS['g'].builder(model), METHODS['l'].builder(model)
+    assert floor.checked is False and with_grads.checked is False
+    h_g, h_l = floor.root_states(batch), with_grads.root_states(batch)   # inference: g's
+    np.testing.assert_array_equal(h_l.asnumpy(), h_g.asnumpy())
+    before = _weights(floor)
+    loss_g, loss_l = floor.train_step(batch), with_grads.train_step(batch)
+    assert float(loss_l.asnumpy()) == pytest.approx(float(loss_g.asnumpy()), rel=1e-6)
+    after_g, after_l = _weights(floor), _weights(with_grads)
+    for k in after_g:
+        np.testing.assert_allclose(after_l[k], after_g[k], rtol=1e-5, atol=1e-7, err_msg=k)
+    assert any(not np.allclose(before[k], after_g[k]) for k in before)   # SGD moved
+    # The leaves' rows: the gradient of the loss (the sum of every call's outputs) is the
+    # leaf call's own, which MXNet's autograd of a separate call on a copy gives (the oracle).
+    with autograd.record():
+        loss = mx.nd.add_n(*[o.sum() for out in with_grads._calls(batch) for o in out])
+    loss.backward()
+    rows = len(batch.forest.levels()[0])
+    got = with_grads._grads[0][:rows].asnumpy()
+    x = with_grads._x[:rows].copy()
+    x.attach_grad()
+    with autograd.record():
+        total = mx.nd.add_n(*[o.sum() for o in with_grads._leaf(x)]) \
+            if kind == 'treelstm' else with_grads._leaf(x).sum()
+    total.backward()
+    assert np.abs(got).max() > 0
+    np.testing.assert_allclose(got, x.grad.asnumpy(), rtol=1e-5, atol=1e-7)
+
+
 def test_bench_check_rejects_a_wrong_method(monkeypatch):
     import gluon_cf.bench.__main__ as harness
     from gluon_cf.bench import METHODS, Method

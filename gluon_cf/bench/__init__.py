@@ -64,3 +64,5 @@ register_method('i', 'gluon_cf hybridized, batching executor, dynamic schedules 
 register_method('j', 'exported standard ONNX in onnxruntime (inference)', baselines.OnnxRunner)
 register_method('k', 'exported artifact in gluon_cf.export.load (inference)',
                 baselines.ArtifactRunner)
+register_method('l', 'compute floor whose cell inputs need gradients in training (MXNet)',
+                baselines.FloorWithInputGradsRunner)

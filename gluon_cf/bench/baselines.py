@@ -373,6 +373,38 @@ class FloorRunner(_GluonRunner):
         return loss
 
 
+class FloorWithInputGradsRunner(FloorRunner):
+    """l: g whose cell calls' inputs need gradients in training, as in any training of the
+    tree model (a node's gradient reaches its children's states, a leaf's its embedded rows):
+    every call's inputs are marked as variables with gradient buffers of their own (views of
+    buffers allocated once), so each call's backward computes its inputs' gradients too, which
+    g's skips. Still no gathering, scattering or adding up of those gradients: a floor for
+    training that e must compute at least; in inference it is g."""
+
+    def _grow(self, rows):
+        super()._grow(rows)
+        # Right children read buffers of their own: two views of one array marked as two
+        # variables would share one gradient.
+        self._right = [s.copy() for s in self._states]
+        self._grads = [mx.nd.zeros(a.shape) for a in [self._x] + self._states + self._right]
+
+    def _calls(self, batch):
+        if not autograd.is_recording():
+            return super()._calls(batch)
+        levels = batch.forest.levels()
+        if max(len(level) for level in levels) > self._rows:
+            self._grow(2 * max(len(level) for level in levels))
+        x = self._x[:len(levels[0])]
+        autograd.mark_variables([x], [self._grads[0][:len(levels[0])]])
+        outputs = [_as_tuple(self._leaf(x))]
+        for nodes in levels[1:]:
+            n = len(nodes)
+            children = [s[:n] for s in self._states + self._right]
+            autograd.mark_variables(children, [g[:n] for g in self._grads[1:]])
+            outputs.append(_as_tuple(self._combine(*children)))
+        return outputs
+
+
 # ---------------------------------------------------------------------------------------------
 # h. numpy level batching: the same arithmetic without a framework (inference).
 
