@@ -48,7 +48,7 @@ def register_method(name, label, builder):
 
 
 # Registration block: the benchmark plan's methods in order.
-from gluon_cf.bench import baselines  # noqa: E402
+from gluon_cf.bench import baselines, floors  # noqa: E402
 
 register_method('a', 'eager per-node (Gluon)', baselines.EagerRunner)
 register_method('b', 'gluon_cf hybridized, unbatched executor', baselines.GluonCfUnbatchedRunner)
@@ -57,7 +57,7 @@ register_method('d', 'hand-written level batching (Gluon)', baselines.LevelBatch
 register_method('e', 'gluon_cf hybridized, batching executor', baselines.GluonCfBatchedRunner)
 register_method('f', 'eager per-node (PyTorch)', baselines.TorchRunner)
 register_method('g', 'compute floor: the cell calls of each level only (MXNet)',
-                baselines.FloorRunner)
+                floors.FloorRunner)
 register_method('h', 'level batching in numpy (inference)', baselines.NumpyRunner)
 register_method('i', 'gluon_cf hybridized, batching executor, dynamic schedules only',
                 baselines.GluonCfDynamicRunner)
@@ -65,4 +65,4 @@ register_method('j', 'exported standard ONNX in onnxruntime (inference)', baseli
 register_method('k', 'exported artifact in gluon_cf.export.load (inference)',
                 baselines.ArtifactRunner)
 register_method('l', 'compute floor whose cell inputs need gradients in training (MXNet)',
-                baselines.FloorWithInputGradsRunner)
+                floors.FloorWithInputGradsRunner)
