@@ -44,10 +44,15 @@ class FloorRunner(_GluonRunner):
         self._states = [mx.nd.array(rng.uniform(-0.1, 0.1, (rows, cfg.hidden_size)))
                         for _ in range(self.model.num_states)]
 
-    def _calls(self, batch):
+    def _levels(self, batch):
+        """The forest's levels, the buffers grown to hold the widest."""
         levels = batch.forest.levels()
         if max(len(level) for level in levels) > self._rows:
             self._grow(2 * max(len(level) for level in levels))
+        return levels
+
+    def _calls(self, batch):
+        levels = self._levels(batch)
         outputs = [_as_tuple(self._leaf(self._x[:len(levels[0])]))]
         for nodes in levels[1:]:
             children = [s[:len(nodes)] for s in self._states]
@@ -84,9 +89,7 @@ class FloorWithInputGradsRunner(FloorRunner):
     def _calls(self, batch):
         if not autograd.is_recording():
             return super()._calls(batch)
-        levels = batch.forest.levels()
-        if max(len(level) for level in levels) > self._rows:
-            self._grow(2 * max(len(level) for level in levels))
+        levels = self._levels(batch)
         x = self._x[:len(levels[0])]
         autograd.mark_variables([x], [self._grads[0][:len(levels[0])]])
         outputs = [_as_tuple(self._leaf(x))]
