@@ -581,7 +581,7 @@ def test_bench_floor_with_input_grads_trains_as_the_floor_and_fills_input_gradie
     the same weights after one SGD step as g (the oracle: the same arithmetic), and its input
     gradient buffers hold what MXNet's own gradient of the same calls gives them."""
     from gluon_cf.bench import METHODS
-    from gluon_cf.bench.baselines import ModelConfig, make_model
+    from gluon_cf.bench.baselines import ModelConfig, _as_tuple, make_model
     vocab_size, batch = _bench_batch()
     model = make_model(ModelConfig(kind, vocab_size, embed_size=E, hidden_size=H), seed=3)
     floor, with_grads = METHODS['g'].builder(model), METHODS['l'].builder(model)
@@ -605,8 +605,7 @@ def test_bench_floor_with_input_grads_trains_as_the_floor_and_fills_input_gradie
     x = with_grads._x[:rows].copy()
     x.attach_grad()
     with autograd.record():
-        total = mx.nd.add_n(*[o.sum() for o in with_grads._leaf(x)]) \
-            if kind == 'treelstm' else with_grads._leaf(x).sum()
+        total = mx.nd.add_n(*[o.sum() for o in _as_tuple(with_grads._leaf(x))])
     total.backward()
     assert np.abs(got).max() > 0
     np.testing.assert_allclose(got, x.grad.asnumpy(), rtol=1e-5, atol=1e-7)
